@@ -1,0 +1,69 @@
+/* matmul.c — the CPU matmul kernel: one OpenBLAS GEMM per batch matrix
+ * (a broadcast operand is re-read through a zero batch stride), or a
+ * single GEMM when a shared 2-D b lets the whole batch of a act as one
+ * tall matrix. Operands are contiguous, stored untransposed; ip[0]/ip[1]
+ * say whether the kernel uses the transpose of a's/b's last two dims. */
+#include "internal.h"
+
+#include <cblas.h>
+
+/* Element stride of each output batch dim in a contiguous operand x
+ * (0 where x has no such dim or a 1 that is broadcast). */
+static void batch_strides(const kiln_tensor *x, int nb, const int64_t *bshape, int64_t *stride) {
+    int64_t s = x->shape[x->ndim - 1] * x->shape[x->ndim - 2];
+    int xb = x->ndim - 2;
+    for (int i = nb - 1; i >= 0; i--) {
+        int ix = i - (nb - xb);
+        int64_t d = ix >= 0 ? x->shape[ix] : 1;
+        stride[i] = d == bshape[i] && d != 1 ? s : 0;
+        s *= d;
+    }
+}
+
+#define GEMM_BODY(T, gemm)                                                                                       \
+    do {                                                                                                         \
+        const T *A = a->data, *B = b->data;                                                                      \
+        T *C = t->data;                                                                                          \
+        if (fold) {                                                                                              \
+            gemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)(batch * m), (int)n, \
+                 (int)k, 1, A, (int)lda, B, (int)ldb, 0, C, (int)n);                            \
+            break;                                                                                               \
+        }                                                                                                        \
+        for (int64_t p = 0; p < batch; p++) {                                                                    \
+            int64_t oa = 0, ob = 0, rem = p;                                                                     \
+            for (int d = nb - 1; d >= 0; d--) {                                                                  \
+                int64_t i = rem % t->shape[d];                                                                   \
+                rem /= t->shape[d];                                                                              \
+                oa += i * sa[d];                                                                                 \
+                ob += i * sb[d];                                                                                 \
+            }                                                                                                    \
+            gemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m,      \
+                 (int)n, (int)k, 1, A + oa, (int)lda, B + ob, (int)ldb, 0, C + p * m * n,       \
+                 (int)n);                                                                                    \
+        }                                                                                                        \
+    } while (0)
+
+static kiln_status matmul_kernel(kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex; /* OpenBLAS runs its own threads */
+    const kiln_tensor *a = t->src[0], *b = t->src[1];
+    bool ta = t->ip[0], tb = t->ip[1];
+    int nb = t->ndim - 2;
+    int64_t m = t->shape[nb], n = t->shape[nb + 1], k = a->shape[a->ndim - (ta ? 2 : 1)];
+    int64_t lda = ta ? m : k, ldb = tb ? k : n;
+    if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
+        return kiln__errs(KILN_ERR_UNSUPPORTED, "matmul: a dim above 2^31 - 1 is beyond BLAS (m %lld n %lld k %lld)",
+                          (long long)m, (long long)n, (long long)k);
+    int64_t sa[KILN_MAX_DIMS], sb[KILN_MAX_DIMS], batch = kiln__numel(nb, t->shape);
+    batch_strides(a, nb, t->shape, sa);
+    batch_strides(b, nb, t->shape, sb);
+    /* b shared by every batch and a's matrices stored one after another
+     * (not transposed, not broadcast): a is one [batch*m, k] matrix */
+    bool fold = !ta && batch > 1 && kiln__numel(b->ndim - 2, b->shape) == 1 &&
+                kiln__numel(a->ndim - 2, a->shape) == batch && batch * m <= INT32_MAX;
+    if (t->dtype == KILN_F32) GEMM_BODY(float, cblas_sgemm);
+    else if (t->dtype == KILN_F64) GEMM_BODY(double, cblas_dgemm);
+    else return kiln__errs(KILN_ERR_UNSUPPORTED, "matmul: no CPU kernel for %s", kiln_dtype_name(t->dtype));
+    return KILN_OK;
+}
+
+void kiln__cpu_register_matmul(kiln_cpu_kernel *tab) { tab[KILN_OP_MATMUL] = matmul_kernel; }

@@ -1,0 +1,136 @@
+/* ctx.c — the context: an arena for metadata, a list of owned storage,
+ * the parameter list, and global settings (threads). */
+#include "internal.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define ARENA_CHUNK (64 * 1024)
+
+struct kiln_arena_chunk {
+    kiln_arena_chunk *next;
+    size_t used, size;
+    _Alignas(16) unsigned char mem[];
+};
+
+/* Owned storage: a header before each block so it can be freed early. */
+struct kiln_owned {
+    kiln_owned *prev, *next;
+    void *raw;
+};
+
+kiln_ctx *kiln_ctx_new(void) {
+    kiln__ops_init();
+    kiln_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return kiln__err(KILN_ERR_OOM, "kiln_ctx_new: out of memory");
+    ctx->grad_enabled = true;
+    return ctx;
+}
+
+void kiln_ctx_free(kiln_ctx *ctx) {
+    if (!ctx) return;
+    for (kiln_owned *o = ctx->owned, *next; o; o = next) {
+        next = o->next;
+        free(o->raw);
+    }
+    for (kiln_arena_chunk *c = ctx->chunks, *next; c; c = next) {
+        next = c->next;
+        free(c);
+    }
+    free(ctx);
+}
+
+void *kiln__arena_alloc(kiln_ctx *ctx, size_t bytes) {
+    bytes = (bytes + 15) & ~(size_t)15;
+    kiln_arena_chunk *c = ctx->chunks;
+    if (!c || c->size - c->used < bytes) {
+        size_t size = bytes > ARENA_CHUNK ? bytes : ARENA_CHUNK;
+        c = malloc(sizeof *c + size);
+        if (!c) return kiln__err(KILN_ERR_OOM, "out of memory for %zu bytes of metadata", bytes);
+        c->size = size;
+        c->used = 0;
+        c->next = ctx->chunks;
+        ctx->chunks = c;
+    }
+    void *p = c->mem + c->used;
+    c->used += bytes;
+    memset(p, 0, bytes);
+    return p;
+}
+
+/* Layout: raw -> [padding][kiln_owned*][aligned block]. */
+void *kiln__owned_alloc(kiln_ctx *ctx, size_t bytes) {
+    if (bytes > SIZE_MAX - KILN_ALIGN - sizeof(kiln_owned) - sizeof(void *))
+        return kiln__err(KILN_ERR_OOM, "out of memory: %zu bytes requested", bytes);
+    void *raw = calloc(1, sizeof(kiln_owned) + sizeof(void *) + KILN_ALIGN + bytes);
+    if (!raw) return kiln__err(KILN_ERR_OOM, "out of memory: %zu bytes requested", bytes);
+    kiln_owned *o = raw;
+    uintptr_t p = ((uintptr_t)(o + 1) + sizeof(void *) + KILN_ALIGN - 1) & ~(uintptr_t)(KILN_ALIGN - 1);
+    ((kiln_owned **)p)[-1] = o;
+    o->raw = raw;
+    o->prev = NULL;
+    o->next = ctx->owned;
+    if (ctx->owned) ctx->owned->prev = o;
+    ctx->owned = o;
+    return (void *)p;
+}
+
+void kiln__owned_free(kiln_ctx *ctx, void *p) {
+    if (!p) return;
+    kiln_owned *o = ((kiln_owned **)p)[-1];
+    if (o->prev) o->prev->next = o->next;
+    else ctx->owned = o->next;
+    if (o->next) o->next->prev = o->prev;
+    free(o->raw);
+}
+
+kiln_status kiln__owned_grow(kiln_ctx *ctx, void **p, int *cap, int need, size_t elem) {
+    if (need <= *cap) return KILN_OK;
+    int ncap = *cap ? *cap : 16;
+    while (ncap < need) ncap *= 2;
+    void *np = kiln__owned_alloc(ctx, (size_t)ncap * elem);
+    if (!np) return KILN_ERR_OOM;
+    if (*p) {
+        memcpy(np, *p, (size_t)*cap * elem);
+        kiln__owned_free(ctx, *p);
+    }
+    *p = np;
+    *cap = ncap;
+    return KILN_OK;
+}
+
+void kiln_ctx_set_grad_enabled(kiln_ctx *ctx, bool enabled) { ctx->grad_enabled = enabled; }
+bool kiln_ctx_grad_enabled(const kiln_ctx *ctx) { return ctx->grad_enabled; }
+size_t kiln_ctx_storage_bytes(const kiln_ctx *ctx) { return ctx->storage_bytes; }
+
+int kiln_ctx_params(kiln_ctx *ctx, kiln_tensor **out, int max) {
+    for (int i = 0; out && i < ctx->n_params && i < max; i++) out[i] = ctx->params[i];
+    return ctx->n_params;
+}
+
+void kiln_zero_grad(kiln_ctx *ctx) {
+    for (int i = 0; i < ctx->n_params; i++) {
+        kiln_tensor *g = ctx->params[i]->grad;
+        if (g) memset(g->data, 0, g->storage_bytes);
+    }
+}
+
+/* ---- threads ---- */
+
+static int n_threads; /* 0: not chosen yet */
+
+void kiln_set_threads(int n) { n_threads = n > 0 ? n : 0; }
+
+int kiln__threads(void) {
+    if (n_threads > 0) return n_threads;
+    const char *env = getenv("KILN_THREADS");
+    int n = env ? atoi(env) : 0;
+#ifdef _OPENMP
+    if (n <= 0) n = omp_get_num_procs();
+#endif
+    n_threads = n > 0 ? n : 1;
+    return n_threads;
+}
+
+int kiln_get_threads(void) { return kiln__threads(); }

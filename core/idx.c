@@ -1,0 +1,148 @@
+/* idx.c — kiln_idx_load(): read an IDX file (the format of MNIST and
+ * Fashion-MNIST) into a new leaf tensor.
+ *
+ * Layout: two zero bytes, a type byte (only 0x08, unsigned byte, is
+ * supported), a byte with the number of dims, that many big-endian u32
+ * dims, then the data in row-major order. zlib's gzread() reads gzipped and
+ * plain files alike. The whole payload is read and checked before the
+ * tensor is made, so a bad file leaves nothing behind in the context.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <zlib.h>
+
+/* Refuse absurd headers before allocating: 16 Gi elements is far beyond
+ * any IDX data set, and every product below it fits in int64_t. */
+#define IDX_MAX_ELEMS ((int64_t)1 << 34)
+/* gzread() takes an unsigned int length, so big reads go in pieces. */
+#define IDX_CHUNK ((int64_t)1 << 30)
+
+/* Read up to n bytes; returns the count read (short at end of file), or -1
+ * on a read error. */
+static int64_t read_full(gzFile f, unsigned char *buf, int64_t n) {
+    int64_t got = 0;
+    while (got < n) {
+        int64_t want = n - got < IDX_CHUNK ? n - got : IDX_CHUNK;
+        int r = gzread(f, buf + got, (unsigned)want);
+        if (r < 0) return -1;
+        if (r == 0) break;
+        got += r;
+    }
+    return got;
+}
+
+static const char *gz_message(gzFile f) {
+    int code = Z_OK;
+    const char *msg = gzerror(f, &code);
+    return code == Z_ERRNO ? strerror(errno) : msg;
+}
+
+kiln_tensor *kiln_idx_load(kiln_ctx *ctx, const char *path, bool as_labels, float scale) {
+    kiln_tensor *out = NULL;
+    unsigned char *bytes = NULL;
+    gzFile f = NULL;
+    /* declared up front so no goto jumps over an initialization */
+    unsigned char head[4 + 4 * KILN_MAX_DIMS];
+    int64_t shape[KILN_MAX_DIMS];
+    int64_t got, n = 1;
+    int ndim;
+
+    if (!ctx || !path) return kiln__err(KILN_ERR_ARG, "kiln_idx_load: ctx and path must not be NULL");
+
+    errno = 0;
+    f = gzopen(path, "rb");
+    if (!f) {
+        /* gzopen leaves errno at 0 when only its own allocation failed */
+        if (errno == 0) kiln__err(KILN_ERR_OOM, "kiln_idx_load: %s: out of memory opening the file", path);
+        else kiln__err(KILN_ERR_IO, "kiln_idx_load: cannot open %s: %s", path, strerror(errno));
+        goto cleanup;
+    }
+
+    got = read_full(f, head, 4);
+    if (got < 0) {
+        kiln__err(KILN_ERR_IO, "kiln_idx_load: reading %s: %s", path, gz_message(f));
+        goto cleanup;
+    }
+    if (got < 4 || head[0] != 0 || head[1] != 0) {
+        kiln__err(KILN_ERR_FORMAT, "kiln_idx_load: %s is not an IDX file (no 00 00 magic at the start)", path);
+        goto cleanup;
+    }
+    if (head[2] != 0x08) {
+        kiln__err(KILN_ERR_FORMAT,
+                  "kiln_idx_load: %s: data type 0x%02x is not supported (only 0x08, unsigned byte)", path,
+                  head[2]);
+        goto cleanup;
+    }
+    ndim = head[3];
+    if (ndim < 1 || ndim > KILN_MAX_DIMS) {
+        kiln__err(KILN_ERR_FORMAT, "kiln_idx_load: %s: %d dims (expected 1..%d)", path, ndim, KILN_MAX_DIMS);
+        goto cleanup;
+    }
+
+    got = read_full(f, head + 4, 4 * (int64_t)ndim);
+    if (got < 0) {
+        kiln__err(KILN_ERR_IO, "kiln_idx_load: reading %s: %s", path, gz_message(f));
+        goto cleanup;
+    }
+    if (got < 4 * ndim) {
+        kiln__err(KILN_ERR_FORMAT, "kiln_idx_load: %s: header truncated: expected %d dims, file ends after %d bytes",
+                  path, ndim, (int)(4 + got));
+        goto cleanup;
+    }
+
+    for (int i = 0; i < ndim; i++) {
+        const unsigned char *p = head + 4 + 4 * i;
+        shape[i] = (int64_t)p[0] << 24 | (int64_t)p[1] << 16 | (int64_t)p[2] << 8 | (int64_t)p[3];
+    }
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] == 0) {
+            kiln__err(KILN_ERR_FORMAT, "kiln_idx_load: %s: dim %d is 0", path, i);
+            goto cleanup;
+        }
+        /* divide instead of multiplying so the check itself cannot overflow */
+        if (n > IDX_MAX_ELEMS / shape[i]) {
+            char dims[96];
+            kiln__err(KILN_ERR_FORMAT, "kiln_idx_load: %s: shape %s has more than %lld elements", path,
+                      kiln__dims_str(ndim, shape, dims), (long long)IDX_MAX_ELEMS);
+            goto cleanup;
+        }
+        n *= shape[i];
+    }
+    if ((uint64_t)n > SIZE_MAX / sizeof(float)) {
+        kiln__err(KILN_ERR_OOM, "kiln_idx_load: %s: %lld elements do not fit in memory here", path, (long long)n);
+        goto cleanup;
+    }
+
+    bytes = malloc((size_t)n);
+    if (!bytes) {
+        kiln__err(KILN_ERR_OOM, "kiln_idx_load: %s: cannot allocate %lld bytes", path, (long long)n);
+        goto cleanup;
+    }
+    got = read_full(f, bytes, n);
+    if (got < 0) {
+        kiln__err(KILN_ERR_IO, "kiln_idx_load: reading %s: %s", path, gz_message(f));
+        goto cleanup;
+    }
+    if (got < n) {
+        kiln__err(KILN_ERR_FORMAT, "kiln_idx_load: %s is truncated: expected %lld bytes of data, got %lld", path,
+                  (long long)n, (long long)got);
+        goto cleanup;
+    }
+
+    /* kiln_tensor_new sets its own message on failure */
+    out = kiln_tensor_new(ctx, as_labels ? KILN_I32 : KILN_F32, ndim, shape);
+    if (!out) goto cleanup;
+    if (as_labels) {
+        int32_t *dst = kiln_tensor_data(out);
+        for (int64_t i = 0; i < n; i++) dst[i] = bytes[i];
+    } else {
+        float *dst = kiln_tensor_data(out);
+        for (int64_t i = 0; i < n; i++) dst[i] = (float)bytes[i] * scale;
+    }
+
+cleanup:
+    if (f) gzclose(f);
+    free(bytes);
+    return out;
+}

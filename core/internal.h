@@ -1,0 +1,283 @@
+/* internal.h — what core/, ops/ and backends/ share; not installed.
+ *
+ * A kiln_tensor is both a value and a graph node: `op` and `src` say how it
+ * is computed (KILN_OP_NONE for a leaf that owns storage). Op constructors
+ * (ops/) check shapes and record nodes through kiln__node_new(); the op
+ * table (kiln__op_table) holds each op's name, kind and backward rule; each
+ * backend holds its own kernel table indexed by the same kiln_op enum.
+ */
+#ifndef KILN_INTERNAL_H
+#define KILN_INTERNAL_H
+
+#include "kiln.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KILN_MAX_SRC 8
+#define KILN_MAX_IP 16
+#define KILN_MAX_FP 4
+#define KILN_ALIGN 64
+
+/* Every op. Views share their source's storage; INPLACE ops write into
+ * src[0]'s storage; the rest get a fresh contiguous output. */
+typedef enum kiln_op {
+    KILN_OP_NONE = 0, /* leaf */
+    /* views (no kernel) */
+    KILN_OP_VIEW,    /* reshape/view of a contiguous source; ip: none */
+    KILN_OP_PERMUTE, /* ip[0..ndim-1]: axes */
+    KILN_OP_SLICE,   /* ip[0]=axis ip[1]=start ip[2]=step */
+    KILN_OP_EXPAND,  /* broadcast_to: stride 0 on stretched dims */
+    KILN_OP_DETACH,  /* same view, no gradient */
+    /* copies */
+    KILN_OP_CONTIGUOUS,
+    KILN_OP_CAST,
+    /* unary element-wise; fp[0] = scalar parameter where one exists */
+    KILN_OP_NEG,
+    KILN_OP_SCALE,
+    KILN_OP_ADD_SCALAR,
+    KILN_OP_EXP,
+    KILN_OP_LOG,
+    KILN_OP_SQRT,
+    KILN_OP_RSQRT,
+    KILN_OP_ABS,
+    KILN_OP_SIGN,
+    KILN_OP_POW,
+    KILN_OP_TANH,
+    KILN_OP_SIGMOID,
+    KILN_OP_RELU,
+    KILN_OP_LEAKY_RELU,
+    KILN_OP_GELU,
+    KILN_OP_GELU_TANH,
+    KILN_OP_SILU,
+    KILN_OP_SOFTPLUS,
+    KILN_OP_GELU_GRAD,      /* d gelu/dx at x (used by gelu's backward) */
+    KILN_OP_GELU_TANH_GRAD, /* d gelu_tanh/dx at x */
+    /* binary element-wise with broadcasting */
+    KILN_OP_ADD,
+    KILN_OP_SUB,
+    KILN_OP_MUL,
+    KILN_OP_DIV,
+    KILN_OP_CMP,   /* ip[0] = kiln_cmp_op */
+    KILN_OP_WHERE, /* src: cond, a, b */
+    /* reductions over one axis: ip[0]=axis ip[1]=keepdim */
+    KILN_OP_SUM,
+    KILN_OP_MAX,
+    KILN_OP_MIN,
+    KILN_OP_ARGMAX,
+    /* matmul: ip[0]=trans_a ip[1]=trans_b */
+    KILN_OP_MATMUL,
+    /* movement with copies */
+    KILN_OP_CONCAT,        /* ip[0]=axis; src: the parts */
+    KILN_OP_PAD,           /* ip[2i], ip[2i+1]: before/after for axis i; fp[0]=value */
+    KILN_OP_SLICE_SCATTER, /* backward of slice: zeros of the source shape with src[0] placed at ip[0]=axis ip[1]=start ip[2]=step */
+    /* rows and indices */
+    KILN_OP_GET_ROWS,         /* src: table, idx */
+    KILN_OP_SCATTER_ADD_ROWS, /* src: rows [N..., D], idx; ip[0] = V rows of the result */
+    KILN_OP_ONE_HOT,          /* src: labels; ip[0] = n */
+    /* fused layers (each has a CPU kernel; backward rules are written in other ops) */
+    KILN_OP_SOFTMAX,     /* ip[0]=causal */
+    KILN_OP_LOG_SOFTMAX, /* ip[0]=causal */
+    KILN_OP_CROSS_ENTROPY, /* src: logits, labels; ip[0]=ignore_index */
+    KILN_OP_LAYER_NORM,  /* src: x [, w [, b]]; ip[0]=has_w ip[1]=has_b; fp[0]=eps */
+    KILN_OP_RMS_NORM,    /* src: x [, w]; ip[0]=has_w; fp[0]=eps */
+    KILN_OP_ROPE,        /* src: x [, pos]; ip[0]=mode ip[1]=inverse ip[2]=has_pos; fp[0]=theta */
+    KILN_OP_ATTENTION,   /* src: q, k, v; ip[0]=causal; fp[0]=scale */
+    KILN_OP_IM2COL,      /* see ops/conv.c for the layout and ip[] */
+    KILN_OP_COL2IM,
+    KILN_OP_DROPOUT,     /* fp[0]=p; ip[0]=seed */
+    /* in place: write into src[0]'s storage */
+    KILN_OP_ACC_GRAD, /* src[0] += src[1] */
+    KILN_OP_SGD_STEP, /* see optim/sgd.c */
+    KILN_OP_COUNT
+} kiln_op;
+
+typedef enum kiln_op_kind {
+    KILN_KIND_KERNEL = 0, /* fresh contiguous output */
+    KILN_KIND_VIEW,       /* shares src[0]'s storage, no kernel */
+    KILN_KIND_INPLACE     /* writes into src[0]'s storage */
+} kiln_op_kind;
+
+/* tensor flags */
+enum {
+    KILN_FLAG_REQUIRES_GRAD = 1 << 0,
+    KILN_FLAG_PARAM = 1 << 1,
+    KILN_FLAG_OUTPUT = 1 << 2, /* keeps its own storage across computes */
+    KILN_FLAG_GRAD = 1 << 3    /* is some leaf's gradient */
+};
+
+struct kiln_tensor {
+    kiln_dtype dtype;
+    int ndim;
+    int64_t shape[KILN_MAX_DIMS];
+    int64_t stride[KILN_MAX_DIMS]; /* in elements */
+    kiln_op op;
+    int nsrc;
+    kiln_tensor *src[KILN_MAX_SRC];
+    int64_t ip[KILN_MAX_IP];
+    double fp[KILN_MAX_FP];
+    uint32_t flags;
+    kiln_tensor *grad;      /* leaves that require grad */
+    kiln_tensor *view_src;  /* views/inplace: the tensor that owns the storage */
+    size_t view_offs;       /* bytes from view_src's first byte */
+    void *data;             /* resolved storage (leaves, outputs: own; nodes: set per compute) */
+    size_t storage_bytes;   /* bytes owned when this tensor has storage of its own */
+    kiln_ctx *ctx;
+    /* scratch for graph walks and the backward driver */
+    uint64_t visit; /* walk generation that last saw this tensor */
+    int slot;       /* its index in that walk */
+    int id;
+    char name[48];
+};
+
+/* ---- context and arena --------------------------------------------------- */
+
+typedef struct kiln_arena_chunk kiln_arena_chunk;
+typedef struct kiln_owned kiln_owned;
+
+struct kiln_ctx {
+    kiln_arena_chunk *chunks;
+    kiln_owned *owned;        /* storage and arrays freed with the context */
+    size_t storage_bytes;
+    bool grad_enabled;
+    int n_tensors;
+    uint64_t visit_gen;
+    kiln_tensor **params;     /* kiln_param() order */
+    int n_params, cap_params;
+};
+
+/* Zeroed, 16-byte aligned metadata memory living as long as ctx. */
+void *kiln__arena_alloc(kiln_ctx *ctx, size_t bytes);
+/* 64-byte aligned zeroed storage freed with ctx (or earlier by kiln__owned_free). */
+void *kiln__owned_alloc(kiln_ctx *ctx, size_t bytes);
+void kiln__owned_free(kiln_ctx *ctx, void *p);
+/* Grow an owned array (realloc semantics; *p may be NULL). */
+kiln_status kiln__owned_grow(kiln_ctx *ctx, void **p, int *cap, int need, size_t elem);
+
+/* ---- errors -------------------------------------------------------------- */
+
+/* Set the thread's error and return NULL (for constructors). */
+void *kiln__err(kiln_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Set the thread's error and return s (for status-returning calls). */
+kiln_status kiln__errs(kiln_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "[2, 3, 4]" into a caller buffer of at least 96 bytes; returns buf. */
+char *kiln__shape_str(const kiln_tensor *t, char *buf);
+char *kiln__dims_str(int ndim, const int64_t *shape, char *buf);
+
+/* ---- dtypes ---------------------------------------------------------------- */
+
+typedef struct kiln_type_traits {
+    const char *name;
+    size_t size;
+    bool is_float;
+    double (*get)(const void *base, int64_t i);      /* element i as double */
+    void (*set)(void *base, int64_t i, double v);    /* rounds to nearest even */
+    void (*to_f32)(const void *src, float *dst, int64_t n);
+    void (*from_f32)(const float *src, void *dst, int64_t n);
+} kiln_type_traits;
+
+extern const kiln_type_traits kiln__types[KILN_DTYPE_COUNT];
+float kiln__f16_to_f32(uint16_t h);
+uint16_t kiln__f32_to_f16(float f);
+float kiln__bf16_to_f32(uint16_t h);
+uint16_t kiln__f32_to_bf16(float f);
+
+/* ---- tensors and nodes ----------------------------------------------------- */
+
+static inline bool kiln__is_float(kiln_dtype t) { return t != KILN_I32; }
+static inline bool kiln__is_compute_float(kiln_dtype t) { return t == KILN_F32 || t == KILN_F64; }
+int kiln__axis(int ndim, int axis); /* normalized axis or -1 */
+void kiln__set_contiguous_strides(kiln_tensor *t);
+bool kiln__same_shape(const kiln_tensor *a, const kiln_tensor *b);
+bool kiln__shape_eq(int na, const int64_t *a, int nb, const int64_t *b);
+int64_t kiln__numel(int ndim, const int64_t *shape);
+
+/* Record a node: copies srcs, sets ctx, requires-grad (if any src requires
+ * grad, the op is differentiable and grad mode is on) and contiguous
+ * strides. The caller fills ip/fp (and strides/view fields for views). Any
+ * NULL src returns NULL without touching the existing error. */
+kiln_tensor *kiln__node_new(kiln_ctx *ctx, kiln_op op, kiln_dtype dtype, int ndim, const int64_t *shape,
+                            int nsrc, kiln_tensor *const *src);
+/* A view node of x with the given shape/strides and byte offset from x's data. */
+kiln_tensor *kiln__view_new(kiln_ctx *ctx, kiln_op op, kiln_tensor *x, int ndim, const int64_t *shape,
+                            const int64_t *stride, size_t offs_bytes);
+/* x itself if contiguous, else a CONTIGUOUS copy node. */
+kiln_tensor *kiln__contig(kiln_ctx *ctx, kiln_tensor *x);
+/* Broadcast shape of a and b, or -1 with an error naming op. */
+int kiln__broadcast_shape(const char *op, const kiln_tensor *a, const kiln_tensor *b, int64_t *out);
+/* A leaf constant filled with v, shaped like 'like' (ndim/shape). */
+kiln_tensor *kiln__full_like(kiln_ctx *ctx, const kiln_tensor *like, double v);
+
+/* ---- op table and autodiff ---------------------------------------------- */
+
+/* Backward rule: given the node and the gradient gy of its output, set
+ * gsrc[i] for every src[i] that requires grad (leave the rest NULL), built
+ * only from op constructors. Return KILN_OK or an error (message set). */
+typedef kiln_status (*kiln_backward_fn)(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor *gy, kiln_tensor **gsrc);
+
+typedef struct kiln_op_info {
+    const char *name;
+    kiln_op_kind kind;
+    kiln_backward_fn backward; /* NULL: not differentiable (argmax, cmp, ...) */
+} kiln_op_info;
+
+extern kiln_op_info kiln__op_table[KILN_OP_COUNT];
+void kiln__ops_init(void); /* fills kiln__op_table once */
+/* Each family fills its rows (ops/<family>.c). */
+void kiln__ops_register_elementwise(kiln_op_info *tab);
+void kiln__ops_register_reduce(kiln_op_info *tab);
+void kiln__ops_register_movement(kiln_op_info *tab);
+void kiln__ops_register_matmul(kiln_op_info *tab);
+void kiln__ops_register_rows(kiln_op_info *tab);
+void kiln__ops_register_nn(kiln_op_info *tab);
+void kiln__ops_register_conv(kiln_op_info *tab);
+void kiln__ops_register_optim(kiln_op_info *tab);
+
+/* Walk the ancestors of roots depth-first and list them sources-first in
+ * *list (malloc'd; the caller frees). Tensors whose visit == gen are
+ * skipped (pre-mark them to exclude); stop(t) true keeps t but not what is
+ * below it. Returns the count, or -1 when out of memory. */
+int kiln__topo(kiln_tensor *const *roots, int nroots, uint64_t gen, bool (*stop)(const kiln_tensor *t, void *arg),
+               void *arg, kiln_tensor ***list);
+
+/* Sum g over the dims that were broadcast so it has like's shape. */
+kiln_tensor *kiln__sum_to(kiln_ctx *ctx, kiln_tensor *g, const kiln_tensor *like);
+/* Reverse-mode vector-Jacobian product over the subgraph between targets
+ * and out: grads[i] = d<out, gy>/d targets[i] (NULL where no path). Used by
+ * the graph's backward and by composite ops whose backward rule is the
+ * gradient of their reference decomposition. */
+kiln_status kiln__vjp(kiln_ctx *ctx, kiln_tensor *out, kiln_tensor *gy, int n, kiln_tensor *const *targets,
+                      kiln_tensor **grads);
+
+/* ---- execution ------------------------------------------------------------- */
+
+typedef struct kiln_exec {
+    uint64_t run;  /* graph's run counter (dropout masks) */
+    bool training;
+    int n_threads;
+} kiln_exec;
+
+/* A CPU kernel computes node->data from its sources' data (all resolved). */
+typedef kiln_status (*kiln_cpu_kernel)(kiln_tensor *node, const kiln_exec *ex);
+void kiln__cpu_register_elementwise(kiln_cpu_kernel *tab);
+void kiln__cpu_register_reduce(kiln_cpu_kernel *tab);
+void kiln__cpu_register_movement(kiln_cpu_kernel *tab);
+void kiln__cpu_register_matmul(kiln_cpu_kernel *tab);
+void kiln__cpu_register_rows(kiln_cpu_kernel *tab);
+void kiln__cpu_register_nn(kiln_cpu_kernel *tab);
+void kiln__cpu_register_conv(kiln_cpu_kernel *tab);
+void kiln__cpu_register_optim(kiln_cpu_kernel *tab);
+/* Run one node on the CPU. */
+kiln_status kiln__cpu_compute(kiln_tensor *node, const kiln_exec *ex);
+
+int kiln__threads(void);
+
+/* ---- random numbers ------------------------------------------------------ */
+
+/* Counter-based: the same (seed, counter) gives the same value everywhere. */
+uint64_t kiln__hash64(uint64_t x);
+double kiln__uniform01(uint64_t seed, uint64_t counter); /* [0, 1) */
+double kiln__normal(uint64_t seed, uint64_t counter);
+
+#endif /* KILN_INTERNAL_H */

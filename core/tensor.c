@@ -1,0 +1,342 @@
+/* tensor.c — creating tensors and nodes, reading and writing their values. */
+#include "internal.h"
+
+#include <math.h>
+
+int64_t kiln__numel(int ndim, const int64_t *shape) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    return n;
+}
+
+int kiln__axis(int ndim, int axis) {
+    if (axis < 0) axis += ndim;
+    return axis >= 0 && axis < ndim ? axis : -1;
+}
+
+void kiln__set_contiguous_strides(kiln_tensor *t) {
+    int64_t s = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        t->stride[i] = s;
+        s *= t->shape[i];
+    }
+}
+
+bool kiln__shape_eq(int na, const int64_t *a, int nb, const int64_t *b) {
+    if (na != nb) return false;
+    for (int i = 0; i < na; i++)
+        if (a[i] != b[i]) return false;
+    return true;
+}
+
+bool kiln__same_shape(const kiln_tensor *a, const kiln_tensor *b) {
+    return kiln__shape_eq(a->ndim, a->shape, b->ndim, b->shape);
+}
+
+static bool shape_ok(const char *who, int ndim, const int64_t *shape) {
+    char buf[96];
+    if (ndim < 1 || ndim > KILN_MAX_DIMS || !shape) {
+        kiln__err(KILN_ERR_SHAPE, "%s: ndim %d is outside 1..%d", who, ndim, KILN_MAX_DIMS);
+        return false;
+    }
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 1 || shape[i] > ((int64_t)1 << 40) || n > ((int64_t)1 << 40) / shape[i]) {
+            kiln__err(KILN_ERR_SHAPE, "%s: invalid shape %s", who, kiln__dims_str(ndim, shape, buf));
+            return false;
+        }
+        n *= shape[i];
+    }
+    return true;
+}
+
+static kiln_tensor *tensor_meta(kiln_ctx *ctx, kiln_dtype dtype, int ndim, const int64_t *shape) {
+    kiln_tensor *t = kiln__arena_alloc(ctx, sizeof *t);
+    if (!t) return NULL;
+    t->ctx = ctx;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    kiln__set_contiguous_strides(t);
+    t->id = ctx->n_tensors++;
+    return t;
+}
+
+kiln_tensor *kiln_tensor_new(kiln_ctx *ctx, kiln_dtype dtype, int ndim, const int64_t *shape) {
+    if (!ctx) return kiln__err(KILN_ERR_ARG, "kiln_tensor_new: ctx is NULL");
+    if ((unsigned)dtype >= KILN_DTYPE_COUNT) return kiln__err(KILN_ERR_DTYPE, "kiln_tensor_new: bad dtype %d", dtype);
+    if (!shape_ok("kiln_tensor_new", ndim, shape)) return NULL;
+    kiln_tensor *t = tensor_meta(ctx, dtype, ndim, shape);
+    if (!t) return NULL;
+    size_t bytes = (size_t)kiln__numel(ndim, shape) * kiln__types[dtype].size;
+    t->data = kiln__owned_alloc(ctx, bytes);
+    if (!t->data) return NULL;
+    t->storage_bytes = bytes;
+    ctx->storage_bytes += bytes;
+    return t;
+}
+
+kiln_tensor *kiln_new_1d(kiln_ctx *ctx, kiln_dtype dtype, int64_t d0) {
+    return kiln_tensor_new(ctx, dtype, 1, (int64_t[]){d0});
+}
+kiln_tensor *kiln_new_2d(kiln_ctx *ctx, kiln_dtype dtype, int64_t d0, int64_t d1) {
+    return kiln_tensor_new(ctx, dtype, 2, (int64_t[]){d0, d1});
+}
+kiln_tensor *kiln_new_3d(kiln_ctx *ctx, kiln_dtype dtype, int64_t d0, int64_t d1, int64_t d2) {
+    return kiln_tensor_new(ctx, dtype, 3, (int64_t[]){d0, d1, d2});
+}
+kiln_tensor *kiln_new_4d(kiln_ctx *ctx, kiln_dtype dtype, int64_t d0, int64_t d1, int64_t d2, int64_t d3) {
+    return kiln_tensor_new(ctx, dtype, 4, (int64_t[]){d0, d1, d2, d3});
+}
+
+kiln_tensor *kiln_scalar(kiln_ctx *ctx, kiln_dtype dtype, double v) {
+    kiln_tensor *t = kiln_new_1d(ctx, dtype, 1);
+    if (t) kiln__types[dtype].set(t->data, 0, v);
+    return t;
+}
+
+kiln_tensor *kiln__full_like(kiln_ctx *ctx, const kiln_tensor *like, double v) {
+    kiln_tensor *t = kiln_tensor_new(ctx, like->dtype, like->ndim, like->shape);
+    if (t && v != 0.0) kiln_tensor_fill(t, v);
+    return t;
+}
+
+kiln_status kiln_tensor_set_requires_grad(kiln_tensor *t, bool requires) {
+    if (!t) return kiln__errs(KILN_ERR_ARG, "kiln_tensor_set_requires_grad: tensor is NULL");
+    if (t->op != KILN_OP_NONE)
+        return kiln__errs(KILN_ERR_STATE, "kiln_tensor_set_requires_grad: '%s' is not a leaf", t->name);
+    if (!requires) {
+        t->flags &= ~(uint32_t)KILN_FLAG_REQUIRES_GRAD;
+        return KILN_OK;
+    }
+    if (!kiln__is_float(t->dtype))
+        return kiln__errs(KILN_ERR_DTYPE, "kiln_tensor_set_requires_grad: %s tensors have no gradient",
+                          kiln_dtype_name(t->dtype));
+    if (!t->grad) {
+        t->grad = kiln_tensor_new(t->ctx, t->dtype, t->ndim, t->shape);
+        if (!t->grad) return kiln_last_status();
+        t->grad->flags |= KILN_FLAG_GRAD;
+        snprintf(t->grad->name, sizeof t->grad->name, "%.40s.grad", t->name);
+    }
+    t->flags |= KILN_FLAG_REQUIRES_GRAD;
+    return KILN_OK;
+}
+
+kiln_tensor *kiln_param(kiln_ctx *ctx, const char *name, kiln_dtype dtype, int ndim, const int64_t *shape) {
+    kiln_tensor *t = kiln_tensor_new(ctx, dtype, ndim, shape);
+    if (!t) return NULL;
+    kiln_tensor_set_name(t, name);
+    if (kiln_tensor_set_requires_grad(t, true)) return NULL;
+    if (kiln__owned_grow(ctx, (void **)&ctx->params, &ctx->cap_params, ctx->n_params + 1, sizeof(kiln_tensor *)))
+        return NULL;
+    t->flags |= KILN_FLAG_PARAM;
+    ctx->params[ctx->n_params++] = t;
+    return t;
+}
+
+/* ---- nodes ---- */
+
+kiln_tensor *kiln__node_new(kiln_ctx *ctx, kiln_op op, kiln_dtype dtype, int ndim, const int64_t *shape, int nsrc,
+                            kiln_tensor *const *src) {
+    for (int i = 0; i < nsrc; i++)
+        if (!src[i]) return NULL; /* keep the first error */
+    if (!ctx) return kiln__err(KILN_ERR_ARG, "%s: ctx is NULL", kiln__op_table[op].name);
+    if (nsrc > KILN_MAX_SRC) return kiln__err(KILN_ERR_ARG, "%s: too many sources", kiln__op_table[op].name);
+    for (int i = 0; i < nsrc; i++)
+        if (src[i]->ctx != ctx)
+            return kiln__err(KILN_ERR_ARG, "%s: source %d belongs to another context", kiln__op_table[op].name, i);
+    if (!shape_ok(kiln__op_table[op].name, ndim, shape)) return NULL;
+    kiln_tensor *t = tensor_meta(ctx, dtype, ndim, shape);
+    if (!t) return NULL;
+    t->op = op;
+    t->nsrc = nsrc;
+    bool rg = false;
+    for (int i = 0; i < nsrc; i++) {
+        t->src[i] = src[i];
+        rg |= (src[i]->flags & KILN_FLAG_REQUIRES_GRAD) != 0;
+    }
+    if (rg && ctx->grad_enabled && kiln__op_table[op].backward) t->flags |= KILN_FLAG_REQUIRES_GRAD;
+    return t;
+}
+
+kiln_tensor *kiln__view_new(kiln_ctx *ctx, kiln_op op, kiln_tensor *x, int ndim, const int64_t *shape,
+                            const int64_t *stride, size_t offs_bytes) {
+    kiln_tensor *t = kiln__node_new(ctx, op, x ? x->dtype : KILN_F32, ndim, shape, 1, &x);
+    if (!t) return NULL;
+    memcpy(t->stride, stride, (size_t)ndim * sizeof *stride);
+    t->view_src = x->view_src ? x->view_src : x;
+    t->view_offs = x->view_offs + offs_bytes;
+    if (t->view_src->data) t->data = (char *)t->view_src->data + t->view_offs; /* views of leaves read at once */
+    return t;
+}
+
+bool kiln_tensor_is_contiguous(const kiln_tensor *t) {
+    int64_t s = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] != 1 && t->stride[i] != s) return false;
+        s *= t->shape[i];
+    }
+    return true;
+}
+
+int kiln__broadcast_shape(const char *op, const kiln_tensor *a, const kiln_tensor *b, int64_t *out) {
+    int n = a->ndim > b->ndim ? a->ndim : b->ndim;
+    for (int i = 0; i < n; i++) {
+        int ia = a->ndim - n + i, ib = b->ndim - n + i;
+        int64_t da = ia >= 0 ? a->shape[ia] : 1, db = ib >= 0 ? b->shape[ib] : 1;
+        if (da != db && da != 1 && db != 1) {
+            char sa[96], sb[96];
+            kiln__err(KILN_ERR_SHAPE, "%s: shapes %s and %s do not broadcast (dim %d: %lld vs %lld)", op,
+                      kiln__shape_str(a, sa), kiln__shape_str(b, sb), i, (long long)da, (long long)db);
+            return -1;
+        }
+        out[i] = da == 1 ? db : da;
+    }
+    return n;
+}
+
+/* ---- accessors ---- */
+
+kiln_dtype kiln_tensor_dtype(const kiln_tensor *t) { return t->dtype; }
+int kiln_tensor_ndim(const kiln_tensor *t) { return t->ndim; }
+int64_t kiln_tensor_dim(const kiln_tensor *t, int axis) {
+    int a = kiln__axis(t->ndim, axis);
+    return a < 0 ? 0 : t->shape[a];
+}
+const int64_t *kiln_tensor_shape(const kiln_tensor *t) { return t->shape; }
+int64_t kiln_tensor_numel(const kiln_tensor *t) { return kiln__numel(t->ndim, t->shape); }
+size_t kiln_tensor_nbytes(const kiln_tensor *t) { return (size_t)kiln_tensor_numel(t) * kiln__types[t->dtype].size; }
+const char *kiln_tensor_name(const kiln_tensor *t) { return t->name; }
+kiln_tensor *kiln_tensor_set_name(kiln_tensor *t, const char *name) {
+    if (t) snprintf(t->name, sizeof t->name, "%s", name ? name : "");
+    return t;
+}
+kiln_tensor *kiln_tensor_grad(const kiln_tensor *t) { return t ? t->grad : NULL; }
+bool kiln_tensor_requires_grad(const kiln_tensor *t) { return t && (t->flags & KILN_FLAG_REQUIRES_GRAD); }
+void *kiln_tensor_data(const kiln_tensor *t) { return t ? t->data : NULL; }
+
+/* Offset (elements) of the i-th element in logical row-major order. */
+static int64_t elem_offset(const kiln_tensor *t, int64_t i) {
+    int64_t off = 0;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        off += (i % t->shape[d]) * t->stride[d];
+        i /= t->shape[d];
+    }
+    return off;
+}
+
+static kiln_status check_io(const char *who, const kiln_tensor *t, const void *buf, int64_t n) {
+    if (!t || !buf) return kiln__errs(KILN_ERR_ARG, "%s: NULL argument", who);
+    if (!t->data)
+        return kiln__errs(KILN_ERR_STATE, "%s: tensor '%s' (%s) has no data: add it to a graph and compute it first",
+                          who, t->name, kiln__op_table[t->op].name);
+    if (n != kiln_tensor_numel(t))
+        return kiln__errs(KILN_ERR_SHAPE, "%s: %lld values given for a tensor of %lld elements", who, (long long)n,
+                          (long long)kiln_tensor_numel(t));
+    return KILN_OK;
+}
+
+#define DEFINE_IO(suffix, T)                                                                          \
+    kiln_status kiln_tensor_set_##suffix(kiln_tensor *t, const T *src, int64_t n) {                   \
+        kiln_status s = check_io("kiln_tensor_set_" #suffix, t, src, n);                              \
+        if (s) return s;                                                                              \
+        const kiln_type_traits *tr = &kiln__types[t->dtype];                                          \
+        for (int64_t i = 0; i < n; i++) tr->set(t->data, elem_offset(t, i), (double)src[i]);         \
+        return KILN_OK;                                                                               \
+    }                                                                                                 \
+    kiln_status kiln_tensor_get_##suffix(const kiln_tensor *t, T *dst, int64_t n) {                   \
+        kiln_status s = check_io("kiln_tensor_get_" #suffix, t, dst, n);                              \
+        if (s) return s;                                                                              \
+        const kiln_type_traits *tr = &kiln__types[t->dtype];                                          \
+        for (int64_t i = 0; i < n; i++) {                                                             \
+            double v = tr->get(t->data, elem_offset(t, i));                                           \
+            dst[i] = (T)v;                                                                            \
+        }                                                                                             \
+        return KILN_OK;                                                                               \
+    }
+DEFINE_IO(f32, float)
+DEFINE_IO(f64, double)
+
+kiln_status kiln_tensor_set_i32(kiln_tensor *t, const int32_t *src, int64_t n) {
+    kiln_status s = check_io("kiln_tensor_set_i32", t, src, n);
+    if (s) return s;
+    const kiln_type_traits *tr = &kiln__types[t->dtype];
+    for (int64_t i = 0; i < n; i++) tr->set(t->data, elem_offset(t, i), (double)src[i]);
+    return KILN_OK;
+}
+
+kiln_status kiln_tensor_get_i32(const kiln_tensor *t, int32_t *dst, int64_t n) {
+    kiln_status s = check_io("kiln_tensor_get_i32", t, dst, n);
+    if (s) return s;
+    const kiln_type_traits *tr = &kiln__types[t->dtype];
+    for (int64_t i = 0; i < n; i++) {
+        double v = tr->get(t->data, elem_offset(t, i));
+        dst[i] = v != v ? 0 : v >= 2147483647.0 ? INT32_MAX : v <= -2147483648.0 ? INT32_MIN : (int32_t)v;
+    }
+    return KILN_OK;
+}
+
+double kiln_tensor_item(const kiln_tensor *t) {
+    if (!t) return kiln__err(KILN_ERR_ARG, "kiln_tensor_item: tensor is NULL"), NAN;
+    if (!t->data) return check_io("kiln_tensor_item", t, t, kiln_tensor_numel(t)), NAN;
+    return kiln__types[t->dtype].get(t->data, 0);
+}
+
+/* ---- fills ---- */
+
+static kiln_status fill_check(const char *who, kiln_tensor *t) {
+    if (!t) return kiln__errs(KILN_ERR_ARG, "%s: tensor is NULL", who);
+    if (!t->data) return check_io(who, t, t, kiln_tensor_numel(t));
+    return KILN_OK;
+}
+
+kiln_status kiln_tensor_fill(kiln_tensor *t, double value) {
+    kiln_status s = fill_check("kiln_tensor_fill", t);
+    if (s) return s;
+    int64_t n = kiln_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++) kiln__types[t->dtype].set(t->data, elem_offset(t, i), value);
+    return KILN_OK;
+}
+
+kiln_status kiln_tensor_fill_uniform(kiln_tensor *t, uint64_t seed, double lo, double hi) {
+    kiln_status s = fill_check("kiln_tensor_fill_uniform", t);
+    if (s) return s;
+    int64_t n = kiln_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++)
+        kiln__types[t->dtype].set(t->data, elem_offset(t, i), lo + (hi - lo) * kiln__uniform01(seed, (uint64_t)i));
+    return KILN_OK;
+}
+
+kiln_status kiln_tensor_fill_randn(kiln_tensor *t, uint64_t seed, double mean, double std) {
+    kiln_status s = fill_check("kiln_tensor_fill_randn", t);
+    if (s) return s;
+    int64_t n = kiln_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++)
+        kiln__types[t->dtype].set(t->data, elem_offset(t, i), mean + std * kiln__normal(seed, (uint64_t)i));
+    return KILN_OK;
+}
+
+kiln_status kiln_tensor_init_linear(kiln_tensor *t, uint64_t seed, int64_t fan_in) {
+    if (fan_in < 1) return kiln__errs(KILN_ERR_ARG, "kiln_tensor_init_linear: fan_in %lld < 1", (long long)fan_in);
+    double b = 1.0 / sqrt((double)fan_in);
+    return kiln_tensor_fill_uniform(t, seed, -b, b);
+}
+
+void kiln_tensor_print(const kiln_tensor *t, FILE *f, int max) {
+    char buf[96];
+    if (!t) {
+        fprintf(f, "(null tensor)\n");
+        return;
+    }
+    fprintf(f, "%s%s%s %s %s", t->name, t->name[0] ? ": " : "", kiln__op_table[t->op].name, kiln_dtype_name(t->dtype),
+            kiln__shape_str(t, buf));
+    if (!t->data) {
+        fprintf(f, " (not computed)\n");
+        return;
+    }
+    int64_t n = kiln_tensor_numel(t);
+    fprintf(f, " = [");
+    for (int64_t i = 0; i < n && i < max; i++)
+        fprintf(f, i ? ", %.6g" : "%.6g", kiln__types[t->dtype].get(t->data, elem_offset(t, i)));
+    fprintf(f, n > max ? ", ...]\n" : "]\n");
+}

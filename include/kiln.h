@@ -1,0 +1,382 @@
+/* kiln.h — the public API of kiln, a small tensor and autodiff library in C.
+ *
+ * You describe a computation as a graph of tensors. Op constructors such as
+ * kiln_matmul() only record a node; nothing runs until kiln_graph_compute().
+ * A graph can be built once and computed many times (set new inputs, compute,
+ * step the optimizer, repeat). kiln_graph_backward() appends the reverse-mode
+ * gradient of a scalar loss, derived from one backward rule per op; the
+ * gradients accumulate into each parameter's grad tensor (PyTorch semantics:
+ * zero them with kiln_zero_grad() or the optimizer between steps).
+ *
+ * Shapes follow PyTorch: shape[0] is the outermost dimension and the last
+ * dimension is contiguous. Negative axes count from the end.
+ *
+ * Errors are values. A constructor that gets a bad shape or dtype returns
+ * NULL and sets a message (kiln_last_error()) naming the op and the shapes.
+ * Every constructor given a NULL source returns NULL and keeps the first
+ * message, so a whole model can be built and checked once at the end.
+ * Nothing in the library exits or aborts on a user error.
+ *
+ * Usage — one step of a linear regression:
+ *
+ *     kiln_ctx *ctx = kiln_ctx_new();
+ *     kiln_tensor *x = kiln_new_2d(ctx, KILN_F32, 32, 8);      // inputs
+ *     kiln_tensor *y = kiln_new_2d(ctx, KILN_F32, 32, 1);      // targets
+ *     kiln_tensor *w = kiln_param(ctx, "w", KILN_F32, 2, (int64_t[]){8, 1});
+ *     kiln_tensor_fill_randn(w, 42, 0.0, 0.1);
+ *     kiln_tensor *loss = kiln_mse(ctx, kiln_matmul(ctx, x, w), y);
+ *     kiln_graph *g = kiln_graph_new(ctx);
+ *     if (!loss || kiln_graph_add(g, loss) || kiln_graph_backward(g, loss)) {
+ *         fprintf(stderr, "%s\n", kiln_last_error());
+ *         return 1;
+ *     }
+ *     kiln_optim *opt = kiln_sgd_new(ctx, &(kiln_sgd_config){.lr = 0.1f});
+ *     // ... fill x and y with kiln_tensor_set_f32(), then per step:
+ *     kiln_graph_compute(g);
+ *     kiln_optim_step(opt);          // updates w and zeroes its gradient
+ *     printf("loss %f\n", kiln_tensor_item(loss));
+ *     kiln_ctx_free(ctx);            // frees everything made in ctx
+ */
+#ifndef KILN_H
+#define KILN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KILN_VERSION "0.1.0"
+#define KILN_MAX_DIMS 6
+
+/* ---- status and errors ------------------------------------------------ */
+
+typedef enum kiln_status {
+    KILN_OK = 0,
+    KILN_ERR_SHAPE,       /* shapes do not fit the op */
+    KILN_ERR_DTYPE,       /* dtype not supported by the op, or a mismatch */
+    KILN_ERR_ARG,         /* a bad argument (NULL, out of range, ...) */
+    KILN_ERR_OOM,         /* an allocation failed */
+    KILN_ERR_IO,          /* a file could not be opened, read or written */
+    KILN_ERR_FORMAT,      /* a file is corrupt, truncated or of another kind */
+    KILN_ERR_STATE,       /* the call is not valid in this state */
+    KILN_ERR_UNSUPPORTED, /* the op/backend/dtype combination does not exist */
+    KILN_ERR_NUMERIC      /* NaN or Inf where a finite value was needed */
+} kiln_status;
+
+/* The message and status of the last error on this thread. */
+const char *kiln_last_error(void);
+kiln_status kiln_last_status(void);
+void kiln_clear_error(void);
+const char *kiln_status_name(kiln_status s);
+
+/* ---- dtypes ------------------------------------------------------------ */
+
+typedef enum kiln_dtype {
+    KILN_F32 = 0,
+    KILN_F64,
+    KILN_F16,
+    KILN_BF16,
+    KILN_I32,
+    KILN_DTYPE_COUNT
+} kiln_dtype;
+
+const char *kiln_dtype_name(kiln_dtype t);
+size_t kiln_dtype_size(kiln_dtype t); /* bytes per element */
+
+/* ---- context ----------------------------------------------------------- */
+
+typedef struct kiln_ctx kiln_ctx;
+typedef struct kiln_tensor kiln_tensor;
+typedef struct kiln_graph kiln_graph;
+
+/* A context owns the metadata of every tensor and graph made in it and the
+ * storage of its leaf tensors (inputs, parameters, gradients, state).
+ * Returns NULL only when out of memory. */
+kiln_ctx *kiln_ctx_new(void);
+void kiln_ctx_free(kiln_ctx *ctx);
+
+/* With gradients disabled, new nodes never require grad (torch.no_grad). */
+void kiln_ctx_set_grad_enabled(kiln_ctx *ctx, bool enabled);
+bool kiln_ctx_grad_enabled(const kiln_ctx *ctx);
+
+/* Bytes of leaf storage currently held by the context. */
+size_t kiln_ctx_storage_bytes(const kiln_ctx *ctx);
+
+/* Parameters made by kiln_param() in this context, in creation order.
+ * Fills up to max entries of out (out may be NULL) and returns the count. */
+int kiln_ctx_params(kiln_ctx *ctx, kiln_tensor **out, int max);
+
+/* Zero the gradient of every parameter in the context. */
+void kiln_zero_grad(kiln_ctx *ctx);
+
+/* Worker threads for kernels; default: $KILN_THREADS, else all cores. */
+void kiln_set_threads(int n);
+int kiln_get_threads(void);
+
+/* ---- tensors ----------------------------------------------------------- */
+
+/* A leaf tensor with its own zero-filled storage. */
+kiln_tensor *kiln_tensor_new(kiln_ctx *ctx, kiln_dtype dtype, int ndim, const int64_t *shape);
+kiln_tensor *kiln_new_1d(kiln_ctx *ctx, kiln_dtype dtype, int64_t d0);
+kiln_tensor *kiln_new_2d(kiln_ctx *ctx, kiln_dtype dtype, int64_t d0, int64_t d1);
+kiln_tensor *kiln_new_3d(kiln_ctx *ctx, kiln_dtype dtype, int64_t d0, int64_t d1, int64_t d2);
+kiln_tensor *kiln_new_4d(kiln_ctx *ctx, kiln_dtype dtype, int64_t d0, int64_t d1, int64_t d2, int64_t d3);
+/* A 0-d-like scalar (shape [1]) holding v. */
+kiln_tensor *kiln_scalar(kiln_ctx *ctx, kiln_dtype dtype, double v);
+
+/* A trainable parameter: a named leaf that requires grad and owns a
+ * zero-filled gradient tensor of the same shape (kiln_tensor_grad). */
+kiln_tensor *kiln_param(kiln_ctx *ctx, const char *name, kiln_dtype dtype, int ndim, const int64_t *shape);
+
+kiln_dtype kiln_tensor_dtype(const kiln_tensor *t);
+int kiln_tensor_ndim(const kiln_tensor *t);
+int64_t kiln_tensor_dim(const kiln_tensor *t, int axis); /* negative axes allowed */
+const int64_t *kiln_tensor_shape(const kiln_tensor *t);
+int64_t kiln_tensor_numel(const kiln_tensor *t);
+size_t kiln_tensor_nbytes(const kiln_tensor *t);
+bool kiln_tensor_is_contiguous(const kiln_tensor *t);
+const char *kiln_tensor_name(const kiln_tensor *t);
+kiln_tensor *kiln_tensor_set_name(kiln_tensor *t, const char *name);
+
+/* Gradient of a leaf that requires grad (NULL otherwise). */
+kiln_tensor *kiln_tensor_grad(const kiln_tensor *t);
+/* Make a leaf require grad (allocates its gradient). */
+kiln_status kiln_tensor_set_requires_grad(kiln_tensor *t, bool requires);
+bool kiln_tensor_requires_grad(const kiln_tensor *t);
+
+/* Host pointer to the first element, or NULL while a graph node has not
+ * been computed (or its buffer was reused by a later node; read outputs
+ * passed to kiln_graph_add, which keep their own storage). */
+void *kiln_tensor_data(const kiln_tensor *t);
+
+/* Copy n elements between the tensor (in logical row-major order, any
+ * strides) and a host array of f32/f64, converting dtypes. */
+kiln_status kiln_tensor_set_f32(kiln_tensor *t, const float *src, int64_t n);
+kiln_status kiln_tensor_get_f32(const kiln_tensor *t, float *dst, int64_t n);
+kiln_status kiln_tensor_set_f64(kiln_tensor *t, const double *src, int64_t n);
+kiln_status kiln_tensor_get_f64(const kiln_tensor *t, double *dst, int64_t n);
+kiln_status kiln_tensor_set_i32(kiln_tensor *t, const int32_t *src, int64_t n);
+kiln_status kiln_tensor_get_i32(const kiln_tensor *t, int32_t *dst, int64_t n);
+/* The first element as a double (NaN if unavailable; see kiln_last_error). */
+double kiln_tensor_item(const kiln_tensor *t);
+
+/* Fill a leaf. Random fills are seeded and reproducible on every platform. */
+kiln_status kiln_tensor_fill(kiln_tensor *t, double value);
+kiln_status kiln_tensor_fill_uniform(kiln_tensor *t, uint64_t seed, double lo, double hi);
+kiln_status kiln_tensor_fill_randn(kiln_tensor *t, uint64_t seed, double mean, double std);
+/* Kaiming-uniform as torch.nn.Linear/Conv2d do: U(-1/sqrt(fan_in), +). */
+kiln_status kiln_tensor_init_linear(kiln_tensor *t, uint64_t seed, int64_t fan_in);
+
+/* Print shape, dtype and (up to 'max' of) the values. */
+void kiln_tensor_print(const kiln_tensor *t, FILE *f, int max);
+
+/* ---- ops: element-wise ------------------------------------------------- */
+/* Binary ops broadcast like NumPy: shapes are aligned at the last axis and
+ * a dimension of 1 stretches. Inputs must share a float dtype. */
+
+kiln_tensor *kiln_add(kiln_ctx *ctx, kiln_tensor *a, kiln_tensor *b);
+kiln_tensor *kiln_sub(kiln_ctx *ctx, kiln_tensor *a, kiln_tensor *b);
+kiln_tensor *kiln_mul(kiln_ctx *ctx, kiln_tensor *a, kiln_tensor *b);
+kiln_tensor *kiln_div(kiln_ctx *ctx, kiln_tensor *a, kiln_tensor *b);
+
+kiln_tensor *kiln_neg(kiln_ctx *ctx, kiln_tensor *x);
+kiln_tensor *kiln_scale(kiln_ctx *ctx, kiln_tensor *x, double s);      /* x*s */
+kiln_tensor *kiln_add_scalar(kiln_ctx *ctx, kiln_tensor *x, double s); /* x+s */
+kiln_tensor *kiln_exp(kiln_ctx *ctx, kiln_tensor *x);
+kiln_tensor *kiln_log(kiln_ctx *ctx, kiln_tensor *x);
+kiln_tensor *kiln_sqrt(kiln_ctx *ctx, kiln_tensor *x);
+kiln_tensor *kiln_rsqrt(kiln_ctx *ctx, kiln_tensor *x);
+kiln_tensor *kiln_abs(kiln_ctx *ctx, kiln_tensor *x);
+kiln_tensor *kiln_pow(kiln_ctx *ctx, kiln_tensor *x, double p);        /* x^p */
+kiln_tensor *kiln_tanh(kiln_ctx *ctx, kiln_tensor *x);
+kiln_tensor *kiln_sigmoid(kiln_ctx *ctx, kiln_tensor *x);
+kiln_tensor *kiln_relu(kiln_ctx *ctx, kiln_tensor *x);
+kiln_tensor *kiln_leaky_relu(kiln_ctx *ctx, kiln_tensor *x, double slope);
+kiln_tensor *kiln_gelu(kiln_ctx *ctx, kiln_tensor *x);      /* erf form, exact */
+kiln_tensor *kiln_gelu_tanh(kiln_ctx *ctx, kiln_tensor *x); /* tanh approximation */
+kiln_tensor *kiln_silu(kiln_ctx *ctx, kiln_tensor *x);
+kiln_tensor *kiln_softplus(kiln_ctx *ctx, kiln_tensor *x);  /* log(1+e^x) */
+
+/* Comparisons give 1 or 0 in a's dtype; no gradient flows through them. */
+typedef enum kiln_cmp_op { KILN_CMP_EQ, KILN_CMP_NE, KILN_CMP_LT, KILN_CMP_LE, KILN_CMP_GT, KILN_CMP_GE } kiln_cmp_op;
+kiln_tensor *kiln_cmp(kiln_ctx *ctx, kiln_tensor *a, kiln_tensor *b, kiln_cmp_op op);
+
+/* where(cond, a, b): a where cond != 0 else b (all three broadcast). */
+kiln_tensor *kiln_where(kiln_ctx *ctx, kiln_tensor *cond, kiln_tensor *a, kiln_tensor *b);
+/* x where mask == 0, value where mask != 0 (torch.masked_fill). */
+kiln_tensor *kiln_masked_fill(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *mask, double value);
+
+/* Convert to another dtype (float<->float, float<->i32). */
+kiln_tensor *kiln_cast(kiln_ctx *ctx, kiln_tensor *x, kiln_dtype dtype);
+
+/* ---- ops: reductions --------------------------------------------------- */
+
+kiln_tensor *kiln_sum(kiln_ctx *ctx, kiln_tensor *x, int axis, bool keepdim);
+kiln_tensor *kiln_mean(kiln_ctx *ctx, kiln_tensor *x, int axis, bool keepdim);
+kiln_tensor *kiln_max(kiln_ctx *ctx, kiln_tensor *x, int axis, bool keepdim);
+kiln_tensor *kiln_min(kiln_ctx *ctx, kiln_tensor *x, int axis, bool keepdim);
+/* Over all elements: a tensor of shape [1]. */
+kiln_tensor *kiln_sum_all(kiln_ctx *ctx, kiln_tensor *x);
+kiln_tensor *kiln_mean_all(kiln_ctx *ctx, kiln_tensor *x);
+kiln_tensor *kiln_max_all(kiln_ctx *ctx, kiln_tensor *x);
+kiln_tensor *kiln_min_all(kiln_ctx *ctx, kiln_tensor *x);
+/* Index of the first maximum along axis, as i32; no gradient. */
+kiln_tensor *kiln_argmax(kiln_ctx *ctx, kiln_tensor *x, int axis, bool keepdim);
+
+/* ---- ops: matrix multiply ---------------------------------------------- */
+
+/* a [..., M, K] @ b [..., K, N] -> [..., M, N]. Leading (batch) dims
+ * broadcast; a 2-D operand is shared across the batch. */
+kiln_tensor *kiln_matmul(kiln_ctx *ctx, kiln_tensor *a, kiln_tensor *b);
+/* The same with either operand transposed in its last two dims. */
+kiln_tensor *kiln_matmul_t(kiln_ctx *ctx, kiln_tensor *a, bool trans_a, kiln_tensor *b, bool trans_b);
+/* x [..., in] @ w^T + bias, with w [out, in] as torch.nn.Linear (bias may be NULL). */
+kiln_tensor *kiln_linear(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias);
+
+/* ---- ops: shape and movement ------------------------------------------- */
+/* Views share storage with their source; gradients flow through them. */
+
+kiln_tensor *kiln_reshape(kiln_ctx *ctx, kiln_tensor *x, int ndim, const int64_t *shape); /* one dim may be -1 */
+kiln_tensor *kiln_view(kiln_ctx *ctx, kiln_tensor *x, int ndim, const int64_t *shape);    /* reshape that never copies; errors if x is not contiguous */
+kiln_tensor *kiln_flatten(kiln_ctx *ctx, kiln_tensor *x, int start_axis);                 /* merge dims start..end */
+kiln_tensor *kiln_permute(kiln_ctx *ctx, kiln_tensor *x, const int *axes);
+kiln_tensor *kiln_transpose(kiln_ctx *ctx, kiln_tensor *x, int axis0, int axis1);
+kiln_tensor *kiln_contiguous(kiln_ctx *ctx, kiln_tensor *x);
+/* x[start:end:step] along axis (end may be negative as in Python; step >= 1). */
+kiln_tensor *kiln_slice(kiln_ctx *ctx, kiln_tensor *x, int axis, int64_t start, int64_t end, int64_t step);
+kiln_tensor *kiln_concat(kiln_ctx *ctx, kiln_tensor *const *xs, int n, int axis);
+/* Constant padding: pads[2*i], pads[2*i+1] = before/after for axis i. */
+kiln_tensor *kiln_pad(kiln_ctx *ctx, kiln_tensor *x, const int64_t *pads, double value);
+/* Broadcast (stretch size-1 dims, add leading dims) as a view: torch.expand. */
+kiln_tensor *kiln_broadcast_to(kiln_ctx *ctx, kiln_tensor *x, int ndim, const int64_t *shape);
+/* Tile: reps has x's ndim entries (torch.Tensor.repeat). */
+kiln_tensor *kiln_repeat(kiln_ctx *ctx, kiln_tensor *x, const int64_t *reps);
+/* A node that stops gradients: same values, never requires grad. */
+kiln_tensor *kiln_detach(kiln_ctx *ctx, kiln_tensor *x);
+
+/* ---- ops: embeddings and indices --------------------------------------- */
+
+/* table [V, D] (any float dtype), idx i32 of any shape -> [idx..., D] f32
+ * (f64 for an f64 table). Backward scatter-adds into the table's gradient. */
+kiln_tensor *kiln_get_rows(kiln_ctx *ctx, kiln_tensor *table, kiln_tensor *idx);
+/* labels i32 [...] -> [..., n] of 0/1 in dtype; out-of-range labels give a zero row. */
+kiln_tensor *kiln_one_hot(kiln_ctx *ctx, kiln_tensor *labels, int64_t n, kiln_dtype dtype);
+
+/* ---- ops: neural-network layers ---------------------------------------- */
+
+/* Over the last axis; causal masks column j > row i + (cols - rows) of the
+ * last two dims, as a decoder's attention scores need. */
+kiln_tensor *kiln_softmax(kiln_ctx *ctx, kiln_tensor *x, bool causal);
+kiln_tensor *kiln_log_softmax(kiln_ctx *ctx, kiln_tensor *x, bool causal);
+
+/* logits [N, C] (or [..., C]), labels i32 [N] (or [...]): mean over the
+ * labels that are not ignore_index; a tensor of shape [1]. */
+kiln_tensor *kiln_cross_entropy(kiln_ctx *ctx, kiln_tensor *logits, kiln_tensor *labels, int32_t ignore_index);
+/* mean((a - b)^2), shape [1]. */
+kiln_tensor *kiln_mse(kiln_ctx *ctx, kiln_tensor *a, kiln_tensor *b);
+
+/* Normalize over the last axis; weight and bias [C] may be NULL. */
+kiln_tensor *kiln_layer_norm(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *weight, kiln_tensor *bias, double eps);
+kiln_tensor *kiln_rms_norm(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *weight, double eps);
+
+/* Rotary position embedding on x [..., T, D] (D even). pos: i32 [T] of
+ * positions, or NULL for 0..T-1. NEOX rotates the halves (x[i], x[i+D/2]),
+ * as Hugging Face Llama does; INTERLEAVED rotates pairs (x[2i], x[2i+1]). */
+typedef enum kiln_rope_mode { KILN_ROPE_NEOX = 0, KILN_ROPE_INTERLEAVED = 1 } kiln_rope_mode;
+kiln_tensor *kiln_rope(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *pos, double theta, kiln_rope_mode mode);
+
+/* Scaled dot-product attention. q [B, Hq, T, D], k [B, Hkv, S, D],
+ * v [B, Hkv, S, Dv] with Hq a multiple of Hkv (grouped-query heads share a
+ * k/v head). scale <= 0 means 1/sqrt(D). Causal aligns the last query with
+ * the last key (as with a KV cache). Result [B, Hq, T, Dv]. */
+kiln_tensor *kiln_attention(kiln_ctx *ctx, kiln_tensor *q, kiln_tensor *k, kiln_tensor *v, bool causal, double scale);
+
+/* 2-D convolution, NCHW. x [N, C, H, W], w [O, C/groups, kh, kw], bias [O]
+ * or NULL. */
+typedef struct kiln_conv2d_params {
+    int stride[2];   /* 0 means 1 */
+    int padding[2];
+    int dilation[2]; /* 0 means 1 */
+    int groups;      /* 0 means 1 */
+    int output_padding[2]; /* conv_transpose2d only */
+} kiln_conv2d_params;
+kiln_tensor *kiln_conv2d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias, const kiln_conv2d_params *p);
+/* Transposed convolution: x [N, C, H, W], w [C, O/groups, kh, kw]. */
+kiln_tensor *kiln_conv_transpose2d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias, const kiln_conv2d_params *p);
+
+/* Pooling over NCHW; stride 0 means the kernel size. avg counts padding
+ * (torch's count_include_pad=True); max pads with -inf. */
+kiln_tensor *kiln_max_pool2d(kiln_ctx *ctx, kiln_tensor *x, int kh, int kw, int stride, int padding);
+kiln_tensor *kiln_avg_pool2d(kiln_ctx *ctx, kiln_tensor *x, int kh, int kw, int stride, int padding);
+
+/* Inverted dropout with probability p. The mask comes from (seed, the
+ * graph's run counter, element index), so it changes every compute and is
+ * the same in forward and backward. Identity when the graph is in eval mode. */
+kiln_tensor *kiln_dropout(kiln_ctx *ctx, kiln_tensor *x, double p, uint64_t seed);
+
+/* ---- graphs -------------------------------------------------------------- */
+
+kiln_graph *kiln_graph_new(kiln_ctx *ctx);
+/* Add out and everything it depends on. out keeps its own storage and can
+ * be read after each compute. */
+kiln_status kiln_graph_add(kiln_graph *g, kiln_tensor *out);
+/* Append the backward pass of a one-element loss already in the graph:
+ * afterwards every leaf that requires grad and feeds the loss has its
+ * gradient *added* into kiln_tensor_grad(leaf) by each compute. */
+kiln_status kiln_graph_backward(kiln_graph *g, kiln_tensor *loss);
+/* Run the graph (planning memory on the first call or after changes). */
+kiln_status kiln_graph_compute(kiln_graph *g);
+/* Dropout and similar ops act only in training mode (the default). */
+void kiln_graph_set_training(kiln_graph *g, bool training);
+int kiln_graph_n_nodes(const kiln_graph *g);
+kiln_tensor *kiln_graph_node(const kiln_graph *g, int i);
+/* Peak bytes of intermediate buffers placed by the liveness planner, and
+ * what they would take with one buffer each (plans if not planned yet). */
+size_t kiln_graph_planned_bytes(kiln_graph *g);
+size_t kiln_graph_unplanned_bytes(kiln_graph *g);
+/* Release the graph's intermediate buffer (the graph stays usable). */
+void kiln_graph_free_buffers(kiln_graph *g);
+/* Name of node i's op, for printing. */
+const char *kiln_op_name_of(const kiln_tensor *t);
+
+/* ---- optimizers ---------------------------------------------------------- */
+/* An optimizer updates every parameter of its context (or the list given)
+ * through fused step ops. kiln_optim_step() applies one step, then zeroes
+ * the gradients. */
+
+typedef struct kiln_optim kiln_optim;
+
+typedef struct kiln_sgd_config {
+    float lr;
+    float momentum;     /* 0: plain SGD */
+    float dampening;
+    float weight_decay; /* L2, added to the gradient as torch.optim.SGD */
+    bool nesterov;
+} kiln_sgd_config;
+
+/* params NULL: all parameters of ctx at the time of the call. */
+kiln_optim *kiln_sgd_new(kiln_ctx *ctx, const kiln_sgd_config *cfg);
+kiln_optim *kiln_sgd_new_for(kiln_ctx *ctx, kiln_tensor *const *params, int n, const kiln_sgd_config *cfg);
+
+kiln_status kiln_optim_step(kiln_optim *opt);
+void kiln_optim_set_lr(kiln_optim *opt, float lr);
+float kiln_optim_lr(const kiln_optim *opt);
+int64_t kiln_optim_steps(const kiln_optim *opt);
+/* Bytes of optimizer state (momentum buffers, moments, ...). */
+size_t kiln_optim_state_bytes(const kiln_optim *opt);
+
+/* ---- data files -------------------------------------------------------- */
+
+/* Read an IDX file (MNIST's format), gzipped or plain, into a new leaf:
+ * u8 data become f32 scaled by 'scale' (e.g. 1/255), or i32 when as_labels
+ * is true. Every header field and length is bounds-checked. */
+kiln_tensor *kiln_idx_load(kiln_ctx *ctx, const char *path, bool as_labels, float scale);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_H */

@@ -1,0 +1,24 @@
+/* nn_ops.h — shared by the nn family's constructor files (ops/nn*.c):
+ * argument checks and the register helpers that kiln__ops_register_nn
+ * (ops/nn.c) calls so each file fills its own op-table rows. */
+#ifndef KILN_NN_OPS_H
+#define KILN_NN_OPS_H
+
+#include "internal.h"
+
+void kiln__ops_register_nn_loss(kiln_op_info *tab);      /* ops/nn_loss.c */
+void kiln__ops_register_nn_norm(kiln_op_info *tab);      /* ops/nn_norm.c */
+void kiln__ops_register_nn_attention(kiln_op_info *tab); /* ops/nn_attention.c */
+
+/* True if t is f32 or f64; otherwise sets KILN_ERR_DTYPE naming op and what. */
+bool kiln__nn_check_float(const char *op, const char *what, const kiln_tensor *t);
+/* True if t has x's dtype; otherwise sets KILN_ERR_DTYPE. */
+bool kiln__nn_check_same_dtype(const char *op, const char *what, const kiln_tensor *t, const kiln_tensor *x);
+
+/* Backward of a composite op: gsrc[i] = the vector-Jacobian product of ref
+ * (its reference decomposition, built from node->src) with gy, for each
+ * source that requires grad. ref NULL returns the pending error. */
+kiln_status kiln__nn_vjp_sources(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor *ref, kiln_tensor *gy,
+                                 kiln_tensor **gsrc);
+
+#endif

@@ -1,0 +1,111 @@
+/* optim.c — what every optimizer shares: checking and collecting the
+ * parameters, the hyper leaf and step graph, kiln_optim_step() and the
+ * accessors. The optimizers themselves (sgd.c, ...) only say which step op
+ * each parameter gets and what goes into the hyper leaf. */
+#include "optim_impl.h"
+
+#include <math.h>
+
+void kiln__ops_register_optim(kiln_op_info *tab) { kiln__sgd_register(tab); }
+
+/* One parameter: a float leaf of ctx with a gradient, not seen before. */
+static kiln_status check_param(kiln_ctx *ctx, const char *who, kiln_tensor *const *params, int i) {
+    kiln_tensor *p = params[i];
+    if (!p) {
+        /* a NULL parameter usually comes from a failed kiln_param(): keep its message */
+        if (kiln_last_status()) return kiln_last_status();
+        return kiln__errs(KILN_ERR_ARG, "%s: parameter %d is NULL", who, i);
+    }
+    if (p->ctx != ctx) return kiln__errs(KILN_ERR_ARG, "%s: parameter %d '%s' belongs to another context", who, i, p->name);
+    if (p->op != KILN_OP_NONE)
+        return kiln__errs(KILN_ERR_ARG, "%s: parameter %d '%s' is a %s node, not a leaf", who, i, p->name,
+                          kiln__op_table[p->op].name);
+    if (!(p->flags & KILN_FLAG_REQUIRES_GRAD) || !p->grad)
+        return kiln__errs(KILN_ERR_ARG, "%s: parameter %d '%s' does not require grad", who, i, p->name);
+    if (!kiln__is_compute_float(p->dtype))
+        return kiln__errs(KILN_ERR_DTYPE, "%s: parameter %d '%s' is %s; optimizers update f32 and f64 parameters", who,
+                          i, p->name, kiln_dtype_name(p->dtype));
+    for (int j = 0; j < i; j++)
+        if (params[j] == p)
+            return kiln__errs(KILN_ERR_ARG, "%s: parameter '%s' appears twice (entries %d and %d)", who, p->name, j, i);
+    return KILN_OK;
+}
+
+kiln_optim *kiln__optim_new(kiln_ctx *ctx, const char *who, const kiln_optim_impl *impl, kiln_tensor *const *params,
+                            int n, float lr) {
+    if (!ctx) return kiln__err(KILN_ERR_ARG, "%s: ctx is NULL", who);
+    if (!params) {
+        params = ctx->params;
+        n = ctx->n_params;
+    }
+    if (n < 1) return kiln__err(KILN_ERR_ARG, "%s: no parameters to optimize (make them with kiln_param first)", who);
+    for (int i = 0; i < n; i++)
+        if (check_param(ctx, who, params, i)) return NULL;
+    kiln_optim *opt = kiln__arena_alloc(ctx, sizeof *opt);
+    if (!opt) return NULL;
+    opt->ctx = ctx;
+    opt->impl = impl;
+    opt->lr = lr;
+    opt->n_params = n;
+    opt->params = kiln__arena_alloc(ctx, (size_t)n * sizeof *opt->params);
+    opt->nodes = kiln__arena_alloc(ctx, (size_t)n * sizeof *opt->nodes);
+    opt->graph = kiln_graph_new(ctx);
+    opt->hyper = kiln_new_1d(ctx, KILN_F32, impl->n_hyper);
+    if (!opt->params || !opt->nodes || !opt->graph || !opt->hyper) return NULL;
+    memcpy(opt->params, params, (size_t)n * sizeof *params);
+    snprintf(opt->hyper->name, sizeof opt->hyper->name, "%s.hyper", impl->name);
+    return opt;
+}
+
+kiln_tensor *kiln__optim_state(kiln_optim *opt, kiln_tensor *p, const char *suffix) {
+    kiln_tensor *t = kiln_tensor_new(opt->ctx, p->dtype, p->ndim, p->shape);
+    if (!t) return NULL;
+    snprintf(t->name, sizeof t->name, "%.24s.%.22s", p->name, suffix);
+    opt->state_bytes += t->storage_bytes;
+    return t;
+}
+
+kiln_tensor *kiln__optim_step_node(kiln_optim *opt, int i, kiln_op op, int nsrc, kiln_tensor *const *srcs) {
+    kiln_tensor *p = srcs[0];
+    kiln_tensor *t = kiln__node_new(opt->ctx, op, p->dtype, p->ndim, p->shape, nsrc, srcs);
+    if (!t) return NULL;
+    /* as the backward pass's acc_grad nodes: no gradient, storage is p's */
+    t->flags &= ~(uint32_t)KILN_FLAG_REQUIRES_GRAD;
+    t->view_src = p;
+    snprintf(t->name, sizeof t->name, "%.30s.%.16s", p->name, kiln__op_table[op].name);
+    if (kiln_graph_add(opt->graph, t)) return NULL;
+    opt->nodes[i] = t;
+    return t;
+}
+
+kiln_status kiln_optim_step(kiln_optim *opt) {
+    if (!opt) return kiln__errs(KILN_ERR_ARG, "kiln_optim_step: optimizer is NULL");
+    opt->impl->prepare(opt, kiln_tensor_data(opt->hyper));
+    kiln_status s = kiln_graph_compute(opt->graph);
+    if (s) return s;
+    /* kiln_zero_grad for this optimizer's parameters: the next computes of
+     * the training graph accumulate into zeroed gradients */
+    for (int i = 0; i < opt->n_params; i++) {
+        kiln_tensor *g = opt->params[i]->grad;
+        memset(g->data, 0, g->storage_bytes);
+    }
+    opt->steps++;
+    return KILN_OK;
+}
+
+/* A bad lr (negative, NaN or infinite) sets the error and keeps the old one. */
+void kiln_optim_set_lr(kiln_optim *opt, float lr) {
+    if (!opt) {
+        kiln__err(KILN_ERR_ARG, "kiln_optim_set_lr: optimizer is NULL");
+        return;
+    }
+    if (!(lr >= 0.0f) || isinf(lr)) {
+        kiln__err(KILN_ERR_ARG, "kiln_optim_set_lr: invalid learning rate %g (must be finite and >= 0)", (double)lr);
+        return;
+    }
+    opt->lr = lr;
+}
+
+float kiln_optim_lr(const kiln_optim *opt) { return opt ? opt->lr : 0.0f; }
+int64_t kiln_optim_steps(const kiln_optim *opt) { return opt ? opt->steps : 0; }
+size_t kiln_optim_state_bytes(const kiln_optim *opt) { return opt ? opt->state_bytes : 0; }

@@ -1,0 +1,64 @@
+/* optim_impl.h — the generic optimizer object shared by optim/optim.c and
+ * each optimizer (optim/sgd.c, ...); not installed.
+ *
+ * An optimizer is a graph: one fused, in-place step op per parameter
+ * (KILN_KIND_INPLACE, writing into the parameter's storage) whose sources
+ * are the parameter, its gradient, its state leaves (momentum, moments) and
+ * one small f32 leaf of hyperparameters shared by all step ops.
+ * kiln_optim_step() asks the optimizer to write the hyperparameters for the
+ * coming step, computes the graph, zeroes the gradients and counts the step.
+ * Changing the learning rate therefore changes a value in the hyper leaf,
+ * never the graph.
+ *
+ * Adding an optimizer: a file beside sgd.c with a kiln_optim_impl (name,
+ * number of hyperparameters, prepare), a constructor that validates its
+ * config, calls kiln__optim_new() and adds one step node per parameter with
+ * kiln__optim_step_node(), and a kiln__<name>_register() for its op row,
+ * called from kiln__ops_register_optim() in optim.c.
+ */
+#ifndef KILN_OPTIM_IMPL_H
+#define KILN_OPTIM_IMPL_H
+
+#include "internal.h"
+
+typedef struct kiln_optim_impl {
+    const char *name; /* public constructor's name, for messages */
+    int n_hyper;      /* elements of the hyper leaf */
+    /* Write hyper[0..n_hyper) for the coming step (opt->lr and opt->steps
+     * are current: opt->steps is 0 before the first step) and anything else
+     * a step needs to know (e.g. the step count in its nodes' ip[]). */
+    void (*prepare)(kiln_optim *opt, float *hyper);
+} kiln_optim_impl;
+
+struct kiln_optim {
+    kiln_ctx *ctx;
+    const kiln_optim_impl *impl;
+    void *cfg;            /* the optimizer's own settings, in ctx's arena */
+    kiln_tensor **params; /* n_params, in ctx's arena */
+    kiln_tensor **nodes;  /* the step node of each parameter (same order) */
+    int n_params;
+    kiln_graph *graph;    /* the step nodes */
+    kiln_tensor *hyper;   /* f32 [impl->n_hyper] */
+    float lr;
+    int64_t steps;
+    size_t state_bytes;   /* bytes of state leaves made by kiln__optim_state */
+};
+
+/* Validate the parameters (params NULL: every parameter of ctx; each must
+ * be a float leaf of ctx with a gradient, none twice) and make the
+ * optimizer with its hyper leaf and an empty step graph. 'who' names the
+ * public constructor in messages. NULL with the error set on failure. */
+kiln_optim *kiln__optim_new(kiln_ctx *ctx, const char *who, const kiln_optim_impl *impl, kiln_tensor *const *params,
+                            int n, float lr);
+/* A zero-filled state leaf shaped like p, named "<p>.<suffix>", counted in
+ * kiln_optim_state_bytes. */
+kiln_tensor *kiln__optim_state(kiln_optim *opt, kiln_tensor *p, const char *suffix);
+/* Record parameter i's step node: op over srcs (srcs[0] must be the
+ * parameter), writing in place into the parameter, and add it to the step
+ * graph. Returns the node (its ip/fp are the caller's to fill) or NULL. */
+kiln_tensor *kiln__optim_step_node(kiln_optim *opt, int i, kiln_op op, int nsrc, kiln_tensor *const *srcs);
+
+/* Op-table rows of each optimizer's step op (called by kiln__ops_register_optim). */
+void kiln__sgd_register(kiln_op_info *tab);
+
+#endif

@@ -1,0 +1,134 @@
+/* test_nn_util.c — see test_nn_util.h. */
+#include "test_nn_util.h"
+
+#include <string.h>
+
+#define NNT_MAX_IN 8
+
+bool nnt_close(const char *what, const double *got, const double *want, int64_t n, double atol, double rtol) {
+    for (int64_t i = 0; i < n; i++) {
+        if (isinf(want[i]) && got[i] == want[i]) continue;
+        double err = fabs(got[i] - want[i]);
+        if (!(err <= atol + rtol * fabs(want[i]))) { /* also catches NaN */
+            kt_fail(__FILE__, __LINE__, "%s: element %lld is %.17g, want %.17g (error %.3g)", what, (long long)i,
+                    got[i], want[i], err);
+            return false;
+        }
+    }
+    return true;
+}
+
+double *nnt_values(const kiln_tensor *t) {
+    int64_t n = kiln_tensor_numel(t);
+    double *v = malloc((size_t)n * sizeof *v);
+    if (v && kiln_tensor_get_f64(t, v, n)) {
+        free(v);
+        return NULL;
+    }
+    return v;
+}
+
+static bool is_index(const char *name) { return !strcmp(name, "pos") || !strcmp(name, "labels"); }
+
+/* A leaf holding fixture tensor ft (index inputs as i32). */
+static kiln_tensor *leaf_of(kiln_ctx *ctx, const fx_tensor *ft, kiln_dtype dt, bool index) {
+    kiln_tensor *t = kiln_tensor_new(ctx, index ? KILN_I32 : dt, ft->ndim, ft->shape);
+    if (!t) return NULL;
+    if (!index) return kiln_tensor_set_f64(t, ft->v, ft->n) ? NULL : t;
+    int32_t *iv = malloc((size_t)ft->n * sizeof *iv);
+    if (!iv) return NULL;
+    for (int64_t i = 0; i < ft->n; i++) iv[i] = (int32_t)ft->v[i];
+    kiln_status s = kiln_tensor_set_i32(t, iv, ft->n);
+    free(iv);
+    return s ? NULL : t;
+}
+
+/* got (a computed tensor) against fixture tensor want: shape and values. */
+static void compare(const char *what, const kiln_tensor *got, const fx_tensor *want, double tol) {
+    if (!got || kiln_tensor_ndim(got) != want->ndim || kiln_tensor_numel(got) != want->n) {
+        kt_fail(__FILE__, __LINE__, "%s: shape differs from the fixture's", what);
+        return;
+    }
+    for (int d = 0; d < want->ndim; d++)
+        if (kiln_tensor_dim(got, d) != want->shape[d]) {
+            kt_fail(__FILE__, __LINE__, "%s: dim %d is %lld, want %lld", what, d, (long long)kiln_tensor_dim(got, d),
+                    (long long)want->shape[d]);
+            return;
+        }
+    double *v = nnt_values(got);
+    if (!v) {
+        kt_fail(__FILE__, __LINE__, "%s: cannot read values: %s", what, kiln_last_error());
+        return;
+    }
+    nnt_close(what, v, want->v, want->n, tol, tol);
+    free(v);
+}
+
+static bool has_inf(const fx_tensor *t) {
+    for (int64_t i = 0; i < t->n; i++)
+        if (isinf(t->v[i])) return true;
+    return false;
+}
+
+void nnt_fixture(const char *path, const char *name, const char *const *inputs, nnt_build build, kiln_dtype dt,
+                 double tol, double grad_tol) {
+    char what[160];
+    fx_file *f = fx_load(path);
+    const fx_case *c = f ? fx_find(f, name) : NULL;
+    const fx_tensor *fy = c ? fx_tensor_get(c, "y") : NULL, *fgy = c ? fx_tensor_get(c, "gy") : NULL;
+    kiln_ctx *ctx = kiln_ctx_new();
+    kiln_tensor *in[NNT_MAX_IN] = {0};
+    int n = 0;
+    if (!fy || !fgy || !ctx) {
+        kt_fail(__FILE__, __LINE__, "%s: case %s (with y and gy) not found", path, name);
+        goto done;
+    }
+    for (; inputs[n]; n++) {
+        const fx_tensor *ft = fx_tensor_get(c, inputs[n]);
+        if (n == NNT_MAX_IN || !ft) {
+            kt_fail(__FILE__, __LINE__, "%s: case %s has no input %s", path, name, inputs[n]);
+            goto done;
+        }
+        bool index = is_index(inputs[n]);
+        if (!(in[n] = leaf_of(ctx, ft, dt, index)) ||
+            (!index && grad_tol > 0 && kiln_tensor_set_requires_grad(in[n], true))) {
+            kt_fail(__FILE__, __LINE__, "%s: %s", name, kiln_last_error());
+            goto done;
+        }
+    }
+    kiln_tensor *y = build(ctx, c, in);
+    kiln_graph *g = kiln_graph_new(ctx);
+    if (!y || kiln_graph_add(g, y)) {
+        kt_fail(__FILE__, __LINE__, "%s: build failed: %s", name, kiln_last_error());
+        goto done;
+    }
+    if (grad_tol > 0) {
+        /* loss = sum(y * gy); where y is -inf (masked log_softmax) gy is 0,
+         * and masked_fill makes those terms 0 instead of NaN */
+        kiln_tensor *gy = leaf_of(ctx, fgy, dt, false), *yy = y;
+        if (has_inf(fy)) yy = kiln_masked_fill(ctx, y, kiln_cmp(ctx, gy, kiln_scalar(ctx, dt, 0), KILN_CMP_EQ), 0.0);
+        kiln_tensor *loss = kiln_sum_all(ctx, kiln_mul(ctx, yy, gy));
+        if (!loss || kiln_graph_add(g, loss) || kiln_graph_backward(g, loss)) {
+            kt_fail(__FILE__, __LINE__, "%s: backward failed: %s", name, kiln_last_error());
+            goto done;
+        }
+    }
+    if (kiln_graph_compute(g)) {
+        kt_fail(__FILE__, __LINE__, "%s: compute failed: %s", name, kiln_last_error());
+        goto done;
+    }
+    snprintf(what, sizeof what, "%s (%s) y", name, kiln_dtype_name(dt));
+    compare(what, y, fy, tol);
+    for (int i = 0; i < n && grad_tol > 0; i++) {
+        if (is_index(inputs[i])) continue;
+        char gname[40];
+        snprintf(gname, sizeof gname, "g%s", inputs[i]);
+        const fx_tensor *fg = fx_tensor_get(c, gname);
+        snprintf(what, sizeof what, "%s (%s) %s", name, kiln_dtype_name(dt), gname);
+        if (!fg) kt_fail(__FILE__, __LINE__, "%s: not in the fixture", what);
+        else compare(what, kiln_tensor_grad(in[i]), fg, grad_tol);
+    }
+done:
+    kiln_ctx_free(ctx);
+    fx_free(f);
+}

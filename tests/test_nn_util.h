@@ -1,0 +1,42 @@
+/* test_nn_util.h — helpers shared by the nn family's tests (test_nn*.c):
+ * running a PyTorch fixture case through a kiln op, comparing values, and
+ * checking that a constructor failed with the right status and message. */
+#ifndef TEST_NN_UTIL_H
+#define TEST_NN_UTIL_H
+
+#include "fixture.h"
+#include "gradcheck.h"
+
+/* Builds the op of a fixture case from its inputs, in the order of the
+ * names given to nnt_fixture (index inputs are i32 leaves). */
+typedef kiln_tensor *(*nnt_build)(kiln_ctx *ctx, const fx_case *c, kiln_tensor *const *in);
+
+/* Run case `name` of `path` with float inputs of dtype dt: compare y with
+ * the fixture (atol = rtol = tol) and, when grad_tol > 0, the gradient of
+ * sum(y * gy) for every float input with the fixture's g<input> (tolerance
+ * grad_tol). inputs: NULL-terminated names; "pos" and "labels" are i32.
+ * Fails the test (kt_fail) with the case, tensor and element on a mismatch. */
+void nnt_fixture(const char *path, const char *name, const char *const *inputs, nnt_build build, kiln_dtype dt,
+                 double tol, double grad_tol);
+
+/* Largest mismatch of n values against want (equal infinities match);
+ * fails the test naming what when it exceeds atol + rtol * |want|. */
+bool nnt_close(const char *what, const double *got, const double *want, int64_t n, double atol, double rtol);
+
+/* t's values as doubles (t must have been computed); NULL on failure. The
+ * caller frees. */
+double *nnt_values(const kiln_tensor *t);
+
+/* A constructor's result was NULL with status s and a message naming op. */
+#define NNT_FAILS(expr, s, op)                                                                                 \
+    do {                                                                                                       \
+        kiln_clear_error();                                                                                    \
+        kiln_tensor *nnt_r_ = (expr);                                                                          \
+        KT_CHECK(!nnt_r_, "%s: expected an error", #expr);                                                    \
+        KT_CHECK(kiln_last_status() == (s), "%s: status %s, want %s (%s)", #expr,                             \
+                 kiln_status_name(kiln_last_status()), kiln_status_name(s), kiln_last_error());               \
+        KT_CHECK(strstr(kiln_last_error(), (op)) != NULL, "%s: message '%s' does not name %s", #expr,         \
+                 kiln_last_error(), (op));                                                                     \
+    } while (0)
+
+#endif
