@@ -42,10 +42,12 @@ $(BUILD)/tests/kiln_tests: $(TEST_OBJ) $(BUILD)/libkiln.a
 	$(CC) -fopenmp $(LDFLAGS) -o $@ $(TEST_OBJ) $(BUILD)/libkiln.a $(LIBS)
 
 # Each examples/<name>/ holds one program's .c files.
-.SECONDEXPANSION:
-$(BUILD)/examples/%: $$(patsubst %.c,$(BUILD)/obj/%.o,$$(wildcard examples/%/*.c)) $(BUILD)/libkiln.a
-	@mkdir -p $(dir $@)
-	$(CC) -fopenmp $(LDFLAGS) -o $@ $(filter %.o,$^) $(BUILD)/libkiln.a $(LIBS)
+define example_rule
+$(BUILD)/examples/$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard examples/$(1)/*.c)) $(BUILD)/libkiln.a
+	@mkdir -p $$(dir $$@)
+	$$(CC) -fopenmp $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $(BUILD)/libkiln.a $$(LIBS)
+endef
+$(foreach e,$(EXAMPLES),$(eval $(call example_rule,$(e))))
 
 deps:
 	@scripts/deps.sh build data
@@ -58,19 +60,17 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	$(BUILD)/examples/mlp
 
-$(BUILD)/kiln.pc: Makefile
-	@mkdir -p $(dir $@)
-	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
-	  'Name: kiln' 'Description: tensors, autodiff, optimizers and quantization in C' 'Version: 0.1.0' \
-	  'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lkiln' 'Libs.private: -fopenmp $(LIBS)' > $@
-
-install: lib $(BUILD)/kiln.pc
+# kiln.pc is written at install time so it always names this PREFIX.
+install: lib
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 include/kiln.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(BUILD)/libkiln.a $(BUILD)/libkiln.so $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 $(BUILD)/kiln.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
+	  'Name: kiln' 'Description: tensors and reverse-mode autodiff in C' 'Version: 0.1.0' \
+	  'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lkiln' 'Libs.private: -fopenmp $(LIBS)' \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/kiln.pc
 
 clean:
 	rm -rf $(BUILD)
 
--include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -209,6 +209,11 @@ int kiln__broadcast_shape(const char *op, const kiln_tensor *a, const kiln_tenso
 /* A leaf constant filled with v, shaped like 'like' (ndim/shape). */
 kiln_tensor *kiln__full_like(kiln_ctx *ctx, const kiln_tensor *like, double v);
 
+/* im2col/col2im (ops/conv.c): g = kh, kw, sh, sw, ph, pw, dh, dw; the cols
+ * grid is oh x ow, the image h x w; out-of-image taps read pad. */
+kiln_tensor *kiln__im2col(kiln_ctx *ctx, kiln_tensor *x, const int64_t *g, int64_t oh, int64_t ow, double pad);
+kiln_tensor *kiln__col2im(kiln_ctx *ctx, kiln_tensor *cols, const int64_t *g, int64_t h, int64_t w);
+
 /* ---- op table and autodiff ---------------------------------------------- */
 
 /* Backward rule: given the node and the gradient gy of its output, set

@@ -32,7 +32,7 @@ static inline kiln_tensor *mt_leaf(kiln_ctx *ctx, kiln_dtype dt, int ndim, const
 }
 
 /* Fail unless t (computed) has the given shape and values within
- * atol + rtol * |want|. */
+ * atol + rtol * |want| (both 0: exactly equal). */
 static inline void mt_check_close(const char *what, const kiln_tensor *t, int ndim, const int64_t *shape,
                                   const double *want, double atol, double rtol) {
     if (!t || kiln_tensor_ndim(t) != ndim || memcmp(kiln_tensor_shape(t), shape, (size_t)ndim * sizeof *shape)) {
@@ -46,7 +46,7 @@ static inline void mt_check_close(const char *what, const kiln_tensor *t, int nd
         free(v);
         return;
     }
-    double e = kt_rel_err(v, want, n, atol, rtol, &worst);
+    double e = kt_rel_err(v, want, n, atol > 0 || rtol > 0 ? atol : 1e-300, rtol, &worst);
     if (!(e <= 1))
         kt_fail(__FILE__, __LINE__, "%s: element %lld is %.10g, want %.10g", what, (long long)worst, v[worst],
                 want[worst]);

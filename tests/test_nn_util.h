@@ -7,6 +7,8 @@
 #include "fixture.h"
 #include "gradcheck.h"
 
+#include <string.h>
+
 /* Builds the op of a fixture case from its inputs, in the order of the
  * names given to nnt_fixture (index inputs are i32 leaves). */
 typedef kiln_tensor *(*nnt_build)(kiln_ctx *ctx, const fx_case *c, kiln_tensor *const *in);

@@ -25,7 +25,7 @@ static void batch_strides(const kiln_tensor *x, int nb, const int64_t *bshape, i
         const T *A = a->data, *B = b->data;                                                                      \
         T *C = t->data;                                                                                          \
         if (fold) {                                                                                              \
-            gemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)(batch * m), (int)n, \
+            gemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)(m), (int)n, \
                  (int)k, 1, A, (int)lda, B, (int)ldb, 0, C, (int)n);                            \
             break;                                                                                               \
         }                                                                                                        \
