@@ -60,7 +60,9 @@ kiln_tensor *kiln_matmul_t(kiln_ctx *ctx, kiln_tensor *a, bool trans_a, kiln_ten
     return t;
 }
 
-kiln_tensor *kiln_matmul(kiln_ctx *ctx, kiln_tensor *a, kiln_tensor *b) { return kiln_matmul_t(ctx, a, false, b, false); }
+kiln_tensor *kiln_matmul(kiln_ctx *ctx, kiln_tensor *a, kiln_tensor *b) {
+    return kiln_matmul_t(ctx, a, false, b, false);
+}
 
 /* C = op(A) op(B) with G = dC:
  *   A  B   : dA = G B^T     dB = A^T G
@@ -96,7 +98,8 @@ kiln_tensor *kiln_linear(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_ten
                          kiln__shape_str(bias, sb), (long long)w->shape[0], kiln__shape_str(w, sw));
     if (x->dtype != w->dtype || (bias && bias->dtype != w->dtype) || !kiln__is_compute_float(w->dtype))
         return kiln__err(KILN_ERR_DTYPE, "kiln_linear: input %s, weight %s and bias %s must share f32 or f64",
-                         kiln_dtype_name(x->dtype), kiln_dtype_name(w->dtype), bias ? kiln_dtype_name(bias->dtype) : "-");
+                         kiln_dtype_name(x->dtype), kiln_dtype_name(w->dtype),
+                         bias ? kiln_dtype_name(bias->dtype) : "-");
     /* a vector input is a batch of one row, as torch.nn.functional.linear */
     kiln_tensor *x2 = x->ndim == 1 ? kiln_reshape(ctx, x, 2, (int64_t[]){1, x->shape[0]}) : x;
     kiln_tensor *y = kiln_matmul_t(ctx, x2, false, w, true);

@@ -116,7 +116,8 @@ kiln_tensor *kiln_permute(kiln_ctx *ctx, kiln_tensor *x, const int *axes) {
         if (a < 0 || seen[a]) {
             char list[96];
             size_t n = 0;
-            for (int j = 0; j < x->ndim; j++) n += (size_t)snprintf(list + n, sizeof list - n, j ? ", %d" : "%d", axes[j]);
+            for (int j = 0; j < x->ndim; j++)
+                n += (size_t)snprintf(list + n, sizeof list - n, j ? ", %d" : "%d", axes[j]);
             return kiln__err(KILN_ERR_ARG, "kiln_permute: axes (%s) are not a permutation of the %d dims of %s", list,
                              x->ndim, kiln__shape_str(x, sx));
         }
@@ -138,7 +139,8 @@ kiln_tensor *kiln_transpose(kiln_ctx *ctx, kiln_tensor *x, int axis0, int axis1)
     if (!x) return NULL;
     int a = kiln__axis(x->ndim, axis0), b = kiln__axis(x->ndim, axis1);
     if (a < 0 || b < 0)
-        return kiln__err(KILN_ERR_ARG, "kiln_transpose: axes %d, %d are out of range for %d dims", axis0, axis1, x->ndim);
+        return kiln__err(KILN_ERR_ARG, "kiln_transpose: axes %d, %d are out of range for %d dims", axis0, axis1,
+                         x->ndim);
     int axes[KILN_MAX_DIMS];
     for (int i = 0; i < x->ndim; i++) axes[i] = i;
     axes[a] = b;
@@ -166,7 +168,8 @@ kiln_tensor *kiln_slice(kiln_ctx *ctx, kiln_tensor *x, int axis, int64_t start, 
     char sx[96];
     if (!x) return NULL;
     int a = kiln__axis(x->ndim, axis);
-    if (a < 0) return kiln__err(KILN_ERR_ARG, "kiln_slice: axis %d is out of range for %s", axis, kiln__shape_str(x, sx));
+    if (a < 0)
+        return kiln__err(KILN_ERR_ARG, "kiln_slice: axis %d is out of range for %s", axis, kiln__shape_str(x, sx));
     if (step < 1) return kiln__err(KILN_ERR_ARG, "kiln_slice: step %lld must be >= 1", (long long)step);
     int64_t n = x->shape[a], s = clamp_index(start, n), e = clamp_index(end, n);
     int64_t len = e > s ? (e - s + step - 1) / step : 0;
@@ -202,8 +205,8 @@ kiln_tensor *kiln_broadcast_to(kiln_ctx *ctx, kiln_tensor *x, int ndim, const in
     if (!x) return NULL;
     if (!ndim_ok("kiln_broadcast_to", ndim, shape)) return NULL;
     if (ndim < x->ndim)
-        return kiln__err(KILN_ERR_SHAPE, "kiln_broadcast_to: cannot broadcast %s to fewer dims %s", kiln__shape_str(x, sx),
-                         kiln__dims_str(ndim, shape, st));
+        return kiln__err(KILN_ERR_SHAPE, "kiln_broadcast_to: cannot broadcast %s to fewer dims %s",
+                         kiln__shape_str(x, sx), kiln__dims_str(ndim, shape, st));
     int64_t out[KILN_MAX_DIMS], stride[KILN_MAX_DIMS];
     int lead = ndim - x->ndim;
     for (int i = 0; i < ndim; i++) {

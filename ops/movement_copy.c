@@ -24,12 +24,13 @@ kiln_tensor *kiln_concat(kiln_ctx *ctx, kiln_tensor *const *xs, int n, int axis)
         if (!xs[i]) return NULL;
     const kiln_tensor *x0 = xs[0];
     int a = kiln__axis(x0->ndim, axis);
-    if (a < 0) return kiln__err(KILN_ERR_ARG, "kiln_concat: axis %d is out of range for %s", axis, kiln__shape_str(x0, s0));
+    if (a < 0)
+        return kiln__err(KILN_ERR_ARG, "kiln_concat: axis %d is out of range for %s", axis, kiln__shape_str(x0, s0));
     for (int i = 1; i < n; i++) {
         const kiln_tensor *x = xs[i];
         if (x->dtype != x0->dtype)
-            return kiln__err(KILN_ERR_DTYPE, "kiln_concat: part %d is %s but part 0 is %s", i, kiln_dtype_name(x->dtype),
-                             kiln_dtype_name(x0->dtype));
+            return kiln__err(KILN_ERR_DTYPE, "kiln_concat: part %d is %s but part 0 is %s", i,
+                             kiln_dtype_name(x->dtype), kiln_dtype_name(x0->dtype));
         bool ok = x->ndim == x0->ndim;
         for (int d = 0; ok && d < x0->ndim; d++) ok = d == a || x->shape[d] == x0->shape[d];
         if (!ok)

@@ -14,11 +14,12 @@ bool kiln__nn_check_float(const char *op, const char *what, const kiln_tensor *t
     return false;
 }
 
-bool kiln__nn_check_same_dtype(const char *op, const char *what, const kiln_tensor *t, const kiln_tensor *x) {
+bool kiln__nn_check_same_dtype(const char *op, const char *what, const kiln_tensor *t, const char *xname,
+                               const kiln_tensor *x) {
     char buf[96];
     if (t->dtype == x->dtype) return true;
-    kiln__err(KILN_ERR_DTYPE, "%s: %s %s is %s but x is %s", op, what, kiln__shape_str(t, buf),
-              kiln_dtype_name(t->dtype), kiln_dtype_name(x->dtype));
+    kiln__err(KILN_ERR_DTYPE, "%s: %s %s is %s but %s is %s", op, what, kiln__shape_str(t, buf),
+              kiln_dtype_name(t->dtype), xname, kiln_dtype_name(x->dtype));
     return false;
 }
 

@@ -54,8 +54,8 @@ kiln_tensor *kiln_attention(kiln_ctx *ctx, kiln_tensor *q, kiln_tensor *k, kiln_
     const char *op = "kiln_attention";
     char sq[96], sk[96], sv[96];
     if (!q || !k || !v) return NULL;
-    if (!kiln__nn_check_float(op, "q", q) || !kiln__nn_check_same_dtype(op, "k", k, q) ||
-        !kiln__nn_check_same_dtype(op, "v", v, q))
+    if (!kiln__nn_check_float(op, "q", q) || !kiln__nn_check_same_dtype(op, "k", k, "q", q) ||
+        !kiln__nn_check_same_dtype(op, "v", v, "q", q))
         return NULL;
     kiln__shape_str(q, sq), kiln__shape_str(k, sk), kiln__shape_str(v, sv);
     if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4)

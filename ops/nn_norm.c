@@ -15,7 +15,7 @@
 /* Checks a weight or bias: [C] of x's dtype. */
 static bool param_ok(const char *op, const char *what, const kiln_tensor *p, const kiln_tensor *x) {
     char s1[96], s2[96];
-    if (!kiln__nn_check_same_dtype(op, what, p, x)) return false;
+    if (!kiln__nn_check_same_dtype(op, what, p, "x", x)) return false;
     if (p->ndim != 1 || p->shape[0] != x->shape[x->ndim - 1]) {
         kiln__err(KILN_ERR_SHAPE, "%s: %s %s must be [C] for x %s", op, what, kiln__shape_str(p, s1),
                   kiln__shape_str(x, s2));

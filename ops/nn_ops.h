@@ -12,8 +12,9 @@ void kiln__ops_register_nn_attention(kiln_op_info *tab); /* ops/nn_attention.c *
 
 /* True if t is f32 or f64; otherwise sets KILN_ERR_DTYPE naming op and what. */
 bool kiln__nn_check_float(const char *op, const char *what, const kiln_tensor *t);
-/* True if t has x's dtype; otherwise sets KILN_ERR_DTYPE. */
-bool kiln__nn_check_same_dtype(const char *op, const char *what, const kiln_tensor *t, const kiln_tensor *x);
+/* True if t has x's dtype; otherwise sets KILN_ERR_DTYPE naming both. */
+bool kiln__nn_check_same_dtype(const char *op, const char *what, const kiln_tensor *t, const char *xname,
+                               const kiln_tensor *x);
 
 /* Backward of a composite op: gsrc[i] = the vector-Jacobian product of ref
  * (its reference decomposition, built from node->src) with gy, for each

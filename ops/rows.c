@@ -40,7 +40,8 @@ static kiln_tensor *scatter_add_rows(kiln_ctx *ctx, kiln_tensor *rows, kiln_tens
     char sr[96], si[96];
     if (!rows || !idx) return NULL;
     if (!kiln__is_compute_float(rows->dtype))
-        return kiln__err(KILN_ERR_DTYPE, "scatter_add_rows: rows must be f32 or f64, not %s", kiln_dtype_name(rows->dtype));
+        return kiln__err(KILN_ERR_DTYPE, "scatter_add_rows: rows must be f32 or f64, not %s",
+                         kiln_dtype_name(rows->dtype));
     if (!index_ok("scatter_add_rows", idx)) return NULL;
     if (rows->ndim != idx->ndim + 1 || !kiln__shape_eq(idx->ndim, rows->shape, idx->ndim, idx->shape))
         return kiln__err(KILN_ERR_SHAPE, "scatter_add_rows: rows %s do not match indices %s", kiln__shape_str(rows, sr),

@@ -18,7 +18,8 @@ static int64_t matmul_ref(const double *a, mm_shape sa, bool ta, const double *b
     int nba = sa.ndim - 2, nbb = sb.ndim - 2, nb = nba > nbb ? nba : nbb;
     so->ndim = nb + 2;
     for (int i = 0; i < nb; i++) {
-        int64_t da = i - (nb - nba) >= 0 ? sa.shape[i - (nb - nba)] : 1, db = i - (nb - nbb) >= 0 ? sb.shape[i - (nb - nbb)] : 1;
+        int64_t da = i - (nb - nba) >= 0 ? sa.shape[i - (nb - nba)] : 1,
+                db = i - (nb - nbb) >= 0 ? sb.shape[i - (nb - nbb)] : 1;
         so->shape[i] = da > db ? da : db;
     }
     so->shape[nb] = m;
@@ -37,7 +38,8 @@ static int64_t matmul_ref(const double *a, mm_shape sa, bool ta, const double *b
         for (int64_t i = 0; i < m; i++)
             for (int64_t j = 0; j < n; j++) {
                 double s = 0;
-                for (int64_t q = 0; q < k; q++) s += (ta ? A[q * m + i] : A[i * k + q]) * (tb ? B[j * k + q] : B[q * n + j]);
+                for (int64_t q = 0; q < k; q++)
+                    s += (ta ? A[q * m + i] : A[i * k + q]) * (tb ? B[j * k + q] : B[q * n + j]);
                 out[(p * m + i) * n + j] = s;
             }
     }
@@ -46,7 +48,8 @@ static int64_t matmul_ref(const double *a, mm_shape sa, bool ta, const double *b
 
 static const char *shape_str(mm_shape s, char *buf, size_t size) {
     size_t n = (size_t)snprintf(buf, size, "[");
-    for (int i = 0; i < s.ndim && n < size; i++) n += (size_t)snprintf(buf + n, size - n, i ? ", %lld" : "%lld", (long long)s.shape[i]);
+    for (int i = 0; i < s.ndim && n < size; i++)
+        n += (size_t)snprintf(buf + n, size - n, i ? ", %lld" : "%lld", (long long)s.shape[i]);
     if (n < size) snprintf(buf + n, size - n, "]");
     return buf;
 }
@@ -117,9 +120,11 @@ KT_TEST(matmul_values_f32_sizes) {
 KT_TEST(matmul_transposed_view_is_not_copied) {
     /* a @ transpose(b) reads b through the transpose flag: no copy node */
     kiln_ctx *ctx = kiln_ctx_new();
-    kiln_tensor *a = mt_leaf(ctx, KILN_F64, 3, (int64_t[]){2, 3, 4}, 1), *b = mt_leaf(ctx, KILN_F64, 2, (int64_t[]){5, 4}, 2);
+    kiln_tensor *a = mt_leaf(ctx, KILN_F64, 3, (int64_t[]){2, 3, 4}, 1),
+                *b = mt_leaf(ctx, KILN_F64, 2, (int64_t[]){5, 4}, 2);
     kiln_tensor *c = kiln_matmul(ctx, a, kiln_transpose(ctx, b, 0, 1));
-    kiln_tensor *d = kiln_matmul(ctx, kiln_transpose(ctx, c, -1, -2), kiln_slice(ctx, c, 0, 0, 1, 1)); /* [2,5,3]@[1,3,5] */
+    kiln_tensor *d =
+        kiln_matmul(ctx, kiln_transpose(ctx, c, -1, -2), kiln_slice(ctx, c, 0, 0, 1, 1)); /* [2,5,3]@[1,3,5] */
     kiln_graph *g = kiln_graph_new(ctx);
     KT_NOTNULL(d);
     KT_OK(kiln_graph_add(g, c));
@@ -155,7 +160,8 @@ KT_TEST(matmul_grad_transposes_and_broadcast) {
         char what[48];
         snprintf(what, sizeof what, "matmul_t(%d, %d)", c.ta, c.tb);
         /* a [2, 1, M, K] with b [3, K, N]: both broadcast over the batch */
-        gc_input in[2] = {c.ta ? GC_IN(4, 2, 1, 4, 3) : GC_IN(4, 2, 1, 3, 4), c.tb ? GC_IN(3, 3, 2, 4) : GC_IN(3, 3, 4, 2)};
+        gc_input in[2] = {c.ta ? GC_IN(4, 2, 1, 4, 3) : GC_IN(4, 2, 1, 3, 4),
+                          c.tb ? GC_IN(3, 3, 2, 4) : GC_IN(3, 3, 4, 2)};
         gc_check(what, build_matmul, &c, 2, in, 40 + (uint64_t)t);
         /* a 2-D b shared by a batched a (the folded path) */
         gc_input in2[2] = {c.ta ? GC_IN(3, 2, 4, 3) : GC_IN(3, 2, 3, 4), c.tb ? GC_IN(2, 5, 4) : GC_IN(2, 4, 5)};
@@ -180,7 +186,8 @@ KT_TEST(matmul_grad_views_and_linear) {
     gc_check("matmul of transposed views", build_matmul_transposed_views, NULL, 2,
              (gc_input[]){GC_IN(3, 2, 4, 3), GC_IN(2, 5, 4)}, 71);
     int yes = 1;
-    gc_check("linear 3-D with bias", build_linear, &yes, 3, (gc_input[]){GC_IN(3, 2, 3, 4), GC_IN(2, 5, 4), GC_IN(1, 5)}, 72);
+    gc_check("linear 3-D with bias", build_linear, &yes, 3,
+             (gc_input[]){GC_IN(3, 2, 3, 4), GC_IN(2, 5, 4), GC_IN(1, 5)}, 72);
     gc_check("linear 1-D", build_linear, &yes, 3, (gc_input[]){GC_IN(1, 4), GC_IN(2, 3, 4), GC_IN(1, 3)}, 73);
     gc_check("linear without bias", build_linear, NULL, 2, (gc_input[]){GC_IN(2, 6, 4), GC_IN(2, 3, 4)}, 74);
 }
@@ -191,7 +198,8 @@ KT_TEST(matmul_linear_values) {
         kiln_dtype d = dt ? KILN_F64 : KILN_F32;
         kiln_tensor *x = mt_leaf(ctx, d, 3, (int64_t[]){2, 3, 4}, 1), *w = mt_leaf(ctx, d, 2, (int64_t[]){5, 4}, 2);
         kiln_tensor *b = mt_leaf(ctx, d, 1, (int64_t[]){5}, 3);
-        kiln_tensor *y = kiln_linear(ctx, x, w, b), *y1 = kiln_linear(ctx, kiln_slice(ctx, kiln_reshape(ctx, x, 1, (int64_t[]){24}), 0, 0, 4, 1), w, NULL);
+        kiln_tensor *x1 = kiln_slice(ctx, kiln_reshape(ctx, x, 1, (int64_t[]){24}), 0, 0, 4, 1); /* row 0 of x */
+        kiln_tensor *y = kiln_linear(ctx, x, w, b), *y1 = kiln_linear(ctx, x1, w, NULL);
         KT_NOTNULL(y);
         KT_NOTNULL(y1);
         KT_OK(mt_compute(ctx, y));
@@ -240,7 +248,8 @@ KT_TEST(matmul_errors) {
     /* a NULL operand keeps the first error */
     kiln_clear_error();
     kiln_tensor *bad = kiln_matmul(ctx, a, b);
-    KT_CHECK(!bad && !kiln_matmul(ctx, bad, b) && !kiln_matmul_t(ctx, a, false, bad, true) && !kiln_linear(ctx, bad, w, NULL),
+    KT_CHECK(!bad && !kiln_matmul(ctx, bad, b) && !kiln_matmul_t(ctx, a, false, bad, true) &&
+                 !kiln_linear(ctx, bad, w, NULL),
              "NULL in, NULL out");
     KT_CHECK(strstr(kiln_last_error(), "inner") != NULL, "first error kept: %s", kiln_last_error());
     kiln_ctx_free(ctx);

@@ -16,7 +16,14 @@ static inline kiln_status mt_compute(kiln_ctx *ctx, kiln_tensor *t) {
 }
 
 /* A deterministic value for element i of a test input (irrational-ish, no repeats). */
-static inline double mt_val(int64_t i, int seed) { return sin(0.731 * (double)i + 1.37 * seed) * 2.0; }
+static inline double mt_val(int64_t i, int seed) {
+    /* two statements: a compiler may fuse a*b + c of one expression into an
+     * fma when it folds constants, and the leaves and the references must
+     * get the same bits */
+    volatile double arg = 0.731 * (double)i;
+    arg += 1.37 * seed;
+    return sin(arg) * 2.0;
+}
 
 /* A leaf of dtype dt filled with mt_val(i, seed). */
 static inline kiln_tensor *mt_leaf(kiln_ctx *ctx, kiln_dtype dt, int ndim, const int64_t *shape, int seed) {

@@ -366,7 +366,8 @@ static kiln_tensor *build_slice_steps(kiln_ctx *ctx, kiln_tensor *const *in, voi
 
 static kiln_tensor *build_expand(kiln_ctx *ctx, kiln_tensor *const *in, void *arg) {
     (void)arg;
-    kiln_tensor *b = kiln_broadcast_to(ctx, kiln_transpose(ctx, in[0], 0, 1), 4, (int64_t[]){2, -1, 4, 5}); /* [3, 1, 5] */
+    kiln_tensor *b =
+        kiln_broadcast_to(ctx, kiln_transpose(ctx, in[0], 0, 1), 4, (int64_t[]){2, -1, 4, 5}); /* [3, 1, 5] */
     return kiln_mul(ctx, b, in[1]);
 }
 
@@ -385,8 +386,9 @@ static kiln_tensor *build_pad(kiln_ctx *ctx, kiln_tensor *const *in, void *arg) 
 
 static kiln_tensor *build_contiguous_repeat(kiln_ctx *ctx, kiln_tensor *const *in, void *arg) {
     (void)arg;
-    kiln_tensor *c = kiln_contiguous(ctx, kiln_permute(ctx, in[0], (int[]){1, 2, 0}));
-    return kiln_repeat(ctx, kiln_mul(ctx, c, c), (int64_t[]){2, 1, 3});
+    kiln_tensor *c = kiln_contiguous(ctx, kiln_permute(ctx, in[0], (int[]){1, 2, 0})); /* [3, 2, 2] */
+    kiln_tensor *v = kiln_view(ctx, c, 2, (int64_t[]){3, 4});
+    return kiln_repeat(ctx, kiln_mul(ctx, v, v), (int64_t[]){2, 3});
 }
 
 KT_TEST(movement_grad_views) {
@@ -401,7 +403,7 @@ KT_TEST(movement_grad_copies) {
     gc_check("concat", build_concat, &three, 3, cin, 21);
     gc_check("concat of 11 parts", build_concat, &eleven, 3, cin, 22);
     gc_check("pad", build_pad, NULL, 1, (gc_input[]){GC_IN(2, 3, 2)}, 23);
-    gc_check("contiguous + repeat", build_contiguous_repeat, NULL, 1, (gc_input[]){GC_IN(3, 2, 3, 2)}, 24);
+    gc_check("contiguous + view + repeat", build_contiguous_repeat, NULL, 1, (gc_input[]){GC_IN(3, 2, 3, 2)}, 24);
 }
 
 /* The gradient of a slice (a slice_scatter node) as a function of the

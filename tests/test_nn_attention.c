@@ -106,7 +106,7 @@ KT_TEST(nn_attention_grad) {
         {GC_IN(4, 1, 2, 3, 4), GC_IN(4, 1, 2, 3, 4), GC_IN(4, 1, 2, 3, 4), {false, false, 0}, "multi-head"},
         {GC_IN(4, 1, 2, 4, 4), GC_IN(4, 1, 2, 4, 4), GC_IN(4, 1, 2, 4, 4), {true, false, 0.7}, "causal"},
         {GC_IN(4, 2, 4, 3, 4), GC_IN(4, 2, 2, 3, 4), GC_IN(4, 2, 2, 3, 3), {false, false, 0}, "grouped, Dv != D"},
-        {GC_IN(4, 1, 4, 2, 3), GC_IN(4, 1, 1, 5, 3), GC_IN(4, 1, 1, 5, 2), {true, false, 0}, "causal, T < S, one kv head"},
+        {GC_IN(4, 1, 4, 2, 3), GC_IN(4, 1, 1, 5, 3), GC_IN(4, 1, 1, 5, 2), {true, false, 0}, "causal, T < S, Hkv 1"},
         {GC_IN(4, 1, 2, 5, 3), GC_IN(4, 1, 2, 3, 3), GC_IN(4, 1, 2, 3, 3), {true, false, 0}, "causal, T > S"},
         {GC_IN(4, 1, 3, 4, 4), GC_IN(4, 1, 2, 3, 4), GC_IN(4, 1, 2, 3, 4), {false, true, 0}, "q transposed, GQA"},
     };
@@ -229,6 +229,7 @@ KT_TEST(nn_attention_errors) {
     NNT_FAILS(kiln_attention(ctx, q, k, vs, false, 0), KILN_ERR_SHAPE, op);
     NNT_FAILS(kiln_attention(ctx, q, k, vh, false, 0), KILN_ERR_SHAPE, op);
     NNT_FAILS(kiln_attention(ctx, q, k64, v, false, 0), KILN_ERR_DTYPE, op);
+    NNT_FAILS(kiln_attention(ctx, q, k, kiln_new_4d(ctx, KILN_F64, 2, 2, 5, 6), false, 0), KILN_ERR_DTYPE, op);
     NNT_FAILS(kiln_attention(ctx, qi, k, v, false, 0), KILN_ERR_DTYPE, op);
     NNT_FAILS(kiln_attention(ctx, q, k, v, false, NAN), KILN_ERR_ARG, op);
     NNT_FAILS(kiln_attention(ctx, q, k, v, false, INFINITY), KILN_ERR_ARG, op);

@@ -60,7 +60,8 @@ KT_TEST(nn_norm_large_matches_reference) {
         for (int f = 0; f < 2; f++) {
             kiln_ctx *ctx = kiln_ctx_new();
             kiln_dtype dt = f ? KILN_F32 : KILN_F64;
-            kiln_tensor *tx = kiln_new_2d(ctx, dt, rows, c), *tw = kiln_new_1d(ctx, dt, c), *tb = kiln_new_1d(ctx, dt, c);
+            kiln_tensor *tx = kiln_new_2d(ctx, dt, rows, c), *tw = kiln_new_1d(ctx, dt, c);
+            kiln_tensor *tb = kiln_new_1d(ctx, dt, c);
             KT_NOTNULL(tb);
             for (int64_t i = 0; i < n; i++) x[i] = 1000.0 + sin(0.91 * (double)i);
             KT_OK(kiln_tensor_set_f64(tx, x, n));

@@ -20,31 +20,17 @@ static void batch_strides(const kiln_tensor *x, int nb, const int64_t *bshape, i
     }
 }
 
-#define GEMM_BODY(T, gemm)                                                                                       \
-    do {                                                                                                         \
-        const T *A = a->data, *B = b->data;                                                                      \
-        T *C = t->data;                                                                                          \
-        if (fold) {                                                                                              \
-            gemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)(m), (int)n, \
-                 (int)k, 1, A, (int)lda, B, (int)ldb, 0, C, (int)n);                            \
-            break;                                                                                               \
-        }                                                                                                        \
-        for (int64_t p = 0; p < batch; p++) {                                                                    \
-            int64_t oa = 0, ob = 0, rem = p;                                                                     \
-            for (int d = nb - 1; d >= 0; d--) {                                                                  \
-                int64_t i = rem % t->shape[d];                                                                   \
-                rem /= t->shape[d];                                                                              \
-                oa += i * sa[d];                                                                                 \
-                ob += i * sb[d];                                                                                 \
-            }                                                                                                    \
-            gemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m,      \
-                 (int)n, (int)k, 1, A + oa, (int)lda, B + ob, (int)ldb, 0, C + p * m * n,       \
-                 (int)n);                                                                                    \
-        }                                                                                                        \
-    } while (0)
+/* C[m, n] = op(A) op(B) for one matrix in dtype dt (f32 or f64). */
+static void gemm(kiln_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
+                 const void *b, int64_t ldb, void *c) {
+    enum CBLAS_TRANSPOSE ota = ta ? CblasTrans : CblasNoTrans, otb = tb ? CblasTrans : CblasNoTrans;
+    if (dt == KILN_F32)
+        cblas_sgemm(CblasRowMajor, ota, otb, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb, 0.0f, c, (int)n);
+    else
+        cblas_dgemm(CblasRowMajor, ota, otb, (int)m, (int)n, (int)k, 1.0, a, (int)lda, b, (int)ldb, 0.0, c, (int)n);
+}
 
 static kiln_status matmul_kernel(kiln_tensor *t, const kiln_exec *ex) {
-    (void)ex; /* OpenBLAS runs its own threads */
     const kiln_tensor *a = t->src[0], *b = t->src[1];
     bool ta = t->ip[0], tb = t->ip[1];
     int nb = t->ndim - 2;
@@ -60,9 +46,26 @@ static kiln_status matmul_kernel(kiln_tensor *t, const kiln_exec *ex) {
      * (not transposed, not broadcast): a is one [batch*m, k] matrix */
     bool fold = !ta && batch > 1 && kiln__numel(b->ndim - 2, b->shape) == 1 &&
                 kiln__numel(a->ndim - 2, a->shape) == batch && batch * m <= INT32_MAX;
-    if (t->dtype == KILN_F32) GEMM_BODY(float, cblas_sgemm);
-    else if (t->dtype == KILN_F64) GEMM_BODY(double, cblas_dgemm);
-    else return kiln__errs(KILN_ERR_UNSUPPORTED, "matmul: no CPU kernel for %s", kiln_dtype_name(t->dtype));
+    if (!kiln__is_compute_float(t->dtype))
+        return kiln__errs(KILN_ERR_UNSUPPORTED, "matmul: no CPU kernel for %s", kiln_dtype_name(t->dtype));
+    /* OpenBLAS runs its own threads: hold it to kiln's thread count */
+    if (openblas_get_num_threads() != ex->n_threads) openblas_set_num_threads(ex->n_threads);
+    if (fold) {
+        gemm(t->dtype, false, tb, batch * m, n, k, a->data, lda, b->data, ldb, t->data);
+        return KILN_OK;
+    }
+    size_t es = kiln__types[t->dtype].size;
+    for (int64_t p = 0; p < batch; p++) {
+        int64_t oa = 0, ob = 0, rem = p; /* element offsets of this batch's a and b */
+        for (int d = nb - 1; d >= 0; d--) {
+            int64_t i = rem % t->shape[d];
+            rem /= t->shape[d];
+            oa += i * sa[d];
+            ob += i * sb[d];
+        }
+        gemm(t->dtype, ta, tb, m, n, k, (const char *)a->data + (size_t)oa * es, lda,
+             (const char *)b->data + (size_t)ob * es, ldb, (char *)t->data + (size_t)(p * m * n) * es);
+    }
     return KILN_OK;
 }
 

@@ -36,19 +36,19 @@ static kiln_status get_rows_kernel(kiln_tensor *t, const kiln_exec *ex) {
 
 /* out[idx[p]] += rows[p] for columns [c0, c1): threads take disjoint column
  * ranges, so repeated indices never race. */
-#define SCATTER_BODY(T)                                                                       \
-    do {                                                                                      \
-        const T *r = rows->data;                                                              \
-        T *o = t->data;                                                                       \
-        _Pragma("omp parallel for num_threads(ex->n_threads) if (par)")                       \
-        for (int64_t c = 0; c < chunks; c++) {                                                \
-            int64_t c0 = c * d / chunks, c1 = (c + 1) * d / chunks;                           \
-            for (int64_t p = 0; p < n; p++) {                                                 \
-                const T *src = r + p * d;                                                     \
-                T *dst = o + (int64_t)idx[p] * d;                                             \
-                for (int64_t j = c0; j < c1; j++) dst[j] += src[j];                           \
-            }                                                                                 \
-        }                                                                                     \
+#define SCATTER_BODY(T)                                                 \
+    do {                                                                \
+        const T *r = rows->data;                                        \
+        T *o = t->data;                                                 \
+        _Pragma("omp parallel for num_threads(ex->n_threads) if (par)") \
+        for (int64_t c = 0; c < chunks; c++) {                          \
+            int64_t c0 = c * d / chunks, c1 = (c + 1) * d / chunks;     \
+            for (int64_t p = 0; p < n; p++) {                           \
+                const T *src = r + p * d;                               \
+                T *dst = o + (int64_t)idx[p] * d;                       \
+                for (int64_t j = c0; j < c1; j++) dst[j] += src[j];     \
+            }                                                           \
+        }                                                               \
     } while (0)
 
 static kiln_status scatter_add_rows_kernel(kiln_tensor *t, const kiln_exec *ex) {

@@ -1,7 +1,9 @@
-/* test_nn_second_order.c — the nn backward rules are built from ops, so
- * their gradients can be differentiated again: each case makes the
- * gradient of an nn op (kiln__vjp, as the backward driver does) a function
- * of the op's input and of the upstream gradient, and gradient-checks it. */
+/* test_nn_vjp.c — nn backward rules called through kiln__vjp, as the
+ * backward driver calls them. The rules are built from ops, so their
+ * gradients can be differentiated again: each second-order case makes the
+ * gradient of an nn op a function of the op's input and of the upstream
+ * gradient, and gradient-checks it. Also: an upstream gradient that no
+ * finite loss produces (nonzero at masked -inf outputs). */
 #include "internal.h"
 #include "test_nn_util.h"
 
@@ -49,4 +51,32 @@ KT_TEST(nn_second_order_grad) {
         snprintf(what, sizeof what, "gradient of %s", cases[i].what);
         gc_check(what, build_second_order, &ops[i], cases[i].n, cases[i].in, (uint64_t)(71 + i));
     }
+}
+
+/* torch's masked_fill + log_softmax gives masked inputs no gradient, even
+ * when gy is nonzero at the -inf outputs: dx = keep * (gy - p * sum(keep * gy)). */
+KT_TEST(nn_log_softmax_masked_grad_ignores_gy) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    kiln_tensor *x = kiln_new_2d(ctx, KILN_F64, 3, 4), *gy = kiln_new_2d(ctx, KILN_F64, 3, 4);
+    KT_OK(kiln_tensor_fill_uniform(x, 5, -2, 2));
+    KT_OK(kiln_tensor_fill_uniform(gy, 6, 0.5, 1.5));
+    KT_OK(kiln_tensor_set_requires_grad(x, true));
+    kiln_tensor *y = kiln_log_softmax(ctx, x, true), *p = kiln_softmax(ctx, x, true), *gx = NULL;
+    KT_NOTNULL(y);
+    KT_OK(kiln__vjp(ctx, y, gy, 1, &x, &gx));
+    KT_NOTNULL(gx);
+    kiln_graph *g = kiln_graph_new(ctx);
+    KT_OK(kiln_graph_add(g, gx));
+    KT_OK(kiln_graph_add(g, p));
+    KT_OK(kiln_graph_compute(g));
+    const double *vg = kiln_tensor_data(gy), *vp = kiln_tensor_data(p);
+    double got[12], want[12];
+    KT_OK(kiln_tensor_get_f64(gx, got, 12));
+    for (int i = 0; i < 3; i++) {
+        double s = 0;
+        for (int j = 0; j <= i + 1; j++) s += vg[i * 4 + j];
+        for (int j = 0; j < 4; j++) want[i * 4 + j] = j <= i + 1 ? vg[i * 4 + j] - vp[i * 4 + j] * s : 0.0;
+    }
+    nnt_close("causal log_softmax gradient", got, want, 12, 1e-12, 1e-12);
+    kiln_ctx_free(ctx);
 }
