@@ -269,14 +269,16 @@ kiln_tensor *kiln_one_hot(kiln_ctx *ctx, kiln_tensor *labels, int64_t n, kiln_dt
 /* ---- ops: neural-network layers ---------------------------------------- */
 
 /* Over the last axis; causal masks column j > row i + (cols - rows) of the
- * last two dims, as a decoder's attention scores need. */
+ * last two dims, as a decoder's attention scores need. A row with every
+ * column masked gives 0 (softmax) or -inf (log_softmax), not NaN. */
 kiln_tensor *kiln_softmax(kiln_ctx *ctx, kiln_tensor *x, bool causal);
 kiln_tensor *kiln_log_softmax(kiln_ctx *ctx, kiln_tensor *x, bool causal);
 
 /* logits [N, C] (or [..., C]), labels i32 [N] (or [...]): mean over the
- * labels that are not ignore_index; a tensor of shape [1]. */
+ * labels that are not ignore_index; a tensor of shape [1]. All labels
+ * ignored gives 0 (torch: NaN). A label outside [0, C) fails the compute. */
 kiln_tensor *kiln_cross_entropy(kiln_ctx *ctx, kiln_tensor *logits, kiln_tensor *labels, int32_t ignore_index);
-/* mean((a - b)^2), shape [1]. */
+/* mean((a - b)^2) over equal shapes (no broadcasting), shape [1]. */
 kiln_tensor *kiln_mse(kiln_ctx *ctx, kiln_tensor *a, kiln_tensor *b);
 
 /* Normalize over the last axis; weight and bias [C] may be NULL. */
@@ -292,7 +294,8 @@ kiln_tensor *kiln_rope(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *pos, double t
 /* Scaled dot-product attention. q [B, Hq, T, D], k [B, Hkv, S, D],
  * v [B, Hkv, S, Dv] with Hq a multiple of Hkv (grouped-query heads share a
  * k/v head). scale <= 0 means 1/sqrt(D). Causal aligns the last query with
- * the last key (as with a KV cache). Result [B, Hq, T, Dv]. */
+ * the last key (as with a KV cache); a query that sees no key gives 0.
+ * Result [B, Hq, T, Dv]. */
 kiln_tensor *kiln_attention(kiln_ctx *ctx, kiln_tensor *q, kiln_tensor *k, kiln_tensor *v, bool causal, double scale);
 
 /* 2-D convolution, NCHW. x [N, C, H, W], w [O, C/groups, kh, kw], bias [O]
@@ -363,7 +366,8 @@ kiln_optim *kiln_sgd_new(kiln_ctx *ctx, const kiln_sgd_config *cfg);
 kiln_optim *kiln_sgd_new_for(kiln_ctx *ctx, kiln_tensor *const *params, int n, const kiln_sgd_config *cfg);
 
 kiln_status kiln_optim_step(kiln_optim *opt);
-void kiln_optim_set_lr(kiln_optim *opt, float lr);
+/* A bad lr (negative, NaN, infinite) is an error and keeps the old one. */
+kiln_status kiln_optim_set_lr(kiln_optim *opt, float lr);
 float kiln_optim_lr(const kiln_optim *opt);
 int64_t kiln_optim_steps(const kiln_optim *opt);
 /* Bytes of optimizer state (momentum buffers, moments, ...). */

@@ -16,7 +16,8 @@ static kiln_status check_param(kiln_ctx *ctx, const char *who, kiln_tensor *cons
         if (kiln_last_status()) return kiln_last_status();
         return kiln__errs(KILN_ERR_ARG, "%s: parameter %d is NULL", who, i);
     }
-    if (p->ctx != ctx) return kiln__errs(KILN_ERR_ARG, "%s: parameter %d '%s' belongs to another context", who, i, p->name);
+    if (p->ctx != ctx)
+        return kiln__errs(KILN_ERR_ARG, "%s: parameter %d '%s' belongs to another context", who, i, p->name);
     if (p->op != KILN_OP_NONE)
         return kiln__errs(KILN_ERR_ARG, "%s: parameter %d '%s' is a %s node, not a leaf", who, i, p->name,
                           kiln__op_table[p->op].name);
@@ -94,16 +95,13 @@ kiln_status kiln_optim_step(kiln_optim *opt) {
 }
 
 /* A bad lr (negative, NaN or infinite) sets the error and keeps the old one. */
-void kiln_optim_set_lr(kiln_optim *opt, float lr) {
-    if (!opt) {
-        kiln__err(KILN_ERR_ARG, "kiln_optim_set_lr: optimizer is NULL");
-        return;
-    }
-    if (!(lr >= 0.0f) || isinf(lr)) {
-        kiln__err(KILN_ERR_ARG, "kiln_optim_set_lr: invalid learning rate %g (must be finite and >= 0)", (double)lr);
-        return;
-    }
+kiln_status kiln_optim_set_lr(kiln_optim *opt, float lr) {
+    if (!opt) return kiln__errs(KILN_ERR_ARG, "kiln_optim_set_lr: optimizer is NULL");
+    if (!(lr >= 0.0f) || isinf(lr))
+        return kiln__errs(KILN_ERR_ARG, "kiln_optim_set_lr: invalid learning rate %g (must be finite and >= 0)",
+                          (double)lr);
     opt->lr = lr;
+    return KILN_OK;
 }
 
 float kiln_optim_lr(const kiln_optim *opt) { return opt ? opt->lr : 0.0f; }

@@ -40,20 +40,24 @@ static bool finite_nonneg(float v) { return v >= 0.0f && !isinf(v); } /* false f
 /* The checks torch.optim.SGD makes, with its wording. */
 static kiln_status check_config(const char *who, const kiln_sgd_config *c) {
     if (!c) return kiln__errs(KILN_ERR_ARG, "%s: config is NULL", who);
-    if (!finite_nonneg(c->lr)) return kiln__errs(KILN_ERR_ARG, "%s: invalid learning rate: %g (must be >= 0)", who, (double)c->lr);
+    if (!finite_nonneg(c->lr))
+        return kiln__errs(KILN_ERR_ARG, "%s: invalid learning rate: %g (must be >= 0)", who, (double)c->lr);
     if (!finite_nonneg(c->momentum))
         return kiln__errs(KILN_ERR_ARG, "%s: invalid momentum value: %g (must be >= 0)", who, (double)c->momentum);
     if (!(c->dampening == c->dampening) || isinf(c->dampening))
         return kiln__errs(KILN_ERR_ARG, "%s: invalid dampening value: %g", who, (double)c->dampening);
     if (!finite_nonneg(c->weight_decay))
-        return kiln__errs(KILN_ERR_ARG, "%s: invalid weight_decay value: %g (must be >= 0)", who, (double)c->weight_decay);
+        return kiln__errs(KILN_ERR_ARG, "%s: invalid weight_decay value: %g (must be >= 0)", who,
+                          (double)c->weight_decay);
     if (c->nesterov && (c->momentum <= 0.0f || c->dampening != 0.0f))
-        return kiln__errs(KILN_ERR_ARG, "%s: Nesterov momentum requires a momentum and zero dampening (momentum %g, dampening %g)",
+        return kiln__errs(KILN_ERR_ARG,
+                          "%s: Nesterov momentum requires a momentum and zero dampening (momentum %g, dampening %g)",
                           who, (double)c->momentum, (double)c->dampening);
     return KILN_OK;
 }
 
-static kiln_optim *sgd_new(kiln_ctx *ctx, const char *who, kiln_tensor *const *params, int n, const kiln_sgd_config *cfg) {
+static kiln_optim *sgd_new(kiln_ctx *ctx, const char *who, kiln_tensor *const *params, int n,
+                           const kiln_sgd_config *cfg) {
     if (check_config(who, cfg)) return NULL;
     kiln_optim *opt = kiln__optim_new(ctx, who, &sgd_impl, params, n, cfg->lr);
     if (!opt) return NULL;
@@ -75,7 +79,9 @@ static kiln_optim *sgd_new(kiln_ctx *ctx, const char *who, kiln_tensor *const *p
     return opt;
 }
 
-kiln_optim *kiln_sgd_new(kiln_ctx *ctx, const kiln_sgd_config *cfg) { return sgd_new(ctx, "kiln_sgd_new", NULL, 0, cfg); }
+kiln_optim *kiln_sgd_new(kiln_ctx *ctx, const kiln_sgd_config *cfg) {
+    return sgd_new(ctx, "kiln_sgd_new", NULL, 0, cfg);
+}
 
 kiln_optim *kiln_sgd_new_for(kiln_ctx *ctx, kiln_tensor *const *params, int n, const kiln_sgd_config *cfg) {
     return sgd_new(ctx, "kiln_sgd_new_for", params, n, cfg);

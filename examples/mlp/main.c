@@ -5,9 +5,12 @@
  * optimizer's update), then run it over shuffled batches, and measure the
  * accuracy on the test set with a second, forward-only graph.
  *
- *     make -j2 build/examples/mlp && build/examples/mlp [--epochs 2] [--lr 0.05]
+ *     make demo            (installs what is missing, builds, runs this)
+ *     build/examples/mlp --help
  *
  * The data come from the dataset-fashion-mnist package (scripts/deps.sh data).
+ * With the defaults (2 epochs, batch 64, SGD with momentum 0.9 and a learning
+ * rate falling from 0.05 to 0) it reaches about 88% test accuracy.
  */
 #include "kiln.h"
 
@@ -26,7 +29,7 @@ static const char *usage =
     "usage: mlp [--data DIR] [--epochs N] [--lr X] [--batch N] [--seed N] [--threads N]\n"
     "  --data DIR    Fashion-MNIST's four .gz files (default /usr/share/datasets/fashion-mnist)\n"
     "  --epochs N    passes over the 60000 training images (default 2)\n"
-    "  --lr X        SGD learning rate, momentum 0.9 (default 0.05)\n"
+    "  --lr X        initial SGD learning rate, falling linearly to 0; momentum 0.9 (default 0.05)\n"
     "  --batch N     images per step (default 64)\n"
     "  --seed N      seed of the initial weights and the shuffling (default 1)\n"
     "  --threads N   worker threads (default: $KILN_THREADS, else all cores)\n";
@@ -66,10 +69,11 @@ static kiln_tensor *load(kiln_ctx *ctx, const char *dir, const char *name, bool 
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     kiln_tensor *t = kiln_idx_load(ctx, path, labels, 1.0f / 255.0f); /* pixels 0..255 become 0..1 */
-    if (!t && kiln_last_status() == KILN_ERR_IO)
-        fprintf(stderr, "mlp: Fashion-MNIST not found: run scripts/deps.sh data (or pass --data DIR)\n");
-    if (!t) die("loading the data set");
-    return t;
+    if (t) return t;
+    fprintf(stderr, "mlp: loading the data set: %s\n", kiln_last_error());
+    if (kiln_last_status() == KILN_ERR_IO)
+        fprintf(stderr, "mlp: Fashion-MNIST is missing: run scripts/deps.sh data (or pass --data DIR)\n");
+    exit(1);
 }
 
 /* The model: weights w [out, in] and biases [out], as torch.nn.Linear. */
@@ -150,9 +154,16 @@ int main(int argc, char **argv) {
     kiln_tensor *test_y = load(ctx, dir, "t10k-labels-idx1-ubyte.gz", true);
     int64_t n_train = kiln_tensor_dim(train_x, 0), n_test = kiln_tensor_dim(test_x, 0);
     if (kiln_tensor_numel(train_x) != n_train * PIXELS || kiln_tensor_numel(test_x) != n_test * PIXELS ||
-        kiln_tensor_numel(train_y) != n_train || kiln_tensor_numel(test_y) != n_test || batch > n_train)
-        return fprintf(stderr, "mlp: the data are not 28x28 images with one label each (or --batch is too big)\n"), 1;
-    const float *train_img = kiln_tensor_data(train_x), *test_img = kiln_tensor_data(test_x);
+        kiln_tensor_numel(train_y) != n_train || kiln_tensor_numel(test_y) != n_test)
+        return fprintf(stderr, "mlp: the data are not 28x28 images with one label each\n"), 1;
+    if (batch > n_train)
+        return fprintf(stderr, "mlp: --batch %d is more than the %lld training images\n", batch, (long long)n_train), 1;
+    float *train_img = kiln_tensor_data(train_x), *test_img = kiln_tensor_data(test_x);
+    /* Standardize the pixels with the training set's mean and standard
+     * deviation (0.286 and 0.353, as torchvision's Normalize would): inputs
+     * centred on 0 make SGD converge faster. */
+    for (int64_t i = 0; i < n_train * PIXELS; i++) train_img[i] = (train_img[i] - 0.286f) / 0.353f;
+    for (int64_t i = 0; i < n_test * PIXELS; i++) test_img[i] = (test_img[i] - 0.286f) / 0.353f;
     const int32_t *train_lbl = kiln_tensor_data(train_y), *test_lbl = kiln_tensor_data(test_y);
 
     /* 2. The model and the training graph, built once for a fixed batch:
@@ -199,6 +210,11 @@ int main(int argc, char **argv) {
                 memcpy(xd + (int64_t)r * PIXELS, train_img + (int64_t)k * PIXELS, PIXELS * sizeof(float));
                 yd[r] = train_lbl[k];
             }
+            /* the learning rate falls linearly to 0 over the run: big steps
+             * first, fine ones at the end. Setting it is cheap: it is a value
+             * the optimizer's step graph reads, not part of the graph. */
+            double done_frac = (double)((e - 1) * steps + s) / ((double)epochs * (double)steps);
+            kiln_optim_set_lr(opt, lr * (float)(1.0 - done_frac));
             if (kiln_graph_compute(train)) die("training step");
             if (kiln_optim_step(opt)) die("optimizer step");
             loss_sum += kiln_tensor_item(loss);
