@@ -98,6 +98,23 @@ kiln_tensor *kiln_masked_fill(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *mask, 
 
 static kiln_tensor *zero_of(kiln_ctx *ctx, const kiln_tensor *t) { return kiln_scalar(ctx, t->dtype, 0.0); }
 
+static kiln_tensor *normal_pdf(kiln_ctx *ctx, kiln_tensor *x) {
+    return kiln_scale(ctx, kiln_exp(ctx, kiln_scale(ctx, kiln_mul(ctx, x, x), -0.5)), 0.3989422804014327);
+}
+
+/* The second derivative of the tanh form 0.5 x (1 + tanh(u)), u = k (x + c x^3):
+ * (1 - t^2) (u' - x t u'^2 + 3 c k x^2) with t = tanh(u), u' = k (1 + 3 c x^2). */
+static kiln_tensor *gelu_tanh_second(kiln_ctx *ctx, kiln_tensor *x) {
+    const double k = 0.7978845608028654, c = 0.044715;
+    kiln_tensor *x2 = kiln_mul(ctx, x, x);
+    kiln_tensor *t = kiln_tanh(ctx, kiln_scale(ctx, kiln_add(ctx, x, kiln_scale(ctx, kiln_mul(ctx, x2, x), c)), k));
+    kiln_tensor *up = kiln_add_scalar(ctx, kiln_scale(ctx, x2, 3 * c * k), k);
+    kiln_tensor *sech2 = kiln_add_scalar(ctx, kiln_neg(ctx, kiln_mul(ctx, t, t)), 1.0);
+    kiln_tensor *inner = kiln_sub(ctx, kiln_add(ctx, up, kiln_scale(ctx, x2, 3 * c * k)),
+                                  kiln_mul(ctx, kiln_mul(ctx, x, t), kiln_mul(ctx, up, up)));
+    return kiln_mul(ctx, sech2, inner);
+}
+
 static kiln_status unary_backward(kiln_ctx *ctx, kiln_tensor *t, kiln_tensor *gy, kiln_tensor **gsrc) {
     kiln_tensor *x = t->src[0];
     double p = t->fp[0];
@@ -129,9 +146,10 @@ static kiln_status unary_backward(kiln_ctx *ctx, kiln_tensor *t, kiln_tensor *gy
                                                       1.0))));
     }
     case KILN_OP_SOFTPLUS: RET(kiln_mul(ctx, gy, kiln_sigmoid(ctx, x)));
-    default:
-        return kiln__errs(KILN_ERR_UNSUPPORTED, "the second derivative of %s is not implemented",
-                          kiln__op_table[t->op].name);
+    case KILN_OP_GELU_GRAD: /* d/dx (Phi + x phi) = phi (2 - x^2) */
+        RET(kiln_mul(ctx, gy, kiln_mul(ctx, normal_pdf(ctx, x), kiln_add_scalar(ctx, kiln_neg(ctx, kiln_mul(ctx, x, x)), 2.0))));
+    case KILN_OP_GELU_TANH_GRAD: RET(kiln_mul(ctx, gy, gelu_tanh_second(ctx, x)));
+    default: return kiln__errs(KILN_ERR_STATE, "%s: no backward rule", kiln__op_table[t->op].name);
     }
 }
 

@@ -1,6 +1,7 @@
 /* test_elementwise.c — unary/binary ops, comparisons and where: values
  * against libm, gradients against finite differences, error paths. */
 #include "gradcheck.h"
+#include "internal.h" /* kiln__vjp, for second derivatives */
 
 #include <string.h>
 
@@ -65,6 +66,25 @@ KT_TEST(elementwise_unary_grads) {
         gc_input in = GC_IN(2, 3, 5);
         in.lo = unaries[current].lo, in.hi = unaries[current].hi;
         gc_check(unaries[current].name, build_unary, NULL, 1, &in, 11 + (uint64_t)current);
+    }
+}
+
+/* The backward rules are built from ops, so they differentiate again:
+ * check d/dx of <dy/dx, gy> for every unary op. */
+static kiln_tensor *build_unary_grad(kiln_ctx *ctx, kiln_tensor *const *in, void *arg) {
+    (void)arg;
+    kiln_tensor *g = NULL, *y = unaries[current].fn(ctx, in[0]);
+    return y && !kiln__vjp(ctx, y, in[1], 1, &in[0], &g) ? g : NULL;
+}
+
+KT_TEST(elementwise_unary_second_order) {
+    for (current = 0; current < (int)(sizeof unaries / sizeof *unaries); current++) {
+        if (!strcmp(unaries[current].name, "relu") || !strcmp(unaries[current].name, "abs")) continue; /* flat */
+        gc_input in[2] = {GC_IN(2, 3, 5), GC_IN(2, 3, 5)};
+        in[0].lo = unaries[current].lo, in[0].hi = unaries[current].hi;
+        char what[64];
+        snprintf(what, sizeof what, "second derivative of %s", unaries[current].name);
+        gc_check(what, build_unary_grad, NULL, 2, in, 31 + (uint64_t)current);
     }
 }
 

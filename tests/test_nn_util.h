@@ -28,6 +28,9 @@ bool nnt_close(const char *what, const double *got, const double *want, int64_t 
 /* t's values as doubles (t must have been computed); NULL on failure. The
  * caller frees. */
 double *nnt_values(const kiln_tensor *t);
+/* Compute y in a graph of its own and return its values as nnt_values
+ * does; NULL (the failure recorded) when y is NULL or the compute fails. */
+double *nnt_eval(kiln_ctx *ctx, kiln_tensor *y);
 
 /* A constructor's result was NULL with status s and a message naming op. */
 #define NNT_FAILS(expr, s, op)                                                                                 \
