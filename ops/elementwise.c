@@ -147,7 +147,8 @@ static kiln_status unary_backward(kiln_ctx *ctx, kiln_tensor *t, kiln_tensor *gy
     }
     case KILN_OP_SOFTPLUS: RET(kiln_mul(ctx, gy, kiln_sigmoid(ctx, x)));
     case KILN_OP_GELU_GRAD: /* d/dx (Phi + x phi) = phi (2 - x^2) */
-        RET(kiln_mul(ctx, gy, kiln_mul(ctx, normal_pdf(ctx, x), kiln_add_scalar(ctx, kiln_neg(ctx, kiln_mul(ctx, x, x)), 2.0))));
+        RET(kiln_mul(ctx, gy,
+                     kiln_mul(ctx, normal_pdf(ctx, x), kiln_add_scalar(ctx, kiln_neg(ctx, kiln_mul(ctx, x, x)), 2.0))));
     case KILN_OP_GELU_TANH_GRAD: RET(kiln_mul(ctx, gy, gelu_tanh_second(ctx, x)));
     default: return kiln__errs(KILN_ERR_STATE, "%s: no backward rule", kiln__op_table[t->op].name);
     }

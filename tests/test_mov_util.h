@@ -15,6 +15,14 @@ static inline kiln_status mt_compute(kiln_ctx *ctx, kiln_tensor *t) {
     return s ? s : kiln_graph_compute(g);
 }
 
+/* Compute loss and its backward pass once (gradients land in the leaves). */
+static inline kiln_status mt_compute_backward(kiln_ctx *ctx, kiln_tensor *loss) {
+    kiln_graph *g = kiln_graph_new(ctx);
+    kiln_status s = g && loss ? kiln_graph_add(g, loss) : kiln_last_status();
+    if (!s) s = kiln_graph_backward(g, loss);
+    return s ? s : kiln_graph_compute(g);
+}
+
 /* A deterministic value for element i of a test input (irrational-ish, no repeats). */
 static inline double mt_val(int64_t i, int seed) {
     /* two statements: a compiler may fuse a*b + c of one expression into an

@@ -427,11 +427,7 @@ KT_TEST(movement_grad_cast) {
     kiln_tensor *w = mt_leaf(ctx, KILN_F64, 2, (int64_t[]){4, 3}, 3);
     KT_NOTNULL(x);
     kiln_tensor *loss = kiln_sum_all(ctx, kiln_mul(ctx, kiln_cast(ctx, kiln_transpose(ctx, x, 0, 1), KILN_F64), w));
-    kiln_graph *g = kiln_graph_new(ctx);
-    KT_NOTNULL(loss);
-    KT_OK(kiln_graph_add(g, loss));
-    KT_OK(kiln_graph_backward(g, loss));
-    KT_OK(kiln_graph_compute(g));
+    KT_OK(mt_compute_backward(ctx, loss));
     KT_CHECK(kiln_tensor_dtype(kiln_tensor_grad(x)) == KILN_F32, "f32 gradient");
     double want[12];
     for (int i = 0; i < 3; i++)
@@ -454,11 +450,7 @@ KT_TEST(movement_detach_stops_gradient) {
     KT_NOTNULL(d);
     KT_CHECK(!kiln_tensor_requires_grad(d) && kiln_tensor_data(d) == kiln_tensor_data(x), "a view without grad");
     kiln_tensor *loss = kiln_sum_all(ctx, kiln_mul(ctx, x, kiln_transpose(ctx, d, 0, 1)));
-    kiln_graph *g = kiln_graph_new(ctx);
-    KT_NOTNULL(loss);
-    KT_OK(kiln_graph_add(g, loss));
-    KT_OK(kiln_graph_backward(g, loss));
-    KT_OK(kiln_graph_compute(g));
+    KT_OK(mt_compute_backward(ctx, loss));
     mt_check_close("grad through detach", kiln_tensor_grad(x), 2, (int64_t[]){2, 3}, xv, 0, 0);
     kiln_ctx_free(ctx);
 }

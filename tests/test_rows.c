@@ -118,11 +118,7 @@ KT_TEST(rows_scatter_add_accumulates) {
         KT_OK(kiln_tensor_set_i32(idx, REPEATED, 8));
         kiln_tensor *w = mt_leaf(ctx, d, 2, (int64_t[]){8, 70}, 4);
         kiln_tensor *loss = kiln_sum_all(ctx, kiln_mul(ctx, kiln_get_rows(ctx, table, idx), w));
-        kiln_graph *g = kiln_graph_new(ctx);
-        KT_NOTNULL(loss);
-        KT_OK(kiln_graph_add(g, loss));
-        KT_OK(kiln_graph_backward(g, loss));
-        KT_OK(kiln_graph_compute(g));
+        KT_OK(mt_compute_backward(ctx, loss));
         double want[350] = {0};
         for (int p = 0; p < 8; p++)
             for (int j = 0; j < 70; j++)
@@ -190,11 +186,7 @@ KT_TEST(rows_scatter_add_large_threaded) {
     for (int64_t p = 0; p < n; p++) iv[p] = (int32_t)((p * 5) % v);
     kiln_tensor *w = mt_leaf(ctx, KILN_F64, 2, (int64_t[]){n, d}, 6);
     kiln_tensor *loss = kiln_sum_all(ctx, kiln_mul(ctx, kiln_get_rows(ctx, table, idx), w));
-    kiln_graph *g = kiln_graph_new(ctx);
-    KT_NOTNULL(loss);
-    KT_OK(kiln_graph_add(g, loss));
-    KT_OK(kiln_graph_backward(g, loss));
-    KT_OK(kiln_graph_compute(g));
+    KT_OK(mt_compute_backward(ctx, loss));
     double want[7 * 64] = {0};
     for (int64_t p = 0; p < n; p++)
         for (int64_t j = 0; j < d; j++) want[iv[p] * d + j] += mt_val(p * d + j, 6);
