@@ -4,6 +4,9 @@
 #   make demo       install missing packages, build, run the demo
 #   make install PREFIX=/usr/local
 #   CC=clang make   the same with clang
+#   make BLAS=0     no OpenBLAS: every matmul runs kiln's own GEMM
+#   make ZLIB=0     no zlib: the IDX loader reads only uncompressed files
+#   make CC=aarch64-linux-gnu-gcc BLAS=0 ZLIB=0 BUILD=build-arm64   ARM64 cross build
 
 CC      ?= cc
 PREFIX  ?= /usr/local
@@ -11,8 +14,39 @@ BUILD   ?= build
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
 KILN_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC -fopenmp -Iinclude -Icore -MMD -MP
-LIBS    = -lopenblas -lz -lm -lpthread
+BLAS    ?= 1
+ZLIB    ?= 1
+LIBS    = -lm -lpthread
 LDFLAGS ?=
+ifeq ($(BLAS),1)
+KILN_CFLAGS += -DKILN_BLAS
+LIBS := -lopenblas $(LIBS)
+endif
+ifeq ($(ZLIB),1)
+KILN_CFLAGS += -DKILN_ZLIB
+LIBS := -lz $(LIBS)
+endif
+
+# SIMD variants live in files named for their instruction set; only those
+# files get the flags, and the dispatcher calls them only where the CPU has
+# them (backends/cpu/cpu_features.h). On another architecture they compile empty.
+ARCH := $(shell $(CC) -dumpmachine 2>/dev/null)
+ifneq ($(findstring x86_64,$(ARCH)),)
+SIMD_AVX2      = -mavx2 -mfma -mf16c
+SIMD_AVX512    = $(SIMD_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq
+SIMD_VNNI      = $(SIMD_AVX512) -mavx512vnni -mavxvnni
+SIMD_AVX512BF16 = $(SIMD_AVX512) -mavx512bf16
+SIMD_AMX       = $(SIMD_AVX512BF16) -mamx-tile -mamx-bf16 -mamx-int8
+endif
+ifneq ($(findstring aarch64,$(ARCH)),)
+SIMD_NEONDOT   = -march=armv8.2-a+dotprod+fp16
+endif
+$(BUILD)/obj/%_avx2.o: SIMD_FLAGS = $(SIMD_AVX2)
+$(BUILD)/obj/%_avx512.o: SIMD_FLAGS = $(SIMD_AVX512)
+$(BUILD)/obj/%_vnni.o: SIMD_FLAGS = $(SIMD_VNNI)
+$(BUILD)/obj/%_avx512bf16.o: SIMD_FLAGS = $(SIMD_AVX512BF16)
+$(BUILD)/obj/%_amx.o: SIMD_FLAGS = $(SIMD_AMX)
+$(BUILD)/obj/%_neondot.o: SIMD_FLAGS = $(SIMD_NEONDOT)
 
 LIB_SRC  = $(wildcard core/*.c ops/*.c backends/cpu/*.c optim/*.c)
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
@@ -28,7 +62,7 @@ lib: $(BUILD)/libkiln.a $(BUILD)/libkiln.so
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(KILN_CFLAGS) $(CFLAGS) -c $< -o $@
+	$(CC) $(KILN_CFLAGS) $(SIMD_FLAGS) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/libkiln.a: $(LIB_OBJ)
 	@rm -f $@

@@ -134,3 +134,16 @@ int kiln__threads(void) {
 }
 
 int kiln_get_threads(void) { return kiln__threads(); }
+
+/* ---- matmul precision ---- */
+
+static kiln_matmul_precision matmul_precision = KILN_MATMUL_F32;
+
+kiln_status kiln_set_matmul_precision(kiln_matmul_precision p) {
+    if (p != KILN_MATMUL_F32 && p != KILN_MATMUL_BF16)
+        return kiln__errs(KILN_ERR_ARG, "kiln_set_matmul_precision: unknown precision %d", (int)p);
+    matmul_precision = p;
+    return KILN_OK;
+}
+
+kiln_matmul_precision kiln_get_matmul_precision(void) { return matmul_precision; }

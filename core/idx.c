@@ -4,13 +4,34 @@
  * Layout: two zero bytes, a type byte (only 0x08, unsigned byte, is
  * supported), a byte with the number of dims, that many big-endian u32
  * dims, then the data in row-major order. zlib's gzread() reads gzipped and
- * plain files alike. The whole payload is read and checked before the
+ * plain files alike; a build without zlib (make ZLIB=0) reads plain files
+ * only and names the reason when given a gzipped one. The whole payload is read and checked before the
  * tensor is made, so a bad file leaves nothing behind in the context.
  */
 #include "internal.h"
 
 #include <errno.h>
+#include <stdio.h>
+
+#ifdef KILN_ZLIB
 #include <zlib.h>
+#else
+/* stdio stand-ins for the five zlib calls used here */
+typedef FILE *gzFile;
+#define Z_OK 0
+#define Z_ERRNO (-1)
+#define gzopen fopen
+#define gzclose fclose
+static int gzread(gzFile f, void *buf, unsigned n) {
+    size_t r = fread(buf, 1, n, f);
+    return r == 0 && ferror(f) ? -1 : (int)r;
+}
+static const char *gzerror(gzFile f, int *code) {
+    (void)f;
+    *code = Z_ERRNO;
+    return "";
+}
+#endif
 
 /* Refuse absurd headers before allocating: 16 Gi elements is far beyond
  * any IDX data set, and every product below it fits in int64_t. */
@@ -64,6 +85,13 @@ kiln_tensor *kiln_idx_load(kiln_ctx *ctx, const char *path, bool as_labels, floa
         kiln__err(KILN_ERR_IO, "kiln_idx_load: reading %s: %s", path, gz_message(f));
         goto cleanup;
     }
+#ifndef KILN_ZLIB
+    if (got >= 2 && head[0] == 0x1f && head[1] == 0x8b) {
+        kiln__err(KILN_ERR_UNSUPPORTED, "kiln_idx_load: %s is gzipped, and this kiln was built without zlib (ZLIB=0)",
+                  path);
+        goto cleanup;
+    }
+#endif
     if (got < 4 || head[0] != 0 || head[1] != 0) {
         kiln__err(KILN_ERR_FORMAT, "kiln_idx_load: %s is not an IDX file (no 00 00 magic at the start)", path);
         goto cleanup;

@@ -87,9 +87,16 @@ typedef enum kiln_op {
     KILN_OP_IM2COL,      /* see ops/conv.c for the layout and ip[] */
     KILN_OP_COL2IM,
     KILN_OP_DROPOUT,     /* fp[0]=p; ip[0]=seed */
+    /* fused backward kernels of the layers above (layouts in ops/nn*.c) */
+    KILN_OP_SOFTMAX_GRAD,
+    KILN_OP_LAYER_NORM_GRAD,
+    KILN_OP_RMS_NORM_GRAD,
+    KILN_OP_CROSS_ENTROPY_GRAD,
+    KILN_OP_ATTENTION_GRAD,
     /* in place: write into src[0]'s storage */
     KILN_OP_ACC_GRAD, /* src[0] += src[1] */
     KILN_OP_SGD_STEP, /* see optim/sgd.c */
+    KILN_OP_ADAM_STEP, /* Adam and AdamW, see optim/adam.c */
     KILN_OP_COUNT
 } kiln_op;
 

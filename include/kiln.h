@@ -116,6 +116,19 @@ void kiln_zero_grad(kiln_ctx *ctx);
 /* Worker threads for kernels; default: $KILN_THREADS, else all cores. */
 void kiln_set_threads(int n);
 int kiln_get_threads(void);
+/* The SIMD level and extensions the CPU kernels use, e.g.
+ * "avx512 avx512_vnni avx512_bf16 amx_bf16 amx_int8"; $KILN_SIMD=scalar|avx2|
+ * avx512|neon caps the level. */
+const char *kiln_cpu_describe(void);
+
+/* How f32 matmuls (forward and backward) compute, like PyTorch's
+ * torch.set_float32_matmul_precision(): KILN_MATMUL_BF16 rounds both
+ * operands to bf16 and accumulates in f32 (AMX tiles or AVX512-BF16 where
+ * the CPU has them). Tensors, gradients and optimizer state stay f32, so
+ * this is bf16 mixed-precision training with f32 master weights. */
+typedef enum kiln_matmul_precision { KILN_MATMUL_F32 = 0, KILN_MATMUL_BF16 } kiln_matmul_precision;
+kiln_status kiln_set_matmul_precision(kiln_matmul_precision p);
+kiln_matmul_precision kiln_get_matmul_precision(void);
 
 /* ---- tensors ----------------------------------------------------------- */
 

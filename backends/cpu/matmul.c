@@ -1,11 +1,9 @@
-/* matmul.c — the CPU matmul kernel: one OpenBLAS GEMM per batch matrix
+/* matmul.c — the CPU matmul kernel: one GEMM (gemm.h) per batch matrix
  * (a broadcast operand is re-read through a zero batch stride), or a
  * single GEMM when a shared 2-D b lets the whole batch of a act as one
  * tall matrix. Operands are contiguous, stored untransposed; ip[0]/ip[1]
  * say whether the kernel uses the transpose of a's/b's last two dims. */
-#include "internal.h"
-
-#include <cblas.h>
+#include "gemm.h"
 
 /* Element stride of each output batch dim in a contiguous operand x
  * (0 where x has no such dim or a 1 that is broadcast). */
@@ -20,14 +18,17 @@ static void batch_strides(const kiln_tensor *x, int nb, const int64_t *bshape, i
     }
 }
 
-/* C[m, n] = op(A) op(B) for one matrix in dtype dt (f32 or f64). */
-static void gemm(kiln_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
-                 const void *b, int64_t ldb, void *c) {
-    enum CBLAS_TRANSPOSE ota = ta ? CblasTrans : CblasNoTrans, otb = tb ? CblasTrans : CblasNoTrans;
-    if (dt == KILN_F32)
-        cblas_sgemm(CblasRowMajor, ota, otb, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb, 0.0f, c, (int)n);
+/* C[m, n] = op(A) op(B) for one matrix of t's dtype. f32 goes through
+ * bf16 when the matmul precision asks for it. */
+static kiln_status gemm(kiln_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
+                        const void *b, int64_t ldb, void *c, int nt) {
+    if (dt == KILN_F32 && kiln_get_matmul_precision() == KILN_MATMUL_F32)
+        kiln__sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n, nt);
+    else if (dt == KILN_F64)
+        kiln__dgemm(ta, tb, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, n, nt);
     else
-        cblas_dgemm(CblasRowMajor, ota, otb, (int)m, (int)n, (int)k, 1.0, a, (int)lda, b, (int)ldb, 0.0, c, (int)n);
+        return kiln__gemm_lowp(dt == KILN_F32 ? KILN_F32 : dt, dt, ta, tb, m, n, k, a, lda, b, ldb, c, n, nt);
+    return KILN_OK;
 }
 
 static kiln_status matmul_kernel(kiln_tensor *t, const kiln_exec *ex) {
@@ -46,14 +47,9 @@ static kiln_status matmul_kernel(kiln_tensor *t, const kiln_exec *ex) {
      * (not transposed, not broadcast): a is one [batch*m, k] matrix */
     bool fold = !ta && batch > 1 && kiln__numel(b->ndim - 2, b->shape) == 1 &&
                 kiln__numel(a->ndim - 2, a->shape) == batch && batch * m <= INT32_MAX;
-    if (!kiln__is_compute_float(t->dtype))
+    if (!kiln__is_float(t->dtype))
         return kiln__errs(KILN_ERR_UNSUPPORTED, "matmul: no CPU kernel for %s", kiln_dtype_name(t->dtype));
-    /* OpenBLAS runs its own threads: hold it to kiln's thread count */
-    if (openblas_get_num_threads() != ex->n_threads) openblas_set_num_threads(ex->n_threads);
-    if (fold) {
-        gemm(t->dtype, false, tb, batch * m, n, k, a->data, lda, b->data, ldb, t->data);
-        return KILN_OK;
-    }
+    if (fold) return gemm(t->dtype, false, tb, batch * m, n, k, a->data, lda, b->data, ldb, t->data, ex->n_threads);
     size_t es = kiln__types[t->dtype].size;
     for (int64_t p = 0; p < batch; p++) {
         int64_t oa = 0, ob = 0, rem = p; /* element offsets of this batch's a and b */
@@ -63,8 +59,10 @@ static kiln_status matmul_kernel(kiln_tensor *t, const kiln_exec *ex) {
             oa += i * sa[d];
             ob += i * sb[d];
         }
-        gemm(t->dtype, ta, tb, m, n, k, (const char *)a->data + (size_t)oa * es, lda,
-             (const char *)b->data + (size_t)ob * es, ldb, (char *)t->data + (size_t)(p * m * n) * es);
+        kiln_status s = gemm(t->dtype, ta, tb, m, n, k, (const char *)a->data + (size_t)oa * es, lda,
+                             (const char *)b->data + (size_t)ob * es, ldb, (char *)t->data + (size_t)(p * m * n) * es,
+                             ex->n_threads);
+        if (s) return s;
     }
     return KILN_OK;
 }
