@@ -1,6 +1,6 @@
 # kiln — one plain Makefile.
 #   make            library (build/libkiln.a, build/libkiln.so), examples, tests
-#   make test       install missing packages, build, run the test suite
+#   make test       install missing packages, build, run the test suite (see scripts/test.sh)
 #   make demo       install missing packages, build, run the demo
 #   make install PREFIX=/usr/local
 #   CC=clang make   the same with clang
@@ -86,9 +86,12 @@ $(foreach e,$(EXAMPLES),$(eval $(call example_rule,$(e))))
 deps:
 	@scripts/deps.sh build data
 
-test: deps
+# The suite runs in the default build, with KILN_SIMD=scalar, in a BLAS=0
+# build and, cross-compiled, for ARM64 under qemu (scripts/test.sh).
+test:
+	@scripts/deps.sh build data cross
 	@$(MAKE) --no-print-directory all
-	$(BUILD)/tests/kiln_tests $(TESTS)
+	@MAKE="$(MAKE)" scripts/test.sh $(BUILD) $(TESTS)
 
 demo: deps
 	@$(MAKE) --no-print-directory all

@@ -4,6 +4,8 @@
 # Usage: scripts/deps.sh [group...]
 #   build     compilers, BLAS/LAPACK, OpenMP, zlib, stb (to build and test)
 #   data      Fashion-MNIST and fortunes (for the examples)
+#   cross     the ARM64 cross compiler and qemu-user (make test builds and runs
+#             the suite for ARM64 under emulation)
 #   fixtures  numpy and torch (only to regenerate tests/fixtures; tests never need them)
 # No argument means "build data". Only missing packages are installed, and
 # apt-get update runs only when something is missing.
@@ -11,6 +13,7 @@ set -eu
 
 build_pkgs="gcc make pkg-config libopenblas-dev liblapacke-dev libomp-dev zlib1g-dev libstb-dev clang"
 data_pkgs="dataset-fashion-mnist fortunes"
+cross_pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
 fixtures_pkgs="python3-numpy python3-torch"
 
 if [ $# -eq 0 ]; then set -- build data; fi
@@ -20,8 +23,9 @@ for group in "$@"; do
     case "$group" in
         build) want="$want $build_pkgs" ;;
         data) want="$want $data_pkgs" ;;
+        cross) want="$want $cross_pkgs" ;;
         fixtures) want="$want $fixtures_pkgs" ;;
-        *) echo "deps: unknown group '$group' (expected: build data fixtures)" >&2; exit 2 ;;
+        *) echo "deps: unknown group '$group' (expected: build data cross fixtures)" >&2; exit 2 ;;
     esac
 done
 

@@ -1,0 +1,68 @@
+#!/bin/sh
+# test.sh — the whole test run behind `make test`: the suite in four builds,
+# then one summary line.
+#   native        the default build (OpenBLAS), best SIMD level of this CPU
+#   scalar        the same binary with KILN_SIMD=scalar (portable paths end to end)
+#   no-blas       make BLAS=0: every matmul on kiln's own GEMM
+#   arm64         make CC=aarch64-linux-gnu-gcc BLAS=0 ZLIB=0, run under
+#                 qemu-aarch64 (NEON paths), when the cross tools are installed
+# Usage: scripts/test.sh BUILD_DIR [test name filters...]
+# The last line is "N passed, N failed[, N skipped]"; exit status 1 on any failure.
+set -u
+build=$1
+shift
+make=${MAKE:-make}
+passed=0 failed=0 skipped=0
+
+# run_suite NAME CMD... : run one suite, add its counts from its last line
+run_suite() {
+    name=$1
+    shift
+    echo "== $name: $*"
+    out=$("$@" 2>&1)
+    rc=$?
+    printf '%s\n' "$out" | grep -v '^ok ' # failures and skips in full, passes counted
+    last=$(printf '%s\n' "$out" | tail -n 1)
+    p=$(printf '%s\n' "$last" | sed -n 's/^\([0-9]*\) passed.*/\1/p')
+    f=$(printf '%s\n' "$last" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
+    s=$(printf '%s\n' "$last" | sed -n 's/.* \([0-9]*\) skipped.*/\1/p')
+    if [ -z "$p" ] || [ -z "$f" ]; then
+        echo "== $name: the runner did not finish (exit status $rc)"
+        failed=$((failed + 1))
+        return
+    fi
+    passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + ${s:-0}))
+    [ "$rc" -eq 0 ] || [ "$f" -gt 0 ] || failed=$((failed + 1))
+}
+
+# build NAME ARGS... : a quiet make of the test binary; a failed build counts as a failure
+build() {
+    name=$1
+    shift
+    if ! "$make" --no-print-directory -s "$@" >"$build/$name-build.log" 2>&1; then
+        echo "== $name: build failed; see $build/$name-build.log"
+        tail -n 20 "$build/$name-build.log"
+        failed=$((failed + 1))
+        return 1
+    fi
+}
+
+mkdir -p "$build"
+run_suite native "$build/tests/kiln_tests" "$@"
+run_suite scalar env KILN_SIMD=scalar "$build/tests/kiln_tests" "$@"
+if build no-blas BLAS=0 BUILD="$build/no-blas" "$build/no-blas/tests/kiln_tests"; then
+    run_suite no-blas "$build/no-blas/tests/kiln_tests" "$@"
+fi
+if command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 && command -v qemu-aarch64 >/dev/null 2>&1; then
+    if build arm64 CC=aarch64-linux-gnu-gcc BLAS=0 ZLIB=0 BUILD="$build/arm64" "$build/arm64/tests/kiln_tests"; then
+        run_suite arm64 qemu-aarch64 -L /usr/aarch64-linux-gnu "$build/arm64/tests/kiln_tests" "$@"
+    fi
+else
+    echo "== arm64: skipped (no aarch64-linux-gnu-gcc or qemu-aarch64; scripts/deps.sh cross installs them)"
+fi
+if [ "$skipped" -gt 0 ]; then
+    echo "$passed passed, $failed failed, $skipped skipped"
+else
+    echo "$passed passed, $failed failed"
+fi
+[ "$failed" -eq 0 ]
