@@ -373,11 +373,18 @@ KT_TEST(nn_attention_loops_match_scalar) {
         for (int n = 1; n <= N; n += 17)
             for (int acc = 0; acc < 2; acc++) {
                 for (int i = 0; i < M * N; i++) want[i] = got[i] = (float)(i % 5);
-                ref->gemm(M, n, K, a, K, b, N, want, N, acc);
-                ops->gemm(M, n, K, a, K, b, N, got, N, acc);
+                ref->gemm(M, n, K, a, K, 1, b, N, want, N, acc);
+                ops->gemm(M, n, K, a, K, 1, b, N, got, N, acc);
                 for (int i = 0; i < M * N; i++)
                     KT_CHECK(fabsf(got[i] - want[i]) <= 1e-5f * (1 + fabsf(want[i])),
                              "%s gemm n %d acc %d: element %d is %g, want %g", name, n, acc, i, got[i], want[i]);
+                /* A transposed: a read as K x M */
+                ref->gemm(M, n, K, a, 1, M, b, N, want, N, acc);
+                ops->gemm(M, n, K, a, 1, M, b, N, got, N, acc);
+                for (int i = 0; i < M * N; i++)
+                    KT_CHECK(fabsf(got[i] - want[i]) <= 1e-5f * (1 + fabsf(want[i])),
+                             "%s gemm (A^T) n %d acc %d: element %d is %g, want %g", name, n, acc, i, got[i],
+                             want[i]);
             }
         for (int n = 1; n <= N; n += 9) {
             for (int i = 0; i < n; i++) x[i] = y[i] = -90.0f + 91.0f * (float)i / (float)n;

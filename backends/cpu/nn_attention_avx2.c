@@ -87,19 +87,19 @@ static inline void store_row(float *c, __m256 v0, __m256 v1, __m256i m0, __m256i
 
 /* Rows i..i+rows-1 (rows 4 or 1) of the 16 columns at bj; `full` is a
  * constant at each call so the compiler drops the masks when it can. */
-static inline __attribute__((always_inline)) void tile(int rows, const float *a, int64_t lda, const float *bj,
+static inline __attribute__((always_inline)) void tile(int rows, const float *a, int64_t ars, int64_t acs, const float *bj,
                                                        int64_t ldb, int64_t k, float *ci, int64_t ldc, __m256i m0,
                                                        __m256i m1, bool full, bool acc) {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
-    const float *a0 = a, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;
+    const float *a0 = a, *a1 = a0 + ars, *a2 = a1 + ars, *a3 = a2 + ars;
     for (int64_t p = 0; p < k; p++) {
         const float *bp = bj + p * ldb;
         __m256 b0 = LOADB(bp, full, m0), b1 = LOADB(bp + 8, full, m1), x;
-        x = _mm256_broadcast_ss(a0 + p), c00 = _mm256_fmadd_ps(x, b0, c00), c01 = _mm256_fmadd_ps(x, b1, c01);
+        x = _mm256_broadcast_ss(a0 + p * acs), c00 = _mm256_fmadd_ps(x, b0, c00), c01 = _mm256_fmadd_ps(x, b1, c01);
         if (rows == 1) continue;
-        x = _mm256_broadcast_ss(a1 + p), c10 = _mm256_fmadd_ps(x, b0, c10), c11 = _mm256_fmadd_ps(x, b1, c11);
-        x = _mm256_broadcast_ss(a2 + p), c20 = _mm256_fmadd_ps(x, b0, c20), c21 = _mm256_fmadd_ps(x, b1, c21);
-        x = _mm256_broadcast_ss(a3 + p), c30 = _mm256_fmadd_ps(x, b0, c30), c31 = _mm256_fmadd_ps(x, b1, c31);
+        x = _mm256_broadcast_ss(a1 + p * acs), c10 = _mm256_fmadd_ps(x, b0, c10), c11 = _mm256_fmadd_ps(x, b1, c11);
+        x = _mm256_broadcast_ss(a2 + p * acs), c20 = _mm256_fmadd_ps(x, b0, c20), c21 = _mm256_fmadd_ps(x, b1, c21);
+        x = _mm256_broadcast_ss(a3 + p * acs), c30 = _mm256_fmadd_ps(x, b0, c30), c31 = _mm256_fmadd_ps(x, b1, c31);
     }
     store_row(ci, c00, c01, m0, m1, acc);
     if (rows == 1) return;
@@ -108,18 +108,18 @@ static inline __attribute__((always_inline)) void tile(int rows, const float *a,
     store_row(ci + 3 * ldc, c30, c31, m0, m1, acc);
 }
 
-static void gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
-                 int64_t ldc, bool acc) {
+static void gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t ars, int64_t acs, const float *b, int64_t ldb,
+                 float *c, int64_t ldc, bool acc) {
     for (int64_t j = 0; j < n; j += 16) {
         __m256i m0 = tail_mask(n - j), m1 = tail_mask(n - j - 8);
         int64_t i = 0;
         if (n - j >= 16) {
-            for (; i + 4 <= m; i += 4) tile(4, a + i * lda, lda, b + j, ldb, k, c + i * ldc + j, ldc, m0, m1, true, acc);
-            for (; i < m; i++) tile(1, a + i * lda, lda, b + j, ldb, k, c + i * ldc + j, ldc, m0, m1, true, acc);
+            for (; i + 4 <= m; i += 4) tile(4, a + i * ars, ars, acs, b + j, ldb, k, c + i * ldc + j, ldc, m0, m1, true, acc);
+            for (; i < m; i++) tile(1, a + i * ars, ars, acs, b + j, ldb, k, c + i * ldc + j, ldc, m0, m1, true, acc);
         } else {
             for (; i + 4 <= m; i += 4)
-                tile(4, a + i * lda, lda, b + j, ldb, k, c + i * ldc + j, ldc, m0, m1, false, acc);
-            for (; i < m; i++) tile(1, a + i * lda, lda, b + j, ldb, k, c + i * ldc + j, ldc, m0, m1, false, acc);
+                tile(4, a + i * ars, ars, acs, b + j, ldb, k, c + i * ldc + j, ldc, m0, m1, false, acc);
+            for (; i < m; i++) tile(1, a + i * ars, ars, acs, b + j, ldb, k, c + i * ldc + j, ldc, m0, m1, false, acc);
         }
     }
 }

@@ -47,14 +47,10 @@ static float row_max(const float *x, int64_t n) {
     return _mm512_reduce_max_ps(m);
 }
 
-#define LOAD4(p, m)                                                                                           \
-    b0 = _mm512_maskz_loadu_ps(m[0], (p)), b1 = _mm512_maskz_loadu_ps(m[1], (p) + 16),                      \
-    b2 = _mm512_maskz_loadu_ps(m[2], (p) + 32), b3 = _mm512_maskz_loadu_ps(m[3], (p) + 48)
-#define FMA4(x, c)                                                                                            \
-    c[0] = _mm512_fmadd_ps(x, b0, c[0]), c[1] = _mm512_fmadd_ps(x, b1, c[1]), c[2] = _mm512_fmadd_ps(x, b2, c[2]), \
-    c[3] = _mm512_fmadd_ps(x, b3, c[3])
-
-static inline void store_row(float *c, __m512 *v, const __mmask16 *m, bool acc) {
+/* One row of C: 4 vectors (by value, so the tile stays in registers). */
+static inline __attribute__((always_inline)) void store_row(float *c, __m512 v0, __m512 v1, __m512 v2, __m512 v3,
+                                                            const __mmask16 *m, bool acc) {
+    __m512 v[4] = {v0, v1, v2, v3};
     for (int q = 0; q < 4; q++) {
         if (!m[q]) break;
         __m512 r = acc ? _mm512_add_ps(v[q], _mm512_maskz_loadu_ps(m[q], c + 16 * q)) : v[q];
@@ -62,42 +58,53 @@ static inline void store_row(float *c, __m512 *v, const __mmask16 *m, bool acc) 
     }
 }
 
-static void gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
-                 int64_t ldc, bool acc) {
+#define ZERO4(c) __m512 c##0 = _mm512_setzero_ps(), c##1 = c##0, c##2 = c##0, c##3 = c##0
+#define FMA4(x, c)                                                                                            \
+    c##0 = _mm512_fmadd_ps(x, b0, c##0), c##1 = _mm512_fmadd_ps(x, b1, c##1), c##2 = _mm512_fmadd_ps(x, b2, c##2), \
+    c##3 = _mm512_fmadd_ps(x, b3, c##3)
+
+static void gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t ars, int64_t acs, const float *b, int64_t ldb,
+                 float *c, int64_t ldc, bool acc) {
     for (int64_t j = 0; j < n; j += 64) {
         __mmask16 mk[4];
         for (int q = 0; q < 4; q++) mk[q] = tail_mask(n - j - 16 * q);
+        __mmask16 m0 = mk[0], m1 = mk[1], m2 = mk[2], m3 = mk[3];
         const float *bj = b + j;
         int64_t i = 0;
         for (; i + 4 <= m; i += 4) {
-            __m512 c0[4], c1[4], c2[4], c3[4], b0, b1, b2, b3;
-            for (int q = 0; q < 4; q++) c0[q] = c1[q] = c2[q] = c3[q] = _mm512_setzero_ps();
-            const float *a0 = a + i * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;
+            ZERO4(r0);
+            ZERO4(r1);
+            ZERO4(r2);
+            ZERO4(r3);
+            const float *a0 = a + i * ars, *a1 = a0 + ars, *a2 = a1 + ars, *a3 = a2 + ars;
             for (int64_t p = 0; p < k; p++) {
-                LOAD4(bj + p * ldb, mk);
-                __m512 x0 = _mm512_set1_ps(a0[p]), x1 = _mm512_set1_ps(a1[p]);
-                FMA4(x0, c0);
-                FMA4(x1, c1);
-                __m512 x2 = _mm512_set1_ps(a2[p]), x3 = _mm512_set1_ps(a3[p]);
-                FMA4(x2, c2);
-                FMA4(x3, c3);
+                const float *bp = bj + p * ldb;
+                __m512 b0 = _mm512_maskz_loadu_ps(m0, bp), b1 = _mm512_maskz_loadu_ps(m1, bp + 16);
+                __m512 b2 = _mm512_maskz_loadu_ps(m2, bp + 32), b3 = _mm512_maskz_loadu_ps(m3, bp + 48);
+                __m512 x0 = _mm512_set1_ps(a0[p * acs]), x1 = _mm512_set1_ps(a1[p * acs]);
+                FMA4(x0, r0);
+                FMA4(x1, r1);
+                __m512 x2 = _mm512_set1_ps(a2[p * acs]), x3 = _mm512_set1_ps(a3[p * acs]);
+                FMA4(x2, r2);
+                FMA4(x3, r3);
             }
             float *ci = c + i * ldc + j;
-            store_row(ci, c0, mk, acc);
-            store_row(ci + ldc, c1, mk, acc);
-            store_row(ci + 2 * ldc, c2, mk, acc);
-            store_row(ci + 3 * ldc, c3, mk, acc);
+            store_row(ci, r00, r01, r02, r03, mk, acc);
+            store_row(ci + ldc, r10, r11, r12, r13, mk, acc);
+            store_row(ci + 2 * ldc, r20, r21, r22, r23, mk, acc);
+            store_row(ci + 3 * ldc, r30, r31, r32, r33, mk, acc);
         }
         for (; i < m; i++) {
-            __m512 c0[4], b0, b1, b2, b3;
-            for (int q = 0; q < 4; q++) c0[q] = _mm512_setzero_ps();
-            const float *a0 = a + i * lda;
+            ZERO4(r0);
+            const float *a0 = a + i * ars;
             for (int64_t p = 0; p < k; p++) {
-                LOAD4(bj + p * ldb, mk);
-                __m512 x0 = _mm512_set1_ps(a0[p]);
-                FMA4(x0, c0);
+                const float *bp = bj + p * ldb;
+                __m512 b0 = _mm512_maskz_loadu_ps(m0, bp), b1 = _mm512_maskz_loadu_ps(m1, bp + 16);
+                __m512 b2 = _mm512_maskz_loadu_ps(m2, bp + 32), b3 = _mm512_maskz_loadu_ps(m3, bp + 48);
+                __m512 x0 = _mm512_set1_ps(a0[p * acs]);
+                FMA4(x0, r0);
             }
-            store_row(c + i * ldc + j, c0, mk, acc);
+            store_row(c + i * ldc + j, r00, r01, r02, r03, mk, acc);
         }
     }
 }

@@ -7,7 +7,8 @@
  * head; it walks the keys in blocks of B_c, keeping per query the running
  * maximum m, the running sum l of exp(score - m) and the unnormalized
  * output, rescaled when m grows (online softmax). It stores O and
- * L = m + log(l); no T x S matrix exists, only a B_r x B_c tile per thread.
+ * L = m + log(l); no T x S matrix exists, only a B_r x B_c tile per thread
+ * (and the keys transposed once, [B, Hkv, D, S], so Q K^T tiles read rows).
  *
  * Backward: with D_i = rowsum(dO_i * O_i), each key block j recomputes
  * P = exp(S - L) for every query block i that sees it, then
@@ -17,7 +18,8 @@
  * the query heads of its group, so dK/dV are summed over those heads
  * without races. When the tasks of one head run on several threads, each
  * thread adds dQ into a private copy and the copies are summed at the end;
- * otherwise dQ is written in place. */
+ * otherwise dQ is written in place. P^T dO and dS^T Q read the tiles
+ * transposed through the gemm's strides instead of copying them. */
 
 #define FA_CAT_(a, b) a##_##b
 #define FA_CAT(a, b) FA_CAT_(a, b)
@@ -38,20 +40,20 @@ static inline int64_t FA_FN(visible)(const kiln_attn_geom *g, int64_t i, int64_t
     return nv < 0 ? 0 : nv > bc ? bc : nv;
 }
 
-/* Queries [i0, i0 + br) of one head: qi [br, d] -> oi [br, dv], li [br]. */
-static void FA_FN(fwd_block)(const kiln_attn_geom *g, const FA_OPS *ops, const FA_T *qi, const FA_T *kh,
+/* Queries [i0, i0 + br) of one head: qi [br, d] -> oi [br, dv], li [br];
+ * kth is the head's keys transposed, [d, S]. */
+static void FA_FN(fwd_block)(const kiln_attn_geom *g, const FA_OPS *ops, const FA_T *qi, const FA_T *kth,
                              const FA_T *vh, FA_T *oi, FA_T *li, int64_t i0, int64_t br, FA_T *work) {
     int64_t d = g->d, dv = g->dv;
     FA_T scale = (FA_T)g->scale;
-    FA_T *kt = work, *sc = kt + d * BLK, *acc = sc + BLK * BLK, *m = acc + BLK * dv, *l = m + BLK;
+    FA_T *sc = work, *acc = sc + BLK * BLK, *m = acc + BLK * dv, *l = m + BLK;
     for (int64_t r = 0; r < br; r++) m[r] = -INFINITY, l[r] = 0;
     for (int64_t e = 0; e < br * dv; e++) acc[e] = 0;
     int64_t kend = g->s;
     if (g->causal && i0 + br + g->s - g->t < kend) kend = i0 + br + g->s - g->t;
     for (int64_t j0 = 0; j0 < kend; j0 += BLK) {
         int64_t bc = kend - j0 < BLK ? kend - j0 : BLK;
-        FA_FN(transpose)(kh + j0 * d, d, kt, BLK, bc, d);
-        ops->gemm(br, bc, d, qi, d, kt, BLK, sc, BLK, false);
+        ops->gemm(br, bc, d, qi, d, 1, kth + j0, g->s, sc, BLK, false);
         for (int64_t r = 0; r < br; r++) {
             FA_T *row = sc + r * BLK;
             int64_t nv = FA_FN(visible)(g, i0 + r, j0, bc);
@@ -67,7 +69,7 @@ static void FA_FN(fwd_block)(const kiln_attn_geom *g, const FA_OPS *ops, const F
             }
             l[r] += sum;
         }
-        ops->gemm(br, dv, bc, sc, BLK, vh + j0 * dv, dv, acc, dv, true);
+        ops->gemm(br, dv, bc, sc, BLK, 1, vh + j0 * dv, dv, acc, dv, true);
     }
     for (int64_t r = 0; r < br; r++) {
         FA_T inv = l[r] > 0 ? 1 / l[r] : 0;
@@ -79,11 +81,18 @@ static void FA_FN(fwd_block)(const kiln_attn_geom *g, const FA_OPS *ops, const F
 kiln_status FA_FN(kiln__flash_fwd)(const kiln_attn_geom *g, const FA_OPS *ops, const FA_T *q, const FA_T *k,
                                    const FA_T *v, FA_T *o, FA_T *lse) {
     int64_t nqb = (g->t + BLK - 1) / BLK, tasks = g->b * g->hq * nqb, group = g->hq / g->hkv;
-    size_t work = (size_t)(g->d * BLK + BLK * BLK + BLK * g->dv + 2 * BLK);
+    size_t work = (size_t)(BLK * BLK + BLK * g->dv + 2 * BLK);
     double flops = 2.0 * (double)(g->b * g->hq * g->t) * (double)g->s * (double)(g->d + g->dv);
     bool oom = false;
+    int64_t heads = g->b * g->hkv;
+    /* the keys transposed once, [B * Hkv, D, S]: tiles of Q K^T read rows */
+    FA_T *kt = malloc((size_t)(heads * g->s * g->d) * sizeof *kt);
+    if (!kt) return kiln__errs(KILN_ERR_OOM, "attention: out of memory for the transposed keys");
 #pragma omp parallel num_threads(g->n_threads) if (flops > 4e6 && tasks > 1)
     {
+#pragma omp for
+        for (int64_t hd = 0; hd < heads; hd++)
+            FA_FN(transpose)(k + hd * g->s * g->d, g->d, kt + hd * g->s * g->d, g->s, g->s, g->d);
         FA_T *w = malloc(work * sizeof *w); /* per thread */
         if (!w) {
 #pragma omp atomic write
@@ -94,11 +103,12 @@ kiln_status FA_FN(kiln__flash_fwd)(const kiln_attn_geom *g, const FA_OPS *ops, c
             if (!w) continue;
             int64_t bh = it / nqb, i0 = it % nqb * BLK, br = g->t - i0 < BLK ? g->t - i0 : BLK;
             int64_t kv = bh / g->hq * g->hkv + bh % g->hq / group;
-            FA_FN(fwd_block)(g, ops, q + (bh * g->t + i0) * g->d, k + kv * g->s * g->d, v + kv * g->s * g->dv,
+            FA_FN(fwd_block)(g, ops, q + (bh * g->t + i0) * g->d, kt + kv * g->s * g->d, v + kv * g->s * g->dv,
                              o + (bh * g->t + i0) * g->dv, lse + bh * g->t + i0, i0, br, w);
         }
         free(w);
     }
+    free(kt);
     if (oom) return kiln__errs(KILN_ERR_OOM, "attention: out of memory for %zu bytes of tiles", work * sizeof(FA_T));
     return KILN_OK;
 }
@@ -111,8 +121,8 @@ static void FA_FN(bwd_block)(const kiln_attn_geom *g, const FA_OPS *ops, const F
                              int64_t bi, int64_t kv, int64_t j0, int64_t bc, FA_T *work) {
     int64_t d = g->d, dvn = g->dv, t = g->t, off = g->s - g->t, group = g->hq / g->hkv;
     FA_T scale = (FA_T)g->scale;
-    FA_T *kt = work, *vt = kt + d * BLK, *p = vt + dvn * BLK, *ds = p + BLK * BLK, *tr = ds + BLK * BLK;
-    FA_T *dka = tr + BLK * BLK, *dva = dka + BLK * d;
+    FA_T *kt = work, *vt = kt + d * BLK, *p = vt + dvn * BLK, *ds = p + BLK * BLK;
+    FA_T *dka = ds + BLK * BLK, *dva = dka + BLK * d;
     const FA_T *kj = k + ((bi * g->hkv + kv) * g->s + j0) * d, *vj = v + ((bi * g->hkv + kv) * g->s + j0) * dvn;
     FA_FN(transpose)(kj, d, kt, BLK, bc, d);
     FA_FN(transpose)(vj, dvn, vt, BLK, bc, dvn);
@@ -125,23 +135,21 @@ static void FA_FN(bwd_block)(const kiln_attn_geom *g, const FA_OPS *ops, const F
         for (int64_t i0 = first; i0 < t; i0 += BLK) {
             int64_t br = t - i0 < BLK ? t - i0 : BLK, row0 = bh * t + i0;
             const FA_T *qi = q + row0 * d, *doi = dout + row0 * dvn;
-            ops->gemm(br, bc, d, qi, d, kt, BLK, p, BLK, false);
+            ops->gemm(br, bc, d, qi, d, 1, kt, BLK, p, BLK, false);
             for (int64_t r = 0; r < br; r++) {
                 FA_T *row = p + r * BLK;
                 int64_t nv = FA_FN(visible)(g, i0 + r, j0, bc);
                 if (nv) ops->exp_sum(row, nv, scale, lse[row0 + r]);
                 for (int64_t c = nv; c < bc; c++) row[c] = 0;
             }
-            FA_FN(transpose)(p, BLK, tr, BLK, br, bc);
-            ops->gemm(bc, dvn, br, tr, BLK, doi, dvn, dva, dvn, true);
-            ops->gemm(br, bc, dvn, doi, dvn, vt, BLK, ds, BLK, false);
+            ops->gemm(bc, dvn, br, p, 1, BLK, doi, dvn, dva, dvn, true); /* P^T dO */
+            ops->gemm(br, bc, dvn, doi, dvn, 1, vt, BLK, ds, BLK, false);
             for (int64_t r = 0; r < br; r++) {
                 FA_T dr = di[row0 + r], *pr = p + r * BLK, *sr = ds + r * BLK;
                 for (int64_t c = 0; c < bc; c++) sr[c] = pr[c] * (sr[c] - dr) * scale;
             }
-            ops->gemm(br, d, bc, ds, BLK, kj, d, dqh + row0 * d, d, true);
-            FA_FN(transpose)(ds, BLK, tr, BLK, br, bc);
-            ops->gemm(bc, d, br, tr, BLK, qi, d, dka, d, true);
+            ops->gemm(br, d, bc, ds, BLK, 1, kj, d, dqh + row0 * d, d, true);
+            ops->gemm(bc, d, br, ds, 1, BLK, qi, d, dka, d, true); /* dS^T Q */
         }
     }
     memcpy(dk + ((bi * g->hkv + kv) * g->s + j0) * d, dka, (size_t)(bc * d) * sizeof *dka);
@@ -160,7 +168,7 @@ kiln_status FA_FN(kiln__flash_bwd)(const kiln_attn_geom *g, const FA_OPS *ops, c
     int64_t tasks = heads * shares;
     if (tasks < nt) nt = (int)tasks;
     bool private_dq = shares > 1 && nt > 1;
-    size_t work = (size_t)((g->d + g->dv) * BLK + 3 * BLK * BLK + BLK * (g->d + g->dv));
+    size_t work = (size_t)((g->d + g->dv) * BLK + 2 * BLK * BLK + BLK * (g->d + g->dv));
     FA_T *di = malloc((size_t)rows * sizeof *di);
     FA_T *dqs = private_dq ? calloc((size_t)nt * (size_t)nq, sizeof *dqs) : NULL;
     if (!di || (private_dq && !dqs)) {

@@ -7,14 +7,14 @@
 #include <math.h>
 
 #define DEFINE_LOOPS(T, SUF, EXP)                                                                             \
-    static void gemm_##SUF(int64_t m, int64_t n, int64_t k, const T *a, int64_t lda, const T *b, int64_t ldb,  \
-                           T *c, int64_t ldc, bool acc) {                                                       \
+    static void gemm_##SUF(int64_t m, int64_t n, int64_t k, const T *a, int64_t ars, int64_t acs, const T *b,     \
+                           int64_t ldb, T *c, int64_t ldc, bool acc) {                                                       \
         for (int64_t i = 0; i < m; i++) {                                                                      \
             T *ci = c + i * ldc;                                                                               \
             if (!acc)                                                                                          \
                 for (int64_t j = 0; j < n; j++) ci[j] = 0;                                                     \
             for (int64_t p = 0; p < k; p++) {                                                                  \
-                T x = a[i * lda + p];                                                                          \
+                T x = a[i * ars + p * acs];                                                                          \
                 const T *bp = b + p * ldb;                                                                     \
                 for (int64_t j = 0; j < n; j++) ci[j] += x * bp[j];                                            \
             }                                                                                                  \

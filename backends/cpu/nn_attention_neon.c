@@ -58,8 +58,8 @@ static float row_max(const float *x, int64_t n) {
 
 static inline void store4(float *c, float32x4_t v, bool acc) { vst1q_f32(c, acc ? vaddq_f32(v, vld1q_f32(c)) : v); }
 
-static void gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
-                 int64_t ldc, bool acc) {
+static void gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t ars, int64_t acs, const float *b, int64_t ldb,
+                 float *c, int64_t ldc, bool acc) {
     int64_t n16 = n / 16 * 16;
     for (int64_t j = 0; j < n16; j += 16) {
         const float *bj = b + j;
@@ -68,11 +68,11 @@ static void gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, c
             float32x4_t cc[4][4];
             for (int r = 0; r < 4; r++)
                 for (int q = 0; q < 4; q++) cc[r][q] = vdupq_n_f32(0.0f);
-            const float *a0 = a + i * lda;
+            const float *a0 = a + i * ars;
             for (int64_t p = 0; p < k; p++) {
                 const float *bp = bj + p * ldb;
                 float32x4_t b0 = vld1q_f32(bp), b1 = vld1q_f32(bp + 4), b2 = vld1q_f32(bp + 8), b3 = vld1q_f32(bp + 12);
-                float32x4_t av = {a0[p], a0[lda + p], a0[2 * lda + p], a0[3 * lda + p]};
+                float32x4_t av = {a0[p * acs], a0[ars + p * acs], a0[2 * ars + p * acs], a0[3 * ars + p * acs]};
                 cc[0][0] = vfmaq_laneq_f32(cc[0][0], b0, av, 0), cc[0][1] = vfmaq_laneq_f32(cc[0][1], b1, av, 0);
                 cc[0][2] = vfmaq_laneq_f32(cc[0][2], b2, av, 0), cc[0][3] = vfmaq_laneq_f32(cc[0][3], b3, av, 0);
                 cc[1][0] = vfmaq_laneq_f32(cc[1][0], b0, av, 1), cc[1][1] = vfmaq_laneq_f32(cc[1][1], b1, av, 1);
@@ -89,7 +89,7 @@ static void gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, c
             float32x4_t c0 = vdupq_n_f32(0.0f), c1 = c0, c2 = c0, c3 = c0;
             for (int64_t p = 0; p < k; p++) {
                 const float *bp = bj + p * ldb;
-                float32x4_t x = vdupq_n_f32(a[i * lda + p]);
+                float32x4_t x = vdupq_n_f32(a[i * ars + p * acs]);
                 c0 = vfmaq_f32(c0, x, vld1q_f32(bp)), c1 = vfmaq_f32(c1, x, vld1q_f32(bp + 4));
                 c2 = vfmaq_f32(c2, x, vld1q_f32(bp + 8)), c3 = vfmaq_f32(c3, x, vld1q_f32(bp + 12));
             }
@@ -102,7 +102,7 @@ static void gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, c
         float *ci = c + i * ldc;
         for (int64_t j = n16; j < n; j++) {
             float s = 0.0f;
-            for (int64_t p = 0; p < k; p++) s += a[i * lda + p] * b[p * ldb + j];
+            for (int64_t p = 0; p < k; p++) s += a[i * ars + p * acs] * b[p * ldb + j];
             ci[j] = acc ? ci[j] + s : s;
         }
     }

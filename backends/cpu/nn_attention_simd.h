@@ -15,15 +15,17 @@
 /* Rows of queries and columns of keys per tile. */
 #define KILN_ATTN_BLOCK 64
 
-/*  gemm:    C[m, n] = A[m, k] B[k, n] (+ C when acc), row-major with row
- *           strides lda, ldb, ldc; never reads C when !acc.
+/*  gemm:    C[m, n] = A[m, k] B[k, n] (+ C when acc); A's element (i, p) is
+ *           a[i * ars + p * acs] (ars = lda, acs = 1 row-major; swapped
+ *           for a transposed A), B and C row-major with row strides ldb,
+ *           ldc; never reads C when !acc.
  *  exp_sum: x[j] = exp(x[j] * scale - sub) for j < n (exp(-inf) = 0);
  *           returns the sum of the new x.
  *  max:     the largest of x[0..n-1], n >= 1. */
 #define KILN_ATTN_OPS(T)                                                                                       \
     struct {                                                                                                   \
-        void (*gemm)(int64_t m, int64_t n, int64_t k, const T *a, int64_t lda, const T *b, int64_t ldb, T *c,   \
-                     int64_t ldc, bool acc);                                                                   \
+        void (*gemm)(int64_t m, int64_t n, int64_t k, const T *a, int64_t ars, int64_t acs, const T *b, int64_t ldb, \
+                     T *c, int64_t ldc, bool acc);                                                                   \
         T (*exp_sum)(T *x, int64_t n, T scale, T sub);                                                         \
         T (*max)(const T *x, int64_t n);                                                                       \
     }
