@@ -83,7 +83,7 @@ typedef enum kiln_op {
     KILN_OP_LAYER_NORM,  /* src: x [, w [, b]]; ip[0]=has_w ip[1]=has_b; fp[0]=eps */
     KILN_OP_RMS_NORM,    /* src: x [, w]; ip[0]=has_w; fp[0]=eps */
     KILN_OP_ROPE,        /* src: x [, pos]; ip[0]=mode ip[1]=inverse ip[2]=has_pos; fp[0]=theta */
-    KILN_OP_ATTENTION,   /* src: q, k, v; ip[0]=causal; fp[0]=scale */
+    KILN_OP_ATTENTION,   /* src: q, k, v; ip[0]=causal; fp[0]=scale; out: 1-D [O | L (row logsumexp)], O viewed */
     KILN_OP_IM2COL,      /* see ops/conv.c for the layout and ip[] */
     KILN_OP_COL2IM,
     KILN_OP_DROPOUT,     /* fp[0]=p; ip[0]=seed */
@@ -92,7 +92,7 @@ typedef enum kiln_op {
     KILN_OP_LAYER_NORM_GRAD,
     KILN_OP_RMS_NORM_GRAD,
     KILN_OP_CROSS_ENTROPY_GRAD,
-    KILN_OP_ATTENTION_GRAD,
+    KILN_OP_ATTENTION_GRAD, /* src: q, k, v, the ATTENTION node, dO; ip, fp as ATTENTION; out: 1-D [dq | dk | dv] */
     /* in place: write into src[0]'s storage */
     KILN_OP_ACC_GRAD, /* src[0] += src[1] */
     KILN_OP_SGD_STEP, /* see optim/sgd.c */

@@ -50,6 +50,14 @@ static kiln_status rope_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor *
 
 /* ---- attention ---- */
 
+/* A multi-result node's output is one packed 1-D buffer; each result is a
+ * view of n elements at start, shaped: a slice (whose gradient places the
+ * result's gradient in the packed shape) then a reshape. */
+static kiln_tensor *packed_part(kiln_ctx *ctx, kiln_tensor *packed, int64_t start, int ndim, const int64_t *shape) {
+    int64_t n = kiln__numel(ndim, shape);
+    return kiln_reshape(ctx, kiln_slice(ctx, packed, 0, start, start + n, 1), ndim, shape);
+}
+
 kiln_tensor *kiln_attention(kiln_ctx *ctx, kiln_tensor *q, kiln_tensor *k, kiln_tensor *v, bool causal, double scale) {
     const char *op = "kiln_attention";
     char sq[96], sk[96], sv[96];
@@ -73,11 +81,12 @@ kiln_tensor *kiln_attention(kiln_ctx *ctx, kiln_tensor *q, kiln_tensor *k, kiln_
     if (scale <= 0.0) scale = 1.0 / sqrt((double)q->shape[3]);
     kiln_tensor *src[3] = {kiln__contig(ctx, q), kiln__contig(ctx, k), kiln__contig(ctx, v)};
     int64_t shape[4] = {q->shape[0], q->shape[1], q->shape[2], v->shape[3]};
-    kiln_tensor *y = kiln__node_new(ctx, KILN_OP_ATTENTION, q->dtype, 4, shape, 3, src);
+    int64_t n = kiln__numel(4, shape) + kiln__numel(3, shape); /* O, then L */
+    kiln_tensor *y = kiln__node_new(ctx, KILN_OP_ATTENTION, q->dtype, 1, &n, 3, src);
     if (!y) return NULL;
     y->ip[0] = causal;
     y->fp[0] = scale;
-    return y;
+    return packed_part(ctx, y, 0, 4, shape);
 }
 
 /* k or v [B, Hkv, S, E] -> [B, Hkv * group, S, E], each head repeated
@@ -90,23 +99,70 @@ static kiln_tensor *repeat_heads(kiln_ctx *ctx, kiln_tensor *t, int64_t group) {
     return kiln_reshape(ctx, e, 4, (int64_t[]){s[0], s[1] * group, s[2], s[3]});
 }
 
-/* softmax(q k^T * scale [causal]) v, with the k/v heads repeated. */
-static kiln_tensor *attention_reference(kiln_ctx *ctx, const kiln_tensor *node) {
-    kiln_tensor *q = node->src[0], *k = node->src[1], *v = node->src[2];
+/* softmax(q k^T * scale [causal]) v, with the k/v heads repeated: what the
+ * blocked kernels compute, built from ops (it stores the T x S scores). */
+static kiln_tensor *attention_reference(kiln_ctx *ctx, kiln_tensor *q, kiln_tensor *k, kiln_tensor *v, bool causal,
+                                        double scale) {
     int64_t group = q->shape[1] / k->shape[1];
     kiln_tensor *scores = kiln_matmul_t(ctx, q, false, repeat_heads(ctx, k, group), true);
-    kiln_tensor *p = kiln_softmax(ctx, kiln_scale(ctx, scores, node->fp[0]), node->ip[0] != 0);
+    kiln_tensor *p = kiln_softmax(ctx, kiln_scale(ctx, scores, scale), causal);
     return kiln_matmul(ctx, p, repeat_heads(ctx, v, group));
 }
 
-/* The gradient of the reference decomposition: right first; a fused
- * backward kernel (recomputing the softmax blockwise) is an optimization
- * for later. */
+/* The gradient dO of the packed forward's O part. The backward of the O
+ * view is a slice_scatter of dO into zeros of the packed shape: reading
+ * dO from its source skips making that buffer. */
+static kiln_tensor *packed_out_grad(kiln_ctx *ctx, kiln_tensor *gy, int64_t no, const int64_t *oshape) {
+    kiln_tensor *g = gy;
+    if (gy->op == KILN_OP_SLICE_SCATTER && gy->ip[0] == 0 && gy->ip[1] == 0 && gy->ip[2] == 1 &&
+        gy->src[0]->ndim == 1 && gy->src[0]->shape[0] == no)
+        g = gy->src[0];
+    else
+        g = kiln_slice(ctx, gy, 0, 0, no, 1);
+    return kiln__contig(ctx, kiln_reshape(ctx, g, 4, oshape));
+}
+
+/* Blocked backward (FlashAttention-2): one ATTENTION_GRAD node recomputes
+ * the probabilities tile by tile from q, k and the forward's L. */
 static kiln_status attention_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor *gy, kiln_tensor **gsrc) {
-    return kiln__nn_vjp_sources(ctx, node, attention_reference(ctx, node), gy, gsrc);
+    kiln_tensor *q = node->src[0], *k = node->src[1], *v = node->src[2];
+    int64_t oshape[4] = {q->shape[0], q->shape[1], q->shape[2], v->shape[3]};
+    int64_t nq = kiln_tensor_numel(q), nk = kiln_tensor_numel(k), nv = kiln_tensor_numel(v);
+    kiln_tensor *src[5] = {q, k, v, node, packed_out_grad(ctx, gy, kiln__numel(4, oshape), oshape)};
+    int64_t n = nq + nk + nv;
+    kiln_tensor *g = kiln__node_new(ctx, KILN_OP_ATTENTION_GRAD, node->dtype, 1, &n, 5, src);
+    if (!g) return kiln_last_status();
+    g->ip[0] = node->ip[0];
+    g->fp[0] = node->fp[0];
+    const int64_t start[3] = {0, nq, nq + nk};
+    for (int i = 0; i < 3; i++) {
+        if (!kiln_tensor_requires_grad(node->src[i])) continue;
+        gsrc[i] = packed_part(ctx, g, start[i], 4, node->src[i]->shape);
+        if (!gsrc[i]) return kiln_last_status();
+    }
+    return KILN_OK;
+}
+
+/* Second derivatives: the gradient of the reference decomposition's
+ * vector-Jacobian product, packed as the node's output. O and L (src 3)
+ * are a cache of q, k, v: the reference reads q, k, v only, so all of the
+ * dependence flows through them and src 3 gets no gradient. */
+static kiln_status attention_grad_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor *gy, kiln_tensor **gsrc) {
+    kiln_tensor *qkv[3] = {node->src[0], node->src[1], node->src[2]}, *g[3], *flat[3];
+    kiln_tensor *ref = attention_reference(ctx, qkv[0], qkv[1], qkv[2], node->ip[0] != 0, node->fp[0]);
+    if (!ref) return kiln_last_status();
+    kiln_status s = kiln__vjp(ctx, ref, node->src[4], 3, qkv, g);
+    if (s) return s;
+    for (int i = 0; i < 3; i++) {
+        if (!g[i]) g[i] = kiln__full_like(ctx, qkv[i], 0.0);
+        flat[i] = kiln_reshape(ctx, g[i], 1, (int64_t[]){kiln_tensor_numel(qkv[i])});
+        if (!flat[i]) return kiln_last_status();
+    }
+    return kiln__nn_vjp_sources(ctx, node, kiln_concat(ctx, flat, 3, 0), gy, gsrc);
 }
 
 void kiln__ops_register_nn_attention(kiln_op_info *tab) {
     tab[KILN_OP_ROPE] = (kiln_op_info){"rope", KILN_KIND_KERNEL, rope_backward};
     tab[KILN_OP_ATTENTION] = (kiln_op_info){"attention", KILN_KIND_KERNEL, attention_backward};
+    tab[KILN_OP_ATTENTION_GRAD] = (kiln_op_info){"attention_grad", KILN_KIND_KERNEL, attention_grad_backward};
 }

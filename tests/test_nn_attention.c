@@ -1,7 +1,12 @@
 /* test_nn_attention.c — rope and attention: values and gradients against
  * PyTorch, gradient checks (causal, grouped-query heads, T != S,
- * non-contiguous inputs), the fused kernel against a reference that
- * stores the scores, and error paths. */
+ * non-contiguous inputs), the blocked (flash) kernels against a reference
+ * that stores the scores and against the decomposition into ops (values
+ * and gradients, sizes that are not multiples of the block), every SIMD
+ * variant of their loops against the scalar one, memory that grows with
+ * T, not T x S, and error paths. */
+#include "../backends/cpu/cpu_features.h"
+#include "../backends/cpu/nn_attention_simd.h"
 #include "test_nn_util.h"
 
 #include <string.h>
@@ -231,5 +236,190 @@ KT_TEST(nn_attention_errors) {
     NNT_FAILS(kiln_attention(ctx, q, k, v, false, INFINITY), KILN_ERR_ARG, op);
     KT_CHECK(!kiln_attention(ctx, q, NULL, v, false, 0) && strstr(kiln_last_error(), "scale"),
              "NULL k replaced the error: %s", kiln_last_error());
+    kiln_ctx_free(ctx);
+}
+
+/* ---- blocked attention against the decomposition into ops ---- */
+
+typedef struct {
+    int64_t b, hq, hkv, t, s, d, dv;
+    bool causal;
+} flash_case;
+
+/* k or v [B, Hkv, S, E] with each head repeated to Hq heads. */
+static kiln_tensor *repeat_kv(kiln_ctx *ctx, kiln_tensor *x, int64_t group) {
+    const int64_t *s = kiln_tensor_shape(x);
+    kiln_tensor *e = kiln_reshape(ctx, x, 5, (int64_t[]){s[0], s[1], 1, s[2], s[3]});
+    e = kiln_broadcast_to(ctx, e, 5, (int64_t[]){s[0], s[1], group, s[2], s[3]});
+    return kiln_reshape(ctx, e, 4, (int64_t[]){s[0], s[1] * group, s[2], s[3]});
+}
+
+/* Output, then the gradients of sum(y * w) for q, k, v, all as doubles in
+ * one malloc'd array: by kiln_attention (ref false) or by matmul/softmax. */
+static double *flash_run(const flash_case *c, kiln_dtype dt, bool ref) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    kiln_tensor *q = kiln_new_4d(ctx, dt, c->b, c->hq, c->t, c->d), *k = kiln_new_4d(ctx, dt, c->b, c->hkv, c->s, c->d);
+    kiln_tensor *v = kiln_new_4d(ctx, dt, c->b, c->hkv, c->s, c->dv), *w = kiln_new_4d(ctx, dt, c->b, c->hq, c->t, c->dv);
+    double scale = 0.6, *out = NULL;
+    if (!w || kiln_tensor_fill_uniform(q, 11, -2, 2) || kiln_tensor_fill_uniform(k, 12, -2, 2) ||
+        kiln_tensor_fill_uniform(v, 13, -1, 1) || kiln_tensor_fill_uniform(w, 14, -1, 1))
+        goto done;
+    kiln_tensor_set_requires_grad(q, true), kiln_tensor_set_requires_grad(k, true);
+    kiln_tensor_set_requires_grad(v, true);
+    kiln_tensor *y;
+    if (ref) {
+        int64_t group = c->hq / c->hkv;
+        kiln_tensor *sc = kiln_scale(ctx, kiln_matmul_t(ctx, q, false, repeat_kv(ctx, k, group), true), scale);
+        y = kiln_matmul(ctx, kiln_softmax(ctx, sc, c->causal), repeat_kv(ctx, v, group));
+    } else {
+        y = kiln_attention(ctx, q, k, v, c->causal, scale);
+    }
+    kiln_graph *g = kiln_graph_new(ctx);
+    kiln_tensor *loss = kiln_sum_all(ctx, kiln_mul(ctx, y, w));
+    if (kiln_graph_add(g, y) || kiln_graph_backward(g, loss) || kiln_graph_compute(g)) goto done;
+    kiln_tensor *parts[4] = {y, kiln_tensor_grad(q), kiln_tensor_grad(k), kiln_tensor_grad(v)};
+    int64_t n = 0;
+    for (int i = 0; i < 4; i++) n += kiln_tensor_numel(parts[i]);
+    if (!(out = malloc((size_t)n * sizeof *out))) goto done;
+    n = 0;
+    for (int i = 0; i < 4; i++) {
+        kiln_tensor_get_f64(parts[i], out + n, kiln_tensor_numel(parts[i]));
+        n += kiln_tensor_numel(parts[i]);
+    }
+done:
+    if (!out) kt_fail(__FILE__, __LINE__, "attention run failed: %s", kiln_last_error());
+    kiln_ctx_free(ctx);
+    return out;
+}
+
+static int64_t flash_count(const flash_case *c) {
+    return c->b * c->hq * c->t * (c->dv + c->d) + c->b * c->hkv * c->s * (c->d + c->dv);
+}
+
+/* Several key and query blocks with ragged ends, causal with the KV
+ * offset S - T of either sign, grouped heads, Dv != D; threaded, with dQ
+ * summed from per-thread copies when one head's key blocks are shared. */
+KT_TEST(nn_attention_flash_matches_decomposition) {
+    const flash_case cases[] = {
+        {2, 4, 2, 150, 200, 20, 12, true},
+        {2, 4, 2, 150, 200, 20, 12, false},
+        {1, 3, 1, 130, 97, 16, 24, true},
+        {1, 2, 2, 70, 70, 8, 8, true},
+    };
+    int saved = kiln_get_threads();
+    kiln_set_threads(2);
+    for (int i = 0; i < 4; i++)
+        for (int f = 0; f < 2; f++) {
+            kiln_dtype dt = f ? KILN_F32 : KILN_F64;
+            double *got = flash_run(&cases[i], dt, false), *want = flash_run(&cases[i], dt, true);
+            char what[96];
+            snprintf(what, sizeof what, "case %d %s: output then dq, dk, dv", i, kiln_dtype_name(dt));
+            if (got && want) nnt_close(what, got, want, flash_count(&cases[i]), f ? 2e-5 : 1e-11, f ? 1e-4 : 1e-11);
+            free(got);
+            free(want);
+        }
+    kiln_set_threads(saved);
+}
+
+/* SIMD levels of this architecture (the caps can name the others). */
+static bool level_here(int level) {
+#if defined(__x86_64__)
+    return level == KILN_SIMD_AVX2 || level == KILN_SIMD_AVX512;
+#elif defined(__aarch64__)
+    return level == KILN_SIMD_NEON;
+#else
+    (void)level;
+    return false;
+#endif
+}
+
+/* Every f32 path on this CPU (forward and backward) against the scalar one. */
+KT_TEST(nn_attention_simd_matches_scalar) {
+    const flash_case c = {1, 4, 2, 100, 133, 24, 40, true};
+    kiln_cpu_caps saved = *kiln__cpu_caps(), caps = saved;
+    kiln__cpu_caps_limit(&caps, KILN_SIMD_SCALAR);
+    kiln__cpu_caps_set(&caps);
+    double *want = flash_run(&c, KILN_F32, false);
+    for (int level = KILN_SIMD_NEON; want && level <= (int)saved.level; level++) {
+        caps = saved;
+        kiln__cpu_caps_limit(&caps, (kiln_simd_level)level);
+        if (!level_here(level)) continue;
+        kiln__cpu_caps_set(&caps);
+        double *got = flash_run(&c, KILN_F32, false);
+        if (got) nnt_close(kiln__simd_level_name((kiln_simd_level)level), got, want, flash_count(&c), 2e-5, 1e-4);
+        free(got);
+    }
+    kiln__cpu_caps_set(&saved);
+    free(want);
+}
+
+/* The tile loops themselves, with edges in every dimension, and the exp at
+ * the ends of its range. */
+KT_TEST(nn_attention_loops_match_scalar) {
+    kiln_cpu_caps saved = *kiln__cpu_caps(), caps = saved;
+    const kiln_attn_ops_f32 *ref = &kiln__attn_ops_f32_scalar;
+    enum { M = 7, N = 83, K = 13 };
+    float a[M * K], b[K * N], want[M * N], got[M * N], x[N], y[N];
+    for (int i = 0; i < M * K; i++) a[i] = (float)((i * 37 % 23) - 11) / 7.0f;
+    for (int i = 0; i < K * N; i++) b[i] = (float)((i * 53 % 31) - 15) / 9.0f;
+    for (int level = KILN_SIMD_NEON; level <= (int)saved.level; level++) {
+        caps = saved;
+        kiln__cpu_caps_limit(&caps, (kiln_simd_level)level);
+        if (!level_here(level)) continue;
+        kiln__cpu_caps_set(&caps);
+        const kiln_attn_ops_f32 *ops = kiln__attn_ops_f32();
+        const char *name = kiln__simd_level_name((kiln_simd_level)level);
+        KT_CHECK(ops != ref, "%s: no SIMD loops chosen", name);
+        for (int n = 1; n <= N; n += 17)
+            for (int acc = 0; acc < 2; acc++) {
+                for (int i = 0; i < M * N; i++) want[i] = got[i] = (float)(i % 5);
+                ref->gemm(M, n, K, a, K, 1, b, N, want, N, acc);
+                ops->gemm(M, n, K, a, K, 1, b, N, got, N, acc);
+                for (int i = 0; i < M * N; i++)
+                    KT_CHECK(fabsf(got[i] - want[i]) <= 1e-5f * (1 + fabsf(want[i])),
+                             "%s gemm n %d acc %d: element %d is %g, want %g", name, n, acc, i, got[i], want[i]);
+                /* A transposed: a read as K x M */
+                ref->gemm(M, n, K, a, 1, M, b, N, want, N, acc);
+                ops->gemm(M, n, K, a, 1, M, b, N, got, N, acc);
+                for (int i = 0; i < M * N; i++)
+                    KT_CHECK(fabsf(got[i] - want[i]) <= 1e-5f * (1 + fabsf(want[i])),
+                             "%s gemm (A^T) n %d acc %d: element %d is %g, want %g", name, n, acc, i, got[i],
+                             want[i]);
+            }
+        for (int n = 1; n <= N; n += 9) {
+            for (int i = 0; i < n; i++) x[i] = y[i] = -90.0f + 91.0f * (float)i / (float)n;
+            x[0] = y[0] = -INFINITY;
+            float sg = ops->exp_sum(x, n, 1.0f, 0.5f), sw = ref->exp_sum(y, n, 1.0f, 0.5f);
+            KT_CHECK(x[0] == 0.0f, "%s: exp(-inf) is %g", name, x[0]);
+            for (int i = 0; i < n; i++)
+                KT_CHECK(fabsf(x[i] - y[i]) <= 1e-6f * y[i] + 1e-37f, "%s exp n %d: element %d is %g, want %g", name,
+                         n, i, x[i], y[i]);
+            KT_CHECK(fabsf(sg - sw) <= 1e-6f * sw, "%s exp sum n %d: %g, want %g", name, n, sg, sw);
+            for (int i = 0; i < n; i++) x[i] = (float)((i * 29 % 41) - 20);
+            KT_CHECK(ops->max(x, n) == ref->max(x, n), "%s max n %d: %g, want %g", name, n, ops->max(x, n),
+                     ref->max(x, n));
+        }
+    }
+    kiln__cpu_caps_set(&saved);
+}
+
+/* Forward + backward of a 4096-token head plan O(T * D) bytes: far less
+ * than one T x S score matrix (64 MiB in f32). */
+KT_TEST(nn_attention_memory_is_linear) {
+    const int64_t t = 4096, d = 64;
+    kiln_ctx *ctx = kiln_ctx_new();
+    kiln_tensor *q = kiln_new_4d(ctx, KILN_F32, 1, 1, t, d), *k = kiln_new_4d(ctx, KILN_F32, 1, 1, t, d);
+    kiln_tensor *v = kiln_new_4d(ctx, KILN_F32, 1, 1, t, d);
+    KT_NOTNULL(v);
+    KT_OK(kiln_tensor_set_requires_grad(q, true));
+    KT_OK(kiln_tensor_set_requires_grad(k, true));
+    KT_OK(kiln_tensor_set_requires_grad(v, true));
+    kiln_tensor *loss = kiln_sum_all(ctx, kiln_attention(ctx, q, k, v, true, 0));
+    kiln_graph *g = kiln_graph_new(ctx);
+    KT_OK(kiln_graph_add(g, loss));
+    KT_OK(kiln_graph_backward(g, loss));
+    size_t planned = kiln_graph_planned_bytes(g), td = (size_t)(t * d) * sizeof(float);
+    KT_CHECK(planned > 0 && planned <= 12 * td, "planned %zu bytes, more than 12 T x D buffers (%zu bytes)", planned,
+             12 * td);
     kiln_ctx_free(ctx);
 }

@@ -1,5 +1,7 @@
-/* nn_attention.c — CPU kernels for rope and attention. */
+/* nn_attention.c — CPU kernels for rope, attention and its fused
+ * backward; the blocked attention itself is in nn_attention_flash.h. */
 #include "internal.h"
+#include "nn_attention_simd.h"
 #include "nn_kernels.h"
 
 #include <math.h>
@@ -54,75 +56,42 @@ static kiln_status rope_kernel(kiln_tensor *node, const kiln_exec *ex) {
 
 /* ---- attention ---- */
 
-/* One query row against its nv visible keys with a running (online)
- * softmax: m is the largest score so far, l the sum of exp(score - m) and
- * acc the matching weighted sum of values; both are rescaled when m grows.
- * The T x S score matrix is never stored. No visible key gives zeros. */
-#define DEFINE_ATTENTION_ROW(T, SUF)                                                                     \
-    static void attention_row_##SUF(const T *q, const T *k, const T *v, T *o, int64_t nv, int64_t d,   \
-                                    int64_t dv, double scale, double *acc) {                           \
-        double m = -INFINITY, l = 0.0;                                                                  \
-        for (int64_t e = 0; e < dv; e++) acc[e] = 0.0;                                                  \
-        for (int64_t j = 0; j < nv; j++) {                                                              \
-            const T *kj = k + j * d, *vj = v + j * dv;                                                  \
-            double s = 0.0;                                                                             \
-            for (int64_t e = 0; e < d; e++) s += (double)q[e] * kj[e];                                  \
-            s *= scale;                                                                                 \
-            if (s > m) {                                                                                \
-                double corr = exp(m - s); /* 0 for the first key */                                     \
-                l *= corr;                                                                              \
-                for (int64_t e = 0; e < dv; e++) acc[e] *= corr;                                        \
-                m = s;                                                                                  \
-            }                                                                                           \
-            double p = exp(s - m);                                                                      \
-            l += p;                                                                                     \
-            for (int64_t e = 0; e < dv; e++) acc[e] += p * vj[e];                                       \
-        }                                                                                               \
-        double inv = l > 0.0 ? 1.0 / l : 0.0;                                                           \
-        for (int64_t e = 0; e < dv; e++) o[e] = (T)(acc[e] * inv);                                      \
-    }
-DEFINE_ATTENTION_ROW(float, f32)
-DEFINE_ATTENTION_ROW(double, f64)
-
-/* q [B, Hq, T, D], k [B, Hkv, S, D], v [B, Hkv, S, Dv] -> [B, Hq, T, Dv].
- * Query head h reads kv head h / (Hq / Hkv); causal: query i sees key j
- * iff j <= i + (S - T). */
-static kiln_status attention_kernel(kiln_tensor *node, const kiln_exec *ex) {
+/* The geometry of an ATTENTION or ATTENTION_GRAD node from its q, k, v. */
+static kiln_attn_geom attention_geom(const kiln_tensor *node, const kiln_exec *ex) {
     const kiln_tensor *q = node->src[0], *k = node->src[1], *v = node->src[2];
-    int64_t hq = q->shape[1], t = q->shape[2], d = q->shape[3];
-    int64_t hkv = k->shape[1], s = k->shape[2], dv = v->shape[3], group = hq / hkv;
-    int64_t rows = q->shape[0] * hq * t;
-    bool causal = node->ip[0] != 0, f64 = node->dtype == KILN_F64, oom = false;
-    double scale = node->fp[0];
-#pragma omp parallel num_threads(ex->n_threads) if (rows * s * (d + dv) > KILN_NN_PAR_WORK)
-    {
-        double *acc = malloc((size_t)dv * sizeof *acc); /* per thread */
-        if (!acc) {
-#pragma omp atomic write
-            oom = true;
-        }
-#pragma omp for
-        for (int64_t r = 0; r < rows; r++) {
-            if (!acc) continue;
-            int64_t i = r % t, bh = r / t, kv = (bh / hq) * hkv + (bh % hq) / group;
-            int64_t nv = causal ? i + s - t + 1 : s;
-            if (nv < 0) nv = 0;
-            if (f64)
-                attention_row_f64((const double *)q->data + r * d, (const double *)k->data + kv * s * d,
-                                  (const double *)v->data + kv * s * dv, (double *)node->data + r * dv, nv, d, dv,
-                                  scale, acc);
-            else
-                attention_row_f32((const float *)q->data + r * d, (const float *)k->data + kv * s * d,
-                                  (const float *)v->data + kv * s * dv, (float *)node->data + r * dv, nv, d, dv,
-                                  scale, acc);
-        }
-        free(acc);
+    return (kiln_attn_geom){q->shape[0], q->shape[1], k->shape[1], q->shape[2], k->shape[2], q->shape[3],
+                            v->shape[3], node->ip[0] != 0, node->fp[0], ex->n_threads};
+}
+
+/* ATTENTION: q, k, v -> packed [O (B*Hq*T*Dv) | L (B*Hq*T)], blocked. */
+static kiln_status attention_kernel(kiln_tensor *node, const kiln_exec *ex) {
+    kiln_attn_geom g = attention_geom(node, ex);
+    int64_t no = g.b * g.hq * g.t * g.dv;
+    const void *q = node->src[0]->data, *k = node->src[1]->data, *v = node->src[2]->data;
+    if (node->dtype == KILN_F64)
+        return kiln__flash_fwd_f64(&g, &kiln__attn_ops_f64, q, k, v, node->data, (double *)node->data + no);
+    return kiln__flash_fwd_f32(&g, kiln__attn_ops_f32(), q, k, v, node->data, (float *)node->data + no);
+}
+
+/* ATTENTION_GRAD: q, k, v, the forward's packed O|L, dO -> packed
+ * [dq | dk | dv] (layout in ops/nn_attention.c). */
+static kiln_status attention_grad_kernel(kiln_tensor *node, const kiln_exec *ex) {
+    kiln_attn_geom g = attention_geom(node, ex);
+    int64_t no = g.b * g.hq * g.t * g.dv, nq = g.b * g.hq * g.t * g.d, nk = g.b * g.hkv * g.s * g.d;
+    const void *q = node->src[0]->data, *k = node->src[1]->data, *v = node->src[2]->data;
+    const void *fwd = node->src[3]->data, *dout = node->src[4]->data;
+    if (node->dtype == KILN_F64) {
+        const double *o = fwd;
+        double *dq = node->data;
+        return kiln__flash_bwd_f64(&g, &kiln__attn_ops_f64, q, k, v, o, o + no, dout, dq, dq + nq, dq + nq + nk);
     }
-    if (oom) return kiln__errs(KILN_ERR_OOM, "attention: out of memory for a row buffer of %lld values", (long long)dv);
-    return KILN_OK;
+    const float *o = fwd;
+    float *dq = node->data;
+    return kiln__flash_bwd_f32(&g, kiln__attn_ops_f32(), q, k, v, o, o + no, dout, dq, dq + nq, dq + nq + nk);
 }
 
 void kiln__cpu_register_nn_attention(kiln_cpu_kernel *tab) {
     tab[KILN_OP_ROPE] = rope_kernel;
     tab[KILN_OP_ATTENTION] = attention_kernel;
+    tab[KILN_OP_ATTENTION_GRAD] = attention_grad_kernel;
 }

@@ -1,0 +1,23 @@
+/* nn_attention_flash.c — blocked (flash) attention forward and backward
+ * for f32 and f64: the one template in nn_attention_flash.h, instantiated
+ * for each type. */
+#include "nn_attention_simd.h"
+
+#include <math.h>
+#include <omp.h>
+
+#define FA_T float
+#define FA_SUF f32
+#define FA_EXP expf
+#define FA_LOG logf
+#include "nn_attention_flash.h"
+#undef FA_T
+#undef FA_SUF
+#undef FA_EXP
+#undef FA_LOG
+
+#define FA_T double
+#define FA_SUF f64
+#define FA_EXP exp
+#define FA_LOG log
+#include "nn_attention_flash.h"

@@ -1,0 +1,228 @@
+/* nn_attention_flash.h — blocked (FlashAttention-2 style) attention,
+ * forward and backward, written once over the element type: included by
+ * nn_attention_flash.c with FA_T (float or double), FA_SUF (f32, f64),
+ * FA_EXP and FA_LOG (expf/logf or exp/log) defined.
+ *
+ * Forward: each task is a block of B_r = KILN_ATTN_BLOCK queries of one
+ * head; it walks the keys in blocks of B_c, keeping per query the running
+ * maximum m, the running sum l of exp(score - m) and the unnormalized
+ * output, rescaled when m grows (online softmax). It stores O and
+ * L = m + log(l); no T x S matrix exists, only a B_r x B_c tile per thread
+ * (and the keys transposed once, [B, Hkv, D, S], so Q K^T tiles read rows).
+ *
+ * Backward: with D_i = rowsum(dO_i * O_i), each key block j recomputes
+ * P = exp(S - L) for every query block i that sees it, then
+ *     dV_j += P^T dO_i,  dP = dO_i V_j^T,  dS = P (dP - D_i) scale,
+ *     dK_j += dS^T Q_i,  dQ_i += dS K_j.
+ * A task owns (batch, kv head, a share of the key blocks) and loops over
+ * the query heads of its group, so dK/dV are summed over those heads
+ * without races. When the tasks of one head run on several threads, each
+ * thread adds dQ into a private copy and the copies are summed at the end;
+ * otherwise dQ is written in place. P^T dO and dS^T Q read the tiles
+ * transposed through the gemm's strides instead of copying them. */
+
+#define FA_CAT_(a, b) a##_##b
+#define FA_CAT(a, b) FA_CAT_(a, b)
+#define FA_FN(name) FA_CAT(name, FA_SUF)
+#define FA_OPS FA_CAT(kiln_attn_ops, FA_SUF)
+#define BLK KILN_ATTN_BLOCK
+
+/* dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols. */
+static void FA_FN(transpose)(const FA_T *src, int64_t lds, FA_T *dst, int64_t ldd, int64_t rows, int64_t cols) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) dst[c * ldd + r] = src[r * lds + c];
+}
+
+/* Keys of block [j0, j0 + bc) that query i sees. */
+static inline int64_t FA_FN(visible)(const kiln_attn_geom *g, int64_t i, int64_t j0, int64_t bc) {
+    if (!g->causal) return bc;
+    int64_t nv = i + (g->s - g->t) + 1 - j0;
+    return nv < 0 ? 0 : nv > bc ? bc : nv;
+}
+
+/* Queries [i0, i0 + br) of one head: qi [br, d] -> oi [br, dv], li [br];
+ * kth is the head's keys transposed, [d, S]. */
+static void FA_FN(fwd_block)(const kiln_attn_geom *g, const FA_OPS *ops, const FA_T *qi, const FA_T *kth,
+                             const FA_T *vh, FA_T *oi, FA_T *li, int64_t i0, int64_t br, FA_T *work) {
+    int64_t d = g->d, dv = g->dv;
+    FA_T scale = (FA_T)g->scale;
+    FA_T *sc = work, *acc = sc + BLK * BLK, *m = acc + BLK * dv, *l = m + BLK;
+    for (int64_t r = 0; r < br; r++) m[r] = -INFINITY, l[r] = 0;
+    for (int64_t e = 0; e < br * dv; e++) acc[e] = 0;
+    int64_t kend = g->s;
+    if (g->causal && i0 + br + g->s - g->t < kend) kend = i0 + br + g->s - g->t;
+    for (int64_t j0 = 0; j0 < kend; j0 += BLK) {
+        int64_t bc = kend - j0 < BLK ? kend - j0 : BLK;
+        ops->gemm(br, bc, d, qi, d, 1, kth + j0, g->s, sc, BLK, false);
+        for (int64_t r = 0; r < br; r++) {
+            FA_T *row = sc + r * BLK;
+            int64_t nv = FA_FN(visible)(g, i0 + r, j0, bc);
+            for (int64_t c = nv; c < bc; c++) row[c] = 0;
+            if (nv == 0) continue;
+            FA_T mx = ops->max(row, nv) * scale, mnew = mx > m[r] ? mx : m[r];
+            FA_T sum = ops->exp_sum(row, nv, scale, mnew);
+            if (mnew != m[r]) {
+                FA_T corr = FA_EXP(m[r] - mnew); /* 0 while m is -inf */
+                l[r] *= corr;
+                for (int64_t e = 0; e < dv; e++) acc[r * dv + e] *= corr;
+                m[r] = mnew;
+            }
+            l[r] += sum;
+        }
+        ops->gemm(br, dv, bc, sc, BLK, 1, vh + j0 * dv, dv, acc, dv, true);
+    }
+    for (int64_t r = 0; r < br; r++) {
+        FA_T inv = l[r] > 0 ? 1 / l[r] : 0;
+        for (int64_t e = 0; e < dv; e++) oi[r * dv + e] = acc[r * dv + e] * inv;
+        li[r] = l[r] > 0 ? m[r] + FA_LOG(l[r]) : INFINITY;
+    }
+}
+
+kiln_status FA_FN(kiln__flash_fwd)(const kiln_attn_geom *g, const FA_OPS *ops, const FA_T *q, const FA_T *k,
+                                   const FA_T *v, FA_T *o, FA_T *lse) {
+    int64_t nqb = (g->t + BLK - 1) / BLK, tasks = g->b * g->hq * nqb, group = g->hq / g->hkv;
+    size_t work = (size_t)(BLK * BLK + BLK * g->dv + 2 * BLK);
+    double flops = 2.0 * (double)(g->b * g->hq * g->t) * (double)g->s * (double)(g->d + g->dv);
+    bool oom = false;
+    int64_t heads = g->b * g->hkv;
+    /* the keys transposed once, [B * Hkv, D, S]: tiles of Q K^T read rows */
+    FA_T *kt = malloc((size_t)(heads * g->s * g->d) * sizeof *kt);
+    if (!kt) return kiln__errs(KILN_ERR_OOM, "attention: out of memory for the transposed keys");
+#pragma omp parallel num_threads(g->n_threads) if (flops > 4e6 && tasks > 1)
+    {
+#pragma omp for
+        for (int64_t hd = 0; hd < heads; hd++)
+            FA_FN(transpose)(k + hd * g->s * g->d, g->d, kt + hd * g->s * g->d, g->s, g->s, g->d);
+        FA_T *w = malloc(work * sizeof *w); /* per thread */
+        if (!w) {
+#pragma omp atomic write
+            oom = true;
+        }
+#pragma omp for schedule(dynamic)
+        for (int64_t it = 0; it < tasks; it++) {
+            if (!w) continue;
+            int64_t bh = it / nqb, i0 = it % nqb * BLK, br = g->t - i0 < BLK ? g->t - i0 : BLK;
+            int64_t kv = bh / g->hq * g->hkv + bh % g->hq / group;
+            FA_FN(fwd_block)(g, ops, q + (bh * g->t + i0) * g->d, kt + kv * g->s * g->d, v + kv * g->s * g->dv,
+                             o + (bh * g->t + i0) * g->dv, lse + bh * g->t + i0, i0, br, w);
+        }
+        free(w);
+    }
+    free(kt);
+    if (oom) return kiln__errs(KILN_ERR_OOM, "attention: out of memory for %zu bytes of tiles", work * sizeof(FA_T));
+    return KILN_OK;
+}
+
+/* Key block [j0, j0 + bc) of kv head (bi, kv) against every query block
+ * of every query head in its group; adds into dqh (dq or a private copy)
+ * and writes dk, dv of the block. */
+static void FA_FN(bwd_block)(const kiln_attn_geom *g, const FA_OPS *ops, const FA_T *q, const FA_T *k, const FA_T *v,
+                             const FA_T *lse, const FA_T *dout, const FA_T *di, FA_T *dqh, FA_T *dk, FA_T *dv,
+                             int64_t bi, int64_t kv, int64_t j0, int64_t bc, FA_T *work) {
+    int64_t d = g->d, dvn = g->dv, t = g->t, off = g->s - g->t, group = g->hq / g->hkv;
+    FA_T scale = (FA_T)g->scale;
+    FA_T *kt = work, *vt = kt + d * BLK, *p = vt + dvn * BLK, *ds = p + BLK * BLK;
+    FA_T *dka = ds + BLK * BLK, *dva = dka + BLK * d;
+    const FA_T *kj = k + ((bi * g->hkv + kv) * g->s + j0) * d, *vj = v + ((bi * g->hkv + kv) * g->s + j0) * dvn;
+    FA_FN(transpose)(kj, d, kt, BLK, bc, d);
+    FA_FN(transpose)(vj, dvn, vt, BLK, bc, dvn);
+    for (int64_t e = 0; e < bc * d; e++) dka[e] = 0;
+    for (int64_t e = 0; e < bc * dvn; e++) dva[e] = 0;
+    /* the first query that sees key j0 */
+    int64_t first = g->causal && j0 - off > 0 ? (j0 - off) / BLK * BLK : 0;
+    for (int64_t h = 0; h < group; h++) {
+        int64_t bh = bi * g->hq + kv * group + h;
+        for (int64_t i0 = first; i0 < t; i0 += BLK) {
+            int64_t br = t - i0 < BLK ? t - i0 : BLK, row0 = bh * t + i0;
+            const FA_T *qi = q + row0 * d, *doi = dout + row0 * dvn;
+            ops->gemm(br, bc, d, qi, d, 1, kt, BLK, p, BLK, false);
+            for (int64_t r = 0; r < br; r++) {
+                FA_T *row = p + r * BLK;
+                int64_t nv = FA_FN(visible)(g, i0 + r, j0, bc);
+                if (nv) ops->exp_sum(row, nv, scale, lse[row0 + r]);
+                for (int64_t c = nv; c < bc; c++) row[c] = 0;
+            }
+            ops->gemm(bc, dvn, br, p, 1, BLK, doi, dvn, dva, dvn, true); /* P^T dO */
+            ops->gemm(br, bc, dvn, doi, dvn, 1, vt, BLK, ds, BLK, false);
+            for (int64_t r = 0; r < br; r++) {
+                FA_T dr = di[row0 + r], *pr = p + r * BLK, *sr = ds + r * BLK;
+                for (int64_t c = 0; c < bc; c++) sr[c] = pr[c] * (sr[c] - dr) * scale;
+            }
+            ops->gemm(br, d, bc, ds, BLK, 1, kj, d, dqh + row0 * d, d, true);
+            ops->gemm(bc, d, br, ds, 1, BLK, qi, d, dka, d, true); /* dS^T Q */
+        }
+    }
+    memcpy(dk + ((bi * g->hkv + kv) * g->s + j0) * d, dka, (size_t)(bc * d) * sizeof *dka);
+    memcpy(dv + ((bi * g->hkv + kv) * g->s + j0) * dvn, dva, (size_t)(bc * dvn) * sizeof *dva);
+}
+
+kiln_status FA_FN(kiln__flash_bwd)(const kiln_attn_geom *g, const FA_OPS *ops, const FA_T *q, const FA_T *k,
+                                   const FA_T *v, const FA_T *o, const FA_T *lse, const FA_T *dout, FA_T *dq,
+                                   FA_T *dk, FA_T *dv) {
+    int64_t rows = g->b * g->hq * g->t, nq = rows * g->d, nkb = (g->s + BLK - 1) / BLK, heads = g->b * g->hkv;
+    double flops = 4.0 * (double)rows * (double)g->s * (double)(g->d + g->dv);
+    int nt = flops > 4e6 ? g->n_threads : 1;
+    /* shares of each head's key blocks: enough tasks to keep nt threads busy */
+    int64_t shares = heads >= nt ? 1 : (nt + heads - 1) / heads;
+    if (shares > nkb) shares = nkb;
+    int64_t tasks = heads * shares;
+    if (tasks < nt) nt = (int)tasks;
+    bool private_dq = shares > 1 && nt > 1;
+    size_t work = (size_t)((g->d + g->dv) * BLK + 2 * BLK * BLK + BLK * (g->d + g->dv));
+    FA_T *di = malloc((size_t)rows * sizeof *di);
+    FA_T *dqs = private_dq ? calloc((size_t)nt * (size_t)nq, sizeof *dqs) : NULL;
+    if (!di || (private_dq && !dqs)) {
+        free(di);
+        free(dqs);
+        return kiln__errs(KILN_ERR_OOM, "attention backward: out of memory for %lld rows", (long long)rows);
+    }
+    bool oom = false;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+#pragma omp for
+        for (int64_t r = 0; r < rows; r++) {
+            FA_T s = 0;
+            for (int64_t e = 0; e < g->dv; e++) s += dout[r * g->dv + e] * o[r * g->dv + e];
+            di[r] = s;
+        }
+        if (!private_dq) {
+#pragma omp for
+            for (int64_t e = 0; e < nq; e++) dq[e] = 0;
+        }
+        FA_T *w = malloc(work * sizeof *w);
+        if (!w) {
+#pragma omp atomic write
+            oom = true;
+        }
+        FA_T *dqh = private_dq ? dqs + (size_t)omp_get_thread_num() * (size_t)nq : dq;
+#pragma omp for schedule(dynamic)
+        for (int64_t it = 0; it < tasks; it++) {
+            if (!w) continue;
+            int64_t hd = it / shares, share = it % shares, bi = hd / g->hkv, kv = hd % g->hkv;
+            for (int64_t kb = share; kb < nkb; kb += shares) {
+                int64_t j0 = kb * BLK, bc = g->s - j0 < BLK ? g->s - j0 : BLK;
+                FA_FN(bwd_block)(g, ops, q, k, v, lse, dout, di, dqh, dk, dv, bi, kv, j0, bc, w);
+            }
+        }
+        free(w);
+        if (private_dq) {
+#pragma omp for
+            for (int64_t e = 0; e < nq; e++) {
+                FA_T s = 0;
+                for (int i = 0; i < nt; i++) s += dqs[(size_t)i * (size_t)nq + (size_t)e];
+                dq[e] = s;
+            }
+        }
+    }
+    free(di);
+    free(dqs);
+    if (oom) return kiln__errs(KILN_ERR_OOM, "attention backward: out of memory for %zu bytes of tiles",
+                               work * sizeof(FA_T));
+    return KILN_OK;
+}
+
+#undef FA_CAT_
+#undef FA_CAT
+#undef FA_FN
+#undef FA_OPS
+#undef BLK
