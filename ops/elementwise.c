@@ -7,8 +7,8 @@
 
 static kiln_tensor *unary(kiln_ctx *ctx, kiln_op op, kiln_tensor *x, double p) {
     if (!x) return NULL;
-    if (!kiln__is_compute_float(x->dtype))
-        return kiln__err(KILN_ERR_DTYPE, "kiln_%s: needs an f32 or f64 input, not %s", kiln__op_table[op].name,
+    if (!kiln__is_float(x->dtype))
+        return kiln__err(KILN_ERR_DTYPE, "kiln_%s: needs a float input (f32, f64, f16, bf16), not %s", kiln__op_table[op].name,
                          kiln_dtype_name(x->dtype));
     kiln_tensor *t = kiln__node_new(ctx, op, x->dtype, x->ndim, x->shape, 1, &x);
     if (t) t->fp[0] = p;
@@ -42,8 +42,8 @@ static kiln_tensor *binary(kiln_ctx *ctx, kiln_op op, kiln_tensor *a, kiln_tenso
     if (a->dtype != b->dtype)
         return kiln__err(KILN_ERR_DTYPE, "kiln_%s: dtypes differ: %s vs %s", name, kiln_dtype_name(a->dtype),
                          kiln_dtype_name(b->dtype));
-    if (!kiln__is_compute_float(a->dtype) && !(op == KILN_OP_CMP && a->dtype == KILN_I32))
-        return kiln__err(KILN_ERR_DTYPE, "kiln_%s: needs f32 or f64 inputs, not %s", name, kiln_dtype_name(a->dtype));
+    if (!kiln__is_float(a->dtype) && !(op == KILN_OP_CMP && a->dtype == KILN_I32))
+        return kiln__err(KILN_ERR_DTYPE, "kiln_%s: needs float inputs (f32, f64, f16, bf16), not %s", name, kiln_dtype_name(a->dtype));
     int64_t shape[KILN_MAX_DIMS];
     char who[48];
     snprintf(who, sizeof who, "kiln_%s", name);
@@ -67,11 +67,11 @@ kiln_tensor *kiln_cmp(kiln_ctx *ctx, kiln_tensor *a, kiln_tensor *b, kiln_cmp_op
 
 kiln_tensor *kiln_where(kiln_ctx *ctx, kiln_tensor *cond, kiln_tensor *a, kiln_tensor *b) {
     if (!cond || !a || !b) return NULL;
-    if (a->dtype != b->dtype || !kiln__is_compute_float(a->dtype))
-        return kiln__err(KILN_ERR_DTYPE, "kiln_where: a and b need one float dtype (f32 or f64), not %s and %s",
+    if (a->dtype != b->dtype || !kiln__is_float(a->dtype))
+        return kiln__err(KILN_ERR_DTYPE, "kiln_where: a and b need one float dtype, not %s and %s",
                          kiln_dtype_name(a->dtype), kiln_dtype_name(b->dtype));
-    if (cond->dtype != KILN_I32 && !kiln__is_compute_float(cond->dtype))
-        return kiln__err(KILN_ERR_DTYPE, "kiln_where: cond must be f32, f64 or i32, not %s", kiln_dtype_name(cond->dtype));
+    if (!kiln__is_float(cond->dtype) && cond->dtype != KILN_I32)
+        return kiln__err(KILN_ERR_DTYPE, "kiln_where: cond must be a float or i32, not %s", kiln_dtype_name(cond->dtype));
     int64_t ab[KILN_MAX_DIMS], all[KILN_MAX_DIMS];
     int nd = kiln__broadcast_shape("kiln_where", a, b, ab);
     if (nd < 0) return NULL;

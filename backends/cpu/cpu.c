@@ -1,5 +1,8 @@
 /* cpu.c — the CPU backend's dispatch: one kernel per op, registered by
- * each family file (backends/cpu/<family>.c). */
+ * each family file (backends/cpu/<family>.c), and the f16/bf16 path for
+ * kernels written for f32: their half-precision operands are widened to
+ * f32, the f32 kernel runs, and the result is rounded back (as PyTorch
+ * computes most half-precision CPU ops). */
 #include "internal.h"
 
 #include <pthread.h>
@@ -38,10 +41,79 @@ static void init_once(void) {
     kiln__cpu_register_optim(kernels);
 }
 
+static bool is_half(kiln_dtype t) { return t == KILN_F16 || t == KILN_BF16; }
+
+/* Ops whose kernels read and write f16/bf16 themselves. */
+static bool takes_half(kiln_op op) {
+    switch (op) {
+    case KILN_OP_CONTIGUOUS: case KILN_OP_CAST: case KILN_OP_CONCAT: case KILN_OP_PAD: case KILN_OP_SLICE_SCATTER:
+    case KILN_OP_GET_ROWS: case KILN_OP_ONE_HOT: case KILN_OP_MATMUL: return true;
+    default: return false;
+    }
+}
+
+/* x's elements, in row-major order of its shape, widened to f32. */
+static void widen(const kiln_tensor *x, float *out) {
+    const kiln_type_traits *tr = &kiln__types[x->dtype];
+    int64_t n = kiln_tensor_numel(x);
+    if (kiln_tensor_is_contiguous(x)) {
+        tr->to_f32(x->data, out, n);
+        return;
+    }
+    int64_t idx[KILN_MAX_DIMS] = {0}, off = 0;
+    for (int64_t i = 0; i < n; i++) {
+        out[i] = (float)tr->get(x->data, off);
+        for (int d = x->ndim - 1; d >= 0; d--) {
+            off += x->stride[d];
+            if (++idx[d] < x->shape[d]) break;
+            off -= x->stride[d] * x->shape[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+/* Run the f32 kernel k on a copy of node whose half-precision sources and
+ * result are f32 buffers. */
+static kiln_status via_f32(kiln_tensor *node, const kiln_exec *ex, kiln_cpu_kernel k) {
+    kiln_tensor shadow = *node, srcs[KILN_MAX_SRC];
+    float *bufs[KILN_MAX_SRC + 1] = {0};
+    kiln_status s = KILN_OK;
+    for (int i = 0; i < node->nsrc; i++) {
+        if (!is_half(node->src[i]->dtype)) continue;
+        srcs[i] = *node->src[i];
+        srcs[i].dtype = KILN_F32;
+        kiln__set_contiguous_strides(&srcs[i]);
+        if (!(bufs[i] = malloc((size_t)kiln_tensor_numel(&srcs[i]) * sizeof(float) + 1))) goto oom;
+        widen(node->src[i], bufs[i]);
+        srcs[i].data = bufs[i];
+        shadow.src[i] = &srcs[i];
+    }
+    bool inplace = kiln__op_table[node->op].kind == KILN_KIND_INPLACE;
+    if (is_half(node->dtype)) {
+        shadow.dtype = KILN_F32;
+        if (inplace) shadow.data = shadow.src[0]->data;
+        else if (!(shadow.data = bufs[KILN_MAX_SRC] = malloc((size_t)kiln_tensor_numel(node) * sizeof(float) + 1)))
+            goto oom;
+    }
+    s = k(&shadow, ex);
+    if (!s && is_half(node->dtype)) kiln__types[node->dtype].from_f32(shadow.data, node->data, kiln_tensor_numel(node));
+    goto done;
+oom:
+    s = kiln__errs(KILN_ERR_OOM, "%s: out of memory widening f16/bf16 operands to f32", kiln__op_table[node->op].name);
+done:
+    for (int i = 0; i <= KILN_MAX_SRC; i++) free(bufs[i]);
+    return s;
+}
+
 kiln_status kiln__cpu_compute(kiln_tensor *node, const kiln_exec *ex) {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, init_once);
     kiln_cpu_kernel k = kernels[node->op];
     if (!k) return kiln__errs(KILN_ERR_UNSUPPORTED, "cpu backend: no kernel for op %s", kiln__op_table[node->op].name);
+    if (!takes_half(node->op)) {
+        bool half = is_half(node->dtype);
+        for (int i = 0; i < node->nsrc && !half; i++) half = is_half(node->src[i]->dtype);
+        if (half) return via_f32(node, ex, k);
+    }
     return k(node, ex);
 }
