@@ -158,6 +158,13 @@ kiln_status kiln_graph_compute(kiln_graph *g) {
         kiln_tensor *t = g->nodes[i];
         resolve(g, i);
         if (kiln__op_table[t->op].kind == KILN_KIND_VIEW) continue;
+        int end = g->chain_end[i];
+        if (end > i) { /* a fused element-wise chain: only its last node is written */
+            for (int j = i + 1; j <= end; j++) resolve(g, j);
+            if ((s = kiln__cpu_compute_chain(g->nodes + i, end - i + 1, &ex))) return s;
+            i = end;
+            continue;
+        }
         if ((s = kiln__cpu_compute(t, &ex))) return s;
     }
     return KILN_OK;

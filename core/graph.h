@@ -9,7 +9,8 @@ struct kiln_graph {
     kiln_tensor **nodes; /* non-leaf tensors, sources before users */
     int n, cap;
     size_t *offs;        /* planned byte offset of each node in buf */
-    int offs_cap;
+    int *chain_end;      /* index of the last node of i's fused chain (i when not fused) */
+    int offs_cap, chain_cap;
     bool planned, training;
     size_t planned_bytes, unplanned_bytes;
     void *buf;
@@ -17,6 +18,9 @@ struct kiln_graph {
     uint64_t runs;
 };
 
+/* Find element-wise chains (fill g->chain_end); needs visit == gen and
+ * slot == index on every node, as the planner sets them. */
+kiln_status kiln__graph_fuse(kiln_graph *g, uint64_t gen);
 /* Place every intermediate in one buffer by liveness; give outputs their
  * own storage. */
 kiln_status kiln__graph_plan(kiln_graph *g);

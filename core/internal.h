@@ -282,6 +282,11 @@ void kiln__cpu_register_conv(kiln_cpu_kernel *tab);
 void kiln__cpu_register_optim(kiln_cpu_kernel *tab);
 /* Run one node on the CPU. */
 kiln_status kiln__cpu_compute(kiln_tensor *node, const kiln_exec *ex);
+/* Element-wise chains (backends/cpu/fused.c): can t start a chain / follow
+ * prev in one; run nodes[0..n) as one tiled pass (only the last is written). */
+bool kiln__cpu_chain_head(const kiln_tensor *t);
+bool kiln__cpu_chain_link(const kiln_tensor *prev, const kiln_tensor *t);
+kiln_status kiln__cpu_compute_chain(kiln_tensor *const *nodes, int n, const kiln_exec *ex);
 
 int kiln__threads(void);
 

@@ -2,7 +2,9 @@
  * walk the nodes in execution order, give each kernel output a place in
  * one buffer when it is produced, and return the place when the last node
  * that reads it (directly or through a view) has run. A chain of
- * element-wise ops then needs two buffers, whatever its depth. */
+ * element-wise ops then needs two buffers, whatever its depth. A fused
+ * chain (core/fuse.c) counts as one node at its end: what its members read
+ * stays live until the chain is done, and its intermediates get no place. */
 #include "graph.h"
 
 typedef struct {
@@ -89,12 +91,17 @@ kiln_status kiln__graph_plan(kiln_graph *g) {
         g->nodes[i]->slot = i;
         last[i] = i;
     }
+    if ((s = kiln__graph_fuse(g, gen))) {
+        free(last);
+        return s;
+    }
     /* last use of each node's storage: reads of it or of its views */
     for (int i = 0; i < g->n; i++) {
         kiln_tensor *t = g->nodes[i];
         for (int k = 0; k < t->nsrc; k++) {
             kiln_tensor *o = owner(t->src[k]);
-            if (o->visit == gen && last[o->slot] < i) last[o->slot] = i;
+            int end = g->chain_end[i];
+            if (o->visit == gen && last[o->slot] < end) last[o->slot] = end;
         }
         kiln_tensor *o = owner(t);
         if (o != t && o->visit == gen && last[o->slot] < i) last[o->slot] = i;
@@ -109,15 +116,15 @@ kiln_status kiln__graph_plan(kiln_graph *g) {
             t->storage_bytes = size;
             ctx->storage_bytes += size;
         }
-        if (planned_here(t)) {
-            g->unplanned_bytes += size;
-            g->offs[i] = fa_alloc(&fa, size);
-        }
+        bool interior = g->chain_end[i] != i;
+        g->offs[i] = 0;
+        if (planned_here(t)) g->unplanned_bytes += size;
+        if (planned_here(t) && !interior) g->offs[i] = fa_alloc(&fa, size);
         /* free what dies here: the storage this node reads or views, or
          * its own if nothing reads it */
         for (int k = 0; k <= t->nsrc && !s; k++) {
             kiln_tensor *o = owner(k < t->nsrc ? t->src[k] : t);
-            if (o->visit != gen || last[o->slot] != i || !planned_here(o)) continue;
+            if (o->visit != gen || last[o->slot] != i || !planned_here(o) || g->chain_end[o->slot] != o->slot) continue;
             bool seen = false; /* storage read twice is freed once */
             for (int j = 0; j < k; j++) seen |= owner(t->src[j]) == o;
             if (!seen && fa_free(&fa, g->offs[o->slot], align_up(kiln_tensor_nbytes(o))))

@@ -1,0 +1,34 @@
+/* fuse.c — finding element-wise chains to run as one tiled pass
+ * (backends/cpu/fused.c). A chain is a run of consecutive nodes, each an
+ * element-wise op the backend can tile, where every node but the last is
+ * read only by the next one and is not an output: nothing else ever sees
+ * the intermediates, so they are never written. $KILN_FUSE=0 turns this
+ * off (every node then runs alone). */
+#include "graph.h"
+
+kiln_status kiln__graph_fuse(kiln_graph *g, uint64_t gen) {
+    kiln_status s = kiln__owned_grow(g->ctx, (void **)&g->chain_end, &g->chain_cap, g->n, sizeof *g->chain_end);
+    if (s) return s;
+    int *readers = calloc((size_t)(g->n ? g->n : 1), sizeof *readers);
+    if (!readers) return kiln__errs(KILN_ERR_OOM, "graph: out of memory finding fused chains");
+    for (int i = 0; i < g->n; i++) {
+        kiln_tensor *t = g->nodes[i];
+        for (int k = 0; k < t->nsrc; k++)
+            if (t->src[k]->visit == gen) readers[t->src[k]->slot]++;
+        if (t->view_src && t->view_src->visit == gen) readers[t->view_src->slot]++;
+    }
+    const char *env = getenv("KILN_FUSE");
+    bool on = !(env && !strcmp(env, "0"));
+    for (int i = 0; i < g->n; i++) g->chain_end[i] = i;
+    for (int i = 0; on && i < g->n; i++) {
+        if (!kiln__cpu_chain_head(g->nodes[i])) continue;
+        int e = i;
+        while (e + 1 < g->n && readers[e] == 1 && !(g->nodes[e]->flags & KILN_FLAG_OUTPUT) &&
+               !g->nodes[e]->storage_bytes && kiln__cpu_chain_link(g->nodes[e], g->nodes[e + 1]))
+            e++;
+        for (int j = i; j <= e; j++) g->chain_end[j] = e;
+        i = e;
+    }
+    free(readers);
+    return KILN_OK;
+}
