@@ -2,8 +2,8 @@
  * over all elements. Contiguous f32 sources take the SIMD tables of
  * vecmath.h: rows (last axis), columns (a leading axis, e.g. a bias
  * gradient [N,D] -> [D], with per-thread partials over row ranges) and
- * whole arrays in fixed chunks, so results do not depend on the thread
- * count. Other sources and f64 take the portable path (any strides). Sums
+ * whole arrays in fixed chunks (so a whole sum does not depend on the
+ * thread count). Other sources and f64 take the portable path (any strides). Sums
  * accumulate in double (the SIMD tables widen each f32 vector). */
 #include "bcast.h"
 #include "vecmath.h"
