@@ -29,6 +29,35 @@ static inline void kiln_bcast_init(kiln_bcast *it, const kiln_tensor *out, int n
     it->rows = kiln__numel(out->ndim, out->shape) / it->cols;
 }
 
+/* Merge neighbouring dims that every source walks as one (its stride on the
+ * outer dim is the inner stride times the inner size) and drop size-1 dims,
+ * so a contiguous or scalar operand becomes one long row and [N,D] + [D]
+ * stays two dims. Rows and cols follow the merged shape. */
+static inline void kiln_bcast_coalesce(kiln_bcast *it) {
+    int nd = 0;
+    for (int d = 0; d < it->nd; d++) {
+        if (it->shape[d] == 1) continue;
+        bool merge = nd > 0;
+        for (int k = 0; k < it->nsrc && merge; k++) merge = it->st[k][nd - 1] == it->st[k][d] * it->shape[d];
+        if (merge) {
+            it->shape[nd - 1] *= it->shape[d];
+            for (int k = 0; k < it->nsrc; k++) it->st[k][nd - 1] = it->st[k][d];
+            continue;
+        }
+        it->shape[nd] = it->shape[d];
+        for (int k = 0; k < it->nsrc; k++) it->st[k][nd] = it->st[k][d];
+        nd++;
+    }
+    if (nd == 0) {
+        it->shape[0] = 1;
+        for (int k = 0; k < it->nsrc; k++) it->st[k][0] = 0;
+        nd = 1;
+    }
+    it->nd = nd;
+    it->cols = it->shape[nd - 1];
+    it->rows = it->cols ? kiln__numel(nd, it->shape) / it->cols : 0;
+}
+
 /* Element offsets of row r's first element in each source. */
 static inline void kiln_bcast_row(const kiln_bcast *it, int64_t r, int64_t *off) {
     for (int k = 0; k < it->nsrc; k++) off[k] = 0;

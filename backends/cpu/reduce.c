@@ -1,8 +1,162 @@
-/* reduce.c — CPU kernels for sum, max, min and argmax over one axis (any
- * source strides) or over all elements. Sums accumulate in double. */
+/* reduce.c — CPU kernels for sum, max, min and argmax over one axis or
+ * over all elements. Contiguous f32 sources take the SIMD tables of
+ * vecmath.h: rows (last axis), columns (a leading axis, e.g. a bias
+ * gradient [N,D] -> [D], with per-thread partials over row ranges) and
+ * whole arrays in fixed chunks (so a whole sum does not depend on the
+ * thread count). Other sources and f64 take the portable path (any strides). Sums
+ * accumulate in double (the SIMD tables widen each f32 vector). */
 #include "bcast.h"
+#include "vecmath.h"
 
 #include <math.h>
+
+#define PAR_MIN 32768
+#define PANEL 1024       /* columns per column-reduction task */
+#define MAX_CHUNKS 4096  /* pieces of a whole-array reduction */
+
+/* A NaN wins; on ties the earlier value stays (argmax's first index). */
+static inline bool better(kiln_op op, double v, double best) {
+    if (best != best) return false;
+    return v != v || (op == KILN_OP_MIN ? v < best : v > best);
+}
+
+static bool contiguous(const kiln_tensor *x) {
+    int64_t st = 1;
+    for (int d = x->ndim - 1; d >= 0; d--) {
+        if (x->shape[d] != 1 && x->stride[d] != st) return false;
+        st *= x->shape[d];
+    }
+    return true;
+}
+
+static void put(kiln_tensor *t, int64_t o, double v, int64_t at) {
+    if (t->op == KILN_OP_ARGMAX) ((int32_t *)t->data)[o] = (int32_t)at;
+    else ((float *)t->data)[o] = (float)v;
+}
+
+/* One run of n values: fixed chunks in parallel, combined in order. */
+static void reduce_whole(kiln_tensor *t, const float *x, int64_t n, const kiln_exec *ex) {
+    const kiln_vm *vm = kiln__vm();
+    kiln_op op = t->op;
+    int64_t ch = (n + MAX_CHUNKS - 1) / MAX_CHUNKS;
+    ch = ch < 16384 ? 16384 : (ch + 63) / 64 * 64;
+    int64_t nch = (n + ch - 1) / ch;
+    double pv[MAX_CHUNKS];
+    int64_t pi[MAX_CHUNKS];
+#pragma omp parallel for num_threads(ex->n_threads) if (n > 4 * PAR_MIN) schedule(static)
+    for (int64_t c = 0; c < nch; c++) {
+        int64_t lo = c * ch, len = n - lo < ch ? n - lo : ch;
+        if (op == KILN_OP_SUM) pv[c] = vm->sum(x + lo, len);
+        else if (op == KILN_OP_ARGMAX) pi[c] = lo + vm->argmax(x + lo, len), pv[c] = x[pi[c]];
+        else pv[c] = vm->maxmin(op == KILN_OP_MAX, x + lo, len);
+    }
+    double v = pv[0];
+    int64_t at = op == KILN_OP_ARGMAX ? pi[0] : 0;
+    for (int64_t c = 1; c < nch; c++) {
+        if (op == KILN_OP_SUM) v += pv[c];
+        else if (better(op == KILN_OP_ARGMAX ? KILN_OP_MAX : op, pv[c], v)) v = pv[c], at = op == KILN_OP_ARGMAX ? pi[c] : 0;
+    }
+    put(t, 0, v, at);
+}
+
+/* outer x [n rows x inner columns]: each task reduces a panel of columns
+ * over a range of rows; with few panels the rows are split across threads
+ * and the partials combined in row order. */
+static kiln_status reduce_cols(kiln_tensor *t, const float *x, int64_t outer, int64_t n, int64_t inner,
+                               const kiln_exec *ex) {
+    const kiln_vm *vm = kiln__vm();
+    kiln_op op = t->op;
+    int64_t panels = (inner + PANEL - 1) / PANEL, groups = outer * panels, total = outer * n * inner;
+    int nth = ex->n_threads > 0 ? ex->n_threads : 1;
+    int64_t split = groups < nth && n >= 2 * nth && total > PAR_MIN ? nth : 1;
+    double *pv = NULL;
+    int64_t *pi = NULL;
+    if (split > 1) {
+        pv = malloc((size_t)(split * groups * PANEL) * sizeof *pv);
+        pi = malloc((size_t)(split * groups * PANEL) * sizeof *pi);
+        if (!pv || !pi) {
+            free(pv), free(pi);
+            return kiln__errs(KILN_ERR_OOM, "%s: no memory for per-thread partials", kiln__op_table[op].name);
+        }
+    }
+#pragma omp parallel for num_threads(nth) if (total > PAR_MIN) schedule(static)
+    for (int64_t task = 0; task < groups * split; task++) {
+        int64_t g = task / split, c = task % split, o = g / panels, j0 = g % panels * PANEL;
+        int64_t m = inner - j0 < PANEL ? inner - j0 : PANEL, r0 = c * n / split, r1 = (c + 1) * n / split;
+        const float *base = x + (o * n + r0) * inner + j0;
+        double acc[PANEL];
+        int64_t at[PANEL];
+        if (op == KILN_OP_SUM) {
+            memset(acc, 0, (size_t)m * sizeof *acc);
+            vm->col_sum(base, inner, r1 - r0, m, acc);
+        } else if (op == KILN_OP_ARGMAX) {
+            float best[PANEL];
+            for (int64_t j = 0; j < m; j++) best[j] = base[j], at[j] = r0;
+            for (int64_t r = 1; r < r1 - r0; r++) {
+                const float *row = base + r * inner;
+                for (int64_t j = 0; j < m; j++)
+                    if ((row[j] != row[j] && best[j] == best[j]) || row[j] > best[j]) best[j] = row[j], at[j] = r0 + r;
+            }
+            for (int64_t j = 0; j < m; j++) acc[j] = best[j];
+        } else {
+            float best[PANEL];
+            memcpy(best, base, (size_t)m * sizeof *best);
+            vm->col_maxmin(op == KILN_OP_MAX, base + inner, inner, r1 - r0 - 1, m, best);
+            for (int64_t j = 0; j < m; j++) acc[j] = best[j];
+        }
+        for (int64_t j = 0; j < m; j++) {
+            if (split == 1) put(t, o * inner + j0 + j, acc[j], at[j]);
+            else pv[task * PANEL + j] = acc[j], pi[task * PANEL + j] = at[j];
+        }
+    }
+    if (split > 1) {
+        kiln_op cmp = op == KILN_OP_ARGMAX ? KILN_OP_MAX : op;
+        for (int64_t g = 0; g < groups; g++) {
+            int64_t o = g / panels, j0 = g % panels * PANEL, m = inner - j0 < PANEL ? inner - j0 : PANEL;
+            for (int64_t j = 0; j < m; j++) {
+                double v = pv[g * split * PANEL + j];
+                int64_t a = pi[g * split * PANEL + j];
+                for (int64_t c = 1; c < split; c++) {
+                    double w = pv[(g * split + c) * PANEL + j];
+                    if (op == KILN_OP_SUM) v += w;
+                    else if (better(cmp, w, v)) v = w, a = pi[(g * split + c) * PANEL + j];
+                }
+                put(t, o * inner + j0 + j, v, a);
+            }
+        }
+    }
+    free(pv);
+    free(pi);
+    return KILN_OK;
+}
+
+/* Contiguous f32: whole array, rows, or columns. */
+static kiln_status reduce_f32(kiln_tensor *t, const kiln_exec *ex) {
+    const kiln_tensor *xt = t->src[0];
+    const float *x = xt->data;
+    int axis = (int)t->ip[0];
+    int64_t total = kiln__numel(xt->ndim, xt->shape), outer = 1, inner = 1, n = total;
+    if (axis >= 0) {
+        n = xt->shape[axis];
+        for (int d = 0; d < axis; d++) outer *= xt->shape[d];
+        for (int d = axis + 1; d < xt->ndim; d++) inner *= xt->shape[d];
+    }
+    if (inner > 1) return reduce_cols(t, x, outer, n, inner, ex);
+    if (outer == 1) {
+        reduce_whole(t, x, n, ex);
+        return KILN_OK;
+    }
+    const kiln_vm *vm = kiln__vm();
+    kiln_op op = t->op;
+#pragma omp parallel for num_threads(ex->n_threads) if (total > PAR_MIN) schedule(static)
+    for (int64_t o = 0; o < outer; o++) {
+        const float *row = x + o * n;
+        if (op == KILN_OP_SUM) put(t, o, vm->sum(row, n), 0);
+        else if (op == KILN_OP_ARGMAX) put(t, o, 0, vm->argmax(row, n));
+        else put(t, o, vm->maxmin(op == KILN_OP_MAX, row, n), 0);
+    }
+    return KILN_OK;
+}
 
 /* Reduce n values at p[0], p[s], ... */
 #define REDUCE_LINE(T, p, n, s, op, out_v, out_i)                                     \
@@ -67,6 +221,8 @@ static kiln_status reduce_kernel(kiln_tensor *t, const kiln_exec *ex) {
     const kiln_tensor *x = t->src[0];
     kiln_op op = t->op;
     int axis = (int)t->ip[0];
+    int64_t numel = kiln__numel(x->ndim, x->shape);
+    if (x->dtype == KILN_F32 && numel > 0 && (axis < 0 || x->shape[axis] > 0) && contiguous(x)) return reduce_f32(t, ex);
     if (axis < 0) {
         kiln_bcast it;
         kiln_bcast_init(&it, x, 1, &t->src[0]);
