@@ -405,3 +405,19 @@ KT_TEST(simd_reductions) {
     }
     kiln__cpu_caps_set(&saved);
 }
+
+/* A unary op on a view whose last axis is broadcast (stride 0), as the
+ * backward of a sum produces, reads the one element per row. */
+KT_TEST(simd_unary_reads_broadcast_rows) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    kiln_tensor *x = kiln_tensor_new(ctx, KILN_F32, 2, (int64_t[]){6, 1});
+    KT_OK(kiln_tensor_set_f32(x, (float[]){1, 2, 3, 4, 5, 6}, 6));
+    kiln_tensor *y = kiln_neg(ctx, kiln_broadcast_to(ctx, x, 2, (int64_t[]){6, 4}));
+    kiln_graph *g = kiln_graph_new(ctx);
+    KT_OK(kiln_graph_add(g, y));
+    KT_OK(kiln_graph_compute(g));
+    float v[24];
+    KT_OK(kiln_tensor_get_f32(y, v, 24));
+    for (int i = 0; i < 24; i++) KT_CHECK(v[i] == -(float)(i / 4 + 1), "y[%d] = %g", i, v[i]);
+    kiln_ctx_free(ctx);
+}

@@ -79,7 +79,9 @@ static kiln_status unary_kernel(kiln_tensor *t, const kiln_exec *ex) {
     kiln_bcast_coalesce(&it);
     kiln_op op = t->op;
     double p = t->fp[0];
-    if (t->dtype == KILN_F32 && runs_ok(&it)) run_f32(RUN_UNARY, t, &it, ex);
+    /* the unary table reads its input contiguously: a broadcast (stride 0)
+     * last axis takes the portable path */
+    if (t->dtype == KILN_F32 && it.st[0][it.nd - 1] == 1) run_f32(RUN_UNARY, t, &it, ex);
     else if (t->dtype == KILN_F32) ELEMENTWISE(float, kiln__unary_ref(op, SRC(0, float), p));
     else ELEMENTWISE(double, kiln__unary_ref(op, SRC(0, double), p));
     return KILN_OK;
