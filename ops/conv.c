@@ -22,10 +22,19 @@
  *   matmul (w broadcast over N) -> [N, O, OH, OW]; + bias [1, O, 1, 1].
  * conv_transpose2d: w [C, O/G, kh, kw] -> [G, C/G, O/G*kh*kw]; w^T @ x per
  *   group -> cols [N, O, kh, kw, H, W]; col2im into the output image.
- * max/avg_pool2d: im2col (pad -inf / 0) -> [N, C, kh*kw, OH, OW]; max/mean
- *   over axis 2.
+ * avg_pool2d: im2col (pad 0) -> [N, C, kh*kw, OH, OW]; mean over axis 2.
+ *
+ * max_pool2d is fused (it dominated a small CNN's training step as
+ * im2col + max + the max rule's cmp/sum/div/mul + col2im): IM2COL with
+ *   ip[10] = 1 (POOL_MAX) gives [N, C, OH, OW], the max over each window's
+ *   taps (out-of-image taps read fp[0] = -inf); its backward is COL2IM
+ *   with ip[10] = 1, src x, y (the pooled max), gy [N, C, OH, OW] -> [N, C,
+ *   H, W]: each window's gy shared evenly among the taps equal to its max
+ *   (torch.amax's rule, as the unfused max gave), in one pass. The second
+ *   derivative is kiln__vjp of the unfused decomposition.
  */
 #include "internal.h"
+#include "nn_ops.h"
 
 #include <math.h>
 
@@ -100,14 +109,43 @@ kiln_tensor *kiln__col2im(kiln_ctx *ctx, kiln_tensor *cols, const int64_t *g, in
     return t;
 }
 
+/* ip[10] of both ops: what they compute (see the top). */
+enum { MODE_COLS = 0, MODE_POOL_MAX = 1 };
+
+/* The fused max-pool's backward: gy routed to the maxima of x's windows. */
+static kiln_tensor *pool_max_grad(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *y, kiln_tensor *gy, const int64_t *g) {
+    kiln_tensor *src[3] = {x, y, kiln__contig(ctx, gy)};
+    kiln_tensor *t = kiln__node_new(ctx, KILN_OP_COL2IM, x->dtype, 4, x->shape, 3, src);
+    if (!t) return NULL;
+    set_ip(t, g, x->shape[2], x->shape[3]);
+    t->ip[10] = MODE_POOL_MAX;
+    return t;
+}
+
 static kiln_status im2col_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor *gy, kiln_tensor **gsrc) {
     kiln_tensor *x = node->src[0];
     if (!kiln_tensor_requires_grad(x)) return KILN_OK;
-    gsrc[0] = kiln__col2im(ctx, gy, node->ip, x->shape[2], x->shape[3]);
+    if (node->ip[10] == MODE_POOL_MAX) gsrc[0] = pool_max_grad(ctx, x, node, gy, node->ip);
+    else gsrc[0] = kiln__col2im(ctx, gy, node->ip, x->shape[2], x->shape[3]);
     return gsrc[0] ? KILN_OK : kiln_last_status();
 }
 
+/* The routing of pool_max_grad in ops: mask the window taps equal to y,
+ * share gy among them, col2im back (only gy gets a gradient through it). */
+static kiln_tensor *pool_max_grad_reference(kiln_ctx *ctx, const kiln_tensor *node) {
+    kiln_tensor *x = node->src[0], *y = node->src[1], *gy = node->src[2];
+    int64_t n = x->shape[0], c = x->shape[1], oh = y->shape[2], ow = y->shape[3], k = node->ip[0] * node->ip[1];
+    kiln_tensor *cols = kiln_reshape(ctx, kiln__im2col(ctx, kiln_detach(ctx, x), node->ip, oh, ow, -INFINITY), 5,
+                                     (int64_t[]){n, c, k, oh, ow});
+    kiln_tensor *y5 = kiln_reshape(ctx, kiln_detach(ctx, y), 5, (int64_t[]){n, c, 1, oh, ow});
+    kiln_tensor *mask = kiln_cmp(ctx, cols, y5, KILN_CMP_EQ);
+    kiln_tensor *share = kiln_div(ctx, kiln_reshape(ctx, gy, 5, (int64_t[]){n, c, 1, oh, ow}), kiln_sum(ctx, mask, 2, true));
+    kiln_tensor *g = kiln_reshape(ctx, kiln_mul(ctx, mask, share), 6, (int64_t[]){n, c, node->ip[0], node->ip[1], oh, ow});
+    return kiln__col2im(ctx, g, node->ip, x->shape[2], x->shape[3]);
+}
+
 static kiln_status col2im_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor *gy, kiln_tensor **gsrc) {
+    if (node->ip[10] == MODE_POOL_MAX) return kiln__nn_vjp_sources(ctx, node, pool_max_grad_reference(ctx, node), gy, gsrc);
     kiln_tensor *cols = node->src[0];
     if (!kiln_tensor_requires_grad(cols)) return KILN_OK;
     gsrc[0] = kiln__im2col(ctx, gy, node->ip, cols->shape[4], cols->shape[5], 0.0);
@@ -261,9 +299,20 @@ static kiln_tensor *pool(const char *who, kiln_ctx *ctx, kiln_tensor *x, int kh,
     if (oh < 1 || ow < 1)
         return kiln__err(KILN_ERR_SHAPE, "%s: kernel %dx%d does not fit x %s padded by %d", who, kh, kw,
                          kiln__shape_str(x, sx), padding);
-    kiln_tensor *cols = kiln__im2col(ctx, x, g, oh, ow, is_max ? -INFINITY : 0.0);
+    if (is_max) {
+        x = kiln__contig(ctx, x);
+        if (!x) return NULL;
+        kiln_tensor *y = kiln__node_new(ctx, KILN_OP_IM2COL, x->dtype, 4, (int64_t[]){x->shape[0], x->shape[1], oh, ow},
+                                        1, &x);
+        if (!y) return NULL;
+        set_ip(y, g, x->shape[2], x->shape[3]);
+        y->ip[10] = MODE_POOL_MAX;
+        y->fp[0] = -INFINITY;
+        return y;
+    }
+    kiln_tensor *cols = kiln__im2col(ctx, x, g, oh, ow, 0.0);
     cols = kiln_reshape(ctx, cols, 5, (int64_t[]){x->shape[0], x->shape[1], (int64_t)kh * kw, oh, ow});
-    return is_max ? kiln_max(ctx, cols, 2, false) : kiln_mean(ctx, cols, 2, false);
+    return kiln_mean(ctx, cols, 2, false);
 }
 
 kiln_tensor *kiln_max_pool2d(kiln_ctx *ctx, kiln_tensor *x, int kh, int kw, int stride, int padding) {

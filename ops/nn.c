@@ -1,4 +1,5 @@
-/* nn.c — softmax, log_softmax and dropout: constructors and backward rules;
+/* nn.c — softmax, log_softmax (with their fused backward SOFTMAX_GRAD) and
+ * dropout: constructors and backward rules;
  * also the nn family's op-table registration, which calls the helpers of
  * the other nn files (nn_loss.c, nn_norm.c, nn_attention.c). */
 #include "internal.h"
@@ -57,15 +58,6 @@ kiln_tensor *kiln_log_softmax(kiln_ctx *ctx, kiln_tensor *x, bool causal) {
     return softmax_node(ctx, KILN_OP_LOG_SOFTMAX, "kiln_log_softmax", x, causal);
 }
 
-/* dx = y * (gy - sum(gy * y, -1)). Masked entries have y = 0, so they get
- * no gradient without a mask of their own. */
-static kiln_status softmax_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor *gy, kiln_tensor **gsrc) {
-    if (!kiln_tensor_requires_grad(node->src[0])) return KILN_OK;
-    kiln_tensor *dot = kiln_sum(ctx, kiln_mul(ctx, gy, node), -1, true);
-    gsrc[0] = kiln_mul(ctx, node, kiln_sub(ctx, gy, dot));
-    return gsrc[0] ? KILN_OK : kiln_last_status();
-}
-
 /* A constant [rows, cols] of 1 where the causal mask keeps an entry, 0
  * where it hides one; it broadcasts over the leading dims. */
 static kiln_tensor *causal_keep(kiln_ctx *ctx, const kiln_tensor *like) {
@@ -77,17 +69,48 @@ static kiln_tensor *causal_keep(kiln_ctx *ctx, const kiln_tensor *like) {
     return keep;
 }
 
-/* dx = gy - softmax(x) * sum(gy, -1). The masked outputs are -inf, so the
- * softmax is recomputed (exp(y) of a -inf would work too, but not its own
- * derivative) and gy is masked first: torch's masked_fill gives masked
- * inputs no gradient, whatever arrives at the -inf outputs. */
-static kiln_status log_softmax_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor *gy, kiln_tensor **gsrc) {
-    kiln_tensor *x = node->src[0];
-    if (!kiln_tensor_requires_grad(x)) return KILN_OK;
-    bool causal = node->ip[0] != 0;
-    if (causal) gy = kiln_mul(ctx, gy, causal_keep(ctx, node));
-    kiln_tensor *p = kiln_softmax(ctx, x, causal);
-    gsrc[0] = kiln_sub(ctx, gy, kiln_mul(ctx, p, kiln_sum(ctx, gy, -1, true)));
+/* KILN_OP_SOFTMAX_GRAD: src y (the forward's output), gy, both of one
+ * shape; ip[0] = causal, ip[1] = 1 when y is a log_softmax. Per row, over
+ * the columns the causal mask leaves visible:
+ *   softmax      gx = y * (gy - sum(gy * y))
+ *   log_softmax  gx = gy - exp(y) * sum(gy)
+ * and 0 at hidden columns, whatever gy holds there: torch's masked_fill
+ * gives masked inputs no gradient. */
+kiln_tensor *kiln__softmax_grad(kiln_ctx *ctx, kiln_tensor *y, kiln_tensor *gy, bool causal, bool log_in) {
+    char s1[96], s2[96];
+    if (!y || !gy) return NULL;
+    if (!kiln__same_shape(y, gy) || y->dtype != gy->dtype)
+        return kiln__err(KILN_ERR_SHAPE, "softmax_grad: gy %s %s does not match y %s %s", kiln__shape_str(gy, s1),
+                         kiln_dtype_name(gy->dtype), kiln__shape_str(y, s2), kiln_dtype_name(y->dtype));
+    kiln_tensor *src[2] = {kiln__contig(ctx, y), kiln__contig(ctx, gy)};
+    kiln_tensor *gx = kiln__node_new(ctx, KILN_OP_SOFTMAX_GRAD, y->dtype, y->ndim, y->shape, 2, src);
+    if (gx) gx->ip[0] = causal, gx->ip[1] = log_in;
+    return gx;
+}
+
+/* The kernel's function in ops, for the gradient of SOFTMAX_GRAD itself. */
+static kiln_tensor *softmax_grad_reference(kiln_ctx *ctx, const kiln_tensor *node) {
+    kiln_tensor *y = node->src[0], *gy = node->src[1];
+    kiln_tensor *keep = node->ip[0] ? causal_keep(ctx, node) : NULL;
+    if (!node->ip[1]) {
+        kiln_tensor *yk = keep ? kiln_mul(ctx, y, keep) : y;
+        return kiln_mul(ctx, yk, kiln_sub(ctx, gy, kiln_sum(ctx, kiln_mul(ctx, gy, yk), -1, true)));
+    }
+    kiln_tensor *p = kiln_exp(ctx, y), *gyk = gy;
+    if (keep) p = kiln_mul(ctx, p, keep), gyk = kiln_mul(ctx, gy, keep);
+    return kiln_sub(ctx, gyk, kiln_mul(ctx, p, kiln_sum(ctx, gyk, -1, true)));
+}
+
+static kiln_status softmax_grad_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor *gy, kiln_tensor **gsrc) {
+    return kiln__nn_vjp_sources(ctx, node, softmax_grad_reference(ctx, node), gy, gsrc);
+}
+
+/* Both rules read only the forward's output y (the node itself): one
+ * fused pass per row. Masked softmax entries have y = 0, so they get no
+ * gradient; log_softmax's kernel skips them. */
+static kiln_status softmax_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor *gy, kiln_tensor **gsrc) {
+    if (!kiln_tensor_requires_grad(node->src[0])) return KILN_OK;
+    gsrc[0] = kiln__softmax_grad(ctx, node, gy, node->ip[0] != 0, node->op == KILN_OP_LOG_SOFTMAX);
     return gsrc[0] ? KILN_OK : kiln_last_status();
 }
 
@@ -116,7 +139,8 @@ static kiln_status dropout_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_tenso
 
 void kiln__ops_register_nn(kiln_op_info *tab) {
     tab[KILN_OP_SOFTMAX] = (kiln_op_info){"softmax", KILN_KIND_KERNEL, softmax_backward};
-    tab[KILN_OP_LOG_SOFTMAX] = (kiln_op_info){"log_softmax", KILN_KIND_KERNEL, log_softmax_backward};
+    tab[KILN_OP_LOG_SOFTMAX] = (kiln_op_info){"log_softmax", KILN_KIND_KERNEL, softmax_backward};
+    tab[KILN_OP_SOFTMAX_GRAD] = (kiln_op_info){"softmax_grad", KILN_KIND_KERNEL, softmax_grad_backward};
     tab[KILN_OP_DROPOUT] = (kiln_op_info){"dropout", KILN_KIND_KERNEL, dropout_backward};
     kiln__ops_register_nn_loss(tab);
     kiln__ops_register_nn_norm(tab);

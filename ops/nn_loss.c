@@ -27,10 +27,11 @@ kiln_tensor *kiln_cross_entropy(kiln_ctx *ctx, kiln_tensor *logits, kiln_tensor 
  * keep = 1 on rows whose label is not ignore_index, count = sum(keep)
  * (1 when every row is ignored: the loss is then 0, see the kernel). keep
  * comes from comparing the labels rather than from sum(one_hot), so an
- * ignore_index inside [0, C) (a padding class 0, say) is ignored too. */
-static kiln_status cross_entropy_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor *gy, kiln_tensor **gsrc) {
-    kiln_tensor *x = node->src[0], *labels = node->src[1];
-    if (!kiln_tensor_requires_grad(x)) return KILN_OK;
+ * ignore_index inside [0, C) (a padding class 0, say) is ignored too.
+ * The fused kernel computes this; here it is in ops, for the gradient of
+ * CROSS_ENTROPY_GRAD itself. */
+static kiln_tensor *cross_entropy_grad_reference(kiln_ctx *ctx, const kiln_tensor *node) {
+    kiln_tensor *x = node->src[0], *labels = node->src[1], *gy = node->src[2];
     kiln_dtype dt = x->dtype;
     int64_t c = x->shape[x->ndim - 1], kshape[KILN_MAX_DIMS];
     memcpy(kshape, x->shape, sizeof kshape);
@@ -43,8 +44,24 @@ static kiln_status cross_entropy_backward(kiln_ctx *ctx, kiln_tensor *node, kiln
     kiln_tensor *count = kiln_sum_all(ctx, keep);
     kiln_tensor *denom = kiln_add(ctx, count, kiln_cmp(ctx, count, kiln_scalar(ctx, dt, 0.0), KILN_CMP_EQ));
     kiln_tensor *diff = kiln_sub(ctx, kiln_softmax(ctx, x, false), kiln_one_hot(ctx, labels, c, dt));
-    gsrc[0] = kiln_mul(ctx, kiln_mul(ctx, diff, keep), kiln_div(ctx, gy, denom));
-    return gsrc[0] ? KILN_OK : kiln_last_status();
+    return kiln_mul(ctx, kiln_mul(ctx, diff, keep), kiln_div(ctx, gy, denom));
+}
+
+static kiln_status cross_entropy_grad_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor *gy, kiln_tensor **gsrc) {
+    return kiln__nn_vjp_sources(ctx, node, cross_entropy_grad_reference(ctx, node), gy, gsrc);
+}
+
+/* KILN_OP_CROSS_ENTROPY_GRAD: src logits [..., C], labels [...] (i32), gy
+ * [1] (the loss's gradient); ip[0] = ignore_index; output d loss / d
+ * logits, logits' shape, in one pass per row. */
+static kiln_status cross_entropy_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor *gy, kiln_tensor **gsrc) {
+    kiln_tensor *x = node->src[0];
+    if (!kiln_tensor_requires_grad(x)) return KILN_OK;
+    kiln_tensor *src[3] = {x, node->src[1], kiln__contig(ctx, gy)};
+    kiln_tensor *gx = kiln__node_new(ctx, KILN_OP_CROSS_ENTROPY_GRAD, x->dtype, x->ndim, x->shape, 3, src);
+    if (gx) gx->ip[0] = node->ip[0];
+    gsrc[0] = gx;
+    return gx ? KILN_OK : kiln_last_status();
 }
 
 /* Equal shapes only: mse of a [N, 1] prediction against [N] targets would
@@ -65,4 +82,6 @@ kiln_tensor *kiln_mse(kiln_ctx *ctx, kiln_tensor *a, kiln_tensor *b) {
 
 void kiln__ops_register_nn_loss(kiln_op_info *tab) {
     tab[KILN_OP_CROSS_ENTROPY] = (kiln_op_info){"cross_entropy", KILN_KIND_KERNEL, cross_entropy_backward};
+    tab[KILN_OP_CROSS_ENTROPY_GRAD] =
+        (kiln_op_info){"cross_entropy_grad", KILN_KIND_KERNEL, cross_entropy_grad_backward};
 }

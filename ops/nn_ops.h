@@ -22,4 +22,7 @@ bool kiln__nn_check_same_dtype(const char *op, const char *what, const kiln_tens
 kiln_status kiln__nn_vjp_sources(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor *ref, kiln_tensor *gy,
                                  kiln_tensor **gsrc);
 
+/* The fused backward kernels' nodes (layouts beside each constructor). */
+kiln_tensor *kiln__softmax_grad(kiln_ctx *ctx, kiln_tensor *y, kiln_tensor *gy, bool causal, bool log_in); /* nn.c */
+
 #endif

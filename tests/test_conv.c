@@ -338,12 +338,70 @@ KT_TEST(conv_grad_pool) {
         {.pool = 1, .kh = 2, .kw = 3, .stride = 0, .padding = 0, .nhwc = true},
         {.pool = 2, .kh = 3, .kw = 3, .stride = 2, .padding = 1},
         {.pool = 2, .kh = 2, .kw = 2, .stride = 1, .padding = 1, .nhwc = true},
+        {.pool = 1, .kh = 3, .kw = 2, .stride = 1, .padding = 0}, /* overlapping windows, no padding */
+        {.pool = 1, .kh = 2, .kw = 2, .stride = 2, .padding = 0}, /* windows tile all but an edge */
     };
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 6; i++) {
         char what[64];
         snprintf(what, sizeof what, "%s_pool2d case %d", cases[i].pool == 1 ? "max" : "avg", i);
         gc_input in = cases[i].nhwc ? GC_IN(4, 2, 5, 6, 3) : GC_IN(4, 2, 3, 5, 6);
         gc_check(what, build_layer, &cases[i], 1, &in, 10 + (uint64_t)i);
+    }
+}
+
+/* The fused max-pool's backward is itself differentiable (in gy): the
+ * gradient of d<pool(x), gy>/dx with respect to x and gy. */
+static kiln_tensor *build_pool_grad(kiln_ctx *ctx, kiln_tensor *const *in, void *arg) {
+    const grad_case *gc = arg;
+    kiln_tensor *y = kiln_max_pool2d(ctx, in[0], gc->kh, gc->kw, gc->stride, gc->padding), *gx = NULL;
+    if (!y || kiln__vjp(ctx, y, in[1], 1, &in[0], &gx)) return NULL;
+    return gx;
+}
+
+KT_TEST(conv_max_pool_second_order) {
+    grad_case cases[] = {{.kh = 2, .kw = 2, .stride = 2}, {.kh = 3, .kw = 3, .stride = 2, .padding = 1},
+                         {.kh = 2, .kw = 3, .stride = 1}};
+    for (int i = 0; i < 3; i++) {
+        gc_input in[2] = {GC_IN(4, 2, 2, 5, 6), GC_IN(4, 2, 2, 0, 0)};
+        int64_t oh = (5 + 2 * cases[i].padding - cases[i].kh) / cases[i].stride + 1;
+        int64_t ow = (6 + 2 * cases[i].padding - cases[i].kw) / cases[i].stride + 1;
+        in[1].shape[2] = oh, in[1].shape[3] = ow;
+        char what[64];
+        snprintf(what, sizeof what, "max_pool2d backward case %d", i);
+        gc_check(what, build_pool_grad, &cases[i], 2, in, 20 + (uint64_t)i);
+    }
+}
+
+/* Tied maxima share the window's gradient evenly (torch.amax's rule), on
+ * the tiled, overlapping and padded paths. */
+KT_TEST(conv_max_pool_ties_share) {
+    const struct { int k, stride, pad; double want[16]; } cases[] = {
+        {2, 2, 0, {0.25, 0.25, 0.5, 0.5, 0.25, 0.25, 0.5, 0.5, 0.75, 0.75, 1, 1, 0.75, 0.75, 1, 1}},
+        {2, 1, 0, {0.25, 0.75, 1.25, 0.75, 1.25, 3, 4, 2.25, 2.75, 6, 7, 3.75, 1.75, 3.75, 4.25, 2.25}},
+        {3, 2, 1, {1 / 4., 1 / 4. + 2 / 6., 2 / 6., 2 / 6., 1 / 4. + 3 / 6., 1 / 4. + 2 / 6. + 3 / 6. + 4 / 9., 2 / 6. + 4 / 9.,
+                   2 / 6. + 4 / 9., 3 / 6., 3 / 6. + 4 / 9., 4 / 9., 4 / 9., 3 / 6., 3 / 6. + 4 / 9., 4 / 9., 4 / 9.}},
+    };
+    for (int i = 0; i < 3; i++) {
+        kiln_ctx *ctx = kiln_ctx_new();
+        kiln_tensor *x = kiln_new_4d(ctx, KILN_F32, 1, 1, 4, 4);
+        KT_OK(kiln_tensor_fill(x, 2.0)); /* every tap ties */
+        KT_OK(kiln_tensor_set_requires_grad(x, true));
+        kiln_tensor *y = kiln_max_pool2d(ctx, x, cases[i].k, cases[i].k, cases[i].stride, cases[i].pad);
+        KT_NOTNULL(y);
+        kiln_tensor *gy = kiln_tensor_new(ctx, KILN_F32, 4, kiln_tensor_shape(y)), *gx = NULL;
+        int64_t n = kiln_tensor_numel(y);
+        float *gv = kiln_tensor_data(gy);
+        for (int64_t j = 0; j < n; j++) gv[j] = (float)(j + 1);
+        KT_OK(kiln__vjp(ctx, y, gy, 1, &x, &gx));
+        kiln_graph *g = kiln_graph_new(ctx);
+        KT_OK(kiln_graph_add(g, gx));
+        KT_OK(kiln_graph_compute(g));
+        double got[16];
+        KT_OK(kiln_tensor_get_f64(gx, got, 16));
+        for (int j = 0; j < 16; j++)
+            KT_CHECK(fabs(got[j] - cases[i].want[j]) < 1e-6, "case %d pixel %d: %g, want %g", i, j, got[j],
+                     cases[i].want[j]);
+        kiln_ctx_free(ctx);
     }
 }
 

@@ -1,8 +1,11 @@
 /* conv.c — CPU kernels of the two convolution primitives, IM2COL and
  * COL2IM (layout and ip[] in ops/conv.c). Sources are contiguous (the
  * constructors make them so). Each (n, c) image plane is independent, so
- * the threads split N*C and col2im's overlapping sums need no atomics. */
+ * the threads split N*C and col2im's overlapping sums need no atomics.
+ * Both also carry the fused max-pool and its backward (ip[10] = 1). */
 #include "internal.h"
+
+#include <math.h>
 
 /* The geometry both kernels share: kernel, stride, padding, dilation, the
  * image size H x W and the cols grid OH x OW. */
@@ -15,7 +18,20 @@ static geom geom_of(const kiln_tensor *node, const kiln_tensor *cols) {
     return (geom){ip[0], ip[1], ip[2], ip[3], ip[4], ip[5], ip[6], ip[7], ip[8], ip[9], cols->shape[4], cols->shape[5]};
 }
 
-/* x [N, C, H, W] -> cols [N, C, kh, kw, OH, OW]; out-of-image taps get pad. */
+/* The output columns oj in [*lo, *hi) whose tap jj = oj*s - p + kj*d lies
+ * inside [0, w): the rest read padding. */
+static void in_range(int64_t ow, int64_t s, int64_t p, int64_t off, int64_t w, int64_t *lo, int64_t *hi) {
+    int64_t base = off - p; /* jj = oj*s + base */
+    int64_t l = base >= 0 ? 0 : (-base + s - 1) / s;
+    int64_t h = w - base <= 0 ? 0 : (w - base + s - 1) / s;
+    if (h > ow) h = ow;
+    if (l > h) l = h;
+    *lo = l, *hi = h;
+}
+
+/* x [N, C, H, W] -> cols [N, C, kh, kw, OH, OW]; out-of-image taps get pad.
+ * Each (plane, ki, kj, oi) row of OW taps is a strided (or, at stride 1, a
+ * contiguous) copy of one image row between two runs of padding. */
 #define IM2COL_BODY(T)                                                                                   \
     do {                                                                                                 \
         const T *x = node->src[0]->data;                                                                 \
@@ -27,15 +43,23 @@ static geom geom_of(const kiln_tensor *node, const kiln_tensor *cols) {
             const T *img = x + p * g.h * g.w;                                                            \
             T *out = cols + p * plane;                                                                   \
             for (int64_t ki = 0; ki < g.kh; ki++)                                                        \
-                for (int64_t kj = 0; kj < g.kw; kj++)                                                    \
-                    for (int64_t oi = 0; oi < g.oh; oi++) {                                              \
+                for (int64_t kj = 0; kj < g.kw; kj++) {                                                  \
+                    int64_t lo, hi;                                                                      \
+                    in_range(g.ow, g.sw, g.pw, kj * g.dw, g.w, &lo, &hi);                                \
+                    for (int64_t oi = 0; oi < g.oh; oi++, out += g.ow) {                                 \
                         int64_t ii = oi * g.sh - g.ph + ki * g.dh;                                       \
-                        bool row_in = ii >= 0 && ii < g.h;                                               \
-                        for (int64_t oj = 0; oj < g.ow; oj++) {                                          \
-                            int64_t jj = oj * g.sw - g.pw + kj * g.dw;                                   \
-                            *out++ = row_in && jj >= 0 && jj < g.w ? img[ii * g.w + jj] : pad;           \
+                        if (ii < 0 || ii >= g.h) {                                                       \
+                            for (int64_t oj = 0; oj < g.ow; oj++) out[oj] = pad;                         \
+                            continue;                                                                    \
                         }                                                                                \
+                        const T *src = img + ii * g.w + kj * g.dw - g.pw;                                \
+                        for (int64_t oj = 0; oj < lo; oj++) out[oj] = pad;                               \
+                        if (g.sw == 1) memcpy(out + lo, src + lo, (size_t)(hi - lo) * sizeof(T));        \
+                        else                                                                             \
+                            for (int64_t oj = lo; oj < hi; oj++) out[oj] = src[oj * g.sw];               \
+                        for (int64_t oj = hi; oj < g.ow; oj++) out[oj] = pad;                            \
                     }                                                                                    \
+                }                                                                                        \
         }                                                                                                \
     } while (0)
 
@@ -50,21 +74,228 @@ static geom geom_of(const kiln_tensor *node, const kiln_tensor *cols) {
         for (int64_t p = 0; p < planes; p++) {                                                           \
             T *img = y + p * g.h * g.w;                                                                  \
             const T *in = cols + p * plane;                                                              \
-            for (int64_t i = 0; i < g.h * g.w; i++) img[i] = 0;                                          \
+            memset(img, 0, (size_t)(g.h * g.w) * sizeof *img);                                           \
             for (int64_t ki = 0; ki < g.kh; ki++)                                                        \
-                for (int64_t kj = 0; kj < g.kw; kj++)                                                    \
+                for (int64_t kj = 0; kj < g.kw; kj++) {                                                  \
+                    int64_t lo, hi;                                                                      \
+                    in_range(g.ow, g.sw, g.pw, kj * g.dw, g.w, &lo, &hi);                                \
                     for (int64_t oi = 0; oi < g.oh; oi++, in += g.ow) {                                  \
                         int64_t ii = oi * g.sh - g.ph + ki * g.dh;                                       \
                         if (ii < 0 || ii >= g.h) continue;                                               \
-                        for (int64_t oj = 0; oj < g.ow; oj++) {                                          \
-                            int64_t jj = oj * g.sw - g.pw + kj * g.dw;                                   \
-                            if (jj >= 0 && jj < g.w) img[ii * g.w + jj] += in[oj];                       \
-                        }                                                                                \
+                        T *dst = img + ii * g.w + kj * g.dw - g.pw;                                      \
+                        if (g.sw == 1)                                                                   \
+                            for (int64_t oj = lo; oj < hi; oj++) dst[oj] += in[oj];                      \
+                        else                                                                             \
+                            for (int64_t oj = lo; oj < hi; oj++) dst[oj * g.sw] += in[oj];               \
                     }                                                                                    \
+                }                                                                                        \
         }                                                                                                \
     } while (0)
 
+/* Whether the window at image row i0, column j0 lies wholly in the image. */
+static inline bool inside(const geom *g, int64_t i0, int64_t j0) {
+    return i0 >= 0 && j0 >= 0 && i0 + (g->kh - 1) * g->dh < g->h && j0 + (g->kw - 1) * g->dw < g->w;
+}
+
+/* Fused max-pool (ip[10] = 1): x [N, C, H, W] -> y [N, C, OH, OW], the max
+ * of each window's taps (out-of-image taps read pad); a NaN wins, as in
+ * kiln_max. */
+#define POOL_MAX_BODY(T)                                                                                 \
+    do {                                                                                                 \
+        const T *x = node->src[0]->data;                                                                 \
+        T *y = node->data;                                                                               \
+        const T pad = (T)node->fp[0];                                                                    \
+        int64_t planes = node->shape[0] * node->shape[1], n_out = g.oh * g.ow;                           \
+        bool interior = g.ph == 0 && g.pw == 0;                                                          \
+        _Pragma("omp parallel for num_threads(ex->n_threads) if (planes * g.h * g.w > 32768)")          \
+        for (int64_t p = 0; p < planes; p++) {                                                           \
+            const T *img = x + p * g.h * g.w;                                                            \
+            T *out = y + p * n_out;                                                                      \
+            if (interior) {                                                                              \
+                if (sizeof(T) == 4) pool_plane_interior_f32((const float *)img, (float *)out, &g);      \
+                else pool_plane_interior_f64((const double *)img, (double *)out, &g);                   \
+                continue;                                                                                \
+            }                                                                                            \
+            for (int64_t oi = 0; oi < g.oh; oi++)                                                        \
+                for (int64_t oj = 0; oj < g.ow; oj++) {                                                  \
+                    int64_t i0 = oi * g.sh - g.ph, j0 = oj * g.sw - g.pw;                                 \
+                    T best;                                                                              \
+                    if (inside(&g, i0, j0)) { /* no padding to read: the common case */                  \
+                        const T *wp = img + i0 * g.w + j0;                                               \
+                        best = wp[0];                                                                    \
+                        for (int64_t ki = 0; ki < g.kh; ki++, wp += g.dh * g.w)                          \
+                            for (int64_t kj = 0; kj < g.kw; kj++) {                                      \
+                                T v = wp[kj * g.dw];                                                     \
+                                if (v > best || v != v) best = v;                                        \
+                            }                                                                            \
+                        if (best != best) best = (T)NAN;                                                 \
+                        out[oi * g.ow + oj] = best;                                                      \
+                        continue;                                                                        \
+                    }                                                                                    \
+                    best = (T)-INFINITY;                                                                 \
+                    bool first = true;                                                                   \
+                    for (int64_t ki = 0; ki < g.kh; ki++) {                                              \
+                        int64_t ii = i0 + ki * g.dh;                                                     \
+                        for (int64_t kj = 0; kj < g.kw; kj++) {                                          \
+                            int64_t jj = j0 + kj * g.dw;                                                 \
+                            T v = ii >= 0 && ii < g.h && jj >= 0 && jj < g.w ? img[ii * g.w + jj] : pad; \
+                            if (first || v > best || v != v) best = v, first = false;                    \
+                            if (best != best) break;                                                     \
+                        }                                                                                \
+                    }                                                                                    \
+                    out[oi * g.ow + oj] = best;                                                          \
+                }                                                                                        \
+        }                                                                                                \
+    } while (0)
+
+/* Its backward (COL2IM, ip[10] = 1): src x, y, gy -> gx [N, C, H, W]; each
+ * window's gy shared evenly among its taps equal to y (pad taps count but
+ * are dropped), summed where windows overlap. Threads split the planes. */
+#define POOL_MAX_GRAD_BODY(T)                                                                            \
+    do {                                                                                                 \
+        const T *x = node->src[0]->data, *y = node->src[1]->data, *gy = node->src[2]->data;              \
+        T *gx = node->data;                                                                              \
+        const T pad = (T)-INFINITY;                                                                      \
+        int64_t planes = node->shape[0] * node->shape[1], n_out = g.oh * g.ow;                           \
+        bool interior = g.ph == 0 && g.pw == 0;                                                          \
+        _Pragma("omp parallel for num_threads(ex->n_threads) if (planes * g.h * g.w > 32768)")          \
+        for (int64_t p = 0; p < planes; p++) {                                                           \
+            const T *img = x + p * g.h * g.w, *yp = y + p * n_out, *gp = gy + p * n_out;                 \
+            T *gimg = gx + p * g.h * g.w;                                                                \
+            memset(gimg, 0, (size_t)(g.h * g.w) * sizeof *gimg);                                         \
+            if (interior && sizeof(T) == 4) {                                                            \
+                pool_grad_plane_interior_f32((const float *)img, (const float *)yp, (const float *)gp,   \
+                                             (float *)gimg, &g);                                         \
+                continue;                                                                                \
+            }                                                                                            \
+            if (interior && sizeof(T) == 8) {                                                            \
+                pool_grad_plane_interior_f64((const double *)img, (const double *)yp, (const double *)gp, \
+                                             (double *)gimg, &g);                                        \
+                continue;                                                                                \
+            }                                                                                            \
+            for (int64_t oi = 0; oi < g.oh; oi++)                                                        \
+                for (int64_t oj = 0; oj < g.ow; oj++) {                                                  \
+                    T m = yp[oi * g.ow + oj];                                                            \
+                    int64_t i0 = oi * g.sh - g.ph, j0 = oj * g.sw - g.pw, count = 0;                      \
+                    if (inside(&g, i0, j0)) {                                                            \
+                        const T *wp = img + i0 * g.w + j0;                                               \
+                        for (int64_t ki = 0; ki < g.kh; ki++)                                            \
+                            for (int64_t kj = 0; kj < g.kw; kj++) count += wp[ki * g.dh * g.w + kj * g.dw] == m; \
+                        if (!count) continue;                                                            \
+                        T share = gp[oi * g.ow + oj] / (T)count, *gw = gimg + i0 * g.w + j0;             \
+                        for (int64_t ki = 0; ki < g.kh; ki++)                                            \
+                            for (int64_t kj = 0; kj < g.kw; kj++) {                                      \
+                                int64_t o = ki * g.dh * g.w + kj * g.dw;                                 \
+                                gw[o] += wp[o] == m ? share : (T)0; /* branch-free, see above */         \
+                            }                                                                            \
+                        continue;                                                                        \
+                    }                                                                                    \
+                    for (int64_t ki = 0; ki < g.kh; ki++)                                                \
+                        for (int64_t kj = 0; kj < g.kw; kj++) {                                          \
+                            int64_t ii = i0 + ki * g.dh, jj = j0 + kj * g.dw;                            \
+                            bool in = ii >= 0 && ii < g.h && jj >= 0 && jj < g.w;                        \
+                            count += (in ? img[ii * g.w + jj] : pad) == m;                               \
+                        }                                                                                \
+                    if (!count) continue;                                                                \
+                    T share = gp[oi * g.ow + oj] / (T)count;                                             \
+                    for (int64_t ki = 0; ki < g.kh; ki++)                                                \
+                        for (int64_t kj = 0; kj < g.kw; kj++) {                                          \
+                            int64_t ii = i0 + ki * g.dh, jj = j0 + kj * g.dw;                            \
+                            if (ii >= 0 && ii < g.h && jj >= 0 && jj < g.w && img[ii * g.w + jj] == m)   \
+                                gimg[ii * g.w + jj] += share;                                            \
+                        }                                                                                \
+                }                                                                                        \
+        }                                                                                                \
+    } while (0)
+
+/* One plane of the max-pool when no window reaches padding (ph = pw = 0):
+ * geometry in locals, row pointers and a branch-free max (on random data a
+ * compare-and-branch mispredicts half the time, which cost more than
+ * everything else here). */
+#define POOL_PLANE_INTERIOR(T, SUF)                                                                      \
+    static void pool_plane_interior_##SUF(const T *img, T *out, const geom *gp) {                        \
+        const int64_t kh = gp->kh, kw = gp->kw, sh = gp->sh, sw = gp->sw, dh = gp->dh, dw = gp->dw;      \
+        const int64_t w = gp->w, oh = gp->oh, ow = gp->ow;                                               \
+        for (int64_t oi = 0; oi < oh; oi++, out += ow) {                                                 \
+            const T *row0 = img + oi * sh * w;                                                           \
+            for (int64_t oj = 0; oj < ow; oj++) out[oj] = row0[oj * sw];                                 \
+            for (int64_t ki = 0; ki < kh; ki++) {                                                        \
+                const T *row = row0 + ki * dh * w;                                                       \
+                for (int64_t kj = ki ? 0 : 1; kj < kw; kj++) {                                           \
+                    const T *r = row + kj * dw;                                                          \
+                    _Pragma("omp simd")                                                                  \
+                    for (int64_t oj = 0; oj < ow; oj++) {                                                \
+                        T v = r[oj * sw], b = out[oj];                                                   \
+                        out[oj] = ((v > b) | (v != v)) ? v : b; /* a NaN wins */                         \
+                    }                                                                                    \
+                }                                                                                        \
+            }                                                                                            \
+        }                                                                                                \
+    }
+POOL_PLANE_INTERIOR(float, f32)
+POOL_PLANE_INTERIOR(double, f64)
+
+/* The backward of one such plane: when the windows tile the image each
+ * pixel is assigned its window's share or 0; otherwise a block of up to 256
+ * outputs of a row at a time counts each window's maxima, then adds its
+ * share to each of them, both branch-free. gimg starts zeroed. A window
+ * whose max is NaN has no tap equal to it: its share is gy/0, and its taps
+ * get NaN (tiled, as the unfused mask * share gave) or 0. */
+#define POOL_GRAD_PLANE_INTERIOR(T, SUF)                                                                 \
+    static void pool_grad_plane_interior_##SUF(const T *img, const T *y, const T *gy, T *gimg, const geom *gp) { \
+        const int64_t kh = gp->kh, kw = gp->kw, sh = gp->sh, sw = gp->sw, dh = gp->dh, dw = gp->dw;      \
+        const int64_t w = gp->w, oh = gp->oh, ow = gp->ow;                                               \
+        T share[256];                                                                                    \
+        if (sh == kh && sw == kw && dh == 1 && dw == 1) { /* windows tile the image: assign, no sums */  \
+            for (int64_t oi = 0; oi < oh; oi++)                                                          \
+                for (int64_t oj = 0; oj < ow; oj++) {                                                    \
+                    const T *r = img + oi * kh * w + oj * kw;                                            \
+                    T *gw = gimg + oi * kh * w + oj * kw, m = y[oi * ow + oj], cnt = 0;                  \
+                    for (int64_t ki = 0; ki < kh; ki++)                                                  \
+                        for (int64_t kj = 0; kj < kw; kj++) cnt += (T)(r[ki * w + kj] == m);             \
+                    T sv = gy[oi * ow + oj] / cnt;                                                       \
+                    for (int64_t ki = 0; ki < kh; ki++)                                                  \
+                        for (int64_t kj = 0; kj < kw; kj++) gw[ki * w + kj] = sv * (T)(r[ki * w + kj] == m); \
+                }                                                                                        \
+            return;                                                                                      \
+        }                                                                                                \
+        for (int64_t oi = 0; oi < oh; oi++)                                                              \
+            for (int64_t o0 = 0; o0 < ow; o0 += 256) {                                                   \
+                int64_t nb = ow - o0 < 256 ? ow - o0 : 256;                                              \
+                const T *yr = y + oi * ow + o0, *gr = gy + oi * ow + o0;                                 \
+                int64_t base = oi * sh * w + o0 * sw;                                                    \
+                for (int64_t j = 0; j < nb; j++) share[j] = 0;                                           \
+                for (int64_t ki = 0; ki < kh; ki++)                                                      \
+                    for (int64_t kj = 0; kj < kw; kj++) {                                                \
+                        const T *r = img + base + ki * dh * w + kj * dw;                                 \
+                        for (int64_t j = 0; j < nb; j++) share[j] += (T)(r[j * sw] == yr[j]);            \
+                    }                                                                                    \
+                for (int64_t j = 0; j < nb; j++) share[j] = gr[j] / share[j];                            \
+                for (int64_t ki = 0; ki < kh; ki++)                                                      \
+                    for (int64_t kj = 0; kj < kw; kj++) {                                                \
+                        int64_t o = base + ki * dh * w + kj * dw;                                        \
+                        const T *r = img + o;                                                            \
+                        T *gw = gimg + o;                                                                \
+                        for (int64_t j = 0; j < nb; j++) gw[j * sw] += r[j * sw] == yr[j] ? share[j] : (T)0; \
+                    }                                                                                    \
+            }                                                                                            \
+    }
+POOL_GRAD_PLANE_INTERIOR(float, f32)
+POOL_GRAD_PLANE_INTERIOR(double, f64)
+
+static geom pool_geom(const kiln_tensor *node, const kiln_tensor *pooled) {
+    const int64_t *ip = node->ip;
+    return (geom){ip[0], ip[1], ip[2], ip[3], ip[4], ip[5], ip[6], ip[7], ip[8], ip[9], pooled->shape[2], pooled->shape[3]};
+}
+
 static kiln_status im2col(kiln_tensor *node, const kiln_exec *ex) {
+    if (node->ip[10] == 1) {
+        geom g = pool_geom(node, node);
+        if (node->dtype == KILN_F32) POOL_MAX_BODY(float);
+        else if (node->dtype == KILN_F64) POOL_MAX_BODY(double);
+        else return kiln__errs(KILN_ERR_UNSUPPORTED, "max_pool2d: no %s kernel", kiln_dtype_name(node->dtype));
+        return KILN_OK;
+    }
     geom g = geom_of(node, node);
     if (node->dtype == KILN_F32) IM2COL_BODY(float);
     else if (node->dtype == KILN_F64) IM2COL_BODY(double);
@@ -73,6 +304,13 @@ static kiln_status im2col(kiln_tensor *node, const kiln_exec *ex) {
 }
 
 static kiln_status col2im(kiln_tensor *node, const kiln_exec *ex) {
+    if (node->ip[10] == 1) {
+        geom g = pool_geom(node, node->src[1]);
+        if (node->dtype == KILN_F32) POOL_MAX_GRAD_BODY(float);
+        else if (node->dtype == KILN_F64) POOL_MAX_GRAD_BODY(double);
+        else return kiln__errs(KILN_ERR_UNSUPPORTED, "max_pool2d backward: no %s kernel", kiln_dtype_name(node->dtype));
+        return KILN_OK;
+    }
     geom g = geom_of(node, node->src[0]);
     if (node->dtype == KILN_F32) COL2IM_BODY(float);
     else if (node->dtype == KILN_F64) COL2IM_BODY(double);

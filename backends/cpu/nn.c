@@ -1,55 +1,111 @@
-/* nn.c — CPU kernels for softmax, log_softmax and dropout, and the nn
+/* nn.c — CPU kernels for softmax, log_softmax, their backward SOFTMAX_GRAD
+ * and dropout, and the nn
  * family's kernel-table registration, which calls the helpers of the other
  * nn kernel files (nn_loss.c, nn_norm.c, nn_attention.c).
  *
- * Each kernel's body is written once, as a macro instantiated for float
- * and double; the OpenMP loop around it dispatches on the dtype. */
+ * f64 rows run in plain double loops (the precision gradient checks need);
+ * f32 rows use the run-time chosen row primitives of nn_vec.h. */
 #include "internal.h"
 #include "nn_kernels.h"
+#include "nn_vec.h"
 
 #include <math.h>
 
 /* One row of n values of which the first nv are visible (the causal mask
- * hides the rest). Max-subtracted and summed in double. A row with nothing
- * visible gives 0 (softmax) or -inf (log_softmax) everywhere: torch's
- * masked_fill + softmax would give NaN there. */
-#define DEFINE_SOFTMAX_ROW(T, SUF)                                                                \
-    static void softmax_row_##SUF(const T *x, T *y, int64_t nv, int64_t n, bool log_out) {       \
-        double m = -INFINITY, s = 0.0;                                                            \
-        for (int64_t j = 0; j < nv; j++)                                                          \
-            if (x[j] > m) m = x[j];                                                               \
-        if (log_out) {                                                                            \
-            for (int64_t j = 0; j < nv; j++) s += exp((double)x[j] - m);                          \
-            double lse = m + log(s);                                                              \
-            for (int64_t j = 0; j < nv; j++) y[j] = (T)((double)x[j] - lse);                      \
-            for (int64_t j = nv; j < n; j++) y[j] = (T)-INFINITY;                                 \
-        } else {                                                                                  \
-            for (int64_t j = 0; j < nv; j++) {                                                    \
-                double e = exp((double)x[j] - m);                                                 \
-                s += e;                                                                           \
-                y[j] = (T)e;                                                                      \
-            }                                                                                     \
-            double inv = 1.0 / s;                                                                 \
-            for (int64_t j = 0; j < nv; j++) y[j] = (T)(y[j] * inv);                              \
-            for (int64_t j = nv; j < n; j++) y[j] = 0;                                            \
-        }                                                                                         \
+ * hides the rest). A row with nothing visible gives 0 (softmax) or -inf
+ * (log_softmax) everywhere: torch's masked_fill + softmax would give NaN.
+ * f64 is max-subtracted and summed in double; f32 goes through the
+ * kiln_nn_vec row primitives of the CPU's instruction set. */
+static void softmax_row_f64(const double *x, double *y, int64_t nv, int64_t n, bool log_out) {
+    double m = -INFINITY, s = 0.0;
+    for (int64_t j = 0; j < nv; j++)
+        if (x[j] > m) m = x[j];
+    if (log_out) {
+        for (int64_t j = 0; j < nv; j++) s += exp(x[j] - m);
+        double lse = m + log(s);
+        for (int64_t j = 0; j < nv; j++) y[j] = x[j] - lse;
+        for (int64_t j = nv; j < n; j++) y[j] = -INFINITY;
+    } else {
+        for (int64_t j = 0; j < nv; j++) s += y[j] = exp(x[j] - m);
+        double inv = 1.0 / s;
+        for (int64_t j = 0; j < nv; j++) y[j] *= inv;
+        for (int64_t j = nv; j < n; j++) y[j] = 0;
     }
-DEFINE_SOFTMAX_ROW(float, f32)
-DEFINE_SOFTMAX_ROW(double, f64)
+}
 
-/* Over the last axis. Causal: row i of the last two dims (rows x n) sees
- * columns j <= i + (n - rows). */
+static void softmax_row_f32(const kiln_nn_vec *v, const float *x, float *y, int64_t nv, int64_t n, bool log_out) {
+    if (nv > 0) {
+        float m = v->max(x, nv);
+        if (log_out) {
+            double lse = (double)m + log(v->exp_sum(x, NULL, nv, m));
+            float hi = (float)-lse;
+            v->add_const(x, y, nv, hi, (float)(-lse - (double)hi));
+        }
+        else v->scale(y, nv, (float)(1.0 / v->exp_sum(x, y, nv, m)));
+    }
+    for (int64_t j = nv > 0 ? nv : 0; j < n; j++) y[j] = log_out ? -INFINITY : 0.0f;
+}
+
+/* Visible columns of row r: causal row i of the last two dims (mrows x n)
+ * sees columns j <= i + (n - mrows). */
+static int64_t visible(int64_t r, int64_t n, int64_t mrows, bool causal) {
+    int64_t nv = causal ? r % mrows + n - mrows + 1 : n;
+    return nv < 0 ? 0 : nv;
+}
+
+/* Over the last axis. */
 static kiln_status softmax_kernel(kiln_tensor *node, const kiln_exec *ex) {
     const kiln_tensor *x = node->src[0];
     int64_t n = node->shape[node->ndim - 1], rows = kiln_tensor_numel(node) / n;
     bool causal = node->ip[0] != 0, log_out = node->op == KILN_OP_LOG_SOFTMAX, f64 = node->dtype == KILN_F64;
     int64_t mrows = causal ? node->shape[node->ndim - 2] : 1;
+    const kiln_nn_vec *v = kiln__nn_vec();
 #pragma omp parallel for num_threads(ex->n_threads) if (rows * n > KILN_NN_PAR_WORK)
     for (int64_t r = 0; r < rows; r++) {
-        int64_t nv = causal ? r % mrows + n - mrows + 1 : n;
-        if (nv < 0) nv = 0;
+        int64_t nv = visible(r, n, mrows, causal);
         if (f64) softmax_row_f64((const double *)x->data + r * n, (double *)node->data + r * n, nv, n, log_out);
-        else softmax_row_f32((const float *)x->data + r * n, (float *)node->data + r * n, nv, n, log_out);
+        else softmax_row_f32(v, (const float *)x->data + r * n, (float *)node->data + r * n, nv, n, log_out);
+    }
+    return KILN_OK;
+}
+
+/* SOFTMAX_GRAD (layout in ops/nn.c): per row, over the visible columns,
+ * softmax gx = y * (gy - sum(gy * y)), log_softmax gx = gy - exp(y) *
+ * sum(gy); hidden columns get 0. */
+static void softmax_grad_row_f64(const double *y, const double *gy, double *gx, int64_t nv, int64_t n, bool log_in) {
+    double s = 0.0;
+    if (log_in) {
+        for (int64_t j = 0; j < nv; j++) s += gy[j];
+        for (int64_t j = 0; j < nv; j++) gx[j] = gy[j] - exp(y[j]) * s;
+    } else {
+        for (int64_t j = 0; j < nv; j++) s += gy[j] * y[j];
+        for (int64_t j = 0; j < nv; j++) gx[j] = y[j] * (gy[j] - s);
+    }
+    for (int64_t j = nv; j < n; j++) gx[j] = 0;
+}
+
+static void softmax_grad_row_f32(const kiln_nn_vec *v, const float *y, const float *gy, float *gx, int64_t nv,
+                                 int64_t n, bool log_in) {
+    if (log_in) v->log_softmax_bwd(y, gy, gx, nv, (float)v->sum(gy, nv));
+    else v->softmax_bwd(y, gy, gx, nv, (float)v->dot(gy, y, nv));
+    for (int64_t j = nv; j < n; j++) gx[j] = 0;
+}
+
+static kiln_status softmax_grad_kernel(kiln_tensor *node, const kiln_exec *ex) {
+    const kiln_tensor *y = node->src[0], *gy = node->src[1];
+    int64_t n = node->shape[node->ndim - 1], rows = kiln_tensor_numel(node) / n;
+    bool causal = node->ip[0] != 0, log_in = node->ip[1] != 0, f64 = node->dtype == KILN_F64;
+    int64_t mrows = causal ? node->shape[node->ndim - 2] : 1;
+    const kiln_nn_vec *v = kiln__nn_vec();
+#pragma omp parallel for num_threads(ex->n_threads) if (rows * n > KILN_NN_PAR_WORK)
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t nv = visible(r, n, mrows, causal);
+        if (f64)
+            softmax_grad_row_f64((const double *)y->data + r * n, (const double *)gy->data + r * n,
+                                 (double *)node->data + r * n, nv, n, log_in);
+        else
+            softmax_grad_row_f32(v, (const float *)y->data + r * n, (const float *)gy->data + r * n,
+                                 (float *)node->data + r * n, nv, n, log_in);
     }
     return KILN_OK;
 }
@@ -92,6 +148,7 @@ static kiln_status dropout_kernel(kiln_tensor *node, const kiln_exec *ex) {
 void kiln__cpu_register_nn(kiln_cpu_kernel *tab) {
     tab[KILN_OP_SOFTMAX] = softmax_kernel;
     tab[KILN_OP_LOG_SOFTMAX] = softmax_kernel;
+    tab[KILN_OP_SOFTMAX_GRAD] = softmax_grad_kernel;
     tab[KILN_OP_DROPOUT] = dropout_kernel;
     kiln__cpu_register_nn_loss(tab);
     kiln__cpu_register_nn_norm(tab);

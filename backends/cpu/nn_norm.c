@@ -1,70 +1,182 @@
-/* nn_norm.c — CPU kernels for layer_norm and rms_norm over the last axis.
- * Row statistics are accumulated in double for both dtypes. */
+/* nn_norm.c — CPU kernels for layer_norm and rms_norm over the last axis
+ * and their fused backward kernels LAYER_NORM_GRAD / RMS_NORM_GRAD (layout
+ * in ops/nn_norm.c). f64 rows run in double loops; f32 rows use the row
+ * primitives of nn_vec.h with row statistics summed in double. */
 #include "internal.h"
 #include "nn_kernels.h"
+#include "nn_vec.h"
 
 #include <math.h>
+#include <omp.h>
 
-/* y = (x - mean) / sqrt(var + eps) * w + b over one row of c values (w, b
- * may be NULL); two passes, so the variance never cancels. */
-#define DEFINE_LAYER_NORM_ROW(T, SUF)                                                                 \
-    static void layer_norm_row_##SUF(const T *x, const T *w, const T *b, T *y, int64_t c, double eps) { \
-        double mean = 0.0, var = 0.0;                                                                 \
-        for (int64_t j = 0; j < c; j++) mean += x[j];                                                 \
-        mean /= (double)c;                                                                            \
-        for (int64_t j = 0; j < c; j++) var += ((double)x[j] - mean) * ((double)x[j] - mean);         \
-        double rstd = 1.0 / sqrt(var / (double)c + eps);                                              \
-        for (int64_t j = 0; j < c; j++) {                                                             \
-            double v = ((double)x[j] - mean) * rstd;                                                  \
-            if (w) v *= w[j];                                                                         \
-            if (b) v += b[j];                                                                         \
-            y[j] = (T)v;                                                                              \
-        }                                                                                             \
+/* Row statistics: mean (0 for rms_norm) and rstd = 1/sqrt(var + eps),
+ * var the biased variance (layer_norm, two passes so it never cancels) or
+ * mean(x^2) (rms_norm). */
+static void stats_f64(const double *x, int64_t c, double eps, bool rms, double *mean, double *rstd) {
+    double m = 0.0, var = 0.0;
+    if (!rms) {
+        for (int64_t j = 0; j < c; j++) m += x[j];
+        m /= (double)c;
     }
-DEFINE_LAYER_NORM_ROW(float, f32)
-DEFINE_LAYER_NORM_ROW(double, f64)
+    for (int64_t j = 0; j < c; j++) var += (x[j] - m) * (x[j] - m);
+    *mean = m;
+    *rstd = 1.0 / sqrt(var / (double)c + eps);
+}
 
-/* y = x / sqrt(mean(x^2) + eps) * w over one row (w may be NULL). */
-#define DEFINE_RMS_NORM_ROW(T, SUF)                                                         \
-    static void rms_norm_row_##SUF(const T *x, const T *w, T *y, int64_t c, double eps) {  \
-        double ss = 0.0;                                                                    \
-        for (int64_t j = 0; j < c; j++) ss += (double)x[j] * x[j];                          \
-        double r = 1.0 / sqrt(ss / (double)c + eps);                                        \
-        for (int64_t j = 0; j < c; j++) y[j] = (T)(w ? (double)x[j] * r * w[j] : (double)x[j] * r); \
+/* The f32 twin: the mean summed from x[0] (so a row far from 0 keeps its
+ * spread) and returned as hi + lo floats. */
+static void stats_f32(const kiln_nn_vec *v, const float *x, int64_t c, double eps, bool rms, float *mean,
+                      float *mean_lo, float *rstd) {
+    double m = rms ? 0.0 : (double)x[0] + v->sum_dev(x, c, x[0]) / (double)c;
+    *mean = (float)m;
+    *mean_lo = (float)(m - (double)*mean);
+    *rstd = (float)(1.0 / sqrt(v->sum_sq_dev(x, c, *mean) / (double)c + eps));
+}
+
+static void norm_row_f64(const double *x, const double *w, const double *b, double *y, int64_t c, double eps,
+                         bool rms) {
+    double mean, rstd;
+    stats_f64(x, c, eps, rms, &mean, &rstd);
+    for (int64_t j = 0; j < c; j++) {
+        double v = (x[j] - mean) * rstd;
+        if (w) v *= w[j];
+        if (b) v += b[j];
+        y[j] = v;
     }
-DEFINE_RMS_NORM_ROW(float, f32)
-DEFINE_RMS_NORM_ROW(double, f64)
+}
 
-/* src: x [, w [, b]] as ip[0] = has_w and ip[1] = has_b say. */
-static kiln_status layer_norm_kernel(kiln_tensor *node, const kiln_exec *ex) {
+/* layer_norm src: x [, w [, b]] as ip[0] = has_w and ip[1] = has_b say;
+ * rms_norm src: x [, w] as ip[0] says. */
+static kiln_status norm_kernel(kiln_tensor *node, const kiln_exec *ex) {
     int64_t c = node->shape[node->ndim - 1], rows = kiln_tensor_numel(node) / c;
-    bool has_w = node->ip[0] != 0, has_b = node->ip[1] != 0, f64 = node->dtype == KILN_F64;
+    bool rms = node->op == KILN_OP_RMS_NORM, has_w = node->ip[0] != 0, has_b = !rms && node->ip[1] != 0;
+    bool f64 = node->dtype == KILN_F64;
     const void *x = node->src[0]->data, *w = has_w ? node->src[1]->data : NULL;
     const void *b = has_b ? node->src[1 + has_w]->data : NULL;
     double eps = node->fp[0];
+    const kiln_nn_vec *v = kiln__nn_vec();
 #pragma omp parallel for num_threads(ex->n_threads) if (rows * c > KILN_NN_PAR_WORK)
     for (int64_t r = 0; r < rows; r++) {
-        if (f64) layer_norm_row_f64((const double *)x + r * c, w, b, (double *)node->data + r * c, c, eps);
-        else layer_norm_row_f32((const float *)x + r * c, w, b, (float *)node->data + r * c, c, eps);
+        if (f64) {
+            norm_row_f64((const double *)x + r * c, w, b, (double *)node->data + r * c, c, eps, rms);
+        } else {
+            const float *xr = (const float *)x + r * c;
+            float mean, mean_lo, rstd;
+            stats_f32(v, xr, c, eps, rms, &mean, &mean_lo, &rstd);
+            v->norm_fwd(xr, w, b, (float *)node->data + r * c, c, mean, mean_lo, rstd);
+        }
     }
     return KILN_OK;
 }
 
-/* src: x [, w] as ip[0] = has_w says. */
-static kiln_status rms_norm_kernel(kiln_tensor *node, const kiln_exec *ex) {
-    int64_t c = node->shape[node->ndim - 1], rows = kiln_tensor_numel(node) / c;
-    bool f64 = node->dtype == KILN_F64;
-    const void *x = node->src[0]->data, *w = node->ip[0] ? node->src[1]->data : NULL;
-    double eps = node->fp[0];
-#pragma omp parallel for num_threads(ex->n_threads) if (rows * c > KILN_NN_PAR_WORK)
-    for (int64_t r = 0; r < rows; r++) {
-        if (f64) rms_norm_row_f64((const double *)x + r * c, w, (double *)node->data + r * c, c, eps);
-        else rms_norm_row_f32((const float *)x + r * c, w, (float *)node->data + r * c, c, eps);
+/* Rows between flushes of a thread's f32 dw/db sums into its double ones. */
+#define NORM_FLUSH_ROWS 32
+
+/* One thread's rows [r0, r1) of the backward: dx, and this thread's sums
+ * of dw = sum(gy * xhat), db = sum(gy) into pw/pb (double, may be NULL). */
+static void norm_grad_rows_f64(const double *x, const double *w, const double *gy, double *dx, int64_t r0, int64_t r1,
+                               int64_t c, double eps, bool rms, double *pw, double *pb) {
+    for (int64_t r = r0; r < r1; r++) {
+        const double *xr = x + r * c, *gr = gy + r * c;
+        double mean, rstd, sg = 0.0, sgx = 0.0;
+        stats_f64(xr, c, eps, rms, &mean, &rstd);
+        for (int64_t j = 0; j < c; j++) {
+            double xh = (xr[j] - mean) * rstd, g = w ? gr[j] * w[j] : gr[j];
+            sg += g;
+            sgx += g * xh;
+            if (pw) pw[j] += gr[j] * xh;
+            if (pb) pb[j] += gr[j];
+        }
+        double ca = rms ? 0.0 : sg / (double)c, cb = sgx / (double)c;
+        for (int64_t j = 0; j < c; j++) {
+            double xh = (xr[j] - mean) * rstd, g = w ? gr[j] * w[j] : gr[j];
+            dx[r * c + j] = rstd * (g - ca - xh * cb);
+        }
     }
+}
+
+static void flush_f32(float *acc, double *sum, int64_t c) {
+    if (!acc) return;
+    for (int64_t j = 0; j < c; j++) sum[j] += acc[j];
+    memset(acc, 0, (size_t)c * sizeof *acc);
+}
+
+static void norm_grad_rows_f32(const kiln_nn_vec *v, const float *x, const float *w, const float *gy, float *dx,
+                               int64_t r0, int64_t r1, int64_t c, double eps, bool rms, float *fw, float *fb,
+                               double *pw, double *pb) {
+    for (int64_t r = r0; r < r1; r++) {
+        const float *xr = x + r * c, *gr = gy + r * c;
+        float mean, mean_lo, rstd;
+        double sg, sgx;
+        stats_f32(v, xr, c, eps, rms, &mean, &mean_lo, &rstd);
+        v->norm_bwd_sums(xr, gr, w, c, mean, mean_lo, rstd, fw, fb, &sg, &sgx);
+        float ca = rms ? 0.0f : (float)(sg / (double)c), cb = (float)(sgx / (double)c);
+        v->norm_bwd_dx(xr, gr, w, dx + r * c, c, mean, mean_lo, rstd, ca, cb);
+        if ((r - r0) % NORM_FLUSH_ROWS == NORM_FLUSH_ROWS - 1 || r == r1 - 1) {
+            flush_f32(fw, pw, c);
+            flush_f32(fb, pb, c);
+        }
+    }
+}
+
+/* LAYER_NORM_GRAD / RMS_NORM_GRAD: src x [, w], gy; one packed output dx
+ * [rows * C] then dw [C] (has_w) then db [C] (has_b). Threads split the
+ * rows; each sums its own dw/db, added up in thread order at the end. */
+static kiln_status norm_grad_kernel(kiln_tensor *node, const kiln_exec *ex) {
+    const kiln_tensor *xt = node->src[0];
+    bool rms = node->op == KILN_OP_RMS_NORM_GRAD, has_w = node->ip[0] != 0, has_b = !rms && node->ip[1] != 0;
+    bool f64 = node->dtype == KILN_F64;
+    int64_t c = xt->shape[xt->ndim - 1], rows = kiln_tensor_numel(xt) / c, nacc = has_w + has_b;
+    const void *w = has_w ? node->src[1]->data : NULL, *gy = node->src[1 + has_w]->data;
+    size_t es = kiln__types[node->dtype].size;
+    char *out = node->data;
+    int nt = rows * c > KILN_NN_PAR_WORK ? ex->n_threads : 1;
+    if (nt > rows) nt = (int)rows;
+    if (nt < 1) nt = 1;
+    double *psum = NULL;
+    float *facc = NULL;
+    if (nacc) {
+        psum = calloc((size_t)(nt * nacc * c), sizeof *psum);
+        facc = f64 ? NULL : calloc((size_t)(nt * nacc * c), sizeof *facc);
+        if (!psum || (!f64 && !facc)) {
+            free(psum);
+            free(facc);
+            return kiln__errs(KILN_ERR_OOM, "%s: out of memory for %d threads' sums of %lld columns",
+                              kiln__op_table[node->op].name, nt, (long long)c);
+        }
+    }
+    const kiln_nn_vec *v = kiln__nn_vec();
+    double eps = node->fp[0];
+#pragma omp parallel num_threads(nt)
+    {
+        int t = omp_get_thread_num(), tn = omp_get_num_threads();
+        int64_t r0 = rows * t / tn, r1 = rows * (t + 1) / tn;
+        double *pw = has_w ? psum + (int64_t)t * nacc * c : NULL, *pb = has_b ? psum + ((int64_t)t * nacc + has_w) * c : NULL;
+        if (f64) {
+            norm_grad_rows_f64(xt->data, w, gy, (double *)out, r0, r1, c, eps, rms, pw, pb);
+        } else {
+            float *fw = has_w ? facc + (int64_t)t * nacc * c : NULL;
+            float *fb = has_b ? facc + ((int64_t)t * nacc + has_w) * c : NULL;
+            norm_grad_rows_f32(v, xt->data, w, gy, (float *)out, r0, r1, c, eps, rms, fw, fb, pw, pb);
+        }
+    }
+    for (int64_t k = 0; k < nacc; k++) {
+        void *dst = out + (size_t)((rows + k) * c) * es;
+        for (int64_t j = 0; j < c; j++) {
+            double s = 0.0;
+            for (int t = 0; t < nt; t++) s += psum[((int64_t)t * nacc + k) * c + j];
+            if (f64) ((double *)dst)[j] = s;
+            else ((float *)dst)[j] = (float)s;
+        }
+    }
+    free(psum);
+    free(facc);
     return KILN_OK;
 }
 
 void kiln__cpu_register_nn_norm(kiln_cpu_kernel *tab) {
-    tab[KILN_OP_LAYER_NORM] = layer_norm_kernel;
-    tab[KILN_OP_RMS_NORM] = rms_norm_kernel;
+    tab[KILN_OP_LAYER_NORM] = norm_kernel;
+    tab[KILN_OP_RMS_NORM] = norm_kernel;
+    tab[KILN_OP_LAYER_NORM_GRAD] = norm_grad_kernel;
+    tab[KILN_OP_RMS_NORM_GRAD] = norm_grad_kernel;
 }
