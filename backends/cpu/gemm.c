@@ -8,11 +8,13 @@
  * kiln's own kernel, whichever measured faster for its shape. */
 #include "gemm.h"
 
+#include "cpu_features.h"
 #include "gemm_kernels.h"
 
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #ifdef KILN_BLAS
 #include <cblas.h>
@@ -51,56 +53,47 @@ static void scale_c(int64_t m, int64_t n, float beta, float *c, int64_t ldc) {
 /* ---- packing ---------------------------------------------------------- */
 
 /* op(A)[i0 .. i0+mc, p0 .. p0+kc] into MR-row panels: pa[panel*MR*kc + p*MR + i], zero-padded. */
-static void pack_a(bool ta, const float *a, int64_t lda, int64_t i0, int64_t mc, int64_t p0, int64_t kc, int mr_,
-                   float *pa) {
-    for (int64_t ir = 0; ir < mc; ir += mr_) {
-        int mr = (int)min64(mr_, mc - ir);
+static void pack_a(const kiln__sgemm_kernel *K, bool ta, const float *a, int64_t lda, int64_t i0, int64_t mc,
+                   int64_t p0, int64_t kc, float *pa) {
+    int w = K->mr;
+    for (int64_t ir = 0; ir < mc; ir += w) {
+        int mr = (int)min64(w, mc - ir);
         float *d = pa + ir * kc;
-        if (ta) {
-            const float *s = a + p0 * lda + i0 + ir;
-            for (int64_t p = 0; p < kc; p++, s += lda, d += mr_) {
-                int i = 0;
-                for (; i < mr; i++) d[i] = s[i];
-                for (; i < mr_; i++) d[i] = 0;
-            }
-        } else {
-            const float *rows[MAX_MR];
-            for (int i = 0; i < mr; i++) rows[i] = a + (i0 + ir + i) * lda + p0;
-            for (int64_t p = 0; p < kc; p++, d += mr_) {
-                int i = 0;
-                for (; i < mr; i++) d[i] = rows[i][p];
-                for (; i < mr_; i++) d[i] = 0;
-            }
+        if (!ta) {
+            K->pack_t(a + (i0 + ir) * lda + p0, lda, mr, kc, w, d);
+            continue;
+        }
+        const float *s = a + p0 * lda + i0 + ir;
+        for (int64_t p = 0; p < kc; p++, s += lda, d += w) {
+            int i = 0;
+            for (; i < mr; i++) d[i] = s[i];
+            for (; i < w; i++) d[i] = 0;
         }
     }
 }
 
-/* op(B)[p0 .. p0+kc, j0 + panels jp0..jp1 of NR] into pb[jp*NR*kc + p*NR + j], zero-padded past nc. */
-static void pack_b(bool tb, const float *b, int64_t ldb, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int64_t jp0,
-                   int64_t jp1, int nr_, float *pb) {
-    for (int64_t jp = jp0; jp < jp1; jp++) {
-        int64_t jr = jp * nr_;
-        int nr = (int)min64(nr_, nc - jr);
+/* op(B)[p0 .. p0+kc, j0 .. j0+nc] into NR-wide panels: pb[panel*NR*kc + p*NR + j], zero-padded. */
+static void pack_b(const kiln__sgemm_kernel *K, bool tb, const float *b, int64_t ldb, int64_t p0, int64_t kc,
+                   int64_t j0, int64_t nc, float *pb) {
+    int w = K->nr;
+    for (int64_t jr = 0; jr < nc; jr += w) {
+        int nr = (int)min64(w, nc - jr);
         float *d = pb + jr * kc;
-        if (!tb) {
-            const float *s = b + p0 * ldb + j0 + jr;
-            if (nr == nr_)
-                for (int64_t p = 0; p < kc; p++, s += ldb, d += nr_) memcpy(d, s, (size_t)nr_ * sizeof *d);
-            else
-                for (int64_t p = 0; p < kc; p++, s += ldb, d += nr_) {
-                    int j = 0;
-                    for (; j < nr; j++) d[j] = s[j];
-                    for (; j < nr_; j++) d[j] = 0;
-                }
-        } else {
-            for (int j = 0; j < nr_; j++) {
-                if (j < nr) {
-                    const float *s = b + (j0 + jr + j) * ldb + p0;
-                    for (int64_t p = 0; p < kc; p++) d[p * nr_ + j] = s[p];
-                } else
-                    for (int64_t p = 0; p < kc; p++) d[p * nr_ + j] = 0;
-            }
+        if (tb) {
+            K->pack_t(b + (j0 + jr) * ldb + p0, ldb, nr, kc, w, d);
+            continue;
         }
+        const float *s = b + p0 * ldb + j0 + jr;
+        if (nr == w)
+            for (int64_t p = 0; p < kc; p++, s += ldb, d += w)
+#pragma omp simd
+                for (int j = 0; j < w; j++) d[j] = s[j];
+        else
+            for (int64_t p = 0; p < kc; p++, s += ldb, d += w) {
+                int j = 0;
+                for (; j < nr; j++) d[j] = s[j];
+                for (; j < w; j++) d[j] = 0;
+            }
     }
 }
 
@@ -114,44 +107,52 @@ typedef struct {
     float *c;
     float alpha, beta;
     int64_t kcb, mcb, ncb; /* block sizes used */
+    int64_t mu;            /* rows per unit of work (a multiple of mcb, or all m) */
 } sgemm_job;
 
-static void run_tile(const sgemm_job *J, int64_t kc, const float *pa, const float *pb, float *c, int mr, int nr,
-                     float beta) {
-    const kiln__sgemm_kernel *K = J->K;
-    if (mr == K->mr && nr == K->nr) {
-        K->ukr(kc, pa, pb, c, J->ldc, J->alpha, beta);
+/* One MR x NR tile (mr x nr of it inside C): straight into C when full
+ * width, through a scratch tile otherwise. */
+static void run_tile(const kiln__sgemm_kernel *K, int64_t kc, const float *pa, int64_t as, const float *pb, int64_t bs,
+                     float *c, int64_t ldc, int mr, int nr, float alpha, float beta) {
+    if (nr == K->nr && (mr == K->mr || K->ukr_rows)) {
+        if (mr == K->mr) K->ukr(kc, pa, as, pb, bs, c, ldc, alpha, beta);
+        else K->ukr_rows(mr, kc, pa, as, pb, bs, c, ldc, alpha, beta);
         return;
     }
     float t[MAX_MR * MAX_NR];
-    K->ukr(kc, pa, pb, t, K->nr, 1.0f, 0.0f);
+    if (K->ukr_rows) K->ukr_rows(mr, kc, pa, as, pb, bs, t, K->nr, 1.0f, 0.0f);
+    else K->ukr(kc, pa, as, pb, bs, t, K->nr, 1.0f, 0.0f);
     for (int i = 0; i < mr; i++) {
-        float *ci = c + i * J->ldc;
+        float *ci = c + i * ldc;
         const float *ti = t + i * K->nr;
         if (beta == 0)
-            for (int j = 0; j < nr; j++) ci[j] = J->alpha * ti[j];
+            for (int j = 0; j < nr; j++) ci[j] = alpha * ti[j];
         else
-            for (int j = 0; j < nr; j++) ci[j] = J->alpha * ti[j] + beta * ci[j];
+            for (int j = 0; j < nr; j++) ci[j] = alpha * ti[j] + beta * ci[j];
     }
 }
 
-/* One unit of work: C[i0 .. i0+mc, j0 .. j0+nc] over all of k, with this
- * thread's own packing buffers (no sharing, so no barriers: a thread the
- * OS parks on a busy machine delays only the units it holds). */
-static void sgemm_unit(const sgemm_job *J, int64_t i0, int64_t mc, int64_t j0, int64_t nc, float *pa, float *pb) {
+/* One unit of work: C[i0 .. i0+mu, j0 .. j0+nc] over all of k, B packed
+ * once per kc step and A per MC block, in this thread's own buffers (no
+ * sharing, so no barriers: a thread the OS parks on a busy machine delays
+ * only the units it holds). */
+static void sgemm_unit(const sgemm_job *J, int64_t i0, int64_t mu, int64_t j0, int64_t nc, float *pa, float *pb) {
     int MR = J->K->mr, NR = J->K->nr;
     int64_t np = ceil_div(nc, NR);
     for (int64_t pc = 0; pc < J->k; pc += J->kcb) {
         int64_t kc = min64(J->kcb, J->k - pc);
         float beta = pc == 0 ? J->beta : 1.0f;
-        pack_b(J->tb, J->b, J->ldb, pc, kc, j0, nc, 0, np, NR, pb);
-        pack_a(J->ta, J->a, J->lda, i0, mc, pc, kc, MR, pa);
-        for (int64_t jp = 0; jp < np; jp++) {
-            int nr = (int)min64(NR, nc - jp * NR);
-            const float *pbj = pb + jp * NR * kc;
-            for (int64_t ir = 0; ir < mc; ir += MR)
-                run_tile(J, kc, pa + ir * kc, pbj, J->c + (i0 + ir) * J->ldc + j0 + jp * NR, (int)min64(MR, mc - ir),
-                         nr, beta);
+        pack_b(J->K, J->tb, J->b, J->ldb, pc, kc, j0, nc, pb);
+        for (int64_t ic = i0; ic < i0 + mu; ic += J->mcb) {
+            int64_t mc = min64(J->mcb, i0 + mu - ic);
+            pack_a(J->K, J->ta, J->a, J->lda, ic, mc, pc, kc, pa);
+            for (int64_t jp = 0; jp < np; jp++) {
+                int nr = (int)min64(NR, nc - jp * NR);
+                const float *pbj = pb + jp * NR * kc;
+                for (int64_t ir = 0; ir < mc; ir += MR)
+                    run_tile(J->K, kc, pa + ir * kc, MR, pbj, NR, J->c + (ic + ir) * J->ldc + j0 + jp * NR, J->ldc,
+                             (int)min64(MR, mc - ir), nr, J->alpha, beta);
+            }
         }
     }
 }
@@ -176,8 +177,8 @@ static void sgemm_units(const sgemm_job *J, int64_t nunits, int64_t ncols_blocks
     float *pb = scratch(1, (size_t)(J->kcb * ceil_div(J->ncb, J->K->nr) * J->K->nr));
 #define UNIT(u)                                                                                                    \
     {                                                                                                              \
-        int64_t i0 = (u) / ncols_blocks * J->mcb, j0 = (u) % ncols_blocks * J->ncb;                                \
-        int64_t mc = min64(J->mcb, J->m - i0), nc = min64(J->ncb, J->n - j0);                                      \
+        int64_t i0 = (u) / ncols_blocks * J->mu, j0 = (u) % ncols_blocks * J->ncb;                                 \
+        int64_t mc = min64(J->mu, J->m - i0), nc = min64(J->ncb, J->n - j0);                                       \
         if (pa && pb) sgemm_unit(J, i0, mc, j0, nc, pa, pb);                                                        \
         else /* out of memory for packing */                                                                       \
             sgemm_naive(J->ta, J->tb, mc, nc, J->k, J->alpha, J->a + (J->ta ? i0 : i0 * J->lda), J->lda,           \
@@ -194,21 +195,23 @@ static void sgemm_units(const sgemm_job *J, int64_t nunits, int64_t ncols_blocks
 static void sgemm_blocked(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                           float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                           int64_t ldc, int nt) {
-    sgemm_job J = {K, ta, tb, m, n, k, lda, ldb, ldc, a, b, c, alpha, beta, 0, 0, 0};
+    sgemm_job J = {K, ta, tb, m, n, k, lda, ldb, ldc, a, b, c, alpha, beta, 0, 0, 0, 0};
     int MR = K->mr, NR = K->nr;
-    /* block sizes: even splits (no sliver blocks), and with threads at
-     * least 4 units per thread so a stalled thread's share is small */
-    int64_t mcmax = K->mc, ncmax = K->nc;
+    /* Units of work: column blocks of all rows (B packed once); with
+     * threads, about 4 units per thread so a stalled thread's share is
+     * small: columns split first (down to 4 panels), then rows. */
+    int64_t ncmax = K->nc, rgroups = 1;
     if (nt > 1)
-        while (ceil_div(m, mcmax) * ceil_div(n, ncmax) < 4 * nt) {
-            if (ncmax > 4 * NR && ceil_div(n, ncmax) * 2 <= ceil_div(n, NR)) ncmax /= 2;
-            else if (mcmax > 2 * MR) mcmax /= 2;
+        while (ceil_div(n, ncmax) * rgroups < 4 * nt) {
+            if (ncmax >= 8 * NR && ceil_div(n, ncmax) * 2 <= ceil_div(n, 4 * NR)) ncmax /= 2;
+            else if (ceil_div(m, rgroups * 2) >= 2 * MR) rgroups *= 2;
             else break;
         }
     J.kcb = ceil_div(k, ceil_div(k, K->kc));
-    J.mcb = ceil_div(ceil_div(m, ceil_div(m, mcmax)), MR) * MR;
     J.ncb = ceil_div(ceil_div(n, ceil_div(n, ncmax)), NR) * NR;
-    int64_t ncb = ceil_div(n, J.ncb), nunits = ceil_div(m, J.mcb) * ncb;
+    J.mu = ceil_div(ceil_div(m, rgroups), MR) * MR;
+    J.mcb = ceil_div(ceil_div(J.mu, ceil_div(J.mu, K->mc)), MR) * MR; /* even MC blocks within a unit */
+    int64_t ncb = ceil_div(n, J.ncb), nunits = ceil_div(m, J.mu) * ncb;
     if (nt > nunits) nt = (int)nunits;
     if (nt > 1) {
 #pragma omp parallel num_threads(nt)
@@ -284,8 +287,35 @@ static void rows_times_b(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t 
     if (x && x != stack) free(x);
 }
 
+/* Small problems in one pass over k, on the calling thread, reading B
+ * (untransposed) and A^T in place: only what the kernel cannot read
+ * directly (an untransposed A, a transposed B, B's last partial panel) is
+ * packed. Returns false when out of memory. */
+static bool sgemm_small(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                        const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+    int MR = K->mr, NR = K->nr;
+    bool a_in_place = ta && K->ukr_rows; /* edge tiles must not read rows past m */
+    int64_t as = a_in_place ? lda : MR, np = ceil_div(n, NR), nfull = tb ? 0 : n / NR;
+    float *pa = a_in_place ? NULL : scratch(0, (size_t)(ceil_div(m, MR) * MR * k));
+    float *pb = nfull == np ? NULL : scratch(1, (size_t)((np - nfull) * NR * k));
+    if ((!a_in_place && !pa) || (nfull < np && !pb)) return false;
+    if (pa) pack_a(K, ta, a, lda, 0, m, 0, k, pa);
+    if (pb) pack_b(K, tb, b, ldb, 0, k, nfull * NR, n - nfull * NR, pb);
+    for (int64_t jp = 0; jp < np; jp++) {
+        const float *bj = jp < nfull ? b + jp * NR : pb + (jp - nfull) * NR * k;
+        int64_t bs = jp < nfull ? ldb : NR;
+        int nr = (int)min64(NR, n - jp * NR);
+        for (int64_t ir = 0; ir < m; ir += MR)
+            run_tile(K, k, a_in_place ? a + ir : pa + ir * k, as, bj, bs, c + ir * ldc + jp * NR, ldc,
+                     (int)min64(MR, m - ir), nr, alpha, beta);
+    }
+    return true;
+}
+
 /* Below this many multiply-adds per thread, a second thread costs more than it saves. */
 #define MIN_WORK_PER_THREAD (1 << 20)
+/* Up to this many multiply-adds a problem takes the one-pass path. */
+#define SMALL_WORK (128.0 * 128 * 128)
 
 void kiln__sgemm_own(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
                      const float *b, int64_t ldb, float beta, float *c, int64_t ldc, int n_threads) {
@@ -313,16 +343,50 @@ void kiln__sgemm_own(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float al
         if (x != b && x != stack) free(x);
         return;
     }
-    /* few rows, or too little work to pay for packing: row at a time */
-    if (m <= 2 || work <= 24.0 * 24 * 24)
+    /* one row: GEMV; small: one pass, little packing */
+    if (m == 1)
         rows_times_b(K, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, nt);
-    else sgemm_blocked(K, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, nt);
+    else if (!(nt == 1 && k <= 2 * K->kc && work <= SMALL_WORK &&
+               sgemm_small(K, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)))
+        sgemm_blocked(K, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, nt);
 }
+
+#ifdef KILN_BLAS
+/* OpenBLAS picks its kernels by CPU model when it loads; on a model it
+ * does not know it falls back to an old core (on this project's Sapphire
+ * Rapids VM, 0.3.21 picks "Prescott": about 30 GFLOP/s a thread, a quarter
+ * of kiln's AVX-512 kernel). So OpenBLAS gets the big problems only when
+ * its core is at least as wide as the kernel kiln would run. */
+static bool blas_is_strong(void) {
+    static int strong = -1; /* a benign race: every thread computes the same answer */
+    if (strong < 0) {
+        const char *core = openblas_get_corename();
+        static const char *const avx512[] = {"skylakex", "cooperlake", "sapphirerapids"};
+        static const char *const avx2[] = {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"};
+        int level = 0;
+        for (size_t i = 0; core && i < sizeof avx2 / sizeof *avx2; i++)
+            if (!strcasecmp(core, avx2[i])) level = 1;
+        for (size_t i = 0; core && i < sizeof avx512 / sizeof *avx512; i++)
+            if (!strcasecmp(core, avx512[i])) level = 2;
+#if defined(__x86_64__)
+        kiln_simd_level l = kiln__cpu_caps_detected()->level;
+        int ours = l >= KILN_SIMD_AVX512 ? 2 : l >= KILN_SIMD_AVX2 ? 1 : 0;
+#else
+        int ours = 0; /* elsewhere OpenBLAS's core names are not ranked here: trust it */
+#endif
+        strong = level >= ours;
+    }
+    return strong;
+}
+#endif
 
 void kiln__sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
                  const float *b, int64_t ldb, float beta, float *c, int64_t ldc, int n_threads) {
 #ifdef KILN_BLAS
-    if (!omp_in_parallel() && m > 0 && n > 0 && k > 0) {
+    /* kiln's own: inside parallel regions (OpenBLAS must not run there),
+     * one-row/one-column products (its GEMV paths measured 1-3x OpenBLAS's),
+     * and everything when OpenBLAS's core is the weaker one */
+    if (!omp_in_parallel() && m > 1 && n > 1 && k > 0 && blas_is_strong()) {
         if (openblas_get_num_threads() != n_threads) openblas_set_num_threads(n_threads);
         cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n,
                     (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);

@@ -9,6 +9,16 @@
 #define GEMV_AXPY GEMV_CAT(kiln__sgemv_axpy, GEMV_SUFFIX)
 #define GEMV_DOT GEMV_CAT(kiln__sgemv_dot, GEMV_SUFFIX)
 
+/* C11 mode compiles a*b + c as two roundings (no contraction), so the
+ * fused multiply-add is asked for where the ISA has one (not in the
+ * reductions: clang cannot vectorize an fmaf reduction). */
+#if defined(__FMA__) || defined(__aarch64__)
+#include <math.h>
+#define GEMV_FMA(x, y, z) fmaf(x, y, z)
+#else
+#define GEMV_FMA(x, y, z) ((x) * (y) + (z))
+#endif
+
 /* Columns of y kept hot while four rows of M at a time stream past. */
 #define GEMV_JB 256
 
@@ -25,13 +35,13 @@ static void GEMV_AXPY(int64_t n, int64_t k, float alpha, const float *x, const f
             const float *m0 = mj + p * ldm, *m1 = m0 + ldm, *m2 = m1 + ldm, *m3 = m2 + ldm;
             float x0 = x[p], x1 = x[p + 1], x2 = x[p + 2], x3 = x[p + 3];
 #pragma omp simd
-            for (int64_t j = 0; j < jn; j++) acc[j] += x0 * m0[j] + x1 * m1[j] + x2 * m2[j] + x3 * m3[j];
+            for (int64_t j = 0; j < jn; j++) acc[j] = GEMV_FMA(x3, m3[j], GEMV_FMA(x2, m2[j], GEMV_FMA(x1, m1[j], GEMV_FMA(x0, m0[j], acc[j]))));
         }
         for (; p < k; p++) {
             const float *m0 = mj + p * ldm;
             float x0 = x[p];
 #pragma omp simd
-            for (int64_t j = 0; j < jn; j++) acc[j] += x0 * m0[j];
+            for (int64_t j = 0; j < jn; j++) acc[j] = GEMV_FMA(x0, m0[j], acc[j]);
         }
         float *yj = y + j0;
         if (beta == 0) {
@@ -77,3 +87,4 @@ static void GEMV_DOT(int64_t n, int64_t k, float alpha, const float *x, const fl
         *yq = beta == 0 ? alpha * s : alpha * s + beta * *yq;
     }
 }
+

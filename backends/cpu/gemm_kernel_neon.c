@@ -24,20 +24,21 @@
 #define STORE(i) STORE1(i, 0) STORE1(i, 1) STORE1(i, 2)
 #define ALL(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 
-static void ukr(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha, float beta) {
+static void ukr(int64_t kc, const float *a, int64_t as, const float *b, int64_t bs, float *c, int64_t ldc, float alpha,
+                float beta) {
     ALL(ROW)
     for (int64_t p = 0; p < kc; p++) {
         float32x4_t a0 = vld1q_f32(a), a1 = vld1q_f32(a + 4);
         float32x4_t b0 = vld1q_f32(b), b1 = vld1q_f32(b + 4), b2 = vld1q_f32(b + 8);
         FMA(0, a0, 0) FMA(1, a0, 1) FMA(2, a0, 2) FMA(3, a0, 3)
         FMA(4, a1, 0) FMA(5, a1, 1) FMA(6, a1, 2) FMA(7, a1, 3)
-        a += MR;
-        b += NR;
+        a += as;
+        b += bs;
     }
     ALL(STORE)
 }
 
 const kiln__sgemm_kernel kiln__sgemm_kernel_neon = {
-    "neon", MR, NR, 256, 128, 1024, ukr, kiln__sgemv_axpy_neon, kiln__sgemv_dot_neon,
+    "neon", MR, NR, 256, 128, 1024, ukr, kiln__sgemv_axpy_neon, kiln__sgemv_dot_neon, kiln__sgemm_pack_t_scalar, NULL,
 };
 #endif

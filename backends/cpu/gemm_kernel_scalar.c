@@ -9,7 +9,8 @@
 #define MR 4
 #define NR 8
 
-static void ukr(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha, float beta) {
+static void ukr(int64_t kc, const float *a, int64_t as, const float *b, int64_t bs, float *c, int64_t ldc, float alpha,
+                float beta) {
     float acc[MR][NR] = {{0}};
     for (int64_t p = 0; p < kc; p++) {
         for (int i = 0; i < MR; i++) {
@@ -17,8 +18,8 @@ static void ukr(int64_t kc, const float *a, const float *b, float *c, int64_t ld
 #pragma omp simd
             for (int j = 0; j < NR; j++) acc[i][j] += ai * b[j];
         }
-        a += MR;
-        b += NR;
+        a += as;
+        b += bs;
     }
     for (int i = 0; i < MR; i++) {
         float *ci = c + i * ldc;
@@ -26,8 +27,18 @@ static void ukr(int64_t kc, const float *a, const float *b, float *c, int64_t ld
     }
 }
 
+void kiln__sgemm_pack_t_scalar(const float *src, int64_t ld, int rows, int64_t kc, int w, float *dst) {
+    for (int i = 0; i < w; i++) {
+        if (i < rows) {
+            const float *s = src + i * ld;
+            for (int64_t p = 0; p < kc; p++) dst[p * w + i] = s[p];
+        } else
+            for (int64_t p = 0; p < kc; p++) dst[p * w + i] = 0;
+    }
+}
+
 const kiln__sgemm_kernel kiln__sgemm_kernel_scalar = {
-    "scalar", MR, NR, 256, 64, 1024, ukr, kiln__sgemv_axpy_scalar, kiln__sgemv_dot_scalar,
+    "scalar", MR, NR, 256, 64, 1024, ukr, kiln__sgemv_axpy_scalar, kiln__sgemv_dot_scalar, kiln__sgemm_pack_t_scalar, NULL,
 };
 
 const kiln__sgemm_kernel *kiln__sgemm_kernel_pick(void) {
