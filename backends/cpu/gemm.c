@@ -197,14 +197,17 @@ static void sgemm_blocked(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t
                           int64_t ldc, int nt) {
     sgemm_job J = {K, ta, tb, m, n, k, lda, ldb, ldc, a, b, c, alpha, beta, 0, 0, 0, 0};
     int MR = K->mr, NR = K->nr;
-    /* Units of work: column blocks of all rows (B packed once); with
+    /* Units of work: column blocks of all rows (B packed once). With
      * threads, about 4 units per thread so a stalled thread's share is
-     * small: columns split first (down to 4 panels), then rows. */
+     * small: splitting columns repacks A per block, splitting rows repacks
+     * B, so the longer dimension is split first. */
     int64_t ncmax = K->nc, rgroups = 1;
     if (nt > 1)
         while (ceil_div(n, ncmax) * rgroups < 4 * nt) {
-            if (ncmax >= 8 * NR && ceil_div(n, ncmax) * 2 <= ceil_div(n, 4 * NR)) ncmax /= 2;
-            else if (ceil_div(m, rgroups * 2) >= 2 * MR) rgroups *= 2;
+            bool cols = ncmax >= 8 * NR && ceil_div(n, ncmax) * 2 <= ceil_div(n, 4 * NR);
+            bool rows = ceil_div(m, rgroups * 2) >= 2 * MR;
+            if (rows && (m >= n || !cols)) rgroups *= 2;
+            else if (cols) ncmax /= 2;
             else break;
         }
     J.kcb = ceil_div(k, ceil_div(k, K->kc));
