@@ -3,8 +3,8 @@
  * of A), B packed into NR-wide row panels shared by all threads, A packed
  * per thread into MR-tall column panels, an ISA micro-kernel
  * (gemm_kernels.h) per MR x NR tile. Transposes and strides are absorbed
- * by the packing; tiny and one-row/one-column problems skip packing and
- * run GEMV-shaped loops. kiln__sgemm sends each problem to OpenBLAS or to
+ * by the packing; one-row/one-column problems skip packing (GEMV-shaped
+ * loops) and small ones read B and A^T in place in a single pass. kiln__sgemm sends each problem to OpenBLAS or to
  * kiln's own kernel, whichever measured faster for its shape. */
 #include "gemm.h"
 
@@ -222,7 +222,7 @@ static void sgemm_blocked(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t
     } else sgemm_units(&J, nunits, ncb, false);
 }
 
-/* ---- unpacked paths: one-row / one-column problems and tiny ones ------- */
+/* ---- unpacked paths: one-row / one-column problems -------------------- */
 
 /* C row (n values at y) = alpha * x op(B) + beta * y for a contiguous x of k. */
 static void row_times_b(const kiln__sgemm_kernel *K, bool tb, int64_t n, int64_t k, float alpha, const float *x,
