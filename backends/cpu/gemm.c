@@ -1,11 +1,12 @@
 /* gemm.c — f32/f64 GEMM entry points (gemm.h) and kiln's own packed f32
- * GEMM: GotoBLAS/BLIS-style blocking (NC columns of B, KC deep, MC rows
- * of A), B packed into NR-wide row panels shared by all threads, A packed
- * per thread into MR-tall column panels, an ISA micro-kernel
- * (gemm_kernels.h) per MR x NR tile. Transposes and strides are absorbed
- * by the packing; one-row/one-column problems skip packing (GEMV-shaped
- * loops) and small ones read B and A^T in place in a single pass. kiln__sgemm sends each problem to OpenBLAS or to
- * kiln's own kernel, whichever measured faster for its shape. */
+ * GEMM: GotoBLAS/BLIS-style blocking (KC deep, MC rows of A, NC columns
+ * of B), B packed into NR-wide row panels and A into MR-tall column panels
+ * (transposes and strides absorbed by the packing), an ISA micro-kernel
+ * (gemm_kernels.h) per MR x NR tile. Threads take units of work (row group
+ * x column block, each packed in the thread's own buffers) dynamically,
+ * with no barriers. One-row/one-column problems run GEMV-shaped loops;
+ * small ones read B and A^T in place in a single pass. kiln__sgemm sends
+ * big problems to OpenBLAS only when its core is as wide as kiln's. */
 #include "gemm.h"
 
 #include "cpu_features.h"
