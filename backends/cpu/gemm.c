@@ -1,44 +1,475 @@
-/* gemm.c — f32/f64 GEMM entry points. (Scaffolding: OpenBLAS when built
- * with it, else a plain loop; the packed kernels replace the loop.) */
+/* gemm.c — f32/f64 GEMM entry points (gemm.h) and kiln's own packed f32
+ * GEMM: GotoBLAS/BLIS-style blocking (KC deep, MC rows of A, NC columns
+ * of B), B packed into NR-wide row panels and A into MR-tall column panels
+ * (transposes and strides absorbed by the packing), an ISA micro-kernel
+ * (gemm_kernels.h) per MR x NR tile. Threads take units of work (row group
+ * x column block, each packed in the thread's own buffers) dynamically,
+ * with no barriers. One-row/one-column problems run GEMV-shaped loops;
+ * small ones read B and A^T in place in a single pass. kiln__sgemm sends
+ * big problems to OpenBLAS only when its core is as wide as kiln's. */
 #include "gemm.h"
+
+#include "cpu_features.h"
+#include "gemm_kernels.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 
 #ifdef KILN_BLAS
 #include <cblas.h>
 #endif
 
-#define NAIVE_GEMM(T)                                                                                  \
-    for (int64_t i = 0; i < m; i++)                                                                    \
-        for (int64_t j = 0; j < n; j++) {                                                              \
-            T s = 0;                                                                                   \
-            for (int64_t p = 0; p < k; p++) s += (ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]); \
-            c[i * ldc + j] = alpha * s + (beta != 0 ? beta * c[i * ldc + j] : 0);                     \
+#define MAX_MR 16
+#define MAX_NR 32
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Per-thread scratch that only grows (threads of the OpenMP pool live on,
+ * so this saves a page-faulting allocation on every call). */
+static float *scratch(int slot, size_t n) {
+    static _Thread_local float *buf[2];
+    static _Thread_local size_t cap[2];
+    if (cap[slot] < n) {
+        free(buf[slot]);
+        size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
+        buf[slot] = aligned_alloc(64, bytes);
+        cap[slot] = buf[slot] ? n : 0;
+    }
+    return buf[slot];
+}
+
+/* C = beta * C over m x n (beta == 0 writes zeros without reading). */
+static void scale_c(int64_t m, int64_t n, float beta, float *c, int64_t ldc) {
+    for (int64_t i = 0; i < m; i++) {
+        float *ci = c + i * ldc;
+        if (beta == 0) memset(ci, 0, (size_t)n * sizeof *ci);
+        else if (beta != 1)
+            for (int64_t j = 0; j < n; j++) ci[j] *= beta;
+    }
+}
+
+/* ---- packing ---------------------------------------------------------- */
+
+/* op(A)[i0 .. i0+mc, p0 .. p0+kc] into MR-row panels: pa[panel*MR*kc + p*MR + i], zero-padded. */
+static void pack_a(const kiln__sgemm_kernel *K, bool ta, const float *a, int64_t lda, int64_t i0, int64_t mc,
+                   int64_t p0, int64_t kc, float *pa) {
+    int w = K->mr;
+    for (int64_t ir = 0; ir < mc; ir += w) {
+        int mr = (int)min64(w, mc - ir);
+        float *d = pa + ir * kc;
+        if (!ta) {
+            K->pack_t(a + (i0 + ir) * lda + p0, lda, mr, kc, w, d);
+            continue;
         }
+        const float *s = a + p0 * lda + i0 + ir;
+        for (int64_t p = 0; p < kc; p++, s += lda, d += w) {
+            int i = 0;
+            for (; i < mr; i++) d[i] = s[i];
+            for (; i < w; i++) d[i] = 0;
+        }
+    }
+}
+
+/* op(B)[p0 .. p0+kc, j0 .. j0+nc] into NR-wide panels: pb[panel*NR*kc + p*NR + j], zero-padded. */
+static void pack_b(const kiln__sgemm_kernel *K, bool tb, const float *b, int64_t ldb, int64_t p0, int64_t kc,
+                   int64_t j0, int64_t nc, float *pb) {
+    int w = K->nr;
+    for (int64_t jr = 0; jr < nc; jr += w) {
+        int nr = (int)min64(w, nc - jr);
+        float *d = pb + jr * kc;
+        if (tb) {
+            K->pack_t(b + (j0 + jr) * ldb + p0, ldb, nr, kc, w, d);
+            continue;
+        }
+        const float *s = b + p0 * ldb + j0 + jr;
+        if (nr == w)
+            for (int64_t p = 0; p < kc; p++, s += ldb, d += w)
+#pragma omp simd
+                for (int j = 0; j < w; j++) d[j] = s[j];
+        else
+            for (int64_t p = 0; p < kc; p++, s += ldb, d += w) {
+                int j = 0;
+                for (; j < nr; j++) d[j] = s[j];
+                for (; j < w; j++) d[j] = 0;
+            }
+    }
+}
+
+/* ---- the blocked driver ----------------------------------------------- */
+
+typedef struct {
+    const kiln__sgemm_kernel *K;
+    bool ta, tb;
+    int64_t m, n, k, lda, ldb, ldc;
+    const float *a, *b;
+    float *c;
+    float alpha, beta;
+    int64_t kcb, mcb, ncb; /* block sizes used */
+    int64_t mu;            /* rows per unit of work (a multiple of mcb, or all m) */
+} sgemm_job;
+
+/* One MR x NR tile (mr x nr of it inside C): straight into C when full
+ * width, through a scratch tile otherwise. */
+static void run_tile(const kiln__sgemm_kernel *K, int64_t kc, const float *pa, int64_t as, const float *pb, int64_t bs,
+                     float *c, int64_t ldc, int mr, int nr, float alpha, float beta) {
+    if (nr == K->nr && (mr == K->mr || K->ukr_rows)) {
+        if (mr == K->mr) K->ukr(kc, pa, as, pb, bs, c, ldc, alpha, beta);
+        else K->ukr_rows(mr, kc, pa, as, pb, bs, c, ldc, alpha, beta);
+        return;
+    }
+    float t[MAX_MR * MAX_NR];
+    if (K->ukr_rows) K->ukr_rows(mr, kc, pa, as, pb, bs, t, K->nr, 1.0f, 0.0f);
+    else K->ukr(kc, pa, as, pb, bs, t, K->nr, 1.0f, 0.0f);
+    for (int i = 0; i < mr; i++) {
+        float *ci = c + i * ldc;
+        const float *ti = t + i * K->nr;
+        if (beta == 0)
+            for (int j = 0; j < nr; j++) ci[j] = alpha * ti[j];
+        else
+            for (int j = 0; j < nr; j++) ci[j] = alpha * ti[j] + beta * ci[j];
+    }
+}
+
+/* One unit of work: C[i0 .. i0+mu, j0 .. j0+nc] over all of k, B packed
+ * once per kc step and A per MC block, in this thread's own buffers (no
+ * sharing, so no barriers: a thread the OS parks on a busy machine delays
+ * only the units it holds). */
+static void sgemm_unit(const sgemm_job *J, int64_t i0, int64_t mu, int64_t j0, int64_t nc, float *pa, float *pb) {
+    int MR = J->K->mr, NR = J->K->nr;
+    int64_t np = ceil_div(nc, NR);
+    for (int64_t pc = 0; pc < J->k; pc += J->kcb) {
+        int64_t kc = min64(J->kcb, J->k - pc);
+        float beta = pc == 0 ? J->beta : 1.0f;
+        pack_b(J->K, J->tb, J->b, J->ldb, pc, kc, j0, nc, pb);
+        for (int64_t ic = i0; ic < i0 + mu; ic += J->mcb) {
+            int64_t mc = min64(J->mcb, i0 + mu - ic);
+            pack_a(J->K, J->ta, J->a, J->lda, ic, mc, pc, kc, pa);
+            for (int64_t jp = 0; jp < np; jp++) {
+                int nr = (int)min64(NR, nc - jp * NR);
+                const float *pbj = pb + jp * NR * kc;
+                for (int64_t ir = 0; ir < mc; ir += MR)
+                    run_tile(J->K, kc, pa + ir * kc, MR, pbj, NR, J->c + (ic + ir) * J->ldc + j0 + jp * NR, J->ldc,
+                             (int)min64(MR, mc - ir), nr, J->alpha, beta);
+            }
+        }
+    }
+}
+
+static void sgemm_naive(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                        const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+    for (int64_t i = 0; i < m; i++) {
+        float *ci = c + i * ldc;
+        for (int64_t j = 0; j < n; j++) {
+            float s = 0;
+            for (int64_t p = 0; p < k; p++)
+                s += (ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
+            ci[j] = alpha * s + (beta != 0 ? beta * ci[j] : 0);
+        }
+    }
+}
+
+/* Units (row block x column block) on this thread, or shared out
+ * dynamically among the team when called inside the parallel region. */
+static void sgemm_units(const sgemm_job *J, int64_t nunits, int64_t ncols_blocks, bool shared) {
+    float *pa = scratch(0, (size_t)(J->mcb * J->kcb));
+    float *pb = scratch(1, (size_t)(J->kcb * ceil_div(J->ncb, J->K->nr) * J->K->nr));
+#define UNIT(u)                                                                                                    \
+    {                                                                                                              \
+        int64_t i0 = (u) / ncols_blocks * J->mu, j0 = (u) % ncols_blocks * J->ncb;                                 \
+        int64_t mc = min64(J->mu, J->m - i0), nc = min64(J->ncb, J->n - j0);                                       \
+        if (pa && pb) sgemm_unit(J, i0, mc, j0, nc, pa, pb);                                                        \
+        else /* out of memory for packing */                                                                       \
+            sgemm_naive(J->ta, J->tb, mc, nc, J->k, J->alpha, J->a + (J->ta ? i0 : i0 * J->lda), J->lda,           \
+                        J->b + (J->tb ? j0 * J->ldb : j0), J->ldb, J->beta, J->c + i0 * J->ldc + j0, J->ldc);       \
+    }
+    if (shared) {
+#pragma omp for schedule(dynamic, 1) nowait
+        for (int64_t u = 0; u < nunits; u++) UNIT(u)
+    } else
+        for (int64_t u = 0; u < nunits; u++) UNIT(u)
+#undef UNIT
+}
+
+static void sgemm_blocked(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                          float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                          int64_t ldc, int nt) {
+    sgemm_job J = {K, ta, tb, m, n, k, lda, ldb, ldc, a, b, c, alpha, beta, 0, 0, 0, 0};
+    int MR = K->mr, NR = K->nr;
+    /* Units of work: column blocks of all rows (B packed once). With
+     * threads, about 4 units per thread so a stalled thread's share is
+     * small: splitting columns repacks A per block, splitting rows repacks
+     * B, so the longer dimension is split first. */
+    int64_t ncmax = K->nc, rgroups = 1;
+    if (nt > 1)
+        while (ceil_div(n, ncmax) * rgroups < 4 * nt) {
+            bool cols = ncmax >= 8 * NR && ceil_div(n, ncmax) * 2 <= ceil_div(n, 4 * NR);
+            bool rows = ceil_div(m, rgroups * 2) >= 2 * MR;
+            if (rows && (m >= n || !cols)) rgroups *= 2;
+            else if (cols) ncmax /= 2;
+            else break;
+        }
+    J.kcb = ceil_div(k, ceil_div(k, K->kc));
+    J.ncb = ceil_div(ceil_div(n, ceil_div(n, ncmax)), NR) * NR;
+    J.mu = ceil_div(ceil_div(m, rgroups), MR) * MR;
+    J.mcb = ceil_div(ceil_div(J.mu, ceil_div(J.mu, K->mc)), MR) * MR; /* even MC blocks within a unit */
+    int64_t ncb = ceil_div(n, J.ncb), nunits = ceil_div(m, J.mu) * ncb;
+    if (nt > nunits) nt = (int)nunits;
+    if (nt > 1) {
+#pragma omp parallel num_threads(nt)
+        sgemm_units(&J, nunits, ncb, true);
+    } else sgemm_units(&J, nunits, ncb, false);
+}
+
+/* ---- unpacked paths: one-row / one-column problems -------------------- */
+
+/* C row (n values at y) = alpha * x op(B) + beta * y for a contiguous x of k. */
+static void row_times_b(const kiln__sgemm_kernel *K, bool tb, int64_t n, int64_t k, float alpha, const float *x,
+                        const float *b, int64_t ldb, float beta, float *y, int nt) {
+    int64_t per = nt > 1 ? ceil_div(ceil_div(n, nt), 16) * 16 : n;
+    if (nt > 1 && n >= 2 * 16) {
+#pragma omp parallel for num_threads(nt) schedule(static)
+        for (int t = 0; t < nt; t++) {
+            int64_t j0 = t * per, jn = min64(per, n - j0);
+            if (jn <= 0) continue;
+            if (tb) K->dot(jn, k, alpha, x, b + j0 * ldb, ldb, beta, y + j0, 1);
+            else K->axpy(jn, k, alpha, x, b + j0, ldb, beta, y + j0);
+        }
+    } else if (tb) K->dot(n, k, alpha, x, b, ldb, beta, y, 1);
+    else K->axpy(n, k, alpha, x, b, ldb, beta, y);
+}
+
+#define STACK_FLOATS 2048
+
+/* n == 1: C column = alpha * op(A) x + beta * C column. */
+static void a_times_col(const kiln__sgemm_kernel *K, bool ta, int64_t m, int64_t k, float alpha, const float *a,
+                        int64_t lda, const float *x, float beta, float *c, int64_t ldc, int nt) {
+    if (!ta) { /* rows of A dot x */
+        int64_t per = ceil_div(m, nt);
+        if (nt > 1 && m >= 8) {
+#pragma omp parallel for num_threads(nt) schedule(static)
+            for (int t = 0; t < nt; t++) {
+                int64_t i0 = t * per, in = min64(per, m - i0);
+                if (in > 0) K->dot(in, k, alpha, x, a + i0 * lda, lda, beta, c + i0 * ldc, ldc);
+            }
+        } else K->dot(m, k, alpha, x, a, lda, beta, c, ldc);
+        return;
+    }
+    if (ldc == 1) {
+        row_times_b(K, false, m, k, alpha, x, a, lda, beta, c, nt);
+        return;
+    }
+    float stack[STACK_FLOATS], *y = m <= STACK_FLOATS ? stack : malloc((size_t)m * sizeof *y);
+    if (!y) y = stack, m = 0; /* cannot happen for sane sizes; leave C as is */
+    row_times_b(K, false, m, k, alpha, x, a, lda, 0.0f, y, nt);
+    for (int64_t i = 0; i < m; i++) c[i * ldc] = beta == 0 ? y[i] : y[i] + beta * c[i * ldc];
+    if (y != stack) free(y);
+}
+
+/* Each row of C as its own row_times_b (a strided row of A gathered first). */
+static void rows_times_b(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                         const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc,
+                         int nt) {
+    float stack[STACK_FLOATS], *x = NULL;
+    if (ta) {
+        x = k <= STACK_FLOATS ? stack : malloc((size_t)k * sizeof *x);
+        if (!x) {
+            sgemm_blocked(K, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, nt);
+            return;
+        }
+    }
+    for (int64_t i = 0; i < m; i++) {
+        const float *xi = a + i * lda;
+        if (ta) {
+            for (int64_t p = 0; p < k; p++) x[p] = a[p * lda + i];
+            xi = x;
+        }
+        row_times_b(K, tb, n, k, alpha, xi, b, ldb, beta, c + i * ldc, nt);
+    }
+    if (x && x != stack) free(x);
+}
+
+/* Small problems in one pass over k, on the calling thread, reading B
+ * (untransposed) and A^T in place: only what the kernel cannot read
+ * directly (an untransposed A, a transposed B, B's last partial panel) is
+ * packed. Returns false when out of memory. */
+static bool sgemm_small(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                        const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+    int MR = K->mr, NR = K->nr;
+    bool a_in_place = ta && K->ukr_rows; /* edge tiles must not read rows past m */
+    int64_t as = a_in_place ? lda : MR, np = ceil_div(n, NR), nfull = tb ? 0 : n / NR;
+    float *pa = a_in_place ? NULL : scratch(0, (size_t)(ceil_div(m, MR) * MR * k));
+    float *pb = nfull == np ? NULL : scratch(1, (size_t)((np - nfull) * NR * k));
+    if ((!a_in_place && !pa) || (nfull < np && !pb)) return false;
+    if (pa) pack_a(K, ta, a, lda, 0, m, 0, k, pa);
+    if (pb) pack_b(K, tb, b, ldb, 0, k, nfull * NR, n - nfull * NR, pb);
+    for (int64_t jp = 0; jp < np; jp++) {
+        const float *bj = jp < nfull ? b + jp * NR : pb + (jp - nfull) * NR * k;
+        int64_t bs = jp < nfull ? ldb : NR;
+        int nr = (int)min64(NR, n - jp * NR);
+        for (int64_t ir = 0; ir < m; ir += MR)
+            run_tile(K, k, a_in_place ? a + ir : pa + ir * k, as, bj, bs, c + ir * ldc + jp * NR, ldc,
+                     (int)min64(MR, m - ir), nr, alpha, beta);
+    }
+    return true;
+}
+
+/* Below this many multiply-adds per thread, a second thread costs more than it saves. */
+#define MIN_WORK_PER_THREAD (1 << 20)
+/* Up to this many multiply-adds a problem takes the one-pass path. */
+#define SMALL_WORK (128.0 * 128 * 128)
 
 void kiln__sgemm_own(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
                      const float *b, int64_t ldb, float beta, float *c, int64_t ldc, int n_threads) {
-    (void)n_threads;
-    NAIVE_GEMM(float)
+    if (m <= 0 || n <= 0) return;
+    if (k <= 0 || alpha == 0) {
+        scale_c(m, n, beta, c, ldc);
+        return;
+    }
+    const kiln__sgemm_kernel *K = kiln__sgemm_kernel_pick();
+    double work = (double)m * (double)n * (double)k;
+    int nt = n_threads < 1 ? 1 : n_threads;
+    if (work < (double)MIN_WORK_PER_THREAD * nt) nt = (int)(work / MIN_WORK_PER_THREAD) > 1 ? (int)(work / MIN_WORK_PER_THREAD) : 1;
+    if (nt > 1 && omp_in_parallel()) nt = 1;
+    if (n == 1) {
+        float stack[STACK_FLOATS], *x = (float *)b;
+        if (!tb && ldb != 1) {
+            x = k <= STACK_FLOATS ? stack : malloc((size_t)k * sizeof *x);
+            if (!x) {
+                sgemm_blocked(K, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, nt);
+                return;
+            }
+            for (int64_t p = 0; p < k; p++) x[p] = b[p * ldb];
+        }
+        a_times_col(K, ta, m, k, alpha, a, lda, x, beta, c, ldc, nt);
+        if (x != b && x != stack) free(x);
+        return;
+    }
+    /* one row: GEMV; small: one pass, little packing */
+    if (m == 1)
+        rows_times_b(K, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, nt);
+    else if (!(nt == 1 && k <= 2 * K->kc && work <= SMALL_WORK &&
+               sgemm_small(K, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)))
+        sgemm_blocked(K, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, nt);
 }
+
+#ifdef KILN_BLAS
+/* OpenBLAS picks its kernels by CPU model when it loads; on a model it
+ * does not know it falls back to an old core (on this project's Sapphire
+ * Rapids VM, 0.3.21 picks "Prescott": about 30 GFLOP/s a thread, a quarter
+ * of kiln's AVX-512 kernel). So OpenBLAS gets the big problems only when
+ * its core is at least as wide as the kernel kiln would run. */
+static bool blas_is_strong(void) {
+    static int strong = -1; /* a benign race: every thread computes the same answer */
+    if (strong < 0) {
+        const char *core = openblas_get_corename();
+        static const char *const avx512[] = {"skylakex", "cooperlake", "sapphirerapids"};
+        static const char *const avx2[] = {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"};
+        int level = 0;
+        for (size_t i = 0; core && i < sizeof avx2 / sizeof *avx2; i++)
+            if (!strcasecmp(core, avx2[i])) level = 1;
+        for (size_t i = 0; core && i < sizeof avx512 / sizeof *avx512; i++)
+            if (!strcasecmp(core, avx512[i])) level = 2;
+#if defined(__x86_64__)
+        kiln_simd_level l = kiln__cpu_caps_detected()->level;
+        int ours = l >= KILN_SIMD_AVX512 ? 2 : l >= KILN_SIMD_AVX2 ? 1 : 0;
+#else
+        int ours = 0; /* elsewhere OpenBLAS's core names are not ranked here: trust it */
+#endif
+        strong = level >= ours;
+    }
+    return strong;
+}
+#endif
 
 void kiln__sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
                  const float *b, int64_t ldb, float beta, float *c, int64_t ldc, int n_threads) {
 #ifdef KILN_BLAS
-    if (openblas_get_num_threads() != n_threads) openblas_set_num_threads(n_threads);
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k,
-                alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
-#else
-    kiln__sgemm_own(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, n_threads);
+    /* kiln's own: inside parallel regions (OpenBLAS must not run there),
+     * one-row/one-column products (its GEMV paths measured 1-3x OpenBLAS's),
+     * and everything when OpenBLAS's core is the weaker one */
+    if (!omp_in_parallel() && m > 1 && n > 1 && k > 0 && blas_is_strong()) {
+        if (openblas_get_num_threads() != n_threads) openblas_set_num_threads(n_threads);
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n,
+                    (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+        return;
+    }
 #endif
+    kiln__sgemm_own(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, n_threads);
+}
+
+/* ---- f64 -------------------------------------------------------------- */
+
+#define DKC 128
+#define DNC 512
+
+/* C[i, j0 .. j0+nc] += sum_p A(i, p0+p) bp[p, :] for rows i0..i1 */
+static void dgemm_rows(bool ta, const double *a, int64_t lda, int64_t i0, int64_t i1, int64_t p0, int64_t kc,
+                       const double *bp, int64_t nc, double *c, int64_t ldc) {
+    for (int64_t i = i0; i < i1; i++) {
+        double *ci = c + i * ldc;
+        for (int64_t p = 0; p < kc; p++) {
+            double ai = ta ? a[(p0 + p) * lda + i] : a[i * lda + p0 + p];
+            const double *bq = bp + p * nc;
+#pragma omp simd
+            for (int64_t j = 0; j < nc; j++) ci[j] += ai * bq[j];
+        }
+    }
+}
+
+void kiln__dgemm_own(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double *a, int64_t lda,
+                     const double *b, int64_t ldb, double beta, double *c, int64_t ldc, int n_threads) {
+    if (m <= 0 || n <= 0) return;
+    for (int64_t i = 0; i < m; i++) {
+        double *ci = c + i * ldc;
+        for (int64_t j = 0; j < n; j++) ci[j] = beta == 0 ? 0 : beta * ci[j];
+    }
+    if (k <= 0 || alpha == 0) return;
+    double *bp = malloc(sizeof(double) * DKC * DNC);
+    int nt = n_threads > 1 && (double)m * n * k >= (double)MIN_WORK_PER_THREAD * 2 && m >= 2 && !omp_in_parallel()
+                 ? n_threads
+                 : 1;
+    for (int64_t jc = 0; jc < n; jc += DNC) {
+        int64_t nc = min64(DNC, n - jc);
+        for (int64_t pc = 0; pc < k; pc += DKC) {
+            int64_t kc = min64(DKC, k - pc);
+            if (!bp) { /* no memory for the block: straight loops */
+                for (int64_t i = 0; i < m; i++)
+                    for (int64_t j = 0; j < nc; j++) {
+                        double s = 0;
+                        for (int64_t p = 0; p < kc; p++)
+                            s += (ta ? a[(pc + p) * lda + i] : a[i * lda + pc + p]) *
+                                 (tb ? b[(jc + j) * ldb + pc + p] : b[(pc + p) * ldb + jc + j]);
+                        c[i * ldc + jc + j] += alpha * s;
+                    }
+                continue;
+            }
+            /* op(B) block, times alpha, stored kc x nc contiguous */
+            for (int64_t p = 0; p < kc; p++)
+                for (int64_t j = 0; j < nc; j++)
+                    bp[p * nc + j] = alpha * (tb ? b[(jc + j) * ldb + pc + p] : b[(pc + p) * ldb + jc + j]);
+            if (nt > 1) {
+                int64_t per = ceil_div(m, nt);
+#pragma omp parallel for num_threads(nt) schedule(static)
+                for (int t = 0; t < nt; t++)
+                    dgemm_rows(ta, a, lda, t * per, min64(m, (t + 1) * per), pc, kc, bp, nc, c + jc, ldc);
+            } else dgemm_rows(ta, a, lda, 0, m, pc, kc, bp, nc, c + jc, ldc);
+        }
+    }
+    free(bp);
 }
 
 void kiln__dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double *a, int64_t lda,
                  const double *b, int64_t ldb, double beta, double *c, int64_t ldc, int n_threads) {
 #ifdef KILN_BLAS
-    if (openblas_get_num_threads() != n_threads) openblas_set_num_threads(n_threads);
-    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k,
-                alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
-#else
-    (void)n_threads;
-    NAIVE_GEMM(double)
+    if (!omp_in_parallel() && m > 0 && n > 0 && k > 0) {
+        if (openblas_get_num_threads() != n_threads) openblas_set_num_threads(n_threads);
+        cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n,
+                    (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+        return;
+    }
 #endif
+    kiln__dgemm_own(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, n_threads);
 }

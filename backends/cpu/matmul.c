@@ -2,8 +2,12 @@
  * (a broadcast operand is re-read through a zero batch stride), or a
  * single GEMM when a shared 2-D b lets the whole batch of a act as one
  * tall matrix. Operands are contiguous, stored untransposed; ip[0]/ip[1]
- * say whether the kernel uses the transpose of a's/b's last two dims. */
+ * say whether the kernel uses the transpose of a's/b's last two dims.
+ * A batch of small f32/f64 matrices runs batch-parallel (one thread per
+ * GEMM, on kiln's own kernels since OpenBLAS must not run inside a
+ * parallel region); big ones run one by one with every thread. */
 #include "gemm.h"
+#include "gemm_kernels.h"
 
 /* Element stride of each output batch dim in a contiguous operand x
  * (0 where x has no such dim or a 1 that is broadcast). */
@@ -17,6 +21,22 @@ static void batch_strides(const kiln_tensor *x, int nb, const int64_t *bshape, i
         s *= d;
     }
 }
+
+/* Element offsets of batch p's a and b. */
+static void batch_offsets(int64_t p, int nb, const int64_t *shape, const int64_t *sa, const int64_t *sb, int64_t *oa,
+                          int64_t *ob) {
+    for (int d = nb - 1; d >= 0; d--) {
+        int64_t i = p % shape[d];
+        p /= shape[d];
+        *oa += i * sa[d];
+        *ob += i * sb[d];
+    }
+}
+
+/* Up to this many multiply-adds per matrix, a batch is spread over the
+ * threads rather than each GEMM (one 2-thread GEMM this small spends much
+ * of its time waking and joining). */
+#define SMALL_GEMM_WORK (256.0 * 256 * 256)
 
 /* C[m, n] = op(A) op(B) for one matrix of t's dtype. f32 goes through
  * bf16 when the matmul precision asks for it. */
@@ -51,14 +71,26 @@ static kiln_status matmul_kernel(kiln_tensor *t, const kiln_exec *ex) {
         return kiln__errs(KILN_ERR_UNSUPPORTED, "matmul: no CPU kernel for %s", kiln_dtype_name(t->dtype));
     if (fold) return gemm(t->dtype, false, tb, batch * m, n, k, a->data, lda, b->data, ldb, t->data, ex->n_threads);
     size_t es = kiln__types[t->dtype].size;
-    for (int64_t p = 0; p < batch; p++) {
-        int64_t oa = 0, ob = 0, rem = p; /* element offsets of this batch's a and b */
-        for (int d = nb - 1; d >= 0; d--) {
-            int64_t i = rem % t->shape[d];
-            rem /= t->shape[d];
-            oa += i * sa[d];
-            ob += i * sb[d];
+    /* many small GEMMs: across the batch, each on one thread */
+    int nt = ex->n_threads;
+    bool own_dt = t->dtype == KILN_F64 || (t->dtype == KILN_F32 && kiln_get_matmul_precision() == KILN_MATMUL_F32);
+    if (own_dt && nt > 1 && batch >= 2 * nt && (double)m * n * k <= SMALL_GEMM_WORK) {
+#pragma omp parallel for num_threads(nt) schedule(static)
+        for (int64_t p = 0; p < batch; p++) {
+            int64_t oa = 0, ob = 0;
+            batch_offsets(p, nb, t->shape, sa, sb, &oa, &ob);
+            if (t->dtype == KILN_F32)
+                kiln__sgemm_own(ta, tb, m, n, k, 1.0f, (const float *)a->data + oa, lda, (const float *)b->data + ob,
+                                ldb, 0.0f, (float *)t->data + p * m * n, n, 1);
+            else
+                kiln__dgemm_own(ta, tb, m, n, k, 1.0, (const double *)a->data + oa, lda,
+                                (const double *)b->data + ob, ldb, 0.0, (double *)t->data + p * m * n, n, 1);
         }
+        return KILN_OK;
+    }
+    for (int64_t p = 0; p < batch; p++) {
+        int64_t oa = 0, ob = 0;
+        batch_offsets(p, nb, t->shape, sa, sb, &oa, &ob);
         kiln_status s = gemm(t->dtype, ta, tb, m, n, k, (const char *)a->data + (size_t)oa * es, lda,
                              (const char *)b->data + (size_t)ob * es, ldb, (char *)t->data + (size_t)(p * m * n) * es,
                              ex->n_threads);

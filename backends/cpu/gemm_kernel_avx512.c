@@ -1,0 +1,104 @@
+/* gemm_kernel_avx512.c — kiln's f32 GEMM micro-kernel for AVX-512: a 14 x 32
+ * tile of C in 28 zmm accumulators, each step one broadcast of A per row
+ * against two 16-wide vectors of B (FMA-bound: 28 FMAs per 16 loads). */
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define GEMV_SUFFIX avx512
+#include "gemm_gemv.h"
+
+#define MR 14
+#define NR 32
+
+#define ROW(i) __m512 c##i##0 = _mm512_setzero_ps(), c##i##1 = _mm512_setzero_ps();
+#define FMA(i)                                                                                                     \
+    {                                                                                                              \
+        __m512 ai = _mm512_set1_ps(ak[i]);                                                                         \
+        c##i##0 = _mm512_fmadd_ps(ai, b0, c##i##0);                                                                \
+        c##i##1 = _mm512_fmadd_ps(ai, b1, c##i##1);                                                                \
+    }
+#define STORE(i)                                                                                                   \
+    {                                                                                                              \
+        float *ci = c + (i) * ldc;                                                                                 \
+        if (beta == 0) {                                                                                           \
+            _mm512_storeu_ps(ci, _mm512_mul_ps(va, c##i##0));                                                      \
+            _mm512_storeu_ps(ci + 16, _mm512_mul_ps(va, c##i##1));                                                 \
+        } else {                                                                                                   \
+            _mm512_storeu_ps(ci, _mm512_fmadd_ps(vb, _mm512_loadu_ps(ci), _mm512_mul_ps(va, c##i##0)));            \
+            _mm512_storeu_ps(ci + 16, _mm512_fmadd_ps(vb, _mm512_loadu_ps(ci + 16), _mm512_mul_ps(va, c##i##1)));  \
+        }                                                                                                          \
+    }
+#define L1(X) X(0)
+#define L2(X) X(0) X(1)
+#define L3(X) X(0) X(1) X(2)
+#define L4(X) X(0) X(1) X(2) X(3)
+#define L5(X) X(0) X(1) X(2) X(3) X(4)
+#define L6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define L7(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6)
+#define L8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+#define L9(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8)
+#define L10(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9)
+#define L11(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10)
+#define L12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+#define L13(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12)
+#define L14(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
+#define PREFETCH_C(i) _mm_prefetch((const char *)(c + (i) * ldc), _MM_HINT_T0), _mm_prefetch((const char *)(c + (i) * ldc + 31), _MM_HINT_T0);
+#define STEP(ALL, off)                                                                                             \
+    {                                                                                                              \
+        __m512 b0 = _mm512_loadu_ps(b + (off) * bs), b1 = _mm512_loadu_ps(b + (off) * bs + 16);                    \
+        const float *ak = a + (off) * as;                                                                          \
+        ALL(FMA)                                                                                                   \
+    }
+
+/* The kernel for the first `rows` rows of the tile (A panels keep their MR stride). */
+#define UKR(name, ALL)                                                                                             \
+    static void name(int64_t kc, const float *a, int64_t as, const float *b, int64_t bs, float *c, int64_t ldc,    \
+                     float alpha, float beta) {                                                                    \
+        ALL(ROW)                                                                                                   \
+        if (beta != 0) {                                                                                           \
+            ALL(PREFETCH_C)                                                                                        \
+        }                                                                                                          \
+        int64_t p = 0;                                                                                             \
+        for (; p + 2 <= kc; p += 2) {                                                                              \
+            _mm_prefetch((const char *)(a + 12 * as), _MM_HINT_T0); /* A streams from L2; B stays in L1 */          \
+            _mm_prefetch((const char *)(a + 12 * as + 16), _MM_HINT_T0);                                           \
+            STEP(ALL, 0)                                                                                           \
+            STEP(ALL, 1)                                                                                           \
+            a += 2 * as;                                                                                           \
+            b += 2 * bs;                                                                                           \
+        }                                                                                                          \
+        if (p < kc) {                                                                                              \
+            STEP(ALL, 0)                                                                                           \
+        }                                                                                                          \
+        __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);                                              \
+        ALL(STORE)                                                                                                 \
+    }
+
+UKR(ukr, L14)
+UKR(ukr1, L1)
+UKR(ukr2, L2)
+UKR(ukr3, L3)
+UKR(ukr4, L4)
+UKR(ukr5, L5)
+UKR(ukr6, L6)
+UKR(ukr7, L7)
+UKR(ukr8, L8)
+UKR(ukr9, L9)
+UKR(ukr10, L10)
+UKR(ukr11, L11)
+UKR(ukr12, L12)
+UKR(ukr13, L13)
+
+/* Edge tiles of fewer rows compute only those rows (m = 128 would
+ * otherwise waste 12 of the last tile's 14). */
+static void ukr_rows(int rows, int64_t kc, const float *a, int64_t as, const float *b, int64_t bs, float *c,
+                     int64_t ldc, float alpha, float beta) {
+    static const kiln__sgemm_ukr by_rows[MR + 1] = {NULL, ukr1, ukr2, ukr3, ukr4, ukr5, ukr6, ukr7,
+                                                    ukr8, ukr9, ukr10, ukr11, ukr12, ukr13, ukr};
+    by_rows[rows](kc, a, as, b, bs, c, ldc, alpha, beta);
+}
+
+const kiln__sgemm_kernel kiln__sgemm_kernel_avx512 = {
+    "avx512", MR, NR, 256, 56, 1024, ukr, kiln__sgemv_axpy_avx512, kiln__sgemv_dot_avx512, kiln__sgemm_pack_t_avx2, ukr_rows,
+};
+#endif
