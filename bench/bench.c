@@ -26,8 +26,11 @@ static double median(double *v, int n) {
 void bench_measure(const bench_job *jobs, int n_jobs, int min_reps, int max_reps, double budget_s, double *med) {
     double *t = malloc((size_t)n_jobs * (size_t)max_reps * sizeof *t);
     bench_check(t != NULL, "out of memory");
-    for (int j = 0; j < n_jobs; j++) jobs[j].fn(jobs[j].arg);
     double start = bench_now();
+    for (int j = 0; j < n_jobs; j++) jobs[j].fn(jobs[j].arg);
+    /* a warm-up round longer than twice the budget: one timed round */
+    if (bench_now() - start > 2 * budget_s) max_reps = min_reps = 1;
+    start = bench_now();
     int reps = 0;
     while (reps < max_reps && (reps < min_reps || bench_now() - start < budget_s)) {
         for (int j = 0; j < n_jobs; j++) {

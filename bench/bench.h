@@ -24,7 +24,8 @@ typedef struct bench_job {
 
 /* Run each job once to warm up, then rounds of one run of each job in
  * turn, until max_reps rounds or (after min_reps) budget_s seconds have
- * passed. Writes each job's median seconds per run to med[]. */
+ * passed; a warm-up round longer than 2 * budget_s leaves one timed round. Writes
+ * each job's median seconds per run to med[]. */
 void bench_measure(const bench_job *jobs, int n_jobs, int min_reps, int max_reps, double budget_s, double *med);
 
 /* One report line: name, kiln's value and unit, and value / ref_value

@@ -80,15 +80,17 @@ static uint16_t *to_bf16(const float *x, int64_t n) {
 
 /* A GEMM that is still slow (a scalar fallback) would take minutes at 2048:
  * a size is skipped when the rate measured at the previous size predicts
- * more than this many seconds per call. */
-#define MAX_CALL_S 0.5
+ * more than this many seconds per call (kiln's own kernel slows down more
+ * than the rate predicts once its operands leave the caches). */
+#define MAX_CALL_S 3.0
+#define MAX_OWN_CALL_S 0.5
 
 /* The last rates seen of kiln's dispatch and own kernel (0: none yet). */
 typedef struct rates {
     double kiln, own;
 } rates;
 
-static bool too_slow(double gflops, double flop) { return gflops > 0 && flop / (gflops * 1e9) > MAX_CALL_S; }
+static bool too_slow(double gflops, double flop, double max_s) { return gflops > 0 && flop / (gflops * 1e9) > max_s; }
 
 static void report_or_skip(const char *name, bool ran, double *rate, double measured, double flop, double ref) {
     if (ran) {
@@ -109,13 +111,13 @@ static void one_shape(const bench_opts *o, const char *label, bool ta, bool tb, 
     double med[3] = {0, 0, 0}, flop = 2.0 * (double)m * (double)n * (double)k;
     bench_job jobs[3];
     int nj = 0, i_kiln = -1, i_own = -1, i_blas = -1;
-    if (!too_slow(r->kiln, flop)) jobs[i_kiln = nj++] = (bench_job){run_kiln, &j};
-    if (!too_slow(r->own, flop)) jobs[i_own = nj++] = (bench_job){run_own, &j};
+    if (!too_slow(r->kiln, flop, MAX_CALL_S)) jobs[i_kiln = nj++] = (bench_job){run_kiln, &j};
+    if (!too_slow(r->own, flop, MAX_OWN_CALL_S)) jobs[i_own = nj++] = (bench_job){run_own, &j};
 #ifdef KILN_BLAS
     openblas_set_num_threads(nt);
     jobs[i_blas = nj++] = (bench_job){run_blas, &j};
 #endif
-    if (nj > 0) bench_measure(jobs, nj, 3, 15, 1.0 * o->scale, med);
+    if (nj > 0) bench_measure(jobs, nj, 3, 15, 2.0 * o->scale, med);
     double ref = i_blas >= 0 ? flop / med[i_blas] * 1e-9 : 0;
     char name[64];
     snprintf(name, sizeof name, "sgemm %s %dt", label, nt);
@@ -140,7 +142,7 @@ static void bf16_shape(const bench_opts *o, int64_t s, int nt) {
     if (st != KILN_OK) {
         printf("%-34s unavailable: %s\n", name, kiln_last_error());
         kiln_clear_error();
-    } else if (first > 4 * MAX_CALL_S) {
+    } else if (first > MAX_CALL_S) {
         printf("%-34s skipped: %.1f GFLOP/s on a first call\n", name, 2.0 * (double)s * s * s / first * 1e-9);
     } else {
         bench_job jobs[2] = {{run_lowp, &jl}};
@@ -152,7 +154,7 @@ static void bf16_shape(const bench_opts *o, int64_t s, int nt) {
         (void)jf;
 #endif
         double med[2] = {0, 0}, flop = 2.0 * (double)s * (double)s * (double)s;
-        bench_measure(jobs, nj, 3, 15, 1.0 * o->scale, med);
+        bench_measure(jobs, nj, 3, 15, 2.0 * o->scale, med);
         bench_report(name, flop / med[0] * 1e-9, "GFLOP/s", nj == 2 ? flop / med[1] * 1e-9 : 0,
                      nj == 2 ? "openblas f32" : REF_NAME);
     }
