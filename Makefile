@@ -2,6 +2,7 @@
 #   make            library (build/libkiln.a, build/libkiln.so), examples, tests
 #   make test       install missing packages, build, run the test suite (see scripts/test.sh)
 #   make demo       install missing packages, build, run the demo
+#   make bench      install missing packages, build, run the benchmarks (bench/run.sh)
 #   make install PREFIX=/usr/local
 #   CC=clang make   the same with clang
 #   make BLAS=0     no OpenBLAS: every matmul runs kiln's own GEMM
@@ -96,6 +97,23 @@ test:
 demo: deps
 	@$(MAKE) --no-print-directory all
 	$(BUILD)/examples/mlp
+
+# bench/*.c make one program, linked like the tests; it may call the CPU
+# backend's entry points (gemm.h), hence -Ibackends/cpu. bench/run.sh runs
+# bench/torch_ref.py first (when PyTorch is importable) for the ratios.
+BENCH_SRC = $(wildcard bench/*.c)
+BENCH_OBJ = $(BENCH_SRC:%.c=$(BUILD)/obj/%.o)
+$(BENCH_OBJ): KILN_CFLAGS += -Ibackends/cpu
+
+$(BUILD)/bench/kiln_bench: $(BENCH_OBJ) $(BUILD)/libkiln.a
+	@mkdir -p $(dir $@)
+	$(CC) -fopenmp $(LDFLAGS) -o $@ $(BENCH_OBJ) $(BUILD)/libkiln.a $(LIBS)
+
+.PHONY: bench
+bench:
+	@scripts/deps.sh build
+	@$(MAKE) --no-print-directory $(BUILD)/bench/kiln_bench
+	bench/run.sh $(BUILD)/bench/kiln_bench $(BENCH_ARGS)
 
 # kiln.pc is written at install time so it always names this PREFIX.
 install: lib

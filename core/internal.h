@@ -96,7 +96,8 @@ typedef enum kiln_op {
     /* in place: write into src[0]'s storage */
     KILN_OP_ACC_GRAD, /* src[0] += src[1] */
     KILN_OP_SGD_STEP, /* see optim/sgd.c */
-    KILN_OP_ADAM_STEP, /* Adam and AdamW, see optim/adam.c */
+    KILN_OP_ADAM_STEP, /* Adam and AdamW, see optim/adam.c: src p, grad, exp_avg, exp_avg_sq,
+                          [max_exp_avg_sq], hyper; ip[0]=amsgrad ip[1]=decoupled ip[2]=t (1 first) */
     KILN_OP_COUNT
 } kiln_op;
 

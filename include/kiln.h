@@ -378,6 +378,26 @@ typedef struct kiln_sgd_config {
 kiln_optim *kiln_sgd_new(kiln_ctx *ctx, const kiln_sgd_config *cfg);
 kiln_optim *kiln_sgd_new_for(kiln_ctx *ctx, kiln_tensor *const *params, int n, const kiln_sgd_config *cfg);
 
+/* Adam (torch.optim.Adam: weight_decay is L2 added to the gradient) and
+ * AdamW (torch.optim.AdamW: decoupled, p *= 1 - lr * weight_decay), with
+ * bias correction and optional AMSGrad. cfg NULL means torch's defaults:
+ * kiln_adam_defaults() (lr 1e-3, betas 0.9/0.999, eps 1e-8, weight_decay 0)
+ * and kiln_adamw_defaults() (the same with weight_decay 0.01). */
+typedef struct kiln_adam_config {
+    float lr;
+    float beta1, beta2; /* torch's betas */
+    float eps;
+    float weight_decay;
+    bool amsgrad;
+} kiln_adam_config;
+
+kiln_adam_config kiln_adam_defaults(void);
+kiln_adam_config kiln_adamw_defaults(void);
+kiln_optim *kiln_adam_new(kiln_ctx *ctx, const kiln_adam_config *cfg);
+kiln_optim *kiln_adam_new_for(kiln_ctx *ctx, kiln_tensor *const *params, int n, const kiln_adam_config *cfg);
+kiln_optim *kiln_adamw_new(kiln_ctx *ctx, const kiln_adam_config *cfg);
+kiln_optim *kiln_adamw_new_for(kiln_ctx *ctx, kiln_tensor *const *params, int n, const kiln_adam_config *cfg);
+
 kiln_status kiln_optim_step(kiln_optim *opt);
 /* A bad lr (negative, NaN, infinite) is an error and keeps the old one. */
 kiln_status kiln_optim_set_lr(kiln_optim *opt, float lr);

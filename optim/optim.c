@@ -6,7 +6,10 @@
 
 #include <math.h>
 
-void kiln__ops_register_optim(kiln_op_info *tab) { kiln__sgd_register(tab); }
+void kiln__ops_register_optim(kiln_op_info *tab) {
+    kiln__sgd_register(tab);
+    kiln__adam_register(tab);
+}
 
 /* One parameter: a float leaf of ctx with a gradient, not seen before. */
 static kiln_status check_param(kiln_ctx *ctx, const char *who, kiln_tensor *const *params, int i) {

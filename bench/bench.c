@@ -1,0 +1,100 @@
+/* bench.c — timing, interleaved medians, report lines and the PyTorch
+ * reference table of `make bench` (see bench.h). */
+#include "bench.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+double bench_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void bench_measure(const bench_job *jobs, int n_jobs, int min_reps, int max_reps, double budget_s, double *med) {
+    double *t = malloc((size_t)n_jobs * (size_t)max_reps * sizeof *t);
+    bench_check(t != NULL, "out of memory");
+    double start = bench_now();
+    for (int j = 0; j < n_jobs; j++) jobs[j].fn(jobs[j].arg);
+    /* a warm-up round longer than twice the budget: one timed round */
+    if (bench_now() - start > 2 * budget_s) max_reps = min_reps = 1;
+    start = bench_now();
+    int reps = 0;
+    while (reps < max_reps && (reps < min_reps || bench_now() - start < budget_s)) {
+        for (int j = 0; j < n_jobs; j++) {
+            double t0 = bench_now();
+            jobs[j].fn(jobs[j].arg);
+            t[j * max_reps + reps] = bench_now() - t0;
+        }
+        reps++;
+    }
+    for (int j = 0; j < n_jobs; j++) med[j] = median(t + j * max_reps, reps);
+    free(t);
+}
+
+void bench_report(const char *name, double value, const char *unit, double ref_value, const char *ref_name) {
+    if (ref_value > 0)
+        printf("%-34s kiln %9.1f %-9s %6.2fx %s\n", name, value, unit, value / ref_value, ref_name);
+    else
+        printf("%-34s kiln %9.1f %-9s      -  (%s)\n", name, value, unit, ref_name);
+    fflush(stdout);
+}
+
+void bench_check(bool ok, const char *what) {
+    if (ok) return;
+    fprintf(stderr, "bench: %s: %s\n", what, kiln_last_error());
+    exit(1);
+}
+
+/* ---- PyTorch's figures ---- */
+
+#define MAX_REFS 64
+static struct {
+    char key[64];
+    double value;
+} refs[MAX_REFS];
+static int n_refs;
+static char note[256] = "no PyTorch figures (run through bench/run.sh)";
+
+bool bench_torch_load(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(note, sizeof note, "no PyTorch figures: cannot read %.200s", path);
+        return false;
+    }
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        char key[64];
+        double v;
+        if (strncmp(line, "note ", 5) == 0) {
+            line[strcspn(line, "\n")] = 0;
+            snprintf(note, sizeof note, "%.200s", line + 5);
+        } else if (sscanf(line, "ref %63s %lf", key, &v) == 2 && n_refs < MAX_REFS) {
+            snprintf(refs[n_refs].key, sizeof refs[n_refs].key, "%s", key);
+            refs[n_refs++].value = v;
+        }
+    }
+    fclose(f);
+    if (n_refs > 0) snprintf(note, sizeof note, "PyTorch figures from %.200s", path);
+    return n_refs > 0;
+}
+
+double bench_torch(const char *key) {
+    for (int i = 0; i < n_refs; i++)
+        if (strcmp(refs[i].key, key) == 0) return refs[i].value;
+    return 0;
+}
+
+const char *bench_torch_note(void) { return note; }

@@ -1,0 +1,57 @@
+/* bench.h — what the parts of `make bench` share: timing, interleaved
+ * measurement, the report line and the PyTorch reference figures.
+ *
+ * Every figure is a median over several timed repetitions after a warm-up,
+ * and is printed next to a reference measured in the same process (OpenBLAS,
+ * a plain triad, PyTorch), interleaved with it where both run here: this
+ * machine's timings drift by tens of percent, ratios much less. */
+#ifndef KILN_BENCH_H
+#define KILN_BENCH_H
+
+#include "kiln.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Seconds on a monotonic clock. */
+double bench_now(void);
+
+/* A timed piece of work: fn(arg) once. */
+typedef struct bench_job {
+    void (*fn)(void *arg);
+    void *arg;
+} bench_job;
+
+/* Run each job once to warm up, then rounds of one run of each job in
+ * turn, until max_reps rounds or (after min_reps) budget_s seconds have
+ * passed; a warm-up round longer than 2 * budget_s leaves one timed round. Writes
+ * each job's median seconds per run to med[]. */
+void bench_measure(const bench_job *jobs, int n_jobs, int min_reps, int max_reps, double budget_s, double *med);
+
+/* One report line: name, kiln's value and unit, and value / ref_value
+ * against ref_name (no ratio when ref_value <= 0). */
+void bench_report(const char *name, double value, const char *unit, double ref_value, const char *ref_name);
+
+/* The PyTorch figures from bench/torch_ref.py's output ("ref <key> <value>"
+ * lines); 0 when absent. bench_torch_note says why there are none. */
+bool bench_torch_load(const char *path);
+double bench_torch(const char *key);
+const char *bench_torch_note(void);
+
+/* Options from the command line. */
+typedef struct bench_opts {
+    int threads[2]; /* thread counts to measure, e.g. {1, 2} */
+    int n_threads;
+    double scale;   /* time budget multiplier (--quick: smaller) */
+    int64_t stream_mib; /* bytes per array of the bandwidth figures */
+} bench_opts;
+
+/* The parts, each printing its lines. */
+void bench_gemm(const bench_opts *o);
+void bench_memory(const bench_opts *o);
+void bench_train(const bench_opts *o);
+
+/* Abort the bench with kiln's message (bench code, not library code). */
+void bench_check(bool ok, const char *what);
+
+#endif

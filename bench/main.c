@@ -1,0 +1,55 @@
+/* main.c — `make bench`: kiln's CPU figures beside their references.
+ *
+ *     kiln_bench [--torch FILE] [--only gemm|memory|train] [--threads 1,2]
+ *                [--quick] [--stream-mib N]
+ *
+ * One line per figure: name, kiln's value and unit, and the ratio to a
+ * reference measured in the same run (OpenBLAS sgemm, a plain triad, or
+ * PyTorch's figures read from FILE, written by bench/torch_ref.py; bench/run.sh
+ * runs both). Timings on a shared machine drift: read the ratios. */
+#include "bench.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *usage =
+    "usage: kiln_bench [--torch FILE] [--only gemm|memory|train] [--threads 1,2] [--quick] [--stream-mib N]\n";
+
+int main(int argc, char **argv) {
+    bench_opts o = {.threads = {1, 2}, .n_threads = 2, .scale = 1.0, .stream_mib = 320};
+    const char *only = NULL, *torch = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--torch") == 0 && v) {
+            torch = v;
+            i++;
+        } else if (strcmp(a, "--only") == 0 && v) {
+            only = v;
+            i++;
+        } else if (strcmp(a, "--threads") == 0 && v) {
+            o.n_threads = sscanf(v, "%d,%d", &o.threads[0], &o.threads[1]);
+            if (o.n_threads < 1 || o.threads[0] < 1 || (o.n_threads == 2 && o.threads[1] < 1)) {
+                fputs(usage, stderr);
+                return 2;
+            }
+            i++;
+        } else if (strcmp(a, "--quick") == 0) {
+            o.scale = 0.25;
+            o.stream_mib = 64;
+        } else if (strcmp(a, "--stream-mib") == 0 && v) {
+            o.stream_mib = atoll(v);
+            i++;
+        } else {
+            fputs(usage, stderr);
+            return strcmp(a, "--help") == 0 ? 0 : 2;
+        }
+    }
+    if (torch) bench_torch_load(torch);
+    printf("# kiln bench: %s; %s\n", kiln_cpu_describe(), bench_torch_note());
+    printf("# %-32s %-4s %9s %-9s %7s %s\n", "figure", "", "value", "unit", "ratio", "reference");
+    if (!only || strcmp(only, "gemm") == 0) bench_gemm(&o);
+    if (!only || strcmp(only, "memory") == 0) bench_memory(&o);
+    if (!only || strcmp(only, "train") == 0) bench_train(&o);
+    return 0;
+}

@@ -1,0 +1,40 @@
+#!/bin/sh
+# run.sh — `make bench`: PyTorch's reference figures first, then kiln's bench.
+#
+# Usage: bench/run.sh BUILD/bench/kiln_bench [kiln_bench options]
+#   (make bench BENCH_ARGS="--quick" passes options through)
+# bench/torch_ref.py runs with Debian's /usr/bin/python3 when PyTorch is
+# importable; its lines go to a temporary file given to kiln_bench --torch.
+# Without PyTorch the bench says so and prints no PyTorch ratios.
+set -eu
+
+bin=${1:?usage: bench/run.sh path/to/kiln_bench [options]}
+shift
+dir=$(dirname "$0")
+
+# options that torch_ref.py shares with kiln_bench; --only without train skips it
+torch_args=""
+need_torch=1
+prev=""
+for a in "$@"; do
+    case "$prev" in
+        --threads) torch_args="$torch_args --threads $a" ;;
+        --only) [ "$a" = train ] || need_torch=0 ;;
+    esac
+    [ "$a" = --quick ] && torch_args="$torch_args --quick"
+    prev=$a
+done
+
+ref=$(mktemp "${TMPDIR:-/tmp}/kiln-torch-ref.XXXXXX")
+trap 'rm -f "$ref"' EXIT INT TERM
+if [ "$need_torch" = 1 ]; then
+    if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+        echo "bench: measuring PyTorch's figures (bench/torch_ref.py)..." >&2
+        # shellcheck disable=SC2086
+        /usr/bin/python3 "$dir/torch_ref.py" $torch_args > "$ref" ||
+            echo "note bench/torch_ref.py failed: no PyTorch ratios" > "$ref"
+    else
+        echo "note PyTorch is not importable by /usr/bin/python3 (scripts/deps.sh fixtures installs it): no PyTorch ratios" > "$ref"
+    fi
+fi
+"$bin" --torch "$ref" "$@"

@@ -1,0 +1,137 @@
+#!/usr/bin/python3
+"""torch_ref.py — PyTorch's figures for `make bench` (bench/train.c's models).
+
+    /usr/bin/python3 bench/torch_ref.py [--threads 1,2] [--quick] > FILE
+
+Trains the same three models as bench/train.c, with the same shapes,
+optimizers and thread counts (torch.set_num_threads), on random data, and
+prints one machine-readable line per figure, read by kiln_bench --torch FILE:
+
+    ref train_<model>_<N>t <value>     steps/s (mlp, cnn) or tokens/s (gpt)
+    note <text>                        why there are no figures
+
+Timing as kiln's bench: one warm-up step, then steps until a time budget is
+spent (at least 3), median seconds per step. Without PyTorch it prints only
+a note and exits 0. Attention is written out (q k^T, causal mask, softmax,
+@ v): torch 1.13 has no fused scaled_dot_product_attention.
+"""
+import math
+import statistics
+import sys
+import time
+
+try:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError as e:  # the bench prints kiln's figures alone
+    print(f"note PyTorch is not importable ({e}): no PyTorch ratios")
+    sys.exit(0)
+
+V, T, L, D, H, B_GPT = 256, 128, 4, 256, 4, 16
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1, self.l2, self.l3 = nn.Linear(784, 256), nn.Linear(256, 256), nn.Linear(256, 10)
+
+    def forward(self, x):
+        return self.l3(F.relu(self.l2(F.relu(self.l1(x)))))
+
+
+class CNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1, self.c2, self.fc = nn.Conv2d(1, 16, 3), nn.Conv2d(16, 32, 3), nn.Linear(800, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.c1(x)), 2)
+        x = F.max_pool2d(F.relu(self.c2(x)), 2)
+        return self.fc(x.flatten(1))
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(D), nn.LayerNorm(D)
+        self.attn, self.proj = nn.Linear(D, 3 * D), nn.Linear(D, D)
+        self.fc, self.fc2 = nn.Linear(D, 4 * D), nn.Linear(4 * D, D)
+        self.register_buffer("mask", torch.ones(T, T, dtype=torch.bool).triu(1))
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        q, k, v = self.attn(self.ln1(x)).view(b, t, 3 * H, D // H).transpose(1, 2).split(H, dim=1)
+        s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(D // H))
+        a = torch.softmax(s.masked_fill(self.mask, float("-inf")), -1) @ v
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, D))
+        return x + self.fc2(F.gelu(self.fc(self.ln2(x))))
+
+
+class GPT(nn.Module):
+    """Pre-layernorm, learned positions, untied head without bias."""
+
+    def __init__(self):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(V, D), nn.Embedding(T, D)
+        self.blocks = nn.ModuleList(Block() for _ in range(L))
+        self.lnf, self.head = nn.LayerNorm(D), nn.Linear(D, V, bias=False)
+        self.register_buffer("pos", torch.arange(T))
+
+    def forward(self, idx):
+        x = self.wte(idx) + self.wpe(self.pos)
+        for blk in self.blocks:
+            x = blk(x)
+        return self.head(self.lnf(x))
+
+
+def setup(name):
+    g = torch.Generator().manual_seed(1)
+    if name == "mlp":
+        model, x, y = MLP(), torch.rand(128, 784, generator=g), torch.randint(0, 10, (128,), generator=g)
+    elif name == "cnn":
+        model, x, y = CNN(), torch.rand(128, 1, 28, 28, generator=g), torch.randint(0, 10, (128,), generator=g)
+    else:
+        model = GPT()
+        x, y = torch.randint(0, V, (B_GPT, T), generator=g), torch.randint(0, V, (B_GPT, T), generator=g)
+    if name == "gpt":
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    else:
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step():
+        opt.zero_grad(set_to_none=False)
+        logits = model(x)
+        F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).backward()
+        opt.step()
+
+    return step
+
+
+def measure(step, budget_s, min_reps=3, max_reps=200):
+    step()
+    times, start = [], time.perf_counter()
+    while len(times) < max_reps and (len(times) < min_reps or time.perf_counter() - start < budget_s):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main():
+    threads, scale = [1, 2], 1.0
+    args = sys.argv[1:]
+    if "--threads" in args:
+        threads = [int(v) for v in args[args.index("--threads") + 1].split(",")]
+    if "--quick" in args:
+        scale = 0.25
+    print(f"note torch {torch.__version__}", flush=True)
+    for name, per_step, budget in (("mlp", 1, 2.0), ("cnn", 1, 3.0), ("gpt", B_GPT * T, 6.0)):
+        step = setup(name)
+        for nt in threads:
+            torch.set_num_threads(nt)
+            print(f"ref train_{name}_{nt}t {per_step / measure(step, budget * scale):.6g}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
