@@ -14,7 +14,7 @@ PREFIX  ?= /usr/local
 BUILD   ?= build
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
-KILN_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC -fopenmp -Iinclude -Icore -MMD -MP
+KILN_CFLAGS = -std=c11 -D_GNU_SOURCE -fno-math-errno -Wall -Wextra -Werror -fPIC -fopenmp -Iinclude -Icore -MMD -MP
 BLAS    ?= 1
 ZLIB    ?= 1
 LIBS    = -lm -lpthread
