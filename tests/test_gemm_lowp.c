@@ -311,8 +311,9 @@ KT_TEST(gemm_lowp_bf16_mixed_precision_trains) {
     bool differs = false;
     for (int s = 0; s < STEPS; s++) {
         if (l16[s] != l32[s]) differs = true;
-        /* within 5% of each other all the way down (about 1% seen) */
-        bool close = fabs(l16[s] - l32[s]) <= 0.05 * l32[s];
+        /* within 5% of each other (about 1% seen), or 0.02% of the start
+         * loss once it has fallen over 1000x */
+        bool close = fabs(l16[s] - l32[s]) <= 0.05 * l32[s] + 2e-4 * l32[0];
         KT_CHECK(close, "step %d: bf16 loss %g vs f32 %g", s, l16[s], l32[s]);
         if (!close) break;
     }
