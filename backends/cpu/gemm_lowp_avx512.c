@@ -1,8 +1,8 @@
 /* gemm_lowp_avx512.c — the packers of the bf16 GEMM (AVX-512): op(A) and
  * op(B), bf16 or f32 (rounded to bf16 on the way), into the tile-ready
  * layout of gemm_lowp.h. Untransposed operands are read a row at a time
- * and written whole lines; transposed ones go through a 16-wide scatter
- * that stays inside one 1 KiB block. */
+ * and written whole lines; transposed ones are read as 32-bit bf16 pairs
+ * and scattered 16 at a time inside one 1 KiB block. */
 #if defined(__x86_64__)
 #include "gemm_lowp_x86.h"
 
@@ -37,6 +37,8 @@ void kiln__lowp_pack_a_avx512(kiln_dtype in_dt, bool ta, int64_t m, int64_t k, c
     size_t es = in_dt == KILN_BF16 ? 2 : 4;
     const char *src = a;
     int64_t groups = mp / 16, chunks = kp / 32;
+    const __m512i row16 = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                             _mm512_set1_epi32(16));
 #pragma omp parallel for num_threads(n_threads) if (n_threads > 1 && mp * kp > (1 << 16)) schedule(static)
     for (int64_t g = 0; g < groups; g++) {
         for (int64_t c = 0; c < chunks; c++) {
@@ -49,14 +51,15 @@ void kiln__lowp_pack_a_avx512(kiln_dtype in_dt, bool ta, int64_t m, int64_t k, c
                                       : _mm512_setzero_si512();
                     _mm512_storeu_si512(blk + ii * 32, v);
                 }
-            } else { /* A stored k x m: row p of storage is column p of op(A) */
-                uint32_t col[16];
-                for (int64_t pp = 0; pp < 32; pp++) {
-                    int64_t p = p0 + pp;
-                    __m512i v = p < k ? load16_lanes(in_dt, src + ((size_t)(p * lda + g * 16)) * es, m - g * 16)
-                                      : _mm512_setzero_si512();
-                    _mm512_storeu_si512(col, v);
-                    for (int ii = 0; ii < 16; ii++) blk[ii * 32 + pp] = (uint16_t)col[ii];
+            } else { /* A stored k x m: rows p, p+1 of storage interleaved give pair p/2 of 16 rows of op(A) */
+                uint32_t *blk32 = (uint32_t *)blk;
+                for (int64_t pq = 0; pq < 16; pq++) {
+                    int64_t p = p0 + 2 * pq, cnt = m - g * 16;
+                    __m512i lo = p < k ? load16_lanes(in_dt, src + ((size_t)(p * lda + g * 16)) * es, cnt)
+                                       : _mm512_setzero_si512();
+                    __m512i hi = p + 1 < k ? load16_lanes(in_dt, src + ((size_t)((p + 1) * lda + g * 16)) * es, cnt)
+                                           : _mm512_setzero_si512();
+                    _mm512_i32scatter_epi32(blk32 + pq, row16, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)), 4);
                 }
             }
         }
@@ -69,6 +72,8 @@ void kiln__lowp_pack_b_avx512(kiln_dtype in_dt, bool tb, int64_t k, int64_t n, c
     const char *src = b;
     int64_t panels = np / 16, pairs = kp / 2;
     uint32_t *d32 = (uint32_t *)dst;
+    const __m512i row16 = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                             _mm512_set1_epi32(16));
     if (!tb) { /* rows 2q and 2q+1 interleaved into one line per panel */
 #pragma omp parallel for num_threads(n_threads) if (n_threads > 1 && np * kp > (1 << 16)) schedule(static)
         for (int64_t q = 0; q < pairs; q++) {
@@ -89,14 +94,12 @@ void kiln__lowp_pack_b_avx512(kiln_dtype in_dt, bool tb, int64_t k, int64_t n, c
     for (int64_t g = 0; g < panels; g++) {
         uint32_t *panel = d32 + g * pairs * 16;
         for (int64_t q0 = 0; q0 < pairs; q0 += 16) {
-            uint32_t row[16];
+            __mmask16 mk = mask16(pairs - q0);
             for (int64_t jj = 0; jj < 16; jj++) {
                 int64_t j = g * 16 + jj;
                 __m512i v = j < n ? load32(in_dt, src + ((size_t)(j * ldb + 2 * q0)) * es, k - 2 * q0)
                                   : _mm512_setzero_si512();
-                _mm512_storeu_si512(row, v);
-                int64_t qn = pairs - q0 < 16 ? pairs - q0 : 16;
-                for (int64_t t = 0; t < qn; t++) panel[(q0 + t) * 16 + jj] = row[t];
+                _mm512_mask_i32scatter_epi32(panel + q0 * 16 + jj, mk, row16, v, 4);
             }
         }
     }
