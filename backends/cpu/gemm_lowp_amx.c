@@ -49,25 +49,33 @@ static void block(const kiln_lowp_packed *p, int64_t ib, int64_t jb, float *out)
     _tile_stored(3, out + 16 * 32 + 16, 128);
 }
 
-/* Blocks go in groups of GROUP block rows (A: GROUP * 64 B * Kp, 512 KiB at
- * K = 1024, stays in L2), B panels outer within a group, so each B panel is
- * reused GROUP times while it is hot; 8 measured best of 1, 4, 8, 16
- * (1.45x over plain row order at 1024^3). */
+/* Blocks go in groups of up to GROUP block rows (A: GROUP * 64 B * Kp,
+ * 512 KiB at K = 1024, stays in L2), B panels outer within a group, so each
+ * B panel is reused GROUP times while it is hot; 8 measured best of 1, 4,
+ * 8, 16 (1.45x over plain row order at 1024^3). A unit of work is one B
+ * panel against one group, handed out dynamically: a thread that the OS
+ * holds back (a busy machine) does not hold the others up. Each block is
+ * computed whole by one thread, so results do not depend on the thread count. */
 #define GROUP 8
+
 void kiln__lowp_kernel_amx(const kiln_lowp_packed *p, kiln_dtype c_dt, void *c, int64_t ldc, int n_threads) {
-    int64_t mb = p->mp / 32, nb = p->np / 32, blocks = mb * nb;
+    int64_t mb = p->mp / 32, nb = p->np / 32, gs = GROUP;
+    while (gs > 1 && (mb + gs - 1) / gs * nb < 4 * n_threads) gs /= 2; /* enough units for every thread */
+    int64_t units = (mb + gs - 1) / gs * nb;
     size_t es = c_dt == KILN_F32 ? 4 : 2;
-#pragma omp parallel num_threads(n_threads) if (n_threads > 1 && blocks > 1)
+#pragma omp parallel num_threads(n_threads) if (n_threads > 1 && mb * nb > 1)
     {
         alignas(64) float out[32 * 32];
         _tile_loadconfig(&config);
-#pragma omp for schedule(static)
-        for (int64_t t = 0; t < blocks; t++) {
-            int64_t g = t / (GROUP * nb), rem = t % (GROUP * nb), gi = mb - g * GROUP < GROUP ? mb - g * GROUP : GROUP;
-            int64_t ib = g * GROUP + rem % gi, jb = rem / gi, i0 = ib * 32, j0 = jb * 32;
-            block(p, ib, jb, out);
-            int64_t rows = p->m - i0 < 32 ? p->m - i0 : 32, cols = p->n - j0 < 32 ? p->n - j0 : 32;
-            lowp_store_block(c_dt, out, 32, rows, cols, (char *)c + (size_t)(i0 * ldc + j0) * es, ldc);
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t u = 0; u < units; u++) {
+            int64_t jb = u % nb, ib0 = u / nb * gs, ib1 = ib0 + gs < mb ? ib0 + gs : mb, j0 = jb * 32;
+            int64_t cols = p->n - j0 < 32 ? p->n - j0 : 32;
+            for (int64_t ib = ib0; ib < ib1; ib++) {
+                int64_t i0 = ib * 32, rows = p->m - i0 < 32 ? p->m - i0 : 32;
+                block(p, ib, jb, out);
+                lowp_store_block(c_dt, out, 32, rows, cols, (char *)c + (size_t)(i0 * ldc + j0) * es, ldc);
+            }
         }
         _tile_release();
     }
