@@ -176,6 +176,8 @@ static const mnk odd_sizes[] = {{1, 1, 1},     {15, 17, 33},  {17, 15, 1},   {33
 KT_TEST(gemm_lowp_bf16_every_path) { check_sizes(KILN_BF16, odd_sizes, NODD); }
 KT_TEST(gemm_lowp_f32_rounded_every_path) { check_sizes(KILN_F32, odd_sizes, NODD); }
 KT_TEST(gemm_lowp_f16_every_path) { check_sizes(KILN_F16, odd_sizes, NODD); }
+/* big enough (over 2^25 padded multiply-adds) that the packed paths use both threads */
+KT_TEST(gemm_lowp_two_threads_share_blocks) { check_sizes(KILN_BF16, (mnk[]){{300, 330, 341}}, 1); }
 
 KT_TEST(gemm_lowp_edges_and_errors) {
     /* k = 0 writes zeros; m = 0 or n = 0 writes nothing */

@@ -141,16 +141,24 @@ static kiln_status packed(kiln_dtype in_dt, kiln_dtype c_dt, bool ta, bool tb, i
                           const void *a, int64_t lda, const void *b, int64_t ldb, void *c, int64_t ldc, int nt,
                           bool amx) {
     kiln_lowp_packed p = {.m = m, .n = n, .mp = round_up(m), .np = round_up(n), .kp = round_up(k)};
+    /* below 2^25 multiply-adds (256^3: ~15 us on one core's tiles) a second
+     * thread saves less than waking it costs, and on a busy machine waiting
+     * for it at the join cost 10x the product itself */
+    if ((double)p.mp * (double)p.np * (double)p.kp < (double)(1 << 25)) nt = 1;
     bool owned;
     uint16_t *ap = scratch_get((size_t)(p.mp + p.np) * (size_t)p.kp * 2, &owned), *bp = ap ? ap + p.mp * p.kp : NULL;
     if (!ap)
         return kiln__errs(KILN_ERR_OOM, "matmul: no memory to pack a [%lld, %lld] x [%lld, %lld] bf16 product",
                           (long long)m, (long long)k, (long long)k, (long long)n);
-    kiln__lowp_pack_a_avx512(in_dt, ta, m, k, a, lda, ap, p.mp, p.kp, nt);
-    kiln__lowp_pack_b_avx512(in_dt, tb, k, n, b, ldb, bp, p.kp, p.np, nt);
     p.a = ap, p.b = bp;
-    if (amx) kiln__lowp_kernel_amx(&p, c_dt, c, ldc, nt);
-    else kiln__lowp_kernel_avx512bf16(&p, c_dt, c, ldc, nt);
+    /* one parallel region: one fork and join (a busy machine stalls each) */
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        kiln__lowp_pack_a_avx512(in_dt, ta, m, k, a, lda, ap, p.mp, p.kp);
+        kiln__lowp_pack_b_avx512(in_dt, tb, k, n, b, ldb, bp, p.kp, p.np);
+        if (amx) kiln__lowp_kernel_amx(&p, c_dt, c, ldc, nt);
+        else kiln__lowp_kernel_avx512bf16(&p, c_dt, c, ldc, nt);
+    }
     if (owned) free(ap);
     return KILN_OK;
 }

@@ -58,26 +58,24 @@ static void block(const kiln_lowp_packed *p, int64_t ib, int64_t jb, float *out)
  * computed whole by one thread, so results do not depend on the thread count. */
 #define GROUP 8
 
+/* Called by every thread of the team (see gemm_lowp.h). */
 void kiln__lowp_kernel_amx(const kiln_lowp_packed *p, kiln_dtype c_dt, void *c, int64_t ldc, int n_threads) {
     int64_t mb = p->mp / 32, nb = p->np / 32, gs = GROUP;
     while (gs > 1 && (mb + gs - 1) / gs * nb < 4 * n_threads) gs /= 2; /* enough units for every thread */
     int64_t units = (mb + gs - 1) / gs * nb;
     size_t es = c_dt == KILN_F32 ? 4 : 2;
-#pragma omp parallel num_threads(n_threads) if (n_threads > 1 && mb * nb > 1)
-    {
-        alignas(64) float out[32 * 32];
-        _tile_loadconfig(&config);
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t u = 0; u < units; u++) {
-            int64_t jb = u % nb, ib0 = u / nb * gs, ib1 = ib0 + gs < mb ? ib0 + gs : mb, j0 = jb * 32;
-            int64_t cols = p->n - j0 < 32 ? p->n - j0 : 32;
-            for (int64_t ib = ib0; ib < ib1; ib++) {
-                int64_t i0 = ib * 32, rows = p->m - i0 < 32 ? p->m - i0 : 32;
-                block(p, ib, jb, out);
-                lowp_store_block(c_dt, out, 32, rows, cols, (char *)c + (size_t)(i0 * ldc + j0) * es, ldc);
-            }
+    alignas(64) float out[32 * 32];
+    _tile_loadconfig(&config);
+#pragma omp for schedule(dynamic, 1) nowait
+    for (int64_t u = 0; u < units; u++) {
+        int64_t jb = u % nb, ib0 = u / nb * gs, ib1 = ib0 + gs < mb ? ib0 + gs : mb, j0 = jb * 32;
+        int64_t cols = p->n - j0 < 32 ? p->n - j0 : 32;
+        for (int64_t ib = ib0; ib < ib1; ib++) {
+            int64_t i0 = ib * 32, rows = p->m - i0 < 32 ? p->m - i0 : 32;
+            block(p, ib, jb, out);
+            lowp_store_block(c_dt, out, 32, rows, cols, (char *)c + (size_t)(i0 * ldc + j0) * es, ldc);
         }
-        _tile_release();
     }
+    _tile_release();
 }
 #endif

@@ -2,7 +2,8 @@
  * op(B), bf16 or f32 (rounded to bf16 on the way), into the tile-ready
  * layout of gemm_lowp.h. Untransposed operands are read a row at a time
  * and written whole lines; transposed ones are read as 32-bit bf16 pairs
- * and scattered 16 at a time inside one 1 KiB block. */
+ * and scattered 16 at a time inside one 1 KiB block. The work-sharing loops
+ * are orphaned: called by each thread of a team they split the rows. */
 #if defined(__x86_64__)
 #include "gemm_lowp_x86.h"
 
@@ -33,13 +34,13 @@ static inline __m512i load32(kiln_dtype dt, const void *p, int64_t cnt) {
 }
 
 void kiln__lowp_pack_a_avx512(kiln_dtype in_dt, bool ta, int64_t m, int64_t k, const void *a, int64_t lda,
-                              uint16_t *dst, int64_t mp, int64_t kp, int n_threads) {
+                              uint16_t *dst, int64_t mp, int64_t kp) {
     size_t es = in_dt == KILN_BF16 ? 2 : 4;
     const char *src = a;
     int64_t groups = mp / 16, chunks = kp / 32;
     const __m512i row16 = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                              _mm512_set1_epi32(16));
-#pragma omp parallel for num_threads(n_threads) if (n_threads > 1 && mp * kp > (1 << 16)) schedule(static)
+#pragma omp for schedule(static) nowait
     for (int64_t g = 0; g < groups; g++) {
         for (int64_t c = 0; c < chunks; c++) {
             uint16_t *blk = dst + (g * chunks + c) * 512;
@@ -67,7 +68,7 @@ void kiln__lowp_pack_a_avx512(kiln_dtype in_dt, bool ta, int64_t m, int64_t k, c
 }
 
 void kiln__lowp_pack_b_avx512(kiln_dtype in_dt, bool tb, int64_t k, int64_t n, const void *b, int64_t ldb,
-                              uint16_t *dst, int64_t kp, int64_t np, int n_threads) {
+                              uint16_t *dst, int64_t kp, int64_t np) {
     size_t es = in_dt == KILN_BF16 ? 2 : 4;
     const char *src = b;
     int64_t panels = np / 16, pairs = kp / 2;
@@ -75,7 +76,7 @@ void kiln__lowp_pack_b_avx512(kiln_dtype in_dt, bool tb, int64_t k, int64_t n, c
     const __m512i row16 = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                              _mm512_set1_epi32(16));
     if (!tb) { /* rows 2q and 2q+1 interleaved into one line per panel */
-#pragma omp parallel for num_threads(n_threads) if (n_threads > 1 && np * kp > (1 << 16)) schedule(static)
+#pragma omp for schedule(static)
         for (int64_t q = 0; q < pairs; q++) {
             for (int64_t g = 0; g < panels; g++) {
                 int64_t j0 = g * 16;
@@ -90,7 +91,7 @@ void kiln__lowp_pack_b_avx512(kiln_dtype in_dt, bool tb, int64_t k, int64_t n, c
         return;
     }
     /* B stored n x k: each pair is two neighbours in a row of storage */
-#pragma omp parallel for num_threads(n_threads) if (n_threads > 1 && np * kp > (1 << 16)) schedule(static)
+#pragma omp for schedule(static)
     for (int64_t g = 0; g < panels; g++) {
         uint32_t *panel = d32 + g * pairs * 16;
         for (int64_t q0 = 0; q0 < pairs; q0 += 16) {

@@ -44,10 +44,12 @@ static void micro(const uint16_t *a, const uint16_t *b0, const uint16_t *b1, int
 #undef STORE
 }
 
+/* Called by every thread of the team (see gemm_lowp.h). */
 void kiln__lowp_kernel_avx512bf16(const kiln_lowp_packed *p, kiln_dtype c_dt, void *c, int64_t ldc, int n_threads) {
+    (void)n_threads;
     int64_t mb = p->mp / 32, nb = p->np / 32, blocks = mb * nb, chunks = p->kp / 32;
     size_t es = c_dt == KILN_F32 ? 4 : 2;
-#pragma omp parallel for num_threads(n_threads) if (n_threads > 1 && blocks > 1) schedule(dynamic, 1)
+#pragma omp for schedule(dynamic, 1) nowait
     for (int64_t t = 0; t < blocks; t++) {
         alignas(64) float out[8 * 32];
         int64_t ib = t % mb, jb = t / mb, j0 = jb * 32;
