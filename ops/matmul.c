@@ -23,8 +23,8 @@ static kiln_tensor *operand(kiln_ctx *ctx, kiln_tensor *x, bool *trans) {
 kiln_tensor *kiln_matmul_t(kiln_ctx *ctx, kiln_tensor *a, bool trans_a, kiln_tensor *b, bool trans_b) {
     char sa[96], sb[96];
     if (!a || !b) return NULL;
-    if (!kiln__is_compute_float(a->dtype) || a->dtype != b->dtype)
-        return kiln__err(KILN_ERR_DTYPE, "kiln_matmul: needs two f32 or two f64 operands, not %s and %s",
+    if (!kiln__is_float(a->dtype) || a->dtype != b->dtype) /* f16/bf16: the output has their dtype, as torch */
+        return kiln__err(KILN_ERR_DTYPE, "kiln_matmul: needs two operands of one float dtype, not %s and %s",
                          kiln_dtype_name(a->dtype), kiln_dtype_name(b->dtype));
     if (a->ndim < 2 || b->ndim < 2)
         return kiln__err(KILN_ERR_SHAPE,

@@ -238,7 +238,7 @@ KT_TEST(matmul_errors) {
     MT_FAILS(kiln_matmul(ctx, a, kiln_new_2d(ctx, KILN_F64, 3, 2)), KILN_ERR_DTYPE, "kiln_matmul");
     MT_FAILS(kiln_matmul(ctx, kiln_new_2d(ctx, KILN_I32, 2, 3), kiln_new_2d(ctx, KILN_I32, 3, 2)), KILN_ERR_DTYPE,
              "kiln_matmul");
-    MT_FAILS(kiln_matmul(ctx, kiln_new_2d(ctx, KILN_F16, 2, 3), kiln_new_2d(ctx, KILN_F16, 3, 2)), KILN_ERR_DTYPE,
+    MT_FAILS(kiln_matmul(ctx, kiln_new_2d(ctx, KILN_F16, 2, 3), kiln_new_2d(ctx, KILN_BF16, 3, 2)), KILN_ERR_DTYPE,
              "kiln_matmul");
     kiln_tensor *x = kiln_new_2d(ctx, KILN_F32, 6, 4), *w = kiln_new_2d(ctx, KILN_F32, 5, 4);
     MT_FAILS(kiln_linear(ctx, x, kiln_new_1d(ctx, KILN_F32, 4), NULL), KILN_ERR_SHAPE, "kiln_linear");

@@ -1,0 +1,108 @@
+/* gemm_lowp_avx512.c — the packers of the bf16 GEMM (AVX-512): op(A) and
+ * op(B), bf16 or f32 (rounded to bf16 on the way), into the tile-ready
+ * layout of gemm_lowp.h. Untransposed operands are read a row at a time
+ * and written whole lines; transposed ones are read as 32-bit bf16 pairs
+ * and scattered 16 at a time inside one 1 KiB block. The work-sharing loops
+ * are orphaned: called by each thread of a team they split the rows. */
+#if defined(__x86_64__)
+#include "gemm_lowp_x86.h"
+
+#include <string.h>
+
+static inline __mmask16 mask16(int64_t cnt) {
+    return cnt <= 0 ? 0 : cnt >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << cnt) - 1);
+}
+static inline __mmask32 mask32(int64_t cnt) {
+    return cnt <= 0 ? 0 : cnt >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << cnt) - 1);
+}
+
+/* cnt (<= 16) consecutive elements as bf16, one per 32-bit lane, zero above */
+static inline __m512i load16_lanes(kiln_dtype dt, const void *p, int64_t cnt) {
+    if (cnt <= 0) return _mm512_setzero_si512();
+    if (dt == KILN_BF16) return _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask16(cnt), p));
+    return _mm512_maskz_mov_epi32(mask16(cnt), lowp_bf16_lanes(_mm512_maskz_loadu_ps(mask16(cnt), p)));
+}
+
+/* cnt (<= 32) consecutive elements as 32 packed bf16, zero above */
+static inline __m512i load32(kiln_dtype dt, const void *p, int64_t cnt) {
+    if (cnt <= 0) return _mm512_setzero_si512();
+    if (dt == KILN_BF16) return _mm512_maskz_loadu_epi16(mask32(cnt), p);
+    const float *f = p;
+    __m256i lo = _mm512_cvtepi32_epi16(load16_lanes(dt, f, cnt));
+    __m256i hi = _mm512_cvtepi32_epi16(load16_lanes(dt, f + 16, cnt - 16));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+void kiln__lowp_pack_a_avx512(kiln_dtype in_dt, bool ta, int64_t m, int64_t k, const void *a, int64_t lda,
+                              uint16_t *dst, int64_t mp, int64_t kp) {
+    size_t es = in_dt == KILN_BF16 ? 2 : 4;
+    const char *src = a;
+    int64_t groups = mp / 16, chunks = kp / 32;
+    const __m512i row16 = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                             _mm512_set1_epi32(16));
+#pragma omp for schedule(static) nowait
+    for (int64_t g = 0; g < groups; g++) {
+        for (int64_t c = 0; c < chunks; c++) {
+            uint16_t *blk = dst + (g * chunks + c) * 512;
+            int64_t p0 = c * 32;
+            if (!ta) {
+                for (int64_t ii = 0; ii < 16; ii++) {
+                    int64_t i = g * 16 + ii;
+                    __m512i v = i < m ? load32(in_dt, src + ((size_t)(i * lda + p0)) * es, k - p0)
+                                      : _mm512_setzero_si512();
+                    _mm512_storeu_si512(blk + ii * 32, v);
+                }
+            } else { /* A stored k x m: rows p, p+1 of storage interleaved give pair p/2 of 16 rows of op(A) */
+                uint32_t *blk32 = (uint32_t *)blk;
+                for (int64_t pq = 0; pq < 16; pq++) {
+                    int64_t p = p0 + 2 * pq, cnt = m - g * 16;
+                    __m512i lo = p < k ? load16_lanes(in_dt, src + ((size_t)(p * lda + g * 16)) * es, cnt)
+                                       : _mm512_setzero_si512();
+                    __m512i hi = p + 1 < k ? load16_lanes(in_dt, src + ((size_t)((p + 1) * lda + g * 16)) * es, cnt)
+                                           : _mm512_setzero_si512();
+                    _mm512_i32scatter_epi32(blk32 + pq, row16, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)), 4);
+                }
+            }
+        }
+    }
+}
+
+void kiln__lowp_pack_b_avx512(kiln_dtype in_dt, bool tb, int64_t k, int64_t n, const void *b, int64_t ldb,
+                              uint16_t *dst, int64_t kp, int64_t np) {
+    size_t es = in_dt == KILN_BF16 ? 2 : 4;
+    const char *src = b;
+    int64_t panels = np / 16, pairs = kp / 2;
+    uint32_t *d32 = (uint32_t *)dst;
+    const __m512i row16 = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                             _mm512_set1_epi32(16));
+    if (!tb) { /* rows 2q and 2q+1 interleaved into one line per panel */
+#pragma omp for schedule(static)
+        for (int64_t q = 0; q < pairs; q++) {
+            for (int64_t g = 0; g < panels; g++) {
+                int64_t j0 = g * 16;
+                __m512i lo = 2 * q < k ? load16_lanes(in_dt, src + ((size_t)(2 * q * ldb + j0)) * es, n - j0)
+                                       : _mm512_setzero_si512();
+                __m512i hi = 2 * q + 1 < k
+                                 ? load16_lanes(in_dt, src + ((size_t)((2 * q + 1) * ldb + j0)) * es, n - j0)
+                                 : _mm512_setzero_si512();
+                _mm512_storeu_si512(d32 + (g * pairs + q) * 16, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+            }
+        }
+        return;
+    }
+    /* B stored n x k: each pair is two neighbours in a row of storage */
+#pragma omp for schedule(static)
+    for (int64_t g = 0; g < panels; g++) {
+        uint32_t *panel = d32 + g * pairs * 16;
+        for (int64_t q0 = 0; q0 < pairs; q0 += 16) {
+            __mmask16 mk = mask16(pairs - q0);
+            for (int64_t jj = 0; jj < 16; jj++) {
+                int64_t j = g * 16 + jj;
+                __m512i v = j < n ? load32(in_dt, src + ((size_t)(j * ldb + 2 * q0)) * es, k - 2 * q0)
+                                  : _mm512_setzero_si512();
+                _mm512_mask_i32scatter_epi32(panel + q0 * 16 + jj, mk, row16, v, 4);
+            }
+        }
+    }
+}
+#endif
