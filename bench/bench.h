@@ -44,6 +44,7 @@ typedef struct bench_opts {
     int n_threads;
     double scale;   /* time budget multiplier (--quick: smaller) */
     int64_t stream_mib; /* bytes per array of the bandwidth figures */
+    const char *model;  /* --model: only this training model (mlp, cnn, gpt) */
 } bench_opts;
 
 /* The parts, each printing its lines. */

@@ -1,6 +1,6 @@
 /* main.c — `make bench`: kiln's CPU figures beside their references.
  *
- *     kiln_bench [--torch FILE] [--only gemm|memory|train] [--threads 1,2]
+ *     kiln_bench [--torch FILE] [--only gemm|memory|train] [--model mlp|cnn|gpt] [--threads 1,2]
  *                [--quick] [--stream-mib N]
  *
  * One line per figure: name, kiln's value and unit, and the ratio to a
@@ -14,7 +14,7 @@
 #include <string.h>
 
 static const char *usage =
-    "usage: kiln_bench [--torch FILE] [--only gemm|memory|train] [--threads 1,2] [--quick] [--stream-mib N]\n";
+    "usage: kiln_bench [--torch FILE] [--only gemm|memory|train] [--model mlp|cnn|gpt] [--threads 1,2] [--quick] [--stream-mib N]\n";
 
 int main(int argc, char **argv) {
     bench_opts o = {.threads = {1, 2}, .n_threads = 2, .scale = 1.0, .stream_mib = 320};
@@ -26,6 +26,9 @@ int main(int argc, char **argv) {
             i++;
         } else if (strcmp(a, "--only") == 0 && v) {
             only = v;
+            i++;
+        } else if (strcmp(a, "--model") == 0 && v) {
+            o.model = v;
             i++;
         } else if (strcmp(a, "--threads") == 0 && v) {
             o.n_threads = sscanf(v, "%d,%d", &o.threads[0], &o.threads[1]);

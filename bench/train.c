@@ -15,6 +15,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct model {
     kiln_ctx *ctx;
@@ -163,6 +164,7 @@ void bench_train(const bench_opts *o) {
         {"gpt", build_gpt, GPT_B * GPT_T, "tokens/s", 6.0},
     };
     for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
+        if (o->model && strcmp(o->model, models[i].name)) continue;
         model m = {.ctx = kiln_ctx_new()};
         bench_check(m.ctx != NULL, "context");
         models[i].build(&m);

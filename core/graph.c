@@ -3,6 +3,40 @@
 #include "internal.h"
 #include "graph.h"
 
+#include <stdio.h>
+#include <time.h>
+
+/* $KILN_PROFILE=1: time every kernel by op and print the totals to stderr
+ * at exit (the graph runs serially, so plain statics suffice). */
+static int profile = -1;
+static double prof_sec[KILN_OP_COUNT + 1];
+static long prof_calls[KILN_OP_COUNT + 1];
+
+static double now_sec(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void profile_print(void) {
+    double total = 0;
+    for (int i = 0; i <= KILN_OP_COUNT; i++) total += prof_sec[i];
+    fprintf(stderr, "kiln profile: %.3f s in kernels\n", total);
+    for (int i = 0; i <= KILN_OP_COUNT; i++)
+        if (prof_calls[i])
+            fprintf(stderr, "  %-20s %9.3f ms %5.1f%% %8ld calls\n", i < KILN_OP_COUNT ? kiln__op_table[i].name : "(fused chains)",
+                    1e3 * prof_sec[i], 100 * prof_sec[i] / (total > 0 ? total : 1), prof_calls[i]);
+}
+
+static bool profiling(void) {
+    if (profile < 0) {
+        const char *env = getenv("KILN_PROFILE");
+        profile = env && *env && strcmp(env, "0");
+        if (profile) atexit(profile_print);
+    }
+    return profile;
+}
+
 kiln_graph *kiln_graph_new(kiln_ctx *ctx) {
     if (!ctx) return kiln__err(KILN_ERR_ARG, "kiln_graph_new: ctx is NULL");
     kiln_graph *g = kiln__arena_alloc(ctx, sizeof *g);
@@ -158,14 +192,20 @@ kiln_status kiln_graph_compute(kiln_graph *g) {
         kiln_tensor *t = g->nodes[i];
         resolve(g, i);
         if (kiln__op_table[t->op].kind == KILN_KIND_VIEW) continue;
-        int end = g->chain_end[i];
+        int end = g->chain_end[i], slot = end > i ? KILN_OP_COUNT : (int)t->op;
+        double t0 = profiling() ? now_sec() : 0;
         if (end > i) { /* a fused element-wise chain: only its last node is written */
             for (int j = i + 1; j <= end; j++) resolve(g, j);
-            if ((s = kiln__cpu_compute_chain(g->nodes + i, end - i + 1, &ex))) return s;
+            s = kiln__cpu_compute_chain(g->nodes + i, end - i + 1, &ex);
             i = end;
-            continue;
+        } else {
+            s = kiln__cpu_compute(t, &ex);
         }
-        if ((s = kiln__cpu_compute(t, &ex))) return s;
+        if (s) return s;
+        if (profile) {
+            prof_sec[slot] += now_sec() - t0;
+            prof_calls[slot]++;
+        }
     }
     return KILN_OK;
 }

@@ -246,6 +246,19 @@ POOL_PLANE_INTERIOR(double, f64)
         const int64_t kh = gp->kh, kw = gp->kw, sh = gp->sh, sw = gp->sw, dh = gp->dh, dw = gp->dw;      \
         const int64_t w = gp->w, oh = gp->oh, ow = gp->ow;                                               \
         T share[256];                                                                                    \
+        if (kh == 2 && kw == 2 && sh == 2 && sw == 2 && dh == 1 && dw == 1) { /* the usual 2x2 pool */     \
+            for (int64_t oi = 0; oi < oh; oi++) {                                                        \
+                const T *r0 = img + 2 * oi * w, *r1 = r0 + w, *yr = y + oi * ow, *gr = gy + oi * ow;     \
+                T *g0 = gimg + 2 * oi * w, *g1 = g0 + w;                                                 \
+                for (int64_t oj = 0; oj < ow; oj++) {                                                    \
+                    T m = yr[oj], ea = (T)(r0[2 * oj] == m), eb = (T)(r0[2 * oj + 1] == m);              \
+                    T ec = (T)(r1[2 * oj] == m), ed = (T)(r1[2 * oj + 1] == m);                          \
+                    T sv = gr[oj] / (ea + eb + ec + ed);                                                 \
+                    g0[2 * oj] = sv * ea, g0[2 * oj + 1] = sv * eb, g1[2 * oj] = sv * ec, g1[2 * oj + 1] = sv * ed; \
+                }                                                                                        \
+            }                                                                                            \
+            return;                                                                                      \
+        }                                                                                                \
         if (sh == kh && sw == kw && dh == 1 && dw == 1) { /* windows tile the image: assign, no sums */  \
             for (int64_t oi = 0; oi < oh; oi++)                                                          \
                 for (int64_t oj = 0; oj < ow; oj++) {                                                    \
