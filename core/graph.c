@@ -192,12 +192,18 @@ kiln_status kiln_graph_compute(kiln_graph *g) {
         kiln_tensor *t = g->nodes[i];
         resolve(g, i);
         if (kiln__op_table[t->op].kind == KILN_KIND_VIEW) continue;
-        int end = g->chain_end[i], slot = end > i ? KILN_OP_COUNT : (int)t->op;
+        int end = g->chain_end[i], acc = g->acc_node[i], slot = end > i ? KILN_OP_COUNT : (int)t->op;
+        if (acc == -2) continue; /* its matmul already added into the gradient */
         double t0 = profiling() ? now_sec() : 0;
         if (end > i) { /* a fused element-wise chain: only its last node is written */
             for (int j = i + 1; j <= end; j++) resolve(g, j);
             s = kiln__cpu_compute_chain(g->nodes + i, end - i + 1, &ex);
             i = end;
+        } else if (acc >= 0) { /* a matmul adding into the gradient its ACC_GRAD would add it to */
+            kiln_exec ea = ex;
+            ea.accumulate = true;
+            t->data = g->nodes[acc]->src[0]->data;
+            s = kiln__cpu_compute(t, &ea);
         } else {
             s = kiln__cpu_compute(t, &ex);
         }

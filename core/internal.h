@@ -269,6 +269,7 @@ typedef struct kiln_exec {
     uint64_t run;  /* graph's run counter (dropout masks) */
     bool training;
     int n_threads;
+    bool accumulate; /* add into node->data instead of writing it (only matmul, see core/fuse.c) */
 } kiln_exec;
 
 /* A CPU kernel computes node->data from its sources' data (all resolved). */

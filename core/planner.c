@@ -4,7 +4,8 @@
  * that reads it (directly or through a view) has run. A chain of
  * element-wise ops then needs two buffers, whatever its depth. A fused
  * chain (core/fuse.c) counts as one node at its end: what its members read
- * stays live until the chain is done, and its intermediates get no place. */
+ * stays live until the chain is done, and its intermediates get no place;
+ * nor does a matmul that adds straight into a gradient. */
 #include "graph.h"
 
 typedef struct {
@@ -116,15 +117,14 @@ kiln_status kiln__graph_plan(kiln_graph *g) {
             t->storage_bytes = size;
             ctx->storage_bytes += size;
         }
-        bool interior = g->chain_end[i] != i;
         g->offs[i] = 0;
         if (planned_here(t)) g->unplanned_bytes += size;
-        if (planned_here(t) && !interior) g->offs[i] = fa_alloc(&fa, size);
+        if (planned_here(t) && !kiln__graph_unplaced(g, i)) g->offs[i] = fa_alloc(&fa, size);
         /* free what dies here: the storage this node reads or views, or
          * its own if nothing reads it */
         for (int k = 0; k <= t->nsrc && !s; k++) {
             kiln_tensor *o = owner(k < t->nsrc ? t->src[k] : t);
-            if (o->visit != gen || last[o->slot] != i || !planned_here(o) || g->chain_end[o->slot] != o->slot) continue;
+            if (o->visit != gen || last[o->slot] != i || !planned_here(o) || kiln__graph_unplaced(g, o->slot)) continue;
             bool seen = false; /* storage read twice is freed once */
             for (int j = 0; j < k; j++) seen |= owner(t->src[j]) == o;
             if (!seen && fa_free(&fa, g->offs[o->slot], align_up(kiln_tensor_nbytes(o))))

@@ -57,3 +57,42 @@ KT_TEST(fused_chains_match_unfused) {
         }
     }
 }
+
+/* Weight gradients of a linear layer computed twice without zeroing (so
+ * they must accumulate), fused or not, in f32, f64 and f32 with the bf16
+ * matmul precision; *acc gets the number of matmuls that added straight
+ * into a gradient. */
+static void run_linear(bool fuse, kiln_dtype dt, double *gw, int *acc) {
+    setenv("KILN_FUSE", fuse ? "1" : "0", 1);
+    kiln_ctx *ctx = kiln_ctx_new();
+    kiln_tensor *x = mt_leaf(ctx, dt, 2, (int64_t[]){9, 13}, 1);
+    kiln_tensor *w = kiln_param(ctx, "w", dt, 2, (int64_t[]){5, 13});
+    kiln_tensor *b = kiln_param(ctx, "b", dt, 1, (int64_t[]){5});
+    KT_OK(kiln_tensor_fill_randn(w, 3, 0.0, 0.5));
+    KT_OK(kiln_tensor_fill(b, 0.1));
+    kiln_tensor *loss = kiln_sum_all(ctx, kiln_tanh(ctx, kiln_linear(ctx, x, w, b)));
+    kiln_graph *g = kiln_graph_new(ctx);
+    KT_OK(kiln_graph_add(g, loss));
+    KT_OK(kiln_graph_backward(g, loss));
+    KT_OK(kiln_graph_compute(g));
+    KT_OK(kiln_graph_compute(g));
+    KT_OK(kiln_tensor_get_f64(kiln_tensor_grad(w), gw, 65));
+    *acc = 0;
+    for (int i = 0; i < g->n; i++) *acc += g->acc_node[i] >= 0;
+    kiln_ctx_free(ctx);
+}
+
+KT_TEST(fused_matmul_adds_into_gradient) {
+    const kiln_dtype dts[] = {KILN_F32, KILN_F64, KILN_F32};
+    for (int c = 0; c < 3; c++) {
+        KT_OK(kiln_set_matmul_precision(c == 2 ? KILN_MATMUL_BF16 : KILN_MATMUL_F32));
+        double f[65], u[65];
+        int nf, nu;
+        run_linear(true, dts[c], f, &nf);
+        run_linear(false, dts[c], u, &nu);
+        KT_CHECK(nf == 1 && nu == 0, "case %d: %d matmuls add into a gradient (KILN_FUSE=0: %d)", c, nf, nu);
+        for (int i = 0; i < 65; i++)
+            KT_CHECK(fabs(f[i] - u[i]) <= 1e-5 * (1 + fabs(u[i])), "case %d: dw[%d] %.9g vs %.9g", c, i, f[i], u[i]);
+    }
+    KT_OK(kiln_set_matmul_precision(KILN_MATMUL_F32));
+}

@@ -42,13 +42,35 @@ static void batch_offsets(int64_t p, int nb, const int64_t *shape, const int64_t
  * bf16 when the matmul precision asks for it. */
 static kiln_status gemm(kiln_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
                         const void *b, int64_t ldb, void *c, int nt) {
+    kiln_status s = KILN_OK;
     if (dt == KILN_F32 && kiln_get_matmul_precision() == KILN_MATMUL_F32)
         kiln__sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n, nt);
     else if (dt == KILN_F64)
         kiln__dgemm(ta, tb, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, n, nt);
     else
-        return kiln__gemm_lowp(dt == KILN_F32 ? KILN_F32 : dt, dt, ta, tb, m, n, k, a, lda, b, ldb, c, n, nt);
-    return KILN_OK;
+        s = kiln__gemm_lowp(dt == KILN_F32 ? KILN_F32 : dt, dt, ta, tb, m, n, k, a, lda, b, ldb, c, n, nt);
+    return s;
+}
+
+/* C += op(A) op(B) (ex->accumulate: the graph let this matmul add straight
+ * into a gradient): beta = 1 where the GEMM can, else through a scratch. */
+static kiln_status gemm_acc(kiln_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
+                            int64_t lda, const void *b, int64_t ldb, void *c, int nt) {
+    if (dt == KILN_F32 && kiln_get_matmul_precision() == KILN_MATMUL_F32) {
+        kiln__sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 1.0f, c, n, nt);
+        return KILN_OK;
+    }
+    if (dt == KILN_F64) {
+        kiln__dgemm(ta, tb, m, n, k, 1.0, a, lda, b, ldb, 1.0, c, n, nt);
+        return KILN_OK;
+    }
+    const kiln_type_traits *tr = &kiln__types[dt];
+    void *tmp = malloc((size_t)(m * n) * tr->size + 1);
+    if (!tmp) return kiln__errs(KILN_ERR_OOM, "matmul: out of memory for a %lld x %lld scratch", (long long)m, (long long)n);
+    kiln_status s = gemm(dt, ta, tb, m, n, k, a, lda, b, ldb, tmp, nt);
+    for (int64_t i = 0; !s && i < m * n; i++) tr->set(c, i, tr->get(c, i) + tr->get(tmp, i));
+    free(tmp);
+    return s;
 }
 
 static kiln_status matmul_kernel(kiln_tensor *t, const kiln_exec *ex) {
@@ -69,6 +91,10 @@ static kiln_status matmul_kernel(kiln_tensor *t, const kiln_exec *ex) {
                 kiln__numel(a->ndim - 2, a->shape) == batch && batch * m <= INT32_MAX;
     if (!kiln__is_float(t->dtype))
         return kiln__errs(KILN_ERR_UNSUPPORTED, "matmul: no CPU kernel for %s", kiln_dtype_name(t->dtype));
+    if (ex->accumulate) {
+        if (batch != 1) return kiln__errs(KILN_ERR_UNSUPPORTED, "matmul: accumulating needs one matrix, not %lld", (long long)batch);
+        return gemm_acc(t->dtype, ta, tb, m, n, k, a->data, lda, b->data, ldb, t->data, ex->n_threads);
+    }
     if (fold) return gemm(t->dtype, false, tb, batch * m, n, k, a->data, lda, b->data, ldb, t->data, ex->n_threads);
     size_t es = kiln__types[t->dtype].size;
     /* many small GEMMs: across the batch, each on one thread */

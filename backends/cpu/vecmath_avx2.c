@@ -19,6 +19,7 @@ typedef __m256i VI;
 #define VSUB _mm256_sub_ps
 #define VMUL _mm256_mul_ps
 #define VDIV _mm256_div_ps
+#define VRCP0 _mm256_rcp_ps
 #define VSQRT _mm256_sqrt_ps
 #define VFMA(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define VFNMA(a, b, c) _mm256_fnmadd_ps(a, b, c)

@@ -19,6 +19,7 @@ typedef __m512i VI;
 #define VSUB _mm512_sub_ps
 #define VMUL _mm512_mul_ps
 #define VDIV _mm512_div_ps
+#define VRCP0 _mm512_rcp14_ps
 #define VSQRT _mm512_sqrt_ps
 #define VFMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define VFNMA(a, b, c) _mm512_fnmadd_ps(a, b, c)

@@ -20,6 +20,7 @@ typedef int32x4_t VI;
 #define VSUB vsubq_f32
 #define VMUL vmulq_f32
 #define VDIV vdivq_f32
+#define VRCP0 vrecpeq_f32
 #define VSQRT vsqrtq_f32
 #define VFMA(a, b, c) vfmaq_f32(c, a, b)
 #define VFNMA(a, b, c) vfmsq_f32(c, a, b)
