@@ -13,7 +13,19 @@
 
 #ifdef KILN_BLAS
 #include <cblas.h>
-#define REF_NAME "openblas"
+#include <ctype.h>
+/* "openblas-<core>": OpenBLAS picks its kernels by the CPU it detects, and
+ * may pick an old core on a CPU it does not know (bench/run.sh then runs
+ * the GEMM part again with OPENBLAS_CORETYPE forced) */
+static const char *ref_name(void) {
+    static char name[48];
+    if (!name[0]) {
+        snprintf(name, sizeof name, "openblas-%s", openblas_get_corename());
+        for (char *p = name; *p; p++) *p = (char)tolower((unsigned char)*p);
+    }
+    return name;
+}
+#define REF_NAME ref_name()
 #else
 #define REF_NAME "no openblas in a BLAS=0 build"
 #endif
@@ -156,7 +168,7 @@ static void bf16_shape(const bench_opts *o, int64_t s, int nt) {
         double med[2] = {0, 0}, flop = 2.0 * (double)s * (double)s * (double)s;
         bench_measure(jobs, nj, 3, 15, 2.0 * o->scale, med);
         bench_report(name, flop / med[0] * 1e-9, "GFLOP/s", nj == 2 ? flop / med[1] * 1e-9 : 0,
-                     nj == 2 ? "openblas f32" : REF_NAME);
+                     nj == 2 ? REF_NAME : "no openblas in a BLAS=0 build");
     }
     free(a);
     free(b);

@@ -96,8 +96,8 @@ kiln_tensor *kiln_linear(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_ten
     if (bias && (bias->ndim != 1 || bias->shape[0] != w->shape[0]))
         return kiln__err(KILN_ERR_SHAPE, "kiln_linear: the bias %s must be [%lld] for the weight %s",
                          kiln__shape_str(bias, sb), (long long)w->shape[0], kiln__shape_str(w, sw));
-    if (x->dtype != w->dtype || (bias && bias->dtype != w->dtype) || !kiln__is_compute_float(w->dtype))
-        return kiln__err(KILN_ERR_DTYPE, "kiln_linear: input %s, weight %s and bias %s must share f32 or f64",
+    if (x->dtype != w->dtype || (bias && bias->dtype != w->dtype) || !kiln__is_float(w->dtype))
+        return kiln__err(KILN_ERR_DTYPE, "kiln_linear: input %s, weight %s and bias %s must share one float dtype",
                          kiln_dtype_name(x->dtype), kiln_dtype_name(w->dtype),
                          bias ? kiln_dtype_name(bias->dtype) : "-");
     /* a vector input is a batch of one row, as torch.nn.functional.linear */

@@ -44,3 +44,30 @@ KT_TEST(half_dtypes_compute_forward_and_backward) {
                      kiln_dtype_name(dts[k]), i, g[i], g32[i]);
     }
 }
+
+/* A bf16 linear layer trains like PyTorch's: forward and weight gradient
+ * in bf16, close to the same layer in f32. */
+KT_TEST(half_linear_forward_and_backward) {
+    double out[2][15], gw[2][12];
+    const kiln_dtype dts[2] = {KILN_F32, KILN_BF16};
+    for (int k = 0; k < 2; k++) {
+        kiln_ctx *ctx = kiln_ctx_new();
+        kiln_tensor *x = mt_leaf(ctx, dts[k], 2, (int64_t[]){5, 4}, 1);
+        kiln_tensor *w = kiln_param(ctx, "w", dts[k], 2, (int64_t[]){3, 4}), *b = kiln_param(ctx, "b", dts[k], 1, (int64_t[]){3});
+        KT_OK(kiln_tensor_set_f64(w, (double[]){0.5, -0.25, 0.125, 1, -1, 0.75, 0.5, -0.5, 0.25, 0.25, -0.125, 2}, 12));
+        KT_OK(kiln_tensor_fill(b, 0.5));
+        kiln_tensor *y = kiln_linear(ctx, x, w, b);
+        KT_REQUIRE(y != NULL, "%s", kiln_last_error());
+        KT_CHECK(kiln_tensor_dtype(y) == dts[k], "linear keeps the dtype");
+        kiln_graph *g = kiln_graph_new(ctx);
+        KT_OK(kiln_graph_add(g, y));
+        kiln_tensor *loss = kiln_sum_all(ctx, kiln_mul(ctx, y, y));
+        KT_OK(kiln_graph_backward(g, loss));
+        KT_OK(kiln_graph_compute(g));
+        KT_OK(kiln_tensor_get_f64(y, out[k], 15));
+        KT_OK(kiln_tensor_get_f64(kiln_tensor_grad(w), gw[k], 12));
+        kiln_ctx_free(ctx);
+    }
+    for (int i = 0; i < 15; i++) KT_CHECK(fabs(out[1][i] - out[0][i]) <= 2e-2 * (1 + fabs(out[0][i])), "y[%d]", i);
+    for (int i = 0; i < 12; i++) KT_CHECK(fabs(gw[1][i] - gw[0][i]) <= 3e-2 * (1 + fabs(gw[0][i])), "dw[%d] %g vs %g", i, gw[1][i], gw[0][i]);
+}
