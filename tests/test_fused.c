@@ -16,12 +16,11 @@ static void run(bool fuse, int64_t rows, int64_t cols, double *out, int *fused) 
     setenv("KILN_FUSE", fuse ? "1" : "0", 1);
     kiln_ctx *ctx = kiln_ctx_new();
     int64_t shape[2] = {rows, cols};
-    kiln_tensor *a = mt_leaf(ctx, KILN_F32, 2, shape, 1), *b = mt_leaf(ctx, KILN_F32, 2, shape, 2);
+    kiln_tensor *at = mt_leaf(ctx, KILN_F32, 2, (int64_t[]){cols, rows}, 1), *b = mt_leaf(ctx, KILN_F32, 2, shape, 2);
     kiln_tensor *bias = mt_leaf(ctx, KILN_F32, 1, &cols, 3);
-    kiln_tensor *w = mt_leaf(ctx, KILN_F32, 2, (int64_t[]){cols, cols}, 4);
-    /* u and v are planned intermediates (matmul, exp of a transpose) whose
-     * last reader is inside the chain */
-    kiln_tensor *u = kiln_matmul(ctx, a, w);
+    /* u and v are planned intermediates (copies of a transpose, sigmoid)
+     * whose last reader is inside the chain */
+    kiln_tensor *u = kiln_contiguous(ctx, kiln_transpose(ctx, at, 0, 1));
     kiln_tensor *v = kiln_sigmoid(ctx, kiln_contiguous(ctx, b));
     kiln_tensor *h = kiln_mul(ctx, kiln_tanh(ctx, kiln_add(ctx, u, bias)), v); /* ROW, FULL */
     h = kiln_gelu(ctx, kiln_add_scalar(ctx, kiln_scale(ctx, h, 0.5), 0.25));
