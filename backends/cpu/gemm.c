@@ -389,8 +389,13 @@ void kiln__sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
 #ifdef KILN_BLAS
     /* kiln's own: inside parallel regions (OpenBLAS must not run there),
      * one-row/one-column products (its GEMV paths measured 1-3x OpenBLAS's),
-     * and everything when OpenBLAS's core is the weaker one */
-    if (!omp_in_parallel() && m > 1 && n > 1 && k > 0 && blas_is_strong()) {
+     * everything when OpenBLAS's core is the weaker one, and every call
+     * that may use more than one thread: OpenBLAS's own thread pool keeps
+     * spinning after a call and then fights kiln's OpenMP threads for the
+     * cores (a 2-thread GPT training step ran at half speed with OpenBLAS's
+     * AVX-512 kernels in the loop, against kiln's GEMM at 0.85-0.95x
+     * OpenBLAS's alone) */
+    if (n_threads == 1 && !omp_in_parallel() && m > 1 && n > 1 && k > 0 && blas_is_strong()) {
         if (openblas_get_num_threads() != n_threads) openblas_set_num_threads(n_threads);
         cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n,
                     (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
