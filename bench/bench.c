@@ -1,4 +1,4 @@
-/* bench.c — timing, interleaved medians, report lines and the PyTorch
+/* bench.c — timing (medians over alternating blocks of each job), report lines and the PyTorch
  * reference table of `make bench` (see bench.h). */
 #include "bench.h"
 
@@ -23,25 +23,40 @@ static double median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+#define ROUNDS 3
+#define SETTLE_S 0.15 /* OpenBLAS's idle pool spins about 0.1 s after a call */
+
+static void settle(void) {
+    struct timespec ts = {0, (long)(SETTLE_S * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
 void bench_measure(const bench_job *jobs, int n_jobs, int min_reps, int max_reps, double budget_s, double *med) {
     double *t = malloc((size_t)n_jobs * (size_t)max_reps * sizeof *t);
-    bench_check(t != NULL, "out of memory");
+    int *n = calloc((size_t)n_jobs, sizeof *n);
+    bench_check(t && n, "out of memory");
     double start = bench_now();
     for (int j = 0; j < n_jobs; j++) jobs[j].fn(jobs[j].arg);
-    /* a warm-up round longer than twice the budget: one timed round */
-    if (bench_now() - start > 2 * budget_s) max_reps = min_reps = 1;
-    start = bench_now();
-    int reps = 0;
-    while (reps < max_reps && (reps < min_reps || bench_now() - start < budget_s)) {
+    /* a warm-up round longer than twice the budget: one timed call each */
+    bool one = bench_now() - start > 2 * budget_s;
+    int per_block = one ? 1 : (max_reps + ROUNDS - 1) / ROUNDS, min_block = one ? 1 : (min_reps + ROUNDS - 1) / ROUNDS;
+    double block_s = budget_s / (ROUNDS * n_jobs);
+    for (int r = 0; r < (one ? 1 : ROUNDS); r++)
         for (int j = 0; j < n_jobs; j++) {
-            double t0 = bench_now();
-            jobs[j].fn(jobs[j].arg);
-            t[j * max_reps + reps] = bench_now() - t0;
+            if (n_jobs > 1) { /* the other job's threads go idle, then one untimed call */
+                settle();
+                if (!one) jobs[j].fn(jobs[j].arg);
+            }
+            double b0 = bench_now();
+            for (int k = 0; k < per_block && n[j] < max_reps && (k < min_block || bench_now() - b0 < block_s); k++) {
+                double t0 = bench_now();
+                jobs[j].fn(jobs[j].arg);
+                t[j * max_reps + n[j]++] = bench_now() - t0;
+            }
         }
-        reps++;
-    }
-    for (int j = 0; j < n_jobs; j++) med[j] = median(t + j * max_reps, reps);
+    for (int j = 0; j < n_jobs; j++) med[j] = median(t + j * max_reps, n[j]);
     free(t);
+    free(n);
 }
 
 void bench_report(const char *name, double value, const char *unit, double ref_value, const char *ref_name) {

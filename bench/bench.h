@@ -1,9 +1,9 @@
-/* bench.h — what the parts of `make bench` share: timing, interleaved
+/* bench.h — what the parts of `make bench` share: timing, alternating
  * measurement, the report line and the PyTorch reference figures.
  *
  * Every figure is a median over several timed repetitions after a warm-up,
  * and is printed next to a reference measured in the same process (OpenBLAS,
- * a plain triad, PyTorch), interleaved with it where both run here: this
+ * a plain triad, PyTorch), in alternating blocks where both run here: this
  * machine's timings drift by tens of percent, ratios much less. */
 #ifndef KILN_BENCH_H
 #define KILN_BENCH_H
@@ -22,10 +22,12 @@ typedef struct bench_job {
     void *arg;
 } bench_job;
 
-/* Run each job once to warm up, then rounds of one run of each job in
- * turn, until max_reps rounds or (after min_reps) budget_s seconds have
- * passed; a warm-up round longer than 2 * budget_s leaves one timed round. Writes
- * each job's median seconds per run to med[]. */
+/* Run each job once to warm up, then three rounds in which each job in
+ * turn runs a block of timed calls (after a 0.15 s pause and one untimed
+ * call when there are several jobs, so a thread pool another job left
+ * spinning has gone idle), up to max_reps calls per job or, after min_reps,
+ * budget_s seconds in all; a warm-up longer than 2 * budget_s leaves one
+ * timed call each. Writes each job's median seconds per call to med[]. */
 void bench_measure(const bench_job *jobs, int n_jobs, int min_reps, int max_reps, double budget_s, double *med);
 
 /* One report line: name, kiln's value and unit, and value / ref_value
