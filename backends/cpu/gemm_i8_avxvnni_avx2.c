@@ -1,0 +1,98 @@
+/* gemm_i8_avxvnni_avx2.c — int8 GEMM with AVX-VNNI (VEX-encoded ymm
+ * vpdpbusd, on CPUs that have it with or without AVX-512), and the loop over
+ * tiles both VNNI kernels share. Built with AVX2 flags only (plus the
+ * avxvnni target on the tile function), so nothing here needs AVX-512: the
+ * *_vnni.c flags would let the compiler use mask registers even in ymm code.
+ *
+ * vpdpbusd multiplies unsigned by signed bytes, so packed A carries a + 128
+ * (gemm_i8.h) and every column starts from -128 * sum_p B(j, p): exact in
+ * int32 arithmetic modulo 2^32, like the sums themselves. Each k quad of a
+ * row is one 32-bit broadcast against one quad-row of a 16-column B panel.
+ * K is cut into KC-wide blocks so a tile's B panels (up to 64 x KC bytes)
+ * stay in L1 while the row tiles of a group pass over them; a later block
+ * adds to the partial C the earlier ones wrote. */
+#if defined(__x86_64__)
+#include "gemm_i8.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define MR KILN_S8_VNNI_MR
+#define KC 512   /* k per block: 64 columns x 512 = 32 KiB of B */
+#define GROUP 16 /* row tiles per unit of work (96 rows) */
+
+static inline int32_t load32(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* One 16-column panel: 6 x 16 of C in 12 ymm accumulators. */
+static __attribute__((target("avxvnni"))) void tile256(const int8_t *a, const int8_t *b, int64_t quads, int64_t ps, int np, const int32_t *cs,
+                              bool first, int32_t *c, int64_t ldc, int64_t rows, int64_t cols) {
+    (void)ps, (void)np;
+    int32_t tmp[MR][16];
+    bool edge = rows < MR || cols < 16;
+    int32_t *dst = c;
+    int64_t ld = ldc;
+    if (edge) { /* work in a full-size copy */
+        dst = &tmp[0][0], ld = 16;
+        memset(tmp, 0, sizeof tmp);
+        if (!first)
+            for (int64_t r = 0; r < rows; r++) memcpy(tmp[r], c + r * ldc, (size_t)cols * 4);
+    }
+    __m256i acc[MR][2];
+    __m256i i0 = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_loadu_si256((const __m256i *)cs));
+    __m256i i1 = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_loadu_si256((const __m256i *)(cs + 8)));
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; r++) {
+        acc[r][0] = first ? i0 : _mm256_loadu_si256((const __m256i *)(dst + r * ld));
+        acc[r][1] = first ? i1 : _mm256_loadu_si256((const __m256i *)(dst + r * ld + 8));
+    }
+    for (int64_t k = 0; k < quads; k++, a += MR * 4, b += 64) {
+        __m256i b0 = _mm256_loadu_si256((const __m256i *)b), b1 = _mm256_loadu_si256((const __m256i *)(b + 32));
+#pragma GCC unroll 6
+        for (int r = 0; r < MR; r++) {
+            __m256i av = _mm256_set1_epi32(load32(a + r * 4));
+            acc[r][0] = _mm256_dpbusd_avx_epi32(acc[r][0], av, b0);
+            acc[r][1] = _mm256_dpbusd_avx_epi32(acc[r][1], av, b1);
+        }
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; r++) {
+        _mm256_storeu_si256((__m256i *)(dst + r * ld), acc[r][0]);
+        _mm256_storeu_si256((__m256i *)(dst + r * ld + 8), acc[r][1]);
+    }
+    if (edge)
+        for (int64_t r = 0; r < rows; r++) memcpy(c + r * ldc, tmp[r], (size_t)cols * 4);
+}
+
+/* Units of work: one column block (nbw columns) against a group of row
+ * tiles, handed out dynamically; within a unit, K blocks outer so the
+ * block's B panels are reused by every row tile of the group. */
+void kiln__gemm_s8_drive_vnni(const kiln_s8_packed *p, int32_t *c, int64_t ldc, int n_threads, int nbw,
+                              kiln_s8_vnni_tile *tile) {
+    int64_t mt = p->mp / MR, nbk = (p->np + nbw - 1) / nbw, gs = GROUP, quads = p->kp / 4, ps = quads * 64;
+    while (gs > 1 && (mt + gs - 1) / gs * nbk < 4 * n_threads) gs /= 2;
+    int64_t units = (mt + gs - 1) / gs * nbk;
+#pragma omp for schedule(dynamic, 1) nowait
+    for (int64_t u = 0; u < units; u++) {
+        int64_t jb = u % nbk, t0 = u / nbk * gs, t1 = t0 + gs < mt ? t0 + gs : mt, j0 = jb * nbw;
+        int64_t cols = p->n - j0 < nbw ? p->n - j0 : nbw;
+        int np = (int)((p->np - j0 < nbw ? p->np - j0 : nbw) / 16);
+        for (int64_t k0 = 0; k0 < quads; k0 += KC / 4) {
+            int64_t kq = quads - k0 < KC / 4 ? quads - k0 : KC / 4;
+            for (int64_t t = t0; t < t1; t++) {
+                int64_t i0 = t * MR, rows = p->m - i0 < MR ? p->m - i0 : MR;
+                if (rows <= 0) continue;
+                tile(p->a + t * quads * MR * 4 + k0 * MR * 4, p->b + (j0 / 16) * ps + k0 * 64, kq, ps, np,
+                     p->colsum + j0, k0 == 0, c + i0 * ldc + j0, ldc, rows, cols);
+            }
+        }
+    }
+}
+
+void kiln__gemm_s8_kernel_avxvnni(const kiln_s8_packed *p, int32_t *c, int64_t ldc, int n_threads) {
+    kiln__gemm_s8_drive_vnni(p, c, ldc, n_threads, 16, tile256);
+}
+#endif
