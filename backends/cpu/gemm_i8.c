@@ -66,11 +66,9 @@ static void pack_a(int64_t m, int64_t k, const int8_t *a, int64_t lda, int8_t *d
     }
 }
 
-/* B rows (columns of C) into 16-column panels of k quads; colsum, when
- * given, gets 128 * the sum of each column. Waits for every thread at the
- * end (so pack_a, started before it, is done too). */
-static void pack_b(int64_t n, int64_t k, const int8_t *b, int64_t ldb, int8_t *dst, int64_t np, int64_t kp,
-                   int32_t *colsum) {
+/* B rows (columns of C) into 16-column panels of k quads. Waits for every
+ * thread at the end (so pack_a, started before it, is done too). */
+static void pack_b(int64_t n, int64_t k, const int8_t *b, int64_t ldb, int8_t *dst, int64_t np, int64_t kp) {
     int64_t quads = kp / 4, full = k / 4;
 #pragma omp for schedule(static)
     for (int64_t j0 = 0; j0 < np; j0 += 16) {
@@ -79,22 +77,19 @@ static void pack_b(int64_t n, int64_t k, const int8_t *b, int64_t ldb, int8_t *d
         int live = n - j0 < 16 ? (int)(n - j0) : 16;
         for (int t = 0; t < live; t++) rows[t] = b + (j0 + t) * ldb;
         /* quad by quad: each 64-byte line of the panel is written whole */
-        for (int64_t q = 0; q < full; q++, d += 64) {
-            for (int t = 0; t < live; t++) memcpy(d + t * 4, rows[t] + q * 4, 4);
-            memset(d + live * 4, 0, (size_t)(16 - live) * 4);
-        }
+        if (live == 16)
+            for (int64_t q = 0; q < full; q++, d += 64)
+                for (int t = 0; t < 16; t++) memcpy(d + t * 4, rows[t] + q * 4, 4);
+        else
+            for (int64_t q = 0; q < full; q++, d += 64) {
+                memset(d, 0, 64);
+                for (int t = 0; t < live; t++) memcpy(d + t * 4, rows[t] + q * 4, 4);
+            }
         for (int64_t q = full; q < quads; q++, d += 64) {
             memset(d, 0, 64);
             for (int t = 0; t < live; t++)
                 for (int e = 0; e < 4 && q * 4 + e < k; e++) d[t * 4 + e] = rows[t][q * 4 + e];
         }
-        if (colsum)
-            for (int t = 0; t < 16; t++) {
-                int32_t sum = 0;
-                if (t < live)
-                    for (int64_t p = 0; p < k; p++) sum += rows[t][p];
-                colsum[j0 + t] = (int32_t)((uint32_t)sum * 128u);
-            }
     }
 }
 
@@ -191,7 +186,7 @@ static kiln_status packed(path pa, int64_t m, int64_t n, int64_t k, const int8_t
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
         pack_a(m, k, a, lda, ap, p.mp, p.kp, r, g, vnni ? 0x80 : 0);
-        pack_b(n, k, b, ldb, bp, p.np, p.kp, cs);
+        pack_b(n, k, b, ldb, bp, p.np, p.kp);
         switch (pa) {
 #if defined(__x86_64__)
         case PATH_AMX: kiln__gemm_s8_kernel_amx(&p, c, ldc, nt); break;

@@ -39,10 +39,11 @@ kiln_status kiln__gemm_s8(int64_t m, int64_t n, int64_t k, const int8_t *a, int6
  *      (64 k of a panel is one 1 KiB AMX B tile; one k quad of a panel is
  *      one zmm, two ymm or four NEON q registers).
  *   colsum (VNNI paths): 128 * sum_p B(j, p) per column, subtracted from
- *      the unsigned-by-signed sums to undo the +128 on A. */
+ *      the unsigned-by-signed sums to undo the +128 on A; the VNNI kernels
+ *      compute it from packed B (the packers here are portable C). */
 typedef struct kiln_s8_packed {
     const int8_t *a, *b;
-    const int32_t *colsum; /* np entries, or NULL */
+    int32_t *colsum; /* np entries (VNNI paths, filled by their kernel), or NULL */
     int64_t m, n, mp, np, kp;
 } kiln_s8_packed;
 

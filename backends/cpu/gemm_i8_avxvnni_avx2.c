@@ -67,7 +67,21 @@ static __attribute__((target("avxvnni"))) void tile256(const int8_t *a, const in
         for (int64_t r = 0; r < rows; r++) memcpy(c + r * ldc, tmp[r], (size_t)cols * 4);
 }
 
-/* Units of work: one column block (nbw columns) against a group of row
+/* 128 * the column sums of one packed B panel (bytes summed in pairs into
+ * int16 by vpmaddubsw against ones, those pairs into int32 by vpmaddwd). */
+static void colsum(const int8_t *b, int64_t quads, int32_t *out) {
+    __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+    __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+    for (int64_t q = 0; q < quads; q++, b += 64) {
+        __m256i b0 = _mm256_loadu_si256((const __m256i *)b), b1 = _mm256_loadu_si256((const __m256i *)(b + 32));
+        s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, b0), ones16));
+        s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, b1), ones16));
+    }
+    _mm256_storeu_si256((__m256i *)out, _mm256_slli_epi32(s0, 7));
+    _mm256_storeu_si256((__m256i *)(out + 8), _mm256_slli_epi32(s1, 7));
+}
+
+/* Column sums first (every thread waits for them), then units of work: one column block (nbw columns) against a group of row
  * tiles, handed out dynamically; within a unit, K blocks outer so the
  * block's B panels are reused by every row tile of the group. */
 void kiln__gemm_s8_drive_vnni(const kiln_s8_packed *p, int32_t *c, int64_t ldc, int n_threads, int nbw,
@@ -75,6 +89,8 @@ void kiln__gemm_s8_drive_vnni(const kiln_s8_packed *p, int32_t *c, int64_t ldc, 
     int64_t mt = p->mp / MR, nbk = (p->np + nbw - 1) / nbw, gs = GROUP, quads = p->kp / 4, ps = quads * 64;
     while (gs > 1 && (mt + gs - 1) / gs * nbk < 4 * n_threads) gs /= 2;
     int64_t units = (mt + gs - 1) / gs * nbk;
+#pragma omp for schedule(static)
+    for (int64_t j0 = 0; j0 < p->np; j0 += 16) colsum(p->b + (j0 / 16) * ps, quads, p->colsum + j0);
 #pragma omp for schedule(dynamic, 1) nowait
     for (int64_t u = 0; u < units; u++) {
         int64_t jb = u % nbk, t0 = u / nbk * gs, t1 = t0 + gs < mt ? t0 + gs : mt, j0 = jb * nbw;
