@@ -221,6 +221,9 @@ kiln_tensor *kiln__full_like(kiln_ctx *ctx, const kiln_tensor *like, double v);
  * grid is oh x ow, the image h x w; out-of-image taps read pad. */
 kiln_tensor *kiln__im2col(kiln_ctx *ctx, kiln_tensor *x, const int64_t *g, int64_t oh, int64_t ow, double pad);
 kiln_tensor *kiln__col2im(kiln_ctx *ctx, kiln_tensor *cols, const int64_t *g, int64_t h, int64_t w);
+/* The same with cols laid out [C, kh, kw, N, OH, OW] (conv2d's one GEMM). */
+kiln_tensor *kiln__im2col_cn(kiln_ctx *ctx, kiln_tensor *x, const int64_t *g, int64_t oh, int64_t ow, double pad);
+kiln_tensor *kiln__col2im_cn(kiln_ctx *ctx, kiln_tensor *cols, const int64_t *g, int64_t h, int64_t w);
 
 /* ---- op table and autodiff ---------------------------------------------- */
 

@@ -267,12 +267,24 @@ KT_TEST(conv_im2col_col2im_values) {
         KT_OK(kiln_tensor_fill_uniform(x, (uint64_t)trial, -1, 1));
         KT_OK(kiln_tensor_fill_uniform(cols, (uint64_t)trial + 1000, -1, 1));
         kiln_tensor *a = kiln__im2col(ctx, x, g, oh, ow, -5.0), *b = kiln__col2im(ctx, cols, g, h, w);
+        /* the [C, kh, kw, N, OH, OW] layout: the same taps, the same image */
+        static const int TO_CN[6] = {1, 2, 3, 0, 4, 5}, FROM_CN[6] = {3, 0, 1, 2, 4, 5};
+        kiln_tensor *a_cn = kiln_contiguous(ctx, kiln_permute(ctx, kiln__im2col_cn(ctx, x, g, oh, ow, -5.0), FROM_CN));
+        kiln_tensor *b_cn = kiln__col2im_cn(ctx, kiln_permute(ctx, cols, TO_CN), g, h, w);
         kiln_graph *gr = kiln_graph_new(ctx);
-        KT_NOTNULL(a && b);
+        KT_NOTNULL(a && b && a_cn && b_cn);
         KT_OK(kiln_graph_add(gr, a));
         KT_OK(kiln_graph_add(gr, b));
+        KT_OK(kiln_graph_add(gr, a_cn));
+        KT_OK(kiln_graph_add(gr, b_cn));
         KT_OK(kiln_graph_compute(gr));
         double *xv = values(x), *cv = values(cols), *av = values(a), *bv = values(b), dot_cols = 0, dot_img = 0;
+        double *acv = values(a_cn), *bcv = values(b_cn);
+        int64_t diff_cn = 0;
+        for (int64_t i = 0; i < kiln_tensor_numel(cols); i++) diff_cn += acv[i] != av[i];
+        for (int64_t i = 0; i < n * c * h * w; i++) diff_cn += bcv[i] != bv[i];
+        KT_CHECK(diff_cn == 0, "trial %d: %lld values of the CN layout differ", trial, (long long)diff_cn);
+        free(acv), free(bcv);
         int64_t nc = kiln_tensor_numel(cols), bad = 0;
         for (int64_t i = 0; i < nc; i++) {
             int64_t oj = i % ow, oi = i / ow % oh, kj = i / (ow * oh) % g[1], ki = i / (ow * oh * g[1]) % g[0];
@@ -407,15 +419,15 @@ KT_TEST(conv_max_pool_ties_share) {
 
 typedef struct cols_case {
     int64_t g[8], oh, ow, h, w;
-    bool col2im;
+    bool col2im, cn; /* cn: the [C, kh, kw, N, OH, OW] layout */
     double pad;
 } cols_case;
 
 static kiln_tensor *build_cols(kiln_ctx *ctx, kiln_tensor *const *in, void *arg) {
     const cols_case *c = arg;
-    if (c->col2im) return kiln__col2im(ctx, in[0], c->g, c->h, c->w);
+    if (c->col2im) return (c->cn ? kiln__col2im_cn : kiln__col2im)(ctx, in[0], c->g, c->h, c->w);
     /* through a transpose so im2col copies a non-contiguous input */
-    return kiln__im2col(ctx, kiln_transpose(ctx, in[0], 2, 3), c->g, c->oh, c->ow, c->pad);
+    return (c->cn ? kiln__im2col_cn : kiln__im2col)(ctx, kiln_transpose(ctx, in[0], 2, 3), c->g, c->oh, c->ow, c->pad);
 }
 
 KT_TEST(conv_grad_im2col_col2im) {
@@ -426,6 +438,10 @@ KT_TEST(conv_grad_im2col_col2im) {
     cols_case c2 = {.g = {2, 3, 1, 2, 0, 1, 2, 1}, .oh = 5, .ow = 3, .h = 5, .w = 4, .col2im = true};
     gc_input inc = GC_IN(6, 2, 2, 2, 3, 5, 3);
     gc_check("col2im", build_cols, &c2, 1, &inc, 21);
+    im.cn = c2.cn = true;
+    gc_check("im2col cn", build_cols, &im, 1, &in, 22);
+    gc_input inc_cn = GC_IN(6, 2, 2, 3, 2, 5, 3); /* [C, kh, kw, N, OH, OW] */
+    gc_check("col2im cn", build_cols, &c2, 1, &inc_cn, 23);
 }
 
 /* ---- errors ---- */
@@ -514,4 +530,25 @@ KT_TEST(conv_default_params) {
     check_close("max_pool2d stride 0", p0, 4, kiln_tensor_shape(p2), pv, 1e-300, 0);
     free(a), free(pv);
     kiln_ctx_free(ctx);
+}
+
+/* The 2x2 max-pool's one-pass path: a NaN at any of a window's four taps
+ * wins, as in kiln_max; other windows keep their max. */
+KT_TEST(conv_max_pool_2x2_nan) {
+    for (int at = 0; at < 4; at++) {
+        kiln_ctx *ctx = kiln_ctx_new();
+        kiln_tensor *x = kiln_new_4d(ctx, KILN_F32, 1, 1, 2, 4);
+        KT_NOTNULL(x);
+        double v[8] = {1, 5, 2, 3, -1, 4, 7, 0};
+        v[(at / 2) * 4 + at % 2] = NAN;
+        KT_OK(kiln_tensor_set_f64(x, v, 8));
+        kiln_tensor *y = kiln_max_pool2d(ctx, x, 2, 2, 0, 0);
+        kiln_graph *g = kiln_graph_new(ctx);
+        KT_OK(kiln_graph_add(g, y));
+        KT_OK(kiln_graph_compute(g));
+        double got[2];
+        KT_OK(kiln_tensor_get_f64(y, got, 2));
+        KT_CHECK(isnan(got[0]) && got[1] == 7, "NaN at tap %d: %g %g", at, got[0], got[1]);
+        kiln_ctx_free(ctx);
+    }
 }

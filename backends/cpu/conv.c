@@ -29,7 +29,30 @@ static void in_range(int64_t ow, int64_t s, int64_t p, int64_t off, int64_t w, i
     *lo = l, *hi = h;
 }
 
-/* x [N, C, H, W] -> cols [N, C, kh, kw, OH, OW]; out-of-image taps get pad.
+/* Where the taps of image plane p (= n*C + c) start in cols, and the
+ * distance between its consecutive (ki, kj) blocks of OH x OW taps:
+ * [N, C, kh, kw, OH, OW] (layout 0) or [C, kh, kw, N, OH, OW] (layout 1). */
+typedef struct cols_map {
+    int64_t c, n, kk, l;
+    bool cn;
+} cols_map;
+
+static cols_map cols_map_of(const kiln_tensor *node, int64_t n, int64_t c, const geom *g) {
+    return (cols_map){c, n, g->kh * g->kw, g->oh * g->ow, node->ip[11] == 1};
+}
+
+/* Plane q of the loop: layout 1 walks n fastest, so that consecutive
+ * planes touch consecutive OH x OW blocks of cols (kh*kw sequential streams
+ * instead of jumps of kh*kw*N*OH*OW). */
+static inline int64_t plane_of(const cols_map *m, int64_t q) { return m->cn ? (q % m->n) * m->c + q / m->n : q; }
+
+static inline int64_t cols_base(const cols_map *m, int64_t q) {
+    return m->cn ? (q / m->n * m->kk * m->n + q % m->n) * m->l : q * m->kk * m->l;
+}
+
+static inline int64_t cols_tap_stride(const cols_map *m) { return m->cn ? m->n * m->l : m->l; }
+
+/* x [N, C, H, W] -> cols (either layout); out-of-image taps get pad.
  * Each (plane, ki, kj, oi) row of OW taps is a strided (or, at stride 1, a
  * contiguous) copy of one image row between two runs of padding. */
 #define IM2COL_BODY(T)                                                                                   \
@@ -37,14 +60,16 @@ static void in_range(int64_t ow, int64_t s, int64_t p, int64_t off, int64_t w, i
         const T *x = node->src[0]->data;                                                                 \
         T *cols = node->data;                                                                            \
         const T pad = (T)node->fp[0];                                                                    \
-        int64_t planes = node->shape[0] * node->shape[1], plane = g.kh * g.kw * g.oh * g.ow;             \
+        cols_map m = cols_map_of(node, node->src[0]->shape[0], node->src[0]->shape[1], &g);              \
+        int64_t planes = m.n * m.c, plane = m.kk * m.l, tap_stride = cols_tap_stride(&m);                \
         _Pragma("omp parallel for num_threads(ex->n_threads) if (planes * plane > 32768)")               \
-        for (int64_t p = 0; p < planes; p++) {                                                           \
-            const T *img = x + p * g.h * g.w;                                                            \
-            T *out = cols + p * plane;                                                                   \
+        for (int64_t q = 0; q < planes; q++) {                                                           \
+            const T *img = x + plane_of(&m, q) * g.h * g.w;                                              \
+            T *base = cols + cols_base(&m, q);                                                           \
             for (int64_t ki = 0; ki < g.kh; ki++)                                                        \
                 for (int64_t kj = 0; kj < g.kw; kj++) {                                                  \
                     int64_t lo, hi;                                                                      \
+                    T *out = base + (ki * g.kw + kj) * tap_stride;                                       \
                     in_range(g.ow, g.sw, g.pw, kj * g.dw, g.w, &lo, &hi);                                \
                     for (int64_t oi = 0; oi < g.oh; oi++, out += g.ow) {                                 \
                         int64_t ii = oi * g.sh - g.ph + ki * g.dh;                                       \
@@ -54,8 +79,10 @@ static void in_range(int64_t ow, int64_t s, int64_t p, int64_t off, int64_t w, i
                         }                                                                                \
                         const T *src = img + ii * g.w + kj * g.dw - g.pw;                                \
                         for (int64_t oj = 0; oj < lo; oj++) out[oj] = pad;                               \
-                        if (g.sw == 1) memcpy(out + lo, src + lo, (size_t)(hi - lo) * sizeof(T));        \
-                        else                                                                             \
+                        if (g.sw == 1) { /* short rows: an inline copy beats a memcpy call */            \
+                            _Pragma("omp simd")                                                          \
+                            for (int64_t oj = lo; oj < hi; oj++) out[oj] = src[oj];                      \
+                        } else                                                                           \
                             for (int64_t oj = lo; oj < hi; oj++) out[oj] = src[oj * g.sw];               \
                         for (int64_t oj = hi; oj < g.ow; oj++) out[oj] = pad;                            \
                     }                                                                                    \
@@ -63,29 +90,32 @@ static void in_range(int64_t ow, int64_t s, int64_t p, int64_t off, int64_t w, i
         }                                                                                                \
     } while (0)
 
-/* cols [N, C, kh, kw, OH, OW] -> img [N, C, H, W], summing overlapping taps
- * and dropping the ones that fall outside the image. */
+/* cols (either layout) -> img [N, C, H, W], summing overlapping taps and
+ * dropping the ones that fall outside the image. */
 #define COL2IM_BODY(T)                                                                                   \
     do {                                                                                                 \
         const T *cols = node->src[0]->data;                                                              \
         T *y = node->data;                                                                               \
-        int64_t planes = node->shape[0] * node->shape[1], plane = g.kh * g.kw * g.oh * g.ow;             \
+        cols_map m = cols_map_of(node, node->shape[0], node->shape[1], &g);                              \
+        int64_t planes = m.n * m.c, plane = m.kk * m.l, tap_stride = cols_tap_stride(&m);                \
         _Pragma("omp parallel for num_threads(ex->n_threads) if (planes * plane > 32768)")               \
-        for (int64_t p = 0; p < planes; p++) {                                                           \
-            T *img = y + p * g.h * g.w;                                                                  \
-            const T *in = cols + p * plane;                                                              \
+        for (int64_t q = 0; q < planes; q++) {                                                           \
+            T *img = y + plane_of(&m, q) * g.h * g.w;                                                    \
+            const T *base = cols + cols_base(&m, q);                                                     \
             memset(img, 0, (size_t)(g.h * g.w) * sizeof *img);                                           \
             for (int64_t ki = 0; ki < g.kh; ki++)                                                        \
                 for (int64_t kj = 0; kj < g.kw; kj++) {                                                  \
                     int64_t lo, hi;                                                                      \
+                    const T *in = base + (ki * g.kw + kj) * tap_stride;                                  \
                     in_range(g.ow, g.sw, g.pw, kj * g.dw, g.w, &lo, &hi);                                \
                     for (int64_t oi = 0; oi < g.oh; oi++, in += g.ow) {                                  \
                         int64_t ii = oi * g.sh - g.ph + ki * g.dh;                                       \
                         if (ii < 0 || ii >= g.h) continue;                                               \
                         T *dst = img + ii * g.w + kj * g.dw - g.pw;                                      \
-                        if (g.sw == 1)                                                                   \
+                        if (g.sw == 1) {                                                                 \
+                            _Pragma("omp simd") /* cols and img never overlap */                         \
                             for (int64_t oj = lo; oj < hi; oj++) dst[oj] += in[oj];                      \
-                        else                                                                             \
+                        } else                                                                           \
                             for (int64_t oj = lo; oj < hi; oj++) dst[oj * g.sw] += in[oj];               \
                     }                                                                                    \
                 }                                                                                        \
@@ -216,6 +246,19 @@ static inline bool inside(const geom *g, int64_t i0, int64_t j0) {
     static void pool_plane_interior_##SUF(const T *img, T *out, const geom *gp) {                        \
         const int64_t kh = gp->kh, kw = gp->kw, sh = gp->sh, sw = gp->sw, dh = gp->dh, dw = gp->dw;      \
         const int64_t w = gp->w, oh = gp->oh, ow = gp->ow;                                               \
+        if (kh == 2 && kw == 2 && sh == 2 && sw == 2 && dh == 1 && dw == 1) { /* the usual 2x2: one pass */ \
+            for (int64_t oi = 0; oi < oh; oi++, out += ow) {                                             \
+                const T *r0 = img + 2 * oi * w, *r1 = r0 + w;                                            \
+                _Pragma("omp simd")                                                                      \
+                for (int64_t oj = 0; oj < ow; oj++) {                                                    \
+                    T a = r0[2 * oj], b = r0[2 * oj + 1], c = r1[2 * oj], d = r1[2 * oj + 1];            \
+                    T m = ((b > a) | (b != b)) ? b : a;                                                  \
+                    m = ((c > m) | (c != c)) ? c : m;                                                    \
+                    out[oj] = ((d > m) | (d != d)) ? d : m; /* a NaN wins */                             \
+                }                                                                                        \
+            }                                                                                            \
+            return;                                                                                      \
+        }                                                                                                \
         for (int64_t oi = 0; oi < oh; oi++, out += ow) {                                                 \
             const T *row0 = img + oi * sh * w;                                                           \
             for (int64_t oj = 0; oj < ow; oj++) out[oj] = row0[oj * sw];                                 \
