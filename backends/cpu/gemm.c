@@ -321,6 +321,32 @@ static bool sgemm_small(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t m
 /* Up to this many multiply-adds a problem takes the one-pass path. */
 #define SMALL_WORK (128.0 * 128 * 128)
 
+/* A small C over a long K (a convolution's weight gradient sums over the
+ * whole batch: 16 x 9 outputs, K = 86528): rows and columns are too few to
+ * share, so each thread takes a slice of K into its own C and the slices
+ * are added. False when there is no memory for the partial results. */
+static bool sgemm_split_k(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                          int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc, int nt) {
+    int64_t mn = m * n, kc = ceil_div(k, nt);
+    float *part = malloc((size_t)(nt - 1) * (size_t)mn * sizeof *part);
+    if (!part) return false;
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int t = 0; t < nt; t++) {
+        int64_t k0 = min64(k, t * kc), kl = min64(kc, k - k0);
+        const float *at = ta ? a + k0 * lda : a + k0, *bt = tb ? b + k0 : b + k0 * ldb;
+        if (t == 0) kiln__sgemm_own(ta, tb, m, n, kl, alpha, at, lda, bt, ldb, beta, c, ldc, 1);
+        else kiln__sgemm_own(ta, tb, m, n, kl, alpha, at, lda, bt, ldb, 0.0f, part + (t - 1) * mn, n, 1);
+    }
+    for (int t = 1; t < nt; t++)
+        for (int64_t i = 0; i < m; i++) {
+            const float *p = part + (t - 1) * mn + i * n;
+            float *ci = c + i * ldc;
+            for (int64_t j = 0; j < n; j++) ci[j] += p[j];
+        }
+    free(part);
+    return true;
+}
+
 void kiln__sgemm_own(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
                      const float *b, int64_t ldb, float beta, float *c, int64_t ldc, int n_threads) {
     if (m <= 0 || n <= 0) return;
@@ -333,6 +359,9 @@ void kiln__sgemm_own(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float al
     int nt = n_threads < 1 ? 1 : n_threads;
     if (work < (double)MIN_WORK_PER_THREAD * nt) nt = (int)(work / MIN_WORK_PER_THREAD) > 1 ? (int)(work / MIN_WORK_PER_THREAD) : 1;
     if (nt > 1 && omp_in_parallel()) nt = 1;
+    if (nt > 1 && m * n <= 128 * 128 && k >= 8 * (m + n) && k >= 4096 &&
+        sgemm_split_k(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, nt))
+        return;
     if (n == 1) {
         float stack[STACK_FLOATS], *x = (float *)b;
         if (!tb && ldb != 1) {
