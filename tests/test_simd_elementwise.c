@@ -176,6 +176,36 @@ KT_TEST(simd_unary_odd_lengths_unaligned) {
     kiln__cpu_caps_set(&saved);
 }
 
+/* gelu and its gradient on a dense grid over [-4.25, 4.25]: whole vectors
+ * inside |x| <= 4 take the central path (no clamps, no reciprocal), those
+ * at the ends the general one, and the vectors around ±4 mix both. */
+KT_TEST(simd_gelu_central_range) {
+    enum { N = 40000 };
+    static float x[N], y[N];
+    for (int i = 0; i < N; i++) x[i] = (float)(-4.25 + 8.5 * i / (N - 1));
+    int lv[4], nl = levels(lv);
+    for (int li = 0; li < nl; li++) {
+        const kiln_vm *vm = kiln__vm_for(lv[li]);
+        for (int u = 0; u < N_UNARY; u++) {
+            if (unaries[u].op != KILN_OP_GELU && unaries[u].op != KILN_OP_GELU_GRAD) continue;
+            vm->unary(unaries[u].op, 0, x, y, N, false);
+            double worst = 0, max_rel = 0;
+            int at = 0, bw = 0;
+            for (int i = 0; i < N; i++) {
+                double rel, e = unary_err(u, x[i], y[i], &rel, &bw);
+                if (!(e <= worst)) worst = e == e ? e : INFINITY, at = i;
+                if (rel > max_rel) max_rel = rel;
+            }
+            const char *name = unaries[u].op == KILN_OP_GELU ? "gelu" : "gelu_grad";
+            KT_CHECK(worst <= 1, "%s %s: x=%.9g y=%.9g (error %.3g of tolerance)", kiln__simd_level_name(lv[li]), name,
+                     x[at], y[at], worst);
+            if (getenv("KT_VERBOSE"))
+                fprintf(stderr, "    %-8s %-10s central grid: max relative error %.2e, worst %.2f of tolerance\n",
+                        kiln__simd_level_name(lv[li]), name, max_rel, worst);
+        }
+    }
+}
+
 /* Non-temporal stores (large outputs) through the tables directly, at odd
  * starts so the head and tail take the partial-vector path. */
 KT_TEST(simd_nontemporal_runs) {

@@ -23,7 +23,11 @@
  *   tanh     odd minimax polynomial below 0.6, else 1 - 2/(e^{2|x|} + 1)
  *   Φ, φ     Φ(-v) = φ(v) M(v): the Mills ratio M fitted as t Q(t - 0.6),
  *            t = 1/(1 + v/2), Q of degree 11 (fit error 3e-9 over [0, 14.5]);
- *            φ's exp(-x²/2) takes x² exactly (fma) so the tails keep precision */
+ *            φ's exp(-x²/2) takes x² exactly (fma) so the tails keep precision;
+ *            vectors whose lanes all lie in |x| <= 4 (almost every vector of
+ *            activations) take Φ(-v) = e^{-v²/2} R(v) instead, R a degree-12
+ *            polynomial in v: no reciprocal, no clamps, a cheaper exp (half
+ *            the instructions of the general path, gelu error <= 3e-7) */
 #include <string.h>
 
 /* ---- math on vectors ---- */
@@ -159,15 +163,71 @@ static inline V v_normal_cdf(V x, V *pdf) {
     return VSEL(VLT(x, VDUP(0.0f)), tail, VSUB(VDUP(1.0f), tail));
 }
 
+/* e^{-v²/2} for |v| <= 4: no clamps, one 2^n factor (n in [-12, 0]) taken
+ * from the low bits of a shifted sum, v² = h - l split exactly (fma) and the
+ * low part folded into the reduced argument, minimax degree 6 for e^r. */
+static inline V v_exp_mhalf_sq_central(V v) {
+    V h = VMUL(v, v), l = VFNMA(v, v, h);
+    V z = VFMA(h, VDUP(-0.721347520f), VDUP(12583039.0f)); /* 1.5·2^23 + 127 + n, n = round(-h/2 log2 e) */
+    V nf = VSUB(z, VDUP(12583039.0f));
+    V r = VFNMA(nf, VDUP(0.693147182f), VMUL(h, VDUP(-0.5f)));
+    r = VFMA(l, VDUP(0.5f), r);
+    V p = VFMA(VDUP(0.0013843380147591233f), r, VDUP(0.008374389261007309f));
+    p = VFMA(p, r, VDUP(0.04166801646351814f));
+    p = VFMA(p, r, VDUP(0.16666428744792938f));
+    p = VFMA(p, r, VDUP(0.4999999403953552f));
+    p = VFMA(p, r, VDUP(1.0f));
+    p = VFMA(p, r, VDUP(1.0f));
+    return VMUL(p, VASF(VISHL(VASI(z), 23)));
+}
+
+/* Φ(-v) = e^{-v²/2} R(v) on |v| <= 4, R a relative-minimax polynomial of
+ * degree 12 in u = v/2 - 1 (fit error 1e-7 with f32 coefficients). No
+ * reciprocal and no clamps: the path vectors take when every lane is central. */
+#define NCDF_CENTRAL 4.0f
+static inline V v_normal_tail_central(V v, V *e) {
+    V u = VFMA(v, VDUP(0.5f), VDUP(-1.0f));
+    V q = VFMA(VDUP(0.00014668838412035257f), u, VDUP(-0.0003838620032183826f));
+    q = VFMA(q, u, VDUP(0.0004343127948231995f));
+    q = VFMA(q, u, VDUP(-0.0008512478671036661f));
+    q = VFMA(q, u, VDUP(0.002317906590178609f));
+    q = VFMA(q, u, VDUP(-0.004870314616709948f));
+    q = VFMA(q, u, VDUP(0.0093391677364707f));
+    q = VFMA(q, u, VDUP(-0.017573732882738113f));
+    q = VFMA(q, u, VDUP(0.0316140279173851f));
+    q = VFMA(q, u, VDUP(-0.053639110177755356f));
+    q = VFMA(q, u, VDUP(0.08525120466947556f));
+    q = VFMA(q, u, VDUP(-0.1254763901233673f));
+    q = VFMA(q, u, VDUP(0.16810199618339539f));
+    *e = v_exp_mhalf_sq_central(v);
+    return q;
+}
+
+/* x Φ(x) = max(x, 0) - |x| Φ(-|x|). */
+static inline V v_gelu(V x) {
+    V v = v_abs(x), e, t_;
+    if (VANY(VGT(v, VDUP(NCDF_CENTRAL)))) return VMUL(x, v_normal_cdf(x, &t_));
+    V q = v_normal_tail_central(v, &e);
+    return VFNMA(v, VMUL(e, q), VMAX_C(x, VDUP(0.0f)));
+}
+
 static const float GELU_KF = 0.797884561f, GELU_CF = 0.044715f;
 
 static inline V v_gelu_tanh_arg2(V x) { /* 2u = 2k (x + c x³) */
     return VMUL(VMUL(x, VDUP(2 * GELU_KF)), VFMA(VMUL(x, x), VDUP(GELU_CF), VDUP(1.0f)));
 }
 
-static inline V v_gelu_grad(V x) { /* Φ(x) + x φ(x) */
-    V pdf, cdf = v_normal_cdf(x, &pdf);
-    return VFMA(x, pdf, cdf);
+/* Φ(x) + x φ(x); centrally s = e^{-v²/2} (R(v) - v/√(2π)) = Φ(-v) - v φ(v),
+ * and the result is s for x < 0, 1 - s otherwise. */
+static inline V v_gelu_grad(V x) {
+    V v = v_abs(x), e;
+    if (VANY(VGT(v, VDUP(NCDF_CENTRAL)))) {
+        V pdf, cdf = v_normal_cdf(x, &pdf);
+        return VFMA(x, pdf, cdf);
+    }
+    V q = v_normal_tail_central(v, &e);
+    V s = VMUL(e, VFNMA(v, VDUP(0.398942280f), q));
+    return VSEL(VLT(x, VDUP(0.0f)), s, VSUB(VDUP(1.0f), s));
 }
 
 static inline V v_gelu_tanh_grad(V x) { /* s + 2 x s σ(-2u) k (1 + 3c x²), s = σ(2u) */
@@ -262,7 +322,7 @@ static void vm_unary(kiln_op op, float p, const float *x, float *y, int64_t n, b
     case KILN_OP_SIGMOID: MAP(v_sigmoid2(va, NULL)); break;
     case KILN_OP_RELU: MAP(VSEL(VGT(va, VDUP(0.0f)), va, VDUP(0.0f))); break;
     case KILN_OP_LEAKY_RELU: MAP(VSEL(VGT(va, VDUP(0.0f)), va, VMUL(va, vp))); break;
-    case KILN_OP_GELU: MAP(VMUL(va, v_normal_cdf(va, &t_))); break;
+    case KILN_OP_GELU: MAP(v_gelu(va)); break;
     case KILN_OP_GELU_TANH: MAP(v_mul_sigmoid(va, v_gelu_tanh_arg2(va))); break;
     case KILN_OP_SILU: MAP(v_mul_sigmoid(va, va)); break;
     case KILN_OP_SOFTPLUS:
