@@ -1,6 +1,6 @@
 /* gemm_i8.c — int8 x int8 -> int32 GEMM (see gemm_i8.h): the run-time
- * choice of path, the packers every SIMD kernel reads from, the per-thread
- * scratch the packed operands live in, and the portable scalar reference.
+ * choice of path, the packers every SIMD kernel reads from (into the
+ * per-thread scratch of scratch.h), and the portable scalar reference.
  *
  * The SIMD kernels (gemm_i8_amx.c, _vnni.c, _neondot.c, _neon.c) only see
  * packed operands, zero padded to their block sizes, so they have no edge
@@ -8,8 +8,8 @@
 #include "gemm_i8.h"
 
 #include "cpu_features.h"
+#include "scratch.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,48 +93,6 @@ static void pack_b(int64_t n, int64_t k, const int8_t *b, int64_t ldb, int8_t *d
     }
 }
 
-/* The packed operands live in a per-thread scratch kept between calls:
- * fresh pages fault on first touch, which costs as much as a fast product
- * itself. Up to SCRATCH_KEEP bytes are kept per thread (freed when the
- * thread ends); bigger products allocate per call. */
-#define SCRATCH_KEEP ((size_t)32 << 20)
-
-typedef struct scratch {
-    void *p;
-    size_t cap;
-} scratch;
-
-static pthread_key_t scratch_key;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-static bool scratch_ok;
-
-static void scratch_free(void *s) {
-    free(((scratch *)s)->p);
-    free(s);
-}
-
-static void scratch_init(void) { scratch_ok = pthread_key_create(&scratch_key, scratch_free) == 0; }
-
-/* bytes (a multiple of 64) of 64-aligned memory; *owned says the caller frees it */
-static void *scratch_get(size_t bytes, bool *owned) {
-    *owned = true;
-    pthread_once(&scratch_once, scratch_init);
-    if (bytes > SCRATCH_KEEP || !scratch_ok) return aligned_alloc(64, bytes);
-    scratch *s = pthread_getspecific(scratch_key);
-    if (!s) {
-        if (!(s = calloc(1, sizeof *s)) || pthread_setspecific(scratch_key, s)) {
-            free(s);
-            return aligned_alloc(64, bytes);
-        }
-    }
-    if (s->cap < bytes) {
-        free(s->p);
-        s->p = aligned_alloc(64, bytes);
-        s->cap = s->p ? bytes : 0;
-    }
-    *owned = false;
-    return s->p;
-}
 
 typedef enum path { PATH_SCALAR, PATH_AMX, PATH_AVX512VNNI, PATH_AVXVNNI, PATH_NEONDOT, PATH_NEON } path;
 
@@ -175,7 +133,7 @@ static kiln_status packed(path pa, int64_t m, int64_t n, int64_t k, const int8_t
     size_t abytes = (size_t)(p.mp * p.kp), bbytes = (size_t)(p.np * p.kp), sbytes = vnni ? (size_t)p.np * 4 : 0;
     size_t total = round_up((int64_t)(abytes + bbytes + sbytes), 64);
     bool owned;
-    int8_t *ap = scratch_get(total, &owned);
+    int8_t *ap = kiln__scratch_get(total, &owned);
     if (!ap)
         return kiln__errs(KILN_ERR_OOM, "gemm_s8: no memory to pack a [%lld, %lld] x [%lld, %lld]^T product",
                           (long long)m, (long long)k, (long long)n, (long long)k);

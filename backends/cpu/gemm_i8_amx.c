@@ -6,25 +6,10 @@
  * configuration before its first tile instruction and releases the tiles at
  * the end. The structure follows the bf16 kernel (gemm_lowp_amx.c). */
 #if defined(__x86_64__)
+#include "amx_tiles.h"
 #include "gemm_i8.h"
 
 #include <immintrin.h>
-#include <stdalign.h>
-
-/* ldtilecfg's 64-byte operand. GCC 12 declares only 8 of those bytes as
- * read by _tile_loadconfig, so a configuration filled at run time can have
- * its stores dropped; a constant object is laid out by the compiler instead. */
-typedef struct tile_config {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} tile_config;
-
-static const alignas(64) tile_config config = {
-    .palette = 1,
-    .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
-    .rows = {16, 16, 16, 16, 16, 16, 16, 16},
-};
 
 /* tiles 0..3: C blocks (00 01 10 11); 4, 5: A rows 0-15 / 16-31; 6, 7: B
  * cols 0-15 / 16-31. Stores the block with row stride ld (in int32). */
@@ -64,7 +49,7 @@ void kiln__gemm_s8_kernel_amx(const kiln_s8_packed *p, int32_t *c, int64_t ldc, 
     while (gs > 1 && (mb + gs - 1) / gs * nb < 4 * n_threads) gs /= 2; /* enough units for every thread */
     int64_t units = (mb + gs - 1) / gs * nb;
     alignas(64) int32_t out[32 * 32];
-    _tile_loadconfig(&config);
+    _tile_loadconfig(&kiln__amx_config);
 #pragma omp for schedule(dynamic, 1) nowait
     for (int64_t u = 0; u < units; u++) {
         int64_t jb = u % nb, ib0 = u / nb * gs, ib1 = ib0 + gs < mb ? ib0 + gs : mb, j0 = jb * 32;

@@ -13,8 +13,8 @@
 #include "gemm_lowp.h"
 
 #include "cpu_features.h"
+#include "scratch.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,48 +94,6 @@ out:
 #if defined(__x86_64__)
 static int64_t round_up(int64_t x) { return (x + KILN_LOWP_BLOCK - 1) / KILN_LOWP_BLOCK * KILN_LOWP_BLOCK; }
 
-/* The packed operands live in a per-thread scratch kept between calls:
- * fresh pages fault on first touch, which cost 1.4 ms of a 4.5 ms 1024^3
- * product when allocated per call. Up to SCRATCH_KEEP bytes are kept per
- * thread (freed when the thread ends); bigger products allocate per call. */
-#define SCRATCH_KEEP ((size_t)32 << 20)
-
-typedef struct scratch {
-    void *p;
-    size_t cap;
-} scratch;
-
-static pthread_key_t scratch_key;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-static bool scratch_ok;
-
-static void scratch_free(void *s) {
-    free(((scratch *)s)->p);
-    free(s);
-}
-
-static void scratch_init(void) { scratch_ok = pthread_key_create(&scratch_key, scratch_free) == 0; }
-
-/* bytes (a multiple of 64) of 64-aligned memory; *owned says the caller frees it */
-static void *scratch_get(size_t bytes, bool *owned) {
-    *owned = true;
-    pthread_once(&scratch_once, scratch_init);
-    if (bytes > SCRATCH_KEEP || !scratch_ok) return aligned_alloc(64, bytes);
-    scratch *s = pthread_getspecific(scratch_key);
-    if (!s) {
-        if (!(s = calloc(1, sizeof *s)) || pthread_setspecific(scratch_key, s)) {
-            free(s);
-            return aligned_alloc(64, bytes);
-        }
-    }
-    if (s->cap < bytes) {
-        free(s->p);
-        s->p = aligned_alloc(64, bytes);
-        s->cap = s->p ? bytes : 0;
-    }
-    *owned = false;
-    return s->p;
-}
 
 static kiln_status packed(kiln_dtype in_dt, kiln_dtype c_dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                           const void *a, int64_t lda, const void *b, int64_t ldb, void *c, int64_t ldc, int nt,
@@ -146,7 +104,7 @@ static kiln_status packed(kiln_dtype in_dt, kiln_dtype c_dt, bool ta, bool tb, i
      * for it at the join cost 10x the product itself */
     if ((double)p.mp * (double)p.np * (double)p.kp < (double)(1 << 25)) nt = 1;
     bool owned;
-    uint16_t *ap = scratch_get((size_t)(p.mp + p.np) * (size_t)p.kp * 2, &owned), *bp = ap ? ap + p.mp * p.kp : NULL;
+    uint16_t *ap = kiln__scratch_get((size_t)(p.mp + p.np) * (size_t)p.kp * 2, &owned), *bp = ap ? ap + p.mp * p.kp : NULL;
     if (!ap)
         return kiln__errs(KILN_ERR_OOM, "matmul: no memory to pack a [%lld, %lld] x [%lld, %lld] bf16 product",
                           (long long)m, (long long)k, (long long)k, (long long)n);

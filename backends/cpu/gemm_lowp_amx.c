@@ -5,24 +5,9 @@
  * share the blocks; each loads the tile configuration before its first
  * tile instruction and releases the tiles at the end. */
 #if defined(__x86_64__)
+#include "amx_tiles.h"
 #include "gemm_lowp_x86.h"
 
-#include <stdalign.h>
-
-/* ldtilecfg's 64-byte operand. GCC 12 declares only 8 of those bytes as
- * read by _tile_loadconfig, so a configuration filled at run time can have
- * its stores dropped; a constant object is laid out by the compiler instead. */
-typedef struct tile_config {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} tile_config;
-
-static const alignas(64) tile_config config = {
-    .palette = 1,
-    .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
-    .rows = {16, 16, 16, 16, 16, 16, 16, 16},
-};
 
 /* tiles 0..3: C blocks (00 01 10 11); 4, 5: A rows 0-15 / 16-31; 6, 7: B cols 0-15 / 16-31 */
 static void block(const kiln_lowp_packed *p, int64_t ib, int64_t jb, float *out) {
@@ -65,7 +50,7 @@ void kiln__lowp_kernel_amx(const kiln_lowp_packed *p, kiln_dtype c_dt, void *c, 
     int64_t units = (mb + gs - 1) / gs * nb;
     size_t es = c_dt == KILN_F32 ? 4 : 2;
     alignas(64) float out[32 * 32];
-    _tile_loadconfig(&config);
+    _tile_loadconfig(&kiln__amx_config);
 #pragma omp for schedule(dynamic, 1) nowait
     for (int64_t u = 0; u < units; u++) {
         int64_t jb = u % nb, ib0 = u / nb * gs, ib1 = ib0 + gs < mb ? ib0 + gs : mb, j0 = jb * 32;
