@@ -8,7 +8,8 @@
  * n_threads is how many threads the call may use; 1 runs it on the calling
  * thread, so it is safe inside a parallel region.
  *
- * kiln__sgemm picks OpenBLAS (builds with BLAS=1) or kiln's own packed
+ * kiln__sgemm picks OpenBLAS (builds with BLAS=1; single-thread calls,
+ * when its kernels are at least as wide as kiln's) or kiln's own packed
  * kernels; kiln__sgemm_own always runs kiln's own (what BLAS=0 builds use,
  * and what tests and `make bench` compare). kiln__gemm_lowp multiplies
  * bf16/f16 operands (or f32 operands rounded to bf16) with f32 accumulation.
