@@ -18,6 +18,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef void (*kt_fn)(void);
 void kt_register(const char *name, kt_fn fn);
@@ -59,6 +60,16 @@ int kt_failures(void);
             kt_fail(__FILE__, __LINE__, "%s is NULL: %s", #expr, kiln_last_error());                 \
             return;                                                                                  \
         }                                                                                            \
+    } while (0)
+/* A constructor that must fail: NULL, with this status and a message
+ * containing text. */
+#define KT_EXPECT_ERR(expr, status, text)                                                                           \
+    do {                                                                                                            \
+        kiln_clear_error();                                                                                         \
+        KT_CHECK((expr) == NULL, "%s succeeded", #expr);                                                            \
+        KT_CHECK(kiln_last_status() == (status), "%s: status %s", #expr, kiln_status_name(kiln_last_status()));     \
+        KT_CHECK(strstr(kiln_last_error(), text) != NULL, "%s: message '%s' lacks '%s'", #expr, kiln_last_error(), \
+                 text);                                                                                             \
     } while (0)
 
 /* Largest |a-b| / (atol + rtol*|b|) over n values; <= 1 passes. Reports

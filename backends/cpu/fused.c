@@ -39,7 +39,7 @@ bool kiln__cpu_chain_link(const kiln_tensor *prev, const kiln_tensor *t) {
         if (t->src[k] == prev) linked = kiln__same_shape(prev, t);
         else if (operand_kind(t->src[k], t) == OPND_BAD) return false;
     }
-    return linked && (prev ? elementwise(prev) : true);
+    return linked && elementwise(prev);
 }
 
 bool kiln__cpu_chain_head(const kiln_tensor *t) {
