@@ -7,6 +7,8 @@
 #   CC=clang make   the same with clang
 #   make BLAS=0     no OpenBLAS: every matmul runs kiln's own GEMM
 #   make ZLIB=0     no zlib: the IDX loader reads only uncompressed files
+#   make VULKAN=0   no Vulkan backend (default: built when the Vulkan loader,
+#                   glslc and spirv-val are installed; VULKAN=1 insists on it)
 #   make CC=aarch64-linux-gnu-gcc BLAS=0 ZLIB=0 BUILD=build-arm64   ARM64 cross build
 
 CC      ?= cc
@@ -26,6 +28,21 @@ endif
 ifeq ($(ZLIB),1)
 KILN_CFLAGS += -DKILN_ZLIB
 LIBS := -lz $(LIBS)
+endif
+
+# Vulkan: GLSL compute shaders in backends/vulkan/shaders/ are compiled by
+# glslc, checked by spirv-val and embedded as 32-bit words (vk_embed.sh).
+VK_FOUND := $(shell command -v glslc >/dev/null 2>&1 && command -v spirv-val >/dev/null 2>&1 && \
+              pkg-config --exists vulkan 2>/dev/null && echo 1 || echo 0)
+ifeq ($(VULKAN),)
+VULKAN := $(VK_FOUND)
+endif
+ifeq ($(VULKAN),1)
+ifeq ($(VK_FOUND),0)
+$(error VULKAN=1 needs the Vulkan loader, glslc and spirv-val: run scripts/deps.sh build)
+endif
+KILN_CFLAGS += -DKILN_VULKAN
+LIBS := -lvulkan $(LIBS)
 endif
 
 # SIMD variants live in files named for their instruction set; only those
@@ -51,6 +68,12 @@ $(BUILD)/obj/%_neondot.o: SIMD_FLAGS = $(SIMD_NEONDOT)
 
 LIB_SRC  = $(wildcard core/*.c ops/*.c backends/cpu/*.c optim/*.c)
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+ifeq ($(VULKAN),1)
+VK_SRC   = $(wildcard backends/vulkan/*.c)
+VK_COMP  = $(wildcard backends/vulkan/shaders/*.comp)
+VK_SPV   = $(VK_COMP:backends/vulkan/shaders/%.comp=$(BUILD)/vulkan/%.spv)
+LIB_OBJ += $(VK_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/vulkan/shaders.o
+endif
 TEST_SRC = $(wildcard tests/*.c)
 TEST_OBJ = $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 EXAMPLES = $(notdir $(wildcard examples/*))
@@ -64,6 +87,19 @@ lib: $(BUILD)/libkiln.a $(BUILD)/libkiln.so
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(KILN_CFLAGS) $(SIMD_FLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/vulkan/%.spv: backends/vulkan/shaders/%.comp $(wildcard backends/vulkan/shaders/*.glsl)
+	@mkdir -p $(dir $@)
+	glslc -O --target-env=vulkan1.2 -Ibackends/vulkan/shaders $< -o $@.tmp
+	spirv-val --target-env vulkan1.2 $@.tmp
+	@mv $@.tmp $@
+
+$(BUILD)/vulkan/shaders.c: $(VK_SPV) scripts/vk_embed.sh
+	@mkdir -p $(dir $@)
+	scripts/vk_embed.sh $@ $(VK_SPV)
+
+$(BUILD)/vulkan/shaders.o: $(BUILD)/vulkan/shaders.c
+	$(CC) $(KILN_CFLAGS) -Ibackends/vulkan $(CFLAGS) -c $< -o $@
 
 $(BUILD)/libkiln.a: $(LIB_OBJ)
 	@rm -f $@

@@ -132,6 +132,14 @@ struct kiln_tensor {
     void *data;             /* resolved storage (leaves, outputs: own; nodes: set per compute) */
     size_t storage_bytes;   /* bytes owned when this tensor has storage of its own */
     kiln_ctx *ctx;
+    /* device copies (core/backend.h): on a tensor that owns storage, the
+     * backend holding a copy, that copy and which copies are current; on
+     * every node, like data, where its bytes are on the device this compute */
+    kiln_backend *dev_backend;
+    struct kiln_devbuf *dev;
+    uint8_t where;            /* KILN_AT_HOST | KILN_AT_DEV */
+    struct kiln_devbuf *dbuf; /* per compute: device buffer and byte offset */
+    size_t doff;
     /* scratch for graph walks and the backward driver */
     uint64_t visit; /* walk generation that last saw this tensor */
     int slot;       /* its index in that walk */
@@ -153,6 +161,9 @@ struct kiln_ctx {
     uint64_t visit_gen;
     kiln_tensor **params;     /* kiln_param() order */
     int n_params, cap_params;
+    kiln_backend *backend;    /* new graphs run here (NULL: CPU) */
+    kiln_tensor **dev_owners; /* tensors holding a device copy, freed with ctx */
+    int n_dev_owners, cap_dev_owners;
 };
 
 /* Zeroed, 16-byte aligned metadata memory living as long as ctx. */

@@ -130,6 +130,47 @@ typedef enum kiln_matmul_precision { KILN_MATMUL_F32 = 0, KILN_MATMUL_BF16 } kil
 kiln_status kiln_set_matmul_precision(kiln_matmul_precision p);
 kiln_matmul_precision kiln_get_matmul_precision(void);
 
+/* ---- backends ------------------------------------------------------------ */
+/* Graphs run on the CPU unless told otherwise. A device backend keeps a copy
+ * of each tensor it touches in device memory and copies it back only when
+ * the host reads it (kiln_tensor_get_f32, kiln_tensor_item, ...); an op the
+ * backend does not implement runs on the CPU with the copies it needs, and
+ * kiln_graph_stats() counts them.
+ *
+ *     kiln_backend *vk = kiln_backend_get("vulkan");   // NULL: not built or no device
+ *     if (vk) kiln_ctx_set_backend(ctx, vk);            // its graphs and optimizers run there
+ */
+typedef struct kiln_backend kiln_backend;
+
+/* "cpu", "vulkan" (or "cuda"): the backend, started on first use. NULL with
+ * KILN_ERR_UNSUPPORTED when it was not built in or finds no device. */
+kiln_backend *kiln_backend_get(const char *name);
+const char *kiln_backend_name(const kiln_backend *b);
+/* The device it runs on, e.g. "NVIDIA H100 (discrete GPU, Vulkan 1.3)". */
+const char *kiln_backend_device(const kiln_backend *b);
+/* Messages from the driver's validation layer so far (Vulkan, with
+ * $KILN_VULKAN_VALIDATE=1); 0 elsewhere. */
+int64_t kiln_backend_validation_messages(const kiln_backend *b);
+
+/* Graphs made in ctx from now on (optimizers' step graphs included) run on
+ * b; b NULL means the CPU. A graph can also be moved on its own. */
+kiln_status kiln_ctx_set_backend(kiln_ctx *ctx, kiln_backend *b);
+kiln_backend *kiln_ctx_backend(const kiln_ctx *ctx);
+kiln_status kiln_graph_set_backend(kiln_graph *g, kiln_backend *b);
+kiln_backend *kiln_graph_backend(const kiln_graph *g);
+
+/* What a graph's computes did, summed over its computes. A node its backend
+ * does not claim runs on the CPU: set $KILN_BACKEND_DEBUG=1 to have each
+ * such op named once on stderr. */
+typedef struct kiln_graph_stats {
+    int64_t computes;
+    int64_t nodes_on_backend;  /* kernels run by the graph's backend */
+    int64_t nodes_fallback;    /* kernels run on the CPU instead */
+    int64_t uploads, upload_bytes;     /* host -> device copies */
+    int64_t downloads, download_bytes; /* device -> host copies */
+} kiln_graph_stats;
+kiln_graph_stats kiln_graph_get_stats(const kiln_graph *g);
+
 /* ---- tensors ----------------------------------------------------------- */
 
 /* A leaf tensor with its own zero-filled storage. */

@@ -1,0 +1,90 @@
+/* vk.h — what the Vulkan backend's kernel families share with its runtime.
+ *
+ * Each family (vk_elementwise.c, vk_matmul.c, ...) fills rows of a table
+ * indexed by kiln_op, like the CPU backend: `supports` says whether the
+ * node can run here (dtypes, sizes, parameters; false sends it to the CPU),
+ * `record` records its dispatches. A dispatch names a compute shader
+ * (backends/vulkan/shaders/<name>.comp, compiled and embedded at build
+ * time), binds tensors as storage buffers 0..n-1 and passes up to 128 bytes
+ * of push constants.
+ *
+ *     // y = relu(x), both f32 and contiguous
+ *     struct { uint32_t n, x0, y0; } pc = {(uint32_t)n, kiln__vk_base(vk, x), kiln__vk_base(vk, y)};
+ *     kiln_vk_dispatch d = {.shader = "relu", .n = 2, .bind = {x, y}, .push = &pc, .push_size = sizeof pc};
+ *     kiln__vk_groups_1d(vk, n, 256, d.groups);
+ *     return kiln__vk_dispatch(vk, &d);
+ *
+ * A tensor is bound from an aligned offset at or below its first byte, so
+ * the shader must index it from element kiln__vk_base(vk, t) (in units of
+ * t's dtype) and use t's strides. The runtime puts a barrier between
+ * dispatches, so every dispatch sees the writes of those before it.
+ */
+#ifndef KILN_VK_H
+#define KILN_VK_H
+
+#include "backend.h"
+
+#define KILN_VK_MAX_BIND 8
+#define KILN_VK_MAX_PUSH 128
+
+typedef struct kiln_vk kiln_vk;
+
+typedef struct kiln_vk_kernel {
+    bool (*supports)(const kiln_vk *vk, const kiln_tensor *node);
+    kiln_status (*record)(kiln_vk *vk, kiln_tensor *node, const kiln_exec *ex);
+} kiln_vk_kernel;
+
+/* Each family fills its rows. */
+void kiln__vk_register_elementwise(kiln_vk_kernel *tab);
+void kiln__vk_register_reduce(kiln_vk_kernel *tab);
+void kiln__vk_register_matmul(kiln_vk_kernel *tab);
+void kiln__vk_register_movement(kiln_vk_kernel *tab);
+void kiln__vk_register_rows(kiln_vk_kernel *tab);
+void kiln__vk_register_nn(kiln_vk_kernel *tab);
+void kiln__vk_register_attention(kiln_vk_kernel *tab);
+void kiln__vk_register_conv(kiln_vk_kernel *tab);
+void kiln__vk_register_optim(kiln_vk_kernel *tab);
+
+/* What the device offers that kernels may depend on. */
+typedef struct kiln_vk_caps {
+    uint32_t subgroup_size;       /* never assume 32 or 64 */
+    uint32_t max_invocations;     /* per workgroup */
+    uint32_t max_shared_bytes;    /* shared memory per workgroup */
+    uint32_t max_groups[3];       /* maxComputeWorkGroupCount */
+    uint64_t max_range;           /* bytes one storage-buffer binding may cover */
+    bool f16;                     /* shaderFloat16 + 16-bit storage enabled */
+} kiln_vk_caps;
+const kiln_vk_caps *kiln__vk_caps(const kiln_vk *vk);
+
+/* The element t starts at within its binding (units of t's dtype). */
+uint32_t kiln__vk_base(const kiln_vk *vk, const kiln_tensor *t);
+/* Can t (all the elements its shape and strides reach) be bound at once?
+ * supports() checks every operand with this. */
+bool kiln__vk_fits(const kiln_vk *vk, const kiln_tensor *t);
+
+typedef struct kiln_vk_dispatch {
+    const char *shader;                      /* file name without .comp */
+    int n;                                   /* bindings 0..n-1 */
+    const kiln_tensor *bind[KILN_VK_MAX_BIND];
+    const void *push;                        /* push constants, <= 128 bytes */
+    uint32_t push_size;
+    uint32_t groups[3];                      /* workgroups in x, y, z (0 counts as 1) */
+} kiln_vk_dispatch;
+kiln_status kiln__vk_dispatch(kiln_vk *vk, const kiln_vk_dispatch *d);
+
+/* Workgroups for n invocations of a 1-D kernel with local size `local`,
+ * spread over x and y when x alone would exceed the device's limit; the
+ * shader takes its index from kiln_gid() (shaders/common.glsl) and returns
+ * when it is >= n. */
+void kiln__vk_groups_1d(const kiln_vk *vk, uint64_t n, uint32_t local, uint32_t groups[3]);
+
+/* The embedded SPIR-V (generated at build time from shaders/). */
+typedef struct kiln_vk_shader {
+    const char *name;
+    const uint32_t *words;
+    size_t bytes;
+} kiln_vk_shader;
+extern const kiln_vk_shader kiln__vk_shaders[];
+extern const int kiln__vk_n_shaders;
+
+#endif
