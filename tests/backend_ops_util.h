@@ -80,10 +80,12 @@ kiln_tensor *bo_const(bo_io *io, kiln_dtype dt, double lo, double hi, int ndim, 
  * one requires grad like bo_in. */
 kiln_tensor *bo_ints(bo_io *io, kiln_dtype dt, bool grad, int lo, int hi, int ndim, const int64_t *shape);
 
-/* The device backends to test (at most BO_MAX_BACKENDS); 0 when none. */
+/* The device backends to test (at most BO_MAX_BACKENDS). Skips the test
+ * when there are none and no Vulkan device exists at all; fails it (and
+ * returns 0) when the Vulkan loader sees a device kiln cannot start, or
+ * the validation layer is missing. */
 int bo_backends(kiln_backend **out);
-/* Run every case on every device backend against the CPU; skips the test
- * when there is no device backend at all. */
+/* Run every case on every device backend against the CPU. */
 void bo_run_cases(const char *family, const bo_case *cases, int n);
 
 /* Compare a device tensor with its CPU twin: the normalized error above

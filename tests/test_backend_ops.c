@@ -823,7 +823,6 @@ static const optim_case optim_cases[] = {
 KT_TEST(backend_ops_optim) {
     kiln_backend *bs[BO_MAX_BACKENDS];
     int nb = bo_backends(bs);
-    if (!nb) kt_skip("no Vulkan device");
     for (int i = 0; i < nb; i++)
         for (int k = 0; k < BO_COUNT(optim_cases); k++) run_optim_case(&optim_cases[k], bs[i]);
     fflush(stdout);
