@@ -47,7 +47,7 @@ struct kiln_backend {
     const char *name;
     const kiln_backend_vt *vt; /* NULL for the CPU */
     void *impl;
-    char device[160];
+    char device[320];
     int64_t validation_messages;
 };
 
