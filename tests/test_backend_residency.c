@@ -145,6 +145,30 @@ static void sc_set_after_compute(kiln_backend *dev, rec *r) {
         KT_OK(kiln_optim_step(opt)); /* with the gradients of both computes */
         rec_tensor(r, p);
     }
+    /* a fill is a host write too */
+    KT_OK(kiln_graph_compute(g2));
+    KT_OK(kiln_optim_step(opt));
+    KT_OK(kiln_tensor_fill(p, 0.5));
+    KT_OK(kiln_graph_compute(g2));
+    rec_value(r, kiln_tensor_item(loss));
+    KT_CHECK(kiln_tensor_item(loss) == 1.5, "loss %g after kiln_tensor_fill(p, 0.5), want 1.5", kiln_tensor_item(loss));
+    /* i32 indices set between computes */
+    kiln_tensor *table = leaf(ctx, 5, 3, 13), *idx = kiln_new_1d(ctx, KILN_I32, 4);
+    kiln_tensor *rows = kiln_get_rows(ctx, table, idx);
+    kiln_graph *g3 = kiln_graph_new(ctx);
+    KT_OK(kiln_graph_add(g3, rows));
+    float tv[15], rv[12];
+    KT_OK(kiln_tensor_get_f32(table, tv, 15));
+    for (int k = 0; k < 3; k++) {
+        const int32_t iv[4] = {k, 4 - k, 2, (k * 3) % 5};
+        KT_OK(kiln_tensor_set_i32(idx, iv, 4));
+        KT_OK(kiln_graph_compute(g3));
+        KT_OK(kiln_tensor_get_f32(rows, rv, 12));
+        rec_f32(r, rv, 12);
+        for (int i = 0; i < 12; i++)
+            KT_CHECK(rv[i] == tv[iv[i / 3] * 3 + i % 3], "compute %d: row %d col %d is %g, want %g", k, i / 3, i % 3,
+                     rv[i], tv[iv[i / 3] * 3 + i % 3]);
+    }
     kiln_ctx_free(ctx);
 }
 KT_TEST(backend_residency_set_after_compute) { twin("set_after_compute", sc_set_after_compute); }
