@@ -15,7 +15,7 @@
  *     static kiln_tensor *b_add_bcast(bo_io *io) {
  *         return kiln_add(io->ctx, bo_in(io, BO_SHAPE(4, 1, 7)), bo_in(io, BO_SHAPE(3, 1)));
  *     }
- *     static const bo_case cases[] = {{"add_bcast", b_add_bcast, KILN_F32, BO_EXACT, 0}};
+ *     static const bo_case cases[] = {{"add_bcast", b_add_bcast, KILN_F32, BO_EXACT, 0, NULL}};
  *     KT_TEST(backend_ops_binary) { bo_run_cases("binary", cases, BO_COUNT(cases)); }
  *
  * The device backends are "vulkan" and "cuda", those of them that exist;
