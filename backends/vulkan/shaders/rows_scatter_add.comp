@@ -26,7 +26,8 @@ void main() {
     for (uint base = 0u; base < p.nidx; base += 256u) {
         tno++;
         uint q = base + l;
-        int r = q < p.nidx ? idx[p.i0 + q] : -1;
+        int r = -1;
+        if (q < p.nidx) r = idx[p.i0 + q];
         tile[l] = r;
         barrier();
         if (r == row) atomicMax(hit, tno);
