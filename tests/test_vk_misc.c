@@ -3,10 +3,10 @@
  * get_rows, scatter_add_rows, one_hot, the gradients of concat, pad and
  * get_rows through kiln_graph_backward, and SGD and Adam/AdamW steps (on
  * set gradients, and training a small linear model). Each case is built
- * twice from the same seeds, in a CPU context and in a Vulkan one; the
- * copies must agree bit for bit, the steps to float rounding, every node of
- * these families must run on the device and the validation layer must stay
- * silent. */
+ * twice from the same seeds, in a CPU context and in a Vulkan one: the
+ * results must be the same bits (the trained model, whose graph holds other
+ * families' kernels, to 1e-5), every node of these families must run on the
+ * device and the validation layer must stay silent. */
 #include "internal.h"
 #include "kt_device.h"
 #include "test_mov_util.h"
@@ -37,9 +37,8 @@ typedef int (*build_fn)(kiln_ctx *ctx, kiln_tensor **out, const void *arg);
 #define MAX_OUT 4
 
 /* Build and compute the case on the CPU and on Vulkan; the outputs must be
- * equal within rtol (0: the same bits) and the Vulkan graph must fall back
- * want_fallback times. */
-static void check_same(const char *what, build_fn build, const void *arg, double rtol, int64_t want_fallback) {
+ * the same bits and the Vulkan graph must fall back want_fallback times. */
+static void check_same(const char *what, build_fn build, const void *arg, int64_t want_fallback) {
     kiln_backend *vk = vk_backend();
     int64_t msgs = kiln_backend_validation_messages(vk);
     kiln_ctx *cc = kiln_ctx_new(), *vc = kiln_ctx_new();
@@ -59,24 +58,18 @@ static void check_same(const char *what, build_fn build, const void *arg, double
     KT_CHECK(st.nodes_fallback == 2 * want_fallback, "%s: %lld nodes fell back to the CPU, want %lld", what,
              (long long)st.nodes_fallback, (long long)(2 * want_fallback));
     for (int i = 0; i < n; i++) {
-        int64_t m = kiln_tensor_numel(co[i]), worst = 0;
+        int64_t m = kiln_tensor_numel(co[i]);
         KT_CHECK(kiln_tensor_numel(vo[i]) == m, "%s: output %d sizes differ", what, i);
         double *a = malloc((size_t)m * sizeof *a + 1), *b = malloc((size_t)m * sizeof *b + 1);
         KT_REQUIRE(a && b, "out of memory");
         KT_OK(kiln_tensor_get_f64(vo[i], a, m));
         KT_OK(kiln_tensor_get_f64(co[i], b, m));
-        if (rtol == 0) {
-            for (int64_t j = 0; j < m; j++)
-                if (memcmp(&a[j], &b[j], sizeof a[j]) && !(isnan(a[j]) && isnan(b[j]))) {
-                    kt_fail(__FILE__, __LINE__, "%s: output %d element %lld: Vulkan %.9g, CPU %.9g", what, i,
-                            (long long)j, a[j], b[j]);
-                    break;
-                }
-        } else {
-            double e = kt_rel_err(a, b, m, 1e-7, rtol, &worst);
-            KT_CHECK(e <= 1, "%s: output %d element %lld: Vulkan %.9g, CPU %.9g", what, i, (long long)worst,
-                     a[worst], b[worst]);
-        }
+        for (int64_t j = 0; j < m; j++)
+            if (memcmp(&a[j], &b[j], sizeof a[j])) {
+                kt_fail(__FILE__, __LINE__, "%s: output %d element %lld: Vulkan %.9g, CPU %.9g", what, i,
+                        (long long)j, a[j], b[j]);
+                break;
+            }
         free(a);
         free(b);
     }
@@ -141,9 +134,9 @@ KT_TEST(vk_concat) {
     bool f16 = vk_f16(vk_backend());
     for (int i = 0; i < 5; i++) {
         bool half = kiln_dtype_size(dts[i]) == 2;
-        check_same(kiln_dtype_name(dts[i]), build_concat, &dts[i], 0, half && !f16 ? 5 : 0);
+        check_same(kiln_dtype_name(dts[i]), build_concat, &dts[i], half && !f16 ? 5 : 0);
     }
-    check_same("strided parts", build_concat_strided, NULL, 0, 0);
+    check_same("strided parts", build_concat_strided, NULL, 0);
 }
 
 /* ---- pad ---- */
@@ -172,13 +165,13 @@ static int build_pad(kiln_ctx *ctx, kiln_tensor **out, const void *arg) {
 
 KT_TEST(vk_pad) {
     bool f16 = vk_f16(vk_backend());
-    check_same("f32", build_pad, &(pad_case){KILN_F32, 1.5}, 0, 0);
-    check_same("f32 -inf", build_pad, &(pad_case){KILN_F32, -INFINITY}, 0, 0);
-    check_same("i32", build_pad, &(pad_case){KILN_I32, -3}, 0, 0);
-    check_same("f64", build_pad, &(pad_case){KILN_F64, 0.1}, 0, 0);
-    check_same("f16 zero", build_pad, &(pad_case){KILN_F16, 0}, 0, f16 ? 0 : 3);
+    check_same("f32", build_pad, &(pad_case){KILN_F32, 1.5}, 0);
+    check_same("f32 -inf", build_pad, &(pad_case){KILN_F32, -INFINITY}, 0);
+    check_same("i32", build_pad, &(pad_case){KILN_I32, -3}, 0);
+    check_same("f64", build_pad, &(pad_case){KILN_F64, 0.1}, 0);
+    check_same("f16 zero", build_pad, &(pad_case){KILN_F16, 0}, f16 ? 0 : 3);
     /* the 16-bit kernel fills zeros only: any other value runs on the CPU */
-    check_same("f16 1.5", build_pad, &(pad_case){KILN_F16, 1.5}, 0, 2);
+    check_same("f16 1.5", build_pad, &(pad_case){KILN_F16, 1.5}, 2);
 }
 
 /* ---- slice_scatter ---- */
@@ -202,8 +195,7 @@ KT_TEST(vk_slice_scatter) {
     bool f16 = vk_f16(vk_backend());
     kiln_dtype dts[] = {KILN_F32, KILN_I32, KILN_F64, KILN_BF16};
     for (int i = 0; i < 4; i++)
-        check_same(kiln_dtype_name(dts[i]), build_slice_scatter, &dts[i], 0,
-                   kiln_dtype_size(dts[i]) == 2 && !f16 ? 3 : 0);
+        check_same(kiln_dtype_name(dts[i]), build_slice_scatter, &dts[i], kiln_dtype_size(dts[i]) == 2 && !f16 ? 3 : 0);
 }
 
 /* ---- get_rows, scatter_add_rows, one_hot ---- */
@@ -238,9 +230,9 @@ static int build_get_rows(kiln_ctx *ctx, kiln_tensor **out, const void *arg) {
 KT_TEST(vk_get_rows) {
     bool f16 = vk_f16(vk_backend());
     kiln_dtype f32 = KILN_F32, h = KILN_F16, bf = KILN_BF16;
-    check_same("f32", build_get_rows, &f32, 0, 0);
-    check_same("f16", build_get_rows, &h, 0, f16 ? 0 : 2);
-    check_same("bf16 (on the CPU)", build_get_rows, &bf, 0, 1);
+    check_same("f32", build_get_rows, &f32, 0);
+    check_same("f16", build_get_rows, &h, f16 ? 0 : 2);
+    check_same("bf16 (on the CPU)", build_get_rows, &bf, 1);
 }
 
 /* Out-of-range indices fail the compute on the CPU; on the device they read a zero row. */
@@ -280,9 +272,9 @@ static int build_scatter(kiln_ctx *ctx, kiln_tensor **out, const void *arg) {
 
 KT_TEST(vk_scatter_add_rows) {
     /* the sums are added in the CPU's order: the same bits */
-    check_same("37 x 300 from 600 rows", build_scatter, &(scatter_case){37, 300, 600}, 0, 0);
-    check_same("5 x 3 from 1000 rows", build_scatter, &(scatter_case){5, 3, 1000}, 0, 0);
-    check_same("300 x 1 from 7 rows", build_scatter, &(scatter_case){300, 1, 7}, 0, 0);
+    check_same("37 x 300 from 600 rows", build_scatter, &(scatter_case){37, 300, 600}, 0);
+    check_same("5 x 3 from 1000 rows", build_scatter, &(scatter_case){5, 3, 1000}, 0);
+    check_same("300 x 1 from 7 rows", build_scatter, &(scatter_case){300, 1, 7}, 0);
 }
 
 static int build_one_hot(kiln_ctx *ctx, kiln_tensor **out, const void *arg) {
@@ -296,8 +288,8 @@ static int build_one_hot(kiln_ctx *ctx, kiln_tensor **out, const void *arg) {
 KT_TEST(vk_one_hot) {
     bool f16 = vk_f16(vk_backend());
     kiln_dtype f32 = KILN_F32, h = KILN_F16;
-    check_same("f32", build_one_hot, &f32, 0, 0);
-    check_same("f16", build_one_hot, &h, 0, f16 ? 0 : 2);
+    check_same("f32", build_one_hot, &f32, 0);
+    check_same("f16", build_one_hot, &h, f16 ? 0 : 2);
 }
 
 /* ---- gradients through kiln_graph_backward ---- */

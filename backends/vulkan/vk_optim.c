@@ -79,7 +79,8 @@ static kiln_status sgd_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) 
     return dispatch_step(vk, t, &dp);
 }
 
-/* ---- Adam/AdamW: src p, grad, exp_avg, exp_avg_sq, [max_exp_avg_sq], hyper; ip[0]=amsgrad ip[1]=decoupled ip[2]=t ---- */
+/* ---- Adam/AdamW: src p, grad, exp_avg, exp_avg_sq, [max_exp_avg_sq], hyper;
+ *      ip[0]=amsgrad ip[1]=decoupled ip[2]=t ---- */
 
 static bool adam_supports(const kiln_vk *vk, const kiln_tensor *t) {
     return t->nsrc == (t->ip[0] ? 6 : 5) && step_ok(vk, t, 5);
@@ -103,7 +104,8 @@ static kiln_status adam_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex)
             kiln__vk_base(vk, t->src[t->nsrc - 1]),
             (uint32_t)t->ip[2],
             t->ip[1] != 0};
-    kiln_vk_dispatch dp = {.shader = ams ? "opt_adam_ams" : "opt_adam", .n = t->nsrc, .push = &pc, .push_size = sizeof pc};
+    kiln_vk_dispatch dp = {
+        .shader = ams ? "opt_adam_ams" : "opt_adam", .n = t->nsrc, .push = &pc, .push_size = sizeof pc};
     for (int k = 0; k < t->nsrc; k++) dp.bind[k] = t->src[k];
     kiln__vk_groups_1d(vk, (uint64_t)n, 256, dp.groups);
     return dispatch_step(vk, t, &dp);
