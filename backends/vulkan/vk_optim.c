@@ -41,16 +41,6 @@ static bool step_ok(const kiln_vk *vk, const kiln_tensor *t, int n_hyper) {
     return f32_ok(vk, h, kiln_tensor_numel(h)) && kiln_tensor_numel(h) >= n_hyper;
 }
 
-/* The step kernels also write the state leaves src[2 .. nsrc-2] (momentum,
- * moments), not only the parameter whose storage the node is; the graph
- * executor marks only the latter's device copy as the current one, so the
- * others are marked here, once their dispatch is recorded. */
-static kiln_status dispatch_step(kiln_vk *vk, kiln_tensor *t, const kiln_vk_dispatch *dp) {
-    kiln_status s = kiln__vk_dispatch(vk, dp);
-    for (int k = 2; !s && k < t->nsrc - 1; k++) kiln__owner(t->src[k])->where = KILN_AT_DEV;
-    return s;
-}
-
 /* ---- SGD: src p, grad, [momentum buffer], hyper; ip[0]=nesterov ip[1]=has_momentum ip[2]=steps before ---- */
 
 static bool sgd_supports(const kiln_vk *vk, const kiln_tensor *t) {
@@ -76,7 +66,7 @@ static kiln_status sgd_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) 
     dp.n = mom ? 4 : 3;
     for (int k = 0; k < dp.n; k++) dp.bind[k] = t->src[k];
     kiln__vk_groups_1d(vk, (uint64_t)n, 256, dp.groups);
-    return dispatch_step(vk, t, &dp);
+    return kiln__vk_dispatch(vk, &dp);
 }
 
 /* ---- Adam/AdamW: src p, grad, exp_avg, exp_avg_sq, [max_exp_avg_sq], hyper;
@@ -108,7 +98,7 @@ static kiln_status adam_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex)
         .shader = ams ? "opt_adam_ams" : "opt_adam", .n = t->nsrc, .push = &pc, .push_size = sizeof pc};
     for (int k = 0; k < t->nsrc; k++) dp.bind[k] = t->src[k];
     kiln__vk_groups_1d(vk, (uint64_t)n, 256, dp.groups);
-    return dispatch_step(vk, t, &dp);
+    return kiln__vk_dispatch(vk, &dp);
 }
 
 void kiln__vk_register_optim(kiln_vk_kernel *tab) {
