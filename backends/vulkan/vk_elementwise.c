@@ -28,9 +28,11 @@ static int dtype_code(kiln_dtype t) {
 static bool is16(kiln_dtype t) { return t == KILN_F16 || t == KILN_BF16; }
 
 /* Every operand bindable, 16-bit ones only with the device's f16 support,
- * and the output's element count an index of 32 bits. */
+ * and the output's element count a 32-bit index (empty outputs stay on
+ * the CPU: nothing to dispatch). */
 static bool operands_ok(const kiln_vk *vk, const kiln_tensor *t) {
-    if (kiln_tensor_numel(t) > (int64_t)UINT32_MAX || !kiln__vk_fits(vk, t)) return false;
+    int64_t n = kiln_tensor_numel(t);
+    if (n == 0 || n > (int64_t)UINT32_MAX || !kiln__vk_fits(vk, t)) return false;
     if (is16(t->dtype) && !kiln__vk_caps(vk)->f16) return false;
     for (int k = 0; k < t->nsrc; k++) {
         const kiln_tensor *s = t->src[k];

@@ -1,6 +1,7 @@
 /* vk_reduce.c — the reduce kernels of the Vulkan backend (see vk.h): SUM,
- * MAX, MIN and ARGMAX of f32 over one axis (ip[0], any strides) or, for
- * SUM/MAX/MIN, over all elements (ip[0] = -1).
+ * MAX, MIN and ARGMAX of f32 or f16 over one axis (ip[0], any strides) or,
+ * for SUM/MAX/MIN, over all elements (ip[0] = -1). f16 computes in f32 and
+ * rounds the result once, as the CPU's widened path does.
  *
  * Two shaders share red_common.glsl: red_rows gives each output a
  * workgroup of 256 invocations and a shared-memory tree (long reductions,
@@ -14,7 +15,9 @@ enum { RED_SUM, RED_MAX, RED_MIN, RED_ARGMAX };
 static bool reduce_supports(const kiln_vk *vk, const kiln_tensor *t) {
     const kiln_tensor *x = t->src[0];
     int axis = (int)t->ip[0];
-    if (x->dtype != KILN_F32 || t->dtype != (t->op == KILN_OP_ARGMAX ? KILN_I32 : KILN_F32)) return false;
+    bool f16 = x->dtype == KILN_F16;
+    if ((x->dtype != KILN_F32 && !f16) || t->dtype != (t->op == KILN_OP_ARGMAX ? KILN_I32 : x->dtype)) return false;
+    if (f16 && !kiln__vk_caps(vk)->f16) return false;
     if (axis < -1 || axis >= x->ndim || (axis < 0 && t->op == KILN_OP_ARGMAX)) return false;
     int64_t numel = kiln_tensor_numel(x);
     if (numel == 0 || numel > (int64_t)UINT32_MAX) return false;
@@ -62,7 +65,10 @@ static kiln_status reduce_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
     /* many outputs reducing along a strided axis, or short reductions: one
      * invocation each; otherwise a workgroup each */
     bool per_invocation = pc.nout > 1 && (pc.n <= 32 || (pc.nout >= 1024 && pc.nr == 1 && pc.rst[0] != 1));
-    kiln_vk_dispatch d = {.shader = per_invocation ? "red_cols" : "red_rows", .n = 2, .bind = {x, t}, .push = &pc,
+    static const char *const shaders[2][3] = {{"red_rows", "red_rows_f16", "red_rows_f16i"},
+                                              {"red_cols", "red_cols_f16", "red_cols_f16i"}};
+    int variant = x->dtype != KILN_F16 ? 0 : t->dtype == KILN_F16 ? 1 : 2;
+    kiln_vk_dispatch d = {.shader = shaders[per_invocation][variant], .n = 2, .bind = {x, t}, .push = &pc,
                           .push_size = sizeof pc};
     kiln__vk_groups_1d(vk, per_invocation ? pc.nout : (uint64_t)pc.nout * 256, 256, d.groups);
     return kiln__vk_dispatch(vk, &d);

@@ -5,8 +5,27 @@
 // reduction). Sums carry a compensation term (float-float, TwoSum) so they
 // come close to the CPU's double accumulation; max/min/argmax follow the
 // CPU: a NaN wins (argmax: the first NaN), ties keep the first index.
+// RED_IN16 / RED_OUT16: f16 input / output (computed in f32, as the CPU's
+// widened path; the result rounded to f16 once).
+#include "ew_half.glsl"
+#if defined(RED_IN16) || defined(RED_OUT16)
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#endif
+#ifdef RED_IN16
+layout(std430, binding = 0) readonly buffer X { float16_t x[]; };
+float red_ld(uint i) { return uintBitsToFloat(ew_f16_to_f32(packFloat2x16(f16vec2(x[i], float16_t(0.0))) & 0xffffu)); }
+#else
 layout(std430, binding = 0) readonly buffer X { float x[]; };
+float red_ld(uint i) { return x[i]; }
+#endif
+#ifdef RED_OUT16
+layout(std430, binding = 1) writeonly buffer Y { float16_t y[]; };
+void red_st(uint i, float v) { y[i] = unpackFloat2x16(ew_f32_to_f16(floatBitsToUint(v))).x; }
+#else
 layout(std430, binding = 1) writeonly buffer Y { uint y[]; }; // f32 bits, or i32 (argmax)
+void red_st(uint i, float v) { y[i] = floatBitsToUint(v); }
+#endif
 layout(push_constant) uniform P {
     uint n, nout, x0, y0, op, nk, nr;
     uint kshape[6], kst[6], rshape[6], rst[6];
@@ -90,6 +109,10 @@ uint red_offset(uint k) {
 }
 
 void red_store(uint o, red_acc a) {
+#ifdef RED_OUT16
+    red_st(p.y0 + o, p.op == RED_SUM ? a.v + a.c : a.v);
+#else
     if (p.op == RED_ARGMAX) y[p.y0 + o] = a.i;
-    else y[p.y0 + o] = floatBitsToUint(p.op == RED_SUM ? a.v + a.c : a.v);
+    else red_st(p.y0 + o, p.op == RED_SUM ? a.v + a.c : a.v);
+#endif
 }
