@@ -19,6 +19,17 @@ float ew_copysign(float mag, float sgn) {
 float ew_min_c(float x, float c) { return x > c ? c : x; } // x when x is NaN
 float ew_max_c(float x, float c) { return x < c ? c : x; }
 
+// a b = hi + lo exactly (Dekker's product: fma is not fused on every
+// device, lavapipe's included). |a|, |b| < 2^100.
+void ew_two_prod(float a, float b, out float hi, out float lo) {
+    precise float h = a * b;
+    precise float ca = 4097.0 * a, ah = ca - (ca - a), al = a - ah;
+    precise float cb = 4097.0 * b, bh = cb - (cb - b), bl = b - bh;
+    precise float l = ((ah * bh - h) + ah * bl + al * bh) + al * bl;
+    hi = h;
+    lo = l;
+}
+
 // e^x = result * s2, both normal until the last product.
 float ew_exp_split(float x, out float s2) {
     float xc = ew_max_c(ew_min_c(x, 89.0), -150.0);
@@ -93,7 +104,9 @@ float ew_mul_sigmoid(float x, float z) {
     float s2, e1 = ew_exp_split(-ew_abs(z), s2), e = e1 * s2;
     float r = 1.0 / (1.0 + e);
     float y = z >= 0.0 ? x * r : ((x * e1) * r) * s2;
-    return z < -150.0 ? x * 0.0 : y; // e^z's clamp; -inf * 0 is NaN, as the reference
+    // e^z's clamp: x * 0, written out (drivers fold x * 0.0 to 0; the reference gives NaN for inf)
+    if (z < -150.0) return ew_isnan(x) || ew_abs(x) == EW_INF ? EW_NAN : ew_copysign(0.0, x);
+    return y;
 }
 
 // log(1 + u) for u >= 0: log(w) u / (w - 1) with w = 1 + u corrects w's rounding.
@@ -102,12 +115,10 @@ float ew_log1p_pos(float u) {
     return d == 0.0 ? u : ew_log(w) * (u / d);
 }
 
-// exp(-x²/2) with x² = h + l exactly (Dekker's product: fma need not be
-// fused on every device). |x| <= 14.5.
+// exp(-x²/2) with x² = h + l exactly. |x| <= 14.5.
 float ew_exp_mhalf_sq(float x) {
-    precise float h = x * x;
-    precise float c = 4097.0 * x, xh = c - (c - x), xl = x - xh;
-    precise float l = ((xh * xh - h) + 2.0 * xh * xl) + xl * xl;
+    float h, l;
+    ew_two_prod(x, x, h, l);
     float e = ew_exp(h * -0.5);
     return e - (e * 0.5) * l;
 }
@@ -156,22 +167,29 @@ float ew_gelu_tanh_grad(float x) { // s + 2 x s σ(-2u) k (1 + 3c x²), s = σ(2
     return ew_abs(x) == EW_INF ? EW_NAN : y;
 }
 
-// a / b corrected by one residual step, so a division of a few ulp (Vulkan
-// allows 2.5) lands on the correctly rounded quotient as the CPU's does.
+// a / b corrected by one step with the exact residual, so a division of a
+// few ulp (Vulkan allows 2.5) lands on the correctly rounded quotient, as
+// the CPU's does. precise keeps drivers from folding the residual away.
 float ew_div(float a, float b) {
-    float q = a / b;
-    float aq = ew_abs(q);
-    if (aq < 1e-30 || aq > 1e30 || ew_isnan(q) || ew_abs(b) > 1e30) return q;
-    float r = fma(-q, b, a);
-    return q + r / b;
+    precise float q = a / b;
+    float aq = ew_abs(q), ab = ew_abs(b);
+    if (aq < 1e-25 || aq > 1e25 || ew_isnan(q) || ab > 1e25 || ab < 1e-25) return q;
+    float h, l;
+    ew_two_prod(q, b, h, l);
+    precise float r = (a - h) - l;
+    precise float q2 = q + r / b;
+    return q2;
 }
 
-// sqrt with one residual step (Vulkan derives sqrt from inversesqrt).
+// sqrt corrected the same way (Vulkan derives sqrt from inversesqrt).
 float ew_sqrt(float x) {
-    float s = sqrt(x);
+    precise float s = sqrt(x);
     if (!(x > 1e-30 && x < 1e30)) return s;
-    float r = fma(-s, s, x);
-    return s + r * (0.5 / s);
+    float h, l;
+    ew_two_prod(s, s, h, l);
+    precise float r = (x - h) - l;
+    precise float s2 = s + r * (0.5 / s);
+    return s2;
 }
 
 // x^p as the CPU's reference pow(x, p), with its special cases; small
