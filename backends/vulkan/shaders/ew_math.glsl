@@ -16,6 +16,15 @@ float ew_neg(float x) { return uintBitsToFloat(floatBitsToUint(x) ^ 0x80000000u)
 float ew_copysign(float mag, float sgn) {
     return uintBitsToFloat((floatBitsToUint(mag) & 0x7fffffffu) | (floatBitsToUint(sgn) & 0x80000000u));
 }
+// a b + c as two roundings. Not GLSL's fma: Vulkan does not require it to
+// be fused, and lavapipe's is off by up to 2^-18 relative for some
+// operands; precise keeps drivers from contracting these back into one.
+float ew_fma(float a, float b, float c) {
+    precise float p = a * b;
+    precise float s = p + c;
+    return s;
+}
+
 float ew_min_c(float x, float c) { return x > c ? c : x; } // x when x is NaN
 float ew_max_c(float x, float c) { return x < c ? c : x; }
 
@@ -34,16 +43,16 @@ void ew_two_prod(float a, float b, out float hi, out float lo) {
 float ew_exp_split(float x, out float s2) {
     float xc = ew_max_c(ew_min_c(x, 89.0), -150.0);
     float nf = roundEven(xc * 1.44269504);
-    float r = fma(-nf, 0.693359375, xc); // ln2 = 0.693359375 - 2.12194440e-4 (Cody-Waite)
-    r = fma(-nf, -2.12194440e-4, r);
+    float r = ew_fma(-nf, 0.693359375, xc); // ln2 = 0.693359375 - 2.12194440e-4 (Cody-Waite)
+    r = ew_fma(-nf, -2.12194440e-4, r);
     float q = 1.0 / 5040.0;
-    q = fma(q, r, 1.0 / 720.0);
-    q = fma(q, r, 1.0 / 120.0);
-    q = fma(q, r, 1.0 / 24.0);
-    q = fma(q, r, 1.0 / 6.0);
-    q = fma(q, r, 0.5);
-    q = fma(q, r, 1.0);
-    q = fma(q, r, 1.0);
+    q = ew_fma(q, r, 1.0 / 720.0);
+    q = ew_fma(q, r, 1.0 / 120.0);
+    q = ew_fma(q, r, 1.0 / 24.0);
+    q = ew_fma(q, r, 1.0 / 6.0);
+    q = ew_fma(q, r, 0.5);
+    q = ew_fma(q, r, 1.0);
+    q = ew_fma(q, r, 1.0);
     int n = ew_isnan(nf) ? 0 : int(nf), n1 = n >> 1, n2 = n - n1;
     s2 = intBitsToFloat((n2 + 127) << 23);
     return q * intBitsToFloat((n1 + 127) << 23);
@@ -54,7 +63,9 @@ float ew_exp(float x) {
     return e * s2;
 }
 
-float ew_log(float x) {
+// log x = hi + lo for finite x > 0: hi = e ln2_hi exactly, lo the rest
+// (pow scales both, so its error does not grow with |p log x|).
+void ew_log_split(float x, out float hi, out float lo) {
     bool sub = x < 1.17549435e-38; // subnormals: scale by 2^23 first
     float xs = sub ? x * 8388608.0 : x;
     int bits = floatBitsToInt(xs);
@@ -65,12 +76,19 @@ float ew_log(float x) {
     float ef = float(e) + (big ? 1.0 : 0.0) - (sub ? 23.0 : 0.0);
     float s = (m - 1.0) / (m + 1.0);
     float z = s * s;
-    float q = fma(1.0 / 9.0, z, 1.0 / 7.0);
-    q = fma(q, z, 1.0 / 5.0);
-    q = fma(q, z, 1.0 / 3.0);
+    float q = ew_fma(1.0 / 9.0, z, 1.0 / 7.0);
+    q = ew_fma(q, z, 1.0 / 5.0);
+    q = ew_fma(q, z, 1.0 / 3.0);
     float s2 = s + s;
-    float lm = fma(s2 * z, q, s2);
-    float y = fma(ef, 0.693359375, fma(ef, -2.12194440e-4, lm));
+    float lm = ew_fma(s2 * z, q, s2);
+    hi = ef * 0.693359375;
+    lo = ew_fma(ef, -2.12194440e-4, lm);
+}
+
+float ew_log(float x) {
+    float hi, lo;
+    ew_log_split(x, hi, lo);
+    float y = hi + lo;
     if (x < 0.0) y = EW_NAN;
     if (x == 0.0) y = -EW_INF;
     if (x == EW_INF) y = x;
@@ -82,11 +100,11 @@ float ew_tanh(float x) {
     float e = ew_exp(ax + ax);
     float big = 1.0 - 2.0 / (e + 1.0);
     float z = ax * ax;
-    float q = fma(-0.005852323956787586, z, 0.020753782242536545);
-    q = fma(q, z, -0.053768761456012726);
-    q = fma(q, z, 0.13331690430641174);
-    q = fma(q, z, -0.3333328366279602);
-    float small_ = fma(ax * z, q, ax);
+    float q = ew_fma(-0.005852323956787586, z, 0.020753782242536545);
+    q = ew_fma(q, z, -0.053768761456012726);
+    q = ew_fma(q, z, 0.13331690430641174);
+    q = ew_fma(q, z, -0.3333328366279602);
+    float small_ = ew_fma(ax * z, q, ax);
     return ew_isnan(x) ? x : ew_copysign(ax < 0.6 ? small_ : big, x);
 }
 
@@ -127,19 +145,19 @@ float ew_exp_mhalf_sq(float x) {
 float ew_normal_cdf(float x, out float pdf) {
     float v = ew_min_c(ew_abs(x), 14.5);
     float phi = ew_exp_mhalf_sq(v) * 0.398942280;
-    float t = 1.0 / fma(v, 0.5, 1.0);
+    float t = 1.0 / ew_fma(v, 0.5, 1.0);
     float u = t - 0.6;
-    float q = fma(0.16963152587413788, u, -0.004607030656188726);
-    q = fma(q, u, -0.1843329221010208);
-    q = fma(q, u, 0.1325196921825409);
-    q = fma(q, u, 0.03437182679772377);
-    q = fma(q, u, -0.1841871291399002);
-    q = fma(q, u, 0.16199038922786713);
-    q = fma(q, u, 0.09925331920385361);
-    q = fma(q, u, -0.3483788073062897);
-    q = fma(q, u, 0.035798802971839905);
-    q = fma(q, u, 0.8486238121986389);
-    q = fma(q, u, 0.9268863797187805);
+    float q = ew_fma(0.16963152587413788, u, -0.004607030656188726);
+    q = ew_fma(q, u, -0.1843329221010208);
+    q = ew_fma(q, u, 0.1325196921825409);
+    q = ew_fma(q, u, 0.03437182679772377);
+    q = ew_fma(q, u, -0.1841871291399002);
+    q = ew_fma(q, u, 0.16199038922786713);
+    q = ew_fma(q, u, 0.09925331920385361);
+    q = ew_fma(q, u, -0.3483788073062897);
+    q = ew_fma(q, u, 0.035798802971839905);
+    q = ew_fma(q, u, 0.8486238121986389);
+    q = ew_fma(q, u, 0.9268863797187805);
     float tail = phi * (q * t); // Φ(-|x|)
     pdf = phi;
     return x < 0.0 ? tail : 1.0 - tail;
@@ -147,7 +165,7 @@ float ew_normal_cdf(float x, out float pdf) {
 
 const float EW_GELU_K = 0.797884561, EW_GELU_C = 0.044715;
 
-float ew_gelu_tanh_arg2(float x) { return (x * (2.0 * EW_GELU_K)) * fma(x * x, EW_GELU_C, 1.0); } // 2u
+float ew_gelu_tanh_arg2(float x) { return (x * (2.0 * EW_GELU_K)) * ew_fma(x * x, EW_GELU_C, 1.0); } // 2u
 
 float ew_gelu(float x) {
     float pdf;
@@ -156,14 +174,14 @@ float ew_gelu(float x) {
 
 float ew_gelu_grad(float x) { // Φ(x) + x φ(x)
     float pdf, cdf = ew_normal_cdf(x, pdf);
-    return fma(x, pdf, cdf);
+    return ew_fma(x, pdf, cdf);
 }
 
 float ew_gelu_tanh_grad(float x) { // s + 2 x s σ(-2u) k (1 + 3c x²), s = σ(2u)
     float xc = ew_max_c(ew_min_c(x, 20.0), -20.0);
     float sm, s = ew_sigmoid2(ew_gelu_tanh_arg2(xc), sm);
-    float du = fma(xc * xc, 3.0 * EW_GELU_C, 1.0);
-    float y = fma((xc * s) * (sm * (2.0 * EW_GELU_K)), du, s);
+    float du = ew_fma(xc * xc, 3.0 * EW_GELU_C, 1.0);
+    float y = ew_fma((xc * s) * (sm * (2.0 * EW_GELU_K)), du, s);
     return ew_abs(x) == EW_INF ? EW_NAN : y;
 }
 
@@ -217,6 +235,14 @@ float ew_pow(float x, float p) {
             b *= b;
         }
         mag = p < 0.0 ? ew_div(1.0, r) : r;
-    } else mag = ew_exp(p * ew_log(ax));
+    } else { // e^(p (hi + lo)) = e^y (1 + t), y + t = p (hi + lo) to about 2^-48
+        float hi, lo, ph, pl;
+        ew_log_split(ax, hi, lo);
+        if (ew_abs(p) > 1e20) return ew_exp(p * (hi + lo)) * (neg && odd ? -1.0 : 1.0);
+        ew_two_prod(p, hi, ph, pl);
+        precise float c = pl + p * lo, y = ph + c, t = (ph - y) + c;
+        mag = ew_exp(y);
+        if (ew_abs(y) < 100.0) mag += mag * t;
+    }
     return neg && odd ? ew_neg(mag) : mag;
 }
