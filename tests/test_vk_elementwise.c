@@ -500,3 +500,16 @@ KT_TEST(vk_reduce_f16) {
             check_case(&c);
         }
 }
+
+static kiln_tensor *build_permute6(kiln_ctx *ctx, kiln_tensor *const *in, const void *arg) {
+    (void)arg;
+    static const int axes[6] = {5, 3, 1, 0, 2, 4};
+    return kiln_contiguous(ctx, kiln_slice(ctx, kiln_permute(ctx, in[0], axes), 2, 0, 3, 2));
+}
+
+KT_TEST(vk_contiguous_6d) {
+    vk_case c = {"contiguous 6-d", 1, {IN(KILN_F32, -1, 1, 6, 2, 3, 4, 3, 2, 5)}, build_permute6, NULL, 0, 0, false, 0, false};
+    check_case(&c);
+    c.in[0].dt = KILN_F16;
+    check_case(&c);
+}
