@@ -4,9 +4,10 @@
 // factors), log (atanh series), tanh, sigmoid without cancellation, and the
 // normal CDF through the Mills ratio (fit error 3e-9), which gives the erf
 // form of GELU to f32 accuracy. The device's built-in exp/log/tanh/pow are
-// not used: Vulkan allows them errors of several ulp and more.
-// Comparisons against NaN and min/max are written out: GLSL's min/max leave
-// NaN operands undefined.
+// not used: Vulkan allows them errors of several ulp and more; nor is GLSL's
+// fma (see ew_fma). Division and sqrt get a correction step, so they round
+// like the CPU's. Comparisons against NaN and min/max are written out:
+// GLSL's min/max leave NaN operands undefined.
 #define EW_NAN uintBitsToFloat(0x7fc00000u)
 #define EW_INF uintBitsToFloat(0x7f800000u)
 
@@ -212,7 +213,8 @@ float ew_sqrt(float x) {
 
 // x^p as the CPU's reference pow(x, p), with its special cases; small
 // integral powers by repeated squaring (a few roundings), the rest as
-// exp(p log |x|).
+// exp(p log |x|) with log |x| and the product carried in two parts, so the
+// error does not grow with |p log x|.
 float ew_pow(float x, float p) {
     if (p == 1.0) return x;
     if (p == 2.0) return x * x;
@@ -238,7 +240,7 @@ float ew_pow(float x, float p) {
     } else { // e^(p (hi + lo)) = e^y (1 + t), y + t = p (hi + lo) to about 2^-48
         float hi, lo, ph, pl;
         ew_log_split(ax, hi, lo);
-        if (ew_abs(p) > 1e20) return ew_exp(p * (hi + lo)) * (neg && odd ? -1.0 : 1.0);
+        if (ew_abs(p) > 1e20) return ew_exp(p * (hi + lo)); // over- or underflows (p is even)
         ew_two_prod(p, hi, ph, pl);
         precise float c = pl + p * lo, y = ph + c, t = (ph - y) + c;
         mag = ew_exp(y);
