@@ -1,4 +1,143 @@
-/* vk_attention.c — the attention kernels of the Vulkan backend (see vk.h). */
+/* vk_attention.c — rope and scaled dot-product attention on the Vulkan
+ * backend (see vk.h), f32 with contiguous operands; semantics and packed
+ * layouts as backends/cpu/nn_attention.c and ops/nn_attention.c.
+ *
+ * Attention forward: one invocation per query row, an online softmax over
+ * the keys (shaders/attn_fwd.glsl), writing [O | L]. Backward, packed
+ * [dq | dk | dv], in three dispatches that recompute the probabilities
+ * from L instead of storing T x S of them, each output row with one
+ * writer: delta = rowsum(dO * O) parked in the dq region, dk/dv per key
+ * row (looping over the queries, and query heads of its group, that see
+ * it), then dq per query row. Head sizes up to 128 run in shader variants
+ * that keep rows in registers; up to 256 in a rolled variant; larger ones
+ * go to the CPU. */
 #include "vk.h"
 
-void kiln__vk_register_attention(kiln_vk_kernel *tab) { (void)tab; }
+#include <math.h>
+#include <stdio.h>
+
+static bool f32_ok(const kiln_vk *vk, const kiln_tensor *t) {
+    return t->dtype == KILN_F32 && kiln_tensor_is_contiguous(t) && kiln__vk_fits(vk, t);
+}
+
+/* ---- rope ---- */
+
+/* src x [..., T, D] [, pos i32 [T]]; ip[0] = mode, ip[1] = inverse,
+ * ip[2] = has_pos; fp[0] = theta. */
+static bool rope_supports(const kiln_vk *vk, const kiln_tensor *t) {
+    const kiln_tensor *x = t->src[0];
+    if (!f32_ok(vk, t) || !f32_ok(vk, x) || kiln_tensor_numel(t) == 0) return false;
+    if (t->ip[0] != KILN_ROPE_NEOX && t->ip[0] != KILN_ROPE_INTERLEAVED) return false;
+    if (t->ip[2]) {
+        const kiln_tensor *pos = t->src[1];
+        if (pos->dtype != KILN_I32 || !kiln_tensor_is_contiguous(pos) || !kiln__vk_fits(vk, pos)) return false;
+    }
+    return true;
+}
+
+static kiln_status rope_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    const kiln_tensor *x = t->src[0], *pos = t->ip[2] ? t->src[1] : x;
+    int64_t d = t->shape[t->ndim - 1], n = kiln_tensor_numel(t) / 2;
+    struct {
+        uint32_t n, t, d, interleaved, inverse, has_pos;
+        float log2_theta;
+        uint32_t x0, p0, y0;
+    } pc = {(uint32_t)n, (uint32_t)t->shape[t->ndim - 2], (uint32_t)d, t->ip[0] == KILN_ROPE_INTERLEAVED,
+            t->ip[1] != 0, t->ip[2] != 0, (float)log2(t->fp[0]), kiln__vk_base(vk, x), kiln__vk_base(vk, pos),
+            kiln__vk_base(vk, t)};
+    kiln_vk_dispatch dp = {.shader = "attn_rope", .n = 3, .bind = {x, pos, t}, .push = &pc, .push_size = sizeof pc};
+    kiln__vk_groups_1d(vk, (uint64_t)n, 256, dp.groups);
+    return kiln__vk_dispatch(vk, &dp);
+}
+
+/* ---- attention ---- */
+
+/* The push constants of every attention shader (attn_common.glsl). */
+typedef struct attn_push {
+    uint32_t rows, hq, hkv, t, s, d, dv, causal;
+    float scale;
+    uint32_t q0, k0, v0;
+    uint32_t o0, l0;
+    uint32_t do0;
+    uint32_t dq0, dk0, dv0;
+} attn_push;
+
+/* The variant suffix for head sizes d and dv, or NULL when too large. */
+static const char *head_variant(int64_t d, int64_t dv) {
+    int64_t m = d > dv ? d : dv;
+    return m <= 32 ? "d32" : m <= 64 ? "d64" : m <= 128 ? "d128" : m <= 256 ? "d256" : NULL;
+}
+
+/* ATTENTION src q, k, v; ATTENTION_GRAD src q, k, v, the forward, dO. */
+static bool attention_supports(const kiln_vk *vk, const kiln_tensor *t) {
+    if (!f32_ok(vk, t)) return false;
+    for (int i = 0; i < t->nsrc; i++)
+        if (!f32_ok(vk, t->src[i])) return false;
+    const kiln_tensor *q = t->src[0], *v = t->src[2];
+    if (kiln_tensor_numel(q) == 0 || kiln_tensor_numel(v) == 0) return false;
+    return head_variant(q->shape[3], v->shape[3]) != NULL && t->fp[0] > 0 && isfinite(t->fp[0]);
+}
+
+static attn_push attention_push(const kiln_vk *vk, const kiln_tensor *t) {
+    const kiln_tensor *q = t->src[0], *k = t->src[1], *v = t->src[2];
+    return (attn_push){.rows = (uint32_t)(q->shape[0] * q->shape[1] * q->shape[2]),
+                       .hq = (uint32_t)q->shape[1],
+                       .hkv = (uint32_t)k->shape[1],
+                       .t = (uint32_t)q->shape[2],
+                       .s = (uint32_t)k->shape[2],
+                       .d = (uint32_t)q->shape[3],
+                       .dv = (uint32_t)v->shape[3],
+                       .causal = t->ip[0] != 0,
+                       .scale = (float)t->fp[0],
+                       .q0 = kiln__vk_base(vk, q),
+                       .k0 = kiln__vk_base(vk, k),
+                       .v0 = kiln__vk_base(vk, v)};
+}
+
+static kiln_status attention_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    const kiln_tensor *q = t->src[0], *k = t->src[1], *v = t->src[2];
+    attn_push pc = attention_push(vk, t);
+    pc.o0 = kiln__vk_base(vk, t);
+    pc.l0 = pc.o0 + pc.rows * pc.dv;
+    char name[32];
+    snprintf(name, sizeof name, "attn_fwd_%s", head_variant(pc.d, pc.dv));
+    kiln_vk_dispatch dp = {.shader = name, .n = 4, .bind = {q, k, v, t}, .push = &pc, .push_size = sizeof pc};
+    kiln__vk_groups_1d(vk, pc.rows, 64, dp.groups);
+    return kiln__vk_dispatch(vk, &dp);
+}
+
+static kiln_status attention_grad_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    const kiln_tensor *q = t->src[0], *k = t->src[1], *v = t->src[2], *fwd = t->src[3], *dout = t->src[4];
+    attn_push pc = attention_push(vk, t);
+    uint32_t qrows = pc.rows, krows = (uint32_t)(k->shape[0] * k->shape[1] * k->shape[2]);
+    pc.o0 = kiln__vk_base(vk, fwd);
+    pc.l0 = pc.o0 + qrows * pc.dv;
+    pc.do0 = kiln__vk_base(vk, dout);
+    pc.dq0 = kiln__vk_base(vk, t);
+    pc.dk0 = pc.dq0 + qrows * pc.d;
+    pc.dv0 = pc.dk0 + krows * pc.d;
+    const char *var = head_variant(pc.d, pc.dv);
+    char name[32];
+    kiln_vk_dispatch dp = {.shader = "attn_bwd_delta", .n = 3, .bind = {fwd, dout, t}, .push = &pc, .push_size = sizeof pc};
+    kiln__vk_groups_1d(vk, qrows, 64, dp.groups);
+    kiln_status s = kiln__vk_dispatch(vk, &dp);
+    if (s) return s;
+    snprintf(name, sizeof name, "attn_bwd_dkv_%s", var);
+    pc.rows = krows;
+    dp = (kiln_vk_dispatch){.shader = name, .n = 6, .bind = {q, k, v, fwd, dout, t}, .push = &pc, .push_size = sizeof pc};
+    kiln__vk_groups_1d(vk, krows, 64, dp.groups);
+    if ((s = kiln__vk_dispatch(vk, &dp))) return s;
+    snprintf(name, sizeof name, "attn_bwd_dq_%s", var);
+    pc.rows = qrows;
+    kiln__vk_groups_1d(vk, qrows, 64, dp.groups);
+    return kiln__vk_dispatch(vk, &dp);
+}
+
+void kiln__vk_register_attention(kiln_vk_kernel *tab) {
+    tab[KILN_OP_ROPE] = (kiln_vk_kernel){rope_supports, rope_record};
+    tab[KILN_OP_ATTENTION] = (kiln_vk_kernel){attention_supports, attention_record};
+    tab[KILN_OP_ATTENTION_GRAD] = (kiln_vk_kernel){attention_supports, attention_grad_record};
+}
