@@ -23,10 +23,14 @@ static bool i32_ok(const kiln_vk *vk, const kiln_tensor *t) {
     return t->dtype == KILN_I32 && kiln_tensor_is_contiguous(t) && kiln__vk_fits(vk, t);
 }
 
-/* Invocations per row: a power of two, about a quarter of the row. */
+/* Invocations per row: a power of two, up to 32, each taking about 16 or
+ * more of the row's columns (few lanes keep the per-group combine short;
+ * 32 neighbouring lanes still read whole cache lines on a GPU). */
+#define NN_MAX_WIDTH 32u
+
 static uint32_t row_width(int64_t n) {
     uint32_t w = 1;
-    while (w < NN_LOCAL && (int64_t)w * 4 < n) w <<= 1;
+    while (w < NN_MAX_WIDTH && (int64_t)w * 16 < n) w <<= 1;
     return w;
 }
 

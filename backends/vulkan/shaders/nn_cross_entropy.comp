@@ -20,21 +20,18 @@ void main() {
         int l = row < p.rows ? lab[p.l0 + row] : p.ignore;
         bool kept = l != p.ignore && l >= 0 && uint(l) < p.c;
         uint cl = kept ? p.c : 0u, xr = p.x0 + row * p.c;
-        float m = nn_neg_inf();
-        for (uint j = nn_lane; j < cl; j += p.wd) m = max(m, x[xr + j]);
-        m = nn_max(m);
-        float s = 0.0;
-        for (uint j = nn_lane; j < cl; j += p.wd) s += exp(x[xr + j] - m);
-        s = nn_sum(s);
+        float m, s;
+        NN_LANE_SOFTMAX(x, xr, cl, m, s)
+        vec2 ms = nn_softmax_combine(m, s);
         if (kept && nn_lane == 0u) {
-            total += m + log(s) - x[xr + uint(l)];
+            total += ms.x + log(ms.y) - x[xr + uint(l)];
             count += 1.0;
         }
     }
-    // the whole workgroup as one group
-    nn_W = 256u;
-    nn_lane = nn_tid;
-    nn_g0 = 0u;
-    vec2 tc = nn_sum2(vec2(total, count));
-    if (nn_tid == 0u) y[p.y0] = tc.y > 0.0 ? tc.x / tc.y : 0.0;
+    // the groups' first lanes' sums, added up by invocation 0
+    nn_publish(vec2(total, count));
+    if (nn_tid != 0u) return;
+    vec2 tc = vec2(0.0);
+    for (uint k = 0u; k < 256u; k += p.wd) tc += nn_red[k];
+    y[p.y0] = tc.y > 0.0 ? tc.x / tc.y : 0.0;
 }

@@ -9,12 +9,14 @@ layout(std430, binding = 0) readonly buffer L { int lab[]; };
 layout(std430, binding = 1) writeonly buffer GX { float gx[]; };
 layout(push_constant) uniform P { uint rows, c; int ignore; uint l0, gx0; } p;
 void main() {
-    nn_row(256u);
+    nn_row(1u);
     float n = 0.0;
     for (uint r = nn_tid; r < p.rows; r += 256u) {
         int l = lab[p.l0 + r];
         if (l != p.ignore && l >= 0 && uint(l) < p.c) n += 1.0;
     }
-    n = nn_sum(n);
-    if (nn_tid == 0u) gx[p.gx0] = n;
+    nn_publish(vec2(n, 0.0));
+    if (nn_tid != 0u) return;
+    for (uint k = 1u; k < 256u; k++) n += nn_red[k].x;
+    gx[p.gx0] = n;
 }

@@ -18,19 +18,16 @@ void main() {
     int l = ok ? lab[p.l0 + row] : p.ignore;
     bool kept = l != p.ignore && l >= 0 && uint(l) < p.c;
     uint cl = kept ? p.c : 0u, xr = p.x0 + row * p.c;
-    float m = nn_neg_inf();
-    for (uint j = nn_lane; j < cl; j += p.wd) m = max(m, x[xr + j]);
-    m = nn_max(m);
-    float s = 0.0;
-    for (uint j = nn_lane; j < cl; j += p.wd) s += exp(x[xr + j] - m);
-    s = nn_sum(s);
+    float m, s;
+    NN_LANE_SOFTMAX(x, xr, cl, m, s)
+    vec2 ms = nn_softmax_combine(m, s);
     if (!ok) return;
     uint gr = p.gx0 + row * p.c;
     if (!kept) {
         for (uint j = nn_lane; j < p.c; j += p.wd) gx[gr + j] = 0.0;
         return;
     }
-    float lse = m + log(s);
+    float lse = ms.x + log(ms.y);
     for (uint j = nn_lane; j < p.c; j += p.wd)
         gx[gr + j] = exp(x[xr + j] - lse) * scale - (j == uint(l) ? scale : 0.0);
 }

@@ -11,12 +11,11 @@ void main() {
     bool ok = row < p.rows;
     uint nv = ok ? nn_visible(row, p.n, p.mrows, p.causal) : 0u;
     uint xr = p.x0 + row * p.n;
-    float m = nn_neg_inf();
-    for (uint j = nn_lane; j < nv; j += p.w) m = max(m, x[xr + j]);
-    m = nn_max(m);
-    float s = 0.0;
-    for (uint j = nn_lane; j < nv; j += p.w) s += exp(x[xr + j] - m);
-    s = nn_sum(s);
+    float m, s;
+    NN_LANE_SOFTMAX(x, xr, nv, m, s)
+    vec2 ms = nn_softmax_combine(m, s);
+    m = ms.x;
+    s = ms.y;
     if (!ok) return;
     uint yr = p.y0 + row * p.n;
     if (p.log_out != 0u) {
