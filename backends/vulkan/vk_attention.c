@@ -3,7 +3,8 @@
  * layouts as backends/cpu/nn_attention.c and ops/nn_attention.c.
  *
  * Attention forward: one invocation per query row, an online softmax over
- * the keys (shaders/attn_fwd.glsl), writing [O | L]. Backward, packed
+ * the keys (shaders/attn_fwd.glsl), writing [O | L]; a workgroup takes 64
+ * rows of one head, so the grid is (row blocks, heads). Backward, packed
  * [dq | dk | dv], in three dispatches that recompute the probabilities
  * from L instead of storing T x S of them, each output row with one
  * writer: delta = rowsum(dO * O) parked in the dq region, dk/dv per key
@@ -53,6 +54,16 @@ static kiln_status rope_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex)
 
 /* ---- attention ---- */
 
+/* Rows (queries or keys) of one head per workgroup (attn_common.glsl). */
+#define ATTN_BLOCK 64
+
+/* The grid: blocks of ATTN_BLOCK rows of n, times heads. */
+static void head_groups(int64_t n, int64_t heads, uint32_t g[3]) {
+    g[0] = (uint32_t)((n + ATTN_BLOCK - 1) / ATTN_BLOCK);
+    g[1] = (uint32_t)heads;
+    g[2] = 1;
+}
+
 /* The push constants of every attention shader (attn_common.glsl). */
 typedef struct attn_push {
     uint32_t rows, hq, hkv, t, s, d, dv, causal;
@@ -63,10 +74,15 @@ typedef struct attn_push {
     uint32_t dq0, dk0, dv0;
 } attn_push;
 
-/* The variant suffix for head sizes d and dv, or NULL when too large. */
-static const char *head_variant(int64_t d, int64_t dv) {
-    int64_t m = d > dv ? d : dv;
-    return m <= 32 ? "d32" : m <= 64 ? "d64" : m <= 128 ? "d128" : m <= 256 ? "d256" : NULL;
+/* The shader variant for head sizes d, dv: rows read as vec4 and kept in
+ * registers when both are multiples of 4 up to 128 and every row-read
+ * buffer starts on a multiple of 4 floats; else read as floats (any size
+ * up to 256); NULL beyond. */
+static const char *head_variant(const attn_push *pc) {
+    uint32_t m = pc->d > pc->dv ? pc->d : pc->dv;
+    bool v4 = pc->d % 4 == 0 && pc->dv % 4 == 0 && (pc->q0 | pc->k0 | pc->v0 | pc->do0) % 4 == 0;
+    if (v4 && m <= 128) return m <= 32 ? "d32v4" : m <= 64 ? "d64v4" : "d128v4";
+    return m <= 256 ? "any" : NULL;
 }
 
 /* ATTENTION src q, k, v; ATTENTION_GRAD src q, k, v, the forward, dO. */
@@ -76,7 +92,11 @@ static bool attention_supports(const kiln_vk *vk, const kiln_tensor *t) {
         if (!f32_ok(vk, t->src[i])) return false;
     const kiln_tensor *q = t->src[0], *v = t->src[2];
     if (kiln_tensor_numel(q) == 0 || kiln_tensor_numel(v) == 0) return false;
-    return head_variant(q->shape[3], v->shape[3]) != NULL && t->fp[0] > 0 && isfinite(t->fp[0]);
+    const kiln_tensor *k = t->src[1];
+    const uint32_t *mg = kiln__vk_caps(vk)->max_groups;
+    int64_t tb = (q->shape[2] + ATTN_BLOCK - 1) / ATTN_BLOCK, sb = (k->shape[2] + ATTN_BLOCK - 1) / ATTN_BLOCK;
+    if (tb > mg[0] || sb > mg[0] || q->shape[0] * q->shape[1] > mg[1]) return false;
+    return q->shape[3] <= 256 && v->shape[3] <= 256 && t->fp[0] > 0 && isfinite(t->fp[0]);
 }
 
 static attn_push attention_push(const kiln_vk *vk, const kiln_tensor *t) {
@@ -102,9 +122,9 @@ static kiln_status attention_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec
     pc.o0 = kiln__vk_base(vk, t);
     pc.l0 = pc.o0 + pc.rows * pc.dv;
     char name[32];
-    snprintf(name, sizeof name, "attn_fwd_%s", head_variant(pc.d, pc.dv));
+    snprintf(name, sizeof name, "attn_fwd_%s", head_variant(&pc));
     kiln_vk_dispatch dp = {.shader = name, .n = 4, .bind = {q, k, v, t}, .push = &pc, .push_size = sizeof pc};
-    kiln__vk_groups_1d(vk, pc.rows, 64, dp.groups);
+    head_groups(pc.t, (int64_t)q->shape[0] * pc.hq, dp.groups);
     return kiln__vk_dispatch(vk, &dp);
 }
 
@@ -119,20 +139,18 @@ static kiln_status attention_grad_record(kiln_vk *vk, kiln_tensor *t, const kiln
     pc.dq0 = kiln__vk_base(vk, t);
     pc.dk0 = pc.dq0 + qrows * pc.d;
     pc.dv0 = pc.dk0 + krows * pc.d;
-    const char *var = head_variant(pc.d, pc.dv);
+    const char *var = head_variant(&pc);
     char name[32];
     kiln_vk_dispatch dp = {.shader = "attn_bwd_delta", .n = 3, .bind = {fwd, dout, t}, .push = &pc, .push_size = sizeof pc};
     kiln__vk_groups_1d(vk, qrows, 64, dp.groups);
     kiln_status s = kiln__vk_dispatch(vk, &dp);
     if (s) return s;
     snprintf(name, sizeof name, "attn_bwd_dkv_%s", var);
-    pc.rows = krows;
     dp = (kiln_vk_dispatch){.shader = name, .n = 6, .bind = {q, k, v, fwd, dout, t}, .push = &pc, .push_size = sizeof pc};
-    kiln__vk_groups_1d(vk, krows, 64, dp.groups);
+    head_groups(pc.s, (int64_t)k->shape[0] * pc.hkv, dp.groups);
     if ((s = kiln__vk_dispatch(vk, &dp))) return s;
     snprintf(name, sizeof name, "attn_bwd_dq_%s", var);
-    pc.rows = qrows;
-    kiln__vk_groups_1d(vk, qrows, 64, dp.groups);
+    head_groups(pc.t, (int64_t)q->shape[0] * pc.hq, dp.groups);
     return kiln__vk_dispatch(vk, &dp);
 }
 
