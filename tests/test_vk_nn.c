@@ -217,12 +217,14 @@ static kiln_tensor *build_rope(kiln_ctx *ctx, kiln_tensor *const *in, const void
 
 KT_TEST(vk_nn_rope) {
     static const int32_t pos[7] = {3, -1, 7, 0, 12, 1000, 29};
-    for (int v = 0; v < 4; v++) {
+    for (int v = 0; v < 8; v++) {
         rope_case c = {v & 1 ? KILN_ROPE_INTERLEAVED : KILN_ROPE_NEOX, (v & 2) != 0};
         vkt_input in[2] = {IN(2, 3, 7, 10), IN(7)};
+        if (v & 4) in[0] = (vkt_input)IN(7, 2); /* one pair per row */
         in[1].ivalues = pos;
         char what[64];
-        snprintf(what, sizeof what, "rope mode %d pos %d", (int)c.mode, c.pos);
+        snprintf(what, sizeof what, "rope mode %d pos %d D %lld", (int)c.mode, c.pos,
+                 (long long)in[0].shape[in[0].ndim - 1]);
         check_case(what, build_rope, &c, c.pos ? 2 : 1, in, 1e-5, 1e-5);
     }
 }
@@ -262,10 +264,12 @@ static kiln_tensor *build_attention(kiln_ctx *ctx, kiln_tensor *const *in, const
 
 KT_TEST(vk_nn_attention) {
     /* B, Hq, Hkv, T, S, D, Dv: grouped heads, T < S, T > S (causal hides
-     * the first queries entirely), head sizes of every shader variant */
-    static const int64_t geo[][7] = {{2, 4, 2, 7, 11, 16, 12}, {1, 3, 1, 13, 5, 8, 8},  {1, 2, 2, 37, 37, 40, 72},
-                                     {2, 2, 1, 9, 9, 100, 3},  {1, 2, 1, 6, 10, 130, 20}, {1, 1, 1, 70, 70, 64, 64}};
-    for (int s = 0; s < 6; s++)
+     * the first queries entirely), one query (a decoding step), one key,
+     * head sizes of every shader variant */
+    static const int64_t geo[][7] = {{2, 4, 2, 7, 11, 16, 12}, {1, 3, 1, 13, 5, 8, 8},   {1, 2, 2, 37, 37, 40, 72},
+                                     {2, 2, 1, 9, 9, 100, 3},  {1, 2, 1, 6, 10, 130, 20}, {1, 1, 1, 70, 70, 64, 64},
+                                     {1, 4, 2, 1, 37, 32, 32}, {2, 2, 2, 5, 1, 4, 4},     {1, 1, 1, 3, 2, 1, 1}};
+    for (int s = 0; s < 9; s++)
         for (int causal = 0; causal < 2; causal++) {
             const int64_t *g = geo[s];
             attn_case c = {causal != 0, s == 1 ? 0.3 : 0.0};

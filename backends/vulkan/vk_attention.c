@@ -141,12 +141,14 @@ static kiln_status attention_grad_record(kiln_vk *vk, kiln_tensor *t, const kiln
     pc.dv0 = pc.dk0 + krows * pc.d;
     const char *var = head_variant(&pc);
     char name[32];
-    kiln_vk_dispatch dp = {.shader = "attn_bwd_delta", .n = 3, .bind = {fwd, dout, t}, .push = &pc, .push_size = sizeof pc};
+    kiln_vk_dispatch dp = {.shader = "attn_bwd_delta", .n = 3, .bind = {fwd, dout, t}, .push = &pc,
+                           .push_size = sizeof pc};
     kiln__vk_groups_1d(vk, qrows, 64, dp.groups);
     kiln_status s = kiln__vk_dispatch(vk, &dp);
     if (s) return s;
     snprintf(name, sizeof name, "attn_bwd_dkv_%s", var);
-    dp = (kiln_vk_dispatch){.shader = name, .n = 6, .bind = {q, k, v, fwd, dout, t}, .push = &pc, .push_size = sizeof pc};
+    dp = (kiln_vk_dispatch){.shader = name, .n = 6, .bind = {q, k, v, fwd, dout, t}, .push = &pc,
+                            .push_size = sizeof pc};
     head_groups(pc.s, (int64_t)k->shape[0] * pc.hkv, dp.groups);
     if ((s = kiln__vk_dispatch(vk, &dp))) return s;
     snprintf(name, sizeof name, "attn_bwd_dq_%s", var);

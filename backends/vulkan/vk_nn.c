@@ -128,14 +128,16 @@ static kiln_status norm_grad_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec
         struct {
             uint32_t rows, c, rms, has_w, has_b, x0, gy0, o0;
         } pw = {(uint32_t)rows, (uint32_t)c, rms, has_w, has_b, x0, gy0, o0};
-        d = (kiln_vk_dispatch){.shader = "nn_norm_grad_wb", .n = 3, .bind = {x, gy, t}, .push = &pw, .push_size = sizeof pw};
+        d = (kiln_vk_dispatch){.shader = "nn_norm_grad_wb", .n = 3, .bind = {x, gy, t}, .push = &pw,
+                               .push_size = sizeof pw};
         kiln__vk_groups_1d(vk, (uint64_t)(c + 31) / 32 * NN_LOCAL, NN_LOCAL, d.groups);
         if ((s = kiln__vk_dispatch(vk, &d))) return s;
     }
     struct {
         uint32_t rows, c, rms, has_w, wd, x0, w0, gy0, o0;
     } px = {(uint32_t)rows, (uint32_t)c, rms, has_w, wd, x0, kiln__vk_base(vk, w), gy0, o0};
-    d = (kiln_vk_dispatch){.shader = "nn_norm_grad_dx", .n = 4, .bind = {x, w, gy, t}, .push = &px, .push_size = sizeof px};
+    d = (kiln_vk_dispatch){.shader = "nn_norm_grad_dx", .n = 4, .bind = {x, w, gy, t}, .push = &px,
+                           .push_size = sizeof px};
     row_groups(vk, rows, wd, d.groups);
     return kiln__vk_dispatch(vk, &d);
 }
@@ -162,7 +164,8 @@ static kiln_status cross_entropy_record(kiln_vk *vk, kiln_tensor *t, const kiln_
         uint32_t x0, l0, y0;
     } pc = {(uint32_t)rows, (uint32_t)c, row_width(c), (int32_t)t->ip[0], kiln__vk_base(vk, x), kiln__vk_base(vk, lab),
             kiln__vk_base(vk, t)};
-    kiln_vk_dispatch d = {.shader = "nn_cross_entropy", .n = 3, .bind = {x, lab, t}, .push = &pc, .push_size = sizeof pc};
+    kiln_vk_dispatch d = {.shader = "nn_cross_entropy", .n = 3, .bind = {x, lab, t}, .push = &pc,
+                          .push_size = sizeof pc};
     return kiln__vk_dispatch(vk, &d); /* one workgroup */
 }
 
@@ -178,7 +181,8 @@ static kiln_status cross_entropy_grad_record(kiln_vk *vk, kiln_tensor *t, const 
         int32_t ignore;
         uint32_t l0, gx0;
     } pn = {(uint32_t)rows, (uint32_t)c, ignore, l0, gx0};
-    kiln_vk_dispatch d = {.shader = "nn_cross_entropy_count", .n = 2, .bind = {lab, t}, .push = &pn, .push_size = sizeof pn};
+    kiln_vk_dispatch d = {.shader = "nn_cross_entropy_count", .n = 2, .bind = {lab, t}, .push = &pn,
+                          .push_size = sizeof pn};
     kiln_status s = kiln__vk_dispatch(vk, &d);
     struct {
         uint32_t lo, hi, c, wd;

@@ -19,7 +19,8 @@ void attn_sincos(float a, out float s, out float c) {
     precise float r = ((a - j * 1.5703125) - j * 4.837512969970703125e-4) - j * 7.54978995489188216e-8;
     precise float z = r * r;
     precise float sr = ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * r + r;
-    precise float cr = ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2) * z * z - 0.5 * z + 1.0;
+    precise float cr =
+        ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2) * z * z - 0.5 * z + 1.0;
     int q = int(j) & 3;
     s = q == 0 ? sr : q == 1 ? cr : q == 2 ? -sr : -cr;
     c = q == 0 ? cr : q == 1 ? -sr : q == 2 ? -cr : sr;
