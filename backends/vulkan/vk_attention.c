@@ -9,9 +9,10 @@
  * from L instead of storing T x S of them, each output row with one
  * writer: delta = rowsum(dO * O) parked in the dq region, dk/dv per key
  * row (looping over the queries, and query heads of its group, that see
- * it), then dq per query row. Head sizes up to 128 run in shader variants
- * that keep rows in registers; up to 256 in a rolled variant; larger ones
- * go to the CPU. */
+ * it), then dq per query row. Head sizes up to 128 that are multiples of
+ * 4 run in shader variants that read rows as vec4 and keep them in
+ * registers; the rest, up to 256, in one rolled variant that reads floats;
+ * larger ones go to the CPU. */
 #include "vk.h"
 
 #include <math.h>
@@ -90,9 +91,8 @@ static bool attention_supports(const kiln_vk *vk, const kiln_tensor *t) {
     if (!f32_ok(vk, t)) return false;
     for (int i = 0; i < t->nsrc; i++)
         if (!f32_ok(vk, t->src[i])) return false;
-    const kiln_tensor *q = t->src[0], *v = t->src[2];
-    if (kiln_tensor_numel(q) == 0 || kiln_tensor_numel(v) == 0) return false;
-    const kiln_tensor *k = t->src[1];
+    const kiln_tensor *q = t->src[0], *k = t->src[1], *v = t->src[2];
+    if (kiln_tensor_numel(q) == 0 || kiln_tensor_numel(k) == 0 || kiln_tensor_numel(v) == 0) return false;
     const uint32_t *mg = kiln__vk_caps(vk)->max_groups;
     int64_t tb = (q->shape[2] + ATTN_BLOCK - 1) / ATTN_BLOCK, sb = (k->shape[2] + ATTN_BLOCK - 1) / ATTN_BLOCK;
     if (tb > mg[0] || sb > mg[0] || q->shape[0] * q->shape[1] > mg[1]) return false;
