@@ -125,7 +125,7 @@ static void check_case(const char *what, vkt_build build, const void *arg, int n
                        double atol, double rtol) {
     kiln_backend *vk = kt_device("vulkan");
     if (!vk) return;
-    vkt_result c, v;
+    vkt_result c, v = {0};
     bool ok = run_case(NULL, what, build, arg, nin, ins, &c) && run_case(vk, what, build, arg, nin, ins, &v);
     if (ok) {
         char buf[160];
@@ -142,7 +142,7 @@ static void check_case(const char *what, vkt_build build, const void *arg, int n
         }
     }
     result_free(&c);
-    if (ok) result_free(&v);
+    result_free(&v);
 }
 
 #define IN(...) {.ndim = sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), .shape = {__VA_ARGS__}}
@@ -280,4 +280,25 @@ KT_TEST(vk_nn_attention) {
                      (long long)g[5], (long long)g[6], causal);
             check_case(what, build_attention, &c, 3, in, 1e-5, 1e-4);
         }
+}
+
+/* A label outside [0, C) that is not ignore_index fails the CPU compute; a
+ * shader cannot fail, so the device counts such a row as ignored (loss and
+ * gradient) and never reads past the row: the result of the same labels
+ * with ignore_index in that place. */
+KT_TEST(vk_nn_cross_entropy_bad_label_is_ignored) {
+    static const int32_t bad[5] = {1, 7, 0, -3, 2}, fixed[5] = {1, -100, 0, -100, 2};
+    int32_t ig = -100;
+    vkt_input a[2] = {IN(5, 4), IN(5)}, b[2] = {IN(5, 4), IN(5)};
+    a[1].ivalues = bad, b[1].ivalues = fixed;
+    kiln_backend *vk = kt_device("vulkan");
+    if (!vk) return;
+    vkt_result got, want = {0};
+    if (run_case(vk, "cross_entropy bad labels", build_ce, &ig, 2, a, &got) &&
+        run_case(NULL, "cross_entropy ignored labels", build_ce, &ig, 2, b, &want)) {
+        nnt_close("loss", got.y, want.y, 1, 1e-6, 1e-5);
+        nnt_close("gradient", got.grad[0], want.grad[0], want.ngrad[0], 1e-6, 1e-5);
+    }
+    result_free(&got);
+    result_free(&want);
 }
