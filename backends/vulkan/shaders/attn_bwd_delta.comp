@@ -3,6 +3,7 @@
 // attention backward, pass 1 of 3: delta_i = sum(dO_i * O_i) per query
 // row, parked in the first entries of the dq region (rows <= B*Hq*T*D);
 // pass 2 (dk, dv) reads it, pass 3 (dq) recomputes it and overwrites it.
+// A 1-D grid over the query rows (HD and VW are not needed here).
 layout(std430, binding = 0) readonly buffer F { float f[]; };   // forward O | L
 layout(std430, binding = 1) readonly buffer DO { float dout[]; };
 layout(std430, binding = 2) writeonly buffer G { float g[]; };  // dq | dk | dv

@@ -45,8 +45,8 @@ uint attn_kend(uint i) {
     return uint(clamp(int(i) + int(p.s) - int(p.t) + 1, 0, int(p.s)));
 }
 
-// This invocation's row in its head (query i, or key j) and whether it
-// is one (the last block of a head is partly past the end).
+// This invocation's row in its head (query i, or key j); the last block
+// of a head may run past its end, which each kernel masks.
 uint attn_index() { return gl_WorkGroupID.x * ATTN_BLOCK + gl_LocalInvocationID.x; }
 
 // The kv head (b * Hkv + kh) of query head bh (b * Hq + h).
