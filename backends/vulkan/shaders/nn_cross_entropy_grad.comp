@@ -14,6 +14,7 @@ void main() {
     uint row = p.lo + nn_row(p.wd);
     bool ok = row < p.hi;
     float count = gx[p.gx0];
+    memoryBarrierBuffer(); // with the reduction's barrier: this read precedes row 0's stores
     float scale = gy[p.gy0] / max(count, 1.0);
     int l = ok ? lab[p.l0 + row] : p.ignore;
     bool kept = l != p.ignore && l >= 0 && uint(l) < p.c;

@@ -19,6 +19,7 @@ void main() {
         rstd = o[p.o0 + at];
         mean = p.rms != 0u ? 0.0 : p.c >= 2u ? o[p.o0 + at + 1u] : x[p.x0 + at];
     }
+    memoryBarrierBuffer(); // with the reduction's barrier: the reads above precede the stores below
     vec2 s = vec2(0.0);
     for (uint j = nn_lane; j < cl; j += p.wd) {
         float g = gy[p.gy0 + at + j];
