@@ -1,4 +1,137 @@
-/* vk_matmul.c — the matmul kernels of the Vulkan backend (see vk.h). */
+/* vk_matmul.c — KILN_OP_MATMUL on the Vulkan backend (see vk.h): one
+ * dispatch of the register-blocked tile kernel shaders/mm_tile.glsl (mm_f32,
+ * mm_f16) over every output tile of every batch matrix.
+ *
+ * The semantics are backends/cpu/matmul.c's: ip[0]/ip[1] transpose a's/b's
+ * last two dims, batch dims broadcast, f16 operands accumulate in f32 and
+ * round the result to f16, f32 operands are rounded to bf16 first under
+ * KILN_MATMUL_BF16, and ex->accumulate adds the product into the output.
+ * Operands are read through their own strides (non-negative ones), so
+ * transposed, sliced and broadcast views need no copy; batch dims that are
+ * laid out alike are coalesced, and more than three that are not go to the
+ * CPU, as do f64 and sizes beyond 32-bit indexing. */
 #include "vk.h"
 
-void kiln__vk_register_matmul(kiln_vk_kernel *tab) { (void)tab; }
+/* The output tile of one workgroup: mm_tile.glsl's BM x BN. */
+enum { MM_BM = 64, MM_BN = 64, MM_BATCH_DIMS = 3 };
+
+/* mm_tile.glsl's flags */
+enum { MM_ACCUMULATE = 1, MM_BF16 = 2, MM_A_KFAST = 4, MM_B_KFAST = 8 };
+
+/* Matches the push-constant block of mm_tile.glsl. */
+typedef struct mm_push {
+    uint32_t m, n, k;
+    uint32_t a0, b0, c0;
+    uint32_t sam, sak, sbk, sbn;
+    uint32_t bd1, bd2;
+    uint32_t as[MM_BATCH_DIMS], bs[MM_BATCH_DIMS];
+    uint32_t flags;
+} mm_push;
+
+/* What a node needs to run: sizes, strides, coalesced batch dims. */
+typedef struct mm_plan {
+    int64_t m, n, k, batch;
+    int64_t sam, sak, sbk, sbn;
+    int nbd;                             /* coalesced batch dims, outer first */
+    int64_t bd[KILN_MAX_DIMS], as[KILN_MAX_DIMS], bs[KILN_MAX_DIMS];
+} mm_plan;
+
+/* Stride of x's dim i (from the right end of out's batch dims: x has
+ * fewer dims when it is broadcast), 0 where x has no such dim or a 1. */
+static int64_t batch_stride(const kiln_tensor *x, int nb, int i) {
+    int ix = i - (nb - (x->ndim - 2));
+    return ix >= 0 && x->shape[ix] != 1 ? x->stride[ix] : 0;
+}
+
+/* The stride of dim d of x, or 0 when that dim has size 1 (its stride
+ * is never used, and may be anything). */
+static int64_t dim_stride(const kiln_tensor *x, int d) { return x->shape[d] == 1 ? 0 : x->stride[d]; }
+
+static bool plan_of(const kiln_tensor *t, mm_plan *pl) {
+    const kiln_tensor *a = t->src[0], *b = t->src[1];
+    bool ta = t->ip[0], tb = t->ip[1];
+    int nb = t->ndim - 2;
+    pl->m = t->shape[nb];
+    pl->n = t->shape[nb + 1];
+    pl->k = a->shape[a->ndim - (ta ? 2 : 1)];
+    pl->batch = kiln__numel(nb, t->shape);
+    int64_t a_r = dim_stride(a, a->ndim - 2), a_c = dim_stride(a, a->ndim - 1);
+    int64_t b_r = dim_stride(b, b->ndim - 2), b_c = dim_stride(b, b->ndim - 1);
+    pl->sam = ta ? a_c : a_r, pl->sak = ta ? a_r : a_c;
+    pl->sbk = tb ? b_c : b_r, pl->sbn = tb ? b_r : b_c;
+    /* batch dims, size-1 ones dropped, neighbours merged where both
+     * operands step through them as through one dim */
+    pl->nbd = 0;
+    for (int i = 0; i < nb; i++) {
+        int64_t d = t->shape[i], sa = batch_stride(a, nb, i), sb = batch_stride(b, nb, i);
+        if (d == 1) continue;
+        int j = pl->nbd - 1;
+        if (j >= 0 && pl->as[j] == sa * d && pl->bs[j] == sb * d) {
+            pl->bd[j] *= d, pl->as[j] = sa, pl->bs[j] = sb;
+            continue;
+        }
+        pl->bd[pl->nbd] = d, pl->as[pl->nbd] = sa, pl->bs[pl->nbd] = sb;
+        pl->nbd++;
+    }
+    return true;
+}
+
+static bool u32(int64_t v) { return v >= 0 && v <= (int64_t)UINT32_MAX; }
+
+static bool matmul_supports(const kiln_vk *vk, const kiln_tensor *t) {
+    const kiln_tensor *a = t->src[0], *b = t->src[1];
+    const kiln_vk_caps *caps = kiln__vk_caps(vk);
+    if (t->dtype != KILN_F32 && !(t->dtype == KILN_F16 && caps->f16)) return false;
+    if (a->dtype != t->dtype || b->dtype != t->dtype || a->ndim < 2 || b->ndim < 2) return false;
+    if (!kiln_tensor_is_contiguous(t)) return false;
+    if (!kiln__vk_fits(vk, a) || !kiln__vk_fits(vk, b) || !kiln__vk_fits(vk, t)) return false;
+    mm_plan pl;
+    if (!plan_of(t, &pl) || pl.nbd > MM_BATCH_DIMS) return false;
+    int64_t v[] = {pl.m, pl.n, pl.k, pl.sam, pl.sak, pl.sbk, pl.sbn, pl.batch * pl.m * pl.n};
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++)
+        if (!u32(v[i])) return false;
+    for (int i = 0; i < pl.nbd; i++)
+        if (!u32(pl.as[i]) || !u32(pl.bs[i])) return false;
+    return (pl.n + MM_BN - 1) / MM_BN <= caps->max_groups[0] && (pl.m + MM_BM - 1) / MM_BM <= caps->max_groups[1] &&
+           pl.batch <= caps->max_groups[2];
+}
+
+static kiln_status matmul_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
+    const kiln_tensor *a = t->src[0], *b = t->src[1];
+    mm_plan pl;
+    plan_of(t, &pl);
+    if (pl.m == 0 || pl.n == 0 || pl.batch == 0) return KILN_OK; /* nothing to write */
+    /* the batch dims, right-aligned in three slots (size 1, stride 0 pads them) */
+    int64_t bd[MM_BATCH_DIMS] = {1, 1, 1}, as[MM_BATCH_DIMS] = {0}, bs[MM_BATCH_DIMS] = {0};
+    for (int i = 0; i < pl.nbd; i++) {
+        int s = MM_BATCH_DIMS - pl.nbd + i;
+        bd[s] = pl.bd[i], as[s] = pl.as[i], bs[s] = pl.bs[i];
+    }
+    uint32_t flags = 0;
+    if (ex->accumulate) flags |= MM_ACCUMULATE;
+    if (t->dtype == KILN_F32 && kiln_get_matmul_precision() == KILN_MATMUL_BF16) flags |= MM_BF16;
+    /* stage each operand along its unit-stride dim (coalesced loads) */
+    if (pl.sak == 1 && pl.sam != 1) flags |= MM_A_KFAST;
+    if (pl.sbk == 1 && pl.sbn != 1) flags |= MM_B_KFAST;
+    mm_push pc = {
+        .m = (uint32_t)pl.m, .n = (uint32_t)pl.n, .k = (uint32_t)pl.k,
+        .a0 = kiln__vk_base(vk, a), .b0 = kiln__vk_base(vk, b), .c0 = kiln__vk_base(vk, t),
+        .sam = (uint32_t)pl.sam, .sak = (uint32_t)pl.sak, .sbk = (uint32_t)pl.sbk, .sbn = (uint32_t)pl.sbn,
+        .bd1 = (uint32_t)bd[1], .bd2 = (uint32_t)bd[2],
+        .flags = flags,
+    };
+    for (int i = 0; i < MM_BATCH_DIMS; i++) pc.as[i] = (uint32_t)as[i], pc.bs[i] = (uint32_t)bs[i];
+    kiln_vk_dispatch d = {
+        .shader = t->dtype == KILN_F16 ? "mm_f16" : "mm_f32",
+        .n = 3,
+        .bind = {a, b, t},
+        .push = &pc,
+        .push_size = sizeof pc,
+        .groups = {(uint32_t)((pl.n + MM_BN - 1) / MM_BN), (uint32_t)((pl.m + MM_BM - 1) / MM_BM), (uint32_t)pl.batch},
+    };
+    return kiln__vk_dispatch(vk, &d);
+}
+
+void kiln__vk_register_matmul(kiln_vk_kernel *tab) {
+    tab[KILN_OP_MATMUL] = (kiln_vk_kernel){matmul_supports, matmul_record};
+}
