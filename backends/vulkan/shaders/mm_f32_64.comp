@@ -1,0 +1,9 @@
+#version 450
+#include "common.glsl"
+// mm_f32_64: f32 matmul, 64 x 64 tiles, 4 x 4 per invocation (small or thin matrices) (mm_tile.glsl).
+#define BM 64
+#define BN 64
+#define BK 16
+#define TM 4
+#define TN 4
+#include "mm_tile.glsl"
