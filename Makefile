@@ -75,6 +75,10 @@ VK_SPV   = $(VK_COMP:backends/vulkan/shaders/%.comp=$(BUILD)/vulkan/%.spv)
 LIB_OBJ += $(VK_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/vulkan/shaders.o
 endif
 TEST_SRC = $(wildcard tests/*.c)
+ifneq ($(VULKAN),1)
+# tests of device backends need one built in
+TEST_SRC := $(filter-out tests/test_vk_% tests/test_backend_%,$(TEST_SRC))
+endif
 TEST_OBJ = $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 EXAMPLES = $(notdir $(wildcard examples/*))
 EXAMPLE_BINS = $(EXAMPLES:%=$(BUILD)/examples/%)

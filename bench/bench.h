@@ -53,6 +53,12 @@ typedef struct bench_opts {
 void bench_gemm(const bench_opts *o);
 void bench_memory(const bench_opts *o);
 void bench_train(const bench_opts *o);
+void bench_vulkan(const bench_opts *o);
+
+/* Training steps/s (or tokens/s: *unit says) of model "mlp", "cnn" or "gpt"
+ * on backend b (NULL: CPU), measured for about budget_s times the model's
+ * usual budget. */
+double bench_train_rate(const char *name, kiln_backend *b, int threads, double budget_s, const char **unit);
 
 /* Abort the bench with kiln's message (bench code, not library code). */
 void bench_check(bool ok, const char *what);

@@ -1,6 +1,6 @@
 /* main.c — `make bench`: kiln's CPU figures beside their references.
  *
- *     kiln_bench [--torch FILE] [--only gemm|memory|train] [--model mlp|cnn|gpt] [--threads 1,2]
+ *     kiln_bench [--torch FILE] [--only gemm|memory|train|vulkan] [--model mlp|cnn|gpt] [--threads 1,2]
  *                [--quick] [--stream-mib N]
  *
  * One line per figure: name, kiln's value and unit, and the ratio to a
@@ -14,7 +14,7 @@
 #include <string.h>
 
 static const char *usage =
-    "usage: kiln_bench [--torch FILE] [--only gemm|memory|train] [--model mlp|cnn|gpt] [--threads 1,2] [--quick] [--stream-mib N]\n";
+    "usage: kiln_bench [--torch FILE] [--only gemm|memory|train|vulkan] [--model mlp|cnn|gpt] [--threads 1,2] [--quick] [--stream-mib N]\n";
 
 int main(int argc, char **argv) {
     bench_opts o = {.threads = {1, 2}, .n_threads = 2, .scale = 1.0, .stream_mib = 320};
@@ -54,5 +54,6 @@ int main(int argc, char **argv) {
     if (!only || strcmp(only, "gemm") == 0) bench_gemm(&o);
     if (!only || strcmp(only, "memory") == 0) bench_memory(&o);
     if (!only || strcmp(only, "train") == 0) bench_train(&o);
+    if (!only || strcmp(only, "vulkan") == 0) bench_vulkan(&o);
     return 0;
 }

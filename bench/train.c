@@ -151,18 +151,35 @@ static void step(void *p) {
     bench_check(kiln_optim_step(m->opt) == KILN_OK, "training step: optimizer");
 }
 
+static const struct {
+    const char *name;
+    void (*build)(model *);
+    double per_step; /* 1, or tokens per step */
+    const char *unit;
+    double budget_s;
+} models[] = {
+    {"mlp", build_mlp, 1, "steps/s", 2.0},
+    {"cnn", build_cnn, 1, "steps/s", 3.0},
+    {"gpt", build_gpt, GPT_B * GPT_T, "tokens/s", 6.0},
+};
+
+double bench_train_rate(const char *name, kiln_backend *b, int threads, double budget_s, const char **unit) {
+    for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
+        if (strcmp(models[i].name, name)) continue;
+        model m = {.ctx = kiln_ctx_new(), .nt = threads};
+        bench_check(m.ctx && kiln_ctx_set_backend(m.ctx, b) == KILN_OK, "context");
+        models[i].build(&m);
+        bench_job job = {step, &m};
+        double med;
+        bench_measure(&job, 1, 3, 200, models[i].budget_s * budget_s, &med);
+        kiln_ctx_free(m.ctx);
+        *unit = models[i].unit;
+        return models[i].per_step / med;
+    }
+    return 0;
+}
+
 void bench_train(const bench_opts *o) {
-    static const struct {
-        const char *name;
-        void (*build)(model *);
-        double per_step; /* 1, or tokens per step */
-        const char *unit;
-        double budget_s;
-    } models[] = {
-        {"mlp", build_mlp, 1, "steps/s", 2.0},
-        {"cnn", build_cnn, 1, "steps/s", 3.0},
-        {"gpt", build_gpt, GPT_B * GPT_T, "tokens/s", 6.0},
-    };
     for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
         if (o->model && strcmp(o->model, models[i].name)) continue;
         model m = {.ctx = kiln_ctx_new()};

@@ -47,7 +47,7 @@ struct kiln_backend {
     const char *name;
     const kiln_backend_vt *vt; /* NULL for the CPU */
     void *impl;
-    char device[160];
+    char device[320];
     int64_t validation_messages;
 };
 
@@ -69,6 +69,12 @@ kiln_status kiln__host_write(const kiln_tensor *t);
 /* Make owner o's device copy on b current (allocating it, uploading if the
  * host has newer bytes); counts into *st when not NULL. */
 kiln_status kiln__dev_read(kiln_backend *b, kiln_tensor *o, kiln_graph_stats *st);
+/* Device memory held for ctx (freed with it, or early by kiln__devbuf_free). */
+kiln_devbuf *kiln__devbuf_new(kiln_ctx *ctx, kiln_backend *b, size_t bytes);
+void kiln__devbuf_free(kiln_ctx *ctx, kiln_devbuf *d);
+/* Give owner o a device copy on b (contents not made current) and point
+ * o->dbuf at it. */
+kiln_status kiln__dev_alloc(kiln_backend *b, kiln_tensor *o);
 /* Zero a tensor that owns storage (gradients), wherever it lives. */
 kiln_status kiln__tensor_zero(kiln_tensor *t);
 /* Free every device copy held by ctx's tensors (kiln_ctx_free). */

@@ -1,6 +1,6 @@
 /* ctx.c — the context: an arena for metadata, a list of owned storage,
  * the parameter list, and global settings (threads). */
-#include "internal.h"
+#include "backend.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -30,6 +30,7 @@ kiln_ctx *kiln_ctx_new(void) {
 
 void kiln_ctx_free(kiln_ctx *ctx) {
     if (!ctx) return;
+    kiln__ctx_free_device(ctx);
     for (kiln_owned *o = ctx->owned, *next; o; o = next) {
         next = o->next;
         free(o->raw);
@@ -112,7 +113,7 @@ int kiln_ctx_params(kiln_ctx *ctx, kiln_tensor **out, int max) {
 void kiln_zero_grad(kiln_ctx *ctx) {
     for (int i = 0; i < ctx->n_params; i++) {
         kiln_tensor *g = ctx->params[i]->grad;
-        if (g) memset(g->data, 0, g->storage_bytes);
+        if (g) kiln__tensor_zero(g);
     }
 }
 

@@ -24,7 +24,8 @@ kiln_status kiln__graph_fuse(kiln_graph *g, uint64_t gen) {
         if (t->view_src && t->view_src->visit == gen) readers[t->view_src->slot]++;
     }
     const char *env = getenv("KILN_FUSE");
-    bool on = !(env && !strcmp(env, "0"));
+    /* the fused kernels are the CPU's; a device graph runs every node alone */
+    bool on = !(env && !strcmp(env, "0")) && !kiln__is_device(kiln__graph_backend(g));
     for (int i = 0; i < g->n; i++) g->chain_end[i] = i, g->acc_node[i] = -1;
     for (int i = 0; on && i < g->n; i++) {
         kiln_tensor *acc = g->nodes[i], *m = acc->src[1];

@@ -1,6 +1,5 @@
 /* graph.c — graphs: collecting nodes in order, the backward pass, and
  * running them. Memory for intermediates is placed by planner.c. */
-#include "internal.h"
 #include "graph.h"
 
 #include <stdio.h>
@@ -148,6 +147,19 @@ done:
 }
 
 void kiln_graph_set_training(kiln_graph *g, bool training) { g->training = training; }
+
+kiln_status kiln_graph_set_backend(kiln_graph *g, kiln_backend *b) {
+    if (!g) return kiln__errs(KILN_ERR_ARG, "kiln_graph_set_backend: graph is NULL");
+    g->backend = b ? b : kiln__backend_cpu();
+    return KILN_OK;
+}
+
+kiln_backend *kiln_graph_backend(const kiln_graph *g) {
+    kiln_backend *b = g ? kiln__graph_backend(g) : NULL;
+    return b ? b : kiln__backend_cpu();
+}
+
+kiln_graph_stats kiln_graph_get_stats(const kiln_graph *g) { return g ? g->stats : (kiln_graph_stats){0}; }
 int kiln_graph_n_nodes(const kiln_graph *g) { return g ? g->n : 0; }
 kiln_tensor *kiln_graph_node(const kiln_graph *g, int i) { return g && i >= 0 && i < g->n ? g->nodes[i] : NULL; }
 const char *kiln_op_name_of(const kiln_tensor *t) { return t ? kiln__op_table[t->op].name : "(null)"; }
@@ -167,33 +179,58 @@ void kiln_graph_free_buffers(kiln_graph *g) {
     kiln__owned_free(g->ctx, g->buf);
     g->buf = NULL;
     g->buf_bytes = 0;
+    kiln__devbuf_free(g->ctx, g->dbuf);
+    g->dbuf = NULL;
+    g->dbuf_bytes = 0;
 }
 
 /* Storage for node i: its own (outputs), its owner's (views, in place), or
  * the planned place in the graph's buffer. */
 static void resolve(kiln_graph *g, int i) {
     kiln_tensor *t = g->nodes[i];
-    if (t->view_src) t->data = (char *)t->view_src->data + t->view_offs;
-    else if (!t->storage_bytes) t->data = (char *)g->buf + g->offs[i];
+    if (t->view_src) t->data = t->view_src->data ? (char *)t->view_src->data + t->view_offs : NULL;
+    else if (!t->storage_bytes) t->data = g->buf ? (char *)g->buf + g->offs[i] : NULL;
+}
+
+/* Before a CPU kernel reads or writes t's operands: bring back any whose
+ * current bytes are on a device, and say the host now holds t's. */
+static kiln_status host_operands(kiln_tensor *t) {
+    for (int k = 0; k < t->nsrc; k++) {
+        kiln_status s = kiln__host_read(t->src[k]);
+        if (s) return s;
+    }
+    return kiln__host_write(t);
 }
 
 kiln_status kiln_graph_compute(kiln_graph *g) {
     if (!g) return kiln__errs(KILN_ERR_ARG, "kiln_graph_compute: graph is NULL");
     kiln_status s;
-    if (!g->planned && (s = kiln__graph_plan(g))) return s;
+    kiln_backend *b = kiln__graph_backend(g);
+    bool dev = kiln__is_device(b);
+    if ((!g->planned || g->plan_device != dev) && (s = kiln__graph_plan(g))) return s;
+    g->plan_device = dev;
+    kiln_exec ex = {.run = ++g->runs, .training = g->training, .n_threads = kiln__threads()};
+    g->stats.computes++;
+    if (dev) return kiln__graph_compute_device(g, b, &ex);
+    /* tensors may hold newer bytes on a device only once device memory exists */
+    bool mixed = g->ctx->n_devbufs > 0;
     if (g->buf_bytes < g->planned_bytes) {
         kiln__owned_free(g->ctx, g->buf);
         g->buf_bytes = 0;
         if (!(g->buf = kiln__owned_alloc(g->ctx, g->planned_bytes))) return kiln_last_status();
         g->buf_bytes = g->planned_bytes;
     }
-    kiln_exec ex = {.run = ++g->runs, .training = g->training, .n_threads = kiln__threads()};
+    s = KILN_OK;
     for (int i = 0; i < g->n; i++) {
         kiln_tensor *t = g->nodes[i];
         resolve(g, i);
         if (kiln__op_table[t->op].kind == KILN_KIND_VIEW) continue;
         int end = g->chain_end[i], acc = g->acc_node[i], slot = end > i ? KILN_OP_COUNT : (int)t->op;
         if (acc == -2) continue; /* its matmul already added into the gradient */
+        for (int j = i; mixed && j <= end && !s; j++) s = host_operands(g->nodes[j]);
+        if (mixed && acc >= 0 && !s) s = host_operands(g->nodes[acc]);
+        if (s) return s;
+        g->stats.nodes_on_backend += end - i + 1;
         double t0 = profiling() ? now_sec() : 0;
         if (end > i) { /* a fused element-wise chain: only its last node is written */
             for (int j = i + 1; j <= end; j++) resolve(g, j);

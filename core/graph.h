@@ -2,7 +2,7 @@
 #ifndef KILN_GRAPH_H
 #define KILN_GRAPH_H
 
-#include "internal.h"
+#include "backend.h"
 
 struct kiln_graph {
     kiln_ctx *ctx;
@@ -13,11 +13,32 @@ struct kiln_graph {
     int *acc_node;       /* matmul i adds straight into a gradient: its ACC_GRAD's index; that ACC_GRAD: -2; else -1 */
     int offs_cap, chain_cap, acc_cap;
     bool planned, training;
+    bool plan_device; /* planned for a device backend (no CPU fusion) */
     size_t planned_bytes, unplanned_bytes;
     void *buf;
     size_t buf_bytes;
     uint64_t runs;
+    /* device graphs (graph_device.c) */
+    kiln_backend *backend;       /* set by kiln_graph_set_backend; NULL: the context's */
+    kiln_backend *sched_backend; /* the backend the schedule below was made for */
+    bool scheduled;
+    bool *on_dev;                /* node i runs on the device (views count as on it) */
+    int *owner_slot;             /* [i * (KILN_MAX_SRC + 1) + k]: index of the node owning src k's
+                                  * (k = KILN_MAX_SRC: the node's own) storage when the plan
+                                  * places it, else -1 */
+    uint8_t *loc;                /* per placed node: KILN_AT_HOST | KILN_AT_DEV, this compute */
+    int on_dev_cap, owner_cap, loc_cap;
+    kiln_devbuf *dbuf;           /* the planned buffer on the device */
+    size_t dbuf_bytes;
+    kiln_graph_stats stats;
 };
+
+/* The backend g runs on: its own, else its context's (NULL: the CPU). */
+static inline kiln_backend *kiln__graph_backend(const kiln_graph *g) {
+    return g->backend ? g->backend : g->ctx->backend;
+}
+/* Run a planned graph on a device backend. */
+kiln_status kiln__graph_compute_device(kiln_graph *g, kiln_backend *b, const kiln_exec *ex);
 
 /* Find element-wise chains and matmuls that can add straight into a
  * gradient (fill g->chain_end and g->acc_node); needs visit == gen and

@@ -161,9 +161,9 @@ struct kiln_ctx {
     uint64_t visit_gen;
     kiln_tensor **params;     /* kiln_param() order */
     int n_params, cap_params;
-    kiln_backend *backend;    /* new graphs run here (NULL: CPU) */
-    kiln_tensor **dev_owners; /* tensors holding a device copy, freed with ctx */
-    int n_dev_owners, cap_dev_owners;
+    kiln_backend *backend;            /* graphs without one of their own run here (NULL: CPU) */
+    struct kiln_devalloc *devbufs;    /* device memory held for this context, freed with it */
+    int n_devbufs, cap_devbufs;
 };
 
 /* Zeroed, 16-byte aligned metadata memory living as long as ctx. */

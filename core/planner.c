@@ -136,5 +136,6 @@ kiln_status kiln__graph_plan(kiln_graph *g) {
     if (s) return s;
     g->planned_bytes = fa.peak;
     g->planned = true;
+    g->scheduled = false;
     return KILN_OK;
 }

@@ -1,5 +1,5 @@
 /* tensor.c — creating tensors and nodes, reading and writing their values. */
-#include "internal.h"
+#include "backend.h"
 
 #include <math.h>
 
@@ -213,7 +213,9 @@ kiln_tensor *kiln_tensor_set_name(kiln_tensor *t, const char *name) {
 }
 kiln_tensor *kiln_tensor_grad(const kiln_tensor *t) { return t ? t->grad : NULL; }
 bool kiln_tensor_requires_grad(const kiln_tensor *t) { return t && (t->flags & KILN_FLAG_REQUIRES_GRAD); }
-void *kiln_tensor_data(const kiln_tensor *t) { return t ? t->data : NULL; }
+/* The caller may write through the pointer: the host copy becomes the
+ * current one (a device copy is refreshed before its next use). */
+void *kiln_tensor_data(const kiln_tensor *t) { return t && t->data && !kiln__host_write(t) ? t->data : NULL; }
 
 /* Offset (elements) of the i-th element in logical row-major order. */
 static int64_t elem_offset(const kiln_tensor *t, int64_t i) {
@@ -239,14 +241,14 @@ static kiln_status check_io(const char *who, const kiln_tensor *t, const void *b
 #define DEFINE_IO(suffix, T)                                                                          \
     kiln_status kiln_tensor_set_##suffix(kiln_tensor *t, const T *src, int64_t n) {                   \
         kiln_status s = check_io("kiln_tensor_set_" #suffix, t, src, n);                              \
-        if (s) return s;                                                                              \
+        if (s || (s = kiln__host_write(t))) return s;                                                 \
         const kiln_type_traits *tr = &kiln__types[t->dtype];                                          \
         for (int64_t i = 0; i < n; i++) tr->set(t->data, elem_offset(t, i), (double)src[i]);         \
         return KILN_OK;                                                                               \
     }                                                                                                 \
     kiln_status kiln_tensor_get_##suffix(const kiln_tensor *t, T *dst, int64_t n) {                   \
         kiln_status s = check_io("kiln_tensor_get_" #suffix, t, dst, n);                              \
-        if (s) return s;                                                                              \
+        if (s || (s = kiln__host_read(t))) return s;                                                  \
         const kiln_type_traits *tr = &kiln__types[t->dtype];                                          \
         for (int64_t i = 0; i < n; i++) {                                                             \
             double v = tr->get(t->data, elem_offset(t, i));                                           \
@@ -259,7 +261,7 @@ DEFINE_IO(f64, double)
 
 kiln_status kiln_tensor_set_i32(kiln_tensor *t, const int32_t *src, int64_t n) {
     kiln_status s = check_io("kiln_tensor_set_i32", t, src, n);
-    if (s) return s;
+    if (s || (s = kiln__host_write(t))) return s;
     const kiln_type_traits *tr = &kiln__types[t->dtype];
     for (int64_t i = 0; i < n; i++) tr->set(t->data, elem_offset(t, i), (double)src[i]);
     return KILN_OK;
@@ -267,7 +269,7 @@ kiln_status kiln_tensor_set_i32(kiln_tensor *t, const int32_t *src, int64_t n) {
 
 kiln_status kiln_tensor_get_i32(const kiln_tensor *t, int32_t *dst, int64_t n) {
     kiln_status s = check_io("kiln_tensor_get_i32", t, dst, n);
-    if (s) return s;
+    if (s || (s = kiln__host_read(t))) return s;
     const kiln_type_traits *tr = &kiln__types[t->dtype];
     for (int64_t i = 0; i < n; i++) {
         double v = tr->get(t->data, elem_offset(t, i));
@@ -279,6 +281,7 @@ kiln_status kiln_tensor_get_i32(const kiln_tensor *t, int32_t *dst, int64_t n) {
 double kiln_tensor_item(const kiln_tensor *t) {
     if (!t) return kiln__err(KILN_ERR_ARG, "kiln_tensor_item: tensor is NULL"), NAN;
     if (!t->data) return check_io("kiln_tensor_item", t, t, kiln_tensor_numel(t)), NAN;
+    if (kiln__host_read(t)) return NAN;
     return kiln__types[t->dtype].get(t->data, 0);
 }
 
@@ -287,7 +290,7 @@ double kiln_tensor_item(const kiln_tensor *t) {
 static kiln_status fill_check(const char *who, kiln_tensor *t) {
     if (!t) return kiln__errs(KILN_ERR_ARG, "%s: tensor is NULL", who);
     if (!t->data) return check_io(who, t, t, kiln_tensor_numel(t));
-    return KILN_OK;
+    return kiln__host_write(t);
 }
 
 kiln_status kiln_tensor_fill(kiln_tensor *t, double value) {
@@ -330,7 +333,7 @@ void kiln_tensor_print(const kiln_tensor *t, FILE *f, int max) {
     }
     fprintf(f, "%s%s%s %s %s", t->name, t->name[0] ? ": " : "", kiln__op_table[t->op].name, kiln_dtype_name(t->dtype),
             kiln__shape_str(t, buf));
-    if (!t->data) {
+    if (!t->data || kiln__host_read(t)) {
         fprintf(f, " (not computed)\n");
         return;
     }

@@ -204,7 +204,10 @@ bool kiln_tensor_requires_grad(const kiln_tensor *t);
 
 /* Host pointer to the first element, or NULL while a graph node has not
  * been computed (or its buffer was reused by a later node; read outputs
- * passed to kiln_graph_add, which keep their own storage). */
+ * passed to kiln_graph_add, which keep their own storage). On a device
+ * backend this copies newer device bytes back and makes the host copy the
+ * current one, so ask again after each compute before reading or writing
+ * through the pointer (kiln_tensor_set_f32 and friends do this for you). */
 void *kiln_tensor_data(const kiln_tensor *t);
 
 /* Copy n elements between the tensor (in logical row-major order, any

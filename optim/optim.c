@@ -3,6 +3,7 @@
  * accessors. The optimizers themselves (sgd.c, ...) only say which step op
  * each parameter gets and what goes into the hyper leaf. */
 #include "optim_impl.h"
+#include "backend.h"
 
 #include <math.h>
 
@@ -91,7 +92,7 @@ kiln_status kiln_optim_step(kiln_optim *opt) {
      * the training graph accumulate into zeroed gradients */
     for (int i = 0; i < opt->n_params; i++) {
         kiln_tensor *g = opt->params[i]->grad;
-        memset(g->data, 0, g->storage_bytes);
+        if ((s = kiln__tensor_zero(g))) return s;
     }
     opt->steps++;
     return KILN_OK;

@@ -2,7 +2,9 @@
 # deps.sh — install the Debian 12 packages kiln needs; safe to run again.
 #
 # Usage: scripts/deps.sh [group...]
-#   build     compilers, BLAS/LAPACK, OpenMP, zlib, stb (to build and test)
+#   build     compilers, BLAS/LAPACK, OpenMP, zlib, stb, and for the Vulkan
+#             backend the loader, glslc, spirv-val, Mesa's lavapipe (a Vulkan
+#             device on the CPU) and the validation layers (to build and test)
 #   data      Fashion-MNIST and fortunes (for the examples)
 #   cross     the ARM64 cross compiler and qemu-user (make test builds and runs
 #             the suite for ARM64 under emulation)
@@ -11,7 +13,8 @@
 # apt-get update runs only when something is missing.
 set -eu
 
-build_pkgs="gcc make pkg-config libopenblas-dev liblapacke-dev libomp-dev zlib1g-dev libstb-dev clang"
+build_pkgs="gcc make pkg-config libopenblas-dev liblapacke-dev libomp-dev zlib1g-dev libstb-dev clang
+  libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers vulkan-tools"
 data_pkgs="dataset-fashion-mnist fortunes"
 cross_pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
 fixtures_pkgs="python3-numpy python3-torch"

@@ -3,8 +3,9 @@
 # then one summary line.
 #   native        the default build (OpenBLAS), best SIMD level of this CPU
 #   scalar        the same binary with KILN_SIMD=scalar (portable paths end to end)
-#   no-blas       make BLAS=0: every matmul on kiln's own GEMM
-#   arm64         make CC=aarch64-linux-gnu-gcc BLAS=0 ZLIB=0, run under
+#   no-blas       make BLAS=0 VULKAN=0: every matmul on kiln's own GEMM, and
+#                 the build without the Vulkan backend
+#   arm64         make CC=aarch64-linux-gnu-gcc BLAS=0 ZLIB=0 VULKAN=0, run under
 #                 qemu-aarch64 (NEON paths), when the cross tools are installed
 # Usage: scripts/test.sh BUILD_DIR [test name filters...]
 # The last line is "N passed, N failed[, N skipped]"; exit status 1 on any failure.
@@ -50,11 +51,11 @@ build() {
 mkdir -p "$build"
 run_suite native "$build/tests/kiln_tests" "$@"
 run_suite scalar env KILN_SIMD=scalar "$build/tests/kiln_tests" "$@"
-if build no-blas BLAS=0 BUILD="$build/no-blas" "$build/no-blas/tests/kiln_tests"; then
+if build no-blas BLAS=0 VULKAN=0 BUILD="$build/no-blas" "$build/no-blas/tests/kiln_tests"; then
     run_suite no-blas "$build/no-blas/tests/kiln_tests" "$@"
 fi
 if command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 && command -v qemu-aarch64 >/dev/null 2>&1; then
-    if build arm64 CC=aarch64-linux-gnu-gcc BLAS=0 ZLIB=0 BUILD="$build/arm64" "$build/arm64/tests/kiln_tests"; then
+    if build arm64 CC=aarch64-linux-gnu-gcc BLAS=0 ZLIB=0 VULKAN=0 BUILD="$build/arm64" "$build/arm64/tests/kiln_tests"; then
         run_suite arm64 qemu-aarch64 -L /usr/aarch64-linux-gnu "$build/arm64/tests/kiln_tests" "$@"
     fi
 else

@@ -230,3 +230,23 @@ KT_TEST(core_tensor_errors) {
     KT_CHECK(!strcmp(kiln_status_name(KILN_ERR_OOM), "out of memory"), "status names");
     kiln_ctx_free(ctx);
 }
+
+#ifndef KILN_VULKAN
+/* Without the Vulkan backend, asking for it says how to get it. */
+KT_TEST(core_vulkan_absent_says_how_to_build_it) {
+    KT_CHECK(!kiln_backend_get("vulkan") && kiln_last_status() == KILN_ERR_UNSUPPORTED &&
+                 strstr(kiln_last_error(), "VULKAN=1"),
+             "%s", kiln_last_error());
+}
+#endif
+
+KT_TEST(core_cpu_backend_is_the_default) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    kiln_backend *cpu = kiln_backend_get("cpu");
+    KT_NOTNULL(cpu);
+    KT_CHECK(kiln_ctx_backend(ctx) == cpu && !strcmp(kiln_backend_name(cpu), "cpu"), "default backend");
+    kiln_graph *g = kiln_graph_new(ctx);
+    KT_CHECK(kiln_graph_backend(g) == cpu, "graph backend");
+    KT_CHECK(kiln_graph_get_stats(g).computes == 0, "no computes yet");
+    kiln_ctx_free(ctx);
+}

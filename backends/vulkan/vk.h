@@ -53,6 +53,7 @@ typedef struct kiln_vk_caps {
     uint32_t max_groups[3];       /* maxComputeWorkGroupCount */
     uint64_t max_range;           /* bytes one storage-buffer binding may cover */
     bool f16;                     /* shaderFloat16 + 16-bit storage enabled */
+    bool int64;                   /* shaderInt64 enabled */
 } kiln_vk_caps;
 const kiln_vk_caps *kiln__vk_caps(const kiln_vk *vk);
 

@@ -26,13 +26,14 @@
 #define EVAL_BATCH 1000
 
 static const char *usage =
-    "usage: mlp [--data DIR] [--epochs N] [--lr X] [--batch N] [--seed N] [--threads N]\n"
+    "usage: mlp [--data DIR] [--epochs N] [--lr X] [--batch N] [--seed N] [--threads N] [--backend NAME]\n"
     "  --data DIR    Fashion-MNIST's four .gz files (default /usr/share/datasets/fashion-mnist)\n"
     "  --epochs N    passes over the 60000 training images (default 2)\n"
     "  --lr X        initial SGD learning rate, falling linearly to 0; momentum 0.9 (default 0.05)\n"
     "  --batch N     images per step (default 64)\n"
     "  --seed N      seed of the initial weights and the shuffling (default 1)\n"
-    "  --threads N   worker threads (default: $KILN_THREADS, else all cores)\n";
+    "  --threads N   worker threads (default: $KILN_THREADS, else all cores)\n"
+    "  --backend B   cpu or vulkan (default cpu)\n";
 
 /* Every kiln call reports failure by value; kiln_last_error() says why. */
 static void die(const char *what) {
@@ -123,7 +124,7 @@ static double evaluate(kiln_graph *g, kiln_tensor *x, kiln_tensor *pred, const f
 }
 
 int main(int argc, char **argv) {
-    const char *dir = "/usr/share/datasets/fashion-mnist";
+    const char *dir = "/usr/share/datasets/fashion-mnist", *backend = "cpu";
     int epochs = 2, batch = 64, threads = 0;
     float lr = 0.05f;
     uint64_t seed = 1;
@@ -139,6 +140,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--batch")) batch = (int)strtol(v, &end, 10);
         else if (!strcmp(a, "--seed")) seed = strtoull(v, &end, 10);
         else if (!strcmp(a, "--threads")) threads = (int)strtol(v, &end, 10);
+        else if (!strcmp(a, "--backend")) backend = v;
         else return fprintf(stderr, "mlp: unknown option '%s'\n%s", a, usage), 1;
         if ((end && *end) || epochs < 1 || batch < 1 || threads < 0 || !(lr > 0))
             return fprintf(stderr, "mlp: bad value '%s' for %s\n", v, a), 1;
@@ -148,6 +150,10 @@ int main(int argc, char **argv) {
     /* 1. A context owns every tensor, graph and optimizer made in it. */
     kiln_ctx *ctx = kiln_ctx_new();
     if (!ctx) die("kiln_ctx_new");
+    /* Every graph of the context (the optimizer's step too) runs on this
+     * backend; tensors get a device copy when a graph first uses them. */
+    kiln_backend *be = kiln_backend_get(backend);
+    if (!be || kiln_ctx_set_backend(ctx, be)) die("choosing the backend");
     kiln_tensor *train_x = load(ctx, dir, "train-images-idx3-ubyte.gz", false);
     kiln_tensor *train_y = load(ctx, dir, "train-labels-idx1-ubyte.gz", true);
     kiln_tensor *test_x = load(ctx, dir, "t10k-images-idx3-ubyte.gz", false);
@@ -195,16 +201,19 @@ int main(int argc, char **argv) {
     uint64_t rng = seed;
     int64_t steps = n_train / batch; /* the last partial batch is dropped */
     bool tty = isatty(fileno(stdout));
-    float *xd = kiln_tensor_data(x);
-    int32_t *yd = kiln_tensor_data(y);
-    printf("kiln %s: MLP %d-%d-%d-%d, %lld training images, batch %d, lr %g, %d thread(s)\n", KILN_VERSION, PIXELS,
-           HIDDEN, HIDDEN, CLASSES, (long long)n_train, batch, (double)lr, kiln_get_threads());
+    printf("kiln %s: MLP %d-%d-%d-%d, %lld training images, batch %d, lr %g, %d thread(s), %s backend: %s\n",
+           KILN_VERSION, PIXELS, HIDDEN, HIDDEN, CLASSES, (long long)n_train, batch, (double)lr, kiln_get_threads(),
+           kiln_backend_name(be), kiln_backend_device(be));
     double t0 = now(), acc = 0;
     for (int e = 1; e <= epochs; e++) {
         shuffle(order, n_train, &rng);
         double loss_sum = 0;
         int loss_n = 0;
         for (int64_t s = 0; s < steps; s++) {
+            /* ask for the pointers each step: that tells a device backend
+             * the host has new bytes to copy over */
+            float *xd = kiln_tensor_data(x);
+            int32_t *yd = kiln_tensor_data(y);
             for (int r = 0; r < batch; r++) {
                 int32_t k = order[s * batch + r];
                 memcpy(xd + (int64_t)r * PIXELS, train_img + (int64_t)k * PIXELS, PIXELS * sizeof(float));

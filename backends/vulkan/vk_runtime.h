@@ -1,0 +1,78 @@
+/* vk_runtime.h — the Vulkan backend's own state, shared by its runtime
+ * files (device, memory, dispatch); kernels see only vk.h. */
+#ifndef KILN_VK_RUNTIME_H
+#define KILN_VK_RUNTIME_H
+
+#include "vk.h"
+
+#include <vulkan/vulkan.h>
+
+struct kiln_devbuf {
+    VkBuffer buf;
+    VkDeviceMemory mem;
+    void *map; /* host pointer when the memory is host-visible */
+    VkDeviceSize size;
+    kiln_devbuf *prev, *next; /* every live buffer, freed at teardown */
+};
+
+typedef struct kiln_vk_pipeline {
+    VkShaderModule module;
+    VkPipeline pipeline;
+    int n_bind;
+} kiln_vk_pipeline;
+
+struct kiln_vk {
+    kiln_backend base; /* what kiln_backend_get("vulkan") returns; first member */
+    VkInstance instance;
+    VkDebugUtilsMessengerEXT messenger;
+    VkPhysicalDevice phys;
+    VkPhysicalDeviceProperties props;
+    VkPhysicalDeviceMemoryProperties mem_props;
+    VkDevice dev;
+    VkQueue queue;
+    uint32_t queue_family;
+    kiln_vk_caps caps;
+    VkDeviceSize bind_align; /* minStorageBufferOffsetAlignment */
+    bool host_visible;       /* tensors live in mappable memory (integrated GPUs, lavapipe) */
+    uint32_t mem_type;       /* for tensors */
+    uint32_t staging_type;   /* host-visible, coherent */
+    kiln_devbuf *live;
+    /* pipelines, one per embedded shader, made on first use */
+    VkPipelineCache cache;
+    char cache_path[512];
+    kiln_vk_pipeline *pipes;
+    VkDescriptorSetLayout set_layout[KILN_VK_MAX_BIND + 1];
+    VkPipelineLayout layout[KILN_VK_MAX_BIND + 1];
+    /* recording */
+    VkDescriptorPool desc_pool;
+    VkCommandPool cmd_pool;
+    VkCommandBuffer cmd;
+    VkFence fence;
+    bool recording;
+    /* staging for uploads recorded in the command stream, and downloads */
+    kiln_devbuf *staging;
+    VkDeviceSize staging_used;
+    kiln_vk_kernel kernels[KILN_OP_COUNT];
+};
+
+/* vk_device.c */
+kiln_status kiln__vk_check(VkResult r, const char *what);
+
+/* vk_memory.c */
+kiln_status kiln__vk_memory_init(kiln_vk *vk);
+kiln_devbuf *kiln__vk_buffer_new(kiln_vk *vk, VkDeviceSize bytes, uint32_t mem_type, bool zero);
+void kiln__vk_buffer_free(kiln_vk *vk, kiln_devbuf *d);
+kiln_status kiln__vk_upload(kiln_backend *b, kiln_devbuf *d, size_t off, const void *src, size_t n);
+kiln_status kiln__vk_download(kiln_backend *b, kiln_devbuf *d, size_t off, void *dst, size_t n);
+kiln_status kiln__vk_zero(kiln_backend *b, kiln_devbuf *d, size_t off, size_t n);
+
+/* vk_dispatch.c */
+kiln_status kiln__vk_dispatch_init(kiln_vk *vk);
+void kiln__vk_dispatch_free(kiln_vk *vk);
+/* Begin recording if not yet; the command buffer to record into. */
+kiln_status kiln__vk_begin(kiln_vk *vk);
+/* Make every earlier transfer and dispatch visible to everything after. */
+void kiln__vk_barrier(kiln_vk *vk);
+kiln_status kiln__vk_flush(kiln_backend *b);
+
+#endif

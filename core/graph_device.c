@@ -1,0 +1,173 @@
+/* graph_device.c — running a planned graph on a device backend.
+ *
+ * Each node goes to the device when the backend claims it, else to the CPU
+ * kernels. Intermediates have the same offset in the device copy of the
+ * planned buffer and, when some node falls back, in the host one; per
+ * compute, loc[] says which copy of each holds its current bytes, and an
+ * operand is copied across only when the side that reads it lacks them.
+ * Leaves and outputs keep their own copies (core/backend.c). Device work
+ * is recorded as the nodes come and submitted once, at the end (or before
+ * a copy that needs it).
+ */
+#include "graph.h"
+
+#include <stdio.h>
+
+static int *slot_of(kiln_graph *g, int i) { return g->owner_slot + (size_t)i * (KILN_MAX_SRC + 1); }
+
+/* Which nodes the device claims and where each operand's storage lives. */
+static kiln_status schedule(kiln_graph *g, kiln_backend *b) {
+    kiln_ctx *ctx = g->ctx;
+    kiln_status s = kiln__owned_grow(ctx, (void **)&g->on_dev, &g->on_dev_cap, g->n, sizeof *g->on_dev);
+    if (!s) s = kiln__owned_grow(ctx, (void **)&g->loc, &g->loc_cap, g->n, sizeof *g->loc);
+    if (!s) s = kiln__owned_grow(ctx, (void **)&g->owner_slot, &g->owner_cap, g->n * (KILN_MAX_SRC + 1), sizeof(int));
+    if (s) return s;
+    uint64_t gen = ++ctx->visit_gen;
+    for (int i = 0; i < g->n; i++) {
+        g->nodes[i]->visit = gen;
+        g->nodes[i]->slot = i;
+    }
+    for (int i = 0; i < g->n; i++) {
+        kiln_tensor *t = g->nodes[i];
+        for (int k = 0; k <= KILN_MAX_SRC; k++) {
+            kiln_tensor *o = k < t->nsrc ? kiln__owner(t->src[k]) : k == KILN_MAX_SRC ? kiln__owner(t) : NULL;
+            /* placed in the planned buffer: a node of this graph without storage of its own */
+            bool placed = o && o->visit == gen && !o->storage_bytes && kiln__op_table[o->op].kind == KILN_KIND_KERNEL;
+            slot_of(g, i)[k] = placed ? o->slot : -1;
+        }
+        g->on_dev[i] = kiln__op_table[t->op].kind == KILN_KIND_VIEW || b->vt->supports(b, t);
+    }
+    if (g->sched_backend && g->sched_backend != b) { /* the device buffer belongs to the old backend */
+        kiln__devbuf_free(ctx, g->dbuf);
+        g->dbuf = NULL;
+        g->dbuf_bytes = 0;
+    }
+    g->sched_backend = b;
+    g->scheduled = true;
+    return KILN_OK;
+}
+
+/* Bring placed node j's bytes to the device (to_dev) or to the host. */
+static kiln_status move_placed(kiln_graph *g, kiln_backend *b, int j, bool to_dev) {
+    size_t off = g->offs[j], n = kiln_tensor_nbytes(g->nodes[j]);
+    kiln_status s;
+    if (to_dev) {
+        if ((s = b->vt->upload(b, g->dbuf, off, (char *)g->buf + off, n))) return s;
+        g->stats.uploads++;
+        g->stats.upload_bytes += (int64_t)n;
+    } else {
+        if ((s = b->vt->download(b, g->dbuf, off, (char *)g->buf + off, n))) return s;
+        g->stats.downloads++;
+        g->stats.download_bytes += (int64_t)n;
+    }
+    g->loc[j] |= to_dev ? KILN_AT_DEV : KILN_AT_HOST;
+    return KILN_OK;
+}
+
+/* Make operand k of node i (k == KILN_MAX_SRC: its own storage) current on
+ * the side that runs it. */
+static kiln_status bring(kiln_graph *g, kiln_backend *b, int i, int k, bool to_dev) {
+    kiln_tensor *t = g->nodes[i];
+    int j = slot_of(g, i)[k];
+    if (j >= 0) {
+        uint8_t want = to_dev ? KILN_AT_DEV : KILN_AT_HOST;
+        return g->loc[j] & want ? KILN_OK : move_placed(g, b, j, to_dev);
+    }
+    kiln_tensor *o = kiln__owner(k < KILN_MAX_SRC ? t->src[k] : t);
+    if (!to_dev) {
+        int64_t before = o->dev && !(o->where & KILN_AT_HOST) ? (int64_t)o->storage_bytes : -1;
+        kiln_status s = kiln__host_read(o);
+        if (!s && before >= 0) {
+            g->stats.downloads++;
+            g->stats.download_bytes += before;
+        }
+        return s;
+    }
+    return kiln__dev_read(b, o, &g->stats);
+}
+
+/* Node i's data (host) and dbuf/doff (device) for this compute. */
+static kiln_status resolve(kiln_graph *g, kiln_backend *b, int i) {
+    kiln_tensor *t = g->nodes[i];
+    if (t->view_src) {
+        kiln_tensor *o = t->view_src;
+        kiln_status s = slot_of(g, i)[KILN_MAX_SRC] < 0 ? kiln__dev_alloc(b, o) : KILN_OK;
+        if (s) return s;
+        t->data = o->data ? (char *)o->data + t->view_offs : NULL;
+        t->dbuf = o->dbuf;
+        t->doff = o->doff + t->view_offs;
+    } else if (t->storage_bytes) {
+        return kiln__dev_alloc(b, t);
+    } else {
+        t->data = g->buf ? (char *)g->buf + g->offs[i] : NULL;
+        t->dbuf = g->dbuf;
+        t->doff = g->offs[i];
+    }
+    return KILN_OK;
+}
+
+/* $KILN_BACKEND_DEBUG=1: name each op that falls back, once. */
+static void note_fallback(const kiln_backend *b, const kiln_tensor *t) {
+    static bool said[KILN_OP_COUNT];
+    static int debug = -1;
+    if (debug < 0) {
+        const char *env = getenv("KILN_BACKEND_DEBUG");
+        debug = env && *env && strcmp(env, "0");
+    }
+    if (!debug || said[t->op]) return;
+    said[t->op] = true;
+    char buf[96];
+    fprintf(stderr, "kiln: %s does not run %s (%s %s); it runs on the CPU\n", b->name, kiln__op_table[t->op].name,
+            kiln_dtype_name(t->dtype), kiln__shape_str(t, buf));
+}
+
+static kiln_status run_node(kiln_graph *g, kiln_backend *b, int i, const kiln_exec *ex) {
+    kiln_tensor *t = g->nodes[i];
+    bool dev = g->on_dev[i], inplace = kiln__op_table[t->op].kind == KILN_KIND_INPLACE;
+    kiln_status s = KILN_OK;
+    for (int k = 0; k < t->nsrc && !s; k++) s = bring(g, b, i, k, dev);
+    if (!s && inplace) s = bring(g, b, i, KILN_MAX_SRC, dev);
+    if (s) return s;
+    if (dev) {
+        s = b->vt->compute(b, t, ex);
+        g->stats.nodes_on_backend++;
+    } else {
+        note_fallback(b, t);
+        s = kiln__cpu_compute(t, ex);
+        g->stats.nodes_fallback++;
+    }
+    if (s) return s;
+    /* the side that ran it now holds the only current bytes of its storage */
+    int j = slot_of(g, i)[KILN_MAX_SRC];
+    uint8_t at = dev ? KILN_AT_DEV : KILN_AT_HOST;
+    if (j >= 0) g->loc[j] = at;
+    else kiln__owner(t)->where = at;
+    return KILN_OK;
+}
+
+kiln_status kiln__graph_compute_device(kiln_graph *g, kiln_backend *b, const kiln_exec *ex) {
+    kiln_status s = KILN_OK;
+    if ((!g->scheduled || g->sched_backend != b) && (s = schedule(g, b))) return s;
+    bool any_cpu = false;
+    for (int i = 0; i < g->n; i++) any_cpu |= !g->on_dev[i];
+    if (g->dbuf_bytes < g->planned_bytes) {
+        kiln__devbuf_free(g->ctx, g->dbuf);
+        g->dbuf_bytes = 0;
+        if (!(g->dbuf = kiln__devbuf_new(g->ctx, b, g->planned_bytes))) return kiln_last_status();
+        g->dbuf_bytes = g->planned_bytes;
+    }
+    /* the host copy of the planned buffer exists only for nodes that fall back */
+    if (any_cpu && g->buf_bytes < g->planned_bytes) {
+        kiln__owned_free(g->ctx, g->buf);
+        g->buf_bytes = 0;
+        if (!(g->buf = kiln__owned_alloc(g->ctx, g->planned_bytes))) return kiln_last_status();
+        g->buf_bytes = g->planned_bytes;
+    }
+    memset(g->loc, 0, (size_t)g->n);
+    for (int i = 0; i < g->n && !s; i++) {
+        if (!(s = resolve(g, b, i)) && kiln__op_table[g->nodes[i]->op].kind != KILN_KIND_VIEW) s = run_node(g, b, i, ex);
+    }
+    /* submit even after an error, so nothing stays recorded against freed memory */
+    kiln_status f = b->vt->flush(b);
+    return s ? s : f;
+}
