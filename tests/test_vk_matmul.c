@@ -6,16 +6,15 @@
  * these ops alone must run with no node falling back; in layer graphs
  * every matmul/im2col/col2im node must be claimed by the Vulkan backend.
  * Validation messages must stay at 0 (run with KILN_VULKAN_VALIDATE=1). */
-#include "kt.h"
 #include "backend.h"
+#include "kt_device.h"
 
 #include <time.h>
 
-static kiln_backend *vulkan(void) {
-    kiln_backend *b = kiln_backend_get("vulkan");
-    if (!b) kt_skip("no Vulkan device");
-    return b;
-}
+/* The Vulkan backend, or the end of the test (skipped without a device). */
+#define VULKAN(vk)                                \
+    kiln_backend *vk = kt_device("vulkan");      \
+    if (!vk) return
 
 /* ---- running one computation on a backend ---- */
 
@@ -186,7 +185,7 @@ static void mm_specs(leaf_spec *s, kiln_dtype dt, int nba, const int64_t *ba, in
 }
 
 KT_TEST(vk_matmul_odd_sizes_and_transposes) {
-    kiln_backend *vk = vulkan();
+    VULKAN(vk);
     static const int64_t sz[] = {1, 7, 33, 65, 130};
     char what[96];
     for (int i = 0; i < 5; i++)
@@ -209,30 +208,33 @@ KT_TEST(vk_matmul_odd_sizes_and_transposes) {
 }
 
 KT_TEST(vk_matmul_batched_and_broadcast) {
-    kiln_backend *vk = vulkan();
+    VULKAN(vk);
     struct {
         int nba, nbb;
-        int64_t ba[3], bb[3];
+        int64_t ba[3], bb[3], m;
         bool ta, tb;
     } cases[] = {
-        {2, 2, {2, 3}, {2, 3}, false, false},
-        {2, 1, {2, 1}, {3}, false, true},    /* a broadcast along the 3, b along the 2 */
-        {0, 1, {0}, {4}, true, false},       /* a 2-D shared by the batch */
-        {3, 0, {2, 2, 3}, {0}, false, false}, /* b 2-D shared: the CPU folds the batch */
-        {3, 3, {2, 1, 3}, {1, 2, 1}, true, true},
+        {2, 2, {2, 3}, {2, 3}, 33, false, false},
+        {2, 1, {2, 1}, {3}, 33, false, true},      /* a broadcast along the 3, b along the 2 */
+        {0, 1, {0}, {4}, 33, true, false},         /* a 2-D shared by the batch */
+        {3, 0, {2, 2, 3}, {0}, 33, false, false},  /* b 2-D shared: one tall matrix */
+        {3, 0, {2, 2, 3}, {0}, 33, true, false},   /* ... but not with a transposed */
+        {1, 0, {5}, {0}, 1, false, true},          /* rows of one: a's batch stride is the row stride */
+        {3, 3, {2, 1, 3}, {1, 2, 1}, 33, true, true},
     };
     char what[96];
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         mm_arg arg = {cases[i].ta, cases[i].tb, false};
         leaf_spec s[2];
-        mm_specs(s, KILN_F32, cases[i].nba, cases[i].ba, cases[i].nbb, cases[i].bb, 33, 17, 70, arg.ta, arg.tb, false);
+        mm_specs(s, KILN_F32, cases[i].nba, cases[i].ba, cases[i].nbb, cases[i].bb, cases[i].m, 17, 70, arg.ta, arg.tb,
+                 false);
         snprintf(what, sizeof what, "batched case %zu", i);
         compare(vk, what, 2, s, build_mm, &arg, false, 1e-4, true);
     }
 }
 
 KT_TEST(vk_matmul_backward) {
-    kiln_backend *vk = vulkan();
+    VULKAN(vk);
     char what[96];
     for (int t = 0; t < 4; t++) {
         mm_arg arg = {t & 1, t >> 1, false};
@@ -245,7 +247,7 @@ KT_TEST(vk_matmul_backward) {
 }
 
 KT_TEST(vk_matmul_f16) {
-    kiln_backend *vk = vulkan();
+    VULKAN(vk);
     static const int64_t sz[] = {1, 7, 33, 65, 130};
     char what[96];
     for (int i = 0; i < 5; i++) {
@@ -263,7 +265,7 @@ KT_TEST(vk_matmul_f16) {
 }
 
 KT_TEST(vk_matmul_bf16_precision) {
-    kiln_backend *vk = vulkan();
+    VULKAN(vk);
     mm_arg arg = {false, true, false};
     leaf_spec s[2];
     mm_specs(s, KILN_F32, 0, NULL, 0, NULL, 40, 70, 33, false, true, false);
@@ -276,7 +278,7 @@ KT_TEST(vk_matmul_bf16_precision) {
  * with a long row stride, a stride-0 batch, a transposed batch) given to a
  * hand-made MATMUL node, against a loop over the logical values. */
 KT_TEST(vk_matmul_strided_views) {
-    kiln_backend *vk = vulkan();
+    VULKAN(vk);
     kiln_ctx *ctx = kiln_ctx_new();
     KT_OK(kiln_ctx_set_backend(ctx, vk));
     const int64_t B = 3, M = 21, K = 35, N = 66;
@@ -324,7 +326,7 @@ KT_TEST(vk_matmul_strided_views) {
 
 /* Not a check: the speed of one 512^3 f32 matmul, printed. */
 KT_TEST(vk_matmul_512_speed) {
-    kiln_backend *vk = vulkan();
+    VULKAN(vk);
     kiln_ctx *ctx = kiln_ctx_new();
     KT_OK(kiln_ctx_set_backend(ctx, vk));
     kiln_tensor *a = kiln_new_2d(ctx, KILN_F32, 512, 512), *b = kiln_new_2d(ctx, KILN_F32, 512, 512);
@@ -386,7 +388,7 @@ static const conv_arg GEOMS[] = {
 #define N_GEOMS (sizeof GEOMS / sizeof *GEOMS)
 
 KT_TEST(vk_conv_im2col_col2im) {
-    kiln_backend *vk = vulkan();
+    VULKAN(vk);
     char what[96];
     for (size_t i = 0; i < N_GEOMS; i++)
         for (int layout = 0; layout < 2; layout++) {
@@ -426,7 +428,7 @@ static void report_fallback(const char *what, int64_t fb) {
 }
 
 KT_TEST(vk_conv2d_forward_backward) {
-    kiln_backend *vk = vulkan();
+    VULKAN(vk);
     char what[96];
     for (size_t i = 0; i < N_GEOMS; i++)
         for (int groups = 1; groups <= 2; groups++) {
@@ -442,7 +444,7 @@ KT_TEST(vk_conv2d_forward_backward) {
 }
 
 KT_TEST(vk_conv_transpose2d_forward_backward) {
-    kiln_backend *vk = vulkan();
+    VULKAN(vk);
     char what[96];
     for (size_t i = 0; i < N_GEOMS; i++) {
         conv_arg c = GEOMS[i];
@@ -467,7 +469,7 @@ static kiln_tensor *build_pool(kiln_ctx *ctx, kiln_tensor **in, const void *arg)
 }
 
 KT_TEST(vk_pool_forward_backward) {
-    kiln_backend *vk = vulkan();
+    VULKAN(vk);
     static const pool_arg cases[] = {
         {2, 2, 0, true}, {3, 2, 1, true}, {3, 1, 0, true}, {3, 3, 0, true}, {2, 1, 1, true},
         {2, 2, 0, false}, {3, 2, 1, false},

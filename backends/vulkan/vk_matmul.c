@@ -75,6 +75,16 @@ static bool plan_of(const kiln_tensor *t, mm_plan *pl) {
         pl->bd[pl->nbd] = d, pl->as[pl->nbd] = sa, pl->bs[pl->nbd] = sb;
         pl->nbd++;
     }
+    /* b shared by the batch and a's matrices one after another (rows
+     * continuing at the same stride): one tall [batch*m, k] matrix, whose
+     * tiles fill up where each batch matrix alone would leave most of a
+     * tile empty (C's rows continue the same way) */
+    if (pl->nbd == 1 && pl->bs[0] == 0 && (pl->m == 1 || pl->as[0] == pl->m * pl->sam)) {
+        if (pl->m == 1) pl->sam = pl->as[0];
+        pl->m *= pl->bd[0];
+        pl->batch = 1;
+        pl->nbd = 0;
+    }
     return true;
 }
 
