@@ -7,17 +7,26 @@
  *   IM2COL ip[10] = 1, the fused max-pool           -> conv_pool_max
  *   COL2IM ip[10] = 0, either layout                -> conv_col2im
  *   COL2IM ip[10] = 1, the max-pool's backward      -> conv_pool_max_grad
- * One invocation per output element; both backward kernels gather (each
- * pixel sums what reaches it), so no two invocations write one element.
+ * One invocation per output element, the output seen as blocks (image
+ * planes, or cols' OH x OW grids) picked by the workgroup's y and z;
+ * both backward kernels gather (each pixel sums what reaches it), so no
+ * two invocations write one element.
  * f64, other ip[10]/ip[11] values and sizes beyond 32-bit indexing go to
  * the CPU. */
 #include "vk.h"
 
 enum { MODE_COLS = 0, MODE_POOL_MAX = 1 };
 
+/* conv_geom.glsl's local size */
+enum { CONV_LOCAL = 64 };
+
+/* The kernels split indices by a float division exact below this
+ * (udiv in conv_geom.glsl): bigger planes or counts go to the CPU. */
+#define CONV_MAX_INDEX (1 << 22)
+
 /* Matches the push-constant block of shaders/conv_geom.glsl. */
 typedef struct conv_push {
-    uint32_t total;
+    uint32_t blocks, len;
     uint32_t n, c, h, w, oh, ow;
     uint32_t kh, kw, sh, sw;
     int32_t ph, pw;
@@ -51,10 +60,17 @@ static bool conv_supports(const kiln_vk *vk, const kiln_tensor *t) {
     int grid_dims = mode == MODE_POOL_MAX ? 4 : 6;
     if (img->ndim != 4 || grid->ndim != grid_dims) return false;
     if (kiln_tensor_numel(t) > (int64_t)UINT32_MAX) return false;
+    const kiln_vk_caps *caps = kiln__vk_caps(vk);
+    int64_t len = t->shape[t->ndim - 2] * t->shape[t->ndim - 1], blocks = kiln_tensor_numel(t) / (len ? len : 1);
+    if (len > CONV_MAX_INDEX || blocks > CONV_MAX_INDEX) return false;
+    if ((len + CONV_LOCAL - 1) / CONV_LOCAL > caps->max_groups[0] ||
+        blocks > (int64_t)caps->max_groups[1] * caps->max_groups[2])
+        return false;
     const int64_t *ip = t->ip;
     for (int i = 0; i < 10; i++)
-        if (ip[i] < (i == 4 || i == 5 ? 0 : 1) || ip[i] > INT32_MAX / 4) return false;
+        if (ip[i] < (i == 4 || i == 5 ? 0 : 1) || ip[i] > CONV_MAX_INDEX / 2) return false;
     if (ip[8] != img->shape[2] || ip[9] != img->shape[3]) return false;
+    if (img->shape[0] * img->shape[1] > CONV_MAX_INDEX) return false;
     /* int32 tap positions: oi*sh + ki*dh (and the same across) stay small */
     int64_t oh = grid->shape[grid_dims - 2], ow = grid->shape[grid_dims - 1];
     return oh * ip[2] + ip[0] * ip[6] + ip[8] < INT32_MAX && ow * ip[3] + ip[1] * ip[7] + ip[9] < INT32_MAX;
@@ -66,10 +82,12 @@ static kiln_status conv_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex)
     const kiln_tensor *img = image_of(t), *grid = grid_of(t);
     bool pool = ip[10] == MODE_POOL_MAX;
     int gd = grid->ndim;
-    int64_t total = kiln_tensor_numel(t);
-    if (total == 0) return KILN_OK;
+    /* blocks of the output's last two dims: planes, or cols' grids per (plane, tap) */
+    int64_t len = t->shape[t->ndim - 2] * t->shape[t->ndim - 1];
+    if (len == 0 || kiln_tensor_numel(t) == 0) return KILN_OK;
+    int64_t blocks = kiln_tensor_numel(t) / len;
     conv_push pc = {
-        .total = (uint32_t)total,
+        .blocks = (uint32_t)blocks, .len = (uint32_t)len,
         .n = (uint32_t)img->shape[0], .c = (uint32_t)img->shape[1],
         .h = (uint32_t)ip[8], .w = (uint32_t)ip[9],
         .oh = (uint32_t)grid->shape[gd - 2], .ow = (uint32_t)grid->shape[gd - 1],
@@ -88,7 +106,10 @@ static kiln_status conv_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex)
     if (t->nsrc == 3) pc.s1 = kiln__vk_base(vk, t->src[1]), pc.s2 = kiln__vk_base(vk, t->src[2]);
     if (t->op == KILN_OP_IM2COL) d.shader = pool ? "conv_pool_max" : "conv_im2col";
     else d.shader = pool ? "conv_pool_max_grad" : "conv_col2im";
-    kiln__vk_groups_1d(vk, (uint64_t)total, 256, d.groups);
+    uint32_t gy = (uint32_t)(blocks < kiln__vk_caps(vk)->max_groups[1] ? blocks : kiln__vk_caps(vk)->max_groups[1]);
+    d.groups[0] = (uint32_t)((len + CONV_LOCAL - 1) / CONV_LOCAL);
+    d.groups[1] = gy;
+    d.groups[2] = (uint32_t)((blocks + gy - 1) / gy);
     return kiln__vk_dispatch(vk, &d);
 }
 

@@ -3,14 +3,14 @@
 // conv_pool_max: the fused max-pool (IM2COL with ip[10] = 1): x [N, C, H,
 // W] -> y [N, C, OH, OW], the max over each window's taps, out-of-image
 // taps reading the pad value; a NaN tap makes the max NaN (the CPU's rule).
+// A block is one plane.
 #include "conv_geom.glsl"
 layout(std430, binding = 0) readonly buffer X { float x[]; };
 layout(std430, binding = 1) writeonly buffer Y { float y[]; };
 void main() {
-    uint i = kiln_gid();
-    if (i >= p.total) return;
-    uint oj = i % p.ow, r = i / p.ow;
-    uint oi = r % p.oh, plane = r / p.oh;
+    uint plane = conv_block(), pos = gl_GlobalInvocationID.x;
+    if (plane >= p.blocks || pos >= p.len) return;
+    uint oi = udiv(pos, p.ow), oj = pos - oi * p.ow;
     int i0 = int(oi * p.sh) - p.ph, j0 = int(oj * p.sw) - p.pw;
     uint img = p.s0 + plane * p.h * p.w;
     float best = 0.0;
@@ -26,5 +26,5 @@ void main() {
             first = false;
         }
     }
-    y[p.d0 + i] = nan ? uintBitsToFloat(0x7fc00000u) : best;
+    y[p.d0 + plane * p.len + pos] = nan ? uintBitsToFloat(0x7fc00000u) : best;
 }

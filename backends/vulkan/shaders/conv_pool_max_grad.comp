@@ -32,21 +32,21 @@ float count_max(uint img, uint oi, uint oj, float m) {
 }
 
 void main() {
-    uint i = kiln_gid();
-    if (i >= p.total) return;
-    uint jj = i % p.w, r = i / p.w;
-    uint ii = r % p.h, plane = r / p.h;
+    uint plane = conv_block(), pos = gl_GlobalInvocationID.x;
+    if (plane >= p.blocks || pos >= p.len) return;
+    uint ii = udiv(pos, p.w), jj = pos - ii * p.w;
     uint img = p.s0 + plane * p.h * p.w, out0 = plane * p.oh * p.ow;
-    float v = x[img + ii * p.w + jj], s = 0.0;
-    // windows in ascending (oi, oj): ki and kj descending
-    for (uint ki = p.kh; ki-- > 0u;) {
-        int ti = int(ii) + p.ph - int(ki * p.dh);
-        if (ti < 0 || uint(ti) % p.sh != 0u || uint(ti) / p.sh >= p.oh) continue;
-        uint oi = uint(ti) / p.sh;
-        for (uint kj = p.kw; kj-- > 0u;) {
-            int tj = int(jj) + p.pw - int(kj * p.dw);
-            if (tj < 0 || uint(tj) % p.sw != 0u || uint(tj) / p.sw >= p.ow) continue;
-            uint oj = uint(tj) / p.sw, o = out0 + oi * p.ow + oj;
+    float v = x[img + pos], s = 0.0;
+    // windows in ascending (oi, oj): taps ki and kj from the last down
+    tap_walk wi = walk_start(ii, p.ph, p.dh, p.sh), wj0 = walk_start(jj, p.pw, p.dw, p.sw);
+    for (uint k = 1; k < p.kh; k++) wi = walk_step(wi);
+    for (uint k = 1; k < p.kw; k++) wj0 = walk_step(wj0);
+    for (uint ki = p.kh; ki-- > 0u; wi = walk_unstep(wi)) {
+        if (!walk_hit(wi, p.oh)) continue;
+        tap_walk wj = wj0;
+        for (uint kj = p.kw; kj-- > 0u; wj = walk_unstep(wj)) {
+            if (!walk_hit(wj, p.ow)) continue;
+            uint oi = uint(wi.q), oj = uint(wj.q), o = out0 + oi * p.ow + oj;
             float m = y[p.s1 + o];
             if (p.tiled != 0u) { // one window: share * (v == m), as the CPU multiplies
                 float cnt = count_max(img, oi, oj, m);
@@ -56,5 +56,5 @@ void main() {
             }
         }
     }
-    gx[p.d0 + i] = s;
+    gx[p.d0 + plane * p.len + pos] = s;
 }
