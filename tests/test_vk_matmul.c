@@ -359,6 +359,21 @@ KT_TEST(vk_matmul_512_speed) {
 
 /* ---- convolution primitives ---- */
 
+typedef struct pool_arg {
+    int k, stride, pad;
+    bool max;
+} pool_arg;
+
+static kiln_tensor *build_pool(kiln_ctx *ctx, kiln_tensor **in, const void *arg) {
+    const pool_arg *p = arg;
+    return p->max ? kiln_max_pool2d(ctx, in[0], p->k, p->k, p->stride, p->pad)
+                  : kiln_avg_pool2d(ctx, in[0], p->k, p->k, p->stride, p->pad);
+}
+
+static void report_fallback(const char *what, int64_t fb) {
+    if (fb > 0) fprintf(stderr, "    %s: %lld nodes of other families fell back\n", what, (long long)fb);
+}
+
 typedef struct conv_arg {
     int64_t g[8];   /* kh kw sh sw ph pw dh dw */
     int64_t groups; /* conv2d */
@@ -410,6 +425,24 @@ KT_TEST(vk_conv_im2col_col2im) {
         }
 }
 
+/* More blocks (image planes, or planes x taps) than one grid dim holds
+ * (65535 on lavapipe): the kernels spread them over y and z. */
+KT_TEST(vk_conv_many_blocks) {
+    VULKAN(vk);
+    char what[96];
+    for (int layout = 0; layout < 2; layout++) {
+        conv_arg c = GEOMS[0]; /* 3x3, pad 1: 8 * 1024 * 9 blocks of 2 x 2 */
+        c.layout = layout;
+        leaf_spec x = {.dt = KILN_F32, .ndim = 4, .shape = {8, 1024, 2, 2}};
+        snprintf(what, sizeof what, "im2col of many planes, layout %d", layout);
+        compare(vk, what, 1, &x, build_im2col, &c, false, 1e-6, true);
+    }
+    pool_arg mp = {2, 1, 1, true};
+    leaf_spec x = {.dt = KILN_F32, .ndim = 4, .shape = {2, 33000, 2, 2}, .grad = true};
+    report_fallback("max pool of many planes",
+                    compare(vk, "max pool of many planes", 1, &x, build_pool, &mp, true, 1e-6, false));
+}
+
 /* ---- layers ---- */
 
 static kiln_tensor *build_conv(kiln_ctx *ctx, kiln_tensor **in, const void *arg) {
@@ -425,10 +458,6 @@ static kiln_tensor *build_conv_t(kiln_ctx *ctx, kiln_tensor **in, const void *ar
                             .dilation = {(int)c->g[6], (int)c->g[7]}, .groups = (int)c->groups,
                             .output_padding = {c->g[2] > 1, 0}};
     return kiln_conv_transpose2d(ctx, in[0], in[1], c->bias ? in[2] : NULL, &p);
-}
-
-static void report_fallback(const char *what, int64_t fb) {
-    if (fb > 0) fprintf(stderr, "    %s: %lld nodes of other families fell back\n", what, (long long)fb);
 }
 
 KT_TEST(vk_conv2d_forward_backward) {
@@ -459,17 +488,6 @@ KT_TEST(vk_conv_transpose2d_forward_backward) {
         snprintf(what, sizeof what, "conv_transpose2d geometry %zu", i);
         report_fallback(what, compare(vk, what, 3, s, build_conv_t, &c, true, 1e-4, false));
     }
-}
-
-typedef struct pool_arg {
-    int k, stride, pad;
-    bool max;
-} pool_arg;
-
-static kiln_tensor *build_pool(kiln_ctx *ctx, kiln_tensor **in, const void *arg) {
-    const pool_arg *p = arg;
-    return p->max ? kiln_max_pool2d(ctx, in[0], p->k, p->k, p->stride, p->pad)
-                  : kiln_avg_pool2d(ctx, in[0], p->k, p->k, p->stride, p->pad);
 }
 
 KT_TEST(vk_pool_forward_backward) {
