@@ -237,6 +237,16 @@ KT_TEST(vk_matmul_batched_and_broadcast) {
     }
 }
 
+/* More batch matrices than a dispatch's z may have (65535 on lavapipe):
+ * the kernel runs in more dispatches. */
+KT_TEST(vk_matmul_many_batches) {
+    VULKAN(vk);
+    mm_arg arg = {false, true, false};
+    leaf_spec s[2];
+    mm_specs(s, KILN_F32, 1, (int64_t[]){70000}, 1, (int64_t[]){70000}, 2, 3, 2, false, true, false);
+    compare(vk, "70000 batches", 2, s, build_mm, &arg, false, 1e-5, true);
+}
+
 KT_TEST(vk_matmul_backward) {
     VULKAN(vk);
     char what[96];

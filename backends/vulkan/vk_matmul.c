@@ -1,8 +1,9 @@
 /* vk_matmul.c — KILN_OP_MATMUL on the Vulkan backend (see vk.h): one
  * dispatch of the register-blocked tile kernel shaders/mm_tile.glsl over
- * every output tile of every batch matrix, with 128 x 128 tiles (8 x 8
- * outputs per invocation) or, where those would mostly compute padding,
- * 64 x 64 tiles (4 x 4 per invocation; about half the speed per output).
+ * every output tile of every batch matrix. The tile is the one that wastes
+ * least (see tile_of): 128 x 128 (256 invocations of 8 x 8 outputs) for
+ * big outputs, 64 x 64 (64 invocations of 8 x 8) for small ones, 16 x 256
+ * or 256 x 16 for outputs of a few rows or columns.
  *
  * The semantics are backends/cpu/matmul.c's: ip[0]/ip[1] transpose a's/b's
  * last two dims, batch dims broadcast, f16 operands accumulate in f32 and
@@ -14,8 +15,23 @@
  * CPU, as do f64 and sizes beyond 32-bit indexing. */
 #include "vk.h"
 
-/* The output tiles of the two variants (mm_<dtype>_128, mm_<dtype>_64). */
-enum { MM_BIG = 128, MM_SMALL = 64, MM_BATCH_DIMS = 3 };
+enum { MM_BATCH_DIMS = 3 };
+
+/* The tile variants (shaders mm_<dtype>_<name>.comp): output tile rows x
+ * columns. */
+typedef struct mm_variant {
+    const char *f32, *f16;
+    int64_t bm, bn;
+} mm_variant;
+enum { MM_BIG, MM_SMALL, MM_WIDE, MM_TALL };
+static const mm_variant VARIANTS[] = {
+    [MM_BIG] = {"mm_f32_128", "mm_f16_128", 128, 128},
+    [MM_SMALL] = {"mm_f32_64", "mm_f16_64", 64, 64},
+    [MM_WIDE] = {"mm_f32_wide", "mm_f16_wide", 16, 256},
+    [MM_TALL] = {"mm_f32_tall", "mm_f16_tall", 256, 16},
+};
+/* the fewest rows and columns of a tile among them, for the grid limits */
+enum { MM_MIN_TILE = 16 };
 
 /* mm_tile.glsl's flags */
 enum { MM_ACCUMULATE = 1, MM_BF16 = 2, MM_A_KFAST = 4, MM_B_KFAST = 8 };
@@ -28,6 +44,7 @@ typedef struct mm_push {
     uint32_t bd1, bd2;
     uint32_t as[MM_BATCH_DIMS], bs[MM_BATCH_DIMS];
     uint32_t flags;
+    uint32_t z0;
 } mm_push;
 
 /* What a node needs to run: sizes, strides, coalesced batch dims. */
@@ -49,7 +66,10 @@ static int64_t batch_stride(const kiln_tensor *x, int nb, int i) {
  * is never used, and may be anything). */
 static int64_t dim_stride(const kiln_tensor *x, int d) { return x->shape[d] == 1 ? 0 : x->stride[d]; }
 
-static bool plan_of(const kiln_tensor *t, mm_plan *pl) {
+static int64_t tiles(int64_t n, int64_t t) { return (n + t - 1) / t; }
+
+/* The plan of node t; max_rows: the most row tiles a dispatch may have. */
+static void plan_of(const kiln_tensor *t, int64_t max_rows, mm_plan *pl) {
     const kiln_tensor *a = t->src[0], *b = t->src[1];
     bool ta = t->ip[0], tb = t->ip[1];
     int nb = t->ndim - 2;
@@ -79,13 +99,25 @@ static bool plan_of(const kiln_tensor *t, mm_plan *pl) {
      * continuing at the same stride): one tall [batch*m, k] matrix, whose
      * tiles fill up where each batch matrix alone would leave most of a
      * tile empty (C's rows continue the same way) */
-    if (pl->nbd == 1 && pl->bs[0] == 0 && (pl->m == 1 || pl->as[0] == pl->m * pl->sam)) {
+    if (pl->nbd == 1 && pl->bs[0] == 0 && (pl->m == 1 || pl->as[0] == pl->m * pl->sam) &&
+        tiles(pl->m * pl->bd[0], MM_MIN_TILE) <= max_rows) { /* whichever tile it gets */
         if (pl->m == 1) pl->sam = pl->as[0];
         pl->m *= pl->bd[0];
         pl->batch = 1;
         pl->nbd = 0;
     }
-    return true;
+}
+
+/* The variant for an m x n output. A thin one where a 64-row (-column)
+ * tile would be at least 3/4 padding; else the big tiles unless the small
+ * ones' work, padding included, is less (on lavapipe a small tile takes
+ * about 1.4 times as long per output, a thin one 2 to 4 times). */
+static int tile_of(int64_t m, int64_t n) {
+    if (m <= 16 && n > 64) return MM_WIDE;
+    if (n <= 16 && m > 64) return MM_TALL;
+    double big = (double)(tiles(m, 128) * tiles(n, 128)) * 128 * 128;
+    double small = 1.4 * (double)(tiles(m, 64) * tiles(n, 64)) * 64 * 64;
+    return small < big ? MM_SMALL : MM_BIG;
 }
 
 static bool u32(int64_t v) { return v >= 0 && v <= (int64_t)UINT32_MAX; }
@@ -98,31 +130,21 @@ static bool matmul_supports(const kiln_vk *vk, const kiln_tensor *t) {
     if (!kiln_tensor_is_contiguous(t)) return false;
     if (!kiln__vk_fits(vk, a) || !kiln__vk_fits(vk, b) || !kiln__vk_fits(vk, t)) return false;
     mm_plan pl;
-    if (!plan_of(t, &pl) || pl.nbd > MM_BATCH_DIMS) return false;
+    plan_of(t, caps->max_groups[1], &pl);
+    if (pl.nbd > MM_BATCH_DIMS) return false;
     int64_t v[] = {pl.m, pl.n, pl.k, pl.sam, pl.sak, pl.sbk, pl.sbn, pl.batch * pl.m * pl.n};
     for (size_t i = 0; i < sizeof v / sizeof *v; i++)
         if (!u32(v[i])) return false;
     for (int i = 0; i < pl.nbd; i++)
         if (!u32(pl.as[i]) || !u32(pl.bs[i])) return false;
-    return (pl.n + MM_SMALL - 1) / MM_SMALL <= caps->max_groups[0] &&
-           (pl.m + MM_SMALL - 1) / MM_SMALL <= caps->max_groups[1] && pl.batch <= caps->max_groups[2];
-}
-
-static int64_t tiles(int64_t n, int64_t t) { return (n + t - 1) / t; }
-
-/* The tile edge for an m x n output: the big tiles unless the small ones'
- * work, padding included, is less (measured on lavapipe: a small tile
- * costs about 1.8 times as much per output). */
-static int64_t tile_of(int64_t m, int64_t n) {
-    double big = (double)(tiles(m, MM_BIG) * tiles(n, MM_BIG)) * MM_BIG * MM_BIG;
-    double small = 1.8 * (double)(tiles(m, MM_SMALL) * tiles(n, MM_SMALL)) * MM_SMALL * MM_SMALL;
-    return small < big ? MM_SMALL : MM_BIG;
+    const mm_variant *var = &VARIANTS[tile_of(pl.m, pl.n)];
+    return tiles(pl.n, var->bn) <= caps->max_groups[0] && tiles(pl.m, var->bm) <= caps->max_groups[1];
 }
 
 static kiln_status matmul_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
     const kiln_tensor *a = t->src[0], *b = t->src[1];
     mm_plan pl;
-    plan_of(t, &pl);
+    plan_of(t, kiln__vk_caps(vk)->max_groups[1], &pl);
     if (pl.m == 0 || pl.n == 0 || pl.batch == 0) return KILN_OK; /* nothing to write */
     /* the batch dims, right-aligned in three slots (size 1, stride 0 pads them) */
     int64_t bd[MM_BATCH_DIMS] = {1, 1, 1}, as[MM_BATCH_DIMS] = {0}, bs[MM_BATCH_DIMS] = {0};
@@ -144,17 +166,25 @@ static kiln_status matmul_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
         .flags = flags,
     };
     for (int i = 0; i < MM_BATCH_DIMS; i++) pc.as[i] = (uint32_t)as[i], pc.bs[i] = (uint32_t)bs[i];
-    int64_t tile = tile_of(pl.m, pl.n);
-    static const char *const shaders[2][2] = {{"mm_f32_64", "mm_f32_128"}, {"mm_f16_64", "mm_f16_128"}};
-    kiln_vk_dispatch d = {
-        .shader = shaders[t->dtype == KILN_F16][tile == MM_BIG],
-        .n = 3,
-        .bind = {a, b, t},
-        .push = &pc,
-        .push_size = sizeof pc,
-        .groups = {(uint32_t)tiles(pl.n, tile), (uint32_t)tiles(pl.m, tile), (uint32_t)pl.batch},
-    };
-    return kiln__vk_dispatch(vk, &d);
+    const mm_variant *v = &VARIANTS[tile_of(pl.m, pl.n)];
+    /* batches beyond the device's grid limit in z: more dispatches, each
+     * starting at batch z0 */
+    int64_t zmax = kiln__vk_caps(vk)->max_groups[2];
+    for (int64_t z0 = 0; z0 < pl.batch; z0 += zmax) {
+        pc.z0 = (uint32_t)z0;
+        kiln_vk_dispatch d = {
+            .shader = t->dtype == KILN_F16 ? v->f16 : v->f32,
+            .n = 3,
+            .bind = {a, b, t},
+            .push = &pc,
+            .push_size = sizeof pc,
+            .groups = {(uint32_t)tiles(pl.n, v->bn), (uint32_t)tiles(pl.m, v->bm),
+                       (uint32_t)(pl.batch - z0 < zmax ? pl.batch - z0 : zmax)},
+        };
+        kiln_status s = kiln__vk_dispatch(vk, &d);
+        if (s) return s;
+    }
+    return KILN_OK;
 }
 
 void kiln__vk_register_matmul(kiln_vk_kernel *tab) {

@@ -12,7 +12,7 @@
 // Operands are read through strides (push constants): op(A)(m, k) is
 // a[a0 + batch offset + m*sam + k*sak], so transposed and strided views
 // need no copy. Up to three (coalesced) batch dims come from
-// gl_WorkGroupID.z; a stride 0 broadcasts an operand across them. C is
+// gl_WorkGroupID.z (plus z0); a stride 0 broadcasts an operand across them. C is
 // contiguous. The including file sets the tile (BM, BN, BK, TM, TN; TM and
 // TN multiples of 4) and defines MM_F16 for f16 storage.
 
@@ -43,6 +43,7 @@ layout(push_constant) uniform P {
     uint as0, as1, as2;      // a's strides along the three batch dims
     uint bs0, bs1, bs2;      // b's
     uint flags;              // MM_ACCUMULATE | MM_BF16 | MM_A_KFAST | MM_B_KFAST
+    uint z0;                 // the batch of gl_WorkGroupID.z = 0 (batches over more dispatches)
 } p;
 
 #define MM_ACCUMULATE 1u // C += the product (a matmul adding into a gradient)
@@ -67,7 +68,7 @@ void main() {
     const uint tid = gl_LocalInvocationID.x;
     const uint tx = tid % TX, ty = tid / TX;
     const uint row0 = gl_WorkGroupID.y * BM, col0 = gl_WorkGroupID.x * BN;
-    const uint z = gl_WorkGroupID.z;
+    const uint z = p.z0 + gl_WorkGroupID.z;
     const uint i2 = z % p.bd2, i1 = (z / p.bd2) % p.bd1, i0 = z / (p.bd2 * p.bd1);
     const uint abase = p.a0 + i0 * p.as0 + i1 * p.as1 + i2 * p.as2;
     const uint bbase = p.b0 + i0 * p.bs0 + i1 * p.bs1 + i2 * p.bs2;
