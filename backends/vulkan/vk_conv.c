@@ -11,8 +11,8 @@
  * planes, or cols' OH x OW grids) picked by the workgroup's y and z;
  * both backward kernels gather (each pixel sums what reaches it), so no
  * two invocations write one element.
- * f64, other ip[10]/ip[11] values and sizes beyond 32-bit indexing go to
- * the CPU. */
+ * f64, other ip[10]/ip[11] values, planes or block counts of 2^22 and
+ * more, and geometry beyond 32-bit positions go to the CPU. */
 #include "vk.h"
 
 enum { MODE_COLS = 0, MODE_POOL_MAX = 1 };

@@ -6,7 +6,7 @@
 // plane, or one tap's OH x OW grid of cols): the workgroup's y and z pick
 // the block, x runs along it, one invocation per element. Indices are
 // split by udiv, not `/`: lavapipe turns each vector integer division
-// into scalar ones, which made them most of im2col's time. All f32 and
+// into scalar ones, which took half of im2col's time. All f32 and
 // contiguous.
 
 layout(local_size_x = 64) in;
