@@ -121,6 +121,13 @@ static void note_fallback(const kiln_backend *b, const kiln_tensor *t) {
             kiln_dtype_name(t->dtype), kiln__shape_str(t, buf));
 }
 
+/* Operand k of node i was written on side `at`: only that copy is current. */
+static void written(kiln_graph *g, int i, int k, uint8_t at) {
+    int j = slot_of(g, i)[k];
+    if (j >= 0) g->loc[j] = at;
+    else kiln__owner(k < KILN_MAX_SRC ? g->nodes[i]->src[k] : g->nodes[i])->where = at;
+}
+
 static kiln_status run_node(kiln_graph *g, kiln_backend *b, int i, const kiln_exec *ex) {
     kiln_tensor *t = g->nodes[i];
     bool dev = g->on_dev[i], inplace = kiln__op_table[t->op].kind == KILN_KIND_INPLACE;
@@ -137,11 +144,12 @@ static kiln_status run_node(kiln_graph *g, kiln_backend *b, int i, const kiln_ex
         g->stats.nodes_fallback++;
     }
     if (s) return s;
-    /* the side that ran it now holds the only current bytes of its storage */
-    int j = slot_of(g, i)[KILN_MAX_SRC];
+    /* the side that ran it now holds the only current bytes of its storage,
+     * and of its sources' when it works in place (an optimizer step also
+     * updates its state tensors) */
     uint8_t at = dev ? KILN_AT_DEV : KILN_AT_HOST;
-    if (j >= 0) g->loc[j] = at;
-    else kiln__owner(t)->where = at;
+    for (int k = 0; inplace && k < t->nsrc; k++) written(g, i, k, at);
+    written(g, i, KILN_MAX_SRC, at);
     return KILN_OK;
 }
 

@@ -1,0 +1,250 @@
+// ew_math.glsl — f32 math for the element-wise kernels, ported from the
+// CPU's SIMD tables (backends/cpu/vecmath_body.h) so both backends share
+// their approximations: exp (Cody-Waite + degree-7 Taylor, 2^n as two
+// factors), log (atanh series), tanh, sigmoid without cancellation, and the
+// normal CDF through the Mills ratio (fit error 3e-9), which gives the erf
+// form of GELU to f32 accuracy. The device's built-in exp/log/tanh/pow are
+// not used: Vulkan allows them errors of several ulp and more; nor is GLSL's
+// fma (see ew_fma). Division and sqrt get a correction step, so they round
+// like the CPU's. Comparisons against NaN and min/max are written out:
+// GLSL's min/max leave NaN operands undefined.
+#define EW_NAN uintBitsToFloat(0x7fc00000u)
+#define EW_INF uintBitsToFloat(0x7f800000u)
+
+bool ew_isnan(float x) { return (floatBitsToUint(x) & 0x7fffffffu) > 0x7f800000u; }
+float ew_abs(float x) { return uintBitsToFloat(floatBitsToUint(x) & 0x7fffffffu); }
+float ew_neg(float x) { return uintBitsToFloat(floatBitsToUint(x) ^ 0x80000000u); }
+float ew_copysign(float mag, float sgn) {
+    return uintBitsToFloat((floatBitsToUint(mag) & 0x7fffffffu) | (floatBitsToUint(sgn) & 0x80000000u));
+}
+// a b + c as two roundings. Not GLSL's fma: Vulkan does not require it to
+// be fused, and lavapipe's is off by up to 2^-18 relative for some
+// operands; precise keeps drivers from contracting these back into one.
+float ew_fma(float a, float b, float c) {
+    precise float p = a * b;
+    precise float s = p + c;
+    return s;
+}
+
+float ew_min_c(float x, float c) { return x > c ? c : x; } // x when x is NaN
+float ew_max_c(float x, float c) { return x < c ? c : x; }
+
+// a b = hi + lo exactly (Dekker's product: fma is not fused on every
+// device, lavapipe's included). |a|, |b| < 2^100.
+void ew_two_prod(float a, float b, out float hi, out float lo) {
+    precise float h = a * b;
+    precise float ca = 4097.0 * a, ah = ca - (ca - a), al = a - ah;
+    precise float cb = 4097.0 * b, bh = cb - (cb - b), bl = b - bh;
+    precise float l = ((ah * bh - h) + ah * bl + al * bh) + al * bl;
+    hi = h;
+    lo = l;
+}
+
+// e^x = result * s2, both normal until the last product.
+float ew_exp_split(float x, out float s2) {
+    float xc = ew_max_c(ew_min_c(x, 89.0), -150.0);
+    float nf = roundEven(xc * 1.44269504);
+    float r = ew_fma(-nf, 0.693359375, xc); // ln2 = 0.693359375 - 2.12194440e-4 (Cody-Waite)
+    r = ew_fma(-nf, -2.12194440e-4, r);
+    float q = 1.0 / 5040.0;
+    q = ew_fma(q, r, 1.0 / 720.0);
+    q = ew_fma(q, r, 1.0 / 120.0);
+    q = ew_fma(q, r, 1.0 / 24.0);
+    q = ew_fma(q, r, 1.0 / 6.0);
+    q = ew_fma(q, r, 0.5);
+    q = ew_fma(q, r, 1.0);
+    q = ew_fma(q, r, 1.0);
+    int n = ew_isnan(nf) ? 0 : int(nf), n1 = n >> 1, n2 = n - n1;
+    s2 = intBitsToFloat((n2 + 127) << 23);
+    return q * intBitsToFloat((n1 + 127) << 23);
+}
+
+float ew_exp(float x) {
+    float s2, e = ew_exp_split(x, s2);
+    return e * s2;
+}
+
+// log x = hi + lo for finite x > 0: hi = e ln2_hi exactly, lo the rest
+// (pow scales both, so its error does not grow with |p log x|).
+void ew_log_split(float x, out float hi, out float lo) {
+    bool sub = x < 1.17549435e-38; // subnormals: scale by 2^23 first
+    float xs = sub ? x * 8388608.0 : x;
+    int bits = floatBitsToInt(xs);
+    int e = (bits >> 23) - 127;
+    float m = intBitsToFloat((bits & 0x7fffff) | 0x3f800000);
+    bool big = m > 1.41421356;
+    m = big ? m * 0.5 : m;
+    float ef = float(e) + (big ? 1.0 : 0.0) - (sub ? 23.0 : 0.0);
+    float s = (m - 1.0) / (m + 1.0);
+    float z = s * s;
+    float q = ew_fma(1.0 / 9.0, z, 1.0 / 7.0);
+    q = ew_fma(q, z, 1.0 / 5.0);
+    q = ew_fma(q, z, 1.0 / 3.0);
+    float s2 = s + s;
+    float lm = ew_fma(s2 * z, q, s2);
+    hi = ef * 0.693359375;
+    lo = ew_fma(ef, -2.12194440e-4, lm);
+}
+
+float ew_log(float x) {
+    float hi, lo;
+    ew_log_split(x, hi, lo);
+    float y = hi + lo;
+    if (x < 0.0) y = EW_NAN;
+    if (x == 0.0) y = -EW_INF;
+    if (x == EW_INF) y = x;
+    return ew_isnan(x) ? x : y;
+}
+
+float ew_tanh(float x) {
+    float ax = ew_abs(x);
+    float e = ew_exp(ax + ax);
+    float big = 1.0 - 2.0 / (e + 1.0);
+    float z = ax * ax;
+    float q = ew_fma(-0.005852323956787586, z, 0.020753782242536545);
+    q = ew_fma(q, z, -0.053768761456012726);
+    q = ew_fma(q, z, 0.13331690430641174);
+    q = ew_fma(q, z, -0.3333328366279602);
+    float small_ = ew_fma(ax * z, q, ax);
+    return ew_isnan(x) ? x : ew_copysign(ax < 0.6 ? small_ : big, x);
+}
+
+// σ(x), and σ(-x) in neg, both without cancellation.
+float ew_sigmoid2(float x, out float neg) {
+    float e = ew_exp(-ew_abs(x));
+    float r = 1.0 / (1.0 + e), er = e * r;
+    bool pos = x >= 0.0;
+    neg = pos ? er : r;
+    return pos ? r : er;
+}
+
+// x σ(z); for z < 0 the product is formed before e^z's last scaling.
+float ew_mul_sigmoid(float x, float z) {
+    float s2, e1 = ew_exp_split(-ew_abs(z), s2), e = e1 * s2;
+    float r = 1.0 / (1.0 + e);
+    float y = z >= 0.0 ? x * r : ((x * e1) * r) * s2;
+    // e^z's clamp: x * 0, written out (drivers fold x * 0.0 to 0; the reference gives NaN for inf)
+    if (z < -150.0) return ew_isnan(x) || ew_abs(x) == EW_INF ? EW_NAN : ew_copysign(0.0, x);
+    return y;
+}
+
+// log(1 + u) for u >= 0: log(w) u / (w - 1) with w = 1 + u corrects w's rounding.
+float ew_log1p_pos(float u) {
+    precise float w = 1.0 + u, d = w - 1.0;
+    return d == 0.0 ? u : ew_log(w) * (u / d);
+}
+
+// exp(-x²/2) with x² = h + l exactly. |x| <= 14.5.
+float ew_exp_mhalf_sq(float x) {
+    float h, l;
+    ew_two_prod(x, x, h, l);
+    float e = ew_exp(h * -0.5);
+    return e - (e * 0.5) * l;
+}
+
+// Φ(x), and φ(x) in pdf.
+float ew_normal_cdf(float x, out float pdf) {
+    float v = ew_min_c(ew_abs(x), 14.5);
+    float phi = ew_exp_mhalf_sq(v) * 0.398942280;
+    float t = 1.0 / ew_fma(v, 0.5, 1.0);
+    float u = t - 0.6;
+    float q = ew_fma(0.16963152587413788, u, -0.004607030656188726);
+    q = ew_fma(q, u, -0.1843329221010208);
+    q = ew_fma(q, u, 0.1325196921825409);
+    q = ew_fma(q, u, 0.03437182679772377);
+    q = ew_fma(q, u, -0.1841871291399002);
+    q = ew_fma(q, u, 0.16199038922786713);
+    q = ew_fma(q, u, 0.09925331920385361);
+    q = ew_fma(q, u, -0.3483788073062897);
+    q = ew_fma(q, u, 0.035798802971839905);
+    q = ew_fma(q, u, 0.8486238121986389);
+    q = ew_fma(q, u, 0.9268863797187805);
+    float tail = phi * (q * t); // Φ(-|x|)
+    pdf = phi;
+    return x < 0.0 ? tail : 1.0 - tail;
+}
+
+const float EW_GELU_K = 0.797884561, EW_GELU_C = 0.044715;
+
+float ew_gelu_tanh_arg2(float x) { return (x * (2.0 * EW_GELU_K)) * ew_fma(x * x, EW_GELU_C, 1.0); } // 2u
+
+float ew_gelu(float x) {
+    float pdf;
+    return x * ew_normal_cdf(x, pdf);
+}
+
+float ew_gelu_grad(float x) { // Φ(x) + x φ(x)
+    float pdf, cdf = ew_normal_cdf(x, pdf);
+    return ew_fma(x, pdf, cdf);
+}
+
+float ew_gelu_tanh_grad(float x) { // s + 2 x s σ(-2u) k (1 + 3c x²), s = σ(2u)
+    float xc = ew_max_c(ew_min_c(x, 20.0), -20.0);
+    float sm, s = ew_sigmoid2(ew_gelu_tanh_arg2(xc), sm);
+    float du = ew_fma(xc * xc, 3.0 * EW_GELU_C, 1.0);
+    float y = ew_fma((xc * s) * (sm * (2.0 * EW_GELU_K)), du, s);
+    return ew_abs(x) == EW_INF ? EW_NAN : y;
+}
+
+// a / b corrected by one step with the exact residual, so a division of a
+// few ulp (Vulkan allows 2.5) lands on the correctly rounded quotient, as
+// the CPU's does. precise keeps drivers from folding the residual away.
+float ew_div(float a, float b) {
+    precise float q = a / b;
+    float aq = ew_abs(q), ab = ew_abs(b);
+    if (aq < 1e-25 || aq > 1e25 || ew_isnan(q) || ab > 1e25 || ab < 1e-25) return q;
+    float h, l;
+    ew_two_prod(q, b, h, l);
+    precise float r = (a - h) - l;
+    precise float q2 = q + r / b;
+    return q2;
+}
+
+// sqrt corrected the same way (Vulkan derives sqrt from inversesqrt).
+float ew_sqrt(float x) {
+    precise float s = sqrt(x);
+    if (!(x > 1e-30 && x < 1e30)) return s;
+    float h, l;
+    ew_two_prod(s, s, h, l);
+    precise float r = (x - h) - l;
+    precise float s2 = s + r * (0.5 / s);
+    return s2;
+}
+
+// x^p as the CPU's reference pow(x, p), with its special cases; small
+// integral powers by repeated squaring (a few roundings), the rest as
+// exp(p log |x|) with log |x| and the product carried in two parts, so the
+// error does not grow with |p log x|.
+float ew_pow(float x, float p) {
+    if (p == 1.0) return x;
+    if (p == 2.0) return x * x;
+    if (p == 3.0) return x * x * x;
+    if (p == -1.0) return ew_div(1.0, x);
+    if (p == 0.0 || x == 1.0) return 1.0;
+    if (ew_isnan(x) || ew_isnan(p)) return EW_NAN;
+    if (p == 0.5 && x != -EW_INF) return x == 0.0 ? 0.0 : ew_sqrt(x);
+    bool integral = p == floor(p), odd = integral && ew_abs(p) < 16777216.0 && mod(p, 2.0) == 1.0;
+    bool neg = (floatBitsToUint(x) >> 31) != 0u; // -0 included
+    float ax = ew_abs(x);
+    if (neg && !integral && ax != 0.0 && ax != EW_INF) return EW_NAN;
+    float mag;
+    if (ax == 0.0) mag = p > 0.0 ? 0.0 : EW_INF;
+    else if (ax == EW_INF) mag = p > 0.0 ? EW_INF : 0.0;
+    else if (integral && ew_abs(p) <= 64.0) {
+        float b = ax, r = 1.0;
+        for (uint k = uint(ew_abs(p)); k != 0u; k >>= 1) {
+            if ((k & 1u) != 0u) r *= b;
+            b *= b;
+        }
+        mag = p < 0.0 ? ew_div(1.0, r) : r;
+    } else { // e^(p (hi + lo)) = e^y (1 + t), y + t = p (hi + lo) to about 2^-48
+        float hi, lo, ph, pl;
+        ew_log_split(ax, hi, lo);
+        if (ew_abs(p) > 1e20) return ew_exp(p * (hi + lo)); // over- or underflows (p is even)
+        ew_two_prod(p, hi, ph, pl);
+        precise float c = pl + p * lo, y = ph + c, t = (ph - y) + c;
+        mag = ew_exp(y);
+        if (ew_abs(y) < 100.0) mag += mag * t;
+    }
+    return neg && odd ? ew_neg(mag) : mag;
+}

@@ -1,0 +1,36 @@
+// ew_where.glsl — y = cond != 0 ? a : b with broadcasting (three strided
+// sources). cond is f32 (-0 counts as zero, NaN as true) or i32, told by
+// c_i32; a and b are moved as bits in their storage type (EW_T16: f16).
+#include "ew_index.glsl"
+#ifdef EW_T16
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#define EW_STORE_T float16_t
+#else
+#define EW_STORE_T uint
+#endif
+layout(local_size_x = 256) in;
+layout(std430, binding = 0) readonly buffer C { uint c[]; };
+layout(std430, binding = 1) readonly buffer A { EW_STORE_T a[]; };
+layout(std430, binding = 2) readonly buffer B { EW_STORE_T b[]; };
+layout(std430, binding = 3) writeonly buffer Y { EW_STORE_T y[]; };
+layout(push_constant) uniform P {
+    uint n, c0, a0, b0, y0, nd, c_i32;
+    uint shape[EW_MAX_DIMS], sc[EW_MAX_DIMS], sa[EW_MAX_DIMS], sb[EW_MAX_DIMS];
+} p;
+
+void main() {
+    uint i = kiln_gid();
+    if (i >= p.n) return;
+    uint oc = 0u, oa = 0u, ob = 0u, r = i;
+    for (int d = int(p.nd) - 1; d >= 0; d--) {
+        uint k = r % p.shape[d];
+        r /= p.shape[d];
+        oc += k * p.sc[d];
+        oa += k * p.sa[d];
+        ob += k * p.sb[d];
+    }
+    uint cb = c[p.c0 + oc];
+    bool on = (p.c_i32 != 0u ? cb : cb & 0x7fffffffu) != 0u;
+    y[p.y0 + i] = on ? a[p.a0 + oa] : b[p.b0 + ob];
+}
