@@ -243,6 +243,36 @@ KT_TEST(vk_matmul_many_batches) {
     compare(vk, "70000 batches", 2, s, build_mm, &arg, false, 1e-5);
 }
 
+/* Small outputs over a long K (a convolution's weight gradient): the
+ * split-K kernel, f32, f16 and bf16 precision, with a batch, transposes and
+ * the edges of its 4 x 4 blocks. */
+KT_TEST(vk_matmul_split_k) {
+    VULKAN(vk);
+    struct {
+        int64_t m, k, n, batch;
+        kiln_dtype dt;
+        bool ta, tb, bf16;
+    } cases[] = {
+        {7, 1500, 5, 0, KILN_F32, false, false, false}, {33, 2048, 17, 0, KILN_F32, true, false, false},
+        {16, 1100, 9, 0, KILN_F32, false, true, false}, {1, 1024, 1, 0, KILN_F32, true, true, false},
+        {9, 1100, 13, 2, KILN_F32, false, true, false}, {6, 1300, 11, 0, KILN_F16, false, true, false},
+        {10, 1200, 7, 0, KILN_F32, false, true, true},
+    };
+    char what[96];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        mm_arg arg = {cases[i].ta, cases[i].tb, false};
+        leaf_spec s[2];
+        int nb = cases[i].batch ? 1 : 0;
+        mm_specs(s, cases[i].dt, nb, &cases[i].batch, nb, &cases[i].batch, cases[i].m, cases[i].k, cases[i].n,
+                 arg.ta, arg.tb, false);
+        snprintf(what, sizeof what, "split-K case %zu", i);
+        if (cases[i].bf16) KT_OK(kiln_set_matmul_precision(KILN_MATMUL_BF16));
+        /* sums of 1000+ products in another order: a looser tolerance */
+        compare(vk, what, 2, s, build_mm, &arg, false, cases[i].dt == KILN_F16 ? 4e-3 : 3e-4);
+        if (cases[i].bf16) KT_OK(kiln_set_matmul_precision(KILN_MATMUL_F32));
+    }
+}
+
 KT_TEST(vk_matmul_backward) {
     VULKAN(vk);
     char what[96];
@@ -475,6 +505,14 @@ KT_TEST(vk_conv2d_forward_backward) {
             snprintf(what, sizeof what, "conv2d geometry %zu groups %d", i, groups);
             compare(vk, what, c.bias ? 3 : 2, s, build_conv, &c, true, 1e-4);
         }
+    /* a batch of bigger images: the weight gradient sums over N*OH*OW = 1600
+     * (the split-K kernel) */
+    conv_arg c = GEOMS[0];
+    c.groups = 1, c.bias = true;
+    leaf_spec s[3] = {{.dt = KILN_F32, .ndim = 4, .shape = {4, 3, 20, 20}, .grad = true},
+                      {.dt = KILN_F32, .ndim = 4, .shape = {5, 3, 3, 3}, .grad = true},
+                      {.dt = KILN_F32, .ndim = 1, .shape = {5}, .grad = true}};
+    compare(vk, "conv2d of 20 x 20 images", 3, s, build_conv, &c, true, 3e-4);
 }
 
 KT_TEST(vk_conv_transpose2d_forward_backward) {

@@ -1,9 +1,12 @@
 /* vk_matmul.c — KILN_OP_MATMUL on the Vulkan backend (see vk.h): one
  * dispatch of the register-blocked tile kernel shaders/mm_tile.glsl over
  * every output tile of every batch matrix. The tile is the one that wastes
- * least (see tile_of): 128 x 128 (256 invocations of 8 x 8 outputs) for
+ * least (see variant_of): 128 x 128 (256 invocations of 8 x 8 outputs) for
  * big outputs, 64 x 64 (64 invocations of 8 x 8) for small ones, 16 x 256
- * or 256 x 16 for outputs of a few rows or columns.
+ * or 256 x 16 for outputs of a few rows or columns. Outputs that would
+ * leave most of the device idle while their few tiles walk a long K (a
+ * convolution's weight gradient) run shaders/mm_splitk.glsl instead: a
+ * workgroup per 4 x 4 block, its invocations splitting K.
  *
  * The semantics are backends/cpu/matmul.c's: ip[0]/ip[1] transpose a's/b's
  * last two dims, batch dims broadcast, f16 operands accumulate in f32 and
@@ -23,15 +26,20 @@ typedef struct mm_variant {
     const char *f32, *f16;
     int64_t bm, bn;
 } mm_variant;
-enum { MM_BIG, MM_SMALL, MM_WIDE, MM_TALL };
+enum { MM_BIG, MM_SMALL, MM_WIDE, MM_TALL, MM_SPLITK };
 static const mm_variant VARIANTS[] = {
     [MM_BIG] = {"mm_f32_128", "mm_f16_128", 128, 128},
     [MM_SMALL] = {"mm_f32_64", "mm_f16_64", 64, 64},
     [MM_WIDE] = {"mm_f32_wide", "mm_f16_wide", 16, 256},
     [MM_TALL] = {"mm_f32_tall", "mm_f16_tall", 256, 16},
+    [MM_SPLITK] = {"mm_f32_splitk", "mm_f16_splitk", 4, 4},
 };
-/* the fewest rows and columns of a tile among them, for the grid limits */
+/* the fewest rows of a tile among the tiled variants (for folding batches) */
 enum { MM_MIN_TILE = 16 };
+
+/* Split K when the tiled kernel would have fewer workgroups than this
+ * and K is at least MM_SPLITK_K deep. */
+enum { MM_SPLITK_GROUPS = 16, MM_SPLITK_K = 1024 };
 
 /* mm_tile.glsl's flags */
 enum { MM_ACCUMULATE = 1, MM_BF16 = 2, MM_A_KFAST = 4, MM_B_KFAST = 8 };
@@ -108,8 +116,8 @@ static void plan_of(const kiln_tensor *t, int64_t max_rows, mm_plan *pl) {
     }
 }
 
-/* The variant for an m x n output. A thin one where a 64-row (-column)
- * tile would be at least 3/4 padding; else the big tiles unless the small
+/* The tile for an m x n output: a thin one where a 64-row (-column) tile
+ * would be at least 3/4 padding; else the big tiles unless the small
  * ones' work, padding included, is less (on lavapipe a small tile takes
  * about 1.4 times as long per output, a thin one 2 to 4 times). */
 static int tile_of(int64_t m, int64_t n) {
@@ -118,6 +126,13 @@ static int tile_of(int64_t m, int64_t n) {
     double big = (double)(tiles(m, 128) * tiles(n, 128)) * 128 * 128;
     double small = 1.4 * (double)(tiles(m, 64) * tiles(n, 64)) * 64 * 64;
     return small < big ? MM_SMALL : MM_BIG;
+}
+
+/* The kernel for plan pl: its tile, or split K (see the top). */
+static int variant_of(const mm_plan *pl) {
+    int v = tile_of(pl->m, pl->n);
+    int64_t groups = tiles(pl->m, VARIANTS[v].bm) * tiles(pl->n, VARIANTS[v].bn) * pl->batch;
+    return groups < MM_SPLITK_GROUPS && pl->k >= MM_SPLITK_K ? MM_SPLITK : v;
 }
 
 static bool u32(int64_t v) { return v >= 0 && v <= (int64_t)UINT32_MAX; }
@@ -137,7 +152,7 @@ static bool matmul_supports(const kiln_vk *vk, const kiln_tensor *t) {
         if (!u32(v[i])) return false;
     for (int i = 0; i < pl.nbd; i++)
         if (!u32(pl.as[i]) || !u32(pl.bs[i])) return false;
-    const mm_variant *var = &VARIANTS[tile_of(pl.m, pl.n)];
+    const mm_variant *var = &VARIANTS[variant_of(&pl)];
     return tiles(pl.n, var->bn) <= caps->max_groups[0] && tiles(pl.m, var->bm) <= caps->max_groups[1];
 }
 
@@ -166,7 +181,7 @@ static kiln_status matmul_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
         .flags = flags,
     };
     for (int i = 0; i < MM_BATCH_DIMS; i++) pc.as[i] = (uint32_t)as[i], pc.bs[i] = (uint32_t)bs[i];
-    const mm_variant *v = &VARIANTS[tile_of(pl.m, pl.n)];
+    const mm_variant *v = &VARIANTS[variant_of(&pl)];
     /* batches beyond the device's grid limit in z: more dispatches, each
      * starting at batch z0 */
     int64_t zmax = kiln__vk_caps(vk)->max_groups[2];

@@ -1,5 +1,6 @@
 // mm_tile.glsl — the matmul kernel (vk_matmul.c): per batch matrix,
-// C[M, N] = op(A)[M, K] op(B)[K, N], accumulated in f32.
+// C[M, N] = op(A)[M, K] op(B)[K, N], accumulated in f32 (operands and
+// push constants: mm_common.glsl).
 //
 // One workgroup computes a BM x BN tile of C; each of its (BM/TM)*(BN/TN)
 // invocations holds a TM x TN block of it in registers. The K loop stages
@@ -7,22 +8,9 @@
 // outside the matrices read as 0, so edge tiles need no other care) and
 // each invocation reads its TM + TN operands per k as vec4s: on lavapipe
 // every shared read is a gather, and vec4 reads halved the time of a 512^3
-// matmul; on a GPU they are the usual 128-bit shared loads.
-//
-// Operands are read through strides (push constants): op(A)(m, k) is
-// a[a0 + batch offset + m*sam + k*sak], so transposed and strided views
-// need no copy. Up to three (coalesced) batch dims come from
-// gl_WorkGroupID.z (plus z0); a stride 0 broadcasts an operand across them. C is
-// contiguous. The including file sets the tile (BM, BN, BK, TM, TN; TM and
-// TN multiples of 4) and defines MM_F16 for f16 storage.
-
-#ifdef MM_F16
-#extension GL_EXT_shader_16bit_storage : require
-#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
-#define ELEM float16_t
-#else
-#define ELEM float
-#endif
+// matmul; on a GPU they are the usual 128-bit shared loads. The batch
+// matrix is z0 + gl_WorkGroupID.z. The including file sets the tile (BM,
+// BN, BK, TM, TN; TM and TN multiples of 4).
 
 #define TX (BN / TN)
 #define TY (BM / TM)
@@ -30,48 +18,18 @@
 
 layout(local_size_x = NT) in;
 
-layout(std430, binding = 0) readonly buffer BufA { ELEM a[]; };
-layout(std430, binding = 1) readonly buffer BufB { ELEM b[]; };
-layout(std430, binding = 2) buffer BufC { ELEM c[]; };
-
-// Matches struct mm_push in vk_matmul.c.
-layout(push_constant) uniform P {
-    uint m, n, k;
-    uint a0, b0, c0;
-    uint sam, sak, sbk, sbn; // op(A) strides along m, k; op(B) along k, n
-    uint bd1, bd2;           // sizes of the inner two batch dims
-    uint as0, as1, as2;      // a's strides along the three batch dims
-    uint bs0, bs1, bs2;      // b's
-    uint flags;              // MM_ACCUMULATE | MM_BF16 | MM_A_KFAST | MM_B_KFAST
-    uint z0;                 // the batch of gl_WorkGroupID.z = 0 (batches over more dispatches)
-} p;
-
-#define MM_ACCUMULATE 1u // C += the product (a matmul adding into a gradient)
-#define MM_BF16 2u       // round f32 operands to bf16 first (KILN_MATMUL_BF16)
-#define MM_A_KFAST 4u    // a's k is its unit-stride dim: stage A along k
-#define MM_B_KFAST 8u    // b's k is: stage B along k
+#include "mm_common.glsl"
 
 // +1 vec4: a slab stored across its fast dim does not hit one bank
 shared vec4 sa[BK][BM / 4 + 1];
 shared vec4 sb[BK][BN / 4 + 1];
-
-// f32 -> bf16 -> f32, rounding to nearest even; NaN stays a quiet NaN
-// (kiln__f32_to_bf16).
-float round_bf16(float v) {
-    uint x = floatBitsToUint(v);
-    if ((x & 0x7fffffffu) > 0x7f800000u) return uintBitsToFloat((x | 0x00400000u) & 0xffff0000u);
-    x += 0x7fffu + ((x >> 16) & 1u);
-    return uintBitsToFloat(x & 0xffff0000u);
-}
 
 void main() {
     const uint tid = gl_LocalInvocationID.x;
     const uint tx = tid % TX, ty = tid / TX;
     const uint row0 = gl_WorkGroupID.y * BM, col0 = gl_WorkGroupID.x * BN;
     const uint z = p.z0 + gl_WorkGroupID.z;
-    const uint i2 = z % p.bd2, i1 = (z / p.bd2) % p.bd1, i0 = z / (p.bd2 * p.bd1);
-    const uint abase = p.a0 + i0 * p.as0 + i1 * p.as1 + i2 * p.as2;
-    const uint bbase = p.b0 + i0 * p.bs0 + i1 * p.bs1 + i2 * p.bs2;
+    const uint abase = a_base(z), bbase = b_base(z);
     const bool a_kfast = (p.flags & MM_A_KFAST) != 0u, b_kfast = (p.flags & MM_B_KFAST) != 0u;
     const bool bf16 = (p.flags & MM_BF16) != 0u;
 
@@ -109,16 +67,12 @@ void main() {
     }
 
     const uint cbase = p.c0 + z * p.m * p.n;
-    const bool accumulate = (p.flags & MM_ACCUMULATE) != 0u;
     [[unroll]] for (uint i = 0; i < TM; i++) {
         uint gm = row0 + ty * TM + i;
         if (gm >= p.m) continue;
         [[unroll]] for (uint j = 0; j < TN; j++) {
             uint gn = col0 + tx * TN + j;
-            if (gn >= p.n) continue;
-            uint o = cbase + gm * p.n + gn;
-            // accumulating: the product is rounded to C's dtype first, as the CPU's scratch
-            c[o] = accumulate ? ELEM(float(c[o]) + float(ELEM(acc[i][j]))) : ELEM(acc[i][j]);
+            if (gn < p.n) store_c(cbase + gm * p.n + gn, acc[i][j]);
         }
     }
 }
