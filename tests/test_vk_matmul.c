@@ -1,11 +1,12 @@
 /* test_vk_matmul.c — the Vulkan matmul and conv kernels (vk_matmul.c,
  * vk_conv.c) against the CPU backend on the same inputs: matmul at odd
- * sizes, transposed, batched and broadcast, f16 and bf16 precision, strided
- * operand views; im2col/col2im/max-pool primitives; conv2d,
- * conv_transpose2d and the pools forward and backward. No node may fall
- * back to the CPU (the loss and the layers' other ops are other families'
- * kernels), and validation messages must stay at 0 (the runner sets
- * KILN_VULKAN_VALIDATE=1). */
+ * sizes (each tile variant and the split-K kernel), transposed, batched and
+ * broadcast (more batches than one dispatch holds), f16 and bf16
+ * precision, strided operand views; the im2col/col2im primitives; conv2d,
+ * conv_transpose2d and the pools (NaNs and ties included) forward and
+ * backward. No node may fall back to the CPU (the loss and the layers'
+ * other ops are other families' kernels), and validation messages must
+ * stay at 0 (the runner sets KILN_VULKAN_VALIDATE=1). */
 #include "backend.h"
 #include "kt_device.h"
 
