@@ -1,4 +1,163 @@
-/* vk_attention.c — the attention kernels of the Vulkan backend (see vk.h). */
+/* vk_attention.c — rope and scaled dot-product attention on the Vulkan
+ * backend (see vk.h), f32 with contiguous operands; semantics and packed
+ * layouts as backends/cpu/nn_attention.c and ops/nn_attention.c.
+ *
+ * Attention forward: one invocation per query row, an online softmax over
+ * the keys (shaders/attn_fwd.glsl), writing [O | L]; a workgroup takes 64
+ * rows of one head, so the grid is (row blocks, heads). Backward, packed
+ * [dq | dk | dv], in three dispatches that recompute the probabilities
+ * from L instead of storing T x S of them, each output row with one
+ * writer: delta = rowsum(dO * O) parked in the dq region, dk/dv per key
+ * row (looping over the queries, and query heads of its group, that see
+ * it), then dq per query row. Head sizes up to 128 that are multiples of
+ * 4 run in shader variants that read rows as vec4 and keep them in
+ * registers; the rest, up to 256, in one rolled variant that reads floats;
+ * larger ones go to the CPU. */
 #include "vk.h"
 
-void kiln__vk_register_attention(kiln_vk_kernel *tab) { (void)tab; }
+#include <math.h>
+#include <stdio.h>
+
+static bool f32_ok(const kiln_vk *vk, const kiln_tensor *t) {
+    return t->dtype == KILN_F32 && kiln_tensor_is_contiguous(t) && kiln__vk_fits(vk, t);
+}
+
+/* ---- rope ---- */
+
+/* src x [..., T, D] [, pos i32 [T]]; ip[0] = mode, ip[1] = inverse,
+ * ip[2] = has_pos; fp[0] = theta. */
+static bool rope_supports(const kiln_vk *vk, const kiln_tensor *t) {
+    const kiln_tensor *x = t->src[0];
+    if (!f32_ok(vk, t) || !f32_ok(vk, x) || kiln_tensor_numel(t) == 0) return false;
+    if (t->ip[0] != KILN_ROPE_NEOX && t->ip[0] != KILN_ROPE_INTERLEAVED) return false;
+    if (t->ip[2]) {
+        const kiln_tensor *pos = t->src[1];
+        if (pos->dtype != KILN_I32 || !kiln_tensor_is_contiguous(pos) || !kiln__vk_fits(vk, pos)) return false;
+    }
+    return true;
+}
+
+static kiln_status rope_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    const kiln_tensor *x = t->src[0], *pos = t->ip[2] ? t->src[1] : x;
+    int64_t d = t->shape[t->ndim - 1], n = kiln_tensor_numel(t) / 2;
+    struct {
+        uint32_t n, t, d, interleaved, inverse, has_pos;
+        float log2_theta;
+        uint32_t x0, p0, y0;
+    } pc = {(uint32_t)n, (uint32_t)t->shape[t->ndim - 2], (uint32_t)d, t->ip[0] == KILN_ROPE_INTERLEAVED,
+            t->ip[1] != 0, t->ip[2] != 0, (float)log2(t->fp[0]), kiln__vk_base(vk, x), kiln__vk_base(vk, pos),
+            kiln__vk_base(vk, t)};
+    kiln_vk_dispatch dp = {.shader = "attn_rope", .n = 3, .bind = {x, pos, t}, .push = &pc, .push_size = sizeof pc};
+    kiln__vk_groups_1d(vk, (uint64_t)n, 256, dp.groups);
+    return kiln__vk_dispatch(vk, &dp);
+}
+
+/* ---- attention ---- */
+
+/* Rows (queries or keys) of one head per workgroup (attn_common.glsl). */
+#define ATTN_BLOCK 64
+
+/* The grid: blocks of ATTN_BLOCK rows of n, times heads. */
+static void head_groups(int64_t n, int64_t heads, uint32_t g[3]) {
+    g[0] = (uint32_t)((n + ATTN_BLOCK - 1) / ATTN_BLOCK);
+    g[1] = (uint32_t)heads;
+    g[2] = 1;
+}
+
+/* The push constants of every attention shader (attn_common.glsl). */
+typedef struct attn_push {
+    uint32_t rows, hq, hkv, t, s, d, dv, causal;
+    float scale;
+    uint32_t q0, k0, v0;
+    uint32_t o0, l0;
+    uint32_t do0;
+    uint32_t dq0, dk0, dv0;
+} attn_push;
+
+/* The shader variant for head sizes d, dv: rows read as vec4 and kept in
+ * registers when both are multiples of 4 up to 128 and every row-read
+ * buffer starts on a multiple of 4 floats; else read as floats (any size
+ * up to 256); NULL beyond. */
+static const char *head_variant(const attn_push *pc) {
+    uint32_t m = pc->d > pc->dv ? pc->d : pc->dv;
+    bool v4 = pc->d % 4 == 0 && pc->dv % 4 == 0 && (pc->q0 | pc->k0 | pc->v0 | pc->do0) % 4 == 0;
+    if (v4 && m <= 128) return m <= 32 ? "d32v4" : m <= 64 ? "d64v4" : "d128v4";
+    return m <= 256 ? "any" : NULL;
+}
+
+/* ATTENTION src q, k, v; ATTENTION_GRAD src q, k, v, the forward, dO. */
+static bool attention_supports(const kiln_vk *vk, const kiln_tensor *t) {
+    if (!f32_ok(vk, t)) return false;
+    for (int i = 0; i < t->nsrc; i++)
+        if (!f32_ok(vk, t->src[i])) return false;
+    const kiln_tensor *q = t->src[0], *k = t->src[1], *v = t->src[2];
+    if (kiln_tensor_numel(q) == 0 || kiln_tensor_numel(k) == 0 || kiln_tensor_numel(v) == 0) return false;
+    const uint32_t *mg = kiln__vk_caps(vk)->max_groups;
+    int64_t tb = (q->shape[2] + ATTN_BLOCK - 1) / ATTN_BLOCK, sb = (k->shape[2] + ATTN_BLOCK - 1) / ATTN_BLOCK;
+    if (tb > mg[0] || sb > mg[0] || q->shape[0] * q->shape[1] > mg[1]) return false;
+    return q->shape[3] <= 256 && v->shape[3] <= 256 && t->fp[0] > 0 && isfinite(t->fp[0]);
+}
+
+static attn_push attention_push(const kiln_vk *vk, const kiln_tensor *t) {
+    const kiln_tensor *q = t->src[0], *k = t->src[1], *v = t->src[2];
+    return (attn_push){.rows = (uint32_t)(q->shape[0] * q->shape[1] * q->shape[2]),
+                       .hq = (uint32_t)q->shape[1],
+                       .hkv = (uint32_t)k->shape[1],
+                       .t = (uint32_t)q->shape[2],
+                       .s = (uint32_t)k->shape[2],
+                       .d = (uint32_t)q->shape[3],
+                       .dv = (uint32_t)v->shape[3],
+                       .causal = t->ip[0] != 0,
+                       .scale = (float)t->fp[0],
+                       .q0 = kiln__vk_base(vk, q),
+                       .k0 = kiln__vk_base(vk, k),
+                       .v0 = kiln__vk_base(vk, v)};
+}
+
+static kiln_status attention_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    const kiln_tensor *q = t->src[0], *k = t->src[1], *v = t->src[2];
+    attn_push pc = attention_push(vk, t);
+    pc.o0 = kiln__vk_base(vk, t);
+    pc.l0 = pc.o0 + pc.rows * pc.dv;
+    char name[32];
+    snprintf(name, sizeof name, "attn_fwd_%s", head_variant(&pc));
+    kiln_vk_dispatch dp = {.shader = name, .n = 4, .bind = {q, k, v, t}, .push = &pc, .push_size = sizeof pc};
+    head_groups(pc.t, (int64_t)q->shape[0] * pc.hq, dp.groups);
+    return kiln__vk_dispatch(vk, &dp);
+}
+
+static kiln_status attention_grad_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    const kiln_tensor *q = t->src[0], *k = t->src[1], *v = t->src[2], *fwd = t->src[3], *dout = t->src[4];
+    attn_push pc = attention_push(vk, t);
+    uint32_t qrows = pc.rows, krows = (uint32_t)(k->shape[0] * k->shape[1] * k->shape[2]);
+    pc.o0 = kiln__vk_base(vk, fwd);
+    pc.l0 = pc.o0 + qrows * pc.dv;
+    pc.do0 = kiln__vk_base(vk, dout);
+    pc.dq0 = kiln__vk_base(vk, t);
+    pc.dk0 = pc.dq0 + qrows * pc.d;
+    pc.dv0 = pc.dk0 + krows * pc.d;
+    const char *var = head_variant(&pc);
+    char name[32];
+    kiln_vk_dispatch dp = {.shader = "attn_bwd_delta", .n = 3, .bind = {fwd, dout, t}, .push = &pc,
+                           .push_size = sizeof pc};
+    kiln__vk_groups_1d(vk, qrows, 64, dp.groups);
+    kiln_status s = kiln__vk_dispatch(vk, &dp);
+    if (s) return s;
+    snprintf(name, sizeof name, "attn_bwd_dkv_%s", var);
+    dp = (kiln_vk_dispatch){.shader = name, .n = 6, .bind = {q, k, v, fwd, dout, t}, .push = &pc,
+                            .push_size = sizeof pc};
+    head_groups(pc.s, (int64_t)k->shape[0] * pc.hkv, dp.groups);
+    if ((s = kiln__vk_dispatch(vk, &dp))) return s;
+    snprintf(name, sizeof name, "attn_bwd_dq_%s", var);
+    head_groups(pc.t, (int64_t)q->shape[0] * pc.hq, dp.groups);
+    return kiln__vk_dispatch(vk, &dp);
+}
+
+void kiln__vk_register_attention(kiln_vk_kernel *tab) {
+    tab[KILN_OP_ROPE] = (kiln_vk_kernel){rope_supports, rope_record};
+    tab[KILN_OP_ATTENTION] = (kiln_vk_kernel){attention_supports, attention_record};
+    tab[KILN_OP_ATTENTION_GRAD] = (kiln_vk_kernel){attention_supports, attention_grad_record};
+}

@@ -1,4 +1,214 @@
-/* vk_nn.c — the nn kernels of the Vulkan backend (see vk.h). */
+/* vk_nn.c — the row kernels of the nn family on the Vulkan backend (see
+ * vk.h): softmax and log_softmax with their fused backward, layer_norm and
+ * rms_norm with theirs (packed dx|dw|db), cross_entropy and its backward.
+ * f32 only, every operand contiguous (the constructors make them so);
+ * the rest goes to the CPU. Semantics are those of backends/cpu/nn.c,
+ * nn_norm.c and nn_loss.c.
+ *
+ * A row kernel gives each row a group of W invocations of a 256-wide
+ * workgroup (shaders/nn_rows.glsl); W grows with the row length. There is
+ * no scratch memory and no float atomics, so a reduction across rows
+ * parks its partial values in a part of the output that a later dispatch
+ * overwrites (the norm backward's row statistics, cross_entropy_grad's
+ * count), or runs in one workgroup (cross_entropy's loss). */
 #include "vk.h"
 
-void kiln__vk_register_nn(kiln_vk_kernel *tab) { (void)tab; }
+#define NN_LOCAL 256u
+
+static bool f32_ok(const kiln_vk *vk, const kiln_tensor *t) {
+    return t->dtype == KILN_F32 && kiln_tensor_is_contiguous(t) && kiln__vk_fits(vk, t);
+}
+
+static bool i32_ok(const kiln_vk *vk, const kiln_tensor *t) {
+    return t->dtype == KILN_I32 && kiln_tensor_is_contiguous(t) && kiln__vk_fits(vk, t);
+}
+
+/* Invocations per row: a power of two, up to 32, each taking about 16 or
+ * more of the row's columns (few lanes keep the per-group combine short;
+ * 32 neighbouring lanes still read whole cache lines on a GPU). */
+#define NN_MAX_WIDTH 32u
+
+static uint32_t row_width(int64_t n) {
+    uint32_t w = 1;
+    while (w < NN_MAX_WIDTH && (int64_t)w * 16 < n) w <<= 1;
+    return w;
+}
+
+/* Workgroups for rows of width w (256 / w rows each), spread over x and y
+ * as the shaders' nn_row() expects. */
+static void row_groups(const kiln_vk *vk, int64_t rows, uint32_t w, uint32_t g[3]) {
+    uint64_t per = NN_LOCAL / w, wgs = ((uint64_t)rows + per - 1) / per;
+    kiln__vk_groups_1d(vk, wgs * NN_LOCAL, NN_LOCAL, g);
+}
+
+static int64_t last_dim(const kiln_tensor *t) { return t->shape[t->ndim - 1]; }
+
+/* ---- softmax, log_softmax, softmax_grad ---- */
+
+static bool softmax_supports(const kiln_vk *vk, const kiln_tensor *t) {
+    if (!f32_ok(vk, t) || kiln_tensor_numel(t) == 0) return false;
+    for (int i = 0; i < t->nsrc; i++)
+        if (!f32_ok(vk, t->src[i])) return false;
+    return true;
+}
+
+static kiln_status softmax_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    const kiln_tensor *x = t->src[0];
+    int64_t n = last_dim(t), rows = kiln_tensor_numel(t) / n;
+    uint32_t w = row_width(n), causal = t->ip[0] != 0;
+    struct {
+        uint32_t rows, n, mrows, causal, log_out, w, x0, y0;
+    } pc = {(uint32_t)rows, (uint32_t)n, causal ? (uint32_t)t->shape[t->ndim - 2] : 1, causal,
+            t->op == KILN_OP_LOG_SOFTMAX, w, kiln__vk_base(vk, x), kiln__vk_base(vk, t)};
+    kiln_vk_dispatch d = {.shader = "nn_softmax", .n = 2, .bind = {x, t}, .push = &pc, .push_size = sizeof pc};
+    row_groups(vk, rows, w, d.groups);
+    return kiln__vk_dispatch(vk, &d);
+}
+
+static kiln_status softmax_grad_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    const kiln_tensor *y = t->src[0], *gy = t->src[1];
+    int64_t n = last_dim(t), rows = kiln_tensor_numel(t) / n;
+    uint32_t w = row_width(n), causal = t->ip[0] != 0;
+    struct {
+        uint32_t rows, n, mrows, causal, log_in, w, y0, gy0, gx0;
+    } pc = {(uint32_t)rows, (uint32_t)n, causal ? (uint32_t)t->shape[t->ndim - 2] : 1, causal, t->ip[1] != 0, w,
+            kiln__vk_base(vk, y), kiln__vk_base(vk, gy), kiln__vk_base(vk, t)};
+    kiln_vk_dispatch d = {.shader = "nn_softmax_grad", .n = 3, .bind = {y, gy, t}, .push = &pc, .push_size = sizeof pc};
+    row_groups(vk, rows, w, d.groups);
+    return kiln__vk_dispatch(vk, &d);
+}
+
+/* ---- layer_norm, rms_norm ---- */
+
+/* Forward src: x [, w [, b]]; backward src: x [, w], gy (ip[0] = has_w). */
+static bool norm_supports(const kiln_vk *vk, const kiln_tensor *t) {
+    if (!f32_ok(vk, t) || !f32_ok(vk, t->src[0]) || kiln_tensor_numel(t->src[0]) == 0) return false;
+    for (int i = 1; i < t->nsrc; i++)
+        if (!f32_ok(vk, t->src[i])) return false;
+    return true;
+}
+
+static kiln_status norm_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    bool rms = t->op == KILN_OP_RMS_NORM, has_w = t->ip[0] != 0, has_b = !rms && t->ip[1] != 0;
+    const kiln_tensor *x = t->src[0], *w = has_w ? t->src[1] : x, *b = has_b ? t->src[1 + has_w] : x;
+    int64_t c = last_dim(t), rows = kiln_tensor_numel(t) / c;
+    uint32_t wd = row_width(c);
+    struct {
+        uint32_t rows, c, rms, has_w, has_b, wd;
+        float eps;
+        uint32_t x0, w0, b0, y0;
+    } pc = {(uint32_t)rows, (uint32_t)c, rms, has_w, has_b, wd, (float)t->fp[0], kiln__vk_base(vk, x),
+            kiln__vk_base(vk, w), kiln__vk_base(vk, b), kiln__vk_base(vk, t)};
+    kiln_vk_dispatch d = {.shader = "nn_norm", .n = 4, .bind = {x, w, b, t}, .push = &pc, .push_size = sizeof pc};
+    row_groups(vk, rows, wd, d.groups);
+    return kiln__vk_dispatch(vk, &d);
+}
+
+/* Three passes (shaders nn_norm_grad_*): row statistics parked in dx, dw/db
+ * per column from them, then dx over the statistics. */
+static kiln_status norm_grad_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    bool rms = t->op == KILN_OP_RMS_NORM_GRAD, has_w = t->ip[0] != 0, has_b = !rms && t->ip[1] != 0;
+    const kiln_tensor *x = t->src[0], *w = has_w ? t->src[1] : x, *gy = t->src[1 + has_w];
+    int64_t c = last_dim(x), rows = kiln_tensor_numel(x) / c;
+    uint32_t wd = row_width(c), x0 = kiln__vk_base(vk, x), o0 = kiln__vk_base(vk, t), gy0 = kiln__vk_base(vk, gy);
+    struct {
+        uint32_t rows, c, rms, wd;
+        float eps;
+        uint32_t x0, o0;
+    } ps = {(uint32_t)rows, (uint32_t)c, rms, wd, (float)t->fp[0], x0, o0};
+    kiln_vk_dispatch d = {.shader = "nn_norm_grad_stats", .n = 2, .bind = {x, t}, .push = &ps, .push_size = sizeof ps};
+    row_groups(vk, rows, wd, d.groups);
+    kiln_status s = kiln__vk_dispatch(vk, &d);
+    if (s) return s;
+    if (has_w || has_b) {
+        struct {
+            uint32_t rows, c, rms, has_w, has_b, x0, gy0, o0;
+        } pw = {(uint32_t)rows, (uint32_t)c, rms, has_w, has_b, x0, gy0, o0};
+        d = (kiln_vk_dispatch){.shader = "nn_norm_grad_wb", .n = 3, .bind = {x, gy, t}, .push = &pw,
+                               .push_size = sizeof pw};
+        kiln__vk_groups_1d(vk, (uint64_t)(c + 31) / 32 * NN_LOCAL, NN_LOCAL, d.groups);
+        if ((s = kiln__vk_dispatch(vk, &d))) return s;
+    }
+    struct {
+        uint32_t rows, c, rms, has_w, wd, x0, w0, gy0, o0;
+    } px = {(uint32_t)rows, (uint32_t)c, rms, has_w, wd, x0, kiln__vk_base(vk, w), gy0, o0};
+    d = (kiln_vk_dispatch){.shader = "nn_norm_grad_dx", .n = 4, .bind = {x, w, gy, t}, .push = &px,
+                           .push_size = sizeof px};
+    row_groups(vk, rows, wd, d.groups);
+    return kiln__vk_dispatch(vk, &d);
+}
+
+/* ---- cross_entropy ---- */
+
+/* src logits [..., C], labels i32 [...] (, gy [1] for the backward). The
+ * CPU fails the compute on a label outside [0, C) that is not
+ * ignore_index; a shader cannot, so such a row counts as ignored here. */
+static bool cross_entropy_supports(const kiln_vk *vk, const kiln_tensor *t) {
+    const kiln_tensor *x = t->src[0], *lab = t->src[1];
+    if (!f32_ok(vk, t) || !f32_ok(vk, x) || !i32_ok(vk, lab) || kiln_tensor_numel(x) == 0) return false;
+    if (t->ip[0] < INT32_MIN || t->ip[0] > INT32_MAX) return false;
+    return t->nsrc < 3 || f32_ok(vk, t->src[2]);
+}
+
+static kiln_status cross_entropy_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    const kiln_tensor *x = t->src[0], *lab = t->src[1];
+    int64_t c = last_dim(x), rows = kiln_tensor_numel(lab);
+    struct {
+        uint32_t rows, c, wd;
+        int32_t ignore;
+        uint32_t x0, l0, y0;
+    } pc = {(uint32_t)rows, (uint32_t)c, row_width(c), (int32_t)t->ip[0], kiln__vk_base(vk, x), kiln__vk_base(vk, lab),
+            kiln__vk_base(vk, t)};
+    kiln_vk_dispatch d = {.shader = "nn_cross_entropy", .n = 3, .bind = {x, lab, t}, .push = &pc,
+                          .push_size = sizeof pc};
+    return kiln__vk_dispatch(vk, &d); /* one workgroup */
+}
+
+/* Three passes: the kept-row count parked in gx[0], rows 1.. , then row 0. */
+static kiln_status cross_entropy_grad_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    const kiln_tensor *x = t->src[0], *lab = t->src[1], *gy = t->src[2];
+    int64_t c = last_dim(x), rows = kiln_tensor_numel(lab);
+    int32_t ignore = (int32_t)t->ip[0];
+    uint32_t l0 = kiln__vk_base(vk, lab), gx0 = kiln__vk_base(vk, t), w = row_width(c);
+    struct {
+        uint32_t rows, c;
+        int32_t ignore;
+        uint32_t l0, gx0;
+    } pn = {(uint32_t)rows, (uint32_t)c, ignore, l0, gx0};
+    kiln_vk_dispatch d = {.shader = "nn_cross_entropy_count", .n = 2, .bind = {lab, t}, .push = &pn,
+                          .push_size = sizeof pn};
+    kiln_status s = kiln__vk_dispatch(vk, &d);
+    struct {
+        uint32_t lo, hi, c, wd;
+        int32_t ignore;
+        uint32_t x0, l0, gy0, gx0;
+    } pg = {1, (uint32_t)rows, (uint32_t)c, w, ignore, kiln__vk_base(vk, x), l0, kiln__vk_base(vk, gy), gx0};
+    d = (kiln_vk_dispatch){.shader = "nn_cross_entropy_grad", .n = 4, .bind = {x, lab, gy, t}, .push = &pg,
+                           .push_size = sizeof pg};
+    if (!s && rows > 1) {
+        row_groups(vk, rows - 1, w, d.groups);
+        s = kiln__vk_dispatch(vk, &d);
+    }
+    if (s) return s;
+    pg.lo = 0, pg.hi = 1;
+    row_groups(vk, 1, w, d.groups);
+    return kiln__vk_dispatch(vk, &d);
+}
+
+void kiln__vk_register_nn(kiln_vk_kernel *tab) {
+    tab[KILN_OP_SOFTMAX] = (kiln_vk_kernel){softmax_supports, softmax_record};
+    tab[KILN_OP_LOG_SOFTMAX] = (kiln_vk_kernel){softmax_supports, softmax_record};
+    tab[KILN_OP_SOFTMAX_GRAD] = (kiln_vk_kernel){softmax_supports, softmax_grad_record};
+    tab[KILN_OP_LAYER_NORM] = (kiln_vk_kernel){norm_supports, norm_record};
+    tab[KILN_OP_RMS_NORM] = (kiln_vk_kernel){norm_supports, norm_record};
+    tab[KILN_OP_LAYER_NORM_GRAD] = (kiln_vk_kernel){norm_supports, norm_grad_record};
+    tab[KILN_OP_RMS_NORM_GRAD] = (kiln_vk_kernel){norm_supports, norm_grad_record};
+    tab[KILN_OP_CROSS_ENTROPY] = (kiln_vk_kernel){cross_entropy_supports, cross_entropy_record};
+    tab[KILN_OP_CROSS_ENTROPY_GRAD] = (kiln_vk_kernel){cross_entropy_supports, cross_entropy_grad_record};
+}

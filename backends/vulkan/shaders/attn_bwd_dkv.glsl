@@ -1,0 +1,46 @@
+// attention backward, pass 2 of 3: one invocation per key row j of kv
+// head (b, kh), looping over the query heads of its group and the queries
+// that see key j; P = exp(q k^T scale - L) is recomputed from the
+// forward's L, so no T x S matrix exists and each dk/dv row has one
+// writer:  dv_j = sum_i P_ij dO_i,  dk_j = sum_i dS_ij q_i,
+// dS_ij = P_ij (dO_i . v_j - delta_i) scale (delta from pass 1). The
+// workgroup (64 keys of one head) walks the queries together from the
+// first one any of its keys is visible to.
+#include "attn_common.glsl"
+layout(std430, binding = 0) readonly buffer Q { VT q[]; };
+layout(std430, binding = 1) readonly buffer K { VT k[]; };
+layout(std430, binding = 2) readonly buffer V { VT v[]; };
+layout(std430, binding = 3) readonly buffer F { float f[]; };   // forward O | L
+layout(std430, binding = 4) readonly buffer DO { VT dout[]; };
+layout(std430, binding = 5) buffer G { float g[]; };            // dq | dk | dv
+
+void main() {
+    uint kvh = gl_WorkGroupID.y, j = attn_index(), krow = kvh * p.s + j;
+    bool ok = j < p.s;
+    uint b = kvh / p.hkv, kh = kvh % p.hkv, group = p.hq / p.hkv;
+    uint nd = p.d / VW, ndv = p.dv / VW;
+    VT kr[NV], vr[NV], dk[NV], dv[NV];
+    ATTN_LOAD(kr, k, p.k0 / VW + krow * nd, ok ? nd : 0u)
+    ATTN_LOAD(vr, v, p.v0 / VW + krow * ndv, ok ? ndv : 0u)
+    ATTN_UNROLL for (uint e = 0u; e < NV; e++) dk[e] = VT(0.0), dv[e] = VT(0.0);
+    // query i sees key j iff i >= j - (S - T): the block's first key bounds the loop
+    int off = int(p.s) - int(p.t), ifirst = int(j) - off;
+    uint i0 = p.causal != 0u ? uint(max(int(gl_WorkGroupID.x * ATTN_BLOCK) - off, 0)) : 0u;
+    for (uint hh = 0u; hh < group; hh++) {
+        uint qbase = (b * p.hq + kh * group + hh) * p.t;
+        for (uint i = i0; i < p.t; i++) {
+            uint qrow = qbase + i, qr = p.q0 / VW + qrow * nd, dr = p.do0 / VW + qrow * ndv;
+            bool vis = ok && (p.causal == 0u || int(i) >= ifirst);
+            float sdot = 0.0, dp = 0.0;
+            ATTN_UNROLL for (uint e = 0u; e < NV; e++) sdot += dot(q[ATTN_AT(qr, e, nd)], kr[e]);
+            ATTN_UNROLL for (uint e = 0u; e < NV; e++) dp += dot(dout[ATTN_AT(dr, e, ndv)], vr[e]);
+            float pj = vis ? exp(sdot * p.scale - f[p.l0 + qrow]) : 0.0;
+            float ds = pj * (dp - g[p.dq0 + qrow]) * p.scale;
+            ATTN_UNROLL for (uint e = 0u; e < NV; e++) dv[e] += pj * dout[ATTN_AT(dr, e, ndv)];
+            ATTN_UNROLL for (uint e = 0u; e < NV; e++) dk[e] += ds * q[ATTN_AT(qr, e, nd)];
+        }
+    }
+    if (!ok) return;
+    ATTN_STORE(g, p.dk0 + krow * p.d, dk, p.d)
+    ATTN_STORE(g, p.dv0 + krow * p.dv, dv, p.dv)
+}

@@ -1,0 +1,43 @@
+// attention backward, pass 3 of 3: one invocation per query row i,
+// recomputing P_ij = exp(q_i k_j scale - L_i) over the keys it sees:
+// dq_i = sum_j dS_ij k_j, dS_ij = P_ij (dO_i . v_j - delta_i) scale, with
+// delta_i = dO_i . O_i recomputed (pass 1's copy sits where dq is written).
+// As in the forward, the workgroup walks its block's keys together.
+#include "attn_common.glsl"
+layout(std430, binding = 0) readonly buffer Q { VT q[]; };
+layout(std430, binding = 1) readonly buffer K { VT k[]; };
+layout(std430, binding = 2) readonly buffer V { VT v[]; };
+layout(std430, binding = 3) readonly buffer F { float f[]; };   // forward O | L
+layout(std430, binding = 4) readonly buffer DO { VT dout[]; };
+layout(std430, binding = 5) buffer G { float g[]; };            // dq | dk | dv
+
+void main() {
+    uint bh = gl_WorkGroupID.y, i = attn_index(), row = bh * p.t + i;
+    bool ok = i < p.t;
+    uint kvh = attn_kv_of(bh), kend = ok ? attn_kend(i) : 0u;
+    uint kmax = attn_kend(min(gl_WorkGroupID.x * ATTN_BLOCK + ATTN_BLOCK, p.t) - 1u);
+    uint nd = p.d / VW, ndv = p.dv / VW;
+    uint kb = p.k0 / VW + kvh * p.s * nd, vb = p.v0 / VW + kvh * p.s * ndv;
+    VT qr[NV], dor[NV], dq[NV];
+    ATTN_LOAD(qr, q, p.q0 / VW + row * nd, ok ? nd : 0u)
+    ATTN_LOAD(dor, dout, p.do0 / VW + row * ndv, ok ? ndv : 0u)
+    float delta = 0.0, li = 0.0;
+    if (ok) {
+        for (uint e = 0u; e < p.dv; e++) {
+            uint at = p.do0 + row * p.dv + e;
+            delta += attn_comp(dout[at / VW], at % VW) * f[p.o0 + row * p.dv + e];
+        }
+        li = f[p.l0 + row];
+    }
+    ATTN_UNROLL for (uint e = 0u; e < NV; e++) dq[e] = VT(0.0);
+    for (uint j = 0u; j < kmax; j++) {
+        uint kr = kb + j * nd, vr = vb + j * ndv;
+        float sdot = 0.0, dp = 0.0;
+        ATTN_UNROLL for (uint e = 0u; e < NV; e++) sdot += dot(qr[e], k[ATTN_AT(kr, e, nd)]);
+        ATTN_UNROLL for (uint e = 0u; e < NV; e++) dp += dot(dor[e], v[ATTN_AT(vr, e, ndv)]);
+        float ds = j < kend ? exp(sdot * p.scale - li) * (dp - delta) * p.scale : 0.0;
+        ATTN_UNROLL for (uint e = 0u; e < NV; e++) dq[e] += ds * k[ATTN_AT(kr, e, nd)];
+    }
+    if (!ok) return;
+    ATTN_STORE(g, p.dq0 + row * p.d, dq, p.d)
+}

@@ -1,0 +1,78 @@
+// attn_common.glsl — what the attention kernels share. A workgroup takes
+// 64 consecutive rows (queries, or keys for dk/dv) of one head: the grid
+// is x = blocks of 64 rows, y = heads. Every loop bound and every address
+// of the rows it walks (keys, or queries) is then the same for the whole
+// workgroup, so those loads are uniform (one load broadcast to all
+// invocations); what differs per invocation (the causal mask, a row past
+// the end) is a mask, not a bound.
+//
+// Each variant's .comp defines HD, a bound on the head sizes D and Dv,
+// and VW, the vector width rows are read with: 4 (VT = vec4) where D, Dv
+// and every buffer's base are multiples of 4 (the host checks), else 1
+// (VT = float). Rows live in registers as NV = HD / VW vectors; the loops
+// over them are unrolled for HD <= 128 (so the arrays stay in registers)
+// and rolled past it (private memory: slower, small code). They run to NV
+// without branches: an index past the row is clamped to its last vector
+// (ATTN_AT) and multiplied by a zero, or lands in an accumulator entry
+// that is never stored. Buffers: q [B, Hq, T, D], k [B, Hkv, S, D],
+// v [B, Hkv, S, Dv], f32 contiguous; query head h reads kv head
+// h / (Hq / Hkv); causal: query i sees key j iff j <= i + S - T.
+#define ATTN_BLOCK 64u
+layout(local_size_x = 64) in;
+
+#if VW == 4
+#define VT vec4
+#else
+#define VT float
+#endif
+#define NV (HD / VW)
+layout(push_constant) uniform P {
+    uint rows;   // query rows B*Hq*T
+    uint hq, hkv, t, s, d, dv, causal;
+    float scale;
+    uint q0, k0, v0;
+    uint o0, l0;   // the forward's O and L (output or input)
+    uint do0;      // dO (backward)
+    uint dq0, dk0, dv0;
+} p;
+
+float attn_pos_inf() { return uintBitsToFloat(0x7f800000u); }
+float attn_neg_inf() { return uintBitsToFloat(0xff800000u); }
+
+// Keys [0, attn_kend(i)) are visible to query i.
+uint attn_kend(uint i) {
+    if (p.causal == 0u) return p.s;
+    return uint(clamp(int(i) + int(p.s) - int(p.t) + 1, 0, int(p.s)));
+}
+
+// This invocation's row in its head (query i, or key j); the last block
+// of a head may run past its end, which each kernel masks.
+uint attn_index() { return gl_WorkGroupID.x * ATTN_BLOCK + gl_LocalInvocationID.x; }
+
+// The kv head (b * Hkv + kh) of query head bh (b * Hq + h).
+uint attn_kv_of(uint bh) { return bh / p.hq * p.hkv + bh % p.hq / (p.hq / p.hkv); }
+
+#if HD > 128
+#define ATTN_UNROLL [[dont_unroll]]
+#else
+#define ATTN_UNROLL [[unroll]]
+#endif
+
+// Vector e of a row of n vectors starting at base, clamped into the row.
+#define ATTN_AT(base, e, n) ((base) + min((e), (n) - 1u))
+
+// dst[e] = the row's vector e, 0 past its n (n = 0: nothing is read).
+#define ATTN_LOAD(dst, buf, base, n)                   \
+    ATTN_UNROLL for (uint e_ = 0u; e_ < NV; e_++) {     \
+        dst[e_] = VT(0.0);                             \
+        if (e_ < (n)) dst[e_] = buf[(base) + e_];      \
+    }
+
+// Store the first n floats of the NV vectors src at out[base...] (floats).
+#define ATTN_STORE(out, base, src, n)                                  \
+    ATTN_UNROLL for (uint e_ = 0u; e_ < NV; e_++)                       \
+        ATTN_UNROLL for (uint c_ = 0u; c_ < VW; c_++)                   \
+            if (e_ * VW + c_ < (n)) out[(base) + e_ * VW + c_] = attn_comp(src[e_], c_);
+
+float attn_comp(float v, uint c) { return v; }
+float attn_comp(vec4 v, uint c) { return v[c]; }
