@@ -1,4 +1,207 @@
-/* vk_matmul.c — the matmul kernels of the Vulkan backend (see vk.h). */
+/* vk_matmul.c — KILN_OP_MATMUL on the Vulkan backend (see vk.h): one
+ * dispatch of the register-blocked tile kernel shaders/mm_tile.glsl over
+ * every output tile of every batch matrix. The tile is the one that wastes
+ * least (see variant_of): 128 x 128 (256 invocations of 8 x 8 outputs) for
+ * big outputs, 64 x 64 (64 invocations of 8 x 8) for small ones, 16 x 256
+ * or 256 x 16 for outputs of a few rows or columns. Outputs that would
+ * leave most of the device idle while their few tiles walk a long K (a
+ * convolution's weight gradient) run shaders/mm_splitk.glsl instead: a
+ * workgroup per 4 x 4 block, its invocations splitting K.
+ *
+ * The semantics are backends/cpu/matmul.c's: ip[0]/ip[1] transpose a's/b's
+ * last two dims, batch dims broadcast, f16 operands accumulate in f32 and
+ * round the result to f16, f32 operands are rounded to bf16 first under
+ * KILN_MATMUL_BF16, and ex->accumulate adds the product into the output.
+ * Operands are read through their own strides (non-negative ones), so
+ * transposed, sliced and broadcast views need no copy; batch dims that are
+ * laid out alike are coalesced, and more than three that are not go to the
+ * CPU, as do f64 and sizes beyond 32-bit indexing. */
 #include "vk.h"
 
-void kiln__vk_register_matmul(kiln_vk_kernel *tab) { (void)tab; }
+enum { MM_BATCH_DIMS = 3 };
+
+/* The tile variants (shaders mm_<dtype>_<name>.comp): output tile rows x
+ * columns. */
+typedef struct mm_variant {
+    const char *f32, *f16;
+    int64_t bm, bn;
+} mm_variant;
+enum { MM_BIG, MM_SMALL, MM_WIDE, MM_TALL, MM_SPLITK };
+static const mm_variant VARIANTS[] = {
+    [MM_BIG] = {"mm_f32_128", "mm_f16_128", 128, 128},
+    [MM_SMALL] = {"mm_f32_64", "mm_f16_64", 64, 64},
+    [MM_WIDE] = {"mm_f32_wide", "mm_f16_wide", 16, 256},
+    [MM_TALL] = {"mm_f32_tall", "mm_f16_tall", 256, 16},
+    [MM_SPLITK] = {"mm_f32_splitk", "mm_f16_splitk", 4, 4},
+};
+/* the fewest rows of a tile among the tiled variants (for folding batches) */
+enum { MM_MIN_TILE = 16 };
+
+/* Split K when the tiled kernel would have fewer workgroups than this
+ * and K is at least MM_SPLITK_K deep. */
+enum { MM_SPLITK_GROUPS = 16, MM_SPLITK_K = 1024 };
+
+/* mm_tile.glsl's flags */
+enum { MM_ACCUMULATE = 1, MM_BF16 = 2, MM_A_KFAST = 4, MM_B_KFAST = 8 };
+
+/* Matches the push-constant block of mm_tile.glsl. */
+typedef struct mm_push {
+    uint32_t m, n, k;
+    uint32_t a0, b0, c0;
+    uint32_t sam, sak, sbk, sbn;
+    uint32_t bd1, bd2;
+    uint32_t as[MM_BATCH_DIMS], bs[MM_BATCH_DIMS];
+    uint32_t flags;
+    uint32_t z0;
+} mm_push;
+
+/* What a node needs to run: sizes, strides, coalesced batch dims. */
+typedef struct mm_plan {
+    int64_t m, n, k, batch;
+    int64_t sam, sak, sbk, sbn;
+    int nbd;                             /* coalesced batch dims, outer first */
+    int64_t bd[KILN_MAX_DIMS], as[KILN_MAX_DIMS], bs[KILN_MAX_DIMS];
+} mm_plan;
+
+/* Stride of x's dim i (from the right end of out's batch dims: x has
+ * fewer dims when it is broadcast), 0 where x has no such dim or a 1. */
+static int64_t batch_stride(const kiln_tensor *x, int nb, int i) {
+    int ix = i - (nb - (x->ndim - 2));
+    return ix >= 0 && x->shape[ix] != 1 ? x->stride[ix] : 0;
+}
+
+/* The stride of dim d of x, or 0 when that dim has size 1 (its stride
+ * is never used, and may be anything). */
+static int64_t dim_stride(const kiln_tensor *x, int d) { return x->shape[d] == 1 ? 0 : x->stride[d]; }
+
+static int64_t tiles(int64_t n, int64_t t) { return (n + t - 1) / t; }
+
+/* The plan of node t; max_rows: the most row tiles a dispatch may have. */
+static void plan_of(const kiln_tensor *t, int64_t max_rows, mm_plan *pl) {
+    const kiln_tensor *a = t->src[0], *b = t->src[1];
+    bool ta = t->ip[0], tb = t->ip[1];
+    int nb = t->ndim - 2;
+    pl->m = t->shape[nb];
+    pl->n = t->shape[nb + 1];
+    pl->k = a->shape[a->ndim - (ta ? 2 : 1)];
+    pl->batch = kiln__numel(nb, t->shape);
+    int64_t a_r = dim_stride(a, a->ndim - 2), a_c = dim_stride(a, a->ndim - 1);
+    int64_t b_r = dim_stride(b, b->ndim - 2), b_c = dim_stride(b, b->ndim - 1);
+    pl->sam = ta ? a_c : a_r, pl->sak = ta ? a_r : a_c;
+    pl->sbk = tb ? b_c : b_r, pl->sbn = tb ? b_r : b_c;
+    /* batch dims, size-1 ones dropped, neighbours merged where both
+     * operands step through them as through one dim */
+    pl->nbd = 0;
+    for (int i = 0; i < nb; i++) {
+        int64_t d = t->shape[i], sa = batch_stride(a, nb, i), sb = batch_stride(b, nb, i);
+        if (d == 1) continue;
+        int j = pl->nbd - 1;
+        if (j >= 0 && pl->as[j] == sa * d && pl->bs[j] == sb * d) {
+            pl->bd[j] *= d, pl->as[j] = sa, pl->bs[j] = sb;
+            continue;
+        }
+        pl->bd[pl->nbd] = d, pl->as[pl->nbd] = sa, pl->bs[pl->nbd] = sb;
+        pl->nbd++;
+    }
+    /* b shared by the batch and a's matrices one after another (rows
+     * continuing at the same stride): one tall [batch*m, k] matrix, whose
+     * tiles fill up where each batch matrix alone would leave most of a
+     * tile empty (C's rows continue the same way) */
+    if (pl->nbd == 1 && pl->bs[0] == 0 && (pl->m == 1 || pl->as[0] == pl->m * pl->sam) &&
+        tiles(pl->m * pl->bd[0], MM_MIN_TILE) <= max_rows) { /* whichever tile it gets */
+        if (pl->m == 1) pl->sam = pl->as[0];
+        pl->m *= pl->bd[0];
+        pl->batch = 1;
+        pl->nbd = 0;
+    }
+}
+
+/* The tile for an m x n output: a thin one where a 64-row (-column) tile
+ * would be at least 3/4 padding; else the big tiles unless the small
+ * ones' work, padding included, is less (on lavapipe a small tile takes
+ * about 1.4 times as long per output, a thin one 2 to 4 times). */
+static int tile_of(int64_t m, int64_t n) {
+    if (m <= 16 && n > 64) return MM_WIDE;
+    if (n <= 16 && m > 64) return MM_TALL;
+    double big = (double)(tiles(m, 128) * tiles(n, 128)) * 128 * 128;
+    double small = 1.4 * (double)(tiles(m, 64) * tiles(n, 64)) * 64 * 64;
+    return small < big ? MM_SMALL : MM_BIG;
+}
+
+/* The kernel for plan pl: its tile, or split K (see the top). */
+static int variant_of(const mm_plan *pl) {
+    int v = tile_of(pl->m, pl->n);
+    int64_t groups = tiles(pl->m, VARIANTS[v].bm) * tiles(pl->n, VARIANTS[v].bn) * pl->batch;
+    return groups < MM_SPLITK_GROUPS && pl->k >= MM_SPLITK_K ? MM_SPLITK : v;
+}
+
+static bool u32(int64_t v) { return v >= 0 && v <= (int64_t)UINT32_MAX; }
+
+static bool matmul_supports(const kiln_vk *vk, const kiln_tensor *t) {
+    const kiln_tensor *a = t->src[0], *b = t->src[1];
+    const kiln_vk_caps *caps = kiln__vk_caps(vk);
+    if (t->dtype != KILN_F32 && !(t->dtype == KILN_F16 && caps->f16)) return false;
+    if (a->dtype != t->dtype || b->dtype != t->dtype || a->ndim < 2 || b->ndim < 2) return false;
+    if (!kiln_tensor_is_contiguous(t)) return false;
+    if (!kiln__vk_fits(vk, a) || !kiln__vk_fits(vk, b) || !kiln__vk_fits(vk, t)) return false;
+    mm_plan pl;
+    plan_of(t, caps->max_groups[1], &pl);
+    if (pl.nbd > MM_BATCH_DIMS) return false;
+    int64_t v[] = {pl.m, pl.n, pl.k, pl.sam, pl.sak, pl.sbk, pl.sbn, pl.batch * pl.m * pl.n};
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++)
+        if (!u32(v[i])) return false;
+    for (int i = 0; i < pl.nbd; i++)
+        if (!u32(pl.as[i]) || !u32(pl.bs[i])) return false;
+    const mm_variant *var = &VARIANTS[variant_of(&pl)];
+    return tiles(pl.n, var->bn) <= caps->max_groups[0] && tiles(pl.m, var->bm) <= caps->max_groups[1];
+}
+
+static kiln_status matmul_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
+    const kiln_tensor *a = t->src[0], *b = t->src[1];
+    mm_plan pl;
+    plan_of(t, kiln__vk_caps(vk)->max_groups[1], &pl);
+    if (pl.m == 0 || pl.n == 0 || pl.batch == 0) return KILN_OK; /* nothing to write */
+    /* the batch dims, right-aligned in three slots (size 1, stride 0 pads them) */
+    int64_t bd[MM_BATCH_DIMS] = {1, 1, 1}, as[MM_BATCH_DIMS] = {0}, bs[MM_BATCH_DIMS] = {0};
+    for (int i = 0; i < pl.nbd; i++) {
+        int s = MM_BATCH_DIMS - pl.nbd + i;
+        bd[s] = pl.bd[i], as[s] = pl.as[i], bs[s] = pl.bs[i];
+    }
+    uint32_t flags = 0;
+    if (ex->accumulate) flags |= MM_ACCUMULATE;
+    if (t->dtype == KILN_F32 && kiln_get_matmul_precision() == KILN_MATMUL_BF16) flags |= MM_BF16;
+    /* stage each operand along its unit-stride dim (coalesced loads) */
+    if (pl.sak == 1 && pl.sam != 1) flags |= MM_A_KFAST;
+    if (pl.sbk == 1 && pl.sbn != 1) flags |= MM_B_KFAST;
+    mm_push pc = {
+        .m = (uint32_t)pl.m, .n = (uint32_t)pl.n, .k = (uint32_t)pl.k,
+        .a0 = kiln__vk_base(vk, a), .b0 = kiln__vk_base(vk, b), .c0 = kiln__vk_base(vk, t),
+        .sam = (uint32_t)pl.sam, .sak = (uint32_t)pl.sak, .sbk = (uint32_t)pl.sbk, .sbn = (uint32_t)pl.sbn,
+        .bd1 = (uint32_t)bd[1], .bd2 = (uint32_t)bd[2],
+        .flags = flags,
+    };
+    for (int i = 0; i < MM_BATCH_DIMS; i++) pc.as[i] = (uint32_t)as[i], pc.bs[i] = (uint32_t)bs[i];
+    const mm_variant *v = &VARIANTS[variant_of(&pl)];
+    /* batches beyond the device's grid limit in z: more dispatches, each
+     * starting at batch z0 */
+    int64_t zmax = kiln__vk_caps(vk)->max_groups[2];
+    for (int64_t z0 = 0; z0 < pl.batch; z0 += zmax) {
+        pc.z0 = (uint32_t)z0;
+        kiln_vk_dispatch d = {
+            .shader = t->dtype == KILN_F16 ? v->f16 : v->f32,
+            .n = 3,
+            .bind = {a, b, t},
+            .push = &pc,
+            .push_size = sizeof pc,
+            .groups = {(uint32_t)tiles(pl.n, v->bn), (uint32_t)tiles(pl.m, v->bm),
+                       (uint32_t)(pl.batch - z0 < zmax ? pl.batch - z0 : zmax)},
+        };
+        kiln_status s = kiln__vk_dispatch(vk, &d);
+        if (s) return s;
+    }
+    return KILN_OK;
+}
+
+void kiln__vk_register_matmul(kiln_vk_kernel *tab) {
+    tab[KILN_OP_MATMUL] = (kiln_vk_kernel){matmul_supports, matmul_record};
+}

@@ -11,11 +11,13 @@ static bool f32_ok(const kiln_vk *vk, const kiln_tensor *t, int64_t n) {
     return t->dtype == KILN_F32 && kiln_tensor_is_contiguous(t) && kiln_tensor_numel(t) == n && kiln__vk_fits(vk, t);
 }
 
-/* src[0] (the gradient, whose storage the node is) += src[1] */
+/* src[0] (the gradient, whose storage the node is) += src[1]; f32, or f16
+ * where the device has 16-bit storage */
 static bool acc_grad_supports(const kiln_vk *vk, const kiln_tensor *t) {
     const kiln_tensor *g = t->src[0], *d = t->src[1];
-    return g->dtype == KILN_F32 && d->dtype == KILN_F32 && kiln_tensor_is_contiguous(g) &&
-           kiln_tensor_is_contiguous(d) && kiln__vk_fits(vk, g) && kiln__vk_fits(vk, d);
+    bool dt = g->dtype == d->dtype && (g->dtype == KILN_F32 || (g->dtype == KILN_F16 && kiln__vk_caps(vk)->f16));
+    return dt && kiln_tensor_is_contiguous(g) && kiln_tensor_is_contiguous(d) && kiln__vk_fits(vk, g) &&
+           kiln__vk_fits(vk, d);
 }
 
 static kiln_status acc_grad_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
@@ -25,7 +27,7 @@ static kiln_status acc_grad_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec 
     struct {
         uint32_t n, g0, d0;
     } pc = {(uint32_t)n, kiln__vk_base(vk, g), kiln__vk_base(vk, d)};
-    kiln_vk_dispatch dp = {.shader = "acc_grad", .n = 2, .bind = {g, d}, .push = &pc, .push_size = sizeof pc};
+    kiln_vk_dispatch dp = {.shader = g->dtype == KILN_F16 ? "acc_grad_f16" : "acc_grad", .n = 2, .bind = {g, d}, .push = &pc, .push_size = sizeof pc};
     kiln__vk_groups_1d(vk, (uint64_t)n, 256, dp.groups);
     return kiln__vk_dispatch(vk, &dp);
 }

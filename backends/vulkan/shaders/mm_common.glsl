@@ -1,0 +1,63 @@
+// mm_common.glsl — what the matmul kernels (mm_tile.glsl, mm_splitk.glsl;
+// vk_matmul.c) share: the operands as bindings 0..2, the push constants
+// that say how to read them, and the per-batch-matrix bases.
+//
+// Operands are read through strides: op(A)(m, k) is a[abase + m*sam +
+// k*sak], op(B)(k, n) is b[bbase + k*sbk + n*sbn], so transposed and
+// strided views need no copy. Up to three (coalesced) batch dims come
+// from the batch index z; a stride 0 broadcasts an operand across them.
+// C is contiguous. The including file defines MM_F16 for f16 storage.
+
+#ifdef MM_F16
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#define ELEM float16_t
+#else
+#define ELEM float
+#endif
+
+layout(std430, binding = 0) readonly buffer BufA { ELEM a[]; };
+layout(std430, binding = 1) readonly buffer BufB { ELEM b[]; };
+layout(std430, binding = 2) buffer BufC { ELEM c[]; };
+
+// Matches struct mm_push in vk_matmul.c.
+layout(push_constant) uniform P {
+    uint m, n, k;
+    uint a0, b0, c0;
+    uint sam, sak, sbk, sbn; // op(A) strides along m, k; op(B) along k, n
+    uint bd1, bd2;           // sizes of the inner two batch dims
+    uint as0, as1, as2;      // a's strides along the three batch dims
+    uint bs0, bs1, bs2;      // b's
+    uint flags;              // MM_ACCUMULATE | MM_BF16 | MM_A_KFAST | MM_B_KFAST
+    uint z0;                 // the batch of gl_WorkGroupID.z = 0 (batches over more dispatches)
+} p;
+
+#define MM_ACCUMULATE 1u // C += the product (a matmul adding into a gradient)
+#define MM_BF16 2u       // round f32 operands to bf16 first (KILN_MATMUL_BF16)
+#define MM_A_KFAST 4u    // a's k is its unit-stride dim: stage A along k
+#define MM_B_KFAST 8u    // b's k is: stage B along k
+
+// f32 -> bf16 -> f32, rounding to nearest even; NaN stays a quiet NaN
+// (kiln__f32_to_bf16).
+float round_bf16(float v) {
+    uint x = floatBitsToUint(v);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return uintBitsToFloat((x | 0x00400000u) & 0xffff0000u);
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return uintBitsToFloat(x & 0xffff0000u);
+}
+
+// Where batch matrix z of a and b starts.
+uint a_base(uint z) {
+    uint i2 = z % p.bd2, i1 = (z / p.bd2) % p.bd1, i0 = z / (p.bd2 * p.bd1);
+    return p.a0 + i0 * p.as0 + i1 * p.as1 + i2 * p.as2;
+}
+uint b_base(uint z) {
+    uint i2 = z % p.bd2, i1 = (z / p.bd2) % p.bd1, i0 = z / (p.bd2 * p.bd1);
+    return p.b0 + i0 * p.bs0 + i1 * p.bs1 + i2 * p.bs2;
+}
+
+// Element o of C becomes v (or gets v added: MM_ACCUMULATE, the product
+// rounded to C's dtype first, as the CPU's scratch).
+void store_c(uint o, float v) {
+    c[o] = (p.flags & MM_ACCUMULATE) != 0u ? ELEM(float(c[o]) + float(ELEM(v))) : ELEM(v);
+}
