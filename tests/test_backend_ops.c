@@ -367,10 +367,13 @@ static kiln_tensor *b_concat_last(bo_io *io) {
     kiln_tensor *parts[2] = {IN(2, 3, 4), IN(2, 3, 1)};
     return kiln_concat(CTX, parts, 2, -1);
 }
-static kiln_tensor *b_pad2d(bo_io *io) { return kiln_pad(CTX, IN(3, 4), (int64_t[]){1, 2, 0, 3}, 0.5); }
+static kiln_tensor *b_pad2d(bo_io *io) {
+    return kiln_pad(CTX, IN(3, 4), (int64_t[]){1, 2, 0, 3}, *(const double *)io->arg);
+}
 static kiln_tensor *b_pad3d_t(bo_io *io) {
     return kiln_pad(CTX, kiln_transpose(CTX, IN(2, 5, 3), 1, 2), (int64_t[]){0, 1, 2, 0, 1, 1}, -1.0);
 }
+static const double PAD_HALF = 0.5, PAD_ZERO = 0.0;
 static kiln_tensor *b_bcast_to(bo_io *io) {
     return kiln_contiguous(CTX, kiln_broadcast_to(CTX, IN(3, 1, 5), BO_SHAPE(2, 3, 4, 5)));
 }
@@ -393,7 +396,8 @@ static const bo_case movement_cases[] = {
     {"concat_axis0", b_concat0, F32, BO_EXACT, 0, NULL},
     {"concat_axis1_views", b_concat1_views, F32, BO_EXACT, 0, NULL},
     {"concat_last", b_concat_last, F32, BO_EXACT, 0, NULL},
-    {"pad_2d", b_pad2d, F32, BO_EXACT, 0, NULL},
+    {"pad_2d", b_pad2d, F32, BO_EXACT, 0, &PAD_HALF},
+    {"pad_2d_zero", b_pad2d, F32, BO_EXACT, 0, &PAD_ZERO},
     {"pad_3d_transposed", b_pad3d_t, F32, BO_EXACT, 0, NULL},
     {"broadcast_to", b_bcast_to, F32, BO_EXACT, 0, NULL},
     {"broadcast_mul", b_bcast_mul, F32, BO_EXACT, 0, NULL},
@@ -402,7 +406,8 @@ static const bo_case movement_cases[] = {
     {"detach", b_detach, F32, BO_EXACT, 0, NULL},
     {"contiguous_transpose", b_contig_t, F16, BO_HALF, 0, NULL},
     {"concat_axis1_views", b_concat1_views, F16, BO_HALF, 0, NULL},
-    {"pad_2d", b_pad2d, F16, BO_HALF, 0, NULL},
+    {"pad_2d", b_pad2d, F16, BO_HALF, 0, &PAD_HALF},
+    {"pad_2d_zero", b_pad2d, F16, BO_HALF, 0, &PAD_ZERO},
     {"contiguous_permute4d", b_contig_perm, F64, BO_EXACT, BO_MAY_FALL_BACK, NULL},
 };
 KT_TEST(backend_ops_movement) { bo_run_cases("movement", movement_cases, BO_COUNT(movement_cases)); }
