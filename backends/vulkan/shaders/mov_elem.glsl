@@ -5,7 +5,7 @@
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #define ELEM float16_t
-#define ELEM_FILL(lo, hi) float16_t(0.0) // only a zero fill is claimed at 16 bits
+#define ELEM_FILL(lo, hi) unpackFloat2x16(lo).x // the fill's bits in the low half
 #elif MOV_BITS == 64
 #define ELEM uvec2
 #define ELEM_FILL(lo, hi) uvec2(lo, hi)
