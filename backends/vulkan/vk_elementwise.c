@@ -13,6 +13,7 @@
 #include "../cpu/bcast.h"
 
 #include <math.h>
+#include <stdio.h>
 
 /* The shaders' dtype codes (ew_half.glsl); -1: not handled here. */
 static int dtype_code(kiln_dtype t) {
@@ -28,11 +29,11 @@ static int dtype_code(kiln_dtype t) {
 static bool is16(kiln_dtype t) { return t == KILN_F16 || t == KILN_BF16; }
 
 /* Every operand bindable, 16-bit ones only with the device's f16 support,
- * and the output's element count a 32-bit index (empty outputs stay on
+ * and the output's element count below 2^31 (empty outputs stay on
  * the CPU: nothing to dispatch). */
 static bool operands_ok(const kiln_vk *vk, const kiln_tensor *t) {
     int64_t n = kiln_tensor_numel(t);
-    if (n == 0 || n > (int64_t)UINT32_MAX || !kiln__vk_fits(vk, t)) return false;
+    if (n == 0 || n >= ((int64_t)1 << 31) || !kiln__vk_fits(vk, t)) return false; /* ew_udiv's range */
     if (is16(t->dtype) && !kiln__vk_caps(vk)->f16) return false;
     for (int k = 0; k < t->nsrc; k++) {
         const kiln_tensor *s = t->src[k];
@@ -42,12 +43,22 @@ static bool operands_ok(const kiln_vk *vk, const kiln_tensor *t) {
 }
 
 /* The walk of node's output over nsrc sources: coalesced shape and each
- * source's strides, as 32-bit push constants. */
+ * source's strides, as 32-bit push constants, with each dim's magic
+ * divisor (ew_fast.glsl) for the fast kernels. */
 typedef struct ew_walk {
-    uint32_t nd;
-    uint32_t shape[KILN_MAX_DIMS];
+    uint32_t nd, sl; /* sl: dim d's shift in bits 5d..5d+4 */
+    uint32_t shape[KILN_MAX_DIMS], mg[KILN_MAX_DIMS];
     uint32_t st[KILN_BCAST_MAX][KILN_MAX_DIMS];
 } ew_walk;
+
+/* floor(i / d) = (2 i m) >> (32 + l) for all i < 2^31, with l = ceil(log2 d)
+ * and m = floor(2^(31 + l) / d) + 1 < 2^32 (Granlund and Montgomery). */
+static void ew_magic(uint32_t d, uint32_t *m, uint32_t *l) {
+    uint32_t k = 0;
+    while (((uint64_t)1 << k) < d) k++;
+    *l = k;
+    *m = (uint32_t)(((uint64_t)1 << (31 + k)) / d + 1);
+}
 
 static ew_walk walk_of(const kiln_tensor *t, int nsrc) {
     kiln_bcast it;
@@ -55,10 +66,30 @@ static ew_walk walk_of(const kiln_tensor *t, int nsrc) {
     kiln_bcast_coalesce(&it);
     ew_walk w = {.nd = (uint32_t)it.nd};
     for (int d = 0; d < it.nd; d++) {
+        uint32_t l;
         w.shape[d] = (uint32_t)it.shape[d];
+        ew_magic(w.shape[d], &w.mg[d], &l);
+        w.sl |= l << (5 * d);
         for (int k = 0; k < nsrc; k++) w.st[k][d] = (uint32_t)it.st[k][d];
     }
     return w;
+}
+
+/* How source k reads along walk w: each of the output's elements in turn
+ * (CONTIG), one element for all (SCALAR), one row for every row (ROW: the
+ * bias case), or anything else (STRIDED). */
+typedef enum { SRC_STRIDED, SRC_CONTIG, SRC_SCALAR, SRC_ROW } src_kind;
+
+static src_kind src_kind_of(const ew_walk *w, int k) {
+    const uint32_t *st = w->st[k];
+    bool zero = true;
+    for (uint32_t d = 0; d < w->nd; d++) zero = zero && st[d] == 0;
+    if (zero) return SRC_SCALAR;
+    bool contig = true; /* row-major strides of the walk's shape */
+    for (uint32_t d = w->nd, e = 1; d-- > 0; e *= w->shape[d]) contig = contig && st[d] == e;
+    if (contig) return SRC_CONTIG;
+    if (w->nd == 2 && st[0] == 0 && st[1] == 1) return SRC_ROW;
+    return SRC_STRIDED;
 }
 
 static kiln_status run(kiln_vk *vk, const char *shader, int n, const kiln_tensor *const *bind, const void *pc,
@@ -80,20 +111,46 @@ static kiln_status copy_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex)
     const kiln_tensor *x = t->src[0];
     ew_walk w = walk_of(t, 1);
     struct {
-        uint32_t n, x0, y0, nd, sdt, ddt;
-        uint32_t shape[KILN_MAX_DIMS], st[KILN_MAX_DIMS];
-    } pc = {(uint32_t)kiln_tensor_numel(t), kiln__vk_base(vk, x), kiln__vk_base(vk, t), w.nd,
-            (uint32_t)dtype_code(x->dtype), (uint32_t)dtype_code(t->dtype), {0}, {0}};
+        uint32_t n, x0, y0, nd, sl, sdt, ddt;
+        uint32_t shape[KILN_MAX_DIMS], mg[KILN_MAX_DIMS], st[KILN_MAX_DIMS];
+    } pc = {(uint32_t)kiln_tensor_numel(t), kiln__vk_base(vk, x), kiln__vk_base(vk, t), w.nd, w.sl,
+            (uint32_t)dtype_code(x->dtype), (uint32_t)dtype_code(t->dtype), {0}, {0}, {0}};
     memcpy(pc.shape, w.shape, sizeof pc.shape);
+    memcpy(pc.mg, w.mg, sizeof pc.mg);
     memcpy(pc.st, w.st[0], sizeof pc.st);
-    static const char *const shaders[2][2] = {{"ew_copy_32_32", "ew_copy_32_16"}, {"ew_copy_16_32", "ew_copy_16_16"}};
     const kiln_tensor *bind[2] = {x, t};
-    return run(vk, shaders[is16(x->dtype)][is16(t->dtype)], 2, bind, &pc, sizeof pc, pc.n);
+    if (pc.sdt == pc.ddt && !is16(x->dtype) && w.nd > 0 && w.shape[w.nd - 1] % 4 == 0 && pc.y0 % 4 == 0) {
+        pc.n /= 4, pc.y0 /= 4; /* whole quads of the innermost dim */
+        return run(vk, "ew_move_32_q", 2, bind, &pc, sizeof pc, pc.n);
+    }
+    static const char *const shaders[2][2] = {{"ew_copy_32_32", "ew_copy_32_16"}, {"ew_copy_16_32", "ew_copy_16_16"}};
+    const char *shader = pc.sdt != pc.ddt ? shaders[is16(x->dtype)][is16(t->dtype)] : is16(x->dtype) ? "ew_move_16" : "ew_move_32";
+    return run(vk, shader, 2, bind, &pc, sizeof pc, pc.n);
 }
 
 /* ---- unary ---- */
 
-_Static_assert(KILN_OP_GELU_TANH_GRAD - KILN_OP_NEG == 19, "ew_unary.glsl numbers the unary ops NEG..GELU_TANH_GRAD 0..19");
+_Static_assert(KILN_OP_GELU_TANH_GRAD - KILN_OP_NEG == 19, "ew_unary_ops.glsl numbers the unary ops NEG..GELU_TANH_GRAD 0..19");
+
+/* The kernel family of each unary op: the ops of a family share one
+ * shader (ew_u_<family>_{v4,s,h}.comp, EW_OPS their bit mask), cheap ones
+ * together, costly ones alone, since llvmpipe pays for every case of a
+ * kernel's switch. */
+static const char *unary_family(kiln_op op) {
+    switch (op) {
+    case KILN_OP_SQRT: case KILN_OP_RSQRT: return "sqrt";
+    case KILN_OP_EXP: return "exp";
+    case KILN_OP_LOG: return "log";
+    case KILN_OP_POW: return "pow";
+    case KILN_OP_TANH: return "tanh";
+    case KILN_OP_SIGMOID: return "sigmoid";
+    case KILN_OP_GELU: case KILN_OP_GELU_GRAD: return "gelu";
+    case KILN_OP_GELU_TANH: case KILN_OP_SILU: return "mulsig";
+    case KILN_OP_SOFTPLUS: return "softplus";
+    case KILN_OP_GELU_TANH_GRAD: return "gtgrad";
+    default: return "cheap"; /* NEG SCALE ADD_SCALAR ABS SIGN RELU LEAKY_RELU */
+    }
+}
 
 static bool float_io(const kiln_tensor *t) { return t->dtype == KILN_F32 || t->dtype == KILN_F16; }
 
@@ -101,20 +158,41 @@ static bool unary_supports(const kiln_vk *vk, const kiln_tensor *t) {
     return float_io(t) && t->src[0]->dtype == t->dtype && operands_ok(vk, t);
 }
 
+/* The strided kernel over output elements i0 .. i0 + n - 1 of walk w. */
+static kiln_status unary_strided(kiln_vk *vk, const kiln_tensor *t, const ew_walk *w, uint32_t i0, uint32_t n) {
+    const kiln_tensor *x = t->src[0];
+    struct {
+        uint32_t n, x0, y0, nd, i0, sl, op;
+        float p;
+        uint32_t shape[KILN_MAX_DIMS], mg[KILN_MAX_DIMS], st[KILN_MAX_DIMS];
+    } pc = {n, kiln__vk_base(vk, x), kiln__vk_base(vk, t), w->nd, i0, w->sl,
+            (uint32_t)(t->op - KILN_OP_NEG), (float)t->fp[0], {0}, {0}, {0}};
+    memcpy(pc.shape, w->shape, sizeof pc.shape);
+    memcpy(pc.mg, w->mg, sizeof pc.mg);
+    memcpy(pc.st, w->st[0], sizeof pc.st);
+    char shader[32];
+    snprintf(shader, sizeof shader, "ew_u_%s_%s", unary_family(t->op), t->dtype == KILN_F16 ? "h" : "s");
+    const kiln_tensor *bind[2] = {x, t};
+    return run(vk, shader, 2, bind, &pc, sizeof pc, n);
+}
+
 static kiln_status unary_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
     const kiln_tensor *x = t->src[0];
+    uint32_t n = (uint32_t)kiln_tensor_numel(t), x0 = kiln__vk_base(vk, x), y0 = kiln__vk_base(vk, t);
     ew_walk w = walk_of(t, 1);
+    if (t->dtype != KILN_F32 || src_kind_of(&w, 0) != SRC_CONTIG || x0 % 4 || y0 % 4 || n < 4)
+        return unary_strided(vk, t, &w, 0, n);
+    /* whole quads as uvec4, the n % 4 left over by the strided kernel */
     struct {
-        uint32_t n, x0, y0, nd, op;
+        uint32_t nq, x0, y0, op;
         float p;
-        uint32_t shape[KILN_MAX_DIMS], st[KILN_MAX_DIMS];
-    } pc = {(uint32_t)kiln_tensor_numel(t), kiln__vk_base(vk, x), kiln__vk_base(vk, t), w.nd,
-            (uint32_t)(t->op - KILN_OP_NEG), (float)t->fp[0], {0}, {0}};
-    memcpy(pc.shape, w.shape, sizeof pc.shape);
-    memcpy(pc.st, w.st[0], sizeof pc.st);
+    } pc = {n / 4, x0 / 4, y0 / 4, (uint32_t)(t->op - KILN_OP_NEG), (float)t->fp[0]};
+    char shader[32];
+    snprintf(shader, sizeof shader, "ew_u_%s_v4", unary_family(t->op));
     const kiln_tensor *bind[2] = {x, t};
-    return run(vk, t->dtype == KILN_F16 ? "ew_unary_f16" : "ew_unary", 2, bind, &pc, sizeof pc, pc.n);
+    kiln_status s = run(vk, shader, 2, bind, &pc, sizeof pc, pc.nq);
+    return s || n % 4 == 0 ? s : unary_strided(vk, t, &w, n - n % 4, n % 4);
 }
 
 /* ---- binary and CMP ---- */
@@ -127,21 +205,70 @@ static bool binary_supports(const kiln_vk *vk, const kiln_tensor *t) {
            operands_ok(vk, t);
 }
 
+static uint32_t binary_opc(const kiln_tensor *t) {
+    return (uint32_t)(t->op - KILN_OP_ADD) | (t->op == KILN_OP_CMP ? (uint32_t)t->ip[0] << 8 : 0);
+}
+
+/* The strided kernel over output elements i0 .. i0 + n - 1 of walk w. */
+static kiln_status binary_strided(kiln_vk *vk, const kiln_tensor *t, const ew_walk *w, uint32_t i0, uint32_t n) {
+    const kiln_tensor *a = t->src[0], *b = t->src[1];
+    struct {
+        uint32_t n, a0, b0, y0, nd, i0, sl, opc;
+        uint32_t shape[KILN_MAX_DIMS], mg[KILN_MAX_DIMS], sa[KILN_MAX_DIMS], sb[KILN_MAX_DIMS];
+    } pc = {n, kiln__vk_base(vk, a), kiln__vk_base(vk, b), kiln__vk_base(vk, t), w->nd, i0, w->sl, binary_opc(t),
+            {0}, {0}, {0}, {0}};
+    _Static_assert(sizeof pc <= KILN_VK_MAX_PUSH, "binary's push constants");
+    memcpy(pc.shape, w->shape, sizeof pc.shape);
+    memcpy(pc.mg, w->mg, sizeof pc.mg);
+    memcpy(pc.sa, w->st[0], sizeof pc.sa);
+    memcpy(pc.sb, w->st[1], sizeof pc.sb);
+    const char *shader = t->dtype == KILN_I32 ? "ew_b_cmp_i"
+                         : t->op == KILN_OP_DIV ? (t->dtype == KILN_F16 ? "ew_b_div_h" : "ew_b_div_s")
+                                                : (t->dtype == KILN_F16 ? "ew_b_arith_h" : "ew_b_arith_s");
+    const kiln_tensor *bind[3] = {a, b, t};
+    return run(vk, shader, 3, bind, &pc, sizeof pc, n);
+}
+
+/* A source of the quad kernel: its first quad (element for a scalar) and
+ * the period of its quads with their magic divisor; false if it is none. */
+static bool quad_source(const ew_walk *w, int k, uint32_t base, uint32_t nq, uint32_t v[4], bool *scalar) {
+    src_kind kind = src_kind_of(w, k);
+    uint32_t period = kind == SRC_CONTIG ? nq : kind == SRC_ROW && w->shape[1] % 4 == 0 ? w->shape[1] / 4 : 0;
+    *scalar = kind == SRC_SCALAR;
+    if (*scalar) {
+        v[0] = base;
+        v[1] = 1, v[2] = 0, v[3] = 1; /* unused */
+        return true;
+    }
+    if (!period || base % 4) return false;
+    v[0] = base / 4;
+    ew_magic(period, &v[1], &v[2]);
+    v[3] = period;
+    return true;
+}
+
 static kiln_status binary_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
     const kiln_tensor *a = t->src[0], *b = t->src[1];
+    uint32_t n = (uint32_t)kiln_tensor_numel(t), y0 = kiln__vk_base(vk, t), nq = n / 4;
     ew_walk w = walk_of(t, 2);
+    uint32_t qa[4], qb[4];
+    bool sa, sb;
+    if (t->dtype != KILN_F32 || y0 % 4 || nq == 0 || !quad_source(&w, 0, kiln__vk_base(vk, a), nq, qa, &sa) ||
+        !quad_source(&w, 1, kiln__vk_base(vk, b), nq, qb, &sb) || (sa && sb))
+        return binary_strided(vk, t, &w, 0, n);
+    /* whole quads as uvec4 (a row's length is a multiple of 4, so the
+     * quads of the output and of the row line up), the n % 4 left over by
+     * the strided kernel */
     struct {
-        uint32_t n, a0, b0, y0, nd, op, cmp;
-        uint32_t shape[KILN_MAX_DIMS], sa[KILN_MAX_DIMS], sb[KILN_MAX_DIMS];
-    } pc = {(uint32_t)kiln_tensor_numel(t), kiln__vk_base(vk, a), kiln__vk_base(vk, b), kiln__vk_base(vk, t), w.nd,
-            (uint32_t)(t->op - KILN_OP_ADD), t->op == KILN_OP_CMP ? (uint32_t)t->ip[0] : 0, {0}, {0}, {0}};
-    memcpy(pc.shape, w.shape, sizeof pc.shape);
-    memcpy(pc.sa, w.st[0], sizeof pc.sa);
-    memcpy(pc.sb, w.st[1], sizeof pc.sb);
-    const char *shader = t->dtype == KILN_I32 ? "ew_binary_i32" : t->dtype == KILN_F16 ? "ew_binary_f16" : "ew_binary";
+        uint32_t nq, a0, b0, y0, opc;
+        uint32_t ma, la, da, mb, lb, db;
+    } pc = {nq, qa[0], qb[0], y0 / 4, binary_opc(t), qa[1], qa[2], qa[3], qb[1], qb[2], qb[3]};
+    char shader[32];
+    snprintf(shader, sizeof shader, "ew_b_%s_%s", t->op == KILN_OP_DIV ? "div" : "arith", sa ? "sq" : sb ? "qs" : "qq");
     const kiln_tensor *bind[3] = {a, b, t};
-    return run(vk, shader, 3, bind, &pc, sizeof pc, pc.n);
+    kiln_status s = run(vk, shader, 3, bind, &pc, sizeof pc, nq);
+    return s || n % 4 == 0 ? s : binary_strided(vk, t, &w, n - n % 4, n % 4);
 }
 
 /* ---- WHERE ---- */

@@ -2,7 +2,12 @@
 // read through its (coalesced) strides. Included by ew_copy_<src>_<dst>.comp,
 // which say whether each side is stored in 32 or 16 bits (EW_SRC16,
 // EW_DST16); 16-bit sides are bound as float16_t and moved as raw bits.
-#include "ew_index.glsl"
+// EW_MOVE (same dtype on both sides) leaves out the conversion, which
+// llvmpipe would otherwise evaluate for every dtype pair (it runs both sides
+// of a branch). EW_QUAD (32-bit moves whose innermost dim is a multiple of
+// 4 and whose output starts at a multiple of 4): four elements an
+// invocation, one offset computation and one uvec4 store for the four.
+#include "ew_fast.glsl"
 #include "ew_half.glsl"
 #if defined(EW_SRC16) || defined(EW_DST16)
 #extension GL_EXT_shader_16bit_storage : require
@@ -16,27 +21,43 @@ layout(std430, binding = 0) readonly buffer X { uint x[]; };
 #endif
 #ifdef EW_DST16
 layout(std430, binding = 1) writeonly buffer Y { float16_t y[]; };
+#elif defined(EW_QUAD)
+layout(std430, binding = 1) writeonly buffer Y { uvec4 y[]; };
 #else
 layout(std430, binding = 1) writeonly buffer Y { uint y[]; };
 #endif
 layout(push_constant) uniform P {
-    uint n, x0, y0, nd, sdt, ddt; // sdt, ddt: EW_F32, EW_F16, EW_BF16, EW_I32
-    uint shape[EW_MAX_DIMS], st[EW_MAX_DIMS];
+    uint n, x0, y0, nd, sl, sdt, ddt; // sdt, ddt: EW_F32, EW_F16, EW_BF16, EW_I32; EW_QUAD: n, y0 in quads
+    uint shape[EW_MAX_DIMS], mg[EW_MAX_DIMS], st[EW_MAX_DIMS];
 } p;
+
+#ifdef EW_QUAD
+void main() {
+    uint g = kiln_gid();
+    if (g >= p.n) return;
+    uint off, s = p.st[p.nd - 1u];
+    EW_WALK1(g * 4u, p.nd, p.shape, p.mg, p.sl, p.st, off)
+    off += p.x0;
+    y[p.y0 + g] = uvec4(x[off], x[off + s], x[off + 2u * s], x[off + 3u * s]);
+}
+#else
 void main() {
     uint i = kiln_gid();
     if (i >= p.n) return;
     uint off;
-    EW_OFFSET(i, p.nd, p.shape, p.st, off)
+    EW_WALK1(i, p.nd, p.shape, p.mg, p.sl, p.st, off)
 #ifdef EW_SRC16
     uint b = packFloat2x16(f16vec2(x[p.x0 + off], float16_t(0.0))) & 0xffffu;
 #else
     uint b = x[p.x0 + off];
 #endif
-    if (p.sdt != p.ddt) b = ew_from_f32(p.ddt, ew_to_f32(p.sdt, b));
+#ifndef EW_MOVE
+    b = ew_from_f32(p.ddt, ew_to_f32(p.sdt, b));
+#endif
 #ifdef EW_DST16
     y[p.y0 + i] = unpackFloat2x16(b).x;
 #else
     y[p.y0 + i] = b;
 #endif
 }
+#endif
