@@ -145,7 +145,8 @@ static const char *unary_family(kiln_op op) {
     case KILN_OP_TANH: return "tanh";
     case KILN_OP_SIGMOID: return "sigmoid";
     case KILN_OP_GELU: case KILN_OP_GELU_GRAD: return "gelu";
-    case KILN_OP_GELU_TANH: case KILN_OP_SILU: return "mulsig";
+    case KILN_OP_GELU_TANH: return "gelu_tanh";
+    case KILN_OP_SILU: return "silu"; /* with gelu_tanh, NaN's sign changed */
     case KILN_OP_SOFTPLUS: return "softplus";
     case KILN_OP_GELU_TANH_GRAD: return "gtgrad";
     default: return "cheap"; /* NEG SCALE ADD_SCALAR ABS SIGN RELU LEAKY_RELU */

@@ -37,7 +37,9 @@ void main() {
 #else
     vec4 v = uintBitsToFloat(b[p.b0 + g - ew_udiv(g, p.mb, p.lb) * p.db]);
 #endif
-    uvec4 r;
-    [[unroll]] for (int k = 0; k < 4; k++) r[k] = floatBitsToUint(binary(p.opc & 255u, p.opc >> 8, u[k], v[k]));
-    y[p.y0 + g] = r;
+    uint op = p.opc & 255u, cmp = p.opc >> 8;
+    // four calls, not an unrolled loop: spirv-opt's unroller drops the
+    // NoContraction (precise) decorations on the copies it makes
+    y[p.y0 + g] = floatBitsToUint(vec4(binary(op, cmp, u.x, v.x), binary(op, cmp, u.y, v.y), binary(op, cmp, u.z, v.z),
+                                       binary(op, cmp, u.w, v.w)));
 }

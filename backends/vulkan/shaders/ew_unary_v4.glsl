@@ -14,7 +14,8 @@ layout(push_constant) uniform P {
 void main() {
     uint g = kiln_gid();
     if (g >= p.nq) return;
-    uvec4 v = x[p.x0 + g], r;
-    [[unroll]] for (int k = 0; k < 4; k++) r[k] = floatBitsToUint(unary(p.op, uintBitsToFloat(v[k]), p.p));
-    y[p.y0 + g] = r;
+    vec4 v = uintBitsToFloat(x[p.x0 + g]);
+    // four calls, not an unrolled loop: spirv-opt's unroller drops the
+    // NoContraction (precise) decorations on the copies it makes
+    y[p.y0 + g] = floatBitsToUint(vec4(unary(p.op, v.x, p.p), unary(p.op, v.y, p.p), unary(p.op, v.z, p.p), unary(p.op, v.w, p.p)));
 }
