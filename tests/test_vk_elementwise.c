@@ -637,7 +637,8 @@ KT_TEST(vk_binary_fast_paths) {
 }
 
 typedef struct move_arg {
-    int kind; /* 0: transpose of the first two dims, 1: permute (2, 0, 1), 2: slice of rows 1.., 3: step-2 slice */
+    int kind; /* 0: transpose of the first two dims, 1: permute (2, 0, 1), 2: slice of rows 1.., 3: step-2 slice,
+                 4: transpose of the last two dims, 5: permute (1, 0, 2) of rows sliced from 1 */
 } move_arg;
 
 static kiln_tensor *build_move(kiln_ctx *ctx, kiln_tensor *const *in, const void *arg) {
@@ -647,23 +648,30 @@ static kiln_tensor *build_move(kiln_ctx *ctx, kiln_tensor *const *in, const void
     case 0: x = kiln_transpose(ctx, x, 0, 1); break;
     case 1: x = kiln_permute(ctx, x, axes); break;
     case 2: x = kiln_slice(ctx, kiln_transpose(ctx, x, 0, 1), 0, 1, x->shape[1], 1); break;
-    default: x = kiln_slice(ctx, x, x->ndim - 1, 0, x->shape[x->ndim - 1], 2); break;
+    case 3: x = kiln_slice(ctx, x, x->ndim - 1, 0, x->shape[x->ndim - 1], 2); break;
+    case 4: x = kiln_transpose(ctx, x, x->ndim - 2, x->ndim - 1); break;
+    default: x = kiln_transpose(ctx, kiln_slice(ctx, x, 0, 1, x->shape[0], 1), 0, 1); break;
     }
     return kiln_contiguous(ctx, x);
 }
 
 /* CONTIGUOUS copies, exact: innermost dims of a multiple of 4 (four
- * elements an invocation) or not, f32, i32 and f16. */
+ * elements an invocation, one uvec4 load where x is contiguous along it)
+ * or not, transposes of the last two dims (4x4 blocks) with and without
+ * an outer dim, sources starting off a multiple of 4, f32, i32 and f16. */
 KT_TEST(vk_contiguous_fast_paths) {
     static const struct {
         int nd;
         int64_t shape[3];
-    } shapes[] = {{2, {12, 8}}, {2, {13, 9}}, {2, {40, 36}}, {3, {4, 8, 12}}, {3, {5, 7, 3}}, {2, {2, 4}}, {2, {16, 2}}};
+    } shapes[] = {{2, {12, 8}}, {2, {13, 9}}, {2, {40, 36}}, {3, {4, 8, 12}}, {3, {5, 7, 3}}, {2, {2, 4}}, {2, {16, 2}},
+                  {3, {3, 8, 12}}, {3, {5, 4, 8}}, {2, {9, 8}}, {2, {5, 12}}};
     static const kiln_dtype dts[] = {KILN_F32, KILN_I32, KILN_F16};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
-        for (int kind = 0; kind < 4; kind++)
+        for (int kind = 0; kind < 6; kind++)
             for (int d = 0; d < 3; d++) {
-                if ((kind == 1 && shapes[s].nd != 3) || (kind == 2 && shapes[s].shape[1] < 2)) continue;
+                if ((kind == 1 && shapes[s].nd != 3) || (kind == 2 && shapes[s].shape[1] < 2) ||
+                    (kind == 5 && shapes[s].shape[0] < 3))
+                    continue;
                 move_arg a = {kind};
                 char name[64];
                 snprintf(name, sizeof name, "contiguous %s shapes %zu kind %d", kiln_dtype_name(dts[d]), s, kind);

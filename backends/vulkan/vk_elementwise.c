@@ -106,6 +106,36 @@ static bool copy_supports(const kiln_vk *vk, const kiln_tensor *t) {
     return dtype_code(t->dtype) >= 0 && dtype_code(t->src[0]->dtype) >= 0 && operands_ok(vk, t);
 }
 
+/* Are all of x's strides but dim `skip`'s multiples of 4? */
+static bool strides_mult4(const ew_walk *w, uint32_t skip) {
+    for (uint32_t d = 0; d < w->nd; d++)
+        if (d != skip && w->st[0][d] % 4) return false;
+    return true;
+}
+
+/* CONTIGUOUS of a transpose of the last two dims of 32-bit elements, in
+ * 4x4 blocks (ew_move_tile.glsl): the walk over the blocks, column blocks
+ * outside row blocks, with x's and y's strides. */
+static kiln_status move_tile(kiln_vk *vk, const kiln_tensor *t, const ew_walk *w, uint32_t x0, uint32_t y0) {
+    uint32_t nd = w->nd, rows = w->shape[nd - 2], cols = w->shape[nd - 1];
+    struct {
+        uint32_t n, x0, y0, nd, sl, xs, ys;
+        uint32_t shape[KILN_MAX_DIMS], mg[KILN_MAX_DIMS], sx[KILN_MAX_DIMS], sy[KILN_MAX_DIMS];
+    } pc = {(uint32_t)(kiln_tensor_numel(t) / 16), x0, y0, nd, 0, w->st[0][nd - 1], cols, {0}, {0}, {0}, {0}};
+    _Static_assert(sizeof pc <= KILN_VK_MAX_PUSH, "move_tile's push constants");
+    uint32_t ys = rows * cols;
+    for (uint32_t d = nd - 2; d-- > 0; ys *= w->shape[d]) pc.shape[d] = w->shape[d], pc.sx[d] = w->st[0][d], pc.sy[d] = ys;
+    pc.shape[nd - 2] = cols / 4, pc.sx[nd - 2] = 4 * w->st[0][nd - 1], pc.sy[nd - 2] = 4;
+    pc.shape[nd - 1] = rows / 4, pc.sx[nd - 1] = 4, pc.sy[nd - 1] = 4 * cols;
+    for (uint32_t d = 0; d < nd; d++) {
+        uint32_t l;
+        ew_magic(pc.shape[d], &pc.mg[d], &l);
+        pc.sl |= l << (5 * d);
+    }
+    const kiln_tensor *bind[2] = {t->src[0], t};
+    return run(vk, "ew_move_32_tile", 2, bind, &pc, sizeof pc, pc.n);
+}
+
 static kiln_status copy_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
     const kiln_tensor *x = t->src[0];
@@ -119,9 +149,17 @@ static kiln_status copy_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex)
     memcpy(pc.mg, w.mg, sizeof pc.mg);
     memcpy(pc.st, w.st[0], sizeof pc.st);
     const kiln_tensor *bind[2] = {x, t};
-    if (pc.sdt == pc.ddt && !is16(x->dtype) && w.nd > 0 && w.shape[w.nd - 1] % 4 == 0 && pc.y0 % 4 == 0) {
-        pc.n /= 4, pc.y0 /= 4; /* whole quads of the innermost dim */
-        return run(vk, "ew_move_32_q", 2, bind, &pc, sizeof pc, pc.n);
+    uint32_t nd = w.nd;
+    if (pc.sdt == pc.ddt && !is16(x->dtype) && nd > 0 && pc.y0 % 4 == 0) { /* 32-bit moves by quads or blocks */
+        bool x4 = pc.x0 % 4 == 0;
+        if (nd >= 2 && w.st[0][nd - 2] == 1 && w.shape[nd - 2] % 4 == 0 && w.shape[nd - 1] % 4 == 0 && x4 &&
+            strides_mult4(&w, nd - 2))
+            return move_tile(vk, t, &w, pc.x0, pc.y0);
+        if (w.shape[nd - 1] % 4 == 0) { /* whole quads of the innermost dim */
+            bool vload = w.st[0][nd - 1] == 1 && x4 && strides_mult4(&w, nd - 1);
+            pc.n /= 4, pc.y0 /= 4;
+            return run(vk, vload ? "ew_move_32_qv" : "ew_move_32_q", 2, bind, &pc, sizeof pc, pc.n);
+        }
     }
     static const char *const shaders[2][2] = {{"ew_copy_32_32", "ew_copy_32_16"}, {"ew_copy_16_32", "ew_copy_16_16"}};
     const char *shader = pc.sdt != pc.ddt ? shaders[is16(x->dtype)][is16(t->dtype)] : is16(x->dtype) ? "ew_move_16" : "ew_move_32";

@@ -6,7 +6,9 @@
 // llvmpipe would otherwise evaluate for every dtype pair (it runs both sides
 // of a branch). EW_QUAD (32-bit moves whose innermost dim is a multiple of
 // 4 and whose output starts at a multiple of 4): four elements an
-// invocation, one offset computation and one uvec4 store for the four.
+// invocation, one offset computation and one uvec4 store for the four;
+// EW_VLOAD as well when x is contiguous along that dim from a multiple of
+// 4 (the host checks every stride and x0): one uvec4 load.
 #include "ew_fast.glsl"
 #include "ew_half.glsl"
 #if defined(EW_SRC16) || defined(EW_DST16)
@@ -16,6 +18,8 @@
 layout(local_size_x = 256) in;
 #ifdef EW_SRC16
 layout(std430, binding = 0) readonly buffer X { float16_t x[]; };
+#elif defined(EW_VLOAD)
+layout(std430, binding = 0) readonly buffer X { uvec4 x[]; };
 #else
 layout(std430, binding = 0) readonly buffer X { uint x[]; };
 #endif
@@ -35,10 +39,15 @@ layout(push_constant) uniform P {
 void main() {
     uint g = kiln_gid();
     if (g >= p.n) return;
-    uint off, s = p.st[p.nd - 1u];
+    uint off;
     EW_WALK1(g * 4u, p.nd, p.shape, p.mg, p.sl, p.st, off)
     off += p.x0;
+#ifdef EW_VLOAD
+    y[p.y0 + g] = x[off / 4u];
+#else
+    uint s = p.st[p.nd - 1u];
     y[p.y0 + g] = uvec4(x[off], x[off + s], x[off + 2u * s], x[off + 3u * s]);
+#endif
 }
 #else
 void main() {
