@@ -590,7 +590,8 @@ KT_TEST(vk_unary_fast_equals_strided) {
 
 /* Binary ops, exact against the CPU, through each layout: both sources
  * shaped like the output, a row broadcast (bias) on either side with rows
- * of a multiple of 4 or not, a scalar on either side, sources starting
+ * of a multiple of 4 or not, a scalar or a column ([rows, 1]) on either
+ * side, a column against a row, sources starting
  * off a multiple of 4 (rows sliced off the front), element counts not a
  * multiple of 4, and fewer than 4 elements. */
 KT_TEST(vk_binary_fast_paths) {
@@ -611,6 +612,12 @@ KT_TEST(vk_binary_fast_paths) {
         {IN(KILN_F32, -3, 3, 2, 8, 29), IN(KILN_F32, 0.5, 3, 2, 9, 29), V_NONE, V_ROWS},     /* b 29 in */
         {IN(KILN_F32, -3, 3, 2, 9, 12), IN(KILN_F32, 0.5, 3, 2, 2, 12), V_ROWS, V_ROWS},     /* bias 12 in */
         {IN(KILN_F32, -3, 3, 2, 6, 8), IN(KILN_F32, 0.5, 3, 2, 6, 1), V_NONE, V_NONE},       /* column bcast */
+        {IN(KILN_F32, -3, 3, 2, 6, 1), IN(KILN_F32, 0.5, 3, 2, 6, 8), V_NONE, V_NONE},       /* column first */
+        {IN(KILN_F32, -3, 3, 2, 6, 9), IN(KILN_F32, 0.5, 3, 2, 6, 1), V_NONE, V_NONE},       /* rows of 9 */
+        {IN(KILN_F32, -3, 3, 3, 2, 3, 8), IN(KILN_F32, 0.5, 3, 3, 2, 3, 1), V_NONE, V_NONE}, /* 3-d column */
+        {IN(KILN_F32, -3, 3, 2, 5, 1), IN(KILN_F32, 0.5, 3, 1, 8), V_NONE, V_NONE},          /* column x row */
+        {IN(KILN_F32, -3, 3, 1, 1), IN(KILN_F32, 0.5, 3, 2, 5, 1), V_NONE, V_NONE},          /* scalar, column */
+        {IN(KILN_F32, -3, 3, 2, 9, 12), IN(KILN_F32, 0.5, 3, 2, 10, 1), V_NONE, V_ROWS},     /* column 1 in */
         {IN(KILN_F32, -3, 3, 1, 3), IN(KILN_F32, 0.5, 3, 1, 3), V_NONE, V_NONE},             /* 3 elements */
         {IN(KILN_F32, -3, 3, 2, 9, 12), IN(KILN_F32, 0.5, 3, 2, 12, 9), V_NONE, V_TRANSPOSE}, /* strided b */
     };
@@ -633,6 +640,9 @@ KT_TEST(vk_binary_fast_paths) {
         vk_case d = {"special scalar", 2, {IN(KILN_F32, 0, 0, 2, 5, 12), IN(KILN_F32, 0, 0, 1, 1)}, build_binary, &a, 0, 0, false, 0, false};
         d.in[0].vals = va, d.in[0].nvals = 12, d.in[1].vals = va + 4, d.in[1].nvals = 1; /* inf */
         check_case(&d);
+        vk_case e = {"special column", 2, {IN(KILN_F32, 0, 0, 2, 12, 8), IN(KILN_F32, 0, 0, 2, 12, 1)}, build_binary, &a, 0, 0, false, 0, false};
+        e.in[0].vals = va, e.in[0].nvals = 11, e.in[1].vals = va, e.in[1].nvals = 12;
+        check_case(&e);
     }
 }
 

@@ -76,9 +76,10 @@ static ew_walk walk_of(const kiln_tensor *t, int nsrc) {
 }
 
 /* How source k reads along walk w: each of the output's elements in turn
- * (CONTIG), one element for all (SCALAR), one row for every row (ROW: the
- * bias case), or anything else (STRIDED). */
-typedef enum { SRC_STRIDED, SRC_CONTIG, SRC_SCALAR, SRC_ROW } src_kind;
+ * (CONTIG), one element for all (SCALAR), one row for every row (ROW: a
+ * bias), one element for each row (COL: a [rows, 1] operand), or anything
+ * else (STRIDED). */
+typedef enum { SRC_STRIDED, SRC_CONTIG, SRC_SCALAR, SRC_ROW, SRC_COL } src_kind;
 
 static src_kind src_kind_of(const ew_walk *w, int k) {
     const uint32_t *st = w->st[k];
@@ -89,6 +90,7 @@ static src_kind src_kind_of(const ew_walk *w, int k) {
     for (uint32_t d = w->nd, e = 1; d-- > 0; e *= w->shape[d]) contig = contig && st[d] == e;
     if (contig) return SRC_CONTIG;
     if (w->nd == 2 && st[0] == 0 && st[1] == 1) return SRC_ROW;
+    if (w->nd == 2 && st[0] == 1 && st[1] == 0) return SRC_COL;
     return SRC_STRIDED;
 }
 
@@ -268,19 +270,16 @@ static kiln_status binary_strided(kiln_vk *vk, const kiln_tensor *t, const ew_wa
     return run(vk, shader, 3, bind, &pc, sizeof pc, n);
 }
 
-/* A source of the quad kernel: its first quad (element for a scalar) and
- * the period of its quads with their magic divisor; false if it is none. */
-static bool quad_source(const ew_walk *w, int k, uint32_t base, uint32_t nq, uint32_t v[4], bool *scalar) {
+/* A source of the quad kernel: its first quad (element when splat), the
+ * period of its quads with their magic divisor, and whether it is splat;
+ * false if it is none. Rows (for ROW and COL) must be whole quads. */
+static bool quad_source(const ew_walk *w, int k, uint32_t base, uint32_t nq, uint32_t v[4], bool *splat) {
     src_kind kind = src_kind_of(w, k);
-    uint32_t period = kind == SRC_CONTIG ? nq : kind == SRC_ROW && w->shape[1] % 4 == 0 ? w->shape[1] / 4 : 0;
-    *scalar = kind == SRC_SCALAR;
-    if (*scalar) {
-        v[0] = base;
-        v[1] = 1, v[2] = 0, v[3] = 1; /* unused */
-        return true;
-    }
-    if (!period || base % 4) return false;
-    v[0] = base / 4;
+    uint32_t row_quads = w->nd == 2 && w->shape[1] % 4 == 0 ? w->shape[1] / 4 : 0;
+    uint32_t period = kind == SRC_CONTIG || kind == SRC_SCALAR ? nq : kind == SRC_ROW || kind == SRC_COL ? row_quads : 0;
+    *splat = kind == SRC_SCALAR || kind == SRC_COL;
+    if (!period || (!*splat && base % 4)) return false;
+    v[0] = *splat ? base : base / 4;
     ew_magic(period, &v[1], &v[2]);
     v[3] = period;
     return true;
@@ -292,7 +291,7 @@ static kiln_status binary_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
     uint32_t n = (uint32_t)kiln_tensor_numel(t), y0 = kiln__vk_base(vk, t), nq = n / 4;
     ew_walk w = walk_of(t, 2);
     uint32_t qa[4], qb[4];
-    bool sa, sb;
+    bool sa, sb; /* splat */
     if (t->dtype != KILN_F32 || y0 % 4 || nq == 0 || !quad_source(&w, 0, kiln__vk_base(vk, a), nq, qa, &sa) ||
         !quad_source(&w, 1, kiln__vk_base(vk, b), nq, qb, &sb) || (sa && sb))
         return binary_strided(vk, t, &w, 0, n);
