@@ -690,3 +690,42 @@ KT_TEST(vk_contiguous_fast_paths) {
                 check_case(&c);
             }
 }
+
+typedef struct cast_arg {
+    kiln_dtype to;
+    bool rows; /* from rows 1.. of the input: starting off a multiple of 4 when its rows are odd */
+} cast_arg;
+
+static kiln_tensor *build_cast(kiln_ctx *ctx, kiln_tensor *const *in, const void *arg) {
+    const cast_arg *a = arg;
+    kiln_tensor *x = a->rows ? kiln_slice(ctx, in[0], 0, 1, in[0]->shape[0], 1) : in[0];
+    return kiln_cast(ctx, x, a->to);
+}
+
+/* CAST of contiguous inputs (vector kernels, the n % 4 left over by the
+ * element kernel), every pair, exact: element counts of a multiple of 4,
+ * 1..3 over, below 4, and inputs starting 7 (unaligned) or 8 (aligned)
+ * elements in; special values too. */
+KT_TEST(vk_cast_fast_paths) {
+    static const double special[] = {0.5, 1.5, 2.5, -0.5, -1.5, 65504, 65520, 1e-7, -6e-8, 3e-5, NAN, INFINITY, -INFINITY,
+                                     -0.0, 2147483520.0, 3e9, -3e9, 16777217, 123456789, 1.0009765625, 1.00048828125};
+    static const kiln_dtype dts[] = {KILN_F32, KILN_F16, KILN_BF16, KILN_I32};
+    static const struct {
+        int64_t r, c;
+        bool rows;
+    } shapes[] = {{4, 6, false}, {5, 7, false}, {1, 3, false}, {6, 7, true}, {6, 8, true}, {2, 9, true}};
+    for (int s = 0; s < 4; s++)
+        for (int d = 0; d < 4; d++)
+            for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++)
+                for (int vals = 0; vals < 2; vals++) {
+                    if (s == d) continue;
+                    cast_arg a = {dts[d], shapes[k].rows};
+                    char name[80];
+                    snprintf(name, sizeof name, "cast %s -> %s [%lld, %lld]%s%s", kiln_dtype_name(dts[s]), kiln_dtype_name(dts[d]),
+                             (long long)shapes[k].r, (long long)shapes[k].c, shapes[k].rows ? " rows 1.." : "", vals ? " special" : "");
+                    vk_case c = {name, 1, {IN(dts[s], -300, 300, 2, shapes[k].r, shapes[k].c)}, build_cast, &a, 0, 0, false, 0, false};
+                    if (vals && dts[s] != KILN_I32) c.in[0].vals = special, c.in[0].nvals = 21;
+                    if (vals && dts[s] == KILN_I32) c.in[0].lo = -2147483648.0, c.in[0].hi = 2147483647.0;
+                    check_case(&c);
+                }
+}

@@ -143,16 +143,16 @@ static kiln_status copy_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex)
     const kiln_tensor *x = t->src[0];
     ew_walk w = walk_of(t, 1);
     struct {
-        uint32_t n, x0, y0, nd, sl, sdt, ddt;
+        uint32_t n, x0, y0, nd, sl, i0;
         uint32_t shape[KILN_MAX_DIMS], mg[KILN_MAX_DIMS], st[KILN_MAX_DIMS];
-    } pc = {(uint32_t)kiln_tensor_numel(t), kiln__vk_base(vk, x), kiln__vk_base(vk, t), w.nd, w.sl,
-            (uint32_t)dtype_code(x->dtype), (uint32_t)dtype_code(t->dtype), {0}, {0}, {0}};
+    } pc = {(uint32_t)kiln_tensor_numel(t), kiln__vk_base(vk, x), kiln__vk_base(vk, t), w.nd, w.sl, 0, {0}, {0}, {0}};
     memcpy(pc.shape, w.shape, sizeof pc.shape);
     memcpy(pc.mg, w.mg, sizeof pc.mg);
     memcpy(pc.st, w.st[0], sizeof pc.st);
     const kiln_tensor *bind[2] = {x, t};
     uint32_t nd = w.nd;
-    if (pc.sdt == pc.ddt && !is16(x->dtype) && nd > 0 && pc.y0 % 4 == 0) { /* 32-bit moves by quads or blocks */
+    bool move = x->dtype == t->dtype;
+    if (move && !is16(x->dtype) && nd > 0 && pc.y0 % 4 == 0) { /* 32-bit moves by quads or blocks */
         bool x4 = pc.x0 % 4 == 0;
         if (nd >= 2 && w.st[0][nd - 2] == 1 && w.shape[nd - 2] % 4 == 0 && w.shape[nd - 1] % 4 == 0 && x4 &&
             strides_mult4(&w, nd - 2))
@@ -163,8 +163,20 @@ static kiln_status copy_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex)
             return run(vk, vload ? "ew_move_32_qv" : "ew_move_32_q", 2, bind, &pc, sizeof pc, pc.n);
         }
     }
-    static const char *const shaders[2][2] = {{"ew_copy_32_32", "ew_copy_32_16"}, {"ew_copy_16_32", "ew_copy_16_16"}};
-    const char *shader = pc.sdt != pc.ddt ? shaders[is16(x->dtype)][is16(t->dtype)] : is16(x->dtype) ? "ew_move_16" : "ew_move_32";
+    static const char *const names[] = {"f32", "f16", "bf16", "i32"}; /* by dtype_code */
+    char shader[32];
+    if (move) snprintf(shader, sizeof shader, "ew_move_%s", is16(x->dtype) ? "16" : "32");
+    else snprintf(shader, sizeof shader, "ew_cast_%s_%s", names[dtype_code(x->dtype)], names[dtype_code(t->dtype)]);
+    if (!move && src_kind_of(&w, 0) == SRC_CONTIG && pc.x0 % 4 == 0 && pc.y0 % 4 == 0 && pc.n >= 4) {
+        /* whole quads as vectors, the n % 4 left over by the element kernel */
+        char v4[40];
+        snprintf(v4, sizeof v4, "%s_v4", shader);
+        uint32_t n = pc.n;
+        pc.n = n / 4, pc.x0 /= 4, pc.y0 /= 4;
+        kiln_status s = run(vk, v4, 2, bind, &pc, sizeof pc, pc.n);
+        if (s || n % 4 == 0) return s;
+        pc.n = n % 4, pc.x0 *= 4, pc.y0 *= 4, pc.i0 = n - n % 4;
+    }
     return run(vk, shader, 2, bind, &pc, sizeof pc, pc.n);
 }
 

@@ -16,26 +16,51 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #endif
 layout(local_size_x = 256) in;
-#ifdef EW_SRC16
+#if defined(EW_CASTV) && defined(EW_SRC16)
+layout(std430, binding = 0) readonly buffer X { f16vec4 x[]; };
+#elif defined(EW_CASTV)
+layout(std430, binding = 0) readonly buffer X { uvec4 x[]; };
+#elif defined(EW_SRC16)
 layout(std430, binding = 0) readonly buffer X { float16_t x[]; };
 #elif defined(EW_VLOAD)
 layout(std430, binding = 0) readonly buffer X { uvec4 x[]; };
 #else
 layout(std430, binding = 0) readonly buffer X { uint x[]; };
 #endif
-#ifdef EW_DST16
+#if defined(EW_CASTV) && defined(EW_DST16)
+layout(std430, binding = 1) writeonly buffer Y { f16vec4 y[]; };
+#elif defined(EW_DST16)
 layout(std430, binding = 1) writeonly buffer Y { float16_t y[]; };
-#elif defined(EW_QUAD)
+#elif defined(EW_QUAD) || defined(EW_CASTV)
 layout(std430, binding = 1) writeonly buffer Y { uvec4 y[]; };
 #else
 layout(std430, binding = 1) writeonly buffer Y { uint y[]; };
 #endif
 layout(push_constant) uniform P {
-    uint n, x0, y0, nd, sl, sdt, ddt; // sdt, ddt: EW_F32, EW_F16, EW_BF16, EW_I32; EW_QUAD: n, y0 in quads
+    uint n, x0, y0, nd, sl, i0; // EW_QUAD: n, y0 in quads; EW_CASTV: n, x0, y0 in quads
     uint shape[EW_MAX_DIMS], mg[EW_MAX_DIMS], st[EW_MAX_DIMS];
 } p;
 
-#ifdef EW_QUAD
+#if defined(EW_CASTV)
+uint ew_cast(uint b) { return ew_from_f32(EW_DDT, ew_to_f32(EW_SDT, b)); }
+void main() {
+    uint g = kiln_gid();
+    if (g >= p.n) return;
+#ifdef EW_SRC16
+    f16vec4 h = x[p.x0 + g];
+    uint lo = packFloat2x16(h.xy), hi = packFloat2x16(h.zw);
+    uvec4 b = uvec4(lo & 0xffffu, lo >> 16, hi & 0xffffu, hi >> 16);
+#else
+    uvec4 b = x[p.x0 + g];
+#endif
+    b = uvec4(ew_cast(b.x), ew_cast(b.y), ew_cast(b.z), ew_cast(b.w));
+#ifdef EW_DST16
+    y[p.y0 + g] = f16vec4(unpackFloat2x16(b.x | (b.y << 16)), unpackFloat2x16(b.z | (b.w << 16)));
+#else
+    y[p.y0 + g] = b;
+#endif
+}
+#elif defined(EW_QUAD)
 void main() {
     uint g = kiln_gid();
     if (g >= p.n) return;
@@ -53,6 +78,7 @@ void main() {
 void main() {
     uint i = kiln_gid();
     if (i >= p.n) return;
+    i += p.i0;
     uint off;
     EW_WALK1(i, p.nd, p.shape, p.mg, p.sl, p.st, off)
 #ifdef EW_SRC16
@@ -61,7 +87,7 @@ void main() {
     uint b = x[p.x0 + off];
 #endif
 #ifndef EW_MOVE
-    b = ew_from_f32(p.ddt, ew_to_f32(p.sdt, b));
+    b = ew_from_f32(EW_DDT, ew_to_f32(EW_SDT, b));
 #endif
 #ifdef EW_DST16
     y[p.y0 + i] = unpackFloat2x16(b).x;
