@@ -551,22 +551,22 @@ static uint32_t *bits_of(kiln_tensor *t, int64_t n) {
     return (uint32_t *)f;
 }
 
-/* The uvec4 kernel and the strided one give the same bits for every op,
- * special values included (both run on the device). */
+/* The vector kernel and the strided one give the same bits for every op,
+ * f32 and f16, special values included (both run on the device). */
 KT_TEST(vk_unary_fast_equals_strided) {
     kiln_backend *vk = kt_device("vulkan");
     if (!vk) return;
     static const double special[] = {0.0, -0.0, 1.0, -1.0, INFINITY, -INFINITY, NAN, 1e-30, -1e-30, 1e30, -1e30,
                                      88.5, -88.5, 100, -100, 0.5, -0.5, 3.0, -3.0, 15, -15, 1.17549435e-38, 1.4e-45};
     for (size_t i = 0; i < sizeof unary_ops / sizeof *unary_ops; i++)
-        for (int vals = 0; vals < 2; vals++) {
+        for (int vals = 0; vals < 4; vals++) {
             kiln_ctx *ctx = kiln_ctx_new();
-            vk_in in = IN(KILN_F32, unary_ops[i].lo, unary_ops[i].hi, 2, 23, 12);
-            if (vals) in.vals = special, in.nvals = 23;
+            vk_in in = IN(vals < 2 ? KILN_F32 : KILN_F16, unary_ops[i].lo, unary_ops[i].hi, 2, 23, 12);
+            if (vals % 2) in.vals = special, in.nvals = 23;
             unary_arg fast = {unary_ops[i].op, unary_ops[i].p, V_NONE}, strided = {unary_ops[i].op, unary_ops[i].p, V_TT};
             kiln_tensor *x = NULL, *y1 = NULL, *y2 = NULL;
             kiln_graph *g = NULL;
-            bool ok = kiln_ctx_set_backend(ctx, vk) == KILN_OK && (x = kiln_tensor_new(ctx, KILN_F32, 2, in.shape)) &&
+            bool ok = kiln_ctx_set_backend(ctx, vk) == KILN_OK && (x = kiln_tensor_new(ctx, in.dt, 2, in.shape)) &&
                       fill(x, &in, 5) == KILN_OK && (y1 = build_unary(ctx, &x, &fast)) &&
                       (y2 = build_unary(ctx, &x, &strided)) && (g = kiln_graph_new(ctx)) &&
                       kiln_graph_add(g, y1) == KILN_OK && kiln_graph_add(g, y2) == KILN_OK &&
@@ -578,7 +578,7 @@ KT_TEST(vk_unary_fast_equals_strided) {
                 int64_t at = -1;
                 for (int64_t k = 0; b1 && b2 && k < 23 * 12 && at < 0; k++)
                     if (b1[k] != b2[k]) at = k;
-                KT_CHECK(b1 && b2 && at < 0, "%s(p=%g) values %d: element %lld: uvec4 %08x, strided %08x",
+                KT_CHECK(b1 && b2 && at < 0, "%s(p=%g) case %d: element %lld: vector %08x, strided %08x",
                          kiln__op_table[fast.op].name, fast.p, vals, (long long)at, at >= 0 ? b1[at] : 0,
                          at >= 0 ? b2[at] : 0);
                 free(b1);
@@ -728,4 +728,39 @@ KT_TEST(vk_cast_fast_paths) {
                     if (vals && dts[s] == KILN_I32) c.in[0].lo = -2147483648.0, c.in[0].hi = 2147483647.0;
                     check_case(&c);
                 }
+}
+
+/* f16 through the vector kernels: unary ops on contiguous inputs (within
+ * the f16 tolerance of the other f16 tests) and binary layouts (exact). */
+KT_TEST(vk_f16_fast_paths) {
+    static const kiln_op uops[] = {KILN_OP_EXP, KILN_OP_GELU, KILN_OP_SILU, KILN_OP_SCALE, KILN_OP_RELU, KILN_OP_TANH, KILN_OP_SQRT};
+    static const int64_t ushapes[][2] = {{8, 28}, {9, 29}, {1, 3}, {5, 30}};
+    for (size_t i = 0; i < sizeof uops / sizeof *uops; i++)
+        for (size_t s = 0; s < 4; s++)
+            for (int v = 0; v < 2; v++) {
+                if (v && ushapes[s][0] < 2) continue;
+                unary_arg a = {uops[i], 0.3, v ? V_ROWS : V_NONE};
+                vk_case c = {kiln__op_table[uops[i]].name, 1, {IN(KILN_F16, uops[i] == KILN_OP_SQRT ? 0 : -4, 4, 2, ushapes[s][0], ushapes[s][1])},
+                             build_unary, &a, 1e-3, 1e-3, false, 0, false};
+                check_case(&c);
+            }
+    static const struct {
+        vk_in a, b;
+        view_kind va, vb;
+    } shapes[] = {
+        {IN(KILN_F16, -3, 3, 2, 7, 37), IN(KILN_F16, 0.5, 3, 2, 7, 37), V_NONE, V_NONE}, /* same shape, 1 over */
+        {IN(KILN_F16, -3, 3, 2, 9, 12), IN(KILN_F16, 0.5, 3, 1, 12), V_NONE, V_NONE},    /* row bias */
+        {IN(KILN_F16, -3, 3, 1, 1), IN(KILN_F16, 0.5, 3, 2, 5, 9), V_NONE, V_NONE},      /* scalar a */
+        {IN(KILN_F16, -3, 3, 2, 6, 8), IN(KILN_F16, 0.5, 3, 2, 6, 1), V_NONE, V_NONE},   /* column b */
+        {IN(KILN_F16, -3, 3, 2, 9, 29), IN(KILN_F16, 0.5, 3, 2, 8, 29), V_ROWS, V_NONE}, /* a 29 in */
+        {IN(KILN_F16, -3, 3, 2, 9, 28), IN(KILN_F16, 0.5, 3, 2, 8, 28), V_ROWS, V_NONE}, /* a 28 in */
+    };
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int o = 0; o < 5; o++) {
+            binary_arg a = {o < 4 ? KILN_OP_ADD + o : KILN_OP_CMP, KILN_CMP_LE, shapes[s].va, shapes[s].vb};
+            char name[64];
+            snprintf(name, sizeof name, "f16 %s shapes %zu", kiln__op_table[a.op].name, s);
+            vk_case c = {name, 2, {shapes[s].a, shapes[s].b}, build_binary, &a, 0, 0, false, 0, false};
+            check_case(&c);
+        }
 }

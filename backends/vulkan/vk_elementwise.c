@@ -234,15 +234,14 @@ static kiln_status unary_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex
     const kiln_tensor *x = t->src[0];
     uint32_t n = (uint32_t)kiln_tensor_numel(t), x0 = kiln__vk_base(vk, x), y0 = kiln__vk_base(vk, t);
     ew_walk w = walk_of(t, 1);
-    if (t->dtype != KILN_F32 || src_kind_of(&w, 0) != SRC_CONTIG || x0 % 4 || y0 % 4 || n < 4)
-        return unary_strided(vk, t, &w, 0, n);
-    /* whole quads as uvec4, the n % 4 left over by the strided kernel */
+    if (src_kind_of(&w, 0) != SRC_CONTIG || x0 % 4 || y0 % 4 || n < 4) return unary_strided(vk, t, &w, 0, n);
+    /* whole quads as vectors, the n % 4 left over by the strided kernel */
     struct {
         uint32_t nq, x0, y0, op;
         float p;
     } pc = {n / 4, x0 / 4, y0 / 4, (uint32_t)(t->op - KILN_OP_NEG), (float)t->fp[0]};
     char shader[32];
-    snprintf(shader, sizeof shader, "ew_u_%s_v4", unary_family(t->op));
+    snprintf(shader, sizeof shader, "ew_u_%s_v4%s", unary_family(t->op), t->dtype == KILN_F16 ? "h" : "");
     const kiln_tensor *bind[2] = {x, t};
     kiln_status s = run(vk, shader, 2, bind, &pc, sizeof pc, pc.nq);
     return s || n % 4 == 0 ? s : unary_strided(vk, t, &w, n - n % 4, n % 4);
@@ -304,10 +303,10 @@ static kiln_status binary_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
     ew_walk w = walk_of(t, 2);
     uint32_t qa[4], qb[4];
     bool sa, sb; /* splat */
-    if (t->dtype != KILN_F32 || y0 % 4 || nq == 0 || !quad_source(&w, 0, kiln__vk_base(vk, a), nq, qa, &sa) ||
+    if (t->dtype == KILN_I32 || y0 % 4 || nq == 0 || !quad_source(&w, 0, kiln__vk_base(vk, a), nq, qa, &sa) ||
         !quad_source(&w, 1, kiln__vk_base(vk, b), nq, qb, &sb) || (sa && sb))
         return binary_strided(vk, t, &w, 0, n);
-    /* whole quads as uvec4 (a row's length is a multiple of 4, so the
+    /* whole quads as vectors (a row's length is a multiple of 4, so the
      * quads of the output and of the row line up), the n % 4 left over by
      * the strided kernel */
     struct {
@@ -315,7 +314,8 @@ static kiln_status binary_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
         uint32_t ma, la, da, mb, lb, db;
     } pc = {nq, qa[0], qb[0], y0 / 4, binary_opc(t), qa[1], qa[2], qa[3], qb[1], qb[2], qb[3]};
     char shader[32];
-    snprintf(shader, sizeof shader, "ew_b_%s_%s", t->op == KILN_OP_DIV ? "div" : "arith", sa ? "sq" : sb ? "qs" : "qq");
+    snprintf(shader, sizeof shader, "ew_b_%s_%s%s", t->op == KILN_OP_DIV ? "div" : "arith", sa ? "sq" : sb ? "qs" : "qq",
+             t->dtype == KILN_F16 ? "h" : "");
     const kiln_tensor *bind[3] = {a, b, t};
     kiln_status s = run(vk, shader, 3, bind, &pc, sizeof pc, nq);
     return s || n % 4 == 0 ? s : binary_strided(vk, t, &w, n - n % 4, n % 4);
