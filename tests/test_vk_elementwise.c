@@ -764,3 +764,29 @@ KT_TEST(vk_f16_fast_paths) {
             check_case(&c);
         }
 }
+
+static kiln_tensor *build_where_plain(kiln_ctx *ctx, kiln_tensor *const *in, const void *arg) {
+    (void)arg;
+    return kiln_where(ctx, in[0], in[1], in[2]);
+}
+
+/* where's walks of up to 4 dims (magic-number division) and of 6 (the
+ * plain kernel): alternating broadcasts keep every dim apart. */
+KT_TEST(vk_where_dims) {
+    static const double conds[] = {0.0, 1.0, -0.0, NAN, -2.0, 0.0, 3.0};
+    vk_case c6 = {"where 6-d", 3, {IN(KILN_F32, 0, 0, 6, 2, 1, 2, 1, 2, 1), IN(KILN_F32, -2, 2, 6, 1, 2, 1, 2, 1, 2),
+                                   IN(KILN_F32, -2, 2, 6, 2, 2, 2, 2, 2, 2)},
+                  build_where_plain, NULL, 0, 0, false, 0, false};
+    c6.in[0].vals = conds, c6.in[0].nvals = 7;
+    check_case(&c6);
+    vk_case c4 = {"where 4-d", 3, {IN(KILN_I32, 0, 2, 4, 3, 1, 4, 1), IN(KILN_F32, -2, 2, 4, 1, 5, 1, 6),
+                                   IN(KILN_F32, -2, 2, 4, 3, 5, 4, 6)},
+                  build_where_plain, NULL, 0, 0, false, 0, false};
+    check_case(&c4);
+    vk_case c3 = {"where 3-d f16", 3, {IN(KILN_F32, 0, 0, 3, 4, 1, 8), IN(KILN_F16, -2, 2, 3, 4, 5, 8), IN(KILN_F16, -2, 2, 1, 1)},
+                  build_where_plain, NULL, 0, 0, false, 0, false};
+    c3.in[0].vals = conds, c3.in[0].nvals = 7;
+    check_case(&c3);
+    c6.in[1].dt = c6.in[2].dt = KILN_F16;
+    check_case(&c6);
+}

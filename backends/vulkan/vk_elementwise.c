@@ -332,19 +332,35 @@ static bool where_supports(const kiln_vk *vk, const kiln_tensor *t) {
 static kiln_status where_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
     const kiln_tensor *c = t->src[0], *a = t->src[1], *b = t->src[2];
+    const kiln_tensor *bind[4] = {c, a, b, t};
     ew_walk w = walk_of(t, 3);
+    uint32_t n = (uint32_t)kiln_tensor_numel(t);
+    bool f16 = t->dtype == KILN_F16;
+    if (w.nd <= 4) { /* magic-number division (ew_fast.glsl) */
+        struct {
+            uint32_t n, c0, a0, b0, y0, nd, c_i32, sl, mg[4];
+            uint32_t shape[4], sc[4], sa[4], sb[4];
+        } pc = {n, kiln__vk_base(vk, c), kiln__vk_base(vk, a), kiln__vk_base(vk, b), kiln__vk_base(vk, t), w.nd,
+                c->dtype == KILN_I32, w.sl, {0}, {0}, {0}, {0}, {0}};
+        _Static_assert(sizeof pc <= KILN_VK_MAX_PUSH, "where's push constants");
+        memcpy(pc.mg, w.mg, sizeof pc.mg);
+        memcpy(pc.shape, w.shape, sizeof pc.shape);
+        memcpy(pc.sc, w.st[0], sizeof pc.sc);
+        memcpy(pc.sa, w.st[1], sizeof pc.sa);
+        memcpy(pc.sb, w.st[2], sizeof pc.sb);
+        return run(vk, f16 ? "ew_where_mh" : "ew_where_m", 4, bind, &pc, sizeof pc, n);
+    }
     struct {
         uint32_t n, c0, a0, b0, y0, nd, c_i32;
         uint32_t shape[KILN_MAX_DIMS], sc[KILN_MAX_DIMS], sa[KILN_MAX_DIMS], sb[KILN_MAX_DIMS];
-    } pc = {(uint32_t)kiln_tensor_numel(t), kiln__vk_base(vk, c), kiln__vk_base(vk, a), kiln__vk_base(vk, b),
-            kiln__vk_base(vk, t), w.nd, c->dtype == KILN_I32, {0}, {0}, {0}, {0}};
+    } pc = {n, kiln__vk_base(vk, c), kiln__vk_base(vk, a), kiln__vk_base(vk, b), kiln__vk_base(vk, t), w.nd,
+            c->dtype == KILN_I32, {0}, {0}, {0}, {0}};
     memcpy(pc.shape, w.shape, sizeof pc.shape);
     memcpy(pc.sc, w.st[0], sizeof pc.sc);
     memcpy(pc.sa, w.st[1], sizeof pc.sa);
     memcpy(pc.sb, w.st[2], sizeof pc.sb);
     _Static_assert(sizeof pc <= KILN_VK_MAX_PUSH, "where's push constants");
-    const kiln_tensor *bind[4] = {c, a, b, t};
-    return run(vk, t->dtype == KILN_F16 ? "ew_where_f16" : "ew_where", 4, bind, &pc, sizeof pc, pc.n);
+    return run(vk, f16 ? "ew_where_f16" : "ew_where", 4, bind, &pc, sizeof pc, n);
 }
 
 /* ---- DROPOUT ---- */
