@@ -2,7 +2,11 @@
  * kernels against the CPU backend on the same inputs: every unary op,
  * binary ops and where with broadcasts and strided views, casts and
  * copies, dropout (bit for bit), reductions (NaN and tie rules), and
- * gradients through kiln_graph_backward. Every node must run on the device
+ * gradients through kiln_graph_backward; then each fast path of
+ * vk_elementwise.c (vector kernels for contiguous, scalar, row and column
+ * sources with sizes not a multiple of 4 and unaligned starts, 4x4
+ * transposes, per-pair casts), including bit equality of the vector and
+ * strided unary kernels. Every node must run on the device
  * (nodes_fallback == 0) without validation messages. */
 #include "kt_device.h"
 #include "internal.h" /* kiln__node_new: ops without a public constructor (sign, gelu_grad, ...) */
