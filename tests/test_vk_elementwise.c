@@ -794,3 +794,41 @@ KT_TEST(vk_where_dims) {
     c6.in[1].dt = c6.in[2].dt = KILN_F16;
     check_case(&c6);
 }
+
+/* where through the vector kernels: cond, a and b shaped like the output
+ * or rows of a multiple of 4 (a mask over batches), a or b a scalar fill
+ * or a column, element counts 1..3 over a multiple of 4, starts off a
+ * multiple of 4 (rows sliced off the front: the element kernel). */
+static kiln_tensor *build_where_rows(kiln_ctx *ctx, kiln_tensor *const *in, const void *arg) {
+    (void)arg;
+    return kiln_where(ctx, kiln_slice(ctx, in[0], 0, 1, in[0]->shape[0], 1), in[1], in[2]);
+}
+
+KT_TEST(vk_where_fast_paths) {
+    static const double conds[] = {0.0, 1.0, -0.0, NAN, -2.0, 0.0, 3.0};
+    static const struct {
+        vk_in c, a, b;
+        bool rows;
+    } cases[] = {
+        {IN(KILN_F32, 0, 0, 2, 5, 12), IN(KILN_F32, -2, 2, 2, 5, 12), IN(KILN_F32, -2, 2, 2, 5, 12), false},
+        {IN(KILN_I32, 0, 2, 2, 5, 13), IN(KILN_F32, -2, 2, 2, 5, 13), IN(KILN_F32, -2, 2, 2, 5, 13), false},
+        {IN(KILN_I32, 0, 2, 2, 4, 8), IN(KILN_F32, -2, 2, 3, 3, 4, 8), IN(KILN_F32, -2, 2, 1, 1), false},  /* mask over batches, fill */
+        {IN(KILN_F32, 0, 0, 2, 6, 8), IN(KILN_F32, -2, 2, 1, 1), IN(KILN_F32, -2, 2, 2, 6, 8), false},      /* fill first */
+        {IN(KILN_I32, 0, 2, 2, 6, 8), IN(KILN_F32, -2, 2, 2, 6, 8), IN(KILN_F32, -2, 2, 2, 6, 1), false},   /* column b */
+        {IN(KILN_I32, 0, 2, 2, 6, 8), IN(KILN_F32, -2, 2, 1, 8), IN(KILN_F32, -2, 2, 2, 6, 8), false},      /* row a */
+        {IN(KILN_I32, 0, 2, 2, 7, 8), IN(KILN_F32, -2, 2, 2, 6, 8), IN(KILN_F32, -2, 2, 2, 6, 8), true},    /* cond 8 in */
+        {IN(KILN_I32, 0, 2, 2, 7, 9), IN(KILN_F32, -2, 2, 2, 6, 9), IN(KILN_F32, -2, 2, 2, 6, 9), true},    /* cond 9 in */
+        {IN(KILN_I32, 0, 2, 1, 1), IN(KILN_F32, -2, 2, 2, 6, 8), IN(KILN_F32, -2, 2, 2, 6, 8), false},      /* scalar cond */
+        {IN(KILN_I32, 0, 2, 1, 3), IN(KILN_F32, -2, 2, 1, 3), IN(KILN_F32, -2, 2, 1, 1), false},            /* 3 elements */
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++)
+        for (int h = 0; h < 2; h++) {
+            char name[48];
+            snprintf(name, sizeof name, "where fast %zu%s", k, h ? " f16" : "");
+            vk_case c = {name, 3, {cases[k].c, cases[k].a, cases[k].b}, cases[k].rows ? build_where_rows : build_where_plain,
+                         NULL, 0, 0, false, 0, false};
+            if (h) c.in[1].dt = c.in[2].dt = KILN_F16;
+            if (c.in[0].dt == KILN_F32) c.in[0].vals = conds, c.in[0].nvals = 7;
+            check_case(&c);
+        }
+}

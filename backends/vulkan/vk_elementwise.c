@@ -340,32 +340,53 @@ static bool where_supports(const kiln_vk *vk, const kiln_tensor *t) {
            (c->dtype == KILN_F32 || c->dtype == KILN_I32) && operands_ok(vk, t);
 }
 
+/* The magic-number kernel (walks of up to 4 dims) over output elements
+ * i0 .. i0 + n - 1. */
+static kiln_status where_magic(kiln_vk *vk, const kiln_tensor *t, const ew_walk *w, uint32_t i0, uint32_t n) {
+    const kiln_tensor *c = t->src[0], *a = t->src[1], *b = t->src[2];
+    const kiln_tensor *bind[4] = {c, a, b, t};
+    struct {
+        uint32_t n, c0, a0, b0, y0, nd, c_i32, sl, i0, mg[4];
+        uint32_t shape[4], sc[4], sa[4], sb[4];
+    } pc = {n, kiln__vk_base(vk, c), kiln__vk_base(vk, a), kiln__vk_base(vk, b), kiln__vk_base(vk, t), w->nd,
+            c->dtype == KILN_I32, w->sl, i0, {0}, {0}, {0}, {0}, {0}};
+    _Static_assert(sizeof pc <= KILN_VK_MAX_PUSH, "where's push constants");
+    memcpy(pc.mg, w->mg, sizeof pc.mg);
+    memcpy(pc.shape, w->shape, sizeof pc.shape);
+    memcpy(pc.sc, w->st[0], sizeof pc.sc);
+    memcpy(pc.sa, w->st[1], sizeof pc.sa);
+    memcpy(pc.sb, w->st[2], sizeof pc.sb);
+    return run(vk, t->dtype == KILN_F16 ? "ew_where_mh" : "ew_where_m", 4, bind, &pc, sizeof pc, n);
+}
+
 static kiln_status where_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
     const kiln_tensor *c = t->src[0], *a = t->src[1], *b = t->src[2];
     const kiln_tensor *bind[4] = {c, a, b, t};
     ew_walk w = walk_of(t, 3);
-    uint32_t n = (uint32_t)kiln_tensor_numel(t);
+    uint32_t n = (uint32_t)kiln_tensor_numel(t), y0 = kiln__vk_base(vk, t), nq = n / 4;
     bool f16 = t->dtype == KILN_F16;
-    if (w.nd <= 4) { /* magic-number division (ew_fast.glsl) */
+    uint32_t qc[4], qa[4], qb[4];
+    bool sc, sa, sb; /* splat */
+    if (y0 % 4 == 0 && nq > 0 && quad_source(&w, 0, kiln__vk_base(vk, c), nq, qc, &sc) && !sc &&
+        quad_source(&w, 1, kiln__vk_base(vk, a), nq, qa, &sa) && quad_source(&w, 2, kiln__vk_base(vk, b), nq, qb, &sb) &&
+        !(sa && sb)) {
+        /* whole quads as vectors, the n % 4 left over by the element kernel */
         struct {
-            uint32_t n, c0, a0, b0, y0, nd, c_i32, sl, mg[4];
-            uint32_t shape[4], sc[4], sa[4], sb[4];
-        } pc = {n, kiln__vk_base(vk, c), kiln__vk_base(vk, a), kiln__vk_base(vk, b), kiln__vk_base(vk, t), w.nd,
-                c->dtype == KILN_I32, w.sl, {0}, {0}, {0}, {0}, {0}};
-        _Static_assert(sizeof pc <= KILN_VK_MAX_PUSH, "where's push constants");
-        memcpy(pc.mg, w.mg, sizeof pc.mg);
-        memcpy(pc.shape, w.shape, sizeof pc.shape);
-        memcpy(pc.sc, w.st[0], sizeof pc.sc);
-        memcpy(pc.sa, w.st[1], sizeof pc.sa);
-        memcpy(pc.sb, w.st[2], sizeof pc.sb);
-        return run(vk, f16 ? "ew_where_mh" : "ew_where_m", 4, bind, &pc, sizeof pc, n);
+            uint32_t nq, c0, a0, b0, y0, c_i32;
+            uint32_t mc, lc, dc, ma, la, da, mb, lb, db;
+        } pc = {nq, qc[0], qa[0], qb[0], y0 / 4, c->dtype == KILN_I32, qc[1], qc[2], qc[3], qa[1], qa[2], qa[3], qb[1], qb[2], qb[3]};
+        char shader[32];
+        snprintf(shader, sizeof shader, "ew_where_%s%s", sa ? "sq" : sb ? "qs" : "qq", f16 ? "h" : "");
+        kiln_status s = run(vk, shader, 4, bind, &pc, sizeof pc, nq);
+        return s || n % 4 == 0 ? s : where_magic(vk, t, &w, n - n % 4, n % 4);
     }
+    if (w.nd <= 4) return where_magic(vk, t, &w, 0, n);
     struct {
         uint32_t n, c0, a0, b0, y0, nd, c_i32;
         uint32_t shape[KILN_MAX_DIMS], sc[KILN_MAX_DIMS], sa[KILN_MAX_DIMS], sb[KILN_MAX_DIMS];
-    } pc = {n, kiln__vk_base(vk, c), kiln__vk_base(vk, a), kiln__vk_base(vk, b), kiln__vk_base(vk, t), w.nd,
-            c->dtype == KILN_I32, {0}, {0}, {0}, {0}};
+    } pc = {n, kiln__vk_base(vk, c), kiln__vk_base(vk, a), kiln__vk_base(vk, b), y0, w.nd, c->dtype == KILN_I32,
+            {0}, {0}, {0}, {0}};
     memcpy(pc.shape, w.shape, sizeof pc.shape);
     memcpy(pc.sc, w.st[0], sizeof pc.sc);
     memcpy(pc.sa, w.st[1], sizeof pc.sa);

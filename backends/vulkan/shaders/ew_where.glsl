@@ -25,7 +25,7 @@ layout(std430, binding = 3) writeonly buffer Y { EW_STORE_T y[]; };
 layout(push_constant) uniform P {
     uint n, c0, a0, b0, y0, nd, c_i32;
 #ifdef EW_MAGIC
-    uint sl, mg[EW_WHERE_DIMS];
+    uint sl, i0, mg[EW_WHERE_DIMS]; // i0: the first flat index (the tail of ew_where_v4)
 #endif
     uint shape[EW_WHERE_DIMS], sc[EW_WHERE_DIMS], sa[EW_WHERE_DIMS], sb[EW_WHERE_DIMS];
 } p;
@@ -33,6 +33,9 @@ layout(push_constant) uniform P {
 void main() {
     uint i = kiln_gid();
     if (i >= p.n) return;
+#ifdef EW_MAGIC
+    i += p.i0;
+#endif
     uint oc = 0u, oa = 0u, ob = 0u, r = i;
     for (int d = int(p.nd) - 1; d >= 0; d--) {
 #ifdef EW_MAGIC
