@@ -2,7 +2,11 @@
  * kernels against the CPU backend on the same inputs: every unary op,
  * binary ops and where with broadcasts and strided views, casts and
  * copies, dropout (bit for bit), reductions (NaN and tie rules), and
- * gradients through kiln_graph_backward. Every node must run on the device
+ * gradients through kiln_graph_backward; then each fast path of
+ * vk_elementwise.c (vector kernels for contiguous, scalar, row and column
+ * sources with sizes not a multiple of 4 and unaligned starts, 4x4
+ * transposes, per-pair casts), including bit equality of the vector and
+ * strided unary kernels. Every node must run on the device
  * (nodes_fallback == 0) without validation messages. */
 #include "kt_device.h"
 #include "internal.h" /* kiln__node_new: ops without a public constructor (sign, gelu_grad, ...) */
@@ -167,7 +171,7 @@ static void check_case(const vk_case *c) {
 
 /* ---- views applied to input 0 before the op ---- */
 
-typedef enum { V_NONE, V_TRANSPOSE, V_SLICE, V_BCAST } view_kind;
+typedef enum { V_NONE, V_TRANSPOSE, V_SLICE, V_BCAST, V_ROWS, V_TT } view_kind;
 
 static kiln_tensor *view(kiln_ctx *ctx, kiln_tensor *x, view_kind v) {
     switch (v) {
@@ -177,6 +181,10 @@ static kiln_tensor *view(kiln_ctx *ctx, kiln_tensor *x, view_kind v) {
         int64_t shape[2] = {5, x->shape[x->ndim - 1]};
         return kiln_broadcast_to(ctx, x, 2, shape);
     }
+    /* rows 1..: contiguous, starting shape[1] elements in (not a multiple of 4 when shape[1] is odd) */
+    case V_ROWS: return kiln_slice(ctx, x, 0, 1, x->shape[0], 1);
+    case V_TT: /* x's values through strides {1, rows}: the strided kernels */
+        return kiln_transpose(ctx, kiln_contiguous(ctx, kiln_transpose(ctx, x, 0, 1)), 0, 1);
     default: return x;
     }
 }
@@ -255,12 +263,12 @@ KT_TEST(vk_unary_f16) {
 typedef struct binary_arg {
     kiln_op op;
     int cmp;
-    view_kind va;
+    view_kind va, vb;
 } binary_arg;
 
 static kiln_tensor *build_binary(kiln_ctx *ctx, kiln_tensor *const *in, const void *arg) {
     const binary_arg *a = arg;
-    kiln_tensor *x = view(ctx, in[0], a->va), *y = in[1];
+    kiln_tensor *x = view(ctx, in[0], a->va), *y = view(ctx, in[1], a->vb);
     switch (a->op) {
     case KILN_OP_ADD: return kiln_add(ctx, x, y);
     case KILN_OP_SUB: return kiln_sub(ctx, x, y);
@@ -284,7 +292,7 @@ KT_TEST(vk_binary) {
     static const kiln_op ops[] = {KILN_OP_ADD, KILN_OP_SUB, KILN_OP_MUL, KILN_OP_DIV};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
         for (size_t o = 0; o < 4 + 6; o++) {
-            binary_arg a = {o < 4 ? ops[o] : KILN_OP_CMP, o < 4 ? 0 : (int)o - 4, shapes[s].va};
+            binary_arg a = {o < 4 ? ops[o] : KILN_OP_CMP, o < 4 ? 0 : (int)o - 4, shapes[s].va, V_NONE};
             char name[64];
             snprintf(name, sizeof name, "%s/%d shapes %zu", kiln__op_table[a.op].name, a.cmp, s);
             vk_case c = {name, 2, {shapes[s].a, shapes[s].b}, build_binary, &a, 0, 0, false, 0, false};
@@ -296,18 +304,18 @@ KT_TEST(vk_binary_special_and_types) {
     static const double va[] = {0.0, -0.0, 1.0, NAN, INFINITY, -INFINITY, 2.0, 1e-30, 7.0, 3.0};
     static const double vb[] = {0.0, 0.0, NAN, 1.0, INFINITY, 2.0, 2.0, 1e30, 3.0, 7.0};
     for (int o = 0; o < 10; o++) {
-        binary_arg a = {o < 4 ? KILN_OP_ADD + o : KILN_OP_CMP, o < 4 ? 0 : o - 4, V_NONE};
+        binary_arg a = {o < 4 ? KILN_OP_ADD + o : KILN_OP_CMP, o < 4 ? 0 : o - 4, V_NONE, V_NONE};
         vk_case c = {kiln__op_table[a.op].name, 2, {IN(KILN_F32, 0, 0, 1, 10), IN(KILN_F32, 0, 0, 1, 10)}, build_binary, &a, 0, 0, false, 0, false};
         c.in[0].vals = va, c.in[0].nvals = 10, c.in[1].vals = vb, c.in[1].nvals = 10;
         check_case(&c);
     }
     for (int cmp = 0; cmp < 6; cmp++) { /* i32 comparisons */
-        binary_arg a = {KILN_OP_CMP, cmp, V_TRANSPOSE};
+        binary_arg a = {KILN_OP_CMP, cmp, V_TRANSPOSE, V_NONE};
         vk_case c = {"cmp i32", 2, {IN(KILN_I32, -3, 3, 2, 9, 8), IN(KILN_I32, -3, 3, 1, 9)}, build_binary, &a, 0, 0, false, 0, false};
         check_case(&c);
     }
     for (int o = 0; o < 5; o++) { /* f16: computed in f32, rounded once */
-        binary_arg a = {o < 4 ? KILN_OP_ADD + o : KILN_OP_CMP, KILN_CMP_LT, V_TRANSPOSE};
+        binary_arg a = {o < 4 ? KILN_OP_ADD + o : KILN_OP_CMP, KILN_CMP_LT, V_TRANSPOSE, V_NONE};
         vk_case c = {"f16 binary", 2, {IN(KILN_F16, -3, 3, 2, 9, 8), IN(KILN_F16, 0.5, 3, 2, 1, 9)}, build_binary, &a, 0, 0, false, 0, false};
         check_case(&c);
     }
@@ -512,4 +520,315 @@ KT_TEST(vk_contiguous_6d) {
     check_case(&c);
     c.in[0].dt = KILN_F16;
     check_case(&c);
+}
+
+/* ---- the fast paths (vk_elementwise.c picks them by layout) ---- */
+
+/* Unary ops on contiguous inputs take the uvec4 kernel (the n % 4 left
+ * over, and inputs not starting at a multiple of 4, the strided one):
+ * sizes below 4, multiples of 4, and 1..3 over; rows sliced off the front
+ * so the input starts 29 (unaligned) or 28 (aligned) elements in. */
+KT_TEST(vk_unary_fast_paths) {
+    static const int64_t shapes[][2] = {{1, 3}, {8, 28}, {9, 29}, {5, 30}, {3, 31}, {1, 1}};
+    static const view_kind views[] = {V_NONE, V_ROWS};
+    for (size_t i = 0; i < sizeof unary_ops / sizeof *unary_ops; i++)
+        for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+            for (size_t v = 0; v < 2; v++) {
+                if (views[v] == V_ROWS && shapes[s][0] < 2) continue;
+                unary_arg a = {unary_ops[i].op, unary_ops[i].p, views[v]};
+                char name[96];
+                snprintf(name, sizeof name, "%s(p=%g) [%lld, %lld] view %d", kiln__op_table[a.op].name, a.p,
+                         (long long)shapes[s][0], (long long)shapes[s][1], (int)views[v]);
+                vk_case c = {name, 1, {IN(KILN_F32, unary_ops[i].lo, unary_ops[i].hi, 2, shapes[s][0], shapes[s][1])},
+                             build_unary, &a, 1e-6, 1e-5, false, 0, false};
+                check_case(&c);
+            }
+}
+
+/* Read t's f32 values as bits. */
+static uint32_t *bits_of(kiln_tensor *t, int64_t n) {
+    float *f = malloc((size_t)n * sizeof *f);
+    if (kiln_tensor_get_f32(t, f, n) != KILN_OK) {
+        free(f);
+        return NULL;
+    }
+    return (uint32_t *)f;
+}
+
+/* The vector kernel and the strided one give the same bits for every op,
+ * f32 and f16, special values included (both run on the device). */
+KT_TEST(vk_unary_fast_equals_strided) {
+    kiln_backend *vk = kt_device("vulkan");
+    if (!vk) return;
+    static const double special[] = {0.0, -0.0, 1.0, -1.0, INFINITY, -INFINITY, NAN, 1e-30, -1e-30, 1e30, -1e30,
+                                     88.5, -88.5, 100, -100, 0.5, -0.5, 3.0, -3.0, 15, -15, 1.17549435e-38, 1.4e-45};
+    for (size_t i = 0; i < sizeof unary_ops / sizeof *unary_ops; i++)
+        for (int vals = 0; vals < 4; vals++) {
+            kiln_ctx *ctx = kiln_ctx_new();
+            vk_in in = IN(vals < 2 ? KILN_F32 : KILN_F16, unary_ops[i].lo, unary_ops[i].hi, 2, 23, 12);
+            if (vals % 2) in.vals = special, in.nvals = 23;
+            unary_arg fast = {unary_ops[i].op, unary_ops[i].p, V_NONE}, strided = {unary_ops[i].op, unary_ops[i].p, V_TT};
+            kiln_tensor *x = NULL, *y1 = NULL, *y2 = NULL;
+            kiln_graph *g = NULL;
+            bool ok = kiln_ctx_set_backend(ctx, vk) == KILN_OK && (x = kiln_tensor_new(ctx, in.dt, 2, in.shape)) &&
+                      fill(x, &in, 5) == KILN_OK && (y1 = build_unary(ctx, &x, &fast)) &&
+                      (y2 = build_unary(ctx, &x, &strided)) && (g = kiln_graph_new(ctx)) &&
+                      kiln_graph_add(g, y1) == KILN_OK && kiln_graph_add(g, y2) == KILN_OK &&
+                      kiln_graph_compute(g) == KILN_OK;
+            KT_CHECK(ok, "%s: %s", kiln__op_table[fast.op].name, kiln_last_error());
+            if (ok) {
+                KT_CHECK(kiln_graph_get_stats(g).nodes_fallback == 0, "%s fell back", kiln__op_table[fast.op].name);
+                uint32_t *b1 = bits_of(y1, 23 * 12), *b2 = bits_of(y2, 23 * 12);
+                int64_t at = -1;
+                for (int64_t k = 0; b1 && b2 && k < 23 * 12 && at < 0; k++)
+                    if (b1[k] != b2[k]) at = k;
+                KT_CHECK(b1 && b2 && at < 0, "%s(p=%g) case %d: element %lld: vector %08x, strided %08x",
+                         kiln__op_table[fast.op].name, fast.p, vals, (long long)at, at >= 0 ? b1[at] : 0,
+                         at >= 0 ? b2[at] : 0);
+                free(b1);
+                free(b2);
+            }
+            kiln_ctx_free(ctx);
+        }
+}
+
+/* Binary ops, exact against the CPU, through each layout: both sources
+ * shaped like the output, a row broadcast (bias) on either side with rows
+ * of a multiple of 4 or not, a scalar or a column ([rows, 1]) on either
+ * side, a column against a row, sources starting
+ * off a multiple of 4 (rows sliced off the front), element counts not a
+ * multiple of 4, and fewer than 4 elements. */
+KT_TEST(vk_binary_fast_paths) {
+    static const struct {
+        vk_in a, b;
+        view_kind va, vb;
+    } shapes[] = {
+        {IN(KILN_F32, -3, 3, 2, 7, 36), IN(KILN_F32, 0.5, 3, 2, 7, 36), V_NONE, V_NONE},     /* same shape */
+        {IN(KILN_F32, -3, 3, 2, 7, 37), IN(KILN_F32, 0.5, 3, 2, 7, 37), V_NONE, V_NONE},     /* 3 over */
+        {IN(KILN_F32, -3, 3, 2, 9, 12), IN(KILN_F32, 0.5, 3, 1, 12), V_NONE, V_NONE},        /* row bias */
+        {IN(KILN_F32, -3, 3, 1, 12), IN(KILN_F32, 0.5, 3, 2, 9, 12), V_NONE, V_NONE},        /* bias first */
+        {IN(KILN_F32, -3, 3, 3, 4, 5, 8), IN(KILN_F32, 0.5, 3, 1, 8), V_NONE, V_NONE},       /* 3-d, row bias */
+        {IN(KILN_F32, -3, 3, 2, 9, 13), IN(KILN_F32, 0.5, 3, 1, 13), V_NONE, V_NONE},        /* row of 13 */
+        {IN(KILN_F32, -3, 3, 2, 7, 9), IN(KILN_F32, 0.5, 3, 1, 1), V_NONE, V_NONE},          /* scalar b */
+        {IN(KILN_F32, -3, 3, 1, 1), IN(KILN_F32, 0.5, 3, 2, 5, 8), V_NONE, V_NONE},          /* scalar a */
+        {IN(KILN_F32, -3, 3, 2, 9, 28), IN(KILN_F32, 0.5, 3, 2, 8, 28), V_ROWS, V_NONE},     /* a 28 in */
+        {IN(KILN_F32, -3, 3, 2, 9, 29), IN(KILN_F32, 0.5, 3, 2, 8, 29), V_ROWS, V_NONE},     /* a 29 in */
+        {IN(KILN_F32, -3, 3, 2, 8, 29), IN(KILN_F32, 0.5, 3, 2, 9, 29), V_NONE, V_ROWS},     /* b 29 in */
+        {IN(KILN_F32, -3, 3, 2, 9, 12), IN(KILN_F32, 0.5, 3, 2, 2, 12), V_ROWS, V_ROWS},     /* bias 12 in */
+        {IN(KILN_F32, -3, 3, 2, 6, 8), IN(KILN_F32, 0.5, 3, 2, 6, 1), V_NONE, V_NONE},       /* column bcast */
+        {IN(KILN_F32, -3, 3, 2, 6, 1), IN(KILN_F32, 0.5, 3, 2, 6, 8), V_NONE, V_NONE},       /* column first */
+        {IN(KILN_F32, -3, 3, 2, 6, 9), IN(KILN_F32, 0.5, 3, 2, 6, 1), V_NONE, V_NONE},       /* rows of 9 */
+        {IN(KILN_F32, -3, 3, 3, 2, 3, 8), IN(KILN_F32, 0.5, 3, 3, 2, 3, 1), V_NONE, V_NONE}, /* 3-d column */
+        {IN(KILN_F32, -3, 3, 2, 5, 1), IN(KILN_F32, 0.5, 3, 1, 8), V_NONE, V_NONE},          /* column x row */
+        {IN(KILN_F32, -3, 3, 1, 1), IN(KILN_F32, 0.5, 3, 2, 5, 1), V_NONE, V_NONE},          /* scalar, column */
+        {IN(KILN_F32, -3, 3, 2, 9, 12), IN(KILN_F32, 0.5, 3, 2, 10, 1), V_NONE, V_ROWS},     /* column 1 in */
+        {IN(KILN_F32, -3, 3, 1, 3), IN(KILN_F32, 0.5, 3, 1, 3), V_NONE, V_NONE},             /* 3 elements */
+        {IN(KILN_F32, -3, 3, 2, 9, 12), IN(KILN_F32, 0.5, 3, 2, 12, 9), V_NONE, V_TRANSPOSE}, /* strided b */
+    };
+    static const kiln_op ops[] = {KILN_OP_ADD, KILN_OP_SUB, KILN_OP_MUL, KILN_OP_DIV};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (size_t o = 0; o < 4 + 6; o++) {
+            binary_arg a = {o < 4 ? ops[o] : KILN_OP_CMP, o < 4 ? 0 : (int)o - 4, shapes[s].va, shapes[s].vb};
+            char name[64];
+            snprintf(name, sizeof name, "%s/%d fast shapes %zu", kiln__op_table[a.op].name, a.cmp, s);
+            vk_case c = {name, 2, {shapes[s].a, shapes[s].b}, build_binary, &a, 0, 0, false, 0, false};
+            check_case(&c);
+        }
+    /* special values through the uvec4 kernels, with a scalar and with a row */
+    static const double va[] = {0.0, -0.0, 1.0, NAN, INFINITY, -INFINITY, 2.0, 1e-30, 7.0, 3.0, -5.0, 1e38};
+    for (int o = 0; o < 10; o++) {
+        binary_arg a = {o < 4 ? KILN_OP_ADD + o : KILN_OP_CMP, o < 4 ? 0 : o - 4, V_NONE, V_NONE};
+        vk_case c = {"special row", 2, {IN(KILN_F32, 0, 0, 2, 5, 12), IN(KILN_F32, 0, 0, 1, 12)}, build_binary, &a, 0, 0, false, 0, false};
+        c.in[0].vals = va, c.in[0].nvals = 11, c.in[1].vals = va, c.in[1].nvals = 12;
+        check_case(&c);
+        vk_case d = {"special scalar", 2, {IN(KILN_F32, 0, 0, 2, 5, 12), IN(KILN_F32, 0, 0, 1, 1)}, build_binary, &a, 0, 0, false, 0, false};
+        d.in[0].vals = va, d.in[0].nvals = 12, d.in[1].vals = va + 4, d.in[1].nvals = 1; /* inf */
+        check_case(&d);
+        vk_case e = {"special column", 2, {IN(KILN_F32, 0, 0, 2, 12, 8), IN(KILN_F32, 0, 0, 2, 12, 1)}, build_binary, &a, 0, 0, false, 0, false};
+        e.in[0].vals = va, e.in[0].nvals = 11, e.in[1].vals = va, e.in[1].nvals = 12;
+        check_case(&e);
+    }
+}
+
+typedef struct move_arg {
+    int kind; /* 0: transpose of the first two dims, 1: permute (2, 0, 1), 2: slice of rows 1.., 3: step-2 slice,
+                 4: transpose of the last two dims, 5: permute (1, 0, 2) of rows sliced from 1 */
+} move_arg;
+
+static kiln_tensor *build_move(kiln_ctx *ctx, kiln_tensor *const *in, const void *arg) {
+    static const int axes[3] = {2, 0, 1};
+    kiln_tensor *x = in[0];
+    switch (((const move_arg *)arg)->kind) {
+    case 0: x = kiln_transpose(ctx, x, 0, 1); break;
+    case 1: x = kiln_permute(ctx, x, axes); break;
+    case 2: x = kiln_slice(ctx, kiln_transpose(ctx, x, 0, 1), 0, 1, x->shape[1], 1); break;
+    case 3: x = kiln_slice(ctx, x, x->ndim - 1, 0, x->shape[x->ndim - 1], 2); break;
+    case 4: x = kiln_transpose(ctx, x, x->ndim - 2, x->ndim - 1); break;
+    default: x = kiln_transpose(ctx, kiln_slice(ctx, x, 0, 1, x->shape[0], 1), 0, 1); break;
+    }
+    return kiln_contiguous(ctx, x);
+}
+
+/* CONTIGUOUS copies, exact: innermost dims of a multiple of 4 (four
+ * elements an invocation, one uvec4 load where x is contiguous along it)
+ * or not, transposes of the last two dims (4x4 blocks) with and without
+ * an outer dim, sources starting off a multiple of 4, f32, i32 and f16. */
+KT_TEST(vk_contiguous_fast_paths) {
+    static const struct {
+        int nd;
+        int64_t shape[3];
+    } shapes[] = {{2, {12, 8}}, {2, {13, 9}}, {2, {40, 36}}, {3, {4, 8, 12}}, {3, {5, 7, 3}}, {2, {2, 4}}, {2, {16, 2}},
+                  {3, {3, 8, 12}}, {3, {5, 4, 8}}, {2, {9, 8}}, {2, {5, 12}}};
+    static const kiln_dtype dts[] = {KILN_F32, KILN_I32, KILN_F16};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int kind = 0; kind < 6; kind++)
+            for (int d = 0; d < 3; d++) {
+                if ((kind == 1 && shapes[s].nd != 3) || (kind == 2 && shapes[s].shape[1] < 2) ||
+                    (kind == 5 && shapes[s].shape[0] < 3))
+                    continue;
+                move_arg a = {kind};
+                char name[64];
+                snprintf(name, sizeof name, "contiguous %s shapes %zu kind %d", kiln_dtype_name(dts[d]), s, kind);
+                vk_case c = {name, 1, {IN(dts[d], -1000, 1000, shapes[s].nd, shapes[s].shape[0], shapes[s].shape[1], shapes[s].shape[2])},
+                             build_move, &a, 0, 0, false, 0, false};
+                check_case(&c);
+            }
+}
+
+typedef struct cast_arg {
+    kiln_dtype to;
+    bool rows; /* from rows 1.. of the input: starting off a multiple of 4 when its rows are odd */
+} cast_arg;
+
+static kiln_tensor *build_cast(kiln_ctx *ctx, kiln_tensor *const *in, const void *arg) {
+    const cast_arg *a = arg;
+    kiln_tensor *x = a->rows ? kiln_slice(ctx, in[0], 0, 1, in[0]->shape[0], 1) : in[0];
+    return kiln_cast(ctx, x, a->to);
+}
+
+/* CAST of contiguous inputs (vector kernels, the n % 4 left over by the
+ * element kernel), every pair, exact: element counts of a multiple of 4,
+ * 1..3 over, below 4, and inputs starting 7 (unaligned) or 8 (aligned)
+ * elements in; special values too. */
+KT_TEST(vk_cast_fast_paths) {
+    static const double special[] = {0.5, 1.5, 2.5, -0.5, -1.5, 65504, 65520, 1e-7, -6e-8, 3e-5, NAN, INFINITY, -INFINITY,
+                                     -0.0, 2147483520.0, 3e9, -3e9, 16777217, 123456789, 1.0009765625, 1.00048828125};
+    static const kiln_dtype dts[] = {KILN_F32, KILN_F16, KILN_BF16, KILN_I32};
+    static const struct {
+        int64_t r, c;
+        bool rows;
+    } shapes[] = {{4, 6, false}, {5, 7, false}, {1, 3, false}, {6, 7, true}, {6, 8, true}, {2, 9, true}};
+    for (int s = 0; s < 4; s++)
+        for (int d = 0; d < 4; d++)
+            for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++)
+                for (int vals = 0; vals < 2; vals++) {
+                    if (s == d) continue;
+                    cast_arg a = {dts[d], shapes[k].rows};
+                    char name[80];
+                    snprintf(name, sizeof name, "cast %s -> %s [%lld, %lld]%s%s", kiln_dtype_name(dts[s]), kiln_dtype_name(dts[d]),
+                             (long long)shapes[k].r, (long long)shapes[k].c, shapes[k].rows ? " rows 1.." : "", vals ? " special" : "");
+                    vk_case c = {name, 1, {IN(dts[s], -300, 300, 2, shapes[k].r, shapes[k].c)}, build_cast, &a, 0, 0, false, 0, false};
+                    if (vals && dts[s] != KILN_I32) c.in[0].vals = special, c.in[0].nvals = 21;
+                    if (vals && dts[s] == KILN_I32) c.in[0].lo = -2147483648.0, c.in[0].hi = 2147483647.0;
+                    check_case(&c);
+                }
+}
+
+/* f16 through the vector kernels: unary ops on contiguous inputs (within
+ * the f16 tolerance of the other f16 tests) and binary layouts (exact). */
+KT_TEST(vk_f16_fast_paths) {
+    static const kiln_op uops[] = {KILN_OP_EXP, KILN_OP_GELU, KILN_OP_SILU, KILN_OP_SCALE, KILN_OP_RELU, KILN_OP_TANH, KILN_OP_SQRT};
+    static const int64_t ushapes[][2] = {{8, 28}, {9, 29}, {1, 3}, {5, 30}};
+    for (size_t i = 0; i < sizeof uops / sizeof *uops; i++)
+        for (size_t s = 0; s < 4; s++)
+            for (int v = 0; v < 2; v++) {
+                if (v && ushapes[s][0] < 2) continue;
+                unary_arg a = {uops[i], 0.3, v ? V_ROWS : V_NONE};
+                vk_case c = {kiln__op_table[uops[i]].name, 1, {IN(KILN_F16, uops[i] == KILN_OP_SQRT ? 0 : -4, 4, 2, ushapes[s][0], ushapes[s][1])},
+                             build_unary, &a, 1e-3, 1e-3, false, 0, false};
+                check_case(&c);
+            }
+    static const struct {
+        vk_in a, b;
+        view_kind va, vb;
+    } shapes[] = {
+        {IN(KILN_F16, -3, 3, 2, 7, 37), IN(KILN_F16, 0.5, 3, 2, 7, 37), V_NONE, V_NONE}, /* same shape, 1 over */
+        {IN(KILN_F16, -3, 3, 2, 9, 12), IN(KILN_F16, 0.5, 3, 1, 12), V_NONE, V_NONE},    /* row bias */
+        {IN(KILN_F16, -3, 3, 1, 1), IN(KILN_F16, 0.5, 3, 2, 5, 9), V_NONE, V_NONE},      /* scalar a */
+        {IN(KILN_F16, -3, 3, 2, 6, 8), IN(KILN_F16, 0.5, 3, 2, 6, 1), V_NONE, V_NONE},   /* column b */
+        {IN(KILN_F16, -3, 3, 2, 9, 29), IN(KILN_F16, 0.5, 3, 2, 8, 29), V_ROWS, V_NONE}, /* a 29 in */
+        {IN(KILN_F16, -3, 3, 2, 9, 28), IN(KILN_F16, 0.5, 3, 2, 8, 28), V_ROWS, V_NONE}, /* a 28 in */
+    };
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int o = 0; o < 5; o++) {
+            binary_arg a = {o < 4 ? KILN_OP_ADD + o : KILN_OP_CMP, KILN_CMP_LE, shapes[s].va, shapes[s].vb};
+            char name[64];
+            snprintf(name, sizeof name, "f16 %s shapes %zu", kiln__op_table[a.op].name, s);
+            vk_case c = {name, 2, {shapes[s].a, shapes[s].b}, build_binary, &a, 0, 0, false, 0, false};
+            check_case(&c);
+        }
+}
+
+static kiln_tensor *build_where_plain(kiln_ctx *ctx, kiln_tensor *const *in, const void *arg) {
+    (void)arg;
+    return kiln_where(ctx, in[0], in[1], in[2]);
+}
+
+/* where's walks of up to 4 dims (magic-number division) and of 6 (the
+ * plain kernel): alternating broadcasts keep every dim apart. */
+KT_TEST(vk_where_dims) {
+    static const double conds[] = {0.0, 1.0, -0.0, NAN, -2.0, 0.0, 3.0};
+    vk_case c6 = {"where 6-d", 3, {IN(KILN_F32, 0, 0, 6, 2, 1, 2, 1, 2, 1), IN(KILN_F32, -2, 2, 6, 1, 2, 1, 2, 1, 2),
+                                   IN(KILN_F32, -2, 2, 6, 2, 2, 2, 2, 2, 2)},
+                  build_where_plain, NULL, 0, 0, false, 0, false};
+    c6.in[0].vals = conds, c6.in[0].nvals = 7;
+    check_case(&c6);
+    vk_case c4 = {"where 4-d", 3, {IN(KILN_I32, 0, 2, 4, 3, 1, 4, 1), IN(KILN_F32, -2, 2, 4, 1, 5, 1, 6),
+                                   IN(KILN_F32, -2, 2, 4, 3, 5, 4, 6)},
+                  build_where_plain, NULL, 0, 0, false, 0, false};
+    check_case(&c4);
+    vk_case c3 = {"where 3-d f16", 3, {IN(KILN_F32, 0, 0, 3, 4, 1, 8), IN(KILN_F16, -2, 2, 3, 4, 5, 8), IN(KILN_F16, -2, 2, 1, 1)},
+                  build_where_plain, NULL, 0, 0, false, 0, false};
+    c3.in[0].vals = conds, c3.in[0].nvals = 7;
+    check_case(&c3);
+    c6.in[1].dt = c6.in[2].dt = KILN_F16;
+    check_case(&c6);
+}
+
+/* where through the vector kernels: cond, a and b shaped like the output
+ * or rows of a multiple of 4 (a mask over batches), a or b a scalar fill
+ * or a column, element counts 1..3 over a multiple of 4, starts off a
+ * multiple of 4 (rows sliced off the front: the element kernel). */
+static kiln_tensor *build_where_rows(kiln_ctx *ctx, kiln_tensor *const *in, const void *arg) {
+    (void)arg;
+    return kiln_where(ctx, kiln_slice(ctx, in[0], 0, 1, in[0]->shape[0], 1), in[1], in[2]);
+}
+
+KT_TEST(vk_where_fast_paths) {
+    static const double conds[] = {0.0, 1.0, -0.0, NAN, -2.0, 0.0, 3.0};
+    static const struct {
+        vk_in c, a, b;
+        bool rows;
+    } cases[] = {
+        {IN(KILN_F32, 0, 0, 2, 5, 12), IN(KILN_F32, -2, 2, 2, 5, 12), IN(KILN_F32, -2, 2, 2, 5, 12), false},
+        {IN(KILN_I32, 0, 2, 2, 5, 13), IN(KILN_F32, -2, 2, 2, 5, 13), IN(KILN_F32, -2, 2, 2, 5, 13), false},
+        {IN(KILN_I32, 0, 2, 2, 4, 8), IN(KILN_F32, -2, 2, 3, 3, 4, 8), IN(KILN_F32, -2, 2, 1, 1), false},  /* mask over batches, fill */
+        {IN(KILN_F32, 0, 0, 2, 6, 8), IN(KILN_F32, -2, 2, 1, 1), IN(KILN_F32, -2, 2, 2, 6, 8), false},      /* fill first */
+        {IN(KILN_I32, 0, 2, 2, 6, 8), IN(KILN_F32, -2, 2, 2, 6, 8), IN(KILN_F32, -2, 2, 2, 6, 1), false},   /* column b */
+        {IN(KILN_I32, 0, 2, 2, 6, 8), IN(KILN_F32, -2, 2, 1, 8), IN(KILN_F32, -2, 2, 2, 6, 8), false},      /* row a */
+        {IN(KILN_I32, 0, 2, 2, 7, 8), IN(KILN_F32, -2, 2, 2, 6, 8), IN(KILN_F32, -2, 2, 2, 6, 8), true},    /* cond 8 in */
+        {IN(KILN_I32, 0, 2, 2, 7, 9), IN(KILN_F32, -2, 2, 2, 6, 9), IN(KILN_F32, -2, 2, 2, 6, 9), true},    /* cond 9 in */
+        {IN(KILN_I32, 0, 2, 1, 1), IN(KILN_F32, -2, 2, 2, 6, 8), IN(KILN_F32, -2, 2, 2, 6, 8), false},      /* scalar cond */
+        {IN(KILN_I32, 0, 2, 1, 3), IN(KILN_F32, -2, 2, 1, 3), IN(KILN_F32, -2, 2, 1, 1), false},            /* 3 elements */
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++)
+        for (int h = 0; h < 2; h++) {
+            char name[48];
+            snprintf(name, sizeof name, "where fast %zu%s", k, h ? " f16" : "");
+            vk_case c = {name, 3, {cases[k].c, cases[k].a, cases[k].b}, cases[k].rows ? build_where_rows : build_where_plain,
+                         NULL, 0, 0, false, 0, false};
+            if (h) c.in[1].dt = c.in[2].dt = KILN_F16;
+            if (c.in[0].dt == KILN_F32) c.in[0].vals = conds, c.in[0].nvals = 7;
+            check_case(&c);
+        }
 }

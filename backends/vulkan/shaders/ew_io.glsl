@@ -13,3 +13,13 @@ float16_t ew_st(float v) { return unpackFloat2x16(ew_f32_to_f16(floatBitsToUint(
 float ew_ld(uint b) { return uintBitsToFloat(b); }
 uint ew_st(float v) { return floatBitsToUint(v); }
 #endif
+
+// Four at a time, for the vector kernels (*_v4.glsl): f32 as uvec4, f16
+// as f16vec4, each element converted as above.
+#ifdef EW_T16
+#define EW_STORE4_T f16vec4
+#else
+#define EW_STORE4_T uvec4
+#endif
+vec4 ew_ld4(EW_STORE4_T v) { return vec4(ew_ld(v.x), ew_ld(v.y), ew_ld(v.z), ew_ld(v.w)); }
+EW_STORE4_T ew_st4(vec4 v) { return EW_STORE4_T(ew_st(v.x), ew_st(v.y), ew_st(v.z), ew_st(v.w)); }

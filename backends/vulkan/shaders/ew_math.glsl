@@ -118,8 +118,11 @@ float ew_sigmoid2(float x, out float neg) {
     return pos ? r : er;
 }
 
-// x σ(z); for z < 0 the product is formed before e^z's last scaling.
+// x σ(z); for z < 0 the product is formed before e^z's last scaling. A NaN
+// x comes back quieted with its sign and payload, as on the CPU (left to
+// the arithmetic, its sign depended on how the driver ordered operands).
 float ew_mul_sigmoid(float x, float z) {
+    if (ew_isnan(x)) return uintBitsToFloat(floatBitsToUint(x) | 0x400000u);
     float s2, e1 = ew_exp_split(-ew_abs(z), s2), e = e1 * s2;
     float r = 1.0 / (1.0 + e);
     float y = z >= 0.0 ? x * r : ((x * e1) * r) * s2;
