@@ -71,7 +71,9 @@ LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 ifeq ($(VULKAN),1)
 VK_SRC   = $(wildcard backends/vulkan/*.c)
 VK_COMP  = $(wildcard backends/vulkan/shaders/*.comp)
-VK_SPV   = $(VK_COMP:backends/vulkan/shaders/%.comp=$(BUILD)/vulkan/%.spv)
+VK_VARIANTS = backends/vulkan/shaders/variants.txt
+VK_NAMES = $(VK_COMP:backends/vulkan/shaders/%.comp=%) $(shell awk '!/^\#/ && NF { print $$1 }' $(VK_VARIANTS))
+VK_SPV   = $(VK_NAMES:%=$(BUILD)/vulkan/%.spv)
 LIB_OBJ += $(VK_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/vulkan/shaders.o
 endif
 TEST_SRC = $(wildcard tests/*.c)
@@ -93,6 +95,17 @@ $(BUILD)/obj/%.o: %.c
 	$(CC) $(KILN_CFLAGS) $(SIMD_FLAGS) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/vulkan/%.spv: backends/vulkan/shaders/%.comp $(wildcard backends/vulkan/shaders/*.glsl)
+	@mkdir -p $(dir $@)
+	glslc -O --target-env=vulkan1.2 -Ibackends/vulkan/shaders $< -o $@.tmp
+	spirv-val --target-env vulkan1.2 $@.tmp
+	@mv $@.tmp $@
+
+# kernels listed in variants.txt: a shared body with other #defines
+$(BUILD)/vulkan/gen/%.comp: $(VK_VARIANTS) scripts/vk_variant.sh
+	@mkdir -p $(dir $@)
+	@scripts/vk_variant.sh $(VK_VARIANTS) $* $@
+
+$(BUILD)/vulkan/%.spv: $(BUILD)/vulkan/gen/%.comp $(wildcard backends/vulkan/shaders/*.glsl)
 	@mkdir -p $(dir $@)
 	glslc -O --target-env=vulkan1.2 -Ibackends/vulkan/shaders $< -o $@.tmp
 	spirv-val --target-env vulkan1.2 $@.tmp

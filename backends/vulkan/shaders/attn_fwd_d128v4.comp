@@ -1,6 +1,0 @@
-#version 450
-#include "common.glsl"
-// attn_fwd.glsl for head sizes up to 128, multiples of 4 read as vec4.
-#define HD 128
-#define VW 4
-#include "attn_fwd.glsl"

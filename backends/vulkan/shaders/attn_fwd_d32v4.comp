@@ -1,6 +1,0 @@
-#version 450
-#include "common.glsl"
-// attn_fwd.glsl for head sizes up to 32, multiples of 4 read as vec4.
-#define HD 32
-#define VW 4
-#include "attn_fwd.glsl"

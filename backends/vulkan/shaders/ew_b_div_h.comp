@@ -1,6 +1,0 @@
-#version 450
-#include "common.glsl"
-// ew_b_div_h: div on f16, computed in f32 (see ew_binary_s.glsl).
-#define EW_OPS 0x8
-#define EW_T16
-#include "ew_binary_s.glsl"

@@ -1,8 +1,0 @@
-#version 450
-#include "common.glsl"
-// ew_cast_f16_bf16: CAST from f16 to bf16 (see ew_copy.glsl).
-#define EW_SDT EW_F16
-#define EW_DDT EW_BF16
-#define EW_SRC16
-#define EW_DST16
-#include "ew_copy.glsl"

@@ -1,8 +1,0 @@
-#version 450
-#include "common.glsl"
-// ew_cast_f16_i32_v4: CAST from f16 to i32, contiguous, four an invocation (see ew_copy.glsl).
-#define EW_SDT EW_F16
-#define EW_DDT EW_I32
-#define EW_SRC16
-#define EW_CASTV
-#include "ew_copy.glsl"

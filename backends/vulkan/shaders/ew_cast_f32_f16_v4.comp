@@ -1,8 +1,0 @@
-#version 450
-#include "common.glsl"
-// ew_cast_f32_f16_v4: CAST from f32 to f16, contiguous, four an invocation (see ew_copy.glsl).
-#define EW_SDT EW_F32
-#define EW_DDT EW_F16
-#define EW_DST16
-#define EW_CASTV
-#include "ew_copy.glsl"

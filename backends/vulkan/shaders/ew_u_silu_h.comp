@@ -1,6 +1,0 @@
-#version 450
-#include "common.glsl"
-// ew_u_silu_h: silu on f16, computed in f32 (see ew_unary_s.glsl).
-#define EW_OPS 0x10000
-#define EW_T16
-#include "ew_unary_s.glsl"

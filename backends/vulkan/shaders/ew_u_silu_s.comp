@@ -1,5 +1,0 @@
-#version 450
-#include "common.glsl"
-// ew_u_silu_s: silu on f32, any strided input (see ew_unary_s.glsl).
-#define EW_OPS 0x10000
-#include "ew_unary_s.glsl"

@@ -1,6 +1,0 @@
-#version 450
-#include "common.glsl"
-// mov_embed_b16: mov_embed.glsl for 16-bit elements.
-#define MOV_BITS 16
-#include "mov_elem.glsl"
-#include "mov_embed.glsl"

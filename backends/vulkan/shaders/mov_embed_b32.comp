@@ -1,6 +1,0 @@
-#version 450
-#include "common.glsl"
-// mov_embed_b32: mov_embed.glsl for 32-bit elements.
-#define MOV_BITS 32
-#include "mov_elem.glsl"
-#include "mov_embed.glsl"
