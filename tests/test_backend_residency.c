@@ -49,7 +49,8 @@ static void twin(const char *name, scenario f) {
         got->n = 0;
         f(bs[i], got);
         double e = got->n == ref->n ? bo_error_values(got->v, ref->v, ref->n) : INFINITY;
-        printf("    %-26s %-7s %d values, error %.1e\n", name, kiln_backend_name(bs[i]), ref->n, e);
+        if (getenv("KILN_TEST_VERBOSE"))
+            printf("    %-26s %-7s %d values, error %.1e\n", name, kiln_backend_name(bs[i]), ref->n, e);
         KT_CHECK(got->n == ref->n, "%s on %s: %d values read, %d on the CPU", name, kiln_backend_name(bs[i]), got->n,
                  ref->n);
         KT_CHECK(e <= BO_TRANS, "%s on %s: values differ from the CPU's (error %.3g)", name, kiln_backend_name(bs[i]), e);

@@ -364,35 +364,6 @@ KT_TEST(vk_matmul_strided_views) {
     kiln_ctx_free(ctx);
 }
 
-/* Not a check: the speed of one 512^3 f32 matmul, printed. */
-KT_TEST(vk_matmul_512_speed) {
-    VULKAN(vk);
-    kiln_ctx *ctx = kiln_ctx_new();
-    KT_OK(kiln_ctx_set_backend(ctx, vk));
-    kiln_tensor *a = kiln_new_2d(ctx, KILN_F32, 512, 512), *b = kiln_new_2d(ctx, KILN_F32, 512, 512);
-    KT_NOTNULL(a);
-    KT_NOTNULL(b);
-    KT_OK(kiln_tensor_fill_uniform(a, 1, -1, 1));
-    KT_OK(kiln_tensor_fill_uniform(b, 2, -1, 1));
-    kiln_tensor *y = kiln_matmul(ctx, a, b);
-    kiln_graph *g = kiln_graph_new(ctx);
-    KT_OK(kiln_graph_add(g, y));
-    KT_OK(kiln_graph_compute(g)); /* warm: pipelines, uploads */
-    double best = INFINITY;
-    for (int r = 0; r < 3; r++) {
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        KT_OK(kiln_graph_compute(g));
-        KT_REQUIRE(kiln_tensor_data(y) != NULL, "no data"); /* brings the result back */
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-        if (s < best) best = s;
-    }
-    fprintf(stderr, "    512^3 f32 matmul on %s: %.3f s, %.2f GFLOP/s\n", kiln_backend_device(vk), best,
-            2.0 * 512 * 512 * 512 / best * 1e-9);
-    kiln_ctx_free(ctx);
-}
-
 /* ---- convolution primitives ---- */
 
 typedef struct pool_arg {
