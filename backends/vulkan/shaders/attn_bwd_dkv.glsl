@@ -7,12 +7,7 @@
 // workgroup (64 keys of one head) walks the queries together from the
 // first one any of its keys is visible to.
 #include "attn_common.glsl"
-layout(std430, binding = 0) readonly buffer Q { VT q[]; };
-layout(std430, binding = 1) readonly buffer K { VT k[]; };
-layout(std430, binding = 2) readonly buffer V { VT v[]; };
-layout(std430, binding = 3) readonly buffer F { float f[]; };   // forward O | L
-layout(std430, binding = 4) readonly buffer DO { VT dout[]; };
-layout(std430, binding = 5) buffer G { float g[]; };            // dq | dk | dv
+#include "attn_bwd_io.glsl"
 
 void main() {
     uint kvh = gl_WorkGroupID.y, j = attn_index(), krow = kvh * p.s + j;

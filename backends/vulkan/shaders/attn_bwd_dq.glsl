@@ -4,12 +4,7 @@
 // delta_i = dO_i . O_i recomputed (pass 1's copy sits where dq is written).
 // As in the forward, the workgroup walks its block's keys together.
 #include "attn_common.glsl"
-layout(std430, binding = 0) readonly buffer Q { VT q[]; };
-layout(std430, binding = 1) readonly buffer K { VT k[]; };
-layout(std430, binding = 2) readonly buffer V { VT v[]; };
-layout(std430, binding = 3) readonly buffer F { float f[]; };   // forward O | L
-layout(std430, binding = 4) readonly buffer DO { VT dout[]; };
-layout(std430, binding = 5) buffer G { float g[]; };            // dq | dk | dv
+#include "attn_bwd_io.glsl"
 
 void main() {
     uint bh = gl_WorkGroupID.y, i = attn_index(), row = bh * p.t + i;
