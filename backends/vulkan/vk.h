@@ -73,6 +73,13 @@ typedef struct kiln_vk_dispatch {
 } kiln_vk_dispatch;
 kiln_status kiln__vk_dispatch(kiln_vk *vk, const kiln_vk_dispatch *d);
 
+/* Temporary device memory for the node being recorded (partial sums,
+ * split-K blocks): *out becomes a 1-D contiguous tensor of n elements of
+ * dt that can be bound like any operand. Take all of a node's scratch
+ * before its first dispatch; it lasts until the recorded work is
+ * submitted, and its contents start undefined. */
+kiln_status kiln__vk_scratch(kiln_vk *vk, int64_t n, kiln_dtype dt, kiln_tensor *out);
+
 /* Workgroups for n invocations of a 1-D kernel with local size `local`,
  * spread over x and y when x alone would exceed the device's limit; the
  * shader takes its index from kiln_gid() (shaders/common.glsl) and returns

@@ -210,7 +210,32 @@ kiln_status kiln__vk_flush(kiln_backend *b) {
     vkResetCommandPool(vk->dev, vk->cmd_pool, 0);
     vkResetDescriptorPool(vk->dev, vk->desc_pool, 0);
     vk->staging_used = 0;
+    vk->scratch_used = 0;
     return s;
+}
+
+kiln_status kiln__vk_scratch(kiln_vk *vk, int64_t n, kiln_dtype dt, kiln_tensor *out) {
+    VkDeviceSize bytes = ((VkDeviceSize)(n > 0 ? n : 1) * kiln__types[dt].size + 15) & ~(VkDeviceSize)15;
+    VkDeviceSize at = (vk->scratch_used + vk->bind_align - 1) & ~(vk->bind_align - 1);
+    kiln_status s;
+    if (!vk->scratch || at + bytes > vk->scratch->size) {
+        /* a bigger buffer; the old one may still be in recorded work */
+        VkDeviceSize size = vk->scratch ? 2 * vk->scratch->size : (VkDeviceSize)1 << 20;
+        while (size < bytes) size *= 2;
+        if ((s = kiln__vk_flush(&vk->base))) return s;
+        kiln__vk_buffer_free(vk, vk->scratch);
+        if (!(vk->scratch = kiln__vk_buffer_new(vk, size, vk->mem_type, false))) return kiln_last_status();
+        at = 0;
+    }
+    vk->scratch_used = at + bytes;
+    memset(out, 0, sizeof *out);
+    out->dtype = dt;
+    out->ndim = 1;
+    out->shape[0] = n;
+    out->stride[0] = 1;
+    out->dbuf = vk->scratch;
+    out->doff = at;
+    return KILN_OK;
 }
 
 uint32_t kiln__vk_base(const kiln_vk *vk, const kiln_tensor *t) {

@@ -52,6 +52,9 @@ struct kiln_vk {
     /* staging for uploads recorded in the command stream, and downloads */
     kiln_devbuf *staging;
     VkDeviceSize staging_used;
+    /* scratch for kernels (kiln__vk_scratch), reused after each submit */
+    kiln_devbuf *scratch;
+    VkDeviceSize scratch_used;
     kiln_vk_kernel kernels[KILN_OP_COUNT];
 };
 
