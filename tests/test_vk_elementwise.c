@@ -1,7 +1,8 @@
 /* test_vk_elementwise.c — the Vulkan backend's element-wise and reduce
  * kernels against the CPU backend on the same inputs: every unary op,
  * binary ops and where with broadcasts and strided views, casts and
- * copies, dropout (bit for bit), reductions (NaN and tie rules), and
+ * copies, dropout (bit for bit), reductions (NaN and tie rules; each
+ * layout path of vk_reduce.c), and
  * gradients through kiln_graph_backward; then each fast path of
  * vk_elementwise.c (vector kernels for contiguous, scalar, row and column
  * sources with sizes not a multiple of 4 and unaligned starts, 4x4
@@ -466,6 +467,64 @@ KT_TEST(vk_reduce_nan_ties) {
     vk_case c = {"max_all nan", 1, {IN(KILN_F32, 0, 0, 1, 100000)}, build_reduce, &all, 0, 0, false, 0, false};
     c.in[0].vals = big, c.in[0].nvals = 8;
     check_case(&c);
+}
+
+/* Each path of vk_reduce.c's f32 kernels: rows with vec4 loads and lanes,
+ * rows not a multiple of 4 or starting unaligned, long rows split into
+ * partials, columns four at a time or one, split columns, whole
+ * reductions; with random values, NaNs and ties, -inf/+inf runs (a max of
+ * nothing but -inf is index 0; inf - inf sums to NaN). */
+KT_TEST(vk_reduce_paths) {
+    static const kiln_op ops[] = {KILN_OP_SUM, KILN_OP_MAX, KILN_OP_MIN, KILN_OP_ARGMAX};
+    static const struct {
+        vk_in x;
+        int axis;
+        view_kind v;
+    } cases[] = {
+        {IN(KILN_F32, -2, 2, 2, 64, 768), 1, V_NONE},     /* rows, vec4, lanes */
+        {IN(KILN_F32, -2, 2, 2, 9, 770), 1, V_NONE},      /* rows, not a multiple of 4 */
+        {IN(KILN_F32, -2, 2, 2, 33, 1100), 1, V_ROWS},    /* rows starting unaligned */
+        {IN(KILN_F32, -2, 2, 2, 3, 20000), 1, V_NONE},    /* split rows, vec4 */
+        {IN(KILN_F32, -2, 2, 2, 3, 20001), 1, V_NONE},    /* split rows */
+        {IN(KILN_F32, -2, 2, 2, 3000, 8), 0, V_NONE},     /* split columns, vec4 */
+        {IN(KILN_F32, -2, 2, 2, 3000, 7), 0, V_NONE},     /* split columns */
+        {IN(KILN_F32, -2, 2, 3, 4, 50, 12), 1, V_NONE},   /* columns, two kept dims, vec4 */
+        {IN(KILN_F32, -2, 2, 3, 4, 50, 6), 1, V_NONE},    /* columns, two kept dims */
+        {IN(KILN_F32, -2, 2, 2, 300, 8), 0, V_TRANSPOSE}, /* rows through a transpose */
+        {IN(KILN_F32, -2, 2, 2, 300, 8), 1, V_TRANSPOSE}, /* columns through a transpose */
+        {IN(KILN_F32, -2, 2, 1, 100003), -1, V_NONE},     /* whole, split */
+        {IN(KILN_F32, -2, 2, 2, 4096, 64), -1, V_NONE},   /* whole, split, vec4 */
+        {IN(KILN_F32, -2, 2, 2, 40, 64), -1, V_TRANSPOSE}, /* whole, not one dim */
+        {IN(KILN_F32, -2, 2, 2, 40, 64), -1, V_SLICE},    /* whole, stride 2 */
+    };
+    static const double nan_ties[] = {1, 3, 3, 2, NAN, 3, 0, -1, 3, NAN, 2, 1, 0, 0, -0.0, 3, 3, 1};
+    static const double ties[] = {1, 4, 2, 4, 0, 3, 4, 1, 2, 0, 4, 0, 0}; /* no -0: the CPU's SIMD min/max pick either zero */
+    static const double infs[] = {-INFINITY, -INFINITY, -INFINITY, INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    static const double *const vals[] = {NULL, nan_ties, ties, infs};
+    static const int nvals[] = {0, 18, 13, 7};
+    for (size_t s = 0; s < sizeof cases / sizeof *cases; s++)
+        for (int o = 0; o < 4; o++)
+            for (int k = 0; k < 4; k++) {
+                if (cases[s].axis < 0 && ops[o] == KILN_OP_ARGMAX) continue;
+                red_arg a = {ops[o], cases[s].axis, false, cases[s].v};
+                char name[80];
+                snprintf(name, sizeof name, "%s case %zu values %d", kiln__op_table[a.op].name, s, k);
+                bool exact = o != 0 || k > 0;
+                vk_case c = {name, 1, {cases[s].x}, build_reduce, &a, exact ? 0 : 1e-6, exact ? 0 : 1e-6, false, 0, false};
+                c.in[0].vals = vals[k], c.in[0].nvals = nvals[k];
+                check_case(&c);
+            }
+    /* a max of nothing but -inf (and a min of +inf): the first index */
+    static const double ninf[] = {-INFINITY}, pinf[] = {INFINITY};
+    for (int o = 1; o < 4; o++)
+        for (int axis = 0; axis < 2; axis++) {
+            red_arg a = {ops[o], axis, false, V_NONE};
+            vk_case c = {kiln__op_table[a.op].name, 1, {IN(KILN_F32, 0, 0, 2, 3000, 8)}, build_reduce, &a, 0, 0, false, 0, false};
+            c.in[0].vals = ops[o] == KILN_OP_MIN ? pinf : ninf, c.in[0].nvals = 1;
+            check_case(&c);
+            c.in[0].shape[0] = 8, c.in[0].shape[1] = 3000;
+            check_case(&c);
+        }
 }
 
 /* ---- gradients through kiln_graph_backward ---- */

@@ -3,12 +3,22 @@
  * for SUM/MAX/MIN, over all elements (ip[0] = -1). f16 computes in f32 and
  * rounds the result once, as the CPU's widened path does.
  *
- * Two shaders share red_common.glsl: red_rows gives each output a
- * workgroup of 256 invocations and a shared-memory tree (long reductions,
- * few outputs), red_cols gives each output one invocation that walks its
- * elements in order (many outputs, e.g. a reduction over a leading axis,
- * where neighbouring invocations read neighbouring elements). */
+ * f32 takes kernels built once per op (red_fast.glsl; llvmpipe pays for
+ * every side of a branch): red_row when the reduced axis has a short
+ * stride (contiguous rows, or a whole reduction whose elements coalesce
+ * into one dim), a few lanes per output with vec4 loads where aligned;
+ * red_col when neighbouring outputs are neighbouring elements (a sum over
+ * a leading axis), one invocation per output or four, walking in order.
+ * Long reductions with few outputs split the walk: partials go to scratch
+ * and red_fin merges them in order. Everything else (f16, whole
+ * reductions of views that do not coalesce) takes the general kernels of
+ * red_common.glsl: red_rows gives each output a workgroup of 256
+ * invocations and a shared-memory tree, red_cols one invocation that walks
+ * its elements in order. */
 #include "vk.h"
+
+#include <stdio.h>
+#include <stdlib.h>
 
 enum { RED_SUM, RED_MAX, RED_MIN, RED_ARGMAX };
 
@@ -43,9 +53,109 @@ static void push_dim(uint32_t *nd, uint32_t *shape, uint32_t *st, int64_t size, 
     st[(*nd)++] = (uint32_t)stride;
 }
 
+/* ---- f32: red_row / red_col (+ red_fin) ---- */
+
+typedef struct fast_push {
+    uint32_t n, chunk, S, nout, x0, y0, rs, lgl, part, nk, ksl, pad;
+    uint32_t kshape[KILN_MAX_DIMS], kmg[KILN_MAX_DIMS], kst[KILN_MAX_DIMS];
+} fast_push;
+_Static_assert(sizeof(fast_push) <= KILN_VK_MAX_PUSH, "red_fast_io.glsl's push constants");
+
+/* floor(i / d) = (2i * m) >> (32 + l) for i < 2^31 (ew_udiv in ew_fast.glsl). */
+static void magic(uint32_t d, uint32_t *m, uint32_t *l) {
+    uint32_t k = 0;
+    while (((uint64_t)1 << k) < d) k++;
+    *l = k;
+    *m = (uint32_t)(((uint64_t)1 << (31 + k)) / d + 1);
+}
+
+static uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+
+/* Splits of n elements for `units` walkers so that about `want` run at
+ * once, each walk at least `least` long (a multiple of `align`). */
+static void split(uint32_t n, uint32_t units, uint32_t want, uint32_t least, uint32_t align, uint32_t *S,
+                  uint32_t *chunk) {
+    uint32_t s = units >= want ? 1 : ceil_div(want, units);
+    if (s > n / least) s = n / least ? n / least : 1;
+    uint32_t c = (ceil_div(n, s) + align - 1) / align * align;
+    *chunk = c;
+    *S = ceil_div(n, c);
+}
+
+static const char *fast_name(char *buf, size_t size, const char *kind, kiln_op op, bool v4) {
+    const char *o = op == KILN_OP_SUM ? "sum" : op == KILN_OP_MAX ? "max" : op == KILN_OP_MIN ? "min" : "amax";
+    snprintf(buf, size, "red_%s_%s%s", kind, o, v4 ? "_v4" : "");
+    return buf;
+}
+
+static int tune(const char *name, int def) {
+    const char *s = getenv(name);
+    return s ? atoi(s) : def;
+}
+
+/* f32 node t: red_row or red_col; false when the layout is not theirs. */
+static bool fast_record(kiln_vk *vk, kiln_tensor *t, kiln_status *st) {
+    const kiln_tensor *x = t->src[0];
+    int axis = (int)t->ip[0];
+    fast_push pc = {.x0 = kiln__vk_base(vk, x), .y0 = kiln__vk_base(vk, t)};
+    uint32_t nr = 0, rshape[KILN_MAX_DIMS], rst[KILN_MAX_DIMS];
+    for (int d = 0; d < x->ndim; d++) {
+        if (axis < 0 || d == axis) push_dim(&nr, rshape, rst, x->shape[d], x->stride[d]);
+        else push_dim(&pc.nk, pc.kshape, pc.kst, x->shape[d], x->stride[d]);
+    }
+    if (nr > 1) return false; /* a whole reduction that does not coalesce */
+    pc.n = nr ? rshape[0] : 1;
+    pc.rs = nr ? rst[0] : 0;
+    pc.nout = (uint32_t)kiln_tensor_numel(t);
+    for (uint32_t d = 0; d < pc.nk; d++) {
+        uint32_t l;
+        magic(pc.kshape[d], &pc.kmg[d], &l);
+        pc.ksl |= l << (5 * d);
+    }
+    bool kst4 = pc.x0 % 4 == 0;
+    for (uint32_t d = 0; d < pc.nk; d++) kst4 = kst4 && pc.kst[d] % 4 == 0;
+    bool col = pc.rs > 1 && pc.nk > 0 && pc.kst[pc.nk - 1] == 1;
+    bool v4;
+    uint32_t units, L = 1;
+    if (col) {
+        /* four outputs as one vec4: the innermost kept dim contiguous */
+        bool others4 = pc.x0 % 4 == 0 && pc.rs % 4 == 0 && pc.kshape[pc.nk - 1] % 4 == 0;
+        for (uint32_t d = 0; d + 1 < pc.nk; d++) others4 = others4 && pc.kst[d] % 4 == 0;
+        v4 = others4;
+        units = v4 ? pc.nout / 4 : pc.nout;
+        split(pc.n, units, (uint32_t)tune("KRED_CWANT", 4096), (uint32_t)tune("KRED_CLEAST", 64), 1, &pc.S, &pc.chunk);
+    } else {
+        v4 = pc.rs == 1 && pc.n % 4 == 0 && kst4;
+        /* enough walks in flight first, then lanes per walk */
+        split(pc.n, pc.nout, (uint32_t)tune("KRED_WANT", 2048), (uint32_t)tune("KRED_LEAST", 1024), 4, &pc.S, &pc.chunk);
+        uint32_t steps = v4 ? pc.chunk / 4 : pc.chunk;
+        L = steps >= 512 ? 8 : steps >= 128 ? 4 : steps >= 32 ? 2 : 1;
+        if (getenv("KRED_L")) L = (uint32_t)tune("KRED_L", 1);
+        units = pc.nout * pc.S * L;
+        while ((1u << pc.lgl) < L) pc.lgl++;
+    }
+    kiln_tensor z;
+    if (pc.S > 1 && (*st = kiln__vk_scratch(vk, 3 * (int64_t)pc.S * pc.nout, KILN_F32, &z))) return true;
+    pc.part = pc.S > 1;
+    char name[32];
+    kiln_vk_dispatch d = {.shader = fast_name(name, sizeof name, col ? "col" : "row", t->op, v4), .n = 3,
+                          .bind = {x, t, pc.part ? &z : t}, .push = &pc, .push_size = sizeof pc};
+    kiln__vk_groups_1d(vk, col ? (uint64_t)units * pc.S : units, 256, d.groups);
+    if ((*st = kiln__vk_dispatch(vk, &d)) || !pc.part) return true;
+    struct { uint32_t nout, S, y0; } fin = {pc.nout, pc.S, pc.y0};
+    char fname[32];
+    fast_name(fname, sizeof fname, "fin", t->op, false);
+    kiln_vk_dispatch f = {.shader = fname, .n = 2, .bind = {&z, t}, .push = &fin, .push_size = sizeof fin};
+    kiln__vk_groups_1d(vk, pc.nout, 256, f.groups);
+    *st = kiln__vk_dispatch(vk, &f);
+    return true;
+}
+
 static kiln_status reduce_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
     const kiln_tensor *x = t->src[0];
+    kiln_status st = KILN_OK;
+    if (x->dtype == KILN_F32 && fast_record(vk, t, &st)) return st;
     int axis = (int)t->ip[0];
     red_push pc = {.x0 = kiln__vk_base(vk, x), .y0 = kiln__vk_base(vk, t)};
     switch (t->op) {
