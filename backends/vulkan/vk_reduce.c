@@ -18,7 +18,6 @@
 #include "vk.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 
 enum { RED_SUM, RED_MAX, RED_MIN, RED_ARGMAX };
 
@@ -88,9 +87,11 @@ static const char *fast_name(char *buf, size_t size, const char *kind, kiln_op o
     return buf;
 }
 
-static int tune(const char *name, int def) {
-    const char *s = getenv(name);
-    return s ? atoi(s) : def;
+/* Lanes to share a walk of `want` steps or more: a power of two. */
+static uint32_t lanes(const kiln_vk *vk, uint32_t want) {
+    uint32_t most = kiln__vk_caps(vk)->subgroup_size >= 16 ? 32 : 2, L = 1;
+    while (2 * L <= most && 2 * L <= want) L *= 2;
+    return L;
 }
 
 /* f32 node t: red_row or red_col; false when the layout is not theirs. */
@@ -123,14 +124,15 @@ static bool fast_record(kiln_vk *vk, kiln_tensor *t, kiln_status *st) {
         for (uint32_t d = 0; d + 1 < pc.nk; d++) others4 = others4 && pc.kst[d] % 4 == 0;
         v4 = others4;
         units = v4 ? pc.nout / 4 : pc.nout;
-        split(pc.n, units, (uint32_t)tune("KRED_CWANT", 4096), (uint32_t)tune("KRED_CLEAST", 64), 1, &pc.S, &pc.chunk);
+        split(pc.n, units, 4096, 64, 1, &pc.S, &pc.chunk);
     } else {
         v4 = pc.rs == 1 && pc.n % 4 == 0 && kst4;
-        /* enough walks in flight first, then lanes per walk */
-        split(pc.n, pc.nout, (uint32_t)tune("KRED_WANT", 2048), (uint32_t)tune("KRED_LEAST", 1024), 4, &pc.S, &pc.chunk);
+        /* enough walks in flight first, then lanes per walk: a few on a
+         * CPU (llvmpipe: barriers are dear, a wide subgroup a guess at a
+         * GPU), up to a subgroup's worth elsewhere */
+        split(pc.n, pc.nout, 2048, 1024, 4, &pc.S, &pc.chunk);
         uint32_t steps = v4 ? pc.chunk / 4 : pc.chunk;
-        L = steps >= 512 ? 8 : steps >= 128 ? 4 : steps >= 32 ? 2 : 1;
-        if (getenv("KRED_L")) L = (uint32_t)tune("KRED_L", 1);
+        L = lanes(vk, steps / 8);
         units = pc.nout * pc.S * L;
         while ((1u << pc.lgl) < L) pc.lgl++;
     }
@@ -142,11 +144,13 @@ static bool fast_record(kiln_vk *vk, kiln_tensor *t, kiln_status *st) {
                           .bind = {x, t, pc.part ? &z : t}, .push = &pc, .push_size = sizeof pc};
     kiln__vk_groups_1d(vk, col ? (uint64_t)units * pc.S : units, 256, d.groups);
     if ((*st = kiln__vk_dispatch(vk, &d)) || !pc.part) return true;
-    struct { uint32_t nout, S, y0; } fin = {pc.nout, pc.S, pc.y0};
+    struct { uint32_t nout, S, y0, lgl; } fin = {pc.nout, pc.S, pc.y0, 0};
+    uint32_t FL = lanes(vk, pc.S / 4);
+    while ((1u << fin.lgl) < FL) fin.lgl++;
     char fname[32];
-    fast_name(fname, sizeof fname, "fin", t->op, false);
-    kiln_vk_dispatch f = {.shader = fname, .n = 2, .bind = {&z, t}, .push = &fin, .push_size = sizeof fin};
-    kiln__vk_groups_1d(vk, pc.nout, 256, f.groups);
+    kiln_vk_dispatch f = {.shader = fast_name(fname, sizeof fname, "fin", t->op, false), .n = 2, .bind = {&z, t},
+                          .push = &fin, .push_size = sizeof fin};
+    kiln__vk_groups_1d(vk, (uint64_t)pc.nout * FL, 256, f.groups);
     *st = kiln__vk_dispatch(vk, &f);
     return true;
 }
