@@ -514,6 +514,28 @@ KT_TEST(vk_reduce_paths) {
                 c.in[0].vals = vals[k], c.in[0].nvals = nvals[k];
                 check_case(&c);
             }
+    /* f16 (no vec4): rows, split rows, split columns, whole */
+    static const struct {
+        vk_in x;
+        int axis;
+    } halves[] = {
+        {IN(KILN_F16, -2, 2, 2, 64, 300), 1},
+        {IN(KILN_F16, -2, 2, 2, 3, 20001), 1},
+        {IN(KILN_F16, -2, 2, 2, 3000, 8), 0},
+        {IN(KILN_F16, -2, 2, 1, 100003), -1},
+    };
+    for (size_t s = 0; s < sizeof halves / sizeof *halves; s++)
+        for (int o = 0; o < 4; o++)
+            for (int k = 0; k < 2; k++) {
+                if (halves[s].axis < 0 && ops[o] == KILN_OP_ARGMAX) continue;
+                red_arg a = {ops[o], halves[s].axis, false, V_NONE};
+                char name[80];
+                snprintf(name, sizeof name, "f16 %s case %zu values %d", kiln__op_table[a.op].name, s, k);
+                bool exact = o != 0 || k > 0;
+                vk_case c = {name, 1, {halves[s].x}, build_reduce, &a, exact ? 0 : 1e-3, exact ? 0 : 1e-3, false, 0, false};
+                c.in[0].vals = vals[k], c.in[0].nvals = nvals[k];
+                check_case(&c);
+            }
     /* a max of nothing but -inf (and a min of +inf): the first index */
     static const double ninf[] = {-INFINITY}, pinf[] = {INFINITY};
     for (int o = 1; o < 4; o++)

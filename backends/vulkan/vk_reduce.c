@@ -81,9 +81,10 @@ static void split(uint32_t n, uint32_t units, uint32_t want, uint32_t least, uin
     *S = ceil_div(n, c);
 }
 
-static const char *fast_name(char *buf, size_t size, const char *kind, kiln_op op, bool v4) {
+/* red_<kind>_<op><sfx>: sfx "" (f32), "_v4" (f32 as vec4), "_h" (f16) */
+static const char *fast_name(char *buf, size_t size, const char *kind, kiln_op op, const char *sfx) {
     const char *o = op == KILN_OP_SUM ? "sum" : op == KILN_OP_MAX ? "max" : op == KILN_OP_MIN ? "min" : "amax";
-    snprintf(buf, size, "red_%s_%s%s", kind, o, v4 ? "_v4" : "");
+    snprintf(buf, size, "red_%s_%s%s", kind, o, sfx);
     return buf;
 }
 
@@ -94,7 +95,7 @@ static uint32_t lanes(const kiln_vk *vk, uint32_t want) {
     return L;
 }
 
-/* f32 node t: red_row or red_col; false when the layout is not theirs. */
+/* f32 or f16 node t: red_row or red_col; false when the layout is not theirs. */
 static bool fast_record(kiln_vk *vk, kiln_tensor *t, kiln_status *st) {
     const kiln_tensor *x = t->src[0];
     int axis = (int)t->ip[0];
@@ -113,20 +114,20 @@ static bool fast_record(kiln_vk *vk, kiln_tensor *t, kiln_status *st) {
         magic(pc.kshape[d], &pc.kmg[d], &l);
         pc.ksl |= l << (5 * d);
     }
-    bool kst4 = pc.x0 % 4 == 0;
-    for (uint32_t d = 0; d < pc.nk; d++) kst4 = kst4 && pc.kst[d] % 4 == 0;
+    /* vec4 loads: f32 starting at a multiple of 4 (the kept dims but a
+     * column kernel's innermost, and each walk) */
+    bool f16 = x->dtype == KILN_F16, kst4 = !f16 && pc.x0 % 4 == 0;
+    for (uint32_t d = 0; d + 1 < pc.nk; d++) kst4 = kst4 && pc.kst[d] % 4 == 0;
     bool col = pc.rs > 1 && pc.nk > 0 && pc.kst[pc.nk - 1] == 1;
     bool v4;
     uint32_t units, L = 1;
     if (col) {
         /* four outputs as one vec4: the innermost kept dim contiguous */
-        bool others4 = pc.x0 % 4 == 0 && pc.rs % 4 == 0 && pc.kshape[pc.nk - 1] % 4 == 0;
-        for (uint32_t d = 0; d + 1 < pc.nk; d++) others4 = others4 && pc.kst[d] % 4 == 0;
-        v4 = others4;
+        v4 = kst4 && pc.rs % 4 == 0 && pc.kshape[pc.nk - 1] % 4 == 0;
         units = v4 ? pc.nout / 4 : pc.nout;
         split(pc.n, units, 4096, 64, 1, &pc.S, &pc.chunk);
     } else {
-        v4 = pc.rs == 1 && pc.n % 4 == 0 && kst4;
+        v4 = pc.rs == 1 && pc.n % 4 == 0 && kst4 && (pc.nk == 0 || pc.kst[pc.nk - 1] % 4 == 0);
         /* enough walks in flight first, then lanes per walk: a few on a
          * CPU (llvmpipe: barriers are dear, a wide subgroup a guess at a
          * GPU), up to a subgroup's worth elsewhere */
@@ -136,11 +137,13 @@ static bool fast_record(kiln_vk *vk, kiln_tensor *t, kiln_status *st) {
         units = pc.nout * pc.S * L;
         while ((1u << pc.lgl) < L) pc.lgl++;
     }
+    if ((uint64_t)pc.nout * pc.S * L >= (uint64_t)1 << 31) return false; /* ew_udiv's limit */
     kiln_tensor z;
     if (pc.S > 1 && (*st = kiln__vk_scratch(vk, 3 * (int64_t)pc.S * pc.nout, KILN_F32, &z))) return true;
     pc.part = pc.S > 1;
     char name[32];
-    kiln_vk_dispatch d = {.shader = fast_name(name, sizeof name, col ? "col" : "row", t->op, v4), .n = 3,
+    const char *sfx = f16 ? "_h" : v4 ? "_v4" : "";
+    kiln_vk_dispatch d = {.shader = fast_name(name, sizeof name, col ? "col" : "row", t->op, sfx), .n = 3,
                           .bind = {x, t, pc.part ? &z : t}, .push = &pc, .push_size = sizeof pc};
     kiln__vk_groups_1d(vk, col ? (uint64_t)units * pc.S : units, 256, d.groups);
     if ((*st = kiln__vk_dispatch(vk, &d)) || !pc.part) return true;
@@ -148,7 +151,8 @@ static bool fast_record(kiln_vk *vk, kiln_tensor *t, kiln_status *st) {
     uint32_t FL = lanes(vk, pc.S / 4);
     while ((1u << fin.lgl) < FL) fin.lgl++;
     char fname[32];
-    kiln_vk_dispatch f = {.shader = fast_name(fname, sizeof fname, "fin", t->op, false), .n = 2, .bind = {&z, t},
+    sfx = f16 && t->op != KILN_OP_ARGMAX ? "_h" : ""; /* argmax writes i32 whatever x is */
+    kiln_vk_dispatch f = {.shader = fast_name(fname, sizeof fname, "fin", t->op, sfx), .n = 2, .bind = {&z, t},
                           .push = &fin, .push_size = sizeof fin};
     kiln__vk_groups_1d(vk, (uint64_t)pc.nout * FL, 256, f.groups);
     *st = kiln__vk_dispatch(vk, &f);
@@ -159,7 +163,7 @@ static kiln_status reduce_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
     (void)ex;
     const kiln_tensor *x = t->src[0];
     kiln_status st = KILN_OK;
-    if (x->dtype == KILN_F32 && fast_record(vk, t, &st)) return st;
+    if (fast_record(vk, t, &st)) return st;
     int axis = (int)t->ip[0];
     red_push pc = {.x0 = kiln__vk_base(vk, x), .y0 = kiln__vk_base(vk, t)};
     switch (t->op) {

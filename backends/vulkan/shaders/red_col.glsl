@@ -20,7 +20,7 @@ void main() {
 #else
     uint base = p.x0 + red_kept(o);
     red_acc a = red_empty();
-    for (uint k = k0; k < k1; k++) red_step(a, x[base + k * p.rs], k);
+    for (uint k = k0; k < k1; k++) red_step(a, red_ld(base + k * p.rs), k);
     red_put(o, s, a);
 #endif
 }

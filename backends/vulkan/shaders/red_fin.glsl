@@ -1,10 +1,15 @@
 // red_fin.glsl — the second pass of a split reduction: 2^lgl lanes per
 // output each merge every 2^lgl-th of its S partials (red_fast_io.glsl's
 // planes), then lane 0 merges the lanes through shared memory.
+#ifdef RED_OUT16
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#endif
+#include "ew_half.glsl"
 #include "red_fast.glsl"
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer Z { uint z[]; };
-layout(std430, binding = 1) writeonly buffer Y { uint y[]; };
+#include "red_fast_y.glsl"
 layout(push_constant) uniform P { uint nout, S, y0, lgl; } p;
 shared float sv[256], sc[256];
 shared uint si[256];
@@ -23,5 +28,5 @@ void main() {
         if (lane != 0u) return;
         for (uint j = 1u; j < L && j < p.S; j++) a = red_merge(a, red_acc(sv[lid + j], sc[lid + j], si[lid + j]));
     }
-    if (o < p.nout) y[p.y0 + o] = floatBitsToUint(red_value(a));
+    if (o < p.nout) red_st(p.y0 + o, red_value(a));
 }

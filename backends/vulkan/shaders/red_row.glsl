@@ -21,7 +21,7 @@ void main() {
         a = red_lane(a4, 0);
         for (int j = 1; j < 4; j++) a = red_merge(a, red_lane(a4, j));
 #else
-        for (uint k = k0 + lane; k < k1; k += L) red_step(a, x[base + k * p.rs], k);
+        for (uint k = k0 + lane; k < k1; k += L) red_step(a, red_ld(base + k * p.rs), k);
 #endif
     }
     if (p.lgl != 0u) {
