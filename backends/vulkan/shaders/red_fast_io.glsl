@@ -3,7 +3,9 @@
 // y (red_fast_y.glsl), z (partials:
 // planes of v, c and i, each S * nout words, when p.part is set). Outputs
 // are found through the kept dims with the host's magic-number division
-// (ew_udiv); their elements at k * rs, for k in split s's range.
+// (ew_udiv); their elements at k * rs, for k in split s's range. With
+// p.iflat the outputs are rows of a whole reduction (partials all): the
+// index of element k of row r is r * n + k, its place in x's element order.
 #if defined(RED_IN16) || defined(RED_OUT16)
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -24,7 +26,7 @@ float red_ld(uint i) { return x[i]; }
 #include "red_fast_y.glsl"
 layout(std430, binding = 2) writeonly buffer Z { uint z[]; };
 layout(push_constant) uniform P {
-    uint n, chunk, S, nout, x0, y0, rs, lgl, part, nk, ksl, pad;
+    uint n, chunk, S, nout, x0, y0, rs, lgl, part, nk, ksl, iflat;
     uint kshape[6], kmg[6], kst[6];
 } p;
 

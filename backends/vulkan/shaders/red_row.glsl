@@ -13,15 +13,15 @@ void main() {
     uint r = u / p.S, s = u - r * p.S;
     red_acc a = red_empty();
     if (live) {
-        uint base = p.x0 + red_kept(r), k0 = s * p.chunk, k1 = min(p.n, k0 + p.chunk);
+        uint base = p.x0 + red_kept(r), k0 = s * p.chunk, k1 = min(p.n, k0 + p.chunk), ib = p.iflat * r * p.n;
 #ifdef RED_V4
         red_acc4 a4 = red_empty4();
         uint b4 = base >> 2;
-        for (uint k = k0 + 4u * lane; k < k1; k += 4u * L) red_step4(a4, x[b4 + (k >> 2)], uvec4(k) + uvec4(0u, 1u, 2u, 3u));
+        for (uint k = k0 + 4u * lane; k < k1; k += 4u * L) red_step4(a4, x[b4 + (k >> 2)], uvec4(k + ib) + uvec4(0u, 1u, 2u, 3u));
         a = red_lane(a4, 0);
         for (int j = 1; j < 4; j++) a = red_merge(a, red_lane(a4, j));
 #else
-        for (uint k = k0 + lane; k < k1; k += L) red_step(a, red_ld(base + k * p.rs), k);
+        for (uint k = k0 + lane; k < k1; k += L) red_step(a, red_ld(base + k * p.rs), k + ib);
 #endif
     }
     if (p.lgl != 0u) {
