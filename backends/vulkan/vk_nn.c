@@ -181,14 +181,16 @@ static kiln_status cross_entropy_record(kiln_vk *vk, kiln_tensor *t, const kiln_
     kiln_tensor part;
     kiln_status s = kiln__vk_scratch(vk, 2 * rows, KILN_F32, &part);
     if (s) return s;
-    uint32_t w = ce_width(rows, c), s0 = kiln__vk_base(vk, &part);
+    uint32_t x0 = kiln__vk_base(vk, x), s0 = kiln__vk_base(vk, &part);
+    bool v4 = c % 4 == 0 && x0 % 4 == 0; /* rows start on vec4 boundaries */
+    uint32_t w = ce_width(rows, v4 ? c / 4 : c);
     struct {
         uint32_t rows, c, wd;
         int32_t ignore;
         uint32_t x0, l0, s0;
-    } pr = {(uint32_t)rows, (uint32_t)c, w, (int32_t)t->ip[0], kiln__vk_base(vk, x), kiln__vk_base(vk, lab), s0};
-    kiln_vk_dispatch d = {.shader = "nn_cross_entropy", .n = 3, .bind = {x, lab, &part}, .push = &pr,
-                          .push_size = sizeof pr};
+    } pr = {(uint32_t)rows, (uint32_t)c, w, (int32_t)t->ip[0], x0, kiln__vk_base(vk, lab), s0};
+    kiln_vk_dispatch d = {.shader = v4 ? "nn_ce_loss_v4" : "nn_cross_entropy", .n = 3, .bind = {x, lab, &part},
+                          .push = &pr, .push_size = sizeof pr};
     row_groups(vk, rows, w, d.groups);
     if ((s = kiln__vk_dispatch(vk, &d))) return s;
     struct {
@@ -208,7 +210,10 @@ static kiln_status cross_entropy_grad_record(kiln_vk *vk, kiln_tensor *t, const 
     kiln_status s = kiln__vk_scratch(vk, 1, KILN_I32, &cnt);
     if (s) return s;
     int32_t ignore = (int32_t)t->ip[0];
-    uint32_t l0 = kiln__vk_base(vk, lab), n0 = kiln__vk_base(vk, &cnt), w = ce_width(rows, c);
+    uint32_t l0 = kiln__vk_base(vk, lab), n0 = kiln__vk_base(vk, &cnt), x0 = kiln__vk_base(vk, x),
+             gx0 = kiln__vk_base(vk, t);
+    bool v4 = c % 4 == 0 && x0 % 4 == 0 && gx0 % 4 == 0;
+    uint32_t w = ce_width(rows, v4 ? c / 4 : c);
     struct {
         uint32_t rows, c;
         int32_t ignore;
@@ -221,10 +226,9 @@ static kiln_status cross_entropy_grad_record(kiln_vk *vk, kiln_tensor *t, const 
         uint32_t rows, c, wd;
         int32_t ignore;
         uint32_t x0, l0, gy0, n0, gx0;
-    } pg = {(uint32_t)rows, (uint32_t)c, w, ignore, kiln__vk_base(vk, x), l0, kiln__vk_base(vk, gy), n0,
-            kiln__vk_base(vk, t)};
-    d = (kiln_vk_dispatch){.shader = "nn_cross_entropy_grad", .n = 5, .bind = {x, lab, gy, &cnt, t}, .push = &pg,
-                           .push_size = sizeof pg};
+    } pg = {(uint32_t)rows, (uint32_t)c, w, ignore, x0, l0, kiln__vk_base(vk, gy), n0, gx0};
+    d = (kiln_vk_dispatch){.shader = v4 ? "nn_ce_grad_v4" : "nn_cross_entropy_grad", .n = 5,
+                           .bind = {x, lab, gy, &cnt, t}, .push = &pg, .push_size = sizeof pg};
     row_groups(vk, rows, w, d.groups);
     return kiln__vk_dispatch(vk, &d);
 }

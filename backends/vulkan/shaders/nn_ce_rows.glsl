@@ -17,3 +17,18 @@ vec2 nn_ce_combine(float m, float s) {
     for (uint k = 0u; k < nn_W; k++) S += nn_ce_s[nn_g0 + k];
     return vec2(M, S);
 }
+
+// NN_LANE_SOFTMAX over n vec4 columns xs[base + j]: the lane's maximum m
+// and sum s of exp(x - m) over its vec4 columns' components.
+#define NN_CE_LANE_SOFTMAX4(xs, base, n, m, s)                                     \
+    m = nn_neg_inf();                                                              \
+    s = 0.0;                                                                       \
+    for (uint j_ = nn_lane; j_ < (n); j_ += nn_W) {                                \
+        vec4 v_ = xs[(base) + j_];                                                 \
+        m = max(m, max(max(v_.x, v_.y), max(v_.z, v_.w)));                         \
+    }                                                                              \
+    if (m > nn_neg_inf())                                                          \
+        for (uint j_ = nn_lane; j_ < (n); j_ += nn_W) {                            \
+            vec4 e_ = exp(xs[(base) + j_] - m);                                    \
+            s += (e_.x + e_.y) + (e_.z + e_.w);                                    \
+        }
