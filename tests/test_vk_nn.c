@@ -266,15 +266,16 @@ static int32_t *ce_labels(int64_t rows, int64_t c, int64_t ig_lo, int64_t ig_hi,
 
 /* The loss sums rows over many workgroups: more rows than one workgroup
  * holds at each row width (C = 7: 1 lane per row, 256 rows a workgroup;
- * C = 40: 2 lanes; C = 300: 4 lanes), a whole workgroup's rows ignored
- * (rows 256..511 of the first), every row ignored, and a few rows of a
- * long vocabulary (more lanes per row than the usual 32). The sum's order
- * is fixed: two runs give the same bits. */
+ * C = 41: 2 lanes; C = 300: 4 lanes of vec4), a whole
+ * workgroup's rows ignored (rows 256..511 of the first), every row
+ * ignored, and a few rows of a long vocabulary (64 lanes per row, more
+ * than the usual 32; floats, then vec4). The sum's order is fixed: two
+ * runs give the same bits. */
 KT_TEST(vk_nn_cross_entropy_many_rows) {
-    static const int64_t geo[][4] = {{600, 7, 256, 512}, {700, 40, 0, 0}, {530, 300, 100, 300},
-                                     {777, 5, 0, 777},   {3, 20000, 0, 0}};
+    static const int64_t geo[][4] = {{600, 7, 256, 512}, {700, 41, 0, 0},    {530, 300, 100, 300},
+                                     {777, 5, 0, 777},   {3, 16385, 0, 0}, {2, 65540, 0, 0}};
     int32_t ig = -100;
-    for (int s = 0; s < 5; s++) {
+    for (int s = 0; s < 6; s++) {
         const int64_t *g = geo[s];
         int32_t *lab = ce_labels(g[0], g[1], g[2], g[3], false);
         if (!lab) {

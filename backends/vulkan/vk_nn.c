@@ -154,13 +154,13 @@ static bool cross_entropy_supports(const kiln_vk *vk, const kiln_tensor *t) {
     return t->nsrc < 3 || f32_ok(vk, t->src[2]);
 }
 
-/* Lanes per row: W with 4 W^2 <= C, up to 32. The combine of a row's W
- * partial results costs each lane about W steps, so the lanes' own work,
- * C / W columns, stays 4 times that (where W = 32 would cost lavapipe 4
- * times the row's own work at C = 256); 8 or more lanes still read whole
- * 32-byte sectors on a GPU. Rows too few to fill CE_MIN_GROUPS
- * workgroups (a few rows of a large vocabulary) get more lanes, up to a
- * whole workgroup per row. */
+/* Lanes per row for rows of c columns (vec4 columns in the vec4
+ * kernels): W with 4 W^2 <= c, up to 32. Combining a row's W partial
+ * results costs each lane about W steps, so a lane's own c / W columns
+ * stay 4 times that (W = 32 at c = 256 would cost lavapipe 4 times the
+ * row's own work); 8 lanes of vec4 still read whole 128-byte lines on a
+ * GPU. Rows too few to fill CE_MIN_GROUPS workgroups (a few rows of a
+ * large vocabulary) get more lanes, up to a whole workgroup per row. */
 #define CE_MIN_GROUPS 16
 
 static uint32_t ce_width(int64_t rows, int64_t c) {
