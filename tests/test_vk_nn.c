@@ -11,6 +11,7 @@
 #include "kt_device.h"
 #include "test_nn_util.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define VKT_MAX_IN 4
@@ -250,6 +251,55 @@ KT_TEST(vk_nn_cross_entropy) {
     check_case("cross_entropy one row", build_ce, &ig, 2, d, 1e-6, 1e-4);
 }
 
+/* Labels for `rows` rows of c classes: row r gets (r * 7) % c, except
+ * every 5th row and rows [ig_lo, ig_hi) get ignore_index -100, and every
+ * 11th row gets a label outside [0, c) when `bad` (-3 or c + 2). */
+static int32_t *ce_labels(int64_t rows, int64_t c, int64_t ig_lo, int64_t ig_hi, bool bad) {
+    int32_t *l = malloc((size_t)rows * sizeof *l);
+    for (int64_t r = 0; l && r < rows; r++) {
+        l[r] = (int32_t)((r * 7) % c);
+        if (r % 5 == 2 || (r >= ig_lo && r < ig_hi)) l[r] = -100;
+        else if (bad && r % 11 == 4) l[r] = r % 2 ? (int32_t)(c + 2) : -3;
+    }
+    return l;
+}
+
+/* The loss sums rows over many workgroups: more rows than one workgroup
+ * holds at each row width (C = 7: 1 lane per row, 256 rows a workgroup;
+ * C = 41: 2 lanes; C = 300: 4 lanes of vec4), a whole
+ * workgroup's rows ignored (rows 256..511 of the first), every row
+ * ignored, and a few rows of a long vocabulary (64 lanes per row, more
+ * than the usual 32; floats, then vec4). The sum's order is fixed: two
+ * runs give the same bits. */
+KT_TEST(vk_nn_cross_entropy_many_rows) {
+    static const int64_t geo[][4] = {{600, 7, 256, 512}, {700, 41, 0, 0},    {530, 300, 100, 300},
+                                     {777, 5, 0, 777},   {3, 16385, 0, 0}, {2, 65540, 0, 0}};
+    int32_t ig = -100;
+    for (int s = 0; s < 6; s++) {
+        const int64_t *g = geo[s];
+        int32_t *lab = ce_labels(g[0], g[1], g[2], g[3], false);
+        if (!lab) {
+            kt_fail(__FILE__, __LINE__, "out of memory");
+            return;
+        }
+        vkt_input in[2] = {IN(g[0], g[1]), IN(g[0])};
+        in[1].ivalues = lab;
+        char what[96];
+        snprintf(what, sizeof what, "cross_entropy [%lld, %lld] ignored [%lld, %lld)", (long long)g[0],
+                 (long long)g[1], (long long)g[2], (long long)g[3]);
+        check_case(what, build_ce, &ig, 2, in, 1e-5, 1e-5);
+        kiln_backend *vk = kt_device("vulkan");
+        vkt_result a, b = {0};
+        if (vk && run_case(vk, what, build_ce, &ig, 2, in, &a) && run_case(vk, what, build_ce, &ig, 2, in, &b))
+            KT_CHECK(memcmp(a.y, b.y, sizeof *a.y) == 0, "%s: two runs give %.9g and %.9g", what, a.y[0], b.y[0]);
+        if (vk) {
+            result_free(&a);
+            result_free(&b);
+        }
+        free(lab);
+    }
+}
+
 /* ---- attention ---- */
 
 typedef struct {
@@ -290,16 +340,29 @@ KT_TEST(vk_nn_attention) {
 KT_TEST(vk_nn_cross_entropy_bad_label_is_ignored) {
     static const int32_t bad[5] = {1, 7, 0, -3, 2}, fixed[5] = {1, -100, 0, -100, 2};
     int32_t ig = -100;
-    vkt_input a[2] = {IN(5, 4), IN(5)}, b[2] = {IN(5, 4), IN(5)};
-    a[1].ivalues = bad, b[1].ivalues = fixed;
     kiln_backend *vk = kt_device("vulkan");
     if (!vk) return;
-    vkt_result got, want = {0};
-    if (run_case(vk, "cross_entropy bad labels", build_ce, &ig, 2, a, &got) &&
-        run_case(NULL, "cross_entropy ignored labels", build_ce, &ig, 2, b, &want)) {
-        nnt_close("loss", got.y, want.y, 1, 1e-6, 1e-5);
-        nnt_close("gradient", got.grad[0], want.grad[0], want.ngrad[0], 1e-6, 1e-5);
+    /* 5 rows, and 600 rows over several workgroups */
+    int32_t *bad600 = ce_labels(600, 9, 0, 0, true), *fixed600 = ce_labels(600, 9, 0, 0, false);
+    for (int64_t r = 0; bad600 && fixed600 && r < 600; r++)
+        if (bad600[r] != fixed600[r]) fixed600[r] = -100;
+    for (int s = 0; s < 2 && bad600 && fixed600; s++) {
+        vkt_input a[2] = {IN(5, 4), IN(5)}, b[2] = {IN(5, 4), IN(5)};
+        a[1].ivalues = bad, b[1].ivalues = fixed;
+        if (s) {
+            a[0] = (vkt_input)IN(600, 9), a[1] = (vkt_input)IN(600), b[0] = a[0], b[1] = a[1];
+            a[1].ivalues = bad600, b[1].ivalues = fixed600;
+        }
+        vkt_result got, want = {0};
+        if (run_case(vk, "cross_entropy bad labels", build_ce, &ig, 2, a, &got) &&
+            run_case(NULL, "cross_entropy ignored labels", build_ce, &ig, 2, b, &want)) {
+            nnt_close("loss", got.y, want.y, 1, 1e-6, 1e-5);
+            nnt_close("gradient", got.grad[0], want.grad[0], want.ngrad[0], 1e-6, 1e-5);
+        }
+        result_free(&got);
+        result_free(&want);
     }
-    result_free(&got);
-    result_free(&want);
+    KT_CHECK(bad600 && fixed600, "out of memory");
+    free(bad600);
+    free(fixed600);
 }

@@ -6,11 +6,11 @@
  * nn_norm.c and nn_loss.c.
  *
  * A row kernel gives each row a group of W invocations of a 256-wide
- * workgroup (shaders/nn_rows.glsl); W grows with the row length. There is
- * no scratch memory and no float atomics, so a reduction across rows
- * parks its partial values in a part of the output that a later dispatch
- * overwrites (the norm backward's row statistics, cross_entropy_grad's
- * count), or runs in one workgroup (cross_entropy's loss). */
+ * workgroup (shaders/nn_rows.glsl); W grows with the row length. There are
+ * no float atomics, so a reduction across rows parks its partial values
+ * in a part of the output that a later dispatch overwrites (the norm
+ * backward's row statistics) or in scratch memory (cross_entropy's row
+ * losses, cross_entropy_grad's count) for a later dispatch to add up. */
 #include "vk.h"
 
 #define NN_LOCAL 256u
@@ -154,50 +154,82 @@ static bool cross_entropy_supports(const kiln_vk *vk, const kiln_tensor *t) {
     return t->nsrc < 3 || f32_ok(vk, t->src[2]);
 }
 
+/* Lanes per row for rows of c columns (vec4 columns in the vec4
+ * kernels): W with 4 W^2 <= c, up to 32. Combining a row's W partial
+ * results costs each lane about W steps, so a lane's own c / W columns
+ * stay 4 times that (W = 32 at c = 256 would cost lavapipe 4 times the
+ * row's own work); 8 lanes of vec4 still read whole 128-byte lines on a
+ * GPU. Rows too few to fill CE_MIN_GROUPS workgroups (a few rows of a
+ * large vocabulary) get more lanes, up to a whole workgroup per row. */
+#define CE_MIN_GROUPS 16
+
+static uint32_t ce_width(int64_t rows, int64_t c) {
+    uint32_t w = 1;
+    while (w < NN_LOCAL && 16 * (int64_t)w * w <= c &&
+           (w < NN_MAX_WIDTH || rows * w < (int64_t)NN_LOCAL * CE_MIN_GROUPS))
+        w <<= 1;
+    return w;
+}
+
+/* Two passes: every row's (loss, kept) pair into scratch, rows in
+ * parallel; then one workgroup adds the pairs up in a fixed order (the
+ * same bits every run) into the mean. */
 static kiln_status cross_entropy_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
     const kiln_tensor *x = t->src[0], *lab = t->src[1];
     int64_t c = last_dim(x), rows = kiln_tensor_numel(lab);
+    kiln_tensor part;
+    kiln_status s = kiln__vk_scratch(vk, 2 * rows, KILN_F32, &part);
+    if (s) return s;
+    uint32_t x0 = kiln__vk_base(vk, x), s0 = kiln__vk_base(vk, &part);
+    bool v4 = c % 4 == 0 && x0 % 4 == 0; /* rows start on vec4 boundaries */
+    uint32_t w = ce_width(rows, v4 ? c / 4 : c);
     struct {
         uint32_t rows, c, wd;
         int32_t ignore;
-        uint32_t x0, l0, y0;
-    } pc = {(uint32_t)rows, (uint32_t)c, row_width(c), (int32_t)t->ip[0], kiln__vk_base(vk, x), kiln__vk_base(vk, lab),
-            kiln__vk_base(vk, t)};
-    kiln_vk_dispatch d = {.shader = "nn_cross_entropy", .n = 3, .bind = {x, lab, t}, .push = &pc,
-                          .push_size = sizeof pc};
+        uint32_t x0, l0, s0;
+    } pr = {(uint32_t)rows, (uint32_t)c, w, (int32_t)t->ip[0], x0, kiln__vk_base(vk, lab), s0};
+    kiln_vk_dispatch d = {.shader = v4 ? "nn_ce_loss_v4" : "nn_cross_entropy", .n = 3, .bind = {x, lab, &part},
+                          .push = &pr, .push_size = sizeof pr};
+    row_groups(vk, rows, w, d.groups);
+    if ((s = kiln__vk_dispatch(vk, &d))) return s;
+    struct {
+        uint32_t rows, s0, y0;
+    } ps = {(uint32_t)rows, s0, kiln__vk_base(vk, t)};
+    d = (kiln_vk_dispatch){.shader = "nn_ce_sum", .n = 2, .bind = {&part, t}, .push = &ps, .push_size = sizeof ps};
     return kiln__vk_dispatch(vk, &d); /* one workgroup */
 }
 
-/* Three passes: the kept-row count parked in gx[0], rows 1.. , then row 0. */
+/* Two passes: the kept-row count into scratch (one workgroup), then
+ * every row's gradient. */
 static kiln_status cross_entropy_grad_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
     const kiln_tensor *x = t->src[0], *lab = t->src[1], *gy = t->src[2];
     int64_t c = last_dim(x), rows = kiln_tensor_numel(lab);
+    kiln_tensor cnt;
+    kiln_status s = kiln__vk_scratch(vk, 1, KILN_I32, &cnt);
+    if (s) return s;
     int32_t ignore = (int32_t)t->ip[0];
-    uint32_t l0 = kiln__vk_base(vk, lab), gx0 = kiln__vk_base(vk, t), w = row_width(c);
+    uint32_t l0 = kiln__vk_base(vk, lab), n0 = kiln__vk_base(vk, &cnt), x0 = kiln__vk_base(vk, x),
+             gx0 = kiln__vk_base(vk, t);
+    bool v4 = c % 4 == 0 && x0 % 4 == 0 && gx0 % 4 == 0;
+    uint32_t w = ce_width(rows, v4 ? c / 4 : c);
     struct {
         uint32_t rows, c;
         int32_t ignore;
-        uint32_t l0, gx0;
-    } pn = {(uint32_t)rows, (uint32_t)c, ignore, l0, gx0};
-    kiln_vk_dispatch d = {.shader = "nn_cross_entropy_count", .n = 2, .bind = {lab, t}, .push = &pn,
+        uint32_t l0, n0;
+    } pn = {(uint32_t)rows, (uint32_t)c, ignore, l0, n0};
+    kiln_vk_dispatch d = {.shader = "nn_cross_entropy_count", .n = 2, .bind = {lab, &cnt}, .push = &pn,
                           .push_size = sizeof pn};
-    kiln_status s = kiln__vk_dispatch(vk, &d);
+    if ((s = kiln__vk_dispatch(vk, &d))) return s; /* one workgroup */
     struct {
-        uint32_t lo, hi, c, wd;
+        uint32_t rows, c, wd;
         int32_t ignore;
-        uint32_t x0, l0, gy0, gx0;
-    } pg = {1, (uint32_t)rows, (uint32_t)c, w, ignore, kiln__vk_base(vk, x), l0, kiln__vk_base(vk, gy), gx0};
-    d = (kiln_vk_dispatch){.shader = "nn_cross_entropy_grad", .n = 4, .bind = {x, lab, gy, t}, .push = &pg,
-                           .push_size = sizeof pg};
-    if (!s && rows > 1) {
-        row_groups(vk, rows - 1, w, d.groups);
-        s = kiln__vk_dispatch(vk, &d);
-    }
-    if (s) return s;
-    pg.lo = 0, pg.hi = 1;
-    row_groups(vk, 1, w, d.groups);
+        uint32_t x0, l0, gy0, n0, gx0;
+    } pg = {(uint32_t)rows, (uint32_t)c, w, ignore, x0, l0, kiln__vk_base(vk, gy), n0, gx0};
+    d = (kiln_vk_dispatch){.shader = v4 ? "nn_ce_grad_v4" : "nn_cross_entropy_grad", .n = 5,
+                           .bind = {x, lab, gy, &cnt, t}, .push = &pg, .push_size = sizeof pg};
+    row_groups(vk, rows, w, d.groups);
     return kiln__vk_dispatch(vk, &d);
 }
 
