@@ -5,8 +5,14 @@
  * big outputs, 64 x 64 (64 invocations of 8 x 8) for small ones, 16 x 256
  * or 256 x 16 for outputs of a few rows or columns. Outputs that would
  * leave most of the device idle while their few tiles walk a long K (a
- * convolution's weight gradient) run shaders/mm_splitk.glsl instead: a
- * workgroup per 4 x 4 block, its invocations splitting K.
+ * convolution's weight gradient) split K across workgroups instead (see
+ * split_of): each workgroup computes a partial tile (shaders/mm_tile.glsl
+ * with MM_PARTIAL, or for tiny outputs mm_splitk.glsl's 4 x 4 blocks whose
+ * invocations split their slice of K again) over one slice of K into
+ * scratch memory, and a second dispatch (shaders/mm_sum.glsl) adds the
+ * slices up in a fixed order, so a result is the same every run. Where K
+ * is too short for that to pay, small outputs over K >= MM_SPLITK_K still
+ * run mm_splitk.glsl alone, splitting K within each workgroup.
  *
  * The semantics are backends/cpu/matmul.c's: ip[0]/ip[1] transpose a's/b's
  * last two dims, batch dims broadcast, f16 operands accumulate in f32 and
@@ -45,7 +51,7 @@ enum { MM_SPLITK_GROUPS = 16, MM_SPLITK_K = 1024 };
  * and mm_tile.glsl, then mm_sum.glsl): the partial tiles, what an output
  * of theirs costs relative to the others on lavapipe (padding aside), and
  * the least K a workgroup should take (on lavapipe a workgroup has a fixed
- * cost, about 30 us for the 4 x 4 kernel's tree sum). The 4 x 4 blocks,
+ * cost, about 30 us for the 4 x 4 kernel, whose invocations sum their blocks in a tree). The 4 x 4 blocks,
  * which read their operands straight from memory with no reuse, serve
  * only outputs of at most MM_P4_BLOCKS blocks. */
 typedef struct mm_part {
@@ -56,7 +62,7 @@ typedef struct mm_part {
 } mm_part;
 enum { MM_P4 = 0, MM_P4_BLOCKS = 16 };
 static const mm_part PARTS[] = {
-    [MM_P4] = {"mm_f32_p4", "mm_f16_p4", 4, 4, 1.0, 4096},
+    [MM_P4] = {"mm_f32_p4", "mm_f16_p4", 4, 4, 1.0, 16384},
     {"mm_f32_p16", "mm_f16_p16", 16, 16, 2.5, 512},
     {"mm_f32_p32", "mm_f16_p32", 32, 32, 2.0, 512},
     {"mm_f32_p64", "mm_f16_p64", 64, 64, 1.4, 512},
