@@ -50,10 +50,12 @@ enum { MM_SPLITK_GROUPS = 16, MM_SPLITK_K = 1024 };
 /* Split K across workgroups (the MM_PARTIAL variants of mm_splitk.glsl
  * and mm_tile.glsl, then mm_sum.glsl): the partial tiles, what an output
  * of theirs costs relative to the others on lavapipe (padding aside), and
- * the least K a workgroup should take (on lavapipe a workgroup has a fixed
- * cost, about 30 us for the 4 x 4 kernel, whose invocations sum their blocks in a tree). The 4 x 4 blocks,
- * which read their operands straight from memory with no reuse, serve
- * only outputs of at most MM_P4_BLOCKS blocks. */
+ * the least K a workgroup should take: on lavapipe each workgroup has a
+ * fixed cost (about 30 us for the 4 x 4 kernel's tree sum), so there the
+ * 4 x 4 blocks of a 16 x 9 output over K = 43264 gain nothing from more
+ * than 2 slices. The 4 x 4 blocks, which read their operands straight
+ * from memory with no reuse, serve only outputs of at most MM_P4_BLOCKS
+ * blocks. */
 typedef struct mm_part {
     const char *f32, *f16;
     int64_t bm, bn;
