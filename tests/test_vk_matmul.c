@@ -1,8 +1,9 @@
 /* test_vk_matmul.c — the Vulkan matmul and conv kernels (vk_matmul.c,
  * vk_conv.c) against the CPU backend on the same inputs: matmul at odd
- * sizes (each tile variant and the split-K kernel), transposed, batched and
+ * sizes (each tile variant and both split-K kernels), transposed, batched and
  * broadcast (more batches than one dispatch holds), f16 and bf16
- * precision, strided operand views; the im2col/col2im primitives; conv2d,
+ * precision, strided operand views, accumulating into the output; the
+ * im2col/col2im primitives; conv2d,
  * conv_transpose2d and the pools (NaNs and ties included) forward and
  * backward. No node may fall back to the CPU (the loss and the layers'
  * other ops are other families' kernels), and validation messages must
@@ -272,6 +273,146 @@ KT_TEST(vk_matmul_split_k) {
         compare(vk, what, 2, s, build_mm, &arg, false, cases[i].dt == KILN_F16 ? 4e-3 : 3e-4);
         if (cases[i].bf16) KT_OK(kiln_set_matmul_precision(KILN_MATMUL_F32));
     }
+}
+
+/* Small outputs over a long K split across workgroups (partial tiles in
+ * scratch, then their sums): odd sizes at every partial tile's edges, f32
+ * and f16, transposes, a batch, bf16 precision and a broadcast operand. */
+KT_TEST(vk_matmul_split_k_across) {
+    VULKAN(vk);
+    struct {
+        int64_t m, k, n, batch;
+        kiln_dtype dt;
+        bool ta, tb, bf16, bcast;
+    } cases[] = {
+        {16, 33001, 9, 0, KILN_F32, false, true, false, false},  /* a conv weight gradient's shape */
+        {31, 2999, 45, 0, KILN_F32, true, false, false, false},
+        {5, 40000, 3, 0, KILN_F32, true, true, false, false},
+        {100, 1100, 90, 0, KILN_F32, false, true, false, false},
+        {130, 1030, 129, 0, KILN_F32, true, false, false, false},
+        {70, 1537, 33, 0, KILN_F32, false, false, false, false},
+        {13, 33000, 7, 3, KILN_F32, false, true, false, false},
+        {9, 33100, 11, 2, KILN_F32, true, false, false, true},   /* b shared by the batch */
+        {20, 1500, 24, 3, KILN_F32, true, true, false, false},
+        {64, 1100, 60, 0, KILN_F32, false, true, false, false},
+        {24, 2000, 40, 2, KILN_F16, false, false, false, false},
+        {17, 3001, 23, 0, KILN_F16, false, true, false, false},
+        {6, 33000, 10, 2, KILN_F16, true, false, false, false},
+        {21, 2500, 10, 0, KILN_F32, false, true, true, false},
+    };
+    char what[96];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        mm_arg arg = {cases[i].ta, cases[i].tb, false};
+        leaf_spec s[2];
+        int nb = cases[i].batch ? 1 : 0;
+        mm_specs(s, cases[i].dt, nb, &cases[i].batch, cases[i].bcast ? 0 : nb, &cases[i].batch, cases[i].m,
+                 cases[i].k, cases[i].n, arg.ta, arg.tb, false);
+        snprintf(what, sizeof what, "split-K across case %zu", i);
+        if (cases[i].bf16) KT_OK(kiln_set_matmul_precision(KILN_MATMUL_BF16));
+        compare(vk, what, 2, s, build_mm, &arg, false, cases[i].dt == KILN_F16 ? 4e-3 : 3e-4);
+        if (cases[i].bf16) KT_OK(kiln_set_matmul_precision(KILN_MATMUL_F32));
+    }
+    /* the backward of a small-output matmul: both gradients */
+    mm_arg arg = {false, true, false};
+    leaf_spec s[2];
+    mm_specs(s, KILN_F32, 0, NULL, 0, NULL, 12, 33000, 10, false, true, true);
+    compare(vk, "split-K across backward", 2, s, build_mm, &arg, true, 3e-4);
+}
+
+/* ---- ex->accumulate, straight through the backend ---- */
+
+/* A [rows, cols] tensor of dt in a fresh device buffer holding v (NULL
+ * when the allocation fails). */
+static kiln_devbuf *dev_tensor(kiln_backend *vk, kiln_tensor *t, kiln_dtype dt, int64_t rows, int64_t cols,
+                               const float *v) {
+    memset(t, 0, sizeof *t);
+    t->dtype = dt, t->ndim = 2;
+    t->shape[0] = rows, t->shape[1] = cols, t->stride[0] = cols, t->stride[1] = 1;
+    int64_t n = rows * cols;
+    size_t bytes = (size_t)n * (dt == KILN_F16 ? 2 : 4);
+    void *host = malloc(bytes);
+    kiln_devbuf *d = host ? vk->vt->alloc(vk, bytes) : NULL;
+    if (d) {
+        for (int64_t i = 0; i < n; i++)
+            if (dt == KILN_F16) ((uint16_t *)host)[i] = kiln__f32_to_f16(v[i]);
+            else ((float *)host)[i] = v[i];
+        if (vk->vt->upload(vk, d, 0, host, bytes)) vk->vt->free(vk, d), d = NULL;
+    }
+    free(host);
+    t->dbuf = d;
+    return d;
+}
+
+/* uniform in [-0.5, 0.5) */
+static float rnd(uint64_t *x) {
+    *x = *x * 6364136223846793005ull + 1;
+    return (float)(*x >> 40) / (1 << 24) - 0.5f;
+}
+
+static float as_dt(kiln_dtype dt, float v) { return dt == KILN_F16 ? kiln__f16_to_f32(kiln__f32_to_f16(v)) : v; }
+
+/* C += A B (a matmul adding into a gradient, core/fuse.c) on the tiled and
+ * the split-K paths, f32 and f16: C's old values plus the product rounded
+ * to C's dtype; without accumulate, two runs give the same bits. */
+KT_TEST(vk_matmul_accumulate) {
+    VULKAN(vk);
+    struct {
+        int64_t m, k, n;
+        kiln_dtype dt;
+    } cases[] = {
+        {33, 40, 17, KILN_F32}, {7, 33000, 13, KILN_F32}, {33, 40, 17, KILN_F16},
+        {7, 33000, 13, KILN_F16}, {40, 3001, 21, KILN_F16}, {9, 1100, 5, KILN_F32},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        int64_t M = cases[ci].m, K = cases[ci].k, N = cases[ci].n;
+        kiln_dtype dt = cases[ci].dt;
+        float *av = malloc(M * K * sizeof *av), *bv = malloc(K * N * sizeof *bv), *cv = malloc(M * N * sizeof *cv);
+        float *got = malloc(M * N * 4), *again = malloc(M * N * 4);
+        KT_REQUIRE(av && bv && cv && got && again, "out of memory");
+        uint64_t x = 12345 + ci;
+        for (int64_t i = 0; i < M * K; i++) av[i] = as_dt(dt, rnd(&x));
+        for (int64_t i = 0; i < K * N; i++) bv[i] = as_dt(dt, rnd(&x));
+        for (int64_t i = 0; i < M * N; i++) cv[i] = as_dt(dt, (float)(i % 7) - 3.0f);
+        kiln_tensor a, b, c;
+        kiln_devbuf *da = dev_tensor(vk, &a, dt, M, K, av), *db = dev_tensor(vk, &b, dt, K, N, bv);
+        kiln_devbuf *dc = dev_tensor(vk, &c, dt, M, N, cv);
+        KT_REQUIRE(da && db && dc, "device buffers: %s", kiln_last_error());
+        c.op = KILN_OP_MATMUL, c.nsrc = 2, c.src[0] = &a, c.src[1] = &b;
+        KT_CHECK(vk->vt->supports(vk, &c), "case %zu: matmul not claimed", ci);
+        size_t es = dt == KILN_F16 ? 2 : 4;
+        uint16_t *h = malloc(M * N * es);
+        KT_REQUIRE(h, "out of memory");
+        /* C += AB, then read C back */
+        kiln_exec ex = {.accumulate = true};
+        KT_OK(vk->vt->compute(vk, &c, &ex));
+        KT_OK(vk->vt->flush(vk));
+        KT_OK(vk->vt->download(vk, dc, 0, h, M * N * es));
+        for (int64_t i = 0; i < M * N; i++) got[i] = dt == KILN_F16 ? kiln__f16_to_f32(h[i]) : ((float *)h)[i];
+        double worst = 0;
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double p = 0;
+                for (int64_t k = 0; k < K; k++) p += (double)av[i * K + k] * bv[k * N + j];
+                double want = as_dt(dt, cv[i * N + j] + as_dt(dt, (float)p));
+                double e = fabs(got[i * N + j] - want) / (1 + fabs(want)); /* sums of up to 33000 terms */
+                if (e > worst) worst = e;
+            }
+        KT_CHECK(worst < (dt == KILN_F16 ? 4e-3 : 1e-4), "case %zu (%lldx%lldx%lld %s): accumulate off by %g", ci,
+                 (long long)M, (long long)K, (long long)N, kiln_dtype_name(dt), worst);
+        /* plain C = AB twice: the same bits (the splits add in a fixed order) */
+        ex.accumulate = false;
+        KT_OK(vk->vt->compute(vk, &c, &ex));
+        KT_OK(vk->vt->flush(vk));
+        KT_OK(vk->vt->download(vk, dc, 0, got, M * N * es));
+        KT_OK(vk->vt->compute(vk, &c, &ex));
+        KT_OK(vk->vt->flush(vk));
+        KT_OK(vk->vt->download(vk, dc, 0, again, M * N * es));
+        KT_CHECK(memcmp(got, again, M * N * es) == 0, "case %zu: two runs differ", ci);
+        vk->vt->free(vk, da), vk->vt->free(vk, db), vk->vt->free(vk, dc);
+        free(av), free(bv), free(cv), free(got), free(again), free(h);
+    }
+    KT_CHECK(kiln_backend_validation_messages(vk) == 0, "%lld validation messages",
+             (long long)kiln_backend_validation_messages(vk));
 }
 
 KT_TEST(vk_matmul_backward) {

@@ -5,8 +5,14 @@
  * big outputs, 64 x 64 (64 invocations of 8 x 8) for small ones, 16 x 256
  * or 256 x 16 for outputs of a few rows or columns. Outputs that would
  * leave most of the device idle while their few tiles walk a long K (a
- * convolution's weight gradient) run shaders/mm_splitk.glsl instead: a
- * workgroup per 4 x 4 block, its invocations splitting K.
+ * convolution's weight gradient) split K across workgroups instead (see
+ * split_of): each workgroup computes a partial tile (shaders/mm_tile.glsl
+ * with MM_PARTIAL, or for tiny outputs mm_splitk.glsl's 4 x 4 blocks whose
+ * invocations split their slice of K again) over one slice of K into
+ * scratch memory, and a second dispatch (shaders/mm_sum.glsl) adds the
+ * slices up in a fixed order, so a result is the same every run. Where K
+ * is too short for that to pay, small outputs over K >= MM_SPLITK_K still
+ * run mm_splitk.glsl alone, splitting K within each workgroup.
  *
  * The semantics are backends/cpu/matmul.c's: ip[0]/ip[1] transpose a's/b's
  * last two dims, batch dims broadcast, f16 operands accumulate in f32 and
@@ -41,6 +47,36 @@ enum { MM_MIN_TILE = 16 };
  * and K is at least MM_SPLITK_K deep. */
 enum { MM_SPLITK_GROUPS = 16, MM_SPLITK_K = 1024 };
 
+/* Split K across workgroups (the MM_PARTIAL variants of mm_splitk.glsl
+ * and mm_tile.glsl, then mm_sum.glsl): the partial tiles, what an output
+ * of theirs costs relative to the others on lavapipe (padding aside), and
+ * the least K a workgroup should take: on lavapipe each workgroup has a
+ * fixed cost (about 30 us for the 4 x 4 kernel's tree sum), so there the
+ * 4 x 4 blocks of a 16 x 9 output over K = 43264 gain nothing from more
+ * than 2 slices. The 4 x 4 blocks, which read their operands straight
+ * from memory with no reuse, serve only outputs of at most MM_P4_BLOCKS
+ * blocks. */
+typedef struct mm_part {
+    const char *f32, *f16;
+    int64_t bm, bn;
+    double cost;
+    int64_t kmin;
+} mm_part;
+enum { MM_P4 = 0, MM_P4_BLOCKS = 16 };
+static const mm_part PARTS[] = {
+    [MM_P4] = {"mm_f32_p4", "mm_f16_p4", 4, 4, 1.0, 16384},
+    {"mm_f32_p16", "mm_f16_p16", 16, 16, 2.5, 512},
+    {"mm_f32_p32", "mm_f16_p32", 32, 32, 2.0, 512},
+    {"mm_f32_p64", "mm_f16_p64", 64, 64, 1.4, 512},
+    {"mm_f32_p128", "mm_f16_p128", 128, 128, 1.0, 512},
+};
+/* Split when the tiled kernel would have fewer workgroups than
+ * MM_SPLIT_BELOW; aim for MM_SPLIT_TARGET workgroups (a GPU's few hundred;
+ * lavapipe does as well with them as with a few, within its workgroups'
+ * fixed cost, which kmin bounds). */
+enum { MM_SPLIT_BELOW = 64, MM_SPLIT_TARGET = 256 };
+enum { N_PARTS = sizeof PARTS / sizeof *PARTS };
+
 /* mm_tile.glsl's flags */
 enum { MM_ACCUMULATE = 1, MM_BF16 = 2, MM_A_KFAST = 4, MM_B_KFAST = 8 };
 
@@ -53,7 +89,13 @@ typedef struct mm_push {
     uint32_t as[MM_BATCH_DIMS], bs[MM_BATCH_DIMS];
     uint32_t flags;
     uint32_t z0;
+    uint32_t ksplit, nsplit;
 } mm_push;
+
+/* Matches the push-constant block of mm_sum.glsl. */
+typedef struct mm_sum_push {
+    uint32_t total, mn, nsplit, p0, c0, flags;
+} mm_sum_push;
 
 /* What a node needs to run: sizes, strides, coalesced batch dims. */
 typedef struct mm_plan {
@@ -137,6 +179,43 @@ static int variant_of(const mm_plan *pl) {
 
 static bool u32(int64_t v) { return v >= 0 && v <= (int64_t)UINT32_MAX; }
 
+/* A split of K across workgroups: the partial tile, the splits per batch
+ * matrix and the K each takes (a multiple of the tiles' BK, 8). */
+typedef struct mm_split {
+    int part;
+    int64_t nsplit, ksplit;
+} mm_split;
+
+/* Should plan pl split K across workgroups, and how (false: no)? When the
+ * tiled kernel would leave the device idle while K is deep: the output is
+ * cut into the partial tiles that cost least, K into about enough slices
+ * for MM_SPLIT_TARGET workgroups, none shorter than the tile's kmin; the
+ * partial tiles must fit one binding and 32-bit indexing. */
+static bool split_of(const kiln_vk_caps *caps, const mm_plan *pl, mm_split *sp) {
+    int v = tile_of(pl->m, pl->n);
+    int64_t groups = tiles(pl->m, VARIANTS[v].bm) * tiles(pl->n, VARIANTS[v].bn) * pl->batch;
+    if (groups >= MM_SPLIT_BELOW || pl->batch > caps->max_groups[2] / 2) return false;
+    double best = 0;
+    sp->part = -1;
+    for (int i = 0; i < N_PARTS; i++) {
+        int64_t area = tiles(pl->m, PARTS[i].bm) * PARTS[i].bm * tiles(pl->n, PARTS[i].bn) * PARTS[i].bn;
+        if (i == MM_P4 && area > MM_P4_BLOCKS * 16) continue;
+        double c = PARTS[i].cost * (double)area;
+        if (sp->part < 0 || c < best) best = c, sp->part = i;
+    }
+    const mm_part *pv = &PARTS[sp->part];
+    groups = tiles(pl->m, pv->bm) * tiles(pl->n, pv->bn) * pl->batch;
+    int64_t n = tiles(MM_SPLIT_TARGET, groups), most = pl->k / pv->kmin;
+    if (n > most) n = most;
+    if (n > caps->max_groups[2] / pl->batch) n = caps->max_groups[2] / pl->batch;
+    if (n < 2) return false;
+    sp->ksplit = tiles(tiles(pl->k, n), 8) * 8;
+    sp->nsplit = tiles(pl->k, sp->ksplit);
+    int64_t elems = pl->batch * sp->nsplit * pl->m * pl->n;
+    return sp->nsplit >= 2 && u32(elems) && (uint64_t)elems * 4 + 256 <= caps->max_range &&
+           tiles(pl->n, pv->bn) <= caps->max_groups[0] && tiles(pl->m, pv->bm) <= caps->max_groups[1];
+}
+
 static bool matmul_supports(const kiln_vk *vk, const kiln_tensor *t) {
     const kiln_tensor *a = t->src[0], *b = t->src[1];
     const kiln_vk_caps *caps = kiln__vk_caps(vk);
@@ -154,6 +233,39 @@ static bool matmul_supports(const kiln_vk *vk, const kiln_tensor *t) {
         if (!u32(pl.as[i]) || !u32(pl.bs[i])) return false;
     const mm_variant *var = &VARIANTS[variant_of(&pl)];
     return tiles(pl.n, var->bn) <= caps->max_groups[0] && tiles(pl.m, var->bm) <= caps->max_groups[1];
+}
+
+/* Split K across workgroups: the partial tiles into scratch, then their
+ * sums (in split order) into C. pc: the push constants as for one pass. */
+static kiln_status record_split(kiln_vk *vk, kiln_tensor *t, const mm_plan *pl, const mm_split *sp, mm_push *pc) {
+    const mm_part *pv = &PARTS[sp->part];
+    int64_t mn = pl->m * pl->n;
+    kiln_tensor part;
+    kiln_status s = kiln__vk_scratch(vk, pl->batch * sp->nsplit * mn, KILN_F32, &part);
+    if (s) return s;
+    pc->c0 = kiln__vk_base(vk, &part);
+    pc->ksplit = (uint32_t)sp->ksplit, pc->nsplit = (uint32_t)sp->nsplit;
+    pc->z0 = 0;
+    kiln_vk_dispatch d = {
+        .shader = t->dtype == KILN_F16 ? pv->f16 : pv->f32,
+        .n = 3,
+        .bind = {t->src[0], t->src[1], &part},
+        .push = pc,
+        .push_size = sizeof *pc,
+        .groups = {(uint32_t)tiles(pl->n, pv->bn), (uint32_t)tiles(pl->m, pv->bm), (uint32_t)(pl->batch * sp->nsplit)},
+    };
+    if ((s = kiln__vk_dispatch(vk, &d))) return s;
+    mm_sum_push sc = {.total = (uint32_t)(pl->batch * mn), .mn = (uint32_t)mn, .nsplit = (uint32_t)sp->nsplit,
+                      .p0 = kiln__vk_base(vk, &part), .c0 = kiln__vk_base(vk, t), .flags = pc->flags & MM_ACCUMULATE};
+    kiln_vk_dispatch ds = {
+        .shader = t->dtype == KILN_F16 ? "mm_f16_sum" : "mm_f32_sum",
+        .n = 2,
+        .bind = {&part, t},
+        .push = &sc,
+        .push_size = sizeof sc,
+    };
+    kiln__vk_groups_1d(vk, (uint64_t)(pl->batch * mn), 256, ds.groups);
+    return kiln__vk_dispatch(vk, &ds);
 }
 
 static kiln_status matmul_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
@@ -181,6 +293,8 @@ static kiln_status matmul_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
         .flags = flags,
     };
     for (int i = 0; i < MM_BATCH_DIMS; i++) pc.as[i] = (uint32_t)as[i], pc.bs[i] = (uint32_t)bs[i];
+    mm_split sp;
+    if (split_of(kiln__vk_caps(vk), &pl, &sp)) return record_split(vk, t, &pl, &sp, &pc);
     const mm_variant *v = &VARIANTS[variant_of(&pl)];
     /* batches beyond the device's grid limit in z: more dispatches, each
      * starting at batch z0 */

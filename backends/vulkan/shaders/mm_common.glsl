@@ -6,7 +6,9 @@
 // k*sak], op(B)(k, n) is b[bbase + k*sbk + n*sbn], so transposed and
 // strided views need no copy. Up to three (coalesced) batch dims come
 // from the batch index z; a stride 0 broadcasts an operand across them.
-// C is contiguous. The including file defines MM_F16 for f16 storage.
+// C is contiguous. The including file defines MM_F16 for f16 storage, and
+// MM_PARTIAL when binding 2 is not C but f32 partial tiles of a K-slice
+// each (split K across workgroups; mm_sum.glsl adds them up).
 
 #ifdef MM_F16
 #extension GL_EXT_shader_16bit_storage : require
@@ -18,7 +20,11 @@
 
 layout(std430, binding = 0) readonly buffer BufA { ELEM a[]; };
 layout(std430, binding = 1) readonly buffer BufB { ELEM b[]; };
+#ifdef MM_PARTIAL
+layout(std430, binding = 2) writeonly buffer BufC { float c[]; };
+#else
 layout(std430, binding = 2) buffer BufC { ELEM c[]; };
+#endif
 
 // Matches struct mm_push in vk_matmul.c.
 layout(push_constant) uniform P {
@@ -30,6 +36,7 @@ layout(push_constant) uniform P {
     uint bs0, bs1, bs2;      // b's
     uint flags;              // MM_ACCUMULATE | MM_BF16 | MM_A_KFAST | MM_B_KFAST
     uint z0;                 // the batch of gl_WorkGroupID.z = 0 (batches over more dispatches)
+    uint ksplit, nsplit;     // MM_PARTIAL: K per split (a multiple of BK), splits per batch matrix
 } p;
 
 #define MM_ACCUMULATE 1u // C += the product (a matmul adding into a gradient)
@@ -56,8 +63,10 @@ uint b_base(uint z) {
     return p.b0 + i0 * p.bs0 + i1 * p.bs1 + i2 * p.bs2;
 }
 
+#ifndef MM_PARTIAL
 // Element o of C becomes v (or gets v added: MM_ACCUMULATE, the product
 // rounded to C's dtype first, as the CPU's scratch).
 void store_c(uint o, float v) {
     c[o] = (p.flags & MM_ACCUMULATE) != 0u ? ELEM(float(c[o]) + float(ELEM(v))) : ELEM(v);
 }
+#endif

@@ -6,6 +6,12 @@
 // so neighbours read neighbouring k) and then sum their partial blocks in
 // shared memory, a tree of log2(NT) steps. Operands and push constants:
 // mm_common.glsl. The including file sets TM, TN and NT (a power of 2).
+//
+// With MM_PARTIAL (split K across workgroups as well, so that a tiny
+// output still gives the device enough workgroups), gl_WorkGroupID.z is
+// batch * nsplit + split: the workgroup takes K-slice `split` only and
+// writes its f32 block to slot z of the partial tiles, [batch][nsplit][M][N];
+// mm_sum.glsl adds them up.
 
 layout(local_size_x = NT) in;
 
@@ -16,7 +22,13 @@ shared float part[TM * TN][NT];
 void main() {
     const uint tid = gl_LocalInvocationID.x;
     const uint row0 = gl_WorkGroupID.y * TM, col0 = gl_WorkGroupID.x * TN;
+#ifdef MM_PARTIAL
+    const uint z = gl_WorkGroupID.z / p.nsplit;
+    const uint kbeg = (gl_WorkGroupID.z % p.nsplit) * p.ksplit, kend = min(p.k, kbeg + p.ksplit);
+#else
     const uint z = p.z0 + gl_WorkGroupID.z;
+    const uint kbeg = 0u, kend = p.k;
+#endif
     const uint abase = a_base(z), bbase = b_base(z);
     const bool bf16 = (p.flags & MM_BF16) != 0u;
     // rows and columns past the edge read row/column 0 and are not stored
@@ -27,7 +39,7 @@ void main() {
     float acc[TM][TN];
     [[unroll]] for (uint i = 0; i < TM; i++)
         [[unroll]] for (uint j = 0; j < TN; j++) acc[i][j] = 0.0;
-    for (uint k = tid; k < p.k; k += NT) {
+    for (uint k = kbeg + tid; k < kend; k += NT) {
         float av[TM], bv[TN];
         [[unroll]] for (uint i = 0; i < TM; i++) {
             av[i] = float(a[arow[i] + k * p.sak]);
@@ -52,6 +64,10 @@ void main() {
     // invocation o < TM*TN stores output o of the block
     if (tid < TM * TN) {
         uint gm = row0 + tid / TN, gn = col0 + tid % TN;
+#ifdef MM_PARTIAL
+        if (gm < p.m && gn < p.n) c[p.c0 + gl_WorkGroupID.z * p.m * p.n + gm * p.n + gn] = part[tid][0];
+#else
         if (gm < p.m && gn < p.n) store_c(p.c0 + z * p.m * p.n + gm * p.n + gn, part[tid][0]);
+#endif
     }
 }

@@ -11,6 +11,11 @@
 // matmul; on a GPU they are the usual 128-bit shared loads. The batch
 // matrix is z0 + gl_WorkGroupID.z. The including file sets the tile (BM,
 // BN, BK, TM, TN; TM and TN multiples of 4).
+//
+// With MM_PARTIAL (split K across workgroups, for outputs of too few tiles
+// to fill the device), gl_WorkGroupID.z is batch * nsplit + split: the
+// workgroup walks K-slice `split` only and writes its f32 tile to slot z
+// of the partial tiles, [batch][nsplit][M][N]; mm_sum.glsl adds them up.
 
 #define TX (BN / TN)
 #define TY (BM / TM)
@@ -28,7 +33,13 @@ void main() {
     const uint tid = gl_LocalInvocationID.x;
     const uint tx = tid % TX, ty = tid / TX;
     const uint row0 = gl_WorkGroupID.y * BM, col0 = gl_WorkGroupID.x * BN;
+#ifdef MM_PARTIAL
+    const uint z = gl_WorkGroupID.z / p.nsplit;
+    const uint kbeg = (gl_WorkGroupID.z % p.nsplit) * p.ksplit, kend = min(p.k, kbeg + p.ksplit);
+#else
     const uint z = p.z0 + gl_WorkGroupID.z;
+    const uint kbeg = 0u, kend = p.k;
+#endif
     const uint abase = a_base(z), bbase = b_base(z);
     const bool a_kfast = (p.flags & MM_A_KFAST) != 0u, b_kfast = (p.flags & MM_B_KFAST) != 0u;
     const bool bf16 = (p.flags & MM_BF16) != 0u;
@@ -37,14 +48,14 @@ void main() {
     [[unroll]] for (uint i = 0; i < TM; i++)
         [[unroll]] for (uint j = 0; j < TN; j++) acc[i][j] = 0.0;
 
-    for (uint k0 = 0; k0 < p.k; k0 += BK) {
+    for (uint k0 = kbeg; k0 < kend; k0 += BK) {
         // stage A[row0 .. +BM, k0 .. +BK] and B[k0 .. +BK, col0 .. +BN]
         [[unroll]] for (uint r = 0; r < BM * BK / NT; r++) {
             uint l = tid + r * NT;
             uint mm = a_kfast ? l / BK : l % BM, kk = a_kfast ? l % BK : l / BM;
             uint gm = row0 + mm, gk = k0 + kk;
             float v = 0.0;
-            if (gm < p.m && gk < p.k) v = float(a[abase + gm * p.sam + gk * p.sak]);
+            if (gm < p.m && gk < kend) v = float(a[abase + gm * p.sam + gk * p.sak]);
             sa[kk][mm / 4][mm % 4] = bf16 ? round_bf16(v) : v;
         }
         [[unroll]] for (uint r = 0; r < BN * BK / NT; r++) {
@@ -52,7 +63,7 @@ void main() {
             uint nn = b_kfast ? l / BK : l % BN, kk = b_kfast ? l % BK : l / BN;
             uint gn = col0 + nn, gk = k0 + kk;
             float v = 0.0;
-            if (gn < p.n && gk < p.k) v = float(b[bbase + gk * p.sbk + gn * p.sbn]);
+            if (gn < p.n && gk < kend) v = float(b[bbase + gk * p.sbk + gn * p.sbn]);
             sb[kk][nn / 4][nn % 4] = bf16 ? round_bf16(v) : v;
         }
         barrier();
@@ -66,13 +77,21 @@ void main() {
         barrier();
     }
 
+#ifdef MM_PARTIAL
+    const uint cbase = p.c0 + gl_WorkGroupID.z * p.m * p.n;
+#else
     const uint cbase = p.c0 + z * p.m * p.n;
+#endif
     [[unroll]] for (uint i = 0; i < TM; i++) {
         uint gm = row0 + ty * TM + i;
         if (gm >= p.m) continue;
         [[unroll]] for (uint j = 0; j < TN; j++) {
             uint gn = col0 + tx * TN + j;
+#ifdef MM_PARTIAL
+            if (gn < p.n) c[cbase + gm * p.n + gn] = acc[i][j];
+#else
             if (gn < p.n) store_c(cbase + gm * p.n + gn, acc[i][j]);
+#endif
         }
     }
 }
