@@ -101,6 +101,8 @@ $(BUILD)/vulkan/%.spv: backends/vulkan/shaders/%.comp $(wildcard backends/vulkan
 	@mv $@.tmp $@
 
 # kernels listed in variants.txt: a shared body with other #defines
+# (kept after the build, to read what was compiled)
+.PRECIOUS: $(BUILD)/vulkan/gen/%.comp
 $(BUILD)/vulkan/gen/%.comp: $(VK_VARIANTS) scripts/vk_variant.sh
 	@mkdir -p $(dir $@)
 	@scripts/vk_variant.sh $(VK_VARIANTS) $* $@
