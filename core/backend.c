@@ -133,11 +133,16 @@ kiln_status kiln__dev_read(kiln_backend *b, kiln_tensor *o, kiln_graph_stats *st
     return KILN_OK;
 }
 
+/* With a device copy only that one is zeroed (the host's is stale until
+ * read): optimizer steps zero every gradient, and the host need not touch
+ * them. */
 kiln_status kiln__tensor_zero(kiln_tensor *t) {
     kiln_tensor *o = kiln__owner(t);
+    if (o->dev && !o->dev_backend->vt->zero(o->dev_backend, o->dev, 0, dev_bytes(o))) {
+        o->where = KILN_AT_DEV;
+        return KILN_OK;
+    }
     memset(o->data, 0, o->storage_bytes);
-    if (!o->dev) return KILN_OK;
-    kiln_status s = o->dev_backend->vt->zero(o->dev_backend, o->dev, 0, dev_bytes(o));
-    o->where = s ? KILN_AT_HOST : KILN_AT_HOST | KILN_AT_DEV;
-    return s;
+    o->where = KILN_AT_HOST;
+    return KILN_OK;
 }
