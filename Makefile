@@ -9,7 +9,7 @@
 #   make ZLIB=0     no zlib: the IDX loader reads only uncompressed files
 #   make VULKAN=0   no Vulkan backend (default: built when the Vulkan loader,
 #                   glslc and spirv-val are installed; VULKAN=1 insists on it)
-#   make CC=aarch64-linux-gnu-gcc BLAS=0 ZLIB=0 BUILD=build-arm64   ARM64 cross build
+#   make CC=aarch64-linux-gnu-gcc BLAS=0 ZLIB=0 VULKAN=0 BUILD=build-arm64   ARM64 cross build
 
 CC      ?= cc
 PREFIX  ?= /usr/local
