@@ -150,7 +150,7 @@ static kiln_status norm_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex)
 }
 
 /* Three passes: row statistics parked in dx (nn_*_norm_stats_*), dw/db
- * per column from them (nn_norm_grad_wb), then dx over the statistics
+ * per column from them (nn_*_norm_wb_*), then dx over the statistics
  * (nn_*_norm_dx_*). */
 static kiln_status norm_grad_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
@@ -173,12 +173,14 @@ static kiln_status norm_grad_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec
     kiln_status s = kiln__vk_dispatch(vk, &d);
     if (s) return s;
     if (has_w || has_b) {
+        bool v4w = rows_v4(c, (uint32_t[]){x0, gy0, o0}, 3);
+        uint32_t q = v4w ? 4 : 1;
         struct {
-            uint32_t rows, c, rms, has_w, has_b, x0, gy0, o0;
-        } pw = {(uint32_t)rows, (uint32_t)c, rms, has_w, has_b, x0, gy0, o0};
-        d = (kiln_vk_dispatch){.shader = "nn_norm_grad_wb", .n = 3, .bind = {x, gy, t}, .push = &pw,
-                               .push_size = sizeof pw};
-        kiln__vk_groups_1d(vk, (uint64_t)(c + 31) / 32 * NN_LOCAL, NN_LOCAL, d.groups);
+            uint32_t rows, c, nq, has_w, has_b, x0, gy0, o0;
+        } pw = {(uint32_t)rows, (uint32_t)c, (uint32_t)c / q, has_w, has_b, x0 / q, gy0 / q, o0 / q};
+        d = (kiln_vk_dispatch){.shader = kernel(name, sizeof name, rms ? "nn_rms_norm_wb" : "nn_layer_norm_wb", v4w),
+                               .n = 3, .bind = {x, gy, t}, .push = &pw, .push_size = sizeof pw};
+        kiln__vk_groups_1d(vk, (uint64_t)(c + 31) / 32 * NN_LOCAL, NN_LOCAL, d.groups); /* 32 columns each */
         if ((s = kiln__vk_dispatch(vk, &d))) return s;
     }
     vw = v4 ? 4 : 1;

@@ -10,6 +10,32 @@
 // coroutines that switch at each barrier. Every invocation reaches every
 // barrier: a group past the last row computes on nothing and skips its
 // stores.
+
+// Row elements as NN_T: vec4 with NN_V4 (the host checks that the row
+// length and every operand's base are multiples of 4; a quarter of the
+// loads, which lavapipe gathers one by one, and 16-byte reads on a GPU),
+// float otherwise. NN_VW columns per element.
+#ifdef NN_V4
+#define NN_T vec4
+#define NN_VW 4u
+float nn_hsum(vec4 v) { return (v.x + v.y) + (v.z + v.w); }
+float nn_hmax(vec4 v) { return max(max(v.x, v.y), max(v.z, v.w)); }
+float nn_first(vec4 v) { return v.x; }
+// Which columns of element j come before column nv (the visible ones).
+bvec4 nn_vis(uint j, uint nv) { return lessThan(uvec4(4u * j) + uvec4(0u, 1u, 2u, 3u), uvec4(nv)); }
+#else
+#define NN_T float
+#define NN_VW 1u
+float nn_hsum(float v) { return v; }
+float nn_hmax(float v) { return v; }
+float nn_first(float v) { return v; }
+bool nn_vis(uint j, uint nv) { return j < nv; }
+#endif
+#define NN_T0 NN_T(0.0)
+
+// A kernel with its own workgroup shape (nn_norm_grad_wb.glsl) takes only
+// the element types above.
+#ifndef NN_TYPES_ONLY
 layout(local_size_x = 256) in;
 
 shared vec2 nn_red[256];
@@ -65,27 +91,6 @@ vec2 nn_softmax_combine(float m, float s) {
     return vec2(M, S);
 }
 
-// Row elements as NN_T: vec4 with NN_V4 (the host checks that the row
-// length and every operand's base are multiples of 4; a quarter of the
-// loads, which lavapipe gathers one by one, and 16-byte reads on a GPU),
-// float otherwise. NN_VW columns per element.
-#ifdef NN_V4
-#define NN_T vec4
-#define NN_VW 4u
-float nn_hsum(vec4 v) { return (v.x + v.y) + (v.z + v.w); }
-float nn_hmax(vec4 v) { return max(max(v.x, v.y), max(v.z, v.w)); }
-float nn_first(vec4 v) { return v.x; }
-// Which columns of element j come before column nv (the visible ones).
-bvec4 nn_vis(uint j, uint nv) { return lessThan(uvec4(4u * j) + uvec4(0u, 1u, 2u, 3u), uvec4(nv)); }
-#else
-#define NN_T float
-#define NN_VW 1u
-float nn_hsum(float v) { return v; }
-float nn_hmax(float v) { return v; }
-float nn_first(float v) { return v; }
-bool nn_vis(uint j, uint nv) { return j < nv; }
-#endif
-#define NN_T0 NN_T(0.0)
 
 // This lane's maximum and sum of exp(x - max) over xs[base + j] for its
 // columns j < n (nested in a macro: GLSL functions cannot take buffers).
@@ -103,3 +108,4 @@ uint nn_visible(uint row, uint n, uint mrows, uint causal) {
     int nv = int(row % mrows) + int(n) - int(mrows) + 1;
     return uint(max(nv, 0));
 }
+#endif
