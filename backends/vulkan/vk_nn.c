@@ -30,13 +30,14 @@ static bool i32_ok(const kiln_vk *vk, const kiln_tensor *t) {
  * largest power of two W with 4 W^2 <= q. Combining a row's W partial
  * results costs each lane about W steps, so a lane's own q / W elements
  * stay 4 times that. On a device with small subgroups (lavapipe's 8, a
- * CPU), where every barrier switches between all of a workgroup's
- * invocations, at most NN_CPU_WIDTH; elsewhere up to 32 (neighbouring
- * lanes still read whole cache lines). Rows too few to fill NN_MIN_GROUPS
- * workgroups get more, up to a whole workgroup per row. KILN_VK_ROW_LANES
- * overrides it (tuning). */
+ * CPU), where each barrier switches between all of a workgroup's
+ * invocations, NN_CPU_WIDTH: one lane per row needs no barrier at all,
+ * and measured no slower than 2 or 4 there. Elsewhere up to 32
+ * (neighbouring lanes still read whole cache lines). Rows too few to fill
+ * NN_MIN_GROUPS workgroups get more, up to a whole workgroup per row.
+ * KILN_VK_ROW_LANES overrides the cap (for tuning). */
 #define NN_MAX_WIDTH 32u
-#define NN_CPU_WIDTH 2u
+#define NN_CPU_WIDTH 1u
 #define NN_MIN_GROUPS 16
 
 static uint32_t row_lanes(const kiln_vk *vk, int64_t rows, int64_t q) {

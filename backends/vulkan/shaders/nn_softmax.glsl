@@ -6,7 +6,11 @@
 // row, bases x0 and y0.
 #include "nn_rows.glsl"
 layout(std430, binding = 0) readonly buffer X { NN_T x[]; };
+#ifdef SM_LOG
 layout(std430, binding = 1) writeonly buffer Y { NN_T y[]; };
+#else
+layout(std430, binding = 1) buffer Y { NN_T y[]; };
+#endif
 layout(push_constant) uniform P { uint rows, n, mrows, causal, w, nq, x0, y0; } p;
 
 // Element j of the row at xr, its hidden columns -inf.
@@ -18,20 +22,31 @@ void main() {
     uint nv = ok ? nn_visible(row, p.n, p.mrows, p.causal) : 0u;
     uint qv = (nv + NN_VW - 1u) / NN_VW; // elements with a visible column
     uint xr = p.x0 + row * p.nq;
+    uint yr = p.y0 + row * p.nq;
     float m = nn_neg_inf(), s = 0.0;
     for (uint j = nn_lane; j < qv; j += p.w) m = max(m, nn_hmax(sm_load(xr, j, nv)));
+#ifdef SM_LOG
     if (m > nn_neg_inf())
         for (uint j = nn_lane; j < qv; j += p.w) s += nn_hsum(exp(sm_load(xr, j, nv) - m));
     vec2 ms = nn_softmax_combine(m, s);
     if (!ok) return;
-    uint yr = p.y0 + row * p.nq;
-#ifdef SM_LOG
     float lse = ms.x + log(ms.y);
     for (uint j = nn_lane; j < qv; j += p.w) y[yr + j] = sm_load(xr, j, nv) - lse;
     for (uint j = qv + nn_lane; j < p.nq; j += p.w) y[yr + j] = NN_T(nn_neg_inf());
 #else
-    float inv = 1.0 / ms.y;
-    for (uint j = nn_lane; j < qv; j += p.w) y[yr + j] = exp(sm_load(xr, j, nv) - ms.x) * inv;
+    // One exp per element: exp(x - m) for the lane's own maximum m is
+    // parked in y (the lane rewrites only its own elements), then scaled
+    // by exp(m - M) / S. A lane whose columns are all -inf parks 0.
+    float mz = m > nn_neg_inf() ? m : 0.0;
+    for (uint j = nn_lane; j < qv; j += p.w) {
+        NN_T e = exp(sm_load(xr, j, nv) - mz);
+        s += nn_hsum(e);
+        y[yr + j] = e; // qv is 0 past the last row
+    }
+    vec2 ms = nn_softmax_combine(m, s);
+    if (!ok) return;
+    float f = exp(m - ms.x) / ms.y;
+    for (uint j = nn_lane; j < qv; j += p.w) y[yr + j] *= f;
     for (uint j = qv + nn_lane; j < p.nq; j += p.w) y[yr + j] = NN_T0;
 #endif
 }
