@@ -6,7 +6,11 @@
  * nn_norm.c and nn_loss.c.
  *
  * A row kernel gives each row a group of W invocations of a 256-wide
- * workgroup (shaders/nn_rows.glsl); W grows with the row length. There are
+ * workgroup (shaders/nn_rows.glsl); W grows with the row length, up to a
+ * cap that depends on the device (row_lanes). Rows whose length and
+ * operand bases are multiples of 4 are read as vec4 (the _q kernels,
+ * else _s); each op has its own kernel (variants.txt), since lavapipe
+ * runs both sides of a branch. There are
  * no float atomics, so a reduction across rows parks its partial values
  * in a part of the output that a later dispatch overwrites (the norm
  * backward's row statistics) or in scratch memory (cross_entropy's row
