@@ -18,11 +18,11 @@ void main() {
     if (!ok) return;
     uint yr = p.y0 + row * p.nq;
     if (p.has_w != 0u && p.has_b != 0u)
-        for (uint j = nn_lane; j < p.nq; j += p.wd) y[yr + j] = (x[xr + j] - mean) * rstd * w[p.w0 + j] + b[p.b0 + j];
+        for (uint j = nn_lane; j < p.nq; j += nn_W) y[yr + j] = (x[xr + j] - mean) * rstd * w[p.w0 + j] + b[p.b0 + j];
     else if (p.has_w != 0u)
-        for (uint j = nn_lane; j < p.nq; j += p.wd) y[yr + j] = (x[xr + j] - mean) * rstd * w[p.w0 + j];
+        for (uint j = nn_lane; j < p.nq; j += nn_W) y[yr + j] = (x[xr + j] - mean) * rstd * w[p.w0 + j];
     else if (p.has_b != 0u)
-        for (uint j = nn_lane; j < p.nq; j += p.wd) y[yr + j] = (x[xr + j] - mean) * rstd + b[p.b0 + j];
+        for (uint j = nn_lane; j < p.nq; j += nn_W) y[yr + j] = (x[xr + j] - mean) * rstd + b[p.b0 + j];
     else
-        for (uint j = nn_lane; j < p.nq; j += p.wd) y[yr + j] = (x[xr + j] - mean) * rstd;
+        for (uint j = nn_lane; j < p.nq; j += nn_W) y[yr + j] = (x[xr + j] - mean) * rstd;
 }

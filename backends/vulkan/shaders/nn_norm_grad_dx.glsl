@@ -33,12 +33,12 @@ void main() {
     memoryBarrierBuffer(); // with the reduction's barrier: the reads above precede the stores below
     vec2 s = vec2(0.0);
     if (p.has_w != 0u)
-        for (uint j = nn_lane; j < ql; j += p.wd) {
+        for (uint j = nn_lane; j < ql; j += nn_W) {
             NN_T g = gy[p.gy0 + at + j] * w[p.w0 + j];
             s += vec2(nn_hsum(g), nn_hsum(g * (x[p.x0 + at + j] - mean))) ;
         }
     else
-        for (uint j = nn_lane; j < ql; j += p.wd) {
+        for (uint j = nn_lane; j < ql; j += nn_W) {
             NN_T g = gy[p.gy0 + at + j];
             s += vec2(nn_hsum(g), nn_hsum(g * (x[p.x0 + at + j] - mean)));
         }
@@ -51,12 +51,12 @@ void main() {
 #endif
     float cb = s.y * rstd / float(p.c);
     if (p.has_w != 0u)
-        for (uint j = nn_lane; j < p.nq; j += p.wd) {
+        for (uint j = nn_lane; j < p.nq; j += nn_W) {
             NN_T g = gy[p.gy0 + at + j] * w[p.w0 + j];
             o[p.o0 + at + j] = rstd * (g - ca - (x[p.x0 + at + j] - mean) * rstd * cb);
         }
     else
-        for (uint j = nn_lane; j < p.nq; j += p.wd) {
+        for (uint j = nn_lane; j < p.nq; j += nn_W) {
             NN_T g = gy[p.gy0 + at + j];
             o[p.o0 + at + j] = rstd * (g - ca - (x[p.x0 + at + j] - mean) * rstd * cb);
         }

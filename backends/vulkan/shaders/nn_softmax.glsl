@@ -24,21 +24,21 @@ void main() {
     uint xr = p.x0 + row * p.nq;
     uint yr = p.y0 + row * p.nq;
     float m = nn_neg_inf(), s = 0.0;
-    for (uint j = nn_lane; j < qv; j += p.w) m = max(m, nn_hmax(sm_load(xr, j, nv)));
+    for (uint j = nn_lane; j < qv; j += nn_W) m = max(m, nn_hmax(sm_load(xr, j, nv)));
 #ifdef SM_LOG
     if (m > nn_neg_inf())
-        for (uint j = nn_lane; j < qv; j += p.w) s += nn_hsum(exp(sm_load(xr, j, nv) - m));
+        for (uint j = nn_lane; j < qv; j += nn_W) s += nn_hsum(exp(sm_load(xr, j, nv) - m));
     vec2 ms = nn_softmax_combine(m, s);
     if (!ok) return;
     float lse = ms.x + log(ms.y);
-    for (uint j = nn_lane; j < qv; j += p.w) y[yr + j] = sm_load(xr, j, nv) - lse;
-    for (uint j = qv + nn_lane; j < p.nq; j += p.w) y[yr + j] = NN_T(nn_neg_inf());
+    for (uint j = nn_lane; j < qv; j += nn_W) y[yr + j] = sm_load(xr, j, nv) - lse;
+    for (uint j = qv + nn_lane; j < p.nq; j += nn_W) y[yr + j] = NN_T(nn_neg_inf());
 #else
     // One exp per element: exp(x - m) for the lane's own maximum m is
     // parked in y (the lane rewrites only its own elements), then scaled
     // by exp(m - M) / S. A lane whose columns are all -inf parks 0.
     float mz = m > nn_neg_inf() ? m : 0.0;
-    for (uint j = nn_lane; j < qv; j += p.w) {
+    for (uint j = nn_lane; j < qv; j += nn_W) {
         NN_T e = exp(sm_load(xr, j, nv) - mz);
         s += nn_hsum(e);
         y[yr + j] = e; // qv is 0 past the last row
@@ -46,7 +46,7 @@ void main() {
     vec2 ms = nn_softmax_combine(m, s);
     if (!ok) return;
     float f = exp(m - ms.x) / ms.y;
-    for (uint j = nn_lane; j < qv; j += p.w) y[yr + j] *= f;
-    for (uint j = qv + nn_lane; j < p.nq; j += p.w) y[yr + j] = NN_T0;
+    for (uint j = nn_lane; j < qv; j += nn_W) y[yr + j] *= f;
+    for (uint j = qv + nn_lane; j < p.nq; j += nn_W) y[yr + j] = NN_T0;
 #endif
 }

@@ -15,7 +15,7 @@ void main() {
     uint qv = (nv + NN_VW - 1u) / NN_VW;
     uint yr = p.y0 + row * p.nq, gr = p.gy0 + row * p.nq;
     float s = 0.0;
-    for (uint j = nn_lane; j < qv; j += p.w) {
+    for (uint j = nn_lane; j < qv; j += nn_W) {
 #ifdef SM_LOG
         s += nn_hsum(mix(NN_T0, gy[gr + j], nn_vis(j, nv)));
 #else
@@ -25,7 +25,7 @@ void main() {
     s = nn_sum(s);
     if (!ok) return;
     uint xr = p.gx0 + row * p.nq;
-    for (uint j = nn_lane; j < qv; j += p.w) {
+    for (uint j = nn_lane; j < qv; j += nn_W) {
 #ifdef SM_LOG
         NN_T v = gy[gr + j] - exp(y[yr + j]) * s;
 #else
@@ -33,5 +33,5 @@ void main() {
 #endif
         gx[xr + j] = mix(NN_T0, v, nn_vis(j, nv));
     }
-    for (uint j = qv + nn_lane; j < p.nq; j += p.w) gx[xr + j] = NN_T0;
+    for (uint j = qv + nn_lane; j < p.nq; j += nn_W) gx[xr + j] = NN_T0;
 }
