@@ -161,15 +161,50 @@ static kiln_tensor *build_softmax(kiln_ctx *ctx, kiln_tensor *const *in, const v
 
 KT_TEST(vk_nn_softmax) {
     /* rows of 1, 3, 37 (groups of 16), 300 and 2000 (one row per workgroup);
-     * [2, 9, 5] causal hides rows 0..3 entirely */
-    static const vkt_input shapes[] = {IN(4, 1), IN(2, 7, 3), IN(3, 5, 37), IN(2, 11, 300), IN(3, 2000), IN(2, 9, 5)};
-    for (int s = 0; s < 6; s++)
+     * [2, 9, 5] causal hides rows 0..3 entirely; rows of 4 and 8 take the
+     * vec4 kernels, causal ones masking inside a vec4; rows of 20000 and
+     * 20001 (vec4 and not) spread over many lanes */
+    static const vkt_input shapes[] = {IN(4, 1),  IN(2, 7, 3), IN(3, 5, 37),  IN(2, 11, 300), IN(3, 2000),
+                                       IN(2, 9, 5), IN(2, 6, 4), IN(2, 5, 8), IN(2, 20000), IN(3, 20001)};
+    for (int s = 0; s < 10; s++)
         for (int v = 0; v < 4; v++) {
             softmax_case c = {v & 1, (v & 2) != 0};
-            if (c.causal && shapes[s].ndim < 2) continue;
             char what[96];
             snprintf(what, sizeof what, "%s causal %d shape %d", c.log ? "log_softmax" : "softmax", c.causal, s);
             check_case(what, build_softmax, &c, 1, &shapes[s], 1e-5, 1e-4);
+        }
+}
+
+/* A contiguous view of rows x cols starting at element off of a flat
+ * input: its base is not a multiple of 4 unless off is. */
+static kiln_tensor *rows_at(kiln_ctx *ctx, kiln_tensor *flat, int64_t off, int64_t rows, int64_t cols) {
+    kiln_tensor *s = kiln_slice(ctx, flat, 0, off, off + rows * cols, 1);
+    return s ? kiln_view(ctx, s, 2, (int64_t[]){rows, cols}) : NULL;
+}
+
+typedef struct {
+    bool log, causal;
+    int64_t off, rows, cols;
+} softmax_view_case;
+
+static kiln_tensor *build_softmax_view(kiln_ctx *ctx, kiln_tensor *const *in, const void *arg) {
+    const softmax_view_case *c = arg;
+    kiln_tensor *x = rows_at(ctx, in[0], c->off, c->rows, c->cols);
+    return c->log ? kiln_log_softmax(ctx, x, c->causal) : kiln_softmax(ctx, x, c->causal);
+}
+
+KT_TEST(vk_nn_softmax_offset_views) {
+    /* inputs starting 1 and 4 elements into their buffer: the scalar
+     * kernels from an unaligned base, the vec4 ones from a nonzero one */
+    static const int64_t offs[] = {1, 4};
+    for (int o = 0; o < 2; o++)
+        for (int v = 0; v < 4; v++) {
+            softmax_view_case c = {v & 1, (v & 2) != 0, offs[o], 12, 40};
+            vkt_input in = IN(offs[o] + 12 * 40 + 3);
+            char what[96];
+            snprintf(what, sizeof what, "%s causal %d at offset %lld", c.log ? "log_softmax" : "softmax", c.causal,
+                     (long long)c.off);
+            check_case(what, build_softmax_view, &c, 1, &in, 1e-5, 1e-4);
         }
 }
 
@@ -188,8 +223,11 @@ static kiln_tensor *build_norm(kiln_ctx *ctx, kiln_tensor *const *in, const void
 }
 
 KT_TEST(vk_nn_norms) {
-    static const int64_t xs[][3] = {{5, 3, 1}, {3, 7, 33}, {2, 3, 300}, {1, 3, 1500}, {1, 600, 7}};
-    for (int s = 0; s < 5; s++)
+    /* rows of 1, 33, 300 (vec4, 2 lanes), 1500, 7, 4 and 20000 (vec4,
+     * many lanes) */
+    static const int64_t xs[][3] = {{5, 3, 1}, {3, 7, 33}, {2, 3, 300}, {1, 3, 1500}, {1, 600, 7}, {2, 5, 4},
+                                    {1, 2, 20000}};
+    for (int s = 0; s < 7; s++)
         for (int v = 0; v < 6; v++) {
             norm_case c = {v >= 4, v == 1 || v == 2 || v == 5, v == 2 || v == 3};
             vkt_input in[3] = {IN(xs[s][0], xs[s][1], xs[s][2])};
@@ -201,6 +239,34 @@ KT_TEST(vk_nn_norms) {
                      c.b, (long long)xs[s][0], (long long)xs[s][1], (long long)xs[s][2]);
             /* dw/db sum 1800 rows in another order than the CPU */
             check_case(what, build_norm, &c, n, in, 2e-5, 1e-4);
+        }
+}
+
+typedef struct {
+    bool rms;
+    int64_t off, rows, cols;
+} norm_view_case;
+
+/* x and w (and b) as views starting off elements into their inputs */
+static kiln_tensor *build_norm_view(kiln_ctx *ctx, kiln_tensor *const *in, const void *arg) {
+    const norm_view_case *c = arg;
+    kiln_tensor *x = kiln_add_scalar(ctx, rows_at(ctx, in[0], c->off, c->rows, c->cols), 3.0);
+    kiln_tensor *w = kiln_slice(ctx, in[1], 0, c->off, c->off + c->cols, 1);
+    if (c->rms) return kiln_rms_norm(ctx, x, w, 1e-5);
+    return kiln_layer_norm(ctx, x, w, kiln_slice(ctx, in[2], 0, c->off, c->off + c->cols, 1), 1e-5);
+}
+
+KT_TEST(vk_nn_norm_offset_views) {
+    /* the norm's own x is a fresh node (aligned); w and b start 1 or 4
+     * elements into their inputs: the scalar kernels, then vec4 ones */
+    static const int64_t offs[] = {1, 4};
+    for (int o = 0; o < 2; o++)
+        for (int r = 0; r < 2; r++) {
+            norm_view_case c = {r, offs[o], 9, 40};
+            vkt_input in[3] = {IN(offs[o] + 9 * 40 + 3), IN(offs[o] + 40 + 3), IN(offs[o] + 40 + 3)};
+            char what[96];
+            snprintf(what, sizeof what, "%s at offset %lld", r ? "rms_norm" : "layer_norm", (long long)c.off);
+            check_case(what, build_norm_view, &c, 3 - r, in, 2e-5, 1e-4);
         }
 }
 

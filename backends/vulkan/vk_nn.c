@@ -6,12 +6,19 @@
  * nn_norm.c and nn_loss.c.
  *
  * A row kernel gives each row a group of W invocations of a 256-wide
- * workgroup (shaders/nn_rows.glsl); W grows with the row length. There are
+ * workgroup (shaders/nn_rows.glsl); W grows with the row length, up to a
+ * cap that depends on the device (row_lanes). Rows whose length and
+ * operand bases are multiples of 4 are read as vec4 (the _q kernels,
+ * else _s); each op has its own kernel (variants.txt), since lavapipe
+ * runs both sides of a branch. There are
  * no float atomics, so a reduction across rows parks its partial values
  * in a part of the output that a later dispatch overwrites (the norm
  * backward's row statistics) or in scratch memory (cross_entropy's row
  * losses, cross_entropy_grad's count) for a later dispatch to add up. */
 #include "vk.h"
+
+#include <stdio.h>
+#include <stdlib.h>
 
 #define NN_LOCAL 256u
 
@@ -23,14 +30,26 @@ static bool i32_ok(const kiln_vk *vk, const kiln_tensor *t) {
     return t->dtype == KILN_I32 && kiln_tensor_is_contiguous(t) && kiln__vk_fits(vk, t);
 }
 
-/* Invocations per row: a power of two, up to 32, each taking about 16 or
- * more of the row's columns (few lanes keep the per-group combine short;
- * 32 neighbouring lanes still read whole cache lines on a GPU). */
+/* Lanes per row for rows of q elements (vec4 or float), rows of them: the
+ * largest power of two W with 4 W^2 <= q. Combining a row's W partial
+ * results costs each lane about W steps, so a lane's own q / W elements
+ * stay 4 times that. On a device with small subgroups (lavapipe's 8, a
+ * CPU), where each barrier switches between all of a workgroup's
+ * invocations, NN_CPU_WIDTH: one lane per row needs no barrier at all,
+ * and measured no slower than 2 or 4 there. Elsewhere up to 32
+ * (neighbouring lanes still read whole cache lines). Rows too few to fill
+ * NN_MIN_GROUPS workgroups get more, up to a whole workgroup per row.
+ * KILN_VK_ROW_LANES overrides the cap (for tuning). */
 #define NN_MAX_WIDTH 32u
+#define NN_CPU_WIDTH 1u
+#define NN_MIN_GROUPS 16
 
-static uint32_t row_width(int64_t n) {
-    uint32_t w = 1;
-    while (w < NN_MAX_WIDTH && (int64_t)w * 16 < n) w <<= 1;
+static uint32_t row_lanes(const kiln_vk *vk, int64_t rows, int64_t q) {
+    uint32_t cap = kiln__vk_caps(vk)->subgroup_size >= 16 ? NN_MAX_WIDTH : NN_CPU_WIDTH, w = 1;
+    const char *env = getenv("KILN_VK_ROW_LANES");
+    if (env && atoi(env) > 0) cap = (uint32_t)atoi(env);
+    while (w < NN_LOCAL && 16 * (int64_t)w * w <= q && (w < cap || rows * w < (int64_t)NN_LOCAL * NN_MIN_GROUPS))
+        w <<= 1;
     return w;
 }
 
@@ -43,6 +62,21 @@ static void row_groups(const kiln_vk *vk, int64_t rows, uint32_t w, uint32_t g[3
 
 static int64_t last_dim(const kiln_tensor *t) { return t->shape[t->ndim - 1]; }
 
+/* Rows read as vec4 (the _q kernels) when the row length and every
+ * operand's base are multiples of 4, so each row starts on a vec4. */
+static bool rows_v4(int64_t c, const uint32_t *base, int n) {
+    if (c % 4) return false;
+    for (int i = 0; i < n; i++)
+        if (base[i] % 4) return false;
+    return true;
+}
+
+/* The kernel name: prefix, then _q (vec4) or _s. */
+static const char *kernel(char *buf, size_t size, const char *prefix, bool v4) {
+    snprintf(buf, size, "%s_%s", prefix, v4 ? "q" : "s");
+    return buf;
+}
+
 /* ---- softmax, log_softmax, softmax_grad ---- */
 
 static bool softmax_supports(const kiln_vk *vk, const kiln_tensor *t) {
@@ -52,16 +86,21 @@ static bool softmax_supports(const kiln_vk *vk, const kiln_tensor *t) {
     return true;
 }
 
+/* Push constants count elements of the kernel's type (vec4 or float). */
 static kiln_status softmax_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
     const kiln_tensor *x = t->src[0];
     int64_t n = last_dim(t), rows = kiln_tensor_numel(t) / n;
-    uint32_t w = row_width(n), causal = t->ip[0] != 0;
+    uint32_t base[2] = {kiln__vk_base(vk, x), kiln__vk_base(vk, t)};
+    bool v4 = rows_v4(n, base, 2);
+    uint32_t vw = v4 ? 4 : 1, w = row_lanes(vk, rows, n / vw), causal = t->ip[0] != 0;
     struct {
-        uint32_t rows, n, mrows, causal, log_out, w, x0, y0;
-    } pc = {(uint32_t)rows, (uint32_t)n, causal ? (uint32_t)t->shape[t->ndim - 2] : 1, causal,
-            t->op == KILN_OP_LOG_SOFTMAX, w, kiln__vk_base(vk, x), kiln__vk_base(vk, t)};
-    kiln_vk_dispatch d = {.shader = "nn_softmax", .n = 2, .bind = {x, t}, .push = &pc, .push_size = sizeof pc};
+        uint32_t rows, n, mrows, causal, w, nq, x0, y0;
+    } pc = {(uint32_t)rows, (uint32_t)n, causal ? (uint32_t)t->shape[t->ndim - 2] : 1, causal, w,
+            (uint32_t)n / vw, base[0] / vw, base[1] / vw};
+    char name[32];
+    kiln_vk_dispatch d = {.shader = kernel(name, sizeof name, t->op == KILN_OP_LOG_SOFTMAX ? "nn_log_softmax" : "nn_softmax", v4),
+                          .n = 2, .bind = {x, t}, .push = &pc, .push_size = sizeof pc};
     row_groups(vk, rows, w, d.groups);
     return kiln__vk_dispatch(vk, &d);
 }
@@ -70,12 +109,16 @@ static kiln_status softmax_grad_record(kiln_vk *vk, kiln_tensor *t, const kiln_e
     (void)ex;
     const kiln_tensor *y = t->src[0], *gy = t->src[1];
     int64_t n = last_dim(t), rows = kiln_tensor_numel(t) / n;
-    uint32_t w = row_width(n), causal = t->ip[0] != 0;
+    uint32_t base[3] = {kiln__vk_base(vk, y), kiln__vk_base(vk, gy), kiln__vk_base(vk, t)};
+    bool v4 = rows_v4(n, base, 3);
+    uint32_t vw = v4 ? 4 : 1, w = row_lanes(vk, rows, n / vw), causal = t->ip[0] != 0;
     struct {
-        uint32_t rows, n, mrows, causal, log_in, w, y0, gy0, gx0;
-    } pc = {(uint32_t)rows, (uint32_t)n, causal ? (uint32_t)t->shape[t->ndim - 2] : 1, causal, t->ip[1] != 0, w,
-            kiln__vk_base(vk, y), kiln__vk_base(vk, gy), kiln__vk_base(vk, t)};
-    kiln_vk_dispatch d = {.shader = "nn_softmax_grad", .n = 3, .bind = {y, gy, t}, .push = &pc, .push_size = sizeof pc};
+        uint32_t rows, n, mrows, causal, w, nq, y0, gy0, gx0;
+    } pc = {(uint32_t)rows, (uint32_t)n, causal ? (uint32_t)t->shape[t->ndim - 2] : 1, causal, w,
+            (uint32_t)n / vw, base[0] / vw, base[1] / vw, base[2] / vw};
+    char name[32];
+    kiln_vk_dispatch d = {.shader = kernel(name, sizeof name, t->ip[1] ? "nn_log_softmax_grad" : "nn_softmax_grad", v4),
+                          .n = 3, .bind = {y, gy, t}, .push = &pc, .push_size = sizeof pc};
     row_groups(vk, rows, w, d.groups);
     return kiln__vk_dispatch(vk, &d);
 }
@@ -95,49 +138,63 @@ static kiln_status norm_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex)
     bool rms = t->op == KILN_OP_RMS_NORM, has_w = t->ip[0] != 0, has_b = !rms && t->ip[1] != 0;
     const kiln_tensor *x = t->src[0], *w = has_w ? t->src[1] : x, *b = has_b ? t->src[1 + has_w] : x;
     int64_t c = last_dim(t), rows = kiln_tensor_numel(t) / c;
-    uint32_t wd = row_width(c);
+    uint32_t base[4] = {kiln__vk_base(vk, x), kiln__vk_base(vk, w), kiln__vk_base(vk, b), kiln__vk_base(vk, t)};
+    bool v4 = rows_v4(c, base, 4);
+    uint32_t vw = v4 ? 4 : 1, wd = row_lanes(vk, rows, c / vw);
     struct {
-        uint32_t rows, c, rms, has_w, has_b, wd;
+        uint32_t rows, c, has_w, has_b, wd, nq;
         float eps;
         uint32_t x0, w0, b0, y0;
-    } pc = {(uint32_t)rows, (uint32_t)c, rms, has_w, has_b, wd, (float)t->fp[0], kiln__vk_base(vk, x),
-            kiln__vk_base(vk, w), kiln__vk_base(vk, b), kiln__vk_base(vk, t)};
-    kiln_vk_dispatch d = {.shader = "nn_norm", .n = 4, .bind = {x, w, b, t}, .push = &pc, .push_size = sizeof pc};
+    } pc = {(uint32_t)rows, (uint32_t)c, has_w, has_b, wd, (uint32_t)c / vw, (float)t->fp[0],
+            base[0] / vw, base[1] / vw, base[2] / vw, base[3] / vw};
+    char name[32];
+    kiln_vk_dispatch d = {.shader = kernel(name, sizeof name, rms ? "nn_rms_norm" : "nn_layer_norm", v4), .n = 4,
+                          .bind = {x, w, b, t}, .push = &pc, .push_size = sizeof pc};
     row_groups(vk, rows, wd, d.groups);
     return kiln__vk_dispatch(vk, &d);
 }
 
-/* Three passes (shaders nn_norm_grad_*): row statistics parked in dx, dw/db
- * per column from them, then dx over the statistics. */
+/* Three passes: row statistics parked in dx (nn_*_norm_stats_*), dw/db
+ * per column from them (nn_*_norm_wb_*), then dx over the statistics
+ * (nn_*_norm_dx_*). */
 static kiln_status norm_grad_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
     bool rms = t->op == KILN_OP_RMS_NORM_GRAD, has_w = t->ip[0] != 0, has_b = !rms && t->ip[1] != 0;
     const kiln_tensor *x = t->src[0], *w = has_w ? t->src[1] : x, *gy = t->src[1 + has_w];
     int64_t c = last_dim(x), rows = kiln_tensor_numel(x) / c;
-    uint32_t wd = row_width(c), x0 = kiln__vk_base(vk, x), o0 = kiln__vk_base(vk, t), gy0 = kiln__vk_base(vk, gy);
+    uint32_t x0 = kiln__vk_base(vk, x), o0 = kiln__vk_base(vk, t), gy0 = kiln__vk_base(vk, gy);
+    uint32_t base[4] = {x0, kiln__vk_base(vk, w), gy0, o0};
+    bool v4s = rows_v4(c, base, 1), v4 = rows_v4(c, base, 4);
+    char name[32];
+    uint32_t vw = v4s ? 4 : 1, wd = row_lanes(vk, rows, c / vw);
     struct {
-        uint32_t rows, c, rms, wd;
+        uint32_t rows, c, wd, nq;
         float eps;
         uint32_t x0, o0;
-    } ps = {(uint32_t)rows, (uint32_t)c, rms, wd, (float)t->fp[0], x0, o0};
-    kiln_vk_dispatch d = {.shader = "nn_norm_grad_stats", .n = 2, .bind = {x, t}, .push = &ps, .push_size = sizeof ps};
+    } ps = {(uint32_t)rows, (uint32_t)c, wd, (uint32_t)c / vw, (float)t->fp[0], x0 / vw, o0};
+    kiln_vk_dispatch d = {.shader = kernel(name, sizeof name, rms ? "nn_rms_norm_stats" : "nn_layer_norm_stats", v4s),
+                          .n = 2, .bind = {x, t}, .push = &ps, .push_size = sizeof ps};
     row_groups(vk, rows, wd, d.groups);
     kiln_status s = kiln__vk_dispatch(vk, &d);
     if (s) return s;
     if (has_w || has_b) {
+        bool v4w = rows_v4(c, (uint32_t[]){x0, gy0, o0}, 3);
+        uint32_t q = v4w ? 4 : 1;
         struct {
-            uint32_t rows, c, rms, has_w, has_b, x0, gy0, o0;
-        } pw = {(uint32_t)rows, (uint32_t)c, rms, has_w, has_b, x0, gy0, o0};
-        d = (kiln_vk_dispatch){.shader = "nn_norm_grad_wb", .n = 3, .bind = {x, gy, t}, .push = &pw,
-                               .push_size = sizeof pw};
-        kiln__vk_groups_1d(vk, (uint64_t)(c + 31) / 32 * NN_LOCAL, NN_LOCAL, d.groups);
+            uint32_t rows, c, nq, has_w, has_b, x0, gy0, o0;
+        } pw = {(uint32_t)rows, (uint32_t)c, (uint32_t)c / q, has_w, has_b, x0 / q, gy0 / q, o0 / q};
+        d = (kiln_vk_dispatch){.shader = kernel(name, sizeof name, rms ? "nn_rms_norm_wb" : "nn_layer_norm_wb", v4w),
+                               .n = 3, .bind = {x, gy, t}, .push = &pw, .push_size = sizeof pw};
+        kiln__vk_groups_1d(vk, (uint64_t)(c + 31) / 32 * NN_LOCAL, NN_LOCAL, d.groups); /* 32 columns each */
         if ((s = kiln__vk_dispatch(vk, &d))) return s;
     }
+    vw = v4 ? 4 : 1;
+    wd = row_lanes(vk, rows, c / vw);
     struct {
-        uint32_t rows, c, rms, has_w, wd, x0, w0, gy0, o0;
-    } px = {(uint32_t)rows, (uint32_t)c, rms, has_w, wd, x0, kiln__vk_base(vk, w), gy0, o0};
-    d = (kiln_vk_dispatch){.shader = "nn_norm_grad_dx", .n = 4, .bind = {x, w, gy, t}, .push = &px,
-                           .push_size = sizeof px};
+        uint32_t rows, c, has_w, wd, nq, x0, w0, gy0, o0;
+    } px = {(uint32_t)rows, (uint32_t)c, has_w, wd, (uint32_t)c / vw, x0 / vw, base[1] / vw, gy0 / vw, o0 / vw};
+    d = (kiln_vk_dispatch){.shader = kernel(name, sizeof name, rms ? "nn_rms_norm_dx" : "nn_layer_norm_dx", v4),
+                           .n = 4, .bind = {x, w, gy, t}, .push = &px, .push_size = sizeof px};
     row_groups(vk, rows, wd, d.groups);
     return kiln__vk_dispatch(vk, &d);
 }

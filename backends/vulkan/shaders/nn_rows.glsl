@@ -1,15 +1,41 @@
 // nn_rows.glsl — the row kernels of the nn family (softmax, norms, cross
 // entropy). A 256-invocation workgroup holds 256/W groups of W
-// invocations (W a power of two in 1..32 chosen by the host from the row
-// length), one row per group; lane l of a group takes columns l, l + W,
-// ..., so neighbouring lanes read neighbouring floats. Each lane reduces
-// its own columns first; the group then combines its W partial results
-// through shared memory with two barriers, every lane adding the W
-// values in the same order (so all lanes hold bit-identical results).
-// Barriers are few because they are what costs most on lavapipe, where a
-// workgroup's invocations run as coroutines that switch at each barrier.
-// Every invocation reaches every barrier: a group past the last row
-// computes on nothing and skips its stores.
+// invocations (W a power of two in 1..256 chosen by the host from the row
+// length, the row count and the device), one row per group; lane l of a
+// group takes elements l, l + W, ..., so neighbouring lanes read
+// neighbouring memory. Each lane reduces its own elements first; the
+// group then combines its W partial results through shared memory
+// (nn_sum2, nn_softmax_combine). Barriers are few because they are what
+// costs most on lavapipe, where a workgroup's invocations run as
+// coroutines that switch at each barrier. Every invocation reaches every
+// barrier: a group past the last row computes on nothing and skips its
+// stores.
+
+// Row elements as NN_T: vec4 with NN_V4 (the host checks that the row
+// length and every operand's base are multiples of 4; a quarter of the
+// loads, which lavapipe gathers one by one, and 16-byte reads on a GPU),
+// float otherwise. NN_VW columns per element.
+#ifdef NN_V4
+#define NN_T vec4
+#define NN_VW 4u
+float nn_hsum(vec4 v) { return (v.x + v.y) + (v.z + v.w); }
+float nn_hmax(vec4 v) { return max(max(v.x, v.y), max(v.z, v.w)); }
+float nn_first(vec4 v) { return v.x; }
+// Which columns of element j come before column nv (the visible ones).
+bvec4 nn_vis(uint j, uint nv) { return lessThan(uvec4(4u * j) + uvec4(0u, 1u, 2u, 3u), uvec4(nv)); }
+#else
+#define NN_T float
+#define NN_VW 1u
+float nn_hsum(float v) { return v; }
+float nn_hmax(float v) { return v; }
+float nn_first(float v) { return v; }
+bool nn_vis(uint j, uint nv) { return j < nv; }
+#endif
+#define NN_T0 NN_T(0.0)
+
+// A kernel with its own workgroup shape (nn_norm_grad_wb.glsl) takes only
+// the element types above.
+#ifndef NN_TYPES_ONLY
 layout(local_size_x = 256) in;
 
 shared vec2 nn_red[256];
@@ -29,18 +55,19 @@ uint nn_row(uint W) {
     return wg * (256u / W) + nn_tid / W;
 }
 
-// Publish this lane's partial values; nn_done() before the slots are reused.
-void nn_publish(vec2 v) {
+// Combining a group's W partial results: each lane writes its slot of
+// nn_red, one barrier, and every lane adds the W slots in the same order
+// (so all lanes hold bit-identical results). A kernel reduces once, so the
+// slots are never reused and no second barrier is needed. With W = 1
+// there is nothing to combine and no barrier at all (W is uniform, so the
+// barriers stay in uniform control flow): lavapipe then runs the
+// workgroup without switching between its invocations.
+vec2 nn_sum2(vec2 v) {
+    if (nn_W == 1u) return v;
     nn_red[nn_tid] = v;
     barrier();
-}
-void nn_done() { barrier(); }
-
-vec2 nn_sum2(vec2 v) {
-    nn_publish(v);
     vec2 r = vec2(0.0);
     for (uint k = 0u; k < nn_W; k++) r += nn_red[nn_g0 + k];
-    nn_done();
     return r;
 }
 
@@ -48,18 +75,22 @@ float nn_sum(float v) { return nn_sum2(vec2(v, 0.0)).x; }
 
 // Softmax partials: lane maxima m and sums s of exp(x - m), combined into
 // the row's maximum M and sum S of exp(x - M). Lanes without a visible
-// column have m = -inf and s = 0.
+// column have m = -inf and s = 0. Each lane rescales its own s to M (one
+// exp per lane), so this takes two barriers: the maxima, then the sums
+// (written to the other half of the lane's own slot, which no lane reads
+// for the maxima).
 vec2 nn_softmax_combine(float m, float s) {
-    nn_publish(vec2(m, s));
+    if (nn_W == 1u) return vec2(m, s);
+    nn_red[nn_tid].x = m;
+    barrier();
     float M = nn_neg_inf(), S = 0.0;
     for (uint k = 0u; k < nn_W; k++) M = max(M, nn_red[nn_g0 + k].x);
-    for (uint k = 0u; k < nn_W; k++) {
-        vec2 e = nn_red[nn_g0 + k];
-        if (e.y > 0.0) S += e.y * exp(e.x - M);
-    }
-    nn_done();
+    nn_red[nn_tid].y = s > 0.0 ? s * exp(m - M) : 0.0;
+    barrier();
+    for (uint k = 0u; k < nn_W; k++) S += nn_red[nn_g0 + k].y;
     return vec2(M, S);
 }
+
 
 // This lane's maximum and sum of exp(x - max) over xs[base + j] for its
 // columns j < n (nested in a macro: GLSL functions cannot take buffers).
@@ -77,3 +108,4 @@ uint nn_visible(uint row, uint n, uint mrows, uint causal) {
     int nv = int(row % mrows) + int(n) - int(mrows) + 1;
     return uint(max(nv, 0));
 }
+#endif
