@@ -1,7 +1,7 @@
 // nn_ce_rows.glsl — the row combine of the cross-entropy kernels, on top
 // of nn_rows.glsl's groups of W lanes: the row's maximum M and sum S of
 // exp(x - M) from the lanes' partial (m, s). Each lane rescales its own s
-// to M (one exp per lane, where nn_softmax_combine takes W), with the
+// to M (one exp per lane, as nn_softmax_combine also does), with the
 // same two barriers; every lane adds the W values in the same order, so
 // all lanes hold bit-identical results. The shared slots are not reused
 // after, so no third barrier is needed.
