@@ -11,25 +11,13 @@ layout(std430, binding = 1) readonly buffer W { NN_T w[]; };
 layout(std430, binding = 2) readonly buffer GY { NN_T gy[]; };
 layout(std430, binding = 3) buffer O { NN_T o[]; };
 layout(push_constant) uniform P { uint rows, c, has_w, wd, nq, x0, w0, gy0, o0; } p;
+#include "nn_norm_parked.glsl"
 void main() {
     uint row = nn_row(p.wd);
     bool ok = row < p.rows;
     uint at = row * p.nq, ql = ok ? p.nq : 0u;
     float rstd = 0.0, mean = 0.0;
-    if (ok) {
-#ifdef NN_V4
-        vec4 st = o[p.o0 + at]; // c >= 4
-        rstd = st.x;
-#ifndef RMS
-        mean = st.y;
-#endif
-#else
-        rstd = o[p.o0 + at];
-#ifndef RMS
-        mean = p.c >= 2u ? o[p.o0 + at + 1u] : x[p.x0 + at];
-#endif
-#endif
-    }
+    if (ok) nn_norm_parked(at, rstd, mean);
     memoryBarrierBuffer(); // with the reduction's barrier: the reads above precede the stores below
     vec2 s = vec2(0.0);
     if (p.has_w != 0u)

@@ -20,6 +20,7 @@ layout(std430, binding = 0) readonly buffer X { NN_T x[]; };
 layout(std430, binding = 1) readonly buffer GY { NN_T gy[]; };
 layout(std430, binding = 2) buffer O { NN_T o[]; };
 layout(push_constant) uniform P { uint rows, c, nq, has_w, has_b, x0, gy0, o0; } p;
+#include "nn_norm_parked.glsl"
 shared NN_T part_w[WB_Y][WB_X], part_b[WB_Y][WB_X];
 void main() {
     uint lx = gl_LocalInvocationID.x, ly = gl_LocalInvocationID.y;
@@ -28,19 +29,8 @@ void main() {
     if (col < p.nq) {
         for (uint r = ly; r < p.rows; r += WB_Y) {
             uint at = r * p.nq;
-            float rstd, mean = 0.0;
-#ifdef NN_V4
-            vec4 st = o[p.o0 + at]; // c >= 4
-            rstd = st.x;
-#ifndef RMS
-            mean = st.y;
-#endif
-#else
-            rstd = o[p.o0 + at];
-#ifndef RMS
-            mean = p.c >= 2u ? o[p.o0 + at + 1u] : x[p.x0 + at];
-#endif
-#endif
+            float rstd, mean;
+            nn_norm_parked(at, rstd, mean);
             NN_T g = gy[p.gy0 + at + col];
             aw += g * (x[p.x0 + at + col] - mean) * rstd;
             ab += g;
