@@ -10,13 +10,7 @@
 // MM_PARTIAL when binding 2 is not C but f32 partial tiles of a K-slice
 // each (split K across workgroups; mm_sum.glsl adds them up).
 
-#ifdef MM_F16
-#extension GL_EXT_shader_16bit_storage : require
-#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
-#define ELEM float16_t
-#else
-#define ELEM float
-#endif
+#include "mm_elem.glsl"
 
 layout(std430, binding = 0) readonly buffer BufA { ELEM a[]; };
 layout(std430, binding = 1) readonly buffer BufB { ELEM b[]; };
@@ -51,6 +45,20 @@ float round_bf16(float v) {
     if ((x & 0x7fffffffu) > 0x7f800000u) return uintBitsToFloat((x | 0x00400000u) & 0xffff0000u);
     x += 0x7fffu + ((x >> 16) & 1u);
     return uintBitsToFloat(x & 0xffff0000u);
+}
+
+// This workgroup's batch matrix z and its range [kbeg, kend) of K: all of
+// it, or with MM_PARTIAL one slice of it.
+void mm_slice(out uint z, out uint kbeg, out uint kend) {
+#ifdef MM_PARTIAL
+    z = gl_WorkGroupID.z / p.nsplit;
+    kbeg = (gl_WorkGroupID.z % p.nsplit) * p.ksplit;
+    kend = min(p.k, kbeg + p.ksplit);
+#else
+    z = p.z0 + gl_WorkGroupID.z;
+    kbeg = 0u;
+    kend = p.k;
+#endif
 }
 
 // Where batch matrix z of a and b starts.

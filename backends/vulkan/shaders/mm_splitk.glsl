@@ -22,13 +22,8 @@ shared float part[TM * TN][NT];
 void main() {
     const uint tid = gl_LocalInvocationID.x;
     const uint row0 = gl_WorkGroupID.y * TM, col0 = gl_WorkGroupID.x * TN;
-#ifdef MM_PARTIAL
-    const uint z = gl_WorkGroupID.z / p.nsplit;
-    const uint kbeg = (gl_WorkGroupID.z % p.nsplit) * p.ksplit, kend = min(p.k, kbeg + p.ksplit);
-#else
-    const uint z = p.z0 + gl_WorkGroupID.z;
-    const uint kbeg = 0u, kend = p.k;
-#endif
+    uint z, kbeg, kend;
+    mm_slice(z, kbeg, kend);
     const uint abase = a_base(z), bbase = b_base(z);
     const bool bf16 = (p.flags & MM_BF16) != 0u;
     // rows and columns past the edge read row/column 0 and are not stored

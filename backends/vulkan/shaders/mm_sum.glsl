@@ -6,13 +6,7 @@
 // does: rounded to C's dtype, or added into C (MM_ACCUMULATE) after that
 // rounding. The including file defines MM_F16 for f16 storage.
 
-#ifdef MM_F16
-#extension GL_EXT_shader_16bit_storage : require
-#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
-#define ELEM float16_t
-#else
-#define ELEM float
-#endif
+#include "mm_elem.glsl"
 
 layout(local_size_x = 256) in;
 

@@ -33,13 +33,8 @@ void main() {
     const uint tid = gl_LocalInvocationID.x;
     const uint tx = tid % TX, ty = tid / TX;
     const uint row0 = gl_WorkGroupID.y * BM, col0 = gl_WorkGroupID.x * BN;
-#ifdef MM_PARTIAL
-    const uint z = gl_WorkGroupID.z / p.nsplit;
-    const uint kbeg = (gl_WorkGroupID.z % p.nsplit) * p.ksplit, kend = min(p.k, kbeg + p.ksplit);
-#else
-    const uint z = p.z0 + gl_WorkGroupID.z;
-    const uint kbeg = 0u, kend = p.k;
-#endif
+    uint z, kbeg, kend;
+    mm_slice(z, kbeg, kend);
     const uint abase = a_base(z), bbase = b_base(z);
     const bool a_kfast = (p.flags & MM_A_KFAST) != 0u, b_kfast = (p.flags & MM_B_KFAST) != 0u;
     const bool bf16 = (p.flags & MM_BF16) != 0u;
