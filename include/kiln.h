@@ -442,6 +442,21 @@ kiln_optim *kiln_adam_new_for(kiln_ctx *ctx, kiln_tensor *const *params, int n, 
 kiln_optim *kiln_adamw_new(kiln_ctx *ctx, const kiln_adam_config *cfg);
 kiln_optim *kiln_adamw_new_for(kiln_ctx *ctx, kiln_tensor *const *params, int n, const kiln_adam_config *cfg);
 
+/* Lion (Chen et al. 2023, as lucidrains' lion-pytorch): one f32/f64
+ * momentum per parameter; each step p *= 1 - lr * weight_decay, then
+ * p -= lr * sign(beta1 * m + (1 - beta1) * g), then
+ * m = beta2 * m + (1 - beta2) * g. cfg NULL means kiln_lion_defaults()
+ * (lr 1e-4, betas 0.9/0.99, weight_decay 0). */
+typedef struct kiln_lion_config {
+    float lr;
+    float beta1, beta2; /* lion-pytorch's betas, each in [0, 1] */
+    float weight_decay; /* decoupled, as AdamW's */
+} kiln_lion_config;
+
+kiln_lion_config kiln_lion_defaults(void);
+kiln_optim *kiln_lion_new(kiln_ctx *ctx, const kiln_lion_config *cfg);
+kiln_optim *kiln_lion_new_for(kiln_ctx *ctx, kiln_tensor *const *params, int n, const kiln_lion_config *cfg);
+
 kiln_status kiln_optim_step(kiln_optim *opt);
 /* A bad lr (negative, NaN, infinite) is an error and keeps the old one. */
 kiln_status kiln_optim_set_lr(kiln_optim *opt, float lr);

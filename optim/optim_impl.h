@@ -61,5 +61,6 @@ kiln_tensor *kiln__optim_step_node(kiln_optim *opt, int i, kiln_op op, int nsrc,
 /* Op-table rows of each optimizer's step op (called by kiln__ops_register_optim). */
 void kiln__sgd_register(kiln_op_info *tab);
 void kiln__adam_register(kiln_op_info *tab);
+void kiln__lion_register(kiln_op_info *tab);
 
 #endif

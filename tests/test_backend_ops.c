@@ -731,12 +731,13 @@ KT_TEST(backend_ops_dropout) { bo_run_cases("dropout", dropout_cases, BO_COUNT(d
 
 /* ---- optimizers ---------------------------------------------------------------- */
 
-typedef enum { OPT_SGD, OPT_ADAM, OPT_ADAMW } opt_kind;
+typedef enum { OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_LION } opt_kind;
 typedef struct optim_case {
     const char *name;
     opt_kind kind;
     kiln_sgd_config sgd;
     kiln_adam_config adam;
+    kiln_lion_config lion;
 } optim_case;
 
 #define OPT_STEPS 4
@@ -769,6 +770,7 @@ static bool opt_build(opt_side *s, const optim_case *c, kiln_backend *b) {
     if (!s->loss || !s->g || kiln_graph_add(s->g, s->loss) || kiln_graph_backward(s->g, s->loss)) return false;
     s->opt = c->kind == OPT_SGD    ? kiln_sgd_new(ctx, &c->sgd)
              : c->kind == OPT_ADAM ? kiln_adam_new(ctx, &c->adam)
+             : c->kind == OPT_LION ? kiln_lion_new(ctx, &c->lion)
                                    : kiln_adamw_new(ctx, &c->adam);
     return s->opt != NULL;
 }
@@ -824,6 +826,8 @@ static const optim_case optim_cases[] = {
     {"adam_wd_amsgrad", OPT_ADAM,
      .adam = {.lr = 0.01f, .beta1 = 0.8f, .beta2 = 0.99f, .eps = 1e-6f, .weight_decay = 0.05f, .amsgrad = true}},
     {"adamw", OPT_ADAMW, .adam = {.lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.1f}},
+    {"lion", OPT_LION, .lion = {.lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.99f}},
+    {"lion_wd", OPT_LION, .lion = {.lr = 0.02f, .beta1 = 0.8f, .beta2 = 0.95f, .weight_decay = 0.3f}},
 };
 
 KT_TEST(backend_ops_optim) {

@@ -137,7 +137,53 @@ static kiln_status adam_step(kiln_tensor *t, const kiln_exec *ex) {
     return KILN_OK;
 }
 
+/* Lion over n contiguous elements; see optim/lion.c for the formula and
+ * torch.sign's sign(NaN) = 0. The scalars are converted to T once, as torch
+ * applies Python floats to a tensor of T; 1 - lr * weight_decay is computed
+ * in double, as lion-pytorch does in Python. sign is the difference of two
+ * comparisons, as torch's, taken as int and converted: gcc -O2 vectorizes
+ * that form under `omp simd` for f32 (not float ?:; f64 stays scalar there,
+ * x86-64's baseline lacking a vector int-to-double), clang both. Threads
+ * take chunks as Adam's. */
+#define DEFINE_LION(T, NAME)                                                                                     \
+    static __attribute__((noinline)) void NAME##_chunk(T *restrict p, const T *restrict grad, T *restrict m,    \
+                                                       int64_t lo, int64_t hi, const float *h) {                \
+        const T neg_lr = (T)(-(double)h[0]), b1 = (T)h[1], b2 = (T)h[2], one_b1 = (T)(1.0 - (double)h[1]),      \
+                one_b2 = (T)(1.0 - (double)h[2]), decay = (T)(1.0 - (double)h[0] * (double)h[3]);               \
+        _Pragma("omp simd")                                                                                     \
+        for (int64_t i = lo; i < hi; i++) {                                                                     \
+            T pi = p[i] * decay, g = grad[i], mi = m[i];                                                        \
+            T c = mi * b1 + g * one_b1;                                                                         \
+            T sgn = (T)((c > 0) - (c < 0));                                                                     \
+            p[i] = pi + neg_lr * sgn;                                                                           \
+            m[i] = mi * b2 + g * one_b2;                                                                        \
+        }                                                                                                       \
+    }                                                                                                           \
+    static void NAME(T *p, const T *grad, T *m, int64_t n, const float *h, int nt) {                            \
+        const int64_t chunk = 16384, nchunks = (n + chunk - 1) / chunk;                                         \
+        _Pragma("omp parallel for num_threads(nt) if (nchunks > 2)")                                            \
+        for (int64_t c = 0; c < nchunks; c++)                                                                   \
+            NAME##_chunk(p, grad, m, c * chunk, c * chunk + chunk < n ? c * chunk + chunk : n, h);              \
+    }
+DEFINE_LION(float, lion_f32)
+DEFINE_LION(double, lion_f64)
+
+static kiln_status lion_step(kiln_tensor *t, const kiln_exec *ex) {
+    kiln_tensor *p = t->src[0], *grad = t->src[1], *m = t->src[2], *hyper = t->src[3];
+    if (!kiln__is_compute_float(p->dtype) || grad->dtype != p->dtype || m->dtype != p->dtype ||
+        hyper->dtype != KILN_F32)
+        return kiln__errs(KILN_ERR_UNSUPPORTED,
+                          "lion_step: needs f32/f64 parameter, gradient and momentum of one dtype");
+    int64_t n = kiln_tensor_numel(p);
+    if (p->dtype == KILN_F32)
+        lion_f32(t->data, grad->data, m->data, n, hyper->data, ex->n_threads);
+    else
+        lion_f64(t->data, grad->data, m->data, n, hyper->data, ex->n_threads);
+    return KILN_OK;
+}
+
 void kiln__cpu_register_optim(kiln_cpu_kernel *tab) {
     tab[KILN_OP_SGD_STEP] = sgd_step;
     tab[KILN_OP_ADAM_STEP] = adam_step;
+    tab[KILN_OP_LION_STEP] = lion_step;
 }

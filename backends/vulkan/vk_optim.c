@@ -1,9 +1,9 @@
 /* vk_optim.c — in-place updates on the Vulkan backend: gradient
  * accumulation and the optimizers' step ops (see vk.h), f32 only. The step
  * kernels read the hyperparameters from the hyper leaf on the device (it
- * changes between steps) and take the step number from the node's ip[2],
- * which kiln_optim_step writes before each compute; they give the CPU
- * kernels' bits (shaders/opt_exact.glsl). */
+ * changes between steps) and, where they need it, the step number from the
+ * node's ip[2], which kiln_optim_step writes before each compute; they give
+ * the CPU kernels' bits (shaders/opt_exact.glsl). */
 #include "vk.h"
 
 /* f32, contiguous, bindable, with n elements. */
@@ -103,8 +103,27 @@ static kiln_status adam_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex)
     return kiln__vk_dispatch(vk, &dp);
 }
 
+/* ---- Lion: src p, grad, exp_avg, hyper; no ip ---- */
+
+static bool lion_supports(const kiln_vk *vk, const kiln_tensor *t) { return t->nsrc == 4 && step_ok(vk, t, 4); }
+
+static kiln_status lion_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    int64_t n = kiln_tensor_numel(t->src[0]);
+    if (n == 0) return KILN_OK;
+    struct {
+        uint32_t n, p0, g0, m0, h0;
+    } pc = {(uint32_t)n, kiln__vk_base(vk, t->src[0]), kiln__vk_base(vk, t->src[1]), kiln__vk_base(vk, t->src[2]),
+            kiln__vk_base(vk, t->src[3])};
+    kiln_vk_dispatch dp = {.shader = "opt_lion", .n = 4, .push = &pc, .push_size = sizeof pc};
+    for (int k = 0; k < 4; k++) dp.bind[k] = t->src[k];
+    kiln__vk_groups_1d(vk, (uint64_t)n, 256, dp.groups);
+    return kiln__vk_dispatch(vk, &dp);
+}
+
 void kiln__vk_register_optim(kiln_vk_kernel *tab) {
     tab[KILN_OP_ACC_GRAD] = (kiln_vk_kernel){acc_grad_supports, acc_grad_record};
     tab[KILN_OP_SGD_STEP] = (kiln_vk_kernel){sgd_supports, sgd_record};
     tab[KILN_OP_ADAM_STEP] = (kiln_vk_kernel){adam_supports, adam_record};
+    tab[KILN_OP_LION_STEP] = (kiln_vk_kernel){lion_supports, lion_record};
 }
