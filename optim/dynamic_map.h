@@ -74,6 +74,23 @@ uint8_t kiln__dynamic_code(const float map[256], float x);
 /* codes[0..n) and absmax[0..kiln__qblocks(n)) from x[0..n). */
 void kiln__quantize_blockwise(const float *x, int64_t n, const float map[256], uint8_t *codes, float *absmax);
 
+/* The same quantization, about twice as fast again, through tables built
+ * once per map (kiln__qcoder_init, ~1 ms, 33 KB): for |x| <= 1 the top 16
+ * bits of x give a starting code from which `extra` (1 for both dynamic
+ * maps) comparisons finish the count. Codes are identical to
+ * kiln__quantize_blockwise's. An optimizer keeps one coder per map. */
+#define KILN__QKEYS 16257 /* (bits of 1.0f >> 16) + 1: keys of |x| <= 1 */
+typedef struct kiln__qcoder {
+    float map[256];
+    float thr[256];                   /* code(x) = #{k < 255 : x >= thr[k]} */
+    uint8_t start[2][KILN__QKEYS];    /* by sign bit and (|x| bits) >> 16 */
+    int extra;
+    uint8_t zero_code;
+} kiln__qcoder;
+void kiln__qcoder_init(kiln__qcoder *c, const float map[256]);
+void kiln__quantize_blockwise_coder(const float *x, int64_t n, const kiln__qcoder *c, uint8_t *codes,
+                                    float *absmax);
+
 /* out[i] = map[codes[i]] * absmax[i / 256] for i in [0, n). */
 void kiln__dequantize_blockwise(const uint8_t *codes, const float *absmax, int64_t n, const float map[256],
                                 float *out);

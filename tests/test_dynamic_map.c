@@ -147,6 +147,57 @@ KT_TEST(dynamic_map_random_vs_brute_force) {
     }
 }
 
+/* Both block quantizers against kiln__dynamic_code on every code, every
+ * midpoint and its neighbours, the ends and random values: each block
+ * starts with 1.0 so absmax is 1 and x / absmax is x. */
+KT_TEST(dynamic_map_block_codes_match_search) {
+    enum { N = 64 * KILN__QBLOCK };
+    static float x[N];
+    static uint8_t q[N], q2[N];
+    float amax[N / KILN__QBLOCK];
+    kiln__qcoder *coder = malloc(sizeof *coder);
+    for (int s = 0; s < 2; s++) {
+        float map[256];
+        kiln__dynamic_map(s == 0, map);
+        kiln__qcoder_init(coder, map);
+        KT_CHECK(coder->extra == 1, "%s coder: extra = %d", s ? "unsigned" : "signed", coder->extra);
+        int n = 0;
+        for (int k = 0; k < 256; k++) {
+            if (n % KILN__QBLOCK == 0) x[n++] = 1.0f;
+            x[n++] = map[k];
+            if (k == 255) break;
+            float mid = (map[k] + map[k + 1]) * 0.5f;
+            if (n % KILN__QBLOCK == 0) x[n++] = 1.0f;
+            x[n++] = mid;
+            if (n % KILN__QBLOCK == 0) x[n++] = 1.0f;
+            x[n++] = nextafterf(mid, -INFINITY);
+            if (n % KILN__QBLOCK == 0) x[n++] = 1.0f;
+            x[n++] = nextafterf(mid, INFINITY);
+        }
+        while (n < N) {
+            if (n % KILN__QBLOCK == 0) {
+                x[n++] = 1.0f;
+                continue;
+            }
+            double mag = n % 2 ? urand() : pow(10.0, -9.0 + 9.0 * urand());
+            x[n++] = (float)(s == 0 && urand() < 0.5 ? -mag : mag);
+        }
+        x[N - 1] = s == 0 ? -1.0f : 0.0f;
+        kiln__quantize_blockwise(x, N, map, q, amax);
+        kiln__quantize_blockwise_coder(x, N, coder, q2, amax);
+        int bad = 0;
+        for (int i = 0; i < N && bad < 5; i++) {
+            int want = kiln__dynamic_code(map, x[i]);
+            if (q[i] != want || q2[i] != want) {
+                bad++;
+                KT_CHECK(false, "%s: x = %.9g: search %d, count %d, table %d", s ? "unsigned" : "signed", x[i], want,
+                         q[i], q2[i]);
+            }
+        }
+    }
+    free(coder);
+}
+
 /* |x - deq(q(x))| <= half the gap to the neighbouring code x lies towards,
  * times absmax (with f32 slack); absmax is max |x| exactly. */
 static void check_round_trip(const float *x, int64_t n, bool is_signed, const char *what) {
@@ -161,6 +212,16 @@ static void check_round_trip(const float *x, int64_t n, bool is_signed, const ch
     kiln__quantize_blockwise(x, n, map, q, amax);
     kiln__dequantize_blockwise(q, amax, n, map, y);
     for (int i = 0; i < 16; i++) KT_CHECK(q[n + i] == 0xAB, "%s: code written past n", what);
+    kiln__qcoder *coder = malloc(sizeof *coder);
+    uint8_t *q2 = malloc((size_t)n);
+    float *amax2 = malloc((size_t)nb * sizeof(float));
+    kiln__qcoder_init(coder, map);
+    kiln__quantize_blockwise_coder(x, n, coder, q2, amax2);
+    KT_CHECK(memcmp(q, q2, (size_t)n) == 0 && memcmp(amax, amax2, (size_t)nb * sizeof(float)) == 0,
+             "%s: the table coder disagrees", what);
+    free(coder);
+    free(q2);
+    free(amax2);
     KT_CHECK(amax[nb] == -7.0f, "%s: absmax written past the last block", what);
     int bad = 0;
     for (int64_t b = 0; b < nb; b++) {
@@ -228,6 +289,12 @@ KT_TEST(dynamic_map_zero_and_partial_blocks) {
         for (int i = 0; i < KILN__QBLOCK; i++)
             KT_CHECK(y[i] == 0.0f && !signbit(y[i]), "zero block: y[%d] = %g", i, y[i]);
         KT_CHECK(y[N - 1] == 9.0f, "partial block max back as %g", y[N - 1]);
+        kiln__qcoder *coder = malloc(sizeof *coder);
+        uint8_t q2[N];
+        kiln__qcoder_init(coder, map);
+        kiln__quantize_blockwise_coder(x, N, coder, q2, amax);
+        KT_CHECK(memcmp(q, q2, N) == 0, "table coder differs on zero/partial blocks");
+        free(coder);
     }
     kiln__quantize_blockwise(x, 0, NULL, NULL, NULL); /* n == 0 touches nothing */
 }
@@ -247,6 +314,13 @@ KT_TEST(dynamic_map_non_finite) {
     kiln__quantize_blockwise(x, N, map, q, amax);
     kiln__quantize_blockwise(ref, N, map, ref_q, ref_amax);
     kiln__dequantize_blockwise(q, amax, N, map, y);
+    kiln__qcoder *coder = malloc(sizeof *coder);
+    static uint8_t q2[N];
+    float amax2[2];
+    kiln__qcoder_init(coder, map);
+    kiln__quantize_blockwise_coder(x, N, coder, q2, amax2);
+    KT_CHECK(memcmp(q, q2, N) == 0 && amax2[0] == amax[0] && isinf(amax2[1]), "table coder differs on non-finite");
+    free(coder);
     KT_CHECK(amax[0] == ref_amax[0], "NaN changed absmax: %g vs %g", amax[0], ref_amax[0]);
     KT_CHECK(q[3] == 0, "NaN -> code %d", q[3]);
     for (int i = 0; i < KILN__QBLOCK; i++)
