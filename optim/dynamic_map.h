@@ -19,15 +19,18 @@
  *
  * The maps are computed in f32 the way torch does (linspace, midpoints and
  * the decade scale all rounded to f32), so they should match bitsandbytes
- * bit for bit; the tests check them against a double-precision
- * construction to a few ulp.
+ * bit for bit (not checked against torch itself, which may fuse a
+ * multiply-add in linspace); the tests check them against a
+ * double-precision construction to 4e-7 relative.
  *
  * Encoding a value x (already divided by its block's absmax) picks the
  * nearest map entry exactly as bitsandbytes' CUDA kernels (dQuantize,
  * quantize_2D in csrc/kernels.cu) do: a 7-step binary search from index 127
  * ends on an even index p, then x is compared with the f32 midpoint
  * (a + b) * 0.5f of p and its neighbour on x's side. A value exactly on that
- * midpoint takes the even index p (round half to even index). Values
+ * midpoint takes the even index p (round half to even index); the CPU
+ * path of bitsandbytes (csrc/common.cpp, quantize_block) would keep the
+ * lower index instead, but its optimizers run the CUDA rule. Values
  * beyond the ends clamp to code 0 or 255. NaN takes code 0.
  *
  * Block-wise quantization: absmax = max |x| over the block (NaN ignored, as
@@ -71,10 +74,12 @@ void kiln__dynamic_map(bool is_signed, float out[256]);
  * see above). map must be one of the dynamic maps (or any sorted map). */
 uint8_t kiln__dynamic_code(const float map[256], float x);
 
-/* codes[0..n) and absmax[0..kiln__qblocks(n)) from x[0..n). */
+/* codes[0..n) and absmax[0..kiln__qblocks(n)) from x[0..n). Branch-free
+ * count over the 255 midpoint thresholds: ~330 MB/s of f32 input on one
+ * core, against ~75 MB/s for the branching search of kiln__dynamic_code. */
 void kiln__quantize_blockwise(const float *x, int64_t n, const float map[256], uint8_t *codes, float *absmax);
 
-/* The same quantization, about twice as fast again, through tables built
+/* The same quantization, ~2.4x faster again (~800 MB/s), through tables built
  * once per map (kiln__qcoder_init, ~1 ms, 33 KB): for |x| <= 1 the top 16
  * bits of x give a starting code from which `extra` (1 for both dynamic
  * maps) comparisons finish the count. Codes are identical to
