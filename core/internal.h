@@ -99,6 +99,12 @@ typedef enum kiln_op {
     KILN_OP_ADAM_STEP, /* Adam and AdamW, see optim/adam.c: src p, grad, exp_avg, exp_avg_sq,
                           [max_exp_avg_sq], hyper; ip[0]=amsgrad ip[1]=decoupled ip[2]=t (1 first) */
     KILN_OP_LION_STEP, /* Lion, see optim/lion.c: src p, grad, exp_avg, hyper; no ip/fp */
+    /* 8-bit steps */
+
+    /* GaLore */
+
+    /* APOLLO */
+
     KILN_OP_COUNT
 } kiln_op;
 

@@ -457,6 +457,18 @@ kiln_lion_config kiln_lion_defaults(void);
 kiln_optim *kiln_lion_new(kiln_ctx *ctx, const kiln_lion_config *cfg);
 kiln_optim *kiln_lion_new_for(kiln_ctx *ctx, kiln_tensor *const *params, int n, const kiln_lion_config *cfg);
 
+/* ---- 8-bit optimizers ---- */
+
+
+/* ---- GaLore ---- */
+
+
+/* ---- APOLLO ---- */
+
+
+/* ---- schedules, clipping, parameter groups ---- */
+
+
 kiln_status kiln_optim_step(kiln_optim *opt);
 /* A bad lr (negative, NaN, infinite) is an error and keeps the old one. */
 kiln_status kiln_optim_set_lr(kiln_optim *opt, float lr);
