@@ -112,11 +112,12 @@ static void set_grad(kiln_tensor *p, double *g, int64_t n, uint64_t seed) {
     KT_OK(kiln_tensor_get_f64(kiln_tensor_grad(p), g, n));
 }
 
-/* Both orientations: one step gives an orthonormal projector of the
- * gradient's top-r singular vectors. */
+/* Both orientations and a square matrix (each its own LAPACK call): one
+ * step gives an orthonormal projector of the gradient's top-r singular
+ * vectors. */
 KT_TEST(galore_projector_orthonormal) {
-    const int64_t shapes[2][2] = {{12, 7}, {5, 9}};
-    for (int s = 0; s < 2; s++) {
+    const int64_t shapes[3][2] = {{12, 7}, {5, 9}, {6, 6}};
+    for (int s = 0; s < 3; s++) {
         int64_t m = shapes[s][0], n = shapes[s][1], r = 3;
         kiln_ctx *ctx = kiln_ctx_new();
         kiln_tensor *w = kiln_param(ctx, "w", KILN_F32, 2, shapes[s]);
@@ -132,7 +133,9 @@ KT_TEST(galore_projector_orthonormal) {
         KT_CHECK(kiln_tensor_dim(pt, 0) == (m >= n ? r : m) && kiln_tensor_dim(pt, 1) == (m >= n ? n : r),
                  "projector shape [%lld, %lld]", (long long)kiln_tensor_dim(pt, 0), (long long)kiln_tensor_dim(pt, 1));
         KT_OK(kiln_tensor_get_f64(pt, P, r * (m >= n ? n : m)));
-        check_projector(s ? "[5, 9]" : "[12, 7]", G, P, m, n, r);
+        char what[32];
+        snprintf(what, sizeof what, "[%lld, %lld]", (long long)m, (long long)n);
+        check_projector(what, G, P, m, n, r);
         kiln_ctx_free(ctx);
     }
 }
