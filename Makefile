@@ -24,6 +24,9 @@ LDFLAGS ?=
 ifeq ($(BLAS),1)
 KILN_CFLAGS += -DKILN_BLAS
 LIBS := -lopenblas $(LIBS)
+# GaLore's SVD (sgesdd) through LAPACKE: Debian's OpenBLAS ships LAPACK's
+# Fortran symbols but not the LAPACKE C interface, which liblapacke adds
+LIBS := -llapacke $(LIBS)
 endif
 ifeq ($(ZLIB),1)
 KILN_CFLAGS += -DKILN_ZLIB

@@ -102,6 +102,8 @@ typedef enum kiln_op {
     /* 8-bit steps */
 
     /* GaLore */
+    KILN_OP_GALORE_STEP, /* GaLore AdamW on a 2-D f32 parameter, see optim/galore.c: src p, grad, projector,
+                            exp_avg, exp_avg_sq (low-rank), hyper; ip[0]=t (1 first) ip[1]=refresh; fp[0]=scale */
 
     /* APOLLO */
 
@@ -303,6 +305,7 @@ void kiln__cpu_register_rows(kiln_cpu_kernel *tab);
 void kiln__cpu_register_nn(kiln_cpu_kernel *tab);
 void kiln__cpu_register_conv(kiln_cpu_kernel *tab);
 void kiln__cpu_register_optim(kiln_cpu_kernel *tab);
+void kiln__cpu_register_optim_galore(kiln_cpu_kernel *tab);
 /* Run one node on the CPU. */
 kiln_status kiln__cpu_compute(kiln_tensor *node, const kiln_exec *ex);
 /* Element-wise chains (backends/cpu/fused.c): can t start a chain / follow

@@ -461,6 +461,37 @@ kiln_optim *kiln_lion_new_for(kiln_ctx *ctx, kiln_tensor *const *params, int n, 
 
 
 /* ---- GaLore ---- */
+/* GaLore (Zhao et al. 2024, as galore_torch's GaLoreAdamW, projection type
+ * 'std'): each 2-D parameter p [m, n] keeps Adam's moments in a rank-r
+ * subspace of its gradient G. On step 1 and every update_gap steps after
+ * (steps 1, T+1, 2T+1, ...) the projector P is refreshed from an f32 SVD
+ * G = U S Vh: P = Vh[:r] [r, n] when m >= n, else P = U[:, :r] [m, r].
+ * Each step, with R = G P^T (m >= n) or P^T G, t the step number:
+ *   m = beta1 m + (1 - beta1) R;  v = beta2 v + (1 - beta2) R^2
+ *   N = m / (sqrt(v) + eps)
+ *   p -= lr * sqrt(1 - beta2^t) / (1 - beta1^t) * scale * (N P or P N)
+ *   p *= 1 - lr * weight_decay                 (decoupled, after the update)
+ * as galore_torch does (eps outside the bias correction, decay last). The
+ * moments are kept when P changes. Parameters that are not matrices use
+ * kiln_adamw exactly (torch.optim.AdamW). r is min(rank, m, n). 2-D
+ * parameters must be f32. Needs LAPACK (sgesdd): a BLAS=0 build has none
+ * and the constructors fail with KILN_ERR_UNSUPPORTED. On a device backend
+ * the step runs on the CPU (no device kernel yet). kiln_optim_state_bytes
+ * counts the projectors and the low-rank moments. */
+typedef struct kiln_galore_config {
+    kiln_adam_config adamw; /* lr, betas, eps, weight_decay; amsgrad must be false */
+    int rank;               /* r >= 1 */
+    int update_gap;         /* T >= 1: steps between projector refreshes */
+    float scale;            /* alpha, finite */
+} kiln_galore_config;
+
+/* galore_torch's defaults: lr 1e-3, betas 0.9/0.999, eps 1e-6,
+ * weight_decay 0, rank 128, update_gap 200, scale 0.25. */
+kiln_galore_config kiln_galore_defaults(void);
+/* cfg NULL means kiln_galore_defaults(). */
+kiln_optim *kiln_galore_adamw_new(kiln_ctx *ctx, const kiln_galore_config *cfg);
+kiln_optim *kiln_galore_adamw_new_for(kiln_ctx *ctx, kiln_tensor *const *params, int n,
+                                      const kiln_galore_config *cfg);
 
 
 /* ---- APOLLO ---- */
