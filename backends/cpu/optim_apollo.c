@@ -97,14 +97,25 @@ static kiln_status apollo_step(kiln_tensor *t, const kiln_exec *ex) {
     } else {
         for (int64_t c = 0; c < nch; c++) rt2[c] = sq * sqrt(rt2[c]) / (sqrt(r2[c]) + 1e-8);
     }
-    /* |u|^2 = sum over G of (s_c g)^2 */
+    /* the factors as f32 (sf, in R's storage, no longer needed) for
+     * vectorizable passes over G; |u|^2 = sum over G of (s_c g)^2 */
+    float *sf = R;
+    for (int64_t c = 0; c < nch; c++) sf[c] = (float)rt2[c];
     double u2 = 0;
 #pragma omp parallel for num_threads(nt) reduction(+ : u2) if (m * n > 32768)
     for (int64_t i = 0; i < m; i++) {
+        const float *g = G + i * n;
         double a = 0;
-        for (int64_t j = 0; j < n; j++) {
-            double s = rt2[right ? i : j], g = (double)G[i * n + j];
-            a += s * s * g * g;
+        if (right) {
+#pragma omp simd reduction(+ : a)
+            for (int64_t j = 0; j < n; j++) a += (double)g[j] * g[j];
+            a *= rt2[i] * rt2[i];
+        } else {
+#pragma omp simd reduction(+ : a)
+            for (int64_t j = 0; j < n; j++) {
+                float x = sf[j] * g[j];
+                a += (double)x * x;
+            }
         }
         u2 += a;
     }
@@ -117,13 +128,20 @@ static kiln_status apollo_step(kiln_tensor *t, const kiln_exec *ex) {
 
     const double step_size = lr * sqrt(1.0 - pow(b2, st)) / (1.0 - pow(b1, st));
     const float decay = (float)(1.0 - lr * wd);
-    for (int64_t c = 0; c < nch; c++) rt2[c] = -step_size * rt2[c] / limit;
+    for (int64_t c = 0; c < nch; c++) sf[c] = (float)(-step_size * rt2[c] / limit);
 #pragma omp parallel for num_threads(nt) if (m * n > 32768)
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < n; j++) {
-            int64_t k = i * n + j;
-            W[k] = W[k] * decay + (float)rt2[right ? i : j] * G[k];
+    for (int64_t i = 0; i < m; i++) {
+        float *w = W + i * n;
+        const float *g = G + i * n;
+        if (right) {
+            const float f = sf[i];
+#pragma omp simd
+            for (int64_t j = 0; j < n; j++) w[j] = w[j] * decay + f * g[j];
+        } else {
+#pragma omp simd
+            for (int64_t j = 0; j < n; j++) w[j] = w[j] * decay + sf[j] * g[j];
         }
+    }
     free(P);
     free(rt2);
     return KILN_OK;
