@@ -34,18 +34,22 @@ static void moments(const float *R, float *m, float *v, int64_t rows, int64_t co
             r2[i] = b;
         }
     } else {
-        /* channel = column: rows (the rank) is small, walk row by row */
-        for (int64_t i = 0; i < rows; i++) {
-#pragma omp parallel for num_threads(nt) if (cols > 32768)
-            for (int64_t j = 0; j < cols; j++) {
-                int64_t k = i * cols + j;
-                float g = R[k], mi = m[k] * b1 + g * one_b1, vi = v[k] * b2 + one_b2 * g * g;
-                m[k] = mi;
-                v[k] = vi;
-                float rt = mi / (sqrtf(vi) + eps);
-                rt2[j] += (double)rt * rt;
-                r2[j] += (double)g * g;
-            }
+        /* channel = column: threads take blocks of columns, each walking
+         * all rows (the rank) of its block */
+        const int64_t blk = 256;
+#pragma omp parallel for num_threads(nt) if (rows * cols > 32768)
+        for (int64_t j0 = 0; j0 < cols; j0 += blk) {
+            const int64_t j1 = j0 + blk < cols ? j0 + blk : cols;
+            for (int64_t i = 0; i < rows; i++)
+                for (int64_t j = j0; j < j1; j++) {
+                    int64_t k = i * cols + j;
+                    float g = R[k], mi = m[k] * b1 + g * one_b1, vi = v[k] * b2 + one_b2 * g * g;
+                    m[k] = mi;
+                    v[k] = vi;
+                    float rt = mi / (sqrtf(vi) + eps);
+                    rt2[j] += (double)rt * rt;
+                    r2[j] += (double)g * g;
+                }
         }
     }
 }
