@@ -106,6 +106,8 @@ typedef enum kiln_op {
                             exp_avg, exp_avg_sq (low-rank), hyper; ip[0]=t (1 first) ip[1]=refresh; fp[0]=scale */
 
     /* APOLLO */
+    KILN_OP_APOLLO_STEP, /* APOLLO, see optim/apollo.c: src p, grad, exp_avg, exp_avg_sq, prev_norm, hyper;
+                            ip[0]=rank ip[1]=update_gap ip[2]=t (1 first) ip[3]=mini ip[4]=seed; fp[0]=scale */
 
     KILN_OP_COUNT
 } kiln_op;
@@ -306,6 +308,7 @@ void kiln__cpu_register_nn(kiln_cpu_kernel *tab);
 void kiln__cpu_register_conv(kiln_cpu_kernel *tab);
 void kiln__cpu_register_optim(kiln_cpu_kernel *tab);
 void kiln__cpu_register_optim_galore(kiln_cpu_kernel *tab);
+void kiln__cpu_register_optim_apollo(kiln_cpu_kernel *tab);
 /* Run one node on the CPU. */
 kiln_status kiln__cpu_compute(kiln_tensor *node, const kiln_exec *ex);
 /* Element-wise chains (backends/cpu/fused.c): can t start a chain / follow

@@ -495,6 +495,38 @@ kiln_optim *kiln_galore_adamw_new_for(kiln_ctx *ctx, kiln_tensor *const *params,
 
 
 /* ---- APOLLO ---- */
+/* APOLLO and APOLLO-Mini (Zhu et al. 2024, "APOLLO: SGD-like Memory,
+ * AdamW-level Performance"), as the reference apollo_torch computes them.
+ * Each 2-D parameter G [m, n] keeps Adam moments of a random projection R
+ * of its gradient (GaLore's side: m >= n gives R = G P^T [m, rank] with P
+ * [rank, n], else R = P^T G [rank, n] with P [m, rank]; P ~ N(0, 1/rank),
+ * regenerated every update_gap steps from a seed that advances each time).
+ * With Rt = exp_avg / (sqrt(exp_avg_sq) + eps), the update is the raw
+ * gradient scaled by s = |Rt| / (|R| + 1e-8): one factor per row of G
+ * (m >= n) or per column (m < n), or one for the whole tensor (mini).
+ * u = sqrt(scale) * s * G, its norm limited to 1.01 times the previous
+ * step's (Fira's norm-growth limiter); then, as AdamW,
+ * p *= 1 - lr * weight_decay and p -= lr * sqrt(bc2) / bc1 * u.
+ * Every other parameter (not 2-D) steps as kiln_adamw exactly, with
+ * adamw's settings (amsgrad unsupported). State: two moments of R's shape
+ * and one norm per matrix; P is regenerated from the seed, never stored.
+ * f32 matrices only. cfg NULL means kiln_apollo_defaults(). */
+typedef struct kiln_apollo_config {
+    kiln_adam_config adamw; /* lr, betas, eps, weight_decay (decoupled) */
+    int rank;               /* rows/columns of the projection, >= 1 */
+    int update_gap;         /* steps between projector refreshes, >= 1 */
+    float scale;            /* the update is multiplied by sqrt(scale) */
+    bool mini;              /* one scaling factor per tensor (APOLLO-Mini) */
+    uint64_t seed;          /* projector seeds derive from it */
+} kiln_apollo_config;
+
+/* apollo_torch's: lr 1e-3, betas 0.9/0.999, eps 1e-6, weight_decay 0,
+ * rank 256, update_gap 200, scale 1, channel-wise factors. */
+kiln_apollo_config kiln_apollo_defaults(void);
+/* APOLLO-Mini: as kiln_apollo_defaults() with rank 1, scale 128, mini. */
+kiln_apollo_config kiln_apollo_mini_defaults(void);
+kiln_optim *kiln_apollo_new(kiln_ctx *ctx, const kiln_apollo_config *cfg);
+kiln_optim *kiln_apollo_new_for(kiln_ctx *ctx, kiln_tensor *const *params, int n, const kiln_apollo_config *cfg);
 
 
 /* ---- schedules, clipping, parameter groups ---- */

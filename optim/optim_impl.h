@@ -63,5 +63,6 @@ void kiln__sgd_register(kiln_op_info *tab);
 void kiln__adam_register(kiln_op_info *tab);
 void kiln__lion_register(kiln_op_info *tab);
 void kiln__galore_register(kiln_op_info *tab);
+void kiln__apollo_register(kiln_op_info *tab);
 
 #endif
