@@ -22,11 +22,15 @@ static int param_index(const kiln_optim *opt, const kiln_tensor *p) {
     return -1;
 }
 
-/* The source slot of node t holding a hyper leaf (the last, by the
- * convention of optim_impl.h; checked). */
-static int hyper_slot(const kiln_tensor *t) {
+/* The source slot of node t holding the optimizer's or a group's hyper
+ * leaf (the last, by the convention of optim_impl.h; checked). */
+static int hyper_slot(const kiln_optim *opt, const kiln_tensor *t) {
     int k = t->nsrc - 1;
-    return k >= 0 && t->src[k]->op == KILN_OP_NONE && t->src[k]->dtype == KILN_F32 && t->src[k]->ndim == 1 ? k : -1;
+    if (k < 0) return -1;
+    if (t->src[k] == opt->hyper) return k;
+    for (const kiln__optim_group *g = opt->groups; g; g = g->next)
+        if (t->src[k] == g->hyper) return k;
+    return -1;
 }
 
 kiln_status kiln_optim_set_group(kiln_optim *opt, kiln_tensor *const *params, int n, float lr_scale,
@@ -45,7 +49,7 @@ kiln_status kiln_optim_set_group(kiln_optim *opt, kiln_tensor *const *params, in
         if (i < 0)
             return kiln__errs(KILN_ERR_ARG, "%s: '%s' is not a parameter of this %s optimizer", who, params[j]->name,
                               opt->impl->name);
-        if (hyper_slot(opt->nodes[i]) < 0)
+        if (hyper_slot(opt, opt->nodes[i]) < 0)
             return kiln__errs(KILN_ERR_UNSUPPORTED, "%s: %s's step node of '%s' has no hyper leaf last", who,
                               opt->impl->name, params[j]->name);
     }
@@ -59,7 +63,7 @@ kiln_status kiln_optim_set_group(kiln_optim *opt, kiln_tensor *const *params, in
     opt->groups = g;
     for (int j = 0; j < n; j++) {
         kiln_tensor *t = opt->nodes[param_index(opt, params[j])];
-        t->src[hyper_slot(t)] = g->hyper;
+        t->src[hyper_slot(opt, t)] = g->hyper;
     }
     opt->graph->planned = false; /* sources changed: plan (and schedule) again */
     return KILN_OK;
