@@ -482,7 +482,11 @@ kiln_optim *kiln_lion_new_for(kiln_ctx *ctx, kiln_tensor *const *params, int n, 
  * get_cosine_with_min_lr_schedule_with_warmup(min_lr_rate = r). Past T the
  * lr stays at r * base (transformers' cosine would rise again). Skipped
  * steps (clipping, below) do not advance s. */
-typedef enum kiln_schedule_kind { KILN_SCHEDULE_CONSTANT = 0, KILN_SCHEDULE_COSINE, KILN_SCHEDULE_LINEAR } kiln_schedule_kind;
+typedef enum kiln_schedule_kind {
+    KILN_SCHEDULE_CONSTANT = 0,
+    KILN_SCHEDULE_COSINE,
+    KILN_SCHEDULE_LINEAR
+} kiln_schedule_kind;
 typedef struct kiln_schedule {
     kiln_schedule_kind kind;
     int64_t warmup_steps, total_steps; /* total_steps >= warmup_steps for COSINE and LINEAR */

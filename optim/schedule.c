@@ -27,7 +27,8 @@ kiln_status kiln_optim_set_schedule(kiln_optim *opt, const kiln_schedule *s) {
     }
     if (s->kind != KILN_SCHEDULE_CONSTANT && s->kind != KILN_SCHEDULE_COSINE && s->kind != KILN_SCHEDULE_LINEAR)
         return kiln__errs(KILN_ERR_ARG, "%s: unknown schedule kind %d", who, (int)s->kind);
-    if (s->warmup_steps < 0) return kiln__errs(KILN_ERR_ARG, "%s: warmup_steps %lld < 0", who, (long long)s->warmup_steps);
+    if (s->warmup_steps < 0)
+        return kiln__errs(KILN_ERR_ARG, "%s: warmup_steps %lld < 0", who, (long long)s->warmup_steps);
     if (s->kind != KILN_SCHEDULE_CONSTANT && s->total_steps < s->warmup_steps)
         return kiln__errs(KILN_ERR_ARG, "%s: total_steps %lld < warmup_steps %lld", who, (long long)s->total_steps,
                           (long long)s->warmup_steps);

@@ -74,7 +74,8 @@ KT_TEST(schedule_errors) {
     KT_CHECK(kiln_optim_set_schedule(opt, &(kiln_schedule){KILN_SCHEDULE_COSINE, -1, 10, 0}) == KILN_ERR_ARG, "warmup");
     KT_CHECK(kiln_optim_set_schedule(opt, &(kiln_schedule){KILN_SCHEDULE_LINEAR, 20, 10, 0}) == KILN_ERR_ARG, "total");
     KT_CHECK(strstr(kiln_last_error(), "total_steps") != NULL, "message: %s", kiln_last_error());
-    KT_CHECK(kiln_optim_set_schedule(opt, &(kiln_schedule){KILN_SCHEDULE_COSINE, 0, 10, 1.5f}) == KILN_ERR_ARG, "ratio");
+    KT_CHECK(kiln_optim_set_schedule(opt, &(kiln_schedule){KILN_SCHEDULE_COSINE, 0, 10, 1.5f}) == KILN_ERR_ARG,
+             "ratio");
     KT_CHECK(kiln_optim_set_schedule(opt, &(kiln_schedule){KILN_SCHEDULE_COSINE, 0, 10, NAN}) == KILN_ERR_ARG, "NaN");
     KT_CHECK(kiln_optim_set_schedule(NULL, NULL) == KILN_ERR_ARG, "NULL optimizer");
     KT_CHECK(kiln_optim_lr_at(opt, 3) == 0.1f, "a refused schedule leaves none");
