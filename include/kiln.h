@@ -530,6 +530,54 @@ kiln_optim *kiln_apollo_new_for(kiln_ctx *ctx, kiln_tensor *const *params, int n
 
 
 /* ---- schedules, clipping, parameter groups ---- */
+/* Learning-rate schedules, as transformers' get_*_schedule_with_warmup
+ * (LambdaLR stepped after each optimizer step): step s (0 on the first
+ * kiln_optim_step) uses lr = base lr (kiln_optim_lr) * f(s), with
+ * W = warmup_steps, T = total_steps, r = min_lr_ratio:
+ *   s < W:     f = s / max(1, W)                        (every kind)
+ *   CONSTANT:  f = 1
+ *   COSINE:    q = min(1, (s - W) / max(1, T - W)),
+ *              f = r + (1 - r) * 0.5 * (1 + cos(pi * q))
+ *   LINEAR:    q as COSINE, f = r + (1 - r) * (1 - q)
+ * With r = 0 these are get_constant_schedule_with_warmup,
+ * get_cosine_schedule_with_warmup (num_cycles 0.5) and
+ * get_linear_schedule_with_warmup for s <= T; COSINE with r > 0 is
+ * get_cosine_with_min_lr_schedule_with_warmup(min_lr_rate = r). Past T the
+ * lr stays at r * base (transformers' cosine would rise again). Skipped
+ * steps (clipping, below) do not advance s. */
+typedef enum kiln_schedule_kind {
+    KILN_SCHEDULE_CONSTANT = 0,
+    KILN_SCHEDULE_COSINE,
+    KILN_SCHEDULE_LINEAR
+} kiln_schedule_kind;
+typedef struct kiln_schedule {
+    kiln_schedule_kind kind;
+    int64_t warmup_steps, total_steps; /* total_steps >= warmup_steps for COSINE and LINEAR */
+    float min_lr_ratio;                /* in [0, 1] */
+} kiln_schedule;
+/* NULL: back to the constant lr. The graph is not rebuilt: each step
+ * writes its lr into the optimizer's hyperparameters. */
+kiln_status kiln_optim_set_schedule(kiln_optim *opt, const kiln_schedule *s);
+/* The lr step s uses (base lr times the schedule's factor). */
+float kiln_optim_lr_at(const kiln_optim *opt, int64_t step);
+/* Global-norm gradient clipping, as torch.nn.utils.clip_grad_norm_: before
+ * each step the L2 norm of all the optimizer's gradients together; above
+ * max_norm every gradient is multiplied by max_norm / (norm + 1e-6).
+ * max_norm 0 turns it off (the default). A non-finite norm skips the step:
+ * parameters and state untouched, gradients zeroed, the skip counted, and
+ * kiln_optim_step returns KILN_ERR_NUMERIC naming the first parameter whose
+ * gradient is not finite. */
+kiln_status kiln_optim_set_clip_grad_norm(kiln_optim *opt, float max_norm);
+/* The norm the last step measured (before clipping); -1 if none yet. */
+float kiln_optim_last_grad_norm(const kiln_optim *opt);
+int64_t kiln_optim_skipped_steps(const kiln_optim *opt);
+/* Parameter groups: these parameters (all of the optimizer's) step with
+ * lr * lr_scale and this weight decay (its meaning the optimizer's: L2 for
+ * SGD and Adam, decoupled for AdamW and Lion), e.g. weight_decay 0 for
+ * norms and biases. A parameter in an earlier group moves to this one.
+ * The graph is not rebuilt: the group has its own hyperparameters. */
+kiln_status kiln_optim_set_group(kiln_optim *opt, kiln_tensor *const *params, int n, float lr_scale,
+                                 float weight_decay);
 
 
 kiln_status kiln_optim_step(kiln_optim *opt);

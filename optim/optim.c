@@ -54,6 +54,7 @@ kiln_optim *kiln__optim_new(kiln_ctx *ctx, const char *who, const kiln_optim_imp
     opt->ctx = ctx;
     opt->impl = impl;
     opt->lr = lr;
+    opt->last_grad_norm = -1.0f;
     opt->n_params = n;
     opt->params = kiln__arena_alloc(ctx, (size_t)n * sizeof *opt->params);
     opt->nodes = kiln__arena_alloc(ctx, (size_t)n * sizeof *opt->nodes);
@@ -88,8 +89,20 @@ kiln_tensor *kiln__optim_step_node(kiln_optim *opt, int i, kiln_op op, int nsrc,
 
 kiln_status kiln_optim_step(kiln_optim *opt) {
     if (!opt) return kiln__errs(KILN_ERR_ARG, "kiln_optim_step: optimizer is NULL");
-    opt->impl->prepare(opt, kiln_tensor_data(opt->hyper));
-    kiln_status s = kiln_graph_compute(opt->graph);
+    kiln_status s = kiln__optim_clip(opt);
+    if (s) return s;
+    /* the schedule's lr for this step, for prepare to write; the base lr stays */
+    float base_lr = opt->lr;
+    opt->lr = kiln_optim_lr_at(opt, opt->steps);
+    float *hyper = kiln_tensor_data(opt->hyper);
+    if (!hyper) {
+        opt->lr = base_lr;
+        return kiln_last_status();
+    }
+    opt->impl->prepare(opt, hyper);
+    opt->lr = base_lr;
+    if ((s = kiln__optim_write_groups(opt, hyper))) return s;
+    s = kiln_graph_compute(opt->graph);
     if (s) return s;
     /* kiln_zero_grad for this optimizer's parameters: the next computes of
      * the training graph accumulate into zeroed gradients */

@@ -42,7 +42,33 @@ struct kiln_optim {
     float lr;
     int64_t steps;
     size_t state_bytes;   /* bytes of state leaves made by kiln__optim_state */
+    /* schedules, clipping, parameter groups (schedule.c, clip.c, groups.c) */
+    kiln_schedule sched;          /* kind CONSTANT with no warmup: factor 1 */
+    float clip_max_norm;          /* 0: no clipping */
+    float last_grad_norm;         /* -1 until clipping computed one */
+    int64_t skipped_steps;
+    kiln_graph *norm_graph;       /* sum of squares of each gradient (clip.c) */
+    kiln_tensor **grad_sq;        /* its outputs, one per parameter */
+    kiln_graph *scale_graph;      /* g += g * (coef - 1), in place (clip.c) */
+    kiln_tensor **scale_nodes;    /* its SCALE nodes (fp[0] = coef - 1), one per parameter */
+    struct kiln__optim_group *groups; /* newest first (groups.c) */
 };
+
+/* Two slots of the hyper leaf every optimizer keeps in place, so that
+ * schedules and parameter groups work for all of them: hyper[0] is the
+ * learning rate and hyper[impl->n_hyper - 1] the weight decay; the hyper
+ * leaf is the last source of each step node. */
+enum { KILN__HYPER_LR = 0 };
+
+/* The schedule's factor at step s (optim/schedule.c). */
+double kiln__schedule_factor(const kiln_schedule *sc, int64_t s);
+/* With clipping on: the global gradient norm, the gradients scaled when it
+ * is above the maximum; KILN_ERR_NUMERIC (gradients zeroed, step counted as
+ * skipped) when it is not finite (optim/clip.c). */
+kiln_status kiln__optim_clip(kiln_optim *opt);
+/* Copy the freshly prepared hyper values into each group's leaf with the
+ * group's lr scale and weight decay (optim/groups.c). */
+kiln_status kiln__optim_write_groups(kiln_optim *opt, const float *hyper);
 
 /* Validate the parameters (params NULL: every parameter of ctx; each must
  * be a float leaf of ctx with a gradient, none twice) and make the
