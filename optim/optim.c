@@ -11,6 +11,7 @@ void kiln__ops_register_optim(kiln_op_info *tab) {
     kiln__sgd_register(tab);
     kiln__adam_register(tab);
     kiln__lion_register(tab);
+    kiln__opt8bit_register(tab);
 }
 
 /* One parameter: a float leaf of ctx with a gradient, not seen before. */

@@ -62,5 +62,6 @@ kiln_tensor *kiln__optim_step_node(kiln_optim *opt, int i, kiln_op op, int nsrc,
 void kiln__sgd_register(kiln_op_info *tab);
 void kiln__adam_register(kiln_op_info *tab);
 void kiln__lion_register(kiln_op_info *tab);
+void kiln__opt8bit_register(kiln_op_info *tab);
 
 #endif

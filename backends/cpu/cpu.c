@@ -40,6 +40,7 @@ static void init_once(void) {
     kiln__cpu_register_conv(kernels);
     kiln__cpu_register_optim(kernels);
     /* the optimizers' extra kernels register here */
+    kiln__cpu_register_optim8bit(kernels);
 }
 
 static bool is_half(kiln_dtype t) { return t == KILN_F16 || t == KILN_BF16; }
