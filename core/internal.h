@@ -102,9 +102,9 @@ typedef enum kiln_op {
     /* 8-bit steps */
     /* see optim/opt8bit.c; codes are bytes packed four to an I32 element
        (ceil(n / 4) elements), absmax f32 [ceil(n / 256)] */
-    KILN_OP_ADAM8_STEP, /* src p, grad, m codes, m absmax, v codes, v absmax, hyper; ip[1]=decoupled ip[2]=t */
-    KILN_OP_LION8_STEP, /* src p, grad, m codes, m absmax, hyper */
-    KILN_OP_SGD8_STEP,  /* src p, grad, buf codes, buf absmax, hyper; ip[0]=nesterov ip[2]=steps before */
+    KILN_OP_ADAM8_STEP, /* src p, grad, m codes, m absmax, v codes, v absmax, maps, hyper; ip[1]=decoupled ip[2]=t */
+    KILN_OP_LION8_STEP, /* src p, grad, m codes, m absmax, maps, hyper */
+    KILN_OP_SGD8_STEP,  /* src p, grad, buf codes, buf absmax, maps, hyper; ip[0]=nesterov ip[2]=steps before */
 
     /* GaLore */
 

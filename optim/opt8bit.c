@@ -15,14 +15,17 @@
  * 32-bit optimizers', so that small and f64 parameters, which keep 32-bit
  * state as bitsandbytes' min_8bit_size = 4096 does, share the leaf with a
  * plain KILN_OP_ADAM_STEP / LION_STEP / SGD_STEP node):
- *   KILN_OP_ADAM8_STEP: p, grad, m codes, m absmax, v codes, v absmax,
+ *   KILN_OP_ADAM8_STEP: p, grad, m codes, m absmax, v codes, v absmax, maps,
  *       hyper [lr, beta1, beta2, eps, weight_decay]; ip[1] = decoupled,
  *       ip[2] = t (1 on the first step)
- *   KILN_OP_LION8_STEP: p, grad, m codes, m absmax,
+ *   KILN_OP_LION8_STEP: p, grad, m codes, m absmax, maps,
  *       hyper [lr, beta1, beta2, weight_decay]
- *   KILN_OP_SGD8_STEP: p, grad, buf codes, buf absmax,
+ *   KILN_OP_SGD8_STEP: p, grad, buf codes, buf absmax, maps,
  *       hyper [lr, momentum, dampening, weight_decay]; ip[0] = nesterov,
  *       ip[2] = steps taken before this one
+ * maps is one F32 [512] leaf per optimizer, the signed dynamic map then the
+ * unsigned one, for device kernels (which cannot build them bit for bit);
+ * a constant table like hyper, not counted in kiln_optim_state_bytes.
  * The per-element formulas are the 32-bit ones (optim/adam.c, lion.c,
  * sgd.c), computed in f32 on the dequantized state; an element whose
  * gradient is NaN or infinite is skipped (its p and state value kept), as
@@ -115,6 +118,17 @@ static kiln_status state8(kiln_optim *opt, kiln_tensor *p, const char *suffix, k
     return KILN_OK;
 }
 
+/* The optimizer's maps leaf (see above). */
+static kiln_tensor *maps_leaf(kiln_optim *opt) {
+    kiln_tensor *t = kiln_new_1d(opt->ctx, KILN_F32, 512);
+    float *d = t ? kiln_tensor_data(t) : NULL;
+    if (!d) return NULL;
+    kiln__dynamic_map(true, d);
+    kiln__dynamic_map(false, d + 256);
+    snprintf(t->name, sizeof t->name, "%s.maps", opt->impl->name);
+    return t;
+}
+
 static kiln_optim *adam8_new(kiln_ctx *ctx, const char *who, bool decoupled, kiln_tensor *const *params, int n,
                              const kiln_adam_config *cfg) {
     kiln_adam_config c = cfg ? *cfg : decoupled ? kiln_adamw_defaults() : kiln_adam_defaults();
@@ -130,12 +144,15 @@ static kiln_optim *adam8_new(kiln_ctx *ctx, const char *who, bool decoupled, kil
     if (!own) return NULL;
     *own = c;
     opt->cfg = own;
+    kiln_tensor *maps = maps_leaf(opt);
+    if (!maps) return NULL;
     for (int i = 0; i < opt->n_params; i++) {
-        kiln_tensor *p = opt->params[i], *srcs[7] = {p, p->grad}, *t;
+        kiln_tensor *p = opt->params[i], *srcs[8] = {p, p->grad}, *t;
         if (is_8bit(p)) {
             if (state8(opt, p, "exp_avg", srcs + 2) || state8(opt, p, "exp_avg_sq", srcs + 4)) return NULL;
-            srcs[6] = opt->hyper;
-            t = kiln__optim_step_node(opt, i, KILN_OP_ADAM8_STEP, 7, srcs);
+            srcs[6] = maps;
+            srcs[7] = opt->hyper;
+            t = kiln__optim_step_node(opt, i, KILN_OP_ADAM8_STEP, 8, srcs);
         } else {
             if (!(srcs[2] = kiln__optim_state(opt, p, "exp_avg")) || !(srcs[3] = kiln__optim_state(opt, p, "exp_avg_sq")))
                 return NULL;
@@ -174,12 +191,15 @@ static kiln_optim *lion8_new(kiln_ctx *ctx, const char *who, kiln_tensor *const 
     if (!own) return NULL;
     *own = c;
     opt->cfg = own;
+    kiln_tensor *maps = maps_leaf(opt);
+    if (!maps) return NULL;
     for (int i = 0; i < opt->n_params; i++) {
-        kiln_tensor *p = opt->params[i], *srcs[5] = {p, p->grad};
+        kiln_tensor *p = opt->params[i], *srcs[6] = {p, p->grad};
         if (is_8bit(p)) {
             if (state8(opt, p, "exp_avg", srcs + 2)) return NULL;
-            srcs[4] = opt->hyper;
-            if (!kiln__optim_step_node(opt, i, KILN_OP_LION8_STEP, 5, srcs)) return NULL;
+            srcs[4] = maps;
+            srcs[5] = opt->hyper;
+            if (!kiln__optim_step_node(opt, i, KILN_OP_LION8_STEP, 6, srcs)) return NULL;
         } else {
             if (!(srcs[2] = kiln__optim_state(opt, p, "exp_avg"))) return NULL;
             srcs[3] = opt->hyper;
@@ -214,12 +234,15 @@ static kiln_optim *sgd8_new(kiln_ctx *ctx, const char *who, kiln_tensor *const *
     if (!own) return NULL;
     *own = *cfg;
     opt->cfg = own;
+    kiln_tensor *maps = maps_leaf(opt);
+    if (!maps) return NULL;
     for (int i = 0; i < opt->n_params; i++) {
-        kiln_tensor *p = opt->params[i], *srcs[5] = {p, p->grad}, *t;
+        kiln_tensor *p = opt->params[i], *srcs[6] = {p, p->grad}, *t;
         if (is_8bit(p)) {
             if (state8(opt, p, "momentum_buffer", srcs + 2)) return NULL;
-            srcs[4] = opt->hyper;
-            t = kiln__optim_step_node(opt, i, KILN_OP_SGD8_STEP, 5, srcs);
+            srcs[4] = maps;
+            srcs[5] = opt->hyper;
+            t = kiln__optim_step_node(opt, i, KILN_OP_SGD8_STEP, 6, srcs);
         } else {
             if (!(srcs[2] = kiln__optim_state(opt, p, "momentum_buffer"))) return NULL;
             srcs[3] = opt->hyper;

@@ -56,7 +56,8 @@ static void adam8_block(float *restrict p, const float *restrict g, uint8_t *mq,
 static kiln_status check8(const char *who, kiln_tensor *t, int n_states) {
     kiln_tensor *p = t->src[0];
     int64_t n = kiln_tensor_numel(p);
-    bool ok = p->dtype == KILN_F32 && t->src[1]->dtype == KILN_F32 && t->src[2 + 2 * n_states]->dtype == KILN_F32;
+    bool ok = p->dtype == KILN_F32 && t->src[1]->dtype == KILN_F32 && t->src[3 + 2 * n_states]->dtype == KILN_F32 &&
+              t->src[2 + 2 * n_states]->dtype == KILN_F32; /* hyper, maps (unused here: the coders hold them) */
     for (int k = 0; k < n_states; k++) {
         kiln_tensor *q = t->src[2 + 2 * k], *a = t->src[3 + 2 * k];
         ok = ok && q->dtype == KILN_I32 && kiln_tensor_numel(q) == (n + 3) / 4 && a->dtype == KILN_F32 &&
@@ -71,7 +72,7 @@ static kiln_status adam8_step(kiln_tensor *t, const kiln_exec *ex) {
     kiln_status st = check8("adam8_step", t, 2);
     if (st) return st;
     if (t->ip[2] < 1) return kiln__errs(KILN_ERR_STATE, "adam8_step: step number %lld (must be >= 1)", (long long)t->ip[2]);
-    const float *h = t->src[6]->data;
+    const float *h = t->src[7]->data;
     bool decoupled = t->ip[1] != 0;
     double lr = h[0], b1 = h[1], b2 = h[2], wd = h[4], step = (double)t->ip[2];
     adam8_scalars s = {
@@ -104,7 +105,7 @@ static kiln_status adam8_step(kiln_tensor *t, const kiln_exec *ex) {
 static kiln_status lion8_step(kiln_tensor *t, const kiln_exec *ex) {
     kiln_status st = check8("lion8_step", t, 1);
     if (st) return st;
-    const float *h = t->src[4]->data;
+    const float *h = t->src[5]->data;
     const float neg_lr = (float)(-(double)h[0]), b1 = h[1], b2 = h[2], one_b1 = (float)(1.0 - (double)h[1]),
                 one_b2 = (float)(1.0 - (double)h[2]), decay = (float)(1.0 - (double)h[0] * (double)h[3]);
     float *p = t->data;
@@ -137,7 +138,7 @@ static kiln_status lion8_step(kiln_tensor *t, const kiln_exec *ex) {
 static kiln_status sgd8_step(kiln_tensor *t, const kiln_exec *ex) {
     kiln_status st = check8("sgd8_step", t, 1);
     if (st) return st;
-    const float *h = t->src[4]->data;
+    const float *h = t->src[5]->data;
     const float lr = h[0], mom = h[1], keep = (float)(1.0 - (double)h[2]), wd = h[3];
     bool nesterov = t->ip[0] != 0, first = t->ip[2] == 0;
     float *p = t->data;
