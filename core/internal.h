@@ -100,6 +100,11 @@ typedef enum kiln_op {
                           [max_exp_avg_sq], hyper; ip[0]=amsgrad ip[1]=decoupled ip[2]=t (1 first) */
     KILN_OP_LION_STEP, /* Lion, see optim/lion.c: src p, grad, exp_avg, hyper; no ip/fp */
     /* 8-bit steps */
+    /* see optim/opt8bit.c; codes are bytes packed four to an I32 element
+       (ceil(n / 4) elements), absmax f32 [ceil(n / 256)] */
+    KILN_OP_ADAM8_STEP, /* src p, grad, m codes, m absmax, v codes, v absmax, maps, hyper; ip[1]=decoupled ip[2]=t */
+    KILN_OP_LION8_STEP, /* src p, grad, m codes, m absmax, maps, hyper */
+    KILN_OP_SGD8_STEP,  /* src p, grad, buf codes, buf absmax, maps, hyper; ip[0]=nesterov ip[2]=steps before */
 
     /* GaLore */
     KILN_OP_GALORE_STEP, /* GaLore AdamW on a 2-D f32 parameter, see optim/galore.c: src p, grad, projector,
@@ -309,6 +314,7 @@ void kiln__cpu_register_conv(kiln_cpu_kernel *tab);
 void kiln__cpu_register_optim(kiln_cpu_kernel *tab);
 void kiln__cpu_register_optim_galore(kiln_cpu_kernel *tab);
 void kiln__cpu_register_optim_apollo(kiln_cpu_kernel *tab);
+void kiln__cpu_register_optim8bit(kiln_cpu_kernel *tab);
 /* Run one node on the CPU. */
 kiln_status kiln__cpu_compute(kiln_tensor *node, const kiln_exec *ex);
 /* Element-wise chains (backends/cpu/fused.c): can t start a chain / follow

@@ -458,6 +458,32 @@ kiln_optim *kiln_lion_new(kiln_ctx *ctx, const kiln_lion_config *cfg);
 kiln_optim *kiln_lion_new_for(kiln_ctx *ctx, kiln_tensor *const *params, int n, const kiln_lion_config *cfg);
 
 /* ---- 8-bit optimizers ---- */
+/* Block-wise 8-bit Adam, AdamW, Lion and SGD with momentum, as bitsandbytes'
+ * 8-bit optimizers (Dettmers et al., "8-bit Optimizers via Block-wise
+ * Quantization"): each state is one byte per element (a code into
+ * bitsandbytes' dynamic map: signed for first moments and momentum,
+ * unsigned for Adam's second moment) plus one f32 absmax per block of 256
+ * elements. Each step dequantizes a block, updates it in f32 with the same
+ * formulas as the 32-bit optimizer above (torch's: Adam's weight decay is L2,
+ * AdamW's and Lion's decoupled and applied first), takes a fresh absmax and
+ * requantizes to the nearest code. Gradient elements that are NaN or
+ * infinite leave their parameter element and its state value untouched
+ * (the state is still requantized with its block). Parameters with fewer
+ * than 4096 elements, and f64 parameters, keep 32-bit state and take the
+ * plain step of the 32-bit optimizer. amsgrad is refused (not in 8 bits);
+ * 8-bit SGD needs momentum > 0 (dampening and nesterov as kiln_sgd_new).
+ * kiln_optim_state_bytes counts the bytes held: per 8-bit state
+ * 4 * ceil(n / 4) bytes of codes and 4 per block of absmax. On Vulkan the
+ * 8-bit Adam/AdamW step runs on the device (the CPU's bits); 8-bit Lion and
+ * SGD steps run on the CPU. */
+kiln_optim *kiln_adam8bit_new(kiln_ctx *ctx, const kiln_adam_config *cfg);
+kiln_optim *kiln_adam8bit_new_for(kiln_ctx *ctx, kiln_tensor *const *params, int n, const kiln_adam_config *cfg);
+kiln_optim *kiln_adamw8bit_new(kiln_ctx *ctx, const kiln_adam_config *cfg);
+kiln_optim *kiln_adamw8bit_new_for(kiln_ctx *ctx, kiln_tensor *const *params, int n, const kiln_adam_config *cfg);
+kiln_optim *kiln_lion8bit_new(kiln_ctx *ctx, const kiln_lion_config *cfg);
+kiln_optim *kiln_lion8bit_new_for(kiln_ctx *ctx, kiln_tensor *const *params, int n, const kiln_lion_config *cfg);
+kiln_optim *kiln_sgd8bit_new(kiln_ctx *ctx, const kiln_sgd_config *cfg);
+kiln_optim *kiln_sgd8bit_new_for(kiln_ctx *ctx, kiln_tensor *const *params, int n, const kiln_sgd_config *cfg);
 
 
 /* ---- GaLore ---- */

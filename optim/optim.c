@@ -13,6 +13,7 @@ void kiln__ops_register_optim(kiln_op_info *tab) {
     kiln__lion_register(tab);
     kiln__galore_register(tab);
     kiln__apollo_register(tab);
+    kiln__opt8bit_register(tab);
 }
 
 /* One parameter: a float leaf of ctx with a gradient, not seen before. */

@@ -90,5 +90,6 @@ void kiln__adam_register(kiln_op_info *tab);
 void kiln__lion_register(kiln_op_info *tab);
 void kiln__galore_register(kiln_op_info *tab);
 void kiln__apollo_register(kiln_op_info *tab);
+void kiln__opt8bit_register(kiln_op_info *tab);
 
 #endif

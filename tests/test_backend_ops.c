@@ -838,6 +838,81 @@ KT_TEST(backend_ops_optim) {
     fflush(stdout);
 }
 
+/* 8-bit Adam/AdamW (optim/opt8bit.c): parameters of 4500 (a partial last
+ * block) and 5120 elements with the same gradients on both sides, step
+ * NaN/Inf elements on step 1; parameters, codes and absmax must be the
+ * CPU's bits, every step node on the device. */
+static void run_optim8_case(const char *name, bool decoupled, kiln_backend *b) {
+    const char *bn = kiln_backend_name(b);
+    kiln_ctx *ctx[2] = {0};
+    kiln_tensor *p[2][2];
+    kiln_optim *opt[2];
+    const int64_t ns[2] = {4500, 5120};
+    double *x = malloc(5120 * sizeof(double)), *y = malloc(5120 * sizeof(double));
+    kiln_adam_config cfg = decoupled ? kiln_adamw_defaults() : kiln_adam_defaults();
+    cfg.lr = 0.01f;
+    cfg.weight_decay = 0.05f;
+    for (int s = 0; s < 2; s++) {
+        ctx[s] = kiln_ctx_new();
+        if (!ctx[s] || kiln_ctx_set_backend(ctx[s], s ? b : NULL)) goto fail;
+        for (int j = 0; j < 2; j++) {
+            p[s][j] = kiln_param(ctx[s], j ? "b" : "a", KILN_F32, 1, &ns[j]);
+            if (!p[s][j] || kiln_tensor_fill_uniform(p[s][j], 3 + (uint64_t)j, -1, 1)) goto fail;
+        }
+        opt[s] = decoupled ? kiln_adamw8bit_new(ctx[s], &cfg) : kiln_adam8bit_new(ctx[s], &cfg);
+        if (!opt[s]) goto fail;
+    }
+    for (int k = 0; k < OPT_STEPS; k++) {
+        for (int j = 0; j < 2; j++) {
+            if (kiln_tensor_fill_randn(kiln_tensor_grad(p[0][j]), 50 + 10 * (uint64_t)k + j, 0, 1) ||
+                kiln_tensor_get_f64(kiln_tensor_grad(p[0][j]), x, ns[j]))
+                goto fail;
+            for (int64_t i = 0; k == 1 && i < ns[j]; i += 61) x[i] = i % 2 ? NAN : INFINITY;
+            if (kiln_tensor_set_f64(kiln_tensor_grad(p[0][j]), x, ns[j]) ||
+                kiln_tensor_set_f64(kiln_tensor_grad(p[1][j]), x, ns[j]))
+                goto fail;
+        }
+        if (kiln_optim_step(opt[0]) || kiln_optim_step(opt[1])) goto fail;
+        for (int j = 0; j < 2; j++) {
+            kiln_tensor *const *src[2] = {opt[0]->nodes[j]->src, opt[1]->nodes[j]->src};
+            const int which[5] = {0, 2, 3, 4, 5}; /* p, m codes, m absmax, v codes, v absmax */
+            for (int w = 0; w < 5; w++) {
+                int64_t m = kiln_tensor_numel(src[0][which[w]]);
+                if (kiln_tensor_get_f64(src[0][which[w]], x, m) || kiln_tensor_get_f64(src[1][which[w]], y, m))
+                    goto fail;
+                int64_t bad = 0;
+                for (int64_t i = 0; i < m; i++) bad += memcmp(&x[i], &y[i], sizeof x[i]) != 0;
+                KT_CHECK(bad == 0, "optim8/%s on %s step %d: param %d source %d: %lld of %lld differ from the CPU's",
+                         name, bn, k, j, which[w], (long long)bad, (long long)m);
+            }
+        }
+    }
+    kiln_graph_stats os = kiln_graph_get_stats(opt[1]->graph);
+    if (getenv("KILN_TEST_VERBOSE"))
+        printf("    %-10s %-26s %-4s %-7s step nodes %lld dev %lld cpu\n", "optim8", name, "f32", bn,
+               (long long)os.nodes_on_backend, (long long)os.nodes_fallback);
+    KT_CHECK(os.nodes_fallback == 0, "optim8/%s on %s: %lld step nodes ran on the CPU", name, bn,
+             (long long)os.nodes_fallback);
+    goto done;
+fail:
+    kt_fail(__FILE__, __LINE__, "optim8/%s on %s: %s", name, bn, kiln_last_error());
+done:
+    free(x);
+    free(y);
+    kiln_ctx_free(ctx[0]);
+    kiln_ctx_free(ctx[1]);
+}
+
+KT_TEST(backend_ops_optim8bit) {
+    kiln_backend *bs[BO_MAX_BACKENDS];
+    int nb = bo_backends(bs);
+    for (int i = 0; i < nb; i++) {
+        run_optim8_case("adam8bit", false, bs[i]);
+        run_optim8_case("adamw8bit", true, bs[i]);
+    }
+    fflush(stdout);
+}
+
 /* ---- the error measure itself (needs no device) ------------------------------ */
 
 KT_TEST(backend_ops_error_measure) {

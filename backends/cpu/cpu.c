@@ -42,6 +42,7 @@ static void init_once(void) {
     /* the optimizers' extra kernels register here */
     kiln__cpu_register_optim_galore(kernels);
     kiln__cpu_register_optim_apollo(kernels);
+    kiln__cpu_register_optim8bit(kernels);
 }
 
 static bool is_half(kiln_dtype t) { return t == KILN_F16 || t == KILN_BF16; }

@@ -1,0 +1,173 @@
+/* optim_8bit.c — CPU kernels of the 8-bit optimizers' step ops (layouts and
+ * formulas in optim/opt8bit.c). Threads take whole blocks of 256: each
+ * block is dequantized into f32 on the stack, updated as the 32-bit kernels
+ * update (backends/cpu/optim.c, same operation order), then requantized
+ * with a fresh absmax through the table coder (codes identical to
+ * optim/dynamic_map.h's nearest-code rule). Elements with a non-finite
+ * gradient are skipped. f32 parameters only (others keep 32-bit state). */
+#include "internal.h"
+#include "../../optim/dynamic_map.h"
+
+#include <math.h>
+#include <pthread.h>
+
+static kiln__qcoder signed_coder, unsigned_coder;
+static pthread_once_t coders_once = PTHREAD_ONCE_INIT;
+
+static void coders_init(void) {
+    float map[256];
+    kiln__dynamic_map(true, map);
+    kiln__qcoder_init(&signed_coder, map);
+    kiln__dynamic_map(false, map);
+    kiln__qcoder_init(&unsigned_coder, map);
+}
+
+/* Blocks per thread below which one thread does all (~64K elements). */
+#define MIN_PAR_BLOCKS 256
+
+typedef struct adam8_scalars {
+    float decay, wd, b1, b2, one_b1, one_b2, neg_step, bc2s, eps;
+    bool l2;
+} adam8_scalars;
+
+static void adam8_block(float *restrict p, const float *restrict g, uint8_t *mq, float *ma, uint8_t *vq, float *va,
+                        int64_t len, const adam8_scalars *s) {
+    float m[KILN__QBLOCK], v[KILN__QBLOCK];
+    kiln__dequantize_blockwise(mq, ma, len, signed_coder.map, m);
+    kiln__dequantize_blockwise(vq, va, len, unsigned_coder.map, v);
+    for (int64_t i = 0; i < len; i++) {
+        float gi = g[i];
+        if (!isfinite(gi)) continue;
+        float pi = p[i] * s->decay;
+        if (s->l2) gi += s->wd * pi;
+        float mi = m[i] * s->b1 + gi * s->one_b1;
+        float vi = v[i] * s->b2 + s->one_b2 * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        float denom = sqrtf(vi) / s->bc2s + s->eps;
+        p[i] = pi + s->neg_step * mi / denom;
+    }
+    kiln__quantize_blockwise_coder(m, len, &signed_coder, mq, ma);
+    kiln__quantize_blockwise_coder(v, len, &unsigned_coder, vq, va);
+}
+
+/* Checks shared by the three: f32 p and grad, an I32 codes leaf of
+ * ceil(n/4) and an F32 absmax leaf of ceil(n/256) per state, f32 hyper. */
+static kiln_status check8(const char *who, kiln_tensor *t, int n_states) {
+    kiln_tensor *p = t->src[0];
+    int64_t n = kiln_tensor_numel(p);
+    bool ok = p->dtype == KILN_F32 && t->src[1]->dtype == KILN_F32 && t->src[3 + 2 * n_states]->dtype == KILN_F32 &&
+              t->src[2 + 2 * n_states]->dtype == KILN_F32; /* hyper, maps (unused here: the coders hold them) */
+    for (int k = 0; k < n_states; k++) {
+        kiln_tensor *q = t->src[2 + 2 * k], *a = t->src[3 + 2 * k];
+        ok = ok && q->dtype == KILN_I32 && kiln_tensor_numel(q) == (n + 3) / 4 && a->dtype == KILN_F32 &&
+             kiln_tensor_numel(a) == kiln__qblocks(n);
+    }
+    if (!ok) return kiln__errs(KILN_ERR_UNSUPPORTED, "%s: needs f32 p and grad, I32 codes and f32 absmax state", who);
+    pthread_once(&coders_once, coders_init);
+    return KILN_OK;
+}
+
+static kiln_status adam8_step(kiln_tensor *t, const kiln_exec *ex) {
+    kiln_status st = check8("adam8_step", t, 2);
+    if (st) return st;
+    if (t->ip[2] < 1) return kiln__errs(KILN_ERR_STATE, "adam8_step: step number %lld (must be >= 1)", (long long)t->ip[2]);
+    const float *h = t->src[7]->data;
+    bool decoupled = t->ip[1] != 0;
+    double lr = h[0], b1 = h[1], b2 = h[2], wd = h[4], step = (double)t->ip[2];
+    adam8_scalars s = {
+        .decay = (float)(decoupled ? 1.0 - lr * wd : 1.0),
+        .wd = (float)(decoupled ? 0.0 : wd),
+        .b1 = (float)b1,
+        .b2 = (float)b2,
+        .one_b1 = (float)(1.0 - b1),
+        .one_b2 = (float)(1.0 - b2),
+        .neg_step = (float)(-(lr / (1.0 - pow(b1, step)))),
+        .bc2s = (float)sqrt(1.0 - pow(b2, step)),
+        .eps = h[3],
+    };
+    s.l2 = s.wd != 0.0f;
+    float *p = t->data;
+    const float *g = t->src[1]->data;
+    uint8_t *mq = t->src[2]->data, *vq = t->src[4]->data;
+    float *ma = t->src[3]->data, *va = t->src[5]->data;
+    int64_t n = kiln_tensor_numel(t->src[0]), nb = kiln__qblocks(n);
+    int nt = ex->n_threads;
+#pragma omp parallel for num_threads(nt) if (nb > MIN_PAR_BLOCKS) schedule(static)
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t lo = b * KILN__QBLOCK, len = n - lo < KILN__QBLOCK ? n - lo : KILN__QBLOCK;
+        adam8_block(p + lo, g + lo, mq + lo, ma + b, vq + lo, va + b, len, &s);
+    }
+    return KILN_OK;
+}
+
+/* Lion: p *= decay; p -= lr * sign(b1 m + (1 - b1) g); m = b2 m + (1 - b2) g. */
+static kiln_status lion8_step(kiln_tensor *t, const kiln_exec *ex) {
+    kiln_status st = check8("lion8_step", t, 1);
+    if (st) return st;
+    const float *h = t->src[5]->data;
+    const float neg_lr = (float)(-(double)h[0]), b1 = h[1], b2 = h[2], one_b1 = (float)(1.0 - (double)h[1]),
+                one_b2 = (float)(1.0 - (double)h[2]), decay = (float)(1.0 - (double)h[0] * (double)h[3]);
+    float *p = t->data;
+    const float *g = t->src[1]->data;
+    uint8_t *mq = t->src[2]->data;
+    float *ma = t->src[3]->data;
+    int64_t n = kiln_tensor_numel(t->src[0]), nb = kiln__qblocks(n);
+    int nt = ex->n_threads;
+#pragma omp parallel for num_threads(nt) if (nb > MIN_PAR_BLOCKS) schedule(static)
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t lo = b * KILN__QBLOCK, len = n - lo < KILN__QBLOCK ? n - lo : KILN__QBLOCK;
+        float m[KILN__QBLOCK];
+        kiln__dequantize_blockwise(mq + lo, ma + b, len, signed_coder.map, m);
+        for (int64_t i = 0; i < len; i++) {
+            float gi = g[lo + i], mi = m[i];
+            if (!isfinite(gi)) continue;
+            float pi = p[lo + i] * decay;
+            float c = mi * b1 + gi * one_b1;
+            float sgn = (float)((c > 0) - (c < 0));
+            p[lo + i] = pi + neg_lr * sgn;
+            m[i] = mi * b2 + gi * one_b2;
+        }
+        kiln__quantize_blockwise_coder(m, len, &signed_coder, mq + lo, ma + b);
+    }
+    return KILN_OK;
+}
+
+/* SGD with momentum: g += wd p; buf = g (first step) or mom buf + (1 - damp) g;
+ * p -= lr * (nesterov ? g + mom buf : buf). */
+static kiln_status sgd8_step(kiln_tensor *t, const kiln_exec *ex) {
+    kiln_status st = check8("sgd8_step", t, 1);
+    if (st) return st;
+    const float *h = t->src[5]->data;
+    const float lr = h[0], mom = h[1], keep = (float)(1.0 - (double)h[2]), wd = h[3];
+    bool nesterov = t->ip[0] != 0, first = t->ip[2] == 0;
+    float *p = t->data;
+    const float *g = t->src[1]->data;
+    uint8_t *bq = t->src[2]->data;
+    float *ba = t->src[3]->data;
+    int64_t n = kiln_tensor_numel(t->src[0]), nb = kiln__qblocks(n);
+    int nt = ex->n_threads;
+#pragma omp parallel for num_threads(nt) if (nb > MIN_PAR_BLOCKS) schedule(static)
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t lo = b * KILN__QBLOCK, len = n - lo < KILN__QBLOCK ? n - lo : KILN__QBLOCK;
+        float buf[KILN__QBLOCK];
+        kiln__dequantize_blockwise(bq + lo, ba + b, len, signed_coder.map, buf);
+        for (int64_t i = 0; i < len; i++) {
+            float gi = g[lo + i];
+            if (!isfinite(gi)) continue;
+            if (wd != 0) gi += wd * p[lo + i];
+            float bi = first ? gi : mom * buf[i] + keep * gi;
+            buf[i] = bi;
+            gi = nesterov ? gi + mom * bi : bi;
+            p[lo + i] -= lr * gi;
+        }
+        kiln__quantize_blockwise_coder(buf, len, &signed_coder, bq + lo, ba + b);
+    }
+    return KILN_OK;
+}
+
+void kiln__cpu_register_optim8bit(kiln_cpu_kernel *tab) {
+    tab[KILN_OP_ADAM8_STEP] = adam8_step;
+    tab[KILN_OP_LION8_STEP] = lion8_step;
+    tab[KILN_OP_SGD8_STEP] = sgd8_step;
+}
