@@ -118,7 +118,9 @@ static void check_training_loop(kiln_backend *b) {
 }
 
 KT_TEST(schedule_training_loop_cpu) { check_training_loop(NULL); }
+#ifdef KILN_VULKAN
 KT_TEST(schedule_training_loop_vulkan) { check_training_loop(kt_device("vulkan")); }
+#endif
 
 /* Warmup + cosine with AdamW fitting y = 2x - 1: the loss falls. */
 KT_TEST(schedule_adamw_fits) {
