@@ -53,14 +53,13 @@ kiln_adam_config kiln_adamw_defaults(void) {
     return c;
 }
 
-static bool finite_nonneg(float v) { return v >= 0.0f && !isinf(v); } /* false for NaN too */
 
 /* The checks torch.optim.Adam/AdamW make, with their wording (and NaN and
  * infinities refused as well). */
-static kiln_status check_config(const char *who, const kiln_adam_config *c) {
-    if (!finite_nonneg(c->lr))
+kiln_status kiln__adam_check_config(const char *who, const kiln_adam_config *c) {
+    if (!kiln__finite_nonneg(c->lr))
         return kiln__errs(KILN_ERR_ARG, "%s: invalid learning rate: %g (must be >= 0)", who, (double)c->lr);
-    if (!finite_nonneg(c->eps))
+    if (!kiln__finite_nonneg(c->eps))
         return kiln__errs(KILN_ERR_ARG, "%s: invalid epsilon value: %g (must be >= 0)", who, (double)c->eps);
     if (!(c->beta1 >= 0.0f && c->beta1 < 1.0f))
         return kiln__errs(KILN_ERR_ARG, "%s: invalid beta parameter at index 0: %g (must be in [0, 1))", who,
@@ -68,7 +67,7 @@ static kiln_status check_config(const char *who, const kiln_adam_config *c) {
     if (!(c->beta2 >= 0.0f && c->beta2 < 1.0f))
         return kiln__errs(KILN_ERR_ARG, "%s: invalid beta parameter at index 1: %g (must be in [0, 1))", who,
                           (double)c->beta2);
-    if (!finite_nonneg(c->weight_decay))
+    if (!kiln__finite_nonneg(c->weight_decay))
         return kiln__errs(KILN_ERR_ARG, "%s: invalid weight_decay value: %g (must be >= 0)", who,
                           (double)c->weight_decay);
     return KILN_OK;
@@ -77,7 +76,7 @@ static kiln_status check_config(const char *who, const kiln_adam_config *c) {
 static kiln_optim *adam_new(kiln_ctx *ctx, const char *who, bool decoupled, kiln_tensor *const *params, int n,
                             const kiln_adam_config *cfg) {
     kiln_adam_config c = cfg ? *cfg : decoupled ? kiln_adamw_defaults() : kiln_adam_defaults();
-    if (check_config(who, &c)) return NULL;
+    if (kiln__adam_check_config(who, &c)) return NULL;
     kiln_optim *opt = kiln__optim_new(ctx, who, decoupled ? &adamw_impl : &adam_impl, params, n, c.lr);
     if (!opt) return NULL;
     kiln_adam_config *own = kiln__arena_alloc(ctx, sizeof *own);

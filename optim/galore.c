@@ -66,20 +66,11 @@ kiln_galore_config kiln_galore_defaults(void) {
     return (kiln_galore_config){.adamw = a, .rank = 128, .update_gap = 200, .scale = 0.25f};
 }
 
-static bool finite_nonneg(float v) { return v >= 0.0f && !isinf(v); } /* false for NaN too */
 
 static kiln_status check_config(const char *who, const kiln_galore_config *c) {
     const kiln_adam_config *a = &c->adamw;
-    if (!finite_nonneg(a->lr))
-        return kiln__errs(KILN_ERR_ARG, "%s: invalid learning rate: %g (must be >= 0)", who, (double)a->lr);
-    if (!finite_nonneg(a->eps))
-        return kiln__errs(KILN_ERR_ARG, "%s: invalid epsilon value: %g (must be >= 0)", who, (double)a->eps);
-    if (!(a->beta1 >= 0.0f && a->beta1 < 1.0f) || !(a->beta2 >= 0.0f && a->beta2 < 1.0f))
-        return kiln__errs(KILN_ERR_ARG, "%s: invalid betas %g, %g (each must be in [0, 1))", who, (double)a->beta1,
-                          (double)a->beta2);
-    if (!finite_nonneg(a->weight_decay))
-        return kiln__errs(KILN_ERR_ARG, "%s: invalid weight_decay value: %g (must be >= 0)", who,
-                          (double)a->weight_decay);
+    kiln_status s = kiln__adam_check_config(who, a);
+    if (s) return s;
     if (a->amsgrad) return kiln__errs(KILN_ERR_ARG, "%s: amsgrad is not supported by GaLore", who);
     if (c->rank < 1) return kiln__errs(KILN_ERR_ARG, "%s: invalid rank %d (must be >= 1)", who, c->rank);
     if (c->update_gap < 1)

@@ -43,13 +43,12 @@ kiln_lion_config kiln_lion_defaults(void) {
     return (kiln_lion_config){.lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.99f, .weight_decay = 0.0f};
 }
 
-static bool finite_nonneg(float v) { return v >= 0.0f && !isinf(v); } /* false for NaN too */
 
 /* lion-pytorch's checks (lr > 0 there: kiln accepts 0 as torch.optim does,
  * and kiln_optim_set_lr allows it anyway), worded as Adam's, and NaN and
  * infinities refused. */
 static kiln_status check_config(const char *who, const kiln_lion_config *c) {
-    if (!finite_nonneg(c->lr))
+    if (!kiln__finite_nonneg(c->lr))
         return kiln__errs(KILN_ERR_ARG, "%s: invalid learning rate: %g (must be >= 0)", who, (double)c->lr);
     if (!(c->beta1 >= 0.0f && c->beta1 <= 1.0f))
         return kiln__errs(KILN_ERR_ARG, "%s: invalid beta parameter at index 0: %g (must be in [0, 1])", who,
@@ -57,7 +56,7 @@ static kiln_status check_config(const char *who, const kiln_lion_config *c) {
     if (!(c->beta2 >= 0.0f && c->beta2 <= 1.0f))
         return kiln__errs(KILN_ERR_ARG, "%s: invalid beta parameter at index 1: %g (must be in [0, 1])", who,
                           (double)c->beta2);
-    if (!finite_nonneg(c->weight_decay))
+    if (!kiln__finite_nonneg(c->weight_decay))
         return kiln__errs(KILN_ERR_ARG, "%s: invalid weight_decay value: %g (must be >= 0)", who,
                           (double)c->weight_decay);
     return KILN_OK;

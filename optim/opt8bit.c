@@ -85,11 +85,10 @@ void kiln__opt8bit_register(kiln_op_info *tab) {
     tab[KILN_OP_SGD8_STEP] = (kiln_op_info){"sgd8_step", KILN_KIND_INPLACE, NULL};
 }
 
-static bool finite_nonneg(float v) { return v >= 0.0f && !isinf(v); } /* false for NaN too */
 
 static kiln_status check_lr_wd(const char *who, float lr, float wd) {
-    if (!finite_nonneg(lr)) return kiln__errs(KILN_ERR_ARG, "%s: invalid learning rate: %g (must be >= 0)", who, (double)lr);
-    if (!finite_nonneg(wd))
+    if (!kiln__finite_nonneg(lr)) return kiln__errs(KILN_ERR_ARG, "%s: invalid learning rate: %g (must be >= 0)", who, (double)lr);
+    if (!kiln__finite_nonneg(wd))
         return kiln__errs(KILN_ERR_ARG, "%s: invalid weight_decay value: %g (must be >= 0)", who, (double)wd);
     return KILN_OK;
 }
@@ -132,11 +131,7 @@ static kiln_tensor *maps_leaf(kiln_optim *opt) {
 static kiln_optim *adam8_new(kiln_ctx *ctx, const char *who, bool decoupled, kiln_tensor *const *params, int n,
                              const kiln_adam_config *cfg) {
     kiln_adam_config c = cfg ? *cfg : decoupled ? kiln_adamw_defaults() : kiln_adam_defaults();
-    if (check_lr_wd(who, c.lr, c.weight_decay) || check_beta(who, 0, c.beta1, false) ||
-        check_beta(who, 1, c.beta2, false))
-        return NULL;
-    if (!finite_nonneg(c.eps))
-        return kiln__err(KILN_ERR_ARG, "%s: invalid epsilon value: %g (must be >= 0)", who, (double)c.eps);
+    if (kiln__adam_check_config(who, &c)) return NULL;
     if (c.amsgrad) return kiln__err(KILN_ERR_ARG, "%s: amsgrad is not supported by the 8-bit optimizers", who);
     kiln_optim *opt = kiln__optim_new(ctx, who, decoupled ? &adamw8_impl : &adam8_impl, params, n, c.lr);
     if (!opt) return NULL;

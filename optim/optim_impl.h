@@ -21,6 +21,8 @@
 
 #include "internal.h"
 
+#include <math.h>
+
 typedef struct kiln_optim_impl {
     const char *name; /* public constructor's name, for messages */
     int n_hyper;      /* elements of the hyper leaf */
@@ -88,6 +90,13 @@ kiln_tensor *kiln__optim_step_node(kiln_optim *opt, int i, kiln_op op, int nsrc,
 void kiln__sgd_register(kiln_op_info *tab);
 void kiln__adam_register(kiln_op_info *tab);
 void kiln__lion_register(kiln_op_info *tab);
+
+/* Finite and >= 0 (false for NaN): learning rates, weight decay, eps. */
+static inline bool kiln__finite_nonneg(float v) { return v >= 0.0f && !isinf(v); }
+/* torch.optim.Adam/AdamW's checks of lr, eps, betas and weight_decay, with
+ * their wording (amsgrad is left to the caller); the optimizers built on
+ * Adam's moments (8-bit, GaLore, APOLLO) share them. */
+kiln_status kiln__adam_check_config(const char *who, const kiln_adam_config *c);
 void kiln__galore_register(kiln_op_info *tab);
 void kiln__apollo_register(kiln_op_info *tab);
 void kiln__opt8bit_register(kiln_op_info *tab);

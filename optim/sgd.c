@@ -35,18 +35,17 @@ void kiln__sgd_register(kiln_op_info *tab) {
     tab[KILN_OP_SGD_STEP] = (kiln_op_info){"sgd_step", KILN_KIND_INPLACE, NULL};
 }
 
-static bool finite_nonneg(float v) { return v >= 0.0f && !isinf(v); } /* false for NaN too */
 
 /* The checks torch.optim.SGD makes, with its wording. */
 static kiln_status check_config(const char *who, const kiln_sgd_config *c) {
     if (!c) return kiln__errs(KILN_ERR_ARG, "%s: config is NULL", who);
-    if (!finite_nonneg(c->lr))
+    if (!kiln__finite_nonneg(c->lr))
         return kiln__errs(KILN_ERR_ARG, "%s: invalid learning rate: %g (must be >= 0)", who, (double)c->lr);
-    if (!finite_nonneg(c->momentum))
+    if (!kiln__finite_nonneg(c->momentum))
         return kiln__errs(KILN_ERR_ARG, "%s: invalid momentum value: %g (must be >= 0)", who, (double)c->momentum);
     if (!(c->dampening == c->dampening) || isinf(c->dampening))
         return kiln__errs(KILN_ERR_ARG, "%s: invalid dampening value: %g", who, (double)c->dampening);
-    if (!finite_nonneg(c->weight_decay))
+    if (!kiln__finite_nonneg(c->weight_decay))
         return kiln__errs(KILN_ERR_ARG, "%s: invalid weight_decay value: %g (must be >= 0)", who,
                           (double)c->weight_decay);
     if (c->nesterov && (c->momentum <= 0.0f || c->dampening != 0.0f))
