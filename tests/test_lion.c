@@ -4,6 +4,7 @@
  * gradients, the defaults, state bytes, config errors, the threaded path,
  * and the Vulkan kernel against the CPU's bits on the same values. */
 #include "kt.h"
+#include "optim_threaded.h"
 #include "../optim/optim_impl.h"
 
 #include <stdlib.h>
@@ -252,42 +253,10 @@ KT_TEST(lion_vulkan_matches_cpu_bits) {
 }
 #endif
 
-/* A parameter large enough for the threaded path gives, element by
- * element, what the same values give in a small one. */
-KT_TEST(lion_threaded_matches_small) {
-    enum { BIG = 300007, SMALL = 7 };
-    kiln_ctx *ctx = kiln_ctx_new();
-    kiln_tensor *big = kiln_param(ctx, "big", KILN_F32, 1, (int64_t[]){BIG});
-    kiln_tensor *small = kiln_param(ctx, "small", KILN_F32, 1, (int64_t[]){SMALL});
-    KT_NOTNULL(big);
-    KT_NOTNULL(small);
-    KT_OK(kiln_tensor_fill_randn(big, 1, 0.0, 1.0));
-    kiln_optim *opt = kiln_lion_new(ctx, &(kiln_lion_config){.lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.99f,
-                                                            .weight_decay = 0.1f});
-    KT_NOTNULL(opt);
-    float *pb = malloc(BIG * sizeof *pb), *gb = malloc(BIG * sizeof *gb), ps[SMALL];
-    KT_NOTNULL(pb);
-    KT_NOTNULL(gb);
-    const int64_t at[SMALL] = {0, 1, 16383, 16384, 150000, BIG - 2, BIG - 1};
-    KT_OK(kiln_tensor_get_f32(big, pb, BIG));
-    for (int i = 0; i < SMALL; i++) ps[i] = pb[at[i]];
-    KT_OK(kiln_tensor_set_f32(small, ps, SMALL));
-    for (int k = 0; k < 3; k++) {
-        KT_OK(kiln_tensor_fill_randn(kiln_tensor_grad(big), 10 + (uint64_t)k, 0.0, 1.0));
-        KT_OK(kiln_tensor_get_f32(kiln_tensor_grad(big), gb, BIG));
-        float gs[SMALL];
-        for (int i = 0; i < SMALL; i++) gs[i] = gb[at[i]];
-        KT_OK(kiln_tensor_set_f32(kiln_tensor_grad(small), gs, SMALL));
-        KT_OK(kiln_optim_step(opt));
-    }
-    KT_OK(kiln_tensor_get_f32(big, pb, BIG));
-    KT_OK(kiln_tensor_get_f32(small, ps, SMALL));
-    for (int i = 0; i < SMALL; i++)
-        KT_CHECK(pb[at[i]] == ps[i], "big[%lld] = %.9g, small[%d] = %.9g", (long long)at[i], pb[at[i]], i, ps[i]);
-    free(pb);
-    free(gb);
-    kiln_ctx_free(ctx);
+static kiln_optim *lion_wd(kiln_ctx *ctx) {
+    return kiln_lion_new(ctx, &(kiln_lion_config){.lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.99f, .weight_decay = 0.1f});
 }
+KT_TEST(lion_threaded_matches_small) { ot_threaded_matches_small(lion_wd); }
 
 static kiln_lion_config with(float lr, float b1, float b2, float wd) {
     return (kiln_lion_config){.lr = lr, .beta1 = b1, .beta2 = b2, .weight_decay = wd};
