@@ -108,16 +108,6 @@ static kiln_status check_config(const char *who, const kiln_apollo_config *c) {
     return KILN_OK;
 }
 
-/* A zero-filled state leaf of its own shape, counted in the state bytes. */
-static kiln_tensor *state_leaf(kiln_optim *opt, kiln_tensor *p, kiln_dtype dt, int ndim, const int64_t *shape,
-                               const char *suffix) {
-    kiln_tensor *t = kiln_tensor_new(opt->ctx, dt, ndim, shape);
-    if (!t) return NULL;
-    snprintf(t->name, sizeof t->name, "%.24s.%.22s", p->name, suffix);
-    opt->state_bytes += t->storage_bytes;
-    return t;
-}
-
 static kiln_tensor *matrix_node(kiln_optim *opt, int i, const kiln_apollo_config *c, const char *who) {
     kiln_tensor *p = opt->params[i];
     if (p->dtype != KILN_F32)
@@ -126,9 +116,9 @@ static kiln_tensor *matrix_node(kiln_optim *opt, int i, const kiln_apollo_config
     int64_t m = p->shape[0], n = p->shape[1];
     int64_t rs[2] = {m >= n ? m : c->rank, m >= n ? c->rank : n}; /* R's shape */
     kiln_tensor *srcs[6] = {p, p->grad};
-    if (!(srcs[2] = state_leaf(opt, p, KILN_F32, 2, rs, "exp_avg"))) return NULL;
-    if (!(srcs[3] = state_leaf(opt, p, KILN_F32, 2, rs, "exp_avg_sq"))) return NULL;
-    if (!(srcs[4] = state_leaf(opt, p, KILN_F64, 1, (int64_t[]){1}, "prev_norm"))) return NULL;
+    if (!(srcs[2] = kiln__optim_state_shaped(opt, p, KILN_F32, 2, rs, "exp_avg"))) return NULL;
+    if (!(srcs[3] = kiln__optim_state_shaped(opt, p, KILN_F32, 2, rs, "exp_avg_sq"))) return NULL;
+    if (!(srcs[4] = kiln__optim_state_shaped(opt, p, KILN_F64, 1, (int64_t[]){1}, "prev_norm"))) return NULL;
     srcs[5] = opt->hyper;
     kiln_tensor *t = kiln__optim_step_node(opt, i, KILN_OP_APOLLO_STEP, 6, srcs);
     if (!t) return NULL;

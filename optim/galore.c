@@ -79,14 +79,9 @@ static kiln_status check_config(const char *who, const kiln_galore_config *c) {
     return KILN_OK;
 }
 
-/* A zero-filled f32 state leaf [d0, d1] named "<p>.<suffix>", counted in
- * kiln_optim_state_bytes (kiln__optim_state makes only p's shape). */
+/* A zero-filled f32 state leaf [d0, d1] of p. */
 static kiln_tensor *lowrank_state(kiln_optim *opt, kiln_tensor *p, int64_t d0, int64_t d1, const char *suffix) {
-    kiln_tensor *t = kiln_new_2d(opt->ctx, KILN_F32, d0, d1);
-    if (!t) return NULL;
-    snprintf(t->name, sizeof t->name, "%.24s.%.22s", p->name, suffix);
-    opt->state_bytes += t->storage_bytes;
-    return t;
+    return kiln__optim_state_shaped(opt, p, KILN_F32, 2, (int64_t[]){d0, d1}, suffix);
 }
 
 static kiln_tensor *matrix_node(kiln_optim *opt, int i, const kiln_galore_config *c) {

@@ -102,18 +102,15 @@ static kiln_status check_beta(const char *who, int i, float b, bool one_ok) {
 /* Does parameter p get 8-bit state? */
 static bool is_8bit(const kiln_tensor *p) { return p->dtype == KILN_F32 && kiln_tensor_numel(p) >= MIN_8BIT_NUMEL; }
 
-/* One 8-bit state of p: its codes and absmax leaves into srcs[0..1],
- * counted in the optimizer's state bytes. */
+/* One 8-bit state of p: its codes and absmax leaves into srcs[0..1]
+ * ("<suffix>.q" and "<suffix>.a"). */
 static kiln_status state8(kiln_optim *opt, kiln_tensor *p, const char *suffix, kiln_tensor **srcs) {
-    int64_t n = kiln_tensor_numel(p);
-    kiln_tensor *q = kiln_new_1d(opt->ctx, KILN_I32, (n + 3) / 4);
-    kiln_tensor *a = kiln_new_1d(opt->ctx, KILN_F32, kiln__qblocks(n));
-    if (!q || !a) return kiln_last_status();
-    snprintf(q->name, sizeof q->name, "%.24s.%.14s.q", p->name, suffix);
-    snprintf(a->name, sizeof a->name, "%.24s.%.14s.a", p->name, suffix);
-    opt->state_bytes += q->storage_bytes + a->storage_bytes;
-    srcs[0] = q;
-    srcs[1] = a;
+    int64_t n = kiln_tensor_numel(p), nq = (n + 3) / 4, nb = kiln__qblocks(n);
+    char qs[24], as[24];
+    snprintf(qs, sizeof qs, "%.14s.q", suffix);
+    snprintf(as, sizeof as, "%.14s.a", suffix);
+    if (!(srcs[0] = kiln__optim_state_shaped(opt, p, KILN_I32, 1, &nq, qs))) return kiln_last_status();
+    if (!(srcs[1] = kiln__optim_state_shaped(opt, p, KILN_F32, 1, &nb, as))) return kiln_last_status();
     return KILN_OK;
 }
 

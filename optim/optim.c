@@ -67,12 +67,23 @@ kiln_optim *kiln__optim_new(kiln_ctx *ctx, const char *who, const kiln_optim_imp
     return opt;
 }
 
-kiln_tensor *kiln__optim_state(kiln_optim *opt, kiln_tensor *p, const char *suffix) {
-    kiln_tensor *t = kiln_tensor_new(opt->ctx, p->dtype, p->ndim, p->shape);
-    if (!t) return NULL;
+kiln_tensor *kiln__optim_state_shaped(kiln_optim *opt, kiln_tensor *p, kiln_dtype dt, int ndim, const int64_t *shape,
+                                      const char *suffix) {
+    kiln_tensor *t = kiln_tensor_new(opt->ctx, dt, ndim, shape);
+    kiln__optim_state_entry *e = t ? kiln__arena_alloc(opt->ctx, sizeof *e) : NULL;
+    if (!e) return NULL;
     snprintf(t->name, sizeof t->name, "%.24s.%.22s", p->name, suffix);
+    *e = (kiln__optim_state_entry){.t = t, .param = p};
+    snprintf(e->suffix, sizeof e->suffix, "%s", suffix);
+    if (opt->state_last) opt->state_last->next = e;
+    else opt->state = e;
+    opt->state_last = e;
     opt->state_bytes += t->storage_bytes;
     return t;
+}
+
+kiln_tensor *kiln__optim_state(kiln_optim *opt, kiln_tensor *p, const char *suffix) {
+    return kiln__optim_state_shaped(opt, p, p->dtype, p->ndim, p->shape, suffix);
 }
 
 kiln_tensor *kiln__optim_step_node(kiln_optim *opt, int i, kiln_op op, int nsrc, kiln_tensor *const *srcs) {

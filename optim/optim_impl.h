@@ -43,7 +43,8 @@ struct kiln_optim {
     kiln_tensor *hyper;   /* f32 [impl->n_hyper] */
     float lr;
     int64_t steps;
-    size_t state_bytes;   /* bytes of state leaves made by kiln__optim_state */
+    size_t state_bytes;   /* bytes of the state leaves below */
+    struct kiln__optim_state_entry *state, *state_last; /* every state leaf, in order made */
     /* schedules, clipping, parameter groups (schedule.c, clip.c, groups.c) */
     kiln_schedule sched;          /* kind CONSTANT with no warmup: factor 1 */
     float clip_max_norm;          /* 0: no clipping */
@@ -78,9 +79,21 @@ kiln_status kiln__optim_write_groups(kiln_optim *opt, const float *hyper);
  * public constructor in messages. NULL with the error set on failure. */
 kiln_optim *kiln__optim_new(kiln_ctx *ctx, const char *who, const kiln_optim_impl *impl, kiln_tensor *const *params,
                             int n, float lr);
-/* A zero-filled state leaf shaped like p, named "<p>.<suffix>", counted in
- * kiln_optim_state_bytes. */
+/* One state leaf: parameter p's state called suffix ("exp_avg", ...);
+ * saved and loaded as "state.<p's index>.<suffix>". */
+typedef struct kiln__optim_state_entry {
+    kiln_tensor *t, *param;
+    char suffix[24];
+    struct kiln__optim_state_entry *next;
+} kiln__optim_state_entry;
+
+/* A zero-filled state leaf of p named "<p>.<suffix>", shaped like p
+ * (kiln__optim_state) or as given, recorded in opt->state and counted in
+ * kiln_optim_state_bytes. Every state an optimizer keeps is made here, so
+ * that the byte count and save/load see all of it. */
 kiln_tensor *kiln__optim_state(kiln_optim *opt, kiln_tensor *p, const char *suffix);
+kiln_tensor *kiln__optim_state_shaped(kiln_optim *opt, kiln_tensor *p, kiln_dtype dt, int ndim, const int64_t *shape,
+                                      const char *suffix);
 /* Record parameter i's step node: op over srcs (srcs[0] must be the
  * parameter), writing in place into the parameter, and add it to the step
  * graph. Returns the node (its ip/fp are the caller's to fill) or NULL. */
