@@ -927,3 +927,9 @@ KT_TEST(backend_ops_error_measure) {
     const double zeros[2] = {0, 0}, tiny[2] = {0, 1e-9};
     KT_CHECK(fabs(bo_error_values(tiny, zeros, 2) - 1e-3) < 1e-12, "an all-zero reference normalizes by 1e-6");
 }
+
+/* MARK-8BIT */
+
+/* MARK-APOLLO */
+
+/* MARK-GALORE */

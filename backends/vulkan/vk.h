@@ -45,6 +45,8 @@ void kiln__vk_register_attention(kiln_vk_kernel *tab);
 void kiln__vk_register_conv(kiln_vk_kernel *tab);
 void kiln__vk_register_optim(kiln_vk_kernel *tab);
 void kiln__vk_register_optim_8bit(kiln_vk_kernel *tab);
+/* MARK-APOLLO */
+/* MARK-GALORE */
 
 /* What the device offers that kernels may depend on. */
 typedef struct kiln_vk_caps {

@@ -303,6 +303,8 @@ kiln_backend *kiln__vulkan_backend_new(void) {
     kiln__vk_register_conv(vk->kernels);
     kiln__vk_register_optim(vk->kernels);
     kiln__vk_register_optim_8bit(vk->kernels);
+    /* MARK-APOLLO */
+    /* MARK-GALORE */
     the_vk = vk;
     atexit(teardown);
     return &vk->base;
