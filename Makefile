@@ -79,13 +79,19 @@ VK_NAMES = $(VK_COMP:backends/vulkan/shaders/%.comp=%) $(shell awk '!/^\#/ && NF
 VK_SPV   = $(VK_NAMES:%=$(BUILD)/vulkan/%.spv)
 LIB_OBJ += $(VK_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/vulkan/shaders.o
 endif
+# models/ (model definitions, data sets) use only the public API: no -Icore
+MODELS_SRC = $(wildcard models/*.c)
+MODELS_OBJ = $(MODELS_SRC:%.c=$(BUILD)/obj/%.o)
+$(MODELS_OBJ): KILN_CFLAGS := $(filter-out -Icore,$(KILN_CFLAGS)) -Imodels
 TEST_SRC = $(wildcard tests/*.c)
 ifneq ($(VULKAN),1)
 # tests of device backends need one built in
 TEST_SRC := $(filter-out tests/test_vk_% tests/test_backend_%,$(TEST_SRC))
 endif
 TEST_OBJ = $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
-EXAMPLES = $(notdir $(wildcard examples/*))
+# examples/common/ is what the examples share (arguments, progress, plots)
+EXAMPLES = $(filter-out common,$(notdir $(wildcard examples/*)))
+COMMON_OBJ = $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard examples/common/*.c))
 EXAMPLE_BINS = $(EXAMPLES:%=$(BUILD)/examples/%)
 
 .PHONY: all lib test demo install clean deps
@@ -127,18 +133,24 @@ $(BUILD)/libkiln.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+$(BUILD)/libkiln_models.a: $(MODELS_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
 $(BUILD)/libkiln.so: $(LIB_OBJ)
 	$(CC) -shared -fopenmp $(LDFLAGS) -o $@ $^ $(LIBS)
 
-$(BUILD)/tests/kiln_tests: $(TEST_OBJ) $(BUILD)/libkiln.a
+$(TEST_OBJ): KILN_CFLAGS += -Imodels -Iexamples/common
+$(BUILD)/tests/kiln_tests: $(TEST_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a
 	@mkdir -p $(dir $@)
-	$(CC) -fopenmp $(LDFLAGS) -o $@ $(TEST_OBJ) $(BUILD)/libkiln.a $(LIBS)
+	$(CC) -fopenmp $(LDFLAGS) -o $@ $(TEST_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS)
 
 # Each examples/<name>/ holds one program's .c files.
+$(BUILD)/obj/examples/%.o: KILN_CFLAGS += -Imodels -Iexamples/common
 define example_rule
-$(BUILD)/examples/$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard examples/$(1)/*.c)) $(BUILD)/libkiln.a
+$(BUILD)/examples/$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard examples/$(1)/*.c)) $(COMMON_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a
 	@mkdir -p $$(dir $$@)
-	$$(CC) -fopenmp $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $(BUILD)/libkiln.a $$(LIBS)
+	$$(CC) -fopenmp $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $$(LIBS)
 endef
 $(foreach e,$(EXAMPLES),$(eval $(call example_rule,$(e))))
 
