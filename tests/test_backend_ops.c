@@ -947,6 +947,7 @@ static void run_optim8x_case(const optim8x_case *c, kiln_backend *b) {
     kiln_tensor *p[2][3];
     kiln_optim *opt[2];
     const int64_t ns[3] = {4500, 5120, 100};
+    int64_t vmsg = kiln_backend_validation_messages(b);
     double *x = malloc(5120 * sizeof(double)), *y = malloc(5120 * sizeof(double));
     for (int s = 0; s < 2; s++) {
         ctx[s] = kiln_ctx_new();
@@ -994,6 +995,8 @@ static void run_optim8x_case(const optim8x_case *c, kiln_backend *b) {
                (long long)os.nodes_on_backend, (long long)os.nodes_fallback);
     KT_CHECK(os.nodes_fallback == 0, "optim8/%s on %s: %lld step nodes ran on the CPU", c->name, bn,
              (long long)os.nodes_fallback);
+    vmsg = kiln_backend_validation_messages(b) - vmsg;
+    KT_CHECK(vmsg == 0, "optim8/%s on %s: %lld validation messages", c->name, bn, (long long)vmsg);
     goto done;
 fail:
     kt_fail(__FILE__, __LINE__, "optim8/%s on %s: %s", c->name, bn, kiln_last_error());
