@@ -474,8 +474,8 @@ kiln_optim *kiln_lion_new_for(kiln_ctx *ctx, kiln_tensor *const *params, int n, 
  * 8-bit SGD needs momentum > 0 (dampening and nesterov as kiln_sgd_new).
  * kiln_optim_state_bytes counts the bytes held: per 8-bit state
  * 4 * ceil(n / 4) bytes of codes and 4 per block of absmax. On Vulkan the
- * 8-bit Adam/AdamW step runs on the device (the CPU's bits); 8-bit Lion and
- * SGD steps run on the CPU. */
+ * 8-bit Adam/AdamW, Lion and SGD steps run on the device (the CPU's
+ * parameters, codes and absmax, bit for bit). */
 kiln_optim *kiln_adam8bit_new(kiln_ctx *ctx, const kiln_adam_config *cfg);
 kiln_optim *kiln_adam8bit_new_for(kiln_ctx *ctx, kiln_tensor *const *params, int n, const kiln_adam_config *cfg);
 kiln_optim *kiln_adamw8bit_new(kiln_ctx *ctx, const kiln_adam_config *cfg);

@@ -1,7 +1,7 @@
 /* opt8bit.c — block-wise 8-bit Adam, AdamW, Lion and SGD with momentum, as
  * bitsandbytes' 8-bit optimizers (Dettmers et al.): the constructors and
  * op rows. The quantization is optim/dynamic_map.h's; the kernels are in
- * backends/cpu/optim_8bit.c (and, Adam/AdamW only, backends/vulkan/vk_optim_8bit.c).
+ * backends/cpu/optim_8bit.c and backends/vulkan/vk_optim_8bit.c.
  *
  * Each state of a parameter of n >= 4096 f32 elements is two leaves:
  *   codes  : I32 [ceil(n / 4)], read as n bytes (kiln has no u8 dtype; the

@@ -928,6 +928,101 @@ KT_TEST(backend_ops_error_measure) {
     KT_CHECK(fabs(bo_error_values(tiny, zeros, 2) - 1e-3) < 1e-12, "an all-zero reference normalizes by 1e-6");
 }
 
+/* 8-bit Lion and SGD-momentum (optim/opt8bit.c) as run_optim8_case: two
+ * parameters with 8-bit state (4500, a partial last block, and 5120
+ * elements; NaN/Inf gradient elements on step 1) and one of 100 that keeps
+ * 32-bit state (a plain LION_STEP / SGD_STEP node); parameters and state
+ * (codes and absmax, or the f32 buffer) must be the CPU's bits, every step
+ * node on the device. */
+typedef struct optim8x_case {
+    const char *name;
+    bool sgd; /* else Lion */
+    kiln_lion_config lion;
+    kiln_sgd_config sgd_cfg;
+} optim8x_case;
+
+static void run_optim8x_case(const optim8x_case *c, kiln_backend *b) {
+    const char *bn = kiln_backend_name(b);
+    kiln_ctx *ctx[2] = {0};
+    kiln_tensor *p[2][3];
+    kiln_optim *opt[2];
+    const int64_t ns[3] = {4500, 5120, 100};
+    int64_t vmsg = kiln_backend_validation_messages(b);
+    double *x = malloc(5120 * sizeof(double)), *y = malloc(5120 * sizeof(double));
+    for (int s = 0; s < 2; s++) {
+        ctx[s] = kiln_ctx_new();
+        if (!x || !y || !ctx[s] || kiln_ctx_set_backend(ctx[s], s ? b : NULL)) goto fail;
+        for (int j = 0; j < 3; j++) {
+            const char *pn[3] = {"a", "b", "c"};
+            p[s][j] = kiln_param(ctx[s], pn[j], KILN_F32, 1, &ns[j]);
+            if (!p[s][j] || kiln_tensor_fill_uniform(p[s][j], 3 + (uint64_t)j, -1, 1)) goto fail;
+        }
+        opt[s] = c->sgd ? kiln_sgd8bit_new(ctx[s], &c->sgd_cfg) : kiln_lion8bit_new(ctx[s], &c->lion);
+        if (!opt[s]) goto fail;
+    }
+    for (int k = 0; k < OPT_STEPS; k++) {
+        for (int j = 0; j < 3; j++) {
+            if (kiln_tensor_fill_randn(kiln_tensor_grad(p[0][j]), 70 + 10 * (uint64_t)k + j, 0, 1) ||
+                kiln_tensor_get_f64(kiln_tensor_grad(p[0][j]), x, ns[j]))
+                goto fail;
+            for (int64_t i = 0; k == 1 && j < 2 && i < ns[j]; i += 61) x[i] = i % 2 ? NAN : -INFINITY;
+            if (kiln_tensor_set_f64(kiln_tensor_grad(p[0][j]), x, ns[j]) ||
+                kiln_tensor_set_f64(kiln_tensor_grad(p[1][j]), x, ns[j]))
+                goto fail;
+        }
+        if (kiln_optim_step(opt[0]) || kiln_optim_step(opt[1])) goto fail;
+        for (int j = 0; j < 3; j++) {
+            kiln_tensor *const *src[2] = {opt[0]->nodes[j]->src, opt[1]->nodes[j]->src};
+            int nw = j < 2 ? 3 : 2; /* p, codes, absmax; or p, f32 state */
+            KT_CHECK(opt[1]->nodes[j]->op == (j < 2   ? (c->sgd ? KILN_OP_SGD8_STEP : KILN_OP_LION8_STEP)
+                                             : c->sgd ? KILN_OP_SGD_STEP
+                                                      : KILN_OP_LION_STEP),
+                     "optim8/%s: param %d has step op %d", c->name, j, (int)opt[1]->nodes[j]->op);
+            for (int w = 0; w < nw; w++) {
+                int which = w ? w + 1 : 0;
+                int64_t m = kiln_tensor_numel(src[0][which]);
+                if (kiln_tensor_get_f64(src[0][which], x, m) || kiln_tensor_get_f64(src[1][which], y, m)) goto fail;
+                int64_t bad = 0;
+                for (int64_t i = 0; i < m; i++) bad += memcmp(&x[i], &y[i], sizeof x[i]) != 0;
+                KT_CHECK(bad == 0, "optim8/%s on %s step %d: param %d source %d: %lld of %lld differ from the CPU's",
+                         c->name, bn, k, j, which, (long long)bad, (long long)m);
+            }
+        }
+    }
+    kiln_graph_stats os = kiln_graph_get_stats(opt[1]->graph);
+    if (getenv("KILN_TEST_VERBOSE"))
+        printf("    %-10s %-26s %-4s %-7s step nodes %lld dev %lld cpu\n", "optim8", c->name, "f32", bn,
+               (long long)os.nodes_on_backend, (long long)os.nodes_fallback);
+    KT_CHECK(os.nodes_fallback == 0, "optim8/%s on %s: %lld step nodes ran on the CPU", c->name, bn,
+             (long long)os.nodes_fallback);
+    vmsg = kiln_backend_validation_messages(b) - vmsg;
+    KT_CHECK(vmsg == 0, "optim8/%s on %s: %lld validation messages", c->name, bn, (long long)vmsg);
+    goto done;
+fail:
+    kt_fail(__FILE__, __LINE__, "optim8/%s on %s: %s", c->name, bn, kiln_last_error());
+done:
+    free(x);
+    free(y);
+    kiln_ctx_free(ctx[0]);
+    kiln_ctx_free(ctx[1]);
+}
+
+static const optim8x_case optim8x_cases[] = {
+    {"lion8bit", false, .lion = {.lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.99f}},
+    {"lion8bit_wd", false, .lion = {.lr = 0.02f, .beta1 = 0.8f, .beta2 = 0.95f, .weight_decay = 0.3f}},
+    {"sgd8bit_momentum", true, .sgd_cfg = {.lr = 0.05f, .momentum = 0.9f}},
+    {"sgd8bit_dampening_wd", true, .sgd_cfg = {.lr = 0.05f, .momentum = 0.7f, .dampening = 0.3f, .weight_decay = 0.01f}},
+    {"sgd8bit_nesterov_wd", true, .sgd_cfg = {.lr = 0.05f, .momentum = 0.8f, .nesterov = true, .weight_decay = 0.02f}},
+};
+
+KT_TEST(backend_ops_optim8bit_lion_sgd) {
+    kiln_backend *bs[BO_MAX_BACKENDS];
+    int nb = bo_backends(bs);
+    for (int i = 0; i < nb; i++)
+        for (int k = 0; k < BO_COUNT(optim8x_cases); k++) run_optim8x_case(&optim8x_cases[k], bs[i]);
+    fflush(stdout);
+}
+
 /* MARK-8BIT */
 
 /* MARK-APOLLO */
