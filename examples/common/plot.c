@@ -343,8 +343,9 @@ static void marker(canvas *c, float x, float y, uint32_t rgb) {
 
 typedef struct axis {
     bool log;
-    double unit;        /* PLOT_BYTES: 1, 1024, 1024^2, ... */
-    const char *suffix; /* " KiB", ... */
+    bool bytes;         /* PLOT_BYTES */
+    double unit;        /* PLOT_BYTES on a linear axis: 1, 1e3, 1e6, ... */
+    const char *suffix; /* " kB", ... */
     double lo, hi;      /* in transformed units: log10(v / unit) or v / unit */
     double ticks[MAX_TICKS];
     int nt, decimals;
@@ -362,12 +363,43 @@ static double nice_step(double raw) {
     return (f < 1.5 ? 1 : f < 3 ? 2 : f < 7 ? 5 : 10) * e;
 }
 
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Line charts only: when the top 2% of the y values reach far above the
+ * rest, lower *th to just above the 98th percentile. */
+static bool margin_robust(const plot *p, const axis *a, double *th, double tl) {
+    int64_t n = 0;
+    for (int i = 0; i < p->ns; i++) {
+        if (p->s[i].scatter) return false;
+        n += p->s[i].n;
+    }
+    if (n < 50 || isfinite(p->fix_hi[1])) return false;
+    double *v = malloc((size_t)n * sizeof *v);
+    if (!v) return false;
+    int64_t m = 0;
+    for (int i = 0; i < p->ns; i++)
+        for (int j = 0; j < p->s[i].n; j++)
+            if (usable(a, p->s[i].y[j])) v[m++] = transform(a, p->s[i].y[j]);
+    bool cut = false;
+    if (m >= 50) {
+        qsort(v, (size_t)m, sizeof *v, cmp_double);
+        double q = v[(m - 1) * 98 / 100];
+        if (*th > q + 1.0 * (q - tl) && q > tl) *th = q + 0.25 * (q - tl), cut = true;
+    }
+    free(v);
+    return cut;
+}
+
 /* Fit the range to the data (plus margin, as a fraction of the range) and
  * choose about 'want' ticks. */
 static void fit_axis(const plot *p, int k, axis *a, double margin, int want) {
     a->log = p->log[k];
     a->unit = 1;
     a->suffix = "";
+    a->bytes = p->fmt[k] == PLOT_BYTES;
     double lo = INFINITY, hi = -INFINITY;
     for (int i = 0; i < p->ns; i++)
         for (int j = 0; j < p->s[i].n; j++) {
@@ -378,11 +410,12 @@ static void fit_axis(const plot *p, int k, axis *a, double margin, int want) {
     if (isfinite(p->fix_lo[k]) && usable(a, p->fix_lo[k])) lo = p->fix_lo[k];
     if (isfinite(p->fix_hi[k]) && usable(a, p->fix_hi[k])) hi = p->fix_hi[k];
     if (!(lo <= hi)) lo = a->log ? 1 : 0, hi = a->log ? 10 : 1;
-    if (p->fmt[k] == PLOT_BYTES) {
-        static const char *const units[] = {" B", " KiB", " MiB", " GiB", " TiB"};
+    if (a->bytes && !a->log) {
+        /* one unit for the whole linear axis; a log axis picks one a label */
+        static const char *const units[] = {" B", " kB", " MB", " GB", " TB"};
         double m = fmax(fabs(lo), fabs(hi));
         int u = 0;
-        while (u < 4 && m >= 1024 * a->unit) a->unit *= 1024, u++;
+        while (u < 4 && m >= 1000 * a->unit) a->unit *= 1000, u++;
         a->suffix = units[u];
     }
     double tl = transform(a, lo), th = transform(a, hi);
@@ -390,6 +423,10 @@ static void fit_axis(const plot *p, int k, axis *a, double margin, int want) {
         double d = a->log ? 0.5 : fmax(fabs(tl) * 0.1, 0.5);
         tl -= d, th += d;
     }
+    /* a line that shoots up (a diverging run) would flatten every other
+     * curve: the top follows the bulk of the values, the spike leaves the
+     * chart at the top */
+    if (k == 1) margin_robust(p, a, &th, tl);
     double m = (th - tl) * margin;
     a->lo = tl - (isfinite(p->fix_lo[k]) ? 0 : m);
     a->hi = th + (isfinite(p->fix_hi[k]) ? 0 : m);
@@ -418,7 +455,13 @@ static void fit_axis(const plot *p, int k, axis *a, double margin, int want) {
 }
 
 static void tick_label(const axis *a, double t, char *buf, size_t n) {
-    if (a->log) {
+    if (a->log && a->bytes) {
+        static const char *const units[] = {" B", " kB", " MB", " GB", " TB"};
+        double v = pow(10, t);
+        int u = 0;
+        while (u < 4 && v >= 1000 * (1 - 1e-9)) v /= 1000, u++;
+        snprintf(buf, n, "%.3g%s", v, units[u]);
+    } else if (a->log) {
         double v = pow(10, t);
         snprintf(buf, n, "%.6g%s", v, a->suffix);
     } else if (fabs(t) >= 1e7) {
@@ -473,6 +516,14 @@ static void place_labels(const plot *p, canvas *c, const axis *ax, const axis *a
             draw_text(c, s, x + dx[best], y + dy[best], TEXT_SCALE, INK, false);
         }
     free(used);
+}
+
+static bool is_major(const axis *a, double t) { return !a->log || fabs(t - round(t)) < 1e-9; }
+
+static bool fits(rect r, const rect *drawn, int n) {
+    for (int i = 0; i < n; i++)
+        if (rect_hit(r, drawn[i])) return false;
+    return true;
 }
 
 uint8_t *plot_render(plot *p, int *width, int *height) {
@@ -566,25 +617,34 @@ uint8_t *plot_render(plot *p, int *width, int *height) {
     fill_rect(&c, area.x0, area.y1, area.x1 + 1, area.y1 + 1, INK);
     fill_rect(&c, area.x0, area.y0, area.x0 + 1, area.y1 + 1, INK);
     fill_rect(&c, area.x1, area.y0, area.x1 + 1, area.y1 + 1, INK);
-    float last = -INFINITY;
-    for (int i = 0; i < ax.nt; i++) {
-        float x = roundf(ax.p0 + (float)((ax.ticks[i] - ax.lo) / (ax.hi - ax.lo)) * (ax.p1 - ax.p0));
-        fill_rect(&c, x, area.y1, x + 1, area.y1 + tick, INK);
-        tick_label(&ax, ax.ticks[i], buf, sizeof buf);
-        float w = text_width(buf, ts);
-        if (x - w / 2 < last + 10 || x + w / 2 > (float)c.w - 2) continue;
-        draw_label(&c, buf, x + 0.5f, area.y1 + tick + 6, ts, 1, 0, INK);
-        last = x + w / 2;
-    }
-    last = INFINITY;
-    for (int i = 0; i < ay.nt; i++) {
-        float y = roundf(ay.p0 + (float)((ay.ticks[i] - ay.lo) / (ay.hi - ay.lo)) * (ay.p1 - ay.p0));
-        fill_rect(&c, area.x0 - tick, y, area.x0, y + 1, INK);
-        if (y + cap / 2 > last - 6) continue;
-        tick_label(&ay, ay.ticks[i], buf, sizeof buf);
-        draw_label(&c, buf, area.x0 - tick - 6, y + 0.5f, ts, 2, 1, INK);
-        last = y - cap / 2;
-    }
+    /* tick labels: decades of a log axis first, then the others where
+     * they touch no label already drawn */
+    rect drawn[2 * MAX_TICKS];
+    int nd = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < ax.nt; i++) {
+            if (is_major(&ax, ax.ticks[i]) != (pass == 0)) continue;
+            float x = roundf(ax.p0 + (float)((ax.ticks[i] - ax.lo) / (ax.hi - ax.lo)) * (ax.p1 - ax.p0));
+            fill_rect(&c, x, area.y1, x + 1, area.y1 + tick, INK);
+            tick_label(&ax, ax.ticks[i], buf, sizeof buf);
+            float w = text_width(buf, ts);
+            rect r = {x - w / 2 - 6, 0, x + w / 2 + 6, 1};
+            if (!fits(r, drawn, nd) || x + w / 2 > (float)c.w - 2) continue;
+            drawn[nd++] = r;
+            draw_label(&c, buf, x + 0.5f, area.y1 + tick + 6, ts, 1, 0, INK);
+        }
+    nd = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < ay.nt; i++) {
+            if (is_major(&ay, ay.ticks[i]) != (pass == 0)) continue;
+            float y = roundf(ay.p0 + (float)((ay.ticks[i] - ay.lo) / (ay.hi - ay.lo)) * (ay.p1 - ay.p0));
+            fill_rect(&c, area.x0 - tick, y, area.x0, y + 1, INK);
+            rect r = {0, y - cap / 2 - 3, 1, y + cap / 2 + 3};
+            if (!fits(r, drawn, nd)) continue;
+            drawn[nd++] = r;
+            tick_label(&ay, ay.ticks[i], buf, sizeof buf);
+            draw_label(&c, buf, area.x0 - tick - 6, y + 0.5f, ts, 2, 1, INK);
+        }
     /* axis labels and title */
     if (*p->xlabel) draw_label(&c, p->xlabel, (area.x0 + area.x1) / 2, area.y1 + tick + 8 + cap + 14, ts, 1, 0, INK);
     if (*p->ylabel) {

@@ -4,7 +4,9 @@
  *
  * A chart collects series, then plot_write_png() lays it out and draws it:
  * the axis ranges cover every finite value (a log axis skips values <= 0;
- * NaN or Inf break a line), the legend sits to the right of the plotting
+ * NaN or Inf break a line), except that on a line chart a few values far
+ * above the rest (a diverging run) leave through the top rather than
+ * flatten every other curve; the legend sits to the right of the plotting
  * area so it never hides data, and the labels of scatter points are placed
  * where they overlap neither each other nor the markers. Text comes from
  * stb_easy_font (libstb-dev), lines and markers are anti-aliased, and the
@@ -27,8 +29,9 @@
 
 typedef struct plot plot;
 
-/* How tick labels are written: plain numbers, or bytes with a binary unit
- * chosen from the range (KiB, MiB, GiB). */
+/* How tick labels are written: plain numbers, or bytes with a decimal unit
+ * (kB, MB, GB: 1000s, so that nice tick values stay round), one for a
+ * linear axis, one a label on a log axis. */
 typedef enum plot_format { PLOT_NUMBER = 0, PLOT_BYTES } plot_format;
 
 /* NULL only when out of memory. The strings are copied. */
