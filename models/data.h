@@ -119,6 +119,9 @@ kiln_status data_loader_seek(data_loader *l, int64_t epoch, int64_t batch);
 /* ---- the fortunes text -------------------------------------------------- */
 
 #define DATA_FORTUNES_DIR "/usr/share/games/fortunes"
+/* Tokens are bytes: a vocabulary of 256. A mean cross-entropy of L nats
+ * per byte is L / ln 2 bits per byte. */
+#define DATA_TEXT_VOCAB 256
 /* Every DATA_FORTUNES_VAL_EVERY-th fortune is validation text. */
 #define DATA_FORTUNES_VAL_EVERY 10
 

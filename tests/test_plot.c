@@ -117,3 +117,19 @@ KT_TEST(plot_scatter_chart_png) {
              plot_error(p));
     plot_free(p);
 }
+
+KT_TEST(plot_degenerate_data_still_draws) {
+    /* no series, a single point, only NaN, values <= 0 on a log axis */
+    double one = 3, nan = NAN, neg[3] = {-1, 0, -5};
+    for (int k = 0; k < 4; k++) {
+        plot *p = plot_new(k ? "t" : "", "", "");
+        if (k == 1) plot_add_line(p, "one", NULL, &one, 1);
+        if (k == 2) plot_add_scatter(p, "nan", &nan, &nan, NULL, 1);
+        if (k == 3) plot_set_log(p, true, true), plot_add_line(p, "neg", neg, neg, 3);
+        int w, h;
+        uint8_t *px = plot_render(p, &w, &h);
+        KT_CHECK(px && w == 960 && h == 600, "case %d: %s", k, plot_error(p));
+        free(px);
+        plot_free(p);
+    }
+}
