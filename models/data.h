@@ -157,7 +157,9 @@ kiln_status data_text_sampler_next(data_text_sampler *s, kiln_tensor *x, kiln_te
  * copies batch i into x and y (i32, batch * seq elements) and returns the
  * number of targets in it (the last window may be short and the last
  * batch not full: the rest is label DATA_IGNORE), -1 on an error. Sum
- * mean-loss * targets over the batches and divide by n - 1. */
+ * mean-loss * targets over the batches and divide by n - 1. The text is in
+ * file order, so for a quicker estimate take every k-th batch, not the
+ * first few (those all come from the first files). */
 int64_t data_text_eval_batches(const data_text *text, int64_t batch, int64_t seq);
 int64_t data_text_eval_batch(const data_text *text, int64_t batch, int64_t seq, int64_t i, kiln_tensor *x,
                              kiln_tensor *y);
