@@ -1,0 +1,117 @@
+/* test_common.c — examples/common: the option parser, the progress line
+ * and the CSV writer. */
+#include "args.h"
+#include "csv.h"
+#include "kt.h"
+#include "progress.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+/* Run args_parse with stdout and stderr into a scratch file; return its
+ * result and what it printed. */
+static int parse_quiet(const args_opt *o, int n, int argc, char **argv, char *out, size_t outn) {
+    fflush(stdout), fflush(stderr);
+    FILE *tmp = tmpfile();
+    int so = dup(1), se = dup(2);
+    dup2(fileno(tmp), 1), dup2(fileno(tmp), 2);
+    int r = args_parse("prog", "A test program.", o, n, argc, argv);
+    fflush(stdout), fflush(stderr);
+    dup2(so, 1), dup2(se, 2);
+    close(so), close(se);
+    rewind(tmp);
+    size_t got = fread(out, 1, outn - 1, tmp);
+    out[got] = '\0';
+    fclose(tmp);
+    return r;
+}
+
+KT_TEST(args_parse_types_and_errors) {
+    int epochs = 3;
+    float lr = 1e-3f;
+    uint64_t seed = 1;
+    double mom = 0.9;
+    const char *backend = "cpu", *out = "run.csv";
+    bool quick = false;
+    args_opt o[] = {
+        {"epochs", ARGS_INT, &epochs, "N", "passes over the data", .positive = true},
+        {"lr", ARGS_FLOAT, &lr, "X", "learning rate", .positive = true},
+        {"seed", ARGS_U64, &seed, "N", "seed", NULL, false},
+        {"momentum", ARGS_DOUBLE, &mom, "X", "momentum", NULL, false},
+        {"backend", ARGS_CHOICE, &backend, "B", "where to run", .choices = "cpu|vulkan|cuda"},
+        {"out", ARGS_STRING, &out, "FILE", "results", NULL, false},
+        {"quick", ARGS_FLAG, &quick, NULL, "a short run", NULL, false},
+    };
+    const int n = 7;
+    char text[4096];
+    char *ok[] = {"prog", "--epochs", "5", "--lr=0.01", "--seed", "18446744073709551615", "--momentum", "0",
+                  "--backend", "vulkan", "--quick", "--out", "x.csv"};
+    KT_CHECK(parse_quiet(o, n, 13, ok, text, sizeof text) == ARGS_OK, "parse: %s", text);
+    KT_CHECK(epochs == 5 && fabsf(lr - 0.01f) < 1e-9f && seed == UINT64_MAX && mom == 0 && !strcmp(backend, "vulkan") &&
+                 quick && !strcmp(out, "x.csv"),
+             "values %d %g %llu %g %s %d %s", epochs, (double)lr, (unsigned long long)seed, mom, backend, quick, out);
+    char *help[] = {"prog", "--help"};
+    KT_CHECK(parse_quiet(o, n, 2, help, text, sizeof text) == ARGS_HELP, "--help");
+    KT_CHECK(strstr(text, "usage: prog") && strstr(text, "--epochs N") && strstr(text, "(default 5)") &&
+                 strstr(text, "cpu|vulkan|cuda") && strstr(text, "--quick") && strstr(text, "A test program."),
+             "help text:\n%s", text);
+    struct {
+        int argc;
+        char *argv[4];
+        const char *msg;
+    } bad[] = {
+        {2, {"prog", "--nope"}, "unknown option '--nope'"},
+        {2, {"prog", "--epochs"}, "needs a value"},
+        {3, {"prog", "--epochs", "x3"}, "bad value x3 for --epochs"},
+        {3, {"prog", "--epochs", "0"}, "positive"},
+        {3, {"prog", "--lr", "-1"}, "bad value"},
+        {3, {"prog", "--backend", "tpu"}, "cpu|vulkan|cuda"},
+        {3, {"prog", "--seed", "-4"}, "bad value"},
+        {2, {"prog", "--quick=1"}, "takes no value"},
+        {2, {"prog", "stray"}, "unexpected argument 'stray'"},
+        {3, {"prog", "--momentum", "nan"}, "bad value"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        int r = parse_quiet(o, n, bad[i].argc, bad[i].argv, text, sizeof text);
+        KT_CHECK(r == ARGS_ERROR && strstr(text, bad[i].msg) && strstr(text, "usage: prog"), "case %zu: %d\n%s", i, r,
+                 text);
+    }
+}
+
+KT_TEST(progress_plain_lines) {
+    FILE *f = tmpfile();
+    progress p;
+    progress_start(&p, f, "epoch 1/2", 50, "img");
+    for (int i = 1; i <= 50; i++) progress_update(&p, i, 1.0 / i, 64);
+    progress_finish(&p);
+    rewind(f);
+    char text[8192];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    int lines = 0;
+    for (size_t i = 0; i < n; i++) lines += text[i] == '\n';
+    /* not a terminal: one line per tenth, plus the final one; no \r */
+    KT_CHECK(lines >= 5 && lines <= 11 && !strchr(text, '\r'), "%d lines:\n%s", lines, text);
+    KT_CHECK(strstr(text, "epoch 1/2 [####################] 50/50 100%  loss 0.0200") && strstr(text, "img/s") &&
+                 strstr(text, "ETA 0:00") && strstr(text, "elapsed"),
+             "final line:\n%s", text);
+}
+
+KT_TEST(csv_quotes_fields) {
+    char path[] = "/tmp/kiln-csv-XXXXXX";
+    close(mkstemp(path));
+    csv *c = csv_open(path);
+    KT_NOTNULL(c);
+    csv_str(c, "name"), csv_str(c, "a,b"), csv_str(c, "say \"hi\""), csv_row(c);
+    csv_num(c, 0.25), csv_num(c, NAN), csv_int(c, -3), csv_row(c);
+    KT_CHECK(csv_close(c) == 0, "close");
+    FILE *f = fopen(path, "r");
+    char text[256];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    unlink(path);
+    KT_CHECK(!strcmp(text, "name,\"a,b\",\"say \"\"hi\"\"\"\n0.25,,-3\n"), "got:\n%s", text);
+    KT_CHECK(csv_open("/nonexistent/dir/x.csv") == NULL, "bad path");
+}
