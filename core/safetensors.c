@@ -51,7 +51,7 @@ struct kiln_safetensors {
     kiln__json_doc *doc;
     const kiln__json *meta;
     st_entry *e;     /* in data order */
-    int *by_name;    /* indices of e sorted by name */
+    st_entry **by_name; /* e sorted by name */
     int n;
 };
 
@@ -78,9 +78,8 @@ void kiln_safetensors_close(kiln_safetensors *st) {
     free(st);
 }
 
-static const kiln_safetensors *sort_ctx;
 static int by_name_cmp(const void *a, const void *b) {
-    return strcmp(sort_ctx->e[*(const int *)a].name, sort_ctx->e[*(const int *)b].name);
+    return strcmp((*(st_entry *const *)a)->name, (*(st_entry *const *)b)->name);
 }
 static int by_offset_cmp(const void *a, const void *b) {
     const st_entry *x = a, *y = b;
@@ -205,13 +204,12 @@ static kiln_status parse_header(kiln_safetensors *st, const char *hdr, size_t n)
         return kiln__errs(KILN_ERR_FORMAT,
                           "kiln_safetensors_open: %s: the tensors cover %llu bytes of data but the file holds %zu", p,
                           (unsigned long long)at, st->data_len);
-    for (int i = 0; i < st->n; i++) st->by_name[i] = i;
-    sort_ctx = st;
+    for (int i = 0; i < st->n; i++) st->by_name[i] = &st->e[i];
     qsort(st->by_name, (size_t)st->n, sizeof *st->by_name, by_name_cmp);
     for (int i = 1; i < st->n; i++)
-        if (!strcmp(st->e[st->by_name[i]].name, st->e[st->by_name[i - 1]].name))
+        if (!strcmp(st->by_name[i]->name, st->by_name[i - 1]->name))
             return kiln__errs(KILN_ERR_FORMAT, "kiln_safetensors_open: %s: tensor '%s' appears twice", p,
-                              st->e[st->by_name[i]].name);
+                              st->by_name[i]->name);
     return KILN_OK;
 }
 
@@ -270,8 +268,8 @@ int kiln_safetensors_count(const kiln_safetensors *st) { return st ? st->n : 0; 
 static const st_entry *find(const kiln_safetensors *st, const char *name) {
     int lo = 0, hi = st->n - 1;
     while (lo <= hi) {
-        int mid = (lo + hi) / 2, c = strcmp(name, st->e[st->by_name[mid]].name);
-        if (!c) return &st->e[st->by_name[mid]];
+        int mid = (lo + hi) / 2, c = strcmp(name, st->by_name[mid]->name);
+        if (!c) return st->by_name[mid];
         if (c < 0) hi = mid - 1;
         else lo = mid + 1;
     }
