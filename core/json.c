@@ -22,6 +22,7 @@ typedef struct parser {
     const unsigned char *s;
     size_t len, pos;
     int depth, max_depth;
+    int64_t values, max_values;
     const char *who;
     kiln__json_doc *doc;
     bool failed;
@@ -274,6 +275,7 @@ static kiln__json *container(parser *p, kiln__json *v, bool obj) {
 static kiln__json *value(parser *p) {
     skip_ws(p);
     if (p->pos >= p->len) return fail(p, p->pos, "unexpected end of input");
+    if (p->max_values > 0 && ++p->values > p->max_values) return fail(p, p->pos, "too many values");
     kiln__json *v = doc_alloc(p->doc, sizeof *v);
     if (!v) return oom(p);
     v->offset = p->pos;
@@ -293,11 +295,16 @@ static kiln__json *value(parser *p) {
 }
 
 kiln__json_doc *kiln__json_parse(const char *buf, size_t len, int max_depth, const char *who) {
+    return kiln__json_parse_bounded(buf, len, max_depth, 0, who);
+}
+
+kiln__json_doc *kiln__json_parse_bounded(const char *buf, size_t len, int max_depth, int64_t max_values,
+                                         const char *who) {
     if (!buf && len) return kiln__err(KILN_ERR_ARG, "%s: JSON: NULL buffer", who);
     kiln__json_doc *d = calloc(1, sizeof *d);
     if (!d) return kiln__err(KILN_ERR_OOM, "%s: JSON: out of memory", who);
     parser p = {.s = (const unsigned char *)buf, .len = len, .max_depth = max_depth > 0 ? max_depth : 64,
-                .who = who, .doc = d};
+                .max_values = max_values, .who = who, .doc = d};
     d->root = value(&p);
     if (d->root) {
         skip_ws(&p);

@@ -43,6 +43,10 @@ typedef struct kiln__json_doc kiln__json_doc;
 /* Parse len bytes (no NUL needed). max_depth bounds nesting (arrays and
  * objects; <= 0 means 64). NULL with the error set on failure. */
 kiln__json_doc *kiln__json_parse(const char *buf, size_t len, int max_depth, const char *who);
+/* The same with at most max_values values (a file format's bound, so a
+ * hostile input cannot make a node per two bytes; <= 0: no bound). */
+kiln__json_doc *kiln__json_parse_bounded(const char *buf, size_t len, int max_depth, int64_t max_values,
+                                         const char *who);
 const kiln__json *kiln__json_root(const kiln__json_doc *d);
 void kiln__json_free(kiln__json_doc *d);
 /* The first member of object o called key (NULL if none or o not an object). */

@@ -19,6 +19,9 @@
 
 /* The reference refuses headers above 100 MB; so does kiln. */
 #define MAX_HEADER 100000000ull
+/* JSON values in a header: ~10 per tensor, so 200k tensors; a hostile
+ * header ("[0,0,0,...") cannot make the parser hold more than ~200 MB */
+#define MAX_VALUES 2000000
 
 typedef struct st_dtype {
     const char *name;
@@ -166,7 +169,7 @@ static kiln_status parse_header(kiln_safetensors *st, const char *hdr, size_t n)
         return kiln__errs(KILN_ERR_FORMAT, "kiln_safetensors_open: %s: the header does not start with '{'", p);
     char who[300];
     snprintf(who, sizeof who, "kiln_safetensors_open: %s: header", p);
-    if (!(st->doc = kiln__json_parse(hdr, n, 16, who))) return kiln_last_status();
+    if (!(st->doc = kiln__json_parse_bounded(hdr, n, 16, MAX_VALUES, who))) return kiln_last_status();
     const kiln__json *root = kiln__json_root(st->doc);
     int count = 0;
     for (const kiln__json *c = root->child; c; c = c->next) count += strcmp(c->key, "__metadata__") != 0;

@@ -355,6 +355,18 @@ KT_TEST(safetensors_rejects_corrupt_headers) {
         KT_CHECK(!st && kiln_last_status() == KILN_ERR_FORMAT && strstr(kiln_last_error(), "header length"),
                  "length %llu: %s", (unsigned long long)lens[i], kiln_last_error());
     }
+    /* a header of millions of tiny values stops at the value bound */
+    size_t big = 6000000;
+    char *h = malloc(big + 64);
+    strcpy(h, "{\"a\":{\"dtype\":\"F32\",\"shape\":[");
+    size_t at = strlen(h);
+    while (at < big) h[at++] = '0', h[at++] = ',';
+    strcpy(h + at, "0],\"data_offsets\":[0,0]}}");
+    while (strlen(h) % 8) strcat(h, " ");
+    write_st(p, strlen(h), h, 0);
+    free(h);
+    kiln_clear_error();
+    KT_CHECK(!kiln_safetensors_open(p) && strstr(kiln_last_error(), "too many values"), "%s", kiln_last_error());
     /* the empty file, a missing one, a directory */
     write_bytes(p, "", 0);
     KT_EXPECT_ERR(kiln_safetensors_open(p), KILN_ERR_FORMAT, "too short");
