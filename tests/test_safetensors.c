@@ -473,3 +473,49 @@ KT_TEST(params_save_load_and_mismatches) {
     kiln_ctx_free(d);
     rm_dir(dir);
 }
+
+/* Random byte changes anywhere in the fixture: every open either fails
+ * with a message or gives a file whose tensors all load (a fuzzing smoke
+ * test; the sanitizer builds make it a memory-safety check). */
+KT_TEST(safetensors_mutations_never_crash) {
+    size_t n;
+    unsigned char *full = read_file(FIXTURE, &n);
+    KT_NOTNULL(full);
+    const char *dir = tmpdir();
+    KT_NOTNULL(dir);
+    const char *p = path_in(dir, "m.safetensors");
+    uint64_t r = 12345;
+    int opened = 0;
+    for (int it = 0; it < 3000; it++) {
+        unsigned char *b = malloc(n);
+        memcpy(b, full, n);
+        for (int k = 0; k < 1 + it % 3; k++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            size_t at = (size_t)(r >> 33) % n;
+            static const char pool[] = "{}[]\",:0123456789-eE.\\u \x00\xff";
+            b[at] = (r >> 20) & 1 ? (unsigned char)pool[(r >> 24) % (sizeof pool - 1)] : (unsigned char)(r >> 40);
+        }
+        write_bytes(p, b, n);
+        free(b);
+        kiln_clear_error();
+        kiln_safetensors *st = kiln_safetensors_open(p);
+        if (!st) {
+            KT_CHECK(kiln_last_status() != KILN_OK && *kiln_last_error(), "iteration %d: failed without a message", it);
+            continue;
+        }
+        opened++;
+        kiln_ctx *ctx = kiln_ctx_new();
+        for (int i = 0; i < kiln_safetensors_count(st); i++) {
+            kiln_safetensors_info in;
+            KT_OK(kiln_safetensors_info_at(st, i, &in));
+            kiln_tensor *t = kiln_safetensors_load(st, ctx, in.name);
+            KT_CHECK(t || kiln_last_status() == KILN_ERR_DTYPE || kiln_last_status() == KILN_ERR_SHAPE,
+                     "iteration %d: '%s' listed but not loaded: %s", it, in.name, kiln_last_error());
+        }
+        kiln_ctx_free(ctx);
+        kiln_safetensors_close(st);
+    }
+    KT_CHECK(opened > 0, "no mutation kept the file valid (the data bytes at least should)");
+    free(full);
+    rm_dir(dir);
+}
