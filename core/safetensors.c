@@ -33,7 +33,8 @@ static const st_dtype dtypes[] = {
     {"F64", 8, KILN_F64},  {"F32", 4, KILN_F32},  {"F16", 2, KILN_F16}, {"BF16", 2, KILN_BF16},
     {"I64", 8, -1},        {"I32", 4, KILN_I32},  {"I16", 2, -1},       {"I8", 1, -1},
     {"U64", 8, -1},        {"U32", 4, -1},        {"U16", 2, -1},       {"U8", 1, -1},
-    {"BOOL", 1, -1},       {"F8_E5M2", 1, -1},    {"F8_E4M3", 1, -1},
+    {"BOOL", 1, -1},       {"F8_E5M2", 1, -1},    {"F8_E4M3", 1, -1},   {"F8_E8M0", 1, -1},
+    {"C64", 8, -1}, /* the sub-byte F4/F6 types of newer files are refused as unknown */
 };
 enum { N_DTYPES = sizeof dtypes / sizeof dtypes[0] };
 
