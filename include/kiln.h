@@ -621,6 +621,78 @@ size_t kiln_optim_state_bytes(const kiln_optim *opt);
  * is true. Every header field and length is bounds-checked. */
 kiln_tensor *kiln_idx_load(kiln_ctx *ctx, const char *path, bool as_labels, float scale);
 
+/* ---- files: safetensors, checkpoints ---------------------------------- */
+/* safetensors (Hugging Face's format, read by safetensors.torch.load_file):
+ * 8 bytes little-endian header length N, N bytes of JSON header
+ * {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__":
+ * {string: string}} padded with spaces, then the tensors' bytes,
+ * contiguous and little-endian. Opening a file checks everything (header
+ * length, JSON, dtypes, shapes against byte counts, offsets covering the
+ * data without holes or overlaps, duplicate names) before any tensor is
+ * read; a bad file is KILN_ERR_FORMAT naming the file and what is wrong. */
+typedef struct kiln_safetensors kiln_safetensors;
+
+/* One tensor of an open file. dtype is the file's name for it ("F32",
+ * "BF16", "I64", ...); kiln_dtype is the kiln dtype or -1 when kiln has
+ * none (loading it is KILN_ERR_DTYPE). Pointers live until close. */
+typedef struct kiln_safetensors_info {
+    const char *name;
+    const char *dtype;
+    int kiln_dtype;
+    int ndim;
+    const int64_t *shape;
+    size_t nbytes;
+} kiln_safetensors_info;
+
+/* Open and validate a file (mapped read-only). NULL with the error set. */
+kiln_safetensors *kiln_safetensors_open(const char *path);
+void kiln_safetensors_close(kiln_safetensors *st);
+/* Tensors in the file, in the order of their data. */
+int kiln_safetensors_count(const kiln_safetensors *st);
+kiln_status kiln_safetensors_info_at(const kiln_safetensors *st, int i, kiln_safetensors_info *out);
+/* The index of the tensor called name, or -1. */
+int kiln_safetensors_find(const kiln_safetensors *st, const char *name);
+/* The "__metadata__" value of key, or NULL. */
+const char *kiln_safetensors_metadata(const kiln_safetensors *st, const char *key);
+/* The tensor called name as a new leaf of ctx (named name). */
+kiln_tensor *kiln_safetensors_load(kiln_safetensors *st, kiln_ctx *ctx, const char *name);
+/* Into an existing leaf of the same dtype and shape (on a device backend
+ * the device copy is replaced too). */
+kiln_status kiln_safetensors_read_into(kiln_safetensors *st, const char *name, kiln_tensor *dst);
+
+/* Write n tensors (leaves or computed outputs; names[i], or each tensor's
+ * own name when names is NULL; unique and non-empty) and n_meta metadata
+ * pairs (meta[2k] = key, meta[2k + 1] = value; meta may be NULL) to path,
+ * atomically: a temporary file in the same directory is written, flushed,
+ * synced and renamed over path, then the directory is synced. On any error
+ * the temporary file is removed and an existing file at path is left as it
+ * was. Tensors on a device are copied back first. */
+kiln_status kiln_safetensors_save(const char *path, kiln_tensor *const *tensors, const char *const *names, int n,
+                                  const char *const *meta, int n_meta);
+
+/* Every parameter of ctx (kiln_param order) under its name, with the same
+ * atomic write. Loading needs exactly ctx's parameters in the file (a name
+ * missing or extra, a dtype or shape that differs is an error naming it)
+ * and checks all before writing any: a failed load changes nothing. */
+kiln_status kiln_save_params(kiln_ctx *ctx, const char *path);
+kiln_status kiln_load_params(kiln_ctx *ctx, const char *path);
+
+/* An optimizer's state: every state tensor as "state.<parameter index>.
+ * <name>" ("state.0.exp_avg", ...) and in the metadata the optimizer's
+ * kind, its parameters' names, the step count, base lr, skipped steps,
+ * last gradient norm, schedule and clipping norm, so that a run stopped
+ * after a save and resumed after a load steps bit for bit as if it had
+ * never stopped. Load into an optimizer made the same way (same kind,
+ * config and parameters, in order; parameter groups set again by the
+ * caller): the kind, the parameter names and every state tensor's dtype
+ * and shape are checked first, and a failed load changes nothing.
+ * kiln_checkpoint_save/load put the parameters of opt's context (by name,
+ * as kiln_save_params) and opt's state in one file. */
+kiln_status kiln_optim_save(const kiln_optim *opt, const char *path);
+kiln_status kiln_optim_load(kiln_optim *opt, const char *path);
+kiln_status kiln_checkpoint_save(const kiln_optim *opt, const char *path);
+kiln_status kiln_checkpoint_load(kiln_optim *opt, const char *path);
+
 #ifdef __cplusplus
 }
 #endif
