@@ -944,6 +944,7 @@ static void run_apollo_case(const char *name, const kiln_apollo_config *cfg, kil
     kiln_optim *opt[2];
     const int64_t shapes[3][2] = {{40, 24}, {12, 36}, {24, 0}};
     double *x = malloc(960 * sizeof(double)), *y = malloc(960 * sizeof(double)), err = 0;
+    int64_t vmsg = kiln_backend_validation_messages(b);
     if (!x || !y) goto fail;
     for (int s = 0; s < 2; s++) {
         ctx[s] = kiln_ctx_new();
@@ -975,13 +976,15 @@ static void run_apollo_case(const char *name, const kiln_apollo_config *cfg, kil
         }
     }
     kiln_graph_stats os = kiln_graph_get_stats(opt[1]->graph);
-    if (!(err <= APOLLO_TOL) || os.nodes_fallback || getenv("KILN_TEST_VERBOSE"))
+    vmsg = kiln_backend_validation_messages(b) - vmsg;
+    if (!(err <= APOLLO_TOL) || os.nodes_fallback || vmsg || getenv("KILN_TEST_VERBOSE"))
         printf("    %-10s %-26s %-4s %-7s params %.1e  tol %.0e  step nodes %lld dev %lld cpu\n", "optim", name,
                "f32", bn, err, APOLLO_TOL, (long long)os.nodes_on_backend, (long long)os.nodes_fallback);
     fflush(stdout);
     KT_CHECK(err <= APOLLO_TOL, "apollo/%s on %s: error %.3g > %.0e", name, bn, err, APOLLO_TOL);
     KT_CHECK(os.nodes_fallback == 0, "apollo/%s on %s: %lld step nodes ran on the CPU", name, bn,
              (long long)os.nodes_fallback);
+    KT_CHECK(vmsg == 0, "apollo/%s on %s: %lld validation messages", name, bn, (long long)vmsg);
     goto done;
 fail:
     kt_fail(__FILE__, __LINE__, "apollo/%s on %s: %s", name, bn, kiln_last_error());

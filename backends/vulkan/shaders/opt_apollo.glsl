@@ -84,7 +84,7 @@ layout(std430, binding = 0) readonly buffer S { double S_[]; };
 layout(std430, binding = 1) readonly buffer H { float hyper[]; };
 layout(std430, binding = 2) buffer Pv { double prev[]; };
 layout(std430, binding = 3) writeonly buffer F { float fac[]; };
-shared double red[256], red2[256];
+shared double red[256];
 shared double s_step, s_limit;
 
 // the sum of x over the workgroup (every invocation gets it)
