@@ -4,8 +4,9 @@
  * per-channel sums and the factors of G:
  *   proj     P regenerated from the seed (core/rng.c's hash and normal
  *            ported: the CPU's P bit for bit but in rare last-ulp cases)
- *   project  R = G P^T or P^T G (f32 sums, in another order than the
- *            CPU's GEMM: R agrees to f32 rounding, not bit for bit)
+ *   project  R = G P^T or P^T G in 16 x 16 tiles (f32 sums, in another
+ *            order than the CPU's GEMM: R agrees to f32 rounding, not bit
+ *            for bit)
  *   moments  exp_avg, exp_avg_sq and per channel |Rt|^2, |R|^2, |G_c|^2
  *   norm     scaling factors, |u|, the norm-growth limiter on prev_norm
  *   update   p = p * (1 - lr wd) + f_c g
@@ -25,7 +26,7 @@ static bool leaf_ok(const kiln_vk *vk, const kiln_tensor *t, kiln_dtype dt, int6
 
 /* R's rows and columns, the projector's elements and the channels. */
 typedef struct {
-    int64_t m, n, rank, np, nr, nch;
+    int64_t m, n, rank, np, nr, nch, rows; /* rows: R's */
     bool right;
 } apollo_dims;
 
@@ -35,6 +36,7 @@ static apollo_dims dims(const kiln_tensor *t) {
     d.np = d.right ? d.rank * d.n : d.m * d.rank;
     d.nr = d.right ? d.m * d.rank : d.rank * d.n;
     d.nch = d.right ? d.m : d.n;
+    d.rows = d.right ? d.m : d.rank;
     return d;
 }
 
@@ -46,7 +48,8 @@ static bool apollo_supports(const kiln_vk *vk, const kiln_tensor *t) {
     /* the scratch: P and R (f32), 3 sums per channel (f64), nch + 1 factors */
     const uint64_t scratch_max = (uint64_t)(d.np > d.nr ? d.np : d.nr) * 4;
     if (mn == 0 || mn > lim || d.np > lim || d.nr > lim || 3 * d.nch > lim || scratch_max > caps->max_range ||
-        (uint64_t)d.nch * 24 > caps->max_range)
+        (uint64_t)d.nch * 24 > caps->max_range || (d.nr / d.rows + 15) / 16 > caps->max_groups[0] ||
+        (d.rows + 15) / 16 > caps->max_groups[1])
         return false;
     const kiln_tensor *h = t->src[5];
     return leaf_ok(vk, t->src[0], KILN_F32, mn) && leaf_ok(vk, t->src[1], KILN_F32, mn) &&
@@ -74,9 +77,16 @@ static kiln_status apollo_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
     apollo_dims d = dims(t);
     kiln_tensor P, R, S, F;
     kiln_status s;
-    if ((s = kiln__vk_scratch(vk, d.np, KILN_F32, &P)) || (s = kiln__vk_scratch(vk, d.nr, KILN_F32, &R)) ||
-        (s = kiln__vk_scratch(vk, 3 * d.nch, KILN_F64, &S)) || (s = kiln__vk_scratch(vk, d.nch + 1, KILN_F32, &F)))
-        return s;
+    /* a request that outgrows the scratch buffer replaces it, leaving the
+     * earlier ones pointing at the old one: ask again until all four land
+     * in the same buffer (it doubles each time, so this ends) */
+    for (;;) {
+        if ((s = kiln__vk_scratch(vk, d.np, KILN_F32, &P)) || (s = kiln__vk_scratch(vk, d.nr, KILN_F32, &R)) ||
+            (s = kiln__vk_scratch(vk, 3 * d.nch, KILN_F64, &S)) ||
+            (s = kiln__vk_scratch(vk, d.nch + 1, KILN_F32, &F)))
+            return s;
+        if (P.dbuf == F.dbuf && R.dbuf == F.dbuf && S.dbuf == F.dbuf) break;
+    }
     struct {
         uint32_t m, n, rank, right, mini, t, np, nch, p0, g0, m0, v0, pv0, h0;
         uint32_t hs_lo, hs_hi, inv_lo, inv_hi, sq_lo, sq_hi;
@@ -116,7 +126,12 @@ static kiln_status apollo_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
     for (int k = 0; k < 5; k++) {
         kiln_vk_dispatch dp = {.shader = pass[k].shader, .n = pass[k].n, .push = &pc, .push_size = sizeof pc};
         memcpy(dp.bind, pass[k].bind, sizeof pass[k].bind);
-        kiln__vk_groups_1d(vk, (uint64_t)pass[k].invocations, 256, dp.groups);
+        if (k == 1) { /* 16 x 16 tiles of R */
+            dp.groups[0] = (uint32_t)((d.nr / d.rows + 15) / 16);
+            dp.groups[1] = (uint32_t)((d.rows + 15) / 16);
+        } else {
+            kiln__vk_groups_1d(vk, (uint64_t)pass[k].invocations, 256, dp.groups);
+        }
         if ((s = kiln__vk_dispatch(vk, &dp))) return s;
     }
     return KILN_OK;

@@ -2,20 +2,20 @@
 // (optim/apollo.c has the formula, backends/vulkan/vk_optim_apollo.c
 // records them in order). PASS picks one:
 //   0 projector P (opt_apollo_rng.glsl), one invocation per element
-//   1 R = G P^T [m, rank] (right) or P^T G [rank, n], one per element of R
+//   1 R = G P^T [m, rank] (right) or P^T G [rank, n], 16 x 16 tiles
 //   2 moments of R in place, and per channel the sums of squares of Rt, R
 //     and G's row/column (double), one invocation per channel
 //   3 one workgroup: the scaling factors, the norm of u, the norm-growth
 //     limiter (prev_norm, f64) and each channel's factor of G for pass 4
 //   4 p = p * decay + f_c * g, one invocation per element
 // Scratch operands (P, R, S, F) are bound from element 0.
-layout(local_size_x = 256) in;
 layout(push_constant) uniform PC {
     uint m, n, rank, right, mini, t, np, nch, p0, g0, m0, v0, pv0, h0;
     uint hs_lo, hs_hi, inv_lo, inv_hi, sq_lo, sq_hi;
 } pc;
 
 #if PASS == 0
+layout(local_size_x = 256) in;
 layout(std430, binding = 0) writeonly buffer Pj { float P[]; };
 void main() {
     uint j = kiln_gid();
@@ -26,26 +26,41 @@ void main() {
 }
 
 #elif PASS == 1
+// a 16 x 16 tile of R = A B per workgroup over 16-deep slices of K staged
+// in shared memory, each operand loaded along its contiguous dim:
+//   right: A = G [m, n], B = P^T (P [rank, n])
+//   left:  A = P^T (P [m, rank]), B = G [m, n]
+layout(local_size_x = 16, local_size_y = 16) in;
 layout(std430, binding = 0) readonly buffer G { float grad[]; };
 layout(std430, binding = 1) readonly buffer Pj { float P[]; };
 layout(std430, binding = 2) writeonly buffer Rb { float R[]; };
+shared float As[16][17], Bs[16][17]; // [row][k], [k][col]
 void main() {
-    uint idx = kiln_gid();
+    bool right = pc.right != 0u;
+    uint M = right ? pc.m : pc.rank, N = right ? pc.rank : pc.n, K = right ? pc.n : pc.m;
+    uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
+    uint row0 = gl_WorkGroupID.y * 16u, col0 = gl_WorkGroupID.x * 16u;
     float acc = 0.0;
-    if (pc.right != 0u) {
-        if (idx >= pc.m * pc.rank) return;
-        uint i = idx / pc.rank, r = idx - i * pc.rank;
-        uint g = pc.g0 + i * pc.n, q = r * pc.n;
-        for (uint j = 0u; j < pc.n; j++) acc += grad[g + j] * P[q + j];
-    } else {
-        if (idx >= pc.rank * pc.n) return;
-        uint r = idx / pc.n, j = idx - r * pc.n;
-        for (uint i = 0u; i < pc.m; i++) acc += P[i * pc.rank + r] * grad[pc.g0 + i * pc.n + j];
+    for (uint k0 = 0u; k0 < K; k0 += 16u) {
+        if (right) {
+            uint r = row0 + ty, k = k0 + tx, c = col0 + ty;
+            As[ty][tx] = r < M && k < K ? grad[pc.g0 + r * pc.n + k] : 0.0;
+            Bs[tx][ty] = c < N && k < K ? P[c * pc.n + k] : 0.0;
+        } else {
+            uint r = row0 + tx, k = k0 + ty, c = col0 + tx;
+            As[tx][ty] = r < M && k < K ? P[k * pc.rank + r] : 0.0;
+            Bs[ty][tx] = c < N && k < K ? grad[pc.g0 + k * pc.n + c] : 0.0;
+        }
+        barrier();
+        [[unroll]] for (uint kk = 0u; kk < 16u; kk++) acc += As[ty][kk] * Bs[kk][tx];
+        barrier();
     }
-    R[idx] = acc;
+    uint row = row0 + ty, col = col0 + tx;
+    if (row < M && col < N) R[row * N + col] = acc;
 }
 
 #elif PASS == 2
+layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer G { float grad[]; };
 layout(std430, binding = 1) readonly buffer Rb { float R[]; };
 layout(std430, binding = 2) buffer M { float em[]; };
@@ -80,6 +95,7 @@ void main() {
 }
 
 #elif PASS == 3
+layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer S { double S_[]; };
 layout(std430, binding = 1) readonly buffer H { float hyper[]; };
 layout(std430, binding = 2) buffer Pv { double prev[]; };
@@ -150,6 +166,7 @@ void main() {
 }
 
 #else
+layout(local_size_x = 256) in;
 layout(std430, binding = 0) buffer Prm { float prm[]; };
 layout(std430, binding = 1) readonly buffer G { float grad[]; };
 layout(std430, binding = 2) readonly buffer F { float fac[]; };
