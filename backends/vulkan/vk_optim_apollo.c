@@ -4,7 +4,7 @@
  * per-channel sums and the factors of G:
  *   proj     P regenerated from the seed (core/rng.c's hash and normal
  *            ported: the CPU's P bit for bit but in rare last-ulp cases)
- *   project  R = G P^T or P^T G in 16 x 16 tiles (f32 sums, in another
+ *   project  R = G P^T or P^T G in 64 x 64 tiles (f32 sums, in another
  *            order than the CPU's GEMM: R agrees to f32 rounding, not bit
  *            for bit)
  *   moments  exp_avg, exp_avg_sq and per channel |Rt|^2, |R|^2, |G_c|^2
@@ -48,8 +48,8 @@ static bool apollo_supports(const kiln_vk *vk, const kiln_tensor *t) {
     /* the scratch: P and R (f32), 3 sums per channel (f64), nch + 1 factors */
     const uint64_t scratch_max = (uint64_t)(d.np > d.nr ? d.np : d.nr) * 4;
     if (mn == 0 || mn > lim || d.np > lim || d.nr > lim || 3 * d.nch > lim || scratch_max > caps->max_range ||
-        (uint64_t)d.nch * 24 > caps->max_range || (d.nr / d.rows + 15) / 16 > caps->max_groups[0] ||
-        (d.rows + 15) / 16 > caps->max_groups[1])
+        (uint64_t)d.nch * 24 > caps->max_range || (d.nr / d.rows + 63) / 64 > caps->max_groups[0] ||
+        (d.rows + 63) / 64 > caps->max_groups[1])
         return false;
     const kiln_tensor *h = t->src[5];
     return leaf_ok(vk, t->src[0], KILN_F32, mn) && leaf_ok(vk, t->src[1], KILN_F32, mn) &&
@@ -126,9 +126,9 @@ static kiln_status apollo_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
     for (int k = 0; k < 5; k++) {
         kiln_vk_dispatch dp = {.shader = pass[k].shader, .n = pass[k].n, .push = &pc, .push_size = sizeof pc};
         memcpy(dp.bind, pass[k].bind, sizeof pass[k].bind);
-        if (k == 1) { /* 16 x 16 tiles of R */
-            dp.groups[0] = (uint32_t)((d.nr / d.rows + 15) / 16);
-            dp.groups[1] = (uint32_t)((d.rows + 15) / 16);
+        if (k == 1) { /* 64 x 64 tiles of R */
+            dp.groups[0] = (uint32_t)((d.nr / d.rows + 63) / 64);
+            dp.groups[1] = (uint32_t)((d.rows + 63) / 64);
         } else {
             kiln__vk_groups_1d(vk, (uint64_t)pass[k].invocations, 256, dp.groups);
         }

@@ -2,7 +2,7 @@
 // (optim/apollo.c has the formula, backends/vulkan/vk_optim_apollo.c
 // records them in order). PASS picks one:
 //   0 projector P (opt_apollo_rng.glsl), one invocation per element
-//   1 R = G P^T [m, rank] (right) or P^T G [rank, n], 16 x 16 tiles
+//   1 R = G P^T [m, rank] (right) or P^T G [rank, n], 64 x 64 tiles
 //   2 moments of R in place, and per channel the sums of squares of Rt, R
 //     and G's row/column (double), one invocation per channel
 //   3 one workgroup: the scaling factors, the norm of u, the norm-growth
@@ -26,37 +26,51 @@ void main() {
 }
 
 #elif PASS == 1
-// a 16 x 16 tile of R = A B per workgroup over 16-deep slices of K staged
-// in shared memory, each operand loaded along its contiguous dim:
+// a 64 x 64 tile of R = A B per workgroup, 4 x 4 outputs per invocation,
+// over 16-deep slices of K staged in shared memory, each operand loaded
+// along its contiguous dim:
 //   right: A = G [m, n], B = P^T (P [rank, n])
 //   left:  A = P^T (P [m, rank]), B = G [m, n]
 layout(local_size_x = 16, local_size_y = 16) in;
 layout(std430, binding = 0) readonly buffer G { float grad[]; };
 layout(std430, binding = 1) readonly buffer Pj { float P[]; };
 layout(std430, binding = 2) writeonly buffer Rb { float R[]; };
-shared float As[16][17], Bs[16][17]; // [row][k], [k][col]
+shared float As[16][65], Bs[16][65]; // [k][row], [k][col]
 void main() {
     bool right = pc.right != 0u;
     uint M = right ? pc.m : pc.rank, N = right ? pc.rank : pc.n, K = right ? pc.n : pc.m;
-    uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
-    uint row0 = gl_WorkGroupID.y * 16u, col0 = gl_WorkGroupID.x * 16u;
-    float acc = 0.0;
+    uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y, l = ty * 16u + tx;
+    uint row0 = gl_WorkGroupID.y * 64u, col0 = gl_WorkGroupID.x * 64u;
+    float acc[4][4];
+    [[unroll]] for (uint i = 0u; i < 4u; i++)
+        [[unroll]] for (uint j = 0u; j < 4u; j++) acc[i][j] = 0.0;
     for (uint k0 = 0u; k0 < K; k0 += 16u) {
-        if (right) {
-            uint r = row0 + ty, k = k0 + tx, c = col0 + ty;
-            As[ty][tx] = r < M && k < K ? grad[pc.g0 + r * pc.n + k] : 0.0;
-            Bs[tx][ty] = c < N && k < K ? P[c * pc.n + k] : 0.0;
-        } else {
-            uint r = row0 + tx, k = k0 + ty, c = col0 + tx;
-            As[tx][ty] = r < M && k < K ? P[k * pc.rank + r] : 0.0;
-            Bs[ty][tx] = c < N && k < K ? grad[pc.g0 + k * pc.n + c] : 0.0;
+        [[unroll]] for (uint q = 0u; q < 4u; q++) {
+            uint e = l + 256u * q;
+            if (right) { // both along k
+                uint kk = e & 15u, rc = e >> 4u, k = k0 + kk, r = row0 + rc, c = col0 + rc;
+                As[kk][rc] = r < M && k < K ? grad[pc.g0 + r * pc.n + k] : 0.0;
+                Bs[kk][rc] = c < N && k < K ? P[c * pc.n + k] : 0.0;
+            } else { // both along the row / column
+                uint rc = e & 63u, kk = e >> 6u, k = k0 + kk, r = row0 + rc, c = col0 + rc;
+                As[kk][rc] = r < M && k < K ? P[k * pc.rank + r] : 0.0;
+                Bs[kk][rc] = c < N && k < K ? grad[pc.g0 + k * pc.n + c] : 0.0;
+            }
         }
         barrier();
-        [[unroll]] for (uint kk = 0u; kk < 16u; kk++) acc += As[ty][kk] * Bs[kk][tx];
+        [[unroll]] for (uint kk = 0u; kk < 16u; kk++) {
+            float a[4], b[4];
+            [[unroll]] for (uint i = 0u; i < 4u; i++) a[i] = As[kk][ty + 16u * i], b[i] = Bs[kk][tx + 16u * i];
+            [[unroll]] for (uint i = 0u; i < 4u; i++)
+                [[unroll]] for (uint j = 0u; j < 4u; j++) acc[i][j] += a[i] * b[j];
+        }
         barrier();
     }
-    uint row = row0 + ty, col = col0 + tx;
-    if (row < M && col < N) R[row * N + col] = acc;
+    [[unroll]] for (uint i = 0u; i < 4u; i++)
+        [[unroll]] for (uint j = 0u; j < 4u; j++) {
+            uint row = row0 + ty + 16u * i, col = col0 + tx + 16u * j;
+            if (row < M && col < N) R[row * N + col] = acc[i][j];
+        }
 }
 
 #elif PASS == 2
