@@ -536,7 +536,9 @@ kiln_optim *kiln_galore_adamw_new_for(kiln_ctx *ctx, kiln_tensor *const *params,
  * Every other parameter (not 2-D) steps as kiln_adamw exactly, with
  * adamw's settings (amsgrad unsupported). State: two moments of R's shape
  * and one norm per matrix; P is regenerated from the seed, never stored.
- * f32 matrices only. cfg NULL means kiln_apollo_defaults(). */
+ * f32 matrices only. On Vulkan (a device with shaderFloat64) the step
+ * runs on the device, P regenerated there with the CPU's bits. cfg NULL
+ * means kiln_apollo_defaults(). */
 typedef struct kiln_apollo_config {
     kiln_adam_config adamw; /* lr, betas, eps, weight_decay (decoupled) */
     int rank;               /* rows/columns of the projection, >= 1 */

@@ -1025,6 +1025,134 @@ KT_TEST(backend_ops_optim8bit_lion_sgd) {
 
 /* MARK-8BIT */
 
+/* APOLLO / APOLLO-Mini (optim/apollo.c): a 40x24 matrix (R = G P^T), a
+ * 12x36 one (R = P^T G) and a vector (Adam's step), the same gradients on
+ * both sides for 6 steps, the projector refreshed on the way (update_gap
+ * 2 or 3); parameters and prev_norm must agree with the CPU's to
+ * APOLLO_TOL (the projection's f32 sums are in another order than the
+ * CPU GEMM's) and every step node must run on the device. */
+#define APOLLO_TOL 1e-5
+static void run_apollo_case(const char *name, const kiln_apollo_config *cfg, kiln_backend *b) {
+    const char *bn = kiln_backend_name(b);
+    kiln_ctx *ctx[2] = {0};
+    kiln_tensor *p[2][3];
+    kiln_optim *opt[2];
+    const int64_t shapes[3][2] = {{40, 24}, {12, 36}, {24, 0}};
+    double *x = malloc(960 * sizeof(double)), *y = malloc(960 * sizeof(double)), err = 0;
+    int64_t vmsg = kiln_backend_validation_messages(b);
+    if (!x || !y) goto fail;
+    for (int s = 0; s < 2; s++) {
+        ctx[s] = kiln_ctx_new();
+        if (!ctx[s] || kiln_ctx_set_backend(ctx[s], s ? b : NULL)) goto fail;
+        for (int j = 0; j < 3; j++) {
+            char pn[4] = {'p', (char)('0' + j), 0};
+            p[s][j] = kiln_param(ctx[s], pn, KILN_F32, shapes[j][1] ? 2 : 1, shapes[j]);
+            if (!p[s][j] || kiln_tensor_fill_uniform(p[s][j], 7 + (uint64_t)j, -1, 1)) goto fail;
+        }
+        if (!(opt[s] = kiln_apollo_new(ctx[s], cfg))) goto fail;
+    }
+    for (int k = 0; k < 6; k++) {
+        for (int j = 0; j < 3; j++) {
+            int64_t n = kiln_tensor_numel(p[0][j]);
+            if (kiln_tensor_fill_randn(kiln_tensor_grad(p[0][j]), 90 + 10 * (uint64_t)k + j, 0, 1) ||
+                kiln_tensor_get_f64(kiln_tensor_grad(p[0][j]), x, n) ||
+                kiln_tensor_set_f64(kiln_tensor_grad(p[1][j]), x, n))
+                goto fail;
+        }
+        if (kiln_optim_step(opt[0]) || kiln_optim_step(opt[1])) goto fail;
+        for (int j = 0; j < 3; j++) {
+            double e = bo_error(p[1][j], p[0][j]);
+            if (!(e <= err)) err = e;
+            if (j == 2) continue;
+            kiln_tensor *prev[2] = {opt[0]->nodes[j]->src[4], opt[1]->nodes[j]->src[4]};
+            if (kiln_tensor_get_f64(prev[0], x, 1) || kiln_tensor_get_f64(prev[1], y, 1)) goto fail;
+            e = fabs(x[0] - y[0]) / fabs(x[0]);
+            if (!(e <= err)) err = e;
+        }
+    }
+    kiln_graph_stats os = kiln_graph_get_stats(opt[1]->graph);
+    vmsg = kiln_backend_validation_messages(b) - vmsg;
+    if (!(err <= APOLLO_TOL) || os.nodes_fallback || vmsg || getenv("KILN_TEST_VERBOSE"))
+        printf("    %-10s %-26s %-4s %-7s params %.1e  tol %.0e  step nodes %lld dev %lld cpu\n", "optim", name,
+               "f32", bn, err, APOLLO_TOL, (long long)os.nodes_on_backend, (long long)os.nodes_fallback);
+    fflush(stdout);
+    KT_CHECK(err <= APOLLO_TOL, "apollo/%s on %s: error %.3g > %.0e", name, bn, err, APOLLO_TOL);
+    KT_CHECK(os.nodes_fallback == 0, "apollo/%s on %s: %lld step nodes ran on the CPU", name, bn,
+             (long long)os.nodes_fallback);
+    KT_CHECK(vmsg == 0, "apollo/%s on %s: %lld validation messages", name, bn, (long long)vmsg);
+    goto done;
+fail:
+    kt_fail(__FILE__, __LINE__, "apollo/%s on %s: %s", name, bn, kiln_last_error());
+done:
+    free(x);
+    free(y);
+    kiln_ctx_free(ctx[0]);
+    kiln_ctx_free(ctx[1]);
+}
+
+/* The projector bit for bit: with one 1 per row (m >= n) or per column
+ * (m < n) of G, R is P's elements times 1 and zeros, exact on both sides,
+ * so exp_avg after step 1 ((1 - beta1) R) shows the device's P bits. */
+static void run_apollo_projector_bits(kiln_backend *b) {
+    const char *bn = kiln_backend_name(b);
+    kiln_ctx *ctx[2] = {0};
+    kiln_tensor *p[2][2];
+    kiln_optim *opt[2];
+    const int64_t shapes[2][2] = {{300, 200}, {100, 400}};
+    double *x = malloc(60000 * sizeof(double)), *y = malloc(60000 * sizeof(double));
+    kiln_apollo_config cfg = kiln_apollo_defaults();
+    cfg.rank = 64;
+    cfg.seed = 11;
+    if (!x || !y) goto fail;
+    for (int s = 0; s < 2; s++) {
+        ctx[s] = kiln_ctx_new();
+        if (!ctx[s] || kiln_ctx_set_backend(ctx[s], s ? b : NULL)) goto fail;
+        for (int j = 0; j < 2; j++) {
+            int64_t m = shapes[j][0], n = shapes[j][1];
+            if (!(p[s][j] = kiln_param(ctx[s], j ? "wide" : "tall", KILN_F32, 2, shapes[j]))) goto fail;
+            for (int64_t i = 0; i < m * n; i++) x[i] = 0;
+            for (int64_t i = 0; i < (m > n ? m : n); i++) x[m >= n ? i * n + i % n : (i % m) * n + i] = 1;
+            if (kiln_tensor_set_f64(kiln_tensor_grad(p[s][j]), x, m * n)) goto fail;
+        }
+        if (!(opt[s] = kiln_apollo_new(ctx[s], &cfg)) || kiln_optim_step(opt[s])) goto fail;
+    }
+    for (int j = 0; j < 2; j++) {
+        kiln_tensor *m0 = opt[0]->nodes[j]->src[2], *m1 = opt[1]->nodes[j]->src[2];
+        int64_t n = kiln_tensor_numel(m0), bad = 0;
+        if (kiln_tensor_get_f64(m0, x, n) || kiln_tensor_get_f64(m1, y, n)) goto fail;
+        for (int64_t i = 0; i < n; i++) bad += memcmp(&x[i], &y[i], sizeof x[i]) != 0;
+        KT_CHECK(bad == 0, "apollo projector on %s: %s: %lld of %lld elements differ from the CPU's", bn,
+                 j ? "wide" : "tall", (long long)bad, (long long)n);
+    }
+    goto done;
+fail:
+    kt_fail(__FILE__, __LINE__, "apollo projector on %s: %s", bn, kiln_last_error());
+done:
+    free(x);
+    free(y);
+    kiln_ctx_free(ctx[0]);
+    kiln_ctx_free(ctx[1]);
+}
+
+KT_TEST(backend_ops_apollo) {
+    kiln_backend *bs[BO_MAX_BACKENDS];
+    int nb = bo_backends(bs);
+    kiln_apollo_config full = kiln_apollo_defaults(), mini = kiln_apollo_mini_defaults();
+    full.adamw.lr = 0.01f;
+    full.adamw.weight_decay = 0.1f;
+    full.rank = 4;
+    full.update_gap = 2;
+    full.seed = 5;
+    mini.adamw.lr = 0.01f;
+    mini.update_gap = 3;
+    for (int i = 0; i < nb; i++) {
+        run_apollo_case("apollo_wd", &full, bs[i]);
+        run_apollo_case("apollo_mini", &mini, bs[i]);
+        run_apollo_projector_bits(bs[i]);
+    }
+    fflush(stdout);
+}
+
 /* MARK-APOLLO */
 
 /* MARK-GALORE */

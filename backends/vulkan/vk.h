@@ -45,6 +45,7 @@ void kiln__vk_register_attention(kiln_vk_kernel *tab);
 void kiln__vk_register_conv(kiln_vk_kernel *tab);
 void kiln__vk_register_optim(kiln_vk_kernel *tab);
 void kiln__vk_register_optim_8bit(kiln_vk_kernel *tab);
+void kiln__vk_register_optim_apollo(kiln_vk_kernel *tab);
 /* MARK-APOLLO */
 /* MARK-GALORE */
 
@@ -57,6 +58,7 @@ typedef struct kiln_vk_caps {
     uint64_t max_range;           /* bytes one storage-buffer binding may cover */
     bool f16;                     /* shaderFloat16 + 16-bit storage enabled */
     bool int64;                   /* shaderInt64 enabled */
+    bool f64;                     /* shaderFloat64 enabled */
 } kiln_vk_caps;
 const kiln_vk_caps *kiln__vk_caps(const kiln_vk *vk);
 

@@ -189,6 +189,7 @@ static kiln_status make_device(kiln_vk *vk) {
     VkPhysicalDeviceFeatures2 e = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &e12};
     e.features.shaderInt64 = f.features.shaderInt64;
     e.features.shaderInt16 = f.features.shaderInt16;
+    e.features.shaderFloat64 = f.features.shaderFloat64;
     float prio = 1.0f;
     VkDeviceQueueCreateInfo q = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = vk->queue_family,
                                  .queueCount = 1, .pQueuePriorities = &prio};
@@ -210,6 +211,7 @@ static kiln_status make_device(kiln_vk *vk) {
         .max_range = l->maxStorageBufferRange,
         .f16 = e12.shaderFloat16 && e11.storageBuffer16BitAccess,
         .int64 = e.features.shaderInt64,
+        .f64 = e.features.shaderFloat64,
     };
     vk->bind_align = l->minStorageBufferOffsetAlignment;
     return KILN_OK;
@@ -303,6 +305,7 @@ kiln_backend *kiln__vulkan_backend_new(void) {
     kiln__vk_register_conv(vk->kernels);
     kiln__vk_register_optim(vk->kernels);
     kiln__vk_register_optim_8bit(vk->kernels);
+    kiln__vk_register_optim_apollo(vk->kernels);
     /* MARK-APOLLO */
     /* MARK-GALORE */
     the_vk = vk;
