@@ -516,8 +516,9 @@ kiln_optim *kiln_sgd8bit_new_for(kiln_ctx *ctx, kiln_tensor *const *params, int 
  * element of R whose value is NaN or infinite is skipped (its moments kept,
  * no update from it), as bitsandbytes does. An R of fewer than 4096
  * elements keeps f32 moments (bitsandbytes' min_8bit_size), same formula.
- * Parameters that are not matrices use kiln_adamw8bit's step. On a device
- * backend both GaLore steps run on the CPU (no device kernel yet). */
+ * Parameters that are not matrices use kiln_adamw8bit's step.
+ * On Vulkan both GaLore steps run on the device but for the SVD, which
+ * stays on the CPU (LAPACK): a refresh step copies G down and P up. */
 typedef struct kiln_galore_config {
     kiln_adam_config adamw; /* lr, betas, eps, weight_decay; amsgrad must be false */
     int rank;               /* r >= 1 */

@@ -25,11 +25,10 @@
  * multiple of update_proj_gap).
  *
  * Where P is recomputed: in the step kernel (backends/cpu/optim_galore.c),
- * not in prepare. The kernel already holds the gradient in host memory
- * (on a device backend the step falls back to the CPU, and the fallback
- * copies the gradient down and marks every source of an in-place op as
- * written, P included), so the SVD needs no extra copies or syncing and
- * the step stays one op whose state is all in its sources. prepare only
+ * not in prepare: the CPU kernel already holds the gradient in host
+ * memory, and the Vulkan kernel (backends/vulkan/vk_optim_galore.c) brings
+ * it down only on refresh steps and runs the same SVD code, so the step
+ * stays one op whose state is all in its sources. prepare only
  * decides *whether* to refresh, from the step count.
  *
  * Parameters that are not matrices get torch.optim.AdamW's step

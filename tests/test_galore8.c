@@ -388,8 +388,9 @@ KT_TEST(galore8_config_errors) {
 /* On the Vulkan backend: W [96, 64] r 48 (8-bit moments), S [6, 9] r 2
  * (32-bit) and a bias of 4500 (8-bit AdamW), 5 steps with refreshes on 1
  * and 4, the same gradients as a CPU context: every parameter matches the
- * CPU's to 1e-5 relative (1e-6 absolute): the GaLore steps run the CPU
- * kernel; 8-bit AdamW has a device kernel with the CPU's bits. */
+ * CPU's to 1e-5 relative (1e-6 absolute; the device sums the projections
+ * in another order). The table cases of tests/test_backend_ops.c check
+ * that no step falls back to the CPU. */
 KT_TEST(galore8_on_vulkan) {
     kiln_backend *vk = kt_device("vulkan");
     if (!vk) return;
