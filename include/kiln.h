@@ -516,6 +516,8 @@ kiln_optim *kiln_sgd8bit_new_for(kiln_ctx *ctx, kiln_tensor *const *params, int 
  * element of R whose value is NaN or infinite is skipped (its moments kept,
  * no update from it), as bitsandbytes does. An R of fewer than 4096
  * elements keeps f32 moments (bitsandbytes' min_8bit_size), same formula.
+ * In both, a NaN or Inf in G on a refresh step fails the step with
+ * KILN_ERR_NUMERIC before p changes (LAPACK's SVD is undefined on it).
  * Parameters that are not matrices use kiln_adamw8bit's step.
  * On Vulkan both GaLore steps run on the device but for the SVD, which
  * stays on the CPU (LAPACK): a refresh step copies G down and P up. */

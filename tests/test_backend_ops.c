@@ -976,7 +976,8 @@ static void run_galore_case(const char *name, bool eightbit, kiln_backend *b) {
                 goto fail;
             /* 8-bit: NaN/Inf on step 2 (no refresh), skipped in R (and by 8-bit AdamW) */
             for (int64_t i = 5; eightbit && k == 1 && j != 2 && i < n; i += 613) x[i] = i % 2 ? NAN : -INFINITY;
-            if (kiln_tensor_set_f64(kiln_tensor_grad(p[0][j]), x, n) || kiln_tensor_set_f64(kiln_tensor_grad(p[1][j]), x, n))
+            if (kiln_tensor_set_f64(kiln_tensor_grad(p[0][j]), x, n) ||
+                kiln_tensor_set_f64(kiln_tensor_grad(p[1][j]), x, n))
                 goto fail;
         }
         if (kiln_optim_step(opt[0]) || kiln_optim_step(opt[1])) goto fail;

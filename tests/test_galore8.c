@@ -151,10 +151,16 @@ KT_TEST(galore8_matches_reference) {
                 double acc = 0, ab = 0;
                 if (a->right) {
                     int64_t i = e / r, b = e % r;
-                    for (int64_t jj = 0; jj < n; jj++) acc += G[i * n + jj] * P[b * n + jj], ab += fabs(G[i * n + jj] * P[b * n + jj]);
+                    for (int64_t jj = 0; jj < n; jj++) {
+                        double x = G[i * n + jj] * P[b * n + jj];
+                        acc += x, ab += fabs(x);
+                    }
                 } else {
                     int64_t b = e / n, jj = e % n;
-                    for (int64_t i = 0; i < m; i++) acc += P[i * r + b] * G[i * n + jj], ab += fabs(P[i * r + b] * G[i * n + jj]);
+                    for (int64_t i = 0; i < m; i++) {
+                        double x = P[i * r + b] * G[i * n + jj];
+                        acc += x, ab += fabs(x);
+                    }
                 }
                 R[e] = acc, Rabs[e] = ab;
             }
@@ -408,7 +414,8 @@ KT_TEST(galore8_on_vulkan) {
         KT_NOTNULL(ctx[s] = kiln_ctx_new());
         KT_OK(kiln_ctx_set_backend(ctx[s], s ? vk : NULL));
         for (int j = 0; j < 3; j++) {
-            KT_NOTNULL(ps[s][j] = kiln_param(ctx[s], (const char *[]){"W", "S", "b"}[j], KILN_F32, j == 2 ? 1 : 2, shp[j]));
+            const char *name = (const char *[]){"W", "S", "b"}[j];
+            KT_NOTNULL(ps[s][j] = kiln_param(ctx[s], name, KILN_F32, j == 2 ? 1 : 2, shp[j]));
             KT_OK(kiln_tensor_fill_uniform(ps[s][j], 7 + (uint64_t)j, -1.0, 1.0));
         }
         KT_NOTNULL(opt[s] = kiln_galore_adamw8bit_new(ctx[s], &c));

@@ -103,7 +103,8 @@ static kiln_status project(const char *who, kiln_tensor *t, const kiln_exec *ex,
               t->src[t->nsrc - 1]->dtype == KILN_F32;
     for (int k = 0; k < nstate; k++) ok = ok && t->src[3 + k]->dtype == KILN_F32;
     if (!ok) return kiln__errs(KILN_ERR_UNSUPPORTED, "%s: needs an f32 matrix, gradient and state", who);
-    if (t->ip[0] < 1) return kiln__errs(KILN_ERR_STATE, "%s: step number %lld (must be >= 1)", who, (long long)t->ip[0]);
+    if (t->ip[0] < 1)
+        return kiln__errs(KILN_ERR_STATE, "%s: step number %lld (must be >= 1)", who, (long long)t->ip[0]);
     int64_t m = p->shape[0], n = p->shape[1];
     bool right = m >= n;
     int64_t r = right ? proj->shape[0] : proj->shape[1];
