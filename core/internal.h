@@ -113,6 +113,9 @@ typedef enum kiln_op {
     /* APOLLO */
     KILN_OP_APOLLO_STEP, /* APOLLO, see optim/apollo.c: src p, grad, exp_avg, exp_avg_sq, prev_norm, hyper;
                             ip[0]=rank ip[1]=update_gap ip[2]=t (1 first) ip[3]=mini ip[4]=seed; fp[0]=scale */
+    KILN_OP_GALORE8_STEP, /* 8-bit GaLore, see optim/galore.c: src p, grad, projector, then ip[2]=1: m codes, v codes,
+                             absmax [2, blocks], maps, hyper; ip[2]=0: exp_avg, exp_avg_sq, hyper (f32); ip[0]=t
+                             ip[1]=refresh; fp[0]=scale */
 
     KILN_OP_COUNT
 } kiln_op;
@@ -313,6 +316,11 @@ void kiln__cpu_register_nn(kiln_cpu_kernel *tab);
 void kiln__cpu_register_conv(kiln_cpu_kernel *tab);
 void kiln__cpu_register_optim(kiln_cpu_kernel *tab);
 void kiln__cpu_register_optim_galore(kiln_cpu_kernel *tab);
+/* GaLore's projector from the SVD of g [m, n] (f32, row-major) into proj:
+ * Vh[:r] [r, n] when m >= n, else U[:, :r] [m, r] (backends/cpu/optim_galore.c;
+ * the Vulkan kernels call it too). Fails on a non-finite g, and with
+ * KILN_ERR_UNSUPPORTED in a build without LAPACK. */
+kiln_status kiln__galore_refresh(const char *who, const float *g, int64_t m, int64_t n, int64_t r, float *proj);
 void kiln__cpu_register_optim_apollo(kiln_cpu_kernel *tab);
 void kiln__cpu_register_optim8bit(kiln_cpu_kernel *tab);
 /* Run one node on the CPU. */

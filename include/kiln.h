@@ -501,9 +501,26 @@ kiln_optim *kiln_sgd8bit_new_for(kiln_ctx *ctx, kiln_tensor *const *params, int 
  * moments are kept when P changes. Parameters that are not matrices use
  * kiln_adamw exactly (torch.optim.AdamW). r is min(rank, m, n). 2-D
  * parameters must be f32. Needs LAPACK (sgesdd): a BLAS=0 build has none
- * and the constructors fail with KILN_ERR_UNSUPPORTED. On a device backend
- * the step runs on the CPU (no device kernel yet). kiln_optim_state_bytes
- * counts the projectors and the low-rank moments. */
+ * and the constructors fail with KILN_ERR_UNSUPPORTED. kiln_optim_state_bytes
+ * counts the projectors and the low-rank moments.
+ *
+ * 8-bit GaLore (kiln_galore_adamw8bit_*, as galore_torch's GaLoreAdamW8bit):
+ * the same projection, with bitsandbytes' block-wise 8-bit Adam on R (the
+ * moments stored as kiln_adam8bit stores them, about 2 bytes per element of
+ * R plus one f32 absmax per 256) in bitsandbytes' form, no weight decay
+ * inside:
+ *   N = m / (sqrt(v) + eps * sqrt(1 - beta2^t))
+ *   p -= lr * sqrt(1 - beta2^t) / (1 - beta1^t) * scale * (N P or P N)
+ *   p *= 1 - lr * weight_decay
+ * (m / sqrt(v) with torch's eps placement, unlike the 32-bit GaLore's). An
+ * element of R whose value is NaN or infinite is skipped (its moments kept,
+ * no update from it), as bitsandbytes does. An R of fewer than 4096
+ * elements keeps f32 moments (bitsandbytes' min_8bit_size), same formula.
+ * In both, a NaN or Inf in G on a refresh step fails the step with
+ * KILN_ERR_NUMERIC before p changes (LAPACK's SVD is undefined on it).
+ * Parameters that are not matrices use kiln_adamw8bit's step.
+ * On Vulkan both GaLore steps run on the device but for the SVD, which
+ * stays on the CPU (LAPACK): a refresh step copies G down and P up. */
 typedef struct kiln_galore_config {
     kiln_adam_config adamw; /* lr, betas, eps, weight_decay; amsgrad must be false */
     int rank;               /* r >= 1 */
@@ -518,6 +535,12 @@ kiln_galore_config kiln_galore_defaults(void);
 kiln_optim *kiln_galore_adamw_new(kiln_ctx *ctx, const kiln_galore_config *cfg);
 kiln_optim *kiln_galore_adamw_new_for(kiln_ctx *ctx, kiln_tensor *const *params, int n,
                                       const kiln_galore_config *cfg);
+/* GaLoreAdamW8bit's defaults: kiln_galore_defaults() with eps 1e-8. */
+kiln_galore_config kiln_galore8bit_defaults(void);
+/* cfg NULL means kiln_galore8bit_defaults(). */
+kiln_optim *kiln_galore_adamw8bit_new(kiln_ctx *ctx, const kiln_galore_config *cfg);
+kiln_optim *kiln_galore_adamw8bit_new_for(kiln_ctx *ctx, kiln_tensor *const *params, int n,
+                                          const kiln_galore_config *cfg);
 
 
 /* ---- APOLLO ---- */

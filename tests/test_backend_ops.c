@@ -1155,4 +1155,91 @@ KT_TEST(backend_ops_apollo) {
 
 /* MARK-APOLLO */
 
+#ifdef KILN_BLAS
+/* GaLore and 8-bit GaLore (optim/galore.c), rank 48: W [96, 64] (P on the
+ * right; R 4608, 8-bit), V [40, 130] (P on the left, rank clamped to 40;
+ * R 5200, 8-bit), S [6, 9] (R 54: 32-bit moments in 8-bit GaLore) and a
+ * bias of 4500 (AdamW, or 8-bit AdamW), weight decay, update_gap 2 over
+ * OPT_STEPS steps (refreshes on steps 1 and 3, the SVD on the host from
+ * the device's G), the same gradients on both sides; in the 8-bit case
+ * step 2's gradients of W, V and the bias hold NaN and -Inf. The projections sum
+ * in another order than the CPU's GEMM, so the parameters must agree to
+ * GALORE_TOL (max |dev - cpu| / max |cpu| per parameter, each step), not
+ * bit for bit; every step node on the device, no validation messages.
+ * GaLore needs LAPACK: BLAS=0 builds have neither the optimizer nor this. */
+#define GALORE_TOL 1e-5
+static void run_galore_case(const char *name, bool eightbit, kiln_backend *b) {
+    const char *bn = kiln_backend_name(b);
+    const int64_t shp[4][2] = {{96, 64}, {40, 130}, {6, 9}, {4500, 1}};
+    kiln_ctx *ctx[2] = {0};
+    kiln_tensor *p[2][4];
+    kiln_optim *opt[2];
+    double *x = malloc(8192 * sizeof(double)), *y = malloc(8192 * sizeof(double)), err = 0;
+    int64_t vmsg = kiln_backend_validation_messages(b);
+    kiln_galore_config cfg = eightbit ? kiln_galore8bit_defaults() : kiln_galore_defaults();
+    cfg.adamw.lr = 0.01f;
+    cfg.adamw.weight_decay = 0.05f;
+    cfg.rank = 48;
+    cfg.update_gap = 2;
+    for (int s = 0; s < 2; s++) {
+        ctx[s] = kiln_ctx_new();
+        if (!ctx[s] || kiln_ctx_set_backend(ctx[s], s ? b : NULL)) goto fail;
+        for (int j = 0; j < 4; j++) {
+            p[s][j] = kiln_param(ctx[s], (const char *[]){"W", "V", "S", "b"}[j], KILN_F32, j == 3 ? 1 : 2, shp[j]);
+            if (!p[s][j] || kiln_tensor_fill_uniform(p[s][j], 3 + (uint64_t)j, -1, 1)) goto fail;
+        }
+        opt[s] = eightbit ? kiln_galore_adamw8bit_new(ctx[s], &cfg) : kiln_galore_adamw_new(ctx[s], &cfg);
+        if (!opt[s]) goto fail;
+    }
+    for (int k = 0; k < OPT_STEPS; k++) {
+        for (int j = 0; j < 4; j++) {
+            int64_t n = kiln_tensor_numel(p[0][j]);
+            if (kiln_tensor_fill_randn(kiln_tensor_grad(p[0][j]), 70 + 10 * (uint64_t)k + (uint64_t)j, 0, 1) ||
+                kiln_tensor_get_f64(kiln_tensor_grad(p[0][j]), x, n))
+                goto fail;
+            /* 8-bit: NaN/Inf on step 2 (no refresh), skipped in R (and by 8-bit AdamW) */
+            for (int64_t i = 5; eightbit && k == 1 && j != 2 && i < n; i += 613) x[i] = i % 2 ? NAN : -INFINITY;
+            if (kiln_tensor_set_f64(kiln_tensor_grad(p[0][j]), x, n) ||
+                kiln_tensor_set_f64(kiln_tensor_grad(p[1][j]), x, n))
+                goto fail;
+        }
+        if (kiln_optim_step(opt[0]) || kiln_optim_step(opt[1])) goto fail;
+        for (int j = 0; j < 4; j++) {
+            int64_t n = kiln_tensor_numel(p[0][j]);
+            if (kiln_tensor_get_f64(p[0][j], x, n) || kiln_tensor_get_f64(p[1][j], y, n)) goto fail;
+            double e = bo_error_values(y, x, n);
+            if (!(e <= err)) err = e;
+        }
+    }
+    kiln_graph_stats os = kiln_graph_get_stats(opt[1]->graph);
+    vmsg = kiln_backend_validation_messages(b) - vmsg;
+    if (!(err <= GALORE_TOL) || os.nodes_fallback || vmsg || getenv("KILN_TEST_VERBOSE"))
+        printf("    %-10s %-26s %-4s %-7s params %.1e  tol %.0e  step nodes %lld dev %lld cpu\n", "galore", name, "f32",
+               bn, err, GALORE_TOL, (long long)os.nodes_on_backend, (long long)os.nodes_fallback);
+    fflush(stdout);
+    KT_CHECK(err <= GALORE_TOL, "galore/%s on %s: parameter error %.3g > %.0e", name, bn, err, GALORE_TOL);
+    KT_CHECK(os.nodes_fallback == 0, "galore/%s on %s: %lld step nodes ran on the CPU", name, bn,
+             (long long)os.nodes_fallback);
+    KT_CHECK(vmsg == 0, "galore/%s on %s: %lld validation messages", name, bn, (long long)vmsg);
+    goto done;
+fail:
+    kt_fail(__FILE__, __LINE__, "galore/%s on %s: %s", name, bn, kiln_last_error());
+done:
+    free(x);
+    free(y);
+    kiln_ctx_free(ctx[0]);
+    kiln_ctx_free(ctx[1]);
+}
+
+KT_TEST(backend_ops_galore) {
+    kiln_backend *bs[BO_MAX_BACKENDS];
+    int nb = bo_backends(bs);
+    for (int i = 0; i < nb; i++) {
+        run_galore_case("galore_adamw", false, bs[i]);
+        run_galore_case("galore_adamw8bit", true, bs[i]);
+    }
+    fflush(stdout);
+}
+#endif
+
 /* MARK-GALORE */

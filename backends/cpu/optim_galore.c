@@ -15,6 +15,7 @@
  */
 #include "internal.h"
 #include "gemm.h"
+#include "../../optim/dynamic_map.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -33,11 +34,16 @@
  *           i.e. U row-major.
  * jobz 'O' stores only the side we need apart (the other overwrites the
  * copy of g, which sgesdd destroys anyway): one extra k x k array. */
-static kiln_status refresh_projector(const float *g, int64_t m, int64_t n, int64_t r, float *proj) {
+kiln_status kiln__galore_refresh(const char *who, const float *g, int64_t m, int64_t n, int64_t r, float *proj) {
     int64_t k = m < n ? m : n;
     size_t na = (size_t)(m * n), nk = (size_t)(k * k);
+    /* LAPACK's behaviour on NaN/Inf input is undefined (it may not return) */
+    for (size_t i = 0; i < na; i++)
+        if (!isfinite(g[i]))
+            return kiln__errs(KILN_ERR_NUMERIC, "%s: the %lldx%lld gradient has a NaN or Inf on a projector refresh "
+                                                "step (element %zu); no SVD of it", who, (long long)m, (long long)n, i);
     float *a = malloc((na + nk + (size_t)k) * sizeof *a);
-    if (!a) return kiln__errs(KILN_ERR_OOM, "galore_step: no memory for the SVD of a %lldx%lld gradient",
+    if (!a) return kiln__errs(KILN_ERR_OOM, "%s: no memory for the SVD of a %lldx%lld gradient", who,
                               (long long)m, (long long)n);
     float *side = a + na, *s = side + nk;
     memcpy(a, g, na * sizeof *a);
@@ -55,17 +61,24 @@ static kiln_status refresh_projector(const float *g, int64_t m, int64_t n, int64
             for (int64_t i = 0; i < m; i++) memcpy(proj + i * r, side + i * k, (size_t)r * sizeof *proj);
     }
     free(a);
-    if (info < 0) return kiln__errs(KILN_ERR_ARG, "galore_step: LAPACKE_sgesdd: argument %d is invalid", (int)-info);
+    if (info < 0) return kiln__errs(KILN_ERR_ARG, "%s: LAPACKE_sgesdd: argument %d is invalid", who, (int)-info);
     if (info > 0)
-        return kiln__errs(KILN_ERR_NUMERIC, "galore_step: sgesdd did not converge on the %lldx%lld gradient "
-                                            "(NaN or Inf in it?)", (long long)m, (long long)n);
+        return kiln__errs(KILN_ERR_NUMERIC, "%s: sgesdd did not converge on the %lldx%lld gradient", who,
+                          (long long)m, (long long)n);
     return KILN_OK;
+}
+#else
+kiln_status kiln__galore_refresh(const char *who, const float *g, int64_t m, int64_t n, int64_t r, float *proj) {
+    (void)g, (void)m, (void)n, (void)r, (void)proj;
+    return kiln__errs(KILN_ERR_UNSUPPORTED, "%s: no LAPACK in this build (BLAS=0), no SVD", who);
 }
 #endif
 
 /* Adam on the low-rank gradient, in place: R becomes N = m / (sqrt(v) + eps)
  * (galore_torch's order: eps before the bias correction, which is folded
- * into the step size). f32 throughout, as torch on f32 tensors. */
+ * into the step size; 8-bit GaLore's 32-bit fallback passes
+ * eps * sqrt(bc2), bitsandbytes' form). f32 throughout, as torch on f32
+ * tensors. */
 static void lowrank_adam(float *restrict rg, float *restrict m, float *restrict v, int64_t n, float b1, float b2,
                          float eps) {
     const float one_b1 = (float)(1.0 - (double)b1), one_b2 = (float)(1.0 - (double)b2);
@@ -82,53 +95,139 @@ static void lowrank_adam(float *restrict rg, float *restrict m, float *restrict 
     }
 }
 
-static kiln_status galore_step(kiln_tensor *t, const kiln_exec *ex) {
-    kiln_tensor *p = t->src[0], *grad = t->src[1], *proj = t->src[2], *m1 = t->src[3], *m2 = t->src[4];
-    kiln_tensor *hyper = t->src[5];
-    if (p->dtype != KILN_F32 || grad->dtype != KILN_F32 || proj->dtype != KILN_F32 || m1->dtype != KILN_F32 ||
-        m2->dtype != KILN_F32 || hyper->dtype != KILN_F32 || p->ndim != 2)
-        return kiln__errs(KILN_ERR_UNSUPPORTED, "galore_step: needs an f32 matrix, gradient and state");
-    if (t->ip[0] < 1) return kiln__errs(KILN_ERR_STATE, "galore_step: step number %lld (must be >= 1)", (long long)t->ip[0]);
+/* The part of both steps before the moments: checks, the projector
+ * refresh, R = G P^T or P^T G into a new buffer *rg (the caller frees it). */
+static kiln_status project(const char *who, kiln_tensor *t, const kiln_exec *ex, int nstate, float **rg) {
+    kiln_tensor *p = t->src[0], *grad = t->src[1], *proj = t->src[2];
+    bool ok = p->dtype == KILN_F32 && grad->dtype == KILN_F32 && proj->dtype == KILN_F32 && p->ndim == 2 &&
+              t->src[t->nsrc - 1]->dtype == KILN_F32;
+    for (int k = 0; k < nstate; k++) ok = ok && t->src[3 + k]->dtype == KILN_F32;
+    if (!ok) return kiln__errs(KILN_ERR_UNSUPPORTED, "%s: needs an f32 matrix, gradient and state", who);
+    if (t->ip[0] < 1)
+        return kiln__errs(KILN_ERR_STATE, "%s: step number %lld (must be >= 1)", who, (long long)t->ip[0]);
     int64_t m = p->shape[0], n = p->shape[1];
     bool right = m >= n;
     int64_t r = right ? proj->shape[0] : proj->shape[1];
-    const float *g = grad->data, *h = hyper->data;
-    float *P = proj->data, *w = t->data;
+    const float *g = grad->data;
+    float *P = proj->data;
     if (t->ip[1]) {
-#ifdef KILN_BLAS
-        kiln_status s = refresh_projector(g, m, n, r, P);
+        kiln_status s = kiln__galore_refresh(who, g, m, n, r, P);
         if (s) return s;
-#else
-        return kiln__errs(KILN_ERR_UNSUPPORTED, "galore_step: no LAPACK in this build (BLAS=0), no SVD");
-#endif
     }
-    int64_t nr = kiln_tensor_numel(m1);
-    float *rg = malloc((size_t)nr * sizeof *rg);
-    if (!rg) return kiln__errs(KILN_ERR_OOM, "galore_step: no memory for the low-rank gradient");
+    int64_t nr = (right ? m : n) * r;
+    if (!(*rg = malloc((size_t)nr * sizeof **rg)))
+        return kiln__errs(KILN_ERR_OOM, "%s: no memory for the low-rank gradient", who);
     int nt = ex->n_threads;
     if (right) /* R = G P^T: [m, n] x [r, n]^T */
-        kiln__sgemm(false, true, m, r, n, 1.0f, g, n, P, n, 0.0f, rg, r, nt);
+        kiln__sgemm(false, true, m, r, n, 1.0f, g, n, P, n, 0.0f, *rg, r, nt);
     else /* R = P^T G: [m, r]^T x [m, n] */
-        kiln__sgemm(true, false, r, n, m, 1.0f, P, r, g, n, 0.0f, rg, n, nt);
-    double lr = h[0], b1 = h[1], b2 = h[2], wd = h[4], step = (double)t->ip[0];
-    lowrank_adam(rg, m1->data, m2->data, nr, h[1], h[2], h[3]);
-    /* p += -(step_size * scale) * back(N), step_size = lr sqrt(bc2) / bc1,
-     * accumulated by the GEMM itself (beta 1): no [m, n] temporary */
-    double step_size = lr * sqrt(1.0 - pow(b2, step)) / (1.0 - pow(b1, step));
-    float alpha = (float)(-step_size * t->fp[0]);
+        kiln__sgemm(true, false, r, n, m, 1.0f, P, r, g, n, 0.0f, *rg, n, nt);
+    return KILN_OK;
+}
+
+/* The part after: p += alpha * (N P or P N), accumulated by the GEMM itself
+ * (beta 1, no [m, n] temporary), then p *= 1 - lr wd (decoupled, after the
+ * update, as galore_torch). Frees rg. */
+static void project_back(kiln_tensor *t, const kiln_exec *ex, float *rg, float alpha, double lr, double wd) {
+    kiln_tensor *p = t->src[0], *proj = t->src[2];
+    int64_t m = p->shape[0], n = p->shape[1];
+    bool right = m >= n;
+    int64_t r = right ? proj->shape[0] : proj->shape[1];
+    const float *P = proj->data;
+    float *w = t->data;
+    int nt = ex->n_threads;
     if (right) /* N P: [m, r] x [r, n] */
         kiln__sgemm(false, false, m, n, r, alpha, rg, r, P, n, 1.0f, w, n, nt);
     else /* P N: [m, r] x [r, n] */
         kiln__sgemm(false, false, m, n, r, alpha, P, r, rg, n, 1.0f, w, n, nt);
     free(rg);
-    /* decoupled weight decay after the update, as galore_torch */
     if (wd > 0) {
         const float decay = (float)(-lr * wd);
         int64_t nw = m * n;
         _Pragma("omp parallel for simd num_threads(nt) if (nw > 65536)")
         for (int64_t i = 0; i < nw; i++) w[i] += w[i] * decay;
     }
+}
+
+static kiln_status galore_step(kiln_tensor *t, const kiln_exec *ex) {
+    float *rg;
+    kiln_status s = project("galore_step", t, ex, 2, &rg);
+    if (s) return s;
+    kiln_tensor *m1 = t->src[3], *m2 = t->src[4];
+    const float *h = t->src[5]->data;
+    double lr = h[0], b1 = h[1], b2 = h[2], wd = h[4], step = (double)t->ip[0];
+    lowrank_adam(rg, m1->data, m2->data, kiln_tensor_numel(m1), h[1], h[2], h[3]);
+    /* step_size = lr sqrt(bc2) / bc1, folded into the back projection */
+    double step_size = lr * sqrt(1.0 - pow(b2, step)) / (1.0 - pow(b1, step));
+    project_back(t, ex, rg, (float)(-step_size * t->fp[0]), lr, wd);
     return KILN_OK;
 }
 
-void kiln__cpu_register_optim_galore(kiln_cpu_kernel *tab) { tab[KILN_OP_GALORE_STEP] = galore_step; }
+/* Blocks of R per thread below which one thread does all (~64K elements). */
+#define MIN_PAR_BLOCKS 256
+
+/* bitsandbytes' block-wise 8-bit Adam on R in place (R becomes N): each
+ * block of 256 dequantized, updated in f32, requantized with a fresh
+ * absmax; non-finite elements of R skipped (state kept, N 0 there). */
+static void lowrank_adam8(float *restrict rg, uint8_t *mq, uint8_t *vq, float *ma, float *va, int64_t nr,
+                          const float *maps, float b1, float b2, float eps, int nt) {
+    const float one_b1 = (float)(1.0 - (double)b1), one_b2 = (float)(1.0 - (double)b2);
+    int64_t nb = kiln__qblocks(nr);
+#pragma omp parallel for num_threads(nt) if (nb > MIN_PAR_BLOCKS) schedule(static)
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t lo = b * KILN__QBLOCK, len = nr - lo < KILN__QBLOCK ? nr - lo : KILN__QBLOCK;
+        float m[KILN__QBLOCK], v[KILN__QBLOCK], *x = rg + lo;
+        kiln__dequantize_blockwise(mq + lo, ma + b, len, maps, m);
+        kiln__dequantize_blockwise(vq + lo, va + b, len, maps + 256, v);
+        for (int64_t i = 0; i < len; i++) {
+            float g = x[i];
+            if (!isfinite(g)) {
+                x[i] = 0.0f;
+                continue;
+            }
+            m[i] = m[i] * b1 + g * one_b1;
+            v[i] = v[i] * b2 + one_b2 * g * g;
+            x[i] = m[i] / (sqrtf(v[i]) + eps);
+        }
+        kiln__quantize_blockwise(m, len, maps, mq + lo, ma + b);
+        kiln__quantize_blockwise(v, len, maps + 256, vq + lo, va + b);
+    }
+}
+
+static kiln_status galore8_step(kiln_tensor *t, const kiln_exec *ex) {
+    bool q8 = t->ip[2] != 0;
+    if (t->nsrc != (q8 ? 8 : 6)) return kiln__errs(KILN_ERR_STATE, "galore8_step: %d sources", t->nsrc);
+    float *rg;
+    kiln_status s = project("galore8_step", t, ex, q8 ? 0 : 2, &rg);
+    if (s) return s;
+    kiln_tensor *p = t->src[0], *proj = t->src[2];
+    bool right = p->shape[0] >= p->shape[1];
+    int64_t nr = (right ? p->shape[0] : p->shape[1]) * (right ? proj->shape[0] : proj->shape[1]);
+    const float *h = t->src[t->nsrc - 1]->data;
+    double lr = h[0], b1 = h[1], b2 = h[2], wd = h[4], step = (double)t->ip[0];
+    double bc2s = sqrt(1.0 - pow(b2, step));
+    float eps = (float)((double)h[3] * bc2s); /* bitsandbytes' eps * correction2 */
+    if (q8) {
+        kiln_tensor *mq = t->src[3], *vq = t->src[4], *am = t->src[5], *maps = t->src[6];
+        int64_t nb = kiln__qblocks(nr);
+        if (mq->dtype != KILN_I32 || vq->dtype != KILN_I32 || kiln_tensor_numel(mq) != (nr + 3) / 4 ||
+            kiln_tensor_numel(vq) != (nr + 3) / 4 || am->dtype != KILN_F32 || kiln_tensor_numel(am) != 2 * nb ||
+            maps->dtype != KILN_F32 || kiln_tensor_numel(maps) != 512) {
+            free(rg);
+            return kiln__errs(KILN_ERR_UNSUPPORTED, "galore8_step: needs I32 codes, f32 absmax [2, %lld] and maps",
+                              (long long)nb);
+        }
+        float *a = am->data;
+        lowrank_adam8(rg, mq->data, vq->data, a, a + nb, nr, maps->data, h[1], h[2], eps, ex->n_threads);
+    } else {
+        lowrank_adam(rg, t->src[3]->data, t->src[4]->data, nr, h[1], h[2], eps);
+    }
+    double step_size = lr * bc2s / (1.0 - pow(b1, step));
+    project_back(t, ex, rg, (float)(-step_size * t->fp[0]), lr, wd);
+    return KILN_OK;
+}
+
+void kiln__cpu_register_optim_galore(kiln_cpu_kernel *tab) {
+    tab[KILN_OP_GALORE_STEP] = galore_step;
+    tab[KILN_OP_GALORE8_STEP] = galore8_step;
+}

@@ -47,6 +47,7 @@ void kiln__vk_register_optim(kiln_vk_kernel *tab);
 void kiln__vk_register_optim_8bit(kiln_vk_kernel *tab);
 void kiln__vk_register_optim_apollo(kiln_vk_kernel *tab);
 /* MARK-APOLLO */
+void kiln__vk_register_optim_galore(kiln_vk_kernel *tab);
 /* MARK-GALORE */
 
 /* What the device offers that kernels may depend on. */
