@@ -1023,7 +1023,6 @@ KT_TEST(backend_ops_optim8bit_lion_sgd) {
     fflush(stdout);
 }
 
-/* MARK-8BIT */
 
 /* APOLLO / APOLLO-Mini (optim/apollo.c): a 40x24 matrix (R = G P^T), a
  * 12x36 one (R = P^T G) and a vector (Adam's step), the same gradients on
@@ -1153,7 +1152,6 @@ KT_TEST(backend_ops_apollo) {
     fflush(stdout);
 }
 
-/* MARK-APOLLO */
 
 #ifdef KILN_BLAS
 /* GaLore and 8-bit GaLore (optim/galore.c), rank 48: W [96, 64] (P on the
@@ -1242,4 +1240,3 @@ KT_TEST(backend_ops_galore) {
 }
 #endif
 
-/* MARK-GALORE */

@@ -46,9 +46,7 @@ void kiln__vk_register_conv(kiln_vk_kernel *tab);
 void kiln__vk_register_optim(kiln_vk_kernel *tab);
 void kiln__vk_register_optim_8bit(kiln_vk_kernel *tab);
 void kiln__vk_register_optim_apollo(kiln_vk_kernel *tab);
-/* MARK-APOLLO */
 void kiln__vk_register_optim_galore(kiln_vk_kernel *tab);
-/* MARK-GALORE */
 
 /* What the device offers that kernels may depend on. */
 typedef struct kiln_vk_caps {
@@ -85,6 +83,10 @@ kiln_status kiln__vk_dispatch(kiln_vk *vk, const kiln_vk_dispatch *d);
  * before its first dispatch; it lasts until the recorded work is
  * submitted, and its contents start undefined. */
 kiln_status kiln__vk_scratch(kiln_vk *vk, int64_t n, kiln_dtype dt, kiln_tensor *out);
+/* k (<= 8) pieces at once, n[i] elements of dt[i] into out[i]: a node that
+ * needs several must take them in one call, since a request that outgrows
+ * the buffer replaces it (and the earlier pieces with it). */
+kiln_status kiln__vk_scratch_n(kiln_vk *vk, int k, const int64_t *n, const kiln_dtype *dt, kiln_tensor *out);
 
 /* Workgroups for n invocations of a 1-D kernel with local size `local`,
  * spread over x and y when x alone would exceed the device's limit; the

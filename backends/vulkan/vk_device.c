@@ -306,9 +306,7 @@ kiln_backend *kiln__vulkan_backend_new(void) {
     kiln__vk_register_optim(vk->kernels);
     kiln__vk_register_optim_8bit(vk->kernels);
     kiln__vk_register_optim_apollo(vk->kernels);
-    /* MARK-APOLLO */
     kiln__vk_register_optim_galore(vk->kernels);
-    /* MARK-GALORE */
     the_vk = vk;
     atexit(teardown);
     return &vk->base;

@@ -214,28 +214,41 @@ kiln_status kiln__vk_flush(kiln_backend *b) {
     return s;
 }
 
-kiln_status kiln__vk_scratch(kiln_vk *vk, int64_t n, kiln_dtype dt, kiln_tensor *out) {
-    VkDeviceSize bytes = ((VkDeviceSize)(n > 0 ? n : 1) * kiln__types[dt].size + 15) & ~(VkDeviceSize)15;
-    VkDeviceSize at = (vk->scratch_used + vk->bind_align - 1) & ~(vk->bind_align - 1);
+kiln_status kiln__vk_scratch_n(kiln_vk *vk, int k, const int64_t *n, const kiln_dtype *dt, kiln_tensor *out) {
+    VkDeviceSize align = vk->bind_align, bytes[8], need = 0;
+    if (k < 1 || k > 8) return kiln__errs(KILN_ERR_ARG, "vulkan scratch: %d pieces (1 to 8)", k);
+    for (int i = 0; i < k; i++) {
+        bytes[i] = ((VkDeviceSize)(n[i] > 0 ? n[i] : 1) * kiln__types[dt[i]].size + 15) & ~(VkDeviceSize)15;
+        need += bytes[i] + align; /* room to align each piece */
+    }
+    VkDeviceSize at = (vk->scratch_used + align - 1) & ~(align - 1);
     kiln_status s;
-    if (!vk->scratch || at + bytes > vk->scratch->size) {
-        /* a bigger buffer; the old one may still be in recorded work */
+    if (!vk->scratch || at + need > vk->scratch->size) {
+        /* a bigger buffer for all k pieces at once; the old one may still
+         * be in recorded work */
         VkDeviceSize size = vk->scratch ? 2 * vk->scratch->size : (VkDeviceSize)1 << 20;
-        while (size < bytes) size *= 2;
+        while (size < need) size *= 2;
         if ((s = kiln__vk_flush(&vk->base))) return s;
         kiln__vk_buffer_free(vk, vk->scratch);
         if (!(vk->scratch = kiln__vk_buffer_new(vk, size, vk->mem_type, false))) return kiln_last_status();
         at = 0;
     }
-    vk->scratch_used = at + bytes;
-    memset(out, 0, sizeof *out);
-    out->dtype = dt;
-    out->ndim = 1;
-    out->shape[0] = n;
-    out->stride[0] = 1;
-    out->dbuf = vk->scratch;
-    out->doff = at;
+    for (int i = 0; i < k; i++) {
+        memset(&out[i], 0, sizeof out[i]);
+        out[i].dtype = dt[i];
+        out[i].ndim = 1;
+        out[i].shape[0] = n[i];
+        out[i].stride[0] = 1;
+        out[i].dbuf = vk->scratch;
+        out[i].doff = at;
+        at = (at + bytes[i] + align - 1) & ~(align - 1);
+    }
+    vk->scratch_used = at;
     return KILN_OK;
+}
+
+kiln_status kiln__vk_scratch(kiln_vk *vk, int64_t n, kiln_dtype dt, kiln_tensor *out) {
+    return kiln__vk_scratch_n(vk, 1, &n, &dt, out);
 }
 
 uint32_t kiln__vk_base(const kiln_vk *vk, const kiln_tensor *t) {

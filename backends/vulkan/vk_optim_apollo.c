@@ -75,18 +75,11 @@ static kiln_status apollo_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
     if (step < 1 || step > UINT32_MAX)
         return kiln__errs(KILN_ERR_STATE, "apollo_step: step number %lld (must be >= 1)", (long long)step);
     apollo_dims d = dims(t);
-    kiln_tensor P, R, S, F;
-    kiln_status s;
-    /* a request that outgrows the scratch buffer replaces it, leaving the
-     * earlier ones pointing at the old one: ask again until all four land
-     * in the same buffer (it doubles each time, so this ends) */
-    for (;;) {
-        if ((s = kiln__vk_scratch(vk, d.np, KILN_F32, &P)) || (s = kiln__vk_scratch(vk, d.nr, KILN_F32, &R)) ||
-            (s = kiln__vk_scratch(vk, 3 * d.nch, KILN_F64, &S)) ||
-            (s = kiln__vk_scratch(vk, d.nch + 1, KILN_F32, &F)))
-            return s;
-        if (P.dbuf == F.dbuf && R.dbuf == F.dbuf && S.dbuf == F.dbuf) break;
-    }
+    kiln_tensor sc[4]; /* P, R, the f64 norms S, the factors F */
+    kiln_status s = kiln__vk_scratch_n(vk, 4, (int64_t[]){d.np, d.nr, 3 * d.nch, d.nch + 1},
+                                       (kiln_dtype[]){KILN_F32, KILN_F32, KILN_F64, KILN_F32}, sc);
+    if (s) return s;
+    kiln_tensor *P = &sc[0], *R = &sc[1], *S = &sc[2], *F = &sc[3];
     struct {
         uint32_t m, n, rank, right, mini, t, np, nch, p0, g0, m0, v0, pv0, h0;
         uint32_t hs_lo, hs_hi, inv_lo, inv_hi, sq_lo, sq_hi;
@@ -117,11 +110,11 @@ static kiln_status apollo_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
         const kiln_tensor *bind[6];
         int64_t invocations;
     } pass[5] = {
-        {"opt_apollo_proj", 1, {&P}, d.np},
-        {"opt_apollo_project", 3, {t->src[1], &P, &R}, d.nr},
-        {"opt_apollo_moments", 6, {t->src[1], &R, t->src[2], t->src[3], t->src[5], &S}, d.nch},
-        {"opt_apollo_norm", 4, {&S, t->src[5], t->src[4], &F}, 1},
-        {"opt_apollo_update", 3, {t->src[0], t->src[1], &F}, d.m * d.n},
+        {"opt_apollo_proj", 1, {P}, d.np},
+        {"opt_apollo_project", 3, {t->src[1], P, R}, d.nr},
+        {"opt_apollo_moments", 6, {t->src[1], R, t->src[2], t->src[3], t->src[5], S}, d.nch},
+        {"opt_apollo_norm", 4, {S, t->src[5], t->src[4], F}, 1},
+        {"opt_apollo_update", 3, {t->src[0], t->src[1], F}, d.m * d.n},
     };
     for (int k = 0; k < 5; k++) {
         kiln_vk_dispatch dp = {.shader = pass[k].shader, .n = pass[k].n, .push = &pc, .push_size = sizeof pc};
