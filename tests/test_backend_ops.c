@@ -1023,7 +1023,6 @@ KT_TEST(backend_ops_optim8bit_lion_sgd) {
     fflush(stdout);
 }
 
-
 /* APOLLO / APOLLO-Mini (optim/apollo.c): a 40x24 matrix (R = G P^T), a
  * 12x36 one (R = P^T G) and a vector (Adam's step), the same gradients on
  * both sides for 6 steps, the projector refreshed on the way (update_gap
@@ -1151,7 +1150,6 @@ KT_TEST(backend_ops_apollo) {
     }
     fflush(stdout);
 }
-
 
 #ifdef KILN_BLAS
 /* GaLore and 8-bit GaLore (optim/galore.c), rank 48: W [96, 64] (P on the
