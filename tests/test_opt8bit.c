@@ -8,8 +8,10 @@
  * does not make the two drift apart) while keeping its own parameters.
  * Also: 8-bit Adam near 32-bit Adam on a quadratic over 200 steps, the
  * 32-bit fallback below 4096 elements, NaN/Inf gradient elements left
- * untouched, state bytes, config errors. */
+ * untouched, state bytes, config errors; the SIMD block kernels
+ * (backends/cpu/optim_8bit_avx512.c) against the scalar loops bit for bit. */
 #include "kt.h"
+#include "../backends/cpu/cpu_features.h"
 #include "../optim/optim_impl.h"
 #include "../optim/dynamic_map.h"
 
@@ -337,4 +339,57 @@ KT_TEST(opt8bit_config_errors) {
     KT_EXPECT_ERR(kiln_sgd8bit_new(ctx, NULL), KILN_ERR_ARG, "config is NULL");
     KT_EXPECT_ERR(kiln_lion8bit_new(ctx, &(kiln_lion_config){.lr = -1.0f}), KILN_ERR_ARG, "learning rate");
     kiln_ctx_free(ctx);
+}
+
+/* The vector path (caps as detected) and the scalar path give the same
+ * parameters, codes and absmax bit for bit: full and partial blocks, a block
+ * of zero gradients over zero state, huge and NaN/Inf gradient elements. */
+#define SIMD_N (256 * 33 + 77)
+static void simd_run(enum alg a, bool scalar, float *p_out, uint8_t *state_out, size_t *state_len) {
+    kiln_cpu_caps saved = *kiln__cpu_caps(), c = *kiln__cpu_caps_detected();
+    if (scalar) kiln__cpu_caps_limit(&c, KILN_SIMD_SCALAR);
+    kiln__cpu_caps_set(&c);
+    kiln_ctx *ctx = kiln_ctx_new();
+    kiln_tensor *w = kiln_param(ctx, "w", KILN_F32, 1, (int64_t[]){SIMD_N});
+    KT_OK(kiln_tensor_fill_uniform(w, 5, -1.0, 1.0));
+    ref_cfg cfg = {.alg = a, .adam = a == ADAMW ? kiln_adamw_defaults() : kiln_adam_defaults(),
+                   .lion = kiln_lion_defaults(), .sgd = {.lr = 0.01f, .momentum = 0.9f, .weight_decay = 0.01f, .nesterov = true}};
+    cfg.adam.weight_decay = 0.05f;
+    cfg.lion.weight_decay = 0.1f;
+    kiln_optim *opt = make_opt(ctx, &cfg);
+    KT_NOTNULL(opt);
+    float *g = malloc(SIMD_N * sizeof(float));
+    for (int k = 0; k < 4; k++) {
+        KT_OK(kiln_tensor_fill_randn(kiln_tensor_grad(w), 40 + (uint64_t)k, 0.0, 1.0));
+        KT_OK(kiln_tensor_get_f32(kiln_tensor_grad(w), g, SIMD_N));
+        for (int64_t i = 0; i < 256; i++) g[256 * 3 + i] = 0.0f; /* block 3: zero, its state stays zero */
+        if (k == 1) g[256 * 5] = 1e30f;
+        for (int64_t i = 7; k == 2 && i < SIMD_N; i += 89) g[i] = i % 3 == 0 ? NAN : i % 3 == 1 ? INFINITY : -INFINITY;
+        KT_OK(kiln_tensor_set_f32(kiln_tensor_grad(w), g, SIMD_N));
+        KT_OK(kiln_optim_step(opt));
+    }
+    KT_OK(kiln_tensor_get_f32(w, p_out, SIMD_N));
+    size_t len = 0;
+    for (kiln__optim_state_entry *e = opt->state; e; e = e->next) {
+        memcpy(state_out + len, kiln_tensor_data(e->t), kiln_tensor_nbytes(e->t));
+        len += kiln_tensor_nbytes(e->t);
+    }
+    *state_len = len;
+    free(g);
+    kiln_ctx_free(ctx);
+    kiln__cpu_caps_set(&saved);
+}
+
+KT_TEST(opt8bit_simd_matches_scalar) {
+    static float p[2][SIMD_N];
+    static uint8_t st[2][4 * SIMD_N];
+    const char *names[] = {"adam", "adamw", "lion", "sgd"};
+    for (int a = ADAM; a <= SGD; a++) {
+        size_t len[2];
+        simd_run((enum alg)a, true, p[0], st[0], &len[0]);
+        simd_run((enum alg)a, false, p[1], st[1], &len[1]);
+        KT_CHECK(len[0] == len[1] && len[0] > 0, "%s: state sizes %zu, %zu", names[a], len[0], len[1]);
+        KT_CHECK(memcmp(p[0], p[1], sizeof p[0]) == 0, "%s: parameters differ from the scalar path", names[a]);
+        KT_CHECK(memcmp(st[0], st[1], len[0]) == 0, "%s: codes or absmax differ from the scalar path", names[a]);
+    }
 }

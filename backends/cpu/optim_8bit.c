@@ -4,9 +4,11 @@
  * update (backends/cpu/optim.c, same operation order), then requantized
  * with a fresh absmax through the table coder (codes identical to
  * optim/dynamic_map.h's nearest-code rule). Elements with a non-finite
- * gradient are skipped. f32 parameters only (others keep 32-bit state). */
+ * gradient are skipped. f32 parameters only (others keep 32-bit state).
+ * Full blocks go through the AVX-512 kernels (optim_8bit_avx512.c) where
+ * the CPU has them, the same bits as this file's scalar loops. */
 #include "internal.h"
-#include "../../optim/dynamic_map.h"
+#include "optim_8bit.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -25,14 +27,22 @@ static void coders_init(void) {
 /* Blocks per thread below which one thread does all (~64K elements). */
 #define MIN_PAR_BLOCKS 256
 
-typedef struct adam8_scalars {
-    float decay, wd, b1, b2, one_b1, one_b2, neg_step, bc2s, eps;
-    bool l2;
-} adam8_scalars;
+typedef kiln__adam8_scalars adam8_scalars;
+
+/* The vector kernels for the caps in force, or NULL (scalar loops). */
+static const kiln__q8_kernels *vector_kernels(void) { return kiln__q8_kernels_avx512(); }
 
 static void adam8_block(float *restrict p, const float *restrict g, uint8_t *mq, float *ma, uint8_t *vq, float *va,
-                        int64_t len, const adam8_scalars *s) {
+                        int64_t len, const adam8_scalars *s, const kiln__q8_kernels *k) {
     float m[KILN__QBLOCK], v[KILN__QBLOCK];
+    if (k && len == KILN__QBLOCK) {
+        k->dequant256(mq, *ma, signed_coder.map, m);
+        k->dequant256(vq, *va, unsigned_coder.map, v);
+        k->adam256(p, g, m, v, s);
+        k->quant256(m, &signed_coder, mq, ma);
+        k->quant256(v, &unsigned_coder, vq, va);
+        return;
+    }
     kiln__dequantize_blockwise(mq, ma, len, signed_coder.map, m);
     kiln__dequantize_blockwise(vq, va, len, unsigned_coder.map, v);
     for (int64_t i = 0; i < len; i++) {
@@ -49,6 +59,21 @@ static void adam8_block(float *restrict p, const float *restrict g, uint8_t *mq,
     }
     kiln__quantize_blockwise_coder(m, len, &signed_coder, mq, ma);
     kiln__quantize_blockwise_coder(v, len, &unsigned_coder, vq, va);
+}
+
+/* One signed block (Lion's and SGD's state), through k when it is full. */
+static void dequant(const kiln__q8_kernels *k, const uint8_t *q, const float *a, int64_t len, float *out) {
+    if (k && len == KILN__QBLOCK)
+        k->dequant256(q, *a, signed_coder.map, out);
+    else
+        kiln__dequantize_blockwise(q, a, len, signed_coder.map, out);
+}
+
+static void quant(const kiln__q8_kernels *k, const float *x, int64_t len, uint8_t *q, float *a) {
+    if (k && len == KILN__QBLOCK)
+        k->quant256(x, &signed_coder, q, a);
+    else
+        kiln__quantize_blockwise_coder(x, len, &signed_coder, q, a);
 }
 
 /* Checks shared by the three: f32 p and grad, an I32 codes leaf of
@@ -93,10 +118,11 @@ static kiln_status adam8_step(kiln_tensor *t, const kiln_exec *ex) {
     float *ma = t->src[3]->data, *va = t->src[5]->data;
     int64_t n = kiln_tensor_numel(t->src[0]), nb = kiln__qblocks(n);
     int nt = ex->n_threads;
+    const kiln__q8_kernels *k = vector_kernels();
 #pragma omp parallel for num_threads(nt) if (nb > MIN_PAR_BLOCKS) schedule(static)
     for (int64_t b = 0; b < nb; b++) {
         int64_t lo = b * KILN__QBLOCK, len = n - lo < KILN__QBLOCK ? n - lo : KILN__QBLOCK;
-        adam8_block(p + lo, g + lo, mq + lo, ma + b, vq + lo, va + b, len, &s);
+        adam8_block(p + lo, g + lo, mq + lo, ma + b, vq + lo, va + b, len, &s, k);
     }
     return KILN_OK;
 }
@@ -114,11 +140,12 @@ static kiln_status lion8_step(kiln_tensor *t, const kiln_exec *ex) {
     float *ma = t->src[3]->data;
     int64_t n = kiln_tensor_numel(t->src[0]), nb = kiln__qblocks(n);
     int nt = ex->n_threads;
+    const kiln__q8_kernels *k = vector_kernels();
 #pragma omp parallel for num_threads(nt) if (nb > MIN_PAR_BLOCKS) schedule(static)
     for (int64_t b = 0; b < nb; b++) {
         int64_t lo = b * KILN__QBLOCK, len = n - lo < KILN__QBLOCK ? n - lo : KILN__QBLOCK;
         float m[KILN__QBLOCK];
-        kiln__dequantize_blockwise(mq + lo, ma + b, len, signed_coder.map, m);
+        dequant(k, mq + lo, ma + b, len, m);
         for (int64_t i = 0; i < len; i++) {
             float gi = g[lo + i], mi = m[i];
             if (!isfinite(gi)) continue;
@@ -128,7 +155,7 @@ static kiln_status lion8_step(kiln_tensor *t, const kiln_exec *ex) {
             p[lo + i] = pi + neg_lr * sgn;
             m[i] = mi * b2 + gi * one_b2;
         }
-        kiln__quantize_blockwise_coder(m, len, &signed_coder, mq + lo, ma + b);
+        quant(k, m, len, mq + lo, ma + b);
     }
     return KILN_OK;
 }
@@ -147,11 +174,12 @@ static kiln_status sgd8_step(kiln_tensor *t, const kiln_exec *ex) {
     float *ba = t->src[3]->data;
     int64_t n = kiln_tensor_numel(t->src[0]), nb = kiln__qblocks(n);
     int nt = ex->n_threads;
+    const kiln__q8_kernels *k = vector_kernels();
 #pragma omp parallel for num_threads(nt) if (nb > MIN_PAR_BLOCKS) schedule(static)
     for (int64_t b = 0; b < nb; b++) {
         int64_t lo = b * KILN__QBLOCK, len = n - lo < KILN__QBLOCK ? n - lo : KILN__QBLOCK;
         float buf[KILN__QBLOCK];
-        kiln__dequantize_blockwise(bq + lo, ba + b, len, signed_coder.map, buf);
+        dequant(k, bq + lo, ba + b, len, buf);
         for (int64_t i = 0; i < len; i++) {
             float gi = g[lo + i];
             if (!isfinite(gi)) continue;
@@ -161,7 +189,7 @@ static kiln_status sgd8_step(kiln_tensor *t, const kiln_exec *ex) {
             gi = nesterov ? gi + mom * bi : bi;
             p[lo + i] -= lr * gi;
         }
-        kiln__quantize_blockwise_coder(buf, len, &signed_coder, bq + lo, ba + b);
+        quant(k, buf, len, bq + lo, ba + b);
     }
     return KILN_OK;
 }

@@ -1,0 +1,31 @@
+/* optim_8bit.h — the 8-bit optimizers' CPU block kernels shared between
+ * optim_8bit.c (portable scalar, dispatch) and optim_8bit_avx512.c: one
+ * block of KILN__QBLOCK (256) elements at a time, the same results bit for
+ * bit on every path (same f32 operations in the same order, no FMA). */
+#ifndef KILN_CPU_OPTIM_8BIT_H
+#define KILN_CPU_OPTIM_8BIT_H
+
+#include "../../optim/dynamic_map.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct kiln__adam8_scalars {
+    float decay, wd, b1, b2, one_b1, one_b2, neg_step, bc2s, eps;
+    bool l2;
+} kiln__adam8_scalars;
+
+/* The vector kernels of one instruction set; NULL members where it has none. */
+typedef struct kiln__q8_kernels {
+    /* out[0..256) = map[q[i]] * absmax */
+    void (*dequant256)(const uint8_t *q, float absmax, const float *map, float *out);
+    /* codes and absmax of one full block, as kiln__quantize_blockwise_coder */
+    void (*quant256)(const float *x, const kiln__qcoder *c, uint8_t *q, float *absmax);
+    /* Adam's update of 256 elements on dequantized m, v (adam8_block's loop) */
+    void (*adam256)(float *p, const float *g, float *m, float *v, const kiln__adam8_scalars *s);
+} kiln__q8_kernels;
+
+/* The AVX-512 kernels (NULL when the build or the CPU lacks them). */
+const kiln__q8_kernels *kiln__q8_kernels_avx512(void);
+
+#endif
