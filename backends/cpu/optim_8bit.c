@@ -134,6 +134,7 @@ static kiln_status lion8_step(kiln_tensor *t, const kiln_exec *ex) {
     const float *h = t->src[5]->data;
     const float neg_lr = (float)(-(double)h[0]), b1 = h[1], b2 = h[2], one_b1 = (float)(1.0 - (double)h[1]),
                 one_b2 = (float)(1.0 - (double)h[2]), decay = (float)(1.0 - (double)h[0] * (double)h[3]);
+    const kiln__lion8_scalars ls = {neg_lr, b1, b2, one_b1, one_b2, decay};
     float *p = t->data;
     const float *g = t->src[1]->data;
     uint8_t *mq = t->src[2]->data;
@@ -146,15 +147,18 @@ static kiln_status lion8_step(kiln_tensor *t, const kiln_exec *ex) {
         int64_t lo = b * KILN__QBLOCK, len = n - lo < KILN__QBLOCK ? n - lo : KILN__QBLOCK;
         float m[KILN__QBLOCK];
         dequant(k, mq + lo, ma + b, len, m);
-        for (int64_t i = 0; i < len; i++) {
-            float gi = g[lo + i], mi = m[i];
-            if (!isfinite(gi)) continue;
-            float pi = p[lo + i] * decay;
-            float c = mi * b1 + gi * one_b1;
-            float sgn = (float)((c > 0) - (c < 0));
-            p[lo + i] = pi + neg_lr * sgn;
-            m[i] = mi * b2 + gi * one_b2;
-        }
+        if (k && len == KILN__QBLOCK)
+            k->lion256(p + lo, g + lo, m, &ls);
+        else
+            for (int64_t i = 0; i < len; i++) {
+                float gi = g[lo + i], mi = m[i];
+                if (!isfinite(gi)) continue;
+                float pi = p[lo + i] * decay;
+                float c = mi * b1 + gi * one_b1;
+                float sgn = (float)((c > 0) - (c < 0));
+                p[lo + i] = pi + neg_lr * sgn;
+                m[i] = mi * b2 + gi * one_b2;
+            }
         quant(k, m, len, mq + lo, ma + b);
     }
     return KILN_OK;
@@ -168,6 +172,7 @@ static kiln_status sgd8_step(kiln_tensor *t, const kiln_exec *ex) {
     const float *h = t->src[5]->data;
     const float lr = h[0], mom = h[1], keep = (float)(1.0 - (double)h[2]), wd = h[3];
     bool nesterov = t->ip[0] != 0, first = t->ip[2] == 0;
+    const kiln__sgd8_scalars ss = {lr, mom, keep, wd, nesterov, first};
     float *p = t->data;
     const float *g = t->src[1]->data;
     uint8_t *bq = t->src[2]->data;
@@ -180,15 +185,18 @@ static kiln_status sgd8_step(kiln_tensor *t, const kiln_exec *ex) {
         int64_t lo = b * KILN__QBLOCK, len = n - lo < KILN__QBLOCK ? n - lo : KILN__QBLOCK;
         float buf[KILN__QBLOCK];
         dequant(k, bq + lo, ba + b, len, buf);
-        for (int64_t i = 0; i < len; i++) {
-            float gi = g[lo + i];
-            if (!isfinite(gi)) continue;
-            if (wd != 0) gi += wd * p[lo + i];
-            float bi = first ? gi : mom * buf[i] + keep * gi;
-            buf[i] = bi;
-            gi = nesterov ? gi + mom * bi : bi;
-            p[lo + i] -= lr * gi;
-        }
+        if (k && len == KILN__QBLOCK)
+            k->sgd256(p + lo, g + lo, buf, &ss);
+        else
+            for (int64_t i = 0; i < len; i++) {
+                float gi = g[lo + i];
+                if (!isfinite(gi)) continue;
+                if (wd != 0) gi += wd * p[lo + i];
+                float bi = first ? gi : mom * buf[i] + keep * gi;
+                buf[i] = bi;
+                gi = nesterov ? gi + mom * bi : bi;
+                p[lo + i] -= lr * gi;
+            }
         quant(k, buf, len, bq + lo, ba + b);
     }
     return KILN_OK;

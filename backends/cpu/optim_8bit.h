@@ -15,6 +15,15 @@ typedef struct kiln__adam8_scalars {
     bool l2;
 } kiln__adam8_scalars;
 
+typedef struct kiln__lion8_scalars {
+    float neg_lr, b1, b2, one_b1, one_b2, decay;
+} kiln__lion8_scalars;
+
+typedef struct kiln__sgd8_scalars {
+    float lr, mom, keep, wd;
+    bool nesterov, first;
+} kiln__sgd8_scalars;
+
 /* The vector kernels of one instruction set; NULL members where it has none. */
 typedef struct kiln__q8_kernels {
     /* out[0..256) = map[q[i]] * absmax */
@@ -23,6 +32,9 @@ typedef struct kiln__q8_kernels {
     void (*quant256)(const float *x, const kiln__qcoder *c, uint8_t *q, float *absmax);
     /* Adam's update of 256 elements on dequantized m, v (adam8_block's loop) */
     void (*adam256)(float *p, const float *g, float *m, float *v, const kiln__adam8_scalars *s);
+    /* Lion's and SGD's updates of 256 elements on the dequantized state */
+    void (*lion256)(float *p, const float *g, float *m, const kiln__lion8_scalars *s);
+    void (*sgd256)(float *p, const float *g, float *buf, const kiln__sgd8_scalars *s);
 } kiln__q8_kernels;
 
 /* The AVX-512 kernels (NULL when the build or the CPU lacks them). */

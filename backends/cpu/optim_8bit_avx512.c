@@ -87,7 +87,43 @@ static void adam256(float *p, const float *g, float *m, float *v, const kiln__ad
     }
 }
 
-static const kiln__q8_kernels kernels = {dequant256, quant256, adam256};
+/* lion8_step's loop: sign(c) as the float (c > 0) - (c < 0), then as scalar */
+static void lion256(float *p, const float *g, float *m, const kiln__lion8_scalars *s) {
+    const __m512 neg_lr = _mm512_set1_ps(s->neg_lr), b1 = _mm512_set1_ps(s->b1), b2 = _mm512_set1_ps(s->b2),
+                 one_b1 = _mm512_set1_ps(s->one_b1), one_b2 = _mm512_set1_ps(s->one_b2),
+                 decay = _mm512_set1_ps(s->decay), zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f),
+                 minus_one = _mm512_set1_ps(-1.0f);
+    for (int i = 0; i < Q; i += 16) {
+        __m512 gi = _mm512_loadu_ps(g + i), p0 = _mm512_loadu_ps(p + i), m0 = _mm512_loadu_ps(m + i);
+        __mmask16 ok = (__mmask16)~_mm512_fpclass_ps_mask(gi, 0x99);
+        __m512 pi = _mm512_mul_ps(p0, decay);
+        __m512 c = _mm512_add_ps(_mm512_mul_ps(m0, b1), _mm512_mul_ps(gi, one_b1));
+        __m512 sgn = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(c, zero, _CMP_GT_OQ), zero, one);
+        sgn = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(c, zero, _CMP_LT_OQ), sgn, minus_one);
+        __m512 pn = _mm512_add_ps(pi, _mm512_mul_ps(neg_lr, sgn));
+        __m512 mn = _mm512_add_ps(_mm512_mul_ps(m0, b2), _mm512_mul_ps(gi, one_b2));
+        _mm512_storeu_ps(p + i, _mm512_mask_blend_ps(ok, p0, pn));
+        _mm512_storeu_ps(m + i, _mm512_mask_blend_ps(ok, m0, mn));
+    }
+}
+
+/* sgd8_step's loop */
+static void sgd256(float *p, const float *g, float *buf, const kiln__sgd8_scalars *s) {
+    const __m512 lr = _mm512_set1_ps(s->lr), mom = _mm512_set1_ps(s->mom), keep = _mm512_set1_ps(s->keep),
+                 wd = _mm512_set1_ps(s->wd);
+    for (int i = 0; i < Q; i += 16) {
+        __m512 gi = _mm512_loadu_ps(g + i), p0 = _mm512_loadu_ps(p + i), b0 = _mm512_loadu_ps(buf + i);
+        __mmask16 ok = (__mmask16)~_mm512_fpclass_ps_mask(gi, 0x99);
+        if (s->wd != 0) gi = _mm512_add_ps(gi, _mm512_mul_ps(wd, p0));
+        __m512 bi = s->first ? gi : _mm512_add_ps(_mm512_mul_ps(mom, b0), _mm512_mul_ps(keep, gi));
+        gi = s->nesterov ? _mm512_add_ps(gi, _mm512_mul_ps(mom, bi)) : bi;
+        __m512 pn = _mm512_sub_ps(p0, _mm512_mul_ps(lr, gi));
+        _mm512_storeu_ps(buf + i, _mm512_mask_blend_ps(ok, b0, bi));
+        _mm512_storeu_ps(p + i, _mm512_mask_blend_ps(ok, p0, pn));
+    }
+}
+
+static const kiln__q8_kernels kernels = {dequant256, quant256, adam256, lion256, sgd256};
 
 const kiln__q8_kernels *kiln__q8_kernels_avx512(void) {
     return kiln__cpu_caps()->level >= KILN_SIMD_AVX512 ? &kernels : 0;
