@@ -12,6 +12,7 @@
  * (backends/cpu/optim_8bit_avx512.c) against the scalar loops bit for bit. */
 #include "kt.h"
 #include "../backends/cpu/cpu_features.h"
+#include "../backends/cpu/optim_8bit.h"
 #include "../optim/optim_impl.h"
 #include "../optim/dynamic_map.h"
 
@@ -392,4 +393,33 @@ KT_TEST(opt8bit_simd_matches_scalar) {
         KT_CHECK(memcmp(p[0], p[1], sizeof p[0]) == 0, "%s: parameters differ from the scalar path", names[a]);
         KT_CHECK(memcmp(st[0], st[1], len[0]) == 0, "%s: codes or absmax differ from the scalar path", names[a]);
     }
+}
+
+/* The packed coder table (kiln__q8_pack) gives kiln__qcoder_code's code at
+ * both ends of every key's interval and around its boundary L, both maps. */
+KT_TEST(opt8bit_packed_coder) {
+    static kiln__qcoder c;
+    static uint32_t packed[KILN__Q8_PACKED];
+    int64_t bad = 0;
+    for (int sgn = 0; sgn < 2; sgn++) {
+        float map[256];
+        kiln__dynamic_map(sgn == 0, map);
+        kiln__qcoder_init(&c, map);
+        KT_CHECK(kiln__q8_pack(&c, packed), "dynamic map: extra %d, no packed table", c.extra);
+        for (uint32_t s = 0; s < 2; s++)
+            for (uint32_t key = 0; key < KILN__QKEYS; key++) {
+                uint32_t e = packed[s * KILN__QKEYS + key], L = e >> 8;
+                uint32_t lows[] = {0, 1, L - 1, L, L + 1, 0xfffe, 0xffff};
+                for (int j = 0; j < 7; j++) {
+                    uint32_t lp = lows[j];
+                    if (lp > 0xffff) continue;
+                    uint32_t u = s << 31 | key << 16 | (s ? 0xffff - lp : lp);
+                    float x;
+                    memcpy(&x, &u, sizeof x);
+                    int want = kiln__qcoder_code(&c, x), got = (int)(e & 0xff) + (lp >= L);
+                    bad += want != got;
+                }
+            }
+    }
+    KT_CHECK(bad == 0, "%lld values coded differently by the packed table", (long long)bad);
 }

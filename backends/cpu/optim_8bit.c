@@ -12,8 +12,11 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <string.h>
 
 static kiln__qcoder signed_coder, unsigned_coder;
+static uint32_t signed_pack_tab[KILN__Q8_PACKED], unsigned_pack_tab[KILN__Q8_PACKED];
+static const uint32_t *signed_pack, *unsigned_pack; /* NULL: no packed table */
 static pthread_once_t coders_once = PTHREAD_ONCE_INIT;
 
 static void coders_init(void) {
@@ -22,6 +25,36 @@ static void coders_init(void) {
     kiln__qcoder_init(&signed_coder, map);
     kiln__dynamic_map(false, map);
     kiln__qcoder_init(&unsigned_coder, map);
+    signed_pack = kiln__q8_pack(&signed_coder, signed_pack_tab) ? signed_pack_tab : NULL;
+    unsigned_pack = kiln__q8_pack(&unsigned_coder, unsigned_pack_tab) ? unsigned_pack_tab : NULL;
+}
+
+static float bits_float(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+bool kiln__q8_pack(const kiln__qcoder *c, uint32_t packed[KILN__Q8_PACKED]) {
+    if (c->extra != 1) return false;
+    for (uint32_t sign = 0; sign < 2; sign++)
+        for (uint32_t key = 0; key < KILN__QKEYS; key++) {
+            int start = c->start[sign][key];
+            float t = c->thr[start];
+            /* the float of low' (growing with the value) in this interval */
+#define AT(lp) bits_float(sign << 31 | key << 16 | (sign ? 0xffffu - (lp) : (lp)))
+            uint32_t lo = 0, hi = 0x10000; /* smallest low' with AT(low') >= t, 0x10000: none */
+            while (lo < hi) {
+                uint32_t mid = (lo + hi) / 2;
+                if (AT(mid) >= t)
+                    hi = mid;
+                else
+                    lo = mid + 1;
+            }
+#undef AT
+            packed[sign * KILN__QKEYS + key] = lo << 8 | (uint32_t)start;
+        }
+    return true;
 }
 
 /* Blocks per thread below which one thread does all (~64K elements). */
@@ -39,8 +72,8 @@ static void adam8_block(float *restrict p, const float *restrict g, uint8_t *mq,
         k->dequant256(mq, *ma, signed_coder.map, m);
         k->dequant256(vq, *va, unsigned_coder.map, v);
         k->adam256(p, g, m, v, s);
-        k->quant256(m, &signed_coder, mq, ma);
-        k->quant256(v, &unsigned_coder, vq, va);
+        k->quant256(m, &signed_coder, signed_pack, mq, ma);
+        k->quant256(v, &unsigned_coder, unsigned_pack, vq, va);
         return;
     }
     kiln__dequantize_blockwise(mq, ma, len, signed_coder.map, m);
@@ -71,7 +104,7 @@ static void dequant(const kiln__q8_kernels *k, const uint8_t *q, const float *a,
 
 static void quant(const kiln__q8_kernels *k, const float *x, int64_t len, uint8_t *q, float *a) {
     if (k && len == KILN__QBLOCK)
-        k->quant256(x, &signed_coder, q, a);
+        k->quant256(x, &signed_coder, signed_pack, q, a);
     else
         kiln__quantize_blockwise_coder(x, len, &signed_coder, q, a);
 }

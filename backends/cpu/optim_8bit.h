@@ -28,14 +28,24 @@ typedef struct kiln__sgd8_scalars {
 typedef struct kiln__q8_kernels {
     /* out[0..256) = map[q[i]] * absmax */
     void (*dequant256)(const uint8_t *q, float absmax, const float *map, float *out);
-    /* codes and absmax of one full block, as kiln__quantize_blockwise_coder */
-    void (*quant256)(const float *x, const kiln__qcoder *c, uint8_t *q, float *absmax);
+    /* codes and absmax of one full block, as kiln__quantize_blockwise_coder;
+     * packed: c's kiln__q8_pack table, or NULL */
+    void (*quant256)(const float *x, const kiln__qcoder *c, const uint32_t *packed, uint8_t *q, float *absmax);
     /* Adam's update of 256 elements on dequantized m, v (adam8_block's loop) */
     void (*adam256)(float *p, const float *g, float *m, float *v, const kiln__adam8_scalars *s);
     /* Lion's and SGD's updates of 256 elements on the dequantized state */
     void (*lion256)(float *p, const float *g, float *m, const kiln__lion8_scalars *s);
     void (*sgd256)(float *p, const float *g, float *buf, const kiln__sgd8_scalars *s);
 } kiln__q8_kernels;
+
+/* A coder with c->extra == 1 answers start + (x >= thr[start]), and within
+ * the floats sharing x's top 16 bits that comparison is one of the low 16
+ * bits: x >= thr[start] iff low' >= L, low' the low bits (complemented for
+ * negative x, so that low' grows with x). kiln__q8_pack writes, per sign
+ * and key, L << 8 | start (L in 0..65536), for one lookup per value instead
+ * of two; false (and nothing written) when c->extra != 1. */
+#define KILN__Q8_PACKED (2 * KILN__QKEYS)
+bool kiln__q8_pack(const kiln__qcoder *c, uint32_t packed[KILN__Q8_PACKED]);
 
 /* The AVX-512 kernels (NULL when the build or the CPU lacks them). */
 const kiln__q8_kernels *kiln__q8_kernels_avx512(void);

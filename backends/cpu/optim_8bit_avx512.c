@@ -31,7 +31,7 @@ static __m512i slow_codes(const kiln__qcoder *c, __m512 x) {
     return _mm512_loadu_si512(p);
 }
 
-static void quant256(const float *x, const kiln__qcoder *c, uint8_t *q, float *absmax) {
+static void quant256(const float *x, const kiln__qcoder *c, const uint32_t *packed, uint8_t *q, float *absmax) {
     /* absmax: vmaxps returns its second operand when either is NaN, so a NaN
      * x is skipped, as fmaxf does; max is exact in any order */
     __m512 amax = _mm512_setzero_ps();
@@ -47,6 +47,23 @@ static void quant256(const float *x, const kiln__qcoder *c, uint8_t *q, float *a
                   sign_off = _mm512_set1_epi32(KILN__QKEYS), bytemask = _mm512_set1_epi32(0xff);
     const char *start = (const char *)c->start[0]; /* start[1] follows start[0]; the 3 bytes a dword
                                                      gather reads past the last key are the struct's */
+    if (packed) { /* one lookup per value (kiln__q8_pack) */
+        const __m512i low16 = _mm512_set1_epi32(0xffff), one = _mm512_set1_epi32(1);
+        for (int i = 0; i < Q; i += 16) {
+            __m512 xv = _mm512_div_ps(_mm512_loadu_ps(x + i), va);
+            __m512i u = _mm512_castps_si512(xv), key = _mm512_srli_epi32(_mm512_and_si512(u, absmask), 16);
+            __mmask16 out = _mm512_cmpgt_epu32_mask(key, keys);
+            __m512i row = _mm512_mullo_epi32(_mm512_srli_epi32(u, 31), sign_off);
+            __m512i e = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), (__mmask16)~out, _mm512_add_epi32(row, key),
+                                                    (const int *)packed, 4);
+            __m512i lowp = _mm512_and_si512(_mm512_xor_si512(u, _mm512_srai_epi32(u, 31)), low16);
+            __mmask16 ge = _mm512_cmpge_epu32_mask(lowp, _mm512_srli_epi32(e, 8));
+            __m512i p = _mm512_mask_add_epi32(_mm512_and_si512(e, bytemask), ge, _mm512_and_si512(e, bytemask), one);
+            if (out) p = _mm512_mask_blend_epi32(out, p, slow_codes(c, xv));
+            _mm_storeu_si128((__m128i *)(q + i), _mm512_cvtepi32_epi8(p));
+        }
+        return;
+    }
     for (int i = 0; i < Q; i += 16) {
         __m512 xv = _mm512_div_ps(_mm512_loadu_ps(x + i), va);
         __m512i u = _mm512_castps_si512(xv), key = _mm512_srli_epi32(_mm512_and_si512(u, absmask), 16);
