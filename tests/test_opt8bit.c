@@ -423,3 +423,39 @@ KT_TEST(opt8bit_packed_coder) {
     }
     KT_CHECK(bad == 0, "%lld values coded differently by the packed table", (long long)bad);
 }
+
+/* The vector quantizer (where the CPU has one) at every key's boundary:
+ * blocks holding 1.0 (absmax 1, so x / absmax is x) and the floats just
+ * below, at and above each key's boundary L, both maps, both signs. */
+KT_TEST(opt8bit_vector_quant_boundaries) {
+    const kiln__q8_kernels *k = kiln__q8_kernels_avx512();
+    if (!k) return; /* no vector kernels on this CPU or build: the scalar path is the only one */
+    static kiln__qcoder c;
+    static uint32_t packed[KILN__Q8_PACKED];
+    float x[KILN__QBLOCK], absmax;
+    uint8_t q[KILN__QBLOCK];
+    int64_t bad = 0;
+    for (int sgn = 0; sgn < 2; sgn++) {
+        float map[256];
+        kiln__dynamic_map(sgn == 0, map);
+        kiln__qcoder_init(&c, map);
+        KT_CHECK(kiln__q8_pack(&c, packed), "no packed table");
+        for (int use_pack = 0; use_pack < 2; use_pack++) {
+            int n = 1;
+            x[0] = 1.0f;
+            for (uint32_t idx = 0; idx < KILN__Q8_PACKED; idx++) {
+                uint32_t s = idx / KILN__QKEYS, key = idx % KILN__QKEYS, L = packed[idx] >> 8;
+                for (uint32_t lp = L ? L - 1 : 0; lp <= L + 1 && lp <= 0xffff; lp++) {
+                    uint32_t u = s << 31 | key << 16 | (s ? 0xffff - lp : lp);
+                    memcpy(&x[n++], &u, sizeof u);
+                    if (n < KILN__QBLOCK && !(idx == KILN__Q8_PACKED - 1 && (lp == L + 1 || lp == 0xffff))) continue;
+                    for (int i = n; i < KILN__QBLOCK; i++) x[i] = 0.0f;
+                    k->quant256(x, &c, use_pack ? packed : NULL, q, &absmax);
+                    for (int i = 0; i < n; i++) bad += q[i] != kiln__qcoder_code(&c, x[i] / absmax);
+                    n = 1;
+                }
+            }
+        }
+    }
+    KT_CHECK(bad == 0, "%lld boundary values coded differently by the vector quantizer", (long long)bad);
+}
