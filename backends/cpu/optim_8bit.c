@@ -29,7 +29,10 @@ static void coders_init(void) {
     unsigned_pack = kiln__q8_pack(&unsigned_coder, unsigned_pack_tab) ? unsigned_pack_tab : NULL;
 }
 
-static float bits_float(uint32_t u) {
+/* The float with this sign and key whose low bits are lp, complemented when
+ * negative: it grows with lp. */
+static float interval_float(uint32_t sign, uint32_t key, uint32_t lp) {
+    uint32_t u = sign << 31 | key << 16 | (sign ? 0xffffu - lp : lp);
     float f;
     memcpy(&f, &u, sizeof f);
     return f;
@@ -41,17 +44,14 @@ bool kiln__q8_pack(const kiln__qcoder *c, uint32_t packed[KILN__Q8_PACKED]) {
         for (uint32_t key = 0; key < KILN__QKEYS; key++) {
             int start = c->start[sign][key];
             float t = c->thr[start];
-            /* the float of low' (growing with the value) in this interval */
-#define AT(lp) bits_float(sign << 31 | key << 16 | (sign ? 0xffffu - (lp) : (lp)))
-            uint32_t lo = 0, hi = 0x10000; /* smallest low' with AT(low') >= t, 0x10000: none */
+            uint32_t lo = 0, hi = 0x10000; /* smallest low' with interval_float(low') >= t, 0x10000: none */
             while (lo < hi) {
                 uint32_t mid = (lo + hi) / 2;
-                if (AT(mid) >= t)
+                if (interval_float(sign, key, mid) >= t)
                     hi = mid;
                 else
                     lo = mid + 1;
             }
-#undef AT
             packed[sign * KILN__QKEYS + key] = lo << 8 | (uint32_t)start;
         }
     return true;
