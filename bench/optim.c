@@ -28,7 +28,11 @@
  * about 2 minutes on 2 idle cores (--quick: 50M as one matrix, fewer repetitions). Threads:
  * the largest count of --threads. On one-matrix layouts the 8-bit steps
  * are also run with the caps limited to scalar code (KILN_SIMD=scalar), the
- * portable loops, against the vector kernels in the same run. */
+ * portable loops, against the vector kernels in the same run. The
+ * 100-matrix layouts run 200 threaded ops a step (each step op and each
+ * gradient zeroing); on a machine loaded by other processes every one waits
+ * for a descheduled thread (seen here: ~8 ms per op at load 8 on 2 cores),
+ * so read those lines only from an idle machine. */
 #include "bench.h"
 #include "cpu_features.h"
 
