@@ -1,12 +1,13 @@
 /* main.c — `make bench`: kiln's CPU figures beside their references.
  *
- *     kiln_bench [--torch FILE] [--only gemm|memory|train|vulkan] [--model mlp|cnn|gpt] [--threads 1,2]
+ *     kiln_bench [--torch FILE] [--only gemm|memory|train|vulkan|optim] [--model mlp|cnn|gpt] [--threads 1,2]
  *                [--quick] [--stream-mib N]
  *
  * One line per figure: name, kiln's value and unit, and the ratio to a
  * reference measured in the same run (OpenBLAS sgemm, a plain triad, or
  * PyTorch's figures read from FILE, written by bench/torch_ref.py; bench/run.sh
- * runs both). Timings on a shared machine drift: read the ratios. */
+ * runs both; optim: optimizer steps against the triad, bench/optim.c).
+ * Timings on a shared machine drift: read the ratios. */
 #include "bench.h"
 
 #include <stdio.h>
@@ -14,7 +15,7 @@
 #include <string.h>
 
 static const char *usage =
-    "usage: kiln_bench [--torch FILE] [--only gemm|memory|train|vulkan] [--model mlp|cnn|gpt] [--threads 1,2] [--quick] [--stream-mib N]\n";
+    "usage: kiln_bench [--torch FILE] [--only gemm|memory|train|vulkan|optim] [--model mlp|cnn|gpt] [--threads 1,2] [--quick] [--stream-mib N]\n";
 
 int main(int argc, char **argv) {
     bench_opts o = {.threads = {1, 2}, .n_threads = 2, .scale = 1.0, .stream_mib = 320};
@@ -55,5 +56,6 @@ int main(int argc, char **argv) {
     if (!only || strcmp(only, "memory") == 0) bench_memory(&o);
     if (!only || strcmp(only, "train") == 0) bench_train(&o);
     if (!only || strcmp(only, "vulkan") == 0) bench_vulkan(&o);
+    if (!only || strcmp(only, "optim") == 0) bench_optim(&o);
     return 0;
 }

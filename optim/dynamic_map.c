@@ -143,6 +143,8 @@ static inline int code_by_table(const kiln__qcoder *c, float x) {
     return p;
 }
 
+uint8_t kiln__qcoder_code(const kiln__qcoder *c, float x) { return (uint8_t)code_by_table(c, x); }
+
 void kiln__quantize_blockwise_coder(const float *x, int64_t n, const kiln__qcoder *c, uint8_t *codes,
                                     float *absmax) {
     for (int64_t b0 = 0, blk = 0; b0 < n; b0 += KILN__QBLOCK, blk++) {

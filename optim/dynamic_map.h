@@ -95,6 +95,9 @@ typedef struct kiln__qcoder {
 void kiln__qcoder_init(kiln__qcoder *c, const float map[256]);
 void kiln__quantize_blockwise_coder(const float *x, int64_t n, const kiln__qcoder *c, uint8_t *codes,
                                     float *absmax);
+/* The code of one value x (already divided by its absmax) through the coder:
+ * kiln__dynamic_code's answer, for the SIMD kernels' out-of-table lanes. */
+uint8_t kiln__qcoder_code(const kiln__qcoder *c, float x);
 
 /* out[i] = map[codes[i]] * absmax[i / 256] for i in [0, n). */
 void kiln__dequantize_blockwise(const uint8_t *codes, const float *absmax, int64_t n, const float map[256],

@@ -8,8 +8,11 @@
  * does not make the two drift apart) while keeping its own parameters.
  * Also: 8-bit Adam near 32-bit Adam on a quadratic over 200 steps, the
  * 32-bit fallback below 4096 elements, NaN/Inf gradient elements left
- * untouched, state bytes, config errors. */
+ * untouched, state bytes, config errors; the SIMD block kernels
+ * (backends/cpu/optim_8bit_avx512.c) against the scalar loops bit for bit. */
 #include "kt.h"
+#include "../backends/cpu/cpu_features.h"
+#include "../backends/cpu/optim_8bit.h"
 #include "../optim/optim_impl.h"
 #include "../optim/dynamic_map.h"
 
@@ -337,4 +340,122 @@ KT_TEST(opt8bit_config_errors) {
     KT_EXPECT_ERR(kiln_sgd8bit_new(ctx, NULL), KILN_ERR_ARG, "config is NULL");
     KT_EXPECT_ERR(kiln_lion8bit_new(ctx, &(kiln_lion_config){.lr = -1.0f}), KILN_ERR_ARG, "learning rate");
     kiln_ctx_free(ctx);
+}
+
+/* The vector path (caps as detected) and the scalar path give the same
+ * parameters, codes and absmax bit for bit: full and partial blocks, a block
+ * of zero gradients over zero state, huge and NaN/Inf gradient elements. */
+#define SIMD_N (256 * 33 + 77)
+static void simd_run(enum alg a, bool scalar, float *p_out, uint8_t *state_out, size_t *state_len) {
+    kiln_cpu_caps saved = *kiln__cpu_caps(), c = *kiln__cpu_caps_detected();
+    if (scalar) kiln__cpu_caps_limit(&c, KILN_SIMD_SCALAR);
+    kiln__cpu_caps_set(&c);
+    kiln_ctx *ctx = kiln_ctx_new();
+    kiln_tensor *w = kiln_param(ctx, "w", KILN_F32, 1, (int64_t[]){SIMD_N});
+    KT_OK(kiln_tensor_fill_uniform(w, 5, -1.0, 1.0));
+    ref_cfg cfg = {.alg = a, .adam = a == ADAMW ? kiln_adamw_defaults() : kiln_adam_defaults(),
+                   .lion = kiln_lion_defaults(), .sgd = {.lr = 0.01f, .momentum = 0.9f, .weight_decay = 0.01f, .nesterov = true}};
+    cfg.adam.weight_decay = 0.05f;
+    cfg.lion.weight_decay = 0.1f;
+    kiln_optim *opt = make_opt(ctx, &cfg);
+    KT_NOTNULL(opt);
+    float *g = malloc(SIMD_N * sizeof(float));
+    for (int k = 0; k < 4; k++) {
+        KT_OK(kiln_tensor_fill_randn(kiln_tensor_grad(w), 40 + (uint64_t)k, 0.0, 1.0));
+        KT_OK(kiln_tensor_get_f32(kiln_tensor_grad(w), g, SIMD_N));
+        for (int64_t i = 0; i < 256; i++) g[256 * 3 + i] = 0.0f; /* block 3: zero, its state stays zero */
+        if (k == 1) g[256 * 5] = 1e30f;
+        for (int64_t i = 7; k == 2 && i < SIMD_N; i += 89) g[i] = i % 3 == 0 ? NAN : i % 3 == 1 ? INFINITY : -INFINITY;
+        KT_OK(kiln_tensor_set_f32(kiln_tensor_grad(w), g, SIMD_N));
+        KT_OK(kiln_optim_step(opt));
+    }
+    KT_OK(kiln_tensor_get_f32(w, p_out, SIMD_N));
+    size_t len = 0;
+    for (kiln__optim_state_entry *e = opt->state; e; e = e->next) {
+        memcpy(state_out + len, kiln_tensor_data(e->t), kiln_tensor_nbytes(e->t));
+        len += kiln_tensor_nbytes(e->t);
+    }
+    *state_len = len;
+    free(g);
+    kiln_ctx_free(ctx);
+    kiln__cpu_caps_set(&saved);
+}
+
+KT_TEST(opt8bit_simd_matches_scalar) {
+    static float p[2][SIMD_N];
+    static uint8_t st[2][4 * SIMD_N];
+    const char *names[] = {"adam", "adamw", "lion", "sgd"};
+    for (int a = ADAM; a <= SGD; a++) {
+        size_t len[2];
+        simd_run((enum alg)a, true, p[0], st[0], &len[0]);
+        simd_run((enum alg)a, false, p[1], st[1], &len[1]);
+        KT_CHECK(len[0] == len[1] && len[0] > 0, "%s: state sizes %zu, %zu", names[a], len[0], len[1]);
+        KT_CHECK(memcmp(p[0], p[1], sizeof p[0]) == 0, "%s: parameters differ from the scalar path", names[a]);
+        KT_CHECK(memcmp(st[0], st[1], len[0]) == 0, "%s: codes or absmax differ from the scalar path", names[a]);
+    }
+}
+
+/* The packed coder table (kiln__q8_pack) gives kiln__qcoder_code's code at
+ * both ends of every key's interval and around its boundary L, both maps. */
+KT_TEST(opt8bit_packed_coder) {
+    static kiln__qcoder c;
+    static uint32_t packed[KILN__Q8_PACKED];
+    int64_t bad = 0;
+    for (int sgn = 0; sgn < 2; sgn++) {
+        float map[256];
+        kiln__dynamic_map(sgn == 0, map);
+        kiln__qcoder_init(&c, map);
+        KT_CHECK(kiln__q8_pack(&c, packed), "dynamic map: extra %d, no packed table", c.extra);
+        for (uint32_t s = 0; s < 2; s++)
+            for (uint32_t key = 0; key < KILN__QKEYS; key++) {
+                uint32_t e = packed[s * KILN__QKEYS + key], L = e >> 8;
+                uint32_t lows[] = {0, 1, L - 1, L, L + 1, 0xfffe, 0xffff};
+                for (int j = 0; j < 7; j++) {
+                    uint32_t lp = lows[j];
+                    if (lp > 0xffff) continue;
+                    uint32_t u = s << 31 | key << 16 | (s ? 0xffff - lp : lp);
+                    float x;
+                    memcpy(&x, &u, sizeof x);
+                    int want = kiln__qcoder_code(&c, x), got = (int)(e & 0xff) + (lp >= L);
+                    bad += want != got;
+                }
+            }
+    }
+    KT_CHECK(bad == 0, "%lld values coded differently by the packed table", (long long)bad);
+}
+
+/* The vector quantizer (where the CPU has one) at every key's boundary:
+ * blocks holding 1.0 (absmax 1, so x / absmax is x) and the floats just
+ * below, at and above each key's boundary L, both maps, both signs. */
+KT_TEST(opt8bit_vector_quant_boundaries) {
+    const kiln__q8_kernels *k = kiln__q8_kernels_avx512();
+    if (!k) return; /* no vector kernels on this CPU or build: the scalar path is the only one */
+    static kiln__qcoder c;
+    static uint32_t packed[KILN__Q8_PACKED];
+    float x[KILN__QBLOCK], absmax;
+    uint8_t q[KILN__QBLOCK];
+    int64_t bad = 0;
+    for (int sgn = 0; sgn < 2; sgn++) {
+        float map[256];
+        kiln__dynamic_map(sgn == 0, map);
+        kiln__qcoder_init(&c, map);
+        KT_CHECK(kiln__q8_pack(&c, packed), "no packed table");
+        for (int use_pack = 0; use_pack < 2; use_pack++) {
+            int n = 1;
+            x[0] = 1.0f;
+            for (uint32_t idx = 0; idx < KILN__Q8_PACKED; idx++) {
+                uint32_t s = idx / KILN__QKEYS, key = idx % KILN__QKEYS, L = packed[idx] >> 8;
+                for (uint32_t lp = L ? L - 1 : 0; lp <= L + 1 && lp <= 0xffff; lp++) {
+                    uint32_t u = s << 31 | key << 16 | (s ? 0xffff - lp : lp);
+                    memcpy(&x[n++], &u, sizeof u);
+                    if (n < KILN__QBLOCK && !(idx == KILN__Q8_PACKED - 1 && (lp == L + 1 || lp == 0xffff))) continue;
+                    for (int i = n; i < KILN__QBLOCK; i++) x[i] = 0.0f;
+                    k->quant256(x, &c, use_pack ? packed : NULL, q, &absmax);
+                    for (int i = 0; i < n; i++) bad += q[i] != kiln__qcoder_code(&c, x[i] / absmax);
+                    n = 1;
+                }
+            }
+        }
+    }
+    KT_CHECK(bad == 0, "%lld boundary values coded differently by the vector quantizer", (long long)bad);
 }

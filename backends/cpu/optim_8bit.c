@@ -4,14 +4,19 @@
  * update (backends/cpu/optim.c, same operation order), then requantized
  * with a fresh absmax through the table coder (codes identical to
  * optim/dynamic_map.h's nearest-code rule). Elements with a non-finite
- * gradient are skipped. f32 parameters only (others keep 32-bit state). */
+ * gradient are skipped. f32 parameters only (others keep 32-bit state).
+ * Full blocks go through the AVX-512 kernels (optim_8bit_avx512.c) where
+ * the CPU has them, the same bits as this file's scalar loops. */
 #include "internal.h"
-#include "../../optim/dynamic_map.h"
+#include "optim_8bit.h"
 
 #include <math.h>
 #include <pthread.h>
+#include <string.h>
 
 static kiln__qcoder signed_coder, unsigned_coder;
+static uint32_t signed_pack_tab[KILN__Q8_PACKED], unsigned_pack_tab[KILN__Q8_PACKED];
+static const uint32_t *signed_pack, *unsigned_pack; /* NULL: no packed table */
 static pthread_once_t coders_once = PTHREAD_ONCE_INIT;
 
 static void coders_init(void) {
@@ -20,19 +25,57 @@ static void coders_init(void) {
     kiln__qcoder_init(&signed_coder, map);
     kiln__dynamic_map(false, map);
     kiln__qcoder_init(&unsigned_coder, map);
+    signed_pack = kiln__q8_pack(&signed_coder, signed_pack_tab) ? signed_pack_tab : NULL;
+    unsigned_pack = kiln__q8_pack(&unsigned_coder, unsigned_pack_tab) ? unsigned_pack_tab : NULL;
+}
+
+/* The float with this sign and key whose low bits are lp, complemented when
+ * negative: it grows with lp. */
+static float interval_float(uint32_t sign, uint32_t key, uint32_t lp) {
+    uint32_t u = sign << 31 | key << 16 | (sign ? 0xffffu - lp : lp);
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+bool kiln__q8_pack(const kiln__qcoder *c, uint32_t packed[KILN__Q8_PACKED]) {
+    if (c->extra != 1) return false;
+    for (uint32_t sign = 0; sign < 2; sign++)
+        for (uint32_t key = 0; key < KILN__QKEYS; key++) {
+            int start = c->start[sign][key];
+            float t = c->thr[start];
+            uint32_t lo = 0, hi = 0x10000; /* smallest low' with interval_float(low') >= t, 0x10000: none */
+            while (lo < hi) {
+                uint32_t mid = (lo + hi) / 2;
+                if (interval_float(sign, key, mid) >= t)
+                    hi = mid;
+                else
+                    lo = mid + 1;
+            }
+            packed[sign * KILN__QKEYS + key] = lo << 8 | (uint32_t)start;
+        }
+    return true;
 }
 
 /* Blocks per thread below which one thread does all (~64K elements). */
 #define MIN_PAR_BLOCKS 256
 
-typedef struct adam8_scalars {
-    float decay, wd, b1, b2, one_b1, one_b2, neg_step, bc2s, eps;
-    bool l2;
-} adam8_scalars;
+typedef kiln__adam8_scalars adam8_scalars;
+
+/* The vector kernels for the caps in force, or NULL (scalar loops). */
+static const kiln__q8_kernels *vector_kernels(void) { return kiln__q8_kernels_avx512(); }
 
 static void adam8_block(float *restrict p, const float *restrict g, uint8_t *mq, float *ma, uint8_t *vq, float *va,
-                        int64_t len, const adam8_scalars *s) {
+                        int64_t len, const adam8_scalars *s, const kiln__q8_kernels *k) {
     float m[KILN__QBLOCK], v[KILN__QBLOCK];
+    if (k && len == KILN__QBLOCK) {
+        k->dequant256(mq, *ma, signed_coder.map, m);
+        k->dequant256(vq, *va, unsigned_coder.map, v);
+        k->adam256(p, g, m, v, s);
+        k->quant256(m, &signed_coder, signed_pack, mq, ma);
+        k->quant256(v, &unsigned_coder, unsigned_pack, vq, va);
+        return;
+    }
     kiln__dequantize_blockwise(mq, ma, len, signed_coder.map, m);
     kiln__dequantize_blockwise(vq, va, len, unsigned_coder.map, v);
     for (int64_t i = 0; i < len; i++) {
@@ -49,6 +92,21 @@ static void adam8_block(float *restrict p, const float *restrict g, uint8_t *mq,
     }
     kiln__quantize_blockwise_coder(m, len, &signed_coder, mq, ma);
     kiln__quantize_blockwise_coder(v, len, &unsigned_coder, vq, va);
+}
+
+/* One signed block (Lion's and SGD's state), through k when it is full. */
+static void dequant(const kiln__q8_kernels *k, const uint8_t *q, const float *a, int64_t len, float *out) {
+    if (k && len == KILN__QBLOCK)
+        k->dequant256(q, *a, signed_coder.map, out);
+    else
+        kiln__dequantize_blockwise(q, a, len, signed_coder.map, out);
+}
+
+static void quant(const kiln__q8_kernels *k, const float *x, int64_t len, uint8_t *q, float *a) {
+    if (k && len == KILN__QBLOCK)
+        k->quant256(x, &signed_coder, signed_pack, q, a);
+    else
+        kiln__quantize_blockwise_coder(x, len, &signed_coder, q, a);
 }
 
 /* Checks shared by the three: f32 p and grad, an I32 codes leaf of
@@ -93,10 +151,11 @@ static kiln_status adam8_step(kiln_tensor *t, const kiln_exec *ex) {
     float *ma = t->src[3]->data, *va = t->src[5]->data;
     int64_t n = kiln_tensor_numel(t->src[0]), nb = kiln__qblocks(n);
     int nt = ex->n_threads;
+    const kiln__q8_kernels *k = vector_kernels();
 #pragma omp parallel for num_threads(nt) if (nb > MIN_PAR_BLOCKS) schedule(static)
     for (int64_t b = 0; b < nb; b++) {
         int64_t lo = b * KILN__QBLOCK, len = n - lo < KILN__QBLOCK ? n - lo : KILN__QBLOCK;
-        adam8_block(p + lo, g + lo, mq + lo, ma + b, vq + lo, va + b, len, &s);
+        adam8_block(p + lo, g + lo, mq + lo, ma + b, vq + lo, va + b, len, &s, k);
     }
     return KILN_OK;
 }
@@ -108,27 +167,32 @@ static kiln_status lion8_step(kiln_tensor *t, const kiln_exec *ex) {
     const float *h = t->src[5]->data;
     const float neg_lr = (float)(-(double)h[0]), b1 = h[1], b2 = h[2], one_b1 = (float)(1.0 - (double)h[1]),
                 one_b2 = (float)(1.0 - (double)h[2]), decay = (float)(1.0 - (double)h[0] * (double)h[3]);
+    const kiln__lion8_scalars ls = {neg_lr, b1, b2, one_b1, one_b2, decay};
     float *p = t->data;
     const float *g = t->src[1]->data;
     uint8_t *mq = t->src[2]->data;
     float *ma = t->src[3]->data;
     int64_t n = kiln_tensor_numel(t->src[0]), nb = kiln__qblocks(n);
     int nt = ex->n_threads;
+    const kiln__q8_kernels *k = vector_kernels();
 #pragma omp parallel for num_threads(nt) if (nb > MIN_PAR_BLOCKS) schedule(static)
     for (int64_t b = 0; b < nb; b++) {
         int64_t lo = b * KILN__QBLOCK, len = n - lo < KILN__QBLOCK ? n - lo : KILN__QBLOCK;
         float m[KILN__QBLOCK];
-        kiln__dequantize_blockwise(mq + lo, ma + b, len, signed_coder.map, m);
-        for (int64_t i = 0; i < len; i++) {
-            float gi = g[lo + i], mi = m[i];
-            if (!isfinite(gi)) continue;
-            float pi = p[lo + i] * decay;
-            float c = mi * b1 + gi * one_b1;
-            float sgn = (float)((c > 0) - (c < 0));
-            p[lo + i] = pi + neg_lr * sgn;
-            m[i] = mi * b2 + gi * one_b2;
-        }
-        kiln__quantize_blockwise_coder(m, len, &signed_coder, mq + lo, ma + b);
+        dequant(k, mq + lo, ma + b, len, m);
+        if (k && len == KILN__QBLOCK)
+            k->lion256(p + lo, g + lo, m, &ls);
+        else
+            for (int64_t i = 0; i < len; i++) {
+                float gi = g[lo + i], mi = m[i];
+                if (!isfinite(gi)) continue;
+                float pi = p[lo + i] * decay;
+                float c = mi * b1 + gi * one_b1;
+                float sgn = (float)((c > 0) - (c < 0));
+                p[lo + i] = pi + neg_lr * sgn;
+                m[i] = mi * b2 + gi * one_b2;
+            }
+        quant(k, m, len, mq + lo, ma + b);
     }
     return KILN_OK;
 }
@@ -141,27 +205,32 @@ static kiln_status sgd8_step(kiln_tensor *t, const kiln_exec *ex) {
     const float *h = t->src[5]->data;
     const float lr = h[0], mom = h[1], keep = (float)(1.0 - (double)h[2]), wd = h[3];
     bool nesterov = t->ip[0] != 0, first = t->ip[2] == 0;
+    const kiln__sgd8_scalars ss = {lr, mom, keep, wd, nesterov, first};
     float *p = t->data;
     const float *g = t->src[1]->data;
     uint8_t *bq = t->src[2]->data;
     float *ba = t->src[3]->data;
     int64_t n = kiln_tensor_numel(t->src[0]), nb = kiln__qblocks(n);
     int nt = ex->n_threads;
+    const kiln__q8_kernels *k = vector_kernels();
 #pragma omp parallel for num_threads(nt) if (nb > MIN_PAR_BLOCKS) schedule(static)
     for (int64_t b = 0; b < nb; b++) {
         int64_t lo = b * KILN__QBLOCK, len = n - lo < KILN__QBLOCK ? n - lo : KILN__QBLOCK;
         float buf[KILN__QBLOCK];
-        kiln__dequantize_blockwise(bq + lo, ba + b, len, signed_coder.map, buf);
-        for (int64_t i = 0; i < len; i++) {
-            float gi = g[lo + i];
-            if (!isfinite(gi)) continue;
-            if (wd != 0) gi += wd * p[lo + i];
-            float bi = first ? gi : mom * buf[i] + keep * gi;
-            buf[i] = bi;
-            gi = nesterov ? gi + mom * bi : bi;
-            p[lo + i] -= lr * gi;
-        }
-        kiln__quantize_blockwise_coder(buf, len, &signed_coder, bq + lo, ba + b);
+        dequant(k, bq + lo, ba + b, len, buf);
+        if (k && len == KILN__QBLOCK)
+            k->sgd256(p + lo, g + lo, buf, &ss);
+        else
+            for (int64_t i = 0; i < len; i++) {
+                float gi = g[lo + i];
+                if (!isfinite(gi)) continue;
+                if (wd != 0) gi += wd * p[lo + i];
+                float bi = first ? gi : mom * buf[i] + keep * gi;
+                buf[i] = bi;
+                gi = nesterov ? gi + mom * bi : bi;
+                p[lo + i] -= lr * gi;
+            }
+        quant(k, buf, len, bq + lo, ba + b);
     }
     return KILN_OK;
 }
