@@ -71,6 +71,9 @@ typedef enum kiln_status {
 const char *kiln_last_error(void);
 kiln_status kiln_last_status(void);
 void kiln_clear_error(void);
+/* Set this thread's error (for code built on kiln, e.g. models that check
+ * their configuration); returns s. */
+kiln_status kiln_set_error(kiln_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 const char *kiln_status_name(kiln_status s);
 
 /* ---- dtypes ------------------------------------------------------------ */
