@@ -27,8 +27,9 @@
  *
  * Initialization is seeded per parameter from (seed, the parameter's name),
  * so the same seed gives the same weights whatever order the parameters
- * are made in. Saving and loading go through the context's parameters
- * (kiln_save_params / kiln_load_params), by these names.
+ * are made in. Saving and loading are the context's, by these names:
+ * kiln_save_params(ctx, path) / kiln_load_params(ctx, path) (safetensors);
+ * the models add no file format of their own.
  */
 #ifndef MODEL_H
 #define MODEL_H
