@@ -148,23 +148,32 @@ KT_TEST(models_mlp_shapes_count_and_training) {
 
 KT_TEST(models_cnn_shapes_count_and_training) {
     kiln_ctx *ctx = kiln_ctx_new();
-    cnn_config c = {.channels = 2, .size = 8, .c1 = 4, .c2 = 6, .classes = 3};
+    cnn_config c = {.channels = 2, .size = 8, .c1 = 4, .c2 = 6, .hidden = 5, .classes = 3};
     cnn *m = cnn_new(ctx, &c, 3);
     KT_NOTNULL(m);
-    int64_t want = 9 * 2 * 4 + 4 + 9 * 4 * 6 + 6 + 6 * 2 * 2 * 3 + 3;
+    int64_t want = 9 * 2 * 4 + 4 + 9 * 4 * 6 + 6 + (6 * 2 * 2 + 1) * 5 + (5 + 1) * 3;
     KT_CHECK(cnn_param_count(m) == want, "cnn count %lld, want %lld", (long long)cnn_param_count(m), (long long)want);
     model_graph g;
     KT_OK(cnn_train_graph(m, 4, &g));
     KT_CHECK(kiln_tensor_dim(g.logits, 0) == 4 && kiln_tensor_dim(g.logits, 1) == 3, "cnn logits [4, 3]");
     KT_OK(kiln_tensor_fill_uniform(g.input, 5, 0.0, 1.0));
     fill_ints(g.labels, 3, 2);
-    check_loss_falls(ctx, &g, 15, "cnn");
+    check_loss_falls(ctx, &g, 30, "cnn");
     cnn_free(m);
-    /* the default is the Fashion-MNIST net: 1x28x28 -> 16 -> 32 -> 10 */
+    /* the default is the Fashion-MNIST net: 1x28x28 -> 16 -> 32 -> 128 -> 10 */
     cnn *d = cnn_new(ctx, NULL, 1);
     KT_NOTNULL(d);
-    KT_CHECK(cnn_param_count(d) == 9 * 16 + 16 + 9 * 16 * 32 + 32 + 32 * 7 * 7 * 10 + 10, "default cnn count");
+    KT_CHECK(cnn_param_count(d) == 9 * 16 + 16 + 9 * 16 * 32 + 32 + (32 * 7 * 7 + 1) * 128 + 129 * 10,
+             "default cnn count");
+    KT_CHECK(d->n_params == 8 && !strcmp(kiln_tensor_name(d->fc_w), "fc2.weight"), "default cnn parameters");
     cnn_free(d);
+    /* hidden 0: the features go straight to the head "fc" */
+    cnn *n = cnn_new(ctx, &(cnn_config){.channels = 1, .size = 4, .c1 = 2, .c2 = 3, .hidden = 0, .classes = 2}, 1);
+    KT_NOTNULL(n);
+    KT_CHECK(n->n_params == 6 && !n->hidden_w && !strcmp(kiln_tensor_name(n->fc_w), "fc.weight") &&
+                 cnn_param_count(n) == 9 * 2 + 2 + 9 * 2 * 3 + 3 + (3 + 1) * 2,
+             "cnn without a hidden layer");
+    cnn_free(n);
     kiln_ctx_free(ctx);
 }
 
