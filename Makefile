@@ -69,7 +69,7 @@ $(BUILD)/obj/%_avx512bf16.o: SIMD_FLAGS = $(SIMD_AVX512BF16)
 $(BUILD)/obj/%_amx.o: SIMD_FLAGS = $(SIMD_AMX)
 $(BUILD)/obj/%_neondot.o: SIMD_FLAGS = $(SIMD_NEONDOT)
 
-LIB_SRC  = $(wildcard core/*.c ops/*.c backends/cpu/*.c optim/*.c)
+LIB_SRC  = $(wildcard core/*.c ops/*.c backends/cpu/*.c optim/*.c quant/*.c)
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 ifeq ($(VULKAN),1)
 VK_SRC   = $(wildcard backends/vulkan/*.c)
