@@ -42,6 +42,14 @@ kiln_status kiln__errs(kiln_status s, const char *fmt, ...) {
     return s;
 }
 
+kiln_status kiln_set_error(kiln_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    set_error(s, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
 char *kiln__dims_str(int ndim, const int64_t *shape, char *buf) {
     size_t n = 0;
     buf[n++] = '[';

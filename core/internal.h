@@ -72,6 +72,7 @@ typedef enum kiln_op {
     KILN_OP_CONCAT,        /* ip[0]=axis; src: the parts */
     KILN_OP_PAD,           /* ip[2i], ip[2i+1]: before/after for axis i; fp[0]=value */
     KILN_OP_SLICE_SCATTER, /* backward of slice: zeros of the source shape with src[0] placed at ip[0]=axis ip[1]=start ip[2]=step */
+    KILN_OP_SLICE_ASSIGN,  /* in place: src[1] written into src[0] (a view of a leaf) at ip[0]=axis ip[1]=start; the node is src[0] after */
     /* rows and indices */
     KILN_OP_GET_ROWS,         /* src: table, idx */
     KILN_OP_SCATTER_ADD_ROWS, /* src: rows [N..., D], idx; ip[0] = V rows of the result */

@@ -71,6 +71,9 @@ typedef enum kiln_status {
 const char *kiln_last_error(void);
 kiln_status kiln_last_status(void);
 void kiln_clear_error(void);
+/* Set this thread's error (for code built on kiln, e.g. models that check
+ * their configuration); returns s. */
+kiln_status kiln_set_error(kiln_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 const char *kiln_status_name(kiln_status s);
 
 /* ---- dtypes ------------------------------------------------------------ */
@@ -312,6 +315,15 @@ kiln_tensor *kiln_pad(kiln_ctx *ctx, kiln_tensor *x, const int64_t *pads, double
 kiln_tensor *kiln_broadcast_to(kiln_ctx *ctx, kiln_tensor *x, int ndim, const int64_t *shape);
 /* Tile: reps has x's ndim entries (torch.Tensor.repeat). */
 kiln_tensor *kiln_repeat(kiln_ctx *ctx, kiln_tensor *x, const int64_t *reps);
+/* Write src into dst's positions start .. start + src.shape[axis] - 1
+ * along axis, in place (torch: dst.narrow(axis, start, n).copy_(src)), as
+ * a KV cache needs. dst is a leaf or a view of one that does not require
+ * grad (a write into a parameter would corrupt its gradient); src has
+ * dst's dtype and, off axis, its shape, any strides. Returns dst after the
+ * write: a node of dst's shape sharing dst's storage; read through it (a
+ * kiln_slice of it) so that the graph orders those reads after the write.
+ * The gradient flows to src only. */
+kiln_tensor *kiln_slice_assign(kiln_ctx *ctx, kiln_tensor *dst, kiln_tensor *src, int axis, int64_t start);
 /* A node that stops gradients: same values, never requires grad. */
 kiln_tensor *kiln_detach(kiln_ctx *ctx, kiln_tensor *x);
 

@@ -1,5 +1,5 @@
 /* movement_copy.c — movement ops with a kernel that copies: concat, pad,
- * slice_scatter (the gradient of slice) and cast. Constructors, checks and
+ * slice_scatter (the gradient of slice), slice_assign (in place) and cast. Constructors, checks and
  * backward rules; the kernels are in backends/cpu/movement.c. */
 #include "internal.h"
 #include "movement_copy.h"
@@ -132,6 +132,57 @@ static kiln_status slice_scatter_backward(kiln_ctx *ctx, kiln_tensor *node, kiln
     return gsrc[0] ? KILN_OK : kiln_last_status();
 }
 
+/* ---- slice_assign (in place) ---- */
+
+kiln_tensor *kiln_slice_assign(kiln_ctx *ctx, kiln_tensor *dst, kiln_tensor *src, int axis, int64_t start) {
+    char sd[96], ss[96];
+    if (!dst || !src) return NULL;
+    kiln_tensor *owner = dst->view_src ? dst->view_src : dst;
+    if (owner->op != KILN_OP_NONE || !owner->storage_bytes)
+        return kiln__err(KILN_ERR_ARG, "kiln_slice_assign: dst %s must be a leaf or a view of one",
+                         kiln__shape_str(dst, sd));
+    if (owner->flags & KILN_FLAG_REQUIRES_GRAD)
+        return kiln__err(KILN_ERR_ARG, "kiln_slice_assign: dst '%s' requires grad; an in-place write would corrupt it",
+                         owner->name);
+    if (src->dtype != dst->dtype)
+        return kiln__err(KILN_ERR_DTYPE, "kiln_slice_assign: src is %s but dst is %s", kiln_dtype_name(src->dtype),
+                         kiln_dtype_name(dst->dtype));
+    int a = kiln__axis(dst->ndim, axis);
+    bool ok = a >= 0 && src->ndim == dst->ndim && start >= 0;
+    for (int d = 0; ok && d < dst->ndim; d++) ok = d == a || src->shape[d] == dst->shape[d];
+    if (ok) ok = start + src->shape[a] <= dst->shape[a];
+    if (!ok)
+        return kiln__err(KILN_ERR_SHAPE, "kiln_slice_assign: src %s does not fit into dst %s at axis %d start %lld",
+                         kiln__shape_str(src, ss), kiln__shape_str(dst, sd), axis, (long long)start);
+    for (int d = 0; d < dst->ndim; d++)
+        if (dst->shape[d] > 1 && dst->stride[d] == 0)
+            return kiln__err(KILN_ERR_ARG, "kiln_slice_assign: dst %s is a broadcast view (elements overlap)",
+                             kiln__shape_str(dst, sd));
+    kiln_tensor *srcs[2] = {dst, src};
+    kiln_tensor *t = kiln__node_new(ctx, KILN_OP_SLICE_ASSIGN, dst->dtype, dst->ndim, dst->shape, 2, srcs);
+    if (!t) return NULL;
+    memcpy(t->stride, dst->stride, sizeof t->stride);
+    t->view_src = owner;
+    t->view_offs = dst->view_offs;
+    t->ip[0] = a;
+    t->ip[1] = start;
+    return t;
+}
+
+/* src gets its slab of gy; dst (when it carries an earlier write's gradient)
+ * gets gy with that slab zeroed, since the write replaced those values. */
+static kiln_status slice_assign_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor *gy, kiln_tensor **gsrc) {
+    kiln_tensor *dst = node->src[0], *src = node->src[1];
+    int a = (int)node->ip[0];
+    int64_t start = node->ip[1];
+    kiln_tensor *slab = kiln_slice(ctx, gy, a, start, start + src->shape[a], 1);
+    if (kiln_tensor_requires_grad(src) && !(gsrc[1] = slab)) return kiln_last_status();
+    if (kiln_tensor_requires_grad(dst) &&
+        !(gsrc[0] = kiln_sub(ctx, gy, kiln__slice_scatter(ctx, slab, gy->ndim, gy->shape, a, start, 1))))
+        return kiln_last_status();
+    return KILN_OK;
+}
+
 /* ---- cast ---- */
 
 kiln_tensor *kiln_cast(kiln_ctx *ctx, kiln_tensor *x, kiln_dtype dtype) {
@@ -155,5 +206,6 @@ void kiln__ops_register_movement_copy(kiln_op_info *tab) {
     tab[KILN_OP_CONCAT] = (kiln_op_info){"concat", KILN_KIND_KERNEL, concat_backward};
     tab[KILN_OP_PAD] = (kiln_op_info){"pad", KILN_KIND_KERNEL, pad_backward};
     tab[KILN_OP_SLICE_SCATTER] = (kiln_op_info){"slice_scatter", KILN_KIND_KERNEL, slice_scatter_backward};
+    tab[KILN_OP_SLICE_ASSIGN] = (kiln_op_info){"slice_assign", KILN_KIND_INPLACE, slice_assign_backward};
     tab[KILN_OP_CAST] = (kiln_op_info){"cast", KILN_KIND_KERNEL, cast_backward};
 }

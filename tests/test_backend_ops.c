@@ -382,6 +382,14 @@ static kiln_tensor *b_bcast_mul(bo_io *io) { /* a broadcast view into a kernel *
 }
 static kiln_tensor *b_repeat(bo_io *io) { return kiln_repeat(CTX, IN(2, 3), (int64_t[]){2, 3}); }
 static kiln_tensor *b_repeat3(bo_io *io) { return kiln_repeat(CTX, IN(2, 1, 3), (int64_t[]){1, 4, 2}); }
+/* in place into a constant: a permuted source into a middle slab, and a
+ * second write read through the first (the KV cache's pattern) */
+static kiln_tensor *b_slice_assign(bo_io *io) {
+    kiln_tensor *dst = bo_const(io, io->dt, -1, 1, BO_SHAPE(2, 3, 9, 4));
+    kiln_tensor *src = kiln_permute(CTX, IN(2, 4, 3, 2), (int[]){0, 2, 3, 1});
+    kiln_tensor *t = kiln_slice_assign(CTX, dst, src, 2, 5);
+    return kiln_slice_assign(CTX, kiln_slice(CTX, t, 2, 1, 8, 1), IN(2, 3, 1, 4), -2, 0);
+}
 static kiln_tensor *b_detach(bo_io *io) { return kiln_mul(CTX, IN(4, 5), kiln_detach(CTX, IN(4, 5))); }
 
 static const bo_case movement_cases[] = {
@@ -404,6 +412,8 @@ static const bo_case movement_cases[] = {
     {"repeat", b_repeat, F32, BO_EXACT, 0, NULL},
     {"repeat_3d", b_repeat3, F32, BO_EXACT, 0, NULL},
     {"detach", b_detach, F32, BO_EXACT, 0, NULL},
+    {"slice_assign", b_slice_assign, F32, BO_EXACT, 0, NULL},
+    {"slice_assign", b_slice_assign, F16, BO_HALF, 0, NULL},
     {"contiguous_transpose", b_contig_t, F16, BO_HALF, 0, NULL},
     {"concat_axis1_views", b_concat1_views, F16, BO_HALF, 0, NULL},
     {"pad_2d", b_pad2d, F16, BO_HALF, 0, &PAD_HALF},

@@ -51,6 +51,7 @@ static bool is_half(kiln_dtype t) { return t == KILN_F16 || t == KILN_BF16; }
 static bool takes_half(kiln_op op) {
     switch (op) {
     case KILN_OP_CONTIGUOUS: case KILN_OP_CAST: case KILN_OP_CONCAT: case KILN_OP_PAD: case KILN_OP_SLICE_SCATTER:
+    case KILN_OP_SLICE_ASSIGN:
     case KILN_OP_GET_ROWS: case KILN_OP_ONE_HOT: case KILN_OP_MATMUL: return true;
     default: return false;
     }

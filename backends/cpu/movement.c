@@ -1,6 +1,6 @@
 /* movement.c — CPU kernels of the movement ops that copy: contiguous and
  * cast (any source strides), concat, pad and slice_scatter (contiguous
- * sources). Copies move bytes, so they work for every dtype. */
+ * sources), slice_assign (any strides, in place). Copies move bytes, so they work for every dtype. */
 #include "internal.h"
 #include "strided.h"
 
@@ -143,10 +143,39 @@ static kiln_status slice_scatter_kernel(kiln_tensor *t, const kiln_exec *ex) {
     return KILN_OK;
 }
 
+/* src (any strides) into t's storage at ip[1] along axis ip[0] (t has dst's strides). */
+static kiln_status slice_assign_kernel(kiln_tensor *t, const kiln_exec *ex) {
+    const kiln_tensor *x = t->src[1];
+    int nd = x->ndim, a = (int)t->ip[0];
+    size_t es = kiln__types[t->dtype].size;
+    int64_t len = nd ? x->shape[nd - 1] : 1, rows = kiln_tensor_numel(x) / (len ? len : 1);
+    int64_t is = nd ? x->stride[nd - 1] : 1, os = nd ? t->stride[nd - 1] : 1;
+    const char *src = x->data;
+    char *dst = (char *)t->data + (size_t)(t->ip[1] * t->stride[a]) * es;
+    if (kiln_tensor_numel(x) == 0) return KILN_OK;
+#pragma omp parallel for num_threads(ex->n_threads) if (rows * len > PAR_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t xo = 0, yo = 0, rem = r;
+        for (int d = nd - 2; d >= 0; d--) {
+            int64_t c = rem % x->shape[d];
+            rem /= x->shape[d];
+            xo += c * x->stride[d];
+            yo += c * t->stride[d];
+        }
+        const char *in = src + (size_t)xo * es;
+        char *out = dst + (size_t)yo * es;
+        if (is == 1 && os == 1) memcpy(out, in, (size_t)len * es);
+        else
+            for (int64_t i = 0; i < len; i++) memcpy(out + (size_t)(i * os) * es, in + (size_t)(i * is) * es, es);
+    }
+    return KILN_OK;
+}
+
 void kiln__cpu_register_movement(kiln_cpu_kernel *tab) {
     tab[KILN_OP_CONTIGUOUS] = contiguous_kernel;
     tab[KILN_OP_CAST] = cast_kernel;
     tab[KILN_OP_CONCAT] = concat_kernel;
     tab[KILN_OP_PAD] = pad_kernel;
     tab[KILN_OP_SLICE_SCATTER] = slice_scatter_kernel;
+    tab[KILN_OP_SLICE_ASSIGN] = slice_assign_kernel;
 }

@@ -1,8 +1,8 @@
 /* vk_movement.c — the movement kernels of the Vulkan backend (see vk.h):
- * concat, pad and slice_scatter. Copies move bits, so every dtype runs as
+ * concat, pad, slice_scatter and slice_assign. Copies move bits, so every dtype runs as
  * its width (shaders mov_*_b16/_b32/_b64; 16 bits needs the device's f16
  * storage), and sources may be any strided view. Concat copies each part
- * into its slab (mov_copy); pad and slice_scatter write every output
+ * into its slab and slice_assign its source into place (mov_copy); pad and slice_scatter write every output
  * element once, from the source or the fill value (mov_embed). */
 #include "vk.h"
 
@@ -140,8 +140,35 @@ static kiln_status slice_scatter_record(kiln_vk *vk, kiln_tensor *t, const kiln_
     return embed_record(vk, t, &pc);
 }
 
+/* ---- slice_assign: src copied into t's storage (dst's strides) in place ---- */
+
+static bool slice_assign_supports(const kiln_vk *vk, const kiln_tensor *t) {
+    const kiln_tensor *x = t->src[1];
+    return width(vk, t->dtype) >= 0 && x->dtype == t->dtype && x->ndim == t->ndim && operand_ok(vk, t) &&
+           operand_ok(vk, x) && t->ip[1] >= 0 && t->ip[1] * t->stride[t->ip[0]] <= INT32_MAX;
+}
+
+static kiln_status slice_assign_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    const kiln_tensor *x = t->src[1];
+    int64_t n = kiln_tensor_numel(x);
+    if (n == 0) return KILN_OK;
+    copy_pc pc = {(uint32_t)n, (uint32_t)t->ndim, kiln__vk_base(vk, x),
+                  kiln__vk_base(vk, t) + (uint32_t)(t->ip[1] * t->stride[t->ip[0]]), {0}, {0}, {0}};
+    for (int d = 0; d < t->ndim; d++) {
+        pc.shape[d] = (uint32_t)x->shape[d];
+        pc.xstride[d] = (uint32_t)x->stride[d];
+        pc.ystride[d] = (uint32_t)t->stride[d];
+    }
+    kiln_vk_dispatch dp = {.shader = copy_shader[width(vk, t->dtype)], .n = 2, .bind = {x, t}, .push = &pc,
+                           .push_size = sizeof pc};
+    kiln__vk_groups_1d(vk, (uint64_t)n, 256, dp.groups);
+    return kiln__vk_dispatch(vk, &dp);
+}
+
 void kiln__vk_register_movement(kiln_vk_kernel *tab) {
     tab[KILN_OP_CONCAT] = (kiln_vk_kernel){concat_supports, concat_record};
     tab[KILN_OP_PAD] = (kiln_vk_kernel){pad_supports, pad_record};
     tab[KILN_OP_SLICE_SCATTER] = (kiln_vk_kernel){slice_scatter_supports, slice_scatter_record};
+    tab[KILN_OP_SLICE_ASSIGN] = (kiln_vk_kernel){slice_assign_supports, slice_assign_record};
 }

@@ -1,0 +1,211 @@
+/* llama.c — the Llama architecture and its KV cache (see llama.h). Shapes:
+ * B batch, T positions, D dim, H query heads, G kv heads, hd = D / H. */
+#include "llama.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+llama_config llama_defaults(void) {
+    return (llama_config){.vocab = 256, .context = 128, .layers = 4, .heads = 4, .kv_heads = 0, .dim = 256,
+                          .hidden = 0, .multiple_of = 256, .norm_eps = 1e-5, .rope_theta = 10000.0};
+}
+
+/* Make parameter "layers.{layer}.{what}" (or "{what}" for layer < 0) and list it. */
+static kiln_tensor *param(llama *m, int layer, const char *what, int ndim, const int64_t *shape, model_init init,
+                          uint64_t seed) {
+    char name[64];
+    if (layer >= 0) snprintf(name, sizeof name, "layers.%d.%s", layer, what);
+    else snprintf(name, sizeof name, "%s", what);
+    kiln_tensor *p = model_param(m->ctx, name, ndim, shape, init, 0.02, seed);
+    if (p) m->params[m->n_params++] = p;
+    return p;
+}
+
+llama *llama_new(kiln_ctx *ctx, const llama_config *cfg, uint64_t seed) {
+    llama_config c = cfg ? *cfg : llama_defaults();
+    if (c.kv_heads == 0) c.kv_heads = c.heads;
+    if (c.hidden == 0 && c.multiple_of > 0) { /* Meta's FeedForward sizing */
+        int64_t h = 2 * (4 * c.dim) / 3;
+        c.hidden = c.multiple_of * ((h + c.multiple_of - 1) / c.multiple_of);
+    }
+    if (!ctx || c.vocab < 1 || c.context < 1 || c.layers < 1 || c.heads < 1 || c.kv_heads < 1 || c.dim < 1 ||
+        c.hidden < 1 || c.dim % c.heads || c.heads % c.kv_heads || (c.dim / c.heads) % 2 || !(c.norm_eps > 0) ||
+        !(c.rope_theta > 0)) {
+        kiln_set_error(KILN_ERR_ARG, "llama_new: %s",
+                       ctx ? "sizes must be >= 1, heads divide dim into even head sizes, kv_heads divide heads"
+                           : "ctx is NULL");
+        return NULL;
+    }
+    llama *m = calloc(1, sizeof *m);
+    if (m) m->layers = calloc((size_t)c.layers, sizeof *m->layers);
+    if (m) m->params = calloc((size_t)(3 + 9 * c.layers), sizeof *m->params);
+    if (!m || !m->layers || !m->params) {
+        llama_free(m);
+        kiln_set_error(KILN_ERR_OOM, "llama_new: out of memory");
+        return NULL;
+    }
+    m->ctx = ctx;
+    m->cfg = c;
+    const int64_t D = c.dim, hd = c.dim / c.heads, Q = c.heads * hd, KV = c.kv_heads * hd, F = c.hidden;
+    bool ok = (m->tok_embeddings =
+                   param(m, -1, "tok_embeddings.weight", 2, (int64_t[]){c.vocab, D}, MODEL_INIT_NORMAL, seed)) != NULL;
+    for (int l = 0; ok && l < c.layers; l++) {
+        llama_layer *y = &m->layers[l];
+        ok = (y->attention_norm = param(m, l, "attention_norm.weight", 1, (int64_t[]){D}, MODEL_INIT_ONES, seed)) &&
+             (y->wq = param(m, l, "attention.wq.weight", 2, (int64_t[]){Q, D}, MODEL_INIT_NORMAL, seed)) &&
+             (y->wk = param(m, l, "attention.wk.weight", 2, (int64_t[]){KV, D}, MODEL_INIT_NORMAL, seed)) &&
+             (y->wv = param(m, l, "attention.wv.weight", 2, (int64_t[]){KV, D}, MODEL_INIT_NORMAL, seed)) &&
+             (y->wo = param(m, l, "attention.wo.weight", 2, (int64_t[]){D, Q}, MODEL_INIT_NORMAL, seed)) &&
+             (y->ffn_norm = param(m, l, "ffn_norm.weight", 1, (int64_t[]){D}, MODEL_INIT_ONES, seed)) &&
+             (y->w1 = param(m, l, "feed_forward.w1.weight", 2, (int64_t[]){F, D}, MODEL_INIT_NORMAL, seed)) &&
+             (y->w2 = param(m, l, "feed_forward.w2.weight", 2, (int64_t[]){D, F}, MODEL_INIT_NORMAL, seed)) &&
+             (y->w3 = param(m, l, "feed_forward.w3.weight", 2, (int64_t[]){F, D}, MODEL_INIT_NORMAL, seed));
+    }
+    ok = ok && (m->norm = param(m, -1, "norm.weight", 1, (int64_t[]){D}, MODEL_INIT_ONES, seed)) &&
+         (m->output = param(m, -1, "output.weight", 2, (int64_t[]){c.vocab, D}, MODEL_INIT_NORMAL, seed));
+    if (!ok) {
+        llama_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void llama_free(llama *m) {
+    if (!m) return;
+    free(m->layers);
+    free(m->params);
+    free(m);
+}
+
+llama_cache *llama_cache_new(llama *m, int64_t batch, int64_t len) {
+    const llama_config *c = &m->cfg;
+    if (batch < 1 || len < 1 || len > c->context) {
+        kiln_set_error(KILN_ERR_ARG, "llama_cache_new: batch %lld and len %lld must be >= 1, len <= context %lld",
+                       (long long)batch, (long long)len, (long long)c->context);
+        return NULL;
+    }
+    llama_cache *k = calloc(1, sizeof *k);
+    if (k) k->k = calloc((size_t)(2 * c->layers), sizeof *k->k);
+    if (!k || !k->k) {
+        llama_cache_free(k);
+        kiln_set_error(KILN_ERR_OOM, "llama_cache_new: out of memory");
+        return NULL;
+    }
+    k->v = k->k + c->layers;
+    k->batch = batch;
+    k->len = len;
+    for (int l = 0; l < 2 * c->layers; l++)
+        if (!(k->k[l] = kiln_new_4d(m->ctx, KILN_F32, batch, c->kv_heads, len, c->dim / c->heads))) {
+            llama_cache_free(k);
+            return NULL;
+        }
+    return k;
+}
+
+void llama_cache_free(llama_cache *c) {
+    if (!c) return;
+    free(c->k);
+    free(c);
+}
+
+/* x [B, T, heads*hd] -> [B, heads, T, hd] */
+static kiln_tensor *split_heads(kiln_ctx *ctx, kiln_tensor *x, int64_t B, int64_t T, int64_t heads, int64_t hd) {
+    return kiln_permute(ctx, kiln_reshape(ctx, x, 4, (int64_t[]){B, T, heads, hd}), (int[]){0, 2, 1, 3});
+}
+
+/* Grouped-query causal self-attention of x [B, T, D] (normalized). */
+static kiln_tensor *attention(llama *m, int l, kiln_tensor *x, kiln_tensor *pos, llama_cache *cache, int64_t p0,
+                              int64_t B, int64_t T) {
+    kiln_ctx *ctx = m->ctx;
+    const llama_layer *y = &m->layers[l];
+    const int64_t H = m->cfg.heads, G = m->cfg.kv_heads, hd = m->cfg.dim / H;
+    const double theta = m->cfg.rope_theta;
+    kiln_tensor *q = split_heads(ctx, kiln_linear(ctx, x, y->wq, NULL), B, T, H, hd);
+    kiln_tensor *k = split_heads(ctx, kiln_linear(ctx, x, y->wk, NULL), B, T, G, hd);
+    kiln_tensor *v = split_heads(ctx, kiln_linear(ctx, x, y->wv, NULL), B, T, G, hd);
+    q = kiln_rope(ctx, q, pos, theta, KILN_ROPE_INTERLEAVED);
+    k = kiln_rope(ctx, k, pos, theta, KILN_ROPE_INTERLEAVED);
+    if (cache) { /* write this step's k, v at p0, then read every position so far */
+        k = kiln_slice(ctx, kiln_slice_assign(ctx, cache->k[l], k, 2, p0), 2, 0, p0 + T, 1);
+        v = kiln_slice(ctx, kiln_slice_assign(ctx, cache->v[l], v, 2, p0), 2, 0, p0 + T, 1);
+    }
+    /* causal with the last query aligned to the last key: right with a cache too */
+    kiln_tensor *a = kiln_permute(ctx, kiln_attention(ctx, q, k, v, true, 0.0), (int[]){0, 2, 1, 3});
+    return kiln_linear(ctx, kiln_reshape(ctx, a, 3, (int64_t[]){B, T, H * hd}), y->wo, NULL);
+}
+
+kiln_tensor *llama_forward(llama *m, kiln_tensor *idx, llama_cache *cache, int64_t pos) {
+    kiln_ctx *ctx = m->ctx;
+    if (!idx) return NULL;
+    const int64_t B = kiln_tensor_dim(idx, 0), T = kiln_tensor_ndim(idx) == 2 ? kiln_tensor_dim(idx, 1) : 0;
+    int64_t limit = cache ? cache->len : m->cfg.context;
+    if (kiln_tensor_ndim(idx) != 2 || pos < 0 || pos + T > limit || (cache && cache->batch != B)) {
+        kiln_set_error(KILN_ERR_SHAPE, "llama_forward: idx must be [B, T] with pos %lld + T <= %lld%s",
+                       (long long)pos, (long long)limit, cache ? " and B the cache's batch" : "");
+        return NULL;
+    }
+    /* positions pos .. pos + T - 1, a leaf filled now */
+    kiln_tensor *positions = kiln_tensor_new(ctx, KILN_I32, 1, (int64_t[]){T});
+    int32_t *pv = malloc((size_t)T * sizeof *pv);
+    if (!positions || !pv) {
+        free(pv);
+        if (positions) kiln_set_error(KILN_ERR_OOM, "llama_forward: out of memory");
+        return NULL;
+    }
+    for (int64_t i = 0; i < T; i++) pv[i] = (int32_t)(pos + i);
+    kiln_status s = kiln_tensor_set_i32(positions, pv, T);
+    free(pv);
+    if (s) return NULL;
+    const double eps = m->cfg.norm_eps;
+    kiln_tensor *h = kiln_get_rows(ctx, m->tok_embeddings, idx);
+    for (int l = 0; l < m->cfg.layers; l++) {
+        const llama_layer *y = &m->layers[l];
+        h = kiln_add(ctx, h, attention(m, l, kiln_rms_norm(ctx, h, y->attention_norm, eps), positions, cache, pos, B, T));
+        kiln_tensor *x = kiln_rms_norm(ctx, h, y->ffn_norm, eps);
+        kiln_tensor *gate = kiln_mul(ctx, kiln_silu(ctx, kiln_linear(ctx, x, y->w1, NULL)), kiln_linear(ctx, x, y->w3, NULL));
+        h = kiln_add(ctx, h, kiln_linear(ctx, gate, y->w2, NULL));
+    }
+    return kiln_linear(ctx, kiln_rms_norm(ctx, h, m->norm, eps), m->output, NULL);
+}
+
+kiln_status llama_cache_step(llama *m, llama_cache *c, const int32_t *tokens, int64_t n, float *logits) {
+    kiln_ctx *ctx = m->ctx;
+    if (!c || !tokens || !logits || n < 1)
+        return kiln_set_error(KILN_ERR_ARG, "llama_cache_step: needs a cache, tokens, logits and n >= 1");
+    bool was = kiln_ctx_grad_enabled(ctx);
+    kiln_ctx_set_grad_enabled(ctx, false);
+    kiln_tensor *idx = kiln_new_2d(ctx, KILN_I32, c->batch, n);
+    kiln_status s = idx ? kiln_tensor_set_i32(idx, tokens, c->batch * n) : kiln_last_status();
+    kiln_tensor *out = s ? NULL : kiln_slice(ctx, llama_forward(m, idx, c, c->pos), 1, n - 1, n, 1);
+    kiln_graph *g = out ? kiln_graph_new(ctx) : NULL;
+    if (!s && !g) s = kiln_last_status() ? kiln_last_status() : KILN_ERR_STATE;
+    if (!s) s = kiln_graph_add(g, out);
+    if (!s) s = kiln_graph_compute(g);
+    if (!s) s = kiln_tensor_get_f32(out, logits, c->batch * m->cfg.vocab);
+    if (!s) c->pos += n;
+    if (g) kiln_graph_free_buffers(g);
+    kiln_ctx_set_grad_enabled(ctx, was);
+    return s;
+}
+
+static kiln_status build(llama *m, int64_t batch, int64_t seq, model_graph *out, bool train) {
+    kiln_ctx *ctx = m->ctx;
+    bool was = kiln_ctx_grad_enabled(ctx);
+    kiln_ctx_set_grad_enabled(ctx, train);
+    *out = (model_graph){0};
+    out->input = kiln_new_2d(ctx, KILN_I32, batch, seq);
+    out->labels = kiln_new_2d(ctx, KILN_I32, batch, seq);
+    kiln_tensor *logits = out->input && out->labels ? llama_forward(m, out->input, NULL, 0) : NULL;
+    kiln_tensor *loss = kiln_cross_entropy(ctx, logits, out->labels, -100);
+    kiln_status s = model_graph_finish(ctx, out, logits, loss, train);
+    kiln_ctx_set_grad_enabled(ctx, was);
+    return s;
+}
+
+kiln_status llama_train_graph(llama *m, int64_t batch, int64_t seq, model_graph *out) {
+    return build(m, batch, seq, out, true);
+}
+kiln_status llama_eval_graph(llama *m, int64_t batch, int64_t seq, model_graph *out) {
+    return build(m, batch, seq, out, false);
+}
+int64_t llama_param_count(const llama *m) { return model_count(m->params, m->n_params); }

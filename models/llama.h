@@ -1,0 +1,106 @@
+/* llama.h — the Llama architecture (Touvron et al. 2023; as Meta's
+ * reference model.py): token embedding, n_layers blocks of RMSNorm ->
+ * grouped-query causal self-attention with rotary positions -> residual,
+ * RMSNorm -> SwiGLU MLP (w2(silu(w1 x) * w3 x)) -> residual, a final
+ * RMSNorm and an untied output head. No biases. RoPE rotates the pairs
+ * (x[2i], x[2i+1]) as Meta's complex-number form does (KILN_ROPE_INTERLEAVED;
+ * Hugging Face's checkpoints permute wq/wk for the NEOX halves instead).
+ * Grouped-query attention: kv_heads (<= heads, dividing it) k/v heads,
+ * each shared by heads / kv_heads query heads.
+ *
+ * Init as Hugging Face's LlamaPreTrainedModel: weights and the embedding
+ * N(0, 0.02), norms 1.
+ *
+ * Parameters, named as Meta's checkpoints:
+ *   tok_embeddings.weight [vocab, dim],
+ *   layers.{i}.attention_norm.weight [dim],
+ *   layers.{i}.attention.wq.weight [heads*hd, dim], .wk / .wv [kv_heads*hd, dim],
+ *   layers.{i}.attention.wo.weight [dim, heads*hd],
+ *   layers.{i}.ffn_norm.weight [dim],
+ *   layers.{i}.feed_forward.w1 / .w3 [hidden, dim], .w2 [dim, hidden],
+ *   norm.weight [dim], output.weight [vocab, dim]      (hd = dim / heads)
+ *
+ * Generation with the KV cache: the prompt, then one token at a time; each
+ * step writes its keys and values into the cache (kiln_slice_assign) and
+ * attends over every position so far, so its logits equal the last
+ * position's logits of a forward pass over the whole sequence.
+ *
+ *     llama *m = llama_new(ctx, NULL, 1);
+ *     llama_cache *c = llama_cache_new(m, 1, m->cfg.context);
+ *     float logits[256];
+ *     llama_cache_step(m, c, prompt, n_prompt, logits);   // the prompt at once
+ *     for (...) {
+ *         int32_t next = pick(logits);
+ *         llama_cache_step(m, c, &next, 1, logits);          // one token
+ *     }
+ */
+#ifndef LLAMA_H
+#define LLAMA_H
+
+#include "model.h"
+
+typedef struct llama_config {
+    int64_t vocab;       /* 256: bytes */
+    int64_t context;     /* longest sequence (Meta's max_seq_len) */
+    int64_t layers, heads;
+    int64_t kv_heads;    /* 0: heads (Meta's n_kv_heads None) */
+    int64_t dim;
+    int64_t hidden;      /* 0: Meta's rule, 2/3 of 4 dim rounded up to multiple_of */
+    int64_t multiple_of; /* 256 as Meta's default */
+    double norm_eps;     /* 1e-5 */
+    double rope_theta;   /* 10000 (Llama 2) */
+} llama_config;
+
+/* vocab 256, context 128, 4 layers, 4 heads (kv_heads = heads), dim 256,
+ * hidden by Meta's rule (768), norm_eps 1e-5, rope_theta 10000 */
+llama_config llama_defaults(void);
+
+typedef struct llama_layer {
+    kiln_tensor *attention_norm, *wq, *wk, *wv, *wo;
+    kiln_tensor *ffn_norm, *w1, *w2, *w3;
+} llama_layer;
+
+typedef struct llama {
+    kiln_ctx *ctx;
+    llama_config cfg; /* with kv_heads and hidden resolved */
+    kiln_tensor *tok_embeddings, *norm, *output;
+    llama_layer *layers;
+    kiln_tensor **params; /* every parameter, in state_dict order */
+    int n_params;
+} llama;
+
+/* cfg NULL: llama_defaults(). NULL on failure (kiln_last_error() says why). */
+llama *llama_new(kiln_ctx *ctx, const llama_config *cfg, uint64_t seed);
+void llama_free(llama *m);
+
+/* Keys and values of every layer so far: leaves [batch, kv_heads, len, hd]
+ * of the model's context, and the next position to write. */
+typedef struct llama_cache {
+    int64_t batch, len, pos;
+    kiln_tensor **k, **v; /* one per layer */
+} llama_cache;
+
+llama_cache *llama_cache_new(llama *m, int64_t batch, int64_t len);
+void llama_cache_free(llama_cache *c); /* the struct; the tensors live in the context */
+
+/* logits [B, T, vocab] of token ids idx i32 [B, T] at positions pos ..
+ * pos + T - 1. cache NULL: attention over these T tokens only (pos 0 for
+ * training). With a cache: their keys and values are written into it at
+ * pos and the attention sees positions 0 .. pos + T - 1 (the caller keeps
+ * cache->pos; llama_cache_step does). */
+kiln_tensor *llama_forward(llama *m, kiln_tensor *idx, llama_cache *cache, int64_t pos);
+
+/* Run n tokens per sequence (tokens [batch, n], row-major) at cache->pos,
+ * advance cache->pos by n, and write the last position's logits
+ * [batch, vocab] into logits. Builds and computes a small graph in the
+ * model's context each call, so the context's metadata grows a little per
+ * step. */
+kiln_status llama_cache_step(llama *m, llama_cache *c, const int32_t *tokens, int64_t n, float *logits);
+
+/* input: tokens i32 [batch, seq]; labels: the next tokens i32 [batch, seq] */
+kiln_status llama_train_graph(llama *m, int64_t batch, int64_t seq, model_graph *out);
+kiln_status llama_eval_graph(llama *m, int64_t batch, int64_t seq, model_graph *out);
+/* 2 vocab dim + dim + layers (2 dim + 2 dim^2 + 2 dim kv_heads hd + 3 dim hidden) */
+int64_t llama_param_count(const llama *m);
+
+#endif

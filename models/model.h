@@ -1,0 +1,72 @@
+/* model.h — what the models in models/ share: the graphs they build and
+ * how they make their parameters.
+ *
+ * Each model (mlp.h, cnn.h, gpt.h, llama.h) makes its parameters with
+ * kiln_param() in the caller's context, named as PyTorch's state_dict keys,
+ * and builds two graphs over them, both in that context:
+ *
+ *   - a training graph: input and label leaves, logits, the mean
+ *     cross-entropy loss, and its backward pass (kiln_graph_backward), so
+ *     one kiln_graph_compute() + kiln_optim_step() is one training step;
+ *   - an evaluation graph: the same forward pass built with gradients
+ *     disabled and the graph in eval mode (logits and loss, no backward).
+ *
+ * Usage, with any model (here the MLP):
+ *
+ *     kiln_ctx *ctx = kiln_ctx_new();
+ *     mlp *m = mlp_new(ctx, NULL, 42);               // NULL: mlp_defaults()
+ *     model_graph train;
+ *     if (!m || mlp_train_graph(m, 64, &train)) die(kiln_last_error());
+ *     kiln_optim *opt = kiln_adamw_new(ctx, NULL);
+ *     // per step: fill train.input and train.labels, then
+ *     kiln_graph_compute(train.graph);
+ *     kiln_optim_step(opt);
+ *     printf("loss %f\n", kiln_tensor_item(train.loss));
+ *     mlp_free(m);                                   // the struct; tensors live in ctx
+ *     kiln_ctx_free(ctx);
+ *
+ * Initialization is seeded per parameter from (seed, the parameter's name),
+ * so the same seed gives the same weights whatever order the parameters
+ * are made in. Saving and loading are the context's, by these names:
+ * kiln_save_params(ctx, path) / kiln_load_params(ctx, path) (safetensors);
+ * the models add no file format of their own.
+ */
+#ifndef MODEL_H
+#define MODEL_H
+
+#include "kiln.h"
+
+/* The leaves and outputs of a model's graph. input is f32 (images) or i32
+ * token ids [batch, seq]; labels is i32 (class per image, or next token per
+ * position); loss is the mean cross-entropy (shape [1]). */
+typedef struct model_graph {
+    kiln_graph *graph;
+    kiln_tensor *input, *labels;
+    kiln_tensor *logits, *loss;
+} model_graph;
+
+/* How a parameter starts. */
+typedef enum model_init {
+    MODEL_INIT_ZEROS = 0,
+    MODEL_INIT_ONES,
+    MODEL_INIT_NORMAL, /* N(0, arg^2) */
+    MODEL_INIT_LINEAR  /* torch.nn.Linear/Conv2d's U(-1/sqrt(arg), 1/sqrt(arg)), arg = fan_in */
+} model_init;
+
+/* A named f32 parameter of ctx, initialized from (seed, name). NULL on
+ * failure with kiln's error set. */
+kiln_tensor *model_param(kiln_ctx *ctx, const char *name, int ndim, const int64_t *shape, model_init init,
+                         double arg, uint64_t seed);
+
+/* The seed a parameter named name gets from the model's seed. */
+uint64_t model_param_seed(uint64_t seed, const char *name);
+
+/* Add logits and loss to a new graph of ctx; with backward, append the
+ * loss's backward pass, else put the graph in eval mode. g->input and
+ * g->labels must already be set. */
+kiln_status model_graph_finish(kiln_ctx *ctx, model_graph *g, kiln_tensor *logits, kiln_tensor *loss, bool backward);
+
+/* Elements of the tensors in list (n of them). */
+int64_t model_count(kiln_tensor *const *list, int n);
+
+#endif
