@@ -52,8 +52,11 @@ else
     for o in galore8bit apollo-mini; do
         check "fashion_cnn_$o" 0 "cnn $o: test accuracy .*optimizer state" "$bin/fashion" --optim "$o" $tiny
     done
-    check fashion_save 0 "checkpoint: " "$bin/fashion" --optim adamw $tiny --epochs 1 --save "$tmp/f.safetensors"
-    check fashion_resume 0 "resumed from .* at step 2 (epoch 2)" \
+    # a run stopped after epoch 1 and resumed ends exactly as one that never stopped
+    full=$("$bin/fashion" --optim adamw $tiny --epochs 2 2>&1 | grep "^epoch 2: train loss")
+    check fashion_save 0 "checkpoint: " \
+        "$bin/fashion" --optim adamw $tiny --epochs 2 --stop 1 --save "$tmp/f.safetensors"
+    check fashion_resume_same_result 0 "^${full:-no result}$" \
         "$bin/fashion" --optim adamw $tiny --epochs 2 --resume "$tmp/f.safetensors"
     check fashion_resume_other_optimizer 1 "resuming" \
         "$bin/fashion" --optim lion $tiny --epochs 2 --resume "$tmp/f.safetensors"

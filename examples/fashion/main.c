@@ -4,8 +4,8 @@
  *
  *     build/examples/fashion --model cnn --optim adamw --epochs 3
  *     build/examples/fashion --model mlp --optim lion8bit --lr 1e-4
- *     build/examples/fashion --optim galore --save run.safetensors      (a checkpoint per epoch)
- *     build/examples/fashion --optim galore --epochs 5 --resume run.safetensors
+ *     build/examples/fashion --optim galore --save run.st --stop 1     (a checkpoint per epoch)
+ *     build/examples/fashion --optim galore --resume run.st            (epochs 2 and 3)
  *
  * A checkpoint (kiln_checkpoint_save) holds the parameters and the
  * optimizer's whole state (moments, step count, schedule) in one
@@ -112,7 +112,7 @@ static kiln_optim *make_optim(kiln_ctx *ctx, const char *name, float lr, float w
 int main(int argc, char **argv) {
     const char *model_name = "cnn", *optim = "adamw", *backend = "cpu", *data_dir = DATA_FASHION_DIR;
     const char *save = NULL, *resume = NULL;
-    int epochs = 3, batch = 128, threads = 0, limit = 0, rank = 32, hidden = 0;
+    int epochs = 3, stop = 0, batch = 128, threads = 0, limit = 0, rank = 32, hidden = 0;
     float lr = 0, wd = 0.01f, warmup = 0.05f;
     uint64_t seed = 1;
     args_opt opts[] = {
@@ -131,14 +131,15 @@ int main(int argc, char **argv) {
         {"backend", ARGS_CHOICE, &backend, "B", "where the graphs run", .choices = "cpu|vulkan"},
         {"data", ARGS_STRING, &data_dir, "DIR", "Fashion-MNIST's IDX files", NULL, false},
         {"save", ARGS_STRING, &save, "PATH", "write a checkpoint (weights + optimizer state) after each epoch", NULL, false},
+        {"stop", ARGS_INT, &stop, "N", "stop after epoch N, to --resume later (0: run all)", NULL, false},
         {"resume", ARGS_STRING, &resume, "PATH", "continue from a checkpoint of the same configuration", NULL, false},
         {"limit", ARGS_INT, &limit, "N", "at most N training and N test batches per epoch (0: all; quick checks)", NULL, false},
     };
     int r = args_parse("fashion", "Train an MLP or a CNN on Fashion-MNIST with any kiln optimizer.", opts,
                        (int)(sizeof opts / sizeof *opts), argc, argv);
     if (r != ARGS_OK) return r == ARGS_HELP ? 0 : 2;
-    if (lr < 0 || wd < 0 || threads < 0 || limit < 0 || hidden < 0 || !(warmup >= 0 && warmup < 1))
-        return fprintf(stderr, "fashion: --lr, --wd, --threads, --limit, --hidden must be >= 0, --warmup in [0, 1)\n"), 2;
+    if (lr < 0 || wd < 0 || threads < 0 || limit < 0 || hidden < 0 || stop < 0 || !(warmup >= 0 && warmup < 1))
+        return fprintf(stderr, "fashion: --lr, --wd, --threads, --limit, --hidden, --stop must be >= 0, --warmup in [0, 1)\n"), 2;
     if (lr == 0) lr = default_lr(optim);
     if (threads) kiln_set_threads(threads);
 
@@ -194,6 +195,9 @@ int main(int argc, char **argv) {
     int first_epoch = 0;
     if (resume) {
         if (kiln_checkpoint_load(opt, resume)) return fail("resuming");
+        /* the checkpoint brings back the schedule it was saved with; ours
+         * is the same unless --epochs changed, then the cosine stretches */
+        if (kiln_optim_set_schedule(opt, &sched)) return fail("setting the schedule");
         int64_t done = kiln_optim_steps(opt);
         first_epoch = (int)(done / steps);
         if (data_loader_seek(dl, first_epoch, done % steps)) return fprintf(stderr, "fashion: %s\n", data_last_error()), 1;
@@ -205,7 +209,8 @@ int main(int argc, char **argv) {
            (long long)steps, kiln_get_threads(), kiln_backend_name(be), kiln_backend_device(be));
 
     double t0 = progress_now(), acc = -1;
-    for (int e = first_epoch; e < epochs; e++) {
+    int last = stop && stop < epochs ? stop : epochs;
+    for (int e = first_epoch; e < last; e++) {
         char label[32];
         snprintf(label, sizeof label, "epoch %d/%d", e + 1, epochs);
         int64_t s0 = kiln_optim_steps(opt) - (int64_t)e * steps; /* > 0 only in a resumed epoch */
@@ -221,7 +226,7 @@ int main(int argc, char **argv) {
             progress_update(&bar, s + 1, loss_sum / (double)(s + 1 - s0), (double)batch);
         }
         progress_finish(&bar);
-        if (steps < data_loader_batches_per_epoch(dl) && data_loader_seek(dl, e + 1, 0))
+        if (data_loader_seek(dl, e + 1, 0)) /* the next epoch, also after a --limit */
             return fprintf(stderr, "fashion: %s\n", data_last_error()), 1;
         acc = accuracy(&eg, &test, limit);
         if (acc < 0) return fail("evaluating");

@@ -170,7 +170,9 @@ int main(int argc, char **argv) {
             progress_update(&bar, s + 1, loss_sum / (double)(s + 1), (double)batch);
         }
         progress_finish(&bar);
-        if (steps < data_loader_batches_per_epoch(dl)) data_loader_seek(dl, e + 1, 0); /* --limit: next epoch */
+        /* the loader would return 0 once at the end of an epoch; with
+         * --limit it is not at the end: either way, on to the next one */
+        if (data_loader_seek(dl, e + 1, 0)) return fprintf(stderr, "quickstart: %s\n", data_last_error()), 1;
         /* 6. Test accuracy after each epoch. */
         acc = accuracy(&eg, &test, limit);
         if (acc < 0) return fail("evaluating");
