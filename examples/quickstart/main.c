@@ -132,7 +132,9 @@ int main(int argc, char **argv) {
     /* 4. The optimizer finds every parameter of ctx. AdamW with torch's
      * defaults (betas 0.9/0.999, weight decay 0.01) and our lr; the
      * schedule raises the lr linearly over the first steps (warmup), then
-     * lowers it along a half cosine to 0 at the last step. */
+     * lowers it along a half cosine to 0 at the last step. The data
+     * loader walks the training set in batches, in a new order each epoch
+     * drawn from the seed; it tells us how many steps an epoch has. */
     data_loader *dl = data_loader_new(train.images, train.labels, batch, seed, true, true);
     if (!dl) return fprintf(stderr, "quickstart: %s\n", data_last_error()), 1;
     int64_t steps = data_loader_batches_per_epoch(dl);
