@@ -23,7 +23,7 @@
  *      drawn one at a time (temperature, top-k), each from a forward pass
  *      over the last --seq bytes (no KV cache: the window slides).
  *
- *     build/examples/gpt                   # the 10-minute run: <= 2.4 bits/byte
+ *     build/examples/gpt                   # the 10-minute run (README: its figures)
  *     build/examples/gpt --minutes 1       # a quick look
  *     build/examples/gpt --save gpt.safetensors --stop-at 500
  *     build/examples/gpt --resume gpt.safetensors --save gpt.safetensors
