@@ -33,35 +33,6 @@ static int fail(const char *what) {
     return 1;
 }
 
-/* Fraction of the test set classified right (the largest logit of each
- * row against its label), with the model's evaluation graph; -1 on error. */
-static double accuracy(model_graph *g, const data_images *test, int64_t max_batches) {
-    int64_t batch = kiln_tensor_dim(g->input, 0), classes = kiln_tensor_dim(g->logits, 1), correct = 0, seen = 0;
-    data_loader *dl = data_loader_new(test->images, test->labels, batch, 0, false, false);
-    if (!dl) return -1;
-    int64_t rows = 0;
-    for (int64_t b = 0; (!max_batches || b < max_batches) && (rows = data_loader_next(dl, g->input, g->labels)) > 0; b++) {
-        int32_t *y = kiln_tensor_data(g->labels);
-        for (int64_t r = rows; r < batch; r++) y[r] = 0; /* unused rows of a short batch: any valid class */
-        if (kiln_graph_compute(g->graph)) break;
-        const float *logits = kiln_tensor_data(g->logits);
-        for (int64_t r = 0; r < rows; r++) {
-            int best = 0;
-            for (int c = 1; c < classes; c++)
-                if (logits[r * classes + c] > logits[r * classes + best]) best = c;
-            correct += best == y[r];
-        }
-        seen += rows;
-    }
-    data_loader_free(dl);
-    return rows < 0 || seen == 0 ? -1 : (double)correct / (double)seen;
-}
-
-static void standardize(data_images *d) {
-    float *px = kiln_tensor_data(d->images);
-    for (int64_t i = 0, n = kiln_tensor_numel(d->images); i < n; i++) px[i] = (px[i] - DATA_FASHION_MEAN) / DATA_FASHION_STD;
-}
-
 /* A learning rate that works for each optimizer on these models when
  * --lr is not given (Lion's sign updates want a smaller one; SGD a larger). */
 static float default_lr(const char *name) {
@@ -155,8 +126,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "fashion: %s\n", data_last_error());
         return 1;
     }
-    standardize(&train);
-    standardize(&test);
+    data_fashion_standardize(&train);
+    data_fashion_standardize(&test);
 
     /* The model and its graphs: both models share model_graph. */
     model_graph tg, eg;
@@ -228,12 +199,12 @@ int main(int argc, char **argv) {
         progress_finish(&bar);
         if (data_loader_seek(dl, e + 1, 0)) /* the next epoch, also after a --limit */
             return fprintf(stderr, "fashion: %s\n", data_last_error()), 1;
-        acc = accuracy(&eg, &test, limit);
+        acc = model_accuracy(&eg, test.images, test.labels, limit);
         if (acc < 0) return fail("evaluating");
         printf("epoch %d: train loss %.4f  test accuracy %.2f%%\n", e + 1, loss_sum / (double)(steps - s0), 100 * acc);
         if (save && kiln_checkpoint_save(opt, save)) return fail("saving the checkpoint");
     }
-    if (acc < 0) acc = accuracy(&eg, &test, limit); /* resumed at the end: nothing left to train */
+    if (acc < 0) acc = model_accuracy(&eg, test.images, test.labels, limit); /* resumed at the end: nothing left to train */
     printf("%s %s: test accuracy %.2f%%, optimizer state %zu bytes (%.2f per parameter), %.1f s\n",
            is_cnn ? "cnn" : "mlp", optim, 100 * acc, kiln_optim_state_bytes(opt),
            (double)kiln_optim_state_bytes(opt) / (double)n_params, progress_now() - t0);

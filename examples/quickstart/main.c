@@ -39,41 +39,6 @@ static int fail(const char *what) {
     return 1;
 }
 
-/* Fraction of the test set a model classifies right: run its evaluation
- * graph (forward only, no gradients) batch by batch, and compare the
- * largest logit of each row with the label. -1 on an error. */
-static double accuracy(model_graph *g, const data_images *test, int64_t max_batches) {
-    int64_t batch = kiln_tensor_dim(g->input, 0), classes = kiln_tensor_dim(g->logits, 1), correct = 0;
-    data_loader *dl = data_loader_new(test->images, test->labels, batch, 0, false, false);
-    if (!dl) return -1;
-    int64_t rows = 0, seen = 0;
-    for (int64_t b = 0; (!max_batches || b < max_batches) && (rows = data_loader_next(dl, g->input, g->labels)) > 0; b++) {
-        /* a short last batch has label DATA_IGNORE in its unused rows:
-         * give them a real class so the loss can be computed, then skip them */
-        int32_t *y = kiln_tensor_data(g->labels);
-        for (int64_t r = rows; r < batch; r++) y[r] = 0;
-        if (kiln_graph_compute(g->graph)) break;
-        const float *logits = kiln_tensor_data(g->logits); /* copied back from a device if need be */
-        for (int64_t r = 0; r < rows; r++) {
-            int best = 0;
-            for (int c = 1; c < classes; c++)
-                if (logits[r * classes + c] > logits[r * classes + best]) best = c;
-            correct += best == y[r];
-        }
-        seen += rows;
-    }
-    data_loader_free(dl);
-    return rows < 0 || seen == 0 ? -1 : (double)correct / (double)seen;
-}
-
-/* Subtract the training set's mean and divide by its standard deviation
- * (torchvision's Normalize((0.2860,), (0.3530,))): inputs centred on 0
- * train faster. The pixels live in a host leaf, so we edit them in place. */
-static void standardize(data_images *d) {
-    float *px = kiln_tensor_data(d->images);
-    for (int64_t i = 0, n = kiln_tensor_numel(d->images); i < n; i++) px[i] = (px[i] - DATA_FASHION_MEAN) / DATA_FASHION_STD;
-}
-
 int main(int argc, char **argv) {
     /* Options: each variable's value here is the default --help shows. */
     int epochs = 3, batch = 128, hidden = 128, threads = 0, limit = 0;
@@ -113,8 +78,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "quickstart: %s\n", data_last_error());
         return 1;
     }
-    standardize(&train);
-    standardize(&test);
+    data_fashion_standardize(&train);
+    data_fashion_standardize(&test);
 
     /* 3. The model: its parameters are kiln_param leaves of ctx, named as
      * PyTorch's state_dict keys ("conv1.weight", ...). A graph records the
@@ -176,7 +141,7 @@ int main(int argc, char **argv) {
          * --limit it is not at the end: either way, on to the next one */
         if (data_loader_seek(dl, e + 1, 0)) return fprintf(stderr, "quickstart: %s\n", data_last_error()), 1;
         /* 6. Test accuracy after each epoch. */
-        acc = accuracy(&eg, &test, limit);
+        acc = model_accuracy(&eg, test.images, test.labels, limit);
         if (acc < 0) return fail("evaluating");
         printf("epoch %d: test accuracy %.2f%%\n", e + 1, 100 * acc);
     }
@@ -197,9 +162,9 @@ int main(int argc, char **argv) {
     cnn *fresh = cnn_new(ctx2, &cfg, seed + 1000);
     model_graph eg2;
     if (!fresh || cnn_eval_graph(fresh, EVAL_BATCH, &eg2)) return fail("building the fresh model");
-    double before = accuracy(&eg2, &test, limit);
+    double before = model_accuracy(&eg2, test.images, test.labels, limit);
     if (kiln_load_params(ctx2, save)) return fail("loading");
-    double after = accuracy(&eg2, &test, limit);
+    double after = model_accuracy(&eg2, test.images, test.labels, limit);
     if (before < 0 || after < 0) return fail("evaluating the fresh model");
     printf("fresh model: %.2f%% before loading, %.2f%% after: %s\n", 100 * before, 100 * after,
            after == acc ? "the same as the trained one" : "DIFFERENT from the trained one");
