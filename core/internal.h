@@ -244,6 +244,9 @@ static inline size_t kiln__elems_bytes(kiln_dtype t, int64_t n) {
 bool kiln__quant_shape_ok(const char *who, kiln_dtype t, int ndim, const int64_t *shape);
 /* "op X does not take Q4_0; dequantize first" when a source of op is quantized. */
 bool kiln__quant_src_ok(kiln_op op, int nsrc, kiln_tensor *const *src);
+/* The same for one tensor given to the op called name (checked before an
+ * op's own dtype check, so that the message says what to do). */
+bool kiln__not_quant(const char *name, const kiln_tensor *t);
 
 /* ---- tensors and nodes ----------------------------------------------------- */
 

@@ -148,6 +148,9 @@ kiln_tensor *kiln__node_new(kiln_ctx *ctx, kiln_op op, kiln_dtype dtype, int ndi
             return kiln__err(KILN_ERR_ARG, "%s: source %d belongs to another context", kiln__op_table[op].name, i);
     if (!shape_ok(kiln__op_table[op].name, ndim, shape)) return NULL;
     if (!kiln__quant_src_ok(op, nsrc, src)) return NULL;
+    if (kiln__is_quant(dtype) && kiln__op_table[op].kind != KILN_KIND_VIEW)
+        return kiln__err(KILN_ERR_DTYPE, "%s: no op gives a %s result but views of one; use kiln_quantize",
+                         kiln__op_table[op].name, kiln_dtype_name(dtype));
     kiln_tensor *t = tensor_meta(ctx, dtype, ndim, shape);
     if (!t) return NULL;
     t->op = op;
@@ -165,7 +168,7 @@ kiln_tensor *kiln__node_new(kiln_ctx *ctx, kiln_op op, kiln_dtype dtype, int ndi
  * (a reshape) with a whole number of blocks, or its rows are: the last dim
  * of stride 1 holding whole blocks, every other stride a whole number of
  * blocks. The byte offset (the caller's) starts a block. */
-static bool quant_view_ok(const kiln_tensor *x, int ndim, const int64_t *shape, const int64_t *stride) {
+static bool quant_view_ok(kiln_op op, const kiln_tensor *x, int ndim, const int64_t *shape, const int64_t *stride) {
     const kiln_type_traits *tr = &kiln__types[x->dtype];
     kiln_tensor v = {.ndim = ndim};
     memcpy(v.shape, shape, (size_t)ndim * sizeof *shape);
@@ -178,7 +181,7 @@ static bool quant_view_ok(const kiln_tensor *x, int ndim, const int64_t *shape, 
     if (!ok) {
         char sx[96], sv[96];
         kiln__err(KILN_ERR_SHAPE, "%s: a view %s of the %s tensor %s would split its blocks of %lld elements",
-                  kiln__op_table[KILN_OP_VIEW].name, kiln__dims_str(ndim, shape, sv), tr->name,
+                  kiln__op_table[op].name, kiln__dims_str(ndim, shape, sv), tr->name,
                   kiln__shape_str(x, sx), (long long)tr->blck);
     }
     return ok;
@@ -186,7 +189,9 @@ static bool quant_view_ok(const kiln_tensor *x, int ndim, const int64_t *shape, 
 
 kiln_tensor *kiln__view_new(kiln_ctx *ctx, kiln_op op, kiln_tensor *x, int ndim, const int64_t *shape,
                             const int64_t *stride, size_t offs_bytes) {
-    if (x && kiln__is_quant(x->dtype) && ndim >= 1 && ndim <= KILN_MAX_DIMS && !quant_view_ok(x, ndim, shape, stride))
+    if (x && kiln__is_quant(x->dtype) &&
+        (!kiln__quant_src_ok(op, 1, &x) ||
+         (ndim >= 1 && ndim <= KILN_MAX_DIMS && !quant_view_ok(op, x, ndim, shape, stride))))
         return NULL;
     kiln_tensor *t = kiln__node_new(ctx, op, x ? x->dtype : KILN_F32, ndim, shape, 1, &x);
     if (!t) return NULL;
@@ -391,13 +396,16 @@ void kiln_tensor_print(const kiln_tensor *t, FILE *f, int max) {
 
 /* The ops that take a quantized source: views keeping whole blocks
  * (checked by kiln__view_new) and DEQUANTIZE. */
+bool kiln__not_quant(const char *name, const kiln_tensor *t) {
+    if (!t || !kiln__is_quant(t->dtype)) return true;
+    kiln__err(KILN_ERR_DTYPE, "op %s does not take %s ('%s'); dequantize first (kiln_dequantize)", name,
+              kiln_dtype_name(t->dtype), t->name);
+    return false;
+}
+
 bool kiln__quant_src_ok(kiln_op op, int nsrc, kiln_tensor *const *src) {
     if (op == KILN_OP_VIEW || op == KILN_OP_SLICE || op == KILN_OP_DETACH || op == KILN_OP_DEQUANTIZE) return true;
     for (int i = 0; i < nsrc; i++)
-        if (kiln__is_quant(src[i]->dtype)) {
-            kiln__err(KILN_ERR_DTYPE, "op %s does not take %s ('%s'); dequantize first (kiln_dequantize)",
-                      kiln__op_table[op].name, kiln_dtype_name(src[i]->dtype), src[i]->name);
-            return false;
-        }
+        if (!kiln__not_quant(kiln__op_table[op].name, src[i])) return false;
     return true;
 }
