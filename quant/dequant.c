@@ -1,5 +1,6 @@
 /* dequant.c — dequantize rows with the best kernel the CPU caps allow:
- * the AVX-512 or AVX2 variants (dequant_avx512.c, dequant_avx2.c), else
+ * the AVX-512, AVX2 or NEON variants (dequant_avx512.c, dequant_avx2.c,
+ * dequant_neon.c), else
  * the scalar references. Every variant equals the reference bit for bit
  * (each value is one f32 product of the same two factors). */
 #include "quant.h"
@@ -10,6 +11,7 @@ static const kiln__dequant_kernels *kernels(void) {
     const kiln_cpu_caps *c = kiln__cpu_caps();
     if (c->level >= KILN_SIMD_AVX512 && kiln__dequant_kernels_avx512()) return kiln__dequant_kernels_avx512();
     if (c->level >= KILN_SIMD_AVX2 && kiln__dequant_kernels_avx2()) return kiln__dequant_kernels_avx2();
+    if (c->level >= KILN_SIMD_NEON && kiln__dequant_kernels_neon()) return kiln__dequant_kernels_neon();
     return NULL;
 }
 

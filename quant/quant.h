@@ -84,7 +84,8 @@ float kiln__nf4_dq_block_absmax(const kiln_block_nf4_dq *b, int k);
  * (kiln__cpu_caps(); $KILN_SIMD=scalar gives the references). */
 void kiln__dequantize_row(kiln_dtype t, const void *blocks, float *y, int64_t n);
 
-/* SIMD variants (quant/dequant_avx2.c, quant/dequant_avx512.c); the nf4
+/* SIMD variants (quant/dequant_avx2.c, quant/dequant_avx512.c,
+ * quant/dequant_neon.c); the nf4
  * kernel decodes nb blocks of 32 code bytes (contiguous) with absmax[b]. */
 typedef struct kiln__dequant_kernels {
     void (*q8_0)(const void *blocks, float *y, int64_t n);
@@ -93,5 +94,6 @@ typedef struct kiln__dequant_kernels {
 } kiln__dequant_kernels;
 const kiln__dequant_kernels *kiln__dequant_kernels_avx2(void);   /* NULL when not built */
 const kiln__dequant_kernels *kiln__dequant_kernels_avx512(void); /* NULL when not built */
+const kiln__dequant_kernels *kiln__dequant_kernels_neon(void);   /* NULL when not built */
 
 #endif
