@@ -137,6 +137,7 @@ static kiln_status slice_scatter_backward(kiln_ctx *ctx, kiln_tensor *node, kiln
 kiln_tensor *kiln_slice_assign(kiln_ctx *ctx, kiln_tensor *dst, kiln_tensor *src, int axis, int64_t start) {
     char sd[96], ss[96];
     if (!dst || !src) return NULL;
+    if (!kiln__not_quant("slice_assign", dst) || !kiln__not_quant("slice_assign", src)) return NULL;
     kiln_tensor *owner = dst->view_src ? dst->view_src : dst;
     if (owner->op != KILN_OP_NONE || !owner->storage_bytes)
         return kiln__err(KILN_ERR_ARG, "kiln_slice_assign: dst %s must be a leaf or a view of one",

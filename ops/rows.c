@@ -6,6 +6,7 @@
 /* Index tensors become [idx..., D] outputs, so they may have one dim fewer than the maximum. */
 static bool index_ok(const char *who, const kiln_tensor *idx) {
     char si[96];
+    if (!kiln__not_quant(who, idx)) return false;
     if (idx->dtype != KILN_I32) {
         kiln__err(KILN_ERR_DTYPE, "%s: indices must be i32, not %s", who, kiln_dtype_name(idx->dtype));
         return false;

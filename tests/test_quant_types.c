@@ -372,3 +372,54 @@ KT_TEST(quant_on_device_backend) {
         KT_CHECK(fabsf(yv[0][i] - yv[1][i]) <= 1e-3f * (1 + fabsf(yv[0][i])), "%d: cpu %g device %g", i, yv[0][i],
                  yv[1][i]);
 }
+
+/* Every op but the views and dequantize refuses a quantized source when
+ * the graph is built, saying what to do. */
+KT_TEST(quant_ops_refuse_quantized_sources) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    const int64_t sh[4] = {2, 2, 2, 64};
+    kiln_tensor *f = kiln_tensor_new(ctx, KILN_F32, 4, sh);
+    KT_OK(kiln_tensor_fill_randn(f, 1, 0.0, 1.0));
+    kiln_tensor *q = kiln_quantize(ctx, f, KILN_NF4);
+    KT_NOTNULL(q);
+    kiln_tensor *lab = kiln_new_2d(ctx, KILN_I32, 2, 2), *w = kiln_new_1d(ctx, KILN_F32, 64);
+    kiln_tensor *cw = kiln_tensor_new(ctx, KILN_F32, 4, (int64_t[]){2, 2, 1, 1});
+    const int64_t pads[8] = {0, 0, 0, 0, 0, 0, 0, 64};
+#define REFUSES(what, expr)                                                                                \
+    do {                                                                                                   \
+        kiln_clear_error();                                                                                \
+        kiln_tensor *r_ = (expr);                                                                          \
+        KT_CHECK(!r_ && kiln_last_status() == KILN_ERR_DTYPE && strstr(kiln_last_error(), "dequantize first"), \
+                 "%s: %s", what, r_ ? "accepted" : kiln_last_error());                                     \
+    } while (0)
+    REFUSES("exp", kiln_exp(ctx, q));
+    REFUSES("mul", kiln_mul(ctx, f, q));
+    REFUSES("cmp", kiln_cmp(ctx, q, f, KILN_CMP_LT));
+    REFUSES("where cond", kiln_where(ctx, q, f, f));
+    REFUSES("masked_fill", kiln_masked_fill(ctx, f, q, 0.0));
+    REFUSES("mean", kiln_mean(ctx, q, -1, false));
+    REFUSES("argmax", kiln_argmax(ctx, q, -1, false));
+    REFUSES("max_all", kiln_max_all(ctx, q));
+    REFUSES("permute", kiln_permute(ctx, q, (int[]){0, 1, 3, 2}));
+    REFUSES("broadcast_to", kiln_broadcast_to(ctx, q, 5, (int64_t[]){3, 2, 2, 2, 64}));
+    REFUSES("concat", kiln_concat(ctx, (kiln_tensor *[]){q, q}, 2, 0));
+    REFUSES("pad", kiln_pad(ctx, q, pads, 0.0));
+    REFUSES("repeat", kiln_repeat(ctx, q, (int64_t[]){1, 1, 1, 2}));
+    REFUSES("contiguous", kiln_contiguous(ctx, kiln_slice(ctx, q, 1, 0, 2, 2)));
+    REFUSES("get_rows", kiln_get_rows(ctx, kiln_reshape(ctx, q, 2, (int64_t[]){8, 64}), lab));
+    REFUSES("one_hot", kiln_one_hot(ctx, q, 4, KILN_F32));
+    REFUSES("softmax", kiln_softmax(ctx, q, false));
+    REFUSES("log_softmax", kiln_log_softmax(ctx, q, false));
+    REFUSES("cross_entropy", kiln_cross_entropy(ctx, kiln_reshape(ctx, q, 2, (int64_t[]){8, 64}), lab, -100));
+    REFUSES("mse", kiln_mse(ctx, f, q));
+    REFUSES("layer_norm", kiln_layer_norm(ctx, q, w, NULL, 1e-5));
+    REFUSES("rms_norm", kiln_rms_norm(ctx, q, w, 1e-5));
+    REFUSES("rope", kiln_rope(ctx, q, NULL, 10000.0, (kiln_rope_mode)0));
+    REFUSES("attention", kiln_attention(ctx, q, f, f, true, 0.125));
+    REFUSES("conv2d", kiln_conv2d(ctx, q, cw, NULL, NULL));
+    REFUSES("max_pool2d", kiln_max_pool2d(ctx, q, 2, 2, 2, 0));
+    REFUSES("dropout", kiln_dropout(ctx, q, 0.5, 1));
+    REFUSES("slice_assign", kiln_slice_assign(ctx, q, f, 0, 0));
+#undef REFUSES
+    kiln_ctx_free(ctx);
+}
