@@ -85,9 +85,13 @@ const char *kiln_status_name(kiln_status s);
  * block, and is read through kiln_dequantize() (an op giving f32) or the
  * host accessors (kiln_tensor_get_f32 dequantizes). Views that keep whole
  * blocks are allowed (reshape, detach, slicing rows); slicing inside a
- * block is refused, and so is every other op ("op X does not take Q4_0;
+ * block is refused, and so is every other op ("op X does not take q4_0;
  * dequantize first"), but kiln_matmul and kiln_linear, which dequantize a
  * quantized weight first (a faster quantized matmul comes later).
+ * kiln_tensor_data() gives the raw blocks (kiln_tensor_nbytes() bytes);
+ * kiln_tensor_set_*() and the fills refuse a quantized tensor, and it has
+ * no gradient. kiln_tensor_new() of a quantized dtype gives zero blocks
+ * (all values 0), for loaders to fill.
  *
  *   dtype      block  bytes  bits/weight  layout of one block
  *   Q8_0          32     34     8.5       f16 d; int8 q[32]            x = d*q
