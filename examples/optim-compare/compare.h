@@ -36,7 +36,7 @@ typedef struct task {
     /* cnn: the training images less a held-out validation part */
     kiln_ctx *data_ctx;
     kiln_tensor *train_x, *train_y, *val_x, *val_y, *test_x, *test_y;
-    int64_t val_n;
+    int64_t val_n, test_n;
     /* gpt: the fortunes corpus; every val_every-th evaluation batch */
     data_corpus corpus;
     int64_t val_every;
@@ -85,8 +85,10 @@ typedef struct run_opts {
     bool full;     /* a full run: test accuracy too, progress on a terminal */
 } run_opts;
 
-/* Load a task's data into t (the parent, once). quick: the small models. */
-kiln_status task_load(task *t, task_kind kind, bool quick, int64_t steps_override, char *err, size_t errn);
+/* Load a task's data into t (the parent, once). quick: the small models;
+ * steps > 0: the full runs' length; eval > 0: at most that many validation
+ * and test images (cnn) or windows of validation text (gpt). */
+kiln_status task_load(task *t, task_kind kind, bool quick, int64_t steps, int64_t eval, char *err, size_t errn);
 void task_free(task *t);
 
 /* Train the optimizer at lr for steps in a forked child and collect its

@@ -21,6 +21,16 @@
 #include <unistd.h>
 
 #define CNN_VAL 5000 /* training images held out for validation */
+/* The models' cross-entropy skips label -100 (PyTorch's ignore_index);
+ * data.h pads unfilled rows with DATA_IGNORE, so evaluation relabels. */
+#define MODEL_IGNORE (-100)
+
+static void relabel_padding(kiln_tensor *labels) {
+    if (DATA_IGNORE == MODEL_IGNORE) return;
+    int32_t *y = kiln_tensor_data(labels);
+    for (int64_t i = 0, n = kiln_tensor_numel(labels); i < n; i++)
+        if (y[i] == DATA_IGNORE) y[i] = MODEL_IGNORE;
+}
 
 static kiln_tensor *copy_rows(kiln_ctx *ctx, kiln_tensor *src, int64_t from, int64_t n) {
     int nd = kiln_tensor_ndim(src);
@@ -35,7 +45,7 @@ static kiln_tensor *copy_rows(kiln_ctx *ctx, kiln_tensor *src, int64_t from, int
     return t;
 }
 
-kiln_status task_load(task *t, task_kind kind, bool quick, int64_t steps_override, char *err, size_t errn) {
+kiln_status task_load(task *t, task_kind kind, bool quick, int64_t steps, int64_t eval, char *err, size_t errn) {
     memset(t, 0, sizeof *t);
     t->kind = kind;
     if (kind == TASK_CNN) {
@@ -70,12 +80,15 @@ kiln_status task_load(task *t, task_kind kind, bool quick, int64_t steps_overrid
         }
         int64_t n_train = train.n - CNN_VAL;
         t->val_n = quick ? 2000 : CNN_VAL;
+        t->test_n = test.n;
+        if (eval > 0 && eval < t->val_n) t->val_n = eval;
+        if (eval > 0 && eval < t->test_n) t->test_n = eval;
         t->train_x = copy_rows(t->data_ctx, train.images, 0, n_train);
         t->train_y = copy_rows(t->data_ctx, train.labels, 0, n_train);
         t->val_x = copy_rows(t->data_ctx, train.images, n_train, t->val_n);
         t->val_y = copy_rows(t->data_ctx, train.labels, n_train, t->val_n);
-        t->test_x = copy_rows(t->data_ctx, test.images, 0, test.n);
-        t->test_y = copy_rows(t->data_ctx, test.labels, 0, test.n);
+        t->test_x = copy_rows(t->data_ctx, test.images, 0, t->test_n);
+        t->test_y = copy_rows(t->data_ctx, test.labels, 0, t->test_n);
         kiln_ctx_free(tmp);
         if (!t->train_x || !t->train_y || !t->val_x || !t->val_y || !t->test_x || !t->test_y)
             return snprintf(err, errn, "%s", kiln_last_error()), KILN_ERR_OOM;
@@ -95,12 +108,14 @@ kiln_status task_load(task *t, task_kind kind, bool quick, int64_t steps_overrid
             snprintf(err, errn, "%s", data_last_error());
             return KILN_ERR_IO;
         }
-        /* about 8 (quick) or 32 evaluation batches spread over the text */
+        /* 8 (quick) or 32 evaluation batches spread over the text, or the
+         * batches of eval windows */
         int64_t nb = data_text_eval_batches(&t->corpus.val, t->eval_batch, t->gpt.context);
-        t->val_every = nb / (quick ? 8 : 32);
+        int64_t want = eval > 0 ? (eval + t->eval_batch - 1) / t->eval_batch : quick ? 8 : 32;
+        t->val_every = nb / want;
         if (t->val_every < 1) t->val_every = 1;
     }
-    if (steps_override > 0) t->steps = steps_override;
+    if (steps > 0) t->steps = steps;
     t->sweep_steps = t->steps / 3;
     if (t->sweep_steps < 1) t->sweep_steps = 1;
     return KILN_OK;
@@ -127,6 +142,7 @@ static int eval_cnn(model_graph *g, kiln_tensor *x, kiln_tensor *y, uint64_t see
     double sum = 0;
     int64_t n = 0, right = 0, got;
     while ((got = data_loader_next(dl, g->input, g->labels)) > 0) {
+        relabel_padding(g->labels);
         if (kiln_graph_compute(g->graph)) break;
         sum += kiln_tensor_item(g->loss) * (double)got;
         const float *lg = kiln_tensor_data(g->logits);
@@ -154,7 +170,9 @@ static int eval_gpt(const task *t, model_graph *g, double *loss) {
     double sum = 0;
     for (int64_t i = t->val_every / 2; i < nb; i += t->val_every) {
         int64_t got = data_text_eval_batch(val, t->eval_batch, t->gpt.context, i, g->input, g->labels);
-        if (got <= 0 || kiln_graph_compute(g->graph)) return -1;
+        if (got <= 0) return -1;
+        relabel_padding(g->labels);
+        if (kiln_graph_compute(g->graph)) return -1;
         sum += kiln_tensor_item(g->loss) * (double)got;
         n += got;
     }
