@@ -187,16 +187,16 @@ static int write_curves(const task_report *rep, const char *path) {
     return csv_close(c);
 }
 
-/* Training loss per step, averaged over a trailing window (a fortieth of
+/* Training loss per step, averaged over a trailing window (a twentieth of
  * the run) so that the curves are readable; one series per optimizer. */
 static int plot_curves(const task_report *rep, const char *path) {
     char title[160];
     snprintf(title, sizeof title, "%s: training loss (mean of the last %d steps)", rep->t->title,
-             (int)(rep->t->steps / 40 < 1 ? 1 : rep->t->steps / 40));
+             (int)(rep->t->steps / 20 < 1 ? 1 : rep->t->steps / 20));
     plot *p = plot_new(title, "step", "training loss");
     if (!p) return -1;
     plot_set_log(p, false, true);
-    int64_t n = rep->t->steps, w = n / 40 < 1 ? 1 : n / 40;
+    int64_t n = rep->t->steps, w = n / 20 < 1 ? 1 : n / 20;
     double *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
     int rc = x && y ? 0 : -1;
     for (int i = 0; !rc && i < OPT_COUNT; i++) {
