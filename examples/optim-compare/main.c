@@ -132,17 +132,16 @@ int main(int argc, char **argv) {
     int steps = 0, threads = 0, n_sweep = 3, n_seeds = 3, eval = 0;
     uint64_t seed = 1;
     args_opt opts[] = {
-        {"task", ARGS_CHOICE, &which, "T", "which model: cnn, gpt or both", .choices = "cnn|gpt|both"},
+        {"task", ARGS_CHOICE, &which, "T", "the Fashion-MNIST CNN, the fortunes GPT, or both", .choices = "cnn|gpt|both"},
         {"quick", ARGS_FLAG, &quick, NULL, "small models and short runs (a couple of minutes on 2 cores)", NULL, false},
-        {"steps", ARGS_INT, &steps, "N", "training steps of each full run (0: 1500 cnn, 1000 gpt; quick 150); "
-                                        "the sweep's runs take a third of that", .positive = false},
+        {"steps", ARGS_INT, &steps, "N", "steps of each full run; the sweep's runs take a third "
+                                        "(0: 1500 cnn, 1000 gpt; --quick 150)", .positive = false},
         {"sweep", ARGS_INT, &n_sweep, "N", "learning rates tried per optimizer, spaced x3 around the usual one "
                                           "(1: no sweep)", .positive = true},
         {"seeds", ARGS_INT, &n_seeds, "N", "AdamW runs with seeds seed, seed+1, ... for the run-to-run noise (1..4)",
          .positive = true},
-        {"eval", ARGS_INT, &eval, "N", "evaluate on at most N validation and test images (cnn) or about N "
-                                      "windows of validation text (gpt) (0: 5000 and 10000 images, 512 windows; "
-                                      "quick: 2000 and 10000 images, 128 windows)", NULL, false},
+        {"eval", ARGS_INT, &eval, "N", "evaluate on at most N validation/test images (cnn) or ~N text "
+                                      "windows (gpt) (0: 5000/10000 images, 512 windows; --quick 2000/10000, 128)", NULL, false},
         {"seed", ARGS_U64, &seed, "N", "initial weights and data order, the same for every optimizer", NULL, false},
         {"threads", ARGS_INT, &threads, "N", "worker threads (0: $KILN_THREADS, else all cores)", NULL, false},
         {"backend", ARGS_CHOICE, &backend, "B", "where the graphs run", .choices = "cpu|vulkan|cuda"},
