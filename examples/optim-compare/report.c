@@ -232,6 +232,14 @@ static int plot_memory(const task_report *rep, const char *path) {
     if (!p) return -1;
     plot_set_log(p, true, false);
     plot_set_format(p, PLOT_BYTES, PLOT_NUMBER);
+    plot_set_size(p, 1000, 640);
+    double lo = INFINITY, hi = 0;
+    for (int i = 0; i < OPT_COUNT; i++)
+        if (rep->full[i].status == RUN_OK && rep->full[i].state_bytes) {
+            lo = fmin(lo, (double)rep->full[i].state_bytes);
+            hi = fmax(hi, (double)rep->full[i].state_bytes);
+        }
+    if (hi > 0) plot_set_range(p, 0, lo / 2, hi * 2); /* room for the labels */
     for (int i = 0; i < OPT_COUNT; i++) {
         const run_result *r = &rep->full[i];
         if (r->status != RUN_OK || r->state_bytes == 0) continue;
@@ -239,6 +247,25 @@ static int plot_memory(const task_report *rep, const char *path) {
         const char *label = optim_name(i);
         int k = plot_add_scatter(p, optim_name(i), &x, &y, &label, 1);
         if (k >= 0) plot_set_style(p, k, colour[i], false);
+    }
+    /* AdamW's other seeds, in grey: how far apart two runs of one
+     * optimizer land, to read the differences above by */
+    double nx[4], ny[4];
+    char text[4][32];
+    const char *labels[4];
+    int nn = 0;
+    for (int k = 1; k < rep->n_noise; k++) {
+        const run_result *r = &rep->noise[k];
+        if (r->status != RUN_OK) continue;
+        nx[nn] = (double)r->state_bytes;
+        ny[nn] = r->val_loss;
+        snprintf(text[nn], sizeof text[nn], "seed %llu", (unsigned long long)rep->noise_seed[k]);
+        labels[nn] = text[nn];
+        nn++;
+    }
+    if (nn) {
+        int k = plot_add_scatter(p, "AdamW seeds", nx, ny, labels, nn);
+        if (k >= 0) plot_set_style(p, k, 7, false);
     }
     int rc = plot_write_png(p, path);
     if (rc) fprintf(stderr, "optim-compare: %s: %s\n", path, plot_error(p));
