@@ -172,7 +172,6 @@ int main(int argc, char **argv) {
         char err[512] = "";
         if (task_load(&t, (task_kind)k, quick, steps, eval, err, sizeof err)) {
             fprintf(stderr, "optim-compare: loading the %s data: %s\n", k == TASK_CNN ? "cnn" : "gpt", err);
-            fprintf(stderr, "optim-compare: run scripts/deps.sh data to install the data sets\n");
             task_free(&t);
             return 1;
         }
