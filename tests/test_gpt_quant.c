@@ -54,6 +54,40 @@ KT_TEST(gpt_quant_taps) {
     kiln_ctx_free(ctx);
 }
 
+/* RTN runs everywhere and needs no calibration; GPTQ without LAPACK fails
+ * cleanly, and with it refuses bad calibration shapes */
+KT_TEST(gpt_quant_rtn_and_errors) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    gpt_config c = small();
+    gpt *m = gpt_new(ctx, &c, 3);
+    KT_NOTNULL(m);
+    float w0[64 * 64];
+    KT_OK(kiln_tensor_get_f32(m->blocks[1].proj_w, w0, 64 * 64));
+    kiln_gptq_config q = kiln_gptq_defaults();
+    q.bits = 8;
+    kiln_gptq_result *res[8];
+    KT_OK(gpt_quantize(m, GPT_QUANT_RTN, &q, NULL, 0, 0, 0, res));
+    kiln_gptq_result *want = kiln_rtn_quantize(w0, 64, 64, &q);
+    KT_NOTNULL(want);
+    KT_CHECK(memcmp(want->codes, res[5]->codes, 64 * 64) == 0, "block 1 c_proj: RTN codes differ");
+    kiln_gptq_result_free(want);
+    for (int k = 0; k < 8; k++) kiln_gptq_result_free(res[k]);
+    int32_t calib[NSEQ * SEQ];
+    sequences(calib, NSEQ, 0);
+    kiln_clear_error();
+#ifdef KILN_BLAS
+    KT_CHECK(gpt_quantize(m, GPT_QUANT_GPTQ, &q, calib, NSEQ, SEQ, 3, NULL) == KILN_ERR_ARG, "batch 3 of 16 accepted");
+    KT_CHECK(gpt_quantize(m, GPT_QUANT_GPTQ, &q, calib, NSEQ, SEQ + 1, BATCH, NULL) == KILN_ERR_ARG,
+             "seq past context accepted");
+#else
+    KT_CHECK(gpt_quantize(m, GPT_QUANT_GPTQ, &q, calib, NSEQ, SEQ, BATCH, NULL) == KILN_ERR_UNSUPPORTED &&
+                 strstr(kiln_last_error(), "BLAS=0"),
+             "BLAS=0: %s", kiln_last_error());
+#endif
+    gpt_free(m);
+    kiln_ctx_free(ctx);
+}
+
 #ifdef KILN_BLAS
 
 /* logits of the eval graph on tokens t [BATCH, SEQ] */
