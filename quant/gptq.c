@@ -76,11 +76,14 @@ kiln_status kiln_gptq_add_batch(kiln_gptq *h, const float *x, int64_t n) {
 
 /* order of columns by descending diag, ties by index (torch's argsort is
  * not stable; a fixed order keeps results reproducible) */
-static const double *sort_diag;
+typedef struct diag_col {
+    double d;
+    int32_t col;
+} diag_col;
 static int by_diag_desc(const void *a, const void *b) {
-    int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
-    if (sort_diag[i] != sort_diag[j]) return sort_diag[i] > sort_diag[j] ? -1 : 1;
-    return (i > j) - (i < j);
+    const diag_col *x = a, *y = b;
+    if (x->d != y->d) return x->d > y->d ? -1 : 1;
+    return (x->col > y->col) - (x->col < y->col);
 }
 
 /* U, upper with U^T U = (H + damp I)^-1, of the permuted H in double
@@ -178,8 +181,16 @@ kiln_gptq_result *kiln_gptq_quantize(const kiln_gptq *h, const float *w, int64_t
     /* dead columns: no input ever reached them */
     for (int64_t i = 0; i < c; i++) diag[i] = h->h[i * c + i] == 0.0f ? 1.0 : (double)h->h[i * c + i];
     if (cfg->act_order) {
-        sort_diag = diag;
-        qsort(r->perm, (size_t)c, sizeof *r->perm, by_diag_desc);
+        diag_col *o = malloc((size_t)c * sizeof *o);
+        if (!o) {
+            kiln_gptq_result_free(r);
+            r = kiln__err(KILN_ERR_OOM, "%s: out of memory", who);
+            goto done;
+        }
+        for (int64_t i = 0; i < c; i++) o[i] = (diag_col){diag[i], (int32_t)i};
+        qsort(o, (size_t)c, sizeof *o, by_diag_desc);
+        for (int64_t i = 0; i < c; i++) r->perm[i] = o[i].col;
+        free(o);
     }
     for (int64_t k = 0; k < c; k++) inv[r->perm[k]] = (int32_t)k;
     /* W and H in the quantization order; H's upper triangle is the data */

@@ -21,8 +21,8 @@ kiln_status kiln__gptq_check(const char *who, int64_t rows, int64_t cols, const 
     if (!(cfg->percdamp >= 0.0f && isfinite(cfg->percdamp)))
         return kiln__errs(KILN_ERR_ARG, "%s: invalid percdamp: %g", who, (double)cfg->percdamp);
     if (cfg->block_size < 1) return kiln__errs(KILN_ERR_ARG, "%s: invalid block_size: %d", who, cfg->block_size);
-    /* codes are indexed by int32 g_idx/perm and rows * cols bytes must fit */
-    if (rows < 1 || cols < 1 || cols > INT32_MAX || rows > INT64_MAX / 8 / cols)
+    /* g_idx and perm are int32, BLAS takes int sizes, rows * cols f32 must fit */
+    if (rows < 1 || cols < 1 || rows > INT32_MAX || cols > INT32_MAX || rows > INT64_MAX / 8 / cols)
         return kiln__errs(KILN_ERR_SHAPE, "%s: invalid layer shape [%lld, %lld]", who, (long long)rows,
                           (long long)cols);
     return KILN_OK;
