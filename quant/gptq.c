@@ -5,13 +5,13 @@
  * share H only), so the column loop inside a block runs row by row, rows
  * in parallel; the update of the later columns after a block is one GEMM. */
 #include "gptq.h"
+#include "../backends/cpu/gemm.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #ifdef KILN_BLAS
-#include <cblas.h>
 #include <lapacke.h>
 #endif
 
@@ -54,21 +54,10 @@ kiln_status kiln_gptq_add_batch(kiln_gptq *h, const float *x, int64_t n) {
     /* the reference's running mean: H *= N / (N + n); H += 2 / (N + n) X^T X */
     const float keep = (float)((double)h->n / (double)(h->n + n)), a = (float)(2.0 / (double)(h->n + n));
     h->n += n;
-#ifdef KILN_BLAS
-    cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)c, (int)n, a, x, (int)c, keep, h->h, (int)c);
-#else
-    _Pragma("omp parallel for num_threads(kiln__threads()) schedule(dynamic, 8)")
-    for (int64_t i = 0; i < c; i++) {
-        float *hr = h->h + i * c;
-        for (int64_t j = i; j < c; j++) hr[j] *= keep;
-        for (int64_t s = 0; s < n; s++) {
-            const float *xs = x + s * c;
-            const float xi = a * xs[i];
-            if (xi == 0.0f) continue;
-            for (int64_t j = i; j < c; j++) hr[j] += xi * xs[j];
-        }
-    }
-#endif
+    /* the full product (kiln's GEMM: this machine's OpenBLAS runs an old
+     * core's kernels, see backends/cpu/gemm.c); the upper half is read */
+    for (int64_t i = 0; i < c * c; i++) h->h[i] *= keep;
+    kiln__sgemm(true, false, c, c, n, a, x, c, x, c, 1.0f, h->h, c, kiln__threads());
     return KILN_OK;
 }
 
@@ -87,11 +76,13 @@ static int by_diag_desc(const void *a, const void *b) {
 }
 
 /* U, upper with U^T U = (H + damp I)^-1, of the permuted H in double
- * (row-major, upper triangles only); false if H is not positive definite */
+ * (row-major, upper triangles only); false if H is not positive definite.
+ * A row-major upper triangle is LAPACK's column-major lower one: so no
+ * transposed copies (LAPACKE's row-major path makes them). */
 static bool hinv_upper(double *hd, int64_t c) {
-    if (LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'U', (lapack_int)c, hd, (lapack_int)c)) return false;
-    if (LAPACKE_dpotri(LAPACK_ROW_MAJOR, 'U', (lapack_int)c, hd, (lapack_int)c)) return false;
-    if (LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'U', (lapack_int)c, hd, (lapack_int)c)) return false;
+    if (LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', (lapack_int)c, hd, (lapack_int)c)) return false;
+    if (LAPACKE_dpotri(LAPACK_COL_MAJOR, 'L', (lapack_int)c, hd, (lapack_int)c)) return false;
+    if (LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', (lapack_int)c, hd, (lapack_int)c)) return false;
     return true;
 }
 
@@ -226,8 +217,8 @@ kiln_gptq_result *kiln_gptq_quantize(const kiln_gptq *h, const float *w, int64_t
             loss += block_row(r, u, wp + row * c, row, i1, i2, err + row * n, r->codes + row * c);
         /* W[:, i2:] -= Err1 U[i1:i2, i2:] */
         if (i2 < c)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)(c - i2), (int)n, -1.0f, err,
-                        (int)n, u + i1 * c + i2, (int)c, 1.0f, wp + i2, (int)c);
+            kiln__sgemm(false, false, rows, c - i2, n, -1.0f, err, n, u + i1 * c + i2, c, 1.0f, wp + i2, c,
+                        kiln__threads());
     }
     if (isnan(loss)) {
         kiln_gptq_result_free(r);
