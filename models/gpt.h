@@ -48,6 +48,10 @@ typedef struct gpt {
     gpt_block *blocks; /* cfg.layers */
     kiln_tensor **params; /* every parameter once, in state_dict order */
     int n_params;
+    /* NULL, or 4 x layers slots that gpt_forward fills with the input of
+     * each linear layer of the blocks, in order c_attn, attn.c_proj, c_fc,
+     * mlp.c_proj ([B, T, in]): what GPTQ calibrates on (gpt_quant.h) */
+    kiln_tensor **taps;
 } gpt;
 
 /* cfg NULL: gpt_defaults(). NULL on failure (kiln_last_error() says why). */
