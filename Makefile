@@ -89,7 +89,7 @@ ifneq ($(VULKAN),1)
 TEST_SRC := $(filter-out tests/test_vk_% tests/test_backend_%,$(TEST_SRC))
 endif
 TEST_OBJ = $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
-# examples/common/ is what the examples share (arguments, progress, plots)
+# examples/common/ is what the examples share (arguments, progress, plots, optimizers by name)
 EXAMPLES = $(filter-out common,$(notdir $(wildcard examples/*)))
 COMMON_OBJ = $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard examples/common/*.c))
 EXAMPLE_BINS = $(EXAMPLES:%=$(BUILD)/examples/%)

@@ -1,8 +1,9 @@
-/* test_common.c — examples/common: the option parser, the progress line
- * and the CSV writer. */
+/* test_common.c — examples/common: the option parser, the progress line,
+ * the CSV writer and the optimizers by name. */
 #include "args.h"
 #include "csv.h"
 #include "kt.h"
+#include "optimizers.h"
 #include "progress.h"
 
 #include <fcntl.h>
@@ -114,4 +115,40 @@ KT_TEST(csv_quotes_fields) {
     unlink(path);
     KT_CHECK(!strcmp(text, "name,\"a,b\",\"say \"\"hi\"\"\"\n0.25,,-3\n"), "got:\n%s", text);
     KT_CHECK(csv_open("/nonexistent/dir/x.csv") == NULL, "bad path");
+}
+
+/* Every optimizer by name: names, display names, the choices string, the
+ * 8-bit twins, and a constructor that honours lr and weight decay. */
+KT_TEST(examples_common_optimizers_by_name) {
+    KT_CHECK(!strcmp(optimizer_choices(),
+                     "sgd|adam|adamw|adamw8bit|lion|lion8bit|galore|galore8bit|apollo|apollo-mini"),
+             "choices: %s", optimizer_choices());
+    for (int i = 0; i < OPT_COUNT; i++) KT_CHECK(optimizer_parse(optimizer_name(i)) == i, "%d", i);
+    KT_CHECK(optimizer_parse("adamw-8bit") == -1 && optimizer_parse(NULL) == -1, "unknown names");
+    KT_CHECK(!strcmp(optimizer_title(OPT_SGD), "SGD-momentum") && !strcmp(optimizer_title(OPT_LION8), "Lion-8bit") &&
+                 !strcmp(optimizer_title(OPT_APOLLO_MINI), "APOLLO-Mini") && !strcmp(optimizer_title(OPT_COUNT), "?"),
+             "titles");
+    KT_CHECK(optimizer_twin(OPT_ADAMW8) == OPT_ADAMW && optimizer_twin(OPT_LION8) == OPT_LION &&
+                 optimizer_twin(OPT_GALORE8) == OPT_GALORE && optimizer_twin(OPT_ADAM) == -1 &&
+                 optimizer_twin(OPT_APOLLO_MINI) == -1,
+             "twins");
+    for (int i = 0; i < OPT_COUNT; i++) {
+        kiln_ctx *ctx = kiln_ctx_new();
+        KT_REQUIRE(ctx, "ctx");
+        kiln_tensor *w = kiln_param(ctx, "w", KILN_F32, 2, (int64_t[]){8, 6});
+        KT_REQUIRE(w, "param");
+        kiln_optim *opt = optimizer_new(ctx, i, &(optimizer_settings){.lr = 0.25f, .weight_decay = 0.5f, .rank = 2});
+#ifndef KILN_BLAS
+        if (!opt && (i == OPT_GALORE || i == OPT_GALORE8)) { /* no LAPACK */
+            kiln_ctx_free(ctx);
+            continue;
+        }
+#endif
+        KT_CHECK(opt, "%s: %s", optimizer_name(i), kiln_last_error());
+        if (opt) KT_CHECK(kiln_optim_lr(opt) == 0.25f, "%s: lr %g", optimizer_name(i), (double)kiln_optim_lr(opt));
+        kiln_ctx_free(ctx);
+    }
+    kiln_ctx *ctx = kiln_ctx_new();
+    KT_CHECK(!optimizer_new(ctx, OPT_COUNT, &(optimizer_settings){.lr = 1}), "no optimizer past the ten");
+    kiln_ctx_free(ctx);
 }

@@ -19,6 +19,7 @@
 #include "data.h"
 #include "kiln.h"
 #include "mlp.h"
+#include "optimizers.h"
 #include "progress.h"
 
 #include <math.h>
@@ -35,49 +36,13 @@ static int fail(const char *what) {
 
 /* A learning rate that works for each optimizer on these models when
  * --lr is not given (Lion's sign updates want a smaller one; SGD a larger). */
-static float default_lr(const char *name) {
-    if (!strcmp(name, "sgd")) return 0.05f;
-    if (!strncmp(name, "lion", 4)) return 3e-4f;
-    return 3e-3f;
-}
-
-/* The optimizer called name over every parameter of ctx. rank: GaLore's
- * and APOLLO's projection rank (APOLLO-Mini keeps its rank 1). */
-static kiln_optim *make_optim(kiln_ctx *ctx, const char *name, float lr, float wd, int rank, uint64_t seed) {
-    kiln_adam_config adamw = kiln_adamw_defaults();
-    adamw.lr = lr;
-    adamw.weight_decay = wd;
-    if (!strcmp(name, "sgd")) return kiln_sgd_new(ctx, &(kiln_sgd_config){.lr = lr, .momentum = 0.9f});
-    if (!strcmp(name, "adam")) {
-        kiln_adam_config c = kiln_adam_defaults();
-        c.lr = lr;
-        return kiln_adam_new(ctx, &c);
+static float default_lr(optimizer_id id) {
+    switch (id) {
+    case OPT_SGD: return 0.05f;
+    case OPT_LION:
+    case OPT_LION8: return 3e-4f;
+    default: return 3e-3f;
     }
-    if (!strcmp(name, "adamw")) return kiln_adamw_new(ctx, &adamw);
-    if (!strcmp(name, "adamw8bit")) return kiln_adamw8bit_new(ctx, &adamw);
-    if (!strncmp(name, "lion", 4)) {
-        kiln_lion_config c = kiln_lion_defaults();
-        c.lr = lr;
-        c.weight_decay = wd;
-        return strcmp(name, "lion") ? kiln_lion8bit_new(ctx, &c) : kiln_lion_new(ctx, &c);
-    }
-    if (!strncmp(name, "galore", 6)) {
-        bool q8 = strcmp(name, "galore") != 0;
-        kiln_galore_config c = q8 ? kiln_galore8bit_defaults() : kiln_galore_defaults();
-        float eps = c.adamw.eps;
-        c.adamw = adamw;
-        c.adamw.eps = eps;
-        c.rank = rank;
-        return q8 ? kiln_galore_adamw8bit_new(ctx, &c) : kiln_galore_adamw_new(ctx, &c);
-    }
-    bool mini = !strcmp(name, "apollo-mini");
-    kiln_apollo_config c = mini ? kiln_apollo_mini_defaults() : kiln_apollo_defaults();
-    float eps = c.adamw.eps;
-    c.adamw = adamw;
-    c.adamw.eps = eps;
-    if (!mini) c.rank = rank;
-    c.seed = seed;
-    return kiln_apollo_new(ctx, &c);
 }
 
 int main(int argc, char **argv) {
@@ -89,7 +54,7 @@ int main(int argc, char **argv) {
     args_opt opts[] = {
         {"model", ARGS_CHOICE, &model_name, "M", "the network", .choices = "mlp|cnn"},
         {"optim", ARGS_CHOICE, &optim, "O", "the optimizer",
-         .choices = "sgd|adam|adamw|adamw8bit|lion|lion8bit|galore|galore8bit|apollo|apollo-mini"},
+         .choices = optimizer_choices()},
         {"lr", ARGS_FLOAT, &lr, "X", "peak learning rate (0: sgd 0.05, lion* 3e-4, the others 3e-3)", NULL, false},
         {"wd", ARGS_FLOAT, &wd, "X", "weight decay (decoupled; not used by sgd and adam)", NULL, false},
         {"warmup", ARGS_FLOAT, &warmup, "F", "fraction of the steps warming the lr up, then cosine to 0", NULL, false},
@@ -111,7 +76,8 @@ int main(int argc, char **argv) {
     if (r != ARGS_OK) return r == ARGS_HELP ? 0 : 2;
     if (lr < 0 || wd < 0 || threads < 0 || limit < 0 || hidden < 0 || stop < 0 || !(warmup >= 0 && warmup < 1))
         return fprintf(stderr, "fashion: --lr, --wd, --threads, --limit, --hidden, --stop must be >= 0, --warmup in [0, 1)\n"), 2;
-    if (lr == 0) lr = default_lr(optim);
+    optimizer_id optim_id = (optimizer_id)optimizer_parse(optim);
+    if (lr == 0) lr = default_lr(optim_id);
     if (threads) kiln_set_threads(threads);
 
     kiln_ctx *ctx = kiln_ctx_new();
@@ -155,8 +121,11 @@ int main(int argc, char **argv) {
     if (limit && limit < steps) steps = limit;
     int64_t total = steps * epochs;
 
-    /* GaLore in a build without LAPACK fails here with KILN_ERR_UNSUPPORTED. */
-    kiln_optim *opt = make_optim(ctx, optim, lr, wd, rank, seed);
+    /* Weight decay decoupled, none for sgd and adam; rank: GaLore's and
+     * APOLLO's (APOLLO-Mini keeps its rank 1). GaLore in a build without
+     * LAPACK fails here with KILN_ERR_UNSUPPORTED. */
+    kiln_optim *opt = optimizer_new(ctx, optim_id,
+                                    &(optimizer_settings){.lr = lr, .weight_decay = wd, .rank = rank, .seed = seed});
     if (!opt) return fail("making the optimizer");
     kiln_schedule sched = {KILN_SCHEDULE_COSINE, (int64_t)(warmup * (double)total), total, 0.0f};
     if (kiln_optim_set_schedule(opt, &sched)) return fail("setting the schedule");

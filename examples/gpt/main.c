@@ -39,6 +39,7 @@
 #include "data.h"
 #include "gpt.h"
 #include "kiln.h"
+#include "optimizers.h"
 #include "progress.h"
 
 #include <math.h>
@@ -208,16 +209,13 @@ static void sample(kiln_ctx *ctx, gpt *m, int64_t seq, const char *prompt, int n
 
 /* ---- the optimizer ---- */
 
+/* name: one of the --optim choices. nanoGPT's betas (0.9, 0.99) for the
+ * Adam family and Lion (Adam's eps 1e-8); decoupled weight decay for AdamW
+ * and Lion, none for Adam and SGD (momentum 0.9). */
 static kiln_optim *make_optimizer(kiln_ctx *ctx, gpt *m, const char *name, float lr, float wd) {
-    kiln_adam_config adam = {.lr = lr, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f, .weight_decay = wd};
-    kiln_lion_config lion = {.lr = lr, .beta1 = 0.9f, .beta2 = 0.99f, .weight_decay = wd};
-    kiln_optim *opt = !strcmp(name, "adamw")       ? kiln_adamw_new(ctx, &adam)
-                      : !strcmp(name, "adamw8bit") ? kiln_adamw8bit_new(ctx, &adam)
-                      : !strcmp(name, "adam")      ? kiln_adam_new(ctx, &(kiln_adam_config){.lr = lr, .beta1 = 0.9f,
-                                                                                          .beta2 = 0.99f, .eps = 1e-8f})
-                      : !strcmp(name, "lion")      ? kiln_lion_new(ctx, &lion)
-                      : !strcmp(name, "lion8bit")  ? kiln_lion8bit_new(ctx, &lion)
-                                                   : kiln_sgd_new(ctx, &(kiln_sgd_config){.lr = lr, .momentum = 0.9f});
+    kiln_optim *opt = optimizer_new(ctx, (optimizer_id)optimizer_parse(name),
+                                    &(optimizer_settings){.lr = lr, .weight_decay = wd, .beta1 = 0.9f,
+                                                          .beta2 = 0.99f, .eps = 1e-8f});
     if (!opt) die("making the optimizer");
     /* as nanoGPT: the matrices (embeddings included) decay, the 1-D
      * tensors (biases, LayerNorm gains and shifts) do not */

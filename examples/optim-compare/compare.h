@@ -2,7 +2,7 @@
  * optimizers, one training run and its result.
  *
  *   main.c        options, the learning-rate sweeps, the noise check
- *   optimizers.c  the ten optimizers: names, usual learning rates, settings
+ *   optimizers.c  the comparison's settings of the ten optimizers (lr, decay, rank)
  *   runs.c        the two tasks' data and models; one run in a forked child
  *   report.c      the table, the CSV files and the PNG charts
  *
@@ -17,6 +17,7 @@
 #include "cnn.h"
 #include "data.h"
 #include "gpt.h"
+#include "optimizers.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -43,21 +44,14 @@ typedef struct task {
     int rank, galore_gap; /* GaLore/APOLLO rank; gap set per run length */
 } task;
 
-/* The ten optimizers, in table order. */
-typedef enum optim_id {
-    OPT_SGD = 0, OPT_ADAM, OPT_ADAMW, OPT_ADAMW8, OPT_LION, OPT_LION8,
-    OPT_GALORE, OPT_GALORE8, OPT_APOLLO, OPT_APOLLO_MINI, OPT_COUNT
-} optim_id;
-
-const char *optim_name(optim_id id);
-/* The 32-bit optimizer an 8-bit one quantizes; -1 for the others. */
-int optim_twin(optim_id id);
+/* The ten optimizers (optimizer_id, their names and twins) are
+ * examples/common/optimizers.h's, in its order. */
 /* The usual learning rate of the method on this task: the sweep's centre. */
-double optim_center_lr(optim_id id, task_kind kind);
+double optim_center_lr(optimizer_id id, task_kind kind);
 /* Make the optimizer over every parameter of ctx. steps: the run's length
  * (GaLore/APOLLO refresh their projections every update_gap(steps)). NULL
  * with kiln's error set on failure (KILN_ERR_UNSUPPORTED: not in this build). */
-kiln_optim *optim_make(kiln_ctx *ctx, optim_id id, double lr, const task *t, int64_t steps);
+kiln_optim *optim_make(kiln_ctx *ctx, optimizer_id id, double lr, const task *t, int64_t steps);
 int optim_update_gap(int64_t steps);
 
 typedef enum run_status { RUN_OK = 0, RUN_UNSUPPORTED, RUN_DIVERGED, RUN_FAILED } run_status;
@@ -94,7 +88,7 @@ void task_free(task *t);
 /* Train the optimizer at lr for steps in a forked child and collect its
  * result (the parent never runs a kiln graph, so each child's OpenMP and
  * backend start fresh and its peak RSS is its own). */
-void run_forked(const task *t, optim_id id, double lr, int64_t steps, const run_opts *o, run_result *r);
+void run_forked(const task *t, optimizer_id id, double lr, int64_t steps, const run_opts *o, run_result *r);
 void run_result_free(run_result *r);
 
 /* Everything measured for one task, for the report. */

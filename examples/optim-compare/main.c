@@ -64,8 +64,8 @@ static double load_average(void) {
     return getloadavg(l, 1) == 1 ? l[0] : NAN;
 }
 
-static void print_run(const task *t, optim_id id, const char *what, const run_result *r) {
-    printf("  %-4s %-12s %-6s lr %-8.3g ", t->name, optim_name(id), what, r->lr);
+static void print_run(const task *t, optimizer_id id, const char *what, const run_result *r) {
+    printf("  %-4s %-12s %-6s lr %-8.3g ", t->name, optimizer_title(id), what, r->lr);
     if (r->status == RUN_UNSUPPORTED) printf("not in this build\n");
     else if (r->status == RUN_FAILED) printf("failed: %s\n", r->error);
     else if (r->status == RUN_DIVERGED) printf("%s (%.1f s)\n", r->error, r->wall_s);

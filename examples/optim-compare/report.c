@@ -49,7 +49,7 @@ void report_table(FILE *f, const task_report *rep) {
     for (int i = 0; i < OPT_COUNT; i++) {
         const run_result *r = &rep->full[i];
         if (r->status != RUN_OK && r->status != RUN_DIVERGED) {
-            fprintf(f, "%-13s %9s  %s\n", optim_name(i), "-", status_text(r));
+            fprintf(f, "%-13s %9s  %s\n", optimizer_title(i), "-", status_text(r));
             continue;
         }
         char state[32], rss[32], metric[16], test[16];
@@ -59,7 +59,7 @@ void report_table(FILE *f, const task_report *rep) {
         else snprintf(metric, sizeof metric, "%.3f", r->metric);
         if (cnn && isfinite(r->test_acc)) snprintf(test, sizeof test, "%.2f%%", 100 * r->test_acc);
         else snprintf(test, sizeof test, "%s", cnn ? "-" : "");
-        fprintf(f, "%-13s %9.3g %8.4f %8.4f %9s %9s %8.1f %10s %10s%s%s\n", optim_name(i), r->lr, r->train_loss,
+        fprintf(f, "%-13s %9.3g %8.4f %8.4f %9s %9s %8.1f %10s %10s%s%s\n", optimizer_title(i), r->lr, r->train_loss,
                 r->val_loss, metric, test, 1e3 * r->sec_per_step, state, rss, r->status ? "  " : "",
                 r->status ? r->error : "");
     }
@@ -79,7 +79,7 @@ void report_targets(FILE *f, const task_report *rep) {
         double a = r->status == RUN_FAILED ? NAN : start_loss(r), b = r->train_loss;
         bool ok = r->status == RUN_OK && b < 0.75 * a; /* "clearly": a quarter off at least */
         trained += ok;
-        fprintf(f, "  %-13s %7.3f -> %7.3f  %s\n", optim_name(i), a, b, ok ? "trains" : "DOES NOT TRAIN");
+        fprintf(f, "  %-13s %7.3f -> %7.3f  %s\n", optimizer_title(i), a, b, ok ? "trains" : "DOES NOT TRAIN");
     }
     fprintf(f, "  %d of %d trained\n", trained, ran);
 
@@ -96,16 +96,16 @@ void report_targets(FILE *f, const task_report *rep) {
     double spread = hi - lo;
     fprintf(f, ": spread %.4f\n", spread);
     for (int i = 0; i < OPT_COUNT; i++) {
-        int twin = optim_twin(i);
+        int twin = optimizer_twin(i);
         if (twin < 0) continue;
         const run_result *a = &rep->full[twin], *b = &rep->full[i];
         if (a->status != RUN_OK || b->status != RUN_OK) {
-            fprintf(f, "  %-13s vs %-7s: not compared (%s)\n", optim_name(i), optim_name(twin),
+            fprintf(f, "  %-13s vs %-7s: not compared (%s)\n", optimizer_title(i), optimizer_title(twin),
                     b->status != RUN_OK ? status_text(b) : status_text(a));
             continue;
         }
         double d = b->val_loss - a->val_loss;
-        fprintf(f, "  %-13s vs %-7s: val loss %+.4f (lr %.3g vs %.3g): %s\n", optim_name(i), optim_name(twin), d, b->lr,
+        fprintf(f, "  %-13s vs %-7s: val loss %+.4f (lr %.3g vs %.3g): %s\n", optimizer_title(i), optimizer_title(twin), d, b->lr,
                 a->lr, fabs(d) <= spread ? "within the noise" : d < 0 ? "better than the noise" : "OUTSIDE the noise");
     }
 }
@@ -124,7 +124,7 @@ static int write_results(const task_report *rep, const char *path) {
         const run_result *r = &rep->full[i];
         bool ok = r->status == RUN_OK;
         csv_str(c, rep->t->name);
-        csv_str(c, optim_name(i));
+        csv_str(c, optimizer_title(i));
         csv_str(c, ok ? "ok" : r->status == RUN_UNSUPPORTED ? "not in this build" : r->error);
         csv_num(c, r->lr);
         csv_num(c, ok ? r->train_loss : NAN);
@@ -149,7 +149,7 @@ static int write_sweep(const task_report *rep, const char *path) {
     for (int i = 0; i < OPT_COUNT; i++)
         for (int k = 0; k < rep->n_sweep; k++) {
             if (rep->full[i].status == RUN_UNSUPPORTED) continue;
-            csv_str(c, rep->t->name), csv_str(c, optim_name(i));
+            csv_str(c, rep->t->name), csv_str(c, optimizer_title(i));
             csv_num(c, rep->sweep_lr[i][k]), csv_num(c, rep->sweep_val[i][k]);
             csv_int(c, rep->sweep_lr[i][k] == rep->full[i].lr);
             csv_row(c);
@@ -176,7 +176,7 @@ static int write_curves(const task_report *rep, const char *path) {
     if (!c) return -1;
     csv_str(c, "step");
     for (int i = 0; i < OPT_COUNT; i++)
-        if (rep->full[i].status != RUN_UNSUPPORTED && rep->full[i].curve) csv_str(c, optim_name(i));
+        if (rep->full[i].status != RUN_UNSUPPORTED && rep->full[i].curve) csv_str(c, optimizer_title(i));
     csv_row(c);
     for (int64_t s = 0; s < rep->t->steps; s++) {
         csv_int(c, s + 1);
@@ -209,9 +209,9 @@ static int plot_curves(const task_report *rep, const char *path) {
             x[s] = (double)(s + 1);
             y[s] = sum / (double)(s + 1 < w ? s + 1 : w);
         }
-        int k = plot_add_line(p, optim_name(i), x, y, (int)n);
+        int k = plot_add_line(p, optimizer_title(i), x, y, (int)n);
         if (k < 0) rc = -1;
-        else plot_set_style(p, k, colour[i], optim_twin(i) >= 0);
+        else plot_set_style(p, k, colour[i], optimizer_twin(i) >= 0);
     }
     if (!rc && plot_write_png(p, path)) {
         fprintf(stderr, "optim-compare: %s: %s\n", path, plot_error(p));
@@ -244,8 +244,8 @@ static int plot_memory(const task_report *rep, const char *path) {
         const run_result *r = &rep->full[i];
         if (r->status != RUN_OK || r->state_bytes == 0) continue;
         double x = (double)r->state_bytes, y = r->val_loss;
-        const char *label = optim_name(i);
-        int k = plot_add_scatter(p, optim_name(i), &x, &y, &label, 1);
+        const char *label = optimizer_title(i);
+        int k = plot_add_scatter(p, optimizer_title(i), &x, &y, &label, 1);
         if (k >= 0) plot_set_style(p, k, colour[i], false);
     }
     /* AdamW's other seeds, in grey: how far apart two runs of one

@@ -168,7 +168,7 @@ static int eval_gpt(const task *t, model_graph *g, double *loss) {
     return 0;
 }
 
-static int child_run(const task *t, optim_id id, double lr, int64_t steps, const run_opts *o, run_result *r) {
+static int child_run(const task *t, optimizer_id id, double lr, int64_t steps, const run_opts *o, run_result *r) {
     if (o->threads) kiln_set_threads(o->threads);
     kiln_ctx *ctx = kiln_ctx_new();
     if (!ctx) return fail(r, RUN_FAILED, "kiln_ctx_new");
@@ -209,7 +209,7 @@ static int child_run(const task *t, optim_id id, double lr, int64_t steps, const
     bool show = o->full && isatty(fileno(stdout));
     if (show) {
         char label[64];
-        snprintf(label, sizeof label, "  %s %s", t->name, optim_name(id));
+        snprintf(label, sizeof label, "  %s %s", t->name, optimizer_title(id));
         progress_start(&p, stdout, label, steps, t->kind == TASK_CNN ? "img" : "tok");
     }
     double units = (double)t->batch * (t->kind == TASK_CNN ? 1.0 : (double)t->gpt.context);
@@ -291,7 +291,7 @@ static size_t read_all(int fd, void *buf, size_t n) {
     return got;
 }
 
-void run_forked(const task *t, optim_id id, double lr, int64_t steps, const run_opts *o, run_result *r) {
+void run_forked(const task *t, optimizer_id id, double lr, int64_t steps, const run_opts *o, run_result *r) {
     memset(r, 0, sizeof *r);
     r->lr = lr;
     r->steps = steps;
