@@ -707,6 +707,28 @@ kiln_status kiln_safetensors_read_into(kiln_safetensors *st, const char *name, k
 kiln_status kiln_safetensors_save(const char *path, kiln_tensor *const *tensors, const char *const *names, int n,
                                   const char *const *meta, int n_meta);
 
+/* A small JSON reader for configuration files (config.json): the file is
+ * read whole and parsed strictly (RFC 8259, bounded depth and size); a
+ * value is looked up by key in the top-level object (obj NULL) or in the
+ * object that is the top-level member obj. Numbers are doubles; true and
+ * false read as 1 and 0.
+ *
+ *     kiln_json_file *j = kiln_json_file_open("config.json");
+ *     double layers;
+ *     if (kiln_json_file_number(j, NULL, "num_hidden_layers", &layers)) ...
+ *     const char *file = kiln_json_file_string(j, "weight_map", "lm_head.weight");
+ *     kiln_json_file_close(j);
+ */
+typedef struct kiln_json_file kiln_json_file;
+kiln_json_file *kiln_json_file_open(const char *path);
+void kiln_json_file_close(kiln_json_file *j);
+/* Present and not null. */
+bool kiln_json_file_has(const kiln_json_file *j, const char *obj, const char *key);
+/* KILN_ERR_FORMAT when missing or not a number/bool. */
+kiln_status kiln_json_file_number(const kiln_json_file *j, const char *obj, const char *key, double *out);
+/* NULL when missing or not a string. */
+const char *kiln_json_file_string(const kiln_json_file *j, const char *obj, const char *key);
+
 /* GGUF (ggml's model format, as llama.cpp reads it; versions 2 and 3,
  * little-endian): "GGUF", u32 version, u64 tensor count, u64 metadata
  * count, the metadata (string key, u32 value type, value; strings are u64
