@@ -10,27 +10,6 @@
 
 #include <stdio.h>
 
-struct kiln_tokenizer {
-    int64_t n;      /* ids 0..n-1 */
-    char **tok;     /* NUL-terminated spelling per id, NULL for a hole */
-    uint32_t *len;
-    uint8_t *raw;   /* added / control token: its text is literal, not byte-mapped */
-    int32_t *vh;    /* open-addressed: spelling -> id, -1 empty */
-    size_t vcap;
-    uint64_t *mk;   /* open-addressed: (left id, right id) -> rank, merged id */
-    int32_t *mrank, *mres;
-    size_t mcap;
-    int32_t *mpair; /* the merges in rank order, two ids each */
-    int64_t n_merges;
-    int32_t byte_tok[256];
-    int32_t byte_cp[256];
-    int16_t cp_byte[324];
-    int split;
-    bool prefix_space, ignore_merges;
-    int32_t bos, eos;
-    int32_t *special; /* raw ids, longest text first */
-    int n_special;
-};
 
 static uint64_t fnv(const void *p, size_t n) {
     const unsigned char *s = p;
@@ -56,6 +35,8 @@ void kiln_tokenizer_free(kiln_tokenizer *t) {
     free(t->mres);
     free(t->mpair);
     free(t->special);
+    free(t->score);
+    free(t->fb);
     free(t);
 }
 
@@ -100,7 +81,7 @@ static kiln_status tok_set(kiln_tokenizer *t, int64_t id, const char *s, size_t 
     return KILN_OK;
 }
 
-static int32_t find_len(const kiln_tokenizer *t, const char *s, size_t len) {
+int32_t kiln__tok_find(const kiln_tokenizer *t, const char *s, size_t len) {
     if (!t->vh) return -1;
     for (size_t h = fnv(s, len) & (t->vcap - 1);; h = (h + 1) & (t->vcap - 1)) {
         int32_t id = t->vh[h];
@@ -116,7 +97,7 @@ static kiln_status tok_index(kiln_tokenizer *t, const char *who) {
     if (!(t->vh = malloc(t->vcap * sizeof *t->vh))) return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
     memset(t->vh, 0xff, t->vcap * sizeof *t->vh);
     for (int64_t id = 0; id < t->n; id++) {
-        if (!t->tok[id] || find_len(t, t->tok[id], t->len[id]) >= 0) continue;
+        if (!t->tok[id] || kiln__tok_find(t, t->tok[id], t->len[id]) >= 0) continue;
         size_t h = fnv(t->tok[id], t->len[id]) & (t->vcap - 1);
         while (t->vh[h] >= 0) h = (h + 1) & (t->vcap - 1);
         t->vh[h] = (int32_t)id;
@@ -146,12 +127,12 @@ static size_t merge_slot(const kiln_tokenizer *t, int32_t a, int32_t b) {
 /* Merge "a b" (the spellings) at the next rank. */
 static kiln_status tok_merge(kiln_tokenizer *t, const char *a, size_t alen, const char *b, size_t blen,
                              const char *who) {
-    int32_t ia = find_len(t, a, alen), ib = find_len(t, b, blen);
+    int32_t ia = kiln__tok_find(t, a, alen), ib = kiln__tok_find(t, b, blen);
     char small[256], *buf = alen + blen <= sizeof small ? small : malloc(alen + blen);
     if (!buf) return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
     memcpy(buf, a, alen);
     memcpy(buf + alen, b, blen);
-    int32_t ir = find_len(t, buf, alen + blen);
+    int32_t ir = kiln__tok_find(t, buf, alen + blen);
     if (buf != small) free(buf);
     if (ia < 0 || ib < 0 || ir < 0)
         return kiln__errs(KILN_ERR_FORMAT, "%s: merge %lld ('%.*s' '%.*s') names a token not in the vocabulary", who,
@@ -181,10 +162,10 @@ static int cmp_special_len(const kiln_tokenizer *t, int32_t a, int32_t b) {
 
 /* The byte tokens, the spelling index (done by the caller) and the specials. */
 static kiln_status tok_finish(kiln_tokenizer *t, const char *who) {
-    for (int b = 0; b < 256; b++) {
+    for (int b = 0; b < 256 && !t->spm; b++) {
         char s[4];
         size_t k = put_utf8(s, t->byte_cp[b]);
-        if ((t->byte_tok[b] = find_len(t, s, k)) < 0)
+        if ((t->byte_tok[b] = kiln__tok_find(t, s, k)) < 0)
             return kiln__errs(KILN_ERR_UNSUPPORTED,
                               "%s: the vocabulary has no token for byte 0x%02x ('%.*s'): not a byte-level BPE", who, b,
                               (int)k, s);
@@ -343,13 +324,15 @@ kiln_tokenizer *kiln_tokenizer_from_gguf(const kiln_gguf *g) {
     if (!g) return kiln__err(KILN_ERR_ARG, "%s: NULL file", who);
     const char *model = kiln_gguf_get_string(g, "tokenizer.ggml.model", NULL);
     if (!model) return kiln__err(KILN_ERR_FORMAT, "%s: no tokenizer.ggml.model", who);
-    if (strcmp(model, "gpt2"))
-        return kiln__err(KILN_ERR_UNSUPPORTED, "%s: tokenizer model '%s' (kiln reads \"gpt2\" byte-level BPE; "
-                         "\"llama\" SentencePiece is not supported yet)", who, model);
+    bool spm = !strcmp(model, "llama");
+    if (strcmp(model, "gpt2") && !spm)
+        return kiln__err(KILN_ERR_UNSUPPORTED, "%s: tokenizer model '%s' (kiln reads \"gpt2\" byte-level BPE and "
+                         "\"llama\" SentencePiece BPE)", who, model);
     const char *pre = kiln_gguf_get_string(g, "tokenizer.ggml.pre", NULL);
     int mode = !pre || !strcmp(pre, "default") || !strcmp(pre, "gpt-2") || !strcmp(pre, "gpt2") ? KILN__SPLIT_GPT2
              : !strcmp(pre, "llama-bpe") || !strcmp(pre, "llama3") || !strcmp(pre, "smaug-bpe") ? KILN__SPLIT_LLAMA3
              : !strcmp(pre, "qwen2") ? KILN__SPLIT_QWEN2 : -1;
+    if (spm) mode = KILN__SPLIT_GPT2; /* unused */
     if (mode < 0) return kiln__err(KILN_ERR_UNSUPPORTED, "%s: tokenizer.ggml.pre '%s' is not one kiln knows", who, pre);
     kiln_gguf_type et;
     uint64_t n, nm = 0, nt = 0;
@@ -375,6 +358,7 @@ kiln_tokenizer *kiln_tokenizer_from_gguf(const kiln_gguf *g) {
         if (!s && ty != 5) s = tok_set(t, (int64_t)i, str, len, ty == 3 || ty == 4, who);
     }
     if (!s) s = tok_index(t, who);
+    if (!s && spm) s = kiln__spm_load(t, g, who);
     if (!s) s = merges_alloc(t, (int64_t)nm, who);
     for (uint64_t i = 0; i < nm && !s; i++) {
         size_t len;
@@ -403,6 +387,7 @@ kiln_tokenizer *kiln_tokenizer_from_gguf(const kiln_gguf *g) {
 kiln_status kiln_tokenizer_to_gguf(const kiln_tokenizer *t, kiln_gguf_writer *w) {
     const char *who = "kiln_tokenizer_to_gguf";
     if (!t || !w) return kiln__errs(KILN_ERR_ARG, "%s: NULL argument", who);
+    if (t->spm) return kiln__spm_save(t, w);
     const char **toks = malloc((size_t)t->n * sizeof *toks);
     int32_t *types = malloc((size_t)t->n * sizeof *types);
     char **merges = calloc((size_t)(t->n_merges ? t->n_merges : 1), sizeof *merges);
@@ -452,18 +437,9 @@ const char *kiln_tokenizer_token(const kiln_tokenizer *t, int32_t id) {
     return t && id >= 0 && id < t->n ? t->tok[id] : NULL;
 }
 int32_t kiln_tokenizer_find(const kiln_tokenizer *t, const char *token) {
-    return t && token ? find_len(t, token, strlen(token)) : -1;
+    return t && token ? kiln__tok_find(t, token, strlen(token)) : -1;
 }
 
-typedef struct out_ids {
-    int32_t *ids;
-    int64_t cap, n;
-} out_ids;
-
-static void emit(out_ids *o, int32_t id) {
-    if (o->n < o->cap) o->ids[o->n] = id;
-    o->n++;
-}
 
 static int32_t merge_of(const kiln_tokenizer *t, int32_t a, int32_t b, int32_t *res) {
     if (!t->mk) return -1;
@@ -474,13 +450,13 @@ static int32_t merge_of(const kiln_tokenizer *t, int32_t a, int32_t b, int32_t *
 }
 
 /* One pre-token's bytes through the merges. sym is scratch of n ids. */
-static void bpe_word(const kiln_tokenizer *t, const unsigned char *w, size_t n, int32_t *sym, char *spell, out_ids *o) {
+static void bpe_word(const kiln_tokenizer *t, const unsigned char *w, size_t n, int32_t *sym, char *spell, kiln__ids *o) {
     if (t->ignore_merges) { /* Llama 3: a word that is a token is that token */
         size_t k = 0;
         for (size_t i = 0; i < n; i++) k += put_utf8(spell + k, t->byte_cp[w[i]]);
-        int32_t id = find_len(t, spell, k);
+        int32_t id = kiln__tok_find(t, spell, k);
         if (id >= 0 && !t->raw[id]) { /* added tokens are not the model's vocabulary */
-            emit(o, id);
+            kiln__emit(o, id);
             return;
         }
     }
@@ -504,55 +480,65 @@ static void bpe_word(const kiln_tokenizer *t, const unsigned char *w, size_t n, 
         }
         m = j;
     }
-    for (size_t i = 0; i < m; i++) emit(o, sym[i]);
+    for (size_t i = 0; i < m; i++) kiln__emit(o, sym[i]);
 }
 
-/* Plain text (no specials): pre-tokenize and BPE each piece. */
-static void encode_plain(const kiln_tokenizer *t, const unsigned char *s, size_t n, int32_t *sym, char *spell,
-                         out_ids *o) {
+/* A fragment of plain text (no specials): pre-tokenized and BPE'd, or
+ * SentencePiece's. first: the text's start or right after a special. */
+static kiln_status encode_plain(const kiln_tokenizer *t, const unsigned char *s, size_t n, bool at_start, bool first,
+                                int32_t *sym, char *spell, kiln__ids *o) {
+    if (t->spm) return n ? kiln__spm_encode(t, s, n, t->add_space && first, o) : KILN_OK;
+    if (t->prefix_space && at_start && n && s[0] != ' ') { /* ByteLevel's add_prefix_space */
+        unsigned char *w = malloc(n + 1);
+        if (!w) return kiln__errs(KILN_ERR_OOM, "kiln_tokenizer_encode: out of memory");
+        w[0] = ' ';
+        memcpy(w + 1, s, n);
+        kiln_status st = encode_plain(t, w, n + 1, false, first, sym, spell, o);
+        free(w);
+        return st;
+    }
     for (size_t i = 0; i < n;) {
         size_t e = kiln__pretok_next(t->split, s, n, i);
         bpe_word(t, s + i, e - i, sym, spell, o);
         i = e;
     }
+    return KILN_OK;
 }
 
 kiln_status kiln_tokenizer_encode(const kiln_tokenizer *t, const char *text, size_t len, bool special, int32_t *ids,
                                   int64_t cap, int64_t *n) {
     const char *who = "kiln_tokenizer_encode";
     if (!t || (!text && len) || (!ids && cap) || cap < 0 || !n) return kiln__errs(KILN_ERR_ARG, "%s: bad argument", who);
-    size_t total = len + (t->prefix_space ? 1 : 0);
-    unsigned char *buf = malloc(total + 1);
-    int32_t *sym = malloc((total + 1) * sizeof *sym);
-    char *spell = malloc(2 * total + 1);
-    if (!buf || !sym || !spell) {
-        free(buf), free(sym), free(spell);
+    const unsigned char *buf = (const unsigned char *)text;
+    int32_t *sym = malloc((len + 2) * sizeof *sym);
+    char *spell = malloc(2 * len + 3);
+    if (!sym || !spell) {
+        free(sym), free(spell);
         return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
     }
-    /* ByteLevel's add_prefix_space: a space before text that does not start with one */
-    size_t k = 0;
-    if (t->prefix_space && len && text[0] != ' ') buf[k++] = ' ';
-    if (len) memcpy(buf + k, text, len);
-    total = k + len;
-    out_ids o = {ids, cap, 0};
+    kiln__ids o = {ids, cap, 0};
     size_t start = 0;
-    for (size_t i = 0; special && i < total;) {
+    bool first = true;
+    kiln_status s = KILN_OK;
+    for (size_t i = 0; special && i < len && !s;) {
         int32_t hit = -1;
         for (int j = 0; j < t->n_special && hit < 0; j++) {
             int32_t id = t->special[j];
-            if (t->len[id] <= total - i && !memcmp(buf + i, t->tok[id], t->len[id])) hit = id;
+            if (t->len[id] <= len - i && !memcmp(buf + i, t->tok[id], t->len[id])) hit = id;
         }
         if (hit < 0) {
             i++;
             continue;
         }
-        encode_plain(t, buf + start, i - start, sym, spell, &o);
-        emit(&o, hit);
+        if (i > start) s = encode_plain(t, buf + start, i - start, start == 0, first, sym, spell, &o);
+        kiln__emit(&o, hit);
+        first = true;
         i += t->len[hit];
         start = i;
     }
-    encode_plain(t, buf + start, total - start, sym, spell, &o);
-    free(buf), free(sym), free(spell);
+    if (!s && (len > start || !len)) s = encode_plain(t, buf + start, len - start, start == 0, first, sym, spell, &o);
+    free(sym), free(spell);
+    if (s) return s;
     *n = o.n;
     if (o.n > cap)
         return kiln__errs(KILN_ERR_ARG, "%s: %lld ids do not fit in %lld", who, (long long)o.n, (long long)cap);
@@ -564,6 +550,7 @@ kiln_status kiln_tokenizer_decode(const kiln_tokenizer *t, const int32_t *ids, i
     const char *who = "kiln_tokenizer_decode";
     if (!t || (!ids && n) || (!out && cap) || !len || n < 0) return kiln__errs(KILN_ERR_ARG, "%s: bad argument", who);
     size_t k = 0;
+    bool strip = t->spm && t->add_space; /* the space encode put in front */
 #define PUT(c)                                                                                                         \
     do {                                                                                                               \
         if (k < cap) out[k] = (char)(c);                                                                               \
@@ -577,6 +564,24 @@ kiln_status kiln_tokenizer_decode(const kiln_tokenizer *t, const int32_t *ids, i
         size_t L = t->len[id];
         if (t->raw[id]) {
             for (size_t j = 0; j < L; j++) PUT(s[j]);
+            strip = t->spm && t->add_space;
+            continue;
+        }
+        if (t->spm) { /* <0xXX> is its byte; U+2581 a space, dropped where encode put one */
+            if (t->fb[id] >= 0) {
+                PUT(t->fb[id]);
+            } else {
+                for (size_t j = 0; j < L; j++) {
+                    if (L - j >= 3 && !memcmp(s + j, "\xe2\x96\x81", 3)) {
+                        if (!strip) PUT(' ');
+                        j += 2;
+                    } else {
+                        PUT(s[j]);
+                    }
+                    strip = false;
+                }
+            }
+            strip = false;
             continue;
         }
         for (size_t j = 0; j < L;) { /* each stand-in character back to its byte */

@@ -848,9 +848,15 @@ kiln_status kiln_gguf_writer_save(kiln_gguf_writer *w, const char *path);
  * decoding maps back to bytes, so decode(encode(s)) == s for any bytes,
  * invalid UTF-8 included. Letters and numbers outside ASCII/Latin-1 are
  * classified by a table of common ranges (see tokenizer_split.c).
- * Not supported (an error that says so): GGUF's "llama" SentencePiece
- * model, other pre-tokenizer regexes, normalizers. No BOS is added: put
- * kiln_tokenizer_bos() in front yourself when the model wants one.
+ * GGUF's "llama" model (SentencePiece BPE with scores, Llama 1/2) works
+ * as llama.cpp's: '\u2581' for spaces, one in front of the text and after
+ * each special token (add_space_prefix), merges by highest score, <0xXX>
+ * byte fallback; decode drops the spaces encode put in, so the round trip
+ * holds too, except that a U+2581 in the text comes back as a space.
+ * Not supported (an error that says so): other pre-tokenizer regexes,
+ * normalizers, tokenizer.json's SentencePiece form (byte_fallback BPE).
+ * No BOS is added: put kiln_tokenizer_bos() in front yourself when the
+ * model wants one.
  *
  *     kiln_tokenizer *tok = kiln_tokenizer_from_json("tokenizer.json");
  *     int32_t ids[256];
@@ -883,7 +889,7 @@ kiln_status kiln_tokenizer_encode(const kiln_tokenizer *t, const char *text, siz
  * it exceeds cap. An id out of range is KILN_ERR_ARG. */
 kiln_status kiln_tokenizer_decode(const kiln_tokenizer *t, const int32_t *ids, int64_t n, char *out, size_t cap,
                                   size_t *len);
-/* Put the tokenizer in w as GGUF's tokenizer.ggml.* keys (model "gpt2"). */
+/* Put the tokenizer in w as GGUF's tokenizer.ggml.* keys ("gpt2" or "llama"). */
 kiln_status kiln_tokenizer_to_gguf(const kiln_tokenizer *t, kiln_gguf_writer *w);
 
 /* Every parameter of ctx (kiln_param order) under its name, with the same

@@ -199,14 +199,13 @@ KT_TEST(tokenizer_through_gguf) {
              "vocab/bos/eos");
     check_hand_worked(u);
     kiln_gguf_close(g);
-    /* SentencePiece "llama" is refused with a message */
-    w = kiln_gguf_writer_new();
-    KT_OK(kiln_gguf_set_string(w, "tokenizer.ggml.model", "llama"));
-    KT_OK(kiln_gguf_writer_save(w, p));
-    kiln_gguf_writer_free(w);
+    kiln_gguf_writer *bad = kiln_gguf_writer_new();
+    KT_OK(kiln_gguf_set_string(bad, "tokenizer.ggml.model", "bert"));
+    KT_OK(kiln_gguf_writer_save(bad, p));
+    kiln_gguf_writer_free(bad);
     g = kiln_gguf_open(p);
     KT_NOTNULL(g);
-    KT_EXPECT_ERR(kiln_tokenizer_from_gguf(g), KILN_ERR_UNSUPPORTED, "SentencePiece");
+    KT_EXPECT_ERR(kiln_tokenizer_from_gguf(g), KILN_ERR_UNSUPPORTED, "bert");
     kiln_gguf_close(g);
     unlink(p);
     kiln_tokenizer_free(t);
@@ -235,5 +234,86 @@ KT_TEST(tokenizer_json_refusals) {
         KT_CHECK(!t && strstr(kiln_last_error(), bad[i].msg), "case %zu: '%s'", i, kiln_last_error());
         kiln_tokenizer_free(t);
     }
+    unlink(p);
+}
+
+/* SentencePiece BPE ("llama" in GGUF): <unk> <s> </s>, the 256 byte
+ * tokens (ids 3..258), then pieces with scores. Worked by hand:
+ * "hello" -> "\u2581hello": ll (-3) first, then llo (-4), he (-5), \u2581he (-6). */
+static kiln_tokenizer *spm_tok(const char *path) {
+    const char *pieces[] = {"\xe2\x96\x81", "h", "e", "l", "o", "he", "ll", "llo", "\xe2\x96\x81he"};
+    const float pscore[] = {-10, -10, -10, -10, -10, -5, -3, -4, -6};
+    enum { N = 3 + 256 + 9 };
+    static char bytes[256][8];
+    const char *toks[N];
+    float scores[N];
+    int32_t types[N];
+    toks[0] = "<unk>", toks[1] = "<s>", toks[2] = "</s>";
+    types[0] = 2, types[1] = types[2] = 3;
+    for (int b = 0; b < 256; b++) {
+        snprintf(bytes[b], 8, "<0x%02X>", b);
+        toks[3 + b] = bytes[b];
+        types[3 + b] = 6;
+    }
+    for (int i = 0; i < 9; i++) toks[259 + i] = pieces[i], types[259 + i] = 1, scores[259 + i] = pscore[i];
+    for (int i = 0; i < 259; i++) scores[i] = 0;
+    kiln_gguf_writer *w = kiln_gguf_writer_new();
+    kiln_gguf_set_string(w, "tokenizer.ggml.model", "llama");
+    kiln_gguf_set_array(w, "tokenizer.ggml.tokens", KILN_GGUF_STRING, toks, N);
+    kiln_gguf_set_array(w, "tokenizer.ggml.scores", KILN_GGUF_FLOAT32, scores, N);
+    kiln_gguf_set_array(w, "tokenizer.ggml.token_type", KILN_GGUF_INT32, types, N);
+    kiln_gguf_set_int(w, "tokenizer.ggml.bos_token_id", KILN_GGUF_UINT32, 1);
+    kiln_gguf_set_int(w, "tokenizer.ggml.eos_token_id", KILN_GGUF_UINT32, 2);
+    kiln_gguf_set_int(w, "tokenizer.ggml.unknown_token_id", KILN_GGUF_UINT32, 0);
+    kiln_status s = kiln_gguf_writer_save(w, path);
+    kiln_gguf_writer_free(w);
+    if (s) return NULL;
+    kiln_gguf *g = kiln_gguf_open(path);
+    kiln_tokenizer *t = g ? kiln_tokenizer_from_gguf(g) : NULL;
+    kiln_gguf_close(g);
+    return t;
+}
+
+KT_TEST(tokenizer_sentencepiece_from_gguf) {
+    char p[128];
+    snprintf(p, sizeof p, "/tmp/kiln_spm_%d.gguf", (int)getpid());
+    kiln_tokenizer *t = spm_tok(p);
+    KT_NOTNULL(t);
+    KT_CHECK(kiln_tokenizer_bos(t) == 1 && kiln_tokenizer_eos(t) == 2 && kiln_tokenizer_vocab_size(t) == 268, "ids");
+    IDS(t, "hello", false, 267, 266);                   /* \u2581he llo */
+    IDS(t, "hi", false, 259, 260, 3 + 'i');             /* 'i' is no piece: <0x69> */
+    IDS(t, "a b", false, 259, 3 + 'a', 259, 3 + 'b');
+    IDS(t, "x</s>y", true, 259, 3 + 'x', 2, 259, 3 + 'y'); /* a space goes in front after a special too */
+    IDS(t, "\xc3\xa9", false, 259, 3 + 0xc3, 3 + 0xa9);   /* byte fallback of a 2-byte character */
+    char out[64];
+    size_t len;
+    KT_OK(kiln_tokenizer_decode(t, (int32_t[]){267, 266, 259, 3 + 'x', 2, 259, 3 + 'y'}, 7, out, sizeof out, &len));
+    KT_CHECK(len == 12 && !memcmp(out, "hello x</s>y", 12), "decode '%.*s'", (int)len, out);
+    for (int trial = 0; trial < 200; trial++) {
+        char s[100], back[200];
+        size_t n = rnd() % sizeof s;
+        for (size_t i = 0; i < n; i++) s[i] = trial % 2 ? (char)rnd() : "hel o\xe2\x96\x81"[rnd() % 8];
+        /* SentencePiece spells a space U+2581, so that character itself comes back as a space */
+        for (size_t i = 0; i + 2 < n; i++)
+            if (!memcmp(s + i, "\xe2\x96\x81", 3)) s[i] = 'h';
+        int32_t ids[400];
+        int64_t k;
+        KT_OK(kiln_tokenizer_encode(t, s, n, false, ids, 400, &k));
+        KT_OK(kiln_tokenizer_decode(t, ids, k, back, sizeof back, &len));
+        KT_CHECK(len == n && !memcmp(s, back, n), "trial %d: round trip differs (%zu vs %zu bytes)", trial, len, n);
+    }
+    /* and back out through the writer */
+    kiln_gguf_writer *w = kiln_gguf_writer_new();
+    KT_OK(kiln_tokenizer_to_gguf(t, w));
+    KT_OK(kiln_gguf_writer_save(w, p));
+    kiln_gguf_writer_free(w);
+    kiln_gguf *g = kiln_gguf_open(p);
+    KT_NOTNULL(g);
+    kiln_tokenizer *u = kiln_tokenizer_from_gguf(g);
+    KT_NOTNULL(u);
+    IDS(u, "hello", false, 267, 266);
+    kiln_gguf_close(g);
+    kiln_tokenizer_free(u);
+    kiln_tokenizer_free(t);
     unlink(p);
 }
