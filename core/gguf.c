@@ -685,7 +685,9 @@ kiln_status kiln_gguf_read_into(kiln_gguf *g, const char *name, kiln_tensor *dst
         if (!s) memcpy(dst->data, src, (size_t)e->nbytes);
         return s;
     }
-    if ((dt != KILN_F32 && dt != KILN_F16 && dt != KILN_BF16) || !kiln__is_float(dst->dtype))
+    /* any float dtype with a to_f32 converts (after the merge of KILN_Q8_0 / KILN_Q4_0 that is their
+     * dequantization, if their traits' to_f32 takes n elements as the others do) */
+    if (dt < 0 || dt == KILN_I32 || !kiln__types[dt].to_f32 || !kiln__is_float(dst->dtype))
         return kiln__errs(KILN_ERR_DTYPE, "%s: %s: tensor '%s' is %s; '%s' is %s", who, g->path, name,
                           kiln_gguf_type_name(e->type), dst->name, kiln_dtype_name(dst->dtype));
     int64_t n = kiln_tensor_numel(dst);

@@ -153,6 +153,17 @@ llama *llama_from_gguf(kiln_ctx *ctx, const char *path) {
     return m;
 }
 
+static bool same_values(kiln_tensor *a, kiln_tensor *b) {
+    int64_t n = kiln_tensor_numel(a);
+    if (n != kiln_tensor_numel(b)) return false;
+    float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+    bool same = x && y && !kiln_tensor_get_f32(a, x, n) && !kiln_tensor_get_f32(b, y, n) &&
+                !memcmp(x, y, (size_t)n * sizeof *x);
+    free(x);
+    free(y);
+    return same;
+}
+
 kiln_status llama_save_gguf(const llama *mc, const char *path, kiln_dtype dtype) {
     llama *m = (llama *)mc; /* the slots table takes non-const tensors; nothing is changed */
     if (!m || !path) return kiln_set_error(KILN_ERR_ARG, "llama_save_gguf: NULL argument");
@@ -190,6 +201,8 @@ kiln_status llama_save_gguf(const llama *mc, const char *path, kiln_dtype dtype)
             free(f);
             t = h;
         }
+        /* a tied head (the embedding's values) is left out, as llama.cpp writes tied models */
+        if (!st && s[i].t == m->output && same_values(m->output, m->tok_embeddings)) continue;
         if (!st) st = kiln_gguf_add_tensor(w, s[i].gguf, t);
     }
     if (st == KILN_ERR_OOM && !kiln_last_status()) kiln_set_error(st, "llama_save_gguf: out of memory");

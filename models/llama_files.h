@@ -39,7 +39,9 @@ llama *llama_from_hf(kiln_ctx *ctx, const char *dir);
 
 /* Write m as a llama GGUF (the names and keys above) with its weights in
  * dtype (KILN_F32, KILN_F16 or KILN_BF16; norms stay F32 as llama.cpp
- * writes them), atomically. Extra metadata (a tokenizer) is not written. */
+ * writes them), atomically; an output head equal to the embedding is left
+ * out (tied, as llama.cpp writes such models). Extra metadata (a
+ * tokenizer) is not written. */
 kiln_status llama_save_gguf(const llama *m, const char *path, kiln_dtype dtype);
 
 #endif

@@ -103,6 +103,39 @@ KT_TEST(llama_files_gguf_round_trip_f32_f16) {
     }
 }
 
+KT_TEST(llama_files_gguf_tied_output) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    llama_config c = tiny();
+    llama *m = llama_new(ctx, &c, 3);
+    KT_NOTNULL(m);
+    randomize(m, 20);
+    int64_t n = kiln_tensor_numel(m->tok_embeddings);
+    float *e = malloc((size_t)n * sizeof *e);
+    KT_OK(kiln_tensor_get_f32(m->tok_embeddings, e, n));
+    KT_OK(kiln_tensor_set_f32(m->output, e, n));
+    free(e);
+    const char *path = tmp_path("tied.gguf");
+    KT_OK(llama_save_gguf(m, path, KILN_F32));
+    kiln_gguf *g = kiln_gguf_open(path);
+    KT_NOTNULL(g);
+    KT_CHECK(kiln_gguf_find_tensor(g, "output.weight") < 0 && kiln_gguf_tensor_count(g) == 2 + 9 * 2,
+             "a tied head is left out");
+    kiln_gguf_close(g);
+    kiln_ctx *ctx2 = kiln_ctx_new();
+    llama *m2 = llama_from_gguf(ctx2, path);
+    KT_NOTNULL(m2);
+    float *a = logits_of(m), *b = logits_of(m2);
+    KT_NOTNULL(a);
+    KT_NOTNULL(b);
+    double worst = 0;
+    for (int i = 0; i < T * 37; i++) worst = fmax(worst, fabs((double)a[i] - b[i]));
+    KT_CHECK(worst <= 1e-5, "tied: logits differ by %g", worst);
+    free(a), free(b);
+    llama_free(m), llama_free(m2);
+    kiln_ctx_free(ctx), kiln_ctx_free(ctx2);
+    unlink(path);
+}
+
 KT_TEST(llama_files_gguf_refuses_other_architectures) {
     const char *path = tmp_path("gpt2.gguf");
     kiln_gguf_writer *w = kiln_gguf_writer_new();
