@@ -424,3 +424,34 @@ KT_TEST(gguf_corrupt_and_hostile_headers) {
     kiln_gguf_close(g);
     unlink(p);
 }
+
+/* The writer's bytes against the spec, built by hand: header, one u32
+ * key, one F32 tensor info, padding to 32, the data, padding to 32. */
+KT_TEST(gguf_writer_bytes_match_the_spec) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    kiln_tensor *t = kiln_new_2d(ctx, KILN_F32, 2, 3);
+    const float v[6] = {1, 2, 3, 4, 5, 6};
+    KT_OK(kiln_tensor_set_f32(t, v, 6));
+    kiln_gguf_writer *w = kiln_gguf_writer_new();
+    KT_OK(kiln_gguf_set_int(w, "k", KILN_GGUF_UINT32, 7));
+    KT_OK(kiln_gguf_add_tensor(w, "w", t));
+    const char *p = tmp_path("spec.gguf");
+    KT_OK(kiln_gguf_writer_save(w, p));
+    kiln_gguf_writer_free(w);
+    bb b;
+    b_head(&b, 3, 1, 1);
+    b_str(&b, "k");
+    b_u(&b, KILN_GGUF_UINT32, 4);
+    b_u(&b, 7, 4);
+    b_tensor(&b, "w", 2, (uint64_t[]){3, 2}, KILN_GGML_F32, 0);
+    b_pad(&b, 32);
+    b_raw(&b, v, sizeof v);
+    b_pad(&b, 32);
+    size_t n;
+    unsigned char *got = slurp(p, &n);
+    KT_NOTNULL(got);
+    KT_CHECK(n == b.n && !memcmp(got, b.b, n), "the writer's %zu bytes differ from the spec's %zu", n, b.n);
+    free(got);
+    unlink(p);
+    kiln_ctx_free(ctx);
+}
