@@ -455,3 +455,65 @@ KT_TEST(gguf_writer_bytes_match_the_spec) {
     unlink(p);
     kiln_ctx_free(ctx);
 }
+
+/* Random byte changes of a valid file: each opens or fails with a
+ * message, and what opens reads back without crashing. */
+KT_TEST(gguf_mutated_files_never_crash) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    const char *p = tmp_path("m.gguf"), *q = tmp_path("mut.gguf");
+    KT_OK(write_small(p, ctx, 0));
+    size_t n;
+    unsigned char *b = slurp(p, &n);
+    KT_NOTNULL(b);
+    unsigned char *m = malloc(n);
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    int opened = 0;
+    for (int trial = 0; trial < 1500; trial++) {
+        memcpy(m, b, n);
+        for (int k = 0; k < 1 + trial % 4; k++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            size_t at = (size_t)(x % n);
+            /* mostly the header (the data is opaque); small and huge values */
+            if (trial % 3) at %= n / 2;
+            m[at] = (unsigned char)(trial % 5 == 0 ? 0xff : trial % 5 == 1 ? 0 : (x >> 40));
+        }
+        write_bytes(q, m, n);
+        kiln_clear_error();
+        kiln_gguf *g = kiln_gguf_open(q);
+        if (!g) {
+            KT_CHECK(kiln_last_status() != KILN_OK && kiln_last_error()[0], "trial %d: failed without a message", trial);
+            continue;
+        }
+        opened++;
+        for (int i = 0; i < kiln_gguf_kv_count(g); i++) {
+            const char *key = kiln_gguf_kv_key(g, i);
+            int64_t iv;
+            double fv;
+            kiln_gguf_type et;
+            uint64_t len;
+            kiln_gguf_get_int(g, key, &iv);
+            kiln_gguf_get_float(g, key, &fv);
+            kiln_gguf_get_string(g, key, NULL);
+            if (!kiln_gguf_get_array(g, key, &et, &len) && len) {
+                kiln_gguf_array_int(g, key, len - 1, &iv);
+                kiln_gguf_array_string(g, key, len - 1, NULL);
+            }
+        }
+        for (int i = 0; i < kiln_gguf_tensor_count(g); i++) {
+            kiln_gguf_tensor_info ti;
+            kiln_gguf_tensor_info_at(g, i, &ti);
+            if (ti.nbytes < (1u << 20)) {
+                kiln_ctx *c2 = kiln_ctx_new();
+                kiln_gguf_load(g, c2, ti.name);
+                kiln_ctx_free(c2);
+            }
+        }
+        kiln_gguf_close(g);
+    }
+    KT_CHECK(opened > 0, "no mutated file opened (the data part should)");
+    free(m);
+    free(b);
+    unlink(p);
+    unlink(q);
+    kiln_ctx_free(ctx);
+}
