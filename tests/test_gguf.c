@@ -26,7 +26,7 @@ static void b_raw(bb *b, const void *p, size_t n) {
     b->n += n;
 }
 static void b_u(bb *b, uint64_t v, int k) {
-    for (int i = 0; i < k; i++) b->b[b->n++] = (unsigned char)(v >> (8 * i));
+    for (int i = 0; i < k; i++) b->b[b->n++] = i < 8 ? (unsigned char)(v >> (8 * i)) : 0;
 }
 static void b_str(bb *b, const char *s) {
     b_u(b, strlen(s), 8);
