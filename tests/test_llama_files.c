@@ -350,16 +350,26 @@ KT_TEST(llama_files_hf_matches_a_double_reference) {
     snprintf(dir, sizeof dir, "/tmp/kiln_hf_XXXXXX");
     KT_REQUIRE(mkdtemp(dir), "mkdtemp");
     char p[300], q[300];
-    for (int tied = 0; tied < 2; tied++) {
+    for (int pass = 0; pass < 3; pass++) {
+        bool tied = pass == 1, bf16 = pass == 2; /* Hugging Face ships bf16 mostly */
         kiln_ctx *ctx = kiln_ctx_new();
         hf_w w;
         hf_weights(&w, ctx, tied);
+        for (int i = 0; bf16 && i < w.n; i++) {
+            kiln_tensor *h = kiln_tensor_new(ctx, KILN_BF16, kiln_tensor_ndim(w.t[i]), kiln_tensor_shape(w.t[i]));
+            int64_t k = kiln_tensor_numel(h);
+            float *f = malloc((size_t)k * sizeof *f);
+            kiln_tensor_get_f32(w.t[i], f, k);
+            kiln_tensor_set_f32(h, f, k);
+            free(f);
+            w.t[i] = h;
+        }
         const char *names[64];
         for (int i = 0; i < w.n; i++) names[i] = w.names[i];
         write_config(dir, tied);
         snprintf(p, sizeof p, "%s/model.safetensors", dir);
         KT_OK(kiln_safetensors_save(p, w.t, names, w.n, (const char *[]){"format", "pt"}, 1));
-        check_hf_dir(dir, 0, tied, tied ? "single file, tied" : "single file");
+        check_hf_dir(dir, 0, tied, tied ? "single file, tied" : bf16 ? "single file, bf16" : "single file");
         unlink(p);
         /* two shards and an index */
         int half = w.n / 2;
@@ -376,7 +386,7 @@ KT_TEST(llama_files_hf_matches_a_double_reference) {
             fprintf(f, "%s\"%s\": \"model-0000%d-of-00002.safetensors\"", i ? ", " : "", names[i], i < half ? 1 : 2);
         fprintf(f, "}}\n");
         fclose(f);
-        check_hf_dir(dir, 1, tied, tied ? "sharded, tied" : "sharded");
+        check_hf_dir(dir, 1, tied, tied ? "sharded, tied" : bf16 ? "sharded, bf16" : "sharded");
         unlink(p), unlink(q), unlink(ix);
         kiln_ctx_free(ctx);
     }

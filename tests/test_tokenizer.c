@@ -317,3 +317,42 @@ KT_TEST(tokenizer_sentencepiece_from_gguf) {
     kiln_tokenizer_free(t);
     unlink(p);
 }
+
+/* Llama 3's ignore_merges: a word that is a token is taken whole. */
+KT_TEST(tokenizer_ignore_merges) {
+    char *json = NULL;
+    size_t n = 0;
+    const char *p = path_json(PRE_GPT2);
+    FILE *f = fopen(p, "r");
+    KT_REQUIRE(f, "open");
+    json = malloc(70000);
+    n = fread(json, 1, 69000, f);
+    fclose(f);
+    json[n] = 0;
+    /* add "hel" (no merge makes it) and the flag */
+    char *v = strstr(json, "\"he\": 256");
+    char *out = malloc(71000);
+    size_t a = (size_t)(v - json);
+    memcpy(out, json, a);
+    int k = sprintf(out + a, "\"hel\": 263, ");
+    strcpy(out + a + k, json + a);
+    char *m = strstr(out, "\"vocab\"");
+    char *with = malloc(72000);
+    size_t b = (size_t)(m - out);
+    memcpy(with, out, b);
+    strcpy(with + b, "\"ignore_merges\": true, ");
+    strcat(with, out + b);
+    for (int pass = 0; pass < 2; pass++) {
+        f = fopen(p, "w");
+        fputs(pass ? with : out, f);
+        fclose(f);
+        kiln_tokenizer *t = kiln_tokenizer_from_json(p);
+        KT_NOTNULL(t);
+        if (pass) IDS(t, "hel", false, 263);
+        else IDS(t, "hel", false, 256, 'l');
+        IDS(t, "hello", false, 256, 260);
+        kiln_tokenizer_free(t);
+    }
+    unlink(p);
+    free(json), free(out), free(with);
+}
