@@ -243,9 +243,6 @@ static kiln_status json_vocab(kiln_tokenizer **out, const kiln__json *root, cons
     if (!vocab || vocab->type != KILN_JSON_OBJECT || (merges && merges->type != KILN_JSON_ARRAY) ||
         (added && added->type != KILN_JSON_ARRAY))
         return kiln__errs(KILN_ERR_FORMAT, "%s: needs model.vocab (object), model.merges and added_tokens (arrays)", who);
-    const kiln__json *bf = kiln__json_get(model, "byte_fallback");
-    if (bf && bf->type == KILN_JSON_TRUE)
-        return kiln__errs(KILN_ERR_UNSUPPORTED, "%s: byte_fallback BPE (SentencePiece style) is not supported", who);
     /* ids are dense in practice: refuse one far past the count before allocating for it */
     int64_t count = (int64_t)vocab->len + (added ? (int64_t)added->len : 0), max = -1;
     for (int pass = 0; pass < 2; pass++)
@@ -281,8 +278,11 @@ static kiln_status json_vocab(kiln_tokenizer **out, const kiln__json *root, cons
         }
         if (s) return s;
     }
-    const kiln__json *im = kiln__json_get(model, "ignore_merges");
+    const kiln__json *im = kiln__json_get(model, "ignore_merges"), *bf = kiln__json_get(model, "byte_fallback"),
+                     *unk = kiln__json_get(model, "unk_token");
     t->ignore_merges = im && im->type == KILN_JSON_TRUE;
+    t->spm = bf && bf->type == KILN_JSON_TRUE; /* SentencePiece converted: characters, '\u2581', <0xXX> */
+    t->unk = unk && unk->type == KILN_JSON_STRING ? kiln__tok_find(t, unk->str, unk->len) : -1;
     return KILN_OK;
 }
 
@@ -300,11 +300,15 @@ kiln_tokenizer *kiln_tokenizer_from_json(const char *path) {
     const kiln__json *root = kiln__json_root(doc);
     if (!s) s = json_vocab(&t, root, msg);
     const kiln__json *norm = kiln__json_get(root, "normalizer");
-    if (!s && norm && norm->type != KILN_JSON_NULL)
-        s = kiln__errs(KILN_ERR_UNSUPPORTED, "%s: normalizers are not supported", msg);
     int mode = -1;
     const kiln__json *pre = kiln__json_get(root, "pre_tokenizer");
-    if (!s && pre && pre->type != KILN_JSON_NULL) s = pretok(t, pre, &mode, msg);
+    if (!s && t->spm) {
+        s = kiln__spm_json(t, norm, pre, msg);
+        mode = KILN__SPLIT_GPT2; /* unused */
+    } else if (!s && norm && norm->type != KILN_JSON_NULL) {
+        s = kiln__errs(KILN_ERR_UNSUPPORTED, "%s: normalizers are not supported", msg);
+    }
+    if (!s && !t->spm && pre && pre->type != KILN_JSON_NULL) s = pretok(t, pre, &mode, msg);
     if (!s && mode < 0) s = kiln__errs(KILN_ERR_UNSUPPORTED, "%s: no pre-tokenizer split kiln knows", msg);
     if (!s) t->split = mode;
     if (!s) s = tok_finish(t, msg);
@@ -441,7 +445,7 @@ int32_t kiln_tokenizer_find(const kiln_tokenizer *t, const char *token) {
 }
 
 
-static int32_t merge_of(const kiln_tokenizer *t, int32_t a, int32_t b, int32_t *res) {
+int32_t kiln__tok_merge_of(const kiln_tokenizer *t, int32_t a, int32_t b, int32_t *res) {
     if (!t->mk) return -1;
     size_t h = merge_slot(t, a, b);
     if (t->mk[h] == UINT64_MAX) return -1;
@@ -465,7 +469,7 @@ static void bpe_word(const kiln_tokenizer *t, const unsigned char *w, size_t n, 
     while (m > 1) {
         int32_t best = INT32_MAX, res = -1, a = 0, b = 0;
         for (size_t i = 0; i + 1 < m; i++) {
-            int32_t r2, rank = merge_of(t, sym[i], sym[i + 1], &r2);
+            int32_t r2, rank = kiln__tok_merge_of(t, sym[i], sym[i + 1], &r2);
             if (rank >= 0 && rank < best) best = rank, res = r2, a = sym[i], b = sym[i + 1];
         }
         if (res < 0) break;
@@ -487,7 +491,7 @@ static void bpe_word(const kiln_tokenizer *t, const unsigned char *w, size_t n, 
  * SentencePiece's. first: the text's start or right after a special. */
 static kiln_status encode_plain(const kiln_tokenizer *t, const unsigned char *s, size_t n, bool at_start, bool first,
                                 int32_t *sym, char *spell, kiln__ids *o) {
-    if (t->spm) return n ? kiln__spm_encode(t, s, n, t->add_space && first, o) : KILN_OK;
+    if (t->spm) return n ? kiln__spm_encode(t, s, n, t->add_space && (at_start || (first && t->space_every)), o) : KILN_OK;
     if (t->prefix_space && at_start && n && s[0] != ' ') { /* ByteLevel's add_prefix_space */
         unsigned char *w = malloc(n + 1);
         if (!w) return kiln__errs(KILN_ERR_OOM, "kiln_tokenizer_encode: out of memory");
@@ -564,7 +568,7 @@ kiln_status kiln_tokenizer_decode(const kiln_tokenizer *t, const int32_t *ids, i
         size_t L = t->len[id];
         if (t->raw[id]) {
             for (size_t j = 0; j < L; j++) PUT(s[j]);
-            strip = t->spm && t->add_space;
+            strip = t->spm && t->add_space && t->space_every;
             continue;
         }
         if (t->spm) { /* <0xXX> is its byte; U+2581 a space, dropped where encode put one */

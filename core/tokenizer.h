@@ -28,7 +28,7 @@ struct kiln_tokenizer {
     int32_t *special; /* raw ids, longest text first */
     int n_special;
     /* SentencePiece BPE (GGUF's "llama"): merges by score, '▁' for spaces */
-    bool spm, add_space;
+    bool spm, add_space, space_every; /* space_every: after each special token too */
     float *score;
     int16_t *fb;      /* per id: the byte of a <0xXX> token, else -1 */
     int32_t byte_fb[256], unk;
@@ -47,11 +47,19 @@ static inline void kiln__emit(kiln__ids *o, int32_t id) {
     o->n++;
 }
 
+/* The rank of merging ids a, b (its result in *res), or -1. */
+int32_t kiln__tok_merge_of(const kiln_tokenizer *t, int32_t a, int32_t b, int32_t *res);
+
 /* SentencePiece BPE of one fragment (tokenizer_spm.c); space: put U+2581 first. */
 kiln_status kiln__spm_encode(const kiln_tokenizer *t, const unsigned char *s, size_t n, bool space, kiln__ids *o);
 /* The SentencePiece parts of loading from / saving to GGUF. */
 kiln_status kiln__spm_load(kiln_tokenizer *t, const kiln_gguf *g, const char *who);
 kiln_status kiln__spm_save(const kiln_tokenizer *t, kiln_gguf_writer *w);
+/* tokenizer.json's SentencePiece form (byte_fallback BPE): the normalizer
+ * (Prepend + Replace) or pre-tokenizer (Metaspace) that spells spaces. */
+struct kiln__json;
+kiln_status kiln__spm_json(kiln_tokenizer *t, const struct kiln__json *norm, const struct kiln__json *pre,
+                           const char *who);
 
 enum { KILN__SPLIT_GPT2, KILN__SPLIT_LLAMA3, KILN__SPLIT_QWEN2 };
 

@@ -7,33 +7,14 @@
  * that is no token becomes its bytes' <0xXX> tokens (byte fallback), or
  * the unknown token when the vocabulary has none. */
 #include "tokenizer.h"
+#include "json.h"
 
 #include <stdio.h>
 
-kiln_status kiln__spm_load(kiln_tokenizer *t, const kiln_gguf *g, const char *who) {
-    t->spm = true;
-    t->add_space = true;
-    t->unk = -1;
-    if (kiln_gguf_find_key(g, "tokenizer.ggml.add_space_prefix") >= 0) {
-        int64_t v;
-        kiln_status s = kiln_gguf_get_int(g, "tokenizer.ggml.add_space_prefix", &v);
-        if (s) return s;
-        t->add_space = v != 0;
-    }
-    t->score = calloc((size_t)t->n, sizeof *t->score);
-    t->fb = malloc((size_t)t->n * sizeof *t->fb);
-    if (!t->score || !t->fb) return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
-    kiln_gguf_type et;
-    uint64_t n = 0;
-    if (kiln_gguf_find_key(g, "tokenizer.ggml.scores") >= 0 &&
-        (kiln_gguf_get_array(g, "tokenizer.ggml.scores", &et, &n) || (int64_t)n != t->n))
-        return kiln__errs(KILN_ERR_FORMAT, "%s: tokenizer.ggml.scores does not have one number per token", who);
-    for (uint64_t i = 0; i < n; i++) {
-        double v;
-        kiln_status s = kiln_gguf_array_float(g, "tokenizer.ggml.scores", i, &v);
-        if (s) return s;
-        t->score[i] = (float)v;
-    }
+/* The <0xXX> byte tokens. */
+static kiln_status byte_tokens(kiln_tokenizer *t, const char *who) {
+    if (!t->fb && !(t->fb = malloc((size_t)t->n * sizeof *t->fb)))
+        return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
     for (int b = 0; b < 256; b++) {
         char name[8];
         snprintf(name, sizeof name, "<0x%02X>", b);
@@ -44,6 +25,79 @@ kiln_status kiln__spm_load(kiln_tokenizer *t, const kiln_gguf *g, const char *wh
         unsigned v;
         if (t->tok[i] && t->len[i] == 6 && sscanf(t->tok[i], "<0x%2X>", &v) == 1 && t->byte_fb[v] == i)
             t->fb[i] = (int16_t)v;
+    }
+    return KILN_OK;
+}
+
+static const char *jstr(const kiln__json *o, const char *key) {
+    const kiln__json *v = kiln__json_get(o, key);
+    return v && v->type == KILN_JSON_STRING ? v->str : NULL;
+}
+
+/* Hugging Face's Llama 2 form: normalizer Sequence[Prepend "\u2581",
+ * Replace " " -> "\u2581"], no pre-tokenizer; newer files: no normalizer,
+ * pre-tokenizer Metaspace (replacement "\u2581", prepend_scheme
+ * first/always/never, split false). Merges by rank. */
+kiln_status kiln__spm_json(kiln_tokenizer *t, const kiln__json *norm, const kiln__json *pre, const char *who) {
+    const char *meta = "\xe2\x96\x81";
+    bool prepend = false, replace = false;
+    if (norm && norm->type != KILN_JSON_NULL) {
+        const char *ty = jstr(norm, "type");
+        const kiln__json *list = ty && !strcmp(ty, "Sequence") ? kiln__json_get(norm, "normalizers") : NULL;
+        for (const kiln__json *c = list && list->type == KILN_JSON_ARRAY ? list->child : norm; c;
+             c = list ? c->next : NULL) {
+            const char *ct = jstr(c, "type");
+            if (ct && !strcmp(ct, "Prepend") && jstr(c, "prepend") && !strcmp(jstr(c, "prepend"), meta)) prepend = true;
+            else if (ct && !strcmp(ct, "Replace") && jstr(kiln__json_get(c, "pattern"), "String") &&
+                     !strcmp(jstr(kiln__json_get(c, "pattern"), "String"), " ") && jstr(c, "content") &&
+                     !strcmp(jstr(c, "content"), meta))
+                replace = true;
+            else
+                return kiln__errs(KILN_ERR_UNSUPPORTED, "%s: normalizer '%s' is not supported", who, ct ? ct : "?");
+        }
+        t->space_every = true; /* the normalizer sees each piece between special tokens */
+    }
+    if (pre && pre->type != KILN_JSON_NULL) {
+        const char *ty = jstr(pre, "type"), *scheme = jstr(pre, "prepend_scheme"), *rep = jstr(pre, "replacement");
+        const kiln__json *split = kiln__json_get(pre, "split");
+        if (!ty || strcmp(ty, "Metaspace") || !rep || strcmp(rep, meta) || (split && split->type == KILN_JSON_TRUE))
+            return kiln__errs(KILN_ERR_UNSUPPORTED, "%s: pre-tokenizer '%s' with a SentencePiece vocabulary (kiln "
+                              "reads Metaspace without split)", who, ty ? ty : "?");
+        replace = true;
+        prepend = !scheme || strcmp(scheme, "never");
+        t->space_every = scheme && !strcmp(scheme, "always");
+    }
+    if (!replace)
+        return kiln__errs(KILN_ERR_UNSUPPORTED, "%s: a byte_fallback BPE that does not spell spaces as U+2581", who);
+    t->add_space = prepend;
+    return byte_tokens(t, who);
+}
+
+kiln_status kiln__spm_load(kiln_tokenizer *t, const kiln_gguf *g, const char *who) {
+    t->spm = true;
+    t->add_space = true;
+    t->space_every = true; /* llama.cpp: a space after each special token too */
+    t->unk = -1;
+    if (kiln_gguf_find_key(g, "tokenizer.ggml.add_space_prefix") >= 0) {
+        int64_t v;
+        kiln_status s = kiln_gguf_get_int(g, "tokenizer.ggml.add_space_prefix", &v);
+        if (s) return s;
+        t->add_space = v != 0;
+    }
+    t->score = calloc((size_t)t->n, sizeof *t->score);
+    if (!t->score) return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
+    kiln_status bs = byte_tokens(t, who);
+    if (bs) return bs;
+    kiln_gguf_type et;
+    uint64_t n = 0;
+    if (kiln_gguf_find_key(g, "tokenizer.ggml.scores") >= 0 &&
+        (kiln_gguf_get_array(g, "tokenizer.ggml.scores", &et, &n) || (int64_t)n != t->n))
+        return kiln__errs(KILN_ERR_FORMAT, "%s: tokenizer.ggml.scores does not have one number per token", who);
+    for (uint64_t i = 0; i < n; i++) {
+        double v;
+        kiln_status s = kiln_gguf_array_float(g, "tokenizer.ggml.scores", i, &v);
+        if (s) return s;
+        t->score[i] = (float)v;
     }
     if (kiln_gguf_find_key(g, "tokenizer.ggml.unknown_token_id") >= 0) {
         int64_t v;
@@ -102,9 +156,19 @@ typedef struct spm {
 
 static void push(spm *m, int32_t l, int32_t r) {
     if (l < 0 || r < 0) return;
-    int32_t id = kiln__tok_find(m->t, m->text + m->start[l], (size_t)(m->len[l] + m->len[r]));
-    if (id < 0 || m->t->raw[id]) return;
-    bigram b = {m->t->score[id], l, r, (uint32_t)(m->len[l] + m->len[r])};
+    float score;
+    if (m->t->n_merges) { /* tokenizer.json: the pair must be a merge; lower rank first */
+        int32_t a = kiln__tok_find(m->t, m->text + m->start[l], (size_t)m->len[l]);
+        int32_t b = kiln__tok_find(m->t, m->text + m->start[r], (size_t)m->len[r]), res;
+        int32_t rank = a >= 0 && b >= 0 ? kiln__tok_merge_of(m->t, a, b, &res) : -1;
+        if (rank < 0) return;
+        score = -(float)rank;
+    } else { /* GGUF: the concatenation must be a token; higher score first */
+        int32_t id = kiln__tok_find(m->t, m->text + m->start[l], (size_t)(m->len[l] + m->len[r]));
+        if (id < 0 || m->t->raw[id]) return;
+        score = m->t->score[id];
+    }
+    bigram b = {score, l, r, (uint32_t)(m->len[l] + m->len[r])};
     size_t i = m->n_heap++;
     while (i > 0 && before(&b, &m->heap[(i - 1) / 2])) {
         m->heap[i] = m->heap[(i - 1) / 2];

@@ -853,8 +853,11 @@ kiln_status kiln_gguf_writer_save(kiln_gguf_writer *w, const char *path);
  * each special token (add_space_prefix), merges by highest score, <0xXX>
  * byte fallback; decode drops the spaces encode put in, so the round trip
  * holds too, except that a U+2581 in the text comes back as a space.
- * Not supported (an error that says so): other pre-tokenizer regexes,
- * normalizers, tokenizer.json's SentencePiece form (byte_fallback BPE).
+ * tokenizer.json's SentencePiece form (Llama 2 on Hugging Face: BPE with
+ * byte_fallback, Prepend/Replace normalizer or Metaspace pre-tokenizer) is
+ * read too, its merges applied by rank over characters.
+ * Not supported (an error that says so): other pre-tokenizer regexes and
+ * normalizers, Metaspace with split, WordPiece/Unigram models.
  * No BOS is added: put kiln_tokenizer_bos() in front yourself when the
  * model wants one.
  *

@@ -356,3 +356,56 @@ KT_TEST(tokenizer_ignore_merges) {
     unlink(p);
     free(json), free(out), free(with);
 }
+
+/* tokenizer.json's SentencePiece form (Llama 2 on Hugging Face):
+ * byte_fallback BPE over characters, spaces as U+2581 by the normalizer
+ * (or a Metaspace pre-tokenizer), merges by rank. Same pieces as the GGUF
+ * test above, ranks: l l, ll o, h e, \u2581 he. */
+static const char *spm_json(bool metaspace) {
+    static char path[128];
+    snprintf(path, sizeof path, "/tmp/kiln_spmj_%d.json", (int)getpid());
+    FILE *f = fopen(path, "w");
+    fprintf(f, "{\"added_tokens\": [{\"id\": 0, \"content\": \"<unk>\", \"special\": true}, {\"id\": 1, \"content\": "
+               "\"<s>\", \"special\": true}, {\"id\": 2, \"content\": \"</s>\", \"special\": true}],\n");
+    if (metaspace)
+        fprintf(f, "\"normalizer\": null, \"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"\\u2581\", "
+                   "\"prepend_scheme\": \"first\", \"split\": false},\n");
+    else
+        fprintf(f, "\"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Prepend\", \"prepend\": "
+                   "\"\\u2581\"}, {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"\\u2581\"}]}, "
+                   "\"pre_tokenizer\": null,\n");
+    fprintf(f, "\"model\": {\"type\": \"BPE\", \"unk_token\": \"<unk>\", \"byte_fallback\": true, \"vocab\": {\"<unk>\": 0, "
+               "\"<s>\": 1, \"</s>\": 2");
+    for (int b = 0; b < 256; b++) fprintf(f, ", \"<0x%02X>\": %d", b, 3 + b);
+    fprintf(f, ", \"\\u2581\": 259, \"h\": 260, \"e\": 261, \"l\": 262, \"o\": 263, \"he\": 264, \"ll\": 265, "
+               "\"llo\": 266, \"\\u2581he\": 267}, \"merges\": [\"l l\", \"ll o\", \"h e\", \"\\u2581 he\"]}}\n");
+    fclose(f);
+    return path;
+}
+
+KT_TEST(tokenizer_json_sentencepiece_form) {
+    for (int ms = 0; ms < 2; ms++) {
+        const char *p = spm_json(ms);
+        kiln_tokenizer *t = kiln_tokenizer_from_json(p);
+        unlink(p);
+        KT_NOTNULL(t);
+        IDS(t, "hello", false, 267, 266);
+        IDS(t, "hi", false, 259, 260, 3 + 'i');
+        IDS(t, "a b", false, 259, 3 + 'a', 259, 3 + 'b');
+        if (ms) IDS(t, "x</s>y", true, 259, 3 + 'x', 2, 3 + 'y'); /* Metaspace "first": only at the start */
+        else IDS(t, "x</s>y", true, 259, 3 + 'x', 2, 259, 3 + 'y'); /* the normalizer sees each piece */
+        for (int trial = 0; trial < 100; trial++) {
+            char s[80], back[200];
+            size_t n = rnd() % sizeof s, len;
+            for (size_t i = 0; i < n; i++) s[i] = trial % 2 ? (char)rnd() : "hel o<>/s"[rnd() % 9];
+            for (size_t i = 0; i + 2 < n; i++)
+                if (!memcmp(s + i, "\xe2\x96\x81", 3)) s[i] = 'h';
+            int32_t ids[300];
+            int64_t k;
+            KT_OK(kiln_tokenizer_encode(t, s, n, true, ids, 300, &k));
+            KT_OK(kiln_tokenizer_decode(t, ids, k, back, sizeof back, &len));
+            KT_CHECK(len == n && !memcmp(s, back, n), "form %d trial %d: round trip differs", ms, trial);
+        }
+        kiln_tokenizer_free(t);
+    }
+}
