@@ -385,3 +385,36 @@ llama *llama_from_hf(kiln_ctx *ctx, const char *dir) {
     }
     return m;
 }
+
+/* ---- tokenizers ---- */
+
+kiln_tokenizer *llama_gguf_tokenizer(const char *path) {
+    kiln_gguf *g = kiln_gguf_open(path);
+    kiln_tokenizer *t = g ? kiln_tokenizer_from_gguf(g) : NULL;
+    kiln_gguf_close(g);
+    return t;
+}
+
+kiln_tokenizer *llama_hf_tokenizer(const char *dir) {
+    if (!dir) {
+        kiln_set_error(KILN_ERR_ARG, "llama_hf_tokenizer: dir is NULL");
+        return NULL;
+    }
+    char p[4096];
+    snprintf(p, sizeof p, "%s/tokenizer.json", dir);
+    kiln_tokenizer *t = kiln_tokenizer_from_json(p);
+    if (!t) return NULL;
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    kiln_json_file *j = kiln_json_file_open(p);
+    if (!j) { /* a directory without config.json: no bos/eos */
+        kiln_clear_error();
+        return t;
+    }
+    double bos = -1, eos = -1;
+    if (kiln_json_file_number(j, NULL, "bos_token_id", &bos)) bos = -1;
+    if (kiln_json_file_number(j, NULL, "eos_token_id", &eos)) eos = -1; /* a list (Llama 3.1): left unset */
+    kiln_clear_error();
+    kiln_json_file_close(j);
+    kiln_tokenizer_set_bos_eos(t, (int32_t)bos, (int32_t)eos);
+    return t;
+}

@@ -37,6 +37,12 @@
 llama *llama_from_gguf(kiln_ctx *ctx, const char *path);
 llama *llama_from_hf(kiln_ctx *ctx, const char *dir);
 
+/* The tokenizer that goes with the model: the GGUF's tokenizer.ggml.*
+ * metadata, or dir/tokenizer.json with bos_token_id / eos_token_id from
+ * dir/config.json (an eos list is left unset). NULL on failure. */
+kiln_tokenizer *llama_gguf_tokenizer(const char *path);
+kiln_tokenizer *llama_hf_tokenizer(const char *dir);
+
 /* Write m as a llama GGUF (the names and keys above) with its weights in
  * dtype (KILN_F32, KILN_F16 or KILN_BF16; norms stay F32 as llama.cpp
  * writes them), atomically; an output head equal to the embedding is left

@@ -390,6 +390,32 @@ KT_TEST(llama_files_hf_matches_a_double_reference) {
         unlink(p), unlink(q), unlink(ix);
         kiln_ctx_free(ctx);
     }
+    /* the tokenizer beside it: tokenizer.json (byte-level, no merges) and config.json's bos/eos */
+    write_config(dir, false);
+    snprintf(p, sizeof p, "%s/tokenizer.json", dir);
+    FILE *tf = fopen(p, "w");
+    KT_REQUIRE(tf, "tokenizer.json");
+    fprintf(tf, "{\"added_tokens\": [{\"id\": 256, \"content\": \"<s>\", \"special\": true}], \"normalizer\": null, "
+                "\"pre_tokenizer\": {\"type\": \"ByteLevel\"}, \"model\": {\"type\": \"BPE\", \"merges\": [], \"vocab\": {");
+    for (int b = 0, k = 0; b < 256; b++) { /* GPT-2's byte alphabet */
+        bool pr = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+        int cp = pr ? b : 256 + k++;
+        fprintf(tf, "%s\"\\u%04x\": %d", b ? ", " : "", cp, b);
+    }
+    fprintf(tf, "}}}");
+    fclose(tf);
+    snprintf(q, sizeof q, "%s/config.json", dir);
+    write_text(q, "{\"hidden_size\": 32, \"bos_token_id\": 256, \"eos_token_id\": [256, 7]}");
+    kiln_tokenizer *tok = llama_hf_tokenizer(dir);
+    KT_NOTNULL(tok);
+    int32_t ids[8];
+    int64_t nid;
+    KT_OK(kiln_tokenizer_encode(tok, "a b", 3, false, ids, 8, &nid));
+    KT_CHECK(nid == 3 && ids[0] == 'a' && ids[1] == ' ' && ids[2] == 'b', "ids");
+    KT_CHECK(kiln_tokenizer_bos(tok) == 256 && kiln_tokenizer_eos(tok) == -1, "bos %d eos %d", kiln_tokenizer_bos(tok),
+             kiln_tokenizer_eos(tok));
+    kiln_tokenizer_free(tok);
+    unlink(p);
     /* refused: rope scaling */
     snprintf(p, sizeof p, "%s/config.json", dir);
     write_text(p, "{\"hidden_size\": 32, \"intermediate_size\": 48, \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
