@@ -164,9 +164,10 @@ test:
 	@$(MAKE) --no-print-directory all
 	@MAKE="$(MAKE)" scripts/test.sh $(BUILD) $(TESTS)
 
+# the quickstart: a CNN on Fashion-MNIST with AdamW, saved and reloaded
 demo: deps
 	@$(MAKE) --no-print-directory all
-	$(BUILD)/examples/mlp
+	$(BUILD)/examples/quickstart --save $(BUILD)/quickstart-cnn.safetensors
 
 # bench/*.c make one program, linked like the tests; it may call the CPU
 # backend's entry points (gemm.h), hence -Ibackends/cpu. bench/run.sh runs

@@ -1,12 +1,13 @@
 /* main.c — `make bench`: kiln's CPU figures beside their references.
  *
- *     kiln_bench [--torch FILE] [--only gemm|memory|train|vulkan|optim] [--model mlp|cnn|gpt] [--threads 1,2]
+ *     kiln_bench [--torch FILE] [--only gemm|memory|train|vulkan|optim|quant] [--model mlp|cnn|gpt] [--threads 1,2]
  *                [--quick] [--stream-mib N]
  *
  * One line per figure: name, kiln's value and unit, and the ratio to a
  * reference measured in the same run (OpenBLAS sgemm, a plain triad, or
  * PyTorch's figures read from FILE, written by bench/torch_ref.py; bench/run.sh
- * runs both; optim: optimizer steps against the triad, bench/optim.c).
+ * runs both; optim: optimizer steps against the triad, bench/optim.c; quant: the quantized
+ * dtypes' error and dequantize rate, bench/quant.c).
  * Timings on a shared machine drift: read the ratios. */
 #include "bench.h"
 
@@ -15,7 +16,7 @@
 #include <string.h>
 
 static const char *usage =
-    "usage: kiln_bench [--torch FILE] [--only gemm|memory|train|vulkan|optim] [--model mlp|cnn|gpt] [--threads 1,2] [--quick] [--stream-mib N]\n";
+    "usage: kiln_bench [--torch FILE] [--only gemm|memory|train|vulkan|optim|quant] [--model mlp|cnn|gpt] [--threads 1,2] [--quick] [--stream-mib N]\n";
 
 int main(int argc, char **argv) {
     bench_opts o = {.threads = {1, 2}, .n_threads = 2, .scale = 1.0, .stream_mib = 320};
@@ -57,5 +58,6 @@ int main(int argc, char **argv) {
     if (!only || strcmp(only, "train") == 0) bench_train(&o);
     if (!only || strcmp(only, "vulkan") == 0) bench_vulkan(&o);
     if (!only || strcmp(only, "optim") == 0) bench_optim(&o);
+    if (!only || strcmp(only, "quant") == 0) bench_quant(&o);
     return 0;
 }

@@ -1,6 +1,7 @@
 /* dtype.c — the dtype traits table: size, name and conversions of each
- * element type. Later issues add quantized block types here. */
+ * element type, and of the quantized block types (quant/quant.h). */
 #include "internal.h"
+#include "../quant/quant.h"
 
 #include <math.h>
 
@@ -88,13 +89,67 @@ ROW_CONVERTERS(f16, uint16_t, kiln__f16_to_f32, kiln__f32_to_f16)
 ROW_CONVERTERS(bf16, uint16_t, kiln__bf16_to_f32, kiln__f32_to_bf16)
 ROW_CONVERTERS(i32, int32_t, TO_F32, f32_to_i32)
 
+/* ---- quantized block types (layouts and algorithms in quant/) ---- */
+
+/* Element i (counted from a block boundary) of each format, decoded alone. */
+static double get_q8_0(const void *b, int64_t i) {
+    const kiln_block_q8_0 *x = (const kiln_block_q8_0 *)b + i / KILN_QK8_0;
+    return kiln__f16_to_f32(x->d) * (float)x->qs[i % KILN_QK8_0];
+}
+static double get_q4_0(const void *b, int64_t i) {
+    const kiln_block_q4_0 *x = (const kiln_block_q4_0 *)b + i / KILN_QK4_0;
+    int j = (int)(i % KILN_QK4_0), h = KILN_QK4_0 / 2;
+    int q = j < h ? x->qs[j] & 0x0f : x->qs[j - h] >> 4;
+    return (float)(q - 8) * kiln__f16_to_f32(x->d);
+}
+static int nf4_nibble(const uint8_t *codes, int j) { return j % 2 ? codes[j / 2] & 0x0f : codes[j / 2] >> 4; }
+static double get_nf4(const void *b, int64_t i) {
+    const kiln_block_nf4 *x = (const kiln_block_nf4 *)b + i / KILN_QKNF4;
+    return kiln__nf4_table[nf4_nibble(x->codes, (int)(i % KILN_QKNF4))] * x->absmax;
+}
+static double get_nf4_dq(const void *b, int64_t i) {
+    const kiln_block_nf4_dq *x = (const kiln_block_nf4_dq *)b + i / KILN_QKNF4_DQ;
+    int j = (int)(i % KILN_QKNF4_DQ);
+    return kiln__nf4_table[nf4_nibble(x->codes, j)] * kiln__nf4_dq_block_absmax(x, j / KILN_QKNF4);
+}
+static void dq_q8_0(const void *s, float *d, int64_t n) { kiln__dequantize_row(KILN_Q8_0, s, d, n); }
+static void dq_q4_0(const void *s, float *d, int64_t n) { kiln__dequantize_row(KILN_Q4_0, s, d, n); }
+static void dq_nf4(const void *s, float *d, int64_t n) { kiln__dequantize_row(KILN_NF4, s, d, n); }
+static void dq_nf4_dq(const void *s, float *d, int64_t n) { kiln__dequantize_row(KILN_NF4_DQ, s, d, n); }
+
+#define PLAIN(nm, sz, fl, t) {nm, sz, fl, get_##t, set_##t, t##_to_f32, t##_from_f32, 1, 1}
+#define QUANT(nm, T, blk, rowblk, t, q) {nm, sizeof(T), false, get_##t, NULL, dq_##t, q, blk, rowblk}
+
 const kiln_type_traits kiln__types[KILN_DTYPE_COUNT] = {
-    [KILN_F32] = {"f32", 4, true, get_f32, set_f32, f32_to_f32, f32_from_f32},
-    [KILN_F64] = {"f64", 8, true, get_f64, set_f64, f64_to_f32, f64_from_f32},
-    [KILN_F16] = {"f16", 2, true, get_f16, set_f16, f16_to_f32, f16_from_f32},
-    [KILN_BF16] = {"bf16", 2, true, get_bf16, set_bf16, bf16_to_f32, bf16_from_f32},
-    [KILN_I32] = {"i32", 4, false, get_i32, set_i32, i32_to_f32, i32_from_f32},
+    [KILN_F32] = PLAIN("f32", 4, true, f32),
+    [KILN_F64] = PLAIN("f64", 8, true, f64),
+    [KILN_F16] = PLAIN("f16", 2, true, f16),
+    [KILN_BF16] = PLAIN("bf16", 2, true, bf16),
+    [KILN_I32] = PLAIN("i32", 4, false, i32),
+    [KILN_Q8_0] = QUANT("q8_0", kiln_block_q8_0, KILN_QK8_0, KILN_QK8_0, q8_0, kiln__quantize_q8_0_ref),
+    [KILN_Q4_0] = QUANT("q4_0", kiln_block_q4_0, KILN_QK4_0, KILN_QK4_0, q4_0, kiln__quantize_q4_0_ref),
+    [KILN_NF4] = QUANT("nf4", kiln_block_nf4, KILN_QKNF4, KILN_QKNF4, nf4, kiln__quantize_nf4_ref),
+    [KILN_NF4_DQ] = QUANT("nf4_dq", kiln_block_nf4_dq, KILN_QKNF4_DQ, KILN_QKNF4, nf4_dq, kiln__quantize_nf4_dq_ref),
 };
 
 const char *kiln_dtype_name(kiln_dtype t) { return (unsigned)t < KILN_DTYPE_COUNT ? kiln__types[t].name : "?"; }
 size_t kiln_dtype_size(kiln_dtype t) { return (unsigned)t < KILN_DTYPE_COUNT ? kiln__types[t].size : 0; }
+int64_t kiln_dtype_block(kiln_dtype t) { return (unsigned)t < KILN_DTYPE_COUNT ? kiln__types[t].blck : 0; }
+bool kiln_dtype_is_quantized(kiln_dtype t) { return (unsigned)t < KILN_DTYPE_COUNT && kiln__is_quant(t); }
+
+bool kiln__quant_shape_ok(const char *who, kiln_dtype t, int ndim, const int64_t *shape) {
+    char buf[96];
+    const kiln_type_traits *tr = &kiln__types[t];
+    if (ndim < 1 || shape[ndim - 1] % tr->row_blck || kiln__numel(ndim, shape) % tr->blck) {
+        if (tr->row_blck == tr->blck)
+            kiln__err(KILN_ERR_SHAPE, "%s: a %s tensor needs its last dimension a multiple of %lld, not %s", who,
+                      tr->name, (long long)tr->blck, kiln__dims_str(ndim, shape, buf));
+        else
+            kiln__err(KILN_ERR_SHAPE,
+                      "%s: a %s tensor needs its last dimension a multiple of %lld and its size a multiple of %lld, "
+                      "not %s", who, tr->name, (long long)tr->row_blck, (long long)tr->blck,
+                      kiln__dims_str(ndim, shape, buf));
+        return false;
+    }
+    return true;
+}

@@ -118,6 +118,9 @@ typedef enum kiln_op {
                              absmax [2, blocks], maps, hyper; ip[2]=0: exp_avg, exp_avg_sq, hyper (f32); ip[0]=t
                              ip[1]=refresh; fp[0]=scale */
 
+    /* quantized types (ops/quant.c) */
+    KILN_OP_DEQUANTIZE, /* src: a quantized tensor or a view of one; out f32 */
+
     KILN_OP_COUNT
 } kiln_op;
 
@@ -206,6 +209,14 @@ char *kiln__dims_str(int ndim, const int64_t *shape, char *buf);
 
 /* ---- dtypes ---------------------------------------------------------------- */
 
+/* A dtype stores blocks of blck consecutive elements in size bytes each
+ * (blck 1 for the plain types: size is then the element size). For the
+ * quantized types (quant/quant.h) to_f32/from_f32 take n a multiple of
+ * blck from a block boundary, get decodes one element (i counts elements
+ * from base, which is a block boundary), set is NULL: their values are
+ * written only by quantizing whole blocks. row_blck is what the last
+ * dimension must be a multiple of (blck but for NF4_DQ, whose super-blocks
+ * may span rows). */
 typedef struct kiln_type_traits {
     const char *name;
     size_t size;
@@ -214,6 +225,8 @@ typedef struct kiln_type_traits {
     void (*set)(void *base, int64_t i, double v);    /* rounds to nearest even */
     void (*to_f32)(const void *src, float *dst, int64_t n);
     void (*from_f32)(const float *src, void *dst, int64_t n);
+    int64_t blck;
+    int64_t row_blck;
 } kiln_type_traits;
 
 extern const kiln_type_traits kiln__types[KILN_DTYPE_COUNT];
@@ -222,9 +235,22 @@ uint16_t kiln__f32_to_f16(float f);
 float kiln__bf16_to_f32(uint16_t h);
 uint16_t kiln__f32_to_bf16(float f);
 
+static inline bool kiln__is_quant(kiln_dtype t) { return kiln__types[t].blck > 1; }
+/* Bytes of n elements starting on a block boundary (n a multiple of the block). */
+static inline size_t kiln__elems_bytes(kiln_dtype t, int64_t n) {
+    return (size_t)(n / kiln__types[t].blck) * kiln__types[t].size;
+}
+/* Can a tensor of this shape be of quantized dtype t? (sets the error, naming who) */
+bool kiln__quant_shape_ok(const char *who, kiln_dtype t, int ndim, const int64_t *shape);
+/* "op X does not take Q4_0; dequantize first" when a source of op is quantized. */
+bool kiln__quant_src_ok(kiln_op op, int nsrc, kiln_tensor *const *src);
+/* The same for one tensor given to the op called name (checked before an
+ * op's own dtype check, so that the message says what to do). */
+bool kiln__not_quant(const char *name, const kiln_tensor *t);
+
 /* ---- tensors and nodes ----------------------------------------------------- */
 
-static inline bool kiln__is_float(kiln_dtype t) { return t != KILN_I32; }
+static inline bool kiln__is_float(kiln_dtype t) { return t == KILN_F32 || t == KILN_F64 || t == KILN_F16 || t == KILN_BF16; }
 static inline bool kiln__is_compute_float(kiln_dtype t) { return t == KILN_F32 || t == KILN_F64; }
 int kiln__axis(int ndim, int axis); /* normalized axis or -1 */
 void kiln__set_contiguous_strides(kiln_tensor *t);
@@ -280,6 +306,7 @@ void kiln__ops_register_rows(kiln_op_info *tab);
 void kiln__ops_register_nn(kiln_op_info *tab);
 void kiln__ops_register_conv(kiln_op_info *tab);
 void kiln__ops_register_optim(kiln_op_info *tab);
+void kiln__ops_register_quant(kiln_op_info *tab);
 
 /* Walk the ancestors of roots depth-first and list them sources-first in
  * *list (malloc'd; the caller frees). Tensors whose visit == gen are
@@ -324,6 +351,7 @@ void kiln__cpu_register_optim_galore(kiln_cpu_kernel *tab);
 kiln_status kiln__galore_refresh(const char *who, const float *g, int64_t m, int64_t n, int64_t r, float *proj);
 void kiln__cpu_register_optim_apollo(kiln_cpu_kernel *tab);
 void kiln__cpu_register_optim8bit(kiln_cpu_kernel *tab);
+void kiln__cpu_register_quant(kiln_cpu_kernel *tab);
 /* Run one node on the CPU. */
 kiln_status kiln__cpu_compute(kiln_tensor *node, const kiln_exec *ex);
 /* Element-wise chains (backends/cpu/fused.c): can t start a chain / follow

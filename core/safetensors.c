@@ -381,6 +381,9 @@ static kiln_status check_save(const char *who, kiln_tensor *const *ts, const cha
                 return kiln__errs(KILN_ERR_ARG, "%s: name '%s' given twice (tensors %d and %d)", who, nm, j, i);
         if (!kiln_tensor_is_contiguous(t))
             return kiln__errs(KILN_ERR_ARG, "%s: tensor '%s' is not contiguous", who, nm);
+        if (!dtype_st_name(t->dtype)) /* quantized: safetensors has no dtype for kiln's blocks */
+            return kiln__errs(KILN_ERR_DTYPE, "%s: tensor '%s' is %s, which safetensors cannot hold", who, nm,
+                              kiln_dtype_name(t->dtype));
     }
     for (int k = 0; k < n_meta; k++) {
         if (!meta[2 * k] || !meta[2 * k + 1]) return kiln__errs(KILN_ERR_ARG, "%s: metadata pair %d has a NULL", who, k);

@@ -66,9 +66,10 @@ kiln_tensor *kiln_tensor_new(kiln_ctx *ctx, kiln_dtype dtype, int ndim, const in
     if (!ctx) return kiln__err(KILN_ERR_ARG, "kiln_tensor_new: ctx is NULL");
     if ((unsigned)dtype >= KILN_DTYPE_COUNT) return kiln__err(KILN_ERR_DTYPE, "kiln_tensor_new: bad dtype %d", dtype);
     if (!shape_ok("kiln_tensor_new", ndim, shape)) return NULL;
+    if (kiln__is_quant(dtype) && !kiln__quant_shape_ok("kiln_tensor_new", dtype, ndim, shape)) return NULL;
     kiln_tensor *t = tensor_meta(ctx, dtype, ndim, shape);
     if (!t) return NULL;
-    size_t bytes = (size_t)kiln__numel(ndim, shape) * kiln__types[dtype].size;
+    size_t bytes = kiln__elems_bytes(dtype, kiln__numel(ndim, shape));
     t->data = kiln__owned_alloc(ctx, bytes);
     if (!t->data) return NULL;
     t->storage_bytes = bytes;
@@ -146,6 +147,10 @@ kiln_tensor *kiln__node_new(kiln_ctx *ctx, kiln_op op, kiln_dtype dtype, int ndi
         if (src[i]->ctx != ctx)
             return kiln__err(KILN_ERR_ARG, "%s: source %d belongs to another context", kiln__op_table[op].name, i);
     if (!shape_ok(kiln__op_table[op].name, ndim, shape)) return NULL;
+    if (!kiln__quant_src_ok(op, nsrc, src)) return NULL;
+    if (kiln__is_quant(dtype) && kiln__op_table[op].kind != KILN_KIND_VIEW)
+        return kiln__err(KILN_ERR_DTYPE, "%s: no op gives a %s result but views of one; use kiln_quantize",
+                         kiln__op_table[op].name, kiln_dtype_name(dtype));
     kiln_tensor *t = tensor_meta(ctx, dtype, ndim, shape);
     if (!t) return NULL;
     t->op = op;
@@ -159,8 +164,35 @@ kiln_tensor *kiln__node_new(kiln_ctx *ctx, kiln_op op, kiln_dtype dtype, int ndi
     return t;
 }
 
+/* Quantized views must keep whole blocks: either the view is contiguous
+ * (a reshape) with a whole number of blocks, or its rows are: the last dim
+ * of stride 1 holding whole blocks, every other stride a whole number of
+ * blocks. The byte offset (the caller's) starts a block. */
+static bool quant_view_ok(kiln_op op, const kiln_tensor *x, int ndim, const int64_t *shape, const int64_t *stride) {
+    const kiln_type_traits *tr = &kiln__types[x->dtype];
+    kiln_tensor v = {.ndim = ndim};
+    memcpy(v.shape, shape, (size_t)ndim * sizeof *shape);
+    memcpy(v.stride, stride, (size_t)ndim * sizeof *stride);
+    bool ok = kiln__numel(ndim, shape) % tr->blck == 0 && shape[ndim - 1] % tr->row_blck == 0;
+    if (ok && !kiln_tensor_is_contiguous(&v)) {
+        ok = stride[ndim - 1] == 1 && shape[ndim - 1] % tr->blck == 0;
+        for (int i = 0; ok && i < ndim - 1; i++) ok = shape[i] == 1 || stride[i] % tr->blck == 0;
+    }
+    if (!ok) {
+        char sx[96], sv[96];
+        kiln__err(KILN_ERR_SHAPE, "%s: a view %s of the %s tensor %s would split its blocks of %lld elements",
+                  kiln__op_table[op].name, kiln__dims_str(ndim, shape, sv), tr->name,
+                  kiln__shape_str(x, sx), (long long)tr->blck);
+    }
+    return ok;
+}
+
 kiln_tensor *kiln__view_new(kiln_ctx *ctx, kiln_op op, kiln_tensor *x, int ndim, const int64_t *shape,
                             const int64_t *stride, size_t offs_bytes) {
+    if (x && kiln__is_quant(x->dtype) &&
+        (!kiln__quant_src_ok(op, 1, &x) ||
+         (ndim >= 1 && ndim <= KILN_MAX_DIMS && !quant_view_ok(op, x, ndim, shape, stride))))
+        return NULL;
     kiln_tensor *t = kiln__node_new(ctx, op, x ? x->dtype : KILN_F32, ndim, shape, 1, &x);
     if (!t) return NULL;
     memcpy(t->stride, stride, (size_t)ndim * sizeof *stride);
@@ -205,7 +237,7 @@ int64_t kiln_tensor_dim(const kiln_tensor *t, int axis) {
 }
 const int64_t *kiln_tensor_shape(const kiln_tensor *t) { return t->shape; }
 int64_t kiln_tensor_numel(const kiln_tensor *t) { return kiln__numel(t->ndim, t->shape); }
-size_t kiln_tensor_nbytes(const kiln_tensor *t) { return (size_t)kiln_tensor_numel(t) * kiln__types[t->dtype].size; }
+size_t kiln_tensor_nbytes(const kiln_tensor *t) { return kiln__elems_bytes(t->dtype, kiln_tensor_numel(t)); }
 const char *kiln_tensor_name(const kiln_tensor *t) { return t->name; }
 kiln_tensor *kiln_tensor_set_name(kiln_tensor *t, const char *name) {
     if (t) snprintf(t->name, sizeof t->name, "%s", name ? name : "");
@@ -238,10 +270,26 @@ static kiln_status check_io(const char *who, const kiln_tensor *t, const void *b
     return KILN_OK;
 }
 
+/* Quantized tensors are written only by kiln_quantize (whole blocks). */
+static kiln_status check_writable(const char *who, const kiln_tensor *t) {
+    if (t && kiln__is_quant(t->dtype))
+        return kiln__errs(KILN_ERR_DTYPE, "%s: '%s' is %s, whose values are set only by kiln_quantize", who, t->name,
+                          kiln_dtype_name(t->dtype));
+    return KILN_OK;
+}
+
+/* A contiguous quantized tensor read as f32: whole rows dequantized. */
+static bool get_quant_f32(const kiln_tensor *t, float *dst, int64_t n) {
+    if (t->dtype == KILN_F32 || !kiln__is_quant(t->dtype) || !kiln_tensor_is_contiguous(t)) return false;
+    kiln__types[t->dtype].to_f32(t->data, dst, n);
+    return true;
+}
+static bool get_quant_f64(const kiln_tensor *t, double *dst, int64_t n) { (void)t, (void)dst, (void)n; return false; }
+
 #define DEFINE_IO(suffix, T)                                                                          \
     kiln_status kiln_tensor_set_##suffix(kiln_tensor *t, const T *src, int64_t n) {                   \
         kiln_status s = check_io("kiln_tensor_set_" #suffix, t, src, n);                              \
-        if (s || (s = kiln__host_write(t))) return s;                                                 \
+        if (s || (s = check_writable("kiln_tensor_set_" #suffix, t)) || (s = kiln__host_write(t))) return s; \
         const kiln_type_traits *tr = &kiln__types[t->dtype];                                          \
         for (int64_t i = 0; i < n; i++) tr->set(t->data, elem_offset(t, i), (double)src[i]);         \
         return KILN_OK;                                                                               \
@@ -249,6 +297,7 @@ static kiln_status check_io(const char *who, const kiln_tensor *t, const void *b
     kiln_status kiln_tensor_get_##suffix(const kiln_tensor *t, T *dst, int64_t n) {                   \
         kiln_status s = check_io("kiln_tensor_get_" #suffix, t, dst, n);                              \
         if (s || (s = kiln__host_read(t))) return s;                                                  \
+        if (get_quant_##suffix(t, dst, n)) return KILN_OK;                                            \
         const kiln_type_traits *tr = &kiln__types[t->dtype];                                          \
         for (int64_t i = 0; i < n; i++) {                                                             \
             double v = tr->get(t->data, elem_offset(t, i));                                           \
@@ -261,7 +310,7 @@ DEFINE_IO(f64, double)
 
 kiln_status kiln_tensor_set_i32(kiln_tensor *t, const int32_t *src, int64_t n) {
     kiln_status s = check_io("kiln_tensor_set_i32", t, src, n);
-    if (s || (s = kiln__host_write(t))) return s;
+    if (s || (s = check_writable("kiln_tensor_set_i32", t)) || (s = kiln__host_write(t))) return s;
     const kiln_type_traits *tr = &kiln__types[t->dtype];
     for (int64_t i = 0; i < n; i++) tr->set(t->data, elem_offset(t, i), (double)src[i]);
     return KILN_OK;
@@ -290,7 +339,8 @@ double kiln_tensor_item(const kiln_tensor *t) {
 static kiln_status fill_check(const char *who, kiln_tensor *t) {
     if (!t) return kiln__errs(KILN_ERR_ARG, "%s: tensor is NULL", who);
     if (!t->data) return check_io(who, t, t, kiln_tensor_numel(t));
-    return kiln__host_write(t);
+    kiln_status s = check_writable(who, t);
+    return s ? s : kiln__host_write(t);
 }
 
 kiln_status kiln_tensor_fill(kiln_tensor *t, double value) {
@@ -342,4 +392,20 @@ void kiln_tensor_print(const kiln_tensor *t, FILE *f, int max) {
     for (int64_t i = 0; i < n && i < max; i++)
         fprintf(f, i ? ", %.6g" : "%.6g", kiln__types[t->dtype].get(t->data, elem_offset(t, i)));
     fprintf(f, n > max ? ", ...]\n" : "]\n");
+}
+
+/* The ops that take a quantized source: views keeping whole blocks
+ * (checked by kiln__view_new) and DEQUANTIZE. */
+bool kiln__not_quant(const char *name, const kiln_tensor *t) {
+    if (!t || !kiln__is_quant(t->dtype)) return true;
+    kiln__err(KILN_ERR_DTYPE, "op %s does not take %s ('%s'); dequantize first (kiln_dequantize)", name,
+              kiln_dtype_name(t->dtype), t->name);
+    return false;
+}
+
+bool kiln__quant_src_ok(kiln_op op, int nsrc, kiln_tensor *const *src) {
+    if (op == KILN_OP_VIEW || op == KILN_OP_SLICE || op == KILN_OP_DETACH || op == KILN_OP_DEQUANTIZE) return true;
+    for (int i = 0; i < nsrc; i++)
+        if (!kiln__not_quant(kiln__op_table[op].name, src[i])) return false;
+    return true;
 }

@@ -78,17 +78,75 @@ const char *kiln_status_name(kiln_status s);
 
 /* ---- dtypes ------------------------------------------------------------ */
 
+/* The plain dtypes hold one value per element. The quantized (block)
+ * dtypes hold a block of consecutive elements in a fixed number of bytes:
+ * a scale and packed codes. A quantized tensor is made by kiln_quantize()
+ * (or loaded), is contiguous with its last dimension a multiple of the
+ * block, and is read through kiln_dequantize() (an op giving f32) or the
+ * host accessors (kiln_tensor_get_f32 dequantizes). Views that keep whole
+ * blocks are allowed (reshape, detach, slicing rows); slicing inside a
+ * block is refused, and so is every other op ("op X does not take q4_0;
+ * dequantize first"), but kiln_matmul and kiln_linear, which dequantize a
+ * quantized weight first (a faster quantized matmul comes later).
+ * kiln_tensor_data() gives the raw blocks (kiln_tensor_nbytes() bytes);
+ * kiln_tensor_set_*() and the fills refuse a quantized tensor, and it has
+ * no gradient. kiln_tensor_new() of a quantized dtype gives zero blocks
+ * (all values 0), for loaders to fill.
+ *
+ *   dtype      block  bytes  bits/weight  layout of one block
+ *   Q8_0          32     34     8.5       f16 d; int8 q[32]            x = d*q
+ *   Q4_0          32     18     4.5       f16 d; u8 qs[16]             x = d*(q-8)
+ *   NF4           64     36     4.5       f32 absmax; u8 codes[32]     x = absmax*NF4[code]
+ *   NF4_DQ     16384   8456     4.129     f32 offset; f32 absmax2; u8 qabsmax[256]; u8 codes[8192]
+ *
+ * Q8_0 and Q4_0 are ggml's block_q8_0 / block_q4_0 byte for byte (GGUF):
+ * Q8_0 d = absmax/127, q = round(x/d); Q4_0 d = m/-8 with m the value of
+ * largest magnitude, q = min(15, (int)(x/d + 8.5)), element j in the low
+ * nibble of byte j and element j+16 in the high nibble. NF4 is QLoRA's /
+ * bitsandbytes' 4-bit NormalFloat with blocks of 64: x * (1/absmax) goes to
+ * the nearest of 16 table values by the midpoints of the table (a value on
+ * a midpoint takes the lower code), two codes per byte, the first element
+ * in the high nibble. NF4_DQ is NF4 with double quantization: 256
+ * consecutive blocks of 64 form a super-block whose 256 absmax values,
+ * minus their mean (offset), are quantized with bitsandbytes' signed 8-bit
+ * dynamic map in one block of 256 (absmax2 their largest magnitude).
+ * bitsandbytes takes one mean per tensor; here it is one per super-block,
+ * so that the dtype stays a plain sequence of self-contained blocks. An
+ * NF4_DQ tensor needs its last dimension a multiple of 64 and its element
+ * count a multiple of 16384; it can be reshaped but not sliced unless the
+ * rows are whole super-blocks.
+ *
+ *     kiln_tensor *wq = kiln_quantize(ctx, w, KILN_NF4);   // w: f32 [out, in]
+ *     kiln_tensor *y = kiln_linear(ctx, x, wq, NULL);       // dequantizes wq
+ *     kiln_tensor *wf = kiln_dequantize(ctx, wq);           // f32 [out, in] node
+ *
+ * GPTQ (int4/int3/int2 with per-group scale and zero point and an optional
+ * act-order permutation g_idx) is planned as further block dtypes: a block
+ * is one group of a row (32/64/128 elements, or the whole row for
+ * per-channel) holding f16 scale, the zero point packed with the codes
+ * (asymmetric) or implied (symmetric), and the codes bit-packed; g_idx, a
+ * per-column group index, lives beside the tensor (an i32 tensor) since it
+ * is shared by all rows and not a property of a block. */
 typedef enum kiln_dtype {
     KILN_F32 = 0,
     KILN_F64,
     KILN_F16,
     KILN_BF16,
     KILN_I32,
+    /* quantized block types */
+    KILN_Q8_0,
+    KILN_Q4_0,
+    KILN_NF4,
+    KILN_NF4_DQ,
     KILN_DTYPE_COUNT
 } kiln_dtype;
 
 const char *kiln_dtype_name(kiln_dtype t);
-size_t kiln_dtype_size(kiln_dtype t); /* bytes per element */
+/* Bytes per block: per element for the plain dtypes (block 1). */
+size_t kiln_dtype_size(kiln_dtype t);
+/* Elements per block: 1 for the plain dtypes. */
+int64_t kiln_dtype_block(kiln_dtype t);
+bool kiln_dtype_is_quantized(kiln_dtype t);
 
 /* ---- context ----------------------------------------------------------- */
 
@@ -230,6 +288,16 @@ kiln_status kiln_tensor_fill_uniform(kiln_tensor *t, uint64_t seed, double lo, d
 kiln_status kiln_tensor_fill_randn(kiln_tensor *t, uint64_t seed, double mean, double std);
 /* Kaiming-uniform as torch.nn.Linear/Conv2d do: U(-1/sqrt(fan_in), +). */
 kiln_status kiln_tensor_init_linear(kiln_tensor *t, uint64_t seed, int64_t fan_in);
+
+/* Quantize a contiguous f32 tensor (already computed: a leaf or a graph
+ * output) into a new leaf of a quantized dtype and the same shape, with
+ * the scalar reference of the format (see the dtypes above). Its last
+ * dimension must be a multiple of the block (64 for NF4_DQ, with the
+ * element count a multiple of 16384). */
+kiln_tensor *kiln_quantize(kiln_ctx *ctx, kiln_tensor *src_f32, kiln_dtype dtype);
+/* A node giving the f32 values of a quantized tensor (or view of one).
+ * No gradient flows through it: a quantized tensor is a constant. */
+kiln_tensor *kiln_dequantize(kiln_ctx *ctx, kiln_tensor *q);
 
 /* Print shape, dtype and (up to 'max' of) the values. */
 void kiln_tensor_print(const kiln_tensor *t, FILE *f, int max);

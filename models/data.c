@@ -55,6 +55,11 @@ const char *data_fashion_class_name(int label) {
     return label >= 0 && label < DATA_FASHION_CLASSES ? class_names[label] : "?";
 }
 
+void data_fashion_standardize(data_images *d) {
+    float *px = kiln_tensor_data(d->images); /* a host leaf: edited in place */
+    for (int64_t i = 0, n = kiln_tensor_numel(d->images); i < n; i++) px[i] = (px[i] - DATA_FASHION_MEAN) / DATA_FASHION_STD;
+}
+
 /* dir/name.gz, or dir/name when only the uncompressed file is there. */
 static kiln_tensor *load_idx(kiln_ctx *ctx, const char *dir, const char *name, bool labels, kiln_status *st) {
     char path[4096];

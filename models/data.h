@@ -50,8 +50,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* The label of rows no sample fills: pass it as ignore_index. */
-#define DATA_IGNORE (-1)
+/* The label of rows no sample fills: PyTorch's default ignore_index, which
+ * the models' loss graphs pass to kiln_cross_entropy. */
+#define DATA_IGNORE (-100)
 
 /* The message of the last failed call of this module on this thread. */
 const char *data_last_error(void);
@@ -85,6 +86,10 @@ kiln_status data_fashion_load(kiln_ctx *ctx, const char *dir, data_split split, 
 
 /* Human-readable class names, "T-shirt/top" .. "Ankle boot". */
 const char *data_fashion_class_name(int label);
+
+/* Standardize the images in place with DATA_FASHION_MEAN and _STD
+ * (inputs centred on 0 train faster). */
+void data_fashion_standardize(data_images *d);
 
 /* ---- batches of samples --------------------------------------------------- */
 

@@ -1,5 +1,6 @@
 /* model.c — parameters and graphs shared by the models (see model.h). */
 #include "model.h"
+#include "data.h"
 
 /* splitmix64's finalizer: a well-mixed 64-bit value from any input. */
 static uint64_t mix(uint64_t z) {
@@ -45,4 +46,34 @@ int64_t model_count(kiln_tensor *const *list, int n) {
     int64_t c = 0;
     for (int i = 0; i < n; i++) c += list[i] ? kiln_tensor_numel(list[i]) : 0;
     return c;
+}
+
+double model_accuracy(model_graph *g, kiln_tensor *inputs, kiln_tensor *labels, int64_t max_batches) {
+    int64_t batch = kiln_tensor_dim(g->input, 0), classes = kiln_tensor_dim(g->logits, 1), correct = 0, seen = 0;
+    data_loader *dl = data_loader_new(inputs, labels, batch, 0, false, false);
+    if (!dl) return -1;
+    int64_t rows = 0;
+    /* a short last batch has label DATA_IGNORE in its unused rows, which
+     * the loss skips and the count below leaves out */
+    for (int64_t b = 0; (!max_batches || b < max_batches) && (rows = data_loader_next(dl, g->input, g->labels)) > 0; b++) {
+        if (kiln_graph_compute(g->graph)) {
+            rows = -1;
+            break;
+        }
+        const int32_t *y = kiln_tensor_data(g->labels);
+        const float *logits = kiln_tensor_data(g->logits); /* copied back from a device if need be */
+        if (!y || !logits) {
+            rows = -1;
+            break;
+        }
+        for (int64_t r = 0; r < rows; r++) {
+            int best = 0;
+            for (int c = 1; c < classes; c++)
+                if (logits[r * classes + c] > logits[r * classes + best]) best = c;
+            correct += best == y[r];
+        }
+        seen += rows;
+    }
+    data_loader_free(dl);
+    return rows < 0 || seen == 0 ? -1 : (double)correct / (double)seen;
 }

@@ -69,4 +69,9 @@ kiln_status model_graph_finish(kiln_ctx *ctx, model_graph *g, kiln_tensor *logit
 /* Elements of the tensors in list (n of them). */
 int64_t model_count(kiln_tensor *const *list, int n);
 
+/* Fraction of the samples (inputs [N, ...] f32, labels [N] i32) that a
+ * classifier's evaluation graph g gets right (largest logit = label),
+ * batch by batch in order; max_batches 0: all. -1 on an error. */
+double model_accuracy(model_graph *g, kiln_tensor *inputs, kiln_tensor *labels, int64_t max_batches);
+
 #endif

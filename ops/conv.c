@@ -51,6 +51,7 @@ enum { G_KH, G_KW, G_SH, G_SW, G_PH, G_PW, G_DH, G_DW, G_N };
 
 static bool float_dtype(const char *who, const kiln_tensor *t) {
     if (kiln__is_compute_float(t->dtype)) return true;
+    if (!kiln__not_quant(who, t)) return false;
     kiln__err(KILN_ERR_DTYPE, "%s: %s tensors are not supported (f32 or f64)", who, kiln_dtype_name(t->dtype));
     return false;
 }

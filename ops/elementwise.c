@@ -7,6 +7,7 @@
 
 static kiln_tensor *unary(kiln_ctx *ctx, kiln_op op, kiln_tensor *x, double p) {
     if (!x) return NULL;
+    if (!kiln__not_quant(kiln__op_table[op].name, x)) return NULL;
     if (!kiln__is_float(x->dtype))
         return kiln__err(KILN_ERR_DTYPE, "kiln_%s: needs a float input (f32, f64, f16, bf16), not %s", kiln__op_table[op].name,
                          kiln_dtype_name(x->dtype));
@@ -39,6 +40,7 @@ kiln_tensor *kiln_softplus(kiln_ctx *ctx, kiln_tensor *x) { return unary(ctx, KI
 static kiln_tensor *binary(kiln_ctx *ctx, kiln_op op, kiln_tensor *a, kiln_tensor *b) {
     if (!a || !b) return NULL;
     const char *name = kiln__op_table[op].name;
+    if (!kiln__not_quant(name, a) || !kiln__not_quant(name, b)) return NULL;
     if (a->dtype != b->dtype)
         return kiln__err(KILN_ERR_DTYPE, "kiln_%s: dtypes differ: %s vs %s", name, kiln_dtype_name(a->dtype),
                          kiln_dtype_name(b->dtype));
@@ -67,6 +69,7 @@ kiln_tensor *kiln_cmp(kiln_ctx *ctx, kiln_tensor *a, kiln_tensor *b, kiln_cmp_op
 
 kiln_tensor *kiln_where(kiln_ctx *ctx, kiln_tensor *cond, kiln_tensor *a, kiln_tensor *b) {
     if (!cond || !a || !b) return NULL;
+    if (!kiln__not_quant("where", cond) || !kiln__not_quant("where", a) || !kiln__not_quant("where", b)) return NULL;
     if (a->dtype != b->dtype || !kiln__is_float(a->dtype))
         return kiln__err(KILN_ERR_DTYPE, "kiln_where: a and b need one float dtype, not %s and %s",
                          kiln_dtype_name(a->dtype), kiln_dtype_name(b->dtype));

@@ -23,6 +23,9 @@ static kiln_tensor *operand(kiln_ctx *ctx, kiln_tensor *x, bool *trans) {
 kiln_tensor *kiln_matmul_t(kiln_ctx *ctx, kiln_tensor *a, bool trans_a, kiln_tensor *b, bool trans_b) {
     char sa[96], sb[96];
     if (!a || !b) return NULL;
+    /* a quantized operand is dequantized first (a fused quantized matmul is to come) */
+    if (kiln__is_quant(a->dtype) && !(a = kiln_dequantize(ctx, a))) return NULL;
+    if (kiln__is_quant(b->dtype) && !(b = kiln_dequantize(ctx, b))) return NULL;
     if (!kiln__is_float(a->dtype) || a->dtype != b->dtype) /* f16/bf16: the output has their dtype, as torch */
         return kiln__err(KILN_ERR_DTYPE, "kiln_matmul: needs two operands of one float dtype, not %s and %s",
                          kiln_dtype_name(a->dtype), kiln_dtype_name(b->dtype));
@@ -87,6 +90,7 @@ static kiln_status matmul_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor
 kiln_tensor *kiln_linear(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias) {
     char sx[96], sw[96], sb[96];
     if (!x || !w) return NULL;
+    if (kiln__is_quant(w->dtype) && !(w = kiln_dequantize(ctx, w))) return NULL;
     if (w->ndim != 2)
         return kiln__err(KILN_ERR_SHAPE, "kiln_linear: the weight %s must be 2-D [out, in]", kiln__shape_str(w, sw));
     if (x->shape[x->ndim - 1] != w->shape[1])

@@ -181,7 +181,11 @@ kiln_tensor *kiln_slice(kiln_ctx *ctx, kiln_tensor *x, int axis, int64_t start, 
     memcpy(stride, x->stride, sizeof stride);
     shape[a] = len;
     stride[a] = x->stride[a] * step;
-    size_t offs = (size_t)(s * x->stride[a]) * kiln__types[x->dtype].size;
+    if (kiln__is_quant(x->dtype) && (s * x->stride[a]) % kiln__types[x->dtype].blck)
+        return kiln__err(KILN_ERR_SHAPE, "kiln_slice: [%lld:%lld:%lld] of axis %d of the %s tensor %s starts inside a block",
+                         (long long)start, (long long)end, (long long)step, a, kiln_dtype_name(x->dtype),
+                         kiln__shape_str(x, sx));
+    size_t offs = kiln__elems_bytes(x->dtype, s * x->stride[a]);
     kiln_tensor *t = kiln__view_new(ctx, KILN_OP_SLICE, x, x->ndim, shape, stride, offs);
     if (t) {
         t->ip[0] = a;

@@ -137,6 +137,7 @@ static kiln_status slice_scatter_backward(kiln_ctx *ctx, kiln_tensor *node, kiln
 kiln_tensor *kiln_slice_assign(kiln_ctx *ctx, kiln_tensor *dst, kiln_tensor *src, int axis, int64_t start) {
     char sd[96], ss[96];
     if (!dst || !src) return NULL;
+    if (!kiln__not_quant("slice_assign", dst) || !kiln__not_quant("slice_assign", src)) return NULL;
     kiln_tensor *owner = dst->view_src ? dst->view_src : dst;
     if (owner->op != KILN_OP_NONE || !owner->storage_bytes)
         return kiln__err(KILN_ERR_ARG, "kiln_slice_assign: dst %s must be a leaf or a view of one",
@@ -189,6 +190,9 @@ kiln_tensor *kiln_cast(kiln_ctx *ctx, kiln_tensor *x, kiln_dtype dtype) {
     if (!x) return NULL;
     if ((unsigned)dtype >= KILN_DTYPE_COUNT) return kiln__err(KILN_ERR_DTYPE, "kiln_cast: bad dtype %d", (int)dtype);
     if (x->dtype == dtype) return x;
+    if (kiln__is_quant(dtype))
+        return kiln__err(KILN_ERR_DTYPE, "kiln_cast: to %s is kiln_quantize's job (blocks need a scale)",
+                         kiln_dtype_name(dtype));
     kiln_tensor *t = kiln__node_new(ctx, KILN_OP_CAST, dtype, x->ndim, x->shape, 1, &x);
     /* an integer result carries no gradient (as torch) */
     if (t && !kiln__is_float(dtype)) t->flags &= ~(uint32_t)KILN_FLAG_REQUIRES_GRAD;

@@ -10,6 +10,7 @@
 bool kiln__nn_check_float(const char *op, const char *what, const kiln_tensor *t) {
     char buf[96];
     if (kiln__is_compute_float(t->dtype)) return true;
+    if (!kiln__not_quant(op, t)) return false;
     kiln__err(KILN_ERR_DTYPE, "%s: %s %s is %s; needs f32 or f64", op, what, kiln__shape_str(t, buf),
               kiln_dtype_name(t->dtype));
     return false;

@@ -5,6 +5,7 @@
 static kiln_tensor *reduce(kiln_ctx *ctx, kiln_op op, kiln_tensor *x, int axis, bool keepdim, bool all) {
     if (!x) return NULL;
     const char *name = kiln__op_table[op].name;
+    if (!kiln__not_quant(name, x)) return NULL;
     if (!kiln__is_float(x->dtype))
         return kiln__err(KILN_ERR_DTYPE, "kiln_%s: needs a float input (f32, f64, f16, bf16), not %s", name, kiln_dtype_name(x->dtype));
     int64_t shape[KILN_MAX_DIMS] = {1};

@@ -6,6 +6,7 @@
 /* Index tensors become [idx..., D] outputs, so they may have one dim fewer than the maximum. */
 static bool index_ok(const char *who, const kiln_tensor *idx) {
     char si[96];
+    if (!kiln__not_quant(who, idx)) return false;
     if (idx->dtype != KILN_I32) {
         kiln__err(KILN_ERR_DTYPE, "%s: indices must be i32, not %s", who, kiln_dtype_name(idx->dtype));
         return false;
@@ -21,6 +22,7 @@ static bool index_ok(const char *who, const kiln_tensor *idx) {
 kiln_tensor *kiln_get_rows(kiln_ctx *ctx, kiln_tensor *table, kiln_tensor *idx) {
     char st[96];
     if (!table || !idx) return NULL;
+    if (!kiln__not_quant("get_rows", table) || !kiln__not_quant("get_rows", idx)) return NULL;
     if (!kiln__is_float(table->dtype))
         return kiln__err(KILN_ERR_DTYPE, "kiln_get_rows: the table must be a float dtype, not %s",
                          kiln_dtype_name(table->dtype));

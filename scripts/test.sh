@@ -5,6 +5,8 @@
 #   scalar        the same binary with KILN_SIMD=scalar (portable paths end to end)
 #   no-blas       make BLAS=0 VULKAN=0: every matmul on kiln's own GEMM, and
 #                 the build without the Vulkan backend
+#   examples      the training examples' --help and tiny runs (scripts/test_examples.sh),
+#                 and in the no-blas build GaLore's clean failure without LAPACK
 #   arm64         make CC=aarch64-linux-gnu-gcc BLAS=0 ZLIB=0 VULKAN=0, run under
 #                 qemu-aarch64 (NEON paths), when the cross tools are installed
 # Usage: scripts/test.sh BUILD_DIR [test name filters...]
@@ -51,8 +53,10 @@ build() {
 mkdir -p "$build"
 run_suite native "$build/tests/kiln_tests" "$@"
 run_suite scalar env KILN_SIMD=scalar "$build/tests/kiln_tests" "$@"
-if build no-blas BLAS=0 VULKAN=0 BUILD="$build/no-blas" "$build/no-blas/tests/kiln_tests"; then
+run_suite examples scripts/test_examples.sh "$build" "$@"
+if build no-blas BLAS=0 VULKAN=0 BUILD="$build/no-blas" "$build/no-blas/tests/kiln_tests" "$build/no-blas/examples/fashion"; then
     run_suite no-blas "$build/no-blas/tests/kiln_tests" "$@"
+    run_suite examples-no-blas env KILN_NO_LAPACK=1 scripts/test_examples.sh "$build/no-blas" "$@"
 fi
 if command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 && command -v qemu-aarch64 >/dev/null 2>&1; then
     if build arm64 CC=aarch64-linux-gnu-gcc BLAS=0 ZLIB=0 VULKAN=0 BUILD="$build/arm64" "$build/arm64/tests/kiln_tests"; then

@@ -110,7 +110,7 @@ KT_TEST(movement_contiguous_and_dtypes) {
     KT_NOTNULL(x);
     KT_CHECK(kiln_contiguous(ctx, x) == x, "contiguous of a contiguous tensor is the tensor");
     /* a strided view in every dtype: [6, 2, 5] = x[::2].permute(2, 0, 1) */
-    for (int dt = 0; dt < KILN_DTYPE_COUNT; dt++) {
+    for (int dt = 0; dt <= KILN_I32; dt++) { /* the plain dtypes */
         kiln_tensor *xd = kiln_cast(ctx, x, (kiln_dtype)dt);
         KT_OK(mt_compute(ctx, xd));
         kiln_tensor *v = kiln_permute(ctx, kiln_slice(ctx, xd, 0, 0, 4, 2), (int[]){2, 0, 1});

@@ -1,0 +1,435 @@
+/* gpt — train a byte-level GPT on the fortunes text, measure it in bits per
+ * byte, and sample text from it.
+ *
+ * The model is models/gpt.h's GPT-2 (learned positions, pre-LayerNorm,
+ * GELU MLP, tied embeddings) over a vocabulary of the 256 byte values; the
+ * text is the `fortunes` package (models/data.h), of which every tenth
+ * fortune is held out as validation text. The run, step by step:
+ *
+ *   1. load the corpus, make the model and its training graph once;
+ *   2. AdamW (decay on matrices only, as nanoGPT), gradients clipped to
+ *      norm 1, the learning rate warming up linearly and then falling on a
+ *      cosine to 10% over the run (kiln_optim_set_schedule);
+ *   3. each step trains on random windows of the training text: step s
+ *      draws its windows from a generator seeded by (seed, s), so a run
+ *      resumed at step s sees exactly the batches it would have seen;
+ *   4. every --eval-every steps, the loss on a fixed subset of the
+ *      validation text; at the end on all of it, in bits per byte (mean
+ *      cross-entropy in nats / ln 2: a byte costs 8 bits uncompressed);
+ *   5. a checkpoint (parameters + optimizer state, kiln_checkpoint_save)
+ *      every --save-every steps and at the end; --resume continues one bit
+ *      for bit, to the step count and schedule stored in it;
+ *   6. text sampled from the trained model: a prompt, then --sample bytes
+ *      drawn one at a time (temperature, top-k), each from a forward pass
+ *      over the last --seq bytes (no KV cache: the window slides).
+ *
+ *     build/examples/gpt                   # the 10-minute run (README: its figures)
+ *     build/examples/gpt --minutes 1       # a quick look
+ *     build/examples/gpt --save gpt.safetensors --stop-at 500
+ *     build/examples/gpt --resume gpt.safetensors --save gpt.safetensors
+ *     build/examples/gpt --help
+ *
+ * With --minutes (and no --steps), the number of steps is set from the
+ * speed of the first ten steps and of the first evaluation, so that
+ * training, the evaluations and the final evaluation fit in the budget;
+ * training also stops if the budget runs out early (a busy machine). The
+ * step count is then fixed for the run (and stored in its checkpoints).
+ */
+#include "args.h"
+#include "data.h"
+#include "gpt.h"
+#include "kiln.h"
+#include "progress.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CALIBRATION_STEPS 10 /* steps timed to size a --minutes run */
+#define EVAL_BATCH 16        /* windows per evaluation batch */
+
+/* Every kiln call reports failure by value; kiln_last_error() says why. */
+static void die(const char *what) {
+    fprintf(stderr, "gpt: %s: %s\n", what, kiln_last_error());
+    exit(1);
+}
+
+/* splitmix64's finalizer: a well-mixed 64-bit hash, for seeds and draws. */
+static uint64_t mix(uint64_t z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Print a line without tearing the progress bar drawn in place on a terminal. */
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...) {
+    if (isatty(fileno(stdout))) fputs("\r\033[K", stdout);
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+}
+
+/* ---- evaluation: mean cross-entropy over validation windows ---- */
+
+/* A forward-only graph over EVAL_BATCH windows of seq bytes. The loss is
+ * taken on the host from the logits, so that the rows data_text_eval_batch
+ * leaves empty (label DATA_IGNORE) are simply skipped. */
+typedef struct evaluator {
+    kiln_graph *graph;
+    kiln_tensor *x, *y, *logits; /* y is a plain leaf: the labels, read on the host */
+    int64_t batch, seq;
+    float *host_logits;
+    const data_text *text;
+} evaluator;
+
+static void evaluator_init(evaluator *e, kiln_ctx *ctx, gpt *m, const data_text *text, int64_t seq) {
+    *e = (evaluator){.batch = EVAL_BATCH, .seq = seq, .text = text};
+    kiln_ctx_set_grad_enabled(ctx, false); /* like torch.no_grad: no backward nodes */
+    e->x = kiln_new_2d(ctx, KILN_I32, e->batch, seq);
+    e->y = kiln_new_2d(ctx, KILN_I32, e->batch, seq);
+    e->logits = gpt_forward(m, e->x);
+    e->graph = kiln_graph_new(ctx);
+    if (!e->y || !e->logits || !e->graph || kiln_graph_add(e->graph, e->logits)) die("building the evaluation graph");
+    kiln_ctx_set_grad_enabled(ctx, true);
+    e->host_logits = malloc((size_t)(e->batch * seq * DATA_TEXT_VOCAB) * sizeof(float));
+    if (!e->host_logits) die("out of memory");
+}
+
+/* Batches in a full pass over the text. */
+static int64_t eval_batches(const evaluator *e) { return data_text_eval_batches(e->text, e->batch, e->seq); }
+
+/* Mean cross-entropy in nats per predicted byte over batches 0, stride,
+ * 2 stride, ... of the pass (stride 1: every byte of the text). */
+static double evaluate(evaluator *e, int64_t stride) {
+    double sum = 0;
+    int64_t count = 0, n = e->batch * e->seq;
+    for (int64_t i = 0; i < eval_batches(e); i += stride) {
+        if (data_text_eval_batch(e->text, e->batch, e->seq, i, e->x, e->y) < 0) {
+            fprintf(stderr, "gpt: %s\n", data_last_error());
+            exit(1);
+        }
+        if (kiln_graph_compute(e->graph) || kiln_tensor_get_f32(e->logits, e->host_logits, n * DATA_TEXT_VOCAB))
+            die("evaluating");
+        const int32_t *label = kiln_tensor_data(e->y);
+        for (int64_t r = 0; r < n; r++) {
+            if (label[r] < 0) continue; /* DATA_IGNORE: past the end of the text */
+            const float *z = e->host_logits + r * DATA_TEXT_VOCAB;
+            /* -log softmax(z)[label] = logsumexp(z) - z[label] */
+            float mx = z[0];
+            for (int v = 1; v < DATA_TEXT_VOCAB; v++) mx = z[v] > mx ? z[v] : mx;
+            double s = 0;
+            for (int v = 0; v < DATA_TEXT_VOCAB; v++) s += exp((double)(z[v] - mx));
+            sum += log(s) + mx - z[label[r]];
+            count++;
+        }
+    }
+    return count ? sum / (double)count : NAN;
+}
+
+/* ---- sampling ---- */
+
+/* Draw one byte from logits z: temperature 0 is greedy; top_k > 0 keeps
+ * only the k most likely bytes. u is uniform in [0, 1). */
+static int draw(const float *z, double temperature, int top_k, double u) {
+    int best = 0;
+    for (int v = 1; v < DATA_TEXT_VOCAB; v++) best = z[v] > z[best] ? v : best;
+    if (temperature <= 0) return best;
+    /* the k-th largest logit is the threshold (ties may keep a few more) */
+    float cut = -INFINITY;
+    if (top_k > 0 && top_k < DATA_TEXT_VOCAB) {
+        float sorted[DATA_TEXT_VOCAB];
+        memcpy(sorted, z, sizeof sorted);
+        for (int i = 0; i < top_k; i++) /* partial selection sort: top_k is small */
+            for (int j = i + 1; j < DATA_TEXT_VOCAB; j++)
+                if (sorted[j] > sorted[i]) {
+                    float t = sorted[i];
+                    sorted[i] = sorted[j];
+                    sorted[j] = t;
+                }
+        cut = sorted[top_k - 1];
+    }
+    double p[DATA_TEXT_VOCAB], total = 0;
+    for (int v = 0; v < DATA_TEXT_VOCAB; v++) {
+        p[v] = z[v] >= cut ? exp((double)(z[v] - z[best]) / temperature) : 0;
+        total += p[v];
+    }
+    double r = u * total;
+    for (int v = 0; v < DATA_TEXT_VOCAB; v++)
+        if ((r -= p[v]) < 0) return v;
+    return best;
+}
+
+/* Print the prompt and n sampled bytes after it. Each byte is predicted
+ * from the last seq bytes: a causal model's logits at position w - 1 do not
+ * depend on what follows, so the window is padded with zeros. */
+static void sample(kiln_ctx *ctx, gpt *m, int64_t seq, const char *prompt, int n, double temperature, int top_k,
+                   uint64_t seed) {
+    kiln_ctx_set_grad_enabled(ctx, false);
+    kiln_tensor *x = kiln_new_2d(ctx, KILN_I32, 1, seq);
+    kiln_tensor *logits = gpt_forward(m, x);
+    kiln_graph *g = kiln_graph_new(ctx);
+    if (!logits || !g || kiln_graph_add(g, logits)) die("building the sampling graph");
+    kiln_ctx_set_grad_enabled(ctx, true);
+    size_t plen = strlen(prompt);
+    /* an empty prompt starts a fresh fortune: the text before one ends "%\n" */
+    const char *start = plen ? prompt : "%\n";
+    size_t slen = strlen(start), cap = slen + (size_t)n;
+    uint8_t *text = malloc(cap);
+    int32_t *win = calloc((size_t)seq, sizeof *win);
+    float *z = malloc((size_t)(seq * DATA_TEXT_VOCAB) * sizeof *z);
+    if (!text || !win || !z) die("out of memory");
+    memcpy(text, start, slen);
+    fputs(prompt, stdout);
+    uint64_t rng = mix(seed ^ 0x73616d706c65ull); /* "sample" */
+    for (size_t len = slen; len < cap; len++) {
+        int64_t w = (int64_t)len < seq ? (int64_t)len : seq;
+        for (int64_t t = 0; t < seq; t++) win[t] = t < w ? text[len - (size_t)w + (size_t)t] : 0;
+        if (kiln_tensor_set_i32(x, win, seq) || kiln_graph_compute(g) ||
+            kiln_tensor_get_f32(logits, z, seq * DATA_TEXT_VOCAB))
+            die("sampling");
+        double u = (double)((rng = mix(rng)) >> 11) * 0x1.0p-53;
+        text[len] = (uint8_t)draw(z + (w - 1) * DATA_TEXT_VOCAB, temperature, top_k, u);
+        putchar(text[len]);
+        fflush(stdout);
+    }
+    putchar('\n');
+    free(text);
+    free(win);
+    free(z);
+}
+
+/* ---- the optimizer ---- */
+
+static kiln_optim *make_optimizer(kiln_ctx *ctx, gpt *m, const char *name, float lr, float wd) {
+    kiln_adam_config adam = {.lr = lr, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f, .weight_decay = wd};
+    kiln_lion_config lion = {.lr = lr, .beta1 = 0.9f, .beta2 = 0.99f, .weight_decay = wd};
+    kiln_optim *opt = !strcmp(name, "adamw")       ? kiln_adamw_new(ctx, &adam)
+                      : !strcmp(name, "adamw8bit") ? kiln_adamw8bit_new(ctx, &adam)
+                      : !strcmp(name, "adam")      ? kiln_adam_new(ctx, &(kiln_adam_config){.lr = lr, .beta1 = 0.9f,
+                                                                                          .beta2 = 0.99f, .eps = 1e-8f})
+                      : !strcmp(name, "lion")      ? kiln_lion_new(ctx, &lion)
+                      : !strcmp(name, "lion8bit")  ? kiln_lion8bit_new(ctx, &lion)
+                                                   : kiln_sgd_new(ctx, &(kiln_sgd_config){.lr = lr, .momentum = 0.9f});
+    if (!opt) die("making the optimizer");
+    /* as nanoGPT: the matrices (embeddings included) decay, the 1-D
+     * tensors (biases, LayerNorm gains and shifts) do not */
+    kiln_tensor *flat[1024];
+    int n = 0;
+    for (int i = 0; i < m->n_params && n < 1024; i++)
+        if (kiln_tensor_ndim(m->params[i]) < 2) flat[n++] = m->params[i];
+    if (kiln_optim_set_group(opt, flat, n, 1.0f, 0.0f)) die("setting the parameter groups");
+    if (kiln_optim_set_clip_grad_norm(opt, 1.0f)) die("setting gradient clipping");
+    return opt;
+}
+
+/* The step count stored in a checkpoint's schedule ("kind warmup total r"). */
+static int64_t checkpoint_total_steps(const char *path) {
+    kiln_safetensors *st = kiln_safetensors_open(path);
+    if (!st) die("opening the checkpoint");
+    const char *v = kiln_safetensors_metadata(st, "kiln.schedule");
+    int kind;
+    long long warmup, total = -1;
+    if (!v || sscanf(v, "%d %lld %lld", &kind, &warmup, &total) != 3) total = -1;
+    kiln_safetensors_close(st);
+    if (total < 1) {
+        fprintf(stderr, "gpt: %s: no step count in the checkpoint's schedule\n", path);
+        exit(1);
+    }
+    return total;
+}
+
+int main(int argc, char **argv) {
+    /* The defaults are the 10-minute run on 2 cores (README: its figures). */
+    int steps = 0, minutes = 10, batch = 16, seq = 128, layers = 4, width = 96, heads = 4, threads = 0;
+    int warmup = 50, eval_every = 200, eval_subset = 16, save_every = 0, stop_at = 0, sample_n = 300, top_k = 40;
+    float lr = 4e-3f, wd = 0.1f;
+    double temperature = 0.8;
+    uint64_t seed = 1;
+    bool final_subset = false;
+    const char *optim = "adamw", *backend = "cpu", *data_dir = DATA_FORTUNES_DIR, *save = NULL, *resume = NULL,
+               *prompt = "";
+    args_opt opts[] = {
+        {"steps", ARGS_INT, &steps, "N", "training steps (0: as many as fit in --minutes)", NULL, false},
+        {"minutes", ARGS_INT, &minutes, "M", "time budget of the whole run when --steps is 0", NULL, true},
+        {"batch", ARGS_INT, &batch, "N", "windows per step", NULL, true},
+        {"seq", ARGS_INT, &seq, "T", "bytes per window (the model's context)", NULL, true},
+        {"layers", ARGS_INT, &layers, "N", "transformer blocks", NULL, true},
+        {"width", ARGS_INT, &width, "D", "model width (d_model)", NULL, true},
+        {"heads", ARGS_INT, &heads, "N", "attention heads (must divide --width)", NULL, true},
+        {"lr", ARGS_FLOAT, &lr, "X", "peak learning rate", NULL, true},
+        {"wd", ARGS_FLOAT, &wd, "X", "decoupled weight decay of the matrices", NULL, false},
+        {"warmup", ARGS_INT, &warmup, "N", "steps of linear warmup before the cosine", NULL, false},
+        {"optim", ARGS_CHOICE, &optim, "NAME", "optimizer", "adamw|adamw8bit|adam|lion|lion8bit|sgd", false},
+        {"seed", ARGS_U64, &seed, "N", "seed of the weights, the batches and the sampling", NULL, false},
+        {"threads", ARGS_INT, &threads, "N", "worker threads (0: $KILN_THREADS, else all cores)", NULL, false},
+        {"backend", ARGS_CHOICE, &backend, "B", "where the graphs run", "cpu|vulkan", false},
+        {"eval-every", ARGS_INT, &eval_every, "N", "steps between validation estimates (0: none)", NULL, false},
+        {"eval-subset", ARGS_INT, &eval_subset, "N", "batches of 16 windows in those estimates", NULL, true},
+        {"final-subset", ARGS_FLAG, &final_subset, NULL, "evaluate the end on that subset too, not all the text", NULL,
+         false},
+        {"save", ARGS_STRING, &save, "PATH", "checkpoint file, written at the end (and every --save-every)", NULL, false},
+        {"save-every", ARGS_INT, &save_every, "N", "steps between checkpoints (0: only at the end)", NULL, false},
+        {"resume", ARGS_STRING, &resume, "PATH", "continue the run saved in this checkpoint", NULL, false},
+        {"stop-at", ARGS_INT, &stop_at, "N", "stop after step N (to --resume later); 0: at the end", NULL, false},
+        {"sample", ARGS_INT, &sample_n, "N", "bytes of text to sample at the end", NULL, false},
+        {"prompt", ARGS_STRING, &prompt, "TEXT", "text the sample continues", NULL, false},
+        {"temperature", ARGS_DOUBLE, &temperature, "X", "sampling temperature (0: greedy)", NULL, false},
+        {"top-k", ARGS_INT, &top_k, "K", "sample among the K likeliest bytes (0: all)", NULL, false},
+        {"data", ARGS_STRING, &data_dir, "DIR", "the fortunes files", NULL, false},
+    };
+    int r = args_parse("gpt", "Train a byte-level GPT on the fortunes text; report bits per byte; sample text.", opts,
+                       (int)(sizeof opts / sizeof *opts), argc, argv);
+    if (r != ARGS_OK) return r == ARGS_HELP ? 0 : 2;
+    if (steps < 0 || warmup < 0 || eval_every < 0 || save_every < 0 || stop_at < 0 || sample_n < 0 || top_k < 0 ||
+        threads < 0 || width % heads)
+        return fprintf(stderr, "gpt: counts must be >= 0 and --heads must divide --width\n"), 2;
+    if (threads) kiln_set_threads(threads);
+    double t_start = progress_now();
+
+    /* 1. The corpus: training and validation bytes (models/data.h). */
+    data_corpus corpus;
+    if (data_fortunes_load(data_dir, &corpus)) {
+        fprintf(stderr, "gpt: %s\n", data_last_error());
+        return 1;
+    }
+
+    /* 2. The model, its training graph (forward, loss, backward) and the
+     * optimizer, all in one context on the chosen backend. */
+    kiln_ctx *ctx = kiln_ctx_new();
+    kiln_backend *be = kiln_backend_get(backend);
+    if (!ctx || !be || kiln_ctx_set_backend(ctx, be)) die("choosing the backend");
+    gpt_config cfg = {.vocab = DATA_TEXT_VOCAB, .context = seq, .layers = layers, .heads = heads, .width = width};
+    gpt *m = gpt_new(ctx, &cfg, seed);
+    model_graph train;
+    if (!m || gpt_train_graph(m, batch, seq, &train)) die("building the model");
+    kiln_optim *opt = make_optimizer(ctx, m, optim, lr, wd);
+    evaluator ev;
+    evaluator_init(&ev, ctx, m, &corpus.val, seq);
+
+    /* 3. The schedule: warmup, then a cosine down to 10% of the peak at the
+     * last step. A resumed run takes its step, step count and schedule from
+     * the checkpoint. */
+    bool sized_by_time = !steps && !resume;
+    int64_t total = sized_by_time ? INT64_MAX / 2 : steps, step = 0; /* a --minutes run is sized after 10 steps */
+    kiln_schedule sched = {KILN_SCHEDULE_COSINE, warmup, total, 0.1f};
+    if (resume) {
+        total = checkpoint_total_steps(resume);
+        if (kiln_checkpoint_load(opt, resume)) die("loading the checkpoint");
+        /* a skipped step (a non-finite gradient) still used its batch */
+        step = kiln_optim_steps(opt) + kiln_optim_skipped_steps(opt);
+    } else if (kiln_optim_set_schedule(opt, &sched) || (total && total < warmup)) {
+        die("setting the schedule (--steps must be at least --warmup)");
+    }
+    int64_t last = stop_at && stop_at < total ? stop_at : total;
+
+    printf("kiln %s: GPT %d layers, width %d, %d heads, context %d: %.2fM parameters; %s, lr %g, batch %d x %d bytes;"
+           " %d thread(s), %s backend\n",
+           KILN_VERSION, layers, width, heads, seq, (double)gpt_param_count(m) / 1e6, optim, (double)lr, batch, seq,
+           kiln_get_threads(), kiln_backend_name(be));
+    printf("fortunes: %d files, %lld bytes: %lld training, %lld validation\n", corpus.files,
+           (long long)corpus.total_bytes, (long long)corpus.train.n, (long long)corpus.val.n);
+    if (resume) printf("resuming %s at step %lld of %lld\n", resume, (long long)step, (long long)total);
+
+    /* The periodic estimates use every stride-th batch of the full pass: a
+     * fixed subset spread over every file of the validation text. */
+    int64_t stride = eval_batches(&ev) / eval_subset;
+    stride = stride < 1 ? 1 : stride;
+    double t_eval = 0; /* seconds one subset estimate takes */
+    if (eval_every && !resume) {
+        double t0 = progress_now(), loss = evaluate(&ev, stride);
+        t_eval = progress_now() - t0;
+        printf("step 0: validation %.3f bits/byte (subset)\n", loss / log(2));
+    }
+
+    /* 4. Train. */
+    /* the bar counts the steps of this session (a resumed run starts past 0) */
+    progress pr;
+    int64_t first = step;
+    char label[64];
+    snprintf(label, sizeof label, first ? "train from step %lld" : "train", (long long)first);
+    progress_start(&pr, stdout, label, sized_by_time ? CALIBRATION_STEPS : last - first, "tok");
+    data_text_sampler *sampler = NULL;
+    double t_train0 = progress_now(), budget = 60.0 * minutes, t_final_eval = 0;
+    while (step < last) {
+        /* step s's windows come from a generator seeded by (seed, s) */
+        sampler = data_text_sampler_new(&corpus.train, batch, seq, mix(seed * 0x100000001b3ull + (uint64_t)step));
+        if (!sampler || data_text_sampler_next(sampler, train.input, train.labels)) {
+            fprintf(stderr, "gpt: %s\n", data_last_error());
+            return 1;
+        }
+        data_text_sampler_free(sampler);
+        if (kiln_graph_compute(train.graph)) die("training step");
+        kiln_status s = kiln_optim_step(opt);
+        if (s == KILN_ERR_NUMERIC) say("step %lld skipped: %s\n", (long long)step + 1, kiln_last_error());
+        else if (s) die("optimizer step");
+        step++;
+
+        if (sized_by_time && step == CALIBRATION_STEPS) {
+            /* Size the run: what is left of the budget, less the final
+             * evaluation (a full pass), at this speed per step plus the
+             * periodic estimates. Eval batches are forward only: about a
+             * third of a training step's work per byte. */
+            double per_step = (progress_now() - t_train0) / CALIBRATION_STEPS;
+            double per_eval_batch = eval_every ? t_eval / (double)((eval_batches(&ev) + stride - 1) / stride)
+                                               : per_step * EVAL_BATCH / (3.0 * batch);
+            t_final_eval = per_eval_batch * (double)(final_subset ? (eval_batches(&ev) + stride - 1) / stride
+                                                                  : eval_batches(&ev));
+            double left = budget - (progress_now() - t_start) - t_final_eval;
+            double per = per_step + (eval_every ? t_eval / eval_every : 0);
+            total = step + (int64_t)(left / per);
+            total = total < warmup ? warmup : total;
+            last = stop_at && stop_at < total ? stop_at : total;
+            sched.total_steps = total;
+            if (kiln_optim_set_schedule(opt, &sched)) die("setting the schedule");
+            say("%.2f s per step: %lld steps fit in %d minutes\n", per_step, (long long)total, minutes);
+            /* the bar again, now with its length, counting from the start */
+            progress_start(&pr, stdout, label, last, "tok");
+            pr.t0 = t_train0;
+            pr.units = (double)(step - 1) * batch * seq;
+        }
+        progress_update(&pr, step - first, kiln_tensor_item(train.loss), (double)batch * seq);
+
+        if (eval_every && step % eval_every == 0 && step < last)
+            say("step %lld: validation %.3f bits/byte (subset), lr %.2e\n", (long long)step,
+                evaluate(&ev, stride) / log(2), (double)kiln_optim_lr_at(opt, step));
+        if (save && save_every && step % save_every == 0 && step < last && kiln_checkpoint_save(opt, save))
+            die("saving the checkpoint");
+        if (sized_by_time && step >= CALIBRATION_STEPS && progress_now() - t_start > budget - t_final_eval) {
+            say("the time budget is spent: stopping at step %lld of %lld\n", (long long)step, (long long)total);
+            break;
+        }
+    }
+    progress_finish(&pr);
+    double t_train = progress_now() - t_train0;
+    if (save) {
+        if (kiln_checkpoint_save(opt, save)) die("saving the checkpoint");
+        printf("saved %s (step %lld of %lld)\n", save, (long long)step, (long long)total);
+    }
+
+    /* 5. The held-out text, all of it: bits per byte. */
+    double t0 = progress_now(), val = evaluate(&ev, final_subset ? stride : 1);
+    printf("validation: %.4f nats/byte = %.3f bits/byte over %s (%.0f s); trained %lld steps in %.1f min\n", val,
+           val / log(2), final_subset ? "the subset" : "all the validation text", progress_now() - t0, (long long)step,
+           t_train / 60);
+
+    /* 6. Some text from the model. */
+    if (sample_n) {
+        printf("--- sample (temperature %g, top-k %d) ---\n", temperature, top_k);
+        sample(ctx, m, seq, prompt, sample_n, temperature, top_k, seed);
+    }
+    /* on a shared machine the wall clock says little: the CPU time too */
+    printf("total time: %.1f min, %.1f min of CPU time\n", (progress_now() - t_start) / 60, (double)clock() / CLOCKS_PER_SEC / 60);
+    free(ev.host_logits);
+    gpt_free(m);
+    kiln_ctx_free(ctx);
+    data_corpus_free(&corpus);
+    return 0;
+}

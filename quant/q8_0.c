@@ -1,0 +1,26 @@
+/* q8_0.c — Q8_0, ggml's block_q8_0 (GGUF type 8): blocks of 32, an f16
+ * scale d = absmax / 127 and 32 int8 q = round(x / d), as ggml's
+ * quantize_row_q8_0_ref (x times the f32 reciprocal of the unrounded d,
+ * roundf: halves away from zero; the stored d is d rounded to f16). */
+#include "quant.h"
+
+#include <math.h>
+
+void kiln__quantize_q8_0_ref(const float *x, void *blocks, int64_t n) {
+    kiln_block_q8_0 *y = blocks;
+    for (int64_t b = 0; b < n / KILN_QK8_0; b++, x += KILN_QK8_0) {
+        float amax = 0.0f;
+        for (int j = 0; j < KILN_QK8_0; j++) amax = fmaxf(amax, fabsf(x[j]));
+        const float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
+        y[b].d = kiln__f32_to_f16(d);
+        for (int j = 0; j < KILN_QK8_0; j++) y[b].qs[j] = (int8_t)roundf(x[j] * id);
+    }
+}
+
+void kiln__dequantize_q8_0_ref(const void *blocks, float *y, int64_t n) {
+    const kiln_block_q8_0 *x = blocks;
+    for (int64_t b = 0; b < n / KILN_QK8_0; b++, y += KILN_QK8_0) {
+        const float d = kiln__f16_to_f32(x[b].d);
+        for (int j = 0; j < KILN_QK8_0; j++) y[j] = (float)x[b].qs[j] * d;
+    }
+}

@@ -1,0 +1,65 @@
+#!/bin/sh
+# test_examples.sh — keep the training examples from rotting: each one's
+# --help, and a tiny run (--limit: a few batches of training and of the
+# test set) that must end with exit status 0 and print its result lines.
+# Part of scripts/test.sh; a few seconds in all.
+#   scripts/test_examples.sh BUILD_DIR [test name filters...]
+# Runs when no filter is given or one is part of "examples". With
+# KILN_NO_LAPACK=1 (the BLAS=0 build) GaLore must fail cleanly instead.
+# Last line: "N passed, N failed", as the test binary's.
+set -u
+build=$1
+shift
+if [ $# -gt 0 ]; then
+    match=0
+    for f in "$@"; do
+        case examples in *"$f"*) match=1 ;; esac
+    done
+    [ "$match" -eq 1 ] || { echo "0 passed, 0 failed"; exit 0; }
+fi
+bin=$build/examples
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0 failed=0
+
+# check NAME EXPECTED_STATUS GREP_PATTERN CMD... : run CMD; pass when its
+# exit status is EXPECTED_STATUS and its output matches GREP_PATTERN
+check() {
+    name=$1 want=$2 pattern=$3
+    shift 3
+    out=$("$@" 2>&1)
+    rc=$?
+    if [ "$rc" -eq "$want" ] && printf '%s\n' "$out" | grep -q -- "$pattern"; then
+        echo "ok $name"
+        passed=$((passed + 1))
+    else
+        echo "FAIL examples_$name: exit status $rc (wanted $want), output should match '$pattern':"
+        printf '%s\n' "$out" | tail -n 15 | sed 's/^/    /'
+        failed=$((failed + 1))
+    fi
+}
+
+tiny="--limit 2 --batch 32 --threads 1"
+if [ "${KILN_NO_LAPACK:-0}" = 1 ]; then
+    check fashion_galore_needs_lapack 1 "needs LAPACK" "$bin/fashion" --optim galore $tiny
+else
+    check quickstart_help 0 "--backend" "$bin/quickstart" --help
+    check quickstart_tiny 0 "after: the same as the trained one" \
+        "$bin/quickstart" $tiny --epochs 1 --save "$tmp/q.safetensors"
+    check quickstart_bad_option 2 "unknown" "$bin/quickstart" --no-such-option
+    check fashion_help 0 "apollo-mini" "$bin/fashion" --help
+    check fashion_mlp_sgd 0 "mlp sgd: test accuracy" "$bin/fashion" --model mlp --optim sgd $tiny
+    for o in galore8bit apollo-mini; do
+        check "fashion_cnn_$o" 0 "cnn $o: test accuracy .*optimizer state" "$bin/fashion" --optim "$o" $tiny
+    done
+    # a run stopped after epoch 1 and resumed ends exactly as one that never stopped
+    full=$("$bin/fashion" --optim adamw $tiny --epochs 2 2>&1 | grep "^epoch 2: train loss")
+    check fashion_save 0 "checkpoint: " \
+        "$bin/fashion" --optim adamw $tiny --epochs 2 --stop 1 --save "$tmp/f.safetensors"
+    check fashion_resume_same_result 0 "^${full:-no result}$" \
+        "$bin/fashion" --optim adamw $tiny --epochs 2 --resume "$tmp/f.safetensors"
+    check fashion_resume_other_optimizer 1 "resuming" \
+        "$bin/fashion" --optim lion $tiny --epochs 2 --resume "$tmp/f.safetensors"
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
