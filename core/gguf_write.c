@@ -206,10 +206,11 @@ static kiln_status add(kiln_gguf_writer *w, const char *name, uint32_t type, int
 kiln_status kiln_gguf_add_tensor(kiln_gguf_writer *w, const char *name, kiln_tensor *t) {
     const char *who = "kiln_gguf_add_tensor";
     if (!t) return kiln__errs(KILN_ERR_ARG, "%s: '%s': NULL tensor", who, name ? name : "?");
-    uint32_t type = t->dtype == KILN_F32 ? KILN_GGML_F32 : t->dtype == KILN_F16 ? KILN_GGML_F16
-                  : t->dtype == KILN_BF16 ? KILN_GGML_BF16 : UINT32_MAX;
+    uint32_t type = UINT32_MAX;
+    for (uint32_t g = 0; g < KILN__GGML_TYPES && type == UINT32_MAX; g++)
+        if (g != 26 && g != 28 && kiln_gguf_dtype(g) == (int)t->dtype) type = g; /* not ggml's I32/F64 */
     if (type == UINT32_MAX)
-        return kiln__errs(KILN_ERR_DTYPE, "%s: '%s' is %s (F32, F16 and BF16 are written)", who, name,
+        return kiln__errs(KILN_ERR_DTYPE, "%s: '%s' is %s (F32, F16, BF16, Q8_0 and Q4_0 are written)", who, name,
                           kiln_dtype_name(t->dtype));
     if (!kiln_tensor_is_contiguous(t)) return kiln__errs(KILN_ERR_ARG, "%s: '%s' is not contiguous", who, name);
     return add(w, name, type, t->ndim, t->shape, t, NULL, 0, who);

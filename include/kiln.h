@@ -880,7 +880,8 @@ kiln_status kiln_gguf_tensor_info_at(const kiln_gguf *g, int i, kiln_gguf_tensor
  * (KILN_ERR_DTYPE where kiln has none). */
 kiln_tensor *kiln_gguf_load(kiln_gguf *g, kiln_ctx *ctx, const char *name);
 /* Into an existing contiguous leaf of the same shape: the same dtype is
- * copied, F32/F16/BF16 into any float dtype are converted. */
+ * copied; F32/F16/BF16/Q8_0/Q4_0 into a plain float dtype are converted
+ * (quantized blocks dequantized). */
 kiln_status kiln_gguf_read_into(kiln_gguf *g, const char *name, kiln_tensor *dst);
 
 /* The writer: metadata in the order set (a key set twice is an error),
@@ -898,7 +899,7 @@ kiln_status kiln_gguf_set_string(kiln_gguf_writer *w, const char *key, const cha
  * for KILN_GGUF_STRING a const char *const * of NUL-terminated strings. */
 kiln_status kiln_gguf_set_array(kiln_gguf_writer *w, const char *key, kiln_gguf_type elem, const void *elems,
                                 uint64_t n);
-/* A kiln tensor (F32, F16 or BF16; leaves or computed outputs). */
+/* A kiln tensor (F32, F16, BF16, Q8_0 or Q4_0; leaves or computed outputs). */
 kiln_status kiln_gguf_add_tensor(kiln_gguf_writer *w, const char *name, kiln_tensor *t);
 /* Raw bytes of any ggml type with kiln shape [ndim] (1..4): nbytes must be
  * what that type and shape take (for quantized blocks made elsewhere). */

@@ -167,8 +167,10 @@ static bool same_values(kiln_tensor *a, kiln_tensor *b) {
 kiln_status llama_save_gguf(const llama *mc, const char *path, kiln_dtype dtype) {
     llama *m = (llama *)mc; /* the slots table takes non-const tensors; nothing is changed */
     if (!m || !path) return kiln_set_error(KILN_ERR_ARG, "llama_save_gguf: NULL argument");
-    if (dtype != KILN_F32 && dtype != KILN_F16 && dtype != KILN_BF16)
-        return kiln_set_error(KILN_ERR_DTYPE, "llama_save_gguf: weights as %s (F32, F16 or BF16)", kiln_dtype_name(dtype));
+    bool quant = dtype == KILN_Q8_0 || dtype == KILN_Q4_0;
+    if (dtype != KILN_F32 && dtype != KILN_F16 && dtype != KILN_BF16 && !quant)
+        return kiln_set_error(KILN_ERR_DTYPE, "llama_save_gguf: weights as %s (F32, F16, BF16, Q8_0 or Q4_0)",
+                              kiln_dtype_name(dtype));
     const llama_config *c = &m->cfg;
     kiln_gguf_writer *w = kiln_gguf_writer_new();
     kiln_ctx *tmp = dtype == KILN_F32 ? NULL : kiln_ctx_new();
@@ -187,12 +189,16 @@ kiln_status llama_save_gguf(const llama *mc, const char *path, kiln_dtype dtype)
     if (!st) st = kiln_gguf_set_float(w, "llama.attention.layer_norm_rms_epsilon", KILN_GGUF_FLOAT32, c->norm_eps);
     if (!st) st = kiln_gguf_set_int(w, "llama.rope.dimension_count", KILN_GGUF_UINT32, c->dim / c->heads);
     if (!st) st = kiln_gguf_set_int(w, "llama.vocab_size", KILN_GGUF_UINT32, c->vocab);
-    /* llama.cpp's own writer puts the general.file_type: 0 all F32, 1 mostly F16, 32 mostly BF16 */
+    /* llama.cpp's general.file_type (llama_ftype): 0 all F32, 1 mostly F16, 2 mostly Q4_0, 7 mostly Q8_0,
+     * 32 mostly BF16 */
     if (!st) st = kiln_gguf_set_int(w, "general.file_type", KILN_GGUF_UINT32,
-                                    dtype == KILN_F32 ? 0 : dtype == KILN_F16 ? 1 : 32);
+                                    dtype == KILN_F32 ? 0 : dtype == KILN_F16 ? 1 : dtype == KILN_Q4_0 ? 2
+                                    : dtype == KILN_Q8_0 ? 7 : 32);
     for (int i = 0; i < n && !st; i++) {
         kiln_tensor *t = s[i].t;
-        if (dtype != KILN_F32 && kiln_tensor_ndim(t) == 2) { /* norms (1-d) stay F32 */
+        if (quant && kiln_tensor_ndim(t) == 2) { /* ggml's block layout: kiln_quantize makes it */
+            if (!(t = kiln_quantize(tmp, t, dtype))) st = kiln_last_status();
+        } else if (dtype != KILN_F32 && kiln_tensor_ndim(t) == 2) { /* norms (1-d) stay F32 */
             kiln_tensor *h = kiln_tensor_new(tmp, dtype, 2, kiln_tensor_shape(t));
             int64_t k = kiln_tensor_numel(t);
             float *f = h ? malloc((size_t)k * sizeof *f) : NULL;

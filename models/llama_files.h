@@ -19,10 +19,11 @@
  *    permuted for the rotate-half (NEOX) rope: row h*hd + p*hd/2 + i holds
  *    Meta's row h*hd + 2i + p, so they are permuted back on load.
  *
- * F32, F16 and BF16 tensors load into the model's f32 parameters. Refused
- * with a message: other architectures, rope scaling (Llama 3.1's
+ * F32, F16, BF16, Q8_0 and Q4_0 tensors load into the model's f32
+ * parameters (quantized ones dequantized: models/llama.c holds f32 weights).
+ * Refused with a message: other architectures, rope scaling (Llama 3.1's
  * rope_freqs / rope_scaling), partial rotary dims, biases, head_dim other
- * than dim / heads, and (until kiln has the dtypes) quantized tensors.
+ * than dim / heads, and ggml's other quantized types (K-quants, IQ*, ...).
  *
  *     llama *m = llama_from_gguf(ctx, "tiny.gguf");
  *     llama *h = llama_from_hf(ctx, "TinyLlama-1.1B/");
@@ -44,8 +45,8 @@ kiln_tokenizer *llama_gguf_tokenizer(const char *path);
 kiln_tokenizer *llama_hf_tokenizer(const char *dir);
 
 /* Write m as a llama GGUF (the names and keys above) with its weights in
- * dtype (KILN_F32, KILN_F16 or KILN_BF16; norms stay F32 as llama.cpp
- * writes them), atomically; an output head equal to the embedding is left
+ * dtype (KILN_F32, KILN_F16, KILN_BF16, KILN_Q8_0 or KILN_Q4_0, quantized
+ * by kiln_quantize; norms stay F32 as llama.cpp writes them), atomically; an output head equal to the embedding is left
  * out (tied, as llama.cpp writes such models). Extra metadata (a
  * tokenizer) is not written. */
 kiln_status llama_save_gguf(const llama *m, const char *path, kiln_dtype dtype);

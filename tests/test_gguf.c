@@ -135,6 +135,13 @@ static kiln_status write_small(const char *path, kiln_ctx *ctx, uint32_t align) 
     return s;
 }
 
+/* IEEE half to double, from the format's definition. */
+static double half_to_double(uint16_t h) {
+    int e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
+    return h & 0x8000 ? -v : v;
+}
+
 static unsigned char *slurp(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -216,8 +223,20 @@ KT_TEST(gguf_round_trip) {
     KT_OK(kiln_tensor_get_f32(h32, hv, 16));
     for (int i = 0; i < 16; i++) KT_CHECK(hv[i] == (float)i - 8, "h[%d]", i);
     KT_CHECK(kiln_gguf_read_into(g, "a", h32) == KILN_ERR_SHAPE, "shape mismatch");
-    /* Q8_0 has no kiln dtype in this tree yet: a clear error (after the merge it loads) */
-    if (kiln_gguf_dtype(KILN_GGML_Q8_0) < 0) KT_EXPECT_ERR(kiln_gguf_load(g, ctx, "q"), KILN_ERR_DTYPE, "Q8_0");
+    /* Q8_0 is kiln's KILN_Q8_0 byte for byte: x = d * q with d an f16 */
+    kiln_tensor *q = kiln_gguf_load(g, ctx, "q");
+    KT_NOTNULL(q);
+    KT_CHECK(kiln_tensor_dtype(q) == KILN_Q8_0 && kiln_tensor_nbytes(q) == 68 && kiln_tensor_dim(q, 1) == 32, "q8");
+    float qv[64], qf[64];
+    KT_OK(kiln_tensor_get_f32(q, qv, 64));
+    kiln_tensor *q32 = kiln_new_2d(ctx, KILN_F32, 2, 32);
+    KT_OK(kiln_gguf_read_into(g, "q", q32)); /* dequantized on the way in */
+    KT_OK(kiln_tensor_get_f32(q32, qf, 64));
+    for (int i = 0; i < 64; i++) {
+        const unsigned char *blk = (const unsigned char *)ti.data + (i / 32) * 34;
+        double d = half_to_double((uint16_t)(blk[0] | blk[1] << 8)) * (int8_t)blk[2 + i % 32];
+        KT_CHECK(qv[i] == (float)d && qf[i] == (float)d, "q[%d] = %g / %g, want %g", i, qv[i], qf[i], d);
+    }
     kiln_gguf_close(g);
     unlink(p);
     kiln_ctx_free(ctx);

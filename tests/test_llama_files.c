@@ -103,6 +103,54 @@ KT_TEST(llama_files_gguf_round_trip_f32_f16) {
     }
 }
 
+/* Q8_0 and Q4_0 files (kiln_quantize's blocks, ggml's layout): loaded and
+ * dequantized, the logits are those of the model with each weight matrix
+ * replaced by its dequantized self. */
+KT_TEST(llama_files_gguf_q8_0_q4_0) {
+    const kiln_dtype types[2] = {KILN_Q8_0, KILN_Q4_0};
+    for (int k = 0; k < 2; k++) {
+        kiln_ctx *ctx = kiln_ctx_new();
+        llama_config c = tiny();
+        c.hidden = 64; /* every row whole blocks of 32 */
+        llama *m = llama_new(ctx, &c, 5);
+        KT_NOTNULL(m);
+        randomize(m, 30);
+        const char *path = tmp_path(k ? "q4.gguf" : "q8.gguf");
+        KT_OK(llama_save_gguf(m, path, types[k]));
+        kiln_gguf *g = kiln_gguf_open(path);
+        KT_NOTNULL(g);
+        kiln_gguf_tensor_info ti;
+        KT_OK(kiln_gguf_tensor_info_at(g, kiln_gguf_find_tensor(g, "blk.0.ffn_down.weight"), &ti));
+        KT_CHECK(ti.kiln_dtype == (int)types[k] && ti.nbytes == (size_t)(32 * 64 / 32 * (k ? 18 : 34)), "%s %zu bytes",
+                 ti.type_name, ti.nbytes);
+        kiln_gguf_close(g);
+        for (int i = 0; i < m->n_params; i++) { /* the reference: each matrix through quantize/dequantize */
+            kiln_tensor *p = m->params[i];
+            if (kiln_tensor_ndim(p) != 2) continue;
+            int64_t n = kiln_tensor_numel(p);
+            kiln_tensor *qt = kiln_quantize(ctx, p, types[k]);
+            KT_NOTNULL(qt);
+            float *f = malloc((size_t)n * sizeof *f);
+            KT_OK(kiln_tensor_get_f32(qt, f, n));
+            KT_OK(kiln_tensor_set_f32(p, f, n));
+            free(f);
+        }
+        kiln_ctx *ctx2 = kiln_ctx_new();
+        llama *m2 = llama_from_gguf(ctx2, path);
+        KT_NOTNULL(m2);
+        float *a = logits_of(m), *b = logits_of(m2);
+        KT_NOTNULL(a);
+        KT_NOTNULL(b);
+        double worst = 0;
+        for (int i = 0; i < T * 37; i++) worst = fmax(worst, fabs((double)a[i] - b[i]));
+        KT_CHECK(worst <= 1e-5, "%s: logits differ by %g", kiln_dtype_name(types[k]), worst);
+        free(a), free(b);
+        llama_free(m), llama_free(m2);
+        kiln_ctx_free(ctx), kiln_ctx_free(ctx2);
+        unlink(path);
+    }
+}
+
 KT_TEST(llama_files_gguf_tied_output) {
     kiln_ctx *ctx = kiln_ctx_new();
     llama_config c = tiny();
