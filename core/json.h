@@ -64,4 +64,8 @@ void kiln__buf_printf(kiln__buf *b, const char *fmt, ...) __attribute__((format(
 void kiln__json_put_string(kiln__buf *b, const char *s);
 void kiln__buf_free(kiln__buf *b);
 
+/* Read a regular file of at most max bytes whole (NUL added); NULL with
+ * the error set. */
+char *kiln__read_file(const char *path, size_t max, size_t *len, const char *who);
+
 #endif

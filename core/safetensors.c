@@ -446,8 +446,6 @@ static kiln_status write_body(FILE *f, const char *who, const char *tmp, const k
         if ((s = kiln__host_read(t))) return s;
         s = write_all(f, t->data, kiln_tensor_nbytes(t), who, tmp);
     }
-    if (!s && fflush(f)) s = kiln__errs(KILN_ERR_IO, "%s: writing %s: %s", who, tmp, strerror(errno));
-    if (!s && fsync(fileno(f))) s = kiln__errs(KILN_ERR_IO, "%s: syncing %s: %s", who, tmp, strerror(errno));
     return s;
 }
 
@@ -462,6 +460,53 @@ static void sync_dir(const char *path) {
     free(copy);
 }
 
+typedef struct st_save {
+    const kiln__buf *h;
+    kiln_tensor *const *ts;
+    const char *const *names;
+    int n;
+} st_save;
+
+static kiln_status save_body(FILE *f, const char *tmp, void *arg) {
+    const st_save *a = arg;
+    return write_body(f, "kiln_safetensors_save", tmp, a->h, a->ts, a->names, a->n);
+}
+
+kiln_status kiln__atomic_write(const char *path, const char *who, kiln__write_fn body, void *arg) {
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 16);
+    if (!tmp) return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
+    memcpy(tmp, path, plen);
+    memcpy(tmp + plen, ".tmp.XXXXXX", 12);
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0) {
+        kiln_status s = kiln__errs(KILN_ERR_IO, "%s: cannot create a temporary file beside %s: %s", who, path,
+                                   strerror(errno));
+        free(tmp);
+        return s;
+    }
+    struct stat old;
+    fchmod(fd, stat(path, &old) == 0 ? (old.st_mode & 07777) : 0644);
+    kiln_status s;
+    FILE *f = fdopen(fd, "wb");
+    if (!f) {
+        s = kiln__errs(KILN_ERR_IO, "%s: %s: %s", who, tmp, strerror(errno));
+        close(fd);
+    } else {
+        errno = 0;
+        s = body(f, tmp, arg);
+        if (!s && fflush(f)) s = kiln__errs(KILN_ERR_IO, "%s: writing %s: %s", who, tmp, strerror(errno));
+        if (!s && fsync(fileno(f))) s = kiln__errs(KILN_ERR_IO, "%s: syncing %s: %s", who, tmp, strerror(errno));
+        if (fclose(f) && !s) s = kiln__errs(KILN_ERR_IO, "%s: closing %s: %s", who, tmp, strerror(errno));
+    }
+    if (!s && rename(tmp, path))
+        s = kiln__errs(KILN_ERR_IO, "%s: renaming %s to %s: %s", who, tmp, path, strerror(errno));
+    if (s) unlink(tmp);
+    else sync_dir(path);
+    free(tmp);
+    return s;
+}
+
 kiln_status kiln_safetensors_save(const char *path, kiln_tensor *const *tensors, const char *const *names, int n,
                                   const char *const *meta, int n_meta) {
     const char *who = "kiln_safetensors_save";
@@ -470,41 +515,8 @@ kiln_status kiln_safetensors_save(const char *path, kiln_tensor *const *tensors,
     kiln_status s = check_save(who, tensors, names, n, meta, n_meta);
     if (s) return s;
     kiln__buf h = {0};
-    if ((s = build_header(who, &h, tensors, names, n, meta, n_meta))) {
-        kiln__buf_free(&h);
-        return s;
-    }
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 16);
-    if (!tmp) {
-        kiln__buf_free(&h);
-        return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
-    }
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp.XXXXXX", 12);
-    int fd = mkostemp(tmp, O_CLOEXEC);
-    if (fd < 0) {
-        s = kiln__errs(KILN_ERR_IO, "%s: cannot create a temporary file beside %s: %s", who, path, strerror(errno));
-        free(tmp);
-        kiln__buf_free(&h);
-        return s;
-    }
-    struct stat old;
-    fchmod(fd, stat(path, &old) == 0 ? (old.st_mode & 07777) : 0644);
-    FILE *f = fdopen(fd, "wb");
-    if (!f) {
-        s = kiln__errs(KILN_ERR_IO, "%s: %s: %s", who, tmp, strerror(errno));
-        close(fd);
-    } else {
-        errno = 0;
-        s = write_body(f, who, tmp, &h, tensors, names, n);
-        if (fclose(f) && !s) s = kiln__errs(KILN_ERR_IO, "%s: closing %s: %s", who, tmp, strerror(errno));
-    }
-    if (!s && rename(tmp, path))
-        s = kiln__errs(KILN_ERR_IO, "%s: renaming %s to %s: %s", who, tmp, path, strerror(errno));
-    if (s) unlink(tmp);
-    else sync_dir(path);
-    free(tmp);
+    if (!(s = build_header(who, &h, tensors, names, n, meta, n_meta)))
+        s = kiln__atomic_write(path, who, save_body, &(st_save){&h, tensors, names, n});
     kiln__buf_free(&h);
     return s;
 }

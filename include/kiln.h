@@ -775,6 +775,195 @@ kiln_status kiln_safetensors_read_into(kiln_safetensors *st, const char *name, k
 kiln_status kiln_safetensors_save(const char *path, kiln_tensor *const *tensors, const char *const *names, int n,
                                   const char *const *meta, int n_meta);
 
+/* A small JSON reader for configuration files (config.json): the file is
+ * read whole and parsed strictly (RFC 8259, bounded depth and size); a
+ * value is looked up by key in the top-level object (obj NULL) or in the
+ * object that is the top-level member obj. Numbers are doubles; true and
+ * false read as 1 and 0.
+ *
+ *     kiln_json_file *j = kiln_json_file_open("config.json");
+ *     double layers;
+ *     if (kiln_json_file_number(j, NULL, "num_hidden_layers", &layers)) ...
+ *     const char *file = kiln_json_file_string(j, "weight_map", "lm_head.weight");
+ *     kiln_json_file_close(j);
+ */
+typedef struct kiln_json_file kiln_json_file;
+kiln_json_file *kiln_json_file_open(const char *path);
+void kiln_json_file_close(kiln_json_file *j);
+/* Present and not null. */
+bool kiln_json_file_has(const kiln_json_file *j, const char *obj, const char *key);
+/* KILN_ERR_FORMAT when missing or not a number/bool. */
+kiln_status kiln_json_file_number(const kiln_json_file *j, const char *obj, const char *key, double *out);
+/* NULL when missing or not a string. */
+const char *kiln_json_file_string(const kiln_json_file *j, const char *obj, const char *key);
+
+/* GGUF (ggml's model format, as llama.cpp reads it; versions 2 and 3,
+ * little-endian): "GGUF", u32 version, u64 tensor count, u64 metadata
+ * count, the metadata (string key, u32 value type, value; strings are u64
+ * length + bytes, arrays u32 element type + u64 count + elements), the
+ * tensor infos (name, u32 dims, u64 ne[dims] innermost first, u32 ggml
+ * type, u64 offset into the data) and, at the next multiple of
+ * general.alignment (u32, default 32), the data. Opening maps the file and
+ * checks every count, size and offset against the file before anything is
+ * allocated from it: a bad file is KILN_ERR_FORMAT naming what is wrong.
+ * kiln shapes are ggml's ne reversed: ne [dim, vocab] is kiln [vocab, dim].
+ *
+ *     kiln_gguf *g = kiln_gguf_open("model.gguf");
+ *     int64_t layers;
+ *     kiln_gguf_get_int(g, "llama.block_count", &layers);
+ *     kiln_tensor *w = kiln_gguf_load(g, ctx, "blk.0.attn_q.weight");
+ *     kiln_gguf_close(g);
+ *
+ *     kiln_gguf_writer *w = kiln_gguf_writer_new();
+ *     kiln_gguf_set_string(w, "general.architecture", "llama");
+ *     kiln_gguf_add_tensor(w, "token_embd.weight", emb);
+ *     kiln_gguf_writer_save(w, "model.gguf");   // atomic, as safetensors
+ *     kiln_gguf_writer_free(w);
+ */
+typedef enum kiln_gguf_type {
+    KILN_GGUF_UINT8 = 0, KILN_GGUF_INT8, KILN_GGUF_UINT16, KILN_GGUF_INT16, KILN_GGUF_UINT32, KILN_GGUF_INT32,
+    KILN_GGUF_FLOAT32, KILN_GGUF_BOOL, KILN_GGUF_STRING, KILN_GGUF_ARRAY, KILN_GGUF_UINT64, KILN_GGUF_INT64,
+    KILN_GGUF_FLOAT64, KILN_GGUF_TYPE_COUNT
+} kiln_gguf_type;
+
+/* ggml tensor types kiln names (the file may hold any of ggml's). */
+enum { KILN_GGML_F32 = 0, KILN_GGML_F16 = 1, KILN_GGML_Q4_0 = 2, KILN_GGML_Q8_0 = 8, KILN_GGML_BF16 = 30 };
+
+typedef struct kiln_gguf kiln_gguf;
+
+typedef struct kiln_gguf_tensor_info {
+    const char *name;
+    int ndim;              /* 1..4 */
+    int64_t ne[4];         /* ggml order, innermost first; 1 past ndim */
+    int64_t shape[4];      /* kiln order: ne reversed */
+    uint32_t ggml_type;
+    const char *type_name; /* "F32", "Q4_0", ... */
+    int kiln_dtype;        /* kiln's dtype for it, -1 if none (kiln_gguf_dtype) */
+    uint64_t offset;       /* into the data section */
+    size_t nbytes;
+    const void *data;      /* in the mapped file, valid until close */
+} kiln_gguf_tensor_info;
+
+kiln_gguf *kiln_gguf_open(const char *path);
+void kiln_gguf_close(kiln_gguf *g);
+uint32_t kiln_gguf_version(const kiln_gguf *g);
+uint32_t kiln_gguf_alignment(const kiln_gguf *g);
+/* ggml type -> kiln dtype, -1 where kiln has none. */
+int kiln_gguf_dtype(uint32_t ggml_type);
+const char *kiln_gguf_type_name(uint32_t ggml_type); /* NULL if unknown */
+
+/* Metadata: keys are indexed 0..count-1 in file order. */
+int kiln_gguf_kv_count(const kiln_gguf *g);
+const char *kiln_gguf_kv_key(const kiln_gguf *g, int i);
+int kiln_gguf_find_key(const kiln_gguf *g, const char *key); /* index or -1 */
+kiln_gguf_type kiln_gguf_kv_type(const kiln_gguf *g, int i);
+/* The value of key: any integer type or bool (get_int), any number
+ * (get_float), a string (get_string: NUL-terminated, *len its bytes when
+ * len is not NULL; NULL if absent or not a string). A missing key or another
+ * type is KILN_ERR_FORMAT. */
+kiln_status kiln_gguf_get_int(const kiln_gguf *g, const char *key, int64_t *out);
+kiln_status kiln_gguf_get_float(const kiln_gguf *g, const char *key, double *out);
+const char *kiln_gguf_get_string(const kiln_gguf *g, const char *key, size_t *len);
+/* An array's element type and length (KILN_ERR_FORMAT if not an array),
+ * then its elements by index, converted as above. Arrays of arrays are
+ * read and checked but their elements are not reachable. */
+kiln_status kiln_gguf_get_array(const kiln_gguf *g, const char *key, kiln_gguf_type *elem, uint64_t *n);
+kiln_status kiln_gguf_array_int(const kiln_gguf *g, const char *key, uint64_t i, int64_t *out);
+kiln_status kiln_gguf_array_float(const kiln_gguf *g, const char *key, uint64_t i, double *out);
+const char *kiln_gguf_array_string(const kiln_gguf *g, const char *key, uint64_t i, size_t *len);
+
+/* Tensors, in file order. */
+int kiln_gguf_tensor_count(const kiln_gguf *g);
+int kiln_gguf_find_tensor(const kiln_gguf *g, const char *name); /* index or -1 */
+kiln_status kiln_gguf_tensor_info_at(const kiln_gguf *g, int i, kiln_gguf_tensor_info *out);
+/* The tensor called name as a new leaf of ctx, in its own dtype
+ * (KILN_ERR_DTYPE where kiln has none). */
+kiln_tensor *kiln_gguf_load(kiln_gguf *g, kiln_ctx *ctx, const char *name);
+/* Into an existing contiguous leaf of the same shape: the same dtype is
+ * copied; F32/F16/BF16/Q8_0/Q4_0 into a plain float dtype are converted
+ * (quantized blocks dequantized). */
+kiln_status kiln_gguf_read_into(kiln_gguf *g, const char *name, kiln_tensor *dst);
+
+/* The writer: metadata in the order set (a key set twice is an error),
+ * tensors in the order added, each at a multiple of the alignment
+ * (general.alignment when set as a u32 power of two, else 32). Tensors and
+ * raw data are read at save: keep them alive until then. Writes version 3. */
+typedef struct kiln_gguf_writer kiln_gguf_writer;
+kiln_gguf_writer *kiln_gguf_writer_new(void);
+void kiln_gguf_writer_free(kiln_gguf_writer *w);
+/* type: one of the integer types or BOOL / one of the float types. */
+kiln_status kiln_gguf_set_int(kiln_gguf_writer *w, const char *key, kiln_gguf_type type, int64_t v);
+kiln_status kiln_gguf_set_float(kiln_gguf_writer *w, const char *key, kiln_gguf_type type, double v);
+kiln_status kiln_gguf_set_string(kiln_gguf_writer *w, const char *key, const char *v);
+/* n elements of elem type: a packed little-endian array of that type, or
+ * for KILN_GGUF_STRING a const char *const * of NUL-terminated strings. */
+kiln_status kiln_gguf_set_array(kiln_gguf_writer *w, const char *key, kiln_gguf_type elem, const void *elems,
+                                uint64_t n);
+/* A kiln tensor (F32, F16, BF16, Q8_0 or Q4_0; leaves or computed outputs). */
+kiln_status kiln_gguf_add_tensor(kiln_gguf_writer *w, const char *name, kiln_tensor *t);
+/* Raw bytes of any ggml type with kiln shape [ndim] (1..4): nbytes must be
+ * what that type and shape take (for quantized blocks made elsewhere). */
+kiln_status kiln_gguf_add_raw(kiln_gguf_writer *w, const char *name, uint32_t ggml_type, int ndim,
+                              const int64_t *shape, const void *data, size_t nbytes);
+kiln_status kiln_gguf_writer_save(kiln_gguf_writer *w, const char *path);
+
+/* ---- tokenizers ----------------------------------------------------- */
+/* Byte-level BPE as GPT-2 and Llama 3 use it, from a Hugging Face
+ * tokenizer.json (model "BPE": vocab, merges, added_tokens) or from GGUF's
+ * tokenizer.ggml.* metadata (model "gpt2": tokens, merges, token_type,
+ * bos/eos ids). Encoding splits the text as the pre-tokenizer's regex does
+ * (GPT-2's, Llama 3's or Qwen 2's, written out by hand), maps each byte to
+ * GPT-2's printable stand-in character and applies the merges by rank;
+ * decoding maps back to bytes, so decode(encode(s)) == s for any bytes,
+ * invalid UTF-8 included. Letters and numbers outside ASCII/Latin-1 are
+ * classified by a table of common ranges (see tokenizer_split.c).
+ * GGUF's "llama" model (SentencePiece BPE with scores, Llama 1/2) works
+ * as llama.cpp's: '\u2581' for spaces, one in front of the text and after
+ * each special token (add_space_prefix), merges by highest score, <0xXX>
+ * byte fallback; decode drops the spaces encode put in, so the round trip
+ * holds too, except that a U+2581 in the text comes back as a space.
+ * tokenizer.json's SentencePiece form (Llama 2 on Hugging Face: BPE with
+ * byte_fallback, Prepend/Replace normalizer or Metaspace pre-tokenizer) is
+ * read too, its merges applied by rank over characters.
+ * Not supported (an error that says so): other pre-tokenizer regexes and
+ * normalizers, Metaspace with split, WordPiece/Unigram models.
+ * No BOS is added: put kiln_tokenizer_bos() in front yourself when the
+ * model wants one.
+ *
+ *     kiln_tokenizer *tok = kiln_tokenizer_from_json("tokenizer.json");
+ *     int32_t ids[256];
+ *     int64_t n;
+ *     kiln_tokenizer_encode(tok, "Hello world", 11, false, ids, 256, &n);
+ *     char text[1024];
+ *     size_t len;
+ *     kiln_tokenizer_decode(tok, ids, n, text, sizeof text, &len);
+ *     kiln_tokenizer_free(tok);
+ */
+typedef struct kiln_tokenizer kiln_tokenizer;
+kiln_tokenizer *kiln_tokenizer_from_json(const char *path);
+kiln_tokenizer *kiln_tokenizer_from_gguf(const kiln_gguf *g);
+void kiln_tokenizer_free(kiln_tokenizer *t);
+int64_t kiln_tokenizer_vocab_size(const kiln_tokenizer *t); /* largest id + 1 */
+/* -1 when the file does not say (tokenizer.json never does: set them). */
+int32_t kiln_tokenizer_bos(const kiln_tokenizer *t);
+int32_t kiln_tokenizer_eos(const kiln_tokenizer *t);
+void kiln_tokenizer_set_bos_eos(kiln_tokenizer *t, int32_t bos, int32_t eos);
+/* The token's text as the vocabulary writes it (NULL for an unused id). */
+const char *kiln_tokenizer_token(const kiln_tokenizer *t, int32_t id);
+int32_t kiln_tokenizer_find(const kiln_tokenizer *t, const char *token); /* id or -1 */
+/* len bytes of text to ids. special: added/control tokens written in the
+ * text ("<|endoftext|>") become their ids; otherwise they are plain text.
+ * *n is the number of ids; at most cap are written and more than cap is
+ * KILN_ERR_ARG (len + 1 ids always suffice). */
+kiln_status kiln_tokenizer_encode(const kiln_tokenizer *t, const char *text, size_t len, bool special, int32_t *ids,
+                                  int64_t cap, int64_t *n);
+/* ids to bytes (not NUL-terminated); *len as for encode, KILN_ERR_ARG when
+ * it exceeds cap. An id out of range is KILN_ERR_ARG. */
+kiln_status kiln_tokenizer_decode(const kiln_tokenizer *t, const int32_t *ids, int64_t n, char *out, size_t cap,
+                                  size_t *len);
+/* Put the tokenizer in w as GGUF's tokenizer.ggml.* keys ("gpt2" or "llama"). */
+kiln_status kiln_tokenizer_to_gguf(const kiln_tokenizer *t, kiln_gguf_writer *w);
+
 /* Every parameter of ctx (kiln_param order) under its name, with the same
  * atomic write. Loading needs exactly ctx's parameters in the file (a name
  * missing or extra, a dtype or shape that differs is an error naming it)

@@ -1,0 +1,172 @@
+/* tokenizer_split.c — the pre-tokenizers of byte-level BPE: the regexes
+ * of GPT-2, Llama 3 and Qwen 2 written out as code, so kiln needs no regex
+ * engine. Each returns where the piece starting at i ends, trying the
+ * regex's alternatives in order as a backtracking engine does.
+ *
+ *   GPT-2:  's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ *   Llama 3 (Qwen 2: \p{N} instead of \p{N}{1,3}):
+ *           (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+ *           ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ *
+ * \p{L}, \p{N} and \s: exact for ASCII and Latin-1; above that, Unicode's
+ * White_Space list, the common digit and number ranges, and the
+ * punctuation, symbol, mark and emoji blocks as "other"; everything else
+ * counts as a letter (CJK, Cyrillic, Greek, Arabic, ... letters are). A
+ * byte that is not valid UTF-8 is one character of "other". */
+#include "tokenizer.h"
+
+/* The code point at s[i] and its length (1 for an invalid byte, cp -1). */
+static size_t cp_at(const unsigned char *s, size_t n, size_t i, int32_t *cp) {
+    unsigned c = s[i];
+    size_t k;
+    uint32_t v, min;
+    *cp = -1;
+    if (c < 0x80) {
+        *cp = (int32_t)c;
+        return 1;
+    }
+    if ((c & 0xE0) == 0xC0) k = 2, v = c & 0x1F, min = 0x80;
+    else if ((c & 0xF0) == 0xE0) k = 3, v = c & 0x0F, min = 0x800;
+    else if ((c & 0xF8) == 0xF0) k = 4, v = c & 0x07, min = 0x10000;
+    else return 1;
+    if (n - i < k) return 1;
+    for (size_t j = 1; j < k; j++) {
+        if ((s[i + j] & 0xC0) != 0x80) return 1;
+        v = v << 6 | (s[i + j] & 63);
+    }
+    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return 1;
+    *cp = (int32_t)v;
+    return k;
+}
+
+enum { C_L, C_N, C_S, C_O };
+
+static bool in(int32_t c, int32_t lo, int32_t hi) { return c >= lo && c <= hi; }
+
+static int cls(int32_t c) {
+    if (c < 0) return C_O;
+    if (c < 0x80) {
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return C_L;
+        if (c >= '0' && c <= '9') return C_N;
+        if (c == ' ' || (c >= 9 && c <= 13)) return C_S;
+        return C_O;
+    }
+    if (c == 0x85 || c == 0xA0 || c == 0x1680 || in(c, 0x2000, 0x200A) || c == 0x2028 || c == 0x2029 ||
+        c == 0x202F || c == 0x205F || c == 0x3000)
+        return C_S;
+    if (c < 0x100) {
+        if (c == 0xAA || c == 0xB5 || c == 0xBA || (c >= 0xC0 && c != 0xD7 && c != 0xF7)) return C_L;
+        if (c == 0xB2 || c == 0xB3 || c == 0xB9 || in(c, 0xBC, 0xBE)) return C_N;
+        return C_O;
+    }
+    /* numbers: decimal digits of common scripts, super/subscripts, number forms, enclosed, fullwidth */
+    if (in(c, 0x660, 0x669) || in(c, 0x6F0, 0x6F9) || in(c, 0x966, 0x96F) || in(c, 0x9E6, 0x9EF) ||
+        in(c, 0xE50, 0xE59) || c == 0x2070 || in(c, 0x2074, 0x2079) || in(c, 0x2080, 0x2089) ||
+        in(c, 0x2150, 0x2182) || in(c, 0x2185, 0x2189) || in(c, 0x2460, 0x249B) || in(c, 0x24EA, 0x24FF) ||
+        in(c, 0x2776, 0x2793) || c == 0x3007 || in(c, 0x3021, 0x3029) || in(c, 0xFF10, 0xFF19))
+        return C_N;
+    /* other: combining marks, punctuation and symbol blocks, private use, emoji */
+    if (in(c, 0x300, 0x36F) || c == 0x37E || c == 0x387 || in(c, 0x55A, 0x55F) || c == 0x589 ||
+        in(c, 0x591, 0x5C7) || in(c, 0x600, 0x60F) || in(c, 0x610, 0x61F) || in(c, 0x64B, 0x65F) ||
+        in(c, 0x66A, 0x66D) || c == 0x6D4 || in(c, 0x900, 0x903) || in(c, 0x93A, 0x94F) || in(c, 0x964, 0x965) ||
+        in(c, 0x1AB0, 0x1AFF) || in(c, 0x1DC0, 0x1DFF) || in(c, 0x200B, 0x2027) || in(c, 0x2029, 0x206F) ||
+        in(c, 0x20A0, 0x20FF) || in(c, 0x2100, 0x214F) || in(c, 0x2190, 0x245F) || in(c, 0x2500, 0x2775) ||
+        in(c, 0x2794, 0x2BFF) || in(c, 0x2E00, 0x2E7F) || in(c, 0x3001, 0x3004) || in(c, 0x3008, 0x3020) ||
+        in(c, 0x3030, 0x303F) || in(c, 0x3099, 0x309C) || c == 0x30FB || in(c, 0xE000, 0xF8FF) ||
+        in(c, 0xFE00, 0xFE6F) || in(c, 0xFF01, 0xFF0F) || in(c, 0xFF1A, 0xFF20) || in(c, 0xFF3B, 0xFF40) ||
+        in(c, 0xFF5B, 0xFF65) || in(c, 0xFFE0, 0xFFFF) || in(c, 0x1F000, 0x1FAFF) || in(c, 0xE0000, 0xE01EF))
+        return C_O;
+    return C_L;
+}
+
+typedef struct cur {
+    const unsigned char *s;
+    size_t n;
+} cur;
+
+static int cls_at(const cur *u, size_t i, size_t *len) {
+    int32_t cp;
+    *len = cp_at(u->s, u->n, i, &cp);
+    return cls(cp);
+}
+
+/* End of the run of class k (or, with not, of anything but S/L/N) from i. */
+static size_t run(const cur *u, size_t i, int k) {
+    size_t len;
+    while (i < u->n && cls_at(u, i, &len) == k) i += len;
+    return i;
+}
+
+static bool is_nl(unsigned char c) { return c == '\r' || c == '\n'; }
+
+/* 's 't 're 've 'm 'll 'd at i (case-insensitive for Llama 3): its end or 0. */
+static size_t contraction(const cur *u, size_t i, bool fold) {
+    if (u->s[i] != '\'' || i + 1 >= u->n) return 0;
+    unsigned char a = u->s[i + 1], b = i + 2 < u->n ? u->s[i + 2] : 0;
+    if (fold) {
+        if (a >= 'A' && a <= 'Z') a = (unsigned char)(a + 32);
+        if (b >= 'A' && b <= 'Z') b = (unsigned char)(b + 32);
+    }
+    if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
+    if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
+    return 0;
+}
+
+/* \s+(?!\S) then \s+ from i (i is whitespace). */
+static size_t spaces(const cur *u, size_t i) {
+    size_t len, j = i, last = i;
+    while (j < u->n && cls_at(u, j, &len) == C_S) last = j, j += len;
+    if (j == u->n || last == i) return j; /* to the end; or a single one before \S (\s+) */
+    return last;                           /* leave the last for the next piece */
+}
+
+static size_t next_gpt2(const cur *u, size_t i) {
+    size_t len, e;
+    if ((e = contraction(u, i, false))) return e;
+    int c = cls_at(u, i, &len);
+    size_t j = i;
+    if (u->s[i] == ' ' && i + 1 < u->n) { /* ' ?' then letters, numbers or others */
+        size_t l2;
+        int d = cls_at(u, i + 1, &l2);
+        if (d != C_S) c = d, j = i + 1;
+    }
+    if (c == C_L || c == C_N) return run(u, j, c);
+    if (c == C_O) return run(u, j, C_O);
+    return spaces(u, i);
+}
+
+static size_t next_llama3(const cur *u, size_t i, int max_digits) {
+    size_t len, l2, e;
+    if ((e = contraction(u, i, true))) return e;
+    int c = cls_at(u, i, &len);
+    if (c == C_L) return run(u, i, C_L);
+    /* [^\r\n\p{L}\p{N}]?\p{L}+ */
+    if (c != C_N && !is_nl(u->s[i]) && i + len < u->n && cls_at(u, i + len, &l2) == C_L) return run(u, i + len, C_L);
+    if (c == C_N) {
+        size_t j = i;
+        for (int k = 0; k < max_digits && j < u->n && cls_at(u, j, &l2) == C_N; k++) j += l2;
+        return j;
+    }
+    /* ' ?[^\s\p{L}\p{N}]+[\r\n]*' */
+    size_t j = i;
+    if (u->s[i] == ' ' && i + 1 < u->n && cls_at(u, i + 1, &l2) == C_O) j = i + 1;
+    if (cls_at(u, j, &l2) == C_O) {
+        j = run(u, j, C_O);
+        while (j < u->n && is_nl(u->s[j])) j++;
+        return j;
+    }
+    /* \s*[\r\n]+ : up to the last newline of the whitespace run */
+    size_t k = i, nl = 0;
+    while (k < u->n && cls_at(u, k, &l2) == C_S) {
+        if (is_nl(u->s[k])) nl = k + 1;
+        k += l2;
+    }
+    if (nl) return nl;
+    return spaces(u, i);
+}
+
+size_t kiln__pretok_next(int mode, const unsigned char *s, size_t n, size_t i) {
+    cur u = {s, n};
+    size_t e = mode == KILN__SPLIT_GPT2 ? next_gpt2(&u, i) : next_llama3(&u, i, mode == KILN__SPLIT_LLAMA3 ? 3 : 1);
+    return e > i ? e : i + 1; /* never stuck */
+}

@@ -1,0 +1,426 @@
+/* llama_files.c — loading a llama from GGUF and Hugging Face files, and
+ * writing one as GGUF (see llama_files.h). */
+#include "llama_files.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- shared ---- */
+
+/* The name of m's parameter slot k in file naming: GGUF's or Hugging Face's.
+ * Order: per layer the 9 tensors of llama_layer, then embedding, norm, output. */
+typedef struct slot {
+    kiln_tensor *t;
+    char gguf[64], hf[96];
+    bool qk;   /* q or k rows: Hugging Face's are permuted */
+    int heads; /* for the permutation */
+} slot;
+
+static int slots_of(llama *m, slot *s) {
+    int n = 0;
+    s[n++] = (slot){m->tok_embeddings, "token_embd.weight", "model.embed_tokens.weight", false, 0};
+    for (int l = 0; l < m->cfg.layers; l++) {
+        llama_layer *y = &m->layers[l];
+        struct { kiln_tensor *t; const char *g, *h; int qk; } e[9] = {
+            {y->attention_norm, "attn_norm", "input_layernorm", 0},
+            {y->wq, "attn_q", "self_attn.q_proj", 1},
+            {y->wk, "attn_k", "self_attn.k_proj", 2},
+            {y->wv, "attn_v", "self_attn.v_proj", 0},
+            {y->wo, "attn_output", "self_attn.o_proj", 0},
+            {y->ffn_norm, "ffn_norm", "post_attention_layernorm", 0},
+            {y->w1, "ffn_gate", "mlp.gate_proj", 0},
+            {y->w2, "ffn_down", "mlp.down_proj", 0},
+            {y->w3, "ffn_up", "mlp.up_proj", 0},
+        };
+        for (int k = 0; k < 9; k++, n++) {
+            s[n] = (slot){e[k].t, "", "", e[k].qk != 0,
+                          (int)(e[k].qk == 1 ? m->cfg.heads : m->cfg.kv_heads)};
+            snprintf(s[n].gguf, sizeof s[n].gguf, "blk.%d.%s.weight", l, e[k].g);
+            snprintf(s[n].hf, sizeof s[n].hf, "model.layers.%d.%s.weight", l, e[k].h);
+        }
+    }
+    s[n++] = (slot){m->norm, "output_norm.weight", "model.norm.weight", false, 0};
+    s[n++] = (slot){m->output, "output.weight", "lm_head.weight", false, 0};
+    return n;
+}
+
+static slot *make_slots(llama *m, int *n) {
+    slot *s = calloc((size_t)(3 + 9 * m->cfg.layers), sizeof *s);
+    if (!s) kiln_set_error(KILN_ERR_OOM, "llama files: out of memory");
+    else *n = slots_of(m, s);
+    return s;
+}
+
+/* A whole number in [1, max] from a double, or false. */
+static bool whole(double v, int64_t max, int64_t *out) {
+    if (!(v >= 1 && v <= (double)max && v == floor(v))) return false;
+    *out = (int64_t)v;
+    return true;
+}
+
+/* ---- GGUF ---- */
+
+static kiln_status gg_int(const kiln_gguf *g, const char *key, int64_t def, int64_t *out) {
+    if (kiln_gguf_find_key(g, key) < 0 && def >= 0) {
+        *out = def;
+        return KILN_OK;
+    }
+    kiln_status s = kiln_gguf_get_int(g, key, out);
+    if (!s && (*out < 1 || *out > (1ll << 40)))
+        s = kiln_set_error(KILN_ERR_FORMAT, "llama_from_gguf: %s = %lld is out of range", key, (long long)*out);
+    return s;
+}
+
+static kiln_status gg_float(const kiln_gguf *g, const char *key, double def, double *out) {
+    if (kiln_gguf_find_key(g, key) < 0) {
+        *out = def;
+        return KILN_OK;
+    }
+    kiln_status s = kiln_gguf_get_float(g, key, out);
+    if (!s && !(*out > 0 && isfinite(*out)))
+        s = kiln_set_error(KILN_ERR_FORMAT, "llama_from_gguf: %s = %g must be positive", key, *out);
+    return s;
+}
+
+static kiln_status gguf_config(const kiln_gguf *g, llama_config *c) {
+    const char *arch = kiln_gguf_get_string(g, "general.architecture", NULL);
+    if (!arch || strcmp(arch, "llama"))
+        return kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_from_gguf: general.architecture is '%s', not 'llama'",
+                              arch ? arch : "(missing)");
+    *c = llama_defaults();
+    int64_t rot = 0, key_len = 0;
+    kiln_status s;
+    if ((s = gg_int(g, "llama.block_count", -1, &c->layers)) || (s = gg_int(g, "llama.embedding_length", -1, &c->dim)) ||
+        (s = gg_int(g, "llama.feed_forward_length", -1, &c->hidden)) ||
+        (s = gg_int(g, "llama.attention.head_count", -1, &c->heads)) ||
+        (s = gg_int(g, "llama.attention.head_count_kv", c->heads, &c->kv_heads)) ||
+        (s = gg_int(g, "llama.context_length", 2048, &c->context)) ||
+        (s = gg_float(g, "llama.rope.freq_base", 10000.0, &c->rope_theta)) ||
+        (s = gg_float(g, "llama.attention.layer_norm_rms_epsilon", 1e-5, &c->norm_eps)))
+        return s;
+    if (c->heads > c->dim || c->dim % c->heads)
+        return kiln_set_error(KILN_ERR_FORMAT, "llama_from_gguf: %lld heads do not divide dim %lld",
+                              (long long)c->heads, (long long)c->dim);
+    const int64_t hd = c->dim / c->heads;
+    if ((s = gg_int(g, "llama.rope.dimension_count", hd, &rot)) || (s = gg_int(g, "llama.attention.key_length", hd, &key_len)))
+        return s;
+    if (rot != hd || key_len != hd)
+        return kiln_set_error(KILN_ERR_UNSUPPORTED,
+                              "llama_from_gguf: rope over %lld dims and key length %lld; kiln's llama rotates whole "
+                              "heads of dim / heads = %lld", (long long)rot, (long long)key_len, (long long)hd);
+    const char *scaling = kiln_gguf_get_string(g, "llama.rope.scaling.type", NULL);
+    if ((scaling && strcmp(scaling, "none")) || kiln_gguf_find_tensor(g, "rope_freqs.weight") >= 0)
+        return kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_from_gguf: rope scaling (%s) is not supported",
+                              scaling ? scaling : "rope_freqs.weight");
+    int e = kiln_gguf_find_tensor(g, "token_embd.weight");
+    kiln_gguf_tensor_info ti;
+    if (e < 0 || kiln_gguf_tensor_info_at(g, e, &ti) || ti.ndim != 2)
+        return kiln_set_error(KILN_ERR_FORMAT, "llama_from_gguf: no 2-d token_embd.weight");
+    c->vocab = ti.shape[0];
+    if (kiln_gguf_find_key(g, "llama.vocab_size") >= 0) {
+        int64_t v;
+        if ((s = kiln_gguf_get_int(g, "llama.vocab_size", &v))) return s;
+        if (v != c->vocab)
+            return kiln_set_error(KILN_ERR_FORMAT, "llama_from_gguf: llama.vocab_size %lld but token_embd has %lld rows",
+                                  (long long)v, (long long)c->vocab);
+    }
+    return KILN_OK;
+}
+
+llama *llama_from_gguf(kiln_ctx *ctx, const char *path) {
+    kiln_gguf *g = kiln_gguf_open(path);
+    if (!g) return NULL;
+    llama_config c;
+    llama *m = NULL;
+    slot *s = NULL;
+    int n = 0;
+    kiln_status st = gguf_config(g, &c);
+    if (!st && !(m = llama_new(ctx, &c, 0))) st = kiln_last_status();
+    if (!st && !(s = make_slots(m, &n))) st = kiln_last_status();
+    for (int i = 0; i < n && !st; i++) {
+        const char *name = s[i].gguf;
+        if (s[i].t == m->output && kiln_gguf_find_tensor(g, name) < 0) name = "token_embd.weight"; /* tied */
+        st = kiln_gguf_read_into(g, name, s[i].t);
+    }
+    free(s);
+    kiln_gguf_close(g);
+    if (st) {
+        llama_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+static bool same_values(kiln_tensor *a, kiln_tensor *b) {
+    int64_t n = kiln_tensor_numel(a);
+    if (n != kiln_tensor_numel(b)) return false;
+    float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+    bool same = x && y && !kiln_tensor_get_f32(a, x, n) && !kiln_tensor_get_f32(b, y, n) &&
+                !memcmp(x, y, (size_t)n * sizeof *x);
+    free(x);
+    free(y);
+    return same;
+}
+
+kiln_status llama_save_gguf(const llama *mc, const char *path, kiln_dtype dtype) {
+    llama *m = (llama *)mc; /* the slots table takes non-const tensors; nothing is changed */
+    if (!m || !path) return kiln_set_error(KILN_ERR_ARG, "llama_save_gguf: NULL argument");
+    bool quant = dtype == KILN_Q8_0 || dtype == KILN_Q4_0;
+    if (dtype != KILN_F32 && dtype != KILN_F16 && dtype != KILN_BF16 && !quant)
+        return kiln_set_error(KILN_ERR_DTYPE, "llama_save_gguf: weights as %s (F32, F16, BF16, Q8_0 or Q4_0)",
+                              kiln_dtype_name(dtype));
+    const llama_config *c = &m->cfg;
+    kiln_gguf_writer *w = kiln_gguf_writer_new();
+    kiln_ctx *tmp = dtype == KILN_F32 ? NULL : kiln_ctx_new();
+    int n = 0;
+    slot *s = make_slots(m, &n);
+    kiln_status st = !w || !s || (dtype != KILN_F32 && !tmp) ? KILN_ERR_OOM : KILN_OK;
+    if (!st) st = kiln_gguf_set_string(w, "general.architecture", "llama");
+    if (!st) st = kiln_gguf_set_string(w, "general.name", "kiln llama");
+    if (!st) st = kiln_gguf_set_int(w, "llama.block_count", KILN_GGUF_UINT32, c->layers);
+    if (!st) st = kiln_gguf_set_int(w, "llama.context_length", KILN_GGUF_UINT32, c->context);
+    if (!st) st = kiln_gguf_set_int(w, "llama.embedding_length", KILN_GGUF_UINT32, c->dim);
+    if (!st) st = kiln_gguf_set_int(w, "llama.feed_forward_length", KILN_GGUF_UINT32, c->hidden);
+    if (!st) st = kiln_gguf_set_int(w, "llama.attention.head_count", KILN_GGUF_UINT32, c->heads);
+    if (!st) st = kiln_gguf_set_int(w, "llama.attention.head_count_kv", KILN_GGUF_UINT32, c->kv_heads);
+    if (!st) st = kiln_gguf_set_float(w, "llama.rope.freq_base", KILN_GGUF_FLOAT32, c->rope_theta);
+    if (!st) st = kiln_gguf_set_float(w, "llama.attention.layer_norm_rms_epsilon", KILN_GGUF_FLOAT32, c->norm_eps);
+    if (!st) st = kiln_gguf_set_int(w, "llama.rope.dimension_count", KILN_GGUF_UINT32, c->dim / c->heads);
+    if (!st) st = kiln_gguf_set_int(w, "llama.vocab_size", KILN_GGUF_UINT32, c->vocab);
+    /* llama.cpp's general.file_type (llama_ftype): 0 all F32, 1 mostly F16, 2 mostly Q4_0, 7 mostly Q8_0,
+     * 32 mostly BF16 */
+    if (!st) st = kiln_gguf_set_int(w, "general.file_type", KILN_GGUF_UINT32,
+                                    dtype == KILN_F32 ? 0 : dtype == KILN_F16 ? 1 : dtype == KILN_Q4_0 ? 2
+                                    : dtype == KILN_Q8_0 ? 7 : 32);
+    for (int i = 0; i < n && !st; i++) {
+        kiln_tensor *t = s[i].t;
+        if (quant && kiln_tensor_ndim(t) == 2) { /* ggml's block layout: kiln_quantize makes it */
+            if (!(t = kiln_quantize(tmp, t, dtype))) st = kiln_last_status();
+        } else if (dtype != KILN_F32 && kiln_tensor_ndim(t) == 2) { /* norms (1-d) stay F32 */
+            kiln_tensor *h = kiln_tensor_new(tmp, dtype, 2, kiln_tensor_shape(t));
+            int64_t k = kiln_tensor_numel(t);
+            float *f = h ? malloc((size_t)k * sizeof *f) : NULL;
+            st = !f ? KILN_ERR_OOM : kiln_tensor_get_f32(t, f, k);
+            if (!st) st = kiln_tensor_set_f32(h, f, k);
+            free(f);
+            t = h;
+        }
+        /* a tied head (the embedding's values) is left out, as llama.cpp writes tied models */
+        if (!st && s[i].t == m->output && same_values(m->output, m->tok_embeddings)) continue;
+        if (!st) st = kiln_gguf_add_tensor(w, s[i].gguf, t);
+    }
+    if (st == KILN_ERR_OOM && !kiln_last_status()) kiln_set_error(st, "llama_save_gguf: out of memory");
+    if (!st) st = kiln_gguf_writer_save(w, path);
+    free(s);
+    kiln_gguf_writer_free(w);
+    kiln_ctx_free(tmp);
+    return st;
+}
+
+/* ---- Hugging Face ---- */
+
+static kiln_status hf_config(const char *dir, llama_config *c, bool *tied) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    kiln_json_file *j = kiln_json_file_open(p);
+    if (!j) return kiln_last_status();
+    *c = llama_defaults();
+    kiln_status s = KILN_OK;
+    const char *type = kiln_json_file_string(j, NULL, "model_type");
+    if (type && strcmp(type, "llama"))
+        s = kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_from_hf: %s: model_type is '%s', not 'llama'", p, type);
+    struct { const char *key; int64_t *out; int64_t def; } ints[] = {
+        {"num_hidden_layers", &c->layers, -1},     {"hidden_size", &c->dim, -1},
+        {"intermediate_size", &c->hidden, -1},     {"num_attention_heads", &c->heads, -1},
+        {"vocab_size", &c->vocab, -1},             {"max_position_embeddings", &c->context, 2048},
+        {"num_key_value_heads", &c->kv_heads, 0},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0] && !s; i++) {
+        double v;
+        if (!kiln_json_file_has(j, NULL, ints[i].key) && ints[i].def >= 0) {
+            *ints[i].out = ints[i].def;
+            continue;
+        }
+        if ((s = kiln_json_file_number(j, NULL, ints[i].key, &v))) break;
+        if (!whole(v, 1ll << 40, ints[i].out))
+            s = kiln_set_error(KILN_ERR_FORMAT, "llama_from_hf: %s: %s = %g is not a positive integer", p, ints[i].key, v);
+    }
+    double v;
+    if (!s && kiln_json_file_has(j, NULL, "rms_norm_eps")) {
+        if (!(s = kiln_json_file_number(j, NULL, "rms_norm_eps", &v))) c->norm_eps = v;
+    }
+    if (!s && kiln_json_file_has(j, NULL, "rope_theta")) {
+        if (!(s = kiln_json_file_number(j, NULL, "rope_theta", &v))) c->rope_theta = v;
+    }
+    *tied = false;
+    if (!s && kiln_json_file_has(j, NULL, "tie_word_embeddings") &&
+        !(s = kiln_json_file_number(j, NULL, "tie_word_embeddings", &v)))
+        *tied = v != 0;
+    if (!s && kiln_json_file_has(j, NULL, "rope_scaling"))
+        s = kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_from_hf: %s: rope_scaling is not supported", p);
+    const char *bias[] = {"attention_bias", "mlp_bias"};
+    for (int i = 0; i < 2 && !s; i++)
+        if (kiln_json_file_has(j, NULL, bias[i]) && !kiln_json_file_number(j, NULL, bias[i], &v) && v != 0)
+            s = kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_from_hf: %s: %s is not supported", p, bias[i]);
+    const char *act = kiln_json_file_string(j, NULL, "hidden_act");
+    if (!s && act && strcmp(act, "silu"))
+        s = kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_from_hf: %s: hidden_act '%s' (kiln's llama is SwiGLU)", p, act);
+    if (!s && c->dim % c->heads)
+        s = kiln_set_error(KILN_ERR_FORMAT, "llama_from_hf: %s: heads do not divide hidden_size", p);
+    if (!s && kiln_json_file_has(j, NULL, "head_dim") && !(s = kiln_json_file_number(j, NULL, "head_dim", &v)) &&
+        v != (double)(c->dim / c->heads))
+        s = kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_from_hf: %s: head_dim %g is not hidden_size / heads", p, v);
+    if (!s && kiln_json_file_has(j, NULL, "partial_rotary_factor") &&
+        !(s = kiln_json_file_number(j, NULL, "partial_rotary_factor", &v)) && v != 1)
+        s = kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_from_hf: %s: partial rotary embeddings", p);
+    kiln_json_file_close(j);
+    return s;
+}
+
+/* The weight files: model.safetensors, or the shards of the index. */
+typedef struct shards {
+    kiln_json_file *index;
+    char *names[64];
+    kiln_safetensors *st[64];
+    int n;
+} shards;
+
+static void shards_close(shards *sh) {
+    for (int i = 0; i < sh->n; i++) {
+        free(sh->names[i]);
+        kiln_safetensors_close(sh->st[i]);
+    }
+    kiln_json_file_close(sh->index);
+}
+
+static kiln_safetensors *shard_for(shards *sh, const char *dir, const char *tensor) {
+    const char *file = "model.safetensors";
+    if (sh->index && !(file = kiln_json_file_string(sh->index, "weight_map", tensor))) return NULL;
+    if (strchr(file, '/') || !strcmp(file, "..")) {
+        kiln_set_error(KILN_ERR_FORMAT, "llama_from_hf: the index names '%s', not a file in %s", file, dir);
+        return NULL;
+    }
+    for (int i = 0; i < sh->n; i++)
+        if (!strcmp(sh->names[i], file)) return sh->st[i];
+    if (sh->n == 64) {
+        kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_from_hf: more than 64 shards");
+        return NULL;
+    }
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", dir, file);
+    kiln_safetensors *st = kiln_safetensors_open(p);
+    if (!st) return NULL;
+    sh->names[sh->n] = strdup(file);
+    sh->st[sh->n++] = st;
+    return st;
+}
+
+/* Tensor name of the files into slot t (f32), q/k rows permuted back. */
+static kiln_status hf_read(shards *sh, const char *dir, const char *name, const slot *s) {
+    kiln_safetensors *st = shard_for(sh, dir, name);
+    if (!st) {
+        if (!kiln_last_status())
+            kiln_set_error(KILN_ERR_FORMAT, "llama_from_hf: %s has no tensor '%s'", dir, name);
+        return kiln_last_status() ? kiln_last_status() : KILN_ERR_FORMAT;
+    }
+    kiln_ctx *tmp = kiln_ctx_new();
+    kiln_tensor *t = tmp ? kiln_safetensors_load(st, tmp, name) : NULL;
+    kiln_status r = t ? KILN_OK : kiln_last_status() ? kiln_last_status() : KILN_ERR_OOM;
+    int64_t n = kiln_tensor_numel(s->t);
+    if (!r && (kiln_tensor_ndim(t) != kiln_tensor_ndim(s->t) || kiln_tensor_numel(t) != n ||
+               kiln_tensor_dim(t, 0) != kiln_tensor_dim(s->t, 0)))
+        r = kiln_set_error(KILN_ERR_SHAPE, "llama_from_hf: '%s' has the wrong shape for config.json", name);
+    float *f = NULL, *g = NULL;
+    if (!r && (!(f = malloc((size_t)n * sizeof *f)) || !(g = malloc((size_t)n * sizeof *g))))
+        r = kiln_set_error(KILN_ERR_OOM, "llama_from_hf: out of memory");
+    if (!r) r = kiln_tensor_get_f32(t, f, n);
+    if (!r && s->qk) { /* row h*hd + p*hd/2 + i of the file is row h*hd + 2i + p of Meta's */
+        int64_t rows = kiln_tensor_dim(s->t, 0), cols = kiln_tensor_dim(s->t, 1), hd = rows / s->heads;
+        for (int64_t h = 0; h < s->heads; h++)
+            for (int64_t p = 0; p < 2; p++)
+                for (int64_t i = 0; i < hd / 2; i++)
+                    memcpy(g + (h * hd + 2 * i + p) * cols, f + (h * hd + p * hd / 2 + i) * cols,
+                           (size_t)cols * sizeof *f);
+        float *x = f;
+        f = g;
+        g = x;
+    }
+    if (!r) r = kiln_tensor_set_f32(s->t, f, n);
+    free(f);
+    free(g);
+    kiln_ctx_free(tmp);
+    return r;
+}
+
+llama *llama_from_hf(kiln_ctx *ctx, const char *dir) {
+    if (!ctx || !dir) {
+        kiln_set_error(KILN_ERR_ARG, "llama_from_hf: NULL argument");
+        return NULL;
+    }
+    llama_config c;
+    bool tied = false;
+    if (hf_config(dir, &c, &tied)) return NULL;
+    shards sh = {0};
+    char p[4096];
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
+    FILE *f = fopen(p, "rb");
+    if (f) {
+        fclose(f);
+        if (!(sh.index = kiln_json_file_open(p))) return NULL;
+    }
+    llama *m = llama_new(ctx, &c, 0);
+    int n = 0;
+    slot *s = m ? make_slots(m, &n) : NULL;
+    kiln_status st = s ? KILN_OK : kiln_last_status();
+    for (int i = 0; i < n && !st; i++) {
+        const char *name = s[i].hf;
+        kiln_safetensors *x = s[i].t == m->output && !tied ? shard_for(&sh, dir, name) : NULL;
+        if (s[i].t == m->output && (tied || !x || kiln_safetensors_find(x, name) < 0)) {
+            kiln_clear_error();
+            name = "model.embed_tokens.weight";
+        }
+        st = hf_read(&sh, dir, name, &s[i]);
+    }
+    free(s);
+    shards_close(&sh);
+    if (st) {
+        llama_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* ---- tokenizers ---- */
+
+kiln_tokenizer *llama_gguf_tokenizer(const char *path) {
+    kiln_gguf *g = kiln_gguf_open(path);
+    kiln_tokenizer *t = g ? kiln_tokenizer_from_gguf(g) : NULL;
+    kiln_gguf_close(g);
+    return t;
+}
+
+kiln_tokenizer *llama_hf_tokenizer(const char *dir) {
+    if (!dir) {
+        kiln_set_error(KILN_ERR_ARG, "llama_hf_tokenizer: dir is NULL");
+        return NULL;
+    }
+    char p[4096];
+    snprintf(p, sizeof p, "%s/tokenizer.json", dir);
+    kiln_tokenizer *t = kiln_tokenizer_from_json(p);
+    if (!t) return NULL;
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    kiln_json_file *j = kiln_json_file_open(p);
+    if (!j) { /* a directory without config.json: no bos/eos */
+        kiln_clear_error();
+        return t;
+    }
+    double bos = -1, eos = -1;
+    if (kiln_json_file_number(j, NULL, "bos_token_id", &bos)) bos = -1;
+    if (kiln_json_file_number(j, NULL, "eos_token_id", &eos)) eos = -1; /* a list (Llama 3.1): left unset */
+    kiln_clear_error();
+    kiln_json_file_close(j);
+    kiln_tokenizer_set_bos_eos(t, (int32_t)bos, (int32_t)eos);
+    return t;
+}

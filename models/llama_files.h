@@ -1,0 +1,54 @@
+/* llama_files.h — a models/llama.h llama from the files people download:
+ *
+ *  - GGUF of the llama architecture (llama.cpp's convert_hf_to_gguf):
+ *    hyperparameters from the llama.* keys (block_count, embedding_length,
+ *    feed_forward_length, attention.head_count(_kv), rope.freq_base,
+ *    attention.layer_norm_rms_epsilon, context_length, vocab_size or the
+ *    embedding's rows) and tensors token_embd, blk.N.attn_norm / attn_q /
+ *    attn_k / attn_v / attn_output / ffn_norm / ffn_gate / ffn_down /
+ *    ffn_up, output_norm, output (absent: tied to token_embd). llama.cpp's
+ *    converter un-permutes Hugging Face's q/k rows back to Meta's
+ *    interleaved rotary layout (ggml's "normal" rope on adjacent pairs),
+ *    which is the layout of models/llama.c: loaded as they are.
+ *  - A Hugging Face directory: config.json (LlamaForCausalLM),
+ *    model.safetensors or model.safetensors.index.json with its shards,
+ *    tensors model.embed_tokens, model.layers.N.{input_layernorm,
+ *    self_attn.{q,k,v,o}_proj, post_attention_layernorm,
+ *    mlp.{gate,up,down}_proj}, model.norm, lm_head (absent or
+ *    tie_word_embeddings: the embedding). Hugging Face's q/k rows are
+ *    permuted for the rotate-half (NEOX) rope: row h*hd + p*hd/2 + i holds
+ *    Meta's row h*hd + 2i + p, so they are permuted back on load.
+ *
+ * F32, F16, BF16, Q8_0 and Q4_0 tensors load into the model's f32
+ * parameters (quantized ones dequantized: models/llama.c holds f32 weights).
+ * Refused with a message: other architectures, rope scaling (Llama 3.1's
+ * rope_freqs / rope_scaling), partial rotary dims, biases, head_dim other
+ * than dim / heads, and ggml's other quantized types (K-quants, IQ*, ...).
+ *
+ *     llama *m = llama_from_gguf(ctx, "tiny.gguf");
+ *     llama *h = llama_from_hf(ctx, "TinyLlama-1.1B/");
+ *     llama_save_gguf(m, "copy.gguf", KILN_F16);
+ */
+#ifndef LLAMA_FILES_H
+#define LLAMA_FILES_H
+
+#include "llama.h"
+
+/* NULL on failure (kiln_last_error() says why). */
+llama *llama_from_gguf(kiln_ctx *ctx, const char *path);
+llama *llama_from_hf(kiln_ctx *ctx, const char *dir);
+
+/* The tokenizer that goes with the model: the GGUF's tokenizer.ggml.*
+ * metadata, or dir/tokenizer.json with bos_token_id / eos_token_id from
+ * dir/config.json (an eos list is left unset). NULL on failure. */
+kiln_tokenizer *llama_gguf_tokenizer(const char *path);
+kiln_tokenizer *llama_hf_tokenizer(const char *dir);
+
+/* Write m as a llama GGUF (the names and keys above) with its weights in
+ * dtype (KILN_F32, KILN_F16, KILN_BF16, KILN_Q8_0 or KILN_Q4_0, quantized
+ * by kiln_quantize; norms stay F32 as llama.cpp writes them), atomically; an output head equal to the embedding is left
+ * out (tied, as llama.cpp writes such models). Extra metadata (a
+ * tokenizer) is not written. */
+kiln_status llama_save_gguf(const llama *m, const char *path, kiln_dtype dtype);
+
+#endif
