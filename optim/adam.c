@@ -73,6 +73,20 @@ kiln_status kiln__adam_check_config(const char *who, const kiln_adam_config *c) 
     return KILN_OK;
 }
 
+kiln_tensor *kiln__adam_node(kiln_optim *opt, int i, bool amsgrad, bool decoupled) {
+    kiln_tensor *p = opt->params[i], *srcs[6] = {p, p->grad};
+    int nsrc = 2;
+    if (!(srcs[nsrc++] = kiln__optim_state(opt, p, "exp_avg"))) return NULL;
+    if (!(srcs[nsrc++] = kiln__optim_state(opt, p, "exp_avg_sq"))) return NULL;
+    if (amsgrad && !(srcs[nsrc++] = kiln__optim_state(opt, p, "max_exp_avg_sq"))) return NULL;
+    srcs[nsrc++] = opt->hyper;
+    kiln_tensor *t = kiln__optim_step_node(opt, i, KILN_OP_ADAM_STEP, nsrc, srcs);
+    if (!t) return NULL;
+    t->ip[0] = amsgrad;
+    t->ip[1] = decoupled;
+    return t;
+}
+
 static kiln_optim *adam_new(kiln_ctx *ctx, const char *who, bool decoupled, kiln_tensor *const *params, int n,
                             const kiln_adam_config *cfg) {
     kiln_adam_config c = cfg ? *cfg : decoupled ? kiln_adamw_defaults() : kiln_adam_defaults();
@@ -83,18 +97,8 @@ static kiln_optim *adam_new(kiln_ctx *ctx, const char *who, bool decoupled, kiln
     if (!own) return NULL;
     *own = c;
     opt->cfg = own;
-    for (int i = 0; i < opt->n_params; i++) {
-        kiln_tensor *p = opt->params[i], *srcs[6] = {p, p->grad};
-        int nsrc = 2;
-        if (!(srcs[nsrc++] = kiln__optim_state(opt, p, "exp_avg"))) return NULL;
-        if (!(srcs[nsrc++] = kiln__optim_state(opt, p, "exp_avg_sq"))) return NULL;
-        if (c.amsgrad && !(srcs[nsrc++] = kiln__optim_state(opt, p, "max_exp_avg_sq"))) return NULL;
-        srcs[nsrc++] = opt->hyper;
-        kiln_tensor *t = kiln__optim_step_node(opt, i, KILN_OP_ADAM_STEP, nsrc, srcs);
-        if (!t) return NULL;
-        t->ip[0] = c.amsgrad;
-        t->ip[1] = decoupled;
-    }
+    for (int i = 0; i < opt->n_params; i++)
+        if (!kiln__adam_node(opt, i, c.amsgrad, decoupled)) return NULL;
     return opt;
 }
 

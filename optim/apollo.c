@@ -130,17 +130,6 @@ static kiln_tensor *matrix_node(kiln_optim *opt, int i, const kiln_apollo_config
     return t;
 }
 
-static kiln_tensor *adamw_node(kiln_optim *opt, int i) {
-    kiln_tensor *p = opt->params[i], *srcs[5] = {p, p->grad, NULL, NULL, opt->hyper};
-    if (!(srcs[2] = kiln__optim_state(opt, p, "exp_avg"))) return NULL;
-    if (!(srcs[3] = kiln__optim_state(opt, p, "exp_avg_sq"))) return NULL;
-    kiln_tensor *t = kiln__optim_step_node(opt, i, KILN_OP_ADAM_STEP, 5, srcs);
-    if (!t) return NULL;
-    t->ip[0] = 0; /* amsgrad */
-    t->ip[1] = 1; /* decoupled weight decay */
-    return t;
-}
-
 static kiln_optim *apollo_new(kiln_ctx *ctx, const char *who, kiln_tensor *const *params, int n,
                               const kiln_apollo_config *cfg) {
     kiln_apollo_config c = cfg ? *cfg : kiln_apollo_defaults();
@@ -152,7 +141,7 @@ static kiln_optim *apollo_new(kiln_ctx *ctx, const char *who, kiln_tensor *const
     *own = c;
     opt->cfg = own;
     for (int i = 0; i < opt->n_params; i++) {
-        kiln_tensor *t = opt->params[i]->ndim == 2 ? matrix_node(opt, i, &c, who) : adamw_node(opt, i);
+        kiln_tensor *t = opt->params[i]->ndim == 2 ? matrix_node(opt, i, &c, who) : kiln__adam_node(opt, i, false, true);
         if (!t) return NULL;
     }
     return opt;

@@ -106,7 +106,6 @@ static kiln_tensor *lowrank_state(kiln_optim *opt, kiln_tensor *p, int64_t d0, i
 
 /* R of fewer elements keeps 32-bit moments in 8-bit GaLore, as
  * bitsandbytes' min_8bit_size (4096) decides on the tensor it is handed */
-#define MIN_8BIT_NUMEL 4096
 
 /* Parameter i's GaLore node: KILN_OP_GALORE_STEP, or (eightbit)
  * KILN_OP_GALORE8_STEP with 8-bit moments when R has >= 4096 elements,
@@ -117,7 +116,7 @@ static kiln_tensor *matrix_node(kiln_optim *opt, int i, const kiln_galore_config
     int64_t m = p->shape[0], n = p->shape[1], k = m < n ? m : n, r = c->rank < k ? c->rank : k;
     bool right = m >= n; /* P = Vh[:r] on the right, else U[:, :r] on the left */
     int64_t rm = right ? m : r, rn = right ? r : n, nr = rm * rn; /* R's shape */
-    bool q8 = eightbit && nr >= MIN_8BIT_NUMEL;
+    bool q8 = eightbit && nr >= KILN__MIN_8BIT_NUMEL;
     kiln_tensor *srcs[KILN_MAX_SRC] = {p, p->grad};
     int nsrc;
     if (!(srcs[2] = lowrank_state(opt, p, right ? r : m, right ? n : r, "galore_proj"))) return NULL;
@@ -139,51 +138,6 @@ static kiln_tensor *matrix_node(kiln_optim *opt, int i, const kiln_galore_config
     if (t) {
         t->fp[0] = c->scale;
         t->ip[2] = q8;
-    }
-    return t;
-}
-
-/* A non-matrix f32 parameter of >= 4096 elements under 8-bit GaLore:
- * kiln_adamw8bit's step (KILN_OP_ADAM8_STEP, decoupled; layout in
- * optim/opt8bit.c). Smaller or non-f32 ones get AdamW's, as there. */
-static kiln_tensor *adamw8_node(kiln_optim *opt, int i, kiln_tensor *maps) {
-    kiln_tensor *p = opt->params[i], *srcs[8] = {p, p->grad};
-    int64_t n = kiln_tensor_numel(p), nq = (n + 3) / 4, nb = kiln__qblocks(n);
-    if (!(srcs[2] = kiln__optim_state_shaped(opt, p, KILN_I32, 1, &nq, "exp_avg.q"))) return NULL;
-    if (!(srcs[3] = kiln__optim_state_shaped(opt, p, KILN_F32, 1, &nb, "exp_avg.a"))) return NULL;
-    if (!(srcs[4] = kiln__optim_state_shaped(opt, p, KILN_I32, 1, &nq, "exp_avg_sq.q"))) return NULL;
-    if (!(srcs[5] = kiln__optim_state_shaped(opt, p, KILN_F32, 1, &nb, "exp_avg_sq.a"))) return NULL;
-    srcs[6] = maps;
-    srcs[7] = opt->hyper;
-    kiln_tensor *t = kiln__optim_step_node(opt, i, KILN_OP_ADAM8_STEP, 8, srcs);
-    if (t) {
-        t->ip[0] = 0; /* no amsgrad */
-        t->ip[1] = 1; /* decoupled weight decay */
-    }
-    return t;
-}
-
-/* The dynamic maps leaf the 8-bit kernels read (signed, then unsigned;
- * the layout of optim/opt8bit.c's), not a state. */
-static kiln_tensor *maps_leaf(kiln_optim *opt) {
-    kiln_tensor *t = kiln_new_1d(opt->ctx, KILN_F32, 512);
-    float *d = t ? kiln_tensor_data(t) : NULL;
-    if (!d) return NULL;
-    kiln__dynamic_map(true, d);
-    kiln__dynamic_map(false, d + 256);
-    snprintf(t->name, sizeof t->name, "%s.maps", opt->impl->name);
-    return t;
-}
-
-static kiln_tensor *adamw_node(kiln_optim *opt, int i) {
-    kiln_tensor *p = opt->params[i], *srcs[5] = {p, p->grad};
-    if (!(srcs[2] = kiln__optim_state(opt, p, "exp_avg"))) return NULL;
-    if (!(srcs[3] = kiln__optim_state(opt, p, "exp_avg_sq"))) return NULL;
-    srcs[4] = opt->hyper;
-    kiln_tensor *t = kiln__optim_step_node(opt, i, KILN_OP_ADAM_STEP, 5, srcs);
-    if (t) {
-        t->ip[0] = 0; /* no amsgrad */
-        t->ip[1] = 1; /* decoupled weight decay */
     }
     return t;
 }
@@ -214,16 +168,16 @@ static kiln_optim *galore_new(kiln_ctx *ctx, const char *who, bool eightbit, kil
     if (!own) return NULL;
     *own = c;
     opt->cfg = own;
-    kiln_tensor *maps = eightbit ? maps_leaf(opt) : NULL;
+    kiln_tensor *maps = eightbit ? kiln__opt8bit_maps(opt) : NULL;
     if (eightbit && !maps) return NULL;
     for (int i = 0; i < opt->n_params; i++) {
         kiln_tensor *p = opt->params[i], *t;
         if (p->ndim == 2)
             t = matrix_node(opt, i, &c, eightbit, maps);
-        else if (eightbit && p->dtype == KILN_F32 && kiln_tensor_numel(p) >= MIN_8BIT_NUMEL)
-            t = adamw8_node(opt, i, maps);
-        else
-            t = adamw_node(opt, i);
+        else if (eightbit) /* as kiln_adamw8bit */
+            t = kiln__adam8_node(opt, i, maps, true);
+        else /* as kiln_adamw */
+            t = kiln__adam_node(opt, i, false, true);
         if (!t) return NULL;
     }
     return opt;

@@ -41,7 +41,6 @@
 
 #include <math.h>
 
-#define MIN_8BIT_NUMEL 4096 /* bitsandbytes' min_8bit_size */
 
 enum { A_LR, A_BETA1, A_BETA2, A_EPS, A_WD, A_N };
 enum { L_LR, L_BETA1, L_BETA2, L_WD, L_N };
@@ -100,7 +99,7 @@ static kiln_status check_beta(const char *who, int i, float b, bool one_ok) {
 }
 
 /* Does parameter p get 8-bit state? */
-static bool is_8bit(const kiln_tensor *p) { return p->dtype == KILN_F32 && kiln_tensor_numel(p) >= MIN_8BIT_NUMEL; }
+static bool is_8bit(const kiln_tensor *p) { return p->dtype == KILN_F32 && kiln_tensor_numel(p) >= KILN__MIN_8BIT_NUMEL; }
 
 /* One 8-bit state of p: its codes and absmax leaves into srcs[0..1]
  * ("<suffix>.q" and "<suffix>.a"). */
@@ -114,14 +113,25 @@ static kiln_status state8(kiln_optim *opt, kiln_tensor *p, const char *suffix, k
     return KILN_OK;
 }
 
-/* The optimizer's maps leaf (see above). */
-static kiln_tensor *maps_leaf(kiln_optim *opt) {
+kiln_tensor *kiln__opt8bit_maps(kiln_optim *opt) {
     kiln_tensor *t = kiln_new_1d(opt->ctx, KILN_F32, 512);
     float *d = t ? kiln_tensor_data(t) : NULL;
     if (!d) return NULL;
     kiln__dynamic_map(true, d);
     kiln__dynamic_map(false, d + 256);
     snprintf(t->name, sizeof t->name, "%s.maps", opt->impl->name);
+    return t;
+}
+
+kiln_tensor *kiln__adam8_node(kiln_optim *opt, int i, kiln_tensor *maps, bool decoupled) {
+    kiln_tensor *p = opt->params[i], *srcs[8] = {p, p->grad}, *t;
+    if (!is_8bit(p)) return kiln__adam_node(opt, i, false, decoupled);
+    if (state8(opt, p, "exp_avg", srcs + 2) || state8(opt, p, "exp_avg_sq", srcs + 4)) return NULL;
+    srcs[6] = maps;
+    srcs[7] = opt->hyper;
+    if (!(t = kiln__optim_step_node(opt, i, KILN_OP_ADAM8_STEP, 8, srcs))) return NULL;
+    t->ip[0] = 0; /* amsgrad */
+    t->ip[1] = decoupled;
     return t;
 }
 
@@ -136,25 +146,10 @@ static kiln_optim *adam8_new(kiln_ctx *ctx, const char *who, bool decoupled, kil
     if (!own) return NULL;
     *own = c;
     opt->cfg = own;
-    kiln_tensor *maps = maps_leaf(opt);
+    kiln_tensor *maps = kiln__opt8bit_maps(opt);
     if (!maps) return NULL;
-    for (int i = 0; i < opt->n_params; i++) {
-        kiln_tensor *p = opt->params[i], *srcs[8] = {p, p->grad}, *t;
-        if (is_8bit(p)) {
-            if (state8(opt, p, "exp_avg", srcs + 2) || state8(opt, p, "exp_avg_sq", srcs + 4)) return NULL;
-            srcs[6] = maps;
-            srcs[7] = opt->hyper;
-            t = kiln__optim_step_node(opt, i, KILN_OP_ADAM8_STEP, 8, srcs);
-        } else {
-            if (!(srcs[2] = kiln__optim_state(opt, p, "exp_avg")) || !(srcs[3] = kiln__optim_state(opt, p, "exp_avg_sq")))
-                return NULL;
-            srcs[4] = opt->hyper;
-            t = kiln__optim_step_node(opt, i, KILN_OP_ADAM_STEP, 5, srcs);
-        }
-        if (!t) return NULL;
-        t->ip[0] = 0; /* amsgrad */
-        t->ip[1] = decoupled;
-    }
+    for (int i = 0; i < opt->n_params; i++)
+        if (!kiln__adam8_node(opt, i, maps, decoupled)) return NULL;
     return opt;
 }
 
@@ -183,7 +178,7 @@ static kiln_optim *lion8_new(kiln_ctx *ctx, const char *who, kiln_tensor *const 
     if (!own) return NULL;
     *own = c;
     opt->cfg = own;
-    kiln_tensor *maps = maps_leaf(opt);
+    kiln_tensor *maps = kiln__opt8bit_maps(opt);
     if (!maps) return NULL;
     for (int i = 0; i < opt->n_params; i++) {
         kiln_tensor *p = opt->params[i], *srcs[6] = {p, p->grad};
@@ -226,7 +221,7 @@ static kiln_optim *sgd8_new(kiln_ctx *ctx, const char *who, kiln_tensor *const *
     if (!own) return NULL;
     *own = *cfg;
     opt->cfg = own;
-    kiln_tensor *maps = maps_leaf(opt);
+    kiln_tensor *maps = kiln__opt8bit_maps(opt);
     if (!maps) return NULL;
     for (int i = 0; i < opt->n_params; i++) {
         kiln_tensor *p = opt->params[i], *srcs[6] = {p, p->grad}, *t;

@@ -111,6 +111,19 @@ static inline bool kiln__finite_nonneg(float v) { return v >= 0.0f && !isinf(v);
  * Adam's moments (8-bit, GaLore, APOLLO) share them. */
 kiln_status kiln__adam_check_config(const char *who, const kiln_adam_config *c);
 void kiln__galore_register(kiln_op_info *tab);
+
+/* Parameter i's Adam step node (KILN_OP_ADAM_STEP, as kiln_adam_new /
+ * kiln_adamw_new make it): the optimizers built on Adam give it to the
+ * parameters they do not handle themselves. */
+kiln_tensor *kiln__adam_node(kiln_optim *opt, int i, bool amsgrad, bool decoupled);
+/* bitsandbytes' min_8bit_size: smaller parameters keep 32-bit state. */
+#define KILN__MIN_8BIT_NUMEL 4096
+/* The dynamic maps leaf the 8-bit kernels read (f32 [512]: signed, then
+ * unsigned), a constant like hyper, not a state (optim/opt8bit.c). */
+kiln_tensor *kiln__opt8bit_maps(kiln_optim *opt);
+/* Parameter i's step as kiln_adam8bit / kiln_adamw8bit make it: 8-bit
+ * state from KILN__MIN_8BIT_NUMEL f32 elements, else kiln__adam_node. */
+kiln_tensor *kiln__adam8_node(kiln_optim *opt, int i, kiln_tensor *maps, bool decoupled);
 void kiln__apollo_register(kiln_op_info *tab);
 void kiln__opt8bit_register(kiln_op_info *tab);
 
