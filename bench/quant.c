@@ -137,8 +137,8 @@ static void bench_qmatmul(const bench_opts *o) {
             kiln_ctx_free(ctx);
         }
         /* prompt: 128 rows, tokens/s over the same set of weights */
-        for (int i = 0; i < 3; i++) {
-            const kiln_dtype t = i == 0 ? KILN_F32 : i == 1 ? KILN_Q4_0 : KILN_Q8_0;
+        for (int i = 0; i < 2; i++) {
+            const kiln_dtype t = i == 0 ? KILN_F32 : KILN_Q4_0;
             kiln_ctx *ctx = kiln_ctx_new();
             int l;
             kiln_graph *g = qm_graph(ctx, src, t, 128, &l);

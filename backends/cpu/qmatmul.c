@@ -22,10 +22,11 @@ void kiln__qmm_quantize_x(const float *x, int8_t *xq, float *dx, int64_t n) {
     }
 }
 
-/* The lane scheme every integer path shares (qmatmul.h). */
-static float lanes_sum(const float acc[8]) {
+/* The lane scheme every integer path shares (qmatmul.h): 16 lanes, block
+ * i in lanes 8 (i & 1) .. 8 (i & 1) + 7, summed in order at the end. */
+static float lanes_sum(const float acc[16]) {
     float s = 0.0f;
-    for (int l = 0; l < 8; l++) s += acc[l];
+    for (int l = 0; l < 16; l++) s += acc[l];
     return s;
 }
 
@@ -39,21 +40,21 @@ static void block_acc(const int8_t *w, const int8_t *xq, float d, float acc[8]) 
 
 float kiln__qmm_dot_q8_0_ref(const void *w, const int8_t *xq, const float *dx, int64_t nb) {
     const kiln_block_q8_0 *b = w;
-    float acc[8] = {0};
-    for (int64_t i = 0; i < nb; i++) block_acc(b[i].qs, xq + 32 * i, kiln__f16_to_f32(b[i].d) * dx[i], acc);
+    float acc[16] = {0};
+    for (int64_t i = 0; i < nb; i++) block_acc(b[i].qs, xq + 32 * i, kiln__f16_to_f32(b[i].d) * dx[i], acc + 8 * (i & 1));
     return lanes_sum(acc);
 }
 
 float kiln__qmm_dot_q4_0_ref(const void *w, const int8_t *xq, const float *dx, int64_t nb) {
     const kiln_block_q4_0 *b = w;
-    float acc[8] = {0};
+    float acc[16] = {0};
     for (int64_t i = 0; i < nb; i++) {
         int8_t q[32];
         for (int j = 0; j < 16; j++) {
             q[j] = (int8_t)((b[i].qs[j] & 0x0f) - 8);
             q[j + 16] = (int8_t)((b[i].qs[j] >> 4) - 8);
         }
-        block_acc(q, xq + 32 * i, kiln__f16_to_f32(b[i].d) * dx[i], acc);
+        block_acc(q, xq + 32 * i, kiln__f16_to_f32(b[i].d) * dx[i], acc + 8 * (i & 1));
     }
     return lanes_sum(acc);
 }
@@ -166,8 +167,10 @@ kiln_status kiln__qmatmul_cpu(kiln_dtype t, int64_t m, int64_t n, int64_t k, con
         }
         for (int64_t i = 0; i < m; i++) kiln__qmm_quantize_x(x + i * k, xq + i * k, dx + i * (k / 32), k);
     }
-    /* chunks of rows so each thread streams its own contiguous part of W */
-#pragma omp parallel for num_threads(n_threads) schedule(static) if (n_threads > 1 && n * k >= (1 << 16))
+    /* chunks of 64 rows handed out as threads come free (a static split
+     * waits for the slowest thread, and this machine's cores are shared);
+     * each output is the same whichever thread computes it */
+#pragma omp parallel for num_threads(n_threads) schedule(dynamic, 64) if (n_threads > 1 && n * k >= (1 << 16))
     for (int64_t r = 0; r < n; r++)
         for (int64_t i = 0; i < m; i++)
             y[i * n + r] = row_dot(kk, t, w, r, k, x + i * k, i8 ? xq + i * k : NULL, i8 ? dx + i * (k / 32) : NULL);

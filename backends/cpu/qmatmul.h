@@ -7,10 +7,10 @@
  *     rounded to f16, q = round(x / d)), and each block's dot product is
  *     integer (vpdpbusd, or maddubs + madd on AVX2, with |w| unsigned
  *     against sign(x, w)). Each block gives 8 int32 lanes (lane l sums
- *     elements 4l..4l+3); lane l of an f32 accumulator gets
- *     fma(lane, d_w d_x, acc), and the 8 lanes are summed in order at the
- *     end. The scalar reference does the same, so every path is exact
- *     against it.
+ *     elements 4l..4l+3); lane l of one of two f32 accumulators (even and
+ *     odd blocks, two FMA chains) gets fma(lane, d_w d_x, acc), and the
+ *     16 lanes are summed in order at the end. The scalar reference does
+ *     the same, so every path is exact against it.
  *   - NF4 / NF4_DQ, few rows: codes decoded in registers through the
  *     16-entry table (vpermps) and dotted with x in f32, one absmax
  *     multiply per block of 64 (not bit-exact against the scalar order).

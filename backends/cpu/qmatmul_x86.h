@@ -15,32 +15,44 @@ static inline __m256 qmm_block(__m256i w, const int8_t *xq, float d, __m256 acc)
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d), acc);
 }
 
-static inline float qmm_lanes(__m256 acc) {
-    float a[8], s = 0.0f;
-    _mm256_storeu_ps(a, acc);
-    for (int l = 0; l < 8; l++) s += a[l];
+static inline float qmm_lanes(__m256 acc0, __m256 acc1) {
+    float a[16], s = 0.0f;
+    _mm256_storeu_ps(a, acc0);
+    _mm256_storeu_ps(a + 8, acc1);
+    for (int l = 0; l < 16; l++) s += a[l];
     return s;
 }
 
 static float QMM_NAME(dot_q8_0)(const void *w, const int8_t *xq, const float *dx, int64_t nb) {
     const kiln_block_q8_0 *b = w;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
-        const __m256i q = _mm256_loadu_si256((const __m256i *)b[i].qs);
-        acc = qmm_block(q, xq + 32 * i, _cvtsh_ss(b[i].d) * dx[i], acc);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        acc0 = qmm_block(_mm256_loadu_si256((const __m256i *)b[i].qs), xq + 32 * i, _cvtsh_ss(b[i].d) * dx[i], acc0);
+        acc1 = qmm_block(_mm256_loadu_si256((const __m256i *)b[i + 1].qs), xq + 32 * (i + 1),
+                         _cvtsh_ss(b[i + 1].d) * dx[i + 1], acc1);
     }
-    return qmm_lanes(acc);
+    if (i < nb)
+        acc0 = qmm_block(_mm256_loadu_si256((const __m256i *)b[i].qs), xq + 32 * i, _cvtsh_ss(b[i].d) * dx[i], acc0);
+    return qmm_lanes(acc0, acc1);
+}
+
+/* Q4_0 block i as 32 signed bytes: elements 0..15 from the low nibbles,
+ * 16..31 from the high ones, minus 8 */
+static inline __m256i q4_0_bytes(const kiln_block_q4_0 *b) {
+    const __m128i p = _mm_loadu_si128((const __m128i *)b->qs);
+    const __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(p, 4), p), _mm256_set1_epi8(0x0f));
+    return _mm256_sub_epi8(q, _mm256_set1_epi8(8));
 }
 
 static float QMM_NAME(dot_q4_0)(const void *w, const int8_t *xq, const float *dx, int64_t nb) {
     const kiln_block_q4_0 *b = w;
-    const __m256i lo = _mm256_set1_epi8(0x0f), eight = _mm256_set1_epi8(8);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
-        const __m128i p = _mm_loadu_si128((const __m128i *)b[i].qs);
-        /* elements 0..15 from the low nibbles, 16..31 from the high ones */
-        const __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(p, 4), p), lo);
-        acc = qmm_block(_mm256_sub_epi8(q, eight), xq + 32 * i, _cvtsh_ss(b[i].d) * dx[i], acc);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        acc0 = qmm_block(q4_0_bytes(b + i), xq + 32 * i, _cvtsh_ss(b[i].d) * dx[i], acc0);
+        acc1 = qmm_block(q4_0_bytes(b + i + 1), xq + 32 * (i + 1), _cvtsh_ss(b[i + 1].d) * dx[i + 1], acc1);
     }
-    return qmm_lanes(acc);
+    if (i < nb) acc0 = qmm_block(q4_0_bytes(b + i), xq + 32 * i, _cvtsh_ss(b[i].d) * dx[i], acc0);
+    return qmm_lanes(acc0, acc1);
 }
