@@ -20,6 +20,7 @@ static float dot_nf4_vnni(const uint8_t *codes, int64_t code_stride, const float
     const __m512 table = _mm512_loadu_ps(kiln__nf4_table);
     __m512 tot = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++, codes += code_stride, absmax += absmax_stride, x += 64) {
+        _mm_prefetch((const char *)codes + QMM_PREFETCH, _MM_HINT_T0);
         __m512 s = _mm512_mul_ps(_mm512_loadu_ps(x), nf4_16(codes, table));
         s = _mm512_fmadd_ps(_mm512_loadu_ps(x + 16), nf4_16(codes + 8, table), s);
         s = _mm512_fmadd_ps(_mm512_loadu_ps(x + 32), nf4_16(codes + 16, table), s);

@@ -8,6 +8,13 @@
 
 #include <immintrin.h>
 
+/* bytes of W read ahead of the blocks being multiplied: the hardware
+ * prefetcher alone leaves one core well below the memory's rate (W streams
+ * once, from DRAM, in generation) */
+#ifndef QMM_PREFETCH
+#define QMM_PREFETCH 4096
+#endif
+
 /* One block: |w| (unsigned) against sign(x, w), fma into the lanes. */
 static inline __m256 qmm_block(__m256i w, const int8_t *xq, float d, __m256 acc) {
     const __m256i x = _mm256_loadu_si256((const __m256i *)xq);
@@ -28,6 +35,8 @@ static float QMM_NAME(dot_q8_0)(const void *w, const int8_t *xq, const float *dx
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 1 < nb; i += 2) {
+        _mm_prefetch((const char *)(b + i) + QMM_PREFETCH, _MM_HINT_T0);
+        _mm_prefetch((const char *)(b + i) + QMM_PREFETCH + 64, _MM_HINT_T0);
         acc0 = qmm_block(_mm256_loadu_si256((const __m256i *)b[i].qs), xq + 32 * i, _cvtsh_ss(b[i].d) * dx[i], acc0);
         acc1 = qmm_block(_mm256_loadu_si256((const __m256i *)b[i + 1].qs), xq + 32 * (i + 1),
                          _cvtsh_ss(b[i + 1].d) * dx[i + 1], acc1);
@@ -50,6 +59,7 @@ static float QMM_NAME(dot_q4_0)(const void *w, const int8_t *xq, const float *dx
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 1 < nb; i += 2) {
+        _mm_prefetch((const char *)(b + i) + QMM_PREFETCH, _MM_HINT_T0);
         acc0 = qmm_block(q4_0_bytes(b + i), xq + 32 * i, _cvtsh_ss(b[i].d) * dx[i], acc0);
         acc1 = qmm_block(q4_0_bytes(b + i + 1), xq + 32 * (i + 1), _cvtsh_ss(b[i + 1].d) * dx[i + 1], acc1);
     }
