@@ -1,7 +1,8 @@
 /* test_qmatmul.c — KILN_OP_QMATMUL (backends/cpu/qmatmul.c): y = x . W^T
  * with W quantized, for every format, against the dequantized W times x in
  * double; every SIMD path against the scalar reference (bit for bit on the
- * integer paths); 1 thread against 2 (bit for bit); the refusals.
+ * integer paths); 1 thread against 2 (bit for bit); the refusals; the
+ * gradient to x.
  *
  * Tolerance. The integer paths (Q8_0, Q4_0, fewer than
  * KILN_QMM_PANEL_MIN_M rows) quantize x to int8 per block of 32 with
@@ -185,5 +186,32 @@ KT_TEST(qmatmul_refuses_bad_shapes) {
     KT_NOTNULL(y3);
     KT_CHECK(y3->ndim == 3 && y3->shape[0] == 2 && y3->shape[1] == 3 && y3->shape[2] == 64, "3-D output");
     KT_OK(compute(ctx, y3));
+    kiln_ctx_free(ctx);
+}
+
+/* The gradient reaches x: d sum(x W^T) / dx = the column sums of the
+ * dequantized W, for every row of x. */
+KT_TEST(qmatmul_gradient_to_x) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    const int64_t n = 40, k = 128;
+    float wd[40 * 128], gx[3 * 128];
+    kiln_tensor *wq = make_w(ctx, KILN_Q4_0, n, k, wd);
+    KT_NOTNULL(wq);
+    kiln_tensor *x = kiln_new_2d(ctx, KILN_F32, 3, k);
+    KT_OK(kiln_tensor_fill_randn(x, 5, 0.0, 1.0));
+    KT_OK(kiln_tensor_set_requires_grad(x, true));
+    kiln_tensor *loss = kiln_sum_all(ctx, kiln_linear(ctx, x, wq, NULL));
+    kiln_graph *g = kiln_graph_new(ctx);
+    KT_OK(kiln_graph_add(g, loss));
+    KT_OK(kiln_graph_backward(g, loss));
+    KT_OK(kiln_graph_compute(g));
+    KT_OK(kiln_tensor_get_f32(kiln_tensor_grad(x), gx, 3 * k));
+    for (int64_t i = 0; i < 3; i++)
+        for (int64_t j = 0; j < k; j++) {
+            double s = 0;
+            for (int64_t r = 0; r < n; r++) s += wd[r * k + j];
+            KT_REQUIRE(fabs(gx[i * k + j] - s) <= 1e-5 * (1 + fabs(s)), "dx[%lld, %lld] %g, want %g", (long long)i,
+                       (long long)j, gx[i * k + j], s);
+        }
     kiln_ctx_free(ctx);
 }
