@@ -395,7 +395,7 @@ void kiln_tensor_print(const kiln_tensor *t, FILE *f, int max) {
 }
 
 /* The ops that take a quantized source: views keeping whole blocks
- * (checked by kiln__view_new) and DEQUANTIZE. */
+ * (checked by kiln__view_new), DEQUANTIZE and QMATMUL. */
 bool kiln__not_quant(const char *name, const kiln_tensor *t) {
     if (!t || !kiln__is_quant(t->dtype)) return true;
     kiln__err(KILN_ERR_DTYPE, "op %s does not take %s ('%s'); dequantize first (kiln_dequantize)", name,
@@ -404,7 +404,8 @@ bool kiln__not_quant(const char *name, const kiln_tensor *t) {
 }
 
 bool kiln__quant_src_ok(kiln_op op, int nsrc, kiln_tensor *const *src) {
-    if (op == KILN_OP_VIEW || op == KILN_OP_SLICE || op == KILN_OP_DETACH || op == KILN_OP_DEQUANTIZE) return true;
+    if (op == KILN_OP_VIEW || op == KILN_OP_SLICE || op == KILN_OP_DETACH || op == KILN_OP_DEQUANTIZE || op == KILN_OP_QMATMUL)
+        return true;
     for (int i = 0; i < nsrc; i++)
         if (!kiln__not_quant(kiln__op_table[op].name, src[i])) return false;
     return true;

@@ -23,7 +23,11 @@ static kiln_tensor *operand(kiln_ctx *ctx, kiln_tensor *x, bool *trans) {
 kiln_tensor *kiln_matmul_t(kiln_ctx *ctx, kiln_tensor *a, bool trans_a, kiln_tensor *b, bool trans_b) {
     char sa[96], sb[96];
     if (!a || !b) return NULL;
-    /* a quantized operand is dequantized first (a fused quantized matmul is to come) */
+    /* f32 x . W^T with W quantized [n, k]: the fused quantized matmul;
+     * any other quantized operand is dequantized first */
+    if (!trans_a && trans_b && a->ndim == 2 && a->dtype == KILN_F32 && kiln__is_quant(b->dtype) && b->ndim == 2 &&
+        kiln_tensor_is_contiguous(b))
+        return kiln__qmatmul(ctx, a, b);
     if (kiln__is_quant(a->dtype) && !(a = kiln_dequantize(ctx, a))) return NULL;
     if (kiln__is_quant(b->dtype) && !(b = kiln_dequantize(ctx, b))) return NULL;
     if (!kiln__is_float(a->dtype) || a->dtype != b->dtype) /* f16/bf16: the output has their dtype, as torch */
@@ -90,6 +94,11 @@ static kiln_status matmul_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor
 kiln_tensor *kiln_linear(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias) {
     char sx[96], sw[96], sb[96];
     if (!x || !w) return NULL;
+    if (kiln__is_quant(w->dtype) && x->dtype == KILN_F32 && w->ndim == 2 && kiln_tensor_is_contiguous(w) &&
+        x->shape[x->ndim - 1] == w->shape[1] && (!bias || (bias->ndim == 1 && bias->shape[0] == w->shape[0]))) {
+        kiln_tensor *y = kiln__qmatmul(ctx, x, w);
+        return bias && y ? kiln_add(ctx, y, bias) : y;
+    }
     if (kiln__is_quant(w->dtype) && !(w = kiln_dequantize(ctx, w))) return NULL;
     if (w->ndim != 2)
         return kiln__err(KILN_ERR_SHAPE, "kiln_linear: the weight %s must be 2-D [out, in]", kiln__shape_str(w, sw));

@@ -6,6 +6,8 @@
 #include "backend.h"
 #include "../quant/quant.h"
 
+#include <string.h>
+
 kiln_tensor *kiln_quantize(kiln_ctx *ctx, kiln_tensor *src, kiln_dtype dtype) {
     char sx[96];
     if (!src) return NULL;
@@ -43,7 +45,52 @@ kiln_tensor *kiln_dequantize(kiln_ctx *ctx, kiln_tensor *q) {
     return kiln__node_new(ctx, KILN_OP_DEQUANTIZE, KILN_F32, q->ndim, q->shape, 1, &q);
 }
 
+/* y [..., n] = x [..., k] (f32) . W^T with W quantized [n, k], contiguous
+ * (kiln_linear's layout), as one QMATMUL node reading W's blocks directly
+ * (backends/cpu/qmatmul.c). x of more than 2 dims is flattened to rows.
+ * Returns NULL without an error set when the fused op does not apply (the
+ * caller then dequantizes); errors are for bad shapes. */
+kiln_tensor *kiln__qmatmul(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w) {
+    char sx[96], sw[96];
+    if (!x || !w) return NULL;
+    if (!kiln__is_quant(w->dtype))
+        return kiln__err(KILN_ERR_DTYPE, "qmatmul: the weight '%s' is %s, not quantized", w->name,
+                         kiln_dtype_name(w->dtype));
+    if (x->dtype != KILN_F32)
+        return kiln__err(KILN_ERR_DTYPE, "qmatmul: the input '%s' is %s; it must be f32", x->name,
+                         kiln_dtype_name(x->dtype));
+    if (w->ndim != 2 || !kiln_tensor_is_contiguous(w))
+        return kiln__err(KILN_ERR_SHAPE, "qmatmul: the weight %s must be a contiguous 2-D [out, in] tensor",
+                         kiln__shape_str(w, sw));
+    if (x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1])
+        return kiln__err(KILN_ERR_SHAPE, "qmatmul: the input %s must have %lld features (last dim) for the weight %s",
+                         kiln__shape_str(x, sx), (long long)w->shape[1], kiln__shape_str(w, sw));
+    const int64_t k = w->shape[1], n = w->shape[0], m = kiln_tensor_numel(x) / (k ? k : 1);
+    if (k % 32 || (w->dtype != KILN_Q8_0 && w->dtype != KILN_Q4_0 && k % 64))
+        return kiln__err(KILN_ERR_SHAPE, "qmatmul: the weight %s needs rows of whole %s blocks",
+                         kiln__shape_str(w, sw), kiln_dtype_name(w->dtype));
+    kiln_tensor *x2 = kiln__contig(ctx, x);
+    if (x2 && x2->ndim != 2) x2 = kiln_reshape(ctx, x2, 2, (int64_t[]){m, k});
+    if (!x2) return NULL;
+    kiln_tensor *src[2] = {x2, w};
+    kiln_tensor *y = kiln__node_new(ctx, KILN_OP_QMATMUL, KILN_F32, 2, (int64_t[]){m, n}, 2, src);
+    if (!y || x->ndim == 2) return y;
+    int64_t shape[KILN_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+    shape[x->ndim - 1] = n;
+    return kiln_reshape(ctx, y, x->ndim, shape);
+}
+
+/* d x = g . W (W dequantized): W is a constant. */
+static kiln_status qmatmul_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor *gy, kiln_tensor **gsrc) {
+    if (kiln_tensor_requires_grad(node->src[0]) &&
+        !(gsrc[0] = kiln_matmul(ctx, gy, kiln_dequantize(ctx, node->src[1]))))
+        return kiln_last_status();
+    return KILN_OK;
+}
+
 void kiln__ops_register_quant(kiln_op_info *tab) {
     /* no backward: a quantized tensor is a constant */
     tab[KILN_OP_DEQUANTIZE] = (kiln_op_info){"dequantize", KILN_KIND_KERNEL, NULL};
+    tab[KILN_OP_QMATMUL] = (kiln_op_info){"qmatmul", KILN_KIND_KERNEL, qmatmul_backward};
 }

@@ -44,6 +44,7 @@ static void init_once(void) {
     kiln__cpu_register_optim_apollo(kernels);
     kiln__cpu_register_optim8bit(kernels);
     kiln__cpu_register_quant(kernels);
+    kiln__cpu_register_qmatmul(kernels);
 }
 
 static bool is_half(kiln_dtype t) { return t == KILN_F16 || t == KILN_BF16; }

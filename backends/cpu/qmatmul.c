@@ -1,0 +1,187 @@
+/* qmatmul.c — KILN_OP_QMATMUL on the CPU (see qmatmul.h): the driver,
+ * threaded over output rows (vector path) or W panels (panel path), the
+ * activation quantizer and the scalar reference dot products. */
+#include "qmatmul.h"
+
+#include "../../quant/quant.h"
+#include "cpu_features.h"
+#include "gemm.h"
+#include "scratch.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void kiln__qmm_quantize_x(const float *x, int8_t *xq, float *dx, int64_t n) {
+    for (int64_t b = 0; b < n / 32; b++, x += 32, xq += 32) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+        const float d = amax / 127, id = d ? 1.0f / d : 0.0f;
+        dx[b] = kiln__f16_to_f32(kiln__f32_to_f16(d));
+        for (int j = 0; j < 32; j++) xq[j] = (int8_t)roundf(x[j] * id);
+    }
+}
+
+/* The lane scheme every integer path shares (qmatmul.h): 16 lanes, block
+ * i in lanes 8 (i & 1) .. 8 (i & 1) + 7, summed in order at the end. */
+static float lanes_sum(const float acc[16]) {
+    float s = 0.0f;
+    for (int l = 0; l < 16; l++) s += acc[l];
+    return s;
+}
+
+static void block_acc(const int8_t *w, const int8_t *xq, float d, float acc[8]) {
+    for (int l = 0; l < 8; l++) {
+        int32_t s = 0;
+        for (int j = 4 * l; j < 4 * l + 4; j++) s += (int32_t)w[j] * xq[j];
+        acc[l] = fmaf((float)s, d, acc[l]);
+    }
+}
+
+float kiln__qmm_dot_q8_0_ref(const void *w, const int8_t *xq, const float *dx, int64_t nb) {
+    const kiln_block_q8_0 *b = w;
+    float acc[16] = {0};
+    for (int64_t i = 0; i < nb; i++) block_acc(b[i].qs, xq + 32 * i, kiln__f16_to_f32(b[i].d) * dx[i], acc + 8 * (i & 1));
+    return lanes_sum(acc);
+}
+
+float kiln__qmm_dot_q4_0_ref(const void *w, const int8_t *xq, const float *dx, int64_t nb) {
+    const kiln_block_q4_0 *b = w;
+    float acc[16] = {0};
+    for (int64_t i = 0; i < nb; i++) {
+        int8_t q[32];
+        for (int j = 0; j < 16; j++) {
+            q[j] = (int8_t)((b[i].qs[j] & 0x0f) - 8);
+            q[j + 16] = (int8_t)((b[i].qs[j] >> 4) - 8);
+        }
+        block_acc(q, xq + 32 * i, kiln__f16_to_f32(b[i].d) * dx[i], acc + 8 * (i & 1));
+    }
+    return lanes_sum(acc);
+}
+
+float kiln__qmm_dot_nf4_ref(const uint8_t *codes, int64_t code_stride, const float *absmax, int64_t absmax_stride,
+                            int64_t nb, const float *x) {
+    float tot = 0.0f;
+    for (int64_t i = 0; i < nb; i++, codes += code_stride, absmax += absmax_stride, x += 64) {
+        float s = 0.0f;
+        for (int j = 0; j < 32; j++)
+            s += x[2 * j] * kiln__nf4_table[codes[j] >> 4] + x[2 * j + 1] * kiln__nf4_table[codes[j] & 0x0f];
+        tot += s * absmax[0];
+    }
+    return tot;
+}
+
+static const kiln_qmm_kernels *kernels(void) {
+    static const kiln_qmm_kernels ref = {kiln__qmm_dot_q8_0_ref, kiln__qmm_dot_q4_0_ref, kiln__qmm_dot_nf4_ref};
+    const kiln_cpu_caps *c = kiln__cpu_caps();
+    const kiln_qmm_kernels *k = NULL;
+    if (c->level >= KILN_SIMD_AVX512 && c->avx512vnni) k = kiln__qmm_kernels_vnni();
+    if (!k && c->level >= KILN_SIMD_AVX2) k = kiln__qmm_kernels_avx2();
+    return k ? k : &ref;
+}
+
+/* One row of W (row r) against row xr of x; NF4_DQ rows may start inside
+ * a super-block, so they go block by block through their absmax values. */
+static float row_dot(const kiln_qmm_kernels *kk, kiln_dtype t, const char *w, int64_t r, int64_t k,
+                     const float *x, const int8_t *xq, const float *dx) {
+    const int64_t e0 = r * k;
+    switch (t) {
+    case KILN_Q8_0:
+        return kk->q8_0(w + kiln__elems_bytes(t, e0), xq, dx, k / 32);
+    case KILN_Q4_0:
+        return kk->q4_0(w + kiln__elems_bytes(t, e0), xq, dx, k / 32);
+    case KILN_NF4: {
+        const kiln_block_nf4 *b = (const kiln_block_nf4 *)(w + kiln__elems_bytes(t, e0));
+        return kk->nf4(b->codes, sizeof *b, &b->absmax, sizeof *b / sizeof(float), k / 64, x);
+    }
+    default: { /* KILN_NF4_DQ: runs of blocks within one super-block */
+        float tot = 0.0f, am[KILN_NF4_DQ_GROUP];
+        for (int64_t blk = e0 / 64, end = (e0 + k) / 64; blk < end;) {
+            const kiln_block_nf4_dq *s = (const kiln_block_nf4_dq *)w + blk / KILN_NF4_DQ_GROUP;
+            const int64_t k0 = blk % KILN_NF4_DQ_GROUP,
+                          k1 = end - blk + k0 < KILN_NF4_DQ_GROUP ? end - blk + k0 : KILN_NF4_DQ_GROUP;
+            for (int64_t j = k0; j < k1; j++) am[j] = kiln__nf4_dq_block_absmax(s, (int)j);
+            tot += kk->nf4(s->codes + 32 * k0, 32, am + k0, 1, k1 - k0, x + (blk * 64 - e0));
+            blk += k1 - k0;
+        }
+        return tot;
+    }
+    }
+}
+
+/* Elements [e0, e0 + len) of W as f32 (e0 and len whole rows). */
+static void dequant_rows(kiln_dtype t, const char *w, int64_t e0, int64_t len, float *out) {
+    if (t != KILN_NF4_DQ) {
+        kiln__dequantize_row(t, w + kiln__elems_bytes(t, e0), out, len);
+        return;
+    }
+    for (int64_t blk = e0 / 64; blk < (e0 + len) / 64; blk++, out += 64) {
+        const kiln_block_nf4_dq *s = (const kiln_block_nf4_dq *)w + blk / KILN_NF4_DQ_GROUP;
+        const int kb = (int)(blk % KILN_NF4_DQ_GROUP);
+        const float a = kiln__nf4_dq_block_absmax(s, kb);
+        const uint8_t *c = s->codes + 32 * kb;
+        for (int j = 0; j < 32; j++) {
+            out[2 * j] = kiln__nf4_table[c[j] >> 4] * a;
+            out[2 * j + 1] = kiln__nf4_table[c[j] & 0x0f] * a;
+        }
+    }
+}
+
+static kiln_status panel_path(kiln_dtype t, int64_t m, int64_t n, int64_t k, const float *x, const char *w,
+                              float *y, int n_threads) {
+    /* panels of rows sized to stay in L2 (~1 MiB of f32), a multiple of 16 */
+    int64_t nbp = ((1 << 18) / k) & ~(int64_t)15;
+    if (nbp < 16) nbp = 16;
+    const int64_t np = (n + nbp - 1) / nbp;
+    int fail = 0;
+#pragma omp parallel for num_threads(n_threads) schedule(dynamic, 1) if (n_threads > 1 && np > 1)
+    for (int64_t p = 0; p < np; p++) {
+        const int64_t n0 = p * nbp, nr = n - n0 < nbp ? n - n0 : nbp;
+        bool owned;
+        float *buf = kiln__scratch_get((size_t)(nr * k * 4 + 63) & ~(size_t)63, &owned);
+        if (!buf) {
+#pragma omp atomic write
+            fail = 1;
+            continue;
+        }
+        dequant_rows(t, w, n0 * k, nr * k, buf);
+        kiln__sgemm_own(false, true, m, nr, k, 1.0f, x, k, buf, k, 0.0f, y + n0, n, 1);
+        if (owned) free(buf);
+    }
+    return fail ? kiln__errs(KILN_ERR_OOM, "qmatmul: out of memory for a W panel") : KILN_OK;
+}
+
+kiln_status kiln__qmatmul_cpu(kiln_dtype t, int64_t m, int64_t n, int64_t k, const float *x, const void *w, float *y,
+                          int n_threads) {
+    if (m >= KILN_QMM_PANEL_MIN_M) return panel_path(t, m, n, k, x, w, y, n_threads);
+    const kiln_qmm_kernels *kk = kernels();
+    const bool i8 = t == KILN_Q8_0 || t == KILN_Q4_0;
+    int8_t *xq = NULL;
+    float *dx = NULL;
+    if (i8) {
+        xq = malloc((size_t)(m * k));
+        dx = malloc((size_t)(m * (k / 32)) * sizeof(float));
+        if (!xq || !dx) {
+            free(xq), free(dx);
+            return kiln__errs(KILN_ERR_OOM, "qmatmul: out of memory quantizing the activations");
+        }
+        for (int64_t i = 0; i < m; i++) kiln__qmm_quantize_x(x + i * k, xq + i * k, dx + i * (k / 32), k);
+    }
+    /* chunks of 64 rows handed out as threads come free (a static split
+     * waits for the slowest thread, and this machine's cores are shared);
+     * each output is the same whichever thread computes it */
+#pragma omp parallel for num_threads(n_threads) schedule(dynamic, 64) if (n_threads > 1 && n * k >= (1 << 16))
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t i = 0; i < m; i++)
+            y[i * n + r] = row_dot(kk, t, w, r, k, x + i * k, i8 ? xq + i * k : NULL, i8 ? dx + i * (k / 32) : NULL);
+    free(xq), free(dx);
+    return KILN_OK;
+}
+
+static kiln_status qmatmul_kernel(kiln_tensor *node, const kiln_exec *ex) {
+    const kiln_tensor *x = node->src[0], *w = node->src[1];
+    return kiln__qmatmul_cpu(w->dtype, x->shape[0], w->shape[0], w->shape[1], x->data, w->data, node->data,
+                         ex->n_threads);
+}
+
+void kiln__cpu_register_qmatmul(kiln_cpu_kernel *tab) { tab[KILN_OP_QMATMUL] = qmatmul_kernel; }

@@ -1,0 +1,64 @@
+/* qmatmul.h — the CPU kernels of KILN_OP_QMATMUL, y[m, n] = x[m, k] (f32)
+ * . W[n, k]^T with W quantized (PyTorch linear layout), without
+ * materializing the f32 W:
+ *
+ *   - Q8_0 / Q4_0, few rows of x (generation): each row of x is quantized
+ *     to int8 per block of 32 as ggml's quantize_row_q8_0 (d = amax / 127
+ *     rounded to f16, q = round(x / d)), and each block's dot product is
+ *     integer (vpdpbusd, or maddubs + madd on AVX2, with |w| unsigned
+ *     against sign(x, w)). Each block gives 8 int32 lanes (lane l sums
+ *     elements 4l..4l+3); lane l of one of two f32 accumulators (even and
+ *     odd blocks, two FMA chains) gets fma(lane, d_w d_x, acc), and the
+ *     16 lanes are summed in order at the end. The scalar reference does
+ *     the same, so every path is exact against it.
+ *   - NF4 / NF4_DQ, few rows: codes decoded in registers through the
+ *     16-entry table (vpermps) and dotted with x in f32, one absmax
+ *     multiply per block of 64 (not bit-exact against the scalar order).
+ *   - Many rows (prompt): a panel of W rows is dequantized into an
+ *     L2-sized f32 buffer and multiplied by kiln's own f32 GEMM.
+ *
+ * The vector kernels are per SIMD level (qmatmul_avx2.c, qmatmul_vnni.c);
+ * the scalar references run for $KILN_SIMD=scalar.
+ *
+ *     kiln__qmatmul_cpu(KILN_Q4_0, 1, n, k, x, w->data, y, n_threads);
+ */
+#ifndef KILN_CPU_QMATMUL_H
+#define KILN_CPU_QMATMUL_H
+
+#include "internal.h"
+
+/* Rows of x at or above which the panel (dequantize + f32 GEMM) path runs. */
+#define KILN_QMM_PANEL_MIN_M 8
+
+/* One row of W (nb blocks of 32, ggml layout) against one quantized row of
+ * x (xq int8 [32 nb], dx f32 [nb]). */
+typedef float kiln_qmm_dot_i8(const void *w, const int8_t *xq, const float *dx, int64_t nb);
+/* NF4: nb blocks of 64 whose 32 code bytes are code_stride bytes apart and
+ * whose absmax values are absmax_stride floats apart, against x [64 nb]. */
+typedef float kiln_qmm_dot_nf4(const uint8_t *codes, int64_t code_stride, const float *absmax,
+                               int64_t absmax_stride, int64_t nb, const float *x);
+
+typedef struct kiln_qmm_kernels {
+    kiln_qmm_dot_i8 *q8_0, *q4_0;
+    kiln_qmm_dot_nf4 *nf4;
+} kiln_qmm_kernels;
+
+const kiln_qmm_kernels *kiln__qmm_kernels_avx2(void); /* NULL when not built */
+const kiln_qmm_kernels *kiln__qmm_kernels_vnni(void); /* NULL when not built */
+
+/* The scalar references. */
+float kiln__qmm_dot_q8_0_ref(const void *w, const int8_t *xq, const float *dx, int64_t nb);
+float kiln__qmm_dot_q4_0_ref(const void *w, const int8_t *xq, const float *dx, int64_t nb);
+float kiln__qmm_dot_nf4_ref(const uint8_t *codes, int64_t code_stride, const float *absmax, int64_t absmax_stride,
+                            int64_t nb, const float *x);
+
+/* ggml's Q8_0 rule for activations: n (a multiple of 32) values to int8
+ * codes and one f32 scale (an f16 value) per block. */
+void kiln__qmm_quantize_x(const float *x, int8_t *xq, float *dx, int64_t n);
+
+/* y[m, n] = x[m, k] . W^T; w is the first byte of a contiguous quantized
+ * [n, k] matrix (k a multiple of the block). Threaded (n_threads). */
+kiln_status kiln__qmatmul_cpu(kiln_dtype t, int64_t m, int64_t n, int64_t k, const float *x, const void *w, float *y,
+                              int n_threads);
+
+#endif

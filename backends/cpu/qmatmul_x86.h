@@ -1,0 +1,68 @@
+/* qmatmul_x86.h — the Q8_0 / Q4_0 dot products shared by qmatmul_avx2.c
+ * and qmatmul_vnni.c, which define QMM_DOT32(u, s): the 8 int32 lanes of
+ * a block (lane l = sum of u[4l+j] * s[4l+j], u unsigned, s signed) and
+ * QMM_NAME(x), the function suffix. Included once per file. */
+#include "qmatmul.h"
+
+#include "../../quant/quant.h"
+
+#include <immintrin.h>
+
+/* bytes of W read ahead of the blocks being multiplied: the hardware
+ * prefetcher alone leaves one core well below the memory's rate (W streams
+ * once, from DRAM, in generation) */
+#ifndef QMM_PREFETCH
+#define QMM_PREFETCH 4096
+#endif
+
+/* One block: |w| (unsigned) against sign(x, w), fma into the lanes. */
+static inline __m256 qmm_block(__m256i w, const int8_t *xq, float d, __m256 acc) {
+    const __m256i x = _mm256_loadu_si256((const __m256i *)xq);
+    const __m256i s = QMM_DOT32(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d), acc);
+}
+
+static inline float qmm_lanes(__m256 acc0, __m256 acc1) {
+    float a[16], s = 0.0f;
+    _mm256_storeu_ps(a, acc0);
+    _mm256_storeu_ps(a + 8, acc1);
+    for (int l = 0; l < 16; l++) s += a[l];
+    return s;
+}
+
+static float QMM_NAME(dot_q8_0)(const void *w, const int8_t *xq, const float *dx, int64_t nb) {
+    const kiln_block_q8_0 *b = w;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        _mm_prefetch((const char *)(b + i) + QMM_PREFETCH, _MM_HINT_T0);
+        _mm_prefetch((const char *)(b + i) + QMM_PREFETCH + 64, _MM_HINT_T0);
+        acc0 = qmm_block(_mm256_loadu_si256((const __m256i *)b[i].qs), xq + 32 * i, _cvtsh_ss(b[i].d) * dx[i], acc0);
+        acc1 = qmm_block(_mm256_loadu_si256((const __m256i *)b[i + 1].qs), xq + 32 * (i + 1),
+                         _cvtsh_ss(b[i + 1].d) * dx[i + 1], acc1);
+    }
+    if (i < nb)
+        acc0 = qmm_block(_mm256_loadu_si256((const __m256i *)b[i].qs), xq + 32 * i, _cvtsh_ss(b[i].d) * dx[i], acc0);
+    return qmm_lanes(acc0, acc1);
+}
+
+/* Q4_0 block i as 32 signed bytes: elements 0..15 from the low nibbles,
+ * 16..31 from the high ones, minus 8 */
+static inline __m256i q4_0_bytes(const kiln_block_q4_0 *b) {
+    const __m128i p = _mm_loadu_si128((const __m128i *)b->qs);
+    const __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(p, 4), p), _mm256_set1_epi8(0x0f));
+    return _mm256_sub_epi8(q, _mm256_set1_epi8(8));
+}
+
+static float QMM_NAME(dot_q4_0)(const void *w, const int8_t *xq, const float *dx, int64_t nb) {
+    const kiln_block_q4_0 *b = w;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        _mm_prefetch((const char *)(b + i) + QMM_PREFETCH, _MM_HINT_T0);
+        acc0 = qmm_block(q4_0_bytes(b + i), xq + 32 * i, _cvtsh_ss(b[i].d) * dx[i], acc0);
+        acc1 = qmm_block(q4_0_bytes(b + i + 1), xq + 32 * (i + 1), _cvtsh_ss(b[i + 1].d) * dx[i + 1], acc1);
+    }
+    if (i < nb) acc0 = qmm_block(q4_0_bytes(b + i), xq + 32 * i, _cvtsh_ss(b[i].d) * dx[i], acc0);
+    return qmm_lanes(acc0, acc1);
+}

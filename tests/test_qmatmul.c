@@ -1,0 +1,217 @@
+/* test_qmatmul.c — KILN_OP_QMATMUL (backends/cpu/qmatmul.c): y = x . W^T
+ * with W quantized, for every format, against the dequantized W times x in
+ * double; every SIMD path against the scalar reference (bit for bit on the
+ * integer paths); 1 thread against 2 (bit for bit); the refusals; the
+ * gradient to x.
+ *
+ * Tolerance. The integer paths (Q8_0, Q4_0, fewer than
+ * KILN_QMM_PANEL_MIN_M rows) quantize x to int8 per block of 32 with
+ * d = amax / 127: each x_j moves by at most d / 2 <= |x_b| / 254 (|x_b|
+ * the block's norm), plus d's f16 rounding (relative 2^-11 of
+ * |x_j| + d / 2). By Cauchy-Schwarz the error of one output is at most
+ * |w| |x| (sqrt(32) / 254 + 2^-10) plus f32 summation; the test allows
+ * 0.025 |x| |w| per output (the worst case: random data sits far below).
+ * The f32 paths (NF4, NF4_DQ, and the panel path of every format) allow
+ * 1e-4 |x| |w|. */
+#include "kt.h"
+#include "../backends/cpu/cpu_features.h"
+#include "../backends/cpu/qmatmul.h"
+#include "../quant/quant.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+static kiln_status compute(kiln_ctx *ctx, kiln_tensor *t) {
+    kiln_graph *g = kiln_graph_new(ctx);
+    kiln_status s = g ? kiln_graph_add(g, t) : kiln_last_status();
+    return s ? s : kiln_graph_compute(g);
+}
+
+static const kiln_dtype fmts[4] = {KILN_Q8_0, KILN_Q4_0, KILN_NF4, KILN_NF4_DQ};
+
+/* a shape per format: k a multiple of the block, not of 256; NF4_DQ's n k
+ * a multiple of 16384 with rows straddling super-blocks */
+static void shape_of(kiln_dtype t, int64_t *n, int64_t *k) {
+    *k = t == KILN_Q8_0 || t == KILN_Q4_0 ? 160 : 320;
+    *n = t == KILN_NF4_DQ ? 256 : 40;
+}
+
+/* W quantized [n, k] and its dequantized values */
+static kiln_tensor *make_w(kiln_ctx *ctx, kiln_dtype t, int64_t n, int64_t k, float *wd) {
+    kiln_tensor *w = kiln_new_2d(ctx, KILN_F32, n, k);
+    kiln_tensor_fill_randn(w, 7 + (uint64_t)t, 0.0, 0.05);
+    kiln_tensor *q = kiln_quantize(ctx, w, t), *f = kiln_dequantize(ctx, q);
+    if (!f || compute(ctx, f) || kiln_tensor_get_f32(f, wd, n * k)) return NULL;
+    return q;
+}
+
+KT_TEST(qmatmul_matches_dequantized) {
+    for (int fi = 0; fi < 4; fi++) {
+        const kiln_dtype t = fmts[fi];
+        const bool i8 = t == KILN_Q8_0 || t == KILN_Q4_0;
+        int64_t n, k;
+        shape_of(t, &n, &k);
+        const int64_t ms[3] = {1, 3, 64};
+        for (int mi = 0; mi < 3; mi++) {
+            const int64_t m = ms[mi];
+            kiln_ctx *ctx = kiln_ctx_new();
+            float *wd = malloc((size_t)(n * k) * 4), *xv = malloc((size_t)(m * k) * 4), *yv = malloc((size_t)(m * n) * 4);
+            kiln_tensor *wq = make_w(ctx, t, n, k, wd);
+            KT_NOTNULL(wq);
+            kiln_tensor *x = kiln_new_2d(ctx, KILN_F32, m, k);
+            KT_OK(kiln_tensor_fill_randn(x, 3 + (uint64_t)m, 0.0, 1.0));
+            KT_OK(kiln_tensor_get_f32(x, xv, m * k));
+            kiln_tensor *y = kiln_linear(ctx, x, wq, NULL);
+            KT_NOTNULL(y);
+            KT_CHECK(y->op == KILN_OP_QMATMUL, "%s: kiln_linear gives a qmatmul node", kiln_dtype_name(t));
+            KT_OK(compute(ctx, y));
+            KT_OK(kiln_tensor_get_f32(y, yv, m * n));
+            const double rel = i8 && m < KILN_QMM_PANEL_MIN_M ? 0.025 : 1e-4;
+            double worst = 0;
+            for (int64_t i = 0; i < m; i++) {
+                double nx = 0;
+                for (int64_t j = 0; j < k; j++) nx += (double)xv[i * k + j] * xv[i * k + j];
+                for (int64_t r = 0; r < n; r++) {
+                    double s = 0, nw = 0;
+                    for (int64_t j = 0; j < k; j++) {
+                        s += (double)xv[i * k + j] * wd[r * k + j];
+                        nw += (double)wd[r * k + j] * wd[r * k + j];
+                    }
+                    const double e = fabs(yv[i * n + r] - s) / (sqrt(nx * nw) + 1e-30);
+                    worst = e > worst ? e : worst;
+                }
+            }
+            if (getenv("KT_VERBOSE")) printf("%s m %lld worst %g\n", kiln_dtype_name(t), (long long)m, worst);
+            KT_CHECK(worst <= rel, "%s m %lld: error %g |x||w| > %g", kiln_dtype_name(t), (long long)m, worst, rel);
+            free(wd), free(xv), free(yv);
+            kiln_ctx_free(ctx);
+        }
+    }
+}
+
+/* the raw kernel on a quantized W (nq bytes) under caps c */
+static void run(kiln_dtype t, int64_t m, int64_t n, int64_t k, const float *x, const void *w, float *y, int nt) {
+    KT_OK(kiln__qmatmul_cpu(t, m, n, k, x, w, y, nt));
+}
+
+static void *quantized(kiln_dtype t, int64_t n, int64_t k, float **x, int64_t m) {
+    float *w = malloc((size_t)(n * k) * 4);
+    *x = malloc((size_t)(m * k) * 4);
+    uint64_t s = 12345 + (uint64_t)t;
+    for (int64_t i = 0; i < n * k; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        w[i] = (float)((int64_t)(s >> 40) % 2001 - 1000) / 20000.0f;
+    }
+    for (int64_t i = 0; i < m * k; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        (*x)[i] = (float)((int64_t)(s >> 40) % 2001 - 1000) / 500.0f;
+    }
+    void *q = malloc(kiln_dtype_size(t) * (size_t)(n * k / kiln_dtype_block(t)));
+    kiln__types[t].from_f32(w, q, n * k);
+    free(w);
+    return q;
+}
+
+KT_TEST(qmatmul_simd_equals_scalar) {
+    const kiln_cpu_caps saved = *kiln__cpu_caps();
+    const kiln_simd_level levels[3] = {KILN_SIMD_SCALAR, KILN_SIMD_AVX2, KILN_SIMD_AVX512};
+    for (int fi = 0; fi < 4; fi++) {
+        const kiln_dtype t = fmts[fi];
+        int64_t n, k;
+        shape_of(t, &n, &k);
+        for (int64_t m = 1; m <= 3; m += 2) {
+            float *x, *y[3];
+            void *w = quantized(t, n, k, &x, m);
+            for (int l = 0; l < 3; l++) {
+                kiln_cpu_caps c = saved;
+                kiln__cpu_caps_limit(&c, levels[l]);
+                kiln__cpu_caps_set(&c);
+                y[l] = malloc((size_t)(m * n) * 4);
+                run(t, m, n, k, x, w, y[l], 1);
+            }
+            kiln__cpu_caps_set(&saved);
+            for (int l = 1; l < 3; l++)
+                for (int64_t i = 0; i < m * n; i++) {
+                    if (t == KILN_Q8_0 || t == KILN_Q4_0)
+                        KT_REQUIRE(y[l][i] == y[0][i], "%s %s m %lld [%lld]: %.9g != scalar %.9g", kiln_dtype_name(t),
+                                   kiln__simd_level_name(levels[l]), (long long)m, (long long)i, y[l][i], y[0][i]);
+                    else
+                        KT_REQUIRE(fabsf(y[l][i] - y[0][i]) <= 1e-5f * (1 + fabsf(y[0][i])), "%s %s [%lld]: %g vs %g",
+                                   kiln_dtype_name(t), kiln__simd_level_name(levels[l]), (long long)i, y[l][i], y[0][i]);
+                }
+            for (int l = 0; l < 3; l++) free(y[l]);
+            free(x), free(w);
+        }
+    }
+}
+
+/* Threads split output rows (or W panels): each output is computed the
+ * same way whatever the team, so 2 threads equal 1 bit for bit. */
+KT_TEST(qmatmul_threads_identical) {
+    for (int fi = 0; fi < 4; fi++) {
+        const kiln_dtype t = fmts[fi];
+        const int64_t k = t == KILN_Q8_0 || t == KILN_Q4_0 ? 160 : 320, n = 2048;
+        const int64_t ms[3] = {1, 3, 64};
+        for (int mi = 0; mi < 3; mi++) {
+            const int64_t m = ms[mi];
+            float *x;
+            void *w = quantized(t, n, k, &x, m);
+            float *y1 = malloc((size_t)(m * n) * 4), *y2 = malloc((size_t)(m * n) * 4);
+            run(t, m, n, k, x, w, y1, 1);
+            run(t, m, n, k, x, w, y2, 2);
+            KT_CHECK(!memcmp(y1, y2, (size_t)(m * n) * 4), "%s m %lld: 2 threads differ from 1", kiln_dtype_name(t),
+                     (long long)m);
+            free(x), free(w), free(y1), free(y2);
+        }
+    }
+}
+
+KT_TEST(qmatmul_refuses_bad_shapes) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    kiln_tensor *w = kiln_new_2d(ctx, KILN_F32, 64, 128);
+    KT_OK(kiln_tensor_fill_randn(w, 1, 0.0, 1.0));
+    kiln_tensor *wq = kiln_quantize(ctx, w, KILN_Q4_0), *x = kiln_new_2d(ctx, KILN_F32, 2, 96);
+    KT_NOTNULL(wq);
+    KT_EXPECT_ERR(kiln__qmatmul(ctx, x, wq), KILN_ERR_SHAPE, "features");
+    KT_EXPECT_ERR(kiln_linear(ctx, x, wq, NULL), KILN_ERR_SHAPE, "features");
+    KT_EXPECT_ERR(kiln__qmatmul(ctx, kiln_new_2d(ctx, KILN_F32, 2, 128), w), KILN_ERR_DTYPE, "not quantized");
+    KT_EXPECT_ERR(kiln__qmatmul(ctx, kiln_new_2d(ctx, KILN_F16, 2, 128), wq), KILN_ERR_DTYPE, "f32");
+    kiln_tensor *w3 = kiln_tensor_new(ctx, KILN_Q8_0, 3, (int64_t[]){2, 4, 64});
+    KT_EXPECT_ERR(kiln__qmatmul(ctx, kiln_new_2d(ctx, KILN_F32, 2, 64), w3), KILN_ERR_SHAPE, "2-D");
+    /* a 3-D input is rows: [2, 3, 128] -> [2, 3, 64] */
+    kiln_tensor *x3 = kiln_tensor_new(ctx, KILN_F32, 3, (int64_t[]){2, 3, 128});
+    KT_OK(kiln_tensor_fill_randn(x3, 2, 0.0, 1.0));
+    kiln_tensor *y3 = kiln_linear(ctx, x3, wq, NULL);
+    KT_NOTNULL(y3);
+    KT_CHECK(y3->ndim == 3 && y3->shape[0] == 2 && y3->shape[1] == 3 && y3->shape[2] == 64, "3-D output");
+    KT_OK(compute(ctx, y3));
+    kiln_ctx_free(ctx);
+}
+
+/* The gradient reaches x: d sum(x W^T) / dx = the column sums of the
+ * dequantized W, for every row of x. */
+KT_TEST(qmatmul_gradient_to_x) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    const int64_t n = 40, k = 128;
+    float wd[40 * 128], gx[3 * 128];
+    kiln_tensor *wq = make_w(ctx, KILN_Q4_0, n, k, wd);
+    KT_NOTNULL(wq);
+    kiln_tensor *x = kiln_new_2d(ctx, KILN_F32, 3, k);
+    KT_OK(kiln_tensor_fill_randn(x, 5, 0.0, 1.0));
+    KT_OK(kiln_tensor_set_requires_grad(x, true));
+    kiln_tensor *loss = kiln_sum_all(ctx, kiln_linear(ctx, x, wq, NULL));
+    kiln_graph *g = kiln_graph_new(ctx);
+    KT_OK(kiln_graph_add(g, loss));
+    KT_OK(kiln_graph_backward(g, loss));
+    KT_OK(kiln_graph_compute(g));
+    KT_OK(kiln_tensor_get_f32(kiln_tensor_grad(x), gx, 3 * k));
+    for (int64_t i = 0; i < 3; i++)
+        for (int64_t j = 0; j < k; j++) {
+            double s = 0;
+            for (int64_t r = 0; r < n; r++) s += wd[r * k + j];
+            KT_REQUIRE(fabs(gx[i * k + j] - s) <= 1e-5 * (1 + fabs(s)), "dx[%lld, %lld] %g, want %g", (long long)i,
+                       (long long)j, gx[i * k + j], s);
+        }
+    kiln_ctx_free(ctx);
+}
