@@ -73,6 +73,31 @@ void bench_check(bool ok, const char *what) {
     exit(1);
 }
 
+bench_triad bench_triad_new(int64_t n) {
+    bench_triad t = {aligned_alloc(64, (size_t)n * 4), aligned_alloc(64, (size_t)n * 4),
+                     aligned_alloc(64, (size_t)n * 4), n, 1};
+    bench_check(t.a && t.b && t.c, "out of memory for the triad");
+    for (int64_t i = 0; i < n; i++) t.a[i] = t.b[i] = t.c[i] = 1.0f;
+    return t;
+}
+
+void bench_triad_run(void *p) {
+    bench_triad *t = p;
+    float *restrict a = t->a;
+    const float *restrict b = t->b, *restrict c = t->c;
+    const int64_t n = t->n;
+#pragma omp parallel for simd num_threads(t->nt) schedule(static)
+    for (int64_t i = 0; i < n; i++) a[i] = b[i] + 0.5f * c[i];
+}
+
+double bench_triad_gbs(const bench_triad *t, double s) { return 3.0 * (double)t->n * 4 / s * 1e-9; }
+
+void bench_triad_free(bench_triad *t) {
+    free(t->a);
+    free(t->b);
+    free(t->c);
+}
+
 /* ---- PyTorch's figures ---- */
 
 #define MAX_REFS 64

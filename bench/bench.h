@@ -65,4 +65,18 @@ double bench_train_rate(const char *name, kiln_backend *b, int threads, double b
 /* Abort the bench with kiln's message (bench code, not library code). */
 void bench_check(bool ok, const char *what);
 
+/* The memory-bandwidth reference: a plain threaded triad a[i] = b[i] +
+ * 0.5 c[i] over three arrays of n floats (run it as a bench_job beside
+ * what it is compared with). bench_triad_gbs: its GB/s when one run took
+ * s seconds (3 arrays moved once, as the benches count their own bytes). */
+typedef struct bench_triad {
+    float *a, *b, *c;
+    int64_t n;
+    int nt; /* threads */
+} bench_triad;
+bench_triad bench_triad_new(int64_t n);
+void bench_triad_run(void *triad);
+double bench_triad_gbs(const bench_triad *t, double s);
+void bench_triad_free(bench_triad *t);
+
 #endif

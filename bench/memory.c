@@ -16,22 +16,6 @@
 
 #define ROW 1024
 
-typedef struct triad {
-    float *a, *b, *c;
-    int64_t n;
-    int nt;
-} triad;
-
-static void run_triad(void *p) {
-    triad *t = p;
-    float *restrict a = t->a;
-    const float *restrict b = t->b, *restrict c = t->c;
-    const float s = 0.5f;
-    int64_t n = t->n;
-#pragma omp parallel for simd num_threads(t->nt) schedule(static)
-    for (int64_t i = 0; i < n; i++) a[i] = b[i] + s * c[i];
-}
-
 typedef struct graph_job {
     kiln_graph *g;
     int nt;
@@ -74,10 +58,7 @@ static kiln_tensor *build(kiln_ctx *ctx, op_kind op, int64_t n) {
 
 void bench_memory(const bench_opts *o) {
     int64_t n = o->stream_mib * (1 << 20) / 4 / ROW * ROW;
-    triad tr = {aligned_alloc(64, (size_t)n * 4), aligned_alloc(64, (size_t)n * 4), aligned_alloc(64, (size_t)n * 4),
-                n, 1};
-    bench_check(tr.a && tr.b && tr.c, "out of memory for the triad");
-    for (int64_t i = 0; i < n; i++) tr.a[i] = tr.b[i] = tr.c[i] = 1.0f;
+    bench_triad tr = bench_triad_new(n);
     double mib = (double)n * 4 / (1 << 20);
     printf("# bandwidth: arrays of %.0f MiB (%lld floats), rows of %d; LLC 480 MiB\n", mib, (long long)n, ROW);
     for (size_t k = 0; k < sizeof ops / sizeof *ops; k++) {
@@ -88,17 +69,15 @@ void bench_memory(const bench_opts *o) {
         for (int t = 0; t < o->n_threads; t++) {
             graph_job j = {g, o->threads[t]};
             tr.nt = o->threads[t];
-            bench_job jobs[2] = {{run_graph, &j}, {run_triad, &tr}};
+            bench_job jobs[2] = {{run_graph, &j}, {bench_triad_run, &tr}};
             double med[2];
             bench_measure(jobs, 2, 3, 9, 1.5 * o->scale, med);
-            double bytes = (double)ops[k].arrays * (double)n * 4, triad_gbs = 3.0 * (double)n * 4 / med[1] * 1e-9;
+            double bytes = (double)ops[k].arrays * (double)n * 4, triad_gbs = bench_triad_gbs(&tr, med[1]);
             char name[64];
             snprintf(name, sizeof name, "%s %dt", ops[k].name, o->threads[t]);
             bench_report(name, bytes / med[0] * 1e-9, "GB/s", triad_gbs, "triad");
         }
         kiln_ctx_free(ctx);
     }
-    free(tr.a);
-    free(tr.b);
-    free(tr.c);
+    bench_triad_free(&tr);
 }

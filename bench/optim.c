@@ -113,25 +113,19 @@ static void fill_random(float *x, int64_t n, uint64_t seed) {
 
 /* The triad's GB/s (3 arrays), median of reps, with nt threads. */
 static double triad_gbs(int nt, int reps) {
-    int64_t n = (int64_t)TRIAD_MIB << 18;
-    float *a = aligned_alloc(64, (size_t)n * 4), *b = aligned_alloc(64, (size_t)n * 4),
-          *c = aligned_alloc(64, (size_t)n * 4);
-    bench_check(a && b && c, "out of memory for the triad");
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t i = 0; i < n; i++) a[i] = b[i] = c[i] = 1.0f;
+    bench_triad tr = bench_triad_new((int64_t)TRIAD_MIB << 18);
+    tr.nt = nt;
     double t[16];
     for (int r = 0; r <= reps; r++) {
         double t0 = bench_now();
-#pragma omp parallel for simd num_threads(nt) schedule(static)
-        for (int64_t i = 0; i < n; i++) a[i] = b[i] + 0.5f * c[i];
+        bench_triad_run(&tr);
         if (r > 0) t[r - 1] = bench_now() - t0; /* the first is a warm-up */
     }
-    free(a);
-    free(b);
-    free(c);
+    double gbs = bench_triad_gbs(&tr, median(t, reps));
+    bench_triad_free(&tr);
     struct timespec settle = {0, 150000000}; /* the OpenMP team stops spinning before the steps */
     nanosleep(&settle, NULL);
-    return 3.0 * (double)n * 4 / median(t, reps) * 1e-9;
+    return gbs;
 }
 
 typedef struct layout {

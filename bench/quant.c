@@ -48,20 +48,6 @@ static double rmse(const float *a, const float *b, int64_t n) {
     return sqrt(s / (double)n);
 }
 
-typedef struct triad {
-    float *a, *b, *c;
-    int64_t n;
-    int nt;
-} triad;
-
-static void run_triad(void *p) {
-    triad *t = p;
-    float *restrict a = t->a;
-    const float *restrict b = t->b, *restrict c = t->c;
-#pragma omp parallel for simd num_threads(t->nt) schedule(static)
-    for (int64_t i = 0; i < t->n; i++) a[i] = b[i] + 0.5f * c[i];
-}
-
 typedef struct mm_job {
     kiln_graph *g;
     int nt;
@@ -100,10 +86,7 @@ static kiln_graph *qm_graph(kiln_ctx *ctx, kiln_tensor *src, kiln_dtype t, int64
 
 static void bench_qmatmul(const bench_opts *o) {
     const int64_t tn = o->stream_mib * (1 << 20) / 4;
-    triad tr = {aligned_alloc(64, (size_t)tn * 4), aligned_alloc(64, (size_t)tn * 4), aligned_alloc(64, (size_t)tn * 4),
-                tn, 1};
-    bench_check(tr.a && tr.b && tr.c, "out of memory for the triad");
-    for (int64_t i = 0; i < tn; i++) tr.a[i] = tr.b[i] = tr.c[i] = 1.0f;
+    bench_triad tr = bench_triad_new(tn);
     kiln_ctx *sctx = kiln_ctx_new();
     kiln_tensor *src = kiln_new_2d(sctx, KILN_F32, QM_N, QM_K);
     bench_check(src && kiln_tensor_fill_randn(src, 1, 0.0, 0.02) == KILN_OK, "weights");
@@ -120,11 +103,11 @@ static void bench_qmatmul(const bench_opts *o) {
             kiln_graph *g = qm_graph(ctx, src, ts[i], 1, &l);
             mm_job j = {g, nt};
             tr.nt = nt;
-            bench_job jobs[2] = {{run_mm, &j}, {run_triad, &tr}};
+            bench_job jobs[2] = {{run_mm, &j}, {bench_triad_run, &tr}};
             double med[2];
             bench_measure(jobs, 2, 3, 9, 1.5 * o->scale, med);
             const double wb = (double)l * (double)kiln_dtype_size(ts[i]) * QM_N * QM_K / (double)kiln_dtype_block(ts[i]);
-            const double gbs = wb / med[0] * 1e-9, triad_gbs = 3.0 * (double)tn * 4 / med[1] * 1e-9;
+            const double gbs = wb / med[0] * 1e-9, triad_gbs = bench_triad_gbs(&tr, med[1]);
             char name[64];
             snprintf(name, sizeof name, "gemv %s x%d %dt", kiln_dtype_name(ts[i]), l, nt);
             bench_report(name, gbs, "GB/s", triad_gbs, "triad");
@@ -155,7 +138,7 @@ static void bench_qmatmul(const bench_opts *o) {
     }
     kiln_set_threads(saved);
     kiln_ctx_free(sctx);
-    free(tr.a), free(tr.b), free(tr.c);
+    bench_triad_free(&tr);
 }
 
 typedef struct dq_job {
