@@ -404,7 +404,8 @@ bool kiln__not_quant(const char *name, const kiln_tensor *t) {
 }
 
 bool kiln__quant_src_ok(kiln_op op, int nsrc, kiln_tensor *const *src) {
-    if (op == KILN_OP_VIEW || op == KILN_OP_SLICE || op == KILN_OP_DETACH || op == KILN_OP_DEQUANTIZE || op == KILN_OP_QMATMUL)
+    if (op == KILN_OP_VIEW || op == KILN_OP_SLICE || op == KILN_OP_DETACH || op == KILN_OP_DEQUANTIZE || op == KILN_OP_QMATMUL ||
+        op == KILN_OP_GET_ROWS) /* get_rows checks its own table */
         return true;
     for (int i = 0; i < nsrc; i++)
         if (!kiln__not_quant(kiln__op_table[op].name, src[i])) return false;

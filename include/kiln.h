@@ -407,7 +407,10 @@ kiln_tensor *kiln_detach(kiln_ctx *ctx, kiln_tensor *x);
 /* ---- ops: embeddings and indices --------------------------------------- */
 
 /* table [V, D] (any float dtype), idx i32 of any shape -> [idx..., D] f32
- * (f64 for an f64 table). Backward scatter-adds into the table's gradient. */
+ * (f64 for an f64 table). Backward scatter-adds into the table's gradient.
+ * A quantized table (contiguous, D whole blocks) is read row by row and
+ * only the rows asked for are dequantized: an embedding kept in Q8_0,
+ * Q4_0 or NF4. */
 kiln_tensor *kiln_get_rows(kiln_ctx *ctx, kiln_tensor *table, kiln_tensor *idx);
 /* labels i32 [...] -> [..., n] of 0/1 in dtype; out-of-range labels give a zero row. */
 kiln_tensor *kiln_one_hot(kiln_ctx *ctx, kiln_tensor *labels, int64_t n, kiln_dtype dtype);

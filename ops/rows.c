@@ -22,8 +22,18 @@ static bool index_ok(const char *who, const kiln_tensor *idx) {
 kiln_tensor *kiln_get_rows(kiln_ctx *ctx, kiln_tensor *table, kiln_tensor *idx) {
     char st[96];
     if (!table || !idx) return NULL;
-    if (!kiln__not_quant("get_rows", table) || !kiln__not_quant("get_rows", idx)) return NULL;
-    if (!kiln__is_float(table->dtype))
+    if (!kiln__not_quant("get_rows", idx)) return NULL;
+    if (kiln__is_quant(table->dtype)) {
+        /* a quantized embedding table: each row is whole blocks, read
+         * where it lies and dequantized (rows of a super-block type such
+         * as nf4_dq only when a row is whole super-blocks) */
+        const kiln_type_traits *tr = &kiln__types[table->dtype];
+        if (table->ndim != 2 || table->shape[1] % tr->blck || table->stride[1] != 1 ||
+            table->stride[0] != table->shape[1])
+            return kiln__err(KILN_ERR_SHAPE,
+                             "kiln_get_rows: a %s table must be a contiguous [V, D] with D a multiple of %lld, not %s",
+                             tr->name, (long long)tr->blck, kiln__shape_str(table, st));
+    } else if (!kiln__is_float(table->dtype))
         return kiln__err(KILN_ERR_DTYPE, "kiln_get_rows: the table must be a float dtype, not %s",
                          kiln_dtype_name(table->dtype));
     if (table->ndim != 2)
@@ -32,7 +42,7 @@ kiln_tensor *kiln_get_rows(kiln_ctx *ctx, kiln_tensor *table, kiln_tensor *idx) 
     int64_t shape[KILN_MAX_DIMS];
     memcpy(shape, idx->shape, (size_t)idx->ndim * sizeof *shape);
     shape[idx->ndim] = table->shape[1];
-    kiln_tensor *src[2] = {kiln__contig(ctx, table), kiln__contig(ctx, idx)};
+    kiln_tensor *src[2] = {kiln__is_quant(table->dtype) ? table : kiln__contig(ctx, table), kiln__contig(ctx, idx)};
     return kiln__node_new(ctx, KILN_OP_GET_ROWS, table->dtype == KILN_F64 ? KILN_F64 : KILN_F32, idx->ndim + 1, shape,
                           2, src);
 }

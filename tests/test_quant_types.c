@@ -375,8 +375,9 @@ KT_TEST(quant_on_device_backend) {
 }
 #endif
 
-/* Every op but the views and dequantize refuses a quantized source when
- * the graph is built, saying what to do. */
+/* Every op but the views, dequantize, the quantized matmul and get_rows'
+ * table refuses a quantized source when the graph is built, saying what
+ * to do. */
 KT_TEST(quant_ops_refuse_quantized_sources) {
     kiln_ctx *ctx = kiln_ctx_new();
     const int64_t sh[4] = {2, 2, 2, 64};
@@ -408,7 +409,7 @@ KT_TEST(quant_ops_refuse_quantized_sources) {
     REFUSES("pad", kiln_pad(ctx, q, pads, 0.0));
     REFUSES("repeat", kiln_repeat(ctx, q, (int64_t[]){1, 1, 1, 2}));
     REFUSES("contiguous", kiln_contiguous(ctx, kiln_slice(ctx, q, 1, 0, 2, 2)));
-    REFUSES("get_rows", kiln_get_rows(ctx, kiln_reshape(ctx, q, 2, (int64_t[]){8, 64}), lab));
+    REFUSES("get_rows index", kiln_get_rows(ctx, kiln_reshape(ctx, f, 2, (int64_t[]){8, 64}), q)); /* tables: quant_get_rows */
     REFUSES("one_hot", kiln_one_hot(ctx, q, 4, KILN_F32));
     REFUSES("softmax", kiln_softmax(ctx, q, false));
     REFUSES("log_softmax", kiln_log_softmax(ctx, q, false));
@@ -423,5 +424,41 @@ KT_TEST(quant_ops_refuse_quantized_sources) {
     REFUSES("dropout", kiln_dropout(ctx, q, 0.5, 1));
     REFUSES("slice_assign", kiln_slice_assign(ctx, q, f, 0, 0));
 #undef REFUSES
+    kiln_ctx_free(ctx);
+}
+
+/* A quantized embedding table: kiln_get_rows dequantizes just the rows it
+ * reads, giving the dequantized table's rows bit for bit; a table whose
+ * rows are not whole blocks (nf4_dq's super-block of 16384) is refused. */
+KT_TEST(quant_get_rows) {
+    const kiln_dtype types[] = {KILN_Q8_0, KILN_Q4_0, KILN_NF4, KILN_NF4_DQ};
+    const int32_t ids[5] = {3, 0, 3, 6, 1};
+    for (size_t k = 0; k < sizeof types / sizeof *types; k++) {
+        const int64_t v = 7, d = types[k] == KILN_NF4_DQ ? 16384 : 192;
+        kiln_ctx *ctx = kiln_ctx_new();
+        kiln_tensor *w = kiln_new_2d(ctx, KILN_F32, v, d), *idx = kiln_new_1d(ctx, KILN_I32, 5);
+        KT_OK(kiln_tensor_fill_randn(w, 3 + k, 0.0, 0.5));
+        KT_OK(kiln_tensor_set_i32(idx, ids, 5));
+        kiln_tensor *q = kiln_quantize(ctx, w, types[k]);
+        kiln_tensor *rows = kiln_get_rows(ctx, q, idx), *full = kiln_dequantize(ctx, q);
+        KT_NOTNULL(rows && full);
+        KT_OK(compute(ctx, rows));
+        KT_OK(compute(ctx, full));
+        float *got = malloc(sizeof(float) * 5 * d), *all = malloc(sizeof(float) * v * d);
+        KT_OK(kiln_tensor_get_f32(rows, got, 5 * d));
+        KT_OK(kiln_tensor_get_f32(full, all, v * d));
+        int bad = 0;
+        for (int p = 0; p < 5; p++) bad += memcmp(got + p * d, all + ids[p] * d, sizeof(float) * d) != 0;
+        KT_CHECK(bad == 0, "%s: %d rows differ from the dequantized table's", kiln_dtype_name(types[k]), bad);
+        free(got), free(all);
+        kiln_ctx_free(ctx);
+    }
+    kiln_ctx *ctx = kiln_ctx_new();
+    kiln_tensor *w = kiln_new_2d(ctx, KILN_F32, 4, 4096), *idx = kiln_new_1d(ctx, KILN_I32, 1);
+    KT_OK(kiln_tensor_fill_randn(w, 1, 0.0, 1.0));
+    kiln_tensor *q = kiln_quantize(ctx, w, KILN_NF4_DQ);
+    KT_NOTNULL(q);
+    KT_CHECK(!kiln_get_rows(ctx, q, idx) && strstr(kiln_last_error(), "multiple of 16384"),
+             "an nf4_dq table of rows of 4096 is refused: %s", kiln_last_error());
     kiln_ctx_free(ctx);
 }

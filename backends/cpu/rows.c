@@ -2,6 +2,7 @@
  * one_hot. Sources are contiguous; indices are checked before anything is
  * written, and an index out of range is an error status, not a crash. */
 #include "internal.h"
+#include "../../quant/quant.h"
 
 #define PAR_MIN 32768 /* elements below which a kernel stays on one thread */
 
@@ -20,15 +21,16 @@ static kiln_status get_rows_kernel(kiln_tensor *t, const kiln_exec *ex) {
     int64_t v = table->shape[0], d = table->shape[1], n = kiln_tensor_numel(ix);
     kiln_status s = check_indices("kiln_get_rows", idx, n, v);
     if (s) return s;
-    size_t tes = kiln__types[table->dtype].size, oes = kiln__types[t->dtype].size;
-    bool same = table->dtype == t->dtype; /* else a half-precision table widened to f32 */
+    size_t row_bytes = kiln__elems_bytes(table->dtype, d), oes = kiln__types[t->dtype].size;
+    bool same = table->dtype == t->dtype, quant = kiln__is_quant(table->dtype); /* else a half table widened to f32 */
     const char *src = table->data;
     char *dst = t->data;
 #pragma omp parallel for num_threads(ex->n_threads) if (n * d > PAR_MIN)
     for (int64_t p = 0; p < n; p++) {
-        const char *row = src + (size_t)idx[p] * (size_t)d * tes;
+        const char *row = src + (size_t)idx[p] * row_bytes;
         char *out = dst + (size_t)(p * d) * oes;
         if (same) memcpy(out, row, (size_t)d * oes);
+        else if (quant) kiln__dequantize_row(table->dtype, row, (float *)out, d);
         else kiln__types[table->dtype].to_f32(row, (float *)out, d);
     }
     return KILN_OK;
