@@ -97,6 +97,9 @@ kiln_status kiln__vk_dispatch(kiln_vk *vk, const kiln_vk_dispatch *d);
  * before its first dispatch; it lasts until the recorded work is
  * submitted, and its contents start undefined. */
 kiln_status kiln__vk_scratch(kiln_vk *vk, int64_t n, kiln_dtype dt, kiln_tensor *out);
+/* Write n bytes from the host at the start of t (a scratch piece: constant
+ * tables a kernel reads), in order with the work recorded around it. */
+kiln_status kiln__vk_write(kiln_vk *vk, const kiln_tensor *t, const void *src, size_t n);
 /* k (<= 8) pieces at once, n[i] elements of dt[i] into out[i]: a node that
  * needs several must take them in one call, since a request that outgrows
  * the buffer replaces it (and the earlier pieces with it). */

@@ -251,6 +251,10 @@ kiln_status kiln__vk_scratch(kiln_vk *vk, int64_t n, kiln_dtype dt, kiln_tensor 
     return kiln__vk_scratch_n(vk, 1, &n, &dt, out);
 }
 
+kiln_status kiln__vk_write(kiln_vk *vk, const kiln_tensor *t, const void *src, size_t n) {
+    return kiln__vk_upload(&vk->base, t->dbuf, t->doff, src, n);
+}
+
 uint32_t kiln__vk_base(const kiln_vk *vk, const kiln_tensor *t) {
     size_t rem = t->doff & (size_t)(vk->bind_align - 1);
     return (uint32_t)(kiln__is_quant(t->dtype) ? rem : rem / kiln__types[t->dtype].size);

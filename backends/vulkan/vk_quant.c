@@ -14,17 +14,19 @@
  * with the dequantized W up to the order of the additions (x is never
  * rounded to int8, unlike the CPU's batch-1 path for Q8_0/Q4_0). */
 #include "vk.h"
+#include "../../optim/dynamic_map.h"
 
 typedef struct vk_qtype {
     const char *dq, *rows, *mv; /* shader names: dequantize, get_rows, qmatmul */
     int align;                  /* a block's first byte is a multiple of this from the binding */
+    bool map;                   /* reads the signed dynamic map (one more binding, the last) */
 } vk_qtype;
 
 static const vk_qtype QTYPES[KILN_DTYPE_COUNT] = {
-    [KILN_Q8_0] = {"qdq_q8_0", "qrows_q8_0", "qmv_q8_0", 2},
-    [KILN_Q4_0] = {"qdq_q4_0", "qrows_q4_0", "qmv_q4_0", 2},
-    [KILN_NF4] = {"qdq_nf4", "qrows_nf4", "qmv_nf4", 4},
-    [KILN_NF4_DQ] = {"qdq_nf4_dq", "qrows_nf4_dq", "qmv_nf4_dq", 4},
+    [KILN_Q8_0] = {"qdq_q8_0", "qrows_q8_0", "qmv_q8_0", 2, false},
+    [KILN_Q4_0] = {"qdq_q4_0", "qrows_q4_0", "qmv_q4_0", 2, false},
+    [KILN_NF4] = {"qdq_nf4", "qrows_nf4", "qmv_nf4", 4, false},
+    [KILN_NF4_DQ] = {"qdq_nf4_dq", "qrows_nf4_dq", "qmv_nf4_dq", 4, true},
 };
 
 enum { QMV_ROWS = 2, QMV_MB = 8 }; /* W rows and x rows per workgroup (quant_mv.glsl) */
@@ -52,6 +54,19 @@ static kiln_status qbase(const kiln_vk *vk, const kiln_tensor *q, uint32_t *out)
         return kiln__errs(KILN_ERR_STATE, "vulkan: a %s tensor starts at byte %u of its binding, not on a %d-byte boundary",
                           kiln_dtype_name(q->dtype), *out, qtype(q->dtype)->align);
     return KILN_OK;
+}
+
+/* The dispatch of dtype t's kernel: with the dynamic map written into
+ * scratch (*map) and bound last where t reads it. */
+static kiln_status run(kiln_vk *vk, kiln_dtype t, kiln_vk_dispatch *d, kiln_tensor *map) {
+    if (QTYPES[t].map) {
+        float m[256];
+        kiln__dynamic_map(true, m);
+        kiln_status s = kiln__vk_scratch(vk, 256, KILN_F32, map);
+        if (s || (s = kiln__vk_write(vk, map, m, sizeof m))) return s;
+        d->bind[d->n++] = map;
+    }
+    return kiln__vk_dispatch(vk, d);
 }
 
 static uint32_t block_bytes(kiln_dtype t, int64_t stride) {
@@ -95,7 +110,8 @@ static kiln_status dq_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
     }
     kiln_vk_dispatch d = {.shader = qtype(q->dtype)->dq, .n = 2, .bind = {q, t}, .push = &pc, .push_size = sizeof pc};
     kiln__vk_groups_1d(vk, (uint64_t)n, 256, d.groups);
-    return kiln__vk_dispatch(vk, &d);
+    kiln_tensor map;
+    return run(vk, q->dtype, &d, &map);
 }
 
 /* ---- get_rows from a quantized table (vk_rows.c hands these over) ---- */
@@ -126,7 +142,8 @@ kiln_status kiln__vk_quant_rows_record(kiln_vk *vk, kiln_tensor *t, const kiln_e
     kiln_vk_dispatch d = {
         .shader = qtype(table->dtype)->rows, .n = 3, .bind = {table, ix, t}, .push = &pc, .push_size = sizeof pc};
     kiln__vk_groups_1d(vk, (uint64_t)n, 256, d.groups);
-    return kiln__vk_dispatch(vk, &d);
+    kiln_tensor map;
+    return run(vk, table->dtype, &d, &map);
 }
 
 /* ---- qmatmul ---- */
@@ -153,7 +170,8 @@ static kiln_status qmm_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) 
     kiln_vk_dispatch d = {.shader = qtype(w->dtype)->mv, .n = 3, .bind = {w, x, t}, .push = &pc, .push_size = sizeof pc};
     kiln__vk_groups_1d(vk, (uint64_t)((n + QMV_ROWS - 1) / QMV_ROWS), 1, d.groups);
     d.groups[2] = (uint32_t)((m + QMV_MB - 1) / QMV_MB);
-    return kiln__vk_dispatch(vk, &d);
+    kiln_tensor map;
+    return run(vk, w->dtype, &d, &map);
 }
 
 void kiln__vk_register_quant(kiln_vk_kernel *tab) {

@@ -6,12 +6,17 @@
 // works on every device. Byte offsets (QB) count from the binding's start
 // (kiln__vk_base gives a quantized tensor's first byte there).
 //
-// Included after QT (1 Q8_0, 2 Q4_0, 3 NF4, 4 NF4_DQ). Element j of the
+// Included after QT (1 Q8_0, 2 Q4_0, 3 NF4, 4 NF4_DQ) and, for NF4_DQ,
+// KQ_MAP_BINDING: the binding of the signed dynamic map (256 f32,
+// kiln__dynamic_map) that its absmax codes index. Element j of the
 // block at byte b is kq_code(b, j) * kq_scale(b, j): the same single f32
 // multiply as the CPU's dequantization (quant/*.c), so equal bit for bit;
 // NF4_DQ's absmax (map * absmax2 + offset) is `precise` so no device fuses
 // it into an fma the CPU does not do.
 #include "quant_tables.glsl"
+#if QT == 4
+layout(std430, binding = KQ_MAP_BINDING) readonly buffer M { float kq_map[]; };
+#endif
 
 #if QT == 1
 const uint KQ_BLCK = 32u, KQ_BYTES = 34u, KQ_SUB = 32u; // KQ_SUB: elements under one scale
@@ -52,7 +57,7 @@ float kq_scale(uint b, uint j) {
 #elif QT == 3
     return uintBitsToFloat(kq_u32(b));
 #else
-    precise float a = uintBitsToFloat(KQ_DQMAP_BITS[kq_byte(b + 8u + j / 64u)]) * uintBitsToFloat(kq_u32(b + 4u));
+    precise float a = kq_map[kq_byte(b + 8u + j / 64u)] * uintBitsToFloat(kq_u32(b + 4u));
     precise float s = a + uintBitsToFloat(kq_u32(b));
     return s;
 #endif

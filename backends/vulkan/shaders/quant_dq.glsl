@@ -6,6 +6,7 @@ layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer Q { uint qw[]; };
 layout(std430, binding = 1) writeonly buffer Y { float y[]; };
 layout(push_constant) uniform P { uint n, cols, q0, y0, d1, d2, s0, s1, s2; } p;
+#define KQ_MAP_BINDING 2
 #include "quant.glsl"
 void main() {
     uint i = kiln_gid();

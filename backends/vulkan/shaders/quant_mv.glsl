@@ -12,6 +12,7 @@ layout(std430, binding = 0) readonly buffer Q { uint qw[]; };
 layout(std430, binding = 1) readonly buffer X { float x[]; };
 layout(std430, binding = 2) writeonly buffer Y { float y[]; };
 layout(push_constant) uniform P { uint m, n, k, q0, x0, y0; } p;
+#define KQ_MAP_BINDING 3
 #include "quant.glsl"
 
 const uint MB = 8u, LANES = 32u;

@@ -6,6 +6,7 @@ layout(std430, binding = 0) readonly buffer Q { uint qw[]; };
 layout(std430, binding = 1) readonly buffer I { int idx[]; };
 layout(std430, binding = 2) writeonly buffer Y { float y[]; };
 layout(push_constant) uniform P { uint n, d, v, q0, i0, y0, row_bytes; } p;
+#define KQ_MAP_BINDING 3
 #include "quant.glsl"
 void main() {
     uint i = kiln_gid();
