@@ -17,19 +17,22 @@
 #include "../../optim/dynamic_map.h"
 
 typedef struct vk_qtype {
-    const char *dq, *rows, *mv; /* shader names: dequantize, get_rows, qmatmul */
+    const char *dq, *rows;      /* shader names: dequantize, get_rows */
+    const char *mv1, *mv8;      /* qmatmul taking 1 or QMV_MB rows of x per workgroup */
     int align;                  /* a block's first byte is a multiple of this from the binding */
     bool map;                   /* reads the signed dynamic map (one more binding, the last) */
 } vk_qtype;
 
 static const vk_qtype QTYPES[KILN_DTYPE_COUNT] = {
-    [KILN_Q8_0] = {"qdq_q8_0", "qrows_q8_0", "qmv_q8_0", 2, false},
-    [KILN_Q4_0] = {"qdq_q4_0", "qrows_q4_0", "qmv_q4_0", 2, false},
-    [KILN_NF4] = {"qdq_nf4", "qrows_nf4", "qmv_nf4", 4, false},
-    [KILN_NF4_DQ] = {"qdq_nf4_dq", "qrows_nf4_dq", "qmv_nf4_dq", 4, true},
+    [KILN_Q8_0] = {"qdq_q8_0", "qrows_q8_0", "qmv_q8_0_b1", "qmv_q8_0_b8", 2, false},
+    [KILN_Q4_0] = {"qdq_q4_0", "qrows_q4_0", "qmv_q4_0_b1", "qmv_q4_0_b8", 2, false},
+    [KILN_NF4] = {"qdq_nf4", "qrows_nf4", "qmv_nf4_b1", "qmv_nf4_b8", 4, false},
+    [KILN_NF4_DQ] = {"qdq_nf4_dq", "qrows_nf4_dq", "qmv_nf4_dq_b1", "qmv_nf4_dq_b8", 4, true},
 };
 
-enum { QMV_ROWS = 2, QMV_MB = 8 }; /* W rows and x rows per workgroup (quant_mv.glsl) */
+/* W rows and x rows per workgroup (quant_mv.glsl); fewer than QMV_MB1_BELOW
+ * rows of x take the one-row kernel, once per row */
+enum { QMV_ROWS = 2, QMV_MB = 8, QMV_MB1_BELOW = 4 };
 
 static const vk_qtype *qtype(kiln_dtype t) {
     return (unsigned)t < KILN_DTYPE_COUNT && QTYPES[t].dq ? &QTYPES[t] : NULL;
@@ -154,7 +157,7 @@ static bool qmm_supports(const kiln_vk *vk, const kiln_tensor *t) {
     return qtype(w->dtype) && x->dtype == KILN_F32 && t->dtype == KILN_F32 && x->ndim == 2 && w->ndim == 2 &&
            kiln_tensor_is_contiguous(x) && kiln_tensor_is_contiguous(w) && kiln_tensor_is_contiguous(t) &&
            operand_ok(vk, x) && operand_ok(vk, w) && operand_ok(vk, t) &&
-           (m + QMV_MB - 1) / QMV_MB <= kiln__vk_caps(vk)->max_groups[2];
+           (m < QMV_MB1_BELOW ? m : (m + QMV_MB - 1) / QMV_MB) <= kiln__vk_caps(vk)->max_groups[2];
 }
 
 static kiln_status qmm_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
@@ -167,9 +170,11 @@ static kiln_status qmm_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) 
     } pc = {(uint32_t)m, (uint32_t)n, (uint32_t)k, 0, kiln__vk_base(vk, x), kiln__vk_base(vk, t)};
     kiln_status s = qbase(vk, w, &pc.q0);
     if (s) return s;
-    kiln_vk_dispatch d = {.shader = qtype(w->dtype)->mv, .n = 3, .bind = {w, x, t}, .push = &pc, .push_size = sizeof pc};
+    const bool one = m < QMV_MB1_BELOW;
+    kiln_vk_dispatch d = {
+        .shader = one ? qtype(w->dtype)->mv1 : qtype(w->dtype)->mv8, .n = 3, .bind = {w, x, t}, .push = &pc, .push_size = sizeof pc};
     kiln__vk_groups_1d(vk, (uint64_t)((n + QMV_ROWS - 1) / QMV_ROWS), 1, d.groups);
-    d.groups[2] = (uint32_t)((m + QMV_MB - 1) / QMV_MB);
+    d.groups[2] = (uint32_t)(one ? m : (m + QMV_MB - 1) / QMV_MB);
     kiln_tensor map;
     return run(vk, w->dtype, &d, &map);
 }

@@ -48,7 +48,19 @@ float kq_f16(uint h) {
     return sign != 0u ? -v : v;
 }
 
+#ifdef KQ_NF4_SHARED
+// The table in shared memory (kq_nf4_load() fills it): lavapipe makes a
+// dynamically indexed constant array a private copy per invocation, which
+// costs the GEMV 4x there.
+shared float kq_nf4s[16];
+void kq_nf4_load() {
+    if (gl_LocalInvocationIndex < 16u) kq_nf4s[gl_LocalInvocationIndex] = uintBitsToFloat(KQ_NF4_BITS[gl_LocalInvocationIndex]);
+    barrier();
+}
+float kq_nf4(uint code) { return kq_nf4s[code]; }
+#else
 float kq_nf4(uint code) { return uintBitsToFloat(KQ_NF4_BITS[code]); }
+#endif
 
 // The scale of element j of the block at b (the same for KQ_SUB elements).
 float kq_scale(uint b, uint j) {

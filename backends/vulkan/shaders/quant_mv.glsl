@@ -1,21 +1,23 @@
 // quant_mv.glsl — QMATMUL: y [m, n] = x [m, k] . W^T, W quantized [n, k]
 // contiguous, x and y f32 contiguous. A workgroup takes QMV_ROWS rows of W
-// (one per row of invocations) and MB = 8 rows of x (workgroup z): its 32
+// (one per row of invocations) and MB = QMV_MB rows of x (workgroup z): its 32
 // lanes share a W row's scale groups (KQ_SUB elements under one scale),
 // each decoding its groups in registers once for all MB rows of x and
 // accumulating sum(code * x) in f32 per group, then scale * that; the
 // lanes' partial sums are added by a tree in shared memory. Batch 1
 // (generation) is the same kernel with one row of x; for a batch each W
-// element is decoded once per 8 rows. f32 throughout: no rounding of x.
+// element is decoded once per MB rows (MB = 1 for the fewest rows: its
+// loops have no masked iterations). f32 throughout: no rounding of x.
 layout(local_size_x = 32, local_size_y = QMV_ROWS) in;
 layout(std430, binding = 0) readonly buffer Q { uint qw[]; };
 layout(std430, binding = 1) readonly buffer X { float x[]; };
 layout(std430, binding = 2) writeonly buffer Y { float y[]; };
 layout(push_constant) uniform P { uint m, n, k, q0, x0, y0; } p;
 #define KQ_MAP_BINDING 3
+#define KQ_NF4_SHARED
 #include "quant.glsl"
 
-const uint MB = 8u, LANES = 32u;
+const uint MB = QMV_MB, LANES = 32u;
 shared float red[QMV_ROWS][MB][LANES];
 
 // Codes j .. j+3 (j a multiple of 4) of the block at b.
@@ -38,6 +40,9 @@ void main() {
     uint m0 = gl_WorkGroupID.z * MB, mb = min(MB, p.m - m0);
     float acc[MB];
     [[unroll]] for (uint i = 0u; i < MB; i++) acc[i] = 0.0;
+#if QT >= 3
+    kq_nf4_load();
+#endif
     if (r < p.n) {
         uint nsub = p.k / KQ_SUB, g0 = r * (p.k / KQ_SUB); // the row's first scale group
         for (uint t = lane; t < nsub; t += LANES) {
