@@ -122,7 +122,7 @@ static const bo_case rows_cases[] = {
     {"get_rows", b_qrows, KILN_Q8_0, 0, BO_NO_GRAD, NULL},     {"get_rows", b_qrows, KILN_Q4_0, 0, BO_NO_GRAD, NULL},
     {"get_rows", b_qrows, KILN_NF4, 0, BO_NO_GRAD, NULL},      {"get_rows", b_qrows, KILN_NF4_DQ, 0, BO_NO_GRAD, NULL},
     {"get_rows_raw", b_qrows, KILN_Q8_0, 0, BO_NO_GRAD, &RAW}, {"get_rows_raw", b_qrows, KILN_Q4_0, 0, BO_NO_GRAD, &RAW},
-    {"get_rows_raw", b_qrows, KILN_NF4, 0, BO_NO_GRAD, &RAW},
+    {"get_rows_raw", b_qrows, KILN_NF4, 0, BO_NO_GRAD, &RAW},  {"get_rows_raw", b_qrows, KILN_NF4_DQ, 0, BO_NO_GRAD, &RAW},
 };
 KT_TEST(backend_ops_quant_rows) { bo_run_cases("quant", rows_cases, BO_COUNT(rows_cases)); }
 
