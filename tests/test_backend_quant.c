@@ -149,10 +149,12 @@ static kiln_tensor *b_qmm(bo_io *io) {
 
 /* batch 1 and 3 (generation), 8 and 13 (the batched path's sizes); 37 rows
  * (odd: a workgroup's second row idle); NF4_DQ rows that straddle its
- * super-blocks (k = 320) */
+ * super-blocks (k = 320); k = 4160 (130 or 65 scale groups a row; NF4_DQ
+ * 2304, 36), so that the 32 lanes go round several times, unevenly */
 static const qmm_arg Q1 = {1, 37, 256, false}, Q3 = {3, 37, 256, false}, Q8 = {8, 37, 256, false},
                      Q13 = {13, 37, 384, false}, QDQ1 = {1, 256, 320, false}, QDQ9 = {9, 256, 320, false},
-                     QN1 = {1, 37, 256, true}, QN13 = {13, 37, 384, true};
+                     QN1 = {1, 37, 256, true}, QN13 = {13, 37, 384, true}, QK1 = {1, 64, 4160, false},
+                     QK9 = {9, 64, 4160, false}, QKDQ = {9, 64, 2304, false};
 #define QMM_CASES(T)                                                                                           \
     {"qmatmul_m1", b_qmm, T, BO_TRANS, 0, &Q1}, {"qmatmul_m3", b_qmm, T, BO_TRANS, 0, &Q3},                      \
         {"qmatmul_m8", b_qmm, T, BO_TRANS, 0, &Q8}, {"qmatmul_m13", b_qmm, T, BO_TRANS, 0, &Q13}
@@ -163,6 +165,10 @@ static const bo_case qmm_cases[] = {
     QMM_CASES(KILN_NF4),
     {"qmatmul_m1", b_qmm, KILN_NF4_DQ, BO_TRANS, 0, &QDQ1},
     {"qmatmul_m9", b_qmm, KILN_NF4_DQ, BO_TRANS, 0, &QDQ9},
+    {"qmatmul_long_k_m1", b_qmm, KILN_Q8_0, BO_TRANS, 0, &QK1},
+    {"qmatmul_long_k_m9", b_qmm, KILN_Q4_0, BO_TRANS, 0, &QK9},
+    {"qmatmul_long_k_m1", b_qmm, KILN_NF4, BO_TRANS, 0, &QK1},
+    {"qmatmul_long_k_m9", b_qmm, KILN_NF4_DQ, BO_TRANS, 0, &QKDQ},
     {"qmatmul_vs_cpu_qmm_m1", b_qmm, KILN_NF4, BO_TRANS, 0, &QN1},
     {"qmatmul_vs_cpu_qmm_m13", b_qmm, KILN_NF4, BO_TRANS, 0, &QN13},
 };
