@@ -48,9 +48,10 @@ static bool operand_ok(const kiln_vk *vk, const kiln_tensor *t) {
     return true;
 }
 
-/* The block of the binding's first byte a shader starts from, checked
- * against the alignment its reads assume (core/tensor.c keeps views on
- * block boundaries and the planner aligns every tensor, so this holds). */
+/* The byte of its binding where q starts (its first block), checked
+ * against the alignment the shaders' reads assume (core/tensor.c keeps
+ * views on block boundaries and the planner aligns every tensor, so this
+ * holds). */
 static kiln_status qbase(const kiln_vk *vk, const kiln_tensor *q, uint32_t *out) {
     *out = kiln__vk_base(vk, q);
     if (*out % (uint32_t)qtype(q->dtype)->align)
