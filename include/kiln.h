@@ -89,13 +89,13 @@ const char *kiln_status_name(kiln_status s);
  * dequantize first"), but kiln_matmul and kiln_linear. kiln_linear(x, wq)
  * and kiln_matmul_t(x, false, wq, true) with x f32 and wq a contiguous 2-D
  * quantized [out, in] weight run a fused quantized matmul that never
- * materializes the f32 weight: with few rows of x (generation) Q8_0 and
- * Q4_0 quantize each row of x to int8 per block of 32 (ggml's Q8_0 rule)
- * and use integer dot products, so the result differs from the exact
- * product by up to about 0.025 |x| |w| per output (typically 100x less);
- * NF4 and NF4_DQ decode in registers and stay in f32; with 8 rows or more
- * (prompts) W is dequantized a panel at a time into a cache-sized buffer
- * for the f32 GEMM. Gradients flow to x (through the dequantized W). Any
+ * materializes the f32 weight: with few rows of x (generation) Q8_0,
+ * Q4_0 and the GQ types quantize each row of x to int8 per block of 32
+ * (ggml's Q8_0 rule) and use integer dot products, so the result differs
+ * from the exact product by up to about 0.025 |x| |w| per output
+ * (typically 100x less); NF4 and NF4_DQ decode in registers and stay in
+ * f32; with 8 rows or more (prompts) W is dequantized a panel at a time
+ * into a cache-sized buffer for the f32 GEMM. Gradients flow to x (through the dequantized W). Any
  * other quantized operand is dequantized first.
  * kiln_tensor_data() gives the raw blocks (kiln_tensor_nbytes() bytes);
  * kiln_tensor_set_*() and the fills refuse a quantized tensor, and it has
