@@ -5,24 +5,7 @@
 #include "quant.h"
 
 #if defined(__aarch64__)
-#include <arm_neon.h>
-
-/* elements 16 h .. 16 h + 15 of one chunk */
-static inline uint8x16_t decode16(const uint8_t *c, int bits, int h) {
-    if (bits == 4) {
-        const uint8x16_t v = vld1q_u8(c);
-        return h ? vshrq_n_u8(v, 4) : vandq_u8(v, vdupq_n_u8(0x0f));
-    }
-    const uint8x8_t p = vld1_u8(c), m3 = vdup_n_u8(3);
-    uint8x16_t q = h ? vcombine_u8(vand_u8(vshr_n_u8(p, 4), m3), vshr_n_u8(p, 6))
-                     : vcombine_u8(vand_u8(p, m3), vand_u8(vshr_n_u8(p, 2), m3));
-    if (bits == 3) {
-        static const uint8_t bit[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
-        const uint8x16_t b = vcombine_u8(vdup_n_u8(c[8 + 2 * h]), vdup_n_u8(c[9 + 2 * h]));
-        q = vorrq_u8(q, vandq_u8(vtstq_u8(b, vld1q_u8(bit)), vdupq_n_u8(4)));
-    }
-    return q;
-}
+#include "gq_neon.h"
 
 static inline void store16(float *y, uint8x16_t q, int16x8_t z, float32x4_t s) {
     const int16x8_t lo = vsubq_s16(vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(q))), z);
@@ -40,8 +23,8 @@ static inline void blocks(const uint8_t *in, const int bits, int group, float *y
         const int16x8_t z = vdupq_n_s16(in[2]);
         for (int c = 0; c < group / KILN_GQ_CHUNK; c++, y += KILN_GQ_CHUNK) {
             const uint8_t *ch = in + KILN_GQ_HEAD + c * KILN_GQ_CHUNK_BYTES(bits);
-            store16(y, decode16(ch, bits, 0), z, s);
-            store16(y + 16, decode16(ch, bits, 1), z, s);
+            store16(y, kiln__gq_decode16(ch, bits, 0), z, s);
+            store16(y + 16, kiln__gq_decode16(ch, bits, 1), z, s);
         }
     }
 }

@@ -9,6 +9,7 @@
  * against the dequantized W as test_qmatmul.c does, threads); get_rows,
  * views and the refusals. */
 #include "kt.h"
+#include "kt_device.h"
 #include "../backends/cpu/cpu_features.h"
 #include "../backends/cpu/qmatmul.h"
 #include "../backends/cpu/qmatmul_gq.h"
@@ -320,10 +321,11 @@ KT_TEST(gq_pack_refusals) {
  * bytes (any codes, zero points within the bits). */
 KT_TEST(gq_qmatmul_kernels_match_reference) {
     const int64_t k = 32 * 13; /* an odd number of chunks */
-    kiln_gq_dot *ks[3] = {kiln__gq_dot_avx2(), kiln__gq_dot_avxvnni(), kiln__gq_dot_avx512vnni()};
+    kiln_gq_dot *ks[4] = {kiln__gq_dot_avx2(), kiln__gq_dot_avxvnni(), kiln__gq_dot_avx512vnni(),
+                          kiln__gq_dot_neondot()};
     const kiln_cpu_caps *hw = kiln__cpu_caps_detected();
-    const bool have[3] = {hw->avx2, hw->avxvnni, hw->avx512vnni && hw->avx512vl};
-    const char *names[3] = {"avx2", "avx-vnni", "avx512-vnni"};
+    const bool have[4] = {hw->avx2, hw->avxvnni, hw->avx512vnni && hw->avx512vl, hw->dotprod};
+    const char *names[4] = {"avx2", "avx-vnni", "avx512-vnni", "neon-dotprod"};
     float *x = randn(k * 2, 2, 1.0f), dx[2 * 13];
     int8_t xq[2 * 32 * 13];
     kiln__qmm_quantize_x(x, xq, dx, 2 * k);
@@ -338,7 +340,7 @@ KT_TEST(gq_qmatmul_kernels_match_reference) {
             w[b * bsz + 2] &= (uint8_t)((1 << bits) - 1);
         }
         const float ref = kiln__gq_dot_ref(w, bits, g, xq, dx, nc);
-        for (int v = 0; v < 3; v++) {
+        for (int v = 0; v < 4; v++) {
             if (!ks[v] || !have[v]) continue;
             const float got = ks[v](w, bits, g, xq, dx, nc);
             KT_CHECK(!memcmp(&got, &ref, 4), "%s %s: %.9g vs the reference %.9g", kiln_dtype_name(gq[i]), names[v],
@@ -439,3 +441,27 @@ KT_TEST(gq_views_rows_and_refusals) {
     KT_EXPECT_ERR(kiln_get_rows(ctx, kiln_reshape(ctx, q, 2, (int64_t[]){24, 64}), idx), KILN_ERR_SHAPE, "split");
     kiln_ctx_free(ctx);
 }
+
+#ifdef KILN_VULKAN
+/* On a device backend a GQ weight runs on the CPU (no device kernel: the
+ * Vulkan backend takes no quantized dtype), the result the CPU's. */
+KT_TEST(gq_on_device_backend) {
+    kiln_backend *vk = kt_device("vulkan");
+    float yv[2][2 * 64];
+    for (int dev = 0; dev < 2; dev++) {
+        kiln_ctx *ctx = kiln_ctx_new();
+        if (dev) KT_OK(kiln_ctx_set_backend(ctx, vk));
+        kiln_tensor *w = kiln_new_2d(ctx, KILN_F32, 64, 256), *x = kiln_new_2d(ctx, KILN_F32, 2, 256);
+        KT_OK(kiln_tensor_fill_randn(w, 1, 0.0, 0.1));
+        KT_OK(kiln_tensor_fill_randn(x, 2, 0.0, 1.0));
+        kiln_tensor *y = kiln_relu(ctx, kiln_linear(ctx, x, kiln_quantize(ctx, w, KILN_GQ3_64), NULL));
+        KT_NOTNULL(y);
+        KT_OK(compute(ctx, y));
+        KT_OK(kiln_tensor_get_f32(y, yv[dev], 2 * 64));
+        kiln_ctx_free(ctx);
+    }
+    for (int i = 0; i < 2 * 64; i++)
+        KT_CHECK(fabsf(yv[0][i] - yv[1][i]) <= 1e-3f * (1 + fabsf(yv[0][i])), "%d: cpu %g device %g", i, yv[0][i],
+                 yv[1][i]);
+}
+#endif

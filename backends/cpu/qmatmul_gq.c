@@ -35,6 +35,7 @@ kiln_gq_dot *kiln__gq_dot_best(void) {
     if (c->level >= KILN_SIMD_AVX512 && c->avx512vnni) f = kiln__gq_dot_avx512vnni();
     if (!f && c->level >= KILN_SIMD_AVX2 && c->avxvnni) f = kiln__gq_dot_avxvnni();
     if (!f && c->level >= KILN_SIMD_AVX2) f = kiln__gq_dot_avx2();
+    if (!f && c->level >= KILN_SIMD_NEON && c->dotprod) f = kiln__gq_dot_neondot();
     return f ? f : kiln__gq_dot_ref;
 }
 

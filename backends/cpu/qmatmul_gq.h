@@ -7,7 +7,8 @@
  * kiln__qmm_quantize_x), which meets one 32-element chunk of W's codes.
  * Per chunk, w = q - zero (|w| <= 2^b - 1) against x8 is an integer dot
  * product: vpdpbusd (AVX512-VNNI on ymm, or AVX-VNNI) or maddubs + madd
- * (AVX2) of |w| (unsigned) against sign(x8, w), 8 int32 lanes (lane l
+ * (AVX2) of |w| (unsigned) against sign(x8, w), or two sdot of w against
+ * x8 (ARMv8.2 dot product), 8 int32 lanes (lane l
  * sums elements 4l..4l+3). Chunk i's lanes go to accumulator i & 1 as
  * fma(lane, scale * dx, acc) and the 16 lanes are summed in order, as in
  * the Q4_0 path; the scalar reference does the same, so each kernel is
@@ -29,6 +30,7 @@ float kiln__gq_dot_ref(const uint8_t *w, int bits, int group, const int8_t *xq, 
 kiln_gq_dot *kiln__gq_dot_avx2(void);      /* NULL when not built */
 kiln_gq_dot *kiln__gq_dot_avx512vnni(void); /* EVEX vpdpbusd on ymm; NULL when not built */
 kiln_gq_dot *kiln__gq_dot_avxvnni(void);   /* VEX vpdpbusd; NULL when not built */
+kiln_gq_dot *kiln__gq_dot_neondot(void);   /* ARMv8.2 sdot; NULL when not built */
 /* The kernel the CPU caps in force allow (the reference for scalar). */
 kiln_gq_dot *kiln__gq_dot_best(void);
 
