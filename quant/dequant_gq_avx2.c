@@ -11,7 +11,8 @@ static inline void store8(float *y, __m128i q8, __m256i z, __m256 s) {
     _mm256_storeu_ps(y, _mm256_mul_ps(_mm256_cvtepi32_ps(q), s));
 }
 
-static inline void blocks(const uint8_t *in, const int bits, int group, float *y, int64_t nb) {
+static inline __attribute__((always_inline)) void blocks(const uint8_t *in, const int bits, int group, float *y,
+                                                         int64_t nb) {
     const size_t bsz = (size_t)KILN_GQ_BLOCK_BYTES(bits, group);
     for (int64_t b = 0; b < nb; b++, in += bsz) {
         const __m256 s = _mm256_set1_ps(kiln__gq_scale(in));

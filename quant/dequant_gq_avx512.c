@@ -7,7 +7,8 @@
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__)
 #include "gq_x86.h"
 
-static inline void blocks(const uint8_t *in, const int bits, int group, float *y, int64_t nb) {
+static inline __attribute__((always_inline)) void blocks(const uint8_t *in, const int bits, int group, float *y,
+                                                         int64_t nb) {
     const size_t bsz = (size_t)KILN_GQ_BLOCK_BYTES(bits, group);
     for (int64_t b = 0; b < nb; b++, in += bsz) {
         const __m512 s = _mm512_set1_ps(kiln__gq_scale(in));

@@ -16,7 +16,8 @@ static inline void store16(float *y, uint8x16_t q, int16x8_t z, float32x4_t s) {
     vst1q_f32(y + 12, vmulq_f32(vcvtq_f32_s32(vmovl_s16(vget_high_s16(hi))), s));
 }
 
-static inline void blocks(const uint8_t *in, const int bits, int group, float *y, int64_t nb) {
+static inline __attribute__((always_inline)) void blocks(const uint8_t *in, const int bits, int group, float *y,
+                                                         int64_t nb) {
     const size_t bsz = (size_t)KILN_GQ_BLOCK_BYTES(bits, group);
     for (int64_t b = 0; b < nb; b++, in += bsz) {
         const float32x4_t s = vdupq_n_f32(kiln__gq_scale(in));

@@ -112,7 +112,9 @@ static inline int kiln__gq_chunk_code(const uint8_t *c, int bits, int j) {
 /* Pack 32 codes into one chunk (4 bits bytes). */
 void kiln__gq_pack_chunk(const uint8_t *q, int bits, uint8_t *c);
 /* The block's f16 scale as f32. */
-static inline float kiln__gq_scale(const uint8_t *block) { return kiln__f16_to_f32((uint16_t)(block[0] | block[1] << 8)); }
+static inline float kiln__gq_scale(const uint8_t *block) {
+    return kiln__f16_to_f32((uint16_t)(block[0] | block[1] << 8));
+}
 /* The scalar references of every GQ dtype: n elements, whole blocks. */
 void kiln__quantize_gq_ref(kiln_dtype t, const float *x, void *blocks, int64_t n);
 void kiln__dequantize_gq_ref(kiln_dtype t, const void *blocks, float *y, int64_t n);

@@ -75,7 +75,8 @@ KT_TEST(gq_chunk_layout) {
     for (int j = 0; j < 32; j++) q[j] = (uint8_t)(j / 8 + 4 * (j % 2) * (j < 24));
     kiln__gq_pack_chunk(q, 3, c);
     const uint8_t w3[12] = {0xe4, 0xe4, 0xe4, 0xe4, 0xe4, 0xe4, 0xe4, 0xe4, 0xaa, 0xaa, 0xaa, 0x00};
-    KT_CHECK(!memcmp(c, w3, 12), "3-bit chunk: the 2-bit plane then bit 2 of element j at bit j %% 8 of byte 8 + j / 8");
+    KT_CHECK(!memcmp(c, w3, 12), 
+             "3-bit chunk: the 2-bit plane, then bit 2 of element j at bit j %% 8 of byte 8 + j / 8");
     for (int j = 0; j < 32; j++) KT_CHECK(kiln__gq_chunk_code(c, 3, j) == q[j], "3-bit code %d back", j);
     /* a block: scale little-endian f16, the zero, the chunks in order */
     float x[64];
@@ -115,7 +116,8 @@ KT_TEST(gq_quantize_round_trip) {
                 e += ((double)y[j] - x[j]) * ((double)y[j] - x[j]);
             }
         }
-        for (int j = 0; j < 128; j++) KT_CHECK(y[j] == 0.0f, "%s: zero block value %d is %g", kiln_dtype_name(gq[i]), j, y[j]);
+        for (int j = 0; j < 128; j++)
+            KT_CHECK(y[j] == 0.0f, "%s: zero block value %d is %g", kiln_dtype_name(gq[i]), j, y[j]);
         kiln_gptq_config c = kiln_gptq_defaults();
         c.bits = bits, c.group_size = g;
         kiln_gptq_result *r = kiln_rtn_quantize(x, rows, cols, &c);
@@ -377,7 +379,8 @@ KT_TEST(gq_qmatmul_matches_dequantized) {
             KT_NOTNULL(y);
             KT_CHECK(y->op == KILN_OP_QMATMUL, "%s: a qmatmul node", kiln_dtype_name(gq[i]));
             KT_OK(compute(ctx, y));
-            float *wd = malloc((size_t)(n * k) * 4), *xv = malloc((size_t)(m * k) * 4), *yv = malloc((size_t)(m * n) * 4);
+            float *wd = malloc((size_t)(n * k) * 4), *xv = malloc((size_t)(m * k) * 4);
+            float *yv = malloc((size_t)(m * n) * 4);
             KT_OK(kiln_tensor_get_f32(w, wd, n * k));
             KT_OK(kiln_tensor_get_f32(x, xv, m * k));
             KT_OK(kiln_tensor_get_f32(y, yv, m * n));

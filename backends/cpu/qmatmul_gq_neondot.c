@@ -8,8 +8,9 @@
 #if defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
 #include "../../quant/gq_neon.h"
 
-static inline void chunk(const uint8_t *w, const int bits, const int group, const int8_t *xq, const float *dx,
-                         int64_t i, float32x4_t acc[2]) {
+static inline __attribute__((always_inline)) void chunk(const uint8_t *w, const int bits, const int group,
+                                                        const int8_t *xq, const float *dx, int64_t i,
+                                                        float32x4_t acc[2]) {
     const int cpb = group / KILN_GQ_CHUNK;
     const uint8_t *b = w + (size_t)(i / cpb) * KILN_GQ_BLOCK_BYTES(bits, group);
     const uint8_t *c = b + KILN_GQ_HEAD + (i % cpb) * KILN_GQ_CHUNK_BYTES(bits);
@@ -23,8 +24,8 @@ static inline void chunk(const uint8_t *w, const int bits, const int group, cons
     acc[1] = vfmaq_f32(acc[1], vcvtq_f32_s32(s1), d);
 }
 
-static inline float row(const uint8_t *w, const int bits, const int group, const int8_t *xq, const float *dx,
-                        int64_t nc) {
+static inline __attribute__((always_inline)) float row(const uint8_t *w, const int bits, const int group,
+                                                       const int8_t *xq, const float *dx, int64_t nc) {
     float32x4_t acc[2][2] = {{vdupq_n_f32(0), vdupq_n_f32(0)}, {vdupq_n_f32(0), vdupq_n_f32(0)}};
     for (int64_t i = 0; i < nc; i++) chunk(w, bits, group, xq, dx, i, acc[i & 1]);
     float a[16], s = 0.0f;
