@@ -151,13 +151,16 @@ const char *kiln_status_name(kiln_status s);
  * j+16 in bits 4-5, j+24 in bits 6-7; 3-bit: the low two bits as the
  * 2-bit chunk (8 bytes), then bit 2 of element j in bit j%8 of byte 8+j/8
  * (as ggml's q3_K splits its codes into a 2-bit and a 1-bit plane). The
- * scale is stored little-endian. kiln_quantize to a GQ dtype is RTN with
+ * scale is stored little-endian; the zero point is at most 2^b - 1 (the
+ * fused matmul relies on it). kiln_quantize to a GQ dtype is RTN with
  * GPTQ's reference Quantizer (asymmetric; the rules are at kiln_gptq_config
  * below) on each block, the zero point from the f32 scale and the codes
- * from the scale rounded to f16 as stored. kiln_gptq_pack stores a GPTQ or
- * RTN result (any group size, per channel, symmetric or not, act order)
- * in a GQ dtype. The fused matmul quantizes x to int8 per 32 as for Q4_0
- * and takes integer dot products of (q - zero) with it. */
+ * from the scale rounded to f16 as stored (kept finite and nonzero).
+ * kiln_gptq_pack stores a GPTQ or RTN result (groups a multiple of the
+ * dtype's, per channel, symmetric or not, act order) in a GQ dtype. The
+ * fused matmul quantizes x to int8 per 32 as for Q4_0 and takes integer
+ * dot products of (q - zero) with it. Views, get_rows and the refusals
+ * follow the rules above with the group as the block. */
 typedef enum kiln_dtype {
     KILN_F32 = 0,
     KILN_F64,
