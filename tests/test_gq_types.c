@@ -199,7 +199,10 @@ static void check_pack(kiln_gptq_result *r, kiln_dtype t, const char *what) {
     for (int64_t k = 0; k < cols; k++) identity &= r->perm[k] == k;
     KT_CHECK(identity == !perm, "%s %s: perm set only with act order", kiln_dtype_name(t), what);
     float *got = malloc((size_t)(rows * cols) * 4), *want = malloc((size_t)(rows * cols) * 4);
-    KT_OK(kiln_tensor_get_f32(w, got, rows * cols));
+    kiln_tensor *wd = kiln_dequantize(ctx, w);
+    KT_NOTNULL(wd);
+    KT_OK(compute(ctx, wd));
+    KT_OK(kiln_tensor_get_f32(wd, got, rows * cols));
     KT_OK(kiln_gptq_dequantize(r, want));
     int bad = 0;
     for (int64_t i = 0; i < rows; i++)
