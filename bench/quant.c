@@ -2,7 +2,8 @@
  * error on N(0, 1) data (NF4 against uniform 4-bit at the same block of 64,
  * the issue's target: NF4 lower) and the dequantize kernel's rate. The
  * error lines print RMSE x 1000 with the uniform 4-bit figure as the
- * reference, so a ratio below 1 means NF4 wins. Then the quantized matmul
+ * reference, so a ratio below 1 means NF4 wins; the GQ (GPTQ layout)
+ * types at 4, 3 and 2 bits follow. Then the quantized matmul
  * (KILN_OP_QMATMUL): batch-1 GEMV over a set of [11008, 4096] weights
  * bigger than the 480 MiB cache (> 640 MiB of weight bytes, so they stream
  * from memory) in GB/s of weight bytes against the triad in the same run
@@ -92,12 +93,12 @@ static void bench_qmatmul(const bench_opts *o) {
     bench_check(src && kiln_tensor_fill_randn(src, 1, 0.0, 0.02) == KILN_OK, "weights");
     printf("# quantized matmul: y = x W^T, W [%d, %d] x L copies (> %lld MiB of weight bytes, LLC 480 MiB)\n", QM_N,
            QM_K, (long long)(QM_BYTES >> 20));
-    const kiln_dtype ts[5] = {KILN_F32, KILN_Q4_0, KILN_Q8_0, KILN_NF4, KILN_NF4_DQ};
+    const kiln_dtype ts[8] = {KILN_F32, KILN_Q4_0, KILN_Q8_0, KILN_NF4, KILN_NF4_DQ, KILN_GQ4_128, KILN_GQ3_128, KILN_GQ2_128};
     const int saved = kiln_get_threads();
     for (int ti = 0; ti < o->n_threads; ti++) {
         const int nt = o->threads[ti];
         double f32_gbs = 0;
-        for (int i = 0; i < 5; i++) {
+        for (int i = 0; i < 8; i++) {
             kiln_ctx *ctx = kiln_ctx_new();
             int l;
             kiln_graph *g = qm_graph(ctx, src, ts[i], 1, &l);
@@ -159,9 +160,13 @@ void bench_quant(const bench_opts *o) {
     symmetric4(xv, yv, N, 64);
     printf("%-34s kiln %9.2f %-9s %6.2fx %s\n", "rmse symmetric int4 absmax/7, b64", 1000 * rmse(xv, yv, N), "x1e-3",
            1000 * rmse(xv, yv, N) / ref, "uniform 4-bit, block 64");
-    const kiln_dtype ts[4] = {KILN_NF4, KILN_NF4_DQ, KILN_Q4_0, KILN_Q8_0};
-    kiln_tensor *q[4];
-    for (int i = 0; i < 4; i++) {
+    /* and the GQ types (the GPTQ layout, RTN per group, asymmetric) */
+    const kiln_dtype ts[13] = {KILN_NF4,     KILN_NF4_DQ,  KILN_Q4_0,   KILN_Q8_0,    KILN_GQ4_32,
+                               KILN_GQ4_64,  KILN_GQ4_128, KILN_GQ3_32, KILN_GQ3_64,  KILN_GQ3_128,
+                               KILN_GQ2_32,  KILN_GQ2_64,  KILN_GQ2_128};
+    enum { NT = sizeof ts / sizeof ts[0] };
+    kiln_tensor *q[NT];
+    for (int i = 0; i < NT; i++) {
         q[i] = kiln_quantize(ctx, x, ts[i]);
         bench_check(q[i] && kiln_tensor_get_f32(q[i], yv, N) == KILN_OK, "quantize");
         char name[64];
@@ -173,7 +178,7 @@ void bench_quant(const bench_opts *o) {
     /* dequantize rate: f32 written per second, one thread */
     int saved = kiln_get_threads();
     kiln_set_threads(1);
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < NT; i++) {
         dq_job j = {kiln_graph_new(ctx)};
         bench_check(j.g && kiln_graph_add(j.g, kiln_dequantize(ctx, q[i])) == KILN_OK, "graph");
         double med;
