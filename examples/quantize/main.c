@@ -154,14 +154,22 @@ static double validate(qmodel *q, const data_text *val, int64_t seq, int subset)
     return loss;
 }
 
-static void add(format *f, int *n, const char *name, fmt_kind kind, kiln_dtype dtype, int bits) {
+/* Append format name unless only (a comma-separated list) leaves it out. */
+static void add(format *f, int *n, const char *only, const char *name, fmt_kind kind, kiln_dtype dtype, int bits) {
+    if (only) {
+        size_t len = strlen(name);
+        const char *p = only;
+        while ((p = strstr(p, name)) && ((p > only && p[-1] != ',') || (p[len] && p[len] != ','))) p += len;
+        if (!p) return;
+    }
     f[*n] = (format){.kind = kind, .dtype = dtype, .bits = bits};
     snprintf(f[*n].name, sizeof f[*n].name, "%s", name);
     (*n)++;
 }
 
 int main(int argc, char **argv) {
-    const char *checkpoint = "gpt.safetensors", *model = "gpt", *data_dir = DATA_FORTUNES_DIR, *out_dir = ".";
+    const char *checkpoint = "gpt.safetensors", *model = "gpt", *data_dir = DATA_FORTUNES_DIR, *out_dir = ".",
+               *only = NULL;
     int group = 128, calib_n = 128, calib_batch = 8, subset = 0, threads = 0;
     bool act_order = false, sym = false, random = false;
     float damp = 0.01f;
@@ -184,6 +192,8 @@ int main(int argc, char **argv) {
         {"calib-batch", ARGS_INT, &calib_batch, "N", "GPTQ: sequences per forward pass (divides --calib)", NULL, true},
         {"eval-subset", ARGS_INT, &subset, "N", "batches of 16 windows evaluated (0: all the validation text)", NULL,
          false},
+        {"only", ARGS_STRING, &only, "LIST", "these formats only, by name: \"f32,rtn-4,gptq-4\" (f32 is the baseline)",
+         NULL, false},
         {"out", ARGS_STRING, &out_dir, "DIR", "where the f32 and block-format files are written", NULL, false},
         {"data", ARGS_STRING, &data_dir, "DIR", "the fortunes files", NULL, false},
         {"seed", ARGS_U64, &seed, "N", "seed of --random and of the calibration windows", NULL, false},
@@ -233,16 +243,16 @@ int main(int argc, char **argv) {
     cfg.group_size = group, cfg.sym = sym, cfg.act_order = act_order, cfg.percdamp = damp;
     format f[16];
     int nf = 0;
-    add(f, &nf, "f32", FMT_F32, KILN_F32, 0);
-    add(f, &nf, "q8_0", FMT_BLOCK, KILN_Q8_0, 0);
-    add(f, &nf, "nf4", FMT_BLOCK, KILN_NF4, 0);
-    add(f, &nf, "nf4_dq", FMT_BLOCK, KILN_NF4_DQ, 0);
+    add(f, &nf, only, "f32", FMT_F32, KILN_F32, 0);
+    add(f, &nf, only, "q8_0", FMT_BLOCK, KILN_Q8_0, 0);
+    add(f, &nf, only, "nf4", FMT_BLOCK, KILN_NF4, 0);
+    add(f, &nf, only, "nf4_dq", FMT_BLOCK, KILN_NF4_DQ, 0);
     for (int b = 4; b >= 2; b--) {
         char name[24];
         snprintf(name, sizeof name, "rtn-%d", b);
-        add(f, &nf, name, FMT_RTN, KILN_F32, b);
+        add(f, &nf, only, name, FMT_RTN, KILN_F32, b);
         snprintf(name, sizeof name, "gptq-%d", b);
-        add(f, &nf, name, FMT_GPTQ, KILN_F32, b);
+        add(f, &nf, only, name, FMT_GPTQ, KILN_F32, b);
     }
     printf("validation: %s of %lld bytes; GPTQ/RTN group %d%s%s, damp %g; GPTQ calibration %d x %lld bytes\n",
            subset ? "a subset" : "all", (long long)corpus.val.n, group, sym ? ", symmetric" : "",
@@ -256,17 +266,18 @@ int main(int argc, char **argv) {
         fmt_result res;
         double t0 = progress_now();
         kiln_status s = format_apply(&q, &f[i], &cfg, file, calib, calib_n, seq, calib_batch, &res);
+        const double t_quant = progress_now() - t0;
         if (s == KILN_ERR_UNSUPPORTED) { /* GPTQ in a build without LAPACK */
             printf("%-8s %12s %12s %14s %10s  %s\n", f[i].name, "-", "-", "-", "-", kiln_last_error());
             continue;
         }
         if (s) die(f[i].name);
         double bpb = validate(&q, &corpus.val, seq, subset) / log(2);
-        if (i == 0) base = bpb;
+        if (f[i].kind == FMT_F32) base = bpb;
         if (f[i].kind == FMT_BLOCK)
             snprintf(note, sizeof note, "%d fused; %d flattened + padded, dequantized per pass", res.fused,
                      res.dequantized);
-        else if (f[i].kind != FMT_F32) snprintf(note, sizeof note, "* computed; quantized in %.1f s", progress_now() - t0);
+        else if (f[i].kind != FMT_F32) snprintf(note, sizeof note, "* computed; quantized in %.1f s", t_quant);
         char bpw[32], size[32];
         snprintf(bpw, sizeof bpw, "%.3f%s", 8.0 * res.weight_bytes / (double)res.weights, res.computed ? "*" : "");
         snprintf(size, sizeof size, "%.1f KiB%s", (double)res.file_bytes / 1024.0, res.computed ? "*" : "");
