@@ -11,27 +11,11 @@
 #include <math.h>
 #include <stdlib.h>
 
-static const char text[] =
-    "Call me Ishmael. Some years ago - never mind how long precisely - having little or no money in my purse, "
-    "and nothing particular to interest me on shore, I thought I would sail about a little and see the watery "
-    "part of the world. It is a way I have of driving off the spleen and regulating the circulation. Whenever "
-    "I find myself growing grim about the mouth; whenever it is a damp, drizzly November in my soul; whenever "
-    "I find myself involuntarily pausing before coffin warehouses, and bringing up the rear of every funeral "
-    "I meet; and especially whenever my hypos get such an upper hand of me, that it requires a strong moral "
-    "principle to prevent me from deliberately stepping into the street, and methodically knocking people's "
-    "hats off - then, I account it high time to get to sea as soon as I can.";
-
 enum { SEQ = 32, NSEQ = 16, BATCH = 8, LAYERS = 2, DIM = 64, HIDDEN = 128, NW = 7 * LAYERS };
 
 static llama_config tiny(void) {
     return (llama_config){.vocab = 256, .context = SEQ, .layers = LAYERS, .heads = 4, .kv_heads = 2, .dim = DIM,
                           .hidden = HIDDEN, .multiple_of = 0, .norm_eps = 1e-5, .rope_theta = 10000.0};
-}
-
-static void sequences(int32_t *t, int n, int offset) {
-    const int len = (int)sizeof text - 1;
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < SEQ; j++) t[i * SEQ + j] = (unsigned char)text[(offset + 11 * i + j) % len];
 }
 
 /* weight i of the results' order: layer i / 7's wq wk wv wo w1 w3 w2 */
@@ -41,15 +25,6 @@ static kiln_tensor *weight(const llama *m, int i) {
 }
 /* ... and the tap it reads */
 static int tap_of(int i) { return 4 * (i / 7) + (int[]){0, 0, 0, 1, 2, 2, 3}[i % 7]; }
-
-static float *host(kiln_tensor *t) {
-    float *p = malloc(sizeof(float) * (size_t)kiln_tensor_numel(t));
-    if (p && kiln_tensor_get_f32(t, p, kiln_tensor_numel(t))) {
-        free(p);
-        return NULL;
-    }
-    return p;
-}
 
 KT_TEST(llama_quant_taps) {
     kiln_ctx *ctx = kiln_ctx_new();
@@ -86,6 +61,32 @@ KT_TEST(llama_quant_taps) {
 }
 
 #ifdef KILN_BLAS
+
+static const char text[] =
+    "Call me Ishmael. Some years ago - never mind how long precisely - having little or no money in my purse, "
+    "and nothing particular to interest me on shore, I thought I would sail about a little and see the watery "
+    "part of the world. It is a way I have of driving off the spleen and regulating the circulation. Whenever "
+    "I find myself growing grim about the mouth; whenever it is a damp, drizzly November in my soul; whenever "
+    "I find myself involuntarily pausing before coffin warehouses, and bringing up the rear of every funeral "
+    "I meet; and especially whenever my hypos get such an upper hand of me, that it requires a strong moral "
+    "principle to prevent me from deliberately stepping into the street, and methodically knocking people's "
+    "hats off - then, I account it high time to get to sea as soon as I can.";
+
+static void sequences(int32_t *t, int n, int offset) {
+    const int len = (int)sizeof text - 1;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < SEQ; j++) t[i * SEQ + j] = (unsigned char)text[(offset + 11 * i + j) % len];
+}
+
+static float *host(kiln_tensor *t) {
+    float *p = malloc(sizeof(float) * (size_t)kiln_tensor_numel(t));
+    if (p && kiln_tensor_get_f32(t, p, kiln_tensor_numel(t))) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
 
 /* relative squared error of x [n, cols] . (w - wq)^T against x . w^T */
 static double out_err(const float *x, int64_t n, const float *w, const float *wq, int64_t rows, int64_t cols) {

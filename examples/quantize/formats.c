@@ -13,7 +13,7 @@
 int64_t gptq_packed_bytes(int64_t rows, int64_t cols, int bits, int64_t group, bool act_order) {
     const int64_t g = group > 0 && group < cols ? group : cols, full = cols / g, tail = cols % g;
     const int64_t per_row = full * (3 + (g * bits + 7) / 8) + (tail ? 3 + (tail * bits + 7) / 8 : 0);
-    return rows * per_row + (act_order ? 4 * cols : 0);
+    return rows * per_row + (act_order && g < cols ? 4 * cols : 0); /* one group: g_idx all 0, not stored */
 }
 
 kiln_status qmodel_snapshot(qmodel *q) {

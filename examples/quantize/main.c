@@ -100,7 +100,8 @@ static void make_gpt(qmodel *q, kiln_ctx *ctx, kiln_safetensors *st, const shape
     if (!m) die("making the GPT");
     *q = (qmodel){.ctx = ctx, .params = m->params, .n_params = m->n_params, .context = c.context, .model = m,
                   .quantize = gpt_q, .forward = gpt_f};
-    for (int l = 0; l < c.layers && q->n_lin + 4 <= 256; l++) {
+    if (4 * c.layers > 256) fprintf(stderr, "quantize: at most 64 layers\n"), exit(1);
+    for (int l = 0; l < c.layers; l++) {
         gpt_block *b = &m->blocks[l];
         kiln_tensor **w[4] = {&b->attn_w, &b->proj_w, &b->fc_w, &b->mlp_proj_w};
         for (int i = 0; i < 4; i++) q->slot[q->n_lin++] = w[i];
@@ -124,7 +125,8 @@ static void make_llama(qmodel *q, kiln_ctx *ctx, kiln_safetensors *st, const sha
     if (!m) die("making the llama");
     *q = (qmodel){.ctx = ctx, .params = m->params, .n_params = m->n_params, .context = c.context, .model = m,
                   .quantize = llama_q, .forward = llama_f};
-    for (int l = 0; l < c.layers && q->n_lin + 7 <= 256; l++) {
+    if (7 * c.layers > 256) fprintf(stderr, "quantize: at most 36 layers\n"), exit(1);
+    for (int l = 0; l < c.layers; l++) {
         llama_layer *y = &m->layers[l];
         kiln_tensor **w[7] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->w1, &y->w3, &y->w2};
         for (int i = 0; i < 7; i++) q->slot[q->n_lin++] = w[i];

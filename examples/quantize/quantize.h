@@ -47,7 +47,7 @@ typedef struct fmt_result {
  * block per group of a row (group 0 or >= cols: the row), an f16 scale, a
  * u8 zero and the codes bit-packed, ceil(n bits / 8) bytes for n columns,
  * so bits + 24 / group bits per weight; act-order adds g_idx, i32 per
- * column. Computed from the layout until the packed dtypes (KILN_GQ*) are
+ * column, when a row has more than one group. Computed from the layout until the packed dtypes (KILN_GQ*) are
  * on main: then it is kiln_tensor_nbytes of the packed tensor. */
 int64_t gptq_packed_bytes(int64_t rows, int64_t cols, int bits, int64_t group, bool act_order);
 
