@@ -780,7 +780,13 @@ kiln_tensor *kiln_idx_load(kiln_ctx *ctx, const char *path, bool as_labels, floa
  * contiguous and little-endian. Opening a file checks everything (header
  * length, JSON, dtypes, shapes against byte counts, offsets covering the
  * data without holes or overlaps, duplicate names) before any tensor is
- * read; a bad file is KILN_ERR_FORMAT naming the file and what is wrong. */
+ * read; a bad file is KILN_ERR_FORMAT naming the file and what is wrong.
+ * safetensors has no block dtypes: a quantized tensor is written as U8
+ * [bytes] of its raw blocks, with the metadata entry "kiln.quantized.<name>"
+ * = {"dtype": "nf4", "shape": [out, in]} (as bitsandbytes stores its 4-bit
+ * weights as uint8 plus their quantization state); opening restores the
+ * dtype and shape, checked against the block bytes, and the info, load and
+ * read_into see the quantized tensor (info's dtype stays "U8"). */
 typedef struct kiln_safetensors kiln_safetensors;
 
 /* One tensor of an open file. dtype is the file's name for it ("F32",

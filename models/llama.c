@@ -120,6 +120,7 @@ static kiln_tensor *attention(llama *m, int l, kiln_tensor *x, kiln_tensor *pos,
     const llama_layer *y = &m->layers[l];
     const int64_t H = m->cfg.heads, G = m->cfg.kv_heads, hd = m->cfg.dim / H;
     const double theta = m->cfg.rope_theta;
+    if (m->taps) m->taps[4 * l] = x;
     kiln_tensor *q = split_heads(ctx, kiln_linear(ctx, x, y->wq, NULL), B, T, H, hd);
     kiln_tensor *k = split_heads(ctx, kiln_linear(ctx, x, y->wk, NULL), B, T, G, hd);
     kiln_tensor *v = split_heads(ctx, kiln_linear(ctx, x, y->wv, NULL), B, T, G, hd);
@@ -131,7 +132,9 @@ static kiln_tensor *attention(llama *m, int l, kiln_tensor *x, kiln_tensor *pos,
     }
     /* causal with the last query aligned to the last key: right with a cache too */
     kiln_tensor *a = kiln_permute(ctx, kiln_attention(ctx, q, k, v, true, 0.0), (int[]){0, 2, 1, 3});
-    return kiln_linear(ctx, kiln_reshape(ctx, a, 3, (int64_t[]){B, T, H * hd}), y->wo, NULL);
+    a = kiln_reshape(ctx, a, 3, (int64_t[]){B, T, H * hd});
+    if (m->taps) m->taps[4 * l + 1] = a;
+    return kiln_linear(ctx, a, y->wo, NULL);
 }
 
 kiln_tensor *llama_forward(llama *m, kiln_tensor *idx, llama_cache *cache, int64_t pos) {
@@ -163,6 +166,7 @@ kiln_tensor *llama_forward(llama *m, kiln_tensor *idx, llama_cache *cache, int64
         h = kiln_add(ctx, h, attention(m, l, kiln_rms_norm(ctx, h, y->attention_norm, eps), positions, cache, pos, B, T));
         kiln_tensor *x = kiln_rms_norm(ctx, h, y->ffn_norm, eps);
         kiln_tensor *gate = kiln_mul(ctx, kiln_silu(ctx, kiln_linear(ctx, x, y->w1, NULL)), kiln_linear(ctx, x, y->w3, NULL));
+        if (m->taps) m->taps[4 * l + 2] = x, m->taps[4 * l + 3] = gate;
         h = kiln_add(ctx, h, kiln_linear(ctx, gate, y->w2, NULL));
     }
     return kiln_linear(ctx, kiln_rms_norm(ctx, h, m->norm, eps), m->output, NULL);

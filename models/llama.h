@@ -67,6 +67,10 @@ typedef struct llama {
     llama_layer *layers;
     kiln_tensor **params; /* every parameter, in state_dict order */
     int n_params;
+    /* NULL, or 4 x layers slots that llama_forward fills with the inputs of
+     * each layer's linear weights, in order: wq/wk/wv's, wo's, w1/w3's,
+     * w2's ([B, T, in]): what GPTQ calibrates on (llama_quant.h) */
+    kiln_tensor **taps;
 } llama;
 
 /* cfg NULL: llama_defaults(). NULL on failure (kiln_last_error() says why). */
