@@ -2,6 +2,7 @@
  * threaded over output rows (vector path) or W panels (panel path), the
  * activation quantizer and the scalar reference dot products. */
 #include "qmatmul.h"
+#include "qmatmul_gemm.h"
 
 #include "../../quant/quant.h"
 #include "cpu_features.h"
@@ -153,6 +154,7 @@ static kiln_status panel_path(kiln_dtype t, int64_t m, int64_t n, int64_t k, con
 
 kiln_status kiln__qmatmul_cpu(kiln_dtype t, int64_t m, int64_t n, int64_t k, const float *x, const void *w, float *y,
                           int n_threads) {
+    if (m >= KILN_QMM_PANEL_MIN_M && kiln__qmm_gemm_available(t)) return kiln__qmm_gemm(t, m, n, k, x, w, y, n_threads);
     if (m >= KILN_QMM_PANEL_MIN_M) return panel_path(t, m, n, k, x, w, y, n_threads);
     const kiln_qmm_kernels *kk = kernels();
     const bool i8 = t == KILN_Q8_0 || t == KILN_Q4_0;
