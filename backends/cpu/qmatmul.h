@@ -38,10 +38,21 @@ typedef float kiln_qmm_dot_i8(const void *w, const int8_t *xq, const float *dx, 
 typedef float kiln_qmm_dot_nf4(const uint8_t *codes, int64_t code_stride, const float *absmax,
                                int64_t absmax_stride, int64_t nb, const float *x);
 
+/* The same with xs: per block the 8 lanes' -off * (sum of the lane's 4
+ * codes of x), off = 128 for Q8_0 (w + 128 unsigned), 8 for Q4_0 (the
+ * nibble unsigned): added to the unsigned-by-signed sums, they leave the
+ * exact signed ones (kiln__qmm_lane_sums). */
+typedef float kiln_qmm_dot_i8s(const void *w, const int8_t *xq, const int32_t *xs, const float *dx, int64_t nb);
+
 typedef struct kiln_qmm_kernels {
     kiln_qmm_dot_i8 *q8_0, *q4_0;
     kiln_qmm_dot_nf4 *nf4;
+    kiln_qmm_dot_i8s *q8_0s, *q4_0s; /* NULL where the kernels take no xs */
 } kiln_qmm_kernels;
+
+/* xs for a quantized row of x (32 nb codes): xs[8 b + l] = -off * sum of
+ * xq[32 b + 4 l .. 32 b + 4 l + 3]. */
+void kiln__qmm_lane_sums(const int8_t *xq, int32_t *xs, int64_t nb, int32_t off);
 
 const kiln_qmm_kernels *kiln__qmm_kernels_avx2(void); /* NULL when not built */
 const kiln_qmm_kernels *kiln__qmm_kernels_vnni(void); /* NULL when not built */
