@@ -9,6 +9,7 @@
 
 #if defined(__x86_64__) && defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #include "../../quant/quant.h"
+#include "qmatmul_quant_x86.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -60,31 +61,13 @@ static void pack_w_vnni(kiln_dtype t, const void *w, int64_t cols, int64_t nc, i
     }
 }
 
-/* One row of x (nb blocks) quantized as kiln__qmm_quantize_x does (the
- * same f32 operations; roundf's ties away from zero done by hand) into the
- * packed layout: codes + 128 at xp + 512 b + 64 q (+ the row's 4 bytes,
- * already in xp), scales at da + 16 b. */
+/* One row of x (nb blocks) into the packed layout: codes + 128 at
+ * xp + 512 b + 64 q (+ the row's 4 bytes, already in xp), scales at
+ * da + 16 b. */
 static void pack_x_vnni(const float *x, int64_t nb, uint8_t *xp, float *da) {
-    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
     const __m512i vidx = _mm512_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112, 0, 0, 0, 0, 0, 0, 0, 0);
     for (int64_t b = 0; b < nb; b++, x += 32, xp += 512, da += 16) {
-        const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
-        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_and_ps(v0, absmask), _mm512_and_ps(v1, absmask)));
-        const float d = amax / 127, id = d ? 1.0f / d : 0.0f;
-        da[0] = kiln__f16_to_f32(kiln__f32_to_f16(d));
-        __m512i q[2];
-        for (int h = 0; h < 2; h++) {
-            const __m512 v = _mm512_mul_ps(h ? v1 : v0, _mm512_set1_ps(id));
-            const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-            const __mmask16 up = _mm512_cmp_ps_mask(_mm512_and_ps(_mm512_sub_ps(v, t), absmask), _mm512_set1_ps(0.5f),
-                                                    _CMP_GE_OQ);
-            /* t + sign(v) where |v - t| >= 0.5 */
-            const __m512 one = _mm512_or_ps(_mm512_set1_ps(1.0f), _mm512_andnot_ps(absmask, v));
-            q[h] = _mm512_cvttps_epi32(_mm512_mask_add_ps(t, up, t, one));
-        }
-        /* 32 int8 + 128, then quad by quad 64 bytes apart */
-        const __m256i codes = _mm256_xor_si256(
-            _mm256_set_m128i(_mm512_cvtepi32_epi8(q[1]), _mm512_cvtepi32_epi8(q[0])), _mm256_set1_epi8((char)0x80));
+        const __m256i codes = _mm256_xor_si256(kiln__qmm_quantize_block(x, da), _mm256_set1_epi8((char)0x80));
         _mm512_mask_i32scatter_epi32(xp, 0xff, vidx, _mm512_castsi256_si512(codes), 4);
     }
 }
