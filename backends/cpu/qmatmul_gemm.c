@@ -72,12 +72,6 @@ static const kiln_qmm_gemm_kernels *kernels(void) {
 
 bool kiln__qmm_gemm_available(kiln_dtype t) { return (t == KILN_Q8_0 || t == KILN_Q4_0) && kernels(); }
 
-/* AMX-INT8 where the kernel granted the tiles (qmatmul_gemm_amx.c) */
-static bool use_amx(void) {
-    const kiln_cpu_caps *c = kiln__cpu_caps();
-    return c->level >= KILN_SIMD_AVX512 && c->amx_tile && c->amx_int8 && c->avx512vnni;
-}
-
 /* Rows [i0, i1) of x quantized into the packed layout (qmatmul_gemm.h);
  * rows past m (padding of the last group) are zeros with scale 0. */
 static void pack_x(const kiln_qmm_gemm_kernels *kk, const float *x, int64_t m, int64_t k, int64_t i0, int64_t i1,
@@ -100,7 +94,6 @@ static void pack_x(const kiln_qmm_gemm_kernels *kk, const float *x, int64_t m, i
 
 kiln_status kiln__qmm_gemm(kiln_dtype t, int64_t m, int64_t n, int64_t k, const float *x, const void *w, float *y,
                            int n_threads) {
-    if (use_amx()) return kiln__qmm_gemm_amx(t, m, n, k, x, w, y, n_threads);
     const kiln_qmm_gemm_kernels *kk = kernels();
     const int64_t nb = k / 32, groups = (m + 15) / 16, units = (n + NU - 1) / NU;
     const size_t row_bytes = (size_t)kiln__elems_bytes(t, k);

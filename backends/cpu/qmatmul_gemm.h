@@ -1,8 +1,14 @@
 /* qmatmul_gemm.h — the batched (prompt) path of KILN_OP_QMATMUL for Q8_0 and
  * Q4_0: y[m, n] = x[m, k] . W[n, k]^T as a block-scaled integer GEMM, for
  * m >= KILN_QMM_PANEL_MIN_M where the CPU has AVX512-VNNI (elsewhere, and
- * for NF4, the dequantized panels + f32 GEMM of qmatmul.c run), on
- * AMX-INT8 tiles where the kernel grants them.
+ * for NF4, the dequantized panels + f32 GEMM of qmatmul.c run).
+ *
+ * No AMX: an AMX-INT8 version (commit 605e32e: tdpbssd per block of 32,
+ * each block's four 16 x 16 int32 tiles stored and scaled into f32 sums in
+ * L1) measured 0.75x this VNNI kernel at 128 x 2048 x 2048 on this
+ * machine's Sapphire Rapids (242 against 328 GOP/s, one thread, same run):
+ * per-block scales force a tile store and 64 vector conversions per 32K
+ * multiply-adds, and with K = 32 each tdpbssd does half its work.
  *
  * The algorithm every path computes, bit for bit:
  *   - each row of x quantized as in generation (kiln__qmm_quantize_x:
@@ -13,9 +19,7 @@
  *     (|S| <= 32 * 128 * 128 = 2^19, so (float)S is exact).
  * kiln__qmm_gemm_ref is that loop in C; the SIMD kernels (VNNI: vpdpbusd,
  * x + 128 unsigned against signed w, each block's sum starting from
- * -128 sum(w), so S comes out exact; AMX: tdpbssd, signed x signed, one
- * 16 x 16 tile of exact block sums per block) run the same order in each
- * lane.
+ * -128 sum(w), so S comes out exact) run the same order in each lane.
  *
  *     if (kiln__qmm_gemm_available(t)) s = kiln__qmm_gemm(t, m, n, k, x, w, y, n_threads);
  */
@@ -55,12 +59,6 @@ typedef struct kiln_qmm_gemm_kernels {
 } kiln_qmm_gemm_kernels;
 
 const kiln_qmm_gemm_kernels *kiln__qmm_gemm_kernels_vnni(void); /* NULL when not built */
-
-/* The AMX-INT8 path whole (its own layout: qmatmul_gemm_amx.c), chosen by
- * kiln__qmm_gemm where the tiles are granted; KILN_ERR_UNSUPPORTED when
- * not built. */
-kiln_status kiln__qmm_gemm_amx(kiln_dtype t, int64_t m, int64_t n, int64_t k, const float *x, const void *w, float *y,
-                               int n_threads);
 
 /* Whether the integer path runs for dtype t on this CPU (caps in force). */
 bool kiln__qmm_gemm_available(kiln_dtype t);
