@@ -74,20 +74,22 @@ bool kiln__qmm_gemm_available(kiln_dtype t) { return (t == KILN_Q8_0 || t == KIL
 
 /* Rows [i0, i1) of x quantized into the packed layout (qmatmul_gemm.h);
  * rows past m (padding of the last group) are zeros with scale 0. */
-static void pack_x(const kiln_qmm_gemm_kernels *kk, const float *x, int64_t m, int64_t k, int64_t i0, int64_t i1,
-                   uint8_t *xp, float *da) {
+static void pack_x(const kiln_qmm_gemm_kernels *kk, const float *x, int64_t m, int64_t k, int32_t off, int64_t i0,
+                   int64_t i1, int8_t *xp, float *da, int32_t *xs) {
     const int64_t nb = k / 32;
     for (int64_t i = i0; i < i1; i++) {
         const int64_t g = i / 16, r = i % 16;
-        uint8_t *xr = xp + g * nb * 512 + r * 4;
+        int8_t *xr = xp + g * nb * 512 + r * 4;
         float *dr = da + g * nb * 16 + r;
+        int32_t *sr = xs + g * nb * 16 + r;
         if (i < m) {
-            kk->pack_x(x + i * k, nb, xr, dr);
+            kk->pack_x(x + i * k, nb, off, xr, dr, sr);
             continue;
         }
         for (int64_t b = 0; b < nb; b++) {
-            for (int qd = 0; qd < 8; qd++) memset(xr + b * 512 + qd * 64, 0x80, 4);
+            for (int qd = 0; qd < 8; qd++) memset(xr + b * 512 + qd * 64, 0, 4);
             dr[b * 16] = 0.0f;
+            sr[b * 16] = 0;
         }
     }
 }
@@ -97,35 +99,36 @@ kiln_status kiln__qmm_gemm(kiln_dtype t, int64_t m, int64_t n, int64_t k, const 
     const kiln_qmm_gemm_kernels *kk = kernels();
     const int64_t nb = k / 32, groups = (m + 15) / 16, units = (n + NU - 1) / NU;
     const size_t row_bytes = (size_t)kiln__elems_bytes(t, k);
-    /* x packed: 512 bytes of codes and 16 scales per group of rows per block */
-    const size_t xbytes = (size_t)(groups * nb) * (512 + 64);
-    /* a W panel: NU columns of k bytes, a float and an int32 per block,
-     * and the f32 sums of its tiles */
-    const size_t pbytes = (size_t)(NU * nb) * (32 + 8) + (size_t)(NU * (groups + 1) / 2 * 32) * sizeof(float);
-    uint8_t *xp = aligned_alloc(64, xbytes); /* xbytes: a multiple of 64 */
+    /* x packed: 512 bytes of codes, 16 scales and 16 sums per group of rows per block */
+    const size_t xbytes = (size_t)(groups * nb) * (512 + 64 + 64);
+    /* a W panel: NU columns of k bytes and a float per block, and the f32
+     * sums of its tiles */
+    const size_t pbytes = (size_t)(NU * nb) * (32 + 4) + (size_t)(NU * (groups + 1) / 2 * 32) * sizeof(float);
+    int8_t *xp = aligned_alloc(64, xbytes); /* xbytes: a multiple of 64 */
     if (!xp) return kiln__errs(KILN_ERR_OOM, "qmatmul: out of memory packing the activations");
     float *da = (float *)(xp + (size_t)(groups * nb) * 512);
+    int32_t *xs = (int32_t *)(da + groups * nb * 16);
+    const int32_t off = t == KILN_Q8_0 ? 128 : 8;
     if (n_threads < 1) n_threads = 1;
     const int nt = units > 1 ? n_threads : 1;
     int fail = 0;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
 #pragma omp for schedule(static)
-        for (int64_t g = 0; g < groups; g++) pack_x(kk, x, m, k, g * 16, g * 16 + 16, xp, da);
+        for (int64_t g = 0; g < groups; g++) pack_x(kk, x, m, k, off, g * 16, g * 16 + 16, xp, da, xs);
         bool owned;
-        int8_t *wp = kiln__scratch_get((pbytes + 63) & ~(size_t)63, &owned);
+        uint8_t *wp = kiln__scratch_get((pbytes + 63) & ~(size_t)63, &owned);
         if (!wp) {
 #pragma omp atomic write
             fail = 1;
         }
         float *dw = (float *)(wp + NU * nb * 32);
-        int32_t *corr = (int32_t *)(dw + NU * nb);
-        float *acc = (float *)(corr + NU * nb); /* the f32 sums of the panel's tiles */
+        float *acc = dw + NU * nb; /* the f32 sums of the panel's tiles */
 #pragma omp for schedule(dynamic, 1)
         for (int64_t u = 0; u < units; u++) {
             if (!wp) continue;
             const int64_t j0 = u * NU, cols = n - j0 < NU ? n - j0 : NU, nc = (cols + NC - 1) / NC * NC;
-            kk->pack_w(t, (const char *)w + (size_t)j0 * row_bytes, cols, nc, nb, wp, dw, corr);
+            kk->pack_w(t, (const char *)w + (size_t)j0 * row_bytes, cols, nc, nb, wp, dw);
             /* K in chunks of KB blocks: a chunk of two groups of x (16 KiB)
              * stays in L1 while every 6 columns of the panel pass over it;
              * the tiles' f32 sums wait in acc between chunks */
@@ -134,8 +137,8 @@ kiln_status kiln__qmm_gemm(kiln_dtype t, int64_t m, int64_t n, int64_t k, const 
                 for (int64_t g = 0; g < groups; g += 2) {
                     const int gs = groups - g < 2 ? 1 : 2;
                     for (int64_t c0 = 0; c0 < nc; c0 += NC)
-                        kk->tile(xp + g * nb * 512, da + g * nb * 16, gs, wp + c0 * nb * 32, dw + c0 * nb,
-                                 corr + c0 * nb, nb, b0, b1, b0 == 0,
+                        kk->tile(xp + g * nb * 512, da + g * nb * 16, xs + g * nb * 16, gs, wp + c0 * nb * 32,
+                                 dw + c0 * nb, nb, b0, b1, b0 == 0,
                                  (float(*)[32])(acc + (g / 2 * (NU / NC) + c0 / NC) * NC * 32));
                 }
             }

@@ -18,8 +18,8 @@
  *       y = 0;  for b in order:  y = fmaf((float)S, da[i][b] * dw[j][b], y)
  *     (|S| <= 32 * 128 * 128 = 2^19, so (float)S is exact).
  * kiln__qmm_gemm_ref is that loop in C; the SIMD kernels (VNNI: vpdpbusd,
- * x + 128 unsigned against signed w, each block's sum starting from
- * -128 sum(w), so S comes out exact) run the same order in each lane.
+ * w + off unsigned against signed x, each block's sum starting from
+ * -off sum(x), so S comes out exact) run the same order in each lane.
  *
  *     if (kiln__qmm_gemm_available(t)) s = kiln__qmm_gemm(t, m, n, k, x, w, y, n_threads);
  */
@@ -31,31 +31,28 @@
 /* Columns of W per packed panel the SIMD kernels take at once (one tile). */
 #define KILN_QMM_GEMM_NC 6
 
-/* The operands the SIMD kernels read (packed by qmatmul_gemm.c and the
- * kernel's own pack_w):
+/* The operands the SIMD kernels read (packed by their pack_x / pack_w):
  *   x: groups of 16 rows, block by block, quad by quad:
- *        a(i, 32 b + 4 q + e) + 128 at ((i / 16) * nb + b) * 512 + q * 64 + (i % 16) * 4 + e
- *      (one zmm per group and quad), scales da at ((i / 16) * nb + b) * 16 + i % 16;
- *   W panel (per thread): for column c of the panel, wp + c * nb * 32 holds
- *      its int8 values in order, dw + c * nb its scales, corr + c * nb the
- *      -128 sum(w) of each block. */
+ *        a(i, 32 b + 4 q + e) at ((i / 16) * nb + b) * 512 + q * 64 + (i % 16) * 4 + e
+ *      (one zmm per group and quad); at ((i / 16) * nb + b) * 16 + i % 16
+ *      the scale da and xs = -off * (sum of the block's codes), off the
+ *      offset that makes W's values unsigned (Q8_0 128, Q4_0 8);
+ *   W panel (per thread): for column c of the panel, wp + c * nb * 32
+ *      holds its values + off (unsigned) in order, dw + c * nb its scales. */
 typedef struct kiln_qmm_gemm_kernels {
-    /* one row of x (k = 32 nb values) quantized into the layout: xp and da
-     * point at the row's bytes and scale of block 0 */
-    void (*pack_x)(const float *x, int64_t nb, uint8_t *xp, float *da);
-    /* columns [0, nc) of W (w: the first byte of column 0's row), nc a
-     * multiple of KILN_QMM_GEMM_NC (missing columns zero filled: cols
-     * valid) into the panel layout */
-    void (*pack_w)(kiln_dtype t, const void *w, int64_t cols, int64_t nc, int64_t nb, int8_t *wp, float *dw,
-                   int32_t *corr);
+    /* one row of x (k = 32 nb values): xp, da, xs point at the row's
+     * bytes, scale and sum of block 0 */
+    void (*pack_x)(const float *x, int64_t nb, int32_t off, int8_t *xp, float *da, int32_t *xs);
+    /* columns [0, cols) of W (w: the first byte of column 0's row) into
+     * the panel layout, zeros up to nc (a multiple of KILN_QMM_GEMM_NC) */
+    void (*pack_w)(kiln_dtype t, const void *w, int64_t cols, int64_t nc, int64_t nb, uint8_t *wp, float *dw);
     /* out[c][r] (c < KILN_QMM_GEMM_NC, r < 16 groups) of groups (1 or 2)
-     * groups of packed x (xp, da at the first group) against
-     * KILN_QMM_GEMM_NC panel columns (wp, dw, corr at the first), over
-     * blocks [b0, b1) of nb: out is set (first) or added to, in the
-     * reference's order as long as the blocks come in order */
-    void (*tile)(const uint8_t *xp, const float *da, int groups, const int8_t *wp, const float *dw,
-                 const int32_t *corr, int64_t nb, int64_t b0, int64_t b1, bool first,
-                 float out[KILN_QMM_GEMM_NC][32]);
+     * groups of packed x (xp, da, xs at the first group) against
+     * KILN_QMM_GEMM_NC panel columns (wp, dw at the first), over blocks
+     * [b0, b1) of nb: out is set (first) or added to, in the reference's
+     * order as long as the blocks come in order */
+    void (*tile)(const int8_t *xp, const float *da, const int32_t *xs, int groups, const uint8_t *wp,
+                 const float *dw, int64_t nb, int64_t b0, int64_t b1, bool first, float out[KILN_QMM_GEMM_NC][32]);
 } kiln_qmm_gemm_kernels;
 
 const kiln_qmm_gemm_kernels *kiln__qmm_gemm_kernels_vnni(void); /* NULL when not built */
