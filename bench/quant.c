@@ -6,7 +6,9 @@
  * (KILN_OP_QMATMUL): batch-1 GEMV over a set of [11008, 4096] weights
  * bigger than the 480 MiB cache (> 640 MiB of weight bytes, so they stream
  * from memory) in GB/s of weight bytes against the triad in the same run
- * and against f32 GEMV, and batched tokens/s at 128 rows. */
+ * and against f32 GEMV; then prompt processing (128 rows) on a 1.1B
+ * llama's matrices in tokens/s and GOP/s against kiln's f32 GEMM on the
+ * same shapes in the same run (bench_prompt). */
 #include "bench.h"
 #include "cpu_features.h"
 #include "gemm.h"

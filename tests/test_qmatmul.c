@@ -12,8 +12,8 @@
  * |x_j| + d / 2). By Cauchy-Schwarz the error of one output is at most
  * |w| |x| (sqrt(32) / 254 + 2^-10) plus f32 summation; the test allows
  * 0.025 |x| |w| per output (the worst case: random data sits far below).
- * The f32 paths (NF4, NF4_DQ, and the panel path of every format) allow
- * 1e-4 |x| |w|. */
+ * The f32 paths (NF4, NF4_DQ, and the panel path of Q8_0 / Q4_0 on CPUs
+ * without VNNI) allow 1e-4 |x| |w|. */
 #include "kt.h"
 #include "../backends/cpu/cpu_features.h"
 #include "../backends/cpu/qmatmul.h"

@@ -82,6 +82,7 @@ static const kiln_qmm_kernels *kernels(void) {
     const kiln_qmm_kernels *k = NULL;
     if (c->level >= KILN_SIMD_AVX512 && c->avx512vnni) k = kiln__qmm_kernels_vnni();
     if (!k && c->level >= KILN_SIMD_AVX2) k = kiln__qmm_kernels_avx2();
+    if (!k && c->level >= KILN_SIMD_NEON && c->dotprod) k = kiln__qmm_kernels_neondot();
     return k ? k : &ref;
 }
 

@@ -14,10 +14,18 @@
  *   - NF4 / NF4_DQ, few rows: codes decoded in registers through the
  *     16-entry table (vpermps) and dotted with x in f32, one absmax
  *     multiply per block of 64 (not bit-exact against the scalar order).
- *   - Many rows (prompt): a panel of W rows is dequantized into an
- *     L2-sized f32 buffer and multiplied by kiln's own f32 GEMM.
+ *     On AVX512-VNNI the dots take two blocks per zmm with W's side
+ *     unsigned (nibble / w + 128) and x's per-lane sums precomputed
+ *     (kiln__qmm_lane_sums) to undo the offset: the same exact lanes.
+ *   - Many rows (prompt), Q8_0 / Q4_0 where the CPU has AVX512-VNNI: the
+ *     block-scaled integer GEMM of qmatmul_gemm.h (x quantized the same
+ *     way, exact int32 block sums, f32 scaling per block).
+ *   - Many rows otherwise (NF4, NF4_DQ, CPUs without VNNI): a panel of W
+ *     rows is dequantized into an L2-sized f32 buffer and multiplied by
+ *     kiln's own f32 GEMM.
  *
- * The vector kernels are per SIMD level (qmatmul_avx2.c, qmatmul_vnni.c);
+ * The vector kernels are per SIMD level (qmatmul_avx2.c, qmatmul_vnni.c,
+ * qmatmul_neondot.c: ARMv8.2 sdot);
  * the scalar references run for $KILN_SIMD=scalar.
  *
  *     kiln__qmatmul_cpu(KILN_Q4_0, 1, n, k, x, w->data, y, n_threads);
@@ -27,7 +35,8 @@
 
 #include "internal.h"
 
-/* Rows of x at or above which the panel (dequantize + f32 GEMM) path runs. */
+/* Rows of x at or above which the batched paths (integer GEMM or
+ * dequantized panels + f32 GEMM) run. */
 #define KILN_QMM_PANEL_MIN_M 8
 
 /* One row of W (nb blocks of 32, ggml layout) against one quantized row of
@@ -56,6 +65,7 @@ void kiln__qmm_lane_sums(const int8_t *xq, int32_t *xs, int64_t nb, int32_t off)
 
 const kiln_qmm_kernels *kiln__qmm_kernels_avx2(void); /* NULL when not built */
 const kiln_qmm_kernels *kiln__qmm_kernels_vnni(void); /* NULL when not built */
+const kiln_qmm_kernels *kiln__qmm_kernels_neondot(void); /* NULL when not built */
 
 /* The scalar references. */
 float kiln__qmm_dot_q8_0_ref(const void *w, const int8_t *xq, const float *dx, int64_t nb);
