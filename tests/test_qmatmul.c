@@ -184,6 +184,10 @@ KT_TEST(qmatmul_gemm_equals_reference) {
             const int64_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
             float *x;
             void *w = quantized(ts[ti], n, k, &x, m);
+            /* a block of ties (d = 1: x / d = j + 1/2 exactly), which roundf
+             * takes away from zero: the SIMD quantizers must too */
+            x[0] = 127.0f;
+            for (int j = 1; j < 32; j++) x[j] = (j % 2 ? -1.0f : 1.0f) * ((float)j + 0.5f);
             float *yr = malloc((size_t)(m * n) * 4), *y1 = malloc((size_t)(m * n) * 4), *y2 = malloc((size_t)(m * n) * 4);
             KT_OK(kiln__qmm_gemm_ref(ts[ti], m, n, k, x, w, yr));
             KT_OK(kiln__qmm_gemm(ts[ti], m, n, k, x, w, y1, 1));
