@@ -11,6 +11,7 @@
 #include "scratch.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,7 +105,11 @@ kiln_status kiln__qmm_gemm(kiln_dtype t, int64_t m, int64_t n, int64_t k, const 
     /* a W panel: NU columns of k bytes and a float per block, and the f32
      * sums of its tiles */
     const size_t pbytes = (size_t)(NU * nb) * (32 + 4) + (size_t)(NU * (groups + 1) / 2 * 32) * sizeof(float);
-    int8_t *xp = aligned_alloc(64, xbytes); /* xbytes: a multiple of 64 */
+    /* x and the calling thread's W panel in its scratch (kept between
+     * calls: no page faults per call); the other threads take theirs */
+    const size_t pb64 = (pbytes + 63) & ~(size_t)63; /* xbytes: a multiple of 64 */
+    bool xowned;
+    int8_t *xp = kiln__scratch_get(xbytes + pb64, &xowned);
     if (!xp) return kiln__errs(KILN_ERR_OOM, "qmatmul: out of memory packing the activations");
     float *da = (float *)(xp + (size_t)(groups * nb) * 512);
     int32_t *xs = (int32_t *)(da + groups * nb * 16);
@@ -116,8 +121,8 @@ kiln_status kiln__qmm_gemm(kiln_dtype t, int64_t m, int64_t n, int64_t k, const 
     {
 #pragma omp for schedule(static)
         for (int64_t g = 0; g < groups; g++) pack_x(kk, x, m, k, off, g * 16, g * 16 + 16, xp, da, xs);
-        bool owned;
-        uint8_t *wp = kiln__scratch_get((pbytes + 63) & ~(size_t)63, &owned);
+        bool owned = false;
+        uint8_t *wp = omp_get_thread_num() == 0 ? (uint8_t *)xp + xbytes : kiln__scratch_get(pb64, &owned);
         if (!wp) {
 #pragma omp atomic write
             fail = 1;
@@ -154,6 +159,6 @@ kiln_status kiln__qmm_gemm(kiln_dtype t, int64_t m, int64_t n, int64_t k, const 
         }
         if (owned) free(wp);
     }
-    free(xp);
+    if (xowned) free(xp);
     return fail ? kiln__errs(KILN_ERR_OOM, "qmatmul: out of memory for a W panel") : KILN_OK;
 }
