@@ -1,7 +1,7 @@
 /* test_backend_quant.c — the cross-backend op table's quantized family
  * (harness: backend_ops_util.h): DEQUANTIZE, GET_ROWS from a quantized
- * table and QMATMUL for Q8_0, Q4_0, NF4 and NF4_DQ on every device backend
- * against the CPU, none allowed to fall back.
+ * table and QMATMUL for Q8_0, Q4_0, NF4, NF4_DQ and the nine GQ dtypes on
+ * every device backend against the CPU, none allowed to fall back.
  *
  * Dequantize and get_rows must equal the CPU bit for bit (tolerance 0), on
  * quantized data and on raw random blocks (every f16 scale, subnormals
@@ -11,8 +11,11 @@
  * both are f32 sums of the same products in another order, so BO_TRANS,
  * the f32 matmul tolerance, bounds it; the gradient to x (through the
  * dequantized W on both sides) too. NF4 also against the CPU's QMATMUL,
- * which stays in f32 for it. Finally every quantized dtype kiln has, GPTQ's
- * included, either runs on the device or falls back (kiln__vk_dtype_ok). */
+ * which stays in f32 for it. The GQ dtypes' blocks are odd sizes, so views
+ * one block in start at odd bytes; an act-order layer (kiln_gptq_pack with
+ * perm, x gathered by get_rows on its transpose) runs whole on the device.
+ * Finally every quantized dtype kiln has either runs on the device or falls
+ * back (kiln__vk_dtype_ok). */
 #include "backend_ops_util.h"
 #include "../backends/vulkan/vk.h"
 
@@ -31,9 +34,12 @@ static kiln_tensor *qweight(bo_io *io, int64_t n, int64_t k) {
     return kiln_quantize(CTX, bo_const(io, KILN_F32, -1, 1, BO_SHAPE(n, k)), io->dt);
 }
 
+static bool is_gq(kiln_dtype t) { return t >= KILN_GQ4_32 && t <= KILN_GQ2_128; }
+
 /* A tensor of the case's dtype holding random bytes, its scales made
- * finite: f16 d with any exponent but 31 (subnormals too), NF4 absmax and
- * NF4_DQ's offset/absmax2 normal f32 of either sign in [2^-20, 2^20). */
+ * finite: f16 d (Q8_0, Q4_0, GQ) with any exponent but 31 (subnormals
+ * too), NF4 absmax and NF4_DQ's offset/absmax2 normal f32 of either sign
+ * in [2^-20, 2^20); a GQ zero point within its range (< 2^bits). */
 static float rand_f32(uint64_t *s) {
     uint32_t u = (uint32_t)mix(s), e = 107 + (u >> 8) % 40; /* 2^-20 .. 2^19 */
     u = (u & 0x807fffffu) | e << 23;
@@ -49,8 +55,10 @@ static kiln_tensor *raw(bo_io *io, int64_t rows, int64_t cols) {
     uint64_t s = io->seed++;
     for (size_t i = 0; i < nb; i++) p[i] = (uint8_t)mix(&s);
     for (size_t b = 0; b < nb; b += bs) {
-        if (io->dt == KILN_Q8_0 || io->dt == KILN_Q4_0) {
+        if (io->dt == KILN_Q8_0 || io->dt == KILN_Q4_0 || is_gq(io->dt)) {
             if ((p[b + 1] & 0x7c) == 0x7c) p[b + 1] &= 0xbf; /* exponent 31 -> 15 */
+            const int bits = (int)((int64_t)(bs - 3) * 8 / kiln_dtype_block(io->dt));
+            if (is_gq(io->dt)) p[b + 2] &= (uint8_t)((1 << bits) - 1);
         } else {
             float f[2] = {rand_f32(&s), rand_f32(&s)};
             memcpy(p + b, f, io->dt == KILN_NF4 ? 4 : 8);
@@ -107,6 +115,20 @@ static const bo_case dequant_cases[] = {
     {"dequantize_3d_view", b_dequant, KILN_Q4_0, 0, BO_NO_GRAD, &K_3D},
     {"dequantize_3d_view", b_dequant, KILN_NF4, 0, BO_NO_GRAD, &K_3D},
     {"dequantize_map", b_dequant_dq_map, KILN_NF4_DQ, 0, BO_NO_GRAD, NULL},
+    DQ_CASES(KILN_GQ4_32),
+    DQ_CASES(KILN_GQ4_64),
+    DQ_CASES(KILN_GQ4_128),
+    DQ_CASES(KILN_GQ3_32),
+    DQ_CASES(KILN_GQ3_64),
+    DQ_CASES(KILN_GQ3_128),
+    DQ_CASES(KILN_GQ2_32),
+    DQ_CASES(KILN_GQ2_64),
+    DQ_CASES(KILN_GQ2_128),
+    /* odd block sizes (19, 27, 35 bytes): every row starts at an odd byte */
+    {"dequantize_col_slice", b_dequant, KILN_GQ4_32, 0, BO_NO_GRAD, &K_COLS},
+    {"dequantize_col_slice", b_dequant, KILN_GQ3_64, 0, BO_NO_GRAD, &K_COLS},
+    {"dequantize_col_slice", b_dequant, KILN_GQ2_128, 0, BO_NO_GRAD, &K_COLS},
+    {"dequantize_3d_view", b_dequant, KILN_GQ3_32, 0, BO_NO_GRAD, &K_3D},
 };
 KT_TEST(backend_ops_dequantize) { bo_run_cases("quant", dequant_cases, BO_COUNT(dequant_cases)); }
 
@@ -123,6 +145,11 @@ static const bo_case rows_cases[] = {
     {"get_rows", b_qrows, KILN_NF4, 0, BO_NO_GRAD, NULL},      {"get_rows", b_qrows, KILN_NF4_DQ, 0, BO_NO_GRAD, NULL},
     {"get_rows_raw", b_qrows, KILN_Q8_0, 0, BO_NO_GRAD, &RAW}, {"get_rows_raw", b_qrows, KILN_Q4_0, 0, BO_NO_GRAD, &RAW},
     {"get_rows_raw", b_qrows, KILN_NF4, 0, BO_NO_GRAD, &RAW},  {"get_rows_raw", b_qrows, KILN_NF4_DQ, 0, BO_NO_GRAD, &RAW},
+#define ROWS_CASES(T) {"get_rows", b_qrows, T, 0, BO_NO_GRAD, NULL}, {"get_rows_raw", b_qrows, T, 0, BO_NO_GRAD, &RAW}
+    ROWS_CASES(KILN_GQ4_32), ROWS_CASES(KILN_GQ4_64), ROWS_CASES(KILN_GQ4_128),
+    ROWS_CASES(KILN_GQ3_32), ROWS_CASES(KILN_GQ3_64), ROWS_CASES(KILN_GQ3_128),
+    ROWS_CASES(KILN_GQ2_32), ROWS_CASES(KILN_GQ2_64), ROWS_CASES(KILN_GQ2_128),
+#undef ROWS_CASES
 };
 KT_TEST(backend_ops_quant_rows) { bo_run_cases("quant", rows_cases, BO_COUNT(rows_cases)); }
 
@@ -174,11 +201,100 @@ static const bo_case qmm_cases[] = {
 };
 KT_TEST(backend_ops_qmatmul) { bo_run_cases("quant", qmm_cases, BO_COUNT(qmm_cases)); }
 
+/* The GQ dtypes: batch 1 and 13 for each, 3 and 8 for one; k = 4224 (132
+ * chunks of 32 a row: the lanes go round several times, unevenly); W a
+ * view starting one row (3 blocks of 67 or 35 bytes) in, at an odd byte. */
+static const qmm_arg QG1 = {1, 37, 384, false}, QGK1 = {1, 64, 4224, false}, QGK9 = {9, 64, 4224, false};
+
+/* y = x . W^T with W rows 1 .. n of an [n + 1, k] weight: a contiguous view */
+static kiln_tensor *b_qmm_view(bo_io *io) {
+    const qmm_arg *a = io->arg;
+    kiln_tensor *x = bo_in_dt(io, KILN_F32, -1, 1, BO_SHAPE(a->m, a->k));
+    kiln_tensor *w = kiln_slice(CTX, qweight(io, a->n + 1, a->k), 0, 1, a->n + 1, 1);
+    if (on_cpu(CTX)) return kiln_matmul(CTX, x, kiln_transpose(CTX, kiln_dequantize(CTX, w), 0, 1));
+    return kiln_linear(CTX, x, w, NULL);
+}
+#define GQ_QMM_CASES(T) {"qmatmul_m1", b_qmm, T, BO_TRANS, 0, &QG1}, {"qmatmul_m13", b_qmm, T, BO_TRANS, 0, &Q13}
+static const bo_case gq_qmm_cases[] = {
+    GQ_QMM_CASES(KILN_GQ4_32), GQ_QMM_CASES(KILN_GQ4_64), GQ_QMM_CASES(KILN_GQ4_128),
+    GQ_QMM_CASES(KILN_GQ3_32), GQ_QMM_CASES(KILN_GQ3_64), GQ_QMM_CASES(KILN_GQ3_128),
+    GQ_QMM_CASES(KILN_GQ2_32), GQ_QMM_CASES(KILN_GQ2_64), GQ_QMM_CASES(KILN_GQ2_128),
+    {"qmatmul_m3", b_qmm, KILN_GQ4_128, BO_TRANS, 0, &Q3},
+    {"qmatmul_m8", b_qmm, KILN_GQ4_128, BO_TRANS, 0, &Q8},
+    {"qmatmul_long_k_m1", b_qmm, KILN_GQ4_128, BO_TRANS, 0, &QGK1},
+    {"qmatmul_long_k_m9", b_qmm, KILN_GQ3_64, BO_TRANS, 0, &QGK9},
+    {"qmatmul_long_k_m1", b_qmm, KILN_GQ2_32, BO_TRANS, 0, &QGK1},
+    {"qmatmul_w_view_m1", b_qmm_view, KILN_GQ4_128, BO_TRANS, 0, &QG1},
+    {"qmatmul_w_view_m13", b_qmm_view, KILN_GQ2_128, BO_TRANS, 0, &Q13},
+};
+#undef GQ_QMM_CASES
+KT_TEST(backend_ops_qmatmul_gq) { bo_run_cases("quant", gq_qmm_cases, BO_COUNT(gq_qmm_cases)); }
+
+/* ---- an act-order GPTQ layer ---------------------------------------------------- */
+
+/* W [n, k] (uniform, seeded) quantized by RTN in the order of a random
+ * permutation of its columns, as GPTQ with act order leaves it (codes in
+ * the original column order, g_idx following perm), so that kiln_gptq_pack
+ * stores the columns permuted and returns perm (a [k] i32 leaf). */
+static kiln_tensor *act_order_weight(bo_io *io, int64_t n, int64_t k, kiln_tensor **perm) {
+    const int bits = (int)((int64_t)(kiln_dtype_size(io->dt) - 3) * 8 / kiln_dtype_block(io->dt));
+    float *w = malloc((size_t)(n * k) * sizeof *w), *wp = malloc((size_t)(n * k) * sizeof *wp);
+    int32_t *pm = malloc((size_t)k * sizeof *pm);
+    uint8_t *codes = malloc((size_t)(n * k));
+    kiln_tensor *t = NULL;
+    uint64_t s = io->seed++;
+    if (!w || !wp || !pm || !codes) goto done;
+    for (int64_t i = 0; i < n * k; i++) w[i] = (float)((double)(mix(&s) >> 11) * 0x1p-52 - 1.0);
+    for (int64_t c = 0; c < k; c++) pm[c] = (int32_t)c;
+    for (int64_t c = k - 1; c > 0; c--) {
+        int64_t j = (int64_t)(mix(&s) % (uint64_t)(c + 1));
+        int32_t x = pm[c];
+        pm[c] = pm[j], pm[j] = x;
+    }
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t c = 0; c < k; c++) wp[i * k + c] = w[i * k + pm[c]];
+    kiln_gptq_config cfg = kiln_gptq_defaults();
+    cfg.bits = bits, cfg.group_size = kiln_dtype_block(io->dt);
+    kiln_gptq_result *r = kiln_rtn_quantize(wp, n, k, &cfg);
+    if (!r) goto done;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t c = 0; c < k; c++) codes[i * k + pm[c]] = r->codes[i * k + c];
+    memcpy(r->codes, codes, (size_t)(n * k));
+    for (int64_t c = 0; c < k; c++) r->g_idx[pm[c]] = (int32_t)(c / r->group_size), r->perm[c] = pm[c];
+    t = kiln_gptq_pack(CTX, r, io->dt, perm);
+    kiln_gptq_result_free(r);
+done:
+    free(w), free(wp), free(pm), free(codes);
+    return t;
+}
+
+/* y = x[:, perm] . W^T, x[:, perm] = get_rows on x's transpose (kiln.h's
+ * recipe); on the CPU with the f32 matmul of dequantize(W). */
+static kiln_tensor *b_act_order(bo_io *io) {
+    const qmm_arg *a = io->arg;
+    kiln_tensor *perm = NULL, *w = act_order_weight(io, a->n, a->k, &perm);
+    if (!w || !perm) return NULL;
+    kiln_tensor *x = bo_in_dt(io, KILN_F32, -1, 1, BO_SHAPE(a->m, a->k));
+    kiln_tensor *xp = kiln_transpose(CTX, kiln_get_rows(CTX, kiln_transpose(CTX, x, 0, 1), perm), 0, 1);
+    if (on_cpu(CTX)) return kiln_matmul(CTX, xp, kiln_transpose(CTX, kiln_dequantize(CTX, w), 0, 1));
+    return kiln_linear(CTX, xp, w, NULL);
+}
+static const qmm_arg QA1 = {1, 48, 512, false}, QA9 = {9, 48, 512, false};
+static const bo_case act_cases[] = {
+    {"act_order_m1", b_act_order, KILN_GQ4_128, BO_TRANS, 0, &QA1},
+    {"act_order_m9", b_act_order, KILN_GQ4_128, BO_TRANS, 0, &QA9},
+    {"act_order_m1", b_act_order, KILN_GQ3_32, BO_TRANS, 0, &QA1},
+    {"act_order_m9", b_act_order, KILN_GQ2_64, BO_TRANS, 0, &QA9},
+};
+KT_TEST(backend_ops_qmatmul_act_order) { bo_run_cases("quant", act_cases, BO_COUNT(act_cases)); }
+
 /* ---- the fallback rule -------------------------------------------------------------- */
 
 /* Every quantized dtype: zero blocks dequantized on each device backend
  * give the CPU's zeros, on the device where kiln__vk_dtype_ok says it has
- * kernels, on the CPU (one fallback node) where it says not. */
+ * kernels, on the CPU (one fallback node) where it says not. Every block
+ * dtype kiln has now has Vulkan kernels, GQ's included; the fallback half
+ * is for the next one added before its shaders. */
 KT_TEST(backend_ops_quant_fallback) {
     kiln_backend *bs[BO_MAX_BACKENDS];
     int nb = bo_backends(bs);

@@ -3,16 +3,17 @@
  * a quantized table, for each dtype with a row in QTYPES. That table is
  * the backend's whole knowledge of the block dtypes: kiln__vk_dtype_ok()
  * answers from it, and vk_supports() sends every node with an operand of a
- * dtype missing there to the CPU, so a new block dtype (GPTQ's, say) runs
- * on the CPU until it has shaders here.
+ * dtype missing there to the CPU, so a new block dtype runs on the CPU
+ * until it has shaders here.
  *
  * The shaders (shaders/quant*.glsl, built once per dtype through
  * variants.txt) read blocks as 32-bit words and decode them in registers:
  * dequantize and get_rows equal the CPU bit for bit; QMATMUL accumulates
  * code * x in f32 per scale group (32 elements for Q8_0/Q4_0, 64 for NF4
- * and NF4_DQ), then adds scale * that group sum, so it is the f32 product
+ * and NF4_DQ; for the GQ dtypes (q - zero) * x per chunk of 32 codes,
+ * quant_gq_mv.glsl), then adds scale * that sum, so it is the f32 product
  * with the dequantized W up to the order of the additions (x is never
- * rounded to int8, unlike the CPU's batch-1 path for Q8_0/Q4_0). */
+ * rounded to int8, unlike the CPU's batch-1 path for Q8_0/Q4_0/GQ). */
 #include "vk.h"
 #include "../../optim/dynamic_map.h"
 
@@ -28,6 +29,15 @@ static const vk_qtype QTYPES[KILN_DTYPE_COUNT] = {
     [KILN_Q4_0] = {"qdq_q4_0", "qrows_q4_0", "qmv_q4_0_b1", "qmv_q4_0_b8", 2, false},
     [KILN_NF4] = {"qdq_nf4", "qrows_nf4", "qmv_nf4_b1", "qmv_nf4_b8", 4, false},
     [KILN_NF4_DQ] = {"qdq_nf4_dq", "qrows_nf4_dq", "qmv_nf4_dq_b1", "qmv_nf4_dq_b8", 4, true},
+    /* GQ blocks are 3 + G b / 8 bytes, all odd: a view keeping whole blocks
+     * starts at any byte, so the GQ shaders read every field, the f16 scale
+     * included, at any byte (quant.glsl's kq_u32, quant_gq_mv.glsl's
+     * funnel shifts) and need no alignment */
+#define GQ(b, g)                                                                                             \
+    [KILN_GQ##b##_##g] = {"qdq_gq" #b "_" #g, "qrows_gq" #b "_" #g, "qmv_gq" #b "_" #g "_b1", "qmv_gq" #b "_" #g "_b8", \
+                          1, false}
+    GQ(4, 32), GQ(4, 64), GQ(4, 128), GQ(3, 32), GQ(3, 64), GQ(3, 128), GQ(2, 32), GQ(2, 64), GQ(2, 128),
+#undef GQ
 };
 
 /* W rows and x rows per workgroup (quant_mv.glsl); fewer than QMV_MB1_BELOW

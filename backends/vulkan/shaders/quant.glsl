@@ -1,12 +1,16 @@
 // quant.glsl — reading kiln's quantized blocks (layouts in quant/quant.h)
 // from a storage buffer declared by the includer as `uint qw[]`. The
-// blocks are 34, 18, 36 or 8456 bytes, so their f16/f32 fields and codes
-// sit at any byte offset: everything is read as 32-bit words and the bytes
-// picked out with shifts, which needs no 8- or 16-bit storage feature and
-// works on every device. Byte offsets (QB) count from the binding's start
+// blocks are 34, 18, 36, 8456 bytes or (GQ) 11 to 67, so their f16/f32
+// fields and codes sit at any byte offset: everything is read as 32-bit
+// words and the bytes picked out with shifts, which needs no 8- or 16-bit
+// storage feature and works on every device. A read touches only words
+// that hold a byte of the block it decodes, so none falls past the end of
+// the tensor's binding. Byte offsets count from the binding's start
 // (kiln__vk_base gives a quantized tensor's first byte there).
 //
-// Included after QT (1 Q8_0, 2 Q4_0, 3 NF4, 4 NF4_DQ) and, for NF4_DQ,
+// Included after QT (1 Q8_0, 2 Q4_0, 3 NF4, 4 NF4_DQ, 5 the GQ dtypes with
+// GQ_BITS and GQ_G: their blocks are 3 + GQ_G * GQ_BITS / 8 bytes, odd, so
+// a block and its f16 scale start at any byte) and, for NF4_DQ,
 // KQ_MAP_BINDING: the binding of the signed dynamic map (256 f32,
 // kiln__dynamic_map) that its absmax codes index. Element j of the
 // block at byte b is kq_code(b, j) * kq_scale(b, j): the same single f32
@@ -24,8 +28,10 @@ const uint KQ_BLCK = 32u, KQ_BYTES = 34u, KQ_SUB = 32u; // KQ_SUB: elements unde
 const uint KQ_BLCK = 32u, KQ_BYTES = 18u, KQ_SUB = 32u;
 #elif QT == 3
 const uint KQ_BLCK = 64u, KQ_BYTES = 36u, KQ_SUB = 64u;
-#else
+#elif QT == 4
 const uint KQ_BLCK = 16384u, KQ_BYTES = 8456u, KQ_SUB = 64u;
+#else
+const uint KQ_BLCK = uint(GQ_G), KQ_BYTES = 3u + KQ_BLCK / 32u * 4u * uint(GQ_BITS), KQ_SUB = KQ_BLCK;
 #endif
 
 // The 4 bytes at byte offset b, little-endian, b at any alignment (the
@@ -68,6 +74,8 @@ float kq_scale(uint b, uint j) {
     return kq_f16(kq_u16(b));
 #elif QT == 3
     return uintBitsToFloat(kq_u32(b));
+#elif QT == 5
+    return kq_f16(kq_u32(b) & 0xffffu); // at any byte: not kq_u16
 #else
     precise float a = kq_map[kq_byte(b + 8u + j / 64u)] * uintBitsToFloat(kq_u32(b + 4u));
     precise float s = a + uintBitsToFloat(kq_u32(b));
@@ -82,6 +90,19 @@ float kq_code(uint b, uint j) {
 #elif QT == 2
     uint q = kq_byte(b + 2u + (j & 15u));
     return float(int(j < 16u ? q & 15u : q >> 4u) - 8);
+#elif QT == 5
+    // q - zero (the CPU's (int)q - (int)zero, exact in f32) of code j % 32
+    // of chunk j / 32 (quant/quant.h's GQ layout)
+    uint c = b + 3u + (j / 32u) * (4u * uint(GQ_BITS)), jj = j & 31u;
+#if GQ_BITS == 4
+    uint q = (kq_byte(c + (jj & 15u)) >> ((jj & 16u) >> 2u)) & 15u; // high nibble from 16
+#else
+    uint q = (kq_byte(c + (jj & 7u)) >> (2u * (jj >> 3u))) & 3u;
+#if GQ_BITS == 3
+    q |= ((kq_byte(c + 8u + (jj >> 3u)) >> (jj & 7u)) & 1u) << 2u;
+#endif
+#endif
+    return float(int(q) - int(kq_byte(b + 2u)));
 #else
     uint q = kq_byte(b + (QT == 3 ? 4u : 264u) + j / 2u);
     return kq_nf4((j & 1u) == 0u ? q >> 4u : q & 15u);
