@@ -223,6 +223,9 @@ kiln_status llama_cache_step(llama *m, llama_cache *c, const int32_t *tokens, in
         return kiln_set_error(KILN_ERR_ARG, "llama_cache_step: needs a cache, tokens, logits and n >= 1");
     bool was = kiln_ctx_grad_enabled(ctx);
     kiln_ctx_set_grad_enabled(ctx, false);
+    /* the step's graph is scratch: rewound afterwards, so generating
+     * thousands of tokens does not grow the context */
+    kiln_ctx_mark mark = kiln_ctx_get_mark(ctx);
     kiln_tensor *idx = kiln_new_2d(ctx, KILN_I32, c->batch, n);
     kiln_status s = idx ? kiln_tensor_set_i32(idx, tokens, c->batch * n) : kiln_last_status();
     /* only the last position goes through the head (vocab x dim per row) */
@@ -234,6 +237,8 @@ kiln_status llama_cache_step(llama *m, llama_cache *c, const int32_t *tokens, in
     if (!s) s = kiln_tensor_get_f32(out, logits, c->batch * m->cfg.vocab);
     if (!s) c->pos += n;
     if (g) kiln_graph_free_buffers(g);
+    /* refused (nothing freed) where the step made device memory: the context then keeps the step */
+    if (kiln_ctx_rewind(ctx, mark) && !s) kiln_clear_error();
     kiln_ctx_set_grad_enabled(ctx, was);
     return s;
 }

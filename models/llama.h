@@ -133,9 +133,11 @@ kiln_tensor *llama_forward(llama *m, kiln_tensor *idx, llama_cache *cache, int64
 
 /* Run n tokens per sequence (tokens [batch, n], row-major) at cache->pos,
  * advance cache->pos by n, and write the last position's logits
- * [batch, vocab] into logits (only that position goes through the head). Builds and computes a small graph in the
- * model's context each call, so the context's metadata grows a little per
- * step. */
+ * [batch, vocab] into logits (only that position goes through the head).
+ * Builds and computes a small graph in the model's context each call,
+ * between kiln_ctx_get_mark and kiln_ctx_rewind: the context does not grow
+ * from step to step (on a device backend, whose memory the rewind does
+ * not free, it keeps each step's metadata). */
 kiln_status llama_cache_step(llama *m, llama_cache *c, const int32_t *tokens, int64_t n, float *logits);
 
 /* input: tokens i32 [batch, seq]; labels: the next tokens i32 [batch, seq] */

@@ -235,15 +235,12 @@ llama *llama_infer_from_gguf(kiln_ctx *ctx, const char *path, int weights) {
     return from_gguf(ctx, path, true, weights);
 }
 
+/* The same dtype and bytes (no f32 copies: a model's two biggest tensors). */
 static bool same_values(kiln_tensor *a, kiln_tensor *b) {
-    int64_t n = kiln_tensor_numel(a);
-    if (n != kiln_tensor_numel(b)) return false;
-    float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
-    bool same = x && y && !kiln_tensor_get_f32(a, x, n) && !kiln_tensor_get_f32(b, y, n) &&
-                !memcmp(x, y, (size_t)n * sizeof *x);
-    free(x);
-    free(y);
-    return same;
+    size_t n = kiln_tensor_nbytes(a);
+    const void *x = kiln_tensor_data(a), *y = kiln_tensor_data(b);
+    return kiln_tensor_dtype(a) == kiln_tensor_dtype(b) && n == kiln_tensor_nbytes(b) &&
+           kiln_tensor_numel(a) == kiln_tensor_numel(b) && x && y && !memcmp(x, y, n);
 }
 
 kiln_status llama_save_gguf(const llama *mc, const char *path, kiln_dtype dtype) {

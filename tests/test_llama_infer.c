@@ -171,7 +171,8 @@ KT_TEST(llama_infer_gguf_converts_on_load) {
 }
 
 /* The cache: a prompt of 4 tokens, then 3 one at a time, each step's
- * logits those of the full forward at that position. */
+ * logits those of the full forward at that position; the steps leave the
+ * context as they found it. */
 KT_TEST(llama_infer_cache_matches_forward) {
     kiln_ctx *ctx = kiln_ctx_new();
     llama_config c = tiny();
@@ -184,8 +185,10 @@ KT_TEST(llama_infer_cache_matches_forward) {
     KT_NOTNULL(cache);
     float step[40];
     double worst = 0, scale = 0;
+    size_t held = kiln_ctx_storage_bytes(ctx);
     for (int t = 4; t <= T && full && cache; t++) {
         KT_OK(t == 4 ? llama_cache_step(q, cache, TOKENS, 4, step) : llama_cache_step(q, cache, TOKENS + t - 1, 1, step));
+        KT_CHECK(kiln_ctx_storage_bytes(ctx) == held, "a step keeps nothing in the context (rewound)");
         double s;
         worst = fmax(worst, worst_diff(step, full + (t - 1) * c.vocab, c.vocab, &s));
         scale = fmax(scale, s);
