@@ -12,9 +12,10 @@
  *   1. load the model and its tokenizer (the GGUF's tokenizer.ggml.*, or
  *      the directory's tokenizer.json; byte-level ids when there is none);
  *   2. the prompt in one llama_cache_step (the batched path), timed;
- *   3. --tokens tokens one at a time through the cache (greedy at
+ *   3. up to --tokens tokens one at a time through the cache (greedy at
  *      temperature 0, else softmax(z / T) over the --top-k likeliest),
- *      timed; the text is printed at the end;
+ *      stopping at the end-of-text token, timed; the text is printed at
+ *      the end;
  *   4. the figures: tokens/s, weight GB/s (the bytes a step reads: every
  *      weight but the embedding, of which it reads one row), peak RSS.
  *
@@ -140,7 +141,7 @@ int main(int argc, char **argv) {
     int tokens = 64, prompt_tokens = 0, top_k = 40, threads = 0;
     double temperature = 0;
     uint64_t seed = 1;
-    bool quiet = false;
+    bool quiet = false, ignore_eos = false;
     args_opt opts[] = {
         {"model", ARGS_STRING, &model, "PATH", "a llama GGUF file or a Hugging Face directory", NULL, false},
         {"dtype", ARGS_CHOICE, &dtype, "T", "the weights in memory (stored: as the file holds them)",
@@ -154,6 +155,7 @@ int main(int argc, char **argv) {
         {"seed", ARGS_U64, &seed, "N", "seed of the sampling (and of --make-random's weights)", NULL, false},
         {"threads", ARGS_INT, &threads, "N", "worker threads (0: $KILN_THREADS, else all cores)", NULL, false},
         {"quiet", ARGS_FLAG, &quiet, NULL, "print the figures only, not the text", NULL, false},
+        {"ignore-eos", ARGS_FLAG, &ignore_eos, NULL, "go on past the end-of-text token", NULL, false},
         {"make-random", ARGS_STRING, &make, "FILE", "write a random-weight llama GGUF in --dtype f32|q8_0|q4_0 and stop",
          NULL, false},
         {"size", ARGS_CHOICE, &size, "S", "--make-random's shape: TinyLlama-1.1B's, or a tiny test model",
@@ -219,25 +221,36 @@ int main(int argc, char **argv) {
     if (llama_cache_step(m, cache, ids, n, z)) return fail("the prompt");
     double t_prompt = progress_now() - t0;
 
-    /* 3. New tokens, one at a time. */
+    /* 3. New tokens, one at a time, up to the tokenizer's end of text
+     * (unless --ignore-eos). The first comes from the prompt's logits. */
     uint64_t rng = mix(seed ^ 0x67656e6572617465ull); /* "generate" */
+    int32_t eos = tok && !ignore_eos ? kiln_tokenizer_eos(tok) : -1;
+    int made = 0, steps = 0;
     t0 = progress_now();
-    for (int i = 0; i < tokens; i++) {
+    while (made < tokens) {
         double u = (double)((rng = mix(rng)) >> 11) * 0x1.0p-53;
-        out[i] = draw(z, tmp, c->vocab, temperature, top_k, u);
-        if (i + 1 < tokens && llama_cache_step(m, cache, &out[i], 1, z)) return fail("generating");
+        out[made] = draw(z, tmp, c->vocab, temperature, top_k, u);
+        if (out[made++] == eos && eos >= 0) break;
+        if (made < tokens && llama_cache_step(m, cache, &out[made - 1], 1, z)) return fail("generating");
+        steps += made < tokens;
     }
     double t_gen = progress_now() - t0;
-    int steps = tokens > 1 ? tokens - 1 : 0; /* the first new token comes from the prompt's logits */
 
     if (!quiet) {
-        size_t cap_text = 16 * (size_t)(tokens + n) + 16, tl = 0;
+        size_t cap_text = 16 * (size_t)made + 16, tl = 0;
         char *text = malloc(cap_text);
         if (!text) return fprintf(stderr, "generate: out of memory\n"), 1;
         if (tok) {
-            if (kiln_tokenizer_decode(tok, out, tokens, text, cap_text, &tl)) return fail("decoding");
+            kiln_status ds = kiln_tokenizer_decode(tok, out, made, text, cap_text, &tl);
+            if (ds == KILN_ERR_ARG && tl > cap_text) { /* long tokens: the size it said */
+                char *bigger = realloc(text, cap_text = tl);
+                if (!bigger) return fprintf(stderr, "generate: out of memory\n"), 1;
+                text = bigger;
+                ds = kiln_tokenizer_decode(tok, out, made, text, cap_text, &tl);
+            }
+            if (ds) return fail("decoding");
         } else {
-            for (int i = 0; i < tokens; i++) text[tl++] = (char)(out[i] & 0xff);
+            for (int i = 0; i < made; i++) text[tl++] = (char)(out[i] & 0xff);
         }
         printf("%s", prompt);
         fwrite(text, 1, tl, stdout);
