@@ -234,6 +234,31 @@ KT_TEST(llama_infer_random_weights) {
     unlink(path);
 }
 
+/* An F16 file as stored: F32 leaves holding exactly what llama_from_gguf
+ * reads (the F16 values), the same logits. */
+KT_TEST(llama_infer_gguf_f16_as_f32) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    llama_config c = tiny();
+    llama *m = llama_new(ctx, &c, 11);
+    KT_NOTNULL(m);
+    randomize(m, 50);
+    const char *path = tmp_path("f16.gguf");
+    KT_OK(llama_save_gguf(m, path, KILN_F16));
+    llama *a = llama_from_gguf(ctx, path), *q = llama_infer_from_gguf(ctx, path, LLAMA_AS_STORED);
+    KT_NOTNULL(a);
+    KT_NOTNULL(q);
+    if (a && q) {
+        KT_CHECK(q->weights == KILN_F32 && kiln_tensor_dtype(q->layers[0].w1) == KILN_F32, "F16 as F32");
+        float *x = logits_of(a), *y = logits_of(q);
+        double scale, w = x && y ? worst_diff(y, x, T * c.vocab, &scale) : 1e9;
+        KT_CHECK(w == 0, "logits differ by %g", w);
+        free(x), free(y);
+    }
+    llama_free(m), llama_free(a), llama_free(q);
+    kiln_ctx_free(ctx);
+    unlink(path);
+}
+
 KT_TEST(llama_infer_refuses_bad_dtypes) {
     kiln_ctx *ctx = kiln_ctx_new();
     llama_config c = tiny();
