@@ -137,7 +137,7 @@ static int make_random(const char *path, const char *size, const char *dtype, ui
 }
 
 int main(int argc, char **argv) {
-    const char *model = NULL, *dtype = "stored", *prompt = "Once upon a time", *make = NULL, *size = "tinyllama";
+    const char *model = NULL, *backend = "cpu", *dtype = "stored", *prompt = "Once upon a time", *make = NULL, *size = "tinyllama";
     int tokens = 64, prompt_tokens = 0, top_k = 40, threads = 0;
     double temperature = 0;
     uint64_t seed = 1;
@@ -154,6 +154,7 @@ int main(int argc, char **argv) {
         {"top-k", ARGS_INT, &top_k, "K", "sample among the K likeliest tokens (0: all)", NULL, false},
         {"seed", ARGS_U64, &seed, "N", "seed of the sampling (and of --make-random's weights)", NULL, false},
         {"threads", ARGS_INT, &threads, "N", "worker threads (0: $KILN_THREADS, else all cores)", NULL, false},
+        {"backend", ARGS_CHOICE, &backend, "B", "where the graphs run", "cpu|vulkan", false},
         {"quiet", ARGS_FLAG, &quiet, NULL, "print the figures only, not the text", NULL, false},
         {"ignore-eos", ARGS_FLAG, &ignore_eos, NULL, "go on past the end-of-text token", NULL, false},
         {"make-random", ARGS_STRING, &make, "FILE", "write a random-weight llama GGUF in --dtype f32|q8_0|q4_0 and stop",
@@ -175,7 +176,9 @@ int main(int argc, char **argv) {
     bool dir = stat(model, &st) == 0 && S_ISDIR(st.st_mode);
     double t0 = progress_now();
     kiln_ctx *ctx = kiln_ctx_new();
-    llama *m = !ctx ? NULL : dir ? llama_infer_from_hf(ctx, model, dtype_of(dtype))
+    kiln_backend *be = kiln_backend_get(backend);
+    if (!ctx || !be || kiln_ctx_set_backend(ctx, be)) return fail("choosing the backend");
+    llama *m = dir ? llama_infer_from_hf(ctx, model, dtype_of(dtype))
                                  : llama_infer_from_gguf(ctx, model, dtype_of(dtype));
     if (!m) return fail(model);
     double t_load = progress_now() - t0;
