@@ -2,6 +2,7 @@
  * element type, and of the quantized block types (quant/quant.h). */
 #include "internal.h"
 #include "../quant/quant.h"
+#include "../quant/dfp.h"
 
 #include <math.h>
 
@@ -117,6 +118,12 @@ static void dq_q4_0(const void *s, float *d, int64_t n) { kiln__dequantize_row(K
 static void dq_nf4(const void *s, float *d, int64_t n) { kiln__dequantize_row(KILN_NF4, s, d, n); }
 static void dq_nf4_dq(const void *s, float *d, int64_t n) { kiln__dequantize_row(KILN_NF4_DQ, s, d, n); }
 
+static double get_dfp16(const void *b, int64_t i) {
+    const kiln_block_dfp16 *x = (const kiln_block_dfp16 *)b + i / KILN_QKDFP16;
+    return (double)x->q[i % KILN_QKDFP16] * kiln__dfp_pow2(x->e);
+}
+static void dq_dfp16(const void *s, float *d, int64_t n) { kiln__dequantize_dfp16(s, d, n); }
+
 #define PLAIN(nm, sz, fl, t) {nm, sz, fl, get_##t, set_##t, t##_to_f32, t##_from_f32, 1, 1}
 #define QUANT(nm, T, blk, rowblk, t, q) {nm, sizeof(T), false, get_##t, NULL, dq_##t, q, blk, rowblk}
 
@@ -130,6 +137,7 @@ const kiln_type_traits kiln__types[KILN_DTYPE_COUNT] = {
     [KILN_Q4_0] = QUANT("q4_0", kiln_block_q4_0, KILN_QK4_0, KILN_QK4_0, q4_0, kiln__quantize_q4_0_ref),
     [KILN_NF4] = QUANT("nf4", kiln_block_nf4, KILN_QKNF4, KILN_QKNF4, nf4, kiln__quantize_nf4_ref),
     [KILN_NF4_DQ] = QUANT("nf4_dq", kiln_block_nf4_dq, KILN_QKNF4_DQ, KILN_QKNF4, nf4_dq, kiln__quantize_nf4_dq_ref),
+    [KILN_DFP16] = QUANT("dfp16", kiln_block_dfp16, KILN_QKDFP16, KILN_QKDFP16, dfp16, kiln__quantize_dfp16),
 };
 
 const char *kiln_dtype_name(kiln_dtype t) { return (unsigned)t < KILN_DTYPE_COUNT ? kiln__types[t].name : "?"; }

@@ -107,6 +107,7 @@ const char *kiln_status_name(kiln_status s);
  *   Q4_0          32     18     4.5       f16 d; u8 qs[16]             x = d*(q-8)
  *   NF4           64     36     4.5       f32 absmax; u8 codes[32]     x = absmax*NF4[code]
  *   NF4_DQ     16384   8456     4.129     f32 offset; f32 absmax2; u8 qabsmax[256]; u8 codes[8192]
+ *   DFP16         64    130    16.25      i16 e; i16 q[64]                 x = q*2^e
  *
  * Q8_0 and Q4_0 are ggml's block_q8_0 / block_q4_0 byte for byte (GGUF):
  * Q8_0 d = absmax/127, q = round(x/d); Q4_0 d = m/-8 with m the value of
@@ -147,6 +148,7 @@ typedef enum kiln_dtype {
     KILN_Q4_0,
     KILN_NF4,
     KILN_NF4_DQ,
+    KILN_DFP16, /* dynamic fixed point: 64 int16 + a shared exponent (quant/dfp.h) */
     KILN_DTYPE_COUNT
 } kiln_dtype;
 
