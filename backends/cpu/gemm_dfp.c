@@ -42,17 +42,21 @@ static void scalar(int64_t m, int64_t n, int64_t k, const int16_t *a, int64_t ld
 }
 
 static void pack_a(int64_t m, int64_t k, const int16_t *a, int64_t lda, int16_t *dst, int64_t mp, int64_t kp) {
-    int64_t pairs = kp / 2;
+    int64_t pairs = kp / 2, full = k / 2;
 #pragma omp for schedule(static) nowait
     for (int64_t i0 = 0; i0 < mp; i0 += KILN_DFP_MR) {
         int16_t *d = dst + i0 * kp;
         for (int t = 0; t < KILN_DFP_MR; t++) {
+            int16_t *w = d + 2 * t;
+            if (i0 + t >= m) { /* padding rows */
+                for (int64_t p = 0; p < pairs; p++) memset(w + p * KILN_DFP_MR * 2, 0, 4);
+                continue;
+            }
             const int16_t *s = a + (i0 + t) * lda;
-            bool live = i0 + t < m;
-            for (int64_t p = 0; p < pairs; p++) {
-                int16_t *w = d + (p * KILN_DFP_MR + t) * 2;
-                w[0] = live && 2 * p < k ? s[2 * p] : 0;
-                w[1] = live && 2 * p + 1 < k ? s[2 * p + 1] : 0;
+            for (int64_t p = 0; p < full; p++) memcpy(w + p * KILN_DFP_MR * 2, s + 2 * p, 4);
+            if (full < pairs) { /* odd k: the last pair's second half is 0 */
+                w[full * KILN_DFP_MR * 2] = s[2 * full];
+                w[full * KILN_DFP_MR * 2 + 1] = 0;
             }
         }
     }
