@@ -375,6 +375,18 @@ kiln_tensor *kiln_matmul(kiln_ctx *ctx, kiln_tensor *a, kiln_tensor *b);
 kiln_tensor *kiln_matmul_t(kiln_ctx *ctx, kiln_tensor *a, bool trans_a, kiln_tensor *b, bool trans_b);
 /* x [..., in] @ w^T + bias, with w [out, in] as torch.nn.Linear (bias may be NULL). */
 kiln_tensor *kiln_linear(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias);
+/* INT16 dynamic fixed point (Das et al. 2018), for training with integer
+ * GEMMs: op(a) op(b) of 2-D f32 tensors with each operand quantized inside
+ * to 14-bit integers sharing one power-of-two exponent, multiplied in INT32
+ * chunks that cannot overflow (AVX512-VNNI vpdpwssd where present) and
+ * summed in f32; relative error about 2^-13 of the operands' largest
+ * values. The backward pass (dA, dB) runs the same DFP op; bias add stays
+ * f32. CPU only.
+ *
+ *     kiln_tensor *y = kiln_dfp_linear(ctx, x, w, b);   // x [.., in], w [out, in]
+ */
+kiln_tensor *kiln_dfp_matmul_t(kiln_ctx *ctx, kiln_tensor *a, bool trans_a, kiln_tensor *b, bool trans_b);
+kiln_tensor *kiln_dfp_linear(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias);
 
 /* ---- ops: shape and movement ------------------------------------------- */
 /* Views share storage with their source; gradients flow through them. */
