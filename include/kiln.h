@@ -387,6 +387,11 @@ kiln_tensor *kiln_linear(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_ten
  */
 kiln_tensor *kiln_dfp_matmul_t(kiln_ctx *ctx, kiln_tensor *a, bool trans_a, kiln_tensor *b, bool trans_b);
 kiln_tensor *kiln_dfp_linear(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias);
+/* kiln_conv2d with its im2col product (and so both backward products) a
+ * DFP matmul; f32 x, w, bias; groups 1. */
+typedef struct kiln_conv2d_params kiln_conv2d_params;
+kiln_tensor *kiln_dfp_conv2d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias,
+                             const kiln_conv2d_params *p);
 
 /* ---- ops: shape and movement ------------------------------------------- */
 /* Views share storage with their source; gradients flow through them. */

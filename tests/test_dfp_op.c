@@ -173,3 +173,51 @@ KT_TEST(dfp_matmul_errors) {
     KT_NOTNULL(kiln_dfp_matmul_t(ctx, a, false, b, true));
     kiln_ctx_free(ctx);
 }
+
+/* kiln_dfp_conv2d against kiln_conv2d, forward and the gradients of x, w
+ * and bias: within 2^-11 of the largest magnitude of each (14-bit
+ * operands, im2col sums of 36 taps). */
+KT_TEST(dfp_conv2d_matches_f32) {
+    const int64_t n = 2, c = 4, h = 7, wd = 6, o = 5;
+    float *xv = malloc(n * c * h * wd * 4), *wv = malloc(o * c * 9 * 4), bv[5];
+    fill(xv, n * c * h * wd, 7, 2.0f), fill(wv, o * c * 9, 8, 0.6f), fill(bv, o, 9, 1.0f);
+    float *res[2][4];
+    int64_t sizes[4] = {n * o * h * wd, n * c * h * wd, o * c * 9, o};
+    for (int dfp = 0; dfp < 2; dfp++) {
+        kiln_ctx *ctx = kiln_ctx_new();
+        kiln_tensor *x = kiln_new_4d(ctx, KILN_F32, n, c, h, wd), *w = kiln_new_4d(ctx, KILN_F32, o, c, 3, 3);
+        kiln_tensor *b = kiln_new_1d(ctx, KILN_F32, o);
+        KT_OK(kiln_tensor_set_f32(x, xv, sizes[1]));
+        KT_OK(kiln_tensor_set_f32(w, wv, sizes[2]));
+        KT_OK(kiln_tensor_set_f32(b, bv, o));
+        kiln_tensor_set_requires_grad(x, true), kiln_tensor_set_requires_grad(w, true);
+        kiln_tensor_set_requires_grad(b, true);
+        kiln_conv2d_params p = {.padding = {1, 1}};
+        kiln_tensor *y = dfp ? kiln_dfp_conv2d(ctx, x, w, b, &p) : kiln_conv2d(ctx, x, w, b, &p);
+        KT_NOTNULL(y);
+        kiln_tensor *r = kiln_new_4d(ctx, KILN_F32, n, o, h, wd);
+        KT_OK(kiln_tensor_fill_randn(r, 11, 0.0, 1.0));
+        kiln_tensor *loss = kiln_sum_all(ctx, kiln_mul(ctx, y, r));
+        kiln_graph *g = kiln_graph_new(ctx);
+        KT_OK(kiln_graph_add(g, y));
+        KT_OK(kiln_graph_add(g, loss));
+        KT_OK(kiln_graph_backward(g, loss));
+        KT_OK(kiln_graph_compute(g));
+        kiln_tensor *ts[4] = {y, kiln_tensor_grad(x), kiln_tensor_grad(w), kiln_tensor_grad(b)};
+        for (int i = 0; i < 4; i++) {
+            res[dfp][i] = malloc((size_t)sizes[i] * 4);
+            KT_OK(kiln_tensor_get_f32(ts[i], res[dfp][i], sizes[i]));
+        }
+        kiln_ctx_free(ctx);
+    }
+    const char *names[4] = {"y", "dx", "dw", "db"};
+    for (int i = 0; i < 4; i++) {
+        double big = 0, worst = 0;
+        for (int64_t e = 0; e < sizes[i]; e++) big = fmax(big, fabs(res[0][i][e]));
+        for (int64_t e = 0; e < sizes[i]; e++) worst = fmax(worst, fabs(res[0][i][e] - res[1][i][e]));
+        KT_CHECK(worst <= 0x1p-11 * big * 4 && (i == 3 || worst > 0), "%s: largest difference %g of %g", names[i], worst,
+                 big);
+        free(res[0][i]), free(res[1][i]);
+    }
+    free(xv), free(wv);
+}
