@@ -6,7 +6,7 @@
  * in f32 for a few hundred steps first, so the tensors are those of a net
  * that is learning, not of its initialization.
  *
- *     dfp-error [--steps 300] [--data DIR]
+ *     dfp-error [--steps 300] [--data DIR] [--threads N] [--backend cpu|vulkan]
  *
  * Prints, per tensor, the relative RMS error |x - Q(x)| / |x| of three
  * quantizers: 16-bit per tensor, 16-bit per block of 64 (kiln_quantize to
@@ -64,14 +64,24 @@ static void row_t(kiln_ctx *ctx, const char *name, kiln_tensor *t) {
 }
 
 int main(int argc, char **argv) {
+    static const char usage[] = "usage: dfp-error [--steps N] [--data DIR] [--threads N] [--backend cpu|vulkan]\n";
     int64_t steps = 300, batch = 64;
-    const char *dir = NULL;
-    for (int i = 1; i + 1 < argc; i += 2) {
+    const char *dir = NULL, *backend = "cpu";
+    for (int i = 1; i < argc; i += 2) {
+        if (!strcmp(argv[i], "--help")) return fputs(usage, stdout), 0;
+        if (i + 1 >= argc) return fputs(usage, stderr), 2;
         if (!strcmp(argv[i], "--steps")) steps = atoll(argv[i + 1]);
         else if (!strcmp(argv[i], "--data")) dir = argv[i + 1];
-        else return fprintf(stderr, "usage: dfp-error [--steps N] [--data DIR]\n"), 2;
+        else if (!strcmp(argv[i], "--threads")) kiln_set_threads(atoi(argv[i + 1]));
+        else if (!strcmp(argv[i], "--backend")) backend = argv[i + 1];
+        else return fputs(usage, stderr), 2;
     }
     kiln_ctx *ctx = kiln_ctx_new();
+    if (strcmp(backend, "cpu")) { /* the training on the device; the errors are measured on the host */
+        kiln_backend *b = kiln_backend_get(backend);
+        if (!b) return fprintf(stderr, "dfp-error: no backend '%s'\n", backend), 1;
+        kiln_ctx_set_backend(ctx, b);
+    }
     data_images train;
     if (data_fashion_load(ctx, dir, DATA_TRAIN, DATA_NCHW, &train))
         return fprintf(stderr, "dfp-error: %s\n", kiln_last_error()), 1;
