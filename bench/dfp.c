@@ -3,7 +3,8 @@
  * 14-bit operands (the DFP ops' precision: chunks of 32 k), of the same
  * with the f32 -> DFP quantization of both operands counted in, of kiln's
  * f32 sgemm (kiln__sgemm: OpenBLAS in a BLAS build) and kiln's own f32
- * kernel, and OpenBLAS cblas_sgemm; all in the NT form (B [n, k]). */
+ * kernel, and OpenBLAS cblas_sgemm; in the NT form (B [n, k]), and the
+ * convolution's NN form (B [k, n]). */
 #include "bench.h"
 #include "gemm.h"
 #include "gemm_dfp.h"
@@ -19,6 +20,7 @@
 
 typedef struct dfp_job {
     int64_t m, n, k;
+    bool kn; /* B stored [k, n] (the convolution's im2col columns), else [n, k] */
     const float *a, *b;
     int16_t *qa, *qb;
     int ea, eb, ma, mb;
@@ -28,8 +30,8 @@ typedef struct dfp_job {
 
 static void run_dfp(void *p) {
     dfp_job *j = p;
-    bench_check(kiln__gemm_dfp(j->m, j->n, j->k, j->qa, j->k, j->ma, j->ea, j->qb, j->k, j->mb, j->eb, j->c, j->n,
-                               j->nt) == KILN_OK,
+    bench_check(kiln__gemm_dfp_t(false, j->kn, j->m, j->n, j->k, j->qa, j->k, j->ma, j->ea, j->qb, j->kn ? j->n : j->k,
+                                 j->mb, j->eb, j->c, j->n, j->nt) == KILN_OK,
                 "kiln__gemm_dfp");
 }
 
@@ -42,19 +44,20 @@ static void run_dfp_quant(void *p) {
 
 static void run_sgemm(void *p) {
     dfp_job *j = p;
-    kiln__sgemm(false, true, j->m, j->n, j->k, 1.0f, j->a, j->k, j->b, j->k, 0.0f, j->c, j->n, j->nt);
+    kiln__sgemm(false, !j->kn, j->m, j->n, j->k, 1.0f, j->a, j->k, j->b, j->kn ? j->n : j->k, 0.0f, j->c, j->n, j->nt);
 }
 
 static void run_own(void *p) {
     dfp_job *j = p;
-    kiln__sgemm_own(false, true, j->m, j->n, j->k, 1.0f, j->a, j->k, j->b, j->k, 0.0f, j->c, j->n, j->nt);
+    kiln__sgemm_own(false, !j->kn, j->m, j->n, j->k, 1.0f, j->a, j->k, j->b, j->kn ? j->n : j->k, 0.0f, j->c, j->n,
+                    j->nt);
 }
 
 #ifdef KILN_BLAS
 static void run_blas(void *p) {
     dfp_job *j = p;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)j->m, (int)j->n, (int)j->k, 1.0f, j->a, (int)j->k,
-                j->b, (int)j->k, 0.0f, j->c, (int)j->n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, j->kn ? CblasNoTrans : CblasTrans, (int)j->m, (int)j->n, (int)j->k, 1.0f,
+                j->a, (int)j->k, j->b, (int)(j->kn ? j->n : j->k), 0.0f, j->c, (int)j->n);
 }
 #endif
 
@@ -68,8 +71,8 @@ static float *rand_f32(int64_t n, uint64_t seed) {
     return v;
 }
 
-static void shape(const bench_opts *o, const char *label, int64_t m, int64_t n, int64_t k, int nt) {
-    dfp_job j = {.m = m, .n = n, .k = k, .a = rand_f32(m * k, 1), .b = rand_f32(n * k, 2), .nt = nt};
+static void shape(const bench_opts *o, const char *label, int64_t m, int64_t n, int64_t k, bool kn, int nt) {
+    dfp_job j = {.m = m, .n = n, .k = k, .kn = kn, .a = rand_f32(m * k, 1), .b = rand_f32(n * k, 2), .nt = nt};
     j.qa = malloc((size_t)(m * k) * 2), j.qb = malloc((size_t)(n * k) * 2), j.c = malloc((size_t)(m * n) * 4);
     bench_check(j.qa && j.qb && j.c, "out of memory");
     run_dfp_quant(&j);
@@ -98,13 +101,13 @@ static void shape(const bench_opts *o, const char *label, int64_t m, int64_t n, 
 void bench_dfp(const bench_opts *o) {
     for (int t = 0; t < o->n_threads; t++) {
         int nt = o->threads[t];
-        shape(o, "512", 512, 512, 512, nt);
-        shape(o, "1024", 1024, 1024, 1024, nt);
-        shape(o, "2048", 2048, 2048, 2048, nt);
+        shape(o, "512", 512, 512, 512, false, nt);
+        shape(o, "1024", 1024, 1024, 1024, false, nt);
+        shape(o, "2048", 2048, 2048, 2048, false, nt);
         /* the MLP's first layer, batch 128 (forward y = x w^T) */
-        shape(o, "mlp 128x256x784", 128, 256, 784, nt);
-        /* a Fashion CNN conv as im2col GEMM: 128 images x 14x14 pixels, 32
-         * channels of 3x3x16 */
-        shape(o, "conv 25088x32x144", 25088, 32, 144, nt);
+        shape(o, "mlp 128x256x784", 128, 256, 784, false, nt);
+        /* the Fashion CNN's conv2 as kiln_dfp_conv2d runs it: w [32, 144]
+         * times the im2col columns [144, 128 images x 14 x 14] */
+        shape(o, "conv2 32x25088x144 NN", 32, 25088, 144, true, nt);
     }
 }

@@ -1,7 +1,8 @@
 /* test_dfp_gemm.c — the DFP GEMM (backends/cpu/gemm_dfp.h): the chunk
  * bound, no overflow on adversarial operands (every value +-32767 or
  * +-8191, reductions up to k = 2^16), the SIMD path equal to the scalar
- * reference bit for bit on odd shapes, strides and 1 or 2 threads, and a
+ * reference bit for bit on odd shapes, strides, every operand layout ([m, k]
+ * or [k, m] A, [n, k] or [k, n] B) and 1 or 2 threads, and a
  * quantize-then-multiply product within the bound the representation
  * implies of the exact (double) product. */
 #include "kt.h"
@@ -60,18 +61,34 @@ KT_TEST(dfp_gemm_adversarial_no_overflow) {
     adversarial(32767, 1, 1, 1);
 }
 
-static void check_shape(int64_t m, int64_t n, int64_t k, int pad, int amax, int bmax, int nt) {
-    int64_t lda = k + pad, ldb = k + 2 * pad, ldc = n + pad;
-    int16_t *a = malloc((size_t)(m * lda) * 2 + 2), *b = malloc((size_t)(n * ldb) * 2 + 2);
-    for (int64_t i = 0; i < m * lda; i++) a[i] = (int16_t)((int)(next32() % (2u * amax + 1)) - amax);
-    for (int64_t i = 0; i < n * ldb; i++) b[i] = (int16_t)((int)(next32() % (2u * bmax + 1)) - bmax);
+static void check_layout(bool akm, bool bkn, int64_t m, int64_t n, int64_t k, int pad, int amax, int bmax, int nt) {
+    int64_t arows = akm ? k : m, brows = bkn ? k : n;
+    int64_t lda = (akm ? m : k) + pad, ldb = (bkn ? n : k) + 2 * pad, ldc = n + pad;
+    int16_t *a = malloc((size_t)(arows * lda) * 2 + 2), *b = malloc((size_t)(brows * ldb) * 2 + 2);
+    for (int64_t i = 0; i < arows * lda; i++) a[i] = (int16_t)((int)(next32() % (2u * amax + 1)) - amax);
+    for (int64_t i = 0; i < brows * ldb; i++) b[i] = (int16_t)((int)(next32() % (2u * bmax + 1)) - bmax);
     float *c = malloc((size_t)(m * ldc) * 4), *r = malloc((size_t)(m * ldc) * 4);
     for (int64_t i = 0; i < m * ldc; i++) c[i] = r[i] = 7.0f;
-    KT_OK(kiln__gemm_dfp(m, n, k, a, lda, amax, -20, b, ldb, bmax, 5, c, ldc, nt));
-    KT_OK(kiln__gemm_dfp_ref(m, n, k, a, lda, amax, -20, b, ldb, bmax, 5, r, ldc, 1));
-    KT_REQUIRE(!memcmp(c, r, (size_t)(m * ldc) * 4), "m %lld n %lld k %lld pad %d bounds %d %d threads %d differs",
-               (long long)m, (long long)n, (long long)k, pad, amax, bmax, nt);
+    KT_OK(kiln__gemm_dfp_t(akm, bkn, m, n, k, a, lda, amax, -20, b, ldb, bmax, 5, c, ldc, nt));
+    KT_OK(kiln__gemm_dfp_ref_t(akm, bkn, m, n, k, a, lda, amax, -20, b, ldb, bmax, 5, r, ldc, 1));
+    KT_REQUIRE(!memcmp(c, r, (size_t)(m * ldc) * 4),
+               "layout %d%d m %lld n %lld k %lld pad %d bounds %d %d threads %d differs", akm, bkn, (long long)m,
+               (long long)n, (long long)k, pad, amax, bmax, nt);
+    if (akm || bkn) { /* the reference itself against the NT reference of the transposed copies */
+        int16_t *at = malloc((size_t)(m * k) * 2 + 2), *bt = malloc((size_t)(n * k) * 2 + 2);
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t p = 0; p < k; p++) at[i * k + p] = akm ? a[p * lda + i] : a[i * lda + p];
+        for (int64_t j = 0; j < n; j++)
+            for (int64_t p = 0; p < k; p++) bt[j * k + p] = bkn ? b[p * ldb + j] : b[j * ldb + p];
+        KT_OK(kiln__gemm_dfp_ref(m, n, k, at, k, amax, -20, bt, k, bmax, 5, c, ldc, 1));
+        KT_REQUIRE(!memcmp(c, r, (size_t)(m * ldc) * 4), "layout %d%d: reference differs from NT", akm, bkn);
+        free(at), free(bt);
+    }
     free(a), free(b), free(c), free(r);
+}
+
+static void check_shape(int64_t m, int64_t n, int64_t k, int pad, int amax, int bmax, int nt) {
+    for (int l = 0; l < 4; l++) check_layout(l & 1, l & 2, m, n, k, pad, amax, bmax, nt);
 }
 
 KT_TEST(dfp_gemm_simd_equals_scalar) {

@@ -45,6 +45,15 @@ kiln_status kiln__gemm_dfp(int64_t m, int64_t n, int64_t k, const int16_t *a, in
 kiln_status kiln__gemm_dfp_ref(int64_t m, int64_t n, int64_t k, const int16_t *a, int64_t lda, int amax, int ea,
                                const int16_t *b, int64_t ldb, int bmax, int eb, float *c, int64_t ldc,
                                int n_threads);
+/* The same with either operand stored the other way: a_km, A as [k, m]
+ * (lda its row stride, >= m); b_kn, B as [k, n] (ldb >= n). The packers
+ * read those layouts directly (no transposed copy). */
+kiln_status kiln__gemm_dfp_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a, int64_t lda,
+                             int amax, int ea, const int16_t *b, int64_t ldb, int bmax, int eb, float *c, int64_t ldc,
+                             int n_threads);
+kiln_status kiln__gemm_dfp_ref_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a,
+                                 int64_t lda, int amax, int ea, const int16_t *b, int64_t ldb, int bmax, int eb,
+                                 float *c, int64_t ldc, int n_threads);
 /* Pairs of k per INT32 chunk for the bounds (at least 1). */
 int64_t kiln__gemm_dfp_chunk_pairs(int amax, int bmax);
 
@@ -63,6 +72,9 @@ typedef struct kiln_dfp_packed {
 
 #if defined(__x86_64__)
 void kiln__gemm_dfp_kernel_avx512vnni(const kiln_dfp_packed *p, float *c, int64_t ldc);
+/* B's packer (every thread of the region calls it; it waits for all). */
+void kiln__gemm_dfp_pack_b_avx512(bool kn, int64_t n, int64_t k, const int16_t *b, int64_t ldb, int16_t *dst,
+                                  int64_t np, int64_t kp);
 #endif
 
 #endif

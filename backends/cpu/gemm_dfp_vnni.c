@@ -81,6 +81,55 @@ static inline __attribute__((always_inline)) void tile_n(const kiln_dfp_packed *
         }
 }
 
+/* B into 16-column panels of k pairs (layout in gemm_dfp.h), AVX-512: from
+ * [n, k] one 16-row gather of 32-bit words (a k pair) per panel line, from
+ * [k, n] 16 values of rows 2p and 2p + 1 interleaved. Zero padded. Orphaned
+ * omp for; waits for every thread at the end. */
+void kiln__gemm_dfp_pack_b_avx512(bool kn, int64_t n, int64_t k, const int16_t *b, int64_t ldb, int16_t *dst,
+                                  int64_t np, int64_t kp) {
+    const int64_t pairs = kp / 2, full = k / 2;
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+#pragma omp for schedule(static)
+    for (int64_t j0 = 0; j0 < np; j0 += 16) {
+        int16_t *d = dst + (j0 / 16) * pairs * 32;
+        int live = n - j0 < 16 ? (int)(n - j0) : 16;
+        __mmask16 lm = (__mmask16)((1u << live) - 1);
+        if (kn) {
+            const __m512i idx = _mm512_setr_epi64(0, 1, 4, 5, 2, 3, 6, 7);
+            for (int64_t p = 0; p < pairs; p++, d += 32) {
+                const int16_t *s0 = b + 2 * p * ldb + j0;
+                __m256i r0 = _mm256_maskz_loadu_epi16(lm, s0);
+                __m256i r1 = p < full ? _mm256_maskz_loadu_epi16(lm, s0 + ldb) : _mm256_setzero_si256();
+                /* (r0[t], r1[t]) pairs: unpack within 128-bit lanes, then put the lanes in order */
+                __m256i lo = _mm256_unpacklo_epi16(r0, r1), hi = _mm256_unpackhi_epi16(r0, r1);
+                __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+                _mm512_storeu_si512(d, _mm512_permutexvar_epi64(idx, v));
+            }
+        } else {
+            /* 32-bit words of row j0 + t at byte offset 4p: row starts as int32 indices */
+            const __m512i rows = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)(ldb / 2)));
+            const int32_t *base = (const int32_t *)(const void *)(b + j0 * ldb);
+            if (ldb % 2 == 0 && (int64_t)(ldb / 2) * 16 < INT32_MAX) {
+                for (int64_t p = 0; p < full; p++, d += 32)
+                    _mm512_storeu_si512(d, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), lm,
+                                                                       _mm512_add_epi32(rows, _mm512_set1_epi32((int)p)),
+                                                                       base, 4));
+            } else
+                for (int64_t p = 0; p < full; p++, d += 32) {
+                    for (int t = 0; t < 16; t++) {
+                        d[2 * t] = t < live ? b[(j0 + t) * ldb + 2 * p] : 0;
+                        d[2 * t + 1] = t < live ? b[(j0 + t) * ldb + 2 * p + 1] : 0;
+                    }
+                }
+            for (int64_t p = full; p < pairs; p++, d += 32) /* odd k: the last pair's second half is 0 */
+                for (int t = 0; t < 16; t++) {
+                    d[2 * t] = t < live ? b[(j0 + t) * ldb + 2 * p] : 0;
+                    d[2 * t + 1] = 0;
+                }
+        }
+    }
+}
+
 #define TILE(np)                                                                                               \
     static __attribute__((noinline)) void tile##np(const kiln_dfp_packed *p, const int16_t *a, const int16_t *b,   \
                                                    float *c, int64_t ldc, int64_t rows, int64_t cols) {           \
