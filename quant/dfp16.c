@@ -93,13 +93,26 @@ void kiln__dequantize_dfp16(const void *blocks, float *y, int64_t n) {
 void kiln__dfp_quantize(const float *x, int64_t n, int bits, int16_t *q, int *e, int *qmax, bool sr,
                         uint64_t seed) {
     const kiln__dfp_kernels *k = kiln__dfp_kernels_best();
-    uint32_t ab = k->amax_bits(x, n);
+    /* chunks of 64 Ki values, threaded when there are several: each value's
+     * code depends only on it, the exponent and its index */
+    const int64_t chunk = 1 << 16, nc = (n + chunk - 1) / chunk;
+    int nt = nc > 1 ? kiln__threads() : 1; /* kiln_set_threads() */
+    uint32_t ab = 0;
+#pragma omp parallel for num_threads(nt) reduction(max : ab) schedule(static) if (nt > 1)
+    for (int64_t c = 0; c < nc; c++) {
+        uint32_t m = k->amax_bits(x + c * chunk, n - c * chunk < chunk ? n - c * chunk : chunk);
+        ab = m > ab ? m : ab;
+    }
     int ex = kiln__dfp_exponent(ab, bits), lim = (1 << (bits - 1)) - 1;
     float s = kiln__dfp_pow2(-ex), amax;
-    k->round(x, n, s, lim, q, sr, kiln__dfp_seed_mix(seed), 0);
+    uint32_t mix = kiln__dfp_seed_mix(seed);
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int64_t c = 0; c < nc; c++)
+        k->round(x + c * chunk, n - c * chunk < chunk ? n - c * chunk : chunk, s, lim, q + c * chunk, sr, mix,
+                 (uint32_t)(c * chunk));
     memcpy(&amax, &ab, 4);
     /* |q| <= ceil(|x| 2^-e) for either rounding: a bound without a pass */
-    float c = ceilf(amax * s);
+    float cb = ceilf(amax * s);
     *e = ex;
-    if (qmax) *qmax = c == c && c < (float)lim ? (int)c : lim;
+    if (qmax) *qmax = cb == cb && cb < (float)lim ? (int)cb : lim;
 }
