@@ -3,8 +3,12 @@
  * combination, and a finite-difference gradient check of a DFP linear
  * layer at DFP precision: its gradients (the backward-data and
  * backward-weight products again in DFP) against central differences of
- * the loss, within the bound the representation implies. */
+ * the loss, within the bound the representation implies; the DFP mode of
+ * models/mlp and models/cnn against their f32 mode. */
 #include "kt.h"
+
+#include "cnn.h"
+#include "mlp.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -220,4 +224,50 @@ KT_TEST(dfp_conv2d_matches_f32) {
         free(res[0][i]), free(res[1][i]);
     }
     free(xv), free(wv);
+}
+
+/* The models' DFP mode (cfg.dfp): the same seed gives logits and weight
+ * gradients within the DFP precision of the f32 model's. */
+static void model_pair(bool is_cnn, float out[2][2][320]) {
+    for (int dfp = 0; dfp < 2; dfp++) {
+        kiln_ctx *ctx = kiln_ctx_new();
+        model_graph g;
+        kiln_tensor *w;
+        if (is_cnn) {
+            cnn_config c = {.channels = 1, .size = 8, .c1 = 4, .c2 = 6, .hidden = 16, .classes = 5,
+                            .dfp = dfp ? CNN_DFP_ALL : 0};
+            cnn *m = cnn_new(ctx, &c, 3);
+            KT_REQUIRE(m && !cnn_train_graph(m, 4, &g), "cnn: %s", kiln_last_error());
+            w = m->fc_w; /* conv weights' gradients pass max pooling, whose routing a near tie flips */
+            cnn_free(m);
+        } else {
+            mlp_config c = {.inputs = 20, .hidden = 16, .classes = 5, .dfp = dfp ? MLP_DFP_ALL : 0};
+            mlp *m = mlp_new(ctx, &c, 3);
+            KT_REQUIRE(m && !mlp_train_graph(m, 4, &g), "mlp: %s", kiln_last_error());
+            w = m->fc1_w;
+            mlp_free(m);
+        }
+        KT_OK(kiln_tensor_fill_randn(g.input, 5, 0.0, 1.0));
+        int32_t lab[4] = {0, 3, 1, 4};
+        KT_OK(kiln_tensor_set_i32(g.labels, lab, 4));
+        KT_OK(kiln_graph_compute(g.graph));
+        KT_OK(kiln_tensor_get_f32(g.logits, out[dfp][0], 20));
+        KT_OK(kiln_tensor_get_f32(kiln_tensor_grad(w), out[dfp][1], is_cnn ? 80 : 320));
+        kiln_ctx_free(ctx);
+    }
+}
+
+KT_TEST(dfp_models_match_f32) {
+    for (int is_cnn = 0; is_cnn < 2; is_cnn++) {
+        float out[2][2][320];
+        model_pair(is_cnn, out);
+        for (int t = 0; t < 2; t++) {
+            int n = t ? (is_cnn ? 80 : 320) : 20;
+            double big = 0, worst = 0;
+            for (int i = 0; i < n; i++) big = fmax(big, fabs(out[0][t][i]));
+            for (int i = 0; i < n; i++) worst = fmax(worst, fabs(out[0][t][i] - out[1][t][i]));
+            KT_CHECK(worst <= 2e-3 * big && worst > 0, "%s %s: largest difference %g of %g", is_cnn ? "cnn" : "mlp",
+                     t ? "weight gradient" : "logits", worst, big);
+        }
+    }
 }
