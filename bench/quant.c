@@ -2,12 +2,23 @@
  * error on N(0, 1) data (NF4 against uniform 4-bit at the same block of 64,
  * the issue's target: NF4 lower) and the dequantize kernel's rate. The
  * error lines print RMSE x 1000 with the uniform 4-bit figure as the
- * reference, so a ratio below 1 means NF4 wins. Then the quantized matmul
+ * reference, so a ratio below 1 means NF4 wins; the GQ (GPTQ layout)
+ * types at 4, 3 and 2 bits follow. Then the quantized matmul
  * (KILN_OP_QMATMUL): batch-1 GEMV over a set of [11008, 4096] weights
  * bigger than the 480 MiB cache (> 640 MiB of weight bytes, so they stream
  * from memory) in GB/s of weight bytes against the triad in the same run
- * and against f32 GEMV, and batched tokens/s at 128 rows. */
+ * and against f32 GEMV; then prompt processing (128 rows) on a 1.1B
+ * llama's matrices in tokens/s and GOP/s against kiln's f32 GEMM on the
+ * same shapes in the same run (bench_prompt). */
 #include "bench.h"
+#include "cpu_features.h"
+#include "gemm.h"
+#include "qmatmul_gemm.h"
+
+#ifdef KILN_BLAS
+#include <cblas.h>
+#endif
+#define REF_SGEMM "kiln f32 GEMM, same shapes"
 
 #include <math.h>
 #include <stdio.h>
@@ -84,6 +95,115 @@ static kiln_graph *qm_graph(kiln_ctx *ctx, kiln_tensor *src, kiln_dtype t, int64
     return g;
 }
 
+
+/* Prompt processing (m = 128 rows) on a 1.1B llama's matrices (TinyLlama:
+ * dim 2048, hidden 5632, 22 layers, 4 of 32 heads for k and v, vocab
+ * 32000): one layer's 7 projections and the output head, timed apart;
+ * tokens/s = 128 / (22 t_layer + t_head). Reference in the same run:
+ * kiln's own f32 GEMM (kiln__sgemm_own, AVX-512) on the f32 weights;
+ * also shown: OpenBLAS's sgemm, and the dequantize + f32 GEMM route the
+ * integer GEMM replaced (VNNI turned off in the caps). */
+#define PP_M 128
+static const int64_t pp_shapes[8][2] = {{2048, 2048}, {256, 2048}, {256, 2048}, {2048, 2048},
+                                        {5632, 2048}, {5632, 2048}, {2048, 5632}, {32000, 2048}};
+
+typedef struct pp_job {
+    kiln_graph *g;
+    int nt;
+    float *w[8], *x[8], *y; /* f32 reference */
+    int s0, s1;             /* shapes [s0, s1) */
+} pp_job;
+
+static void run_pp_f32(void *p) {
+    pp_job *j = p;
+    for (int i = j->s0; i < j->s1; i++) {
+        const int n = (int)pp_shapes[i][0], k = (int)pp_shapes[i][1];
+        kiln__sgemm_own(false, true, PP_M, n, k, 1.0f, j->x[i], k, j->w[i], k, 0.0f, j->y, n, j->nt);
+    }
+}
+
+#ifdef KILN_BLAS
+static void run_pp_blas(void *p) {
+    pp_job *j = p;
+    for (int i = j->s0; i < j->s1; i++) {
+        const int n = (int)pp_shapes[i][0], k = (int)pp_shapes[i][1];
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, PP_M, n, k, 1.0f, j->x[i], k, j->w[i], k, 0.0f, j->y, n);
+    }
+}
+#endif
+
+/* graph of the shapes [s0, s1) in dtype t, x random */
+static kiln_graph *pp_graph(kiln_ctx *ctx, kiln_dtype t, int s0, int s1) {
+    kiln_graph *g = kiln_graph_new(ctx);
+    for (int i = s0; i < s1; i++) {
+        kiln_tensor *w = kiln_new_2d(ctx, KILN_F32, pp_shapes[i][0], pp_shapes[i][1]);
+        kiln_tensor *x = kiln_new_2d(ctx, KILN_F32, PP_M, pp_shapes[i][1]);
+        bench_check(w && x && kiln_tensor_fill_randn(w, 10 + (uint64_t)i, 0.0, 0.02) == KILN_OK &&
+                        kiln_tensor_fill_randn(x, 20 + (uint64_t)i, 0.0, 1.0) == KILN_OK,
+                    "prompt weights");
+        kiln_tensor *q = kiln_quantize(ctx, w, t);
+        bench_check(q && kiln_graph_add(g, kiln_linear(ctx, x, q, NULL)) == KILN_OK, "prompt graph");
+    }
+    return g;
+}
+
+static void bench_prompt(int nt) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    double params[2] = {0, 0}; /* layer, head */
+    for (int i = 0; i < 8; i++) params[i == 7] += (double)pp_shapes[i][0] * (double)pp_shapes[i][1];
+    const double total = 22 * params[0] + params[1];
+    /* the f32 reference */
+    pp_job ref[2] = {{.nt = nt, .s0 = 0, .s1 = 7}, {.nt = nt, .s0 = 7, .s1 = 8}};
+    float *y = malloc((size_t)PP_M * 32000 * sizeof(float));
+    bench_check(y != NULL, "prompt y");
+    for (int i = 0; i < 8; i++) {
+        const int64_t n = pp_shapes[i][0], k = pp_shapes[i][1];
+        float *w = malloc((size_t)(n * k) * sizeof(float)), *x = malloc((size_t)(PP_M * k) * sizeof(float));
+        bench_check(w && x, "prompt f32");
+        for (int64_t e = 0; e < n * k; e++) w[e] = (float)((e * 2654435761u) % 2001) * 1e-5f - 0.01f;
+        for (int64_t e = 0; e < PP_M * k; e++) x[e] = (float)((e * 40503u) % 2001) * 1e-3f - 1.0f;
+        for (int r = 0; r < 2; r++) ref[r].w[i] = w, ref[r].x[i] = x, ref[r].y = y;
+    }
+    double rmed[2];
+    bench_measure((bench_job[]){{run_pp_f32, &ref[0]}, {run_pp_f32, &ref[1]}}, 2, 1, 5, 1.5, rmed);
+    const double ref_tps = PP_M / (22 * rmed[0] + rmed[1]);
+    char name[96];
+    snprintf(name, sizeof name, "prompt m=%d f32 1.1B llama %dt", PP_M, nt);
+    bench_report(name, ref_tps, "tok/s", 0, REF_SGEMM);
+    printf("%-34s      %9.1f GFLOP/s\n", "", 2.0 * PP_M * total / (22 * rmed[0] + rmed[1]) * 1e-9);
+#ifdef KILN_BLAS
+    /* OpenBLAS picks its kernels by the CPU it detects (0.3.21 takes this
+     * VM for a "Prescott"; bench/run.sh forces SkylakeX for a second run) */
+    openblas_set_num_threads(nt);
+    double bmed[2];
+    bench_measure((bench_job[]){{run_pp_blas, &ref[0]}, {run_pp_blas, &ref[1]}}, 2, 1, 5, 1.5, bmed);
+    snprintf(name, sizeof name, "prompt m=%d f32 OpenBLAS %s %dt", PP_M, openblas_get_corename(), nt);
+    bench_report(name, PP_M / (22 * bmed[0] + bmed[1]), "tok/s", ref_tps, REF_SGEMM);
+#endif
+    const kiln_cpu_caps saved = *kiln__cpu_caps();
+    for (int v = 0; v < 3; v++) {
+        const kiln_dtype t = v == 1 ? KILN_Q8_0 : KILN_Q4_0;
+        kiln_cpu_caps c = saved;
+        if (v == 2) { /* the route the integer GEMM replaced (AVX-512 f32 GEMM, no VNNI) */
+            c.avx512vnni = false;
+            kiln__cpu_caps_set(&c);
+        }
+        mm_job j[2] = {{pp_graph(ctx, t, 0, 7), nt}, {pp_graph(ctx, t, 7, 8), nt}};
+        double med[2];
+        bench_measure((bench_job[]){{run_mm, &j[0]}, {run_mm, &j[1]}}, 2, 1, 5, 1.5, med);
+        kiln__cpu_caps_set(&saved);
+        const double sec = 22 * med[0] + med[1];
+        snprintf(name, sizeof name, "prompt m=%d %s%s 1.1B llama %dt", PP_M, kiln_dtype_name(t),
+                 v == 2 ? " dequant" : kiln__qmm_gemm_available(t) ? " int8" : "", nt);
+        bench_report(name, PP_M / sec, "tok/s", ref_tps, REF_SGEMM);
+        printf("%-34s      %9.1f GOP/s (layer %.1f ms, head %.1f ms)\n", "", 2.0 * PP_M * total / sec * 1e-9,
+               med[0] * 1e3, med[1] * 1e3);
+    }
+    for (int i = 0; i < 8; i++) free(ref[0].w[i]), free(ref[0].x[i]);
+    free(y);
+    kiln_ctx_free(ctx);
+}
+
 static void bench_qmatmul(const bench_opts *o) {
     const int64_t tn = o->stream_mib * (1 << 20) / 4;
     bench_triad tr = bench_triad_new(tn);
@@ -92,12 +212,12 @@ static void bench_qmatmul(const bench_opts *o) {
     bench_check(src && kiln_tensor_fill_randn(src, 1, 0.0, 0.02) == KILN_OK, "weights");
     printf("# quantized matmul: y = x W^T, W [%d, %d] x L copies (> %lld MiB of weight bytes, LLC 480 MiB)\n", QM_N,
            QM_K, (long long)(QM_BYTES >> 20));
-    const kiln_dtype ts[5] = {KILN_F32, KILN_Q4_0, KILN_Q8_0, KILN_NF4, KILN_NF4_DQ};
+    const kiln_dtype ts[8] = {KILN_F32, KILN_Q4_0, KILN_Q8_0, KILN_NF4, KILN_NF4_DQ, KILN_GQ4_128, KILN_GQ3_128, KILN_GQ2_128};
     const int saved = kiln_get_threads();
     for (int ti = 0; ti < o->n_threads; ti++) {
         const int nt = o->threads[ti];
         double f32_gbs = 0;
-        for (int i = 0; i < 5; i++) {
+        for (int i = 0; i < 8; i++) {
             kiln_ctx *ctx = kiln_ctx_new();
             int l;
             kiln_graph *g = qm_graph(ctx, src, ts[i], 1, &l);
@@ -119,22 +239,7 @@ static void bench_qmatmul(const bench_opts *o) {
             }
             kiln_ctx_free(ctx);
         }
-        /* prompt: 128 rows, tokens/s over the same set of weights */
-        for (int i = 0; i < 2; i++) {
-            const kiln_dtype t = i == 0 ? KILN_F32 : KILN_Q4_0;
-            kiln_ctx *ctx = kiln_ctx_new();
-            int l;
-            kiln_graph *g = qm_graph(ctx, src, t, 128, &l);
-            mm_job j = {g, nt};
-            double med;
-            bench_measure(&(bench_job){run_mm, &j}, 1, 1, 3, 1.0 * o->scale, &med);
-            char name[80];
-            snprintf(name, sizeof name, "m=128 %s x%d (%.2f Gparams) %dt", kiln_dtype_name(t), l,
-                     (double)l * QM_N * QM_K * 1e-9, nt);
-            bench_report(name, 128 / med, "tok/s", 0, "batched, dequantized panels + f32 GEMM");
-            printf("%-34s      %9.1f GFLOP/s\n", "", 2.0 * 128 * l * QM_N * QM_K / med * 1e-9);
-            kiln_ctx_free(ctx);
-        }
+        bench_prompt(nt);
     }
     kiln_set_threads(saved);
     kiln_ctx_free(sctx);
@@ -159,9 +264,13 @@ void bench_quant(const bench_opts *o) {
     symmetric4(xv, yv, N, 64);
     printf("%-34s kiln %9.2f %-9s %6.2fx %s\n", "rmse symmetric int4 absmax/7, b64", 1000 * rmse(xv, yv, N), "x1e-3",
            1000 * rmse(xv, yv, N) / ref, "uniform 4-bit, block 64");
-    const kiln_dtype ts[4] = {KILN_NF4, KILN_NF4_DQ, KILN_Q4_0, KILN_Q8_0};
-    kiln_tensor *q[4];
-    for (int i = 0; i < 4; i++) {
+    /* and the GQ types (the GPTQ layout, RTN per group, asymmetric) */
+    const kiln_dtype ts[13] = {KILN_NF4,     KILN_NF4_DQ,  KILN_Q4_0,   KILN_Q8_0,    KILN_GQ4_32,
+                               KILN_GQ4_64,  KILN_GQ4_128, KILN_GQ3_32, KILN_GQ3_64,  KILN_GQ3_128,
+                               KILN_GQ2_32,  KILN_GQ2_64,  KILN_GQ2_128};
+    enum { NT = sizeof ts / sizeof ts[0] };
+    kiln_tensor *q[NT];
+    for (int i = 0; i < NT; i++) {
         q[i] = kiln_quantize(ctx, x, ts[i]);
         bench_check(q[i] && kiln_tensor_get_f32(q[i], yv, N) == KILN_OK, "quantize");
         char name[64];
@@ -173,7 +282,7 @@ void bench_quant(const bench_opts *o) {
     /* dequantize rate: f32 written per second, one thread */
     int saved = kiln_get_threads();
     kiln_set_threads(1);
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < NT; i++) {
         dq_job j = {kiln_graph_new(ctx)};
         bench_check(j.g && kiln_graph_add(j.g, kiln_dequantize(ctx, q[i])) == KILN_OK, "graph");
         double med;

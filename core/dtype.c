@@ -118,6 +118,29 @@ static void dq_q4_0(const void *s, float *d, int64_t n) { kiln__dequantize_row(K
 static void dq_nf4(const void *s, float *d, int64_t n) { kiln__dequantize_row(KILN_NF4, s, d, n); }
 static void dq_nf4_dq(const void *s, float *d, int64_t n) { kiln__dequantize_row(KILN_NF4_DQ, s, d, n); }
 
+/* GQ<b>_<G>: element i decoded alone, rows through the dispatcher, and
+ * the reference quantizer (quant/gq.c). */
+static double get_gq(kiln_dtype t, const void *b, int64_t i) {
+    const int bits = kiln__gq_bits(t), g = kiln__gq_group(t);
+    const uint8_t *x = (const uint8_t *)b + (size_t)(i / g) * kiln__types[t].size;
+    const int j = (int)(i % g);
+    const int q = kiln__gq_chunk_code(x + KILN_GQ_HEAD + j / KILN_GQ_CHUNK * KILN_GQ_CHUNK_BYTES(bits), bits,
+                                      j % KILN_GQ_CHUNK);
+    return (float)(q - x[2]) * kiln__gq_scale(x);
+}
+#define GQ_TRAITS(T, t)                                                                                    \
+    static double get_##t(const void *b, int64_t i) { return get_gq(T, b, i); }                          \
+    static void dq_##t(const void *s, float *d, int64_t n) { kiln__dequantize_row(T, s, d, n); }          \
+    static void q_##t(const float *s, void *d, int64_t n) { kiln__quantize_gq_ref(T, s, d, n); }
+GQ_TRAITS(KILN_GQ4_32, gq4_32)
+GQ_TRAITS(KILN_GQ4_64, gq4_64)
+GQ_TRAITS(KILN_GQ4_128, gq4_128)
+GQ_TRAITS(KILN_GQ3_32, gq3_32)
+GQ_TRAITS(KILN_GQ3_64, gq3_64)
+GQ_TRAITS(KILN_GQ3_128, gq3_128)
+GQ_TRAITS(KILN_GQ2_32, gq2_32)
+GQ_TRAITS(KILN_GQ2_64, gq2_64)
+GQ_TRAITS(KILN_GQ2_128, gq2_128)
 static double get_dfp16(const void *b, int64_t i) {
     const kiln_block_dfp16 *x = (const kiln_block_dfp16 *)b + i / KILN_QKDFP16;
     return (double)x->q[i % KILN_QKDFP16] * kiln__dfp_pow2(x->e);
@@ -137,6 +160,11 @@ const kiln_type_traits kiln__types[KILN_DTYPE_COUNT] = {
     [KILN_Q4_0] = QUANT("q4_0", kiln_block_q4_0, KILN_QK4_0, KILN_QK4_0, q4_0, kiln__quantize_q4_0_ref),
     [KILN_NF4] = QUANT("nf4", kiln_block_nf4, KILN_QKNF4, KILN_QKNF4, nf4, kiln__quantize_nf4_ref),
     [KILN_NF4_DQ] = QUANT("nf4_dq", kiln_block_nf4_dq, KILN_QKNF4_DQ, KILN_QKNF4, nf4_dq, kiln__quantize_nf4_dq_ref),
+#define GQ(b, g) [KILN_GQ##b##_##g] = QUANT("gq" #b "_" #g, kiln_block_gq##b##_##g, g, g, gq##b##_##g, q_gq##b##_##g)
+    GQ(4, 32), GQ(4, 64), GQ(4, 128),
+    GQ(3, 32), GQ(3, 64), GQ(3, 128),
+    GQ(2, 32), GQ(2, 64), GQ(2, 128),
+#undef GQ
     [KILN_DFP16] = QUANT("dfp16", kiln_block_dfp16, KILN_QKDFP16, KILN_QKDFP16, dfp16, kiln__quantize_dfp16),
 };
 

@@ -41,10 +41,17 @@ enum { N_DTYPES = sizeof dtypes / sizeof dtypes[0] };
 typedef struct st_entry {
     const char *name;
     const st_dtype *dt;
+    int kdt; /* the kiln dtype: dt's, or a quantized one restored from the metadata */
     int ndim;
-    int64_t *shape;
+    int64_t *shape; /* a quantized tensor's logical shape */
     uint64_t begin, end; /* relative to the data after the header */
 } st_entry;
+
+/* safetensors has no block dtypes: a quantized tensor is stored as U8
+ * [bytes] of its raw blocks, and the metadata key QUANT_KEY + name holds
+ * {"dtype": kiln's name, "shape": [logical shape]} (as bitsandbytes keeps
+ * its 4-bit weights: packed uint8 data plus the quantization state). */
+#define QUANT_KEY "kiln.quantized."
 
 struct kiln_safetensors {
     char *path;
@@ -111,6 +118,7 @@ static kiln_status parse_entry(kiln_safetensors *st, const kiln__json *v, st_ent
     if (!e->dt)
         return kiln__errs(KILN_ERR_FORMAT, "kiln_safetensors_open: %s: tensor '%s' has unknown dtype \"%s\"", p, nm,
                           dt->str);
+    e->kdt = e->dt->kiln;
     if (sh->len > 1024)
         return kiln__errs(KILN_ERR_FORMAT, "kiln_safetensors_open: %s: tensor '%s' has %zu dimensions", p, nm,
                           sh->len);
@@ -160,6 +168,63 @@ static kiln_status check_metadata(const kiln_safetensors *st, const kiln__json *
         if (c->type != KILN_JSON_STRING)
             return kiln__errs(KILN_ERR_FORMAT, "kiln_safetensors_open: %s: __metadata__ value of '%s' is not a string",
                               st->path, c->key);
+    return KILN_OK;
+}
+
+static const st_entry *find(const kiln_safetensors *st, const char *name);
+
+/* The quantized dtype of a metadata entry QUANT_KEY + name onto its U8
+ * tensor, checked: a known quantized dtype by the traits, a logical shape
+ * that dtype can have, and its block bytes exactly the tensor's bytes. */
+static kiln_status restore_quantized(kiln_safetensors *st, const kiln__json *m) {
+    const char *p = st->path, *nm = m->key + strlen(QUANT_KEY);
+    st_entry *e = (st_entry *)find(st, nm);
+    if (!e || strcmp(e->dt->name, "U8") || e->ndim != 1)
+        return kiln__errs(KILN_ERR_FORMAT, "kiln_safetensors_open: %s: metadata '%s' names %s", p, m->key,
+                          e ? "a tensor that is not U8 [bytes]" : "no tensor of the file");
+    char who[300];
+    snprintf(who, sizeof who, "kiln_safetensors_open: %s: metadata '%s'", p, m->key);
+    kiln__json_doc *doc = kiln__json_parse_bounded(m->str, m->len, 2, 2 + KILN_MAX_DIMS + 1, who);
+    if (!doc) return kiln_last_status();
+    const kiln__json *root = kiln__json_root(doc), *dt = kiln__json_get(root, "dtype"),
+                     *sh = kiln__json_get(root, "shape");
+    int t = -1;
+    for (int i = 0; dt && dt->type == KILN_JSON_STRING && i < KILN_DTYPE_COUNT && t < 0; i++)
+        if (kiln__is_quant((kiln_dtype)i) && !strcmp(dt->str, kiln__types[i].name)) t = i;
+    kiln_status s = KILN_OK;
+    if (t < 0 || !sh || sh->type != KILN_JSON_ARRAY || sh->len < 1 || sh->len > KILN_MAX_DIMS)
+        s = kiln__errs(KILN_ERR_FORMAT,
+                       "%s: needs {\"dtype\": a quantized kiln dtype, \"shape\": [1 to %d dimensions]}, not %.200s",
+                       who, KILN_MAX_DIMS, m->str);
+    int64_t shape[KILN_MAX_DIMS];
+    uint64_t numel = 1;
+    int nd = 0;
+    for (const kiln__json *c = s ? NULL : sh->child; c && !s; c = c->next, nd++) {
+        if (c->type != KILN_JSON_NUMBER || !c->is_int || c->i64 < 0)
+            s = kiln__errs(KILN_ERR_FORMAT, "%s: shape[%d] is not a non-negative integer", who, nd);
+        else if (__builtin_mul_overflow(numel, (uint64_t)c->i64, &numel) || numel > (uint64_t)INT64_MAX)
+            s = kiln__errs(KILN_ERR_FORMAT, "%s: the element count overflows", who);
+        else shape[nd] = c->i64;
+    }
+    kiln__json_free(doc);
+    if (s) return s;
+    if (!kiln__quant_shape_ok(who, (kiln_dtype)t, nd, shape)) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", kiln_last_error());
+        return kiln__errs(KILN_ERR_FORMAT, "%s", msg);
+    }
+    const uint64_t bytes = (uint64_t)kiln__elems_bytes((kiln_dtype)t, (int64_t)numel);
+    if (bytes != e->end - e->begin)
+        return kiln__errs(KILN_ERR_FORMAT, "%s: %s of %llu elements is %llu bytes but the tensor holds %llu", who,
+                          kiln__types[t].name, (unsigned long long)numel, (unsigned long long)bytes,
+                          (unsigned long long)(e->end - e->begin));
+    int64_t *ns = malloc((size_t)nd * sizeof *ns);
+    if (!ns) return kiln__errs(KILN_ERR_OOM, "kiln_safetensors_open: out of memory");
+    memcpy(ns, shape, (size_t)nd * sizeof *ns);
+    free(e->shape);
+    e->shape = ns;
+    e->ndim = nd;
+    e->kdt = t;
     return KILN_OK;
 }
 
@@ -214,6 +279,8 @@ static kiln_status parse_header(kiln_safetensors *st, const char *hdr, size_t n)
         if (!strcmp(st->by_name[i]->name, st->by_name[i - 1]->name))
             return kiln__errs(KILN_ERR_FORMAT, "kiln_safetensors_open: %s: tensor '%s' appears twice", p,
                               st->by_name[i]->name);
+    for (const kiln__json *c = st->meta ? st->meta->child : NULL; c; c = c->next)
+        if (!strncmp(c->key, QUANT_KEY, strlen(QUANT_KEY)) && (s = restore_quantized(st, c))) return s;
     return KILN_OK;
 }
 
@@ -290,7 +357,7 @@ kiln_status kiln_safetensors_info_at(const kiln_safetensors *st, int i, kiln_saf
     if (i < 0 || i >= st->n)
         return kiln__errs(KILN_ERR_ARG, "kiln_safetensors_info_at: index %d not in [0, %d)", i, st->n);
     const st_entry *e = &st->e[i];
-    *out = (kiln_safetensors_info){.name = e->name, .dtype = e->dt->name, .kiln_dtype = e->dt->kiln,
+    *out = (kiln_safetensors_info){.name = e->name, .dtype = e->dt->name, .kiln_dtype = e->kdt,
                                    .ndim = e->ndim, .shape = e->shape, .nbytes = (size_t)(e->end - e->begin)};
     return KILN_OK;
 }
@@ -305,7 +372,7 @@ static int kiln_ndim(const st_entry *e) { return e->ndim ? e->ndim : 1; }
 static int64_t kiln_dim(const st_entry *e, int d) { return e->ndim ? e->shape[d] : 1; }
 
 static kiln_status check_entry(const kiln_safetensors *st, const st_entry *e, const char *who) {
-    if (e->dt->kiln < 0)
+    if (e->kdt < 0)
         return kiln__errs(KILN_ERR_DTYPE, "%s: %s: tensor '%s' is %s, which kiln has no dtype for", who, st->path,
                           e->name, e->dt->name);
     if (e->ndim > KILN_MAX_DIMS)
@@ -319,9 +386,11 @@ kiln_status kiln__st_check(const kiln_safetensors *st, const char *name, const k
     if (!e) return kiln__errs(KILN_ERR_FORMAT, "%s: %s has no tensor '%s'", who, st->path, name);
     kiln_status s = check_entry(st, e, who);
     if (s) return s;
-    if (e->dt->kiln != (int)dst->dtype)
+    if (e->kdt != (int)dst->dtype)
         return kiln__errs(KILN_ERR_DTYPE, "%s: %s: tensor '%s' is %s but '%s' is %s", who, st->path, name,
-                          e->dt->name, dst->name, kiln_dtype_name(dst->dtype));
+                          e->kdt >= 0 && kiln__is_quant((kiln_dtype)e->kdt) ? kiln_dtype_name((kiln_dtype)e->kdt)
+                                                                          : e->dt->name,
+                          dst->name, kiln_dtype_name(dst->dtype));
     int64_t shape[KILN_MAX_DIMS];
     for (int d = 0; d < kiln_ndim(e); d++) shape[d] = kiln_dim(e, d);
     if (!kiln__shape_eq(kiln_ndim(e), shape, dst->ndim, dst->shape)) {
@@ -357,7 +426,7 @@ kiln_tensor *kiln_safetensors_load(kiln_safetensors *st, kiln_ctx *ctx, const ch
     if (check_entry(st, e, who)) return NULL;
     int64_t shape[KILN_MAX_DIMS];
     for (int d = 0; d < kiln_ndim(e); d++) shape[d] = kiln_dim(e, d);
-    kiln_tensor *t = kiln_tensor_new(ctx, (kiln_dtype)e->dt->kiln, kiln_ndim(e), shape);
+    kiln_tensor *t = kiln_tensor_new(ctx, (kiln_dtype)e->kdt, kiln_ndim(e), shape);
     if (!t) return NULL;
     kiln_tensor_set_name(t, name);
     memcpy(t->data, st->data + e->begin, (size_t)(e->end - e->begin));
@@ -381,12 +450,15 @@ static kiln_status check_save(const char *who, kiln_tensor *const *ts, const cha
                 return kiln__errs(KILN_ERR_ARG, "%s: name '%s' given twice (tensors %d and %d)", who, nm, j, i);
         if (!kiln_tensor_is_contiguous(t))
             return kiln__errs(KILN_ERR_ARG, "%s: tensor '%s' is not contiguous", who, nm);
-        if (!dtype_st_name(t->dtype)) /* quantized: safetensors has no dtype for kiln's blocks */
+        if (!dtype_st_name(t->dtype) && !kiln__is_quant(t->dtype))
             return kiln__errs(KILN_ERR_DTYPE, "%s: tensor '%s' is %s, which safetensors cannot hold", who, nm,
                               kiln_dtype_name(t->dtype));
     }
     for (int k = 0; k < n_meta; k++) {
         if (!meta[2 * k] || !meta[2 * k + 1]) return kiln__errs(KILN_ERR_ARG, "%s: metadata pair %d has a NULL", who, k);
+        if (!strncmp(meta[2 * k], QUANT_KEY, strlen(QUANT_KEY)))
+            return kiln__errs(KILN_ERR_ARG, "%s: metadata key '%s': keys starting %s are kiln's own", who,
+                              meta[2 * k], QUANT_KEY);
         for (int j = 0; j < k; j++)
             if (!strcmp(meta[2 * j], meta[2 * k]))
                 return kiln__errs(KILN_ERR_ARG, "%s: metadata key '%s' given twice", who, meta[2 * k]);
@@ -398,7 +470,9 @@ static kiln_status check_save(const char *who, kiln_tensor *const *ts, const cha
 static kiln_status build_header(const char *who, kiln__buf *h, kiln_tensor *const *ts, const char *const *names, int n,
                                 const char *const *meta, int n_meta) {
     kiln__buf_add(h, "{", 1);
-    if (n_meta) {
+    int n_quant = 0;
+    for (int i = 0; i < n; i++) n_quant += kiln__is_quant(ts[i]->dtype);
+    if (n_meta || n_quant) {
         kiln__buf_add(h, "\"__metadata__\":{", 16);
         for (int k = 0; k < n_meta; k++) {
             if (k) kiln__buf_add(h, ",", 1);
@@ -406,16 +480,38 @@ static kiln_status build_header(const char *who, kiln__buf *h, kiln_tensor *cons
             kiln__buf_add(h, ":", 1);
             kiln__json_put_string(h, meta[2 * k + 1]);
         }
+        for (int i = 0, k = n_meta; i < n; i++) {
+            const kiln_tensor *t = ts[i];
+            if (!kiln__is_quant(t->dtype)) continue;
+            kiln__buf key = {0}, val = {0};
+            kiln__buf_printf(&key, "%s%s", QUANT_KEY, names ? names[i] : t->name);
+            kiln__buf_printf(&val, "{\"dtype\":\"%s\",\"shape\":[", kiln_dtype_name(t->dtype));
+            for (int d = 0; d < t->ndim; d++) kiln__buf_printf(&val, d ? ",%lld" : "%lld", (long long)t->shape[d]);
+            kiln__buf_add(&val, "]}", 3); /* with the NUL */
+            kiln__buf_add(&key, "", 1);
+            if (k++) kiln__buf_add(h, ",", 1);
+            if (!key.oom && !val.oom) {
+                kiln__json_put_string(h, key.p);
+                kiln__buf_add(h, ":", 1);
+                kiln__json_put_string(h, val.p);
+            } else h->oom = true;
+            kiln__buf_free(&key);
+            kiln__buf_free(&val);
+        }
         kiln__buf_add(h, "}", 1);
     }
     uint64_t at = 0;
     for (int i = 0; i < n; i++) {
         const kiln_tensor *t = ts[i];
-        if (n_meta || i) kiln__buf_add(h, ",", 1);
-        kiln__json_put_string(h, names ? names[i] : t->name);
-        kiln__buf_printf(h, ":{\"dtype\":\"%s\",\"shape\":[", dtype_st_name(t->dtype));
-        for (int d = 0; d < t->ndim; d++) kiln__buf_printf(h, d ? ",%lld" : "%lld", (long long)t->shape[d]);
         uint64_t nb = kiln_tensor_nbytes(t);
+        if (n_meta || n_quant || i) kiln__buf_add(h, ",", 1);
+        kiln__json_put_string(h, names ? names[i] : t->name);
+        if (kiln__is_quant(t->dtype)) /* its raw blocks: U8 [bytes] */
+            kiln__buf_printf(h, ":{\"dtype\":\"U8\",\"shape\":[%llu", (unsigned long long)nb);
+        else {
+            kiln__buf_printf(h, ":{\"dtype\":\"%s\",\"shape\":[", dtype_st_name(t->dtype));
+            for (int d = 0; d < t->ndim; d++) kiln__buf_printf(h, d ? ",%lld" : "%lld", (long long)t->shape[d]);
+        }
         kiln__buf_printf(h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)at, (unsigned long long)(at + nb));
         at += nb;
     }

@@ -89,13 +89,13 @@ const char *kiln_status_name(kiln_status s);
  * dequantize first"), but kiln_matmul and kiln_linear. kiln_linear(x, wq)
  * and kiln_matmul_t(x, false, wq, true) with x f32 and wq a contiguous 2-D
  * quantized [out, in] weight run a fused quantized matmul that never
- * materializes the f32 weight: with few rows of x (generation) Q8_0 and
- * Q4_0 quantize each row of x to int8 per block of 32 (ggml's Q8_0 rule)
- * and use integer dot products, so the result differs from the exact
- * product by up to about 0.025 |x| |w| per output (typically 100x less);
- * NF4 and NF4_DQ decode in registers and stay in f32; with 8 rows or more
- * (prompts) W is dequantized a panel at a time into a cache-sized buffer
- * for the f32 GEMM. Gradients flow to x (through the dequantized W). Any
+ * materializes the f32 weight: with few rows of x (generation) Q8_0,
+ * Q4_0 and the GQ types quantize each row of x to int8 per block of 32
+ * (ggml's Q8_0 rule) and use integer dot products, so the result differs
+ * from the exact product by up to about 0.025 |x| |w| per output
+ * (typically 100x less); NF4 and NF4_DQ decode in registers and stay in
+ * f32; with 8 rows or more (prompts) W is dequantized a panel at a time
+ * into a cache-sized buffer for the f32 GEMM. Gradients flow to x (through the dequantized W). Any
  * other quantized operand is dequantized first.
  * kiln_tensor_data() gives the raw blocks (kiln_tensor_nbytes() bytes);
  * kiln_tensor_set_*() and the fills refuse a quantized tensor, and it has
@@ -130,13 +130,38 @@ const char *kiln_status_name(kiln_status s);
  *     kiln_tensor *y = kiln_linear(ctx, x, wq, NULL);       // fused quantized matmul
  *     kiln_tensor *wf = kiln_dequantize(ctx, wq);           // f32 [out, in] node
  *
- * GPTQ (int4/int3/int2 with per-group scale and zero point and an optional
- * act-order permutation g_idx) is planned as further block dtypes: a block
- * is one group of a row (32/64/128 elements, or the whole row for
- * per-channel) holding f16 scale, the zero point packed with the codes
- * (asymmetric) or implied (symmetric), and the codes bit-packed; g_idx, a
- * per-column group index, lives beside the tensor (an i32 tensor) since it
- * is shared by all rows and not a property of a block. */
+ * GQ<b>_<G> hold the GPTQ layout (kiln_gptq_result below): b-bit codes
+ * (b = 4, 3, 2), one block per group of G = 32, 64 or 128 consecutive
+ * elements of a row, x = scale * (q - zero) with q in [0, 2^b - 1]:
+ *
+ *   dtype      block  bytes  bits/weight  layout of one block
+ *   GQ4_32        32     19     4.75      f16 scale; u8 zero; codes[16]
+ *   GQ4_64        64     35     4.375     f16 scale; u8 zero; codes[32]
+ *   GQ4_128      128     67     4.1875    f16 scale; u8 zero; codes[64]
+ *   GQ3_32        32     15     3.75      f16 scale; u8 zero; codes[12]
+ *   GQ3_64        64     27     3.375     f16 scale; u8 zero; codes[24]
+ *   GQ3_128      128     51     3.1875    f16 scale; u8 zero; codes[48]
+ *   GQ2_32        32     11     2.75      f16 scale; u8 zero; codes[8]
+ *   GQ2_64        64     19     2.375     f16 scale; u8 zero; codes[16]
+ *   GQ2_128      128     35     2.1875    f16 scale; u8 zero; codes[32]
+ *
+ * The codes come in chunks of 32 elements (4b bytes each, in order), so
+ * that a chunk decodes to 32 bytes with a few SIMD instructions: 4-bit:
+ * element j in the low nibble of byte j and j+16 in the high nibble (as
+ * Q4_0); 2-bit: element j (j < 8) in bits 0-1 of byte j, j+8 in bits 2-3,
+ * j+16 in bits 4-5, j+24 in bits 6-7; 3-bit: the low two bits as the
+ * 2-bit chunk (8 bytes), then bit 2 of element j in bit j%8 of byte 8+j/8
+ * (as ggml's q3_K splits its codes into a 2-bit and a 1-bit plane). The
+ * scale is stored little-endian; the zero point is at most 2^b - 1 (the
+ * fused matmul relies on it). kiln_quantize to a GQ dtype is RTN with
+ * GPTQ's reference Quantizer (asymmetric; the rules are at kiln_gptq_config
+ * below) on each block, the zero point from the f32 scale and the codes
+ * from the scale rounded to f16 as stored (kept finite and nonzero).
+ * kiln_gptq_pack stores a GPTQ or RTN result (groups a multiple of the
+ * dtype's, per channel, symmetric or not, act order) in a GQ dtype. The
+ * fused matmul quantizes x to int8 per 32 as for Q4_0 and takes integer
+ * dot products of (q - zero) with it. Views, get_rows and the refusals
+ * follow the rules above with the group as the block. */
 typedef enum kiln_dtype {
     KILN_F32 = 0,
     KILN_F64,
@@ -148,6 +173,15 @@ typedef enum kiln_dtype {
     KILN_Q4_0,
     KILN_NF4,
     KILN_NF4_DQ,
+    KILN_GQ4_32, /* the GPTQ layout: bits, group */
+    KILN_GQ4_64,
+    KILN_GQ4_128,
+    KILN_GQ3_32,
+    KILN_GQ3_64,
+    KILN_GQ3_128,
+    KILN_GQ2_32,
+    KILN_GQ2_64,
+    KILN_GQ2_128,
     KILN_DFP16, /* dynamic fixed point: 64 int16 + a shared exponent (quant/dfp.h) */
     KILN_DTYPE_COUNT
 } kiln_dtype;
@@ -177,6 +211,29 @@ bool kiln_ctx_grad_enabled(const kiln_ctx *ctx);
 
 /* Bytes of leaf storage currently held by the context. */
 size_t kiln_ctx_storage_bytes(const kiln_ctx *ctx);
+
+/* Scratch work in a long-lived context: a mark of what ctx holds now, and
+ * a rewind that frees every tensor and graph made after it (metadata,
+ * storage, graph buffers), so that a loop building a small graph per step
+ * (generation with a KV cache) does not grow the context. What was made
+ * before the mark stays, with the values ops wrote into it since. After
+ * the rewind nothing made after the mark may be used. Between the two,
+ * make no parameters and compute no graph made before the mark (its
+ * buffers would be newer than the mark); a context that got parameters or
+ * device memory since the mark is refused (KILN_ERR_STATE, nothing freed).
+ *
+ *     kiln_ctx_mark mark = kiln_ctx_get_mark(ctx);
+ *     ... build a graph, compute it, read its outputs ...
+ *     kiln_ctx_rewind(ctx, mark);
+ */
+typedef struct kiln_ctx_mark { /* private */
+    void *chunk;
+    size_t used, storage;
+    uint64_t owned;
+    int tensors, params, devbufs;
+} kiln_ctx_mark;
+kiln_ctx_mark kiln_ctx_get_mark(const kiln_ctx *ctx);
+kiln_status kiln_ctx_rewind(kiln_ctx *ctx, kiln_ctx_mark mark);
 
 /* Parameters made by kiln_param() in this context, in creation order.
  * Fills up to max entries of out (out may be NULL) and returns the count. */
@@ -765,7 +822,13 @@ kiln_tensor *kiln_idx_load(kiln_ctx *ctx, const char *path, bool as_labels, floa
  * contiguous and little-endian. Opening a file checks everything (header
  * length, JSON, dtypes, shapes against byte counts, offsets covering the
  * data without holes or overlaps, duplicate names) before any tensor is
- * read; a bad file is KILN_ERR_FORMAT naming the file and what is wrong. */
+ * read; a bad file is KILN_ERR_FORMAT naming the file and what is wrong.
+ * safetensors has no block dtypes: a quantized tensor is written as U8
+ * [bytes] of its raw blocks, with the metadata entry "kiln.quantized.<name>"
+ * = {"dtype": "nf4", "shape": [out, in]} (as bitsandbytes stores its 4-bit
+ * weights as uint8 plus their quantization state); opening restores the
+ * dtype and shape, checked against the block bytes, and the info, load and
+ * read_into see the quantized tensor (info's dtype stays "U8"). */
 typedef struct kiln_safetensors kiln_safetensors;
 
 /* One tensor of an open file. dtype is the file's name for it ("F32",
@@ -1105,6 +1168,18 @@ void kiln_gptq_result_free(kiln_gptq_result *r);
 kiln_status kiln_gptq_dequantize(const kiln_gptq_result *r, float *out);
 /* Round to nearest; act_order, percdamp and block_size are ignored. */
 kiln_gptq_result *kiln_rtn_quantize(const float *w, int64_t rows, int64_t cols, const kiln_gptq_config *cfg);
+/* r as a [rows, cols] leaf of a GQ dtype of r's bits (kiln_gptq_pack(ctx,
+ * r, KILN_GQ4_128, &perm)) whose group divides r's group size and cols:
+ * a per-channel result, or one of group 128 stored in GQ4_32, repeats its
+ * scale and zero in every block. The scales are rounded to f16 (they must
+ * be finite, > 0 and below 65520), codes and zeros kept (both <= 2^bits -
+ * 1). With act order the columns are stored in r's quantization order, so
+ * that each group is contiguous: *perm is then set to a new i32 [cols]
+ * leaf (r->perm) and the layer computes y = x[:, perm] . W^T, x[:, perm]
+ * being kiln_transpose(ctx, kiln_get_rows(ctx, kiln_transpose(ctx, x, 0,
+ * 1), perm), 0, 1) for x [m, cols] (differentiable in x); without act
+ * order *perm is NULL, and perm may be NULL. */
+kiln_tensor *kiln_gptq_pack(kiln_ctx *ctx, const kiln_gptq_result *r, kiln_dtype dtype, kiln_tensor **perm);
 
 /* The Hessian of one layer's inputs, [cols, cols] f32. */
 typedef struct kiln_gptq kiln_gptq;

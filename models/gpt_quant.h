@@ -10,7 +10,8 @@
  *
  * The weights stay f32 tensors holding the quantized values ("fake
  * quantization"): the model runs and evaluates as before, and the codes
- * are in the results for a packed format.
+ * are in the results for a packed format. The machinery is
+ * model_quant.h's, shared with llama_quant.h.
  *
  *     kiln_gptq_config q = kiln_gptq_defaults();     // 4 bits, group 128
  *     kiln_gptq_result *res[4 * layers];
@@ -21,8 +22,11 @@
 #define GPT_QUANT_H
 
 #include "gpt.h"
+#include "model_quant.h"
 
-typedef enum gpt_quant_method { GPT_QUANT_RTN = 0, GPT_QUANT_GPTQ } gpt_quant_method;
+typedef model_quant_method gpt_quant_method;
+#define GPT_QUANT_RTN MODEL_QUANT_RTN
+#define GPT_QUANT_GPTQ MODEL_QUANT_GPTQ
 
 /* Quantize m's block linear weights in place. tokens: i32 [n_seqs, seq]
  * calibration sequences (GPTQ; RTN ignores them and may pass NULL), run

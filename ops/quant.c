@@ -66,7 +66,7 @@ kiln_tensor *kiln__qmatmul(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w) {
         return kiln__err(KILN_ERR_SHAPE, "qmatmul: the input %s must have %lld features (last dim) for the weight %s",
                          kiln__shape_str(x, sx), (long long)w->shape[1], kiln__shape_str(w, sw));
     const int64_t k = w->shape[1], n = w->shape[0], m = kiln_tensor_numel(x) / (k ? k : 1);
-    if (k % 32 || (w->dtype != KILN_Q8_0 && w->dtype != KILN_Q4_0 && k % 64))
+    if (k % 32 || k % kiln__types[w->dtype].row_blck)
         return kiln__err(KILN_ERR_SHAPE, "qmatmul: the weight %s needs rows of whole %s blocks",
                          kiln__shape_str(w, sw), kiln_dtype_name(w->dtype));
     kiln_tensor *x2 = kiln__contig(ctx, x);

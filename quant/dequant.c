@@ -15,6 +15,14 @@ static const kiln__dequant_kernels *kernels(void) {
     return NULL;
 }
 
+static kiln__gq_dequant_fn *gq_kernel(void) {
+    const kiln_cpu_caps *c = kiln__cpu_caps();
+    if (c->level >= KILN_SIMD_AVX512 && kiln__gq_dequant_avx512()) return kiln__gq_dequant_avx512();
+    if (c->level >= KILN_SIMD_AVX2 && kiln__gq_dequant_avx2()) return kiln__gq_dequant_avx2();
+    if (c->level >= KILN_SIMD_NEON && kiln__gq_dequant_neon()) return kiln__gq_dequant_neon();
+    return NULL;
+}
+
 void kiln__dequantize_row(kiln_dtype t, const void *blocks, float *y, int64_t n) {
     const kiln__dequant_kernels *k = kernels();
     switch (t) {
@@ -47,6 +55,12 @@ void kiln__dequantize_row(kiln_dtype t, const void *blocks, float *y, int64_t n)
         }
         return;
     default:
+        if (kiln__is_gq(t)) {
+            kiln__gq_dequant_fn *f = gq_kernel();
+            if (f) f(blocks, kiln__gq_bits(t), kiln__gq_group(t), y, n / kiln__gq_group(t));
+            else kiln__dequantize_gq_ref(t, blocks, y, n);
+            return;
+        }
         kiln__types[t].to_f32(blocks, y, n); /* plain types */
     }
 }

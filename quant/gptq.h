@@ -1,6 +1,6 @@
 /* gptq.h — inside kiln: the GPTQ layout's quantizer (GPTQ's reference
- * Quantizer, see include/kiln.h), shared by RTN, GPTQ and the quantized
- * dtypes that will hold their output. */
+ * Quantizer, see include/kiln.h), shared by RTN, GPTQ and the GQ dtypes
+ * that hold their output (quant/gq.c, quant/gq_pack.c). */
 #ifndef KILN_QUANT_GPTQ_H
 #define KILN_QUANT_GPTQ_H
 

@@ -61,6 +61,70 @@ _Static_assert(sizeof(kiln_block_q4_0) == 18, "block_q4_0 is 18 bytes");
 _Static_assert(sizeof(kiln_block_nf4) == 36, "NF4 block is 36 bytes");
 _Static_assert(sizeof(kiln_block_nf4_dq) == 8456, "NF4_DQ super-block is 8456 bytes");
 
+/* GQ<b>_<G> (the GPTQ layout, include/kiln.h): one group of G elements of
+ * one row, x = scale * (q - zero), q in [0, 2^b - 1]. The codes come in
+ * chunks of 32 elements (G / 32 chunks, 4 b bytes each, chunk c at
+ * qs + 4 b c), so that one chunk decodes to 32 bytes in element order
+ * with a few SIMD instructions and meets one int8 block of activations:
+ *   b = 4: 16 bytes, element j in the low nibble of byte j, j + 16 in the
+ *          high nibble (as Q4_0)
+ *   b = 2: 8 bytes, element j (j < 8) in bits 0-1 of byte j, j + 8 in
+ *          bits 2-3, j + 16 in bits 4-5, j + 24 in bits 6-7
+ *   b = 3: the 2-bit plane of the low two bits (8 bytes, as b = 2), then
+ *          a 1-bit plane of bit 2 (4 bytes: bit j % 8 of byte j / 8)
+ * scale is an f16 (little-endian bytes), zero a byte; no padding. */
+#define KILN_GQ_CHUNK 32
+#define KILN_GQ_CHUNK_BYTES(bits) (4 * (bits))
+#define KILN_GQ_HEAD 3
+#define KILN_GQ_BLOCK_BYTES(bits, g) (KILN_GQ_HEAD + (g) / KILN_GQ_CHUNK * KILN_GQ_CHUNK_BYTES(bits))
+#define KILN_GQ_BLOCK(bits, g)                                         \
+    typedef struct kiln_block_gq##bits##_##g {                         \
+        uint8_t d[2]; /* f16 scale */                                  \
+        uint8_t zero;                                                  \
+        uint8_t qs[(g) / KILN_GQ_CHUNK * KILN_GQ_CHUNK_BYTES(bits)];  \
+    } kiln_block_gq##bits##_##g;                                       \
+    _Static_assert(sizeof(kiln_block_gq##bits##_##g) == KILN_GQ_BLOCK_BYTES(bits, g), "GQ block size")
+KILN_GQ_BLOCK(4, 32);
+KILN_GQ_BLOCK(4, 64);
+KILN_GQ_BLOCK(4, 128);
+KILN_GQ_BLOCK(3, 32);
+KILN_GQ_BLOCK(3, 64);
+KILN_GQ_BLOCK(3, 128);
+KILN_GQ_BLOCK(2, 32);
+KILN_GQ_BLOCK(2, 64);
+KILN_GQ_BLOCK(2, 128);
+_Static_assert(sizeof(kiln_block_gq4_32) == 19 && sizeof(kiln_block_gq4_128) == 67, "GQ4 blocks");
+_Static_assert(sizeof(kiln_block_gq3_32) == 15 && sizeof(kiln_block_gq3_128) == 51, "GQ3 blocks");
+_Static_assert(sizeof(kiln_block_gq2_32) == 11 && sizeof(kiln_block_gq2_128) == 35, "GQ2 blocks");
+
+/* The GQ dtypes: bits and group (0 for another dtype). */
+int kiln__gq_bits(kiln_dtype t);
+int kiln__gq_group(kiln_dtype t);
+static inline bool kiln__is_gq(kiln_dtype t) { return kiln__gq_bits(t) != 0; }
+/* The dtype of (bits, group), or KILN_DTYPE_COUNT. */
+kiln_dtype kiln__gq_dtype(int bits, int group);
+/* Code j (< 32) of one chunk. */
+static inline int kiln__gq_chunk_code(const uint8_t *c, int bits, int j) {
+    if (bits == 4) return j < 16 ? c[j] & 0x0f : c[j - 16] >> 4;
+    int q = (c[j % 8] >> (2 * (j / 8))) & 3;
+    return bits == 2 ? q : q | ((c[8 + j / 8] >> (j % 8)) & 1) << 2;
+}
+/* Pack 32 codes into one chunk (4 bits bytes). */
+void kiln__gq_pack_chunk(const uint8_t *q, int bits, uint8_t *c);
+/* The block's f16 scale as f32. */
+static inline float kiln__gq_scale(const uint8_t *block) {
+    return kiln__f16_to_f32((uint16_t)(block[0] | block[1] << 8));
+}
+/* The scalar references of every GQ dtype: n elements, whole blocks. */
+void kiln__quantize_gq_ref(kiln_dtype t, const float *x, void *blocks, int64_t n);
+void kiln__dequantize_gq_ref(kiln_dtype t, const void *blocks, float *y, int64_t n);
+/* SIMD dequantizers of nb GQ blocks of (bits, group) (quant/dequant_gq_*.c);
+ * NULL when not built. */
+typedef void kiln__gq_dequant_fn(const void *blocks, int bits, int group, float *y, int64_t nb);
+kiln__gq_dequant_fn *kiln__gq_dequant_avx2(void);
+kiln__gq_dequant_fn *kiln__gq_dequant_avx512(void);
+kiln__gq_dequant_fn *kiln__gq_dequant_neon(void);
+
 /* The 16 NF4 values, ascending (bitsandbytes' f32 constants), and the 15
  * midpoints between neighbours: code = number of midpoints m with x > m. */
 extern const float kiln__nf4_table[16];

@@ -40,9 +40,15 @@ check() {
 }
 
 tiny="--limit 2 --batch 32 --threads 1"
+# quantize: a random tiny GPT and llama, a few calibration windows, two evaluation batches
+qtiny="--random --width 64 --layers 1 --context 32 --calib 8 --eval-subset 2 --threads 1 --out $tmp"
+check quantize_help 0 "--act-order" "$bin/quantize" --help
 if [ "${KILN_NO_LAPACK:-0}" = 1 ]; then
     check fashion_galore_needs_lapack 1 "needs LAPACK" "$bin/fashion" --optim galore $tiny
+    check quantize_gptq_needs_lapack 0 "^gptq-4 .*LAPACK" "$bin/quantize" $qtiny
 else
+    check quantize_gpt_tiny 0 "^gptq-2 .*computed" "$bin/quantize" $qtiny
+    check quantize_llama_tiny 0 "^gptq-3 .*computed" "$bin/quantize" --model llama $qtiny --group 32 --act-order
     check quickstart_help 0 "--backend" "$bin/quickstart" --help
     check quickstart_tiny 0 "after: the same as the trained one" \
         "$bin/quickstart" $tiny --epochs 1 --save "$tmp/q.safetensors"
@@ -61,5 +67,13 @@ else
     check fashion_resume_other_optimizer 1 "resuming" \
         "$bin/fashion" --optim lion $tiny --epochs 2 --resume "$tmp/f.safetensors"
 fi
+# generate: a tiny random llama written as GGUF, run as stored and converted
+check generate_help 0 "--make-random" "$bin/generate" --help
+check generate_make_tiny 0 "tiny.gguf: llama" "$bin/generate" --make-random "$tmp/tiny.gguf" --size tiny --dtype q4_0
+check generate_tiny_q4_0 0 "generation: 7 tokens" "$bin/generate" --model "$tmp/tiny.gguf" --tokens 8 --threads 1
+check generate_tiny_nf4_sampled 0 "weights nf4" \
+    "$bin/generate" --model "$tmp/tiny.gguf" --dtype nf4 --tokens 8 --temperature 0.8 --top-k 5 --threads 1
+check generate_no_model 2 "--model" "$bin/generate"
+check generate_bad_file 1 "generate: " "$bin/generate" --model "$tmp/no-such.gguf"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

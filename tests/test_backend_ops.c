@@ -6,7 +6,9 @@
  * Sizes are small (lavapipe is slow) but odd, so kernels meet tails; inputs
  * include broadcasts and non-contiguous views (transposes, strided slices).
  * Every case must run wholly on the device unless marked BO_MAY_FALL_BACK
- * (f64 and bf16 only). The optimizers' step ops are in test_backend_optim.c. */
+ * (f64 and bf16 only). The optimizers' step ops are in test_backend_optim.c,
+ * the quantized dtypes' ops (dequantize, qmatmul, get_rows) in
+ * test_backend_quant.c. */
 #include "backend_ops_util.h"
 
 #define CTX (io->ctx)

@@ -4,18 +4,20 @@
  * integer paths); 1 thread against 2 (bit for bit); the refusals; the
  * gradient to x.
  *
- * Tolerance. The integer paths (Q8_0, Q4_0, fewer than
- * KILN_QMM_PANEL_MIN_M rows) quantize x to int8 per block of 32 with
+ * Tolerance. The integer paths (Q8_0, Q4_0: fewer than
+ * KILN_QMM_PANEL_MIN_M rows, or more where the block-scaled integer GEMM
+ * of qmatmul_gemm.h runs) quantize x to int8 per block of 32 with
  * d = amax / 127: each x_j moves by at most d / 2 <= |x_b| / 254 (|x_b|
  * the block's norm), plus d's f16 rounding (relative 2^-11 of
  * |x_j| + d / 2). By Cauchy-Schwarz the error of one output is at most
  * |w| |x| (sqrt(32) / 254 + 2^-10) plus f32 summation; the test allows
  * 0.025 |x| |w| per output (the worst case: random data sits far below).
- * The f32 paths (NF4, NF4_DQ, and the panel path of every format) allow
- * 1e-4 |x| |w|. */
+ * The f32 paths (NF4, NF4_DQ, and the panel path of Q8_0 / Q4_0 on CPUs
+ * without VNNI) allow 1e-4 |x| |w|. */
 #include "kt.h"
 #include "../backends/cpu/cpu_features.h"
 #include "../backends/cpu/qmatmul.h"
+#include "../backends/cpu/qmatmul_gemm.h"
 #include "../quant/quant.h"
 
 #include <math.h>
@@ -67,7 +69,8 @@ KT_TEST(qmatmul_matches_dequantized) {
             KT_CHECK(y->op == KILN_OP_QMATMUL, "%s: kiln_linear gives a qmatmul node", kiln_dtype_name(t));
             KT_OK(compute(ctx, y));
             KT_OK(kiln_tensor_get_f32(y, yv, m * n));
-            const double rel = i8 && m < KILN_QMM_PANEL_MIN_M ? 0.025 : 1e-4;
+            const bool int_path = i8 && (m < KILN_QMM_PANEL_MIN_M || kiln__qmm_gemm_available(t));
+            const double rel = int_path ? 0.025 : 1e-4;
             double worst = 0;
             for (int64_t i = 0; i < m; i++) {
                 double nx = 0;
@@ -165,6 +168,41 @@ KT_TEST(qmatmul_threads_identical) {
             free(x), free(w), free(y1), free(y2);
         }
     }
+}
+
+/* The batched integer path (qmatmul_gemm.h) against its scalar reference,
+ * bit for bit: the int32 block sums are exact and each lane runs the
+ * reference's f32 operations in its order. Shapes with partial groups of
+ * rows, partial tiles and panels of columns, 1 and 2 threads. */
+KT_TEST(qmatmul_gemm_equals_reference) {
+    const kiln_dtype ts[2] = {KILN_Q8_0, KILN_Q4_0};
+    const int64_t shapes[4][3] = {{8, 40, 160}, {33, 200, 96}, {64, 97, 320}, {17, 6, 32}};
+    int ran = 0;
+    for (int ti = 0; ti < 2; ti++) {
+        if (!kiln__qmm_gemm_available(ts[ti])) continue;
+        for (int si = 0; si < 4; si++) {
+            const int64_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
+            float *x;
+            void *w = quantized(ts[ti], n, k, &x, m);
+            /* a block of ties (d = 1: x / d = j + 1/2 exactly), which roundf
+             * takes away from zero: the SIMD quantizers must too */
+            x[0] = 127.0f;
+            for (int j = 1; j < 32; j++) x[j] = (j % 2 ? -1.0f : 1.0f) * ((float)j + 0.5f);
+            float *yr = malloc((size_t)(m * n) * 4), *y1 = malloc((size_t)(m * n) * 4), *y2 = malloc((size_t)(m * n) * 4);
+            KT_OK(kiln__qmm_gemm_ref(ts[ti], m, n, k, x, w, yr));
+            KT_OK(kiln__qmm_gemm(ts[ti], m, n, k, x, w, y1, 1));
+            KT_OK(kiln__qmm_gemm(ts[ti], m, n, k, x, w, y2, 2));
+            for (int64_t i = 0; i < m * n; i++) {
+                KT_REQUIRE(y1[i] == yr[i], "%s %lldx%lldx%lld [%lld]: %.9g != reference %.9g", kiln_dtype_name(ts[ti]),
+                           (long long)m, (long long)n, (long long)k, (long long)i, y1[i], yr[i]);
+                KT_REQUIRE(y2[i] == yr[i], "%s 2 threads [%lld]: %.9g != reference %.9g", kiln_dtype_name(ts[ti]),
+                           (long long)i, y2[i], yr[i]);
+            }
+            ran++;
+            free(x), free(w), free(yr), free(y1), free(y2);
+        }
+    }
+    if (!ran) kt_skip("no AVX512-VNNI: the batched path dequantizes");
 }
 
 KT_TEST(qmatmul_refuses_bad_shapes) {

@@ -2,6 +2,8 @@
  * threaded over output rows (vector path) or W panels (panel path), the
  * activation quantizer and the scalar reference dot products. */
 #include "qmatmul.h"
+#include "qmatmul_gemm.h"
+#include "qmatmul_gq.h"
 
 #include "../../quant/quant.h"
 #include "cpu_features.h"
@@ -20,6 +22,10 @@ void kiln__qmm_quantize_x(const float *x, int8_t *xq, float *dx, int64_t n) {
         dx[b] = kiln__f16_to_f32(kiln__f32_to_f16(d));
         for (int j = 0; j < 32; j++) xq[j] = (int8_t)roundf(x[j] * id);
     }
+}
+
+void kiln__qmm_lane_sums(const int8_t *xq, int32_t *xs, int64_t nb, int32_t off) {
+    for (int64_t l = 0; l < 8 * nb; l++) xs[l] = -off * (xq[4 * l] + xq[4 * l + 1] + xq[4 * l + 2] + xq[4 * l + 3]);
 }
 
 /* The lane scheme every integer path shares (qmatmul.h): 16 lanes, block
@@ -72,24 +78,27 @@ float kiln__qmm_dot_nf4_ref(const uint8_t *codes, int64_t code_stride, const flo
 }
 
 static const kiln_qmm_kernels *kernels(void) {
-    static const kiln_qmm_kernels ref = {kiln__qmm_dot_q8_0_ref, kiln__qmm_dot_q4_0_ref, kiln__qmm_dot_nf4_ref};
+    static const kiln_qmm_kernels ref = {kiln__qmm_dot_q8_0_ref, kiln__qmm_dot_q4_0_ref, kiln__qmm_dot_nf4_ref, NULL, NULL};
     const kiln_cpu_caps *c = kiln__cpu_caps();
     const kiln_qmm_kernels *k = NULL;
     if (c->level >= KILN_SIMD_AVX512 && c->avx512vnni) k = kiln__qmm_kernels_vnni();
     if (!k && c->level >= KILN_SIMD_AVX2) k = kiln__qmm_kernels_avx2();
+    if (!k && c->level >= KILN_SIMD_NEON && c->dotprod) k = kiln__qmm_kernels_neondot();
     return k ? k : &ref;
 }
 
 /* One row of W (row r) against row xr of x; NF4_DQ rows may start inside
  * a super-block, so they go block by block through their absmax values. */
 static float row_dot(const kiln_qmm_kernels *kk, kiln_dtype t, const char *w, int64_t r, int64_t k,
-                     const float *x, const int8_t *xq, const float *dx) {
+                     const float *x, const int8_t *xq, const int32_t *xs, const float *dx) {
     const int64_t e0 = r * k;
     switch (t) {
     case KILN_Q8_0:
-        return kk->q8_0(w + kiln__elems_bytes(t, e0), xq, dx, k / 32);
+        return xs ? kk->q8_0s(w + kiln__elems_bytes(t, e0), xq, xs, dx, k / 32)
+                  : kk->q8_0(w + kiln__elems_bytes(t, e0), xq, dx, k / 32);
     case KILN_Q4_0:
-        return kk->q4_0(w + kiln__elems_bytes(t, e0), xq, dx, k / 32);
+        return xs ? kk->q4_0s(w + kiln__elems_bytes(t, e0), xq, xs, dx, k / 32)
+                  : kk->q4_0(w + kiln__elems_bytes(t, e0), xq, dx, k / 32);
     case KILN_NF4: {
         const kiln_block_nf4 *b = (const kiln_block_nf4 *)(w + kiln__elems_bytes(t, e0));
         return kk->nf4(b->codes, sizeof *b, &b->absmax, sizeof *b / sizeof(float), k / 64, x);
@@ -153,19 +162,27 @@ static kiln_status panel_path(kiln_dtype t, int64_t m, int64_t n, int64_t k, con
 
 kiln_status kiln__qmatmul_cpu(kiln_dtype t, int64_t m, int64_t n, int64_t k, const float *x, const void *w, float *y,
                           int n_threads) {
+    if (m >= KILN_QMM_PANEL_MIN_M && kiln__qmm_gemm_available(t)) return kiln__qmm_gemm(t, m, n, k, x, w, y, n_threads);
     if (m >= KILN_QMM_PANEL_MIN_M) return panel_path(t, m, n, k, x, w, y, n_threads);
+    if (kiln__is_gq(t)) return kiln__qmatmul_gq_cpu(t, m, n, k, x, w, y, n_threads);
     const kiln_qmm_kernels *kk = kernels();
     const bool i8 = t == KILN_Q8_0 || t == KILN_Q4_0;
     int8_t *xq = NULL;
     float *dx = NULL;
+    int32_t *xs = NULL; /* lane sums, for the kernels that take them */
+    const bool with_xs = (t == KILN_Q8_0 && kk->q8_0s) || (t == KILN_Q4_0 && kk->q4_0s);
     if (i8) {
         xq = malloc((size_t)(m * k));
         dx = malloc((size_t)(m * (k / 32)) * sizeof(float));
-        if (!xq || !dx) {
-            free(xq), free(dx);
+        xs = with_xs ? malloc((size_t)(m * (k / 4)) * sizeof(int32_t)) : NULL;
+        if (!xq || !dx || (with_xs && !xs)) {
+            free(xq), free(dx), free(xs);
             return kiln__errs(KILN_ERR_OOM, "qmatmul: out of memory quantizing the activations");
         }
-        for (int64_t i = 0; i < m; i++) kiln__qmm_quantize_x(x + i * k, xq + i * k, dx + i * (k / 32), k);
+        for (int64_t i = 0; i < m; i++) {
+            kiln__qmm_quantize_x(x + i * k, xq + i * k, dx + i * (k / 32), k);
+            if (xs) kiln__qmm_lane_sums(xq + i * k, xs + i * (k / 4), k / 32, t == KILN_Q8_0 ? 128 : 8);
+        }
     }
     /* chunks of 64 rows handed out as threads come free (a static split
      * waits for the slowest thread, and this machine's cores are shared);
@@ -173,8 +190,9 @@ kiln_status kiln__qmatmul_cpu(kiln_dtype t, int64_t m, int64_t n, int64_t k, con
 #pragma omp parallel for num_threads(n_threads) schedule(dynamic, 64) if (n_threads > 1 && n * k >= (1 << 16))
     for (int64_t r = 0; r < n; r++)
         for (int64_t i = 0; i < m; i++)
-            y[i * n + r] = row_dot(kk, t, w, r, k, x + i * k, i8 ? xq + i * k : NULL, i8 ? dx + i * (k / 32) : NULL);
-    free(xq), free(dx);
+            y[i * n + r] = row_dot(kk, t, w, r, k, x + i * k, i8 ? xq + i * k : NULL, xs ? xs + i * (k / 4) : NULL,
+                                   i8 ? dx + i * (k / 32) : NULL);
+    free(xq), free(dx), free(xs);
     return KILN_OK;
 }
 

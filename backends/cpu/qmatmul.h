@@ -14,10 +14,18 @@
  *   - NF4 / NF4_DQ, few rows: codes decoded in registers through the
  *     16-entry table (vpermps) and dotted with x in f32, one absmax
  *     multiply per block of 64 (not bit-exact against the scalar order).
- *   - Many rows (prompt): a panel of W rows is dequantized into an
- *     L2-sized f32 buffer and multiplied by kiln's own f32 GEMM.
+ *     On AVX512-VNNI the dots take two blocks per zmm with W's side
+ *     unsigned (nibble / w + 128) and x's per-lane sums precomputed
+ *     (kiln__qmm_lane_sums) to undo the offset: the same exact lanes.
+ *   - Many rows (prompt), Q8_0 / Q4_0 where the CPU has AVX512-VNNI: the
+ *     block-scaled integer GEMM of qmatmul_gemm.h (x quantized the same
+ *     way, exact int32 block sums, f32 scaling per block).
+ *   - Many rows otherwise (NF4, NF4_DQ, CPUs without VNNI): a panel of W
+ *     rows is dequantized into an L2-sized f32 buffer and multiplied by
+ *     kiln's own f32 GEMM.
  *
- * The vector kernels are per SIMD level (qmatmul_avx2.c, qmatmul_vnni.c);
+ * The vector kernels are per SIMD level (qmatmul_avx2.c, qmatmul_vnni.c,
+ * qmatmul_neondot.c: ARMv8.2 sdot);
  * the scalar references run for $KILN_SIMD=scalar.
  *
  *     kiln__qmatmul_cpu(KILN_Q4_0, 1, n, k, x, w->data, y, n_threads);
@@ -27,7 +35,8 @@
 
 #include "internal.h"
 
-/* Rows of x at or above which the panel (dequantize + f32 GEMM) path runs. */
+/* Rows of x at or above which the batched paths (integer GEMM or
+ * dequantized panels + f32 GEMM) run. */
 #define KILN_QMM_PANEL_MIN_M 8
 
 /* One row of W (nb blocks of 32, ggml layout) against one quantized row of
@@ -38,13 +47,25 @@ typedef float kiln_qmm_dot_i8(const void *w, const int8_t *xq, const float *dx, 
 typedef float kiln_qmm_dot_nf4(const uint8_t *codes, int64_t code_stride, const float *absmax,
                                int64_t absmax_stride, int64_t nb, const float *x);
 
+/* The same with xs: per block the 8 lanes' -off * (sum of the lane's 4
+ * codes of x), off = 128 for Q8_0 (w + 128 unsigned), 8 for Q4_0 (the
+ * nibble unsigned): added to the unsigned-by-signed sums, they leave the
+ * exact signed ones (kiln__qmm_lane_sums). */
+typedef float kiln_qmm_dot_i8s(const void *w, const int8_t *xq, const int32_t *xs, const float *dx, int64_t nb);
+
 typedef struct kiln_qmm_kernels {
     kiln_qmm_dot_i8 *q8_0, *q4_0;
     kiln_qmm_dot_nf4 *nf4;
+    kiln_qmm_dot_i8s *q8_0s, *q4_0s; /* NULL where the kernels take no xs */
 } kiln_qmm_kernels;
+
+/* xs for a quantized row of x (32 nb codes): xs[8 b + l] = -off * sum of
+ * xq[32 b + 4 l .. 32 b + 4 l + 3]. */
+void kiln__qmm_lane_sums(const int8_t *xq, int32_t *xs, int64_t nb, int32_t off);
 
 const kiln_qmm_kernels *kiln__qmm_kernels_avx2(void); /* NULL when not built */
 const kiln_qmm_kernels *kiln__qmm_kernels_vnni(void); /* NULL when not built */
+const kiln_qmm_kernels *kiln__qmm_kernels_neondot(void); /* NULL when not built */
 
 /* The scalar references. */
 float kiln__qmm_dot_q8_0_ref(const void *w, const int8_t *xq, const float *dx, int64_t nb);

@@ -30,8 +30,91 @@ static float dot_nf4_vnni(const uint8_t *codes, int64_t code_stride, const float
     return _mm512_reduce_add_ps(tot);
 }
 
+/* Two blocks per zmm, without the sign trick (no zmm vpsignb): the
+ * unsigned side is W's (Q4_0: the nibbles; Q8_0: w + 128), each lane's
+ * sum starting from xs (-off times its x codes' sum) comes out exact, and
+ * zmm lanes 0-7 / 8-15 are the reference's even / odd block lanes (the
+ * nibbles are put in element order by one vpermq). The two scales go to
+ * their halves with one vpermps. */
+static inline __m512 scale2(uint16_t d0, uint16_t d1, const float *dx) {
+    const __m128 d = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)d0 | (uint32_t)d1 << 16)));
+    const __m128 s = _mm_mul_ps(d, _mm_castpd_ps(_mm_load_sd((const double *)dx)));
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+                                 _mm512_castps128_ps512(s));
+}
+
+static inline float lanes16(__m512 acc) {
+    float a[16], s = 0.0f;
+    _mm512_storeu_ps(a, acc);
+    for (int l = 0; l < 16; l++) s += a[l];
+    return s;
+}
+
+static float dot_q4_0s_vnni(const void *w, const int8_t *xq, const int32_t *xs, const float *dx, int64_t nb) {
+    const kiln_block_q4_0 *b = w;
+    const __m512i lo4 = _mm512_set1_epi8(0x0f);
+    __m512 acc = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        _mm_prefetch((const char *)(b + i) + QMM_PREFETCH, _MM_HINT_T0);
+        const __m256i p = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)b[i + 1].qs),
+                                           _mm_loadu_si128((const __m128i *)b[i].qs));
+        /* [p0 p1 p0>>4 p1>>4] -> [p0 p0>>4 p1 p1>>4]: elements in order */
+        const __m512i u = _mm512_permutexvar_epi64(
+            _mm512_setr_epi64(0, 1, 4, 5, 2, 3, 6, 7),
+            _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(p), _mm256_srli_epi16(p, 4), 1), lo4));
+        const __m512i s = _mm512_dpbusd_epi32(_mm512_loadu_si512(xs + 8 * i), u, _mm512_loadu_si512(xq + 32 * i));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale2(b[i].d, b[i + 1].d, dx + i), acc);
+    }
+    float r = lanes16(acc);
+    if (i < nb) { /* an odd last block: even lanes, after the pairs as in the reference */
+        float a[16];
+        _mm512_storeu_ps(a, acc);
+        const __m128i p = _mm_loadu_si128((const __m128i *)b[i].qs);
+        const __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(p, 4), p), _mm256_set1_epi8(0x0f));
+        const __m256i s = _mm256_dpbusd_epi32(_mm256_loadu_si256((const __m256i *)(xs + 8 * i)), u,
+                                              _mm256_loadu_si256((const __m256i *)(xq + 32 * i)));
+        const __m256 t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(_cvtsh_ss(b[i].d) * dx[i]),
+                                         _mm256_loadu_ps(a));
+        _mm256_storeu_ps(a, t);
+        r = 0.0f;
+        for (int l = 0; l < 16; l++) r += a[l];
+    }
+    return r;
+}
+
+static float dot_q8_0s_vnni(const void *w, const int8_t *xq, const int32_t *xs, const float *dx, int64_t nb) {
+    const kiln_block_q8_0 *b = w;
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    __m512 acc = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        _mm_prefetch((const char *)(b + i) + QMM_PREFETCH, _MM_HINT_T0);
+        _mm_prefetch((const char *)(b + i) + QMM_PREFETCH + 64, _MM_HINT_T0);
+        const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)b[i].qs)),
+                                             _mm256_loadu_si256((const __m256i *)b[i + 1].qs), 1);
+        const __m512i s = _mm512_dpbusd_epi32(_mm512_loadu_si512(xs + 8 * i), _mm512_xor_si512(v, flip),
+                                              _mm512_loadu_si512(xq + 32 * i));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale2(b[i].d, b[i + 1].d, dx + i), acc);
+    }
+    float r = lanes16(acc);
+    if (i < nb) {
+        float a[16];
+        _mm512_storeu_ps(a, acc);
+        const __m256i u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)b[i].qs), _mm256_set1_epi8((char)0x80));
+        const __m256i s = _mm256_dpbusd_epi32(_mm256_loadu_si256((const __m256i *)(xs + 8 * i)), u,
+                                              _mm256_loadu_si256((const __m256i *)(xq + 32 * i)));
+        const __m256 t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(_cvtsh_ss(b[i].d) * dx[i]),
+                                         _mm256_loadu_ps(a));
+        _mm256_storeu_ps(a, t);
+        r = 0.0f;
+        for (int l = 0; l < 16; l++) r += a[l];
+    }
+    return r;
+}
+
 const kiln_qmm_kernels *kiln__qmm_kernels_vnni(void) {
-    static const kiln_qmm_kernels k = {dot_q8_0_vnni, dot_q4_0_vnni, dot_nf4_vnni};
+    static const kiln_qmm_kernels k = {dot_q8_0_vnni, dot_q4_0_vnni, dot_nf4_vnni, dot_q8_0s_vnni, dot_q4_0s_vnni};
     return &k;
 }
 #else

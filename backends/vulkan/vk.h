@@ -47,6 +47,17 @@ void kiln__vk_register_optim(kiln_vk_kernel *tab);
 void kiln__vk_register_optim_8bit(kiln_vk_kernel *tab);
 void kiln__vk_register_optim_apollo(kiln_vk_kernel *tab);
 void kiln__vk_register_optim_galore(kiln_vk_kernel *tab);
+void kiln__vk_register_quant(kiln_vk_kernel *tab);
+
+/* Has the backend kernels for dtype t? The plain dtypes yes (each kernel
+ * still says which it takes); a quantized (block) dtype only when
+ * vk_quant.c has its shaders. vk_supports() sends any node with an operand
+ * of a dtype this refuses to the CPU, so a new block dtype needs nothing
+ * here to fall back. */
+bool kiln__vk_dtype_ok(kiln_dtype t);
+/* get_rows from a quantized table (vk_quant.c), for vk_rows.c's row. */
+bool kiln__vk_quant_rows_supports(const kiln_vk *vk, const kiln_tensor *node);
+kiln_status kiln__vk_quant_rows_record(kiln_vk *vk, kiln_tensor *node, const kiln_exec *ex);
 
 /* What the device offers that kernels may depend on. */
 typedef struct kiln_vk_caps {
@@ -61,9 +72,12 @@ typedef struct kiln_vk_caps {
 } kiln_vk_caps;
 const kiln_vk_caps *kiln__vk_caps(const kiln_vk *vk);
 
-/* The element t starts at within its binding (units of t's dtype). */
+/* The element t starts at within its binding (units of t's dtype); for a
+ * quantized dtype the byte, since its blocks (34, 18, 36, 8456 bytes) do
+ * not line up with any word. */
 uint32_t kiln__vk_base(const kiln_vk *vk, const kiln_tensor *t);
-/* Can t (all the elements its shape and strides reach) be bound at once?
+/* Can t (all the elements its shape and strides reach; whole blocks of a
+ * quantized dtype) be bound at once?
  * supports() checks every operand with this. */
 bool kiln__vk_fits(const kiln_vk *vk, const kiln_tensor *t);
 
@@ -83,6 +97,9 @@ kiln_status kiln__vk_dispatch(kiln_vk *vk, const kiln_vk_dispatch *d);
  * before its first dispatch; it lasts until the recorded work is
  * submitted, and its contents start undefined. */
 kiln_status kiln__vk_scratch(kiln_vk *vk, int64_t n, kiln_dtype dt, kiln_tensor *out);
+/* Write n bytes from the host at the start of t (a scratch piece: constant
+ * tables a kernel reads), in order with the work recorded around it. */
+kiln_status kiln__vk_write(kiln_vk *vk, const kiln_tensor *t, const void *src, size_t n);
 /* k (<= 8) pieces at once, n[i] elements of dt[i] into out[i]: a node that
  * needs several must take them in one call, since a request that outgrows
  * the buffer replaces it (and the earlier pieces with it). */

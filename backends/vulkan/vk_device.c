@@ -222,6 +222,9 @@ static kiln_status make_device(kiln_vk *vk) {
 static bool vk_supports(kiln_backend *b, const kiln_tensor *node) {
     kiln_vk *vk = (kiln_vk *)b;
     const kiln_vk_kernel *k = &vk->kernels[node->op];
+    if (!kiln__vk_dtype_ok(node->dtype)) return false;
+    for (int i = 0; i < node->nsrc; i++)
+        if (node->src[i] && !kiln__vk_dtype_ok(node->src[i]->dtype)) return false;
     return k->supports && k->record && k->supports(vk, node);
 }
 
@@ -307,6 +310,7 @@ kiln_backend *kiln__vulkan_backend_new(void) {
     kiln__vk_register_optim_8bit(vk->kernels);
     kiln__vk_register_optim_apollo(vk->kernels);
     kiln__vk_register_optim_galore(vk->kernels);
+    kiln__vk_register_quant(vk->kernels);
     the_vk = vk;
     atexit(teardown);
     return &vk->base;

@@ -251,9 +251,13 @@ kiln_status kiln__vk_scratch(kiln_vk *vk, int64_t n, kiln_dtype dt, kiln_tensor 
     return kiln__vk_scratch_n(vk, 1, &n, &dt, out);
 }
 
+kiln_status kiln__vk_write(kiln_vk *vk, const kiln_tensor *t, const void *src, size_t n) {
+    return kiln__vk_upload(&vk->base, t->dbuf, t->doff, src, n);
+}
+
 uint32_t kiln__vk_base(const kiln_vk *vk, const kiln_tensor *t) {
     size_t rem = t->doff & (size_t)(vk->bind_align - 1);
-    return (uint32_t)(rem / kiln__types[t->dtype].size);
+    return (uint32_t)(kiln__is_quant(t->dtype) ? rem : rem / kiln__types[t->dtype].size);
 }
 
 bool kiln__vk_fits(const kiln_vk *vk, const kiln_tensor *t) {
@@ -262,7 +266,10 @@ bool kiln__vk_fits(const kiln_vk *vk, const kiln_tensor *t) {
         if (t->stride[i] < 0) return false;
         last += (uint64_t)(t->shape[i] - 1) * (uint64_t)t->stride[i];
     }
-    uint64_t bytes = (last + 1) * kiln__types[t->dtype].size + vk->bind_align;
+    /* a quantized view keeps whole blocks (core/tensor.c): its elements
+     * end on a block boundary */
+    const uint64_t blck = (uint64_t)kiln__types[t->dtype].blck;
+    uint64_t bytes = (last + blck) / blck * kiln__types[t->dtype].size + vk->bind_align;
     return bytes <= vk->caps.max_range && last < UINT32_MAX;
 }
 

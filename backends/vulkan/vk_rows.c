@@ -1,5 +1,6 @@
 /* vk_rows.c — the index kernels of the Vulkan backend (see vk.h): get_rows
- * (f32 table, or f16 where the device has 16-bit storage; output f32),
+ * (f32 table, or f16 where the device has 16-bit storage, or a quantized
+ * one through vk_quant.c; output f32),
  * scatter_add_rows (f32) and one_hot (f32, f16). Indices and labels are i32
  * and contiguous (the constructors make them so); the table may be strided.
  *
@@ -24,6 +25,7 @@ static bool index_ok(const kiln_vk *vk, const kiln_tensor *ix) {
 
 static bool get_rows_supports(const kiln_vk *vk, const kiln_tensor *t) {
     const kiln_tensor *table = t->src[0], *ix = t->src[1];
+    if (kiln__is_quant(table->dtype)) return kiln__vk_quant_rows_supports(vk, t);
     bool dt = table->dtype == KILN_F32 || (table->dtype == KILN_F16 && kiln__vk_caps(vk)->f16);
     return dt && t->dtype == KILN_F32 && table->ndim == 2 && operand_ok(vk, table) && index_ok(vk, ix) &&
            operand_ok(vk, t);
@@ -32,6 +34,7 @@ static bool get_rows_supports(const kiln_vk *vk, const kiln_tensor *t) {
 static kiln_status get_rows_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
     const kiln_tensor *table = t->src[0], *ix = t->src[1];
+    if (kiln__is_quant(table->dtype)) return kiln__vk_quant_rows_record(vk, t, ex);
     int64_t n = kiln_tensor_numel(t);
     if (n == 0) return KILN_OK;
     struct {

@@ -39,6 +39,7 @@
 #include "data.h"
 #include "gpt.h"
 #include "kiln.h"
+#include "lm_eval.h"
 #include "optimizers.h"
 #include "progress.h"
 
@@ -78,61 +79,23 @@ static void say(const char *fmt, ...) {
     fflush(stdout);
 }
 
-/* ---- evaluation: mean cross-entropy over validation windows ---- */
+/* ---- evaluation: mean cross-entropy over validation windows (lm_eval.h) ---- */
 
-/* A forward-only graph over EVAL_BATCH windows of seq bytes. The loss is
- * taken on the host from the logits, so that the rows data_text_eval_batch
- * leaves empty (label DATA_IGNORE) are simply skipped. */
-typedef struct evaluator {
-    kiln_graph *graph;
-    kiln_tensor *x, *y, *logits; /* y is a plain leaf: the labels, read on the host */
-    int64_t batch, seq;
-    float *host_logits;
-    const data_text *text;
-} evaluator;
-
-static void evaluator_init(evaluator *e, kiln_ctx *ctx, gpt *m, const data_text *text, int64_t seq) {
-    *e = (evaluator){.batch = EVAL_BATCH, .seq = seq, .text = text};
+/* A forward-only graph over EVAL_BATCH windows of seq bytes. */
+static void evaluator_init(lm_eval *e, kiln_ctx *ctx, gpt *m, const data_text *text, int64_t seq) {
     kiln_ctx_set_grad_enabled(ctx, false); /* like torch.no_grad: no backward nodes */
-    e->x = kiln_new_2d(ctx, KILN_I32, e->batch, seq);
-    e->y = kiln_new_2d(ctx, KILN_I32, e->batch, seq);
-    e->logits = gpt_forward(m, e->x);
-    e->graph = kiln_graph_new(ctx);
-    if (!e->y || !e->logits || !e->graph || kiln_graph_add(e->graph, e->logits)) die("building the evaluation graph");
+    kiln_tensor *x = kiln_new_2d(ctx, KILN_I32, EVAL_BATCH, seq);
+    if (lm_eval_init(e, ctx, x, gpt_forward(m, x), text)) die("building the evaluation graph");
     kiln_ctx_set_grad_enabled(ctx, true);
-    e->host_logits = malloc((size_t)(e->batch * seq * DATA_TEXT_VOCAB) * sizeof(float));
-    if (!e->host_logits) die("out of memory");
 }
 
-/* Batches in a full pass over the text. */
-static int64_t eval_batches(const evaluator *e) { return data_text_eval_batches(e->text, e->batch, e->seq); }
-
-/* Mean cross-entropy in nats per predicted byte over batches 0, stride,
- * 2 stride, ... of the pass (stride 1: every byte of the text). */
-static double evaluate(evaluator *e, int64_t stride) {
-    double sum = 0;
-    int64_t count = 0, n = e->batch * e->seq;
-    for (int64_t i = 0; i < eval_batches(e); i += stride) {
-        if (data_text_eval_batch(e->text, e->batch, e->seq, i, e->x, e->y) < 0) {
-            fprintf(stderr, "gpt: %s\n", data_last_error());
-            exit(1);
-        }
-        if (kiln_graph_compute(e->graph) || kiln_tensor_get_f32(e->logits, e->host_logits, n * DATA_TEXT_VOCAB))
-            die("evaluating");
-        const int32_t *label = kiln_tensor_data(e->y);
-        for (int64_t r = 0; r < n; r++) {
-            if (label[r] < 0) continue; /* DATA_IGNORE: past the end of the text */
-            const float *z = e->host_logits + r * DATA_TEXT_VOCAB;
-            /* -log softmax(z)[label] = logsumexp(z) - z[label] */
-            float mx = z[0];
-            for (int v = 1; v < DATA_TEXT_VOCAB; v++) mx = z[v] > mx ? z[v] : mx;
-            double s = 0;
-            for (int v = 0; v < DATA_TEXT_VOCAB; v++) s += exp((double)(z[v] - mx));
-            sum += log(s) + mx - z[label[r]];
-            count++;
-        }
+static double evaluate(lm_eval *e, int64_t stride) {
+    double loss = lm_eval_loss(e, stride);
+    if (loss < 0) {
+        fprintf(stderr, "gpt: evaluating: %s %s\n", kiln_last_error(), data_last_error());
+        exit(1);
     }
-    return count ? sum / (double)count : NAN;
+    return loss;
 }
 
 /* ---- sampling ---- */
@@ -309,7 +272,7 @@ int main(int argc, char **argv) {
     model_graph train;
     if (!m || gpt_train_graph(m, batch, seq, &train)) die("building the model");
     kiln_optim *opt = make_optimizer(ctx, m, optim, lr, wd);
-    evaluator ev;
+    lm_eval ev;
     evaluator_init(&ev, ctx, m, &corpus.val, seq);
 
     /* 3. The schedule: warmup, then a cosine down to 10% of the peak at the
@@ -338,7 +301,7 @@ int main(int argc, char **argv) {
 
     /* The periodic estimates use every stride-th batch of the full pass: a
      * fixed subset spread over every file of the validation text. */
-    int64_t stride = eval_batches(&ev) / eval_subset;
+    int64_t stride = lm_eval_batches(&ev) / eval_subset;
     stride = stride < 1 ? 1 : stride;
     double t_eval = 0; /* seconds one subset estimate takes */
     if (eval_every && !resume) {
@@ -376,10 +339,10 @@ int main(int argc, char **argv) {
              * periodic estimates. Eval batches are forward only: about a
              * third of a training step's work per byte. */
             double per_step = (progress_now() - t_train0) / CALIBRATION_STEPS;
-            double per_eval_batch = eval_every ? t_eval / (double)((eval_batches(&ev) + stride - 1) / stride)
+            double per_eval_batch = eval_every ? t_eval / (double)((lm_eval_batches(&ev) + stride - 1) / stride)
                                                : per_step * EVAL_BATCH / (3.0 * batch);
-            t_final_eval = per_eval_batch * (double)(final_subset ? (eval_batches(&ev) + stride - 1) / stride
-                                                                  : eval_batches(&ev));
+            t_final_eval = per_eval_batch * (double)(final_subset ? (lm_eval_batches(&ev) + stride - 1) / stride
+                                                                  : lm_eval_batches(&ev));
             double left = budget - (progress_now() - t_start) - t_final_eval;
             double per = per_step + (eval_every ? t_eval / eval_every : 0);
             total = step + (int64_t)(left / per);
@@ -425,7 +388,7 @@ int main(int argc, char **argv) {
     }
     /* on a shared machine the wall clock says little: the CPU time too */
     printf("total time: %.1f min, %.1f min of CPU time\n", (progress_now() - t_start) / 60, (double)clock() / CLOCKS_PER_SEC / 60);
-    free(ev.host_logits);
+    lm_eval_free(&ev);
     gpt_free(m);
     kiln_ctx_free(ctx);
     data_corpus_free(&corpus);

@@ -1,0 +1,164 @@
+/* qmatmul_gemm.c — the block-scaled integer GEMM of KILN_OP_QMATMUL's
+ * batched path (qmatmul_gemm.h): the scalar reference, the packing of x
+ * (once per call, shared by the threads) and the driver, threaded over
+ * panels of W's rows (columns of y), each packed by its thread into its
+ * scratch and reused by every row of x. */
+#include "qmatmul_gemm.h"
+
+#include "../../quant/quant.h"
+#include "cpu_features.h"
+#include "qmatmul.h"
+#include "scratch.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NC KILN_QMM_GEMM_NC
+/* Columns of W per unit of work: big enough that packing and the thread
+ * hand-out are amortized, small enough that the panel (96 k bytes) stays
+ * in L2 and 2048-wide layers still give 2 threads 20 units. */
+#define NU (16 * NC)
+#define KB 16 /* blocks of K per chunk */
+
+/* W row j's int8 values and scales (the reference's view of a block). */
+static void w_block(kiln_dtype t, const void *w, int64_t blk, int8_t q[32], float *d) {
+    if (t == KILN_Q8_0) {
+        const kiln_block_q8_0 *b = (const kiln_block_q8_0 *)w + blk;
+        memcpy(q, b->qs, 32);
+        *d = kiln__f16_to_f32(b->d);
+        return;
+    }
+    const kiln_block_q4_0 *b = (const kiln_block_q4_0 *)w + blk;
+    for (int j = 0; j < 16; j++) {
+        q[j] = (int8_t)((b->qs[j] & 0x0f) - 8);
+        q[j + 16] = (int8_t)((b->qs[j] >> 4) - 8);
+    }
+    *d = kiln__f16_to_f32(b->d);
+}
+
+kiln_status kiln__qmm_gemm_ref(kiln_dtype t, int64_t m, int64_t n, int64_t k, const float *x, const void *w,
+                               float *y) {
+    const int64_t nb = k / 32;
+    int8_t *xq = malloc((size_t)(m * k));
+    float *dx = malloc((size_t)(m * nb) * sizeof(float));
+    if (!xq || !dx) {
+        free(xq), free(dx);
+        return kiln__errs(KILN_ERR_OOM, "qmatmul: out of memory quantizing the activations");
+    }
+    for (int64_t i = 0; i < m; i++) kiln__qmm_quantize_x(x + i * k, xq + i * k, dx + i * nb, k);
+    for (int64_t j = 0; j < n; j++)
+        for (int64_t i = 0; i < m; i++) {
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                int8_t q[32];
+                float d;
+                w_block(t, w, j * nb + b, q, &d);
+                int32_t s = 0;
+                for (int e = 0; e < 32; e++) s += (int32_t)q[e] * xq[i * k + 32 * b + e];
+                acc = fmaf((float)s, dx[i * nb + b] * d, acc);
+            }
+            y[i * n + j] = acc;
+        }
+    free(xq), free(dx);
+    return KILN_OK;
+}
+
+static const kiln_qmm_gemm_kernels *kernels(void) {
+    const kiln_cpu_caps *c = kiln__cpu_caps();
+    if (c->level >= KILN_SIMD_AVX512 && c->avx512vnni) return kiln__qmm_gemm_kernels_vnni();
+    return NULL;
+}
+
+bool kiln__qmm_gemm_available(kiln_dtype t) { return (t == KILN_Q8_0 || t == KILN_Q4_0) && kernels(); }
+
+/* Rows [i0, i1) of x quantized into the packed layout (qmatmul_gemm.h);
+ * rows past m (padding of the last group) are zeros with scale 0. */
+static void pack_x(const kiln_qmm_gemm_kernels *kk, const float *x, int64_t m, int64_t k, int32_t off, int64_t i0,
+                   int64_t i1, int8_t *xp, float *da, int32_t *xs) {
+    const int64_t nb = k / 32;
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t g = i / 16, r = i % 16;
+        int8_t *xr = xp + g * nb * 512 + r * 4;
+        float *dr = da + g * nb * 16 + r;
+        int32_t *sr = xs + g * nb * 16 + r;
+        if (i < m) {
+            kk->pack_x(x + i * k, nb, off, xr, dr, sr);
+            continue;
+        }
+        for (int64_t b = 0; b < nb; b++) {
+            for (int qd = 0; qd < 8; qd++) memset(xr + b * 512 + qd * 64, 0, 4);
+            dr[b * 16] = 0.0f;
+            sr[b * 16] = 0;
+        }
+    }
+}
+
+kiln_status kiln__qmm_gemm(kiln_dtype t, int64_t m, int64_t n, int64_t k, const float *x, const void *w, float *y,
+                           int n_threads) {
+    const kiln_qmm_gemm_kernels *kk = kernels();
+    const int64_t nb = k / 32, groups = (m + 15) / 16, units = (n + NU - 1) / NU;
+    const size_t row_bytes = (size_t)kiln__elems_bytes(t, k);
+    /* x packed: 512 bytes of codes, 16 scales and 16 sums per group of rows per block */
+    const size_t xbytes = (size_t)(groups * nb) * (512 + 64 + 64);
+    /* a W panel: NU columns of k bytes and a float per block, and the f32
+     * sums of its tiles */
+    const size_t pbytes = (size_t)(NU * nb) * (32 + 4) + (size_t)(NU * (groups + 1) / 2 * 32) * sizeof(float);
+    /* x and the calling thread's W panel in its scratch (kept between
+     * calls: no page faults per call); the other threads take theirs */
+    const size_t pb64 = (pbytes + 63) & ~(size_t)63; /* xbytes: a multiple of 64 */
+    bool xowned;
+    int8_t *xp = kiln__scratch_get(xbytes + pb64, &xowned);
+    if (!xp) return kiln__errs(KILN_ERR_OOM, "qmatmul: out of memory packing the activations");
+    float *da = (float *)(xp + (size_t)(groups * nb) * 512);
+    int32_t *xs = (int32_t *)(da + groups * nb * 16);
+    const int32_t off = t == KILN_Q8_0 ? 128 : 8;
+    if (n_threads < 1) n_threads = 1;
+    const int nt = units > 1 ? n_threads : 1;
+    int fail = 0;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+#pragma omp for schedule(static)
+        for (int64_t g = 0; g < groups; g++) pack_x(kk, x, m, k, off, g * 16, g * 16 + 16, xp, da, xs);
+        bool owned = false;
+        uint8_t *wp = omp_get_thread_num() == 0 ? (uint8_t *)xp + xbytes : kiln__scratch_get(pb64, &owned);
+        if (!wp) {
+#pragma omp atomic write
+            fail = 1;
+        }
+        float *dw = (float *)(wp + NU * nb * 32);
+        float *acc = dw + NU * nb; /* the f32 sums of the panel's tiles */
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t u = 0; u < units; u++) {
+            if (!wp) continue;
+            const int64_t j0 = u * NU, cols = n - j0 < NU ? n - j0 : NU, nc = (cols + NC - 1) / NC * NC;
+            kk->pack_w(t, (const char *)w + (size_t)j0 * row_bytes, cols, nc, nb, wp, dw);
+            /* K in chunks of KB blocks: a chunk of two groups of x (16 KiB)
+             * stays in L1 while every 6 columns of the panel pass over it;
+             * the tiles' f32 sums wait in acc between chunks */
+            for (int64_t b0 = 0; b0 < nb; b0 += KB) {
+                const int64_t b1 = nb - b0 < KB ? nb : b0 + KB;
+                for (int64_t g = 0; g < groups; g += 2) {
+                    const int gs = groups - g < 2 ? 1 : 2;
+                    for (int64_t c0 = 0; c0 < nc; c0 += NC)
+                        kk->tile(xp + g * nb * 512, da + g * nb * 16, xs + g * nb * 16, gs, wp + c0 * nb * 32,
+                                 dw + c0 * nb, nb, b0, b1, b0 == 0,
+                                 (float(*)[32])(acc + (g / 2 * (NU / NC) + c0 / NC) * NC * 32));
+                }
+            }
+            for (int64_t g = 0; g < groups; g += 2) {
+                const int64_t rows = m - g * 16 < 32 ? m - g * 16 : 32;
+                for (int64_t c0 = 0; c0 < cols; c0 += NC) {
+                    const float(*out)[32] = (const float(*)[32])(acc + (g / 2 * (NU / NC) + c0 / NC) * NC * 32);
+                    const int64_t cn = cols - c0 < NC ? cols - c0 : NC;
+                    for (int64_t r = 0; r < rows; r++)
+                        for (int64_t c = 0; c < cn; c++) y[(g * 16 + r) * n + j0 + c0 + c] = out[c][r];
+                }
+            }
+        }
+        if (owned) free(wp);
+    }
+    if (xowned) free(xp);
+    return fail ? kiln__errs(KILN_ERR_OOM, "qmatmul: out of memory for a W panel") : KILN_OK;
+}

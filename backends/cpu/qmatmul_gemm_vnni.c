@@ -1,0 +1,131 @@
+/* qmatmul_gemm_vnni.c — the block-scaled int8 GEMM of qmatmul_gemm.h on
+ * AVX512-VNNI. vpdpbusd multiplies unsigned by signed bytes: W's side is
+ * made unsigned (Q4_0: the nibble, w + 8; Q8_0: w + 128) and x stays
+ * signed, so the offset's share, off * sum(x), depends on x alone and is
+ * computed once per call (pack_x) instead of per column of W.
+ *
+ * A tile is 6 columns of W x 32 rows of x (two groups of 16 rows, one per
+ * zmm lane set): 12 int32 accumulators restart each block from
+ * -off * sum(x) (a vector per group), take 8 vpdpbusd per block (one
+ * 4-byte quad of W broadcast against one zmm of x), then go to f32 with
+ * one convert, one scale multiply and one FMA into the 12 f32
+ * accumulators: 96 vpdpbusd per 36 other vector operations. */
+#include "qmatmul_gemm.h"
+
+#if defined(__x86_64__) && defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#include "../../quant/quant.h"
+#include "qmatmul_quant_x86.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define NC KILN_QMM_GEMM_NC
+
+static inline int32_t load32(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* One row of x (nb blocks) into the packed layout: codes at xp + 512 b +
+ * 64 q (+ the row's 4 bytes, already in xp), scales at da + 16 b, and
+ * -off * (sum of the block's codes) at xs + 16 b. */
+static void pack_x_vnni(const float *x, int64_t nb, int32_t off, int8_t *xp, float *da, int32_t *xs) {
+    const __m512i vidx = _mm512_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112, 0, 0, 0, 0, 0, 0, 0, 0);
+    for (int64_t b = 0; b < nb; b++, x += 32, xp += 512, da += 16, xs += 16) {
+        const __m256i codes = kiln__qmm_quantize_block(x, da);
+        _mm512_mask_i32scatter_epi32(xp, 0xff, vidx, _mm512_castsi256_si512(codes), 4);
+        /* sum of the codes: psadbw on codes + 128, less 32 * 128 */
+        const __m256i s = _mm256_sad_epu8(_mm256_xor_si256(codes, _mm256_set1_epi8((char)0x80)), _mm256_setzero_si256());
+        const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        xs[0] = -off * (int32_t)(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1) - 32 * 128);
+    }
+}
+
+static void pack_w_vnni(kiln_dtype t, const void *w, int64_t cols, int64_t nc, int64_t nb, uint8_t *wp, float *dw) {
+    const __m256i flip = _mm256_set1_epi8((char)0x80), lo4 = _mm256_set1_epi8(0x0f);
+    for (int64_t c = 0; c < cols; c++) {
+        uint8_t *o = wp + c * nb * 32;
+        if (t == KILN_Q8_0) {
+            const kiln_block_q8_0 *b = (const kiln_block_q8_0 *)w + c * nb;
+            for (int64_t i = 0; i < nb; i++) {
+                _mm256_storeu_si256((__m256i *)(o + 32 * i),
+                                    _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)b[i].qs), flip));
+                dw[c * nb + i] = _cvtsh_ss(b[i].d);
+            }
+        } else {
+            const kiln_block_q4_0 *b = (const kiln_block_q4_0 *)w + c * nb;
+            for (int64_t i = 0; i < nb; i++) {
+                const __m128i p = _mm_loadu_si128((const __m128i *)b[i].qs);
+                _mm256_storeu_si256((__m256i *)(o + 32 * i),
+                                    _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(p, 4), p), lo4));
+                dw[c * nb + i] = _cvtsh_ss(b[i].d);
+            }
+        }
+    }
+    for (int64_t c = cols; c < nc; c++) {
+        memset(wp + c * nb * 32, 0, (size_t)(nb * 32));
+        memset(dw + c * nb, 0, (size_t)nb * sizeof(float));
+    }
+}
+
+static inline __attribute__((always_inline)) void tile_n(const int8_t *xp, const float *da, const int32_t *xs,
+                                                          const int gs, const uint8_t *wp, const float *dw, int64_t nb,
+                                                          int64_t b0, int64_t b1, bool first, float out[NC][32]) {
+    __m512 f[NC][2];
+#pragma GCC unroll 6
+    for (int c = 0; c < NC; c++)
+#pragma GCC unroll 2
+        for (int g = 0; g < gs; g++) f[c][g] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(out[c] + 16 * g);
+    for (int64_t b = b0; b < b1; b++) {
+        __m512i s[NC][2];
+#pragma GCC unroll 2
+        for (int g = 0; g < gs; g++) {
+            const __m512i init = _mm512_load_si512((const void *)(xs + (g * nb + b) * 16));
+#pragma GCC unroll 6
+            for (int c = 0; c < NC; c++) s[c][g] = init;
+        }
+        const int8_t *xb = xp + b * 512;
+        const uint8_t *wb = wp + b * 32;
+#pragma GCC unroll 8
+        for (int q = 0; q < 8; q++) {
+            __m512i a[2];
+#pragma GCC unroll 2
+            for (int g = 0; g < gs; g++) a[g] = _mm512_load_si512((const void *)(xb + g * nb * 512 + q * 64));
+#pragma GCC unroll 6
+            for (int c = 0; c < NC; c++) {
+                const __m512i wv = _mm512_set1_epi32(load32((const int8_t *)wb + c * nb * 32 + q * 4));
+#pragma GCC unroll 2
+                for (int g = 0; g < gs; g++) s[c][g] = _mm512_dpbusd_epi32(s[c][g], wv, a[g]);
+            }
+        }
+        __m512 d[2];
+#pragma GCC unroll 2
+        for (int g = 0; g < gs; g++) d[g] = _mm512_load_ps(da + (g * nb + b) * 16);
+#pragma GCC unroll 6
+        for (int c = 0; c < NC; c++) {
+            const __m512 dc = _mm512_set1_ps(dw[c * nb + b]);
+#pragma GCC unroll 2
+            for (int g = 0; g < gs; g++)
+                f[c][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[c][g]), _mm512_mul_ps(d[g], dc), f[c][g]);
+        }
+    }
+#pragma GCC unroll 6
+    for (int c = 0; c < NC; c++)
+#pragma GCC unroll 2
+        for (int g = 0; g < gs; g++) _mm512_storeu_ps(out[c] + 16 * g, f[c][g]);
+}
+
+static void tile_vnni(const int8_t *xp, const float *da, const int32_t *xs, int groups, const uint8_t *wp,
+                      const float *dw, int64_t nb, int64_t b0, int64_t b1, bool first, float out[NC][32]) {
+    if (groups == 2) tile_n(xp, da, xs, 2, wp, dw, nb, b0, b1, first, out);
+    else tile_n(xp, da, xs, 1, wp, dw, nb, b0, b1, first, out);
+}
+
+const kiln_qmm_gemm_kernels *kiln__qmm_gemm_kernels_vnni(void) {
+    static const kiln_qmm_gemm_kernels k = {pack_x_vnni, pack_w_vnni, tile_vnni};
+    return &k;
+}
+#else
+const kiln_qmm_gemm_kernels *kiln__qmm_gemm_kernels_vnni(void) { return NULL; }
+#endif

@@ -1,0 +1,186 @@
+/* vk_quant.c — the quantized dtypes on the Vulkan backend (see vk.h):
+ * DEQUANTIZE, QMATMUL (y = x . W^T, W quantized [n, k]) and GET_ROWS from
+ * a quantized table, for each dtype with a row in QTYPES. That table is
+ * the backend's whole knowledge of the block dtypes: kiln__vk_dtype_ok()
+ * answers from it, and vk_supports() sends every node with an operand of a
+ * dtype missing there to the CPU, so a new block dtype (GPTQ's, say) runs
+ * on the CPU until it has shaders here.
+ *
+ * The shaders (shaders/quant*.glsl, built once per dtype through
+ * variants.txt) read blocks as 32-bit words and decode them in registers:
+ * dequantize and get_rows equal the CPU bit for bit; QMATMUL accumulates
+ * code * x in f32 per scale group (32 elements for Q8_0/Q4_0, 64 for NF4
+ * and NF4_DQ), then adds scale * that group sum, so it is the f32 product
+ * with the dequantized W up to the order of the additions (x is never
+ * rounded to int8, unlike the CPU's batch-1 path for Q8_0/Q4_0). */
+#include "vk.h"
+#include "../../optim/dynamic_map.h"
+
+typedef struct vk_qtype {
+    const char *dq, *rows;      /* shader names: dequantize, get_rows */
+    const char *mv1, *mv8;      /* qmatmul taking 1 or QMV_MB rows of x per workgroup */
+    int align;                  /* a block's first byte is a multiple of this from the binding */
+    bool map;                   /* reads the signed dynamic map (one more binding, the last) */
+} vk_qtype;
+
+static const vk_qtype QTYPES[KILN_DTYPE_COUNT] = {
+    [KILN_Q8_0] = {"qdq_q8_0", "qrows_q8_0", "qmv_q8_0_b1", "qmv_q8_0_b8", 2, false},
+    [KILN_Q4_0] = {"qdq_q4_0", "qrows_q4_0", "qmv_q4_0_b1", "qmv_q4_0_b8", 2, false},
+    [KILN_NF4] = {"qdq_nf4", "qrows_nf4", "qmv_nf4_b1", "qmv_nf4_b8", 4, false},
+    [KILN_NF4_DQ] = {"qdq_nf4_dq", "qrows_nf4_dq", "qmv_nf4_dq_b1", "qmv_nf4_dq_b8", 4, true},
+};
+
+/* W rows and x rows per workgroup (quant_mv.glsl); fewer than QMV_MB1_BELOW
+ * rows of x take the one-row kernel, once per row */
+enum { QMV_ROWS = 2, QMV_MB = 8, QMV_MB1_BELOW = 4 };
+
+static const vk_qtype *qtype(kiln_dtype t) {
+    return (unsigned)t < KILN_DTYPE_COUNT && QTYPES[t].dq ? &QTYPES[t] : NULL;
+}
+
+bool kiln__vk_dtype_ok(kiln_dtype t) { return (unsigned)t < KILN_DTYPE_COUNT && (!kiln__is_quant(t) || qtype(t)); }
+
+/* Bindable, every size and stride inside the shaders' 32-bit arithmetic. */
+static bool operand_ok(const kiln_vk *vk, const kiln_tensor *t) {
+    if (!kiln__vk_fits(vk, t) || kiln_tensor_numel(t) > INT32_MAX) return false;
+    for (int d = 0; d < t->ndim; d++)
+        if (t->shape[d] > INT32_MAX || t->stride[d] < 0 || t->stride[d] > INT32_MAX) return false;
+    return true;
+}
+
+/* The byte of its binding where q starts (its first block), checked
+ * against the alignment the shaders' reads assume (core/tensor.c keeps
+ * views on block boundaries and the planner aligns every tensor, so this
+ * holds). */
+static kiln_status qbase(const kiln_vk *vk, const kiln_tensor *q, uint32_t *out) {
+    *out = kiln__vk_base(vk, q);
+    if (*out % (uint32_t)qtype(q->dtype)->align)
+        return kiln__errs(KILN_ERR_STATE, "vulkan: a %s tensor starts at byte %u of its binding, not on a %d-byte boundary",
+                          kiln_dtype_name(q->dtype), *out, qtype(q->dtype)->align);
+    return KILN_OK;
+}
+
+/* The dispatch of dtype t's kernel: with the dynamic map written into
+ * scratch (*map) and bound last where t reads it. */
+static kiln_status run(kiln_vk *vk, kiln_dtype t, kiln_vk_dispatch *d, kiln_tensor *map) {
+    if (QTYPES[t].map) {
+        float m[256];
+        kiln__dynamic_map(true, m);
+        kiln_status s = kiln__vk_scratch(vk, 256, KILN_F32, map);
+        if (s || (s = kiln__vk_write(vk, map, m, sizeof m))) return s;
+        d->bind[d->n++] = map;
+    }
+    return kiln__vk_dispatch(vk, d);
+}
+
+static uint32_t block_bytes(kiln_dtype t, int64_t stride) {
+    return (uint32_t)(stride / kiln__types[t].blck * (int64_t)kiln__types[t].size);
+}
+
+/* ---- dequantize ---- */
+
+static bool dq_supports(const kiln_vk *vk, const kiln_tensor *t) {
+    const kiln_tensor *q = t->src[0];
+    if (!qtype(q->dtype) || t->dtype != KILN_F32 || !kiln_tensor_is_contiguous(t) || !operand_ok(vk, q) ||
+        !operand_ok(vk, t))
+        return false;
+    if (kiln_tensor_is_contiguous(q)) return true;
+    if (q->ndim > 4) return false; /* rows over at most three leading dims */
+    for (int d = 0; d < q->ndim - 1; d++)
+        if ((uint64_t)q->stride[d] / (uint64_t)kiln__types[q->dtype].blck * kiln__types[q->dtype].size > UINT32_MAX)
+            return false;
+    return true;
+}
+
+static kiln_status dq_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    const kiln_tensor *q = t->src[0];
+    const int64_t n = kiln_tensor_numel(t);
+    if (n == 0) return KILN_OK;
+    struct {
+        uint32_t n, cols, q0, y0, d1, d2, s0, s1, s2;
+    } pc = {(uint32_t)n, (uint32_t)n, 0, kiln__vk_base(vk, t), 1, 1, 0, 0, 0};
+    kiln_status s = qbase(vk, q, &pc.q0);
+    if (s) return s;
+    if (!kiln_tensor_is_contiguous(q)) { /* rows over the leading dims, right-aligned into d0, d1, d2 */
+        uint32_t dims[3] = {1, 1, 1}, sb[3] = {0, 0, 0};
+        const int lead = q->ndim - 1;
+        for (int i = 0; i < lead; i++) {
+            dims[3 - lead + i] = (uint32_t)q->shape[i];
+            sb[3 - lead + i] = block_bytes(q->dtype, q->stride[i]);
+        }
+        pc.cols = (uint32_t)q->shape[lead];
+        pc.d1 = dims[1], pc.d2 = dims[2], pc.s0 = sb[0], pc.s1 = sb[1], pc.s2 = sb[2];
+    }
+    kiln_vk_dispatch d = {.shader = qtype(q->dtype)->dq, .n = 2, .bind = {q, t}, .push = &pc, .push_size = sizeof pc};
+    kiln__vk_groups_1d(vk, (uint64_t)n, 256, d.groups);
+    kiln_tensor map;
+    return run(vk, q->dtype, &d, &map);
+}
+
+/* ---- get_rows from a quantized table (vk_rows.c hands these over) ---- */
+
+bool kiln__vk_quant_rows_supports(const kiln_vk *vk, const kiln_tensor *t) {
+    const kiln_tensor *table = t->src[0], *ix = t->src[1];
+    return qtype(table->dtype) && t->dtype == KILN_F32 && table->ndim == 2 && kiln_tensor_is_contiguous(table) &&
+           ix->dtype == KILN_I32 && kiln_tensor_is_contiguous(ix) && operand_ok(vk, table) && operand_ok(vk, ix) &&
+           operand_ok(vk, t);
+}
+
+kiln_status kiln__vk_quant_rows_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    const kiln_tensor *table = t->src[0], *ix = t->src[1];
+    const int64_t n = kiln_tensor_numel(t);
+    if (n == 0) return KILN_OK;
+    struct {
+        uint32_t n, d, v, q0, i0, y0, row_bytes;
+    } pc = {(uint32_t)n,
+            (uint32_t)table->shape[1],
+            (uint32_t)table->shape[0],
+            0,
+            kiln__vk_base(vk, ix),
+            kiln__vk_base(vk, t),
+            block_bytes(table->dtype, table->shape[1])};
+    kiln_status s = qbase(vk, table, &pc.q0);
+    if (s) return s;
+    kiln_vk_dispatch d = {
+        .shader = qtype(table->dtype)->rows, .n = 3, .bind = {table, ix, t}, .push = &pc, .push_size = sizeof pc};
+    kiln__vk_groups_1d(vk, (uint64_t)n, 256, d.groups);
+    kiln_tensor map;
+    return run(vk, table->dtype, &d, &map);
+}
+
+/* ---- qmatmul ---- */
+
+static bool qmm_supports(const kiln_vk *vk, const kiln_tensor *t) {
+    const kiln_tensor *x = t->src[0], *w = t->src[1];
+    const int64_t m = x->shape[0];
+    return qtype(w->dtype) && x->dtype == KILN_F32 && t->dtype == KILN_F32 && x->ndim == 2 && w->ndim == 2 &&
+           kiln_tensor_is_contiguous(x) && kiln_tensor_is_contiguous(w) && kiln_tensor_is_contiguous(t) &&
+           operand_ok(vk, x) && operand_ok(vk, w) && operand_ok(vk, t) &&
+           (m < QMV_MB1_BELOW ? m : (m + QMV_MB - 1) / QMV_MB) <= kiln__vk_caps(vk)->max_groups[2];
+}
+
+static kiln_status qmm_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    const kiln_tensor *x = t->src[0], *w = t->src[1];
+    const int64_t m = x->shape[0], n = w->shape[0], k = w->shape[1];
+    if (m * n == 0) return KILN_OK;
+    struct {
+        uint32_t m, n, k, q0, x0, y0;
+    } pc = {(uint32_t)m, (uint32_t)n, (uint32_t)k, 0, kiln__vk_base(vk, x), kiln__vk_base(vk, t)};
+    kiln_status s = qbase(vk, w, &pc.q0);
+    if (s) return s;
+    const bool one = m < QMV_MB1_BELOW;
+    kiln_vk_dispatch d = {
+        .shader = one ? qtype(w->dtype)->mv1 : qtype(w->dtype)->mv8, .n = 3, .bind = {w, x, t}, .push = &pc, .push_size = sizeof pc};
+    kiln__vk_groups_1d(vk, (uint64_t)((n + QMV_ROWS - 1) / QMV_ROWS), 1, d.groups);
+    d.groups[2] = (uint32_t)(one ? m : (m + QMV_MB - 1) / QMV_MB);
+    kiln_tensor map;
+    return run(vk, w->dtype, &d, &map);
+}
+
+void kiln__vk_register_quant(kiln_vk_kernel *tab) {
+    tab[KILN_OP_DEQUANTIZE] = (kiln_vk_kernel){dq_supports, dq_record};
+    tab[KILN_OP_QMATMUL] = (kiln_vk_kernel){qmm_supports, qmm_record};
+}
