@@ -2,6 +2,7 @@
  * element type, and of the quantized block types (quant/quant.h). */
 #include "internal.h"
 #include "../quant/quant.h"
+#include "../quant/dfp.h"
 
 #include <math.h>
 
@@ -140,6 +141,11 @@ GQ_TRAITS(KILN_GQ3_128, gq3_128)
 GQ_TRAITS(KILN_GQ2_32, gq2_32)
 GQ_TRAITS(KILN_GQ2_64, gq2_64)
 GQ_TRAITS(KILN_GQ2_128, gq2_128)
+static double get_dfp16(const void *b, int64_t i) {
+    const kiln_block_dfp16 *x = (const kiln_block_dfp16 *)b + i / KILN_QKDFP16;
+    return (double)x->q[i % KILN_QKDFP16] * kiln__dfp_pow2(x->e);
+}
+static void dq_dfp16(const void *s, float *d, int64_t n) { kiln__dequantize_dfp16(s, d, n); }
 
 #define PLAIN(nm, sz, fl, t) {nm, sz, fl, get_##t, set_##t, t##_to_f32, t##_from_f32, 1, 1}
 #define QUANT(nm, T, blk, rowblk, t, q) {nm, sizeof(T), false, get_##t, NULL, dq_##t, q, blk, rowblk}
@@ -159,6 +165,7 @@ const kiln_type_traits kiln__types[KILN_DTYPE_COUNT] = {
     GQ(3, 32), GQ(3, 64), GQ(3, 128),
     GQ(2, 32), GQ(2, 64), GQ(2, 128),
 #undef GQ
+    [KILN_DFP16] = QUANT("dfp16", kiln_block_dfp16, KILN_QKDFP16, KILN_QKDFP16, dfp16, kiln__quantize_dfp16),
 };
 
 const char *kiln_dtype_name(kiln_dtype t) { return (unsigned)t < KILN_DTYPE_COUNT ? kiln__types[t].name : "?"; }

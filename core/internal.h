@@ -121,6 +121,8 @@ typedef enum kiln_op {
     /* quantized types (ops/quant.c) */
     KILN_OP_DEQUANTIZE, /* src: a quantized tensor or a view of one; out f32 */
     KILN_OP_QMATMUL,    /* y [m, n] = x [m, k] . W^T: src x f32 contiguous 2-D, W quantized contiguous [n, k] */
+    KILN_OP_DFP_MATMUL, /* ops/dfp.c: op(A) op(B) in INT16 dynamic fixed point; f32 contiguous 2-D src;
+                           ip[0]=trans_a ip[1]=trans_b */
 
     KILN_OP_COUNT
 } kiln_op;
@@ -309,6 +311,7 @@ void kiln__ops_register_nn(kiln_op_info *tab);
 void kiln__ops_register_conv(kiln_op_info *tab);
 void kiln__ops_register_optim(kiln_op_info *tab);
 void kiln__ops_register_quant(kiln_op_info *tab);
+void kiln__ops_register_dfp(kiln_op_info *tab);
 /* x [..., k] f32 . W^T, W quantized contiguous [n, k] (ops/quant.c) */
 kiln_tensor *kiln__qmatmul(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w);
 
@@ -357,6 +360,7 @@ void kiln__cpu_register_optim_apollo(kiln_cpu_kernel *tab);
 void kiln__cpu_register_optim8bit(kiln_cpu_kernel *tab);
 void kiln__cpu_register_quant(kiln_cpu_kernel *tab);
 void kiln__cpu_register_qmatmul(kiln_cpu_kernel *tab);
+void kiln__cpu_register_dfp(kiln_cpu_kernel *tab);
 /* Run one node on the CPU. */
 kiln_status kiln__cpu_compute(kiln_tensor *node, const kiln_exec *ex);
 /* Element-wise chains (backends/cpu/fused.c): can t start a chain / follow

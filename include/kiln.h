@@ -107,6 +107,7 @@ const char *kiln_status_name(kiln_status s);
  *   Q4_0          32     18     4.5       f16 d; u8 qs[16]             x = d*(q-8)
  *   NF4           64     36     4.5       f32 absmax; u8 codes[32]     x = absmax*NF4[code]
  *   NF4_DQ     16384   8456     4.129     f32 offset; f32 absmax2; u8 qabsmax[256]; u8 codes[8192]
+ *   DFP16         64    130    16.25      i16 e; i16 q[64]                 x = q*2^e
  *
  * Q8_0 and Q4_0 are ggml's block_q8_0 / block_q4_0 byte for byte (GGUF):
  * Q8_0 d = absmax/127, q = round(x/d); Q4_0 d = m/-8 with m the value of
@@ -181,6 +182,7 @@ typedef enum kiln_dtype {
     KILN_GQ2_32,
     KILN_GQ2_64,
     KILN_GQ2_128,
+    KILN_DFP16, /* dynamic fixed point: 64 int16 + a shared exponent (quant/dfp.h) */
     KILN_DTYPE_COUNT
 } kiln_dtype;
 
@@ -430,6 +432,23 @@ kiln_tensor *kiln_matmul(kiln_ctx *ctx, kiln_tensor *a, kiln_tensor *b);
 kiln_tensor *kiln_matmul_t(kiln_ctx *ctx, kiln_tensor *a, bool trans_a, kiln_tensor *b, bool trans_b);
 /* x [..., in] @ w^T + bias, with w [out, in] as torch.nn.Linear (bias may be NULL). */
 kiln_tensor *kiln_linear(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias);
+/* INT16 dynamic fixed point (Das et al. 2018), for training with integer
+ * GEMMs: op(a) op(b) of 2-D f32 tensors with each operand quantized inside
+ * to 14-bit integers sharing one power-of-two exponent, multiplied in INT32
+ * chunks that cannot overflow (AVX512-VNNI vpdpwssd where present) and
+ * summed in f32; relative error about 2^-13 of the operands' largest
+ * values. The backward pass (dA, dB) runs the same DFP op; bias add stays
+ * f32. CPU only.
+ *
+ *     kiln_tensor *y = kiln_dfp_linear(ctx, x, w, b);   // x [.., in], w [out, in]
+ */
+kiln_tensor *kiln_dfp_matmul_t(kiln_ctx *ctx, kiln_tensor *a, bool trans_a, kiln_tensor *b, bool trans_b);
+kiln_tensor *kiln_dfp_linear(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias);
+/* kiln_conv2d with its im2col product (and so both backward products) a
+ * DFP matmul; f32 x, w, bias; groups 1. */
+typedef struct kiln_conv2d_params kiln_conv2d_params;
+kiln_tensor *kiln_dfp_conv2d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias,
+                             const kiln_conv2d_params *p);
 
 /* ---- ops: shape and movement ------------------------------------------- */
 /* Views share storage with their source; gradients flow through them. */

@@ -51,11 +51,14 @@ void cnn_free(cnn *m) { free(m); }
 kiln_tensor *cnn_forward(cnn *m, kiln_tensor *x) {
     kiln_ctx *ctx = m->ctx;
     kiln_conv2d_params same = {.padding = {1, 1}};
-    kiln_tensor *h = kiln_max_pool2d(ctx, kiln_relu(ctx, kiln_conv2d(ctx, x, m->conv1_w, m->conv1_b, &same)), 2, 2, 0, 0);
-    h = kiln_max_pool2d(ctx, kiln_relu(ctx, kiln_conv2d(ctx, h, m->conv2_w, m->conv2_b, &same)), 2, 2, 0, 0);
+    const unsigned d = m->cfg.dfp;
+    kiln_tensor *h = (d & 1 ? kiln_dfp_conv2d : kiln_conv2d)(ctx, x, m->conv1_w, m->conv1_b, &same);
+    h = kiln_max_pool2d(ctx, kiln_relu(ctx, h), 2, 2, 0, 0);
+    h = (d & 2 ? kiln_dfp_conv2d : kiln_conv2d)(ctx, h, m->conv2_w, m->conv2_b, &same);
+    h = kiln_max_pool2d(ctx, kiln_relu(ctx, h), 2, 2, 0, 0);
     h = kiln_flatten(ctx, h, 1);
-    if (m->hidden_w) h = kiln_relu(ctx, kiln_linear(ctx, h, m->hidden_w, m->hidden_b));
-    return kiln_linear(ctx, h, m->fc_w, m->fc_b);
+    if (m->hidden_w) h = kiln_relu(ctx, (d & 4 ? kiln_dfp_linear : kiln_linear)(ctx, h, m->hidden_w, m->hidden_b));
+    return (d & 8 ? kiln_dfp_linear : kiln_linear)(ctx, h, m->fc_w, m->fc_b);
 }
 
 static kiln_status build(cnn *m, int64_t batch, model_graph *out, bool train) {

@@ -31,7 +31,14 @@ typedef struct cnn_config {
     int64_t c1, c2;   /* channels after conv1, conv2 */
     int64_t hidden;   /* units of the hidden linear layer; 0: none */
     int64_t classes;
+    /* layers whose forward and backward products run in INT16 dynamic fixed
+     * point (kiln_dfp_conv2d, kiln_dfp_linear; Das et al. 2018): bit 0
+     * conv1, bit 1 conv2, bit 2 fc1, bit 3 the head; CNN_DFP_ALL for all, 0
+     * (the default) for f32. Weights, biases, ReLU, pooling, the loss and
+     * the optimizer stay f32. */
+    unsigned dfp;
 } cnn_config;
+#define CNN_DFP_ALL 15u
 
 /* 1 x 28 x 28 -> 16 -> 32 channels -> 128 hidden -> 10 classes */
 cnn_config cnn_defaults(void);

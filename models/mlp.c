@@ -37,7 +37,8 @@ void mlp_free(mlp *m) { free(m); }
 
 kiln_tensor *mlp_forward(mlp *m, kiln_tensor *x) {
     kiln_ctx *ctx = m->ctx;
-    return kiln_linear(ctx, kiln_relu(ctx, kiln_linear(ctx, x, m->fc1_w, m->fc1_b)), m->fc2_w, m->fc2_b);
+    kiln_tensor *h = (m->cfg.dfp & 1 ? kiln_dfp_linear : kiln_linear)(ctx, x, m->fc1_w, m->fc1_b);
+    return (m->cfg.dfp & 2 ? kiln_dfp_linear : kiln_linear)(ctx, kiln_relu(ctx, h), m->fc2_w, m->fc2_b);
 }
 
 static kiln_status build(mlp *m, int64_t batch, model_graph *out, bool train) {

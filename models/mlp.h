@@ -15,7 +15,13 @@
 
 typedef struct mlp_config {
     int64_t inputs, hidden, classes;
+    /* layers whose forward and backward products run in INT16 dynamic fixed
+     * point (kiln_dfp_linear; Das et al. 2018): bit 0 fc1, bit 1 fc2;
+     * MLP_DFP_ALL for both, 0 (the default) for f32. Weights, biases,
+     * activations, the loss and the optimizer stay f32. */
+    unsigned dfp;
 } mlp_config;
+#define MLP_DFP_ALL 3u
 
 /* 784 -> 256 -> 10 */
 mlp_config mlp_defaults(void);

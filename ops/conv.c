@@ -249,8 +249,10 @@ static kiln_tensor *add_bias(kiln_ctx *ctx, kiln_tensor *y, kiln_tensor *bias, i
     return kiln_add(ctx, y, kiln_reshape(ctx, bias, 4, (int64_t[]){1, o, 1, 1}));
 }
 
-kiln_tensor *kiln_conv2d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias, const kiln_conv2d_params *p) {
-    static const char who[] = "kiln_conv2d";
+/* dfp: the product in INT16 dynamic fixed point (kiln_dfp_matmul_t, ops/dfp.c; groups 1) */
+static kiln_tensor *conv2d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias, const kiln_conv2d_params *p,
+                           bool dfp) {
+    const char *who = dfp ? "kiln_dfp_conv2d" : "kiln_conv2d";
     char sx[96], sw[96];
     conv_args a;
     if (!x || !w) return NULL;
@@ -277,9 +279,22 @@ kiln_tensor *kiln_conv2d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_ten
     kiln_tensor *cols = kiln__im2col_cn(ctx, x, a.g, oh, ow, 0.0);
     cols = kiln_reshape(ctx, cols, 3, (int64_t[]){gr, k, n * oh * ow});
     kiln_tensor *wm = kiln_reshape(ctx, w, 3, (int64_t[]){gr, o / gr, k});
-    kiln_tensor *y = kiln_reshape(ctx, kiln_matmul(ctx, wm, cols), 4, (int64_t[]){o, n, oh, ow});
+    if (dfp && gr != 1) return kiln__err(KILN_ERR_UNSUPPORTED, "%s: groups %lld (only 1)", who, (long long)gr);
+    kiln_tensor *prod = dfp ? kiln_dfp_matmul_t(ctx, kiln_reshape(ctx, wm, 2, (int64_t[]){o, k}), false,
+                                                kiln_reshape(ctx, cols, 2, (int64_t[]){k, n * oh * ow}), false)
+                            : kiln_matmul(ctx, wm, cols);
+    kiln_tensor *y = kiln_reshape(ctx, prod, 4, (int64_t[]){o, n, oh, ow});
     y = kiln_permute(ctx, y, (const int[]){1, 0, 2, 3}); /* [N, O, OH, OW], a view */
     return bias ? add_bias(ctx, y, bias, o) : kiln__contig(ctx, y);
+}
+
+kiln_tensor *kiln_conv2d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias, const kiln_conv2d_params *p) {
+    return conv2d(ctx, x, w, bias, p, false);
+}
+
+kiln_tensor *kiln_dfp_conv2d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias,
+                             const kiln_conv2d_params *p) {
+    return conv2d(ctx, x, w, bias, p, true);
 }
 
 kiln_tensor *kiln_conv_transpose2d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias,

@@ -73,7 +73,9 @@ kiln_tensor *kiln__qmatmul(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w) {
     if (x2 && x2->ndim != 2) x2 = kiln_reshape(ctx, x2, 2, (int64_t[]){m, k});
     if (!x2) return NULL;
     kiln_tensor *src[2] = {x2, w};
-    kiln_tensor *y = kiln__node_new(ctx, KILN_OP_QMATMUL, KILN_F32, 2, (int64_t[]){m, n}, 2, src);
+    kiln_tensor *y = w->dtype == KILN_DFP16 /* no fused kernel: the f32 product of the dequantized weight */
+                         ? kiln_matmul_t(ctx, x2, false, kiln_dequantize(ctx, w), true)
+                         : kiln__node_new(ctx, KILN_OP_QMATMUL, KILN_F32, 2, (int64_t[]){m, n}, 2, src);
     if (!y || x->ndim == 2) return y;
     int64_t shape[KILN_MAX_DIMS];
     memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);

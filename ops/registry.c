@@ -23,6 +23,7 @@ static void init_once(void) {
     kiln__ops_register_conv(kiln__op_table);
     kiln__ops_register_optim(kiln__op_table);
     kiln__ops_register_quant(kiln__op_table);
+    kiln__ops_register_dfp(kiln__op_table);
     for (int i = 0; i < KILN_OP_COUNT; i++)
         if (!kiln__op_table[i].name) kiln__op_table[i].name = "(unregistered op)";
 }

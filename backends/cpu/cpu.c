@@ -45,6 +45,7 @@ static void init_once(void) {
     kiln__cpu_register_optim8bit(kernels);
     kiln__cpu_register_quant(kernels);
     kiln__cpu_register_qmatmul(kernels);
+    kiln__cpu_register_dfp(kernels);
 }
 
 static bool is_half(kiln_dtype t) { return t == KILN_F16 || t == KILN_BF16; }

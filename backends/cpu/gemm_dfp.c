@@ -1,0 +1,156 @@
+/* gemm_dfp.c — the DFP GEMM (gemm_dfp.h): chunk bound, the packers the
+ * SIMD kernel reads (A's here; B's, a gather or an interleave, in
+ * gemm_dfp_vnni.c), the run-time choice of path and the scalar reference. */
+#include "gemm_dfp.h"
+
+#include "cpu_features.h"
+#include "scratch.h"
+
+#include "../../quant/dfp.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int64_t kiln__gemm_dfp_chunk_pairs(int amax, int bmax) {
+    int64_t ab = (int64_t)(amax < 0 ? -amax : amax) * (int64_t)(bmax < 0 ? -bmax : bmax);
+    if (ab == 0) return (int64_t)1 << 40; /* all zero: any length */
+    int64_t cp = ((int64_t)INT32_MAX) / (2 * ab);
+    return cp < 1 ? 1 : cp;
+}
+
+/* The reference: per chunk an exact integer sum (int64 here: the chunk
+ * bound keeps it within int32 as on the SIMD path), converted to f32 and
+ * added in chunk order. */
+static void scalar(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a, int64_t lda,
+                   const int16_t *b, int64_t ldb, int64_t cp, float sa, float sb, float *c, int64_t ldc, int nt) {
+    /* element p of row i of A and of column j of B, whatever the layout */
+    const int64_t ai_step = a_km ? 1 : lda, ap_step = a_km ? lda : 1;
+    const int64_t bj_step = b_kn ? 1 : ldb, bp_step = b_kn ? ldb : 1;
+#pragma omp parallel for num_threads(nt) if (nt > 1 && (double)m * (double)n * (double)k > (double)(1 << 22)) \
+    schedule(static)
+    for (int64_t i = 0; i < m; i++) {
+        const int16_t *ai = a + i * ai_step;
+        for (int64_t j = 0; j < n; j++) {
+            const int16_t *bj = b + j * bj_step;
+            float f = 0.0f;
+            for (int64_t p0 = 0; p0 < k; p0 += 2 * cp) {
+                int64_t p1 = p0 + 2 * cp < k ? p0 + 2 * cp : k;
+                int32_t s = 0;
+                for (int64_t p = p0; p < p1; p++) /* wraps (as the SIMD path) only past the stated bounds */
+                    s = (int32_t)((uint32_t)s + (uint32_t)((int32_t)ai[p * ap_step] * (int32_t)bj[p * bp_step]));
+                f += (float)s;
+            }
+            c[i * ldc + j] = f * sa * sb;
+        }
+    }
+}
+
+static void pack_a(bool km, int64_t m, int64_t k, const int16_t *a, int64_t lda, int16_t *dst, int64_t mp,
+                   int64_t kp) {
+    int64_t pairs = kp / 2, full = k / 2;
+#pragma omp for schedule(static) nowait
+    for (int64_t i0 = 0; i0 < mp; i0 += KILN_DFP_MR) {
+        int16_t *d = dst + i0 * kp;
+        if (km) { /* A stored [k, m]: rows 2p and 2p + 1 give the pair of each of the MR rows */
+            int live = m - i0 < KILN_DFP_MR ? (int)(m - i0) : KILN_DFP_MR;
+            for (int64_t p = 0; p < pairs; p++, d += KILN_DFP_MR * 2) {
+                const int16_t *s0 = a + 2 * p * lda + i0, *s1 = s0 + lda;
+                bool odd = 2 * p + 1 >= k;
+                for (int t = 0; t < KILN_DFP_MR; t++) {
+                    d[2 * t] = t < live ? s0[t] : 0;
+                    d[2 * t + 1] = t < live && !odd ? s1[t] : 0;
+                }
+            }
+            continue;
+        }
+        for (int t = 0; t < KILN_DFP_MR; t++) {
+            int16_t *w = d + 2 * t;
+            if (i0 + t >= m) { /* padding rows */
+                for (int64_t p = 0; p < pairs; p++) memset(w + p * KILN_DFP_MR * 2, 0, 4);
+                continue;
+            }
+            const int16_t *s = a + (i0 + t) * lda;
+            for (int64_t p = 0; p < full; p++) memcpy(w + p * KILN_DFP_MR * 2, s + 2 * p, 4);
+            if (full < pairs) { /* odd k: the last pair's second half is 0 */
+                w[full * KILN_DFP_MR * 2] = s[2 * full];
+                w[full * KILN_DFP_MR * 2 + 1] = 0;
+            }
+        }
+    }
+}
+
+static int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+static kiln_status check(const char *who, bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a,
+                         int64_t lda, const int16_t *b, int64_t ldb, float *c, int64_t ldc) {
+    if (m < 0 || n < 0 || k < 0)
+        return kiln__errs(KILN_ERR_ARG, "%s: negative size m %lld n %lld k %lld", who, (long long)m, (long long)n,
+                          (long long)k);
+    if ((m && n) && (!c || (k > 0 && (!a || !b))))
+        return kiln__errs(KILN_ERR_ARG, "%s: NULL operand", who);
+    if ((k > 0 && (lda < (a_km ? m : k) || ldb < (b_kn ? n : k))) || ldc < n)
+        return kiln__errs(KILN_ERR_ARG, "%s: strides lda %lld ldb %lld ldc %lld too small for m %lld n %lld k %lld",
+                          who, (long long)lda, (long long)ldb, (long long)ldc, (long long)m, (long long)n,
+                          (long long)k);
+    return KILN_OK;
+}
+
+kiln_status kiln__gemm_dfp_ref_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a,
+                                 int64_t lda, int amax, int ea, const int16_t *b, int64_t ldb, int bmax, int eb,
+                                 float *c, int64_t ldc, int n_threads) {
+    kiln_status s = check("gemm_dfp", a_km, b_kn, m, n, k, a, lda, b, ldb, c, ldc);
+    if (s != KILN_OK || !m || !n) return s;
+    scalar(a_km, b_kn, m, n, k, a, lda, b, ldb, kiln__gemm_dfp_chunk_pairs(amax, bmax), kiln__dfp_pow2(ea),
+           kiln__dfp_pow2(eb), c, ldc, n_threads < 1 ? 1 : n_threads);
+    return KILN_OK;
+}
+
+kiln_status kiln__gemm_dfp_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a, int64_t lda,
+                             int amax, int ea, const int16_t *b, int64_t ldb, int bmax, int eb, float *c, int64_t ldc,
+                             int n_threads) {
+    const kiln_cpu_caps *caps = kiln__cpu_caps();
+    bool vnni = false;
+#if defined(__x86_64__)
+    vnni = caps->avx512vnni && caps->avx512f && caps->avx512bw && caps->avx512vl;
+#else
+    (void)caps;
+#endif
+    if (!vnni || k == 0)
+        return kiln__gemm_dfp_ref_t(a_km, b_kn, m, n, k, a, lda, amax, ea, b, ldb, bmax, eb, c, ldc, n_threads);
+    kiln_status st = check("gemm_dfp", a_km, b_kn, m, n, k, a, lda, b, ldb, c, ldc);
+    if (st != KILN_OK || !m || !n) return st;
+    int nt = n_threads < 1 ? 1 : n_threads;
+    kiln_dfp_packed p = {.m = m, .n = n, .mp = round_up(m, KILN_DFP_MR), .np = round_up(n, 16),
+                         .kp = round_up(k, 2), .cp = kiln__gemm_dfp_chunk_pairs(amax, bmax),
+                         .sa = kiln__dfp_pow2(ea), .sb = kiln__dfp_pow2(eb)};
+    if ((double)p.mp * (double)p.np * (double)p.kp < (double)(1 << 22)) nt = 1;
+    size_t abytes = (size_t)(p.mp * p.kp) * 2, bbytes = (size_t)(p.np * p.kp) * 2;
+    bool owned;
+    int16_t *ap = kiln__scratch_get((size_t)round_up((int64_t)(abytes + bbytes), 64), &owned);
+    if (!ap)
+        return kiln__errs(KILN_ERR_OOM, "gemm_dfp: no memory to pack a [%lld, %lld] x [%lld, %lld]^T product",
+                          (long long)m, (long long)k, (long long)n, (long long)k);
+    int16_t *bp = ap + abytes / 2;
+    p.a = ap, p.b = bp;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        pack_a(a_km, m, k, a, lda, ap, p.mp, p.kp);
+#if defined(__x86_64__)
+        kiln__gemm_dfp_pack_b_avx512(b_kn, n, k, b, ldb, bp, p.np, p.kp); /* waits for pack_a too */
+        kiln__gemm_dfp_kernel_avx512vnni(&p, c, ldc);
+#endif
+    }
+    if (owned) free(ap);
+    return KILN_OK;
+}
+
+kiln_status kiln__gemm_dfp_ref(int64_t m, int64_t n, int64_t k, const int16_t *a, int64_t lda, int amax, int ea,
+                               const int16_t *b, int64_t ldb, int bmax, int eb, float *c, int64_t ldc,
+                               int n_threads) {
+    return kiln__gemm_dfp_ref_t(false, false, m, n, k, a, lda, amax, ea, b, ldb, bmax, eb, c, ldc, n_threads);
+}
+
+kiln_status kiln__gemm_dfp(int64_t m, int64_t n, int64_t k, const int16_t *a, int64_t lda, int amax, int ea,
+                           const int16_t *b, int64_t ldb, int bmax, int eb, float *c, int64_t ldc, int n_threads) {
+    return kiln__gemm_dfp_t(false, false, m, n, k, a, lda, amax, ea, b, ldb, bmax, eb, c, ldc, n_threads);
+}

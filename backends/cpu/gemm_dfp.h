@@ -1,0 +1,80 @@
+/* gemm_dfp.h — the dynamic fixed point GEMM (Das et al. 2018; formats in
+ * quant/dfp.h):
+ *
+ *     C[m, n] (f32) = 2^ea 2^eb sum_p A[i, p] B[j, p]      (A, B int16)
+ *
+ * Both operands row-major with k contiguous ("NT", as gemm_i8.h), one
+ * exponent each (a whole matrix shares it). The caller states bounds
+ * |A| <= amax and |B| <= bmax (kiln__dfp_quantize gives them); they fix the
+ * overflow control:
+ *
+ * INT16 x INT16 products are summed in INT32 (vpdpwssd adds a pair of
+ * products to a 32-bit lane, without saturation) over chunks of at most
+ * 2 cp consecutive k, cp = floor((2^31 - 1) / (2 amax bmax)) pairs, and each
+ * chunk's sum is converted to f32 and added to an f32 accumulator.
+ * Proof that no chunk wraps: every partial sum inside a chunk is a sum of
+ * at most 2 cp products, each |a b| <= amax bmax, so its magnitude is at
+ * most 2 cp amax bmax <= 2^31 - 1. With full-range operands (amax = bmax =
+ * 32767) one pair already reaches 2 * 32767^2 = 2,147,352,578 < 2^31 - 1 =
+ * 2,147,483,647, so cp = 1: correct but a conversion per pair. The DFP ops
+ * quantize to 14 bits (|q| <= 8191): cp = floor(2^31 - 1 / (2 * 8191^2)) =
+ * 16 pairs (32 k: 32 * 8191^2 = 2,146,959,392 fits), one conversion and
+ * add per 16 vpdpwssd. The result is then (acc * 2^ea) * 2^eb (two
+ * multiplies so that ea + eb may leave the f32 exponent range on its own).
+ *
+ * Every path (scalar reference, AVX512-VNNI) does the same integer chunk
+ * sums, the same f32 conversions and adds in the same order, so they are
+ * bit-identical, whatever the thread count.
+ *
+ *     int ea, eb, ma, mb;
+ *     kiln__dfp_quantize(x, t * in, 14, xq, &ea, &ma, false, 0);   // [t, in]
+ *     kiln__dfp_quantize(w, out * in, 14, wq, &eb, &mb, false, 0); // [out, in]
+ *     kiln__gemm_dfp(t, out, in, xq, in, ma, ea, wq, in, mb, eb, y, out, 2);
+ */
+#ifndef KILN_CPU_GEMM_DFP_H
+#define KILN_CPU_GEMM_DFP_H
+
+#include "internal.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+kiln_status kiln__gemm_dfp(int64_t m, int64_t n, int64_t k, const int16_t *a, int64_t lda, int amax, int ea,
+                           const int16_t *b, int64_t ldb, int bmax, int eb, float *c, int64_t ldc, int n_threads);
+/* The same with the scalar reference whatever the CPU (tests). */
+kiln_status kiln__gemm_dfp_ref(int64_t m, int64_t n, int64_t k, const int16_t *a, int64_t lda, int amax, int ea,
+                               const int16_t *b, int64_t ldb, int bmax, int eb, float *c, int64_t ldc,
+                               int n_threads);
+/* The same with either operand stored the other way: a_km, A as [k, m]
+ * (lda its row stride, >= m); b_kn, B as [k, n] (ldb >= n). The packers
+ * read those layouts directly (no transposed copy). */
+kiln_status kiln__gemm_dfp_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a, int64_t lda,
+                             int amax, int ea, const int16_t *b, int64_t ldb, int bmax, int eb, float *c, int64_t ldc,
+                             int n_threads);
+kiln_status kiln__gemm_dfp_ref_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a,
+                                 int64_t lda, int amax, int ea, const int16_t *b, int64_t ldb, int bmax, int eb,
+                                 float *c, int64_t ldc, int n_threads);
+/* Pairs of k per INT32 chunk for the bounds (at least 1). */
+int64_t kiln__gemm_dfp_chunk_pairs(int amax, int bmax);
+
+/* Packed operands (zero padded to mp x kp, np x kp, kp even):
+ *   A: groups of KILN_DFP_MR rows, k pair by k pair: the pair (2p, 2p+1) of
+ *      row i at ((i/MR) * (kp/2) + p) * MR + i%MR, as 32-bit words (one
+ *      broadcast per row and pair);
+ *   B: 16-column panels of k pairs, [np/16][kp/2][16][2] int16 (one zmm
+ *      per pair of a panel). */
+#define KILN_DFP_MR 6
+typedef struct kiln_dfp_packed {
+    const int16_t *a, *b;
+    int64_t m, n, mp, np, kp, cp; /* cp: pairs per chunk */
+    float sa, sb;                 /* 2^ea, 2^eb */
+} kiln_dfp_packed;
+
+#if defined(__x86_64__)
+void kiln__gemm_dfp_kernel_avx512vnni(const kiln_dfp_packed *p, float *c, int64_t ldc);
+/* B's packer (every thread of the region calls it; it waits for all). */
+void kiln__gemm_dfp_pack_b_avx512(bool kn, int64_t n, int64_t k, const int16_t *b, int64_t ldb, int16_t *dst,
+                                  int64_t np, int64_t kp);
+#endif
+
+#endif

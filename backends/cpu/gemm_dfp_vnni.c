@@ -1,0 +1,162 @@
+/* gemm_dfp_vnni.c — the DFP GEMM (gemm_dfp.h) with AVX512-VNNI vpdpwssd:
+ * a 6 x 64 tile of C in 24 int32 chunk accumulators (its f32 totals in L1).
+ * Each chunk starts from zeroed accumulators (a zero idiom, free), adds cp
+ * pairs with vpdpwssd, and is folded into the f32 total by one conversion
+ * and one add: with 14-bit operands (cp = 16) 18 vector instructions for
+ * 16 pairs of work. (Starting a chunk with vpmaddwd instead made GCC copy
+ * all 12 accumulators every pair.) Units of work (one 64-column block
+ * against a group of row tiles) are handed out dynamically; a unit runs
+ * all of k for each tile, its four B panels staying in L2. */
+#if defined(__x86_64__)
+#include "gemm_dfp.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define MR KILN_DFP_MR
+#define GROUP 8 /* row tiles per unit */
+
+/* acc += pairwise products of a and b. Inline assembly: GCC 12 compiled the
+ * intrinsic with a register copy of every accumulator every pair (the
+ * accumulator operand not tied to the destination). */
+static inline __m512i dpwssd(__m512i acc, __m512i a, __m512i b) {
+    __asm__("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+    return acc;
+}
+
+static inline int32_t load32(const int16_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static inline __attribute__((always_inline)) void tile_n(const kiln_dfp_packed *p, const int16_t *a,
+                                                          const int16_t *b, const int np, float *c, int64_t ldc,
+                                                          int64_t rows, int64_t cols) {
+    const int64_t pairs = p->kp / 2, ps = pairs * 32, cp = p->cp;
+    /* the f32 totals live in L1, not in registers: 12 more zmm made GCC
+     * copy every accumulator every pair */
+    float tot[MR][64] __attribute__((aligned(64)));
+    __mmask16 mk[4];
+#pragma GCC unroll 4
+    for (int q = 0; q < np; q++) {
+        int64_t left = cols - q * 16;
+        mk[q] = left >= 16 ? (__mmask16)0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
+#pragma GCC unroll 6
+        for (int r = 0; r < MR; r++) _mm512_store_ps(&tot[r][q * 16], _mm512_setzero_ps());
+    }
+    for (int64_t t0 = 0; t0 < pairs; t0 += cp) {
+        int64_t len = pairs - t0 < cp ? pairs - t0 : cp;
+        const int16_t *ak = a + t0 * MR * 2, *bk = b + t0 * 32;
+        __m512i acc[MR][4], bv[4];
+#pragma GCC unroll 6
+        for (int r = 0; r < MR; r++)
+#pragma GCC unroll 4
+            for (int q = 0; q < np; q++) acc[r][q] = _mm512_setzero_si512();
+        do {
+#pragma GCC unroll 4
+            for (int q = 0; q < np; q++) bv[q] = _mm512_loadu_si512(bk + q * ps);
+#pragma GCC unroll 6
+            for (int r = 0; r < MR; r++) {
+                __m512i av = _mm512_set1_epi32(load32(ak + r * 2));
+#pragma GCC unroll 4
+                for (int q = 0; q < np; q++) acc[r][q] = dpwssd(acc[r][q], av, bv[q]);
+            }
+            ak += MR * 2, bk += 32;
+        } while (--len);
+#pragma GCC unroll 6
+        for (int r = 0; r < MR; r++)
+#pragma GCC unroll 4
+            for (int q = 0; q < np; q++)
+                _mm512_store_ps(&tot[r][q * 16],
+                                _mm512_add_ps(_mm512_load_ps(&tot[r][q * 16]), _mm512_cvtepi32_ps(acc[r][q])));
+    }
+    const __m512 sa = _mm512_set1_ps(p->sa), sb = _mm512_set1_ps(p->sb);
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; r++)
+        if (r < rows) {
+#pragma GCC unroll 4
+            for (int q = 0; q < np; q++)
+                _mm512_mask_storeu_ps(c + r * ldc + q * 16, mk[q], _mm512_mul_ps(_mm512_mul_ps(_mm512_load_ps(&tot[r][q * 16]), sa), sb));
+        }
+}
+
+/* B into 16-column panels of k pairs (layout in gemm_dfp.h), AVX-512: from
+ * [n, k] one 16-row gather of 32-bit words (a k pair) per panel line, from
+ * [k, n] 16 values of rows 2p and 2p + 1 interleaved. Zero padded. Orphaned
+ * omp for; waits for every thread at the end. */
+void kiln__gemm_dfp_pack_b_avx512(bool kn, int64_t n, int64_t k, const int16_t *b, int64_t ldb, int16_t *dst,
+                                  int64_t np, int64_t kp) {
+    const int64_t pairs = kp / 2, full = k / 2;
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+#pragma omp for schedule(static)
+    for (int64_t j0 = 0; j0 < np; j0 += 16) {
+        int16_t *d = dst + (j0 / 16) * pairs * 32;
+        int live = n - j0 < 16 ? (int)(n - j0) : 16;
+        __mmask16 lm = (__mmask16)((1u << live) - 1);
+        if (kn) {
+            const __m512i idx = _mm512_setr_epi64(0, 1, 4, 5, 2, 3, 6, 7);
+            for (int64_t p = 0; p < pairs; p++, d += 32) {
+                const int16_t *s0 = b + 2 * p * ldb + j0;
+                __m256i r0 = _mm256_maskz_loadu_epi16(lm, s0);
+                __m256i r1 = p < full ? _mm256_maskz_loadu_epi16(lm, s0 + ldb) : _mm256_setzero_si256();
+                /* (r0[t], r1[t]) pairs: unpack within 128-bit lanes, then put the lanes in order */
+                __m256i lo = _mm256_unpacklo_epi16(r0, r1), hi = _mm256_unpackhi_epi16(r0, r1);
+                __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+                _mm512_storeu_si512(d, _mm512_permutexvar_epi64(idx, v));
+            }
+        } else {
+            /* 32-bit words of row j0 + t at byte offset 4p: row starts as int32 indices */
+            const __m512i rows = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)(ldb / 2)));
+            const int32_t *base = (const int32_t *)(const void *)(b + j0 * ldb);
+            if (ldb % 2 == 0 && (int64_t)(ldb / 2) * 16 < INT32_MAX) {
+                for (int64_t p = 0; p < full; p++, d += 32)
+                    _mm512_storeu_si512(d, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), lm,
+                                                                       _mm512_add_epi32(rows, _mm512_set1_epi32((int)p)),
+                                                                       base, 4));
+            } else
+                for (int64_t p = 0; p < full; p++, d += 32) {
+                    for (int t = 0; t < 16; t++) {
+                        d[2 * t] = t < live ? b[(j0 + t) * ldb + 2 * p] : 0;
+                        d[2 * t + 1] = t < live ? b[(j0 + t) * ldb + 2 * p + 1] : 0;
+                    }
+                }
+            for (int64_t p = full; p < pairs; p++, d += 32) /* odd k: the last pair's second half is 0 */
+                for (int t = 0; t < 16; t++) {
+                    d[2 * t] = t < live ? b[(j0 + t) * ldb + 2 * p] : 0;
+                    d[2 * t + 1] = 0;
+                }
+        }
+    }
+}
+
+#define TILE(np)                                                                                               \
+    static __attribute__((noinline)) void tile##np(const kiln_dfp_packed *p, const int16_t *a, const int16_t *b,   \
+                                                   float *c, int64_t ldc, int64_t rows, int64_t cols) {           \
+        tile_n(p, a, b, np, c, ldc, rows, cols);                                                                  \
+    }
+TILE(1)
+TILE(2)
+TILE(3)
+TILE(4)
+
+void kiln__gemm_dfp_kernel_avx512vnni(const kiln_dfp_packed *p, float *c, int64_t ldc) {
+    static void (*const tiles[5])(const kiln_dfp_packed *, const int16_t *, const int16_t *, float *, int64_t,
+                                  int64_t, int64_t) = {NULL, tile1, tile2, tile3, tile4};
+    const int64_t pairs = p->kp / 2, mt = p->mp / MR, nbk = (p->np + 63) / 64;
+    const int64_t groups = (mt + GROUP - 1) / GROUP, units = groups * nbk;
+#pragma omp for schedule(dynamic, 1) nowait
+    for (int64_t u = 0; u < units; u++) {
+        int64_t jb = u % nbk, t0 = u / nbk * GROUP, t1 = t0 + GROUP < mt ? t0 + GROUP : mt, j0 = jb * 64;
+        int64_t cols = p->n - j0 < 64 ? p->n - j0 : 64;
+        int np = (int)((p->np - j0 < 64 ? p->np - j0 : 64) / 16);
+        const int16_t *b = p->b + (j0 / 16) * pairs * 32;
+        for (int64_t t = t0; t < t1; t++) {
+            int64_t i0 = t * MR, rows = p->m - i0 < MR ? p->m - i0 : MR;
+            if (rows <= 0) continue;
+            const int16_t *a = p->a + t * pairs * MR * 2;
+            tiles[np](p, a, b, c + i0 * ldc + j0, ldc, rows, cols);
+        }
+    }
+}
+#endif

@@ -1,0 +1,88 @@
+/* dfp.c — the DFP matmul op (Das et al. 2018): C = op(A) op(B) of f32
+ * tensors computed in INT16 dynamic fixed point (quant/dfp.h): each operand
+ * is quantized inside the kernel to 14-bit integers with one exponent for
+ * the whole operand, the products are summed in INT32 chunks that cannot
+ * overflow and folded into f32 (backends/cpu/gemm_dfp.h). Its backward is
+ * written once, with the same op, so the backward-data and backward-weight
+ * GEMMs of a layer run in DFP too; everything else in the graph (biases,
+ * activations, losses, the optimizer's master weights) stays f32.
+ *
+ * Why 14 bits and not 16: the INT32 chunk length is set by the largest
+ * codes; with 14-bit operands a chunk is 32 products (16 vpdpwssd), with
+ * full 16-bit ones a single pair. 14 bits keep the relative rounding error
+ * of the largest value below 2^-13, far below what training notices (bf16
+ * has 2^-8), and cost one conversion per 16 multiply-add instructions. */
+#include "internal.h"
+
+#include <string.h>
+
+static kiln_tensor *contig2(kiln_ctx *ctx, kiln_tensor *t) {
+    return kiln_tensor_is_contiguous(t) ? t : kiln__contig(ctx, t);
+}
+
+kiln_tensor *kiln_dfp_matmul_t(kiln_ctx *ctx, kiln_tensor *a, bool trans_a, kiln_tensor *b, bool trans_b) {
+    char sa[96], sb[96];
+    if (!ctx) return kiln__err(KILN_ERR_ARG, "kiln_dfp_matmul_t: ctx is NULL");
+    if (!a || !b) return NULL;
+    if (a->dtype != KILN_F32 || b->dtype != KILN_F32)
+        return kiln__err(KILN_ERR_DTYPE, "kiln_dfp_matmul_t: needs f32 operands, not %s and %s",
+                         kiln_dtype_name(a->dtype), kiln_dtype_name(b->dtype));
+    if (a->ndim != 2 || b->ndim != 2)
+        return kiln__err(KILN_ERR_SHAPE, "kiln_dfp_matmul_t: operands must be 2-D, got a %s and b %s",
+                         kiln__shape_str(a, sa), kiln__shape_str(b, sb));
+    int64_t m = a->shape[trans_a ? 1 : 0], ka = a->shape[trans_a ? 0 : 1];
+    int64_t kb = b->shape[trans_b ? 1 : 0], n = b->shape[trans_b ? 0 : 1];
+    if (ka != kb)
+        return kiln__err(KILN_ERR_SHAPE, "kiln_dfp_matmul_t: inner dims differ: a %s%s has K = %lld, b %s%s has K = %lld",
+                         kiln__shape_str(a, sa), trans_a ? " (transposed)" : "", (long long)ka,
+                         kiln__shape_str(b, sb), trans_b ? " (transposed)" : "", (long long)kb);
+    kiln_tensor *src[2] = {contig2(ctx, a), contig2(ctx, b)};
+    if (!src[0] || !src[1]) return NULL;
+    kiln_tensor *t = kiln__node_new(ctx, KILN_OP_DFP_MATMUL, KILN_F32, 2, (int64_t[]){m, n}, 2, src);
+    if (t) {
+        t->ip[0] = trans_a;
+        t->ip[1] = trans_b;
+    }
+    return t;
+}
+
+kiln_tensor *kiln_dfp_linear(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias) {
+    char sx[96], sw[96];
+    if (!ctx) return kiln__err(KILN_ERR_ARG, "kiln_dfp_linear: ctx is NULL");
+    if (!x || !w) return NULL;
+    if (w->ndim != 2 || x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1])
+        return kiln__err(KILN_ERR_SHAPE, "kiln_dfp_linear: the input %s and the weight %s ([out, in]) do not fit",
+                         kiln__shape_str(x, sx), kiln__shape_str(w, sw));
+    if (bias && (bias->ndim != 1 || bias->shape[0] != w->shape[0]))
+        return kiln__err(KILN_ERR_SHAPE, "kiln_dfp_linear: the bias must be [%lld]", (long long)w->shape[0]);
+    int64_t k = w->shape[1], m = k ? kiln_tensor_numel(x) / k : 0;
+    kiln_tensor *x2 = x->ndim == 2 ? x : kiln_reshape(ctx, contig2(ctx, x), 2, (int64_t[]){m, k});
+    kiln_tensor *y = kiln_dfp_matmul_t(ctx, x2, false, w, true);
+    if (y && bias) y = kiln_add(ctx, y, bias);
+    if (!y || x->ndim == 2) return y;
+    int64_t shape[KILN_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+    shape[x->ndim - 1] = w->shape[0];
+    return kiln_reshape(ctx, y, x->ndim, shape);
+}
+
+/* As matmul's backward (ops/matmul.c), each product again a DFP matmul:
+ *   A  B   : dA = G B^T     dB = A^T G
+ *   A  B^T : dA = G B       dB = G^T A
+ *   A^T B  : dA = B G^T     dB = A G
+ *   A^T B^T: dA = B^T G^T   dB = G^T A^T */
+static kiln_status dfp_matmul_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor *gy, kiln_tensor **gsrc) {
+    kiln_tensor *a = node->src[0], *b = node->src[1];
+    bool ta = node->ip[0], tb = node->ip[1];
+    if (kiln_tensor_requires_grad(a) &&
+        !(gsrc[0] = !ta ? kiln_dfp_matmul_t(ctx, gy, false, b, !tb) : kiln_dfp_matmul_t(ctx, b, tb, gy, true)))
+        return kiln_last_status();
+    if (kiln_tensor_requires_grad(b) &&
+        !(gsrc[1] = !tb ? kiln_dfp_matmul_t(ctx, a, !ta, gy, false) : kiln_dfp_matmul_t(ctx, gy, true, a, ta)))
+        return kiln_last_status();
+    return KILN_OK;
+}
+
+void kiln__ops_register_dfp(kiln_op_info *tab) {
+    tab[KILN_OP_DFP_MATMUL] = (kiln_op_info){"dfp_matmul", KILN_KIND_KERNEL, dfp_matmul_backward};
+}
