@@ -154,7 +154,9 @@ static kiln_dtype gq_dtype(const kiln_gptq_result *r) {
 /* RTN / GPTQ: quantize (the model runs on the dequantized values meanwhile,
  * so that GPTQ calibrates each layer on the quantized earlier ones), pack
  * each result into its GQ dtype, write the file, read the packed weights
- * and perms back and run the model on them. */
+ * and perms back and run the model on them. An act-order weight gets a
+ * perm only where a row has two groups or more (GPTQ's g_idx is trivial
+ * otherwise). */
 static kiln_status apply_gptq(qmodel *q, const format *f, const kiln_gptq_config *cfg, const char *file,
                               const int32_t *calib, int64_t n_calib, int64_t seq, int64_t batch, fmt_result *out) {
     kiln_gptq_result *res[256] = {0};
@@ -166,6 +168,8 @@ static kiln_status apply_gptq(qmodel *q, const format *f, const kiln_gptq_config
     for (int k = 0; !s && k < q->n_lin; k++) {
         const kiln_dtype t = gq_dtype(res[k]);
         perms[k] = NULL;
+        if (res[k]->n_groups == 1) /* one group per row: the columns' order does not matter, keep them in place */
+            for (int64_t j = 0; j < res[k]->cols; j++) res[k]->perm[j] = (int32_t)j;
         if (t == KILN_F32)
             s = kiln_set_error(KILN_ERR_SHAPE, "%s: no GQ block (128, 64, 32) divides group %lld and row %lld",
                                kiln_tensor_name(q->orig[k]), (long long)res[k]->group_size, (long long)res[k]->cols);

@@ -24,8 +24,8 @@
  *     (kiln_gptq_pack) into the GQ dtype of B bits and the largest block of
  *     128, 64, 32 dividing the group and the row (f16 scale, u8 zero,
  *     bit-packed codes per block), written to the file with, under
- *     --act-order, each weight's i32 column permutation beside it
- *     ("<name>.perm"), read back, and run by the fused quantized matmul
+ *     --act-order, the i32 column permutation of each weight with two
+ *     groups or more to a row beside it ("<name>.perm"), read back, and run by the fused quantized matmul
  *     (the permutation gathering the input's columns, models/model.h's
  *     model_linear). Their bits per weight count the perms.
  *
@@ -289,8 +289,10 @@ int main(int argc, char **argv) {
         else if (f[i].kind != FMT_F32) {
             char blocks[16] = ""; /* GQ<b>_<smallest>/<largest> when the weights' blocks differ */
             if (res.block_max != res.block) snprintf(blocks, sizeof blocks, "/%d", res.block_max);
+            char perms[32] = "";
+            if (res.permuted) snprintf(perms, sizeof perms, ", %d with a perm", res.permuted);
             snprintf(note, sizeof note, "%d fused in GQ%d_%d%s%s; quantized in %.1f s", res.fused, f[i].bits,
-                     res.block, blocks, res.permuted ? ", act-order perms" : "", t_quant);
+                     res.block, blocks, perms, t_quant);
         }
         char bpw[32], size[32];
         snprintf(bpw, sizeof bpw, "%.3f", 8.0 * res.weight_bytes / (double)res.weights);

@@ -56,7 +56,7 @@ kiln_status qmodel_restore(qmodel *q);
  * (the linear weights in the format, the rest f32; RTN / GPTQ pack into
  * the GQ dtype of their bits and the largest block of 128, 64, 32 that
  * divides the group and the row, with an i32 "<weight>.perm" tensor beside
- * each act-order weight) and the weights are read back from. calib: i32
+ * each act-order weight of two groups or more to a row) and the weights are read back from. calib: i32
  * [n_calib, seq] for GPTQ, run batch sequences at a time. */
 kiln_status format_apply(qmodel *q, const format *f, const kiln_gptq_config *cfg, const char *file,
                          const int32_t *calib, int64_t n_calib, int64_t seq, int64_t batch, fmt_result *out);
