@@ -165,7 +165,8 @@ kiln_tensor *llama_forward(llama *m, kiln_tensor *idx, llama_cache *cache, int64
         const llama_layer *y = &m->layers[l];
         h = kiln_add(ctx, h, attention(m, l, kiln_rms_norm(ctx, h, y->attention_norm, eps), positions, cache, pos, B, T));
         kiln_tensor *x = kiln_rms_norm(ctx, h, y->ffn_norm, eps);
-        kiln_tensor *gate = kiln_mul(ctx, kiln_silu(ctx, model_linear(ctx, x, y->w1, y->w1_perm, NULL)), model_linear(ctx, x, y->w3, y->w3_perm, NULL));
+        kiln_tensor *gate = kiln_mul(ctx, kiln_silu(ctx, model_linear(ctx, x, y->w1, y->w1_perm, NULL)),
+                                     model_linear(ctx, x, y->w3, y->w3_perm, NULL));
         if (m->taps) m->taps[4 * l + 2] = x, m->taps[4 * l + 3] = gate;
         h = kiln_add(ctx, h, model_linear(ctx, gate, y->w2, y->w2_perm, NULL));
     }

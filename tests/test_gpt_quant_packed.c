@@ -8,7 +8,8 @@
  * scales rounded to f16, as stored); with 4 rows (batch 1: x quantized to
  * int8 per 32) they stay within the int8-activation error; and the packed
  * model's logits stay within the f16 scale rounding of the fake-quantized
- * f32 model's (the results' f32 scales). */
+ * f32 model's (the results' f32 scales). And model_linear's perm, forward
+ * and backward, on an f32 weight. */
 #include "kt.h"
 #include "gpt_quant.h"
 
@@ -170,3 +171,47 @@ KT_TEST(gpt_quant_packed_gptq_act_order) {
     packed_case(GPT_QUANT_GPTQ, 3, true, KILN_GQ3_32);
 }
 #endif
+
+/* model_linear with a perm is kiln_linear on x's columns gathered by hand,
+ * forward and backward (x [2, 3, 8], an f32 weight) */
+KT_TEST(model_linear_perm) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    const int32_t p[8] = {3, 7, 0, 5, 1, 6, 2, 4};
+    kiln_tensor *x = kiln_param(ctx, "x", KILN_F32, 3, (int64_t[]){2, 3, 8}),
+                *xg = kiln_param(ctx, "xg", KILN_F32, 3, (int64_t[]){2, 3, 8}),
+                *w = kiln_param(ctx, "w", KILN_F32, 2, (int64_t[]){5, 8}),
+                *b = kiln_param(ctx, "b", KILN_F32, 1, (int64_t[]){5}), *perm = kiln_new_1d(ctx, KILN_I32, 8);
+    KT_NOTNULL(x && xg && w && b && perm);
+    KT_OK(kiln_tensor_fill_randn(x, 1, 0, 1));
+    KT_OK(kiln_tensor_fill_randn(w, 2, 0, 1));
+    KT_OK(kiln_tensor_fill_randn(b, 3, 0, 1));
+    KT_OK(kiln_tensor_set_i32(perm, p, 8));
+    float xv[48], xgv[48];
+    KT_OK(kiln_tensor_get_f32(x, xv, 48));
+    for (int r = 0; r < 6; r++)
+        for (int j = 0; j < 8; j++) xgv[r * 8 + j] = xv[r * 8 + p[j]];
+    KT_OK(kiln_tensor_set_f32(xg, xgv, 48));
+    kiln_tensor *y = model_linear(ctx, x, w, perm, b), *yg = model_linear(ctx, xg, w, NULL, b);
+    KT_NOTNULL(y && yg);
+    kiln_tensor *loss = kiln_sum(ctx, kiln_reshape(ctx, kiln_mul(ctx, y, y), 1, (int64_t[]){-1}), 0, true),
+                *lossg = kiln_sum(ctx, kiln_reshape(ctx, kiln_mul(ctx, yg, yg), 1, (int64_t[]){-1}), 0, true);
+    kiln_graph *g = kiln_graph_new(ctx), *gg = kiln_graph_new(ctx);
+    KT_NOTNULL(g && gg);
+    KT_OK(kiln_graph_add(g, loss));
+    KT_OK(kiln_graph_backward(g, loss));
+    KT_OK(kiln_graph_add(gg, lossg));
+    KT_OK(kiln_graph_backward(gg, lossg));
+    KT_OK(kiln_graph_compute(g));
+    KT_OK(kiln_graph_compute(gg));
+    float a[30], e[30], dx[48], dxg[48];
+    KT_OK(kiln_tensor_get_f32(y, a, 30));
+    KT_OK(kiln_tensor_get_f32(yg, e, 30));
+    KT_CHECK(rel_max(a, e, 30) < 1e-6, "forward: %g", rel_max(a, e, 30));
+    KT_OK(kiln_tensor_get_f32(kiln_tensor_grad(x), dx, 48));
+    KT_OK(kiln_tensor_get_f32(kiln_tensor_grad(xg), dxg, 48));
+    float want[48];
+    for (int r = 0; r < 6; r++)
+        for (int j = 0; j < 8; j++) want[r * 8 + p[j]] = dxg[r * 8 + j];
+    KT_CHECK(rel_max(dx, want, 48) < 1e-6, "dx: %g", rel_max(dx, want, 48));
+    kiln_ctx_free(ctx);
+}
