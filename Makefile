@@ -170,15 +170,15 @@ demo: deps
 	$(BUILD)/examples/quickstart --save $(BUILD)/quickstart-cnn.safetensors
 
 # bench/*.c make one program, linked like the tests; it may call the CPU
-# backend's entry points (gemm.h), hence -Ibackends/cpu. bench/run.sh runs
+# backend's entry points (gemm.h), hence -Ibackends/cpu, and the models. bench/run.sh runs
 # bench/torch_ref.py first (when PyTorch is importable) for the ratios.
 BENCH_SRC = $(wildcard bench/*.c)
 BENCH_OBJ = $(BENCH_SRC:%.c=$(BUILD)/obj/%.o)
-$(BENCH_OBJ): KILN_CFLAGS += -Ibackends/cpu
+$(BENCH_OBJ): KILN_CFLAGS += -Ibackends/cpu -Imodels
 
-$(BUILD)/bench/kiln_bench: $(BENCH_OBJ) $(BUILD)/libkiln.a
+$(BUILD)/bench/kiln_bench: $(BENCH_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a
 	@mkdir -p $(dir $@)
-	$(CC) -fopenmp $(LDFLAGS) -o $@ $(BENCH_OBJ) $(BUILD)/libkiln.a $(LIBS)
+	$(CC) -fopenmp $(LDFLAGS) -o $@ $(BENCH_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS)
 
 .PHONY: bench
 bench:

@@ -56,6 +56,7 @@ void bench_train(const bench_opts *o);
 void bench_vulkan(const bench_opts *o);
 void bench_optim(const bench_opts *o);
 void bench_quant(const bench_opts *o);
+void bench_generate(const bench_opts *o);
 
 /* Training steps/s (or tokens/s: *unit says) of model "mlp", "cnn" or "gpt"
  * on backend b (NULL: CPU), measured for about budget_s times the model's

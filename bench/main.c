@@ -1,6 +1,6 @@
 /* main.c — `make bench`: kiln's CPU figures beside their references.
  *
- *     kiln_bench [--torch FILE] [--only gemm|memory|train|vulkan|optim|quant] [--model mlp|cnn|gpt] [--threads 1,2]
+ *     kiln_bench [--torch FILE] [--only gemm|memory|train|vulkan|optim|quant|generate] [--model mlp|cnn|gpt] [--threads 1,2]
  *                [--quick] [--stream-mib N]
  *
  * One line per figure: name, kiln's value and unit, and the ratio to a
@@ -16,7 +16,7 @@
 #include <string.h>
 
 static const char *usage =
-    "usage: kiln_bench [--torch FILE] [--only gemm|memory|train|vulkan|optim|quant] [--model mlp|cnn|gpt] [--threads 1,2] [--quick] [--stream-mib N]\n";
+    "usage: kiln_bench [--torch FILE] [--only gemm|memory|train|vulkan|optim|quant|generate] [--model mlp|cnn|gpt] [--threads 1,2] [--quick] [--stream-mib N]\n";
 
 int main(int argc, char **argv) {
     bench_opts o = {.threads = {1, 2}, .n_threads = 2, .scale = 1.0, .stream_mib = 320};
@@ -59,5 +59,6 @@ int main(int argc, char **argv) {
     if (!only || strcmp(only, "vulkan") == 0) bench_vulkan(&o);
     if (!only || strcmp(only, "optim") == 0) bench_optim(&o);
     if (!only || strcmp(only, "quant") == 0) bench_quant(&o);
+    if (!only || strcmp(only, "generate") == 0) bench_generate(&o); /* bench/generate.c */
     return 0;
 }

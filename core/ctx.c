@@ -18,6 +18,7 @@ struct kiln_arena_chunk {
 struct kiln_owned {
     kiln_owned *prev, *next;
     void *raw;
+    uint64_t seq; /* allocation order: the list runs newest first */
 };
 
 kiln_ctx *kiln_ctx_new(void) {
@@ -70,6 +71,7 @@ void *kiln__owned_alloc(kiln_ctx *ctx, size_t bytes) {
     uintptr_t p = ((uintptr_t)(o + 1) + sizeof(void *) + KILN_ALIGN - 1) & ~(uintptr_t)(KILN_ALIGN - 1);
     ((kiln_owned **)p)[-1] = o;
     o->raw = raw;
+    o->seq = ++ctx->owned_seq;
     o->prev = NULL;
     o->next = ctx->owned;
     if (ctx->owned) ctx->owned->prev = o;
@@ -98,6 +100,47 @@ kiln_status kiln__owned_grow(kiln_ctx *ctx, void **p, int *cap, int need, size_t
     }
     *p = np;
     *cap = ncap;
+    return KILN_OK;
+}
+
+/* ---- scratch: mark and rewind ---- */
+
+kiln_ctx_mark kiln_ctx_get_mark(const kiln_ctx *ctx) {
+    kiln_ctx_mark m = {0};
+    if (!ctx) return m;
+    m.chunk = ctx->chunks;
+    m.used = ctx->chunks ? ctx->chunks->used : 0;
+    m.owned = ctx->owned_seq;
+    m.tensors = ctx->n_tensors;
+    m.params = ctx->n_params;
+    m.devbufs = ctx->n_devbufs;
+    m.storage = ctx->storage_bytes;
+    return m;
+}
+
+kiln_status kiln_ctx_rewind(kiln_ctx *ctx, kiln_ctx_mark m) {
+    if (!ctx) return kiln__errs(KILN_ERR_ARG, "kiln_ctx_rewind: ctx is NULL");
+    if (ctx->n_params != m.params || ctx->n_devbufs != m.devbufs || ctx->n_tensors < m.tensors ||
+        ctx->owned_seq < m.owned)
+        return kiln__errs(KILN_ERR_STATE, "kiln_ctx_rewind: the context got parameters or device memory since the "
+                                          "mark (or the mark is from a later point): nothing freed");
+    bool found = !m.chunk;
+    for (kiln_arena_chunk *c = ctx->chunks; c && !found; c = c->next) found = c == m.chunk;
+    if (!found) return kiln__errs(KILN_ERR_STATE, "kiln_ctx_rewind: the mark is not this context's");
+    while (ctx->owned && ctx->owned->seq > m.owned) {
+        kiln_owned *o = ctx->owned;
+        ctx->owned = o->next;
+        if (o->next) o->next->prev = NULL;
+        free(o->raw);
+    }
+    while (ctx->chunks != m.chunk) {
+        kiln_arena_chunk *c = ctx->chunks;
+        ctx->chunks = c->next;
+        free(c);
+    }
+    if (ctx->chunks) ctx->chunks->used = m.used;
+    ctx->n_tensors = m.tensors;
+    ctx->storage_bytes = m.storage;
     return KILN_OK;
 }
 

@@ -179,6 +179,7 @@ typedef struct kiln_owned kiln_owned;
 struct kiln_ctx {
     kiln_arena_chunk *chunks;
     kiln_owned *owned;        /* storage and arrays freed with the context */
+    uint64_t owned_seq;       /* owned blocks made so far (kiln_ctx_rewind) */
     size_t storage_bytes;
     bool grad_enabled;
     int n_tensors;

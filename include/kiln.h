@@ -210,6 +210,29 @@ bool kiln_ctx_grad_enabled(const kiln_ctx *ctx);
 /* Bytes of leaf storage currently held by the context. */
 size_t kiln_ctx_storage_bytes(const kiln_ctx *ctx);
 
+/* Scratch work in a long-lived context: a mark of what ctx holds now, and
+ * a rewind that frees every tensor and graph made after it (metadata,
+ * storage, graph buffers), so that a loop building a small graph per step
+ * (generation with a KV cache) does not grow the context. What was made
+ * before the mark stays, with the values ops wrote into it since. After
+ * the rewind nothing made after the mark may be used. Between the two,
+ * make no parameters and compute no graph made before the mark (its
+ * buffers would be newer than the mark); a context that got parameters or
+ * device memory since the mark is refused (KILN_ERR_STATE, nothing freed).
+ *
+ *     kiln_ctx_mark mark = kiln_ctx_get_mark(ctx);
+ *     ... build a graph, compute it, read its outputs ...
+ *     kiln_ctx_rewind(ctx, mark);
+ */
+typedef struct kiln_ctx_mark { /* private */
+    void *chunk;
+    size_t used, storage;
+    uint64_t owned;
+    int tensors, params, devbufs;
+} kiln_ctx_mark;
+kiln_ctx_mark kiln_ctx_get_mark(const kiln_ctx *ctx);
+kiln_status kiln_ctx_rewind(kiln_ctx *ctx, kiln_ctx_mark mark);
+
 /* Parameters made by kiln_param() in this context, in creation order.
  * Fills up to max entries of out (out may be NULL) and returns the count. */
 int kiln_ctx_params(kiln_ctx *ctx, kiln_tensor **out, int max);

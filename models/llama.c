@@ -4,24 +4,43 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 llama_config llama_defaults(void) {
     return (llama_config){.vocab = 256, .context = 128, .layers = 4, .heads = 4, .kv_heads = 0, .dim = 256,
                           .hidden = 0, .multiple_of = 256, .norm_eps = 1e-5, .rope_theta = 10000.0};
 }
 
-/* Make parameter "layers.{layer}.{what}" (or "{what}" for layer < 0) and list it. */
+/* Make parameter "layers.{layer}.{what}" (or "{what}" for layer < 0) and list
+ * it. An inference model makes plain leaves instead: no gradient, no random
+ * init (norms 1, weights zero blocks), 2-d weights in m->weights (the
+ * embedding in llama_embedding_dtype; NF4_DQ only where the tensor is whole
+ * super-blocks, NF4 otherwise). */
 static kiln_tensor *param(llama *m, int layer, const char *what, int ndim, const int64_t *shape, model_init init,
                           uint64_t seed) {
     char name[64];
     if (layer >= 0) snprintf(name, sizeof name, "layers.%d.%s", layer, what);
     else snprintf(name, sizeof name, "%s", what);
-    kiln_tensor *p = model_param(m->ctx, name, ndim, shape, init, 0.02, seed);
+    kiln_tensor *p;
+    if (m->inference) {
+        kiln_dtype dt = ndim == 1 ? KILN_F32 : m->weights;
+        if (ndim == 2 && !strcmp(what, "tok_embeddings.weight")) dt = llama_embedding_dtype(m->weights);
+        if (dt == KILN_NF4_DQ && (shape[0] * shape[1]) % kiln_dtype_block(KILN_NF4_DQ)) dt = KILN_NF4;
+        p = kiln_tensor_new(m->ctx, dt, ndim, shape);
+        if (p && init == MODEL_INIT_ONES && kiln_tensor_fill(p, 1.0)) p = NULL;
+        if (p) kiln_tensor_set_name(p, name);
+    } else {
+        p = model_param(m->ctx, name, ndim, shape, init, 0.02, seed);
+    }
     if (p) m->params[m->n_params++] = p;
     return p;
 }
 
-llama *llama_new(kiln_ctx *ctx, const llama_config *cfg, uint64_t seed) {
+kiln_dtype llama_embedding_dtype(kiln_dtype weights) { return weights == KILN_NF4_DQ ? KILN_NF4 : weights; }
+
+static llama *make(kiln_ctx *ctx, const llama_config *cfg, uint64_t seed, bool inference, kiln_dtype weights,
+                   bool tied) {
+    const char *who = inference ? "llama_new_inference" : "llama_new";
     llama_config c = cfg ? *cfg : llama_defaults();
     if (c.kv_heads == 0) c.kv_heads = c.heads;
     if (c.hidden == 0 && c.multiple_of > 0) { /* Meta's FeedForward sizing */
@@ -31,9 +50,15 @@ llama *llama_new(kiln_ctx *ctx, const llama_config *cfg, uint64_t seed) {
     if (!ctx || c.vocab < 1 || c.context < 1 || c.layers < 1 || c.heads < 1 || c.kv_heads < 1 || c.dim < 1 ||
         c.hidden < 1 || c.dim % c.heads || c.heads % c.kv_heads || (c.dim / c.heads) % 2 || !(c.norm_eps > 0) ||
         !(c.rope_theta > 0)) {
-        kiln_set_error(KILN_ERR_ARG, "llama_new: %s",
+        kiln_set_error(KILN_ERR_ARG, "%s: %s", who,
                        ctx ? "sizes must be >= 1, heads divide dim into even head sizes, kv_heads divide heads"
                            : "ctx is NULL");
+        return NULL;
+    }
+    if (inference && (weights < 0 || weights >= KILN_DTYPE_COUNT ||
+                      (weights != KILN_F32 && !kiln_dtype_is_quantized(weights)))) {
+        kiln_set_error(KILN_ERR_DTYPE, "%s: weights in %s (F32 or a quantized dtype)", who,
+                       weights >= 0 && weights < KILN_DTYPE_COUNT ? kiln_dtype_name(weights) : "an unknown dtype");
         return NULL;
     }
     llama *m = calloc(1, sizeof *m);
@@ -41,11 +66,13 @@ llama *llama_new(kiln_ctx *ctx, const llama_config *cfg, uint64_t seed) {
     if (m) m->params = calloc((size_t)(3 + 9 * c.layers), sizeof *m->params);
     if (!m || !m->layers || !m->params) {
         llama_free(m);
-        kiln_set_error(KILN_ERR_OOM, "llama_new: out of memory");
+        kiln_set_error(KILN_ERR_OOM, "%s: out of memory", who);
         return NULL;
     }
     m->ctx = ctx;
     m->cfg = c;
+    m->inference = inference;
+    m->weights = inference ? weights : KILN_F32;
     const int64_t D = c.dim, hd = c.dim / c.heads, Q = c.heads * hd, KV = c.kv_heads * hd, F = c.hidden;
     bool ok = (m->tok_embeddings =
                    param(m, -1, "tok_embeddings.weight", 2, (int64_t[]){c.vocab, D}, MODEL_INIT_NORMAL, seed)) != NULL;
@@ -61,13 +88,26 @@ llama *llama_new(kiln_ctx *ctx, const llama_config *cfg, uint64_t seed) {
              (y->w2 = param(m, l, "feed_forward.w2.weight", 2, (int64_t[]){D, F}, MODEL_INIT_NORMAL, seed)) &&
              (y->w3 = param(m, l, "feed_forward.w3.weight", 2, (int64_t[]){F, D}, MODEL_INIT_NORMAL, seed));
     }
-    ok = ok && (m->norm = param(m, -1, "norm.weight", 1, (int64_t[]){D}, MODEL_INIT_ONES, seed)) &&
-         (m->output = param(m, -1, "output.weight", 2, (int64_t[]){c.vocab, D}, MODEL_INIT_NORMAL, seed));
+    ok = ok && (m->norm = param(m, -1, "norm.weight", 1, (int64_t[]){D}, MODEL_INIT_ONES, seed));
+    if (ok && inference && tied) { /* one tensor for both: the embedding's dtype */
+        m->output = m->tok_embeddings;
+        m->tied = true;
+    } else if (ok) {
+        ok = (m->output = param(m, -1, "output.weight", 2, (int64_t[]){c.vocab, D}, MODEL_INIT_NORMAL, seed)) != NULL;
+    }
     if (!ok) {
         llama_free(m);
         return NULL;
     }
     return m;
+}
+
+llama *llama_new(kiln_ctx *ctx, const llama_config *cfg, uint64_t seed) {
+    return make(ctx, cfg, seed, false, KILN_F32, false);
+}
+
+llama *llama_new_inference(kiln_ctx *ctx, const llama_config *cfg, kiln_dtype weights, bool tied_output) {
+    return make(ctx, cfg, 0, true, weights, tied_output);
 }
 
 void llama_free(llama *m) {
@@ -137,7 +177,8 @@ static kiln_tensor *attention(llama *m, int l, kiln_tensor *x, kiln_tensor *pos,
     return model_linear(ctx, a, y->wo, y->wo_perm, NULL);
 }
 
-kiln_tensor *llama_forward(llama *m, kiln_tensor *idx, llama_cache *cache, int64_t pos) {
+/* The last block's output h [B, T, D], before the final norm and the head. */
+static kiln_tensor *hidden(llama *m, kiln_tensor *idx, llama_cache *cache, int64_t pos) {
     kiln_ctx *ctx = m->ctx;
     if (!idx) return NULL;
     const int64_t B = kiln_tensor_dim(idx, 0), T = kiln_tensor_ndim(idx) == 2 ? kiln_tensor_dim(idx, 1) : 0;
@@ -170,7 +211,15 @@ kiln_tensor *llama_forward(llama *m, kiln_tensor *idx, llama_cache *cache, int64
         if (m->taps) m->taps[4 * l + 2] = x, m->taps[4 * l + 3] = gate;
         h = kiln_add(ctx, h, model_linear(ctx, gate, y->w2, y->w2_perm, NULL));
     }
-    return kiln_linear(ctx, kiln_rms_norm(ctx, h, m->norm, eps), m->output, NULL);
+    return h;
+}
+
+static kiln_tensor *head(llama *m, kiln_tensor *h) {
+    return kiln_linear(m->ctx, kiln_rms_norm(m->ctx, h, m->norm, m->cfg.norm_eps), m->output, NULL);
+}
+
+kiln_tensor *llama_forward(llama *m, kiln_tensor *idx, llama_cache *cache, int64_t pos) {
+    return head(m, hidden(m, idx, cache, pos));
 }
 
 kiln_status llama_cache_step(llama *m, llama_cache *c, const int32_t *tokens, int64_t n, float *logits) {
@@ -179,9 +228,13 @@ kiln_status llama_cache_step(llama *m, llama_cache *c, const int32_t *tokens, in
         return kiln_set_error(KILN_ERR_ARG, "llama_cache_step: needs a cache, tokens, logits and n >= 1");
     bool was = kiln_ctx_grad_enabled(ctx);
     kiln_ctx_set_grad_enabled(ctx, false);
+    /* the step's graph is scratch: rewound afterwards, so generating
+     * thousands of tokens does not grow the context */
+    kiln_ctx_mark mark = kiln_ctx_get_mark(ctx);
     kiln_tensor *idx = kiln_new_2d(ctx, KILN_I32, c->batch, n);
     kiln_status s = idx ? kiln_tensor_set_i32(idx, tokens, c->batch * n) : kiln_last_status();
-    kiln_tensor *out = s ? NULL : kiln_slice(ctx, llama_forward(m, idx, c, c->pos), 1, n - 1, n, 1);
+    /* only the last position goes through the head (vocab x dim per row) */
+    kiln_tensor *out = s ? NULL : head(m, kiln_slice(ctx, hidden(m, idx, c, c->pos), 1, n - 1, n, 1));
     kiln_graph *g = out ? kiln_graph_new(ctx) : NULL;
     if (!s && !g) s = kiln_last_status() ? kiln_last_status() : KILN_ERR_STATE;
     if (!s) s = kiln_graph_add(g, out);
@@ -189,6 +242,8 @@ kiln_status llama_cache_step(llama *m, llama_cache *c, const int32_t *tokens, in
     if (!s) s = kiln_tensor_get_f32(out, logits, c->batch * m->cfg.vocab);
     if (!s) c->pos += n;
     if (g) kiln_graph_free_buffers(g);
+    /* refused (nothing freed) where the step made device memory: the context then keeps the step */
+    if (kiln_ctx_rewind(ctx, mark) && !s) kiln_clear_error();
     kiln_ctx_set_grad_enabled(ctx, was);
     return s;
 }

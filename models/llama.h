@@ -20,6 +20,8 @@
  *   layers.{i}.feed_forward.w1 / .w3 [hidden, dim], .w2 [dim, hidden],
  *   norm.weight [dim], output.weight [vocab, dim]      (hd = dim / heads)
  *
+ * Inference models (llama_new_inference below) keep their weights quantized.
+ *
  * Generation with the KV cache: the prompt, then one token at a time; each
  * step writes its keys and values into the cache (kiln_slice_assign) and
  * attends over every position so far, so its logits equal the last
@@ -74,11 +76,50 @@ typedef struct llama {
      * each layer's linear weights, in order: wq/wk/wv's, wo's, w1/w3's,
      * w2's ([B, T, in]): what GPTQ calibrates on (llama_quant.h) */
     kiln_tensor **taps;
+    bool inference;       /* made by llama_new_inference: leaves without gradients */
+    kiln_dtype weights;   /* the 2-d weights' dtype (KILN_F32 for llama_new) */
+    bool tied;            /* output is tok_embeddings (llama_new_inference only) */
 } llama;
 
 /* cfg NULL: llama_defaults(). NULL on failure (kiln_last_error() says why). */
 llama *llama_new(kiln_ctx *ctx, const llama_config *cfg, uint64_t seed);
 void llama_free(llama *m);
+
+/* ---- inference ----
+ * A llama for generation only: plain leaves (no gradients, nothing
+ * random-initialized: norms 1, weights zero) for a loader to fill
+ * (llama_files.h's llama_infer_from_gguf / _from_hf do), with its 2-d
+ * weights in weights: KILN_F32 or any quantized dtype. The linear weights
+ * then go through kiln_linear's fused quantized matmul (never an f32 copy
+ * of W), the embedding through kiln_get_rows of the quantized table, so
+ * the model takes about its quantized size in memory. The embedding takes
+ * llama_embedding_dtype(weights) (NF4 for NF4_DQ: get_rows reads rows,
+ * which NF4_DQ's 16384-element super-blocks are not), and NF4_DQ falls back
+ * to NF4 for a weight whose size is not whole super-blocks. tied_output:
+ * the head is the embedding tensor itself (output == tok_embeddings).
+ *
+ *     llama *m = llama_new_inference(ctx, &cfg, KILN_Q4_0, false);
+ *     llama_init_random(m, 42);       // or fill m->params[i] with llama_put_rows
+ *     llama_cache *c = llama_cache_new(m, 1, 256);
+ *     llama_cache_step(m, c, prompt, n_prompt, logits);
+ */
+llama *llama_new_inference(kiln_ctx *ctx, const llama_config *cfg, kiln_dtype weights, bool tied_output);
+kiln_dtype llama_embedding_dtype(kiln_dtype weights);
+
+/* Rows [row0, row0 + rows) of a contiguous leaf t (1-d: one row) from the
+ * f32 values src [rows, cols], converted to t's dtype (quantized by
+ * kiln_quantize; row0 * cols and rows * cols must be whole blocks of it,
+ * which llama_row_chunk gives). */
+kiln_status llama_put_rows(kiln_tensor *t, int64_t row0, int64_t rows, const float *src);
+/* How many rows of t to convert at a time: about elems elements, a
+ * multiple of what keeps the chunks whole blocks (>= 1). */
+int64_t llama_row_chunk(const kiln_tensor *t, int64_t elems);
+/* Random weights for benchmarks: N(0, 0.02) weights and embedding (not the
+ * values llama_new draws), norms 1, drawn and quantized a few MiB at a time
+ * into the tensors' own dtypes, so a 4-bit model never exists in f32. */
+kiln_status llama_init_random(llama *m, uint64_t seed);
+/* Bytes of the weights (each tensor once, a tied head counted once). */
+int64_t llama_weight_bytes(const llama *m);
 
 /* Keys and values of every layer so far: leaves [batch, kv_heads, len, hd]
  * of the model's context, and the next position to write. */
@@ -99,9 +140,11 @@ kiln_tensor *llama_forward(llama *m, kiln_tensor *idx, llama_cache *cache, int64
 
 /* Run n tokens per sequence (tokens [batch, n], row-major) at cache->pos,
  * advance cache->pos by n, and write the last position's logits
- * [batch, vocab] into logits. Builds and computes a small graph in the
- * model's context each call, so the context's metadata grows a little per
- * step. */
+ * [batch, vocab] into logits (only that position goes through the head).
+ * Builds and computes a small graph in the model's context each call,
+ * between kiln_ctx_get_mark and kiln_ctx_rewind: the context does not grow
+ * from step to step (on a device backend, whose memory the rewind does
+ * not free, it keeps each step's metadata). */
 kiln_status llama_cache_step(llama *m, llama_cache *c, const int32_t *tokens, int64_t n, float *logits);
 
 /* input: tokens i32 [batch, seq]; labels: the next tokens i32 [batch, seq] */

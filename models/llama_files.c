@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* ---- shared ---- */
 
@@ -129,7 +131,66 @@ static kiln_status gguf_config(const kiln_gguf *g, llama_config *c) {
     return KILN_OK;
 }
 
-llama *llama_from_gguf(kiln_ctx *ctx, const char *path) {
+/* Let the kernel drop the mapped pages of one tensor once it is copied:
+ * file pages count in the resident set until then, and a model read whole
+ * would show twice its size. */
+static void drop_pages(const void *data, size_t n) {
+#ifdef MADV_DONTNEED
+    long pg = sysconf(_SC_PAGESIZE);
+    if (pg <= 0 || !n) return;
+    uintptr_t a = (uintptr_t)data / (uintptr_t)pg * (uintptr_t)pg, b = (uintptr_t)data + n;
+    madvise((void *)a, b - a, MADV_DONTNEED);
+#else
+    (void)data;
+    (void)n;
+#endif
+}
+
+/* The file's tensor called name into dst (an inference model's leaf, any
+ * dtype): copied when the dtypes match, else converted a chunk of rows at
+ * a time (dequantized to f32 through a small tensor of the file's dtype,
+ * then llama_put_rows). */
+static kiln_status gguf_into(kiln_gguf *g, const char *name, kiln_tensor *dst) {
+    kiln_gguf_tensor_info ti;
+    int i = kiln_gguf_find_tensor(g, name);
+    kiln_status s = i < 0 ? kiln_set_error(KILN_ERR_FORMAT, "llama_infer_from_gguf: no tensor '%s'", name)
+                          : kiln_gguf_tensor_info_at(g, i, &ti);
+    if (s) return s;
+    int64_t rows = kiln_tensor_ndim(dst) == 1 ? 1 : kiln_tensor_dim(dst, 0), n = kiln_tensor_numel(dst);
+    int64_t cols = n / rows, fr = ti.ndim == 1 ? 1 : ti.shape[0], fn = 1;
+    for (int d = 0; d < ti.ndim; d++) fn *= ti.shape[d];
+    if (fn != n || fr != rows || ti.ndim > 2)
+        return kiln_set_error(KILN_ERR_SHAPE, "llama_infer_from_gguf: '%s' has the wrong shape for the model", name);
+    int sd = ti.kiln_dtype;
+    if (sd == (int)kiln_tensor_dtype(dst) && ti.nbytes == kiln_tensor_nbytes(dst)) {
+        memcpy(kiln_tensor_data(dst), ti.data, ti.nbytes);
+    } else {
+        if (sd < 0 || sd == KILN_I32 || (sd != KILN_F32 && sd != KILN_F16 && sd != KILN_BF16 &&
+                                        !kiln_dtype_is_quantized((kiln_dtype)sd)))
+            return kiln_set_error(KILN_ERR_DTYPE, "llama_infer_from_gguf: '%s' is %s, which kiln cannot read", name,
+                                  ti.type_name ? ti.type_name : "an unknown type");
+        int64_t step = llama_row_chunk(dst, 1 << 20), sblk = kiln_dtype_block((kiln_dtype)sd);
+        size_t ssz = kiln_dtype_size((kiln_dtype)sd);
+        float *f = malloc((size_t)(step * cols) * sizeof *f);
+        if (!f) s = kiln_set_error(KILN_ERR_OOM, "llama_infer_from_gguf: out of memory");
+        for (int64_t r = 0; r < rows && !s; r += step) {
+            int64_t k = rows - r < step ? rows - r : step;
+            kiln_ctx *tmp = kiln_ctx_new();
+            kiln_tensor *x = tmp ? kiln_new_2d(tmp, (kiln_dtype)sd, k, cols) : NULL;
+            if (!x) s = kiln_last_status() ? kiln_last_status() : KILN_ERR_OOM;
+            if (!s) memcpy(kiln_tensor_data(x), (const char *)ti.data + (size_t)(r * cols / sblk) * ssz,
+                           kiln_tensor_nbytes(x));
+            if (!s) s = kiln_tensor_get_f32(x, f, k * cols);
+            if (!s) s = llama_put_rows(dst, r, k, f);
+            kiln_ctx_free(tmp);
+        }
+        free(f);
+    }
+    drop_pages(ti.data, ti.nbytes);
+    return s;
+}
+
+static llama *from_gguf(kiln_ctx *ctx, const char *path, bool inference, int weights) {
     kiln_gguf *g = kiln_gguf_open(path);
     if (!g) return NULL;
     llama_config c;
@@ -137,12 +198,27 @@ llama *llama_from_gguf(kiln_ctx *ctx, const char *path) {
     slot *s = NULL;
     int n = 0;
     kiln_status st = gguf_config(g, &c);
-    if (!st && !(m = llama_new(ctx, &c, 0))) st = kiln_last_status();
+    bool tied = kiln_gguf_find_tensor(g, "output.weight") < 0;
+    if (!st && inference && weights == LLAMA_AS_STORED) { /* the layers' dtype; F16/BF16 compute as F32 */
+        kiln_gguf_tensor_info ti;
+        int i = kiln_gguf_find_tensor(g, "blk.0.attn_q.weight");
+        st = i < 0 ? kiln_set_error(KILN_ERR_FORMAT, "llama_infer_from_gguf: no blk.0.attn_q.weight")
+                   : kiln_gguf_tensor_info_at(g, i, &ti);
+        if (!st && (ti.kiln_dtype < 0 || ti.kiln_dtype == KILN_I32))
+            st = kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_infer_from_gguf: %s: weights in %s, which kiln cannot read",
+                                path, ti.type_name ? ti.type_name : "an unknown type");
+        weights = st ? KILN_F32 : kiln_dtype_is_quantized((kiln_dtype)ti.kiln_dtype) ? ti.kiln_dtype : KILN_F32;
+    }
+    if (!st && !(m = inference ? llama_new_inference(ctx, &c, (kiln_dtype)weights, tied) : llama_new(ctx, &c, 0)))
+        st = kiln_last_status();
     if (!st && !(s = make_slots(m, &n))) st = kiln_last_status();
     for (int i = 0; i < n && !st; i++) {
         const char *name = s[i].gguf;
-        if (s[i].t == m->output && kiln_gguf_find_tensor(g, name) < 0) name = "token_embd.weight"; /* tied */
-        st = kiln_gguf_read_into(g, name, s[i].t);
+        if (i == n - 1 && (tied || kiln_gguf_find_tensor(g, name) < 0)) { /* the head */
+            if (m->tied) continue; /* the embedding tensor itself */
+            name = "token_embd.weight";
+        }
+        st = inference ? gguf_into(g, name, s[i].t) : kiln_gguf_read_into(g, name, s[i].t);
     }
     free(s);
     kiln_gguf_close(g);
@@ -153,15 +229,18 @@ llama *llama_from_gguf(kiln_ctx *ctx, const char *path) {
     return m;
 }
 
+llama *llama_from_gguf(kiln_ctx *ctx, const char *path) { return from_gguf(ctx, path, false, KILN_F32); }
+
+llama *llama_infer_from_gguf(kiln_ctx *ctx, const char *path, int weights) {
+    return from_gguf(ctx, path, true, weights);
+}
+
+/* The same dtype and bytes (no f32 copies: a model's two biggest tensors). */
 static bool same_values(kiln_tensor *a, kiln_tensor *b) {
-    int64_t n = kiln_tensor_numel(a);
-    if (n != kiln_tensor_numel(b)) return false;
-    float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
-    bool same = x && y && !kiln_tensor_get_f32(a, x, n) && !kiln_tensor_get_f32(b, y, n) &&
-                !memcmp(x, y, (size_t)n * sizeof *x);
-    free(x);
-    free(y);
-    return same;
+    size_t n = kiln_tensor_nbytes(a);
+    const void *x = kiln_tensor_data(a), *y = kiln_tensor_data(b);
+    return kiln_tensor_dtype(a) == kiln_tensor_dtype(b) && n == kiln_tensor_nbytes(b) &&
+           kiln_tensor_numel(a) == kiln_tensor_numel(b) && x && y && !memcmp(x, y, n);
 }
 
 kiln_status llama_save_gguf(const llama *mc, const char *path, kiln_dtype dtype) {
@@ -173,10 +252,10 @@ kiln_status llama_save_gguf(const llama *mc, const char *path, kiln_dtype dtype)
                               kiln_dtype_name(dtype));
     const llama_config *c = &m->cfg;
     kiln_gguf_writer *w = kiln_gguf_writer_new();
-    kiln_ctx *tmp = dtype == KILN_F32 ? NULL : kiln_ctx_new();
+    kiln_ctx *tmp = kiln_ctx_new();
     int n = 0;
     slot *s = make_slots(m, &n);
-    kiln_status st = !w || !s || (dtype != KILN_F32 && !tmp) ? KILN_ERR_OOM : KILN_OK;
+    kiln_status st = !w || !s || !tmp ? KILN_ERR_OOM : KILN_OK;
     if (!st) st = kiln_gguf_set_string(w, "general.architecture", "llama");
     if (!st) st = kiln_gguf_set_string(w, "general.name", "kiln llama");
     if (!st) st = kiln_gguf_set_int(w, "llama.block_count", KILN_GGUF_UINT32, c->layers);
@@ -196,9 +275,20 @@ kiln_status llama_save_gguf(const llama *mc, const char *path, kiln_dtype dtype)
                                     : dtype == KILN_Q8_0 ? 7 : 32);
     for (int i = 0; i < n && !st; i++) {
         kiln_tensor *t = s[i].t;
-        if (quant && kiln_tensor_ndim(t) == 2) { /* ggml's block layout: kiln_quantize makes it */
+        /* a tied head (the embedding's values) is left out, as llama.cpp writes tied models */
+        if (i == n - 1 && (m->tied || same_values(m->output, m->tok_embeddings))) continue;
+        kiln_dtype have = kiln_tensor_dtype(t);
+        if (kiln_tensor_ndim(t) == 2 && have != dtype && kiln_dtype_is_quantized(have)) {
+            /* an inference model's quantized weight: its values in f32 first (one tensor at a time would
+             * need the writer to take them at once; the writer reads them at save) */
+            kiln_tensor *f = kiln_tensor_new(tmp, KILN_F32, 2, kiln_tensor_shape(t));
+            st = f ? kiln_tensor_get_f32(t, kiln_tensor_data(f), kiln_tensor_numel(t)) : kiln_last_status();
+            t = f;
+        }
+        if (st || kiln_tensor_ndim(t) != 2 || kiln_tensor_dtype(t) == dtype) {
+        } else if (quant) { /* ggml's block layout: kiln_quantize makes it */
             if (!(t = kiln_quantize(tmp, t, dtype))) st = kiln_last_status();
-        } else if (dtype != KILN_F32 && kiln_tensor_ndim(t) == 2) { /* norms (1-d) stay F32 */
+        } else { /* norms (1-d) stay F32 */
             kiln_tensor *h = kiln_tensor_new(tmp, dtype, 2, kiln_tensor_shape(t));
             int64_t k = kiln_tensor_numel(t);
             float *f = h ? malloc((size_t)k * sizeof *f) : NULL;
@@ -207,8 +297,6 @@ kiln_status llama_save_gguf(const llama *mc, const char *path, kiln_dtype dtype)
             free(f);
             t = h;
         }
-        /* a tied head (the embedding's values) is left out, as llama.cpp writes tied models */
-        if (!st && s[i].t == m->output && same_values(m->output, m->tok_embeddings)) continue;
         if (!st) st = kiln_gguf_add_tensor(w, s[i].gguf, t);
     }
     if (st == KILN_ERR_OOM && !kiln_last_status()) kiln_set_error(st, "llama_save_gguf: out of memory");
@@ -347,14 +435,19 @@ static kiln_status hf_read(shards *sh, const char *dir, const char *name, const 
         f = g;
         g = x;
     }
-    if (!r) r = kiln_tensor_set_f32(s->t, f, n);
+    if (!r && kiln_tensor_dtype(s->t) == KILN_F32) r = kiln_tensor_set_f32(s->t, f, n);
+    else if (!r) { /* an inference model's dtype: converted a chunk of rows at a time */
+        int64_t rows = kiln_tensor_ndim(s->t) == 1 ? 1 : kiln_tensor_dim(s->t, 0), step = llama_row_chunk(s->t, 1 << 20);
+        for (int64_t i = 0; i < rows && !r; i += step)
+            r = llama_put_rows(s->t, i, rows - i < step ? rows - i : step, f + i * (n / rows));
+    }
     free(f);
     free(g);
     kiln_ctx_free(tmp);
     return r;
 }
 
-llama *llama_from_hf(kiln_ctx *ctx, const char *dir) {
+static llama *from_hf(kiln_ctx *ctx, const char *dir, bool inference, int weights) {
     if (!ctx || !dir) {
         kiln_set_error(KILN_ERR_ARG, "llama_from_hf: NULL argument");
         return NULL;
@@ -370,14 +463,21 @@ llama *llama_from_hf(kiln_ctx *ctx, const char *dir) {
         fclose(f);
         if (!(sh.index = kiln_json_file_open(p))) return NULL;
     }
-    llama *m = llama_new(ctx, &c, 0);
+    if (inference && !tied) { /* no lm_head: tied too, one tensor */
+        kiln_safetensors *x = shard_for(&sh, dir, "lm_head.weight");
+        tied = !x || kiln_safetensors_find(x, "lm_head.weight") < 0;
+        kiln_clear_error();
+    }
+    if (weights == LLAMA_AS_STORED) weights = KILN_F32; /* safetensors hold f32, f16 or bf16 */
+    llama *m = inference ? llama_new_inference(ctx, &c, (kiln_dtype)weights, tied) : llama_new(ctx, &c, 0);
     int n = 0;
     slot *s = m ? make_slots(m, &n) : NULL;
     kiln_status st = s ? KILN_OK : kiln_last_status();
     for (int i = 0; i < n && !st; i++) {
         const char *name = s[i].hf;
-        kiln_safetensors *x = s[i].t == m->output && !tied ? shard_for(&sh, dir, name) : NULL;
-        if (s[i].t == m->output && (tied || !x || kiln_safetensors_find(x, name) < 0)) {
+        if (i == n - 1 && m->tied) continue; /* the embedding tensor itself */
+        kiln_safetensors *x = i == n - 1 && !tied ? shard_for(&sh, dir, name) : NULL;
+        if (i == n - 1 && (tied || !x || kiln_safetensors_find(x, name) < 0)) {
             kiln_clear_error();
             name = "model.embed_tokens.weight";
         }
@@ -391,6 +491,10 @@ llama *llama_from_hf(kiln_ctx *ctx, const char *dir) {
     }
     return m;
 }
+
+llama *llama_from_hf(kiln_ctx *ctx, const char *dir) { return from_hf(ctx, dir, false, KILN_F32); }
+
+llama *llama_infer_from_hf(kiln_ctx *ctx, const char *dir, int weights) { return from_hf(ctx, dir, true, weights); }
 
 /* ---- tokenizers ---- */
 

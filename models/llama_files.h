@@ -20,7 +20,8 @@
  *    Meta's row h*hd + 2i + p, so they are permuted back on load.
  *
  * F32, F16, BF16, Q8_0 and Q4_0 tensors load into the model's f32
- * parameters (quantized ones dequantized: models/llama.c holds f32 weights).
+ * parameters (quantized ones dequantized) with llama_from_gguf / _hf, or
+ * stay quantized with llama_infer_from_gguf / _hf (below).
  * Refused with a message: other architectures, rope scaling (Llama 3.1's
  * rope_freqs / rope_scaling), partial rotary dims, biases, head_dim other
  * than dim / heads, and ggml's other quantized types (K-quants, IQ*, ...).
@@ -38,6 +39,24 @@
 llama *llama_from_gguf(kiln_ctx *ctx, const char *path);
 llama *llama_from_hf(kiln_ctx *ctx, const char *dir);
 
+/* For generation: a llama_new_inference model (no gradients; weights
+ * never all in f32) with its 2-d weights in weights: a kiln_dtype (KILN_F32,
+ * KILN_Q8_0, KILN_Q4_0, KILN_NF4, KILN_NF4_DQ; converted on load a few MiB
+ * at a time, quantized by kiln_quantize) or LLAMA_AS_STORED: a GGUF's
+ * Q8_0 / Q4_0 blocks copied as they are (the dtype of blk.0.attn_q; a
+ * tensor stored otherwise is converted to it), F16 / BF16 as F32. A GGUF's
+ * pages are dropped from memory as each tensor is copied, so the peak is
+ * about the model's quantized size. A Hugging Face directory is read one
+ * tensor at a time (that tensor in f32 while it converts). A model without
+ * an output head (tied) uses the embedding tensor for it.
+ *
+ *     llama *m = llama_infer_from_gguf(ctx, "tinyllama-q4_0.gguf", LLAMA_AS_STORED);
+ *     llama *h = llama_infer_from_hf(ctx, "TinyLlama-1.1B/", KILN_NF4);
+ */
+#define LLAMA_AS_STORED (-1)
+llama *llama_infer_from_gguf(kiln_ctx *ctx, const char *path, int weights);
+llama *llama_infer_from_hf(kiln_ctx *ctx, const char *dir, int weights);
+
 /* The tokenizer that goes with the model: the GGUF's tokenizer.ggml.*
  * metadata, or dir/tokenizer.json with bos_token_id / eos_token_id from
  * dir/config.json (an eos list is left unset). NULL on failure. */
@@ -46,7 +65,8 @@ kiln_tokenizer *llama_hf_tokenizer(const char *dir);
 
 /* Write m as a llama GGUF (the names and keys above) with its weights in
  * dtype (KILN_F32, KILN_F16, KILN_BF16, KILN_Q8_0 or KILN_Q4_0, quantized
- * by kiln_quantize; norms stay F32 as llama.cpp writes them), atomically; an output head equal to the embedding is left
+ * by kiln_quantize; an inference model's weights already in dtype are
+ * written as they are, others dequantized first; norms stay F32 as llama.cpp writes them), atomically; an output head equal to the embedding is left
  * out (tied, as llama.cpp writes such models). Extra metadata (a
  * tokenizer) is not written. */
 kiln_status llama_save_gguf(const llama *m, const char *path, kiln_dtype dtype);

@@ -67,5 +67,13 @@ else
     check fashion_resume_other_optimizer 1 "resuming" \
         "$bin/fashion" --optim lion $tiny --epochs 2 --resume "$tmp/f.safetensors"
 fi
+# generate: a tiny random llama written as GGUF, run as stored and converted
+check generate_help 0 "--make-random" "$bin/generate" --help
+check generate_make_tiny 0 "tiny.gguf: llama" "$bin/generate" --make-random "$tmp/tiny.gguf" --size tiny --dtype q4_0
+check generate_tiny_q4_0 0 "generation: 7 tokens" "$bin/generate" --model "$tmp/tiny.gguf" --tokens 8 --threads 1
+check generate_tiny_nf4_sampled 0 "weights nf4" \
+    "$bin/generate" --model "$tmp/tiny.gguf" --dtype nf4 --tokens 8 --temperature 0.8 --top-k 5 --threads 1
+check generate_no_model 2 "--model" "$bin/generate"
+check generate_bad_file 1 "generate: " "$bin/generate" --model "$tmp/no-such.gguf"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

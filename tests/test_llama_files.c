@@ -372,24 +372,29 @@ static double *hf_reference(const char *dir, int shards, bool tied) {
     return out;
 }
 
+/* llama_from_hf's model, and llama_infer_from_hf's (F32 leaves filled a
+ * chunk of rows at a time, a tied head shared), against the reference. */
 static void check_hf_dir(const char *dir, int shards, bool tied, const char *what) {
     double *want = hf_reference(dir, shards, tied);
-    kiln_ctx *ctx = kiln_ctx_new();
-    llama *m = llama_from_hf(ctx, dir);
-    if (!m) {
-        kt_fail(__FILE__, __LINE__, "%s: llama_from_hf: %s", what, kiln_last_error());
-    } else {
-        float *got = logits_of(m);
-        double *g = malloc((size_t)T * 37 * sizeof *g);
-        for (int i = 0; i < T * 37; i++) g[i] = got ? got[i] : NAN;
-        int64_t worst;
-        double err = kt_rel_err(g, want, T * 37, 1e-4, 1e-4, &worst);
-        KT_CHECK(err <= 1, "%s: logits error %.3g at %lld (%g vs %g)", what, err, (long long)worst, g[worst],
-                 want[worst]);
-        free(got), free(g);
+    for (int infer = 0; infer < 2; infer++) {
+        kiln_ctx *ctx = kiln_ctx_new();
+        llama *m = infer ? llama_infer_from_hf(ctx, dir, LLAMA_AS_STORED) : llama_from_hf(ctx, dir);
+        KT_CHECK(!m || m->inference == (infer == 1), "inference model");
+        if (!m) {
+            kt_fail(__FILE__, __LINE__, "%s: %s: %s", what, infer ? "llama_infer_from_hf" : "llama_from_hf", kiln_last_error());
+        } else {
+            float *got = logits_of(m);
+            double *g = malloc((size_t)T * 37 * sizeof *g);
+            for (int i = 0; i < T * 37; i++) g[i] = got ? got[i] : NAN;
+            int64_t worst;
+            double err = kt_rel_err(g, want, T * 37, 1e-4, 1e-4, &worst);
+            KT_CHECK(err <= 1, "%s: logits error %.3g at %lld (%g vs %g)", what, err, (long long)worst, g[worst],
+                     want[worst]);
+            free(got), free(g);
+        }
+        llama_free(m);
+        kiln_ctx_free(ctx);
     }
-    llama_free(m);
-    kiln_ctx_free(ctx);
     free(want);
 }
 

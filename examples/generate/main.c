@@ -1,0 +1,276 @@
+/* generate — run a llama (a GGUF file or a Hugging Face directory) with its
+ * weights in f32 or quantized, a KV cache and greedy or top-k sampling, and
+ * say how fast: prompt tokens/s, generation tokens/s, the weight bytes
+ * streamed per second, peak resident memory.
+ *
+ * The model is models/llama.h's, made by llama_infer_from_gguf / _from_hf
+ * (models/llama_files.h): no gradients, the linear weights and the
+ * embedding kept in --dtype (as stored in the file, or converted on load a
+ * few MiB at a time), so memory stays near the quantized size and every
+ * matrix-vector product runs kiln's fused quantized matmul. The run:
+ *
+ *   1. load the model and its tokenizer (the GGUF's tokenizer.ggml.*, or
+ *      the directory's tokenizer.json; byte-level ids when there is none);
+ *   2. the prompt in one llama_cache_step (the batched path), timed;
+ *   3. up to --tokens tokens one at a time through the cache (greedy at
+ *      temperature 0, else softmax(z / T) over the --top-k likeliest),
+ *      stopping at the end-of-text token, timed; the text is printed at
+ *      the end;
+ *   4. the figures: tokens/s, weight GB/s (the bytes a step reads: every
+ *      weight but the embedding, of which it reads one row), peak RSS.
+ *
+ * --make-random FILE writes a llama with random N(0, 0.02) weights in
+ * TinyLlama-1.1B's shape (dim 2048, hidden 5632, 22 layers, 32 heads, 4 kv
+ * heads, vocab 32000, context 2048; --size tiny: a few-KiB model for tests)
+ * as a GGUF with kiln's writer, weights in --dtype f32, q8_0 or q4_0: the
+ * weights are drawn and quantized a few MiB at a time into the model's own
+ * dtype, so the Q4_0 file never exists in f32 in memory.
+ *
+ *     build/examples/generate --make-random /tmp/tl-q4.gguf --dtype q4_0
+ *     OMP_WAIT_POLICY=passive build/examples/generate --model /tmp/tl-q4.gguf --threads 2
+ *     build/examples/generate --model TinyLlama-1.1B/ --dtype nf4 --prompt "The capital of France"
+ *     build/examples/generate --help
+ */
+#include "args.h"
+#include "kiln.h"
+#include "llama_files.h"
+#include "progress.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+/* Every kiln call reports failure by value; kiln_last_error() says why. */
+static int fail(const char *what) {
+    fprintf(stderr, "generate: %s: %s\n", what, kiln_last_error());
+    return 1;
+}
+
+/* splitmix64: the sampler's random numbers */
+static uint64_t mix(uint64_t z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double peak_rss_mib(void) {
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)u.ru_maxrss / 1024.0; /* KiB on Linux */
+}
+
+/* The k-th largest of z[0..n) (1 <= k <= n), by quickselect on tmp. */
+static float kth_largest(const float *z, float *tmp, int64_t n, int64_t k) {
+    memcpy(tmp, z, (size_t)n * sizeof *tmp);
+    int64_t lo = 0, hi = n - 1, want = k - 1;
+    while (lo < hi) {
+        float pivot = tmp[lo + (hi - lo) / 2];
+        int64_t i = lo, j = hi;
+        while (i <= j) {
+            while (tmp[i] > pivot) i++;
+            while (tmp[j] < pivot) j--;
+            if (i <= j) {
+                float t = tmp[i];
+                tmp[i++] = tmp[j];
+                tmp[j--] = t;
+            }
+        }
+        if (want <= j) hi = j;
+        else if (want >= i) lo = i;
+        else break;
+    }
+    return tmp[want];
+}
+
+/* One token from logits z [n]: greedy at temperature 0, else drawn from
+ * softmax(z / temperature) over the top_k largest (0: all). u in [0, 1). */
+static int32_t draw(const float *z, float *tmp, int64_t n, double temperature, int top_k, double u) {
+    int64_t best = 0;
+    for (int64_t v = 1; v < n; v++) best = z[v] > z[best] ? v : best;
+    if (temperature <= 0) return (int32_t)best;
+    float cut = top_k > 0 && top_k < n ? kth_largest(z, tmp, n, top_k) : -INFINITY;
+    double total = 0;
+    for (int64_t v = 0; v < n; v++) total += z[v] >= cut ? exp((double)(z[v] - z[best]) / temperature) : 0;
+    double r = u * total;
+    for (int64_t v = 0; v < n; v++)
+        if (z[v] >= cut && (r -= exp((double)(z[v] - z[best]) / temperature)) < 0) return (int32_t)v;
+    return (int32_t)best;
+}
+
+static int dtype_of(const char *name) {
+    const char *names[] = {"f32", "q8_0", "q4_0", "nf4", "nf4_dq"};
+    const int types[] = {KILN_F32, KILN_Q8_0, KILN_Q4_0, KILN_NF4, KILN_NF4_DQ};
+    for (int i = 0; i < 5; i++)
+        if (!strcmp(name, names[i])) return types[i];
+    return LLAMA_AS_STORED;
+}
+
+/* --make-random: TinyLlama-1.1B's shape (or a tiny one) with random weights. */
+static int make_random(const char *path, const char *size, const char *dtype, uint64_t seed) {
+    int dt = dtype_of(dtype);
+    if (dt != KILN_F32 && dt != KILN_Q8_0 && dt != KILN_Q4_0) {
+        fprintf(stderr, "generate: --make-random writes --dtype f32, q8_0 or q4_0, not %s\n", dtype);
+        return 2;
+    }
+    llama_config c = llama_defaults();
+    if (!strcmp(size, "tiny")) {
+        c.vocab = 320, c.context = 64, c.layers = 2, c.heads = 4, c.kv_heads = 2, c.dim = 64, c.hidden = 128;
+    } else {
+        c.vocab = 32000, c.context = 2048, c.layers = 22, c.heads = 32, c.kv_heads = 4, c.dim = 2048, c.hidden = 5632;
+    }
+    double t0 = progress_now();
+    kiln_ctx *ctx = kiln_ctx_new();
+    llama *m = ctx ? llama_new_inference(ctx, &c, (kiln_dtype)dt, false) : NULL;
+    if (!m || llama_init_random(m, seed)) return fail("making the model");
+    double t1 = progress_now();
+    if (llama_save_gguf(m, path, (kiln_dtype)dt)) return fail("writing the GGUF");
+    printf("%s: llama %lld params (%s) in %s: %.1f MiB of weights; drawn in %.1f s, written in %.1f s; peak RSS %.0f MiB\n",
+           path, (long long)llama_param_count(m), size, dtype, (double)llama_weight_bytes(m) / (1 << 20), t1 - t0,
+           progress_now() - t1, peak_rss_mib());
+    llama_free(m);
+    kiln_ctx_free(ctx);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const char *model = NULL, *backend = "cpu", *dtype = "stored", *prompt = "Once upon a time", *make = NULL, *size = "tinyllama";
+    int tokens = 64, prompt_tokens = 0, top_k = 40, threads = 0;
+    double temperature = 0;
+    uint64_t seed = 1;
+    bool quiet = false, ignore_eos = false;
+    args_opt opts[] = {
+        {"model", ARGS_STRING, &model, "PATH", "a llama GGUF file or a Hugging Face directory", NULL, false},
+        {"dtype", ARGS_CHOICE, &dtype, "T", "the weights in memory (stored: as the file holds them)",
+         "stored|f32|q8_0|q4_0|nf4|nf4_dq", false},
+        {"prompt", ARGS_STRING, &prompt, "TEXT", "text to continue", NULL, false},
+        {"prompt-tokens", ARGS_INT, &prompt_tokens, "N", "repeat the prompt's tokens to N tokens (0: as it is)", NULL,
+         false},
+        {"tokens", ARGS_INT, &tokens, "N", "tokens to generate", NULL, false},
+        {"temperature", ARGS_DOUBLE, &temperature, "X", "sampling temperature (0: greedy)", NULL, false},
+        {"top-k", ARGS_INT, &top_k, "K", "sample among the K likeliest tokens (0: all)", NULL, false},
+        {"seed", ARGS_U64, &seed, "N", "seed of the sampling (and of --make-random's weights)", NULL, false},
+        {"threads", ARGS_INT, &threads, "N", "worker threads (0: $KILN_THREADS, else all cores)", NULL, false},
+        {"backend", ARGS_CHOICE, &backend, "B", "where the graphs run", "cpu|vulkan", false},
+        {"quiet", ARGS_FLAG, &quiet, NULL, "print the figures only, not the text", NULL, false},
+        {"ignore-eos", ARGS_FLAG, &ignore_eos, NULL, "go on past the end-of-text token", NULL, false},
+        {"make-random", ARGS_STRING, &make, "FILE", "write a random-weight llama GGUF in --dtype f32|q8_0|q4_0 and stop",
+         NULL, false},
+        {"size", ARGS_CHOICE, &size, "S", "--make-random's shape: TinyLlama-1.1B's, or a tiny test model",
+         "tinyllama|tiny", false},
+    };
+    int r = args_parse("generate", "Generate text with a llama (GGUF or Hugging Face) in f32 or quantized; tokens/s.",
+                       opts, (int)(sizeof opts / sizeof *opts), argc, argv);
+    if (r != ARGS_OK) return r == ARGS_HELP ? 0 : 2;
+    if (tokens < 0 || prompt_tokens < 0 || top_k < 0 || threads < 0)
+        return fprintf(stderr, "generate: counts must be >= 0\n"), 2;
+    if (threads) kiln_set_threads(threads);
+    if (make) return make_random(make, size, strcmp(dtype, "stored") ? dtype : "q4_0", seed);
+    if (!model) return fprintf(stderr, "generate: --model PATH is needed (or --make-random FILE); see --help\n"), 2;
+
+    /* 1. The model and its tokenizer. */
+    struct stat st;
+    bool dir = stat(model, &st) == 0 && S_ISDIR(st.st_mode);
+    double t0 = progress_now();
+    kiln_ctx *ctx = kiln_ctx_new();
+    kiln_backend *be = kiln_backend_get(backend);
+    if (!ctx || !be || kiln_ctx_set_backend(ctx, be)) return fail("choosing the backend");
+    llama *m = dir ? llama_infer_from_hf(ctx, model, dtype_of(dtype))
+                                 : llama_infer_from_gguf(ctx, model, dtype_of(dtype));
+    if (!m) return fail(model);
+    double t_load = progress_now() - t0;
+    kiln_tokenizer *tok = dir ? llama_hf_tokenizer(model) : llama_gguf_tokenizer(model);
+    if (!tok) kiln_clear_error(); /* byte-level ids */
+    const llama_config *c = &m->cfg;
+    if (!tok && c->vocab < 256) return fprintf(stderr, "generate: no tokenizer and a vocabulary under 256 bytes\n"), 1;
+    int64_t bytes = llama_weight_bytes(m);
+    int64_t streamed = bytes - (m->tied ? 0 : (int64_t)kiln_tensor_nbytes(m->tok_embeddings));
+    printf("model: %s: llama %lld layers, dim %lld, %lld/%lld heads, vocab %lld; weights %s, %.1f MiB; loaded in "
+           "%.2f s; tokenizer: %s; %d threads\n",
+           model, (long long)c->layers, (long long)c->dim, (long long)c->heads, (long long)c->kv_heads,
+           (long long)c->vocab, kiln_dtype_name(kiln_tensor_dtype(m->layers[0].wq)), (double)bytes / (1 << 20), t_load,
+           tok ? "the model's" : "bytes", kiln_get_threads());
+
+    /* the prompt's ids: BOS if the tokenizer has one, then the text */
+    size_t plen = strlen(prompt);
+    int64_t cap = (int64_t)plen + 2 + prompt_tokens, n = 0;
+    int32_t *ids = malloc((size_t)cap * sizeof *ids);
+    if (!ids) return fprintf(stderr, "generate: out of memory\n"), 1;
+    if (tok && kiln_tokenizer_bos(tok) >= 0) ids[n++] = kiln_tokenizer_bos(tok);
+    if (tok) {
+        int64_t k = 0;
+        if (kiln_tokenizer_encode(tok, prompt, plen, false, ids + n, cap - n, &k)) return fail("tokenizing the prompt");
+        n += k;
+    } else {
+        for (size_t i = 0; i < plen; i++) ids[n++] = (unsigned char)prompt[i];
+    }
+    if (n == 0) ids[n++] = 0;
+    for (int64_t i = n; i < prompt_tokens; i++) ids[i] = ids[i % n]; /* --prompt-tokens: repeated */
+    if (prompt_tokens) n = prompt_tokens;
+    int64_t len = n + tokens;
+    if (len > c->context)
+        return fprintf(stderr, "generate: %lld prompt + %d new tokens exceed the context of %lld\n", (long long)n,
+                       tokens, (long long)c->context), 2;
+
+    /* 2. The prompt, at once. */
+    llama_cache *cache = llama_cache_new(m, 1, len);
+    float *z = malloc((size_t)c->vocab * sizeof *z), *tmp = malloc((size_t)c->vocab * sizeof *tmp);
+    int32_t *out = malloc((size_t)(tokens + 1) * sizeof *out);
+    if (!cache || !z || !tmp || !out) return fail("the cache");
+    t0 = progress_now();
+    if (llama_cache_step(m, cache, ids, n, z)) return fail("the prompt");
+    double t_prompt = progress_now() - t0;
+
+    /* 3. New tokens, one at a time, up to the tokenizer's end of text
+     * (unless --ignore-eos). The first comes from the prompt's logits. */
+    uint64_t rng = mix(seed ^ 0x67656e6572617465ull); /* "generate" */
+    int32_t eos = tok && !ignore_eos ? kiln_tokenizer_eos(tok) : -1;
+    int made = 0, steps = 0;
+    t0 = progress_now();
+    while (made < tokens) {
+        double u = (double)((rng = mix(rng)) >> 11) * 0x1.0p-53;
+        out[made] = draw(z, tmp, c->vocab, temperature, top_k, u);
+        if (out[made++] == eos && eos >= 0) break;
+        if (made < tokens && llama_cache_step(m, cache, &out[made - 1], 1, z)) return fail("generating");
+        steps += made < tokens;
+    }
+    double t_gen = progress_now() - t0;
+
+    if (!quiet) {
+        size_t cap_text = 16 * (size_t)made + 16, tl = 0;
+        char *text = malloc(cap_text);
+        if (!text) return fprintf(stderr, "generate: out of memory\n"), 1;
+        if (tok) {
+            kiln_status ds = kiln_tokenizer_decode(tok, out, made, text, cap_text, &tl);
+            if (ds == KILN_ERR_ARG && tl > cap_text) { /* long tokens: the size it said */
+                char *bigger = realloc(text, cap_text = tl);
+                if (!bigger) return fprintf(stderr, "generate: out of memory\n"), 1;
+                text = bigger;
+                ds = kiln_tokenizer_decode(tok, out, made, text, cap_text, &tl);
+            }
+            if (ds) return fail("decoding");
+        } else {
+            for (int i = 0; i < made; i++) text[tl++] = (char)(out[i] & 0xff);
+        }
+        printf("%s", prompt);
+        fwrite(text, 1, tl, stdout);
+        printf("\n");
+        free(text);
+    }
+
+    /* 4. The figures. */
+    printf("prompt: %lld tokens in %.3f s: %.1f tokens/s\n", (long long)n, t_prompt, (double)n / t_prompt);
+    if (steps)
+        printf("generation: %d tokens in %.3f s: %.2f tokens/s; weights %.1f MiB a token: %.2f GB/s\n", steps, t_gen,
+               steps / t_gen, (double)streamed / (1 << 20), (double)streamed * steps / t_gen / 1e9);
+    printf("peak RSS: %.0f MiB (weights %.0f MiB)\n", peak_rss_mib(), (double)bytes / (1 << 20));
+    free(ids), free(z), free(tmp), free(out);
+    kiln_tokenizer_free(tok);
+    llama_cache_free(cache);
+    llama_free(m);
+    kiln_ctx_free(ctx);
+    return 0;
+}

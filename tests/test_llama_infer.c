@@ -1,0 +1,270 @@
+/* test_llama_infer.c — the inference llama (llama_new_inference, and
+ * llama_infer_from_gguf / _hf): weights kept quantized give the logits of
+ * the f32 llama whose weights are their dequantized values, within what the
+ * batch-1 path's int8 activations change; the KV cache's steps give the
+ * full forward's logits; nothing has a gradient. */
+#include "kt.h"
+#include "llama_files.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+static llama_config tiny(void) {
+    llama_config c = llama_defaults();
+    c.vocab = 40;
+    c.context = 16;
+    c.layers = 2;
+    c.heads = 4;
+    c.kv_heads = 2;
+    c.dim = 64; /* rows whole blocks of 64 for NF4 */
+    c.hidden = 128;
+    c.rope_theta = 500.0;
+    return c;
+}
+
+enum { T = 7 };
+static const int32_t TOKENS[T] = {3, 39, 0, 17, 17, 5, 29};
+
+static char *tmp_path(const char *name) {
+    static char p[4][200];
+    static int k;
+    char *s = p[k++ % 4];
+    snprintf(s, 200, "/tmp/kiln_li_%d_%s", (int)getpid(), name);
+    return s;
+}
+
+/* Logits [T, vocab] of TOKENS through m's full forward (no cache). */
+static float *logits_of(llama *m) {
+    model_graph g;
+    if (llama_eval_graph(m, 1, T, &g)) return NULL;
+    float *out = malloc((size_t)T * m->cfg.vocab * sizeof *out);
+    if (kiln_tensor_set_i32(g.input, TOKENS, T) || kiln_graph_compute(g.graph) ||
+        kiln_tensor_get_f32(g.logits, out, T * m->cfg.vocab)) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* An f32 llama_new model whose parameters are q's values (dequantized). */
+static llama *dequantized_copy(kiln_ctx *ctx, llama *q) {
+    llama *r = llama_new(ctx, &q->cfg, 1);
+    if (!r || r->n_params != q->n_params + (q->tied ? 1 : 0)) return NULL;
+    for (int i = 0; i < r->n_params; i++) {
+        /* the same order; a tied model lists no head */
+        kiln_tensor *src = i == r->n_params - 1 ? q->output : q->params[i], *dst = r->params[i];
+        int64_t n = kiln_tensor_numel(dst);
+        float *f = malloc((size_t)n * sizeof *f);
+        kiln_status s = kiln_tensor_get_f32(src, f, n);
+        if (!s) s = kiln_tensor_set_f32(dst, f, n);
+        free(f);
+        if (s) return NULL;
+    }
+    return r;
+}
+
+/* Largest |a - b| over n, and largest |b|. */
+static double worst_diff(const float *a, const float *b, int64_t n, double *scale) {
+    double w = 0;
+    *scale = 0;
+    for (int64_t i = 0; i < n; i++) {
+        w = fmax(w, fabs((double)a[i] - b[i]));
+        *scale = fmax(*scale, fabs((double)b[i]));
+    }
+    return w;
+}
+
+static void randomize(llama *m, uint64_t seed) {
+    for (int i = 0; i < m->n_params; i++)
+        kiln_tensor_fill_randn(m->params[i], seed + (uint64_t)i, kiln_tensor_ndim(m->params[i]) == 1 ? 1.0 : 0.0,
+                               kiln_tensor_ndim(m->params[i]) == 1 ? 0.1 : 0.08);
+}
+
+/* The quantized model's logits against its dequantized f32 twin. The int8
+ * activations (per block of 32, absmax / 127) move each product by up to
+ * 1/254 of |x| |w| per element; over two layers the logits stay within a
+ * few percent of their scale (measured: up to 1.6% with these weights). */
+static void check_against_f32(llama *q, const char *what) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    llama *r = dequantized_copy(ctx, q);
+    KT_NOTNULL(r);
+    float *a = logits_of(q), *b = r ? logits_of(r) : NULL;
+    KT_NOTNULL(a);
+    KT_NOTNULL(b);
+    double scale, w = a && b ? worst_diff(a, b, T * q->cfg.vocab, &scale) : 1e9;
+    KT_CHECK(w <= 0.03 * scale, "%s: logits differ by %g (scale %g)", what, w, scale);
+    free(a), free(b);
+    llama_free(r);
+    kiln_ctx_free(ctx);
+}
+
+KT_TEST(llama_infer_gguf_as_stored_q8_0_q4_0) {
+    const kiln_dtype types[2] = {KILN_Q8_0, KILN_Q4_0};
+    for (int k = 0; k < 2; k++) {
+        kiln_ctx *ctx = kiln_ctx_new();
+        llama_config c = tiny();
+        llama *m = llama_new(ctx, &c, 5);
+        KT_NOTNULL(m);
+        randomize(m, 30);
+        const char *path = tmp_path(k ? "q4.gguf" : "q8.gguf");
+        KT_OK(llama_save_gguf(m, path, types[k]));
+        kiln_ctx *ctx2 = kiln_ctx_new();
+        llama *q = llama_infer_from_gguf(ctx2, path, LLAMA_AS_STORED);
+        KT_NOTNULL(q);
+        if (!q) continue;
+        KT_CHECK(q->inference && q->weights == types[k] && kiln_tensor_dtype(q->layers[1].w2) == types[k] &&
+                     kiln_tensor_dtype(q->tok_embeddings) == types[k] && kiln_tensor_dtype(q->norm) == KILN_F32,
+                 "dtypes: %s", kiln_dtype_name(kiln_tensor_dtype(q->layers[1].w2)));
+        bool grads = false;
+        for (int i = 0; i < q->n_params; i++) grads |= kiln_tensor_requires_grad(q->params[i]);
+        KT_CHECK(!grads, "an inference model has no gradients");
+        /* the blocks are the file's bytes */
+        kiln_gguf *g = kiln_gguf_open(path);
+        kiln_gguf_tensor_info ti;
+        KT_OK(kiln_gguf_tensor_info_at(g, kiln_gguf_find_tensor(g, "blk.1.ffn_down.weight"), &ti));
+        KT_CHECK(ti.nbytes == kiln_tensor_nbytes(q->layers[1].w2) &&
+                     !memcmp(ti.data, kiln_tensor_data(q->layers[1].w2), ti.nbytes),
+                 "ffn_down's blocks as stored");
+        kiln_gguf_close(g);
+        check_against_f32(q, kiln_dtype_name(types[k]));
+        llama_free(m), llama_free(q);
+        kiln_ctx_free(ctx), kiln_ctx_free(ctx2);
+        unlink(path);
+    }
+}
+
+/* An F32 file converted on load to each dtype (NF4_DQ needs whole
+ * super-blocks of 16384: here the bigger matrices are, the rest fall back
+ * to NF4), and back to F32: the values are exactly the file's. */
+KT_TEST(llama_infer_gguf_converts_on_load) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    llama_config c = tiny();
+    c.dim = 128, c.hidden = 256, c.vocab = 128;
+    llama *m = llama_new(ctx, &c, 7);
+    KT_NOTNULL(m);
+    randomize(m, 40);
+    const char *path = tmp_path("f32.gguf");
+    KT_OK(llama_save_gguf(m, path, KILN_F32));
+    const kiln_dtype types[5] = {KILN_F32, KILN_Q8_0, KILN_Q4_0, KILN_NF4, KILN_NF4_DQ};
+    for (int k = 0; k < 5; k++) {
+        kiln_ctx *ctx2 = kiln_ctx_new();
+        llama *q = llama_infer_from_gguf(ctx2, path, types[k]);
+        KT_NOTNULL(q);
+        if (!q) continue;
+        kiln_dtype want_w2 = types[k], want_wk = types[k] == KILN_NF4_DQ ? KILN_NF4 : types[k];
+        KT_CHECK(kiln_tensor_dtype(q->layers[0].w2) == want_w2 && kiln_tensor_dtype(q->layers[0].wk) == want_wk &&
+                     kiln_tensor_dtype(q->tok_embeddings) == llama_embedding_dtype(types[k]),
+                 "%s: w2 %s, wk %s", kiln_dtype_name(types[k]), kiln_dtype_name(kiln_tensor_dtype(q->layers[0].w2)),
+                 kiln_dtype_name(kiln_tensor_dtype(q->layers[0].wk)));
+        /* each weight is kiln_quantize of the file's values */
+        kiln_tensor *ref = types[k] == KILN_F32 ? m->layers[0].w2 : kiln_quantize(ctx, m->layers[0].w2, types[k]);
+        KT_CHECK(ref && kiln_tensor_nbytes(ref) == kiln_tensor_nbytes(q->layers[0].w2) &&
+                     !memcmp(kiln_tensor_data(ref), kiln_tensor_data(q->layers[0].w2), kiln_tensor_nbytes(ref)),
+                 "%s: w2 is kiln_quantize's blocks", kiln_dtype_name(types[k]));
+        check_against_f32(q, kiln_dtype_name(types[k]));
+        llama_free(q);
+        kiln_ctx_free(ctx2);
+    }
+    llama_free(m);
+    kiln_ctx_free(ctx);
+    unlink(path);
+}
+
+/* The cache: a prompt of 4 tokens, then 3 one at a time, each step's
+ * logits those of the full forward at that position; the steps leave the
+ * context as they found it. */
+KT_TEST(llama_infer_cache_matches_forward) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    llama_config c = tiny();
+    llama *q = llama_new_inference(ctx, &c, KILN_Q4_0, false);
+    KT_NOTNULL(q);
+    KT_OK(llama_init_random(q, 3));
+    float *full = logits_of(q);
+    KT_NOTNULL(full);
+    llama_cache *cache = llama_cache_new(q, 1, c.context);
+    KT_NOTNULL(cache);
+    float step[40];
+    double worst = 0, scale = 0;
+    size_t held = kiln_ctx_storage_bytes(ctx);
+    for (int t = 4; t <= T && full && cache; t++) {
+        KT_OK(t == 4 ? llama_cache_step(q, cache, TOKENS, 4, step) : llama_cache_step(q, cache, TOKENS + t - 1, 1, step));
+        KT_CHECK(kiln_ctx_storage_bytes(ctx) == held, "a step keeps nothing in the context (rewound)");
+        double s;
+        worst = fmax(worst, worst_diff(step, full + (t - 1) * c.vocab, c.vocab, &s));
+        scale = fmax(scale, s);
+    }
+    KT_CHECK(scale > 0 && worst <= 1e-5 * scale + 1e-6, "cache logits differ by %g (scale %g)", worst, scale);
+    free(full);
+    llama_cache_free(cache);
+    llama_free(q);
+    kiln_ctx_free(ctx);
+}
+
+/* Random weights drawn chunk by chunk: N(0, 0.02) through Q4_0. */
+KT_TEST(llama_infer_random_weights) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    llama_config c = tiny();
+    llama *q = llama_new_inference(ctx, &c, KILN_Q4_0, true);
+    KT_NOTNULL(q);
+    KT_CHECK(q->output == q->tok_embeddings && q->n_params == 2 + 9 * c.layers, "tied: one tensor");
+    KT_OK(llama_init_random(q, 9));
+    int64_t n = kiln_tensor_numel(q->layers[0].w1);
+    float *f = malloc((size_t)n * sizeof *f);
+    KT_OK(kiln_tensor_get_f32(q->layers[0].w1, f, n));
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++) ss += (double)f[i] * f[i];
+    KT_CHECK(fabs(sqrt(ss / (double)n) - 0.02) < 0.003, "std %g", sqrt(ss / (double)n));
+    free(f);
+    /* embedding 40 x 2 blocks of 18 bytes; per layer norms 2 x 256, wq, wo 64 x 2 x 18, wk, wv 32 x 2 x 18,
+     * w1, w3 128 x 2 x 18, w2 64 x 4 x 18; the final norm 256 */
+    KT_CHECK(llama_weight_bytes(q) == 1440 + 2 * (512 + 2 * 2304 + 2 * 1152 + 3 * 4608) + 256, "weight bytes %lld",
+             (long long)llama_weight_bytes(q));
+    /* a tied model saves without a head and loads back tied, the same values */
+    const char *path = tmp_path("tied.gguf");
+    KT_OK(llama_save_gguf(q, path, KILN_Q4_0));
+    kiln_ctx *ctx2 = kiln_ctx_new();
+    llama *r = llama_infer_from_gguf(ctx2, path, LLAMA_AS_STORED);
+    KT_NOTNULL(r);
+    KT_CHECK(r && r->tied && !memcmp(kiln_tensor_data(r->layers[1].w3), kiln_tensor_data(q->layers[1].w3),
+                                     kiln_tensor_nbytes(q->layers[1].w3)),
+             "tied and the same blocks");
+    if (r) check_against_f32(r, "tied Q4_0");
+    llama_free(q), llama_free(r);
+    kiln_ctx_free(ctx), kiln_ctx_free(ctx2);
+    unlink(path);
+}
+
+/* An F16 file as stored: F32 leaves holding exactly what llama_from_gguf
+ * reads (the F16 values), the same logits. */
+KT_TEST(llama_infer_gguf_f16_as_f32) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    llama_config c = tiny();
+    llama *m = llama_new(ctx, &c, 11);
+    KT_NOTNULL(m);
+    randomize(m, 50);
+    const char *path = tmp_path("f16.gguf");
+    KT_OK(llama_save_gguf(m, path, KILN_F16));
+    llama *a = llama_from_gguf(ctx, path), *q = llama_infer_from_gguf(ctx, path, LLAMA_AS_STORED);
+    KT_NOTNULL(a);
+    KT_NOTNULL(q);
+    if (a && q) {
+        KT_CHECK(q->weights == KILN_F32 && kiln_tensor_dtype(q->layers[0].w1) == KILN_F32, "F16 as F32");
+        float *x = logits_of(a), *y = logits_of(q);
+        double scale, w = x && y ? worst_diff(y, x, T * c.vocab, &scale) : 1e9;
+        KT_CHECK(w == 0, "logits differ by %g", w);
+        free(x), free(y);
+    }
+    llama_free(m), llama_free(a), llama_free(q);
+    kiln_ctx_free(ctx);
+    unlink(path);
+}
+
+KT_TEST(llama_infer_refuses_bad_dtypes) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    llama_config c = tiny();
+    KT_EXPECT_ERR(llama_new_inference(ctx, &c, KILN_I32, false), KILN_ERR_DTYPE, "weights in");
+    c.dim = 32; /* not whole NF4 blocks of 64 */
+    c.heads = 2, c.kv_heads = 2;
+    KT_CHECK(llama_new_inference(ctx, &c, KILN_NF4, false) == NULL, "NF4 with rows of 32");
+    kiln_ctx_free(ctx);
+}
