@@ -137,7 +137,7 @@ static kiln_status apply_block(qmodel *q, const format *f, const char *file, fmt
     return s;
 }
 
-/* The GQ dtype of b bits whose block (128, 64 or 32, the largest that
+/* The GQ dtype of r's bits whose block (128, 64 or 32, the largest that
  * fits) divides the group r used and the row; KILN_F32 if none does. */
 static kiln_dtype gq_dtype(const kiln_gptq_result *r) {
     static const kiln_dtype t[3][3] = {{KILN_GQ2_128, KILN_GQ2_64, KILN_GQ2_32},
