@@ -81,14 +81,14 @@ static kiln_tensor *attention(gpt *m, const gpt_block *b, kiln_tensor *x, int64_
     const int64_t D = m->cfg.width, H = m->cfg.heads, Dh = D / H;
     /* qkv [B, T, 3D] -> [B, T, 3H, Dh] -> [B, 3H, T, Dh]: heads 0..H-1 are q, then k, then v */
     if (m->taps) m->taps[4 * (b - m->blocks)] = x;
-    kiln_tensor *qkv = kiln_linear(ctx, x, b->attn_w, b->attn_b);
+    kiln_tensor *qkv = model_linear(ctx, x, b->attn_w, b->attn_perm, b->attn_b);
     qkv = kiln_permute(ctx, kiln_reshape(ctx, qkv, 4, (int64_t[]){B, T, 3 * H, Dh}), (int[]){0, 2, 1, 3});
     kiln_tensor *q = kiln_slice(ctx, qkv, 1, 0, H, 1), *k = kiln_slice(ctx, qkv, 1, H, 2 * H, 1),
                 *v = kiln_slice(ctx, qkv, 1, 2 * H, 3 * H, 1);
     kiln_tensor *y = kiln_permute(ctx, kiln_attention(ctx, q, k, v, true, 0.0), (int[]){0, 2, 1, 3});
     y = kiln_reshape(ctx, y, 3, (int64_t[]){B, T, D});
     if (m->taps) m->taps[4 * (b - m->blocks) + 1] = y;
-    return kiln_linear(ctx, y, b->proj_w, b->proj_b);
+    return model_linear(ctx, y, b->proj_w, b->proj_perm, b->proj_b);
 }
 
 kiln_tensor *gpt_forward(gpt *m, kiln_tensor *idx) {
@@ -107,9 +107,9 @@ kiln_tensor *gpt_forward(gpt *m, kiln_tensor *idx) {
         const gpt_block *b = &m->blocks[l];
         x = kiln_add(ctx, x, attention(m, b, kiln_layer_norm(ctx, x, b->ln_1_w, b->ln_1_b, 1e-5), B, T));
         kiln_tensor *xn = kiln_layer_norm(ctx, x, b->ln_2_w, b->ln_2_b, 1e-5);
-        kiln_tensor *h = kiln_gelu_tanh(ctx, kiln_linear(ctx, xn, b->fc_w, b->fc_b));
+        kiln_tensor *h = kiln_gelu_tanh(ctx, model_linear(ctx, xn, b->fc_w, b->fc_perm, b->fc_b));
         if (m->taps) m->taps[4 * l + 2] = xn, m->taps[4 * l + 3] = h;
-        x = kiln_add(ctx, x, kiln_linear(ctx, h, b->mlp_proj_w, b->mlp_proj_b));
+        x = kiln_add(ctx, x, model_linear(ctx, h, b->mlp_proj_w, b->mlp_proj_perm, b->mlp_proj_b));
     }
     /* the head is the token embedding itself (weight tying) */
     return kiln_linear(ctx, kiln_layer_norm(ctx, x, m->ln_f_w, m->ln_f_b, 1e-5), m->wte, NULL);

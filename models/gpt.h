@@ -39,6 +39,9 @@ gpt_config gpt_defaults(void);
 typedef struct gpt_block {
     kiln_tensor *ln_1_w, *ln_1_b, *attn_w, *attn_b, *proj_w, *proj_b;
     kiln_tensor *ln_2_w, *ln_2_b, *fc_w, *fc_b, *mlp_proj_w, *mlp_proj_b;
+    /* NULL, or the i32 column permutation of a GPTQ act-order packed
+     * weight of the same name (model.h's model_linear); not parameters */
+    kiln_tensor *attn_perm, *proj_perm, *fc_perm, *mlp_proj_perm;
 } gpt_block;
 
 typedef struct gpt {

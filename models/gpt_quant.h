@@ -10,8 +10,11 @@
  *
  * The weights stay f32 tensors holding the quantized values ("fake
  * quantization"): the model runs and evaluates as before, and the codes
- * are in the results for a packed format. The machinery is
- * model_quant.h's, shared with llama_quant.h.
+ * are in the results for a packed format: kiln_gptq_pack(ctx, res[k],
+ * KILN_GQ4_32, &perm) gives the GQ weight to put in the block's slot, and
+ * an act-order perm goes in the matching *_perm field (gpt.h; what
+ * examples/quantize does). The machinery is model_quant.h's, shared with
+ * llama_quant.h.
  *
  *     kiln_gptq_config q = kiln_gptq_defaults();     // 4 bits, group 128
  *     kiln_gptq_result *res[4 * layers];

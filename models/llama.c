@@ -161,9 +161,9 @@ static kiln_tensor *attention(llama *m, int l, kiln_tensor *x, kiln_tensor *pos,
     const int64_t H = m->cfg.heads, G = m->cfg.kv_heads, hd = m->cfg.dim / H;
     const double theta = m->cfg.rope_theta;
     if (m->taps) m->taps[4 * l] = x;
-    kiln_tensor *q = split_heads(ctx, kiln_linear(ctx, x, y->wq, NULL), B, T, H, hd);
-    kiln_tensor *k = split_heads(ctx, kiln_linear(ctx, x, y->wk, NULL), B, T, G, hd);
-    kiln_tensor *v = split_heads(ctx, kiln_linear(ctx, x, y->wv, NULL), B, T, G, hd);
+    kiln_tensor *q = split_heads(ctx, model_linear(ctx, x, y->wq, y->wq_perm, NULL), B, T, H, hd);
+    kiln_tensor *k = split_heads(ctx, model_linear(ctx, x, y->wk, y->wk_perm, NULL), B, T, G, hd);
+    kiln_tensor *v = split_heads(ctx, model_linear(ctx, x, y->wv, y->wv_perm, NULL), B, T, G, hd);
     q = kiln_rope(ctx, q, pos, theta, KILN_ROPE_INTERLEAVED);
     k = kiln_rope(ctx, k, pos, theta, KILN_ROPE_INTERLEAVED);
     if (cache) { /* write this step's k, v at p0, then read every position so far */
@@ -174,7 +174,7 @@ static kiln_tensor *attention(llama *m, int l, kiln_tensor *x, kiln_tensor *pos,
     kiln_tensor *a = kiln_permute(ctx, kiln_attention(ctx, q, k, v, true, 0.0), (int[]){0, 2, 1, 3});
     a = kiln_reshape(ctx, a, 3, (int64_t[]){B, T, H * hd});
     if (m->taps) m->taps[4 * l + 1] = a;
-    return kiln_linear(ctx, a, y->wo, NULL);
+    return model_linear(ctx, a, y->wo, y->wo_perm, NULL);
 }
 
 /* The last block's output h [B, T, D], before the final norm and the head. */
@@ -206,9 +206,10 @@ static kiln_tensor *hidden(llama *m, kiln_tensor *idx, llama_cache *cache, int64
         const llama_layer *y = &m->layers[l];
         h = kiln_add(ctx, h, attention(m, l, kiln_rms_norm(ctx, h, y->attention_norm, eps), positions, cache, pos, B, T));
         kiln_tensor *x = kiln_rms_norm(ctx, h, y->ffn_norm, eps);
-        kiln_tensor *gate = kiln_mul(ctx, kiln_silu(ctx, kiln_linear(ctx, x, y->w1, NULL)), kiln_linear(ctx, x, y->w3, NULL));
+        kiln_tensor *gate = kiln_mul(ctx, kiln_silu(ctx, model_linear(ctx, x, y->w1, y->w1_perm, NULL)),
+                                     model_linear(ctx, x, y->w3, y->w3_perm, NULL));
         if (m->taps) m->taps[4 * l + 2] = x, m->taps[4 * l + 3] = gate;
-        h = kiln_add(ctx, h, kiln_linear(ctx, gate, y->w2, NULL));
+        h = kiln_add(ctx, h, model_linear(ctx, gate, y->w2, y->w2_perm, NULL));
     }
     return h;
 }

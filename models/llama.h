@@ -60,6 +60,9 @@ llama_config llama_defaults(void);
 typedef struct llama_layer {
     kiln_tensor *attention_norm, *wq, *wk, *wv, *wo;
     kiln_tensor *ffn_norm, *w1, *w2, *w3;
+    /* NULL, or the i32 column permutation of a GPTQ act-order packed
+     * weight (model.h's model_linear); not parameters */
+    kiln_tensor *wq_perm, *wk_perm, *wv_perm, *wo_perm, *w1_perm, *w2_perm, *w3_perm;
 } llama_layer;
 
 typedef struct llama {

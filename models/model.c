@@ -77,3 +77,19 @@ double model_accuracy(model_graph *g, kiln_tensor *inputs, kiln_tensor *labels, 
     data_loader_free(dl);
     return rows < 0 || seen == 0 ? -1 : (double)correct / (double)seen;
 }
+
+kiln_tensor *model_linear(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *perm, kiln_tensor *b) {
+    if (perm && x) { /* x [..., in] -> [n, in] -> columns gathered by perm -> [..., in] */
+        const int nd = kiln_tensor_ndim(x);
+        int64_t shape[8];
+        if (nd < 1 || nd > 8) {
+            kiln_set_error(KILN_ERR_SHAPE, "model_linear: x has %d dims (1 to 8 with a perm)", nd);
+            return NULL;
+        }
+        for (int i = 0; i < nd; i++) shape[i] = kiln_tensor_dim(x, i);
+        kiln_tensor *x2 = kiln_reshape(ctx, kiln_contiguous(ctx, x), 2, (int64_t[]){-1, shape[nd - 1]});
+        x2 = kiln_transpose(ctx, kiln_get_rows(ctx, kiln_transpose(ctx, x2, 0, 1), perm), 0, 1);
+        x = kiln_reshape(ctx, kiln_contiguous(ctx, x2), nd, shape);
+    }
+    return kiln_linear(ctx, x, w, b);
+}

@@ -66,6 +66,20 @@ uint64_t model_param_seed(uint64_t seed, const char *name);
  * g->labels must already be set. */
 kiln_status model_graph_finish(kiln_ctx *ctx, model_graph *g, kiln_tensor *logits, kiln_tensor *loss, bool backward);
 
+/* A linear layer whose weight may carry a column permutation: y = x W^T +
+ * b, or with perm (i32 [in]) y = x[..., perm] W^T + b. perm is NULL
+ * normally (training, f32 or block-quantized weights); a GPTQ act-order
+ * weight packed with kiln_gptq_pack stores its columns in quantization
+ * order and comes with such a perm, and x's columns are gathered to match
+ * (kiln_get_rows on the transposed [rows, in] view, as include/kiln.h
+ * documents; differentiable in x). The models keep one perm pointer beside
+ * each linear weight (gpt_block, llama_layer) and call this. b may be NULL.
+ *
+ *     kiln_tensor *perm, *wq = kiln_gptq_pack(ctx, r, KILN_GQ4_128, &perm);
+ *     kiln_tensor *y = model_linear(ctx, x, wq, perm, NULL);  // x [B, T, in]
+ */
+kiln_tensor *model_linear(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *perm, kiln_tensor *b);
+
 /* Elements of the tensors in list (n of them). */
 int64_t model_count(kiln_tensor *const *list, int n);
 

@@ -47,8 +47,8 @@ if [ "${KILN_NO_LAPACK:-0}" = 1 ]; then
     check fashion_galore_needs_lapack 1 "needs LAPACK" "$bin/fashion" --optim galore $tiny
     check quantize_gptq_needs_lapack 0 "^gptq-4 .*LAPACK" "$bin/quantize" $qtiny
 else
-    check quantize_gpt_tiny 0 "^gptq-2 .*computed" "$bin/quantize" $qtiny
-    check quantize_llama_tiny 0 "^gptq-3 .*computed" "$bin/quantize" --model llama $qtiny --group 32 --act-order
+    check quantize_gpt_tiny 0 "^gptq-2 .*fused in GQ2_" "$bin/quantize" $qtiny
+    check quantize_llama_tiny 0 "^gptq-3 .*fused in GQ3_32, 7 with a perm" "$bin/quantize" --model llama $qtiny --group 32 --act-order
     check quickstart_help 0 "--backend" "$bin/quickstart" --help
     check quickstart_tiny 0 "after: the same as the trained one" \
         "$bin/quickstart" $tiny --epochs 1 --save "$tmp/q.safetensors"

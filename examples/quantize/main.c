@@ -20,10 +20,14 @@
  *     tensor, and dequantized each pass; the padding counts in its bits;
  *   - rtn-B, gptq-B (B = 4, 3, 2 bits): models/model_quant.h's RTN and
  *     GPTQ (128 calibration sequences of the training text by default, as
- *     the GPTQ paper), group --group, --sym, --act-order. The model runs on
- *     the dequantized values (the same values as the packed weights); bits
- *     per weight and the file size are computed from the layout
- *     (gptq_packed_bytes: f16 scale + u8 zero + codes per group), marked *.
+ *     the GPTQ paper), group --group, --sym, --act-order, packed
+ *     (kiln_gptq_pack) into the GQ dtype of B bits and the largest block of
+ *     128, 64, 32 dividing the group and the row (f16 scale, u8 zero,
+ *     bit-packed codes per block), written to the file with, under
+ *     --act-order, the i32 column permutation of each weight with two
+ *     groups or more to a row beside it ("<name>.perm"), read back, and run by the fused quantized matmul
+ *     (the permutation gathering the input's columns, models/model.h's
+ *     model_linear). Their bits per weight count the perms.
  *
  *     build/examples/quantize --checkpoint gpt.safetensors
  *     build/examples/quantize --checkpoint gpt.safetensors --group 64 --act-order
@@ -54,13 +58,13 @@ static void die(const char *what) {
 /* ---- the models as quantize.h's qmodel ---- */
 
 static kiln_status gpt_q(void *m, model_quant_method method, const kiln_gptq_config *cfg, const int32_t *tokens,
-                         int64_t n, int64_t seq, int64_t batch) {
-    return gpt_quantize(m, method, cfg, tokens, n, seq, batch, NULL);
+                         int64_t n, int64_t seq, int64_t batch, kiln_gptq_result **out) {
+    return gpt_quantize(m, method, cfg, tokens, n, seq, batch, out);
 }
 static kiln_tensor *gpt_f(void *m, kiln_tensor *idx) { return gpt_forward(m, idx); }
 static kiln_status llama_q(void *m, model_quant_method method, const kiln_gptq_config *cfg, const int32_t *tokens,
-                           int64_t n, int64_t seq, int64_t batch) {
-    return llama_quantize(m, method, cfg, tokens, n, seq, batch, NULL);
+                           int64_t n, int64_t seq, int64_t batch, kiln_gptq_result **out) {
+    return llama_quantize(m, method, cfg, tokens, n, seq, batch, out);
 }
 static kiln_tensor *llama_f(void *m, kiln_tensor *idx) { return llama_forward(m, idx, NULL, 0); }
 
@@ -103,8 +107,9 @@ static void make_gpt(qmodel *q, kiln_ctx *ctx, kiln_safetensors *st, const shape
     if (4 * c.layers > 256) fprintf(stderr, "quantize: at most 64 layers\n"), exit(1);
     for (int l = 0; l < c.layers; l++) {
         gpt_block *b = &m->blocks[l];
-        kiln_tensor **w[4] = {&b->attn_w, &b->proj_w, &b->fc_w, &b->mlp_proj_w};
-        for (int i = 0; i < 4; i++) q->slot[q->n_lin++] = w[i];
+        kiln_tensor **w[4] = {&b->attn_w, &b->proj_w, &b->fc_w, &b->mlp_proj_w},
+                    **p[4] = {&b->attn_perm, &b->proj_perm, &b->fc_perm, &b->mlp_proj_perm};
+        for (int i = 0; i < 4; i++) q->perm[q->n_lin] = p[i], q->slot[q->n_lin++] = w[i];
     }
     printf("GPT: %lld layers, width %lld, %lld heads, context %lld: %.2fM parameters\n", (long long)c.layers,
            (long long)c.width, (long long)c.heads, (long long)c.context, (double)gpt_param_count(m) / 1e6);
@@ -128,8 +133,10 @@ static void make_llama(qmodel *q, kiln_ctx *ctx, kiln_safetensors *st, const sha
     if (7 * c.layers > 256) fprintf(stderr, "quantize: at most 36 layers\n"), exit(1);
     for (int l = 0; l < c.layers; l++) {
         llama_layer *y = &m->layers[l];
-        kiln_tensor **w[7] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->w1, &y->w3, &y->w2};
-        for (int i = 0; i < 7; i++) q->slot[q->n_lin++] = w[i];
+        kiln_tensor **w[7] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->w1, &y->w3, &y->w2},
+                    **p[7] = {&y->wq_perm, &y->wk_perm, &y->wv_perm, &y->wo_perm, &y->w1_perm, &y->w3_perm,
+                              &y->w2_perm};
+        for (int i = 0; i < 7; i++) q->perm[q->n_lin] = p[i], q->slot[q->n_lin++] = w[i];
     }
     printf("llama: %lld layers, dim %lld, %lld heads (%lld kv), hidden %lld, context %lld: %.2fM parameters\n",
            (long long)c.layers, (long long)c.dim, (long long)c.heads, (long long)m->cfg.kv_heads,
@@ -279,16 +286,22 @@ int main(int argc, char **argv) {
         if (f[i].kind == FMT_BLOCK)
             snprintf(note, sizeof note, "%d fused; %d flattened + padded, dequantized per pass", res.fused,
                      res.dequantized);
-        else if (f[i].kind != FMT_F32) snprintf(note, sizeof note, "* computed; quantized in %.1f s", t_quant);
+        else if (f[i].kind != FMT_F32) {
+            char blocks[16] = ""; /* GQ<b>_<smallest>/<largest> when the weights' blocks differ */
+            if (res.block_max != res.block) snprintf(blocks, sizeof blocks, "/%d", res.block_max);
+            char perms[32] = "";
+            if (res.permuted) snprintf(perms, sizeof perms, ", %d with a perm", res.permuted);
+            snprintf(note, sizeof note, "%d fused in GQ%d_%d%s%s; quantized in %.1f s", res.fused, f[i].bits,
+                     res.block, blocks, perms, t_quant);
+        }
         char bpw[32], size[32];
-        snprintf(bpw, sizeof bpw, "%.3f%s", 8.0 * res.weight_bytes / (double)res.weights, res.computed ? "*" : "");
-        snprintf(size, sizeof size, "%.1f KiB%s", (double)res.file_bytes / 1024.0, res.computed ? "*" : "");
+        snprintf(bpw, sizeof bpw, "%.3f", 8.0 * res.weight_bytes / (double)res.weights);
+        snprintf(size, sizeof size, "%.1f KiB", (double)res.file_bytes / 1024.0);
         printf("%-8s %12s %12s %14.4f %+10.4f  %s\n", f[i].name, bpw, size, bpb, bpb - base, note);
         fflush(stdout);
     }
     printf("\nbits/weight: the blocks' linear weights (scales and zeros included); file size: every parameter, "
-           "the embeddings, norms%s and head in f32; * computed from the GPTQ layout (f16 scale + u8 zero + "
-           "bit-packed codes per group)\n", strcmp(model, "gpt") ? "" : ", biases");
+           "the embeddings, norms%s and head in f32; both as written to and read from the file\n", strcmp(model, "gpt") ? "" : ", biases");
     for (int k = 0; k < q.n_lin; k++) free(q.values[k]);
     data_corpus_free(&corpus);
     kiln_ctx_free(ctx);
