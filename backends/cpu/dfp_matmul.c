@@ -23,7 +23,10 @@
  * code is the one a second quantization would give: results are the same
  * bit for bit. Per thread: a graph runs its kernels one after another on
  * the thread that computes it, so no entry is freed while a kernel reads
- * it; the codes of the latest compute stay until the thread's next one. */
+ * it; the codes of the latest compute stay until the thread's next one.
+ * A node's value is fixed once computed: kiln's graphs never rewrite an
+ * operand in place between two of its readers (the f32 backward products
+ * would read the rewrite too), so codes made from it stay its codes. */
 typedef struct qentry {
     const kiln_tensor *node;
     const void *data;
