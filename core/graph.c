@@ -212,7 +212,11 @@ kiln_status kiln_graph_compute(kiln_graph *g) {
     bool dev = kiln__is_device(b);
     if ((!g->planned || g->plan_device != dev) && (s = kiln__graph_plan(g))) return s;
     g->plan_device = dev;
-    kiln_exec ex = {.run = ++g->runs, .training = g->training, .n_threads = kiln__threads()};
+    static uint64_t serials; /* any graph's computes, all threads */
+    kiln_exec ex = {.run = ++g->runs,
+                    .serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED),
+                    .training = g->training,
+                    .n_threads = kiln__threads()};
     g->stats.computes++;
     if (dev) return kiln__graph_compute_device(g, b, &ex);
     /* tensors may hold newer bytes on a device only once device memory exists */

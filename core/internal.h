@@ -335,6 +335,7 @@ kiln_status kiln__vjp(kiln_ctx *ctx, kiln_tensor *out, kiln_tensor *gy, int n, k
 
 typedef struct kiln_exec {
     uint64_t run;  /* graph's run counter (dropout masks) */
+    uint64_t serial; /* unique to this compute process-wide (0: none); keys caches that live one compute */
     bool training;
     int n_threads;
     bool accumulate; /* add into node->data instead of writing it (only matmul, see core/fuse.c) */

@@ -74,6 +74,10 @@ kiln_tensor *kiln_dfp_linear(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln
 static kiln_status dfp_matmul_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor *gy, kiln_tensor **gsrc) {
     kiln_tensor *a = node->src[0], *b = node->src[1];
     bool ta = node->ip[0], tb = node->ip[1];
+    /* one contiguous G for both products: the CPU kernel quantizes each
+     * operand node once per compute (backends/cpu/dfp_matmul.c), so G's
+     * codes, like A's and B's from the forward, are made once and reused */
+    if (!(gy = contig2(ctx, gy))) return kiln_last_status();
     if (kiln_tensor_requires_grad(a) &&
         !(gsrc[0] = !ta ? kiln_dfp_matmul_t(ctx, gy, false, b, !tb) : kiln_dfp_matmul_t(ctx, b, tb, gy, true)))
         return kiln_last_status();

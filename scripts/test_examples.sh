@@ -67,6 +67,11 @@ else
     check fashion_resume_other_optimizer 1 "resuming" \
         "$bin/fashion" --optim lion $tiny --epochs 2 --resume "$tmp/f.safetensors"
 fi
+# int16-train: FP32 and INT16-DFP runs of the CNN side by side, a curve each in the PNG
+check int16_train_help 0 "--layers" "$bin/int16-train" --help
+check int16_train_tiny 0 "^final test accuracy: FP32 .*, DFP " \
+    "$bin/int16-train" $tiny --epochs 2 --plot "$tmp/int16.png"
+check int16_train_bad_layers 2 "--layers" "$bin/int16-train" --layers 16
 # generate: a tiny random llama written as GGUF, run as stored and converted
 check generate_help 0 "--make-random" "$bin/generate" --help
 check generate_make_tiny 0 "tiny.gguf: llama" "$bin/generate" --make-random "$tmp/tiny.gguf" --size tiny --dtype q4_0

@@ -271,3 +271,46 @@ KT_TEST(dfp_models_match_f32) {
         }
     }
 }
+
+/* The CPU kernel reuses an operand's codes within one compute
+ * (backends/cpu/dfp_matmul.c): a leaf changed between computes, a leaf
+ * shared by two graphs, and one node as both operands must each still give
+ * the product of the current values, equal to a fresh context's bit for
+ * bit. */
+KT_TEST(dfp_matmul_codes_reused_only_within_a_compute) {
+    int64_t m = 5, n = 7, k = 96;
+    float *a = malloc((size_t)(m * k) * 4), *w = malloc((size_t)(n * k) * 4), *got = malloc((size_t)(m * n) * 4),
+          *want = malloc((size_t)(m * n) * 4), *aat = malloc((size_t)(m * m) * 4);
+    fill(a, m * k, 3, 1.0f), fill(w, n * k, 4, 0.5f);
+    kiln_ctx *ctx = kiln_ctx_new();
+    kiln_tensor *at = tensor(ctx, m, k, a), *wt = tensor(ctx, n, k, w);
+    kiln_tensor *y1 = kiln_dfp_matmul_t(ctx, at, false, wt, true), *y2 = kiln_dfp_matmul_t(ctx, at, false, wt, true);
+    kiln_tensor *sq = kiln_dfp_matmul_t(ctx, at, false, at, true); /* A A^T: one node, both operands */
+    kiln_graph *g1 = kiln_graph_new(ctx), *g2 = kiln_graph_new(ctx);
+    KT_OK(kiln_graph_add(g1, y1));
+    KT_OK(kiln_graph_add(g1, sq));
+    KT_OK(kiln_graph_add(g2, y2));
+    KT_OK(kiln_graph_compute(g1));
+    for (int round = 0; round < 2; round++) {
+        for (int64_t i = 0; i < n * k; i++) w[i] = -3.0f * w[i] + 0.01f; /* a new exponent and new codes */
+        KT_OK(kiln_tensor_set_f32(wt, w, n * k));
+        kiln_ctx *fresh = kiln_ctx_new();
+        kiln_tensor *yf = kiln_dfp_matmul_t(fresh, tensor(fresh, m, k, a), false, tensor(fresh, n, k, w), true);
+        KT_OK(compute(fresh, yf));
+        KT_OK(kiln_tensor_get_f32(yf, want, m * n));
+        kiln_ctx_free(fresh);
+        KT_OK(kiln_graph_compute(round ? g1 : g2));
+        KT_OK(kiln_tensor_get_f32(round ? y1 : y2, got, m * n));
+        KT_CHECK(!memcmp(got, want, (size_t)(m * n) * 4), "round %d: the product of the changed weight differs", round);
+    }
+    KT_OK(kiln_tensor_get_f32(sq, aat, m * m));
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < m; j++) {
+            double exact = 0;
+            for (int64_t p = 0; p < k; p++) exact += (double)a[i * k + p] * a[j * k + p];
+            KT_CHECK(aat[i * m + j] == aat[j * m + i] && fabs(aat[i * m + j] - exact) <= 0x1p-10 * k,
+                     "A A^T [%lld,%lld] %g vs %g", (long long)i, (long long)j, aat[i * m + j], exact);
+        }
+    kiln_ctx_free(ctx);
+    free(a), free(w), free(got), free(want), free(aat);
+}
