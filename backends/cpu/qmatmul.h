@@ -57,6 +57,9 @@ typedef struct kiln_qmm_kernels {
     kiln_qmm_dot_i8 *q8_0, *q4_0;
     kiln_qmm_dot_nf4 *nf4;
     kiln_qmm_dot_i8s *q8_0s, *q4_0s; /* NULL where the kernels take no xs */
+    /* kiln__qmm_quantize_x and (xs non-NULL) kiln__qmm_lane_sums in one
+     * pass, the same values; NULL: the scalar ones run */
+    void (*quantize_x)(const float *x, int8_t *xq, float *dx, int32_t *xs, int64_t n, int32_t off);
 } kiln_qmm_kernels;
 
 /* xs for a quantized row of x (32 nb codes): xs[8 b + l] = -off * sum of

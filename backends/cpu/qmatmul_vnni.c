@@ -7,6 +7,21 @@
 #define QMM_NAME(x) x##_vnni
 #define QMM_DOT32(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (s))
 #include "qmatmul_x86.h"
+#include "qmatmul_quant_x86.h"
+
+/* The activations' codes, scales and lane sums, a block per step with the
+ * scalar quantizer's exact operations (qmatmul_quant_x86.h); the lane
+ * sums are vpdpbusd of ones against the codes (exact in int32). */
+static void quantize_x_vnni(const float *x, int8_t *xq, float *dx, int32_t *xs, int64_t n, int32_t off) {
+    const __m256i ones = _mm256_set1_epi8(1), moff = _mm256_set1_epi32(-off);
+    for (int64_t b = 0; b < n / 32; b++) {
+        const __m256i q = kiln__qmm_quantize_block(x + 32 * b, dx + b);
+        _mm256_storeu_si256((__m256i *)(xq + 32 * b), q);
+        if (xs)
+            _mm256_storeu_si256((__m256i *)(xs + 8 * b),
+                                _mm256_mullo_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, q), moff));
+    }
+}
 
 /* 16 codes (8 bytes, high nibble first) as table values */
 static inline __m512 nf4_16(const uint8_t *c, __m512 table) {
@@ -114,7 +129,8 @@ static float dot_q8_0s_vnni(const void *w, const int8_t *xq, const int32_t *xs, 
 }
 
 const kiln_qmm_kernels *kiln__qmm_kernels_vnni(void) {
-    static const kiln_qmm_kernels k = {dot_q8_0_vnni, dot_q4_0_vnni, dot_nf4_vnni, dot_q8_0s_vnni, dot_q4_0s_vnni};
+    static const kiln_qmm_kernels k = {dot_q8_0_vnni, dot_q4_0_vnni, dot_nf4_vnni, dot_q8_0s_vnni, dot_q4_0s_vnni,
+                                       quantize_x_vnni};
     return &k;
 }
 #else
