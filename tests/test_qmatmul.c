@@ -149,6 +149,32 @@ KT_TEST(qmatmul_simd_equals_scalar) {
     }
 }
 
+/* Q8_0 / Q4_0 with an even block count take rows in pairs (the two-row
+ * kernels), an odd n leaving one row alone: still the scalar result, bit
+ * for bit, at every SIMD level. */
+KT_TEST(qmatmul_row_pairs_equal_scalar) {
+    const kiln_cpu_caps saved = *kiln__cpu_caps();
+    const int64_t shapes[3][2] = {{41, 256}, {40, 192}, {7, 2048}};
+    for (int fi = 0; fi < 2; fi++)
+        for (int si = 0; si < 3; si++)
+            for (int64_t m = 1; m <= 3; m += 2) {
+                const kiln_dtype t = fmts[fi];
+                const int64_t n = shapes[si][0], k = shapes[si][1];
+                float *x, *y0 = malloc((size_t)(m * n) * 4), *y1 = malloc((size_t)(m * n) * 4);
+                void *w = quantized(t, n, k, &x, m);
+                kiln_cpu_caps c = saved;
+                kiln__cpu_caps_limit(&c, KILN_SIMD_SCALAR);
+                kiln__cpu_caps_set(&c);
+                run(t, m, n, k, x, w, y0, 1);
+                kiln__cpu_caps_set(&saved);
+                run(t, m, n, k, x, w, y1, 2);
+                for (int64_t i = 0; i < m * n; i++)
+                    KT_REQUIRE(y1[i] == y0[i], "%s [%lld, %lld] m %lld [%lld]: %.9g != scalar %.9g", kiln_dtype_name(t),
+                               (long long)n, (long long)k, (long long)m, (long long)i, y1[i], y0[i]);
+                free(x), free(w), free(y0), free(y1);
+            }
+}
+
 /* Threads split output rows (or W panels): each output is computed the
  * same way whatever the team, so 2 threads equal 1 bit for bit. */
 KT_TEST(qmatmul_threads_identical) {

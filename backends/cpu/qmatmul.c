@@ -78,7 +78,7 @@ float kiln__qmm_dot_nf4_ref(const uint8_t *codes, int64_t code_stride, const flo
 }
 
 static const kiln_qmm_kernels *kernels(void) {
-    static const kiln_qmm_kernels ref = {kiln__qmm_dot_q8_0_ref, kiln__qmm_dot_q4_0_ref, kiln__qmm_dot_nf4_ref, NULL, NULL};
+    static const kiln_qmm_kernels ref = {kiln__qmm_dot_q8_0_ref, kiln__qmm_dot_q4_0_ref, kiln__qmm_dot_nf4_ref, NULL, NULL, NULL, NULL, NULL};
     const kiln_cpu_caps *c = kiln__cpu_caps();
     const kiln_qmm_kernels *k = NULL;
     if (c->level >= KILN_SIMD_AVX512 && c->avx512vnni) k = kiln__qmm_kernels_vnni();
@@ -179,14 +179,37 @@ kiln_status kiln__qmatmul_cpu(kiln_dtype t, int64_t m, int64_t n, int64_t k, con
             free(xq), free(dx), free(xs);
             return kiln__errs(KILN_ERR_OOM, "qmatmul: out of memory quantizing the activations");
         }
+        const int32_t off = t == KILN_Q8_0 ? 128 : 8;
         for (int64_t i = 0; i < m; i++) {
+            if (kk->quantize_x) {
+                kk->quantize_x(x + i * k, xq + i * k, dx + i * (k / 32), xs ? xs + i * (k / 4) : NULL, k, off);
+                continue;
+            }
             kiln__qmm_quantize_x(x + i * k, xq + i * k, dx + i * (k / 32), k);
-            if (xs) kiln__qmm_lane_sums(xq + i * k, xs + i * (k / 4), k / 32, t == KILN_Q8_0 ? 128 : 8);
+            if (xs) kiln__qmm_lane_sums(xq + i * k, xs + i * (k / 4), k / 32, off);
         }
     }
     /* chunks of 64 rows handed out as threads come free (a static split
      * waits for the slowest thread, and this machine's cores are shared);
      * each output is the same whichever thread computes it */
+    kiln_qmm_dot2_i8s *two = !xs ? NULL : t == KILN_Q8_0 ? kk->q8_0s2 : kk->q4_0s2;
+    if (two) { /* rows in pairs (the last one of an odd n alone) */
+        const size_t rb = kiln__elems_bytes(t, k);
+#pragma omp parallel for num_threads(n_threads) schedule(dynamic, 32) if (n_threads > 1 && n * k >= (1 << 16))
+        for (int64_t p = 0; p < (n + 1) / 2; p++)
+            for (int64_t i = 0; i < m; i++) {
+                const int64_t r = 2 * p;
+                float o[2];
+                if (r + 1 < n) {
+                    two((const char *)w + (size_t)r * rb, (const char *)w + (size_t)(r + 1) * rb, xq + i * k,
+                        xs + i * (k / 4), dx + i * (k / 32), k / 32, o);
+                    y[i * n + r] = o[0], y[i * n + r + 1] = o[1];
+                } else
+                    y[i * n + r] = row_dot(kk, t, w, r, k, x + i * k, xq + i * k, xs + i * (k / 4), dx + i * (k / 32));
+            }
+        free(xq), free(dx), free(xs);
+        return KILN_OK;
+    }
 #pragma omp parallel for num_threads(n_threads) schedule(dynamic, 64) if (n_threads > 1 && n * k >= (1 << 16))
     for (int64_t r = 0; r < n; r++)
         for (int64_t i = 0; i < m; i++)

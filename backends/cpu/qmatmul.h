@@ -53,10 +53,20 @@ typedef float kiln_qmm_dot_nf4(const uint8_t *codes, int64_t code_stride, const 
  * exact signed ones (kiln__qmm_lane_sums). */
 typedef float kiln_qmm_dot_i8s(const void *w, const int8_t *xq, const int32_t *xs, const float *dx, int64_t nb);
 
+/* The same for two rows of W at once (w0, w1: out[0], out[1]), each row's
+ * operations those of the one-row kernel: x's codes are loaded once and
+ * the two rows' chains overlap. */
+typedef void kiln_qmm_dot2_i8s(const void *w0, const void *w1, const int8_t *xq, const int32_t *xs, const float *dx,
+                               int64_t nb, float out[2]);
+
 typedef struct kiln_qmm_kernels {
     kiln_qmm_dot_i8 *q8_0, *q4_0;
     kiln_qmm_dot_nf4 *nf4;
     kiln_qmm_dot_i8s *q8_0s, *q4_0s; /* NULL where the kernels take no xs */
+    /* kiln__qmm_quantize_x and (xs non-NULL) kiln__qmm_lane_sums in one
+     * pass, the same values; NULL: the scalar ones run */
+    void (*quantize_x)(const float *x, int8_t *xq, float *dx, int32_t *xs, int64_t n, int32_t off);
+    kiln_qmm_dot2_i8s *q8_0s2, *q4_0s2; /* NULL: row by row */
 } kiln_qmm_kernels;
 
 /* xs for a quantized row of x (32 nb codes): xs[8 b + l] = -off * sum of

@@ -7,6 +7,21 @@
 #define QMM_NAME(x) x##_vnni
 #define QMM_DOT32(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (s))
 #include "qmatmul_x86.h"
+#include "qmatmul_quant_x86.h"
+
+/* The activations' codes, scales and lane sums, a block per step with the
+ * scalar quantizer's exact operations (qmatmul_quant_x86.h); the lane
+ * sums are vpdpbusd of ones against the codes (exact in int32). */
+static void quantize_x_vnni(const float *x, int8_t *xq, float *dx, int32_t *xs, int64_t n, int32_t off) {
+    const __m256i ones = _mm256_set1_epi8(1), moff = _mm256_set1_epi32(-off);
+    for (int64_t b = 0; b < n / 32; b++) {
+        const __m256i q = kiln__qmm_quantize_block(x + 32 * b, dx + b);
+        _mm256_storeu_si256((__m256i *)(xq + 32 * b), q);
+        if (xs)
+            _mm256_storeu_si256((__m256i *)(xs + 8 * b),
+                                _mm256_mullo_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, q), moff));
+    }
+}
 
 /* 16 codes (8 bytes, high nibble first) as table values */
 static inline __m512 nf4_16(const uint8_t *c, __m512 table) {
@@ -50,20 +65,34 @@ static inline float lanes16(__m512 acc) {
     return s;
 }
 
+/* W's unsigned side of blocks b[0], b[1] (prefetching ahead): Q4_0's
+ * nibbles; [p0 p1 p0>>4 p1>>4] -> [p0 p0>>4 p1 p1>>4], elements in order */
+static inline __m512i q4_pair(const kiln_block_q4_0 *b, __m512i lo4) {
+    _mm_prefetch((const char *)b + QMM_PREFETCH, _MM_HINT_T0);
+    const __m256i p =
+        _mm256_set_m128i(_mm_loadu_si128((const __m128i *)b[1].qs), _mm_loadu_si128((const __m128i *)b[0].qs));
+    return _mm512_permutexvar_epi64(
+        _mm512_setr_epi64(0, 1, 4, 5, 2, 3, 6, 7),
+        _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(p), _mm256_srli_epi16(p, 4), 1), lo4));
+}
+
+/* Q8_0's w + 128 */
+static inline __m512i q8_pair(const kiln_block_q8_0 *b, __m512i flip) {
+    _mm_prefetch((const char *)b + QMM_PREFETCH, _MM_HINT_T0);
+    _mm_prefetch((const char *)b + QMM_PREFETCH + 64, _MM_HINT_T0);
+    const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)b[0].qs)),
+                                         _mm256_loadu_si256((const __m256i *)b[1].qs), 1);
+    return _mm512_xor_si512(v, flip);
+}
+
 static float dot_q4_0s_vnni(const void *w, const int8_t *xq, const int32_t *xs, const float *dx, int64_t nb) {
     const kiln_block_q4_0 *b = w;
     const __m512i lo4 = _mm512_set1_epi8(0x0f);
     __m512 acc = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 1 < nb; i += 2) {
-        _mm_prefetch((const char *)(b + i) + QMM_PREFETCH, _MM_HINT_T0);
-        const __m256i p = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)b[i + 1].qs),
-                                           _mm_loadu_si128((const __m128i *)b[i].qs));
-        /* [p0 p1 p0>>4 p1>>4] -> [p0 p0>>4 p1 p1>>4]: elements in order */
-        const __m512i u = _mm512_permutexvar_epi64(
-            _mm512_setr_epi64(0, 1, 4, 5, 2, 3, 6, 7),
-            _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(p), _mm256_srli_epi16(p, 4), 1), lo4));
-        const __m512i s = _mm512_dpbusd_epi32(_mm512_loadu_si512(xs + 8 * i), u, _mm512_loadu_si512(xq + 32 * i));
+        const __m512i s =
+            _mm512_dpbusd_epi32(_mm512_loadu_si512(xs + 8 * i), q4_pair(b + i, lo4), _mm512_loadu_si512(xq + 32 * i));
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale2(b[i].d, b[i + 1].d, dx + i), acc);
     }
     float r = lanes16(acc);
@@ -89,12 +118,8 @@ static float dot_q8_0s_vnni(const void *w, const int8_t *xq, const int32_t *xs, 
     __m512 acc = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 1 < nb; i += 2) {
-        _mm_prefetch((const char *)(b + i) + QMM_PREFETCH, _MM_HINT_T0);
-        _mm_prefetch((const char *)(b + i) + QMM_PREFETCH + 64, _MM_HINT_T0);
-        const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)b[i].qs)),
-                                             _mm256_loadu_si256((const __m256i *)b[i + 1].qs), 1);
-        const __m512i s = _mm512_dpbusd_epi32(_mm512_loadu_si512(xs + 8 * i), _mm512_xor_si512(v, flip),
-                                              _mm512_loadu_si512(xq + 32 * i));
+        const __m512i s =
+            _mm512_dpbusd_epi32(_mm512_loadu_si512(xs + 8 * i), q8_pair(b + i, flip), _mm512_loadu_si512(xq + 32 * i));
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale2(b[i].d, b[i + 1].d, dx + i), acc);
     }
     float r = lanes16(acc);
@@ -113,8 +138,48 @@ static float dot_q8_0s_vnni(const void *w, const int8_t *xq, const int32_t *xs, 
     return r;
 }
 
+/* Two rows: the pair loops above on two accumulators (nb odd: row by row). */
+static void dot2_q4_0s_vnni(const void *w0, const void *w1, const int8_t *xq, const int32_t *xs, const float *dx,
+                            int64_t nb, float out[2]) {
+    if (nb & 1) {
+        out[0] = dot_q4_0s_vnni(w0, xq, xs, dx, nb), out[1] = dot_q4_0s_vnni(w1, xq, xs, dx, nb);
+        return;
+    }
+    const kiln_block_q4_0 *b0 = w0, *b1 = w1;
+    const __m512i lo4 = _mm512_set1_epi8(0x0f);
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i += 2) {
+        const __m512i x = _mm512_loadu_si512(xq + 32 * i), s = _mm512_loadu_si512(xs + 8 * i);
+        a0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(s, q4_pair(b0 + i, lo4), x)),
+                             scale2(b0[i].d, b0[i + 1].d, dx + i), a0);
+        a1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(s, q4_pair(b1 + i, lo4), x)),
+                             scale2(b1[i].d, b1[i + 1].d, dx + i), a1);
+    }
+    out[0] = lanes16(a0), out[1] = lanes16(a1);
+}
+
+static void dot2_q8_0s_vnni(const void *w0, const void *w1, const int8_t *xq, const int32_t *xs, const float *dx,
+                            int64_t nb, float out[2]) {
+    if (nb & 1) {
+        out[0] = dot_q8_0s_vnni(w0, xq, xs, dx, nb), out[1] = dot_q8_0s_vnni(w1, xq, xs, dx, nb);
+        return;
+    }
+    const kiln_block_q8_0 *b0 = w0, *b1 = w1;
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i += 2) {
+        const __m512i x = _mm512_loadu_si512(xq + 32 * i), s = _mm512_loadu_si512(xs + 8 * i);
+        a0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(s, q8_pair(b0 + i, flip), x)),
+                             scale2(b0[i].d, b0[i + 1].d, dx + i), a0);
+        a1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(s, q8_pair(b1 + i, flip), x)),
+                             scale2(b1[i].d, b1[i + 1].d, dx + i), a1);
+    }
+    out[0] = lanes16(a0), out[1] = lanes16(a1);
+}
+
 const kiln_qmm_kernels *kiln__qmm_kernels_vnni(void) {
-    static const kiln_qmm_kernels k = {dot_q8_0_vnni, dot_q4_0_vnni, dot_nf4_vnni, dot_q8_0s_vnni, dot_q4_0s_vnni};
+    static const kiln_qmm_kernels k = {dot_q8_0_vnni, dot_q4_0_vnni, dot_nf4_vnni, dot_q8_0s_vnni, dot_q4_0s_vnni,
+                                       quantize_x_vnni, dot2_q8_0s_vnni, dot2_q4_0s_vnni};
     return &k;
 }
 #else
