@@ -54,8 +54,8 @@ mkdir -p "$build"
 run_suite native "$build/tests/kiln_tests" "$@"
 run_suite scalar env KILN_SIMD=scalar "$build/tests/kiln_tests" "$@"
 run_suite examples scripts/test_examples.sh "$build" "$@"
-if build no-blas BLAS=0 VULKAN=0 BUILD="$build/no-blas" "$build/no-blas/tests/kiln_tests" \
-    "$build/no-blas/examples/fashion" "$build/no-blas/examples/quantize" "$build/no-blas/examples/generate"; then
+# all: the library, every example (test_examples.sh runs them) and the tests
+if build no-blas BLAS=0 VULKAN=0 BUILD="$build/no-blas" all; then
     run_suite no-blas "$build/no-blas/tests/kiln_tests" "$@"
     run_suite examples-no-blas env KILN_NO_LAPACK=1 scripts/test_examples.sh "$build/no-blas" "$@"
 fi
