@@ -85,6 +85,19 @@ static inline __m512i q8_pair(const kiln_block_q8_0 *b, __m512i flip) {
     return _mm512_xor_si512(v, flip);
 }
 
+/* An odd last block (unsigned codes u, its lane sums xs, scale d): its 8
+ * lanes go onto the even lanes after the pairs, and the 16 lanes are
+ * summed in order, as in the reference. */
+static float odd_tail(__m512 acc, __m256i u, const int8_t *xq, const int32_t *xs, float d) {
+    float a[16];
+    _mm512_storeu_ps(a, acc);
+    const __m256i s = _mm256_dpbusd_epi32(_mm256_loadu_si256((const __m256i *)xs), u, _mm256_loadu_si256((const __m256i *)xq));
+    _mm256_storeu_ps(a, _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d), _mm256_loadu_ps(a)));
+    float r = 0.0f;
+    for (int l = 0; l < 16; l++) r += a[l];
+    return r;
+}
+
 static float dot_q4_0s_vnni(const void *w, const int8_t *xq, const int32_t *xs, const float *dx, int64_t nb) {
     const kiln_block_q4_0 *b = w;
     const __m512i lo4 = _mm512_set1_epi8(0x0f);
@@ -95,21 +108,10 @@ static float dot_q4_0s_vnni(const void *w, const int8_t *xq, const int32_t *xs, 
             _mm512_dpbusd_epi32(_mm512_loadu_si512(xs + 8 * i), q4_pair(b + i, lo4), _mm512_loadu_si512(xq + 32 * i));
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale2(b[i].d, b[i + 1].d, dx + i), acc);
     }
-    float r = lanes16(acc);
-    if (i < nb) { /* an odd last block: even lanes, after the pairs as in the reference */
-        float a[16];
-        _mm512_storeu_ps(a, acc);
-        const __m128i p = _mm_loadu_si128((const __m128i *)b[i].qs);
-        const __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(p, 4), p), _mm256_set1_epi8(0x0f));
-        const __m256i s = _mm256_dpbusd_epi32(_mm256_loadu_si256((const __m256i *)(xs + 8 * i)), u,
-                                              _mm256_loadu_si256((const __m256i *)(xq + 32 * i)));
-        const __m256 t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(_cvtsh_ss(b[i].d) * dx[i]),
-                                         _mm256_loadu_ps(a));
-        _mm256_storeu_ps(a, t);
-        r = 0.0f;
-        for (int l = 0; l < 16; l++) r += a[l];
-    }
-    return r;
+    if (i == nb) return lanes16(acc);
+    const __m128i p = _mm_loadu_si128((const __m128i *)b[i].qs);
+    return odd_tail(acc, _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(p, 4), p), _mm256_set1_epi8(0x0f)),
+                    xq + 32 * i, xs + 8 * i, _cvtsh_ss(b[i].d) * dx[i]);
 }
 
 static float dot_q8_0s_vnni(const void *w, const int8_t *xq, const int32_t *xs, const float *dx, int64_t nb) {
@@ -122,20 +124,9 @@ static float dot_q8_0s_vnni(const void *w, const int8_t *xq, const int32_t *xs, 
             _mm512_dpbusd_epi32(_mm512_loadu_si512(xs + 8 * i), q8_pair(b + i, flip), _mm512_loadu_si512(xq + 32 * i));
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale2(b[i].d, b[i + 1].d, dx + i), acc);
     }
-    float r = lanes16(acc);
-    if (i < nb) {
-        float a[16];
-        _mm512_storeu_ps(a, acc);
-        const __m256i u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)b[i].qs), _mm256_set1_epi8((char)0x80));
-        const __m256i s = _mm256_dpbusd_epi32(_mm256_loadu_si256((const __m256i *)(xs + 8 * i)), u,
-                                              _mm256_loadu_si256((const __m256i *)(xq + 32 * i)));
-        const __m256 t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(_cvtsh_ss(b[i].d) * dx[i]),
-                                         _mm256_loadu_ps(a));
-        _mm256_storeu_ps(a, t);
-        r = 0.0f;
-        for (int l = 0; l < 16; l++) r += a[l];
-    }
-    return r;
+    if (i == nb) return lanes16(acc);
+    return odd_tail(acc, _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)b[i].qs), _mm256_set1_epi8((char)0x80)),
+                    xq + 32 * i, xs + 8 * i, _cvtsh_ss(b[i].d) * dx[i]);
 }
 
 /* Two rows: the pair loops above on two accumulators (nb odd: row by row). */
