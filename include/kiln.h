@@ -94,9 +94,13 @@ const char *kiln_status_name(kiln_status s);
  * (ggml's Q8_0 rule) and use integer dot products, so the result differs
  * from the exact product by up to about 0.025 |x| |w| per output
  * (typically 100x less); NF4 and NF4_DQ decode in registers and stay in
- * f32; with 8 rows or more (prompts) W is dequantized a panel at a time
- * into a cache-sized buffer for the f32 GEMM. Gradients flow to x (through the dequantized W). Any
- * other quantized operand is dequantized first.
+ * f32; with 8 rows or more (prompts) Q8_0 and Q4_0 run a block-scaled
+ * int8 GEMM on AVX512-VNNI (x quantized the same way), and the other types
+ * (or a CPU without it) dequantize W a panel at a time into a cache-sized
+ * buffer for the f32 GEMM. The Vulkan backend has kernels for every
+ * quantized type (f32 products with the dequantized W). Gradients flow to
+ * x (through the dequantized W). Any other quantized operand is
+ * dequantized first.
  * kiln_tensor_data() gives the raw blocks (kiln_tensor_nbytes() bytes);
  * kiln_tensor_set_*() and the fills refuse a quantized tensor, and it has
  * no gradient. kiln_tensor_new() of a quantized dtype gives zero blocks
