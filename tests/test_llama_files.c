@@ -7,6 +7,7 @@
  * shares nothing with kiln's llama. */
 #include "kt.h"
 #include "llama_files.h"
+#include "test_llama_util.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -28,25 +29,6 @@ static llama_config tiny(void) {
 static const int T = 7;
 static const int32_t TOKENS[7] = {3, 36, 0, 17, 17, 5, 29};
 
-/* Logits [T, vocab] of TOKENS through m. */
-static float *logits_of(llama *m) {
-    model_graph g;
-    if (llama_eval_graph(m, 1, T, &g)) return NULL;
-    float *out = malloc((size_t)T * m->cfg.vocab * sizeof *out);
-    if (kiln_tensor_set_i32(g.input, TOKENS, T) || kiln_graph_compute(g.graph) ||
-        kiln_tensor_get_f32(g.logits, out, T * m->cfg.vocab)) {
-        free(out);
-        return NULL;
-    }
-    return out;
-}
-
-static void randomize(llama *m, uint64_t seed) {
-    for (int i = 0; i < m->n_params; i++)
-        kiln_tensor_fill_randn(m->params[i], seed + (uint64_t)i, kiln_tensor_ndim(m->params[i]) == 1 ? 1.0 : 0.0,
-                               kiln_tensor_ndim(m->params[i]) == 1 ? 0.1 : 0.3);
-}
-
 static char *tmp_path(const char *name) {
     static char p[8][200];
     static int k;
@@ -61,7 +43,7 @@ KT_TEST(llama_files_gguf_round_trip_f32_f16) {
         llama_config c = tiny();
         llama *m = llama_new(ctx, &c, 1);
         KT_NOTNULL(m);
-        randomize(m, 10);
+        llama_test_randomize(m, 10, 0.3);
         if (half) /* make the weights exact in f16, so F16 loads them unchanged */
             for (int i = 0; i < m->n_params; i++) {
                 kiln_tensor *p = m->params[i];
@@ -90,7 +72,7 @@ KT_TEST(llama_files_gguf_round_trip_f32_f16) {
         KT_CHECK(m2->cfg.layers == 2 && m2->cfg.kv_heads == 2 && m2->cfg.hidden == 48 && m2->cfg.vocab == 37 &&
                      fabs(m2->cfg.rope_theta - 500) < 1e-9 && m2->cfg.context == 16,
                  "config");
-        float *a = logits_of(m), *b = logits_of(m2);
+        float *a = llama_test_logits(m, TOKENS, T), *b = llama_test_logits(m2, TOKENS, T);
         KT_NOTNULL(a);
         KT_NOTNULL(b);
         double worst = 0;
@@ -114,7 +96,7 @@ KT_TEST(llama_files_gguf_q8_0_q4_0) {
         c.hidden = 64; /* every row whole blocks of 32 */
         llama *m = llama_new(ctx, &c, 5);
         KT_NOTNULL(m);
-        randomize(m, 30);
+        llama_test_randomize(m, 30, 0.3);
         const char *path = tmp_path(k ? "q4.gguf" : "q8.gguf");
         KT_OK(llama_save_gguf(m, path, types[k]));
         kiln_gguf *g = kiln_gguf_open(path);
@@ -138,7 +120,7 @@ KT_TEST(llama_files_gguf_q8_0_q4_0) {
         kiln_ctx *ctx2 = kiln_ctx_new();
         llama *m2 = llama_from_gguf(ctx2, path);
         KT_NOTNULL(m2);
-        float *a = logits_of(m), *b = logits_of(m2);
+        float *a = llama_test_logits(m, TOKENS, T), *b = llama_test_logits(m2, TOKENS, T);
         KT_NOTNULL(a);
         KT_NOTNULL(b);
         double worst = 0;
@@ -156,7 +138,7 @@ KT_TEST(llama_files_gguf_tied_output) {
     llama_config c = tiny();
     llama *m = llama_new(ctx, &c, 3);
     KT_NOTNULL(m);
-    randomize(m, 20);
+    llama_test_randomize(m, 20, 0.3);
     int64_t n = kiln_tensor_numel(m->tok_embeddings);
     float *e = malloc((size_t)n * sizeof *e);
     KT_OK(kiln_tensor_get_f32(m->tok_embeddings, e, n));
@@ -172,7 +154,7 @@ KT_TEST(llama_files_gguf_tied_output) {
     kiln_ctx *ctx2 = kiln_ctx_new();
     llama *m2 = llama_from_gguf(ctx2, path);
     KT_NOTNULL(m2);
-    float *a = logits_of(m), *b = logits_of(m2);
+    float *a = llama_test_logits(m, TOKENS, T), *b = llama_test_logits(m2, TOKENS, T);
     KT_NOTNULL(a);
     KT_NOTNULL(b);
     double worst = 0;
@@ -383,7 +365,7 @@ static void check_hf_dir(const char *dir, int shards, bool tied, const char *wha
         if (!m) {
             kt_fail(__FILE__, __LINE__, "%s: %s: %s", what, infer ? "llama_infer_from_hf" : "llama_from_hf", kiln_last_error());
         } else {
-            float *got = logits_of(m);
+            float *got = llama_test_logits(m, TOKENS, T);
             double *g = malloc((size_t)T * 37 * sizeof *g);
             for (int i = 0; i < T * 37; i++) g[i] = got ? got[i] : NAN;
             int64_t worst;

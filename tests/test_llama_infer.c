@@ -5,6 +5,7 @@
  * full forward's logits; nothing has a gradient. */
 #include "kt.h"
 #include "llama_files.h"
+#include "test_llama_util.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -31,19 +32,6 @@ static char *tmp_path(const char *name) {
     char *s = p[k++ % 4];
     snprintf(s, 200, "/tmp/kiln_li_%d_%s", (int)getpid(), name);
     return s;
-}
-
-/* Logits [T, vocab] of TOKENS through m's full forward (no cache). */
-static float *logits_of(llama *m) {
-    model_graph g;
-    if (llama_eval_graph(m, 1, T, &g)) return NULL;
-    float *out = malloc((size_t)T * m->cfg.vocab * sizeof *out);
-    if (kiln_tensor_set_i32(g.input, TOKENS, T) || kiln_graph_compute(g.graph) ||
-        kiln_tensor_get_f32(g.logits, out, T * m->cfg.vocab)) {
-        free(out);
-        return NULL;
-    }
-    return out;
 }
 
 /* An f32 llama_new model whose parameters are q's values (dequantized). */
@@ -74,12 +62,6 @@ static double worst_diff(const float *a, const float *b, int64_t n, double *scal
     return w;
 }
 
-static void randomize(llama *m, uint64_t seed) {
-    for (int i = 0; i < m->n_params; i++)
-        kiln_tensor_fill_randn(m->params[i], seed + (uint64_t)i, kiln_tensor_ndim(m->params[i]) == 1 ? 1.0 : 0.0,
-                               kiln_tensor_ndim(m->params[i]) == 1 ? 0.1 : 0.08);
-}
-
 /* The quantized model's logits against its dequantized f32 twin. The int8
  * activations (per block of 32, absmax / 127) move each product by up to
  * 1/254 of |x| |w| per element; over two layers the logits stay within a
@@ -88,7 +70,7 @@ static void check_against_f32(llama *q, const char *what) {
     kiln_ctx *ctx = kiln_ctx_new();
     llama *r = dequantized_copy(ctx, q);
     KT_NOTNULL(r);
-    float *a = logits_of(q), *b = r ? logits_of(r) : NULL;
+    float *a = llama_test_logits(q, TOKENS, T), *b = r ? llama_test_logits(r, TOKENS, T) : NULL;
     KT_NOTNULL(a);
     KT_NOTNULL(b);
     double scale, w = a && b ? worst_diff(a, b, T * q->cfg.vocab, &scale) : 1e9;
@@ -105,7 +87,7 @@ KT_TEST(llama_infer_gguf_as_stored_q8_0_q4_0) {
         llama_config c = tiny();
         llama *m = llama_new(ctx, &c, 5);
         KT_NOTNULL(m);
-        randomize(m, 30);
+        llama_test_randomize(m, 30, 0.08);
         const char *path = tmp_path(k ? "q4.gguf" : "q8.gguf");
         KT_OK(llama_save_gguf(m, path, types[k]));
         kiln_ctx *ctx2 = kiln_ctx_new();
@@ -142,7 +124,7 @@ KT_TEST(llama_infer_gguf_converts_on_load) {
     c.dim = 128, c.hidden = 256, c.vocab = 128;
     llama *m = llama_new(ctx, &c, 7);
     KT_NOTNULL(m);
-    randomize(m, 40);
+    llama_test_randomize(m, 40, 0.08);
     const char *path = tmp_path("f32.gguf");
     KT_OK(llama_save_gguf(m, path, KILN_F32));
     const kiln_dtype types[5] = {KILN_F32, KILN_Q8_0, KILN_Q4_0, KILN_NF4, KILN_NF4_DQ};
@@ -179,7 +161,7 @@ KT_TEST(llama_infer_cache_matches_forward) {
     llama *q = llama_new_inference(ctx, &c, KILN_Q4_0, false);
     KT_NOTNULL(q);
     KT_OK(llama_init_random(q, 3));
-    float *full = logits_of(q);
+    float *full = llama_test_logits(q, TOKENS, T);
     KT_NOTNULL(full);
     llama_cache *cache = llama_cache_new(q, 1, c.context);
     KT_NOTNULL(cache);
@@ -241,7 +223,7 @@ KT_TEST(llama_infer_gguf_f16_as_f32) {
     llama_config c = tiny();
     llama *m = llama_new(ctx, &c, 11);
     KT_NOTNULL(m);
-    randomize(m, 50);
+    llama_test_randomize(m, 50, 0.08);
     const char *path = tmp_path("f16.gguf");
     KT_OK(llama_save_gguf(m, path, KILN_F16));
     llama *a = llama_from_gguf(ctx, path), *q = llama_infer_from_gguf(ctx, path, LLAMA_AS_STORED);
@@ -249,7 +231,7 @@ KT_TEST(llama_infer_gguf_f16_as_f32) {
     KT_NOTNULL(q);
     if (a && q) {
         KT_CHECK(q->weights == KILN_F32 && kiln_tensor_dtype(q->layers[0].w1) == KILN_F32, "F16 as F32");
-        float *x = logits_of(a), *y = logits_of(q);
+        float *x = llama_test_logits(a, TOKENS, T), *y = llama_test_logits(q, TOKENS, T);
         double scale, w = x && y ? worst_diff(y, x, T * c.vocab, &scale) : 1e9;
         KT_CHECK(w == 0, "logits differ by %g", w);
         free(x), free(y);
