@@ -10,6 +10,8 @@
 #   make VULKAN=0   no Vulkan backend (default: built when the Vulkan loader,
 #                   glslc and spirv-val are installed; VULKAN=1 insists on it)
 #   make CC=aarch64-linux-gnu-gcc BLAS=0 ZLIB=0 VULKAN=0 BUILD=build-arm64   ARM64 cross build
+#   make SANITIZE=address,undefined   ASan+UBSan(+LSan) build: every error fails
+#                   (-fno-sanitize-recover); use its own BUILD= directory
 
 CC      ?= cc
 PREFIX  ?= /usr/local
@@ -27,6 +29,12 @@ LIBS := -lopenblas $(LIBS)
 # GaLore's SVD (sgesdd) through LAPACKE: Debian's OpenBLAS ships LAPACK's
 # Fortran symbols but not the LAPACKE C interface, which liblapacke adds
 LIBS := -llapacke $(LIBS)
+endif
+# sanitizers on compile and link; UBSan stops at its first report so a test fails
+ifneq ($(SANITIZE),)
+SAN_FLAGS = -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+KILN_CFLAGS += $(SAN_FLAGS)
+LDFLAGS += $(SAN_FLAGS)
 endif
 ifeq ($(ZLIB),1)
 KILN_CFLAGS += -DKILN_ZLIB

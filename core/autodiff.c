@@ -7,8 +7,8 @@
 int kiln__topo(kiln_tensor *const *roots, int nroots, uint64_t gen, bool (*stop)(const kiln_tensor *t, void *arg),
                void *arg, kiln_tensor ***list) {
     int cap = 64, n = 0, sp = 0, scap = 64;
-    kiln_tensor **out = malloc((size_t)cap * sizeof *out);
-    struct frame { kiln_tensor *t; int next; } *stack = malloc((size_t)scap * sizeof *stack);
+    kiln_tensor **out = kiln__malloc((size_t)cap * sizeof *out);
+    struct frame { kiln_tensor *t; int next; } *stack = kiln__malloc((size_t)scap * sizeof *stack);
     if (!out || !stack) goto oom;
     for (int r = 0; r < nroots; r++) {
         if (!roots[r] || roots[r]->visit == gen) continue;
@@ -23,7 +23,7 @@ int kiln__topo(kiln_tensor *const *roots, int nroots, uint64_t gen, bool (*stop)
                 if (s->visit == gen) continue;
                 s->visit = gen;
                 if (sp == scap) {
-                    void *p = realloc(stack, (size_t)(scap *= 2) * sizeof *stack);
+                    void *p = kiln__realloc(stack, (size_t)(scap *= 2) * sizeof *stack);
                     if (!p) goto oom;
                     stack = p;
                 }
@@ -31,7 +31,7 @@ int kiln__topo(kiln_tensor *const *roots, int nroots, uint64_t gen, bool (*stop)
                 continue;
             }
             if (n == cap) {
-                void *p = realloc(out, (size_t)(cap *= 2) * sizeof *out);
+                void *p = kiln__realloc(out, (size_t)(cap *= 2) * sizeof *out);
                 if (!p) goto oom;
                 out = p;
             }
@@ -92,8 +92,8 @@ kiln_status kiln__vjp(kiln_ctx *ctx, kiln_tensor *out, kiln_tensor *gy, int n, k
     vjp_stop st = {n, targets};
     int m = kiln__topo(&out, 1, gen, stop_at, &st, &order);
     if (m < 0) return KILN_ERR_OOM;
-    kiln_tensor **g = calloc((size_t)m, sizeof *g);
-    int *saved_slot = malloc((size_t)m * sizeof *saved_slot);
+    kiln_tensor **g = kiln__calloc((size_t)m, sizeof *g);
+    int *saved_slot = kiln__malloc((size_t)m * sizeof *saved_slot);
     kiln_status status = KILN_OK;
     if (!g || !saved_slot) {
         status = kiln__errs(KILN_ERR_OOM, "out of memory in backward");

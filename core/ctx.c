@@ -23,7 +23,7 @@ struct kiln_owned {
 
 kiln_ctx *kiln_ctx_new(void) {
     kiln__ops_init();
-    kiln_ctx *ctx = calloc(1, sizeof *ctx);
+    kiln_ctx *ctx = kiln__calloc(1, sizeof *ctx);
     if (!ctx) return kiln__err(KILN_ERR_OOM, "kiln_ctx_new: out of memory");
     ctx->grad_enabled = true;
     return ctx;
@@ -48,7 +48,7 @@ void *kiln__arena_alloc(kiln_ctx *ctx, size_t bytes) {
     kiln_arena_chunk *c = ctx->chunks;
     if (!c || c->size - c->used < bytes) {
         size_t size = bytes > ARENA_CHUNK ? bytes : ARENA_CHUNK;
-        c = malloc(sizeof *c + size);
+        c = kiln__malloc(sizeof *c + size);
         if (!c) return kiln__err(KILN_ERR_OOM, "out of memory for %zu bytes of metadata", bytes);
         c->size = size;
         c->used = 0;
@@ -65,7 +65,7 @@ void *kiln__arena_alloc(kiln_ctx *ctx, size_t bytes) {
 void *kiln__owned_alloc(kiln_ctx *ctx, size_t bytes) {
     if (bytes > SIZE_MAX - KILN_ALIGN - sizeof(kiln_owned) - sizeof(void *))
         return kiln__err(KILN_ERR_OOM, "out of memory: %zu bytes requested", bytes);
-    void *raw = calloc(1, sizeof(kiln_owned) + sizeof(void *) + KILN_ALIGN + bytes);
+    void *raw = kiln__calloc(1, sizeof(kiln_owned) + sizeof(void *) + KILN_ALIGN + bytes);
     if (!raw) return kiln__err(KILN_ERR_OOM, "out of memory: %zu bytes requested", bytes);
     kiln_owned *o = raw;
     uintptr_t p = ((uintptr_t)(o + 1) + sizeof(void *) + KILN_ALIGN - 1) & ~(uintptr_t)(KILN_ALIGN - 1);

@@ -15,7 +15,7 @@ kiln_status kiln__graph_fuse(kiln_graph *g, uint64_t gen) {
     kiln_status s = kiln__owned_grow(g->ctx, (void **)&g->chain_end, &g->chain_cap, g->n, sizeof *g->chain_end);
     if (!s) s = kiln__owned_grow(g->ctx, (void **)&g->acc_node, &g->acc_cap, g->n, sizeof *g->acc_node);
     if (s) return s;
-    int *readers = calloc((size_t)(g->n ? g->n : 1), sizeof *readers);
+    int *readers = kiln__calloc((size_t)(g->n ? g->n : 1), sizeof *readers);
     if (!readers) return kiln__errs(KILN_ERR_OOM, "graph: out of memory finding fused chains");
     for (int i = 0; i < g->n; i++) {
         kiln_tensor *t = g->nodes[i];

@@ -200,7 +200,7 @@ static kiln_status value(rd *r, uint32_t t, gg_kv *kv, int depth, const char *ke
                     (unsigned long long)kv->n, left(r));
     kv->raw = r->p + r->at;
     if (kv->elem == KILN_GGUF_STRING) {
-        if (!(kv->strs = malloc((size_t)(kv->n ? kv->n : 1) * sizeof *kv->strs)))
+        if (!(kv->strs = kiln__malloc((size_t)(kv->n ? kv->n : 1) * sizeof *kv->strs)))
             return kiln__errs(KILN_ERR_OOM, "kiln_gguf_open: out of memory for %llu strings",
                               (unsigned long long)kv->n);
         for (uint64_t i = 0; i < kv->n; i++)
@@ -261,7 +261,7 @@ static void sort_idx(const kiln_gguf *g, int *idx, int n, bool keys, int *tmp) {
 static kiln_status read_kvs(rd *r, uint64_t n) {
     kiln_gguf *g = r->g;
     kiln_status s;
-    if (!(g->kv = calloc((size_t)(n ? n : 1), sizeof *g->kv)))
+    if (!(g->kv = kiln__calloc((size_t)(n ? n : 1), sizeof *g->kv)))
         return kiln__errs(KILN_ERR_OOM, "kiln_gguf_open: out of memory");
     for (uint64_t i = 0; i < n; i++) {
         gg_kv *kv = &g->kv[i];
@@ -276,7 +276,7 @@ static kiln_status read_kvs(rd *r, uint64_t n) {
 static kiln_status read_tensor_infos(rd *r, uint64_t n) {
     kiln_gguf *g = r->g;
     kiln_status s;
-    if (!(g->t = calloc((size_t)(n ? n : 1), sizeof *g->t)))
+    if (!(g->t = kiln__calloc((size_t)(n ? n : 1), sizeof *g->t)))
         return kiln__errs(KILN_ERR_OOM, "kiln_gguf_open: out of memory");
     for (uint64_t i = 0; i < n; i++) {
         gg_tensor *t = &g->t[i];
@@ -330,7 +330,7 @@ static kiln_status check_data(rd *r) {
                               (unsigned long long)t->offset, g->data_len);
     }
     /* no two tensors share bytes: sorted by offset, each ends before the next */
-    int *o = malloc((size_t)(g->n_t ? g->n_t : 1) * 2 * sizeof *o);
+    int *o = kiln__malloc((size_t)(g->n_t ? g->n_t : 1) * 2 * sizeof *o);
     if (!o) return kiln__errs(KILN_ERR_OOM, "kiln_gguf_open: out of memory");
     for (int i = 0; i < g->n_t; i++) o[i] = i;
     for (int w = 1; w < g->n_t; w *= 2) /* bottom-up merge sort by offset */
@@ -355,9 +355,9 @@ static kiln_status check_data(rd *r) {
 
 static kiln_status index_names(kiln_gguf *g) {
     int n = g->n_kv > g->n_t ? g->n_kv : g->n_t;
-    int *tmp = malloc((size_t)(n ? n : 1) * sizeof *tmp);
-    g->kv_sorted = malloc((size_t)(g->n_kv ? g->n_kv : 1) * sizeof(int));
-    g->t_sorted = malloc((size_t)(g->n_t ? g->n_t : 1) * sizeof(int));
+    int *tmp = kiln__malloc((size_t)(n ? n : 1) * sizeof *tmp);
+    g->kv_sorted = kiln__malloc((size_t)(g->n_kv ? g->n_kv : 1) * sizeof(int));
+    g->t_sorted = kiln__malloc((size_t)(g->n_t ? g->n_t : 1) * sizeof(int));
     if (!tmp || !g->kv_sorted || !g->t_sorted) {
         free(tmp);
         return kiln__errs(KILN_ERR_OOM, "kiln_gguf_open: out of memory");
@@ -439,8 +439,8 @@ kiln_gguf *kiln_gguf_open(const char *path) {
         close(fd);
         return kiln__err(KILN_ERR_IO, "kiln_gguf_open: %s is not a regular file", path);
     }
-    kiln_gguf *g = calloc(1, sizeof *g);
-    if (!g || !(g->path = strdup(path))) {
+    kiln_gguf *g = kiln__calloc(1, sizeof *g);
+    if (!g || !(g->path = kiln__strdup(path))) {
         close(fd);
         free(g);
         return kiln__err(KILN_ERR_OOM, "kiln_gguf_open: out of memory");
@@ -691,10 +691,10 @@ kiln_status kiln_gguf_read_into(kiln_gguf *g, const char *name, kiln_tensor *dst
         return kiln__errs(KILN_ERR_DTYPE, "%s: %s: tensor '%s' is %s; '%s' is %s", who, g->path, name,
                           kiln_gguf_type_name(e->type), dst->name, kiln_dtype_name(dst->dtype));
     int64_t n = kiln_tensor_numel(dst);
-    float *f = malloc((size_t)(n ? n : 1) * sizeof *f);
+    float *f = kiln__malloc((size_t)(n ? n : 1) * sizeof *f);
     if (!f) return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
     void *raw = NULL; /* an alignment of 1 can leave the data unaligned for its type */
-    if ((uintptr_t)src % 4 && (raw = malloc((size_t)e->nbytes))) src = memcpy(raw, src, (size_t)e->nbytes);
+    if ((uintptr_t)src % 4 && (raw = kiln__malloc((size_t)e->nbytes))) src = memcpy(raw, src, (size_t)e->nbytes);
     kiln__types[dt].to_f32(src, f, n);
     free(raw);
     kiln_status s = kiln_tensor_set_f32(dst, f, n);

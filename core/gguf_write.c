@@ -30,7 +30,7 @@ struct kiln_gguf_writer {
 };
 
 kiln_gguf_writer *kiln_gguf_writer_new(void) {
-    kiln_gguf_writer *w = calloc(1, sizeof *w);
+    kiln_gguf_writer *w = kiln__calloc(1, sizeof *w);
     if (!w) return kiln__err(KILN_ERR_OOM, "kiln_gguf_writer_new: out of memory");
     w->alignment = 32;
     return w;
@@ -61,10 +61,10 @@ static kiln_status begin_kv(kiln_gguf_writer *w, const char *key, uint32_t type,
     if (!w || !key || !*key) return kiln__errs(KILN_ERR_ARG, "%s: NULL writer or empty key", who);
     for (int64_t i = 0; i < w->n_kv; i++)
         if (!strcmp(w->keys[i], key)) return kiln__errs(KILN_ERR_ARG, "%s: key '%s' set twice", who, key);
-    char **k = realloc(w->keys, (size_t)(w->n_kv + 1) * sizeof *k);
+    char **k = kiln__realloc(w->keys, (size_t)(w->n_kv + 1) * sizeof *k);
     if (!k) return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
     w->keys = k;
-    if (!(k[w->n_kv] = strdup(key))) return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
+    if (!(k[w->n_kv] = kiln__strdup(key))) return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
     w->n_kv++;
     put_str(&w->kv, key, strlen(key));
     put(&w->kv, type, 4);
@@ -193,12 +193,12 @@ static kiln_status add(kiln_gguf_writer *w, const char *name, uint32_t type, int
                                   g->name, (unsigned long long)e.nbytes, nbytes));
     if (w->n_t == w->cap_t) {
         int cap = w->cap_t ? 2 * w->cap_t : 16;
-        gw_tensor *p = realloc(w->t, (size_t)cap * sizeof *p);
+        gw_tensor *p = kiln__realloc(w->t, (size_t)cap * sizeof *p);
         if (!p) return done(w, kiln__errs(KILN_ERR_OOM, "%s: out of memory", who));
         w->t = p;
         w->cap_t = cap;
     }
-    if (!(e.name = strdup(name))) return done(w, kiln__errs(KILN_ERR_OOM, "%s: out of memory", who));
+    if (!(e.name = kiln__strdup(name))) return done(w, kiln__errs(KILN_ERR_OOM, "%s: out of memory", who));
     w->t[w->n_t++] = e;
     return KILN_OK;
 }

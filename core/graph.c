@@ -109,8 +109,8 @@ kiln_status kiln_graph_backward(kiln_graph *g, kiln_tensor *loss) {
     int m = kiln__topo(&loss, 1, ++ctx->visit_gen, stop_never, NULL, &all), nl = 0;
     if (m < 0) return KILN_ERR_OOM;
     kiln_status s = KILN_OK;
-    leaves = malloc((size_t)m * sizeof *leaves);
-    grads = malloc((size_t)m * sizeof *grads);
+    leaves = kiln__malloc((size_t)m * sizeof *leaves);
+    grads = kiln__malloc((size_t)m * sizeof *grads);
     if (!leaves || !grads) {
         s = kiln__errs(KILN_ERR_OOM, "kiln_graph_backward: out of memory");
         goto done;

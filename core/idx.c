@@ -142,7 +142,7 @@ kiln_tensor *kiln_idx_load(kiln_ctx *ctx, const char *path, bool as_labels, floa
         goto cleanup;
     }
 
-    bytes = malloc((size_t)n);
+    bytes = kiln__malloc((size_t)n);
     if (!bytes) {
         kiln__err(KILN_ERR_OOM, "kiln_idx_load: %s: cannot allocate %lld bytes", path, (long long)n);
         goto cleanup;

@@ -10,6 +10,7 @@
 #define KILN_INTERNAL_H
 
 #include "kiln.h"
+#include "alloc.h"
 
 #include <stdarg.h>
 #include <stdlib.h>

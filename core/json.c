@@ -33,7 +33,7 @@ static void *doc_alloc(kiln__json_doc *d, size_t n) {
     block *b = d->blocks;
     if (!b || b->cap - b->used < n) {
         size_t cap = n > 65536 ? n : 65536;
-        b = malloc(sizeof *b + cap);
+        b = kiln__malloc(sizeof *b + cap);
         if (!b) return NULL;
         b->used = 0;
         b->cap = cap;
@@ -195,7 +195,7 @@ static kiln__json *number(parser *p, kiln__json *v) {
         while (i < p->len && is_digit(s[i])) i++;
     }
     size_t n = i - start;
-    char tmp[64], *buf = n < sizeof tmp ? tmp : malloc(n + 1);
+    char tmp[64], *buf = n < sizeof tmp ? tmp : kiln__malloc(n + 1);
     if (!buf) return oom(p);
     memcpy(buf, s + start, n);
     buf[n] = 0;
@@ -301,7 +301,7 @@ kiln__json_doc *kiln__json_parse(const char *buf, size_t len, int max_depth, con
 kiln__json_doc *kiln__json_parse_bounded(const char *buf, size_t len, int max_depth, int64_t max_values,
                                          const char *who) {
     if (!buf && len) return kiln__err(KILN_ERR_ARG, "%s: JSON: NULL buffer", who);
-    kiln__json_doc *d = calloc(1, sizeof *d);
+    kiln__json_doc *d = kiln__calloc(1, sizeof *d);
     if (!d) return kiln__err(KILN_ERR_OOM, "%s: JSON: out of memory", who);
     parser p = {.s = (const unsigned char *)buf, .len = len, .max_depth = max_depth > 0 ? max_depth : 64,
                 .max_values = max_values, .who = who, .doc = d};
@@ -349,7 +349,7 @@ void kiln__buf_add(kiln__buf *b, const void *s, size_t n) {
             }
             cap *= 2;
         }
-        char *p = realloc(b->p, cap);
+        char *p = kiln__realloc(b->p, cap);
         if (!p) {
             b->oom = true;
             return;
@@ -376,7 +376,7 @@ void kiln__buf_printf(kiln__buf *b, const char *fmt, ...) {
         kiln__buf_add(b, tmp, (size_t)n);
         return;
     }
-    char *big = malloc((size_t)n + 1);
+    char *big = kiln__malloc((size_t)n + 1);
     if (!big) {
         b->oom = true;
         return;

@@ -25,7 +25,7 @@ char *kiln__read_file(const char *path, size_t max, size_t *len, const char *who
         return kiln__err(KILN_ERR_IO, "%s: %s is not a regular file of at most %zu bytes", who, path, max);
     }
     size_t n = (size_t)sb.st_size;
-    char *b = malloc(n + 1);
+    char *b = kiln__malloc(n + 1);
     if (!b) {
         fclose(f);
         return kiln__err(KILN_ERR_OOM, "%s: out of memory for %s", who, path);
@@ -44,7 +44,7 @@ char *kiln__read_file(const char *path, size_t max, size_t *len, const char *who
 kiln_json_file *kiln_json_file_open(const char *path) {
     const char *who = "kiln_json_file_open";
     if (!path) return kiln__err(KILN_ERR_ARG, "%s: path is NULL", who);
-    kiln_json_file *j = calloc(1, sizeof *j);
+    kiln_json_file *j = kiln__calloc(1, sizeof *j);
     if (!j) return kiln__err(KILN_ERR_OOM, "%s: out of memory", who);
     size_t n;
     char msg[320];

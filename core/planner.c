@@ -58,7 +58,7 @@ static int fa_free(fit_alloc *a, size_t off, size_t size) {
     } else {
         if (a->n == a->cap) {
             int cap = a->cap ? 2 * a->cap : 16;
-            void *p = realloc(a->free, (size_t)cap * sizeof(block));
+            void *p = kiln__realloc(a->free, (size_t)cap * sizeof(block));
             if (!p) return -1;
             a->free = p;
             a->cap = cap;
@@ -83,7 +83,7 @@ kiln_status kiln__graph_plan(kiln_graph *g) {
     kiln_ctx *ctx = g->ctx;
     kiln_status s = kiln__owned_grow(ctx, (void **)&g->offs, &g->offs_cap, g->n, sizeof *g->offs);
     if (s) return s;
-    int *last = malloc((size_t)(g->n ? g->n : 1) * sizeof *last);
+    int *last = kiln__malloc((size_t)(g->n ? g->n : 1) * sizeof *last);
     fit_alloc fa = {0};
     if (!last) return kiln__errs(KILN_ERR_OOM, "planner: out of memory");
     uint64_t gen = ++ctx->visit_gen;
@@ -113,7 +113,11 @@ kiln_status kiln__graph_plan(kiln_graph *g) {
         size_t size = align_up(kiln_tensor_nbytes(t));
         if (t->flags & KILN_FLAG_OUTPUT && !t->view_src && !t->storage_bytes) {
             /* outputs keep storage of their own, readable after compute */
-            if (!(t->data = kiln__owned_alloc(ctx, size))) s = kiln_last_status();
+            /* on failure storage_bytes stays 0, so the next plan tries again */
+            if (!(t->data = kiln__owned_alloc(ctx, size))) {
+                s = kiln_last_status();
+                break;
+            }
             t->storage_bytes = size;
             ctx->storage_bytes += size;
         }

@@ -123,7 +123,7 @@ static kiln_status parse_entry(kiln_safetensors *st, const kiln__json *v, st_ent
         return kiln__errs(KILN_ERR_FORMAT, "kiln_safetensors_open: %s: tensor '%s' has %zu dimensions", p, nm,
                           sh->len);
     e->ndim = (int)sh->len;
-    if (!(e->shape = malloc((sh->len ? sh->len : 1) * sizeof *e->shape)))
+    if (!(e->shape = kiln__malloc((sh->len ? sh->len : 1) * sizeof *e->shape)))
         return kiln__errs(KILN_ERR_OOM, "kiln_safetensors_open: out of memory");
     uint64_t numel = 1;
     int d = 0;
@@ -218,7 +218,7 @@ static kiln_status restore_quantized(kiln_safetensors *st, const kiln__json *m) 
         return kiln__errs(KILN_ERR_FORMAT, "%s: %s of %llu elements is %llu bytes but the tensor holds %llu", who,
                           kiln__types[t].name, (unsigned long long)numel, (unsigned long long)bytes,
                           (unsigned long long)(e->end - e->begin));
-    int64_t *ns = malloc((size_t)nd * sizeof *ns);
+    int64_t *ns = kiln__malloc((size_t)nd * sizeof *ns);
     if (!ns) return kiln__errs(KILN_ERR_OOM, "kiln_safetensors_open: out of memory");
     memcpy(ns, shape, (size_t)nd * sizeof *ns);
     free(e->shape);
@@ -239,8 +239,8 @@ static kiln_status parse_header(kiln_safetensors *st, const char *hdr, size_t n)
     const kiln__json *root = kiln__json_root(st->doc);
     int count = 0;
     for (const kiln__json *c = root->child; c; c = c->next) count += strcmp(c->key, "__metadata__") != 0;
-    st->e = calloc(count ? (size_t)count : 1, sizeof *st->e);
-    st->by_name = malloc((count ? (size_t)count : 1) * sizeof *st->by_name);
+    st->e = kiln__calloc(count ? (size_t)count : 1, sizeof *st->e);
+    st->by_name = kiln__malloc((count ? (size_t)count : 1) * sizeof *st->by_name);
     if (!st->e || !st->by_name) return kiln__errs(KILN_ERR_OOM, "kiln_safetensors_open: out of memory");
     kiln_status s;
     for (const kiln__json *c = root->child; c; c = c->next) {
@@ -296,8 +296,8 @@ kiln_safetensors *kiln_safetensors_open(const char *path) {
         return kiln__err(KILN_ERR_IO, "kiln_safetensors_open: %s is not a regular file", path);
     }
     size_t size = (size_t)sb.st_size;
-    kiln_safetensors *st = calloc(1, sizeof *st);
-    if (!st || !(st->path = strdup(path))) {
+    kiln_safetensors *st = kiln__calloc(1, sizeof *st);
+    if (!st || !(st->path = kiln__strdup(path))) {
         close(fd);
         free(st);
         return kiln__err(KILN_ERR_OOM, "kiln_safetensors_open: out of memory");
@@ -516,7 +516,7 @@ static kiln_status build_header(const char *who, kiln__buf *h, kiln_tensor *cons
         at += nb;
     }
     kiln__buf_add(h, "}", 1);
-    while (h->len % 8) kiln__buf_add(h, " ", 1);
+    while (!h->oom && h->len % 8) kiln__buf_add(h, " ", 1); /* add does nothing once out of memory */
     if (h->oom) return kiln__errs(KILN_ERR_OOM, "%s: out of memory for the header", who);
     return KILN_OK;
 }
@@ -546,7 +546,7 @@ static kiln_status write_body(FILE *f, const char *who, const char *tmp, const k
 }
 
 static void sync_dir(const char *path) {
-    char *copy = strdup(path);
+    char *copy = kiln__strdup(path);
     if (!copy) return;
     int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd >= 0) {
@@ -570,7 +570,7 @@ static kiln_status save_body(FILE *f, const char *tmp, void *arg) {
 
 kiln_status kiln__atomic_write(const char *path, const char *who, kiln__write_fn body, void *arg) {
     size_t plen = strlen(path);
-    char *tmp = malloc(plen + 16);
+    char *tmp = kiln__malloc(plen + 16);
     if (!tmp) return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
     memcpy(tmp, path, plen);
     memcpy(tmp + plen, ".tmp.XXXXXX", 12);

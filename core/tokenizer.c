@@ -41,13 +41,13 @@ void kiln_tokenizer_free(kiln_tokenizer *t) {
 }
 
 static kiln_tokenizer *tok_new(int64_t n, const char *who) {
-    kiln_tokenizer *t = calloc(1, sizeof *t);
+    kiln_tokenizer *t = kiln__calloc(1, sizeof *t);
     if (t) {
         t->n = n;
         t->bos = t->eos = -1;
-        t->tok = calloc((size_t)n, sizeof *t->tok);
-        t->len = calloc((size_t)n, sizeof *t->len);
-        t->raw = calloc((size_t)n, 1);
+        t->tok = kiln__calloc((size_t)n, sizeof *t->tok);
+        t->len = kiln__calloc((size_t)n, sizeof *t->len);
+        t->raw = kiln__calloc((size_t)n, 1);
     }
     if (!t || !t->tok || !t->len || !t->raw) {
         kiln_tokenizer_free(t);
@@ -73,7 +73,7 @@ static kiln_status tok_set(kiln_tokenizer *t, int64_t id, const char *s, size_t 
         t->raw[id] |= raw;
         return KILN_OK;
     }
-    if (!(t->tok[id] = malloc(len + 1))) return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
+    if (!(t->tok[id] = kiln__malloc(len + 1))) return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
     memcpy(t->tok[id], s, len);
     t->tok[id][len] = 0;
     t->len[id] = (uint32_t)len;
@@ -94,7 +94,7 @@ int32_t kiln__tok_find(const kiln_tokenizer *t, const char *s, size_t len) {
 static kiln_status tok_index(kiln_tokenizer *t, const char *who) {
     t->vcap = 16;
     while (t->vcap < 2 * (size_t)t->n) t->vcap *= 2;
-    if (!(t->vh = malloc(t->vcap * sizeof *t->vh))) return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
+    if (!(t->vh = kiln__malloc(t->vcap * sizeof *t->vh))) return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
     memset(t->vh, 0xff, t->vcap * sizeof *t->vh);
     for (int64_t id = 0; id < t->n; id++) {
         if (!t->tok[id] || kiln__tok_find(t, t->tok[id], t->len[id]) >= 0) continue;
@@ -108,10 +108,10 @@ static kiln_status tok_index(kiln_tokenizer *t, const char *who) {
 static kiln_status merges_alloc(kiln_tokenizer *t, int64_t n, const char *who) {
     t->mcap = 16;
     while (t->mcap < 2 * (size_t)n) t->mcap *= 2;
-    t->mk = malloc(t->mcap * sizeof *t->mk);
-    t->mrank = malloc(t->mcap * sizeof *t->mrank);
-    t->mres = malloc(t->mcap * sizeof *t->mres);
-    t->mpair = malloc((size_t)(2 * n + 1) * sizeof *t->mpair);
+    t->mk = kiln__malloc(t->mcap * sizeof *t->mk);
+    t->mrank = kiln__malloc(t->mcap * sizeof *t->mrank);
+    t->mres = kiln__malloc(t->mcap * sizeof *t->mres);
+    t->mpair = kiln__malloc((size_t)(2 * n + 1) * sizeof *t->mpair);
     if (!t->mk || !t->mrank || !t->mres || !t->mpair) return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
     memset(t->mk, 0xff, t->mcap * sizeof *t->mk);
     return KILN_OK;
@@ -128,7 +128,7 @@ static size_t merge_slot(const kiln_tokenizer *t, int32_t a, int32_t b) {
 static kiln_status tok_merge(kiln_tokenizer *t, const char *a, size_t alen, const char *b, size_t blen,
                              const char *who) {
     int32_t ia = kiln__tok_find(t, a, alen), ib = kiln__tok_find(t, b, blen);
-    char small[256], *buf = alen + blen <= sizeof small ? small : malloc(alen + blen);
+    char small[256], *buf = alen + blen <= sizeof small ? small : kiln__malloc(alen + blen);
     if (!buf) return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
     memcpy(buf, a, alen);
     memcpy(buf + alen, b, blen);
@@ -172,7 +172,7 @@ static kiln_status tok_finish(kiln_tokenizer *t, const char *who) {
     }
     int n = 0;
     for (int64_t i = 0; i < t->n; i++) n += t->raw[i] && t->len[i];
-    if (!(t->special = malloc((size_t)(n ? n : 1) * sizeof *t->special)))
+    if (!(t->special = kiln__malloc((size_t)(n ? n : 1) * sizeof *t->special)))
         return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
     for (int64_t i = 0; i < t->n; i++)
         if (t->raw[i] && t->len[i]) t->special[t->n_special++] = (int32_t)i;
@@ -392,10 +392,10 @@ kiln_status kiln_tokenizer_to_gguf(const kiln_tokenizer *t, kiln_gguf_writer *w)
     const char *who = "kiln_tokenizer_to_gguf";
     if (!t || !w) return kiln__errs(KILN_ERR_ARG, "%s: NULL argument", who);
     if (t->spm) return kiln__spm_save(t, w);
-    const char **toks = malloc((size_t)t->n * sizeof *toks);
-    int32_t *types = malloc((size_t)t->n * sizeof *types);
-    char **merges = calloc((size_t)(t->n_merges ? t->n_merges : 1), sizeof *merges);
-    char (*holes)[32] = malloc((size_t)t->n * sizeof *holes);
+    const char **toks = kiln__malloc((size_t)t->n * sizeof *toks);
+    int32_t *types = kiln__malloc((size_t)t->n * sizeof *types);
+    char **merges = kiln__calloc((size_t)(t->n_merges ? t->n_merges : 1), sizeof *merges);
+    char (*holes)[32] = kiln__malloc((size_t)t->n * sizeof *holes);
     kiln_status s = toks && types && merges && holes ? KILN_OK : kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
     for (int64_t i = 0; i < t->n && !s; i++) {
         if (t->tok[i]) toks[i] = t->tok[i];
@@ -404,7 +404,7 @@ kiln_status kiln_tokenizer_to_gguf(const kiln_tokenizer *t, kiln_gguf_writer *w)
     }
     for (int64_t i = 0; i < t->n_merges && !s; i++) {
         int32_t a = t->mpair[2 * i], b = t->mpair[2 * i + 1];
-        if (!(merges[i] = malloc(t->len[a] + t->len[b] + 2))) s = kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
+        if (!(merges[i] = kiln__malloc(t->len[a] + t->len[b] + 2))) s = kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
         else {
             memcpy(merges[i], t->tok[a], t->len[a]);
             merges[i][t->len[a]] = ' ';
@@ -493,7 +493,7 @@ static kiln_status encode_plain(const kiln_tokenizer *t, const unsigned char *s,
                                 int32_t *sym, char *spell, kiln__ids *o) {
     if (t->spm) return n ? kiln__spm_encode(t, s, n, t->add_space && (at_start || (first && t->space_every)), o) : KILN_OK;
     if (t->prefix_space && at_start && n && s[0] != ' ') { /* ByteLevel's add_prefix_space */
-        unsigned char *w = malloc(n + 1);
+        unsigned char *w = kiln__malloc(n + 1);
         if (!w) return kiln__errs(KILN_ERR_OOM, "kiln_tokenizer_encode: out of memory");
         w[0] = ' ';
         memcpy(w + 1, s, n);
@@ -514,8 +514,8 @@ kiln_status kiln_tokenizer_encode(const kiln_tokenizer *t, const char *text, siz
     const char *who = "kiln_tokenizer_encode";
     if (!t || (!text && len) || (!ids && cap) || cap < 0 || !n) return kiln__errs(KILN_ERR_ARG, "%s: bad argument", who);
     const unsigned char *buf = (const unsigned char *)text;
-    int32_t *sym = malloc((len + 2) * sizeof *sym);
-    char *spell = malloc(2 * len + 3);
+    int32_t *sym = kiln__malloc((len + 2) * sizeof *sym);
+    char *spell = kiln__malloc(2 * len + 3);
     if (!sym || !spell) {
         free(sym), free(spell);
         return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);

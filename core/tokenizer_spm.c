@@ -13,7 +13,7 @@
 
 /* The <0xXX> byte tokens. */
 static kiln_status byte_tokens(kiln_tokenizer *t, const char *who) {
-    if (!t->fb && !(t->fb = malloc((size_t)t->n * sizeof *t->fb)))
+    if (!t->fb && !(t->fb = kiln__malloc((size_t)t->n * sizeof *t->fb)))
         return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
     for (int b = 0; b < 256; b++) {
         char name[8];
@@ -84,7 +84,7 @@ kiln_status kiln__spm_load(kiln_tokenizer *t, const kiln_gguf *g, const char *wh
         if (s) return s;
         t->add_space = v != 0;
     }
-    t->score = calloc((size_t)t->n, sizeof *t->score);
+    t->score = kiln__calloc((size_t)t->n, sizeof *t->score);
     if (!t->score) return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
     kiln_status bs = byte_tokens(t, who);
     if (bs) return bs;
@@ -110,9 +110,9 @@ kiln_status kiln__spm_load(kiln_tokenizer *t, const kiln_gguf *g, const char *wh
 }
 
 kiln_status kiln__spm_save(const kiln_tokenizer *t, kiln_gguf_writer *w) {
-    const char **toks = malloc((size_t)t->n * sizeof *toks);
-    int32_t *types = malloc((size_t)t->n * sizeof *types);
-    char (*holes)[32] = malloc((size_t)t->n * sizeof *holes);
+    const char **toks = kiln__malloc((size_t)t->n * sizeof *toks);
+    int32_t *types = kiln__malloc((size_t)t->n * sizeof *types);
+    char (*holes)[32] = kiln__malloc((size_t)t->n * sizeof *holes);
     kiln_status s = toks && types && holes ? KILN_OK : kiln__errs(KILN_ERR_OOM, "kiln_tokenizer_to_gguf: out of memory");
     for (int64_t i = 0; i < t->n && !s; i++) {
         if (t->tok[i]) toks[i] = t->tok[i];
@@ -204,9 +204,9 @@ static size_t char_len(const unsigned char *s, size_t n) {
 kiln_status kiln__spm_encode(const kiln_tokenizer *t, const unsigned char *s, size_t n, bool space, kiln__ids *o) {
     const char *who = "kiln_tokenizer_encode";
     size_t cap = 3 * n + 3; /* every byte a space becomes 3 bytes; and the prefix */
-    char *text = malloc(cap);
-    int32_t *arr = malloc(4 * cap * sizeof *arr);
-    bigram *heap = malloc(3 * cap * sizeof *heap);
+    char *text = kiln__malloc(cap);
+    int32_t *arr = kiln__malloc(4 * cap * sizeof *arr);
+    bigram *heap = kiln__malloc(3 * cap * sizeof *heap);
     kiln_status st = KILN_OK;
     if (!text || !arr || !heap) {
         st = kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);

@@ -119,7 +119,7 @@ kiln_status kiln__optim_clip(kiln_optim *opt) {
     kiln_status s;
     if (!opt->norm_graph && (s = build_norm_graph(opt))) return s;
     if ((s = kiln_graph_compute(opt->norm_graph))) return s;
-    double *sq = malloc((size_t)opt->n_params * sizeof *sq);
+    double *sq = kiln__malloc((size_t)opt->n_params * sizeof *sq);
     if (!sq) return kiln__errs(KILN_ERR_OOM, "kiln_optim_step: out of memory");
     if ((s = read_sq(opt, sq))) {
         free(sq);

@@ -43,9 +43,9 @@ static void add_tensor(io_list *l, kiln_tensor *t, char *name) {
     if (!name || l->oom) goto fail;
     if (l->n == l->cap) {
         int cap = l->cap ? 2 * l->cap : 16;
-        kiln_tensor **t2 = realloc(l->t, (size_t)cap * sizeof *t2);
+        kiln_tensor **t2 = kiln__realloc(l->t, (size_t)cap * sizeof *t2);
         if (t2) l->t = t2;
-        char **n2 = realloc(l->names, (size_t)cap * sizeof *n2);
+        char **n2 = kiln__realloc(l->names, (size_t)cap * sizeof *n2);
         if (n2) l->names = n2;
         if (!t2 || !n2) goto fail;
         l->cap = cap;
@@ -59,11 +59,11 @@ fail:
 }
 
 static void add_meta(io_list *l, const char *key, char *value) {
-    char *k = strdup(key);
+    char *k = kiln__strdup(key);
     if (!k || !value || l->oom) goto fail;
     if (l->n_meta == l->cap_meta) {
         int cap = l->cap_meta ? 2 * l->cap_meta : 16;
-        char **m2 = realloc(l->meta, (size_t)cap * 2 * sizeof *m2);
+        char **m2 = kiln__realloc(l->meta, (size_t)cap * 2 * sizeof *m2);
         if (!m2) goto fail;
         l->meta = m2;
         l->cap_meta = cap;
@@ -98,13 +98,13 @@ static char *state_name(const kiln_optim *opt, const kiln__optim_state_entry *e)
 
 static void list_optim(const kiln_optim *opt, io_list *l) {
     for (const kiln__optim_state_entry *e = opt->state; e; e = e->next) add_tensor(l, e->t, state_name(opt, e));
-    add_meta(l, "kiln.format", strdup(FORMAT));
-    add_meta(l, "kiln.optimizer", strdup(opt->impl->name));
+    add_meta(l, "kiln.format", kiln__strdup(FORMAT));
+    add_meta(l, "kiln.optimizer", kiln__strdup(opt->impl->name));
     add_meta(l, "kiln.n_params", dup_printf("%d", opt->n_params));
     for (int i = 0; i < opt->n_params; i++) {
         char key[32];
         snprintf(key, sizeof key, "kiln.param.%d", i);
-        add_meta(l, key, strdup(opt->params[i]->name));
+        add_meta(l, key, kiln__strdup(opt->params[i]->name));
     }
     add_meta(l, "kiln.steps", dup_printf("%lld", (long long)opt->steps));
     add_meta(l, "kiln.skipped_steps", dup_printf("%lld", (long long)opt->skipped_steps));
@@ -120,7 +120,7 @@ static kiln_status save(const kiln_optim *opt, const char *path, bool with_param
     if (!opt || !path) return kiln__errs(KILN_ERR_ARG, "%s: NULL argument", who);
     io_list l = {0};
     if (with_params)
-        for (int i = 0; i < opt->ctx->n_params; i++) add_tensor(&l, opt->ctx->params[i], strdup(opt->ctx->params[i]->name));
+        for (int i = 0; i < opt->ctx->n_params; i++) add_tensor(&l, opt->ctx->params[i], kiln__strdup(opt->ctx->params[i]->name));
     list_optim(opt, &l);
     kiln_status s = l.oom ? kiln__errs(KILN_ERR_OOM, "%s: out of memory", who)
                           : kiln_safetensors_save(path, l.t, (const char *const *)l.names, l.n,

@@ -23,8 +23,8 @@ struct kiln_gptq {
 kiln_gptq *kiln_gptq_new(int64_t cols) {
     if (cols < 1 || cols > INT32_MAX || (uint64_t)cols * (uint64_t)cols > SIZE_MAX / sizeof(float))
         return kiln__err(KILN_ERR_SHAPE, "kiln_gptq_new: invalid column count %lld", (long long)cols);
-    kiln_gptq *h = calloc(1, sizeof *h);
-    if (h) h->h = calloc((size_t)(cols * cols), sizeof *h->h);
+    kiln_gptq *h = kiln__calloc(1, sizeof *h);
+    if (h) h->h = kiln__calloc((size_t)(cols * cols), sizeof *h->h);
     if (!h || !h->h) {
         if (h) free(h);
         return kiln__err(KILN_ERR_OOM, "kiln_gptq_new: out of memory for a %lld x %lld Hessian", (long long)cols,
@@ -99,7 +99,7 @@ static bool fit_group(const kiln_gptq_result *r, const float *u, const float *w,
         kiln__gptq_fit(w + i, n, 1, r->bits, r->sym, scale, zero);
         return true;
     }
-    float *t = malloc((size_t)n * sizeof *t);
+    float *t = kiln__malloc((size_t)n * sizeof *t);
     if (!t) return false;
     for (int64_t j = i; j < i + n; j++) {
         float v = w[j];
@@ -157,11 +157,11 @@ kiln_gptq_result *kiln_gptq_quantize(const kiln_gptq *h, const float *w, int64_t
             return kiln__err(KILN_ERR_NUMERIC, "%s: w[%lld, %lld] is not finite", who, (long long)(i / c),
                              (long long)(i % c));
     kiln_gptq_result *r = kiln__gptq_result_new(rows, c, cfg);
-    double *hd = malloc((size_t)(c * c) * sizeof *hd), *diag = malloc((size_t)c * sizeof *diag);
-    float *wp = malloc((size_t)(rows * c) * sizeof *wp), *u = malloc((size_t)(c * c) * sizeof *u);
+    double *hd = kiln__malloc((size_t)(c * c) * sizeof *hd), *diag = kiln__malloc((size_t)c * sizeof *diag);
+    float *wp = kiln__malloc((size_t)(rows * c) * sizeof *wp), *u = kiln__malloc((size_t)(c * c) * sizeof *u);
     const int64_t bs = cfg->block_size < c ? cfg->block_size : c;
-    float *err = malloc((size_t)(rows * bs) * sizeof *err);
-    int32_t *inv = malloc((size_t)c * sizeof *inv);
+    float *err = kiln__malloc((size_t)(rows * bs) * sizeof *err);
+    int32_t *inv = kiln__malloc((size_t)c * sizeof *inv);
     if (!r || !hd || !diag || !wp || !u || !err || !inv) {
         if (r) kiln__err(KILN_ERR_OOM, "%s: out of memory for a [%lld, %lld] layer", who, (long long)rows,
                          (long long)c);
@@ -172,7 +172,7 @@ kiln_gptq_result *kiln_gptq_quantize(const kiln_gptq *h, const float *w, int64_t
     /* dead columns: no input ever reached them */
     for (int64_t i = 0; i < c; i++) diag[i] = h->h[i * c + i] == 0.0f ? 1.0 : (double)h->h[i * c + i];
     if (cfg->act_order) {
-        diag_col *o = malloc((size_t)c * sizeof *o);
+        diag_col *o = kiln__malloc((size_t)c * sizeof *o);
         if (!o) {
             kiln_gptq_result_free(r);
             r = kiln__err(KILN_ERR_OOM, "%s: out of memory", who);

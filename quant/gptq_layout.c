@@ -39,7 +39,7 @@ void kiln_gptq_result_free(kiln_gptq_result *r) {
 }
 
 kiln_gptq_result *kiln__gptq_result_new(int64_t rows, int64_t cols, const kiln_gptq_config *cfg) {
-    kiln_gptq_result *r = calloc(1, sizeof *r);
+    kiln_gptq_result *r = kiln__calloc(1, sizeof *r);
     if (!r) return kiln__err(KILN_ERR_OOM, "gptq: out of memory");
     r->rows = rows;
     r->cols = cols;
@@ -47,11 +47,11 @@ kiln_gptq_result *kiln__gptq_result_new(int64_t rows, int64_t cols, const kiln_g
     r->n_groups = (cols + r->group_size - 1) / r->group_size;
     r->bits = cfg->bits;
     r->sym = cfg->sym;
-    r->codes = malloc((size_t)(rows * cols));
-    r->scales = malloc((size_t)(rows * r->n_groups) * sizeof *r->scales);
-    r->zeros = malloc((size_t)(rows * r->n_groups));
-    r->g_idx = malloc((size_t)cols * sizeof *r->g_idx);
-    r->perm = malloc((size_t)cols * sizeof *r->perm);
+    r->codes = kiln__malloc((size_t)(rows * cols));
+    r->scales = kiln__malloc((size_t)(rows * r->n_groups) * sizeof *r->scales);
+    r->zeros = kiln__malloc((size_t)(rows * r->n_groups));
+    r->g_idx = kiln__malloc((size_t)cols * sizeof *r->g_idx);
+    r->perm = kiln__malloc((size_t)cols * sizeof *r->perm);
     if (!r->codes || !r->scales || !r->zeros || !r->g_idx || !r->perm) {
         kiln_gptq_result_free(r);
         return kiln__err(KILN_ERR_OOM, "gptq: out of memory for a [%lld, %lld] layer", (long long)rows,

@@ -61,6 +61,10 @@ static bool selected(const char *name, int argc, char **argv) {
     return false;
 }
 
+/* In a LeakSanitizer build (make SANITIZE=address) each test's process is
+ * checked for leaks before it ends: _exit skips LSan's own check at exit. */
+int __lsan_do_recoverable_leak_check(void) __attribute__((weak));
+
 int main(int argc, char **argv) {
     qsort(tests, (size_t)n_tests, sizeof tests[0], cmp_name);
     /* Vulkan tests run under the validation layer; tests fail on its messages */
@@ -76,6 +80,10 @@ int main(int argc, char **argv) {
             alarm(600); /* a hung test fails instead of hanging the run */
             tests[i].fn();
             fflush(NULL);
+            if (__lsan_do_recoverable_leak_check && __lsan_do_recoverable_leak_check()) {
+                fprintf(stderr, "    leaks (LeakSanitizer's report above)\n");
+                n_fail_here++;
+            }
             _exit(n_fail_here ? 1 : 0);
         }
         int st = 0;

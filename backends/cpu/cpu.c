@@ -91,7 +91,7 @@ static kiln_status via_f32(kiln_tensor *node, const kiln_exec *ex, kiln_cpu_kern
         srcs[i] = *node->src[i];
         srcs[i].dtype = KILN_F32;
         kiln__set_contiguous_strides(&srcs[i]);
-        if (!(bufs[i] = malloc((size_t)kiln_tensor_numel(&srcs[i]) * sizeof(float) + 1))) goto oom;
+        if (!(bufs[i] = kiln__malloc((size_t)kiln_tensor_numel(&srcs[i]) * sizeof(float) + 1))) goto oom;
         widen(node->src[i], bufs[i]);
         srcs[i].data = bufs[i];
         shadow.src[i] = &srcs[i];
@@ -100,7 +100,7 @@ static kiln_status via_f32(kiln_tensor *node, const kiln_exec *ex, kiln_cpu_kern
     if (is_half(node->dtype)) {
         shadow.dtype = KILN_F32;
         if (inplace) shadow.data = shadow.src[0]->data;
-        else if (!(shadow.data = bufs[KILN_MAX_SRC] = malloc((size_t)kiln_tensor_numel(node) * sizeof(float) + 1)))
+        else if (!(shadow.data = bufs[KILN_MAX_SRC] = kiln__malloc((size_t)kiln_tensor_numel(node) * sizeof(float) + 1)))
             goto oom;
     }
     s = k(&shadow, ex);

@@ -60,7 +60,7 @@ static kiln_status operand(const kiln_tensor *src, int64_t n, uint64_t serial, c
     qentry *slot = NULL;
     if (serial && cache.n == cache.cap) {
         int cap = cache.cap ? 2 * cache.cap : 16;
-        qentry *grown = realloc(cache.e, (size_t)cap * sizeof *grown);
+        qentry *grown = kiln__realloc(cache.e, (size_t)cap * sizeof *grown);
         if (grown) {
             memset(grown + cache.cap, 0, (size_t)(cap - cache.cap) * sizeof *grown);
             cache.e = grown, cache.cap = cap;
@@ -69,12 +69,12 @@ static kiln_status operand(const kiln_tensor *src, int64_t n, uint64_t serial, c
     if (serial && cache.n < cache.cap) {
         slot = &cache.e[cache.n];
         if (slot->cap < n) {
-            int16_t *grown = realloc(slot->q, (size_t)n * 2);
+            int16_t *grown = kiln__realloc(slot->q, (size_t)n * 2);
             if (grown) slot->q = grown, slot->cap = n;
             else slot = NULL;
         }
     }
-    int16_t *codes = slot ? slot->q : malloc((size_t)(n ? n : 1) * 2);
+    int16_t *codes = slot ? slot->q : kiln__malloc((size_t)(n ? n : 1) * 2);
     if (!codes) return kiln__errs(KILN_ERR_OOM, "dfp_matmul: out of memory quantizing an operand");
     kiln__dfp_quantize(src->data, n, DFP_BITS, codes, e, qmax, false, 0);
     *q = codes;

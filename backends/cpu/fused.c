@@ -81,7 +81,7 @@ kiln_status kiln__cpu_compute_chain(kiln_tensor *const *nodes, int n, const kiln
     int nt = ex->n_threads > 1 && total > 4 * TILE ? ex->n_threads : 1;
     kiln_exec one = *ex;
     one.n_threads = 1;
-    char *scratch = malloc((size_t)nt * 2 * (size_t)tile * es);
+    char *scratch = kiln__malloc((size_t)nt * 2 * (size_t)tile * es);
     if (!scratch) return kiln__errs(KILN_ERR_OOM, "fused element-wise chain: out of memory for %d tiles", 2 * nt);
     kiln_status status = KILN_OK;
 #pragma omp parallel for num_threads(nt) schedule(static)

@@ -35,7 +35,7 @@ static float *scratch(int slot, size_t n) {
     if (cap[slot] < n) {
         free(buf[slot]);
         size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
-        buf[slot] = aligned_alloc(64, bytes);
+        buf[slot] = kiln__aligned_alloc(64, bytes);
         cap[slot] = buf[slot] ? n : 0;
     }
     return buf[slot];
@@ -261,7 +261,7 @@ static void a_times_col(const kiln__sgemm_kernel *K, bool ta, int64_t m, int64_t
         row_times_b(K, false, m, k, alpha, x, a, lda, beta, c, nt);
         return;
     }
-    float stack[STACK_FLOATS], *y = m <= STACK_FLOATS ? stack : malloc((size_t)m * sizeof *y);
+    float stack[STACK_FLOATS], *y = m <= STACK_FLOATS ? stack : kiln__malloc((size_t)m * sizeof *y);
     if (!y) y = stack, m = 0; /* cannot happen for sane sizes; leave C as is */
     row_times_b(K, false, m, k, alpha, x, a, lda, 0.0f, y, nt);
     for (int64_t i = 0; i < m; i++) c[i * ldc] = beta == 0 ? y[i] : y[i] + beta * c[i * ldc];
@@ -274,7 +274,7 @@ static void rows_times_b(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t 
                          int nt) {
     float stack[STACK_FLOATS], *x = NULL;
     if (ta) {
-        x = k <= STACK_FLOATS ? stack : malloc((size_t)k * sizeof *x);
+        x = k <= STACK_FLOATS ? stack : kiln__malloc((size_t)k * sizeof *x);
         if (!x) {
             sgemm_blocked(K, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, nt);
             return;
@@ -328,7 +328,7 @@ static bool sgemm_small(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t m
 static bool sgemm_split_k(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                           int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc, int nt) {
     int64_t mn = m * n, kc = ceil_div(k, nt);
-    float *part = malloc((size_t)(nt - 1) * (size_t)mn * sizeof *part);
+    float *part = kiln__malloc((size_t)(nt - 1) * (size_t)mn * sizeof *part);
     if (!part) return false;
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int t = 0; t < nt; t++) {
@@ -365,7 +365,7 @@ void kiln__sgemm_own(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float al
     if (n == 1) {
         float stack[STACK_FLOATS], *x = (float *)b;
         if (!tb && ldb != 1) {
-            x = k <= STACK_FLOATS ? stack : malloc((size_t)k * sizeof *x);
+            x = k <= STACK_FLOATS ? stack : kiln__malloc((size_t)k * sizeof *x);
             if (!x) {
                 sgemm_blocked(K, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, nt);
                 return;
@@ -461,7 +461,7 @@ void kiln__dgemm_own(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double a
         for (int64_t j = 0; j < n; j++) ci[j] = beta == 0 ? 0 : beta * ci[j];
     }
     if (k <= 0 || alpha == 0) return;
-    double *bp = malloc(sizeof(double) * DKC * DNC);
+    double *bp = kiln__malloc(sizeof(double) * DKC * DNC);
     int nt = n_threads > 1 && (double)m * n * k >= (double)MIN_WORK_PER_THREAD * 2 && m >= 2 && !omp_in_parallel()
                  ? n_threads
                  : 1;

@@ -57,7 +57,7 @@ static void row_from_f32(kiln_dtype c_dt, const float *src, void *dst, int64_t n
 
 /* The rows x cols matrix x (row stride ld) widened to a dense f32 copy. */
 static float *widen(kiln_dtype in_dt, const void *x, int64_t rows, int64_t cols, int64_t ld, int nt) {
-    float *w = malloc((size_t)(rows * cols) * sizeof(float));
+    float *w = kiln__malloc((size_t)(rows * cols) * sizeof(float));
     if (!w) return NULL;
     size_t es = kiln__types[in_dt].size;
     bool simd = use_avx2();
@@ -70,7 +70,7 @@ static kiln_status portable(kiln_dtype in_dt, kiln_dtype c_dt, bool ta, bool tb,
                             const void *a, int64_t lda, const void *b, int64_t ldb, void *c, int64_t ldc, int nt) {
     int64_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
     float *aw = widen(in_dt, a, ar, ac, lda, nt), *bw = widen(in_dt, b, br, bc, ldb, nt);
-    float *cw = c_dt == KILN_F32 ? c : malloc((size_t)(m * n) * sizeof(float));
+    float *cw = c_dt == KILN_F32 ? c : kiln__malloc((size_t)(m * n) * sizeof(float));
     kiln_status s = KILN_OK;
     if (!aw || !bw || !cw) {
         s = kiln__errs(KILN_ERR_OOM, "matmul: no memory for the f32 copies of a [%lld, %lld] x [%lld, %lld] product",

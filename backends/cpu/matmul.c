@@ -65,7 +65,7 @@ static kiln_status gemm_acc(kiln_dtype dt, bool ta, bool tb, int64_t m, int64_t 
         return KILN_OK;
     }
     const kiln_type_traits *tr = &kiln__types[dt];
-    void *tmp = malloc((size_t)(m * n) * tr->size + 1);
+    void *tmp = kiln__malloc((size_t)(m * n) * tr->size + 1);
     if (!tmp) return kiln__errs(KILN_ERR_OOM, "matmul: out of memory for a %lld x %lld scratch", (long long)m, (long long)n);
     kiln_status s = gemm(dt, ta, tb, m, n, k, a, lda, b, ldb, tmp, nt);
     for (int64_t i = 0; !s && i < m * n; i++) tr->set(c, i, tr->get(c, i) + tr->get(tmp, i));

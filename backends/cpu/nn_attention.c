@@ -33,7 +33,7 @@ static kiln_status rope_kernel(kiln_tensor *node, const kiln_exec *ex) {
     bool interleaved = node->ip[0] == KILN_ROPE_INTERLEAVED, f64 = node->dtype == KILN_F64;
     const int32_t *pos = node->ip[2] ? node->src[1]->data : NULL;
     double theta = node->fp[0], sign = node->ip[1] ? -1.0 : 1.0;
-    double *cs = malloc((size_t)(2 * t * h) * sizeof *cs);
+    double *cs = kiln__malloc((size_t)(2 * t * h) * sizeof *cs);
     if (!cs)
         return kiln__errs(KILN_ERR_OOM, "rope: out of memory for a [%lld, %lld] table", (long long)t, (long long)h);
     double *sn = cs + t * h;

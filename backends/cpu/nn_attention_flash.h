@@ -86,14 +86,14 @@ kiln_status FA_FN(kiln__flash_fwd)(const kiln_attn_geom *g, const FA_OPS *ops, c
     bool oom = false;
     int64_t heads = g->b * g->hkv;
     /* the keys transposed once, [B * Hkv, D, S]: tiles of Q K^T read rows */
-    FA_T *kt = malloc((size_t)(heads * g->s * g->d) * sizeof *kt);
+    FA_T *kt = kiln__malloc((size_t)(heads * g->s * g->d) * sizeof *kt);
     if (!kt) return kiln__errs(KILN_ERR_OOM, "attention: out of memory for the transposed keys");
 #pragma omp parallel num_threads(g->n_threads) if (flops > 4e6 && tasks > 1)
     {
 #pragma omp for
         for (int64_t hd = 0; hd < heads; hd++)
             FA_FN(transpose)(k + hd * g->s * g->d, g->d, kt + hd * g->s * g->d, g->s, g->s, g->d);
-        FA_T *w = malloc(work * sizeof *w); /* per thread */
+        FA_T *w = kiln__malloc(work * sizeof *w); /* per thread */
         if (!w) {
 #pragma omp atomic write
             oom = true;
@@ -169,8 +169,8 @@ kiln_status FA_FN(kiln__flash_bwd)(const kiln_attn_geom *g, const FA_OPS *ops, c
     if (tasks < nt) nt = (int)tasks;
     bool private_dq = shares > 1 && nt > 1;
     size_t work = (size_t)((g->d + g->dv) * BLK + 2 * BLK * BLK + BLK * (g->d + g->dv));
-    FA_T *di = malloc((size_t)rows * sizeof *di);
-    FA_T *dqs = private_dq ? calloc((size_t)nt * (size_t)nq, sizeof *dqs) : NULL;
+    FA_T *di = kiln__malloc((size_t)rows * sizeof *di);
+    FA_T *dqs = private_dq ? kiln__calloc((size_t)nt * (size_t)nq, sizeof *dqs) : NULL;
     if (!di || (private_dq && !dqs)) {
         free(di);
         free(dqs);
@@ -189,7 +189,7 @@ kiln_status FA_FN(kiln__flash_bwd)(const kiln_attn_geom *g, const FA_OPS *ops, c
 #pragma omp for
             for (int64_t e = 0; e < nq; e++) dq[e] = 0;
         }
-        FA_T *w = malloc(work * sizeof *w);
+        FA_T *w = kiln__malloc(work * sizeof *w);
         if (!w) {
 #pragma omp atomic write
             oom = true;

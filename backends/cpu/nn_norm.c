@@ -136,8 +136,8 @@ static kiln_status norm_grad_kernel(kiln_tensor *node, const kiln_exec *ex) {
     double *psum = NULL;
     float *facc = NULL;
     if (nacc) {
-        psum = calloc((size_t)(nt * nacc * c), sizeof *psum);
-        facc = f64 ? NULL : calloc((size_t)(nt * nacc * c), sizeof *facc);
+        psum = kiln__calloc((size_t)(nt * nacc * c), sizeof *psum);
+        facc = f64 ? NULL : kiln__calloc((size_t)(nt * nacc * c), sizeof *facc);
         if (!psum || (!f64 && !facc)) {
             free(psum);
             free(facc);

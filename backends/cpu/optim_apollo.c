@@ -67,8 +67,8 @@ static kiln_status apollo_step(kiln_tensor *t, const kiln_exec *ex) {
     const int64_t m = p->shape[0], n = p->shape[1];
     const bool right = m >= n; /* R = G P^T [m, rank], else R = P^T G [rank, n] */
     const int64_t np = right ? rank * n : m * rank, nr = right ? m * rank : rank * n, nch = right ? m : n;
-    float *P = malloc((size_t)(np + nr) * sizeof(float));
-    double *rt2 = calloc((size_t)(2 * nch), sizeof(double));
+    float *P = kiln__malloc((size_t)(np + nr) * sizeof(float));
+    double *rt2 = kiln__calloc((size_t)(2 * nch), sizeof(double));
     if (!P || !rt2) {
         free(P);
         free(rt2);

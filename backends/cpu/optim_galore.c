@@ -42,7 +42,7 @@ kiln_status kiln__galore_refresh(const char *who, const float *g, int64_t m, int
         if (!isfinite(g[i]))
             return kiln__errs(KILN_ERR_NUMERIC, "%s: the %lldx%lld gradient has a NaN or Inf on a projector refresh "
                                                 "step (element %zu); no SVD of it", who, (long long)m, (long long)n, i);
-    float *a = malloc((na + nk + (size_t)k) * sizeof *a);
+    float *a = kiln__malloc((na + nk + (size_t)k) * sizeof *a);
     if (!a) return kiln__errs(KILN_ERR_OOM, "%s: no memory for the SVD of a %lldx%lld gradient", who,
                               (long long)m, (long long)n);
     float *side = a + na, *s = side + nk;
@@ -115,7 +115,7 @@ static kiln_status project(const char *who, kiln_tensor *t, const kiln_exec *ex,
         if (s) return s;
     }
     int64_t nr = (right ? m : n) * r;
-    if (!(*rg = malloc((size_t)nr * sizeof **rg)))
+    if (!(*rg = kiln__malloc((size_t)nr * sizeof **rg)))
         return kiln__errs(KILN_ERR_OOM, "%s: no memory for the low-rank gradient", who);
     int nt = ex->n_threads;
     if (right) /* R = G P^T: [m, n] x [r, n]^T */

@@ -172,9 +172,9 @@ kiln_status kiln__qmatmul_cpu(kiln_dtype t, int64_t m, int64_t n, int64_t k, con
     int32_t *xs = NULL; /* lane sums, for the kernels that take them */
     const bool with_xs = (t == KILN_Q8_0 && kk->q8_0s) || (t == KILN_Q4_0 && kk->q4_0s);
     if (i8) {
-        xq = malloc((size_t)(m * k));
-        dx = malloc((size_t)(m * (k / 32)) * sizeof(float));
-        xs = with_xs ? malloc((size_t)(m * (k / 4)) * sizeof(int32_t)) : NULL;
+        xq = kiln__malloc((size_t)(m * k));
+        dx = kiln__malloc((size_t)(m * (k / 32)) * sizeof(float));
+        xs = with_xs ? kiln__malloc((size_t)(m * (k / 4)) * sizeof(int32_t)) : NULL;
         if (!xq || !dx || (with_xs && !xs)) {
             free(xq), free(dx), free(xs);
             return kiln__errs(KILN_ERR_OOM, "qmatmul: out of memory quantizing the activations");

@@ -41,8 +41,8 @@ static void w_block(kiln_dtype t, const void *w, int64_t blk, int8_t q[32], floa
 kiln_status kiln__qmm_gemm_ref(kiln_dtype t, int64_t m, int64_t n, int64_t k, const float *x, const void *w,
                                float *y) {
     const int64_t nb = k / 32;
-    int8_t *xq = malloc((size_t)(m * k));
-    float *dx = malloc((size_t)(m * nb) * sizeof(float));
+    int8_t *xq = kiln__malloc((size_t)(m * k));
+    float *dx = kiln__malloc((size_t)(m * nb) * sizeof(float));
     if (!xq || !dx) {
         free(xq), free(dx);
         return kiln__errs(KILN_ERR_OOM, "qmatmul: out of memory quantizing the activations");

@@ -45,8 +45,8 @@ kiln_status kiln__qmatmul_gq_cpu(kiln_dtype t, int64_t m, int64_t n, int64_t k, 
     const int bits = kiln__gq_bits(t), group = kiln__gq_group(t);
     const int64_t nc = k / KILN_GQ_CHUNK;
     const size_t row_bytes = kiln__elems_bytes(t, k);
-    int8_t *xq = malloc((size_t)(m * k));
-    float *dx = malloc((size_t)(m * nc) * sizeof(float));
+    int8_t *xq = kiln__malloc((size_t)(m * k));
+    float *dx = kiln__malloc((size_t)(m * nc) * sizeof(float));
     if (!xq || !dx) {
         free(xq), free(dx);
         return kiln__errs(KILN_ERR_OOM, "qmatmul: out of memory quantizing the activations");

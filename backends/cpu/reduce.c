@@ -72,8 +72,8 @@ static kiln_status reduce_cols(kiln_tensor *t, const float *x, int64_t outer, in
     double *pv = NULL;
     int64_t *pi = NULL;
     if (split > 1) {
-        pv = malloc((size_t)(split * groups * PANEL) * sizeof *pv);
-        pi = malloc((size_t)(split * groups * PANEL) * sizeof *pi);
+        pv = kiln__malloc((size_t)(split * groups * PANEL) * sizeof *pv);
+        pi = kiln__malloc((size_t)(split * groups * PANEL) * sizeof *pi);
         if (!pv || !pi) {
             free(pv), free(pi);
             return kiln__errs(KILN_ERR_OOM, "%s: no memory for per-thread partials", kiln__op_table[op].name);

@@ -1,6 +1,7 @@
 /* scratch.c — the per-thread scratch of scratch.h, in a pthread key whose
  * destructor frees it when the thread ends. */
 #include "scratch.h"
+#include "alloc.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -26,17 +27,17 @@ static void scratch_init(void) { scratch_ok = pthread_key_create(&scratch_key, s
 void *kiln__scratch_get(size_t bytes, bool *owned) {
     *owned = true;
     pthread_once(&scratch_once, scratch_init);
-    if (bytes > SCRATCH_KEEP || !scratch_ok) return aligned_alloc(64, bytes);
+    if (bytes > SCRATCH_KEEP || !scratch_ok) return kiln__aligned_alloc(64, bytes);
     scratch *s = pthread_getspecific(scratch_key);
     if (!s) {
-        if (!(s = calloc(1, sizeof *s)) || pthread_setspecific(scratch_key, s)) {
+        if (!(s = kiln__calloc(1, sizeof *s)) || pthread_setspecific(scratch_key, s)) {
             free(s);
-            return aligned_alloc(64, bytes);
+            return kiln__aligned_alloc(64, bytes);
         }
     }
     if (s->cap < bytes) {
         free(s->p);
-        s->p = aligned_alloc(64, bytes);
+        s->p = kiln__aligned_alloc(64, bytes);
         s->cap = s->p ? bytes : 0;
     }
     *owned = false;

@@ -54,7 +54,7 @@ static bool env_on(const char *name) {
 static bool has_layer(const char *name) {
     uint32_t n = 0;
     vkEnumerateInstanceLayerProperties(&n, NULL);
-    VkLayerProperties *p = calloc(n ? n : 1, sizeof *p);
+    VkLayerProperties *p = kiln__calloc(n ? n : 1, sizeof *p);
     bool found = false;
     if (p && vkEnumerateInstanceLayerProperties(&n, p) == VK_SUCCESS)
         for (uint32_t i = 0; i < n; i++) found |= !strcmp(p[i].layerName, name);
@@ -281,7 +281,7 @@ static void teardown(void) {
 }
 
 kiln_backend *kiln__vulkan_backend_new(void) {
-    kiln_vk *vk = calloc(1, sizeof *vk);
+    kiln_vk *vk = kiln__calloc(1, sizeof *vk);
     if (!vk) return kiln__err(KILN_ERR_OOM, "vulkan: out of memory");
     vk->base.name = "vulkan";
     vk->base.vt = &vk_vt;

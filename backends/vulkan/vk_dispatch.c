@@ -37,7 +37,7 @@ static void *cache_load(kiln_vk *vk, size_t *n) {
     if (!f) return NULL;
     void *data = NULL;
     long len = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
-    if (len > 32 && len < (64l << 20) && !fseek(f, 0, SEEK_SET) && (data = malloc((size_t)len)) &&
+    if (len > 32 && len < (64l << 20) && !fseek(f, 0, SEEK_SET) && (data = kiln__malloc((size_t)len)) &&
         fread(data, 1, (size_t)len, f) == (size_t)len) {
         /* header: length, version, vendor, device (uint32 each), then the cache UUID */
         uint32_t h[4];
@@ -58,7 +58,7 @@ static void *cache_load(kiln_vk *vk, size_t *n) {
 static void cache_save(kiln_vk *vk) {
     size_t n = 0;
     if (!vk->cache_path[0] || vkGetPipelineCacheData(vk->dev, vk->cache, &n, NULL) != VK_SUCCESS || !n) return;
-    void *data = malloc(n);
+    void *data = kiln__malloc(n);
     char tmp[600];
     snprintf(tmp, sizeof tmp, "%s.%d.tmp", vk->cache_path, (int)getpid());
     char *slash = strrchr(vk->cache_path, '/');
@@ -86,7 +86,7 @@ static void cache_save(kiln_vk *vk) {
 
 kiln_status kiln__vk_dispatch_init(kiln_vk *vk) {
     kiln_status s = KILN_OK;
-    vk->pipes = calloc((size_t)kiln__vk_n_shaders + 1, sizeof *vk->pipes);
+    vk->pipes = kiln__calloc((size_t)kiln__vk_n_shaders + 1, sizeof *vk->pipes);
     if (!vk->pipes) return kiln__errs(KILN_ERR_OOM, "vulkan: out of memory");
     VkDescriptorSetLayoutBinding bind[KILN_VK_MAX_BIND];
     for (int i = 0; i < KILN_VK_MAX_BIND; i++)

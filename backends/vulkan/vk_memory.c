@@ -40,7 +40,7 @@ kiln_status kiln__vk_memory_init(kiln_vk *vk) {
 }
 
 kiln_devbuf *kiln__vk_buffer_new(kiln_vk *vk, VkDeviceSize bytes, uint32_t mem_type, bool zero) {
-    kiln_devbuf *d = calloc(1, sizeof *d);
+    kiln_devbuf *d = kiln__calloc(1, sizeof *d);
     if (!d) return kiln__err(KILN_ERR_OOM, "vulkan: out of memory");
     bytes = (bytes + 15) & ~(VkDeviceSize)15;
     d->size = bytes;

@@ -52,7 +52,7 @@ static kiln_status refresh(kiln_vk *vk, kiln_tensor *t, const char *who) {
     kiln_tensor *p = t->src[0], *grad = t->src[1], *proj = t->src[2];
     int64_t m = p->shape[0], n = p->shape[1], np = kiln_tensor_numel(proj);
     int64_t r = m >= n ? proj->shape[0] : proj->shape[1];
-    float *g = malloc((size_t)(m * n + np) * sizeof *g);
+    float *g = kiln__malloc((size_t)(m * n + np) * sizeof *g);
     if (!g) return kiln__errs(KILN_ERR_OOM, "%s: no host memory for the gradient's SVD", who);
     float *P = g + m * n;
     kiln_status s = kiln__vk_download(&vk->base, grad->dbuf, grad->doff, g, (size_t)(m * n) * sizeof *g);
