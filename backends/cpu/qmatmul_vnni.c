@@ -51,9 +51,11 @@ static float dot_nf4_vnni(const uint8_t *codes, int64_t code_stride, const float
  * zmm lanes 0-7 / 8-15 are the reference's even / odd block lanes (the
  * nibbles are put in element order by one vpermq). The two scales go to
  * their halves with one vpermps. */
+/* dx[0..1] is only float-aligned: loadl_epi64 is an unaligned 8-byte load
+ * (load_sd through a double * is a misaligned double load, UB). */
 static inline __m512 scale2(uint16_t d0, uint16_t d1, const float *dx) {
     const __m128 d = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)d0 | (uint32_t)d1 << 16)));
-    const __m128 s = _mm_mul_ps(d, _mm_castpd_ps(_mm_load_sd((const double *)dx)));
+    const __m128 s = _mm_mul_ps(d, _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)dx)));
     return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
                                  _mm512_castps128_ps512(s));
 }

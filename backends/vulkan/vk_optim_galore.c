@@ -103,6 +103,8 @@ static kiln_status galore_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
                                .push_size = sizeof pa};
         /* whole blocks: the shader's block index is its global id / 256 */
         kiln__vk_groups_1d(vk, (uint64_t)((nr + 255) / 256) * 256, 256, d.groups);
+        /* dispatched here: d.push points at pa, which ends with this block */
+        if ((s = kiln__vk_dispatch(vk, &d))) return s;
     } else {
         struct {
             uint32_t n, r0, m0, v0, h0, t, bnb;
@@ -111,8 +113,8 @@ static kiln_status galore_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
         d = (kiln_vk_dispatch){.shader = "opt_galore_adam", .n = 4, .bind = {&low, t->src[3], t->src[4], h},
                                .push = &pa, .push_size = sizeof pa};
         kiln__vk_groups_1d(vk, (uint64_t)nr, 256, d.groups);
+        if ((s = kiln__vk_dispatch(vk, &d))) return s;
     }
-    if ((s = kiln__vk_dispatch(vk, &d))) return s;
     /* p += alpha (N P or P N); p *= 1 - lr wd */
     struct {
         uint32_t m, n, r, right, p0, q0, r0, h0, t;
