@@ -303,6 +303,8 @@ int main(int argc, char **argv) {
     printf("\nbits/weight: the blocks' linear weights (scales and zeros included); file size: every parameter, "
            "the embeddings, norms%s and head in f32; both as written to and read from the file\n", strcmp(model, "gpt") ? "" : ", biases");
     for (int k = 0; k < q.n_lin; k++) free(q.values[k]);
+    if (!strcmp(model, "gpt")) gpt_free(q.model);
+    else llama_free(q.model);
     data_corpus_free(&corpus);
     kiln_ctx_free(ctx);
     return 0;
