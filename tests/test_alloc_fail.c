@@ -179,11 +179,13 @@ static float ref_params[N_PARAMS];
 static kiln_optim *make_adamw(kiln_ctx *ctx) { return kiln_adamw_new(ctx, &(kiln_adam_config){.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f}); }
 static kiln_optim *make_adamw8bit(kiln_ctx *ctx) { return kiln_adamw8bit_new(ctx, NULL); }
 static kiln_optim *make_lion(kiln_ctx *ctx) { return kiln_lion_new(ctx, NULL); }
+#ifdef KILN_BLAS
 static kiln_optim *make_galore(kiln_ctx *ctx) {
     kiln_galore_config c = kiln_galore_defaults();
     c.rank = 4;
     return kiln_galore_adamw_new(ctx, &c);
 }
+#endif
 static kiln_optim *make_apollo(kiln_ctx *ctx) { return kiln_apollo_new(ctx, NULL); }
 
 static kiln_status op_opt_new(model *m) { return (m->opt = make_opt(m->ctx)) ? KILN_OK : kiln_last_status(); }
@@ -225,7 +227,9 @@ static void opt_sweeps(const char *name, kiln_optim *(*make)(kiln_ctx *)) {
 KT_TEST(alloc_fail_optim_adamw) { opt_sweeps("adamw", make_adamw); }
 KT_TEST(alloc_fail_optim_adamw8bit) { opt_sweeps("adamw8bit", make_adamw8bit); }
 KT_TEST(alloc_fail_optim_lion) { opt_sweeps("lion", make_lion); }
+#ifdef KILN_BLAS /* GaLore needs LAPACK's SVD: a BLAS=0 build has no GaLore to sweep */
 KT_TEST(alloc_fail_optim_galore) { opt_sweeps("galore", make_galore); }
+#endif
 KT_TEST(alloc_fail_optim_apollo) { opt_sweeps("apollo", make_apollo); }
 
 /* ---- checkpoint save and load ---- */
