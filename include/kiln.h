@@ -793,7 +793,28 @@ float kiln_optim_lr_at(const kiln_optim *opt, int64_t step);
 kiln_status kiln_optim_set_clip_grad_norm(kiln_optim *opt, float max_norm);
 /* The norm the last step measured (before clipping); -1 if none yet. */
 float kiln_optim_last_grad_norm(const kiln_optim *opt);
+/* Steps skipped for a non-finite norm, gradient or loss (clipping above,
+ * the guard below); saved and loaded with the optimizer's state. */
 int64_t kiln_optim_skipped_steps(const kiln_optim *opt);
+/* The non-finite guard, torch.cuda.amp.GradScaler's skip without the
+ * scaling (off by default): with it on, each kiln_optim_step first checks
+ * the loss (when given: every element) and every gradient for NaN and
+ * infinities (a reduction that runs where the optimizer runs, so the
+ * gradients stay on a device). A bad one skips the step entirely: no
+ * parameter, state or step count changes (the schedule does not advance),
+ * gradients are zeroed as after a step, kiln_optim_skipped_steps counts it,
+ * and kiln_optim_step returns KILN_ERR_NUMERIC with a message naming the
+ * first bad parameter ("gradient of 'fc1.weight' is not finite") or the
+ * loss. A step with finite values is bit for bit the unguarded one.
+ *
+ *     kiln_optim_set_skip_nonfinite(opt, true, loss);
+ *     kiln_status s = kiln_optim_step(opt);
+ *     if (s == KILN_ERR_NUMERIC) fprintf(stderr, "%s\n", kiln_last_error());  // skipped: go on
+ *     else if (s) ...                                                            // a real error
+ *
+ * loss NULL checks the gradients only; it must be a float tensor of opt's
+ * context, computed before each step (its value is read then). */
+kiln_status kiln_optim_set_skip_nonfinite(kiln_optim *opt, bool on, kiln_tensor *loss);
 /* Parameter groups: these parameters (all of the optimizer's) step with
  * lr * lr_scale and this weight decay (its meaning the optimizer's: L2 for
  * SGD and Adam, decoupled for AdamW and Lion), e.g. weight_decay 0 for
