@@ -55,6 +55,8 @@ else
     check quickstart_bad_option 2 "unknown" "$bin/quickstart" --no-such-option
     check fashion_help 0 "apollo-mini" "$bin/fashion" --help
     check fashion_mlp_sgd 0 "mlp sgd: test accuracy" "$bin/fashion" --model mlp --optim sgd $tiny
+    # an lr that overflows: the non-finite guard skips the poisoned steps and the run ends normally
+    check fashion_guard_skips 0 "non-finite guard: [1-9][0-9]* steps\? skipped" "$bin/fashion" --model mlp --optim sgd --lr 1e30 $tiny
     for o in galore8bit apollo-mini; do
         check "fashion_cnn_$o" 0 "cnn $o: test accuracy .*optimizer state" "$bin/fashion" --optim "$o" $tiny
     done

@@ -1,6 +1,7 @@
 /* optimizers.c — kiln's ten optimizers by name (optimizers.h). */
 #include "optimizers.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const struct {
@@ -102,4 +103,18 @@ kiln_optim *optimizer_new(kiln_ctx *ctx, optimizer_id id, const optimizer_settin
         kiln_set_error(KILN_ERR_ARG, "optimizer_new: no optimizer %d", (int)id);
         return NULL;
     }
+}
+
+kiln_status optimizer_guard(kiln_optim *opt, kiln_tensor *loss) { return kiln_optim_set_skip_nonfinite(opt, true, loss); }
+
+kiln_status optimizer_step(kiln_optim *opt) {
+    kiln_status s = kiln_optim_step(opt);
+    if (s != KILN_ERR_NUMERIC) return s;
+    fprintf(stderr, "\n%s\n", kiln_last_error()); /* on its own line, below a progress bar */
+    return KILN_OK;
+}
+
+void optimizer_print_skips(const kiln_optim *opt) {
+    long long n = (long long)kiln_optim_skipped_steps(opt);
+    printf("non-finite guard: %lld step%s skipped\n", n, n == 1 ? "" : "s");
 }

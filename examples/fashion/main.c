@@ -129,6 +129,8 @@ int main(int argc, char **argv) {
     if (!opt) return fail("making the optimizer");
     kiln_schedule sched = {KILN_SCHEDULE_COSINE, (int64_t)(warmup * (double)total), total, 0.0f};
     if (kiln_optim_set_schedule(opt, &sched)) return fail("setting the schedule");
+    /* a NaN or infinite loss or gradient skips its step (counted) */
+    if (optimizer_guard(opt, tg.loss)) return fail("the non-finite guard");
 
     /* Resuming: the checkpoint restores the weights and the optimizer's
      * state, step count included; the data loader goes to that step. */
@@ -138,7 +140,7 @@ int main(int argc, char **argv) {
         /* the checkpoint brings back the schedule it was saved with; ours
          * is the same unless --epochs changed, then the cosine stretches */
         if (kiln_optim_set_schedule(opt, &sched)) return fail("setting the schedule");
-        int64_t done = kiln_optim_steps(opt);
+        int64_t done = kiln_optim_steps(opt) + kiln_optim_skipped_steps(opt); /* a skipped step used its batch */
         first_epoch = (int)(done / steps);
         if (data_loader_seek(dl, first_epoch, done % steps)) return fprintf(stderr, "fashion: %s\n", data_last_error()), 1;
         printf("resumed from %s at step %lld (epoch %d)\n", resume, (long long)done, first_epoch + 1);
@@ -153,7 +155,7 @@ int main(int argc, char **argv) {
     for (int e = first_epoch; e < last; e++) {
         char label[32];
         snprintf(label, sizeof label, "epoch %d/%d", e + 1, epochs);
-        int64_t s0 = kiln_optim_steps(opt) - (int64_t)e * steps; /* > 0 only in a resumed epoch */
+        int64_t s0 = kiln_optim_steps(opt) + kiln_optim_skipped_steps(opt) - (int64_t)e * steps; /* > 0 only in a resumed epoch */
         if (s0 < 0) s0 = 0;
         progress bar;
         progress_start(&bar, stdout, label, steps, "img");
@@ -161,8 +163,9 @@ int main(int argc, char **argv) {
         for (int64_t s = s0; s < steps; s++) {
             if (data_loader_next(dl, tg.input, tg.labels) <= 0) return fprintf(stderr, "fashion: %s\n", data_last_error()), 1;
             if (kiln_graph_compute(tg.graph)) return fail("training step");
-            if (kiln_optim_step(opt)) return fail("optimizer step");
-            loss_sum += kiln_tensor_item(tg.loss);
+            if (optimizer_step(opt)) return fail("optimizer step");
+            double loss = kiln_tensor_item(tg.loss);
+            if (isfinite(loss)) loss_sum += loss;
             progress_update(&bar, s + 1, loss_sum / (double)(s + 1 - s0), (double)batch);
         }
         progress_finish(&bar);
@@ -177,6 +180,7 @@ int main(int argc, char **argv) {
     printf("%s %s: test accuracy %.2f%%, optimizer state %zu bytes (%.2f per parameter), %.1f s\n",
            is_cnn ? "cnn" : "mlp", optim, 100 * acc, kiln_optim_state_bytes(opt),
            (double)kiln_optim_state_bytes(opt) / (double)n_params, progress_now() - t0);
+    optimizer_print_skips(opt);
     if (save) printf("checkpoint: %s\n", save);
 
     data_loader_free(dl);

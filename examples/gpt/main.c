@@ -272,6 +272,8 @@ int main(int argc, char **argv) {
     model_graph train;
     if (!m || gpt_train_graph(m, batch, seq, &train)) die("building the model");
     kiln_optim *opt = make_optimizer(ctx, m, optim, lr, wd);
+    /* a NaN or infinite loss or gradient skips its step (counted, printed) */
+    if (optimizer_guard(opt, train.loss)) die("the non-finite guard");
     lm_eval ev;
     evaluator_init(&ev, ctx, m, &corpus.val, seq);
 
@@ -380,6 +382,7 @@ int main(int argc, char **argv) {
     printf("validation: %.4f nats/byte = %.3f bits/byte over %s (%.0f s); trained %lld steps in %.1f min\n", val,
            val / log(2), final_subset ? "the subset" : "all the validation text", progress_now() - t0, (long long)step,
            t_train / 60);
+    optimizer_print_skips(opt);
 
     /* 6. Some text from the model. */
     if (sample_n) {
