@@ -3,14 +3,19 @@
  * step, as torch.cuda.amp.GradScaler's step() does when unscaling found an
  * inf (without the loss scaling itself).
  *
- * The gradients are checked by a small graph of ordinary ops that runs
- * where the optimizer's graph runs (as clip.c's norm graph): z_i =
- * sum(g_i * 0), which is exactly 0 when every element of g_i is finite and
- * NaN otherwise (inf * 0 and NaN * 0 are NaN). Unlike the sum of squares
- * it does not overflow for large finite gradients, so it flags what
- * torch.isfinite would and nothing else. Only the n sums come back to the
- * host; the step kernels are untouched, so a guarded step with finite
- * gradients is bit for bit the unguarded one. */
+ * The gradients are checked by small graphs of ordinary ops that run
+ * where the optimizer's graph runs (as clip.c's norm graph), so only n
+ * values per step come back to the host:
+ *   sums:   s_i = sum(g_i), one read of each gradient. Any NaN or
+ *           infinity in g_i makes s_i NaN or infinite, so when every s_i
+ *           is finite every gradient is (the common case, the only cost).
+ *   exact:  z_i = sum(g_i * 0), run only when some s_i is not finite: 0
+ *           when every element of g_i is finite, NaN otherwise (inf * 0
+ *           and NaN * 0 are NaN). It tells a sum that merely overflowed
+ *           (large finite gradients, which torch.isfinite passes) from a
+ *           real NaN or infinity, and names the first bad parameter.
+ * The step kernels are untouched, so a guarded step with finite gradients
+ * is bit for bit the unguarded one. */
 #include "optim_impl.h"
 #include "graph.h"
 
@@ -46,44 +51,60 @@ kiln_status kiln__optim_skip(kiln_optim *opt, const char *fmt, ...) {
     return kiln__errs(KILN_ERR_NUMERIC, "kiln_optim_step: %s; step skipped", why);
 }
 
-static kiln_status build_guard_graph(kiln_optim *opt) {
+/* One value per gradient: sum(g), or with exact sum(g * 0). */
+static kiln_status build_graph(kiln_optim *opt, bool exact) {
     kiln_ctx *ctx = opt->ctx;
     int n = opt->n_params;
     kiln_graph *g = kiln_graph_new(ctx);
     kiln_tensor **z = kiln__arena_alloc(ctx, (size_t)n * sizeof *z);
     if (!g || !z) return kiln_last_status();
     g->backend = opt->graph->backend;
-    for (int i = 0; i < n; i++)
-        if (!(z[i] = kiln_sum_all(ctx, kiln_scale(ctx, opt->params[i]->grad, 0.0)))) return kiln_last_status();
+    for (int i = 0; i < n; i++) {
+        kiln_tensor *gr = opt->params[i]->grad;
+        if (!(z[i] = kiln_sum_all(ctx, exact ? kiln_scale(ctx, gr, 0.0) : gr))) return kiln_last_status();
+    }
     kiln_status s = KILN_OK;
     if (kiln__optim_one_dtype(opt)) { /* one vector: one read back */
         kiln_tensor *all = kiln_concat(ctx, z, n, 0);
         if ((s = kiln_graph_add(g, all))) return s;
-        if (!(opt->guard_sums = kiln__arena_alloc(ctx, sizeof *opt->guard_sums))) return kiln_last_status();
-        opt->guard_sums[0] = all;
+        if (!(z = kiln__arena_alloc(ctx, sizeof *z))) return kiln_last_status();
+        z[0] = all;
     } else {
         for (int i = 0; i < n && !s; i++) s = kiln_graph_add(g, z[i]);
         if (s) return s;
-        opt->guard_sums = z;
     }
-    opt->guard_graph = g;
+    opt->guard_graph[exact] = g;
+    opt->guard_sums[exact] = z;
     return KILN_OK;
 }
 
-/* Index of the first parameter whose gradient is not finite, -1 if none. */
+/* The values of the sum (or exact) graph, one per parameter. */
+static kiln_status run_graph(kiln_optim *opt, bool exact, double *z) {
+    kiln_status s;
+    if (!opt->guard_graph[exact] && (s = build_graph(opt, exact))) return s;
+    if ((s = kiln_graph_compute(opt->guard_graph[exact]))) return s;
+    kiln_tensor **out = opt->guard_sums[exact];
+    if (kiln__optim_one_dtype(opt)) return kiln_tensor_get_f64(out[0], z, opt->n_params);
+    for (int i = 0; i < opt->n_params && !s; i++) s = kiln_tensor_get_f64(out[i], &z[i], 1);
+    return s;
+}
+
+/* Index of the first parameter whose gradient is not finite, -1 if none.
+ * The plain sums first (one read of each gradient): a NaN or an infinity
+ * makes its sum non-finite, so all finite sums clear every gradient. A
+ * non-finite sum may also be a finite gradient whose sum overflowed: the
+ * exact graph then decides, and names the parameter. */
 static kiln_status first_bad(kiln_optim *opt, int *bad) {
     *bad = -1;
-    kiln_status s;
-    if (!opt->guard_graph && (s = build_guard_graph(opt))) return s;
-    if ((s = kiln_graph_compute(opt->guard_graph))) return s;
     int n = opt->n_params;
     double *z = malloc((size_t)n * sizeof *z);
     if (!z) return kiln__errs(KILN_ERR_OOM, "kiln_optim_step: out of memory");
-    if (kiln__optim_one_dtype(opt)) s = kiln_tensor_get_f64(opt->guard_sums[0], z, n);
-    else
-        for (int i = 0; i < n && !s; i++) s = kiln_tensor_get_f64(opt->guard_sums[i], &z[i], 1);
-    for (int i = 0; i < n && !s && *bad < 0; i++)
-        if (z[i] != 0.0) *bad = i; /* NaN (or, never, a non-zero) */
+    kiln_status s = run_graph(opt, false, z);
+    bool suspect = false;
+    for (int i = 0; i < n && !s; i++) suspect |= !isfinite(z[i]);
+    if (!s && suspect) s = run_graph(opt, true, z);
+    for (int i = 0; i < n && !s && suspect && *bad < 0; i++)
+        if (z[i] != 0.0) *bad = i; /* NaN: g * 0 is NaN only for NaN and infinities */
     free(z);
     return s;
 }

@@ -58,8 +58,8 @@ struct kiln_optim {
     /* the non-finite guard (guard.c) */
     bool guard;                   /* skip steps with a non-finite gradient or loss */
     kiln_tensor *guard_loss;      /* NULL: gradients only */
-    kiln_graph *guard_graph;      /* sum(g * 0) of each gradient: 0, or NaN if any element is not finite */
-    kiln_tensor **guard_sums;     /* its outputs (one [n] vector when all gradients share a dtype) */
+    kiln_graph *guard_graph[2];   /* [0] sum(g), [1] sum(g * 0) of each gradient (built when first needed) */
+    kiln_tensor **guard_sums[2];  /* their outputs (one [n] vector when all gradients share a dtype) */
 };
 
 /* Two slots of the hyper leaf every optimizer keeps in place, so that
