@@ -890,7 +890,11 @@ kiln_status kiln_safetensors_read_into(kiln_safetensors *st, const char *name, k
  * atomically: a temporary file in the same directory is written, flushed,
  * synced and renamed over path, then the directory is synced. On any error
  * the temporary file is removed and an existing file at path is left as it
- * was. Tensors on a device are copied back first. */
+ * was (KILN_ERR_IO names the cause: a full disk, a read-only directory; if
+ * only the directory sync fails, path is the new file and the error says
+ * it may not survive a crash). A process killed mid-save leaves the old
+ * file intact and may leave its path.tmp.XXXXXX beside it, never read as
+ * path. Tensors on a device are copied back first. */
 kiln_status kiln_safetensors_save(const char *path, kiln_tensor *const *tensors, const char *const *names, int n,
                                   const char *const *meta, int n_meta);
 
@@ -1100,7 +1104,9 @@ kiln_status kiln_load_params(kiln_ctx *ctx, const char *path);
  * caller): the kind, the parameter names and every state tensor's dtype
  * and shape are checked first, and a failed load changes nothing.
  * kiln_checkpoint_save/load put the parameters of opt's context (by name,
- * as kiln_save_params) and opt's state in one file. */
+ * as kiln_save_params) and opt's state in one file. Saves are atomic as
+ * kiln_safetensors_save: a run killed while saving resumes from the last
+ * complete checkpoint. */
 kiln_status kiln_optim_save(const kiln_optim *opt, const char *path);
 kiln_status kiln_optim_load(kiln_optim *opt, const char *path);
 kiln_status kiln_checkpoint_save(const kiln_optim *opt, const char *path);
