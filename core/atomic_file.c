@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,9 +11,19 @@ kiln_status kiln__afile_open(kiln__afile *af, const char *path, const char *who)
     *af = (kiln__afile){.path = path, .who = who};
     if (!path || !*path) return kiln__errs(KILN_ERR_ARG, "%s: path is NULL or empty", who);
     size_t plen = strlen(path);
-    if (!(af->tmp = malloc(plen + 12))) return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
+    /* the temporary name and the directory's, in one block allocated now so
+     * that commit allocates nothing once the file is renamed */
+    if (!(af->tmp = malloc(2 * plen + 14))) return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
     memcpy(af->tmp, path, plen);
     memcpy(af->tmp + plen, ".tmp.XXXXXX", 12);
+    af->dir = af->tmp + plen + 12;
+    const char *slash = strrchr(path, '/');
+    if (!slash) strcpy(af->dir, ".");
+    else if (slash == path) strcpy(af->dir, "/");
+    else {
+        memcpy(af->dir, path, (size_t)(slash - path));
+        af->dir[slash - path] = 0;
+    }
     int fd = mkostemp(af->tmp, O_CLOEXEC);
     if (fd < 0) {
         kiln_status s = kiln__errs(KILN_ERR_IO, "%s: cannot create a temporary file beside %s: %s", who, path,
@@ -46,16 +55,12 @@ void kiln__afile_abort(kiln__afile *af) {
 /* The rename is durable once the directory's entry is on disk. File
  * systems that cannot sync a directory (EINVAL) are not an error. */
 static kiln_status sync_dir(const kiln__afile *af) {
-    char *copy = strdup(af->path);
-    if (!copy) return kiln__errs(KILN_ERR_OOM, "%s: out of memory", af->who);
-    const char *dir = dirname(copy);
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int fd = open(af->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     kiln_status s = KILN_OK;
     if (fd < 0 || (fsync(fd) && errno != EINVAL && errno != ENOTSUP))
         s = kiln__errs(KILN_ERR_IO, "%s: %s was written but syncing its directory %s failed (it may not survive a crash): %s",
-                       af->who, af->path, dir, strerror(errno));
+                       af->who, af->path, af->dir, strerror(errno));
     if (fd >= 0) close(fd);
-    free(copy);
     return s;
 }
 
@@ -76,9 +81,10 @@ kiln_status kiln__afile_commit(kiln__afile *af) {
         kiln__afile_abort(af);
         return s;
     }
+    s = sync_dir(af);
     free(af->tmp);
     af->tmp = NULL;
-    return sync_dir(af);
+    return s;
 }
 
 kiln_status kiln__atomic_write(const char *path, const char *who, kiln__write_fn body, void *arg) {

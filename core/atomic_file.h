@@ -28,6 +28,7 @@
 typedef struct kiln__afile {
     FILE *f;          /* write the file's bytes here */
     char *tmp;        /* the temporary file's name, for messages */
+    char *dir;        /* the target's directory (in tmp's block) */
     const char *path; /* the target (the caller's string, kept until commit/abort) */
     const char *who;  /* the public function, for messages */
 } kiln__afile;

@@ -144,7 +144,7 @@ KT_TEST(crash_safe_checkpoint_sigkill) {
     KT_REQUIRE(make(&check), "%s", kiln_last_error());
     uint64_t rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
     int64_t last = 0;
-    int kills = 0, midwrite = 0, advanced = 0, bad = 0;
+    int kills = 0, midwrite = 0, advanced = 0, bad = 0, stalls = 0;
     const char *env = getenv("KILN_CRASH_KILLS");
     int n_kills = env && atoi(env) > 0 ? atoi(env) : KILLS;
     double t0 = now();
@@ -153,7 +153,9 @@ KT_TEST(crash_safe_checkpoint_sigkill) {
         KT_REQUIRE(pid >= 0, "fork");
         if (pid == 0) writer(path);
         rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-        usleep((useconds_t)(rng >> 33) % 10000); /* 0-10 ms: before, during and between saves */
+        /* 0-10 ms: before, during and between saves; longer after kills
+         * that saw no progress, so a slow (loaded) machine still advances */
+        usleep((useconds_t)((rng >> 33) % (10000u * (1u + (unsigned)stalls))));
         kill(pid, SIGKILL);
         int st = 0;
         waitpid(pid, &st, 0);
@@ -167,6 +169,7 @@ KT_TEST(crash_safe_checkpoint_sigkill) {
         midwrite += sweep_temps(dir, "ckpt.safetensors") > 0;
         if (access(path, F_OK) != 0) { /* killed before the first save finished */
             KT_CHECK(last == 0, "kill %d: the checkpoint of version %lld vanished", k, (long long)last);
+            stalls = stalls < 9 ? stalls + 1 : 9;
             continue;
         }
         kiln_status s = kiln_checkpoint_load(check.opt, path);
@@ -178,6 +181,7 @@ KT_TEST(crash_safe_checkpoint_sigkill) {
             bad++;
         }
         advanced += v > last;
+        stalls = v > last ? 0 : stalls < 9 ? stalls + 1 : 9;
         last = v;
     }
     fprintf(stderr, "    %d SIGKILLs in %.1f s: %d mid-write (temp file left), checkpoint intact after every kill, "
@@ -274,6 +278,16 @@ KT_TEST(crash_safe_failed_writes) {
     check_failure(save_ckpt, "kiln_checkpoint_save, full disk", dir, "c.safetensors", false);
     check_failure(save_optim, "kiln_optim_save, full disk", dir, "o.safetensors", false);
     check_failure(save_gguf, "kiln_gguf_writer_save, full disk", dir, "m.gguf", false);
+    /* a bare file name: the temporary file and the directory sync in "." */
+    model m;
+    KT_REQUIRE(make(&m), "%s", kiln_last_error());
+    KT_REQUIRE(chdir(dir) == 0, "chdir");
+    KT_OK(kiln_checkpoint_save(m.opt, "bare.safetensors"));
+    KT_OK(kiln_checkpoint_load(m.opt, "bare.safetensors"));
+    KT_CHECK(count_files(".") == 1, "%d files after a save by bare name", count_files("."));
+    unlink("bare.safetensors");
+    KT_REQUIRE(chdir("/") == 0, "chdir");
+    kiln_ctx_free(m.ctx);
     if (geteuid() != 0) { /* root writes into read-only directories */
         check_failure(save_ckpt, "kiln_checkpoint_save, read-only directory", dir, "c.safetensors", true);
         check_failure(save_gguf, "kiln_gguf_writer_save, read-only directory", dir, "m.gguf", true);
