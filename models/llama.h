@@ -63,6 +63,12 @@ typedef struct llama_layer {
     /* NULL, or the i32 column permutation of a GPTQ act-order packed
      * weight (model.h's model_linear); not parameters */
     kiln_tensor *wq_perm, *wk_perm, *wv_perm, *wo_perm, *w1_perm, *w2_perm, *w3_perm;
+    /* Inference models only (else NULL): leaves [Q + 2 KV, dim] and
+     * [2 hidden, dim] whose row views wq, wk, wv and w1, w3 are, so one
+     * matrix-vector product serves each group (llama.fuse). stacked_of:
+     * the views as made; a group runs fused only while its weights are
+     * still those and have no act-order permutation. Not parameters. */
+    kiln_tensor *wqkv, *w13, *stacked_of[5];
 } llama_layer;
 
 typedef struct llama {
@@ -79,6 +85,9 @@ typedef struct llama {
     bool inference;       /* made by llama_new_inference: leaves without gradients */
     kiln_dtype weights;   /* the 2-d weights' dtype (KILN_F32 for llama_new) */
     bool tied;            /* output is tok_embeddings (llama_new_inference only) */
+    bool fuse;            /* run wqkv / w13 where a layer has them (true for
+                           * llama_new_inference; false: the same weights,
+                           * one product per weight, the same logits) */
 } llama;
 
 /* cfg NULL: llama_defaults(). NULL on failure (kiln_last_error() says why). */

@@ -250,3 +250,83 @@ KT_TEST(llama_infer_refuses_bad_dtypes) {
     KT_CHECK(llama_new_inference(ctx, &c, KILN_NF4, false) == NULL, "NF4 with rows of 32");
     kiln_ctx_free(ctx);
 }
+
+/* Logits of the full forward over TOKENS and of a cache run (a prompt of
+ * 4, then one token at a time) into out [2 T vocab]. */
+static kiln_status both_paths(llama *m, float *out) {
+    float *full = llama_test_logits(m, TOKENS, T);
+    if (!full) return kiln_last_status() ? kiln_last_status() : KILN_ERR_STATE;
+    int64_t V = m->cfg.vocab;
+    memcpy(out, full, (size_t)(T * V) * sizeof *out);
+    free(full);
+    llama_cache *cache = llama_cache_new(m, 1, m->cfg.context);
+    kiln_status s = cache ? llama_cache_step(m, cache, TOKENS, 4, out + (T + 3) * V) : kiln_last_status();
+    for (int t = 5; t <= T && !s; t++) s = llama_cache_step(m, cache, TOKENS + t - 1, 1, out + (T + t - 1) * V);
+    memset(out + T * V, 0, (size_t)(3 * V) * sizeof *out); /* positions the prompt step does not give */
+    llama_cache_free(cache);
+    return s;
+}
+
+/* An inference model stacks wq|wk|wv and w1|w3 (the weights are row views
+ * of one leaf each) and runs one product per stack: the logits are those
+ * of one product per weight, bit for bit, in every weight dtype, through
+ * the batched and the batch-1 path; a weight replaced after the model was
+ * made is used (its group then runs unfused). */
+KT_TEST(llama_infer_fused_matches_unfused) {
+    const kiln_dtype types[] = {KILN_F32, KILN_Q8_0, KILN_Q4_0, KILN_NF4};
+    llama_config c = tiny();
+    int64_t V = c.vocab;
+    float *a = malloc((size_t)(4 * T * V) * sizeof *a), *b = a + 2 * T * V;
+    KT_NOTNULL(a);
+    for (int k = 0; k < 4 && a; k++) {
+        kiln_ctx *ctx = kiln_ctx_new();
+        llama *m = llama_new_inference(ctx, &c, types[k], false);
+        KT_NOTNULL(m);
+        if (!m) break;
+        KT_OK(llama_init_random(m, 11));
+        const llama_layer *y = &m->layers[1];
+        const char *qkv = kiln_tensor_data(y->wqkv), *w13 = kiln_tensor_data(y->w13);
+        KT_CHECK(qkv && w13 && kiln_tensor_data(y->wq) == qkv &&
+                     kiln_tensor_data(y->wk) == qkv + kiln_tensor_nbytes(y->wq) &&
+                     kiln_tensor_data(y->wv) == qkv + kiln_tensor_nbytes(y->wq) + kiln_tensor_nbytes(y->wk) &&
+                     kiln_tensor_data(y->w3) == w13 + kiln_tensor_nbytes(y->w1) &&
+                     kiln_tensor_dim(y->wqkv, 0) == 128 && kiln_tensor_dim(y->w13, 0) == 256 &&
+                     m->n_params == 3 + 9 * c.layers,
+                 "%s: the weights are rows of the stacked leaves", kiln_dtype_name(types[k]));
+        KT_CHECK(m->fuse, "inference models fuse");
+        KT_OK(both_paths(m, a));
+        m->fuse = false;
+        KT_OK(both_paths(m, b));
+        KT_CHECK(!memcmp(a, b, (size_t)(2 * T * V) * sizeof *a), "%s: fused and unfused logits differ",
+                 kiln_dtype_name(types[k]));
+        /* a new wk and w3: fused and unfused both read them */
+        llama_layer *z = &m->layers[0];
+        kiln_tensor *wk = kiln_tensor_new(ctx, kiln_tensor_dtype(z->wk), 2, (int64_t[]){32, 64});
+        kiln_tensor *w3 = kiln_tensor_new(ctx, kiln_tensor_dtype(z->w3), 2, (int64_t[]){128, 64});
+        KT_CHECK(wk && w3, "new weights");
+        if (!wk || !w3) break;
+        memcpy(kiln_tensor_data(wk), kiln_tensor_data(m->layers[1].wk), kiln_tensor_nbytes(wk));
+        memcpy(kiln_tensor_data(w3), kiln_tensor_data(m->layers[1].w3), kiln_tensor_nbytes(w3));
+        z->wk = wk, z->w3 = w3;
+        KT_OK(both_paths(m, b));
+        m->fuse = true;
+        KT_OK(both_paths(m, a));
+        KT_CHECK(!memcmp(a, b, (size_t)(2 * T * V) * sizeof *a), "%s: a replaced weight is used when fusing",
+                 kiln_dtype_name(types[k]));
+        llama_free(m);
+        kiln_ctx_free(ctx);
+    }
+    free(a);
+}
+
+/* The training llama has no stacked weights: its parameters are leaves. */
+KT_TEST(llama_train_unstacked) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    llama_config c = tiny();
+    llama *m = llama_new(ctx, &c, 1);
+    KT_NOTNULL(m);
+    KT_CHECK(m && !m->fuse && !m->layers[0].wqkv && !m->layers[0].w13 && kiln_tensor_requires_grad(m->layers[0].wk),
+             "training llama: no stacks");
+    llama_free(m);
+    kiln_ctx_free(ctx);
+}
