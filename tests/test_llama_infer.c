@@ -330,3 +330,34 @@ KT_TEST(llama_train_unstacked) {
     llama_free(m);
     kiln_ctx_free(ctx);
 }
+
+#ifdef KILN_VULKAN /* a device test: in the builds that have the backend */
+/* On the Vulkan device: the stacked weights (a leaf) and their row views
+ * (at an offset in it) give the same logits, Q8_0 and Q4_0. */
+KT_TEST(llama_infer_fused_matches_unfused_vulkan) {
+    kiln_backend *vk = kiln_backend_get("vulkan");
+    if (!vk) kt_skip("no Vulkan device");
+    const kiln_dtype types[] = {KILN_Q8_0, KILN_Q4_0};
+    llama_config c = tiny();
+    int64_t V = c.vocab;
+    float *a = malloc((size_t)(4 * T * V) * sizeof *a), *b = a + 2 * T * V;
+    KT_NOTNULL(a);
+    for (int k = 0; k < 2 && a; k++) {
+        kiln_ctx *ctx = kiln_ctx_new();
+        KT_OK(kiln_ctx_set_backend(ctx, vk));
+        llama *m = llama_new_inference(ctx, &c, types[k], false);
+        KT_NOTNULL(m);
+        if (!m) break;
+        KT_OK(llama_init_random(m, 12));
+        KT_OK(both_paths(m, a));
+        m->fuse = false;
+        KT_OK(both_paths(m, b));
+        double scale, w = worst_diff(a, b, 2 * T * V, &scale);
+        KT_CHECK(scale > 0 && w <= 1e-5 * scale, "%s: fused and unfused logits differ by %g (scale %g)",
+                 kiln_dtype_name(types[k]), w, scale);
+        llama_free(m);
+        kiln_ctx_free(ctx);
+    }
+    free(a);
+}
+#endif
