@@ -203,21 +203,21 @@ static kiln_tensor *split_heads(kiln_ctx *ctx, kiln_tensor *x, int64_t B, int64_
 }
 
 /* Whether a layer's stacked weight serves its n weights now: the model
- * fuses, the weights are still the views it was made with, none permuted. */
-static bool stacked_ok(const llama *m, const kiln_tensor *stack, kiln_tensor *const *made, kiln_tensor *const *now,
-                       kiln_tensor *const *perm, int n) {
+ * fuses, the weights and their permutations are still those stacked. */
+static bool stacked_ok(const llama *m, const kiln_tensor *stack, kiln_tensor *const *made, kiln_tensor *const *perm_made,
+                       kiln_tensor *const *now, kiln_tensor *const *perm, int n) {
     bool ok = m->fuse && stack;
-    for (int i = 0; ok && i < n; i++) ok = now[i] == made[i] && !perm[i];
+    for (int i = 0; ok && i < n; i++) ok = now[i] == made[i] && perm[i] == perm_made[i];
     return ok;
 }
 
 /* silu(w1 x) * w3 x: one product over w13 where the layer fuses */
 static kiln_tensor *swiglu(llama *m, const llama_layer *y, kiln_tensor *x) {
     kiln_ctx *ctx = m->ctx;
-    if (stacked_ok(m, y->w13, y->stacked_of + 3, (kiln_tensor *const[]){y->w1, y->w3},
+    if (stacked_ok(m, y->w13, y->stacked_of + 3, y->stacked_perm + 3, (kiln_tensor *const[]){y->w1, y->w3},
                    (kiln_tensor *const[]){y->w1_perm, y->w3_perm}, 2)) {
         const int64_t F = m->cfg.hidden;
-        kiln_tensor *h = model_linear(ctx, x, y->w13, NULL, NULL);
+        kiln_tensor *h = model_linear(ctx, x, y->w13, y->stacked_perm[3], NULL);
         return kiln_mul(ctx, kiln_silu(ctx, kiln_slice(ctx, h, -1, 0, F, 1)), kiln_slice(ctx, h, -1, F, 2 * F, 1));
     }
     return kiln_mul(ctx, kiln_silu(ctx, model_linear(ctx, x, y->w1, y->w1_perm, NULL)),
@@ -233,10 +233,10 @@ static kiln_tensor *attention(llama *m, int l, kiln_tensor *x, kiln_tensor *pos,
     const double theta = m->cfg.rope_theta;
     if (m->taps) m->taps[4 * l] = x;
     kiln_tensor *q, *k, *v;
-    if (stacked_ok(m, y->wqkv, y->stacked_of, (kiln_tensor *const[]){y->wq, y->wk, y->wv},
+    if (stacked_ok(m, y->wqkv, y->stacked_of, y->stacked_perm, (kiln_tensor *const[]){y->wq, y->wk, y->wv},
                    (kiln_tensor *const[]){y->wq_perm, y->wk_perm, y->wv_perm}, 3)) {
         /* one product, its heads split by views ([B, H, 1, hd] at T = 1 is contiguous: no copies) */
-        kiln_tensor *qkv = kiln_reshape(ctx, model_linear(ctx, x, y->wqkv, NULL, NULL), 4,
+        kiln_tensor *qkv = kiln_reshape(ctx, model_linear(ctx, x, y->wqkv, y->stacked_perm[0], NULL), 4,
                                         (int64_t[]){B, T, H + 2 * G, hd});
         q = kiln_permute(ctx, kiln_slice(ctx, qkv, 2, 0, H, 1), (int[]){0, 2, 1, 3});
         k = kiln_permute(ctx, kiln_slice(ctx, qkv, 2, H, H + G, 1), (int[]){0, 2, 1, 3});

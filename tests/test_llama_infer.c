@@ -361,3 +361,57 @@ KT_TEST(llama_infer_fused_matches_unfused_vulkan) {
     free(a);
 }
 #endif
+
+/* An i32 permutation of n columns: reversed, or the identity. */
+static kiln_tensor *perm_of(kiln_ctx *ctx, int64_t n, bool reversed) {
+    kiln_tensor *p = kiln_tensor_new(ctx, KILN_I32, 1, (int64_t[]){n});
+    int32_t v[64];
+    for (int64_t i = 0; i < n && i < 64; i++) v[i] = (int32_t)(reversed ? n - 1 - i : i);
+    return p && n <= 64 && !kiln_tensor_set_i32(p, v, n) ? p : NULL;
+}
+
+/* Weights put in after the model was made: llama_stack_weights stacks them
+ * again (GQ4_32 with equal act-order permutations too) and the fused
+ * logits stay those of one product per weight; a group whose permutations
+ * differ is left unstacked. */
+KT_TEST(llama_stack_weights_put_in_later) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    llama_config c = tiny();
+    int64_t V = c.vocab;
+    llama *m = llama_new_inference(ctx, &c, KILN_F32, false);
+    float *a = malloc((size_t)(4 * T * V) * sizeof *a), *b = a + 2 * T * V;
+    KT_CHECK(m && a, "model");
+    if (!m || !a) return;
+    KT_OK(llama_init_random(m, 5));
+    llama_layer *y = &m->layers[1];
+    kiln_tensor *old_qkv = y->wqkv, *old_w13 = y->w13;
+    kiln_tensor **w[5] = {&y->wq, &y->wk, &y->wv, &y->w1, &y->w3};
+    kiln_tensor **p[5] = {&y->wq_perm, &y->wk_perm, &y->wv_perm, &y->w1_perm, &y->w3_perm};
+    for (int i = 0; i < 5; i++) {
+        *w[i] = kiln_quantize(ctx, *w[i], KILN_GQ4_32);
+        *p[i] = perm_of(ctx, c.dim, i != 4); /* w3's differs from w1's */
+        KT_CHECK(*w[i] && *p[i], "GQ weight %d", i);
+    }
+    KT_OK(llama_stack_weights(m));
+    KT_CHECK(m->fuse && y->wqkv != old_qkv && kiln_tensor_dtype(y->wqkv) == KILN_GQ4_32 &&
+                 kiln_tensor_dim(y->wqkv, 0) == 128 && y->stacked_of[1] == y->wk && y->stacked_perm[0] == y->wq_perm,
+             "wq|wk|wv stacked again, with their permutation");
+    KT_CHECK(y->w13 == old_w13 && y->stacked_of[3] != y->w1, "w1|w3 with different permutations: not stacked");
+    KT_OK(both_paths(m, a));
+    m->fuse = false;
+    KT_OK(both_paths(m, b));
+    KT_CHECK(!memcmp(a, b, (size_t)(2 * T * V) * sizeof *a), "fused and unfused logits differ");
+    /* equal permutations: w1|w3 stacked too, the same logits */
+    y->w3_perm = y->w1_perm;
+    KT_OK(llama_stack_weights(m));
+    KT_CHECK(y->w13 != old_w13 && y->stacked_of[4] == y->w3, "w1|w3 stacked");
+    KT_OK(both_paths(m, a));
+    KT_CHECK(memcmp(a, b, (size_t)(2 * T * V) * sizeof *a), "w3's permutation changed the logits");
+    m->fuse = false;
+    KT_OK(both_paths(m, b));
+    m->fuse = true;
+    KT_CHECK(!memcmp(a, b, (size_t)(2 * T * V) * sizeof *a), "fused and unfused logits differ (w1|w3 stacked)");
+    free(a);
+    llama_free(m);
+    kiln_ctx_free(ctx);
+}
