@@ -78,6 +78,7 @@ check int16_train_bad_layers 2 "--layers" "$bin/int16-train" --layers 16
 check generate_help 0 "--make-random" "$bin/generate" --help
 check generate_make_tiny 0 "tiny.gguf: llama" "$bin/generate" --make-random "$tmp/tiny.gguf" --size tiny --dtype q4_0
 check generate_tiny_q4_0 0 "generation: 7 tokens" "$bin/generate" --model "$tmp/tiny.gguf" --tokens 8 --threads 1
+check generate_tiny_no_fuse 0 "generation: 7 tokens" "$bin/generate" --model "$tmp/tiny.gguf" --tokens 8 --threads 1 --no-fuse
 check generate_tiny_nf4_sampled 0 "weights nf4" \
     "$bin/generate" --model "$tmp/tiny.gguf" --dtype nf4 --tokens 8 --temperature 0.8 --top-k 5 --threads 1
 check generate_no_model 2 "--model" "$bin/generate"
