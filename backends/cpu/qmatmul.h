@@ -67,6 +67,9 @@ typedef struct kiln_qmm_kernels {
      * pass, the same values; NULL: the scalar ones run */
     void (*quantize_x)(const float *x, int8_t *xq, float *dx, int32_t *xs, int64_t n, int32_t off);
     kiln_qmm_dot2_i8s *q8_0s2, *q4_0s2; /* NULL: row by row */
+    /* q4_0s / q4_0s2 take lanes 4-7 of each block's xs times 16 (the
+     * AVX512-VBMI kernel's high nibbles are 16 times theirs) */
+    bool q4_0_xs_hi16;
 } kiln_qmm_kernels;
 
 /* xs for a quantized row of x (32 nb codes): xs[8 b + l] = -off * sum of
