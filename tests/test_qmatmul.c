@@ -151,14 +151,15 @@ KT_TEST(qmatmul_simd_equals_scalar) {
 
 /* Q8_0 / Q4_0 take rows in pairs (the two-row kernels), an odd n leaving
  * one row alone; Q4_0 on AVX512-VBMI takes four blocks per step and the
- * last nb % 4 (1, 2, 3, or all of a row of 3) from padded copies: still
+ * last nb % 4 (1, 2, 3, or all of a row of 3) from padded copies (block
+ * counts 8, 6, 64, 7, 3, 5, 13, 15, 10 below): still
  * the scalar result, bit for bit, at every SIMD level, and with VBMI
  * turned off (the AVX512-VNNI pair kernels, as on Cascade Lake). */
 KT_TEST(qmatmul_row_pairs_equal_scalar) {
     const kiln_cpu_caps saved = *kiln__cpu_caps();
-    const int64_t shapes[6][2] = {{41, 256}, {40, 192}, {7, 2048}, {9, 224}, {5, 96}, {6, 160}};
+    const int64_t shapes[9][2] = {{41, 256}, {40, 192}, {7, 2048}, {9, 224}, {5, 96}, {6, 160}, {11, 416}, {3, 480}, {4, 320}};
     for (int fi = 0; fi < 2; fi++)
-        for (int si = 0; si < 6; si++)
+        for (int si = 0; si < 9; si++)
             for (int64_t m = 1; m <= 3; m += 2)
                 for (int vbmi = 0; vbmi < 2; vbmi++) {
                     const kiln_dtype t = fmts[fi];

@@ -184,7 +184,7 @@ static void dot2_q8_0s_vnni(const void *w0, const void *w1, const int8_t *xq, co
  * for bit (|16 s| < 2^24, d_w d_x / 16 >= 2^-52 stays normal). The four
  * scales are one vpermb + one vcvtph2ps (d0..d3 twice), one multiply by
  * (dx, dx / 16) and a vpermps per pair of blocks to their lanes. */
-#define QMM_VBMI __attribute__((target("avx512vbmi,avx512vnni,avx512bw,avx512vl,avx512f,f16c,fma")))
+#define QMM_VBMI __attribute__((target("avx512vbmi,avx512vnni,avx512bw,avx512vl,avx512dq,avx512f,f16c,fma")))
 
 /* vpermb indices: Z1 (bytes 0..63 of four blocks) to blocks 0, 1, each
  * block's 16 packed bytes twice; Z2 (bytes 8..71) to blocks 2, 3; the
@@ -268,26 +268,35 @@ static QMM_VBMI float dot_q4_0v_vbmi(const void *w, const int8_t *xq, const int3
                        _mm512_loadu_si512(xs + 8 * i), _mm512_loadu_si512(xs + 8 * i + 16), q4v_dx(dx + i, &c), &c,
                        acc, 0xffff, 0xffff);
     }
-    if (i < nb) q4v_tail(&b, 1, i, nb, xq, xs, dx, &c, &acc);
+    if (i < nb) {
+        __m512 a[1] = {acc};
+        q4v_tail(&b, 1, i, nb, xq, xs, dx, &c, a);
+        acc = a[0];
+    }
     return lanes16(acc);
 }
 
 static QMM_VBMI void dot2_q4_0v_vbmi(const void *w0, const void *w1, const int8_t *xq, const int32_t *xs,
                                       const float *dx, int64_t nb, float out[2]) {
     const q4v_consts c = q4v_consts_new();
-    const uint8_t *b[2] = {w0, w1};
-    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    const uint8_t *b0 = w0, *b1 = w1;
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(); /* locals: kept in registers */
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) {
         const __m512i x01 = _mm512_loadu_si512(xq + 32 * i), x23 = _mm512_loadu_si512(xq + 32 * i + 64);
         const __m512i s01 = _mm512_loadu_si512(xs + 8 * i), s23 = _mm512_loadu_si512(xs + 8 * i + 16);
         const __m256 dx8 = q4v_dx(dx + i, &c);
-        q4v_prefetch(b[0] + 18 * i), q4v_prefetch(b[1] + 18 * i);
-        acc[0] = q4v_step(b[0] + 18 * i, x01, x23, s01, s23, dx8, &c, acc[0], 0xffff, 0xffff);
-        acc[1] = q4v_step(b[1] + 18 * i, x01, x23, s01, s23, dx8, &c, acc[1], 0xffff, 0xffff);
+        q4v_prefetch(b0 + 18 * i), q4v_prefetch(b1 + 18 * i);
+        a0 = q4v_step(b0 + 18 * i, x01, x23, s01, s23, dx8, &c, a0, 0xffff, 0xffff);
+        a1 = q4v_step(b1 + 18 * i, x01, x23, s01, s23, dx8, &c, a1, 0xffff, 0xffff);
     }
-    if (i < nb) q4v_tail(b, 2, i, nb, xq, xs, dx, &c, acc);
-    out[0] = lanes16(acc[0]), out[1] = lanes16(acc[1]);
+    if (i < nb) {
+        const uint8_t *b[2] = {b0, b1};
+        __m512 acc[2] = {a0, a1};
+        q4v_tail(b, 2, i, nb, xq, xs, dx, &c, acc);
+        a0 = acc[0], a1 = acc[1];
+    }
+    out[0] = lanes16(a0), out[1] = lanes16(a1);
 }
 
 const kiln_qmm_kernels *kiln__qmm_kernels_vnni(void) {
