@@ -208,7 +208,9 @@ static void bench_prompt(int nt) {
 /* The Q4_0 batch-1 kernel per core as a compute figure: W [256, 2048]
  * (295 KiB, in L2) and [4096, 4096] (9 MiB, in the LLC), with AVX512-VBMI
  * (four blocks per step) against the AVX512-VNNI pair kernel (VBMI turned
- * off), medians of interleaved runs; only where the CPU has VBMI. */
+ * off), medians of interleaved runs, one thread (a per-core figure: two
+ * threads on so small a GEMV measure the team's wake-up on shared cores);
+ * only where the CPU has VBMI. */
 typedef struct q4k_job {
     int64_t n, k;
     const void *w;
@@ -226,7 +228,7 @@ static void run_q4k(void *p) {
 
 static void bench_q4_kernel(int nt, double scale) {
     const kiln_cpu_caps saved = *kiln__cpu_caps();
-    if (!saved.avx512vbmi || !saved.avx512vnni) return;
+    if (nt != 1 || !saved.avx512vbmi || !saved.avx512vnni) return;
     const int64_t shapes[2][2] = {{256, 2048}, {4096, 4096}};
     for (int si = 0; si < 2; si++) {
         const int64_t n = shapes[si][0], k = shapes[si][1];
