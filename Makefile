@@ -11,6 +11,7 @@
 #                   glslc and spirv-val are installed; VULKAN=1 insists on it)
 #   make CC=aarch64-linux-gnu-gcc BLAS=0 ZLIB=0 VULKAN=0 BUILD=build-arm64   ARM64 cross build
 #   make MPI=1      also libkiln_dist.a (data-parallel training over Open MPI, include/kiln_dist.h),
+#                   in a BUILD of its own (gpt and fashion compile differently),
 #                   its tests (tests/dist/, run under mpirun by scripts/test_dist.sh), and
 #                   examples/gpt and examples/fashion able to train under mpirun -np N
 

@@ -89,6 +89,10 @@ struct kiln_dist {
     int *gather_counts, *gather_displs; /* bytes per rank */
     unsigned char *gather_buf;
     kiln_optim *opt;
+    size_t bucket_bytes;
+    int *seen;   /* parameters in the order the hook reported them (first attached compute) */
+    int n_seen;
+    bool reordered; /* buckets rebuilt in that order */
     kiln_graph *attached;
     bool twice; /* a bucket became final twice between steps */
     float clip_max_norm; /* 0: off */
@@ -130,6 +134,34 @@ static void partition(kiln_dist *d) {
         }
         d->run_first[r + 1] = i;
     }
+}
+
+/* Pack d->order into buckets of up to bucket_bytes, one dtype each. */
+static kiln_status build_buckets(kiln_dist *d) {
+    for (int b = 0; b < d->n_buckets; b++) free(d->buckets[b].buf);
+    memset(d->buckets, 0, (size_t)d->n_params * sizeof *d->buckets);
+    d->n_buckets = 0;
+    int n = d->n_params;
+    for (int k = 0; k < n;) {
+        bucket *b = &d->buckets[d->n_buckets];
+        b->first = k;
+        b->dtype = kiln_tensor_dtype(d->params[d->order[k]]);
+        size_t bytes = 0;
+        while (k < n) {
+            kiln_tensor *p = d->params[d->order[k]];
+            if (kiln_tensor_dtype(p) != b->dtype || (b->n && bytes + kiln_tensor_nbytes(p) > d->bucket_bytes)) break;
+            bytes += kiln_tensor_nbytes(p);
+            b->elems += kiln_tensor_numel(p);
+            d->bucket_of[d->order[k]] = d->n_buckets;
+            b->n++;
+            k++;
+        }
+        b->pending = b->n;
+        b->req = MPI_REQUEST_NULL;
+        d->n_buckets++;
+        if (!(b->buf = malloc(bytes))) return kiln_set_error(KILN_ERR_OOM, "kiln_dist: out of memory");
+    }
+    return KILN_OK;
 }
 
 kiln_dist *kiln_dist_new(kiln_ctx *ctx, kiln_tensor *const *params, int n, const kiln_dist_config *cfg) {
@@ -182,36 +214,21 @@ kiln_dist *kiln_dist_new(kiln_ctx *ctx, kiln_tensor *const *params, int n, const
         MPI_Bcast(data, (int)kiln_tensor_numel(p), mpi_type(kiln_tensor_dtype(p)), 0, MPI_COMM_WORLD);
     }
 
-    /* buckets over the reversed list */
+    /* buckets over the reversed list until the hook shows the real order */
     d->order = malloc((size_t)n * sizeof *d->order);
+    d->seen = malloc((size_t)n * sizeof *d->seen);
     d->bucket_of = malloc((size_t)n * sizeof *d->bucket_of);
     d->buckets = calloc((size_t)n, sizeof *d->buckets);
     d->reqs = malloc((size_t)n * sizeof *d->reqs);
     d->run_first = calloc((size_t)d->size + 1, sizeof *d->run_first);
     d->gather_counts = calloc((size_t)d->size, sizeof *d->gather_counts);
     d->gather_displs = calloc((size_t)d->size, sizeof *d->gather_displs);
-    if (!d->order || !d->bucket_of || !d->buckets || !d->reqs || !d->run_first || !d->gather_counts || !d->gather_displs)
+    if (!d->order || !d->seen || !d->bucket_of || !d->buckets || !d->reqs || !d->run_first || !d->gather_counts ||
+        !d->gather_displs)
         return dist_fail(d, KILN_ERR_OOM, "out of memory"), NULL;
+    d->bucket_bytes = c.bucket_bytes;
     for (int i = 0; i < n; i++) d->order[i] = n - 1 - i;
-    for (int k = 0; k < n;) {
-        bucket *b = &d->buckets[d->n_buckets];
-        b->first = k;
-        b->dtype = kiln_tensor_dtype(d->params[d->order[k]]);
-        size_t bytes = 0;
-        while (k < n) {
-            kiln_tensor *p = d->params[d->order[k]];
-            if (kiln_tensor_dtype(p) != b->dtype || (b->n && bytes + kiln_tensor_nbytes(p) > c.bucket_bytes)) break;
-            bytes += kiln_tensor_nbytes(p);
-            b->elems += kiln_tensor_numel(p);
-            d->bucket_of[d->order[k]] = d->n_buckets;
-            b->n++;
-            k++;
-        }
-        if (!(b->buf = malloc(bytes))) return dist_fail(d, KILN_ERR_OOM, "out of memory"), NULL;
-        b->pending = b->n;
-        b->req = MPI_REQUEST_NULL;
-        d->n_buckets++;
-    }
+    if (build_buckets(d)) return dist_fail(d, KILN_ERR_OOM, "out of memory"), NULL;
 
     /* the ZeRO runs and the gather's layout: rank r's run packed in order */
     if (d->zero) {
@@ -244,6 +261,7 @@ void kiln_dist_free(kiln_dist *d) {
     free(d->buckets);
     free(d->params);
     free(d->order);
+    free(d->seen);
     free(d->bucket_of);
     free(d->reqs);
     free(d->run_first);
@@ -299,6 +317,7 @@ static void grad_ready(void *user, kiln_tensor *grad) {
     kiln_dist *d = user;
     for (int i = 0; i < d->n_params; i++) {
         if (kiln_tensor_grad(d->params[i]) != grad) continue;
+        if (!d->reordered && d->n_seen < d->n_params) d->seen[d->n_seen++] = i;
         bucket *b = &d->buckets[d->bucket_of[i]];
         if (b->started) {
             d->twice = true; /* computed again before the step */
@@ -348,6 +367,22 @@ kiln_status kiln_dist_reduce_grads(kiln_dist *d) {
     }
     d->twice = false;
     MPI_Allreduce(MPI_IN_PLACE, &any_twice, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    /* After the first attached compute, as PyTorch DDP does: buckets in the
+     * order backward finished the gradients (the same graph on every rank,
+     * so the same order), those it never reported last. */
+    if (any_twice) d->n_seen = 0;
+    if (!d->reordered && d->n_seen && !any_twice) {
+        int n = d->n_params, m = d->n_seen;
+        unsigned char *in = calloc((size_t)n, 1);
+        if (!in) return kiln_set_error(KILN_ERR_OOM, "kiln_dist_step: out of memory");
+        for (int k = 0; k < m; k++) d->order[k] = d->seen[k], in[d->seen[k]] = 1;
+        for (int i = n - 1; i >= 0; i--)
+            if (!in[i]) d->order[m++] = i;
+        free(in);
+        d->reordered = true;
+        kiln_status s = build_buckets(d);
+        if (s) return s;
+    }
     if (any_twice)
         return kiln_set_error(KILN_ERR_STATE, "kiln_dist_step: the attached graph was computed more than once since "
                                               "the last step (gradient accumulation: detach it, kiln_dist_attach(d, NULL))");

@@ -19,8 +19,7 @@ static void record(void *user, kiln_tensor *grad) {
 }
 
 /* Two linear layers: each gradient gets one call per compute, holding its
- * final value, and the last layer's weight (its matmul adds into the
- * gradient mid-backward) is reported before the first layer's. */
+ * final value when the hook runs. */
 KT_TEST(grad_hook_once_per_gradient_when_final) {
     kiln_ctx *ctx = kiln_ctx_new();
     kiln_tensor *x = kiln_new_2d(ctx, KILN_F32, 4, 3);
@@ -55,9 +54,6 @@ KT_TEST(grad_hook_once_per_gradient_when_final) {
                              (double)log.first_value[i], (double)final);
                 }
         KT_CHECK(at[0] >= 0 && at[1] >= 0 && at[2] >= 0, "a gradient was not reported");
-        const char *fuse = getenv("KILN_FUSE");
-        if (!(fuse && !strcmp(fuse, "0")))
-            KT_CHECK(at[2] < at[0], "w2's gradient (call %d) came after w1's (call %d)", at[2], at[0]);
     }
     KT_OK(kiln_graph_set_grad_hook(g, NULL, NULL));
     log.n = 0;
