@@ -168,7 +168,7 @@ kiln_dist *kiln_dist_new(kiln_ctx *ctx, kiln_tensor *const *params, int n, const
     if (!ctx) return kiln_set_error(KILN_ERR_ARG, "kiln_dist_new: ctx is NULL"), NULL;
     if (!mpi_up()) return kiln_set_error(KILN_ERR_STATE, "kiln_dist_new: call kiln_dist_init first"), NULL;
     kiln_dist_config c = cfg ? *cfg : (kiln_dist_config){0};
-    if (!c.bucket_bytes) c.bucket_bytes = (size_t)25 << 20;
+    if (!c.bucket_bytes) c.bucket_bytes = (size_t)1 << 20;
     kiln_dist *d = calloc(1, sizeof *d);
     if (!d) return kiln_set_error(KILN_ERR_OOM, "kiln_dist_new: out of memory"), NULL;
     d->ctx = ctx;

@@ -14,23 +14,27 @@
  * every rank. Training at global batch B on N ranks therefore follows
  * single-process training at batch B, up to the order of float sums.
  *
- * Gradients travel in buckets: the parameters, last made first (the order
- * backward finishes them), are packed into buckets of up to bucket_bytes
- * (a larger tensor has a bucket of its own; a bucket holds one dtype). With
- * kiln_dist_attach(d, g), g's compute calls a hook as each gradient becomes
- * final (kiln_graph_set_grad_hook); when the last gradient of a bucket is
- * final the bucket is packed and its MPI_Iallreduce started, while backward
- * goes on. What overlaps, precisely: the weight gradient of a linear layer
- * is final when its matmul has run, in the middle of backward, so the
- * buckets of later layers' weights are in flight while the earlier layers'
- * backward runs (each hook also calls MPI_Testall so that Open MPI, which
- * has no progress thread, moves them along); gradients that kiln adds in a
- * separate accumulate node (biases, norms, embeddings) are final only at
- * the end of the backward pass, so their buckets start there, overlapping
- * nothing but each other and the packing of the next. kiln_dist_step()
- * starts the buckets not started yet (all of them without attach), waits
- * for every one and unpacks the averages. On a device backend the hooks
- * all run after the compute: no overlap.
+ * Gradients travel in buckets: the parameters are packed into buckets of
+ * up to bucket_bytes (a larger tensor has a bucket of its own; a bucket
+ * holds one dtype), first in reverse order, then, after the first compute,
+ * in the order backward finished them (as PyTorch DDP rebuilds its
+ * buckets). With kiln_dist_attach(d, g), g's compute calls a hook as each
+ * gradient becomes final (kiln_graph_set_grad_hook); when the last
+ * gradient of a bucket is final the bucket is packed and its
+ * MPI_Iallreduce started while the compute goes on (each hook also calls
+ * MPI_Testall, so that Open MPI, which has no progress thread, moves the
+ * reductions in flight along). What overlaps, precisely: kiln's backward
+ * graph computes the chain of activation gradients first (the first
+ * parameter's gradient needs all of it), then each parameter's own last
+ * piece in parameter order: a linear layer's weight-gradient matmul, which
+ * adds straight into the gradient, a bias's or a norm's reduction. For the
+ * GPT of bench/dist.sh the first gradient is final at about 63% of the
+ * forward + backward time and the last at its end, so the buckets'
+ * all-reduces overlap the last third or so of the compute (the weight
+ * gradients of the later layers), and the last bucket nothing.
+ * kiln_dist_step() starts the buckets not started yet (all of them without
+ * attach), waits for every one and unpacks the averages. On a device
+ * backend the hooks all run after the compute: no overlap.
  *
  * ZeRO-1 (kiln_dist_config.zero): the parameter list is cut into N
  * consecutive runs of whole tensors, balanced by element count; rank r
@@ -100,7 +104,8 @@ double kiln_dist_sum(double v);
 void kiln_dist_barrier(void);
 
 typedef struct kiln_dist_config {
-    size_t bucket_bytes; /* gradient bucket cap; 0: 25 MiB (PyTorch DDP's bucket_cap_mb) */
+    size_t bucket_bytes; /* gradient bucket cap; 0: 1 MiB (PyTorch DDP's first bucket; its later ones
+                          * are 25 MiB, too coarse for the models kiln trains on CPUs) */
     bool zero;           /* ZeRO-1: each rank keeps the optimizer state of its shard only */
 } kiln_dist_config;
 
