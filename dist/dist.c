@@ -95,6 +95,8 @@ struct kiln_dist {
     bool reordered; /* buckets rebuilt in that order */
     kiln_graph *attached;
     bool twice; /* a bucket became final twice between steps */
+    int started_in_compute; /* buckets the hook started since the last step */
+    int last_started_in_compute;
     float clip_max_norm; /* 0: off */
     float last_norm;     /* -1 until clipping measured one */
     int64_t skipped;
@@ -323,6 +325,7 @@ static void grad_ready(void *user, kiln_tensor *grad) {
             d->twice = true; /* computed again before the step */
         } else if (--b->pending == 0) {
             start_bucket(d, d->bucket_of[i]);
+            d->started_in_compute++;
         }
         break;
     }
@@ -338,6 +341,8 @@ kiln_status kiln_dist_attach(kiln_dist *d, kiln_graph *g) {
 
 kiln_status kiln_dist_reduce_grads(kiln_dist *d) {
     if (!d) return kiln_set_error(KILN_ERR_ARG, "kiln_dist_reduce_grads: d is NULL");
+    d->last_started_in_compute = d->started_in_compute;
+    d->started_in_compute = 0;
     /* every rank starts the rest in bucket order: the same order everywhere */
     for (int b = 0; b < d->n_buckets; b++)
         if (!d->buckets[b].started) start_bucket(d, b);
@@ -395,6 +400,11 @@ kiln_status kiln_dist_set_clip_grad_norm(kiln_dist *d, float max_norm) {
                               (double)max_norm);
     d->clip_max_norm = max_norm;
     return KILN_OK;
+}
+
+int kiln_dist_buckets(const kiln_dist *d, int *started_in_compute) {
+    if (started_in_compute) *started_in_compute = d ? d->last_started_in_compute : 0;
+    return d ? d->n_buckets : 0;
 }
 
 float kiln_dist_last_grad_norm(const kiln_dist *d) { return d ? d->last_norm : -1.0f; }

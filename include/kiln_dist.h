@@ -143,6 +143,10 @@ kiln_status kiln_dist_step(kiln_dist *d);
 kiln_status kiln_dist_set_clip_grad_norm(kiln_dist *d, float max_norm);
 float kiln_dist_last_grad_norm(const kiln_dist *d); /* -1 before the first */
 int64_t kiln_dist_skipped_steps(const kiln_dist *d);
+/* The number of gradient buckets, and how many of them the last
+ * kiln_dist_step found already started during the compute (the rest it
+ * started itself): all of them when attached, 0 when not. */
+int kiln_dist_buckets(const kiln_dist *d, int *started_in_compute);
 /* Only the gradient average (no step): what kiln_dist_step does first. */
 kiln_status kiln_dist_reduce_grads(kiln_dist *d);
 

@@ -386,6 +386,39 @@ static void test_accumulation_with_attach_refused(void) {
     kiln_ctx_free(n.ctx);
 }
 
+/* Attached, every bucket's all-reduce starts inside the compute (from the
+ * gradient hook), several buckets with a small cap; detached, none does. */
+static void test_buckets_start_during_compute(void) {
+    net n = {0};
+    if (!net_new(&n, BATCH / kiln_dist_size(), 100)) return fail("net: %s", kiln_last_error());
+    kiln_dist *d = kiln_dist_new(n.ctx, NULL, 0, &(kiln_dist_config){.zero = true, .bucket_bytes = 20000});
+    if (!d) return fail("dist: %s", kiln_last_error());
+    kiln_tensor **mine;
+    int nm, first;
+    kiln_dist_shard(d, &mine, &nm, &first);
+    kiln_optim *opt = nm ? kiln_sgd_new_for(n.ctx, mine, nm, &(kiln_sgd_config){.lr = 0.1f}) : NULL;
+    OK(kiln_dist_set_optim(d, opt));
+    int64_t idx[BATCH];
+    for (int i = 0; i < BATCH; i++) idx[i] = i;
+    OK(net_fill(&n, idx, BATCH / kiln_dist_size()));
+    OK(kiln_dist_attach(d, n.g));
+    for (int rep = 0; rep < 2; rep++) { /* the first compute reorders the buckets */
+        OK(kiln_graph_compute(n.g));
+        OK(kiln_dist_step(d));
+        int started, nb = kiln_dist_buckets(d, &started);
+        CHECK(nb >= 3 && started == nb, "compute %d: %d of %d buckets started during the compute", rep, started, nb);
+        add_note(" %d/%d", started, nb);
+    }
+    OK(kiln_dist_attach(d, NULL));
+    OK(kiln_graph_compute(n.g));
+    OK(kiln_dist_step(d));
+    int started;
+    kiln_dist_buckets(d, &started);
+    CHECK(started == 0, "detached: %d buckets started during the compute", started);
+    kiln_dist_free(d);
+    kiln_ctx_free(n.ctx);
+}
+
 typedef struct test {
     const char *name;
     void (*fn)(void);
@@ -400,6 +433,7 @@ int main(int argc, char **argv) {
         {"dist_zero_step_exact_every_optimizer", test_zero_step_exact_every_optimizer},
         {"dist_zero_state_is_a_1_over_n_share", test_zero_state_is_a_1_over_n_share},
         {"dist_sampler_shards", test_sampler_shards},
+        {"dist_buckets_start_during_compute", test_buckets_start_during_compute},
         {"dist_accumulation_with_attach_refused", test_accumulation_with_attach_refused},
     };
     int rank = kiln_dist_rank(), passed = 0, failed = 0;
