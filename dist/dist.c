@@ -189,26 +189,34 @@ kiln_dist *kiln_dist_new(kiln_ctx *ctx, kiln_tensor *const *params, int n, const
     d->n_params = n;
     if (!d->params) return dist_fail(d, KILN_ERR_OOM, "out of memory"), NULL;
     if (n <= 0) return dist_fail(d, KILN_ERR_ARG, "no parameters"), NULL;
-    for (int i = 0; i < n; i++) {
+    /* checked on every rank, then agreed on, so that no rank is left
+     * waiting in a collective that another one has given up on */
+    uint64_t bad = 0;
+    for (int i = 0; i < n && !bad; i++) {
         kiln_tensor *p = d->params[i];
         kiln_dtype t = p ? kiln_tensor_dtype(p) : KILN_F32;
-        if (!p || !kiln_tensor_grad(p) || (t != KILN_F32 && t != KILN_F64) || !kiln_tensor_is_contiguous(p)) {
-            kiln_set_error(KILN_ERR_ARG, "kiln_dist_new: parameter %d '%s' is not a contiguous f32/f64 tensor with a gradient",
+        if (!p || !kiln_tensor_grad(p) || (t != KILN_F32 && t != KILN_F64) || !kiln_tensor_is_contiguous(p) ||
+            kiln_tensor_numel(p) > INT32_MAX) {
+            kiln_set_error(KILN_ERR_ARG,
+                           "kiln_dist_new: parameter %d '%s' is not a contiguous f32/f64 tensor with a gradient "
+                           "(of at most 2^31 - 1 elements)",
                            i, p ? kiln_tensor_name(p) : "(null)");
-            kiln_dist_free(d);
-            return NULL;
+            bad = 1;
         }
     }
     /* every rank must bring the same list: compare counts and sizes */
-    uint64_t sig[2] = {(uint64_t)n, 0}, sig_max[2], sig_min[2];
-    for (int i = 0; i < n; i++)
+    uint64_t sig[3] = {(uint64_t)n, 0, bad}, sig_max[3], sig_min[3];
+    for (int i = 0; i < n && !bad; i++)
         sig[1] = sig[1] * 1000003u + (uint64_t)kiln_tensor_numel(d->params[i]) * 2u + (uint64_t)kiln_tensor_dtype(d->params[i]);
-    MPI_Allreduce(sig, sig_max, 2, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-    MPI_Allreduce(sig, sig_min, 2, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(sig, sig_max, 3, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(sig, sig_min, 3, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+    if (bad) {
+        kiln_dist_free(d);
+        return NULL;
+    }
+    if (sig_max[2]) return dist_fail(d, KILN_ERR_ARG, "another rank's parameters were refused"), NULL;
     if (sig_max[0] != sig_min[0] || sig_max[1] != sig_min[1])
         return dist_fail(d, KILN_ERR_ARG, "the ranks' parameter lists differ (count, sizes or dtypes)"), NULL;
-
-    /* rank 0's values everywhere */
     for (int i = 0; i < n; i++) {
         kiln_tensor *p = d->params[i];
         void *data = kiln_tensor_data(p);

@@ -419,6 +419,24 @@ static void test_buckets_start_during_compute(void) {
     kiln_ctx_free(n.ctx);
 }
 
+/* Ranks that bring different parameter lists, or a parameter refused on
+ * one rank only, all get NULL (none is left waiting in a collective). */
+static void test_new_refuses_disagreeing_ranks(void) {
+    net n = {0};
+    if (!net_new(&n, 2, 100)) return fail("net: %s", kiln_last_error());
+    kiln_tensor *p[64];
+    int np = kiln_ctx_params(n.ctx, p, 64), rank = kiln_dist_rank();
+    kiln_dist *d = kiln_dist_new(n.ctx, p, rank == 0 ? np : np - 1, NULL);
+    CHECK(kiln_dist_size() == 1 || !d, "lists of %d and %d tensors were accepted", np, np - 1);
+    kiln_dist_free(d);
+    kiln_tensor *plain = kiln_new_1d(n.ctx, KILN_F32, 4); /* no gradient */
+    kiln_tensor *q[2] = {p[0], rank == kiln_dist_size() - 1 ? plain : p[1]};
+    d = kiln_dist_new(n.ctx, q, 2, NULL);
+    CHECK(!d, "a list refused on the last rank was accepted");
+    kiln_dist_free(d);
+    kiln_ctx_free(n.ctx);
+}
+
 typedef struct test {
     const char *name;
     void (*fn)(void);
@@ -435,6 +453,7 @@ int main(int argc, char **argv) {
         {"dist_sampler_shards", test_sampler_shards},
         {"dist_buckets_start_during_compute", test_buckets_start_during_compute},
         {"dist_accumulation_with_attach_refused", test_accumulation_with_attach_refused},
+        {"dist_new_refuses_disagreeing_ranks", test_new_refuses_disagreeing_ranks},
     };
     int rank = kiln_dist_rank(), passed = 0, failed = 0;
     for (size_t t = 0; t < sizeof tests / sizeof *tests; t++) {
