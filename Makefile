@@ -10,6 +10,10 @@
 #   make VULKAN=0   no Vulkan backend (default: built when the Vulkan loader,
 #                   glslc and spirv-val are installed; VULKAN=1 insists on it)
 #   make CC=aarch64-linux-gnu-gcc BLAS=0 ZLIB=0 VULKAN=0 BUILD=build-arm64   ARM64 cross build
+#   make MPI=1      also libkiln_dist.a (data-parallel training over Open MPI, include/kiln_dist.h),
+#                   in a BUILD of its own (gpt and fashion compile differently),
+#                   its tests (tests/dist/, run under mpirun by scripts/test_dist.sh), and
+#                   examples/gpt and examples/fashion able to train under mpirun -np N
 
 CC      ?= cc
 PREFIX  ?= /usr/local
@@ -145,12 +149,48 @@ $(BUILD)/tests/kiln_tests: $(TEST_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_models.a $
 	@mkdir -p $(dir $@)
 	$(CC) -fopenmp $(LDFLAGS) -o $@ $(TEST_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS)
 
+# MPI=1: dist/ compiled with the flags mpicc would give (mpicc --showme), so
+# that nothing else needs MPI; gpt and fashion gain data-parallel training.
+MPI ?= 0
+DIST_LINK =
+ifeq ($(MPI),1)
+MPICC ?= mpicc
+MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null)
+MPI_LIBS := $(shell $(MPICC) --showme:link 2>/dev/null)
+ifeq ($(MPI_LIBS),)
+$(error MPI=1 needs Open MPI's mpicc: run scripts/deps.sh mpi)
+endif
+DIST_SRC = $(wildcard dist/*.c)
+DIST_OBJ = $(DIST_SRC:%.c=$(BUILD)/obj/%.o)
+DIST_TEST_OBJ = $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/dist/*.c))
+$(DIST_OBJ): KILN_CFLAGS := $(filter-out -Icore,$(KILN_CFLAGS)) $(MPI_CFLAGS)
+$(DIST_TEST_OBJ): KILN_CFLAGS := $(filter-out -Icore,$(KILN_CFLAGS)) -Imodels -Iexamples/common $(MPI_CFLAGS)
+$(BUILD)/obj/examples/gpt/%.o $(BUILD)/obj/examples/fashion/%.o: KILN_CFLAGS += -DKILN_MPI $(MPI_CFLAGS)
+DIST_BENCH_OBJ = $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard bench/dist/*.c))
+$(DIST_BENCH_OBJ): KILN_CFLAGS := $(filter-out -Icore,$(KILN_CFLAGS)) -Imodels -Iexamples/common $(MPI_CFLAGS)
+DIST_LINK = $(BUILD)/libkiln_dist.a
+all: $(BUILD)/libkiln_dist.a $(BUILD)/tests/kiln_dist_tests $(BUILD)/bench/kiln_dist_bench
+bench: $(BUILD)/bench/kiln_dist_bench
+
+$(BUILD)/bench/kiln_dist_bench: $(DIST_BENCH_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_dist.a $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a
+	@mkdir -p $(dir $@)
+	$(CC) -fopenmp $(LDFLAGS) -o $@ $(DIST_BENCH_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_dist.a $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS) $(MPI_LIBS)
+
+$(BUILD)/libkiln_dist.a: $(DIST_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/tests/kiln_dist_tests: $(DIST_TEST_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_dist.a $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a
+	@mkdir -p $(dir $@)
+	$(CC) -fopenmp $(LDFLAGS) -o $@ $(DIST_TEST_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_dist.a $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS) $(MPI_LIBS)
+endif
+
 # Each examples/<name>/ holds one program's .c files.
 $(BUILD)/obj/examples/%.o: KILN_CFLAGS += -Imodels -Iexamples/common
 define example_rule
-$(BUILD)/examples/$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard examples/$(1)/*.c)) $(COMMON_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a
+$(BUILD)/examples/$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard examples/$(1)/*.c)) $(COMMON_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(DIST_LINK)
 	@mkdir -p $$(dir $$@)
-	$$(CC) -fopenmp $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $$(LIBS)
+	$$(CC) -fopenmp $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $(DIST_LINK) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $$(LIBS) $$(if $(DIST_LINK),$$(MPI_LIBS))
 endef
 $(foreach e,$(EXAMPLES),$(eval $(call example_rule,$(e))))
 
@@ -160,7 +200,7 @@ deps:
 # The suite runs in the default build, with KILN_SIMD=scalar, in a BLAS=0
 # build and, cross-compiled, for ARM64 under qemu (scripts/test.sh).
 test:
-	@scripts/deps.sh build data cross
+	@scripts/deps.sh build data cross mpi
 	@$(MAKE) --no-print-directory all
 	@MAKE="$(MAKE)" scripts/test.sh $(BUILD) $(TESTS)
 

@@ -570,6 +570,16 @@ kiln_tensor *kiln_graph_node(const kiln_graph *g, int i);
  * what they would take with one buffer each (plans if not planned yet). */
 size_t kiln_graph_planned_bytes(kiln_graph *g);
 size_t kiln_graph_unplanned_bytes(kiln_graph *g);
+/* A hook called during kiln_graph_compute as soon as a gradient is final
+ * for this compute: after the last node that adds into it (the weight
+ * gradient's matmul for a linear layer, else its accumulate node), with
+ * grad = kiln_tensor_grad(leaf), once per gradient per compute, in the
+ * order the backward pass finishes them (as torch's
+ * register_post_accumulate_grad_hook; data-parallel training starts each
+ * gradient's all-reduce from it). On a device backend every hook runs
+ * after the whole compute. fn NULL removes it. */
+typedef void (*kiln_grad_hook_fn)(void *user, kiln_tensor *grad);
+kiln_status kiln_graph_set_grad_hook(kiln_graph *g, kiln_grad_hook_fn fn, void *user);
 /* Release the graph's intermediate buffer (the graph stays usable). */
 void kiln_graph_free_buffers(kiln_graph *g);
 /* Name of node i's op, for printing. */
@@ -741,6 +751,9 @@ typedef struct kiln_apollo_config {
     float scale;            /* the update is multiplied by sqrt(scale) */
     bool mini;              /* one scaling factor per tensor (APOLLO-Mini) */
     uint64_t seed;          /* projector seeds derive from it */
+    int first_index;        /* params[0]'s index in the whole model's list (0): parameter i's
+                             * projector seed derives from seed and first_index + i, so that a
+                             * ZeRO shard (kiln_dist) draws the projectors the whole list would */
 } kiln_apollo_config;
 
 /* apollo_torch's: lr 1e-3, betas 0.9/0.999, eps 1e-6, weight_decay 0,

@@ -9,6 +9,9 @@
 #                 and in the no-blas build GaLore's clean failure without LAPACK
 #   arm64         make CC=aarch64-linux-gnu-gcc BLAS=0 ZLIB=0 VULKAN=0, run under
 #                 qemu-aarch64 (NEON paths), when the cross tools are installed
+#   mpi           make MPI=1 of kiln_dist's tests in the default build (only dist/ and
+#                 tests/dist/ compile again), run under mpirun -np 2 and 3
+#                 (scripts/test_dist.sh), when Open MPI's mpicc and mpirun are installed
 # Usage: scripts/test.sh BUILD_DIR [test name filters...]
 # The last line is "N passed, N failed[, N skipped]"; exit status 1 on any failure.
 set -u
@@ -65,6 +68,13 @@ if command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 && command -v qemu-aarch64 >
     fi
 else
     echo "== arm64: skipped (no aarch64-linux-gnu-gcc or qemu-aarch64; scripts/deps.sh cross installs them)"
+fi
+if command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1; then
+    if build mpi MPI=1 BUILD="$build" "$build/tests/kiln_dist_tests"; then
+        run_suite mpi scripts/test_dist.sh "$build" "$@"
+    fi
+else
+    echo "== mpi: skipped (no mpicc or mpirun; scripts/deps.sh mpi installs Open MPI)"
 fi
 if [ "$skipped" -gt 0 ]; then
     echo "$passed passed, $failed failed, $skipped skipped"

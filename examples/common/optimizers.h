@@ -65,6 +65,11 @@ typedef struct optimizer_settings {
 /* The optimizer id over every parameter of ctx; NULL with kiln's error set
  * on failure (KILN_ERR_UNSUPPORTED: GaLore in a build without LAPACK). */
 kiln_optim *optimizer_new(kiln_ctx *ctx, optimizer_id id, const optimizer_settings *s);
+/* The same over params[0..n) (NULL: every parameter of ctx), whose first
+ * is parameter first_index of the whole model (APOLLO's projector seeds
+ * follow it): a ZeRO shard (kiln_dist_shard). */
+kiln_optim *optimizer_new_for(kiln_ctx *ctx, optimizer_id id, kiln_tensor *const *params, int n, int first_index,
+                              const optimizer_settings *s);
 
 /* The non-finite guard every training example runs with: a step whose
  * loss or gradients hold a NaN or an infinity is skipped (parameters and
