@@ -7,6 +7,7 @@
 
 #include "../../quant/dfp.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,72 +32,165 @@ typedef struct qentry {
     const kiln_tensor *node;
     const void *data;
     int64_t n, cap; /* values quantized; int16 room of q */
+    int64_t geo[10]; /* the im2col geometry (ops/dfp.c) of columns, geo[0] 0 for the node's own codes */
     int16_t *q;
     int e, qmax;
 } qentry;
 /* Entries [0, n) hold this compute's operands; every one up to cap keeps
  * its buffer for the next compute, whose i-th operand usually has the
  * i-th size again (a graph runs its nodes in one order): no allocation,
- * no page faults in a training loop's steady state. */
-static _Thread_local struct {
+ * no page faults in a training loop's steady state. On the heap, owned by
+ * a pthread key whose destructor frees it when the thread exits (OpenMP
+ * or application threads that computed graphs would leak it otherwise). */
+typedef struct code_cache {
     uint64_t serial;
     qentry *e;
     int n, cap;
-} cache;
+} code_cache;
 
-/* The codes of src (n values), from the cache or quantized into it;
- * serial 0 (a compute without one) or no memory for an entry: into *owned,
- * which the caller frees. */
+static _Thread_local code_cache *cache;
+static pthread_key_t cache_key;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+static bool cache_key_ok;
+
+static void cache_free(void *p) {
+    code_cache *c = p;
+    for (int i = 0; i < c->cap; i++) free(c->e[i].q);
+    free(c->e);
+    free(c);
+}
+
+static void cache_key_make(void) { cache_key_ok = pthread_key_create(&cache_key, cache_free) == 0; }
+
+/* This thread's cache, made on first use; NULL without memory (every
+ * operand is then quantized into a buffer of its own). */
+static code_cache *cache_get(void) {
+    if (cache) return cache;
+    pthread_once(&cache_once, cache_key_make);
+    code_cache *c = cache_key_ok ? calloc(1, sizeof *c) : NULL;
+    if (!c) return NULL;
+    if (pthread_setspecific(cache_key, c) != 0) {
+        free(c);
+        return NULL;
+    }
+    return cache = c;
+}
+
+/* The cached codes of (src, n, geo) in this compute, or NULL. */
+static const qentry *lookup(const code_cache *c, const kiln_tensor *src, int64_t n, const int64_t *geo,
+                            uint64_t serial) {
+    if (!c || !serial || serial != c->serial) return NULL;
+    for (int i = 0; i < c->n; i++)
+        if (c->e[i].node == src && c->e[i].data == src->data && c->e[i].n == n &&
+            !memcmp(c->e[i].geo, geo, sizeof c->e[i].geo))
+            return &c->e[i];
+    return NULL;
+}
+
+/* Room for n codes: the next cache entry's buffer (*slot set; the caller
+ * fills it and calls commit), or, with serial 0 or no memory for an entry,
+ * a buffer of its own (*owned, which the caller frees). */
+static int16_t *room(code_cache *c, int64_t n, uint64_t serial, qentry **slot, int16_t **owned) {
+    *slot = NULL, *owned = NULL;
+    if (c && serial) {
+        if (serial != c->serial) c->serial = serial, c->n = 0;
+        if (c->n == c->cap) {
+            int cap = c->cap ? 2 * c->cap : 16;
+            qentry *grown = realloc(c->e, (size_t)cap * sizeof *grown);
+            if (grown) {
+                memset(grown + c->cap, 0, (size_t)(cap - c->cap) * sizeof *grown);
+                c->e = grown, c->cap = cap;
+            }
+        }
+        if (c->n < c->cap) {
+            qentry *s = &c->e[c->n];
+            if (s->cap < n) {
+                int16_t *grown = realloc(s->q, (size_t)n * 2);
+                if (grown) s->q = grown, s->cap = n;
+            }
+            if (s->cap >= n) {
+                *slot = s;
+                return s->q;
+            }
+        }
+    }
+    return *owned = malloc((size_t)(n ? n : 1) * 2);
+}
+
+static void commit(code_cache *c, qentry *slot, const kiln_tensor *src, int64_t n, const int64_t *geo, int e,
+                   int qmax) {
+    if (!slot) return;
+    slot->node = src, slot->data = src->data, slot->n = n, slot->e = e, slot->qmax = qmax;
+    memcpy(slot->geo, geo, sizeof slot->geo);
+    c->n++;
+}
+
+static const int64_t plain[10] = {0};
+
+/* The codes of src (n values), from the cache or quantized into it; a
+ * buffer of their own in *owned when not cached (the caller frees it). */
 static kiln_status operand(const kiln_tensor *src, int64_t n, uint64_t serial, const int16_t **q, int *e, int *qmax,
                            int16_t **owned) {
+    code_cache *c = cache_get();
+    const qentry *hit = lookup(c, src, n, plain, serial);
     *owned = NULL;
-    if (serial && serial == cache.serial)
-        for (int i = 0; i < cache.n; i++)
-            if (cache.e[i].node == src && cache.e[i].data == src->data && cache.e[i].n == n) {
-                *q = cache.e[i].q, *e = cache.e[i].e, *qmax = cache.e[i].qmax;
-                return KILN_OK;
-            }
-    if (serial && serial != cache.serial) cache.serial = serial, cache.n = 0;
-    qentry *slot = NULL;
-    if (serial && cache.n == cache.cap) {
-        int cap = cache.cap ? 2 * cache.cap : 16;
-        qentry *grown = realloc(cache.e, (size_t)cap * sizeof *grown);
-        if (grown) {
-            memset(grown + cache.cap, 0, (size_t)(cap - cache.cap) * sizeof *grown);
-            cache.e = grown, cache.cap = cap;
-        }
+    if (hit) {
+        *q = hit->q, *e = hit->e, *qmax = hit->qmax;
+        return KILN_OK;
     }
-    if (serial && cache.n < cache.cap) {
-        slot = &cache.e[cache.n];
-        if (slot->cap < n) {
-            int16_t *grown = realloc(slot->q, (size_t)n * 2);
-            if (grown) slot->q = grown, slot->cap = n;
-            else slot = NULL;
-        }
-    }
-    int16_t *codes = slot ? slot->q : malloc((size_t)(n ? n : 1) * 2);
+    qentry *slot;
+    int16_t *codes = room(c, n, serial, &slot, owned);
     if (!codes) return kiln__errs(KILN_ERR_OOM, "dfp_matmul: out of memory quantizing an operand");
     kiln__dfp_quantize(src->data, n, DFP_BITS, codes, e, qmax, false, 0);
     *q = codes;
-    if (slot) {
-        slot->node = src, slot->data = src->data, slot->n = n, slot->e = *e, slot->qmax = *qmax;
-        cache.n++;
-    } else
-        *owned = codes;
+    commit(c, slot, src, n, plain, *e, *qmax);
+    return KILN_OK;
+}
+
+/* The columns im2col_cn(x) (geometry geo, ops/dfp.c) as codes: x's codes
+ * (one exponent for the image) gathered, padding taps 0; cached like an
+ * operand's. Their bound is x's (a gather only drops values). */
+static kiln_status columns(const kiln_tensor *x, const int64_t *geo, uint64_t serial, int nt, const int16_t **q,
+                           int *e, int *qmax, int16_t **owned) {
+    const int64_t nb = x->shape[0], ch = x->shape[1], n = ch * geo[0] * geo[1] * nb * geo[8] * geo[9];
+    code_cache *c = cache_get();
+    const qentry *hit = lookup(c, x, n, geo, serial);
+    *owned = NULL;
+    if (hit) {
+        *q = hit->q, *e = hit->e, *qmax = hit->qmax;
+        return KILN_OK;
+    }
+    const int16_t *qx;
+    int16_t *own_x;
+    kiln_status s = operand(x, kiln_tensor_numel(x), serial, &qx, e, qmax, &own_x);
+    if (s != KILN_OK) return s;
+    qentry *slot;
+    int16_t *codes = room(c, n, serial, &slot, owned);
+    if (!codes) {
+        free(own_x);
+        return kiln__errs(KILN_ERR_OOM, "dfp_matmul: out of memory gathering a convolution's columns");
+    }
+    kiln__dfp_im2col_cn(qx, nb, ch, x->shape[2], x->shape[3], geo, geo[8], geo[9], codes, nt);
+    free(own_x);
+    *q = codes;
+    commit(c, slot, x, n, geo, *e, *qmax);
     return KILN_OK;
 }
 
 static kiln_status dfp_matmul_kernel(kiln_tensor *node, const kiln_exec *ex) {
     const kiln_tensor *a = node->src[0], *b = node->src[1];
-    bool ta = node->ip[0], tb = node->ip[1];
+    bool ta = node->ip[0], tb = node->ip[1], im = node->ip[2] == 1;
     int64_t m = node->shape[0], n = node->shape[1], k = a->shape[ta ? 0 : 1];
     const int16_t *qa = NULL, *qb = NULL;
     int ea, eb, ma, mb;
     int16_t *own_a, *own_b = NULL;
     /* A stored [m, k], or [k, m] when transposed; B stored [k, n], or [n, k]
-     * when transposed: the GEMM's packers read either layout */
+     * when transposed (as columns too: [C kh kw, N OH OW]): the GEMM's
+     * packers read either layout */
     kiln_status s = operand(a, m * k, ex->serial, &qa, &ea, &ma, &own_a);
-    if (s == KILN_OK) s = operand(b, n * k, ex->serial, &qb, &eb, &mb, &own_b);
+    if (s == KILN_OK)
+        s = im ? columns(b, node->ip + 3, ex->serial, ex->n_threads, &qb, &eb, &mb, &own_b)
+               : operand(b, n * k, ex->serial, &qb, &eb, &mb, &own_b);
     if (s == KILN_OK)
         s = kiln__gemm_dfp_t(ta, !tb, m, n, k, qa, ta ? m : k, ma, ea, qb, tb ? k : n, mb, eb, node->data, n,
                              ex->n_threads);

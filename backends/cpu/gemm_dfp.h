@@ -57,6 +57,14 @@ kiln_status kiln__gemm_dfp_ref_t(bool a_km, bool b_kn, int64_t m, int64_t n, int
 /* Pairs of k per INT32 chunk for the bounds (at least 1). */
 int64_t kiln__gemm_dfp_chunk_pairs(int amax, int bmax);
 
+/* im2col of int16 codes in conv2d's CN layout: x [n, c, h, w] -> cols
+ * [c, kh, kw, n, oh, ow] (g: kh, kw, sh, sw, ph, pw, dh, dw as in
+ * ops/conv.c), out-of-image taps 0; the f32 IM2COL kernel's loop
+ * (backends/cpu/conv.c) on codes, so quantize then gather equals gather
+ * then quantize whenever the exponent is the same. */
+void kiln__dfp_im2col_cn(const int16_t *x, int64_t n, int64_t c, int64_t h, int64_t w, const int64_t *g, int64_t oh,
+                         int64_t ow, int16_t *cols, int n_threads);
+
 /* Packed operands (zero padded to mp x kp, np x kp, kp even):
  *   A: groups of KILN_DFP_MR rows, k pair by k pair: the pair (2p, 2p+1) of
  *      row i at ((i/MR) * (kp/2) + p) * MR + i%MR, as 32-bit words (one
