@@ -119,3 +119,45 @@ KT_TEST(dfp_conv2d_equals_explicit_columns) {
         free(xv), free(wv);
     }
 }
+
+/* kiln__gemm_dfp_conv_t, whose packer gathers the columns from the image,
+ * against kiln__gemm_dfp_t on explicit columns, bit for bit: B the columns
+ * (the forward) and their transpose (the weight gradient), A either way,
+ * odd sizes, every geometry above and one that skips pixels. */
+KT_TEST(dfp_gemm_implicit_columns_equal_explicit) {
+    const int64_t n = 3, c = 3, h = 7, w = 6, nx = n * c * h * w, m = 5;
+    const int64_t more[][8] = {{1, 1, 2, 2, 0, 0, 1, 1}, {3, 3, 1, 2, 0, 1, 1, 2}};
+    int16_t *qx = malloc((nx + 1) * 2);
+    float *xv = malloc(nx * 4);
+    fill(xv, nx, 6, 1.5f);
+    int ex, mx;
+    kiln__dfp_quantize(xv, nx, 14, qx, &ex, &mx, false, 0);
+    qx[nx] = 0x7fff; /* the slack: never a code */
+    int ng = (int)(sizeof geoms / sizeof *geoms);
+    for (int gi = 0; gi < ng + 2; gi++) {
+        const int64_t *g = gi < ng ? geoms[gi] : more[gi - ng];
+        int64_t oh = out_size(h, g[0], g[2], g[4], g[6]), ow = out_size(w, g[1], g[3], g[5], g[7]);
+        int64_t kc = c * g[0] * g[1], nc = n * oh * ow;
+        int16_t *cols = malloc(kc * nc * 2), *qa = malloc(m * (kc > nc ? kc : nc) * 2);
+        float *want = malloc(m * (kc > nc ? kc : nc) * 4), *got = malloc(m * (kc > nc ? kc : nc) * 4);
+        kiln__dfp_im2col_cn(qx, n, c, h, w, g, oh, ow, cols, 1);
+        kiln_dfp_image img = {qx, n, c, h, w, oh, ow, {g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7]}};
+        for (int bt = 0; bt < 2; bt++)
+            for (int akm = 0; akm < 2; akm++)
+                for (int nt = 1; nt <= 2; nt++) {
+                    int64_t pn = bt ? kc : nc, pk = bt ? nc : kc;
+                    for (int64_t i = 0; i < m * pk; i++) qa[i] = (int16_t)((i * 2654435761u >> 7) % 16383 - 8191);
+                    KT_OK(kiln__gemm_dfp_t(akm, !bt, m, pn, pk, qa, akm ? m : pk, 8191, -12, cols, bt ? pk : pn, mx,
+                                           ex, want, pn, nt));
+                    memset(got, 0xff, m * pn * 4);
+                    KT_OK(kiln__gemm_dfp_conv_t(akm, bt, m, pn, pk, qa, akm ? m : pk, 8191, -12, &img, mx, ex, got,
+                                                pn, nt));
+                    KT_CHECK(!memcmp(got, want, m * pn * 4), "geometry %d, b_t %d, a_km %d, %d threads: differs", gi,
+                             bt, akm, nt);
+                }
+        KT_CHECK(kiln__gemm_dfp_conv_t(false, false, m, nc + 1, kc, qa, kc, 8191, -12, &img, mx, ex, got, nc + 1, 1) ==
+                     KILN_ERR_ARG, "geometry %d: a misfit size accepted", gi);
+        free(cols), free(qa), free(want), free(got);
+    }
+    free(qx), free(xv);
+}

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #define DFP_BITS 14
+#define SLACK 16
 
 /* Each operand quantized once per compute. A DFP layer's three products
  * share their operands as graph nodes: the forward quantizes x and W, the
@@ -32,7 +33,6 @@ typedef struct qentry {
     const kiln_tensor *node;
     const void *data;
     int64_t n, cap; /* values quantized; int16 room of q */
-    int64_t geo[10]; /* the im2col geometry (ops/dfp.c) of columns, geo[0] 0 for the node's own codes */
     int16_t *q;
     int e, qmax;
 } qentry;
@@ -76,18 +76,16 @@ static code_cache *cache_get(void) {
     return cache = c;
 }
 
-/* The cached codes of (src, n, geo) in this compute, or NULL. */
-static const qentry *lookup(const code_cache *c, const kiln_tensor *src, int64_t n, const int64_t *geo,
-                            uint64_t serial) {
+/* The cached codes of (src, n) in this compute, or NULL. */
+static const qentry *lookup(const code_cache *c, const kiln_tensor *src, int64_t n, uint64_t serial) {
     if (!c || !serial || serial != c->serial) return NULL;
     for (int i = 0; i < c->n; i++)
-        if (c->e[i].node == src && c->e[i].data == src->data && c->e[i].n == n &&
-            !memcmp(c->e[i].geo, geo, sizeof c->e[i].geo))
-            return &c->e[i];
+        if (c->e[i].node == src && c->e[i].data == src->data && c->e[i].n == n) return &c->e[i];
     return NULL;
 }
 
-/* Room for n codes: the next cache entry's buffer (*slot set; the caller
+/* Room for n codes and SLACK more (the columns' packer gathers 4 bytes per
+ * code, gemm_dfp.h): the next cache entry's buffer (*slot set; the caller
  * fills it and calls commit), or, with serial 0 or no memory for an entry,
  * a buffer of its own (*owned, which the caller frees). */
 static int16_t *room(code_cache *c, int64_t n, uint64_t serial, qentry **slot, int16_t **owned) {
@@ -105,7 +103,7 @@ static int16_t *room(code_cache *c, int64_t n, uint64_t serial, qentry **slot, i
         if (c->n < c->cap) {
             qentry *s = &c->e[c->n];
             if (s->cap < n) {
-                int16_t *grown = realloc(s->q, (size_t)n * 2);
+                int16_t *grown = realloc(s->q, (size_t)(n + SLACK) * 2);
                 if (grown) s->q = grown, s->cap = n;
             }
             if (s->cap >= n) {
@@ -114,25 +112,21 @@ static int16_t *room(code_cache *c, int64_t n, uint64_t serial, qentry **slot, i
             }
         }
     }
-    return *owned = malloc((size_t)(n ? n : 1) * 2);
+    return *owned = malloc((size_t)(n + SLACK) * 2);
 }
 
-static void commit(code_cache *c, qentry *slot, const kiln_tensor *src, int64_t n, const int64_t *geo, int e,
-                   int qmax) {
+static void commit(code_cache *c, qentry *slot, const kiln_tensor *src, int64_t n, int e, int qmax) {
     if (!slot) return;
     slot->node = src, slot->data = src->data, slot->n = n, slot->e = e, slot->qmax = qmax;
-    memcpy(slot->geo, geo, sizeof slot->geo);
     c->n++;
 }
-
-static const int64_t plain[10] = {0};
 
 /* The codes of src (n values), from the cache or quantized into it; a
  * buffer of their own in *owned when not cached (the caller frees it). */
 static kiln_status operand(const kiln_tensor *src, int64_t n, uint64_t serial, const int16_t **q, int *e, int *qmax,
                            int16_t **owned) {
     code_cache *c = cache_get();
-    const qentry *hit = lookup(c, src, n, plain, serial);
+    const qentry *hit = lookup(c, src, n, serial);
     *owned = NULL;
     if (hit) {
         *q = hit->q, *e = hit->e, *qmax = hit->qmax;
@@ -143,37 +137,7 @@ static kiln_status operand(const kiln_tensor *src, int64_t n, uint64_t serial, c
     if (!codes) return kiln__errs(KILN_ERR_OOM, "dfp_matmul: out of memory quantizing an operand");
     kiln__dfp_quantize(src->data, n, DFP_BITS, codes, e, qmax, false, 0);
     *q = codes;
-    commit(c, slot, src, n, plain, *e, *qmax);
-    return KILN_OK;
-}
-
-/* The columns im2col_cn(x) (geometry geo, ops/dfp.c) as codes: x's codes
- * (one exponent for the image) gathered, padding taps 0; cached like an
- * operand's. Their bound is x's (a gather only drops values). */
-static kiln_status columns(const kiln_tensor *x, const int64_t *geo, uint64_t serial, int nt, const int16_t **q,
-                           int *e, int *qmax, int16_t **owned) {
-    const int64_t nb = x->shape[0], ch = x->shape[1], n = ch * geo[0] * geo[1] * nb * geo[8] * geo[9];
-    code_cache *c = cache_get();
-    const qentry *hit = lookup(c, x, n, geo, serial);
-    *owned = NULL;
-    if (hit) {
-        *q = hit->q, *e = hit->e, *qmax = hit->qmax;
-        return KILN_OK;
-    }
-    const int16_t *qx;
-    int16_t *own_x;
-    kiln_status s = operand(x, kiln_tensor_numel(x), serial, &qx, e, qmax, &own_x);
-    if (s != KILN_OK) return s;
-    qentry *slot;
-    int16_t *codes = room(c, n, serial, &slot, owned);
-    if (!codes) {
-        free(own_x);
-        return kiln__errs(KILN_ERR_OOM, "dfp_matmul: out of memory gathering a convolution's columns");
-    }
-    kiln__dfp_im2col_cn(qx, nb, ch, x->shape[2], x->shape[3], geo, geo[8], geo[9], codes, nt);
-    free(own_x);
-    *q = codes;
-    commit(c, slot, x, n, geo, *e, *qmax);
+    commit(c, slot, src, n, *e, *qmax);
     return KILN_OK;
 }
 
@@ -188,10 +152,14 @@ static kiln_status dfp_matmul_kernel(kiln_tensor *node, const kiln_exec *ex) {
      * when transposed (as columns too: [C kh kw, N OH OW]): the GEMM's
      * packers read either layout */
     kiln_status s = operand(a, m * k, ex->serial, &qa, &ea, &ma, &own_a);
-    if (s == KILN_OK)
-        s = im ? columns(b, node->ip + 3, ex->serial, ex->n_threads, &qb, &eb, &mb, &own_b)
-               : operand(b, n * k, ex->serial, &qb, &eb, &mb, &own_b);
-    if (s == KILN_OK)
+    if (s == KILN_OK) s = operand(b, im ? kiln_tensor_numel(b) : n * k, ex->serial, &qb, &eb, &mb, &own_b);
+    if (s == KILN_OK && im) { /* B: the columns of the image b, gathered by the GEMM's packer */
+        const int64_t *g = node->ip + 3;
+        kiln_dfp_image img = {qb, b->shape[0], b->shape[1], b->shape[2], b->shape[3], g[8], g[9],
+                              {g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7]}};
+        s = kiln__gemm_dfp_conv_t(ta, tb, m, n, k, qa, ta ? m : k, ma, ea, &img, mb, eb, node->data, n,
+                                  ex->n_threads);
+    } else if (s == KILN_OK)
         s = kiln__gemm_dfp_t(ta, !tb, m, n, k, qa, ta ? m : k, ma, ea, qb, tb ? k : n, mb, eb, node->data, n,
                              ex->n_threads);
     free(own_a), free(own_b);

@@ -130,6 +130,39 @@ void kiln__gemm_dfp_pack_b_avx512(bool kn, int64_t n, int64_t k, const int16_t *
     }
 }
 
+/* The columns' panels straight from the image (implicit im2col): 16 taps
+ * per masked gather (4 bytes at each code's address; the low half is the
+ * code), two gathers per panel line, the pair packed as one 32-bit word
+ * (lo | hi << 16). b_t false: panel lanes are columns j, pairs run over
+ * rows r; b_t true: lanes are rows, pairs run over columns. */
+void kiln__gemm_dfp_pack_b_im2col_avx512(bool b_t, int64_t n, int64_t k, const int16_t *x, const kiln_dfp_taps *t,
+                                         int16_t *dst, int64_t np, int64_t kp) {
+    const int64_t pairs = kp / 2;
+    const __m512i hv = _mm512_set1_epi32(t->h), wv = _mm512_set1_epi32(t->w), lo16 = _mm512_set1_epi32(0xffff);
+    const int32_t *lofs = b_t ? t->rofs : t->cofs, *li = b_t ? t->ri : t->ci, *lj = b_t ? t->rj : t->cj;
+    const int32_t *pofs = b_t ? t->cofs : t->rofs, *pi = b_t ? t->ci : t->ri, *pj = b_t ? t->cj : t->rj;
+    (void)n, (void)k;
+#pragma omp for schedule(static)
+    for (int64_t j0 = 0; j0 < np; j0 += 16) {
+        int16_t *d = dst + (j0 / 16) * pairs * 32;
+        const __m512i ofs = _mm512_loadu_si512(lofs + j0), ii = _mm512_loadu_si512(li + j0),
+                      jj = _mm512_loadu_si512(lj + j0);
+        for (int64_t p = 0; p < pairs; p++, d += 32) {
+            __m512i v[2];
+            for (int h = 0; h < 2; h++) {
+                int64_t q = 2 * p + h;
+                __m512i i = _mm512_add_epi32(ii, _mm512_set1_epi32(pi[q]));
+                __m512i j = _mm512_add_epi32(jj, _mm512_set1_epi32(pj[q]));
+                /* unsigned compares: a negative coordinate is out too */
+                __mmask16 in = _mm512_cmplt_epu32_mask(i, hv) & _mm512_cmplt_epu32_mask(j, wv);
+                v[h] = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), in,
+                                                   _mm512_add_epi32(ofs, _mm512_set1_epi32(pofs[q])), x, 2);
+            }
+            _mm512_storeu_si512(d, _mm512_or_si512(_mm512_and_si512(v[0], lo16), _mm512_slli_epi32(v[1], 16)));
+        }
+    }
+}
+
 #define TILE(np)                                                                                               \
     static __attribute__((noinline)) void tile##np(const kiln_dfp_packed *p, const int16_t *a, const int16_t *b,   \
                                                    float *c, int64_t ldc, int64_t rows, int64_t cols) {           \
