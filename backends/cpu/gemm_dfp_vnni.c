@@ -34,6 +34,7 @@ static inline __attribute__((always_inline)) void tile_n(const kiln_dfp_packed *
                                                           const int16_t *b, const int np, float *c, int64_t ldc,
                                                           int64_t rows, int64_t cols) {
     const int64_t pairs = p->kp / 2, ps = pairs * 32, cp = p->cp;
+    const __m512 sa = _mm512_set1_ps(p->sa), sb = _mm512_set1_ps(p->sb);
     /* the f32 totals live in L1, not in registers: 12 more zmm made GCC
      * copy every accumulator every pair */
     float tot[MR][64] __attribute__((aligned(64)));
@@ -42,9 +43,41 @@ static inline __attribute__((always_inline)) void tile_n(const kiln_dfp_packed *
     for (int q = 0; q < np; q++) {
         int64_t left = cols - q * 16;
         mk[q] = left >= 16 ? (__mmask16)0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
+    }
+    if (pairs <= cp) { /* one chunk (short k: conv1's 9 taps, a backward-data k of 32 channels): C straight
+                        * from the accumulators, as 0 + chunk would give it exactly */
+        const int16_t *ak = a, *bk = b;
+        __m512i acc[MR][4], bv[4];
+        int64_t len = pairs;
+#pragma GCC unroll 6
+        for (int r = 0; r < MR; r++)
+#pragma GCC unroll 4
+            for (int q = 0; q < np; q++) acc[r][q] = _mm512_setzero_si512();
+        do {
+#pragma GCC unroll 4
+            for (int q = 0; q < np; q++) bv[q] = _mm512_loadu_si512(bk + q * ps);
+#pragma GCC unroll 6
+            for (int r = 0; r < MR; r++) {
+                __m512i av = _mm512_set1_epi32(load32(ak + r * 2));
+#pragma GCC unroll 4
+                for (int q = 0; q < np; q++) acc[r][q] = dpwssd(acc[r][q], av, bv[q]);
+            }
+            ak += MR * 2, bk += 32;
+        } while (--len);
+#pragma GCC unroll 6
+        for (int r = 0; r < MR; r++)
+            if (r < rows) {
+#pragma GCC unroll 4
+                for (int q = 0; q < np; q++)
+                    _mm512_mask_storeu_ps(c + r * ldc + q * 16, mk[q],
+                                          _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(acc[r][q]), sa), sb));
+            }
+        return;
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < np; q++)
 #pragma GCC unroll 6
         for (int r = 0; r < MR; r++) _mm512_store_ps(&tot[r][q * 16], _mm512_setzero_ps());
-    }
     for (int64_t t0 = 0; t0 < pairs; t0 += cp) {
         int64_t len = pairs - t0 < cp ? pairs - t0 : cp;
         const int16_t *ak = a + t0 * MR * 2, *bk = b + t0 * 32;
@@ -71,7 +104,6 @@ static inline __attribute__((always_inline)) void tile_n(const kiln_dfp_packed *
                 _mm512_store_ps(&tot[r][q * 16],
                                 _mm512_add_ps(_mm512_load_ps(&tot[r][q * 16]), _mm512_cvtepi32_ps(acc[r][q])));
     }
-    const __m512 sa = _mm512_set1_ps(p->sa), sb = _mm512_set1_ps(p->sb);
 #pragma GCC unroll 6
     for (int r = 0; r < MR; r++)
         if (r < rows) {
