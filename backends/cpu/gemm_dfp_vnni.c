@@ -180,15 +180,36 @@ void kiln__gemm_dfp_pack_b_im2col_avx512(bool b_t, int64_t n, int64_t k, const i
         const __m512i ofs = _mm512_loadu_si512(lofs + j0), ii = _mm512_loadu_si512(li + j0),
                       jj = _mm512_loadu_si512(lj + j0);
         for (int64_t p = 0; p < pairs; p++, d += 32) {
+            const int64_t q = 2 * p;
             __m512i v[2];
-            for (int h = 0; h < 2; h++) {
-                int64_t q = 2 * p + h;
+            if (pofs[q + 1] == pofs[q] + 1 && pi[q + 1] == pi[q] && pj[q + 1] == pj[q] + 1) {
+                /* the pair's two taps are neighbours in x (the next kernel column, or the next output
+                 * column at stride 1): one gather reads both where both are inside */
                 __m512i i = _mm512_add_epi32(ii, _mm512_set1_epi32(pi[q]));
                 __m512i j = _mm512_add_epi32(jj, _mm512_set1_epi32(pj[q]));
+                __mmask16 in_i = _mm512_cmplt_epu32_mask(i, hv);
+                __mmask16 both = in_i & _mm512_cmplt_epu32_mask(j, _mm512_sub_epi32(wv, _mm512_set1_epi32(1)));
+                __mmask16 first = in_i & _mm512_cmplt_epu32_mask(j, wv) & (__mmask16)~both;
+                __mmask16 second = in_i & _mm512_cmplt_epu32_mask(_mm512_add_epi32(j, _mm512_set1_epi32(1)), wv) &
+                                   (__mmask16)~both;
+                __m512i idx = _mm512_add_epi32(ofs, _mm512_set1_epi32(pofs[q]));
+                __m512i w = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), both, idx, x, 2);
+                if (first | second) { /* an edge: each tap alone */
+                    __m512i lo = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), first, idx, x, 2);
+                    __m512i hi = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), second,
+                                                             _mm512_add_epi32(idx, _mm512_set1_epi32(1)), x, 2);
+                    w = _mm512_or_si512(w, _mm512_or_si512(_mm512_and_si512(lo, lo16), _mm512_slli_epi32(hi, 16)));
+                }
+                _mm512_storeu_si512(d, w);
+                continue;
+            }
+            for (int h = 0; h < 2; h++) {
+                __m512i i = _mm512_add_epi32(ii, _mm512_set1_epi32(pi[q + h]));
+                __m512i j = _mm512_add_epi32(jj, _mm512_set1_epi32(pj[q + h]));
                 /* unsigned compares: a negative coordinate is out too */
                 __mmask16 in = _mm512_cmplt_epu32_mask(i, hv) & _mm512_cmplt_epu32_mask(j, wv);
                 v[h] = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), in,
-                                                   _mm512_add_epi32(ofs, _mm512_set1_epi32(pofs[q])), x, 2);
+                                                   _mm512_add_epi32(ofs, _mm512_set1_epi32(pofs[q + h])), x, 2);
             }
             _mm512_storeu_si512(d, _mm512_or_si512(_mm512_and_si512(v[0], lo16), _mm512_slli_epi32(v[1], 16)));
         }
