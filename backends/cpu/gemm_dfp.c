@@ -63,19 +63,25 @@ static void pack_a(bool km, int64_t m, int64_t k, const int16_t *a, int64_t lda,
             }
             continue;
         }
-        for (int t = 0; t < KILN_DFP_MR; t++) {
-            int16_t *w = d + 2 * t;
-            if (i0 + t >= m) { /* padding rows */
-                for (int64_t p = 0; p < pairs; p++) memset(w + p * KILN_DFP_MR * 2, 0, 4);
-                continue;
+        /* pair by pair across the MR rows, so the tile is written once in
+         * order (a pass per row rewrote every line of a tile larger than L2) */
+        const int16_t *src[KILN_DFP_MR];
+        int live = m - i0 < KILN_DFP_MR ? (int)(m - i0) : KILN_DFP_MR;
+        for (int t = 0; t < KILN_DFP_MR; t++) src[t] = a + (i0 + (t < live ? t : 0)) * lda;
+        if (live == KILN_DFP_MR)
+            for (int64_t p = 0; p < full; p++, d += KILN_DFP_MR * 2)
+                for (int t = 0; t < KILN_DFP_MR; t++) memcpy(d + 2 * t, src[t] + 2 * p, 4);
+        else
+            for (int64_t p = 0; p < full; p++, d += KILN_DFP_MR * 2)
+                for (int t = 0; t < KILN_DFP_MR; t++) {
+                    if (t < live) memcpy(d + 2 * t, src[t] + 2 * p, 4);
+                    else memset(d + 2 * t, 0, 4); /* padding rows */
+                }
+        if (full < pairs) /* odd k: the last pair's second half is 0 */
+            for (int t = 0; t < KILN_DFP_MR; t++) {
+                d[2 * t] = t < live ? src[t][2 * full] : 0;
+                d[2 * t + 1] = 0;
             }
-            const int16_t *s = a + (i0 + t) * lda;
-            for (int64_t p = 0; p < full; p++) memcpy(w + p * KILN_DFP_MR * 2, s + 2 * p, 4);
-            if (full < pairs) { /* odd k: the last pair's second half is 0 */
-                w[full * KILN_DFP_MR * 2] = s[2 * full];
-                w[full * KILN_DFP_MR * 2 + 1] = 0;
-            }
-        }
     }
 }
 
