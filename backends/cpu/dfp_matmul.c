@@ -2,7 +2,10 @@
  * f32 operand to 14-bit codes with one exponent (quant/dfp.h), in its own
  * layout, and multiply (backends/cpu/gemm_dfp.h, whose packers read A as
  * [m, k] or [k, m] and B as [n, k] or [k, n]); an operand's codes are
- * reused by the other products of the same compute that read it. */
+ * reused by the other products of the same compute that read it. A
+ * convolution's product (ip[2] = 1) quantizes its image x instead of the
+ * columns and hands the codes to kiln__gemm_dfp_conv_t, whose packer
+ * gathers the columns from them. */
 #include "gemm_dfp.h"
 
 #include "../../quant/dfp.h"
@@ -17,8 +20,8 @@
 /* Each operand quantized once per compute. A DFP layer's three products
  * share their operands as graph nodes: the forward quantizes x and W, the
  * backward-data product needs W and the incoming gradient G, the
- * backward-weight product G and x (for a convolution, its im2col columns)
- * again. The codes of every operand are kept until the compute ends and
+ * backward-weight product G and x (for a convolution, the image whose
+ * columns the packer gathers) again. The codes of every operand are kept until the compute ends and
  * reused, keyed by the node, its data and the compute's serial (unique
  * process-wide, so a weight shared by two graphs and updated between their
  * computes is quantized anew). Quantizing is deterministic, so a reused
