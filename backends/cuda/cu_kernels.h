@@ -1,0 +1,66 @@
+/* cu_kernels.h — the CUDA kernels' launchers, callable from C. The host
+ * files (cu_*.c, compiled by the C compiler against kiln's internal
+ * headers) decide what runs and fill these plain structs; the .cu files
+ * (compiled by nvcc as C++) know nothing of kiln's tensors. Every launcher
+ * queues its work on `stream` and returns the launch's cudaError_t as an
+ * int (0: queued). Pointers are device pointers to an operand's first
+ * element; strides and sizes count elements.
+ *
+ *     cu_walk w = ...;   // y = a + b over w, b broadcast with stride 0
+ *     int e = kiln__cu_binary(stream, CU_ADD, 0, CU_F32, a, b, y, n, &w);
+ */
+#ifndef KILN_CU_KERNELS_H
+#define KILN_CU_KERNELS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CU_MAX_DIMS 6 /* KILN_MAX_DIMS */
+#define CU_MAX_SRC 3
+
+/* Element dtypes the kernels read and write. */
+enum { CU_F32 = 0, CU_F16 = 1, CU_BF16 = 2, CU_I32 = 3 };
+
+/* A walk of a contiguous output of nd dims (row-major, shape[]) reading
+ * each source k at offset sum_d index[d] * st[k][d] (0 on a broadcast dim). */
+typedef struct cu_walk {
+    int nd;
+    int64_t shape[CU_MAX_DIMS];
+    int64_t st[CU_MAX_SRC][CU_MAX_DIMS];
+} cu_walk;
+
+/* y[i] = x at walk w, converted from dtype xt to yt (a copy when equal). */
+int kiln__cu_copy(void *stream, int xt, const void *x, int yt, void *y, int64_t n, const cu_walk *w);
+
+/* Unary ops numbered by their offset from KILN_OP_NEG (cu_elementwise.c
+ * checks the order): computed in double, rounded once to the dtype. */
+int kiln__cu_unary(void *stream, int op, double p, int dt, const void *x, void *y, int64_t n, const cu_walk *w);
+
+/* Binary ops: ADD SUB MUL DIV, or CMP with cmp a kiln_cmp_op (1/0). */
+enum { CU_ADD = 0, CU_SUB, CU_MUL, CU_DIV, CU_CMP };
+int kiln__cu_binary(void *stream, int op, int cmp, int dt, const void *a, const void *b, void *y, int64_t n,
+                    const cu_walk *w);
+/* y = c != 0 ? a : b; c is f32 or i32 (ct), a, b, y of dtype dt. */
+int kiln__cu_where(void *stream, int ct, const void *c, int dt, const void *a, const void *b, void *y, int64_t n,
+                   const cu_walk *w);
+/* g[i] += d[i] for i < n (both contiguous, dtype dt). */
+int kiln__cu_acc(void *stream, int dt, void *g, const void *d, int64_t n);
+
+/* Reductions: each of nout outputs walks `len` elements of x at stride
+ * `step`, starting where the outer walk w (source 0, over nout elements)
+ * puts it. SUM accumulates in double; MAX/MIN: a NaN wins; ARGMAX: the
+ * first largest or first NaN, as an i32 index along the walk. */
+enum { CU_RED_SUM = 0, CU_RED_MAX, CU_RED_MIN, CU_RED_ARGMAX };
+int kiln__cu_reduce(void *stream, int op, int xt, const void *x, int yt, void *y, int64_t nout, const cu_walk *w,
+                    int64_t len, int64_t step);
+/* The same over every element of x (walk w over n elements) into y[0]. */
+int kiln__cu_reduce_all(void *stream, int op, int xt, const void *x, int yt, void *y, int64_t n, const cu_walk *w);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
