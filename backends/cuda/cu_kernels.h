@@ -59,6 +59,35 @@ int kiln__cu_reduce(void *stream, int op, int xt, const void *x, int yt, void *y
 /* The same over every element of x (walk w over n elements) into y[0]. */
 int kiln__cu_reduce_all(void *stream, int op, int xt, const void *x, int yt, void *y, int64_t n, const cu_walk *w);
 
+/* ---- rows (k_nn.cu): f32, contiguous, one block per row ---- */
+
+/* softmax / log_softmax over rows of n; causal: row r sees columns
+ * j <= r % mrows + n - mrows (a row seeing none gives 0 / -inf). */
+int kiln__cu_softmax(void *stream, int64_t rows, int64_t n, int64_t mrows, int causal, int log_out, const float *x,
+                     float *y);
+int kiln__cu_softmax_grad(void *stream, int64_t rows, int64_t n, int64_t mrows, int causal, int log_in, const float *y,
+                          const float *gy, float *gx);
+/* layer_norm (rms 0) or rms_norm (rms 1) of rows of c; w, b may be NULL. */
+int kiln__cu_norm(void *stream, int64_t rows, int64_t c, double eps, int rms, const float *x, const float *w,
+                  const float *b, float *y);
+/* Their backward: dx, and dw / db when not NULL; stats: scratch of 2 rows doubles. */
+int kiln__cu_norm_grad(void *stream, int64_t rows, int64_t c, double eps, int rms, const float *x, const float *w,
+                       const float *gy, float *dx, float *dw, float *db, double *stats);
+/* Mean cross-entropy over the rows whose label is kept into y[0]; loss:
+ * scratch of rows doubles. The backward; cnt: scratch of one double. */
+int kiln__cu_cross_entropy(void *stream, int64_t rows, int64_t c, int32_t ignore, const float *x, const int32_t *labels,
+                           float *y, double *loss);
+int kiln__cu_cross_entropy_grad(void *stream, int64_t rows, int64_t c, int32_t ignore, const float *x,
+                                const int32_t *labels, const float *gy, float *gx, double *cnt);
+/* y [n, d] (dtype yt) = rows idx of table [v, d] (dtype tt, strides ts0, ts1). */
+int kiln__cu_get_rows(void *stream, int tt, const void *table, int64_t v, int64_t d, int64_t ts0, int64_t ts1,
+                      const int32_t *idx, int64_t n, int yt, void *y);
+/* y [v, d] = sum of rows [n, d] by idx (f32). */
+int kiln__cu_scatter_add_rows(void *stream, const float *rows, const int32_t *idx, int64_t n, int64_t d, int64_t v,
+                              float *y);
+/* y [m, n] (dtype yt) = one_hot(labels [m]). */
+int kiln__cu_one_hot(void *stream, const int32_t *labels, int64_t m, int64_t n, int yt, void *y);
+
 #ifdef __cplusplus
 }
 #endif

@@ -13,44 +13,7 @@
 
 namespace {
 
-const int THREADS = 256;
-
-// Blocks for n threads' worth of a grid-stride loop (capped: the loop covers the rest).
-unsigned blocks_for(int64_t n) {
-    int64_t b = (n + THREADS - 1) / THREADS;
-    return (unsigned)(b < 1 ? 1 : b > 65535 * 8 ? 65535 * 8 : b);
-}
-
-__device__ int64_t walk_off(const cu_walk &w, int k, int64_t i) {
-    int64_t off = 0;
-    for (int d = w.nd - 1; d >= 0; d--) {
-        int64_t s = w.shape[d];
-        off += (i % s) * w.st[k][d];
-        i /= s;
-    }
-    return off;
-}
-
-__device__ double load(int dt, const void *p, int64_t i) {
-    switch (dt) {
-    case CU_F32: return ((const float *)p)[i];
-    case CU_F16: return __half2float(((const __half *)p)[i]);
-    case CU_BF16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    default: return ((const int32_t *)p)[i];
-    }
-}
-
-// core/dtype.c's set functions: 16-bit types round from the f32 value;
-// i32 saturates, rounds to nearest even, NaN becomes 0.
-__device__ void store(int dt, void *p, int64_t i, double v) {
-    switch (dt) {
-    case CU_F32: ((float *)p)[i] = (float)v; break;
-    case CU_F16: ((__half *)p)[i] = __float2half_rn((float)v); break;
-    case CU_BF16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn((float)v); break;
-    default:
-        ((int32_t *)p)[i] = v != v ? 0 : v >= 2147483647.0 ? INT32_MAX : v <= -2147483648.0 ? INT32_MIN : __double2int_rn(v);
-    }
-}
+#include "k_common.cuh"
 
 __global__ void copy_k(int xt, const void *x, int yt, void *y, int64_t n, cu_walk w) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
