@@ -53,13 +53,14 @@ endif
 # CUDA: backends/cuda/*.c are host code built by $(CC) against the CUDA
 # runtime and cuBLAS headers; backends/cuda/*.cu are the kernels, built by
 # nvcc for sm_80 and sm_90 (A100, H100) plus compute_90 PTX that newer
-# GPUs compile on load. Warnings are errors on both sides.
+# GPUs compile on load. Warnings are errors on both sides. -fmad=false: no
+# multiply-add is fused that the CPU's kernels round twice.
 CUDA ?= 0
 CUDA_HOME ?= /usr/local/cuda
 NVCC ?= $(CUDA_HOME)/bin/nvcc
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
              -gencode arch=compute_90,code=compute_90
-NVCC_FLAGS = -std=c++17 -O2 $(CUDA_ARCH) -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror,-fPIC -MMD -MP
+NVCC_FLAGS = -std=c++17 -O2 -fmad=false $(CUDA_ARCH) -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror,-fPIC -MMD -MP
 ifeq ($(CUDA),1)
 ifeq ($(wildcard $(NVCC)),)
 $(error CUDA=1 needs nvcc at $(NVCC): set CUDA_HOME)

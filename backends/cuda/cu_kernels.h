@@ -88,6 +88,14 @@ int kiln__cu_scatter_add_rows(void *stream, const float *rows, const int32_t *id
 /* y [m, n] (dtype yt) = one_hot(labels [m]). */
 int kiln__cu_one_hot(void *stream, const int32_t *labels, int64_t m, int64_t n, int yt, void *y);
 
+/* ---- optimizer steps (k_optim.cu): f32, contiguous, in place; h is the
+ * hyper leaf on the device (optim/sgd.c, adam.c, lion.c give its layout) ---- */
+int kiln__cu_sgd(void *stream, float *p, const float *grad, float *buf, int64_t n, const float *h, int nesterov,
+                 int first);
+int kiln__cu_adam(void *stream, float *p, const float *grad, float *m, float *v, float *vmax, int64_t n, const float *h,
+                  int decoupled, int64_t step);
+int kiln__cu_lion(void *stream, float *p, const float *grad, float *m, int64_t n, const float *h);
+
 #ifdef __cplusplus
 }
 #endif
