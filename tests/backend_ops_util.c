@@ -64,12 +64,14 @@ kiln_tensor *bo_ints(bo_io *io, kiln_dtype dt, bool grad, int lo, int hi, int nd
 
 /* ---- backends -------------------------------------------------------------- */
 
-/* Where kiln_backend_get(name) failed: absent hardware (or CUDA not
- * built in) is not a failure; anything else is (as kt_device.h has it):
+/* Where kiln_backend_get(name) failed: absent hardware (or a backend
+ * not built in: a CUDA=1 VULKAN=0 build) is not a failure; anything else is (as kt_device.h has it):
  * a device the backend cannot start, or a missing validation layer. */
 static void check_absent(const char *name) {
     const char *e = kiln_last_error();
-    if (!strcmp(name, "vulkan") && kiln_last_status() == KILN_ERR_UNSUPPORTED && strstr(e, "no Vulkan")) return;
+    if (!strcmp(name, "vulkan") && kiln_last_status() == KILN_ERR_UNSUPPORTED &&
+        (strstr(e, "no Vulkan") || strstr(e, "built without Vulkan")))
+        return;
     if (!strcmp(name, "cuda") && kiln_last_status() == KILN_ERR_UNSUPPORTED &&
         (strstr(e, "no CUDA device") || strstr(e, "built without CUDA")))
         return;
