@@ -35,6 +35,12 @@ typedef struct cu_walk {
 /* y[i] = x at walk w, converted from dtype xt to yt (a copy when equal). */
 int kiln__cu_copy(void *stream, int xt, const void *x, int yt, void *y, int64_t n, const cu_walk *w);
 
+/* Bits of es-byte elements (2, 4, 8): element i of the walk's shape goes
+ * from x at source 0's strides to y at source 1's. */
+int kiln__cu_move(void *stream, int es, const void *x, void *y, int64_t n, const cu_walk *w);
+/* y[i] = bits (its low es bytes) for i < n. */
+int kiln__cu_fill(void *stream, int es, void *y, int64_t n, uint64_t bits);
+
 /* Unary ops numbered by their offset from KILN_OP_NEG (cu_elementwise.c
  * checks the order): computed in double, rounded once to the dtype. */
 int kiln__cu_unary(void *stream, int op, double p, int dt, const void *x, void *y, int64_t n, const cu_walk *w);

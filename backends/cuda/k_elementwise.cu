@@ -166,9 +166,37 @@ __global__ void reduce_all_k(int op, int xt, const void *x, int yt, void *y, int
     if (threadIdx.x == 0) store(yt, y, 0, part[0]);
 }
 
+// y at walk source 1 = x at walk source 0, es-byte elements moved as bits.
+__global__ void move_k(int es, const void *x, void *y, int64_t n, cu_walk w) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t xo = walk_off(w, 0, i), yo = walk_off(w, 1, i);
+        if (es == 2) ((uint16_t *)y)[yo] = ((const uint16_t *)x)[xo];
+        else if (es == 4) ((uint32_t *)y)[yo] = ((const uint32_t *)x)[xo];
+        else ((uint64_t *)y)[yo] = ((const uint64_t *)x)[xo];
+    }
+}
+
+__global__ void fill_k(int es, void *y, int64_t n, uint64_t bits) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        if (es == 2) ((uint16_t *)y)[i] = (uint16_t)bits;
+        else if (es == 4) ((uint32_t *)y)[i] = (uint32_t)bits;
+        else ((uint64_t *)y)[i] = bits;
+    }
+}
+
 } // namespace
 
 extern "C" {
+
+int kiln__cu_move(void *stream, int es, const void *x, void *y, int64_t n, const cu_walk *w) {
+    move_k<<<blocks_for(n), THREADS, 0, (cudaStream_t)stream>>>(es, x, y, n, *w);
+    return (int)cudaGetLastError();
+}
+
+int kiln__cu_fill(void *stream, int es, void *y, int64_t n, uint64_t bits) {
+    fill_k<<<blocks_for(n), THREADS, 0, (cudaStream_t)stream>>>(es, y, n, bits);
+    return (int)cudaGetLastError();
+}
 
 int kiln__cu_copy(void *stream, int xt, const void *x, int yt, void *y, int64_t n, const cu_walk *w) {
     copy_k<<<blocks_for(n), THREADS, 0, (cudaStream_t)stream>>>(xt, x, yt, y, n, *w);
