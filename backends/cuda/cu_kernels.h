@@ -93,6 +93,12 @@ int kiln__cu_scatter_add_rows(void *stream, const float *rows, const int32_t *id
                               float *y);
 /* y [m, n] (dtype yt) = one_hot(labels [m]). */
 int kiln__cu_one_hot(void *stream, const int32_t *labels, int64_t m, int64_t n, int yt, void *y);
+/* rope of x [rows, d] (f32), row r at position pos[r % t] (r % t when pos is NULL). */
+int kiln__cu_rope(void *stream, const float *x, float *y, int64_t rows, int64_t t, int64_t d, int interleaved,
+                  const int32_t *pos, double theta, int inverse);
+/* Dropout in training (f32): y = uniform01(seed, i) >= p ? x / (1 - p) : 0,
+ * hashed_seed = kiln__hash64(seed) (core/rng.c). */
+int kiln__cu_dropout(void *stream, const float *x, float *y, int64_t n, uint64_t hashed_seed, double p);
 
 /* ---- optimizer steps (k_optim.cu): f32, contiguous, in place; h is the
  * hyper leaf on the device (optim/sgd.c, adam.c, lion.c give its layout) ---- */

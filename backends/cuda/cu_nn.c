@@ -20,6 +20,8 @@ static bool all_f32c(const kiln_tensor *t) {
 
 static int64_t last_dim(const kiln_tensor *t) { return t->shape[t->ndim - 1]; }
 
+static bool index_ok(const kiln_tensor *ix) { return ix->dtype == KILN_I32 && kiln_tensor_is_contiguous(ix); }
+
 /* Scratch of n doubles, handed back to the cache once the kernels are queued. */
 static kiln_devbuf *scratch(kiln_cu *cu, int64_t n) { return kiln__cu_buffer_new(cu, (size_t)n * sizeof(double), false); }
 
@@ -117,8 +119,6 @@ static kiln_status ce_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
 
 /* ---- get_rows, scatter_add_rows, one_hot ---- */
 
-static bool index_ok(const kiln_tensor *ix) { return ix->dtype == KILN_I32 && kiln_tensor_is_contiguous(ix); }
-
 static bool get_rows_supports(const kiln_cu *cu, const kiln_tensor *t) {
     (void)cu;
     const kiln_tensor *table = t->src[0];
@@ -164,7 +164,48 @@ static kiln_status one_hot_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *
                              "one_hot kernel");
 }
 
+/* ---- rope: src x [..., T, D] [, pos i32 [T]]; ip[0]=mode ip[1]=inverse ip[2]=has_pos; fp[0]=theta ---- */
+
+static bool rope_supports(const kiln_cu *cu, const kiln_tensor *t) {
+    (void)cu;
+    const kiln_tensor *x = t->src[0];
+    bool has_pos = t->ip[2] != 0;
+    return f32c(t) && f32c(x) && t->ndim >= 2 && last_dim(t) % 2 == 0 &&
+           (t->ip[0] == KILN_ROPE_NEOX || t->ip[0] == KILN_ROPE_INTERLEAVED) &&
+           (!has_pos || (t->nsrc >= 2 && index_ok(t->src[1]) && kiln_tensor_numel(t->src[1]) >= t->shape[t->ndim - 2]));
+}
+
+static kiln_status rope_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    int64_t d = last_dim(t), tt = t->shape[t->ndim - 2], rows = kiln_tensor_numel(t) / d;
+    const int32_t *pos = t->ip[2] ? kiln__cu_ptr(t->src[1]) : NULL;
+    return kiln__cu_launched(kiln__cu_rope(cu->stream, kiln__cu_ptr(t->src[0]), kiln__cu_ptr(t), rows, tt, d,
+                                           t->ip[0] == KILN_ROPE_INTERLEAVED, pos, t->fp[0], t->ip[1] != 0),
+                             "rope kernel");
+}
+
+/* ---- dropout: fp[0]=p, ip[0]=seed; the mask's stream mixes the seed with the graph's run (backends/cpu/nn.c) ---- */
+
+static bool dropout_supports(const kiln_cu *cu, const kiln_tensor *t) {
+    (void)cu;
+    return f32c(t) && f32c(t->src[0]) && t->fp[0] >= 0.0 && t->fp[0] < 1.0;
+}
+
+static kiln_status dropout_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
+    int64_t n = kiln_tensor_numel(t);
+    if (!ex->training)
+        return kiln__cu_check(cudaMemcpyAsync(kiln__cu_ptr(t), kiln__cu_ptr(t->src[0]), (size_t)n * sizeof(float),
+                                              cudaMemcpyDeviceToDevice, cu->stream),
+                              "dropout copy");
+    uint64_t seed = (uint64_t)t->ip[0] ^ (ex->run * 0x9e3779b97f4a7c15ull);
+    return kiln__cu_launched(kiln__cu_dropout(cu->stream, kiln__cu_ptr(t->src[0]), kiln__cu_ptr(t), n, kiln__hash64(seed),
+                                              t->fp[0]),
+                             "dropout kernel");
+}
+
 void kiln__cu_register_nn(kiln_cu_kernel *tab) {
+    tab[KILN_OP_ROPE] = (kiln_cu_kernel){rope_supports, rope_record};
+    tab[KILN_OP_DROPOUT] = (kiln_cu_kernel){dropout_supports, dropout_record};
     tab[KILN_OP_SOFTMAX] = tab[KILN_OP_LOG_SOFTMAX] = tab[KILN_OP_SOFTMAX_GRAD] =
         (kiln_cu_kernel){softmax_supports, softmax_record};
     tab[KILN_OP_LAYER_NORM] = tab[KILN_OP_RMS_NORM] = (kiln_cu_kernel){norm_supports, norm_record};

@@ -221,9 +221,56 @@ __global__ void one_hot_k(const int32_t *labels, int64_t m, int64_t n, int yt, v
         store(yt, y, i, labels[i / n] == i % n ? 1.0 : 0.0);
 }
 
+// x [rows, d] with rows cycling over t positions: pairs rotated by angle
+// pos * theta^(-2i/d) (negated when inverse), NEOX pairs (i, i + d/2) or
+// INTERLEAVED (2i, 2i+1); angles, cos and sin in double as the CPU's table.
+__global__ void rope_k(const float *x, float *y, int64_t rows, int64_t t, int64_t d, bool interleaved,
+                       const int32_t *pos, double theta, double sign) {
+    int64_t h = d / 2, step = interleaved ? 2 : 1, other = interleaved ? 1 : h;
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < rows * h; e += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = e / h, i = e % h, p = r % t;
+        double ang = (double)(pos ? pos[p] : p) * pow(theta, -2.0 * (double)i / (double)d);
+        double cs = cos(ang), sn = sign * sin(ang);
+        int64_t ia = r * d + i * step, ib = ia + other;
+        double a = x[ia], b = x[ib];
+        y[ia] = (float)(a * cs - b * sn);
+        y[ib] = (float)(b * cs + a * sn);
+    }
+}
+
+// core/rng.c's kiln__hash64
+__device__ uint64_t hash64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+// kept where kiln__uniform01(seed, i) >= p; hs = kiln__hash64(seed)
+__global__ void dropout_k(const float *x, float *y, int64_t n, uint64_t hs, double p) {
+    double keep_scale = 1.0 / (1.0 - p);
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        uint64_t h = hash64(hs ^ ((uint64_t)i * 0xd1b54a32d192ed03ull));
+        double u = (double)(h >> 11) * (1.0 / 9007199254740992.0);
+        y[i] = u >= p ? (float)((double)x[i] * keep_scale) : 0.0f;
+    }
+}
+
 } // namespace
 
 extern "C" {
+
+int kiln__cu_rope(void *stream, const float *x, float *y, int64_t rows, int64_t t, int64_t d, int interleaved,
+                  const int32_t *pos, double theta, int inverse) {
+    rope_k<<<blocks_for(rows * (d / 2)), THREADS, 0, (cudaStream_t)stream>>>(x, y, rows, t, d, interleaved, pos, theta,
+                                                                          inverse ? -1.0 : 1.0);
+    return (int)cudaGetLastError();
+}
+
+int kiln__cu_dropout(void *stream, const float *x, float *y, int64_t n, uint64_t hashed_seed, double p) {
+    dropout_k<<<blocks_for(n), THREADS, 0, (cudaStream_t)stream>>>(x, y, n, hashed_seed, p);
+    return (int)cudaGetLastError();
+}
 
 int kiln__cu_softmax(void *stream, int64_t rows, int64_t n, int64_t mrows, int causal, int log_out, const float *x,
                      float *y) {
