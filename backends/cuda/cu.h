@@ -61,6 +61,7 @@ void kiln__cu_register_matmul(kiln_cu_kernel *tab);
 void kiln__cu_register_nn(kiln_cu_kernel *tab);
 void kiln__cu_register_optim(kiln_cu_kernel *tab);
 void kiln__cu_register_movement(kiln_cu_kernel *tab);
+void kiln__cu_register_attention(kiln_cu_kernel *tab);
 
 /* cu_device.c: a CUDA runtime error as a kiln status naming what failed. */
 kiln_status kiln__cu_check(int err, const char *what);

@@ -121,6 +121,7 @@ kiln_backend *kiln__cuda_backend_new(void) {
     kiln__cu_register_nn(cu->kernels);
     kiln__cu_register_optim(cu->kernels);
     kiln__cu_register_movement(cu->kernels);
+    kiln__cu_register_attention(cu->kernels);
     the_cu = cu;
     atexit(teardown);
     return &cu->base;

@@ -99,6 +99,15 @@ int kiln__cu_rope(void *stream, const float *x, float *y, int64_t rows, int64_t 
 /* Dropout in training (f32): y = uniform01(seed, i) >= p ? x / (1 - p) : 0,
  * hashed_seed = kiln__hash64(seed) (core/rng.c). */
 int kiln__cu_dropout(void *stream, const float *x, float *y, int64_t n, uint64_t hashed_seed, double p);
+/* ---- attention (k_attention.cu), f32, contiguous; shape = {B, Hq, Hk, T,
+ * S, D, Dv}; D, Dv <= 256 ---- */
+/* O [B, Hq, T, Dv] and lse [B, Hq, T]. */
+int kiln__cu_attention(void *stream, const int64_t *shape, int causal, double scale, const float *q, const float *k,
+                       const float *v, float *o, float *lse);
+/* dq, dk, dv from the forward's o and lse and dout; di: scratch of B*Hq*T doubles. */
+int kiln__cu_attention_grad(void *stream, const int64_t *shape, int causal, double scale, const float *q,
+                            const float *k, const float *v, const float *o, const float *lse, const float *dout,
+                            float *dq, float *dk, float *dv, double *di);
 
 /* ---- optimizer steps (k_optim.cu): f32, contiguous, in place; h is the
  * hyper leaf on the device (optim/sgd.c, adam.c, lion.c give its layout) ---- */

@@ -3,7 +3,8 @@
  * SOFTMAX_GRAD; LAYER_NORM, RMS_NORM and their fused backward (packed
  * dx | dw | db, as backends/cpu/nn_norm.c); CROSS_ENTROPY and
  * CROSS_ENTROPY_GRAD (backends/cpu/nn_loss.c); GET_ROWS (f32, f16 or bf16
- * table of any strides), SCATTER_ADD_ROWS and ONE_HOT. The kernels are
+ * table of any strides), SCATTER_ADD_ROWS and ONE_HOT; ROPE (NEOX or
+ * interleaved, positions given or 0..T-1) and DROPOUT (the CPU's mask). The kernels are
  * k_nn.cu's. Where the CPU would fail the compute on an index or label
  * out of range, a kernel cannot: get_rows reads a zero row,
  * scatter_add_rows adds nothing, cross_entropy leaves the row out. */
