@@ -62,6 +62,12 @@ void kiln__cu_register_nn(kiln_cu_kernel *tab);
 void kiln__cu_register_optim(kiln_cu_kernel *tab);
 void kiln__cu_register_movement(kiln_cu_kernel *tab);
 void kiln__cu_register_attention(kiln_cu_kernel *tab);
+void kiln__cu_register_quant(kiln_cu_kernel *tab);
+/* cu_quant.c: cu_kernels.h's code of a block dtype the kernels decode, -1
+ * for the others; get_rows from such a table, for cu_nn.c's row. */
+int kiln__cu_quant(kiln_dtype t);
+bool kiln__cu_quant_rows_supports(const kiln_tensor *t);
+kiln_status kiln__cu_quant_rows_record(kiln_cu *cu, kiln_tensor *t);
 
 /* cu_device.c: a CUDA runtime error as a kiln status naming what failed. */
 kiln_status kiln__cu_check(int err, const char *what);

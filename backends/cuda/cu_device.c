@@ -23,15 +23,17 @@ kiln_status kiln__cu_blas_check(cublasStatus_t st, const char *what) {
 
 /* ---- the vtable ---- */
 
-/* Every operand of a dtype the kernels take (f32, f16, bf16, i32), and
- * something to compute: the rest (f64, quantized dtypes, empty tensors)
- * goes to the CPU. */
+/* Every operand of a dtype the kernels take (f32, f16, bf16, i32, and the
+ * block dtypes of cu_quant.c), and something to compute: the rest (f64,
+ * the other block dtypes, empty tensors) goes to the CPU. Each family
+ * checks the dtypes of its own ops. */
 static bool cu_supports(kiln_backend *b, const kiln_tensor *node) {
     kiln_cu *cu = (kiln_cu *)b;
     const kiln_cu_kernel *k = &cu->kernels[node->op];
     if (!k->supports || !k->record || kiln__cu_dtype(node->dtype) < 0 || kiln_tensor_numel(node) == 0) return false;
     for (int i = 0; i < node->nsrc; i++)
-        if (node->src[i] && (kiln__cu_dtype(node->src[i]->dtype) < 0 || kiln_tensor_numel(node->src[i]) == 0))
+        if (node->src[i] && ((kiln__cu_dtype(node->src[i]->dtype) < 0 && kiln__cu_quant(node->src[i]->dtype) < 0) ||
+                             kiln_tensor_numel(node->src[i]) == 0))
             return false;
     return k->supports(cu, node);
 }
@@ -122,6 +124,7 @@ kiln_backend *kiln__cuda_backend_new(void) {
     kiln__cu_register_optim(cu->kernels);
     kiln__cu_register_movement(cu->kernels);
     kiln__cu_register_attention(cu->kernels);
+    kiln__cu_register_quant(cu->kernels);
     the_cu = cu;
     atexit(teardown);
     return &cu->base;

@@ -24,6 +24,9 @@ extern "C" {
 /* Element dtypes the kernels read and write. */
 enum { CU_F32 = 0, CU_F16 = 1, CU_BF16 = 2, CU_I32 = 3 };
 
+/* Quantized dtypes the kernels decode (k_quant.cu). */
+enum { CU_Q8_0 = 16, CU_Q4_0, CU_NF4 };
+
 /* A walk of a contiguous output of nd dims (row-major, shape[]) reading
  * each source k at offset sum_d index[d] * st[k][d] (0 on a broadcast dim). */
 typedef struct cu_walk {
@@ -108,6 +111,14 @@ int kiln__cu_attention(void *stream, const int64_t *shape, int causal, double sc
 int kiln__cu_attention_grad(void *stream, const int64_t *shape, int causal, double scale, const float *q,
                             const float *k, const float *v, const float *o, const float *lse, const float *dout,
                             float *dq, float *dk, float *dv, double *di);
+/* ---- quantized (k_quant.cu): qt a CU_Q* code, blocks contiguous from a block boundary ---- */
+/* y[i] = element i, for i < n. */
+int kiln__cu_dequantize(void *stream, int qt, const void *q, float *y, int64_t n);
+/* y [n, d] = rows idx of table [v, d]. */
+int kiln__cu_qget_rows(void *stream, int qt, const void *table, int64_t v, int64_t d, const int32_t *idx, int64_t n,
+                       float *y);
+/* y [m, n] = x [m, k] . W^T with W [n, k]. */
+int kiln__cu_qmatmul(void *stream, int qt, const float *x, const void *w, float *y, int64_t m, int64_t n, int64_t k);
 
 /* ---- optimizer steps (k_optim.cu): f32, contiguous, in place; h is the
  * hyper leaf on the device (optim/sgd.c, adam.c, lion.c give its layout) ---- */

@@ -3,7 +3,7 @@
  * SOFTMAX_GRAD; LAYER_NORM, RMS_NORM and their fused backward (packed
  * dx | dw | db, as backends/cpu/nn_norm.c); CROSS_ENTROPY and
  * CROSS_ENTROPY_GRAD (backends/cpu/nn_loss.c); GET_ROWS (f32, f16 or bf16
- * table of any strides), SCATTER_ADD_ROWS and ONE_HOT; ROPE (NEOX or
+ * table of any strides, or a quantized one through cu_quant.c), SCATTER_ADD_ROWS and ONE_HOT; ROPE (NEOX or
  * interleaved, positions given or 0..T-1) and DROPOUT (the CPU's mask). The kernels are
  * k_nn.cu's. Where the CPU would fail the compute on an index or label
  * out of range, a kernel cannot: get_rows reads a zero row,
@@ -123,6 +123,7 @@ static kiln_status ce_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
 static bool get_rows_supports(const kiln_cu *cu, const kiln_tensor *t) {
     (void)cu;
     const kiln_tensor *table = t->src[0];
+    if (kiln__cu_quant(table->dtype) >= 0) return kiln__cu_quant_rows_supports(t);
     bool dt = table->dtype == KILN_F32 || table->dtype == KILN_F16 || table->dtype == KILN_BF16;
     return dt && (t->dtype == table->dtype || t->dtype == KILN_F32) && table->ndim == 2 && table->stride[0] >= 0 &&
            table->stride[1] >= 0 && index_ok(t->src[1]);
@@ -131,6 +132,7 @@ static bool get_rows_supports(const kiln_cu *cu, const kiln_tensor *t) {
 static kiln_status get_rows_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
     const kiln_tensor *table = t->src[0], *ix = t->src[1];
+    if (kiln__cu_quant(table->dtype) >= 0) return kiln__cu_quant_rows_record(cu, t);
     return kiln__cu_launched(kiln__cu_get_rows(cu->stream, kiln__cu_dtype(table->dtype), kiln__cu_ptr(table), table->shape[0],
                                                table->shape[1], table->stride[0], table->stride[1], kiln__cu_ptr(ix),
                                                kiln_tensor_numel(ix), kiln__cu_dtype(t->dtype), kiln__cu_ptr(t)),
