@@ -1,16 +1,22 @@
 /* cu_quant.c — the quantized dtypes on the CUDA backend (see cu.h and
  * k_quant.cu): DEQUANTIZE, QMATMUL (y = x . W^T, W quantized [n, k]) and
- * GET_ROWS from a quantized table, for Q8_0, Q4_0 and NF4, whose blocks
- * must be contiguous. kiln__cu_quant() is the backend's whole knowledge of
- * the block dtypes: cu_supports() sends any node with an operand of
- * another one (NF4_DQ, the GQ / GPTQ dtypes, DFP16) to the CPU. */
+ * GET_ROWS from a quantized table, for Q8_0, Q4_0, NF4 and the GQ (GPTQ
+ * 2/3/4-bit) dtypes, whose blocks must be contiguous. kiln__cu_quant() is
+ * the backend's whole knowledge of the block dtypes: cu_supports() sends
+ * any node with an operand of another one (NF4_DQ, DFP16) to the CPU. */
 #include "cu.h"
+
+#include "../../quant/quant.h"
 
 int kiln__cu_quant(kiln_dtype t) {
     switch (t) {
     case KILN_Q8_0: return CU_Q8_0;
     case KILN_Q4_0: return CU_Q4_0;
     case KILN_NF4: return CU_NF4;
+    case KILN_GQ4_32: case KILN_GQ4_64: case KILN_GQ4_128:
+    case KILN_GQ3_32: case KILN_GQ3_64: case KILN_GQ3_128:
+    case KILN_GQ2_32: case KILN_GQ2_64: case KILN_GQ2_128:
+        return CU_GQ | kiln__gq_bits(t) << 8 | kiln__gq_group(t);
     default: return -1;
     }
 }

@@ -1,6 +1,6 @@
 // k_quant.cu — the quantized dtypes on the CUDA backend: element decoding
-// of Q8_0, Q4_0 and NF4 blocks (layouts in quant/quant.h, formulas of
-// quant/q8_0.c, q4_0.c, nf4.c: the f32 product of code and scale, so
+// of Q8_0, Q4_0, NF4 and GQ<b>_<G> (GPTQ, 2/3/4 bits) blocks (layouts in quant/quant.h, formulas of
+// quant/q8_0.c, q4_0.c, nf4.c, gq.c and gptq.h: the f32 product of code and scale, so
 // dequantize equals the CPU bit for bit), dequantize, get_rows from a
 // quantized table, and the quantized matmul y = x . W^T, which sums
 // x * w over k in double (x never rounded, as the Vulkan kernels; the
@@ -24,6 +24,20 @@ __constant__ float nf4_table[16] = {
 
 // Element i (from a block boundary at base) of quantized dtype qt.
 __device__ float decode(int qt, const unsigned char *base, int64_t i) {
+    if (qt & CU_GQ) { // GPTQ layout (quant/quant.h): f16 scale (bytes), zero byte, chunks of 32 codes
+        int bits = (qt >> 8) & 0xf, g = qt & 0xff;
+        const unsigned char *blk = base + (i / g) * (3 + g / 32 * 4 * bits);
+        float sc = __half2float(__ushort_as_half((unsigned short)(blk[0] | blk[1] << 8)));
+        int j = (int)(i % g), z = blk[2];
+        const unsigned char *c = blk + 3 + (j / 32) * 4 * bits;
+        int k = j % 32, q;
+        if (bits == 4) q = k < 16 ? c[k] & 0x0f : c[k - 16] >> 4;
+        else {
+            q = (c[k % 8] >> (2 * (k / 8))) & 3;
+            if (bits == 3) q |= ((c[8 + k / 8] >> (k % 8)) & 1) << 2;
+        }
+        return sc * (float)(q - z);
+    }
     if (qt == CU_Q8_0) { // f16 d, 32 int8
         const unsigned char *blk = base + (i / 32) * 34;
         float d = __half2float(*(const __half *)blk);
