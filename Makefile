@@ -9,6 +9,8 @@
 #   make ZLIB=0     no zlib: the IDX loader reads only uncompressed files
 #   make VULKAN=0   no Vulkan backend (default: built when the Vulkan loader,
 #                   glslc and spirv-val are installed; VULKAN=1 insists on it)
+#   make CUDA=1     the CUDA backend too (backends/cuda/, nvcc and cuBLAS from
+#                   CUDA_HOME, default /usr/local/cuda; off by default)
 #   make CC=aarch64-linux-gnu-gcc BLAS=0 ZLIB=0 VULKAN=0 BUILD=build-arm64   ARM64 cross build
 #   make MPI=1      also libkiln_dist.a (data-parallel training over Open MPI, include/kiln_dist.h),
 #                   in a BUILD of its own (gpt and fashion compile differently),
@@ -52,6 +54,25 @@ KILN_CFLAGS += -DKILN_VULKAN
 LIBS := -lvulkan $(LIBS)
 endif
 
+# CUDA: backends/cuda/*.c are host code built by $(CC) against the CUDA
+# runtime and cuBLAS headers; backends/cuda/*.cu are the kernels, built by
+# nvcc for sm_80 and sm_90 (A100, H100) plus compute_90 PTX that newer
+# GPUs compile on load. Warnings are errors on both sides. -fmad=false: no
+# multiply-add is fused that the CPU's kernels round twice.
+CUDA ?= 0
+CUDA_HOME ?= /usr/local/cuda
+NVCC ?= $(CUDA_HOME)/bin/nvcc
+CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+             -gencode arch=compute_90,code=compute_90
+NVCC_FLAGS = -std=c++17 -O2 -fmad=false $(CUDA_ARCH) -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror,-fPIC -MMD -MP
+ifeq ($(CUDA),1)
+ifeq ($(wildcard $(NVCC)),)
+$(error CUDA=1 needs nvcc at $(NVCC): set CUDA_HOME)
+endif
+KILN_CFLAGS += -DKILN_CUDA
+LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++ $(LIBS)
+endif
+
 # SIMD variants live in files named for their instruction set; only those
 # files get the flags, and the dispatcher calls them only where the CPU has
 # them (backends/cpu/cpu_features.h). On another architecture they compile empty.
@@ -83,6 +104,12 @@ VK_NAMES = $(VK_COMP:backends/vulkan/shaders/%.comp=%) $(shell awk '!/^\#/ && NF
 VK_SPV   = $(VK_NAMES:%=$(BUILD)/vulkan/%.spv)
 LIB_OBJ += $(VK_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/vulkan/shaders.o
 endif
+ifeq ($(CUDA),1)
+CU_SRC   = $(wildcard backends/cuda/*.c)
+CU_KERN  = $(wildcard backends/cuda/*.cu)
+LIB_OBJ += $(CU_SRC:%.c=$(BUILD)/obj/%.o) $(CU_KERN:%.cu=$(BUILD)/obj/%.o)
+$(CU_SRC:%.c=$(BUILD)/obj/%.o): KILN_CFLAGS += -I$(CUDA_HOME)/include
+endif
 # models/ (model definitions, data sets) use only the public API: no -Icore
 MODELS_SRC = $(wildcard models/*.c)
 MODELS_OBJ = $(MODELS_SRC:%.c=$(BUILD)/obj/%.o)
@@ -90,7 +117,10 @@ $(MODELS_OBJ): KILN_CFLAGS := $(filter-out -Icore,$(KILN_CFLAGS)) -Imodels
 TEST_SRC = $(wildcard tests/*.c)
 ifneq ($(VULKAN),1)
 # tests of device backends need one built in
-TEST_SRC := $(filter-out tests/test_vk_% tests/test_backend_%,$(TEST_SRC))
+TEST_SRC := $(filter-out tests/test_vk_%,$(TEST_SRC))
+ifneq ($(CUDA),1)
+TEST_SRC := $(filter-out tests/test_backend_%,$(TEST_SRC))
+endif
 endif
 TEST_OBJ = $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 # examples/common/ is what the examples share (arguments, progress, plots, optimizers by name)
@@ -106,6 +136,10 @@ lib: $(BUILD)/libkiln.a $(BUILD)/libkiln.so
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(KILN_CFLAGS) $(SIMD_FLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) -Ibackends/cuda -c $< -o $@
 
 $(BUILD)/vulkan/%.spv: backends/vulkan/shaders/%.comp $(wildcard backends/vulkan/shaders/*.glsl)
 	@mkdir -p $(dir $@)

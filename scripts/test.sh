@@ -7,6 +7,10 @@
 #                 the build without the Vulkan backend
 #   examples      the training examples' --help and tiny runs (scripts/test_examples.sh),
 #                 and in the no-blas build GaLore's clean failure without LAPACK
+#   cuda          make CUDA=1 VULKAN=0 when nvcc is found ($CUDA_HOME, default
+#                 /usr/local/cuda, or on PATH): the CUDA backend must compile
+#                 (CI has nvcc, no GPU); its device and runtime tests run, as
+#                 skipped where there is no GPU
 #   arm64         make CC=aarch64-linux-gnu-gcc BLAS=0 ZLIB=0 VULKAN=0, run under
 #                 qemu-aarch64 (NEON paths), when the cross tools are installed
 #   mpi           make MPI=1 of kiln_dist's tests in the default build (only dist/ and
@@ -61,6 +65,20 @@ run_suite examples scripts/test_examples.sh "$build" "$@"
 if build no-blas BLAS=0 VULKAN=0 BUILD="$build/no-blas" all; then
     run_suite no-blas "$build/no-blas/tests/kiln_tests" "$@"
     run_suite examples-no-blas env KILN_NO_LAPACK=1 scripts/test_examples.sh "$build/no-blas" "$@"
+fi
+nvcc=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc
+[ -x "$nvcc" ] || nvcc=$(command -v nvcc 2>/dev/null || true)
+if [ -n "$nvcc" ] && [ -x "$nvcc" ]; then
+    cuda_home=$(dirname "$(dirname "$nvcc")")
+    if build cuda CUDA=1 CUDA_HOME="$cuda_home" VULKAN=0 BUILD="$build/cuda" "$build/cuda/tests/kiln_tests"; then
+        if [ $# -gt 0 ]; then
+            run_suite cuda "$build/cuda/tests/kiln_tests" "$@"
+        else
+            run_suite cuda "$build/cuda/tests/kiln_tests" cuda backend_
+        fi
+    fi
+else
+    echo "== cuda: skipped (no nvcc; the CUDA backend is built with make CUDA=1)"
 fi
 if command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 && command -v qemu-aarch64 >/dev/null 2>&1; then
     if build arm64 CC=aarch64-linux-gnu-gcc BLAS=0 ZLIB=0 VULKAN=0 BUILD="$build/arm64" "$build/arm64/tests/kiln_tests"; then
