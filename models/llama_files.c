@@ -86,16 +86,16 @@ static kiln_status gg_float(const kiln_gguf *g, const char *key, double def, dou
     return s;
 }
 
-/* The file's tensor name is [rows, cols] (cols 0: 1-d [rows]); an error
- * naming the key the sizes came from otherwise. */
+/* The file's tensor name is [rows, cols]; an error naming the key the
+ * sizes came from otherwise. */
 static kiln_status gguf_shape(const kiln_gguf *g, const char *name, int64_t rows, int64_t cols, const char *key) {
     kiln_gguf_tensor_info ti;
     int i = kiln_gguf_find_tensor(g, name);
     if (i < 0 || kiln_gguf_tensor_info_at(g, i, &ti))
         return kiln_set_error(KILN_ERR_FORMAT, "llama_from_gguf: no tensor '%s'", name);
-    if (ti.ndim != (cols ? 2 : 1) || ti.shape[0] != rows || (cols && ti.shape[1] != cols))
-        return kiln_set_error(KILN_ERR_FORMAT, "llama_from_gguf: '%s' is not [%lld%s%lld] as %s says", name,
-                              (long long)rows, cols ? ", " : "", cols ? (long long)cols : 0ll, key);
+    if (ti.ndim != 2 || ti.shape[0] != rows || ti.shape[1] != cols)
+        return kiln_set_error(KILN_ERR_FORMAT, "llama_from_gguf: '%s' is not [%lld, %lld] as %s says", name,
+                              (long long)rows, (long long)cols, key);
     return KILN_OK;
 }
 
