@@ -371,3 +371,80 @@ KT_TEST(limits_llama_hf_config_against_weights) {
     llama_free(m);
     kiln_ctx_free(x);
 }
+
+/* A safetensors header of two million and one JSON values (4 MB of
+ * "0,"): the parser's value bound refuses it before building more nodes. */
+KT_TEST(limits_safetensors_value_count) {
+    cap_memory();
+    const size_t zeros = 2000001, h = 8 + 2 * zeros + 8;
+    unsigned char *buf = malloc(8 + h);
+    KT_REQUIRE(buf, "malloc");
+    for (int i = 0; i < 8; i++) buf[i] = (unsigned char)((uint64_t)h >> (8 * i));
+    char *w = (char *)buf + 8;
+    w += sprintf(w, "{\"a\":[0");
+    for (size_t i = 1; i < zeros; i++) *w++ = ',', *w++ = '0';
+    memcpy(w, "]}", 2), w += 2;
+    while ((size_t)(w - (char *)buf) < 8 + h) *w++ = ' ';
+    const char *p = tmp_file("v.safetensors", buf, 8 + h);
+    free(buf);
+    KT_EXPECT_ERR(kiln_safetensors_open(p), KILN_ERR_FORMAT, "too many values");
+    unlink(p);
+}
+
+/* Optimizer-state metadata with absurd counts: refused by comparison,
+ * nothing sized by them. */
+KT_TEST(limits_checkpoint_metadata_counts) {
+    kiln_ctx *ctx;
+    kiln_optim *opt = kiln_fuzz_checkpoint_model(&ctx);
+    KT_REQUIRE(opt, "model: %s", kiln_last_error());
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/kiln_limits_%d.ckpt", (int)getpid());
+    KT_OK(kiln_optim_save(opt, path));
+    kiln_safetensors *st = kiln_safetensors_open(path);
+    KT_NOTNULL(st);
+    /* the same tensors and metadata, one value replaced */
+    static const struct { const char *key, *value, *msg; } cases[] = {
+        {"kiln.n_params", "4611686018427387904", "parameters, this optimizer has"},
+        {"kiln.n_params", "-1", "is not a count"},
+        {"kiln.steps", "99999999999999999999999", "is not a count"},
+        {"kiln.schedule", "0 -1 5 0x0p+0", "is not a schedule"},
+    };
+    const char *keys[] = {"kiln.format", "kiln.optimizer", "kiln.n_params", "kiln.param.0", "kiln.param.1",
+                          "kiln.steps", "kiln.skipped_steps", "kiln.lr", "kiln.last_grad_norm",
+                          "kiln.clip_max_norm", "kiln.schedule"};
+    enum { NK = sizeof keys / sizeof keys[0] };
+    kiln_ctx *tmp = kiln_ctx_new();
+    kiln_tensor *ts[8];
+    const char *names[8];
+    int n = kiln_safetensors_count(st);
+    KT_REQUIRE(n <= 8, "%d tensors", n);
+    for (int i = 0; i < n; i++) {
+        kiln_safetensors_info in;
+        KT_OK(kiln_safetensors_info_at(st, i, &in));
+        names[i] = in.name;
+        ts[i] = kiln_safetensors_load(st, tmp, in.name);
+        KT_NOTNULL(ts[i]);
+    }
+    cap_memory();
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const char *meta[2 * NK];
+        for (int k = 0; k < NK; k++) {
+            const char *v = kiln_safetensors_metadata(st, keys[k]);
+            KT_REQUIRE(v, "no metadata %s", keys[k]);
+            meta[2 * k] = keys[k];
+            meta[2 * k + 1] = strcmp(keys[k], cases[c].key) ? v : cases[c].value;
+        }
+        char bad[160];
+        snprintf(bad, sizeof bad, "%s.bad", path);
+        KT_OK(kiln_safetensors_save(bad, ts, names, n, meta, NK));
+        kiln_clear_error();
+        kiln_status s = kiln_optim_load(opt, bad);
+        KT_CHECK(s == KILN_ERR_FORMAT || s == KILN_ERR_ARG, "case %zu: %s", c, kiln_status_name(s));
+        KT_CHECK(strstr(kiln_last_error(), cases[c].msg), "case %zu: '%s' lacks '%s'", c, kiln_last_error(),
+                 cases[c].msg);
+        unlink(bad);
+    }
+    kiln_ctx_free(tmp);
+    kiln_safetensors_close(st);
+    unlink(path);
+}
