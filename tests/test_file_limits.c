@@ -370,6 +370,7 @@ KT_TEST(limits_llama_hf_config_against_weights) {
     KT_CHECK(m, "seed config: %s", kiln_last_error());
     llama_free(m);
     kiln_ctx_free(x);
+    kiln_fuzz_llama_dir_remove();
 }
 
 /* A safetensors header of two million and one JSON values (4 MB of

@@ -70,5 +70,6 @@ KT_TEST(fuzz_regress_inputs_fail_cleanly) {
         }
         closedir(d);
     }
+    kiln_fuzz_llama_dir_remove();
     KT_CHECK(replayed > 0, "no inputs under tests/fuzz/regress/ (run from the repository root)");
 }

@@ -55,23 +55,26 @@ static kiln_status write_weights(const char *dir) {
 
 static char dir[64];
 
-static void remove_dir(void) {
+void kiln_fuzz_llama_dir_remove(void) {
+    if (!dir[0]) return;
     char p[300];
     snprintf(p, sizeof p, "%s/model.safetensors", dir);
     unlink(p);
     snprintf(p, sizeof p, "%s/config.json", dir);
     unlink(p);
     rmdir(dir);
+    dir[0] = 0;
 }
 
 /* A directory with the weights, made once per process and removed at
- * exit; NULL on failure. */
+ * exit (or by kiln_fuzz_llama_dir_remove: the test runner's processes
+ * leave by _exit); NULL on failure. */
 const char *kiln_fuzz_llama_dir(void) {
     if (dir[0]) return dir;
     char tmpl[] = "/tmp/kiln-fuzz-llama-XXXXXX";
     if (!mkdtemp(tmpl)) return NULL;
     memcpy(dir, tmpl, sizeof tmpl);
-    atexit(remove_dir);
+    atexit(kiln_fuzz_llama_dir_remove);
     if (write_weights(dir)) return NULL;
     return dir;
 }

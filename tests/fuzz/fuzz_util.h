@@ -52,6 +52,7 @@ kiln_status kiln_fuzz_llama_config(const uint8_t *data, size_t size);
 /* fuzz_llama_config.c's seed config and its weights' directory */
 const char *kiln_fuzz_llama_config_json(void);
 const char *kiln_fuzz_llama_dir(void);
+void kiln_fuzz_llama_dir_remove(void);
 
 #ifdef KILN_FUZZ_MAIN
 #define KILN_FUZZ_ENTRY(fn)                                                  \
