@@ -266,8 +266,8 @@ KT_TEST(limits_tokenizer_json_ids) {
     cap_memory();
     static const char *bad[] = {
         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 1000000000000000}, \"merges\": []}}",
-        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"added_tokens\": [{\"id\": "
-        "4000000000, \"content\": \"x\"}]}",
+        ("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"added_tokens\": [{\"id\": "
+         "4000000000, \"content\": \"x\"}]}"),
         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": -1}, \"merges\": []}}",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
