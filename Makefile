@@ -3,6 +3,7 @@
 #   make test       install missing packages, build, run the test suite (see scripts/test.sh)
 #   make demo       install missing packages, build, run the demo
 #   make bench      install missing packages, build, run the benchmarks (bench/run.sh)
+#   make fuzz FUZZ_SECONDS=N   libFuzzer on every file parser, N seconds each (tests/fuzz/)
 #   make install PREFIX=/usr/local
 #   CC=clang make   the same with clang
 #   make BLAS=0     no OpenBLAS: every matmul runs kiln's own GEMM
@@ -114,7 +115,8 @@ endif
 MODELS_SRC = $(wildcard models/*.c)
 MODELS_OBJ = $(MODELS_SRC:%.c=$(BUILD)/obj/%.o)
 $(MODELS_OBJ): KILN_CFLAGS := $(filter-out -Icore,$(KILN_CFLAGS)) -Imodels
-TEST_SRC = $(wildcard tests/*.c)
+# tests/fuzz/fuzz_*.c: the fuzz targets, whose crash inputs the suite replays
+TEST_SRC = $(wildcard tests/*.c tests/fuzz/fuzz_*.c)
 ifneq ($(VULKAN),1)
 # tests of device backends need one built in
 TEST_SRC := $(filter-out tests/test_vk_%,$(TEST_SRC))
@@ -259,6 +261,40 @@ bench:
 	@scripts/deps.sh build
 	@$(MAKE) --no-print-directory $(BUILD)/bench/kiln_bench
 	bench/run.sh $(BUILD)/bench/kiln_bench $(BENCH_ARGS)
+
+# libFuzzer targets (tests/fuzz/fuzz_*.c), one per file parser: the
+# library built again with clang, coverage, ASan and UBSan in
+# $(BUILD)/fuzz, each target run FUZZ_SECONDS on a corpus seeded with
+# valid files (make_seeds.c); tests/fuzz/run.sh prints executions and crashes.
+# (-Wno-pass-failed: sanitizers can stop "omp simd" loops from vectorizing.)
+FUZZ_SECONDS ?= 60
+FUZZ_CC    ?= clang-14
+FUZZ_BUILD  = $(BUILD)/fuzz
+FUZZ_SAN    = -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_NAMES  = $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_FLAGS  = -std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -Wall -Wextra -Werror -fopenmp -DKILN_ZLIB \
+              -Iinclude -Icore -Imodels $(FUZZ_SAN)
+FUZZ_LIBS   = $(FUZZ_BUILD)/libkiln_models.a $(FUZZ_BUILD)/libkiln.a -lz -lm -lpthread
+
+.PHONY: fuzz fuzz-build
+fuzz-build:
+	@scripts/deps.sh build
+	@$(MAKE) --no-print-directory CC=$(FUZZ_CC) BUILD=$(FUZZ_BUILD) VULKAN=0 BLAS=0 ZLIB=1 \
+	  CFLAGS="-O1 -g -fno-omit-frame-pointer -Wno-pass-failed -fsanitize=fuzzer-no-link $(FUZZ_SAN)" \
+	  $(FUZZ_BUILD)/libkiln.a $(FUZZ_BUILD)/libkiln_models.a
+	@$(MAKE) --no-print-directory $(FUZZ_NAMES:%=$(FUZZ_BUILD)/bin/fuzz_%) $(FUZZ_BUILD)/bin/make_seeds
+
+$(FUZZ_BUILD)/bin/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h $(FUZZ_BUILD)/libkiln.a $(FUZZ_BUILD)/libkiln_models.a
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -DKILN_FUZZ_MAIN -fsanitize=fuzzer $< -o $@ $(FUZZ_LIBS)
+
+$(FUZZ_BUILD)/bin/make_seeds: tests/fuzz/make_seeds.c tests/fuzz/fuzz_checkpoint.c tests/fuzz/fuzz_llama_config.c \
+                              tests/fuzz/fuzz_util.h $(FUZZ_BUILD)/libkiln.a $(FUZZ_BUILD)/libkiln_models.a
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link $(filter %.c,$^) -o $@ $(FUZZ_LIBS)
+
+fuzz: fuzz-build
+	@tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_NAMES)
 
 # kiln.pc is written at install time so it always names this PREFIX.
 install: lib

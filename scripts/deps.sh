@@ -2,7 +2,8 @@
 # deps.sh — install the Debian 12 packages kiln needs; safe to run again.
 #
 # Usage: scripts/deps.sh [group...]
-#   build     compilers, BLAS/LAPACK, OpenMP, zlib, stb, and for the Vulkan
+#   build     compilers (clang-14 with its sanitizer and libFuzzer runtimes for
+#             make fuzz), BLAS/LAPACK, OpenMP, zlib, stb, and for the Vulkan
 #             backend the loader, glslc, spirv-val, Mesa's lavapipe (a Vulkan
 #             device on the CPU) and the validation layers (to build and test)
 #   data      Fashion-MNIST and fortunes (for the examples)
@@ -16,6 +17,7 @@
 set -eu
 
 build_pkgs="gcc make pkg-config libopenblas-dev liblapacke-dev libomp-dev zlib1g-dev libstb-dev clang
+  clang-14 libclang-rt-14-dev
   libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers vulkan-tools"
 data_pkgs="dataset-fashion-mnist fortunes"
 cross_pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
