@@ -3,15 +3,22 @@
 #   make test       install missing packages, build, run the test suite (see scripts/test.sh)
 #   make demo       install missing packages, build, run the demo
 #   make bench      install missing packages, build, run the benchmarks (bench/run.sh)
+#   make fuzz FUZZ_SECONDS=N   libFuzzer on every file parser, N seconds each (tests/fuzz/)
 #   make install PREFIX=/usr/local
 #   CC=clang make   the same with clang
 #   make BLAS=0     no OpenBLAS: every matmul runs kiln's own GEMM
 #   make ZLIB=0     no zlib: the IDX loader reads only uncompressed files
 #   make VULKAN=0   no Vulkan backend (default: built when the Vulkan loader,
 #                   glslc and spirv-val are installed; VULKAN=1 insists on it)
+#   make CUDA=1     the CUDA backend too (backends/cuda/, nvcc and cuBLAS from
+#                   CUDA_HOME, default /usr/local/cuda; off by default)
 #   make CC=aarch64-linux-gnu-gcc BLAS=0 ZLIB=0 VULKAN=0 BUILD=build-arm64   ARM64 cross build
 #   make SANITIZE=address,undefined   ASan+UBSan(+LSan) build: every error fails
 #                   (-fno-sanitize-recover); use its own BUILD= directory
+#   make MPI=1      also libkiln_dist.a (data-parallel training over Open MPI, include/kiln_dist.h),
+#                   in a BUILD of its own (gpt and fashion compile differently),
+#                   its tests (tests/dist/, run under mpirun by scripts/test_dist.sh), and
+#                   examples/gpt and examples/fashion able to train under mpirun -np N
 
 CC      ?= cc
 PREFIX  ?= /usr/local
@@ -56,6 +63,25 @@ KILN_CFLAGS += -DKILN_VULKAN
 LIBS := -lvulkan $(LIBS)
 endif
 
+# CUDA: backends/cuda/*.c are host code built by $(CC) against the CUDA
+# runtime and cuBLAS headers; backends/cuda/*.cu are the kernels, built by
+# nvcc for sm_80 and sm_90 (A100, H100) plus compute_90 PTX that newer
+# GPUs compile on load. Warnings are errors on both sides. -fmad=false: no
+# multiply-add is fused that the CPU's kernels round twice.
+CUDA ?= 0
+CUDA_HOME ?= /usr/local/cuda
+NVCC ?= $(CUDA_HOME)/bin/nvcc
+CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+             -gencode arch=compute_90,code=compute_90
+NVCC_FLAGS = -std=c++17 -O2 -fmad=false $(CUDA_ARCH) -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror,-fPIC -MMD -MP
+ifeq ($(CUDA),1)
+ifeq ($(wildcard $(NVCC)),)
+$(error CUDA=1 needs nvcc at $(NVCC): set CUDA_HOME)
+endif
+KILN_CFLAGS += -DKILN_CUDA
+LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++ $(LIBS)
+endif
+
 # SIMD variants live in files named for their instruction set; only those
 # files get the flags, and the dispatcher calls them only where the CPU has
 # them (backends/cpu/cpu_features.h). On another architecture they compile empty.
@@ -87,14 +113,24 @@ VK_NAMES = $(VK_COMP:backends/vulkan/shaders/%.comp=%) $(shell awk '!/^\#/ && NF
 VK_SPV   = $(VK_NAMES:%=$(BUILD)/vulkan/%.spv)
 LIB_OBJ += $(VK_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/vulkan/shaders.o
 endif
+ifeq ($(CUDA),1)
+CU_SRC   = $(wildcard backends/cuda/*.c)
+CU_KERN  = $(wildcard backends/cuda/*.cu)
+LIB_OBJ += $(CU_SRC:%.c=$(BUILD)/obj/%.o) $(CU_KERN:%.cu=$(BUILD)/obj/%.o)
+$(CU_SRC:%.c=$(BUILD)/obj/%.o): KILN_CFLAGS += -I$(CUDA_HOME)/include
+endif
 # models/ (model definitions, data sets) use only the public API: no -Icore
 MODELS_SRC = $(wildcard models/*.c)
 MODELS_OBJ = $(MODELS_SRC:%.c=$(BUILD)/obj/%.o)
 $(MODELS_OBJ): KILN_CFLAGS := $(filter-out -Icore,$(KILN_CFLAGS)) -Imodels
-TEST_SRC = $(wildcard tests/*.c)
+# tests/fuzz/fuzz_*.c: the fuzz targets, whose crash inputs the suite replays
+TEST_SRC = $(wildcard tests/*.c tests/fuzz/fuzz_*.c)
 ifneq ($(VULKAN),1)
 # tests of device backends need one built in
-TEST_SRC := $(filter-out tests/test_vk_% tests/test_backend_%,$(TEST_SRC))
+TEST_SRC := $(filter-out tests/test_vk_%,$(TEST_SRC))
+ifneq ($(CUDA),1)
+TEST_SRC := $(filter-out tests/test_backend_%,$(TEST_SRC))
+endif
 endif
 TEST_OBJ = $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 # examples/common/ is what the examples share (arguments, progress, plots, optimizers by name)
@@ -110,6 +146,10 @@ lib: $(BUILD)/libkiln.a $(BUILD)/libkiln.so
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(KILN_CFLAGS) $(SIMD_FLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) -Ibackends/cuda -c $< -o $@
 
 $(BUILD)/vulkan/%.spv: backends/vulkan/shaders/%.comp $(wildcard backends/vulkan/shaders/*.glsl)
 	@mkdir -p $(dir $@)
@@ -153,12 +193,48 @@ $(BUILD)/tests/kiln_tests: $(TEST_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_models.a $
 	@mkdir -p $(dir $@)
 	$(CC) -fopenmp $(LDFLAGS) -o $@ $(TEST_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS)
 
+# MPI=1: dist/ compiled with the flags mpicc would give (mpicc --showme), so
+# that nothing else needs MPI; gpt and fashion gain data-parallel training.
+MPI ?= 0
+DIST_LINK =
+ifeq ($(MPI),1)
+MPICC ?= mpicc
+MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null)
+MPI_LIBS := $(shell $(MPICC) --showme:link 2>/dev/null)
+ifeq ($(MPI_LIBS),)
+$(error MPI=1 needs Open MPI's mpicc: run scripts/deps.sh mpi)
+endif
+DIST_SRC = $(wildcard dist/*.c)
+DIST_OBJ = $(DIST_SRC:%.c=$(BUILD)/obj/%.o)
+DIST_TEST_OBJ = $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/dist/*.c))
+$(DIST_OBJ): KILN_CFLAGS := $(filter-out -Icore,$(KILN_CFLAGS)) $(MPI_CFLAGS)
+$(DIST_TEST_OBJ): KILN_CFLAGS := $(filter-out -Icore,$(KILN_CFLAGS)) -Imodels -Iexamples/common $(MPI_CFLAGS)
+$(BUILD)/obj/examples/gpt/%.o $(BUILD)/obj/examples/fashion/%.o: KILN_CFLAGS += -DKILN_MPI $(MPI_CFLAGS)
+DIST_BENCH_OBJ = $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard bench/dist/*.c))
+$(DIST_BENCH_OBJ): KILN_CFLAGS := $(filter-out -Icore,$(KILN_CFLAGS)) -Imodels -Iexamples/common $(MPI_CFLAGS)
+DIST_LINK = $(BUILD)/libkiln_dist.a
+all: $(BUILD)/libkiln_dist.a $(BUILD)/tests/kiln_dist_tests $(BUILD)/bench/kiln_dist_bench
+bench: $(BUILD)/bench/kiln_dist_bench
+
+$(BUILD)/bench/kiln_dist_bench: $(DIST_BENCH_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_dist.a $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a
+	@mkdir -p $(dir $@)
+	$(CC) -fopenmp $(LDFLAGS) -o $@ $(DIST_BENCH_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_dist.a $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS) $(MPI_LIBS)
+
+$(BUILD)/libkiln_dist.a: $(DIST_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/tests/kiln_dist_tests: $(DIST_TEST_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_dist.a $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a
+	@mkdir -p $(dir $@)
+	$(CC) -fopenmp $(LDFLAGS) -o $@ $(DIST_TEST_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_dist.a $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS) $(MPI_LIBS)
+endif
+
 # Each examples/<name>/ holds one program's .c files.
 $(BUILD)/obj/examples/%.o: KILN_CFLAGS += -Imodels -Iexamples/common
 define example_rule
-$(BUILD)/examples/$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard examples/$(1)/*.c)) $(COMMON_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a
+$(BUILD)/examples/$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard examples/$(1)/*.c)) $(COMMON_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(DIST_LINK)
 	@mkdir -p $$(dir $$@)
-	$$(CC) -fopenmp $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $$(LIBS)
+	$$(CC) -fopenmp $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $(DIST_LINK) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $$(LIBS) $$(if $(DIST_LINK),$$(MPI_LIBS))
 endef
 $(foreach e,$(EXAMPLES),$(eval $(call example_rule,$(e))))
 
@@ -168,7 +244,7 @@ deps:
 # The suite runs in the default build, with KILN_SIMD=scalar, in a BLAS=0
 # build and, cross-compiled, for ARM64 under qemu (scripts/test.sh).
 test:
-	@scripts/deps.sh build data cross
+	@scripts/deps.sh build data cross mpi
 	@$(MAKE) --no-print-directory all
 	@MAKE="$(MAKE)" scripts/test.sh $(BUILD) $(TESTS)
 
@@ -193,6 +269,40 @@ bench:
 	@scripts/deps.sh build
 	@$(MAKE) --no-print-directory $(BUILD)/bench/kiln_bench
 	bench/run.sh $(BUILD)/bench/kiln_bench $(BENCH_ARGS)
+
+# libFuzzer targets (tests/fuzz/fuzz_*.c), one per file parser: the
+# library built again with clang, coverage, ASan and UBSan in
+# $(BUILD)/fuzz, each target run FUZZ_SECONDS on a corpus seeded with
+# valid files (make_seeds.c); tests/fuzz/run.sh prints executions and crashes.
+# (-Wno-pass-failed: sanitizers can stop "omp simd" loops from vectorizing.)
+FUZZ_SECONDS ?= 60
+FUZZ_CC    ?= clang-14
+FUZZ_BUILD  = $(BUILD)/fuzz
+FUZZ_SAN    = -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_NAMES  = $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_FLAGS  = -std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -Wall -Wextra -Werror -fopenmp -DKILN_ZLIB \
+              -Iinclude -Icore -Imodels $(FUZZ_SAN)
+FUZZ_LIBS   = $(FUZZ_BUILD)/libkiln_models.a $(FUZZ_BUILD)/libkiln.a -lz -lm -lpthread
+
+.PHONY: fuzz fuzz-build
+fuzz-build:
+	@scripts/deps.sh build
+	@$(MAKE) --no-print-directory CC=$(FUZZ_CC) BUILD=$(FUZZ_BUILD) VULKAN=0 BLAS=0 ZLIB=1 \
+	  CFLAGS="-O1 -g -fno-omit-frame-pointer -Wno-pass-failed -fsanitize=fuzzer-no-link $(FUZZ_SAN)" \
+	  $(FUZZ_BUILD)/libkiln.a $(FUZZ_BUILD)/libkiln_models.a
+	@$(MAKE) --no-print-directory $(FUZZ_NAMES:%=$(FUZZ_BUILD)/bin/fuzz_%) $(FUZZ_BUILD)/bin/make_seeds
+
+$(FUZZ_BUILD)/bin/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h $(FUZZ_BUILD)/libkiln.a $(FUZZ_BUILD)/libkiln_models.a
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -DKILN_FUZZ_MAIN -fsanitize=fuzzer $< -o $@ $(FUZZ_LIBS)
+
+$(FUZZ_BUILD)/bin/make_seeds: tests/fuzz/make_seeds.c tests/fuzz/fuzz_checkpoint.c tests/fuzz/fuzz_llama_config.c \
+                              tests/fuzz/fuzz_util.h $(FUZZ_BUILD)/libkiln.a $(FUZZ_BUILD)/libkiln_models.a
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link $(filter %.c,$^) -o $@ $(FUZZ_LIBS)
+
+fuzz: fuzz-build
+	@tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_NAMES)
 
 # kiln.pc is written at install time so it always names this PREFIX.
 install: lib

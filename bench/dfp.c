@@ -4,10 +4,14 @@
  * with the f32 -> DFP quantization of both operands counted in, of kiln's
  * f32 sgemm (kiln__sgemm: OpenBLAS in a BLAS build) and kiln's own f32
  * kernel, and OpenBLAS cblas_sgemm; in the NT form (B [n, k]), and the
- * convolution's NN form (B [k, n]). */
+ * convolution's NN form (B [k, n]). Then the Fashion CNN's whole training
+ * step (examples/int16-train: graph compute and AdamW, batch 64) in FP32
+ * and in DFP, measured interleaved: images/s and the DFP/FP32 ratio. */
 #include "bench.h"
 #include "gemm.h"
 #include "gemm_dfp.h"
+
+#include "cnn.h"
 
 #include "../quant/dfp.h"
 
@@ -98,6 +102,50 @@ static void shape(const bench_opts *o, const char *label, int64_t m, int64_t n, 
     free((void *)j.a), free((void *)j.b), free(j.qa), free(j.qb), free(j.c);
 }
 
+/* One model's training step on fixed random images and labels. */
+typedef struct step_job {
+    kiln_ctx *ctx;
+    cnn *m;
+    model_graph g;
+    kiln_optim *opt;
+} step_job;
+
+static void run_step(void *arg) {
+    step_job *j = arg;
+    bench_check(!kiln_graph_compute(j->g.graph) && !kiln_optim_step(j->opt), "cnn step failed");
+}
+
+static void step_init(step_job *j, unsigned dfp, int64_t batch) {
+    j->ctx = kiln_ctx_new();
+    cnn_config c = cnn_defaults();
+    c.dfp = dfp;
+    j->m = j->ctx ? cnn_new(j->ctx, &c, 1) : NULL;
+    bench_check(j->m && !cnn_train_graph(j->m, batch, &j->g), "cnn setup failed");
+    j->opt = kiln_adamw_new(j->ctx, NULL);
+    int32_t *lab = malloc((size_t)batch * 4);
+    bench_check(j->opt && lab, "cnn setup failed");
+    for (int64_t i = 0; i < batch; i++) lab[i] = (int32_t)(i * 7 % 10);
+    bench_check(!kiln_tensor_fill_randn(j->g.input, 3, 0.0, 1.0) && !kiln_tensor_set_i32(j->g.labels, lab, batch),
+                "cnn setup failed");
+    free(lab);
+}
+
+static void cnn_steps(const bench_opts *o, int nt) {
+    const int64_t batch = 64;
+    step_job j[2];
+    kiln_set_threads(nt);
+    step_init(&j[0], 0, batch), step_init(&j[1], CNN_DFP_ALL, batch);
+    bench_job jobs[2] = {{run_step, &j[0]}, {run_step, &j[1]}};
+    double med[2];
+    bench_measure(jobs, 2, 5, 40, 3.0 * o->scale, med);
+    char name[80];
+    snprintf(name, sizeof name, "cnn train step fp32 b64 %dt", nt);
+    bench_report(name, (double)batch / med[0], "img/s", 0, "");
+    snprintf(name, sizeof name, "cnn train step dfp b64 %dt", nt);
+    bench_report(name, (double)batch / med[1], "img/s", (double)batch / med[0], "fp32 step");
+    for (int i = 0; i < 2; i++) cnn_free(j[i].m), kiln_ctx_free(j[i].ctx);
+}
+
 void bench_dfp(const bench_opts *o) {
     for (int t = 0; t < o->n_threads; t++) {
         int nt = o->threads[t];
@@ -109,5 +157,6 @@ void bench_dfp(const bench_opts *o) {
         /* the Fashion CNN's conv2 as kiln_dfp_conv2d runs it: w [32, 144]
          * times the im2col columns [144, 128 images x 14 x 14] */
         shape(o, "conv2 32x25088x144 NN", 32, 25088, 144, true, nt);
+        cnn_steps(o, nt);
     }
 }

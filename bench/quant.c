@@ -13,6 +13,7 @@
 #include "bench.h"
 #include "cpu_features.h"
 #include "gemm.h"
+#include "qmatmul.h"
 #include "qmatmul_gemm.h"
 
 #ifdef KILN_BLAS
@@ -204,6 +205,53 @@ static void bench_prompt(int nt) {
     kiln_ctx_free(ctx);
 }
 
+/* The Q4_0 batch-1 kernel per core as a compute figure: W [256, 2048]
+ * (295 KiB, in L2) and [4096, 4096] (9 MiB, in the LLC), with AVX512-VBMI
+ * (four blocks per step) against the AVX512-VNNI pair kernel (VBMI turned
+ * off), medians of interleaved runs, one thread (a per-core figure: two
+ * threads on so small a GEMV measure the team's wake-up on shared cores);
+ * only where the CPU has VBMI. */
+typedef struct q4k_job {
+    int64_t n, k;
+    const void *w;
+    const float *x;
+    float *y;
+    kiln_cpu_caps caps;
+    int nt;
+} q4k_job;
+
+static void run_q4k(void *p) {
+    q4k_job *j = p;
+    kiln__cpu_caps_set(&j->caps);
+    bench_check(kiln__qmatmul_cpu(KILN_Q4_0, 1, j->n, j->k, j->x, j->w, j->y, j->nt) == KILN_OK, "q4_0 gemv");
+}
+
+static void bench_q4_kernel(int nt, double scale) {
+    const kiln_cpu_caps saved = *kiln__cpu_caps();
+    if (nt != 1 || !saved.avx512vbmi || !saved.avx512vnni) return;
+    const int64_t shapes[2][2] = {{256, 2048}, {4096, 4096}};
+    for (int si = 0; si < 2; si++) {
+        const int64_t n = shapes[si][0], k = shapes[si][1];
+        float *wf = malloc((size_t)(n * k) * 4), *x = malloc((size_t)k * 4), *y = malloc((size_t)n * 4);
+        void *w = malloc(kiln_dtype_size(KILN_Q4_0) * (size_t)(n * k / 32));
+        bench_check(wf && x && y && w, "q4_0 gemv buffers");
+        for (int64_t i = 0; i < n * k; i++) wf[i] = (float)((i * 2654435761u) % 2001) / 20000.0f - 0.05f;
+        for (int64_t i = 0; i < k; i++) x[i] = (float)((i * 40503u) % 2001) / 500.0f - 2.0f;
+        kiln__types[KILN_Q4_0].from_f32(wf, w, n * k);
+        q4k_job j[2] = {{n, k, w, x, y, saved, nt}, {n, k, w, x, y, saved, nt}};
+        j[1].caps.avx512vbmi = false;
+        bench_job jobs[2] = {{run_q4k, &j[0]}, {run_q4k, &j[1]}};
+        double med[2];
+        bench_measure(jobs, 2, 20, 2000, 0.5 * scale, med);
+        kiln__cpu_caps_set(&saved);
+        const double bytes = (double)kiln_dtype_size(KILN_Q4_0) * (double)(n * k / 32);
+        char name[80];
+        snprintf(name, sizeof name, "q4_0 vbmi kernel %lldx%lld %dt", (long long)n, (long long)k, nt);
+        bench_report(name, bytes / med[0] * 1e-9, "GB/s", bytes / med[1] * 1e-9, "vnni pair kernel");
+        free(wf), free(x), free(y), free(w);
+    }
+}
+
 static void bench_qmatmul(const bench_opts *o) {
     const int64_t tn = o->stream_mib * (1 << 20) / 4;
     bench_triad tr = bench_triad_new(tn);
@@ -239,6 +287,7 @@ static void bench_qmatmul(const bench_opts *o) {
             }
             kiln_ctx_free(ctx);
         }
+        bench_q4_kernel(nt, o->scale);
         bench_prompt(nt);
     }
     kiln_set_threads(saved);

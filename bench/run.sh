@@ -6,11 +6,22 @@
 # bench/torch_ref.py runs with Debian's /usr/bin/python3 when PyTorch is
 # importable; its lines go to a temporary file given to kiln_bench --torch.
 # Without PyTorch the bench says so and prints no PyTorch ratios.
+# In a `make MPI=1` build (kiln_dist_bench beside kiln_bench) the data-parallel
+# line (bench/dist.sh) comes last; `--only dist` runs only that.
 set -eu
 
 bin=${1:?usage: bench/run.sh path/to/kiln_bench [options]}
 shift
 dir=$(dirname "$0")
+dist_bin=$(dirname "$bin")/kiln_dist_bench
+prev=""
+for a in "$@"; do
+    if [ "$prev" = --only ] && [ "$a" = dist ]; then
+        [ -x "$dist_bin" ] || { echo "bench: no $dist_bin (make MPI=1 builds it)" >&2; exit 1; }
+        exec "$dir/dist.sh" "$dist_bin"
+    fi
+    prev=$a
+done
 
 # options that torch_ref.py shares with kiln_bench; --only without train skips it
 torch_args=""
@@ -47,4 +58,8 @@ for a in "$@"; do case "$a" in train|memory) gemm_part=0 ;; esac; done
 if [ "$gemm_part" = 1 ] && grep -q avx512f /proc/cpuinfo 2>/dev/null; then
     echo "# the GEMMs again, OpenBLAS forced to its AVX-512 kernels (OPENBLAS_CORETYPE=SkylakeX):"
     OPENBLAS_CORETYPE=SkylakeX "$bin" "$@" --only gemm | grep -v '^#'
+fi
+if [ -x "$dist_bin" ] && command -v mpirun >/dev/null 2>&1; then
+    echo "# data parallel (bench/dist.sh):"
+    "$dir/dist.sh" "$dist_bin"
 fi

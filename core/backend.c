@@ -18,6 +18,11 @@ kiln_backend *kiln__vulkan_backend_new(void) {
     return kiln__err(KILN_ERR_UNSUPPORTED, "kiln_backend_get: this kiln was built without Vulkan (make VULKAN=1)");
 }
 #endif
+#ifndef KILN_CUDA
+kiln_backend *kiln__cuda_backend_new(void) {
+    return kiln__err(KILN_ERR_UNSUPPORTED, "kiln_backend_get: this kiln was built without CUDA (make CUDA=1)");
+}
+#endif
 
 kiln_backend *kiln_backend_get(const char *name) {
     static kiln_backend *vulkan;
@@ -40,8 +45,20 @@ kiln_backend *kiln_backend_get(const char *name) {
         if (!vulkan) return kiln__err(vulkan_status, "%s", vulkan_error);
         return vulkan;
     }
-    if (!strcmp(name, "cuda"))
-        return kiln__err(KILN_ERR_UNSUPPORTED, "kiln_backend_get: there is no CUDA backend yet");
+    if (!strcmp(name, "cuda")) {
+        static kiln_backend *cuda;
+        static kiln_status cuda_status = KILN_OK;
+        static char cuda_error[256];
+        if (!cuda && !cuda_status) {
+            cuda = kiln__cuda_backend_new();
+            if (!cuda) {
+                cuda_status = kiln_last_status() ? kiln_last_status() : KILN_ERR_UNSUPPORTED;
+                snprintf(cuda_error, sizeof cuda_error, "%s", kiln_last_error());
+            }
+        }
+        if (!cuda) return kiln__err(cuda_status, "%s", cuda_error);
+        return cuda;
+    }
     return kiln__err(KILN_ERR_ARG, "kiln_backend_get: unknown backend '%s' (expected cpu, vulkan or cuda)", name);
 }
 

@@ -58,6 +58,7 @@ static inline bool kiln__is_device(const kiln_backend *b) { return b && b->vt; }
 /* Each device backend's constructor: NULL with the error set when it was
  * not built in or finds no device (backends/vulkan, backends/cuda). */
 kiln_backend *kiln__vulkan_backend_new(void);
+kiln_backend *kiln__cuda_backend_new(void);
 
 /* The tensor owning t's storage. */
 static inline kiln_tensor *kiln__owner(kiln_tensor *t) { return t->view_src ? t->view_src : t; }

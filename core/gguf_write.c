@@ -1,6 +1,6 @@
 /* gguf_write.c — kiln's GGUF writer (version 3, little-endian). The
  * metadata is serialized as it is set; tensors are remembered and their
- * bytes streamed at save through the atomic write of safetensors.c, each
+ * bytes streamed at save through the atomic write of atomic_file.c, each
  * at the next multiple of the alignment, so a file of many GiB never sits
  * in memory. */
 #include "gguf.h"

@@ -205,6 +205,40 @@ static kiln_status host_operands(kiln_tensor *t) {
     return kiln__host_write(t);
 }
 
+kiln_status kiln_graph_set_grad_hook(kiln_graph *g, kiln_grad_hook_fn fn, void *user) {
+    if (!g) return kiln__errs(KILN_ERR_ARG, "kiln_graph_set_grad_hook: graph is NULL");
+    g->grad_hook = fn;
+    g->grad_hook_user = user;
+    g->grad_last_n = -1;
+    return KILN_OK;
+}
+
+/* Mark the last ACC_GRAD into each gradient (a graph with two backward
+ * passes adds into a gradient twice); redone when the graph grew. */
+static kiln_status grad_hook_prepare(kiln_graph *g) {
+    if (g->grad_last_n == g->n) return KILN_OK;
+    kiln_status s = kiln__owned_grow(g->ctx, (void **)&g->grad_last, &g->grad_last_cap, g->n, sizeof *g->grad_last);
+    if (s) return s;
+    for (int i = g->n - 1; i >= 0; i--) {
+        kiln_tensor *t = g->nodes[i];
+        g->grad_last[i] = t->op == KILN_OP_ACC_GRAD;
+        for (int j = i + 1; g->grad_last[i] && j < g->n; j++)
+            if (g->nodes[j]->op == KILN_OP_ACC_GRAD && g->nodes[j]->src[0] == t->src[0]) g->grad_last[i] = 0;
+    }
+    g->grad_last_n = g->n;
+    return KILN_OK;
+}
+
+/* After nodes lo..hi ran: the hook for each gradient they finished (an
+ * ACC_GRAD, or the matmul that added into the gradient for it). */
+static void grad_hook_fire(kiln_graph *g, int lo, int hi) {
+    for (int j = lo; j <= hi; j++) {
+        int acc = g->acc_node[j];
+        if (acc >= 0 && g->grad_last[acc]) g->grad_hook(g->grad_hook_user, g->nodes[acc]->src[0]);
+        else if (acc != -2 && g->grad_last[j]) g->grad_hook(g->grad_hook_user, g->nodes[j]->src[0]);
+    }
+}
+
 kiln_status kiln_graph_compute(kiln_graph *g) {
     if (!g) return kiln__errs(KILN_ERR_ARG, "kiln_graph_compute: graph is NULL");
     kiln_status s;
@@ -218,7 +252,14 @@ kiln_status kiln_graph_compute(kiln_graph *g) {
                     .training = g->training,
                     .n_threads = kiln__threads()};
     g->stats.computes++;
-    if (dev) return kiln__graph_compute_device(g, b, &ex);
+    if (g->grad_hook && (s = grad_hook_prepare(g))) return s;
+    if (dev) {
+        /* a device graph runs as one schedule: every gradient is final at its end */
+        if ((s = kiln__graph_compute_device(g, b, &ex)) || !g->grad_hook) return s;
+        for (int i = 0; i < g->n; i++)
+            if (g->grad_last[i]) g->grad_hook(g->grad_hook_user, g->nodes[i]->src[0]);
+        return KILN_OK;
+    }
     /* tensors may hold newer bytes on a device only once device memory exists */
     bool mixed = g->ctx->n_devbufs > 0;
     if (g->buf_bytes < g->planned_bytes) {
@@ -239,6 +280,7 @@ kiln_status kiln_graph_compute(kiln_graph *g) {
         if (s) return s;
         g->stats.nodes_on_backend += end - i + 1;
         double t0 = profiling() ? now_sec() : 0;
+        int first = i;
         if (end > i) { /* a fused element-wise chain: only its last node is written */
             for (int j = i + 1; j <= end; j++) resolve(g, j);
             s = kiln__cpu_compute_chain(g->nodes + i, end - i + 1, &ex);
@@ -256,6 +298,7 @@ kiln_status kiln_graph_compute(kiln_graph *g) {
             prof_sec[slot] += now_sec() - t0;
             prof_calls[slot]++;
         }
+        if (g->grad_hook) grad_hook_fire(g, first, i);
     }
     return KILN_OK;
 }

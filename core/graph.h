@@ -31,6 +31,11 @@ struct kiln_graph {
     kiln_devbuf *dbuf;           /* the planned buffer on the device */
     size_t dbuf_bytes;
     kiln_graph_stats stats;
+    /* kiln_graph_set_grad_hook: called after the last write of each gradient */
+    kiln_grad_hook_fn grad_hook;
+    void *grad_hook_user;
+    uint8_t *grad_last; /* node i is the last ACC_GRAD into its gradient (grad_last_n nodes) */
+    int grad_last_n, grad_last_cap;
 };
 
 /* The backend g runs on: its own, else its context's (NULL: the CPU). */

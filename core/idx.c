@@ -36,6 +36,8 @@ static const char *gzerror(gzFile f, int *code) {
 /* Refuse absurd headers before allocating: 16 Gi elements is far beyond
  * any IDX data set, and every product below it fits in int64_t. */
 #define IDX_MAX_ELEMS ((int64_t)1 << 34)
+/* The data buffer's first size; it doubles as data keeps coming. */
+#define IDX_FIRST_READ ((int64_t)1 << 20)
 /* gzread() takes an unsigned int length, so big reads go in pieces. */
 #define IDX_CHUNK ((int64_t)1 << 30)
 
@@ -142,15 +144,25 @@ kiln_tensor *kiln_idx_load(kiln_ctx *ctx, const char *path, bool as_labels, floa
         goto cleanup;
     }
 
-    bytes = kiln__malloc((size_t)n);
-    if (!bytes) {
-        kiln__err(KILN_ERR_OOM, "kiln_idx_load: %s: cannot allocate %lld bytes", path, (long long)n);
-        goto cleanup;
-    }
-    got = read_full(f, bytes, n);
-    if (got < 0) {
-        kiln__err(KILN_ERR_IO, "kiln_idx_load: reading %s: %s", path, gz_message(f));
-        goto cleanup;
+    /* The buffer grows with the data actually read, up to the header's n:
+     * a small (or gzipped) file whose header claims gigabytes is refused as
+     * truncated after allocating about what it holds, not what it claims. */
+    got = 0;
+    for (int64_t cap = 0; got == cap && cap < n;) {
+        int64_t next = cap ? (cap > n / 2 ? n : 2 * cap) : (n < IDX_FIRST_READ ? n : IDX_FIRST_READ);
+        unsigned char *grown = kiln__realloc(bytes, (size_t)next);
+        if (!grown) {
+            kiln__err(KILN_ERR_OOM, "kiln_idx_load: %s: cannot allocate %lld bytes", path, (long long)next);
+            goto cleanup;
+        }
+        bytes = grown;
+        int64_t r = read_full(f, bytes + cap, next - cap);
+        if (r < 0) {
+            kiln__err(KILN_ERR_IO, "kiln_idx_load: reading %s: %s", path, gz_message(f));
+            goto cleanup;
+        }
+        got = cap + r;
+        cap = next;
     }
     if (got < n) {
         kiln__err(KILN_ERR_FORMAT, "kiln_idx_load: %s is truncated: expected %lld bytes of data, got %lld", path,

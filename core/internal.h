@@ -123,7 +123,8 @@ typedef enum kiln_op {
     KILN_OP_DEQUANTIZE, /* src: a quantized tensor or a view of one; out f32 */
     KILN_OP_QMATMUL,    /* y [m, n] = x [m, k] . W^T: src x f32 contiguous 2-D, W quantized contiguous [n, k] */
     KILN_OP_DFP_MATMUL, /* ops/dfp.c: op(A) op(B) in INT16 dynamic fixed point; f32 contiguous 2-D src;
-                           ip[0]=trans_a ip[1]=trans_b */
+                           ip[0]=trans_a ip[1]=trans_b; ip[2]=1: B is im2col_cn of src[1] [N, C, H, W],
+                           geometry g in ip[3..10], grid OH x OW in ip[11], ip[12] */
 
     KILN_OP_COUNT
 } kiln_op;
@@ -286,6 +287,11 @@ kiln_tensor *kiln__col2im(kiln_ctx *ctx, kiln_tensor *cols, const int64_t *g, in
 /* The same with cols laid out [C, kh, kw, N, OH, OW] (conv2d's one GEMM). */
 kiln_tensor *kiln__im2col_cn(kiln_ctx *ctx, kiln_tensor *x, const int64_t *g, int64_t oh, int64_t ow, double pad);
 kiln_tensor *kiln__col2im_cn(kiln_ctx *ctx, kiln_tensor *cols, const int64_t *g, int64_t h, int64_t w);
+/* A (trans_a false) times B = im2col_cn(x, g, oh, ow, pad 0) (or B^T), a DFP
+ * matmul whose kernel quantizes x once and gathers its columns from the
+ * int16 codes (ops/dfp.c): kiln_dfp_conv2d's product. */
+kiln_tensor *kiln__dfp_matmul_im2col(kiln_ctx *ctx, kiln_tensor *a, kiln_tensor *x, bool trans_b, const int64_t *g,
+                                     int64_t oh, int64_t ow);
 
 /* ---- op table and autodiff ---------------------------------------------- */
 

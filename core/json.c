@@ -357,7 +357,7 @@ void kiln__buf_add(kiln__buf *b, const void *s, size_t n) {
         b->p = p;
         b->cap = cap;
     }
-    memcpy(b->p + b->len, s, n);
+    if (n) memcpy(b->p + b->len, s, n); /* s may be NULL when n is 0 (an empty GGUF) */
     b->len += n;
     b->p[b->len] = 0;
 }

@@ -3,15 +3,14 @@
  * the whole header before anything is read: the rules are those of the
  * reference implementation's validation (safetensors/src/tensor.rs), so a
  * file it accepts opens here and a file written here loads in
- * safetensors.torch. The writer is atomic (temp file, fsync, rename,
- * directory fsync). */
+ * safetensors.torch. The writer is atomic (core/atomic_file.c: temp file,
+ * fsync, rename, directory fsync). */
 #include "safetensors.h"
 #include "backend.h"
 #include "json.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -545,17 +544,6 @@ static kiln_status write_body(FILE *f, const char *who, const char *tmp, const k
     return s;
 }
 
-static void sync_dir(const char *path) {
-    char *copy = kiln__strdup(path);
-    if (!copy) return;
-    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd); /* best effort: some file systems refuse directory fsync */
-        close(fd);
-    }
-    free(copy);
-}
-
 typedef struct st_save {
     const kiln__buf *h;
     kiln_tensor *const *ts;
@@ -566,41 +554,6 @@ typedef struct st_save {
 static kiln_status save_body(FILE *f, const char *tmp, void *arg) {
     const st_save *a = arg;
     return write_body(f, "kiln_safetensors_save", tmp, a->h, a->ts, a->names, a->n);
-}
-
-kiln_status kiln__atomic_write(const char *path, const char *who, kiln__write_fn body, void *arg) {
-    size_t plen = strlen(path);
-    char *tmp = kiln__malloc(plen + 16);
-    if (!tmp) return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp.XXXXXX", 12);
-    int fd = mkostemp(tmp, O_CLOEXEC);
-    if (fd < 0) {
-        kiln_status s = kiln__errs(KILN_ERR_IO, "%s: cannot create a temporary file beside %s: %s", who, path,
-                                   strerror(errno));
-        free(tmp);
-        return s;
-    }
-    struct stat old;
-    fchmod(fd, stat(path, &old) == 0 ? (old.st_mode & 07777) : 0644);
-    kiln_status s;
-    FILE *f = fdopen(fd, "wb");
-    if (!f) {
-        s = kiln__errs(KILN_ERR_IO, "%s: %s: %s", who, tmp, strerror(errno));
-        close(fd);
-    } else {
-        errno = 0;
-        s = body(f, tmp, arg);
-        if (!s && fflush(f)) s = kiln__errs(KILN_ERR_IO, "%s: writing %s: %s", who, tmp, strerror(errno));
-        if (!s && fsync(fileno(f))) s = kiln__errs(KILN_ERR_IO, "%s: syncing %s: %s", who, tmp, strerror(errno));
-        if (fclose(f) && !s) s = kiln__errs(KILN_ERR_IO, "%s: closing %s: %s", who, tmp, strerror(errno));
-    }
-    if (!s && rename(tmp, path))
-        s = kiln__errs(KILN_ERR_IO, "%s: renaming %s to %s: %s", who, tmp, path, strerror(errno));
-    if (s) unlink(tmp);
-    else sync_dir(path);
-    free(tmp);
-    return s;
 }
 
 kiln_status kiln_safetensors_save(const char *path, kiln_tensor *const *tensors, const char *const *names, int n,

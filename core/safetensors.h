@@ -4,6 +4,7 @@
 #define KILN_SAFETENSORS_H
 
 #include "internal.h"
+#include "atomic_file.h"
 
 #include <stdio.h>
 
@@ -15,12 +16,5 @@ kiln_status kiln__st_read(const kiln_safetensors *st, const char *name, kiln_ten
 /* Every parameter of ctx is in the file and fits (kiln__st_check). */
 kiln_status kiln__params_check(const kiln_safetensors *st, kiln_ctx *ctx, const char *who);
 kiln_status kiln__params_read(const kiln_safetensors *st, kiln_ctx *ctx);
-
-/* Write path atomically: body writes a temporary file beside it (tmp is
- * its name, for messages), which is flushed, synced and renamed over path,
- * then the directory is synced; on any error the temporary file is removed
- * and an existing file at path is left as it was. */
-typedef kiln_status (*kiln__write_fn)(FILE *f, const char *tmp, void *arg);
-kiln_status kiln__atomic_write(const char *path, const char *who, kiln__write_fn body, void *arg);
 
 #endif

@@ -23,7 +23,8 @@ static kiln_status byte_tokens(kiln_tokenizer *t, const char *who) {
     for (int64_t i = 0; i < t->n; i++) {
         t->fb[i] = -1;
         unsigned v;
-        if (t->tok[i] && t->len[i] == 6 && sscanf(t->tok[i], "<0x%2X>", &v) == 1 && t->byte_fb[v] == i)
+        /* %X takes a sign ("<0x-7>" reads as 0xfffffff9): v is checked before indexing */
+        if (t->tok[i] && t->len[i] == 6 && sscanf(t->tok[i], "<0x%2X>", &v) == 1 && v < 256 && t->byte_fb[v] == i)
             t->fb[i] = (int16_t)v;
     }
     return KILN_OK;
@@ -157,7 +158,7 @@ typedef struct spm {
 static void push(spm *m, int32_t l, int32_t r) {
     if (l < 0 || r < 0) return;
     float score;
-    if (m->t->n_merges) { /* tokenizer.json: the pair must be a merge; lower rank first */
+    if (m->t->n_merges || !m->t->score) { /* tokenizer.json (no scores): the pair must be a merge; lower rank first */
         int32_t a = kiln__tok_find(m->t, m->text + m->start[l], (size_t)m->len[l]);
         int32_t b = kiln__tok_find(m->t, m->text + m->start[r], (size_t)m->len[r]), res;
         int32_t rank = a >= 0 && b >= 0 ? kiln__tok_merge_of(m->t, a, b, &res) : -1;

@@ -570,6 +570,16 @@ kiln_tensor *kiln_graph_node(const kiln_graph *g, int i);
  * what they would take with one buffer each (plans if not planned yet). */
 size_t kiln_graph_planned_bytes(kiln_graph *g);
 size_t kiln_graph_unplanned_bytes(kiln_graph *g);
+/* A hook called during kiln_graph_compute as soon as a gradient is final
+ * for this compute: after the last node that adds into it (the weight
+ * gradient's matmul for a linear layer, else its accumulate node), with
+ * grad = kiln_tensor_grad(leaf), once per gradient per compute, in the
+ * order the backward pass finishes them (as torch's
+ * register_post_accumulate_grad_hook; data-parallel training starts each
+ * gradient's all-reduce from it). On a device backend every hook runs
+ * after the whole compute. fn NULL removes it. */
+typedef void (*kiln_grad_hook_fn)(void *user, kiln_tensor *grad);
+kiln_status kiln_graph_set_grad_hook(kiln_graph *g, kiln_grad_hook_fn fn, void *user);
 /* Release the graph's intermediate buffer (the graph stays usable). */
 void kiln_graph_free_buffers(kiln_graph *g);
 /* Name of node i's op, for printing. */
@@ -741,6 +751,9 @@ typedef struct kiln_apollo_config {
     float scale;            /* the update is multiplied by sqrt(scale) */
     bool mini;              /* one scaling factor per tensor (APOLLO-Mini) */
     uint64_t seed;          /* projector seeds derive from it */
+    int first_index;        /* params[0]'s index in the whole model's list (0): parameter i's
+                             * projector seed derives from seed and first_index + i, so that a
+                             * ZeRO shard (kiln_dist) draws the projectors the whole list would */
 } kiln_apollo_config;
 
 /* apollo_torch's: lr 1e-3, betas 0.9/0.999, eps 1e-6, weight_decay 0,
@@ -793,7 +806,28 @@ float kiln_optim_lr_at(const kiln_optim *opt, int64_t step);
 kiln_status kiln_optim_set_clip_grad_norm(kiln_optim *opt, float max_norm);
 /* The norm the last step measured (before clipping); -1 if none yet. */
 float kiln_optim_last_grad_norm(const kiln_optim *opt);
+/* Steps skipped for a non-finite norm, gradient or loss (clipping above,
+ * the guard below); saved and loaded with the optimizer's state. */
 int64_t kiln_optim_skipped_steps(const kiln_optim *opt);
+/* The non-finite guard, torch.cuda.amp.GradScaler's skip without the
+ * scaling (off by default): with it on, each kiln_optim_step first checks
+ * the loss (when given: every element) and every gradient for NaN and
+ * infinities (a reduction that runs where the optimizer runs, so the
+ * gradients stay on a device). A bad one skips the step entirely: no
+ * parameter, state or step count changes (the schedule does not advance),
+ * gradients are zeroed as after a step, kiln_optim_skipped_steps counts it,
+ * and kiln_optim_step returns KILN_ERR_NUMERIC with a message naming the
+ * first bad parameter ("gradient of 'fc1.weight' is not finite") or the
+ * loss. A step with finite values is bit for bit the unguarded one.
+ *
+ *     kiln_optim_set_skip_nonfinite(opt, true, loss);
+ *     kiln_status s = kiln_optim_step(opt);
+ *     if (s == KILN_ERR_NUMERIC) fprintf(stderr, "%s\n", kiln_last_error());  // skipped: go on
+ *     else if (s) ...                                                            // a real error
+ *
+ * loss NULL checks the gradients only; it must be a float tensor of opt's
+ * context, computed before each step (its value is read then). */
+kiln_status kiln_optim_set_skip_nonfinite(kiln_optim *opt, bool on, kiln_tensor *loss);
 /* Parameter groups: these parameters (all of the optimizer's) step with
  * lr * lr_scale and this weight decay (its meaning the optimizer's: L2 for
  * SGD and Adam, decoupled for AdamW and Lion), e.g. weight_decay 0 for
@@ -869,7 +903,11 @@ kiln_status kiln_safetensors_read_into(kiln_safetensors *st, const char *name, k
  * atomically: a temporary file in the same directory is written, flushed,
  * synced and renamed over path, then the directory is synced. On any error
  * the temporary file is removed and an existing file at path is left as it
- * was. Tensors on a device are copied back first. */
+ * was (KILN_ERR_IO names the cause: a full disk, a read-only directory; if
+ * only the directory sync fails, path is the new file and the error says
+ * it may not survive a crash). A process killed mid-save leaves the old
+ * file intact and may leave its path.tmp.XXXXXX beside it, never read as
+ * path. Tensors on a device are copied back first. */
 kiln_status kiln_safetensors_save(const char *path, kiln_tensor *const *tensors, const char *const *names, int n,
                                   const char *const *meta, int n_meta);
 
@@ -1079,7 +1117,9 @@ kiln_status kiln_load_params(kiln_ctx *ctx, const char *path);
  * caller): the kind, the parameter names and every state tensor's dtype
  * and shape are checked first, and a failed load changes nothing.
  * kiln_checkpoint_save/load put the parameters of opt's context (by name,
- * as kiln_save_params) and opt's state in one file. */
+ * as kiln_save_params) and opt's state in one file. Saves are atomic as
+ * kiln_safetensors_save: a run killed while saving resumes from the last
+ * complete checkpoint. */
 kiln_status kiln_optim_save(const kiln_optim *opt, const char *path);
 kiln_status kiln_optim_load(kiln_optim *opt, const char *path);
 kiln_status kiln_checkpoint_save(const kiln_optim *opt, const char *path);

@@ -11,27 +11,69 @@ llama_config llama_defaults(void) {
                           .hidden = 0, .multiple_of = 256, .norm_eps = 1e-5, .rope_theta = 10000.0};
 }
 
+/* An inference model's dtype for a weight of this shape: the embedding in
+ * llama_embedding_dtype, NF4_DQ only where the tensor is whole
+ * super-blocks (NF4 otherwise), norms f32. */
+static kiln_dtype infer_dtype(const llama *m, const char *what, int ndim, const int64_t *shape) {
+    kiln_dtype dt = ndim == 1 ? KILN_F32 : m->weights;
+    if (ndim == 2 && !strcmp(what, "tok_embeddings.weight")) dt = llama_embedding_dtype(m->weights);
+    if (dt == KILN_NF4_DQ && (shape[0] * shape[1]) % kiln_dtype_block(KILN_NF4_DQ)) dt = KILN_NF4;
+    return dt;
+}
+
+static void param_name(char *name, size_t size, int layer, const char *what) {
+    if (layer >= 0) snprintf(name, size, "layers.%d.%s", layer, what);
+    else snprintf(name, size, "%s", what);
+}
+
 /* Make parameter "layers.{layer}.{what}" (or "{what}" for layer < 0) and list
  * it. An inference model makes plain leaves instead: no gradient, no random
- * init (norms 1, weights zero blocks), 2-d weights in m->weights (the
- * embedding in llama_embedding_dtype; NF4_DQ only where the tensor is whole
- * super-blocks, NF4 otherwise). */
+ * init (norms 1, weights zero blocks), 2-d weights in infer_dtype. */
 static kiln_tensor *param(llama *m, int layer, const char *what, int ndim, const int64_t *shape, model_init init,
                           uint64_t seed) {
     char name[64];
-    if (layer >= 0) snprintf(name, sizeof name, "layers.%d.%s", layer, what);
-    else snprintf(name, sizeof name, "%s", what);
+    param_name(name, sizeof name, layer, what);
     kiln_tensor *p;
     if (m->inference) {
-        kiln_dtype dt = ndim == 1 ? KILN_F32 : m->weights;
-        if (ndim == 2 && !strcmp(what, "tok_embeddings.weight")) dt = llama_embedding_dtype(m->weights);
-        if (dt == KILN_NF4_DQ && (shape[0] * shape[1]) % kiln_dtype_block(KILN_NF4_DQ)) dt = KILN_NF4;
-        p = kiln_tensor_new(m->ctx, dt, ndim, shape);
+        p = kiln_tensor_new(m->ctx, infer_dtype(m, what, ndim, shape), ndim, shape);
         if (p && init == MODEL_INIT_ONES && kiln_tensor_fill(p, 1.0)) p = NULL;
         if (p) kiln_tensor_set_name(p, name);
     } else {
         p = model_param(m->ctx, name, ndim, shape, init, 0.02, seed);
     }
+    if (p) m->params[m->n_params++] = p;
+    return p;
+}
+
+/* An inference model's weights that read the same input, stacked by rows
+ * in one leaf [sum rows, cols] (wq|wk|wv, w1|w3), so a token runs one
+ * matrix-vector product over them instead of n. NULL (no error) for a
+ * training model, or where the parts could not be row views of it in the
+ * dtype each would have alone (NF4_DQ's super-blocks, a part starting
+ * inside a block). */
+static kiln_tensor *stacked(llama *m, int n, const char *const *what, const int64_t *rows, int64_t cols) {
+    if (!m->inference) return NULL;
+    int64_t total = 0;
+    kiln_dtype dt = infer_dtype(m, what[0], 2, (int64_t[]){rows[0], cols});
+    for (int i = 0; i < n; i++) {
+        if (infer_dtype(m, what[i], 2, (int64_t[]){rows[i], cols}) != dt || (total * cols) % kiln_dtype_block(dt))
+            return NULL;
+        total += rows[i];
+    }
+    if (infer_dtype(m, what[0], 2, (int64_t[]){total, cols}) != dt) return NULL;
+    return kiln_tensor_new(m->ctx, dt, 2, (int64_t[]){total, cols});
+}
+
+/* Weight "layers.{layer}.{what}" [rows, cols]: rows [row0, row0 + rows) of
+ * the stacked leaf, a view listed as param lists its leaves (loaders fill
+ * it in place), or a parameter of its own where there is no stack. */
+static kiln_tensor *part(llama *m, int layer, const char *what, kiln_tensor *stack, int64_t row0, int64_t rows,
+                         int64_t cols, uint64_t seed) {
+    if (!stack) return param(m, layer, what, 2, (int64_t[]){rows, cols}, MODEL_INIT_NORMAL, seed);
+    char name[64];
+    param_name(name, sizeof name, layer, what);
+    kiln_tensor *p = kiln_slice(m->ctx, stack, 0, row0, row0 + rows, 1);
+    if (p) kiln_tensor_set_name(p, name);
     if (p) m->params[m->n_params++] = p;
     return p;
 }
@@ -73,20 +115,27 @@ static llama *make(kiln_ctx *ctx, const llama_config *cfg, uint64_t seed, bool i
     m->cfg = c;
     m->inference = inference;
     m->weights = inference ? weights : KILN_F32;
+    m->fuse = inference;
     const int64_t D = c.dim, hd = c.dim / c.heads, Q = c.heads * hd, KV = c.kv_heads * hd, F = c.hidden;
     bool ok = (m->tok_embeddings =
                    param(m, -1, "tok_embeddings.weight", 2, (int64_t[]){c.vocab, D}, MODEL_INIT_NORMAL, seed)) != NULL;
+    static const char *const qkv[3] = {"attention.wq.weight", "attention.wk.weight", "attention.wv.weight"};
+    static const char *const w13[2] = {"feed_forward.w1.weight", "feed_forward.w3.weight"};
     for (int l = 0; ok && l < c.layers; l++) {
         llama_layer *y = &m->layers[l];
+        y->wqkv = stacked(m, 3, qkv, (int64_t[]){Q, KV, KV}, D);
+        y->w13 = stacked(m, 2, w13, (int64_t[]){F, F}, D);
         ok = (y->attention_norm = param(m, l, "attention_norm.weight", 1, (int64_t[]){D}, MODEL_INIT_ONES, seed)) &&
-             (y->wq = param(m, l, "attention.wq.weight", 2, (int64_t[]){Q, D}, MODEL_INIT_NORMAL, seed)) &&
-             (y->wk = param(m, l, "attention.wk.weight", 2, (int64_t[]){KV, D}, MODEL_INIT_NORMAL, seed)) &&
-             (y->wv = param(m, l, "attention.wv.weight", 2, (int64_t[]){KV, D}, MODEL_INIT_NORMAL, seed)) &&
+             (y->wq = part(m, l, qkv[0], y->wqkv, 0, Q, D, seed)) &&
+             (y->wk = part(m, l, qkv[1], y->wqkv, Q, KV, D, seed)) &&
+             (y->wv = part(m, l, qkv[2], y->wqkv, Q + KV, KV, D, seed)) &&
              (y->wo = param(m, l, "attention.wo.weight", 2, (int64_t[]){D, Q}, MODEL_INIT_NORMAL, seed)) &&
              (y->ffn_norm = param(m, l, "ffn_norm.weight", 1, (int64_t[]){D}, MODEL_INIT_ONES, seed)) &&
-             (y->w1 = param(m, l, "feed_forward.w1.weight", 2, (int64_t[]){F, D}, MODEL_INIT_NORMAL, seed)) &&
+             (y->w1 = part(m, l, w13[0], y->w13, 0, F, D, seed)) &&
              (y->w2 = param(m, l, "feed_forward.w2.weight", 2, (int64_t[]){D, F}, MODEL_INIT_NORMAL, seed)) &&
-             (y->w3 = param(m, l, "feed_forward.w3.weight", 2, (int64_t[]){F, D}, MODEL_INIT_NORMAL, seed));
+             (y->w3 = part(m, l, w13[1], y->w13, F, F, D, seed));
+        y->stacked_of[0] = y->wq, y->stacked_of[1] = y->wk, y->stacked_of[2] = y->wv;
+        y->stacked_of[3] = y->w1, y->stacked_of[4] = y->w3;
     }
     ok = ok && (m->norm = param(m, -1, "norm.weight", 1, (int64_t[]){D}, MODEL_INIT_ONES, seed));
     if (ok && inference && tied) { /* one tensor for both: the embedding's dtype */
@@ -153,6 +202,28 @@ static kiln_tensor *split_heads(kiln_ctx *ctx, kiln_tensor *x, int64_t B, int64_
     return kiln_permute(ctx, kiln_reshape(ctx, x, 4, (int64_t[]){B, T, heads, hd}), (int[]){0, 2, 1, 3});
 }
 
+/* Whether a layer's stacked weight serves its n weights now: the model
+ * fuses, the weights and their permutations are still those stacked. */
+static bool stacked_ok(const llama *m, const kiln_tensor *stack, kiln_tensor *const *made, kiln_tensor *const *perm_made,
+                       kiln_tensor *const *now, kiln_tensor *const *perm, int n) {
+    bool ok = m->fuse && stack;
+    for (int i = 0; ok && i < n; i++) ok = now[i] == made[i] && perm[i] == perm_made[i];
+    return ok;
+}
+
+/* silu(w1 x) * w3 x: one product over w13 where the layer fuses */
+static kiln_tensor *swiglu(llama *m, const llama_layer *y, kiln_tensor *x) {
+    kiln_ctx *ctx = m->ctx;
+    if (stacked_ok(m, y->w13, y->stacked_of + 3, y->stacked_perm + 3, (kiln_tensor *const[]){y->w1, y->w3},
+                   (kiln_tensor *const[]){y->w1_perm, y->w3_perm}, 2)) {
+        const int64_t F = m->cfg.hidden;
+        kiln_tensor *h = model_linear(ctx, x, y->w13, y->stacked_perm[3], NULL);
+        return kiln_mul(ctx, kiln_silu(ctx, kiln_slice(ctx, h, -1, 0, F, 1)), kiln_slice(ctx, h, -1, F, 2 * F, 1));
+    }
+    return kiln_mul(ctx, kiln_silu(ctx, model_linear(ctx, x, y->w1, y->w1_perm, NULL)),
+                    model_linear(ctx, x, y->w3, y->w3_perm, NULL));
+}
+
 /* Grouped-query causal self-attention of x [B, T, D] (normalized). */
 static kiln_tensor *attention(llama *m, int l, kiln_tensor *x, kiln_tensor *pos, llama_cache *cache, int64_t p0,
                               int64_t B, int64_t T) {
@@ -161,9 +232,20 @@ static kiln_tensor *attention(llama *m, int l, kiln_tensor *x, kiln_tensor *pos,
     const int64_t H = m->cfg.heads, G = m->cfg.kv_heads, hd = m->cfg.dim / H;
     const double theta = m->cfg.rope_theta;
     if (m->taps) m->taps[4 * l] = x;
-    kiln_tensor *q = split_heads(ctx, model_linear(ctx, x, y->wq, y->wq_perm, NULL), B, T, H, hd);
-    kiln_tensor *k = split_heads(ctx, model_linear(ctx, x, y->wk, y->wk_perm, NULL), B, T, G, hd);
-    kiln_tensor *v = split_heads(ctx, model_linear(ctx, x, y->wv, y->wv_perm, NULL), B, T, G, hd);
+    kiln_tensor *q, *k, *v;
+    if (stacked_ok(m, y->wqkv, y->stacked_of, y->stacked_perm, (kiln_tensor *const[]){y->wq, y->wk, y->wv},
+                   (kiln_tensor *const[]){y->wq_perm, y->wk_perm, y->wv_perm}, 3)) {
+        /* one product, its heads split by views ([B, H, 1, hd] at T = 1 is contiguous: no copies) */
+        kiln_tensor *qkv = kiln_reshape(ctx, model_linear(ctx, x, y->wqkv, y->stacked_perm[0], NULL), 4,
+                                        (int64_t[]){B, T, H + 2 * G, hd});
+        q = kiln_permute(ctx, kiln_slice(ctx, qkv, 2, 0, H, 1), (int[]){0, 2, 1, 3});
+        k = kiln_permute(ctx, kiln_slice(ctx, qkv, 2, H, H + G, 1), (int[]){0, 2, 1, 3});
+        v = kiln_permute(ctx, kiln_slice(ctx, qkv, 2, H + G, H + 2 * G, 1), (int[]){0, 2, 1, 3});
+    } else {
+        q = split_heads(ctx, model_linear(ctx, x, y->wq, y->wq_perm, NULL), B, T, H, hd);
+        k = split_heads(ctx, model_linear(ctx, x, y->wk, y->wk_perm, NULL), B, T, G, hd);
+        v = split_heads(ctx, model_linear(ctx, x, y->wv, y->wv_perm, NULL), B, T, G, hd);
+    }
     q = kiln_rope(ctx, q, pos, theta, KILN_ROPE_INTERLEAVED);
     k = kiln_rope(ctx, k, pos, theta, KILN_ROPE_INTERLEAVED);
     if (cache) { /* write this step's k, v at p0, then read every position so far */
@@ -206,8 +288,7 @@ static kiln_tensor *hidden(llama *m, kiln_tensor *idx, llama_cache *cache, int64
         const llama_layer *y = &m->layers[l];
         h = kiln_add(ctx, h, attention(m, l, kiln_rms_norm(ctx, h, y->attention_norm, eps), positions, cache, pos, B, T));
         kiln_tensor *x = kiln_rms_norm(ctx, h, y->ffn_norm, eps);
-        kiln_tensor *gate = kiln_mul(ctx, kiln_silu(ctx, model_linear(ctx, x, y->w1, y->w1_perm, NULL)),
-                                     model_linear(ctx, x, y->w3, y->w3_perm, NULL));
+        kiln_tensor *gate = swiglu(m, y, x);
         if (m->taps) m->taps[4 * l + 2] = x, m->taps[4 * l + 3] = gate;
         h = kiln_add(ctx, h, model_linear(ctx, gate, y->w2, y->w2_perm, NULL));
     }

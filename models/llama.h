@@ -63,6 +63,15 @@ typedef struct llama_layer {
     /* NULL, or the i32 column permutation of a GPTQ act-order packed
      * weight (model.h's model_linear); not parameters */
     kiln_tensor *wq_perm, *wk_perm, *wv_perm, *wo_perm, *w1_perm, *w2_perm, *w3_perm;
+    /* Leaves [Q + 2 KV, dim] and [2 hidden, dim] holding the rows of wq,
+     * wk, wv and of w1, w3, so one matrix-vector product serves each group
+     * (llama.fuse): an inference model's weights are row views of them
+     * from the start; llama_stack_weights stacks weights put in later.
+     * stacked_of / stacked_perm: wq, wk, wv, w1, w3 and their permutations
+     * as stacked; a group runs fused only while they are still those (its
+     * stack then reads x permuted by the first one's). NULL where not
+     * stacked. Not parameters. */
+    kiln_tensor *wqkv, *w13, *stacked_of[5], *stacked_perm[5];
 } llama_layer;
 
 typedef struct llama {
@@ -79,6 +88,9 @@ typedef struct llama {
     bool inference;       /* made by llama_new_inference: leaves without gradients */
     kiln_dtype weights;   /* the 2-d weights' dtype (KILN_F32 for llama_new) */
     bool tied;            /* output is tok_embeddings (llama_new_inference only) */
+    bool fuse;            /* run wqkv / w13 where a layer has them (true for
+                           * llama_new_inference; false: the same weights,
+                           * one product per weight, the same logits) */
 } llama;
 
 /* cfg NULL: llama_defaults(). NULL on failure (kiln_last_error() says why). */
@@ -118,6 +130,14 @@ int64_t llama_row_chunk(const kiln_tensor *t, int64_t elems);
  * values llama_new draws), norms 1, drawn and quantized a few MiB at a time
  * into the tensors' own dtypes, so a 4-bit model never exists in f32. */
 kiln_status llama_init_random(llama *m, uint64_t seed);
+/* Stack each layer's wq|wk|wv and w1|w3 by rows into a new leaf where
+ * they are not stacked now (weights replaced after the model was made,
+ * e.g. GPTQ's packed ones) and can be: the same dtype, contiguous, no
+ * gradient, no permutation or equal ones (act order), rows of whole
+ * blocks. The copies take those weights' bytes again (the old tensors stay
+ * in the context). Sets m->fuse. A group that cannot be stacked runs one
+ * product per weight, as before. */
+kiln_status llama_stack_weights(llama *m);
 /* Bytes of the weights (each tensor once, a tied head counted once). */
 int64_t llama_weight_bytes(const llama *m);
 

@@ -86,6 +86,37 @@ static kiln_status gg_float(const kiln_gguf *g, const char *key, double def, dou
     return s;
 }
 
+/* The file's tensor name is [rows, cols]; an error naming the key the
+ * sizes came from otherwise. */
+static kiln_status gguf_shape(const kiln_gguf *g, const char *name, int64_t rows, int64_t cols, const char *key) {
+    kiln_gguf_tensor_info ti;
+    int i = kiln_gguf_find_tensor(g, name);
+    if (i < 0 || kiln_gguf_tensor_info_at(g, i, &ti))
+        return kiln_set_error(KILN_ERR_FORMAT, "llama_from_gguf: no tensor '%s'", name);
+    if (ti.ndim != 2 || ti.shape[0] != rows || ti.shape[1] != cols)
+        return kiln_set_error(KILN_ERR_FORMAT, "llama_from_gguf: '%s' is not [%lld, %lld] as %s says", name,
+                              (long long)rows, (long long)cols, key);
+    return KILN_OK;
+}
+
+/* The sizes of the metadata against the tensors, before a model of those
+ * sizes is allocated: a header claiming a huge width or layer count is
+ * refused here, not by an allocation of what it claims. */
+static kiln_status gguf_sizes(const kiln_gguf *g, const llama_config *c) {
+    char name[64];
+    if (c->kv_heads > c->heads || c->heads % c->kv_heads)
+        return kiln_set_error(KILN_ERR_FORMAT, "llama_from_gguf: %lld kv heads do not divide %lld heads",
+                              (long long)c->kv_heads, (long long)c->heads);
+    const int64_t kv = c->kv_heads * (c->dim / c->heads); /* <= dim */
+    kiln_status s;
+    snprintf(name, sizeof name, "blk.%lld.ffn_gate.weight", (long long)(c->layers - 1));
+    if ((s = gguf_shape(g, "token_embd.weight", c->vocab, c->dim, "llama.embedding_length")) ||
+        (s = gguf_shape(g, "blk.0.attn_k.weight", kv, c->dim, "llama.attention.head_count_kv")) ||
+        (s = gguf_shape(g, name, c->hidden, c->dim, "llama.block_count / llama.feed_forward_length")))
+        return s;
+    return KILN_OK;
+}
+
 static kiln_status gguf_config(const kiln_gguf *g, llama_config *c) {
     const char *arch = kiln_gguf_get_string(g, "general.architecture", NULL);
     if (!arch || strcmp(arch, "llama"))
@@ -121,6 +152,7 @@ static kiln_status gguf_config(const kiln_gguf *g, llama_config *c) {
     if (e < 0 || kiln_gguf_tensor_info_at(g, e, &ti) || ti.ndim != 2)
         return kiln_set_error(KILN_ERR_FORMAT, "llama_from_gguf: no 2-d token_embd.weight");
     c->vocab = ti.shape[0];
+    if ((s = gguf_sizes(g, c))) return s;
     if (kiln_gguf_find_key(g, "llama.vocab_size") >= 0) {
         int64_t v;
         if ((s = kiln_gguf_get_int(g, "llama.vocab_size", &v))) return s;
@@ -447,6 +479,43 @@ static kiln_status hf_read(shards *sh, const char *dir, const char *name, const 
     return r;
 }
 
+/* The weight files' tensor name is [rows, cols] (as hf_read checks it
+ * later), or an error naming the config.json keys. */
+static kiln_status hf_shape(shards *sh, const char *dir, const char *name, int64_t rows, int64_t cols,
+                            const char *keys) {
+    kiln_safetensors *st = shard_for(sh, dir, name);
+    int i = st ? kiln_safetensors_find(st, name) : -1;
+    kiln_safetensors_info in;
+    if (i < 0 || kiln_safetensors_info_at(st, i, &in)) {
+        if (!st && kiln_last_status()) return kiln_last_status();
+        return kiln_set_error(KILN_ERR_FORMAT, "llama_from_hf: %s has no tensor '%s'", dir, name);
+    }
+    if (in.ndim != 2 || in.shape[0] != rows || in.shape[1] != cols)
+        return kiln_set_error(KILN_ERR_SHAPE, "llama_from_hf: '%s' is not [%lld, %lld] as config.json's %s say", name,
+                              (long long)rows, (long long)cols, keys);
+    return KILN_OK;
+}
+
+/* config.json's sizes against the weights, before a model of those sizes
+ * is allocated: a config claiming a huge width or layer count is refused
+ * here, not by an allocation of what it claims. */
+static kiln_status hf_sizes(shards *sh, const char *dir, const llama_config *c) {
+    int64_t kv = c->kv_heads ? c->kv_heads : c->heads;
+    if (kv > c->heads || c->heads % kv)
+        return kiln_set_error(KILN_ERR_FORMAT, "llama_from_hf: %s: %lld kv heads do not divide %lld heads", dir,
+                              (long long)kv, (long long)c->heads);
+    kv *= c->dim / c->heads; /* <= dim */
+    char name[96];
+    snprintf(name, sizeof name, "model.layers.%lld.mlp.gate_proj.weight", (long long)(c->layers - 1));
+    kiln_status s;
+    if ((s = hf_shape(sh, dir, "model.embed_tokens.weight", c->vocab, c->dim, "vocab_size and hidden_size")) ||
+        (s = hf_shape(sh, dir, "model.layers.0.self_attn.k_proj.weight", kv, c->dim,
+                      "num_key_value_heads and hidden_size")) ||
+        (s = hf_shape(sh, dir, name, c->hidden, c->dim, "num_hidden_layers and intermediate_size")))
+        return s;
+    return KILN_OK;
+}
+
 static llama *from_hf(kiln_ctx *ctx, const char *dir, bool inference, int weights) {
     if (!ctx || !dir) {
         kiln_set_error(KILN_ERR_ARG, "llama_from_hf: NULL argument");
@@ -467,6 +536,10 @@ static llama *from_hf(kiln_ctx *ctx, const char *dir, bool inference, int weight
         kiln_safetensors *x = shard_for(&sh, dir, "lm_head.weight");
         tied = !x || kiln_safetensors_find(x, "lm_head.weight") < 0;
         kiln_clear_error();
+    }
+    if (hf_sizes(&sh, dir, &c)) {
+        shards_close(&sh);
+        return NULL;
     }
     if (weights == LLAMA_AS_STORED) weights = KILN_F32; /* safetensors hold f32, f16 or bf16 */
     llama *m = inference ? llama_new_inference(ctx, &c, (kiln_dtype)weights, tied) : llama_new(ctx, &c, 0);

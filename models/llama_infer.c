@@ -100,3 +100,64 @@ int64_t llama_weight_bytes(const llama *m) {
     for (int i = 0; m && i < m->n_params; i++) b += (int64_t)kiln_tensor_nbytes(m->params[i]);
     return b;
 }
+
+/* The permutations of n weights: all absent, or all the same i32 values. */
+static bool same_perms(kiln_tensor *const *perm, int n) {
+    for (int i = 1; i < n; i++) {
+        if (!perm[i] != !perm[0]) return false;
+        if (!perm[0]) continue;
+        const void *a = kiln_tensor_data(perm[0]), *b = kiln_tensor_data(perm[i]);
+        if (!a || !b || kiln_tensor_dtype(perm[i]) != kiln_tensor_dtype(perm[0]) ||
+            kiln_tensor_nbytes(perm[i]) != kiln_tensor_nbytes(perm[0]) || memcmp(a, b, kiln_tensor_nbytes(perm[0])))
+            return false;
+    }
+    return true;
+}
+
+/* One group of a layer (weights w, permutations perm): a new stack of
+ * their rows where the one recorded (stack, made, perm_made) does not
+ * serve them and they can be stacked. Row-wise dtypes (f32, Q8_0, Q4_0,
+ * NF4, GQ...) keep a contiguous tensor's rows in order, whole blocks when
+ * each part starts on a block, so stacking is concatenating bytes. */
+static kiln_status stack_group(llama *m, kiln_tensor **stack, kiln_tensor **made, kiln_tensor **perm_made,
+                               kiln_tensor *const *w, kiln_tensor *const *perm, int n) {
+    bool current = *stack != NULL;
+    for (int i = 0; current && i < n; i++) current = made[i] == w[i] && perm_made[i] == perm[i];
+    if (current) return KILN_OK;
+    kiln_dtype dt = kiln_tensor_dtype(w[0]);
+    int64_t cols = kiln_tensor_ndim(w[0]) == 2 ? kiln_tensor_dim(w[0], 1) : 0, rows = 0;
+    for (int i = 0; i < n; i++) {
+        if (kiln_tensor_dtype(w[i]) != dt || kiln_tensor_ndim(w[i]) != 2 || kiln_tensor_dim(w[i], 1) != cols ||
+            !kiln_tensor_is_contiguous(w[i]) || kiln_tensor_requires_grad(w[i]) || (rows * cols) % kiln_dtype_block(dt))
+            return KILN_OK;
+        rows += kiln_tensor_dim(w[i], 0);
+    }
+    if (!same_perms(perm, n)) return KILN_OK;
+    kiln_tensor *s = kiln_tensor_new(m->ctx, dt, 2, (int64_t[]){rows, cols});
+    char *dst = s ? kiln_tensor_data(s) : NULL;
+    if (!dst) return kiln_last_status() ? kiln_last_status() : KILN_ERR_OOM;
+    for (int i = 0; i < n; i++) {
+        const void *src = kiln_tensor_data(w[i]);
+        if (!src) return kiln_set_error(KILN_ERR_STATE, "llama_stack_weights: '%s' has no storage", kiln_tensor_name(w[i]));
+        memcpy(dst, src, kiln_tensor_nbytes(w[i]));
+        dst += kiln_tensor_nbytes(w[i]);
+    }
+    *stack = s;
+    for (int i = 0; i < n; i++) made[i] = w[i], perm_made[i] = perm[i];
+    return KILN_OK;
+}
+
+kiln_status llama_stack_weights(llama *m) {
+    if (!m) return kiln_set_error(KILN_ERR_ARG, "llama_stack_weights: NULL model");
+    kiln_status s = KILN_OK;
+    for (int l = 0; l < m->cfg.layers && !s; l++) {
+        llama_layer *y = &m->layers[l];
+        s = stack_group(m, &y->wqkv, y->stacked_of, y->stacked_perm, (kiln_tensor *const[]){y->wq, y->wk, y->wv},
+                        (kiln_tensor *const[]){y->wq_perm, y->wk_perm, y->wv_perm}, 3);
+        if (!s)
+            s = stack_group(m, &y->w13, y->stacked_of + 3, y->stacked_perm + 3, (kiln_tensor *const[]){y->w1, y->w3},
+                            (kiln_tensor *const[]){y->w1_perm, y->w3_perm}, 2);
+    }
+    if (!s) m->fuse = true;
+    return s;
+}

@@ -276,13 +276,15 @@ static kiln_tensor *conv2d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_t
                          who, kiln__shape_str(w, sw), (long long)a.g[G_DH], (long long)a.g[G_DW],
                          kiln__shape_str(x, sx), (long long)a.g[G_PH], (long long)a.g[G_PW]);
     int64_t k = c / gr * a.g[G_KH] * a.g[G_KW];
-    kiln_tensor *cols = kiln__im2col_cn(ctx, x, a.g, oh, ow, 0.0);
-    cols = kiln_reshape(ctx, cols, 3, (int64_t[]){gr, k, n * oh * ow});
-    kiln_tensor *wm = kiln_reshape(ctx, w, 3, (int64_t[]){gr, o / gr, k});
     if (dfp && gr != 1) return kiln__err(KILN_ERR_UNSUPPORTED, "%s: groups %lld (only 1)", who, (long long)gr);
-    kiln_tensor *prod = dfp ? kiln_dfp_matmul_t(ctx, kiln_reshape(ctx, wm, 2, (int64_t[]){o, k}), false,
-                                                kiln_reshape(ctx, cols, 2, (int64_t[]){k, n * oh * ow}), false)
-                            : kiln_matmul(ctx, wm, cols);
+    kiln_tensor *prod;
+    if (dfp) /* the columns gathered from x's int16 codes inside the product */
+        prod = kiln__dfp_matmul_im2col(ctx, kiln_reshape(ctx, w, 2, (int64_t[]){o, k}), x, false, a.g, oh, ow);
+    else {
+        kiln_tensor *cols = kiln__im2col_cn(ctx, x, a.g, oh, ow, 0.0);
+        cols = kiln_reshape(ctx, cols, 3, (int64_t[]){gr, k, n * oh * ow});
+        prod = kiln_matmul(ctx, kiln_reshape(ctx, w, 3, (int64_t[]){gr, o / gr, k}), cols);
+    }
     kiln_tensor *y = kiln_reshape(ctx, prod, 4, (int64_t[]){o, n, oh, ow});
     y = kiln_permute(ctx, y, (const int[]){1, 0, 2, 3}); /* [N, O, OH, OW], a view */
     return bias ? add_bias(ctx, y, bias, o) : kiln__contig(ctx, y);

@@ -20,20 +20,23 @@ static kiln_tensor *contig2(kiln_ctx *ctx, kiln_tensor *t) {
     return kiln_tensor_is_contiguous(t) ? t : kiln__contig(ctx, t);
 }
 
-kiln_tensor *kiln_dfp_matmul_t(kiln_ctx *ctx, kiln_tensor *a, bool trans_a, kiln_tensor *b, bool trans_b) {
+/* The node: b's stored shape is brows x bcols (B [k, n], or [n, k] when
+ * transposed); geo (g[8], oh, ow) when B is im2col_cn of b. */
+static kiln_tensor *node(kiln_ctx *ctx, const char *who, kiln_tensor *a, bool trans_a, kiln_tensor *b, bool trans_b,
+                         int64_t brows, int64_t bcols, const int64_t *geo) {
     char sa[96], sb[96];
-    if (!ctx) return kiln__err(KILN_ERR_ARG, "kiln_dfp_matmul_t: ctx is NULL");
+    if (!ctx) return kiln__err(KILN_ERR_ARG, "%s: ctx is NULL", who);
     if (!a || !b) return NULL;
     if (a->dtype != KILN_F32 || b->dtype != KILN_F32)
-        return kiln__err(KILN_ERR_DTYPE, "kiln_dfp_matmul_t: needs f32 operands, not %s and %s",
-                         kiln_dtype_name(a->dtype), kiln_dtype_name(b->dtype));
-    if (a->ndim != 2 || b->ndim != 2)
-        return kiln__err(KILN_ERR_SHAPE, "kiln_dfp_matmul_t: operands must be 2-D, got a %s and b %s",
-                         kiln__shape_str(a, sa), kiln__shape_str(b, sb));
+        return kiln__err(KILN_ERR_DTYPE, "%s: needs f32 operands, not %s and %s", who, kiln_dtype_name(a->dtype),
+                         kiln_dtype_name(b->dtype));
+    if (a->ndim != 2 || b->ndim != (geo ? 4 : 2))
+        return kiln__err(KILN_ERR_SHAPE, "%s: operands must be 2-D%s, got a %s and b %s", who,
+                         geo ? " and an image" : "", kiln__shape_str(a, sa), kiln__shape_str(b, sb));
     int64_t m = a->shape[trans_a ? 1 : 0], ka = a->shape[trans_a ? 0 : 1];
-    int64_t kb = b->shape[trans_b ? 1 : 0], n = b->shape[trans_b ? 0 : 1];
+    int64_t kb = trans_b ? bcols : brows, n = trans_b ? brows : bcols;
     if (ka != kb)
-        return kiln__err(KILN_ERR_SHAPE, "kiln_dfp_matmul_t: inner dims differ: a %s%s has K = %lld, b %s%s has K = %lld",
+        return kiln__err(KILN_ERR_SHAPE, "%s: inner dims differ: a %s%s has K = %lld, b %s%s has K = %lld", who,
                          kiln__shape_str(a, sa), trans_a ? " (transposed)" : "", (long long)ka,
                          kiln__shape_str(b, sb), trans_b ? " (transposed)" : "", (long long)kb);
     kiln_tensor *src[2] = {contig2(ctx, a), contig2(ctx, b)};
@@ -42,8 +45,33 @@ kiln_tensor *kiln_dfp_matmul_t(kiln_ctx *ctx, kiln_tensor *a, bool trans_a, kiln
     if (t) {
         t->ip[0] = trans_a;
         t->ip[1] = trans_b;
+        t->ip[2] = geo != NULL;
+        if (geo) memcpy(t->ip + 3, geo, 10 * sizeof *geo);
     }
     return t;
+}
+
+kiln_tensor *kiln_dfp_matmul_t(kiln_ctx *ctx, kiln_tensor *a, bool trans_a, kiln_tensor *b, bool trans_b) {
+    return node(ctx, "kiln_dfp_matmul_t", a, trans_a, b, trans_b, b && b->ndim == 2 ? b->shape[0] : 0,
+                b && b->ndim == 2 ? b->shape[1] : 0, NULL);
+}
+
+/* Why a variant and not quantize(im2col(x)): x holds 1/(kh kw) of the
+ * columns' values, so quantizing it and gathering int16 codes (half the
+ * bytes of f32) replaces an f32 im2col and a quantization of the columns.
+ * The codes are those of quantize(im2col(x)) bit for bit whenever every
+ * pixel of x is some tap (the padding taps are 0 and the maximum magnitude
+ * is x's); when a stride skips pixels, the exponent is chosen from all of
+ * x, at most the skipped values' one bit of range coarser. */
+kiln_tensor *kiln__dfp_matmul_im2col(kiln_ctx *ctx, kiln_tensor *a, kiln_tensor *x, bool trans_b, const int64_t *g,
+                                     int64_t oh, int64_t ow) {
+    if (!x) return NULL;
+    if (x->ndim != 4) return kiln__err(KILN_ERR_SHAPE, "kiln__dfp_matmul_im2col: x must be [N, C, H, W]");
+    int64_t geo[10];
+    memcpy(geo, g, 8 * sizeof *g);
+    geo[8] = oh, geo[9] = ow;
+    return node(ctx, "kiln__dfp_matmul_im2col", a, false, x, trans_b, x->shape[1] * g[0] * g[1],
+                x->shape[0] * oh * ow, geo);
 }
 
 kiln_tensor *kiln_dfp_linear(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias) {
@@ -73,17 +101,28 @@ kiln_tensor *kiln_dfp_linear(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln
  *   A^T B^T: dA = B^T G^T   dB = G^T A^T */
 static kiln_status dfp_matmul_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor *gy, kiln_tensor **gsrc) {
     kiln_tensor *a = node->src[0], *b = node->src[1];
-    bool ta = node->ip[0], tb = node->ip[1];
+    bool ta = node->ip[0], tb = node->ip[1], im = node->ip[2] == 1;
+    const int64_t *g = node->ip + 3;
     /* one contiguous G for both products: the CPU kernel quantizes each
      * operand node once per compute (backends/cpu/dfp_matmul.c), so G's
      * codes, like A's and B's from the forward, are made once and reused */
     if (!(gy = contig2(ctx, gy))) return kiln_last_status();
-    if (kiln_tensor_requires_grad(a) &&
-        !(gsrc[0] = !ta ? kiln_dfp_matmul_t(ctx, gy, false, b, !tb) : kiln_dfp_matmul_t(ctx, b, tb, gy, true)))
-        return kiln_last_status();
-    if (kiln_tensor_requires_grad(b) &&
-        !(gsrc[1] = !tb ? kiln_dfp_matmul_t(ctx, a, !ta, gy, false) : kiln_dfp_matmul_t(ctx, gy, true, a, ta)))
-        return kiln_last_status();
+    if (kiln_tensor_requires_grad(a)) {
+        if (im) /* B im2col_cn(x) (ta is false): dA = G B^T, or G B */
+            gsrc[0] = kiln__dfp_matmul_im2col(ctx, gy, b, !tb, g, g[8], g[9]);
+        else
+            gsrc[0] = !ta ? kiln_dfp_matmul_t(ctx, gy, false, b, !tb) : kiln_dfp_matmul_t(ctx, b, tb, gy, true);
+        if (!gsrc[0]) return kiln_last_status();
+    }
+    if (kiln_tensor_requires_grad(b)) {
+        gsrc[1] = !tb ? kiln_dfp_matmul_t(ctx, a, !ta, gy, false) : kiln_dfp_matmul_t(ctx, gy, true, a, ta);
+        if (gsrc[1] && im) /* the columns' gradient [C kh kw, N OH OW] summed back into x */
+            gsrc[1] = kiln__col2im_cn(ctx,
+                                      kiln_reshape(ctx, gsrc[1], 6,
+                                                   (int64_t[]){b->shape[1], g[0], g[1], b->shape[0], g[8], g[9]}),
+                                      g, b->shape[2], b->shape[3]);
+        if (!gsrc[1]) return kiln_last_status();
+    }
     return KILN_OK;
 }
 

@@ -103,6 +103,8 @@ static kiln_status check_config(const char *who, const kiln_apollo_config *c) {
     if (c->rank < 1) return kiln__errs(KILN_ERR_ARG, "%s: invalid rank: %d (must be >= 1)", who, c->rank);
     if (c->update_gap < 1)
         return kiln__errs(KILN_ERR_ARG, "%s: invalid update_gap: %d (must be >= 1)", who, c->update_gap);
+    if (c->first_index < 0)
+        return kiln__errs(KILN_ERR_ARG, "%s: invalid first_index: %d (must be >= 0)", who, c->first_index);
     if (!(c->scale > 0.0f) || isinf(c->scale))
         return kiln__errs(KILN_ERR_ARG, "%s: invalid scale: %g (must be finite and > 0)", who, (double)c->scale);
     return KILN_OK;
@@ -125,7 +127,7 @@ static kiln_tensor *matrix_node(kiln_optim *opt, int i, const kiln_apollo_config
     t->ip[0] = c->rank;
     t->ip[1] = c->update_gap;
     t->ip[3] = c->mini;
-    t->ip[4] = (int64_t)kiln__apollo_param_seed(c->seed, i);
+    t->ip[4] = (int64_t)kiln__apollo_param_seed(c->seed, c->first_index + i);
     t->fp[0] = c->scale;
     return t;
 }

@@ -36,7 +36,7 @@ kiln_status kiln_optim_set_clip_grad_norm(kiln_optim *opt, float max_norm) {
 float kiln_optim_last_grad_norm(const kiln_optim *opt) { return opt ? opt->last_grad_norm : -1.0f; }
 int64_t kiln_optim_skipped_steps(const kiln_optim *opt) { return opt ? opt->skipped_steps : 0; }
 
-static bool one_dtype(const kiln_optim *opt) {
+bool kiln__optim_one_dtype(const kiln_optim *opt) {
     for (int i = 1; i < opt->n_params; i++)
         if (opt->params[i]->dtype != opt->params[0]->dtype) return false;
     return true;
@@ -54,7 +54,7 @@ static kiln_status build_norm_graph(kiln_optim *opt) {
         if (!(sq[i] = kiln_sum_all(ctx, kiln_mul(ctx, gr, gr)))) return kiln_last_status();
     }
     kiln_status s = KILN_OK;
-    if (one_dtype(opt)) { /* one vector: one read back */
+    if (kiln__optim_one_dtype(opt)) { /* one vector: one read back */
         kiln_tensor *all = kiln_concat(ctx, sq, n, 0);
         if ((s = kiln_graph_add(g, all))) return s;
         opt->grad_sq = kiln__arena_alloc(ctx, sizeof *opt->grad_sq);
@@ -95,23 +95,12 @@ static kiln_status build_scale_graph(kiln_optim *opt) {
 /* The sums of squares, in parameter order, read back from the norm graph. */
 static kiln_status read_sq(kiln_optim *opt, double *sq) {
     int n = opt->n_params;
-    if (one_dtype(opt)) return kiln_tensor_get_f64(opt->grad_sq[0], sq, n);
+    if (kiln__optim_one_dtype(opt)) return kiln_tensor_get_f64(opt->grad_sq[0], sq, n);
     for (int i = 0; i < n; i++) {
         kiln_status s = kiln_tensor_get_f64(opt->grad_sq[i], &sq[i], 1);
         if (s) return s;
     }
     return KILN_OK;
-}
-
-/* Skip this step: gradients zeroed as a step would, nothing else moves. */
-static kiln_status skip_step(kiln_optim *opt, int bad) {
-    for (int i = 0; i < opt->n_params; i++) {
-        kiln_status s = kiln__tensor_zero(opt->params[i]->grad);
-        if (s) return s;
-    }
-    opt->skipped_steps++;
-    return kiln__errs(KILN_ERR_NUMERIC, "kiln_optim_step: gradient of '%s' is not finite (norm %g); step skipped",
-                      opt->params[bad]->name, (double)opt->last_grad_norm);
 }
 
 kiln_status kiln__optim_clip(kiln_optim *opt) {
@@ -134,7 +123,9 @@ kiln_status kiln__optim_clip(kiln_optim *opt) {
     free(sq);
     double norm = sqrt(total);
     opt->last_grad_norm = (float)norm;
-    if (bad >= 0 || !isfinite(norm)) return skip_step(opt, bad >= 0 ? bad : 0);
+    if (bad >= 0 || !isfinite(norm))
+        return kiln__optim_skip(opt, "gradient of '%s' is not finite (norm %g)", opt->params[bad >= 0 ? bad : 0]->name,
+                                norm);
     double coef = (double)opt->clip_max_norm / (norm + 1e-6);
     if (coef >= 1.0) return KILN_OK;
     if (!opt->scale_graph && (s = build_scale_graph(opt))) return s;

@@ -101,8 +101,9 @@ kiln_tensor *kiln__optim_step_node(kiln_optim *opt, int i, kiln_op op, int nsrc,
 
 kiln_status kiln_optim_step(kiln_optim *opt) {
     if (!opt) return kiln__errs(KILN_ERR_ARG, "kiln_optim_step: optimizer is NULL");
-    kiln_status s = kiln__optim_clip(opt);
+    kiln_status s = kiln__optim_guard(opt);
     if (s) return s;
+    if ((s = kiln__optim_clip(opt))) return s;
     /* the schedule's lr for this step, for prepare to write; the base lr stays */
     float base_lr = opt->lr;
     opt->lr = kiln_optim_lr_at(opt, opt->steps);

@@ -55,6 +55,11 @@ struct kiln_optim {
     kiln_graph *scale_graph;      /* g += g * (coef - 1), in place (clip.c) */
     kiln_tensor **scale_nodes;    /* its SCALE nodes (fp[0] = coef - 1), one per parameter */
     struct kiln__optim_group *groups; /* newest first (groups.c) */
+    /* the non-finite guard (guard.c) */
+    bool guard;                   /* skip steps with a non-finite gradient or loss */
+    kiln_tensor *guard_loss;      /* NULL: gradients only */
+    kiln_graph *guard_graph[2];   /* [0] sum(g), [1] sum(g * 0) of each gradient (built when first needed) */
+    kiln_tensor **guard_sums[2];  /* their outputs (one [n] vector when all gradients share a dtype) */
 };
 
 /* Two slots of the hyper leaf every optimizer keeps in place, so that
@@ -69,6 +74,16 @@ double kiln__schedule_factor(const kiln_schedule *sc, int64_t s);
  * is above the maximum; KILN_ERR_NUMERIC (gradients zeroed, step counted as
  * skipped) when it is not finite (optim/clip.c). */
 kiln_status kiln__optim_clip(kiln_optim *opt);
+/* With the guard on: KILN_ERR_NUMERIC (step skipped through
+ * kiln__optim_skip) when the loss or a gradient is not finite (guard.c). */
+kiln_status kiln__optim_guard(kiln_optim *opt);
+/* Skip this step: gradients zeroed as a step would, parameters, state and
+ * step count untouched, the skip counted; returns KILN_ERR_NUMERIC with
+ * the message "kiln_optim_step: <why>; step skipped" (guard.c). */
+kiln_status kiln__optim_skip(kiln_optim *opt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The optimizer's gradients share one dtype: their per-parameter sums can
+ * be concatenated into one vector and read back at once (clip.c). */
+bool kiln__optim_one_dtype(const kiln_optim *opt);
 /* Copy the freshly prepared hyper values into each group's leaf with the
  * group's lr scale and weight decay (optim/groups.c). */
 kiln_status kiln__optim_write_groups(kiln_optim *opt, const float *hyper);

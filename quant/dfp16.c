@@ -97,19 +97,28 @@ void kiln__dfp_quantize(const float *x, int64_t n, int bits, int16_t *q, int *e,
      * code depends only on it, the exponent and its index */
     const int64_t chunk = 1 << 16, nc = (n + chunk - 1) / chunk;
     int nt = nc > 1 ? kiln__threads() : 1; /* kiln_set_threads() */
-    uint32_t ab = 0;
-#pragma omp parallel for num_threads(nt) reduction(max : ab) schedule(static) if (nt > 1)
-    for (int64_t c = 0; c < nc; c++) {
-        uint32_t m = k->amax_bits(x + c * chunk, n - c * chunk < chunk ? n - c * chunk : chunk);
-        ab = m > ab ? m : ab;
+    /* one parallel region for both passes (a fork less per operand): the
+     * maximum, then, past the loop's barrier, every thread knows it */
+    uint32_t ab = 0, mix = kiln__dfp_seed_mix(seed);
+    int ex = 0, lim = (1 << (bits - 1)) - 1;
+    float s = 1.0f, amax;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+#pragma omp for reduction(max : ab) schedule(static)
+        for (int64_t c = 0; c < nc; c++) {
+            uint32_t m = k->amax_bits(x + c * chunk, n - c * chunk < chunk ? n - c * chunk : chunk);
+            ab = m > ab ? m : ab;
+        }
+        /* ab is final after the reduction's barrier: each thread derives the same scale */
+        int ex_t = kiln__dfp_exponent(ab, bits);
+        float s_t = kiln__dfp_pow2(-ex_t);
+#pragma omp for schedule(static)
+        for (int64_t c = 0; c < nc; c++)
+            k->round(x + c * chunk, n - c * chunk < chunk ? n - c * chunk : chunk, s_t, lim, q + c * chunk, sr, mix,
+                     (uint32_t)(c * chunk));
+#pragma omp single nowait
+        ex = ex_t, s = s_t;
     }
-    int ex = kiln__dfp_exponent(ab, bits), lim = (1 << (bits - 1)) - 1;
-    float s = kiln__dfp_pow2(-ex), amax;
-    uint32_t mix = kiln__dfp_seed_mix(seed);
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-    for (int64_t c = 0; c < nc; c++)
-        k->round(x + c * chunk, n - c * chunk < chunk ? n - c * chunk : chunk, s, lim, q + c * chunk, sr, mix,
-                 (uint32_t)(c * chunk));
     memcpy(&amax, &ab, 4);
     /* |q| <= ceil(|x| 2^-e) for either rounding: a bound without a pass */
     float cb = ceilf(amax * s);

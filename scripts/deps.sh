@@ -2,22 +2,27 @@
 # deps.sh — install the Debian 12 packages kiln needs; safe to run again.
 #
 # Usage: scripts/deps.sh [group...]
-#   build     compilers, BLAS/LAPACK, OpenMP, zlib, stb, and for the Vulkan
+#   build     compilers (clang-14 with its sanitizer and libFuzzer runtimes for
+#             make fuzz), BLAS/LAPACK, OpenMP, zlib, stb, and for the Vulkan
 #             backend the loader, glslc, spirv-val, Mesa's lavapipe (a Vulkan
 #             device on the CPU) and the validation layers (to build and test)
 #   data      Fashion-MNIST and fortunes (for the examples)
 #   cross     the ARM64 cross compiler and qemu-user (make test builds and runs
 #             the suite for ARM64 under emulation)
+#   mpi       Open MPI (mpicc, mpirun): make MPI=1 builds kiln_dist, and make test
+#             runs its tests under mpirun -np 2 and 3 (scripts/test_dist.sh)
 #   fixtures  numpy and torch (only to regenerate tests/fixtures; tests never need them)
 # No argument means "build data". Only missing packages are installed, and
 # apt-get update runs only when something is missing.
 set -eu
 
 build_pkgs="gcc make pkg-config libopenblas-dev liblapacke-dev libomp-dev zlib1g-dev libstb-dev clang
+  clang-14 libclang-rt-14-dev
   libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers vulkan-tools"
 data_pkgs="dataset-fashion-mnist fortunes"
 cross_pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
 fixtures_pkgs="python3-numpy python3-torch"
+mpi_pkgs="openmpi-bin libopenmpi-dev"
 
 if [ $# -eq 0 ]; then set -- build data; fi
 
@@ -28,7 +33,8 @@ for group in "$@"; do
         data) want="$want $data_pkgs" ;;
         cross) want="$want $cross_pkgs" ;;
         fixtures) want="$want $fixtures_pkgs" ;;
-        *) echo "deps: unknown group '$group' (expected: build data cross fixtures)" >&2; exit 2 ;;
+        mpi) want="$want $mpi_pkgs" ;;
+        *) echo "deps: unknown group '$group' (expected: build data cross fixtures mpi)" >&2; exit 2 ;;
     esac
 done
 

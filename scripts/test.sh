@@ -7,6 +7,10 @@
 #                 the build without the Vulkan backend
 #   examples      the training examples' --help and tiny runs (scripts/test_examples.sh),
 #                 and in the no-blas build GaLore's clean failure without LAPACK
+#   cuda          make CUDA=1 VULKAN=0 when nvcc is found ($CUDA_HOME, default
+#                 /usr/local/cuda, or on PATH): the CUDA backend must compile
+#                 (CI has nvcc, no GPU); its device and runtime tests run, as
+#                 skipped where there is no GPU
 #   sanitize      make SANITIZE=address,undefined VULKAN=0: the suite and the
 #                 examples under ASan, UBSan (every report fails) and
 #                 LeakSanitizer (each test's process is checked for leaks);
@@ -16,6 +20,9 @@
 #                 native pass). KILN_SANITIZE=0 skips this pass.
 #   arm64         make CC=aarch64-linux-gnu-gcc BLAS=0 ZLIB=0 VULKAN=0, run under
 #                 qemu-aarch64 (NEON paths), when the cross tools are installed
+#   mpi           make MPI=1 of kiln_dist's tests in the default build (only dist/ and
+#                 tests/dist/ compile again), run under mpirun -np 2 and 3
+#                 (scripts/test_dist.sh), when Open MPI's mpicc and mpirun are installed
 # Usage: scripts/test.sh BUILD_DIR [test name filters...]
 # The last line is "N passed, N failed[, N skipped]"; exit status 1 on any failure.
 set -u
@@ -77,12 +84,33 @@ if [ "${KILN_SANITIZE:-1}" != 0 ]; then
         unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS
     fi
 fi
+nvcc=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc
+[ -x "$nvcc" ] || nvcc=$(command -v nvcc 2>/dev/null || true)
+if [ -n "$nvcc" ] && [ -x "$nvcc" ]; then
+    cuda_home=$(dirname "$(dirname "$nvcc")")
+    if build cuda CUDA=1 CUDA_HOME="$cuda_home" VULKAN=0 BUILD="$build/cuda" "$build/cuda/tests/kiln_tests"; then
+        if [ $# -gt 0 ]; then
+            run_suite cuda "$build/cuda/tests/kiln_tests" "$@"
+        else
+            run_suite cuda "$build/cuda/tests/kiln_tests" cuda backend_
+        fi
+    fi
+else
+    echo "== cuda: skipped (no nvcc; the CUDA backend is built with make CUDA=1)"
+fi
 if command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 && command -v qemu-aarch64 >/dev/null 2>&1; then
     if build arm64 CC=aarch64-linux-gnu-gcc BLAS=0 ZLIB=0 VULKAN=0 BUILD="$build/arm64" "$build/arm64/tests/kiln_tests"; then
         run_suite arm64 qemu-aarch64 -L /usr/aarch64-linux-gnu "$build/arm64/tests/kiln_tests" "$@"
     fi
 else
     echo "== arm64: skipped (no aarch64-linux-gnu-gcc or qemu-aarch64; scripts/deps.sh cross installs them)"
+fi
+if command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1; then
+    if build mpi MPI=1 BUILD="$build" "$build/tests/kiln_dist_tests"; then
+        run_suite mpi scripts/test_dist.sh "$build" "$@"
+    fi
+else
+    echo "== mpi: skipped (no mpicc or mpirun; scripts/deps.sh mpi installs Open MPI)"
 fi
 if [ "$skipped" -gt 0 ]; then
     echo "$passed passed, $failed failed, $skipped skipped"

@@ -55,6 +55,8 @@ else
     check quickstart_bad_option 2 "unknown" "$bin/quickstart" --no-such-option
     check fashion_help 0 "apollo-mini" "$bin/fashion" --help
     check fashion_mlp_sgd 0 "mlp sgd: test accuracy" "$bin/fashion" --model mlp --optim sgd $tiny
+    # an lr that overflows: the non-finite guard skips the poisoned steps and the run ends normally
+    check fashion_guard_skips 0 "non-finite guard: [1-9][0-9]* steps\? skipped" "$bin/fashion" --model mlp --optim sgd --lr 1e30 $tiny
     for o in galore8bit apollo-mini; do
         check "fashion_cnn_$o" 0 "cnn $o: test accuracy .*optimizer state" "$bin/fashion" --optim "$o" $tiny
     done
@@ -76,6 +78,7 @@ check int16_train_bad_layers 2 "--layers" "$bin/int16-train" --layers 16
 check generate_help 0 "--make-random" "$bin/generate" --help
 check generate_make_tiny 0 "tiny.gguf: llama" "$bin/generate" --make-random "$tmp/tiny.gguf" --size tiny --dtype q4_0
 check generate_tiny_q4_0 0 "generation: 7 tokens" "$bin/generate" --model "$tmp/tiny.gguf" --tokens 8 --threads 1
+check generate_tiny_no_fuse 0 "generation: 7 tokens" "$bin/generate" --model "$tmp/tiny.gguf" --tokens 8 --threads 1 --no-fuse
 check generate_tiny_nf4_sampled 0 "weights nf4" \
     "$bin/generate" --model "$tmp/tiny.gguf" --dtype nf4 --tokens 8 --temperature 0.8 --top-k 5 --threads 1
 check generate_no_model 2 "--model" "$bin/generate"

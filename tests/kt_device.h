@@ -9,7 +9,11 @@
 static inline kiln_backend *kt_device(const char *name) {
     kiln_backend *b = kiln_backend_get(name);
     if (b) return b;
-    if (kiln_last_status() == KILN_ERR_UNSUPPORTED && strstr(kiln_last_error(), "no Vulkan")) kt_skip(kiln_last_error());
+    if (kiln_last_status() == KILN_ERR_UNSUPPORTED &&
+        (strstr(kiln_last_error(), "no Vulkan") || strstr(kiln_last_error(), "built without Vulkan") ||
+         strstr(kiln_last_error(), "no CUDA device") ||
+         strstr(kiln_last_error(), "built without CUDA")))
+        kt_skip(kiln_last_error());
     kt_fail(__FILE__, __LINE__, "backend %s does not start: %s", name, kiln_last_error());
     return NULL;
 }

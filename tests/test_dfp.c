@@ -176,3 +176,33 @@ KT_TEST(dfp16_dtype_tensors) {
                   "multiple of 64");
     kiln_ctx_free(ctx);
 }
+
+/* kiln__dfp_quantize over several 64 Ki chunks on 2 threads (one parallel
+ * region: the maximum, then the codes) against the scalar loops over the
+ * whole tensor: the same exponent, bound and codes, both roundings. */
+KT_TEST(dfp_quantize_threaded_chunks_equal_scalar) {
+    const int64_t n = 3 * 65536 + 123;
+    float *x = malloc((size_t)n * 4);
+    int16_t *q = malloc((size_t)n * 2), *r = malloc((size_t)n * 2);
+    uint64_t st = 99;
+    for (int64_t i = 0; i < n; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((double)(st >> 40) / (double)(1ull << 24) - 0.5) * (i == 150000 ? 40.0f : 3.0f);
+    }
+    const kiln__dfp_kernels *sc = kiln__dfp_kernels_scalar();
+    int ex_ref = kiln__dfp_exponent(sc->amax_bits(x, n), 14);
+    int saved = kiln_get_threads();
+    kiln_set_threads(2);
+    for (int sr = 0; sr < 2; sr++) {
+        int e, qm;
+        kiln__dfp_quantize(x, n, 14, q, &e, &qm, sr, 7);
+        sc->round(x, n, kiln__dfp_pow2(-ex_ref), 8191, r, sr, kiln__dfp_seed_mix(7), 0);
+        KT_CHECK(e == ex_ref, "exponent %d, want %d", e, ex_ref);
+        KT_CHECK(!memcmp(q, r, (size_t)n * 2), "stochastic %d: codes differ", sr);
+        int big = 0;
+        for (int64_t i = 0; i < n; i++) big = abs(q[i]) > big ? abs(q[i]) : big;
+        KT_CHECK(big <= qm && qm <= 8191, "bound %d, largest code %d", qm, big);
+    }
+    kiln_set_threads(saved);
+    free(x), free(q), free(r);
+}

@@ -250,3 +250,168 @@ KT_TEST(llama_infer_refuses_bad_dtypes) {
     KT_CHECK(llama_new_inference(ctx, &c, KILN_NF4, false) == NULL, "NF4 with rows of 32");
     kiln_ctx_free(ctx);
 }
+
+/* Logits of the full forward over TOKENS and of a cache run (a prompt of
+ * 4, then one token at a time) into out [2 T vocab]. */
+static kiln_status both_paths(llama *m, float *out) {
+    float *full = llama_test_logits(m, TOKENS, T);
+    if (!full) return kiln_last_status() ? kiln_last_status() : KILN_ERR_STATE;
+    int64_t V = m->cfg.vocab;
+    memcpy(out, full, (size_t)(T * V) * sizeof *out);
+    free(full);
+    llama_cache *cache = llama_cache_new(m, 1, m->cfg.context);
+    kiln_status s = cache ? llama_cache_step(m, cache, TOKENS, 4, out + (T + 3) * V) : kiln_last_status();
+    for (int t = 5; t <= T && !s; t++) s = llama_cache_step(m, cache, TOKENS + t - 1, 1, out + (T + t - 1) * V);
+    memset(out + T * V, 0, (size_t)(3 * V) * sizeof *out); /* positions the prompt step does not give */
+    llama_cache_free(cache);
+    return s;
+}
+
+/* An inference model stacks wq|wk|wv and w1|w3 (the weights are row views
+ * of one leaf each) and runs one product per stack: the logits are those
+ * of one product per weight, bit for bit, in every weight dtype, through
+ * the batched and the batch-1 path; a weight replaced after the model was
+ * made is used (its group then runs unfused). */
+KT_TEST(llama_infer_fused_matches_unfused) {
+    const kiln_dtype types[] = {KILN_F32, KILN_Q8_0, KILN_Q4_0, KILN_NF4};
+    llama_config c = tiny();
+    int64_t V = c.vocab;
+    float *a = malloc((size_t)(4 * T * V) * sizeof *a), *b = a + 2 * T * V;
+    KT_NOTNULL(a);
+    for (int k = 0; k < 4 && a; k++) {
+        kiln_ctx *ctx = kiln_ctx_new();
+        llama *m = llama_new_inference(ctx, &c, types[k], false);
+        KT_NOTNULL(m);
+        if (!m) break;
+        KT_OK(llama_init_random(m, 11));
+        const llama_layer *y = &m->layers[1];
+        const char *qkv = kiln_tensor_data(y->wqkv), *w13 = kiln_tensor_data(y->w13);
+        KT_CHECK(qkv && w13 && kiln_tensor_data(y->wq) == qkv &&
+                     kiln_tensor_data(y->wk) == qkv + kiln_tensor_nbytes(y->wq) &&
+                     kiln_tensor_data(y->wv) == qkv + kiln_tensor_nbytes(y->wq) + kiln_tensor_nbytes(y->wk) &&
+                     kiln_tensor_data(y->w3) == w13 + kiln_tensor_nbytes(y->w1) &&
+                     kiln_tensor_dim(y->wqkv, 0) == 128 && kiln_tensor_dim(y->w13, 0) == 256 &&
+                     m->n_params == 3 + 9 * c.layers,
+                 "%s: the weights are rows of the stacked leaves", kiln_dtype_name(types[k]));
+        KT_CHECK(m->fuse, "inference models fuse");
+        KT_OK(both_paths(m, a));
+        m->fuse = false;
+        KT_OK(both_paths(m, b));
+        KT_CHECK(!memcmp(a, b, (size_t)(2 * T * V) * sizeof *a), "%s: fused and unfused logits differ",
+                 kiln_dtype_name(types[k]));
+        /* a new wk and w3: fused and unfused both read them */
+        llama_layer *z = &m->layers[0];
+        kiln_tensor *wk = kiln_tensor_new(ctx, kiln_tensor_dtype(z->wk), 2, (int64_t[]){32, 64});
+        kiln_tensor *w3 = kiln_tensor_new(ctx, kiln_tensor_dtype(z->w3), 2, (int64_t[]){128, 64});
+        KT_CHECK(wk && w3, "new weights");
+        if (!wk || !w3) break;
+        memcpy(kiln_tensor_data(wk), kiln_tensor_data(m->layers[1].wk), kiln_tensor_nbytes(wk));
+        memcpy(kiln_tensor_data(w3), kiln_tensor_data(m->layers[1].w3), kiln_tensor_nbytes(w3));
+        z->wk = wk, z->w3 = w3;
+        KT_OK(both_paths(m, b));
+        m->fuse = true;
+        KT_OK(both_paths(m, a));
+        KT_CHECK(!memcmp(a, b, (size_t)(2 * T * V) * sizeof *a), "%s: a replaced weight is used when fusing",
+                 kiln_dtype_name(types[k]));
+        llama_free(m);
+        kiln_ctx_free(ctx);
+    }
+    free(a);
+}
+
+/* The training llama has no stacked weights: its parameters are leaves. */
+KT_TEST(llama_train_unstacked) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    llama_config c = tiny();
+    llama *m = llama_new(ctx, &c, 1);
+    KT_NOTNULL(m);
+    KT_CHECK(m && !m->fuse && !m->layers[0].wqkv && !m->layers[0].w13 && kiln_tensor_requires_grad(m->layers[0].wk),
+             "training llama: no stacks");
+    llama_free(m);
+    kiln_ctx_free(ctx);
+}
+
+#ifdef KILN_VULKAN /* a device test: in the builds that have the backend */
+/* On the Vulkan device: the stacked weights (a leaf) and their row views
+ * (at an offset in it) give the same logits, Q8_0 and Q4_0. */
+KT_TEST(llama_infer_fused_matches_unfused_vulkan) {
+    kiln_backend *vk = kiln_backend_get("vulkan");
+    if (!vk) kt_skip("no Vulkan device");
+    const kiln_dtype types[] = {KILN_Q8_0, KILN_Q4_0};
+    llama_config c = tiny();
+    int64_t V = c.vocab;
+    float *a = malloc((size_t)(4 * T * V) * sizeof *a), *b = a + 2 * T * V;
+    KT_NOTNULL(a);
+    for (int k = 0; k < 2 && a; k++) {
+        kiln_ctx *ctx = kiln_ctx_new();
+        KT_OK(kiln_ctx_set_backend(ctx, vk));
+        llama *m = llama_new_inference(ctx, &c, types[k], false);
+        KT_NOTNULL(m);
+        if (!m) break;
+        KT_OK(llama_init_random(m, 12));
+        KT_OK(both_paths(m, a));
+        m->fuse = false;
+        KT_OK(both_paths(m, b));
+        double scale, w = worst_diff(a, b, 2 * T * V, &scale);
+        KT_CHECK(scale > 0 && w <= 1e-5 * scale, "%s: fused and unfused logits differ by %g (scale %g)",
+                 kiln_dtype_name(types[k]), w, scale);
+        llama_free(m);
+        kiln_ctx_free(ctx);
+    }
+    free(a);
+}
+#endif
+
+/* An i32 permutation of n columns: reversed, or the identity. */
+static kiln_tensor *perm_of(kiln_ctx *ctx, int64_t n, bool reversed) {
+    kiln_tensor *p = kiln_tensor_new(ctx, KILN_I32, 1, (int64_t[]){n});
+    int32_t v[64];
+    for (int64_t i = 0; i < n && i < 64; i++) v[i] = (int32_t)(reversed ? n - 1 - i : i);
+    return p && n <= 64 && !kiln_tensor_set_i32(p, v, n) ? p : NULL;
+}
+
+/* Weights put in after the model was made: llama_stack_weights stacks them
+ * again (GQ4_32 with equal act-order permutations too) and the fused
+ * logits stay those of one product per weight; a group whose permutations
+ * differ is left unstacked. */
+KT_TEST(llama_stack_weights_put_in_later) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    llama_config c = tiny();
+    int64_t V = c.vocab;
+    llama *m = llama_new_inference(ctx, &c, KILN_F32, false);
+    float *a = malloc((size_t)(4 * T * V) * sizeof *a), *b = a + 2 * T * V;
+    KT_CHECK(m && a, "model");
+    if (!m || !a) return;
+    KT_OK(llama_init_random(m, 5));
+    llama_layer *y = &m->layers[1];
+    kiln_tensor *old_qkv = y->wqkv, *old_w13 = y->w13;
+    kiln_tensor **w[5] = {&y->wq, &y->wk, &y->wv, &y->w1, &y->w3};
+    kiln_tensor **p[5] = {&y->wq_perm, &y->wk_perm, &y->wv_perm, &y->w1_perm, &y->w3_perm};
+    for (int i = 0; i < 5; i++) {
+        *w[i] = kiln_quantize(ctx, *w[i], KILN_GQ4_32);
+        *p[i] = perm_of(ctx, c.dim, i != 4); /* w3's differs from w1's */
+        KT_CHECK(*w[i] && *p[i], "GQ weight %d", i);
+    }
+    KT_OK(llama_stack_weights(m));
+    KT_CHECK(m->fuse && y->wqkv != old_qkv && kiln_tensor_dtype(y->wqkv) == KILN_GQ4_32 &&
+                 kiln_tensor_dim(y->wqkv, 0) == 128 && y->stacked_of[1] == y->wk && y->stacked_perm[0] == y->wq_perm,
+             "wq|wk|wv stacked again, with their permutation");
+    KT_CHECK(y->w13 == old_w13 && y->stacked_of[3] != y->w1, "w1|w3 with different permutations: not stacked");
+    KT_OK(both_paths(m, a));
+    m->fuse = false;
+    KT_OK(both_paths(m, b));
+    KT_CHECK(!memcmp(a, b, (size_t)(2 * T * V) * sizeof *a), "fused and unfused logits differ");
+    /* equal permutations: w1|w3 stacked too, the same logits */
+    y->w3_perm = y->w1_perm;
+    KT_OK(llama_stack_weights(m));
+    KT_CHECK(y->w13 != old_w13 && y->stacked_of[4] == y->w3, "w1|w3 stacked");
+    KT_OK(both_paths(m, a));
+    KT_CHECK(memcmp(a, b, (size_t)(2 * T * V) * sizeof *a), "w3's permutation changed the logits");
+    m->fuse = false;
+    KT_OK(both_paths(m, b));
+    m->fuse = true;
+    KT_CHECK(!memcmp(a, b, (size_t)(2 * T * V) * sizeof *a), "fused and unfused logits differ (w1|w3 stacked)");
+    free(a);
+    llama_free(m);
+    kiln_ctx_free(ctx);
+}

@@ -149,30 +149,73 @@ KT_TEST(qmatmul_simd_equals_scalar) {
     }
 }
 
-/* Q8_0 / Q4_0 with an even block count take rows in pairs (the two-row
- * kernels), an odd n leaving one row alone: still the scalar result, bit
- * for bit, at every SIMD level. */
+/* Q8_0 / Q4_0 take rows in pairs (the two-row kernels), an odd n leaving
+ * one row alone; Q4_0 on AVX512-VBMI takes four blocks per step and the
+ * last nb % 4 (1, 2, 3, or all of a row of 3) from padded copies (block
+ * counts 8, 6, 64, 7, 3, 5, 13, 15, 10 below): still
+ * the scalar result, bit for bit, at every SIMD level, and with VBMI
+ * turned off (the AVX512-VNNI pair kernels, as on Cascade Lake). */
 KT_TEST(qmatmul_row_pairs_equal_scalar) {
     const kiln_cpu_caps saved = *kiln__cpu_caps();
-    const int64_t shapes[3][2] = {{41, 256}, {40, 192}, {7, 2048}};
+    const int64_t shapes[9][2] = {{41, 256}, {40, 192}, {7, 2048}, {9, 224}, {5, 96}, {6, 160}, {11, 416}, {3, 480}, {4, 320}};
     for (int fi = 0; fi < 2; fi++)
-        for (int si = 0; si < 3; si++)
-            for (int64_t m = 1; m <= 3; m += 2) {
-                const kiln_dtype t = fmts[fi];
-                const int64_t n = shapes[si][0], k = shapes[si][1];
-                float *x, *y0 = malloc((size_t)(m * n) * 4), *y1 = malloc((size_t)(m * n) * 4);
-                void *w = quantized(t, n, k, &x, m);
-                kiln_cpu_caps c = saved;
-                kiln__cpu_caps_limit(&c, KILN_SIMD_SCALAR);
-                kiln__cpu_caps_set(&c);
-                run(t, m, n, k, x, w, y0, 1);
-                kiln__cpu_caps_set(&saved);
-                run(t, m, n, k, x, w, y1, 2);
-                for (int64_t i = 0; i < m * n; i++)
-                    KT_REQUIRE(y1[i] == y0[i], "%s [%lld, %lld] m %lld [%lld]: %.9g != scalar %.9g", kiln_dtype_name(t),
-                               (long long)n, (long long)k, (long long)m, (long long)i, y1[i], y0[i]);
-                free(x), free(w), free(y0), free(y1);
-            }
+        for (int si = 0; si < 9; si++)
+            for (int64_t m = 1; m <= 3; m += 2)
+                for (int vbmi = 0; vbmi < 2; vbmi++) {
+                    const kiln_dtype t = fmts[fi];
+                    const int64_t n = shapes[si][0], k = shapes[si][1];
+                    float *x, *y0 = malloc((size_t)(m * n) * 4), *y1 = malloc((size_t)(m * n) * 4);
+                    void *w = quantized(t, n, k, &x, m);
+                    kiln_cpu_caps c = saved;
+                    kiln__cpu_caps_limit(&c, KILN_SIMD_SCALAR);
+                    kiln__cpu_caps_set(&c);
+                    run(t, m, n, k, x, w, y0, 1);
+                    c = saved;
+                    c.avx512vbmi = c.avx512vbmi && vbmi;
+                    kiln__cpu_caps_set(&c);
+                    run(t, m, n, k, x, w, y1, 2);
+                    kiln__cpu_caps_set(&saved);
+                    for (int64_t i = 0; i < m * n; i++)
+                        KT_REQUIRE(y1[i] == y0[i], "%s [%lld, %lld] m %lld vbmi %d [%lld]: %.9g != scalar %.9g",
+                                   kiln_dtype_name(t), (long long)n, (long long)k, (long long)m, vbmi, (long long)i,
+                                   y1[i], y0[i]);
+                    free(x), free(w), free(y0), free(y1);
+                }
+}
+
+/* Q4_0 blocks of random bytes with f16 scales of every finite exponent
+ * (subnormals too) against x spanning 2^-26 .. 2^18 (d_x down to f16
+ * subnormals and 0): the VBMI kernel's
+ * high-nibble lanes, 16 times the reference's sums at 1/16 of its scale,
+ * must still give the reference's bits. */
+KT_TEST(qmatmul_q4_0_extreme_scales_equal_scalar) {
+    const kiln_cpu_caps saved = *kiln__cpu_caps();
+    const int64_t n = 33, k = 32 * 23, m = 1;
+    kiln_block_q4_0 *w = malloc(sizeof *w * (size_t)(n * k / 32));
+    float *x = malloc((size_t)k * 4), y0[33], y1[33];
+    uint64_t s = 99;
+    for (int64_t i = 0; i < n * k / 32; i++) {
+        for (int j = 0; j < 16; j++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            w[i].qs[j] = (uint8_t)(s >> 56);
+        }
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        w[i].d = (uint16_t)((s >> 40) & 0xffff);
+        if ((w[i].d & 0x7c00) == 0x7c00) w[i].d &= 0xbfff; /* exponent 31 (inf, NaN) to 15 */
+    }
+    for (int64_t j = 0; j < k; j++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        x[j] = ldexpf((float)((int64_t)(s >> 40) % 2001 - 1000) / 1000.0f, (int)(j / 32) * 2 - 26);
+    }
+    kiln_cpu_caps c = saved;
+    kiln__cpu_caps_limit(&c, KILN_SIMD_SCALAR);
+    kiln__cpu_caps_set(&c);
+    run(KILN_Q4_0, m, n, k, x, w, y0, 1);
+    kiln__cpu_caps_set(&saved);
+    run(KILN_Q4_0, m, n, k, x, w, y1, 1);
+    for (int64_t i = 0; i < n; i++)
+        KT_REQUIRE(y1[i] == y0[i] && isfinite(y0[i]), "[%lld]: %.9g != scalar %.9g", (long long)i, y1[i], y0[i]);
+    free(w), free(x);
 }
 
 /* Threads split output rows (or W panels): each output is computed the

@@ -51,6 +51,7 @@ static void detect(kiln_cpu_caps *c) {
     c->avx512bw = c->avx512f && (b >> 30 & 1);
     c->avx512vl = c->avx512f && (b >> 31 & 1);
     c->avx512vnni = c->avx512f && (cx >> 11 & 1);
+    c->avx512vbmi = c->avx512bw && (cx >> 1 & 1);
     bool amx_tile = d >> 24 & 1, amx_bf16 = d >> 22 & 1, amx_int8 = d >> 25 & 1;
     if (max_sub >= 1 && __get_cpuid_count(7, 1, &a, &b, &cx, &d)) {
         c->avxvnni = c->avx2 && (a >> 4 & 1);
@@ -79,7 +80,7 @@ void kiln__cpu_caps_limit(kiln_cpu_caps *c, kiln_simd_level level) {
     if (c->level <= level) return;
     if (level < KILN_SIMD_AVX512) {
         c->avx512f = c->avx512bw = c->avx512vl = c->avx512dq = false;
-        c->avx512vnni = c->avx512bf16 = false;
+        c->avx512vnni = c->avx512bf16 = c->avx512vbmi = false;
         c->amx_tile = c->amx_bf16 = c->amx_int8 = false;
     }
     if (level < KILN_SIMD_AVX2) c->avx2 = c->fma = c->f16c = c->avxvnni = false;
@@ -120,7 +121,8 @@ void kiln__cpu_caps_set(const kiln_cpu_caps *c) {
 const char *kiln_cpu_describe(void) {
     static _Thread_local char buf[160];
     const kiln_cpu_caps *c = kiln__cpu_caps();
-    snprintf(buf, sizeof buf, "%s%s%s%s%s%s%s", kiln__simd_level_name(c->level), c->avx512vnni ? " avx512_vnni" : "",
+    snprintf(buf, sizeof buf, "%s%s%s%s%s%s%s%s", kiln__simd_level_name(c->level), c->avx512vnni ? " avx512_vnni" : "",
+             c->avx512vbmi ? " avx512_vbmi" : "",
              c->avxvnni ? " avx_vnni" : "", c->avx512bf16 ? " avx512_bf16" : "", c->amx_bf16 ? " amx_bf16" : "",
              c->amx_int8 ? " amx_int8" : "", c->dotprod ? " dotprod" : "");
     return buf;

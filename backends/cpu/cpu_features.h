@@ -34,6 +34,7 @@ typedef struct kiln_cpu_caps {
     bool avx2, fma, f16c;
     bool avx512f, avx512bw, avx512vl, avx512dq;
     bool avx512vnni, avxvnni, avx512bf16;
+    bool avx512vbmi; /* vpermb / vpermt2b (Ice Lake and later) */
     bool amx_tile, amx_bf16, amx_int8; /* true only once the kernel granted tile state */
     /* ARM64 */
     bool neon, dotprod;

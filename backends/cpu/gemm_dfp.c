@@ -63,19 +63,25 @@ static void pack_a(bool km, int64_t m, int64_t k, const int16_t *a, int64_t lda,
             }
             continue;
         }
-        for (int t = 0; t < KILN_DFP_MR; t++) {
-            int16_t *w = d + 2 * t;
-            if (i0 + t >= m) { /* padding rows */
-                for (int64_t p = 0; p < pairs; p++) memset(w + p * KILN_DFP_MR * 2, 0, 4);
-                continue;
+        /* pair by pair across the MR rows, so the tile is written once in
+         * order (a pass per row rewrote every line of a tile larger than L2) */
+        const int16_t *src[KILN_DFP_MR];
+        int live = m - i0 < KILN_DFP_MR ? (int)(m - i0) : KILN_DFP_MR;
+        for (int t = 0; t < KILN_DFP_MR; t++) src[t] = a + (i0 + (t < live ? t : 0)) * lda;
+        if (live == KILN_DFP_MR)
+            for (int64_t p = 0; p < full; p++, d += KILN_DFP_MR * 2)
+                for (int t = 0; t < KILN_DFP_MR; t++) memcpy(d + 2 * t, src[t] + 2 * p, 4);
+        else
+            for (int64_t p = 0; p < full; p++, d += KILN_DFP_MR * 2)
+                for (int t = 0; t < KILN_DFP_MR; t++) {
+                    if (t < live) memcpy(d + 2 * t, src[t] + 2 * p, 4);
+                    else memset(d + 2 * t, 0, 4); /* padding rows */
+                }
+        if (full < pairs) /* odd k: the last pair's second half is 0 */
+            for (int t = 0; t < KILN_DFP_MR; t++) {
+                d[2 * t] = t < live ? src[t][2 * full] : 0;
+                d[2 * t + 1] = 0;
             }
-            const int16_t *s = a + (i0 + t) * lda;
-            for (int64_t p = 0; p < full; p++) memcpy(w + p * KILN_DFP_MR * 2, s + 2 * p, 4);
-            if (full < pairs) { /* odd k: the last pair's second half is 0 */
-                w[full * KILN_DFP_MR * 2] = s[2 * full];
-                w[full * KILN_DFP_MR * 2 + 1] = 0;
-            }
-        }
     }
 }
 
@@ -141,6 +147,96 @@ kiln_status kiln__gemm_dfp_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t
 #endif
     }
     if (owned) free(ap);
+    return KILN_OK;
+}
+
+/* The tables of kiln_dfp_taps for img, padded to nrp rows and ncp
+ * columns with entries no test passes. */
+static int32_t *taps_tables(const kiln_dfp_image *img, int64_t nr, int64_t nrp, int64_t nc, int64_t ncp,
+                            kiln_dfp_taps *t) {
+    int32_t *tab = kiln__malloc((size_t)(3 * (nrp + ncp)) * 4);
+    if (!tab) return NULL;
+    const int64_t *g = img->g, hw = img->h * img->w;
+    const int32_t out = INT32_MIN / 2; /* plus any in-range offset: still negative */
+    int32_t *rofs = tab, *ri = tab + nrp, *rj = tab + 2 * nrp, *cofs = tab + 3 * nrp, *ci = cofs + ncp,
+            *cj = cofs + 2 * ncp;
+    /* counters, not divisions: a table per product, of n oh ow entries */
+    for (int64_t r = 0, c = 0, ki = 0, kj = 0; r < nrp; r++) {
+        bool live = r < nr;
+        rofs[r] = live ? (int32_t)(c * hw + ki * g[6] * img->w + kj * g[7]) : 0;
+        ri[r] = live ? (int32_t)(ki * g[6]) : out;
+        rj[r] = live ? (int32_t)(kj * g[7]) : out;
+        if (++kj == g[1] && (kj = 0, ++ki == g[0])) ki = 0, c++;
+    }
+    for (int64_t j = 0, b = 0, oi = 0, oj = 0; j < ncp; j++) {
+        bool live = j < nc;
+        int64_t i0 = oi * g[2] - g[4], j0 = oj * g[3] - g[5];
+        cofs[j] = live ? (int32_t)(b * img->c * hw + i0 * img->w + j0) : 0;
+        ci[j] = live ? (int32_t)i0 : out;
+        cj[j] = live ? (int32_t)j0 : out;
+        if (++oj == img->ow && (oj = 0, ++oi == img->oh)) oi = 0, b++;
+    }
+    *t = (kiln_dfp_taps){rofs, ri, rj, cofs, ci, cj, (int32_t)img->h, (int32_t)img->w};
+    return tab;
+}
+
+kiln_status kiln__gemm_dfp_conv_t(bool a_km, bool b_t, int64_t m, int64_t n, int64_t k, const int16_t *a,
+                                  int64_t lda, int amax, int ea, const kiln_dfp_image *img, int bmax, int eb, float *c,
+                                  int64_t ldc, int n_threads) {
+    const int64_t kc = img->c * img->g[0] * img->g[1], nc = img->n * img->oh * img->ow;
+    if ((b_t ? n != kc || k != nc : k != kc || n != nc) || !img->x)
+        return kiln__errs(KILN_ERR_ARG, "gemm_dfp_conv: the columns [%lld, %lld] do not fit m %lld n %lld k %lld",
+                          (long long)kc, (long long)nc, (long long)m, (long long)n, (long long)k);
+    const kiln_cpu_caps *caps = kiln__cpu_caps();
+    bool vnni = false;
+#if defined(__x86_64__)
+    vnni = caps->avx512vnni && caps->avx512f && caps->avx512bw && caps->avx512vl;
+#else
+    (void)caps;
+#endif
+    /* int32 gather offsets: the image and the tables' reach within 2^30 */
+    bool fits = img->n * img->c * img->h * img->w < ((int64_t)1 << 30) && kc < ((int64_t)1 << 30) &&
+                nc < ((int64_t)1 << 30);
+    int nt = n_threads < 1 ? 1 : n_threads;
+    if (!vnni || !fits || k == 0 || !m || !n) { /* explicit columns, then the plain GEMM */
+        int16_t *cols = kiln__malloc((size_t)(kc * nc > 0 ? kc * nc : 1) * 2);
+        if (!cols) return kiln__errs(KILN_ERR_OOM, "gemm_dfp_conv: no memory for [%lld, %lld] columns",
+                                     (long long)kc, (long long)nc);
+        kiln__dfp_im2col_cn(img->x, img->n, img->c, img->h, img->w, img->g, img->oh, img->ow, cols, nt);
+        kiln_status s = kiln__gemm_dfp_t(a_km, !b_t, m, n, k, a, lda, amax, ea, cols, b_t ? k : n, bmax, eb, c, ldc,
+                                         nt);
+        free(cols);
+        return s;
+    }
+    kiln_status st = check("gemm_dfp_conv", a_km, false, m, n, k, a, lda, a, k, c, ldc);
+    if (st != KILN_OK) return st;
+    kiln_dfp_packed p = {.m = m, .n = n, .mp = round_up(m, KILN_DFP_MR), .np = round_up(n, 16),
+                         .kp = round_up(k, 2), .cp = kiln__gemm_dfp_chunk_pairs(amax, bmax),
+                         .sa = kiln__dfp_pow2(ea), .sb = kiln__dfp_pow2(eb)};
+    kiln_dfp_taps taps;
+    int32_t *tab = b_t ? taps_tables(img, kc, p.np, nc, p.kp, &taps) : taps_tables(img, kc, p.kp, nc, p.np, &taps);
+    if (!tab) return kiln__errs(KILN_ERR_OOM, "gemm_dfp_conv: no memory for the tap tables");
+    if ((double)p.mp * (double)p.np * (double)p.kp < (double)(1 << 22)) nt = 1;
+    size_t abytes = (size_t)(p.mp * p.kp) * 2, bbytes = (size_t)(p.np * p.kp) * 2;
+    bool owned;
+    int16_t *ap = kiln__scratch_get((size_t)round_up((int64_t)(abytes + bbytes), 64), &owned);
+    if (!ap) {
+        free(tab);
+        return kiln__errs(KILN_ERR_OOM, "gemm_dfp_conv: no memory to pack a [%lld, %lld] x [%lld, %lld]^T product",
+                          (long long)m, (long long)k, (long long)n, (long long)k);
+    }
+    int16_t *bp = ap + abytes / 2;
+    p.a = ap, p.b = bp;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        pack_a(a_km, m, k, a, lda, ap, p.mp, p.kp);
+#if defined(__x86_64__)
+        kiln__gemm_dfp_pack_b_im2col_avx512(b_t, n, k, img->x, &taps, bp, p.np, p.kp); /* waits for pack_a too */
+        kiln__gemm_dfp_kernel_avx512vnni(&p, c, ldc);
+#endif
+    }
+    if (owned) free(ap);
+    free(tab);
     return KILN_OK;
 }
 

@@ -54,8 +54,32 @@ kiln_status kiln__gemm_dfp_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t
 kiln_status kiln__gemm_dfp_ref_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a,
                                  int64_t lda, int amax, int ea, const int16_t *b, int64_t ldb, int bmax, int eb,
                                  float *c, int64_t ldc, int n_threads);
+/* B = the columns of a convolution, read from the image's codes by B's
+ * packer (implicit im2col): cols = im2col_cn(x) [c kh kw, n oh ow] as
+ * kiln__dfp_im2col_cn makes them, and B is cols (b_t false: B [k, n], the
+ * forward) or cols^T (b_t true: cols [n, k], the weight gradient). Equal
+ * to kiln__gemm_dfp_t on the explicit columns bit for bit (the same codes
+ * reach the same kernel). x needs one int16 of slack after its last code
+ * (the AVX-512 packer gathers 4 bytes per code). */
+typedef struct kiln_dfp_image {
+    const int16_t *x;
+    int64_t n, c, h, w, oh, ow;
+    int64_t g[8]; /* kh, kw, sh, sw, ph, pw, dh, dw */
+} kiln_dfp_image;
+kiln_status kiln__gemm_dfp_conv_t(bool a_km, bool b_t, int64_t m, int64_t n, int64_t k, const int16_t *a,
+                                  int64_t lda, int amax, int ea, const kiln_dfp_image *img, int bmax, int eb, float *c,
+                                  int64_t ldc, int n_threads);
+
 /* Pairs of k per INT32 chunk for the bounds (at least 1). */
 int64_t kiln__gemm_dfp_chunk_pairs(int amax, int bmax);
+
+/* im2col of int16 codes in conv2d's CN layout: x [n, c, h, w] -> cols
+ * [c, kh, kw, n, oh, ow] (g: kh, kw, sh, sw, ph, pw, dh, dw as in
+ * ops/conv.c), out-of-image taps 0; the f32 IM2COL kernel's loop
+ * (backends/cpu/conv.c) on codes, so quantize then gather equals gather
+ * then quantize whenever the exponent is the same. */
+void kiln__dfp_im2col_cn(const int16_t *x, int64_t n, int64_t c, int64_t h, int64_t w, const int64_t *g, int64_t oh,
+                         int64_t ow, int16_t *cols, int n_threads);
 
 /* Packed operands (zero padded to mp x kp, np x kp, kp even):
  *   A: groups of KILN_DFP_MR rows, k pair by k pair: the pair (2p, 2p+1) of
@@ -75,6 +99,16 @@ void kiln__gemm_dfp_kernel_avx512vnni(const kiln_dfp_packed *p, float *c, int64_
 /* B's packer (every thread of the region calls it; it waits for all). */
 void kiln__gemm_dfp_pack_b_avx512(bool kn, int64_t n, int64_t k, const int16_t *b, int64_t ldb, int16_t *dst,
                                   int64_t np, int64_t kp);
+/* The columns' packer: tap (r, j) of cols (row r = c kh kw, column j =
+ * n oh ow) is x[cofs[j] + rofs[r]] when 0 <= ci[j] + ri[r] < h and
+ * 0 <= cj[j] + rj[r] < w, else 0; the tables run past the last row and
+ * column (to a multiple of 16, and even) with entries that fail the test. */
+typedef struct kiln_dfp_taps {
+    const int32_t *rofs, *ri, *rj, *cofs, *ci, *cj;
+    int32_t h, w;
+} kiln_dfp_taps;
+void kiln__gemm_dfp_pack_b_im2col_avx512(bool b_t, int64_t n, int64_t k, const int16_t *x, const kiln_dfp_taps *t,
+                                         int16_t *dst, int64_t np, int64_t kp);
 #endif
 
 #endif

@@ -34,6 +34,7 @@ static inline __attribute__((always_inline)) void tile_n(const kiln_dfp_packed *
                                                           const int16_t *b, const int np, float *c, int64_t ldc,
                                                           int64_t rows, int64_t cols) {
     const int64_t pairs = p->kp / 2, ps = pairs * 32, cp = p->cp;
+    const __m512 sa = _mm512_set1_ps(p->sa), sb = _mm512_set1_ps(p->sb);
     /* the f32 totals live in L1, not in registers: 12 more zmm made GCC
      * copy every accumulator every pair */
     float tot[MR][64] __attribute__((aligned(64)));
@@ -42,9 +43,41 @@ static inline __attribute__((always_inline)) void tile_n(const kiln_dfp_packed *
     for (int q = 0; q < np; q++) {
         int64_t left = cols - q * 16;
         mk[q] = left >= 16 ? (__mmask16)0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
+    }
+    if (pairs <= cp) { /* one chunk (short k: conv1's 9 taps, a backward-data k of 32 channels): C straight
+                        * from the accumulators, as 0 + chunk would give it exactly */
+        const int16_t *ak = a, *bk = b;
+        __m512i acc[MR][4], bv[4];
+        int64_t len = pairs;
+#pragma GCC unroll 6
+        for (int r = 0; r < MR; r++)
+#pragma GCC unroll 4
+            for (int q = 0; q < np; q++) acc[r][q] = _mm512_setzero_si512();
+        do {
+#pragma GCC unroll 4
+            for (int q = 0; q < np; q++) bv[q] = _mm512_loadu_si512(bk + q * ps);
+#pragma GCC unroll 6
+            for (int r = 0; r < MR; r++) {
+                __m512i av = _mm512_set1_epi32(load32(ak + r * 2));
+#pragma GCC unroll 4
+                for (int q = 0; q < np; q++) acc[r][q] = dpwssd(acc[r][q], av, bv[q]);
+            }
+            ak += MR * 2, bk += 32;
+        } while (--len);
+#pragma GCC unroll 6
+        for (int r = 0; r < MR; r++)
+            if (r < rows) {
+#pragma GCC unroll 4
+                for (int q = 0; q < np; q++)
+                    _mm512_mask_storeu_ps(c + r * ldc + q * 16, mk[q],
+                                          _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(acc[r][q]), sa), sb));
+            }
+        return;
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < np; q++)
 #pragma GCC unroll 6
         for (int r = 0; r < MR; r++) _mm512_store_ps(&tot[r][q * 16], _mm512_setzero_ps());
-    }
     for (int64_t t0 = 0; t0 < pairs; t0 += cp) {
         int64_t len = pairs - t0 < cp ? pairs - t0 : cp;
         const int16_t *ak = a + t0 * MR * 2, *bk = b + t0 * 32;
@@ -71,7 +104,6 @@ static inline __attribute__((always_inline)) void tile_n(const kiln_dfp_packed *
                 _mm512_store_ps(&tot[r][q * 16],
                                 _mm512_add_ps(_mm512_load_ps(&tot[r][q * 16]), _mm512_cvtepi32_ps(acc[r][q])));
     }
-    const __m512 sa = _mm512_set1_ps(p->sa), sb = _mm512_set1_ps(p->sb);
 #pragma GCC unroll 6
     for (int r = 0; r < MR; r++)
         if (r < rows) {
@@ -126,6 +158,60 @@ void kiln__gemm_dfp_pack_b_avx512(bool kn, int64_t n, int64_t k, const int16_t *
                     d[2 * t] = t < live ? b[(j0 + t) * ldb + 2 * p] : 0;
                     d[2 * t + 1] = 0;
                 }
+        }
+    }
+}
+
+/* The columns' panels straight from the image (implicit im2col): 16 taps
+ * per masked gather (4 bytes at each code's address; the low half is the
+ * code), two gathers per panel line, the pair packed as one 32-bit word
+ * (lo | hi << 16). b_t false: panel lanes are columns j, pairs run over
+ * rows r; b_t true: lanes are rows, pairs run over columns. */
+void kiln__gemm_dfp_pack_b_im2col_avx512(bool b_t, int64_t n, int64_t k, const int16_t *x, const kiln_dfp_taps *t,
+                                         int16_t *dst, int64_t np, int64_t kp) {
+    const int64_t pairs = kp / 2;
+    const __m512i hv = _mm512_set1_epi32(t->h), wv = _mm512_set1_epi32(t->w), lo16 = _mm512_set1_epi32(0xffff);
+    const int32_t *lofs = b_t ? t->rofs : t->cofs, *li = b_t ? t->ri : t->ci, *lj = b_t ? t->rj : t->cj;
+    const int32_t *pofs = b_t ? t->cofs : t->rofs, *pi = b_t ? t->ci : t->ri, *pj = b_t ? t->cj : t->rj;
+    (void)n, (void)k;
+#pragma omp for schedule(static)
+    for (int64_t j0 = 0; j0 < np; j0 += 16) {
+        int16_t *d = dst + (j0 / 16) * pairs * 32;
+        const __m512i ofs = _mm512_loadu_si512(lofs + j0), ii = _mm512_loadu_si512(li + j0),
+                      jj = _mm512_loadu_si512(lj + j0);
+        for (int64_t p = 0; p < pairs; p++, d += 32) {
+            const int64_t q = 2 * p;
+            __m512i v[2];
+            if (pofs[q + 1] == pofs[q] + 1 && pi[q + 1] == pi[q] && pj[q + 1] == pj[q] + 1) {
+                /* the pair's two taps are neighbours in x (the next kernel column, or the next output
+                 * column at stride 1): one gather reads both where both are inside */
+                __m512i i = _mm512_add_epi32(ii, _mm512_set1_epi32(pi[q]));
+                __m512i j = _mm512_add_epi32(jj, _mm512_set1_epi32(pj[q]));
+                __mmask16 in_i = _mm512_cmplt_epu32_mask(i, hv);
+                __mmask16 both = in_i & _mm512_cmplt_epu32_mask(j, _mm512_sub_epi32(wv, _mm512_set1_epi32(1)));
+                __mmask16 first = in_i & _mm512_cmplt_epu32_mask(j, wv) & (__mmask16)~both;
+                __mmask16 second = in_i & _mm512_cmplt_epu32_mask(_mm512_add_epi32(j, _mm512_set1_epi32(1)), wv) &
+                                   (__mmask16)~both;
+                __m512i idx = _mm512_add_epi32(ofs, _mm512_set1_epi32(pofs[q]));
+                __m512i w = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), both, idx, x, 2);
+                if (first | second) { /* an edge: each tap alone */
+                    __m512i lo = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), first, idx, x, 2);
+                    __m512i hi = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), second,
+                                                             _mm512_add_epi32(idx, _mm512_set1_epi32(1)), x, 2);
+                    w = _mm512_or_si512(w, _mm512_or_si512(_mm512_and_si512(lo, lo16), _mm512_slli_epi32(hi, 16)));
+                }
+                _mm512_storeu_si512(d, w);
+                continue;
+            }
+            for (int h = 0; h < 2; h++) {
+                __m512i i = _mm512_add_epi32(ii, _mm512_set1_epi32(pi[q + h]));
+                __m512i j = _mm512_add_epi32(jj, _mm512_set1_epi32(pj[q + h]));
+                /* unsigned compares: a negative coordinate is out too */
+                __mmask16 in = _mm512_cmplt_epu32_mask(i, hv) & _mm512_cmplt_epu32_mask(j, wv);
+                v[h] = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), in,
+                                                   _mm512_add_epi32(ofs, _mm512_set1_epi32(pofs[q + h])), x, 2);
+            }
+            _mm512_storeu_si512(d, _mm512_or_si512(_mm512_and_si512(v[0], lo16), _mm512_slli_epi32(v[1], 16)));
         }
     }
 }

@@ -78,7 +78,7 @@ float kiln__qmm_dot_nf4_ref(const uint8_t *codes, int64_t code_stride, const flo
 }
 
 static const kiln_qmm_kernels *kernels(void) {
-    static const kiln_qmm_kernels ref = {kiln__qmm_dot_q8_0_ref, kiln__qmm_dot_q4_0_ref, kiln__qmm_dot_nf4_ref, NULL, NULL, NULL, NULL, NULL};
+    static const kiln_qmm_kernels ref = {kiln__qmm_dot_q8_0_ref, kiln__qmm_dot_q4_0_ref, kiln__qmm_dot_nf4_ref, NULL, NULL, NULL, NULL, NULL, false};
     const kiln_cpu_caps *c = kiln__cpu_caps();
     const kiln_qmm_kernels *k = NULL;
     if (c->level >= KILN_SIMD_AVX512 && c->avx512vnni) k = kiln__qmm_kernels_vnni();
@@ -188,6 +188,8 @@ kiln_status kiln__qmatmul_cpu(kiln_dtype t, int64_t m, int64_t n, int64_t k, con
             kiln__qmm_quantize_x(x + i * k, xq + i * k, dx + i * (k / 32), k);
             if (xs) kiln__qmm_lane_sums(xq + i * k, xs + i * (k / 4), k / 32, off);
         }
+        if (t == KILN_Q4_0 && xs && kk->q4_0_xs_hi16)
+            for (int64_t l = 0; l < m * (k / 4); l++) xs[l] *= l & 4 ? 16 : 1;
     }
     /* chunks of 64 rows handed out as threads come free (a static split
      * waits for the slowest thread, and this machine's cores are shared);

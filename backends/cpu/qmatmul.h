@@ -10,7 +10,10 @@
  *     elements 4l..4l+3); lane l of one of two f32 accumulators (even and
  *     odd blocks, two FMA chains) gets fma(lane, d_w d_x, acc), and the
  *     16 lanes are summed in order at the end. The scalar reference does
- *     the same, so every path is exact against it.
+ *     the same, so every path is exact against it. With AVX512-VBMI, Q4_0
+ *     takes four blocks per step (nibbles placed by vpermb, the high ones
+ *     16 times theirs against 16 times xs and d / 16: the same bits), about
+ *     1.45x the pair kernel per core in cache (qmatmul_vnni.c).
  *   - NF4 / NF4_DQ, few rows: codes decoded in registers through the
  *     16-entry table (vpermps) and dotted with x in f32, one absmax
  *     multiply per block of 64 (not bit-exact against the scalar order).
@@ -67,6 +70,9 @@ typedef struct kiln_qmm_kernels {
      * pass, the same values; NULL: the scalar ones run */
     void (*quantize_x)(const float *x, int8_t *xq, float *dx, int32_t *xs, int64_t n, int32_t off);
     kiln_qmm_dot2_i8s *q8_0s2, *q4_0s2; /* NULL: row by row */
+    /* q4_0s / q4_0s2 take lanes 4-7 of each block's xs times 16 (the
+     * AVX512-VBMI kernel's high nibbles are 16 times theirs) */
+    bool q4_0_xs_hi16;
 } kiln_qmm_kernels;
 
 /* xs for a quantized row of x (32 nb codes): xs[8 b + l] = -off * sum of

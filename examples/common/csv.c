@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct csv {
     FILE *f;
@@ -65,7 +66,9 @@ void csv_row(csv *c) {
 
 int csv_close(csv *c) {
     if (!c) return -1;
-    bool ok = !ferror(c->f);
+    /* flushed and synced before the rename: after a crash the old file
+     * or the whole new one, never an empty or half one */
+    bool ok = fflush(c->f) == 0 && !ferror(c->f) && fsync(fileno(c->f)) == 0;
     ok = fclose(c->f) == 0 && ok;
     ok = ok && rename(c->tmp, c->path) == 0;
     if (!ok) remove(c->tmp);

@@ -1,6 +1,7 @@
 /* optimizers.c — kiln's ten optimizers by name (optimizers.h). */
 #include "optimizers.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const struct {
@@ -59,18 +60,23 @@ static kiln_adam_config adam_config(kiln_adam_config d, const optimizer_settings
 }
 
 kiln_optim *optimizer_new(kiln_ctx *ctx, optimizer_id id, const optimizer_settings *s) {
+    return optimizer_new_for(ctx, id, NULL, 0, 0, s);
+}
+
+kiln_optim *optimizer_new_for(kiln_ctx *ctx, optimizer_id id, kiln_tensor *const *params, int n, int first_index,
+                              const optimizer_settings *s) {
     switch (id) {
     case OPT_SGD:
-        return kiln_sgd_new(ctx, &(kiln_sgd_config){.lr = s->lr, .momentum = 0.9f,
+        return kiln_sgd_new_for(ctx, params, n, &(kiln_sgd_config){.lr = s->lr, .momentum = 0.9f,
                                                     .weight_decay = s->l2 ? s->weight_decay : 0});
     case OPT_ADAM: {
         kiln_adam_config c = adam_config(kiln_adam_defaults(), s, s->l2);
-        return kiln_adam_new(ctx, &c);
+        return kiln_adam_new_for(ctx, params, n, &c);
     }
     case OPT_ADAMW:
     case OPT_ADAMW8: {
         kiln_adam_config c = adam_config(kiln_adamw_defaults(), s, true);
-        return id == OPT_ADAMW ? kiln_adamw_new(ctx, &c) : kiln_adamw8bit_new(ctx, &c);
+        return id == OPT_ADAMW ? kiln_adamw_new_for(ctx, params, n, &c) : kiln_adamw8bit_new_for(ctx, params, n, &c);
     }
     case OPT_LION:
     case OPT_LION8: {
@@ -79,7 +85,7 @@ kiln_optim *optimizer_new(kiln_ctx *ctx, optimizer_id id, const optimizer_settin
         if (s->beta1 > 0) c.beta1 = s->beta1;
         if (s->beta2 > 0) c.beta2 = s->beta2;
         c.weight_decay = s->weight_decay;
-        return id == OPT_LION ? kiln_lion_new(ctx, &c) : kiln_lion8bit_new(ctx, &c);
+        return id == OPT_LION ? kiln_lion_new_for(ctx, params, n, &c) : kiln_lion8bit_new_for(ctx, params, n, &c);
     }
     case OPT_GALORE:
     case OPT_GALORE8: {
@@ -87,7 +93,8 @@ kiln_optim *optimizer_new(kiln_ctx *ctx, optimizer_id id, const optimizer_settin
         c.adamw = adam_config(c.adamw, s, true);
         if (s->rank > 0) c.rank = s->rank;
         if (s->update_gap > 0) c.update_gap = s->update_gap;
-        return id == OPT_GALORE ? kiln_galore_adamw_new(ctx, &c) : kiln_galore_adamw8bit_new(ctx, &c);
+        return id == OPT_GALORE ? kiln_galore_adamw_new_for(ctx, params, n, &c)
+                                 : kiln_galore_adamw8bit_new_for(ctx, params, n, &c);
     }
     case OPT_APOLLO:
     case OPT_APOLLO_MINI: {
@@ -96,10 +103,25 @@ kiln_optim *optimizer_new(kiln_ctx *ctx, optimizer_id id, const optimizer_settin
         if (s->rank > 0 && id == OPT_APOLLO) c.rank = s->rank; /* APOLLO-Mini stays rank 1 */
         if (s->update_gap > 0) c.update_gap = s->update_gap;
         c.seed = s->seed;
-        return kiln_apollo_new(ctx, &c);
+        c.first_index = first_index;
+        return kiln_apollo_new_for(ctx, params, n, &c);
     }
     default:
         kiln_set_error(KILN_ERR_ARG, "optimizer_new: no optimizer %d", (int)id);
         return NULL;
     }
+}
+
+kiln_status optimizer_guard(kiln_optim *opt, kiln_tensor *loss) { return kiln_optim_set_skip_nonfinite(opt, true, loss); }
+
+kiln_status optimizer_step(kiln_optim *opt) {
+    kiln_status s = kiln_optim_step(opt);
+    if (s != KILN_ERR_NUMERIC) return s;
+    fprintf(stderr, "\n%s\n", kiln_last_error()); /* on its own line, below a progress bar */
+    return KILN_OK;
+}
+
+void optimizer_print_skips(const kiln_optim *opt) {
+    long long n = (long long)kiln_optim_skipped_steps(opt);
+    printf("non-finite guard: %lld step%s skipped\n", n, n == 1 ? "" : "s");
 }

@@ -65,5 +65,25 @@ typedef struct optimizer_settings {
 /* The optimizer id over every parameter of ctx; NULL with kiln's error set
  * on failure (KILN_ERR_UNSUPPORTED: GaLore in a build without LAPACK). */
 kiln_optim *optimizer_new(kiln_ctx *ctx, optimizer_id id, const optimizer_settings *s);
+/* The same over params[0..n) (NULL: every parameter of ctx), whose first
+ * is parameter first_index of the whole model (APOLLO's projector seeds
+ * follow it): a ZeRO shard (kiln_dist_shard). */
+kiln_optim *optimizer_new_for(kiln_ctx *ctx, optimizer_id id, kiln_tensor *const *params, int n, int first_index,
+                              const optimizer_settings *s);
+
+/* The non-finite guard every training example runs with: a step whose
+ * loss or gradients hold a NaN or an infinity is skipped (parameters and
+ * state untouched) and counted instead of poisoning the model, as a
+ * PyTorch loop with GradScaler or a skip-on-nonfinite check would.
+ * optimizer_guard turns it on for opt with its training loss;
+ * optimizer_step is kiln_optim_step for which a skipped step is no error
+ * (it prints why on stderr); optimizer_print_skips prints the count:
+ *
+ *     if (optimizer_guard(opt, loss)) ...
+ *     for (...) { ...; if (optimizer_step(opt)) die("optimizer step"); }
+ *     optimizer_print_skips(opt);   // "non-finite guard: 0 steps skipped" */
+kiln_status optimizer_guard(kiln_optim *opt, kiln_tensor *loss);
+kiln_status optimizer_step(kiln_optim *opt);
+void optimizer_print_skips(const kiln_optim *opt);
 
 #endif

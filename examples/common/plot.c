@@ -5,10 +5,13 @@
  * implementation is compiled in this file and nowhere else. */
 #include "plot.h"
 
+#include <fcntl.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
@@ -689,6 +692,15 @@ uint8_t *plot_render(plot *p, int *width, int *height) {
     return c.px;
 }
 
+/* The written file on disk before the rename (a crash leaves the old
+ * chart or the new one, never an empty file under the name). */
+static bool sync_file(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    bool ok = fd >= 0 && fsync(fd) == 0;
+    if (fd >= 0) close(fd);
+    return ok;
+}
+
 int plot_write_png(plot *p, const char *path) {
     int w, h;
     uint8_t *px = plot_render(p, &w, &h);
@@ -703,6 +715,9 @@ int plot_write_png(plot *p, const char *path) {
         snprintf(tmp, n, "%s.tmp", path);
         if (!stbi_write_png(tmp, w, h, 3, px, w * 3)) {
             snprintf(p->err, sizeof p->err, "plot: cannot write %s", tmp);
+            remove(tmp);
+        } else if (!sync_file(tmp)) {
+            snprintf(p->err, sizeof p->err, "plot: cannot sync %s", tmp);
             remove(tmp);
         } else if (rename(tmp, path)) {
             snprintf(p->err, sizeof p->err, "plot: cannot rename %s to %s", tmp, path);

@@ -141,7 +141,7 @@ int main(int argc, char **argv) {
     int tokens = 64, prompt_tokens = 0, top_k = 40, threads = 0;
     double temperature = 0;
     uint64_t seed = 1;
-    bool quiet = false, ignore_eos = false;
+    bool quiet = false, ignore_eos = false, no_fuse = false;
     args_opt opts[] = {
         {"model", ARGS_STRING, &model, "PATH", "a llama GGUF file or a Hugging Face directory", NULL, false},
         {"dtype", ARGS_CHOICE, &dtype, "T", "the weights in memory (stored: as the file holds them)",
@@ -157,6 +157,8 @@ int main(int argc, char **argv) {
         {"backend", ARGS_CHOICE, &backend, "B", "where the graphs run", "cpu|vulkan", false},
         {"quiet", ARGS_FLAG, &quiet, NULL, "print the figures only, not the text", NULL, false},
         {"ignore-eos", ARGS_FLAG, &ignore_eos, NULL, "go on past the end-of-text token", NULL, false},
+        {"no-fuse", ARGS_FLAG, &no_fuse, NULL,
+         "one product per weight, not one over wq|wk|wv and one over w1|w3 (same logits; for comparison)", NULL, false},
         {"make-random", ARGS_STRING, &make, "FILE", "write a random-weight llama GGUF in --dtype f32|q8_0|q4_0 and stop",
          NULL, false},
         {"size", ARGS_CHOICE, &size, "S", "--make-random's shape: TinyLlama-1.1B's, or a tiny test model",
@@ -181,6 +183,7 @@ int main(int argc, char **argv) {
     llama *m = dir ? llama_infer_from_hf(ctx, model, dtype_of(dtype))
                                  : llama_infer_from_gguf(ctx, model, dtype_of(dtype));
     if (!m) return fail(model);
+    m->fuse = !no_fuse;
     double t_load = progress_now() - t0;
     kiln_tokenizer *tok = dir ? llama_hf_tokenizer(model) : llama_gguf_tokenizer(model);
     if (!tok) kiln_clear_error(); /* byte-level ids */

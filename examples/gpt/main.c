@@ -34,6 +34,17 @@
  * training, the evaluations and the final evaluation fit in the budget;
  * training also stops if the budget runs out early (a busy machine). The
  * step count is then fixed for the run (and stored in its checkpoints).
+ *
+ * Built with `make MPI=1`, it trains data-parallel under mpirun
+ * (include/kiln_dist.h): each of N ranks draws its own --batch / N windows
+ * per step (from a generator seeded by seed, step and rank), the gradients
+ * are averaged over the ranks (all-reduce started during backward), the
+ * norm clipped over all of them, and each rank keeps and steps the
+ * optimizer state of its 1/N of the parameters (ZeRO-1). Rank 0 prints,
+ * evaluates and samples. Such a run needs --steps (no time-sized run, no
+ * checkpoints):
+ *
+ *     scripts/mpirun.sh -np 2 build/examples/gpt --steps 200
  */
 #include "args.h"
 #include "data.h"
@@ -42,6 +53,9 @@
 #include "lm_eval.h"
 #include "optimizers.h"
 #include "progress.h"
+#ifdef KILN_MPI
+#include "kiln_dist.h"
+#endif
 
 #include <math.h>
 #include <stdarg.h>
@@ -175,19 +189,20 @@ static void sample(kiln_ctx *ctx, gpt *m, int64_t seq, const char *prompt, int n
 /* name: one of the --optim choices. nanoGPT's betas (0.9, 0.99) for the
  * Adam family and Lion (Adam's eps 1e-8); decoupled weight decay for AdamW
  * and Lion, none for Adam and SGD (momentum 0.9). */
-static kiln_optim *make_optimizer(kiln_ctx *ctx, gpt *m, const char *name, float lr, float wd) {
-    kiln_optim *opt = optimizer_new(ctx, (optimizer_id)optimizer_parse(name),
-                                    &(optimizer_settings){.lr = lr, .weight_decay = wd, .beta1 = 0.9f,
-                                                          .beta2 = 0.99f, .eps = 1e-8f});
+static kiln_optim *make_optimizer(kiln_ctx *ctx, kiln_tensor *const *params, int n_params, int first,
+                                  const char *name, float lr, float wd, bool clip) {
+    kiln_optim *opt = optimizer_new_for(ctx, (optimizer_id)optimizer_parse(name), params, n_params, first,
+                                        &(optimizer_settings){.lr = lr, .weight_decay = wd, .beta1 = 0.9f,
+                                                              .beta2 = 0.99f, .eps = 1e-8f});
     if (!opt) die("making the optimizer");
     /* as nanoGPT: the matrices (embeddings included) decay, the 1-D
      * tensors (biases, LayerNorm gains and shifts) do not */
     kiln_tensor *flat[1024];
     int n = 0;
-    for (int i = 0; i < m->n_params && n < 1024; i++)
-        if (kiln_tensor_ndim(m->params[i]) < 2) flat[n++] = m->params[i];
-    if (kiln_optim_set_group(opt, flat, n, 1.0f, 0.0f)) die("setting the parameter groups");
-    if (kiln_optim_set_clip_grad_norm(opt, 1.0f)) die("setting gradient clipping");
+    for (int i = 0; i < n_params && n < 1024; i++)
+        if (kiln_tensor_ndim(params[i]) < 2) flat[n++] = params[i];
+    if (n && kiln_optim_set_group(opt, flat, n, 1.0f, 0.0f)) die("setting the parameter groups");
+    if (clip && kiln_optim_set_clip_grad_norm(opt, 1.0f)) die("setting gradient clipping");
     return opt;
 }
 
@@ -254,6 +269,16 @@ int main(int argc, char **argv) {
         return fprintf(stderr, "gpt: counts must be >= 0 and --heads must divide --width\n"), 2;
     if (threads) kiln_set_threads(threads);
     double t_start = progress_now();
+    int world = 1, me = 0;
+#ifdef KILN_MPI
+    if (kiln_dist_launched() && kiln_dist_init(&argc, &argv)) die("starting MPI");
+    world = kiln_dist_size();
+    me = kiln_dist_rank();
+    if (me && !freopen("/dev/null", "w", stdout)) die("silencing the other ranks");
+#endif
+    if (world > 1 && (!steps || save || resume || batch % world))
+        return fprintf(stderr, "gpt: on %d ranks give --steps and a --batch that is a multiple of %d; --save and "
+                               "--resume are not available\n", world, world), 2;
 
     /* 1. The corpus: training and validation bytes (models/data.h). */
     data_corpus corpus;
@@ -270,8 +295,29 @@ int main(int argc, char **argv) {
     gpt_config cfg = {.vocab = DATA_TEXT_VOCAB, .context = seq, .layers = layers, .heads = heads, .width = width};
     gpt *m = gpt_new(ctx, &cfg, seed);
     model_graph train;
-    if (!m || gpt_train_graph(m, batch, seq, &train)) die("building the model");
-    kiln_optim *opt = make_optimizer(ctx, m, optim, lr, wd);
+    if (!m || gpt_train_graph(m, batch / world, seq, &train)) die("building the model");
+    kiln_optim *opt = NULL;
+#ifdef KILN_MPI
+    kiln_dist *dist = NULL;
+    if (world > 1) {
+        /* rank 0's weights everywhere; this rank's share of the optimizer */
+        dist = kiln_dist_new(ctx, m->params, m->n_params, &(kiln_dist_config){.zero = true});
+        kiln_tensor **mine;
+        int n_mine, first_index;
+        if (!dist) die("starting data parallelism");
+        kiln_dist_shard(dist, &mine, &n_mine, &first_index);
+        if (n_mine) opt = make_optimizer(ctx, mine, n_mine, first_index, optim, lr, wd, false);
+        if (kiln_dist_set_optim(dist, opt) || kiln_dist_attach(dist, train.graph) ||
+            kiln_dist_set_clip_grad_norm(dist, 1.0f))
+            die("starting data parallelism");
+        printf("data parallel: %d ranks, %d windows each per step of %d; ZeRO-1, rank 0 steps %d of %d tensors\n",
+               world, batch / world, batch, n_mine, m->n_params);
+    }
+#endif
+    if (world == 1) opt = make_optimizer(ctx, m->params, m->n_params, 0, optim, lr, wd, true);
+    /* a NaN or infinite loss or gradient skips its step (counted, printed);
+       under ZeRO-1 each rank guards its own shard of the averaged gradients */
+    if (opt && optimizer_guard(opt, train.loss)) die("the non-finite guard");
     lm_eval ev;
     evaluator_init(&ev, ctx, m, &corpus.val, seq);
 
@@ -286,7 +332,7 @@ int main(int argc, char **argv) {
         if (kiln_checkpoint_load(opt, resume)) die("loading the checkpoint");
         /* a skipped step (a non-finite gradient) still used its batch */
         step = kiln_optim_steps(opt) + kiln_optim_skipped_steps(opt);
-    } else if (kiln_optim_set_schedule(opt, &sched) || (total && total < warmup)) {
+    } else if ((opt && kiln_optim_set_schedule(opt, &sched)) || (total && total < warmup)) {
         die("setting the schedule (--steps must be at least --warmup)");
     }
     int64_t last = stop_at && stop_at < total ? stop_at : total;
@@ -304,7 +350,7 @@ int main(int argc, char **argv) {
     int64_t stride = lm_eval_batches(&ev) / eval_subset;
     stride = stride < 1 ? 1 : stride;
     double t_eval = 0; /* seconds one subset estimate takes */
-    if (eval_every && !resume) {
+    if (eval_every && !resume && me == 0) {
         double t0 = progress_now(), loss = evaluate(&ev, stride);
         t_eval = progress_now() - t0;
         printf("step 0: validation %.3f bits/byte (subset)\n", loss / log(2));
@@ -321,14 +367,23 @@ int main(int argc, char **argv) {
     double t_train0 = progress_now(), budget = 60.0 * minutes, t_final_eval = 0;
     while (step < last) {
         /* step s's windows come from a generator seeded by (seed, s) */
-        sampler = data_text_sampler_new(&corpus.train, batch, seq, mix(seed * 0x100000001b3ull + (uint64_t)step));
+        uint64_t draw = mix(seed * 0x100000001b3ull + (uint64_t)step) ^ (world > 1 ? mix((uint64_t)me + 1) : 0);
+        sampler = data_text_sampler_new(&corpus.train, batch / world, seq, draw);
         if (!sampler || data_text_sampler_next(sampler, train.input, train.labels)) {
             fprintf(stderr, "gpt: %s\n", data_last_error());
             return 1;
         }
         data_text_sampler_free(sampler);
         if (kiln_graph_compute(train.graph)) die("training step");
-        kiln_status s = kiln_optim_step(opt);
+        kiln_status s;
+        double loss = kiln_tensor_item(train.loss);
+#ifdef KILN_MPI
+        if (dist) {
+            s = kiln_dist_step(dist);
+            loss = kiln_dist_sum(loss) / world; /* the whole batch's mean */
+        } else
+#endif
+            s = kiln_optim_step(opt);
         if (s == KILN_ERR_NUMERIC) say("step %lld skipped: %s\n", (long long)step + 1, kiln_last_error());
         else if (s) die("optimizer step");
         step++;
@@ -356,9 +411,9 @@ int main(int argc, char **argv) {
             pr.t0 = t_train0;
             pr.units = (double)(step - 1) * batch * seq;
         }
-        progress_update(&pr, step - first, kiln_tensor_item(train.loss), (double)batch * seq);
+        progress_update(&pr, step - first, loss, (double)batch * seq);
 
-        if (eval_every && step % eval_every == 0 && step < last)
+        if (eval_every && step % eval_every == 0 && step < last && me == 0)
             say("step %lld: validation %.3f bits/byte (subset), lr %.2e\n", (long long)step,
                 evaluate(&ev, stride) / log(2), (double)kiln_optim_lr_at(opt, step));
         if (save && save_every && step % save_every == 0 && step < last && kiln_checkpoint_save(opt, save))
@@ -375,11 +430,23 @@ int main(int argc, char **argv) {
         printf("saved %s (step %lld of %lld)\n", save, (long long)step, (long long)total);
     }
 
+#ifdef KILN_MPI
+    if (dist) {
+        double mine = opt ? (double)kiln_optim_state_bytes(opt) : 0, all = kiln_dist_sum(mine);
+        printf("optimizer state: %.0f bytes on rank 0, %.0f on all %d ranks\n", mine, all, world);
+        kiln_dist_free(dist);
+        if (me) { /* rank 0 evaluates and samples */
+            kiln_dist_finalize();
+            return 0;
+        }
+    }
+#endif
     /* 5. The held-out text, all of it: bits per byte. */
     double t0 = progress_now(), val = evaluate(&ev, final_subset ? stride : 1);
     printf("validation: %.4f nats/byte = %.3f bits/byte over %s (%.0f s); trained %lld steps in %.1f min\n", val,
            val / log(2), final_subset ? "the subset" : "all the validation text", progress_now() - t0, (long long)step,
            t_train / 60);
+    optimizer_print_skips(opt);
 
     /* 6. Some text from the model. */
     if (sample_n) {
@@ -392,5 +459,8 @@ int main(int argc, char **argv) {
     gpt_free(m);
     kiln_ctx_free(ctx);
     data_corpus_free(&corpus);
+#ifdef KILN_MPI
+    kiln_dist_finalize();
+#endif
     return 0;
 }

@@ -14,6 +14,7 @@
  */
 #include "kiln.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,7 +183,9 @@ int main(int argc, char **argv) {
      * parameter's gradient, and the optimizer's step zeroes them again */
     if (!loss || kiln_graph_add(train, loss) || kiln_graph_backward(train, loss)) die("building the training graph");
     kiln_optim *opt = kiln_sgd_new(ctx, &(kiln_sgd_config){.lr = lr, .momentum = 0.9f});
-    if (!opt) die("making the optimizer");
+    /* a step whose loss or gradients hold a NaN or an infinity is skipped
+     * and counted, not applied (as GradScaler's skip in PyTorch) */
+    if (!opt || kiln_optim_set_skip_nonfinite(opt, true, loss)) die("making the optimizer");
 
     /* 3. The evaluation graph: same weights, a bigger batch, no gradients
      * (like torch.no_grad), and the predicted class of each row. */
@@ -225,9 +228,14 @@ int main(int argc, char **argv) {
             double done_frac = (double)((e - 1) * steps + s) / ((double)epochs * (double)steps);
             kiln_optim_set_lr(opt, lr * (float)(1.0 - done_frac));
             if (kiln_graph_compute(train)) die("training step");
-            if (kiln_optim_step(opt)) die("optimizer step");
-            loss_sum += kiln_tensor_item(loss);
-            loss_n++;
+            kiln_status st = kiln_optim_step(opt);
+            if (st == KILN_ERR_NUMERIC) fprintf(stderr, "\n%s\n", kiln_last_error()); /* skipped: go on */
+            else if (st) die("optimizer step");
+            double l = kiln_tensor_item(loss);
+            if (isfinite(l)) {
+                loss_sum += l;
+                loss_n++;
+            }
             if ((s + 1) % 100 == 0 || s + 1 == steps) {
                 double dt = now() - t0, done = (double)((e - 1) * steps + s + 1);
                 double eta = dt / done * ((double)epochs * (double)steps - done);
@@ -243,6 +251,7 @@ int main(int argc, char **argv) {
         printf("%sepoch %d: test accuracy %.2f%%\n", tty ? "\n" : "", e, 100 * acc);
     }
     printf("test accuracy: %.2f%%\n", 100 * acc);
+    printf("skipped steps (non-finite loss or gradient): %lld\n", (long long)kiln_optim_skipped_steps(opt));
     printf("total time: %.1f s\n", now() - t0);
     free(order);
     kiln_ctx_free(ctx);

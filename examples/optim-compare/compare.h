@@ -69,6 +69,7 @@ typedef struct run_result {
     long peak_rss_kb;  /* the child's own peak (ru_maxrss from wait4) */
     double wall_s;
     int64_t steps;
+    int64_t skipped;   /* steps the non-finite guard skipped */
     float *curve;      /* training loss per step (steps values; malloc'd) */
 } run_result;
 

@@ -69,7 +69,8 @@ static void print_run(const task *t, optimizer_id id, const char *what, const ru
     if (r->status == RUN_UNSUPPORTED) printf("not in this build\n");
     else if (r->status == RUN_FAILED) printf("failed: %s\n", r->error);
     else if (r->status == RUN_DIVERGED) printf("%s (%.1f s)\n", r->error, r->wall_s);
-    else printf("train %.4f  val %.4f  (%.1f s)\n", r->train_loss, r->val_loss, r->wall_s);
+    else printf("train %.4f  val %.4f  %lld skipped  (%.1f s)\n", r->train_loss, r->val_loss, (long long)r->skipped,
+                r->wall_s);
     fflush(stdout);
 }
 

@@ -20,6 +20,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* Skipped steps in a row that mark a run as diverged: past some step the
+ * model makes nothing but NaN or infinities. */
+#define MAX_SKIPS_IN_A_ROW 10
+
 #define CNN_VAL 5000 /* training images held out for validation */
 static kiln_tensor *copy_rows(kiln_ctx *ctx, kiln_tensor *src, int64_t from, int64_t n) {
     int nd = kiln_tensor_ndim(src);
@@ -196,6 +200,8 @@ static int child_run(const task *t, optimizer_id id, double lr, int64_t steps, c
     if (kiln_optim_set_schedule(opt, &sched)) return fail(r, RUN_FAILED, "setting the schedule");
     /* the GPT clips gradients as GPT-2 and nanoGPT do */
     if (t->kind == TASK_GPT && kiln_optim_set_clip_grad_norm(opt, 1.0f)) return fail(r, RUN_FAILED, "clipping");
+    /* a NaN or infinite loss or gradient skips its step, counted */
+    if (optimizer_guard(opt, train.loss)) return fail(r, RUN_FAILED, "the non-finite guard");
     r->state_bytes = kiln_optim_state_bytes(opt);
 
     /* the same batches in the same order for every optimizer */
@@ -214,6 +220,7 @@ static int child_run(const task *t, optimizer_id id, double lr, int64_t steps, c
     }
     double units = (double)t->batch * (t->kind == TASK_CNN ? 1.0 : (double)t->gpt.context);
     double t0 = progress_now();
+    int64_t run_of_skips = 0;
     for (int64_t s = 0; s < steps; s++) {
         if (dl) {
             int64_t got = data_loader_next(dl, train.input, train.labels);
@@ -225,8 +232,16 @@ static int child_run(const task *t, optimizer_id id, double lr, int64_t steps, c
         if (kiln_graph_compute(train.graph)) return fail(r, RUN_FAILED, "training step");
         kiln_status st = kiln_optim_step(opt);
         double loss = kiln_tensor_item(train.loss);
+        /* a skipped step keeps the curve at the last loss; a run that
+         * keeps producing non-finite values (the guard skips everything
+         * from some step on) has diverged */
+        if (st == KILN_ERR_NUMERIC) {
+            r->skipped++;
+            run_of_skips++;
+            loss = s ? r->curve[s - 1] : NAN;
+        } else run_of_skips = 0;
         r->curve[s] = (float)loss;
-        if (st == KILN_ERR_NUMERIC || !isfinite(loss)) { /* a non-finite gradient or loss */
+        if (run_of_skips >= MAX_SKIPS_IN_A_ROW || (st != KILN_ERR_NUMERIC && !isfinite(loss))) {
             for (int64_t k = s + 1; k < steps; k++) r->curve[k] = NAN;
             if (show) progress_finish(&p);
             r->status = RUN_DIVERGED;
@@ -235,8 +250,8 @@ static int child_run(const task *t, optimizer_id id, double lr, int64_t steps, c
             r->sec_per_step = (progress_now() - t0) / (double)(s + 1);
             return 0;
         }
-        if (st) return fail(r, RUN_FAILED, "optimizer step");
-        if (show) progress_update(&p, s + 1, loss, units);
+        if (st && st != KILN_ERR_NUMERIC) return fail(r, RUN_FAILED, "optimizer step");
+        if (show && isfinite(loss)) progress_update(&p, s + 1, loss, units);
     }
     r->sec_per_step = (progress_now() - t0) / (double)steps;
     if (show) progress_finish(&p);

@@ -112,6 +112,9 @@ int main(int argc, char **argv) {
     int64_t total = steps * epochs;
     kiln_schedule sched = {KILN_SCHEDULE_COSINE, (int64_t)(warmup * (double)total), total, 0.0f};
     if (!opt || kiln_optim_set_schedule(opt, &sched)) return fail("making the optimizer");
+    /* A step whose loss or gradients hold a NaN or an infinity is skipped
+     * and counted rather than poisoning the weights (GradScaler's skip). */
+    if (kiln_optim_set_skip_nonfinite(opt, true, tg.loss)) return fail("the non-finite guard");
 
     printf("kiln %s: CNN 1x28x28 -> %lld -> %lld channels -> %lld -> 10, %lld parameters\n", KILN_VERSION,
            (long long)cfg.c1, (long long)cfg.c2, (long long)cfg.hidden, (long long)cnn_param_count(model));
@@ -133,8 +136,11 @@ int main(int argc, char **argv) {
         for (int64_t s = 0; s < steps; s++) {
             if (data_loader_next(dl, tg.input, tg.labels) <= 0) return fprintf(stderr, "quickstart: %s\n", data_last_error()), 1;
             if (kiln_graph_compute(tg.graph)) return fail("training step");
-            if (kiln_optim_step(opt)) return fail("optimizer step");
-            loss_sum += kiln_tensor_item(tg.loss);
+            kiln_status st = kiln_optim_step(opt);
+            if (st == KILN_ERR_NUMERIC) fprintf(stderr, "\n%s\n", kiln_last_error()); /* skipped: go on */
+            else if (st) return fail("optimizer step");
+            double loss = kiln_tensor_item(tg.loss);
+            if (isfinite(loss)) loss_sum += loss;
             /* the bar shows the mean loss of the epoch so far */
             progress_update(&bar, s + 1, loss_sum / (double)(s + 1), (double)batch);
         }
@@ -148,7 +154,8 @@ int main(int argc, char **argv) {
         printf("epoch %d: test accuracy %.2f%%\n", e + 1, 100 * acc);
     }
     double train_s = progress_now() - t0;
-    printf("test accuracy %.2f%% after %d epoch(s), %.1f s\n", 100 * acc, epochs, train_s);
+    printf("test accuracy %.2f%% after %d epoch(s), %.1f s; %lld step(s) skipped (non-finite)\n", 100 * acc, epochs,
+           train_s, (long long)kiln_optim_skipped_steps(opt));
 
     /* 7. Save the weights: every parameter of ctx by name, in a
      * safetensors file (PyTorch's safetensors.torch.load_file reads it). */

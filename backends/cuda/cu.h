@@ -1,0 +1,99 @@
+/* cu.h — what the CUDA backend's kernel families share with its runtime.
+ *
+ * Like the Vulkan backend (backends/vulkan/vk.h), each family
+ * (cu_elementwise.c, cu_reduce.c, cu_matmul.c, ...) fills rows of a table
+ * indexed by kiln_op: `supports` says whether the node runs here (false
+ * sends it to the CPU), `record` queues its kernels on the backend's one
+ * stream. The host files are C and see kiln's internals; the kernels live
+ * in .cu files behind the plain launchers of cu_kernels.h.
+ *
+ *     // y = relu(x): any strides, f32/f16/bf16
+ *     cu_walk w = kiln__cu_walk(y, 1);
+ *     return kiln__cu_launched(cu, kiln__cu_unary(cu->stream, op - KILN_OP_NEG, 0, CU_F32,
+ *                                                 kiln__cu_ptr(x), kiln__cu_ptr(y), n, &w), "relu");
+ *
+ * Work is ordered by the one stream, so device memory freed to the
+ * caching allocator (cu_memory.c) may be handed out again at once: the
+ * next user's work is queued after the last reader's.
+ */
+#ifndef KILN_CU_H
+#define KILN_CU_H
+
+#include "backend.h"
+#include "cu_kernels.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+typedef struct kiln_cu kiln_cu;
+
+typedef struct kiln_cu_kernel {
+    bool (*supports)(const kiln_cu *cu, const kiln_tensor *node);
+    kiln_status (*record)(kiln_cu *cu, kiln_tensor *node, const kiln_exec *ex);
+} kiln_cu_kernel;
+
+struct kiln_devbuf {
+    void *ptr;    /* device memory (cudaMalloc) */
+    size_t size;  /* bytes asked for */
+    int cls;      /* size class in the caching allocator, -1: too big to cache */
+    kiln_devbuf *next; /* free list */
+};
+
+/* Size classes: 256 B << c, up to 1 GiB; bigger blocks are freed at once. */
+#define KILN_CU_CLASSES 23
+
+struct kiln_cu {
+    kiln_backend base; /* what kiln_backend_get("cuda") returns; first member */
+    int device;
+    struct cudaDeviceProp props;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    bool tf32; /* $KILN_CUDA_TF32=1: f32 matmuls on TF32 tensor cores */
+    kiln_devbuf *free_list[KILN_CU_CLASSES];
+    size_t cached_bytes;
+    kiln_cu_kernel kernels[KILN_OP_COUNT];
+};
+
+/* Each family fills its rows. */
+void kiln__cu_register_elementwise(kiln_cu_kernel *tab);
+void kiln__cu_register_reduce(kiln_cu_kernel *tab);
+void kiln__cu_register_matmul(kiln_cu_kernel *tab);
+void kiln__cu_register_nn(kiln_cu_kernel *tab);
+void kiln__cu_register_optim(kiln_cu_kernel *tab);
+void kiln__cu_register_movement(kiln_cu_kernel *tab);
+void kiln__cu_register_attention(kiln_cu_kernel *tab);
+void kiln__cu_register_quant(kiln_cu_kernel *tab);
+/* cu_quant.c: cu_kernels.h's code of a block dtype the kernels decode, -1
+ * for the others; get_rows from such a table, for cu_nn.c's row. */
+int kiln__cu_quant(kiln_dtype t);
+bool kiln__cu_quant_rows_supports(const kiln_tensor *t);
+kiln_status kiln__cu_quant_rows_record(kiln_cu *cu, kiln_tensor *t);
+
+/* cu_device.c: a CUDA runtime error as a kiln status naming what failed. */
+kiln_status kiln__cu_check(int err, const char *what);
+/* The same for a kernel launcher's result. */
+static inline kiln_status kiln__cu_launched(int err, const char *what) { return err ? kiln__cu_check(err, what) : KILN_OK; }
+kiln_status kiln__cu_blas_check(cublasStatus_t st, const char *what);
+
+/* cu_memory.c */
+kiln_devbuf *kiln__cu_buffer_new(kiln_cu *cu, size_t bytes, bool zero);
+void kiln__cu_buffer_free(kiln_cu *cu, kiln_devbuf *d);
+void kiln__cu_cache_release(kiln_cu *cu);
+kiln_status kiln__cu_upload(kiln_backend *b, kiln_devbuf *d, size_t off, const void *src, size_t n);
+kiln_status kiln__cu_download(kiln_backend *b, kiln_devbuf *d, size_t off, void *dst, size_t n);
+kiln_status kiln__cu_zero(kiln_backend *b, kiln_devbuf *d, size_t off, size_t n);
+kiln_status kiln__cu_flush(kiln_backend *b);
+
+/* ---- helpers for the families (cu_util.c) ---- */
+
+/* The device address of t's first element (its dbuf + doff). */
+static inline void *kiln__cu_ptr(const kiln_tensor *t) { return (char *)t->dbuf->ptr + t->doff; }
+/* cu_kernels.h's code for dtype t, -1 when the kernels do not take it. */
+int kiln__cu_dtype(kiln_dtype t);
+/* The walk of t's (contiguous) output over its first nsrc (<= 3) sources,
+ * broadcast and coalesced as the CPU's (backends/cpu/bcast.h). */
+cu_walk kiln__cu_walk(const kiln_tensor *t, int nsrc);
+/* The walk of t's own elements in row-major order, through its strides. */
+cu_walk kiln__cu_walk_self(const kiln_tensor *t);
+
+#endif

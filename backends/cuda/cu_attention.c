@@ -1,0 +1,58 @@
+/* cu_attention.c — ATTENTION and ATTENTION_GRAD on the CUDA backend (see
+ * cu.h and k_attention.cu): f32, contiguous q [B, Hq, T, D], k [B, Hk, S, D],
+ * v [B, Hk, S, Dv], head sizes up to 256 (one thread per head element).
+ * The forward writes the packed [O | L] of ops/nn_attention.c; the
+ * backward reads it (src 3) and dO (src 4) and writes packed [dq | dk | dv]. */
+#include "cu.h"
+
+enum { MAX_HEAD = 256 }; /* k_attention.cu's THREADS */
+
+static bool f32c(const kiln_tensor *t) { return t->dtype == KILN_F32 && kiln_tensor_is_contiguous(t); }
+
+static void shape_of(const kiln_tensor *t, int64_t sh[7]) {
+    const kiln_tensor *q = t->src[0], *k = t->src[1], *v = t->src[2];
+    sh[0] = q->shape[0], sh[1] = q->shape[1], sh[2] = k->shape[1], sh[3] = q->shape[2], sh[4] = k->shape[2];
+    sh[5] = q->shape[3], sh[6] = v->shape[3];
+}
+
+static bool attention_supports(const kiln_cu *cu, const kiln_tensor *t) {
+    (void)cu;
+    const kiln_tensor *q = t->src[0], *k = t->src[1], *v = t->src[2];
+    if (!f32c(t) || !f32c(q) || !f32c(k) || !f32c(v) || q->ndim != 4 || k->ndim != 4 || v->ndim != 4) return false;
+    int64_t sh[7];
+    shape_of(t, sh);
+    if (sh[2] <= 0 || sh[1] % sh[2] || sh[5] > MAX_HEAD || sh[6] > MAX_HEAD) return false;
+    int64_t no = sh[0] * sh[1] * sh[3] * sh[6], nl = sh[0] * sh[1] * sh[3];
+    if (t->op == KILN_OP_ATTENTION) return kiln_tensor_numel(t) == no + nl;
+    const kiln_tensor *fwd = t->src[3], *dout = t->src[4];
+    return f32c(fwd) && f32c(dout) && kiln_tensor_numel(fwd) == no + nl && kiln_tensor_numel(dout) == no &&
+           kiln_tensor_numel(t) == kiln_tensor_numel(q) + kiln_tensor_numel(k) + kiln_tensor_numel(v);
+}
+
+static kiln_status attention_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    int64_t sh[7];
+    shape_of(t, sh);
+    const kiln_tensor *q = t->src[0], *k = t->src[1], *v = t->src[2];
+    int64_t no = sh[0] * sh[1] * sh[3] * sh[6];
+    if (t->op == KILN_OP_ATTENTION) {
+        float *o = kiln__cu_ptr(t);
+        return kiln__cu_launched(kiln__cu_attention(cu->stream, sh, t->ip[0] != 0, t->fp[0], kiln__cu_ptr(q), kiln__cu_ptr(k),
+                                                    kiln__cu_ptr(v), o, o + no),
+                                 "attention kernel");
+    }
+    const float *fo = kiln__cu_ptr(t->src[3]);
+    float *dq = kiln__cu_ptr(t), *dk = dq + kiln_tensor_numel(q), *dv = dk + kiln_tensor_numel(k);
+    kiln_devbuf *di = kiln__cu_buffer_new(cu, (size_t)(sh[0] * sh[1] * sh[3]) * sizeof(double), false);
+    if (!di) return kiln_last_status() ? kiln_last_status() : KILN_ERR_OOM;
+    kiln_status s = kiln__cu_launched(kiln__cu_attention_grad(cu->stream, sh, t->ip[0] != 0, t->fp[0], kiln__cu_ptr(q),
+                                                              kiln__cu_ptr(k), kiln__cu_ptr(v), fo, fo + no,
+                                                              kiln__cu_ptr(t->src[4]), dq, dk, dv, di->ptr),
+                                      "attention_grad kernel");
+    kiln__cu_buffer_free(cu, di);
+    return s;
+}
+
+void kiln__cu_register_attention(kiln_cu_kernel *tab) {
+    tab[KILN_OP_ATTENTION] = tab[KILN_OP_ATTENTION_GRAD] = (kiln_cu_kernel){attention_supports, attention_record};
+}

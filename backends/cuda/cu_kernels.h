@@ -1,0 +1,144 @@
+/* cu_kernels.h — the CUDA kernels' launchers, callable from C. The host
+ * files (cu_*.c, compiled by the C compiler against kiln's internal
+ * headers) decide what runs and fill these plain structs; the .cu files
+ * (compiled by nvcc as C++) know nothing of kiln's tensors. Every launcher
+ * queues its work on `stream` and returns the launch's cudaError_t as an
+ * int (0: queued). Pointers are device pointers to an operand's first
+ * element; strides and sizes count elements.
+ *
+ *     cu_walk w = ...;   // y = a + b over w, b broadcast with stride 0
+ *     int e = kiln__cu_binary(stream, CU_ADD, 0, CU_F32, a, b, y, n, &w);
+ */
+#ifndef KILN_CU_KERNELS_H
+#define KILN_CU_KERNELS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CU_MAX_DIMS 6 /* KILN_MAX_DIMS */
+#define CU_MAX_SRC 3
+
+/* Element dtypes the kernels read and write. */
+enum { CU_F32 = 0, CU_F16 = 1, CU_BF16 = 2, CU_I32 = 3 };
+
+/* Quantized dtypes the kernels decode (k_quant.cu); a GQ dtype is
+ * CU_GQ | bits << 8 | group (32, 64, 128). */
+enum { CU_Q8_0 = 16, CU_Q4_0, CU_NF4, CU_GQ = 0x1000 };
+
+/* A walk of a contiguous output of nd dims (row-major, shape[]) reading
+ * each source k at offset sum_d index[d] * st[k][d] (0 on a broadcast dim). */
+typedef struct cu_walk {
+    int nd;
+    int64_t shape[CU_MAX_DIMS];
+    int64_t st[CU_MAX_SRC][CU_MAX_DIMS];
+} cu_walk;
+
+/* y[i] = x at walk w, converted from dtype xt to yt (a copy when equal). */
+int kiln__cu_copy(void *stream, int xt, const void *x, int yt, void *y, int64_t n, const cu_walk *w);
+
+/* Bits of es-byte elements (2, 4, 8): element i of the walk's shape goes
+ * from x at source 0's strides to y at source 1's. */
+int kiln__cu_move(void *stream, int es, const void *x, void *y, int64_t n, const cu_walk *w);
+/* y[i] = bits (its low es bytes) for i < n. */
+int kiln__cu_fill(void *stream, int es, void *y, int64_t n, uint64_t bits);
+
+/* Unary ops numbered by their offset from KILN_OP_NEG (cu_elementwise.c
+ * checks the order): computed in double, rounded once to the dtype. */
+int kiln__cu_unary(void *stream, int op, double p, int dt, const void *x, void *y, int64_t n, const cu_walk *w);
+
+/* Binary ops: ADD SUB MUL DIV, or CMP with cmp a kiln_cmp_op (1/0). */
+enum { CU_ADD = 0, CU_SUB, CU_MUL, CU_DIV, CU_CMP };
+int kiln__cu_binary(void *stream, int op, int cmp, int dt, const void *a, const void *b, void *y, int64_t n,
+                    const cu_walk *w);
+/* y = c != 0 ? a : b; c is f32 or i32 (ct), a, b, y of dtype dt. */
+int kiln__cu_where(void *stream, int ct, const void *c, int dt, const void *a, const void *b, void *y, int64_t n,
+                   const cu_walk *w);
+/* g[i] += d[i] for i < n (both contiguous, dtype dt). */
+int kiln__cu_acc(void *stream, int dt, void *g, const void *d, int64_t n);
+
+/* Reductions: each of nout outputs walks `len` elements of x at stride
+ * `step`, starting where the outer walk w (source 0, over nout elements)
+ * puts it. SUM accumulates in double; MAX/MIN: a NaN wins; ARGMAX: the
+ * first largest or first NaN, as an i32 index along the walk. */
+enum { CU_RED_SUM = 0, CU_RED_MAX, CU_RED_MIN, CU_RED_ARGMAX };
+int kiln__cu_reduce(void *stream, int op, int xt, const void *x, int yt, void *y, int64_t nout, const cu_walk *w,
+                    int64_t len, int64_t step);
+/* The same over every element of x (walk w over n elements) into y[0]. */
+int kiln__cu_reduce_all(void *stream, int op, int xt, const void *x, int yt, void *y, int64_t n, const cu_walk *w);
+
+/* ---- rows (k_nn.cu): f32, contiguous, one block per row ---- */
+
+/* softmax / log_softmax over rows of n; causal: row r sees columns
+ * j <= r % mrows + n - mrows (a row seeing none gives 0 / -inf). */
+int kiln__cu_softmax(void *stream, int64_t rows, int64_t n, int64_t mrows, int causal, int log_out, const float *x,
+                     float *y);
+int kiln__cu_softmax_grad(void *stream, int64_t rows, int64_t n, int64_t mrows, int causal, int log_in, const float *y,
+                          const float *gy, float *gx);
+/* layer_norm (rms 0) or rms_norm (rms 1) of rows of c; w, b may be NULL. */
+int kiln__cu_norm(void *stream, int64_t rows, int64_t c, double eps, int rms, const float *x, const float *w,
+                  const float *b, float *y);
+/* Their backward: dx, and dw / db when not NULL; stats: scratch of 2 rows doubles. */
+int kiln__cu_norm_grad(void *stream, int64_t rows, int64_t c, double eps, int rms, const float *x, const float *w,
+                       const float *gy, float *dx, float *dw, float *db, double *stats);
+/* Mean cross-entropy over the rows whose label is kept into y[0]; loss:
+ * scratch of rows doubles. The backward; cnt: scratch of one double. */
+int kiln__cu_cross_entropy(void *stream, int64_t rows, int64_t c, int32_t ignore, const float *x, const int32_t *labels,
+                           float *y, double *loss);
+int kiln__cu_cross_entropy_grad(void *stream, int64_t rows, int64_t c, int32_t ignore, const float *x,
+                                const int32_t *labels, const float *gy, float *gx, double *cnt);
+/* y [n, d] (dtype yt) = rows idx of table [v, d] (dtype tt, strides ts0, ts1). */
+int kiln__cu_get_rows(void *stream, int tt, const void *table, int64_t v, int64_t d, int64_t ts0, int64_t ts1,
+                      const int32_t *idx, int64_t n, int yt, void *y);
+/* y [v, d] = sum of rows [n, d] by idx (f32). */
+int kiln__cu_scatter_add_rows(void *stream, const float *rows, const int32_t *idx, int64_t n, int64_t d, int64_t v,
+                              float *y);
+/* y [m, n] (dtype yt) = one_hot(labels [m]). */
+int kiln__cu_one_hot(void *stream, const int32_t *labels, int64_t m, int64_t n, int yt, void *y);
+/* rope of x [rows, d] (f32), row r at position pos[r % t] (r % t when pos is NULL). */
+int kiln__cu_rope(void *stream, const float *x, float *y, int64_t rows, int64_t t, int64_t d, int interleaved,
+                  const int32_t *pos, double theta, int inverse);
+/* Dropout in training (f32): y = uniform01(seed, i) >= p ? x / (1 - p) : 0,
+ * hashed_seed = kiln__hash64(seed) (core/rng.c). */
+int kiln__cu_dropout(void *stream, const float *x, float *y, int64_t n, uint64_t hashed_seed, double p);
+/* ---- attention (k_attention.cu), f32, contiguous; shape = {B, Hq, Hk, T,
+ * S, D, Dv}; D, Dv <= 256 ---- */
+/* O [B, Hq, T, Dv] and lse [B, Hq, T]. */
+int kiln__cu_attention(void *stream, const int64_t *shape, int causal, double scale, const float *q, const float *k,
+                       const float *v, float *o, float *lse);
+/* dq, dk, dv from the forward's o and lse and dout; di: scratch of B*Hq*T doubles. */
+int kiln__cu_attention_grad(void *stream, const int64_t *shape, int causal, double scale, const float *q,
+                            const float *k, const float *v, const float *o, const float *lse, const float *dout,
+                            float *dq, float *dk, float *dv, double *di);
+/* ---- quantized (k_quant.cu): qt a CU_Q* code, blocks contiguous from a block boundary ---- */
+/* y[i] = element i, for i < n. */
+int kiln__cu_dequantize(void *stream, int qt, const void *q, float *y, int64_t n);
+/* y [n, d] = rows idx of table [v, d]. */
+int kiln__cu_qget_rows(void *stream, int qt, const void *table, int64_t v, int64_t d, const int32_t *idx, int64_t n,
+                       float *y);
+/* y [m, n] = x [m, k] . W^T with W [n, k]. */
+int kiln__cu_qmatmul(void *stream, int qt, const float *x, const void *w, float *y, int64_t m, int64_t n, int64_t k);
+
+/* ---- optimizer steps (k_optim.cu): f32, contiguous, in place; h is the
+ * hyper leaf on the device (optim/sgd.c, adam.c, lion.c give its layout) ---- */
+int kiln__cu_sgd(void *stream, float *p, const float *grad, float *buf, int64_t n, const float *h, int nesterov,
+                 int first);
+int kiln__cu_adam(void *stream, float *p, const float *grad, float *m, float *v, float *vmax, int64_t n, const float *h,
+                  int decoupled, int64_t step);
+int kiln__cu_lion(void *stream, float *p, const float *grad, float *m, int64_t n, const float *h);
+/* The 8-bit steps: codes (a byte per element) and one absmax per 256
+ * elements per state; maps: the signed then the unsigned map [512]. */
+int kiln__cu_adam8(void *stream, float *p, const float *grad, void *mq, float *ma, void *vq, float *va, const float *maps,
+                   int64_t n, const float *h, int decoupled, int64_t step);
+int kiln__cu_lion8(void *stream, float *p, const float *grad, void *mq, float *ma, const float *maps, int64_t n,
+                   const float *h);
+int kiln__cu_sgd8(void *stream, float *p, const float *grad, void *bq, float *ba, const float *maps, int64_t n,
+                  const float *h, int nesterov, int first);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,220 @@
+/* cu_nn.c — the row ops on the CUDA backend (see cu.h), f32 with
+ * contiguous sources: SOFTMAX, LOG_SOFTMAX (causal or not) and
+ * SOFTMAX_GRAD; LAYER_NORM, RMS_NORM and their fused backward (packed
+ * dx | dw | db, as backends/cpu/nn_norm.c); CROSS_ENTROPY and
+ * CROSS_ENTROPY_GRAD (backends/cpu/nn_loss.c); GET_ROWS (f32, f16 or bf16
+ * table of any strides, or a quantized one through cu_quant.c), SCATTER_ADD_ROWS and ONE_HOT; ROPE (NEOX or
+ * interleaved, positions given or 0..T-1) and DROPOUT (the CPU's mask). The kernels are
+ * k_nn.cu's. Where the CPU would fail the compute on an index or label
+ * out of range, a kernel cannot: get_rows reads a zero row,
+ * scatter_add_rows adds nothing, cross_entropy leaves the row out. */
+#include "cu.h"
+
+static bool f32c(const kiln_tensor *t) { return t->dtype == KILN_F32 && kiln_tensor_is_contiguous(t); }
+
+static bool all_f32c(const kiln_tensor *t) {
+    if (!f32c(t)) return false;
+    for (int i = 0; i < t->nsrc; i++)
+        if (!f32c(t->src[i])) return false;
+    return true;
+}
+
+static int64_t last_dim(const kiln_tensor *t) { return t->shape[t->ndim - 1]; }
+
+static bool index_ok(const kiln_tensor *ix) { return ix->dtype == KILN_I32 && kiln_tensor_is_contiguous(ix); }
+
+/* Scratch of n doubles, handed back to the cache once the kernels are queued. */
+static kiln_devbuf *scratch(kiln_cu *cu, int64_t n) { return kiln__cu_buffer_new(cu, (size_t)n * sizeof(double), false); }
+
+static kiln_status oom(void) { return kiln_last_status() ? kiln_last_status() : KILN_ERR_OOM; }
+
+/* ---- softmax ---- */
+
+static bool softmax_supports(const kiln_cu *cu, const kiln_tensor *t) {
+    (void)cu;
+    return all_f32c(t) && (!t->ip[0] || t->ndim >= 2);
+}
+
+static kiln_status softmax_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    int64_t n = last_dim(t), rows = kiln_tensor_numel(t) / n;
+    bool causal = t->ip[0] != 0;
+    int64_t mrows = causal ? t->shape[t->ndim - 2] : 1;
+    if (t->op == KILN_OP_SOFTMAX_GRAD)
+        return kiln__cu_launched(kiln__cu_softmax_grad(cu->stream, rows, n, mrows, causal, t->ip[1] != 0,
+                                                       kiln__cu_ptr(t->src[0]), kiln__cu_ptr(t->src[1]), kiln__cu_ptr(t)),
+                                 "softmax_grad kernel");
+    return kiln__cu_launched(kiln__cu_softmax(cu->stream, rows, n, mrows, causal, t->op == KILN_OP_LOG_SOFTMAX,
+                                              kiln__cu_ptr(t->src[0]), kiln__cu_ptr(t)),
+                             "softmax kernel");
+}
+
+/* ---- layer_norm, rms_norm ---- */
+
+static bool norm_supports(const kiln_cu *cu, const kiln_tensor *t) {
+    (void)cu;
+    return all_f32c(t);
+}
+
+static kiln_status norm_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    bool rms = t->op == KILN_OP_RMS_NORM, has_w = t->ip[0] != 0, has_b = !rms && t->ip[1] != 0;
+    int64_t c = last_dim(t), rows = kiln_tensor_numel(t) / c;
+    const float *w = has_w ? kiln__cu_ptr(t->src[1]) : NULL, *b = has_b ? kiln__cu_ptr(t->src[1 + has_w]) : NULL;
+    return kiln__cu_launched(kiln__cu_norm(cu->stream, rows, c, t->fp[0], rms, kiln__cu_ptr(t->src[0]), w, b, kiln__cu_ptr(t)),
+                             "norm kernel");
+}
+
+static kiln_status norm_grad_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    const kiln_tensor *x = t->src[0];
+    bool rms = t->op == KILN_OP_RMS_NORM_GRAD, has_w = t->ip[0] != 0, has_b = !rms && t->ip[1] != 0;
+    int64_t c = last_dim(x), rows = kiln_tensor_numel(x) / c;
+    const float *w = has_w ? kiln__cu_ptr(t->src[1]) : NULL, *gy = kiln__cu_ptr(t->src[1 + has_w]);
+    float *dx = kiln__cu_ptr(t), *dw = has_w ? dx + rows * c : NULL, *db = has_b ? dx + (rows + has_w) * c : NULL;
+    kiln_devbuf *st = scratch(cu, 2 * rows);
+    if (!st) return oom();
+    kiln_status s = kiln__cu_launched(kiln__cu_norm_grad(cu->stream, rows, c, t->fp[0], rms, kiln__cu_ptr(x), w, gy, dx, dw,
+                                                         db, st->ptr),
+                                      "norm_grad kernel");
+    kiln__cu_buffer_free(cu, st);
+    return s;
+}
+
+static bool norm_grad_supports(const kiln_cu *cu, const kiln_tensor *t) {
+    (void)cu;
+    const kiln_tensor *x = t->src[0];
+    bool rms = t->op == KILN_OP_RMS_NORM_GRAD;
+    int64_t c = last_dim(x), nacc = (t->ip[0] != 0) + (!rms && t->ip[1] != 0);
+    return all_f32c(t) && kiln_tensor_numel(t) == kiln_tensor_numel(x) + nacc * c;
+}
+
+/* ---- cross-entropy: src logits [rows, C] (any leading dims), labels i32 [rows]; ip[0] = ignore_index ---- */
+
+static bool ce_supports(const kiln_cu *cu, const kiln_tensor *t) {
+    (void)cu;
+    const kiln_tensor *x = t->src[0], *lab = t->src[1];
+    bool grad = t->op == KILN_OP_CROSS_ENTROPY_GRAD;
+    return f32c(t) && f32c(x) && lab->dtype == KILN_I32 && kiln_tensor_is_contiguous(lab) &&
+           kiln_tensor_numel(lab) * last_dim(x) == kiln_tensor_numel(x) && (!grad || f32c(t->src[2]));
+}
+
+static kiln_status ce_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    const kiln_tensor *x = t->src[0], *lab = t->src[1];
+    int64_t c = last_dim(x), rows = kiln_tensor_numel(lab);
+    int32_t ignore = (int32_t)t->ip[0];
+    bool grad = t->op == KILN_OP_CROSS_ENTROPY_GRAD;
+    kiln_devbuf *sc = scratch(cu, grad ? 1 : rows);
+    if (!sc) return oom();
+    kiln_status s = grad ? kiln__cu_launched(kiln__cu_cross_entropy_grad(cu->stream, rows, c, ignore, kiln__cu_ptr(x),
+                                                                         kiln__cu_ptr(lab), kiln__cu_ptr(t->src[2]),
+                                                                         kiln__cu_ptr(t), sc->ptr),
+                                             "cross_entropy_grad kernel")
+                         : kiln__cu_launched(kiln__cu_cross_entropy(cu->stream, rows, c, ignore, kiln__cu_ptr(x),
+                                                                    kiln__cu_ptr(lab), kiln__cu_ptr(t), sc->ptr),
+                                             "cross_entropy kernel");
+    kiln__cu_buffer_free(cu, sc);
+    return s;
+}
+
+/* ---- get_rows, scatter_add_rows, one_hot ---- */
+
+static bool get_rows_supports(const kiln_cu *cu, const kiln_tensor *t) {
+    (void)cu;
+    const kiln_tensor *table = t->src[0];
+    if (kiln__cu_quant(table->dtype) >= 0) return kiln__cu_quant_rows_supports(t);
+    bool dt = table->dtype == KILN_F32 || table->dtype == KILN_F16 || table->dtype == KILN_BF16;
+    return dt && (t->dtype == table->dtype || t->dtype == KILN_F32) && table->ndim == 2 && table->stride[0] >= 0 &&
+           table->stride[1] >= 0 && index_ok(t->src[1]);
+}
+
+static kiln_status get_rows_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    const kiln_tensor *table = t->src[0], *ix = t->src[1];
+    if (kiln__cu_quant(table->dtype) >= 0) return kiln__cu_quant_rows_record(cu, t);
+    return kiln__cu_launched(kiln__cu_get_rows(cu->stream, kiln__cu_dtype(table->dtype), kiln__cu_ptr(table), table->shape[0],
+                                               table->shape[1], table->stride[0], table->stride[1], kiln__cu_ptr(ix),
+                                               kiln_tensor_numel(ix), kiln__cu_dtype(t->dtype), kiln__cu_ptr(t)),
+                             "get_rows kernel");
+}
+
+static bool scatter_supports(const kiln_cu *cu, const kiln_tensor *t) {
+    (void)cu;
+    const kiln_tensor *rows = t->src[0];
+    return f32c(t) && f32c(rows) && t->ndim == 2 && index_ok(t->src[1]) &&
+           kiln_tensor_numel(rows) == kiln_tensor_numel(t->src[1]) * t->shape[1];
+}
+
+static kiln_status scatter_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    const kiln_tensor *rows = t->src[0], *ix = t->src[1];
+    return kiln__cu_launched(kiln__cu_scatter_add_rows(cu->stream, kiln__cu_ptr(rows), kiln__cu_ptr(ix), kiln_tensor_numel(ix),
+                                                       t->shape[1], t->shape[0], kiln__cu_ptr(t)),
+                             "scatter_add_rows kernel");
+}
+
+static bool one_hot_supports(const kiln_cu *cu, const kiln_tensor *t) {
+    (void)cu;
+    bool dt = t->dtype == KILN_F32 || t->dtype == KILN_F16 || t->dtype == KILN_BF16;
+    return dt && index_ok(t->src[0]) && kiln_tensor_numel(t) == kiln_tensor_numel(t->src[0]) * t->ip[0];
+}
+
+static kiln_status one_hot_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    return kiln__cu_launched(kiln__cu_one_hot(cu->stream, kiln__cu_ptr(t->src[0]), kiln_tensor_numel(t->src[0]), t->ip[0],
+                                              kiln__cu_dtype(t->dtype), kiln__cu_ptr(t)),
+                             "one_hot kernel");
+}
+
+/* ---- rope: src x [..., T, D] [, pos i32 [T]]; ip[0]=mode ip[1]=inverse ip[2]=has_pos; fp[0]=theta ---- */
+
+static bool rope_supports(const kiln_cu *cu, const kiln_tensor *t) {
+    (void)cu;
+    const kiln_tensor *x = t->src[0];
+    bool has_pos = t->ip[2] != 0;
+    return f32c(t) && f32c(x) && t->ndim >= 2 && last_dim(t) % 2 == 0 &&
+           (t->ip[0] == KILN_ROPE_NEOX || t->ip[0] == KILN_ROPE_INTERLEAVED) &&
+           (!has_pos || (t->nsrc >= 2 && index_ok(t->src[1]) && kiln_tensor_numel(t->src[1]) >= t->shape[t->ndim - 2]));
+}
+
+static kiln_status rope_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    int64_t d = last_dim(t), tt = t->shape[t->ndim - 2], rows = kiln_tensor_numel(t) / d;
+    const int32_t *pos = t->ip[2] ? kiln__cu_ptr(t->src[1]) : NULL;
+    return kiln__cu_launched(kiln__cu_rope(cu->stream, kiln__cu_ptr(t->src[0]), kiln__cu_ptr(t), rows, tt, d,
+                                           t->ip[0] == KILN_ROPE_INTERLEAVED, pos, t->fp[0], t->ip[1] != 0),
+                             "rope kernel");
+}
+
+/* ---- dropout: fp[0]=p, ip[0]=seed; the mask's stream mixes the seed with the graph's run (backends/cpu/nn.c) ---- */
+
+static bool dropout_supports(const kiln_cu *cu, const kiln_tensor *t) {
+    (void)cu;
+    return f32c(t) && f32c(t->src[0]) && t->fp[0] >= 0.0 && t->fp[0] < 1.0;
+}
+
+static kiln_status dropout_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
+    int64_t n = kiln_tensor_numel(t);
+    if (!ex->training)
+        return kiln__cu_check(cudaMemcpyAsync(kiln__cu_ptr(t), kiln__cu_ptr(t->src[0]), (size_t)n * sizeof(float),
+                                              cudaMemcpyDeviceToDevice, cu->stream),
+                              "dropout copy");
+    uint64_t seed = (uint64_t)t->ip[0] ^ (ex->run * 0x9e3779b97f4a7c15ull);
+    return kiln__cu_launched(kiln__cu_dropout(cu->stream, kiln__cu_ptr(t->src[0]), kiln__cu_ptr(t), n, kiln__hash64(seed),
+                                              t->fp[0]),
+                             "dropout kernel");
+}
+
+void kiln__cu_register_nn(kiln_cu_kernel *tab) {
+    tab[KILN_OP_ROPE] = (kiln_cu_kernel){rope_supports, rope_record};
+    tab[KILN_OP_DROPOUT] = (kiln_cu_kernel){dropout_supports, dropout_record};
+    tab[KILN_OP_SOFTMAX] = tab[KILN_OP_LOG_SOFTMAX] = tab[KILN_OP_SOFTMAX_GRAD] =
+        (kiln_cu_kernel){softmax_supports, softmax_record};
+    tab[KILN_OP_LAYER_NORM] = tab[KILN_OP_RMS_NORM] = (kiln_cu_kernel){norm_supports, norm_record};
+    tab[KILN_OP_LAYER_NORM_GRAD] = tab[KILN_OP_RMS_NORM_GRAD] = (kiln_cu_kernel){norm_grad_supports, norm_grad_record};
+    tab[KILN_OP_CROSS_ENTROPY] = tab[KILN_OP_CROSS_ENTROPY_GRAD] = (kiln_cu_kernel){ce_supports, ce_record};
+    tab[KILN_OP_GET_ROWS] = (kiln_cu_kernel){get_rows_supports, get_rows_record};
+    tab[KILN_OP_SCATTER_ADD_ROWS] = (kiln_cu_kernel){scatter_supports, scatter_record};
+    tab[KILN_OP_ONE_HOT] = (kiln_cu_kernel){one_hot_supports, one_hot_record};
+}

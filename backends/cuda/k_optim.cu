@@ -1,0 +1,213 @@
+// k_optim.cu — the CUDA backend's fused optimizer steps, f32, in place,
+// one thread per element: SGD (momentum, Nesterov), Adam / AdamW (AMSGrad)
+// and Lion, and their 8-bit (blockwise dynamic-map) variants, written as backends/cpu/optim.c's f32 loops, operation for
+// operation (the build passes -fmad=false so no multiply-add is fused that
+// the CPU rounds twice). The hyperparameters are read from the hyper leaf
+// on the device (they change between steps); the scalars the CPU derives
+// from them in double are derived here the same way, in every thread.
+#include "cu_kernels.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+
+namespace {
+
+#include "k_common.cuh"
+
+// h: lr, momentum, dampening, weight_decay (optim/sgd.c)
+__global__ void sgd_k(float *p, const float *grad, float *buf, int64_t n, const float *h, bool nesterov, bool first) {
+    const float lr = h[0], mom = h[1], keep = (float)(1.0 - (double)h[2]), wd = h[3];
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float g = grad[i];
+        if (wd != 0) g += wd * p[i];
+        if (buf) {
+            float b = first ? g : mom * buf[i] + keep * g;
+            buf[i] = b;
+            g = nesterov ? g + mom * b : b;
+        }
+        p[i] -= lr * g;
+    }
+}
+
+// h: lr, beta1, beta2, eps, weight_decay (optim/adam.c); step >= 1
+__global__ void adam_k(float *p, const float *grad, float *m, float *v, float *vmax, int64_t n, const float *h,
+                       bool decoupled, double step) {
+    double lr = h[0], b1d = h[1], b2d = h[2], wdd = h[4];
+    const float decay = (float)(decoupled ? 1.0 - lr * wdd : 1.0), wd = (float)(decoupled ? 0.0 : wdd);
+    const float b1 = (float)b1d, b2 = (float)b2d, one_b1 = (float)(1.0 - b1d), one_b2 = (float)(1.0 - b2d);
+    const float neg_step = (float)(-(lr / (1.0 - pow(b1d, step)))), bc2s = (float)sqrt(1.0 - pow(b2d, step));
+    const float eps = (float)(double)h[3];
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float pi = p[i] * decay, g = grad[i];
+        if (wd != 0) g += wd * pi;
+        float mi = m[i] * b1 + g * one_b1;
+        float vi = v[i] * b2 + one_b2 * g * g;
+        m[i] = mi;
+        v[i] = vi;
+        if (vmax) {
+            vi = vmax[i] > vi ? vmax[i] : vi;
+            vmax[i] = vi;
+        }
+        float denom = sqrtf(vi) / bc2s + eps;
+        p[i] = pi + neg_step * mi / denom;
+    }
+}
+
+// h: lr, beta1, beta2, weight_decay (optim/lion.c); sign(NaN) = 0
+__global__ void lion_k(float *p, const float *grad, float *m, int64_t n, const float *h) {
+    const float neg_lr = (float)(-(double)h[0]), b1 = h[1], b2 = h[2], one_b1 = (float)(1.0 - (double)h[1]),
+                one_b2 = (float)(1.0 - (double)h[2]), decay = (float)(1.0 - (double)h[0] * (double)h[3]);
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float pi = p[i] * decay, g = grad[i], mi = m[i];
+        float c = mi * b1 + g * one_b1;
+        float sgn = (float)((c > 0) - (c < 0));
+        p[i] = pi + neg_lr * sgn;
+        m[i] = mi * b2 + g * one_b2;
+    }
+}
+
+// ---- 8-bit steps (optim/opt8bit.c, backends/cpu/optim_8bit.c): one block
+// of THREADS (= 256, the quantization block) per block of elements; the
+// state dequantized as map[code] * absmax, updated as the f32 step
+// (skipping non-finite gradients), requantized: absmax the block's max |x|,
+// code = #{k < 255 : x / absmax >= (map[k] + map[k+1]) * 0.5} (the CPU's
+// table coder; the Vulkan shaders' opt_q8.glsl). Codes are bytes, element
+// i's at byte i of the I32 leaf.
+
+enum { OPT8_ADAM = 0, OPT8_LION, OPT8_SGD };
+
+__device__ int code_of(const float *thr, float x) {
+    int lo = 0, hi = 255;
+    while (lo < hi) {
+        int mid = (lo + hi) >> 1;
+        if (x >= thr[mid]) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+__global__ void opt8_k(int kind, float *p, const float *grad, unsigned char *q0, float *a0, unsigned char *q1, float *a1,
+                       const float *maps, const float *h, int64_t n, bool flag_a, bool flag_b, double step) {
+    __shared__ float map[512], thr[512], red[2][THREADS];
+    int l = threadIdx.x;
+    map[l] = maps[l];
+    map[256 + l] = maps[256 + l];
+    __syncthreads();
+    for (int k = l; k < 512; k += THREADS) thr[k] = (k & 255) == 255 ? INFINITY : (map[k] + map[k + 1]) * 0.5f;
+    __syncthreads();
+    int64_t nb = (n + 255) / 256;
+    for (int64_t b = blockIdx.x; b < nb; b += gridDim.x) {
+        int64_t i = b * 256 + l;
+        bool live = i < n;
+        float s0 = 0, s1 = 0;
+        if (live) {
+            s0 = map[q0[i]] * a0[b];
+            if (kind == OPT8_ADAM) s1 = map[256 + q1[i]] * a1[b];
+            float g = grad[i];
+            if (isfinite(g)) {
+                if (kind == OPT8_ADAM) {
+                    double lr = h[0], b1d = h[1], b2d = h[2], wdd = h[4];
+                    bool decoupled = flag_a;
+                    const float decay = (float)(decoupled ? 1.0 - lr * wdd : 1.0), wd = (float)(decoupled ? 0.0 : wdd);
+                    const float b1 = (float)b1d, b2 = (float)b2d, one_b1 = (float)(1.0 - b1d), one_b2 = (float)(1.0 - b2d);
+                    const float neg_step = (float)(-(lr / (1.0 - pow(b1d, step)))), bc2s = (float)sqrt(1.0 - pow(b2d, step));
+                    const float eps = h[3];
+                    float pi = p[i] * decay;
+                    if (wd != 0.0f) g += wd * pi;
+                    s0 = s0 * b1 + g * one_b1;
+                    s1 = s1 * b2 + one_b2 * g * g;
+                    float denom = sqrtf(s1) / bc2s + eps;
+                    p[i] = pi + neg_step * s0 / denom;
+                } else if (kind == OPT8_LION) {
+                    const float neg_lr = (float)(-(double)h[0]), b1 = h[1], b2 = h[2], one_b1 = (float)(1.0 - (double)h[1]),
+                                one_b2 = (float)(1.0 - (double)h[2]), decay = (float)(1.0 - (double)h[0] * (double)h[3]);
+                    float pi = p[i] * decay;
+                    float c = s0 * b1 + g * one_b1;
+                    float sgn = (float)((c > 0) - (c < 0));
+                    p[i] = pi + neg_lr * sgn;
+                    s0 = s0 * b2 + g * one_b2;
+                } else {
+                    const float lr = h[0], mom = h[1], keep = (float)(1.0 - (double)h[2]), wd = h[3];
+                    bool nesterov = flag_a, first = flag_b;
+                    if (wd != 0) g += wd * p[i];
+                    float bi = first ? g : mom * s0 + keep * g;
+                    s0 = bi;
+                    g = nesterov ? g + mom * bi : bi;
+                    p[i] -= lr * g;
+                }
+            }
+        }
+        red[0][l] = fabsf(s0);
+        red[1][l] = fabsf(s1);
+        __syncthreads();
+        for (int half = THREADS / 2; half > 0; half >>= 1) {
+            if (l < half) {
+                red[0][l] = fmaxf(red[0][l], red[0][l + half]);
+                red[1][l] = fmaxf(red[1][l], red[1][l + half]);
+            }
+            __syncthreads();
+        }
+        float am0 = red[0][0], am1 = red[1][0];
+        if (live) {
+            q0[i] = (unsigned char)code_of(thr, am0 == 0.0f ? 0.0f : s0 / am0);
+            if (kind == OPT8_ADAM) q1[i] = (unsigned char)code_of(thr + 256, am1 == 0.0f ? 0.0f : s1 / am1);
+        }
+        if (l == 0) {
+            a0[b] = am0;
+            if (kind == OPT8_ADAM) a1[b] = am1;
+        }
+        __syncthreads(); // red is reused by the next block
+    }
+}
+
+unsigned opt8_blocks(int64_t n) {
+    int64_t nb = (n + 255) / 256;
+    return (unsigned)(nb < 1 ? 1 : nb > 65535 * 8 ? 65535 * 8 : nb);
+}
+
+} // namespace
+
+extern "C" {
+
+int kiln__cu_adam8(void *stream, float *p, const float *grad, void *mq, float *ma, void *vq, float *va, const float *maps,
+                   int64_t n, const float *h, int decoupled, int64_t step) {
+    opt8_k<<<opt8_blocks(n), THREADS, 0, (cudaStream_t)stream>>>(OPT8_ADAM, p, grad, (unsigned char *)mq, ma,
+                                                                 (unsigned char *)vq, va, maps, h, n, decoupled, false,
+                                                                 (double)step);
+    return (int)cudaGetLastError();
+}
+
+int kiln__cu_lion8(void *stream, float *p, const float *grad, void *mq, float *ma, const float *maps, int64_t n,
+                   const float *h) {
+    opt8_k<<<opt8_blocks(n), THREADS, 0, (cudaStream_t)stream>>>(OPT8_LION, p, grad, (unsigned char *)mq, ma, NULL, NULL,
+                                                                 maps, h, n, false, false, 0.0);
+    return (int)cudaGetLastError();
+}
+
+int kiln__cu_sgd8(void *stream, float *p, const float *grad, void *bq, float *ba, const float *maps, int64_t n,
+                  const float *h, int nesterov, int first) {
+    opt8_k<<<opt8_blocks(n), THREADS, 0, (cudaStream_t)stream>>>(OPT8_SGD, p, grad, (unsigned char *)bq, ba, NULL, NULL,
+                                                                 maps, h, n, nesterov, first, 0.0);
+    return (int)cudaGetLastError();
+}
+
+int kiln__cu_sgd(void *stream, float *p, const float *grad, float *buf, int64_t n, const float *h, int nesterov,
+                 int first) {
+    sgd_k<<<blocks_for(n), THREADS, 0, (cudaStream_t)stream>>>(p, grad, buf, n, h, nesterov, first);
+    return (int)cudaGetLastError();
+}
+
+int kiln__cu_adam(void *stream, float *p, const float *grad, float *m, float *v, float *vmax, int64_t n, const float *h,
+                  int decoupled, int64_t step) {
+    adam_k<<<blocks_for(n), THREADS, 0, (cudaStream_t)stream>>>(p, grad, m, v, vmax, n, h, decoupled, (double)step);
+    return (int)cudaGetLastError();
+}
+
+int kiln__cu_lion(void *stream, float *p, const float *grad, float *m, int64_t n, const float *h) {
+    lion_k<<<blocks_for(n), THREADS, 0, (cudaStream_t)stream>>>(p, grad, m, n, h);
+    return (int)cudaGetLastError();
+}
+
+} // extern "C"

@@ -1,0 +1,105 @@
+// k_quant.cu — the quantized dtypes on the CUDA backend: element decoding
+// of Q8_0, Q4_0, NF4 and GQ<b>_<G> (GPTQ, 2/3/4 bits) blocks (layouts in quant/quant.h, formulas of
+// quant/q8_0.c, q4_0.c, nf4.c, gq.c and gptq.h: the f32 product of code and scale, so
+// dequantize equals the CPU bit for bit), dequantize, get_rows from a
+// quantized table, and the quantized matmul y = x . W^T, which sums
+// x * w over k in double (x never rounded, as the Vulkan kernels; the
+// CPU's batch-1 path rounds x to int8 for Q8_0/Q4_0).
+#include "cu_kernels.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+
+namespace {
+
+#include "k_common.cuh"
+
+__constant__ float nf4_table[16] = {
+    -1.0f, -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f, -0.28444138169288635f,
+    -0.18477343022823334f, -0.09105003625154495f, 0.0f, 0.07958029955625534f, 0.16093020141124725f,
+    0.24611230194568634f, 0.33791524171829224f, 0.44070982933044434f, 0.5626170039176941f,
+    0.7229568362236023f, 1.0f};
+
+// Element i (from a block boundary at base) of quantized dtype qt.
+__device__ float decode(int qt, const unsigned char *base, int64_t i) {
+    if (qt & CU_GQ) { // GPTQ layout (quant/quant.h): f16 scale (bytes), zero byte, chunks of 32 codes
+        int bits = (qt >> 8) & 0xf, g = qt & 0xff;
+        const unsigned char *blk = base + (i / g) * (3 + g / 32 * 4 * bits);
+        float sc = __half2float(__ushort_as_half((unsigned short)(blk[0] | blk[1] << 8)));
+        int j = (int)(i % g), z = blk[2];
+        const unsigned char *c = blk + 3 + (j / 32) * 4 * bits;
+        int k = j % 32, q;
+        if (bits == 4) q = k < 16 ? c[k] & 0x0f : c[k - 16] >> 4;
+        else {
+            q = (c[k % 8] >> (2 * (k / 8))) & 3;
+            if (bits == 3) q |= ((c[8 + k / 8] >> (k % 8)) & 1) << 2;
+        }
+        return sc * (float)(q - z);
+    }
+    if (qt == CU_Q8_0) { // f16 d, 32 int8
+        const unsigned char *blk = base + (i / 32) * 34;
+        float d = __half2float(*(const __half *)blk);
+        return (float)(signed char)blk[2 + i % 32] * d;
+    }
+    if (qt == CU_Q4_0) { // f16 d, 16 bytes: elements j (low nibble) and j + 16 (high)
+        const unsigned char *blk = base + (i / 32) * 18;
+        float d = __half2float(*(const __half *)blk);
+        int j = (int)(i % 32), byte = blk[2 + j % 16];
+        int nib = j < 16 ? (byte & 0x0f) : (byte >> 4);
+        return (float)(nib - 8) * d;
+    }
+    // NF4: f32 absmax, 32 bytes: element 2j high nibble of byte j, 2j + 1 low
+    const unsigned char *blk = base + (i / 64) * 36;
+    float a = *(const float *)blk;
+    int j = (int)(i % 64), byte = blk[4 + j / 2];
+    return nf4_table[j % 2 == 0 ? byte >> 4 : byte & 0x0f] * a;
+}
+
+__global__ void dequant_k(int qt, const unsigned char *q, float *y, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = decode(qt, q, i);
+}
+
+// y [n, d] = rows idx of table [v, d] (contiguous; a zero row for an index outside [0, v))
+__global__ void qrows_k(int qt, const unsigned char *table, int64_t v, int64_t d, const int32_t *idx, int64_t n,
+                        float *y) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n * d; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t p = i / d, j = i % d, row = idx[p];
+        y[i] = row >= 0 && row < v ? decode(qt, table, row * d + j) : 0.0f;
+    }
+}
+
+// y [m, n] = x [m, k] . W^T, W [n, k] quantized: one thread per output.
+__global__ void qmatmul_k(int qt, const float *x, const unsigned char *w, float *y, int64_t m, int64_t n, int64_t k) {
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < m * n; e += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = e / n, c = e % n;
+        const float *xr = x + r * k;
+        double s = 0;
+        for (int64_t j = 0; j < k; j++) s += (double)xr[j] * decode(qt, w, c * k + j);
+        y[e] = (float)s;
+    }
+}
+
+} // namespace
+
+extern "C" {
+
+int kiln__cu_dequantize(void *stream, int qt, const void *q, float *y, int64_t n) {
+    dequant_k<<<blocks_for(n), THREADS, 0, (cudaStream_t)stream>>>(qt, (const unsigned char *)q, y, n);
+    return (int)cudaGetLastError();
+}
+
+int kiln__cu_qget_rows(void *stream, int qt, const void *table, int64_t v, int64_t d, const int32_t *idx, int64_t n,
+                       float *y) {
+    qrows_k<<<blocks_for(n * d), THREADS, 0, (cudaStream_t)stream>>>(qt, (const unsigned char *)table, v, d, idx, n, y);
+    return (int)cudaGetLastError();
+}
+
+int kiln__cu_qmatmul(void *stream, int qt, const float *x, const void *w, float *y, int64_t m, int64_t n, int64_t k) {
+    qmatmul_k<<<blocks_for(m * n), THREADS, 0, (cudaStream_t)stream>>>(qt, x, (const unsigned char *)w, y, m, n, k);
+    return (int)cudaGetLastError();
+}
+
+} // extern "C"
