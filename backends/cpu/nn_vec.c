@@ -31,7 +31,8 @@ typedef float VT;
 #include <string.h>
 
 static inline float nv_pow2_scalar(float n) {
-    int32_t bits = ((int32_t)n + 127) << 23;
+    if (n != n) return n; /* NaN in, NaN out: (int32_t)NaN and its shift are undefined */
+    uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
     float s;
     memcpy(&s, &bits, sizeof s);
     return s;

@@ -42,6 +42,7 @@ static inline VT NVF(vexp)(VT x) {
 
 /* The same in scalar, for the tails. */
 static inline float NVF(sexp)(float x) {
+    if (x != x) return x; /* NaN: the clamp below lets it through, and (int32_t)NaN is undefined */
     x = x < -88.0f ? -88.0f : x > 88.0f ? 88.0f : x;
     float n = rintf(x * 1.44269504088896341f);
     float r = x - n * 0.693359375f;
@@ -53,7 +54,7 @@ static inline float NVF(sexp)(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * (r * r) + (r + 1.0f);
-    int32_t bits = ((int32_t)n + 127) << 23;
+    uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
     float s;
     memcpy(&s, &bits, sizeof s);
     return p * s;
