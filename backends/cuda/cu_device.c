@@ -99,7 +99,7 @@ static kiln_status pick_device(kiln_cu *cu) {
 }
 
 kiln_backend *kiln__cuda_backend_new(void) {
-    kiln_cu *cu = calloc(1, sizeof *cu);
+    kiln_cu *cu = kiln__calloc(1, sizeof *cu);
     if (!cu) return kiln__err(KILN_ERR_OOM, "cuda: out of memory");
     cu->base.name = "cuda";
     cu->base.vt = &cu_vt;

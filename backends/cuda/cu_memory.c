@@ -34,7 +34,7 @@ kiln_devbuf *kiln__cu_buffer_new(kiln_cu *cu, size_t bytes, bool zero) {
         cu->free_list[c] = d->next;
         cu->cached_bytes -= (size_t)256 << c;
     } else {
-        d = calloc(1, sizeof *d);
+        d = kiln__calloc(1, sizeof *d);
         if (!d) return kiln__err(KILN_ERR_OOM, "cuda: out of memory");
         size_t real = c >= 0 ? (size_t)256 << c : (bytes + 255) & ~(size_t)255;
         cudaError_t e = cudaMalloc(&d->ptr, real);
