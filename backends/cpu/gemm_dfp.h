@@ -94,19 +94,22 @@ typedef struct kiln_dfp_packed {
     float sa, sb;                 /* 2^ea, 2^eb */
 } kiln_dfp_packed;
 
+/* The tables the columns' packer reads (x86 only; built on every CPU): tap (r, j) of
+ * cols (row r = c kh kw, column j = n oh ow) is x[cofs[j] + rofs[r]] when
+ * 0 <= ci[j] + ri[r] < h and 0 <= cj[j] + rj[r] < w, else 0; the tables
+ * run past the last row and column (to a multiple of 16, and even) with
+ * entries that fail the test. */
+typedef struct kiln_dfp_taps {
+    const int32_t *rofs, *ri, *rj, *cofs, *ci, *cj;
+    int32_t h, w;
+} kiln_dfp_taps;
+
 #if defined(__x86_64__)
 void kiln__gemm_dfp_kernel_avx512vnni(const kiln_dfp_packed *p, float *c, int64_t ldc);
 /* B's packer (every thread of the region calls it; it waits for all). */
 void kiln__gemm_dfp_pack_b_avx512(bool kn, int64_t n, int64_t k, const int16_t *b, int64_t ldb, int16_t *dst,
                                   int64_t np, int64_t kp);
-/* The columns' packer: tap (r, j) of cols (row r = c kh kw, column j =
- * n oh ow) is x[cofs[j] + rofs[r]] when 0 <= ci[j] + ri[r] < h and
- * 0 <= cj[j] + rj[r] < w, else 0; the tables run past the last row and
- * column (to a multiple of 16, and even) with entries that fail the test. */
-typedef struct kiln_dfp_taps {
-    const int32_t *rofs, *ri, *rj, *cofs, *ci, *cj;
-    int32_t h, w;
-} kiln_dfp_taps;
+/* The columns' packer (the tables above). */
 void kiln__gemm_dfp_pack_b_im2col_avx512(bool b_t, int64_t n, int64_t k, const int16_t *x, const kiln_dfp_taps *t,
                                          int16_t *dst, int64_t np, int64_t kp);
 #endif
