@@ -243,10 +243,15 @@ deps:
 
 # The suite runs in the default build, with KILN_SIMD=scalar, in a BLAS=0
 # build and, cross-compiled, for ARM64 under qemu (scripts/test.sh).
+# With SANITIZE=... only the sanitized stage runs, in $(BUILD)/sanitize.
 test:
 	@scripts/deps.sh build data cross mpi
+ifeq ($(SANITIZE),)
 	@$(MAKE) --no-print-directory all
-	@MAKE="$(MAKE)" scripts/test.sh $(BUILD) $(TESTS)
+	@MAKE="$(MAKE)" SANITIZE= scripts/test.sh $(BUILD) $(TESTS)
+else
+	@MAKE="$(MAKE)" SANITIZE="$(SANITIZE)" scripts/test.sh $(BUILD) $(TESTS)
+endif
 
 # the quickstart: a CNN on Fashion-MNIST with AdamW, saved and reloaded
 demo: deps

@@ -23,6 +23,10 @@
 #   mpi           make MPI=1 of kiln_dist's tests in the default build (only dist/ and
 #                 tests/dist/ compile again), run under mpirun -np 2 and 3
 #                 (scripts/test_dist.sh), when Open MPI's mpicc and mpirun are installed
+# The arm64 stage (a serial cross build, then qemu: one core) runs in the
+# background from the start, beside the others, and is reported at the end.
+# With SANITIZE set (`make test SANITIZE=address,undefined`) only the
+# sanitize stage runs, with those sanitizers.
 # Usage: scripts/test.sh BUILD_DIR [test name filters...]
 # The last line is "N passed, N failed[, N skipped]"; exit status 1 on any failure.
 set -u
@@ -64,7 +68,48 @@ build() {
     fi
 }
 
+# sanitize SANITIZERS: the suite and the examples in a sanitized build
+sanitize() {
+    if build sanitize SANITIZE="$1" BLAS=1 VULKAN=0 BUILD="$build/sanitize" all; then
+        here=$(pwd)
+        export ASAN_OPTIONS=detect_leaks=1:check_initialization_order=1
+        export LSAN_OPTIONS=suppressions=$here/scripts/lsan.supp:print_suppressions=0
+        export UBSAN_OPTIONS=suppressions=$here/scripts/ubsan.supp:print_stacktrace=1:halt_on_error=1
+        run_suite sanitize "$build/sanitize/tests/kiln_tests" "$@"
+        run_suite examples-sanitize scripts/test_examples.sh "$build/sanitize" "$@"
+        unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS
+    fi
+}
+
 mkdir -p "$build"
+if [ -n "${SANITIZE:-}" ]; then
+    san=$SANITIZE
+    unset SANITIZE
+    sanitize "$san" "$@"
+    echo "== only the sanitize stage ran (SANITIZE=$san)"
+    if [ "$skipped" -gt 0 ]; then
+        echo "$passed passed, $failed failed, $skipped skipped"
+    else
+        echo "$passed passed, $failed failed"
+    fi
+    [ "$failed" -eq 0 ]
+    exit
+fi
+
+# arm64 in the background: its output and counts come back through files
+arm64_pid=
+rm -f "$build/arm64.counts"
+if command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 && command -v qemu-aarch64 >/dev/null 2>&1; then
+    (
+        passed=0 failed=0 skipped=0
+        if build arm64 CC=aarch64-linux-gnu-gcc BLAS=0 ZLIB=0 VULKAN=0 BUILD="$build/arm64" "$build/arm64/tests/kiln_tests"; then
+            run_suite arm64 qemu-aarch64 -L /usr/aarch64-linux-gnu "$build/arm64/tests/kiln_tests" "$@"
+        fi
+        echo "$passed $failed $skipped" >"$build/arm64.counts"
+    ) >"$build/arm64.out" 2>&1 &
+    arm64_pid=$!
+fi
+
 run_suite native "$build/tests/kiln_tests" "$@"
 run_suite scalar env KILN_SIMD=scalar "$build/tests/kiln_tests" "$@"
 run_suite examples scripts/test_examples.sh "$build" "$@"
@@ -74,15 +119,7 @@ if build no-blas BLAS=0 VULKAN=0 BUILD="$build/no-blas" all; then
     run_suite examples-no-blas env KILN_NO_LAPACK=1 scripts/test_examples.sh "$build/no-blas" "$@"
 fi
 if [ "${KILN_SANITIZE:-1}" != 0 ]; then
-    if build sanitize SANITIZE=address,undefined BLAS=1 VULKAN=0 BUILD="$build/sanitize" all; then
-        here=$(pwd)
-        export ASAN_OPTIONS=detect_leaks=1:check_initialization_order=1
-        export LSAN_OPTIONS=suppressions=$here/scripts/lsan.supp:print_suppressions=0
-        export UBSAN_OPTIONS=suppressions=$here/scripts/ubsan.supp:print_stacktrace=1:halt_on_error=1
-        run_suite sanitize "$build/sanitize/tests/kiln_tests" "$@"
-        run_suite examples-sanitize scripts/test_examples.sh "$build/sanitize" "$@"
-        unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS
-    fi
+    sanitize address,undefined "$@"
 fi
 nvcc=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc
 [ -x "$nvcc" ] || nvcc=$(command -v nvcc 2>/dev/null || true)
@@ -98,19 +135,25 @@ if [ -n "$nvcc" ] && [ -x "$nvcc" ]; then
 else
     echo "== cuda: skipped (no nvcc; the CUDA backend is built with make CUDA=1)"
 fi
-if command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 && command -v qemu-aarch64 >/dev/null 2>&1; then
-    if build arm64 CC=aarch64-linux-gnu-gcc BLAS=0 ZLIB=0 VULKAN=0 BUILD="$build/arm64" "$build/arm64/tests/kiln_tests"; then
-        run_suite arm64 qemu-aarch64 -L /usr/aarch64-linux-gnu "$build/arm64/tests/kiln_tests" "$@"
-    fi
-else
-    echo "== arm64: skipped (no aarch64-linux-gnu-gcc or qemu-aarch64; scripts/deps.sh cross installs them)"
-fi
 if command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1; then
     if build mpi MPI=1 BUILD="$build" "$build/tests/kiln_dist_tests"; then
         run_suite mpi scripts/test_dist.sh "$build" "$@"
     fi
 else
     echo "== mpi: skipped (no mpicc or mpirun; scripts/deps.sh mpi installs Open MPI)"
+fi
+if [ -n "$arm64_pid" ]; then
+    wait "$arm64_pid"
+    cat "$build/arm64.out"
+    if [ -r "$build/arm64.counts" ]; then
+        read -r p f s <"$build/arm64.counts"
+        passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
+    else
+        echo "== arm64: the stage did not finish"
+        failed=$((failed + 1))
+    fi
+else
+    echo "== arm64: skipped (no aarch64-linux-gnu-gcc or qemu-aarch64; scripts/deps.sh cross installs them)"
 fi
 if [ "$skipped" -gt 0 ]; then
     echo "$passed passed, $failed failed, $skipped skipped"
