@@ -301,6 +301,16 @@ $(FUZZ_BUILD)/bin/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h $(FUZZ_BUIL
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -DKILN_FUZZ_MAIN -fsanitize=fuzzer $< -o $@ $(FUZZ_LIBS)
 
+# the index target writes into fuzz_llama_config.c's directory: that file
+# linked in without its entry point
+$(FUZZ_BUILD)/obj/fuzz_llama_config_dir.o: tests/fuzz/fuzz_llama_config.c tests/fuzz/fuzz_util.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+$(FUZZ_BUILD)/bin/fuzz_llama_index: tests/fuzz/fuzz_llama_index.c $(FUZZ_BUILD)/obj/fuzz_llama_config_dir.o \
+                                    tests/fuzz/fuzz_util.h $(FUZZ_BUILD)/libkiln.a $(FUZZ_BUILD)/libkiln_models.a
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -DKILN_FUZZ_MAIN -fsanitize=fuzzer $< $(FUZZ_BUILD)/obj/fuzz_llama_config_dir.o -o $@ $(FUZZ_LIBS)
+
 $(FUZZ_BUILD)/bin/make_seeds: tests/fuzz/make_seeds.c tests/fuzz/fuzz_checkpoint.c tests/fuzz/fuzz_llama_config.c \
                               tests/fuzz/fuzz_util.h $(FUZZ_BUILD)/libkiln.a $(FUZZ_BUILD)/libkiln_models.a
 	@mkdir -p $(dir $@)

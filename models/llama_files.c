@@ -432,7 +432,11 @@ static kiln_safetensors *shard_for(shards *sh, const char *dir, const char *tens
     snprintf(p, sizeof p, "%s/%s", dir, file);
     kiln_safetensors *st = kiln_safetensors_open(p);
     if (!st) return NULL;
-    sh->names[sh->n] = strdup(file);
+    if (!(sh->names[sh->n] = strdup(file))) {
+        kiln_safetensors_close(st);
+        kiln_set_error(KILN_ERR_OOM, "llama_from_hf: out of memory");
+        return NULL;
+    }
     sh->st[sh->n++] = st;
     return st;
 }

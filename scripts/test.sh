@@ -70,7 +70,9 @@ build() {
 
 # sanitize SANITIZERS: the suite and the examples in a sanitized build
 sanitize() {
-    if build sanitize SANITIZE="$1" BLAS=1 VULKAN=0 BUILD="$build/sanitize" all; then
+    sanitizers=$1
+    shift
+    if build sanitize SANITIZE="$sanitizers" BLAS=1 VULKAN=0 BUILD="$build/sanitize" all; then
         here=$(pwd)
         export ASAN_OPTIONS=detect_leaks=1:check_initialization_order=1
         export LSAN_OPTIONS=suppressions=$here/scripts/lsan.supp:print_suppressions=0

@@ -19,6 +19,7 @@ static const struct {
     {"idx", kiln_fuzz_idx},                       {"idx_gz", kiln_fuzz_idx_gz},
     {"tokenizer_json", kiln_fuzz_tokenizer_json}, {"checkpoint", kiln_fuzz_checkpoint},
     {"llama_gguf", kiln_fuzz_llama_gguf},         {"llama_config", kiln_fuzz_llama_config},
+    {"llama_index", kiln_fuzz_llama_index},
 };
 
 static uint8_t *read_all(const char *path, size_t *n) {

@@ -49,6 +49,7 @@ kiln_status kiln_fuzz_checkpoint(const uint8_t *data, size_t size);
 kiln_optim *kiln_fuzz_checkpoint_model(kiln_ctx **ctx);
 kiln_status kiln_fuzz_llama_gguf(const uint8_t *data, size_t size);
 kiln_status kiln_fuzz_llama_config(const uint8_t *data, size_t size);
+kiln_status kiln_fuzz_llama_index(const uint8_t *data, size_t size);
 /* fuzz_llama_config.c's seed config and its weights' directory */
 const char *kiln_fuzz_llama_config_json(void);
 const char *kiln_fuzz_llama_dir(void);

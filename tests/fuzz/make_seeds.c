@@ -250,6 +250,18 @@ static void llamas(void) {
     kiln_ctx_free(ctx);
     const char *cfg = kiln_fuzz_llama_config_json();
     write_bytes("llama_config", "config", cfg, strlen(cfg));
+    /* the index of one shard: every tensor of the tiny llama in model.safetensors */
+    const char *names[] = {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight",
+                           "input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                           "self_attn.o_proj", "post_attention_layernorm", "mlp.gate_proj", "mlp.up_proj",
+                           "mlp.down_proj"};
+    char idx[2048];
+    int n = snprintf(idx, sizeof idx, "{\"metadata\": {\"total_size\": 1408}, \"weight_map\": {");
+    for (int i = 0; i < 12; i++)
+        n += snprintf(idx + n, sizeof idx - (size_t)n, "%s\"%s%s%s\": \"model.safetensors\"", i ? ", " : "",
+                      i < 3 ? "" : "model.layers.0.", names[i], i < 3 ? "" : ".weight");
+    n += snprintf(idx + n, sizeof idx - (size_t)n, "}}\n");
+    write_bytes("llama_index", "index", idx, (size_t)n);
 }
 
 int main(int argc, char **argv) {
