@@ -111,33 +111,50 @@ kiln_status kiln__gemm_dfp_ref_t(bool a_km, bool b_kn, int64_t m, int64_t n, int
     return KILN_OK;
 }
 
+/* The VNNI kernel's CPU (AVX-512 F/BW/VL and VNNI). */
+static bool has_vnni(void) {
+#if defined(__x86_64__)
+    const kiln_cpu_caps *caps = kiln__cpu_caps();
+    return caps->avx512vnni && caps->avx512f && caps->avx512bw && caps->avx512vl;
+#else
+    return false;
+#endif
+}
+
+/* The packed product's shape and scales; a small product runs on one
+ * thread (*nt = 1). */
+static kiln_dfp_packed packed_shape(int64_t m, int64_t n, int64_t k, int amax, int ea, int bmax, int eb, int *nt) {
+    kiln_dfp_packed p = {.m = m, .n = n, .mp = round_up(m, KILN_DFP_MR), .np = round_up(n, 16),
+                         .kp = round_up(k, 2), .cp = kiln__gemm_dfp_chunk_pairs(amax, bmax),
+                         .sa = kiln__dfp_pow2(ea), .sb = kiln__dfp_pow2(eb)};
+    if ((double)p.mp * (double)p.np * (double)p.kp < (double)(1 << 22)) *nt = 1;
+    return p;
+}
+
+/* A's panels (returned) and B's (*bp) in one scratch buffer, also in
+ * p->a, p->b; free it when *owned. NULL when out of memory. */
+static int16_t *packed_buffers(kiln_dfp_packed *p, int16_t **bp, bool *owned) {
+    size_t abytes = (size_t)(p->mp * p->kp) * 2, bbytes = (size_t)(p->np * p->kp) * 2;
+    int16_t *ap = kiln__scratch_get((size_t)round_up((int64_t)(abytes + bbytes), 64), owned);
+    if (ap) *bp = ap + abytes / 2, p->a = ap, p->b = *bp;
+    return ap;
+}
+
 kiln_status kiln__gemm_dfp_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a, int64_t lda,
                              int amax, int ea, const int16_t *b, int64_t ldb, int bmax, int eb, float *c, int64_t ldc,
                              int n_threads) {
-    const kiln_cpu_caps *caps = kiln__cpu_caps();
-    bool vnni = false;
-#if defined(__x86_64__)
-    vnni = caps->avx512vnni && caps->avx512f && caps->avx512bw && caps->avx512vl;
-#else
-    (void)caps;
-#endif
+    const bool vnni = has_vnni();
     if (!vnni || k == 0)
         return kiln__gemm_dfp_ref_t(a_km, b_kn, m, n, k, a, lda, amax, ea, b, ldb, bmax, eb, c, ldc, n_threads);
     kiln_status st = check("gemm_dfp", a_km, b_kn, m, n, k, a, lda, b, ldb, c, ldc);
     if (st != KILN_OK || !m || !n) return st;
     int nt = n_threads < 1 ? 1 : n_threads;
-    kiln_dfp_packed p = {.m = m, .n = n, .mp = round_up(m, KILN_DFP_MR), .np = round_up(n, 16),
-                         .kp = round_up(k, 2), .cp = kiln__gemm_dfp_chunk_pairs(amax, bmax),
-                         .sa = kiln__dfp_pow2(ea), .sb = kiln__dfp_pow2(eb)};
-    if ((double)p.mp * (double)p.np * (double)p.kp < (double)(1 << 22)) nt = 1;
-    size_t abytes = (size_t)(p.mp * p.kp) * 2, bbytes = (size_t)(p.np * p.kp) * 2;
+    kiln_dfp_packed p = packed_shape(m, n, k, amax, ea, bmax, eb, &nt);
     bool owned;
-    int16_t *ap = kiln__scratch_get((size_t)round_up((int64_t)(abytes + bbytes), 64), &owned);
+    int16_t *bp, *ap = packed_buffers(&p, &bp, &owned);
     if (!ap)
         return kiln__errs(KILN_ERR_OOM, "gemm_dfp: no memory to pack a [%lld, %lld] x [%lld, %lld]^T product",
                           (long long)m, (long long)k, (long long)n, (long long)k);
-    int16_t *bp = ap + abytes / 2;
-    p.a = ap, p.b = bp;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
         pack_a(a_km, m, k, a, lda, ap, p.mp, p.kp);
@@ -187,13 +204,7 @@ kiln_status kiln__gemm_dfp_conv_t(bool a_km, bool b_t, int64_t m, int64_t n, int
     if ((b_t ? n != kc || k != nc : k != kc || n != nc) || !img->x)
         return kiln__errs(KILN_ERR_ARG, "gemm_dfp_conv: the columns [%lld, %lld] do not fit m %lld n %lld k %lld",
                           (long long)kc, (long long)nc, (long long)m, (long long)n, (long long)k);
-    const kiln_cpu_caps *caps = kiln__cpu_caps();
-    bool vnni = false;
-#if defined(__x86_64__)
-    vnni = caps->avx512vnni && caps->avx512f && caps->avx512bw && caps->avx512vl;
-#else
-    (void)caps;
-#endif
+    const bool vnni = has_vnni();
     /* int32 gather offsets: the image and the tables' reach within 2^30 */
     bool fits = img->n * img->c * img->h * img->w < ((int64_t)1 << 30) && kc < ((int64_t)1 << 30) &&
                 nc < ((int64_t)1 << 30);
@@ -210,23 +221,17 @@ kiln_status kiln__gemm_dfp_conv_t(bool a_km, bool b_t, int64_t m, int64_t n, int
     }
     kiln_status st = check("gemm_dfp_conv", a_km, false, m, n, k, a, lda, a, k, c, ldc);
     if (st != KILN_OK) return st;
-    kiln_dfp_packed p = {.m = m, .n = n, .mp = round_up(m, KILN_DFP_MR), .np = round_up(n, 16),
-                         .kp = round_up(k, 2), .cp = kiln__gemm_dfp_chunk_pairs(amax, bmax),
-                         .sa = kiln__dfp_pow2(ea), .sb = kiln__dfp_pow2(eb)};
+    kiln_dfp_packed p = packed_shape(m, n, k, amax, ea, bmax, eb, &nt);
     kiln_dfp_taps taps;
     int32_t *tab = b_t ? taps_tables(img, kc, p.np, nc, p.kp, &taps) : taps_tables(img, kc, p.kp, nc, p.np, &taps);
     if (!tab) return kiln__errs(KILN_ERR_OOM, "gemm_dfp_conv: no memory for the tap tables");
-    if ((double)p.mp * (double)p.np * (double)p.kp < (double)(1 << 22)) nt = 1;
-    size_t abytes = (size_t)(p.mp * p.kp) * 2, bbytes = (size_t)(p.np * p.kp) * 2;
     bool owned;
-    int16_t *ap = kiln__scratch_get((size_t)round_up((int64_t)(abytes + bbytes), 64), &owned);
+    int16_t *bp, *ap = packed_buffers(&p, &bp, &owned);
     if (!ap) {
         free(tab);
         return kiln__errs(KILN_ERR_OOM, "gemm_dfp_conv: no memory to pack a [%lld, %lld] x [%lld, %lld]^T product",
                           (long long)m, (long long)k, (long long)n, (long long)k);
     }
-    int16_t *bp = ap + abytes / 2;
-    p.a = ap, p.b = bp;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
         pack_a(a_km, m, k, a, lda, ap, p.mp, p.kp);
