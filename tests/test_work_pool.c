@@ -7,6 +7,8 @@
 #include "../backends/cpu/work_pool.h"
 
 #include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 typedef struct counts {
     int *c;
@@ -61,4 +63,17 @@ KT_TEST(work_pool_two_callers) {
     pthread_join(t, NULL);
     KT_CHECK(wrong[0] == 0 && wrong[1] == 0, "units ran other than once: %lld, %lld", (long long)wrong[0],
              (long long)wrong[1]);
+}
+
+/* A forked child (the test runner forks per test) has no workers of its
+ * parent's: its jobs still run every unit, on threads of its own. */
+KT_TEST(work_pool_after_fork) {
+    KT_CHECK(run_jobs(200, 3) == 0, "parent: units ran other than once");
+    fflush(NULL);
+    const pid_t pid = fork();
+    KT_REQUIRE(pid >= 0, "fork");
+    if (!pid) _exit(run_jobs(500, 5) == 0 ? 0 : 1);
+    int st = 0;
+    KT_REQUIRE(waitpid(pid, &st, 0) == pid, "waitpid");
+    KT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: units ran other than once (status %d)", st);
 }

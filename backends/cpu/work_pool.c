@@ -119,6 +119,14 @@ static void *worker(void *p) {
     return NULL;
 }
 
+/* A child of fork() has none of the parent's workers: it starts afresh
+ * (lock and sleepers reset, in case a worker held them at the fork). */
+static void after_fork_child(void) {
+    pthread_mutex_init(&P.lock, NULL);
+    pthread_cond_init(&P.wake, NULL);
+    P.n_workers = P.sleepers = P.busy = 0;
+}
+
 /* At least k workers running (fewer where threads cannot be made). */
 static int ensure_workers(int k) {
     if (__atomic_load_n(&P.n_workers, __ATOMIC_ACQUIRE) >= k) return k;
@@ -127,6 +135,8 @@ static int ensure_workers(int k) {
         const char *e = getenv("KILN_POOL_SPIN_US"), *w = getenv("OMP_WAIT_POLICY");
         long us = e ? atol(e) : w && (w[0] == 'p' || w[0] == 'P') ? 0 : 200;
         P.spin_ns = us > 0 ? us * 1000 : 0;
+        static bool atfork;
+        if (!atfork) atfork = !pthread_atfork(NULL, NULL, after_fork_child);
     }
     while (P.n_workers < k) {
         pthread_t t;

@@ -21,7 +21,8 @@
  * Workers spin for a short while after a job (the next GEMV follows within
  * microseconds) and then sleep; $KILN_POOL_SPIN_US sets the spin (default
  * 200; 0 with OMP_WAIT_POLICY=passive). A second caller arriving while the
- * pool is busy (another host thread) runs its loop on its own thread. */
+ * pool is busy (another host thread) runs its loop on its own thread; a
+ * forked child starts a pool of its own. */
 #ifndef KILN_CPU_WORK_POOL_H
 #define KILN_CPU_WORK_POOL_H
 
