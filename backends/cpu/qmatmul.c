@@ -244,9 +244,9 @@ kiln_status kiln__qmatmul_cpu(kiln_dtype t, int64_t m, int64_t n, int64_t k, con
     gemv_job j = {kk, t, m, n, k, x, w, y, xq, dx, xs, i8, !xs ? NULL : t == KILN_Q8_0 ? kk->q8_0s2 : kk->q4_0s2};
     const int nt = n_threads > 1 && n * k >= (1 << 16) ? n_threads : 1;
     if (j.two) /* rows in pairs */
-        kiln__pool_for((n + 1) / 2, 8, nt, pairs_run, &j);
+        kiln__pool_for((n + 1) / 2, 16, nt, pairs_run, &j);
     else
-        kiln__pool_for(n, 16, nt, rows_run, &j);
+        kiln__pool_for(n, 32, nt, rows_run, &j);
     free(xq), free(dx), free(xs);
     return KILN_OK;
 }

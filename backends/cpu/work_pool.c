@@ -62,27 +62,32 @@ static int64_t now_ns(void) {
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* Claims and runs the chunks left in range r of job j. */
-static void drain(const job *j, int r) {
+/* Claims and runs the chunks left in range r of job j; the units run. */
+static int64_t drain(const job *j, int r) {
     const int64_t end = j->n * (r + 1) / j->nt;
     uint64_t *c = &P.r[r].cur;
     uint64_t v = __atomic_load_n(c, __ATOMIC_ACQUIRE);
+    int64_t ran = 0;
     for (;;) {
         const int64_t u0 = (int64_t)(uint32_t)v;
-        if ((uint32_t)(v >> 32) != j->tag || u0 >= end) return;
+        if ((uint32_t)(v >> 32) != j->tag || u0 >= end) return ran;
         const int64_t u1 = end - u0 > j->chunk ? u0 + j->chunk : end;
         if (!__atomic_compare_exchange_n(c, &v, (v & ~(uint64_t)0xffffffff) | (uint64_t)u1, false, __ATOMIC_ACQ_REL,
                                          __ATOMIC_ACQUIRE))
             continue;
         j->fn(j->arg, u0, u1);
-        __atomic_fetch_add(&P.done, u1 - u0, __ATOMIC_RELEASE);
+        ran += u1 - u0;
         v = __atomic_load_n(c, __ATOMIC_ACQUIRE);
     }
 }
 
-/* Thread `me`'s own range first, then the others' in turn. */
+/* Thread `me`'s own range first, then the others' in turn; the units run
+ * are counted into `done` once at the end (a shared counter written at
+ * every chunk would bounce between the cores). */
 static void work(const job *j, int me) {
-    for (int k = 0; k < j->nt; k++) drain(j, (me + k) % j->nt);
+    int64_t ran = 0;
+    for (int k = 0; k < j->nt; k++) ran += drain(j, (me + k) % j->nt);
+    if (ran) __atomic_fetch_add(&P.done, ran, __ATOMIC_RELEASE);
 }
 
 /* The next even sequence number after `seen`: spinning for spin_ns, then
