@@ -60,6 +60,7 @@ void kiln__cu_register_reduce(kiln_cu_kernel *tab);
 void kiln__cu_register_matmul(kiln_cu_kernel *tab);
 void kiln__cu_register_nn(kiln_cu_kernel *tab);
 void kiln__cu_register_optim(kiln_cu_kernel *tab);
+void kiln__cu_register_optim_lowrank(kiln_cu_kernel *tab); /* cu_optim_lowrank.c */
 void kiln__cu_register_movement(kiln_cu_kernel *tab);
 void kiln__cu_register_attention(kiln_cu_kernel *tab);
 void kiln__cu_register_quant(kiln_cu_kernel *tab);

@@ -15,6 +15,7 @@
 namespace {
 
 #include "k_common.cuh"
+#include "k_q8.cuh"
 
 // h: lr, momentum, dampening, weight_decay (optim/sgd.c)
 __global__ void sgd_k(float *p, const float *grad, float *buf, int64_t n, const float *h, bool nesterov, bool first) {
@@ -78,25 +79,11 @@ __global__ void lion_k(float *p, const float *grad, float *m, int64_t n, const f
 
 enum { OPT8_ADAM = 0, OPT8_LION, OPT8_SGD };
 
-__device__ int code_of(const float *thr, float x) {
-    int lo = 0, hi = 255;
-    while (lo < hi) {
-        int mid = (lo + hi) >> 1;
-        if (x >= thr[mid]) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
 __global__ void opt8_k(int kind, float *p, const float *grad, unsigned char *q0, float *a0, unsigned char *q1, float *a1,
                        const float *maps, const float *h, int64_t n, bool flag_a, bool flag_b, double step) {
     __shared__ float map[512], thr[512], red[2][THREADS];
     int l = threadIdx.x;
-    map[l] = maps[l];
-    map[256 + l] = maps[256 + l];
-    __syncthreads();
-    for (int k = l; k < 512; k += THREADS) thr[k] = (k & 255) == 255 ? INFINITY : (map[k] + map[k + 1]) * 0.5f;
-    __syncthreads();
+    q8_load_maps(maps, map, thr);
     int64_t nb = (n + 255) / 256;
     for (int64_t b = blockIdx.x; b < nb; b += gridDim.x) {
         int64_t i = b * 256 + l;
