@@ -25,8 +25,9 @@ extern "C" {
 enum { CU_F32 = 0, CU_F16 = 1, CU_BF16 = 2, CU_I32 = 3 };
 
 /* Quantized dtypes the kernels decode (k_quant.cu); a GQ dtype is
- * CU_GQ | bits << 8 | group (32, 64, 128). */
-enum { CU_Q8_0 = 16, CU_Q4_0, CU_NF4, CU_GQ = 0x1000 };
+ * CU_GQ | bits << 8 | group (32, 64, 128). CU_NF4_DQ reads the signed
+ * dynamic map, loaded once by kiln__cu_nf4_dq_map. */
+enum { CU_Q8_0 = 16, CU_Q4_0, CU_NF4, CU_NF4_DQ, CU_GQ = 0x1000 };
 
 /* A walk of a contiguous output of nd dims (row-major, shape[]) reading
  * each source k at offset sum_d index[d] * st[k][d] (0 on a broadcast dim). */
@@ -118,6 +119,12 @@ int kiln__cu_dequantize(void *stream, int qt, const void *q, float *y, int64_t n
 /* y [n, d] = rows idx of table [v, d]. */
 int kiln__cu_qget_rows(void *stream, int qt, const void *table, int64_t v, int64_t d, const int32_t *idx, int64_t n,
                        float *y);
+/* The same from a view: y [n / cols, cols], row r's blocks at the byte
+ * offset the walk w (source 0: byte strides) gives r over its leading dims. */
+int kiln__cu_dequantize_rows(void *stream, int qt, const void *q, float *y, int64_t n, int64_t cols, const cu_walk *w);
+/* NF4_DQ's absmax map (kiln__dynamic_map(true), 256 f32 on the host) into
+ * device memory, in stream order; returns once it is there. */
+int kiln__cu_nf4_dq_map(void *stream, const float *map);
 /* y [m, n] = x [m, k] . W^T with W [n, k]. */
 int kiln__cu_qmatmul(void *stream, int qt, const float *x, const void *w, float *y, int64_t m, int64_t n, int64_t k);
 
