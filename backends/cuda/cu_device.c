@@ -28,9 +28,15 @@ kiln_status kiln__cu_blas_check(cublasStatus_t st, const char *what) {
  * the other block dtypes, empty tensors) goes to the CPU. Each family
  * checks the dtypes of its own ops. */
 /* An operand dtype the kernels take; f64 too for the ops whose own
- * supports checks every operand's dtype (APOLLO's prev_norm leaf). */
+ * supports checks every operand's dtype (APOLLO's prev_norm leaf, the
+ * f64 SGD / Adam / Lion steps). */
 static bool dtype_taken(const kiln_tensor *node, kiln_dtype t) {
-    return kiln__cu_dtype(t) >= 0 || (t == KILN_F64 && node->op == KILN_OP_APOLLO_STEP);
+    if (kiln__cu_dtype(t) >= 0) return true;
+    switch (node->op) {
+    case KILN_OP_APOLLO_STEP: case KILN_OP_SGD_STEP: case KILN_OP_ADAM_STEP: case KILN_OP_LION_STEP:
+        return t == KILN_F64;
+    default: return false;
+    }
 }
 
 static bool cu_supports(kiln_backend *b, const kiln_tensor *node) {

@@ -128,13 +128,14 @@ int kiln__cu_nf4_dq_map(void *stream, const float *map);
 /* y [m, n] = x [m, k] . W^T with W [n, k]. */
 int kiln__cu_qmatmul(void *stream, int qt, const float *x, const void *w, float *y, int64_t m, int64_t n, int64_t k);
 
-/* ---- optimizer steps (k_optim.cu): f32, contiguous, in place; h is the
- * hyper leaf on the device (optim/sgd.c, adam.c, lion.c give its layout) ---- */
-int kiln__cu_sgd(void *stream, float *p, const float *grad, float *buf, int64_t n, const float *h, int nesterov,
+/* ---- optimizer steps (k_optim.cu): in place, contiguous; h is the hyper
+ * leaf (f32) on the device (optim/sgd.c, adam.c, lion.c give its layout);
+ * the arrays f32, or f64 when f64 ---- */
+int kiln__cu_sgd(void *stream, int f64, void *p, const void *grad, void *buf, int64_t n, const float *h, int nesterov,
                  int first);
-int kiln__cu_adam(void *stream, float *p, const float *grad, float *m, float *v, float *vmax, int64_t n, const float *h,
-                  int decoupled, int64_t step);
-int kiln__cu_lion(void *stream, float *p, const float *grad, float *m, int64_t n, const float *h);
+int kiln__cu_adam(void *stream, int f64, void *p, const void *grad, void *m, void *v, void *vmax, int64_t n,
+                  const float *h, int decoupled, int64_t step);
+int kiln__cu_lion(void *stream, int f64, void *p, const void *grad, void *m, int64_t n, const float *h);
 /* The 8-bit steps: codes (a byte per element) and one absmax per 256
  * elements per state; maps: the signed then the unsigned map [512]. */
 int kiln__cu_adam8(void *stream, float *p, const float *grad, void *mq, float *ma, void *vq, float *va, const float *maps,
