@@ -22,7 +22,7 @@ extern "C" {
 #define CU_MAX_SRC 3
 
 /* Element dtypes the kernels read and write. */
-enum { CU_F32 = 0, CU_F16 = 1, CU_BF16 = 2, CU_I32 = 3 };
+enum { CU_F32 = 0, CU_F16 = 1, CU_BF16 = 2, CU_I32 = 3, CU_F64 = 4 };
 
 /* Quantized dtypes the kernels decode (k_quant.cu); a GQ dtype is
  * CU_GQ | bits << 8 | group (32, 64, 128). */
@@ -112,6 +112,23 @@ int kiln__cu_attention(void *stream, const int64_t *shape, int causal, double sc
 int kiln__cu_attention_grad(void *stream, const int64_t *shape, int causal, double scale, const float *q,
                             const float *k, const float *v, const float *o, const float *lse, const float *dout,
                             float *dq, float *dk, float *dv, double *di);
+/* ---- convolution (k_conv.cu): IM2COL / COL2IM of ops/conv.c, f32 or f64
+ * (dt), contiguous operands ---- */
+typedef struct cu_conv {
+    int64_t n, c, h, w, oh, ow; /* image [n, c, h, w], cols grid (or pooled image) oh x ow */
+    int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+    int cn; /* cols as [c, kh, kw, n, oh, ow] (1) or [n, c, kh, kw, oh, ow] (0) */
+} cu_conv;
+/* cols = the taps of x (pad where a tap is outside the image). */
+int kiln__cu_im2col(void *stream, int dt, const cu_conv *g, const void *x, void *cols, double pad);
+/* img = the sum of the taps in cols that fall on each pixel, gathered per
+ * pixel in the CPU's order (deterministic, no atomics). */
+int kiln__cu_col2im(void *stream, int dt, const cu_conv *g, const void *cols, void *img);
+/* The fused max-pool: y [n, c, oh, ow] = each window's max (pad outside,
+ * a NaN wins); its backward gx [n, c, h, w] from x, y and gy. */
+int kiln__cu_pool_max(void *stream, int dt, const cu_conv *g, const void *x, void *y, double pad);
+int kiln__cu_pool_max_grad(void *stream, int dt, const cu_conv *g, const void *x, const void *y, const void *gy,
+                           void *gx);
 /* ---- quantized (k_quant.cu): qt a CU_Q* code, blocks contiguous from a block boundary ---- */
 /* y[i] = element i, for i < n. */
 int kiln__cu_dequantize(void *stream, int qt, const void *q, float *y, int64_t n);

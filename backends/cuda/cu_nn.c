@@ -207,6 +207,7 @@ static kiln_status dropout_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *
 }
 
 void kiln__cu_register_nn(kiln_cu_kernel *tab) {
+    kiln__cu_register_conv(tab); /* cu_conv.c */
     tab[KILN_OP_ROPE] = (kiln_cu_kernel){rope_supports, rope_record};
     tab[KILN_OP_DROPOUT] = (kiln_cu_kernel){dropout_supports, dropout_record};
     tab[KILN_OP_SOFTMAX] = tab[KILN_OP_LOG_SOFTMAX] = tab[KILN_OP_SOFTMAX_GRAD] =
