@@ -335,6 +335,34 @@ static const bo_case matmul_cases[] = {
 };
 KT_TEST(backend_ops_matmul) { bo_run_cases("matmul", matmul_cases, BO_COUNT(matmul_cases)); }
 
+/* ---- DFP matmul (CPU and CUDA; another device runs it on the CPU) ------------ */
+
+static kiln_tensor *b_dfp_linear(bo_io *io) { return kiln_dfp_linear(CTX, IN(2, 5, 37), IN(7, 37), IN(7)); }
+static kiln_tensor *b_dfp_ta(bo_io *io) { return kiln_dfp_matmul_t(CTX, IN(41, 6), true, IN(41, 9), false); }
+static kiln_tensor *b_dfp_tb(bo_io *io) { return kiln_dfp_matmul_t(CTX, IN(6, 70), false, IN(9, 70), true); }
+static kiln_tensor *b_dfp_big(bo_io *io) { /* k of several INT32 chunks and tiles */
+    return kiln_dfp_matmul_t(CTX, bo_in_range(io, -3, 3, BO_SHAPE(33, 300)), false, IN(300, 19), false);
+}
+static kiln_tensor *b_dfp_conv(bo_io *io) {
+    kiln_tensor *x = IN(2, 3, 7, 6), *w = IN(4, 3, 3, 3);
+    return kiln_dfp_conv2d(CTX, x, w, IN(4), &(kiln_conv2d_params){.stride = {2, 1}, .padding = {1, 1}});
+}
+static kiln_tensor *b_dfp_conv_dil(bo_io *io) {
+    kiln_tensor *x = IN(1, 2, 9, 8), *w = IN(3, 2, 2, 3);
+    return kiln_dfp_conv2d(CTX, x, w, NULL, &(kiln_conv2d_params){.padding = {0, 2}, .dilation = {2, 2}});
+}
+
+/* the product is the CPU's bit for bit on CUDA; the rest of the graph is f32 */
+static const bo_case dfp_cases[] = {
+    {"dfp_linear", b_dfp_linear, F32, BO_TRANS, BO_MAY_FALL_BACK, NULL},
+    {"dfp_matmul_trans_a", b_dfp_ta, F32, BO_TRANS, BO_MAY_FALL_BACK, NULL},
+    {"dfp_matmul_trans_b", b_dfp_tb, F32, BO_TRANS, BO_MAY_FALL_BACK, NULL},
+    {"dfp_matmul_k300", b_dfp_big, F32, BO_TRANS, BO_MAY_FALL_BACK, NULL},
+    {"dfp_conv2d", b_dfp_conv, F32, BO_TRANS, BO_MAY_FALL_BACK, NULL},
+    {"dfp_conv2d_dilation", b_dfp_conv_dil, F32, BO_TRANS, BO_MAY_FALL_BACK, NULL},
+};
+KT_TEST(backend_ops_dfp) { bo_run_cases("dfp", dfp_cases, BO_COUNT(dfp_cases)); }
+
 /* ---- shape and movement ---------------------------------------------------- */
 
 static kiln_tensor *b_reshape(bo_io *io) { return kiln_reshape(CTX, IN(4, 6), BO_SHAPE(2, -1, 4)); }

@@ -129,6 +129,20 @@ int kiln__cu_col2im(void *stream, int dt, const cu_conv *g, const void *cols, vo
 int kiln__cu_pool_max(void *stream, int dt, const cu_conv *g, const void *x, void *y, double pad);
 int kiln__cu_pool_max_grad(void *stream, int dt, const cu_conv *g, const void *x, const void *y, const void *gy,
                            void *gx);
+/* ---- DFP matmul (k_dfp.cu): quant/dfp.h's 14-bit codes, one exponent per operand ---- */
+/* q = the codes of x [n] (f32); amax receives the largest |x| as f32 bits
+ * (set to 0 first: kiln__dfp_quantize's amax_bits, from which the exponent
+ * and the overflow bound follow on the device, with no round trip). */
+int kiln__cu_dfp_quantize(void *stream, const float *x, int64_t n, int16_t *q, uint32_t *amax);
+/* c [m, n] (f32) = op(A) op(B) of codes, A [m, k] ([k, m] when ta), B
+ * [k, n] ([n, k] when tb); amax[0], amax[1]: the operands' bits from
+ * kiln__cu_dfp_quantize. INT32 sums over chunks of 2 cp k (gemm_dfp.h),
+ * each converted to f32 and added in order, then * 2^ea * 2^eb: the CPU's
+ * results bit for bit. With img non-NULL, B's codes are an image [n, c, h,
+ * w] whose conv2d columns (CN layout) B is (cols [c kh kw, n oh ow]; its
+ * transpose when tb), gathered on the fly (0 outside the image). */
+int kiln__cu_dfp_matmul(void *stream, int64_t m, int64_t n, int64_t k, const int16_t *a, int ta, const int16_t *b,
+                        int tb, const cu_conv *img, const uint32_t *amax, float *c);
 /* ---- quantized (k_quant.cu): qt a CU_Q* code, blocks contiguous from a block boundary ---- */
 /* y[i] = element i, for i < n. */
 int kiln__cu_dequantize(void *stream, int qt, const void *q, float *y, int64_t n);

@@ -176,4 +176,7 @@ static kiln_status matmul_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *e
     return s;
 }
 
-void kiln__cu_register_matmul(kiln_cu_kernel *tab) { tab[KILN_OP_MATMUL] = (kiln_cu_kernel){matmul_supports, matmul_record}; }
+void kiln__cu_register_matmul(kiln_cu_kernel *tab) {
+    tab[KILN_OP_MATMUL] = (kiln_cu_kernel){matmul_supports, matmul_record};
+    kiln__cu_register_dfp(tab); /* cu_dfp.c */
+}
