@@ -86,6 +86,7 @@ static const bo_case unary_cases[] = {
     {"silu", b_unary, F16, BO_HALF, 0, &U_SILU},
     {"gelu_transposed", b_unary_t, F16, BO_HALF, 0, &U_GELU},
     {"exp", b_unary, F64, BO_TRANS, BO_MAY_FALL_BACK, &U_EXP},
+    {"gelu_tanh_transposed", b_unary_t, F64, BO_TRANS, BO_MAY_FALL_BACK, &U_GELUT},
     {"gelu", b_unary, BF16, BO_BF16, BO_MAY_FALL_BACK, &U_GELU},
 };
 KT_TEST(backend_ops_unary) { bo_run_cases("unary", unary_cases, BO_COUNT(unary_cases)); }
@@ -140,6 +141,7 @@ static const bo_case binary_cases[] = {
     {"mul_bcast", b_bin_bcast, F16, BO_HALF, 0, &B_MUL},
     {"div_views", b_bin_views, F16, BO_HALF, 0, &B_DIV},
     {"mul_bcast", b_bin_bcast, F64, BO_EXACT, BO_MAY_FALL_BACK, &B_MUL},
+    {"div_views", b_bin_views, F64, BO_EXACT, BO_MAY_FALL_BACK, &B_DIV},
     {"add", b_bin_same, BF16, BO_BF16, BO_MAY_FALL_BACK, &B_ADD},
 };
 KT_TEST(backend_ops_binary) { bo_run_cases("binary", binary_cases, BO_COUNT(binary_cases)); }
@@ -191,6 +193,9 @@ static const bo_case cmp_cases[] = {
     {"where", b_where, F16, BO_HALF, 0, &D_F32},
     {"masked_fill", b_masked_fill, F32, BO_EXACT, 0, &V_FILL},
     {"masked_fill_neg_inf", b_masked_fill, F32, BO_EXACT, 0, &V_NEG_INF},
+    {"cmp_le_views", b_cmp_views, F64, 0, BO_NO_GRAD | BO_MAY_FALL_BACK, &C_LE},
+    {"where", b_where, F64, BO_EXACT, BO_MAY_FALL_BACK, &D_F32},
+    {"where_views", b_where_views, F64, BO_EXACT, BO_MAY_FALL_BACK, NULL},
 };
 KT_TEST(backend_ops_cmp_where) { bo_run_cases("cmp_where", cmp_cases, BO_COUNT(cmp_cases)); }
 
@@ -216,6 +221,10 @@ static const bo_case cast_cases[] = {
     {"to_i32", b_cast, F16, 0, BO_NO_GRAD, &D_I32},
     {"to_f64", b_cast, F32, BO_EXACT, BO_MAY_FALL_BACK, &D_F64},
     {"to_bf16", b_cast, F32, BO_BF16, BO_MAY_FALL_BACK, &D_BF16},
+    {"to_f32", b_cast, F64, BO_EXACT, BO_MAY_FALL_BACK, &D_F32},
+    {"to_f16_transposed", b_cast_t, F64, BO_HALF, BO_MAY_FALL_BACK, &D_F16},
+    {"to_i32", b_cast, F64, 0, BO_NO_GRAD | BO_MAY_FALL_BACK, &D_I32},
+    {"to_f64", b_cast, I32, BO_EXACT, BO_NO_GRAD | BO_MAY_FALL_BACK, &D_F64},
 };
 KT_TEST(backend_ops_cast) { bo_run_cases("cast", cast_cases, BO_COUNT(cast_cases)); }
 
@@ -285,6 +294,9 @@ static const bo_case reduce_cases[] = {
     {"sum_last", b_reduce, F16, BO_HALF, 0, &R_SUMN},
     {"max_axis0_keepdim", b_reduce, F16, BO_HALF, 0, &R_MAX0K},
     {"sum_axis1_keepdim", b_reduce, F64, BO_TRANS, BO_MAY_FALL_BACK, &R_SUM1K},
+    {"max_permuted", b_reduce_t, F64, BO_EXACT, BO_MAY_FALL_BACK, &R_MAXN},
+    {"argmax_ties", b_reduce_ties, F64, 0, BO_NO_GRAD | BO_MAY_FALL_BACK, &R_ARGN},
+    {"sum_all_long", b_reduce_all_long, F64, BO_TRANS, BO_MAY_FALL_BACK, &RA_SUM},
 };
 KT_TEST(backend_ops_reduce) { bo_run_cases("reduce", reduce_cases, BO_COUNT(reduce_cases)); }
 
@@ -331,6 +343,8 @@ static const bo_case matmul_cases[] = {
     {"matmul_batch_bcast", b_mm_batch_bcast, F16, BO_HALF, 0, NULL},
     {"linear_bias", b_linear, F16, BO_HALF, 0, NULL},
     {"matmul", b_mm_odd, F64, BO_TRANS, BO_MAY_FALL_BACK, NULL},
+    {"matmul_batch_bcast", b_mm_batch_bcast, F64, BO_TRANS, BO_MAY_FALL_BACK, NULL},
+    {"matmul_views", b_mm_views, F64, BO_TRANS, BO_MAY_FALL_BACK, NULL},
     {"matmul", b_mm_odd, BF16, BO_BF16, BO_MAY_FALL_BACK, NULL},
 };
 KT_TEST(backend_ops_matmul) { bo_run_cases("matmul", matmul_cases, BO_COUNT(matmul_cases)); }
@@ -448,6 +462,9 @@ static const bo_case movement_cases[] = {
     {"pad_2d", b_pad2d, F16, BO_HALF, 0, &PAD_HALF},
     {"pad_2d_zero", b_pad2d, F16, BO_HALF, 0, &PAD_ZERO},
     {"contiguous_permute4d", b_contig_perm, F64, BO_EXACT, BO_MAY_FALL_BACK, NULL},
+    {"concat_axis1_views", b_concat1_views, F64, BO_EXACT, BO_MAY_FALL_BACK, NULL},
+    {"pad_2d", b_pad2d, F64, BO_EXACT, BO_MAY_FALL_BACK, &PAD_HALF},
+    {"slice_assign", b_slice_assign, F64, BO_EXACT, BO_MAY_FALL_BACK, NULL},
 };
 KT_TEST(backend_ops_movement) { bo_run_cases("movement", movement_cases, BO_COUNT(movement_cases)); }
 
@@ -748,6 +765,9 @@ static const bo_case conv_cases[] = {
     {"avg_pool2d", b_pool, F32, BO_EXACT, 0, &P_AVG2},
     {"avg_pool2d_s2_p1", b_pool, F32, BO_EXACT, 0, &P_AVG3},
     {"conv2d_groups", b_conv, F64, BO_TRANS, BO_MAY_FALL_BACK, &CV_GROUPS},
+    {"conv_transpose2d_dilation", b_conv_t, F64, BO_TRANS, BO_MAY_FALL_BACK, &CT_DIL},
+    {"max_pool2d_s2_p1", b_pool, F64, BO_EXACT, BO_MAY_FALL_BACK, &P_MAX3},
+    {"max_pool2d_ties", b_pool_ties, F64, BO_EXACT, BO_MAY_FALL_BACK, &P_MAX2},
 };
 KT_TEST(backend_ops_conv) { bo_run_cases("conv", conv_cases, BO_COUNT(conv_cases)); }
 

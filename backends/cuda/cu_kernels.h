@@ -53,7 +53,7 @@ int kiln__cu_unary(void *stream, int op, double p, int dt, const void *x, void *
 enum { CU_ADD = 0, CU_SUB, CU_MUL, CU_DIV, CU_CMP };
 int kiln__cu_binary(void *stream, int op, int cmp, int dt, const void *a, const void *b, void *y, int64_t n,
                     const cu_walk *w);
-/* y = c != 0 ? a : b; c is f32 or i32 (ct), a, b, y of dtype dt. */
+/* y = c != 0 ? a : b; c is f32, f64 or i32 (ct), a, b, y of dtype dt. */
 int kiln__cu_where(void *stream, int ct, const void *c, int dt, const void *a, const void *b, void *y, int64_t n,
                    const cu_walk *w);
 /* g[i] += d[i] for i < n (both contiguous, dtype dt). */
