@@ -493,6 +493,7 @@ static const bo_case rows_cases[] = {
     {"one_hot", b_one_hot, F32, 0, BO_NO_GRAD, NULL},
     {"one_hot", b_one_hot, F16, 0, BO_NO_GRAD, NULL},
     {"get_rows", b_get_rows, F64, BO_EXACT, BO_MAY_FALL_BACK, NULL},
+    {"one_hot", b_one_hot, F64, 0, BO_NO_GRAD | BO_MAY_FALL_BACK, NULL},
 };
 KT_TEST(backend_ops_rows) { bo_run_cases("rows", rows_cases, BO_COUNT(rows_cases)); }
 
@@ -547,6 +548,8 @@ static const bo_case softmax_cases[] = {
     {"log_softmax_causal", b_log_softmax_causal, F32, BO_TRANS, 0, NULL},
     {"log_softmax_causal_raw", b_log_softmax_causal_raw, F32, BO_TRANS, BO_NO_GRAD, NULL},
     {"softmax", b_softmax, F64, BO_TRANS, BO_MAY_FALL_BACK, NULL},
+    {"log_softmax_causal", b_log_softmax_causal, F64, BO_TRANS, BO_MAY_FALL_BACK, NULL},
+    {"softmax_wide", b_softmax_wide, F64, BO_TRANS, BO_MAY_FALL_BACK, NULL},
 };
 KT_TEST(backend_ops_softmax) { bo_run_cases("softmax", softmax_cases, BO_COUNT(softmax_cases)); }
 
@@ -585,6 +588,7 @@ static const bo_case loss_cases[] = {
     {"mse", b_mse, F32, BO_TRANS, 0, NULL},
     {"mse_views", b_mse_views, F32, BO_TRANS, 0, NULL},
     {"cross_entropy_ignore", b_ce, F64, BO_TRANS, BO_MAY_FALL_BACK, NULL},
+    {"cross_entropy_wide", b_ce_wide, F64, BO_TRANS, BO_MAY_FALL_BACK, NULL},
 };
 KT_TEST(backend_ops_loss) { bo_run_cases("loss", loss_cases, BO_COUNT(loss_cases)); }
 
@@ -625,6 +629,7 @@ static const bo_case norm_cases[] = {
     {"rms_norm_wide", b_norm, F32, BO_TRANS, 0, &N_RMS_WIDE},
     {"rms_norm_transposed", b_norm_t, F32, BO_TRANS, 0, &N_RMS_W},
     {"layer_norm_wb", b_norm, F64, BO_TRANS, BO_MAY_FALL_BACK, &N_LN_WB},
+    {"rms_norm_wide", b_norm, F64, BO_TRANS, BO_MAY_FALL_BACK, &N_RMS_WIDE},
 };
 KT_TEST(backend_ops_norm) { bo_run_cases("norm", norm_cases, BO_COUNT(norm_cases)); }
 
@@ -656,6 +661,7 @@ static const bo_case rope_cases[] = {
     {"rope_neox_transposed", b_rope_t, F32, BO_TRANS, 0, &RP_NEOX_POS},
     {"rope_interleaved_transposed", b_rope_t, F32, BO_TRANS, 0, &RP_INTL},
     {"rope_neox_pos", b_rope, F64, BO_TRANS, BO_MAY_FALL_BACK, &RP_NEOX_POS},
+    {"rope_interleaved_transposed", b_rope_t, F64, BO_TRANS, BO_MAY_FALL_BACK, &RP_INTL},
 };
 KT_TEST(backend_ops_rope) { bo_run_cases("rope", rope_cases, BO_COUNT(rope_cases)); }
 
@@ -691,6 +697,7 @@ static const bo_case attention_cases[] = {
     {"attention_40x40_d32", b_attn, F32, BO_TRANS, 0, &A_LONG},
     {"attention_transposed_gqa", b_attn_t, F32, BO_TRANS, 0, NULL},
     {"attention_causal", b_attn, F64, BO_TRANS, BO_MAY_FALL_BACK, &A_CAUSAL},
+    {"attention_gqa_causal", b_attn, F64, BO_TRANS, BO_MAY_FALL_BACK, &A_GQA},
 };
 KT_TEST(backend_ops_attention) { bo_run_cases("attention", attention_cases, BO_COUNT(attention_cases)); }
 
@@ -785,6 +792,7 @@ static const bo_case dropout_cases[] = {
     {"dropout_0.3", b_dropout, F32, BO_EXACT, 0, &P_03},
     {"dropout_0.9", b_dropout, F32, BO_EXACT, 0, &P_09},
     {"dropout_transposed", b_dropout_t, F32, BO_EXACT, 0, &P_03},
+    {"dropout_0.3", b_dropout, F64, BO_EXACT, BO_MAY_FALL_BACK, &P_03},
 };
 KT_TEST(backend_ops_dropout) { bo_run_cases("dropout", dropout_cases, BO_COUNT(dropout_cases)); }
 

@@ -69,49 +69,50 @@ int kiln__cu_reduce(void *stream, int op, int xt, const void *x, int yt, void *y
 /* The same over every element of x (walk w over n elements) into y[0]. */
 int kiln__cu_reduce_all(void *stream, int op, int xt, const void *x, int yt, void *y, int64_t n, const cu_walk *w);
 
-/* ---- rows (k_nn.cu): f32, contiguous, one block per row ---- */
+/* ---- rows (k_nn.cu): dt CU_F32 or CU_F64 (every float operand of a call
+ * alike), contiguous, one block per row ---- */
 
 /* softmax / log_softmax over rows of n; causal: row r sees columns
  * j <= r % mrows + n - mrows (a row seeing none gives 0 / -inf). */
-int kiln__cu_softmax(void *stream, int64_t rows, int64_t n, int64_t mrows, int causal, int log_out, const float *x,
-                     float *y);
-int kiln__cu_softmax_grad(void *stream, int64_t rows, int64_t n, int64_t mrows, int causal, int log_in, const float *y,
-                          const float *gy, float *gx);
+int kiln__cu_softmax(void *stream, int dt, int64_t rows, int64_t n, int64_t mrows, int causal, int log_out, const void *x,
+                     void *y);
+int kiln__cu_softmax_grad(void *stream, int dt, int64_t rows, int64_t n, int64_t mrows, int causal, int log_in,
+                          const void *y, const void *gy, void *gx);
 /* layer_norm (rms 0) or rms_norm (rms 1) of rows of c; w, b may be NULL. */
-int kiln__cu_norm(void *stream, int64_t rows, int64_t c, double eps, int rms, const float *x, const float *w,
-                  const float *b, float *y);
+int kiln__cu_norm(void *stream, int dt, int64_t rows, int64_t c, double eps, int rms, const void *x, const void *w,
+                  const void *b, void *y);
 /* Their backward: dx, and dw / db when not NULL; stats: scratch of 2 rows doubles. */
-int kiln__cu_norm_grad(void *stream, int64_t rows, int64_t c, double eps, int rms, const float *x, const float *w,
-                       const float *gy, float *dx, float *dw, float *db, double *stats);
+int kiln__cu_norm_grad(void *stream, int dt, int64_t rows, int64_t c, double eps, int rms, const void *x, const void *w,
+                       const void *gy, void *dx, void *dw, void *db, double *stats);
 /* Mean cross-entropy over the rows whose label is kept into y[0]; loss:
  * scratch of rows doubles. The backward; cnt: scratch of one double. */
-int kiln__cu_cross_entropy(void *stream, int64_t rows, int64_t c, int32_t ignore, const float *x, const int32_t *labels,
-                           float *y, double *loss);
-int kiln__cu_cross_entropy_grad(void *stream, int64_t rows, int64_t c, int32_t ignore, const float *x,
-                                const int32_t *labels, const float *gy, float *gx, double *cnt);
+int kiln__cu_cross_entropy(void *stream, int dt, int64_t rows, int64_t c, int32_t ignore, const void *x,
+                           const int32_t *labels, void *y, double *loss);
+int kiln__cu_cross_entropy_grad(void *stream, int dt, int64_t rows, int64_t c, int32_t ignore, const void *x,
+                                const int32_t *labels, const void *gy, void *gx, double *cnt);
 /* y [n, d] (dtype yt) = rows idx of table [v, d] (dtype tt, strides ts0, ts1). */
 int kiln__cu_get_rows(void *stream, int tt, const void *table, int64_t v, int64_t d, int64_t ts0, int64_t ts1,
                       const int32_t *idx, int64_t n, int yt, void *y);
-/* y [v, d] = sum of rows [n, d] by idx (f32). */
-int kiln__cu_scatter_add_rows(void *stream, const float *rows, const int32_t *idx, int64_t n, int64_t d, int64_t v,
-                              float *y);
+/* y [v, d] = sum of rows [n, d] by idx. */
+int kiln__cu_scatter_add_rows(void *stream, int dt, const void *rows, const int32_t *idx, int64_t n, int64_t d,
+                              int64_t v, void *y);
 /* y [m, n] (dtype yt) = one_hot(labels [m]). */
 int kiln__cu_one_hot(void *stream, const int32_t *labels, int64_t m, int64_t n, int yt, void *y);
-/* rope of x [rows, d] (f32), row r at position pos[r % t] (r % t when pos is NULL). */
-int kiln__cu_rope(void *stream, const float *x, float *y, int64_t rows, int64_t t, int64_t d, int interleaved,
+/* rope of x [rows, d], row r at position pos[r % t] (r % t when pos is NULL). */
+int kiln__cu_rope(void *stream, int dt, const void *x, void *y, int64_t rows, int64_t t, int64_t d, int interleaved,
                   const int32_t *pos, double theta, int inverse);
-/* Dropout in training (f32): y = uniform01(seed, i) >= p ? x / (1 - p) : 0,
+/* Dropout in training: y = uniform01(seed, i) >= p ? x / (1 - p) : 0,
  * hashed_seed = kiln__hash64(seed) (core/rng.c). */
-int kiln__cu_dropout(void *stream, const float *x, float *y, int64_t n, uint64_t hashed_seed, double p);
-/* ---- attention (k_attention.cu), f32, contiguous; shape = {B, Hq, Hk, T,
- * S, D, Dv}; D, Dv <= 256 ---- */
+int kiln__cu_dropout(void *stream, int dt, const void *x, void *y, int64_t n, uint64_t hashed_seed, double p);
+/* ---- attention (k_attention.cu), dt CU_F32 or CU_F64, contiguous;
+ * shape = {B, Hq, Hk, T, S, D, Dv}; D, Dv <= 256 ---- */
 /* O [B, Hq, T, Dv] and lse [B, Hq, T]. */
-int kiln__cu_attention(void *stream, const int64_t *shape, int causal, double scale, const float *q, const float *k,
-                       const float *v, float *o, float *lse);
+int kiln__cu_attention(void *stream, int dt, const int64_t *shape, int causal, double scale, const void *q,
+                       const void *k, const void *v, void *o, void *lse);
 /* dq, dk, dv from the forward's o and lse and dout; di: scratch of B*Hq*T doubles. */
-int kiln__cu_attention_grad(void *stream, const int64_t *shape, int causal, double scale, const float *q,
-                            const float *k, const float *v, const float *o, const float *lse, const float *dout,
-                            float *dq, float *dk, float *dv, double *di);
+int kiln__cu_attention_grad(void *stream, int dt, const int64_t *shape, int causal, double scale, const void *q,
+                            const void *k, const void *v, const void *o, const void *lse, const void *dout, void *dq,
+                            void *dk, void *dv, double *di);
 /* ---- convolution (k_conv.cu): IM2COL / COL2IM of ops/conv.c, f32 or f64
  * (dt), contiguous operands ---- */
 typedef struct cu_conv {
