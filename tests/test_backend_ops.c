@@ -374,6 +374,10 @@ static const bo_case dfp_cases[] = {
     {"dfp_matmul_k300", b_dfp_big, F32, BO_TRANS, BO_MAY_FALL_BACK, NULL},
     {"dfp_conv2d", b_dfp_conv, F32, BO_TRANS, BO_MAY_FALL_BACK, NULL},
     {"dfp_conv2d_dilation", b_dfp_conv_dil, F32, BO_TRANS, BO_MAY_FALL_BACK, NULL},
+    /* the products alone, forward: equal bit for bit (tolerance 0) */
+    {"dfp_matmul_k300_exact", b_dfp_big, F32, 0, BO_NO_GRAD | BO_MAY_FALL_BACK, NULL},
+    {"dfp_matmul_trans_a_exact", b_dfp_ta, F32, 0, BO_NO_GRAD | BO_MAY_FALL_BACK, NULL},
+    {"dfp_conv2d_dilation_exact", b_dfp_conv_dil, F32, 0, BO_NO_GRAD | BO_MAY_FALL_BACK, NULL},
 };
 KT_TEST(backend_ops_dfp) { bo_run_cases("dfp", dfp_cases, BO_COUNT(dfp_cases)); }
 
