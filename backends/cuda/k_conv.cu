@@ -127,17 +127,32 @@ __global__ void pool_max_grad_k(cu_conv g, const T *x, const T *y, const T *gy, 
             gx[i] = out;
             continue;
         }
+        // the CPU's order of the adds: windows by oi; along a row, with
+        // padding, by oj; without (its interior path), 256 windows at a
+        // time, taps (ki, kj) outer, so oj descending within each group
+        bool interior = g.ph == 0 && g.pw == 0;
         T acc = 0;
         for (int64_t ki = g.kh - 1; ki >= 0; ki--) { // oi ascending
             int64_t oi;
             if (!window_of(ii, ki, g.sh, g.ph, g.dh, g.oh, &oi)) continue;
-            for (int64_t kj = g.kw - 1; kj >= 0; kj--) {
-                int64_t oj;
-                if (!window_of(jj, kj, g.sw, g.pw, g.dw, g.ow, &oj)) continue;
-                T m = yp[oi * g.ow + oj];
-                if (v != m) continue;
-                acc += gp[oi * g.ow + oj] / (T)ties(g, img, oi, oj, m);
+            int64_t b0 = 0, b1 = 0; // the groups of 256 windows the row's taps fall in
+            if (interior) {
+                b0 = INT64_MAX, b1 = -1;
+                for (int64_t kj = 0; kj < g.kw; kj++) {
+                    int64_t oj;
+                    if (!window_of(jj, kj, g.sw, g.pw, g.dw, g.ow, &oj)) continue;
+                    b0 = oj / 256 < b0 ? oj / 256 : b0;
+                    b1 = oj / 256 > b1 ? oj / 256 : b1;
+                }
             }
+            for (int64_t blk = b0; blk <= b1; blk++)
+                for (int64_t e = 0; e < g.kw; e++) {
+                    int64_t kj = interior ? e : g.kw - 1 - e, oj;
+                    if (!window_of(jj, kj, g.sw, g.pw, g.dw, g.ow, &oj) || (interior && oj / 256 != blk)) continue;
+                    T m = yp[oi * g.ow + oj];
+                    if (v != m) continue;
+                    acc += gp[oi * g.ow + oj] / (T)ties(g, img, oi, oj, m);
+                }
         }
         gx[i] = acc;
     }
