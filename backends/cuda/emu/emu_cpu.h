@@ -48,12 +48,12 @@ static kiln_tensor *emu_train(kiln_ctx *ctx, kiln_tensor *y) {
     return w;
 }
 
-// got (n values of ref's dtype, from element off) against ref: bit for bit
+// got (n values of ref's dtype, f32, f64 or i32, from element off) against ref: bit for bit
 // (tol < 0) or max|got - ref| / max|ref| <= tol. One line per check.
 static void emu_check(const char *what, const kiln_tensor *ref, const std::vector<char> &got, double tol,
                       int64_t off = 0) {
     int64_t n = kiln_tensor_numel(ref);
-    bool f64 = kiln_tensor_dtype(ref) == KILN_F64;
+    bool f64 = kiln_tensor_dtype(ref) == KILN_F64, i32 = kiln_tensor_dtype(ref) == KILN_I32;
     std::vector<double> r(n);
     kiln_tensor_get_f64(ref, r.data(), n);
     double scale = 1e-30, diff = 0;
@@ -61,13 +61,14 @@ static void emu_check(const char *what, const kiln_tensor *ref, const std::vecto
     for (int64_t i = 0; i < n; i++)
         if (std::isfinite(r[i]) && fabs(r[i]) > scale) scale = fabs(r[i]);
     for (int64_t i = 0; i < n; i++) {
-        double g = f64 ? ((const double *)got.data())[off + i] : ((const float *)got.data())[off + i];
+        double g = f64 ? ((const double *)got.data())[off + i]
+                   : i32 ? ((const int32_t *)got.data())[off + i] : ((const float *)got.data())[off + i];
         if (g == r[i] || (g != g && r[i] != r[i])) continue;
         differ++;
         diff = !std::isfinite(g) || !std::isfinite(r[i]) ? INFINITY : fmax(diff, fabs(g - r[i]));
     }
     bool bad = tol < 0 ? differ > 0 : !(diff / scale <= tol);
-    printf("  %-34s %s  %lld of %lld differ, err %.2e%s\n", what, f64 ? "f64" : "f32", (long long)differ,
+    printf("  %-34s %s  %lld of %lld differ, err %.2e%s\n", what, kiln_dtype_name(kiln_tensor_dtype(ref)), (long long)differ,
            (long long)n, diff / scale, bad ? "  <-- FAIL" : "");
     emu_failures += bad;
 }

@@ -5,7 +5,7 @@
 # of an existing kiln build on the same inputs.
 #
 #     make -j2 VULKAN=0 BLAS=0 BUILD=/tmp/kb
-#     backends/cuda/emu/run.sh /tmp/kb        # [check ...]: conv dfp rows attention
+#     backends/cuda/emu/run.sh /tmp/kb        # [check ...]: conv dfp rows attention elementwise
 #
 # Needs a C++20 compiler (std::barrier). Not part of `make test`: a real GPU
 # run (tests/kiln_tests backend_ cuda) is the test; this catches indexing
@@ -13,9 +13,9 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
-build=${1:?usage: run.sh BUILD [conv dfp rows attention]}
+build=${1:?usage: run.sh BUILD [conv dfp rows attention elementwise]}
 shift
-checks=${*:-conv dfp rows attention}
+checks=${*:-conv dfp rows attention elementwise}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 # the libraries the build linked (vulkan, blas, zlib), from its archive's symbols
@@ -27,7 +27,7 @@ nm "$build/libkiln.a" 2>/dev/null | grep -q " U inflate" && libs="$libs -lz"
 status=0
 for c in $checks; do
     case $c in
-    conv) k=k_conv ;; dfp) k=k_dfp ;; rows) k=k_nn ;; attention) k=k_attention ;;
+    conv) k=k_conv ;; dfp) k=k_dfp ;; rows) k=k_nn ;; attention) k=k_attention ;; elementwise) k=k_elementwise ;;
     *) echo "run.sh: no check $c" >&2; exit 2 ;;
     esac
     # the kernels: the body of the .cu file's anonymous namespace
