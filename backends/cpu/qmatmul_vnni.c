@@ -199,7 +199,8 @@ static void dot2_q8_0s_vnni(const void *w0, const void *w1, const int8_t *xq, co
 
 /* Q4_0 on AVX512-VBMI + GFNI, four blocks (72 bytes) per step, exact
  * against the reference's lanes (qmatmul.h). One vpermt2b over the step's
- * bytes 0..63 and 8..71 gathers the 64 packed bytes so that zmm lane
+ * bytes 0..63 and 64..71 (an 8-byte load: it never splits a line, where a
+ * second 64-byte load mostly would) gathers the 64 packed bytes so that zmm lane
  * 4 l + b holds block b's packed bytes 4 l .. 4 l + 3 (its reference lane
  * l); an and leaves their low nibbles, a vgf2p8affineqb (a bit matrix:
  * each byte shifted right by 4) their high ones, and two vpdpbusd (W's
@@ -218,9 +219,9 @@ static void dot2_q8_0s_vnni(const void *w0, const void *w1, const int8_t *xq, co
 #define QMM_VBMI __attribute__((target("avx512vbmi,avx512vnni,avx512bw,avx512vl,avx512dq,avx512f,f16c,fma,gfni")))
 
 /* vpermt2b indices: the packed bytes (block b's qs[4 l + t] to byte
- * 16 l + 4 b + t; block 3 from the second load); two rows' scales (words
+ * 16 l + 4 b + t, from the first load or, 64 on, the second); two rows' scales (words
  * a0 a1 a2 a3 b0 b1 b2 b3) */
-static const uint8_t q4v_pk[64] = {2, 3, 4, 5, 20, 21, 22, 23, 38, 39, 40, 41, 112, 113, 114, 115, 6, 7, 8, 9, 24, 25, 26, 27, 42, 43, 44, 45, 116, 117, 118, 119, 10, 11, 12, 13, 28, 29, 30, 31, 46, 47, 48, 49, 120, 121, 122, 123, 14, 15, 16, 17, 32, 33, 34, 35, 50, 51, 52, 53, 124, 125, 126, 127};
+static const uint8_t q4v_pk[64] = {2, 3, 4, 5, 20, 21, 22, 23, 38, 39, 40, 41, 56, 57, 58, 59, 6, 7, 8, 9, 24, 25, 26, 27, 42, 43, 44, 45, 60, 61, 62, 63, 10, 11, 12, 13, 28, 29, 30, 31, 46, 47, 48, 49, 64, 65, 66, 67, 14, 15, 16, 17, 32, 33, 34, 35, 50, 51, 52, 53, 68, 69, 70, 71};
 static const uint8_t q4v_sc[64] = {0, 1, 18, 19, 36, 37, 54, 55, 64, 65, 82, 83, 100, 101, 118, 119, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
 /* vgf2p8affineqb's matrix for x >> 4 (result bit i = source bit i + 4) */
 #define Q4V_SHR4 0x1020408000000000LL
@@ -242,21 +243,28 @@ static inline void q4v_prefetch(const uint8_t *b) {
     _mm_prefetch((const char *)b + QMM_PREFETCH + 64, _MM_HINT_T0);
 }
 
+/* A loaded W step kept in its register: the compiler would otherwise load
+ * it again for each of its two uses (vpermt2b overwrites an operand), two
+ * more line-splitting loads per row and step, measurably slower. */
+static QMM_VBMI inline void q4v_keep(__m512i *z) { __asm__("" : "+v"(*z)); }
+
 /* The 16 lanes of one row's step at b (z1: its first 64 bytes) as f32. */
 static QMM_VBMI inline __m512 q4v_lanes(const uint8_t *b, __m512i z1, __m512i xlo, __m512i xhi, __m512i xs,
-                                        const q4v_consts *c) {
-    const __m512i q = _mm512_permutex2var_epi8(z1, c->pk, _mm512_loadu_si512(b + 8));
-    const __m512i hi = _mm512_gf2p8affine_epi64_epi8(q, c->shr4, 0);
-    return _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_dpbusd_epi32(xs, _mm512_and_si512(q, c->lo4), xlo), hi, xhi));
+                                        q4v_consts c) {
+    const __m512i q = _mm512_permutex2var_epi8(z1, c.pk, _mm512_castsi128_si512(_mm_loadl_epi64((const __m128i *)(b + 64))));
+    const __m512i hi = _mm512_gf2p8affine_epi64_epi8(q, c.shr4, 0);
+    return _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_dpbusd_epi32(xs, _mm512_and_si512(q, c.lo4), xlo), hi, xhi));
 }
 
 /* d_w d_x of two rows' steps (first 64 bytes za, zb; dx4 the step's four
  * dx) into s[0..3], s[4..7], read back as broadcasts (loads) */
-static QMM_VBMI inline void q4v_scales(__m512i za, __m512i zb, const float *dx4, const q4v_consts *c, float s[8]) {
-    const __m128i d = _mm512_castsi512_si128(_mm512_permutex2var_epi8(za, c->sc, zb));
+static QMM_VBMI inline void q4v_scales(__m512i za, __m512i zb, const float *dx4, q4v_consts c, float s[8]) {
+    const __m128i d = _mm512_castsi512_si128(_mm512_permutex2var_epi8(za, c.sc, zb));
     _mm256_store_ps(s, _mm256_mul_ps(_mm256_cvtph_ps(d), _mm256_broadcast_ps((const __m128 *)dx4)));
-    /* keeps the compiler from turning the store + broadcast loads into shuffles */
-    __asm__ volatile("" ::: "memory");
+    /* s as if changed here: keeps the compiler from turning the store +
+     * broadcast loads into shuffles (only s, so the constants stay in
+     * registers) */
+    __asm__ volatile("" : "+m"(*(float(*)[8])s));
 }
 
 /* The 16 lanes summed in the reference's order (block b's lane l is zmm
@@ -272,7 +280,7 @@ static QMM_VBMI inline float q4v_sum(__m512 acc) {
 /* The last r = nb - i (1..3) blocks of rows w[0..nr-1] (nr 1 or 2), from
  * zero-padded copies in a full group's layout, their lanes masked. */
 static QMM_VBMI void q4v_tail(const uint8_t *const *w, int nr, int64_t i, int64_t nb, const int8_t *xq,
-                              const int32_t *xs, const float *dx, const q4v_consts *c, __m512 *acc) {
+                              const int32_t *xs, const float *dx, q4v_consts c, __m512 *acc) {
     const int r = (int)(nb - i);
     uint8_t wb[2][72] = {{0}};
     int8_t xb[128] = {0};
@@ -303,15 +311,16 @@ static QMM_VBMI float dot_q4_0v_vbmi(const void *w, const int8_t *xq, const int3
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) {
         q4v_prefetch(b + 18 * i);
-        const __m512i z = _mm512_loadu_si512(b + 18 * i);
-        q4v_scales(z, z, dx + i, &c, sc);
+        __m512i z = _mm512_loadu_si512(b + 18 * i);
+        q4v_keep(&z);
+        q4v_scales(z, z, dx + i, c, sc);
         acc = _mm512_fmadd_ps(q4v_lanes(b + 18 * i, z, _mm512_loadu_si512(xq + 32 * i),
-                                        _mm512_loadu_si512(xq + 32 * i + 64), _mm512_loadu_si512(xs + 4 * i), &c),
+                                        _mm512_loadu_si512(xq + 32 * i + 64), _mm512_loadu_si512(xs + 4 * i), c),
                               _mm512_broadcast_f32x4(_mm_load_ps(sc)), acc);
     }
     if (i < nb) {
         __m512 a[1] = {acc};
-        q4v_tail(&b, 1, i, nb, xq, xs, dx, &c, a);
+        q4v_tail(&b, 1, i, nb, xq, xs, dx, c, a);
         acc = a[0];
     }
     return q4v_sum(acc);
@@ -328,16 +337,17 @@ static QMM_VBMI void dot2_q4_0v_vbmi(const void *w0, const void *w1, const int8_
         const __m512i xlo = _mm512_loadu_si512(xq + 32 * i), xhi = _mm512_loadu_si512(xq + 32 * i + 64);
         const __m512i s = _mm512_loadu_si512(xs + 4 * i);
         q4v_prefetch(b0 + 18 * i), q4v_prefetch(b1 + 18 * i);
-        const __m512i z0 = _mm512_loadu_si512(b0 + 18 * i), z1 = _mm512_loadu_si512(b1 + 18 * i);
-        q4v_scales(z0, z1, dx + i, &c, sc);
-        a0 = _mm512_fmadd_ps(q4v_lanes(b0 + 18 * i, z0, xlo, xhi, s, &c), _mm512_broadcast_f32x4(_mm_load_ps(sc)), a0);
-        a1 = _mm512_fmadd_ps(q4v_lanes(b1 + 18 * i, z1, xlo, xhi, s, &c), _mm512_broadcast_f32x4(_mm_load_ps(sc + 4)),
+        __m512i z0 = _mm512_loadu_si512(b0 + 18 * i), z1 = _mm512_loadu_si512(b1 + 18 * i);
+        q4v_keep(&z0), q4v_keep(&z1);
+        q4v_scales(z0, z1, dx + i, c, sc);
+        a0 = _mm512_fmadd_ps(q4v_lanes(b0 + 18 * i, z0, xlo, xhi, s, c), _mm512_broadcast_f32x4(_mm_load_ps(sc)), a0);
+        a1 = _mm512_fmadd_ps(q4v_lanes(b1 + 18 * i, z1, xlo, xhi, s, c), _mm512_broadcast_f32x4(_mm_load_ps(sc + 4)),
                              a1);
     }
     if (i < nb) {
         const uint8_t *b[2] = {b0, b1};
         __m512 acc[2] = {a0, a1};
-        q4v_tail(b, 2, i, nb, xq, xs, dx, &c, acc);
+        q4v_tail(b, 2, i, nb, xq, xs, dx, c, acc);
         a0 = acc[0], a1 = acc[1];
     }
     out[0] = q4v_sum(a0), out[1] = q4v_sum(a1);
