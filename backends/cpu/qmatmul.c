@@ -28,9 +28,9 @@ void kiln__qmm_lane_sums(const int8_t *xq, int32_t *xs, int64_t nb, int32_t off)
     for (int64_t l = 0; l < 8 * nb; l++) xs[l] = -off * (xq[4 * l] + xq[4 * l + 1] + xq[4 * l + 2] + xq[4 * l + 3]);
 }
 
-/* The lane schemes the integer paths share (qmatmul.h), 16 f32 lanes
- * summed in order at the end. Q8_0: block i in lanes 8 (i & 1) .. + 7,
- * lane l of a block summing its elements 4l .. 4l + 3. */
+/* The lane schemes the integer paths share (qmatmul.h), 16 f32 lanes.
+ * Q8_0: block i in lanes 8 (i & 1) .. + 7, lane l of a block summing its
+ * elements 4l .. 4l + 3, the lanes summed in order at the end. */
 static float lanes_sum(const float acc[16]) {
     float s = 0.0f;
     for (int l = 0; l < 16; l++) s += acc[l];
@@ -56,7 +56,8 @@ float kiln__qmm_dot_q8_0_ref(const void *w, const int8_t *xq, const float *dx, i
  * elements 4l .. 4l + 3 (low nibbles of qs[4l .. 4l + 3]) and 16 + 4l ..
  * 16 + 4l + 3 (their high nibbles): one integer sum per 4 packed bytes,
  * so a kernel needs one int-to-float conversion and one fused
- * multiply-add per 4 lanes of a block. */
+ * multiply-add per 4 lanes of a block; the lanes summed as a tree
+ * (kiln__qmm_q4_lanes_sum). */
 float kiln__qmm_dot_q4_0_ref(const void *w, const int8_t *xq, const float *dx, int64_t nb) {
     const kiln_block_q4_0 *b = w;
     float acc[16] = {0};
@@ -70,7 +71,7 @@ float kiln__qmm_dot_q4_0_ref(const void *w, const int8_t *xq, const float *dx, i
             acc[4 * (i & 3) + l] = fmaf((float)s, d, acc[4 * (i & 3) + l]);
         }
     }
-    return lanes_sum(acc);
+    return kiln__qmm_q4_lanes_sum(acc);
 }
 
 float kiln__qmm_dot_nf4_ref(const uint8_t *codes, int64_t code_stride, const float *absmax, int64_t absmax_stride,

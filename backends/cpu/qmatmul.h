@@ -87,6 +87,16 @@ const kiln_qmm_kernels *kiln__qmm_kernels_avx2(void); /* NULL when not built */
 const kiln_qmm_kernels *kiln__qmm_kernels_vnni(void); /* NULL when not built */
 const kiln_qmm_kernels *kiln__qmm_kernels_neondot(void); /* NULL when not built */
 
+/* Q4_0's 16 lanes (block b's lane l at 4 b + l) summed as a tree: per
+ * block (l0 + l2) + (l1 + l3), then (B0 + B2) + (B1 + B3), the order of
+ * halving a zmm whose lane 4 l + b holds them (qmatmul_vnni.c): four
+ * shuffles and adds there instead of 16 dependent scalar adds per row. */
+static inline float kiln__qmm_q4_lanes_sum(const float a[16]) {
+    float bs[4];
+    for (int b = 0; b < 4; b++) bs[b] = (a[4 * b] + a[4 * b + 2]) + (a[4 * b + 1] + a[4 * b + 3]);
+    return (bs[0] + bs[2]) + (bs[1] + bs[3]);
+}
+
 /* The scalar references. */
 float kiln__qmm_dot_q8_0_ref(const void *w, const int8_t *xq, const float *dx, int64_t nb);
 float kiln__qmm_dot_q4_0_ref(const void *w, const int8_t *xq, const float *dx, int64_t nb);

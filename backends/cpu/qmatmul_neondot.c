@@ -64,7 +64,9 @@ static float dot_q4_0_neondot(const void *w, const int8_t *xq, const float *dx, 
         const int32x4_t s = vdotq_s32(vdotq_s32(vdupq_n_s32(0), w0, vld1q_s8(xq + 32 * i)), w1, vld1q_s8(xq + 32 * i + 16));
         l.a[i & 3] = vfmaq_f32(l.a[i & 3], vcvtq_f32_s32(s), vdupq_n_f32(kiln__f16_to_f32(b[i].d) * dx[i]));
     }
-    return sum16(&l);
+    float a[16];
+    for (int j = 0; j < 4; j++) vst1q_f32(a + 4 * j, l.a[j]);
+    return kiln__qmm_q4_lanes_sum(a);
 }
 
 const kiln_qmm_kernels *kiln__qmm_kernels_neondot(void) {

@@ -132,7 +132,7 @@ static float q4s_odd_tail(__m256 acc[2], int64_t i, const kiln_block_q4_0 *b, co
     __m256 *a = &acc[(i >> 1) & 1];
     const __m128 lo = _mm_fmadd_ps(_mm_cvtepi32_ps(s), _mm_set1_ps(_cvtsh_ss(b[i].d) * dx[i]), _mm256_castps256_ps128(*a));
     *a = _mm256_insertf128_ps(*a, lo, 0);
-    return qmm_lanes(acc[0], acc[1]);
+    return q4_lanes(acc[0], acc[1]);
 }
 
 static float dot_q4_0s_vnni(const void *w, const int8_t *xq, const int32_t *xs, const float *dx, int64_t nb) {
@@ -142,7 +142,7 @@ static float dot_q4_0s_vnni(const void *w, const int8_t *xq, const int32_t *xs, 
     int64_t i = 0;
     for (; i + 1 < nb; i += 2)
         acc[(i >> 1) & 1] = q4s_pair(b + i, xq + 32 * i, xs + 8 * i, dx + i, lo4, acc[(i >> 1) & 1]);
-    return i == nb ? qmm_lanes(acc[0], acc[1]) : q4s_odd_tail(acc, i, b, xq, xs, dx);
+    return i == nb ? q4_lanes(acc[0], acc[1]) : q4s_odd_tail(acc, i, b, xq, xs, dx);
 }
 
 static float dot_q8_0s_vnni(const void *w, const int8_t *xq, const int32_t *xs, const float *dx, int64_t nb) {
@@ -175,7 +175,7 @@ static void dot2_q4_0s_vnni(const void *w0, const void *w1, const int8_t *xq, co
         a0[h] = q4s_pair(b0 + i, xq + 32 * i, xs + 8 * i, dx + i, lo4, a0[h]);
         a1[h] = q4s_pair(b1 + i, xq + 32 * i, xs + 8 * i, dx + i, lo4, a1[h]);
     }
-    out[0] = qmm_lanes(a0[0], a0[1]), out[1] = qmm_lanes(a1[0], a1[1]);
+    out[0] = q4_lanes(a0[0], a0[1]), out[1] = q4_lanes(a1[0], a1[1]);
 }
 
 static void dot2_q8_0s_vnni(const void *w0, const void *w1, const int8_t *xq, const int32_t *xs, const float *dx,
@@ -267,14 +267,14 @@ static QMM_VBMI inline void q4v_scales(__m512i za, __m512i zb, const float *dx4,
     __asm__ volatile("" : "+m"(*(float(*)[8])s));
 }
 
-/* The 16 lanes summed in the reference's order (block b's lane l is zmm
- * lane 4 l + b). */
+/* The 16 lanes summed as kiln__qmm_q4_lanes_sum does (block b's lane l is
+ * zmm lane 4 l + b): halves added (l + 2 onto l), quarters (the block's
+ * lanes 1, 3 onto 0, 2: B_b in lane b), then (B0 + B2) + (B1 + B3). */
 static QMM_VBMI inline float q4v_sum(__m512 acc) {
-    float a[16], s = 0.0f;
-    _mm512_storeu_ps(a, acc);
-    for (int b = 0; b < 4; b++)
-        for (int l = 0; l < 4; l++) s += a[4 * l + b];
-    return s;
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
+    const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    const __m128 p = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    return _mm_cvtss_f32(_mm_add_ss(p, _mm_movehdup_ps(p)));
 }
 
 /* The last r = nb - i (1..3) blocks of rows w[0..nr-1] (nr 1 or 2), from

@@ -56,6 +56,13 @@ static inline __m256i q4_0_bytes(const kiln_block_q4_0 *b) {
     return _mm256_sub_epi8(q, _mm256_set1_epi8(8));
 }
 
+static inline float q4_lanes(__m256 acc0, __m256 acc1) {
+    float a[16];
+    _mm256_storeu_ps(a, acc0);
+    _mm256_storeu_ps(a + 8, acc1);
+    return kiln__qmm_q4_lanes_sum(a);
+}
+
 /* Two blocks' 8 + 8 lanes (elements 4l..4l+3 of each, l < 8) as Q4_0's
  * 4 + 4: lane l of a block plus its lane l + 4 (exact in int32). */
 static inline __m256i q4_0_fold2(__m256i sa, __m256i sb) {
@@ -86,5 +93,5 @@ static float QMM_NAME(dot_q4_0)(const void *w, const int8_t *xq, const float *dx
         const __m128 lo = _mm_fmadd_ps(_mm_cvtepi32_ps(s), _mm_set1_ps(_cvtsh_ss(b[i].d) * dx[i]), _mm256_castps256_ps128(*a));
         *a = _mm256_insertf128_ps(*a, lo, 0);
     }
-    return qmm_lanes(acc[0], acc[1]);
+    return q4_lanes(acc[0], acc[1]);
 }
