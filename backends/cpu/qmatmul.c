@@ -30,12 +30,8 @@ void kiln__qmm_lane_sums(const int8_t *xq, int32_t *xs, int64_t nb, int32_t off)
 
 /* The lane schemes the integer paths share (qmatmul.h), 16 f32 lanes.
  * Q8_0: block i in lanes 8 (i & 1) .. + 7, lane l of a block summing its
- * elements 4l .. 4l + 3, the lanes summed in order at the end. */
-static float lanes_sum(const float acc[16]) {
-    float s = 0.0f;
-    for (int l = 0; l < 16; l++) s += acc[l];
-    return s;
-}
+ * elements 4l .. 4l + 3, the lanes summed by halving at the end
+ * (kiln__qmm_q8_lanes_sum). */
 
 static void block_acc(const int8_t *w, const int8_t *xq, float d, float acc[8]) {
     for (int l = 0; l < 8; l++) {
@@ -49,7 +45,7 @@ float kiln__qmm_dot_q8_0_ref(const void *w, const int8_t *xq, const float *dx, i
     const kiln_block_q8_0 *b = w;
     float acc[16] = {0};
     for (int64_t i = 0; i < nb; i++) block_acc(b[i].qs, xq + 32 * i, kiln__f16_to_f32(b[i].d) * dx[i], acc + 8 * (i & 1));
-    return lanes_sum(acc);
+    return kiln__qmm_q8_lanes_sum(acc);
 }
 
 /* Q4_0: block i in lanes 4 (i & 3) .. + 3, lane l of a block summing its

@@ -8,7 +8,8 @@
  *     integer (vpdpbusd, or maddubs + madd on AVX2, sdot on NEON). The
  *     int32 lane sums are exact; each goes to f32 and one fused
  *     multiply-add with the block's d_w d_x into one of 16 f32 lanes,
- *     summed in order at the end. The scalar reference does the same, so
+ *     summed at the end as a tree (the order of halving a zmm,
+ *     kiln__qmm_q8_lanes_sum / _q4_). The scalar reference does the same, so
  *     every path is exact against it. Q8_0: 8 lanes per block (lane l =
  *     elements 4l..4l+3), even / odd blocks in lanes 0-7 / 8-15. Q4_0: 4
  *     lanes per block (lane l = elements 4l..4l+3 and 16+4l..16+4l+3, the
@@ -86,6 +87,16 @@ void kiln__qmm_lane_sums(const int8_t *xq, int32_t *xs, int64_t nb, int32_t off)
 const kiln_qmm_kernels *kiln__qmm_kernels_avx2(void); /* NULL when not built */
 const kiln_qmm_kernels *kiln__qmm_kernels_vnni(void); /* NULL when not built */
 const kiln_qmm_kernels *kiln__qmm_kernels_neondot(void); /* NULL when not built */
+
+/* Q8_0's 16 lanes (even blocks' 0-7, odd blocks' 8-15) summed by halving,
+ * as a zmm holding them in order is reduced: a[l] + a[l + 8], then those
+ * j and j + 4, then (0 + 2) + (1 + 3). */
+static inline float kiln__qmm_q8_lanes_sum(const float a[16]) {
+    float h[8], q[4];
+    for (int l = 0; l < 8; l++) h[l] = a[l] + a[l + 8];
+    for (int j = 0; j < 4; j++) q[j] = h[j] + h[j + 4];
+    return (q[0] + q[2]) + (q[1] + q[3]);
+}
 
 /* Q4_0's 16 lanes (block b's lane l at 4 b + l) summed as a tree: per
  * block (l0 + l2) + (l1 + l3), then (B0 + B2) + (B1 + B3), the order of

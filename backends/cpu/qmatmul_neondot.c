@@ -29,11 +29,11 @@ static inline void block(int8x16_t w0, int8x16_t w1, const int8_t *xq, float d, 
     *hi = vfmaq_f32(*hi, vcvtq_f32_s32(s1), dv);
 }
 
+/* Q8_0's lanes summed as kiln__qmm_q8_lanes_sum */
 static inline float sum16(const lanes4 *l) {
-    float a[16], s = 0.0f;
+    float a[16];
     for (int i = 0; i < 4; i++) vst1q_f32(a + 4 * i, l->a[i]);
-    for (int i = 0; i < 16; i++) s += a[i];
-    return s;
+    return kiln__qmm_q8_lanes_sum(a);
 }
 
 static float dot_q8_0_neondot(const void *w, const int8_t *xq, const float *dx, int64_t nb) {

@@ -65,11 +65,9 @@ static inline __m512 scale2(uint16_t d0, uint16_t d1, const float *dx) {
                                  _mm512_castps128_ps512(s));
 }
 
+/* Q8_0's 16 lanes summed as kiln__qmm_q8_lanes_sum */
 static inline float lanes16(__m512 acc) {
-    float a[16], s = 0.0f;
-    _mm512_storeu_ps(a, acc);
-    for (int l = 0; l < 16; l++) s += a[l];
-    return s;
+    return qmm_lanes(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
 }
 
 /* W's unsigned side of blocks b[0], b[1] (prefetching ahead): Q4_0's
@@ -94,15 +92,13 @@ static inline __m512i q8_pair(const kiln_block_q8_0 *b, __m512i flip) {
 
 /* An odd last block (unsigned codes u, its lane sums xs, scale d): its 8
  * lanes go onto the even lanes after the pairs, and the 16 lanes are
- * summed in order, as in the reference. */
+ * summed as in the reference. */
 static float odd_tail(__m512 acc, __m256i u, const int8_t *xq, const int32_t *xs, float d) {
     float a[16];
     _mm512_storeu_ps(a, acc);
     const __m256i s = _mm256_dpbusd_epi32(_mm256_loadu_si256((const __m256i *)xs), u, _mm256_loadu_si256((const __m256i *)xq));
     _mm256_storeu_ps(a, _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d), _mm256_loadu_ps(a)));
-    float r = 0.0f;
-    for (int l = 0; l < 16; l++) r += a[l];
-    return r;
+    return kiln__qmm_q8_lanes_sum(a);
 }
 
 /* Q4_0's scales of a pair of blocks on their 4 + 4 lanes: (d0 x4, d1 x4) */

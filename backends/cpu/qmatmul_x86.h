@@ -24,12 +24,12 @@ static inline __m256 qmm_block(__m256i w, const int8_t *xq, float d, __m256 acc)
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d), acc);
 }
 
+/* Q8_0's lanes 0-7 (acc0) and 8-15 (acc1) summed as kiln__qmm_q8_lanes_sum */
 static inline float qmm_lanes(__m256 acc0, __m256 acc1) {
-    float a[16], s = 0.0f;
-    _mm256_storeu_ps(a, acc0);
-    _mm256_storeu_ps(a + 8, acc1);
-    for (int l = 0; l < 16; l++) s += a[l];
-    return s;
+    const __m256 h = _mm256_add_ps(acc0, acc1);
+    const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    const __m128 p = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    return _mm_cvtss_f32(_mm_add_ss(p, _mm_movehdup_ps(p)));
 }
 
 static float QMM_NAME(dot_q8_0)(const void *w, const int8_t *xq, const float *dx, int64_t nb) {
