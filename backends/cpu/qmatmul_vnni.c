@@ -205,7 +205,10 @@ static void dot2_q8_0s_vnni(const void *w0, const void *w1, const int8_t *xq, co
  * b, b + 4, b + 8, b + 12: one vpermt2b gathers two rows' four f16 scales,
  * one vcvtph2ps and one multiply by dx make both rows' d_w d_x, and each
  * row's four go to its lanes by a 128-bit broadcast from memory (a load,
- * not a shuffle: the shuffle port is the busy one).
+ * not a shuffle: the shuffle port is the busy one). Per core, in cache,
+ * about 1.5x the kernel it replaced (two vpermb and a 16-times trick for
+ * the high nibbles, a conversion and an FMA per pair of blocks, a store
+ * and 16 scalar adds per row), 1.15x from memory.
  *
  * x's layout, written by quantize_x_vbmi: blocks in groups of 4 (the last
  * one of r = nb % 4 blocks when that is not 0), group g (first block 4 g)
