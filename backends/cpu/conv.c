@@ -122,6 +122,28 @@ static inline int64_t cols_tap_stride(const cols_map *m) { return m->cn ? m->n *
         }                                                                                                \
     } while (0)
 
+/* The pooled planes p = n*C + c (y, gy: [N, C, OH, OW]) and where each
+ * one's image lies in x (and gx): plane p as well, or, when x is a view of
+ * [C, N, H, W] storage (ip[11] = 1: a convolution's output read without
+ * its permuting copy, see ops/conv.c), plane c*N + n. */
+typedef struct plane_map {
+    int64_t n, c;
+    bool cn;
+} plane_map;
+
+static plane_map plane_map_of(const kiln_tensor *node, const kiln_tensor *pooled) {
+    return (plane_map){pooled->shape[0], pooled->shape[1], node->ip[11] == 1};
+}
+
+static inline int64_t image_plane(const plane_map *m, int64_t p) { return m->cn ? p % m->c * m->n + p / m->c : p; }
+
+/* Whether the 2x2 stride-2 windows cover every pixel (even H and W), so
+ * the max-pool's backward assigns each pixel once and needs no zeroing. */
+static inline bool tiles_2x2(const struct geom *g) {
+    return g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->dh == 1 && g->dw == 1 && g->h == 2 * g->oh &&
+           g->w == 2 * g->ow;
+}
+
 /* Whether the window at image row i0, column j0 lies wholly in the image. */
 static inline bool inside(const geom *g, int64_t i0, int64_t j0) {
     return i0 >= 0 && j0 >= 0 && i0 + (g->kh - 1) * g->dh < g->h && j0 + (g->kw - 1) * g->dw < g->w;
@@ -137,9 +159,10 @@ static inline bool inside(const geom *g, int64_t i0, int64_t j0) {
         const T pad = (T)node->fp[0];                                                                    \
         int64_t planes = node->shape[0] * node->shape[1], n_out = g.oh * g.ow;                           \
         bool interior = g.ph == 0 && g.pw == 0;                                                          \
+        plane_map pm = plane_map_of(node, node);                                                         \
         _Pragma("omp parallel for num_threads(ex->n_threads) if (planes * g.h * g.w > 32768)")          \
         for (int64_t p = 0; p < planes; p++) {                                                           \
-            const T *img = x + p * g.h * g.w;                                                            \
+            const T *img = x + image_plane(&pm, p) * g.h * g.w;                                          \
             T *out = y + p * n_out;                                                                      \
             if (interior) {                                                                              \
                 if (sizeof(T) == 4) pool_plane_interior_f32((const float *)img, (float *)out, &g);      \
@@ -188,11 +211,13 @@ static inline bool inside(const geom *g, int64_t i0, int64_t j0) {
         const T pad = (T)-INFINITY;                                                                      \
         int64_t planes = node->shape[0] * node->shape[1], n_out = g.oh * g.ow;                           \
         bool interior = g.ph == 0 && g.pw == 0;                                                          \
+        plane_map pm = plane_map_of(node, node->src[1]);                                                 \
         _Pragma("omp parallel for num_threads(ex->n_threads) if (planes * g.h * g.w > 32768)")          \
         for (int64_t p = 0; p < planes; p++) {                                                           \
-            const T *img = x + p * g.h * g.w, *yp = y + p * n_out, *gp = gy + p * n_out;                 \
-            T *gimg = gx + p * g.h * g.w;                                                                \
-            memset(gimg, 0, (size_t)(g.h * g.w) * sizeof *gimg);                                         \
+            int64_t xp = image_plane(&pm, p);                                                            \
+            const T *img = x + xp * g.h * g.w, *yp = y + p * n_out, *gp = gy + p * n_out;                \
+            T *gimg = gx + xp * g.h * g.w;                                                               \
+            if (!(interior && tiles_2x2(&g))) memset(gimg, 0, (size_t)(g.h * g.w) * sizeof *gimg);       \
             if (interior && sizeof(T) == 4) {                                                            \
                 pool_grad_plane_interior_f32((const float *)img, (const float *)yp, (const float *)gp,   \
                                              (float *)gimg, &g);                                         \
