@@ -2,7 +2,9 @@
  * (a convolution's [O, N, OH, OW] product seen as [N, O, OH, OW], ops/conv.c
  * ip[11] = 1): the same values and gradients, bit for bit, as the pool of a
  * row-major copy; the copy kiln_conv2d would make is skipped; gradient
- * checks of both orders through the permuted path. */
+ * checks of both orders through the permuted path. And the 2x2 pool's SIMD
+ * planes (conv_avx512.c) against the portable loops, bit for bit. */
+#include "../backends/cpu/cpu_features.h"
 #include "gradcheck.h"
 #include "internal.h" /* the node's op and source, kiln__vjp */
 
@@ -134,4 +136,56 @@ KT_TEST(pool_cn_grad) {
         snprintf(what, sizeof what, "max_pool2d backward of a permuted x, case %d", i);
         gc_check(what, build_pool_grad, (void *)&cases[i], 2, in, 50 + (uint64_t)i);
     }
+}
+
+/* y = pool(x) and gx for gy, at the SIMD level in force. */
+static void pool_2x2_run(const float *xv, const float *gv, int64_t p, int64_t h, int64_t w, float *y, float *gx) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    kiln_tensor *x = kiln_new_4d(ctx, KILN_F32, 1, p, h, w), *gxt = NULL;
+    KT_REQUIRE(x, "x");
+    memcpy(kiln_tensor_data(x), xv, (size_t)(p * h * w) * sizeof *xv);
+    KT_OK(kiln_tensor_set_requires_grad(x, true));
+    kiln_tensor *yt = kiln_max_pool2d(ctx, x, 2, 2, 0, 0);
+    kiln_tensor *gy = kiln_tensor_new(ctx, KILN_F32, 4, kiln_tensor_shape(yt));
+    KT_REQUIRE(gy, "gy");
+    memcpy(kiln_tensor_data(gy), gv, (size_t)kiln_tensor_numel(gy) * sizeof *gv);
+    KT_OK(kiln__vjp(ctx, yt, gy, 1, &x, &gxt));
+    kiln_graph *g = kiln_graph_new(ctx);
+    KT_OK(kiln_graph_add(g, yt));
+    KT_OK(kiln_graph_add(g, gxt));
+    KT_OK(kiln_graph_compute(g));
+    KT_OK(kiln_tensor_get_f32(yt, y, kiln_tensor_numel(yt)));
+    KT_OK(kiln_tensor_get_f32(gxt, gx, p * h * w));
+    kiln_ctx_free(ctx);
+}
+
+/* Widths across the 16-window blocks and their tails, odd sizes, ties,
+ * NaNs: the best SIMD level and the scalar loops give the same bytes. */
+KT_TEST(pool_2x2_simd_matches_scalar) {
+    kiln_cpu_caps saved = *kiln__cpu_caps(), scalar = *kiln__cpu_caps_detected();
+    kiln__cpu_caps_limit(&scalar, KILN_SIMD_SCALAR);
+    const int64_t p = 3, hs[] = {2, 5, 6};
+    uint64_t seed = 99;
+    for (int hi = 0; hi < 3; hi++)
+        for (int64_t w = 2; w <= 37; w++) {
+            int64_t h = hs[hi], n = p * h * w, ny = p * (h / 2) * (w / 2);
+            float *xv = malloc((size_t)n * 4), *gv = malloc((size_t)ny * 4), *out[2][2];
+            KT_REQUIRE(xv && gv, "out of memory");
+            for (int64_t j = 0; j < n; j++) xv[j] = (float)(int)(urand(&seed) * 3) / 2; /* ties */
+            if (w % 5 == 0) xv[(w * 7) % n] = NAN;
+            for (int64_t j = 0; j < ny; j++) gv[j] = urand(&seed);
+            for (int v = 0; v < 2; v++) {
+                out[v][0] = malloc((size_t)ny * 4), out[v][1] = malloc((size_t)n * 4);
+                KT_REQUIRE(out[v][0] && out[v][1], "out of memory");
+                kiln__cpu_caps_set(v ? &saved : &scalar);
+                pool_2x2_run(xv, gv, p, h, w, out[v][0], out[v][1]);
+            }
+            kiln__cpu_caps_set(&saved);
+            KT_CHECK(!memcmp(out[0][0], out[1][0], (size_t)ny * 4), "%lldx%lld: pooled values differ", (long long)h,
+                     (long long)w);
+            KT_CHECK(!memcmp(out[0][1], out[1][1], (size_t)n * 4), "%lldx%lld: gradients differ", (long long)h,
+                     (long long)w);
+            for (int v = 0; v < 2; v++) free(out[v][0]), free(out[v][1]);
+            free(xv), free(gv);
+        }
 }

@@ -3,9 +3,20 @@
  * constructors make them so). Each (n, c) image plane is independent, so
  * the threads split N*C and col2im's overlapping sums need no atomics.
  * Both also carry the fused max-pool and its backward (ip[10] = 1). */
+#include "conv_simd.h"
+#include "cpu_features.h"
 #include "internal.h"
 
 #include <math.h>
+
+/* Whether the AVX-512 pool planes (conv_avx512.c) may run. */
+static bool pool_avx512(void) {
+#if defined(__x86_64__)
+    return kiln__cpu_caps()->level >= KILN_SIMD_AVX512;
+#else
+    return false;
+#endif
+}
 
 /* The geometry both kernels share: kernel, stride, padding, dilation, the
  * image size H x W and the cols grid OH x OW. */
@@ -272,6 +283,10 @@ static inline bool inside(const geom *g, int64_t i0, int64_t j0) {
         const int64_t kh = gp->kh, kw = gp->kw, sh = gp->sh, sw = gp->sw, dh = gp->dh, dw = gp->dw;      \
         const int64_t w = gp->w, oh = gp->oh, ow = gp->ow;                                               \
         if (kh == 2 && kw == 2 && sh == 2 && sw == 2 && dh == 1 && dw == 1) { /* the usual 2x2: one pass */ \
+            if (sizeof(T) == 4 && pool_avx512()) {                                                       \
+                kiln__pool2x2_f32_avx512((const float *)img, (float *)out, oh, ow, w);                   \
+                return;                                                                                  \
+            }                                                                                            \
             for (int64_t oi = 0; oi < oh; oi++, out += ow) {                                             \
                 const T *r0 = img + 2 * oi * w, *r1 = r0 + w;                                            \
                 _Pragma("omp simd")                                                                      \
@@ -315,6 +330,11 @@ POOL_PLANE_INTERIOR(double, f64)
         const int64_t w = gp->w, oh = gp->oh, ow = gp->ow;                                               \
         T share[256];                                                                                    \
         if (kh == 2 && kw == 2 && sh == 2 && sw == 2 && dh == 1 && dw == 1) { /* the usual 2x2 pool */     \
+            if (sizeof(T) == 4 && pool_avx512()) {                                                       \
+                kiln__pool2x2_grad_f32_avx512((const float *)img, (const float *)y, (const float *)gy,   \
+                                              (float *)gimg, oh, ow, w);                                 \
+                return;                                                                                  \
+            }                                                                                            \
             for (int64_t oi = 0; oi < oh; oi++) {                                                        \
                 const T *r0 = img + 2 * oi * w, *r1 = r0 + w, *yr = y + oi * ow, *gr = gy + oi * ow;     \
                 T *g0 = gimg + 2 * oi * w, *g1 = g0 + w;                                                 \
