@@ -9,7 +9,7 @@
 
 #include <math.h>
 
-/* Whether the AVX-512 pool planes (conv_avx512.c) may run. */
+/* Whether the AVX-512 planes (conv_avx512.c) may run. */
 static bool pool_avx512(void) {
 #if defined(__x86_64__)
     return kiln__cpu_caps()->level >= KILN_SIMD_AVX512;
@@ -20,9 +20,7 @@ static bool pool_avx512(void) {
 
 /* The geometry both kernels share: kernel, stride, padding, dilation, the
  * image size H x W and the cols grid OH x OW. */
-typedef struct geom {
-    int64_t kh, kw, sh, sw, ph, pw, dh, dw, h, w, oh, ow;
-} geom;
+typedef kiln_conv_geom geom;
 
 static geom geom_of(const kiln_tensor *node, const kiln_tensor *cols) {
     const int64_t *ip = node->ip;
@@ -109,10 +107,15 @@ static inline int64_t cols_tap_stride(const cols_map *m) { return m->cn ? m->n *
         T *y = node->data;                                                                               \
         cols_map m = cols_map_of(node, node->shape[0], node->shape[1], &g);                              \
         int64_t planes = m.n * m.c, plane = m.kk * m.l, tap_stride = cols_tap_stride(&m);                \
+        bool simd = sizeof(T) == 4 && g.sh == 1 && g.sw == 1 && pool_avx512();                            \
         _Pragma("omp parallel for num_threads(ex->n_threads) if (planes * plane > 32768)")               \
         for (int64_t q = 0; q < planes; q++) {                                                           \
             T *img = y + plane_of(&m, q) * g.h * g.w;                                                    \
             const T *base = cols + cols_base(&m, q);                                                     \
+            if (simd) {                                                                                  \
+                kiln__col2im_plane_s1_f32_avx512((const float *)base, tap_stride, (float *)img, &g);     \
+                continue;                                                                                \
+            }                                                                                            \
             memset(img, 0, (size_t)(g.h * g.w) * sizeof *img);                                           \
             for (int64_t ki = 0; ki < g.kh; ki++)                                                        \
                 for (int64_t kj = 0; kj < g.kw; kj++) {                                                  \
@@ -150,7 +153,7 @@ static inline int64_t image_plane(const plane_map *m, int64_t p) { return m->cn 
 
 /* Whether the 2x2 stride-2 windows cover every pixel (even H and W), so
  * the max-pool's backward assigns each pixel once and needs no zeroing. */
-static inline bool tiles_2x2(const struct geom *g) {
+static inline bool tiles_2x2(const geom *g) {
     return g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->dh == 1 && g->dw == 1 && g->h == 2 * g->oh &&
            g->w == 2 * g->ow;
 }

@@ -1,8 +1,10 @@
 /* conv_avx512.c — AVX-512 planes of the 2x2 stride-2 max-pool and its
  * backward (f32), the CNN's pool: 16 windows at a time, the pairs of
- * columns split with one permute. The same comparisons, sums and
- * division as the portable loops in conv.c, lane by lane, so the results
- * are bit-identical (tests/test_pool_layout.c compares both). */
+ * columns split with one permute; and col2im's image plane at stride 1,
+ * 16 pixels of a row summed in a register over every tap. The same
+ * comparisons, sums (in the same order) and division as the portable
+ * loops in conv.c, lane by lane, so the results are bit-identical
+ * (tests/test_pool_layout.c and test_conv_simd.c compare both). */
 #include "conv_simd.h"
 
 #if defined(__x86_64__)
@@ -69,6 +71,31 @@ void kiln__pool2x2_grad_f32_avx512(const float *img, const float *y, const float
             _mm512_mask_storeu_ps(g1 + 2 * o + 16, khi, _mm512_permutex2var_ps(vc, ihi, vd));
         }
     }
+}
+
+/* col2im of one plane at stride 1: img[ii, jj] = the sum over taps (ki,
+ * kj), in that order, of tap[oi = ii + ph - ki dh][oj = jj + pw - kj dw]
+ * where both lie in the OH x OW grid. Each tap's run of valid lanes is
+ * contiguous, so one expanding load shifts the grid row into place. */
+void kiln__col2im_plane_s1_f32_avx512(const float *base, int64_t tap_stride, float *img, const kiln_conv_geom *g) {
+    for (int64_t ii = 0; ii < g->h; ii++)
+        for (int64_t j0 = 0; j0 < g->w; j0 += 16) {
+            int64_t jend = g->w - j0 < 16 ? g->w : j0 + 16;
+            __m512 acc = _mm512_setzero_ps();
+            for (int64_t ki = 0; ki < g->kh; ki++) {
+                int64_t oi = ii + g->ph - ki * g->dh;
+                if (oi < 0 || oi >= g->oh) continue;
+                for (int64_t kj = 0; kj < g->kw; kj++) {
+                    int64_t s = kj * g->dw - g->pw; /* jj = oj + s */
+                    int64_t lo = j0 > s ? j0 : s, hi = g->ow + s < jend ? g->ow + s : jend;
+                    if (lo >= hi) continue;
+                    __mmask16 k = (__mmask16)(((1u << (hi - lo)) - 1) << (lo - j0));
+                    const float *in = base + (ki * g->kw + kj) * tap_stride + oi * g->ow + (lo - s);
+                    acc = _mm512_mask_add_ps(acc, k, acc, _mm512_maskz_expandloadu_ps(k, in));
+                }
+            }
+            _mm512_mask_storeu_ps(img + ii * g->w + j0, (__mmask16)((1u << (jend - j0)) - 1), acc);
+        }
 }
 
 #endif
