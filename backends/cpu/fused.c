@@ -13,6 +13,7 @@
  * sample, seen as [k, inner/c, c]: the CHAN operand is then a [k, 1, 1]
  * slice and a ROW operand still broadcasts over the last axis. */
 #include "internal.h"
+#include "scratch.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -125,7 +126,10 @@ kiln_status kiln__cpu_compute_chain(kiln_tensor *const *nodes, int n, const kiln
     int nt = ex->n_threads > 1 && total > 4 * TILE ? ex->n_threads : 1;
     kiln_exec one = *ex;
     one.n_threads = 1;
-    char *scratch = kiln__malloc((size_t)nt * 2 * (size_t)tile * es);
+    /* the calling thread's kept scratch: a malloc per chain per compute cost more than some chains */
+    bool owned;
+    size_t bytes = ((size_t)nt * 2 * (size_t)tile * es + 63) / 64 * 64;
+    char *scratch = kiln__scratch_get(bytes, &owned);
     if (!scratch) return kiln__errs(KILN_ERR_OOM, "fused element-wise chain: out of memory for %d tiles", 2 * nt);
     kiln_status status = KILN_OK;
 #pragma omp parallel for num_threads(nt) schedule(static)
@@ -165,6 +169,6 @@ kiln_status kiln__cpu_compute_chain(kiln_tensor *const *nodes, int n, const kiln
             prev_sh = sh; /* the next link reads only its data and layout */
         }
     }
-    free(scratch);
+    if (owned) free(scratch);
     return status;
 }
