@@ -75,8 +75,10 @@ void kiln__pool2x2_grad_f32_avx512(const float *img, const float *y, const float
 
 /* col2im of one plane at stride 1: img[ii, jj] = the sum over taps (ki,
  * kj), in that order, of tap[oi = ii + ph - ki dh][oj = jj + pw - kj dw]
- * where both lie in the OH x OW grid. Each tap's run of valid lanes is
- * contiguous, so one expanding load shifts the grid row into place. */
+ * where both lie in the OH x OW grid. Lane l of a block of 16 pixels
+ * reads the grid row at j0 - s + l: one masked load (masked-out lanes are
+ * never read, so the start may lie before the row; its address is formed
+ * as an integer). */
 void kiln__col2im_plane_s1_f32_avx512(const float *base, int64_t tap_stride, float *img, const kiln_conv_geom *g) {
     for (int64_t ii = 0; ii < g->h; ii++)
         for (int64_t j0 = 0; j0 < g->w; j0 += 16) {
@@ -90,8 +92,9 @@ void kiln__col2im_plane_s1_f32_avx512(const float *base, int64_t tap_stride, flo
                     int64_t lo = j0 > s ? j0 : s, hi = g->ow + s < jend ? g->ow + s : jend;
                     if (lo >= hi) continue;
                     __mmask16 k = (__mmask16)(((1u << (hi - lo)) - 1) << (lo - j0));
-                    const float *in = base + (ki * g->kw + kj) * tap_stride + oi * g->ow + (lo - s);
-                    acc = _mm512_mask_add_ps(acc, k, acc, _mm512_maskz_expandloadu_ps(k, in));
+                    uintptr_t row = (uintptr_t)(base + (ki * g->kw + kj) * tap_stride + oi * g->ow);
+                    const float *in = (const float *)(row + (uintptr_t)((j0 - s) * (int64_t)sizeof(float)));
+                    acc = _mm512_mask_add_ps(acc, k, acc, _mm512_maskz_loadu_ps(k, in));
                 }
             }
             _mm512_mask_storeu_ps(img + ii * g->w + j0, (__mmask16)((1u << (jend - j0)) - 1), acc);
