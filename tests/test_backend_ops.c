@@ -752,6 +752,11 @@ static kiln_tensor *b_pool(bo_io *io) {
     return a->max ? kiln_max_pool2d(CTX, x, a->kh, a->kw, a->stride, a->padding)
                   : kiln_avg_pool2d(CTX, x, a->kh, a->kw, a->stride, a->padding);
 }
+static kiln_tensor *b_pool_cn(bo_io *io) { /* a conv product's [C, N, H, W] seen as [N, C, H, W] (ip[11] = 1) */
+    const pool_arg *a = io->arg;
+    kiln_tensor *x = kiln_permute(CTX, IN(3, 2, 7, 6), (int[]){1, 0, 2, 3});
+    return kiln_max_pool2d(CTX, x, a->kh, a->kw, a->stride, a->padding);
+}
 static kiln_tensor *b_pool_ties(bo_io *io) { /* integers: equal maxima in a window */
     const pool_arg *a = io->arg;
     kiln_tensor *x = bo_ints(io, io->dt, true, -1, 1, BO_SHAPE(1, 2, 6, 6));
@@ -773,12 +778,15 @@ static const bo_case conv_cases[] = {
     {"max_pool2d_s2_p1", b_pool, F32, BO_EXACT, 0, &P_MAX3},
     {"max_pool2d_3x2_s1_p1", b_pool, F32, BO_EXACT, 0, &P_MAX32},
     {"max_pool2d_ties", b_pool_ties, F32, BO_EXACT, 0, &P_MAX3},
+    {"max_pool2d_swapped_planes", b_pool_cn, F32, BO_EXACT, 0, &P_MAX2},
+    {"max_pool2d_swapped_planes_s2_p1", b_pool_cn, F32, BO_EXACT, 0, &P_MAX3},
     {"avg_pool2d", b_pool, F32, BO_EXACT, 0, &P_AVG2},
     {"avg_pool2d_s2_p1", b_pool, F32, BO_EXACT, 0, &P_AVG3},
     {"conv2d_groups", b_conv, F64, BO_TRANS, BO_MAY_FALL_BACK, &CV_GROUPS},
     {"conv_transpose2d_dilation", b_conv_t, F64, BO_TRANS, BO_MAY_FALL_BACK, &CT_DIL},
     {"max_pool2d_s2_p1", b_pool, F64, BO_EXACT, BO_MAY_FALL_BACK, &P_MAX3},
     {"max_pool2d_ties", b_pool_ties, F64, BO_EXACT, BO_MAY_FALL_BACK, &P_MAX2},
+    {"max_pool2d_swapped_planes", b_pool_cn, F64, BO_EXACT, BO_MAY_FALL_BACK, &P_MAX32},
 };
 KT_TEST(backend_ops_conv) { bo_run_cases("conv", conv_cases, BO_COUNT(conv_cases)); }
 

@@ -2,7 +2,10 @@
  * k_conv.cu): IM2COL and COL2IM with every attribute of ops/conv.c
  * (kernel, stride, padding, dilation, either cols layout, ip[11]) and the
  * fused max-pool and its backward (ip[10] = 1), f32 and f64, contiguous
- * operands (the constructors make them so). */
+ * operands (the constructors make them so) but for the max-pool's image
+ * with ip[11] = 1: a view [N, C, H, W] of [C, N, H, W] storage (a conv
+ * product read without its permuting copy, ops/conv.c), whose backward
+ * writes gx in that storage order ([C, N, H, W], the node's dims). */
 #include "cu.h"
 
 enum { MODE_COLS = 0, MODE_POOL_MAX = 1 }; /* ip[10], ops/conv.c */
@@ -36,6 +39,17 @@ static bool image_is(const kiln_tensor *x, const cu_conv *g) {
     return x->ndim == 4 && x->shape[0] == g->n && x->shape[1] == g->c && x->shape[2] == g->h && x->shape[3] == g->w;
 }
 
+/* x [N, C, H, W] viewing [C, N, H, W] storage (the max-pool's ip[11] = 1). */
+static bool planes_swapped(const kiln_tensor *v) {
+    const int64_t *s = v->shape, *st = v->stride;
+    return v->ndim == 4 && st[3] == 1 && st[2] == s[3] && st[0] == s[2] * s[3] && st[1] == s[0] * s[2] * s[3];
+}
+
+/* The max-pool's image operand: contiguous, or with ip[11] = 1 swapped. */
+static bool pool_image_ok(const kiln_tensor *t, const kiln_tensor *x) {
+    return x->dtype == t->dtype && (t->ip[11] == 1 ? planes_swapped(x) : kiln_tensor_is_contiguous(x));
+}
+
 static bool pooled_is(const kiln_tensor *y, const cu_conv *g) {
     return y->ndim == 4 && y->shape[0] == g->n && y->shape[1] == g->c && y->shape[2] == g->oh && y->shape[3] == g->ow;
 }
@@ -53,8 +67,10 @@ static bool im2col_geom(const kiln_tensor *t, cu_conv *g) {
 static bool im2col_supports(const kiln_cu *cu, const kiln_tensor *t) {
     (void)cu;
     cu_conv g;
-    return conv_dtype(t->dtype) && t->nsrc == 1 && same_contig(t, t->src[0]) &&
-           (t->ip[10] == MODE_COLS || t->ip[10] == MODE_POOL_MAX) && im2col_geom(t, &g);
+    bool pool = t->ip[10] == MODE_POOL_MAX;
+    return conv_dtype(t->dtype) && t->nsrc == 1 && kiln_tensor_is_contiguous(t) &&
+           (pool ? pool_image_ok(t, t->src[0]) : same_contig(t, t->src[0])) && (pool || t->ip[10] == MODE_COLS) &&
+           im2col_geom(t, &g);
 }
 
 static kiln_status im2col_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
@@ -69,13 +85,17 @@ static kiln_status im2col_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *e
                              "im2col kernel");
 }
 
-/* COL2IM: cols -> img [N, C, H, W]; or the pool's backward: x, y, gy -> gx. */
+/* COL2IM: cols -> img [N, C, H, W]; or the pool's backward: x, y, gy -> gx
+ * ([C, N, H, W] with ip[11] = 1). */
 static bool col2im_geom(const kiln_tensor *t, cu_conv *g) {
     if (t->ndim != 4) return false;
     if (t->ip[10] == MODE_POOL_MAX) {
         const kiln_tensor *y = t->src[1];
-        if (y->ndim != 4 || !geom_of(t, t->shape[0], t->shape[1], y->shape[2], y->shape[3], g)) return false;
-        return image_is(t, g) && image_is(t->src[0], g) && pooled_is(y, g) && pooled_is(t->src[2], g);
+        if (y->ndim != 4 || !geom_of(t, y->shape[0], y->shape[1], y->shape[2], y->shape[3], g)) return false;
+        bool cn = g->cn;
+        bool gx_ok = t->shape[0] == (cn ? g->c : g->n) && t->shape[1] == (cn ? g->n : g->c) && t->shape[2] == g->h &&
+                     t->shape[3] == g->w;
+        return gx_ok && image_is(t->src[0], g) && pooled_is(y, g) && pooled_is(t->src[2], g);
     }
     const kiln_tensor *cols = t->src[0];
     if (cols->ndim != 6 || !geom_of(t, t->shape[0], t->shape[1], cols->shape[4], cols->shape[5], g)) return false;
@@ -87,8 +107,9 @@ static bool col2im_supports(const kiln_cu *cu, const kiln_tensor *t) {
     cu_conv g;
     bool pool = t->ip[10] == MODE_POOL_MAX;
     if (!conv_dtype(t->dtype) || (!pool && t->ip[10] != MODE_COLS) || t->nsrc != (pool ? 3 : 1)) return false;
+    if (!kiln_tensor_is_contiguous(t)) return false;
     for (int i = 0; i < t->nsrc; i++)
-        if (!same_contig(t, t->src[i])) return false;
+        if (!(pool && i == 0 ? pool_image_ok(t, t->src[0]) : same_contig(t, t->src[i]))) return false;
     return col2im_geom(t, &g);
 }
 

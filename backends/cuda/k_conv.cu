@@ -73,11 +73,16 @@ template <typename T> __global__ void col2im_k(cu_conv g, const T *cols, T *img,
     }
 }
 
+// The max-pool with g.cn: pooled plane p = b c + ci lies at plane ci n + b
+// of x (and gx), stored [c, n, h, w]; pooled_plane is the inverse.
+__device__ inline int64_t image_plane(const cu_conv &g, int64_t p) { return g.cn ? p % g.c * g.n + p / g.c : p; }
+__device__ inline int64_t pooled_plane(const cu_conv &g, int64_t q) { return g.cn ? q % g.n * g.c + q / g.n : q; }
+
 // y[b, ci, oi, oj] = max of the window's taps (pad outside the image); a NaN wins.
 template <typename T> __global__ void pool_max_k(cu_conv g, const T *x, T *y, T pad, int64_t total) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t oj = i % g.ow, r = i / g.ow, oi = r % g.oh, plane = r / g.oh;
-        const T *img = x + plane * g.h * g.w;
+        const T *img = x + image_plane(g, plane) * g.h * g.w;
         int64_t i0 = oi * g.sh - g.ph, j0 = oj * g.sw - g.pw;
         T best = pad;
         bool first = true;
@@ -113,8 +118,8 @@ template <typename T>
 __global__ void pool_max_grad_k(cu_conv g, const T *x, const T *y, const T *gy, T *gx, int64_t total) {
     bool tiled = g.ph == 0 && g.pw == 0 && g.sh == g.kh && g.sw == g.kw && g.dh == 1 && g.dw == 1;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t jj = i % g.w, r = i / g.w, ii = r % g.h, plane = r / g.h;
-        const T *img = x + plane * g.h * g.w, *yp = y + plane * g.oh * g.ow, *gp = gy + plane * g.oh * g.ow;
+        int64_t jj = i % g.w, r = i / g.w, ii = r % g.h, plane = r / g.h, p = pooled_plane(g, plane);
+        const T *img = x + plane * g.h * g.w, *yp = y + p * g.oh * g.ow, *gp = gy + p * g.oh * g.ow;
         T v = img[ii * g.w + jj];
         if (tiled) {
             int64_t oi = ii / g.kh, oj = jj / g.kw;
