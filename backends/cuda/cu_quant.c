@@ -1,14 +1,14 @@
 /* cu_quant.c — the quantized dtypes on the CUDA backend (see cu.h and
  * k_quant.cu): DEQUANTIZE, QMATMUL (y = x . W^T, W quantized [n, k]) and
- * GET_ROWS from a quantized table, for Q8_0, Q4_0, NF4, NF4_DQ and the GQ
- * (GPTQ 2/3/4-bit) dtypes, whose blocks must be contiguous. The kernels
+ * GET_ROWS from a quantized table, for Q8_0, Q4_0, NF4, NF4_DQ, DFP16 and
+ * the GQ (GPTQ 2/3/4-bit) dtypes, whose blocks must be contiguous. The kernels
  * index elements from the tensor's first byte, so NF4_DQ's super-blocks
  * (16384 elements) may span rows: a row need only be a multiple of
  * row_blck (64) and the whole tensor of whole super-blocks. NF4_DQ's
  * absmax codes read the signed dynamic map, copied to the device before
  * the first NF4_DQ kernel. kiln__cu_quant() is the backend's whole
  * knowledge of the block dtypes: cu_supports() sends any node with an
- * operand of another one (DFP16) to the CPU. */
+ * operand of another one to the CPU. */
 #include "cu.h"
 
 #include "../../optim/dynamic_map.h"
@@ -38,6 +38,7 @@ int kiln__cu_quant(kiln_dtype t) {
     case KILN_Q4_0: return CU_Q4_0;
     case KILN_NF4: return CU_NF4;
     case KILN_NF4_DQ: return CU_NF4_DQ;
+    case KILN_DFP16: return CU_DFP16;
     case KILN_GQ4_32: case KILN_GQ4_64: case KILN_GQ4_128:
     case KILN_GQ3_32: case KILN_GQ3_64: case KILN_GQ3_128:
     case KILN_GQ2_32: case KILN_GQ2_64: case KILN_GQ2_128:

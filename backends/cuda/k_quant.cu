@@ -1,6 +1,7 @@
 // k_quant.cu — the quantized dtypes on the CUDA backend: element decoding
-// of Q8_0, Q4_0, NF4, NF4_DQ and GQ<b>_<G> (GPTQ, 2/3/4 bits) blocks (layouts in quant/quant.h, formulas of
-// quant/q8_0.c, q4_0.c, nf4.c (NF4_DQ too), gq.c and gptq.h: the f32 product of code and scale, so
+// of Q8_0, Q4_0, NF4, NF4_DQ, DFP16 and GQ<b>_<G> (GPTQ, 2/3/4 bits) blocks (layouts in quant/quant.h and
+// quant/dfp.h, formulas of quant/q8_0.c, q4_0.c, nf4.c (NF4_DQ too), dfp16.c, gq.c and gptq.h: the f32
+// product of code and scale, so
 // dequantize equals the CPU bit for bit), dequantize, get_rows from a
 // quantized table, and the quantized matmul y = x . W^T, which sums
 // x * w over k in double (x never rounded, as the Vulkan kernels; the
@@ -58,6 +59,11 @@ __device__ float decode(int qt, const unsigned char *base, int64_t i) {
         int j = (int)(i % 32), byte = blk[2 + j % 16];
         int nib = j < 16 ? (byte & 0x0f) : (byte >> 4);
         return (float)(nib - 8) * d;
+    }
+    if (qt == CU_DFP16) { // int16 e, 64 int16 codes: q 2^e, exact (2^e for e in [-127, 127], subnormal too)
+        const unsigned char *blk = base + (i / 64) * 130, *c = blk + 2 + 2 * (i % 64);
+        int e = (short)(blk[0] | blk[1] << 8), q = (short)(c[0] | c[1] << 8);
+        return (float)q * ldexpf(1.0f, e);
     }
     if (qt == CU_NF4_DQ) { // f32 offset, f32 absmax2, 256 absmax codes, 8192 bytes of NF4 codes
         const unsigned char *blk = base + (i / 16384) * 8456;
