@@ -8,6 +8,7 @@
 
 #include "../../quant/dfp.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -169,10 +170,8 @@ kiln_status kiln__gemm_dfp_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t
 
 /* The tables of kiln_dfp_taps for img, padded to nrp rows and ncp
  * columns with entries no test passes. */
-static int32_t *taps_tables(const kiln_dfp_image *img, int64_t nr, int64_t nrp, int64_t nc, int64_t ncp,
-                            kiln_dfp_taps *t) {
-    int32_t *tab = kiln__malloc((size_t)(3 * (nrp + ncp)) * 4);
-    if (!tab) return NULL;
+static void taps_fill(const kiln_dfp_image *img, int64_t nr, int64_t nrp, int64_t nc, int64_t ncp, int32_t *tab,
+                      kiln_dfp_taps *t) {
     const int64_t *g = img->g, hw = img->h * img->w;
     const int32_t out = INT32_MIN / 2; /* plus any in-range offset: still negative */
     int32_t *rofs = tab, *ri = tab + nrp, *rj = tab + 2 * nrp, *cofs = tab + 3 * nrp, *ci = cofs + ncp,
@@ -194,7 +193,84 @@ static int32_t *taps_tables(const kiln_dfp_image *img, int64_t nr, int64_t nrp, 
         if (++oj == img->ow && (oj = 0, ++oi == img->oh)) oi = 0, b++;
     }
     *t = (kiln_dfp_taps){rofs, ri, rj, cofs, ci, cj, (int32_t)img->h, (int32_t)img->w};
-    return tab;
+}
+
+/* The tables of the latest geometries, per thread: a training step runs
+ * each convolution's forward and weight-gradient products with the same
+ * geometry every step, and building conv1's (50176 columns) took a sixth
+ * of its forward product. Slots are reused least recently used first; a
+ * pthread key frees them when the thread exits. */
+#define TAPS_SLOTS 8
+#define TAPS_KEY 16
+typedef struct taps_slot {
+    int64_t key[TAPS_KEY];
+    int32_t *tab;
+    kiln_dfp_taps t;
+    uint64_t used;
+} taps_slot;
+typedef struct taps_cache {
+    taps_slot s[TAPS_SLOTS];
+    uint64_t clock;
+} taps_cache;
+
+static _Thread_local taps_cache *tcache;
+static pthread_key_t tcache_key;
+static pthread_once_t tcache_once = PTHREAD_ONCE_INIT;
+static bool tcache_key_ok;
+
+static void tcache_free(void *p) {
+    taps_cache *c = p;
+    for (int i = 0; i < TAPS_SLOTS; i++) free(c->s[i].tab);
+    free(c);
+}
+
+static void tcache_key_make(void) { tcache_key_ok = pthread_key_create(&tcache_key, tcache_free) == 0; }
+
+static taps_cache *tcache_get(void) {
+    if (tcache) return tcache;
+    pthread_once(&tcache_once, tcache_key_make);
+    taps_cache *c = tcache_key_ok ? kiln__calloc(1, sizeof *c) : NULL;
+    if (!c) return NULL;
+    if (pthread_setspecific(tcache_key, c) != 0) {
+        free(c);
+        return NULL;
+    }
+    return tcache = c;
+}
+
+/* The tables of kiln_dfp_taps for img (rows padded to nrp, columns to
+ * ncp), from this thread's cache or built into it; valid until this
+ * thread's next call. *owned: a buffer of their own (no cache), which the
+ * caller frees. false without memory. */
+static bool taps_tables(const kiln_dfp_image *img, int64_t nr, int64_t nrp, int64_t nc, int64_t ncp, kiln_dfp_taps *t,
+                        int32_t **owned) {
+    const int64_t key[TAPS_KEY] = {img->n, img->c, img->h, img->w, img->oh, img->ow, img->g[0], img->g[1],
+                                   img->g[2], img->g[3], img->g[4], img->g[5], img->g[6], img->g[7], nrp, ncp};
+    (void)nr, (void)nc; /* functions of the key */
+    const size_t bytes = (size_t)(3 * (nrp + ncp)) * 4;
+    taps_cache *c = tcache_get();
+    *owned = NULL;
+    if (!c) {
+        if (!(*owned = kiln__malloc(bytes))) return false;
+        taps_fill(img, nr, nrp, nc, ncp, *owned, t);
+        return true;
+    }
+    taps_slot *old = &c->s[0];
+    for (int i = 0; i < TAPS_SLOTS; i++) {
+        taps_slot *s = &c->s[i];
+        if (s->tab && !memcmp(s->key, key, sizeof key)) {
+            s->used = ++c->clock, *t = s->t;
+            return true;
+        }
+        if (s->used < old->used) old = s;
+    }
+    int32_t *tab = kiln__malloc(bytes);
+    if (!tab) return false;
+    free(old->tab);
+    taps_fill(img, nr, nrp, nc, ncp, tab, &old->t);
+    memcpy(old->key, key, sizeof key);
+    old->tab = tab, old->used = ++c->clock, *t = old->t;
+    return true;
 }
 
 kiln_status kiln__gemm_dfp_conv_t(bool a_km, bool b_t, int64_t m, int64_t n, int64_t k, const int16_t *a,
@@ -223,8 +299,9 @@ kiln_status kiln__gemm_dfp_conv_t(bool a_km, bool b_t, int64_t m, int64_t n, int
     if (st != KILN_OK) return st;
     kiln_dfp_packed p = packed_shape(m, n, k, amax, ea, bmax, eb, &nt);
     kiln_dfp_taps taps;
-    int32_t *tab = b_t ? taps_tables(img, kc, p.np, nc, p.kp, &taps) : taps_tables(img, kc, p.kp, nc, p.np, &taps);
-    if (!tab) return kiln__errs(KILN_ERR_OOM, "gemm_dfp_conv: no memory for the tap tables");
+    int32_t *tab;
+    if (!(b_t ? taps_tables(img, kc, p.np, nc, p.kp, &taps, &tab) : taps_tables(img, kc, p.kp, nc, p.np, &taps, &tab)))
+        return kiln__errs(KILN_ERR_OOM, "gemm_dfp_conv: no memory for the tap tables");
     bool owned;
     int16_t *bp, *ap = packed_buffers(&p, &bp, &owned);
     if (!ap) {

@@ -4,17 +4,20 @@
  * pairs with vpdpwssd, and is folded into the f32 total by one conversion
  * and one add: with 14-bit operands (cp = 16) 18 vector instructions for
  * 16 pairs of work. (Starting a chunk with vpmaddwd instead made GCC copy
- * all 12 accumulators every pair.) Units of work (one 64-column block
- * against a group of row tiles) are handed out dynamically; a unit runs
- * all of k for each tile, its four B panels staying in L2. */
+ * all 12 accumulators every pair.) Units of work (a run of 64-column
+ * blocks against a group of row tiles) are handed out dynamically; a unit
+ * runs all of k for each tile, a block's four B panels staying in L2. */
 #if defined(__x86_64__)
 #include "gemm_dfp.h"
 
 #include <immintrin.h>
+#include <omp.h>
+#include <stdint.h>
 #include <string.h>
 
 #define MR KILN_DFP_MR
 #define GROUP 8 /* row tiles per unit */
+#define UNIT_PAIRS 2048 /* tile pairs (6 x 64 x 2 multiply-adds) a unit should hold at least */
 
 /* acc += pairwise products of a and b. Inline assembly: GCC 12 compiled the
  * intrinsic with a register copy of every accumulator every pair (the
@@ -162,6 +165,52 @@ void kiln__gemm_dfp_pack_b_avx512(bool kn, int64_t n, int64_t k, const int16_t *
     }
 }
 
+/* A forward panel (lanes: 16 columns j; pairs: rows r, r + 1) without
+ * gathers where the lanes' offsets run in a few runs of consecutive codes
+ * (stride 1: a run per output row, or per image when the padding makes
+ * consecutive rows continue one another, as 3x3 with padding 1): per row
+ * and run one masked 16-code load, the taps outside the image masked off,
+ * and the two rows' codes interleaved into pairs with one permute. false
+ * (nothing written) for more than RUNS runs: the caller gathers. */
+#define RUNS 4
+static bool panel_by_runs(int64_t live, __m512i ofs, const int32_t *lofs, const int16_t *x, const int32_t *pofs,
+                          const int32_t *pi, const int32_t *pj, __m512i ii, __m512i jj, __m512i hv, __m512i wv,
+                          int16_t *d, int64_t pairs) {
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i base = _mm512_sub_epi32(ofs, lane); /* equal within a run */
+    __mmask16 left = live >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << live) - 1), run[RUNS];
+    int32_t start[RUNS];
+    int nr = 0;
+    while (left && nr < RUNS) {
+        int l = __builtin_ctz(left);
+        start[nr] = lofs[l] - l;
+        run[nr] = _mm512_cmpeq_epi32_mask(base, _mm512_set1_epi32(start[nr])) & left;
+        left &= (__mmask16)~run[nr++];
+    }
+    if (left) return false;
+    /* word 2l: row r's code of lane l, word 2l + 1: row r + 1's */
+    const __m512i pairs_idx = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38,
+                                               6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+    for (int64_t p = 0; p < pairs; p++, d += 32) {
+        __m256i v[2];
+        for (int h = 0; h < 2; h++) {
+            const int64_t q = 2 * p + h;
+            __m512i i = _mm512_add_epi32(ii, _mm512_set1_epi32(pi[q]));
+            __m512i j = _mm512_add_epi32(jj, _mm512_set1_epi32(pj[q]));
+            __mmask16 in = _mm512_cmplt_epu32_mask(i, hv) & _mm512_cmplt_epu32_mask(j, wv);
+            v[h] = _mm256_setzero_si256();
+            for (int s = 0; s < nr; s++) /* lane l of the run reads x[start + pofs[q] + l]; masked lanes read nothing */
+                if (run[s] & in)
+                    v[h] = _mm256_mask_loadu_epi16(
+                        v[h], run[s] & in,
+                        (const void *)((uintptr_t)x + (uintptr_t)(2 * ((int64_t)start[s] + pofs[q]))));
+        }
+        _mm512_storeu_si512(d, _mm512_permutex2var_epi16(_mm512_castsi256_si512(v[0]), pairs_idx,
+                                                         _mm512_castsi256_si512(v[1])));
+    }
+    return true;
+}
+
 /* The columns' panels straight from the image (implicit im2col): 16 taps
  * per masked gather (4 bytes at each code's address; the low half is the
  * code), two gathers per panel line, the pair packed as one 32-bit word
@@ -173,12 +222,13 @@ void kiln__gemm_dfp_pack_b_im2col_avx512(bool b_t, int64_t n, int64_t k, const i
     const __m512i hv = _mm512_set1_epi32(t->h), wv = _mm512_set1_epi32(t->w), lo16 = _mm512_set1_epi32(0xffff);
     const int32_t *lofs = b_t ? t->rofs : t->cofs, *li = b_t ? t->ri : t->ci, *lj = b_t ? t->rj : t->cj;
     const int32_t *pofs = b_t ? t->cofs : t->rofs, *pi = b_t ? t->ci : t->ri, *pj = b_t ? t->cj : t->rj;
-    (void)n, (void)k;
+    (void)k;
 #pragma omp for schedule(static)
     for (int64_t j0 = 0; j0 < np; j0 += 16) {
         int16_t *d = dst + (j0 / 16) * pairs * 32;
         const __m512i ofs = _mm512_loadu_si512(lofs + j0), ii = _mm512_loadu_si512(li + j0),
                       jj = _mm512_loadu_si512(lj + j0);
+        if (!b_t && panel_by_runs(n - j0, ofs, lofs + j0, x, pofs, pi, pj, ii, jj, hv, wv, d, pairs)) continue;
         for (int64_t p = 0; p < pairs; p++, d += 32) {
             const int64_t q = 2 * p;
             __m512i v[2];
@@ -230,18 +280,31 @@ void kiln__gemm_dfp_kernel_avx512vnni(const kiln_dfp_packed *p, float *c, int64_
     static void (*const tiles[5])(const kiln_dfp_packed *, const int16_t *, const int16_t *, float *, int64_t,
                                   int64_t, int64_t) = {NULL, tile1, tile2, tile3, tile4};
     const int64_t pairs = p->kp / 2, mt = p->mp / MR, nbk = (p->np + 63) / 64;
-    const int64_t groups = (mt + GROUP - 1) / GROUP, units = groups * nbk;
+    const int64_t gt = mt < GROUP ? mt : GROUP, groups = (mt + GROUP - 1) / GROUP;
+    /* 64-column blocks per unit: enough k pairs of work that handing a
+     * unit out costs little beside it (conv1's 9 taps made 784 units of
+     * 15 tile pairs each, and libgomp's dispatch took a sixth of the
+     * product), yet at least four units a thread where there are blocks
+     * for them */
+    const int64_t nt = omp_get_num_threads(), per_block = gt * pairs;
+    int64_t bpu = (UNIT_PAIRS + per_block - 1) / per_block;
+    if (bpu > nbk * groups / (4 * nt)) bpu = nbk * groups / (4 * nt);
+    if (bpu < 1) bpu = 1;
+    const int64_t runs = (nbk + bpu - 1) / bpu, units = groups * runs;
 #pragma omp for schedule(dynamic, 1) nowait
     for (int64_t u = 0; u < units; u++) {
-        int64_t jb = u % nbk, t0 = u / nbk * GROUP, t1 = t0 + GROUP < mt ? t0 + GROUP : mt, j0 = jb * 64;
-        int64_t cols = p->n - j0 < 64 ? p->n - j0 : 64;
-        int np = (int)((p->np - j0 < 64 ? p->np - j0 : 64) / 16);
-        const int16_t *b = p->b + (j0 / 16) * pairs * 32;
-        for (int64_t t = t0; t < t1; t++) {
-            int64_t i0 = t * MR, rows = p->m - i0 < MR ? p->m - i0 : MR;
-            if (rows <= 0) continue;
-            const int16_t *a = p->a + t * pairs * MR * 2;
-            tiles[np](p, a, b, c + i0 * ldc + j0, ldc, rows, cols);
+        int64_t r = u % runs, t0 = u / runs * GROUP, t1 = t0 + GROUP < mt ? t0 + GROUP : mt;
+        int64_t b1 = (r + 1) * bpu < nbk ? (r + 1) * bpu : nbk;
+        for (int64_t jb = r * bpu; jb < b1; jb++) {
+            int64_t j0 = jb * 64, cols = p->n - j0 < 64 ? p->n - j0 : 64;
+            int np = (int)((p->np - j0 < 64 ? p->np - j0 : 64) / 16);
+            const int16_t *b = p->b + (j0 / 16) * pairs * 32;
+            for (int64_t t = t0; t < t1; t++) {
+                int64_t i0 = t * MR, rows = p->m - i0 < MR ? p->m - i0 : MR;
+                if (rows <= 0) continue;
+                const int16_t *a = p->a + t * pairs * MR * 2;
+                tiles[np](p, a, b, c + i0 * ldc + j0, ldc, rows, cols);
+            }
         }
     }
 }
