@@ -132,10 +132,11 @@ static kiln_dfp_packed packed_shape(int64_t m, int64_t n, int64_t k, int amax, i
     return p;
 }
 
-/* A's panels (returned) and B's (*bp) in one scratch buffer, also in
- * p->a, p->b; free it when *owned. NULL when out of memory. */
-static int16_t *packed_buffers(kiln_dfp_packed *p, int16_t **bp, bool *owned) {
-    size_t abytes = (size_t)(p->mp * p->kp) * 2, bbytes = (size_t)(p->np * p->kp) * 2;
+/* A's panels (returned) and room for B's, nb int16 (*bp), in one scratch
+ * buffer, also in p->a, p->b; free it when *owned. NULL when out of
+ * memory. */
+static int16_t *packed_buffers(kiln_dfp_packed *p, int64_t nb, int16_t **bp, bool *owned) {
+    size_t abytes = (size_t)(p->mp * p->kp) * 2, bbytes = (size_t)nb * 2;
     int16_t *ap = kiln__scratch_get((size_t)round_up((int64_t)(abytes + bbytes), 64), owned);
     if (ap) *bp = ap + abytes / 2, p->a = ap, p->b = *bp;
     return ap;
@@ -152,7 +153,7 @@ kiln_status kiln__gemm_dfp_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t
     int nt = n_threads < 1 ? 1 : n_threads;
     kiln_dfp_packed p = packed_shape(m, n, k, amax, ea, bmax, eb, &nt);
     bool owned;
-    int16_t *bp, *ap = packed_buffers(&p, &bp, &owned);
+    int16_t *bp, *ap = packed_buffers(&p, p.np * p.kp, &bp, &owned);
     if (!ap)
         return kiln__errs(KILN_ERR_OOM, "gemm_dfp: no memory to pack a [%lld, %lld] x [%lld, %lld]^T product",
                           (long long)m, (long long)k, (long long)n, (long long)k);
@@ -303,7 +304,9 @@ kiln_status kiln__gemm_dfp_conv_t(bool a_km, bool b_t, int64_t m, int64_t n, int
     if (!(b_t ? taps_tables(img, kc, p.np, nc, p.kp, &taps, &tab) : taps_tables(img, kc, p.kp, nc, p.np, &taps, &tab)))
         return kiln__errs(KILN_ERR_OOM, "gemm_dfp_conv: no memory for the tap tables");
     bool owned;
-    int16_t *bp, *ap = packed_buffers(&p, &bp, &owned);
+    /* each thread's block of B's panels (packed inside the kernel) */
+    const int64_t stride = (p.np < 64 ? p.np : 64) * p.kp;
+    int16_t *bp, *ap = packed_buffers(&p, nt * stride, &bp, &owned);
     if (!ap) {
         free(tab);
         return kiln__errs(KILN_ERR_OOM, "gemm_dfp_conv: no memory to pack a [%lld, %lld] x [%lld, %lld]^T product",
@@ -312,9 +315,9 @@ kiln_status kiln__gemm_dfp_conv_t(bool a_km, bool b_t, int64_t m, int64_t n, int
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
         pack_a(a_km, m, k, a, lda, ap, p.mp, p.kp);
+#pragma omp barrier
 #if defined(__x86_64__)
-        kiln__gemm_dfp_pack_b_im2col_avx512(b_t, n, k, img->x, &taps, bp, p.np, p.kp); /* waits for pack_a too */
-        kiln__gemm_dfp_kernel_avx512vnni(&p, c, ldc);
+        kiln__gemm_dfp_kernel_im2col_avx512vnni(&p, c, ldc, b_t, img->x, &taps, bp, stride);
 #endif
     }
     if (owned) free(ap);

@@ -112,6 +112,12 @@ void kiln__gemm_dfp_pack_b_avx512(bool kn, int64_t n, int64_t k, const int16_t *
 /* The columns' packer (the tables above). */
 void kiln__gemm_dfp_pack_b_im2col_avx512(bool b_t, int64_t n, int64_t k, const int16_t *x, const kiln_dfp_taps *t,
                                          int16_t *dst, int64_t np, int64_t kp);
+/* The kernel with the columns packed inside it (the tables above): each
+ * unit packs its 64-column block into its thread's buffer, bufs + thread
+ * * stride (stride >= min(np, 64) * kp int16); p->b unused. */
+void kiln__gemm_dfp_kernel_im2col_avx512vnni(const kiln_dfp_packed *p, float *c, int64_t ldc, bool b_t,
+                                             const int16_t *x, const kiln_dfp_taps *t, int16_t *bufs,
+                                             int64_t stride);
 #endif
 
 #endif

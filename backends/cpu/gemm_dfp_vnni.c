@@ -165,6 +165,18 @@ void kiln__gemm_dfp_pack_b_avx512(bool kn, int64_t n, int64_t k, const int16_t *
     }
 }
 
+/* One row's codes for the 16 lanes of a forward panel: lane l of run s
+ * reads x[start[s] + ofs + l], lanes outside the image (in clear) read
+ * nothing and are 0. */
+static inline __m256i row_by_runs(const int16_t *x, int64_t ofs, int nr, const __mmask16 *run, const int32_t *start,
+                                  __mmask16 in) {
+    __m256i v = _mm256_setzero_si256();
+    for (int s = 0; s < nr; s++)
+        if (run[s] & in)
+            v = _mm256_mask_loadu_epi16(v, run[s] & in, (const void *)((uintptr_t)x + (uintptr_t)(2 * (start[s] + ofs))));
+    return v;
+}
+
 /* A forward panel (lanes: 16 columns j; pairs: rows r, r + 1) without
  * gathers where the lanes' offsets run in a few runs of consecutive codes
  * (stride 1: a run per output row, or per image when the padding makes
@@ -192,78 +204,73 @@ static bool panel_by_runs(int64_t live, __m512i ofs, const int32_t *lofs, const 
     const __m512i pairs_idx = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38,
                                                6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
     for (int64_t p = 0; p < pairs; p++, d += 32) {
-        __m256i v[2];
-        for (int h = 0; h < 2; h++) {
-            const int64_t q = 2 * p + h;
-            __m512i i = _mm512_add_epi32(ii, _mm512_set1_epi32(pi[q]));
-            __m512i j = _mm512_add_epi32(jj, _mm512_set1_epi32(pj[q]));
-            __mmask16 in = _mm512_cmplt_epu32_mask(i, hv) & _mm512_cmplt_epu32_mask(j, wv);
-            v[h] = _mm256_setzero_si256();
-            for (int s = 0; s < nr; s++) /* lane l of the run reads x[start + pofs[q] + l]; masked lanes read nothing */
-                if (run[s] & in)
-                    v[h] = _mm256_mask_loadu_epi16(
-                        v[h], run[s] & in,
-                        (const void *)((uintptr_t)x + (uintptr_t)(2 * ((int64_t)start[s] + pofs[q]))));
-        }
-        _mm512_storeu_si512(d, _mm512_permutex2var_epi16(_mm512_castsi256_si512(v[0]), pairs_idx,
-                                                         _mm512_castsi256_si512(v[1])));
+        const int64_t q = 2 * p;
+        /* unsigned compares: a negative coordinate is out too */
+        __mmask16 in0 = _mm512_cmplt_epu32_mask(_mm512_add_epi32(ii, _mm512_set1_epi32(pi[q])), hv) &
+                        _mm512_cmplt_epu32_mask(_mm512_add_epi32(jj, _mm512_set1_epi32(pj[q])), wv);
+        __mmask16 in1 = _mm512_cmplt_epu32_mask(_mm512_add_epi32(ii, _mm512_set1_epi32(pi[q + 1])), hv) &
+                        _mm512_cmplt_epu32_mask(_mm512_add_epi32(jj, _mm512_set1_epi32(pj[q + 1])), wv);
+        __m256i v0 = row_by_runs(x, pofs[q], nr, run, start, in0), v1 = row_by_runs(x, pofs[q + 1], nr, run, start, in1);
+        _mm512_storeu_si512(d, _mm512_permutex2var_epi16(_mm512_castsi256_si512(v0), pairs_idx,
+                                                         _mm512_castsi256_si512(v1)));
     }
     return true;
 }
 
-/* The columns' panels straight from the image (implicit im2col): 16 taps
- * per masked gather (4 bytes at each code's address; the low half is the
- * code), two gathers per panel line, the pair packed as one 32-bit word
- * (lo | hi << 16). b_t false: panel lanes are columns j, pairs run over
- * rows r; b_t true: lanes are rows, pairs run over columns. */
-void kiln__gemm_dfp_pack_b_im2col_avx512(bool b_t, int64_t n, int64_t k, const int16_t *x, const kiln_dfp_taps *t,
-                                         int16_t *dst, int64_t np, int64_t kp) {
-    const int64_t pairs = kp / 2;
+/* One panel of the columns (16 lanes from j0, kp / 2 lines) into d,
+ * straight from the image (implicit im2col). b_t false: lanes are columns
+ * j, pairs run over rows r (by runs of loads where it can, above); b_t
+ * true: lanes are rows, pairs run over columns. Otherwise 16 taps per
+ * masked gather (4 bytes at each code's address; the low half is the
+ * code), the pair packed as one 32-bit word (lo | hi << 16). */
+static void panel_im2col(bool b_t, int64_t n, int64_t j0, const int16_t *x, const kiln_dfp_taps *t, int16_t *d,
+                         int64_t pairs) {
     const __m512i hv = _mm512_set1_epi32(t->h), wv = _mm512_set1_epi32(t->w), lo16 = _mm512_set1_epi32(0xffff);
     const int32_t *lofs = b_t ? t->rofs : t->cofs, *li = b_t ? t->ri : t->ci, *lj = b_t ? t->rj : t->cj;
     const int32_t *pofs = b_t ? t->cofs : t->rofs, *pi = b_t ? t->ci : t->ri, *pj = b_t ? t->cj : t->rj;
+    const __m512i ofs = _mm512_loadu_si512(lofs + j0), ii = _mm512_loadu_si512(li + j0),
+                  jj = _mm512_loadu_si512(lj + j0);
+    if (!b_t && panel_by_runs(n - j0, ofs, lofs + j0, x, pofs, pi, pj, ii, jj, hv, wv, d, pairs)) return;
+    for (int64_t p = 0; p < pairs; p++, d += 32) {
+        const int64_t q = 2 * p;
+        __m512i v[2];
+        if (pofs[q + 1] == pofs[q] + 1 && pi[q + 1] == pi[q] && pj[q + 1] == pj[q] + 1) {
+            /* the pair's two taps are neighbours in x (the next kernel column, or the next output
+             * column at stride 1): one gather reads both where both are inside */
+            __m512i i = _mm512_add_epi32(ii, _mm512_set1_epi32(pi[q]));
+            __m512i j = _mm512_add_epi32(jj, _mm512_set1_epi32(pj[q]));
+            __mmask16 in_i = _mm512_cmplt_epu32_mask(i, hv);
+            __mmask16 both = in_i & _mm512_cmplt_epu32_mask(j, _mm512_sub_epi32(wv, _mm512_set1_epi32(1)));
+            __mmask16 first = in_i & _mm512_cmplt_epu32_mask(j, wv) & (__mmask16)~both;
+            __mmask16 second = in_i & _mm512_cmplt_epu32_mask(_mm512_add_epi32(j, _mm512_set1_epi32(1)), wv) &
+                               (__mmask16)~both;
+            __m512i idx = _mm512_add_epi32(ofs, _mm512_set1_epi32(pofs[q]));
+            __m512i w = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), both, idx, x, 2);
+            if (first | second) { /* an edge: each tap alone */
+                __m512i lo = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), first, idx, x, 2);
+                __m512i hi = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), second,
+                                                         _mm512_add_epi32(idx, _mm512_set1_epi32(1)), x, 2);
+                w = _mm512_or_si512(w, _mm512_or_si512(_mm512_and_si512(lo, lo16), _mm512_slli_epi32(hi, 16)));
+            }
+            _mm512_storeu_si512(d, w);
+            continue;
+        }
+        for (int h = 0; h < 2; h++) {
+            __m512i i = _mm512_add_epi32(ii, _mm512_set1_epi32(pi[q + h]));
+            __m512i j = _mm512_add_epi32(jj, _mm512_set1_epi32(pj[q + h]));
+            __mmask16 in = _mm512_cmplt_epu32_mask(i, hv) & _mm512_cmplt_epu32_mask(j, wv);
+            v[h] = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), in,
+                                               _mm512_add_epi32(ofs, _mm512_set1_epi32(pofs[q + h])), x, 2);
+        }
+        _mm512_storeu_si512(d, _mm512_or_si512(_mm512_and_si512(v[0], lo16), _mm512_slli_epi32(v[1], 16)));
+    }
+}
+
+void kiln__gemm_dfp_pack_b_im2col_avx512(bool b_t, int64_t n, int64_t k, const int16_t *x, const kiln_dfp_taps *t,
+                                         int16_t *dst, int64_t np, int64_t kp) {
     (void)k;
 #pragma omp for schedule(static)
-    for (int64_t j0 = 0; j0 < np; j0 += 16) {
-        int16_t *d = dst + (j0 / 16) * pairs * 32;
-        const __m512i ofs = _mm512_loadu_si512(lofs + j0), ii = _mm512_loadu_si512(li + j0),
-                      jj = _mm512_loadu_si512(lj + j0);
-        if (!b_t && panel_by_runs(n - j0, ofs, lofs + j0, x, pofs, pi, pj, ii, jj, hv, wv, d, pairs)) continue;
-        for (int64_t p = 0; p < pairs; p++, d += 32) {
-            const int64_t q = 2 * p;
-            __m512i v[2];
-            if (pofs[q + 1] == pofs[q] + 1 && pi[q + 1] == pi[q] && pj[q + 1] == pj[q] + 1) {
-                /* the pair's two taps are neighbours in x (the next kernel column, or the next output
-                 * column at stride 1): one gather reads both where both are inside */
-                __m512i i = _mm512_add_epi32(ii, _mm512_set1_epi32(pi[q]));
-                __m512i j = _mm512_add_epi32(jj, _mm512_set1_epi32(pj[q]));
-                __mmask16 in_i = _mm512_cmplt_epu32_mask(i, hv);
-                __mmask16 both = in_i & _mm512_cmplt_epu32_mask(j, _mm512_sub_epi32(wv, _mm512_set1_epi32(1)));
-                __mmask16 first = in_i & _mm512_cmplt_epu32_mask(j, wv) & (__mmask16)~both;
-                __mmask16 second = in_i & _mm512_cmplt_epu32_mask(_mm512_add_epi32(j, _mm512_set1_epi32(1)), wv) &
-                                   (__mmask16)~both;
-                __m512i idx = _mm512_add_epi32(ofs, _mm512_set1_epi32(pofs[q]));
-                __m512i w = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), both, idx, x, 2);
-                if (first | second) { /* an edge: each tap alone */
-                    __m512i lo = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), first, idx, x, 2);
-                    __m512i hi = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), second,
-                                                             _mm512_add_epi32(idx, _mm512_set1_epi32(1)), x, 2);
-                    w = _mm512_or_si512(w, _mm512_or_si512(_mm512_and_si512(lo, lo16), _mm512_slli_epi32(hi, 16)));
-                }
-                _mm512_storeu_si512(d, w);
-                continue;
-            }
-            for (int h = 0; h < 2; h++) {
-                __m512i i = _mm512_add_epi32(ii, _mm512_set1_epi32(pi[q + h]));
-                __m512i j = _mm512_add_epi32(jj, _mm512_set1_epi32(pj[q + h]));
-                /* unsigned compares: a negative coordinate is out too */
-                __mmask16 in = _mm512_cmplt_epu32_mask(i, hv) & _mm512_cmplt_epu32_mask(j, wv);
-                v[h] = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), in,
-                                                   _mm512_add_epi32(ofs, _mm512_set1_epi32(pofs[q + h])), x, 2);
-            }
-            _mm512_storeu_si512(d, _mm512_or_si512(_mm512_and_si512(v[0], lo16), _mm512_slli_epi32(v[1], 16)));
-        }
-    }
+    for (int64_t j0 = 0; j0 < np; j0 += 16) panel_im2col(b_t, n, j0, x, t, dst + (j0 / 16) * (kp / 2) * 32, kp / 2);
 }
 
 #define TILE(np)                                                                                               \
@@ -276,11 +283,24 @@ TILE(2)
 TILE(3)
 TILE(4)
 
-void kiln__gemm_dfp_kernel_avx512vnni(const kiln_dfp_packed *p, float *c, int64_t ldc) {
+/* B's columns packed by each unit from the image, into its thread's
+ * buffer (bufs + thread * stride), instead of all of B before the kernel:
+ * a 64-column block of the columns is packed where the tiles read it
+ * (L1 for a forward's k), never written to memory and read back. */
+typedef struct conv_b {
+    bool b_t;
+    const int16_t *x;
+    const kiln_dfp_taps *t;
+    int16_t *bufs;
+    int64_t stride;
+} conv_b;
+
+static void run_units(const kiln_dfp_packed *p, float *c, int64_t ldc, const conv_b *cb) {
     static void (*const tiles[5])(const kiln_dfp_packed *, const int16_t *, const int16_t *, float *, int64_t,
                                   int64_t, int64_t) = {NULL, tile1, tile2, tile3, tile4};
     const int64_t pairs = p->kp / 2, mt = p->mp / MR, nbk = (p->np + 63) / 64;
-    const int64_t gt = mt < GROUP ? mt : GROUP, groups = (mt + GROUP - 1) / GROUP;
+    /* a block packed in the unit serves every row tile (packed once) */
+    const int64_t group = cb ? mt : GROUP, gt = mt < group ? mt : group, groups = (mt + group - 1) / group;
     /* 64-column blocks per unit: enough k pairs of work that handing a
      * unit out costs little beside it (conv1's 9 taps made 784 units of
      * 15 tile pairs each, and libgomp's dispatch took a sixth of the
@@ -291,14 +311,20 @@ void kiln__gemm_dfp_kernel_avx512vnni(const kiln_dfp_packed *p, float *c, int64_
     if (bpu > nbk * groups / (4 * nt)) bpu = nbk * groups / (4 * nt);
     if (bpu < 1) bpu = 1;
     const int64_t runs = (nbk + bpu - 1) / bpu, units = groups * runs;
+    int16_t *buf = cb ? cb->bufs + omp_get_thread_num() * cb->stride : NULL;
 #pragma omp for schedule(dynamic, 1) nowait
     for (int64_t u = 0; u < units; u++) {
-        int64_t r = u % runs, t0 = u / runs * GROUP, t1 = t0 + GROUP < mt ? t0 + GROUP : mt;
+        int64_t r = u % runs, t0 = u / runs * group, t1 = t0 + group < mt ? t0 + group : mt;
         int64_t b1 = (r + 1) * bpu < nbk ? (r + 1) * bpu : nbk;
         for (int64_t jb = r * bpu; jb < b1; jb++) {
             int64_t j0 = jb * 64, cols = p->n - j0 < 64 ? p->n - j0 : 64;
             int np = (int)((p->np - j0 < 64 ? p->np - j0 : 64) / 16);
             const int16_t *b = p->b + (j0 / 16) * pairs * 32;
+            if (cb) {
+                for (int q = 0; q < np; q++)
+                    panel_im2col(cb->b_t, p->n, j0 + 16 * q, cb->x, cb->t, buf + q * pairs * 32, pairs);
+                b = buf;
+            }
             for (int64_t t = t0; t < t1; t++) {
                 int64_t i0 = t * MR, rows = p->m - i0 < MR ? p->m - i0 : MR;
                 if (rows <= 0) continue;
@@ -307,5 +333,14 @@ void kiln__gemm_dfp_kernel_avx512vnni(const kiln_dfp_packed *p, float *c, int64_
             }
         }
     }
+}
+
+void kiln__gemm_dfp_kernel_avx512vnni(const kiln_dfp_packed *p, float *c, int64_t ldc) { run_units(p, c, ldc, NULL); }
+
+void kiln__gemm_dfp_kernel_im2col_avx512vnni(const kiln_dfp_packed *p, float *c, int64_t ldc, bool b_t,
+                                             const int16_t *x, const kiln_dfp_taps *t, int16_t *bufs,
+                                             int64_t stride) {
+    const conv_b cb = {b_t, x, t, bufs, stride};
+    run_units(p, c, ldc, &cb);
 }
 #endif
