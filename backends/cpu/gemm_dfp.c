@@ -69,15 +69,16 @@ static void pack_a(bool km, int64_t m, int64_t k, const int16_t *a, int64_t lda,
         const int16_t *src[KILN_DFP_MR];
         int live = m - i0 < KILN_DFP_MR ? (int)(m - i0) : KILN_DFP_MR;
         for (int t = 0; t < KILN_DFP_MR; t++) src[t] = a + (i0 + (t < live ? t : 0)) * lda;
-        if (live == KILN_DFP_MR)
-            for (int64_t p = 0; p < full; p++, d += KILN_DFP_MR * 2)
-                for (int t = 0; t < KILN_DFP_MR; t++) memcpy(d + 2 * t, src[t] + 2 * p, 4);
-        else
-            for (int64_t p = 0; p < full; p++, d += KILN_DFP_MR * 2)
-                for (int t = 0; t < KILN_DFP_MR; t++) {
-                    if (t < live) memcpy(d + 2 * t, src[t] + 2 * p, 4);
-                    else memset(d + 2 * t, 0, 4); /* padding rows */
-                }
+#if defined(__x86_64__) /* pack_a runs on the VNNI path only */
+        kiln__gemm_dfp_pack_a_rows_avx512(src, live, full, d);
+        d += full * KILN_DFP_MR * 2;
+#else
+        for (int64_t p = 0; p < full; p++, d += KILN_DFP_MR * 2)
+            for (int t = 0; t < KILN_DFP_MR; t++) {
+                if (t < live) memcpy(d + 2 * t, src[t] + 2 * p, 4);
+                else memset(d + 2 * t, 0, 4); /* padding rows */
+            }
+#endif
         if (full < pairs) /* odd k: the last pair's second half is 0 */
             for (int t = 0; t < KILN_DFP_MR; t++) {
                 d[2 * t] = t < live ? src[t][2 * full] : 0;

@@ -106,6 +106,9 @@ typedef struct kiln_dfp_taps {
 
 #if defined(__x86_64__)
 void kiln__gemm_dfp_kernel_avx512vnni(const kiln_dfp_packed *p, float *c, int64_t ldc);
+/* A's first full pairs (k / 2) of KILN_DFP_MR rows into a tile (d); rows
+ * from live on are padding (0). */
+void kiln__gemm_dfp_pack_a_rows_avx512(const int16_t *const src[KILN_DFP_MR], int live, int64_t full, int16_t *d);
 /* B's packer (every thread of the region calls it; it waits for all). */
 void kiln__gemm_dfp_pack_b_avx512(bool kn, int64_t n, int64_t k, const int16_t *b, int64_t ldb, int16_t *dst,
                                   int64_t np, int64_t kp);

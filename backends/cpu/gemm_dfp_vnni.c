@@ -116,6 +116,52 @@ static inline __attribute__((always_inline)) void tile_n(const kiln_dfp_packed *
         }
 }
 
+/* A's full pairs of MR rows into the tile's layout (gemm_dfp.h), 16 pairs
+ * at a time: a 6 x 16 transpose of 32-bit words by permutes (rows 0-1,
+ * 2-3, 4-5 interleaved into pairs of words, then three 64-bit streams
+ * merged), which the scalar loop did with 96 loads and stores. Rows from
+ * live on are padding (0). */
+void kiln__gemm_dfp_pack_a_rows_avx512(const int16_t *const src[MR], int live, int64_t full, int16_t *d) {
+    _Static_assert(MR == 6, "the permutes below are for 6 rows");
+    __m512i lo = _mm512_setzero_si512(), hi = lo, q1[3], q2[3];
+    __mmask8 m2[3];
+    {
+        int32_t l[16], h[16];
+        for (int i = 0; i < 8; i++) l[2 * i] = i, l[2 * i + 1] = 16 + i, h[2 * i] = 8 + i, h[2 * i + 1] = 24 + i;
+        lo = _mm512_loadu_si512(l), hi = _mm512_loadu_si512(h);
+        for (int w = 0; w < 3; w++) {
+            int64_t a[8], b[8];
+            unsigned mk = 0;
+            for (int e = 0; e < 8; e++) {
+                int g = 8 * w + e, pp = g / 3, st = g % 3;
+                a[e] = st == 1 ? 8 + pp : pp, b[e] = pp;
+                if (st == 2) mk |= 1u << e;
+            }
+            q1[w] = _mm512_loadu_si512(a), q2[w] = _mm512_loadu_si512(b), m2[w] = (__mmask8)mk;
+        }
+    }
+    int64_t p = 0;
+    for (; p + 16 <= full; p += 16, d += 16 * MR * 2) {
+        __m512i r[MR], u[3][2];
+        for (int t = 0; t < MR; t++) r[t] = t < live ? _mm512_loadu_si512(src[t] + 2 * p) : _mm512_setzero_si512();
+        for (int s = 0; s < 3; s++) {
+            u[s][0] = _mm512_permutex2var_epi32(r[2 * s], lo, r[2 * s + 1]);
+            u[s][1] = _mm512_permutex2var_epi32(r[2 * s], hi, r[2 * s + 1]);
+        }
+        for (int h = 0; h < 2; h++)
+            for (int w = 0; w < 3; w++) {
+                __m512i o = _mm512_permutex2var_epi64(u[0][h], q1[w], u[1][h]);
+                o = _mm512_mask_permutexvar_epi64(o, m2[w], q2[w], u[2][h]);
+                _mm512_storeu_si512(d + (3 * h + w) * 32, o);
+            }
+    }
+    for (; p < full; p++, d += MR * 2)
+        for (int t = 0; t < MR; t++) {
+            if (t < live) memcpy(d + 2 * t, src[t] + 2 * p, 4);
+            else memset(d + 2 * t, 0, 4); /* padding rows */
+        }
+}
+
 /* B into 16-column panels of k pairs (layout in gemm_dfp.h), AVX-512: from
  * [n, k] one 16-row gather of 32-bit words (a k pair) per panel line, from
  * [k, n] 16 values of rows 2p and 2p + 1 interleaved. Zero padded. Orphaned
