@@ -163,8 +163,8 @@ static kiln_status dfp_matmul_kernel(kiln_tensor *node, const kiln_exec *ex) {
         s = kiln__gemm_dfp_conv_t(ta, tb, m, n, k, qa, ta ? m : k, ma, ea, &img, mb, eb, node->data, n,
                                   ex->n_threads);
     } else if (s == KILN_OK)
-        s = kiln__gemm_dfp_t(ta, !tb, m, n, k, qa, ta ? m : k, ma, ea, qb, tb ? k : n, mb, eb, node->data, n,
-                             ex->n_threads);
+        s = (ex->accumulate ? kiln__gemm_dfp_add_t : kiln__gemm_dfp_t)(ta, !tb, m, n, k, qa, ta ? m : k, ma, ea, qb,
+                                                                      tb ? k : n, mb, eb, node->data, n, ex->n_threads);
     free(own_a), free(own_b);
     return s;
 }

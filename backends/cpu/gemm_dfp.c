@@ -23,7 +23,8 @@ int64_t kiln__gemm_dfp_chunk_pairs(int amax, int bmax) {
  * bound keeps it within int32 as on the SIMD path), converted to f32 and
  * added in chunk order. */
 static void scalar(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a, int64_t lda,
-                   const int16_t *b, int64_t ldb, int64_t cp, float sa, float sb, float *c, int64_t ldc, int nt) {
+                   const int16_t *b, int64_t ldb, int64_t cp, float sa, float sb, float *c, int64_t ldc, int nt,
+                   bool acc) {
     /* element p of row i of A and of column j of B, whatever the layout */
     const int64_t ai_step = a_km ? 1 : lda, ap_step = a_km ? lda : 1;
     const int64_t bj_step = b_kn ? 1 : ldb, bp_step = b_kn ? ldb : 1;
@@ -41,7 +42,8 @@ static void scalar(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const 
                     s = (int32_t)((uint32_t)s + (uint32_t)((int32_t)ai[p * ap_step] * (int32_t)bj[p * bp_step]));
                 f += (float)s;
             }
-            c[i * ldc + j] = f * sa * sb;
+            if (acc) c[i * ldc + j] += f * sa * sb;
+            else c[i * ldc + j] = f * sa * sb;
         }
     }
 }
@@ -103,14 +105,20 @@ static kiln_status check(const char *who, bool a_km, bool b_kn, int64_t m, int64
     return KILN_OK;
 }
 
-kiln_status kiln__gemm_dfp_ref_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a,
-                                 int64_t lda, int amax, int ea, const int16_t *b, int64_t ldb, int bmax, int eb,
-                                 float *c, int64_t ldc, int n_threads) {
+static kiln_status ref_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a, int64_t lda,
+                         int amax, int ea, const int16_t *b, int64_t ldb, int bmax, int eb, float *c, int64_t ldc,
+                         int n_threads, bool acc) {
     kiln_status s = check("gemm_dfp", a_km, b_kn, m, n, k, a, lda, b, ldb, c, ldc);
     if (s != KILN_OK || !m || !n) return s;
     scalar(a_km, b_kn, m, n, k, a, lda, b, ldb, kiln__gemm_dfp_chunk_pairs(amax, bmax), kiln__dfp_pow2(ea),
-           kiln__dfp_pow2(eb), c, ldc, n_threads < 1 ? 1 : n_threads);
+           kiln__dfp_pow2(eb), c, ldc, n_threads < 1 ? 1 : n_threads, acc);
     return KILN_OK;
+}
+
+kiln_status kiln__gemm_dfp_ref_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a,
+                                 int64_t lda, int amax, int ea, const int16_t *b, int64_t ldb, int bmax, int eb,
+                                 float *c, int64_t ldc, int n_threads) {
+    return ref_t(a_km, b_kn, m, n, k, a, lda, amax, ea, b, ldb, bmax, eb, c, ldc, n_threads, false);
 }
 
 /* The VNNI kernel's CPU (AVX-512 F/BW/VL and VNNI). */
@@ -143,16 +151,17 @@ static int16_t *packed_buffers(kiln_dfp_packed *p, int64_t nb, int16_t **bp, boo
     return ap;
 }
 
-kiln_status kiln__gemm_dfp_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a, int64_t lda,
-                             int amax, int ea, const int16_t *b, int64_t ldb, int bmax, int eb, float *c, int64_t ldc,
-                             int n_threads) {
+static kiln_status gemm_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a, int64_t lda,
+                          int amax, int ea, const int16_t *b, int64_t ldb, int bmax, int eb, float *c, int64_t ldc,
+                          int n_threads, bool acc) {
     const bool vnni = has_vnni();
     if (!vnni || k == 0)
-        return kiln__gemm_dfp_ref_t(a_km, b_kn, m, n, k, a, lda, amax, ea, b, ldb, bmax, eb, c, ldc, n_threads);
+        return ref_t(a_km, b_kn, m, n, k, a, lda, amax, ea, b, ldb, bmax, eb, c, ldc, n_threads, acc);
     kiln_status st = check("gemm_dfp", a_km, b_kn, m, n, k, a, lda, b, ldb, c, ldc);
     if (st != KILN_OK || !m || !n) return st;
     int nt = n_threads < 1 ? 1 : n_threads;
     kiln_dfp_packed p = packed_shape(m, n, k, amax, ea, bmax, eb, &nt);
+    p.acc = acc;
     bool owned;
     int16_t *bp, *ap = packed_buffers(&p, p.np * p.kp, &bp, &owned);
     if (!ap)
@@ -168,6 +177,18 @@ kiln_status kiln__gemm_dfp_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t
     }
     if (owned) free(ap);
     return KILN_OK;
+}
+
+kiln_status kiln__gemm_dfp_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a, int64_t lda,
+                             int amax, int ea, const int16_t *b, int64_t ldb, int bmax, int eb, float *c, int64_t ldc,
+                             int n_threads) {
+    return gemm_t(a_km, b_kn, m, n, k, a, lda, amax, ea, b, ldb, bmax, eb, c, ldc, n_threads, false);
+}
+
+kiln_status kiln__gemm_dfp_add_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a,
+                                 int64_t lda, int amax, int ea, const int16_t *b, int64_t ldb, int bmax, int eb,
+                                 float *c, int64_t ldc, int n_threads) {
+    return gemm_t(a_km, b_kn, m, n, k, a, lda, amax, ea, b, ldb, bmax, eb, c, ldc, n_threads, true);
 }
 
 /* The tables of kiln_dfp_taps for img, padded to nrp rows and ncp

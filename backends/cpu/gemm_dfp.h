@@ -51,6 +51,12 @@ kiln_status kiln__gemm_dfp_ref(int64_t m, int64_t n, int64_t k, const int16_t *a
 kiln_status kiln__gemm_dfp_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a, int64_t lda,
                              int amax, int ea, const int16_t *b, int64_t ldb, int bmax, int eb, float *c, int64_t ldc,
                              int n_threads);
+/* C += the product, each element as C + (the product's value): what an
+ * add of the product into C would give, without the product's buffer
+ * (a weight gradient's product adding into the gradient, core/fuse.c). */
+kiln_status kiln__gemm_dfp_add_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a,
+                                 int64_t lda, int amax, int ea, const int16_t *b, int64_t ldb, int bmax, int eb,
+                                 float *c, int64_t ldc, int n_threads);
 kiln_status kiln__gemm_dfp_ref_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a,
                                  int64_t lda, int amax, int ea, const int16_t *b, int64_t ldb, int bmax, int eb,
                                  float *c, int64_t ldc, int n_threads);
@@ -92,6 +98,7 @@ typedef struct kiln_dfp_packed {
     const int16_t *a, *b;
     int64_t m, n, mp, np, kp, cp; /* cp: pairs per chunk */
     float sa, sb;                 /* 2^ea, 2^eb */
+    bool acc;                     /* C += the product */
 } kiln_dfp_packed;
 
 /* The tables the columns' packer reads (x86 only; built on every CPU): tap (r, j) of

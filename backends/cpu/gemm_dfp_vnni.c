@@ -33,6 +33,12 @@ static inline int32_t load32(const int16_t *p) {
     return v;
 }
 
+/* C's masked columns: the value, or C plus it (acc) */
+static inline void store(float *c, __mmask16 k, __m512 v, bool acc) {
+    if (acc) v = _mm512_add_ps(_mm512_maskz_loadu_ps(k, c), v);
+    _mm512_mask_storeu_ps(c, k, v);
+}
+
 static inline __attribute__((always_inline)) void tile_n(const kiln_dfp_packed *p, const int16_t *a,
                                                           const int16_t *b, const int np, float *c, int64_t ldc,
                                                           int64_t rows, int64_t cols) {
@@ -72,8 +78,8 @@ static inline __attribute__((always_inline)) void tile_n(const kiln_dfp_packed *
             if (r < rows) {
 #pragma GCC unroll 4
                 for (int q = 0; q < np; q++)
-                    _mm512_mask_storeu_ps(c + r * ldc + q * 16, mk[q],
-                                          _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(acc[r][q]), sa), sb));
+                    store(c + r * ldc + q * 16, mk[q],
+                          _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(acc[r][q]), sa), sb), p->acc);
             }
         return;
     }
@@ -112,7 +118,8 @@ static inline __attribute__((always_inline)) void tile_n(const kiln_dfp_packed *
         if (r < rows) {
 #pragma GCC unroll 4
             for (int q = 0; q < np; q++)
-                _mm512_mask_storeu_ps(c + r * ldc + q * 16, mk[q], _mm512_mul_ps(_mm512_mul_ps(_mm512_load_ps(&tot[r][q * 16]), sa), sb));
+                store(c + r * ldc + q * 16, mk[q],
+                      _mm512_mul_ps(_mm512_mul_ps(_mm512_load_ps(&tot[r][q * 16]), sa), sb), p->acc);
         }
 }
 
