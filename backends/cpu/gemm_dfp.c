@@ -134,7 +134,7 @@ static bool has_vnni(void) {
 /* The packed product's shape and scales; a small product runs on one
  * thread (*nt = 1). */
 static kiln_dfp_packed packed_shape(int64_t m, int64_t n, int64_t k, int amax, int ea, int bmax, int eb, int *nt) {
-    kiln_dfp_packed p = {.m = m, .n = n, .mp = round_up(m, KILN_DFP_MR), .np = round_up(n, 16),
+    kiln_dfp_packed p = {.m = m, .n = n, .k = k, .mp = round_up(m, KILN_DFP_MR), .np = round_up(n, 16),
                          .kp = round_up(k, 2), .cp = kiln__gemm_dfp_chunk_pairs(amax, bmax),
                          .sa = kiln__dfp_pow2(ea), .sb = kiln__dfp_pow2(eb)};
     if ((double)p.mp * (double)p.np * (double)p.kp < (double)(1 << 22)) *nt = 1;

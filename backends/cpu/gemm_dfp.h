@@ -96,7 +96,7 @@ void kiln__dfp_im2col_cn(const int16_t *x, int64_t n, int64_t c, int64_t h, int6
 #define KILN_DFP_MR 6
 typedef struct kiln_dfp_packed {
     const int16_t *a, *b;
-    int64_t m, n, mp, np, kp, cp; /* cp: pairs per chunk */
+    int64_t m, n, k, mp, np, kp, cp; /* cp: pairs per chunk */
     float sa, sb;                 /* 2^ea, 2^eb */
     bool acc;                     /* C += the product */
 } kiln_dfp_packed;

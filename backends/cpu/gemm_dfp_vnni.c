@@ -270,21 +270,16 @@ static bool panel_by_runs(int64_t live, __m512i ofs, const int32_t *lofs, const 
     return true;
 }
 
-/* One panel of the columns (16 lanes from j0, kp / 2 lines) into d,
- * straight from the image (implicit im2col). b_t false: lanes are columns
- * j, pairs run over rows r (by runs of loads where it can, above); b_t
- * true: lanes are rows, pairs run over columns. Otherwise 16 taps per
- * masked gather (4 bytes at each code's address; the low half is the
- * code), the pair packed as one 32-bit word (lo | hi << 16). */
-static void panel_im2col(bool b_t, int64_t n, int64_t j0, const int16_t *x, const kiln_dfp_taps *t, int16_t *d,
-                         int64_t pairs) {
-    const __m512i hv = _mm512_set1_epi32(t->h), wv = _mm512_set1_epi32(t->w), lo16 = _mm512_set1_epi32(0xffff);
-    const int32_t *lofs = b_t ? t->rofs : t->cofs, *li = b_t ? t->ri : t->ci, *lj = b_t ? t->rj : t->cj;
-    const int32_t *pofs = b_t ? t->cofs : t->rofs, *pi = b_t ? t->ci : t->ri, *pj = b_t ? t->cj : t->rj;
-    const __m512i ofs = _mm512_loadu_si512(lofs + j0), ii = _mm512_loadu_si512(li + j0),
-                  jj = _mm512_loadu_si512(lj + j0);
-    if (!b_t && panel_by_runs(n - j0, ofs, lofs + j0, x, pofs, pi, pj, ii, jj, hv, wv, d, pairs)) return;
-    for (int64_t p = 0; p < pairs; p++, d += 32) {
+/* Lines [p0, p1) of a panel by gathers: 16 taps per masked gather (4
+ * bytes at each code's address; the low half is the code), the pair packed
+ * as one 32-bit word (lo | hi << 16); one gather for both taps where they
+ * are neighbours in x. */
+static void lines_gather(const int16_t *x, __m512i ofs, __m512i ii, __m512i jj, __m512i hv, __m512i wv,
+                         const int32_t *pofs, const int32_t *pi, const int32_t *pj, int64_t p0, int64_t p1,
+                         int16_t *d) {
+    const __m512i lo16 = _mm512_set1_epi32(0xffff);
+    d += p0 * 32;
+    for (int64_t p = p0; p < p1; p++, d += 32) {
         const int64_t q = 2 * p;
         __m512i v[2];
         if (pofs[q + 1] == pofs[q] + 1 && pi[q + 1] == pi[q] && pj[q + 1] == pj[q] + 1) {
@@ -311,6 +306,7 @@ static void panel_im2col(bool b_t, int64_t n, int64_t j0, const int16_t *x, cons
         for (int h = 0; h < 2; h++) {
             __m512i i = _mm512_add_epi32(ii, _mm512_set1_epi32(pi[q + h]));
             __m512i j = _mm512_add_epi32(jj, _mm512_set1_epi32(pj[q + h]));
+            /* unsigned compares: a negative coordinate is out too */
             __mmask16 in = _mm512_cmplt_epu32_mask(i, hv) & _mm512_cmplt_epu32_mask(j, wv);
             v[h] = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), in,
                                                _mm512_add_epi32(ofs, _mm512_set1_epi32(pofs[q + h])), x, 2);
@@ -319,11 +315,109 @@ static void panel_im2col(bool b_t, int64_t n, int64_t j0, const int16_t *x, cons
     }
 }
 
+/* 16 x 16 32-bit words: v[i] word j <-> v[j] word i. */
+static inline void transpose16(__m512i v[16]) {
+    __m512i t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        v[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        v[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        v[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        v[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int i = 0; i < 16; i += 8)
+        for (int j = 0; j < 4; j++) {
+            t[i + j] = _mm512_shuffle_i32x4(v[i + j], v[i + j + 4], 0x88);
+            t[i + j + 4] = _mm512_shuffle_i32x4(v[i + j], v[i + j + 4], 0xdd);
+        }
+    for (int j = 0; j < 8; j++) {
+        v[j] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0x88);
+        v[j + 8] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0xdd);
+    }
+}
+
+/* Lines [p0, p0 + 16) of a weight-gradient panel (lanes: 16 rows r; pairs:
+ * columns 2p, 2p + 1) without gathers where the block's 32 columns lie in
+ * a few runs of consecutive codes (stride 1): each row's 32 codes by one
+ * masked load per run (a row's pairs of neighbouring columns are its
+ * 32-bit words), then a 16 x 16 transpose of the words turns rows into
+ * lines. cols: the real columns (later ones are padding, 0). false
+ * (nothing written) for more than RUNS runs. */
+static bool block_t_by_runs(const int16_t *x, const kiln_dfp_taps *t, int64_t j0, int64_t cols, int64_t p0,
+                            int16_t *d) {
+    const int64_t q0 = 2 * p0;
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i hv = _mm512_set1_epi32(t->h), wv = _mm512_set1_epi32(t->w);
+    const __m512i o0 = _mm512_loadu_si512(t->cofs + q0), o1 = _mm512_loadu_si512(t->cofs + q0 + 16);
+    const __m512i i0 = _mm512_loadu_si512(t->ci + q0), i1 = _mm512_loadu_si512(t->ci + q0 + 16);
+    const __m512i c0 = _mm512_loadu_si512(t->cj + q0), c1 = _mm512_loadu_si512(t->cj + q0 + 16);
+    /* equal within a run */
+    const __m512i b0 = _mm512_sub_epi32(o0, lane), b1 = _mm512_sub_epi32(o1, _mm512_add_epi32(lane, _mm512_set1_epi32(16)));
+    int64_t live = cols - q0;
+    __mmask32 left = live >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << live) - 1), run[RUNS];
+    int32_t start[RUNS];
+    int nr = 0;
+    while (left && nr < RUNS) {
+        int l = __builtin_ctz(left);
+        start[nr] = t->cofs[q0 + l] - l;
+        const __m512i sv = _mm512_set1_epi32(start[nr]);
+        run[nr] = ((__mmask32)_mm512_cmpeq_epi32_mask(b0, sv) | (__mmask32)_mm512_cmpeq_epi32_mask(b1, sv) << 16) & left;
+        left &= ~run[nr++];
+    }
+    if (left) return false;
+    __m512i v[16];
+    for (int r = 0; r < 16; r++) {
+        const int32_t ri = t->ri[j0 + r], rj = t->rj[j0 + r];
+        const int64_t ro = t->rofs[j0 + r];
+        const __m512i iv = _mm512_set1_epi32(ri), jv = _mm512_set1_epi32(rj);
+        /* unsigned compares: a negative coordinate is out too */
+        __mmask32 in = (__mmask32)(_mm512_cmplt_epu32_mask(_mm512_add_epi32(i0, iv), hv) &
+                                   _mm512_cmplt_epu32_mask(_mm512_add_epi32(c0, jv), wv)) |
+                       (__mmask32)(_mm512_cmplt_epu32_mask(_mm512_add_epi32(i1, iv), hv) &
+                                   _mm512_cmplt_epu32_mask(_mm512_add_epi32(c1, jv), wv))
+                           << 16;
+        v[r] = _mm512_setzero_si512();
+        for (int s = 0; s < nr; s++) /* column q0 + l of the run reads x[start + l + rofs[r]] */
+            if (run[s] & in)
+                v[r] = _mm512_mask_loadu_epi16(v[r], run[s] & in,
+                                               (const void *)((uintptr_t)x + (uintptr_t)(2 * (start[s] + ro))));
+    }
+    transpose16(v);
+    for (int l = 0; l < 16; l++) _mm512_storeu_si512(d + (p0 + l) * 32, v[l]);
+    return true;
+}
+
+/* One panel of the columns (16 lanes from j0, kp / 2 lines) into d,
+ * straight from the image (implicit im2col). b_t false: lanes are columns
+ * j, pairs run over rows r (by runs of loads where it can, above); b_t
+ * true: lanes are rows, pairs run over columns (by blocks of 16 lines, the
+ * same way). Otherwise by gathers. n and k: the product's (the columns'
+ * count is n, or k when b_t). */
+static void panel_im2col(bool b_t, int64_t n, int64_t k, int64_t j0, const int16_t *x, const kiln_dfp_taps *t,
+                         int16_t *d, int64_t pairs) {
+    const __m512i hv = _mm512_set1_epi32(t->h), wv = _mm512_set1_epi32(t->w);
+    const int32_t *lofs = b_t ? t->rofs : t->cofs, *li = b_t ? t->ri : t->ci, *lj = b_t ? t->rj : t->cj;
+    const int32_t *pofs = b_t ? t->cofs : t->rofs, *pi = b_t ? t->ci : t->ri, *pj = b_t ? t->cj : t->rj;
+    const __m512i ofs = _mm512_loadu_si512(lofs + j0), ii = _mm512_loadu_si512(li + j0),
+                  jj = _mm512_loadu_si512(lj + j0);
+    if (!b_t) {
+        if (!panel_by_runs(n - j0, ofs, lofs + j0, x, pofs, pi, pj, ii, jj, hv, wv, d, pairs))
+            lines_gather(x, ofs, ii, jj, hv, wv, pofs, pi, pj, 0, pairs, d);
+        return;
+    }
+    int64_t p = 0;
+    for (; p + 16 <= pairs; p += 16)
+        if (!block_t_by_runs(x, t, j0, k, p, d)) lines_gather(x, ofs, ii, jj, hv, wv, pofs, pi, pj, p, p + 16, d);
+    lines_gather(x, ofs, ii, jj, hv, wv, pofs, pi, pj, p, pairs, d);
+}
+
 void kiln__gemm_dfp_pack_b_im2col_avx512(bool b_t, int64_t n, int64_t k, const int16_t *x, const kiln_dfp_taps *t,
                                          int16_t *dst, int64_t np, int64_t kp) {
-    (void)k;
 #pragma omp for schedule(static)
-    for (int64_t j0 = 0; j0 < np; j0 += 16) panel_im2col(b_t, n, j0, x, t, dst + (j0 / 16) * (kp / 2) * 32, kp / 2);
+    for (int64_t j0 = 0; j0 < np; j0 += 16) panel_im2col(b_t, n, k, j0, x, t, dst + (j0 / 16) * (kp / 2) * 32, kp / 2);
 }
 
 #define TILE(np)                                                                                               \
@@ -375,7 +469,7 @@ static void run_units(const kiln_dfp_packed *p, float *c, int64_t ldc, const con
             const int16_t *b = p->b + (j0 / 16) * pairs * 32;
             if (cb) {
                 for (int q = 0; q < np; q++)
-                    panel_im2col(cb->b_t, p->n, j0 + 16 * q, cb->x, cb->t, buf + q * pairs * 32, pairs);
+                    panel_im2col(cb->b_t, p->n, p->k, j0 + 16 * q, cb->x, cb->t, buf + q * pairs * 32, pairs);
                 b = buf;
             }
             for (int64_t t = t0; t < t1; t++) {
