@@ -40,7 +40,7 @@ static inline void store(float *c, __mmask16 k, __m512 v, bool acc) {
 }
 
 static inline __attribute__((always_inline)) void tile_n(const kiln_dfp_packed *p, const int16_t *a,
-                                                          const int16_t *b, const int np, float *c, int64_t ldc,
+                                                          const int16_t *b, const int np, const int mr, float *c, int64_t ldc,
                                                           int64_t rows, int64_t cols) {
     const int64_t pairs = p->kp / 2, ps = pairs * 32, cp = p->cp;
     const __m512 sa = _mm512_set1_ps(p->sa), sb = _mm512_set1_ps(p->sb);
@@ -59,14 +59,14 @@ static inline __attribute__((always_inline)) void tile_n(const kiln_dfp_packed *
         __m512i acc[MR][4], bv[4];
         int64_t len = pairs;
 #pragma GCC unroll 6
-        for (int r = 0; r < MR; r++)
+        for (int r = 0; r < mr; r++)
 #pragma GCC unroll 4
             for (int q = 0; q < np; q++) acc[r][q] = _mm512_setzero_si512();
         do {
 #pragma GCC unroll 4
             for (int q = 0; q < np; q++) bv[q] = _mm512_loadu_si512(bk + q * ps);
 #pragma GCC unroll 6
-            for (int r = 0; r < MR; r++) {
+            for (int r = 0; r < mr; r++) {
                 __m512i av = _mm512_set1_epi32(load32(ak + r * 2));
 #pragma GCC unroll 4
                 for (int q = 0; q < np; q++) acc[r][q] = dpwssd(acc[r][q], av, bv[q]);
@@ -74,7 +74,7 @@ static inline __attribute__((always_inline)) void tile_n(const kiln_dfp_packed *
             ak += MR * 2, bk += 32;
         } while (--len);
 #pragma GCC unroll 6
-        for (int r = 0; r < MR; r++)
+        for (int r = 0; r < mr; r++)
             if (r < rows) {
 #pragma GCC unroll 4
                 for (int q = 0; q < np; q++)
@@ -86,20 +86,20 @@ static inline __attribute__((always_inline)) void tile_n(const kiln_dfp_packed *
 #pragma GCC unroll 4
     for (int q = 0; q < np; q++)
 #pragma GCC unroll 6
-        for (int r = 0; r < MR; r++) _mm512_store_ps(&tot[r][q * 16], _mm512_setzero_ps());
+        for (int r = 0; r < mr; r++) _mm512_store_ps(&tot[r][q * 16], _mm512_setzero_ps());
     for (int64_t t0 = 0; t0 < pairs; t0 += cp) {
         int64_t len = pairs - t0 < cp ? pairs - t0 : cp;
         const int16_t *ak = a + t0 * MR * 2, *bk = b + t0 * 32;
         __m512i acc[MR][4], bv[4];
 #pragma GCC unroll 6
-        for (int r = 0; r < MR; r++)
+        for (int r = 0; r < mr; r++)
 #pragma GCC unroll 4
             for (int q = 0; q < np; q++) acc[r][q] = _mm512_setzero_si512();
         do {
 #pragma GCC unroll 4
             for (int q = 0; q < np; q++) bv[q] = _mm512_loadu_si512(bk + q * ps);
 #pragma GCC unroll 6
-            for (int r = 0; r < MR; r++) {
+            for (int r = 0; r < mr; r++) {
                 __m512i av = _mm512_set1_epi32(load32(ak + r * 2));
 #pragma GCC unroll 4
                 for (int q = 0; q < np; q++) acc[r][q] = dpwssd(acc[r][q], av, bv[q]);
@@ -107,14 +107,14 @@ static inline __attribute__((always_inline)) void tile_n(const kiln_dfp_packed *
             ak += MR * 2, bk += 32;
         } while (--len);
 #pragma GCC unroll 6
-        for (int r = 0; r < MR; r++)
+        for (int r = 0; r < mr; r++)
 #pragma GCC unroll 4
             for (int q = 0; q < np; q++)
                 _mm512_store_ps(&tot[r][q * 16],
                                 _mm512_add_ps(_mm512_load_ps(&tot[r][q * 16]), _mm512_cvtepi32_ps(acc[r][q])));
     }
 #pragma GCC unroll 6
-    for (int r = 0; r < MR; r++)
+    for (int r = 0; r < mr; r++)
         if (r < rows) {
 #pragma GCC unroll 4
             for (int q = 0; q < np; q++)
@@ -420,15 +420,27 @@ void kiln__gemm_dfp_pack_b_im2col_avx512(bool b_t, int64_t n, int64_t k, const i
     for (int64_t j0 = 0; j0 < np; j0 += 16) panel_im2col(b_t, n, k, j0, x, t, dst + (j0 / 16) * (kp / 2) * 32, kp / 2);
 }
 
-#define TILE(np)                                                                                               \
-    static __attribute__((noinline)) void tile##np(const kiln_dfp_packed *p, const int16_t *a, const int16_t *b,   \
-                                                   float *c, int64_t ldc, int64_t rows, int64_t cols) {           \
-        tile_n(p, a, b, np, c, ldc, rows, cols);                                                                  \
+/* np 16-column panels, the first mr rows of the tile (2, 4 or 6: a tile
+ * of 16 or 32 rows' last 4 or 2 rows do a third or two thirds of the work,
+ * not all of it) */
+#define TILE(np, mr)                                                                                           \
+    static __attribute__((noinline)) void tile##np##_##mr(const kiln_dfp_packed *p, const int16_t *a,             \
+                                                          const int16_t *b, float *c, int64_t ldc, int64_t rows,  \
+                                                          int64_t cols) {                                         \
+        tile_n(p, a, b, np, mr, c, ldc, rows, cols);                                                             \
     }
-TILE(1)
-TILE(2)
-TILE(3)
-TILE(4)
+TILE(1, 2)
+TILE(2, 2)
+TILE(3, 2)
+TILE(4, 2)
+TILE(1, 4)
+TILE(2, 4)
+TILE(3, 4)
+TILE(4, 4)
+TILE(1, 6)
+TILE(2, 6)
+TILE(3, 6)
+TILE(4, 6)
 
 /* B's columns packed by each unit from the image, into its thread's
  * buffer (bufs + thread * stride), instead of all of B before the kernel:
@@ -443,8 +455,11 @@ typedef struct conv_b {
 } conv_b;
 
 static void run_units(const kiln_dfp_packed *p, float *c, int64_t ldc, const conv_b *cb) {
-    static void (*const tiles[5])(const kiln_dfp_packed *, const int16_t *, const int16_t *, float *, int64_t,
-                                  int64_t, int64_t) = {NULL, tile1, tile2, tile3, tile4};
+    typedef void (*tile_fn)(const kiln_dfp_packed *, const int16_t *, const int16_t *, float *, int64_t, int64_t,
+                            int64_t);
+    static const tile_fn tiles[3][5] = {{NULL, tile1_2, tile2_2, tile3_2, tile4_2},
+                                        {NULL, tile1_4, tile2_4, tile3_4, tile4_4},
+                                        {NULL, tile1_6, tile2_6, tile3_6, tile4_6}};
     const int64_t pairs = p->kp / 2, mt = p->mp / MR, nbk = (p->np + 63) / 64;
     /* a block packed in the unit serves every row tile (packed once) */
     const int64_t group = cb ? mt : GROUP, gt = mt < group ? mt : group, groups = (mt + group - 1) / group;
@@ -476,7 +491,7 @@ static void run_units(const kiln_dfp_packed *p, float *c, int64_t ldc, const con
                 int64_t i0 = t * MR, rows = p->m - i0 < MR ? p->m - i0 : MR;
                 if (rows <= 0) continue;
                 const int16_t *a = p->a + t * pairs * MR * 2;
-                tiles[np](p, a, b, c + i0 * ldc + j0, ldc, rows, cols);
+                tiles[(rows - 1) / 2][np](p, a, b, c + i0 * ldc + j0, ldc, rows, cols);
             }
         }
     }
