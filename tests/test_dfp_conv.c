@@ -161,3 +161,32 @@ KT_TEST(dfp_gemm_implicit_columns_equal_explicit) {
     }
     free(qx), free(xv);
 }
+
+/* A weight gradient of long k (the columns of 3 images of 64 x 64: 6144
+ * pairs, so its panels are packed in several units of lines) and one of a
+ * forward, from the image against explicit columns, bit for bit, on one
+ * and two threads (large enough to be threaded; two: B packed before the
+ * kernel for the gradient). */
+KT_TEST(dfp_gemm_implicit_columns_long_k) {
+    const int64_t n = 3, c = 2, h = 64, w = 64, nx = n * c * h * w, m = 48;
+    const int64_t g[8] = {3, 3, 1, 1, 1, 1, 1, 1}, oh = h, ow = w, kc = c * 9, nc = n * oh * ow;
+    int16_t *qx = malloc((nx + 1) * 2), *cols = malloc(kc * nc * 2), *qa = malloc(m * nc * 2);
+    float *xv = malloc(nx * 4), *want = malloc(m * nc * 4), *got = malloc(m * nc * 4);
+    fill(xv, nx, 9, 3.0f);
+    int ex, mx;
+    kiln__dfp_quantize(xv, nx, 14, qx, &ex, &mx, false, 0);
+    qx[nx] = 0x7fff;
+    for (int64_t i = 0; i < m * nc; i++) qa[i] = (int16_t)((i * 2654435761u >> 9) % 16383 - 8191);
+    kiln__dfp_im2col_cn(qx, n, c, h, w, g, oh, ow, cols, 1);
+    kiln_dfp_image img = {qx, n, c, h, w, oh, ow, {g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7]}};
+    for (int bt = 0; bt < 2; bt++) {
+        int64_t pn = bt ? kc : nc, pk = bt ? nc : kc;
+        KT_OK(kiln__gemm_dfp_t(false, !bt, m, pn, pk, qa, pk, 8191, -12, cols, bt ? pk : pn, mx, ex, want, pn, 1));
+        for (int nt = 1; nt <= 2; nt++) {
+            memset(got, 0xff, m * pn * 4);
+            KT_OK(kiln__gemm_dfp_conv_t(false, bt, m, pn, pk, qa, pk, 8191, -12, &img, mx, ex, got, pn, nt));
+            KT_CHECK(!memcmp(got, want, m * pn * 4), "b_t %d, %d threads: differs", bt, nt);
+        }
+    }
+    free(qx), free(cols), free(qa), free(xv), free(want), free(got);
+}

@@ -326,9 +326,13 @@ kiln_status kiln__gemm_dfp_conv_t(bool a_km, bool b_t, int64_t m, int64_t n, int
     if (!(b_t ? taps_tables(img, kc, p.np, nc, p.kp, &taps, &tab) : taps_tables(img, kc, p.kp, nc, p.np, &taps, &tab)))
         return kiln__errs(KILN_ERR_OOM, "gemm_dfp_conv: no memory for the tap tables");
     bool owned;
-    /* each thread's block of B's panels (packed inside the kernel) */
+    /* each thread's block of B's panels (packed inside the kernel), or, for
+     * a weight gradient with fewer 64-column blocks than two a thread (conv1's
+     * 16 columns: one unit, one thread), all of B packed first by every
+     * thread, the kernel's units then a few row tiles each */
+    const bool first = nt > 1 && b_t && (p.np + 63) / 64 < 2 * nt;
     const int64_t stride = (p.np < 64 ? p.np : 64) * p.kp;
-    int16_t *bp, *ap = packed_buffers(&p, nt * stride, &bp, &owned);
+    int16_t *bp, *ap = packed_buffers(&p, first ? p.np * p.kp : nt * stride, &bp, &owned);
     if (!ap) {
         free(tab);
         return kiln__errs(KILN_ERR_OOM, "gemm_dfp_conv: no memory to pack a [%lld, %lld] x [%lld, %lld]^T product",
@@ -337,9 +341,14 @@ kiln_status kiln__gemm_dfp_conv_t(bool a_km, bool b_t, int64_t m, int64_t n, int
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
         pack_a(a_km, m, k, a, lda, ap, p.mp, p.kp);
-#pragma omp barrier
 #if defined(__x86_64__)
-        kiln__gemm_dfp_kernel_im2col_avx512vnni(&p, c, ldc, b_t, img->x, &taps, bp, stride);
+        if (first) {
+            kiln__gemm_dfp_pack_b_im2col_avx512(b_t, n, k, img->x, &taps, bp, p.np, p.kp); /* waits for pack_a too */
+            kiln__gemm_dfp_kernel_avx512vnni(&p, c, ldc);
+        } else {
+#pragma omp barrier
+            kiln__gemm_dfp_kernel_im2col_avx512vnni(&p, c, ldc, b_t, img->x, &taps, bp, stride);
+        }
 #endif
     }
     if (owned) free(ap);

@@ -240,7 +240,7 @@ static inline __m256i row_by_runs(const int16_t *x, int64_t ofs, int nr, const _
 #define RUNS 4
 static bool panel_by_runs(int64_t live, __m512i ofs, const int32_t *lofs, const int16_t *x, const int32_t *pofs,
                           const int32_t *pi, const int32_t *pj, __m512i ii, __m512i jj, __m512i hv, __m512i wv,
-                          int16_t *d, int64_t pairs) {
+                          int16_t *d, int64_t p0, int64_t p1) {
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const __m512i base = _mm512_sub_epi32(ofs, lane); /* equal within a run */
     __mmask16 left = live >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << live) - 1), run[RUNS];
@@ -256,7 +256,8 @@ static bool panel_by_runs(int64_t live, __m512i ofs, const int32_t *lofs, const 
     /* word 2l: row r's code of lane l, word 2l + 1: row r + 1's */
     const __m512i pairs_idx = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38,
                                                6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
-    for (int64_t p = 0; p < pairs; p++, d += 32) {
+    d += p0 * 32;
+    for (int64_t p = p0; p < p1; p++, d += 32) {
         const int64_t q = 2 * p;
         /* unsigned compares: a negative coordinate is out too */
         __mmask16 in0 = _mm512_cmplt_epu32_mask(_mm512_add_epi32(ii, _mm512_set1_epi32(pi[q])), hv) &
@@ -390,39 +391,44 @@ static bool block_t_by_runs(const int16_t *x, const kiln_dfp_taps *t, int64_t j0
     return true;
 }
 
-/* One panel of the columns (16 lanes from j0, kp / 2 lines) into d,
- * straight from the image (implicit im2col). b_t false: lanes are columns
- * j, pairs run over rows r (by runs of loads where it can, above); b_t
- * true: lanes are rows, pairs run over columns (by blocks of 16 lines, the
- * same way). Otherwise by gathers. n and k: the product's (the columns'
- * count is n, or k when b_t). */
+/* Lines [p0, p1) of one panel of the columns (16 lanes from j0; the
+ * panel at d) straight from the image (implicit im2col). b_t false: lanes
+ * are columns j, pairs run over rows r (by runs of loads where it can,
+ * above); b_t true: lanes are rows, pairs run over columns (by blocks of
+ * 16 lines, the same way; p0 a multiple of 16). Otherwise by gathers. n
+ * and k: the product's (the columns' count is n, or k when b_t). */
 static void panel_im2col(bool b_t, int64_t n, int64_t k, int64_t j0, const int16_t *x, const kiln_dfp_taps *t,
-                         int16_t *d, int64_t pairs) {
+                         int16_t *d, int64_t p0, int64_t p1) {
     const __m512i hv = _mm512_set1_epi32(t->h), wv = _mm512_set1_epi32(t->w);
     const int32_t *lofs = b_t ? t->rofs : t->cofs, *li = b_t ? t->ri : t->ci, *lj = b_t ? t->rj : t->cj;
     const int32_t *pofs = b_t ? t->cofs : t->rofs, *pi = b_t ? t->ci : t->ri, *pj = b_t ? t->cj : t->rj;
     const __m512i ofs = _mm512_loadu_si512(lofs + j0), ii = _mm512_loadu_si512(li + j0),
                   jj = _mm512_loadu_si512(lj + j0);
     if (!b_t) {
-        if (!panel_by_runs(n - j0, ofs, lofs + j0, x, pofs, pi, pj, ii, jj, hv, wv, d, pairs))
-            lines_gather(x, ofs, ii, jj, hv, wv, pofs, pi, pj, 0, pairs, d);
+        if (!panel_by_runs(n - j0, ofs, lofs + j0, x, pofs, pi, pj, ii, jj, hv, wv, d, p0, p1))
+            lines_gather(x, ofs, ii, jj, hv, wv, pofs, pi, pj, p0, p1, d);
         return;
     }
-    int64_t p = 0;
-    for (; p + 16 <= pairs; p += 16)
+    int64_t p = p0;
+    for (; p + 16 <= p1; p += 16)
         if (!block_t_by_runs(x, t, j0, k, p, d)) lines_gather(x, ofs, ii, jj, hv, wv, pofs, pi, pj, p, p + 16, d);
-    lines_gather(x, ofs, ii, jj, hv, wv, pofs, pi, pj, p, pairs, d);
+    lines_gather(x, ofs, ii, jj, hv, wv, pofs, pi, pj, p, p1, d);
 }
+
+/* Units of a panel's lines (a multiple of 16): a weight gradient's few
+ * panels of long k split among the threads */
+#define PACK_LINES 1024
 
 void kiln__gemm_dfp_pack_b_im2col_avx512(bool b_t, int64_t n, int64_t k, const int16_t *x, const kiln_dfp_taps *t,
                                          int16_t *dst, int64_t np, int64_t kp) {
+    const int64_t pairs = kp / 2, per = (pairs + PACK_LINES - 1) / PACK_LINES, units = np / 16 * per;
 #pragma omp for schedule(static)
-    for (int64_t j0 = 0; j0 < np; j0 += 16) panel_im2col(b_t, n, k, j0, x, t, dst + (j0 / 16) * (kp / 2) * 32, kp / 2);
+    for (int64_t u = 0; u < units; u++) {
+        int64_t j0 = u / per * 16, p0 = u % per * PACK_LINES, p1 = p0 + PACK_LINES < pairs ? p0 + PACK_LINES : pairs;
+        panel_im2col(b_t, n, k, j0, x, t, dst + (j0 / 16) * pairs * 32, p0, p1);
+    }
 }
 
-/* np 16-column panels, the first mr rows of the tile (2, 4 or 6: a tile
- * of 16 or 32 rows' last 4 or 2 rows do a third or two thirds of the work,
- * not all of it) */
 #define TILE(np, mr)                                                                                           \
     static __attribute__((noinline)) void tile##np##_##mr(const kiln_dfp_packed *p, const int16_t *a,             \
                                                           const int16_t *b, float *c, int64_t ldc, int64_t rows,  \
@@ -461,14 +467,20 @@ static void run_units(const kiln_dfp_packed *p, float *c, int64_t ldc, const con
                                         {NULL, tile1_4, tile2_4, tile3_4, tile4_4},
                                         {NULL, tile1_6, tile2_6, tile3_6, tile4_6}};
     const int64_t pairs = p->kp / 2, mt = p->mp / MR, nbk = (p->np + 63) / 64;
-    /* a block packed in the unit serves every row tile (packed once) */
-    const int64_t group = cb ? mt : GROUP, gt = mt < group ? mt : group, groups = (mt + group - 1) / group;
+    const int64_t nt = omp_get_num_threads();
+    /* a block packed in the unit serves every row tile (packed once); with
+     * B packed before, fewer tiles a unit where the blocks are too few to
+     * keep the threads busy (a weight gradient's 16 or 144 columns) */
+    int64_t group = cb ? mt : GROUP;
+    if (!cb && nt > 1 && (mt + GROUP - 1) / GROUP * nbk < 4 * nt)
+        group = (mt * nbk + 4 * nt - 1) / (4 * nt) < 1 ? 1 : (mt * nbk + 4 * nt - 1) / (4 * nt);
+    const int64_t gt = mt < group ? mt : group, groups = (mt + group - 1) / group;
     /* 64-column blocks per unit: enough k pairs of work that handing a
      * unit out costs little beside it (conv1's 9 taps made 784 units of
      * 15 tile pairs each, and libgomp's dispatch took a sixth of the
      * product), yet at least four units a thread where there are blocks
      * for them */
-    const int64_t nt = omp_get_num_threads(), per_block = gt * pairs;
+    const int64_t per_block = gt * pairs;
     int64_t bpu = (UNIT_PAIRS + per_block - 1) / per_block;
     if (bpu > nbk * groups / (4 * nt)) bpu = nbk * groups / (4 * nt);
     if (bpu < 1) bpu = 1;
@@ -484,7 +496,7 @@ static void run_units(const kiln_dfp_packed *p, float *c, int64_t ldc, const con
             const int16_t *b = p->b + (j0 / 16) * pairs * 32;
             if (cb) {
                 for (int q = 0; q < np; q++)
-                    panel_im2col(cb->b_t, p->n, p->k, j0 + 16 * q, cb->x, cb->t, buf + q * pairs * 32, pairs);
+                    panel_im2col(cb->b_t, p->n, p->k, j0 + 16 * q, cb->x, cb->t, buf + q * pairs * 32, 0, pairs);
                 b = buf;
             }
             for (int64_t t = t0; t < t1; t++) {
