@@ -91,6 +91,8 @@ static void pack_a(bool km, int64_t m, int64_t k, const int16_t *a, int64_t lda,
 
 static int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
+#define SMALL_A (64 * 1024) /* int16 of packed A that one thread packs before a region */
+
 static kiln_status check(const char *who, bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a,
                          int64_t lda, const int16_t *b, int64_t ldb, float *c, int64_t ldc) {
     if (m < 0 || n < 0 || k < 0)
@@ -338,15 +340,21 @@ kiln_status kiln__gemm_dfp_conv_t(bool a_km, bool b_t, int64_t m, int64_t n, int
         return kiln__errs(KILN_ERR_OOM, "gemm_dfp_conv: no memory to pack a [%lld, %lld] x [%lld, %lld]^T product",
                           (long long)m, (long long)k, (long long)n, (long long)k);
     }
+    /* a small A (a forward's weights) packed before the region: no barrier
+     * in it then when each unit packs its own columns */
+    const bool a_first = !first && p.mp * p.kp <= SMALL_A;
+    if (a_first) pack_a(a_km, m, k, a, lda, ap, p.mp, p.kp);
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        pack_a(a_km, m, k, a, lda, ap, p.mp, p.kp);
+        if (!a_first) pack_a(a_km, m, k, a, lda, ap, p.mp, p.kp);
 #if defined(__x86_64__)
         if (first) {
             kiln__gemm_dfp_pack_b_im2col_avx512(b_t, n, k, img->x, &taps, bp, p.np, p.kp); /* waits for pack_a too */
             kiln__gemm_dfp_kernel_avx512vnni(&p, c, ldc);
         } else {
+            if (!a_first) {
 #pragma omp barrier
+            }
             kiln__gemm_dfp_kernel_im2col_avx512vnni(&p, c, ldc, b_t, img->x, &taps, bp, stride);
         }
 #endif
