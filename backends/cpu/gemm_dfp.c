@@ -197,22 +197,23 @@ kiln_status kiln__gemm_dfp_add_t(bool a_km, bool b_kn, int64_t m, int64_t n, int
  * columns with entries no test passes. */
 static void taps_fill(const kiln_dfp_image *img, int64_t nr, int64_t nrp, int64_t nc, int64_t ncp, int32_t *tab,
                       kiln_dfp_taps *t) {
-    const int64_t *g = img->g, hw = img->h * img->w;
+    const int64_t *g = img->g, hw = img->h * img->w, cs = img->cs ? img->cs : hw, ns = img->ns ? img->ns : img->c * hw;
+    const int64_t sg = img->flip ? -1 : 1, pad = img->flip ? -1 : 1; /* a transposed convolution's taps run back */
     const int32_t out = INT32_MIN / 2; /* plus any in-range offset: still negative */
     int32_t *rofs = tab, *ri = tab + nrp, *rj = tab + 2 * nrp, *cofs = tab + 3 * nrp, *ci = cofs + ncp,
             *cj = cofs + 2 * ncp;
     /* counters, not divisions: a table per product, of n oh ow entries */
     for (int64_t r = 0, c = 0, ki = 0, kj = 0; r < nrp; r++) {
         bool live = r < nr;
-        rofs[r] = live ? (int32_t)(c * hw + ki * g[6] * img->w + kj * g[7]) : 0;
-        ri[r] = live ? (int32_t)(ki * g[6]) : out;
-        rj[r] = live ? (int32_t)(kj * g[7]) : out;
+        rofs[r] = live ? (int32_t)(c * cs + sg * (ki * g[6] * img->w + kj * g[7])) : 0;
+        ri[r] = live ? (int32_t)(sg * ki * g[6]) : out;
+        rj[r] = live ? (int32_t)(sg * kj * g[7]) : out;
         if (++kj == g[1] && (kj = 0, ++ki == g[0])) ki = 0, c++;
     }
     for (int64_t j = 0, b = 0, oi = 0, oj = 0; j < ncp; j++) {
         bool live = j < nc;
-        int64_t i0 = oi * g[2] - g[4], j0 = oj * g[3] - g[5];
-        cofs[j] = live ? (int32_t)(b * img->c * hw + i0 * img->w + j0) : 0;
+        int64_t i0 = oi * g[2] - pad * g[4], j0 = oj * g[3] - pad * g[5];
+        cofs[j] = live ? (int32_t)(b * ns + i0 * img->w + j0) : 0;
         ci[j] = live ? (int32_t)i0 : out;
         cj[j] = live ? (int32_t)j0 : out;
         if (++oj == img->ow && (oj = 0, ++oi == img->oh)) oi = 0, b++;
@@ -226,7 +227,7 @@ static void taps_fill(const kiln_dfp_image *img, int64_t nr, int64_t nrp, int64_
  * of its forward product. Slots are reused least recently used first; a
  * pthread key frees them when the thread exits. */
 #define TAPS_SLOTS 8
-#define TAPS_KEY 16
+#define TAPS_KEY 19
 typedef struct taps_slot {
     int64_t key[TAPS_KEY];
     int32_t *tab;
@@ -269,8 +270,9 @@ static taps_cache *tcache_get(void) {
  * caller frees. false without memory. */
 static bool taps_tables(const kiln_dfp_image *img, int64_t nr, int64_t nrp, int64_t nc, int64_t ncp, kiln_dfp_taps *t,
                         int32_t **owned) {
-    const int64_t key[TAPS_KEY] = {img->n, img->c, img->h, img->w, img->oh, img->ow, img->g[0], img->g[1],
-                                   img->g[2], img->g[3], img->g[4], img->g[5], img->g[6], img->g[7], nrp, ncp};
+    const int64_t key[TAPS_KEY] = {img->n,    img->c,    img->h,    img->w,    img->oh,   img->ow,   img->g[0],
+                                   img->g[1], img->g[2], img->g[3], img->g[4], img->g[5], img->g[6], img->g[7],
+                                   nrp,       ncp,       img->cs,   img->ns,   img->flip};
     (void)nr, (void)nc; /* functions of the key */
     const size_t bytes = (size_t)(3 * (nrp + ncp)) * 4;
     taps_cache *c = tcache_get();
@@ -314,7 +316,25 @@ kiln_status kiln__gemm_dfp_conv_t(bool a_km, bool b_t, int64_t m, int64_t n, int
         int16_t *cols = kiln__malloc((size_t)(kc * nc > 0 ? kc * nc : 1) * 2);
         if (!cols) return kiln__errs(KILN_ERR_OOM, "gemm_dfp_conv: no memory for [%lld, %lld] columns",
                                      (long long)kc, (long long)nc);
-        kiln__dfp_im2col_cn(img->x, img->n, img->c, img->h, img->w, img->g, img->oh, img->ow, cols, nt);
+        if (img->cs || img->ns || img->flip) { /* another layout: the columns from the tap tables */
+            kiln_dfp_taps t;
+            int32_t *own;
+            if (!fits) {
+                free(cols);
+                return kiln__errs(KILN_ERR_UNSUPPORTED, "gemm_dfp_conv: an image of 2^30 codes or more in this layout");
+            }
+            if (!taps_tables(img, kc, kc, nc, nc, &t, &own)) {
+                free(cols);
+                return kiln__errs(KILN_ERR_OOM, "gemm_dfp_conv: no memory for the tap tables");
+            }
+            for (int64_t r = 0; r < kc; r++)
+                for (int64_t j = 0; j < nc; j++) {
+                    uint32_t i = (uint32_t)(t.ci[j] + t.ri[r]), jj = (uint32_t)(t.cj[j] + t.rj[r]);
+                    cols[r * nc + j] = i < (uint32_t)t.h && jj < (uint32_t)t.w ? img->x[t.cofs[j] + t.rofs[r]] : 0;
+                }
+            free(own);
+        } else
+            kiln__dfp_im2col_cn(img->x, img->n, img->c, img->h, img->w, img->g, img->oh, img->ow, cols, nt);
         kiln_status s = kiln__gemm_dfp_t(a_km, !b_t, m, n, k, a, lda, amax, ea, cols, b_t ? k : n, bmax, eb, c, ldc,
                                          nt);
         free(cols);

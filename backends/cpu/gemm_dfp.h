@@ -71,6 +71,15 @@ typedef struct kiln_dfp_image {
     const int16_t *x;
     int64_t n, c, h, w, oh, ow;
     int64_t g[8]; /* kh, kw, sh, sw, ph, pw, dh, dw */
+    /* cs, ns: the strides of a channel and of an image in x (0: h w and
+     * c h w, x as [n, c, h, w]). flip: the taps of a transposed
+     * convolution at stride 1 (a convolution's data gradient from the
+     * output gradient x, [c = its channels, n, h, w] with cs = n h w,
+     * ns = h w): column (b, y, z) of row (c, i, j) reads x at
+     * (y + ph - i dh, z + pw - j dw), 0 outside; oh, ow the gradient's
+     * size. */
+    int64_t cs, ns;
+    bool flip;
 } kiln_dfp_image;
 kiln_status kiln__gemm_dfp_conv_t(bool a_km, bool b_t, int64_t m, int64_t n, int64_t k, const int16_t *a,
                                   int64_t lda, int amax, int ea, const kiln_dfp_image *img, int bmax, int eb, float *c,
