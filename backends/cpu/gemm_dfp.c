@@ -218,7 +218,7 @@ static void taps_fill(const kiln_dfp_image *img, int64_t nr, int64_t nrp, int64_
         cj[j] = live ? (int32_t)j0 : out;
         if (++oj == img->ow && (oj = 0, ++oi == img->oh)) oi = 0, b++;
     }
-    *t = (kiln_dfp_taps){rofs, ri, rj, cofs, ci, cj, (int32_t)img->h, (int32_t)img->w};
+    *t = (kiln_dfp_taps){rofs, ri, rj, cofs, ci, cj, (int32_t)img->h, (int32_t)img->w, (int32_t)(g[0] * g[1])};
 }
 
 /* The tables of the latest geometries, per thread: a training step runs

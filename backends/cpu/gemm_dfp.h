@@ -118,6 +118,7 @@ typedef struct kiln_dfp_packed {
 typedef struct kiln_dfp_taps {
     const int32_t *rofs, *ri, *rj, *cofs, *ci, *cj;
     int32_t h, w;
+    int32_t period; /* kh kw: rows r and r + period have the same ri, rj */
 } kiln_dfp_taps;
 
 #if defined(__x86_64__)

@@ -238,9 +238,10 @@ static inline __m256i row_by_runs(const int16_t *x, int64_t ofs, int nr, const _
  * and the two rows' codes interleaved into pairs with one permute. false
  * (nothing written) for more than RUNS runs: the caller gathers. */
 #define RUNS 4
+#define PERIOD 64 /* taps of a kernel whose masks a panel computes once */
 static bool panel_by_runs(int64_t live, __m512i ofs, const int32_t *lofs, const int16_t *x, const int32_t *pofs,
                           const int32_t *pi, const int32_t *pj, __m512i ii, __m512i jj, __m512i hv, __m512i wv,
-                          int16_t *d, int64_t p0, int64_t p1) {
+                          int16_t *d, int64_t p0, int64_t p1, int64_t rows, int32_t period) {
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const __m512i base = _mm512_sub_epi32(ofs, lane); /* equal within a run */
     __mmask16 left = live >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << live) - 1), run[RUNS];
@@ -257,6 +258,26 @@ static bool panel_by_runs(int64_t live, __m512i ofs, const int32_t *lofs, const 
     const __m512i pairs_idx = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38,
                                                6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
     d += p0 * 32;
+    if (period >= 1 && period <= PERIOD && rows >= period) {
+        /* a row's taps inside the image depend only on its kernel tap (ri, rj): the masks of one kernel's
+         * taps, once per panel, then row r takes tap r % period's (rows past the last: none) */
+        __mmask16 tm[PERIOD];
+        for (int t = 0; t < period; t++)
+            tm[t] = _mm512_cmplt_epu32_mask(_mm512_add_epi32(ii, _mm512_set1_epi32(pi[t])), hv) &
+                    _mm512_cmplt_epu32_mask(_mm512_add_epi32(jj, _mm512_set1_epi32(pj[t])), wv);
+        int32_t t = (int32_t)(2 * p0 % period);
+        for (int64_t p = p0; p < p1; p++, d += 32) {
+            const int64_t q = 2 * p;
+            int32_t t1 = t + 1 == period ? 0 : t + 1;
+            __mmask16 in0 = q < rows ? tm[t] : 0, in1 = q + 1 < rows ? tm[t1] : 0;
+            t = t1 + 1 == period ? 0 : t1 + 1;
+            __m256i v0 = row_by_runs(x, pofs[q], nr, run, start, in0);
+            __m256i v1 = row_by_runs(x, pofs[q + 1], nr, run, start, in1);
+            _mm512_storeu_si512(d, _mm512_permutex2var_epi16(_mm512_castsi256_si512(v0), pairs_idx,
+                                                             _mm512_castsi256_si512(v1)));
+        }
+        return true;
+    }
     for (int64_t p = p0; p < p1; p++, d += 32) {
         const int64_t q = 2 * p;
         /* unsigned compares: a negative coordinate is out too */
@@ -405,7 +426,7 @@ static void panel_im2col(bool b_t, int64_t n, int64_t k, int64_t j0, const int16
     const __m512i ofs = _mm512_loadu_si512(lofs + j0), ii = _mm512_loadu_si512(li + j0),
                   jj = _mm512_loadu_si512(lj + j0);
     if (!b_t) {
-        if (!panel_by_runs(n - j0, ofs, lofs + j0, x, pofs, pi, pj, ii, jj, hv, wv, d, p0, p1))
+        if (!panel_by_runs(n - j0, ofs, lofs + j0, x, pofs, pi, pj, ii, jj, hv, wv, d, p0, p1, k, t->period))
             lines_gather(x, ofs, ii, jj, hv, wv, pofs, pi, pj, p0, p1, d);
         return;
     }
