@@ -5,7 +5,10 @@
  * reused by the other products of the same compute that read it. A
  * convolution's product (ip[2] = 1) quantizes its image x instead of the
  * columns and hands the codes to kiln__gemm_dfp_conv_t, whose packer
- * gathers the columns from them. */
+ * gathers the columns from them; a convolution's data gradient (ip[2] = 2,
+ * ops/dfp.c) reads the output gradient's codes the same way, its taps
+ * running back. A product the graph adds into a gradient (ex->accumulate,
+ * core/fuse.c) adds C into node->data. */
 #include "gemm_dfp.h"
 
 #include "../../quant/dfp.h"
