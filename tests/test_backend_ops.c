@@ -361,6 +361,10 @@ static kiln_tensor *b_dfp_conv(bo_io *io) {
     kiln_tensor *x = IN(2, 3, 7, 6), *w = IN(4, 3, 3, 3);
     return kiln_dfp_conv2d(CTX, x, w, IN(4), &(kiln_conv2d_params){.stride = {2, 1}, .padding = {1, 1}});
 }
+static kiln_tensor *b_dfp_conv_s1(bo_io *io) { /* stride 1: x's gradient is one product of gy's codes (ip[2] = 2) */
+    kiln_tensor *x = IN(2, 3, 6, 7), *w = IN(5, 3, 3, 2);
+    return kiln_dfp_conv2d(CTX, x, w, IN(5), &(kiln_conv2d_params){.padding = {1, 2}});
+}
 static kiln_tensor *b_dfp_conv_dil(bo_io *io) {
     kiln_tensor *x = IN(1, 2, 9, 8), *w = IN(3, 2, 2, 3);
     return kiln_dfp_conv2d(CTX, x, w, NULL, &(kiln_conv2d_params){.padding = {0, 2}, .dilation = {2, 2}});
@@ -374,6 +378,7 @@ static const bo_case dfp_cases[] = {
     {"dfp_matmul_k300", b_dfp_big, F32, BO_TRANS, BO_MAY_FALL_BACK, NULL},
     {"dfp_conv2d", b_dfp_conv, F32, BO_TRANS, BO_MAY_FALL_BACK, NULL},
     {"dfp_conv2d_dilation", b_dfp_conv_dil, F32, BO_TRANS, BO_MAY_FALL_BACK, NULL},
+    {"dfp_conv2d_stride1", b_dfp_conv_s1, F32, BO_TRANS, BO_MAY_FALL_BACK, NULL},
     /* the products alone, forward: equal bit for bit (tolerance 0) */
     {"dfp_matmul_k300_exact", b_dfp_big, F32, 0, BO_NO_GRAD | BO_MAY_FALL_BACK, NULL},
     {"dfp_matmul_trans_a_exact", b_dfp_ta, F32, 0, BO_NO_GRAD | BO_MAY_FALL_BACK, NULL},

@@ -120,6 +120,11 @@ typedef struct cu_conv {
     int64_t n, c, h, w, oh, ow; /* image [n, c, h, w], cols grid (or pooled image) oh x ow */
     int64_t kh, kw, sh, sw, ph, pw, dh, dw;
     int cn; /* cols as [c, kh, kw, n, oh, ow] (1) or [n, c, kh, kw, oh, ow] (0) */
+    /* DFP only: a convolution's data gradient (ops/dfp.c, ip[2] = 2), the
+     * image stored [c, n, h, w] and read with its taps running back:
+     * column (b, y, z) of row (ci, ki, kj) at (y sh + ph - ki dh,
+     * z sw + pw - kj dw); oh, ow the columns' grid */
+    int flip;
 } cu_conv;
 /* cols = the taps of x (pad where a tap is outside the image). */
 int kiln__cu_im2col(void *stream, int dt, const cu_conv *g, const void *x, void *cols, double pad);

@@ -79,6 +79,11 @@ __device__ int16_t b_code(const int16_t *b, int tb, const cu_conv *g, int64_t n,
     int64_t r = tb ? j : p, col = tb ? p : j; // cols (r = c kh kw, col = n oh ow)
     int64_t kj = r % g->kw, t = r / g->kw, ki = t % g->kh, ci = t / g->kh;
     int64_t oj = col % g->ow, u = col / g->ow, oi = u % g->oh, nb = u / g->oh;
+    if (g->flip) { // the data gradient's taps (cu_conv.flip), the image [c, n, h, w]
+        int64_t ii = oi * g->sh + g->ph - ki * g->dh, jj = oj * g->sw + g->pw - kj * g->dw;
+        if (ii < 0 || ii >= g->h || jj < 0 || jj >= g->w) return 0;
+        return b[((ci * g->n + nb) * g->h + ii) * g->w + jj];
+    }
     int64_t ii = oi * g->sh - g->ph + ki * g->dh, jj = oj * g->sw - g->pw + kj * g->dw;
     if (ii < 0 || ii >= g->h || jj < 0 || jj >= g->w) return 0;
     return b[((nb * g->c + ci) * g->h + ii) * g->w + jj];
