@@ -7,7 +7,8 @@
  *    intermediates, so they are never written;
  *  - a matmul read only by the ACC_GRAD that adds it into a gradient (the
  *    weight gradient of every linear layer) adds into the gradient itself
- *    (GEMM with beta = 1), so it needs no buffer and the extra pass is gone.
+ *    (GEMM with beta = 1), so it needs no buffer and the extra pass is gone;
+ *    a DFP matmul (ops/dfp.c) the same way.
  * $KILN_FUSE=0 turns both off (every node then runs alone). */
 #include "graph.h"
 
@@ -29,7 +30,10 @@ kiln_status kiln__graph_fuse(kiln_graph *g, uint64_t gen) {
     for (int i = 0; i < g->n; i++) g->chain_end[i] = i, g->acc_node[i] = -1;
     for (int i = 0; on && i < g->n; i++) {
         kiln_tensor *acc = g->nodes[i], *m = acc->src[1];
-        if (acc->op != KILN_OP_ACC_GRAD || m->op != KILN_OP_MATMUL || m->visit != gen || readers[m->slot] != 1 ||
+        if (acc->op != KILN_OP_ACC_GRAD ||
+            /* a DFP product too (backends/cpu/dfp_matmul.c adds it in), unless its B is a convolution's columns */
+            !(m->op == KILN_OP_MATMUL || (m->op == KILN_OP_DFP_MATMUL && m->ip[2] == 0)) || m->visit != gen ||
+            readers[m->slot] != 1 ||
             m->ndim != 2 || m->dtype != acc->dtype || (m->flags & KILN_FLAG_OUTPUT) || m->storage_bytes)
             continue;
         g->acc_node[m->slot] = i;

@@ -345,7 +345,7 @@ typedef struct kiln_exec {
     uint64_t serial; /* unique to this compute process-wide (0: none); keys caches that live one compute */
     bool training;
     int n_threads;
-    bool accumulate; /* add into node->data instead of writing it (only matmul, see core/fuse.c) */
+    bool accumulate; /* add into node->data instead of writing it (matmul, dfp_matmul: core/fuse.c) */
 } kiln_exec;
 
 /* A CPU kernel computes node->data from its sources' data (all resolved). */

@@ -442,7 +442,7 @@ kiln_tensor *kiln_linear(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_ten
  * chunks that cannot overflow (AVX512-VNNI vpdpwssd where present) and
  * summed in f32; relative error about 2^-13 of the operands' largest
  * values. The backward pass (dA, dB) runs the same DFP op; bias add stays
- * f32. CPU only.
+ * f32. CPU and CUDA backends (another device runs it on the CPU).
  *
  *     kiln_tensor *y = kiln_dfp_linear(ctx, x, w, b);   // x [.., in], w [out, in]
  */

@@ -48,14 +48,25 @@ cnn *cnn_new(kiln_ctx *ctx, const cnn_config *cfg, uint64_t seed) {
 
 void cnn_free(cnn *m) { free(m); }
 
-kiln_tensor *cnn_forward(cnn *m, kiln_tensor *x) {
+/* conv -> 2x2 max-pool -> + bias -> ReLU: the same values as conv with
+ * its bias, ReLU, then the pool (a max commutes with adding a per-channel
+ * constant and with ReLU, both monotone, also under rounding), but the
+ * bias add and ReLU and their gradients touch a quarter of the pixels, and
+ * the pool reads the convolution's product in place (ops/conv.c), so the
+ * layer makes no permuted copy in either direction. */
+static kiln_tensor *conv_block(cnn *m, kiln_tensor *x, kiln_tensor *w, kiln_tensor *b, bool dfp) {
     kiln_ctx *ctx = m->ctx;
     kiln_conv2d_params same = {.padding = {1, 1}};
+    kiln_tensor *h = (dfp ? kiln_dfp_conv2d : kiln_conv2d)(ctx, x, w, NULL, &same);
+    h = kiln_max_pool2d(ctx, h, 2, 2, 0, 0);
+    return kiln_relu(ctx, kiln_add(ctx, h, kiln_reshape(ctx, b, 4, (int64_t[]){1, kiln_tensor_dim(b, 0), 1, 1})));
+}
+
+kiln_tensor *cnn_forward(cnn *m, kiln_tensor *x) {
+    kiln_ctx *ctx = m->ctx;
     const unsigned d = m->cfg.dfp;
-    kiln_tensor *h = (d & 1 ? kiln_dfp_conv2d : kiln_conv2d)(ctx, x, m->conv1_w, m->conv1_b, &same);
-    h = kiln_max_pool2d(ctx, kiln_relu(ctx, h), 2, 2, 0, 0);
-    h = (d & 2 ? kiln_dfp_conv2d : kiln_conv2d)(ctx, h, m->conv2_w, m->conv2_b, &same);
-    h = kiln_max_pool2d(ctx, kiln_relu(ctx, h), 2, 2, 0, 0);
+    kiln_tensor *h = conv_block(m, x, m->conv1_w, m->conv1_b, d & 1);
+    h = conv_block(m, h, m->conv2_w, m->conv2_b, d & 2);
     h = kiln_flatten(ctx, h, 1);
     if (m->hidden_w) h = kiln_relu(ctx, (d & 4 ? kiln_dfp_linear : kiln_linear)(ctx, h, m->hidden_w, m->hidden_b));
     return (d & 8 ? kiln_dfp_linear : kiln_linear)(ctx, h, m->fc_w, m->fc_b);

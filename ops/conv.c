@@ -39,7 +39,10 @@
  *   with ip[10] = 1, src x, y (the pooled max), gy [N, C, OH, OW] -> [N, C,
  *   H, W]: each window's gy shared evenly among the taps equal to its max
  *   (torch.amax's rule, as the unfused max gave), in one pass. The second
- *   derivative is kiln__vjp of the unfused decomposition.
+ *   derivative is kiln__vjp of the unfused decomposition. With ip[11] = 1
+ *   x is a view of [C, N, H, W] storage (a conv2d product before its
+ *   permuting copy, which the pool skips) and the backward writes gx in
+ *   that order, so neither direction copies the layer's activations.
  */
 #include "internal.h"
 #include "nn_ops.h"
@@ -147,14 +150,27 @@ kiln_tensor *kiln__col2im_cn(kiln_ctx *ctx, kiln_tensor *cols, const int64_t *g,
 /* ip[10] of both ops: what they compute (see the top). */
 enum { MODE_COLS = 0, MODE_POOL_MAX = 1 };
 
-/* The fused max-pool's backward: gy routed to the maxima of x's windows. */
+/* The max-pool's x [N, C, H, W] may be a view of [C, N, H, W] storage
+ * (ip[11] = LAYOUT_CN): a convolution's [O, N, OH, OW] product permuted,
+ * which the pool reads in place of the copy that would make it row-major. */
+static bool planes_swapped(const kiln_tensor *v) {
+    const int64_t *s = v->shape, *st = v->stride;
+    return v->ndim == 4 && st[3] == 1 && st[2] == s[3] && st[0] == s[2] * s[3] && st[1] == s[0] * s[2] * s[3];
+}
+
+/* The fused max-pool's backward: gy routed to the maxima of x's windows.
+ * In the CN layout gx is written in x's storage order, [C, N, H, W], and
+ * handed back permuted: the convolution's gradient then needs no copy. */
 static kiln_tensor *pool_max_grad(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *y, kiln_tensor *gy, const int64_t *g) {
     kiln_tensor *src[3] = {x, y, kiln__contig(ctx, gy)};
-    kiln_tensor *t = kiln__node_new(ctx, KILN_OP_COL2IM, x->dtype, 4, x->shape, 3, src);
+    bool cn = g[11] == LAYOUT_CN;
+    int64_t shape[4] = {x->shape[cn], x->shape[!cn], x->shape[2], x->shape[3]};
+    kiln_tensor *t = kiln__node_new(ctx, KILN_OP_COL2IM, x->dtype, 4, shape, 3, src);
     if (!t) return NULL;
     set_ip(t, g, x->shape[2], x->shape[3]);
     t->ip[10] = MODE_POOL_MAX;
-    return t;
+    t->ip[11] = g[11];
+    return cn ? kiln_permute(ctx, t, (const int[]){1, 0, 2, 3}) : t;
 }
 
 static kiln_status im2col_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor *gy, kiln_tensor **gsrc) {
@@ -176,7 +192,8 @@ static kiln_tensor *pool_max_grad_reference(kiln_ctx *ctx, const kiln_tensor *no
     kiln_tensor *mask = kiln_cmp(ctx, cols, y5, KILN_CMP_EQ);
     kiln_tensor *share = kiln_div(ctx, kiln_reshape(ctx, gy, 5, (int64_t[]){n, c, 1, oh, ow}), kiln_sum(ctx, mask, 2, true));
     kiln_tensor *g = kiln_reshape(ctx, kiln_mul(ctx, mask, share), 6, (int64_t[]){n, c, node->ip[0], node->ip[1], oh, ow});
-    return kiln__col2im(ctx, g, node->ip, x->shape[2], x->shape[3]);
+    kiln_tensor *gx = kiln__col2im(ctx, g, node->ip, x->shape[2], x->shape[3]);
+    return node->ip[11] == LAYOUT_CN ? kiln_permute(ctx, gx, (const int[]){1, 0, 2, 3}) : gx; /* the node's layout */
 }
 
 static kiln_status col2im_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor *gy, kiln_tensor **gsrc) {
@@ -353,13 +370,21 @@ static kiln_tensor *pool(const char *who, kiln_ctx *ctx, kiln_tensor *x, int kh,
         return kiln__err(KILN_ERR_SHAPE, "%s: kernel %dx%d does not fit x %s padded by %d", who, kh, kw,
                          kiln__shape_str(x, sx), padding);
     if (is_max) {
-        x = kiln__contig(ctx, x);
+        /* a plane-permuted x is read as it lies, also through the copy
+         * kiln_conv2d makes of its product (that copy then never runs
+         * unless something else reads it) */
+        int layout = LAYOUT_NC;
+        if (x->op == KILN_OP_CONTIGUOUS && !kiln_tensor_is_contiguous(x->src[0]) && planes_swapped(x->src[0]))
+            x = x->src[0];
+        if (!kiln_tensor_is_contiguous(x) && planes_swapped(x)) layout = LAYOUT_CN;
+        else x = kiln__contig(ctx, x);
         if (!x) return NULL;
         kiln_tensor *y = kiln__node_new(ctx, KILN_OP_IM2COL, x->dtype, 4, (int64_t[]){x->shape[0], x->shape[1], oh, ow},
                                         1, &x);
         if (!y) return NULL;
         set_ip(y, g, x->shape[2], x->shape[3]);
         y->ip[10] = MODE_POOL_MAX;
+        y->ip[11] = layout;
         y->fp[0] = -INFINITY;
         return y;
     }

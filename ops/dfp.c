@@ -94,6 +94,37 @@ kiln_tensor *kiln_dfp_linear(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln
     return kiln_reshape(ctx, y, x->ndim, shape);
 }
 
+/* A convolution's data gradient at stride and dilation 1, as the
+ * transposed convolution of gy in DFP: with w2 = w as [O, C kh kw],
+ *     dx[n, c, y, z] = sum_{o, i, j} w[o, c, i, j] gy[o, n, y + ph - i, z + pw - j]
+ * one product of w as [C, O kh kw] (a permuted copy, 4608 values for the
+ * CNN's conv2) and the columns of gy's codes, which the product's packer
+ * reads straight from gy [O, N OH OW] (taps running back: gemm_dfp.h,
+ * flip). Why not w^T gy and col2im: that product writes C kh kw x N OH OW
+ * f32 columns (7.2 MB for conv2 at batch 64) that col2im then reads and
+ * sums; here the sum over taps is in the product, and gy's codes are those
+ * the weight gradient's product made. The result differs from the
+ * columns' route only by where the f32 folds fall (within the DFP bound).
+ * Node: ip[2] = 2, ip[3..10] the geometry, ip[11..12] x's H, W, ip[13..15]
+ * gy's N, OH, OW. */
+static kiln_tensor *conv_data_grad(kiln_ctx *ctx, kiln_tensor *w2, kiln_tensor *gy, const kiln_tensor *x,
+                                   const int64_t *g) {
+    const int64_t o = w2->shape[0], n = x->shape[0], c = x->shape[1], h = x->shape[2], wd = x->shape[3];
+    const int64_t kk = g[0] * g[1];
+    kiln_tensor *wt = kiln_reshape(ctx, w2, 3, (int64_t[]){o, c, kk});
+    wt = wt ? kiln__contig(ctx, kiln_permute(ctx, wt, (const int[]){1, 0, 2})) : NULL;
+    wt = wt ? kiln_reshape(ctx, wt, 2, (int64_t[]){c, o * kk}) : NULL;
+    if (!wt) return NULL;
+    kiln_tensor *t = kiln__node_new(ctx, KILN_OP_DFP_MATMUL, KILN_F32, 2, (int64_t[]){c, n * h * wd}, 2,
+                                    (kiln_tensor *[]){wt, gy});
+    if (!t) return NULL;
+    t->ip[2] = 2;
+    memcpy(t->ip + 3, g, 8 * sizeof *g);
+    t->ip[11] = h, t->ip[12] = wd, t->ip[13] = n, t->ip[14] = g[8], t->ip[15] = g[9];
+    kiln_tensor *y = kiln_reshape(ctx, t, 4, (int64_t[]){c, n, h, wd});
+    return y ? kiln__contig(ctx, kiln_permute(ctx, y, (const int[]){1, 0, 2, 3})) : NULL;
+}
+
 /* As matmul's backward (ops/matmul.c), each product again a DFP matmul:
  *   A  B   : dA = G B^T     dB = A^T G
  *   A  B^T : dA = G B       dB = G^T A
@@ -103,6 +134,9 @@ static kiln_status dfp_matmul_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_te
     kiln_tensor *a = node->src[0], *b = node->src[1];
     bool ta = node->ip[0], tb = node->ip[1], im = node->ip[2] == 1;
     const int64_t *g = node->ip + 3;
+    if (node->ip[2] == 2)
+        return kiln__errs(KILN_ERR_UNSUPPORTED,
+                          "dfp_matmul: no gradient of a DFP convolution's data gradient (second order)");
     /* one contiguous G for both products: the CPU kernel quantizes each
      * operand node once per compute (backends/cpu/dfp_matmul.c), so G's
      * codes, like A's and B's from the forward, are made once and reused */
@@ -114,7 +148,9 @@ static kiln_status dfp_matmul_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_te
             gsrc[0] = !ta ? kiln_dfp_matmul_t(ctx, gy, false, b, !tb) : kiln_dfp_matmul_t(ctx, b, tb, gy, true);
         if (!gsrc[0]) return kiln_last_status();
     }
-    if (kiln_tensor_requires_grad(b)) {
+    if (kiln_tensor_requires_grad(b) && im && !tb && g[2] == 1 && g[3] == 1 && g[6] == 1 && g[7] == 1) {
+        if (!(gsrc[1] = conv_data_grad(ctx, a, gy, b, g))) return kiln_last_status();
+    } else if (kiln_tensor_requires_grad(b)) {
         gsrc[1] = !tb ? kiln_dfp_matmul_t(ctx, a, !ta, gy, false) : kiln_dfp_matmul_t(ctx, gy, true, a, ta);
         if (gsrc[1] && im) /* the columns' gradient [C kh kw, N OH OW] summed back into x */
             gsrc[1] = kiln__col2im_cn(ctx,

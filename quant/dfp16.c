@@ -112,7 +112,7 @@ void kiln__dfp_quantize(const float *x, int64_t n, int bits, int16_t *q, int *e,
         /* ab is final after the reduction's barrier: each thread derives the same scale */
         int ex_t = kiln__dfp_exponent(ab, bits);
         float s_t = kiln__dfp_pow2(-ex_t);
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait /* the region's end waits for every chunk */
         for (int64_t c = 0; c < nc; c++)
             k->round(x + c * chunk, n - c * chunk < chunk ? n - c * chunk : chunk, s_t, lim, q + c * chunk, sr, mix,
                      (uint32_t)(c * chunk));

@@ -86,6 +86,7 @@ static const bo_case unary_cases[] = {
     {"silu", b_unary, F16, BO_HALF, 0, &U_SILU},
     {"gelu_transposed", b_unary_t, F16, BO_HALF, 0, &U_GELU},
     {"exp", b_unary, F64, BO_TRANS, BO_MAY_FALL_BACK, &U_EXP},
+    {"gelu_tanh_transposed", b_unary_t, F64, BO_TRANS, BO_MAY_FALL_BACK, &U_GELUT},
     {"gelu", b_unary, BF16, BO_BF16, BO_MAY_FALL_BACK, &U_GELU},
 };
 KT_TEST(backend_ops_unary) { bo_run_cases("unary", unary_cases, BO_COUNT(unary_cases)); }
@@ -140,6 +141,7 @@ static const bo_case binary_cases[] = {
     {"mul_bcast", b_bin_bcast, F16, BO_HALF, 0, &B_MUL},
     {"div_views", b_bin_views, F16, BO_HALF, 0, &B_DIV},
     {"mul_bcast", b_bin_bcast, F64, BO_EXACT, BO_MAY_FALL_BACK, &B_MUL},
+    {"div_views", b_bin_views, F64, BO_EXACT, BO_MAY_FALL_BACK, &B_DIV},
     {"add", b_bin_same, BF16, BO_BF16, BO_MAY_FALL_BACK, &B_ADD},
 };
 KT_TEST(backend_ops_binary) { bo_run_cases("binary", binary_cases, BO_COUNT(binary_cases)); }
@@ -191,6 +193,9 @@ static const bo_case cmp_cases[] = {
     {"where", b_where, F16, BO_HALF, 0, &D_F32},
     {"masked_fill", b_masked_fill, F32, BO_EXACT, 0, &V_FILL},
     {"masked_fill_neg_inf", b_masked_fill, F32, BO_EXACT, 0, &V_NEG_INF},
+    {"cmp_le_views", b_cmp_views, F64, 0, BO_NO_GRAD | BO_MAY_FALL_BACK, &C_LE},
+    {"where", b_where, F64, BO_EXACT, BO_MAY_FALL_BACK, &D_F32},
+    {"where_views", b_where_views, F64, BO_EXACT, BO_MAY_FALL_BACK, NULL},
 };
 KT_TEST(backend_ops_cmp_where) { bo_run_cases("cmp_where", cmp_cases, BO_COUNT(cmp_cases)); }
 
@@ -216,6 +221,10 @@ static const bo_case cast_cases[] = {
     {"to_i32", b_cast, F16, 0, BO_NO_GRAD, &D_I32},
     {"to_f64", b_cast, F32, BO_EXACT, BO_MAY_FALL_BACK, &D_F64},
     {"to_bf16", b_cast, F32, BO_BF16, BO_MAY_FALL_BACK, &D_BF16},
+    {"to_f32", b_cast, F64, BO_EXACT, BO_MAY_FALL_BACK, &D_F32},
+    {"to_f16_transposed", b_cast_t, F64, BO_HALF, BO_MAY_FALL_BACK, &D_F16},
+    {"to_i32", b_cast, F64, 0, BO_NO_GRAD | BO_MAY_FALL_BACK, &D_I32},
+    {"to_f64", b_cast, I32, BO_EXACT, BO_NO_GRAD | BO_MAY_FALL_BACK, &D_F64},
 };
 KT_TEST(backend_ops_cast) { bo_run_cases("cast", cast_cases, BO_COUNT(cast_cases)); }
 
@@ -285,6 +294,9 @@ static const bo_case reduce_cases[] = {
     {"sum_last", b_reduce, F16, BO_HALF, 0, &R_SUMN},
     {"max_axis0_keepdim", b_reduce, F16, BO_HALF, 0, &R_MAX0K},
     {"sum_axis1_keepdim", b_reduce, F64, BO_TRANS, BO_MAY_FALL_BACK, &R_SUM1K},
+    {"max_permuted", b_reduce_t, F64, BO_EXACT, BO_MAY_FALL_BACK, &R_MAXN},
+    {"argmax_ties", b_reduce_ties, F64, 0, BO_NO_GRAD | BO_MAY_FALL_BACK, &R_ARGN},
+    {"sum_all_long", b_reduce_all_long, F64, BO_TRANS, BO_MAY_FALL_BACK, &RA_SUM},
 };
 KT_TEST(backend_ops_reduce) { bo_run_cases("reduce", reduce_cases, BO_COUNT(reduce_cases)); }
 
@@ -331,9 +343,48 @@ static const bo_case matmul_cases[] = {
     {"matmul_batch_bcast", b_mm_batch_bcast, F16, BO_HALF, 0, NULL},
     {"linear_bias", b_linear, F16, BO_HALF, 0, NULL},
     {"matmul", b_mm_odd, F64, BO_TRANS, BO_MAY_FALL_BACK, NULL},
+    {"matmul_batch_bcast", b_mm_batch_bcast, F64, BO_TRANS, BO_MAY_FALL_BACK, NULL},
+    {"matmul_views", b_mm_views, F64, BO_TRANS, BO_MAY_FALL_BACK, NULL},
     {"matmul", b_mm_odd, BF16, BO_BF16, BO_MAY_FALL_BACK, NULL},
 };
 KT_TEST(backend_ops_matmul) { bo_run_cases("matmul", matmul_cases, BO_COUNT(matmul_cases)); }
+
+/* ---- DFP matmul (CPU and CUDA; another device runs it on the CPU) ------------ */
+
+static kiln_tensor *b_dfp_linear(bo_io *io) { return kiln_dfp_linear(CTX, IN(2, 5, 37), IN(7, 37), IN(7)); }
+static kiln_tensor *b_dfp_ta(bo_io *io) { return kiln_dfp_matmul_t(CTX, IN(41, 6), true, IN(41, 9), false); }
+static kiln_tensor *b_dfp_tb(bo_io *io) { return kiln_dfp_matmul_t(CTX, IN(6, 70), false, IN(9, 70), true); }
+static kiln_tensor *b_dfp_big(bo_io *io) { /* k of several INT32 chunks and tiles */
+    return kiln_dfp_matmul_t(CTX, bo_in_range(io, -3, 3, BO_SHAPE(33, 300)), false, IN(300, 19), false);
+}
+static kiln_tensor *b_dfp_conv(bo_io *io) {
+    kiln_tensor *x = IN(2, 3, 7, 6), *w = IN(4, 3, 3, 3);
+    return kiln_dfp_conv2d(CTX, x, w, IN(4), &(kiln_conv2d_params){.stride = {2, 1}, .padding = {1, 1}});
+}
+static kiln_tensor *b_dfp_conv_s1(bo_io *io) { /* stride 1: x's gradient is one product of gy's codes (ip[2] = 2) */
+    kiln_tensor *x = IN(2, 3, 6, 7), *w = IN(5, 3, 3, 2);
+    return kiln_dfp_conv2d(CTX, x, w, IN(5), &(kiln_conv2d_params){.padding = {1, 2}});
+}
+static kiln_tensor *b_dfp_conv_dil(bo_io *io) {
+    kiln_tensor *x = IN(1, 2, 9, 8), *w = IN(3, 2, 2, 3);
+    return kiln_dfp_conv2d(CTX, x, w, NULL, &(kiln_conv2d_params){.padding = {0, 2}, .dilation = {2, 2}});
+}
+
+/* the product is the CPU's bit for bit on CUDA; the rest of the graph is f32 */
+static const bo_case dfp_cases[] = {
+    {"dfp_linear", b_dfp_linear, F32, BO_TRANS, BO_MAY_FALL_BACK, NULL},
+    {"dfp_matmul_trans_a", b_dfp_ta, F32, BO_TRANS, BO_MAY_FALL_BACK, NULL},
+    {"dfp_matmul_trans_b", b_dfp_tb, F32, BO_TRANS, BO_MAY_FALL_BACK, NULL},
+    {"dfp_matmul_k300", b_dfp_big, F32, BO_TRANS, BO_MAY_FALL_BACK, NULL},
+    {"dfp_conv2d", b_dfp_conv, F32, BO_TRANS, BO_MAY_FALL_BACK, NULL},
+    {"dfp_conv2d_dilation", b_dfp_conv_dil, F32, BO_TRANS, BO_MAY_FALL_BACK, NULL},
+    {"dfp_conv2d_stride1", b_dfp_conv_s1, F32, BO_TRANS, BO_MAY_FALL_BACK, NULL},
+    /* the products alone, forward: equal bit for bit (tolerance 0) */
+    {"dfp_matmul_k300_exact", b_dfp_big, F32, 0, BO_NO_GRAD | BO_MAY_FALL_BACK, NULL},
+    {"dfp_matmul_trans_a_exact", b_dfp_ta, F32, 0, BO_NO_GRAD | BO_MAY_FALL_BACK, NULL},
+    {"dfp_conv2d_dilation_exact", b_dfp_conv_dil, F32, 0, BO_NO_GRAD | BO_MAY_FALL_BACK, NULL},
+};
+KT_TEST(backend_ops_dfp) { bo_run_cases("dfp", dfp_cases, BO_COUNT(dfp_cases)); }
 
 /* ---- shape and movement ---------------------------------------------------- */
 
@@ -420,6 +471,9 @@ static const bo_case movement_cases[] = {
     {"pad_2d", b_pad2d, F16, BO_HALF, 0, &PAD_HALF},
     {"pad_2d_zero", b_pad2d, F16, BO_HALF, 0, &PAD_ZERO},
     {"contiguous_permute4d", b_contig_perm, F64, BO_EXACT, BO_MAY_FALL_BACK, NULL},
+    {"concat_axis1_views", b_concat1_views, F64, BO_EXACT, BO_MAY_FALL_BACK, NULL},
+    {"pad_2d", b_pad2d, F64, BO_EXACT, BO_MAY_FALL_BACK, &PAD_HALF},
+    {"slice_assign", b_slice_assign, F64, BO_EXACT, BO_MAY_FALL_BACK, NULL},
 };
 KT_TEST(backend_ops_movement) { bo_run_cases("movement", movement_cases, BO_COUNT(movement_cases)); }
 
@@ -448,6 +502,7 @@ static const bo_case rows_cases[] = {
     {"one_hot", b_one_hot, F32, 0, BO_NO_GRAD, NULL},
     {"one_hot", b_one_hot, F16, 0, BO_NO_GRAD, NULL},
     {"get_rows", b_get_rows, F64, BO_EXACT, BO_MAY_FALL_BACK, NULL},
+    {"one_hot", b_one_hot, F64, 0, BO_NO_GRAD | BO_MAY_FALL_BACK, NULL},
 };
 KT_TEST(backend_ops_rows) { bo_run_cases("rows", rows_cases, BO_COUNT(rows_cases)); }
 
@@ -502,6 +557,8 @@ static const bo_case softmax_cases[] = {
     {"log_softmax_causal", b_log_softmax_causal, F32, BO_TRANS, 0, NULL},
     {"log_softmax_causal_raw", b_log_softmax_causal_raw, F32, BO_TRANS, BO_NO_GRAD, NULL},
     {"softmax", b_softmax, F64, BO_TRANS, BO_MAY_FALL_BACK, NULL},
+    {"log_softmax_causal", b_log_softmax_causal, F64, BO_TRANS, BO_MAY_FALL_BACK, NULL},
+    {"softmax_wide", b_softmax_wide, F64, BO_TRANS, BO_MAY_FALL_BACK, NULL},
 };
 KT_TEST(backend_ops_softmax) { bo_run_cases("softmax", softmax_cases, BO_COUNT(softmax_cases)); }
 
@@ -540,6 +597,7 @@ static const bo_case loss_cases[] = {
     {"mse", b_mse, F32, BO_TRANS, 0, NULL},
     {"mse_views", b_mse_views, F32, BO_TRANS, 0, NULL},
     {"cross_entropy_ignore", b_ce, F64, BO_TRANS, BO_MAY_FALL_BACK, NULL},
+    {"cross_entropy_wide", b_ce_wide, F64, BO_TRANS, BO_MAY_FALL_BACK, NULL},
 };
 KT_TEST(backend_ops_loss) { bo_run_cases("loss", loss_cases, BO_COUNT(loss_cases)); }
 
@@ -580,6 +638,7 @@ static const bo_case norm_cases[] = {
     {"rms_norm_wide", b_norm, F32, BO_TRANS, 0, &N_RMS_WIDE},
     {"rms_norm_transposed", b_norm_t, F32, BO_TRANS, 0, &N_RMS_W},
     {"layer_norm_wb", b_norm, F64, BO_TRANS, BO_MAY_FALL_BACK, &N_LN_WB},
+    {"rms_norm_wide", b_norm, F64, BO_TRANS, BO_MAY_FALL_BACK, &N_RMS_WIDE},
 };
 KT_TEST(backend_ops_norm) { bo_run_cases("norm", norm_cases, BO_COUNT(norm_cases)); }
 
@@ -611,6 +670,7 @@ static const bo_case rope_cases[] = {
     {"rope_neox_transposed", b_rope_t, F32, BO_TRANS, 0, &RP_NEOX_POS},
     {"rope_interleaved_transposed", b_rope_t, F32, BO_TRANS, 0, &RP_INTL},
     {"rope_neox_pos", b_rope, F64, BO_TRANS, BO_MAY_FALL_BACK, &RP_NEOX_POS},
+    {"rope_interleaved_transposed", b_rope_t, F64, BO_TRANS, BO_MAY_FALL_BACK, &RP_INTL},
 };
 KT_TEST(backend_ops_rope) { bo_run_cases("rope", rope_cases, BO_COUNT(rope_cases)); }
 
@@ -646,6 +706,7 @@ static const bo_case attention_cases[] = {
     {"attention_40x40_d32", b_attn, F32, BO_TRANS, 0, &A_LONG},
     {"attention_transposed_gqa", b_attn_t, F32, BO_TRANS, 0, NULL},
     {"attention_causal", b_attn, F64, BO_TRANS, BO_MAY_FALL_BACK, &A_CAUSAL},
+    {"attention_gqa_causal", b_attn, F64, BO_TRANS, BO_MAY_FALL_BACK, &A_GQA},
 };
 KT_TEST(backend_ops_attention) { bo_run_cases("attention", attention_cases, BO_COUNT(attention_cases)); }
 
@@ -696,6 +757,11 @@ static kiln_tensor *b_pool(bo_io *io) {
     return a->max ? kiln_max_pool2d(CTX, x, a->kh, a->kw, a->stride, a->padding)
                   : kiln_avg_pool2d(CTX, x, a->kh, a->kw, a->stride, a->padding);
 }
+static kiln_tensor *b_pool_cn(bo_io *io) { /* a conv product's [C, N, H, W] seen as [N, C, H, W] (ip[11] = 1) */
+    const pool_arg *a = io->arg;
+    kiln_tensor *x = kiln_permute(CTX, IN(3, 2, 7, 6), (int[]){1, 0, 2, 3});
+    return kiln_max_pool2d(CTX, x, a->kh, a->kw, a->stride, a->padding);
+}
 static kiln_tensor *b_pool_ties(bo_io *io) { /* integers: equal maxima in a window */
     const pool_arg *a = io->arg;
     kiln_tensor *x = bo_ints(io, io->dt, true, -1, 1, BO_SHAPE(1, 2, 6, 6));
@@ -717,9 +783,15 @@ static const bo_case conv_cases[] = {
     {"max_pool2d_s2_p1", b_pool, F32, BO_EXACT, 0, &P_MAX3},
     {"max_pool2d_3x2_s1_p1", b_pool, F32, BO_EXACT, 0, &P_MAX32},
     {"max_pool2d_ties", b_pool_ties, F32, BO_EXACT, 0, &P_MAX3},
+    {"max_pool2d_swapped_planes", b_pool_cn, F32, BO_EXACT, 0, &P_MAX2},
+    {"max_pool2d_swapped_planes_s2_p1", b_pool_cn, F32, BO_EXACT, 0, &P_MAX3},
     {"avg_pool2d", b_pool, F32, BO_EXACT, 0, &P_AVG2},
     {"avg_pool2d_s2_p1", b_pool, F32, BO_EXACT, 0, &P_AVG3},
     {"conv2d_groups", b_conv, F64, BO_TRANS, BO_MAY_FALL_BACK, &CV_GROUPS},
+    {"conv_transpose2d_dilation", b_conv_t, F64, BO_TRANS, BO_MAY_FALL_BACK, &CT_DIL},
+    {"max_pool2d_s2_p1", b_pool, F64, BO_EXACT, BO_MAY_FALL_BACK, &P_MAX3},
+    {"max_pool2d_ties", b_pool_ties, F64, BO_EXACT, BO_MAY_FALL_BACK, &P_MAX2},
+    {"max_pool2d_swapped_planes", b_pool_cn, F64, BO_EXACT, BO_MAY_FALL_BACK, &P_MAX32},
 };
 KT_TEST(backend_ops_conv) { bo_run_cases("conv", conv_cases, BO_COUNT(conv_cases)); }
 
@@ -737,6 +809,7 @@ static const bo_case dropout_cases[] = {
     {"dropout_0.3", b_dropout, F32, BO_EXACT, 0, &P_03},
     {"dropout_0.9", b_dropout, F32, BO_EXACT, 0, &P_09},
     {"dropout_transposed", b_dropout_t, F32, BO_EXACT, 0, &P_03},
+    {"dropout_0.3", b_dropout, F64, BO_EXACT, BO_MAY_FALL_BACK, &P_03},
 };
 KT_TEST(backend_ops_dropout) { bo_run_cases("dropout", dropout_cases, BO_COUNT(dropout_cases)); }
 

@@ -116,6 +116,76 @@ KT_TEST(backend_ops_optim) {
     fflush(stdout);
 }
 
+/* f64 parameters (the CPU's other step dtype): every optimizer_cases entry
+ * steps a [20, 15] and a [7] f64 parameter OPT_STEPS times from the same
+ * gradients on both sides; the parameters must agree to 1e-12 (the
+ * scalars the step derives with pow and sqrt differ by an ulp or so
+ * between libm and the device's) and every step node run on the device.
+ * CUDA only: the Vulkan steps are f32. */
+#define F64_TOL 1e-12
+static void run_optim_f64_case(const optim_case *c, kiln_backend *b) {
+    const char *bn = kiln_backend_name(b);
+    const int64_t shp[2][2] = {{20, 15}, {7, 0}};
+    kiln_ctx *ctx[2] = {0};
+    kiln_tensor *p[2][2];
+    kiln_optim *opt[2] = {0};
+    double x[300], y[300], err = 0;
+    for (int s = 0; s < 2; s++) {
+        if (!(ctx[s] = kiln_ctx_new()) || kiln_ctx_set_backend(ctx[s], s ? b : NULL)) goto fail;
+        for (int j = 0; j < 2; j++) {
+            p[s][j] = kiln_param(ctx[s], j ? "b" : "w", KILN_F64, shp[j][1] ? 2 : 1, shp[j]);
+            if (!p[s][j] || kiln_tensor_fill_uniform(p[s][j], 20 + (uint64_t)j, -1, 1)) goto fail;
+        }
+        opt[s] = c->kind == OPT_SGD    ? kiln_sgd_new(ctx[s], &c->sgd)
+                 : c->kind == OPT_ADAM ? kiln_adam_new(ctx[s], &c->adam)
+                 : c->kind == OPT_LION ? kiln_lion_new(ctx[s], &c->lion)
+                                       : kiln_adamw_new(ctx[s], &c->adam);
+        if (!opt[s]) goto fail;
+    }
+    for (int k = 0; k < OPT_STEPS; k++) {
+        for (int j = 0; j < 2; j++) {
+            int64_t n = kiln_tensor_numel(p[0][j]);
+            if (kiln_tensor_fill_randn(kiln_tensor_grad(p[0][j]), 40 + 10 * (uint64_t)k + (uint64_t)j, 0, 1) ||
+                kiln_tensor_get_f64(kiln_tensor_grad(p[0][j]), x, n) ||
+                kiln_tensor_set_f64(kiln_tensor_grad(p[1][j]), x, n))
+                goto fail;
+        }
+        if (kiln_optim_step(opt[0]) || kiln_optim_step(opt[1])) goto fail;
+        for (int j = 0; j < 2; j++) {
+            int64_t n = kiln_tensor_numel(p[0][j]);
+            if (kiln_tensor_get_f64(p[0][j], x, n) || kiln_tensor_get_f64(p[1][j], y, n)) goto fail;
+            double e = bo_error_values(y, x, n);
+            if (!(e <= err)) err = e;
+        }
+    }
+    kiln_graph_stats os = kiln_graph_get_stats(opt[1]->graph);
+    if (!(err <= F64_TOL) || os.nodes_fallback || getenv("KILN_TEST_VERBOSE"))
+        printf("    %-10s %-26s %-4s %-7s params %.1e  tol %.0e  step nodes %lld dev %lld cpu\n", "optim", c->name,
+               "f64", bn, err, F64_TOL, (long long)os.nodes_on_backend, (long long)os.nodes_fallback);
+    fflush(stdout);
+    KT_CHECK(err <= F64_TOL, "optim/%s f64 on %s: parameter error %.3g > %.0e", c->name, bn, err, F64_TOL);
+    KT_CHECK(os.nodes_fallback == 0, "optim/%s f64 on %s: %lld step nodes ran on the CPU", c->name, bn,
+             (long long)os.nodes_fallback);
+    goto done;
+fail:
+    kt_fail(__FILE__, __LINE__, "optim/%s f64 on %s: %s", c->name, bn, kiln_last_error());
+done:
+    kiln_ctx_free(ctx[0]);
+    kiln_ctx_free(ctx[1]);
+}
+
+KT_TEST(backend_ops_optim_f64) {
+    kiln_backend *bs[BO_MAX_BACKENDS];
+    int nb = bo_backends(bs), ran = 0;
+    for (int i = 0; i < nb; i++) {
+        if (strcmp(kiln_backend_name(bs[i]), "cuda")) continue;
+        for (int k = 0; k < BO_COUNT(optim_cases); k++) run_optim_f64_case(&optim_cases[k], bs[i]);
+        ran++;
+    }
+    fflush(stdout);
+    if (!ran) kt_skip("no CUDA device (the f64 steps are CUDA's)");
+}
+
 /* 8-bit Adam/AdamW (optim/opt8bit.c): parameters of 4500 (a partial last
  * block) and 5120 elements with the same gradients on both sides, step
  * NaN/Inf elements on step 1; parameters, codes and absmax must be the

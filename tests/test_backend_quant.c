@@ -131,6 +131,10 @@ static const bo_case dequant_cases[] = {
     {"dequantize_col_slice", b_dequant, KILN_GQ3_64, 0, BO_NO_GRAD, &K_COLS},
     {"dequantize_col_slice", b_dequant, KILN_GQ2_128, 0, BO_NO_GRAD, &K_COLS},
     {"dequantize_3d_view", b_dequant, KILN_GQ3_32, 0, BO_NO_GRAD, &K_3D},
+    /* DFP16 (int16 codes, an exponent per 64): CUDA's, not Vulkan's */
+    {"dequantize", b_dequant, KILN_DFP16, 0, BO_NO_GRAD | BO_MAY_FALL_BACK, &K_PLAIN},
+    {"dequantize_row_slice", b_dequant, KILN_DFP16, 0, BO_NO_GRAD | BO_MAY_FALL_BACK, &K_ROWS},
+    {"dequantize_col_slice", b_dequant, KILN_DFP16, 0, BO_NO_GRAD | BO_MAY_FALL_BACK, &K_COLS},
 };
 KT_TEST(backend_ops_dequantize) { bo_run_cases("quant", dequant_cases, BO_COUNT(dequant_cases)); }
 
@@ -152,6 +156,7 @@ static const bo_case rows_cases[] = {
     ROWS_CASES(KILN_GQ3_32), ROWS_CASES(KILN_GQ3_64), ROWS_CASES(KILN_GQ3_128),
     ROWS_CASES(KILN_GQ2_32), ROWS_CASES(KILN_GQ2_64), ROWS_CASES(KILN_GQ2_128),
 #undef ROWS_CASES
+    {"get_rows", b_qrows, KILN_DFP16, 0, BO_NO_GRAD | BO_MAY_FALL_BACK, NULL},
 };
 KT_TEST(backend_ops_quant_rows) { bo_run_cases("quant", rows_cases, BO_COUNT(rows_cases)); }
 

@@ -8,6 +8,7 @@
 #include "../backends/cpu/gemm_dfp.h"
 #include "../quant/dfp.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,7 +66,9 @@ KT_TEST(dfp_im2col_codes_equal_quantized_columns) {
 }
 
 /* y, dx, dw, db of kiln_dfp_conv2d against the DFP product of explicit
- * columns, kiln_dfp_matmul_t(w, im2col_cn(x)), with the same reshapes */
+ * columns, kiln_dfp_matmul_t(w, im2col_cn(x)), with the same reshapes:
+ * bit for bit, but dx at stride 1 (a transposed convolution) within its
+ * folds' rounding */
 KT_TEST(dfp_conv2d_equals_explicit_columns) {
     const int64_t n = 2, c = 3, h = 7, wd = 6, o = 5;
     for (size_t gi = 0; gi < 2; gi++) {
@@ -112,8 +115,17 @@ KT_TEST(dfp_conv2d_equals_explicit_columns) {
         }
         const char *names[4] = {"y", "dx", "dw", "db"};
         for (int i = 0; i < 4; i++) {
-            KT_CHECK(!memcmp(res[0][i], res[1][i], (size_t)sizes[i] * 4), "stride %lld: %s differs",
-                     (long long)g[2], names[i]);
+            if (i == 1 && g[2] == 1 && g[3] == 1) {
+                /* stride 1: dx is the transposed convolution of gy (ops/dfp.c), the same codes as the columns'
+                 * route with the f32 folds elsewhere (chunks over output channels and taps, not per tap
+                 * and then col2im's adds): equal within those folds' rounding, 2^-24 a fold of at most
+                 * 45 terms of |w r| < 2 each */
+                for (int64_t e = 0; e < sizes[1]; e++)
+                    KT_CHECK(fabsf(res[0][1][e] - res[1][1][e]) <= 0x1p-15f, "stride 1: dx[%lld] %.9g vs %.9g",
+                             (long long)e, res[0][1][e], res[1][1][e]);
+            } else
+                KT_CHECK(!memcmp(res[0][i], res[1][i], (size_t)sizes[i] * 4), "stride %lld: %s differs",
+                         (long long)g[2], names[i]);
             free(res[0][i]), free(res[1][i]);
         }
         free(xv), free(wv);
@@ -141,7 +153,7 @@ KT_TEST(dfp_gemm_implicit_columns_equal_explicit) {
         int16_t *cols = malloc(kc * nc * 2), *qa = malloc(m * (kc > nc ? kc : nc) * 2);
         float *want = malloc(m * (kc > nc ? kc : nc) * 4), *got = malloc(m * (kc > nc ? kc : nc) * 4);
         kiln__dfp_im2col_cn(qx, n, c, h, w, g, oh, ow, cols, 1);
-        kiln_dfp_image img = {qx, n, c, h, w, oh, ow, {g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7]}};
+        kiln_dfp_image img = {qx, n, c, h, w, oh, ow, {g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7]}, 0, 0, false};
         for (int bt = 0; bt < 2; bt++)
             for (int akm = 0; akm < 2; akm++)
                 for (int nt = 1; nt <= 2; nt++) {
@@ -160,4 +172,72 @@ KT_TEST(dfp_gemm_implicit_columns_equal_explicit) {
         free(cols), free(qa), free(want), free(got);
     }
     free(qx), free(xv);
+}
+
+/* A weight gradient of long k (the columns of 3 images of 64 x 64: 6144
+ * pairs, so its panels are packed in several units of lines) and one of a
+ * forward, from the image against explicit columns, bit for bit, on one
+ * and two threads (large enough to be threaded; two: B packed before the
+ * kernel for the gradient). */
+KT_TEST(dfp_gemm_implicit_columns_long_k) {
+    const int64_t n = 3, c = 2, h = 64, w = 64, nx = n * c * h * w, m = 48;
+    const int64_t g[8] = {3, 3, 1, 1, 1, 1, 1, 1}, oh = h, ow = w, kc = c * 9, nc = n * oh * ow;
+    int16_t *qx = malloc((nx + 1) * 2), *cols = malloc(kc * nc * 2), *qa = malloc(m * nc * 2);
+    float *xv = malloc(nx * 4), *want = malloc(m * nc * 4), *got = malloc(m * nc * 4);
+    fill(xv, nx, 9, 3.0f);
+    int ex, mx;
+    kiln__dfp_quantize(xv, nx, 14, qx, &ex, &mx, false, 0);
+    qx[nx] = 0x7fff;
+    for (int64_t i = 0; i < m * nc; i++) qa[i] = (int16_t)((i * 2654435761u >> 9) % 16383 - 8191);
+    kiln__dfp_im2col_cn(qx, n, c, h, w, g, oh, ow, cols, 1);
+    kiln_dfp_image img = {qx, n, c, h, w, oh, ow, {g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7]}, 0, 0, false};
+    for (int bt = 0; bt < 2; bt++) {
+        int64_t pn = bt ? kc : nc, pk = bt ? nc : kc;
+        KT_OK(kiln__gemm_dfp_t(false, !bt, m, pn, pk, qa, pk, 8191, -12, cols, bt ? pk : pn, mx, ex, want, pn, 1));
+        for (int nt = 1; nt <= 2; nt++) {
+            memset(got, 0xff, m * pn * 4);
+            KT_OK(kiln__gemm_dfp_conv_t(false, bt, m, pn, pk, qa, pk, 8191, -12, &img, mx, ex, got, pn, nt));
+            KT_CHECK(!memcmp(got, want, m * pn * 4), "b_t %d, %d threads: differs", bt, nt);
+        }
+    }
+    free(qx), free(cols), free(qa), free(xv), free(want), free(got);
+}
+
+/* A convolution's data gradient as a transposed convolution (the flip
+ * layout of gemm_dfp.h): the output gradient gy [O, N, OH, OW] read with
+ * taps running back, against explicit columns built here from the
+ * definition, col (o, i, j) x (n, y, z) = gy[o, n, y + ph - i, z + pw - j]
+ * or 0, bit for bit on one and two threads; the scalar fallback layout
+ * too (x86 without VNNI reaches it; here through the same tables). */
+KT_TEST(dfp_gemm_transposed_conv_columns) {
+    const int64_t geo[][4] = {{3, 3, 1, 1}, {3, 3, 0, 2}, {1, 1, 0, 0}, {5, 3, 2, 1}};
+    for (int gi = 0; gi < 4; gi++) {
+        const int64_t n = 3, o = 5, h = 9, w = 11, c = 7, kh = geo[gi][0], kw = geo[gi][1], ph = geo[gi][2],
+                      pw = geo[gi][3];
+        const int64_t oh = h + 2 * ph - kh + 1, ow = w + 2 * pw - kw + 1, ng = o * n * oh * ow;
+        const int64_t kc = o * kh * kw, nc = n * h * w;
+        int16_t *qg = malloc((ng + 1) * 2), *cols = malloc(kc * nc * 2), *qa = malloc(c * kc * 2);
+        float *want = malloc(c * nc * 4), *got = malloc(c * nc * 4);
+        for (int64_t i = 0; i < ng; i++) qg[i] = (int16_t)((i * 2654435761u >> 7) % 16383 - 8191);
+        qg[ng] = 0x7fff;
+        for (int64_t i = 0; i < c * kc; i++) qa[i] = (int16_t)((i * 40503u + 7) % 16383 - 8191);
+        for (int64_t oc = 0; oc < o; oc++)
+            for (int64_t i = 0; i < kh; i++)
+                for (int64_t j = 0; j < kw; j++)
+                    for (int64_t b = 0; b < n; b++)
+                        for (int64_t y = 0; y < h; y++)
+                            for (int64_t z = 0; z < w; z++) {
+                                int64_t yy = y + ph - i, zz = z + pw - j;
+                                cols[((oc * kh + i) * kw + j) * nc + (b * h + y) * w + z] =
+                                    yy >= 0 && yy < oh && zz >= 0 && zz < ow ? qg[((oc * n + b) * oh + yy) * ow + zz] : 0;
+                            }
+        KT_OK(kiln__gemm_dfp_t(false, true, c, nc, kc, qa, kc, 8191, -12, cols, nc, 8191, -9, want, nc, 1));
+        kiln_dfp_image img = {qg, n, o, oh, ow, h, w, {kh, kw, 1, 1, ph, pw, 1, 1}, n * oh * ow, oh * ow, true};
+        for (int nt = 1; nt <= 2; nt++) {
+            memset(got, 0xff, c * nc * 4);
+            KT_OK(kiln__gemm_dfp_conv_t(false, false, c, nc, kc, qa, kc, 8191, -12, &img, 8191, -9, got, nc, nt));
+            KT_CHECK(!memcmp(got, want, c * nc * 4), "geometry %d, %d threads: differs", gi, nt);
+        }
+        free(qg), free(cols), free(qa), free(want), free(got);
+    }
 }

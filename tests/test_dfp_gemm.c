@@ -146,3 +146,35 @@ KT_TEST(dfp_gemm_edge_cases) {
     KT_CHECK(kiln__gemm_dfp(-1, 3, 2, a, 2, 4, 0, a, 2, 4, 0, c, 3, 1) == KILN_ERR_ARG, "negative m accepted");
     KT_CHECK(kiln__gemm_dfp(2, 2, 4, a, 2, 4, 0, a, 4, 4, 0, c, 2, 1) == KILN_ERR_ARG, "lda < k accepted");
 }
+
+/* kiln__gemm_dfp_add_t (a weight gradient's product adding into the
+ * gradient, core/fuse.c) equals the product added to C afterwards, bit for
+ * bit: every layout, edge sizes, one and two threads, and the scalar path
+ * (k = 0 adds nothing). */
+KT_TEST(dfp_gemm_add_equals_product_then_add) {
+    static const int64_t sz[][3] = {{1, 1, 1}, {7, 17, 33}, {16, 9, 700}, {37, 70, 64}, {130, 96, 515}};
+    for (int si = 0; si < 5; si++)
+        for (int l = 0; l < 4; l++) {
+            bool akm = l & 1, bkn = l & 2;
+            int64_t m = sz[si][0], n = sz[si][1], k = sz[si][2], lda = akm ? m : k, ldb = bkn ? n : k;
+            int16_t *a = malloc((size_t)(m * k) * 2), *b = malloc((size_t)(n * k) * 2);
+            float *c = malloc((size_t)(m * n) * 4), *want = malloc((size_t)(m * n) * 4), *prod = malloc((size_t)(m * n) * 4);
+            for (int64_t i = 0; i < m * k; i++) a[i] = (int16_t)((int)(next32() % 16383) - 8191);
+            for (int64_t i = 0; i < n * k; i++) b[i] = (int16_t)((int)(next32() % 16383) - 8191);
+            for (int64_t i = 0; i < m * n; i++) c[i] = (float)((int)(next32() % 2001) - 1000) * 0x1p-7f;
+            KT_OK(kiln__gemm_dfp_t(akm, bkn, m, n, k, a, lda, 8191, -20, b, ldb, 8191, -3, prod, n, 1));
+            for (int64_t i = 0; i < m * n; i++) want[i] = c[i] + prod[i];
+            for (int nt = 1; nt <= 2; nt++) {
+                float *got = malloc((size_t)(m * n) * 4);
+                memcpy(got, c, (size_t)(m * n) * 4);
+                KT_OK(kiln__gemm_dfp_add_t(akm, bkn, m, n, k, a, lda, 8191, -20, b, ldb, 8191, -3, got, n, nt));
+                KT_CHECK(!memcmp(got, want, (size_t)(m * n) * 4), "m %lld n %lld k %lld layout %d, %d threads: differs",
+                         (long long)m, (long long)n, (long long)k, l, nt);
+                memcpy(got, c, (size_t)(m * n) * 4);
+                KT_OK(kiln__gemm_dfp_add_t(akm, bkn, m, n, 0, a, lda, 8191, -20, b, ldb, 8191, -3, got, n, nt));
+                KT_CHECK(!memcmp(got, c, (size_t)(m * n) * 4), "k = 0 changed C");
+                free(got);
+            }
+            free(a), free(b), free(c), free(want), free(prod);
+        }
+}

@@ -9,6 +9,7 @@
 
 #include "cnn.h"
 #include "mlp.h"
+#include "../core/graph.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -313,4 +314,40 @@ KT_TEST(dfp_matmul_codes_reused_only_within_a_compute) {
         }
     kiln_ctx_free(ctx);
     free(a), free(w), free(got), free(want), free(aat);
+}
+
+/* A DFP linear layer's weight gradient, computed twice without zeroing
+ * (so it accumulates): the product adding straight into the gradient
+ * (core/fuse.c) equals the product and a separate add ($KILN_FUSE=0) bit
+ * for bit, and the fused graph has one such product. */
+static void dfp_linear_twice(bool fuse, float *gw, int *adds) {
+    setenv("KILN_FUSE", fuse ? "1" : "0", 1);
+    kiln_ctx *ctx = kiln_ctx_new();
+    float xv[9 * 13];
+    fill(xv, 9 * 13, 5, 2.0f);
+    kiln_tensor *x = tensor(ctx, 9, 13, xv);
+    kiln_tensor *w = kiln_param(ctx, "w", KILN_F32, 2, (int64_t[]){5, 13});
+    kiln_tensor *b = kiln_param(ctx, "b", KILN_F32, 1, (int64_t[]){5});
+    KT_OK(kiln_tensor_fill_randn(w, 3, 0.0, 0.5));
+    KT_OK(kiln_tensor_fill(b, 0.1));
+    kiln_tensor *loss = kiln_sum_all(ctx, kiln_tanh(ctx, kiln_dfp_linear(ctx, x, w, b)));
+    kiln_graph *g = kiln_graph_new(ctx);
+    KT_OK(kiln_graph_add(g, loss));
+    KT_OK(kiln_graph_backward(g, loss));
+    KT_OK(kiln_graph_compute(g));
+    KT_OK(kiln_graph_compute(g));
+    KT_OK(kiln_tensor_get_f32(kiln_tensor_grad(w), gw, 65));
+    *adds = 0;
+    for (int i = 0; i < g->n; i++) *adds += g->acc_node[i] >= 0;
+    kiln_ctx_free(ctx);
+    unsetenv("KILN_FUSE");
+}
+
+KT_TEST(dfp_weight_gradient_adds_into_gradient) {
+    float f[65], u[65];
+    int nf, nu;
+    dfp_linear_twice(true, f, &nf);
+    dfp_linear_twice(false, u, &nu);
+    KT_CHECK(nf == 1 && nu == 0, "%d DFP products add into a gradient (KILN_FUSE=0: %d)", nf, nu);
+    KT_CHECK(!memcmp(f, u, sizeof f), "fused and unfused weight gradients differ");
 }

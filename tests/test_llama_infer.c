@@ -73,7 +73,7 @@ static void check_against_f32(llama *q, const char *what) {
     float *a = llama_test_logits(q, TOKENS, T), *b = r ? llama_test_logits(r, TOKENS, T) : NULL;
     KT_NOTNULL(a);
     KT_NOTNULL(b);
-    double scale, w = a && b ? worst_diff(a, b, T * q->cfg.vocab, &scale) : 1e9;
+    double scale = 0, w = a && b ? worst_diff(a, b, T * q->cfg.vocab, &scale) : 1e9;
     KT_CHECK(w <= 0.03 * scale, "%s: logits differ by %g (scale %g)", what, w, scale);
     free(a), free(b);
     llama_free(r);

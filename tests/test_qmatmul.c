@@ -185,9 +185,9 @@ KT_TEST(qmatmul_row_pairs_equal_scalar) {
 
 /* Q4_0 blocks of random bytes with f16 scales of every finite exponent
  * (subnormals too) against x spanning 2^-26 .. 2^18 (d_x down to f16
- * subnormals and 0): the VBMI kernel's
- * high-nibble lanes, 16 times the reference's sums at 1/16 of its scale,
- * must still give the reference's bits. */
+ * subnormals and 0): every kernel's d_w d_x (the VBMI kernel's from two
+ * rows' scales gathered and converted at once) and its multiply-adds must
+ * still give the reference's bits. */
 KT_TEST(qmatmul_q4_0_extreme_scales_equal_scalar) {
     const kiln_cpu_caps saved = *kiln__cpu_caps();
     const int64_t n = 33, k = 32 * 23, m = 1;

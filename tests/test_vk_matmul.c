@@ -518,6 +518,14 @@ static kiln_tensor *build_pool(kiln_ctx *ctx, kiln_tensor **in, const void *arg)
                   : kiln_avg_pool2d(ctx, in[0], p->k, p->k, p->stride, p->pad);
 }
 
+/* The max-pool of in[0] [C, N, H, W] seen as [N, C, H, W] through the copy
+ * the pool skips (a conv2d product's layout; ip[11] = 1). */
+static kiln_tensor *build_pool_cn(kiln_ctx *ctx, kiln_tensor **in, const void *arg) {
+    const pool_arg *p = arg;
+    kiln_tensor *x = kiln_contiguous(ctx, kiln_permute(ctx, in[0], (const int[]){1, 0, 2, 3}));
+    return kiln_max_pool2d(ctx, x, p->k, p->k, p->stride, p->pad);
+}
+
 
 typedef struct conv_arg {
     int64_t g[8];   /* kh kw sh sw ph pw dh dw */
@@ -665,6 +673,10 @@ KT_TEST(vk_pool_forward_backward) {
                      cases[i].pad);
             x.ties = false, x.nans = true; /* a NaN wins the max; the backward's rule for such windows */
             compare(vk, what, 1, &x, build_pool, &cases[i], true, 1e-5);
+            snprintf(what, sizeof what, "max pool of swapped planes k %d stride %d pad %d", cases[i].k,
+                     cases[i].stride, cases[i].pad);
+            x.nans = false;
+            compare(vk, what, 1, &x, build_pool_cn, &cases[i], true, 1e-5);
         }
     }
 }

@@ -3,15 +3,24 @@
  * constructors make them so). Each (n, c) image plane is independent, so
  * the threads split N*C and col2im's overlapping sums need no atomics.
  * Both also carry the fused max-pool and its backward (ip[10] = 1). */
+#include "conv_simd.h"
+#include "cpu_features.h"
 #include "internal.h"
 
 #include <math.h>
 
+/* Whether the AVX-512 planes (conv_avx512.c) may run. */
+static bool pool_avx512(void) {
+#if defined(__x86_64__)
+    return kiln__cpu_caps()->level >= KILN_SIMD_AVX512;
+#else
+    return false;
+#endif
+}
+
 /* The geometry both kernels share: kernel, stride, padding, dilation, the
  * image size H x W and the cols grid OH x OW. */
-typedef struct geom {
-    int64_t kh, kw, sh, sw, ph, pw, dh, dw, h, w, oh, ow;
-} geom;
+typedef kiln_conv_geom geom;
 
 static geom geom_of(const kiln_tensor *node, const kiln_tensor *cols) {
     const int64_t *ip = node->ip;
@@ -98,10 +107,15 @@ static inline int64_t cols_tap_stride(const cols_map *m) { return m->cn ? m->n *
         T *y = node->data;                                                                               \
         cols_map m = cols_map_of(node, node->shape[0], node->shape[1], &g);                              \
         int64_t planes = m.n * m.c, plane = m.kk * m.l, tap_stride = cols_tap_stride(&m);                \
+        bool simd = sizeof(T) == 4 && g.sh == 1 && g.sw == 1 && pool_avx512();                            \
         _Pragma("omp parallel for num_threads(ex->n_threads) if (planes * plane > 32768)")               \
         for (int64_t q = 0; q < planes; q++) {                                                           \
             T *img = y + plane_of(&m, q) * g.h * g.w;                                                    \
             const T *base = cols + cols_base(&m, q);                                                     \
+            if (simd) {                                                                                  \
+                kiln__col2im_plane_s1_f32_avx512((const float *)base, tap_stride, (float *)img, &g);     \
+                continue;                                                                                \
+            }                                                                                            \
             memset(img, 0, (size_t)(g.h * g.w) * sizeof *img);                                           \
             for (int64_t ki = 0; ki < g.kh; ki++)                                                        \
                 for (int64_t kj = 0; kj < g.kw; kj++) {                                                  \
@@ -122,6 +136,28 @@ static inline int64_t cols_tap_stride(const cols_map *m) { return m->cn ? m->n *
         }                                                                                                \
     } while (0)
 
+/* The pooled planes p = n*C + c (y, gy: [N, C, OH, OW]) and where each
+ * one's image lies in x (and gx): plane p as well, or, when x is a view of
+ * [C, N, H, W] storage (ip[11] = 1: a convolution's output read without
+ * its permuting copy, see ops/conv.c), plane c*N + n. */
+typedef struct plane_map {
+    int64_t n, c;
+    bool cn;
+} plane_map;
+
+static plane_map plane_map_of(const kiln_tensor *node, const kiln_tensor *pooled) {
+    return (plane_map){pooled->shape[0], pooled->shape[1], node->ip[11] == 1};
+}
+
+static inline int64_t image_plane(const plane_map *m, int64_t p) { return m->cn ? p % m->c * m->n + p / m->c : p; }
+
+/* Whether the 2x2 stride-2 windows cover every pixel (even H and W), so
+ * the max-pool's backward assigns each pixel once and needs no zeroing. */
+static inline bool tiles_2x2(const geom *g) {
+    return g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->dh == 1 && g->dw == 1 && g->h == 2 * g->oh &&
+           g->w == 2 * g->ow;
+}
+
 /* Whether the window at image row i0, column j0 lies wholly in the image. */
 static inline bool inside(const geom *g, int64_t i0, int64_t j0) {
     return i0 >= 0 && j0 >= 0 && i0 + (g->kh - 1) * g->dh < g->h && j0 + (g->kw - 1) * g->dw < g->w;
@@ -137,9 +173,10 @@ static inline bool inside(const geom *g, int64_t i0, int64_t j0) {
         const T pad = (T)node->fp[0];                                                                    \
         int64_t planes = node->shape[0] * node->shape[1], n_out = g.oh * g.ow;                           \
         bool interior = g.ph == 0 && g.pw == 0;                                                          \
+        plane_map pm = plane_map_of(node, node);                                                         \
         _Pragma("omp parallel for num_threads(ex->n_threads) if (planes * g.h * g.w > 32768)")          \
         for (int64_t p = 0; p < planes; p++) {                                                           \
-            const T *img = x + p * g.h * g.w;                                                            \
+            const T *img = x + image_plane(&pm, p) * g.h * g.w;                                          \
             T *out = y + p * n_out;                                                                      \
             if (interior) {                                                                              \
                 if (sizeof(T) == 4) pool_plane_interior_f32((const float *)img, (float *)out, &g);      \
@@ -188,11 +225,13 @@ static inline bool inside(const geom *g, int64_t i0, int64_t j0) {
         const T pad = (T)-INFINITY;                                                                      \
         int64_t planes = node->shape[0] * node->shape[1], n_out = g.oh * g.ow;                           \
         bool interior = g.ph == 0 && g.pw == 0;                                                          \
+        plane_map pm = plane_map_of(node, node->src[1]);                                                 \
         _Pragma("omp parallel for num_threads(ex->n_threads) if (planes * g.h * g.w > 32768)")          \
         for (int64_t p = 0; p < planes; p++) {                                                           \
-            const T *img = x + p * g.h * g.w, *yp = y + p * n_out, *gp = gy + p * n_out;                 \
-            T *gimg = gx + p * g.h * g.w;                                                                \
-            memset(gimg, 0, (size_t)(g.h * g.w) * sizeof *gimg);                                         \
+            int64_t xp = image_plane(&pm, p);                                                            \
+            const T *img = x + xp * g.h * g.w, *yp = y + p * n_out, *gp = gy + p * n_out;                \
+            T *gimg = gx + xp * g.h * g.w;                                                               \
+            if (!(interior && tiles_2x2(&g))) memset(gimg, 0, (size_t)(g.h * g.w) * sizeof *gimg);       \
             if (interior && sizeof(T) == 4) {                                                            \
                 pool_grad_plane_interior_f32((const float *)img, (const float *)yp, (const float *)gp,   \
                                              (float *)gimg, &g);                                         \
@@ -247,6 +286,10 @@ static inline bool inside(const geom *g, int64_t i0, int64_t j0) {
         const int64_t kh = gp->kh, kw = gp->kw, sh = gp->sh, sw = gp->sw, dh = gp->dh, dw = gp->dw;      \
         const int64_t w = gp->w, oh = gp->oh, ow = gp->ow;                                               \
         if (kh == 2 && kw == 2 && sh == 2 && sw == 2 && dh == 1 && dw == 1) { /* the usual 2x2: one pass */ \
+            if (sizeof(T) == 4 && pool_avx512()) {                                                       \
+                kiln__pool2x2_f32_avx512((const float *)img, (float *)out, oh, ow, w);                   \
+                return;                                                                                  \
+            }                                                                                            \
             for (int64_t oi = 0; oi < oh; oi++, out += ow) {                                             \
                 const T *r0 = img + 2 * oi * w, *r1 = r0 + w;                                            \
                 _Pragma("omp simd")                                                                      \
@@ -290,6 +333,11 @@ POOL_PLANE_INTERIOR(double, f64)
         const int64_t w = gp->w, oh = gp->oh, ow = gp->ow;                                               \
         T share[256];                                                                                    \
         if (kh == 2 && kw == 2 && sh == 2 && sw == 2 && dh == 1 && dw == 1) { /* the usual 2x2 pool */     \
+            if (sizeof(T) == 4 && pool_avx512()) {                                                       \
+                kiln__pool2x2_grad_f32_avx512((const float *)img, (const float *)y, (const float *)gy,   \
+                                              (float *)gimg, oh, ow, w);                                 \
+                return;                                                                                  \
+            }                                                                                            \
             for (int64_t oi = 0; oi < oh; oi++) {                                                        \
                 const T *r0 = img + 2 * oi * w, *r1 = r0 + w, *yr = y + oi * ow, *gr = gy + oi * ow;     \
                 T *g0 = gimg + 2 * oi * w, *g1 = g0 + w;                                                 \

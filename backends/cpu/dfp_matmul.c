@@ -5,7 +5,10 @@
  * reused by the other products of the same compute that read it. A
  * convolution's product (ip[2] = 1) quantizes its image x instead of the
  * columns and hands the codes to kiln__gemm_dfp_conv_t, whose packer
- * gathers the columns from them. */
+ * gathers the columns from them; a convolution's data gradient (ip[2] = 2,
+ * ops/dfp.c) reads the output gradient's codes the same way, its taps
+ * running back. A product the graph adds into a gradient (ex->accumulate,
+ * core/fuse.c) adds C into node->data. */
 #include "gemm_dfp.h"
 
 #include "../../quant/dfp.h"
@@ -146,7 +149,7 @@ static kiln_status operand(const kiln_tensor *src, int64_t n, uint64_t serial, c
 
 static kiln_status dfp_matmul_kernel(kiln_tensor *node, const kiln_exec *ex) {
     const kiln_tensor *a = node->src[0], *b = node->src[1];
-    bool ta = node->ip[0], tb = node->ip[1], im = node->ip[2] == 1;
+    bool ta = node->ip[0], tb = node->ip[1], im = node->ip[2] == 1, tc = node->ip[2] == 2;
     int64_t m = node->shape[0], n = node->shape[1], k = a->shape[ta ? 0 : 1];
     const int16_t *qa = NULL, *qb = NULL;
     int ea, eb, ma, mb;
@@ -155,16 +158,23 @@ static kiln_status dfp_matmul_kernel(kiln_tensor *node, const kiln_exec *ex) {
      * when transposed (as columns too: [C kh kw, N OH OW]): the GEMM's
      * packers read either layout */
     kiln_status s = operand(a, m * k, ex->serial, &qa, &ea, &ma, &own_a);
-    if (s == KILN_OK) s = operand(b, im ? kiln_tensor_numel(b) : n * k, ex->serial, &qb, &eb, &mb, &own_b);
+    if (s == KILN_OK) s = operand(b, im || tc ? kiln_tensor_numel(b) : n * k, ex->serial, &qb, &eb, &mb, &own_b);
     if (s == KILN_OK && im) { /* B: the columns of the image b, gathered by the GEMM's packer */
         const int64_t *g = node->ip + 3;
         kiln_dfp_image img = {qb, b->shape[0], b->shape[1], b->shape[2], b->shape[3], g[8], g[9],
-                              {g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7]}};
+                              {g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7]}, 0, 0, false};
         s = kiln__gemm_dfp_conv_t(ta, tb, m, n, k, qa, ta ? m : k, ma, ea, &img, mb, eb, node->data, n,
                                   ex->n_threads);
+    } else if (s == KILN_OK && tc) { /* a convolution's data gradient: B the columns of the output gradient b
+                                       * [O, N OH OW] with taps running back (ops/dfp.c) */
+        const int64_t *g = node->ip + 3;
+        kiln_dfp_image img = {qb,   node->ip[13], b->shape[0], node->ip[14], node->ip[15], node->ip[11], node->ip[12],
+                              {g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7]}, b->shape[1], node->ip[14] * node->ip[15],
+                              true};
+        s = kiln__gemm_dfp_conv_t(false, false, m, n, k, qa, k, ma, ea, &img, mb, eb, node->data, n, ex->n_threads);
     } else if (s == KILN_OK)
-        s = kiln__gemm_dfp_t(ta, !tb, m, n, k, qa, ta ? m : k, ma, ea, qb, tb ? k : n, mb, eb, node->data, n,
-                             ex->n_threads);
+        s = (ex->accumulate ? kiln__gemm_dfp_add_t : kiln__gemm_dfp_t)(ta, !tb, m, n, k, qa, ta ? m : k, ma, ea, qb,
+                                                                      tb ? k : n, mb, eb, node->data, n, ex->n_threads);
     free(own_a), free(own_b);
     return s;
 }

@@ -57,18 +57,28 @@ static void run_f32(int kind, const kiln_tensor *t, const kiln_bcast *it, const 
     float p = (float)t->fp[0];
     int cmp = (int)t->ip[0];
     bool c_i32 = kind == RUN_WHERE && t->src[0]->dtype == KILN_I32;
-#pragma omp parallel for num_threads(ex->n_threads) if (total > PAR_MIN) schedule(static)
-    for (int64_t task = 0; task < tasks; task++) {
-        int64_t r = task / pieces, j0 = task % pieces * CHUNK, len = cols - j0 < CHUNK ? cols - j0 : CHUNK;
-        int64_t off[KILN_BCAST_MAX];
-        kiln_bcast_row(it, r, off);
-        const float *src[KILN_BCAST_MAX];
-        for (int k = 0; k < it->nsrc; k++) src[k] = (const float *)t->src[k]->data + off[k] + j0 * s[k];
-        float *y = out + r * cols + j0;
-        if (kind == RUN_UNARY) vm->unary(op, p, src[0], y, len, nt);
-        else if (kind == RUN_BINARY) vm->binary(op, cmp, src[0], s[0], src[1], s[1], y, len, nt);
-        else vm->where(src[0], c_i32, s[0], src[1], s[1], src[2], s[2], y, len, nt);
+#define RUN_TASK(task)                                                                                         \
+    do {                                                                                                       \
+        int64_t r = (task) / pieces, j0 = (task) % pieces * CHUNK, len = cols - j0 < CHUNK ? cols - j0 : CHUNK; \
+        int64_t off[KILN_BCAST_MAX];                                                                           \
+        kiln_bcast_row(it, r, off);                                                                            \
+        const float *src[KILN_BCAST_MAX];                                                                      \
+        for (int k = 0; k < it->nsrc; k++) src[k] = (const float *)t->src[k]->data + off[k] + j0 * s[k];       \
+        float *y = out + r * cols + j0;                                                                        \
+        if (kind == RUN_UNARY) vm->unary(op, p, src[0], y, len, nt);                                           \
+        else if (kind == RUN_BINARY) vm->binary(op, cmp, src[0], s[0], src[1], s[1], y, len, nt);              \
+        else vm->where(src[0], c_i32, s[0], src[1], s[1], src[2], s[2], y, len, nt);                           \
+    } while (0)
+    /* no parallel construct at all when it would run one thread: inside a
+     * fused chain's tile loop (already a parallel region) each one was a
+     * nested team, allocated and freed per node per tile */
+    if (ex->n_threads < 2 || total <= PAR_MIN) {
+        for (int64_t task = 0; task < tasks; task++) RUN_TASK(task);
+        return;
     }
+#pragma omp parallel for num_threads(ex->n_threads) schedule(static)
+    for (int64_t task = 0; task < tasks; task++) RUN_TASK(task);
+#undef RUN_TASK
 }
 
 /* ---- kernels ---- */

@@ -7,8 +7,13 @@
  *
  * Operands other than the previous link must be laid out so a tile of the
  * output maps to a tile of them: the same shape and contiguous (FULL), one
- * element (SCALAR), or one row broadcast over every row (ROW, e.g. a bias). */
+ * element (SCALAR), one row broadcast over every row (ROW, e.g. a bias), or
+ * one value per index of axis 1 (CHAN, a convolution's bias [1, C, 1, 1]).
+ * With a CHAN operand the tiles are runs of whole channel planes of one
+ * sample, seen as [k, inner/c, c]: the CHAN operand is then a [k, 1, 1]
+ * slice and a ROW operand still broadcasts over the last axis. */
 #include "internal.h"
+#include "scratch.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -16,7 +21,15 @@
 
 #define TILE 4096 /* elements: two f64 tiles per thread stay in a 48 KiB L1 */
 
-typedef enum { OPND_BAD, OPND_FULL, OPND_SCALAR, OPND_ROW } opnd_kind;
+typedef enum { OPND_BAD, OPND_FULL, OPND_SCALAR, OPND_ROW, OPND_CHAN } opnd_kind;
+
+/* s [1, C, 1, ...] against t [N, C, ...] of the same rank (C > 1, at least 3 dims) */
+static bool per_channel(const kiln_tensor *s, const kiln_tensor *t) {
+    if (s->ndim != t->ndim || t->ndim < 3 || s->shape[1] != t->shape[1] || t->shape[1] == 1) return false;
+    for (int d = 0; d < s->ndim; d++)
+        if (d != 1 && s->shape[d] != 1) return false;
+    return true;
+}
 
 static opnd_kind operand_kind(const kiln_tensor *s, const kiln_tensor *t) {
     if (s->dtype != t->dtype || !kiln_tensor_is_contiguous(s)) return OPND_BAD;
@@ -24,6 +37,7 @@ static opnd_kind operand_kind(const kiln_tensor *s, const kiln_tensor *t) {
     if (kiln__same_shape(s, t)) return OPND_FULL;
     if (n == 1) return OPND_SCALAR;
     if (n == c && s->shape[s->ndim - 1] == c && s->ndim <= t->ndim) return OPND_ROW;
+    if (per_channel(s, t)) return OPND_CHAN;
     return OPND_BAD;
 }
 
@@ -49,20 +63,40 @@ bool kiln__cpu_chain_head(const kiln_tensor *t) {
     return true;
 }
 
-/* A shadow of s for the tile [e0, e0 + len) of an output laid out as rows
- * of c (rows mode) or flat. */
+/* How the output is cut: flat runs, whole rows of c, or runs of whole
+ * channel planes (inner elements each) of one sample. */
+typedef struct tiling {
+    bool rows, chan;
+    int64_t c, inner, planes, chunks; /* chan: channels per tile, tiles per sample */
+} tiling;
+
+/* The tile's shape: [len], [len/c, c] or [planes, inner/c, c]. */
+static void tile_shape(kiln_tensor *sh, const tiling *tl, int64_t len) {
+    if (tl->chan) {
+        sh->ndim = 3;
+        sh->shape[0] = len / tl->inner, sh->shape[1] = tl->inner / tl->c, sh->shape[2] = tl->c;
+    } else {
+        sh->ndim = tl->rows ? 2 : 1;
+        sh->shape[0] = tl->rows ? len / tl->c : len;
+        sh->shape[1] = tl->c;
+    }
+}
+
+/* A shadow of s for the tile [e0, e0 + len) of the output. */
 static void shadow_operand(kiln_tensor *sh, const kiln_tensor *s, const kiln_tensor *t, int64_t e0, int64_t len,
-                           bool rows, int64_t c, size_t es) {
+                           const tiling *tl, size_t es) {
     *sh = *s;
     switch (operand_kind(s, t)) {
     case OPND_FULL:
-        sh->ndim = rows ? 2 : 1;
-        sh->shape[0] = rows ? len / c : len;
-        sh->shape[1] = c;
+        tile_shape(sh, tl, len);
         sh->data = (char *)s->data + (size_t)e0 * es;
         break;
     case OPND_SCALAR: sh->ndim = 1, sh->shape[0] = 1; break;
-    default: sh->ndim = 1, sh->shape[0] = c; break; /* OPND_ROW */
+    case OPND_CHAN: /* the tile's channels, first = e0 / inner mod C */
+        sh->ndim = 3, sh->shape[0] = len / tl->inner, sh->shape[1] = sh->shape[2] = 1;
+        sh->data = (char *)s->data + (size_t)(e0 / tl->inner % t->shape[1]) * es;
+        break;
+    default: sh->ndim = 1, sh->shape[0] = tl->c; break; /* OPND_ROW */
     }
     kiln__set_contiguous_strides(sh);
 }
@@ -71,23 +105,41 @@ kiln_status kiln__cpu_compute_chain(kiln_tensor *const *nodes, int n, const kiln
     const kiln_tensor *last = nodes[n - 1];
     int64_t total = kiln_tensor_numel(last), c = last->shape[last->ndim - 1];
     size_t es = kiln__types[last->dtype].size;
-    bool rows = false; /* tiles of whole rows when some operand is a broadcast row */
+    tiling tl = {.c = c}; /* tiles of whole rows when some operand is a broadcast row */
     for (int i = 0; i < n; i++)
         for (int k = 0; k < nodes[i]->nsrc; k++)
-            if ((i == 0 || nodes[i]->src[k] != nodes[i - 1]) && operand_kind(nodes[i]->src[k], nodes[i]) == OPND_ROW)
-                rows = true;
-    int64_t tile = rows ? (c >= TILE ? c : TILE / c * c) : TILE;
-    int64_t ntiles = (total + tile - 1) / tile;
+            if (i == 0 || nodes[i]->src[k] != nodes[i - 1]) {
+                opnd_kind kind = operand_kind(nodes[i]->src[k], nodes[i]);
+                tl.rows |= kind == OPND_ROW, tl.chan |= kind == OPND_CHAN;
+            }
+    int64_t tile = tl.rows ? (c >= TILE ? c : TILE / c * c) : TILE, ntiles;
+    if (tl.chan) { /* as many whole planes of one sample as fit a tile */
+        int64_t ch = last->shape[1];
+        tl.inner = total / last->shape[0] / ch;
+        tl.planes = tl.inner >= TILE ? 1 : TILE / tl.inner < ch ? TILE / tl.inner : ch;
+        tl.chunks = (ch + tl.planes - 1) / tl.planes;
+        tile = tl.planes * tl.inner;
+        ntiles = last->shape[0] * tl.chunks;
+    } else {
+        ntiles = (total + tile - 1) / tile;
+    }
     int nt = ex->n_threads > 1 && total > 4 * TILE ? ex->n_threads : 1;
     kiln_exec one = *ex;
     one.n_threads = 1;
-    char *scratch = kiln__malloc((size_t)nt * 2 * (size_t)tile * es);
+    /* the calling thread's kept scratch: a malloc per chain per compute cost more than some chains */
+    bool owned;
+    size_t bytes = ((size_t)nt * 2 * (size_t)tile * es + 63) / 64 * 64;
+    char *scratch = kiln__scratch_get(bytes, &owned);
     if (!scratch) return kiln__errs(KILN_ERR_OOM, "fused element-wise chain: out of memory for %d tiles", 2 * nt);
     kiln_status status = KILN_OK;
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t ti = 0; ti < ntiles; ti++) {
         if (status) continue;
         int64_t e0 = ti * tile, len = total - e0 < tile ? total - e0 : tile;
+        if (tl.chan) { /* sample ti / chunks, its channels from (ti % chunks) * planes */
+            int64_t ch = last->shape[1], c0 = ti % tl.chunks * tl.planes, kc = ch - c0 < tl.planes ? ch - c0 : tl.planes;
+            e0 = (ti / tl.chunks * ch + c0) * tl.inner, len = kc * tl.inner;
+        }
         int me = 0;
 #ifdef _OPENMP
         me = omp_get_thread_num();
@@ -97,16 +149,14 @@ kiln_status kiln__cpu_compute_chain(kiln_tensor *const *nodes, int n, const kiln
         for (int i = 0; i < n; i++) {
             const kiln_tensor *t = nodes[i];
             sh = *t;
-            sh.ndim = rows ? 2 : 1;
-            sh.shape[0] = rows ? len / c : len;
-            sh.shape[1] = c;
+            tile_shape(&sh, &tl, len);
             kiln__set_contiguous_strides(&sh);
             sh.data = i == n - 1 ? (char *)t->data + (size_t)e0 * es : buf[i & 1];
             for (int k = 0; k < t->nsrc; k++) {
                 if (i > 0 && t->src[k] == nodes[i - 1]) {
                     sh.src[k] = &prev_sh;
                 } else {
-                    shadow_operand(&srcs[k], t->src[k], t, e0, len, rows, c, es);
+                    shadow_operand(&srcs[k], t->src[k], t, e0, len, &tl, es);
                     sh.src[k] = &srcs[k];
                 }
             }
@@ -119,6 +169,6 @@ kiln_status kiln__cpu_compute_chain(kiln_tensor *const *nodes, int n, const kiln
             prev_sh = sh; /* the next link reads only its data and layout */
         }
     }
-    free(scratch);
+    if (owned) free(scratch);
     return status;
 }

@@ -8,6 +8,7 @@
 
 #include "../../quant/dfp.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,7 +23,8 @@ int64_t kiln__gemm_dfp_chunk_pairs(int amax, int bmax) {
  * bound keeps it within int32 as on the SIMD path), converted to f32 and
  * added in chunk order. */
 static void scalar(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a, int64_t lda,
-                   const int16_t *b, int64_t ldb, int64_t cp, float sa, float sb, float *c, int64_t ldc, int nt) {
+                   const int16_t *b, int64_t ldb, int64_t cp, float sa, float sb, float *c, int64_t ldc, int nt,
+                   bool acc) {
     /* element p of row i of A and of column j of B, whatever the layout */
     const int64_t ai_step = a_km ? 1 : lda, ap_step = a_km ? lda : 1;
     const int64_t bj_step = b_kn ? 1 : ldb, bp_step = b_kn ? ldb : 1;
@@ -40,7 +42,8 @@ static void scalar(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const 
                     s = (int32_t)((uint32_t)s + (uint32_t)((int32_t)ai[p * ap_step] * (int32_t)bj[p * bp_step]));
                 f += (float)s;
             }
-            c[i * ldc + j] = f * sa * sb;
+            if (acc) c[i * ldc + j] += f * sa * sb;
+            else c[i * ldc + j] = f * sa * sb;
         }
     }
 }
@@ -68,15 +71,16 @@ static void pack_a(bool km, int64_t m, int64_t k, const int16_t *a, int64_t lda,
         const int16_t *src[KILN_DFP_MR];
         int live = m - i0 < KILN_DFP_MR ? (int)(m - i0) : KILN_DFP_MR;
         for (int t = 0; t < KILN_DFP_MR; t++) src[t] = a + (i0 + (t < live ? t : 0)) * lda;
-        if (live == KILN_DFP_MR)
-            for (int64_t p = 0; p < full; p++, d += KILN_DFP_MR * 2)
-                for (int t = 0; t < KILN_DFP_MR; t++) memcpy(d + 2 * t, src[t] + 2 * p, 4);
-        else
-            for (int64_t p = 0; p < full; p++, d += KILN_DFP_MR * 2)
-                for (int t = 0; t < KILN_DFP_MR; t++) {
-                    if (t < live) memcpy(d + 2 * t, src[t] + 2 * p, 4);
-                    else memset(d + 2 * t, 0, 4); /* padding rows */
-                }
+#if defined(__x86_64__) /* pack_a runs on the VNNI path only */
+        kiln__gemm_dfp_pack_a_rows_avx512(src, live, full, d);
+        d += full * KILN_DFP_MR * 2;
+#else
+        for (int64_t p = 0; p < full; p++, d += KILN_DFP_MR * 2)
+            for (int t = 0; t < KILN_DFP_MR; t++) {
+                if (t < live) memcpy(d + 2 * t, src[t] + 2 * p, 4);
+                else memset(d + 2 * t, 0, 4); /* padding rows */
+            }
+#endif
         if (full < pairs) /* odd k: the last pair's second half is 0 */
             for (int t = 0; t < KILN_DFP_MR; t++) {
                 d[2 * t] = t < live ? src[t][2 * full] : 0;
@@ -86,6 +90,8 @@ static void pack_a(bool km, int64_t m, int64_t k, const int16_t *a, int64_t lda,
 }
 
 static int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+#define SMALL_A (64 * 1024) /* int16 of packed A that one thread packs before a region */
 
 static kiln_status check(const char *who, bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a,
                          int64_t lda, const int16_t *b, int64_t ldb, float *c, int64_t ldc) {
@@ -101,14 +107,20 @@ static kiln_status check(const char *who, bool a_km, bool b_kn, int64_t m, int64
     return KILN_OK;
 }
 
-kiln_status kiln__gemm_dfp_ref_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a,
-                                 int64_t lda, int amax, int ea, const int16_t *b, int64_t ldb, int bmax, int eb,
-                                 float *c, int64_t ldc, int n_threads) {
+static kiln_status ref_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a, int64_t lda,
+                         int amax, int ea, const int16_t *b, int64_t ldb, int bmax, int eb, float *c, int64_t ldc,
+                         int n_threads, bool acc) {
     kiln_status s = check("gemm_dfp", a_km, b_kn, m, n, k, a, lda, b, ldb, c, ldc);
     if (s != KILN_OK || !m || !n) return s;
     scalar(a_km, b_kn, m, n, k, a, lda, b, ldb, kiln__gemm_dfp_chunk_pairs(amax, bmax), kiln__dfp_pow2(ea),
-           kiln__dfp_pow2(eb), c, ldc, n_threads < 1 ? 1 : n_threads);
+           kiln__dfp_pow2(eb), c, ldc, n_threads < 1 ? 1 : n_threads, acc);
     return KILN_OK;
+}
+
+kiln_status kiln__gemm_dfp_ref_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a,
+                                 int64_t lda, int amax, int ea, const int16_t *b, int64_t ldb, int bmax, int eb,
+                                 float *c, int64_t ldc, int n_threads) {
+    return ref_t(a_km, b_kn, m, n, k, a, lda, amax, ea, b, ldb, bmax, eb, c, ldc, n_threads, false);
 }
 
 /* The VNNI kernel's CPU (AVX-512 F/BW/VL and VNNI). */
@@ -124,34 +136,36 @@ static bool has_vnni(void) {
 /* The packed product's shape and scales; a small product runs on one
  * thread (*nt = 1). */
 static kiln_dfp_packed packed_shape(int64_t m, int64_t n, int64_t k, int amax, int ea, int bmax, int eb, int *nt) {
-    kiln_dfp_packed p = {.m = m, .n = n, .mp = round_up(m, KILN_DFP_MR), .np = round_up(n, 16),
+    kiln_dfp_packed p = {.m = m, .n = n, .k = k, .mp = round_up(m, KILN_DFP_MR), .np = round_up(n, 16),
                          .kp = round_up(k, 2), .cp = kiln__gemm_dfp_chunk_pairs(amax, bmax),
                          .sa = kiln__dfp_pow2(ea), .sb = kiln__dfp_pow2(eb)};
     if ((double)p.mp * (double)p.np * (double)p.kp < (double)(1 << 22)) *nt = 1;
     return p;
 }
 
-/* A's panels (returned) and B's (*bp) in one scratch buffer, also in
- * p->a, p->b; free it when *owned. NULL when out of memory. */
-static int16_t *packed_buffers(kiln_dfp_packed *p, int16_t **bp, bool *owned) {
-    size_t abytes = (size_t)(p->mp * p->kp) * 2, bbytes = (size_t)(p->np * p->kp) * 2;
+/* A's panels (returned) and room for B's, nb int16 (*bp), in one scratch
+ * buffer, also in p->a, p->b; free it when *owned. NULL when out of
+ * memory. */
+static int16_t *packed_buffers(kiln_dfp_packed *p, int64_t nb, int16_t **bp, bool *owned) {
+    size_t abytes = (size_t)(p->mp * p->kp) * 2, bbytes = (size_t)nb * 2;
     int16_t *ap = kiln__scratch_get((size_t)round_up((int64_t)(abytes + bbytes), 64), owned);
     if (ap) *bp = ap + abytes / 2, p->a = ap, p->b = *bp;
     return ap;
 }
 
-kiln_status kiln__gemm_dfp_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a, int64_t lda,
-                             int amax, int ea, const int16_t *b, int64_t ldb, int bmax, int eb, float *c, int64_t ldc,
-                             int n_threads) {
+static kiln_status gemm_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a, int64_t lda,
+                          int amax, int ea, const int16_t *b, int64_t ldb, int bmax, int eb, float *c, int64_t ldc,
+                          int n_threads, bool acc) {
     const bool vnni = has_vnni();
     if (!vnni || k == 0)
-        return kiln__gemm_dfp_ref_t(a_km, b_kn, m, n, k, a, lda, amax, ea, b, ldb, bmax, eb, c, ldc, n_threads);
+        return ref_t(a_km, b_kn, m, n, k, a, lda, amax, ea, b, ldb, bmax, eb, c, ldc, n_threads, acc);
     kiln_status st = check("gemm_dfp", a_km, b_kn, m, n, k, a, lda, b, ldb, c, ldc);
     if (st != KILN_OK || !m || !n) return st;
     int nt = n_threads < 1 ? 1 : n_threads;
     kiln_dfp_packed p = packed_shape(m, n, k, amax, ea, bmax, eb, &nt);
+    p.acc = acc;
     bool owned;
-    int16_t *bp, *ap = packed_buffers(&p, &bp, &owned);
+    int16_t *bp, *ap = packed_buffers(&p, p.np * p.kp, &bp, &owned);
     if (!ap)
         return kiln__errs(KILN_ERR_OOM, "gemm_dfp: no memory to pack a [%lld, %lld] x [%lld, %lld]^T product",
                           (long long)m, (long long)k, (long long)n, (long long)k);
@@ -167,34 +181,123 @@ kiln_status kiln__gemm_dfp_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t
     return KILN_OK;
 }
 
+kiln_status kiln__gemm_dfp_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a, int64_t lda,
+                             int amax, int ea, const int16_t *b, int64_t ldb, int bmax, int eb, float *c, int64_t ldc,
+                             int n_threads) {
+    return gemm_t(a_km, b_kn, m, n, k, a, lda, amax, ea, b, ldb, bmax, eb, c, ldc, n_threads, false);
+}
+
+kiln_status kiln__gemm_dfp_add_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a,
+                                 int64_t lda, int amax, int ea, const int16_t *b, int64_t ldb, int bmax, int eb,
+                                 float *c, int64_t ldc, int n_threads) {
+    return gemm_t(a_km, b_kn, m, n, k, a, lda, amax, ea, b, ldb, bmax, eb, c, ldc, n_threads, true);
+}
+
 /* The tables of kiln_dfp_taps for img, padded to nrp rows and ncp
  * columns with entries no test passes. */
-static int32_t *taps_tables(const kiln_dfp_image *img, int64_t nr, int64_t nrp, int64_t nc, int64_t ncp,
-                            kiln_dfp_taps *t) {
-    int32_t *tab = kiln__malloc((size_t)(3 * (nrp + ncp)) * 4);
-    if (!tab) return NULL;
-    const int64_t *g = img->g, hw = img->h * img->w;
+static void taps_fill(const kiln_dfp_image *img, int64_t nr, int64_t nrp, int64_t nc, int64_t ncp, int32_t *tab,
+                      kiln_dfp_taps *t) {
+    const int64_t *g = img->g, hw = img->h * img->w, cs = img->cs ? img->cs : hw, ns = img->ns ? img->ns : img->c * hw;
+    const int64_t sg = img->flip ? -1 : 1, pad = img->flip ? -1 : 1; /* a transposed convolution's taps run back */
     const int32_t out = INT32_MIN / 2; /* plus any in-range offset: still negative */
     int32_t *rofs = tab, *ri = tab + nrp, *rj = tab + 2 * nrp, *cofs = tab + 3 * nrp, *ci = cofs + ncp,
             *cj = cofs + 2 * ncp;
     /* counters, not divisions: a table per product, of n oh ow entries */
     for (int64_t r = 0, c = 0, ki = 0, kj = 0; r < nrp; r++) {
         bool live = r < nr;
-        rofs[r] = live ? (int32_t)(c * hw + ki * g[6] * img->w + kj * g[7]) : 0;
-        ri[r] = live ? (int32_t)(ki * g[6]) : out;
-        rj[r] = live ? (int32_t)(kj * g[7]) : out;
+        rofs[r] = live ? (int32_t)(c * cs + sg * (ki * g[6] * img->w + kj * g[7])) : 0;
+        ri[r] = live ? (int32_t)(sg * ki * g[6]) : out;
+        rj[r] = live ? (int32_t)(sg * kj * g[7]) : out;
         if (++kj == g[1] && (kj = 0, ++ki == g[0])) ki = 0, c++;
     }
     for (int64_t j = 0, b = 0, oi = 0, oj = 0; j < ncp; j++) {
         bool live = j < nc;
-        int64_t i0 = oi * g[2] - g[4], j0 = oj * g[3] - g[5];
-        cofs[j] = live ? (int32_t)(b * img->c * hw + i0 * img->w + j0) : 0;
+        int64_t i0 = oi * g[2] - pad * g[4], j0 = oj * g[3] - pad * g[5];
+        cofs[j] = live ? (int32_t)(b * ns + i0 * img->w + j0) : 0;
         ci[j] = live ? (int32_t)i0 : out;
         cj[j] = live ? (int32_t)j0 : out;
         if (++oj == img->ow && (oj = 0, ++oi == img->oh)) oi = 0, b++;
     }
-    *t = (kiln_dfp_taps){rofs, ri, rj, cofs, ci, cj, (int32_t)img->h, (int32_t)img->w};
-    return tab;
+    *t = (kiln_dfp_taps){rofs, ri, rj, cofs, ci, cj, (int32_t)img->h, (int32_t)img->w, (int32_t)(g[0] * g[1])};
+}
+
+/* The tables of the latest geometries, per thread: a training step runs
+ * each convolution's forward and weight-gradient products with the same
+ * geometry every step, and building conv1's (50176 columns) took a sixth
+ * of its forward product. Slots are reused least recently used first; a
+ * pthread key frees them when the thread exits. */
+#define TAPS_SLOTS 8
+#define TAPS_KEY 19
+typedef struct taps_slot {
+    int64_t key[TAPS_KEY];
+    int32_t *tab;
+    kiln_dfp_taps t;
+    uint64_t used;
+} taps_slot;
+typedef struct taps_cache {
+    taps_slot s[TAPS_SLOTS];
+    uint64_t clock;
+} taps_cache;
+
+static _Thread_local taps_cache *tcache;
+static pthread_key_t tcache_key;
+static pthread_once_t tcache_once = PTHREAD_ONCE_INIT;
+static bool tcache_key_ok;
+
+static void tcache_free(void *p) {
+    taps_cache *c = p;
+    for (int i = 0; i < TAPS_SLOTS; i++) free(c->s[i].tab);
+    free(c);
+}
+
+static void tcache_key_make(void) { tcache_key_ok = pthread_key_create(&tcache_key, tcache_free) == 0; }
+
+static taps_cache *tcache_get(void) {
+    if (tcache) return tcache;
+    pthread_once(&tcache_once, tcache_key_make);
+    taps_cache *c = tcache_key_ok ? kiln__calloc(1, sizeof *c) : NULL;
+    if (!c) return NULL;
+    if (pthread_setspecific(tcache_key, c) != 0) {
+        free(c);
+        return NULL;
+    }
+    return tcache = c;
+}
+
+/* The tables of kiln_dfp_taps for img (rows padded to nrp, columns to
+ * ncp), from this thread's cache or built into it; valid until this
+ * thread's next call. *owned: a buffer of their own (no cache), which the
+ * caller frees. false without memory. */
+static bool taps_tables(const kiln_dfp_image *img, int64_t nr, int64_t nrp, int64_t nc, int64_t ncp, kiln_dfp_taps *t,
+                        int32_t **owned) {
+    const int64_t key[TAPS_KEY] = {img->n,    img->c,    img->h,    img->w,    img->oh,   img->ow,   img->g[0],
+                                   img->g[1], img->g[2], img->g[3], img->g[4], img->g[5], img->g[6], img->g[7],
+                                   nrp,       ncp,       img->cs,   img->ns,   img->flip};
+    (void)nr, (void)nc; /* functions of the key */
+    const size_t bytes = (size_t)(3 * (nrp + ncp)) * 4;
+    taps_cache *c = tcache_get();
+    *owned = NULL;
+    if (!c) {
+        if (!(*owned = kiln__malloc(bytes))) return false;
+        taps_fill(img, nr, nrp, nc, ncp, *owned, t);
+        return true;
+    }
+    taps_slot *old = &c->s[0];
+    for (int i = 0; i < TAPS_SLOTS; i++) {
+        taps_slot *s = &c->s[i];
+        if (s->tab && !memcmp(s->key, key, sizeof key)) {
+            s->used = ++c->clock, *t = s->t;
+            return true;
+        }
+        if (s->used < old->used) old = s;
+    }
+    int32_t *tab = kiln__malloc(bytes);
+    if (!tab) return false;
+    free(old->tab);
+    taps_fill(img, nr, nrp, nc, ncp, tab, &old->t);
+    memcpy(old->key, key, sizeof key);
+    old->tab = tab, old->used = ++c->clock, *t = old->t;
+    return true;
 }
 
 kiln_status kiln__gemm_dfp_conv_t(bool a_km, bool b_t, int64_t m, int64_t n, int64_t k, const int16_t *a,
@@ -213,7 +316,25 @@ kiln_status kiln__gemm_dfp_conv_t(bool a_km, bool b_t, int64_t m, int64_t n, int
         int16_t *cols = kiln__malloc((size_t)(kc * nc > 0 ? kc * nc : 1) * 2);
         if (!cols) return kiln__errs(KILN_ERR_OOM, "gemm_dfp_conv: no memory for [%lld, %lld] columns",
                                      (long long)kc, (long long)nc);
-        kiln__dfp_im2col_cn(img->x, img->n, img->c, img->h, img->w, img->g, img->oh, img->ow, cols, nt);
+        if (img->cs || img->ns || img->flip) { /* another layout: the columns from the tap tables */
+            kiln_dfp_taps t;
+            int32_t *own;
+            if (!fits) {
+                free(cols);
+                return kiln__errs(KILN_ERR_UNSUPPORTED, "gemm_dfp_conv: an image of 2^30 codes or more in this layout");
+            }
+            if (!taps_tables(img, kc, kc, nc, nc, &t, &own)) {
+                free(cols);
+                return kiln__errs(KILN_ERR_OOM, "gemm_dfp_conv: no memory for the tap tables");
+            }
+            for (int64_t r = 0; r < kc; r++)
+                for (int64_t j = 0; j < nc; j++) {
+                    uint32_t i = (uint32_t)(t.ci[j] + t.ri[r]), jj = (uint32_t)(t.cj[j] + t.rj[r]);
+                    cols[r * nc + j] = i < (uint32_t)t.h && jj < (uint32_t)t.w ? img->x[t.cofs[j] + t.rofs[r]] : 0;
+                }
+            free(own);
+        } else
+            kiln__dfp_im2col_cn(img->x, img->n, img->c, img->h, img->w, img->g, img->oh, img->ow, cols, nt);
         kiln_status s = kiln__gemm_dfp_t(a_km, !b_t, m, n, k, a, lda, amax, ea, cols, b_t ? k : n, bmax, eb, c, ldc,
                                          nt);
         free(cols);
@@ -223,21 +344,39 @@ kiln_status kiln__gemm_dfp_conv_t(bool a_km, bool b_t, int64_t m, int64_t n, int
     if (st != KILN_OK) return st;
     kiln_dfp_packed p = packed_shape(m, n, k, amax, ea, bmax, eb, &nt);
     kiln_dfp_taps taps;
-    int32_t *tab = b_t ? taps_tables(img, kc, p.np, nc, p.kp, &taps) : taps_tables(img, kc, p.kp, nc, p.np, &taps);
-    if (!tab) return kiln__errs(KILN_ERR_OOM, "gemm_dfp_conv: no memory for the tap tables");
+    int32_t *tab;
+    if (!(b_t ? taps_tables(img, kc, p.np, nc, p.kp, &taps, &tab) : taps_tables(img, kc, p.kp, nc, p.np, &taps, &tab)))
+        return kiln__errs(KILN_ERR_OOM, "gemm_dfp_conv: no memory for the tap tables");
     bool owned;
-    int16_t *bp, *ap = packed_buffers(&p, &bp, &owned);
+    /* each thread's block of B's panels (packed inside the kernel), or, for
+     * a weight gradient with fewer 64-column blocks than two a thread (conv1's
+     * 16 columns: one unit, one thread), all of B packed first by every
+     * thread, the kernel's units then a few row tiles each */
+    const bool first = nt > 1 && b_t && (p.np + 63) / 64 < 2 * nt;
+    const int64_t stride = (p.np < 64 ? p.np : 64) * p.kp;
+    int16_t *bp, *ap = packed_buffers(&p, first ? p.np * p.kp : nt * stride, &bp, &owned);
     if (!ap) {
         free(tab);
         return kiln__errs(KILN_ERR_OOM, "gemm_dfp_conv: no memory to pack a [%lld, %lld] x [%lld, %lld]^T product",
                           (long long)m, (long long)k, (long long)n, (long long)k);
     }
+    /* a small A (a forward's weights) packed before the region: no barrier
+     * in it then when each unit packs its own columns */
+    const bool a_first = !first && p.mp * p.kp <= SMALL_A;
+    if (a_first) pack_a(a_km, m, k, a, lda, ap, p.mp, p.kp);
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        pack_a(a_km, m, k, a, lda, ap, p.mp, p.kp);
+        if (!a_first) pack_a(a_km, m, k, a, lda, ap, p.mp, p.kp);
 #if defined(__x86_64__)
-        kiln__gemm_dfp_pack_b_im2col_avx512(b_t, n, k, img->x, &taps, bp, p.np, p.kp); /* waits for pack_a too */
-        kiln__gemm_dfp_kernel_avx512vnni(&p, c, ldc);
+        if (first) {
+            kiln__gemm_dfp_pack_b_im2col_avx512(b_t, n, k, img->x, &taps, bp, p.np, p.kp); /* waits for pack_a too */
+            kiln__gemm_dfp_kernel_avx512vnni(&p, c, ldc);
+        } else {
+            if (!a_first) {
+#pragma omp barrier
+            }
+            kiln__gemm_dfp_kernel_im2col_avx512vnni(&p, c, ldc, b_t, img->x, &taps, bp, stride);
+        }
 #endif
     }
     if (owned) free(ap);

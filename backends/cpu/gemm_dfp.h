@@ -51,6 +51,12 @@ kiln_status kiln__gemm_dfp_ref(int64_t m, int64_t n, int64_t k, const int16_t *a
 kiln_status kiln__gemm_dfp_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a, int64_t lda,
                              int amax, int ea, const int16_t *b, int64_t ldb, int bmax, int eb, float *c, int64_t ldc,
                              int n_threads);
+/* C += the product, each element as C + (the product's value): what an
+ * add of the product into C would give, without the product's buffer
+ * (a weight gradient's product adding into the gradient, core/fuse.c). */
+kiln_status kiln__gemm_dfp_add_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a,
+                                 int64_t lda, int amax, int ea, const int16_t *b, int64_t ldb, int bmax, int eb,
+                                 float *c, int64_t ldc, int n_threads);
 kiln_status kiln__gemm_dfp_ref_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a,
                                  int64_t lda, int amax, int ea, const int16_t *b, int64_t ldb, int bmax, int eb,
                                  float *c, int64_t ldc, int n_threads);
@@ -65,6 +71,15 @@ typedef struct kiln_dfp_image {
     const int16_t *x;
     int64_t n, c, h, w, oh, ow;
     int64_t g[8]; /* kh, kw, sh, sw, ph, pw, dh, dw */
+    /* cs, ns: the strides of a channel and of an image in x (0: h w and
+     * c h w, x as [n, c, h, w]). flip: the taps of a transposed
+     * convolution at stride 1 (a convolution's data gradient from the
+     * output gradient x, [c = its channels, n, h, w] with cs = n h w,
+     * ns = h w): column (b, y, z) of row (c, i, j) reads x at
+     * (y + ph - i dh, z + pw - j dw), 0 outside; oh, ow the gradient's
+     * size. */
+    int64_t cs, ns;
+    bool flip;
 } kiln_dfp_image;
 kiln_status kiln__gemm_dfp_conv_t(bool a_km, bool b_t, int64_t m, int64_t n, int64_t k, const int16_t *a,
                                   int64_t lda, int amax, int ea, const kiln_dfp_image *img, int bmax, int eb, float *c,
@@ -90,8 +105,9 @@ void kiln__dfp_im2col_cn(const int16_t *x, int64_t n, int64_t c, int64_t h, int6
 #define KILN_DFP_MR 6
 typedef struct kiln_dfp_packed {
     const int16_t *a, *b;
-    int64_t m, n, mp, np, kp, cp; /* cp: pairs per chunk */
+    int64_t m, n, k, mp, np, kp, cp; /* cp: pairs per chunk */
     float sa, sb;                 /* 2^ea, 2^eb */
+    bool acc;                     /* C += the product */
 } kiln_dfp_packed;
 
 /* The tables the columns' packer reads (x86 only; built on every CPU): tap (r, j) of
@@ -102,16 +118,26 @@ typedef struct kiln_dfp_packed {
 typedef struct kiln_dfp_taps {
     const int32_t *rofs, *ri, *rj, *cofs, *ci, *cj;
     int32_t h, w;
+    int32_t period; /* kh kw: rows r and r + period have the same ri, rj */
 } kiln_dfp_taps;
 
 #if defined(__x86_64__)
 void kiln__gemm_dfp_kernel_avx512vnni(const kiln_dfp_packed *p, float *c, int64_t ldc);
+/* A's first full pairs (k / 2) of KILN_DFP_MR rows into a tile (d); rows
+ * from live on are padding (0). */
+void kiln__gemm_dfp_pack_a_rows_avx512(const int16_t *const src[KILN_DFP_MR], int live, int64_t full, int16_t *d);
 /* B's packer (every thread of the region calls it; it waits for all). */
 void kiln__gemm_dfp_pack_b_avx512(bool kn, int64_t n, int64_t k, const int16_t *b, int64_t ldb, int16_t *dst,
                                   int64_t np, int64_t kp);
 /* The columns' packer (the tables above). */
 void kiln__gemm_dfp_pack_b_im2col_avx512(bool b_t, int64_t n, int64_t k, const int16_t *x, const kiln_dfp_taps *t,
                                          int16_t *dst, int64_t np, int64_t kp);
+/* The kernel with the columns packed inside it (the tables above): each
+ * unit packs its 64-column block into its thread's buffer, bufs + thread
+ * * stride (stride >= min(np, 64) * kp int16); p->b unused. */
+void kiln__gemm_dfp_kernel_im2col_avx512vnni(const kiln_dfp_packed *p, float *c, int64_t ldc, bool b_t,
+                                             const int16_t *x, const kiln_dfp_taps *t, int16_t *bufs,
+                                             int64_t stride);
 #endif
 
 #endif

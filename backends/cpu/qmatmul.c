@@ -30,13 +30,10 @@ void kiln__qmm_lane_sums(const int8_t *xq, int32_t *xs, int64_t nb, int32_t off)
     for (int64_t l = 0; l < 8 * nb; l++) xs[l] = -off * (xq[4 * l] + xq[4 * l + 1] + xq[4 * l + 2] + xq[4 * l + 3]);
 }
 
-/* The lane scheme every integer path shares (qmatmul.h): 16 lanes, block
- * i in lanes 8 (i & 1) .. 8 (i & 1) + 7, summed in order at the end. */
-static float lanes_sum(const float acc[16]) {
-    float s = 0.0f;
-    for (int l = 0; l < 16; l++) s += acc[l];
-    return s;
-}
+/* The lane schemes the integer paths share (qmatmul.h), 16 f32 lanes.
+ * Q8_0: block i in lanes 8 (i & 1) .. + 7, lane l of a block summing its
+ * elements 4l .. 4l + 3, the lanes summed by halving at the end
+ * (kiln__qmm_q8_lanes_sum). */
 
 static void block_acc(const int8_t *w, const int8_t *xq, float d, float acc[8]) {
     for (int l = 0; l < 8; l++) {
@@ -50,21 +47,29 @@ float kiln__qmm_dot_q8_0_ref(const void *w, const int8_t *xq, const float *dx, i
     const kiln_block_q8_0 *b = w;
     float acc[16] = {0};
     for (int64_t i = 0; i < nb; i++) block_acc(b[i].qs, xq + 32 * i, kiln__f16_to_f32(b[i].d) * dx[i], acc + 8 * (i & 1));
-    return lanes_sum(acc);
+    return kiln__qmm_q8_lanes_sum(acc);
 }
 
+/* Q4_0: block i in lanes 4 (i & 3) .. + 3, lane l of a block summing its
+ * elements 4l .. 4l + 3 (low nibbles of qs[4l .. 4l + 3]) and 16 + 4l ..
+ * 16 + 4l + 3 (their high nibbles): one integer sum per 4 packed bytes,
+ * so a kernel needs one int-to-float conversion and one fused
+ * multiply-add per 4 lanes of a block; the lanes summed as a tree
+ * (kiln__qmm_q4_lanes_sum). */
 float kiln__qmm_dot_q4_0_ref(const void *w, const int8_t *xq, const float *dx, int64_t nb) {
     const kiln_block_q4_0 *b = w;
     float acc[16] = {0};
     for (int64_t i = 0; i < nb; i++) {
-        int8_t q[32];
-        for (int j = 0; j < 16; j++) {
-            q[j] = (int8_t)((b[i].qs[j] & 0x0f) - 8);
-            q[j + 16] = (int8_t)((b[i].qs[j] >> 4) - 8);
+        const float d = kiln__f16_to_f32(b[i].d) * dx[i];
+        const int8_t *x = xq + 32 * i;
+        for (int l = 0; l < 4; l++) {
+            int32_t s = 0;
+            for (int j = 4 * l; j < 4 * l + 4; j++)
+                s += ((b[i].qs[j] & 0x0f) - 8) * x[j] + ((b[i].qs[j] >> 4) - 8) * x[j + 16];
+            acc[4 * (i & 3) + l] = fmaf((float)s, d, acc[4 * (i & 3) + l]);
         }
-        block_acc(q, xq + 32 * i, kiln__f16_to_f32(b[i].d) * dx[i], acc + 8 * (i & 1));
     }
-    return lanes_sum(acc);
+    return kiln__qmm_q4_lanes_sum(acc);
 }
 
 float kiln__qmm_dot_nf4_ref(const uint8_t *codes, int64_t code_stride, const float *absmax, int64_t absmax_stride,
@@ -80,7 +85,7 @@ float kiln__qmm_dot_nf4_ref(const uint8_t *codes, int64_t code_stride, const flo
 }
 
 static const kiln_qmm_kernels *kernels(void) {
-    static const kiln_qmm_kernels ref = {kiln__qmm_dot_q8_0_ref, kiln__qmm_dot_q4_0_ref, kiln__qmm_dot_nf4_ref, NULL, NULL, NULL, NULL, NULL, false};
+    static const kiln_qmm_kernels ref = {kiln__qmm_dot_q8_0_ref, kiln__qmm_dot_q4_0_ref, kiln__qmm_dot_nf4_ref, NULL, NULL, NULL, NULL, NULL};
     const kiln_cpu_caps *c = kiln__cpu_caps();
     const kiln_qmm_kernels *k = NULL;
     if (c->level >= KILN_SIMD_AVX512 && c->avx512vnni) k = kiln__qmm_kernels_vnni();
@@ -234,8 +239,6 @@ kiln_status kiln__qmatmul_cpu(kiln_dtype t, int64_t m, int64_t n, int64_t k, con
             kiln__qmm_quantize_x(x + i * k, xq + i * k, dx + i * (k / 32), k);
             if (xs) kiln__qmm_lane_sums(xq + i * k, xs + i * (k / 4), k / 32, off);
         }
-        if (t == KILN_Q4_0 && xs && kk->q4_0_xs_hi16)
-            for (int64_t l = 0; l < m * (k / 4); l++) xs[l] *= l & 4 ? 16 : 1;
     }
     /* one contiguous range of rows per thread, each thread streaming its
      * own part of W, the ranges' ends taken by whichever thread is free

@@ -5,15 +5,21 @@
  *   - Q8_0 / Q4_0, few rows of x (generation): each row of x is quantized
  *     to int8 per block of 32 as ggml's quantize_row_q8_0 (d = amax / 127
  *     rounded to f16, q = round(x / d)), and each block's dot product is
- *     integer (vpdpbusd, or maddubs + madd on AVX2, with |w| unsigned
- *     against sign(x, w)). Each block gives 8 int32 lanes (lane l sums
- *     elements 4l..4l+3); lane l of one of two f32 accumulators (even and
- *     odd blocks, two FMA chains) gets fma(lane, d_w d_x, acc), and the
- *     16 lanes are summed in order at the end. The scalar reference does
- *     the same, so every path is exact against it. With AVX512-VBMI, Q4_0
- *     takes four blocks per step (nibbles placed by vpermb, the high ones
- *     16 times theirs against 16 times xs and d / 16: the same bits), about
- *     1.45x the pair kernel per core in cache (qmatmul_vnni.c).
+ *     integer (vpdpbusd, or maddubs + madd on AVX2, sdot on NEON). The
+ *     int32 lane sums are exact; each goes to f32 and one fused
+ *     multiply-add with the block's d_w d_x into one of 16 f32 lanes,
+ *     summed at the end as a tree (the order of halving a zmm,
+ *     kiln__qmm_q8_lanes_sum / _q4_). The scalar reference does the same, so
+ *     every path is exact against it. Q8_0: 8 lanes per block (lane l =
+ *     elements 4l..4l+3), even / odd blocks in lanes 0-7 / 8-15. Q4_0: 4
+ *     lanes per block (lane l = elements 4l..4l+3 and 16+4l..16+4l+3, the
+ *     low and high nibbles of packed bytes 4l..4l+3), block i in lanes
+ *     4 (i & 3)..+3: one conversion and one FMA per 16 packed bytes. With
+ *     AVX512-VBMI + GFNI, Q4_0 takes four blocks (72 bytes) per step: one
+ *     vpermt2b gathers their 64 packed bytes, an and / a vgf2p8affineqb
+ *     split the nibbles, two vpdpbusd against x in a matching layout (the
+ *     set's quantize_x writes it) give the 16 lanes, and two rows share
+ *     the scales' conversion (qmatmul_vnni.c).
  *   - NF4 / NF4_DQ, few rows: codes decoded in registers through the
  *     16-entry table (vpermps) and dotted with x in f32, one absmax
  *     multiply per block of 64 (not bit-exact against the scalar order).
@@ -67,12 +73,11 @@ typedef struct kiln_qmm_kernels {
     kiln_qmm_dot_nf4 *nf4;
     kiln_qmm_dot_i8s *q8_0s, *q4_0s; /* NULL where the kernels take no xs */
     /* kiln__qmm_quantize_x and (xs non-NULL) kiln__qmm_lane_sums in one
-     * pass, the same values; NULL: the scalar ones run */
+     * pass, the same values; NULL: the scalar ones run. With off == 8
+     * (Q4_0) a set may write xq / xs in its own Q4_0 layout instead (the
+     * same codes; xs per its lanes), read only by its q4_0s / q4_0s2. */
     void (*quantize_x)(const float *x, int8_t *xq, float *dx, int32_t *xs, int64_t n, int32_t off);
     kiln_qmm_dot2_i8s *q8_0s2, *q4_0s2; /* NULL: row by row */
-    /* q4_0s / q4_0s2 take lanes 4-7 of each block's xs times 16 (the
-     * AVX512-VBMI kernel's high nibbles are 16 times theirs) */
-    bool q4_0_xs_hi16;
 } kiln_qmm_kernels;
 
 /* xs for a quantized row of x (32 nb codes): xs[8 b + l] = -off * sum of
@@ -82,6 +87,26 @@ void kiln__qmm_lane_sums(const int8_t *xq, int32_t *xs, int64_t nb, int32_t off)
 const kiln_qmm_kernels *kiln__qmm_kernels_avx2(void); /* NULL when not built */
 const kiln_qmm_kernels *kiln__qmm_kernels_vnni(void); /* NULL when not built */
 const kiln_qmm_kernels *kiln__qmm_kernels_neondot(void); /* NULL when not built */
+
+/* Q8_0's 16 lanes (even blocks' 0-7, odd blocks' 8-15) summed by halving,
+ * as a zmm holding them in order is reduced: a[l] + a[l + 8], then those
+ * j and j + 4, then (0 + 2) + (1 + 3). */
+static inline float kiln__qmm_q8_lanes_sum(const float a[16]) {
+    float h[8], q[4];
+    for (int l = 0; l < 8; l++) h[l] = a[l] + a[l + 8];
+    for (int j = 0; j < 4; j++) q[j] = h[j] + h[j + 4];
+    return (q[0] + q[2]) + (q[1] + q[3]);
+}
+
+/* Q4_0's 16 lanes (block b's lane l at 4 b + l) summed as a tree: per
+ * block (l0 + l2) + (l1 + l3), then (B0 + B2) + (B1 + B3), the order of
+ * halving a zmm whose lane 4 l + b holds them (qmatmul_vnni.c): four
+ * shuffles and adds there instead of 16 dependent scalar adds per row. */
+static inline float kiln__qmm_q4_lanes_sum(const float a[16]) {
+    float bs[4];
+    for (int b = 0; b < 4; b++) bs[b] = (a[4 * b] + a[4 * b + 2]) + (a[4 * b + 1] + a[4 * b + 3]);
+    return (bs[0] + bs[2]) + (bs[1] + bs[3]);
+}
 
 /* The scalar references. */
 float kiln__qmm_dot_q8_0_ref(const void *w, const int8_t *xq, const float *dx, int64_t nb);

@@ -12,6 +12,8 @@ typedef __m512i VI;
 #define VLD(p) _mm512_loadu_ps(p)
 #define VST(p, v) _mm512_storeu_ps(p, v)
 #define VSTNT(p, v) _mm512_stream_ps(p, v)
+#define VLD_PART(p, n) _mm512_maskz_loadu_ps((__mmask16)((1u << (n)) - 1), p) /* n <= 16 lanes */
+#define VST_PART(p, v, n) _mm512_mask_storeu_ps(p, (__mmask16)((1u << (n)) - 1), v)
 #define VSFENCE() _mm_sfence()
 #define VDUP(f) _mm512_set1_ps(f)
 #define VIDUP(i) _mm512_set1_epi32(i)

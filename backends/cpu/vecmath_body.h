@@ -250,17 +250,28 @@ static inline V ld_run(const float *p, int s, int64_t i) {
     return VLD(p + i);
 }
 
+/* A vocabulary with masked loads and stores defines VLD_PART / VST_PART
+ * (the first len lanes; the loaded rest reads 0, as the buffer gives):
+ * short rows, a conv bias's 196-wide planes, then cost no memcpy calls. */
 static inline V ld_part(const float *p, int s, int64_t i, int64_t len) {
     if (!s) return ld_run(p, 0, 0);
+#ifdef VLD_PART
+    return VLD_PART(p + i, len);
+#else
     float b[W] = {0};
     memcpy(b, p + i, (size_t)len * sizeof(float));
     return VLD(b);
+#endif
 }
 
 static inline void st_part(float *y, V v, int64_t len) {
+#ifdef VST_PART
+    VST_PART(y, v, len);
+#else
     float b[W];
     VST(b, v);
     memcpy(y, b, (size_t)len * sizeof(float));
+#endif
 }
 
 static inline int64_t head_len(const float *y, int64_t n, bool nt) {

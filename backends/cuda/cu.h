@@ -60,9 +60,12 @@ void kiln__cu_register_reduce(kiln_cu_kernel *tab);
 void kiln__cu_register_matmul(kiln_cu_kernel *tab);
 void kiln__cu_register_nn(kiln_cu_kernel *tab);
 void kiln__cu_register_optim(kiln_cu_kernel *tab);
+void kiln__cu_register_optim_lowrank(kiln_cu_kernel *tab); /* cu_optim_lowrank.c */
 void kiln__cu_register_movement(kiln_cu_kernel *tab);
 void kiln__cu_register_attention(kiln_cu_kernel *tab);
 void kiln__cu_register_quant(kiln_cu_kernel *tab);
+void kiln__cu_register_conv(kiln_cu_kernel *tab); /* from kiln__cu_register_nn */
+void kiln__cu_register_dfp(kiln_cu_kernel *tab);  /* from kiln__cu_register_matmul */
 /* cu_quant.c: cu_kernels.h's code of a block dtype the kernels decode, -1
  * for the others; get_rows from such a table, for cu_nn.c's row. */
 int kiln__cu_quant(kiln_dtype t);

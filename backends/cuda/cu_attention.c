@@ -1,5 +1,5 @@
 /* cu_attention.c — ATTENTION and ATTENTION_GRAD on the CUDA backend (see
- * cu.h and k_attention.cu): f32, contiguous q [B, Hq, T, D], k [B, Hk, S, D],
+ * cu.h and k_attention.cu): f32 or f64 (every operand alike), contiguous q [B, Hq, T, D], k [B, Hk, S, D],
  * v [B, Hk, S, Dv], head sizes up to 256 (one thread per head element).
  * The forward writes the packed [O | L] of ops/nn_attention.c; the
  * backward reads it (src 3) and dO (src 4) and writes packed [dq | dk | dv]. */
@@ -7,7 +7,10 @@
 
 enum { MAX_HEAD = 256 }; /* k_attention.cu's THREADS */
 
-static bool f32c(const kiln_tensor *t) { return t->dtype == KILN_F32 && kiln_tensor_is_contiguous(t); }
+/* t's dtype (f32 or f64), contiguous */
+static bool like(const kiln_tensor *s, const kiln_tensor *t) {
+    return (t->dtype == KILN_F32 || t->dtype == KILN_F64) && s->dtype == t->dtype && kiln_tensor_is_contiguous(s);
+}
 
 static void shape_of(const kiln_tensor *t, int64_t sh[7]) {
     const kiln_tensor *q = t->src[0], *k = t->src[1], *v = t->src[2];
@@ -18,14 +21,14 @@ static void shape_of(const kiln_tensor *t, int64_t sh[7]) {
 static bool attention_supports(const kiln_cu *cu, const kiln_tensor *t) {
     (void)cu;
     const kiln_tensor *q = t->src[0], *k = t->src[1], *v = t->src[2];
-    if (!f32c(t) || !f32c(q) || !f32c(k) || !f32c(v) || q->ndim != 4 || k->ndim != 4 || v->ndim != 4) return false;
+    if (!like(t, t) || !like(q, t) || !like(k, t) || !like(v, t) || q->ndim != 4 || k->ndim != 4 || v->ndim != 4) return false;
     int64_t sh[7];
     shape_of(t, sh);
     if (sh[2] <= 0 || sh[1] % sh[2] || sh[5] > MAX_HEAD || sh[6] > MAX_HEAD) return false;
     int64_t no = sh[0] * sh[1] * sh[3] * sh[6], nl = sh[0] * sh[1] * sh[3];
     if (t->op == KILN_OP_ATTENTION) return kiln_tensor_numel(t) == no + nl;
     const kiln_tensor *fwd = t->src[3], *dout = t->src[4];
-    return f32c(fwd) && f32c(dout) && kiln_tensor_numel(fwd) == no + nl && kiln_tensor_numel(dout) == no &&
+    return like(fwd, t) && like(dout, t) && kiln_tensor_numel(fwd) == no + nl && kiln_tensor_numel(dout) == no &&
            kiln_tensor_numel(t) == kiln_tensor_numel(q) + kiln_tensor_numel(k) + kiln_tensor_numel(v);
 }
 
@@ -35,18 +38,20 @@ static kiln_status attention_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec
     shape_of(t, sh);
     const kiln_tensor *q = t->src[0], *k = t->src[1], *v = t->src[2];
     int64_t no = sh[0] * sh[1] * sh[3] * sh[6];
+    size_t es = kiln__types[t->dtype].size;
+    int dt = t->dtype == KILN_F64 ? CU_F64 : CU_F32;
     if (t->op == KILN_OP_ATTENTION) {
-        float *o = kiln__cu_ptr(t);
-        return kiln__cu_launched(kiln__cu_attention(cu->stream, sh, t->ip[0] != 0, t->fp[0], kiln__cu_ptr(q), kiln__cu_ptr(k),
-                                                    kiln__cu_ptr(v), o, o + no),
+        char *o = kiln__cu_ptr(t);
+        return kiln__cu_launched(kiln__cu_attention(cu->stream, dt, sh, t->ip[0] != 0, t->fp[0], kiln__cu_ptr(q), kiln__cu_ptr(k),
+                                                    kiln__cu_ptr(v), o, o + (size_t)no * es),
                                  "attention kernel");
     }
-    const float *fo = kiln__cu_ptr(t->src[3]);
-    float *dq = kiln__cu_ptr(t), *dk = dq + kiln_tensor_numel(q), *dv = dk + kiln_tensor_numel(k);
+    const char *fo = kiln__cu_ptr(t->src[3]);
+    char *dq = kiln__cu_ptr(t), *dk = dq + (size_t)kiln_tensor_numel(q) * es, *dv = dk + (size_t)kiln_tensor_numel(k) * es;
     kiln_devbuf *di = kiln__cu_buffer_new(cu, (size_t)(sh[0] * sh[1] * sh[3]) * sizeof(double), false);
     if (!di) return kiln_last_status() ? kiln_last_status() : KILN_ERR_OOM;
-    kiln_status s = kiln__cu_launched(kiln__cu_attention_grad(cu->stream, sh, t->ip[0] != 0, t->fp[0], kiln__cu_ptr(q),
-                                                              kiln__cu_ptr(k), kiln__cu_ptr(v), fo, fo + no,
+    kiln_status s = kiln__cu_launched(kiln__cu_attention_grad(cu->stream, dt, sh, t->ip[0] != 0, t->fp[0], kiln__cu_ptr(q),
+                                                              kiln__cu_ptr(k), kiln__cu_ptr(v), fo, fo + (size_t)no * es,
                                                               kiln__cu_ptr(t->src[4]), dq, dk, dv, di->ptr),
                                       "attention_grad kernel");
     kiln__cu_buffer_free(cu, di);

@@ -1,8 +1,8 @@
 /* cu_elementwise.c — the element-wise ops on the CUDA backend (see cu.h):
- * CONTIGUOUS and CAST among f32, f16, bf16 and i32; every unary op
+ * CONTIGUOUS and CAST among f32, f64, f16, bf16 and i32; every unary op
  * NEG..GELU_TANH_GRAD and the binary ops ADD SUB MUL DIV with
- * broadcasting, on f32, f16 and bf16; CMP (also i32); WHERE (f32/i32
- * condition) and ACC_GRAD. Sources may be any strided view (the walk
+ * broadcasting, on f32, f64, f16 and bf16; CMP (also i32); WHERE (f32,
+ * f64 or i32 condition) and ACC_GRAD. Sources may be any strided view (the walk
  * turns a flat output index into each source's offset); the kernels
  * compute in double and round once, as the CPU's reference formulas. */
 #include "cu.h"
@@ -15,7 +15,7 @@ _Static_assert(KILN_CMP_EQ == 0 && KILN_CMP_NE == 1 && KILN_CMP_LT == 2 && KILN_
                    KILN_CMP_GE == 5,
                "k_elementwise.cu's binary_ref numbers the comparisons");
 
-static bool is_float(kiln_dtype t) { return t == KILN_F32 || t == KILN_F16 || t == KILN_BF16; }
+static bool is_float(kiln_dtype t) { return t == KILN_F32 || t == KILN_F16 || t == KILN_BF16 || t == KILN_F64; }
 
 static bool copy_supports(const kiln_cu *cu, const kiln_tensor *t) {
     (void)cu;
@@ -67,7 +67,7 @@ static bool where_supports(const kiln_cu *cu, const kiln_tensor *t) {
     (void)cu;
     const kiln_tensor *c = t->src[0], *a = t->src[1], *b = t->src[2];
     return is_float(t->dtype) && a->dtype == t->dtype && b->dtype == t->dtype &&
-           (c->dtype == KILN_F32 || c->dtype == KILN_I32);
+           (c->dtype == KILN_F32 || c->dtype == KILN_I32 || c->dtype == KILN_F64);
 }
 
 static kiln_status where_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {

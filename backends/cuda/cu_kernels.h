@@ -22,11 +22,12 @@ extern "C" {
 #define CU_MAX_SRC 3
 
 /* Element dtypes the kernels read and write. */
-enum { CU_F32 = 0, CU_F16 = 1, CU_BF16 = 2, CU_I32 = 3 };
+enum { CU_F32 = 0, CU_F16 = 1, CU_BF16 = 2, CU_I32 = 3, CU_F64 = 4 };
 
 /* Quantized dtypes the kernels decode (k_quant.cu); a GQ dtype is
- * CU_GQ | bits << 8 | group (32, 64, 128). */
-enum { CU_Q8_0 = 16, CU_Q4_0, CU_NF4, CU_GQ = 0x1000 };
+ * CU_GQ | bits << 8 | group (32, 64, 128). CU_NF4_DQ reads the signed
+ * dynamic map, loaded once by kiln__cu_nf4_dq_map. */
+enum { CU_Q8_0 = 16, CU_Q4_0, CU_NF4, CU_NF4_DQ, CU_DFP16, CU_GQ = 0x1000 };
 
 /* A walk of a contiguous output of nd dims (row-major, shape[]) reading
  * each source k at offset sum_d index[d] * st[k][d] (0 on a broadcast dim). */
@@ -53,7 +54,7 @@ int kiln__cu_unary(void *stream, int op, double p, int dt, const void *x, void *
 enum { CU_ADD = 0, CU_SUB, CU_MUL, CU_DIV, CU_CMP };
 int kiln__cu_binary(void *stream, int op, int cmp, int dt, const void *a, const void *b, void *y, int64_t n,
                     const cu_walk *w);
-/* y = c != 0 ? a : b; c is f32 or i32 (ct), a, b, y of dtype dt. */
+/* y = c != 0 ? a : b; c is f32, f64 or i32 (ct), a, b, y of dtype dt. */
 int kiln__cu_where(void *stream, int ct, const void *c, int dt, const void *a, const void *b, void *y, int64_t n,
                    const cu_walk *w);
 /* g[i] += d[i] for i < n (both contiguous, dtype dt). */
@@ -69,65 +70,109 @@ int kiln__cu_reduce(void *stream, int op, int xt, const void *x, int yt, void *y
 /* The same over every element of x (walk w over n elements) into y[0]. */
 int kiln__cu_reduce_all(void *stream, int op, int xt, const void *x, int yt, void *y, int64_t n, const cu_walk *w);
 
-/* ---- rows (k_nn.cu): f32, contiguous, one block per row ---- */
+/* ---- rows (k_nn.cu): dt CU_F32 or CU_F64 (every float operand of a call
+ * alike), contiguous, one block per row ---- */
 
 /* softmax / log_softmax over rows of n; causal: row r sees columns
  * j <= r % mrows + n - mrows (a row seeing none gives 0 / -inf). */
-int kiln__cu_softmax(void *stream, int64_t rows, int64_t n, int64_t mrows, int causal, int log_out, const float *x,
-                     float *y);
-int kiln__cu_softmax_grad(void *stream, int64_t rows, int64_t n, int64_t mrows, int causal, int log_in, const float *y,
-                          const float *gy, float *gx);
+int kiln__cu_softmax(void *stream, int dt, int64_t rows, int64_t n, int64_t mrows, int causal, int log_out, const void *x,
+                     void *y);
+int kiln__cu_softmax_grad(void *stream, int dt, int64_t rows, int64_t n, int64_t mrows, int causal, int log_in,
+                          const void *y, const void *gy, void *gx);
 /* layer_norm (rms 0) or rms_norm (rms 1) of rows of c; w, b may be NULL. */
-int kiln__cu_norm(void *stream, int64_t rows, int64_t c, double eps, int rms, const float *x, const float *w,
-                  const float *b, float *y);
+int kiln__cu_norm(void *stream, int dt, int64_t rows, int64_t c, double eps, int rms, const void *x, const void *w,
+                  const void *b, void *y);
 /* Their backward: dx, and dw / db when not NULL; stats: scratch of 2 rows doubles. */
-int kiln__cu_norm_grad(void *stream, int64_t rows, int64_t c, double eps, int rms, const float *x, const float *w,
-                       const float *gy, float *dx, float *dw, float *db, double *stats);
+int kiln__cu_norm_grad(void *stream, int dt, int64_t rows, int64_t c, double eps, int rms, const void *x, const void *w,
+                       const void *gy, void *dx, void *dw, void *db, double *stats);
 /* Mean cross-entropy over the rows whose label is kept into y[0]; loss:
  * scratch of rows doubles. The backward; cnt: scratch of one double. */
-int kiln__cu_cross_entropy(void *stream, int64_t rows, int64_t c, int32_t ignore, const float *x, const int32_t *labels,
-                           float *y, double *loss);
-int kiln__cu_cross_entropy_grad(void *stream, int64_t rows, int64_t c, int32_t ignore, const float *x,
-                                const int32_t *labels, const float *gy, float *gx, double *cnt);
+int kiln__cu_cross_entropy(void *stream, int dt, int64_t rows, int64_t c, int32_t ignore, const void *x,
+                           const int32_t *labels, void *y, double *loss);
+int kiln__cu_cross_entropy_grad(void *stream, int dt, int64_t rows, int64_t c, int32_t ignore, const void *x,
+                                const int32_t *labels, const void *gy, void *gx, double *cnt);
 /* y [n, d] (dtype yt) = rows idx of table [v, d] (dtype tt, strides ts0, ts1). */
 int kiln__cu_get_rows(void *stream, int tt, const void *table, int64_t v, int64_t d, int64_t ts0, int64_t ts1,
                       const int32_t *idx, int64_t n, int yt, void *y);
-/* y [v, d] = sum of rows [n, d] by idx (f32). */
-int kiln__cu_scatter_add_rows(void *stream, const float *rows, const int32_t *idx, int64_t n, int64_t d, int64_t v,
-                              float *y);
+/* y [v, d] = sum of rows [n, d] by idx. */
+int kiln__cu_scatter_add_rows(void *stream, int dt, const void *rows, const int32_t *idx, int64_t n, int64_t d,
+                              int64_t v, void *y);
 /* y [m, n] (dtype yt) = one_hot(labels [m]). */
 int kiln__cu_one_hot(void *stream, const int32_t *labels, int64_t m, int64_t n, int yt, void *y);
-/* rope of x [rows, d] (f32), row r at position pos[r % t] (r % t when pos is NULL). */
-int kiln__cu_rope(void *stream, const float *x, float *y, int64_t rows, int64_t t, int64_t d, int interleaved,
+/* rope of x [rows, d], row r at position pos[r % t] (r % t when pos is NULL). */
+int kiln__cu_rope(void *stream, int dt, const void *x, void *y, int64_t rows, int64_t t, int64_t d, int interleaved,
                   const int32_t *pos, double theta, int inverse);
-/* Dropout in training (f32): y = uniform01(seed, i) >= p ? x / (1 - p) : 0,
+/* Dropout in training: y = uniform01(seed, i) >= p ? x / (1 - p) : 0,
  * hashed_seed = kiln__hash64(seed) (core/rng.c). */
-int kiln__cu_dropout(void *stream, const float *x, float *y, int64_t n, uint64_t hashed_seed, double p);
-/* ---- attention (k_attention.cu), f32, contiguous; shape = {B, Hq, Hk, T,
- * S, D, Dv}; D, Dv <= 256 ---- */
+int kiln__cu_dropout(void *stream, int dt, const void *x, void *y, int64_t n, uint64_t hashed_seed, double p);
+/* ---- attention (k_attention.cu), dt CU_F32 or CU_F64, contiguous;
+ * shape = {B, Hq, Hk, T, S, D, Dv}; D, Dv <= 256 ---- */
 /* O [B, Hq, T, Dv] and lse [B, Hq, T]. */
-int kiln__cu_attention(void *stream, const int64_t *shape, int causal, double scale, const float *q, const float *k,
-                       const float *v, float *o, float *lse);
+int kiln__cu_attention(void *stream, int dt, const int64_t *shape, int causal, double scale, const void *q,
+                       const void *k, const void *v, void *o, void *lse);
 /* dq, dk, dv from the forward's o and lse and dout; di: scratch of B*Hq*T doubles. */
-int kiln__cu_attention_grad(void *stream, const int64_t *shape, int causal, double scale, const float *q,
-                            const float *k, const float *v, const float *o, const float *lse, const float *dout,
-                            float *dq, float *dk, float *dv, double *di);
+int kiln__cu_attention_grad(void *stream, int dt, const int64_t *shape, int causal, double scale, const void *q,
+                            const void *k, const void *v, const void *o, const void *lse, const void *dout, void *dq,
+                            void *dk, void *dv, double *di);
+/* ---- convolution (k_conv.cu): IM2COL / COL2IM of ops/conv.c, f32 or f64
+ * (dt), contiguous operands ---- */
+typedef struct cu_conv {
+    int64_t n, c, h, w, oh, ow; /* image [n, c, h, w], cols grid (or pooled image) oh x ow */
+    int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+    int cn; /* cols as [c, kh, kw, n, oh, ow] (1) or [n, c, kh, kw, oh, ow] (0) */
+    /* DFP only: a convolution's data gradient (ops/dfp.c, ip[2] = 2), the
+     * image stored [c, n, h, w] and read with its taps running back:
+     * column (b, y, z) of row (ci, ki, kj) at (y sh + ph - ki dh,
+     * z sw + pw - kj dw); oh, ow the columns' grid */
+    int flip;
+} cu_conv;
+/* cols = the taps of x (pad where a tap is outside the image). */
+int kiln__cu_im2col(void *stream, int dt, const cu_conv *g, const void *x, void *cols, double pad);
+/* img = the sum of the taps in cols that fall on each pixel, gathered per
+ * pixel in the CPU's order (deterministic, no atomics). */
+int kiln__cu_col2im(void *stream, int dt, const cu_conv *g, const void *cols, void *img);
+/* The fused max-pool: y [n, c, oh, ow] = each window's max (pad outside,
+ * a NaN wins); its backward gx [n, c, h, w] from x, y and gy. */
+int kiln__cu_pool_max(void *stream, int dt, const cu_conv *g, const void *x, void *y, double pad);
+int kiln__cu_pool_max_grad(void *stream, int dt, const cu_conv *g, const void *x, const void *y, const void *gy,
+                           void *gx);
+/* ---- DFP matmul (k_dfp.cu): quant/dfp.h's 14-bit codes, one exponent per operand ---- */
+/* q = the codes of x [n] (f32); amax receives the largest |x| as f32 bits
+ * (set to 0 first: kiln__dfp_quantize's amax_bits, from which the exponent
+ * and the overflow bound follow on the device, with no round trip). */
+int kiln__cu_dfp_quantize(void *stream, const float *x, int64_t n, int16_t *q, uint32_t *amax);
+/* c [m, n] (f32) = op(A) op(B) of codes, A [m, k] ([k, m] when ta), B
+ * [k, n] ([n, k] when tb); amax[0], amax[1]: the operands' bits from
+ * kiln__cu_dfp_quantize. INT32 sums over chunks of 2 cp k (gemm_dfp.h),
+ * each converted to f32 and added in order, then * 2^ea * 2^eb: the CPU's
+ * results bit for bit. With img non-NULL, B's codes are an image [n, c, h,
+ * w] whose conv2d columns (CN layout) B is (cols [c kh kw, n oh ow]; its
+ * transpose when tb), gathered on the fly (0 outside the image). */
+int kiln__cu_dfp_matmul(void *stream, int64_t m, int64_t n, int64_t k, const int16_t *a, int ta, const int16_t *b,
+                        int tb, const cu_conv *img, const uint32_t *amax, float *c);
 /* ---- quantized (k_quant.cu): qt a CU_Q* code, blocks contiguous from a block boundary ---- */
 /* y[i] = element i, for i < n. */
 int kiln__cu_dequantize(void *stream, int qt, const void *q, float *y, int64_t n);
 /* y [n, d] = rows idx of table [v, d]. */
 int kiln__cu_qget_rows(void *stream, int qt, const void *table, int64_t v, int64_t d, const int32_t *idx, int64_t n,
                        float *y);
+/* The same from a view: y [n / cols, cols], row r's blocks at the byte
+ * offset the walk w (source 0: byte strides) gives r over its leading dims. */
+int kiln__cu_dequantize_rows(void *stream, int qt, const void *q, float *y, int64_t n, int64_t cols, const cu_walk *w);
+/* NF4_DQ's absmax map (kiln__dynamic_map(true), 256 f32 on the host) into
+ * device memory, in stream order; returns once it is there. */
+int kiln__cu_nf4_dq_map(void *stream, const float *map);
 /* y [m, n] = x [m, k] . W^T with W [n, k]. */
 int kiln__cu_qmatmul(void *stream, int qt, const float *x, const void *w, float *y, int64_t m, int64_t n, int64_t k);
 
-/* ---- optimizer steps (k_optim.cu): f32, contiguous, in place; h is the
- * hyper leaf on the device (optim/sgd.c, adam.c, lion.c give its layout) ---- */
-int kiln__cu_sgd(void *stream, float *p, const float *grad, float *buf, int64_t n, const float *h, int nesterov,
+/* ---- optimizer steps (k_optim.cu): in place, contiguous; h is the hyper
+ * leaf (f32) on the device (optim/sgd.c, adam.c, lion.c give its layout);
+ * the arrays f32, or f64 when f64 ---- */
+int kiln__cu_sgd(void *stream, int f64, void *p, const void *grad, void *buf, int64_t n, const float *h, int nesterov,
                  int first);
-int kiln__cu_adam(void *stream, float *p, const float *grad, float *m, float *v, float *vmax, int64_t n, const float *h,
-                  int decoupled, int64_t step);
-int kiln__cu_lion(void *stream, float *p, const float *grad, float *m, int64_t n, const float *h);
+int kiln__cu_adam(void *stream, int f64, void *p, const void *grad, void *m, void *v, void *vmax, int64_t n,
+                  const float *h, int decoupled, int64_t step);
+int kiln__cu_lion(void *stream, int f64, void *p, const void *grad, void *m, int64_t n, const float *h);
 /* The 8-bit steps: codes (a byte per element) and one absmax per 256
  * elements per state; maps: the signed then the unsigned map [512]. */
 int kiln__cu_adam8(void *stream, float *p, const float *grad, void *mq, float *ma, void *vq, float *va, const float *maps,
@@ -136,6 +181,31 @@ int kiln__cu_lion8(void *stream, float *p, const float *grad, void *mq, float *m
                    const float *h);
 int kiln__cu_sgd8(void *stream, float *p, const float *grad, void *bq, float *ba, const float *maps, int64_t n,
                   const float *h, int nesterov, int first);
+
+/* ---- low-rank optimizer steps (k_optim_lowrank.cu; the GEMMs are cuBLAS,
+ * cu_optim_lowrank.c): f32, contiguous; h is the hyper leaf on the device ---- */
+/* GaLore: sc[0] = -(lr sqrt(bc2) / bc1) * scale, sc[1] = 1, sc[2] = eps
+ * (bnb: eps sqrt(bc2)), from h and the step. */
+int kiln__cu_galore_scalars(void *stream, const float *h, int64_t step, double scale, int bnb, float *sc);
+/* Adam on R [n] in place (R becomes N), f32 moments or 8-bit states (codes
+ * a byte per element, absmax per 256, maps [512]); eps = sc[2]. */
+int kiln__cu_lowrank_adam(void *stream, float *r, float *m, float *v, int64_t n, const float *h, const float *sc);
+int kiln__cu_lowrank_adam8(void *stream, float *r, void *mq, void *vq, float *ma, float *va, const float *maps,
+                           int64_t n, const float *h, const float *sc);
+/* w *= 1 - lr wd (as w + w * -(lr wd)) when wd > 0. */
+int kiln__cu_galore_decay(void *stream, float *w, int64_t n, const float *h);
+/* APOLLO: P [np] of the projector, hashed_seed = kiln__hash64(proj_seed),
+ * inv = 1 / sqrt(rank). */
+int kiln__cu_apollo_projector(void *stream, float *P, int64_t np, uint64_t hashed_seed, double inv);
+/* The moments of R in place and S [3, nch] (double): per channel |Rt|^2,
+ * |R|^2, |G_c|^2; p, G [m, n], R [m, rank] (right) or [rank, n]. */
+int kiln__cu_apollo_moments(void *stream, const float *G, const float *R, float *em, float *ev, const float *h,
+                            double *S, int64_t m, int64_t n, int64_t rank, int right);
+/* F [nch + 1]: each channel's factor of G and the decay; prev [1] (f64) updated. */
+int kiln__cu_apollo_norm(void *stream, const double *S, int64_t nch, const float *h, double *prev, float *F,
+                         double sqrt_scale, int mini, int64_t step);
+/* p = p * F[nch] + F[channel] * G. */
+int kiln__cu_apollo_update(void *stream, float *p, const float *G, const float *F, int64_t m, int64_t n, int right);
 
 #ifdef __cplusplus
 }

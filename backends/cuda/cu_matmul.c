@@ -1,7 +1,8 @@
 /* cu_matmul.c — KILN_OP_MATMUL on the CUDA backend through cuBLAS.
  *
  * The semantics are backends/cpu/matmul.c's: ip[0]/ip[1] transpose a's/b's
- * last two dims, batch dims broadcast, f16 and bf16 operands accumulate
+ * last two dims, batch dims broadcast, f64 runs in double (DGEMM through
+ * CUBLAS_COMPUTE_64F), f16 and bf16 operands accumulate
  * in f32 and round the result once (cublasGemmEx with CUBLAS_COMPUTE_32F),
  * f32 operands are rounded to bf16 first under KILN_MATMUL_BF16, and
  * ex->accumulate adds the product into the output (beta = 1). With
@@ -60,7 +61,8 @@ static bool bf16_rounding(const kiln_tensor *t) {
 static bool matmul_supports(const kiln_cu *cu, const kiln_tensor *t) {
     (void)cu;
     const kiln_tensor *a = t->src[0], *b = t->src[1];
-    bool dt = (t->dtype == KILN_F32 || t->dtype == KILN_F16 || t->dtype == KILN_BF16) && a->dtype == t->dtype &&
+    bool dt = (t->dtype == KILN_F32 || t->dtype == KILN_F16 || t->dtype == KILN_BF16 || t->dtype == KILN_F64) &&
+              a->dtype == t->dtype &&
               b->dtype == t->dtype;
     if (!dt || a->ndim < 2 || b->ndim < 2 || t->ndim < 2) return false;
     int nb = t->ndim - 2;
@@ -96,7 +98,7 @@ static kiln_status to_scratch(kiln_cu *cu, const kiln_tensor *x, kiln_dtype dt, 
 }
 
 static cudaDataType_t blas_type(kiln_dtype t) {
-    return t == KILN_F16 ? CUDA_R_16F : t == KILN_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    return t == KILN_F16 ? CUDA_R_16F : t == KILN_BF16 ? CUDA_R_16BF : t == KILN_F64 ? CUDA_R_64F : CUDA_R_32F;
 }
 
 static kiln_status matmul_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
@@ -146,9 +148,15 @@ static kiln_status matmul_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *e
         cs[j] = m * n;
         for (int l = j + 1; l < nbd; l++) cs[j] *= bd[l];
     }
+    /* f64: cuBLAS's DGEMM (compute and scalars in double); else f32 accumulation */
+    bool f64 = t->dtype == KILN_F64;
     float alpha = 1.0f, beta = ex->accumulate ? 1.0f : 0.0f;
-    cublasComputeType_t ct = t->dtype == KILN_F32 && in_dt == KILN_F32 && cu->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                                                                    : CUBLAS_COMPUTE_32F;
+    double alpha64 = 1.0, beta64 = ex->accumulate ? 1.0 : 0.0;
+    const void *pal = f64 ? (const void *)&alpha64 : (const void *)&alpha;
+    const void *pbe = f64 ? (const void *)&beta64 : (const void *)&beta;
+    cublasComputeType_t ct = f64 ? CUBLAS_COMPUTE_64F
+                             : t->dtype == KILN_F32 && in_dt == KILN_F32 && cu->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                                                     : CUBLAS_COMPUTE_32F;
     cudaDataType_t it = blas_type(in_dt), ot = blas_type(t->dtype);
     size_t esz = kiln__types[in_dt].size, osz = kiln__types[t->dtype].size;
     /* the innermost coalesced batch dim is cuBLAS's batch; the rest loop here */
@@ -165,8 +173,8 @@ static kiln_status matmul_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *e
         const char *pa = (const char *)kiln__cu_ptr(&ca) + offa * (int64_t)esz;
         const char *pb = (const char *)kiln__cu_ptr(&cb) + offb * (int64_t)esz;
         char *pc = (char *)kiln__cu_ptr(t) + offc * (int64_t)osz;
-        s = kiln__cu_blas_check(cublasGemmStridedBatchedEx(cu->blas, opb, opa, (int)n, (int)m, (int)k, &alpha, pb, it,
-                                                           (int)ldb, ibs, pa, it, (int)lda, ias, &beta, pc, ot, (int)n,
+        s = kiln__cu_blas_check(cublasGemmStridedBatchedEx(cu->blas, opb, opa, (int)n, (int)m, (int)k, pal, pb, it,
+                                                           (int)ldb, ibs, pa, it, (int)lda, ias, pbe, pc, ot, (int)n,
                                                            ics, (int)inner, ct, CUBLAS_GEMM_DEFAULT),
                                 "cublasGemmStridedBatchedEx");
     }
@@ -176,4 +184,7 @@ static kiln_status matmul_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *e
     return s;
 }
 
-void kiln__cu_register_matmul(kiln_cu_kernel *tab) { tab[KILN_OP_MATMUL] = (kiln_cu_kernel){matmul_supports, matmul_record}; }
+void kiln__cu_register_matmul(kiln_cu_kernel *tab) {
+    tab[KILN_OP_MATMUL] = (kiln_cu_kernel){matmul_supports, matmul_record};
+    kiln__cu_register_dfp(tab); /* cu_dfp.c */
+}

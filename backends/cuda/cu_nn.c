@@ -1,23 +1,37 @@
-/* cu_nn.c — the row ops on the CUDA backend (see cu.h), f32 with
- * contiguous sources: SOFTMAX, LOG_SOFTMAX (causal or not) and
- * SOFTMAX_GRAD; LAYER_NORM, RMS_NORM and their fused backward (packed
- * dx | dw | db, as backends/cpu/nn_norm.c); CROSS_ENTROPY and
- * CROSS_ENTROPY_GRAD (backends/cpu/nn_loss.c); GET_ROWS (f32, f16 or bf16
- * table of any strides, or a quantized one through cu_quant.c), SCATTER_ADD_ROWS and ONE_HOT; ROPE (NEOX or
- * interleaved, positions given or 0..T-1) and DROPOUT (the CPU's mask). The kernels are
- * k_nn.cu's. Where the CPU would fail the compute on an index or label
- * out of range, a kernel cannot: get_rows reads a zero row,
- * scatter_add_rows adds nothing, cross_entropy leaves the row out. */
+/* cu_nn.c — the row ops on the CUDA backend (see cu.h), f32 or f64 (the
+ * node and its float sources alike) with contiguous sources: SOFTMAX,
+ * LOG_SOFTMAX (causal or not) and SOFTMAX_GRAD; LAYER_NORM, RMS_NORM and
+ * their fused backward (packed dx | dw | db, as backends/cpu/nn_norm.c);
+ * CROSS_ENTROPY and CROSS_ENTROPY_GRAD (backends/cpu/nn_loss.c); GET_ROWS
+ * (f32, f64, f16 or bf16 table of any strides, or a quantized one through
+ * cu_quant.c), SCATTER_ADD_ROWS and ONE_HOT; ROPE (NEOX or interleaved,
+ * positions given or 0..T-1) and DROPOUT (the CPU's mask). The kernels
+ * are k_nn.cu's. (kiln's row ops take f32 and f64 only: the constructors
+ * refuse f16/bf16, so there is no half-precision row kernel to write.)
+ * Where the CPU would fail the compute on an index or label out of range,
+ * a kernel cannot: get_rows reads a zero row, scatter_add_rows adds
+ * nothing, cross_entropy leaves the row out. */
 #include "cu.h"
 
-static bool f32c(const kiln_tensor *t) { return t->dtype == KILN_F32 && kiln_tensor_is_contiguous(t); }
+/* f32 or f64 and contiguous: what k_nn.cu's row kernels take */
+static bool rowc(const kiln_tensor *t) {
+    return (t->dtype == KILN_F32 || t->dtype == KILN_F64) && kiln_tensor_is_contiguous(t);
+}
 
-static bool all_f32c(const kiln_tensor *t) {
-    if (!f32c(t)) return false;
+/* s contiguous, of t's dtype */
+static bool like(const kiln_tensor *s, const kiln_tensor *t) {
+    return s->dtype == t->dtype && kiln_tensor_is_contiguous(s);
+}
+
+static bool all_like(const kiln_tensor *t) {
+    if (!rowc(t)) return false;
     for (int i = 0; i < t->nsrc; i++)
-        if (!f32c(t->src[i])) return false;
+        if (!like(t->src[i], t)) return false;
     return true;
 }
+
+/* cu_kernels.h's code of t's dtype (f32 or f64) */
+static int cdt(const kiln_tensor *t) { return t->dtype == KILN_F64 ? CU_F64 : CU_F32; }
 
 static int64_t last_dim(const kiln_tensor *t) { return t->shape[t->ndim - 1]; }
 
@@ -32,7 +46,7 @@ static kiln_status oom(void) { return kiln_last_status() ? kiln_last_status() : 
 
 static bool softmax_supports(const kiln_cu *cu, const kiln_tensor *t) {
     (void)cu;
-    return all_f32c(t) && (!t->ip[0] || t->ndim >= 2);
+    return all_like(t) && (!t->ip[0] || t->ndim >= 2);
 }
 
 static kiln_status softmax_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
@@ -41,10 +55,10 @@ static kiln_status softmax_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *
     bool causal = t->ip[0] != 0;
     int64_t mrows = causal ? t->shape[t->ndim - 2] : 1;
     if (t->op == KILN_OP_SOFTMAX_GRAD)
-        return kiln__cu_launched(kiln__cu_softmax_grad(cu->stream, rows, n, mrows, causal, t->ip[1] != 0,
+        return kiln__cu_launched(kiln__cu_softmax_grad(cu->stream, cdt(t), rows, n, mrows, causal, t->ip[1] != 0,
                                                        kiln__cu_ptr(t->src[0]), kiln__cu_ptr(t->src[1]), kiln__cu_ptr(t)),
                                  "softmax_grad kernel");
-    return kiln__cu_launched(kiln__cu_softmax(cu->stream, rows, n, mrows, causal, t->op == KILN_OP_LOG_SOFTMAX,
+    return kiln__cu_launched(kiln__cu_softmax(cu->stream, cdt(t), rows, n, mrows, causal, t->op == KILN_OP_LOG_SOFTMAX,
                                               kiln__cu_ptr(t->src[0]), kiln__cu_ptr(t)),
                              "softmax kernel");
 }
@@ -53,15 +67,15 @@ static kiln_status softmax_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *
 
 static bool norm_supports(const kiln_cu *cu, const kiln_tensor *t) {
     (void)cu;
-    return all_f32c(t);
+    return all_like(t);
 }
 
 static kiln_status norm_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
     bool rms = t->op == KILN_OP_RMS_NORM, has_w = t->ip[0] != 0, has_b = !rms && t->ip[1] != 0;
     int64_t c = last_dim(t), rows = kiln_tensor_numel(t) / c;
-    const float *w = has_w ? kiln__cu_ptr(t->src[1]) : NULL, *b = has_b ? kiln__cu_ptr(t->src[1 + has_w]) : NULL;
-    return kiln__cu_launched(kiln__cu_norm(cu->stream, rows, c, t->fp[0], rms, kiln__cu_ptr(t->src[0]), w, b, kiln__cu_ptr(t)),
+    const void *w = has_w ? kiln__cu_ptr(t->src[1]) : NULL, *b = has_b ? kiln__cu_ptr(t->src[1 + has_w]) : NULL;
+    return kiln__cu_launched(kiln__cu_norm(cu->stream, cdt(t), rows, c, t->fp[0], rms, kiln__cu_ptr(t->src[0]), w, b, kiln__cu_ptr(t)),
                              "norm kernel");
 }
 
@@ -70,11 +84,13 @@ static kiln_status norm_grad_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec
     const kiln_tensor *x = t->src[0];
     bool rms = t->op == KILN_OP_RMS_NORM_GRAD, has_w = t->ip[0] != 0, has_b = !rms && t->ip[1] != 0;
     int64_t c = last_dim(x), rows = kiln_tensor_numel(x) / c;
-    const float *w = has_w ? kiln__cu_ptr(t->src[1]) : NULL, *gy = kiln__cu_ptr(t->src[1 + has_w]);
-    float *dx = kiln__cu_ptr(t), *dw = has_w ? dx + rows * c : NULL, *db = has_b ? dx + (rows + has_w) * c : NULL;
+    const void *w = has_w ? kiln__cu_ptr(t->src[1]) : NULL, *gy = kiln__cu_ptr(t->src[1 + has_w]);
+    size_t es = kiln__types[t->dtype].size; /* packed dx | dw | db */
+    char *dx = kiln__cu_ptr(t), *dw = has_w ? dx + (size_t)(rows * c) * es : NULL;
+    char *db = has_b ? dx + (size_t)((rows + has_w) * c) * es : NULL;
     kiln_devbuf *st = scratch(cu, 2 * rows);
     if (!st) return oom();
-    kiln_status s = kiln__cu_launched(kiln__cu_norm_grad(cu->stream, rows, c, t->fp[0], rms, kiln__cu_ptr(x), w, gy, dx, dw,
+    kiln_status s = kiln__cu_launched(kiln__cu_norm_grad(cu->stream, cdt(t), rows, c, t->fp[0], rms, kiln__cu_ptr(x), w, gy, dx, dw,
                                                          db, st->ptr),
                                       "norm_grad kernel");
     kiln__cu_buffer_free(cu, st);
@@ -86,7 +102,7 @@ static bool norm_grad_supports(const kiln_cu *cu, const kiln_tensor *t) {
     const kiln_tensor *x = t->src[0];
     bool rms = t->op == KILN_OP_RMS_NORM_GRAD;
     int64_t c = last_dim(x), nacc = (t->ip[0] != 0) + (!rms && t->ip[1] != 0);
-    return all_f32c(t) && kiln_tensor_numel(t) == kiln_tensor_numel(x) + nacc * c;
+    return all_like(t) && kiln_tensor_numel(t) == kiln_tensor_numel(x) + nacc * c;
 }
 
 /* ---- cross-entropy: src logits [rows, C] (any leading dims), labels i32 [rows]; ip[0] = ignore_index ---- */
@@ -95,8 +111,8 @@ static bool ce_supports(const kiln_cu *cu, const kiln_tensor *t) {
     (void)cu;
     const kiln_tensor *x = t->src[0], *lab = t->src[1];
     bool grad = t->op == KILN_OP_CROSS_ENTROPY_GRAD;
-    return f32c(t) && f32c(x) && lab->dtype == KILN_I32 && kiln_tensor_is_contiguous(lab) &&
-           kiln_tensor_numel(lab) * last_dim(x) == kiln_tensor_numel(x) && (!grad || f32c(t->src[2]));
+    return rowc(t) && like(x, t) && lab->dtype == KILN_I32 && kiln_tensor_is_contiguous(lab) &&
+           kiln_tensor_numel(lab) * last_dim(x) == kiln_tensor_numel(x) && (!grad || like(t->src[2], t));
 }
 
 static kiln_status ce_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
@@ -107,11 +123,11 @@ static kiln_status ce_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
     bool grad = t->op == KILN_OP_CROSS_ENTROPY_GRAD;
     kiln_devbuf *sc = scratch(cu, grad ? 1 : rows);
     if (!sc) return oom();
-    kiln_status s = grad ? kiln__cu_launched(kiln__cu_cross_entropy_grad(cu->stream, rows, c, ignore, kiln__cu_ptr(x),
+    kiln_status s = grad ? kiln__cu_launched(kiln__cu_cross_entropy_grad(cu->stream, cdt(t), rows, c, ignore, kiln__cu_ptr(x),
                                                                          kiln__cu_ptr(lab), kiln__cu_ptr(t->src[2]),
                                                                          kiln__cu_ptr(t), sc->ptr),
                                              "cross_entropy_grad kernel")
-                         : kiln__cu_launched(kiln__cu_cross_entropy(cu->stream, rows, c, ignore, kiln__cu_ptr(x),
+                         : kiln__cu_launched(kiln__cu_cross_entropy(cu->stream, cdt(t), rows, c, ignore, kiln__cu_ptr(x),
                                                                     kiln__cu_ptr(lab), kiln__cu_ptr(t), sc->ptr),
                                              "cross_entropy kernel");
     kiln__cu_buffer_free(cu, sc);
@@ -124,7 +140,7 @@ static bool get_rows_supports(const kiln_cu *cu, const kiln_tensor *t) {
     (void)cu;
     const kiln_tensor *table = t->src[0];
     if (kiln__cu_quant(table->dtype) >= 0) return kiln__cu_quant_rows_supports(t);
-    bool dt = table->dtype == KILN_F32 || table->dtype == KILN_F16 || table->dtype == KILN_BF16;
+    bool dt = table->dtype == KILN_F32 || table->dtype == KILN_F16 || table->dtype == KILN_BF16 || table->dtype == KILN_F64;
     return dt && (t->dtype == table->dtype || t->dtype == KILN_F32) && table->ndim == 2 && table->stride[0] >= 0 &&
            table->stride[1] >= 0 && index_ok(t->src[1]);
 }
@@ -142,21 +158,21 @@ static kiln_status get_rows_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec 
 static bool scatter_supports(const kiln_cu *cu, const kiln_tensor *t) {
     (void)cu;
     const kiln_tensor *rows = t->src[0];
-    return f32c(t) && f32c(rows) && t->ndim == 2 && index_ok(t->src[1]) &&
+    return rowc(t) && like(rows, t) && t->ndim == 2 && index_ok(t->src[1]) &&
            kiln_tensor_numel(rows) == kiln_tensor_numel(t->src[1]) * t->shape[1];
 }
 
 static kiln_status scatter_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
     const kiln_tensor *rows = t->src[0], *ix = t->src[1];
-    return kiln__cu_launched(kiln__cu_scatter_add_rows(cu->stream, kiln__cu_ptr(rows), kiln__cu_ptr(ix), kiln_tensor_numel(ix),
+    return kiln__cu_launched(kiln__cu_scatter_add_rows(cu->stream, cdt(t), kiln__cu_ptr(rows), kiln__cu_ptr(ix), kiln_tensor_numel(ix),
                                                        t->shape[1], t->shape[0], kiln__cu_ptr(t)),
                              "scatter_add_rows kernel");
 }
 
 static bool one_hot_supports(const kiln_cu *cu, const kiln_tensor *t) {
     (void)cu;
-    bool dt = t->dtype == KILN_F32 || t->dtype == KILN_F16 || t->dtype == KILN_BF16;
+    bool dt = t->dtype == KILN_F32 || t->dtype == KILN_F16 || t->dtype == KILN_BF16 || t->dtype == KILN_F64;
     return dt && index_ok(t->src[0]) && kiln_tensor_numel(t) == kiln_tensor_numel(t->src[0]) * t->ip[0];
 }
 
@@ -173,7 +189,7 @@ static bool rope_supports(const kiln_cu *cu, const kiln_tensor *t) {
     (void)cu;
     const kiln_tensor *x = t->src[0];
     bool has_pos = t->ip[2] != 0;
-    return f32c(t) && f32c(x) && t->ndim >= 2 && last_dim(t) % 2 == 0 &&
+    return rowc(t) && like(x, t) && t->ndim >= 2 && last_dim(t) % 2 == 0 &&
            (t->ip[0] == KILN_ROPE_NEOX || t->ip[0] == KILN_ROPE_INTERLEAVED) &&
            (!has_pos || (t->nsrc >= 2 && index_ok(t->src[1]) && kiln_tensor_numel(t->src[1]) >= t->shape[t->ndim - 2]));
 }
@@ -182,7 +198,7 @@ static kiln_status rope_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex)
     (void)ex;
     int64_t d = last_dim(t), tt = t->shape[t->ndim - 2], rows = kiln_tensor_numel(t) / d;
     const int32_t *pos = t->ip[2] ? kiln__cu_ptr(t->src[1]) : NULL;
-    return kiln__cu_launched(kiln__cu_rope(cu->stream, kiln__cu_ptr(t->src[0]), kiln__cu_ptr(t), rows, tt, d,
+    return kiln__cu_launched(kiln__cu_rope(cu->stream, cdt(t), kiln__cu_ptr(t->src[0]), kiln__cu_ptr(t), rows, tt, d,
                                            t->ip[0] == KILN_ROPE_INTERLEAVED, pos, t->fp[0], t->ip[1] != 0),
                              "rope kernel");
 }
@@ -191,22 +207,23 @@ static kiln_status rope_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex)
 
 static bool dropout_supports(const kiln_cu *cu, const kiln_tensor *t) {
     (void)cu;
-    return f32c(t) && f32c(t->src[0]) && t->fp[0] >= 0.0 && t->fp[0] < 1.0;
+    return rowc(t) && like(t->src[0], t) && t->fp[0] >= 0.0 && t->fp[0] < 1.0;
 }
 
 static kiln_status dropout_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
     int64_t n = kiln_tensor_numel(t);
     if (!ex->training)
-        return kiln__cu_check(cudaMemcpyAsync(kiln__cu_ptr(t), kiln__cu_ptr(t->src[0]), (size_t)n * sizeof(float),
+        return kiln__cu_check(cudaMemcpyAsync(kiln__cu_ptr(t), kiln__cu_ptr(t->src[0]), (size_t)n * kiln__types[t->dtype].size,
                                               cudaMemcpyDeviceToDevice, cu->stream),
                               "dropout copy");
     uint64_t seed = (uint64_t)t->ip[0] ^ (ex->run * 0x9e3779b97f4a7c15ull);
-    return kiln__cu_launched(kiln__cu_dropout(cu->stream, kiln__cu_ptr(t->src[0]), kiln__cu_ptr(t), n, kiln__hash64(seed),
+    return kiln__cu_launched(kiln__cu_dropout(cu->stream, cdt(t), kiln__cu_ptr(t->src[0]), kiln__cu_ptr(t), n, kiln__hash64(seed),
                                               t->fp[0]),
                              "dropout kernel");
 }
 
 void kiln__cu_register_nn(kiln_cu_kernel *tab) {
+    kiln__cu_register_conv(tab); /* cu_conv.c */
     tab[KILN_OP_ROPE] = (kiln_cu_kernel){rope_supports, rope_record};
     tab[KILN_OP_DROPOUT] = (kiln_cu_kernel){dropout_supports, dropout_record};
     tab[KILN_OP_SOFTMAX] = tab[KILN_OP_LOG_SOFTMAX] = tab[KILN_OP_SOFTMAX_GRAD] =

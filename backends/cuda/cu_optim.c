@@ -1,26 +1,33 @@
 /* cu_optim.c — the optimizers' fused step ops on the CUDA backend (see
- * cu.h), f32 only, updating the parameter and its state in place:
- * SGD_STEP, ADAM_STEP (Adam, AdamW, AMSGrad) and LION_STEP, with the
- * layouts of optim/sgd.c, adam.c and lion.c, and their 8-bit variants
- * ADAM8_STEP, LION8_STEP, SGD8_STEP (optim/opt8bit.c). The kernels (k_optim.cu) read
+ * cu.h), updating the parameter and its state in place: SGD_STEP,
+ * ADAM_STEP (Adam, AdamW, AMSGrad) and LION_STEP on f32 or f64 (the
+ * dtypes the CPU kernels define; f16/bf16 parameters have no CPU step
+ * either), with the layouts of optim/sgd.c, adam.c and lion.c, and their
+ * 8-bit variants ADAM8_STEP, LION8_STEP, SGD8_STEP (optim/opt8bit.c, f32).
+ * The kernels (k_optim.cu) read
  * the hyper leaf on the device and the step number from ip[2], which
  * kiln_optim_step writes before each compute. */
 #include "cu.h"
 
-/* f32, contiguous, n elements. */
-static bool f32_ok(const kiln_tensor *t, int64_t n) {
-    return t->dtype == KILN_F32 && kiln_tensor_is_contiguous(t) && kiln_tensor_numel(t) == n;
+/* dtype, contiguous, n elements. */
+static bool leaf_ok(const kiln_tensor *t, kiln_dtype dt, int64_t n) {
+    return t->dtype == dt && kiln_tensor_is_contiguous(t) && kiln_tensor_numel(t) == n;
 }
 
-/* Every source but the hyper leaf (the last) is an f32 array shaped like
- * the parameter; the hyper leaf holds at least n_hyper f32. */
+/* The node and every source but the hyper leaf (the last) are f32 or f64
+ * arrays of one dtype shaped like the parameter; the hyper leaf holds at
+ * least n_hyper f32. */
 static bool step_ok(const kiln_tensor *t, int n_hyper) {
+    kiln_dtype dt = t->src[0]->dtype;
     int64_t n = kiln_tensor_numel(t->src[0]);
+    if ((dt != KILN_F32 && dt != KILN_F64) || t->dtype != dt) return false;
     for (int k = 0; k < t->nsrc - 1; k++)
-        if (!f32_ok(t->src[k], n)) return false;
+        if (!leaf_ok(t->src[k], dt, n)) return false;
     const kiln_tensor *h = t->src[t->nsrc - 1];
-    return f32_ok(h, kiln_tensor_numel(h)) && kiln_tensor_numel(h) >= n_hyper;
+    return leaf_ok(h, KILN_F32, kiln_tensor_numel(h)) && kiln_tensor_numel(h) >= n_hyper;
 }
+
+static bool is_f64(const kiln_tensor *t) { return t->src[0]->dtype == KILN_F64; }
 
 /* SGD: src p, grad, [momentum buffer], hyper; ip[0]=nesterov ip[1]=has_momentum ip[2]=steps before */
 static bool sgd_supports(const kiln_cu *cu, const kiln_tensor *t) {
@@ -31,7 +38,7 @@ static bool sgd_supports(const kiln_cu *cu, const kiln_tensor *t) {
 static kiln_status sgd_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
     bool mom = t->ip[1] != 0;
-    return kiln__cu_launched(kiln__cu_sgd(cu->stream, kiln__cu_ptr(t->src[0]), kiln__cu_ptr(t->src[1]),
+    return kiln__cu_launched(kiln__cu_sgd(cu->stream, is_f64(t), kiln__cu_ptr(t->src[0]), kiln__cu_ptr(t->src[1]),
                                           mom ? kiln__cu_ptr(t->src[2]) : NULL, kiln_tensor_numel(t->src[0]),
                                           kiln__cu_ptr(t->src[mom ? 3 : 2]), t->ip[0] != 0, t->ip[2] == 0),
                              "sgd kernel");
@@ -47,7 +54,7 @@ static kiln_status adam_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex)
     (void)ex;
     bool ams = t->ip[0] != 0;
     if (t->ip[2] < 1) return kiln__errs(KILN_ERR_STATE, "adam_step: step number %lld (must be >= 1)", (long long)t->ip[2]);
-    return kiln__cu_launched(kiln__cu_adam(cu->stream, kiln__cu_ptr(t->src[0]), kiln__cu_ptr(t->src[1]),
+    return kiln__cu_launched(kiln__cu_adam(cu->stream, is_f64(t), kiln__cu_ptr(t->src[0]), kiln__cu_ptr(t->src[1]),
                                            kiln__cu_ptr(t->src[2]), kiln__cu_ptr(t->src[3]),
                                            ams ? kiln__cu_ptr(t->src[4]) : NULL, kiln_tensor_numel(t->src[0]),
                                            kiln__cu_ptr(t->src[t->nsrc - 1]), t->ip[1] != 0, t->ip[2]),
@@ -62,17 +69,13 @@ static bool lion_supports(const kiln_cu *cu, const kiln_tensor *t) {
 
 static kiln_status lion_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
-    return kiln__cu_launched(kiln__cu_lion(cu->stream, kiln__cu_ptr(t->src[0]), kiln__cu_ptr(t->src[1]),
+    return kiln__cu_launched(kiln__cu_lion(cu->stream, is_f64(t), kiln__cu_ptr(t->src[0]), kiln__cu_ptr(t->src[1]),
                                            kiln__cu_ptr(t->src[2]), kiln_tensor_numel(t->src[0]), kiln__cu_ptr(t->src[3])),
                              "lion kernel");
 }
 
 /* ---- 8-bit: p, grad, then (codes i32 [(n+3)/4], absmax f32 [(n+255)/256])
  * per state, maps f32 [512], hyper (optim/opt8bit.c) ---- */
-
-static bool leaf_ok(const kiln_tensor *t, kiln_dtype dt, int64_t n) {
-    return t->dtype == dt && kiln_tensor_is_contiguous(t) && kiln_tensor_numel(t) == n;
-}
 
 static bool step8_ok(const kiln_tensor *t, int n_states, int n_hyper) {
     int ns = 4 + 2 * n_states;

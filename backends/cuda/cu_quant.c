@@ -1,18 +1,44 @@
 /* cu_quant.c — the quantized dtypes on the CUDA backend (see cu.h and
  * k_quant.cu): DEQUANTIZE, QMATMUL (y = x . W^T, W quantized [n, k]) and
- * GET_ROWS from a quantized table, for Q8_0, Q4_0, NF4 and the GQ (GPTQ
- * 2/3/4-bit) dtypes, whose blocks must be contiguous. kiln__cu_quant() is
- * the backend's whole knowledge of the block dtypes: cu_supports() sends
- * any node with an operand of another one (NF4_DQ, DFP16) to the CPU. */
+ * GET_ROWS from a quantized table, for Q8_0, Q4_0, NF4, NF4_DQ, DFP16 and
+ * the GQ (GPTQ 2/3/4-bit) dtypes, whose blocks must be contiguous. The kernels
+ * index elements from the tensor's first byte, so NF4_DQ's super-blocks
+ * (16384 elements) may span rows: a row need only be a multiple of
+ * row_blck (64) and the whole tensor of whole super-blocks. NF4_DQ's
+ * absmax codes read the signed dynamic map, copied to the device before
+ * the first NF4_DQ kernel. kiln__cu_quant() is the backend's whole
+ * knowledge of the block dtypes: cu_supports() sends any node with an
+ * operand of another one to the CPU. */
 #include "cu.h"
 
+#include "../../optim/dynamic_map.h"
 #include "../../quant/quant.h"
+
+/* The block dtype's kernels can run: NF4_DQ's map on the device. One
+ * backend per process (cu_device.c), so one flag. */
+static kiln_status ready(kiln_cu *cu, kiln_dtype t) {
+    static bool dq_map_loaded;
+    if (t != KILN_NF4_DQ || dq_map_loaded) return KILN_OK;
+    float map[256];
+    kiln__dynamic_map(true, map);
+    kiln_status s = kiln__cu_launched(kiln__cu_nf4_dq_map(cu->stream, map), "loading NF4_DQ's absmax map");
+    dq_map_loaded = s == KILN_OK;
+    return s;
+}
+
+/* Rows of whole row blocks over a whole number of blocks. */
+static bool blocks_ok(const kiln_tensor *q) {
+    const kiln_type_traits *tr = &kiln__types[q->dtype];
+    return q->shape[q->ndim - 1] % tr->row_blck == 0 && kiln_tensor_numel(q) % tr->blck == 0;
+}
 
 int kiln__cu_quant(kiln_dtype t) {
     switch (t) {
     case KILN_Q8_0: return CU_Q8_0;
     case KILN_Q4_0: return CU_Q4_0;
     case KILN_NF4: return CU_NF4;
+    case KILN_NF4_DQ: return CU_NF4_DQ;
+    case KILN_DFP16: return CU_DFP16;
     case KILN_GQ4_32: case KILN_GQ4_64: case KILN_GQ4_128:
     case KILN_GQ3_32: case KILN_GQ3_64: case KILN_GQ3_128:
     case KILN_GQ2_32: case KILN_GQ2_64: case KILN_GQ2_128:
@@ -21,19 +47,44 @@ int kiln__cu_quant(kiln_dtype t) {
     }
 }
 
+/* A view the row kernel reads: its last dim whole row blocks at unit
+ * stride, every row starting on a block (leading strides whole blocks). */
+static bool rows_view_ok(const kiln_tensor *q) {
+    const kiln_type_traits *tr = &kiln__types[q->dtype];
+    int last = q->ndim - 1;
+    if (last < 1 || last > CU_MAX_DIMS || q->shape[last] % tr->row_blck || (q->stride[last] != 1 && q->shape[last] != 1))
+        return false;
+    for (int d = 0; d < last; d++)
+        if (q->shape[d] != 1 && (q->stride[d] < 0 || q->stride[d] % tr->blck)) return false;
+    return true;
+}
+
 static bool dequantize_supports(const kiln_cu *cu, const kiln_tensor *t) {
     (void)cu;
     const kiln_tensor *q = t->src[0];
-    return t->dtype == KILN_F32 && kiln__cu_quant(q->dtype) >= 0 && kiln_tensor_is_contiguous(q) &&
-           kiln_tensor_numel(q) % kiln__types[q->dtype].blck == 0;
+    if (t->dtype != KILN_F32 || kiln__cu_quant(q->dtype) < 0 || q->ndim < 1 || !kiln_tensor_is_contiguous(t)) return false;
+    return kiln_tensor_is_contiguous(q) ? blocks_ok(q) : rows_view_ok(q);
 }
 
 static kiln_status dequantize_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
     const kiln_tensor *q = t->src[0];
-    return kiln__cu_launched(kiln__cu_dequantize(cu->stream, kiln__cu_quant(q->dtype), kiln__cu_ptr(q), kiln__cu_ptr(t),
-                                                 kiln_tensor_numel(t)),
-                             "dequantize kernel");
+    kiln_status s = ready(cu, q->dtype);
+    if (s) return s;
+    int qt = kiln__cu_quant(q->dtype);
+    if (kiln_tensor_is_contiguous(q))
+        return kiln__cu_launched(kiln__cu_dequantize(cu->stream, qt, kiln__cu_ptr(q), kiln__cu_ptr(t), kiln_tensor_numel(t)),
+                                 "dequantize kernel");
+    /* the rows over the leading dims, their strides in bytes */
+    const kiln_type_traits *tr = &kiln__types[q->dtype];
+    cu_walk w = {.nd = q->ndim - 1};
+    for (int d = 0; d < w.nd; d++) {
+        w.shape[d] = q->shape[d];
+        w.st[0][d] = q->shape[d] == 1 ? 0 : q->stride[d] / tr->blck * (int64_t)tr->size;
+    }
+    return kiln__cu_launched(kiln__cu_dequantize_rows(cu->stream, qt, kiln__cu_ptr(q), kiln__cu_ptr(t), kiln_tensor_numel(t),
+                                                      q->shape[q->ndim - 1], &w),
+                             "dequantize kernel (view)");
 }
 
 static bool qmatmul_supports(const kiln_cu *cu, const kiln_tensor *t) {
@@ -41,12 +92,14 @@ static bool qmatmul_supports(const kiln_cu *cu, const kiln_tensor *t) {
     const kiln_tensor *x = t->src[0], *w = t->src[1];
     return t->dtype == KILN_F32 && x->dtype == KILN_F32 && kiln_tensor_is_contiguous(x) && x->ndim == 2 &&
            kiln__cu_quant(w->dtype) >= 0 && kiln_tensor_is_contiguous(w) && w->ndim == 2 &&
-           w->shape[1] == x->shape[1] && w->shape[1] % kiln__types[w->dtype].blck == 0;
+           w->shape[1] == x->shape[1] && blocks_ok(w);
 }
 
 static kiln_status qmatmul_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
     const kiln_tensor *x = t->src[0], *w = t->src[1];
+    kiln_status s = ready(cu, w->dtype);
+    if (s) return s;
     return kiln__cu_launched(kiln__cu_qmatmul(cu->stream, kiln__cu_quant(w->dtype), kiln__cu_ptr(x), kiln__cu_ptr(w),
                                               kiln__cu_ptr(t), x->shape[0], w->shape[0], w->shape[1]),
                              "qmatmul kernel");
@@ -55,12 +108,14 @@ static kiln_status qmatmul_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *
 bool kiln__cu_quant_rows_supports(const kiln_tensor *t) {
     const kiln_tensor *table = t->src[0], *ix = t->src[1];
     return t->dtype == KILN_F32 && kiln__cu_quant(table->dtype) >= 0 && table->ndim == 2 &&
-           kiln_tensor_is_contiguous(table) && table->shape[1] % kiln__types[table->dtype].blck == 0 &&
+           kiln_tensor_is_contiguous(table) && blocks_ok(table) &&
            ix->dtype == KILN_I32 && kiln_tensor_is_contiguous(ix);
 }
 
 kiln_status kiln__cu_quant_rows_record(kiln_cu *cu, kiln_tensor *t) {
     const kiln_tensor *table = t->src[0], *ix = t->src[1];
+    kiln_status s = ready(cu, table->dtype);
+    if (s) return s;
     return kiln__cu_launched(kiln__cu_qget_rows(cu->stream, kiln__cu_quant(table->dtype), kiln__cu_ptr(table),
                                                 table->shape[0], table->shape[1], kiln__cu_ptr(ix), kiln_tensor_numel(ix),
                                                 kiln__cu_ptr(t)),

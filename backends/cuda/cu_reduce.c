@@ -1,5 +1,5 @@
 /* cu_reduce.c — SUM, MAX, MIN and ARGMAX on the CUDA backend (see cu.h):
- * f32, f16 or bf16 input of any strides, over one axis (ip[0]) or, for
+ * f32, f64, f16 or bf16 input of any strides, over one axis (ip[0]) or, for
  * SUM/MAX/MIN, every element (ip[0] = -1). One thread walks each output's
  * axis in order (SUM in double, rounded once: the CPU's widened path; a
  * NaN wins MAX/MIN; ARGMAX takes the first largest or the first NaN); a
@@ -10,7 +10,7 @@ static bool reduce_supports(const kiln_cu *cu, const kiln_tensor *t) {
     (void)cu;
     const kiln_tensor *x = t->src[0];
     int axis = (int)t->ip[0];
-    bool fl = x->dtype == KILN_F32 || x->dtype == KILN_F16 || x->dtype == KILN_BF16;
+    bool fl = x->dtype == KILN_F32 || x->dtype == KILN_F16 || x->dtype == KILN_BF16 || x->dtype == KILN_F64;
     if (!fl || t->dtype != (t->op == KILN_OP_ARGMAX ? KILN_I32 : x->dtype)) return false;
     if (axis < -1 || axis >= x->ndim || (axis < 0 && t->op == KILN_OP_ARGMAX)) return false;
     return axis < 0 || kiln_tensor_numel(t) == kiln_tensor_numel(x) / x->shape[axis];

@@ -10,6 +10,7 @@ int kiln__cu_dtype(kiln_dtype t) {
     case KILN_F16: return CU_F16;
     case KILN_BF16: return CU_BF16;
     case KILN_I32: return CU_I32;
+    case KILN_F64: return CU_F64;
     default: return -1;
     }
 }

@@ -1,5 +1,5 @@
-// k_attention.cu — scaled dot-product attention on the CUDA backend, f32,
-// forward and backward, in the CPU's semantics (backends/cpu/
+// k_attention.cu — scaled dot-product attention on the CUDA backend, f32
+// or f64 (a template on T, picked by the launcher's dt), forward and backward, in the CPU's semantics (backends/cpu/
 // nn_attention_flash.h): q [B, Hq, T, D], k [B, Hk, S, D], v [B, Hk, S, Dv]
 // with q head h reading k/v head h / (Hq / Hk); query i sees keys
 // j <= i + S - T when causal; the forward writes O [B, Hq, T, Dv] then
@@ -33,19 +33,22 @@ __device__ int64_t keys_seen(const geom &g, int64_t i) {
     return nv < 0 ? 0 : nv > g.s ? g.s : nv;
 }
 
-__device__ double dot(const float *a, const float *b, int64_t n) {
+template <typename T> __device__ double dot(const T *a, const T *b, int64_t n) {
     double s = 0;
     for (int64_t e = 0; e < n; e++) s += (double)a[e] * b[e];
     return s;
 }
 
-__global__ void attn_fwd_k(geom g, const float *q, const float *k, const float *v, float *o, float *lse) {
+template <typename T>
+__global__ void attn_fwd_k(geom g, const void *qv, const void *kv, const void *vv, void *ov, void *lsev) {
     __shared__ double sh[THREADS], p[THREADS];
+    const T *q = (const T *)qv, *k = (const T *)kv, *v = (const T *)vv;
+    T *o = (T *)ov, *lse = (T *)lsev;
     int64_t rows = g.b * g.hq * g.t, group = g.hq / g.hk;
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
         int64_t i = row % g.t, bh = row / g.t, bb = bh / g.hq, h = bh % g.hq;
-        const float *qi = q + row * g.d;
-        const float *kh = k + (bb * g.hk + h / group) * g.s * g.d, *vh = v + (bb * g.hk + h / group) * g.s * g.dv;
+        const T *qi = q + row * g.d;
+        const T *kh = k + (bb * g.hk + h / group) * g.s * g.d, *vh = v + (bb * g.hk + h / group) * g.s * g.dv;
         int64_t nv = keys_seen(g, i);
         double m = -INFINITY, l = 0, acc = 0;
         for (int64_t j0 = 0; j0 < nv; j0 += THREADS) {
@@ -65,27 +68,32 @@ __global__ void attn_fwd_k(geom g, const float *q, const float *k, const float *
             m = mnew;
             __syncthreads(); // p is rewritten next round
         }
-        if ((int64_t)threadIdx.x < g.dv) o[row * g.dv + threadIdx.x] = l > 0 ? (float)(acc / l) : 0.0f;
-        if (threadIdx.x == 0) lse[row] = l > 0 ? (float)(m + log(l)) : INFINITY;
+        if ((int64_t)threadIdx.x < g.dv) o[row * g.dv + threadIdx.x] = l > 0 ? (T)(acc / l) : (T)0;
+        if (threadIdx.x == 0) lse[row] = l > 0 ? (T)(m + log(l)) : (T)INFINITY;
     }
 }
 
 // di[row] = sum_e dO * O
-__global__ void attn_di_k(int64_t rows, int64_t dv, const float *o, const float *dout, double *di) {
+template <typename T>
+__global__ void attn_di_k(int64_t rows, int64_t dv, const void *ov, const void *doutv, double *di) {
+    const T *o = (const T *)ov, *dout = (const T *)doutv;
     for (int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; r < rows; r += (int64_t)gridDim.x * blockDim.x)
         di[r] = dot(o + r * dv, dout + r * dv, dv);
 }
 
 // dq_i = scale sum_j P_ij (dP_ij - D_i) k_j, P_ij = exp(s_ij - L_i), dP_ij = dO_i . v_j
-__global__ void attn_dq_k(geom g, const float *q, const float *k, const float *v, const float *lse, const float *dout,
-                          const double *di, float *dq) {
+template <typename T>
+__global__ void attn_dq_k(geom g, const void *qv, const void *kv, const void *vv, const void *lsev, const void *doutv,
+                          const double *di, void *dqv) {
     __shared__ double ds[THREADS];
+    const T *q = (const T *)qv, *k = (const T *)kv, *v = (const T *)vv, *lse = (const T *)lsev, *dout = (const T *)doutv;
+    T *dq = (T *)dqv;
     int64_t rows = g.b * g.hq * g.t, group = g.hq / g.hk;
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
         int64_t i = row % g.t, bh = row / g.t, bb = bh / g.hq, h = bh % g.hq;
-        const float *qi = q + row * g.d, *doi = dout + row * g.dv;
-        const float *kh = k + (bb * g.hk + h / group) * g.s * g.d, *vh = v + (bb * g.hk + h / group) * g.s * g.dv;
-        int64_t nv = lse[row] == INFINITY ? 0 : keys_seen(g, i);
+        const T *qi = q + row * g.d, *doi = dout + row * g.dv;
+        const T *kh = k + (bb * g.hk + h / group) * g.s * g.d, *vh = v + (bb * g.hk + h / group) * g.s * g.dv;
+        int64_t nv = lse[row] == (T)INFINITY ? 0 : keys_seen(g, i);
         double acc = 0;
         for (int64_t j0 = 0; j0 < nv; j0 += THREADS) {
             int64_t j = j0 + threadIdx.x;
@@ -102,20 +110,23 @@ __global__ void attn_dq_k(geom g, const float *q, const float *k, const float *v
             }
             __syncthreads();
         }
-        if ((int64_t)threadIdx.x < g.d) dq[row * g.d + threadIdx.x] = (float)(acc * g.scale);
+        if ((int64_t)threadIdx.x < g.d) dq[row * g.d + threadIdx.x] = (T)(acc * g.scale);
     }
 }
 
 // For key j of k/v head kh: dv_j = sum P_ij dO_i, dk_j = scale sum dS_ij q_i over
 // the group's q heads and the queries that see j.
-__global__ void attn_dkv_k(geom g, const float *q, const float *k, const float *v, const float *lse, const float *dout,
-                           const double *di, float *dk, float *dvo) {
+template <typename T>
+__global__ void attn_dkv_k(geom g, const void *qv, const void *kv, const void *vv, const void *lsev, const void *doutv,
+                           const double *di, void *dkv, void *dvov) {
+    const T *q = (const T *)qv, *k = (const T *)kv, *v = (const T *)vv, *lse = (const T *)lsev, *dout = (const T *)doutv;
+    T *dk = (T *)dkv, *dvo = (T *)dvov;
     __shared__ double ps[THREADS], dss[THREADS];
     __shared__ int64_t qrow[THREADS];
     int64_t rows = g.b * g.hk * g.s, group = g.hq / g.hk, nq = group * g.t;
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
         int64_t j = row % g.s, bkh = row / g.s, bb = bkh / g.hk, kh = bkh % g.hk;
-        const float *kj = k + row * g.d, *vj = v + row * g.dv;
+        const T *kj = k + row * g.d, *vj = v + row * g.dv;
         double ak = 0, av = 0;
         for (int64_t c0 = 0; c0 < nq; c0 += THREADS) {
             int64_t c = c0 + threadIdx.x;
@@ -124,7 +135,7 @@ __global__ void attn_dkv_k(geom g, const float *q, const float *k, const float *
             if (c < nq) {
                 int64_t h = kh * group + c / g.t, i = c % g.t;
                 r = (bb * g.hq + h) * g.t + i;
-                if (lse[r] != INFINITY && j < keys_seen(g, i)) {
+                if (lse[r] != (T)INFINITY && j < keys_seen(g, i)) {
                     pc = exp(dot(q + r * g.d, kj, g.d) * g.scale - (double)lse[r]);
                     dsc = pc * (dot(dout + r * g.dv, vj, g.dv) - di[r]);
                 }
@@ -139,8 +150,8 @@ __global__ void attn_dkv_k(geom g, const float *q, const float *k, const float *
             }
             __syncthreads();
         }
-        if ((int64_t)threadIdx.x < g.dv) dvo[row * g.dv + threadIdx.x] = (float)av;
-        if ((int64_t)threadIdx.x < g.d) dk[row * g.d + threadIdx.x] = (float)(ak * g.scale);
+        if ((int64_t)threadIdx.x < g.dv) dvo[row * g.dv + threadIdx.x] = (T)av;
+        if ((int64_t)threadIdx.x < g.d) dk[row * g.d + threadIdx.x] = (T)(ak * g.scale);
     }
 }
 
@@ -154,26 +165,33 @@ geom make_geom(const int64_t *shape, int causal, double scale) {
 
 } // namespace
 
+// A launch of KERNEL<float> or KERNEL<double> as dt says.
+#define LAUNCH(dt, KERNEL, grid, stream, ...)                                                          \
+    do {                                                                                               \
+        if ((dt) == CU_F64) KERNEL<double><<<(grid), THREADS, 0, (cudaStream_t)(stream)>>>(__VA_ARGS__); \
+        else KERNEL<float><<<(grid), THREADS, 0, (cudaStream_t)(stream)>>>(__VA_ARGS__);                 \
+    } while (0)
+
 extern "C" {
 
-int kiln__cu_attention(void *stream, const int64_t *shape, int causal, double scale, const float *q, const float *k,
-                       const float *v, float *o, float *lse) {
+int kiln__cu_attention(void *stream, int dt, const int64_t *shape, int causal, double scale, const void *q, const void *k,
+                       const void *v, void *o, void *lse) {
     geom g = make_geom(shape, causal, scale);
-    attn_fwd_k<<<row_blocks(g.b * g.hq * g.t), THREADS, 0, (cudaStream_t)stream>>>(g, q, k, v, o, lse);
+    LAUNCH(dt, attn_fwd_k, row_blocks(g.b * g.hq * g.t), stream, g, q, k, v, o, lse);
     return (int)cudaGetLastError();
 }
 
-int kiln__cu_attention_grad(void *stream, const int64_t *shape, int causal, double scale, const float *q,
-                            const float *k, const float *v, const float *o, const float *lse, const float *dout,
-                            float *dq, float *dk, float *dv, double *di) {
+int kiln__cu_attention_grad(void *stream, int dt, const int64_t *shape, int causal, double scale, const void *q,
+                            const void *k, const void *v, const void *o, const void *lse, const void *dout, void *dq,
+                            void *dk, void *dv, double *di) {
     geom g = make_geom(shape, causal, scale);
     int64_t rows = g.b * g.hq * g.t;
-    attn_di_k<<<blocks_for(rows), THREADS, 0, (cudaStream_t)stream>>>(rows, g.dv, o, dout, di);
+    LAUNCH(dt, attn_di_k, blocks_for(rows), stream, rows, g.dv, o, dout, di);
     int e = (int)cudaGetLastError();
     if (e) return e;
-    attn_dq_k<<<row_blocks(rows), THREADS, 0, (cudaStream_t)stream>>>(g, q, k, v, lse, dout, di, dq);
+    LAUNCH(dt, attn_dq_k, row_blocks(rows), stream, g, q, k, v, lse, dout, di, dq);
     if ((e = (int)cudaGetLastError())) return e;
-    attn_dkv_k<<<row_blocks(g.b * g.hk * g.s), THREADS, 0, (cudaStream_t)stream>>>(g, q, k, v, lse, dout, di, dk, dv);
+    LAUNCH(dt, attn_dkv_k, row_blocks(g.b * g.hk * g.s), stream, g, q, k, v, lse, dout, di, dk, dv);
     return (int)cudaGetLastError();
 }
 

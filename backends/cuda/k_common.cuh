@@ -28,17 +28,20 @@ __device__ double load(int dt, const void *p, int64_t i) {
     case CU_F32: return ((const float *)p)[i];
     case CU_F16: return __half2float(((const __half *)p)[i]);
     case CU_BF16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    case CU_F64: return ((const double *)p)[i];
     default: return ((const int32_t *)p)[i];
     }
 }
 
-// core/dtype.c's set functions: 16-bit types round from the f32 value;
+// core/dtype.c's set functions: 16-bit types round from the f32 value (f64
+// through f32 too, as the CPU's set_f16 / set_bf16);
 // i32 saturates, rounds to nearest even, NaN becomes 0.
 __device__ void store(int dt, void *p, int64_t i, double v) {
     switch (dt) {
     case CU_F32: ((float *)p)[i] = (float)v; break;
     case CU_F16: ((__half *)p)[i] = __float2half_rn((float)v); break;
     case CU_BF16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn((float)v); break;
+    case CU_F64: ((double *)p)[i] = v; break;
     default:
         ((int32_t *)p)[i] = v != v ? 0 : v >= 2147483647.0 ? INT32_MAX : v <= -2147483648.0 ? INT32_MIN : __double2int_rn(v);
     }

@@ -20,8 +20,10 @@ __global__ void copy_k(int xt, const void *x, int yt, void *y, int64_t n, cu_wal
         int64_t o = walk_off(w, 0, i);
         if (xt == yt && xt == CU_F32) ((float *)y)[i] = ((const float *)x)[o];
         else if (xt == yt && xt == CU_I32) ((int32_t *)y)[i] = ((const int32_t *)x)[o];
+        else if (xt == yt && xt == CU_F64) ((double *)y)[i] = ((const double *)x)[o];
         else if (xt == yt) ((uint16_t *)y)[i] = ((const uint16_t *)x)[o]; // 16-bit: bits moved as they are
-        else if (xt == CU_I32) store(yt, y, i, (double)(float)((const int32_t *)x)[o]); // i32 converts through f32
+        // i32 converts through f32 (the CPU's to_f32 rows), but to f64 exactly (its get/set)
+        else if (xt == CU_I32 && yt != CU_F64) store(yt, y, i, (double)(float)((const int32_t *)x)[o]);
         else store(yt, y, i, load(xt, x, o));
     }
 }
@@ -101,10 +103,11 @@ __global__ void binary_k(int op, int cmp, int dt, const void *a, const void *b, 
 __global__ void where_k(int ct, const void *c, int dt, const void *a, const void *b, void *y, int64_t n, cu_walk w) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t oc = walk_off(w, 0, i);
-        bool on = ct == CU_I32 ? ((const int32_t *)c)[oc] != 0 : ((const float *)c)[oc] != 0;
+        bool on = load(ct, c, oc) != 0;
         int64_t o = on ? walk_off(w, 1, i) : walk_off(w, 2, i);
         const void *s = on ? a : b;
         if (dt == CU_F32) ((float *)y)[i] = ((const float *)s)[o];
+        else if (dt == CU_F64) ((double *)y)[i] = ((const double *)s)[o];
         else ((uint16_t *)y)[i] = ((const uint16_t *)s)[o];
     }
 }
@@ -112,6 +115,7 @@ __global__ void where_k(int ct, const void *c, int dt, const void *a, const void
 __global__ void acc_k(int dt, void *g, const void *d, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         if (dt == CU_F32) ((float *)g)[i] += ((const float *)d)[i];
+        else if (dt == CU_F64) ((double *)g)[i] += ((const double *)d)[i];
         else store(dt, g, i, (float)load(dt, g, i) + (float)load(dt, d, i));
     }
 }

@@ -1,9 +1,11 @@
 // k_nn.cu — the CUDA backend's row kernels: softmax and log_softmax (with
 // the causal mask) and their backward, layer_norm and rms_norm and their
 // fused backward, cross_entropy and its backward, and the index ops
-// get_rows, scatter_add_rows and one_hot (launchers in cu_kernels.h).
-// f32 rows, contiguous; one block of THREADS threads per row, statistics
-// summed in double (the CPU's f64 formulas, backends/cpu/nn*.c).
+// get_rows, scatter_add_rows and one_hot, rope and dropout (launchers in
+// cu_kernels.h). f32 or f64 rows (each kernel a template on T, the
+// launcher picks it from dt), contiguous; one block of THREADS threads per
+// row, statistics summed in double (the CPU's f64 formulas,
+// backends/cpu/nn*.c), each result rounded once to T.
 #include "cu_kernels.h"
 
 #include <cuda_bf16.h>
@@ -24,11 +26,14 @@ __device__ int64_t visible(int64_t r, int64_t n, int64_t mrows, bool causal) {
     return nv < 0 ? 0 : nv > n ? n : nv;
 }
 
-__global__ void softmax_k(int64_t rows, int64_t n, int64_t mrows, bool causal, bool log_out, const float *x, float *y) {
+template <typename T>
+__global__ void softmax_k(int64_t rows, int64_t n, int64_t mrows, bool causal, bool log_out, const void *xv, void *yv) {
     __shared__ double sh[THREADS];
+    const T *x = (const T *)xv;
+    T *y = (T *)yv;
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        const float *xr = x + r * n;
-        float *yr = y + r * n;
+        const T *xr = x + r * n;
+        T *yr = y + r * n;
         int64_t nv = visible(r, n, mrows, causal);
         double m = -INFINITY, s = 0;
         for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) m = fmax(m, (double)xr[j]);
@@ -37,32 +42,35 @@ __global__ void softmax_k(int64_t rows, int64_t n, int64_t mrows, bool causal, b
         s = block_sum(s, sh);
         double lse = m + log(s);
         for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-            if (j >= nv) yr[j] = log_out ? -INFINITY : 0.0f;
-            else yr[j] = (float)(log_out ? (double)xr[j] - lse : exp((double)xr[j] - m) / s);
+            if (j >= nv) yr[j] = log_out ? (T)-INFINITY : (T)0;
+            else yr[j] = (T)(log_out ? (double)xr[j] - lse : exp((double)xr[j] - m) / s);
         }
     }
 }
 
 // softmax gx = y (gy - sum(gy y)), log_softmax gx = gy - exp(y) sum(gy); 0 where masked.
-__global__ void softmax_grad_k(int64_t rows, int64_t n, int64_t mrows, bool causal, bool log_in, const float *y,
-                               const float *gy, float *gx) {
+template <typename T>
+__global__ void softmax_grad_k(int64_t rows, int64_t n, int64_t mrows, bool causal, bool log_in, const void *yv,
+                               const void *gyv, void *gxv) {
     __shared__ double sh[THREADS];
+    const T *y = (const T *)yv, *gy = (const T *)gyv;
+    T *gx = (T *)gxv;
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        const float *yr = y + r * n, *gr = gy + r * n;
-        float *g = gx + r * n;
+        const T *yr = y + r * n, *gr = gy + r * n;
+        T *g = gx + r * n;
         int64_t nv = visible(r, n, mrows, causal);
         double s = 0;
         for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) s += log_in ? (double)gr[j] : (double)gr[j] * yr[j];
         s = block_sum(s, sh);
         for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-            if (j >= nv) g[j] = 0.0f;
-            else g[j] = (float)(log_in ? gr[j] - exp((double)yr[j]) * s : yr[j] * (gr[j] - s));
+            if (j >= nv) g[j] = (T)0;
+            else g[j] = (T)(log_in ? gr[j] - exp((double)yr[j]) * s : yr[j] * (gr[j] - s));
         }
     }
 }
 
 // mean (0 for rms) and rstd = 1/sqrt(var + eps) of one row, in every thread.
-__device__ void row_stats(const float *xr, int64_t c, double eps, bool rms, double *sh, double *mean, double *rstd) {
+template <typename T> __device__ void row_stats(const T *xr, int64_t c, double eps, bool rms, double *sh, double *mean, double *rstd) {
     double m = 0, v = 0;
     if (!rms) {
         for (int64_t j = threadIdx.x; j < c; j += blockDim.x) m += xr[j];
@@ -74,28 +82,34 @@ __device__ void row_stats(const float *xr, int64_t c, double eps, bool rms, doub
     *rstd = 1.0 / sqrt(v / (double)c + eps);
 }
 
-__global__ void norm_k(int64_t rows, int64_t c, double eps, bool rms, const float *x, const float *w, const float *b,
-                       float *y) {
+template <typename T>
+__global__ void norm_k(int64_t rows, int64_t c, double eps, bool rms, const void *xv, const void *wv, const void *bv,
+                       void *yv) {
     __shared__ double sh[THREADS];
+    const T *x = (const T *)xv, *w = (const T *)wv, *b = (const T *)bv;
+    T *y = (T *)yv;
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        const float *xr = x + r * c;
+        const T *xr = x + r * c;
         double mean, rstd;
         row_stats(xr, c, eps, rms, sh, &mean, &rstd);
         for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
             double v = ((double)xr[j] - mean) * rstd;
             if (w) v *= w[j];
             if (b) v += b[j];
-            y[r * c + j] = (float)v;
+            y[r * c + j] = (T)v;
         }
     }
 }
 
 // dx per row; each row's mean and rstd saved to stats[2r], stats[2r+1] for dw/db.
-__global__ void norm_grad_dx_k(int64_t rows, int64_t c, double eps, bool rms, const float *x, const float *w,
-                               const float *gy, float *dx, double *stats) {
+template <typename T>
+__global__ void norm_grad_dx_k(int64_t rows, int64_t c, double eps, bool rms, const void *xv, const void *wv,
+                               const void *gyv, void *dxv, double *stats) {
     __shared__ double sh[THREADS];
+    const T *x = (const T *)xv, *w = (const T *)wv, *gy = (const T *)gyv;
+    T *dx = (T *)dxv;
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        const float *xr = x + r * c, *gr = gy + r * c;
+        const T *xr = x + r * c, *gr = gy + r * c;
         double mean, rstd, sg = 0, sgx = 0;
         row_stats(xr, c, eps, rms, sh, &mean, &rstd);
         for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
@@ -108,15 +122,18 @@ __global__ void norm_grad_dx_k(int64_t rows, int64_t c, double eps, bool rms, co
         double ca = rms ? 0.0 : sg / (double)c, cb = sgx / (double)c;
         for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
             double xh = ((double)xr[j] - mean) * rstd, g = w ? (double)gr[j] * w[j] : (double)gr[j];
-            dx[r * c + j] = (float)(rstd * (g - ca - xh * cb));
+            dx[r * c + j] = (T)(rstd * (g - ca - xh * cb));
         }
         if (threadIdx.x == 0) stats[2 * r] = mean, stats[2 * r + 1] = rstd;
     }
 }
 
 // dw[j] = sum_r gy xhat, db[j] = sum_r gy: one thread per column, rows in order.
-__global__ void norm_grad_dwb_k(int64_t rows, int64_t c, const float *x, const float *gy, const double *stats,
-                                float *dw, float *db) {
+template <typename T>
+__global__ void norm_grad_dwb_k(int64_t rows, int64_t c, const void *xv, const void *gyv, const double *stats,
+                                void *dwv, void *dbv) {
+    const T *x = (const T *)xv, *gy = (const T *)gyv;
+    T *dw = (T *)dwv, *db = (T *)dbv;
     for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < c; j += (int64_t)gridDim.x * blockDim.x) {
         double sw = 0, sb = 0;
         for (int64_t r = 0; r < rows; r++) {
@@ -124,13 +141,13 @@ __global__ void norm_grad_dwb_k(int64_t rows, int64_t c, const float *x, const f
             sw += g * (((double)x[r * c + j] - stats[2 * r]) * stats[2 * r + 1]);
             sb += g;
         }
-        if (dw) dw[j] = (float)sw;
-        if (db) db[j] = (float)sb;
+        if (dw) dw[j] = (T)sw;
+        if (db) db[j] = (T)sb;
     }
 }
 
 // log-sum-exp of row xr (c logits), in every thread.
-__device__ double row_lse(const float *xr, int64_t c, double *sh) {
+template <typename T> __device__ double row_lse(const T *xr, int64_t c, double *sh) {
     double m = -INFINITY, s = 0;
     for (int64_t j = threadIdx.x; j < c; j += blockDim.x) m = fmax(m, (double)xr[j]);
     m = block_max(m, sh);
@@ -143,8 +160,10 @@ __device__ double row_lse(const float *xr, int64_t c, double *sh) {
 __device__ bool kept(int32_t l, int32_t ignore, int64_t c) { return l != ignore && l >= 0 && l < c; }
 
 // loss[r] = lse - x[label] on kept rows, 0 on the others.
-__global__ void ce_rows_k(int64_t rows, int64_t c, int32_t ignore, const float *x, const int32_t *labels, double *loss) {
+template <typename T>
+__global__ void ce_rows_k(int64_t rows, int64_t c, int32_t ignore, const void *xv, const int32_t *labels, double *loss) {
     __shared__ double sh[THREADS];
+    const T *x = (const T *)xv;
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         int32_t l = labels[r];
         if (!kept(l, ignore, c)) { // uniform in the block
@@ -158,8 +177,10 @@ __global__ void ce_rows_k(int64_t rows, int64_t c, int32_t ignore, const float *
 
 // One block: the mean over kept rows (0 when none) into y[0], or, with
 // loss NULL, the kept rows' count (1 when none) into cnt[0].
-__global__ void ce_total_k(int64_t rows, int64_t c, int32_t ignore, const int32_t *labels, const double *loss, float *y,
+template <typename T>
+__global__ void ce_total_k(int64_t rows, int64_t c, int32_t ignore, const int32_t *labels, const double *loss, void *yv,
                            double *cnt) {
+    T *y = (T *)yv;
     __shared__ double sh[THREADS];
     double s = 0, k = 0;
     for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
@@ -170,27 +191,30 @@ __global__ void ce_total_k(int64_t rows, int64_t c, int32_t ignore, const int32_
     s = block_sum(s, sh);
     k = block_sum(k, sh);
     if (threadIdx.x == 0) {
-        if (loss) y[0] = (float)(k > 0 ? s / k : 0.0);
+        if (loss) y[0] = (T)(k > 0 ? s / k : 0.0);
         else cnt[0] = k > 0 ? k : 1;
     }
 }
 
 // gx = (softmax(x) - one_hot(label)) gy / count on kept rows, 0 on the others.
-__global__ void ce_grad_k(int64_t rows, int64_t c, int32_t ignore, const float *x, const int32_t *labels,
-                          const float *gy, const double *cnt, float *gx) {
+template <typename T>
+__global__ void ce_grad_k(int64_t rows, int64_t c, int32_t ignore, const void *xv, const int32_t *labels,
+                          const void *gyv, const double *cnt, void *gxv) {
     __shared__ double sh[THREADS];
+    const T *x = (const T *)xv, *gy = (const T *)gyv;
+    T *gx = (T *)gxv;
     double scale = (double)gy[0] / cnt[0];
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         int32_t l = labels[r];
-        float *g = gx + r * c;
+        T *g = gx + r * c;
         if (!kept(l, ignore, c)) {
-            for (int64_t j = threadIdx.x; j < c; j += blockDim.x) g[j] = 0.0f;
+            for (int64_t j = threadIdx.x; j < c; j += blockDim.x) g[j] = (T)0;
             continue;
         }
-        const float *xr = x + r * c;
+        const T *xr = x + r * c;
         double lse = row_lse(xr, c, sh);
         for (int64_t j = threadIdx.x; j < c; j += blockDim.x)
-            g[j] = (float)(exp((double)xr[j] - lse) * scale - (j == l ? scale : 0.0));
+            g[j] = (T)(exp((double)xr[j] - lse) * scale - (j == l ? scale : 0.0));
     }
 }
 
@@ -205,9 +229,12 @@ __global__ void get_rows_k(int tt, const void *table, int64_t v, int64_t d, int6
 
 // y [v, d] = 0, then y[idx[p]] += rows[p]: one thread per column, the
 // rows in order (the same sums every run); an index outside [0, v) adds nothing.
-__global__ void scatter_add_rows_k(const float *rows, const int32_t *idx, int64_t n, int64_t d, int64_t v, float *y) {
+template <typename T>
+__global__ void scatter_add_rows_k(const void *rowsv, const int32_t *idx, int64_t n, int64_t d, int64_t v, void *yv) {
+    const T *rows = (const T *)rowsv;
+    T *y = (T *)yv;
     for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < d; j += (int64_t)gridDim.x * blockDim.x) {
-        for (int64_t r = 0; r < v; r++) y[r * d + j] = 0.0f;
+        for (int64_t r = 0; r < v; r++) y[r * d + j] = (T)0;
         for (int64_t p = 0; p < n; p++) {
             int64_t row = idx[p];
             if (row >= 0 && row < v) y[row * d + j] += rows[p * d + j];
@@ -224,8 +251,11 @@ __global__ void one_hot_k(const int32_t *labels, int64_t m, int64_t n, int yt, v
 // x [rows, d] with rows cycling over t positions: pairs rotated by angle
 // pos * theta^(-2i/d) (negated when inverse), NEOX pairs (i, i + d/2) or
 // INTERLEAVED (2i, 2i+1); angles, cos and sin in double as the CPU's table.
-__global__ void rope_k(const float *x, float *y, int64_t rows, int64_t t, int64_t d, bool interleaved,
+template <typename T>
+__global__ void rope_k(const void *xv, void *yv, int64_t rows, int64_t t, int64_t d, bool interleaved,
                        const int32_t *pos, double theta, double sign) {
+    const T *x = (const T *)xv;
+    T *y = (T *)yv;
     int64_t h = d / 2, step = interleaved ? 2 : 1, other = interleaved ? 1 : h;
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < rows * h; e += (int64_t)gridDim.x * blockDim.x) {
         int64_t r = e / h, i = e % h, p = r % t;
@@ -233,8 +263,8 @@ __global__ void rope_k(const float *x, float *y, int64_t rows, int64_t t, int64_
         double cs = cos(ang), sn = sign * sin(ang);
         int64_t ia = r * d + i * step, ib = ia + other;
         double a = x[ia], b = x[ib];
-        y[ia] = (float)(a * cs - b * sn);
-        y[ib] = (float)(b * cs + a * sn);
+        y[ia] = (T)(a * cs - b * sn);
+        y[ib] = (T)(b * cs + a * sn);
     }
 }
 
@@ -247,73 +277,81 @@ __device__ uint64_t hash64(uint64_t x) {
 }
 
 // kept where kiln__uniform01(seed, i) >= p; hs = kiln__hash64(seed)
-__global__ void dropout_k(const float *x, float *y, int64_t n, uint64_t hs, double p) {
+template <typename T> __global__ void dropout_k(const void *xv, void *yv, int64_t n, uint64_t hs, double p) {
+    const T *x = (const T *)xv;
+    T *y = (T *)yv;
     double keep_scale = 1.0 / (1.0 - p);
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         uint64_t h = hash64(hs ^ ((uint64_t)i * 0xd1b54a32d192ed03ull));
         double u = (double)(h >> 11) * (1.0 / 9007199254740992.0);
-        y[i] = u >= p ? (float)((double)x[i] * keep_scale) : 0.0f;
+        y[i] = u >= p ? (T)((double)x[i] * keep_scale) : (T)0;
     }
 }
 
 } // namespace
 
+// A launch of KERNEL<float> or KERNEL<double> as dt says.
+#define LAUNCH(dt, KERNEL, grid, stream, ...)                                                          \
+    do {                                                                                               \
+        if ((dt) == CU_F64) KERNEL<double><<<(grid), THREADS, 0, (cudaStream_t)(stream)>>>(__VA_ARGS__); \
+        else KERNEL<float><<<(grid), THREADS, 0, (cudaStream_t)(stream)>>>(__VA_ARGS__);                 \
+    } while (0)
+
 extern "C" {
 
-int kiln__cu_rope(void *stream, const float *x, float *y, int64_t rows, int64_t t, int64_t d, int interleaved,
+int kiln__cu_rope(void *stream, int dt, const void *x, void *y, int64_t rows, int64_t t, int64_t d, int interleaved,
                   const int32_t *pos, double theta, int inverse) {
-    rope_k<<<blocks_for(rows * (d / 2)), THREADS, 0, (cudaStream_t)stream>>>(x, y, rows, t, d, interleaved, pos, theta,
-                                                                          inverse ? -1.0 : 1.0);
+    LAUNCH(dt, rope_k, blocks_for(rows * (d / 2)), stream, x, y, rows, t, d, interleaved, pos, theta, inverse ? -1.0 : 1.0);
     return (int)cudaGetLastError();
 }
 
-int kiln__cu_dropout(void *stream, const float *x, float *y, int64_t n, uint64_t hashed_seed, double p) {
-    dropout_k<<<blocks_for(n), THREADS, 0, (cudaStream_t)stream>>>(x, y, n, hashed_seed, p);
+int kiln__cu_dropout(void *stream, int dt, const void *x, void *y, int64_t n, uint64_t hashed_seed, double p) {
+    LAUNCH(dt, dropout_k, blocks_for(n), stream, x, y, n, hashed_seed, p);
     return (int)cudaGetLastError();
 }
 
-int kiln__cu_softmax(void *stream, int64_t rows, int64_t n, int64_t mrows, int causal, int log_out, const float *x,
-                     float *y) {
-    softmax_k<<<row_blocks(rows), THREADS, 0, (cudaStream_t)stream>>>(rows, n, mrows, causal, log_out, x, y);
+int kiln__cu_softmax(void *stream, int dt, int64_t rows, int64_t n, int64_t mrows, int causal, int log_out, const void *x,
+                     void *y) {
+    LAUNCH(dt, softmax_k, row_blocks(rows), stream, rows, n, mrows, causal, log_out, x, y);
     return (int)cudaGetLastError();
 }
 
-int kiln__cu_softmax_grad(void *stream, int64_t rows, int64_t n, int64_t mrows, int causal, int log_in, const float *y,
-                          const float *gy, float *gx) {
-    softmax_grad_k<<<row_blocks(rows), THREADS, 0, (cudaStream_t)stream>>>(rows, n, mrows, causal, log_in, y, gy, gx);
+int kiln__cu_softmax_grad(void *stream, int dt, int64_t rows, int64_t n, int64_t mrows, int causal, int log_in,
+                          const void *y, const void *gy, void *gx) {
+    LAUNCH(dt, softmax_grad_k, row_blocks(rows), stream, rows, n, mrows, causal, log_in, y, gy, gx);
     return (int)cudaGetLastError();
 }
 
-int kiln__cu_norm(void *stream, int64_t rows, int64_t c, double eps, int rms, const float *x, const float *w,
-                  const float *b, float *y) {
-    norm_k<<<row_blocks(rows), THREADS, 0, (cudaStream_t)stream>>>(rows, c, eps, rms, x, w, b, y);
+int kiln__cu_norm(void *stream, int dt, int64_t rows, int64_t c, double eps, int rms, const void *x, const void *w,
+                  const void *b, void *y) {
+    LAUNCH(dt, norm_k, row_blocks(rows), stream, rows, c, eps, rms, x, w, b, y);
     return (int)cudaGetLastError();
 }
 
-int kiln__cu_norm_grad(void *stream, int64_t rows, int64_t c, double eps, int rms, const float *x, const float *w,
-                       const float *gy, float *dx, float *dw, float *db, double *stats) {
-    norm_grad_dx_k<<<row_blocks(rows), THREADS, 0, (cudaStream_t)stream>>>(rows, c, eps, rms, x, w, gy, dx, stats);
+int kiln__cu_norm_grad(void *stream, int dt, int64_t rows, int64_t c, double eps, int rms, const void *x, const void *w,
+                       const void *gy, void *dx, void *dw, void *db, double *stats) {
+    LAUNCH(dt, norm_grad_dx_k, row_blocks(rows), stream, rows, c, eps, rms, x, w, gy, dx, stats);
     int e = (int)cudaGetLastError();
     if (e || (!dw && !db)) return e;
-    norm_grad_dwb_k<<<blocks_for(c), THREADS, 0, (cudaStream_t)stream>>>(rows, c, x, gy, stats, dw, db);
+    LAUNCH(dt, norm_grad_dwb_k, blocks_for(c), stream, rows, c, x, gy, stats, dw, db);
     return (int)cudaGetLastError();
 }
 
-int kiln__cu_cross_entropy(void *stream, int64_t rows, int64_t c, int32_t ignore, const float *x, const int32_t *labels,
-                           float *y, double *loss) {
-    ce_rows_k<<<row_blocks(rows), THREADS, 0, (cudaStream_t)stream>>>(rows, c, ignore, x, labels, loss);
+int kiln__cu_cross_entropy(void *stream, int dt, int64_t rows, int64_t c, int32_t ignore, const void *x,
+                           const int32_t *labels, void *y, double *loss) {
+    LAUNCH(dt, ce_rows_k, row_blocks(rows), stream, rows, c, ignore, x, labels, loss);
     int e = (int)cudaGetLastError();
     if (e) return e;
-    ce_total_k<<<1, THREADS, 0, (cudaStream_t)stream>>>(rows, c, ignore, labels, loss, y, NULL);
+    LAUNCH(dt, ce_total_k, 1, stream, rows, c, ignore, labels, loss, y, NULL);
     return (int)cudaGetLastError();
 }
 
-int kiln__cu_cross_entropy_grad(void *stream, int64_t rows, int64_t c, int32_t ignore, const float *x,
-                                const int32_t *labels, const float *gy, float *gx, double *cnt) {
-    ce_total_k<<<1, THREADS, 0, (cudaStream_t)stream>>>(rows, c, ignore, labels, NULL, NULL, cnt);
+int kiln__cu_cross_entropy_grad(void *stream, int dt, int64_t rows, int64_t c, int32_t ignore, const void *x,
+                                const int32_t *labels, const void *gy, void *gx, double *cnt) {
+    LAUNCH(dt, ce_total_k, 1, stream, rows, c, ignore, labels, NULL, NULL, cnt);
     int e = (int)cudaGetLastError();
     if (e) return e;
-    ce_grad_k<<<row_blocks(rows), THREADS, 0, (cudaStream_t)stream>>>(rows, c, ignore, x, labels, gy, cnt, gx);
+    LAUNCH(dt, ce_grad_k, row_blocks(rows), stream, rows, c, ignore, x, labels, gy, cnt, gx);
     return (int)cudaGetLastError();
 }
 
@@ -323,9 +361,9 @@ int kiln__cu_get_rows(void *stream, int tt, const void *table, int64_t v, int64_
     return (int)cudaGetLastError();
 }
 
-int kiln__cu_scatter_add_rows(void *stream, const float *rows, const int32_t *idx, int64_t n, int64_t d, int64_t v,
-                              float *y) {
-    scatter_add_rows_k<<<blocks_for(d), THREADS, 0, (cudaStream_t)stream>>>(rows, idx, n, d, v, y);
+int kiln__cu_scatter_add_rows(void *stream, int dt, const void *rows, const int32_t *idx, int64_t n, int64_t d, int64_t v,
+                              void *y) {
+    LAUNCH(dt, scatter_add_rows_k, blocks_for(d), stream, rows, idx, n, d, v, y);
     return (int)cudaGetLastError();
 }
 

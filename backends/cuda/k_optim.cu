@@ -1,6 +1,7 @@
-// k_optim.cu — the CUDA backend's fused optimizer steps, f32, in place,
-// one thread per element: SGD (momentum, Nesterov), Adam / AdamW (AMSGrad)
-// and Lion, and their 8-bit (blockwise dynamic-map) variants, written as backends/cpu/optim.c's f32 loops, operation for
+// k_optim.cu — the CUDA backend's fused optimizer steps, in place, one
+// thread per element: SGD (momentum, Nesterov), Adam / AdamW (AMSGrad) and
+// Lion on f32 or f64 (the dtypes backends/cpu/optim.c defines), and their
+// 8-bit (blockwise dynamic-map) variants on f32, written as the CPU's loops, operation for
 // operation (the build passes -fmad=false so no multiply-add is fused that
 // the CPU rounds twice). The hyperparameters are read from the hyper leaf
 // on the device (they change between steps); the scalars the CPU derives
@@ -15,15 +16,20 @@
 namespace {
 
 #include "k_common.cuh"
+#include "k_q8.cuh"
+
+// The f32 and f64 steps are one template over T, as the CPU's DEFINE_*
+// macros: the hyperparameters converted to T once.
 
 // h: lr, momentum, dampening, weight_decay (optim/sgd.c)
-__global__ void sgd_k(float *p, const float *grad, float *buf, int64_t n, const float *h, bool nesterov, bool first) {
-    const float lr = h[0], mom = h[1], keep = (float)(1.0 - (double)h[2]), wd = h[3];
+template <typename T>
+__global__ void sgd_k(T *p, const T *grad, T *buf, int64_t n, const float *h, bool nesterov, bool first) {
+    const T lr = (T)h[0], mom = (T)h[1], keep = (T)(1.0 - (double)h[2]), wd = (T)h[3];
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        float g = grad[i];
+        T g = grad[i];
         if (wd != 0) g += wd * p[i];
         if (buf) {
-            float b = first ? g : mom * buf[i] + keep * g;
+            T b = first ? g : mom * buf[i] + keep * g;
             buf[i] = b;
             g = nesterov ? g + mom * b : b;
         }
@@ -31,38 +37,43 @@ __global__ void sgd_k(float *p, const float *grad, float *buf, int64_t n, const 
     }
 }
 
+__device__ float sqrt_t(float x) { return sqrtf(x); }
+__device__ double sqrt_t(double x) { return sqrt(x); }
+
 // h: lr, beta1, beta2, eps, weight_decay (optim/adam.c); step >= 1
-__global__ void adam_k(float *p, const float *grad, float *m, float *v, float *vmax, int64_t n, const float *h,
-                       bool decoupled, double step) {
+template <typename T>
+__global__ void adam_k(T *p, const T *grad, T *m, T *v, T *vmax, int64_t n, const float *h, bool decoupled,
+                       double step) {
     double lr = h[0], b1d = h[1], b2d = h[2], wdd = h[4];
-    const float decay = (float)(decoupled ? 1.0 - lr * wdd : 1.0), wd = (float)(decoupled ? 0.0 : wdd);
-    const float b1 = (float)b1d, b2 = (float)b2d, one_b1 = (float)(1.0 - b1d), one_b2 = (float)(1.0 - b2d);
-    const float neg_step = (float)(-(lr / (1.0 - pow(b1d, step)))), bc2s = (float)sqrt(1.0 - pow(b2d, step));
-    const float eps = (float)(double)h[3];
+    const T decay = (T)(decoupled ? 1.0 - lr * wdd : 1.0), wd = (T)(decoupled ? 0.0 : wdd);
+    const T b1 = (T)b1d, b2 = (T)b2d, one_b1 = (T)(1.0 - b1d), one_b2 = (T)(1.0 - b2d);
+    const T neg_step = (T)(-(lr / (1.0 - pow(b1d, step)))), bc2s = (T)sqrt(1.0 - pow(b2d, step));
+    const T eps = (T)(double)h[3];
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        float pi = p[i] * decay, g = grad[i];
+        T pi = p[i] * decay, g = grad[i];
         if (wd != 0) g += wd * pi;
-        float mi = m[i] * b1 + g * one_b1;
-        float vi = v[i] * b2 + one_b2 * g * g;
+        T mi = m[i] * b1 + g * one_b1;
+        T vi = v[i] * b2 + one_b2 * g * g;
         m[i] = mi;
         v[i] = vi;
         if (vmax) {
             vi = vmax[i] > vi ? vmax[i] : vi;
             vmax[i] = vi;
         }
-        float denom = sqrtf(vi) / bc2s + eps;
+        T denom = sqrt_t(vi) / bc2s + eps;
         p[i] = pi + neg_step * mi / denom;
     }
 }
 
 // h: lr, beta1, beta2, weight_decay (optim/lion.c); sign(NaN) = 0
-__global__ void lion_k(float *p, const float *grad, float *m, int64_t n, const float *h) {
-    const float neg_lr = (float)(-(double)h[0]), b1 = h[1], b2 = h[2], one_b1 = (float)(1.0 - (double)h[1]),
-                one_b2 = (float)(1.0 - (double)h[2]), decay = (float)(1.0 - (double)h[0] * (double)h[3]);
+template <typename T>
+__global__ void lion_k(T *p, const T *grad, T *m, int64_t n, const float *h) {
+    const T neg_lr = (T)(-(double)h[0]), b1 = (T)h[1], b2 = (T)h[2], one_b1 = (T)(1.0 - (double)h[1]),
+            one_b2 = (T)(1.0 - (double)h[2]), decay = (T)(1.0 - (double)h[0] * (double)h[3]);
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        float pi = p[i] * decay, g = grad[i], mi = m[i];
-        float c = mi * b1 + g * one_b1;
-        float sgn = (float)((c > 0) - (c < 0));
+        T pi = p[i] * decay, g = grad[i], mi = m[i];
+        T c = mi * b1 + g * one_b1;
+        T sgn = (T)((c > 0) - (c < 0));
         p[i] = pi + neg_lr * sgn;
         m[i] = mi * b2 + g * one_b2;
     }
@@ -78,25 +89,11 @@ __global__ void lion_k(float *p, const float *grad, float *m, int64_t n, const f
 
 enum { OPT8_ADAM = 0, OPT8_LION, OPT8_SGD };
 
-__device__ int code_of(const float *thr, float x) {
-    int lo = 0, hi = 255;
-    while (lo < hi) {
-        int mid = (lo + hi) >> 1;
-        if (x >= thr[mid]) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
 __global__ void opt8_k(int kind, float *p, const float *grad, unsigned char *q0, float *a0, unsigned char *q1, float *a1,
                        const float *maps, const float *h, int64_t n, bool flag_a, bool flag_b, double step) {
     __shared__ float map[512], thr[512], red[2][THREADS];
     int l = threadIdx.x;
-    map[l] = maps[l];
-    map[256 + l] = maps[256 + l];
-    __syncthreads();
-    for (int k = l; k < 512; k += THREADS) thr[k] = (k & 255) == 255 ? INFINITY : (map[k] + map[k + 1]) * 0.5f;
-    __syncthreads();
+    q8_load_maps(maps, map, thr);
     int64_t nb = (n + 255) / 256;
     for (int64_t b = blockIdx.x; b < nb; b += gridDim.x) {
         int64_t i = b * 256 + l;
@@ -193,20 +190,32 @@ int kiln__cu_sgd8(void *stream, float *p, const float *grad, void *bq, float *ba
     return (int)cudaGetLastError();
 }
 
-int kiln__cu_sgd(void *stream, float *p, const float *grad, float *buf, int64_t n, const float *h, int nesterov,
+int kiln__cu_sgd(void *stream, int f64, void *p, const void *grad, void *buf, int64_t n, const float *h, int nesterov,
                  int first) {
-    sgd_k<<<blocks_for(n), THREADS, 0, (cudaStream_t)stream>>>(p, grad, buf, n, h, nesterov, first);
+    cudaStream_t st = (cudaStream_t)stream;
+    if (f64)
+        sgd_k<<<blocks_for(n), THREADS, 0, st>>>((double *)p, (const double *)grad, (double *)buf, n, h, nesterov, first);
+    else
+        sgd_k<<<blocks_for(n), THREADS, 0, st>>>((float *)p, (const float *)grad, (float *)buf, n, h, nesterov, first);
     return (int)cudaGetLastError();
 }
 
-int kiln__cu_adam(void *stream, float *p, const float *grad, float *m, float *v, float *vmax, int64_t n, const float *h,
-                  int decoupled, int64_t step) {
-    adam_k<<<blocks_for(n), THREADS, 0, (cudaStream_t)stream>>>(p, grad, m, v, vmax, n, h, decoupled, (double)step);
+int kiln__cu_adam(void *stream, int f64, void *p, const void *grad, void *m, void *v, void *vmax, int64_t n,
+                  const float *h, int decoupled, int64_t step) {
+    cudaStream_t st = (cudaStream_t)stream;
+    if (f64)
+        adam_k<<<blocks_for(n), THREADS, 0, st>>>((double *)p, (const double *)grad, (double *)m, (double *)v,
+                                                  (double *)vmax, n, h, decoupled, (double)step);
+    else
+        adam_k<<<blocks_for(n), THREADS, 0, st>>>((float *)p, (const float *)grad, (float *)m, (float *)v,
+                                                  (float *)vmax, n, h, decoupled, (double)step);
     return (int)cudaGetLastError();
 }
 
-int kiln__cu_lion(void *stream, float *p, const float *grad, float *m, int64_t n, const float *h) {
-    lion_k<<<blocks_for(n), THREADS, 0, (cudaStream_t)stream>>>(p, grad, m, n, h);
+int kiln__cu_lion(void *stream, int f64, void *p, const void *grad, void *m, int64_t n, const float *h) {
+    cudaStream_t st = (cudaStream_t)stream;
+    if (f64) lion_k<<<blocks_for(n), THREADS, 0, st>>>((double *)p, (const double *)grad, (double *)m, n, h);
+    else lion_k<<<blocks_for(n), THREADS, 0, st>>>((float *)p, (const float *)grad, (float *)m, n, h);
     return (int)cudaGetLastError();
 }
 

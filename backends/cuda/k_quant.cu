@@ -1,6 +1,7 @@
 // k_quant.cu — the quantized dtypes on the CUDA backend: element decoding
-// of Q8_0, Q4_0, NF4 and GQ<b>_<G> (GPTQ, 2/3/4 bits) blocks (layouts in quant/quant.h, formulas of
-// quant/q8_0.c, q4_0.c, nf4.c, gq.c and gptq.h: the f32 product of code and scale, so
+// of Q8_0, Q4_0, NF4, NF4_DQ, DFP16 and GQ<b>_<G> (GPTQ, 2/3/4 bits) blocks (layouts in quant/quant.h and
+// quant/dfp.h, formulas of quant/q8_0.c, q4_0.c, nf4.c (NF4_DQ too), dfp16.c, gq.c and gptq.h: the f32
+// product of code and scale, so
 // dequantize equals the CPU bit for bit), dequantize, get_rows from a
 // quantized table, and the quantized matmul y = x . W^T, which sums
 // x * w over k in double (x never rounded, as the Vulkan kernels; the
@@ -21,6 +22,15 @@ __constant__ float nf4_table[16] = {
     -0.18477343022823334f, -0.09105003625154495f, 0.0f, 0.07958029955625534f, 0.16093020141124725f,
     0.24611230194568634f, 0.33791524171829224f, 0.44070982933044434f, 0.5626170039176941f,
     0.7229568362236023f, 1.0f};
+
+// NF4_DQ's absmax codes index the signed dynamic map (optim/dynamic_map.h),
+// copied here once (kiln__cu_nf4_dq_map) before the first NF4_DQ kernel.
+__device__ float dq_map[256];
+
+// The f32 at byte b, at any alignment (little-endian).
+__device__ float f32_at(const unsigned char *b) {
+    return __uint_as_float((unsigned)b[0] | (unsigned)b[1] << 8 | (unsigned)b[2] << 16 | (unsigned)b[3] << 24);
+}
 
 // Element i (from a block boundary at base) of quantized dtype qt.
 __device__ float decode(int qt, const unsigned char *base, int64_t i) {
@@ -50,6 +60,19 @@ __device__ float decode(int qt, const unsigned char *base, int64_t i) {
         int nib = j < 16 ? (byte & 0x0f) : (byte >> 4);
         return (float)(nib - 8) * d;
     }
+    if (qt == CU_DFP16) { // int16 e, 64 int16 codes: q 2^e, exact (2^e for e in [-127, 127], subnormal too)
+        const unsigned char *blk = base + (i / 64) * 130, *c = blk + 2 + 2 * (i % 64);
+        int e = (short)(blk[0] | blk[1] << 8), q = (short)(c[0] | c[1] << 8);
+        return (float)q * ldexpf(1.0f, e);
+    }
+    if (qt == CU_NF4_DQ) { // f32 offset, f32 absmax2, 256 absmax codes, 8192 bytes of NF4 codes
+        const unsigned char *blk = base + (i / 16384) * 8456;
+        int j = (int)(i % 16384), byte = blk[264 + j / 2];
+        // quant/nf4.c: map[code] * absmax2 + offset, two f32 roundings (-fmad=false: no fma)
+        float a = dq_map[blk[8 + j / 64]] * f32_at(blk + 4);
+        a = a + f32_at(blk);
+        return nf4_table[j % 2 == 0 ? byte >> 4 : byte & 0x0f] * a;
+    }
     // NF4: f32 absmax, 32 bytes: element 2j high nibble of byte j, 2j + 1 low
     const unsigned char *blk = base + (i / 64) * 36;
     float a = *(const float *)blk;
@@ -60,6 +83,12 @@ __device__ float decode(int qt, const unsigned char *base, int64_t i) {
 __global__ void dequant_k(int qt, const unsigned char *q, float *y, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         y[i] = decode(qt, q, i);
+}
+
+// The same from a view: row r's blocks start at byte walk_off(w, 0, r).
+__global__ void dequant_rows_k(int qt, const unsigned char *q, float *y, int64_t n, int64_t cols, cu_walk w) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = decode(qt, q + walk_off(w, 0, i / cols), i % cols);
 }
 
 // y [n, d] = rows idx of table [v, d] (contiguous; a zero row for an index outside [0, v))
@@ -91,10 +120,22 @@ int kiln__cu_dequantize(void *stream, int qt, const void *q, float *y, int64_t n
     return (int)cudaGetLastError();
 }
 
+int kiln__cu_dequantize_rows(void *stream, int qt, const void *q, float *y, int64_t n, int64_t cols, const cu_walk *w) {
+    dequant_rows_k<<<blocks_for(n), THREADS, 0, (cudaStream_t)stream>>>(qt, (const unsigned char *)q, y, n, cols, *w);
+    return (int)cudaGetLastError();
+}
+
 int kiln__cu_qget_rows(void *stream, int qt, const void *table, int64_t v, int64_t d, const int32_t *idx, int64_t n,
                        float *y) {
     qrows_k<<<blocks_for(n * d), THREADS, 0, (cudaStream_t)stream>>>(qt, (const unsigned char *)table, v, d, idx, n, y);
     return (int)cudaGetLastError();
+}
+
+int kiln__cu_nf4_dq_map(void *stream, const float *map) {
+    cudaError_t e = cudaMemcpyToSymbolAsync(dq_map, map, 256 * sizeof(float), 0, cudaMemcpyHostToDevice,
+                                            (cudaStream_t)stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize((cudaStream_t)stream); // map is the caller's
+    return (int)e;
 }
 
 int kiln__cu_qmatmul(void *stream, int qt, const float *x, const void *w, float *y, int64_t m, int64_t n, int64_t k) {

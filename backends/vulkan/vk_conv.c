@@ -10,7 +10,9 @@
  * One invocation per output element, the output seen as blocks (image
  * planes, or cols' OH x OW grids) picked by the workgroup's y and z;
  * both backward kernels gather (each pixel sums what reaches it), so no
- * two invocations write one element.
+ * two invocations write one element. The max-pool with ip[11] = 1 reads
+ * x as a view of [C, N, H, W] storage (and its backward writes gx in that
+ * order): the shaders map the pooled plane n C + c to the stored c N + n.
  * f64, other ip[10]/ip[11] values, planes or block counts of 2^22 and
  * more, and geometry beyond 32-bit positions go to the CPU. */
 #include "vk.h"
@@ -45,15 +47,22 @@ static const kiln_tensor *grid_of(const kiln_tensor *t) {
     return t->op == KILN_OP_IM2COL ? t : t->src[0];
 }
 
+/* x [N, C, H, W] viewing [C, N, H, W] storage (the max-pool's ip[11] = 1) */
+static bool planes_swapped(const kiln_tensor *v) {
+    const int64_t *s = v->shape, *st = v->stride;
+    return v->ndim == 4 && st[3] == 1 && st[2] == s[3] && st[0] == s[2] * s[3] && st[1] == s[0] * s[2] * s[3];
+}
+
 static bool conv_supports(const kiln_vk *vk, const kiln_tensor *t) {
     int64_t mode = t->ip[10], layout = t->ip[11];
     if (mode != MODE_COLS && mode != MODE_POOL_MAX) return false;
-    if (layout != 0 && (layout != 1 || mode == MODE_POOL_MAX)) return false;
+    if (layout != 0 && layout != 1) return false;
     int nsrc = t->op == KILN_OP_COL2IM && mode == MODE_POOL_MAX ? 3 : 1;
     if (t->nsrc != nsrc || t->dtype != KILN_F32 || !kiln_tensor_is_contiguous(t) || !kiln__vk_fits(vk, t)) return false;
     for (int i = 0; i < nsrc; i++) {
         const kiln_tensor *s = t->src[i];
-        if (s->dtype != KILN_F32 || !kiln_tensor_is_contiguous(s) || !kiln__vk_fits(vk, s)) return false;
+        bool swapped_x = i == 0 && mode == MODE_POOL_MAX && layout == 1 && planes_swapped(s);
+        if (s->dtype != KILN_F32 || !(kiln_tensor_is_contiguous(s) || swapped_x) || !kiln__vk_fits(vk, s)) return false;
         if (kiln_tensor_numel(s) > (int64_t)UINT32_MAX) return false;
     }
     const kiln_tensor *img = image_of(t), *grid = grid_of(t);

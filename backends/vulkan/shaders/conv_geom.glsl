@@ -18,7 +18,7 @@ layout(push_constant) uniform P {
     uint kh, kw, sh, sw;
     int ph, pw;
     uint dh, dw;
-    uint cn;              // cols layout [C, kh, kw, N, OH, OW] (ip[11] = 1)
+    uint cn;              // ip[11] = 1: cols [C, kh, kw, N, OH, OW], or the max-pool's image stored [C, N, H, W]
     uint tiled;           // pool backward: the windows tile the image (see conv_pool_max_grad.comp)
     uint s0, s1, s2, d0;  // first elements of bindings 0, 1, 2 (sources) and of the output
     float pad;            // the value of out-of-image taps (IM2COL, max-pool)
@@ -70,3 +70,10 @@ tap_walk walk_unstep(tap_walk w) { // k - 1
     return w;
 }
 bool walk_hit(tap_walk w, uint n_out) { return w.r == 0 && w.q >= 0 && w.q < int(n_out); }
+
+// The max-pool with cn = 1: pooled plane q = i c + j (i < n, j < c, the
+// image tensor's dims 0 and 1) lies at plane j n + i of the other layout.
+uint swap_planes(uint q) {
+    uint i = udiv(q, p.c);
+    return (q - i * p.c) * p.n + i;
+}

@@ -12,7 +12,7 @@ void main() {
     if (plane >= p.blocks || pos >= p.len) return;
     uint oi = udiv(pos, p.ow), oj = pos - oi * p.ow;
     int i0 = int(oi * p.sh) - p.ph, j0 = int(oj * p.sw) - p.pw;
-    uint img = p.s0 + plane * p.h * p.w;
+    uint img = p.s0 + (p.cn != 0u ? swap_planes(plane) : plane) * p.h * p.w; // x [C, N, H, W] when cn
     float best = 0.0;
     bool first = true, nan = false;
     for (uint ki = 0; ki < p.kh; ki++) {

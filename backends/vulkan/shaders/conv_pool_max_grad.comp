@@ -35,7 +35,8 @@ void main() {
     uint plane = conv_block(), pos = gl_GlobalInvocationID.x;
     if (plane >= p.blocks || pos >= p.len) return;
     uint ii = udiv(pos, p.w), jj = pos - ii * p.w;
-    uint img = p.s0 + plane * p.h * p.w, out0 = plane * p.oh * p.ow;
+    // with cn, x and gx are stored [C, N, H, W] (this node's dims) and y, gy [N, C, OH, OW]
+    uint img = p.s0 + plane * p.h * p.w, out0 = (p.cn != 0u ? swap_planes(plane) : plane) * p.oh * p.ow;
     float v = x[img + pos], s = 0.0;
     // windows in ascending (oi, oj): taps ki and kj from the last down
     tap_walk wi = walk_start(ii, p.ph, p.dh, p.sh), wj0 = walk_start(jj, p.pw, p.dw, p.sw);

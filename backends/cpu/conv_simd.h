@@ -1,0 +1,28 @@
+/* conv_simd.h — SIMD variants of conv.c's kernels (x86-64 AVX-512,
+ * conv_avx512.c), chosen at run time by kiln__cpu_caps(); each matches its
+ * portable loop in conv.c bit for bit. */
+#ifndef KILN_CPU_CONV_SIMD_H
+#define KILN_CPU_CONV_SIMD_H
+
+#include <stdint.h>
+
+/* One [2 oh (+1), w] plane -> [oh, ow] of 2x2 stride-2 maxima (w >= 2 ow);
+ * a NaN wins. */
+void kiln__pool2x2_f32_avx512(const float *img, float *out, int64_t oh, int64_t ow, int64_t w);
+/* Its backward: each window's gy shared among its taps equal to y; assigns
+ * the 2 oh x 2 ow pixels the windows cover (the rest are left alone). */
+void kiln__pool2x2_grad_f32_avx512(const float *img, const float *y, const float *gy, float *gimg, int64_t oh,
+                                   int64_t ow, int64_t w);
+
+/* The geometry of conv.c's kernels: kernel, stride, padding, dilation, the
+ * image H x W and the cols grid OH x OW. */
+typedef struct kiln_conv_geom {
+    int64_t kh, kw, sh, sw, ph, pw, dh, dw, h, w, oh, ow;
+} kiln_conv_geom;
+
+/* col2im of one image plane at stride 1 (g->sh == g->sw == 1): tap (ki,
+ * kj)'s OH x OW grid at base + (ki kw + kj) tap_stride; writes every pixel
+ * of img (no zeroing needed). */
+void kiln__col2im_plane_s1_f32_avx512(const float *base, int64_t tap_stride, float *img, const kiln_conv_geom *g);
+
+#endif

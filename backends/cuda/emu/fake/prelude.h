@@ -1,0 +1,62 @@
+// prelude.h — included first by the fake nvcc (fake/nvcc) into each .cu it
+// compiles for the host: the block's threads as host threads (one block per
+// launch, gridDim = 1, so grid-stride loops cover their whole range),
+// __syncthreads as a barrier, and the intrinsics the kernels use. The .cu
+// text is rewritten to these names (threadIdx -> emu_threadIdx, ...).
+#ifndef KILN_CUDA_EMU_PRELUDE_H
+#define KILN_CUDA_EMU_PRELUDE_H
+
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+struct emu_dim3 {
+    unsigned x, y, z;
+};
+static thread_local emu_dim3 emu_threadIdx{0, 0, 0};
+static thread_local emu_dim3 emu_blockDim{1, 1, 1};
+static const emu_dim3 emu_blockIdx{0, 0, 0}, emu_gridDim{1, 1, 1};
+static std::barrier<> *emu_bar;
+static std::mutex emu_mu;
+
+static inline void emu_sync() { emu_bar->arrive_and_wait(); }
+static inline float emu_uint_as_float(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static inline uint32_t emu_float_as_uint(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static inline int emu_double2int_rn(double v) { return (int)nearbyint(v); }
+static inline unsigned emu_atomicMax(unsigned *p, unsigned v) {
+    std::lock_guard<std::mutex> lock(emu_mu);
+    unsigned old = *p;
+    if (v > old) *p = v;
+    return old;
+}
+
+// A launch: one block of `threads` host threads running f to completion.
+template <typename F> static void emu_run(unsigned threads, F f) {
+    if (threads < 1) threads = 1;
+    std::barrier<> bar(threads);
+    emu_bar = &bar;
+    std::vector<std::thread> ts;
+    ts.reserve(threads);
+    for (unsigned t = 0; t < threads; t++) ts.emplace_back([&, t] {
+        emu_threadIdx = {t, 0, 0};
+        emu_blockDim = {threads, 1, 1};
+        f();
+    });
+    for (auto &t : ts) t.join();
+}
+
+#endif

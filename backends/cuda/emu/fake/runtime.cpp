@@ -1,0 +1,112 @@
+// runtime.cpp — the CUDA runtime and cuBLAS calls the backend makes,
+// faked on the host (setup.sh builds it as libcudart.so and libcublas.so):
+// device memory is host memory (fresh blocks hold garbage, as cudaMalloc's
+// may), streams are no-ops (an emulated launch runs to completion), one
+// "device" is found, and the GEMMs run on the host, summing in double and
+// rounding as a f32-accumulating cuBLAS would (once to f32, then to the
+// output dtype); CUBLAS_COMPUTE_64F in double.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+#include <cstdlib>
+#include <cstring>
+#include <cstdio>
+
+extern "C" {
+cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
+cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
+    memset(p, 0, sizeof *p);
+    strcpy(p->name, "host emulation");
+    p->major = 9, p->minor = 0, p->totalGlobalMem = (size_t)1 << 34;
+    return cudaSuccess;
+}
+const char *cudaGetErrorString(cudaError_t e) { return e ? "emulated error" : "no error"; }
+const char *cudaGetErrorName(cudaError_t e) { return e ? "cudaErrorEmulated" : "cudaSuccess"; }
+cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+cudaError_t cudaMalloc(void **p, size_t n) {
+    *p = malloc(n ? n : 1);
+    if (*p) memset(*p, 0xA5, n); /* garbage, as a fresh cudaMalloc */
+    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
+cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t) { memmove(d, s, n); return cudaSuccess; }
+// a __constant__ / __device__ symbol is a host object here
+cudaError_t cudaMemcpyToSymbolAsync(const void *sym, const void *s, size_t n, size_t off, cudaMemcpyKind, cudaStream_t) {
+    memmove((char *)sym + off, s, n);
+    return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t) { memset(d, v, n); return cudaSuccess; }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) { *s = (cudaStream_t)0x1; return cudaSuccess; }
+cudaError_t cudaStreamCreate(cudaStream_t *s) { *s = (cudaStream_t)0x1; return cudaSuccess; }
+cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+
+cublasStatus_t cublasCreate_v2(cublasHandle_t *h) { *h = (cublasHandle_t)0x1; return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasDestroy_v2(cublasHandle_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetStream_v2(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
+// alpha and beta are read through their pointers either way: device
+// memory is host memory
+cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t, cublasPointerMode_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
+}
+
+static double ld(cudaDataType t, const void *p, long long i) {
+    switch (t) {
+    case CUDA_R_16F: return __half2float(((const __half *)p)[i]);
+    case CUDA_R_16BF: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    case CUDA_R_64F: return ((const double *)p)[i];
+    default: return ((const float *)p)[i];
+    }
+}
+static void st(cudaDataType t, void *p, long long i, double v) {
+    switch (t) {
+    case CUDA_R_16F: ((__half *)p)[i] = __float2half_rn((float)v); break;
+    case CUDA_R_16BF: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn((float)v); break;
+    case CUDA_R_64F: ((double *)p)[i] = v; break;
+    default: ((float *)p)[i] = (float)v;
+    }
+}
+// column-major C (m x n) = alpha op(A) op(B) + beta C
+static cublasStatus_t gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void *alpha, const void *A,
+                           cudaDataType at, int lda, long long sa, const void *B, cudaDataType bt, int ldb, long long sb,
+                           const void *beta, void *C, cudaDataType ct, int ldc, long long sc, int batch,
+                           cublasComputeType_t comp) {
+    bool d = comp == CUBLAS_COMPUTE_64F || comp == CUBLAS_COMPUTE_64F_PEDANTIC;
+    double al = d ? *(const double *)alpha : *(const float *)alpha, be = d ? *(const double *)beta : *(const float *)beta;
+    if (ta == CUBLAS_OP_C || tb == CUBLAS_OP_C) return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (lda < (ta == CUBLAS_OP_N ? m : k) || ldb < (tb == CUBLAS_OP_N ? k : n) || ldc < m) {
+        fprintf(stderr, "fake cublas: bad leading dims m %d n %d k %d lda %d ldb %d ldc %d\n", m, n, k, lda, ldb, ldc);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    for (int b = 0; b < batch; b++)
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) {
+                double s = 0;
+                for (int p = 0; p < k; p++) {
+                    double a = ld(at, A, b * sa + (ta == CUBLAS_OP_N ? i + (long long)p * lda : p + (long long)i * lda));
+                    double v = ld(bt, B, b * sb + (tb == CUBLAS_OP_N ? p + (long long)j * ldb : j + (long long)p * ldb));
+                    s += a * v;
+                }
+                if (!d) s = (float)s;
+                long long ci = b * sc + i + (long long)j * ldc;
+                st(ct, C, ci, al * s + (be != 0 ? be * ld(ct, C, ci) : 0));
+            }
+    return CUBLAS_STATUS_SUCCESS;
+}
+extern "C" {
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                          const void *alpha, const void *A, cudaDataType at, int lda, long long sa,
+                                          const void *B, cudaDataType bt, int ldb, long long sb, const void *beta, void *C,
+                                          cudaDataType ct, int ldc, long long sc, int batch, cublasComputeType_t comp,
+                                          cublasGemmAlgo_t) {
+    return gemm(ta, tb, m, n, k, alpha, A, at, lda, sa, B, bt, ldb, sb, beta, C, ct, ldc, sc, batch, comp);
+}
+cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void *alpha,
+                            const void *A, cudaDataType at, int lda, const void *B, cudaDataType bt, int ldb,
+                            const void *beta, void *C, cudaDataType ct, int ldc, cublasComputeType_t comp, cublasGemmAlgo_t) {
+    return gemm(ta, tb, m, n, k, alpha, A, at, lda, 0, B, bt, ldb, 0, beta, C, ct, ldc, 0, 1, comp);
+}
+}

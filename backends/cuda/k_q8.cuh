@@ -1,0 +1,33 @@
+// k_q8.cuh — the 8-bit optimizer states' block coder shared by k_optim.cu
+// and k_optim_lowrank.cu (optim/dynamic_map.h): a state is map[code] *
+// absmax per block of 256; requantizing takes the block's max |x| as its
+// absmax and codes x / absmax as the count of the f32 midpoint thresholds
+// (map[k] + map[k+1]) * 0.5 at or below it (the CPU's table coder, the
+// Vulkan shaders' opt_q8.glsl). Included inside each file's anonymous
+// namespace, after k_common.cuh.
+#ifndef KILN_K_Q8_CUH
+#define KILN_K_Q8_CUH
+
+// #{k < 255 : x >= thr[k]}, thr one map's thresholds (sorted ascending).
+__device__ int code_of(const float *thr, float x) {
+    int lo = 0, hi = 255;
+    while (lo < hi) {
+        int mid = (lo + hi) >> 1;
+        if (x >= thr[mid]) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+// The two maps (signed, then unsigned: maps[512]) and their thresholds
+// into shared memory; every thread of a THREADS (= 256) block calls it.
+__device__ void q8_load_maps(const float *maps, float *map, float *thr) {
+    int l = threadIdx.x;
+    map[l] = maps[l];
+    map[256 + l] = maps[256 + l];
+    __syncthreads();
+    for (int k = l; k < 512; k += THREADS) thr[k] = (k & 255) == 255 ? INFINITY : (map[k] + map[k + 1]) * 0.5f;
+    __syncthreads();
+}
+
+#endif
