@@ -1,5 +1,8 @@
 /* ctx.c — the context: an arena for metadata, a list of owned storage,
  * the parameter list, and global settings (threads). */
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 #include "backend.h"
 
 #ifdef _OPENMP
@@ -62,6 +65,20 @@ void *kiln__arena_alloc(kiln_ctx *ctx, size_t bytes) {
 }
 
 /* Layout: raw -> [padding][kiln_owned*][aligned block]. */
+/* Large storage (weights a token streams, activations of a big batch) in
+ * 2 MiB pages where the kernel gives them on request (THP "madvise"):
+ * one TLB entry per 2 MiB instead of 512. The 2 MiB-aligned interior of
+ * the block only; calloc's fresh mmap'd pages are not touched yet. */
+static void huge_pages(void *p, size_t bytes) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    const uintptr_t huge = (uintptr_t)2 << 20, a = ((uintptr_t)p + huge - 1) & ~(huge - 1),
+                    b = ((uintptr_t)p + bytes) & ~(huge - 1);
+    if (bytes >= 4 * huge && b > a) madvise((void *)a, b - a, MADV_HUGEPAGE);
+#else
+    (void)p, (void)bytes;
+#endif
+}
+
 void *kiln__owned_alloc(kiln_ctx *ctx, size_t bytes) {
     if (bytes > SIZE_MAX - KILN_ALIGN - sizeof(kiln_owned) - sizeof(void *))
         return kiln__err(KILN_ERR_OOM, "out of memory: %zu bytes requested", bytes);
@@ -76,6 +93,7 @@ void *kiln__owned_alloc(kiln_ctx *ctx, size_t bytes) {
     o->next = ctx->owned;
     if (ctx->owned) ctx->owned->prev = o;
     ctx->owned = o;
+    huge_pages((void *)p, bytes);
     return (void *)p;
 }
 

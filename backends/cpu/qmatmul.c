@@ -1,7 +1,6 @@
 /* qmatmul.c — KILN_OP_QMATMUL on the CPU (see qmatmul.h): the driver,
- * threaded over output rows (vector path, on work_pool.h's threads) or W
- * panels (panel path), the activation quantizer and the scalar reference
- * dot products. */
+ * threaded over output rows (vector path) or W panels (panel path), the
+ * activation quantizer and the scalar reference dot products. */
 #include "qmatmul.h"
 #include "qmatmul_gemm.h"
 #include "qmatmul_gq.h"
@@ -10,7 +9,6 @@
 #include "cpu_features.h"
 #include "gemm.h"
 #include "scratch.h"
-#include "work_pool.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -125,50 +123,6 @@ static float row_dot(const kiln_qmm_kernels *kk, kiln_dtype t, const char *w, in
     }
 }
 
-/* A GEMV's operands, for the pool's workers (work_pool.h). */
-typedef struct gemv_job {
-    const kiln_qmm_kernels *kk;
-    kiln_dtype t;
-    int64_t m, n, k;
-    const float *x;
-    const void *w;
-    float *y;
-    const int8_t *xq;
-    const float *dx;
-    const int32_t *xs;
-    bool i8;
-    kiln_qmm_dot2_i8s *two;
-} gemv_job;
-
-/* Rows in pairs p0 .. p1 - 1 (the last one of an odd n alone). */
-static void pairs_run(void *arg, int64_t p0, int64_t p1) {
-    const gemv_job *j = arg;
-    const int64_t n = j->n, k = j->k;
-    const size_t rb = kiln__elems_bytes(j->t, k);
-    for (int64_t p = p0; p < p1; p++)
-        for (int64_t i = 0; i < j->m; i++) {
-            const int64_t r = 2 * p;
-            float o[2];
-            if (r + 1 < n) {
-                j->two((const char *)j->w + (size_t)r * rb, (const char *)j->w + (size_t)(r + 1) * rb, j->xq + i * k,
-                       j->xs + i * (k / 4), j->dx + i * (k / 32), k / 32, o);
-                j->y[i * n + r] = o[0], j->y[i * n + r + 1] = o[1];
-            } else
-                j->y[i * n + r] = row_dot(j->kk, j->t, j->w, r, k, j->x + i * k, j->xq + i * k, j->xs + i * (k / 4),
-                                          j->dx + i * (k / 32));
-        }
-}
-
-/* Rows r0 .. r1 - 1 one by one. */
-static void rows_run(void *arg, int64_t r0, int64_t r1) {
-    const gemv_job *j = arg;
-    const int64_t n = j->n, k = j->k;
-    for (int64_t r = r0; r < r1; r++)
-        for (int64_t i = 0; i < j->m; i++)
-            j->y[i * n + r] = row_dot(j->kk, j->t, j->w, r, k, j->x + i * k, j->i8 ? j->xq + i * k : NULL,
-                                      j->xs ? j->xs + i * (k / 4) : NULL, j->i8 ? j->dx + i * (k / 32) : NULL);
-}
-
 /* Elements [e0, e0 + len) of W as f32 (e0 and len whole rows). */
 static void dequant_rows(kiln_dtype t, const char *w, int64_t e0, int64_t len, float *out) {
     if (t != KILN_NF4_DQ) {
@@ -240,16 +194,32 @@ kiln_status kiln__qmatmul_cpu(kiln_dtype t, int64_t m, int64_t n, int64_t k, con
             if (xs) kiln__qmm_lane_sums(xq + i * k, xs + i * (k / 4), k / 32, off);
         }
     }
-    /* one contiguous range of rows per thread, each thread streaming its
-     * own part of W, the ranges' ends taken by whichever thread is free
-     * (work_pool.h: a thread that lost its core holds no one up); each
-     * output is the same whichever thread computes it */
-    gemv_job j = {kk, t, m, n, k, x, w, y, xq, dx, xs, i8, !xs ? NULL : t == KILN_Q8_0 ? kk->q8_0s2 : kk->q4_0s2};
-    const int nt = n_threads > 1 && n * k >= (1 << 16) ? n_threads : 1;
-    if (j.two) /* rows in pairs */
-        kiln__pool_for((n + 1) / 2, 16, nt, pairs_run, &j);
-    else
-        kiln__pool_for(n, 32, nt, rows_run, &j);
+    /* chunks of 64 rows handed out as threads come free (a static split
+     * waits for the slowest thread, and this machine's cores are shared);
+     * each output is the same whichever thread computes it */
+    kiln_qmm_dot2_i8s *two = !xs ? NULL : t == KILN_Q8_0 ? kk->q8_0s2 : kk->q4_0s2;
+    if (two) { /* rows in pairs (the last one of an odd n alone) */
+        const size_t rb = kiln__elems_bytes(t, k);
+#pragma omp parallel for num_threads(n_threads) schedule(dynamic, 32) if (n_threads > 1 && n * k >= (1 << 16))
+        for (int64_t p = 0; p < (n + 1) / 2; p++)
+            for (int64_t i = 0; i < m; i++) {
+                const int64_t r = 2 * p;
+                float o[2];
+                if (r + 1 < n) {
+                    two((const char *)w + (size_t)r * rb, (const char *)w + (size_t)(r + 1) * rb, xq + i * k,
+                        xs + i * (k / 4), dx + i * (k / 32), k / 32, o);
+                    y[i * n + r] = o[0], y[i * n + r + 1] = o[1];
+                } else
+                    y[i * n + r] = row_dot(kk, t, w, r, k, x + i * k, xq + i * k, xs + i * (k / 4), dx + i * (k / 32));
+            }
+        free(xq), free(dx), free(xs);
+        return KILN_OK;
+    }
+#pragma omp parallel for num_threads(n_threads) schedule(dynamic, 64) if (n_threads > 1 && n * k >= (1 << 16))
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t i = 0; i < m; i++)
+            y[i * n + r] = row_dot(kk, t, w, r, k, x + i * k, i8 ? xq + i * k : NULL, xs ? xs + i * (k / 4) : NULL,
+                                   i8 ? dx + i * (k / 32) : NULL);
     free(xq), free(dx), free(xs);
     return KILN_OK;
 }
