@@ -51,6 +51,11 @@ struct kiln_backend {
     int64_t validation_messages;
 };
 
+/* GaLore's refresh on a device backend: G downloaded, the CPU's SVD
+ * (kiln__galore_refresh), P uploaded; t is the GALORE(8)_STEP node
+ * (backends/cpu/optim_galore.c; Vulkan and CUDA call it). */
+kiln_status kiln__galore_refresh_device(kiln_backend *b, const kiln_tensor *t, const char *who);
+
 /* The CPU backend (never NULL). */
 kiln_backend *kiln__backend_cpu(void);
 static inline bool kiln__is_device(const kiln_backend *b) { return b && b->vt; }

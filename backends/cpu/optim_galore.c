@@ -14,6 +14,7 @@
  * be reached, fails with KILN_ERR_UNSUPPORTED.
  */
 #include "internal.h"
+#include "backend.h"
 #include "gemm.h"
 #include "../../optim/dynamic_map.h"
 
@@ -73,6 +74,20 @@ kiln_status kiln__galore_refresh(const char *who, const float *g, int64_t m, int
     return kiln__errs(KILN_ERR_UNSUPPORTED, "%s: no LAPACK in this build (BLAS=0), no SVD", who);
 }
 #endif
+
+kiln_status kiln__galore_refresh_device(kiln_backend *b, const kiln_tensor *t, const char *who) {
+    const kiln_tensor *p = t->src[0], *grad = t->src[1], *proj = t->src[2];
+    int64_t m = p->shape[0], n = p->shape[1], np = kiln_tensor_numel(proj);
+    int64_t r = m >= n ? proj->shape[0] : proj->shape[1];
+    float *g = kiln__malloc((size_t)(m * n + np) * sizeof *g);
+    if (!g) return kiln__errs(KILN_ERR_OOM, "%s: no host memory for the gradient's SVD", who);
+    float *P = g + m * n;
+    kiln_status s = b->vt->download(b, grad->dbuf, grad->doff, g, (size_t)(m * n) * sizeof *g);
+    if (!s) s = kiln__galore_refresh(who, g, m, n, r, P);
+    if (!s) s = b->vt->upload(b, proj->dbuf, proj->doff, P, (size_t)np * sizeof *P);
+    free(g);
+    return s;
+}
 
 /* Adam on the low-rank gradient, in place: R becomes N = m / (sqrt(v) + eps)
  * (galore_torch's order: eps before the bias correction, which is folded

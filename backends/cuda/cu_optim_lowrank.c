@@ -93,21 +93,6 @@ static bool galore_supports(const kiln_cu *cu, const kiln_tensor *t) {
     return ok && leaf_ok(t->src[3], KILN_F32, nr) && leaf_ok(t->src[4], KILN_F32, nr);
 }
 
-/* The refresh: G down, the CPU's SVD, P up. */
-static kiln_status refresh(kiln_cu *cu, kiln_tensor *t, const char *who) {
-    kiln_tensor *p = t->src[0], *grad = t->src[1], *proj = t->src[2];
-    int64_t m = p->shape[0], n = p->shape[1], np = kiln_tensor_numel(proj);
-    int64_t r = m >= n ? proj->shape[0] : proj->shape[1];
-    float *g = kiln__malloc((size_t)(m * n + np) * sizeof *g);
-    if (!g) return kiln__errs(KILN_ERR_OOM, "%s: no host memory for the gradient's SVD", who);
-    float *P = g + m * n;
-    kiln_status s = kiln__cu_download(&cu->base, grad->dbuf, grad->doff, g, (size_t)(m * n) * sizeof *g);
-    if (!s) s = kiln__galore_refresh(who, g, m, n, r, P);
-    if (!s) s = kiln__cu_upload(&cu->base, proj->dbuf, proj->doff, P, (size_t)np * sizeof *P);
-    free(g);
-    return s;
-}
-
 static kiln_status galore_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
     bool eight = t->op == KILN_OP_GALORE8_STEP, q8 = eight && t->ip[2] != 0;
@@ -118,7 +103,7 @@ static kiln_status galore_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *e
     bool right = m >= n;
     int64_t r = right ? proj->shape[0] : proj->shape[1];
     kiln_status s;
-    if (t->ip[1] && (s = refresh(cu, t, who))) return s;
+    if (t->ip[1] && (s = kiln__galore_refresh_device(&cu->base, t, who))) return s;
     /* scratch: R [nr], then the scalars (alpha, 1, eps) */
     kiln_devbuf *d = kiln__cu_buffer_new(cu, (size_t)(nr + 4) * sizeof(float), false);
     if (!d) return oom(who);

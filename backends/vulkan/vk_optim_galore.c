@@ -47,21 +47,6 @@ static bool galore_supports(const kiln_vk *vk, const kiln_tensor *t) {
     return ok && leaf_ok(vk, t->src[3], KILN_F32, nr) && leaf_ok(vk, t->src[4], KILN_F32, nr);
 }
 
-/* The refresh: G down, the CPU's SVD, P up (in the command stream). */
-static kiln_status refresh(kiln_vk *vk, kiln_tensor *t, const char *who) {
-    kiln_tensor *p = t->src[0], *grad = t->src[1], *proj = t->src[2];
-    int64_t m = p->shape[0], n = p->shape[1], np = kiln_tensor_numel(proj);
-    int64_t r = m >= n ? proj->shape[0] : proj->shape[1];
-    float *g = kiln__malloc((size_t)(m * n + np) * sizeof *g);
-    if (!g) return kiln__errs(KILN_ERR_OOM, "%s: no host memory for the gradient's SVD", who);
-    float *P = g + m * n;
-    kiln_status s = kiln__vk_download(&vk->base, grad->dbuf, grad->doff, g, (size_t)(m * n) * sizeof *g);
-    if (!s) s = kiln__galore_refresh(who, g, m, n, r, P);
-    if (!s) s = kiln__vk_upload(&vk->base, proj->dbuf, proj->doff, P, (size_t)np * sizeof *P);
-    free(g);
-    return s;
-}
-
 static kiln_status galore_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
     bool eight = t->op == KILN_OP_GALORE8_STEP, q8 = eight && t->ip[2] != 0;
@@ -73,7 +58,7 @@ static kiln_status galore_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
     bool right = m >= n;
     uint32_t r = (uint32_t)(right ? proj->shape[0] : proj->shape[1]), step = (uint32_t)t->ip[0];
     kiln_status s;
-    if (t->ip[1] && (s = refresh(vk, t, who))) return s;
+    if (t->ip[1] && (s = kiln__galore_refresh_device(&vk->base, t, who))) return s;
     kiln_tensor low;
     if ((s = kiln__vk_scratch(vk, nr, KILN_F32, &low))) return s;
     uint32_t r0 = kiln__vk_base(vk, &low);
