@@ -9,14 +9,15 @@
 
 #include <math.h>
 
-/* Whether the AVX-512 planes (conv_avx512.c) may run. */
-static bool pool_avx512(void) {
+/* Whether the AVX-512 planes (conv_avx512.c) may run; CONV_X86 also as a
+ * constant, so that a test of a flag captured by an OpenMP region still
+ * folds away (and references no x86 symbol) elsewhere. */
 #if defined(__x86_64__)
-    return kiln__cpu_caps()->level >= KILN_SIMD_AVX512;
+#define CONV_X86 1
 #else
-    return false;
+#define CONV_X86 0
 #endif
-}
+static bool pool_avx512(void) { return CONV_X86 && kiln__cpu_caps()->level >= KILN_SIMD_AVX512; }
 
 /* The geometry both kernels share: kernel, stride, padding, dilation, the
  * image size H x W and the cols grid OH x OW. */
@@ -112,7 +113,7 @@ static inline int64_t cols_tap_stride(const cols_map *m) { return m->cn ? m->n *
         for (int64_t q = 0; q < planes; q++) {                                                           \
             T *img = y + plane_of(&m, q) * g.h * g.w;                                                    \
             const T *base = cols + cols_base(&m, q);                                                     \
-            if (simd) {                                                                                  \
+            if (CONV_X86 && simd) {                                                                      \
                 kiln__col2im_plane_s1_f32_avx512((const float *)base, tap_stride, (float *)img, &g);     \
                 continue;                                                                                \
             }                                                                                            \
