@@ -136,17 +136,8 @@ __global__ void opt8_k(int kind, float *p, const float *grad, unsigned char *q0,
                 }
             }
         }
-        red[0][l] = fabsf(s0);
-        red[1][l] = fabsf(s1);
-        __syncthreads();
-        for (int half = THREADS / 2; half > 0; half >>= 1) {
-            if (l < half) {
-                red[0][l] = fmaxf(red[0][l], red[0][l + half]);
-                red[1][l] = fmaxf(red[1][l], red[1][l + half]);
-            }
-            __syncthreads();
-        }
-        float am0 = red[0][0], am1 = red[1][0];
+        float am0, am1;
+        q8_block_absmax2(red, s0, s1, &am0, &am1);
         if (live) {
             q0[i] = (unsigned char)code_of(thr, am0 == 0.0f ? 0.0f : s0 / am0);
             if (kind == OPT8_ADAM) q1[i] = (unsigned char)code_of(thr + 256, am1 == 0.0f ? 0.0f : s1 / am1);

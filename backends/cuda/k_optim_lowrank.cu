@@ -79,17 +79,8 @@ __global__ void lowrank_adam8_k(float *r, unsigned char *mq, unsigned char *vq, 
             }
             r[i] = x;
         }
-        red[0][l] = fabsf(mi);
-        red[1][l] = fabsf(vi);
-        __syncthreads();
-        for (int half = THREADS / 2; half > 0; half >>= 1) {
-            if (l < half) {
-                red[0][l] = fmaxf(red[0][l], red[0][l + half]);
-                red[1][l] = fmaxf(red[1][l], red[1][l + half]);
-            }
-            __syncthreads();
-        }
-        const float am0 = red[0][0], am1 = red[1][0];
+        float am0, am1;
+        q8_block_absmax2(red, mi, vi, &am0, &am1);
         if (live) {
             mq[i] = (unsigned char)code_of(thr, am0 == 0.0f ? 0.0f : mi / am0);
             vq[i] = (unsigned char)code_of(thr + 256, am1 == 0.0f ? 0.0f : vi / am1);

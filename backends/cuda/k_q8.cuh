@@ -30,4 +30,22 @@ __device__ void q8_load_maps(const float *maps, float *map, float *thr) {
     __syncthreads();
 }
 
+
+// The block's max |a| and max |b| (two states' new absmax) through red, a
+// shared [2][THREADS]; every thread of the block calls it and gets both.
+__device__ void q8_block_absmax2(float (*red)[THREADS], float a, float b, float *am0, float *am1) {
+    int l = threadIdx.x;
+    red[0][l] = fabsf(a);
+    red[1][l] = fabsf(b);
+    __syncthreads();
+    for (int half = THREADS / 2; half > 0; half >>= 1) {
+        if (l < half) {
+            red[0][l] = fmaxf(red[0][l], red[0][l + half]);
+            red[1][l] = fmaxf(red[1][l], red[1][l + half]);
+        }
+        __syncthreads();
+    }
+    *am0 = red[0][0], *am1 = red[1][0];
+}
+
 #endif
