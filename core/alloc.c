@@ -8,6 +8,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 static atomic_long alloc_count;
 static atomic_long fail_at = -1;
@@ -62,6 +65,34 @@ char *kiln__strdup(const char *s) {
     if (d) memcpy(d, s, n);
     return d;
 }
+
+#define HUGE_PAGE ((size_t)2 << 20)
+#define SMALL_PAGE ((size_t)4096)
+
+#if defined(__linux__)
+void *kiln__huge_map(size_t head, size_t bytes, size_t *len) {
+    *len = 0;
+    if (head > SMALL_PAGE || bytes > SIZE_MAX - 2 * HUGE_PAGE || !alloc_ok(CALLER)) return NULL;
+    const size_t want = (SMALL_PAGE + bytes + SMALL_PAGE - 1) & ~(SMALL_PAGE - 1), span = want + HUGE_PAGE;
+    char *base = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) return NULL;
+    /* the block at the first 2 MiB boundary that leaves a page for the header */
+    char *block = (char *)(((uintptr_t)base + SMALL_PAGE + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+    char *start = block - SMALL_PAGE, *end = start + want;
+    if (start > base) munmap(base, (size_t)(start - base));
+    if (base + span > end) munmap(end, (size_t)(base + span - end));
+#ifdef MADV_HUGEPAGE
+    if (bytes >= HUGE_PAGE) madvise(block, bytes & ~(HUGE_PAGE - 1), MADV_HUGEPAGE);
+#endif
+    *len = want;
+    return block - head;
+}
+
+void kiln__huge_unmap(void *start, size_t len) {
+    /* the mapping began on the page that holds the header */
+    munmap((void *)((uintptr_t)start & ~(uintptr_t)(SMALL_PAGE - 1)), len);
+}
+#endif
 
 void kiln_debug_fail_alloc_after(long n) {
     atomic_store(&fail_at, -1);

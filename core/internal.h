@@ -199,6 +199,8 @@ struct kiln_ctx {
 void *kiln__arena_alloc(kiln_ctx *ctx, size_t bytes);
 /* 64-byte aligned zeroed storage freed with ctx (or earlier by kiln__owned_free). */
 void *kiln__owned_alloc(kiln_ctx *ctx, size_t bytes);
+/* the same for a tensor's lasting storage: huge pages from 2 MiB (ctx.c) */
+void *kiln__owned_alloc_lasting(kiln_ctx *ctx, size_t bytes);
 void kiln__owned_free(kiln_ctx *ctx, void *p);
 /* Grow an owned array (realloc semantics; *p may be NULL). */
 kiln_status kiln__owned_grow(kiln_ctx *ctx, void **p, int *cap, int need, size_t elem);

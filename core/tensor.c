@@ -70,7 +70,7 @@ kiln_tensor *kiln_tensor_new(kiln_ctx *ctx, kiln_dtype dtype, int ndim, const in
     kiln_tensor *t = tensor_meta(ctx, dtype, ndim, shape);
     if (!t) return NULL;
     size_t bytes = kiln__elems_bytes(dtype, kiln__numel(ndim, shape));
-    t->data = kiln__owned_alloc(ctx, bytes);
+    t->data = kiln__owned_alloc_lasting(ctx, bytes);
     if (!t->data) return NULL;
     t->storage_bytes = bytes;
     ctx->storage_bytes += bytes;
