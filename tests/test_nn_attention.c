@@ -3,7 +3,8 @@
  * non-contiguous inputs), the blocked (flash) kernels against a reference
  * that stores the scores and against the decomposition into ops (values
  * and gradients, sizes that are not multiples of the block), every SIMD
- * variant of their loops against the scalar one, memory that grows with
+ * variant of their loops against the scalar one, a decoding step against
+ * the last row of the blocked way, memory that grows with
  * T, not T x S, and error paths. */
 #include "../backends/cpu/cpu_features.h"
 #include "../backends/cpu/nn_attention_simd.h"
@@ -305,10 +306,11 @@ KT_TEST(nn_attention_flash_matches_decomposition) {
         {2, 4, 2, 150, 200, 20, 12, false},
         {1, 3, 1, 130, 97, 16, 24, true},
         {1, 2, 2, 70, 70, 8, 8, true},
+        {2, 8, 2, 1, 150, 16, 12, true}, /* a decoding step */
     };
     int saved = kiln_get_threads();
     kiln_set_threads(2);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         for (int f = 0; f < 2; f++) {
             kiln_dtype dt = f ? KILN_F32 : KILN_F64;
             double *got = flash_run(&cases[i], dt, false), *want = flash_run(&cases[i], dt, true);
@@ -319,6 +321,39 @@ KT_TEST(nn_attention_flash_matches_decomposition) {
             free(want);
         }
     kiln_set_threads(saved);
+}
+
+/* A decoding step (T = 1: no keys transposed, a group's heads together)
+ * gives bit for bit the last row of the same attention over T queries,
+ * which goes the blocked way: the same products in the same order. */
+KT_TEST(nn_attention_decode_step_is_last_row) {
+    const flash_case cases[] = {
+        {2, 8, 2, 5, 150, 16, 12, true},
+        {1, 4, 4, 3, 70, 24, 40, false},
+        {1, 3, 1, 4, 64, 8, 8, true},
+    };
+    for (int i = 0; i < 3; i++)
+        for (int f = 0; f < 2; f++) {
+            const flash_case *c = &cases[i];
+            kiln_dtype dt = f ? KILN_F32 : KILN_F64;
+            kiln_ctx *ctx = kiln_ctx_new();
+            kiln_tensor *q = kiln_new_4d(ctx, dt, c->b, c->hq, c->t, c->d), *k = kiln_new_4d(ctx, dt, c->b, c->hkv, c->s, c->d);
+            kiln_tensor *v = kiln_new_4d(ctx, dt, c->b, c->hkv, c->s, c->dv);
+            KT_NOTNULL(v);
+            KT_OK(kiln_tensor_fill_uniform(q, 21, -2, 2));
+            KT_OK(kiln_tensor_fill_uniform(k, 22, -2, 2));
+            KT_OK(kiln_tensor_fill_uniform(v, 23, -1, 1));
+            kiln_tensor *all = kiln_attention(ctx, q, k, v, c->causal, 0.4);
+            kiln_tensor *step = kiln_attention(ctx, kiln_slice(ctx, q, 2, c->t - 1, c->t, 1), k, v, c->causal, 0.4);
+            double *want = nnt_eval(ctx, kiln_slice(ctx, all, 2, c->t - 1, c->t, 1)), *got = nnt_eval(ctx, step);
+            int64_t n = c->b * c->hq * c->dv;
+            if (got && want)
+                KT_CHECK(memcmp(got, want, (size_t)n * sizeof *got) == 0, "case %d %s: the step differs from the last row",
+                         i, kiln_dtype_name(dt));
+            free(got);
+            free(want);
+            kiln_ctx_free(ctx);
+        }
 }
 
 /* SIMD levels of this architecture (the caps can name the others). */

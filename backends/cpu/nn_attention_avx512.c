@@ -1,5 +1,6 @@
 /* nn_attention_avx512.c — blocked attention's f32 tile loops for AVX-512:
- * a 4 x 64 register-tiled multiply (masked loads/stores for the edges)
+ * a 4 x 64 register-tiled multiply (masked loads/stores for the edges;
+ * 8 x 16 for narrow tiles)
  * and a vectorized exp. Twins of nn_attention_loops.c's scalar loops. */
 #if defined(__x86_64__)
 #include "nn_attention_simd.h"
@@ -63,9 +64,36 @@ static inline __attribute__((always_inline)) void store_row(float *c, __m512 v0,
     c##0 = _mm512_fmadd_ps(x, b0, c##0), c##1 = _mm512_fmadd_ps(x, b1, c##1), c##2 = _mm512_fmadd_ps(x, b2, c##2), \
     c##3 = _mm512_fmadd_ps(x, b3, c##3)
 
+/* C's columns [j, n) when at most 16, 8 rows at a time: a decoding step's
+ * K Q^T tile is as wide as a group of heads (8 for most GQA models), and
+ * the 4 x 64 tile spent 3 of every 4 FMAs on masked-off lanes. Each lane
+ * sums over p in the same order as there. */
+static void gemm_narrow(int64_t m, int64_t j, int64_t n, int64_t k, const float *a, int64_t ars, int64_t acs,
+                        const float *b, int64_t ldb, float *c, int64_t ldc, bool acc) {
+    const __mmask16 mk = tail_mask(n - j);
+    for (int64_t i = 0; i < m; i += 8) {
+        const int rows = m - i < 8 ? (int)(m - i) : 8;
+        __m512 r[8];
+        for (int q = 0; q < 8; q++) r[q] = _mm512_setzero_ps();
+        const float *ai = a + i * ars;
+        for (int64_t p = 0; p < k; p++) {
+            const __m512 bp = _mm512_maskz_loadu_ps(mk, b + p * ldb + j);
+            for (int q = 0; q < rows; q++) r[q] = _mm512_fmadd_ps(_mm512_set1_ps(ai[q * ars + p * acs]), bp, r[q]);
+        }
+        for (int q = 0; q < rows; q++) {
+            float *ci = c + (i + q) * ldc + j;
+            _mm512_mask_storeu_ps(ci, mk, acc ? _mm512_add_ps(r[q], _mm512_maskz_loadu_ps(mk, ci)) : r[q]);
+        }
+    }
+}
+
 static void gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t ars, int64_t acs, const float *b, int64_t ldb,
                  float *c, int64_t ldc, bool acc) {
     for (int64_t j = 0; j < n; j += 64) {
+        if (n - j <= 16) {
+            gemm_narrow(m, j, n, k, a, ars, acs, b, ldb, c, ldc, acc);
+            break;
+        }
         __mmask16 mk[4];
         for (int q = 0; q < 4; q++) mk[q] = tail_mask(n - j - 16 * q);
         __mmask16 m0 = mk[0], m1 = mk[1], m2 = mk[2], m3 = mk[3];

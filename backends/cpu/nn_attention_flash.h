@@ -27,10 +27,17 @@
 #define FA_OPS FA_CAT(kiln_attn_ops, FA_SUF)
 #define BLK KILN_ATTN_BLOCK
 
-/* dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols. */
+/* dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols, in tiles
+ * of 16 x 16: row by row, each element went to another line of dst, and
+ * the transpose of a decoding step's keys took longer than its products. */
 static void FA_FN(transpose)(const FA_T *src, int64_t lds, FA_T *dst, int64_t ldd, int64_t rows, int64_t cols) {
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++) dst[c * ldd + r] = src[r * lds + c];
+    enum { TILE = 16 };
+    for (int64_t r0 = 0; r0 < rows; r0 += TILE)
+        for (int64_t c0 = 0; c0 < cols; c0 += TILE) {
+            int64_t r1 = r0 + TILE < rows ? r0 + TILE : rows, c1 = c0 + TILE < cols ? c0 + TILE : cols;
+            for (int64_t c = c0; c < c1; c++)
+                for (int64_t r = r0; r < r1; r++) dst[c * ldd + r] = src[r * lds + c];
+        }
 }
 
 /* Keys of block [j0, j0 + bc) that query i sees. */
@@ -41,22 +48,31 @@ static inline int64_t FA_FN(visible)(const kiln_attn_geom *g, int64_t i, int64_t
 }
 
 /* Queries [i0, i0 + br) of one head: qi [br, d] -> oi [br, dv], li [br];
- * kth is the head's keys transposed, [d, S]. */
+ * kth is the head's keys transposed, [d, S]. With kth NULL, a decoding
+ * step (T = 1): the br rows are the one query of each head of a group,
+ * kh the group's keys as they are, [S, d]; the tile is then made as its
+ * transpose K Q^T from the queries transposed (d x br, for a group of 8
+ * an eighth of the keys' size), with the same products in the same order. */
 static void FA_FN(fwd_block)(const kiln_attn_geom *g, const FA_OPS *ops, const FA_T *qi, const FA_T *kth,
-                             const FA_T *vh, FA_T *oi, FA_T *li, int64_t i0, int64_t br, FA_T *work) {
-    int64_t d = g->d, dv = g->dv;
+                             const FA_T *kh, const FA_T *vh, FA_T *oi, FA_T *li, int64_t i0, int64_t br, FA_T *work) {
+    int64_t d = g->d, dv = g->dv, step = kth ? 1 : 0; /* the query index of row r is i0 + r step */
     FA_T scale = (FA_T)g->scale;
-    FA_T *sc = work, *acc = sc + BLK * BLK, *m = acc + BLK * dv, *l = m + BLK;
+    FA_T *sc = work, *acc = sc + BLK * BLK, *m = acc + BLK * dv, *l = m + BLK, *st = l + BLK, *qt = st + BLK * br;
     for (int64_t r = 0; r < br; r++) m[r] = -INFINITY, l[r] = 0;
     for (int64_t e = 0; e < br * dv; e++) acc[e] = 0;
+    if (!kth) FA_FN(transpose)(qi, d, qt, br, br, d);
     int64_t kend = g->s;
-    if (g->causal && i0 + br + g->s - g->t < kend) kend = i0 + br + g->s - g->t;
+    if (g->causal && i0 + (br - 1) * step + 1 + g->s - g->t < kend) kend = i0 + (br - 1) * step + 1 + g->s - g->t;
     for (int64_t j0 = 0; j0 < kend; j0 += BLK) {
         int64_t bc = kend - j0 < BLK ? kend - j0 : BLK;
-        ops->gemm(br, bc, d, qi, d, 1, kth + j0, g->s, sc, BLK, false);
+        if (kth) ops->gemm(br, bc, d, qi, d, 1, kth + j0, g->s, sc, BLK, false);
+        else {
+            ops->gemm(bc, br, d, kh + j0 * d, d, 1, qt, br, st, br, false);
+            FA_FN(transpose)(st, br, sc, BLK, bc, br);
+        }
         for (int64_t r = 0; r < br; r++) {
             FA_T *row = sc + r * BLK;
-            int64_t nv = FA_FN(visible)(g, i0 + r, j0, bc);
+            int64_t nv = FA_FN(visible)(g, i0 + r * step, j0, bc);
             for (int64_t c = nv; c < bc; c++) row[c] = 0;
             if (nv == 0) continue;
             FA_T mx = ops->max(row, nv) * scale, mnew = mx > m[r] ? mx : m[r];
@@ -78,9 +94,40 @@ static void FA_FN(fwd_block)(const kiln_attn_geom *g, const FA_OPS *ops, const F
     }
 }
 
+/* A decoding step (one query a head): a task per kv head and its group of
+ * query heads, whose rows lie together in q, o and lse; no keys are
+ * transposed (at a 128-token context that copy took longer than the
+ * products). */
+static kiln_status FA_FN(flash_decode)(const kiln_attn_geom *g, const FA_OPS *ops, const FA_T *q, const FA_T *k,
+                                       const FA_T *v, FA_T *o, FA_T *lse) {
+    int64_t group = g->hq / g->hkv, tasks = g->b * g->hkv;
+    size_t work = (size_t)(BLK * BLK + BLK * g->dv + 2 * BLK + (BLK + g->d) * group);
+    double flops = 2.0 * (double)(g->b * g->hq) * (double)g->s * (double)(g->d + g->dv);
+    bool oom = false;
+#pragma omp parallel num_threads(g->n_threads) if (flops > 4e6 && tasks > 1)
+    {
+        FA_T *w = kiln__malloc(work * sizeof *w); /* per thread */
+        if (!w) {
+#pragma omp atomic write
+            oom = true;
+        }
+#pragma omp for schedule(dynamic)
+        for (int64_t it = 0; it < tasks; it++) {
+            if (!w) continue;
+            int64_t bh = it / g->hkv * g->hq + it % g->hkv * group; /* the group's first query head */
+            FA_FN(fwd_block)(g, ops, q + bh * g->d, NULL, k + it * g->s * g->d, v + it * g->s * g->dv,
+                             o + bh * g->dv, lse + bh, 0, group, w);
+        }
+        free(w);
+    }
+    if (oom) return kiln__errs(KILN_ERR_OOM, "attention: out of memory for %zu bytes of tiles", work * sizeof(FA_T));
+    return KILN_OK;
+}
+
 kiln_status FA_FN(kiln__flash_fwd)(const kiln_attn_geom *g, const FA_OPS *ops, const FA_T *q, const FA_T *k,
                                    const FA_T *v, FA_T *o, FA_T *lse) {
     int64_t nqb = (g->t + BLK - 1) / BLK, tasks = g->b * g->hq * nqb, group = g->hq / g->hkv;
+    if (g->t == 1 && group <= BLK) return FA_FN(flash_decode)(g, ops, q, k, v, o, lse);
     size_t work = (size_t)(BLK * BLK + BLK * g->dv + 2 * BLK);
     double flops = 2.0 * (double)(g->b * g->hq * g->t) * (double)g->s * (double)(g->d + g->dv);
     bool oom = false;
@@ -103,7 +150,7 @@ kiln_status FA_FN(kiln__flash_fwd)(const kiln_attn_geom *g, const FA_OPS *ops, c
             if (!w) continue;
             int64_t bh = it / nqb, i0 = it % nqb * BLK, br = g->t - i0 < BLK ? g->t - i0 : BLK;
             int64_t kv = bh / g->hq * g->hkv + bh % g->hq / group;
-            FA_FN(fwd_block)(g, ops, q + (bh * g->t + i0) * g->d, kt + kv * g->s * g->d, v + kv * g->s * g->dv,
+            FA_FN(fwd_block)(g, ops, q + (bh * g->t + i0) * g->d, kt + kv * g->s * g->d, NULL, v + kv * g->s * g->dv,
                              o + (bh * g->t + i0) * g->dv, lse + bh * g->t + i0, i0, br, w);
         }
         free(w);
