@@ -319,10 +319,12 @@ $(FUZZ_BUILD)/bin/make_seeds: tests/fuzz/make_seeds.c tests/fuzz/fuzz_checkpoint
 fuzz: fuzz-build
 	@tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_NAMES)
 
-# kiln.pc is written at install time so it always names this PREFIX.
+# kiln.h and the parts it includes; kiln.pc is written at install time so
+# it always names this PREFIX.
+PUBLIC_HEADERS := include/kiln.h $(addprefix include/kiln_,core.h ops.h optim.h files.h tokenizer.h gptq.h)
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m 644 include/kiln.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(BUILD)/libkiln.a $(BUILD)/libkiln.so $(DESTDIR)$(PREFIX)/lib/
 	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
 	  'Name: kiln' 'Description: tensors and reverse-mode autodiff in C' 'Version: 0.1.0' \

@@ -1,7 +1,7 @@
 /* tokenizer.h — what core/tokenizer.c shares with its pre-tokenizers
  * (core/tokenizer_split.c); not installed. */
-#ifndef KILN_TOKENIZER_H
-#define KILN_TOKENIZER_H
+#ifndef KILN_CORE_TOKENIZER_H
+#define KILN_CORE_TOKENIZER_H
 
 #include "internal.h"
 

@@ -1,0 +1,237 @@
+/* kiln_ops.h — the op constructors (element-wise, reductions, matrix
+ * products, shape and movement, embeddings, neural-network layers) and the
+ * graphs that run them. A constructor records a node and checks shapes and
+ * dtypes; nothing runs until kiln_graph_compute(). Part of kiln.h.
+ *
+ * Usage — a two-layer MLP's forward and backward:
+ *
+ *     kiln_tensor *h = kiln_relu(ctx, kiln_linear(ctx, x, w1, b1));
+ *     kiln_tensor *loss = kiln_cross_entropy(ctx, kiln_linear(ctx, h, w2, b2), labels, -100);
+ *     kiln_graph *g = kiln_graph_new(ctx);
+ *     if (kiln_graph_add(g, loss) || kiln_graph_backward(g, loss) || kiln_graph_compute(g))
+ *         fprintf(stderr, "%s\n", kiln_last_error());
+ */
+#ifndef KILN_OPS_H
+#define KILN_OPS_H
+
+#include "kiln_core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- ops: element-wise ------------------------------------------------- */
+/* Binary ops broadcast like NumPy: shapes are aligned at the last axis and
+ * a dimension of 1 stretches. Inputs must share a float dtype. */
+
+kiln_tensor *kiln_add(kiln_ctx *ctx, kiln_tensor *a, kiln_tensor *b);
+kiln_tensor *kiln_sub(kiln_ctx *ctx, kiln_tensor *a, kiln_tensor *b);
+kiln_tensor *kiln_mul(kiln_ctx *ctx, kiln_tensor *a, kiln_tensor *b);
+kiln_tensor *kiln_div(kiln_ctx *ctx, kiln_tensor *a, kiln_tensor *b);
+
+kiln_tensor *kiln_neg(kiln_ctx *ctx, kiln_tensor *x);
+kiln_tensor *kiln_scale(kiln_ctx *ctx, kiln_tensor *x, double s);      /* x*s */
+kiln_tensor *kiln_add_scalar(kiln_ctx *ctx, kiln_tensor *x, double s); /* x+s */
+kiln_tensor *kiln_exp(kiln_ctx *ctx, kiln_tensor *x);
+kiln_tensor *kiln_log(kiln_ctx *ctx, kiln_tensor *x);
+kiln_tensor *kiln_sqrt(kiln_ctx *ctx, kiln_tensor *x);
+kiln_tensor *kiln_rsqrt(kiln_ctx *ctx, kiln_tensor *x);
+kiln_tensor *kiln_abs(kiln_ctx *ctx, kiln_tensor *x);
+kiln_tensor *kiln_pow(kiln_ctx *ctx, kiln_tensor *x, double p);        /* x^p */
+kiln_tensor *kiln_tanh(kiln_ctx *ctx, kiln_tensor *x);
+kiln_tensor *kiln_sigmoid(kiln_ctx *ctx, kiln_tensor *x);
+kiln_tensor *kiln_relu(kiln_ctx *ctx, kiln_tensor *x);
+kiln_tensor *kiln_leaky_relu(kiln_ctx *ctx, kiln_tensor *x, double slope);
+kiln_tensor *kiln_gelu(kiln_ctx *ctx, kiln_tensor *x);      /* erf form, exact */
+kiln_tensor *kiln_gelu_tanh(kiln_ctx *ctx, kiln_tensor *x); /* tanh approximation */
+kiln_tensor *kiln_silu(kiln_ctx *ctx, kiln_tensor *x);
+kiln_tensor *kiln_softplus(kiln_ctx *ctx, kiln_tensor *x);  /* log(1+e^x) */
+
+/* Comparisons give 1 or 0 in a's dtype; no gradient flows through them. */
+typedef enum kiln_cmp_op { KILN_CMP_EQ, KILN_CMP_NE, KILN_CMP_LT, KILN_CMP_LE, KILN_CMP_GT, KILN_CMP_GE } kiln_cmp_op;
+kiln_tensor *kiln_cmp(kiln_ctx *ctx, kiln_tensor *a, kiln_tensor *b, kiln_cmp_op op);
+
+/* where(cond, a, b): a where cond != 0 else b (all three broadcast). */
+kiln_tensor *kiln_where(kiln_ctx *ctx, kiln_tensor *cond, kiln_tensor *a, kiln_tensor *b);
+/* x where mask == 0, value where mask != 0 (torch.masked_fill). */
+kiln_tensor *kiln_masked_fill(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *mask, double value);
+
+/* Convert to another dtype (float<->float, float<->i32). */
+kiln_tensor *kiln_cast(kiln_ctx *ctx, kiln_tensor *x, kiln_dtype dtype);
+
+/* ---- ops: reductions --------------------------------------------------- */
+
+kiln_tensor *kiln_sum(kiln_ctx *ctx, kiln_tensor *x, int axis, bool keepdim);
+kiln_tensor *kiln_mean(kiln_ctx *ctx, kiln_tensor *x, int axis, bool keepdim);
+kiln_tensor *kiln_max(kiln_ctx *ctx, kiln_tensor *x, int axis, bool keepdim);
+kiln_tensor *kiln_min(kiln_ctx *ctx, kiln_tensor *x, int axis, bool keepdim);
+/* Over all elements: a tensor of shape [1]. */
+kiln_tensor *kiln_sum_all(kiln_ctx *ctx, kiln_tensor *x);
+kiln_tensor *kiln_mean_all(kiln_ctx *ctx, kiln_tensor *x);
+kiln_tensor *kiln_max_all(kiln_ctx *ctx, kiln_tensor *x);
+kiln_tensor *kiln_min_all(kiln_ctx *ctx, kiln_tensor *x);
+/* Index of the first maximum along axis, as i32; no gradient. */
+kiln_tensor *kiln_argmax(kiln_ctx *ctx, kiln_tensor *x, int axis, bool keepdim);
+
+/* ---- ops: matrix multiply ---------------------------------------------- */
+
+/* a [..., M, K] @ b [..., K, N] -> [..., M, N]. Leading (batch) dims
+ * broadcast; a 2-D operand is shared across the batch. */
+kiln_tensor *kiln_matmul(kiln_ctx *ctx, kiln_tensor *a, kiln_tensor *b);
+/* The same with either operand transposed in its last two dims. */
+kiln_tensor *kiln_matmul_t(kiln_ctx *ctx, kiln_tensor *a, bool trans_a, kiln_tensor *b, bool trans_b);
+/* x [..., in] @ w^T + bias, with w [out, in] as torch.nn.Linear (bias may be NULL). */
+kiln_tensor *kiln_linear(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias);
+/* INT16 dynamic fixed point (Das et al. 2018), for training with integer
+ * GEMMs: op(a) op(b) of 2-D f32 tensors with each operand quantized inside
+ * to 14-bit integers sharing one power-of-two exponent, multiplied in INT32
+ * chunks that cannot overflow (AVX512-VNNI vpdpwssd where present) and
+ * summed in f32; relative error about 2^-13 of the operands' largest
+ * values. The backward pass (dA, dB) runs the same DFP op; bias add stays
+ * f32. CPU and CUDA backends (another device runs it on the CPU).
+ *
+ *     kiln_tensor *y = kiln_dfp_linear(ctx, x, w, b);   // x [.., in], w [out, in]
+ */
+kiln_tensor *kiln_dfp_matmul_t(kiln_ctx *ctx, kiln_tensor *a, bool trans_a, kiln_tensor *b, bool trans_b);
+kiln_tensor *kiln_dfp_linear(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias);
+/* kiln_conv2d with its im2col product (and so both backward products) a
+ * DFP matmul; f32 x, w, bias; groups 1. */
+typedef struct kiln_conv2d_params kiln_conv2d_params;
+kiln_tensor *kiln_dfp_conv2d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias,
+                             const kiln_conv2d_params *p);
+
+/* ---- ops: shape and movement ------------------------------------------- */
+/* Views share storage with their source; gradients flow through them. */
+
+kiln_tensor *kiln_reshape(kiln_ctx *ctx, kiln_tensor *x, int ndim, const int64_t *shape); /* one dim may be -1 */
+kiln_tensor *kiln_view(kiln_ctx *ctx, kiln_tensor *x, int ndim, const int64_t *shape);    /* reshape that never copies; errors if x is not contiguous */
+kiln_tensor *kiln_flatten(kiln_ctx *ctx, kiln_tensor *x, int start_axis);                 /* merge dims start..end */
+kiln_tensor *kiln_permute(kiln_ctx *ctx, kiln_tensor *x, const int *axes);
+kiln_tensor *kiln_transpose(kiln_ctx *ctx, kiln_tensor *x, int axis0, int axis1);
+kiln_tensor *kiln_contiguous(kiln_ctx *ctx, kiln_tensor *x);
+/* x[start:end:step] along axis (end may be negative as in Python; step >= 1). */
+kiln_tensor *kiln_slice(kiln_ctx *ctx, kiln_tensor *x, int axis, int64_t start, int64_t end, int64_t step);
+kiln_tensor *kiln_concat(kiln_ctx *ctx, kiln_tensor *const *xs, int n, int axis);
+/* Constant padding: pads[2*i], pads[2*i+1] = before/after for axis i. */
+kiln_tensor *kiln_pad(kiln_ctx *ctx, kiln_tensor *x, const int64_t *pads, double value);
+/* Broadcast (stretch size-1 dims, add leading dims) as a view: torch.expand. */
+kiln_tensor *kiln_broadcast_to(kiln_ctx *ctx, kiln_tensor *x, int ndim, const int64_t *shape);
+/* Tile: reps has x's ndim entries (torch.Tensor.repeat). */
+kiln_tensor *kiln_repeat(kiln_ctx *ctx, kiln_tensor *x, const int64_t *reps);
+/* Write src into dst's positions start .. start + src.shape[axis] - 1
+ * along axis, in place (torch: dst.narrow(axis, start, n).copy_(src)), as
+ * a KV cache needs. dst is a leaf or a view of one that does not require
+ * grad (a write into a parameter would corrupt its gradient); src has
+ * dst's dtype and, off axis, its shape, any strides. Returns dst after the
+ * write: a node of dst's shape sharing dst's storage; read through it (a
+ * kiln_slice of it) so that the graph orders those reads after the write.
+ * The gradient flows to src only. */
+kiln_tensor *kiln_slice_assign(kiln_ctx *ctx, kiln_tensor *dst, kiln_tensor *src, int axis, int64_t start);
+/* A node that stops gradients: same values, never requires grad. */
+kiln_tensor *kiln_detach(kiln_ctx *ctx, kiln_tensor *x);
+
+/* ---- ops: embeddings and indices --------------------------------------- */
+
+/* table [V, D] (any float dtype), idx i32 of any shape -> [idx..., D] f32
+ * (f64 for an f64 table). Backward scatter-adds into the table's gradient.
+ * A quantized table (contiguous, D whole blocks) is read row by row and
+ * only the rows asked for are dequantized: an embedding kept in Q8_0,
+ * Q4_0 or NF4. */
+kiln_tensor *kiln_get_rows(kiln_ctx *ctx, kiln_tensor *table, kiln_tensor *idx);
+/* labels i32 [...] -> [..., n] of 0/1 in dtype; out-of-range labels give a zero row. */
+kiln_tensor *kiln_one_hot(kiln_ctx *ctx, kiln_tensor *labels, int64_t n, kiln_dtype dtype);
+
+/* ---- ops: neural-network layers ---------------------------------------- */
+
+/* Over the last axis; causal masks column j > row i + (cols - rows) of the
+ * last two dims, as a decoder's attention scores need. A row with every
+ * column masked gives 0 (softmax) or -inf (log_softmax), not NaN. */
+kiln_tensor *kiln_softmax(kiln_ctx *ctx, kiln_tensor *x, bool causal);
+kiln_tensor *kiln_log_softmax(kiln_ctx *ctx, kiln_tensor *x, bool causal);
+
+/* logits [N, C] (or [..., C]), labels i32 [N] (or [...]): mean over the
+ * labels that are not ignore_index; a tensor of shape [1]. All labels
+ * ignored gives 0 (torch: NaN). A label outside [0, C) fails the compute. */
+kiln_tensor *kiln_cross_entropy(kiln_ctx *ctx, kiln_tensor *logits, kiln_tensor *labels, int32_t ignore_index);
+/* mean((a - b)^2) over equal shapes (no broadcasting), shape [1]. */
+kiln_tensor *kiln_mse(kiln_ctx *ctx, kiln_tensor *a, kiln_tensor *b);
+
+/* Normalize over the last axis; weight and bias [C] may be NULL. */
+kiln_tensor *kiln_layer_norm(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *weight, kiln_tensor *bias, double eps);
+kiln_tensor *kiln_rms_norm(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *weight, double eps);
+
+/* Rotary position embedding on x [..., T, D] (D even). pos: i32 [T] of
+ * positions, or NULL for 0..T-1. NEOX rotates the halves (x[i], x[i+D/2]),
+ * as Hugging Face Llama does; INTERLEAVED rotates pairs (x[2i], x[2i+1]). */
+typedef enum kiln_rope_mode { KILN_ROPE_NEOX = 0, KILN_ROPE_INTERLEAVED = 1 } kiln_rope_mode;
+kiln_tensor *kiln_rope(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *pos, double theta, kiln_rope_mode mode);
+
+/* Scaled dot-product attention. q [B, Hq, T, D], k [B, Hkv, S, D],
+ * v [B, Hkv, S, Dv] with Hq a multiple of Hkv (grouped-query heads share a
+ * k/v head). scale <= 0 means 1/sqrt(D). Causal aligns the last query with
+ * the last key (as with a KV cache); a query that sees no key gives 0.
+ * Result [B, Hq, T, Dv]. */
+kiln_tensor *kiln_attention(kiln_ctx *ctx, kiln_tensor *q, kiln_tensor *k, kiln_tensor *v, bool causal, double scale);
+
+/* 2-D convolution, NCHW. x [N, C, H, W], w [O, C/groups, kh, kw], bias [O]
+ * or NULL. */
+typedef struct kiln_conv2d_params {
+    int stride[2];   /* 0 means 1 */
+    int padding[2];
+    int dilation[2]; /* 0 means 1 */
+    int groups;      /* 0 means 1 */
+    int output_padding[2]; /* conv_transpose2d only */
+} kiln_conv2d_params;
+kiln_tensor *kiln_conv2d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias, const kiln_conv2d_params *p);
+/* Transposed convolution: x [N, C, H, W], w [C, O/groups, kh, kw]. */
+kiln_tensor *kiln_conv_transpose2d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias, const kiln_conv2d_params *p);
+
+/* Pooling over NCHW; stride 0 means the kernel size. avg counts padding
+ * (torch's count_include_pad=True); max pads with -inf. */
+kiln_tensor *kiln_max_pool2d(kiln_ctx *ctx, kiln_tensor *x, int kh, int kw, int stride, int padding);
+kiln_tensor *kiln_avg_pool2d(kiln_ctx *ctx, kiln_tensor *x, int kh, int kw, int stride, int padding);
+
+/* Inverted dropout with probability p. The mask comes from (seed, the
+ * graph's run counter, element index), so it changes every compute and is
+ * the same in forward and backward. Identity when the graph is in eval mode. */
+kiln_tensor *kiln_dropout(kiln_ctx *ctx, kiln_tensor *x, double p, uint64_t seed);
+
+/* ---- graphs -------------------------------------------------------------- */
+
+kiln_graph *kiln_graph_new(kiln_ctx *ctx);
+/* Add out and everything it depends on. out keeps its own storage and can
+ * be read after each compute. */
+kiln_status kiln_graph_add(kiln_graph *g, kiln_tensor *out);
+/* Append the backward pass of a one-element loss already in the graph:
+ * afterwards every leaf that requires grad and feeds the loss has its
+ * gradient *added* into kiln_tensor_grad(leaf) by each compute. */
+kiln_status kiln_graph_backward(kiln_graph *g, kiln_tensor *loss);
+/* Run the graph (planning memory on the first call or after changes). */
+kiln_status kiln_graph_compute(kiln_graph *g);
+/* Dropout and similar ops act only in training mode (the default). */
+void kiln_graph_set_training(kiln_graph *g, bool training);
+int kiln_graph_n_nodes(const kiln_graph *g);
+kiln_tensor *kiln_graph_node(const kiln_graph *g, int i);
+/* Peak bytes of intermediate buffers placed by the liveness planner, and
+ * what they would take with one buffer each (plans if not planned yet). */
+size_t kiln_graph_planned_bytes(kiln_graph *g);
+size_t kiln_graph_unplanned_bytes(kiln_graph *g);
+/* A hook called during kiln_graph_compute as soon as a gradient is final
+ * for this compute: after the last node that adds into it (the weight
+ * gradient's matmul for a linear layer, else its accumulate node), with
+ * grad = kiln_tensor_grad(leaf), once per gradient per compute, in the
+ * order the backward pass finishes them (as torch's
+ * register_post_accumulate_grad_hook; data-parallel training starts each
+ * gradient's all-reduce from it). On a device backend every hook runs
+ * after the whole compute. fn NULL removes it. */
+typedef void (*kiln_grad_hook_fn)(void *user, kiln_tensor *grad);
+kiln_status kiln_graph_set_grad_hook(kiln_graph *g, kiln_grad_hook_fn fn, void *user);
+/* Release the graph's intermediate buffer (the graph stays usable). */
+void kiln_graph_free_buffers(kiln_graph *g);
+/* Name of node i's op, for printing. */
+const char *kiln_op_name_of(const kiln_tensor *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_OPS_H */

@@ -1,0 +1,83 @@
+/* kiln_tokenizer.h — tokenizers: byte-level BPE (GPT-2, Llama 3) from a
+ * Hugging Face tokenizer.json or a GGUF file, and SentencePiece-style
+ * vocabularies from GGUF. Part of kiln.h.
+ *
+ * Usage:
+ *
+ *     kiln_tokenizer *tok = kiln_tokenizer_from_json("tokenizer.json");
+ *     int32_t ids[256];
+ *     int64_t n = 0;
+ *     if (!tok || kiln_tokenizer_encode(tok, "Hello world", 11, false, ids, 256, &n))
+ *         fprintf(stderr, "%s\n", kiln_last_error());
+ *     kiln_tokenizer_free(tok);
+ */
+#ifndef KILN_TOKENIZER_H
+#define KILN_TOKENIZER_H
+
+#include "kiln_files.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- tokenizers ----------------------------------------------------- */
+/* Byte-level BPE as GPT-2 and Llama 3 use it, from a Hugging Face
+ * tokenizer.json (model "BPE": vocab, merges, added_tokens) or from GGUF's
+ * tokenizer.ggml.* metadata (model "gpt2": tokens, merges, token_type,
+ * bos/eos ids). Encoding splits the text as the pre-tokenizer's regex does
+ * (GPT-2's, Llama 3's or Qwen 2's, written out by hand), maps each byte to
+ * GPT-2's printable stand-in character and applies the merges by rank;
+ * decoding maps back to bytes, so decode(encode(s)) == s for any bytes,
+ * invalid UTF-8 included. Letters and numbers outside ASCII/Latin-1 are
+ * classified by a table of common ranges (see tokenizer_split.c).
+ * GGUF's "llama" model (SentencePiece BPE with scores, Llama 1/2) works
+ * as llama.cpp's: '\u2581' for spaces, one in front of the text and after
+ * each special token (add_space_prefix), merges by highest score, <0xXX>
+ * byte fallback; decode drops the spaces encode put in, so the round trip
+ * holds too, except that a U+2581 in the text comes back as a space.
+ * tokenizer.json's SentencePiece form (Llama 2 on Hugging Face: BPE with
+ * byte_fallback, Prepend/Replace normalizer or Metaspace pre-tokenizer) is
+ * read too, its merges applied by rank over characters.
+ * Not supported (an error that says so): other pre-tokenizer regexes and
+ * normalizers, Metaspace with split, WordPiece/Unigram models.
+ * No BOS is added: put kiln_tokenizer_bos() in front yourself when the
+ * model wants one.
+ *
+ *     kiln_tokenizer *tok = kiln_tokenizer_from_json("tokenizer.json");
+ *     int32_t ids[256];
+ *     int64_t n;
+ *     kiln_tokenizer_encode(tok, "Hello world", 11, false, ids, 256, &n);
+ *     char text[1024];
+ *     size_t len;
+ *     kiln_tokenizer_decode(tok, ids, n, text, sizeof text, &len);
+ *     kiln_tokenizer_free(tok);
+ */
+typedef struct kiln_tokenizer kiln_tokenizer;
+kiln_tokenizer *kiln_tokenizer_from_json(const char *path);
+kiln_tokenizer *kiln_tokenizer_from_gguf(const kiln_gguf *g);
+void kiln_tokenizer_free(kiln_tokenizer *t);
+int64_t kiln_tokenizer_vocab_size(const kiln_tokenizer *t); /* largest id + 1 */
+/* -1 when the file does not say (tokenizer.json never does: set them). */
+int32_t kiln_tokenizer_bos(const kiln_tokenizer *t);
+int32_t kiln_tokenizer_eos(const kiln_tokenizer *t);
+void kiln_tokenizer_set_bos_eos(kiln_tokenizer *t, int32_t bos, int32_t eos);
+/* The token's text as the vocabulary writes it (NULL for an unused id). */
+const char *kiln_tokenizer_token(const kiln_tokenizer *t, int32_t id);
+int32_t kiln_tokenizer_find(const kiln_tokenizer *t, const char *token); /* id or -1 */
+/* len bytes of text to ids. special: added/control tokens written in the
+ * text ("<|endoftext|>") become their ids; otherwise they are plain text.
+ * *n is the number of ids; at most cap are written and more than cap is
+ * KILN_ERR_ARG (len + 1 ids always suffice). */
+kiln_status kiln_tokenizer_encode(const kiln_tokenizer *t, const char *text, size_t len, bool special, int32_t *ids,
+                                  int64_t cap, int64_t *n);
+/* ids to bytes (not NUL-terminated); *len as for encode, KILN_ERR_ARG when
+ * it exceeds cap. An id out of range is KILN_ERR_ARG. */
+kiln_status kiln_tokenizer_decode(const kiln_tokenizer *t, const int32_t *ids, int64_t n, char *out, size_t cap,
+                                  size_t *len);
+/* Put the tokenizer in w as GGUF's tokenizer.ggml.* keys ("gpt2" or "llama"). */
+kiln_status kiln_tokenizer_to_gguf(const kiln_tokenizer *t, kiln_gguf_writer *w);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_TOKENIZER_H */
