@@ -94,52 +94,28 @@ static void FA_FN(fwd_block)(const kiln_attn_geom *g, const FA_OPS *ops, const F
     }
 }
 
-/* A decoding step (one query a head): a task per kv head and its group of
- * query heads, whose rows lie together in q, o and lse; no keys are
- * transposed (at a 128-token context that copy took longer than the
- * products). */
-static kiln_status FA_FN(flash_decode)(const kiln_attn_geom *g, const FA_OPS *ops, const FA_T *q, const FA_T *k,
-                                       const FA_T *v, FA_T *o, FA_T *lse) {
-    int64_t group = g->hq / g->hkv, tasks = g->b * g->hkv;
-    size_t work = (size_t)(BLK * BLK + BLK * g->dv + 2 * BLK + (BLK + g->d) * group);
-    double flops = 2.0 * (double)(g->b * g->hq) * (double)g->s * (double)(g->d + g->dv);
-    bool oom = false;
-#pragma omp parallel num_threads(g->n_threads) if (flops > 4e6 && tasks > 1)
-    {
-        FA_T *w = kiln__malloc(work * sizeof *w); /* per thread */
-        if (!w) {
-#pragma omp atomic write
-            oom = true;
-        }
-#pragma omp for schedule(dynamic)
-        for (int64_t it = 0; it < tasks; it++) {
-            if (!w) continue;
-            int64_t bh = it / g->hkv * g->hq + it % g->hkv * group; /* the group's first query head */
-            FA_FN(fwd_block)(g, ops, q + bh * g->d, NULL, k + it * g->s * g->d, v + it * g->s * g->dv,
-                             o + bh * g->dv, lse + bh, 0, group, w);
-        }
-        free(w);
-    }
-    if (oom) return kiln__errs(KILN_ERR_OOM, "attention: out of memory for %zu bytes of tiles", work * sizeof(FA_T));
-    return KILN_OK;
-}
-
+/* A task is a block of B_r queries of one head; in a decoding step (one
+ * query a head) it is a kv head with its group of query heads, whose rows
+ * lie together in q, o and lse, and no keys are transposed (at a
+ * 128-token context that copy took longer than the products). */
 kiln_status FA_FN(kiln__flash_fwd)(const kiln_attn_geom *g, const FA_OPS *ops, const FA_T *q, const FA_T *k,
                                    const FA_T *v, FA_T *o, FA_T *lse) {
-    int64_t nqb = (g->t + BLK - 1) / BLK, tasks = g->b * g->hq * nqb, group = g->hq / g->hkv;
-    if (g->t == 1 && group <= BLK) return FA_FN(flash_decode)(g, ops, q, k, v, o, lse);
-    size_t work = (size_t)(BLK * BLK + BLK * g->dv + 2 * BLK);
+    int64_t nqb = (g->t + BLK - 1) / BLK, group = g->hq / g->hkv, heads = g->b * g->hkv;
+    const bool decode = g->t == 1 && group <= BLK;
+    int64_t tasks = decode ? heads : g->b * g->hq * nqb;
+    size_t work = (size_t)(BLK * BLK + BLK * g->dv + 2 * BLK + (decode ? (BLK + g->d) * group : 0));
     double flops = 2.0 * (double)(g->b * g->hq * g->t) * (double)g->s * (double)(g->d + g->dv);
     bool oom = false;
-    int64_t heads = g->b * g->hkv;
     /* the keys transposed once, [B * Hkv, D, S]: tiles of Q K^T read rows */
-    FA_T *kt = kiln__malloc((size_t)(heads * g->s * g->d) * sizeof *kt);
-    if (!kt) return kiln__errs(KILN_ERR_OOM, "attention: out of memory for the transposed keys");
+    FA_T *kt = decode ? NULL : kiln__malloc((size_t)(heads * g->s * g->d) * sizeof *kt);
+    if (!decode && !kt) return kiln__errs(KILN_ERR_OOM, "attention: out of memory for the transposed keys");
 #pragma omp parallel num_threads(g->n_threads) if (flops > 4e6 && tasks > 1)
     {
+        if (!decode) {
 #pragma omp for
-        for (int64_t hd = 0; hd < heads; hd++)
-            FA_FN(transpose)(k + hd * g->s * g->d, g->d, kt + hd * g->s * g->d, g->s, g->s, g->d);
+            for (int64_t hd = 0; hd < heads; hd++)
+                FA_FN(transpose)(k + hd * g->s * g->d, g->d, kt + hd * g->s * g->d, g->s, g->s, g->d);
+        }
         FA_T *w = kiln__malloc(work * sizeof *w); /* per thread */
         if (!w) {
 #pragma omp atomic write
@@ -148,6 +124,12 @@ kiln_status FA_FN(kiln__flash_fwd)(const kiln_attn_geom *g, const FA_OPS *ops, c
 #pragma omp for schedule(dynamic)
         for (int64_t it = 0; it < tasks; it++) {
             if (!w) continue;
+            if (decode) {
+                int64_t bh = it / g->hkv * g->hq + it % g->hkv * group; /* the group's first query head */
+                FA_FN(fwd_block)(g, ops, q + bh * g->d, NULL, k + it * g->s * g->d, v + it * g->s * g->dv,
+                                 o + bh * g->dv, lse + bh, 0, group, w);
+                continue;
+            }
             int64_t bh = it / nqb, i0 = it % nqb * BLK, br = g->t - i0 < BLK ? g->t - i0 : BLK;
             int64_t kv = bh / g->hq * g->hkv + bh % g->hq / group;
             FA_FN(fwd_block)(g, ops, q + (bh * g->t + i0) * g->d, kt + kv * g->s * g->d, NULL, v + kv * g->s * g->dv,
