@@ -278,13 +278,20 @@ static kiln_status check_writable(const char *who, const kiln_tensor *t) {
     return KILN_OK;
 }
 
-/* A contiguous quantized tensor read as f32: whole rows dequantized. */
-static bool get_quant_f32(const kiln_tensor *t, float *dst, int64_t n) {
-    if (t->dtype == KILN_F32 || !kiln__is_quant(t->dtype) || !kiln_tensor_is_contiguous(t)) return false;
-    kiln__types[t->dtype].to_f32(t->data, dst, n);
+/* Contiguous reads without the per-element walk: a tensor of the buffer's
+ * own type copied (a generation step's 32000 logits took 0.3-0.5% of its
+ * time element by element), a quantized one dequantized whole. */
+static bool get_fast_f32(const kiln_tensor *t, float *dst, int64_t n) {
+    if (!kiln_tensor_is_contiguous(t) || (t->dtype != KILN_F32 && !kiln__is_quant(t->dtype))) return false;
+    if (t->dtype == KILN_F32) memcpy(dst, t->data, (size_t)n * sizeof *dst);
+    else kiln__types[t->dtype].to_f32(t->data, dst, n);
     return true;
 }
-static bool get_quant_f64(const kiln_tensor *t, double *dst, int64_t n) { (void)t, (void)dst, (void)n; return false; }
+static bool get_fast_f64(const kiln_tensor *t, double *dst, int64_t n) {
+    if (t->dtype != KILN_F64 || !kiln_tensor_is_contiguous(t)) return false;
+    memcpy(dst, t->data, (size_t)n * sizeof *dst);
+    return true;
+}
 
 #define DEFINE_IO(suffix, T)                                                                          \
     kiln_status kiln_tensor_set_##suffix(kiln_tensor *t, const T *src, int64_t n) {                   \
@@ -297,7 +304,7 @@ static bool get_quant_f64(const kiln_tensor *t, double *dst, int64_t n) { (void)
     kiln_status kiln_tensor_get_##suffix(const kiln_tensor *t, T *dst, int64_t n) {                   \
         kiln_status s = check_io("kiln_tensor_get_" #suffix, t, dst, n);                              \
         if (s || (s = kiln__host_read(t))) return s;                                                  \
-        if (get_quant_##suffix(t, dst, n)) return KILN_OK;                                            \
+        if (get_fast_##suffix(t, dst, n)) return KILN_OK;                                             \
         const kiln_type_traits *tr = &kiln__types[t->dtype];                                          \
         for (int64_t i = 0; i < n; i++) {                                                             \
             double v = tr->get(t->data, elem_offset(t, i));                                           \
