@@ -97,12 +97,14 @@ static void gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t ars, i
             store4(ci, c0, acc), store4(ci + 4, c1, acc), store4(ci + 8, c2, acc), store4(ci + 12, c3, acc);
         }
     }
-    /* the last n % 16 columns */
+    /* the last n % 16 columns, fused as the vector lanes are (a decoding
+     * step's tile, as wide as a group of heads, gives the same bits as
+     * the blocked way's wider one) */
     for (int64_t i = 0; n16 < n && i < m; i++) {
         float *ci = c + i * ldc;
         for (int64_t j = n16; j < n; j++) {
             float s = 0.0f;
-            for (int64_t p = 0; p < k; p++) s += a[i * ars + p * acs] * b[p * ldb + j];
+            for (int64_t p = 0; p < k; p++) s = fmaf(a[i * ars + p * acs], b[p * ldb + j], s);
             ci[j] = acc ? ci[j] + s : s;
         }
     }
