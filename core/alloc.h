@@ -18,10 +18,10 @@ char *kiln__strdup(const char *s);
  * with `head` bytes (at most 4 KiB) before it for the caller's header; the
  * block's whole 2 MiB pages are asked for as huge pages. Returns the start
  * of the header (the block is at +head) and the mapping's length in *len,
- * or NULL. Linux only (KILN_HUGE_MAP defined). Nothing
- * outside header + block is kept: aligning costs address space, not
- * memory, which calloc of an over-sized block would not promise (glibc
- * may serve it from the heap and clear every byte). */
+ * or NULL. Linux only (KILN_HUGE_MAP defined). Nothing outside header and
+ * block is kept: aligning costs address space, not memory, which calloc
+ * of an over-sized block would not promise (glibc may serve it from the
+ * heap and clear every byte). */
 #if defined(__linux__)
 #define KILN_HUGE_MAP 1
 void *kiln__huge_map(size_t head, size_t bytes, size_t *len);
