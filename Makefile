@@ -224,6 +224,10 @@ $(BUILD)/libkiln_dist.a: $(DIST_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+# make MPI=1 install: the dist library and header beside kiln's
+INSTALL_DIST = $(BUILD)/libkiln_dist.a
+install: $(BUILD)/libkiln_dist.a
+
 $(BUILD)/tests/kiln_dist_tests: $(DIST_TEST_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_dist.a $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a
 	@mkdir -p $(dir $@)
 	$(CC) -fopenmp $(LDFLAGS) -o $@ $(DIST_TEST_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_dist.a $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS) $(MPI_LIBS)
@@ -324,8 +328,8 @@ fuzz: fuzz-build
 PUBLIC_HEADERS := include/kiln.h $(addprefix include/kiln_,core.h ops.h optim.h files.h tokenizer.h gptq.h)
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(PREFIX)/include/
-	install -m 644 $(BUILD)/libkiln.a $(BUILD)/libkiln.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(PUBLIC_HEADERS) $(if $(INSTALL_DIST),include/kiln_dist.h) $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(BUILD)/libkiln.a $(BUILD)/libkiln.so $(INSTALL_DIST) $(DESTDIR)$(PREFIX)/lib/
 	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
 	  'Name: kiln' 'Description: tensors and reverse-mode autodiff in C' 'Version: 0.1.0' \
 	  'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lkiln' 'Libs.private: -fopenmp $(LIBS)' \
