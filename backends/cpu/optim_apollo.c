@@ -4,6 +4,7 @@
  * the raw gradient by the ratio of norms, limited in growth. Norms are
  * summed in double. */
 #include "internal.h"
+#include "backend.h"
 #include "gemm.h"
 #include "../../optim/apollo.h"
 
@@ -64,9 +65,9 @@ static kiln_status apollo_step(kiln_tensor *t, const kiln_exec *ex) {
     if (step < 1) return kiln__errs(KILN_ERR_STATE, "apollo_step: step number %lld (must be >= 1)", (long long)step);
     const bool mini = t->ip[3] != 0;
     const int nt = ex->n_threads;
-    const int64_t m = p->shape[0], n = p->shape[1];
-    const bool right = m >= n; /* R = G P^T [m, rank], else R = P^T G [rank, n] */
-    const int64_t np = right ? rank * n : m * rank, nr = right ? m * rank : rank * n, nch = right ? m : n;
+    const kiln_apollo_dims d = kiln__apollo_dims(t); /* R = G P^T [m, rank], else R = P^T G [rank, n] */
+    const int64_t m = d.m, n = d.n, np = d.np, nr = d.nr, nch = d.nch;
+    const bool right = d.right;
     float *P = kiln__malloc((size_t)(np + nr) * sizeof(float));
     double *rt2 = kiln__calloc((size_t)(2 * nch), sizeof(double));
     if (!P || !rt2) {

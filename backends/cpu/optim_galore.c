@@ -215,9 +215,7 @@ static kiln_status galore8_step(kiln_tensor *t, const kiln_exec *ex) {
     float *rg;
     kiln_status s = project("galore8_step", t, ex, q8 ? 0 : 2, &rg);
     if (s) return s;
-    kiln_tensor *p = t->src[0], *proj = t->src[2];
-    bool right = p->shape[0] >= p->shape[1];
-    int64_t nr = (right ? p->shape[0] : p->shape[1]) * (right ? proj->shape[0] : proj->shape[1]);
+    int64_t nr = kiln__galore_state_numel(t);
     const float *h = t->src[t->nsrc - 1]->data;
     double lr = h[0], b1 = h[1], b2 = h[2], wd = h[4], step = (double)t->ip[0];
     double bc2s = sqrt(1.0 - pow(b2, step));

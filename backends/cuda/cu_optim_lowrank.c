@@ -68,19 +68,12 @@ static kiln_status sgemm_rm(kiln_cu *cu, bool ta, bool tb, int64_t M, int64_t N,
  * last (lr, beta1, beta2, eps, weight_decay); ip[0] = t, ip[1] = refresh;
  * fp[0] = scale ---- */
 
-/* R's element count (p [m, n], P [r, n] or [m, r]). */
-static int64_t lowrank_numel(const kiln_tensor *t) {
-    const kiln_tensor *p = t->src[0], *proj = t->src[2];
-    bool right = p->shape[0] >= p->shape[1];
-    return (right ? p->shape[0] : p->shape[1]) * (right ? proj->shape[0] : proj->shape[1]);
-}
-
 static bool galore_supports(const kiln_cu *cu, const kiln_tensor *t) {
     (void)cu;
     bool q8 = t->op == KILN_OP_GALORE8_STEP && t->ip[2] != 0;
     if (t->nsrc != (q8 ? 8 : 6) || t->src[0]->ndim != 2 || t->src[2]->ndim != 2) return false;
     const kiln_tensor *p = t->src[0], *h = t->src[t->nsrc - 1];
-    int64_t m = p->shape[0], n = p->shape[1], nr = lowrank_numel(t), nb = (nr + 255) / 256;
+    int64_t m = p->shape[0], n = p->shape[1], nr = kiln__galore_state_numel(t), nb = (nr + 255) / 256;
     bool right = m >= n;
     int64_t r = right ? t->src[2]->shape[0] : t->src[2]->shape[1];
     /* cuBLAS takes int sizes and leading dimensions */
@@ -99,7 +92,7 @@ static kiln_status galore_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *e
     const char *who = eight ? "galore8_step" : "galore_step";
     if (t->ip[0] < 1) return kiln__errs(KILN_ERR_STATE, "%s: step number %lld (must be >= 1)", who, (long long)t->ip[0]);
     kiln_tensor *p = t->src[0], *grad = t->src[1], *proj = t->src[2], *h = t->src[t->nsrc - 1];
-    int64_t m = p->shape[0], n = p->shape[1], nr = lowrank_numel(t);
+    int64_t m = p->shape[0], n = p->shape[1], nr = kiln__galore_state_numel(t);
     bool right = m >= n;
     int64_t r = right ? proj->shape[0] : proj->shape[1];
     kiln_status s;
@@ -140,24 +133,10 @@ static kiln_status galore_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *e
  * ip[0] = rank, ip[1] = update_gap, ip[2] = t, ip[3] = mini, ip[4] = the
  * parameter's seed; fp[0] = scale ---- */
 
-typedef struct {
-    int64_t m, n, rank, np, nr, nch;
-    bool right;
-} apollo_dims;
-
-static apollo_dims dims(const kiln_tensor *t) {
-    apollo_dims d = {.m = t->src[0]->shape[0], .n = t->src[0]->shape[1], .rank = t->ip[0]};
-    d.right = d.m >= d.n;
-    d.np = d.right ? d.rank * d.n : d.m * d.rank;
-    d.nr = d.right ? d.m * d.rank : d.rank * d.n;
-    d.nch = d.right ? d.m : d.n;
-    return d;
-}
-
 static bool apollo_supports(const kiln_cu *cu, const kiln_tensor *t) {
     (void)cu;
     if (t->nsrc != 6 || t->src[0]->ndim != 2 || t->ip[0] < 1 || t->ip[1] < 1) return false;
-    apollo_dims d = dims(t);
+    kiln_apollo_dims d = kiln__apollo_dims(t);
     const kiln_tensor *h = t->src[5];
     return d.m <= INT_MAX && d.n <= INT_MAX && d.rank <= INT_MAX && leaf_ok(t->src[0], KILN_F32, d.m * d.n) &&
            leaf_ok(t->src[1], KILN_F32, d.m * d.n) && leaf_ok(t->src[2], KILN_F32, d.nr) &&
@@ -169,7 +148,7 @@ static kiln_status apollo_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *e
     (void)ex;
     const int64_t step = t->ip[2], gap = t->ip[1];
     if (step < 1) return kiln__errs(KILN_ERR_STATE, "apollo_step: step number %lld (must be >= 1)", (long long)step);
-    apollo_dims d = dims(t);
+    kiln_apollo_dims d = kiln__apollo_dims(t);
     /* scratch: the f64 sums S [3 nch] first (8-byte aligned), then P, R, F [nch + 1] */
     size_t bytes = (size_t)(3 * d.nch) * sizeof(double) + (size_t)(d.np + d.nr + d.nch + 1) * sizeof(float);
     kiln_devbuf *buf = kiln__cu_buffer_new(cu, bytes, false);

@@ -24,26 +24,10 @@ static bool leaf_ok(const kiln_vk *vk, const kiln_tensor *t, kiln_dtype dt, int6
     return t->dtype == dt && kiln_tensor_is_contiguous(t) && kiln_tensor_numel(t) == n && kiln__vk_fits(vk, t);
 }
 
-/* R's rows and columns, the projector's elements and the channels. */
-typedef struct {
-    int64_t m, n, rank, np, nr, nch, rows; /* rows: R's */
-    bool right;
-} apollo_dims;
-
-static apollo_dims dims(const kiln_tensor *t) {
-    apollo_dims d = {.m = t->src[0]->shape[0], .n = t->src[0]->shape[1], .rank = t->ip[0]};
-    d.right = d.m >= d.n;
-    d.np = d.right ? d.rank * d.n : d.m * d.rank;
-    d.nr = d.right ? d.m * d.rank : d.rank * d.n;
-    d.nch = d.right ? d.m : d.n;
-    d.rows = d.right ? d.m : d.rank;
-    return d;
-}
-
 static bool apollo_supports(const kiln_vk *vk, const kiln_tensor *t) {
     const kiln_vk_caps *caps = kiln__vk_caps(vk);
     if (!caps->f64 || t->nsrc != 6 || t->src[0]->ndim != 2 || t->ip[0] < 1 || t->ip[1] < 1) return false;
-    apollo_dims d = dims(t);
+    kiln_apollo_dims d = kiln__apollo_dims(t);
     const int64_t lim = INT32_MAX - 255, mn = d.m * d.n;
     /* the scratch: P and R (f32), 3 sums per channel (f64), nch + 1 factors */
     const uint64_t scratch_max = (uint64_t)(d.np > d.nr ? d.np : d.nr) * 4;
@@ -74,7 +58,7 @@ static kiln_status apollo_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
     const int64_t step = t->ip[2], gap = t->ip[1];
     if (step < 1 || step > UINT32_MAX)
         return kiln__errs(KILN_ERR_STATE, "apollo_step: step number %lld (must be >= 1)", (long long)step);
-    apollo_dims d = dims(t);
+    kiln_apollo_dims d = kiln__apollo_dims(t);
     kiln_tensor sc[4]; /* P, R, the f64 norms S, the factors F */
     kiln_status s = kiln__vk_scratch_n(vk, 4, (int64_t[]){d.np, d.nr, 3 * d.nch, d.nch + 1},
                                        (kiln_dtype[]){KILN_F32, KILN_F32, KILN_F64, KILN_F32}, sc);

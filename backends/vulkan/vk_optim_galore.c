@@ -24,18 +24,11 @@ static bool leaf_ok(const kiln_vk *vk, const kiln_tensor *t, kiln_dtype dt, int6
     return t->dtype == dt && kiln_tensor_is_contiguous(t) && kiln_tensor_numel(t) == n && kiln__vk_fits(vk, t);
 }
 
-/* R's element count (p [m, n], P [r, n] or [m, r]). */
-static int64_t lowrank_numel(const kiln_tensor *t) {
-    const kiln_tensor *p = t->src[0], *proj = t->src[2];
-    bool right = p->shape[0] >= p->shape[1];
-    return (right ? p->shape[0] : p->shape[1]) * (right ? proj->shape[0] : proj->shape[1]);
-}
-
 static bool galore_supports(const kiln_vk *vk, const kiln_tensor *t) {
     bool q8 = t->op == KILN_OP_GALORE8_STEP && t->ip[2] != 0;
     if (t->nsrc != (q8 ? 8 : 6) || t->src[0]->ndim != 2 || t->src[2]->ndim != 2) return false;
     const kiln_tensor *p = t->src[0], *h = t->src[t->nsrc - 1];
-    int64_t m = p->shape[0], n = p->shape[1], nr = lowrank_numel(t), nb = (nr + 255) / 256;
+    int64_t m = p->shape[0], n = p->shape[1], nr = kiln__galore_state_numel(t), nb = (nr + 255) / 256;
     bool right = m >= n;
     int64_t r = right ? t->src[2]->shape[0] : t->src[2]->shape[1];
     bool ok = m * n <= INT32_MAX && nr <= INT32_MAX - 255 && leaf_ok(vk, p, KILN_F32, m * n) &&
@@ -54,7 +47,7 @@ static kiln_status galore_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
     if (t->ip[0] < 1 || t->ip[0] > UINT32_MAX)
         return kiln__errs(KILN_ERR_STATE, "%s: step number %lld (must be >= 1)", who, (long long)t->ip[0]);
     kiln_tensor *p = t->src[0], *proj = t->src[2], *h = t->src[t->nsrc - 1];
-    int64_t m = p->shape[0], n = p->shape[1], nr = lowrank_numel(t);
+    int64_t m = p->shape[0], n = p->shape[1], nr = kiln__galore_state_numel(t);
     bool right = m >= n;
     uint32_t r = (uint32_t)(right ? proj->shape[0] : proj->shape[1]), step = (uint32_t)t->ip[0];
     kiln_status s;
