@@ -1,7 +1,7 @@
-/* gemm_i8_vnni.c — int8 GEMM with AVX512-VNNI vpdpbusd: a 6 x 64 tile of C
- * in 24 zmm accumulators. (The AVX-VNNI ymm twin lives in
- * gemm_i8_avxvnni_avx2.c: this file's AVX-512 flags let the compiler use
- * mask registers even in ymm code, which CPUs without AVX-512 lack.)
+/* gemm_i8_avx512vnni.c — int8 GEMM with AVX512-VNNI vpdpbusd: a 6 x 64
+ * tile of C in 24 zmm accumulators. (The AVX-VNNI ymm twin lives in
+ * gemm_i8_avxvnni.c: CPUs with AVX-VNNI may lack AVX-512, and Zen 4 has
+ * AVX512-VNNI without AVX-VNNI.)
  *
  * vpdpbusd multiplies unsigned by signed bytes, so packed A carries a + 128
  * (gemm_i8.h) and every column starts from -128 * sum_p B(j, p): exact in
