@@ -233,8 +233,8 @@ int kiln_get_threads(void);
 /* The SIMD level and extensions the CPU kernels use, e.g.
  * "avx512 avx512_vnni avx512_bf16 amx_bf16 amx_int8". $KILN_SIMD caps
  * them at a level: on x86-64 scalar, avx2, avxvnni, avx512 (AVX-512
- * without VNNI), avx512vnni, vbmi (and VBMI, GFNI), avx512bf16 (all but
- * AMX) or amx (all); on ARM64 scalar, neon or neondot. Unset or empty:
+ * without VNNI), avx512vnni, vbmi (and VBMI, GFNI), avx512bf16 (and BF16,
+ * as Zen 4: no AVX-VNNI, no AMX) or amx (all); on ARM64 scalar, neon or neondot. Unset or empty:
  * the best the CPU has; any other value makes kiln_ctx_new fail. */
 const char *kiln_cpu_describe(void);
 

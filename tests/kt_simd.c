@@ -10,7 +10,7 @@ kt_simd kt_simd_start(void) {
 }
 
 bool kt_simd_next(kt_simd *s) {
-    static char what[96];
+    static char what[240];
     if (s->i == s->n) {
         kiln__cpu_caps_set(&s->saved);
         kt_set_context(NULL);
@@ -19,7 +19,8 @@ bool kt_simd_next(kt_simd *s) {
     s->name = s->names[s->i];
     s->caps = s->all[s->i++];
     kiln__cpu_caps_set(&s->caps);
-    snprintf(what, sizeof what, "simd %s", s->name);
+    char caps[200];
+    snprintf(what, sizeof what, "simd %s: %s", s->name, kiln__cpu_caps_describe(&s->caps, caps, sizeof caps));
     kt_set_context(what);
     return true;
 }

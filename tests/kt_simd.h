@@ -4,7 +4,8 @@
  * first. On x86-64 that is scalar, avx2, avxvnni (AVX-VNNI without
  * AVX-512: Alder Lake), avx512 (no VNNI: Skylake-X), avx512vnni (without
  * AVX-VNNI, VBMI, GFNI: Cascade Lake, and Zen 4's VNNI kernels),
- * vbmi, avx512bf16 (all but AMX) and amx, as far as the CPU has them; on
+ * vbmi, avx512bf16 (Zen 4: no AVX-VNNI, no AMX) and amx (all), as far as
+ * the CPU has them; on
  * ARM64 scalar, neon, neondot. Under $KILN_SIMD=avx2 only scalar and
  * avx2. Each variant's caps are in force while the body runs; failures
  * (KT_CHECK) and a SIGILL name it; the caps from before are back after
@@ -13,7 +14,7 @@
  *     float want = reference(...);
  *     KT_FOR_EACH_SIMD(v) {
  *         float got = kernel(...);   // the dispatcher picks per v's caps
- *         KT_CHECK(got == want, "%g vs %g", got, want);  // "[simd avx2] ..."
+ *         KT_CHECK(got == want, "%g vs %g", got, want);  // "[simd avx2: avx2] ..."
  *     }
  */
 #ifndef KT_SIMD_H

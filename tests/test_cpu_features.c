@@ -1,6 +1,6 @@
 /* test_cpu_features.c — the CPU caps (backends/cpu/cpu_features.h): the
  * SIMD variants a test loops over are combinations a real CPU has, the
- * ones the issue names among them (Zen 4's AVX512-VNNI without AVX-VNNI,
+ * ones the issue names among them (Zen 4's AVX512-VNNI, VBMI, BF16 without AVX-VNNI,
  * Alder Lake's AVX-VNNI without AVX-512, Skylake-X's AVX-512 without VNNI,
  * with and without VBMI/GFNI and AMX), the caps never gain a bit the CPU
  * lacks, and $KILN_SIMD: a level name caps the kernels, another value
@@ -32,6 +32,8 @@ static bool has_variant(const kt_simd *s, level_test *want, level_test *not_want
     return false;
 }
 static bool amx_int8(const kiln_cpu_caps *c) { return c->amx_int8; }
+static bool zen4(const kiln_cpu_caps *c) { return kiln__cpu_vbmi(c) && kiln__cpu_avx512bf16(c); }
+static bool avxvnni_or_amx(const kiln_cpu_caps *c) { return c->avxvnni || c->amx_tile; }
 
 KT_TEST(cpu_simd_variants_are_real_combinations) {
     const kiln_cpu_caps *now = kiln__cpu_caps();
@@ -61,6 +63,8 @@ KT_TEST(cpu_simd_variants_are_real_combinations) {
     }
     if (kiln__cpu_vbmi(now)) KT_CHECK(has_variant(&s, kiln__cpu_vbmi, kiln__cpu_avx512bf16), "no VBMI variant");
     if (kiln__cpu_avx512bf16(now)) KT_CHECK(has_variant(&s, kiln__cpu_avx512bf16, amx_int8), "no variant without AMX");
+    if (kiln__cpu_vbmi(now) && kiln__cpu_avx512bf16(now))
+        KT_CHECK(has_variant(&s, zen4, avxvnni_or_amx), "no variant as Zen 4 (VNNI, VBMI, GFNI, BF16; no AVX-VNNI, AMX)");
     if (kiln__cpu_neondot(now)) KT_CHECK(has_variant(&s, kiln__cpu_neon, kiln__cpu_neondot), "no NEON variant without dotprod");
 }
 

@@ -112,8 +112,8 @@ const char *kiln__simd_level_name(kiln_simd_level l) {
 }
 
 /* The named levels, lowest first: what each allows. A chain of real CPUs
- * (x86-64: Haswell, Alder Lake, Skylake-X, Cascade Lake, Ice Lake, Zen 4/5
- * without AMX, Sapphire Rapids), each capping the one detected. */
+ * (x86-64: Haswell, Alder Lake, Skylake-X, Cascade Lake, Ice Lake, Zen 4,
+ * Sapphire Rapids), each capping the one detected. */
 typedef struct named_level {
     const char *name;
     kiln_cpu_caps allow;
@@ -129,7 +129,7 @@ static const named_level named[] = {
     {"avx512", {AVX512_BITS}},
     {"avx512vnni", {AVX512_BITS, .avx512vnni = true}},
     {"vbmi", {VBMI_BITS}},
-    {"avx512bf16", {VBMI_BITS, .avxvnni = true, .avx512bf16 = true}},
+    {"avx512bf16", {VBMI_BITS, .avx512bf16 = true}},
     {"amx", {VBMI_BITS, .avxvnni = true, .avx512bf16 = true, .amx_tile = true, .amx_bf16 = true, .amx_int8 = true}},
 #elif defined(__aarch64__)
     {"neon", {.neon = true}},

@@ -22,8 +22,8 @@
  *
  * $KILN_SIMD caps what is used, one of the level names: on x86-64
  * "scalar", "avx2", "avxvnni", "avx512" (AVX-512 F/BW/VL/DQ, no VNNI),
- * "avx512vnni", "vbmi" (and VBMI, GFNI), "avx512bf16" (all but AMX),
- * "amx" (all); on ARM64 "scalar", "neon", "neondot". Unset or empty means
+ * "avx512vnni", "vbmi" (and VBMI, GFNI), "avx512bf16" (and BF16: Zen 4,
+ * no AVX-VNNI, no AMX), "amx" (all); on ARM64 "scalar", "neon", "neondot". Unset or empty means
  * the best the CPU has; another value is an error (kiln_ctx_new fails with
  * a message listing these). Tests run a kernel under every combination this
  * CPU can emulate (kiln__cpu_caps_variants; tests/kt_simd.h):
