@@ -20,6 +20,7 @@
 static kiln_cpu_caps detected, active;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static char simd_env_bad[64]; /* a $KILN_SIMD that names no level, or "" */
+
 #if defined(__x86_64__)
 static uint64_t xgetbv0(void) {
     uint32_t lo, hi;
@@ -138,12 +139,7 @@ static const named_level named[] = {
 };
 #define N_NAMED ((int)(sizeof named / sizeof *named))
 
-int kiln__simd_names(const char *const **names) {
-    static const char *list[N_NAMED];
-    for (int i = 0; i < N_NAMED; i++) list[i] = named[i].name;
-    *names = list;
-    return N_NAMED;
-}
+const char *kiln__simd_name(int i) { return i >= 0 && i < N_NAMED ? named[i].name : NULL; }
 
 bool kiln__cpu_caps_cap(kiln_cpu_caps *c, const char *name) {
     for (int i = 0; i < N_NAMED; i++) {

@@ -73,11 +73,11 @@ void kiln__cpu_caps_limit(kiln_cpu_caps *c, kiln_simd_level level);
 void kiln__cpu_caps_fix(kiln_cpu_caps *c);
 const char *kiln__simd_level_name(kiln_simd_level l);
 
-/* $KILN_SIMD's values on this architecture, lowest first (names[0] is
- * "scalar"); returns their count. */
-int kiln__simd_names(const char *const **names);
+/* The i-th of $KILN_SIMD's values on this architecture, lowest first (0:
+ * "scalar"); NULL past the last. */
+const char *kiln__simd_name(int i);
 /* Turn off in c what the named level does not allow; false (c unchanged)
- * when name is not one of kiln__simd_names. */
+ * when name is not one of them. */
 bool kiln__cpu_caps_cap(kiln_cpu_caps *c, const char *name);
 /* The distinct caps that c gives capped at each named level, lowest first,
  * with the level's name: every combination of kernels a test should run
