@@ -47,6 +47,13 @@ typedef struct kiln_s8_packed {
     int64_t m, n, mp, np, kp;
 } kiln_s8_packed;
 
+/* A k quad of a packed A row (4 bytes) as one int32, for a broadcast. */
+static inline int32_t kiln__s8_quad(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
 #define KILN_S8_AMX_MR 32 /* rows and columns of one AMX step (2 x 2 tiles) */
 #define KILN_S8_VNNI_MR 6
 #define KILN_S8_NEONDOT_MR 4

@@ -10,12 +10,6 @@
 
 #define MR KILN_S8_VNNI_MR
 
-static inline int32_t load32(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-
 /* One 16-column panel: 6 x 16 of C in 12 ymm accumulators. */
 static void tile256(const int8_t *a, const int8_t *b, int64_t quads, int64_t ps, int np, const int32_t *cs, bool first,
                     int32_t *c, int64_t ldc, int64_t rows, int64_t cols) {
@@ -42,7 +36,7 @@ static void tile256(const int8_t *a, const int8_t *b, int64_t quads, int64_t ps,
         __m256i b0 = _mm256_loadu_si256((const __m256i *)b), b1 = _mm256_loadu_si256((const __m256i *)(b + 32));
 #pragma GCC unroll 6
         for (int r = 0; r < MR; r++) {
-            __m256i av = _mm256_set1_epi32(load32(a + r * 4));
+            __m256i av = _mm256_set1_epi32(kiln__s8_quad(a + r * 4));
             acc[r][0] = _mm256_dpbusd_avx_epi32(acc[r][0], av, b0);
             acc[r][1] = _mm256_dpbusd_avx_epi32(acc[r][1], av, b1);
         }
