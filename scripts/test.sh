@@ -6,6 +6,9 @@
 #                 instruction above its file's SIMD level (objdump), in the
 #                 default, no-blas and arm64 builds; and its self-test, which
 #                 plants such faults in objects compiled on the fly
+#   avx2-cpu      the SIMD kernel tests under qemu-x86_64 -cpu Haswell-noTSX (x86-64
+#                 hosts with qemu-user): a CPU with AVX2 and no AVX-512 or
+#                 VNNI, where a kernel run above the caps faults as on a laptop
 #   scalar        the same binary with KILN_SIMD=scalar (portable paths end to end)
 #   no-blas       make BLAS=0 VULKAN=0: every matmul on kiln's own GEMM, and
 #                 the build without the Vulkan backend
@@ -132,6 +135,13 @@ run_suite native "$build/tests/kiln_tests" "$@"
 if wanted isa "$@"; then
     run_suite isa-self-test scripts/isa_check.sh --self-test
     run_suite isa scripts/isa_check.sh "$build"
+fi
+# the tests that run kernels per SIMD level (KT_FOR_EACH_SIMD and the like), about 25 s emulated
+simd_tests="simd_ cpu_ gemm_i8 dfp_gemm_simd qmatmul_row_pairs qmatmul_gemm kernels_match nn_vec_tables
+            nn_attention_loops opt8bit_vector pool_ conv_simd"
+if wanted avx2-cpu "$@" && [ "$(uname -m)" = x86_64 ] && command -v qemu-x86_64 >/dev/null 2>&1; then
+    # shellcheck disable=SC2086
+    run_suite avx2-cpu qemu-x86_64 -cpu Haswell-noTSX,-pcid,-x2apic,-tsc-deadline,-invpcid "$build/tests/kiln_tests" $simd_tests
 fi
 run_suite scalar env KILN_SIMD=scalar "$build/tests/kiln_tests" "$@"
 run_suite examples scripts/test_examples.sh "$build" "$@"
