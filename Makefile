@@ -82,23 +82,32 @@ KILN_CFLAGS += -DKILN_CUDA
 LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++ $(LIBS)
 endif
 
-# SIMD variants live in files named for their instruction set; only those
-# files get the flags, and the dispatcher calls them only where the CPU has
-# them (backends/cpu/cpu_features.h). On another architecture they compile empty.
+# SIMD variants live in files named for the level that selects them at run
+# time; each suffix has one set of flags here and one test in
+# backends/cpu/cpu_features.h (kiln__cpu_<suffix>), and no file raises a
+# function above its level (scripts/isa_check.sh reads the objects: the
+# compiler may use any instruction its flags allow, e.g. AVX-VNNI's VEX
+# vpdpbusd where -mavxvnni is given, which Zen 4 lacks). Other files are
+# built for the architecture's baseline. On another architecture they
+# compile empty.
 ARCH := $(shell $(CC) -dumpmachine 2>/dev/null)
 ifneq ($(findstring x86_64,$(ARCH)),)
-SIMD_AVX2      = -mavx2 -mfma -mf16c
-SIMD_AVX512    = $(SIMD_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq
-SIMD_VNNI      = $(SIMD_AVX512) -mavx512vnni -mavxvnni
+SIMD_AVX2       = -mavx2 -mfma -mf16c
+SIMD_AVXVNNI    = $(SIMD_AVX2) -mavxvnni
+SIMD_AVX512     = $(SIMD_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq
+SIMD_AVX512VNNI = $(SIMD_AVX512) -mavx512vnni
+SIMD_VBMI       = $(SIMD_AVX512VNNI) -mavx512vbmi -mgfni
 SIMD_AVX512BF16 = $(SIMD_AVX512) -mavx512bf16
-SIMD_AMX       = $(SIMD_AVX512BF16) -mamx-tile -mamx-bf16 -mamx-int8
+SIMD_AMX        = $(SIMD_AVX512BF16) -mamx-tile -mamx-bf16 -mamx-int8
 endif
 ifneq ($(findstring aarch64,$(ARCH)),)
-SIMD_NEONDOT   = -march=armv8.2-a+dotprod+fp16
+SIMD_NEONDOT    = -march=armv8.2-a+dotprod
 endif
 $(BUILD)/obj/%_avx2.o: SIMD_FLAGS = $(SIMD_AVX2)
+$(BUILD)/obj/%_avxvnni.o: SIMD_FLAGS = $(SIMD_AVXVNNI)
 $(BUILD)/obj/%_avx512.o: SIMD_FLAGS = $(SIMD_AVX512)
-$(BUILD)/obj/%_vnni.o: SIMD_FLAGS = $(SIMD_VNNI)
+$(BUILD)/obj/%_avx512vnni.o: SIMD_FLAGS = $(SIMD_AVX512VNNI)
+$(BUILD)/obj/%_vbmi.o: SIMD_FLAGS = $(SIMD_VBMI)
 $(BUILD)/obj/%_avx512bf16.o: SIMD_FLAGS = $(SIMD_AVX512BF16)
 $(BUILD)/obj/%_amx.o: SIMD_FLAGS = $(SIMD_AMX)
 $(BUILD)/obj/%_neondot.o: SIMD_FLAGS = $(SIMD_NEONDOT)

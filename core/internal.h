@@ -371,6 +371,9 @@ void kiln__cpu_register_optim8bit(kiln_cpu_kernel *tab);
 void kiln__cpu_register_quant(kiln_cpu_kernel *tab);
 void kiln__cpu_register_qmatmul(kiln_cpu_kernel *tab);
 void kiln__cpu_register_dfp(kiln_cpu_kernel *tab);
+/* $KILN_SIMD as the CPU backend read it: KILN_OK, or (who: the caller's
+ * name) an error naming the value and the accepted ones. */
+kiln_status kiln__cpu_simd_check(const char *who);
 /* Run one node on the CPU. */
 kiln_status kiln__cpu_compute(kiln_tensor *node, const kiln_exec *ex);
 /* Element-wise chains (backends/cpu/fused.c): can t start a chain / follow

@@ -185,7 +185,8 @@ typedef struct kiln_graph kiln_graph;
 
 /* A context owns the metadata of every tensor and graph made in it and the
  * storage of its leaf tensors (inputs, parameters, gradients, state).
- * Returns NULL only when out of memory. */
+ * Returns NULL when out of memory, or when $KILN_SIMD names no level (see
+ * kiln_cpu_describe); kiln_last_error() says which. */
 kiln_ctx *kiln_ctx_new(void);
 void kiln_ctx_free(kiln_ctx *ctx);
 
@@ -230,8 +231,11 @@ void kiln_zero_grad(kiln_ctx *ctx);
 void kiln_set_threads(int n);
 int kiln_get_threads(void);
 /* The SIMD level and extensions the CPU kernels use, e.g.
- * "avx512 avx512_vnni avx512_bf16 amx_bf16 amx_int8"; $KILN_SIMD=scalar|avx2|
- * avx512|neon caps the level. */
+ * "avx512 avx512_vnni avx512_bf16 amx_bf16 amx_int8". $KILN_SIMD caps
+ * them at a level: on x86-64 scalar, avx2, avxvnni, avx512 (AVX-512
+ * without VNNI), avx512vnni, vbmi (and VBMI, GFNI), avx512bf16 (and BF16,
+ * as Zen 4: no AVX-VNNI, no AMX) or amx (all); on ARM64 scalar, neon or neondot. Unset or empty:
+ * the best the CPU has; any other value makes kiln_ctx_new fail. */
 const char *kiln_cpu_describe(void);
 
 /* How f32 matmuls (forward and backward) compute, like PyTorch's

@@ -54,8 +54,8 @@ const kiln__dfp_kernels *kiln__dfp_kernels_scalar(void) { return &scalar_kernels
 
 const kiln__dfp_kernels *kiln__dfp_kernels_best(void) {
     const kiln_cpu_caps *c = kiln__cpu_caps();
-    if (c->level >= KILN_SIMD_AVX512 && kiln__dfp_kernels_avx512()) return kiln__dfp_kernels_avx512();
-    if (c->level >= KILN_SIMD_AVX2 && kiln__dfp_kernels_avx2()) return kiln__dfp_kernels_avx2();
+    if (kiln__cpu_avx512(c) && kiln__dfp_kernels_avx512()) return kiln__dfp_kernels_avx512();
+    if (kiln__cpu_avx2(c) && kiln__dfp_kernels_avx2()) return kiln__dfp_kernels_avx2();
     return &scalar_kernels;
 }
 

@@ -17,7 +17,7 @@
 #else
 #define CONV_X86 0
 #endif
-static bool pool_avx512(void) { return CONV_X86 && kiln__cpu_caps()->level >= KILN_SIMD_AVX512; }
+static bool pool_avx512(void) { return CONV_X86 && kiln__cpu_avx512(kiln__cpu_caps()); }
 
 /* The geometry both kernels share: kernel, stride, padding, dilation, the
  * image size H x W and the cols grid OH x OW. */

@@ -1,6 +1,6 @@
 /* gemm_dfp.c — the DFP GEMM (gemm_dfp.h): chunk bound, the packers the
  * SIMD kernel reads (A's here; B's, a gather or an interleave, in
- * gemm_dfp_vnni.c), the run-time choice of path and the scalar reference. */
+ * gemm_dfp_avx512vnni.c), the run-time choice of path and the scalar reference. */
 #include "gemm_dfp.h"
 
 #include "cpu_features.h"
@@ -123,11 +123,10 @@ kiln_status kiln__gemm_dfp_ref_t(bool a_km, bool b_kn, int64_t m, int64_t n, int
     return ref_t(a_km, b_kn, m, n, k, a, lda, amax, ea, b, ldb, bmax, eb, c, ldc, n_threads, false);
 }
 
-/* The VNNI kernel's CPU (AVX-512 F/BW/VL and VNNI). */
+/* The VNNI kernel's CPU (gemm_dfp_avx512vnni.c). */
 static bool has_vnni(void) {
 #if defined(__x86_64__)
-    const kiln_cpu_caps *caps = kiln__cpu_caps();
-    return caps->avx512vnni && caps->avx512f && caps->avx512bw && caps->avx512vl;
+    return kiln__cpu_avx512vnni(kiln__cpu_caps());
 #else
     return false;
 #endif

@@ -2,7 +2,8 @@
  * choice of path, the packers every SIMD kernel reads from (into the
  * per-thread scratch of scratch.h), and the portable scalar reference.
  *
- * The SIMD kernels (gemm_i8_amx.c, _vnni.c, _neondot.c, _neon.c) only see
+ * The SIMD kernels (gemm_i8_amx.c, _avx512vnni.c, _avxvnni.c, _neondot.c,
+ * _neon.c) only see
  * packed operands, zero padded to their block sizes, so they have no edge
  * cases in k and only mask their stores of C. */
 #include "gemm_i8.h"
@@ -99,13 +100,12 @@ typedef enum path { PATH_SCALAR, PATH_AMX, PATH_AVX512VNNI, PATH_AVXVNNI, PATH_N
 static path choose(void) {
     const kiln_cpu_caps *caps = kiln__cpu_caps();
 #if defined(__x86_64__)
-    bool avx512 = caps->avx512f && caps->avx512bw && caps->avx512vl;
-    if (caps->amx_int8 && caps->amx_tile && avx512) return PATH_AMX;
-    if (caps->avx512vnni && avx512) return PATH_AVX512VNNI;
-    if (caps->avxvnni && caps->avx2) return PATH_AVXVNNI;
+    if (kiln__cpu_amx(caps)) return PATH_AMX;
+    if (kiln__cpu_avx512vnni(caps)) return PATH_AVX512VNNI;
+    if (kiln__cpu_avxvnni(caps)) return PATH_AVXVNNI;
 #elif defined(__aarch64__)
-    if (caps->dotprod) return PATH_NEONDOT;
-    if (caps->neon) return PATH_NEON;
+    if (kiln__cpu_neondot(caps)) return PATH_NEONDOT;
+    if (kiln__cpu_neon(caps)) return PATH_NEON;
 #else
     (void)caps;
 #endif

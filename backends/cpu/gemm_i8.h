@@ -14,7 +14,7 @@
  *     kiln_status s = kiln__gemm_s8(tokens, out, in, x, in, w, in, y, out, n_threads);
  *
  * The path is chosen at run time (cpu_features.h): AMX-INT8 tiles
- * (tdpbssd), AVX512-VNNI, AVX-VNNI (ymm, gemm_i8_avxvnni_avx2.c), ARM64 dotprod (sdot), plain NEON
+ * (tdpbssd), AVX512-VNNI, AVX-VNNI (ymm, gemm_i8_avxvnni.c), ARM64 dotprod (sdot), plain NEON
  * widening multiplies, or portable scalar C.
  *
  * Below the entry point: the packed operand layouts the SIMD kernels read
@@ -47,6 +47,13 @@ typedef struct kiln_s8_packed {
     int64_t m, n, mp, np, kp;
 } kiln_s8_packed;
 
+/* A k quad of a packed A row (4 bytes) as one int32, for a broadcast. */
+static inline int32_t kiln__s8_quad(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
 #define KILN_S8_AMX_MR 32 /* rows and columns of one AMX step (2 x 2 tiles) */
 #define KILN_S8_VNNI_MR 6
 #define KILN_S8_NEONDOT_MR 4
@@ -59,7 +66,7 @@ typedef struct kiln_s8_packed {
 void kiln__gemm_s8_kernel_amx(const kiln_s8_packed *p, int32_t *c, int64_t ldc, int n_threads);
 void kiln__gemm_s8_kernel_avx512vnni(const kiln_s8_packed *p, int32_t *c, int64_t ldc, int n_threads);
 void kiln__gemm_s8_kernel_avxvnni(const kiln_s8_packed *p, int32_t *c, int64_t ldc, int n_threads);
-/* The VNNI kernels' shared loop (gemm_i8_avxvnni_avx2.c): tile(...) makes
+/* The VNNI kernels' shared loop (gemm_i8_tiles_avx2.c): tile(...) makes
  * rows x cols (<= 6 x 16 np) of C += an A tile x np B panels over quads k
  * quads (B panels ps bytes apart), starting from -colsum when first, else
  * from C; nbw is the columns per unit of work (16 np). */

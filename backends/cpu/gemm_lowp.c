@@ -20,8 +20,7 @@
 
 static bool use_avx2(void) {
 #if defined(__x86_64__)
-    const kiln_cpu_caps *caps = kiln__cpu_caps();
-    return caps->avx2 && caps->f16c;
+    return kiln__cpu_avx2(kiln__cpu_caps());
 #else
     return false;
 #endif
@@ -142,9 +141,8 @@ kiln_status kiln__gemm_lowp(kiln_dtype in_dt, kiln_dtype c_dt, bool ta, bool tb,
     }
 #if defined(__x86_64__)
     const kiln_cpu_caps *caps = kiln__cpu_caps();
-    bool avx512 = caps->avx512f && caps->avx512bw && caps->avx512vl;
-    if (in_dt != KILN_F16 && avx512 && (caps->amx_bf16 || caps->avx512bf16))
-        return packed(in_dt, c_dt, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, n_threads, caps->amx_bf16);
+    if (in_dt != KILN_F16 && kiln__cpu_avx512bf16(caps))
+        return packed(in_dt, c_dt, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, n_threads, kiln__cpu_amx(caps));
 #endif
     return portable(in_dt, c_dt, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, n_threads);
 }

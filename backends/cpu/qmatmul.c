@@ -86,9 +86,10 @@ static const kiln_qmm_kernels *kernels(void) {
     static const kiln_qmm_kernels ref = {kiln__qmm_dot_q8_0_ref, kiln__qmm_dot_q4_0_ref, kiln__qmm_dot_nf4_ref, NULL, NULL, NULL, NULL, NULL};
     const kiln_cpu_caps *c = kiln__cpu_caps();
     const kiln_qmm_kernels *k = NULL;
-    if (c->level >= KILN_SIMD_AVX512 && c->avx512vnni) k = kiln__qmm_kernels_vnni();
-    if (!k && c->level >= KILN_SIMD_AVX2) k = kiln__qmm_kernels_avx2();
-    if (!k && c->level >= KILN_SIMD_NEON && c->dotprod) k = kiln__qmm_kernels_neondot();
+    if (kiln__cpu_vbmi(c)) k = kiln__qmm_kernels_vbmi();
+    if (!k && kiln__cpu_avx512vnni(c)) k = kiln__qmm_kernels_avx512vnni();
+    if (!k && kiln__cpu_avx2(c)) k = kiln__qmm_kernels_avx2();
+    if (!k && kiln__cpu_neondot(c)) k = kiln__qmm_kernels_neondot();
     return k ? k : &ref;
 }
 

@@ -67,7 +67,7 @@ kiln_status kiln__qmm_gemm_ref(kiln_dtype t, int64_t m, int64_t n, int64_t k, co
 
 static const kiln_qmm_gemm_kernels *kernels(void) {
     const kiln_cpu_caps *c = kiln__cpu_caps();
-    if (c->level >= KILN_SIMD_AVX512 && c->avx512vnni) return kiln__qmm_gemm_kernels_vnni();
+    if (kiln__cpu_avx512vnni(c)) return kiln__qmm_gemm_kernels_avx512vnni();
     return NULL;
 }
 

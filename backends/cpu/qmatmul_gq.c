@@ -32,10 +32,10 @@ float kiln__gq_dot_ref(const uint8_t *w, int bits, int group, const int8_t *xq, 
 kiln_gq_dot *kiln__gq_dot_best(void) {
     const kiln_cpu_caps *c = kiln__cpu_caps();
     kiln_gq_dot *f = NULL;
-    if (c->level >= KILN_SIMD_AVX512 && c->avx512vnni) f = kiln__gq_dot_avx512vnni();
-    if (!f && c->level >= KILN_SIMD_AVX2 && c->avxvnni) f = kiln__gq_dot_avxvnni();
-    if (!f && c->level >= KILN_SIMD_AVX2) f = kiln__gq_dot_avx2();
-    if (!f && c->level >= KILN_SIMD_NEON && c->dotprod) f = kiln__gq_dot_neondot();
+    if (kiln__cpu_avx512vnni(c)) f = kiln__gq_dot_avx512vnni();
+    if (!f && kiln__cpu_avxvnni(c)) f = kiln__gq_dot_avxvnni();
+    if (!f && kiln__cpu_avx2(c)) f = kiln__gq_dot_avx2();
+    if (!f && kiln__cpu_neondot(c)) f = kiln__gq_dot_neondot();
     return f ? f : kiln__gq_dot_ref;
 }
 

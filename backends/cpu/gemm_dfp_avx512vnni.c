@@ -1,4 +1,4 @@
-/* gemm_dfp_vnni.c — the DFP GEMM (gemm_dfp.h) with AVX512-VNNI vpdpwssd:
+/* gemm_dfp_avx512vnni.c — the DFP GEMM (gemm_dfp.h) with AVX512-VNNI vpdpwssd:
  * a 6 x 64 tile of C in 24 int32 chunk accumulators (its f32 totals in L1).
  * Each chunk starts from zeroed accumulators (a zero idiom, free), adds cp
  * pairs with vpdpwssd, and is folded into the f32 total by one conversion
