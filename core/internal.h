@@ -140,7 +140,8 @@ enum {
     KILN_FLAG_REQUIRES_GRAD = 1 << 0,
     KILN_FLAG_PARAM = 1 << 1,
     KILN_FLAG_OUTPUT = 1 << 2, /* keeps its own storage across computes */
-    KILN_FLAG_GRAD = 1 << 3    /* is some leaf's gradient */
+    KILN_FLAG_GRAD = 1 << 3,   /* is some leaf's gradient */
+    KILN_FLAG_COMPUTED = 1 << 4 /* a node with storage of its own that a compute has written */
 };
 
 struct kiln_tensor {
