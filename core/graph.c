@@ -298,6 +298,7 @@ kiln_status kiln_graph_compute(kiln_graph *g) {
             s = kiln__cpu_compute(t, &ex);
         }
         if (s) return s;
+        for (int j = first; j <= i; j++) kiln__mark_computed(g->nodes[j]);
         if (profile) {
             prof_sec[slot] += now_sec() - t0;
             prof_calls[slot]++;

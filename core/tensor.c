@@ -245,9 +245,25 @@ kiln_tensor *kiln_tensor_set_name(kiln_tensor *t, const char *name) {
 }
 kiln_tensor *kiln_tensor_grad(const kiln_tensor *t) { return t ? t->grad : NULL; }
 bool kiln_tensor_requires_grad(const kiln_tensor *t) { return t && (t->flags & KILN_FLAG_REQUIRES_GRAD); }
+/* Why t's bytes do not hold its value, or NULL when they do: a leaf's (or
+ * a view of one) always do; a node's only when they are its own, an
+ * output's (kiln_graph_add), after a compute wrote them. An intermediate's
+ * bytes belong to its graph, which reuses them for later nodes (or never
+ * writes them, inside a fused chain) and frees them. Sets t->data for a
+ * view made before its output had storage. */
+static const char *unreadable(const kiln_tensor *t) {
+    const kiln_tensor *o = t->view_src ? t->view_src : t;
+    if (o->op != KILN_OP_NONE && !o->storage_bytes)
+        return "has no value of its own: pass it to kiln_graph_add and compute the graph to read it";
+    if (o->op != KILN_OP_NONE && !(o->flags & KILN_FLAG_COMPUTED))
+        return "has not been computed yet: call kiln_graph_compute first";
+    ((kiln_tensor *)t)->data = (char *)o->data + (t->view_src ? t->view_offs : 0);
+    return NULL;
+}
+
 /* The caller may write through the pointer: the host copy becomes the
  * current one (a device copy is refreshed before its next use). */
-void *kiln_tensor_data(const kiln_tensor *t) { return t && t->data && !kiln__host_write(t) ? t->data : NULL; }
+void *kiln_tensor_data(const kiln_tensor *t) { return t && !unreadable(t) && !kiln__host_write(t) ? t->data : NULL; }
 
 /* Offset (elements) of the i-th element in logical row-major order. */
 static int64_t elem_offset(const kiln_tensor *t, int64_t i) {
@@ -261,9 +277,8 @@ static int64_t elem_offset(const kiln_tensor *t, int64_t i) {
 
 static kiln_status check_io(const char *who, const kiln_tensor *t, const void *buf, int64_t n) {
     if (!t || !buf) return kiln__errs(KILN_ERR_ARG, "%s: NULL argument", who);
-    if (!t->data)
-        return kiln__errs(KILN_ERR_STATE, "%s: tensor '%s' (%s) has no data: add it to a graph and compute it first",
-                          who, t->name, kiln__op_table[t->op].name);
+    const char *why = unreadable(t);
+    if (why) return kiln__errs(KILN_ERR_STATE, "%s: tensor '%s' (%s) %s", who, t->name, kiln__op_table[t->op].name, why);
     if (n != kiln_tensor_numel(t))
         return kiln__errs(KILN_ERR_SHAPE, "%s: %lld values given for a tensor of %lld elements", who, (long long)n,
                           (long long)kiln_tensor_numel(t));
@@ -336,17 +351,15 @@ kiln_status kiln_tensor_get_i32(const kiln_tensor *t, int32_t *dst, int64_t n) {
 
 double kiln_tensor_item(const kiln_tensor *t) {
     if (!t) return kiln__err(KILN_ERR_ARG, "kiln_tensor_item: tensor is NULL"), NAN;
-    if (!t->data) return check_io("kiln_tensor_item", t, t, kiln_tensor_numel(t)), NAN;
-    if (kiln__host_read(t)) return NAN;
+    if (check_io("kiln_tensor_item", t, t, kiln_tensor_numel(t)) || kiln__host_read(t)) return NAN;
     return kiln__types[t->dtype].get(t->data, 0);
 }
 
 /* ---- fills ---- */
 
 static kiln_status fill_check(const char *who, kiln_tensor *t) {
-    if (!t) return kiln__errs(KILN_ERR_ARG, "%s: tensor is NULL", who);
-    if (!t->data) return check_io(who, t, t, kiln_tensor_numel(t));
-    kiln_status s = check_writable(who, t);
+    kiln_status s = check_io(who, t, t, t ? kiln_tensor_numel(t) : 0);
+    if (!s) s = check_writable(who, t);
     return s ? s : kiln__host_write(t);
 }
 

@@ -41,3 +41,36 @@ KT_TEST(graph_backward_twice_is_refused) {
     kiln_ctx_free(ctx);
 }
 
+/* kiln_tensor_item's NaN always comes with a message naming the call */
+static void expect_unreadable(const kiln_tensor *t, const char *why, const char *text) {
+    kiln_clear_error();
+    double v = kiln_tensor_item(t);
+    KT_CHECK(isnan(v) && kiln_last_status() == KILN_ERR_STATE, "%s: item %g, status %s", why, v,
+             kiln_status_name(kiln_last_status()));
+    KT_CHECK(strstr(kiln_last_error(), "kiln_tensor_item") && strstr(kiln_last_error(), text),
+             "%s: message '%s' lacks '%s'", why, kiln_last_error(), text);
+    KT_CHECK(kiln_tensor_data(t) == NULL, "%s: kiln_tensor_data gave a pointer", why);
+}
+
+KT_TEST(graph_values_readable_only_once_computed) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    kiln_tensor *w, *loss = small_loss(ctx, &w);
+    KT_NOTNULL(loss);
+    kiln_tensor *inner = kiln_mul(ctx, w, w), *out = kiln_sum_all(ctx, kiln_exp(ctx, inner));
+    kiln_tensor *view = kiln_reshape(ctx, loss, 2, (int64_t[]){1, 1}); /* made before loss has storage */
+    kiln_graph *g = kiln_graph_new(ctx);
+    KT_OK(kiln_graph_add(g, loss));
+    KT_OK(kiln_graph_add(g, out));
+    expect_unreadable(inner, "a node never computed", "kiln_graph_add");
+    KT_CHECK(kiln_graph_planned_bytes(g) > 0, "planned"); /* gives the outputs their (zeroed) storage */
+    expect_unreadable(loss, "a planned output", "not been computed");
+    KT_OK(kiln_graph_compute(g));
+    KT_CHECK(kiln_tensor_item(loss) == 6 && kiln_tensor_item(view) == 6, "loss %g, its view %g",
+             kiln_tensor_item(loss), kiln_tensor_item(view));
+    /* the intermediate's bytes are the graph's buffer, reused and then freed */
+    expect_unreadable(inner, "an intermediate after compute", "kiln_graph_add");
+    kiln_graph_free_buffers(g);
+    expect_unreadable(inner, "an intermediate after kiln_graph_free_buffers", "kiln_graph_add");
+    KT_CHECK(fabs(kiln_tensor_item(out) - 2 * exp(1.0)) < 1e-5, "out %g", kiln_tensor_item(out));
+    kiln_ctx_free(ctx);
+}
