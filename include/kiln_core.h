@@ -296,7 +296,9 @@ kiln_tensor *kiln_new_4d(kiln_ctx *ctx, kiln_dtype dtype, int64_t d0, int64_t d1
 kiln_tensor *kiln_scalar(kiln_ctx *ctx, kiln_dtype dtype, double v);
 
 /* A trainable parameter: a named leaf that requires grad and owns a
- * zero-filled gradient tensor of the same shape (kiln_tensor_grad). */
+ * zero-filled gradient tensor of the same shape (kiln_tensor_grad). Files
+ * find it by name, so a NULL or empty name, one over 47 bytes, or one
+ * that another parameter of ctx has is KILN_ERR_ARG. */
 kiln_tensor *kiln_param(kiln_ctx *ctx, const char *name, kiln_dtype dtype, int ndim, const int64_t *shape);
 
 kiln_dtype kiln_tensor_dtype(const kiln_tensor *t);
