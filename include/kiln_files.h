@@ -23,7 +23,10 @@ extern "C" {
 
 /* Read an IDX file (MNIST's format), gzipped or plain, into a new leaf:
  * u8 data become f32 scaled by 'scale' (e.g. 1/255), or i32 when as_labels
- * is true. Every header field and length is bounds-checked. */
+ * is true. Every header field and length is bounds-checked, and a gzipped
+ * file whose header claims over 64 times its own size (and over 1 MiB) is
+ * refused as a likely gzip bomb before anything is inflated (real data
+ * sets inflate 2-5x; gunzip such a file to load it). */
 kiln_tensor *kiln_idx_load(kiln_ctx *ctx, const char *path, bool as_labels, float scale);
 
 /* ---- files: safetensors, checkpoints ---------------------------------- */

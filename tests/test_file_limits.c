@@ -251,7 +251,8 @@ KT_TEST(limits_idx_headers) {
     cap_memory();
     /* 65535 x 65535 x 3 bytes (12 GiB, under the 16 Gi element cap) in a 20-byte file */
     const unsigned char claims[] = {0, 0, 8, 3, 0, 0, 0xff, 0xff, 0, 0, 0xff, 0xff, 0, 0, 0, 3, 1, 2, 3, 4};
-    for (int gz = 0; gz < 2; gz++) idx_expect(claims, sizeof claims, gz, KILN_ERR_FORMAT, "is truncated", __LINE__);
+    idx_expect(claims, sizeof claims, false, KILN_ERR_FORMAT, "is truncated", __LINE__);
+    idx_expect(claims, sizeof claims, true, KILN_ERR_FORMAT, "more than 64 times", __LINE__); /* before inflating */
     /* 2^32-1 squared: over the element cap, refused by the header alone */
     const unsigned char over[] = {0, 0, 8, 2, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
     idx_expect(over, sizeof over, false, KILN_ERR_FORMAT, "elements", __LINE__);
