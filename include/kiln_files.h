@@ -235,8 +235,10 @@ kiln_status kiln_load_params(kiln_ctx *ctx, const char *path);
  * after a save and resumed after a load steps bit for bit as if it had
  * never stopped. Load into an optimizer made the same way (same kind,
  * config and parameters, in order; parameter groups set again by the
- * caller): the kind, the parameter names and every state tensor's dtype
- * and shape are checked first, and a failed load changes nothing.
+ * caller): the kind, the parameter names, every state tensor's dtype and
+ * shape, and the counts and settings (with the checks of the setters and
+ * of kiln_optim_step) are checked first, and a failed load changes
+ * nothing.
  * kiln_checkpoint_save/load put the parameters of opt's context (by name,
  * as kiln_save_params) and opt's state in one file. Saves are atomic as
  * kiln_safetensors_save: a run killed while saving resumes from the last

@@ -409,7 +409,7 @@ KT_TEST(limits_checkpoint_metadata_counts) {
         {"kiln.n_params", "4611686018427387904", "parameters, this optimizer has"},
         {"kiln.n_params", "-1", "is not a count"},
         {"kiln.steps", "99999999999999999999999", "is not a count"},
-        {"kiln.schedule", "0 -1 5 0x0p+0", "is not a schedule"},
+        {"kiln.schedule", "0 -1 5 0x0p+0", "'kiln.schedule': warmup_steps -1 < 0"},
     };
     const char *keys[] = {"kiln.format", "kiln.optimizer", "kiln.n_params", "kiln.param.0", "kiln.param.1",
                           "kiln.steps", "kiln.skipped_steps", "kiln.lr", "kiln.last_grad_norm",
