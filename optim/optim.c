@@ -114,7 +114,9 @@ kiln_status kiln__optim_check_lr(float lr, kiln_status bad, const char *who) {
 
 kiln_status kiln_optim_step(kiln_optim *opt) {
     if (!opt) return kiln__errs(KILN_ERR_ARG, "kiln_optim_step: optimizer is NULL");
+    /* a step adds one to either count: both stay what a load accepts */
     kiln_status s = kiln__optim_check_steps(opt->steps + 1, KILN_ERR_STATE, "kiln_optim_step");
+    if (!s) s = kiln__optim_check_steps(opt->skipped_steps + 1, KILN_ERR_STATE, "kiln_optim_step: skipped steps");
     if (s) return s;
     s = kiln__optim_guard(opt);
     if (s) return s;
