@@ -84,7 +84,9 @@ kiln_status kiln_safetensors_read_into(kiln_safetensors *st, const char *name, k
  * only the directory sync fails, path is the new file and the error says
  * it may not survive a crash). A process killed mid-save leaves the old
  * file intact and may leave its path.tmp.XXXXXX beside it, never read as
- * path. Tensors on a device are copied back first. */
+ * path and removed by the next save of path (which leaves alone the
+ * temporary file of a save still under way: each writer holds a flock(2)
+ * on its own). Tensors on a device are copied back first. */
 kiln_status kiln_safetensors_save(const char *path, kiln_tensor *const *tensors, const char *const *names, int n,
                                   const char *const *meta, int n_meta);
 
