@@ -200,9 +200,11 @@ kiln_tensor *kiln_idx_load(kiln_ctx *ctx, const char *path, bool as_labels, floa
         goto cleanup;
     }
 
-    /* kiln_tensor_new sets its own message on failure */
     out = kiln_tensor_new(ctx, as_labels ? KILN_I32 : KILN_F32, ndim, shape);
-    if (!out) goto cleanup;
+    if (!out) {
+        kiln__err_context("kiln_idx_load: %s", path);
+        goto cleanup;
+    }
     if (as_labels) {
         int32_t *dst = kiln_tensor_data(out);
         for (int64_t i = 0; i < n; i++) dst[i] = bytes[i];

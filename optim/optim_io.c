@@ -123,8 +123,8 @@ static kiln_status save(const kiln_optim *opt, const char *path, bool with_param
         for (int i = 0; i < opt->ctx->n_params; i++) add_tensor(&l, opt->ctx->params[i], kiln__strdup(opt->ctx->params[i]->name));
     list_optim(opt, &l);
     kiln_status s = l.oom ? kiln__errs(KILN_ERR_OOM, "%s: out of memory", who)
-                          : kiln_safetensors_save(path, l.t, (const char *const *)l.names, l.n,
-                                                  (const char *const *)l.meta, l.n_meta);
+                          : kiln__safetensors_save(path, l.t, (const char *const *)l.names, l.n,
+                                                   (const char *const *)l.meta, l.n_meta, who);
     free_list(&l);
     return s;
 }
@@ -229,14 +229,15 @@ static kiln_status check_meta(const kiln_optim *opt, const kiln_safetensors *st,
 
 static kiln_status load(kiln_optim *opt, const char *path, bool with_params, const char *who) {
     if (!opt || !path) return kiln__errs(KILN_ERR_ARG, "%s: NULL argument", who);
-    kiln_safetensors *st = kiln_safetensors_open(path);
+    kiln_safetensors *st = kiln__safetensors_open(path, who);
     if (!st) return kiln_last_status();
     saved sv;
     kiln_status s = check_meta(opt, st, path, &sv, who);
     int expect = with_params ? opt->ctx->n_params : 0;
     for (const kiln__optim_state_entry *e = opt->state; e && !s; e = e->next, expect++) {
         char *name = state_name(opt, e);
-        s = name ? kiln__st_check(st, name, e->t, who) : kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
+        s = name ? kiln__st_check(st, name, e->t, who, "the optimizer")
+                 : kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
         free(name);
     }
     if (!s && with_params) s = kiln__params_check(st, opt->ctx, who);
