@@ -64,26 +64,30 @@ static bool whole(double v, int64_t max, int64_t *out) {
 
 /* ---- GGUF ---- */
 
-static kiln_status gg_int(const kiln_gguf *g, const char *key, int64_t def, int64_t *out) {
+static const llama_config_names gguf_names = {
+    "token_embd.weight's rows", "llama.context_length", "llama.block_count", "llama.attention.head_count",
+    "llama.attention.head_count_kv", "llama.embedding_length", "llama.feed_forward_length",
+    "llama.attention.layer_norm_rms_epsilon", "llama.rope.freq_base"};
+
+static kiln_status gg_int(const kiln_gguf *g, const char *path, const char *key, int64_t def, int64_t *out) {
     if (kiln_gguf_find_key(g, key) < 0 && def >= 0) {
         *out = def;
         return KILN_OK;
     }
     kiln_status s = kiln_gguf_get_int(g, key, out);
     if (!s && (*out < 1 || *out > (1ll << 40)))
-        s = kiln_set_error(KILN_ERR_FORMAT, "llama_from_gguf: %s = %lld is out of range", key, (long long)*out);
+        s = kiln_set_error(KILN_ERR_FORMAT, "llama_from_gguf: %s: %s = %lld is out of range", path, key,
+                           (long long)*out);
     return s;
 }
 
+/* (checked with the rest by llama_config_check) */
 static kiln_status gg_float(const kiln_gguf *g, const char *key, double def, double *out) {
     if (kiln_gguf_find_key(g, key) < 0) {
         *out = def;
         return KILN_OK;
     }
-    kiln_status s = kiln_gguf_get_float(g, key, out);
-    if (!s && !(*out > 0 && isfinite(*out)))
-        s = kiln_set_error(KILN_ERR_FORMAT, "llama_from_gguf: %s = %g must be positive", key, *out);
-    return s;
+    return kiln_gguf_get_float(g, key, out);
 }
 
 /* The file's tensor name is [rows, cols]; an error naming the key the
@@ -104,9 +108,6 @@ static kiln_status gguf_shape(const kiln_gguf *g, const char *name, int64_t rows
  * refused here, not by an allocation of what it claims. */
 static kiln_status gguf_sizes(const kiln_gguf *g, const llama_config *c) {
     char name[64];
-    if (c->kv_heads > c->heads || c->heads % c->kv_heads)
-        return kiln_set_error(KILN_ERR_FORMAT, "llama_from_gguf: %lld kv heads do not divide %lld heads",
-                              (long long)c->kv_heads, (long long)c->heads);
     const int64_t kv = c->kv_heads * (c->dim / c->heads); /* <= dim */
     kiln_status s;
     snprintf(name, sizeof name, "blk.%lld.ffn_gate.weight", (long long)(c->layers - 1));
@@ -117,7 +118,7 @@ static kiln_status gguf_sizes(const kiln_gguf *g, const llama_config *c) {
     return KILN_OK;
 }
 
-static kiln_status gguf_config(const kiln_gguf *g, llama_config *c) {
+static kiln_status gguf_config(const kiln_gguf *g, const char *path, llama_config *c) {
     const char *arch = kiln_gguf_get_string(g, "general.architecture", NULL);
     if (!arch || strcmp(arch, "llama"))
         return kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_from_gguf: general.architecture is '%s', not 'llama'",
@@ -125,19 +126,19 @@ static kiln_status gguf_config(const kiln_gguf *g, llama_config *c) {
     *c = llama_defaults();
     int64_t rot = 0, key_len = 0;
     kiln_status s;
-    if ((s = gg_int(g, "llama.block_count", -1, &c->layers)) || (s = gg_int(g, "llama.embedding_length", -1, &c->dim)) ||
-        (s = gg_int(g, "llama.feed_forward_length", -1, &c->hidden)) ||
-        (s = gg_int(g, "llama.attention.head_count", -1, &c->heads)) ||
-        (s = gg_int(g, "llama.attention.head_count_kv", c->heads, &c->kv_heads)) ||
-        (s = gg_int(g, "llama.context_length", 2048, &c->context)) ||
+    if ((s = gg_int(g, path, "llama.block_count", -1, &c->layers)) ||
+        (s = gg_int(g, path, "llama.embedding_length", -1, &c->dim)) ||
+        (s = gg_int(g, path, "llama.feed_forward_length", -1, &c->hidden)) ||
+        (s = gg_int(g, path, "llama.attention.head_count", -1, &c->heads)) ||
+        (s = gg_int(g, path, "llama.attention.head_count_kv", c->heads, &c->kv_heads)) ||
+        (s = gg_int(g, path, "llama.context_length", 2048, &c->context)) ||
         (s = gg_float(g, "llama.rope.freq_base", 10000.0, &c->rope_theta)) ||
-        (s = gg_float(g, "llama.attention.layer_norm_rms_epsilon", 1e-5, &c->norm_eps)))
+        (s = gg_float(g, "llama.attention.layer_norm_rms_epsilon", 1e-5, &c->norm_eps)) ||
+        (s = llama_config_check(c, &gguf_names, "llama_from_gguf", path, KILN_ERR_FORMAT)))
         return s;
-    if (c->heads > c->dim || c->dim % c->heads)
-        return kiln_set_error(KILN_ERR_FORMAT, "llama_from_gguf: %lld heads do not divide dim %lld",
-                              (long long)c->heads, (long long)c->dim);
     const int64_t hd = c->dim / c->heads;
-    if ((s = gg_int(g, "llama.rope.dimension_count", hd, &rot)) || (s = gg_int(g, "llama.attention.key_length", hd, &key_len)))
+    if ((s = gg_int(g, path, "llama.rope.dimension_count", hd, &rot)) ||
+        (s = gg_int(g, path, "llama.attention.key_length", hd, &key_len)))
         return s;
     if (rot != hd || key_len != hd)
         return kiln_set_error(KILN_ERR_UNSUPPORTED,
@@ -229,7 +230,7 @@ static llama *from_gguf(kiln_ctx *ctx, const char *path, bool inference, int wei
     llama *m = NULL;
     slot *s = NULL;
     int n = 0;
-    kiln_status st = gguf_config(g, &c);
+    kiln_status st = gguf_config(g, path, &c);
     bool tied = kiln_gguf_find_tensor(g, "output.weight") < 0;
     if (!st && inference && weights == LLAMA_AS_STORED) { /* the layers' dtype; F16/BF16 compute as F32 */
         kiln_gguf_tensor_info ti;
@@ -341,6 +342,10 @@ kiln_status llama_save_gguf(const llama *mc, const char *path, kiln_dtype dtype)
 
 /* ---- Hugging Face ---- */
 
+static const llama_config_names hf_names = {"vocab_size",   "max_position_embeddings", "num_hidden_layers",
+                                            "num_attention_heads", "num_key_value_heads", "hidden_size",
+                                            "intermediate_size", "rms_norm_eps", "rope_theta"};
+
 static kiln_status hf_config(const char *dir, llama_config *c, bool *tied) {
     char p[4096];
     snprintf(p, sizeof p, "%s/config.json", dir);
@@ -387,8 +392,7 @@ static kiln_status hf_config(const char *dir, llama_config *c, bool *tied) {
     const char *act = kiln_json_file_string(j, NULL, "hidden_act");
     if (!s && act && strcmp(act, "silu"))
         s = kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_from_hf: %s: hidden_act '%s' (kiln's llama is SwiGLU)", p, act);
-    if (!s && c->dim % c->heads)
-        s = kiln_set_error(KILN_ERR_FORMAT, "llama_from_hf: %s: heads do not divide hidden_size", p);
+    if (!s) s = llama_config_check(c, &hf_names, "llama_from_hf", p, KILN_ERR_FORMAT);
     if (!s && kiln_json_file_has(j, NULL, "head_dim") && !(s = kiln_json_file_number(j, NULL, "head_dim", &v)) &&
         v != (double)(c->dim / c->heads))
         s = kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_from_hf: %s: head_dim %g is not hidden_size / heads", p, v);
@@ -504,11 +508,8 @@ static kiln_status hf_shape(shards *sh, const char *dir, const char *name, int64
  * is allocated: a config claiming a huge width or layer count is refused
  * here, not by an allocation of what it claims. */
 static kiln_status hf_sizes(shards *sh, const char *dir, const llama_config *c) {
-    int64_t kv = c->kv_heads ? c->kv_heads : c->heads;
-    if (kv > c->heads || c->heads % kv)
-        return kiln_set_error(KILN_ERR_FORMAT, "llama_from_hf: %s: %lld kv heads do not divide %lld heads", dir,
-                              (long long)kv, (long long)c->heads);
-    kv *= c->dim / c->heads; /* <= dim */
+    /* hf_config checked the settings (llama_config_check) */
+    const int64_t kv = (c->kv_heads ? c->kv_heads : c->heads) * (c->dim / c->heads); /* <= dim */
     char name[96];
     snprintf(name, sizeof name, "model.layers.%lld.mlp.gate_proj.weight", (long long)(c->layers - 1));
     kiln_status s;

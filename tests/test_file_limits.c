@@ -314,7 +314,8 @@ KT_TEST(limits_llama_gguf_sizes_against_tensors) {
         /* a 2^30 width (with the rope dims to match), against token_embd's 8 */
         {"llama.embedding_length", 1u << 30, "llama.rope.dimension_count", 1u << 29, "as llama.embedding_length"},
         {"llama.block_count", 100000000u, NULL, 0, "no tensor 'blk.99999999.ffn_gate.weight'"},
-        {"llama.attention.head_count_kv", 3u, NULL, 0, "kv heads do not divide"},
+        {"llama.attention.head_count_kv", 3u, NULL, 0,
+         "llama.attention.head_count_kv = 3 does not divide llama.attention.head_count = 2"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         static unsigned char mod[1 << 16];

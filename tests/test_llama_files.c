@@ -463,3 +463,62 @@ KT_TEST(llama_files_hf_matches_a_double_reference) {
     unlink(p);
     rmdir(dir);
 }
+
+/* A setting no llama can have is named with its value and where it came
+ * from: config.json's key and path, the GGUF's key and path, the field. */
+KT_TEST(llama_files_config_errors_name_the_setting) {
+    char dir[64], p[300], text[1024];
+    snprintf(dir, sizeof dir, "/tmp/kiln_hfc_XXXXXX");
+    KT_REQUIRE(mkdtemp(dir), "mkdtemp");
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    const struct { const char *key, *value, *msg; } hf[] = {
+        {"rms_norm_eps", "-1", "rms_norm_eps = -1 must be > 0 and finite"},
+        {"rope_theta", "0", "rope_theta = 0 must be > 0 and finite"},
+        {"num_attention_heads", "3", "num_attention_heads = 3 does not divide hidden_size = 32"},
+        {"num_attention_heads", "32", "the head size hidden_size / num_attention_heads = 1 is odd"},
+        {"num_key_value_heads", "3", "num_key_value_heads = 3 does not divide num_attention_heads = 4"},
+    };
+    const char *base[][2] = {{"hidden_size", "32"}, {"intermediate_size", "48"}, {"num_hidden_layers", "2"},
+                             {"num_attention_heads", "4"}, {"vocab_size", "37"}};
+    kiln_ctx *ctx = kiln_ctx_new();
+    for (size_t i = 0; i < sizeof hf / sizeof *hf; i++) {
+        int n = snprintf(text, sizeof text, "{\"%s\": %s", hf[i].key, hf[i].value);
+        for (int k = 0; k < 5; k++)
+            if (strcmp(base[k][0], hf[i].key))
+                n += snprintf(text + n, sizeof text - (size_t)n, ", \"%s\": %s", base[k][0], base[k][1]);
+        snprintf(text + n, sizeof text - (size_t)n, "}");
+        write_text(p, text);
+        kiln_clear_error();
+        KT_CHECK(!llama_from_hf(ctx, dir) && kiln_last_status() == KILN_ERR_FORMAT &&
+                     strstr(kiln_last_error(), "llama_from_hf: ") && strstr(kiln_last_error(), p) &&
+                     strstr(kiln_last_error(), hf[i].msg),
+                 "%s = %s: %s", hf[i].key, hf[i].value, kiln_last_error());
+    }
+    unlink(p);
+    rmdir(dir);
+    /* GGUF: the metadata alone is checked before any tensor is looked for */
+    const char *path = tmp_path("eps.gguf");
+    kiln_gguf_writer *w = kiln_gguf_writer_new();
+    KT_OK(kiln_gguf_set_string(w, "general.architecture", "llama"));
+    const char *ints[] = {"llama.block_count", "llama.embedding_length", "llama.feed_forward_length",
+                          "llama.attention.head_count"};
+    const int64_t vals[] = {2, 32, 48, 4};
+    for (int i = 0; i < 4; i++) KT_OK(kiln_gguf_set_int(w, ints[i], KILN_GGUF_UINT32, vals[i]));
+    KT_OK(kiln_gguf_set_float(w, "llama.rope.freq_base", KILN_GGUF_FLOAT32, 0));
+    KT_OK(kiln_gguf_writer_save(w, path));
+    kiln_gguf_writer_free(w);
+    kiln_clear_error();
+    KT_CHECK(!llama_from_gguf(ctx, path) && kiln_last_status() == KILN_ERR_FORMAT && strstr(kiln_last_error(), path) &&
+                 strstr(kiln_last_error(), "llama.rope.freq_base = 0 must be > 0"),
+             "gguf: %s", kiln_last_error());
+    unlink(path);
+    /* in code: the field */
+    llama_config c = tiny();
+    c.norm_eps = -1;
+    KT_EXPECT_ERR(llama_new(ctx, &c, 1), KILN_ERR_ARG, "llama_new: norm_eps = -1 must be > 0");
+    c = tiny();
+    c.kv_heads = 3;
+    KT_EXPECT_ERR(llama_new_inference(ctx, &c, KILN_F32, false), KILN_ERR_ARG,
+                  "llama_new_inference: kv_heads = 3 does not divide heads = 4");
+    kiln_ctx_free(ctx);
+}
