@@ -522,3 +522,41 @@ KT_TEST(llama_files_config_errors_name_the_setting) {
                   "llama_new_inference: kv_heads = 3 does not divide heads = 4");
     kiln_ctx_free(ctx);
 }
+
+/* A loader's error while reading the weights names the file too. */
+KT_TEST(llama_files_tensor_errors_name_the_file) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    llama_config c = tiny();
+    llama *m = llama_new(ctx, &c, 3);
+    KT_NOTNULL(m);
+    const char *path = tmp_path("noembd.gguf");
+    KT_OK(llama_save_gguf(m, path, KILN_F32));
+    /* the same metadata with an embedding one row short */
+    kiln_gguf *g = kiln_gguf_open(path);
+    KT_NOTNULL(g);
+    kiln_gguf_writer *w = kiln_gguf_writer_new();
+    for (int i = 0; i < kiln_gguf_kv_count(g); i++) {
+        const char *key = kiln_gguf_kv_key(g, i);
+        int64_t v;
+        double f;
+        if (kiln_gguf_kv_type(g, i) == KILN_GGUF_STRING)
+            KT_OK(kiln_gguf_set_string(w, key, kiln_gguf_get_string(g, key, NULL)));
+        else if (kiln_gguf_kv_type(g, i) == KILN_GGUF_FLOAT32 && !kiln_gguf_get_float(g, key, &f))
+            KT_OK(kiln_gguf_set_float(w, key, KILN_GGUF_FLOAT32, f));
+        else if (!kiln_gguf_get_int(g, key, &v)) KT_OK(kiln_gguf_set_int(w, key, kiln_gguf_kv_type(g, i), v));
+    }
+    kiln_tensor *short_emb = kiln_new_2d(ctx, KILN_F32, c.vocab - 1, c.dim);
+    KT_OK(kiln_gguf_add_tensor(w, "token_embd.weight", short_emb));
+    const char *bad = tmp_path("short.gguf");
+    KT_OK(kiln_gguf_writer_save(w, bad));
+    kiln_gguf_writer_free(w);
+    kiln_gguf_close(g);
+    kiln_ctx *x = kiln_ctx_new();
+    KT_EXPECT_ERR(llama_infer_from_gguf(x, bad, LLAMA_AS_STORED), KILN_ERR_FORMAT, bad);
+    KT_CHECK(strstr(kiln_last_error(), "token_embd.weight") || strstr(kiln_last_error(), "blk.0"), "%s",
+             kiln_last_error());
+    kiln_ctx_free(x);
+    llama_free(m);
+    kiln_ctx_free(ctx);
+    unlink(path), unlink(bad);
+}
