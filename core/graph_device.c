@@ -144,6 +144,7 @@ static kiln_status run_node(kiln_graph *g, kiln_backend *b, int i, const kiln_ex
         g->stats.nodes_fallback++;
     }
     if (s) return s;
+    kiln__mark_computed(t);
     /* the side that ran it now holds the only current bytes of its storage,
      * and of its sources' when it works in place (an optimizer step also
      * updates its state tensors) */

@@ -140,7 +140,8 @@ enum {
     KILN_FLAG_REQUIRES_GRAD = 1 << 0,
     KILN_FLAG_PARAM = 1 << 1,
     KILN_FLAG_OUTPUT = 1 << 2, /* keeps its own storage across computes */
-    KILN_FLAG_GRAD = 1 << 3    /* is some leaf's gradient */
+    KILN_FLAG_GRAD = 1 << 3,   /* is some leaf's gradient */
+    KILN_FLAG_COMPUTED = 1 << 4 /* a node with storage of its own that a compute has written */
 };
 
 struct kiln_tensor {
@@ -211,6 +212,10 @@ kiln_status kiln__owned_grow(kiln_ctx *ctx, void **p, int *cap, int need, size_t
 void *kiln__err(kiln_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Set the thread's error and return s (for status-returning calls). */
 kiln_status kiln__errs(kiln_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Put "context: " before this thread's message, left by a call that has
+ * just failed, so that it names the call the user made and what it was
+ * doing ("kiln_load_params: m.safetensors: 'w': ..."); returns the status. */
+kiln_status kiln__err_context(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "[2, 3, 4]" into a caller buffer of at least 96 bytes; returns buf. */
 char *kiln__shape_str(const kiln_tensor *t, char *buf);
 char *kiln__dims_str(int ndim, const int64_t *shape, char *buf);

@@ -123,11 +123,29 @@ kiln_status kiln_tensor_set_requires_grad(kiln_tensor *t, bool requires) {
     return KILN_OK;
 }
 
+/* Files find a parameter by its name (kiln_save_params, checkpoints): it
+ * must be there, whole (not cut to fit) and the only one in ctx, checked
+ * now rather than at the first save after training. */
+static bool param_name_ok(const kiln_ctx *ctx, const char *name) {
+    const size_t max = sizeof ((kiln_tensor *)0)->name - 1;
+    if (!ctx) return kiln__err(KILN_ERR_ARG, "kiln_param: ctx is NULL"), false;
+    if (!name || !*name)
+        return kiln__err(KILN_ERR_ARG, "kiln_param: the name is %s; files find a parameter by its name",
+                         name ? "empty" : "NULL"), false;
+    if (strlen(name) > max)
+        return kiln__err(KILN_ERR_ARG, "kiln_param: the name '%.*s...' is %zu bytes long; at most %zu fit", (int)max,
+                         name, strlen(name), max), false;
+    for (int i = 0; i < ctx->n_params; i++)
+        if (!strcmp(ctx->params[i]->name, name))
+            return kiln__err(KILN_ERR_ARG, "kiln_param: the context already has a parameter called '%s'", name), false;
+    return true;
+}
+
 kiln_tensor *kiln_param(kiln_ctx *ctx, const char *name, kiln_dtype dtype, int ndim, const int64_t *shape) {
+    if (!param_name_ok(ctx, name)) return NULL;
     kiln_tensor *t = kiln_tensor_new(ctx, dtype, ndim, shape);
-    if (!t) return NULL;
-    kiln_tensor_set_name(t, name);
-    if (kiln_tensor_set_requires_grad(t, true)) return NULL;
+    if (!t || kiln_tensor_set_requires_grad(kiln_tensor_set_name(t, name), true))
+        return kiln__err_context("kiln_param '%s'", name), NULL;
     if (kiln__owned_grow(ctx, (void **)&ctx->params, &ctx->cap_params, ctx->n_params + 1, sizeof(kiln_tensor *)))
         return NULL;
     t->flags |= KILN_FLAG_PARAM;
@@ -245,9 +263,25 @@ kiln_tensor *kiln_tensor_set_name(kiln_tensor *t, const char *name) {
 }
 kiln_tensor *kiln_tensor_grad(const kiln_tensor *t) { return t ? t->grad : NULL; }
 bool kiln_tensor_requires_grad(const kiln_tensor *t) { return t && (t->flags & KILN_FLAG_REQUIRES_GRAD); }
+/* Why t's bytes do not hold its value, or NULL when they do: a leaf's (or
+ * a view of one) always do; a node's only when they are its own, an
+ * output's (kiln_graph_add), after a compute wrote them. An intermediate's
+ * bytes belong to its graph, which reuses them for later nodes (or never
+ * writes them, inside a fused chain) and frees them. Sets t->data for a
+ * view made before its output had storage. */
+static const char *unreadable(const kiln_tensor *t) {
+    const kiln_tensor *o = t->view_src ? t->view_src : t;
+    if (o->op != KILN_OP_NONE && !o->storage_bytes)
+        return "has no value of its own: pass it to kiln_graph_add and compute the graph to read it";
+    if (o->op != KILN_OP_NONE && !(o->flags & KILN_FLAG_COMPUTED))
+        return "has not been computed yet: call kiln_graph_compute first";
+    ((kiln_tensor *)t)->data = (char *)o->data + (t->view_src ? t->view_offs : 0);
+    return NULL;
+}
+
 /* The caller may write through the pointer: the host copy becomes the
  * current one (a device copy is refreshed before its next use). */
-void *kiln_tensor_data(const kiln_tensor *t) { return t && t->data && !kiln__host_write(t) ? t->data : NULL; }
+void *kiln_tensor_data(const kiln_tensor *t) { return t && !unreadable(t) && !kiln__host_write(t) ? t->data : NULL; }
 
 /* Offset (elements) of the i-th element in logical row-major order. */
 static int64_t elem_offset(const kiln_tensor *t, int64_t i) {
@@ -261,9 +295,8 @@ static int64_t elem_offset(const kiln_tensor *t, int64_t i) {
 
 static kiln_status check_io(const char *who, const kiln_tensor *t, const void *buf, int64_t n) {
     if (!t || !buf) return kiln__errs(KILN_ERR_ARG, "%s: NULL argument", who);
-    if (!t->data)
-        return kiln__errs(KILN_ERR_STATE, "%s: tensor '%s' (%s) has no data: add it to a graph and compute it first",
-                          who, t->name, kiln__op_table[t->op].name);
+    const char *why = unreadable(t);
+    if (why) return kiln__errs(KILN_ERR_STATE, "%s: tensor '%s' (%s) %s", who, t->name, kiln__op_table[t->op].name, why);
     if (n != kiln_tensor_numel(t))
         return kiln__errs(KILN_ERR_SHAPE, "%s: %lld values given for a tensor of %lld elements", who, (long long)n,
                           (long long)kiln_tensor_numel(t));
@@ -336,17 +369,15 @@ kiln_status kiln_tensor_get_i32(const kiln_tensor *t, int32_t *dst, int64_t n) {
 
 double kiln_tensor_item(const kiln_tensor *t) {
     if (!t) return kiln__err(KILN_ERR_ARG, "kiln_tensor_item: tensor is NULL"), NAN;
-    if (!t->data) return check_io("kiln_tensor_item", t, t, kiln_tensor_numel(t)), NAN;
-    if (kiln__host_read(t)) return NAN;
+    if (check_io("kiln_tensor_item", t, t, kiln_tensor_numel(t)) || kiln__host_read(t)) return NAN;
     return kiln__types[t->dtype].get(t->data, 0);
 }
 
 /* ---- fills ---- */
 
 static kiln_status fill_check(const char *who, kiln_tensor *t) {
-    if (!t) return kiln__errs(KILN_ERR_ARG, "%s: tensor is NULL", who);
-    if (!t->data) return check_io(who, t, t, kiln_tensor_numel(t));
-    kiln_status s = check_writable(who, t);
+    kiln_status s = check_io(who, t, t, t ? kiln_tensor_numel(t) : 0);
+    if (!s) s = check_writable(who, t);
     return s ? s : kiln__host_write(t);
 }
 

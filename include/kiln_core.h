@@ -300,7 +300,9 @@ kiln_tensor *kiln_new_4d(kiln_ctx *ctx, kiln_dtype dtype, int64_t d0, int64_t d1
 kiln_tensor *kiln_scalar(kiln_ctx *ctx, kiln_dtype dtype, double v);
 
 /* A trainable parameter: a named leaf that requires grad and owns a
- * zero-filled gradient tensor of the same shape (kiln_tensor_grad). */
+ * zero-filled gradient tensor of the same shape (kiln_tensor_grad). Files
+ * find it by name, so a NULL or empty name, one over 47 bytes, or one
+ * that another parameter of ctx has is KILN_ERR_ARG. */
 kiln_tensor *kiln_param(kiln_ctx *ctx, const char *name, kiln_dtype dtype, int ndim, const int64_t *shape);
 
 kiln_dtype kiln_tensor_dtype(const kiln_tensor *t);
@@ -319,9 +321,11 @@ kiln_tensor *kiln_tensor_grad(const kiln_tensor *t);
 kiln_status kiln_tensor_set_requires_grad(kiln_tensor *t, bool requires);
 bool kiln_tensor_requires_grad(const kiln_tensor *t);
 
-/* Host pointer to the first element, or NULL while a graph node has not
- * been computed (or its buffer was reused by a later node; read outputs
- * passed to kiln_graph_add, which keep their own storage). On a device
+/* Host pointer to the first element. A graph node has values to read only
+ * when it was passed to kiln_graph_add (or is a view of such an output)
+ * and a compute has run: an intermediate's bytes belong to its graph,
+ * which reuses them for later nodes. Otherwise NULL, and the accessors
+ * below fail with KILN_ERR_STATE saying which. On a device
  * backend this copies newer device bytes back and makes the host copy the
  * current one, so ask again after each compute before reading or writing
  * through the pointer (kiln_tensor_set_f32 and friends do this for you). */
@@ -335,7 +339,8 @@ kiln_status kiln_tensor_set_f64(kiln_tensor *t, const double *src, int64_t n);
 kiln_status kiln_tensor_get_f64(const kiln_tensor *t, double *dst, int64_t n);
 kiln_status kiln_tensor_set_i32(kiln_tensor *t, const int32_t *src, int64_t n);
 kiln_status kiln_tensor_get_i32(const kiln_tensor *t, int32_t *dst, int64_t n);
-/* The first element as a double (NaN if unavailable; see kiln_last_error). */
+/* The first element as a double (NaN with kiln_last_error() set if
+ * unavailable, as the accessors above). */
 double kiln_tensor_item(const kiln_tensor *t);
 
 /* Fill a leaf. Random fills are seeded and reproducible on every platform. */

@@ -204,7 +204,11 @@ kiln_graph *kiln_graph_new(kiln_ctx *ctx);
 kiln_status kiln_graph_add(kiln_graph *g, kiln_tensor *out);
 /* Append the backward pass of a one-element loss already in the graph:
  * afterwards every leaf that requires grad and feeds the loss has its
- * gradient *added* into kiln_tensor_grad(leaf) by each compute. */
+ * gradient *added* into kiln_tensor_grad(leaf) by each compute (call
+ * kiln_zero_grad, or let kiln_optim_step zero them, between steps). Call
+ * it once per loss: a second call with the same loss is KILN_ERR_STATE
+ * and changes nothing (as torch's second loss.backward()); the backward
+ * passes of different losses in one graph add up. */
 kiln_status kiln_graph_backward(kiln_graph *g, kiln_tensor *loss);
 /* Run the graph (planning memory on the first call or after changes). */
 kiln_status kiln_graph_compute(kiln_graph *g);

@@ -299,7 +299,8 @@ KT_TEST(movement_cast_values) {
     }
     mt_check_close("f16 -> f32", hf, 2, (int64_t[]){2, 4}, wh, 0, 0);
     mt_check_close("i32 -> f32", i32f, 2, (int64_t[]){2, 4}, wi, 0, 0);
-    KT_CHECK(kiln_tensor_get_i32(i32, (int32_t[8]){0}, 8) == KILN_OK, "i32 readable");
+    KT_CHECK(mt_compute(ctx, i32) == KILN_OK && kiln_tensor_get_i32(i32, (int32_t[8]){0}, 8) == KILN_OK,
+             "i32 readable");
     MT_FAILS(kiln_cast(ctx, x, (kiln_dtype)99), KILN_ERR_DTYPE, "kiln_cast");
     kiln_ctx_free(ctx);
 }
