@@ -60,6 +60,11 @@ kiln_tensor *kiln_masked_fill(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *mask, 
 kiln_tensor *kiln_cast(kiln_ctx *ctx, kiln_tensor *x, kiln_dtype dtype);
 
 /* ---- ops: reductions --------------------------------------------------- */
+/* max and min pass the
+ * gradient to the elements equal to the result, shared evenly among ties
+ * (torch.amax / torch.amin's rule; torch.max(x, dim) gives it all to one
+ * index); a NaN is the maximum and the minimum of its slice, and every
+ * element of that slice then gets a NaN gradient, as in torch. */
 
 kiln_tensor *kiln_sum(kiln_ctx *ctx, kiln_tensor *x, int axis, bool keepdim);
 kiln_tensor *kiln_mean(kiln_ctx *ctx, kiln_tensor *x, int axis, bool keepdim);
@@ -145,7 +150,11 @@ kiln_tensor *kiln_one_hot(kiln_ctx *ctx, kiln_tensor *labels, int64_t n, kiln_dt
 
 /* Over the last axis; causal masks column j > row i + (cols - rows) of the
  * last two dims, as a decoder's attention scores need. A row with every
- * column masked gives 0 (softmax) or -inf (log_softmax), not NaN. */
+ * column masked gives 0 (softmax) or -inf (log_softmax), not NaN. The
+ * gradient is torch's for the op applied to x.masked_fill(mask, -inf),
+ * taken with respect to that input: a masked entry gets 0 from softmax,
+ * and the upstream gradient itself from log_softmax (which also counts it
+ * in its row's sum), as a non-causal log_softmax does at an input of -inf. */
 kiln_tensor *kiln_softmax(kiln_ctx *ctx, kiln_tensor *x, bool causal);
 kiln_tensor *kiln_log_softmax(kiln_ctx *ctx, kiln_tensor *x, bool causal);
 
@@ -187,7 +196,11 @@ kiln_tensor *kiln_conv2d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_ten
 kiln_tensor *kiln_conv_transpose2d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias, const kiln_conv2d_params *p);
 
 /* Pooling over NCHW; stride 0 means the kernel size. avg counts padding
- * (torch's count_include_pad=True); max pads with -inf. */
+ * (torch's count_include_pad=True); max pads with -inf. max_pool2d's
+ * gradient goes to the taps equal to their window's maximum, shared evenly
+ * among ties as kiln_max's is. torch's max_pool2d gives it all to the
+ * window's first maximum instead: the two differ only where a window
+ * holds its maximum twice (a window of zeros after a relu, say). */
 kiln_tensor *kiln_max_pool2d(kiln_ctx *ctx, kiln_tensor *x, int kh, int kw, int stride, int padding);
 kiln_tensor *kiln_avg_pool2d(kiln_ctx *ctx, kiln_tensor *x, int kh, int kw, int stride, int padding);
 

@@ -136,9 +136,10 @@ static kiln_status unary_backward(kiln_ctx *ctx, kiln_tensor *t, kiln_tensor *gy
         RET(kiln_mul(ctx, gy, kiln_add_scalar(ctx, kiln_neg(ctx, kiln_mul(ctx, t, t)), 1.0)));
     case KILN_OP_SIGMOID: /* y (1 - y) */
         RET(kiln_mul(ctx, gy, kiln_mul(ctx, t, kiln_add_scalar(ctx, kiln_neg(ctx, t), 1.0))));
-    case KILN_OP_RELU: /* y > 0 exactly where x > 0: reading y leaves x unread, so the op making x
-                        * (a bias add) and the ReLU run as one fused pass and x is never stored */
-        RET(kiln_mul(ctx, gy, kiln_cmp(ctx, t, zero_of(ctx, t), KILN_CMP_GT)));
+    case KILN_OP_RELU: /* y != 0 exactly where x > 0 or x is NaN (torch's rule: gy passes unless y <= 0):
+                        * reading y leaves x unread, so the op making x (a bias add) and the ReLU run as
+                        * one fused pass and x is never stored */
+        RET(kiln_mul(ctx, gy, kiln_cmp(ctx, t, zero_of(ctx, t), KILN_CMP_NE)));
     case KILN_OP_LEAKY_RELU: /* 1 where x > 0, slope elsewhere */
         RET(kiln_mul(ctx, gy,
                      kiln_add_scalar(ctx, kiln_scale(ctx, kiln_cmp(ctx, x, zero_of(ctx, x), KILN_CMP_GT), 1.0 - p), p)));

@@ -104,7 +104,7 @@ double bo_error_values(const double *dev, const double *cpu, int64_t n) {
     for (int64_t i = 0; i < n; i++)
         if (isfinite(cpu[i]) && fabs(cpu[i]) > scale) scale = fabs(cpu[i]);
     for (int64_t i = 0; i < n; i++) {
-        if (dev[i] == cpu[i]) continue; /* equal infinities too */
+        if (dev[i] == cpu[i] || (isnan(dev[i]) && isnan(cpu[i]))) continue; /* equal infinities, NaN on both */
         if (!isfinite(dev[i]) || !isfinite(cpu[i])) return INFINITY;
         if (fabs(dev[i] - cpu[i]) > diff) diff = fabs(dev[i] - cpu[i]);
     }
