@@ -33,7 +33,7 @@ bool kiln__same_shape(const kiln_tensor *a, const kiln_tensor *b) {
     return kiln__shape_eq(a->ndim, a->shape, b->ndim, b->shape);
 }
 
-static bool shape_ok(const char *who, int ndim, const int64_t *shape) {
+bool kiln__shape_check(const char *who, int ndim, const int64_t *shape) {
     char buf[96];
     if (ndim < 1 || ndim > KILN_MAX_DIMS || !shape) {
         kiln__err(KILN_ERR_SHAPE, "%s: ndim %d is outside 1..%d", who, ndim, KILN_MAX_DIMS);
@@ -41,11 +41,15 @@ static bool shape_ok(const char *who, int ndim, const int64_t *shape) {
     }
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 1 || shape[i] > ((int64_t)1 << 40) || n > ((int64_t)1 << 40) / shape[i]) {
-            kiln__err(KILN_ERR_SHAPE, "%s: invalid shape %s", who, kiln__dims_str(ndim, shape, buf));
+        if (shape[i] < 1) {
+            kiln__err(KILN_ERR_SHAPE, "%s: invalid shape %s (dim %d is %lld; dims must be >= 1)", who,
+                      kiln__dims_str(ndim, shape, buf), i, (long long)shape[i]);
             return false;
         }
-        n *= shape[i];
+        if (!kiln__mul_ok(n, shape[i], &n) || n > KILN_MAX_NUMEL) {
+            kiln__err(KILN_ERR_SHAPE, "%s: shape %s has more than 2^40 elements", who, kiln__dims_str(ndim, shape, buf));
+            return false;
+        }
     }
     return true;
 }
@@ -65,7 +69,7 @@ static kiln_tensor *tensor_meta(kiln_ctx *ctx, kiln_dtype dtype, int ndim, const
 kiln_tensor *kiln_tensor_new(kiln_ctx *ctx, kiln_dtype dtype, int ndim, const int64_t *shape) {
     if (!ctx) return kiln__err(KILN_ERR_ARG, "kiln_tensor_new: ctx is NULL");
     if ((unsigned)dtype >= KILN_DTYPE_COUNT) return kiln__err(KILN_ERR_DTYPE, "kiln_tensor_new: bad dtype %d", dtype);
-    if (!shape_ok("kiln_tensor_new", ndim, shape)) return NULL;
+    if (!kiln__shape_check("kiln_tensor_new", ndim, shape)) return NULL;
     if (kiln__is_quant(dtype) && !kiln__quant_shape_ok("kiln_tensor_new", dtype, ndim, shape)) return NULL;
     kiln_tensor *t = tensor_meta(ctx, dtype, ndim, shape);
     if (!t) return NULL;
@@ -137,20 +141,29 @@ kiln_tensor *kiln_param(kiln_ctx *ctx, const char *name, kiln_dtype dtype, int n
 
 /* ---- nodes ---- */
 
+/* The call that makes op's nodes, for messages: "kiln_add". The
+ * constructors whose op has another name (kiln_broadcast_to's expand,
+ * kiln_conv2d's im2col, ...) check what could fail here themselves. */
+static const char *api_name(kiln_op op, char buf[48]) {
+    snprintf(buf, 48, "kiln_%s", kiln__op_table[op].name);
+    return buf;
+}
+
 kiln_tensor *kiln__node_new(kiln_ctx *ctx, kiln_op op, kiln_dtype dtype, int ndim, const int64_t *shape, int nsrc,
                             kiln_tensor *const *src) {
+    char who[48];
     for (int i = 0; i < nsrc; i++)
         if (!src[i]) return NULL; /* keep the first error */
-    if (!ctx) return kiln__err(KILN_ERR_ARG, "%s: ctx is NULL", kiln__op_table[op].name);
-    if (nsrc > KILN_MAX_SRC) return kiln__err(KILN_ERR_ARG, "%s: too many sources", kiln__op_table[op].name);
+    if (!ctx) return kiln__err(KILN_ERR_ARG, "%s: ctx is NULL", api_name(op, who));
+    if (nsrc > KILN_MAX_SRC) return kiln__err(KILN_ERR_ARG, "%s: too many sources", api_name(op, who));
     for (int i = 0; i < nsrc; i++)
         if (src[i]->ctx != ctx)
-            return kiln__err(KILN_ERR_ARG, "%s: source %d belongs to another context", kiln__op_table[op].name, i);
-    if (!shape_ok(kiln__op_table[op].name, ndim, shape)) return NULL;
+            return kiln__err(KILN_ERR_ARG, "%s: source %d belongs to another context", api_name(op, who), i);
+    if (!kiln__shape_check(api_name(op, who), ndim, shape)) return NULL;
     if (!kiln__quant_src_ok(op, nsrc, src)) return NULL;
     if (kiln__is_quant(dtype) && kiln__op_table[op].kind != KILN_KIND_VIEW)
         return kiln__err(KILN_ERR_DTYPE, "%s: no op gives a %s result but views of one; use kiln_quantize",
-                         kiln__op_table[op].name, kiln_dtype_name(dtype));
+                         api_name(op, who), kiln_dtype_name(dtype));
     kiln_tensor *t = tensor_meta(ctx, dtype, ndim, shape);
     if (!t) return NULL;
     t->op = op;
@@ -179,9 +192,9 @@ static bool quant_view_ok(kiln_op op, const kiln_tensor *x, int ndim, const int6
         for (int i = 0; ok && i < ndim - 1; i++) ok = shape[i] == 1 || stride[i] % tr->blck == 0;
     }
     if (!ok) {
-        char sx[96], sv[96];
+        char sx[96], sv[96], who[48];
         kiln__err(KILN_ERR_SHAPE, "%s: a view %s of the %s tensor %s would split its blocks of %lld elements",
-                  kiln__op_table[op].name, kiln__dims_str(ndim, shape, sv), tr->name,
+                  api_name(op, who), kiln__dims_str(ndim, shape, sv), tr->name,
                   kiln__shape_str(x, sx), (long long)tr->blck);
     }
     return ok;
@@ -403,9 +416,9 @@ void kiln_tensor_print(const kiln_tensor *t, FILE *f, int max) {
 
 /* The ops that take a quantized source: views keeping whole blocks
  * (checked by kiln__view_new), DEQUANTIZE and QMATMUL. */
-bool kiln__not_quant(const char *name, const kiln_tensor *t) {
+bool kiln__not_quant(const char *who, const kiln_tensor *t) {
     if (!t || !kiln__is_quant(t->dtype)) return true;
-    kiln__err(KILN_ERR_DTYPE, "op %s does not take %s ('%s'); dequantize first (kiln_dequantize)", name,
+    kiln__err(KILN_ERR_DTYPE, "%s: does not take %s ('%s'); dequantize first (kiln_dequantize)", who,
               kiln_dtype_name(t->dtype), t->name);
     return false;
 }
@@ -414,7 +427,8 @@ bool kiln__quant_src_ok(kiln_op op, int nsrc, kiln_tensor *const *src) {
     if (op == KILN_OP_VIEW || op == KILN_OP_SLICE || op == KILN_OP_DETACH || op == KILN_OP_DEQUANTIZE || op == KILN_OP_QMATMUL ||
         op == KILN_OP_GET_ROWS) /* get_rows checks its own table */
         return true;
+    char who[48];
     for (int i = 0; i < nsrc; i++)
-        if (!kiln__not_quant(kiln__op_table[op].name, src[i])) return false;
+        if (!kiln__not_quant(api_name(op, who), src[i])) return false;
     return true;
 }
