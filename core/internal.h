@@ -276,10 +276,15 @@ static inline bool kiln__mul_ok(int64_t a, int64_t b, int64_t *r) { return !__bu
 /* Elements a tensor may have (and each dim's largest size), far above any
  * memory, so that every offset and stride of a valid shape fits int64. */
 #define KILN_MAX_NUMEL ((int64_t)1 << 40)
-/* Is shape a valid tensor shape: 1 to KILN_MAX_DIMS dims, each >= 1, at
- * most KILN_MAX_NUMEL elements? Else sets the error, naming who (the call
- * the user made) and the shape. */
+/* Is shape a valid tensor shape: 1 to KILN_MAX_DIMS dims, each >= 0 (a
+ * dim of 0 makes an empty tensor, as in torch), the product of the
+ * nonzero ones at most KILN_MAX_NUMEL (so strides fit too)? Else sets the
+ * error, naming who (the call the user made) and the shape. */
 bool kiln__shape_check(const char *who, int ndim, const int64_t *shape);
+/* Bytes a tensor with storage of its own holds for nbytes of data: an
+ * empty one holds a few, so that storage_bytes > 0 always says "owns
+ * storage" and its data pointer is a real one. */
+static inline size_t kiln__storage_size(size_t nbytes) { return nbytes ? nbytes : 4; }
 
 /* Record a node: copies srcs, sets ctx, requires-grad (if any src requires
  * grad, the op is differentiable and grad mode is on) and contiguous

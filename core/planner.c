@@ -114,12 +114,13 @@ kiln_status kiln__graph_plan(kiln_graph *g) {
         if (t->flags & KILN_FLAG_OUTPUT && !t->view_src && !t->storage_bytes) {
             /* outputs keep storage of their own, readable after compute */
             /* on failure storage_bytes stays 0, so the next plan tries again */
-            if (!(t->data = kiln__owned_alloc(ctx, size))) {
+            size_t own = kiln__storage_size(size);
+            if (!(t->data = kiln__owned_alloc(ctx, own))) {
                 s = kiln_last_status();
                 break;
             }
-            t->storage_bytes = size;
-            ctx->storage_bytes += size;
+            t->storage_bytes = own;
+            ctx->storage_bytes += own;
         }
         g->offs[i] = 0;
         if (planned_here(t)) g->unplanned_bytes += size;

@@ -41,12 +41,12 @@ bool kiln__shape_check(const char *who, int ndim, const int64_t *shape) {
     }
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 1) {
-            kiln__err(KILN_ERR_SHAPE, "%s: invalid shape %s (dim %d is %lld; dims must be >= 1)", who,
+        if (shape[i] < 0) {
+            kiln__err(KILN_ERR_SHAPE, "%s: invalid shape %s (dim %d is %lld; dims must be >= 0)", who,
                       kiln__dims_str(ndim, shape, buf), i, (long long)shape[i]);
             return false;
         }
-        if (!kiln__mul_ok(n, shape[i], &n) || n > KILN_MAX_NUMEL) {
+        if (shape[i] && (!kiln__mul_ok(n, shape[i], &n) || n > KILN_MAX_NUMEL)) {
             kiln__err(KILN_ERR_SHAPE, "%s: shape %s has more than 2^40 elements", who, kiln__dims_str(ndim, shape, buf));
             return false;
         }
@@ -73,7 +73,7 @@ kiln_tensor *kiln_tensor_new(kiln_ctx *ctx, kiln_dtype dtype, int ndim, const in
     if (kiln__is_quant(dtype) && !kiln__quant_shape_ok("kiln_tensor_new", dtype, ndim, shape)) return NULL;
     kiln_tensor *t = tensor_meta(ctx, dtype, ndim, shape);
     if (!t) return NULL;
-    size_t bytes = kiln__elems_bytes(dtype, kiln__numel(ndim, shape));
+    size_t bytes = kiln__storage_size(kiln__elems_bytes(dtype, kiln__numel(ndim, shape)));
     t->data = kiln__owned_alloc_lasting(ctx, bytes);
     if (!t->data) return NULL;
     t->storage_bytes = bytes;
@@ -273,7 +273,7 @@ static int64_t elem_offset(const kiln_tensor *t, int64_t i) {
 }
 
 static kiln_status check_io(const char *who, const kiln_tensor *t, const void *buf, int64_t n) {
-    if (!t || !buf) return kiln__errs(KILN_ERR_ARG, "%s: NULL argument", who);
+    if (!t || (!buf && n)) return kiln__errs(KILN_ERR_ARG, "%s: NULL argument", who); /* no buffer for no values */
     if (!t->data)
         return kiln__errs(KILN_ERR_STATE, "%s: tensor '%s' (%s) has no data: add it to a graph and compute it first",
                           who, t->name, kiln__op_table[t->op].name);
@@ -295,12 +295,14 @@ static kiln_status check_writable(const char *who, const kiln_tensor *t) {
  * own type copied (a generation step's 32000 logits took 0.3-0.5% of its
  * time element by element), a quantized one dequantized whole. */
 static bool get_fast_f32(const kiln_tensor *t, float *dst, int64_t n) {
+    if (!n) return true;
     if (!kiln_tensor_is_contiguous(t) || (t->dtype != KILN_F32 && !kiln__is_quant(t->dtype))) return false;
     if (t->dtype == KILN_F32) memcpy(dst, t->data, (size_t)n * sizeof *dst);
     else kiln__types[t->dtype].to_f32(t->data, dst, n);
     return true;
 }
 static bool get_fast_f64(const kiln_tensor *t, double *dst, int64_t n) {
+    if (!n) return true;
     if (t->dtype != KILN_F64 || !kiln_tensor_is_contiguous(t)) return false;
     memcpy(dst, t->data, (size_t)n * sizeof *dst);
     return true;
@@ -350,6 +352,10 @@ kiln_status kiln_tensor_get_i32(const kiln_tensor *t, int32_t *dst, int64_t n) {
 double kiln_tensor_item(const kiln_tensor *t) {
     if (!t) return kiln__err(KILN_ERR_ARG, "kiln_tensor_item: tensor is NULL"), NAN;
     if (!t->data) return check_io("kiln_tensor_item", t, t, kiln_tensor_numel(t)), NAN;
+    if (!kiln_tensor_numel(t)) {
+        char buf[96];
+        return kiln__err(KILN_ERR_SHAPE, "kiln_tensor_item: '%s' %s has no elements", t->name, kiln__shape_str(t, buf)), NAN;
+    }
     if (kiln__host_read(t)) return NAN;
     return kiln__types[t->dtype].get(t->data, 0);
 }

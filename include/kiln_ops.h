@@ -60,7 +60,9 @@ kiln_tensor *kiln_masked_fill(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *mask, 
 kiln_tensor *kiln_cast(kiln_ctx *ctx, kiln_tensor *x, kiln_dtype dtype);
 
 /* ---- ops: reductions --------------------------------------------------- */
-/* max and min pass the
+/* Over an axis of size 0 (or all of an empty tensor) a sum is 0 and a mean
+ * NaN, as torch's; max, min and argmax have no value there and are
+ * refused (KILN_ERR_SHAPE), as torch.amax refuses. max and min pass the
  * gradient to the elements equal to the result, shared evenly among ties
  * (torch.amax / torch.amin's rule; torch.max(x, dim) gives it all to one
  * index); a NaN is the maximum and the minimum of its slice, and every
@@ -81,7 +83,8 @@ kiln_tensor *kiln_argmax(kiln_ctx *ctx, kiln_tensor *x, int axis, bool keepdim);
 /* ---- ops: matrix multiply ---------------------------------------------- */
 
 /* a [..., M, K] @ b [..., K, N] -> [..., M, N]. Leading (batch) dims
- * broadcast; a 2-D operand is shared across the batch. */
+ * broadcast; a 2-D operand is shared across the batch. K = 0 gives zeros
+ * (an empty sum), as in torch. */
 kiln_tensor *kiln_matmul(kiln_ctx *ctx, kiln_tensor *a, kiln_tensor *b);
 /* The same with either operand transposed in its last two dims. */
 kiln_tensor *kiln_matmul_t(kiln_ctx *ctx, kiln_tensor *a, bool trans_a, kiln_tensor *b, bool trans_b);
@@ -108,20 +111,23 @@ kiln_tensor *kiln_dfp_conv2d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln
 /* ---- ops: shape and movement ------------------------------------------- */
 /* Views share storage with their source; gradients flow through them. */
 
+/* One target dim may be -1 (the rest of x's elements), but not beside a 0,
+ * where any size would do (torch refuses that too). */
 kiln_tensor *kiln_reshape(kiln_ctx *ctx, kiln_tensor *x, int ndim, const int64_t *shape); /* one dim may be -1 */
 kiln_tensor *kiln_view(kiln_ctx *ctx, kiln_tensor *x, int ndim, const int64_t *shape);    /* reshape that never copies; errors if x is not contiguous */
 kiln_tensor *kiln_flatten(kiln_ctx *ctx, kiln_tensor *x, int start_axis);                 /* merge dims start..end */
 kiln_tensor *kiln_permute(kiln_ctx *ctx, kiln_tensor *x, const int *axes);
 kiln_tensor *kiln_transpose(kiln_ctx *ctx, kiln_tensor *x, int axis0, int axis1);
 kiln_tensor *kiln_contiguous(kiln_ctx *ctx, kiln_tensor *x);
-/* x[start:end:step] along axis (end may be negative as in Python; step >= 1). */
+/* x[start:end:step] along axis (end may be negative as in Python; step >= 1);
+ * an empty range gives a dim of 0. */
 kiln_tensor *kiln_slice(kiln_ctx *ctx, kiln_tensor *x, int axis, int64_t start, int64_t end, int64_t step);
 kiln_tensor *kiln_concat(kiln_ctx *ctx, kiln_tensor *const *xs, int n, int axis);
 /* Constant padding: pads[2*i], pads[2*i+1] = before/after for axis i. */
 kiln_tensor *kiln_pad(kiln_ctx *ctx, kiln_tensor *x, const int64_t *pads, double value);
 /* Broadcast (stretch size-1 dims, add leading dims) as a view: torch.expand. */
 kiln_tensor *kiln_broadcast_to(kiln_ctx *ctx, kiln_tensor *x, int ndim, const int64_t *shape);
-/* Tile: reps has x's ndim entries (torch.Tensor.repeat). */
+/* Tile: reps has x's ndim entries, each >= 0 (torch.Tensor.repeat). */
 kiln_tensor *kiln_repeat(kiln_ctx *ctx, kiln_tensor *x, const int64_t *reps);
 /* Write src into dst's positions start .. start + src.shape[axis] - 1
  * along axis, in place (torch: dst.narrow(axis, start, n).copy_(src)), as
@@ -160,7 +166,8 @@ kiln_tensor *kiln_log_softmax(kiln_ctx *ctx, kiln_tensor *x, bool causal);
 
 /* logits [N, C] (or [..., C]), labels i32 [N] (or [...]): mean over the
  * labels that are not ignore_index; a tensor of shape [1]. All labels
- * ignored gives 0 (torch: NaN). A label outside [0, C) fails the compute. */
+ * ignored (or none: an empty batch) gives 0 (torch: NaN). A label outside
+ * [0, C) fails the compute. */
 kiln_tensor *kiln_cross_entropy(kiln_ctx *ctx, kiln_tensor *logits, kiln_tensor *labels, int32_t ignore_index);
 /* mean((a - b)^2) over equal shapes (no broadcasting), shape [1]. */
 kiln_tensor *kiln_mse(kiln_ctx *ctx, kiln_tensor *a, kiln_tensor *b);

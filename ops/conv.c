@@ -257,6 +257,10 @@ static bool conv_inputs_ok(const char *who, const kiln_tensor *x, const kiln_ten
                   kiln__shape_str(w, sw));
         return false;
     }
+    if (!w->shape[2] || !w->shape[3]) { /* torch refuses it too; empty batches and channels are fine */
+        kiln__err(KILN_ERR_SHAPE, "%s: w %s has an empty kernel", who, kiln__shape_str(w, sw));
+        return false;
+    }
     if (w->dtype != x->dtype || (bias && bias->dtype != x->dtype)) {
         kiln__err(KILN_ERR_DTYPE, "%s: x is %s but w is %s%s%s", who, kiln_dtype_name(x->dtype), kiln_dtype_name(w->dtype),
                   bias ? " and bias is " : "", bias ? kiln_dtype_name(bias->dtype) : "");

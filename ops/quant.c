@@ -65,7 +65,7 @@ kiln_tensor *kiln__qmatmul(kiln_ctx *ctx, const char *who, kiln_tensor *x, kiln_
     if (x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1])
         return kiln__err(KILN_ERR_SHAPE, "%s: the input %s must have %lld features (last dim) for the weight %s", who,
                          kiln__shape_str(x, sx), (long long)w->shape[1], kiln__shape_str(w, sw));
-    const int64_t k = w->shape[1], n = w->shape[0], m = kiln_tensor_numel(x) / (k ? k : 1);
+    const int64_t k = w->shape[1], n = w->shape[0], m = kiln__numel(x->ndim - 1, x->shape); /* rows, also for k = 0 */
     if (k % 32 || k % kiln__types[w->dtype].row_blck)
         return kiln__err(KILN_ERR_SHAPE, "%s: the weight %s needs rows of whole %s blocks", who, kiln__shape_str(w, sw),
                          kiln_dtype_name(w->dtype));

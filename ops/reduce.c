@@ -10,11 +10,16 @@ static kiln_tensor *reduce(kiln_ctx *ctx, const char *who, kiln_op op, kiln_tens
         return kiln__err(KILN_ERR_DTYPE, "%s: needs a float input (f32, f64, f16, bf16), not %s", who, kiln_dtype_name(x->dtype));
     int64_t shape[KILN_MAX_DIMS] = {1};
     int nd = 1, a = -1;
+    char buf[96];
+    bool extreme = op != KILN_OP_SUM; /* max, min, argmax: no value over no elements (torch.amax refuses too) */
+    if (extreme && all && !kiln_tensor_numel(x))
+        return kiln__err(KILN_ERR_SHAPE, "%s: %s has no elements", who, kiln__shape_str(x, buf));
     if (!all) {
-        char buf[96];
         if ((a = kiln__axis(x->ndim, axis)) < 0)
             return kiln__err(KILN_ERR_ARG, "%s: axis %d is out of range for shape %s", who, axis,
                              kiln__shape_str(x, buf));
+        if (extreme && !x->shape[a])
+            return kiln__err(KILN_ERR_SHAPE, "%s: axis %d of %s is empty", who, a, kiln__shape_str(x, buf));
         nd = 0;
         for (int d = 0; d < x->ndim; d++)
             if (d != a) shape[nd++] = x->shape[d];

@@ -88,7 +88,7 @@ kiln_tensor *kiln_one_hot(kiln_ctx *ctx, kiln_tensor *labels, int64_t n, kiln_dt
         return kiln__err(KILN_ERR_DTYPE, "kiln_one_hot: the result dtype must be a float dtype, not %s",
                          kiln_dtype_name(dtype));
     if (!index_ok("kiln_one_hot", labels)) return NULL;
-    if (n < 1) return kiln__err(KILN_ERR_ARG, "kiln_one_hot: n = %lld classes must be >= 1", (long long)n);
+    if (n < 0) return kiln__err(KILN_ERR_ARG, "kiln_one_hot: n = %lld classes must be >= 0", (long long)n);
     int64_t shape[KILN_MAX_DIMS];
     memcpy(shape, labels->shape, (size_t)labels->ndim * sizeof *shape);
     shape[labels->ndim] = n;

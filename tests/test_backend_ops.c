@@ -840,6 +840,41 @@ static const bo_case dropout_cases[] = {
 };
 KT_TEST(backend_ops_dropout) { bo_run_cases("dropout", dropout_cases, BO_COUNT(dropout_cases)); }
 
+/* ---- tensors with a dimension of size 0 ---------------------------------------- */
+
+/* A node with an empty operand runs on the CPU (core/graph_device.c): one
+ * with an empty result writes nothing, one that makes a result from empty
+ * sources (a sum over an empty axis, a product over K = 0) is the CPU
+ * kernel's. So every case may fall back; what is compared is that nothing
+ * fails and the values and gradients (zeros, NaN means) agree. */
+static kiln_tensor *b_relu_empty(bo_io *io) { return kiln_relu(CTX, IN(0, 7)); }
+static kiln_tensor *b_add_empty(bo_io *io) { return kiln_add(CTX, IN(0, 7), IN(7)); }
+static kiln_tensor *b_sum_empty_axis(bo_io *io) { return kiln_sum(CTX, IN(0, 7), 0, false); }
+static kiln_tensor *b_mean_empty_axis(bo_io *io) { return kiln_mean(CTX, IN(3, 0, 5), 1, true); }
+static kiln_tensor *b_matmul_k0(bo_io *io) { return kiln_matmul(CTX, IN(5, 0), IN(0, 3)); }
+static kiln_tensor *b_matmul_m0(bo_io *io) { return kiln_matmul(CTX, IN(0, 4), IN(4, 3)); }
+static kiln_tensor *b_concat_empty(bo_io *io) {
+    return kiln_concat(CTX, (kiln_tensor *[]){IN(3, 4), IN(0, 4), IN(2, 4)}, 3, 0);
+}
+static kiln_tensor *b_log_softmax_empty(bo_io *io) { return kiln_log_softmax(CTX, IN(0, 9), false); }
+static kiln_tensor *b_linear_empty_batch(bo_io *io) { return kiln_linear(CTX, IN(0, 4), IN(3, 4), IN(3)); }
+static kiln_tensor *b_slice_empty(bo_io *io) { return kiln_slice(CTX, IN(3, 5), 1, 2, 2, 1); }
+
+static const bo_case zero_size_cases[] = {
+    {"relu_empty", b_relu_empty, F32, BO_EXACT, BO_MAY_FALL_BACK, NULL},
+    {"add_empty_bcast", b_add_empty, F32, BO_EXACT, BO_MAY_FALL_BACK, NULL},
+    {"sum_empty_axis", b_sum_empty_axis, F32, BO_EXACT, BO_MAY_FALL_BACK, NULL},
+    {"mean_empty_axis", b_mean_empty_axis, F32, BO_EXACT, BO_MAY_FALL_BACK, NULL},
+    {"matmul_k0", b_matmul_k0, F32, BO_EXACT, BO_MAY_FALL_BACK, NULL},
+    {"matmul_m0", b_matmul_m0, F32, BO_EXACT, BO_MAY_FALL_BACK, NULL},
+    {"concat_empty_part", b_concat_empty, F32, BO_EXACT, BO_MAY_FALL_BACK, NULL},
+    {"log_softmax_empty_rows", b_log_softmax_empty, F32, BO_EXACT, BO_MAY_FALL_BACK, NULL},
+    {"linear_empty_batch", b_linear_empty_batch, F32, BO_EXACT, BO_MAY_FALL_BACK, NULL},
+    {"slice_empty", b_slice_empty, F32, BO_EXACT, BO_MAY_FALL_BACK, NULL},
+    {"matmul_k0", b_matmul_k0, F16, BO_HALF, BO_MAY_FALL_BACK, NULL},
+};
+KT_TEST(backend_ops_zero_size) { bo_run_cases("zero_size", zero_size_cases, BO_COUNT(zero_size_cases)); }
+
 /* ---- the error measure itself (needs no device) ------------------------------ */
 
 KT_TEST(backend_ops_error_measure) {
