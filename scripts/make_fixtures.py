@@ -20,7 +20,7 @@ File format (one file per op family; '#' starts a comment line):
 
     case <name>
     param <key> <number>                 (0 or more)
-    tensor <name> <ndim> <d0> ... <dn-1>
+    tensor <name> <ndim> <d0> ... <dn-1>     (a dim may be 0: then no values)
     <values, whitespace-separated, row-major>
     end
 
