@@ -47,7 +47,8 @@ bool kiln__shape_check(const char *who, int ndim, const int64_t *shape) {
             return false;
         }
         if (shape[i] && (!kiln__mul_ok(n, shape[i], &n) || n > KILN_MAX_NUMEL)) {
-            kiln__err(KILN_ERR_SHAPE, "%s: shape %s has more than 2^40 elements", who, kiln__dims_str(ndim, shape, buf));
+            kiln__err(KILN_ERR_SHAPE, "%s: shape %s has more than 2^40 elements", who,
+                      kiln__dims_str(ndim, shape, buf));
             return false;
         }
     }
@@ -354,7 +355,8 @@ double kiln_tensor_item(const kiln_tensor *t) {
     if (!t->data) return check_io("kiln_tensor_item", t, t, kiln_tensor_numel(t)), NAN;
     if (!kiln_tensor_numel(t)) {
         char buf[96];
-        return kiln__err(KILN_ERR_SHAPE, "kiln_tensor_item: '%s' %s has no elements", t->name, kiln__shape_str(t, buf)), NAN;
+        kiln__err(KILN_ERR_SHAPE, "kiln_tensor_item: '%s' %s has no elements", t->name, kiln__shape_str(t, buf));
+        return NAN;
     }
     if (kiln__host_read(t)) return NAN;
     return kiln__types[t->dtype].get(t->data, 0);

@@ -113,7 +113,7 @@ kiln_tensor *kiln_dfp_conv2d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln
 
 /* One target dim may be -1 (the rest of x's elements), but not beside a 0,
  * where any size would do (torch refuses that too). */
-kiln_tensor *kiln_reshape(kiln_ctx *ctx, kiln_tensor *x, int ndim, const int64_t *shape); /* one dim may be -1 */
+kiln_tensor *kiln_reshape(kiln_ctx *ctx, kiln_tensor *x, int ndim, const int64_t *shape);
 kiln_tensor *kiln_view(kiln_ctx *ctx, kiln_tensor *x, int ndim, const int64_t *shape);    /* reshape that never copies; errors if x is not contiguous */
 kiln_tensor *kiln_flatten(kiln_ctx *ctx, kiln_tensor *x, int start_axis);                 /* merge dims start..end */
 kiln_tensor *kiln_permute(kiln_ctx *ctx, kiln_tensor *x, const int *axes);

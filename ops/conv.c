@@ -287,8 +287,8 @@ static bool layer_fits(const char *who, const kiln_tensor *x, const int64_t *out
     for (int i = 0; i < 6 && ok; i++) ok = kiln__mul_ok(n, cols[i], &n) && n <= KILN_MAX_NUMEL;
     for (int i = 0; i < 4 && ok; i++) ok = kiln__mul_ok(m, out[i], &m) && m <= KILN_MAX_NUMEL;
     if (!ok)
-        kiln__err(KILN_ERR_SHAPE, "%s: x %s gives an output %s; it and its im2col columns %s must hold at most 2^40 elements", who,
-                  kiln__shape_str(x, sx), kiln__dims_str(4, out, so), kiln__dims_str(6, cols, sc));
+        kiln__err(KILN_ERR_SHAPE, "%s: x %s gives an output %s; it and its im2col columns %s must hold at most "
+                  "2^40 elements", who, kiln__shape_str(x, sx), kiln__dims_str(4, out, so), kiln__dims_str(6, cols, sc));
     return ok;
 }
 

@@ -48,7 +48,8 @@ static kiln_tensor *binary(kiln_ctx *ctx, kiln_op op, kiln_tensor *a, kiln_tenso
         return kiln__err(KILN_ERR_DTYPE, "%s: dtypes differ: %s vs %s", who, kiln_dtype_name(a->dtype),
                          kiln_dtype_name(b->dtype));
     if (!kiln__is_float(a->dtype) && !(op == KILN_OP_CMP && a->dtype == KILN_I32))
-        return kiln__err(KILN_ERR_DTYPE, "%s: needs float inputs (f32, f64, f16, bf16), not %s", who, kiln_dtype_name(a->dtype));
+        return kiln__err(KILN_ERR_DTYPE, "%s: needs float inputs (f32, f64, f16, bf16), not %s", who,
+                         kiln_dtype_name(a->dtype));
     int64_t shape[KILN_MAX_DIMS];
     int nd = kiln__broadcast_shape(who, a, b, shape);
     if (nd < 0 || !kiln__shape_check(who, nd, shape)) return NULL;

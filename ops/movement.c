@@ -311,8 +311,8 @@ kiln_tensor *kiln_repeat(kiln_ctx *ctx, kiln_tensor *x, const int64_t *reps) {
             return kiln__err(KILN_ERR_ARG, "kiln_repeat: reps[%d] = %lld must be >= 0 (input %s)", i,
                              (long long)reps[i], kiln__shape_str(x, sx));
         if (!kiln__mul_ok(x->shape[i], reps[i], &result[i]))
-            return kiln__err(KILN_ERR_SHAPE, "kiln_repeat: %s repeated %s times does not fit int64", kiln__shape_str(x, sx),
-                             kiln__dims_str(x->ndim, reps, sr));
+            return kiln__err(KILN_ERR_SHAPE, "kiln_repeat: %s repeated %s times does not fit int64",
+                             kiln__shape_str(x, sx), kiln__dims_str(x->ndim, reps, sr));
         any |= reps[i] != 1;
     }
     /* every pass below then makes a shape no larger than this one */

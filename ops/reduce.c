@@ -3,11 +3,13 @@
 #include "internal.h"
 
 /* who: the call made (kiln_mean makes a SUM), for messages */
-static kiln_tensor *reduce(kiln_ctx *ctx, const char *who, kiln_op op, kiln_tensor *x, int axis, bool keepdim, bool all) {
+static kiln_tensor *reduce(kiln_ctx *ctx, const char *who, kiln_op op, kiln_tensor *x, int axis, bool keepdim,
+                           bool all) {
     if (!x) return NULL;
     if (!kiln__not_quant(who, x)) return NULL;
     if (!kiln__is_float(x->dtype))
-        return kiln__err(KILN_ERR_DTYPE, "%s: needs a float input (f32, f64, f16, bf16), not %s", who, kiln_dtype_name(x->dtype));
+        return kiln__err(KILN_ERR_DTYPE, "%s: needs a float input (f32, f64, f16, bf16), not %s", who,
+                         kiln_dtype_name(x->dtype));
     int64_t shape[KILN_MAX_DIMS] = {1};
     int nd = 1, a = -1;
     char buf[96];
@@ -51,9 +53,15 @@ kiln_tensor *kiln_mean(kiln_ctx *ctx, kiln_tensor *x, int axis, bool keepdim) {
     kiln_tensor *s = reduce(ctx, "kiln_mean", KILN_OP_SUM, x, axis, keepdim, false);
     return s ? kiln_scale(ctx, s, 1.0 / (double)x->shape[kiln__axis(x->ndim, axis)]) : NULL;
 }
-kiln_tensor *kiln_sum_all(kiln_ctx *ctx, kiln_tensor *x) { return reduce(ctx, "kiln_sum_all", KILN_OP_SUM, x, 0, false, true); }
-kiln_tensor *kiln_max_all(kiln_ctx *ctx, kiln_tensor *x) { return reduce(ctx, "kiln_max_all", KILN_OP_MAX, x, 0, false, true); }
-kiln_tensor *kiln_min_all(kiln_ctx *ctx, kiln_tensor *x) { return reduce(ctx, "kiln_min_all", KILN_OP_MIN, x, 0, false, true); }
+kiln_tensor *kiln_sum_all(kiln_ctx *ctx, kiln_tensor *x) {
+    return reduce(ctx, "kiln_sum_all", KILN_OP_SUM, x, 0, false, true);
+}
+kiln_tensor *kiln_max_all(kiln_ctx *ctx, kiln_tensor *x) {
+    return reduce(ctx, "kiln_max_all", KILN_OP_MAX, x, 0, false, true);
+}
+kiln_tensor *kiln_min_all(kiln_ctx *ctx, kiln_tensor *x) {
+    return reduce(ctx, "kiln_min_all", KILN_OP_MIN, x, 0, false, true);
+}
 kiln_tensor *kiln_mean_all(kiln_ctx *ctx, kiln_tensor *x) {
     kiln_tensor *s = reduce(ctx, "kiln_mean_all", KILN_OP_SUM, x, 0, false, true);
     return s ? kiln_scale(ctx, s, 1.0 / (double)kiln_tensor_numel(x)) : NULL;
