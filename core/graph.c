@@ -266,7 +266,7 @@ kiln_status kiln_graph_compute(kiln_graph *g) {
     }
     /* tensors may hold newer bytes on a device only once device memory exists */
     bool mixed = g->ctx->n_devbufs > 0;
-    if (g->buf_bytes < g->planned_bytes) {
+    if (!g->buf || g->buf_bytes < g->planned_bytes) { /* a buffer even for no bytes: every node gets a real pointer */
         kiln__owned_free(g->ctx, g->buf);
         g->buf_bytes = 0;
         if (!(g->buf = kiln__owned_alloc(g->ctx, g->planned_bytes))) return kiln_last_status();

@@ -33,7 +33,7 @@ bool kiln__same_shape(const kiln_tensor *a, const kiln_tensor *b) {
     return kiln__shape_eq(a->ndim, a->shape, b->ndim, b->shape);
 }
 
-static bool shape_ok(const char *who, int ndim, const int64_t *shape) {
+bool kiln__shape_check(const char *who, int ndim, const int64_t *shape) {
     char buf[96];
     if (ndim < 1 || ndim > KILN_MAX_DIMS || !shape) {
         kiln__err(KILN_ERR_SHAPE, "%s: ndim %d is outside 1..%d", who, ndim, KILN_MAX_DIMS);
@@ -41,11 +41,16 @@ static bool shape_ok(const char *who, int ndim, const int64_t *shape) {
     }
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 1 || shape[i] > ((int64_t)1 << 40) || n > ((int64_t)1 << 40) / shape[i]) {
-            kiln__err(KILN_ERR_SHAPE, "%s: invalid shape %s", who, kiln__dims_str(ndim, shape, buf));
+        if (shape[i] < 0) {
+            kiln__err(KILN_ERR_SHAPE, "%s: invalid shape %s (dim %d is %lld; dims must be >= 0)", who,
+                      kiln__dims_str(ndim, shape, buf), i, (long long)shape[i]);
             return false;
         }
-        n *= shape[i];
+        if (shape[i] && (!kiln__mul_ok(n, shape[i], &n) || n > KILN_MAX_NUMEL)) {
+            kiln__err(KILN_ERR_SHAPE, "%s: shape %s has more than 2^40 elements", who,
+                      kiln__dims_str(ndim, shape, buf));
+            return false;
+        }
     }
     return true;
 }
@@ -65,11 +70,11 @@ static kiln_tensor *tensor_meta(kiln_ctx *ctx, kiln_dtype dtype, int ndim, const
 kiln_tensor *kiln_tensor_new(kiln_ctx *ctx, kiln_dtype dtype, int ndim, const int64_t *shape) {
     if (!ctx) return kiln__err(KILN_ERR_ARG, "kiln_tensor_new: ctx is NULL");
     if ((unsigned)dtype >= KILN_DTYPE_COUNT) return kiln__err(KILN_ERR_DTYPE, "kiln_tensor_new: bad dtype %d", dtype);
-    if (!shape_ok("kiln_tensor_new", ndim, shape)) return NULL;
+    if (!kiln__shape_check("kiln_tensor_new", ndim, shape)) return NULL;
     if (kiln__is_quant(dtype) && !kiln__quant_shape_ok("kiln_tensor_new", dtype, ndim, shape)) return NULL;
     kiln_tensor *t = tensor_meta(ctx, dtype, ndim, shape);
     if (!t) return NULL;
-    size_t bytes = kiln__elems_bytes(dtype, kiln__numel(ndim, shape));
+    size_t bytes = kiln__storage_size(kiln__elems_bytes(dtype, kiln__numel(ndim, shape)));
     t->data = kiln__owned_alloc_lasting(ctx, bytes);
     if (!t->data) return NULL;
     t->storage_bytes = bytes;
@@ -155,20 +160,29 @@ kiln_tensor *kiln_param(kiln_ctx *ctx, const char *name, kiln_dtype dtype, int n
 
 /* ---- nodes ---- */
 
+/* The call that makes op's nodes, for messages: "kiln_add". The
+ * constructors whose op has another name (kiln_broadcast_to's expand,
+ * kiln_conv2d's im2col, ...) check what could fail here themselves. */
+static const char *api_name(kiln_op op, char buf[48]) {
+    snprintf(buf, 48, "kiln_%s", kiln__op_table[op].name);
+    return buf;
+}
+
 kiln_tensor *kiln__node_new(kiln_ctx *ctx, kiln_op op, kiln_dtype dtype, int ndim, const int64_t *shape, int nsrc,
                             kiln_tensor *const *src) {
+    char who[48];
     for (int i = 0; i < nsrc; i++)
         if (!src[i]) return NULL; /* keep the first error */
-    if (!ctx) return kiln__err(KILN_ERR_ARG, "%s: ctx is NULL", kiln__op_table[op].name);
-    if (nsrc > KILN_MAX_SRC) return kiln__err(KILN_ERR_ARG, "%s: too many sources", kiln__op_table[op].name);
+    if (!ctx) return kiln__err(KILN_ERR_ARG, "%s: ctx is NULL", api_name(op, who));
+    if (nsrc > KILN_MAX_SRC) return kiln__err(KILN_ERR_ARG, "%s: too many sources", api_name(op, who));
     for (int i = 0; i < nsrc; i++)
         if (src[i]->ctx != ctx)
-            return kiln__err(KILN_ERR_ARG, "%s: source %d belongs to another context", kiln__op_table[op].name, i);
-    if (!shape_ok(kiln__op_table[op].name, ndim, shape)) return NULL;
+            return kiln__err(KILN_ERR_ARG, "%s: source %d belongs to another context", api_name(op, who), i);
+    if (!kiln__shape_check(api_name(op, who), ndim, shape)) return NULL;
     if (!kiln__quant_src_ok(op, nsrc, src)) return NULL;
     if (kiln__is_quant(dtype) && kiln__op_table[op].kind != KILN_KIND_VIEW)
         return kiln__err(KILN_ERR_DTYPE, "%s: no op gives a %s result but views of one; use kiln_quantize",
-                         kiln__op_table[op].name, kiln_dtype_name(dtype));
+                         api_name(op, who), kiln_dtype_name(dtype));
     kiln_tensor *t = tensor_meta(ctx, dtype, ndim, shape);
     if (!t) return NULL;
     t->op = op;
@@ -197,9 +211,9 @@ static bool quant_view_ok(kiln_op op, const kiln_tensor *x, int ndim, const int6
         for (int i = 0; ok && i < ndim - 1; i++) ok = shape[i] == 1 || stride[i] % tr->blck == 0;
     }
     if (!ok) {
-        char sx[96], sv[96];
+        char sx[96], sv[96], who[48];
         kiln__err(KILN_ERR_SHAPE, "%s: a view %s of the %s tensor %s would split its blocks of %lld elements",
-                  kiln__op_table[op].name, kiln__dims_str(ndim, shape, sv), tr->name,
+                  api_name(op, who), kiln__dims_str(ndim, shape, sv), tr->name,
                   kiln__shape_str(x, sx), (long long)tr->blck);
     }
     return ok;
@@ -294,7 +308,7 @@ static int64_t elem_offset(const kiln_tensor *t, int64_t i) {
 }
 
 static kiln_status check_io(const char *who, const kiln_tensor *t, const void *buf, int64_t n) {
-    if (!t || !buf) return kiln__errs(KILN_ERR_ARG, "%s: NULL argument", who);
+    if (!t || (!buf && n)) return kiln__errs(KILN_ERR_ARG, "%s: NULL argument", who); /* no buffer for no values */
     const char *why = unreadable(t);
     if (why) return kiln__errs(KILN_ERR_STATE, "%s: tensor '%s' (%s) %s", who, t->name, kiln__op_table[t->op].name, why);
     if (n != kiln_tensor_numel(t))
@@ -315,12 +329,14 @@ static kiln_status check_writable(const char *who, const kiln_tensor *t) {
  * own type copied (a generation step's 32000 logits took 0.3-0.5% of its
  * time element by element), a quantized one dequantized whole. */
 static bool get_fast_f32(const kiln_tensor *t, float *dst, int64_t n) {
+    if (!n) return true;
     if (!kiln_tensor_is_contiguous(t) || (t->dtype != KILN_F32 && !kiln__is_quant(t->dtype))) return false;
     if (t->dtype == KILN_F32) memcpy(dst, t->data, (size_t)n * sizeof *dst);
     else kiln__types[t->dtype].to_f32(t->data, dst, n);
     return true;
 }
 static bool get_fast_f64(const kiln_tensor *t, double *dst, int64_t n) {
+    if (!n) return true;
     if (t->dtype != KILN_F64 || !kiln_tensor_is_contiguous(t)) return false;
     memcpy(dst, t->data, (size_t)n * sizeof *dst);
     return true;
@@ -369,7 +385,13 @@ kiln_status kiln_tensor_get_i32(const kiln_tensor *t, int32_t *dst, int64_t n) {
 
 double kiln_tensor_item(const kiln_tensor *t) {
     if (!t) return kiln__err(KILN_ERR_ARG, "kiln_tensor_item: tensor is NULL"), NAN;
-    if (check_io("kiln_tensor_item", t, t, kiln_tensor_numel(t)) || kiln__host_read(t)) return NAN;
+    if (check_io("kiln_tensor_item", t, t, kiln_tensor_numel(t))) return NAN;
+    if (!kiln_tensor_numel(t)) {
+        char buf[96];
+        kiln__err(KILN_ERR_SHAPE, "kiln_tensor_item: '%s' %s has no elements", t->name, kiln__shape_str(t, buf));
+        return NAN;
+    }
+    if (kiln__host_read(t)) return NAN;
     return kiln__types[t->dtype].get(t->data, 0);
 }
 
@@ -434,9 +456,9 @@ void kiln_tensor_print(const kiln_tensor *t, FILE *f, int max) {
 
 /* The ops that take a quantized source: views keeping whole blocks
  * (checked by kiln__view_new), DEQUANTIZE and QMATMUL. */
-bool kiln__not_quant(const char *name, const kiln_tensor *t) {
+bool kiln__not_quant(const char *who, const kiln_tensor *t) {
     if (!t || !kiln__is_quant(t->dtype)) return true;
-    kiln__err(KILN_ERR_DTYPE, "op %s does not take %s ('%s'); dequantize first (kiln_dequantize)", name,
+    kiln__err(KILN_ERR_DTYPE, "%s: does not take %s ('%s'); dequantize first (kiln_dequantize)", who,
               kiln_dtype_name(t->dtype), t->name);
     return false;
 }
@@ -445,7 +467,8 @@ bool kiln__quant_src_ok(kiln_op op, int nsrc, kiln_tensor *const *src) {
     if (op == KILN_OP_VIEW || op == KILN_OP_SLICE || op == KILN_OP_DETACH || op == KILN_OP_DEQUANTIZE || op == KILN_OP_QMATMUL ||
         op == KILN_OP_GET_ROWS) /* get_rows checks its own table */
         return true;
+    char who[48];
     for (int i = 0; i < nsrc; i++)
-        if (!kiln__not_quant(kiln__op_table[op].name, src[i])) return false;
+        if (!kiln__not_quant(api_name(op, who), src[i])) return false;
     return true;
 }

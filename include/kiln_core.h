@@ -290,7 +290,11 @@ kiln_graph_stats kiln_graph_get_stats(const kiln_graph *g);
 
 /* ---- tensors ----------------------------------------------------------- */
 
-/* A leaf tensor with its own zero-filled storage. */
+/* A leaf tensor with its own zero-filled storage. 1 to KILN_MAX_DIMS dims,
+ * each >= 0, at most 2^40 elements. A dim of 0 makes an empty tensor, as
+ * in torch: every op, gradient and file (safetensors, GGUF, checkpoints)
+ * takes one; reading or writing it moves no values (a NULL buffer with
+ * n = 0 will do), and kiln_tensor_item of it is an error. */
 kiln_tensor *kiln_tensor_new(kiln_ctx *ctx, kiln_dtype dtype, int ndim, const int64_t *shape);
 kiln_tensor *kiln_new_1d(kiln_ctx *ctx, kiln_dtype dtype, int64_t d0);
 kiln_tensor *kiln_new_2d(kiln_ctx *ctx, kiln_dtype dtype, int64_t d0, int64_t d1);
@@ -340,7 +344,7 @@ kiln_status kiln_tensor_get_f64(const kiln_tensor *t, double *dst, int64_t n);
 kiln_status kiln_tensor_set_i32(kiln_tensor *t, const int32_t *src, int64_t n);
 kiln_status kiln_tensor_get_i32(const kiln_tensor *t, int32_t *dst, int64_t n);
 /* The first element as a double (NaN with kiln_last_error() set if
- * unavailable, as the accessors above). */
+ * unavailable, as the accessors above, or if the tensor is empty). */
 double kiln_tensor_item(const kiln_tensor *t);
 
 /* Fill a leaf. Random fills are seeded and reproducible on every platform. */

@@ -282,12 +282,12 @@ KT_TEST(qmatmul_refuses_bad_shapes) {
     KT_OK(kiln_tensor_fill_randn(w, 1, 0.0, 1.0));
     kiln_tensor *wq = kiln_quantize(ctx, w, KILN_Q4_0), *x = kiln_new_2d(ctx, KILN_F32, 2, 96);
     KT_NOTNULL(wq);
-    KT_EXPECT_ERR(kiln__qmatmul(ctx, x, wq), KILN_ERR_SHAPE, "features");
+    KT_EXPECT_ERR(kiln__qmatmul(ctx, "kiln_linear", x, wq), KILN_ERR_SHAPE, "features");
     KT_EXPECT_ERR(kiln_linear(ctx, x, wq, NULL), KILN_ERR_SHAPE, "features");
-    KT_EXPECT_ERR(kiln__qmatmul(ctx, kiln_new_2d(ctx, KILN_F32, 2, 128), w), KILN_ERR_DTYPE, "not quantized");
-    KT_EXPECT_ERR(kiln__qmatmul(ctx, kiln_new_2d(ctx, KILN_F16, 2, 128), wq), KILN_ERR_DTYPE, "f32");
+    KT_EXPECT_ERR(kiln__qmatmul(ctx, "kiln_linear", kiln_new_2d(ctx, KILN_F32, 2, 128), w), KILN_ERR_DTYPE, "not quantized");
+    KT_EXPECT_ERR(kiln__qmatmul(ctx, "kiln_linear", kiln_new_2d(ctx, KILN_F16, 2, 128), wq), KILN_ERR_DTYPE, "f32");
     kiln_tensor *w3 = kiln_tensor_new(ctx, KILN_Q8_0, 3, (int64_t[]){2, 4, 64});
-    KT_EXPECT_ERR(kiln__qmatmul(ctx, kiln_new_2d(ctx, KILN_F32, 2, 64), w3), KILN_ERR_SHAPE, "2-D");
+    KT_EXPECT_ERR(kiln__qmatmul(ctx, "kiln_linear", kiln_new_2d(ctx, KILN_F32, 2, 64), w3), KILN_ERR_SHAPE, "2-D");
     /* a 3-D input is rows: [2, 3, 128] -> [2, 3, 64] */
     kiln_tensor *x3 = kiln_tensor_new(ctx, KILN_F32, 3, (int64_t[]){2, 3, 128});
     KT_OK(kiln_tensor_fill_randn(x3, 2, 0.0, 1.0));

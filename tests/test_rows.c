@@ -158,7 +158,7 @@ KT_TEST(rows_errors) {
              KILN_ERR_SHAPE, "kiln_get_rows");
     MT_FAILS(kiln_one_hot(ctx, kiln_new_1d(ctx, KILN_F32, 3), 4, KILN_F32), KILN_ERR_DTYPE, "kiln_one_hot");
     MT_FAILS(kiln_one_hot(ctx, idx, 4, KILN_I32), KILN_ERR_DTYPE, "kiln_one_hot");
-    MT_FAILS(kiln_one_hot(ctx, idx, 0, KILN_F32), KILN_ERR_ARG, "kiln_one_hot");
+    MT_FAILS(kiln_one_hot(ctx, idx, -1, KILN_F32), KILN_ERR_ARG, "kiln_one_hot");
     /* half-precision tables are looked up but not trained */
     kiln_tensor *h = kiln_param(ctx, "h", KILN_F16, 2, (int64_t[]){10, 4});
     kiln_tensor *loss = kiln_sum_all(ctx, kiln_get_rows(ctx, h, idx));

@@ -118,6 +118,7 @@ kiln_status kiln__cpu_compute(kiln_tensor *node, const kiln_exec *ex) {
     pthread_once(&once, init_once);
     kiln_cpu_kernel k = kernels[node->op];
     if (!k) return kiln__errs(KILN_ERR_UNSUPPORTED, "cpu backend: no kernel for op %s", kiln__op_table[node->op].name);
+    if (!kiln_tensor_numel(node)) return KILN_OK; /* an empty result (or in-place target): nothing to write */
     if (!takes_half(node->op)) {
         bool half = is_half(node->dtype);
         for (int i = 0; i < node->nsrc && !half; i++) half = is_half(node->src[i]->dtype);

@@ -104,6 +104,7 @@ static void shadow_operand(kiln_tensor *sh, const kiln_tensor *s, const kiln_ten
 kiln_status kiln__cpu_compute_chain(kiln_tensor *const *nodes, int n, const kiln_exec *ex) {
     const kiln_tensor *last = nodes[n - 1];
     int64_t total = kiln_tensor_numel(last), c = last->shape[last->ndim - 1];
+    if (!total) return KILN_OK; /* an empty result: nothing to write (its links are empty too) */
     size_t es = kiln__types[last->dtype].size;
     tiling tl = {.c = c}; /* tiles of whole rows when some operand is a broadcast row */
     for (int i = 0; i < n; i++)

@@ -79,6 +79,10 @@ static kiln_status matmul_kernel(kiln_tensor *t, const kiln_exec *ex) {
     int nb = t->ndim - 2;
     int64_t m = t->shape[nb], n = t->shape[nb + 1], k = a->shape[a->ndim - (ta ? 2 : 1)];
     int64_t lda = ta ? m : k, ldb = tb ? k : n;
+    if (!k) { /* a sum over K = 0 terms: zeros, or nothing to add into a gradient (and BLAS would refuse lda 0) */
+        if (!ex->accumulate) memset(t->data, 0, kiln_tensor_nbytes(t));
+        return KILN_OK;
+    }
     if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
         return kiln__errs(KILN_ERR_UNSUPPORTED, "matmul: a dim above 2^31 - 1 is beyond BLAS (m %lld n %lld k %lld)",
                           (long long)m, (long long)n, (long long)k);

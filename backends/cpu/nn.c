@@ -69,26 +69,27 @@ static kiln_status softmax_kernel(kiln_tensor *node, const kiln_exec *ex) {
     return KILN_OK;
 }
 
-/* SOFTMAX_GRAD (layout in ops/nn.c): per row, over the visible columns,
- * softmax gx = y * (gy - sum(gy * y)), log_softmax gx = gy - exp(y) *
- * sum(gy); hidden columns get 0. */
+/* SOFTMAX_GRAD (layout in ops/nn.c): per row, softmax gx = y * (gy -
+ * sum(gy * y)) over the visible columns and 0 at hidden ones; log_softmax
+ * gx = gy - exp(y) * sum(gy) with the sum over the whole row, and gy at
+ * hidden columns (their y is -inf). */
 static void softmax_grad_row_f64(const double *y, const double *gy, double *gx, int64_t nv, int64_t n, bool log_in) {
     double s = 0.0;
     if (log_in) {
-        for (int64_t j = 0; j < nv; j++) s += gy[j];
+        for (int64_t j = 0; j < n; j++) s += gy[j];
         for (int64_t j = 0; j < nv; j++) gx[j] = gy[j] - exp(y[j]) * s;
     } else {
         for (int64_t j = 0; j < nv; j++) s += gy[j] * y[j];
         for (int64_t j = 0; j < nv; j++) gx[j] = y[j] * (gy[j] - s);
     }
-    for (int64_t j = nv; j < n; j++) gx[j] = 0;
+    for (int64_t j = nv; j < n; j++) gx[j] = log_in ? gy[j] : 0;
 }
 
 static void softmax_grad_row_f32(const kiln_nn_vec *v, const float *y, const float *gy, float *gx, int64_t nv,
                                  int64_t n, bool log_in) {
-    if (log_in) v->log_softmax_bwd(y, gy, gx, nv, (float)v->sum(gy, nv));
+    if (log_in) v->log_softmax_bwd(y, gy, gx, nv, (float)v->sum(gy, n));
     else v->softmax_bwd(y, gy, gx, nv, (float)v->dot(gy, y, nv));
-    for (int64_t j = nv; j < n; j++) gx[j] = 0;
+    for (int64_t j = nv; j < n; j++) gx[j] = log_in ? gy[j] : 0.0f;
 }
 
 static kiln_status softmax_grad_kernel(kiln_tensor *node, const kiln_exec *ex) {

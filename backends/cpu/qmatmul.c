@@ -227,6 +227,10 @@ kiln_status kiln__qmatmul_cpu(kiln_dtype t, int64_t m, int64_t n, int64_t k, con
 
 static kiln_status qmatmul_kernel(kiln_tensor *node, const kiln_exec *ex) {
     const kiln_tensor *x = node->src[0], *w = node->src[1];
+    if (!w->shape[1]) { /* K = 0: zeros */
+        memset(node->data, 0, kiln_tensor_nbytes(node));
+        return KILN_OK;
+    }
     return kiln__qmatmul_cpu(w->dtype, x->shape[0], w->shape[0], w->shape[1], x->data, w->data, node->data,
                          ex->n_threads);
 }

@@ -222,6 +222,10 @@ static kiln_status reduce_kernel(kiln_tensor *t, const kiln_exec *ex) {
     kiln_op op = t->op;
     int axis = (int)t->ip[0];
     int64_t numel = kiln__numel(x->ndim, x->shape);
+    if (!numel) { /* a sum over nothing (max, min and argmax refuse an empty axis when made) */
+        memset(t->data, 0, kiln_tensor_nbytes(t));
+        return KILN_OK;
+    }
     if (x->dtype == KILN_F32 && numel > 0 && (axis < 0 || x->shape[axis] > 0) && contiguous(x)) return reduce_f32(t, ex);
     if (axis < 0) {
         kiln_bcast it;
