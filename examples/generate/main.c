@@ -169,7 +169,8 @@ int main(int argc, char **argv) {
     if (r != ARGS_OK) return r == ARGS_HELP ? 0 : 2;
     if (tokens < 0 || prompt_tokens < 0 || top_k < 0 || threads < 0)
         return fprintf(stderr, "generate: counts must be >= 0\n"), 2;
-    if (threads) kiln_set_threads(threads);
+    if (threads && kiln_set_threads(threads))
+        return fprintf(stderr, "generate: --threads: %s\n", kiln_last_error()), 2;
     if (make) return make_random(make, size, strcmp(dtype, "stored") ? dtype : "q4_0", seed);
     if (!model) return fprintf(stderr, "generate: --model PATH is needed (or --make-random FILE); see --help\n"), 2;
 
