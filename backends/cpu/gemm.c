@@ -12,6 +12,7 @@
 #include "cpu_features.h"
 #include "gemm_kernels.h"
 #include "pool.h"
+#include "scratch.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -27,18 +28,11 @@
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* Per-thread scratch that only grows (threads of the pool live on, so
- * this saves a page-faulting allocation on every call). */
+/* Per-thread packing buffers (0: A, 1: B) that only grow: the pool's
+ * threads live on, so this saves a page-faulting allocation on every call;
+ * freed when the thread ends (scratch.h). */
 static float *scratch(int slot, size_t n) {
-    static _Thread_local float *buf[2];
-    static _Thread_local size_t cap[2];
-    if (cap[slot] < n) {
-        free(buf[slot]);
-        size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
-        buf[slot] = kiln__aligned_alloc(64, bytes);
-        cap[slot] = buf[slot] ? n : 0;
-    }
-    return buf[slot];
+    return kiln__scratch_slot(slot ? KILN_SCRATCH_GEMM_B : KILN_SCRATCH_GEMM_A, n * sizeof(float));
 }
 
 /* C = beta * C over m x n (beta == 0 writes zeros without reading). */
