@@ -12,13 +12,18 @@
  * the caller returns once it reaches the total, without waiting for
  * workers that took nothing.
  *
- * Waiting: a worker spins for SPIN_NS after its last loop (the next one
- * usually follows within microseconds), pausing at first and then also
- * yielding its core, and then sleeps on a condition variable until a
- * caller broadcasts. A caller whose chunks are all claimed spins for a
- * while on the ones still running, then sleeps until the worker that
- * finishes the last one wakes it: a sleeping thread keeps its claim on the
- * CPU (the scheduler's lag) where a spinning one spends it. */
+ * Waiting, measured on a 2-core machine with other work on both cores:
+ *   - no sched_yield: under EEVDF a yield pushes the thread's deadline back
+ *     a whole slice (milliseconds), and with it the loop (generation with
+ *     a busy process per core: 0.91x of 1 thread with yields, 1.1-1.6x
+ *     without);
+ *   - a worker spins (pause) up to SPIN_NS for the next loop, a caller up
+ *     to two of its own chunks' time for the workers' last chunks; then
+ *     they sleep (condition variables). A spin that finds it was
+ *     descheduled (a gap between two looks) stops there, and for
+ *     CONTENDED_NS every wait sleeps at once: a sleeping thread keeps its
+ *     claim on the CPU, a spinning one spends it and is then preempted
+ *     amid a chunk that the caller waits for. */
 #include "pool.h"
 
 #include <pthread.h>
@@ -41,10 +46,12 @@
 #define cpu_relax() ((void)0)
 #endif
 
-#define CHUNKS_PER_THREAD 8 /* a late thread's share is small, claims are few */
-#define SPIN_NS 200000      /* a worker's spin after its last loop */
-#define PAUSE_NS 4000       /* of which pausing only, then yielding too */
-#define WAIT_SPIN_NS 50000  /* a caller's spin on chunks still running */
+#define CHUNKS_PER_THREAD 8   /* a late thread's share is small, claims are few */
+#define SPIN_NS 100000        /* a worker's spin for the next loop */
+#define WAIT_MIN_NS 5000      /* a caller's spin beyond two of its chunks */
+#define WAIT_MAX_NS 500000
+#define GAP_NS 50000          /* between two looks of a spin: it was descheduled */
+#define CONTENDED_NS 20000000 /* then no spinning for this long */
 
 typedef struct job {
     kiln_pool_fn *fn;
@@ -71,6 +78,7 @@ static struct {
     range r[KILN_MAX_THREADS];
     _Alignas(64) int64_t done;
     _Alignas(64) int busy;
+    int64_t contended_until; /* a spin was descheduled: sleep at once till then */
 } P = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER, .finished = PTHREAD_COND_INITIALIZER};
 
 static _Thread_local bool inside; /* running a loop's chunks (workers: always) */
@@ -103,7 +111,7 @@ static int64_t drain(const job *j, int r, int me) {
 /* Thread me's own range first, then the others' in turn; the chunks run
  * are counted into done once, and the caller woken if it sleeps on the
  * last of them. */
-static void work(const job *j, int me) {
+static int64_t work(const job *j, int me) {
     int64_t ran = 0;
     for (int k = 0; k < j->nt; k++) ran += drain(j, (me + k) % j->nt, me);
     if (ran && __atomic_add_fetch(&P.done, ran, __ATOMIC_SEQ_CST) == j->chunks && me &&
@@ -112,19 +120,26 @@ static void work(const job *j, int me) {
         pthread_cond_signal(&P.finished);
         pthread_mutex_unlock(&P.lock);
     }
+    return ran;
 }
 
-/* Spins until ready() or SPIN_NS (pausing, then also yielding the core);
- * whether ready() came true. */
+/* Spins (pausing) until ready() or spin_ns; whether ready() came true.
+ * No spin while the machine is contended; a spin that was descheduled
+ * says it is. */
 static bool spin(bool (*ready)(uint64_t), uint64_t arg, int64_t spin_ns) {
-    const int64_t t0 = now_ns();
+    int64_t t0 = now_ns(), last = t0;
+    if (t0 < __atomic_load_n(&P.contended_until, __ATOMIC_RELAXED)) return ready(arg);
     for (unsigned i = 1;; i++) {
         if (ready(arg)) return true;
         cpu_relax();
         if (i & 31) continue;
-        const int64_t dt = now_ns() - t0;
-        if (dt >= spin_ns) return ready(arg);
-        if (dt >= PAUSE_NS) sched_yield();
+        const int64_t t = now_ns();
+        if (t - last > GAP_NS) {
+            __atomic_store_n(&P.contended_until, t + CONTENDED_NS, __ATOMIC_RELAXED);
+            return ready(arg);
+        }
+        if (t - t0 >= spin_ns) return ready(arg);
+        last = t;
     }
 }
 
@@ -239,10 +254,13 @@ void kiln__pool_for(int64_t n, int64_t grain, int n_threads, kiln_pool_fn *fn, v
         pthread_mutex_unlock(&P.lock);
     }
     inside = true;
-    work(&j, 0);
+    const int64_t t0 = now_ns(), ran = work(&j, 0);
     inside = false;
-    /* chunks that workers claimed and still run */
-    if (!spin(all_done, (uint64_t)chunks, WAIT_SPIN_NS)) {
+    /* chunks that workers claimed and still run: as long as two of the
+     * caller's own chunks took, then asleep */
+    int64_t wait_ns = ran ? 2 * (now_ns() - t0) / ran + WAIT_MIN_NS : WAIT_MIN_NS;
+    if (wait_ns > WAIT_MAX_NS) wait_ns = WAIT_MAX_NS;
+    if (!spin(all_done, (uint64_t)chunks, wait_ns)) {
         pthread_mutex_lock(&P.lock);
         __atomic_store_n(&P.caller_asleep, 1, __ATOMIC_SEQ_CST);
         while (!all_done((uint64_t)chunks)) pthread_cond_wait(&P.finished, &P.lock);
