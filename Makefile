@@ -32,7 +32,14 @@ LIBS    = -lm -lpthread
 LDFLAGS ?=
 ifeq ($(BLAS),1)
 KILN_CFLAGS += -DKILN_BLAS
-LIBS := -lopenblas $(LIBS)
+# OpenBLAS's single-threaded build (libopenblas0-serial): kiln calls BLAS
+# from one thread and runs its own threads around it; the pthread build
+# starts threads when it loads, which spin beside kiln's and, under an
+# address-space limit, loop forever on their 128 MiB buffers (the process
+# then hangs in exit, joining them). An rpath (DT_RPATH, which also serves
+# liblapacke's liblapack.so.3) picks it over the system's choice.
+BLAS_DIR ?= /usr/lib/$(shell $(CC) -print-multiarch 2>/dev/null)/openblas-serial
+LIBS := -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -Wl,--disable-new-dtags -lopenblas $(LIBS)
 # GaLore's SVD (sgesdd) through LAPACKE: Debian's OpenBLAS ships LAPACK's
 # Fortran symbols but not the LAPACKE C interface, which liblapacke adds
 LIBS := -llapacke $(LIBS)

@@ -422,16 +422,13 @@ static bool blas_is_strong(void) {
 void kiln__sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
                  const float *b, int64_t ldb, float beta, float *c, int64_t ldc, int n_threads) {
 #ifdef KILN_BLAS
-    /* kiln's own: inside parallel regions (OpenBLAS must not run there),
-     * one-row/one-column products (its GEMV paths measured 1-3x OpenBLAS's),
-     * everything when OpenBLAS's core is the weaker one, and every call
-     * that may use more than one thread: OpenBLAS's own thread pool keeps
-     * spinning after a call and then fights kiln's OpenMP threads for the
-     * cores (a 2-thread GPT training step ran at half speed with OpenBLAS's
-     * AVX-512 kernels in the loop, against kiln's GEMM at 0.85-0.95x
-     * OpenBLAS's alone) */
+    /* kiln's own: inside a pool loop, one-row/one-column products (its GEMV
+     * paths measured 1-3x OpenBLAS's), everything when OpenBLAS's core is
+     * the weaker one, and every call that may use more than one thread
+     * (the build links OpenBLAS's single-threaded library; its pthread
+     * one's threads spun after each call and fought kiln's for the cores:
+     * a 2-thread GPT training step ran at half speed) */
     if (n_threads == 1 && !kiln__pool_inside() && m > 1 && n > 1 && k > 0 && blas_is_strong()) {
-        if (openblas_get_num_threads() != n_threads) openblas_set_num_threads(n_threads);
         cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n,
                     (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
         return;
@@ -511,11 +508,12 @@ void kiln__dgemm_own(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double a
     free(bp);
 }
 
+/* f64 (gradient checks, references): OpenBLAS on the calling thread where
+ * it is built in */
 void kiln__dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double *a, int64_t lda,
                  const double *b, int64_t ldb, double beta, double *c, int64_t ldc, int n_threads) {
 #ifdef KILN_BLAS
     if (!kiln__pool_inside() && m > 0 && n > 0 && k > 0) {
-        if (openblas_get_num_threads() != n_threads) openblas_set_num_threads(n_threads);
         cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n,
                     (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
         return;

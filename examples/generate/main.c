@@ -27,7 +27,7 @@
  * dtype, so the Q4_0 file never exists in f32 in memory.
  *
  *     build/examples/generate --make-random /tmp/tl-q4.gguf --dtype q4_0
- *     OMP_WAIT_POLICY=passive build/examples/generate --model /tmp/tl-q4.gguf --threads 2
+ *     build/examples/generate --model /tmp/tl-q4.gguf --threads 2
  *     build/examples/generate --model TinyLlama-1.1B/ --dtype nf4 --prompt "The capital of France"
  *     build/examples/generate --help
  */
