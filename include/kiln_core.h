@@ -229,9 +229,9 @@ void kiln_zero_grad(kiln_ctx *ctx);
 /* Threads for kernels, 1 to 1024; 0: the default, $KILN_THREADS, else the
  * machine's cores (SMT siblings counted once, only the CPUs this process
  * may run on). Another count is KILN_ERR_ARG and changes nothing. The
- * threads are kiln's own pool; idle ones sleep, and a loop never waits for
- * a thread that has no core (kiln's threads never slow each other down on
- * a loaded machine). */
+ * threads are kiln's own pool (no OpenMP): idle ones sleep, and a loop
+ * waits only for chunks a thread has started, never for a thread that has
+ * not come. */
 kiln_status kiln_set_threads(int n);
 int kiln_get_threads(void);
 /* The SIMD level and extensions the CPU kernels use, e.g.
