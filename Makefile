@@ -25,14 +25,21 @@ PREFIX  ?= /usr/local
 BUILD   ?= build
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
-KILN_CFLAGS = -std=c11 -D_GNU_SOURCE -fno-math-errno -Wall -Wextra -Werror -fPIC -fopenmp -Iinclude -Icore -MMD -MP
+KILN_CFLAGS = -std=c11 -D_GNU_SOURCE -fno-math-errno -Wall -Wextra -Werror -fPIC -fopenmp-simd -Iinclude -Icore -MMD -MP
 BLAS    ?= 1
 ZLIB    ?= 1
 LIBS    = -lm -lpthread
 LDFLAGS ?=
 ifeq ($(BLAS),1)
 KILN_CFLAGS += -DKILN_BLAS
-LIBS := -lopenblas $(LIBS)
+# OpenBLAS's single-threaded build (libopenblas0-serial): kiln calls BLAS
+# from one thread and runs its own threads around it; the pthread build
+# starts threads when it loads, which spin beside kiln's and, under an
+# address-space limit, loop forever on their 128 MiB buffers (the process
+# then hangs in exit, joining them). An rpath (DT_RPATH, which also serves
+# liblapacke's liblapack.so.3) picks it over the system's choice.
+BLAS_DIR ?= /usr/lib/$(shell $(CC) -print-multiarch 2>/dev/null)/openblas-serial
+LIBS := -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -Wl,--disable-new-dtags -lopenblas $(LIBS)
 # GaLore's SVD (sgesdd) through LAPACKE: Debian's OpenBLAS ships LAPACK's
 # Fortran symbols but not the LAPACKE C interface, which liblapacke adds
 LIBS := -llapacke $(LIBS)
@@ -195,12 +202,12 @@ $(BUILD)/libkiln_models.a: $(MODELS_OBJ)
 	ar rcs $@ $^
 
 $(BUILD)/libkiln.so: $(LIB_OBJ)
-	$(CC) -shared -fopenmp $(LDFLAGS) -o $@ $^ $(LIBS)
+	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LIBS)
 
 $(TEST_OBJ): KILN_CFLAGS += -Imodels -Iexamples/common
 $(BUILD)/tests/kiln_tests: $(TEST_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a
 	@mkdir -p $(dir $@)
-	$(CC) -fopenmp $(LDFLAGS) -o $@ $(TEST_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS)
 
 # MPI=1: dist/ compiled with the flags mpicc would give (mpicc --showme), so
 # that nothing else needs MPI; gpt and fashion gain data-parallel training.
@@ -227,7 +234,7 @@ bench: $(BUILD)/bench/kiln_dist_bench
 
 $(BUILD)/bench/kiln_dist_bench: $(DIST_BENCH_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_dist.a $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a
 	@mkdir -p $(dir $@)
-	$(CC) -fopenmp $(LDFLAGS) -o $@ $(DIST_BENCH_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_dist.a $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS) $(MPI_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(DIST_BENCH_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_dist.a $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS) $(MPI_LIBS)
 
 $(BUILD)/libkiln_dist.a: $(DIST_OBJ)
 	@rm -f $@
@@ -239,7 +246,7 @@ install: $(BUILD)/libkiln_dist.a
 
 $(BUILD)/tests/kiln_dist_tests: $(DIST_TEST_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_dist.a $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a
 	@mkdir -p $(dir $@)
-	$(CC) -fopenmp $(LDFLAGS) -o $@ $(DIST_TEST_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_dist.a $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS) $(MPI_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(DIST_TEST_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_dist.a $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS) $(MPI_LIBS)
 endif
 
 # Each examples/<name>/ holds one program's .c files.
@@ -247,7 +254,7 @@ $(BUILD)/obj/examples/%.o: KILN_CFLAGS += -Imodels -Iexamples/common
 define example_rule
 $(BUILD)/examples/$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard examples/$(1)/*.c)) $(COMMON_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(DIST_LINK)
 	@mkdir -p $$(dir $$@)
-	$$(CC) -fopenmp $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $(DIST_LINK) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $$(LIBS) $$(if $(DIST_LINK),$$(MPI_LIBS))
+	$$(CC) $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $(DIST_LINK) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $$(LIBS) $$(if $(DIST_LINK),$$(MPI_LIBS))
 endef
 $(foreach e,$(EXAMPLES),$(eval $(call example_rule,$(e))))
 
@@ -280,7 +287,7 @@ $(BENCH_OBJ): KILN_CFLAGS += -Ibackends/cpu -Imodels
 
 $(BUILD)/bench/kiln_bench: $(BENCH_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a
 	@mkdir -p $(dir $@)
-	$(CC) -fopenmp $(LDFLAGS) -o $@ $(BENCH_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(BENCH_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS)
 
 .PHONY: bench
 bench:
@@ -298,7 +305,7 @@ FUZZ_CC    ?= clang-14
 FUZZ_BUILD  = $(BUILD)/fuzz
 FUZZ_SAN    = -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_NAMES  = $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
-FUZZ_FLAGS  = -std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -Wall -Wextra -Werror -fopenmp -DKILN_ZLIB \
+FUZZ_FLAGS  = -std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -Wall -Wextra -Werror -fopenmp-simd -DKILN_ZLIB \
               -Iinclude -Icore -Imodels $(FUZZ_SAN)
 FUZZ_LIBS   = $(FUZZ_BUILD)/libkiln_models.a $(FUZZ_BUILD)/libkiln.a -lz -lm -lpthread
 
@@ -341,7 +348,7 @@ install: lib
 	install -m 644 $(BUILD)/libkiln.a $(BUILD)/libkiln.so $(INSTALL_DIST) $(DESTDIR)$(PREFIX)/lib/
 	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
 	  'Name: kiln' 'Description: tensors and reverse-mode autodiff in C' 'Version: 0.1.0' \
-	  'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lkiln' 'Libs.private: -fopenmp $(LIBS)' \
+	  'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lkiln' 'Libs.private: $(LIBS)' \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/kiln.pc
 
 clean:

@@ -1,5 +1,6 @@
 /* tensor.c — creating tensors and nodes, reading and writing their values. */
 #include "backend.h"
+#include "pool.h"
 
 #include <math.h>
 
@@ -411,22 +412,39 @@ kiln_status kiln_tensor_fill(kiln_tensor *t, double value) {
     return KILN_OK;
 }
 
+/* Random fills: element i is a function of (seed, i) only, so threads
+ * (whole elements each) give the same values as one. */
+typedef struct fill_job {
+    kiln_tensor *t;
+    uint64_t seed;
+    double a, b; /* lo + (hi - lo) u, or mean + std z */
+    bool normal;
+} fill_job;
+
+static void fill_range(void *arg, int64_t i0, int64_t i1, int tid) {
+    const fill_job *j = arg;
+    const kiln_type_traits *tr = &kiln__types[j->t->dtype];
+    (void)tid;
+    for (int64_t i = i0; i < i1; i++)
+        tr->set(j->t->data, elem_offset(j->t, i),
+                j->a + j->b * (j->normal ? kiln__normal(j->seed, (uint64_t)i) : kiln__uniform01(j->seed, (uint64_t)i)));
+}
+
+static void fill_random(kiln_tensor *t, uint64_t seed, double a, double b, bool normal) {
+    fill_job j = {t, seed, a, b, normal};
+    kiln__pool_for(kiln_tensor_numel(t), 16384, kiln__threads(), fill_range, &j);
+}
+
 kiln_status kiln_tensor_fill_uniform(kiln_tensor *t, uint64_t seed, double lo, double hi) {
     kiln_status s = fill_check("kiln_tensor_fill_uniform", t);
-    if (s) return s;
-    int64_t n = kiln_tensor_numel(t);
-    for (int64_t i = 0; i < n; i++)
-        kiln__types[t->dtype].set(t->data, elem_offset(t, i), lo + (hi - lo) * kiln__uniform01(seed, (uint64_t)i));
-    return KILN_OK;
+    if (!s) fill_random(t, seed, lo, hi - lo, false);
+    return s;
 }
 
 kiln_status kiln_tensor_fill_randn(kiln_tensor *t, uint64_t seed, double mean, double std) {
     kiln_status s = fill_check("kiln_tensor_fill_randn", t);
-    if (s) return s;
-    int64_t n = kiln_tensor_numel(t);
-    for (int64_t i = 0; i < n; i++)
-        kiln__types[t->dtype].set(t->data, elem_offset(t, i), mean + std * kiln__normal(seed, (uint64_t)i));
-    return KILN_OK;
+    if (!s) fill_random(t, seed, mean, std, true);
+    return s;
 }
 
 kiln_status kiln_tensor_init_linear(kiln_tensor *t, uint64_t seed, int64_t fan_in) {

@@ -227,8 +227,13 @@ int kiln_ctx_params(kiln_ctx *ctx, kiln_tensor **out, int max);
 /* Zero the gradient of every parameter in the context. */
 void kiln_zero_grad(kiln_ctx *ctx);
 
-/* Worker threads for kernels; default: $KILN_THREADS, else all cores. */
-void kiln_set_threads(int n);
+/* Threads for kernels, 1 to 1024; 0: the default, $KILN_THREADS, else the
+ * machine's cores (SMT siblings counted once, only the CPUs this process
+ * may run on). Another count is KILN_ERR_ARG and changes nothing. The
+ * threads are kiln's own pool (no OpenMP): idle ones sleep, and a loop
+ * waits only for chunks a thread has started, never for a thread that has
+ * not come. */
+kiln_status kiln_set_threads(int n);
 int kiln_get_threads(void);
 /* The SIMD level and extensions the CPU kernels use, e.g.
  * "avx512 avx512_vnni avx512_bf16 amx_bf16 amx_int8". $KILN_SIMD caps

@@ -5,8 +5,20 @@
  * require grad (kiln__is_float is false for it). */
 #include "backend.h"
 #include "../quant/quant.h"
+#include "pool.h"
 
 #include <string.h>
+
+/* blocks [b0, b1) of arg = {src, q} */
+static void quantize_blocks(void *arg, int64_t b0, int64_t b1, int tid) {
+    const kiln_tensor *src = ((void **)arg)[0];
+    kiln_tensor *q = ((void **)arg)[1];
+    const int64_t blk = kiln__types[q->dtype].blck;
+    (void)tid;
+    for (int64_t b = b0; b < b1; b++)
+        kiln__types[q->dtype].from_f32((const float *)src->data + b * blk,
+                                       (char *)q->data + kiln__elems_bytes(q->dtype, b * blk), blk);
+}
 
 kiln_tensor *kiln_quantize(kiln_ctx *ctx, kiln_tensor *src, kiln_dtype dtype) {
     char sx[96];
@@ -29,11 +41,9 @@ kiln_tensor *kiln_quantize(kiln_ctx *ctx, kiln_tensor *src, kiln_dtype dtype) {
     if (!q) return NULL;
     kiln_tensor_set_name(q, src->name);
     /* whole blocks per thread: the references are independent per block */
-    const int64_t blk = kiln__types[dtype].blck, nb = kiln_tensor_numel(src) / blk;
-    const float *x = src->data;
-    char *y = q->data;
-#pragma omp parallel for num_threads(kiln__threads()) if (nb * blk >= (1 << 16)) schedule(static)
-    for (int64_t b = 0; b < nb; b++) kiln__types[dtype].from_f32(x + b * blk, y + kiln__elems_bytes(dtype, b * blk), blk);
+    const int64_t nb = kiln_tensor_numel(src) / kiln__types[dtype].blck;
+    kiln__pool_for(nb, 1, nb * kiln__types[dtype].blck >= (1 << 16) ? kiln__threads() : 1, quantize_blocks,
+                   (void *[]){src, q});
     return q;
 }
 

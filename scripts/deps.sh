@@ -16,7 +16,7 @@
 # apt-get update runs only when something is missing.
 set -eu
 
-build_pkgs="gcc make pkg-config libopenblas-dev liblapacke-dev libomp-dev zlib1g-dev libstb-dev clang
+build_pkgs="gcc make pkg-config libopenblas-dev libopenblas-serial-dev liblapacke-dev zlib1g-dev libstb-dev clang
   clang-14 libclang-rt-14-dev
   libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers vulkan-tools"
 data_pkgs="dataset-fashion-mnist fortunes"

@@ -83,5 +83,11 @@ check generate_tiny_nf4_sampled 0 "weights nf4" \
     "$bin/generate" --model "$tmp/tiny.gguf" --dtype nf4 --tokens 8 --temperature 0.8 --top-k 5 --threads 1
 check generate_no_model 2 "--model" "$bin/generate"
 check generate_bad_file 1 "generate: " "$bin/generate" --model "$tmp/no-such.gguf"
+# a run that does not fit its address-space limit: a clear error and exit
+# status 1 within seconds (OpenBLAS's pthread build looped forever on its
+# buffers there, and exit() waited for that thread: a hang)
+limited() { (ulimit -v 100000 && exec timeout 30 "$@"); }
+check quickstart_address_limit 1 "cannot allocate\|out of memory" limited "$bin/quickstart" $tiny --save "$tmp/l.safetensors"
+check mlp_address_limit 1 "cannot allocate\|out of memory" limited "$bin/mlp" --epochs 1
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

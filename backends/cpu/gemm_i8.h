@@ -23,6 +23,7 @@
 #define KILN_CPU_GEMM_I8_H
 
 #include "internal.h"
+#include "pool.h"
 
 kiln_status kiln__gemm_s8(int64_t m, int64_t n, int64_t k, const int8_t *a, int64_t lda, const int8_t *b,
                           int64_t ldb, int32_t *c, int64_t ldc, int n_threads);
@@ -59,9 +60,15 @@ static inline int32_t kiln__s8_quad(const int8_t *p) {
 #define KILN_S8_NEONDOT_MR 4
 #define KILN_S8_NEON_MR 2
 
-/* Kernels: C = packed A x packed B, only the valid m x n part written.
- * Called by every thread of the enclosing parallel region (orphaned omp
- * for; n_threads is the team size); outside a region one thread does it all. */
+/* Kernels: C = packed A x packed B, only the valid m x n part written,
+ * their units of work (a column block against a group of gs row tiles) run
+ * on kiln's pool with up to n_threads threads. What a unit loop reads: */
+typedef struct kiln_s8_units {
+    const kiln_s8_packed *p;
+    int32_t *c;
+    int64_t ldc, gs, nbw; /* row tiles per unit; columns per unit (VNNI) */
+    const void *tile;     /* the VNNI tile function */
+} kiln_s8_units;
 #if defined(__x86_64__)
 void kiln__gemm_s8_kernel_amx(const kiln_s8_packed *p, int32_t *c, int64_t ldc, int n_threads);
 void kiln__gemm_s8_kernel_avx512vnni(const kiln_s8_packed *p, int32_t *c, int64_t ldc, int n_threads);

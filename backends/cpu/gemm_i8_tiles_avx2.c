@@ -33,18 +33,26 @@ static void colsum(const int8_t *b, int64_t quads, int32_t *out) {
     _mm256_storeu_si256((__m256i *)(out + 8), _mm256_slli_epi32(s1, 7));
 }
 
-/* Column sums first (every thread waits for them), then units of work: one column block (nbw columns) against a group of row
- * tiles, handed out dynamically; within a unit, K blocks outer so the
- * block's B panels are reused by every row tile of the group. */
-void kiln__gemm_s8_drive_vnni(const kiln_s8_packed *p, int32_t *c, int64_t ldc, int n_threads, int nbw,
-                              kiln_s8_vnni_tile *tile) {
-    int64_t mt = p->mp / MR, nbk = (p->np + nbw - 1) / nbw, gs = GROUP, quads = p->kp / 4, ps = quads * 64;
-    while (gs > 1 && (mt + gs - 1) / gs * nbk < 4 * n_threads) gs /= 2;
-    int64_t units = (mt + gs - 1) / gs * nbk;
-#pragma omp for schedule(static)
-    for (int64_t j0 = 0; j0 < p->np; j0 += 16) colsum(p->b + (j0 / 16) * ps, quads, p->colsum + j0);
-#pragma omp for schedule(dynamic, 1) nowait
-    for (int64_t u = 0; u < units; u++) {
+/* panels [g0, g1) of 16 columns: their sums */
+static void colsums(void *arg, int64_t g0, int64_t g1, int tid) {
+    const kiln_s8_packed *p = ((const kiln_s8_units *)arg)->p;
+    const int64_t quads = p->kp / 4;
+    (void)tid;
+    for (int64_t g = g0; g < g1; g++) colsum(p->b + g * quads * 64, quads, p->colsum + g * 16);
+}
+
+/* units [u0, u1): one column block (nbw columns) against a group of row
+ * tiles; within a unit, K blocks outer so the block's B panels are reused
+ * by every row tile of the group. */
+static void units(void *arg, int64_t u0, int64_t u1, int tid) {
+    const kiln_s8_units *j = arg;
+    const kiln_s8_packed *p = j->p;
+    kiln_s8_vnni_tile *tile = (kiln_s8_vnni_tile *)j->tile;
+    int32_t *c = j->c;
+    const int64_t ldc = j->ldc, nbw = j->nbw, gs = j->gs, mt = p->mp / MR, nbk = (p->np + nbw - 1) / nbw,
+                  quads = p->kp / 4, ps = quads * 64;
+    (void)tid;
+    for (int64_t u = u0; u < u1; u++) {
         int64_t jb = u % nbk, t0 = u / nbk * gs, t1 = t0 + gs < mt ? t0 + gs : mt, j0 = jb * nbw;
         int64_t cols = p->n - j0 < nbw ? p->n - j0 : nbw;
         int np = (int)((p->np - j0 < nbw ? p->np - j0 : nbw) / 16);
@@ -60,4 +68,13 @@ void kiln__gemm_s8_drive_vnni(const kiln_s8_packed *p, int32_t *c, int64_t ldc, 
     }
 }
 
+/* Column sums first, then the units, handed out dynamically. */
+void kiln__gemm_s8_drive_vnni(const kiln_s8_packed *p, int32_t *c, int64_t ldc, int n_threads, int nbw,
+                              kiln_s8_vnni_tile *tile) {
+    int64_t mt = p->mp / MR, nbk = (p->np + nbw - 1) / nbw, gs = GROUP;
+    while (gs > 1 && (mt + gs - 1) / gs * nbk < 4 * n_threads) gs /= 2;
+    kiln_s8_units j = {p, c, ldc, gs, nbw, (const void *)tile};
+    kiln__pool_for(p->np / 16, 1, n_threads, colsums, &j);
+    kiln__pool_for((mt + gs - 1) / gs * nbk, 1, n_threads, units, &j);
+}
 #endif

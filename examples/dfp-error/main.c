@@ -15,6 +15,7 @@
 #include "cnn.h"
 #include "data.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,7 +73,12 @@ int main(int argc, char **argv) {
         if (i + 1 >= argc) return fputs(usage, stderr), 2;
         if (!strcmp(argv[i], "--steps")) steps = atoll(argv[i + 1]);
         else if (!strcmp(argv[i], "--data")) dir = argv[i + 1];
-        else if (!strcmp(argv[i], "--threads")) kiln_set_threads(atoi(argv[i + 1]));
+        else if (!strcmp(argv[i], "--threads")) {
+            char *end;
+            long t = strtol(argv[i + 1], &end, 10);
+            if (*end || t < 0 || t > INT_MAX || kiln_set_threads((int)t))
+                return fprintf(stderr, "dfp-error: --threads %s: want 0 (the default) or 1 to 1024\n", argv[i + 1]), 2;
+        }
         else if (!strcmp(argv[i], "--backend")) backend = argv[i + 1];
         else return fputs(usage, stderr), 2;
     }

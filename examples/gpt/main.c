@@ -267,7 +267,8 @@ int main(int argc, char **argv) {
     if (steps < 0 || warmup < 0 || eval_every < 0 || save_every < 0 || stop_at < 0 || sample_n < 0 || top_k < 0 ||
         threads < 0 || width % heads)
         return fprintf(stderr, "gpt: counts must be >= 0 and --heads must divide --width\n"), 2;
-    if (threads) kiln_set_threads(threads);
+    if (threads && kiln_set_threads(threads))
+        return fprintf(stderr, "gpt: --threads: %s\n", kiln_last_error()), 2;
     double t_start = progress_now();
     int world = 1, me = 0;
 #ifdef KILN_MPI

@@ -176,7 +176,8 @@ int main(int argc, char **argv) {
         return fprintf(stderr, "int16-train: --wd, --threads, --limit, --subset must be >= 0, --layers in 1..15, "
                                "--warmup in [0, 1)\n"), 2;
     s.subset = subset;
-    if (threads) kiln_set_threads(threads);
+    if (threads && kiln_set_threads(threads))
+        return fprintf(stderr, "int16-train: --threads: %s\n", kiln_last_error()), 2;
 
     kiln_ctx *data_ctx = kiln_ctx_new();
     if (!data_ctx) return fail("making a context");

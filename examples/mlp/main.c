@@ -146,7 +146,8 @@ int main(int argc, char **argv) {
         if ((end && *end) || epochs < 1 || batch < 1 || threads < 0 || !(lr > 0))
             return fprintf(stderr, "mlp: bad value '%s' for %s\n", v, a), 1;
     }
-    if (threads) kiln_set_threads(threads);
+    if (threads && kiln_set_threads(threads))
+        return fprintf(stderr, "mlp: --threads: %s\n", kiln_last_error()), 1;
 
     /* 1. A context owns every tensor, graph and optimizer made in it. */
     kiln_ctx *ctx = kiln_ctx_new();

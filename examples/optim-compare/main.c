@@ -156,7 +156,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "optim-compare: --steps, --threads and --eval must be >= 0, --sweep 1..3, --seeds 1..4\n");
         return 2;
     }
-    if (threads) kiln_set_threads(threads);
+    if (threads && kiln_set_threads(threads))
+        return fprintf(stderr, "optim-compare: --threads: %s\n", kiln_last_error()), 2;
     if (make_dir(out)) {
         fprintf(stderr, "optim-compare: cannot make %s: %s\n", out, strerror(errno));
         return 1;

@@ -218,7 +218,8 @@ int main(int argc, char **argv) {
                         "--calib\n");
         return 2;
     }
-    if (threads) kiln_set_threads(threads);
+    if (threads && kiln_set_threads(threads))
+        return fprintf(stderr, "quantize: --threads: %s\n", kiln_last_error()), 2;
 
     data_corpus corpus;
     if (data_fortunes_load(data_dir, &corpus)) {

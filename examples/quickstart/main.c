@@ -65,7 +65,8 @@ int main(int argc, char **argv) {
     if (r != ARGS_OK) return r == ARGS_HELP ? 0 : 2;
     if (threads < 0 || limit < 0 || !(warmup >= 0 && warmup < 1))
         return fprintf(stderr, "quickstart: --threads and --limit must be >= 0, --warmup in [0, 1)\n"), 2;
-    if (threads) kiln_set_threads(threads);
+    if (threads && kiln_set_threads(threads))
+        return fprintf(stderr, "quickstart: --threads: %s\n", kiln_last_error()), 2;
 
     /* 1. A context owns everything made in it; kiln_ctx_free() frees it
      * all. Its graphs (the optimizer's step too) run on its backend. */
