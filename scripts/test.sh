@@ -7,6 +7,8 @@
 #                 the build without the Vulkan backend
 #   examples      the training examples' --help and tiny runs (scripts/test_examples.sh),
 #                 and in the no-blas build GaLore's clean failure without LAPACK
+#   install       make install into a temporary prefix, and the README's example
+#                 built through pkg-config as the README says (scripts/test_install.sh)
 #   cuda          make CUDA=1 VULKAN=0 when nvcc is found ($CUDA_HOME, default
 #                 /usr/local/cuda, or on PATH): the CUDA backend must compile
 #                 (CI has nvcc, no GPU); its device and runtime tests run, as
@@ -115,6 +117,7 @@ fi
 run_suite native "$build/tests/kiln_tests" "$@"
 run_suite scalar env KILN_SIMD=scalar "$build/tests/kiln_tests" "$@"
 run_suite examples scripts/test_examples.sh "$build" "$@"
+run_suite install scripts/test_install.sh "$build" "$@"
 # all: the library, every example (test_examples.sh runs them) and the tests
 if build no-blas BLAS=0 VULKAN=0 BUILD="$build/no-blas" all; then
     run_suite no-blas "$build/no-blas/tests/kiln_tests" "$@"
