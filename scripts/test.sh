@@ -29,6 +29,9 @@
 # background from the start, beside the others, and is reported at the end.
 # With SANITIZE set (`make test SANITIZE=address,undefined`) only the
 # sanitize stage runs, with those sanitizers.
+# The whole run takes about 12 minutes on a 2-core machine; it says so
+# first, and each stage shows its progress while it runs (its full output
+# is kept in BUILD_DIR/test-STAGE.log).
 # Usage: scripts/test.sh BUILD_DIR [test name filters...]
 # The last line is "N passed, N failed[, N skipped]"; exit status 1 on any failure.
 set -u
@@ -36,24 +39,65 @@ build=$1
 shift
 make=${MAKE:-make}
 passed=0 failed=0 skipped=0
+tty=
+[ -t 1 ] && tty=1
+progress=1
 
-# run_suite NAME CMD... : run one suite, add its counts from its last line
+# mm:ss since the epoch second $1
+since() {
+    t=$(($(date +%s) - $1))
+    printf '%d:%02d' $((t / 60)) $((t % 60))
+}
+
+# run_suite NAME CMD... : run one suite, add its counts from its last line.
+# Its output goes to $build/test-NAME.log; failures and skips are shown as
+# they come, passes as a running count (in place on a terminal, else a
+# line every 30 s).
 run_suite() {
     name=$1
     shift
     echo "== $name: $*"
-    out=$("$@" 2>&1)
+    log=$build/test-$name.log
+    start=$(date +%s)
+    : >"$log" # before the background job opens it
+    "$@" >"$log" 2>&1 &
+    pid=$!
+    shown=0 said=$start
+    while :; do
+        running=0
+        kill -0 "$pid" 2>/dev/null && running=1
+        # only whole lines: the last may still be being written
+        lines=$(wc -l <"$log")
+        if [ "$lines" -gt "$shown" ]; then
+            [ -n "$tty" ] && printf '\r\033[K'
+            sed -n "$((shown + 1)),${lines}p" "$log" | grep -v '^ok '
+            shown=$lines
+        fi
+        [ "$running" -eq 1 ] || break
+        if [ "$progress" -eq 1 ]; then
+            now=$(date +%s)
+            if [ -n "$tty" ]; then
+                printf '\r   %s: %d passed so far, %s' "$name" "$(grep -c '^ok ' "$log")" "$(since "$start")"
+            elif [ $((now - said)) -ge 30 ]; then
+                echo "   $name: $(grep -c '^ok ' "$log") passed so far, $(since "$start")"
+                said=$now
+            fi
+        fi
+        sleep 1
+    done
+    wait "$pid"
     rc=$?
-    printf '%s\n' "$out" | grep -v '^ok ' # failures and skips in full, passes counted
-    last=$(printf '%s\n' "$out" | tail -n 1)
+    [ -n "$tty" ] && printf '\r\033[K'
+    last=$(tail -n 1 "$log")
     p=$(printf '%s\n' "$last" | sed -n 's/^\([0-9]*\) passed.*/\1/p')
     f=$(printf '%s\n' "$last" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
     s=$(printf '%s\n' "$last" | sed -n 's/.* \([0-9]*\) skipped.*/\1/p')
     if [ -z "$p" ] || [ -z "$f" ]; then
-        echo "== $name: the runner did not finish (exit status $rc)"
+        echo "== $name: the runner did not finish (exit status $rc; $log)"
         failed=$((failed + 1))
         return
     fi
+    echo "== $name: done in $(since "$start")"
     passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + ${s:-0}))
     [ "$rc" -eq 0 ] || [ "$f" -gt 0 ] || failed=$((failed + 1))
 }
@@ -62,6 +106,7 @@ run_suite() {
 build() {
     name=$1
     shift
+    echo "== $name: building ($make $*; log in $build/$name-build.log)"
     if ! "$make" --no-print-directory -s "$@" >"$build/$name-build.log" 2>&1; then
         echo "== $name: build failed; see $build/$name-build.log"
         tail -n 20 "$build/$name-build.log"
@@ -100,12 +145,16 @@ if [ -n "${SANITIZE:-}" ]; then
     exit
 fi
 
+if [ $# -eq 0 ]; then
+    echo "make test: the suite in every build (native, scalar, examples, install, no-blas, sanitize, cuda, mpi," \
+         "and arm64 in the background): about 12 minutes on a 2-core machine"
+fi
 # arm64 in the background: its output and counts come back through files
 arm64_pid=
 rm -f "$build/arm64.counts"
 if command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 && command -v qemu-aarch64 >/dev/null 2>&1; then
     (
-        passed=0 failed=0 skipped=0
+        passed=0 failed=0 skipped=0 tty= progress=0
         if build arm64 CC=aarch64-linux-gnu-gcc BLAS=0 ZLIB=0 VULKAN=0 BUILD="$build/arm64" "$build/arm64/tests/kiln_tests"; then
             run_suite arm64 qemu-aarch64 -L /usr/aarch64-linux-gnu "$build/arm64/tests/kiln_tests" "$@"
         fi
