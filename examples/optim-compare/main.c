@@ -18,7 +18,7 @@
  * It prints a table per task and writes CSV files and PNG charts (loss
  * curves; memory vs. quality) to --out.
  *
- *     build/examples/optim-compare --quick          (about two minutes)
+ *     build/examples/optim-compare --quick          (under a minute on 2 cores)
  *     build/examples/optim-compare --task cnn --out /tmp/cmp
  */
 #include "compare.h"
@@ -120,7 +120,8 @@ int main(int argc, char **argv) {
     uint64_t seed = 1;
     args_opt opts[] = {
         {"task", ARGS_CHOICE, &which, "T", "the Fashion-MNIST CNN, the fortunes GPT, or both", .choices = "cnn|gpt|both"},
-        {"quick", ARGS_FLAG, &quick, NULL, "small models and short runs (a couple of minutes on 2 cores)", NULL, false},
+        {"quick", ARGS_FLAG, &quick, NULL, "small models and short runs, one thread each unless --threads or "
+                                           "$KILN_THREADS says otherwise (under a minute on 2 cores)", NULL, false},
         {"steps", ARGS_INT, &steps, "N", "steps of each full run; the sweep's runs take a third "
                                         "(0: 1500 cnn, 1000 gpt; --quick 150)", .positive = false},
         {"sweep", ARGS_INT, &n_sweep, "N", "learning rates tried per optimizer, spaced x3 around the usual one "
@@ -142,6 +143,11 @@ int main(int argc, char **argv) {
     if (n_seeds > 4) return args_reject("optim-compare", opts, nopts, "seeds", "1 to 4"), 2;
     /* the tables' files go there at the end of each task: checked now */
     if (!output_dir("optim-compare", "--out", out)) return 2;
+    /* --quick's models are too small to gain from a second thread (2
+     * passive threads ran it in 33 s, one in 24-43 s, on 2 cores at load
+     * 7-8), while spinning threads that share their cores with other work
+     * made it 3 to 17 minutes */
+    if (quick && !threads && !getenv("KILN_THREADS")) threads = 1;
     if (threads) kiln_set_threads(threads);
     run_opts o = {seed, threads, backend, true};
     bool tasks[2] = {strcmp(which, "gpt") != 0, strcmp(which, "cnn") != 0};
