@@ -49,45 +49,53 @@ since() {
     printf '%d:%02d' $((t / 60)) $((t % 60))
 }
 
-# run_suite NAME CMD... : run one suite, add its counts from its last line.
-# Its output goes to $build/test-NAME.log; failures and skips are shown as
-# they come, passes as a running count (in place on a terminal, else a
-# line every 30 s).
-run_suite() {
-    name=$1
-    shift
-    echo "== $name: $*"
-    log=$build/test-$name.log
+# follow NAME PID LOG PATTERN WHAT SHOW : wait for the job PID writing LOG;
+# while it runs, say how many lines of LOG match PATTERN ("N WHAT so far":
+# in place on a terminal, else a line every 30 s) and, if SHOW is 1, show
+# the other lines as they come. Its exit status is the job's.
+follow() {
+    wname=$1 pid=$2 wlog=$3 pattern=$4 what=$5 show=$6
     start=$(date +%s)
-    : >"$log" # before the background job opens it
-    "$@" >"$log" 2>&1 &
-    pid=$!
     shown=0 said=$start
     while :; do
         running=0
         kill -0 "$pid" 2>/dev/null && running=1
         # only whole lines: the last may still be being written
-        lines=$(wc -l <"$log")
-        if [ "$lines" -gt "$shown" ]; then
+        lines=$(wc -l <"$wlog")
+        if [ "$show" -eq 1 ] && [ "$lines" -gt "$shown" ]; then
             [ -n "$tty" ] && printf '\r\033[K'
-            sed -n "$((shown + 1)),${lines}p" "$log" | grep -v '^ok '
+            sed -n "$((shown + 1)),${lines}p" "$wlog" | grep -v "$pattern"
             shown=$lines
         fi
         [ "$running" -eq 1 ] || break
         if [ "$progress" -eq 1 ]; then
             now=$(date +%s)
             if [ -n "$tty" ]; then
-                printf '\r   %s: %d passed so far, %s' "$name" "$(grep -c '^ok ' "$log")" "$(since "$start")"
+                printf '\r   %s: %d %s so far, %s' "$wname" "$(grep -c "$pattern" "$wlog")" "$what" "$(since "$start")"
             elif [ $((now - said)) -ge 30 ]; then
-                echo "   $name: $(grep -c '^ok ' "$log") passed so far, $(since "$start")"
+                echo "   $wname: $(grep -c "$pattern" "$wlog") $what so far, $(since "$start")"
                 said=$now
             fi
         fi
         sleep 1
     done
-    wait "$pid"
-    rc=$?
     [ -n "$tty" ] && printf '\r\033[K'
+    wait "$pid"
+}
+
+# run_suite NAME CMD... : run one suite, add its counts from its last line.
+# Its output goes to $build/test-NAME.log; failures and skips are shown as
+# they come, passes as a running count.
+run_suite() {
+    name=$1
+    shift
+    echo "== $name: $*"
+    log=$build/test-$name.log
+    t0=$(date +%s)
+    : >"$log" # before the background job opens it
+    "$@" >"$log" 2>&1 &
+    follow "$name" $! "$log" '^ok ' passed 1
+    rc=$?
     last=$(tail -n 1 "$log")
     p=$(printf '%s\n' "$last" | sed -n 's/^\([0-9]*\) passed.*/\1/p')
     f=$(printf '%s\n' "$last" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
@@ -97,19 +105,23 @@ run_suite() {
         failed=$((failed + 1))
         return
     fi
-    echo "== $name: done in $(since "$start")"
+    echo "== $name: done in $(since "$t0")"
     passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + ${s:-0}))
     [ "$rc" -eq 0 ] || [ "$f" -gt 0 ] || failed=$((failed + 1))
 }
 
-# build NAME ARGS... : a quiet make of the test binary; a failed build counts as a failure
+# build NAME ARGS... : make the test binary, its one-line-per-file output
+# into a log and counted while it runs; a failed build counts as a failure
 build() {
     name=$1
     shift
-    echo "== $name: building ($make $*; log in $build/$name-build.log)"
-    if ! "$make" --no-print-directory -s "$@" >"$build/$name-build.log" 2>&1; then
-        echo "== $name: build failed; see $build/$name-build.log"
-        tail -n 20 "$build/$name-build.log"
+    blog=$build/$name-build.log
+    echo "== $name: building ($make $*; log in $blog)"
+    : >"$blog"
+    "$make" --no-print-directory "$@" >"$blog" 2>&1 &
+    if ! follow "$name" $! "$blog" '^  [A-Z]' built 0; then
+        echo "== $name: build failed; see $blog"
+        tail -n 20 "$blog"
         failed=$((failed + 1))
         return 1
     fi
