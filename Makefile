@@ -4,7 +4,8 @@
 #   make demo       install missing packages, build the quickstart example, run it
 #   make bench      install missing packages, build, run the benchmarks (bench/run.sh)
 #   make fuzz FUZZ_SECONDS=N   libFuzzer on every file parser, N seconds each (tests/fuzz/)
-#   make install PREFIX=/usr/local   headers, libkiln.a, libkiln.so.$(VERSION) with its links, kiln.pc
+#   make install PREFIX=/usr/local   headers, libkiln.a, libkiln.so.$(VERSION) with its links,
+#                   kiln.pc and kiln-static.pc (README: using kiln from your own program)
 #   make V=1        print each command in full (default: one short line per file, "  CC  core/ctx.o")
 #   CC=clang make   the same with clang
 #   make BLAS=0     no OpenBLAS: every matmul runs kiln's own GEMM
@@ -28,20 +29,6 @@ OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
 KILN_CFLAGS = -std=c11 -D_GNU_SOURCE -fno-math-errno -Wall -Wextra -Werror -fPIC -fopenmp -Iinclude -Icore -MMD -MP
 BLAS    ?= 1
-# Quiet build lines as Linux's kbuild: "  CC      core/ctx.o" (the target,
-# without $(BUILD)/obj/); make V=1 prints the commands themselves.
-# Use: $(Q)$(call quiet,CC)command... (make -s prints neither)
-V ?= 0
-ifeq ($(V),1)
-Q =
-quiet =
-else ifneq ($(findstring s,$(firstword -$(MAKEFLAGS))),)
-Q = @
-quiet =
-else
-Q = @
-quiet = printf '  %-7s %s\n' '$(1)' '$(patsubst $(BUILD)/%,%,$(patsubst $(BUILD)/obj/%,%,$@))';
-endif
 ZLIB    ?= 1
 LIBS    = -lm -lpthread
 LDFLAGS ?=
@@ -152,6 +139,21 @@ TEST_OBJ = $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 EXAMPLES = $(filter-out common,$(notdir $(wildcard examples/*)))
 COMMON_OBJ = $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard examples/common/*.c))
 EXAMPLE_BINS = $(EXAMPLES:%=$(BUILD)/examples/%)
+
+# Quiet build lines as Linux's kbuild: "  CC      core/ctx.o" (the target,
+# without $(BUILD)/obj/); make V=1 prints the commands themselves.
+# Use: $(Q)$(call quiet,CC)command... (make -s prints neither)
+V ?= 0
+ifeq ($(V),1)
+Q =
+quiet =
+else ifneq ($(findstring s,$(firstword -$(MAKEFLAGS))),)
+Q = @
+quiet =
+else
+Q = @
+quiet = printf '  %-7s %s\n' '$(1)' '$(patsubst $(BUILD)/%,%,$(patsubst $(BUILD)/obj/%,%,$@))';
+endif
 
 .PHONY: all lib test demo install clean deps
 all: lib $(EXAMPLE_BINS) $(BUILD)/tests/kiln_tests
