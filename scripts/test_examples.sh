@@ -136,6 +136,7 @@ check generate_tiny_no_fuse 0 "generation: 7 tokens" "$bin/generate" --model "$t
 check generate_tiny_nf4_sampled 0 "weights nf4" \
     "$bin/generate" --model "$tmp/tiny.gguf" --dtype nf4 --tokens 8 --temperature 0.8 --top-k 5 --threads 1
 check generate_no_model 2 "--model" "$bin/generate"
+check generate_bad_file 1 "generate: " "$bin/generate" --model "$tmp/no-such.gguf"
 no_controls generate_sample_no_control_bytes \
     "$bin/generate" --model "$tmp/tiny.gguf" --tokens 40 --temperature 5 --top-k 0 --ignore-eos --threads 1
 # gpt: a 3-second budget (the default model: its full evaluation alone
