@@ -27,14 +27,21 @@ PREFIX  ?= /usr/local
 BUILD   ?= build
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
-KILN_CFLAGS = -std=c11 -D_GNU_SOURCE -fno-math-errno -Wall -Wextra -Werror -fPIC -fopenmp -Iinclude -Icore -MMD -MP
+KILN_CFLAGS = -std=c11 -D_GNU_SOURCE -fno-math-errno -Wall -Wextra -Werror -fPIC -fopenmp-simd -Iinclude -Icore -MMD -MP
 BLAS    ?= 1
 ZLIB    ?= 1
 LIBS    = -lm -lpthread
 LDFLAGS ?=
 ifeq ($(BLAS),1)
 KILN_CFLAGS += -DKILN_BLAS
-LIBS := -lopenblas $(LIBS)
+# OpenBLAS's single-threaded build (libopenblas0-serial): kiln calls BLAS
+# from one thread and runs its own threads around it; the pthread build
+# starts threads when it loads, which spin beside kiln's and, under an
+# address-space limit, loop forever on their 128 MiB buffers (the process
+# then hangs in exit, joining them). An rpath (DT_RPATH, which also serves
+# liblapacke's liblapack.so.3) picks it over the system's choice.
+BLAS_DIR ?= /usr/lib/$(shell $(CC) -print-multiarch 2>/dev/null)/openblas-serial
+LIBS := -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -Wl,--disable-new-dtags -lopenblas $(LIBS)
 # GaLore's SVD (sgesdd) through LAPACKE: Debian's OpenBLAS ships LAPACK's
 # Fortran symbols but not the LAPACKE C interface, which liblapacke adds
 LIBS := -llapacke $(LIBS)
@@ -84,23 +91,32 @@ KILN_CFLAGS += -DKILN_CUDA
 LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++ $(LIBS)
 endif
 
-# SIMD variants live in files named for their instruction set; only those
-# files get the flags, and the dispatcher calls them only where the CPU has
-# them (backends/cpu/cpu_features.h). On another architecture they compile empty.
+# SIMD variants live in files named for the level that selects them at run
+# time; each suffix has one set of flags here and one test in
+# backends/cpu/cpu_features.h (kiln__cpu_<suffix>), and no file raises a
+# function above its level (scripts/isa_check.sh reads the objects: the
+# compiler may use any instruction its flags allow, e.g. AVX-VNNI's VEX
+# vpdpbusd where -mavxvnni is given, which Zen 4 lacks). Other files are
+# built for the architecture's baseline. On another architecture they
+# compile empty.
 ARCH := $(shell $(CC) -dumpmachine 2>/dev/null)
 ifneq ($(findstring x86_64,$(ARCH)),)
-SIMD_AVX2      = -mavx2 -mfma -mf16c
-SIMD_AVX512    = $(SIMD_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq
-SIMD_VNNI      = $(SIMD_AVX512) -mavx512vnni -mavxvnni
+SIMD_AVX2       = -mavx2 -mfma -mf16c
+SIMD_AVXVNNI    = $(SIMD_AVX2) -mavxvnni
+SIMD_AVX512     = $(SIMD_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq
+SIMD_AVX512VNNI = $(SIMD_AVX512) -mavx512vnni
+SIMD_VBMI       = $(SIMD_AVX512VNNI) -mavx512vbmi -mgfni
 SIMD_AVX512BF16 = $(SIMD_AVX512) -mavx512bf16
-SIMD_AMX       = $(SIMD_AVX512BF16) -mamx-tile -mamx-bf16 -mamx-int8
+SIMD_AMX        = $(SIMD_AVX512BF16) -mamx-tile -mamx-bf16 -mamx-int8
 endif
 ifneq ($(findstring aarch64,$(ARCH)),)
-SIMD_NEONDOT   = -march=armv8.2-a+dotprod+fp16
+SIMD_NEONDOT    = -march=armv8.2-a+dotprod
 endif
 $(BUILD)/obj/%_avx2.o: SIMD_FLAGS = $(SIMD_AVX2)
+$(BUILD)/obj/%_avxvnni.o: SIMD_FLAGS = $(SIMD_AVXVNNI)
 $(BUILD)/obj/%_avx512.o: SIMD_FLAGS = $(SIMD_AVX512)
-$(BUILD)/obj/%_vnni.o: SIMD_FLAGS = $(SIMD_VNNI)
+$(BUILD)/obj/%_avx512vnni.o: SIMD_FLAGS = $(SIMD_AVX512VNNI)
+$(BUILD)/obj/%_vbmi.o: SIMD_FLAGS = $(SIMD_VBMI)
 $(BUILD)/obj/%_avx512bf16.o: SIMD_FLAGS = $(SIMD_AVX512BF16)
 $(BUILD)/obj/%_amx.o: SIMD_FLAGS = $(SIMD_AMX)
 $(BUILD)/obj/%_neondot.o: SIMD_FLAGS = $(SIMD_NEONDOT)
@@ -209,7 +225,7 @@ $(BUILD)/libkiln_models.a: $(MODELS_OBJ)
 	$(Q)$(call quiet,AR)ar rcs $@ $^
 
 $(BUILD)/$(SOLIB): $(LIB_OBJ)
-	$(Q)$(call quiet,LD)$(CC) -shared -fopenmp -Wl,-soname,libkiln.so.$(SOMAJOR) $(LDFLAGS) -o $@ $^ $(LIBS)
+	$(Q)$(call quiet,LD)$(CC) -shared -Wl,-soname,libkiln.so.$(SOMAJOR) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 $(BUILD)/libkiln.so: $(BUILD)/$(SOLIB)
 	@ln -sf $(SOLIB) $(BUILD)/libkiln.so.$(SOMAJOR)
@@ -218,7 +234,7 @@ $(BUILD)/libkiln.so: $(BUILD)/$(SOLIB)
 $(TEST_OBJ): KILN_CFLAGS += -Imodels -Iexamples/common
 $(BUILD)/tests/kiln_tests: $(TEST_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a
 	@mkdir -p $(dir $@)
-	$(Q)$(call quiet,LD)$(CC) -fopenmp $(LDFLAGS) -o $@ $(TEST_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS)
+	$(Q)$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS)
 
 # MPI=1: dist/ compiled with the flags mpicc would give (mpicc --showme), so
 # that nothing else needs MPI; gpt and fashion gain data-parallel training.
@@ -245,7 +261,7 @@ bench: $(BUILD)/bench/kiln_dist_bench
 
 $(BUILD)/bench/kiln_dist_bench: $(DIST_BENCH_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_dist.a $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a
 	@mkdir -p $(dir $@)
-	$(Q)$(call quiet,LD)$(CC) -fopenmp $(LDFLAGS) -o $@ $(DIST_BENCH_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_dist.a $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS) $(MPI_LIBS)
+	$(Q)$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $(DIST_BENCH_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_dist.a $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS) $(MPI_LIBS)
 
 $(BUILD)/libkiln_dist.a: $(DIST_OBJ)
 	@rm -f $@
@@ -257,7 +273,7 @@ install: $(BUILD)/libkiln_dist.a
 
 $(BUILD)/tests/kiln_dist_tests: $(DIST_TEST_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_dist.a $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a
 	@mkdir -p $(dir $@)
-	$(Q)$(call quiet,LD)$(CC) -fopenmp $(LDFLAGS) -o $@ $(DIST_TEST_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_dist.a $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS) $(MPI_LIBS)
+	$(Q)$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $(DIST_TEST_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_dist.a $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS) $(MPI_LIBS)
 endif
 
 # Each examples/<name>/ holds one program's .c files.
@@ -265,7 +281,7 @@ $(BUILD)/obj/examples/%.o: KILN_CFLAGS += -Imodels -Iexamples/common
 define example_rule
 $(BUILD)/examples/$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard examples/$(1)/*.c)) $(COMMON_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(DIST_LINK)
 	@mkdir -p $$(dir $$@)
-	$$(Q)$$(call quiet,LD)$$(CC) -fopenmp $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $(DIST_LINK) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $$(LIBS) $$(if $(DIST_LINK),$$(MPI_LIBS))
+	$$(Q)$$(call quiet,LD)$$(CC) $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $(DIST_LINK) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $$(LIBS) $$(if $(DIST_LINK),$$(MPI_LIBS))
 endef
 $(foreach e,$(EXAMPLES),$(eval $(call example_rule,$(e))))
 
@@ -301,7 +317,7 @@ $(BENCH_OBJ): KILN_CFLAGS += -Ibackends/cpu -Imodels
 
 $(BUILD)/bench/kiln_bench: $(BENCH_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a
 	@mkdir -p $(dir $@)
-	$(Q)$(call quiet,LD)$(CC) -fopenmp $(LDFLAGS) -o $@ $(BENCH_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS)
+	$(Q)$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $(BENCH_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS)
 
 .PHONY: bench
 bench:
@@ -319,7 +335,7 @@ FUZZ_CC    ?= clang-14
 FUZZ_BUILD  = $(BUILD)/fuzz
 FUZZ_SAN    = -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_NAMES  = $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
-FUZZ_FLAGS  = -std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -Wall -Wextra -Werror -fopenmp -DKILN_ZLIB \
+FUZZ_FLAGS  = -std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -Wall -Wextra -Werror -fopenmp-simd -DKILN_ZLIB \
               -Iinclude -Icore -Imodels $(FUZZ_SAN)
 FUZZ_LIBS   = $(FUZZ_BUILD)/libkiln_models.a $(FUZZ_BUILD)/libkiln.a -lz -lm -lpthread
 
@@ -359,6 +375,13 @@ fuzz: fuzz-build
 # using kiln's float API calls libm itself (the README's example calls
 # sinf), and libkiln.so's own libm does not serve it.
 PUBLIC_HEADERS := include/kiln.h $(addprefix include/kiln_,core.h ops.h optim.h files.h tokenizer.h gptq.h)
+PC_LIBS = -L$${libdir} -lkiln -lm
+ifeq ($(BLAS),1)
+# libkiln.so finds the serial OpenBLAS by its rpath at run time; the
+# linker, which checks what libkiln's libraries need in turn, must look
+# there too, or it takes the system's libblas.so.3 of another OpenBLAS
+PC_LIBS += -Wl,-rpath-link,$(BLAS_DIR)
+endif
 PC_HEAD = 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
           'Description: tensors and reverse-mode autodiff in C' 'Version: $(VERSION)' 'Cflags: -I$${includedir}'
 install: lib
@@ -367,9 +390,9 @@ install: lib
 	install -m 644 $(BUILD)/libkiln.a $(BUILD)/$(SOLIB) $(INSTALL_DIST) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf $(SOLIB) $(DESTDIR)$(PREFIX)/lib/libkiln.so.$(SOMAJOR)
 	ln -sf $(SOLIB) $(DESTDIR)$(PREFIX)/lib/libkiln.so
-	@printf '%s\n' $(PC_HEAD) 'Name: kiln' 'Libs: -L$${libdir} -lkiln -lm' 'Libs.private: -fopenmp $(LIBS)' \
+	@printf '%s\n' $(PC_HEAD) 'Name: kiln' 'Libs: $(PC_LIBS)' 'Libs.private: $(LIBS)' \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/kiln.pc
-	@printf '%s\n' $(PC_HEAD) 'Name: kiln-static' 'Libs: $${libdir}/libkiln.a -fopenmp $(LIBS)' \
+	@printf '%s\n' $(PC_HEAD) 'Name: kiln-static' 'Libs: $${libdir}/libkiln.a $(LIBS)' \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/kiln-static.pc
 
 clean:

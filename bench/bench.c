@@ -1,6 +1,7 @@
 /* bench.c — timing (medians over alternating blocks of each job), report lines and the PyTorch
  * reference table of `make bench` (see bench.h). */
 #include "bench.h"
+#include "pool.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,13 +82,19 @@ bench_triad bench_triad_new(int64_t n) {
     return t;
 }
 
-void bench_triad_run(void *p) {
+/* elements [i0, i1) of the triad, on kiln's pool as the kernels run */
+static void triad_range(void *p, int64_t i0, int64_t i1, int tid) {
     bench_triad *t = p;
     float *restrict a = t->a;
     const float *restrict b = t->b, *restrict c = t->c;
-    const int64_t n = t->n;
-#pragma omp parallel for simd num_threads(t->nt) schedule(static)
-    for (int64_t i = 0; i < n; i++) a[i] = b[i] + 0.5f * c[i];
+    (void)tid;
+#pragma omp simd
+    for (int64_t i = i0; i < i1; i++) a[i] = b[i] + 0.5f * c[i];
+}
+
+void bench_triad_run(void *p) {
+    bench_triad *t = p;
+    kiln__pool_for(t->n, 1 << 16, t->nt, triad_range, t);
 }
 
 double bench_triad_gbs(const bench_triad *t, double s) { return 3.0 * (double)t->n * 4 / s * 1e-9; }

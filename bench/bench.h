@@ -64,6 +64,22 @@ void bench_dfp(const bench_opts *o); /* bench/dfp.c: DFP GEMM vs f32 GEMM */
  * usual budget. */
 double bench_train_rate(const char *name, kiln_backend *b, int threads, double budget_s, const char **unit);
 
+/* A step of model "mlp", "cnn" or "gpt" on the CPU with `threads`
+ * threads as a job (free it with bench_train_job_free); *per_step: 1 or
+ * tokens a step; *budget_s: the model's usual measuring time. */
+bench_job bench_train_job(const char *name, int threads, double *per_step, double *budget_s);
+void bench_train_job_free(bench_job *j);
+
+/* Batch-1 generation steps of a Q4_0 llama in TinyLlama-1.1B's shape, the
+ * same model and cache for jobs[i] on threads[i] (i < n); each step is one
+ * token. bench_generate_jobs_free frees them. */
+void bench_generate_jobs(const int *threads, int n, bench_job *jobs);
+void bench_generate_jobs_free(bench_job *jobs, int n);
+
+/* bench/load.c: training and generation at two thread counts while a busy
+ * process runs on every core. */
+void bench_load(const bench_opts *o);
+
 /* Abort the bench with kiln's message (bench code, not library code). */
 void bench_check(bool ok, const char *what);
 

@@ -14,6 +14,7 @@
 #include "llama.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static llama_config tinyllama(void) {
@@ -105,4 +106,35 @@ void bench_generate(const bench_opts *o) {
     printf("# llama.cpp on this machine (CPU-NOTES, 2 threads): Q4_0 30 tok/s, Q8_0 17, F32 3.5\n");
     kiln_set_threads(saved);
     bench_triad_free(&tr);
+}
+
+/* One model and cache for both jobs (j first: jobs[0].arg is the struct). */
+typedef struct gen_jobs {
+    gen_job j[2];
+    kiln_ctx *ctx;
+} gen_jobs;
+
+void bench_generate_jobs(const int *threads, int n, bench_job *jobs) {
+    const llama_config cfg = tinyllama();
+    static float logits[32000];
+    gen_jobs *g = calloc(1, sizeof *g);
+    bench_check(g && n <= 2 && (g->ctx = kiln_ctx_new()), "out of memory");
+    llama *m = llama_new_inference(g->ctx, &cfg, KILN_Q4_0, false);
+    bench_check(m != NULL, "llama_new_inference");
+    fill(m);
+    llama_cache *c = llama_cache_new(m, 1, 256);
+    bench_check(c != NULL, "cache");
+    for (int i = 0; i < n; i++) {
+        g->j[i] = (gen_job){m, c, logits, 1, threads[i], 1};
+        jobs[i] = (bench_job){run_gen, &g->j[i]};
+    }
+}
+
+void bench_generate_jobs_free(bench_job *jobs, int n) {
+    gen_jobs *g = jobs[0].arg;
+    (void)n;
+    llama_cache_free(g->j[0].c);
+    llama_free(g->j[0].m);
+    kiln_ctx_free(g->ctx);
+    free(g);
 }

@@ -163,6 +163,26 @@ static const struct {
     {"gpt", build_gpt, GPT_B * GPT_T, "tokens/s", 6.0},
 };
 
+bench_job bench_train_job(const char *name, int threads, double *per_step, double *budget_s) {
+    for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
+        if (strcmp(models[i].name, name)) continue;
+        model *m = calloc(1, sizeof *m);
+        bench_check(m && (m->ctx = kiln_ctx_new()), "context");
+        m->nt = threads;
+        models[i].build(m);
+        *per_step = models[i].per_step, *budget_s = models[i].budget_s;
+        return (bench_job){step, m};
+    }
+    bench_check(false, name);
+    return (bench_job){NULL, NULL};
+}
+
+void bench_train_job_free(bench_job *j) {
+    model *m = j->arg;
+    kiln_ctx_free(m->ctx);
+    free(m);
+}
+
 double bench_train_rate(const char *name, kiln_backend *b, int threads, double budget_s, const char **unit) {
     for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
         if (strcmp(models[i].name, name)) continue;

@@ -17,7 +17,14 @@
  *     return s ? (kiln__afile_abort(&af), s) : kiln__afile_commit(&af);
  *
  * A process killed between open and commit leaves its path.tmp.XXXXXX
- * behind (nothing can remove it); it is never read as the target. */
+ * behind; it is never read as the target, and the next save of the same
+ * path removes it. A writer holds an exclusive flock(2) on its temporary
+ * file from creation until the rename, and the sweep removes only the
+ * path.tmp.XXXXXX files it can lock without waiting: those of writers
+ * that died (their locks died with them), never one that another thread
+ * or process is still writing. (A writer of a kiln without the lock, or
+ * on a file system without flock, is not protected: the former's file
+ * looks stale, the latter's cannot be locked and stays.) */
 #ifndef KILN_ATOMIC_FILE_H
 #define KILN_ATOMIC_FILE_H
 
@@ -31,6 +38,7 @@ typedef struct kiln__afile {
     char *dir;        /* the target's directory (in tmp's block) */
     const char *path; /* the target (the caller's string, kept until commit/abort) */
     const char *who;  /* the public function, for messages */
+    int lock_fd;      /* holds the flock on tmp until the rename (-1: none) */
 } kiln__afile;
 
 /* Create the temporary file beside path (its mode: the old file's if there

@@ -6,7 +6,7 @@
 
 kiln_status kiln__params_check(const kiln_safetensors *st, kiln_ctx *ctx, const char *who) {
     for (int i = 0; i < ctx->n_params; i++) {
-        kiln_status s = kiln__st_check(st, ctx->params[i]->name, ctx->params[i], who);
+        kiln_status s = kiln__st_check(st, ctx->params[i]->name, ctx->params[i], who, "the model");
         if (s) return s;
     }
     return KILN_OK;
@@ -23,13 +23,13 @@ kiln_status kiln__params_read(const kiln_safetensors *st, kiln_ctx *ctx) {
 kiln_status kiln_save_params(kiln_ctx *ctx, const char *path) {
     if (!ctx) return kiln__errs(KILN_ERR_ARG, "kiln_save_params: ctx is NULL");
     if (ctx->n_params < 1) return kiln__errs(KILN_ERR_ARG, "kiln_save_params: the context has no parameters");
-    return kiln_safetensors_save(path, ctx->params, NULL, ctx->n_params, NULL, 0);
+    return kiln__safetensors_save(path, ctx->params, NULL, ctx->n_params, NULL, 0, "kiln_save_params");
 }
 
 kiln_status kiln_load_params(kiln_ctx *ctx, const char *path) {
     const char *who = "kiln_load_params";
     if (!ctx || !path) return kiln__errs(KILN_ERR_ARG, "%s: NULL argument", who);
-    kiln_safetensors *st = kiln_safetensors_open(path);
+    kiln_safetensors *st = kiln__safetensors_open(path, who);
     if (!st) return kiln_last_status();
     kiln_status s = kiln__params_check(st, ctx, who);
     /* every name of the file must be a parameter: a file of another model fails */

@@ -4,10 +4,11 @@
 #include <sys/mman.h>
 #endif
 #include "backend.h"
+#include "pool.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
 
 #define ARENA_CHUNK (64 * 1024)
 
@@ -37,6 +38,7 @@ static void owned_release(kiln_owned *o) {
 
 kiln_ctx *kiln_ctx_new(void) {
     kiln__ops_init();
+    if (kiln__cpu_simd_check("kiln_ctx_new")) return NULL;
     kiln_ctx *ctx = kiln__calloc(1, sizeof *ctx);
     if (!ctx) return kiln__err(KILN_ERR_OOM, "kiln_ctx_new: out of memory");
     ctx->grad_enabled = true;
@@ -219,19 +221,46 @@ void kiln_zero_grad(kiln_ctx *ctx) {
 
 /* ---- threads ---- */
 
-static int n_threads; /* 0: not chosen yet */
+static int n_threads; /* 0: the default */
+static int default_threads;
+static pthread_once_t default_once = PTHREAD_ONCE_INIT;
 
-void kiln_set_threads(int n) { n_threads = n > 0 ? n : 0; }
+/* $KILN_THREADS, else the cores (pool.h), read once; a value that is not
+ * a count from 1 to KILN_MAX_THREADS is said on stderr (there is no call
+ * to return an error from) and replaced: too many by the most, anything
+ * else by the cores. "0" or "" asks for the default. */
+static void default_init(void) {
+    const int cores = kiln__pool_default_threads();
+    const char *env = getenv("KILN_THREADS");
+    default_threads = cores;
+    if (!env || !*env) return;
+    char *end;
+    errno = 0;
+    const long v = strtol(env, &end, 10);
+    while (*end == ' ' || *end == '\t' || *end == '\n') end++;
+    if (end == env || *end || errno == ERANGE || v < 0)
+        fprintf(stderr, "kiln: KILN_THREADS=\"%s\" is not a thread count (0: the default, or 1 to %d); using %d\n",
+                env, KILN_MAX_THREADS, cores);
+    else if (v > KILN_MAX_THREADS)
+        fprintf(stderr, "kiln: KILN_THREADS=%s is more than %d threads; using %d\n", env, KILN_MAX_THREADS,
+                default_threads = KILN_MAX_THREADS);
+    else if (v > 0)
+        default_threads = (int)v;
+}
+
+kiln_status kiln_set_threads(int n) {
+    if (n < 0 || n > KILN_MAX_THREADS)
+        return kiln__errs(KILN_ERR_ARG, "kiln_set_threads: %d threads: want 1 to %d, or 0 for the default", n,
+                          KILN_MAX_THREADS);
+    __atomic_store_n(&n_threads, n, __ATOMIC_RELAXED);
+    return KILN_OK;
+}
 
 int kiln__threads(void) {
-    if (n_threads > 0) return n_threads;
-    const char *env = getenv("KILN_THREADS");
-    int n = env ? atoi(env) : 0;
-#ifdef _OPENMP
-    if (n <= 0) n = omp_get_num_procs();
-#endif
-    n_threads = n > 0 ? n : 1;
-    return n_threads;
+    const int n = __atomic_load_n(&n_threads, __ATOMIC_RELAXED);
+    if (n > 0) return n;
+    pthread_once(&default_once, default_init);
+    return default_threads;
 }
 
 int kiln_get_threads(void) { return kiln__threads(); }

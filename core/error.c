@@ -42,6 +42,22 @@ kiln_status kiln__errs(kiln_status s, const char *fmt, ...) {
     return s;
 }
 
+kiln_status kiln__err_context(const char *fmt, ...) {
+    char tail[sizeof err_msg];
+    snprintf(tail, sizeof tail, "%s", err_msg[0] ? err_msg : "failed");
+    if (err_status == KILN_OK) err_status = KILN_ERR_STATE; /* a failure that said nothing */
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(err_msg, sizeof err_msg, fmt, ap);
+    va_end(ap);
+    size_t at = n < 0 ? 0 : (size_t)n < sizeof err_msg - 3 ? (size_t)n : sizeof err_msg - 3;
+    size_t k = strlen(tail) < sizeof err_msg - 3 - at ? strlen(tail) : sizeof err_msg - 3 - at;
+    memcpy(err_msg + at, ": ", 2);
+    memcpy(err_msg + at + 2, tail, k);
+    err_msg[at + 2 + k] = 0;
+    return err_status;
+}
+
 kiln_status kiln_set_error(kiln_status s, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

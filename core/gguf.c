@@ -653,11 +653,11 @@ kiln_tensor *kiln_gguf_load(kiln_gguf *g, kiln_ctx *ctx, const char *name) {
     int64_t shape[4];
     for (int d = 0; d < e->ndim; d++) shape[d] = e->ne[e->ndim - 1 - d];
     kiln_tensor *t = kiln_tensor_new(ctx, (kiln_dtype)dt, e->ndim, shape);
-    if (!t) return NULL;
+    if (!t) return kiln__err_context("%s: %s: tensor '%s'", who, g->path, name), NULL;
     if (kiln_tensor_nbytes(t) != e->nbytes)
-        return kiln__err(KILN_ERR_DTYPE, "%s: tensor '%s': kiln's %s takes %zu bytes, the file's %s %llu", who, name,
-                         kiln_dtype_name((kiln_dtype)dt), kiln_tensor_nbytes(t), kiln_gguf_type_name(e->type),
-                         (unsigned long long)e->nbytes);
+        return kiln__err(KILN_ERR_DTYPE, "%s: %s: tensor '%s': kiln's %s takes %zu bytes, the file's %s %llu", who,
+                         g->path, name, kiln_dtype_name((kiln_dtype)dt), kiln_tensor_nbytes(t),
+                         kiln_gguf_type_name(e->type), (unsigned long long)e->nbytes);
     kiln_tensor_set_name(t, name);
     memcpy(t->data, g->data + e->offset, (size_t)e->nbytes);
     return t;

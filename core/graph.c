@@ -100,15 +100,18 @@ kiln_status kiln_graph_backward(kiln_graph *g, kiln_tensor *loss) {
         return kiln__errs(KILN_ERR_DTYPE, "kiln_graph_backward: the loss is %s, not a float", kiln_dtype_name(loss->dtype));
     if (!(loss->flags & KILN_FLAG_REQUIRES_GRAD))
         return kiln__errs(KILN_ERR_STATE, "kiln_graph_backward: the loss does not depend on any tensor that requires grad");
-    if (!contains(g, loss) && loss->op != KILN_OP_NONE) {
-        kiln_status s = kiln_graph_add(g, loss);
-        if (s) return s;
-    }
+    /* as torch's second loss.backward(): a second pass would add every gradient twice per compute */
+    for (int i = 0; i < g->n_losses; i++)
+        if (g->losses[i] == loss)
+            return kiln__errs(KILN_ERR_STATE, "kiln_graph_backward: the graph already holds the backward pass of this "
+                                              "loss ('%s'); each compute adds its gradients once", loss->name);
+    kiln_status s = kiln__owned_grow(ctx, (void **)&g->losses, &g->losses_cap, g->n_losses + 1, sizeof *g->losses);
+    if (s) return s;
+    if (!contains(g, loss) && loss->op != KILN_OP_NONE && (s = kiln_graph_add(g, loss))) return s;
     /* the leaves to differentiate: every leaf that requires grad under loss */
     kiln_tensor **all = NULL, **leaves = NULL, **grads = NULL;
     int m = kiln__topo(&loss, 1, ++ctx->visit_gen, stop_never, NULL, &all), nl = 0;
     if (m < 0) return KILN_ERR_OOM;
-    kiln_status s = KILN_OK;
     leaves = kiln__malloc((size_t)m * sizeof *leaves);
     grads = kiln__malloc((size_t)m * sizeof *grads);
     if (!leaves || !grads) {
@@ -139,6 +142,7 @@ kiln_status kiln_graph_backward(kiln_graph *g, kiln_tensor *loss) {
         acc->view_src = src[0];
         s = graph_append(g, acc);
     }
+    if (!s) g->losses[g->n_losses++] = loss;
 done:
     free(all);
     free(leaves);
@@ -262,7 +266,7 @@ kiln_status kiln_graph_compute(kiln_graph *g) {
     }
     /* tensors may hold newer bytes on a device only once device memory exists */
     bool mixed = g->ctx->n_devbufs > 0;
-    if (g->buf_bytes < g->planned_bytes) {
+    if (!g->buf || g->buf_bytes < g->planned_bytes) { /* a buffer even for no bytes: every node gets a real pointer */
         kiln__owned_free(g->ctx, g->buf);
         g->buf_bytes = 0;
         if (!(g->buf = kiln__owned_alloc(g->ctx, g->planned_bytes))) return kiln_last_status();
@@ -294,6 +298,7 @@ kiln_status kiln_graph_compute(kiln_graph *g) {
             s = kiln__cpu_compute(t, &ex);
         }
         if (s) return s;
+        for (int j = first; j <= i; j++) kiln__mark_computed(g->nodes[j]);
         if (profile) {
             prof_sec[slot] += now_sec() - t0;
             prof_calls[slot]++;

@@ -36,11 +36,17 @@ struct kiln_graph {
     void *grad_hook_user;
     uint8_t *grad_last; /* node i is the last ACC_GRAD into its gradient (grad_last_n nodes) */
     int grad_last_n, grad_last_cap;
+    kiln_tensor **losses; /* given to kiln_graph_backward: each at most once */
+    int n_losses, losses_cap;
 };
 
 /* The backend g runs on: its own, else its context's (NULL: the CPU). */
 static inline kiln_backend *kiln__graph_backend(const kiln_graph *g) {
     return g->backend ? g->backend : g->ctx->backend;
+}
+/* After t's kernel ran: an output's own storage now holds its value. */
+static inline void kiln__mark_computed(kiln_tensor *t) {
+    if (t->storage_bytes) t->flags |= KILN_FLAG_COMPUTED;
 }
 /* Run a planned graph on a device backend. */
 kiln_status kiln__graph_compute_device(kiln_graph *g, kiln_backend *b, const kiln_exec *ex);

@@ -15,6 +15,16 @@
 
 static int *slot_of(kiln_graph *g, int i) { return g->owner_slot + (size_t)i * (KILN_MAX_SRC + 1); }
 
+/* A node with an empty operand: the device kernels assume none, and such a
+ * node either writes nothing (skipped in run_node) or makes a non-empty
+ * result from empty sources (a sum over an empty axis, a product over
+ * K = 0), which the CPU kernels handle. */
+static bool empty_operand(const kiln_tensor *t) {
+    bool empty = kiln_tensor_numel(t) == 0;
+    for (int k = 0; k < t->nsrc && !empty; k++) empty = kiln_tensor_numel(t->src[k]) == 0;
+    return empty;
+}
+
 /* Which nodes the device claims and where each operand's storage lives. */
 static kiln_status schedule(kiln_graph *g, kiln_backend *b) {
     kiln_ctx *ctx = g->ctx;
@@ -35,7 +45,7 @@ static kiln_status schedule(kiln_graph *g, kiln_backend *b) {
             bool placed = o && o->visit == gen && !o->storage_bytes && kiln__op_table[o->op].kind == KILN_KIND_KERNEL;
             slot_of(g, i)[k] = placed ? o->slot : -1;
         }
-        g->on_dev[i] = kiln__op_table[t->op].kind == KILN_KIND_VIEW || b->vt->supports(b, t);
+        g->on_dev[i] = kiln__op_table[t->op].kind == KILN_KIND_VIEW || (!empty_operand(t) && b->vt->supports(b, t));
     }
     if (g->sched_backend && g->sched_backend != b) { /* the device buffer belongs to the old backend */
         kiln__devbuf_free(ctx, g->dbuf);
@@ -51,6 +61,10 @@ static kiln_status schedule(kiln_graph *g, kiln_backend *b) {
 static kiln_status move_placed(kiln_graph *g, kiln_backend *b, int j, bool to_dev) {
     size_t off = g->offs[j], n = kiln_tensor_nbytes(g->nodes[j]);
     kiln_status s;
+    if (!n) { /* an empty tensor is current everywhere */
+        g->loc[j] = KILN_AT_HOST | KILN_AT_DEV;
+        return KILN_OK;
+    }
     if (to_dev) {
         if ((s = b->vt->upload(b, g->dbuf, off, (char *)g->buf + off, n))) return s;
         g->stats.uploads++;
@@ -132,6 +146,10 @@ static kiln_status run_node(kiln_graph *g, kiln_backend *b, int i, const kiln_ex
     kiln_tensor *t = g->nodes[i];
     bool dev = g->on_dev[i], inplace = kiln__op_table[t->op].kind == KILN_KIND_INPLACE;
     kiln_status s = KILN_OK;
+    if (!kiln_tensor_numel(t)) { /* nothing to write: its (empty) bytes are current on both sides */
+        written(g, i, KILN_MAX_SRC, KILN_AT_HOST | KILN_AT_DEV);
+        return KILN_OK;
+    }
     for (int k = 0; k < t->nsrc && !s; k++) s = bring(g, b, i, k, dev);
     if (!s && inplace) s = bring(g, b, i, KILN_MAX_SRC, dev);
     if (s) return s;
@@ -144,6 +162,7 @@ static kiln_status run_node(kiln_graph *g, kiln_backend *b, int i, const kiln_ex
         g->stats.nodes_fallback++;
     }
     if (s) return s;
+    kiln__mark_computed(t);
     /* the side that ran it now holds the only current bytes of its storage,
      * and of its sources' when it works in place (an optimizer step also
      * updates its state tensors) */
@@ -165,7 +184,7 @@ kiln_status kiln__graph_compute_device(kiln_graph *g, kiln_backend *b, const kil
         g->dbuf_bytes = g->planned_bytes;
     }
     /* the host copy of the planned buffer exists only for nodes that fall back */
-    if (any_cpu && g->buf_bytes < g->planned_bytes) {
+    if (any_cpu && (!g->buf || g->buf_bytes < g->planned_bytes)) {
         kiln__owned_free(g->ctx, g->buf);
         g->buf_bytes = 0;
         if (!(g->buf = kiln__owned_alloc(g->ctx, g->planned_bytes))) return kiln_last_status();

@@ -140,7 +140,8 @@ enum {
     KILN_FLAG_REQUIRES_GRAD = 1 << 0,
     KILN_FLAG_PARAM = 1 << 1,
     KILN_FLAG_OUTPUT = 1 << 2, /* keeps its own storage across computes */
-    KILN_FLAG_GRAD = 1 << 3    /* is some leaf's gradient */
+    KILN_FLAG_GRAD = 1 << 3,   /* is some leaf's gradient */
+    KILN_FLAG_COMPUTED = 1 << 4 /* a node with storage of its own that a compute has written */
 };
 
 struct kiln_tensor {
@@ -211,6 +212,10 @@ kiln_status kiln__owned_grow(kiln_ctx *ctx, void **p, int *cap, int need, size_t
 void *kiln__err(kiln_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Set the thread's error and return s (for status-returning calls). */
 kiln_status kiln__errs(kiln_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Put "context: " before this thread's message, left by a call that has
+ * just failed, so that it names the call the user made and what it was
+ * doing ("kiln_load_params: m.safetensors: 'w': ..."); returns the status. */
+kiln_status kiln__err_context(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "[2, 3, 4]" into a caller buffer of at least 96 bytes; returns buf. */
 char *kiln__shape_str(const kiln_tensor *t, char *buf);
 char *kiln__dims_str(int ndim, const int64_t *shape, char *buf);
@@ -250,11 +255,11 @@ static inline size_t kiln__elems_bytes(kiln_dtype t, int64_t n) {
 }
 /* Can a tensor of this shape be of quantized dtype t? (sets the error, naming who) */
 bool kiln__quant_shape_ok(const char *who, kiln_dtype t, int ndim, const int64_t *shape);
-/* "op X does not take Q4_0; dequantize first" when a source of op is quantized. */
+/* "kiln_X: does not take q4_0; dequantize first" when a source of op is quantized. */
 bool kiln__quant_src_ok(kiln_op op, int nsrc, kiln_tensor *const *src);
-/* The same for one tensor given to the op called name (checked before an
- * op's own dtype check, so that the message says what to do). */
-bool kiln__not_quant(const char *name, const kiln_tensor *t);
+/* The same for one tensor given to the call who (checked before an op's
+ * own dtype check, so that the message says what to do). */
+bool kiln__not_quant(const char *who, const kiln_tensor *t);
 
 /* ---- tensors and nodes ----------------------------------------------------- */
 
@@ -265,6 +270,26 @@ void kiln__set_contiguous_strides(kiln_tensor *t);
 bool kiln__same_shape(const kiln_tensor *a, const kiln_tensor *b);
 bool kiln__shape_eq(int na, const int64_t *a, int nb, const int64_t *b);
 int64_t kiln__numel(int ndim, const int64_t *shape);
+
+/* Checked shape arithmetic. Dims and the numbers that make them (a reshape
+ * target, pads, repeat counts, a kernel's stride) come from callers, so
+ * sums and products of them are formed only through these: false when the
+ * exact result does not fit int64, where plain arithmetic would be
+ * undefined behaviour. */
+static inline bool kiln__add_ok(int64_t a, int64_t b, int64_t *r) { return !__builtin_add_overflow(a, b, r); }
+static inline bool kiln__mul_ok(int64_t a, int64_t b, int64_t *r) { return !__builtin_mul_overflow(a, b, r); }
+/* Elements a tensor may have (and each dim's largest size), far above any
+ * memory, so that every offset and stride of a valid shape fits int64. */
+#define KILN_MAX_NUMEL ((int64_t)1 << 40)
+/* Is shape a valid tensor shape: 1 to KILN_MAX_DIMS dims, each >= 0 (a
+ * dim of 0 makes an empty tensor, as in torch), the product of the
+ * nonzero ones at most KILN_MAX_NUMEL (so strides fit too)? Else sets the
+ * error, naming who (the call the user made) and the shape. */
+bool kiln__shape_check(const char *who, int ndim, const int64_t *shape);
+/* Bytes a tensor with storage of its own holds for nbytes of data: an
+ * empty one holds a few, so that storage_bytes > 0 always says "owns
+ * storage" and its data pointer is a real one. */
+static inline size_t kiln__storage_size(size_t nbytes) { return nbytes ? nbytes : 4; }
 
 /* Record a node: copies srcs, sets ctx, requires-grad (if any src requires
  * grad, the op is differentiable and grad mode is on) and contiguous
@@ -321,8 +346,9 @@ void kiln__ops_register_conv(kiln_op_info *tab);
 void kiln__ops_register_optim(kiln_op_info *tab);
 void kiln__ops_register_quant(kiln_op_info *tab);
 void kiln__ops_register_dfp(kiln_op_info *tab);
-/* x [..., k] f32 . W^T, W quantized contiguous [n, k] (ops/quant.c) */
-kiln_tensor *kiln__qmatmul(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w);
+/* x [..., k] f32 . W^T, W quantized contiguous [n, k] (ops/quant.c);
+ * errors name who (kiln_matmul or kiln_linear) */
+kiln_tensor *kiln__qmatmul(kiln_ctx *ctx, const char *who, kiln_tensor *x, kiln_tensor *w);
 
 /* Walk the ancestors of roots depth-first and list them sources-first in
  * *list (malloc'd; the caller frees). Tensors whose visit == gen are
@@ -371,6 +397,9 @@ void kiln__cpu_register_optim8bit(kiln_cpu_kernel *tab);
 void kiln__cpu_register_quant(kiln_cpu_kernel *tab);
 void kiln__cpu_register_qmatmul(kiln_cpu_kernel *tab);
 void kiln__cpu_register_dfp(kiln_cpu_kernel *tab);
+/* $KILN_SIMD as the CPU backend read it: KILN_OK, or (who: the caller's
+ * name) an error naming the value and the accepted ones. */
+kiln_status kiln__cpu_simd_check(const char *who);
 /* Run one node on the CPU. */
 kiln_status kiln__cpu_compute(kiln_tensor *node, const kiln_exec *ex);
 /* Element-wise chains (backends/cpu/fused.c): can t start a chain / follow

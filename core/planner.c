@@ -20,8 +20,10 @@ typedef struct {
 
 static size_t align_up(size_t n) { return (n + KILN_ALIGN - 1) & ~(size_t)(KILN_ALIGN - 1); }
 
-/* First fit among freed blocks, else grow the top. */
+/* First fit among freed blocks, else grow the top. An empty tensor takes
+ * no place (its node writes nothing). */
 static size_t fa_alloc(fit_alloc *a, size_t size) {
+    if (!size) return 0;
     for (int i = 0; i < a->n; i++) {
         if (a->free[i].size < size) continue;
         size_t off = a->free[i].off;
@@ -44,6 +46,7 @@ static size_t fa_alloc(fit_alloc *a, size_t size) {
 }
 
 static int fa_free(fit_alloc *a, size_t off, size_t size) {
+    if (!size) return 0;
     int i = 0;
     while (i < a->n && a->free[i].off < off) i++;
     if (i > 0 && a->free[i - 1].off + a->free[i - 1].size == off) { /* merge left */
@@ -114,12 +117,13 @@ kiln_status kiln__graph_plan(kiln_graph *g) {
         if (t->flags & KILN_FLAG_OUTPUT && !t->view_src && !t->storage_bytes) {
             /* outputs keep storage of their own, readable after compute */
             /* on failure storage_bytes stays 0, so the next plan tries again */
-            if (!(t->data = kiln__owned_alloc(ctx, size))) {
+            size_t own = kiln__storage_size(size);
+            if (!(t->data = kiln__owned_alloc(ctx, own))) {
                 s = kiln_last_status();
                 break;
             }
-            t->storage_bytes = size;
-            ctx->storage_bytes += size;
+            t->storage_bytes = own;
+            ctx->storage_bytes += own;
         }
         g->offs[i] = 0;
         if (planned_here(t)) g->unplanned_bytes += size;

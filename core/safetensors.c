@@ -53,6 +53,7 @@ typedef struct st_entry {
 #define QUANT_KEY "kiln.quantized."
 
 struct kiln_safetensors {
+    const char *who; /* the call that opened it, for messages */
     char *path;
     unsigned char *map;
     size_t map_len;
@@ -102,70 +103,70 @@ static int by_offset_cmp(const void *a, const void *b) {
 static kiln_status parse_entry(kiln_safetensors *st, const kiln__json *v, st_entry *e) {
     const char *p = st->path, *nm = v->key;
     if (v->type != KILN_JSON_OBJECT)
-        return kiln__errs(KILN_ERR_FORMAT, "kiln_safetensors_open: %s: tensor '%s' is not an object (byte %zu)", p, nm,
+        return kiln__errs(KILN_ERR_FORMAT, "%s: %s: tensor '%s' is not an object (byte %zu)", st->who, p, nm,
                           v->offset);
     const kiln__json *dt = kiln__json_get(v, "dtype"), *sh = kiln__json_get(v, "shape"),
                      *off = kiln__json_get(v, "data_offsets");
     if (!dt || dt->type != KILN_JSON_STRING || !sh || sh->type != KILN_JSON_ARRAY || !off ||
         off->type != KILN_JSON_ARRAY)
         return kiln__errs(KILN_ERR_FORMAT,
-                          "kiln_safetensors_open: %s: tensor '%s' needs a string \"dtype\", an array \"shape\" and "
-                          "an array \"data_offsets\" (byte %zu)", p, nm, v->offset);
+                          "%s: %s: tensor '%s' needs a string \"dtype\", an array \"shape\" and "
+                          "an array \"data_offsets\" (byte %zu)", st->who, p, nm, v->offset);
     e->name = nm;
     for (int i = 0; i < N_DTYPES && !e->dt; i++)
         if (!strcmp(dt->str, dtypes[i].name)) e->dt = &dtypes[i];
     if (!e->dt)
-        return kiln__errs(KILN_ERR_FORMAT, "kiln_safetensors_open: %s: tensor '%s' has unknown dtype \"%s\"", p, nm,
+        return kiln__errs(KILN_ERR_FORMAT, "%s: %s: tensor '%s' has unknown dtype \"%s\"", st->who, p, nm,
                           dt->str);
     e->kdt = e->dt->kiln;
     if (sh->len > 1024)
-        return kiln__errs(KILN_ERR_FORMAT, "kiln_safetensors_open: %s: tensor '%s' has %zu dimensions", p, nm,
+        return kiln__errs(KILN_ERR_FORMAT, "%s: %s: tensor '%s' has %zu dimensions", st->who, p, nm,
                           sh->len);
     e->ndim = (int)sh->len;
     if (!(e->shape = kiln__malloc((sh->len ? sh->len : 1) * sizeof *e->shape)))
-        return kiln__errs(KILN_ERR_OOM, "kiln_safetensors_open: out of memory");
+        return kiln__errs(KILN_ERR_OOM, "%s: out of memory", st->who);
     uint64_t numel = 1;
     int d = 0;
     for (const kiln__json *c = sh->child; c; c = c->next, d++) {
         if (c->type != KILN_JSON_NUMBER || !c->is_int || c->i64 < 0)
             return kiln__errs(KILN_ERR_FORMAT,
-                              "kiln_safetensors_open: %s: tensor '%s': shape[%d] is not a non-negative integer (byte "
-                              "%zu)", p, nm, d, c->offset);
+                              "%s: %s: tensor '%s': shape[%d] is not a non-negative integer (byte "
+                              "%zu)", st->who, p, nm, d, c->offset);
         e->shape[d] = c->i64;
         if (__builtin_mul_overflow(numel, (uint64_t)c->i64, &numel))
-            return kiln__errs(KILN_ERR_FORMAT, "kiln_safetensors_open: %s: tensor '%s': element count overflows", p,
+            return kiln__errs(KILN_ERR_FORMAT, "%s: %s: tensor '%s': element count overflows", st->who, p,
                               nm);
     }
     uint64_t bytes;
     if (__builtin_mul_overflow(numel, (uint64_t)e->dt->size, &bytes) || bytes > SIZE_MAX)
-        return kiln__errs(KILN_ERR_FORMAT, "kiln_safetensors_open: %s: tensor '%s': byte count overflows", p, nm);
+        return kiln__errs(KILN_ERR_FORMAT, "%s: %s: tensor '%s': byte count overflows", st->who, p, nm);
     const kiln__json *b = off->child, *en = b ? b->next : NULL;
     if (off->len != 2 || b->type != KILN_JSON_NUMBER || !b->is_int || b->i64 < 0 || en->type != KILN_JSON_NUMBER ||
         !en->is_int || en->i64 < b->i64)
         return kiln__errs(KILN_ERR_FORMAT,
-                          "kiln_safetensors_open: %s: tensor '%s': data_offsets must be [begin, end] with 0 <= begin "
-                          "<= end (byte %zu)", p, nm, off->offset);
+                          "%s: %s: tensor '%s': data_offsets must be [begin, end] with 0 <= begin "
+                          "<= end (byte %zu)", st->who, p, nm, off->offset);
     e->begin = (uint64_t)b->i64;
     e->end = (uint64_t)en->i64;
     if (e->end - e->begin != bytes)
         return kiln__errs(KILN_ERR_FORMAT,
-                          "kiln_safetensors_open: %s: tensor '%s': %s of %llu elements is %llu bytes but "
-                          "data_offsets [%llu, %llu] hold %llu", p, nm, e->dt->name, (unsigned long long)numel,
+                          "%s: %s: tensor '%s': %s of %llu elements is %llu bytes but "
+                          "data_offsets [%llu, %llu] hold %llu", st->who, p, nm, e->dt->name, (unsigned long long)numel,
                           (unsigned long long)bytes, (unsigned long long)e->begin, (unsigned long long)e->end,
                           (unsigned long long)(e->end - e->begin));
     if (e->end > st->data_len)
         return kiln__errs(KILN_ERR_FORMAT,
-                          "kiln_safetensors_open: %s: tensor '%s': data_offsets end %llu is past the data (%zu bytes)",
+                          "%s: %s: tensor '%s': data_offsets end %llu is past the data (%zu bytes)", st->who,
                           p, nm, (unsigned long long)e->end, st->data_len);
     return KILN_OK;
 }
 
 static kiln_status check_metadata(const kiln_safetensors *st, const kiln__json *m) {
     if (m->type != KILN_JSON_OBJECT)
-        return kiln__errs(KILN_ERR_FORMAT, "kiln_safetensors_open: %s: __metadata__ is not an object", st->path);
+        return kiln__errs(KILN_ERR_FORMAT, "%s: %s: __metadata__ is not an object", st->who, st->path);
     for (const kiln__json *c = m->child; c; c = c->next)
         if (c->type != KILN_JSON_STRING)
-            return kiln__errs(KILN_ERR_FORMAT, "kiln_safetensors_open: %s: __metadata__ value of '%s' is not a string",
+            return kiln__errs(KILN_ERR_FORMAT, "%s: %s: __metadata__ value of '%s' is not a string", st->who,
                               st->path, c->key);
     return KILN_OK;
 }
@@ -179,10 +180,10 @@ static kiln_status restore_quantized(kiln_safetensors *st, const kiln__json *m) 
     const char *p = st->path, *nm = m->key + strlen(QUANT_KEY);
     st_entry *e = (st_entry *)find(st, nm);
     if (!e || strcmp(e->dt->name, "U8") || e->ndim != 1)
-        return kiln__errs(KILN_ERR_FORMAT, "kiln_safetensors_open: %s: metadata '%s' names %s", p, m->key,
+        return kiln__errs(KILN_ERR_FORMAT, "%s: %s: metadata '%s' names %s", st->who, p, m->key,
                           e ? "a tensor that is not U8 [bytes]" : "no tensor of the file");
     char who[300];
-    snprintf(who, sizeof who, "kiln_safetensors_open: %s: metadata '%s'", p, m->key);
+    snprintf(who, sizeof who, "%s: %s: metadata '%s'", st->who, p, m->key);
     kiln__json_doc *doc = kiln__json_parse_bounded(m->str, m->len, 2, 2 + KILN_MAX_DIMS + 1, who);
     if (!doc) return kiln_last_status();
     const kiln__json *root = kiln__json_root(doc), *dt = kiln__json_get(root, "dtype"),
@@ -218,7 +219,7 @@ static kiln_status restore_quantized(kiln_safetensors *st, const kiln__json *m) 
                           kiln__types[t].name, (unsigned long long)numel, (unsigned long long)bytes,
                           (unsigned long long)(e->end - e->begin));
     int64_t *ns = kiln__malloc((size_t)nd * sizeof *ns);
-    if (!ns) return kiln__errs(KILN_ERR_OOM, "kiln_safetensors_open: out of memory");
+    if (!ns) return kiln__errs(KILN_ERR_OOM, "%s: out of memory", st->who);
     memcpy(ns, shape, (size_t)nd * sizeof *ns);
     free(e->shape);
     e->shape = ns;
@@ -231,27 +232,27 @@ static kiln_status restore_quantized(kiln_safetensors *st, const kiln__json *m) 
 static kiln_status parse_header(kiln_safetensors *st, const char *hdr, size_t n) {
     const char *p = st->path;
     if (n == 0 || hdr[0] != '{')
-        return kiln__errs(KILN_ERR_FORMAT, "kiln_safetensors_open: %s: the header does not start with '{'", p);
+        return kiln__errs(KILN_ERR_FORMAT, "%s: %s: the header does not start with '{'", st->who, p);
     char who[300];
-    snprintf(who, sizeof who, "kiln_safetensors_open: %s: header", p);
+    snprintf(who, sizeof who, "%s: %s: header", st->who, p);
     if (!(st->doc = kiln__json_parse_bounded(hdr, n, 16, MAX_VALUES, who))) return kiln_last_status();
     const kiln__json *root = kiln__json_root(st->doc);
     int count = 0;
     for (const kiln__json *c = root->child; c; c = c->next) count += strcmp(c->key, "__metadata__") != 0;
     st->e = kiln__calloc(count ? (size_t)count : 1, sizeof *st->e);
     st->by_name = kiln__malloc((count ? (size_t)count : 1) * sizeof *st->by_name);
-    if (!st->e || !st->by_name) return kiln__errs(KILN_ERR_OOM, "kiln_safetensors_open: out of memory");
+    if (!st->e || !st->by_name) return kiln__errs(KILN_ERR_OOM, "%s: out of memory", st->who);
     kiln_status s;
     for (const kiln__json *c = root->child; c; c = c->next) {
         if (!strcmp(c->key, "__metadata__")) {
             if (st->meta)
-                return kiln__errs(KILN_ERR_FORMAT, "kiln_safetensors_open: %s: __metadata__ appears twice", p);
+                return kiln__errs(KILN_ERR_FORMAT, "%s: %s: __metadata__ appears twice", st->who, p);
             if ((s = check_metadata(st, c))) return s;
             st->meta = c;
             continue;
         }
         if (strlen(c->key) != c->key_len)
-            return kiln__errs(KILN_ERR_FORMAT, "kiln_safetensors_open: %s: a tensor name holds a NUL (byte %zu)", p,
+            return kiln__errs(KILN_ERR_FORMAT, "%s: %s: a tensor name holds a NUL (byte %zu)", st->who, p,
                               c->offset);
         s = parse_entry(st, c, &st->e[st->n]);
         st->n++; /* counted even when it failed, so close frees its shape */
@@ -263,48 +264,49 @@ static kiln_status parse_header(kiln_safetensors *st, const char *hdr, size_t n)
         const st_entry *e = &st->e[i];
         if (e->begin != at)
             return kiln__errs(KILN_ERR_FORMAT,
-                              "kiln_safetensors_open: %s: tensor '%s' starts at %llu but the previous data ends at %llu "
-                              "(%s)", p, e->name, (unsigned long long)e->begin, (unsigned long long)at,
+                              "%s: %s: tensor '%s' starts at %llu but the previous data ends at %llu "
+                              "(%s)", st->who, p, e->name, (unsigned long long)e->begin, (unsigned long long)at,
                               e->begin < at ? "overlap" : "hole");
         at = e->end;
     }
     if (at != st->data_len)
         return kiln__errs(KILN_ERR_FORMAT,
-                          "kiln_safetensors_open: %s: the tensors cover %llu bytes of data but the file holds %zu", p,
+                          "%s: %s: the tensors cover %llu bytes of data but the file holds %zu", st->who, p,
                           (unsigned long long)at, st->data_len);
     for (int i = 0; i < st->n; i++) st->by_name[i] = &st->e[i];
     qsort(st->by_name, (size_t)st->n, sizeof *st->by_name, by_name_cmp);
     for (int i = 1; i < st->n; i++)
         if (!strcmp(st->by_name[i]->name, st->by_name[i - 1]->name))
-            return kiln__errs(KILN_ERR_FORMAT, "kiln_safetensors_open: %s: tensor '%s' appears twice", p,
+            return kiln__errs(KILN_ERR_FORMAT, "%s: %s: tensor '%s' appears twice", st->who, p,
                               st->by_name[i]->name);
     for (const kiln__json *c = st->meta ? st->meta->child : NULL; c; c = c->next)
         if (!strncmp(c->key, QUANT_KEY, strlen(QUANT_KEY)) && (s = restore_quantized(st, c))) return s;
     return KILN_OK;
 }
 
-kiln_safetensors *kiln_safetensors_open(const char *path) {
-    if (!path) return kiln__err(KILN_ERR_ARG, "kiln_safetensors_open: path is NULL");
+kiln_safetensors *kiln__safetensors_open(const char *path, const char *who) {
+    if (!path) return kiln__err(KILN_ERR_ARG, "%s: path is NULL", who);
     if (!little_endian())
-        return kiln__err(KILN_ERR_UNSUPPORTED, "kiln_safetensors_open: big-endian hosts are not supported");
+        return kiln__err(KILN_ERR_UNSUPPORTED, "%s: big-endian hosts are not supported", who);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return kiln__err(KILN_ERR_IO, "kiln_safetensors_open: cannot open %s: %s", path, strerror(errno));
+    if (fd < 0) return kiln__err(KILN_ERR_IO, "%s: cannot open %s: %s", who, path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
         close(fd);
-        return kiln__err(KILN_ERR_IO, "kiln_safetensors_open: %s is not a regular file", path);
+        return kiln__err(KILN_ERR_IO, "%s: %s is not a regular file", who, path);
     }
     size_t size = (size_t)sb.st_size;
     kiln_safetensors *st = kiln__calloc(1, sizeof *st);
+    if (st) st->who = who;
     if (!st || !(st->path = kiln__strdup(path))) {
         close(fd);
         free(st);
-        return kiln__err(KILN_ERR_OOM, "kiln_safetensors_open: out of memory");
+        return kiln__err(KILN_ERR_OOM, "%s: out of memory", who);
     }
     if (size < 8) {
         close(fd);
         kiln_safetensors_close(st);
-        return kiln__err(KILN_ERR_FORMAT, "kiln_safetensors_open: %s is %zu bytes, too short for the header length",
+        return kiln__err(KILN_ERR_FORMAT, "%s: %s is %zu bytes, too short for the header length", who,
                          path, size);
     }
     st->map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -313,13 +315,13 @@ kiln_safetensors *kiln_safetensors_open(const char *path) {
     if (st->map == MAP_FAILED) {
         st->map = NULL;
         kiln_safetensors_close(st);
-        return kiln__err(KILN_ERR_IO, "kiln_safetensors_open: cannot map %s: %s", path, strerror(err));
+        return kiln__err(KILN_ERR_IO, "%s: cannot map %s: %s", who, path, strerror(err));
     }
     st->map_len = size;
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = n << 8 | st->map[i];
     if (n > MAX_HEADER || n > size - 8) {
-        kiln__err(KILN_ERR_FORMAT, "kiln_safetensors_open: %s: header length %llu is %s", path, (unsigned long long)n,
+        kiln__err(KILN_ERR_FORMAT, "%s: %s: header length %llu is %s", who, path, (unsigned long long)n,
                   n > size - 8 ? "past the end of the file" : "over the 100 MB limit");
         kiln_safetensors_close(st);
         return NULL;
@@ -331,6 +333,10 @@ kiln_safetensors *kiln_safetensors_open(const char *path) {
         return NULL;
     }
     return st;
+}
+
+kiln_safetensors *kiln_safetensors_open(const char *path) {
+    return kiln__safetensors_open(path, "kiln_safetensors_open");
 }
 
 int kiln_safetensors_count(const kiln_safetensors *st) { return st ? st->n : 0; }
@@ -380,22 +386,23 @@ static kiln_status check_entry(const kiln_safetensors *st, const st_entry *e, co
     return KILN_OK;
 }
 
-kiln_status kiln__st_check(const kiln_safetensors *st, const char *name, const kiln_tensor *dst, const char *who) {
+kiln_status kiln__st_check(const kiln_safetensors *st, const char *name, const kiln_tensor *dst, const char *who,
+                           const char *side) {
     const st_entry *e = find(st, name);
     if (!e) return kiln__errs(KILN_ERR_FORMAT, "%s: %s has no tensor '%s'", who, st->path, name);
     kiln_status s = check_entry(st, e, who);
     if (s) return s;
     if (e->kdt != (int)dst->dtype)
-        return kiln__errs(KILN_ERR_DTYPE, "%s: %s: tensor '%s' is %s but '%s' is %s", who, st->path, name,
+        return kiln__errs(KILN_ERR_DTYPE, "%s: %s: '%s' is %s in the file, %s in %s", who, st->path, name,
                           e->kdt >= 0 && kiln__is_quant((kiln_dtype)e->kdt) ? kiln_dtype_name((kiln_dtype)e->kdt)
                                                                           : e->dt->name,
-                          dst->name, kiln_dtype_name(dst->dtype));
+                          kiln_dtype_name(dst->dtype), side);
     int64_t shape[KILN_MAX_DIMS];
     for (int d = 0; d < kiln_ndim(e); d++) shape[d] = kiln_dim(e, d);
     if (!kiln__shape_eq(kiln_ndim(e), shape, dst->ndim, dst->shape)) {
         char a[96], b[96];
-        return kiln__errs(KILN_ERR_SHAPE, "%s: %s: tensor '%s' is %s but '%s' is %s", who, st->path, name,
-                          kiln__dims_str(kiln_ndim(e), shape, a), dst->name, kiln__shape_str(dst, b));
+        return kiln__errs(KILN_ERR_SHAPE, "%s: %s: '%s' is %s in the file, %s in %s", who, st->path, name,
+                          kiln__dims_str(kiln_ndim(e), shape, a), kiln__shape_str(dst, b), side);
     }
     if (!dst->data || dst->op != KILN_OP_NONE || !kiln_tensor_is_contiguous(dst))
         return kiln__errs(KILN_ERR_ARG, "%s: '%s' is not a contiguous leaf with storage", who, dst->name);
@@ -413,7 +420,7 @@ kiln_status kiln__st_read(const kiln_safetensors *st, const char *name, kiln_ten
 kiln_status kiln_safetensors_read_into(kiln_safetensors *st, const char *name, kiln_tensor *dst) {
     const char *who = "kiln_safetensors_read_into";
     if (!st || !name || !dst) return kiln__errs(KILN_ERR_ARG, "%s: NULL argument", who);
-    kiln_status s = kiln__st_check(st, name, dst, who);
+    kiln_status s = kiln__st_check(st, name, dst, who, "the tensor given");
     return s ? s : kiln__st_read(st, name, dst);
 }
 
@@ -426,7 +433,7 @@ kiln_tensor *kiln_safetensors_load(kiln_safetensors *st, kiln_ctx *ctx, const ch
     int64_t shape[KILN_MAX_DIMS];
     for (int d = 0; d < kiln_ndim(e); d++) shape[d] = kiln_dim(e, d);
     kiln_tensor *t = kiln_tensor_new(ctx, (kiln_dtype)e->kdt, kiln_ndim(e), shape);
-    if (!t) return NULL;
+    if (!t) return kiln__err_context("%s: %s: tensor '%s'", who, st->path, name), NULL;
     kiln_tensor_set_name(t, name);
     memcpy(t->data, st->data + e->begin, (size_t)(e->end - e->begin));
     return t;
@@ -545,6 +552,7 @@ static kiln_status write_body(FILE *f, const char *who, const char *tmp, const k
 }
 
 typedef struct st_save {
+    const char *who;
     const kiln__buf *h;
     kiln_tensor *const *ts;
     const char *const *names;
@@ -553,19 +561,23 @@ typedef struct st_save {
 
 static kiln_status save_body(FILE *f, const char *tmp, void *arg) {
     const st_save *a = arg;
-    return write_body(f, "kiln_safetensors_save", tmp, a->h, a->ts, a->names, a->n);
+    return write_body(f, a->who, tmp, a->h, a->ts, a->names, a->n);
 }
 
 kiln_status kiln_safetensors_save(const char *path, kiln_tensor *const *tensors, const char *const *names, int n,
                                   const char *const *meta, int n_meta) {
-    const char *who = "kiln_safetensors_save";
+    return kiln__safetensors_save(path, tensors, names, n, meta, n_meta, "kiln_safetensors_save");
+}
+
+kiln_status kiln__safetensors_save(const char *path, kiln_tensor *const *tensors, const char *const *names, int n,
+                                   const char *const *meta, int n_meta, const char *who) {
     if (!path || !*path) return kiln__errs(KILN_ERR_ARG, "%s: path is NULL or empty", who);
     if (!little_endian()) return kiln__errs(KILN_ERR_UNSUPPORTED, "%s: big-endian hosts are not supported", who);
     kiln_status s = check_save(who, tensors, names, n, meta, n_meta);
     if (s) return s;
     kiln__buf h = {0};
     if (!(s = build_header(who, &h, tensors, names, n, meta, n_meta)))
-        s = kiln__atomic_write(path, who, save_body, &(st_save){&h, tensors, names, n});
+        s = kiln__atomic_write(path, who, save_body, &(st_save){who, &h, tensors, names, n});
     kiln__buf_free(&h);
     return s;
 }

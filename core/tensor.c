@@ -1,5 +1,6 @@
 /* tensor.c — creating tensors and nodes, reading and writing their values. */
 #include "backend.h"
+#include "pool.h"
 
 #include <math.h>
 
@@ -33,7 +34,7 @@ bool kiln__same_shape(const kiln_tensor *a, const kiln_tensor *b) {
     return kiln__shape_eq(a->ndim, a->shape, b->ndim, b->shape);
 }
 
-static bool shape_ok(const char *who, int ndim, const int64_t *shape) {
+bool kiln__shape_check(const char *who, int ndim, const int64_t *shape) {
     char buf[96];
     if (ndim < 1 || ndim > KILN_MAX_DIMS || !shape) {
         kiln__err(KILN_ERR_SHAPE, "%s: ndim %d is outside 1..%d", who, ndim, KILN_MAX_DIMS);
@@ -41,11 +42,16 @@ static bool shape_ok(const char *who, int ndim, const int64_t *shape) {
     }
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 1 || shape[i] > ((int64_t)1 << 40) || n > ((int64_t)1 << 40) / shape[i]) {
-            kiln__err(KILN_ERR_SHAPE, "%s: invalid shape %s", who, kiln__dims_str(ndim, shape, buf));
+        if (shape[i] < 0) {
+            kiln__err(KILN_ERR_SHAPE, "%s: invalid shape %s (dim %d is %lld; dims must be >= 0)", who,
+                      kiln__dims_str(ndim, shape, buf), i, (long long)shape[i]);
             return false;
         }
-        n *= shape[i];
+        if (shape[i] && (!kiln__mul_ok(n, shape[i], &n) || n > KILN_MAX_NUMEL)) {
+            kiln__err(KILN_ERR_SHAPE, "%s: shape %s has more than 2^40 elements", who,
+                      kiln__dims_str(ndim, shape, buf));
+            return false;
+        }
     }
     return true;
 }
@@ -65,11 +71,11 @@ static kiln_tensor *tensor_meta(kiln_ctx *ctx, kiln_dtype dtype, int ndim, const
 kiln_tensor *kiln_tensor_new(kiln_ctx *ctx, kiln_dtype dtype, int ndim, const int64_t *shape) {
     if (!ctx) return kiln__err(KILN_ERR_ARG, "kiln_tensor_new: ctx is NULL");
     if ((unsigned)dtype >= KILN_DTYPE_COUNT) return kiln__err(KILN_ERR_DTYPE, "kiln_tensor_new: bad dtype %d", dtype);
-    if (!shape_ok("kiln_tensor_new", ndim, shape)) return NULL;
+    if (!kiln__shape_check("kiln_tensor_new", ndim, shape)) return NULL;
     if (kiln__is_quant(dtype) && !kiln__quant_shape_ok("kiln_tensor_new", dtype, ndim, shape)) return NULL;
     kiln_tensor *t = tensor_meta(ctx, dtype, ndim, shape);
     if (!t) return NULL;
-    size_t bytes = kiln__elems_bytes(dtype, kiln__numel(ndim, shape));
+    size_t bytes = kiln__storage_size(kiln__elems_bytes(dtype, kiln__numel(ndim, shape)));
     t->data = kiln__owned_alloc_lasting(ctx, bytes);
     if (!t->data) return NULL;
     t->storage_bytes = bytes;
@@ -123,11 +129,29 @@ kiln_status kiln_tensor_set_requires_grad(kiln_tensor *t, bool requires) {
     return KILN_OK;
 }
 
+/* Files find a parameter by its name (kiln_save_params, checkpoints): it
+ * must be there, whole (not cut to fit) and the only one in ctx, checked
+ * now rather than at the first save after training. */
+static bool param_name_ok(const kiln_ctx *ctx, const char *name) {
+    const size_t max = sizeof ((kiln_tensor *)0)->name - 1;
+    if (!ctx) return kiln__err(KILN_ERR_ARG, "kiln_param: ctx is NULL"), false;
+    if (!name || !*name)
+        return kiln__err(KILN_ERR_ARG, "kiln_param: the name is %s; files find a parameter by its name",
+                         name ? "empty" : "NULL"), false;
+    if (strlen(name) > max)
+        return kiln__err(KILN_ERR_ARG, "kiln_param: the name '%.*s...' is %zu bytes long; at most %zu fit", (int)max,
+                         name, strlen(name), max), false;
+    for (int i = 0; i < ctx->n_params; i++)
+        if (!strcmp(ctx->params[i]->name, name))
+            return kiln__err(KILN_ERR_ARG, "kiln_param: the context already has a parameter called '%s'", name), false;
+    return true;
+}
+
 kiln_tensor *kiln_param(kiln_ctx *ctx, const char *name, kiln_dtype dtype, int ndim, const int64_t *shape) {
+    if (!param_name_ok(ctx, name)) return NULL;
     kiln_tensor *t = kiln_tensor_new(ctx, dtype, ndim, shape);
-    if (!t) return NULL;
-    kiln_tensor_set_name(t, name);
-    if (kiln_tensor_set_requires_grad(t, true)) return NULL;
+    if (!t || kiln_tensor_set_requires_grad(kiln_tensor_set_name(t, name), true))
+        return kiln__err_context("kiln_param '%s'", name), NULL;
     if (kiln__owned_grow(ctx, (void **)&ctx->params, &ctx->cap_params, ctx->n_params + 1, sizeof(kiln_tensor *)))
         return NULL;
     t->flags |= KILN_FLAG_PARAM;
@@ -137,20 +161,29 @@ kiln_tensor *kiln_param(kiln_ctx *ctx, const char *name, kiln_dtype dtype, int n
 
 /* ---- nodes ---- */
 
+/* The call that makes op's nodes, for messages: "kiln_add". The
+ * constructors whose op has another name (kiln_broadcast_to's expand,
+ * kiln_conv2d's im2col, ...) check what could fail here themselves. */
+static const char *api_name(kiln_op op, char buf[48]) {
+    snprintf(buf, 48, "kiln_%s", kiln__op_table[op].name);
+    return buf;
+}
+
 kiln_tensor *kiln__node_new(kiln_ctx *ctx, kiln_op op, kiln_dtype dtype, int ndim, const int64_t *shape, int nsrc,
                             kiln_tensor *const *src) {
+    char who[48];
     for (int i = 0; i < nsrc; i++)
         if (!src[i]) return NULL; /* keep the first error */
-    if (!ctx) return kiln__err(KILN_ERR_ARG, "%s: ctx is NULL", kiln__op_table[op].name);
-    if (nsrc > KILN_MAX_SRC) return kiln__err(KILN_ERR_ARG, "%s: too many sources", kiln__op_table[op].name);
+    if (!ctx) return kiln__err(KILN_ERR_ARG, "%s: ctx is NULL", api_name(op, who));
+    if (nsrc > KILN_MAX_SRC) return kiln__err(KILN_ERR_ARG, "%s: too many sources", api_name(op, who));
     for (int i = 0; i < nsrc; i++)
         if (src[i]->ctx != ctx)
-            return kiln__err(KILN_ERR_ARG, "%s: source %d belongs to another context", kiln__op_table[op].name, i);
-    if (!shape_ok(kiln__op_table[op].name, ndim, shape)) return NULL;
+            return kiln__err(KILN_ERR_ARG, "%s: source %d belongs to another context", api_name(op, who), i);
+    if (!kiln__shape_check(api_name(op, who), ndim, shape)) return NULL;
     if (!kiln__quant_src_ok(op, nsrc, src)) return NULL;
     if (kiln__is_quant(dtype) && kiln__op_table[op].kind != KILN_KIND_VIEW)
         return kiln__err(KILN_ERR_DTYPE, "%s: no op gives a %s result but views of one; use kiln_quantize",
-                         kiln__op_table[op].name, kiln_dtype_name(dtype));
+                         api_name(op, who), kiln_dtype_name(dtype));
     kiln_tensor *t = tensor_meta(ctx, dtype, ndim, shape);
     if (!t) return NULL;
     t->op = op;
@@ -179,9 +212,9 @@ static bool quant_view_ok(kiln_op op, const kiln_tensor *x, int ndim, const int6
         for (int i = 0; ok && i < ndim - 1; i++) ok = shape[i] == 1 || stride[i] % tr->blck == 0;
     }
     if (!ok) {
-        char sx[96], sv[96];
+        char sx[96], sv[96], who[48];
         kiln__err(KILN_ERR_SHAPE, "%s: a view %s of the %s tensor %s would split its blocks of %lld elements",
-                  kiln__op_table[op].name, kiln__dims_str(ndim, shape, sv), tr->name,
+                  api_name(op, who), kiln__dims_str(ndim, shape, sv), tr->name,
                   kiln__shape_str(x, sx), (long long)tr->blck);
     }
     return ok;
@@ -245,9 +278,25 @@ kiln_tensor *kiln_tensor_set_name(kiln_tensor *t, const char *name) {
 }
 kiln_tensor *kiln_tensor_grad(const kiln_tensor *t) { return t ? t->grad : NULL; }
 bool kiln_tensor_requires_grad(const kiln_tensor *t) { return t && (t->flags & KILN_FLAG_REQUIRES_GRAD); }
+/* Why t's bytes do not hold its value, or NULL when they do: a leaf's (or
+ * a view of one) always do; a node's only when they are its own, an
+ * output's (kiln_graph_add), after a compute wrote them. An intermediate's
+ * bytes belong to its graph, which reuses them for later nodes (or never
+ * writes them, inside a fused chain) and frees them. Sets t->data for a
+ * view made before its output had storage. */
+static const char *unreadable(const kiln_tensor *t) {
+    const kiln_tensor *o = t->view_src ? t->view_src : t;
+    if (o->op != KILN_OP_NONE && !o->storage_bytes)
+        return "has no value of its own: pass it to kiln_graph_add and compute the graph to read it";
+    if (o->op != KILN_OP_NONE && !(o->flags & KILN_FLAG_COMPUTED))
+        return "has not been computed yet: call kiln_graph_compute first";
+    ((kiln_tensor *)t)->data = (char *)o->data + (t->view_src ? t->view_offs : 0);
+    return NULL;
+}
+
 /* The caller may write through the pointer: the host copy becomes the
  * current one (a device copy is refreshed before its next use). */
-void *kiln_tensor_data(const kiln_tensor *t) { return t && t->data && !kiln__host_write(t) ? t->data : NULL; }
+void *kiln_tensor_data(const kiln_tensor *t) { return t && !unreadable(t) && !kiln__host_write(t) ? t->data : NULL; }
 
 /* Offset (elements) of the i-th element in logical row-major order. */
 static int64_t elem_offset(const kiln_tensor *t, int64_t i) {
@@ -260,10 +309,9 @@ static int64_t elem_offset(const kiln_tensor *t, int64_t i) {
 }
 
 static kiln_status check_io(const char *who, const kiln_tensor *t, const void *buf, int64_t n) {
-    if (!t || !buf) return kiln__errs(KILN_ERR_ARG, "%s: NULL argument", who);
-    if (!t->data)
-        return kiln__errs(KILN_ERR_STATE, "%s: tensor '%s' (%s) has no data: add it to a graph and compute it first",
-                          who, t->name, kiln__op_table[t->op].name);
+    if (!t || (!buf && n)) return kiln__errs(KILN_ERR_ARG, "%s: NULL argument", who); /* no buffer for no values */
+    const char *why = unreadable(t);
+    if (why) return kiln__errs(KILN_ERR_STATE, "%s: tensor '%s' (%s) %s", who, t->name, kiln__op_table[t->op].name, why);
     if (n != kiln_tensor_numel(t))
         return kiln__errs(KILN_ERR_SHAPE, "%s: %lld values given for a tensor of %lld elements", who, (long long)n,
                           (long long)kiln_tensor_numel(t));
@@ -282,12 +330,14 @@ static kiln_status check_writable(const char *who, const kiln_tensor *t) {
  * own type copied (a generation step's 32000 logits took 0.3-0.5% of its
  * time element by element), a quantized one dequantized whole. */
 static bool get_fast_f32(const kiln_tensor *t, float *dst, int64_t n) {
+    if (!n) return true;
     if (!kiln_tensor_is_contiguous(t) || (t->dtype != KILN_F32 && !kiln__is_quant(t->dtype))) return false;
     if (t->dtype == KILN_F32) memcpy(dst, t->data, (size_t)n * sizeof *dst);
     else kiln__types[t->dtype].to_f32(t->data, dst, n);
     return true;
 }
 static bool get_fast_f64(const kiln_tensor *t, double *dst, int64_t n) {
+    if (!n) return true;
     if (t->dtype != KILN_F64 || !kiln_tensor_is_contiguous(t)) return false;
     memcpy(dst, t->data, (size_t)n * sizeof *dst);
     return true;
@@ -336,7 +386,12 @@ kiln_status kiln_tensor_get_i32(const kiln_tensor *t, int32_t *dst, int64_t n) {
 
 double kiln_tensor_item(const kiln_tensor *t) {
     if (!t) return kiln__err(KILN_ERR_ARG, "kiln_tensor_item: tensor is NULL"), NAN;
-    if (!t->data) return check_io("kiln_tensor_item", t, t, kiln_tensor_numel(t)), NAN;
+    if (check_io("kiln_tensor_item", t, t, kiln_tensor_numel(t))) return NAN;
+    if (!kiln_tensor_numel(t)) {
+        char buf[96];
+        kiln__err(KILN_ERR_SHAPE, "kiln_tensor_item: '%s' %s has no elements", t->name, kiln__shape_str(t, buf));
+        return NAN;
+    }
     if (kiln__host_read(t)) return NAN;
     return kiln__types[t->dtype].get(t->data, 0);
 }
@@ -344,9 +399,8 @@ double kiln_tensor_item(const kiln_tensor *t) {
 /* ---- fills ---- */
 
 static kiln_status fill_check(const char *who, kiln_tensor *t) {
-    if (!t) return kiln__errs(KILN_ERR_ARG, "%s: tensor is NULL", who);
-    if (!t->data) return check_io(who, t, t, kiln_tensor_numel(t));
-    kiln_status s = check_writable(who, t);
+    kiln_status s = check_io(who, t, t, t ? kiln_tensor_numel(t) : 0);
+    if (!s) s = check_writable(who, t);
     return s ? s : kiln__host_write(t);
 }
 
@@ -358,22 +412,39 @@ kiln_status kiln_tensor_fill(kiln_tensor *t, double value) {
     return KILN_OK;
 }
 
+/* Random fills: element i is a function of (seed, i) only, so threads
+ * (whole elements each) give the same values as one. */
+typedef struct fill_job {
+    kiln_tensor *t;
+    uint64_t seed;
+    double a, b; /* lo + (hi - lo) u, or mean + std z */
+    bool normal;
+} fill_job;
+
+static void fill_range(void *arg, int64_t i0, int64_t i1, int tid) {
+    const fill_job *j = arg;
+    const kiln_type_traits *tr = &kiln__types[j->t->dtype];
+    (void)tid;
+    for (int64_t i = i0; i < i1; i++)
+        tr->set(j->t->data, elem_offset(j->t, i),
+                j->a + j->b * (j->normal ? kiln__normal(j->seed, (uint64_t)i) : kiln__uniform01(j->seed, (uint64_t)i)));
+}
+
+static void fill_random(kiln_tensor *t, uint64_t seed, double a, double b, bool normal) {
+    fill_job j = {t, seed, a, b, normal};
+    kiln__pool_for(kiln_tensor_numel(t), 16384, kiln__threads(), fill_range, &j);
+}
+
 kiln_status kiln_tensor_fill_uniform(kiln_tensor *t, uint64_t seed, double lo, double hi) {
     kiln_status s = fill_check("kiln_tensor_fill_uniform", t);
-    if (s) return s;
-    int64_t n = kiln_tensor_numel(t);
-    for (int64_t i = 0; i < n; i++)
-        kiln__types[t->dtype].set(t->data, elem_offset(t, i), lo + (hi - lo) * kiln__uniform01(seed, (uint64_t)i));
-    return KILN_OK;
+    if (!s) fill_random(t, seed, lo, hi - lo, false);
+    return s;
 }
 
 kiln_status kiln_tensor_fill_randn(kiln_tensor *t, uint64_t seed, double mean, double std) {
     kiln_status s = fill_check("kiln_tensor_fill_randn", t);
-    if (s) return s;
-    int64_t n = kiln_tensor_numel(t);
-    for (int64_t i = 0; i < n; i++)
-        kiln__types[t->dtype].set(t->data, elem_offset(t, i), mean + std * kiln__normal(seed, (uint64_t)i));
-    return KILN_OK;
+    if (!s) fill_random(t, seed, mean, std, true);
+    return s;
 }
 
 kiln_status kiln_tensor_init_linear(kiln_tensor *t, uint64_t seed, int64_t fan_in) {
@@ -403,9 +474,9 @@ void kiln_tensor_print(const kiln_tensor *t, FILE *f, int max) {
 
 /* The ops that take a quantized source: views keeping whole blocks
  * (checked by kiln__view_new), DEQUANTIZE and QMATMUL. */
-bool kiln__not_quant(const char *name, const kiln_tensor *t) {
+bool kiln__not_quant(const char *who, const kiln_tensor *t) {
     if (!t || !kiln__is_quant(t->dtype)) return true;
-    kiln__err(KILN_ERR_DTYPE, "op %s does not take %s ('%s'); dequantize first (kiln_dequantize)", name,
+    kiln__err(KILN_ERR_DTYPE, "%s: does not take %s ('%s'); dequantize first (kiln_dequantize)", who,
               kiln_dtype_name(t->dtype), t->name);
     return false;
 }
@@ -414,7 +485,8 @@ bool kiln__quant_src_ok(kiln_op op, int nsrc, kiln_tensor *const *src) {
     if (op == KILN_OP_VIEW || op == KILN_OP_SLICE || op == KILN_OP_DETACH || op == KILN_OP_DEQUANTIZE || op == KILN_OP_QMATMUL ||
         op == KILN_OP_GET_ROWS) /* get_rows checks its own table */
         return true;
+    char who[48];
     for (int i = 0; i < nsrc; i++)
-        if (!kiln__not_quant(kiln__op_table[op].name, src[i])) return false;
+        if (!kiln__not_quant(api_name(op, who), src[i])) return false;
     return true;
 }

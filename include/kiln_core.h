@@ -185,7 +185,8 @@ typedef struct kiln_graph kiln_graph;
 
 /* A context owns the metadata of every tensor and graph made in it and the
  * storage of its leaf tensors (inputs, parameters, gradients, state).
- * Returns NULL only when out of memory. */
+ * Returns NULL when out of memory, or when $KILN_SIMD names no level (see
+ * kiln_cpu_describe); kiln_last_error() says which. */
 kiln_ctx *kiln_ctx_new(void);
 void kiln_ctx_free(kiln_ctx *ctx);
 
@@ -226,12 +227,20 @@ int kiln_ctx_params(kiln_ctx *ctx, kiln_tensor **out, int max);
 /* Zero the gradient of every parameter in the context. */
 void kiln_zero_grad(kiln_ctx *ctx);
 
-/* Worker threads for kernels; default: $KILN_THREADS, else all cores. */
-void kiln_set_threads(int n);
+/* Threads for kernels, 1 to 1024; 0: the default, $KILN_THREADS, else the
+ * machine's cores (SMT siblings counted once, only the CPUs this process
+ * may run on). Another count is KILN_ERR_ARG and changes nothing. The
+ * threads are kiln's own pool (no OpenMP): idle ones sleep, and a loop
+ * waits only for chunks a thread has started, never for a thread that has
+ * not come. */
+kiln_status kiln_set_threads(int n);
 int kiln_get_threads(void);
 /* The SIMD level and extensions the CPU kernels use, e.g.
- * "avx512 avx512_vnni avx512_bf16 amx_bf16 amx_int8"; $KILN_SIMD=scalar|avx2|
- * avx512|neon caps the level. */
+ * "avx512 avx512_vnni avx512_bf16 amx_bf16 amx_int8". $KILN_SIMD caps
+ * them at a level: on x86-64 scalar, avx2, avxvnni, avx512 (AVX-512
+ * without VNNI), avx512vnni, vbmi (and VBMI, GFNI), avx512bf16 (and BF16,
+ * as Zen 4: no AVX-VNNI, no AMX) or amx (all); on ARM64 scalar, neon or neondot. Unset or empty:
+ * the best the CPU has; any other value makes kiln_ctx_new fail. */
 const char *kiln_cpu_describe(void);
 
 /* How f32 matmuls (forward and backward) compute, like PyTorch's
@@ -286,7 +295,11 @@ kiln_graph_stats kiln_graph_get_stats(const kiln_graph *g);
 
 /* ---- tensors ----------------------------------------------------------- */
 
-/* A leaf tensor with its own zero-filled storage. */
+/* A leaf tensor with its own zero-filled storage. 1 to KILN_MAX_DIMS dims,
+ * each >= 0, at most 2^40 elements. A dim of 0 makes an empty tensor, as
+ * in torch: every op, gradient and file (safetensors, GGUF, checkpoints)
+ * takes one; reading or writing it moves no values (a NULL buffer with
+ * n = 0 will do), and kiln_tensor_item of it is an error. */
 kiln_tensor *kiln_tensor_new(kiln_ctx *ctx, kiln_dtype dtype, int ndim, const int64_t *shape);
 kiln_tensor *kiln_new_1d(kiln_ctx *ctx, kiln_dtype dtype, int64_t d0);
 kiln_tensor *kiln_new_2d(kiln_ctx *ctx, kiln_dtype dtype, int64_t d0, int64_t d1);
@@ -296,7 +309,9 @@ kiln_tensor *kiln_new_4d(kiln_ctx *ctx, kiln_dtype dtype, int64_t d0, int64_t d1
 kiln_tensor *kiln_scalar(kiln_ctx *ctx, kiln_dtype dtype, double v);
 
 /* A trainable parameter: a named leaf that requires grad and owns a
- * zero-filled gradient tensor of the same shape (kiln_tensor_grad). */
+ * zero-filled gradient tensor of the same shape (kiln_tensor_grad). Files
+ * find it by name, so a NULL or empty name, one over 47 bytes, or one
+ * that another parameter of ctx has is KILN_ERR_ARG. */
 kiln_tensor *kiln_param(kiln_ctx *ctx, const char *name, kiln_dtype dtype, int ndim, const int64_t *shape);
 
 kiln_dtype kiln_tensor_dtype(const kiln_tensor *t);
@@ -315,9 +330,11 @@ kiln_tensor *kiln_tensor_grad(const kiln_tensor *t);
 kiln_status kiln_tensor_set_requires_grad(kiln_tensor *t, bool requires);
 bool kiln_tensor_requires_grad(const kiln_tensor *t);
 
-/* Host pointer to the first element, or NULL while a graph node has not
- * been computed (or its buffer was reused by a later node; read outputs
- * passed to kiln_graph_add, which keep their own storage). On a device
+/* Host pointer to the first element. A graph node has values to read only
+ * when it was passed to kiln_graph_add (or is a view of such an output)
+ * and a compute has run: an intermediate's bytes belong to its graph,
+ * which reuses them for later nodes. Otherwise NULL, and the accessors
+ * below fail with KILN_ERR_STATE saying which. On a device
  * backend this copies newer device bytes back and makes the host copy the
  * current one, so ask again after each compute before reading or writing
  * through the pointer (kiln_tensor_set_f32 and friends do this for you). */
@@ -331,7 +348,8 @@ kiln_status kiln_tensor_set_f64(kiln_tensor *t, const double *src, int64_t n);
 kiln_status kiln_tensor_get_f64(const kiln_tensor *t, double *dst, int64_t n);
 kiln_status kiln_tensor_set_i32(kiln_tensor *t, const int32_t *src, int64_t n);
 kiln_status kiln_tensor_get_i32(const kiln_tensor *t, int32_t *dst, int64_t n);
-/* The first element as a double (NaN if unavailable; see kiln_last_error). */
+/* The first element as a double (NaN with kiln_last_error() set if
+ * unavailable, as the accessors above, or if the tensor is empty). */
 double kiln_tensor_item(const kiln_tensor *t);
 
 /* Fill a leaf. Random fills are seeded and reproducible on every platform. */

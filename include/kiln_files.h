@@ -23,7 +23,10 @@ extern "C" {
 
 /* Read an IDX file (MNIST's format), gzipped or plain, into a new leaf:
  * u8 data become f32 scaled by 'scale' (e.g. 1/255), or i32 when as_labels
- * is true. Every header field and length is bounds-checked. */
+ * is true. Every header field and length is bounds-checked, and a gzipped
+ * file whose header claims over 64 times its own size (and over 1 MiB) is
+ * refused as a likely gzip bomb before anything is inflated (real data
+ * sets inflate 2-5x; gunzip such a file to load it). */
 kiln_tensor *kiln_idx_load(kiln_ctx *ctx, const char *path, bool as_labels, float scale);
 
 /* ---- files: safetensors, checkpoints ---------------------------------- */
@@ -81,7 +84,9 @@ kiln_status kiln_safetensors_read_into(kiln_safetensors *st, const char *name, k
  * only the directory sync fails, path is the new file and the error says
  * it may not survive a crash). A process killed mid-save leaves the old
  * file intact and may leave its path.tmp.XXXXXX beside it, never read as
- * path. Tensors on a device are copied back first. */
+ * path and removed by the next save of path (which leaves alone the
+ * temporary file of a save still under way: each writer holds a flock(2)
+ * on its own). Tensors on a device are copied back first. */
 kiln_status kiln_safetensors_save(const char *path, kiln_tensor *const *tensors, const char *const *names, int n,
                                   const char *const *meta, int n_meta);
 
@@ -232,8 +237,10 @@ kiln_status kiln_load_params(kiln_ctx *ctx, const char *path);
  * after a save and resumed after a load steps bit for bit as if it had
  * never stopped. Load into an optimizer made the same way (same kind,
  * config and parameters, in order; parameter groups set again by the
- * caller): the kind, the parameter names and every state tensor's dtype
- * and shape are checked first, and a failed load changes nothing.
+ * caller): the kind, the parameter names, every state tensor's dtype and
+ * shape, and the counts and settings (with the checks of the setters and
+ * of kiln_optim_step) are checked first, and a failed load changes
+ * nothing.
  * kiln_checkpoint_save/load put the parameters of opt's context (by name,
  * as kiln_save_params) and opt's state in one file. Saves are atomic as
  * kiln_safetensors_save: a run killed while saving resumes from the last

@@ -60,6 +60,13 @@ kiln_tensor *kiln_masked_fill(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *mask, 
 kiln_tensor *kiln_cast(kiln_ctx *ctx, kiln_tensor *x, kiln_dtype dtype);
 
 /* ---- ops: reductions --------------------------------------------------- */
+/* Over an axis of size 0 (or all of an empty tensor) a sum is 0 and a mean
+ * NaN, as torch's; max, min and argmax have no value there and are
+ * refused (KILN_ERR_SHAPE), as torch.amax refuses. max and min pass the
+ * gradient to the elements equal to the result, shared evenly among ties
+ * (torch.amax / torch.amin's rule; torch.max(x, dim) gives it all to one
+ * index); a NaN is the maximum and the minimum of its slice, and every
+ * element of that slice then gets a NaN gradient, as in torch. */
 
 kiln_tensor *kiln_sum(kiln_ctx *ctx, kiln_tensor *x, int axis, bool keepdim);
 kiln_tensor *kiln_mean(kiln_ctx *ctx, kiln_tensor *x, int axis, bool keepdim);
@@ -76,7 +83,8 @@ kiln_tensor *kiln_argmax(kiln_ctx *ctx, kiln_tensor *x, int axis, bool keepdim);
 /* ---- ops: matrix multiply ---------------------------------------------- */
 
 /* a [..., M, K] @ b [..., K, N] -> [..., M, N]. Leading (batch) dims
- * broadcast; a 2-D operand is shared across the batch. */
+ * broadcast; a 2-D operand is shared across the batch. K = 0 gives zeros
+ * (an empty sum), as in torch. */
 kiln_tensor *kiln_matmul(kiln_ctx *ctx, kiln_tensor *a, kiln_tensor *b);
 /* The same with either operand transposed in its last two dims. */
 kiln_tensor *kiln_matmul_t(kiln_ctx *ctx, kiln_tensor *a, bool trans_a, kiln_tensor *b, bool trans_b);
@@ -103,20 +111,23 @@ kiln_tensor *kiln_dfp_conv2d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln
 /* ---- ops: shape and movement ------------------------------------------- */
 /* Views share storage with their source; gradients flow through them. */
 
-kiln_tensor *kiln_reshape(kiln_ctx *ctx, kiln_tensor *x, int ndim, const int64_t *shape); /* one dim may be -1 */
+/* One target dim may be -1 (the rest of x's elements), but not beside a 0,
+ * where any size would do (torch refuses that too). */
+kiln_tensor *kiln_reshape(kiln_ctx *ctx, kiln_tensor *x, int ndim, const int64_t *shape);
 kiln_tensor *kiln_view(kiln_ctx *ctx, kiln_tensor *x, int ndim, const int64_t *shape);    /* reshape that never copies; errors if x is not contiguous */
 kiln_tensor *kiln_flatten(kiln_ctx *ctx, kiln_tensor *x, int start_axis);                 /* merge dims start..end */
 kiln_tensor *kiln_permute(kiln_ctx *ctx, kiln_tensor *x, const int *axes);
 kiln_tensor *kiln_transpose(kiln_ctx *ctx, kiln_tensor *x, int axis0, int axis1);
 kiln_tensor *kiln_contiguous(kiln_ctx *ctx, kiln_tensor *x);
-/* x[start:end:step] along axis (end may be negative as in Python; step >= 1). */
+/* x[start:end:step] along axis (end may be negative as in Python; step >= 1);
+ * an empty range gives a dim of 0. */
 kiln_tensor *kiln_slice(kiln_ctx *ctx, kiln_tensor *x, int axis, int64_t start, int64_t end, int64_t step);
 kiln_tensor *kiln_concat(kiln_ctx *ctx, kiln_tensor *const *xs, int n, int axis);
 /* Constant padding: pads[2*i], pads[2*i+1] = before/after for axis i. */
 kiln_tensor *kiln_pad(kiln_ctx *ctx, kiln_tensor *x, const int64_t *pads, double value);
 /* Broadcast (stretch size-1 dims, add leading dims) as a view: torch.expand. */
 kiln_tensor *kiln_broadcast_to(kiln_ctx *ctx, kiln_tensor *x, int ndim, const int64_t *shape);
-/* Tile: reps has x's ndim entries (torch.Tensor.repeat). */
+/* Tile: reps has x's ndim entries, each >= 0 (torch.Tensor.repeat). */
 kiln_tensor *kiln_repeat(kiln_ctx *ctx, kiln_tensor *x, const int64_t *reps);
 /* Write src into dst's positions start .. start + src.shape[axis] - 1
  * along axis, in place (torch: dst.narrow(axis, start, n).copy_(src)), as
@@ -145,13 +156,18 @@ kiln_tensor *kiln_one_hot(kiln_ctx *ctx, kiln_tensor *labels, int64_t n, kiln_dt
 
 /* Over the last axis; causal masks column j > row i + (cols - rows) of the
  * last two dims, as a decoder's attention scores need. A row with every
- * column masked gives 0 (softmax) or -inf (log_softmax), not NaN. */
+ * column masked gives 0 (softmax) or -inf (log_softmax), not NaN. The
+ * gradient is torch's for the op applied to x.masked_fill(mask, -inf),
+ * taken with respect to that input: a masked entry gets 0 from softmax,
+ * and the upstream gradient itself from log_softmax (which also counts it
+ * in its row's sum), as a non-causal log_softmax does at an input of -inf. */
 kiln_tensor *kiln_softmax(kiln_ctx *ctx, kiln_tensor *x, bool causal);
 kiln_tensor *kiln_log_softmax(kiln_ctx *ctx, kiln_tensor *x, bool causal);
 
 /* logits [N, C] (or [..., C]), labels i32 [N] (or [...]): mean over the
  * labels that are not ignore_index; a tensor of shape [1]. All labels
- * ignored gives 0 (torch: NaN). A label outside [0, C) fails the compute. */
+ * ignored (or none: an empty batch) gives 0 (torch: NaN). A label outside
+ * [0, C) fails the compute. */
 kiln_tensor *kiln_cross_entropy(kiln_ctx *ctx, kiln_tensor *logits, kiln_tensor *labels, int32_t ignore_index);
 /* mean((a - b)^2) over equal shapes (no broadcasting), shape [1]. */
 kiln_tensor *kiln_mse(kiln_ctx *ctx, kiln_tensor *a, kiln_tensor *b);
@@ -187,7 +203,11 @@ kiln_tensor *kiln_conv2d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_ten
 kiln_tensor *kiln_conv_transpose2d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias, const kiln_conv2d_params *p);
 
 /* Pooling over NCHW; stride 0 means the kernel size. avg counts padding
- * (torch's count_include_pad=True); max pads with -inf. */
+ * (torch's count_include_pad=True); max pads with -inf. max_pool2d's
+ * gradient goes to the taps equal to their window's maximum, shared evenly
+ * among ties as kiln_max's is. torch's max_pool2d gives it all to the
+ * window's first maximum instead: the two differ only where a window
+ * holds its maximum twice (a window of zeros after a relu, say). */
 kiln_tensor *kiln_max_pool2d(kiln_ctx *ctx, kiln_tensor *x, int kh, int kw, int stride, int padding);
 kiln_tensor *kiln_avg_pool2d(kiln_ctx *ctx, kiln_tensor *x, int kh, int kw, int stride, int padding);
 
@@ -204,7 +224,11 @@ kiln_graph *kiln_graph_new(kiln_ctx *ctx);
 kiln_status kiln_graph_add(kiln_graph *g, kiln_tensor *out);
 /* Append the backward pass of a one-element loss already in the graph:
  * afterwards every leaf that requires grad and feeds the loss has its
- * gradient *added* into kiln_tensor_grad(leaf) by each compute. */
+ * gradient *added* into kiln_tensor_grad(leaf) by each compute (call
+ * kiln_zero_grad, or let kiln_optim_step zero them, between steps). Call
+ * it once per loss: a second call with the same loss is KILN_ERR_STATE
+ * and changes nothing (as torch's second loss.backward()); the backward
+ * passes of different losses in one graph add up. */
 kiln_status kiln_graph_backward(kiln_graph *g, kiln_tensor *loss);
 /* Run the graph (planning memory on the first call or after changes). */
 kiln_status kiln_graph_compute(kiln_graph *g);

@@ -273,6 +273,8 @@ kiln_status kiln_optim_set_group(kiln_optim *opt, kiln_tensor *const *params, in
                                  float weight_decay);
 
 
+/* One step. An optimizer takes at most 2^32 - 2 (each backend's step op
+ * holds the step number in 32 bits); the next is KILN_ERR_STATE. */
 kiln_status kiln_optim_step(kiln_optim *opt);
 /* A bad lr (negative, NaN, infinite) is an error and keeps the old one. */
 kiln_status kiln_optim_set_lr(kiln_optim *opt, float lr);

@@ -2,6 +2,8 @@
  * B batch, T positions, D dim, H query heads, G kv heads, hd = D / H. */
 #include "llama.h"
 
+#include <math.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +80,40 @@ static kiln_tensor *part(llama *m, int layer, const char *what, kiln_tensor *sta
     return p;
 }
 
+const llama_config_names llama_config_fields = {"vocab", "context", "layers", "heads", "kv_heads",
+                                                "dim",   "hidden",  "norm_eps", "rope_theta"};
+
+kiln_status llama_config_check(const llama_config *c, const llama_config_names *nm, const char *who,
+                               const char *source, kiln_status bad) {
+    char at[4200];
+    snprintf(at, sizeof at, "%s%s%s", who, source ? ": " : "", source ? source : "");
+    const struct { const char *name; int64_t v; } sizes[] = {
+        {nm->vocab, c->vocab}, {nm->context, c->context}, {nm->layers, c->layers}, {nm->heads, c->heads},
+        {nm->dim, c->dim},     {nm->hidden, c->hidden},
+    };
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+        if (sizes[i].v < 1)
+            return kiln_set_error(bad, "%s: %s = %lld must be >= 1", at, sizes[i].name, (long long)sizes[i].v);
+    if (c->kv_heads < 0)
+        return kiln_set_error(bad, "%s: %s = %lld must be >= 1", at, nm->kv_heads, (long long)c->kv_heads);
+    const int64_t kv = c->kv_heads ? c->kv_heads : c->heads;
+    if (c->dim % c->heads)
+        return kiln_set_error(bad, "%s: %s = %lld does not divide %s = %lld", at, nm->heads, (long long)c->heads,
+                              nm->dim, (long long)c->dim);
+    if ((c->dim / c->heads) % 2)
+        return kiln_set_error(bad, "%s: the head size %s / %s = %lld is odd (rotary embeddings rotate pairs)", at,
+                              nm->dim, nm->heads, (long long)(c->dim / c->heads));
+    if (c->heads % kv)
+        return kiln_set_error(bad, "%s: %s = %lld does not divide %s = %lld", at, nm->kv_heads, (long long)kv,
+                              nm->heads, (long long)c->heads);
+    const struct { const char *name; double v; } reals[] = {{nm->norm_eps, c->norm_eps},
+                                                            {nm->rope_theta, c->rope_theta}};
+    for (int i = 0; i < 2; i++)
+        if (!(reals[i].v > 0) || isinf(reals[i].v))
+            return kiln_set_error(bad, "%s: %s = %g must be > 0 and finite", at, reals[i].name, reals[i].v);
+    return KILN_OK;
+}
+
 kiln_dtype llama_embedding_dtype(kiln_dtype weights) { return weights == KILN_NF4_DQ ? KILN_NF4 : weights; }
 
 static llama *make(kiln_ctx *ctx, const llama_config *cfg, uint64_t seed, bool inference, kiln_dtype weights,
@@ -89,14 +125,11 @@ static llama *make(kiln_ctx *ctx, const llama_config *cfg, uint64_t seed, bool i
         int64_t h = 2 * (4 * c.dim) / 3;
         c.hidden = c.multiple_of * ((h + c.multiple_of - 1) / c.multiple_of);
     }
-    if (!ctx || c.vocab < 1 || c.context < 1 || c.layers < 1 || c.heads < 1 || c.kv_heads < 1 || c.dim < 1 ||
-        c.hidden < 1 || c.dim % c.heads || c.heads % c.kv_heads || (c.dim / c.heads) % 2 || !(c.norm_eps > 0) ||
-        !(c.rope_theta > 0)) {
-        kiln_set_error(KILN_ERR_ARG, "%s: %s", who,
-                       ctx ? "sizes must be >= 1, heads divide dim into even head sizes, kv_heads divide heads"
-                           : "ctx is NULL");
+    if (!ctx) {
+        kiln_set_error(KILN_ERR_ARG, "%s: ctx is NULL", who);
         return NULL;
     }
+    if (llama_config_check(&c, &llama_config_fields, who, NULL, KILN_ERR_ARG)) return NULL;
     if (inference && (weights < 0 || weights >= KILN_DTYPE_COUNT ||
                       (weights != KILN_F32 && !kiln_dtype_is_quantized(weights)))) {
         kiln_set_error(KILN_ERR_DTYPE, "%s: weights in %s (F32 or a quantized dtype)", who,

@@ -57,6 +57,21 @@ typedef struct llama_config {
  * hidden by Meta's rule (768), norm_eps 1e-5, rope_theta 10000 */
 llama_config llama_defaults(void);
 
+/* What each setting is called where it came from, for messages: the
+ * fields' own names (llama_config_fields), config.json's keys or GGUF's
+ * (models/llama_files.c). */
+typedef struct llama_config_names {
+    const char *vocab, *context, *layers, *heads, *kv_heads, *dim, *hidden, *norm_eps, *rope_theta;
+} llama_config_names;
+extern const llama_config_names llama_config_fields;
+/* KILN_OK, or `bad` with a message naming the first setting no llama can
+ * have, its value and where it came from: "who: source: rms_norm_eps = -1
+ * must be > 0 and finite" (source NULL: none). Sizes >= 1 (kv_heads 0
+ * means heads), heads dividing dim into even head sizes, kv_heads
+ * dividing heads, norm_eps and rope_theta positive and finite. */
+kiln_status llama_config_check(const llama_config *c, const llama_config_names *names, const char *who,
+                               const char *source, kiln_status bad);
+
 typedef struct llama_layer {
     kiln_tensor *attention_norm, *wq, *wk, *wv, *wo;
     kiln_tensor *ffn_norm, *w1, *w2, *w3;

@@ -64,37 +64,43 @@ static bool whole(double v, int64_t max, int64_t *out) {
 
 /* ---- GGUF ---- */
 
-static kiln_status gg_int(const kiln_gguf *g, const char *key, int64_t def, int64_t *out) {
+static const llama_config_names gguf_names = {
+    "token_embd.weight's rows", "llama.context_length", "llama.block_count", "llama.attention.head_count",
+    "llama.attention.head_count_kv", "llama.embedding_length", "llama.feed_forward_length",
+    "llama.attention.layer_norm_rms_epsilon", "llama.rope.freq_base"};
+
+static kiln_status gg_int(const kiln_gguf *g, const char *who, const char *path, const char *key, int64_t def,
+                          int64_t *out) {
     if (kiln_gguf_find_key(g, key) < 0 && def >= 0) {
         *out = def;
         return KILN_OK;
     }
     kiln_status s = kiln_gguf_get_int(g, key, out);
     if (!s && (*out < 1 || *out > (1ll << 40)))
-        s = kiln_set_error(KILN_ERR_FORMAT, "llama_from_gguf: %s = %lld is out of range", key, (long long)*out);
+        s = kiln_set_error(KILN_ERR_FORMAT, "%s: %s: %s = %lld is out of range", who, path, key,
+                           (long long)*out);
     return s;
 }
 
+/* (checked with the rest by llama_config_check) */
 static kiln_status gg_float(const kiln_gguf *g, const char *key, double def, double *out) {
     if (kiln_gguf_find_key(g, key) < 0) {
         *out = def;
         return KILN_OK;
     }
-    kiln_status s = kiln_gguf_get_float(g, key, out);
-    if (!s && !(*out > 0 && isfinite(*out)))
-        s = kiln_set_error(KILN_ERR_FORMAT, "llama_from_gguf: %s = %g must be positive", key, *out);
-    return s;
+    return kiln_gguf_get_float(g, key, out);
 }
 
 /* The file's tensor name is [rows, cols]; an error naming the key the
  * sizes came from otherwise. */
-static kiln_status gguf_shape(const kiln_gguf *g, const char *name, int64_t rows, int64_t cols, const char *key) {
+static kiln_status gguf_shape(const kiln_gguf *g, const char *who, const char *path, const char *name, int64_t rows,
+                              int64_t cols, const char *key) {
     kiln_gguf_tensor_info ti;
     int i = kiln_gguf_find_tensor(g, name);
     if (i < 0 || kiln_gguf_tensor_info_at(g, i, &ti))
-        return kiln_set_error(KILN_ERR_FORMAT, "llama_from_gguf: no tensor '%s'", name);
+        return kiln_set_error(KILN_ERR_FORMAT, "%s: %s: no tensor '%s'", who, path, name);
     if (ti.ndim != 2 || ti.shape[0] != rows || ti.shape[1] != cols)
-        return kiln_set_error(KILN_ERR_FORMAT, "llama_from_gguf: '%s' is not [%lld, %lld] as %s says", name,
+        return kiln_set_error(KILN_ERR_FORMAT, "%s: %s: '%s' is not [%lld, %lld] as %s says", who, path, name,
                               (long long)rows, (long long)cols, key);
     return KILN_OK;
 }
@@ -102,62 +108,61 @@ static kiln_status gguf_shape(const kiln_gguf *g, const char *name, int64_t rows
 /* The sizes of the metadata against the tensors, before a model of those
  * sizes is allocated: a header claiming a huge width or layer count is
  * refused here, not by an allocation of what it claims. */
-static kiln_status gguf_sizes(const kiln_gguf *g, const llama_config *c) {
+static kiln_status gguf_sizes(const kiln_gguf *g, const char *who, const char *path, const llama_config *c) {
     char name[64];
-    if (c->kv_heads > c->heads || c->heads % c->kv_heads)
-        return kiln_set_error(KILN_ERR_FORMAT, "llama_from_gguf: %lld kv heads do not divide %lld heads",
-                              (long long)c->kv_heads, (long long)c->heads);
     const int64_t kv = c->kv_heads * (c->dim / c->heads); /* <= dim */
     kiln_status s;
     snprintf(name, sizeof name, "blk.%lld.ffn_gate.weight", (long long)(c->layers - 1));
-    if ((s = gguf_shape(g, "token_embd.weight", c->vocab, c->dim, "llama.embedding_length")) ||
-        (s = gguf_shape(g, "blk.0.attn_k.weight", kv, c->dim, "llama.attention.head_count_kv")) ||
-        (s = gguf_shape(g, name, c->hidden, c->dim, "llama.block_count / llama.feed_forward_length")))
+    if ((s = gguf_shape(g, who, path, "token_embd.weight", c->vocab, c->dim, "llama.embedding_length")) ||
+        (s = gguf_shape(g, who, path, "blk.0.attn_k.weight", kv, c->dim, "llama.attention.head_count_kv")) ||
+        (s = gguf_shape(g, who, path, name, c->hidden, c->dim, "llama.block_count / llama.feed_forward_length")))
         return s;
     return KILN_OK;
 }
 
-static kiln_status gguf_config(const kiln_gguf *g, llama_config *c) {
+static kiln_status gguf_config(const kiln_gguf *g, const char *who, const char *path, llama_config *c) {
     const char *arch = kiln_gguf_get_string(g, "general.architecture", NULL);
     if (!arch || strcmp(arch, "llama"))
-        return kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_from_gguf: general.architecture is '%s', not 'llama'",
-                              arch ? arch : "(missing)");
+        return kiln_set_error(KILN_ERR_UNSUPPORTED, "%s: %s: general.architecture is '%s', not 'llama'",
+                              who, path, arch ? arch : "(missing)");
     *c = llama_defaults();
     int64_t rot = 0, key_len = 0;
     kiln_status s;
-    if ((s = gg_int(g, "llama.block_count", -1, &c->layers)) || (s = gg_int(g, "llama.embedding_length", -1, &c->dim)) ||
-        (s = gg_int(g, "llama.feed_forward_length", -1, &c->hidden)) ||
-        (s = gg_int(g, "llama.attention.head_count", -1, &c->heads)) ||
-        (s = gg_int(g, "llama.attention.head_count_kv", c->heads, &c->kv_heads)) ||
-        (s = gg_int(g, "llama.context_length", 2048, &c->context)) ||
+    if ((s = gg_int(g, who, path, "llama.block_count", -1, &c->layers)) ||
+        (s = gg_int(g, who, path, "llama.embedding_length", -1, &c->dim)) ||
+        (s = gg_int(g, who, path, "llama.feed_forward_length", -1, &c->hidden)) ||
+        (s = gg_int(g, who, path, "llama.attention.head_count", -1, &c->heads)) ||
+        (s = gg_int(g, who, path, "llama.attention.head_count_kv", c->heads, &c->kv_heads)) ||
+        (s = gg_int(g, who, path, "llama.context_length", 2048, &c->context)) ||
         (s = gg_float(g, "llama.rope.freq_base", 10000.0, &c->rope_theta)) ||
-        (s = gg_float(g, "llama.attention.layer_norm_rms_epsilon", 1e-5, &c->norm_eps)))
+        (s = gg_float(g, "llama.attention.layer_norm_rms_epsilon", 1e-5, &c->norm_eps)) ||
+        (s = llama_config_check(c, &gguf_names, who, path, KILN_ERR_FORMAT)))
         return s;
-    if (c->heads > c->dim || c->dim % c->heads)
-        return kiln_set_error(KILN_ERR_FORMAT, "llama_from_gguf: %lld heads do not divide dim %lld",
-                              (long long)c->heads, (long long)c->dim);
     const int64_t hd = c->dim / c->heads;
-    if ((s = gg_int(g, "llama.rope.dimension_count", hd, &rot)) || (s = gg_int(g, "llama.attention.key_length", hd, &key_len)))
+    if ((s = gg_int(g, who, path, "llama.rope.dimension_count", hd, &rot)) ||
+        (s = gg_int(g, who, path, "llama.attention.key_length", hd, &key_len)))
         return s;
     if (rot != hd || key_len != hd)
         return kiln_set_error(KILN_ERR_UNSUPPORTED,
-                              "llama_from_gguf: rope over %lld dims and key length %lld; kiln's llama rotates whole "
-                              "heads of dim / heads = %lld", (long long)rot, (long long)key_len, (long long)hd);
+                              "%s: %s: rope over %lld dims and key length %lld; kiln's llama rotates whole heads of "
+                              "dim / heads = %lld",
+                              who, path, (long long)rot, (long long)key_len, (long long)hd);
     const char *scaling = kiln_gguf_get_string(g, "llama.rope.scaling.type", NULL);
     if ((scaling && strcmp(scaling, "none")) || kiln_gguf_find_tensor(g, "rope_freqs.weight") >= 0)
-        return kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_from_gguf: rope scaling (%s) is not supported",
+        return kiln_set_error(KILN_ERR_UNSUPPORTED, "%s: %s: rope scaling (%s) is not supported", who, path,
                               scaling ? scaling : "rope_freqs.weight");
     int e = kiln_gguf_find_tensor(g, "token_embd.weight");
     kiln_gguf_tensor_info ti;
     if (e < 0 || kiln_gguf_tensor_info_at(g, e, &ti) || ti.ndim != 2)
-        return kiln_set_error(KILN_ERR_FORMAT, "llama_from_gguf: no 2-d token_embd.weight");
+        return kiln_set_error(KILN_ERR_FORMAT, "%s: %s: no 2-d token_embd.weight", who, path);
     c->vocab = ti.shape[0];
-    if ((s = gguf_sizes(g, c))) return s;
+    if ((s = gguf_sizes(g, who, path, c))) return s;
     if (kiln_gguf_find_key(g, "llama.vocab_size") >= 0) {
         int64_t v;
         if ((s = kiln_gguf_get_int(g, "llama.vocab_size", &v))) return s;
         if (v != c->vocab)
-            return kiln_set_error(KILN_ERR_FORMAT, "llama_from_gguf: llama.vocab_size %lld but token_embd has %lld rows",
+            return kiln_set_error(KILN_ERR_FORMAT,
+                                  "%s: %s: llama.vocab_size %lld but token_embd has %lld rows", who, path,
                                   (long long)v, (long long)c->vocab);
     }
     return KILN_OK;
@@ -182,25 +187,26 @@ static void drop_pages(const void *data, size_t n) {
  * dtype): copied when the dtypes match, else converted a chunk of rows at
  * a time (dequantized to f32 through a small tensor of the file's dtype,
  * then llama_put_rows). */
-static kiln_status gguf_into(kiln_gguf *g, const char *name, kiln_tensor *dst) {
+static kiln_status gguf_into(kiln_gguf *g, const char *path, const char *name, kiln_tensor *dst) {
     kiln_gguf_tensor_info ti;
     int i = kiln_gguf_find_tensor(g, name);
-    kiln_status s = i < 0 ? kiln_set_error(KILN_ERR_FORMAT, "llama_infer_from_gguf: no tensor '%s'", name)
+    kiln_status s = i < 0 ? kiln_set_error(KILN_ERR_FORMAT, "llama_infer_from_gguf: %s: no tensor '%s'", path, name)
                           : kiln_gguf_tensor_info_at(g, i, &ti);
     if (s) return s;
     int64_t rows = kiln_tensor_ndim(dst) == 1 ? 1 : kiln_tensor_dim(dst, 0), n = kiln_tensor_numel(dst);
     int64_t cols = n / rows, fr = ti.ndim == 1 ? 1 : ti.shape[0], fn = 1;
     for (int d = 0; d < ti.ndim; d++) fn *= ti.shape[d];
     if (fn != n || fr != rows || ti.ndim > 2)
-        return kiln_set_error(KILN_ERR_SHAPE, "llama_infer_from_gguf: '%s' has the wrong shape for the model", name);
+        return kiln_set_error(KILN_ERR_SHAPE, "llama_infer_from_gguf: %s: '%s' has the wrong shape for the model", path,
+                              name);
     int sd = ti.kiln_dtype;
     if (sd == (int)kiln_tensor_dtype(dst) && ti.nbytes == kiln_tensor_nbytes(dst)) {
         memcpy(kiln_tensor_data(dst), ti.data, ti.nbytes);
     } else {
         if (sd < 0 || sd == KILN_I32 || (sd != KILN_F32 && sd != KILN_F16 && sd != KILN_BF16 &&
                                         !kiln_dtype_is_quantized((kiln_dtype)sd)))
-            return kiln_set_error(KILN_ERR_DTYPE, "llama_infer_from_gguf: '%s' is %s, which kiln cannot read", name,
-                                  ti.type_name ? ti.type_name : "an unknown type");
+            return kiln_set_error(KILN_ERR_DTYPE, "llama_infer_from_gguf: %s: '%s' is %s, which kiln cannot read", path,
+                                  name, ti.type_name ? ti.type_name : "an unknown type");
         int64_t step = llama_row_chunk(dst, 1 << 20), sblk = kiln_dtype_block((kiln_dtype)sd);
         size_t ssz = kiln_dtype_size((kiln_dtype)sd);
         float *f = malloc((size_t)(step * cols) * sizeof *f);
@@ -229,12 +235,13 @@ static llama *from_gguf(kiln_ctx *ctx, const char *path, bool inference, int wei
     llama *m = NULL;
     slot *s = NULL;
     int n = 0;
-    kiln_status st = gguf_config(g, &c);
+    const char *who = inference ? "llama_infer_from_gguf" : "llama_from_gguf";
+    kiln_status st = gguf_config(g, who, path, &c);
     bool tied = kiln_gguf_find_tensor(g, "output.weight") < 0;
     if (!st && inference && weights == LLAMA_AS_STORED) { /* the layers' dtype; F16/BF16 compute as F32 */
         kiln_gguf_tensor_info ti;
         int i = kiln_gguf_find_tensor(g, "blk.0.attn_q.weight");
-        st = i < 0 ? kiln_set_error(KILN_ERR_FORMAT, "llama_infer_from_gguf: no blk.0.attn_q.weight")
+        st = i < 0 ? kiln_set_error(KILN_ERR_FORMAT, "llama_infer_from_gguf: %s: no blk.0.attn_q.weight", path)
                    : kiln_gguf_tensor_info_at(g, i, &ti);
         if (!st && (ti.kiln_dtype < 0 || ti.kiln_dtype == KILN_I32))
             st = kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_infer_from_gguf: %s: weights in %s, which kiln cannot read",
@@ -250,7 +257,7 @@ static llama *from_gguf(kiln_ctx *ctx, const char *path, bool inference, int wei
             if (m->tied) continue; /* the embedding tensor itself */
             name = "token_embd.weight";
         }
-        st = inference ? gguf_into(g, name, s[i].t) : kiln_gguf_read_into(g, name, s[i].t);
+        st = inference ? gguf_into(g, path, name, s[i].t) : kiln_gguf_read_into(g, name, s[i].t);
     }
     free(s);
     kiln_gguf_close(g);
@@ -341,7 +348,11 @@ kiln_status llama_save_gguf(const llama *mc, const char *path, kiln_dtype dtype)
 
 /* ---- Hugging Face ---- */
 
-static kiln_status hf_config(const char *dir, llama_config *c, bool *tied) {
+static const llama_config_names hf_names = {"vocab_size",   "max_position_embeddings", "num_hidden_layers",
+                                            "num_attention_heads", "num_key_value_heads", "hidden_size",
+                                            "intermediate_size", "rms_norm_eps", "rope_theta"};
+
+static kiln_status hf_config(const char *who, const char *dir, llama_config *c, bool *tied) {
     char p[4096];
     snprintf(p, sizeof p, "%s/config.json", dir);
     kiln_json_file *j = kiln_json_file_open(p);
@@ -350,7 +361,7 @@ static kiln_status hf_config(const char *dir, llama_config *c, bool *tied) {
     kiln_status s = KILN_OK;
     const char *type = kiln_json_file_string(j, NULL, "model_type");
     if (type && strcmp(type, "llama"))
-        s = kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_from_hf: %s: model_type is '%s', not 'llama'", p, type);
+        s = kiln_set_error(KILN_ERR_UNSUPPORTED, "%s: %s: model_type is '%s', not 'llama'", who, p, type);
     struct { const char *key; int64_t *out; int64_t def; } ints[] = {
         {"num_hidden_layers", &c->layers, -1},     {"hidden_size", &c->dim, -1},
         {"intermediate_size", &c->hidden, -1},     {"num_attention_heads", &c->heads, -1},
@@ -365,7 +376,7 @@ static kiln_status hf_config(const char *dir, llama_config *c, bool *tied) {
         }
         if ((s = kiln_json_file_number(j, NULL, ints[i].key, &v))) break;
         if (!whole(v, 1ll << 40, ints[i].out))
-            s = kiln_set_error(KILN_ERR_FORMAT, "llama_from_hf: %s: %s = %g is not a positive integer", p, ints[i].key, v);
+            s = kiln_set_error(KILN_ERR_FORMAT, "%s: %s: %s = %g is not a positive integer", who, p, ints[i].key, v);
     }
     double v;
     if (!s && kiln_json_file_has(j, NULL, "rms_norm_eps")) {
@@ -379,28 +390,28 @@ static kiln_status hf_config(const char *dir, llama_config *c, bool *tied) {
         !(s = kiln_json_file_number(j, NULL, "tie_word_embeddings", &v)))
         *tied = v != 0;
     if (!s && kiln_json_file_has(j, NULL, "rope_scaling"))
-        s = kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_from_hf: %s: rope_scaling is not supported", p);
+        s = kiln_set_error(KILN_ERR_UNSUPPORTED, "%s: %s: rope_scaling is not supported", who, p);
     const char *bias[] = {"attention_bias", "mlp_bias"};
     for (int i = 0; i < 2 && !s; i++)
         if (kiln_json_file_has(j, NULL, bias[i]) && !kiln_json_file_number(j, NULL, bias[i], &v) && v != 0)
-            s = kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_from_hf: %s: %s is not supported", p, bias[i]);
+            s = kiln_set_error(KILN_ERR_UNSUPPORTED, "%s: %s: %s is not supported", who, p, bias[i]);
     const char *act = kiln_json_file_string(j, NULL, "hidden_act");
     if (!s && act && strcmp(act, "silu"))
-        s = kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_from_hf: %s: hidden_act '%s' (kiln's llama is SwiGLU)", p, act);
-    if (!s && c->dim % c->heads)
-        s = kiln_set_error(KILN_ERR_FORMAT, "llama_from_hf: %s: heads do not divide hidden_size", p);
+        s = kiln_set_error(KILN_ERR_UNSUPPORTED, "%s: %s: hidden_act '%s' (kiln's llama is SwiGLU)", who, p, act);
+    if (!s) s = llama_config_check(c, &hf_names, who, p, KILN_ERR_FORMAT);
     if (!s && kiln_json_file_has(j, NULL, "head_dim") && !(s = kiln_json_file_number(j, NULL, "head_dim", &v)) &&
         v != (double)(c->dim / c->heads))
-        s = kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_from_hf: %s: head_dim %g is not hidden_size / heads", p, v);
+        s = kiln_set_error(KILN_ERR_UNSUPPORTED, "%s: %s: head_dim %g is not hidden_size / heads", who, p, v);
     if (!s && kiln_json_file_has(j, NULL, "partial_rotary_factor") &&
         !(s = kiln_json_file_number(j, NULL, "partial_rotary_factor", &v)) && v != 1)
-        s = kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_from_hf: %s: partial rotary embeddings", p);
+        s = kiln_set_error(KILN_ERR_UNSUPPORTED, "%s: %s: partial rotary embeddings", who, p);
     kiln_json_file_close(j);
     return s;
 }
 
 /* The weight files: model.safetensors, or the shards of the index. */
 typedef struct shards {
+    const char *who; /* the call loading them, for messages */
     kiln_json_file *index;
     char *names[64];
     kiln_safetensors *st[64];
@@ -419,13 +430,13 @@ static kiln_safetensors *shard_for(shards *sh, const char *dir, const char *tens
     const char *file = "model.safetensors";
     if (sh->index && !(file = kiln_json_file_string(sh->index, "weight_map", tensor))) return NULL;
     if (strchr(file, '/') || !strcmp(file, "..")) {
-        kiln_set_error(KILN_ERR_FORMAT, "llama_from_hf: the index names '%s', not a file in %s", file, dir);
+        kiln_set_error(KILN_ERR_FORMAT, "%s: the index names '%s', not a file in %s", sh->who, file, dir);
         return NULL;
     }
     for (int i = 0; i < sh->n; i++)
         if (!strcmp(sh->names[i], file)) return sh->st[i];
     if (sh->n == 64) {
-        kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_from_hf: more than 64 shards");
+        kiln_set_error(KILN_ERR_UNSUPPORTED, "%s: more than 64 shards", sh->who);
         return NULL;
     }
     char p[4096];
@@ -434,7 +445,7 @@ static kiln_safetensors *shard_for(shards *sh, const char *dir, const char *tens
     if (!st) return NULL;
     if (!(sh->names[sh->n] = strdup(file))) {
         kiln_safetensors_close(st);
-        kiln_set_error(KILN_ERR_OOM, "llama_from_hf: out of memory");
+        kiln_set_error(KILN_ERR_OOM, "%s: out of memory", sh->who);
         return NULL;
     }
     sh->st[sh->n++] = st;
@@ -446,7 +457,7 @@ static kiln_status hf_read(shards *sh, const char *dir, const char *name, const 
     kiln_safetensors *st = shard_for(sh, dir, name);
     if (!st) {
         if (!kiln_last_status())
-            kiln_set_error(KILN_ERR_FORMAT, "llama_from_hf: %s has no tensor '%s'", dir, name);
+            kiln_set_error(KILN_ERR_FORMAT, "%s: %s has no tensor '%s'", sh->who, dir, name);
         return kiln_last_status() ? kiln_last_status() : KILN_ERR_FORMAT;
     }
     kiln_ctx *tmp = kiln_ctx_new();
@@ -455,10 +466,10 @@ static kiln_status hf_read(shards *sh, const char *dir, const char *name, const 
     int64_t n = kiln_tensor_numel(s->t);
     if (!r && (kiln_tensor_ndim(t) != kiln_tensor_ndim(s->t) || kiln_tensor_numel(t) != n ||
                kiln_tensor_dim(t, 0) != kiln_tensor_dim(s->t, 0)))
-        r = kiln_set_error(KILN_ERR_SHAPE, "llama_from_hf: '%s' has the wrong shape for config.json", name);
+        r = kiln_set_error(KILN_ERR_SHAPE, "%s: %s: '%s' has the wrong shape for config.json", sh->who, dir, name);
     float *f = NULL, *g = NULL;
     if (!r && (!(f = malloc((size_t)n * sizeof *f)) || !(g = malloc((size_t)n * sizeof *g))))
-        r = kiln_set_error(KILN_ERR_OOM, "llama_from_hf: out of memory");
+        r = kiln_set_error(KILN_ERR_OOM, "%s: out of memory", sh->who);
     if (!r) r = kiln_tensor_get_f32(t, f, n);
     if (!r && s->qk) { /* row h*hd + p*hd/2 + i of the file is row h*hd + 2i + p of Meta's */
         int64_t rows = kiln_tensor_dim(s->t, 0), cols = kiln_tensor_dim(s->t, 1), hd = rows / s->heads;
@@ -492,11 +503,11 @@ static kiln_status hf_shape(shards *sh, const char *dir, const char *name, int64
     kiln_safetensors_info in;
     if (i < 0 || kiln_safetensors_info_at(st, i, &in)) {
         if (!st && kiln_last_status()) return kiln_last_status();
-        return kiln_set_error(KILN_ERR_FORMAT, "llama_from_hf: %s has no tensor '%s'", dir, name);
+        return kiln_set_error(KILN_ERR_FORMAT, "%s: %s has no tensor '%s'", sh->who, dir, name);
     }
     if (in.ndim != 2 || in.shape[0] != rows || in.shape[1] != cols)
-        return kiln_set_error(KILN_ERR_SHAPE, "llama_from_hf: '%s' is not [%lld, %lld] as config.json's %s say", name,
-                              (long long)rows, (long long)cols, keys);
+        return kiln_set_error(KILN_ERR_SHAPE, "%s: %s: '%s' is not [%lld, %lld] as config.json's %s say", sh->who,
+                              dir, name, (long long)rows, (long long)cols, keys);
     return KILN_OK;
 }
 
@@ -504,11 +515,8 @@ static kiln_status hf_shape(shards *sh, const char *dir, const char *name, int64
  * is allocated: a config claiming a huge width or layer count is refused
  * here, not by an allocation of what it claims. */
 static kiln_status hf_sizes(shards *sh, const char *dir, const llama_config *c) {
-    int64_t kv = c->kv_heads ? c->kv_heads : c->heads;
-    if (kv > c->heads || c->heads % kv)
-        return kiln_set_error(KILN_ERR_FORMAT, "llama_from_hf: %s: %lld kv heads do not divide %lld heads", dir,
-                              (long long)kv, (long long)c->heads);
-    kv *= c->dim / c->heads; /* <= dim */
+    /* hf_config checked the settings (llama_config_check) */
+    const int64_t kv = (c->kv_heads ? c->kv_heads : c->heads) * (c->dim / c->heads); /* <= dim */
     char name[96];
     snprintf(name, sizeof name, "model.layers.%lld.mlp.gate_proj.weight", (long long)(c->layers - 1));
     kiln_status s;
@@ -521,14 +529,15 @@ static kiln_status hf_sizes(shards *sh, const char *dir, const llama_config *c) 
 }
 
 static llama *from_hf(kiln_ctx *ctx, const char *dir, bool inference, int weights) {
+    const char *who = inference ? "llama_infer_from_hf" : "llama_from_hf";
     if (!ctx || !dir) {
-        kiln_set_error(KILN_ERR_ARG, "llama_from_hf: NULL argument");
+        kiln_set_error(KILN_ERR_ARG, "%s: NULL argument", who);
         return NULL;
     }
     llama_config c;
     bool tied = false;
-    if (hf_config(dir, &c, &tied)) return NULL;
-    shards sh = {0};
+    if (hf_config(who, dir, &c, &tied)) return NULL;
+    shards sh = {.who = who};
     char p[4096];
     snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
     FILE *f = fopen(p, "rb");

@@ -76,20 +76,16 @@ kiln_status llama_init_random(llama *m, uint64_t seed) {
         int64_t rows, cols, step = llama_row_chunk(t, 1 << 20);
         as_matrix(t, &rows, &cols);
         uint64_t base = model_param_seed(seed, kiln_tensor_name(t));
-        /* chunks of disjoint rows: drawn and quantized on every core (kiln's
-         * errors are per thread: the first failure's status is kept) */
-#pragma omp parallel for schedule(dynamic, 1)
-        for (int64_t r = 0; r < rows; r += step) {
+        /* chunks of rows, each drawn and quantized on every core (kiln's
+         * random fills and kiln_quantize are threaded) */
+        for (int64_t r = 0; r < rows && !s; r += step) {
             int64_t n = rows - r < step ? rows - r : step;
             kiln_ctx *tmp = kiln_ctx_new();
             kiln_tensor *f = tmp ? kiln_new_2d(tmp, KILN_F32, n, cols) : NULL;
             kiln_status e = f ? kiln_tensor_fill_randn(f, base + (uint64_t)r, 0.0, 0.02) : KILN_ERR_OOM;
             if (!e) e = llama_put_rows(t, r, n, kiln_tensor_data(f));
             kiln_ctx_free(tmp);
-            if (e) {
-#pragma omp critical
-                if (!s) s = kiln_set_error(e, "llama_init_random: %s: %s", kiln_tensor_name(t), kiln_last_error());
-            }
+            if (e) s = kiln_set_error(e, "llama_init_random: %s: %s", kiln_tensor_name(t), kiln_last_error());
         }
     }
     return s;

@@ -77,10 +77,22 @@ static void set_ip(kiln_tensor *t, const int64_t *g, int64_t h, int64_t w) {
 }
 
 /* The conv output size along one axis for an image of size n (< 1 when the
- * dilated kernel does not fit in the padded image). */
+ * dilated kernel does not fit in the padded image). n + 2p fits easily (n a
+ * dim, p an int); a dilated kernel too long for int64 fits no image. */
 static int64_t out_size(int64_t n, int64_t k, int64_t s, int64_t p, int64_t d) {
-    int64_t span = n + 2 * p - d * (k - 1) - 1;
+    int64_t reach;
+    if (!kiln__mul_ok(d, k - 1, &reach)) return 0;
+    int64_t span = n + 2 * p - reach - 1;
     return span < 0 ? 0 : span / s + 1;
+}
+
+/* The transposed conv's output size (h - 1) s - 2p + d (k - 1) + op + 1
+ * into *out; false when it does not fit int64. */
+static bool out_size_transposed(int64_t h, int64_t k, int64_t s, int64_t p, int64_t d, int64_t op, int64_t *out) {
+    int64_t a, b;
+    if (!kiln__mul_ok(h - 1, s, &a) || !kiln__mul_ok(d, k - 1, &b) || !kiln__add_ok(a, b, &a)) return false;
+    *out = a - 2 * p + op + 1; /* a >= 0, 2p and op below 2^32 */
+    return true;
 }
 
 /* ip[11] of both ops: the cols layout (see the top). */
@@ -245,6 +257,10 @@ static bool conv_inputs_ok(const char *who, const kiln_tensor *x, const kiln_ten
                   kiln__shape_str(w, sw));
         return false;
     }
+    if (!w->shape[2] || !w->shape[3]) { /* torch refuses it too; empty batches and channels are fine */
+        kiln__err(KILN_ERR_SHAPE, "%s: w %s has an empty kernel", who, kiln__shape_str(w, sw));
+        return false;
+    }
     if (w->dtype != x->dtype || (bias && bias->dtype != x->dtype)) {
         kiln__err(KILN_ERR_DTYPE, "%s: x is %s but w is %s%s%s", who, kiln_dtype_name(x->dtype), kiln_dtype_name(w->dtype),
                   bias ? " and bias is " : "", bias ? kiln_dtype_name(bias->dtype) : "");
@@ -259,6 +275,21 @@ static bool bias_ok(const char *who, const kiln_tensor *bias, int64_t o, const k
     kiln__err(KILN_ERR_SHAPE, "%s: bias %s must be [%lld] for w %s", who, kiln__shape_str(bias, sb), (long long)o,
               kiln__shape_str(w, sw));
     return false;
+}
+
+/* The layer's output (4 dims) and the columns its product makes or reads
+ * (6 dims) must both be tensors (at most 2^40 elements): refused here, so
+ * that the message names the layer. */
+static bool layer_fits(const char *who, const kiln_tensor *x, const int64_t *out, const int64_t *cols) {
+    char sx[96], so[96], sc[96];
+    int64_t n = 1, m = 1;
+    bool ok = true;
+    for (int i = 0; i < 6 && ok; i++) ok = kiln__mul_ok(n, cols[i], &n) && n <= KILN_MAX_NUMEL;
+    for (int i = 0; i < 4 && ok; i++) ok = kiln__mul_ok(m, out[i], &m) && m <= KILN_MAX_NUMEL;
+    if (!ok)
+        kiln__err(KILN_ERR_SHAPE, "%s: x %s gives an output %s; it and its im2col columns %s must hold at most "
+                  "2^40 elements", who, kiln__shape_str(x, sx), kiln__dims_str(4, out, so), kiln__dims_str(6, cols, sc));
+    return ok;
 }
 
 static kiln_tensor *add_bias(kiln_ctx *ctx, kiln_tensor *y, kiln_tensor *bias, int64_t o) {
@@ -292,6 +323,7 @@ static kiln_tensor *conv2d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_t
         return kiln__err(KILN_ERR_SHAPE, "%s: kernel of w %s (dilation %lldx%lld) does not fit x %s padded by %lldx%lld",
                          who, kiln__shape_str(w, sw), (long long)a.g[G_DH], (long long)a.g[G_DW],
                          kiln__shape_str(x, sx), (long long)a.g[G_PH], (long long)a.g[G_PW]);
+    if (!layer_fits(who, x, (int64_t[]){n, o, oh, ow}, (int64_t[]){c, a.g[G_KH], a.g[G_KW], n, oh, ow})) return NULL;
     int64_t k = c / gr * a.g[G_KH] * a.g[G_KW];
     if (dfp && gr != 1) return kiln__err(KILN_ERR_UNSUPPORTED, "%s: groups %lld (only 1)", who, (long long)gr);
     kiln_tensor *prod;
@@ -336,12 +368,17 @@ kiln_tensor *kiln_conv_transpose2d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w
                          (long long)a.g[G_SW], (long long)a.g[G_DH], (long long)a.g[G_DW]);
     a.g[G_KH] = w->shape[2];
     a.g[G_KW] = w->shape[3];
-    int64_t oh = (h - 1) * a.g[G_SH] - 2 * a.g[G_PH] + a.g[G_DH] * (a.g[G_KH] - 1) + a.oph + 1;
-    int64_t ow = (wd - 1) * a.g[G_SW] - 2 * a.g[G_PW] + a.g[G_DW] * (a.g[G_KW] - 1) + a.opw + 1;
+    int64_t oh, ow;
+    if (!out_size_transposed(h, a.g[G_KH], a.g[G_SH], a.g[G_PH], a.g[G_DH], a.oph, &oh) ||
+        !out_size_transposed(wd, a.g[G_KW], a.g[G_SW], a.g[G_PW], a.g[G_DW], a.opw, &ow))
+        return kiln__err(KILN_ERR_SHAPE, "%s: stride %lldx%lld and dilation %lldx%lld give x %s and w %s an output "
+                         "size past int64", who, (long long)a.g[G_SH], (long long)a.g[G_SW], (long long)a.g[G_DH],
+                         (long long)a.g[G_DW], kiln__shape_str(x, sx), kiln__shape_str(w, sw));
     if (oh < 1 || ow < 1)
         return kiln__err(KILN_ERR_SHAPE, "%s: padding %lldx%lld leaves an empty %lldx%lld output for x %s and w %s", who,
                          (long long)a.g[G_PH], (long long)a.g[G_PW], (long long)oh, (long long)ow,
                          kiln__shape_str(x, sx), kiln__shape_str(w, sw));
+    if (!layer_fits(who, x, (int64_t[]){n, o, oh, ow}, (int64_t[]){n, o, a.g[G_KH], a.g[G_KW], h, wd})) return NULL;
     int64_t m = o / gr * a.g[G_KH] * a.g[G_KW];
     kiln_tensor *wm = kiln_reshape(ctx, w, 3, (int64_t[]){gr, c / gr, m});
     kiln_tensor *xm = kiln_reshape(ctx, x, 4, (int64_t[]){n, gr, c / gr, h * wd});
@@ -369,6 +406,8 @@ static kiln_tensor *pool(const char *who, kiln_ctx *ctx, kiln_tensor *x, int kh,
     if (oh < 1 || ow < 1)
         return kiln__err(KILN_ERR_SHAPE, "%s: kernel %dx%d does not fit x %s padded by %d", who, kh, kw,
                          kiln__shape_str(x, sx), padding);
+    const int64_t *xs = x->shape;
+    if (!layer_fits(who, x, (int64_t[]){xs[0], xs[1], oh, ow}, (int64_t[]){xs[0], xs[1], kh, kw, oh, ow})) return NULL;
     if (is_max) {
         /* a plane-permuted x is read as it lies, also through the copy
          * kiln_conv2d makes of its product (that copy then never runs

@@ -39,6 +39,7 @@ static kiln_tensor *node(kiln_ctx *ctx, const char *who, kiln_tensor *a, bool tr
         return kiln__err(KILN_ERR_SHAPE, "%s: inner dims differ: a %s%s has K = %lld, b %s%s has K = %lld", who,
                          kiln__shape_str(a, sa), trans_a ? " (transposed)" : "", (long long)ka,
                          kiln__shape_str(b, sb), trans_b ? " (transposed)" : "", (long long)kb);
+    if (!kiln__shape_check(who, 2, (int64_t[]){m, n})) return NULL;
     kiln_tensor *src[2] = {contig2(ctx, a), contig2(ctx, b)};
     if (!src[0] || !src[1]) return NULL;
     kiln_tensor *t = kiln__node_new(ctx, KILN_OP_DFP_MATMUL, KILN_F32, 2, (int64_t[]){m, n}, 2, src);

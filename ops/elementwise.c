@@ -6,10 +6,12 @@
 #include <stdio.h>
 
 static kiln_tensor *unary(kiln_ctx *ctx, kiln_op op, kiln_tensor *x, double p) {
+    char who[48];
     if (!x) return NULL;
-    if (!kiln__not_quant(kiln__op_table[op].name, x)) return NULL;
+    snprintf(who, sizeof who, "kiln_%s", kiln__op_table[op].name);
+    if (!kiln__not_quant(who, x)) return NULL;
     if (!kiln__is_float(x->dtype))
-        return kiln__err(KILN_ERR_DTYPE, "kiln_%s: needs a float input (f32, f64, f16, bf16), not %s", kiln__op_table[op].name,
+        return kiln__err(KILN_ERR_DTYPE, "%s: needs a float input (f32, f64, f16, bf16), not %s", who,
                          kiln_dtype_name(x->dtype));
     kiln_tensor *t = kiln__node_new(ctx, op, x->dtype, x->ndim, x->shape, 1, &x);
     if (t) t->fp[0] = p;
@@ -38,19 +40,19 @@ kiln_tensor *kiln_softplus(kiln_ctx *ctx, kiln_tensor *x) { return unary(ctx, KI
 
 /* Binary ops: one float dtype (comparisons also take i32), NumPy broadcasting. */
 static kiln_tensor *binary(kiln_ctx *ctx, kiln_op op, kiln_tensor *a, kiln_tensor *b) {
+    char who[48];
     if (!a || !b) return NULL;
-    const char *name = kiln__op_table[op].name;
-    if (!kiln__not_quant(name, a) || !kiln__not_quant(name, b)) return NULL;
+    snprintf(who, sizeof who, "kiln_%s", kiln__op_table[op].name);
+    if (!kiln__not_quant(who, a) || !kiln__not_quant(who, b)) return NULL;
     if (a->dtype != b->dtype)
-        return kiln__err(KILN_ERR_DTYPE, "kiln_%s: dtypes differ: %s vs %s", name, kiln_dtype_name(a->dtype),
+        return kiln__err(KILN_ERR_DTYPE, "%s: dtypes differ: %s vs %s", who, kiln_dtype_name(a->dtype),
                          kiln_dtype_name(b->dtype));
     if (!kiln__is_float(a->dtype) && !(op == KILN_OP_CMP && a->dtype == KILN_I32))
-        return kiln__err(KILN_ERR_DTYPE, "kiln_%s: needs float inputs (f32, f64, f16, bf16), not %s", name, kiln_dtype_name(a->dtype));
+        return kiln__err(KILN_ERR_DTYPE, "%s: needs float inputs (f32, f64, f16, bf16), not %s", who,
+                         kiln_dtype_name(a->dtype));
     int64_t shape[KILN_MAX_DIMS];
-    char who[48];
-    snprintf(who, sizeof who, "kiln_%s", name);
     int nd = kiln__broadcast_shape(who, a, b, shape);
-    if (nd < 0) return NULL;
+    if (nd < 0 || !kiln__shape_check(who, nd, shape)) return NULL;
     kiln_tensor *src[2] = {a, b};
     return kiln__node_new(ctx, op, a->dtype, nd, shape, 2, src);
 }
@@ -69,7 +71,8 @@ kiln_tensor *kiln_cmp(kiln_ctx *ctx, kiln_tensor *a, kiln_tensor *b, kiln_cmp_op
 
 kiln_tensor *kiln_where(kiln_ctx *ctx, kiln_tensor *cond, kiln_tensor *a, kiln_tensor *b) {
     if (!cond || !a || !b) return NULL;
-    if (!kiln__not_quant("where", cond) || !kiln__not_quant("where", a) || !kiln__not_quant("where", b)) return NULL;
+    if (!kiln__not_quant("kiln_where", cond) || !kiln__not_quant("kiln_where", a) || !kiln__not_quant("kiln_where", b))
+        return NULL;
     if (a->dtype != b->dtype || !kiln__is_float(a->dtype))
         return kiln__err(KILN_ERR_DTYPE, "kiln_where: a and b need one float dtype, not %s and %s",
                          kiln_dtype_name(a->dtype), kiln_dtype_name(b->dtype));
@@ -81,7 +84,7 @@ kiln_tensor *kiln_where(kiln_ctx *ctx, kiln_tensor *cond, kiln_tensor *a, kiln_t
     kiln_tensor shape_ab = {.ndim = nd};
     memcpy(shape_ab.shape, ab, sizeof ab);
     nd = kiln__broadcast_shape("kiln_where", cond, &shape_ab, all);
-    if (nd < 0) return NULL;
+    if (nd < 0 || !kiln__shape_check("kiln_where", nd, all)) return NULL;
     kiln_tensor *src[3] = {cond, a, b};
     return kiln__node_new(ctx, KILN_OP_WHERE, a->dtype, nd, all, 3, src);
 }
@@ -136,9 +139,10 @@ static kiln_status unary_backward(kiln_ctx *ctx, kiln_tensor *t, kiln_tensor *gy
         RET(kiln_mul(ctx, gy, kiln_add_scalar(ctx, kiln_neg(ctx, kiln_mul(ctx, t, t)), 1.0)));
     case KILN_OP_SIGMOID: /* y (1 - y) */
         RET(kiln_mul(ctx, gy, kiln_mul(ctx, t, kiln_add_scalar(ctx, kiln_neg(ctx, t), 1.0))));
-    case KILN_OP_RELU: /* y > 0 exactly where x > 0: reading y leaves x unread, so the op making x
-                        * (a bias add) and the ReLU run as one fused pass and x is never stored */
-        RET(kiln_mul(ctx, gy, kiln_cmp(ctx, t, zero_of(ctx, t), KILN_CMP_GT)));
+    case KILN_OP_RELU: /* y != 0 exactly where x > 0 or x is NaN (torch's rule: gy passes unless y <= 0):
+                        * reading y leaves x unread, so the op making x (a bias add) and the ReLU run as
+                        * one fused pass and x is never stored */
+        RET(kiln_mul(ctx, gy, kiln_cmp(ctx, t, zero_of(ctx, t), KILN_CMP_NE)));
     case KILN_OP_LEAKY_RELU: /* 1 where x > 0, slope elsewhere */
         RET(kiln_mul(ctx, gy,
                      kiln_add_scalar(ctx, kiln_scale(ctx, kiln_cmp(ctx, x, zero_of(ctx, x), KILN_CMP_GT), 1.0 - p), p)));

@@ -27,7 +27,7 @@ kiln_tensor *kiln_matmul_t(kiln_ctx *ctx, kiln_tensor *a, bool trans_a, kiln_ten
      * any other quantized operand is dequantized first */
     if (!trans_a && trans_b && a->ndim == 2 && a->dtype == KILN_F32 && kiln__is_quant(b->dtype) && b->ndim == 2 &&
         kiln_tensor_is_contiguous(b))
-        return kiln__qmatmul(ctx, a, b);
+        return kiln__qmatmul(ctx, "kiln_matmul", a, b);
     if (kiln__is_quant(a->dtype) && !(a = kiln_dequantize(ctx, a))) return NULL;
     if (kiln__is_quant(b->dtype) && !(b = kiln_dequantize(ctx, b))) return NULL;
     if (!kiln__is_float(a->dtype) || a->dtype != b->dtype) /* f16/bf16: the output has their dtype, as torch */
@@ -57,6 +57,7 @@ kiln_tensor *kiln_matmul_t(kiln_ctx *ctx, kiln_tensor *a, bool trans_a, kiln_ten
     }
     shape[nb] = m;
     shape[nb + 1] = n;
+    if (!kiln__shape_check("kiln_matmul", nb + 2, shape)) return NULL;
     bool ta = trans_a, tb = trans_b;
     kiln_tensor *src[2] = {operand(ctx, a, &ta), operand(ctx, b, &tb)};
     kiln_tensor *t = kiln__node_new(ctx, KILN_OP_MATMUL, a->dtype, nb + 2, shape, 2, src);
@@ -96,7 +97,7 @@ kiln_tensor *kiln_linear(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_ten
     if (!x || !w) return NULL;
     if (kiln__is_quant(w->dtype) && x->dtype == KILN_F32 && w->ndim == 2 && kiln_tensor_is_contiguous(w) &&
         x->shape[x->ndim - 1] == w->shape[1] && (!bias || (bias->ndim == 1 && bias->shape[0] == w->shape[0]))) {
-        kiln_tensor *y = kiln__qmatmul(ctx, x, w);
+        kiln_tensor *y = kiln__qmatmul(ctx, "kiln_linear", x, w);
         return bias && y ? kiln_add(ctx, y, bias) : y;
     }
     if (kiln__is_quant(w->dtype) && !(w = kiln_dequantize(ctx, w))) return NULL;

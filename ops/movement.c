@@ -35,14 +35,23 @@ static bool target_shape(const char *who, const kiln_tensor *x, int ndim, const 
             infer = i;
             continue;
         }
-        if (shape[i] < 1) {
-            kiln__err(KILN_ERR_SHAPE, "%s: bad target shape %s for %s (dims must be >= 1, one may be -1)", who,
+        if (shape[i] < 0) {
+            kiln__err(KILN_ERR_SHAPE, "%s: bad target shape %s for %s (dims must be >= 0, one may be -1)", who,
                       kiln__dims_str(ndim, shape, st), kiln__shape_str(x, sx));
             return false;
         }
-        known *= shape[i];
+        if (!kiln__mul_ok(known, shape[i], &known) || known > KILN_MAX_NUMEL) {
+            kiln__err(KILN_ERR_SHAPE, "%s: cannot reshape %s (%lld elements) to %s", who, kiln__shape_str(x, sx),
+                      (long long)n, kiln__dims_str(ndim, shape, st));
+            return false;
+        }
     }
     if (infer >= 0) {
+        if (!known) { /* torch's rule: any size would do */
+            kiln__err(KILN_ERR_SHAPE, "%s: cannot reshape %s to %s: with a 0 beside it the -1 is ambiguous", who,
+                      kiln__shape_str(x, sx), kiln__dims_str(ndim, shape, st));
+            return false;
+        }
         if (n % known) {
             kiln__err(KILN_ERR_SHAPE, "%s: cannot reshape %s (%lld elements) to %s", who, kiln__shape_str(x, sx),
                       (long long)n, kiln__dims_str(ndim, shape, st));
@@ -172,16 +181,13 @@ kiln_tensor *kiln_slice(kiln_ctx *ctx, kiln_tensor *x, int axis, int64_t start, 
         return kiln__err(KILN_ERR_ARG, "kiln_slice: axis %d is out of range for %s", axis, kiln__shape_str(x, sx));
     if (step < 1) return kiln__err(KILN_ERR_ARG, "kiln_slice: step %lld must be >= 1", (long long)step);
     int64_t n = x->shape[a], s = clamp_index(start, n), e = clamp_index(end, n);
-    int64_t len = e > s ? (e - s + step - 1) / step : 0;
-    if (len == 0)
-        return kiln__err(KILN_ERR_SHAPE, "kiln_slice: [%lld:%lld:%lld] of axis %d of %s is empty", (long long)start,
-                         (long long)end, (long long)step, a, kiln__shape_str(x, sx));
+    int64_t len = e > s ? (e - s - 1) / step + 1 : 0; /* e - s + step - 1 could pass INT64_MAX */
     int64_t shape[KILN_MAX_DIMS], stride[KILN_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     memcpy(stride, x->stride, sizeof stride);
     shape[a] = len;
-    stride[a] = x->stride[a] * step;
-    if (kiln__is_quant(x->dtype) && (s * x->stride[a]) % kiln__types[x->dtype].blck)
+    if (len > 1) stride[a] = x->stride[a] * step; /* step < n then: no overflow */
+    if (len && kiln__is_quant(x->dtype) && (s * x->stride[a]) % kiln__types[x->dtype].blck)
         return kiln__err(KILN_ERR_SHAPE, "kiln_slice: [%lld:%lld:%lld] of axis %d of the %s tensor %s starts inside a block",
                          (long long)start, (long long)end, (long long)step, a, kiln_dtype_name(x->dtype),
                          kiln__shape_str(x, sx));
@@ -207,7 +213,7 @@ static kiln_status slice_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor 
 kiln_tensor *kiln_broadcast_to(kiln_ctx *ctx, kiln_tensor *x, int ndim, const int64_t *shape) {
     char sx[96], st[96];
     if (!x) return NULL;
-    if (!ndim_ok("kiln_broadcast_to", ndim, shape)) return NULL;
+    if (!ndim_ok("kiln_broadcast_to", ndim, shape) || !kiln__not_quant("kiln_broadcast_to", x)) return NULL;
     if (ndim < x->ndim)
         return kiln__err(KILN_ERR_SHAPE, "kiln_broadcast_to: cannot broadcast %s to fewer dims %s",
                          kiln__shape_str(x, sx), kiln__dims_str(ndim, shape, st));
@@ -216,12 +222,13 @@ kiln_tensor *kiln_broadcast_to(kiln_ctx *ctx, kiln_tensor *x, int ndim, const in
     for (int i = 0; i < ndim; i++) {
         int64_t d = i >= lead ? x->shape[i - lead] : 1;
         out[i] = shape[i] == -1 && i >= lead ? d : shape[i]; /* -1 keeps x's dim, as torch.expand */
-        if (out[i] < 1 || (d != 1 && d != out[i]))
+        if (out[i] < 0 || (d != 1 && d != out[i]))
             return kiln__err(KILN_ERR_SHAPE, "kiln_broadcast_to: cannot broadcast %s to %s (dim %d)",
                              kiln__shape_str(x, sx), kiln__dims_str(ndim, shape, st), i);
         /* a stretched or new dim reads the same element again: stride 0 */
         stride[i] = i >= lead && d == out[i] ? x->stride[i - lead] : 0;
     }
+    if (!kiln__shape_check("kiln_broadcast_to", ndim, out)) return NULL;
     return kiln__view_new(ctx, KILN_OP_EXPAND, x, ndim, out, stride, 0);
 }
 
@@ -272,9 +279,9 @@ static kiln_tensor *repeat_pass(kiln_ctx *ctx, kiln_tensor *x, const int64_t *re
     }
     /* keep 1 slot free for the merged rest */
     while (i < n) {
-        int need = reps[i] > 1 ? 2 : 1;
+        int need = reps[i] != 1 ? 2 : 1;
         if (nd + need + (i + 1 < n ? 1 : 0) > KILN_MAX_DIMS) break;
-        if (reps[i] > 1) {
+        if (reps[i] != 1) {
             view[nd] = 1;
             target[nd++] = reps[i];
         }
@@ -294,18 +301,24 @@ static kiln_tensor *repeat_pass(kiln_ctx *ctx, kiln_tensor *x, const int64_t *re
 }
 
 kiln_tensor *kiln_repeat(kiln_ctx *ctx, kiln_tensor *x, const int64_t *reps) {
-    char sx[96];
+    char sx[96], sr[96];
     if (!x) return NULL;
     if (!reps) return kiln__err(KILN_ERR_ARG, "kiln_repeat: reps is NULL");
     bool any = false;
+    int64_t result[KILN_MAX_DIMS] = {0};
     for (int i = 0; i < x->ndim; i++) {
-        if (reps[i] < 1)
-            return kiln__err(KILN_ERR_ARG, "kiln_repeat: reps[%d] = %lld must be >= 1 (input %s)", i,
+        if (reps[i] < 0)
+            return kiln__err(KILN_ERR_ARG, "kiln_repeat: reps[%d] = %lld must be >= 0 (input %s)", i,
                              (long long)reps[i], kiln__shape_str(x, sx));
-        any |= reps[i] > 1;
+        if (!kiln__mul_ok(x->shape[i], reps[i], &result[i]))
+            return kiln__err(KILN_ERR_SHAPE, "kiln_repeat: %s repeated %s times does not fit int64",
+                             kiln__shape_str(x, sx), kiln__dims_str(x->ndim, reps, sr));
+        any |= reps[i] != 1;
     }
+    /* every pass below then makes a shape no larger than this one */
+    if (!kiln__shape_check("kiln_repeat", x->ndim, result)) return NULL;
     if (!any) return x;
-    int first = 0, last = x->ndim - 1;
+    int first = 0, last = x->ndim - 1; /* some reps[i] != 1 */
     while (reps[last] == 1) last--; /* axes after the last repeated one need no pass */
     while (x && first <= last) x = repeat_pass(ctx, x, reps, &first);
     return x;

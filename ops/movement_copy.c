@@ -37,6 +37,11 @@ kiln_tensor *kiln_concat(kiln_ctx *ctx, kiln_tensor *const *xs, int n, int axis)
             return kiln__err(KILN_ERR_SHAPE, "kiln_concat: part %d %s and part 0 %s differ outside axis %d", i,
                              kiln__shape_str(x, si), kiln__shape_str(x0, s0), a);
     }
+    int64_t shape[KILN_MAX_DIMS];
+    memcpy(shape, x0->shape, sizeof shape);
+    for (int i = 1; i < n; i++)
+        if (!kiln__add_ok(shape[a], xs[i]->shape[a], &shape[a])) shape[a] = INT64_MAX; /* refused just below */
+    if (!kiln__shape_check("kiln_concat", x0->ndim, shape)) return NULL;
     if (n == 1) return xs[0];
     /* A node holds KILN_MAX_SRC parts; more are chained: the running
      * result becomes the first part of the next node. */
@@ -72,15 +77,18 @@ kiln_tensor *kiln_pad(kiln_ctx *ctx, kiln_tensor *x, const int64_t *pads, double
     char sx[96];
     if (!x) return NULL;
     if (!pads) return kiln__err(KILN_ERR_ARG, "kiln_pad: pads is NULL");
-    int64_t shape[KILN_MAX_DIMS];
+    int64_t shape[KILN_MAX_DIMS] = {0};
     bool any = false;
     for (int i = 0; i < x->ndim; i++) {
         if (pads[2 * i] < 0 || pads[2 * i + 1] < 0)
             return kiln__err(KILN_ERR_ARG, "kiln_pad: pads %lld, %lld of axis %d of %s must be >= 0",
                              (long long)pads[2 * i], (long long)pads[2 * i + 1], i, kiln__shape_str(x, sx));
-        shape[i] = x->shape[i] + pads[2 * i] + pads[2 * i + 1];
+        if (!kiln__add_ok(x->shape[i], pads[2 * i], &shape[i]) || !kiln__add_ok(shape[i], pads[2 * i + 1], &shape[i]))
+            return kiln__err(KILN_ERR_SHAPE, "kiln_pad: pads %lld, %lld of axis %d of %s make a dim past int64",
+                             (long long)pads[2 * i], (long long)pads[2 * i + 1], i, kiln__shape_str(x, sx));
         any |= shape[i] != x->shape[i];
     }
+    if (!kiln__shape_check("kiln_pad", x->ndim, shape)) return NULL;
     if (!any) return x;
     kiln_tensor *xc = kiln__contig(ctx, x);
     kiln_tensor *t = kiln__node_new(ctx, KILN_OP_PAD, x->dtype, x->ndim, shape, 1, &xc);
@@ -137,7 +145,7 @@ static kiln_status slice_scatter_backward(kiln_ctx *ctx, kiln_tensor *node, kiln
 kiln_tensor *kiln_slice_assign(kiln_ctx *ctx, kiln_tensor *dst, kiln_tensor *src, int axis, int64_t start) {
     char sd[96], ss[96];
     if (!dst || !src) return NULL;
-    if (!kiln__not_quant("slice_assign", dst) || !kiln__not_quant("slice_assign", src)) return NULL;
+    if (!kiln__not_quant("kiln_slice_assign", dst) || !kiln__not_quant("kiln_slice_assign", src)) return NULL;
     kiln_tensor *owner = dst->view_src ? dst->view_src : dst;
     if (owner->op != KILN_OP_NONE || !owner->storage_bytes)
         return kiln__err(KILN_ERR_ARG, "kiln_slice_assign: dst %s must be a leaf or a view of one",
@@ -151,7 +159,7 @@ kiln_tensor *kiln_slice_assign(kiln_ctx *ctx, kiln_tensor *dst, kiln_tensor *src
     int a = kiln__axis(dst->ndim, axis);
     bool ok = a >= 0 && src->ndim == dst->ndim && start >= 0;
     for (int d = 0; ok && d < dst->ndim; d++) ok = d == a || src->shape[d] == dst->shape[d];
-    if (ok) ok = start + src->shape[a] <= dst->shape[a];
+    if (ok) ok = start <= dst->shape[a] - src->shape[a];
     if (!ok)
         return kiln__err(KILN_ERR_SHAPE, "kiln_slice_assign: src %s does not fit into dst %s at axis %d start %lld",
                          kiln__shape_str(src, ss), kiln__shape_str(dst, sd), axis, (long long)start);

@@ -71,12 +71,14 @@ static kiln_tensor *causal_keep(kiln_ctx *ctx, const kiln_tensor *like) {
 }
 
 /* KILN_OP_SOFTMAX_GRAD: src y (the forward's output), gy, both of one
- * shape; ip[0] = causal, ip[1] = 1 when y is a log_softmax. Per row, over
- * the columns the causal mask leaves visible:
+ * shape; ip[0] = causal, ip[1] = 1 when y is a log_softmax. Per row:
  *   softmax      gx = y * (gy - sum(gy * y))
  *   log_softmax  gx = gy - exp(y) * sum(gy)
- * and 0 at hidden columns, whatever gy holds there: torch's masked_fill
- * gives masked inputs no gradient. */
+ * which is what torch's (log_)softmax of x.masked_fill(mask, -inf) gives
+ * with respect to that masked input: a hidden entry has y = 0 (softmax),
+ * so it gets 0 and adds nothing to the sum, or y = -inf (log_softmax), so
+ * it gets gy and its gy counts in the sum, as in a non-causal
+ * log_softmax of an input holding -inf there. */
 kiln_tensor *kiln__softmax_grad(kiln_ctx *ctx, kiln_tensor *y, kiln_tensor *gy, bool causal, bool log_in) {
     char s1[96], s2[96];
     if (!y || !gy) return NULL;
@@ -89,17 +91,13 @@ kiln_tensor *kiln__softmax_grad(kiln_ctx *ctx, kiln_tensor *y, kiln_tensor *gy, 
     return gx;
 }
 
-/* The kernel's function in ops, for the gradient of SOFTMAX_GRAD itself. */
+/* The kernel's function in ops, for the gradient of SOFTMAX_GRAD itself
+ * (log_softmax's needs no mask: exp(y) is 0 where y is -inf). */
 static kiln_tensor *softmax_grad_reference(kiln_ctx *ctx, const kiln_tensor *node) {
     kiln_tensor *y = node->src[0], *gy = node->src[1];
-    kiln_tensor *keep = node->ip[0] ? causal_keep(ctx, node) : NULL;
-    if (!node->ip[1]) {
-        kiln_tensor *yk = keep ? kiln_mul(ctx, y, keep) : y;
-        return kiln_mul(ctx, yk, kiln_sub(ctx, gy, kiln_sum(ctx, kiln_mul(ctx, gy, yk), -1, true)));
-    }
-    kiln_tensor *p = kiln_exp(ctx, y), *gyk = gy;
-    if (keep) p = kiln_mul(ctx, p, keep), gyk = kiln_mul(ctx, gy, keep);
-    return kiln_sub(ctx, gyk, kiln_mul(ctx, p, kiln_sum(ctx, gyk, -1, true)));
+    if (node->ip[1]) return kiln_sub(ctx, gy, kiln_mul(ctx, kiln_exp(ctx, y), kiln_sum(ctx, gy, -1, true)));
+    kiln_tensor *yk = node->ip[0] ? kiln_mul(ctx, y, causal_keep(ctx, node)) : y;
+    return kiln_mul(ctx, yk, kiln_sub(ctx, gy, kiln_sum(ctx, kiln_mul(ctx, gy, yk), -1, true)));
 }
 
 static kiln_status softmax_grad_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor *gy, kiln_tensor **gsrc) {
@@ -107,8 +105,7 @@ static kiln_status softmax_grad_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_
 }
 
 /* Both rules read only the forward's output y (the node itself): one
- * fused pass per row. Masked softmax entries have y = 0, so they get no
- * gradient; log_softmax's kernel skips them. */
+ * fused pass per row (see SOFTMAX_GRAD above for the masked entries). */
 static kiln_status softmax_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor *gy, kiln_tensor **gsrc) {
     if (!kiln_tensor_requires_grad(node->src[0])) return KILN_OK;
     gsrc[0] = kiln__softmax_grad(ctx, node, gy, node->ip[0] != 0, node->op == KILN_OP_LOG_SOFTMAX);

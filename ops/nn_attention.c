@@ -81,7 +81,9 @@ kiln_tensor *kiln_attention(kiln_ctx *ctx, kiln_tensor *q, kiln_tensor *k, kiln_
     if (scale <= 0.0) scale = 1.0 / sqrt((double)q->shape[3]);
     kiln_tensor *src[3] = {kiln__contig(ctx, q), kiln__contig(ctx, k), kiln__contig(ctx, v)};
     int64_t shape[4] = {q->shape[0], q->shape[1], q->shape[2], v->shape[3]};
+    if (!kiln__shape_check(op, 4, shape)) return NULL;
     int64_t n = kiln__numel(4, shape) + kiln__numel(3, shape); /* O, then L */
+    if (!kiln__shape_check(op, 1, &n)) return NULL;
     kiln_tensor *y = kiln__node_new(ctx, KILN_OP_ATTENTION, q->dtype, 1, &n, 3, src);
     if (!y) return NULL;
     y->ip[0] = causal;

@@ -5,8 +5,20 @@
  * require grad (kiln__is_float is false for it). */
 #include "backend.h"
 #include "../quant/quant.h"
+#include "pool.h"
 
 #include <string.h>
+
+/* blocks [b0, b1) of arg = {src, q} */
+static void quantize_blocks(void *arg, int64_t b0, int64_t b1, int tid) {
+    const kiln_tensor *src = ((void **)arg)[0];
+    kiln_tensor *q = ((void **)arg)[1];
+    const int64_t blk = kiln__types[q->dtype].blck;
+    (void)tid;
+    for (int64_t b = b0; b < b1; b++)
+        kiln__types[q->dtype].from_f32((const float *)src->data + b * blk,
+                                       (char *)q->data + kiln__elems_bytes(q->dtype, b * blk), blk);
+}
 
 kiln_tensor *kiln_quantize(kiln_ctx *ctx, kiln_tensor *src, kiln_dtype dtype) {
     char sx[96];
@@ -29,11 +41,9 @@ kiln_tensor *kiln_quantize(kiln_ctx *ctx, kiln_tensor *src, kiln_dtype dtype) {
     if (!q) return NULL;
     kiln_tensor_set_name(q, src->name);
     /* whole blocks per thread: the references are independent per block */
-    const int64_t blk = kiln__types[dtype].blck, nb = kiln_tensor_numel(src) / blk;
-    const float *x = src->data;
-    char *y = q->data;
-#pragma omp parallel for num_threads(kiln__threads()) if (nb * blk >= (1 << 16)) schedule(static)
-    for (int64_t b = 0; b < nb; b++) kiln__types[dtype].from_f32(x + b * blk, y + kiln__elems_bytes(dtype, b * blk), blk);
+    const int64_t nb = kiln_tensor_numel(src) / kiln__types[dtype].blck;
+    kiln__pool_for(nb, 1, nb * kiln__types[dtype].blck >= (1 << 16) ? kiln__threads() : 1, quantize_blocks,
+                   (void *[]){src, q});
     return q;
 }
 
@@ -50,25 +60,26 @@ kiln_tensor *kiln_dequantize(kiln_ctx *ctx, kiln_tensor *q) {
  * (backends/cpu/qmatmul.c). x of more than 2 dims is flattened to rows.
  * Returns NULL without an error set when the fused op does not apply (the
  * caller then dequantizes); errors are for bad shapes. */
-kiln_tensor *kiln__qmatmul(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w) {
+kiln_tensor *kiln__qmatmul(kiln_ctx *ctx, const char *who, kiln_tensor *x, kiln_tensor *w) {
     char sx[96], sw[96];
     if (!x || !w) return NULL;
     if (!kiln__is_quant(w->dtype))
-        return kiln__err(KILN_ERR_DTYPE, "qmatmul: the weight '%s' is %s, not quantized", w->name,
+        return kiln__err(KILN_ERR_DTYPE, "%s: the weight '%s' is %s, not quantized", who, w->name,
                          kiln_dtype_name(w->dtype));
     if (x->dtype != KILN_F32)
-        return kiln__err(KILN_ERR_DTYPE, "qmatmul: the input '%s' is %s; it must be f32", x->name,
+        return kiln__err(KILN_ERR_DTYPE, "%s: the input '%s' is %s; it must be f32", who, x->name,
                          kiln_dtype_name(x->dtype));
     if (w->ndim != 2 || !kiln_tensor_is_contiguous(w))
-        return kiln__err(KILN_ERR_SHAPE, "qmatmul: the weight %s must be a contiguous 2-D [out, in] tensor",
+        return kiln__err(KILN_ERR_SHAPE, "%s: the weight %s must be a contiguous 2-D [out, in] tensor", who,
                          kiln__shape_str(w, sw));
     if (x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1])
-        return kiln__err(KILN_ERR_SHAPE, "qmatmul: the input %s must have %lld features (last dim) for the weight %s",
+        return kiln__err(KILN_ERR_SHAPE, "%s: the input %s must have %lld features (last dim) for the weight %s", who,
                          kiln__shape_str(x, sx), (long long)w->shape[1], kiln__shape_str(w, sw));
-    const int64_t k = w->shape[1], n = w->shape[0], m = kiln_tensor_numel(x) / (k ? k : 1);
+    const int64_t k = w->shape[1], n = w->shape[0], m = kiln__numel(x->ndim - 1, x->shape); /* rows, also for k = 0 */
     if (k % 32 || k % kiln__types[w->dtype].row_blck)
-        return kiln__err(KILN_ERR_SHAPE, "qmatmul: the weight %s needs rows of whole %s blocks",
-                         kiln__shape_str(w, sw), kiln_dtype_name(w->dtype));
+        return kiln__err(KILN_ERR_SHAPE, "%s: the weight %s needs rows of whole %s blocks", who, kiln__shape_str(w, sw),
+                         kiln_dtype_name(w->dtype));
+    if (!kiln__shape_check(who, 2, (int64_t[]){m, n})) return NULL;
     kiln_tensor *x2 = kiln__contig(ctx, x);
     if (x2 && x2->ndim != 2) x2 = kiln_reshape(ctx, x2, 2, (int64_t[]){m, k});
     if (!x2) return NULL;

@@ -2,19 +2,26 @@
  * elements. ip[0] = axis (-1: all elements, result [1]), ip[1] = keepdim. */
 #include "internal.h"
 
-static kiln_tensor *reduce(kiln_ctx *ctx, kiln_op op, kiln_tensor *x, int axis, bool keepdim, bool all) {
+/* who: the call made (kiln_mean makes a SUM), for messages */
+static kiln_tensor *reduce(kiln_ctx *ctx, const char *who, kiln_op op, kiln_tensor *x, int axis, bool keepdim,
+                           bool all) {
     if (!x) return NULL;
-    const char *name = kiln__op_table[op].name;
-    if (!kiln__not_quant(name, x)) return NULL;
+    if (!kiln__not_quant(who, x)) return NULL;
     if (!kiln__is_float(x->dtype))
-        return kiln__err(KILN_ERR_DTYPE, "kiln_%s: needs a float input (f32, f64, f16, bf16), not %s", name, kiln_dtype_name(x->dtype));
+        return kiln__err(KILN_ERR_DTYPE, "%s: needs a float input (f32, f64, f16, bf16), not %s", who,
+                         kiln_dtype_name(x->dtype));
     int64_t shape[KILN_MAX_DIMS] = {1};
     int nd = 1, a = -1;
+    char buf[96];
+    bool extreme = op != KILN_OP_SUM; /* max, min, argmax: no value over no elements (torch.amax refuses too) */
+    if (extreme && all && !kiln_tensor_numel(x))
+        return kiln__err(KILN_ERR_SHAPE, "%s: %s has no elements", who, kiln__shape_str(x, buf));
     if (!all) {
-        char buf[96];
         if ((a = kiln__axis(x->ndim, axis)) < 0)
-            return kiln__err(KILN_ERR_ARG, "kiln_%s: axis %d is out of range for shape %s", name, axis,
+            return kiln__err(KILN_ERR_ARG, "%s: axis %d is out of range for shape %s", who, axis,
                              kiln__shape_str(x, buf));
+        if (extreme && !x->shape[a])
+            return kiln__err(KILN_ERR_SHAPE, "%s: axis %d of %s is empty", who, a, kiln__shape_str(x, buf));
         nd = 0;
         for (int d = 0; d < x->ndim; d++)
             if (d != a) shape[nd++] = x->shape[d];
@@ -31,26 +38,32 @@ static kiln_tensor *reduce(kiln_ctx *ctx, kiln_op op, kiln_tensor *x, int axis, 
 }
 
 kiln_tensor *kiln_sum(kiln_ctx *ctx, kiln_tensor *x, int axis, bool keepdim) {
-    return reduce(ctx, KILN_OP_SUM, x, axis, keepdim, false);
+    return reduce(ctx, "kiln_sum", KILN_OP_SUM, x, axis, keepdim, false);
 }
 kiln_tensor *kiln_max(kiln_ctx *ctx, kiln_tensor *x, int axis, bool keepdim) {
-    return reduce(ctx, KILN_OP_MAX, x, axis, keepdim, false);
+    return reduce(ctx, "kiln_max", KILN_OP_MAX, x, axis, keepdim, false);
 }
 kiln_tensor *kiln_min(kiln_ctx *ctx, kiln_tensor *x, int axis, bool keepdim) {
-    return reduce(ctx, KILN_OP_MIN, x, axis, keepdim, false);
+    return reduce(ctx, "kiln_min", KILN_OP_MIN, x, axis, keepdim, false);
 }
 kiln_tensor *kiln_argmax(kiln_ctx *ctx, kiln_tensor *x, int axis, bool keepdim) {
-    return reduce(ctx, KILN_OP_ARGMAX, x, axis, keepdim, false);
+    return reduce(ctx, "kiln_argmax", KILN_OP_ARGMAX, x, axis, keepdim, false);
 }
 kiln_tensor *kiln_mean(kiln_ctx *ctx, kiln_tensor *x, int axis, bool keepdim) {
-    kiln_tensor *s = reduce(ctx, KILN_OP_SUM, x, axis, keepdim, false);
+    kiln_tensor *s = reduce(ctx, "kiln_mean", KILN_OP_SUM, x, axis, keepdim, false);
     return s ? kiln_scale(ctx, s, 1.0 / (double)x->shape[kiln__axis(x->ndim, axis)]) : NULL;
 }
-kiln_tensor *kiln_sum_all(kiln_ctx *ctx, kiln_tensor *x) { return reduce(ctx, KILN_OP_SUM, x, 0, false, true); }
-kiln_tensor *kiln_max_all(kiln_ctx *ctx, kiln_tensor *x) { return reduce(ctx, KILN_OP_MAX, x, 0, false, true); }
-kiln_tensor *kiln_min_all(kiln_ctx *ctx, kiln_tensor *x) { return reduce(ctx, KILN_OP_MIN, x, 0, false, true); }
+kiln_tensor *kiln_sum_all(kiln_ctx *ctx, kiln_tensor *x) {
+    return reduce(ctx, "kiln_sum_all", KILN_OP_SUM, x, 0, false, true);
+}
+kiln_tensor *kiln_max_all(kiln_ctx *ctx, kiln_tensor *x) {
+    return reduce(ctx, "kiln_max_all", KILN_OP_MAX, x, 0, false, true);
+}
+kiln_tensor *kiln_min_all(kiln_ctx *ctx, kiln_tensor *x) {
+    return reduce(ctx, "kiln_min_all", KILN_OP_MIN, x, 0, false, true);
+}
 kiln_tensor *kiln_mean_all(kiln_ctx *ctx, kiln_tensor *x) {
-    kiln_tensor *s = reduce(ctx, KILN_OP_SUM, x, 0, false, true);
+    kiln_tensor *s = reduce(ctx, "kiln_mean_all", KILN_OP_SUM, x, 0, false, true);
     return s ? kiln_scale(ctx, s, 1.0 / (double)kiln_tensor_numel(x)) : NULL;
 }
 

@@ -22,7 +22,7 @@ static bool index_ok(const char *who, const kiln_tensor *idx) {
 kiln_tensor *kiln_get_rows(kiln_ctx *ctx, kiln_tensor *table, kiln_tensor *idx) {
     char st[96];
     if (!table || !idx) return NULL;
-    if (!kiln__not_quant("get_rows", idx)) return NULL;
+    if (!kiln__not_quant("kiln_get_rows", idx)) return NULL;
     if (kiln__is_quant(table->dtype)) {
         /* a quantized embedding table: each row is whole blocks, read
          * where it lies and dequantized (rows of a super-block type such
@@ -42,6 +42,7 @@ kiln_tensor *kiln_get_rows(kiln_ctx *ctx, kiln_tensor *table, kiln_tensor *idx) 
     int64_t shape[KILN_MAX_DIMS];
     memcpy(shape, idx->shape, (size_t)idx->ndim * sizeof *shape);
     shape[idx->ndim] = table->shape[1];
+    if (!kiln__shape_check("kiln_get_rows", idx->ndim + 1, shape)) return NULL;
     kiln_tensor *src[2] = {kiln__is_quant(table->dtype) ? table : kiln__contig(ctx, table), kiln__contig(ctx, idx)};
     return kiln__node_new(ctx, KILN_OP_GET_ROWS, table->dtype == KILN_F64 ? KILN_F64 : KILN_F32, idx->ndim + 1, shape,
                           2, src);
@@ -87,10 +88,11 @@ kiln_tensor *kiln_one_hot(kiln_ctx *ctx, kiln_tensor *labels, int64_t n, kiln_dt
         return kiln__err(KILN_ERR_DTYPE, "kiln_one_hot: the result dtype must be a float dtype, not %s",
                          kiln_dtype_name(dtype));
     if (!index_ok("kiln_one_hot", labels)) return NULL;
-    if (n < 1) return kiln__err(KILN_ERR_ARG, "kiln_one_hot: n = %lld classes must be >= 1", (long long)n);
+    if (n < 0) return kiln__err(KILN_ERR_ARG, "kiln_one_hot: n = %lld classes must be >= 0", (long long)n);
     int64_t shape[KILN_MAX_DIMS];
     memcpy(shape, labels->shape, (size_t)labels->ndim * sizeof *shape);
     shape[labels->ndim] = n;
+    if (!kiln__shape_check("kiln_one_hot", labels->ndim + 1, shape)) return NULL;
     kiln_tensor *l = kiln__contig(ctx, labels);
     kiln_tensor *t = kiln__node_new(ctx, KILN_OP_ONE_HOT, dtype, labels->ndim + 1, shape, 1, &l);
     if (t) t->ip[0] = n;

@@ -35,6 +35,7 @@
  */
 #include "optim_impl.h"
 #include "apollo.h"
+#include "pool.h"
 
 #include <math.h>
 
@@ -50,10 +51,21 @@ uint64_t kiln__apollo_proj_seed(uint64_t param_seed, int64_t refresh) {
     return s;
 }
 
+typedef struct projector_job {
+    float *P;
+    uint64_t seed;
+    double inv;
+} projector_job;
+
+static void projector_range(void *arg, int64_t j0, int64_t j1, int tid) {
+    const projector_job *p = arg;
+    (void)tid;
+    for (int64_t j = j0; j < j1; j++) p->P[j] = (float)(kiln__normal(p->seed, (uint64_t)j) * p->inv);
+}
+
 void kiln__apollo_projector(float *P, int64_t n, uint64_t proj_seed, int rank, int n_threads) {
-    const double inv = 1.0 / sqrt((double)rank);
-#pragma omp parallel for num_threads(n_threads) if (n > 16384)
-    for (int64_t j = 0; j < n; j++) P[j] = (float)(kiln__normal(proj_seed, (uint64_t)j) * inv);
+    projector_job p = {P, proj_seed, 1.0 / sqrt((double)rank)};
+    kiln__pool_for(n, 4096, n > 16384 ? n_threads : 1, projector_range, &p);
 }
 
 static void apollo_prepare(kiln_optim *opt, float *hyper) {

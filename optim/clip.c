@@ -24,11 +24,16 @@
 #include <math.h>
 #include <stdlib.h>
 
+kiln_status kiln__optim_check_clip(float max_norm, kiln_status bad, const char *who) {
+    if (!kiln__finite_nonneg(max_norm))
+        return kiln__errs(bad, "%s: invalid max_norm %g (must be finite and >= 0)", who, (double)max_norm);
+    return KILN_OK;
+}
+
 kiln_status kiln_optim_set_clip_grad_norm(kiln_optim *opt, float max_norm) {
     if (!opt) return kiln__errs(KILN_ERR_ARG, "kiln_optim_set_clip_grad_norm: optimizer is NULL");
-    if (!(max_norm >= 0.0f) || isinf(max_norm))
-        return kiln__errs(KILN_ERR_ARG, "kiln_optim_set_clip_grad_norm: invalid max_norm %g (must be finite and >= 0)",
-                          (double)max_norm);
+    kiln_status s = kiln__optim_check_clip(max_norm, KILN_ERR_ARG, "kiln_optim_set_clip_grad_norm");
+    if (s) return s;
     opt->clip_max_norm = max_norm;
     return KILN_OK;
 }

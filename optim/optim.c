@@ -99,9 +99,26 @@ kiln_tensor *kiln__optim_step_node(kiln_optim *opt, int i, kiln_op op, int nsrc,
     return t;
 }
 
+kiln_status kiln__optim_check_steps(int64_t steps, kiln_status bad, const char *who) {
+    if (steps < 0 || steps > KILN__MAX_STEPS)
+        return kiln__errs(bad, "%s: step count %lld is outside 0..%lld", who, (long long)steps,
+                          (long long)KILN__MAX_STEPS);
+    return KILN_OK;
+}
+
+kiln_status kiln__optim_check_lr(float lr, kiln_status bad, const char *who) {
+    if (!kiln__finite_nonneg(lr))
+        return kiln__errs(bad, "%s: invalid learning rate %g (must be finite and >= 0)", who, (double)lr);
+    return KILN_OK;
+}
+
 kiln_status kiln_optim_step(kiln_optim *opt) {
     if (!opt) return kiln__errs(KILN_ERR_ARG, "kiln_optim_step: optimizer is NULL");
-    kiln_status s = kiln__optim_guard(opt);
+    /* a step adds one to either count: both stay what a load accepts */
+    kiln_status s = kiln__optim_check_steps(opt->steps + 1, KILN_ERR_STATE, "kiln_optim_step");
+    if (!s) s = kiln__optim_check_steps(opt->skipped_steps + 1, KILN_ERR_STATE, "kiln_optim_step: skipped steps");
+    if (s) return s;
+    s = kiln__optim_guard(opt);
     if (s) return s;
     if ((s = kiln__optim_clip(opt))) return s;
     /* the schedule's lr for this step, for prepare to write; the base lr stays */
@@ -130,9 +147,8 @@ kiln_status kiln_optim_step(kiln_optim *opt) {
 /* A bad lr (negative, NaN or infinite) sets the error and keeps the old one. */
 kiln_status kiln_optim_set_lr(kiln_optim *opt, float lr) {
     if (!opt) return kiln__errs(KILN_ERR_ARG, "kiln_optim_set_lr: optimizer is NULL");
-    if (!(lr >= 0.0f) || isinf(lr))
-        return kiln__errs(KILN_ERR_ARG, "kiln_optim_set_lr: invalid learning rate %g (must be finite and >= 0)",
-                          (double)lr);
+    kiln_status s = kiln__optim_check_lr(lr, KILN_ERR_ARG, "kiln_optim_set_lr");
+    if (s) return s;
     opt->lr = lr;
     return KILN_OK;
 }

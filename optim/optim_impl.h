@@ -81,6 +81,16 @@ kiln_status kiln__optim_guard(kiln_optim *opt);
  * step count untouched, the skip counted; returns KILN_ERR_NUMERIC with
  * the message "kiln_optim_step: <why>; step skipped" (guard.c). */
 kiln_status kiln__optim_skip(kiln_optim *opt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The checks a setter and a load share, so that a file holds only what
+ * the calls accept: `bad` is the status to fail with (KILN_ERR_ARG for a
+ * setter, KILN_ERR_FORMAT for a file), who names the call (and the file).
+ * The most steps an optimizer takes: each backend's step op holds the step
+ * number (steps + 1) in 32 bits (the Vulkan push constants). */
+#define KILN__MAX_STEPS ((int64_t)UINT32_MAX - 1)
+kiln_status kiln__optim_check_steps(int64_t steps, kiln_status bad, const char *who);
+kiln_status kiln__optim_check_lr(float lr, kiln_status bad, const char *who);
+kiln_status kiln__optim_check_clip(float max_norm, kiln_status bad, const char *who);
+kiln_status kiln__schedule_check(const kiln_schedule *s, kiln_status bad, const char *who);
 /* The optimizer's gradients share one dtype: their per-parameter sums can
  * be concatenated into one vector and read back at once (clip.c). */
 bool kiln__optim_one_dtype(const kiln_optim *opt);

@@ -123,8 +123,8 @@ static kiln_status save(const kiln_optim *opt, const char *path, bool with_param
         for (int i = 0; i < opt->ctx->n_params; i++) add_tensor(&l, opt->ctx->params[i], kiln__strdup(opt->ctx->params[i]->name));
     list_optim(opt, &l);
     kiln_status s = l.oom ? kiln__errs(KILN_ERR_OOM, "%s: out of memory", who)
-                          : kiln_safetensors_save(path, l.t, (const char *const *)l.names, l.n,
-                                                  (const char *const *)l.meta, l.n_meta);
+                          : kiln__safetensors_save(path, l.t, (const char *const *)l.names, l.n,
+                                                   (const char *const *)l.meta, l.n_meta, who);
     free_list(&l);
     return s;
 }
@@ -211,26 +211,33 @@ static kiln_status check_meta(const kiln_optim *opt, const kiln_safetensors *st,
     int kind, used = 0;
     long long w, t;
     double r;
-    if (sscanf(v, "%d %lld %lld %la%n", &kind, &w, &t, &r, &used) != 4 || v[used] || kind < 0 ||
-        kind > KILN_SCHEDULE_LINEAR || w < 0 || !(r >= 0 && r <= 1))
+    if (sscanf(v, "%d %lld %lld %la%n", &kind, &w, &t, &r, &used) != 4 || v[used])
         return kiln__errs(KILN_ERR_FORMAT, "%s: %s: metadata 'kiln.schedule' = \"%s\" is not a schedule", who, path, v);
     sv->sched = (kiln_schedule){.kind = (kiln_schedule_kind)kind, .warmup_steps = w, .total_steps = t,
                                 .min_lr_ratio = (float)r};
-    if (!(sv->lr >= 0) || isinf(sv->lr) || !(sv->clip >= 0) || isinf(sv->clip))
-        return kiln__errs(KILN_ERR_FORMAT, "%s: %s: bad lr or clipping norm", who, path);
-    return KILN_OK;
+    /* what the setters (and kiln_optim_step, for the counts) accept, and nothing else */
+    char at[5][400];
+    const char *keys[5] = {"kiln.steps", "kiln.skipped_steps", "kiln.lr", "kiln.clip_max_norm", "kiln.schedule"};
+    for (int k = 0; k < 5; k++) snprintf(at[k], sizeof at[k], "%s: %s: metadata '%s'", who, path, keys[k]);
+    if ((s = kiln__optim_check_steps(sv->steps, KILN_ERR_FORMAT, at[0])) ||
+        (s = kiln__optim_check_steps(sv->skipped, KILN_ERR_FORMAT, at[1])) ||
+        (s = kiln__optim_check_lr(sv->lr, KILN_ERR_FORMAT, at[2])) ||
+        (s = kiln__optim_check_clip(sv->clip, KILN_ERR_FORMAT, at[3])))
+        return s;
+    return kiln__schedule_check(&sv->sched, KILN_ERR_FORMAT, at[4]);
 }
 
 static kiln_status load(kiln_optim *opt, const char *path, bool with_params, const char *who) {
     if (!opt || !path) return kiln__errs(KILN_ERR_ARG, "%s: NULL argument", who);
-    kiln_safetensors *st = kiln_safetensors_open(path);
+    kiln_safetensors *st = kiln__safetensors_open(path, who);
     if (!st) return kiln_last_status();
     saved sv;
     kiln_status s = check_meta(opt, st, path, &sv, who);
     int expect = with_params ? opt->ctx->n_params : 0;
     for (const kiln__optim_state_entry *e = opt->state; e && !s; e = e->next, expect++) {
         char *name = state_name(opt, e);
-        s = name ? kiln__st_check(st, name, e->t, who) : kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
+        s = name ? kiln__st_check(st, name, e->t, who, "the optimizer")
+                 : kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
         free(name);
     }
     if (!s && with_params) s = kiln__params_check(st, opt->ctx, who);

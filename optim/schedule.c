@@ -18,24 +18,24 @@ double kiln__schedule_factor(const kiln_schedule *sc, int64_t s) {
     return r + (1.0 - r) * f;
 }
 
-kiln_status kiln_optim_set_schedule(kiln_optim *opt, const kiln_schedule *s) {
-    const char *who = "kiln_optim_set_schedule";
-    if (!opt) return kiln__errs(KILN_ERR_ARG, "%s: optimizer is NULL", who);
-    if (!s) {
-        opt->sched = (kiln_schedule){0};
-        return KILN_OK;
-    }
+kiln_status kiln__schedule_check(const kiln_schedule *s, kiln_status bad, const char *who) {
     if (s->kind != KILN_SCHEDULE_CONSTANT && s->kind != KILN_SCHEDULE_COSINE && s->kind != KILN_SCHEDULE_LINEAR)
-        return kiln__errs(KILN_ERR_ARG, "%s: unknown schedule kind %d", who, (int)s->kind);
+        return kiln__errs(bad, "%s: unknown schedule kind %d", who, (int)s->kind);
     if (s->warmup_steps < 0)
-        return kiln__errs(KILN_ERR_ARG, "%s: warmup_steps %lld < 0", who, (long long)s->warmup_steps);
+        return kiln__errs(bad, "%s: warmup_steps %lld < 0", who, (long long)s->warmup_steps);
     if (s->kind != KILN_SCHEDULE_CONSTANT && s->total_steps < s->warmup_steps)
-        return kiln__errs(KILN_ERR_ARG, "%s: total_steps %lld < warmup_steps %lld", who, (long long)s->total_steps,
+        return kiln__errs(bad, "%s: total_steps %lld < warmup_steps %lld", who, (long long)s->total_steps,
                           (long long)s->warmup_steps);
     if (!(s->min_lr_ratio >= 0.0f && s->min_lr_ratio <= 1.0f))
-        return kiln__errs(KILN_ERR_ARG, "%s: min_lr_ratio %g not in [0, 1]", who, (double)s->min_lr_ratio);
-    opt->sched = *s;
+        return kiln__errs(bad, "%s: min_lr_ratio %g not in [0, 1]", who, (double)s->min_lr_ratio);
     return KILN_OK;
+}
+
+kiln_status kiln_optim_set_schedule(kiln_optim *opt, const kiln_schedule *s) {
+    if (!opt) return kiln__errs(KILN_ERR_ARG, "kiln_optim_set_schedule: optimizer is NULL");
+    kiln_status st = s ? kiln__schedule_check(s, KILN_ERR_ARG, "kiln_optim_set_schedule") : KILN_OK;
+    if (!st) opt->sched = s ? *s : (kiln_schedule){0};
+    return st;
 }
 
 float kiln_optim_lr_at(const kiln_optim *opt, int64_t step) {

@@ -9,17 +9,17 @@
 
 static const kiln__dequant_kernels *kernels(void) {
     const kiln_cpu_caps *c = kiln__cpu_caps();
-    if (c->level >= KILN_SIMD_AVX512 && kiln__dequant_kernels_avx512()) return kiln__dequant_kernels_avx512();
-    if (c->level >= KILN_SIMD_AVX2 && kiln__dequant_kernels_avx2()) return kiln__dequant_kernels_avx2();
-    if (c->level >= KILN_SIMD_NEON && kiln__dequant_kernels_neon()) return kiln__dequant_kernels_neon();
+    if (kiln__cpu_avx512(c) && kiln__dequant_kernels_avx512()) return kiln__dequant_kernels_avx512();
+    if (kiln__cpu_avx2(c) && kiln__dequant_kernels_avx2()) return kiln__dequant_kernels_avx2();
+    if (kiln__cpu_neon(c) && kiln__dequant_kernels_neon()) return kiln__dequant_kernels_neon();
     return NULL;
 }
 
 static kiln__gq_dequant_fn *gq_kernel(void) {
     const kiln_cpu_caps *c = kiln__cpu_caps();
-    if (c->level >= KILN_SIMD_AVX512 && kiln__gq_dequant_avx512()) return kiln__gq_dequant_avx512();
-    if (c->level >= KILN_SIMD_AVX2 && kiln__gq_dequant_avx2()) return kiln__gq_dequant_avx2();
-    if (c->level >= KILN_SIMD_NEON && kiln__gq_dequant_neon()) return kiln__gq_dequant_neon();
+    if (kiln__cpu_avx512(c) && kiln__gq_dequant_avx512()) return kiln__gq_dequant_avx512();
+    if (kiln__cpu_avx2(c) && kiln__gq_dequant_avx2()) return kiln__gq_dequant_avx2();
+    if (kiln__cpu_neon(c) && kiln__gq_dequant_neon()) return kiln__gq_dequant_neon();
     return NULL;
 }
 

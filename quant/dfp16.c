@@ -4,6 +4,7 @@
 #include "dfp.h"
 
 #include "../backends/cpu/cpu_features.h"
+#include "pool.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -54,8 +55,8 @@ const kiln__dfp_kernels *kiln__dfp_kernels_scalar(void) { return &scalar_kernels
 
 const kiln__dfp_kernels *kiln__dfp_kernels_best(void) {
     const kiln_cpu_caps *c = kiln__cpu_caps();
-    if (c->level >= KILN_SIMD_AVX512 && kiln__dfp_kernels_avx512()) return kiln__dfp_kernels_avx512();
-    if (c->level >= KILN_SIMD_AVX2 && kiln__dfp_kernels_avx2()) return kiln__dfp_kernels_avx2();
+    if (kiln__cpu_avx512(c) && kiln__dfp_kernels_avx512()) return kiln__dfp_kernels_avx512();
+    if (kiln__cpu_avx2(c) && kiln__dfp_kernels_avx2()) return kiln__dfp_kernels_avx2();
     return &scalar_kernels;
 }
 
@@ -90,35 +91,58 @@ void kiln__dequantize_dfp16(const void *blocks, float *y, int64_t n) {
     }
 }
 
+#define DFP_CHUNK (1 << 16) /* values per chunk of kiln__dfp_quantize */
+
+/* One operand of kiln__dfp_quantize: the maximum's pass, then the codes'. */
+typedef struct quantize_job {
+    const kiln__dfp_kernels *k;
+    const float *x;
+    int64_t n;
+    int16_t *q;
+    uint32_t ab, mix; /* the maximum's bits (updated atomically) */
+    float s;
+    int lim;
+    bool sr;
+} quantize_job;
+
+static void amax_chunks(void *arg, int64_t c0, int64_t c1, int tid) {
+    quantize_job *j = arg;
+    uint32_t ab = 0;
+    (void)tid;
+    for (int64_t c = c0; c < c1; c++) {
+        uint32_t m = j->k->amax_bits(j->x + c * DFP_CHUNK, j->n - c * DFP_CHUNK < DFP_CHUNK ? j->n - c * DFP_CHUNK
+                                                                                           : DFP_CHUNK);
+        ab = m > ab ? m : ab;
+    }
+    /* a maximum: the same whatever the order */
+    uint32_t cur = __atomic_load_n(&j->ab, __ATOMIC_RELAXED);
+    while (ab > cur && !__atomic_compare_exchange_n(&j->ab, &cur, ab, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
+
+static void round_chunks(void *arg, int64_t c0, int64_t c1, int tid) {
+    const quantize_job *j = arg;
+    (void)tid;
+    for (int64_t c = c0; c < c1; c++)
+        j->k->round(j->x + c * DFP_CHUNK, j->n - c * DFP_CHUNK < DFP_CHUNK ? j->n - c * DFP_CHUNK : DFP_CHUNK, j->s,
+                    j->lim, j->q + c * DFP_CHUNK, j->sr, j->mix, (uint32_t)(c * DFP_CHUNK));
+}
+
 void kiln__dfp_quantize(const float *x, int64_t n, int bits, int16_t *q, int *e, int *qmax, bool sr,
                         uint64_t seed) {
-    const kiln__dfp_kernels *k = kiln__dfp_kernels_best();
     /* chunks of 64 Ki values, threaded when there are several: each value's
      * code depends only on it, the exponent and its index */
-    const int64_t chunk = 1 << 16, nc = (n + chunk - 1) / chunk;
-    int nt = nc > 1 ? kiln__threads() : 1; /* kiln_set_threads() */
-    /* one parallel region for both passes (a fork less per operand): the
-     * maximum, then, past the loop's barrier, every thread knows it */
-    uint32_t ab = 0, mix = kiln__dfp_seed_mix(seed);
-    int ex = 0, lim = (1 << (bits - 1)) - 1;
-    float s = 1.0f, amax;
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-#pragma omp for reduction(max : ab) schedule(static)
-        for (int64_t c = 0; c < nc; c++) {
-            uint32_t m = k->amax_bits(x + c * chunk, n - c * chunk < chunk ? n - c * chunk : chunk);
-            ab = m > ab ? m : ab;
-        }
-        /* ab is final after the reduction's barrier: each thread derives the same scale */
-        int ex_t = kiln__dfp_exponent(ab, bits);
-        float s_t = kiln__dfp_pow2(-ex_t);
-#pragma omp for schedule(static) nowait /* the region's end waits for every chunk */
-        for (int64_t c = 0; c < nc; c++)
-            k->round(x + c * chunk, n - c * chunk < chunk ? n - c * chunk : chunk, s_t, lim, q + c * chunk, sr, mix,
-                     (uint32_t)(c * chunk));
-#pragma omp single nowait
-        ex = ex_t, s = s_t;
-    }
+    const int64_t nc = (n + DFP_CHUNK - 1) / DFP_CHUNK;
+    const int nt = nc > 1 ? kiln__threads() : 1; /* kiln_set_threads() */
+    const int lim = (1 << (bits - 1)) - 1;
+    quantize_job j = {kiln__dfp_kernels_best(), x, n, q, 0, kiln__dfp_seed_mix(seed), 1.0f, lim, sr};
+    kiln__pool_for(nc, 1, nt, amax_chunks, &j);
+    const int ex = kiln__dfp_exponent(j.ab, bits);
+    j.s = kiln__dfp_pow2(-ex);
+    kiln__pool_for(nc, 1, nt, round_chunks, &j);
+    const float s = j.s;
+    const uint32_t ab = j.ab;
+    float amax;
     memcpy(&amax, &ab, 4);
     /* |q| <= ceil(|x| 2^-e) for either rounding: a bound without a pass */
     float cb = ceilf(amax * s);

@@ -6,6 +6,7 @@
  * in parallel; the update of the later columns after a block is one GEMM. */
 #include "gptq.h"
 #include "../backends/cpu/gemm.h"
+#include "pool.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -138,6 +139,23 @@ static double block_row(const kiln_gptq_result *r, const float *u, float *w, int
     return loss;
 }
 
+/* One block of columns [i1, i2) of every row, the rows' losses in rl. */
+typedef struct block_job {
+    kiln_gptq_result *r;
+    const float *u;
+    float *wp, *err;
+    int64_t i1, i2;
+    double *rl;
+} block_job;
+
+static void block_rows(void *arg, int64_t r0, int64_t r1, int tid) {
+    const block_job *j = arg;
+    const int64_t c = j->r->cols, n = j->i2 - j->i1;
+    (void)tid;
+    for (int64_t row = r0; row < r1; row++)
+        j->rl[row] = block_row(j->r, j->u, j->wp + row * c, row, j->i1, j->i2, j->err + row * n, j->r->codes + row * c);
+}
+
 #endif
 
 kiln_gptq_result *kiln_gptq_quantize(const kiln_gptq *h, const float *w, int64_t rows, const kiln_gptq_config *cfg) {
@@ -162,7 +180,8 @@ kiln_gptq_result *kiln_gptq_quantize(const kiln_gptq *h, const float *w, int64_t
     const int64_t bs = cfg->block_size < c ? cfg->block_size : c;
     float *err = kiln__malloc((size_t)(rows * bs) * sizeof *err);
     int32_t *inv = kiln__malloc((size_t)c * sizeof *inv);
-    if (!r || !hd || !diag || !wp || !u || !err || !inv) {
+    double *rl = kiln__malloc((size_t)rows * sizeof *rl);
+    if (!r || !hd || !diag || !wp || !u || !err || !inv || !rl) {
         if (r) kiln__err(KILN_ERR_OOM, "%s: out of memory for a [%lld, %lld] layer", who, (long long)rows,
                          (long long)c);
         kiln_gptq_result_free(r);
@@ -209,12 +228,13 @@ kiln_gptq_result *kiln_gptq_quantize(const kiln_gptq *h, const float *w, int64_t
     for (int64_t k = 0; k < c; k++)
         for (int64_t l = 0; l < c; l++) u[k * c + l] = l < k ? 0.0f : (float)hd[k * c + l];
 
+    /* the rows' losses summed in row order, whatever the threads */
     double loss = 0.0;
     for (int64_t i1 = 0; i1 < c; i1 += bs) {
         const int64_t i2 = i1 + bs < c ? i1 + bs : c, n = i2 - i1;
-        _Pragma("omp parallel for num_threads(kiln__threads()) reduction(+ : loss) if (rows * n * n > 65536)")
-        for (int64_t row = 0; row < rows; row++)
-            loss += block_row(r, u, wp + row * c, row, i1, i2, err + row * n, r->codes + row * c);
+        block_job j = {r, u, wp, err, i1, i2, rl};
+        kiln__pool_for(rows, 1, rows * n * n > 65536 ? kiln__threads() : 1, block_rows, &j);
+        for (int64_t row = 0; row < rows; row++) loss += rl[row];
         /* W[:, i2:] -= Err1 U[i1:i2, i2:] */
         if (i2 < c)
             kiln__sgemm(false, false, rows, c - i2, n, -1.0f, err, n, u + i1 * c + i2, c, 1.0f, wp + i2, c,
@@ -234,6 +254,7 @@ done:
     free(u);
     free(err);
     free(inv);
+    free(rl);
     return r;
 #endif
 }

@@ -20,7 +20,7 @@ File format (one file per op family; '#' starts a comment line):
 
     case <name>
     param <key> <number>                 (0 or more)
-    tensor <name> <ndim> <d0> ... <dn-1>
+    tensor <name> <ndim> <d0> ... <dn-1>     (a dim may be 0: then no values)
     <values, whitespace-separated, row-major>
     end
 
@@ -94,8 +94,8 @@ class Fixture:
         for k, t in tensors.items():
             t = t.detach().to(torch.float64)
             self.lines.append(f"tensor {k} {t.dim()} " + " ".join(str(d) for d in t.shape))
-            rows = t.reshape(-1, t.shape[-1]) if t.dim() > 0 else t.reshape(1, 1)
-            for row in rows.tolist():
+            rows = t.reshape(-1, t.shape[-1]) if t.dim() > 0 and t.numel() else t.reshape(-1, 1)
+            for row in rows.tolist():  # a zero-size tensor has no value lines
                 self.lines.append(" ".join(fmt(v) for v in row))
         self.lines.append("end")
 
@@ -260,6 +260,48 @@ def cross_entropy_fixtures():
     fx.write()
 
 
+def numerics_fixtures():
+    """Where kiln follows torch's numerics: NaN through relu, the causal
+    (log_)softmax's gradient at masked entries, max/min ties, and tensors
+    with a dimension of size 0."""
+    fx = Fixture("numerics", 8)
+    nan, inf = float("nan"), float("inf")
+    x = torch.tensor([[nan, -1.5, 0.0, 2.25], [-0.0, inf, -inf, nan]], dtype=torch.float64)
+    fx.case("relu_nan", torch.relu, {}, {"x": x})
+
+    # the causal ops see x.masked_fill(mask, -inf): x holds -inf at the
+    # masked entries and gy does not vanish there (the gradient is taken
+    # with respect to that x, as of a non-causal op given those -inf)
+    for fname, f in (("softmax", torch.softmax), ("log_softmax", torch.log_softmax)):
+        for suffix, shape in (("", (2, 4, 4)), ("_rect", (1, 3, 5))):
+            x = fx.randn(*shape, std=2.0).masked_fill(causal_mask(shape[-2], shape[-1]), NEG_INF)
+            fx.case(f"{fname}_causal_masked_gy{suffix}", lambda x, f=f: f(x, -1), {"causal": 1}, {"x": x})
+
+    # ties share the gradient evenly (torch.amax / amin); a NaN is the
+    # extreme of its slice, whose elements then all get NaN
+    x = torch.tensor([[1.0, 3.0, 3.0, -2.0], [0.5, 0.5, 0.5, 0.5], [-1.0, 2.0, -4.0, -4.0]], dtype=torch.float64)
+    for fname, f in (("max", torch.amax), ("min", torch.amin)):
+        fx.case(f"{fname}_ties_axis1", lambda x, f=f: f(x, 1), {"axis": 1}, {"x": x})
+        fx.case(f"{fname}_ties_axis0", lambda x, f=f: f(x, 0), {"axis": 0}, {"x": x})
+        fx.case(f"{fname}_ties_all", lambda x, f=f: f(x).reshape(1), {"axis": -1}, {"x": x})
+    x = torch.tensor([[1.0, nan, 3.0], [3.0, 2.0, 3.0]], dtype=torch.float64)
+    for fname, f in (("max", torch.amax), ("min", torch.amin)):
+        fx.case(f"{fname}_nan_axis1", lambda x, f=f: f(x, 1), {"axis": 1}, {"x": x})
+
+    # a dimension of size 0: reductions give their identities (sum 0,
+    # mean NaN), a product over K = 0 gives zeros
+    fx.case("sum_empty_axis", lambda x: x.sum(0), {"axis": 0}, {"x": fx.randn(0, 3)})
+    fx.case("mean_empty_axis", lambda x: x.mean(0), {"axis": 0}, {"x": fx.randn(0, 3)})
+    fx.case("sum_all_empty", lambda x: x.sum().reshape(1), {"axis": -1}, {"x": fx.randn(2, 0)})
+    fx.case("mean_all_empty", lambda x: x.mean().reshape(1), {"axis": -1}, {"x": fx.randn(2, 0)})
+    fx.case("matmul_k0", lambda x, w: x @ w, {}, {"x": fx.randn(3, 0), "w": fx.randn(0, 4)})
+    fx.case("relu_empty", torch.relu, {}, {"x": fx.randn(0, 5)})
+    fx.case("log_softmax_empty_rows", lambda x: torch.log_softmax(x, -1), {"causal": 0}, {"x": fx.randn(0, 4)})
+    fx.case("concat_empty", lambda x, w: torch.cat([x, w], 0), {"axis": 0}, {"x": fx.randn(2, 3), "w": fx.randn(0, 3)})
+    fx.case("pad_empty", lambda x: F.pad(x, (0, 0, 1, 1), value=0.5), {}, {"x": fx.randn(0, 3)})
+    fx.write()
+
+
 def main():
     os.makedirs(OUT_DIR, exist_ok=True)
     softmax_fixtures()
@@ -269,6 +311,7 @@ def main():
     conv_fixtures()
     pool_fixtures()
     cross_entropy_fixtures()
+    numerics_fixtures()
 
 
 if __name__ == "__main__":

@@ -2,6 +2,13 @@
 # test.sh — the whole test run behind `make test`: the suite in four builds,
 # then one summary line.
 #   native        the default build (OpenBLAS), best SIMD level of this CPU
+#   isa           scripts/isa_check.sh: no object of the library holds an
+#                 instruction above its file's SIMD level (objdump), in the
+#                 default, no-blas and arm64 builds; and its self-test, which
+#                 plants such faults in objects compiled on the fly
+#   avx2-cpu      the SIMD kernel tests under qemu-x86_64 -cpu Haswell-noTSX (x86-64
+#                 hosts with qemu-user): a CPU with AVX2 and no AVX-512 or
+#                 VNNI, where a kernel run above the caps faults as on a laptop
 #   scalar        the same binary with KILN_SIMD=scalar (portable paths end to end)
 #   no-blas       make BLAS=0 VULKAN=0: every matmul on kiln's own GEMM, and
 #                 the build without the Vulkan backend
@@ -111,6 +118,17 @@ run_suite() {
     [ "$rc" -eq 0 ] || [ "$f" -gt 0 ] || failed=$((failed + 1))
 }
 
+# wanted NAME FILTERS...: no filter given, or one that is part of NAME
+wanted() {
+    name=$1
+    shift
+    [ $# -eq 0 ] && return 0
+    for f in "$@"; do
+        case $name in *"$f"*) return 0 ;; esac
+    done
+    return 1
+}
+
 # build NAME ARGS... : make the test binary, its one-line-per-file output
 # into a log and counted while it runs; a failed build counts as a failure
 build() {
@@ -159,8 +177,8 @@ if [ -n "${SANITIZE:-}" ]; then
 fi
 
 if [ $# -eq 0 ]; then
-    echo "make test: the suite in every build (native, scalar, examples, install, no-blas, sanitize, cuda, mpi," \
-         "and arm64 in the background): about 10 minutes on a 2-core machine"
+    echo "make test: the suite in every build (native, isa, avx2-cpu, scalar, examples, install, no-blas, sanitize," \
+         "cuda, mpi, and arm64 in the background): about 10 minutes on a 2-core machine"
 fi
 # arm64 in the background: its output and counts come back through files
 arm64_pid=
@@ -170,6 +188,7 @@ if command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 && command -v qemu-aarch64 >
         passed=0 failed=0 skipped=0 tty= progress=0
         if build arm64 CC=aarch64-linux-gnu-gcc BLAS=0 ZLIB=0 VULKAN=0 BUILD="$build/arm64" "$build/arm64/tests/kiln_tests"; then
             run_suite arm64 qemu-aarch64 -L /usr/aarch64-linux-gnu "$build/arm64/tests/kiln_tests" "$@"
+            wanted isa "$@" && run_suite isa-arm64 scripts/isa_check.sh "$build/arm64"
         fi
         echo "$passed $failed $skipped" >"$build/arm64.counts"
     ) >"$build/arm64.out" 2>&1 &
@@ -177,12 +196,24 @@ if command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 && command -v qemu-aarch64 >
 fi
 
 run_suite native "$build/tests/kiln_tests" "$@"
+if wanted isa "$@"; then
+    run_suite isa-self-test scripts/isa_check.sh --self-test
+    run_suite isa scripts/isa_check.sh "$build"
+fi
+# the tests that run kernels per SIMD level (KT_FOR_EACH_SIMD and the like), about 25 s emulated
+simd_tests="simd_ cpu_ gemm_i8 dfp_gemm_simd qmatmul_row_pairs qmatmul_gemm kernels_match nn_vec_tables
+            nn_attention_loops opt8bit_vector pool_ conv_simd"
+if wanted avx2-cpu "$@" && [ "$(uname -m)" = x86_64 ] && command -v qemu-x86_64 >/dev/null 2>&1; then
+    # shellcheck disable=SC2086
+    run_suite avx2-cpu qemu-x86_64 -cpu Haswell-noTSX,-pcid,-x2apic,-tsc-deadline,-invpcid "$build/tests/kiln_tests" $simd_tests
+fi
 run_suite scalar env KILN_SIMD=scalar "$build/tests/kiln_tests" "$@"
 run_suite examples scripts/test_examples.sh "$build" "$@"
 run_suite install scripts/test_install.sh "$build" "$@"
 # all: the library, every example (test_examples.sh runs them) and the tests
 if build no-blas BLAS=0 VULKAN=0 BUILD="$build/no-blas" all; then
     run_suite no-blas "$build/no-blas/tests/kiln_tests" "$@"
+    wanted isa "$@" && run_suite isa-no-blas scripts/isa_check.sh "$build/no-blas"
     run_suite examples-no-blas env KILN_NO_LAPACK=1 scripts/test_examples.sh "$build/no-blas" "$@"
 fi
 if [ "${KILN_SANITIZE:-1}" != 0 ]; then

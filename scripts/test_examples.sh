@@ -154,5 +154,11 @@ else
     echo "FAIL examples_gpt_time_budget_kept: a 3 s budget took $took ms"
     failed=$((failed + 1))
 fi
+# a run that does not fit its address-space limit: a clear error and exit
+# status 1 within seconds (OpenBLAS's pthread build looped forever on its
+# buffers there, and exit() waited for that thread: a hang)
+limited() { (ulimit -v 100000 && exec timeout 30 "$@"); }
+check quickstart_address_limit 1 "cannot allocate\|out of memory" limited "$bin/quickstart" $tiny --save "$tmp/l.safetensors"
+check mlp_address_limit 1 "cannot allocate\|out of memory" limited "$bin/mlp" --epochs 1
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

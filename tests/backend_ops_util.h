@@ -89,7 +89,8 @@ int bo_backends(kiln_backend **out);
 void bo_run_cases(const char *family, const bo_case *cases, int n);
 
 /* Compare a device tensor with its CPU twin: the normalized error above
- * (equal infinities match; NaN or a lone infinity is an infinite error). */
+ * (equal infinities and NaN against NaN match; a lone NaN or infinity is an
+ * infinite error). */
 double bo_error(const kiln_tensor *dev, const kiln_tensor *cpu);
 /* The same on host arrays. */
 double bo_error_values(const double *dev, const double *cpu, int64_t n);

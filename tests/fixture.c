@@ -121,11 +121,11 @@ static bool parse_tensor(lexer *lx, fx_tensor *t) {
     t->ndim = (int)ndim;
     t->n = 1;
     for (int i = 0; i < t->ndim; i++) {
-        if (!expect_int(lx, 1, FX_MAX_VALUES, &t->shape[i], "dim")) return false;
-        if (t->n > FX_MAX_VALUES / t->shape[i]) return fail(lx, "tensor %s is too large", t->name);
+        if (!expect_int(lx, 0, FX_MAX_VALUES, &t->shape[i], "dim")) return false;
+        if (t->shape[i] && t->n > FX_MAX_VALUES / t->shape[i]) return fail(lx, "tensor %s is too large", t->name);
         t->n *= t->shape[i];
     }
-    t->v = malloc((size_t)t->n * sizeof *t->v);
+    t->v = malloc((size_t)(t->n ? t->n : 1) * sizeof *t->v); /* a dim of 0: no values */
     if (!t->v) return fail(lx, "out of memory for tensor %s", t->name);
     char what[64];
     snprintf(what, sizeof what, "one of the %lld values of tensor %s", (long long)t->n, t->name);

@@ -6,7 +6,7 @@
  *
  *     case <name>
  *     param <key> <number>                 (0 or more)
- *     tensor <name> <ndim> <d0> ... <dn-1>
+ *     tensor <name> <ndim> <d0> ... <dn-1>      (a dim may be 0: no values follow)
  *     <values, whitespace-separated, row-major; inf/-inf/nan allowed>
  *     end
  *

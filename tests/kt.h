@@ -27,6 +27,9 @@ void kt_fail(const char *file, int line, const char *fmt, ...) __attribute__((fo
 /* End the test as skipped: only for hardware that is absent. */
 _Noreturn void kt_skip(const char *why);
 int kt_failures(void);
+/* What the test is doing now (a loop's case, NULL for none): failures and
+ * a SIGILL name it. what must stay valid until the next call. */
+void kt_set_context(const char *what);
 
 #define KT_TEST(name)                                                                    \
     static void name(void);                                                              \

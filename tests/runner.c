@@ -2,6 +2,7 @@
  * child process, prints one line per test and the summary. */
 #include "kt.h"
 
+#include <signal.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -14,6 +15,23 @@
 typedef struct { const char *name; kt_fn fn; } kt_entry;
 static kt_entry tests[KT_MAX];
 static int n_tests, n_fail_here;
+static const char *context;
+
+void kt_set_context(const char *what) { context = what; }
+
+/* An illegal instruction names the case it ran in (a kernel above the
+ * CPU's level), then kills the test as before. */
+static void on_sigill(int sig) {
+    if (context) {
+        static const char head[] = "    illegal instruction while running: ";
+        ssize_t w = write(2, head, sizeof head - 1);
+        w += write(2, context, strlen(context));
+        w += write(2, "\n", 1);
+        (void)w;
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
 
 void kt_register(const char *name, kt_fn fn) {
     if (n_tests < KT_MAX) tests[n_tests++] = (kt_entry){name, fn};
@@ -23,6 +41,7 @@ void kt_fail(const char *file, int line, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "    %s:%d: ", file, line);
+    if (context) fprintf(stderr, "[%s] ", context);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
@@ -78,6 +97,7 @@ int main(int argc, char **argv) {
         pid_t pid = fork();
         if (pid == 0) {
             alarm(600); /* a hung test fails instead of hanging the run */
+            signal(SIGILL, on_sigill);
             tests[i].fn();
             fflush(NULL);
             if (__lsan_do_recoverable_leak_check && __lsan_do_recoverable_leak_check()) {

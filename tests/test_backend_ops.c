@@ -59,6 +59,19 @@ static kiln_tensor *b_unary_bcast(bo_io *io) {
     return u->f(CTX, kiln_broadcast_to(CTX, bo_in_range(io, u->lo, u->hi, BO_SHAPE(1, 7)), BO_SHAPE(3, 7)));
 }
 
+/* relu with NaN in every fifth element: NaN out, and the gradient passes
+ * there (torch's rule) */
+static kiln_tensor *b_relu_nan(bo_io *io) {
+    kiln_tensor *x = IN(4, 33);
+    float *xf = kiln_tensor_dtype(x) == F32 ? kiln_tensor_data(x) : NULL;
+    uint16_t *xh = kiln_tensor_dtype(x) == F16 ? kiln_tensor_data(x) : NULL;
+    for (int64_t i = 0; i < 4 * 33; i += 5) {
+        if (xf) xf[i] = NAN;
+        if (xh) xh[i] = 0x7e00; /* an f16 NaN */
+    }
+    return kiln_relu(CTX, x);
+}
+
 static const bo_case unary_cases[] = {
     {"neg", b_unary, F32, BO_EXACT, 0, &U_NEG},
     {"scale", b_unary, F32, BO_EXACT, 0, &U_SCALE},
@@ -80,6 +93,8 @@ static const bo_case unary_cases[] = {
     {"softplus", b_unary, F32, BO_TRANS, 0, &U_SOFTP},
     {"exp_transposed", b_unary_t, F32, BO_TRANS, 0, &U_EXP},
     {"relu_transposed", b_unary_t, F32, BO_EXACT, 0, &U_RELU},
+    {"relu_nan", b_relu_nan, F32, BO_EXACT, 0, NULL},
+    {"relu_nan", b_relu_nan, F16, BO_HALF, 0, NULL},
     {"tanh_slice", b_unary_slice, F32, BO_TRANS, 0, &U_TANH},
     {"gelu_bcast", b_unary_bcast, F32, BO_TRANS, 0, &U_GELU},
     {"exp", b_unary, F16, BO_HALF, 0, &U_EXP},
@@ -545,6 +560,15 @@ static kiln_tensor *b_log_softmax_causal(bo_io *io) {
 static kiln_tensor *b_log_softmax_causal_raw(bo_io *io) {
     return kiln_log_softmax(CTX, bo_in_range(io, -4, 4, BO_SHAPE(2, 4, 6)), true);
 }
+/* the gradient with gy nonzero at the masked entries (the loss is -inf,
+ * not compared): gy passes there; rows of 8 take the vec4 kernel, and the
+ * first row of [5, 4] sees nothing */
+static kiln_tensor *b_log_softmax_causal_v4(bo_io *io) {
+    return kiln_log_softmax(CTX, bo_in_range(io, -4, 4, BO_SHAPE(2, 4, 8)), true);
+}
+static kiln_tensor *b_log_softmax_causal_tall(bo_io *io) {
+    return kiln_log_softmax(CTX, bo_in_range(io, -4, 4, BO_SHAPE(5, 4)), true);
+}
 
 static const bo_case softmax_cases[] = {
     {"softmax", b_softmax, F32, BO_TRANS, 0, NULL},
@@ -556,6 +580,9 @@ static const bo_case softmax_cases[] = {
     {"log_softmax_wide", b_log_softmax_wide, F32, BO_TRANS, 0, NULL},
     {"log_softmax_causal", b_log_softmax_causal, F32, BO_TRANS, 0, NULL},
     {"log_softmax_causal_raw", b_log_softmax_causal_raw, F32, BO_TRANS, BO_NO_GRAD, NULL},
+    {"log_softmax_causal_gy", b_log_softmax_causal_raw, F32, BO_TRANS, 0, NULL},
+    {"log_softmax_causal_gy_v4", b_log_softmax_causal_v4, F32, BO_TRANS, 0, NULL},
+    {"log_softmax_causal_gy_tall", b_log_softmax_causal_tall, F32, BO_TRANS, 0, NULL},
     {"softmax", b_softmax, F64, BO_TRANS, BO_MAY_FALL_BACK, NULL},
     {"log_softmax_causal", b_log_softmax_causal, F64, BO_TRANS, BO_MAY_FALL_BACK, NULL},
     {"softmax_wide", b_softmax_wide, F64, BO_TRANS, BO_MAY_FALL_BACK, NULL},
@@ -812,6 +839,41 @@ static const bo_case dropout_cases[] = {
     {"dropout_0.3", b_dropout, F64, BO_EXACT, BO_MAY_FALL_BACK, &P_03},
 };
 KT_TEST(backend_ops_dropout) { bo_run_cases("dropout", dropout_cases, BO_COUNT(dropout_cases)); }
+
+/* ---- tensors with a dimension of size 0 ---------------------------------------- */
+
+/* A node with an empty operand runs on the CPU (core/graph_device.c): one
+ * with an empty result writes nothing, one that makes a result from empty
+ * sources (a sum over an empty axis, a product over K = 0) is the CPU
+ * kernel's. So every case may fall back; what is compared is that nothing
+ * fails and the values and gradients (zeros, NaN means) agree. */
+static kiln_tensor *b_relu_empty(bo_io *io) { return kiln_relu(CTX, IN(0, 7)); }
+static kiln_tensor *b_add_empty(bo_io *io) { return kiln_add(CTX, IN(0, 7), IN(7)); }
+static kiln_tensor *b_sum_empty_axis(bo_io *io) { return kiln_sum(CTX, IN(0, 7), 0, false); }
+static kiln_tensor *b_mean_empty_axis(bo_io *io) { return kiln_mean(CTX, IN(3, 0, 5), 1, true); }
+static kiln_tensor *b_matmul_k0(bo_io *io) { return kiln_matmul(CTX, IN(5, 0), IN(0, 3)); }
+static kiln_tensor *b_matmul_m0(bo_io *io) { return kiln_matmul(CTX, IN(0, 4), IN(4, 3)); }
+static kiln_tensor *b_concat_empty(bo_io *io) {
+    return kiln_concat(CTX, (kiln_tensor *[]){IN(3, 4), IN(0, 4), IN(2, 4)}, 3, 0);
+}
+static kiln_tensor *b_log_softmax_empty(bo_io *io) { return kiln_log_softmax(CTX, IN(0, 9), false); }
+static kiln_tensor *b_linear_empty_batch(bo_io *io) { return kiln_linear(CTX, IN(0, 4), IN(3, 4), IN(3)); }
+static kiln_tensor *b_slice_empty(bo_io *io) { return kiln_slice(CTX, IN(3, 5), 1, 2, 2, 1); }
+
+static const bo_case zero_size_cases[] = {
+    {"relu_empty", b_relu_empty, F32, BO_EXACT, BO_MAY_FALL_BACK, NULL},
+    {"add_empty_bcast", b_add_empty, F32, BO_EXACT, BO_MAY_FALL_BACK, NULL},
+    {"sum_empty_axis", b_sum_empty_axis, F32, BO_EXACT, BO_MAY_FALL_BACK, NULL},
+    {"mean_empty_axis", b_mean_empty_axis, F32, BO_EXACT, BO_MAY_FALL_BACK, NULL},
+    {"matmul_k0", b_matmul_k0, F32, BO_EXACT, BO_MAY_FALL_BACK, NULL},
+    {"matmul_m0", b_matmul_m0, F32, BO_EXACT, BO_MAY_FALL_BACK, NULL},
+    {"concat_empty_part", b_concat_empty, F32, BO_EXACT, BO_MAY_FALL_BACK, NULL},
+    {"log_softmax_empty_rows", b_log_softmax_empty, F32, BO_EXACT, BO_MAY_FALL_BACK, NULL},
+    {"linear_empty_batch", b_linear_empty_batch, F32, BO_EXACT, BO_MAY_FALL_BACK, NULL},
+    {"slice_empty", b_slice_empty, F32, BO_EXACT, BO_MAY_FALL_BACK, NULL},
+    {"matmul_k0", b_matmul_k0, F16, BO_HALF, BO_MAY_FALL_BACK, NULL},
+};
+KT_TEST(backend_ops_zero_size) { bo_run_cases("zero_size", zero_size_cases, BO_COUNT(zero_size_cases)); }
 
 /* ---- the error measure itself (needs no device) ------------------------------ */
 

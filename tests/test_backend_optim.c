@@ -498,6 +498,27 @@ KT_TEST(backend_ops_apollo) {
  * bit for bit; every step node on the device, no validation messages.
  * GaLore needs LAPACK: BLAS=0 builds have neither the optimizer nor this. */
 #define GALORE_TOL 1e-5
+/* 8-bit GaLore: a last-bit difference in a projected moment can move its
+ * 8-bit code to the neighbouring one (seen on an AMD EPYC under
+ * KILN_SIMD=scalar against lavapipe: one element of W off by 1.07e-5).
+ * Such flips are allowed in at most one element in 512, each off by at
+ * most lr / 100 (one code's share of an update); every other element
+ * within GALORE_TOL. Returns the error of the rest. */
+static double galore8_outliers(const double *dev, const double *cpu, int64_t n, double lr, int64_t *flips) {
+    double scale = 1e-6, rest = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (isfinite(cpu[i]) && fabs(cpu[i]) > scale) scale = fabs(cpu[i]);
+    int64_t out = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (dev[i] == cpu[i]) continue;
+        double d = fabs(dev[i] - cpu[i]);
+        if (!(d <= lr / 100)) return INFINITY; /* NaN too */
+        if (d / scale > GALORE_TOL) out++;
+        else if (d / scale > rest) rest = d / scale;
+    }
+    *flips += out;
+    return out * 512 <= n ? rest : INFINITY;
+}
 static void run_galore_case(const char *name, bool eightbit, kiln_backend *b) {
     const char *bn = kiln_backend_name(b);
     const int64_t shp[4][2] = {{96, 64}, {40, 130}, {6, 9}, {4500, 1}};
@@ -505,7 +526,7 @@ static void run_galore_case(const char *name, bool eightbit, kiln_backend *b) {
     kiln_tensor *p[2][4];
     kiln_optim *opt[2];
     double *x = malloc(8192 * sizeof(double)), *y = malloc(8192 * sizeof(double)), err = 0;
-    int64_t vmsg = kiln_backend_validation_messages(b);
+    int64_t flips = 0, vmsg = kiln_backend_validation_messages(b);
     kiln_galore_config cfg = eightbit ? kiln_galore8bit_defaults() : kiln_galore_defaults();
     cfg.adamw.lr = 0.01f;
     cfg.adamw.weight_decay = 0.05f;
@@ -538,14 +559,16 @@ static void run_galore_case(const char *name, bool eightbit, kiln_backend *b) {
             int64_t n = kiln_tensor_numel(p[0][j]);
             if (kiln_tensor_get_f64(p[0][j], x, n) || kiln_tensor_get_f64(p[1][j], y, n)) goto fail;
             double e = bo_error_values(y, x, n);
+            if (eightbit && e > GALORE_TOL) e = galore8_outliers(y, x, n, cfg.adamw.lr, &flips);
             if (!(e <= err)) err = e;
         }
     }
     kiln_graph_stats os = kiln_graph_get_stats(opt[1]->graph);
     vmsg = kiln_backend_validation_messages(b) - vmsg;
     if (!(err <= GALORE_TOL) || os.nodes_fallback || vmsg || getenv("KILN_TEST_VERBOSE"))
-        printf("    %-10s %-26s %-4s %-7s params %.1e  tol %.0e  step nodes %lld dev %lld cpu\n", "galore", name, "f32",
-               bn, err, GALORE_TOL, (long long)os.nodes_on_backend, (long long)os.nodes_fallback);
+        printf("    %-10s %-26s %-4s %-7s params %.1e  tol %.0e  code flips %lld  step nodes %lld dev %lld cpu\n", "galore",
+               name, "f32", bn, err, GALORE_TOL, (long long)flips, (long long)os.nodes_on_backend,
+               (long long)os.nodes_fallback);
     fflush(stdout);
     KT_CHECK(err <= GALORE_TOL, "galore/%s on %s: parameter error %.3g > %.0e", name, bn, err, GALORE_TOL);
     KT_CHECK(os.nodes_fallback == 0, "galore/%s on %s: %lld step nodes ran on the CPU", name, bn,

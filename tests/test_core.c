@@ -219,7 +219,8 @@ KT_TEST(core_tensor_errors) {
     kiln_ctx *ctx = kiln_ctx_new();
     KT_CHECK(!kiln_tensor_new(ctx, KILN_F32, 0, (int64_t[]){1}) && kiln_last_status() == KILN_ERR_SHAPE, "ndim 0");
     KT_CHECK(!kiln_tensor_new(ctx, KILN_F32, 7, (int64_t[]){1, 1, 1, 1, 1, 1, 1}), "ndim 7");
-    KT_CHECK(!kiln_new_2d(ctx, KILN_F32, 3, 0) && strstr(kiln_last_error(), "[3, 0]"), "zero dim: %s", kiln_last_error());
+    KT_CHECK(!kiln_new_2d(ctx, KILN_F32, 3, -1) && strstr(kiln_last_error(), "[3, -1]"), "negative dim: %s",
+             kiln_last_error());
     KT_CHECK(!kiln_new_2d(ctx, KILN_F32, (int64_t)1 << 30, (int64_t)1 << 30), "overflowing shape");
     KT_CHECK(!kiln_tensor_new(ctx, (kiln_dtype)99, 1, (int64_t[]){1}) && kiln_last_status() == KILN_ERR_DTYPE, "bad dtype");
     KT_CHECK(!kiln_tensor_new(NULL, KILN_F32, 1, (int64_t[]){1}) && kiln_last_status() == KILN_ERR_ARG, "NULL ctx");
@@ -228,6 +229,32 @@ KT_TEST(core_tensor_errors) {
     kiln_clear_error();
     KT_CHECK(kiln_last_status() == KILN_OK && !kiln_last_error()[0], "cleared");
     KT_CHECK(!strcmp(kiln_status_name(KILN_ERR_OOM), "out of memory"), "status names");
+    kiln_ctx_free(ctx);
+}
+
+/* A name that saving would refuse after training is refused at creation,
+ * and the refusal leaves the context as it was. */
+KT_TEST(core_param_names_refused_at_creation) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    const int64_t shape[1] = {4};
+    KT_NOTNULL(kiln_param(ctx, "fc1.weight", KILN_F32, 1, shape));
+    char longest[48], too_long[49];
+    memset(longest, 'a', 47), longest[47] = 0;
+    memset(too_long, 'b', 48), too_long[48] = 0;
+    size_t bytes = kiln_ctx_storage_bytes(ctx);
+    KT_EXPECT_ERR(kiln_param(ctx, NULL, KILN_F32, 1, shape), KILN_ERR_ARG, "kiln_param: the name is NULL");
+    KT_EXPECT_ERR(kiln_param(ctx, "", KILN_F32, 1, shape), KILN_ERR_ARG, "kiln_param: the name is empty");
+    KT_EXPECT_ERR(kiln_param(ctx, "fc1.weight", KILN_F32, 1, shape), KILN_ERR_ARG,
+                  "already has a parameter called 'fc1.weight'");
+    KT_EXPECT_ERR(kiln_param(ctx, too_long, KILN_F32, 1, shape), KILN_ERR_ARG, "48 bytes long; at most 47");
+    KT_CHECK(kiln_ctx_params(ctx, NULL, 0) == 1 && kiln_ctx_storage_bytes(ctx) == bytes,
+             "a refused name left %d parameters, %zu bytes (was 1, %zu)", kiln_ctx_params(ctx, NULL, 0),
+             kiln_ctx_storage_bytes(ctx), bytes);
+    KT_NOTNULL(kiln_param(ctx, longest, KILN_F32, 1, shape));
+    KT_CHECK(!strcmp(kiln_tensor_name(kiln_param(ctx, "fc2.weight", KILN_F32, 1, shape)), "fc2.weight"), "name kept");
+    /* what kiln_tensor_new refuses is named as kiln_param's */
+    KT_EXPECT_ERR(kiln_param(ctx, "bad", KILN_F32, 0, shape), KILN_ERR_SHAPE, "kiln_param 'bad': ");
+    KT_EXPECT_ERR(kiln_param(ctx, "ids", KILN_I32, 1, shape), KILN_ERR_DTYPE, "kiln_param 'ids': ");
     kiln_ctx_free(ctx);
 }
 

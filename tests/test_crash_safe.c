@@ -14,8 +14,13 @@
  * that fail midway (the file-size limit: the kernel's EFBIG, as a full
  * disk) or cannot start (a read-only directory, when not root) return
  * KILN_ERR_IO with a message naming the cause, leave the old file byte for
- * byte, and leave no temporary file. */
+ * byte, and leave no temporary file.
+ *
+ * crash_safe_stale_temps_swept: the next save of a path removes the
+ * temporary files of its writers that died, and not that of a writer
+ * still at work in another process. */
 #include "kt.h"
+#include "atomic_file.h"
 #include "../optim/optim_impl.h"
 
 #include <dirent.h>
@@ -292,5 +297,82 @@ KT_TEST(crash_safe_failed_writes) {
         check_failure(save_ckpt, "kiln_checkpoint_save, read-only directory", dir, "c.safetensors", true);
         check_failure(save_gguf, "kiln_gguf_writer_save, read-only directory", dir, "m.gguf", true);
     }
+    rm_dir(dir);
+}
+
+/* ---- stale temporary files ---- */
+
+static bool exists(const char *dir, const char *name) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return access(p, F_OK) == 0;
+}
+
+/* A writer of path that starts a save, writes part of it, tells the
+ * parent its temporary file's name on `out`, then dies (SIGKILL) or, when
+ * `go` is open, waits for a byte on it and finishes the save. */
+static _Noreturn void partial_writer(const char *path, int out, int go) {
+    kiln__afile af;
+    if (kiln__afile_open(&af, path, "partial_writer") || fwrite("kiln", 1, 4, af.f) != 4 || fflush(af.f)) _exit(3);
+    const char *name = strrchr(af.tmp, '/') + 1;
+    if (write(out, name, strlen(name) + 1) < 0) _exit(3);
+    if (go < 0) kill(getpid(), SIGKILL);
+    char c;
+    if (read(go, &c, 1) != 1) _exit(3);
+    _exit(kiln__afile_commit(&af) ? 4 : 0);
+}
+
+/* Start a partial writer of path (go: the pipe it waits on, or NULL for
+ * one that dies); its temporary file's name into name. */
+static pid_t start_writer(const char *path, const int *go, char *name, size_t n) {
+    int p[2];
+    if (pipe(p)) return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        if (go) close(go[1]); /* the parent's end: its exit ends the wait */
+        partial_writer(path, p[1], go ? go[0] : -1);
+    }
+    close(p[1]);
+    ssize_t got = pid > 0 ? read(p[0], name, n - 1) : -1;
+    name[got > 0 ? got : 0] = 0;
+    close(p[0]);
+    return got > 0 ? pid : -1;
+}
+
+KT_TEST(crash_safe_stale_temps_swept) {
+    char dir[] = "/tmp/kiln-stale-XXXXXX", path[256], dead[64], live[64], p[512];
+    KT_REQUIRE(mkdtemp(dir), "mkdtemp");
+    snprintf(path, sizeof path, "%s/ckpt.safetensors", dir);
+    int st = 0, go[2];
+    KT_REQUIRE(pipe(go) == 0, "pipe");
+    /* the live writer first: a writer's start sweeps what is stale then */
+    pid_t working = start_writer(path, go, live, sizeof live);
+    KT_REQUIRE(working > 0, "the live writer");
+    pid_t killed = start_writer(path, NULL, dead, sizeof dead);
+    KT_REQUIRE(killed > 0 && waitpid(killed, &st, 0) == killed && WIFSIGNALED(st), "the killed writer");
+    /* a temp file of an older kiln (no lock), and names the sweep must not touch */
+    const char *old = "ckpt.safetensors.tmp.Ab12Cd";
+    const char *keep[] = {"ckpt.safetensors.tmp.notes", "other.safetensors.tmp.Ab12Cd", "ckpt.safetensors.tmp.Ab12Cd7"};
+    for (int i = -1; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, i < 0 ? old : keep[i]);
+        fclose(fopen(p, "w"));
+    }
+    KT_REQUIRE(exists(dir, dead) && exists(dir, live), "the writers' temporary files %s %s", dead, live);
+    model m;
+    KT_REQUIRE(make(&m), "%s", kiln_last_error());
+    KT_OK(kiln_checkpoint_save(m.opt, path));
+    KT_CHECK(!exists(dir, dead), "the killed writer's %s is still there", dead);
+    KT_CHECK(!exists(dir, old), "an unlocked %s is still there", old);
+    KT_CHECK(exists(dir, live), "the live writer's %s was removed", live);
+    for (int i = 0; i < 3; i++) KT_CHECK(exists(dir, keep[i]), "%s was removed", keep[i]);
+    /* the live writer finishes its save, then the next save finds nothing stale */
+    KT_CHECK(write(go[1], "g", 1) == 1 && waitpid(working, &st, 0) == working && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+             "the live writer's commit failed (status %d)", st);
+    KT_OK(kiln_checkpoint_save(m.opt, path));
+    KT_CHECK(count_files(dir) == 4, "%d files: the checkpoint and the three others expected", count_files(dir));
+    close(go[0]);
+    close(go[1]);
+    kiln_ctx_free(m.ctx);
     rm_dir(dir);
 }

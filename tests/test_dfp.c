@@ -4,6 +4,7 @@
  * rounding error bound, stochastic rounding unbiased in the mean, and
  * kiln_quantize / kiln_dequantize of a DFP16 tensor. */
 #include "kt.h"
+#include "kt_simd.h"
 
 #include "../quant/dfp.h"
 
@@ -88,34 +89,30 @@ KT_TEST(dfp16_rounding_bound) {
     free(x), free(y), free(b);
 }
 
+/* The coder of every SIMD variant (kt_simd.h) against the scalar one. */
 KT_TEST(dfp16_simd_equals_scalar) {
-    const kiln__dfp_kernels *paths[2] = {kiln__dfp_kernels_avx2(), kiln__dfp_kernels_avx512()};
-    const char *names[2] = {"avx2", "avx512"};
     int64_t n = 64 * 37;
     float *x = values(n, 2, true);
     kiln_block_dfp16 *r = malloc((size_t)(n / 64) * sizeof *r), *s = malloc((size_t)(n / 64) * sizeof *s);
-    int ran = 0;
-    for (int p = 0; p < 2; p++) {
-        if (!paths[p]) continue;
-        ran++;
+    const kiln__dfp_kernels *sc = kiln__dfp_kernels_scalar();
+    KT_FOR_EACH_SIMD(v) {
+        const kiln__dfp_kernels *k = kiln__dfp_kernels_best();
         for (int sr = 0; sr < 2; sr++) {
-            kiln__quantize_dfp16_with(kiln__dfp_kernels_scalar(), x, r, n, sr, 77);
-            kiln__quantize_dfp16_with(paths[p], x, s, n, sr, 77);
-            KT_CHECK(!memcmp(r, s, (size_t)(n / 64) * sizeof *r), "%s sr %d differs", names[p], sr);
+            kiln__quantize_dfp16_with(sc, x, r, n, sr, 77);
+            kiln__quantize_dfp16_with(k, x, s, n, sr, 77);
+            KT_CHECK(!memcmp(r, s, (size_t)(n / 64) * sizeof *r), "sr %d differs", sr);
         }
         /* odd lengths (the per-tensor loops' tails) */
         for (int64_t len = 1; len < 50; len += 7) {
             int16_t q0[64], q1[64];
-            KT_CHECK(kiln__dfp_kernels_scalar()->amax_bits(x + 3, len) == paths[p]->amax_bits(x + 3, len),
-                     "%s amax len %lld", names[p], (long long)len);
+            KT_CHECK(sc->amax_bits(x + 3, len) == k->amax_bits(x + 3, len), "amax len %lld", (long long)len);
             for (int sr = 0; sr < 2; sr++) {
-                kiln__dfp_kernels_scalar()->round(x + 3, len, 1024.0f, 8191, q0, sr, 5, 9);
-                paths[p]->round(x + 3, len, 1024.0f, 8191, q1, sr, 5, 9);
-                KT_CHECK(!memcmp(q0, q1, (size_t)len * 2), "%s round len %lld sr %d", names[p], (long long)len, sr);
+                sc->round(x + 3, len, 1024.0f, 8191, q0, sr, 5, 9);
+                k->round(x + 3, len, 1024.0f, 8191, q1, sr, 5, 9);
+                KT_CHECK(!memcmp(q0, q1, (size_t)len * 2), "round len %lld sr %d", (long long)len, sr);
             }
         }
     }
-    if (!ran) kt_skip("no AVX2 or AVX-512 on this machine");
     free(x), free(r), free(s);
 }
 

@@ -1,11 +1,12 @@
 /* test_dfp_gemm.c — the DFP GEMM (backends/cpu/gemm_dfp.h): the chunk
  * bound, no overflow on adversarial operands (every value +-32767 or
- * +-8191, reductions up to k = 2^16), the SIMD path equal to the scalar
- * reference bit for bit on odd shapes, strides, every operand layout ([m, k]
+ * +-8191, reductions up to k = 2^16), the path of every SIMD variant
+ * (kt_simd.h) equal to the scalar reference bit for bit on odd shapes, strides, every operand layout ([m, k]
  * or [k, m] A, [n, k] or [k, n] B) and 1 or 2 threads, and a
  * quantize-then-multiply product within the bound the representation
  * implies of the exact (double) product. */
 #include "kt.h"
+#include "kt_simd.h"
 
 #include "../backends/cpu/gemm_dfp.h"
 #include "../quant/dfp.h"
@@ -55,10 +56,12 @@ static void adversarial(int v, int64_t m, int64_t n, int64_t k) {
 }
 
 KT_TEST(dfp_gemm_adversarial_no_overflow) {
-    adversarial(32767, 3, 17, 1 << 16); /* full range: chunks of one pair */
-    adversarial(8191, 7, 33, 1 << 16);  /* 14 bits: chunks of 32, each 2,146,959,392 */
-    adversarial(8191, 6, 16, 33);       /* one full chunk and one product */
-    adversarial(32767, 1, 1, 1);
+    KT_FOR_EACH_SIMD(v) {
+        adversarial(32767, 3, 17, 1 << 16); /* full range: chunks of one pair */
+        adversarial(8191, 7, 33, 1 << 16);  /* 14 bits: chunks of 32, each 2,146,959,392 */
+        adversarial(8191, 6, 16, 33);       /* one full chunk and one product */
+        adversarial(32767, 1, 1, 1);
+    }
 }
 
 static void check_layout(bool akm, bool bkn, int64_t m, int64_t n, int64_t k, int pad, int amax, int bmax, int nt) {
@@ -94,11 +97,14 @@ static void check_shape(int64_t m, int64_t n, int64_t k, int pad, int amax, int 
 KT_TEST(dfp_gemm_simd_equals_scalar) {
     static const int64_t sz[] = {1, 5, 6, 7, 16, 17, 33, 64, 100};
     int ns = (int)(sizeof sz / sizeof *sz);
-    for (int i = 0; i < ns; i++)
-        for (int j = 0; j < ns; j += 2) check_shape(sz[i], sz[j], sz[(i + j) % ns] + 3, (i + j) % 3, 8191, 8191, 1 + i % 2);
-    check_shape(50, 70, 1001, 1, 32767, 32767, 2);
-    check_shape(130, 96, 515, 0, 8191, 8191, 2);
-    check_shape(64, 64, 300, 0, 100, 30000, 2);
+    KT_FOR_EACH_SIMD(v) {
+        for (int i = 0; i < ns; i++)
+            for (int j = 0; j < ns; j += 2)
+                check_shape(sz[i], sz[j], sz[(i + j) % ns] + 3, (i + j) % 3, 8191, 8191, 1 + i % 2);
+        check_shape(50, 70, 1001, 1, 32767, 32767, 2);
+        check_shape(130, 96, 515, 0, 8191, 8191, 2);
+        check_shape(64, 64, 300, 0, 100, 30000, 2);
+    }
 }
 
 /* Quantize f32 operands to 14 bits (one exponent each), multiply, compare

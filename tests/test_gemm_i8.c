@@ -1,43 +1,17 @@
-/* test_gemm_i8.c — the int8 GEMM (backends/cpu/gemm_i8.h): every path this
- * machine has (AMX-INT8, AVX512-VNNI, AVX-VNNI, ARM64 dotprod, plain NEON)
+/* test_gemm_i8.c — the int8 GEMM (backends/cpu/gemm_i8.h): the path of
+ * every SIMD variant of this machine (kt_simd.h: AMX-INT8, AVX512-VNNI
+ * with and without AVX-VNNI, AVX-VNNI alone, ARM64 dotprod, plain NEON)
  * must give exactly the scalar result, and the scalar path exactly a naive
  * 64-bit sum: odd sizes (k not a multiple of 4 or 64), strided operands,
  * extreme values, 1 and 2 threads. */
 #include "kt.h"
+#include "kt_simd.h"
 
 #include "../backends/cpu/cpu_features.h"
 #include "../backends/cpu/gemm_i8.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct {
-    const char *name;
-    kiln_cpu_caps caps;
-} i8_path;
-
-/* The SIMD paths this machine can run, best first (the scalar one apart). */
-static int i8_paths(i8_path *out) {
-    const kiln_cpu_caps *d = kiln__cpu_caps_detected();
-    int n = 0;
-    if (d->amx_int8) out[n++] = (i8_path){"amx", *d};
-    if (d->avx512vnni) {
-        out[n] = (i8_path){"avx512vnni", *d};
-        out[n].caps.amx_tile = out[n].caps.amx_bf16 = out[n].caps.amx_int8 = false;
-        n++;
-    }
-    if (d->avxvnni) { /* as on a CPU with AVX-VNNI but no AVX-512 */
-        out[n] = (i8_path){"avxvnni", *d};
-        kiln__cpu_caps_limit(&out[n].caps, KILN_SIMD_AVX2);
-        out[n++].caps.avxvnni = true;
-    }
-    if (d->dotprod) out[n++] = (i8_path){"neondot", *d};
-    if (d->neon) {
-        out[n] = (i8_path){"neon", *d};
-        out[n++].caps.dotprod = false;
-    }
-    return n;
-}
 
 static uint64_t lcg(uint64_t *s) {
     *s = *s * 6364136223846793005ull + 1442695040888963407ull;
@@ -97,18 +71,15 @@ static void check_size(int64_t m, int64_t n, int64_t k, int64_t pad, bool extrem
     int32_t *want2 = run(&scalar, m, n, k, a, lda, b, ldb, ldc, 2);
     KT_CHECK(want2 && mismatch(want2, want, m, ldc) < 0, "scalar with 2 threads differs");
     free(want2);
-    i8_path paths[8];
-    int np = i8_paths(paths);
-    for (int pi = 0; pi < np; pi++)
+    KT_FOR_EACH_SIMD(v)
         for (int nt = 1; nt <= 2; nt++) {
-            int32_t *got = run(&paths[pi].caps, m, n, k, a, lda, b, ldb, ldc, nt);
-            KT_CHECK(got, "%s %lldx%lldx%lld: %s", paths[pi].name, (long long)m, (long long)n, (long long)k,
-                     kiln_last_error());
+            int32_t *got = run(&v.caps, m, n, k, a, lda, b, ldb, ldc, nt);
+            KT_CHECK(got, "%lldx%lldx%lld: %s", (long long)m, (long long)n, (long long)k, kiln_last_error());
             if (!got) continue;
             int64_t at = mismatch(got, want, m, ldc);
-            KT_CHECK(at < 0, "%s %lldx%lldx%lld pad %lld%s threads %d: C[%lld, %lld] = %d, want %d", paths[pi].name,
-                     (long long)m, (long long)n, (long long)k, (long long)pad, extreme ? " extreme" : "", nt,
-                     (long long)(at / ldc), (long long)(at % ldc), got[at < 0 ? 0 : at], want[at < 0 ? 0 : at]);
+            KT_CHECK(at < 0, "%lldx%lldx%lld pad %lld%s threads %d: C[%lld, %lld] = %d, want %d", (long long)m,
+                     (long long)n, (long long)k, (long long)pad, extreme ? " extreme" : "", nt, (long long)(at / ldc),
+                     (long long)(at % ldc), got[at < 0 ? 0 : at], want[at < 0 ? 0 : at]);
             free(got);
         }
     free(want);

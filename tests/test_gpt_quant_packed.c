@@ -202,6 +202,8 @@ KT_TEST(model_linear_perm) {
                 *lossg = kiln_sum(ctx, kiln_reshape(ctx, kiln_mul(ctx, yg, yg), 1, (int64_t[]){-1}), 0, true);
     kiln_graph *g = kiln_graph_new(ctx), *gg = kiln_graph_new(ctx);
     KT_NOTNULL(g && gg);
+    KT_OK(kiln_graph_add(g, y)); /* read below: outputs keep their values */
+    KT_OK(kiln_graph_add(gg, yg));
     KT_OK(kiln_graph_add(g, loss));
     KT_OK(kiln_graph_backward(g, loss));
     KT_OK(kiln_graph_add(gg, lossg));

@@ -10,6 +10,7 @@
  * views and the refusals. */
 #include "kt.h"
 #include "kt_device.h"
+#include "kt_simd.h"
 #include "../backends/cpu/cpu_features.h"
 #include "../backends/cpu/qmatmul.h"
 #include "../backends/cpu/qmatmul_gq.h"
@@ -136,26 +137,16 @@ KT_TEST(gq_simd_matches_scalar) {
     const int64_t n = 128 * 24;
     float *ref = malloc((size_t)n * 4), *got = malloc((size_t)n * 4);
     uint8_t *q = malloc((size_t)n);
-    kiln_cpu_caps saved = *kiln__cpu_caps();
-    const kiln_simd_level levels[3] = {KILN_SIMD_NEON, KILN_SIMD_AVX2, KILN_SIMD_AVX512};
     for (int i = 0; i < 9; i++) {
         /* random codes and zero points; finite scales of both signs */
         const size_t bsz = kiln_dtype_size(gq[i]), nb = (size_t)(n / kiln_dtype_block(gq[i]));
         for (size_t j = 0; j < nb * bsz; j++) q[j] = (uint8_t)rnd();
         for (size_t b = 0; b < nb; b++) q[b * bsz + 1] &= 0xbf; /* exponent below 16: finite */
         kiln__dequantize_gq_ref(gq[i], q, ref, n);
-        for (int l = 0; l < 3; l++) {
-            if (saved.level < levels[l]) continue;
-            kiln_cpu_caps c = saved;
-            kiln__cpu_caps_limit(&c, levels[l]);
-            kiln__cpu_caps_set(&c);
+        KT_FOR_EACH_SIMD(v) {
             kiln__dequantize_row(gq[i], q, got, n);
-            kiln__cpu_caps_set(&saved);
-            KT_CHECK(!memcmp(ref, got, (size_t)n * 4), "%s at %s differs from the scalar reference",
-                     kiln_dtype_name(gq[i]), kiln__simd_level_name(levels[l]));
+            KT_CHECK(!memcmp(ref, got, (size_t)n * 4), "%s differs from the scalar reference", kiln_dtype_name(gq[i]));
         }
-        kiln__dequantize_row(gq[i], q, got, n);
-        KT_CHECK(!memcmp(ref, got, (size_t)n * 4), "%s differs from the reference", kiln_dtype_name(gq[i]));
         /* and element by element (the host accessors) */
         for (int64_t j = 0; j < n; j += 37)
             KT_CHECK(kiln__types[gq[i]].get(q, j) == ref[j], "%s: get(%lld)", kiln_dtype_name(gq[i]), (long long)j);
@@ -322,15 +313,10 @@ KT_TEST(gq_pack_refusals) {
     free(w);
 }
 
-/* Every dot kernel against the scalar reference bit for bit, on random
- * bytes (any codes, zero points within the bits). */
+/* The dot kernel of every SIMD variant against the scalar reference bit
+ * for bit, on random bytes (any codes, zero points within the bits). */
 KT_TEST(gq_qmatmul_kernels_match_reference) {
     const int64_t k = 32 * 13; /* an odd number of chunks */
-    kiln_gq_dot *ks[4] = {kiln__gq_dot_avx2(), kiln__gq_dot_avxvnni(), kiln__gq_dot_avx512vnni(),
-                          kiln__gq_dot_neondot()};
-    const kiln_cpu_caps *hw = kiln__cpu_caps_detected();
-    const bool have[4] = {hw->avx2, hw->avxvnni, hw->avx512vnni && hw->avx512vl, hw->dotprod};
-    const char *names[4] = {"avx2", "avx-vnni", "avx512-vnni", "neon-dotprod"};
     float *x = randn(k * 2, 2, 1.0f), dx[2 * 13];
     int8_t xq[2 * 32 * 13];
     kiln__qmm_quantize_x(x, xq, dx, 2 * k);
@@ -345,11 +331,9 @@ KT_TEST(gq_qmatmul_kernels_match_reference) {
             w[b * bsz + 2] &= (uint8_t)((1 << bits) - 1);
         }
         const float ref = kiln__gq_dot_ref(w, bits, g, xq, dx, nc);
-        for (int v = 0; v < 4; v++) {
-            if (!ks[v] || !have[v]) continue;
-            const float got = ks[v](w, bits, g, xq, dx, nc);
-            KT_CHECK(!memcmp(&got, &ref, 4), "%s %s: %.9g vs the reference %.9g", kiln_dtype_name(gq[i]), names[v],
-                     got, ref);
+        KT_FOR_EACH_SIMD(v) {
+            const float got = kiln__gq_dot_best()(w, bits, g, xq, dx, nc);
+            KT_CHECK(!memcmp(&got, &ref, 4), "%s: %.9g vs the reference %.9g", kiln_dtype_name(gq[i]), got, ref);
         }
         /* the reference is sum scale dx (q - zero) x8 */
         double want = 0;
@@ -370,6 +354,7 @@ KT_TEST(gq_qmatmul_kernels_match_reference) {
  * 1e-4 on the panel path; one thread and two give the same bits. */
 KT_TEST(gq_qmatmul_matches_dequantized) {
     const int64_t n = 72, k = 384;
+    KT_FOR_EACH_SIMD(v)
     for (int i = 0; i < 9; i++) {
         const int64_t ms[3] = {1, 3, 64};
         for (int mi = 0; mi < 3; mi++) {

@@ -86,3 +86,57 @@ KT_TEST(idx_rejects_bad_files) {
              "missing file: %s", kiln_last_error());
     kiln_ctx_free(ctx);
 }
+
+#ifdef KILN_ZLIB
+/* An IDX file of [d0, 1024, 1024] bytes whose gzip stream holds `zeros`
+ * zero bytes of data (all of it when zeros = d0 MiB, else a truncated
+ * bomb): deflate packs a MiB of zeros in about 1 KiB. */
+static void write_bomb(const char *path, int d0, int64_t zeros) {
+    unsigned char head[16] = {0, 0, 8, 3, 0, 0, (unsigned char)(d0 >> 8), (unsigned char)d0, 0, 0, 4, 0, 0, 0, 4, 0};
+    static unsigned char mib[1 << 20];
+    gzFile f = gzopen(path, "wb9");
+    gzwrite(f, head, sizeof head);
+    for (int64_t left = zeros; left > 0; left -= sizeof mib)
+        gzwrite(f, mib, (unsigned)(left < (int64_t)sizeof mib ? left : (int64_t)sizeof mib));
+    gzclose(f);
+}
+
+/* A gzipped file may not make kiln allocate more than 64 times its size:
+ * a whole bomb (16 MiB of zeros in ~17 KiB, loaded as 64 MiB of f32) and
+ * a truncated one (claiming 2 GiB, holding 16 MiB) are refused from the
+ * header, before anything is inflated. */
+KT_TEST(idx_gzip_bombs_refused_before_inflating) {
+    char path[] = "/tmp/kiln-idx-bomb-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    kiln_ctx *ctx = kiln_ctx_new();
+    const struct {
+        const char *what;
+        int d0;
+    } bombs[] = {{"whole bomb", 16}, {"truncated bomb", 2048}};
+    for (int i = 0; i < 2; i++) {
+        write_bomb(path, bombs[i].d0, (int64_t)16 << 20);
+        kiln_clear_error();
+        KT_CHECK(!kiln_idx_load(ctx, path, false, 1.0f), "%s loaded", bombs[i].what);
+        KT_CHECK(kiln_last_status() == KILN_ERR_FORMAT && strstr(kiln_last_error(), "more than 64 times") &&
+                     strstr(kiln_last_error(), path),
+                 "%s: %s: %s", bombs[i].what, kiln_status_name(kiln_last_status()), kiln_last_error());
+    }
+    KT_CHECK(kiln_ctx_storage_bytes(ctx) == 0, "a refused file allocated storage");
+    /* data that inflates as real data sets do (MNIST's images 4.8x) loads */
+    enum { N = 3 << 20 };
+    unsigned char *img = malloc(16 + N);
+    memcpy(img, (unsigned char[16]){0, 0, 8, 3, 0, 0, 0, 3, 0, 0, 4, 0, 0, 0, 4, 0}, 16);
+    uint32_t r = 1;
+    for (int i = 0; i < N; i++) {
+        r = r * 1664525u + 1013904223u;
+        img[16 + i] = (r >> 24) < 200 ? 0 : (unsigned char)(r >> 16);
+    }
+    write_file(path, img, 16 + N, true);
+    kiln_tensor *t = kiln_idx_load(ctx, path, false, 1.0f);
+    KT_CHECK(t && kiln_tensor_numel(t) == N, "compressible data: %s", kiln_last_error());
+    free(img);
+    unlink(path);
+    kiln_ctx_free(ctx);
+}
+#endif

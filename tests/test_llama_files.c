@@ -463,3 +463,100 @@ KT_TEST(llama_files_hf_matches_a_double_reference) {
     unlink(p);
     rmdir(dir);
 }
+
+/* A setting no llama can have is named with its value and where it came
+ * from: config.json's key and path, the GGUF's key and path, the field. */
+KT_TEST(llama_files_config_errors_name_the_setting) {
+    char dir[64], p[300], text[1024];
+    snprintf(dir, sizeof dir, "/tmp/kiln_hfc_XXXXXX");
+    KT_REQUIRE(mkdtemp(dir), "mkdtemp");
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    const struct { const char *key, *value, *msg; } hf[] = {
+        {"rms_norm_eps", "-1", "rms_norm_eps = -1 must be > 0 and finite"},
+        {"rope_theta", "0", "rope_theta = 0 must be > 0 and finite"},
+        {"num_attention_heads", "3", "num_attention_heads = 3 does not divide hidden_size = 32"},
+        {"num_attention_heads", "32", "the head size hidden_size / num_attention_heads = 1 is odd"},
+        {"num_key_value_heads", "3", "num_key_value_heads = 3 does not divide num_attention_heads = 4"},
+    };
+    const char *base[][2] = {{"hidden_size", "32"}, {"intermediate_size", "48"}, {"num_hidden_layers", "2"},
+                             {"num_attention_heads", "4"}, {"vocab_size", "37"}};
+    kiln_ctx *ctx = kiln_ctx_new();
+    for (size_t i = 0; i < sizeof hf / sizeof *hf; i++) {
+        int n = snprintf(text, sizeof text, "{\"%s\": %s", hf[i].key, hf[i].value);
+        for (int k = 0; k < 5; k++)
+            if (strcmp(base[k][0], hf[i].key))
+                n += snprintf(text + n, sizeof text - (size_t)n, ", \"%s\": %s", base[k][0], base[k][1]);
+        snprintf(text + n, sizeof text - (size_t)n, "}");
+        write_text(p, text);
+        kiln_clear_error();
+        KT_CHECK(!llama_from_hf(ctx, dir) && kiln_last_status() == KILN_ERR_FORMAT &&
+                     strstr(kiln_last_error(), "llama_from_hf: ") && strstr(kiln_last_error(), p) &&
+                     strstr(kiln_last_error(), hf[i].msg),
+                 "%s = %s: %s", hf[i].key, hf[i].value, kiln_last_error());
+    }
+    unlink(p);
+    rmdir(dir);
+    /* GGUF: the metadata alone is checked before any tensor is looked for */
+    const char *path = tmp_path("eps.gguf");
+    kiln_gguf_writer *w = kiln_gguf_writer_new();
+    KT_OK(kiln_gguf_set_string(w, "general.architecture", "llama"));
+    const char *ints[] = {"llama.block_count", "llama.embedding_length", "llama.feed_forward_length",
+                          "llama.attention.head_count"};
+    const int64_t vals[] = {2, 32, 48, 4};
+    for (int i = 0; i < 4; i++) KT_OK(kiln_gguf_set_int(w, ints[i], KILN_GGUF_UINT32, vals[i]));
+    KT_OK(kiln_gguf_set_float(w, "llama.rope.freq_base", KILN_GGUF_FLOAT32, 0));
+    KT_OK(kiln_gguf_writer_save(w, path));
+    kiln_gguf_writer_free(w);
+    kiln_clear_error();
+    KT_CHECK(!llama_from_gguf(ctx, path) && kiln_last_status() == KILN_ERR_FORMAT && strstr(kiln_last_error(), path) &&
+                 strstr(kiln_last_error(), "llama.rope.freq_base = 0 must be > 0"),
+             "gguf: %s", kiln_last_error());
+    unlink(path);
+    /* in code: the field */
+    llama_config c = tiny();
+    c.norm_eps = -1;
+    KT_EXPECT_ERR(llama_new(ctx, &c, 1), KILN_ERR_ARG, "llama_new: norm_eps = -1 must be > 0");
+    c = tiny();
+    c.kv_heads = 3;
+    KT_EXPECT_ERR(llama_new_inference(ctx, &c, KILN_F32, false), KILN_ERR_ARG,
+                  "llama_new_inference: kv_heads = 3 does not divide heads = 4");
+    kiln_ctx_free(ctx);
+}
+
+/* A loader's error while reading the weights names the file too. */
+KT_TEST(llama_files_tensor_errors_name_the_file) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    llama_config c = tiny();
+    llama *m = llama_new(ctx, &c, 3);
+    KT_NOTNULL(m);
+    const char *path = tmp_path("noembd.gguf");
+    KT_OK(llama_save_gguf(m, path, KILN_F32));
+    /* the same metadata with an embedding one row short */
+    kiln_gguf *g = kiln_gguf_open(path);
+    KT_NOTNULL(g);
+    kiln_gguf_writer *w = kiln_gguf_writer_new();
+    for (int i = 0; i < kiln_gguf_kv_count(g); i++) {
+        const char *key = kiln_gguf_kv_key(g, i);
+        int64_t v;
+        double f;
+        if (kiln_gguf_kv_type(g, i) == KILN_GGUF_STRING)
+            KT_OK(kiln_gguf_set_string(w, key, kiln_gguf_get_string(g, key, NULL)));
+        else if (kiln_gguf_kv_type(g, i) == KILN_GGUF_FLOAT32 && !kiln_gguf_get_float(g, key, &f))
+            KT_OK(kiln_gguf_set_float(w, key, KILN_GGUF_FLOAT32, f));
+        else if (!kiln_gguf_get_int(g, key, &v)) KT_OK(kiln_gguf_set_int(w, key, kiln_gguf_kv_type(g, i), v));
+    }
+    kiln_tensor *short_emb = kiln_new_2d(ctx, KILN_F32, c.vocab - 1, c.dim);
+    KT_OK(kiln_gguf_add_tensor(w, "token_embd.weight", short_emb));
+    const char *bad = tmp_path("short.gguf");
+    KT_OK(kiln_gguf_writer_save(w, bad));
+    kiln_gguf_writer_free(w);
+    kiln_gguf_close(g);
+    kiln_ctx *x = kiln_ctx_new();
+    KT_EXPECT_ERR(llama_infer_from_gguf(x, bad, LLAMA_AS_STORED), KILN_ERR_FORMAT, bad);
+    KT_CHECK(strstr(kiln_last_error(), "token_embd.weight") || strstr(kiln_last_error(), "blk.0"), "%s",
+             kiln_last_error());
+    kiln_ctx_free(x);
+    llama_free(m);
+    kiln_ctx_free(ctx);
+    unlink(path), unlink(bad);
+}

@@ -226,7 +226,9 @@ KT_TEST(llama_infer_gguf_f16_as_f32) {
     llama_test_randomize(m, 50, 0.08);
     const char *path = tmp_path("f16.gguf");
     KT_OK(llama_save_gguf(m, path, KILN_F16));
-    llama *a = llama_from_gguf(ctx, path), *q = llama_infer_from_gguf(ctx, path, LLAMA_AS_STORED);
+    /* a context's parameter names are unique: one context per model */
+    kiln_ctx *ca = kiln_ctx_new(), *cq = kiln_ctx_new();
+    llama *a = llama_from_gguf(ca, path), *q = llama_infer_from_gguf(cq, path, LLAMA_AS_STORED);
     KT_NOTNULL(a);
     KT_NOTNULL(q);
     if (a && q) {
@@ -237,7 +239,7 @@ KT_TEST(llama_infer_gguf_f16_as_f32) {
         free(x), free(y);
     }
     llama_free(m), llama_free(a), llama_free(q);
-    kiln_ctx_free(ctx);
+    kiln_ctx_free(ctx), kiln_ctx_free(ca), kiln_ctx_free(cq);
     unlink(path);
 }
 

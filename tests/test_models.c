@@ -161,20 +161,21 @@ KT_TEST(models_cnn_shapes_count_and_training) {
     check_loss_falls(ctx, &g, 30, "cnn");
     cnn_free(m);
     /* the default is the Fashion-MNIST net: 1x28x28 -> 16 -> 32 -> 128 -> 10 */
-    cnn *d = cnn_new(ctx, NULL, 1);
+    kiln_ctx *ctx_d = kiln_ctx_new(), *ctx_n = kiln_ctx_new(); /* one model per context: names are unique */
+    cnn *d = cnn_new(ctx_d, NULL, 1);
     KT_NOTNULL(d);
     KT_CHECK(cnn_param_count(d) == 9 * 16 + 16 + 9 * 16 * 32 + 32 + (32 * 7 * 7 + 1) * 128 + 129 * 10,
              "default cnn count");
     KT_CHECK(d->n_params == 8 && !strcmp(kiln_tensor_name(d->fc_w), "fc2.weight"), "default cnn parameters");
     cnn_free(d);
     /* hidden 0: the features go straight to the head "fc" */
-    cnn *n = cnn_new(ctx, &(cnn_config){.channels = 1, .size = 4, .c1 = 2, .c2 = 3, .hidden = 0, .classes = 2}, 1);
+    cnn *n = cnn_new(ctx_n, &(cnn_config){.channels = 1, .size = 4, .c1 = 2, .c2 = 3, .hidden = 0, .classes = 2}, 1);
     KT_NOTNULL(n);
     KT_CHECK(n->n_params == 6 && !n->hidden_w && !strcmp(kiln_tensor_name(n->fc_w), "fc.weight") &&
                  cnn_param_count(n) == 9 * 2 + 2 + 9 * 2 * 3 + 3 + (3 + 1) * 2,
              "cnn without a hidden layer");
     cnn_free(n);
-    kiln_ctx_free(ctx);
+    kiln_ctx_free(ctx), kiln_ctx_free(ctx_d), kiln_ctx_free(ctx_n);
 }
 
 /* ---- seeded init ---- */
@@ -378,9 +379,11 @@ KT_TEST(models_llama_count_gqa_and_training) {
     /* Meta's hidden size rule: dim 256 -> 2/3 * 1024 = 682 -> 768 */
     llama_config d = llama_defaults();
     d.layers = 1;
-    llama *md = llama_new(ctx, &d, 1);
+    kiln_ctx *ctx_d = kiln_ctx_new(); /* one model per context: names are unique */
+    llama *md = llama_new(ctx_d, &d, 1);
     KT_CHECK(md && md->cfg.hidden == 768 && md->cfg.kv_heads == 4, "default hidden and kv_heads");
     llama_free(md);
+    kiln_ctx_free(ctx_d);
     model_graph g;
     KT_OK(llama_train_graph(m, 2, 8, &g));
     fill_ints(g.input, (int)V, 5);

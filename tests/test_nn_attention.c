@@ -8,6 +8,7 @@
  * T, not T x S, and error paths. */
 #include "../backends/cpu/cpu_features.h"
 #include "../backends/cpu/nn_attention_simd.h"
+#include "kt_simd.h"
 #include "test_nn_util.h"
 
 #include <string.h>
@@ -357,53 +358,36 @@ KT_TEST(nn_attention_decode_step_is_last_row) {
 }
 
 /* SIMD levels of this architecture (the caps can name the others). */
-static bool level_here(int level) {
-#if defined(__x86_64__)
-    return level == KILN_SIMD_AVX2 || level == KILN_SIMD_AVX512;
-#elif defined(__aarch64__)
-    return level == KILN_SIMD_NEON;
-#else
-    (void)level;
-    return false;
-#endif
-}
-
-/* Every f32 path on this CPU (forward and backward) against the scalar one. */
+/* The f32 path of every SIMD variant (forward and backward) against the
+ * scalar one. */
 KT_TEST(nn_attention_simd_matches_scalar) {
     const flash_case c = {1, 4, 2, 100, 133, 24, 40, true};
     kiln_cpu_caps saved = *kiln__cpu_caps(), caps = saved;
     kiln__cpu_caps_limit(&caps, KILN_SIMD_SCALAR);
     kiln__cpu_caps_set(&caps);
     double *want = flash_run(&c, KILN_F32, false);
-    for (int level = KILN_SIMD_NEON; want && level <= (int)saved.level; level++) {
-        caps = saved;
-        kiln__cpu_caps_limit(&caps, (kiln_simd_level)level);
-        if (!level_here(level)) continue;
-        kiln__cpu_caps_set(&caps);
+    kiln__cpu_caps_set(&saved);
+    KT_REQUIRE(want, "scalar run: %s", kiln_last_error());
+    KT_FOR_EACH_SIMD(v) {
         double *got = flash_run(&c, KILN_F32, false);
-        if (got) nnt_close(kiln__simd_level_name((kiln_simd_level)level), got, want, flash_count(&c), 2e-5, 1e-4);
+        if (got) nnt_close(v.name, got, want, flash_count(&c), 2e-5, 1e-4);
         free(got);
     }
-    kiln__cpu_caps_set(&saved);
     free(want);
 }
 
 /* The tile loops themselves, with edges in every dimension, and the exp at
  * the ends of its range. */
 KT_TEST(nn_attention_loops_match_scalar) {
-    kiln_cpu_caps saved = *kiln__cpu_caps(), caps = saved;
     const kiln_attn_ops_f32 *ref = &kiln__attn_ops_f32_scalar;
     enum { M = 7, N = 83, K = 13 };
     float a[M * K], b[K * N], want[M * N], got[M * N], x[N], y[N];
     for (int i = 0; i < M * K; i++) a[i] = (float)((i * 37 % 23) - 11) / 7.0f;
     for (int i = 0; i < K * N; i++) b[i] = (float)((i * 53 % 31) - 15) / 9.0f;
-    for (int level = KILN_SIMD_NEON; level <= (int)saved.level; level++) {
-        caps = saved;
-        kiln__cpu_caps_limit(&caps, (kiln_simd_level)level);
-        if (!level_here(level)) continue;
-        kiln__cpu_caps_set(&caps);
+    KT_FOR_EACH_SIMD(v) {
+        if (v.caps.level == KILN_SIMD_SCALAR) continue;
         const kiln_attn_ops_f32 *ops = kiln__attn_ops_f32();
-        const char *name = kiln__simd_level_name((kiln_simd_level)level);
+        const char *name = v.name;
         KT_CHECK(ops != ref, "%s: no SIMD loops chosen", name);
         for (int n = 1; n <= N; n += 17)
             for (int acc = 0; acc < 2; acc++) {
@@ -435,7 +419,6 @@ KT_TEST(nn_attention_loops_match_scalar) {
                      ref->max(x, n));
         }
     }
-    kiln__cpu_caps_set(&saved);
 }
 
 /* Forward + backward of a 4096-token head plan O(T * D) bytes: far less

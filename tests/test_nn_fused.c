@@ -4,6 +4,7 @@
  * table, on odd row lengths; f32 against f64 on a threaded size; and
  * second derivatives of every input (x, w, b and gy) in f64. */
 #include "internal.h"
+#include "kt_simd.h"
 #include "test_nn_util.h"
 #include "../backends/cpu/cpu_features.h"
 #include "../backends/cpu/nn_vec.h"
@@ -74,10 +75,10 @@ static double *run_fused(fused_op op, int64_t rows, int64_t n, kiln_dtype dt, in
     return v;
 }
 
-/* Each SIMD level the CPU has, f32, against the scalar table's results. */
+/* Each SIMD variant of the CPU (kt_simd.h), f32, against the scalar
+ * table's results. */
 KT_TEST(nn_fused_simd_matches_scalar) {
     static const int64_t lens[] = {1, 3, 7, 16, 17, 33, 100, 257, 1000};
-    static const kiln_simd_level levels[] = {KILN_SIMD_NEON, KILN_SIMD_AVX2, KILN_SIMD_AVX512};
     kiln_cpu_caps saved = *kiln__cpu_caps();
     for (int op = 0; op < FO_COUNT; op++)
         for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
@@ -86,20 +87,14 @@ KT_TEST(nn_fused_simd_matches_scalar) {
             kiln__cpu_caps_limit(&c, KILN_SIMD_SCALAR);
             kiln__cpu_caps_set(&c);
             double *want = run_fused(op, rows, n, KILN_F32, &len);
-            for (size_t k = 0; k < sizeof levels / sizeof *levels && want; k++) {
-                if (kiln__cpu_caps_detected()->level < levels[k]) continue;
-                if (levels[k] == KILN_SIMD_NEON && kiln__cpu_caps_detected()->level != KILN_SIMD_NEON) continue;
-                c = *kiln__cpu_caps_detected();
-                kiln__cpu_caps_limit(&c, levels[k]);
-                kiln__cpu_caps_set(&c);
+            kiln__cpu_caps_set(&saved);
+            if (want) KT_FOR_EACH_SIMD(v) {
                 double *got = run_fused(op, rows, n, KILN_F32, &len2);
                 char what[96];
-                snprintf(what, sizeof what, "%s n=%lld %s (table %s)", fo_name[op], (long long)n,
-                         kiln__simd_level_name(levels[k]), kiln__nn_vec()->name);
+                snprintf(what, sizeof what, "%s n=%lld (table %s)", fo_name[op], (long long)n, kiln__nn_vec()->name);
                 if (got && len2 == len) nnt_close(what, got, want, len, 2e-5, 2e-5);
                 free(got);
             }
-            kiln__cpu_caps_set(&saved);
             free(want);
         }
 }
@@ -169,24 +164,14 @@ KT_TEST(nn_fused_second_order_all_inputs) {
 /* The row primitives themselves, each SIMD table against the scalar one,
  * on every length up to 70 (all tail sizes of every vector width). */
 KT_TEST(nn_vec_tables_match_scalar) {
-    const kiln_nn_vec *ref = kiln__nn_vec_scalar(), *tabs[3] = {NULL, NULL, NULL};
-    kiln_cpu_caps saved = *kiln__cpu_caps();
-    static const kiln_simd_level levels[] = {KILN_SIMD_NEON, KILN_SIMD_AVX2, KILN_SIMD_AVX512};
-    for (int k = 0; k < 3; k++) {
-        kiln_cpu_caps c = *kiln__cpu_caps_detected();
-        if (c.level < levels[k] || (levels[k] == KILN_SIMD_NEON && c.level != KILN_SIMD_NEON)) continue;
-        kiln__cpu_caps_limit(&c, levels[k]);
-        kiln__cpu_caps_set(&c);
-        tabs[k] = kiln__nn_vec();
-    }
-    kiln__cpu_caps_set(&saved);
+    const kiln_nn_vec *ref = kiln__nn_vec_scalar();
     float x[70], y[70], gy[70], w[70], b[70], o1[70], o2[70], a1[70], a2[70], c1[70], c2[70];
     for (int i = 0; i < 70; i++)
         x[i] = (float)(3.0 * sin(1.7 * i)), y[i] = (float)(0.02 * (1 + i % 5)), gy[i] = (float)cos(0.9 * i),
         w[i] = (float)(1.0 + 0.01 * i), b[i] = (float)(0.1 * i - 3);
-    for (int k = 0; k < 3; k++) {
-        const kiln_nn_vec *v = tabs[k];
-        if (!v || v == ref) continue;
+    KT_FOR_EACH_SIMD(simd) {
+        const kiln_nn_vec *v = kiln__nn_vec();
+        if (v == ref) continue;
         for (int n = 0; n <= 70; n++) {
 #define NEAR(a, e, what) KT_CHECK(fabs((double)(a) - (double)(e)) <= 1e-5 * (1 + fabs((double)(e))), \
                                   "%s n=%d %s: %.9g vs scalar %.9g", v->name, n, what, (double)(a), (double)(e))

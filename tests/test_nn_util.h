@@ -21,7 +21,7 @@ typedef kiln_tensor *(*nnt_build)(kiln_ctx *ctx, const fx_case *c, kiln_tensor *
 void nnt_fixture(const char *path, const char *name, const char *const *inputs, nnt_build build, kiln_dtype dt,
                  double tol, double grad_tol);
 
-/* Largest mismatch of n values against want (equal infinities match);
+/* Largest mismatch of n values against want (equal infinities and NaN against NaN match);
  * fails the test naming what when it exceeds atol + rtol * |want|. */
 bool nnt_close(const char *what, const double *got, const double *want, int64_t n, double atol, double rtol);
 

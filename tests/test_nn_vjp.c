@@ -3,7 +3,7 @@
  * gradients can be differentiated again: each second-order case makes the
  * gradient of an nn op a function of the op's input and of the upstream
  * gradient, and gradient-checks it. Also: an upstream gradient that no
- * finite loss produces (nonzero at masked -inf outputs). */
+ * finite loss produces (nonzero at masked -inf outputs), which passes. */
 #include "internal.h"
 #include "test_nn_util.h"
 
@@ -53,9 +53,10 @@ KT_TEST(nn_second_order_grad) {
     }
 }
 
-/* torch's masked_fill + log_softmax gives masked inputs no gradient, even
- * when gy is nonzero at the -inf outputs: dx = keep * (gy - p * sum(keep * gy)). */
-KT_TEST(nn_log_softmax_masked_grad_ignores_gy) {
+/* As torch's log_softmax at an input of -inf (the masked_fill'ed input):
+ * gy nonzero at the -inf outputs passes through there and counts in the
+ * row's sum, dx = gy - p * sum(gy). */
+KT_TEST(nn_log_softmax_masked_grad_keeps_gy) {
     kiln_ctx *ctx = kiln_ctx_new();
     kiln_tensor *x = kiln_new_2d(ctx, KILN_F64, 3, 4), *gy = kiln_new_2d(ctx, KILN_F64, 3, 4);
     KT_OK(kiln_tensor_fill_uniform(x, 5, -2, 2));
@@ -74,8 +75,8 @@ KT_TEST(nn_log_softmax_masked_grad_ignores_gy) {
     KT_OK(kiln_tensor_get_f64(gx, got, 12));
     for (int i = 0; i < 3; i++) {
         double s = 0;
-        for (int j = 0; j <= i + 1; j++) s += vg[i * 4 + j];
-        for (int j = 0; j < 4; j++) want[i * 4 + j] = j <= i + 1 ? vg[i * 4 + j] - vp[i * 4 + j] * s : 0.0;
+        for (int j = 0; j < 4; j++) s += vg[i * 4 + j];
+        for (int j = 0; j < 4; j++) want[i * 4 + j] = j <= i + 1 ? vg[i * 4 + j] - vp[i * 4 + j] * s : vg[i * 4 + j];
     }
     nnt_close("causal log_softmax gradient", got, want, 12, 1e-12, 1e-12);
     kiln_ctx_free(ctx);

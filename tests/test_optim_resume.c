@@ -9,6 +9,7 @@
  * Vulkan. */
 #include "kt.h"
 #include "kt_device.h"
+#include "../optim/optim_impl.h"
 
 #include <unistd.h>
 
@@ -292,6 +293,53 @@ KT_TEST(optim_state_config_mismatch) {
     KT_CHECK(kiln_optim_load(b.opt, sp) == KILN_ERR_FORMAT && strstr(kiln_last_error(), "holds 6 tensors where 4 were expected"),
              "%s", kiln_last_error());
     KT_CHECK(kiln_optim_steps(b.opt) == 0, "steps changed");
+    kiln_ctx_free(a.ctx);
+    kiln_ctx_free(b.ctx);
+    unlink(sp);
+}
+
+/* A load accepts exactly what the setters (and kiln_optim_step, for the
+ * step count) accept: files saved from settings that no call would make
+ * are refused with the setter's words, naming the key, and change nothing. */
+KT_TEST(optim_load_accepts_what_the_setters_accept) {
+    char sp[] = "/tmp/kiln_state_XXXXXX";
+    close(mkstemp(sp));
+    model a, b;
+    KT_REQUIRE(model_new(&a, NULL, adam, NULL, true) && model_new(&b, NULL, adam, NULL, true), "%s", kiln_last_error());
+    KT_OK(train(&b, 0, 1));
+    const kiln_schedule warmup_past_total = {KILN_SCHEDULE_COSINE, 10, 5, 0.0f};
+    KT_CHECK(kiln_optim_set_schedule(a.opt, &warmup_past_total) == KILN_ERR_ARG, "the setter took the schedule");
+    const struct {
+        const char *what, *text;
+        int64_t steps, skipped;
+        float lr;
+        kiln_schedule sched;
+    } bad[] = {
+        {"steps INT64_MAX", "'kiln.steps': step count 9223372036854775807 is outside 0..4294967294", INT64_MAX, 0,
+         1e-3f, {0}},
+        {"skipped INT64_MAX", "'kiln.skipped_steps': step count", 3, INT64_MAX, 1e-3f, {0}},
+        {"lr -1", "'kiln.lr': invalid learning rate -1", 3, 0, -1.0f, {0}},
+        {"warmup past total", "'kiln.schedule': total_steps 5 < warmup_steps 10", 3, 0, 1e-3f, warmup_past_total},
+    };
+    const float lr_b = kiln_optim_lr(b.opt);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        a.opt->steps = bad[i].steps, a.opt->skipped_steps = bad[i].skipped;
+        a.opt->lr = bad[i].lr, a.opt->sched = bad[i].sched; /* as a hand-made file would hold */
+        KT_OK(kiln_optim_save(a.opt, sp));
+        kiln_clear_error();
+        KT_CHECK(kiln_optim_load(b.opt, sp) == KILN_ERR_FORMAT && strstr(kiln_last_error(), bad[i].text) &&
+                     strstr(kiln_last_error(), sp),
+                 "%s: %s", bad[i].what, kiln_last_error());
+        KT_CHECK(kiln_optim_steps(b.opt) == 1 && kiln_optim_lr(b.opt) == lr_b, "%s: a failed load changed b",
+                 bad[i].what);
+    }
+    /* the last step count that can still step loads; stepping past it is refused */
+    a.opt->steps = KILN__MAX_STEPS - 1, a.opt->skipped_steps = 0, a.opt->lr = 1e-3f, a.opt->sched = (kiln_schedule){0};
+    KT_OK(kiln_optim_save(a.opt, sp));
+    KT_OK(kiln_optim_load(b.opt, sp));
+    KT_OK(train(&b, 0, 1));
+    KT_CHECK(train(&b, 1, 2) == KILN_ERR_STATE && strstr(kiln_last_error(), "kiln_optim_step: step count 4294967295"),
+             "a step past the last: %s", kiln_last_error());
     kiln_ctx_free(a.ctx);
     kiln_ctx_free(b.ctx);
     unlink(sp);

@@ -15,6 +15,7 @@
  * The f32 paths (NF4, NF4_DQ, and the panel path of Q8_0 / Q4_0 on CPUs
  * without VNNI) allow 1e-4 |x| |w|. */
 #include "kt.h"
+#include "kt_simd.h"
 #include "../backends/cpu/cpu_features.h"
 #include "../backends/cpu/qmatmul.h"
 #include "../backends/cpu/qmatmul_gemm.h"
@@ -49,6 +50,7 @@ static kiln_tensor *make_w(kiln_ctx *ctx, kiln_dtype t, int64_t n, int64_t k, fl
 }
 
 KT_TEST(qmatmul_matches_dequantized) {
+    KT_FOR_EACH_SIMD(v)
     for (int fi = 0; fi < 4; fi++) {
         const kiln_dtype t = fmts[fi];
         const bool i8 = t == KILN_Q8_0 || t == KILN_Q4_0;
@@ -116,35 +118,41 @@ static void *quantized(kiln_dtype t, int64_t n, int64_t k, float **x, int64_t m)
     return q;
 }
 
-KT_TEST(qmatmul_simd_equals_scalar) {
+/* the scalar reference's y (one thread) */
+static float *run_scalar(kiln_dtype t, int64_t m, int64_t n, int64_t k, const float *x, const void *w) {
     const kiln_cpu_caps saved = *kiln__cpu_caps();
-    const kiln_simd_level levels[3] = {KILN_SIMD_SCALAR, KILN_SIMD_AVX2, KILN_SIMD_AVX512};
+    kiln_cpu_caps c = saved;
+    kiln__cpu_caps_limit(&c, KILN_SIMD_SCALAR);
+    kiln__cpu_caps_set(&c);
+    float *y = malloc((size_t)(m * n) * 4);
+    kiln_status s = kiln__qmatmul_cpu(t, m, n, k, x, w, y, 1);
+    kiln__cpu_caps_set(&saved);
+    if (s) kt_fail(__FILE__, __LINE__, "scalar %s: %s", kiln_dtype_name(t), kiln_last_error());
+    return y;
+}
+
+/* every SIMD variant of the CPU against the scalar reference */
+KT_TEST(qmatmul_simd_equals_scalar) {
     for (int fi = 0; fi < 4; fi++) {
         const kiln_dtype t = fmts[fi];
         int64_t n, k;
         shape_of(t, &n, &k);
         for (int64_t m = 1; m <= 3; m += 2) {
-            float *x, *y[3];
+            float *x, *y = malloc((size_t)(m * n) * 4);
             void *w = quantized(t, n, k, &x, m);
-            for (int l = 0; l < 3; l++) {
-                kiln_cpu_caps c = saved;
-                kiln__cpu_caps_limit(&c, levels[l]);
-                kiln__cpu_caps_set(&c);
-                y[l] = malloc((size_t)(m * n) * 4);
-                run(t, m, n, k, x, w, y[l], 1);
-            }
-            kiln__cpu_caps_set(&saved);
-            for (int l = 1; l < 3; l++)
+            float *y0 = run_scalar(t, m, n, k, x, w);
+            KT_FOR_EACH_SIMD(v) {
+                run(t, m, n, k, x, w, y, 1);
                 for (int64_t i = 0; i < m * n; i++) {
                     if (t == KILN_Q8_0 || t == KILN_Q4_0)
-                        KT_REQUIRE(y[l][i] == y[0][i], "%s %s m %lld [%lld]: %.9g != scalar %.9g", kiln_dtype_name(t),
-                                   kiln__simd_level_name(levels[l]), (long long)m, (long long)i, y[l][i], y[0][i]);
+                        KT_REQUIRE(y[i] == y0[i], "%s m %lld [%lld]: %.9g != scalar %.9g", kiln_dtype_name(t),
+                                   (long long)m, (long long)i, y[i], y0[i]);
                     else
-                        KT_REQUIRE(fabsf(y[l][i] - y[0][i]) <= 1e-5f * (1 + fabsf(y[0][i])), "%s %s [%lld]: %g vs %g",
-                                   kiln_dtype_name(t), kiln__simd_level_name(levels[l]), (long long)i, y[l][i], y[0][i]);
+                        KT_REQUIRE(fabsf(y[i] - y0[i]) <= 1e-5f * (1 + fabsf(y0[i])), "%s [%lld]: %g vs %g",
+                                   kiln_dtype_name(t), (long long)i, y[i], y0[i]);
                 }
-            for (int l = 0; l < 3; l++) free(y[l]);
-            free(x), free(w);
+            }
+            free(x), free(w), free(y), free(y0);
         }
     }
 }
@@ -152,35 +160,28 @@ KT_TEST(qmatmul_simd_equals_scalar) {
 /* Q8_0 / Q4_0 take rows in pairs (the two-row kernels), an odd n leaving
  * one row alone; Q4_0 on AVX512-VBMI takes four blocks per step and the
  * last nb % 4 (1, 2, 3, or all of a row of 3) from padded copies (block
- * counts 8, 6, 64, 7, 3, 5, 13, 15, 10 below): still
- * the scalar result, bit for bit, at every SIMD level, and with VBMI
- * turned off (the AVX512-VNNI pair kernels, as on Cascade Lake). */
+ * counts 8, 6, 64, 7, 3, 5, 13, 15, 10 below): still the scalar result,
+ * bit for bit, in every SIMD variant (the AVX512-VNNI pair kernels
+ * without VBMI, as on Cascade Lake, among them), on 2 threads. */
 KT_TEST(qmatmul_row_pairs_equal_scalar) {
-    const kiln_cpu_caps saved = *kiln__cpu_caps();
     const int64_t shapes[9][2] = {{41, 256}, {40, 192}, {7, 2048}, {9, 224}, {5, 96}, {6, 160}, {11, 416}, {3, 480}, {4, 320}};
     for (int fi = 0; fi < 2; fi++)
         for (int si = 0; si < 9; si++)
-            for (int64_t m = 1; m <= 3; m += 2)
-                for (int vbmi = 0; vbmi < 2; vbmi++) {
-                    const kiln_dtype t = fmts[fi];
-                    const int64_t n = shapes[si][0], k = shapes[si][1];
-                    float *x, *y0 = malloc((size_t)(m * n) * 4), *y1 = malloc((size_t)(m * n) * 4);
-                    void *w = quantized(t, n, k, &x, m);
-                    kiln_cpu_caps c = saved;
-                    kiln__cpu_caps_limit(&c, KILN_SIMD_SCALAR);
-                    kiln__cpu_caps_set(&c);
-                    run(t, m, n, k, x, w, y0, 1);
-                    c = saved;
-                    c.avx512vbmi = c.avx512vbmi && vbmi;
-                    kiln__cpu_caps_set(&c);
+            for (int64_t m = 1; m <= 3; m += 2) {
+                const kiln_dtype t = fmts[fi];
+                const int64_t n = shapes[si][0], k = shapes[si][1];
+                float *x, *y1 = malloc((size_t)(m * n) * 4);
+                void *w = quantized(t, n, k, &x, m);
+                float *y0 = run_scalar(t, m, n, k, x, w);
+                KT_FOR_EACH_SIMD(v) {
                     run(t, m, n, k, x, w, y1, 2);
-                    kiln__cpu_caps_set(&saved);
                     for (int64_t i = 0; i < m * n; i++)
-                        KT_REQUIRE(y1[i] == y0[i], "%s [%lld, %lld] m %lld vbmi %d [%lld]: %.9g != scalar %.9g",
-                                   kiln_dtype_name(t), (long long)n, (long long)k, (long long)m, vbmi, (long long)i,
-                                   y1[i], y0[i]);
-                    free(x), free(w), free(y0), free(y1);
+                        KT_REQUIRE(y1[i] == y0[i], "%s [%lld, %lld] m %lld [%lld]: %.9g != scalar %.9g",
+                                   kiln_dtype_name(t), (long long)n, (long long)k, (long long)m, (long long)i, y1[i],
+                                   y0[i]);
                 }
+                free(x), free(w), free(y0), free(y1);
+            }
 }
 
 /* Q4_0 blocks of random bytes with f16 scales of every finite exponent
@@ -189,10 +190,9 @@ KT_TEST(qmatmul_row_pairs_equal_scalar) {
  * rows' scales gathered and converted at once) and its multiply-adds must
  * still give the reference's bits. */
 KT_TEST(qmatmul_q4_0_extreme_scales_equal_scalar) {
-    const kiln_cpu_caps saved = *kiln__cpu_caps();
     const int64_t n = 33, k = 32 * 23, m = 1;
     kiln_block_q4_0 *w = malloc(sizeof *w * (size_t)(n * k / 32));
-    float *x = malloc((size_t)k * 4), y0[33], y1[33];
+    float *x = malloc((size_t)k * 4), y1[33];
     uint64_t s = 99;
     for (int64_t i = 0; i < n * k / 32; i++) {
         for (int j = 0; j < 16; j++) {
@@ -207,15 +207,13 @@ KT_TEST(qmatmul_q4_0_extreme_scales_equal_scalar) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
         x[j] = ldexpf((float)((int64_t)(s >> 40) % 2001 - 1000) / 1000.0f, (int)(j / 32) * 2 - 26);
     }
-    kiln_cpu_caps c = saved;
-    kiln__cpu_caps_limit(&c, KILN_SIMD_SCALAR);
-    kiln__cpu_caps_set(&c);
-    run(KILN_Q4_0, m, n, k, x, w, y0, 1);
-    kiln__cpu_caps_set(&saved);
-    run(KILN_Q4_0, m, n, k, x, w, y1, 1);
-    for (int64_t i = 0; i < n; i++)
-        KT_REQUIRE(y1[i] == y0[i] && isfinite(y0[i]), "[%lld]: %.9g != scalar %.9g", (long long)i, y1[i], y0[i]);
-    free(w), free(x);
+    float *y0 = run_scalar(KILN_Q4_0, m, n, k, x, w);
+    KT_FOR_EACH_SIMD(v) {
+        run(KILN_Q4_0, m, n, k, x, w, y1, 1);
+        for (int64_t i = 0; i < n; i++)
+            KT_REQUIRE(y1[i] == y0[i] && isfinite(y0[i]), "[%lld]: %.9g != scalar %.9g", (long long)i, y1[i], y0[i]);
+    }
+    free(w), free(x), free(y0);
 }
 
 /* Threads split output rows (or W panels): each output is computed the
@@ -247,28 +245,32 @@ KT_TEST(qmatmul_gemm_equals_reference) {
     const kiln_dtype ts[2] = {KILN_Q8_0, KILN_Q4_0};
     const int64_t shapes[4][3] = {{8, 40, 160}, {33, 200, 96}, {64, 97, 320}, {17, 6, 32}};
     int ran = 0;
-    for (int ti = 0; ti < 2; ti++) {
-        if (!kiln__qmm_gemm_available(ts[ti])) continue;
-        for (int si = 0; si < 4; si++) {
-            const int64_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
-            float *x;
-            void *w = quantized(ts[ti], n, k, &x, m);
-            /* a block of ties (d = 1: x / d = j + 1/2 exactly), which roundf
-             * takes away from zero: the SIMD quantizers must too */
-            x[0] = 127.0f;
-            for (int j = 1; j < 32; j++) x[j] = (j % 2 ? -1.0f : 1.0f) * ((float)j + 0.5f);
-            float *yr = malloc((size_t)(m * n) * 4), *y1 = malloc((size_t)(m * n) * 4), *y2 = malloc((size_t)(m * n) * 4);
-            KT_OK(kiln__qmm_gemm_ref(ts[ti], m, n, k, x, w, yr));
-            KT_OK(kiln__qmm_gemm(ts[ti], m, n, k, x, w, y1, 1));
-            KT_OK(kiln__qmm_gemm(ts[ti], m, n, k, x, w, y2, 2));
-            for (int64_t i = 0; i < m * n; i++) {
-                KT_REQUIRE(y1[i] == yr[i], "%s %lldx%lldx%lld [%lld]: %.9g != reference %.9g", kiln_dtype_name(ts[ti]),
-                           (long long)m, (long long)n, (long long)k, (long long)i, y1[i], yr[i]);
-                KT_REQUIRE(y2[i] == yr[i], "%s 2 threads [%lld]: %.9g != reference %.9g", kiln_dtype_name(ts[ti]),
-                           (long long)i, y2[i], yr[i]);
+    KT_FOR_EACH_SIMD(v) {
+        for (int ti = 0; ti < 2; ti++) {
+            if (!kiln__qmm_gemm_available(ts[ti])) continue;
+            for (int si = 0; si < 4; si++) {
+                const int64_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
+                float *x;
+                void *w = quantized(ts[ti], n, k, &x, m);
+                /* a block of ties (d = 1: x / d = j + 1/2 exactly), which roundf
+                 * takes away from zero: the SIMD quantizers must too */
+                x[0] = 127.0f;
+                for (int j = 1; j < 32; j++) x[j] = (j % 2 ? -1.0f : 1.0f) * ((float)j + 0.5f);
+                float *yr = malloc((size_t)(m * n) * 4), *y1 = malloc((size_t)(m * n) * 4),
+                      *y2 = malloc((size_t)(m * n) * 4);
+                KT_OK(kiln__qmm_gemm_ref(ts[ti], m, n, k, x, w, yr));
+                KT_OK(kiln__qmm_gemm(ts[ti], m, n, k, x, w, y1, 1));
+                KT_OK(kiln__qmm_gemm(ts[ti], m, n, k, x, w, y2, 2));
+                for (int64_t i = 0; i < m * n; i++) {
+                    KT_REQUIRE(y1[i] == yr[i], "%s %lldx%lldx%lld [%lld]: %.9g != reference %.9g",
+                               kiln_dtype_name(ts[ti]), (long long)m, (long long)n, (long long)k, (long long)i, y1[i],
+                               yr[i]);
+                    KT_REQUIRE(y2[i] == yr[i], "%s 2 threads [%lld]: %.9g != reference %.9g", kiln_dtype_name(ts[ti]),
+                               (long long)i, y2[i], yr[i]);
+                }
+                ran++;
+                free(x), free(w), free(yr), free(y1), free(y2);
             }
-            ran++;
-            free(x), free(w), free(yr), free(y1), free(y2);
         }
     }
     if (!ran) kt_skip("no AVX512-VNNI: the batched path dequantizes");
@@ -280,12 +282,12 @@ KT_TEST(qmatmul_refuses_bad_shapes) {
     KT_OK(kiln_tensor_fill_randn(w, 1, 0.0, 1.0));
     kiln_tensor *wq = kiln_quantize(ctx, w, KILN_Q4_0), *x = kiln_new_2d(ctx, KILN_F32, 2, 96);
     KT_NOTNULL(wq);
-    KT_EXPECT_ERR(kiln__qmatmul(ctx, x, wq), KILN_ERR_SHAPE, "features");
+    KT_EXPECT_ERR(kiln__qmatmul(ctx, "kiln_linear", x, wq), KILN_ERR_SHAPE, "features");
     KT_EXPECT_ERR(kiln_linear(ctx, x, wq, NULL), KILN_ERR_SHAPE, "features");
-    KT_EXPECT_ERR(kiln__qmatmul(ctx, kiln_new_2d(ctx, KILN_F32, 2, 128), w), KILN_ERR_DTYPE, "not quantized");
-    KT_EXPECT_ERR(kiln__qmatmul(ctx, kiln_new_2d(ctx, KILN_F16, 2, 128), wq), KILN_ERR_DTYPE, "f32");
+    KT_EXPECT_ERR(kiln__qmatmul(ctx, "kiln_linear", kiln_new_2d(ctx, KILN_F32, 2, 128), w), KILN_ERR_DTYPE, "not quantized");
+    KT_EXPECT_ERR(kiln__qmatmul(ctx, "kiln_linear", kiln_new_2d(ctx, KILN_F16, 2, 128), wq), KILN_ERR_DTYPE, "f32");
     kiln_tensor *w3 = kiln_tensor_new(ctx, KILN_Q8_0, 3, (int64_t[]){2, 4, 64});
-    KT_EXPECT_ERR(kiln__qmatmul(ctx, kiln_new_2d(ctx, KILN_F32, 2, 64), w3), KILN_ERR_SHAPE, "2-D");
+    KT_EXPECT_ERR(kiln__qmatmul(ctx, "kiln_linear", kiln_new_2d(ctx, KILN_F32, 2, 64), w3), KILN_ERR_SHAPE, "2-D");
     /* a 3-D input is rows: [2, 3, 128] -> [2, 3, 64] */
     kiln_tensor *x3 = kiln_tensor_new(ctx, KILN_F32, 3, (int64_t[]){2, 3, 128});
     KT_OK(kiln_tensor_fill_randn(x3, 2, 0.0, 1.0));

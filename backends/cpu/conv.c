@@ -6,18 +6,19 @@
 #include "conv_simd.h"
 #include "cpu_features.h"
 #include "internal.h"
+#include "pool.h"
 
 #include <math.h>
 
 /* Whether the AVX-512 planes (conv_avx512.c) may run; CONV_X86 also as a
- * constant, so that a test of a flag captured by an OpenMP region still
- * folds away (and references no x86 symbol) elsewhere. */
+ * constant, so that a test of a flag still folds away (and references no
+ * x86 symbol) elsewhere. */
 #if defined(__x86_64__)
 #define CONV_X86 1
 #else
 #define CONV_X86 0
 #endif
-static bool pool_avx512(void) { return CONV_X86 && kiln__cpu_caps()->level >= KILN_SIMD_AVX512; }
+static bool pool_avx512(void) { return CONV_X86 && kiln__cpu_avx512(kiln__cpu_caps()); }
 
 /* The geometry both kernels share: kernel, stride, padding, dilation, the
  * image size H x W and the cols grid OH x OW. */
@@ -71,9 +72,8 @@ static inline int64_t cols_tap_stride(const cols_map *m) { return m->cn ? m->n *
         T *cols = node->data;                                                                            \
         const T pad = (T)node->fp[0];                                                                    \
         cols_map m = cols_map_of(node, node->src[0]->shape[0], node->src[0]->shape[1], &g);              \
-        int64_t planes = m.n * m.c, plane = m.kk * m.l, tap_stride = cols_tap_stride(&m);                \
-        _Pragma("omp parallel for num_threads(ex->n_threads) if (planes * plane > 32768)")               \
-        for (int64_t q = 0; q < planes; q++) {                                                           \
+        int64_t tap_stride = cols_tap_stride(&m);                                                        \
+        for (int64_t q = q0; q < q1; q++) {                                                              \
             const T *img = x + plane_of(&m, q) * g.h * g.w;                                              \
             T *base = cols + cols_base(&m, q);                                                           \
             for (int64_t ki = 0; ki < g.kh; ki++)                                                        \
@@ -107,10 +107,9 @@ static inline int64_t cols_tap_stride(const cols_map *m) { return m->cn ? m->n *
         const T *cols = node->src[0]->data;                                                              \
         T *y = node->data;                                                                               \
         cols_map m = cols_map_of(node, node->shape[0], node->shape[1], &g);                              \
-        int64_t planes = m.n * m.c, plane = m.kk * m.l, tap_stride = cols_tap_stride(&m);                \
+        int64_t tap_stride = cols_tap_stride(&m);                                                        \
         bool simd = sizeof(T) == 4 && g.sh == 1 && g.sw == 1 && pool_avx512();                            \
-        _Pragma("omp parallel for num_threads(ex->n_threads) if (planes * plane > 32768)")               \
-        for (int64_t q = 0; q < planes; q++) {                                                           \
+        for (int64_t q = q0; q < q1; q++) {                                                              \
             T *img = y + plane_of(&m, q) * g.h * g.w;                                                    \
             const T *base = cols + cols_base(&m, q);                                                     \
             if (CONV_X86 && simd) {                                                                      \
@@ -172,11 +171,10 @@ static inline bool inside(const geom *g, int64_t i0, int64_t j0) {
         const T *x = node->src[0]->data;                                                                 \
         T *y = node->data;                                                                               \
         const T pad = (T)node->fp[0];                                                                    \
-        int64_t planes = node->shape[0] * node->shape[1], n_out = g.oh * g.ow;                           \
+        int64_t n_out = g.oh * g.ow;                                                                     \
         bool interior = g.ph == 0 && g.pw == 0;                                                          \
         plane_map pm = plane_map_of(node, node);                                                         \
-        _Pragma("omp parallel for num_threads(ex->n_threads) if (planes * g.h * g.w > 32768)")          \
-        for (int64_t p = 0; p < planes; p++) {                                                           \
+        for (int64_t p = q0; p < q1; p++) {                                                              \
             const T *img = x + image_plane(&pm, p) * g.h * g.w;                                          \
             T *out = y + p * n_out;                                                                      \
             if (interior) {                                                                              \
@@ -224,11 +222,10 @@ static inline bool inside(const geom *g, int64_t i0, int64_t j0) {
         const T *x = node->src[0]->data, *y = node->src[1]->data, *gy = node->src[2]->data;              \
         T *gx = node->data;                                                                              \
         const T pad = (T)-INFINITY;                                                                      \
-        int64_t planes = node->shape[0] * node->shape[1], n_out = g.oh * g.ow;                           \
+        int64_t n_out = g.oh * g.ow;                                                                     \
         bool interior = g.ph == 0 && g.pw == 0;                                                          \
         plane_map pm = plane_map_of(node, node->src[1]);                                                 \
-        _Pragma("omp parallel for num_threads(ex->n_threads) if (planes * g.h * g.w > 32768)")          \
-        for (int64_t p = 0; p < planes; p++) {                                                           \
+        for (int64_t p = q0; p < q1; p++) {                                                              \
             int64_t xp = image_plane(&pm, p);                                                            \
             const T *img = x + xp * g.h * g.w, *yp = y + p * n_out, *gp = gy + p * n_out;                \
             T *gimg = gx + xp * g.h * g.w;                                                               \
@@ -393,33 +390,58 @@ static geom pool_geom(const kiln_tensor *node, const kiln_tensor *pooled) {
     return (geom){ip[0], ip[1], ip[2], ip[3], ip[4], ip[5], ip[6], ip[7], ip[8], ip[9], pooled->shape[2], pooled->shape[3]};
 }
 
+/* The four kernels' plane loops, planes [q0, q1) of node (arg); the
+ * geometry read again from the node. */
+#define PLANES_FN(name, T, GEOM, BODY)                                  \
+    static void name(void *arg, int64_t q0, int64_t q1, int tid) {      \
+        const kiln_tensor *node = arg;                                  \
+        geom g = GEOM;                                                  \
+        (void)tid;                                                      \
+        BODY(T);                                                        \
+    }
+PLANES_FN(pool_max_f32, float, pool_geom(node, node), POOL_MAX_BODY)
+PLANES_FN(pool_max_f64, double, pool_geom(node, node), POOL_MAX_BODY)
+PLANES_FN(im2col_f32, float, geom_of(node, node), IM2COL_BODY)
+PLANES_FN(im2col_f64, double, geom_of(node, node), IM2COL_BODY)
+PLANES_FN(pool_max_grad_f32, float, pool_geom(node, node->src[1]), POOL_MAX_GRAD_BODY)
+PLANES_FN(pool_max_grad_f64, double, pool_geom(node, node->src[1]), POOL_MAX_GRAD_BODY)
+PLANES_FN(col2im_f32, float, geom_of(node, node->src[0]), COL2IM_BODY)
+PLANES_FN(col2im_f64, double, geom_of(node, node->src[0]), COL2IM_BODY)
+#undef PLANES_FN
+
+/* planes threaded when the work (per plane) is worth it */
+static void run_planes(kiln_tensor *node, const kiln_exec *ex, int64_t planes, int64_t per_plane, kiln_pool_fn *fn) {
+    kiln__pool_for(planes, 1, planes * per_plane > 32768 ? ex->n_threads : 1, fn, node);
+}
+
 static kiln_status im2col(kiln_tensor *node, const kiln_exec *ex) {
+    bool f32 = node->dtype == KILN_F32;
+    if (!f32 && node->dtype != KILN_F64)
+        return kiln__errs(KILN_ERR_UNSUPPORTED, "%s: no %s kernel", node->ip[10] == 1 ? "max_pool2d" : "im2col",
+                          kiln_dtype_name(node->dtype));
     if (node->ip[10] == 1) {
         geom g = pool_geom(node, node);
-        if (node->dtype == KILN_F32) POOL_MAX_BODY(float);
-        else if (node->dtype == KILN_F64) POOL_MAX_BODY(double);
-        else return kiln__errs(KILN_ERR_UNSUPPORTED, "max_pool2d: no %s kernel", kiln_dtype_name(node->dtype));
+        run_planes(node, ex, node->shape[0] * node->shape[1], g.h * g.w, f32 ? pool_max_f32 : pool_max_f64);
         return KILN_OK;
     }
     geom g = geom_of(node, node);
-    if (node->dtype == KILN_F32) IM2COL_BODY(float);
-    else if (node->dtype == KILN_F64) IM2COL_BODY(double);
-    else return kiln__errs(KILN_ERR_UNSUPPORTED, "im2col: no %s kernel", kiln_dtype_name(node->dtype));
+    run_planes(node, ex, node->src[0]->shape[0] * node->src[0]->shape[1], g.kh * g.kw * g.oh * g.ow,
+           f32 ? im2col_f32 : im2col_f64);
     return KILN_OK;
 }
 
 static kiln_status col2im(kiln_tensor *node, const kiln_exec *ex) {
+    bool f32 = node->dtype == KILN_F32;
+    if (!f32 && node->dtype != KILN_F64)
+        return kiln__errs(KILN_ERR_UNSUPPORTED, "%s: no %s kernel",
+                          node->ip[10] == 1 ? "max_pool2d backward" : "col2im", kiln_dtype_name(node->dtype));
     if (node->ip[10] == 1) {
         geom g = pool_geom(node, node->src[1]);
-        if (node->dtype == KILN_F32) POOL_MAX_GRAD_BODY(float);
-        else if (node->dtype == KILN_F64) POOL_MAX_GRAD_BODY(double);
-        else return kiln__errs(KILN_ERR_UNSUPPORTED, "max_pool2d backward: no %s kernel", kiln_dtype_name(node->dtype));
+        run_planes(node, ex, node->shape[0] * node->shape[1], g.h * g.w, f32 ? pool_max_grad_f32 : pool_max_grad_f64);
         return KILN_OK;
     }
     geom g = geom_of(node, node->src[0]);
-    if (node->dtype == KILN_F32) COL2IM_BODY(float);
-    else if (node->dtype == KILN_F64) COL2IM_BODY(double);
-    else return kiln__errs(KILN_ERR_UNSUPPORTED, "col2im: no %s kernel", kiln_dtype_name(node->dtype));
+    run_planes(node, ex, node->shape[0] * node->shape[1], g.kh * g.kw * g.oh * g.ow, f32 ? col2im_f32 : col2im_f64);
     return KILN_OK;
 }
 

@@ -4,10 +4,31 @@
  * f32, the f32 kernel runs, and the result is rounded back (as PyTorch
  * computes most half-precision CPU ops). */
 #include "internal.h"
+#include "pool.h"
 
 #include <pthread.h>
 
 static kiln_cpu_kernel kernels[KILN_OP_COUNT];
+
+typedef struct acc_job {
+    void *d;
+    const void *s;
+    bool f64;
+} acc_job;
+
+static void acc_range(void *arg, int64_t i0, int64_t i1, int tid) {
+    const acc_job *j = arg;
+    (void)tid;
+    if (j->f64) {
+        double *d = j->d;
+        const double *s = j->s;
+        for (int64_t i = i0; i < i1; i++) d[i] += s[i];
+    } else {
+        float *d = j->d;
+        const float *s = j->s;
+        for (int64_t i = i0; i < i1; i++) d[i] += s[i];
+    }
+}
 
 /* dst += src, same shape, both contiguous (the destination is a grad leaf). */
 static kiln_status acc_grad(kiln_tensor *t, const kiln_exec *ex) {
@@ -15,17 +36,8 @@ static kiln_status acc_grad(kiln_tensor *t, const kiln_exec *ex) {
     int64_t n = kiln_tensor_numel(dst);
     if (!kiln_tensor_is_contiguous(src) || !kiln__is_compute_float(dst->dtype) || src->dtype != dst->dtype)
         return kiln__errs(KILN_ERR_UNSUPPORTED, "acc_grad: needs contiguous f32/f64 operands of one dtype");
-    if (dst->dtype == KILN_F32) {
-        float *d = dst->data;
-        const float *s = src->data;
-#pragma omp parallel for num_threads(ex->n_threads) if (n > 65536)
-        for (int64_t i = 0; i < n; i++) d[i] += s[i];
-    } else {
-        double *d = dst->data;
-        const double *s = src->data;
-#pragma omp parallel for num_threads(ex->n_threads) if (n > 65536)
-        for (int64_t i = 0; i < n; i++) d[i] += s[i];
-    }
+    acc_job j = {dst->data, src->data, dst->dtype == KILN_F64};
+    kiln__pool_for(n, 16384, n > 65536 ? ex->n_threads : 1, acc_range, &j);
     return KILN_OK;
 }
 
@@ -118,6 +130,7 @@ kiln_status kiln__cpu_compute(kiln_tensor *node, const kiln_exec *ex) {
     pthread_once(&once, init_once);
     kiln_cpu_kernel k = kernels[node->op];
     if (!k) return kiln__errs(KILN_ERR_UNSUPPORTED, "cpu backend: no kernel for op %s", kiln__op_table[node->op].name);
+    if (!kiln_tensor_numel(node)) return KILN_OK; /* an empty result (or in-place target): nothing to write */
     if (!takes_half(node->op)) {
         bool half = is_half(node->dtype);
         for (int i = 0; i < node->nsrc && !half; i++) half = is_half(node->src[i]->dtype);

@@ -4,16 +4,26 @@
  * (n, c) are independent and walked n fastest, as the f32 kernel does, so
  * consecutive planes write consecutive OH x OW blocks. */
 #include "gemm_dfp.h"
+#include "pool.h"
 
 #include <string.h>
 
-void kiln__dfp_im2col_cn(const int16_t *x, int64_t n, int64_t c, int64_t h, int64_t w, const int64_t *g, int64_t oh,
-                         int64_t ow, int16_t *cols, int n_threads) {
+typedef struct im2col_job {
+    const int16_t *x;
+    int16_t *cols;
+    int64_t n, c, h, w, oh, ow;
+    const int64_t *g;
+} im2col_job;
+
+static void im2col_planes(void *arg, int64_t q0, int64_t q1, int tid) {
+    const im2col_job *j = arg;
+    const int16_t *x = j->x;
+    int16_t *cols = j->cols;
+    const int64_t *g = j->g, n = j->n, c = j->c, h = j->h, w = j->w, oh = j->oh, ow = j->ow;
     const int64_t kh = g[0], kw = g[1], sh = g[2], sw = g[3], ph = g[4], pw = g[5], dh = g[6], dw = g[7];
-    const int64_t planes = n * c, l = oh * ow, tap_stride = n * l;
-    int nt = n_threads < 1 ? 1 : n_threads;
-#pragma omp parallel for num_threads(nt) if (nt > 1 && planes * kh * kw * l > 65536) schedule(static)
-    for (int64_t q = 0; q < planes; q++) {
+    const int64_t l = oh * ow, tap_stride = n * l;
+    (void)tid;
+    for (int64_t q = q0; q < q1; q++) {
         const int64_t ni = q % n, ci = q / n;
         const int16_t *img = x + (ni * c + ci) * h * w;
         int16_t *base = cols + (ci * kh * kw * n + ni) * l;
@@ -43,4 +53,11 @@ void kiln__dfp_im2col_cn(const int16_t *x, int64_t n, int64_t c, int64_t h, int6
                 }
             }
     }
+}
+
+void kiln__dfp_im2col_cn(const int16_t *x, int64_t n, int64_t c, int64_t h, int64_t w, const int64_t *g, int64_t oh,
+                         int64_t ow, int16_t *cols, int n_threads) {
+    im2col_job j = {x, cols, n, c, h, w, oh, ow, g};
+    const int64_t planes = n * c;
+    kiln__pool_for(planes, 1, planes * g[0] * g[1] * oh * ow > 65536 ? n_threads : 1, im2col_planes, &j);
 }

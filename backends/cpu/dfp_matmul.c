@@ -151,6 +151,10 @@ static kiln_status dfp_matmul_kernel(kiln_tensor *node, const kiln_exec *ex) {
     const kiln_tensor *a = node->src[0], *b = node->src[1];
     bool ta = node->ip[0], tb = node->ip[1], im = node->ip[2] == 1, tc = node->ip[2] == 2;
     int64_t m = node->shape[0], n = node->shape[1], k = a->shape[ta ? 0 : 1];
+    if (!k) { /* K = 0: zeros, or nothing to add */
+        if (!ex->accumulate) memset(node->data, 0, kiln_tensor_nbytes(node));
+        return KILN_OK;
+    }
     const int16_t *qa = NULL, *qb = NULL;
     int ea, eb, ma, mb;
     int16_t *own_a, *own_b = NULL;

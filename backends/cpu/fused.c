@@ -13,11 +13,8 @@
  * sample, seen as [k, inner/c, c]: the CHAN operand is then a [k, 1, 1]
  * slice and a ROW operand still broadcasts over the last axis. */
 #include "internal.h"
+#include "pool.h"
 #include "scratch.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #define TILE 4096 /* elements: two f64 tiles per thread stay in a 48 KiB L1 */
 
@@ -101,9 +98,64 @@ static void shadow_operand(kiln_tensor *sh, const kiln_tensor *s, const kiln_ten
     kiln__set_contiguous_strides(sh);
 }
 
+typedef struct chain_job {
+    kiln_tensor *const *nodes;
+    int n;
+    kiln_exec one; /* the nodes' kernels run on one thread each */
+    tiling tl;
+    int64_t tile, total;
+    size_t es;
+    char *scratch; /* two tiles per thread */
+    kiln_status status; /* the first error */
+} chain_job;
+
+/* Tiles [t0, t1): the whole chain on each, through the thread's two tiles. */
+static void chain_tiles(void *arg, int64_t t0, int64_t t1, int tid) {
+    chain_job *j = arg;
+    kiln_tensor *const *nodes = j->nodes;
+    const kiln_tensor *last = nodes[j->n - 1];
+    const tiling *tl = &j->tl;
+    const int64_t tile = j->tile, total = j->total;
+    const size_t es = j->es;
+    char *buf[2] = {j->scratch + (size_t)(2 * tid) * (size_t)tile * es,
+                    j->scratch + (size_t)(2 * tid + 1) * (size_t)tile * es};
+    for (int64_t ti = t0; ti < t1 && !__atomic_load_n(&j->status, __ATOMIC_RELAXED); ti++) {
+        int64_t e0 = ti * tile, len = total - e0 < tile ? total - e0 : tile;
+        if (tl->chan) { /* sample ti / chunks, its channels from (ti % chunks) * planes */
+            int64_t ch = last->shape[1], c0 = ti % tl->chunks * tl->planes,
+                    kc = ch - c0 < tl->planes ? ch - c0 : tl->planes;
+            e0 = (ti / tl->chunks * ch + c0) * tl->inner, len = kc * tl->inner;
+        }
+        kiln_tensor sh, srcs[KILN_MAX_SRC], prev_sh;
+        for (int i = 0; i < j->n; i++) {
+            const kiln_tensor *t = nodes[i];
+            sh = *t;
+            tile_shape(&sh, tl, len);
+            kiln__set_contiguous_strides(&sh);
+            sh.data = i == j->n - 1 ? (char *)t->data + (size_t)e0 * es : buf[i & 1];
+            for (int k = 0; k < t->nsrc; k++) {
+                if (i > 0 && t->src[k] == nodes[i - 1]) {
+                    sh.src[k] = &prev_sh;
+                } else {
+                    shadow_operand(&srcs[k], t->src[k], t, e0, len, tl, es);
+                    sh.src[k] = &srcs[k];
+                }
+            }
+            kiln_status s = kiln__cpu_compute(&sh, &j->one);
+            if (s) {
+                kiln_status none = KILN_OK;
+                __atomic_compare_exchange_n(&j->status, &none, s, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+                break;
+            }
+            prev_sh = sh; /* the next link reads only its data and layout */
+        }
+    }
+}
+
 kiln_status kiln__cpu_compute_chain(kiln_tensor *const *nodes, int n, const kiln_exec *ex) {
     const kiln_tensor *last = nodes[n - 1];
     int64_t total = kiln_tensor_numel(last), c = last->shape[last->ndim - 1];
+    if (!total) return KILN_OK; /* an empty result: nothing to write (its links are empty too) */
     size_t es = kiln__types[last->dtype].size;
     tiling tl = {.c = c}; /* tiles of whole rows when some operand is a broadcast row */
     for (int i = 0; i < n; i++)
@@ -124,51 +176,14 @@ kiln_status kiln__cpu_compute_chain(kiln_tensor *const *nodes, int n, const kiln
         ntiles = (total + tile - 1) / tile;
     }
     int nt = ex->n_threads > 1 && total > 4 * TILE ? ex->n_threads : 1;
-    kiln_exec one = *ex;
-    one.n_threads = 1;
+    chain_job j = {nodes, n, *ex, tl, tile, total, es, NULL, KILN_OK};
+    j.one.n_threads = 1;
     /* the calling thread's kept scratch: a malloc per chain per compute cost more than some chains */
     bool owned;
     size_t bytes = ((size_t)nt * 2 * (size_t)tile * es + 63) / 64 * 64;
-    char *scratch = kiln__scratch_get(bytes, &owned);
-    if (!scratch) return kiln__errs(KILN_ERR_OOM, "fused element-wise chain: out of memory for %d tiles", 2 * nt);
-    kiln_status status = KILN_OK;
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t ti = 0; ti < ntiles; ti++) {
-        if (status) continue;
-        int64_t e0 = ti * tile, len = total - e0 < tile ? total - e0 : tile;
-        if (tl.chan) { /* sample ti / chunks, its channels from (ti % chunks) * planes */
-            int64_t ch = last->shape[1], c0 = ti % tl.chunks * tl.planes, kc = ch - c0 < tl.planes ? ch - c0 : tl.planes;
-            e0 = (ti / tl.chunks * ch + c0) * tl.inner, len = kc * tl.inner;
-        }
-        int me = 0;
-#ifdef _OPENMP
-        me = omp_get_thread_num();
-#endif
-        char *buf[2] = {scratch + (size_t)(2 * me) * (size_t)tile * es, scratch + (size_t)(2 * me + 1) * (size_t)tile * es};
-        kiln_tensor sh, srcs[KILN_MAX_SRC], prev_sh;
-        for (int i = 0; i < n; i++) {
-            const kiln_tensor *t = nodes[i];
-            sh = *t;
-            tile_shape(&sh, &tl, len);
-            kiln__set_contiguous_strides(&sh);
-            sh.data = i == n - 1 ? (char *)t->data + (size_t)e0 * es : buf[i & 1];
-            for (int k = 0; k < t->nsrc; k++) {
-                if (i > 0 && t->src[k] == nodes[i - 1]) {
-                    sh.src[k] = &prev_sh;
-                } else {
-                    shadow_operand(&srcs[k], t->src[k], t, e0, len, &tl, es);
-                    sh.src[k] = &srcs[k];
-                }
-            }
-            kiln_status s = kiln__cpu_compute(&sh, &one);
-            if (s) {
-#pragma omp critical(kiln_chain_status)
-                if (!status) status = s;
-                break;
-            }
-            prev_sh = sh; /* the next link reads only its data and layout */
-        }
-    }
-    if (owned) free(scratch);
-    return status;
+    j.scratch = kiln__scratch_get(bytes, &owned);
+    if (!j.scratch) return kiln__errs(KILN_ERR_OOM, "fused element-wise chain: out of memory for %d tiles", 2 * nt);
+    kiln__pool_for(ntiles, 1, nt, chain_tiles, &j);
+    if (owned) free(j.scratch);
+    return j.status;
 }

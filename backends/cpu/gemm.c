@@ -3,16 +3,17 @@
  * of B), B packed into NR-wide row panels and A into MR-tall column panels
  * (transposes and strides absorbed by the packing), an ISA micro-kernel
  * (gemm_kernels.h) per MR x NR tile. Threads take units of work (row group
- * x column block, each packed in the thread's own buffers) dynamically,
- * with no barriers. One-row/one-column problems run GEMV-shaped loops;
+ * x column block, each packed in the thread's own buffers) from kiln's
+ * pool (pool.h), with no barriers. One-row/one-column problems run GEMV-shaped loops;
  * small ones read B and A^T in place in a single pass. kiln__sgemm sends
  * big problems to OpenBLAS only when its core is as wide as kiln's. */
 #include "gemm.h"
 
 #include "cpu_features.h"
 #include "gemm_kernels.h"
+#include "pool.h"
+#include "scratch.h"
 
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -27,18 +28,11 @@
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* Per-thread scratch that only grows (threads of the OpenMP pool live on,
- * so this saves a page-faulting allocation on every call). */
+/* Per-thread packing buffers (0: A, 1: B) that only grow: the pool's
+ * threads live on, so this saves a page-faulting allocation on every call;
+ * freed when the thread ends (scratch.h). */
 static float *scratch(int slot, size_t n) {
-    static _Thread_local float *buf[2];
-    static _Thread_local size_t cap[2];
-    if (cap[slot] < n) {
-        free(buf[slot]);
-        size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
-        buf[slot] = kiln__aligned_alloc(64, bytes);
-        cap[slot] = buf[slot] ? n : 0;
-    }
-    return buf[slot];
+    return kiln__scratch_slot(slot ? KILN_SCRATCH_GEMM_B : KILN_SCRATCH_GEMM_A, n * sizeof(float));
 }
 
 /* C = beta * C over m x n (beta == 0 writes zeros without reading). */
@@ -171,26 +165,21 @@ static void sgemm_naive(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float
     }
 }
 
-/* Units (row block x column block) on this thread, or shared out
- * dynamically among the team when called inside the parallel region. */
-static void sgemm_units(const sgemm_job *J, int64_t nunits, int64_t ncols_blocks, bool shared) {
+/* Units [u0, u1) (row block x column block), packed in this thread's buffers. */
+static void sgemm_units(void *arg, int64_t u0, int64_t u1, int tid) {
+    const sgemm_job *J = arg;
+    const int64_t ncols_blocks = ceil_div(J->n, J->ncb);
     float *pa = scratch(0, (size_t)(J->mcb * J->kcb));
     float *pb = scratch(1, (size_t)(J->kcb * ceil_div(J->ncb, J->K->nr) * J->K->nr));
-#define UNIT(u)                                                                                                    \
-    {                                                                                                              \
-        int64_t i0 = (u) / ncols_blocks * J->mu, j0 = (u) % ncols_blocks * J->ncb;                                 \
-        int64_t mc = min64(J->mu, J->m - i0), nc = min64(J->ncb, J->n - j0);                                       \
-        if (pa && pb) sgemm_unit(J, i0, mc, j0, nc, pa, pb);                                                        \
-        else /* out of memory for packing */                                                                       \
-            sgemm_naive(J->ta, J->tb, mc, nc, J->k, J->alpha, J->a + (J->ta ? i0 : i0 * J->lda), J->lda,           \
-                        J->b + (J->tb ? j0 * J->ldb : j0), J->ldb, J->beta, J->c + i0 * J->ldc + j0, J->ldc);       \
+    (void)tid;
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t i0 = u / ncols_blocks * J->mu, j0 = u % ncols_blocks * J->ncb;
+        int64_t mc = min64(J->mu, J->m - i0), nc = min64(J->ncb, J->n - j0);
+        if (pa && pb) sgemm_unit(J, i0, mc, j0, nc, pa, pb);
+        else /* out of memory for packing */
+            sgemm_naive(J->ta, J->tb, mc, nc, J->k, J->alpha, J->a + (J->ta ? i0 : i0 * J->lda), J->lda,
+                        J->b + (J->tb ? j0 * J->ldb : j0), J->ldb, J->beta, J->c + i0 * J->ldc + j0, J->ldc);
     }
-    if (shared) {
-#pragma omp for schedule(dynamic, 1) nowait
-        for (int64_t u = 0; u < nunits; u++) UNIT(u)
-    } else
-        for (int64_t u = 0; u < nunits; u++) UNIT(u)
-#undef UNIT
 }
 
 static void sgemm_blocked(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
@@ -215,30 +204,37 @@ static void sgemm_blocked(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t
     J.ncb = ceil_div(ceil_div(n, ceil_div(n, ncmax)), NR) * NR;
     J.mu = ceil_div(ceil_div(m, rgroups), MR) * MR;
     J.mcb = ceil_div(ceil_div(J.mu, ceil_div(J.mu, K->mc)), MR) * MR; /* even MC blocks within a unit */
-    int64_t ncb = ceil_div(n, J.ncb), nunits = ceil_div(m, J.mu) * ncb;
-    if (nt > nunits) nt = (int)nunits;
-    if (nt > 1) {
-#pragma omp parallel num_threads(nt)
-        sgemm_units(&J, nunits, ncb, true);
-    } else sgemm_units(&J, nunits, ncb, false);
+    kiln__pool_for(ceil_div(m, J.mu) * ceil_div(n, J.ncb), 1, nt, sgemm_units, &J);
 }
 
 /* ---- unpacked paths: one-row / one-column problems -------------------- */
 
+/* One GEMV: y (outputs ldy apart) = alpha * op(M) x + beta * y, op(M)'s
+ * rows M's rows dotted with x (dot) or x's combination of M's rows (axpy);
+ * each output the same whichever thread computes it. */
+typedef struct gemv_job {
+    const kiln__sgemm_kernel *K;
+    bool dot;
+    int64_t n, k, ldm, ldy, unit; /* outputs, in units of `unit` */
+    float alpha, beta;
+    const float *x, *m;
+    float *y;
+} gemv_job;
+
+/* units [u0, u1) of outputs, the last one short */
+static void gemv_units(void *arg, int64_t u0, int64_t u1, int tid) {
+    const gemv_job *j = arg;
+    const int64_t j0 = u0 * j->unit, jn = min64(u1 * j->unit, j->n) - j0;
+    (void)tid;
+    if (j->dot) j->K->dot(jn, j->k, j->alpha, j->x, j->m + j0 * j->ldm, j->ldm, j->beta, j->y + j0 * j->ldy, j->ldy);
+    else j->K->axpy(jn, j->k, j->alpha, j->x, j->m + j0, j->ldm, j->beta, j->y + j0);
+}
+
 /* C row (n values at y) = alpha * x op(B) + beta * y for a contiguous x of k. */
 static void row_times_b(const kiln__sgemm_kernel *K, bool tb, int64_t n, int64_t k, float alpha, const float *x,
                         const float *b, int64_t ldb, float beta, float *y, int nt) {
-    int64_t per = nt > 1 ? ceil_div(ceil_div(n, nt), 16) * 16 : n;
-    if (nt > 1 && n >= 2 * 16) {
-#pragma omp parallel for num_threads(nt) schedule(static)
-        for (int t = 0; t < nt; t++) {
-            int64_t j0 = t * per, jn = min64(per, n - j0);
-            if (jn <= 0) continue;
-            if (tb) K->dot(jn, k, alpha, x, b + j0 * ldb, ldb, beta, y + j0, 1);
-            else K->axpy(jn, k, alpha, x, b + j0, ldb, beta, y + j0);
-        }
-    } else if (tb) K->dot(n, k, alpha, x, b, ldb, beta, y, 1);
-    else K->axpy(n, k, alpha, x, b, ldb, beta, y);
+    gemv_job j = {K, tb, n, k, ldb, 1, 16, alpha, beta, x, b, y};
+    kiln__pool_for(ceil_div(n, 16), 1, n >= 2 * 16 ? nt : 1, gemv_units, &j);
 }
 
 #define STACK_FLOATS 2048
@@ -247,14 +243,8 @@ static void row_times_b(const kiln__sgemm_kernel *K, bool tb, int64_t n, int64_t
 static void a_times_col(const kiln__sgemm_kernel *K, bool ta, int64_t m, int64_t k, float alpha, const float *a,
                         int64_t lda, const float *x, float beta, float *c, int64_t ldc, int nt) {
     if (!ta) { /* rows of A dot x */
-        int64_t per = ceil_div(m, nt);
-        if (nt > 1 && m >= 8) {
-#pragma omp parallel for num_threads(nt) schedule(static)
-            for (int t = 0; t < nt; t++) {
-                int64_t i0 = t * per, in = min64(per, m - i0);
-                if (in > 0) K->dot(in, k, alpha, x, a + i0 * lda, lda, beta, c + i0 * ldc, ldc);
-            }
-        } else K->dot(m, k, alpha, x, a, lda, beta, c, ldc);
+        gemv_job j = {K, true, m, k, lda, ldc, 4, alpha, beta, x, a, c};
+        kiln__pool_for(ceil_div(m, 4), 1, m >= 8 ? nt : 1, gemv_units, &j);
         return;
     }
     if (ldc == 1) {
@@ -325,18 +315,34 @@ static bool sgemm_small(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t m
  * whole batch: 16 x 9 outputs, K = 86528): rows and columns are too few to
  * share, so each thread takes a slice of K into its own C and the slices
  * are added. False when there is no memory for the partial results. */
+typedef struct split_job {
+    bool ta, tb;
+    int64_t m, n, k, kc, lda, ldb, ldc;
+    float alpha, beta, *c, *part;
+    const float *a, *b;
+} split_job;
+
+/* slices [t0, t1) of K: the first into C, the others into their part */
+static void split_slices(void *arg, int64_t t0, int64_t t1, int tid) {
+    const split_job *j = arg;
+    const int64_t mn = j->m * j->n;
+    (void)tid;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t k0 = min64(j->k, t * j->kc), kl = min64(j->kc, j->k - k0);
+        const float *at = j->ta ? j->a + k0 * j->lda : j->a + k0, *bt = j->tb ? j->b + k0 : j->b + k0 * j->ldb;
+        bool first = t == 0;
+        kiln__sgemm_own(j->ta, j->tb, j->m, j->n, kl, j->alpha, at, j->lda, bt, j->ldb, first ? j->beta : 0.0f,
+                        first ? j->c : j->part + (t - 1) * mn, first ? j->ldc : j->n, 1);
+    }
+}
+
 static bool sgemm_split_k(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                           int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc, int nt) {
     int64_t mn = m * n, kc = ceil_div(k, nt);
     float *part = kiln__malloc((size_t)(nt - 1) * (size_t)mn * sizeof *part);
     if (!part) return false;
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int t = 0; t < nt; t++) {
-        int64_t k0 = min64(k, t * kc), kl = min64(kc, k - k0);
-        const float *at = ta ? a + k0 * lda : a + k0, *bt = tb ? b + k0 : b + k0 * ldb;
-        if (t == 0) kiln__sgemm_own(ta, tb, m, n, kl, alpha, at, lda, bt, ldb, beta, c, ldc, 1);
-        else kiln__sgemm_own(ta, tb, m, n, kl, alpha, at, lda, bt, ldb, 0.0f, part + (t - 1) * mn, n, 1);
-    }
+    split_job j = {ta, tb, m, n, k, kc, lda, ldb, ldc, alpha, beta, c, part, a, b};
+    kiln__pool_for(nt, 1, nt, split_slices, &j);
     for (int t = 1; t < nt; t++)
         for (int64_t i = 0; i < m; i++) {
             const float *p = part + (t - 1) * mn + i * n;
@@ -358,7 +364,7 @@ void kiln__sgemm_own(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float al
     double work = (double)m * (double)n * (double)k;
     int nt = n_threads < 1 ? 1 : n_threads;
     if (work < (double)MIN_WORK_PER_THREAD * nt) nt = (int)(work / MIN_WORK_PER_THREAD) > 1 ? (int)(work / MIN_WORK_PER_THREAD) : 1;
-    if (nt > 1 && omp_in_parallel()) nt = 1;
+    if (nt > 1 && kiln__pool_inside()) nt = 1;
     if (nt > 1 && m * n <= 128 * 128 && k >= 8 * (m + n) && k >= 4096 &&
         sgemm_split_k(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, nt))
         return;
@@ -416,16 +422,13 @@ static bool blas_is_strong(void) {
 void kiln__sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
                  const float *b, int64_t ldb, float beta, float *c, int64_t ldc, int n_threads) {
 #ifdef KILN_BLAS
-    /* kiln's own: inside parallel regions (OpenBLAS must not run there),
-     * one-row/one-column products (its GEMV paths measured 1-3x OpenBLAS's),
-     * everything when OpenBLAS's core is the weaker one, and every call
-     * that may use more than one thread: OpenBLAS's own thread pool keeps
-     * spinning after a call and then fights kiln's OpenMP threads for the
-     * cores (a 2-thread GPT training step ran at half speed with OpenBLAS's
-     * AVX-512 kernels in the loop, against kiln's GEMM at 0.85-0.95x
-     * OpenBLAS's alone) */
-    if (n_threads == 1 && !omp_in_parallel() && m > 1 && n > 1 && k > 0 && blas_is_strong()) {
-        if (openblas_get_num_threads() != n_threads) openblas_set_num_threads(n_threads);
+    /* kiln's own: inside a pool loop, one-row/one-column products (its GEMV
+     * paths measured 1-3x OpenBLAS's), everything when OpenBLAS's core is
+     * the weaker one, and every call that may use more than one thread
+     * (the build links OpenBLAS's single-threaded library; its pthread
+     * one's threads spun after each call and fought kiln's for the cores:
+     * a 2-thread GPT training step ran at half speed) */
+    if (n_threads == 1 && !kiln__pool_inside() && m > 1 && n > 1 && k > 0 && blas_is_strong()) {
         cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n,
                     (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
         return;
@@ -453,6 +456,21 @@ static void dgemm_rows(bool ta, const double *a, int64_t lda, int64_t i0, int64_
     }
 }
 
+typedef struct dgemm_job {
+    bool ta;
+    const double *a;
+    int64_t lda;
+    const double *bp;
+    double *c;
+    int64_t ldc, p0, kc, nc, jc;
+} dgemm_job;
+
+static void dgemm_range(void *arg, int64_t i0, int64_t i1, int tid) {
+    const dgemm_job *j = arg;
+    (void)tid;
+    dgemm_rows(j->ta, j->a, j->lda, i0, i1, j->p0, j->kc, j->bp, j->nc, j->c + j->jc, j->ldc);
+}
+
 void kiln__dgemm_own(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double *a, int64_t lda,
                      const double *b, int64_t ldb, double beta, double *c, int64_t ldc, int n_threads) {
     if (m <= 0 || n <= 0) return;
@@ -462,9 +480,8 @@ void kiln__dgemm_own(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double a
     }
     if (k <= 0 || alpha == 0) return;
     double *bp = kiln__malloc(sizeof(double) * DKC * DNC);
-    int nt = n_threads > 1 && (double)m * n * k >= (double)MIN_WORK_PER_THREAD * 2 && m >= 2 && !omp_in_parallel()
-                 ? n_threads
-                 : 1;
+    int nt = n_threads > 1 && (double)m * n * k >= (double)MIN_WORK_PER_THREAD * 2 && m >= 2 ? n_threads : 1;
+    dgemm_job dj = {ta, a, lda, bp, c, ldc, 0, 0, 0, 0};
     for (int64_t jc = 0; jc < n; jc += DNC) {
         int64_t nc = min64(DNC, n - jc);
         for (int64_t pc = 0; pc < k; pc += DKC) {
@@ -484,22 +501,19 @@ void kiln__dgemm_own(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double a
             for (int64_t p = 0; p < kc; p++)
                 for (int64_t j = 0; j < nc; j++)
                     bp[p * nc + j] = alpha * (tb ? b[(jc + j) * ldb + pc + p] : b[(pc + p) * ldb + jc + j]);
-            if (nt > 1) {
-                int64_t per = ceil_div(m, nt);
-#pragma omp parallel for num_threads(nt) schedule(static)
-                for (int t = 0; t < nt; t++)
-                    dgemm_rows(ta, a, lda, t * per, min64(m, (t + 1) * per), pc, kc, bp, nc, c + jc, ldc);
-            } else dgemm_rows(ta, a, lda, 0, m, pc, kc, bp, nc, c + jc, ldc);
+            dj.p0 = pc, dj.kc = kc, dj.nc = nc, dj.jc = jc;
+            kiln__pool_for(m, 1, nt, dgemm_range, &dj);
         }
     }
     free(bp);
 }
 
+/* f64 (gradient checks, references): OpenBLAS on the calling thread where
+ * it is built in */
 void kiln__dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double *a, int64_t lda,
                  const double *b, int64_t ldb, double beta, double *c, int64_t ldc, int n_threads) {
 #ifdef KILN_BLAS
-    if (!omp_in_parallel() && m > 0 && n > 0 && k > 0) {
-        if (openblas_get_num_threads() != n_threads) openblas_set_num_threads(n_threads);
+    if (!kiln__pool_inside() && m > 0 && n > 0 && k > 0) {
         cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n,
                     (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
         return;

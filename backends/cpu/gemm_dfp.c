@@ -1,9 +1,10 @@
 /* gemm_dfp.c — the DFP GEMM (gemm_dfp.h): chunk bound, the packers the
  * SIMD kernel reads (A's here; B's, a gather or an interleave, in
- * gemm_dfp_vnni.c), the run-time choice of path and the scalar reference. */
+ * gemm_dfp_avx512vnni.c), the run-time choice of path and the scalar reference. */
 #include "gemm_dfp.h"
 
 #include "cpu_features.h"
+#include "pool.h"
 #include "scratch.h"
 
 #include "../../quant/dfp.h"
@@ -19,18 +20,29 @@ int64_t kiln__gemm_dfp_chunk_pairs(int amax, int bmax) {
     return cp < 1 ? 1 : cp;
 }
 
-/* The reference: per chunk an exact integer sum (int64 here: the chunk
- * bound keeps it within int32 as on the SIMD path), converted to f32 and
- * added in chunk order. */
-static void scalar(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a, int64_t lda,
-                   const int16_t *b, int64_t ldb, int64_t cp, float sa, float sb, float *c, int64_t ldc, int nt,
-                   bool acc) {
+/* One product's operands as the scalar reference and A's packer read them. */
+typedef struct dfp_job {
+    bool a_km, b_kn, acc;
+    int64_t m, n, k, lda, ldb, ldc, cp, kp;
+    const int16_t *a, *b;
+    int16_t *dst;
+    float sa, sb, *c;
+} dfp_job;
+
+/* The reference, rows [i0, i1): per chunk an exact integer sum (int64
+ * here: the chunk bound keeps it within int32 as on the SIMD path),
+ * converted to f32 and added in chunk order. */
+static void scalar_rows(void *arg, int64_t i0, int64_t i1, int tid) {
+    const dfp_job *J = arg;
+    const int16_t *a = J->a, *b = J->b;
+    const int64_t n = J->n, k = J->k, cp = J->cp, ldc = J->ldc;
+    const float sa = J->sa, sb = J->sb;
+    float *c = J->c;
     /* element p of row i of A and of column j of B, whatever the layout */
-    const int64_t ai_step = a_km ? 1 : lda, ap_step = a_km ? lda : 1;
-    const int64_t bj_step = b_kn ? 1 : ldb, bp_step = b_kn ? ldb : 1;
-#pragma omp parallel for num_threads(nt) if (nt > 1 && (double)m * (double)n * (double)k > (double)(1 << 22)) \
-    schedule(static)
-    for (int64_t i = 0; i < m; i++) {
+    const int64_t ai_step = J->a_km ? 1 : J->lda, ap_step = J->a_km ? J->lda : 1;
+    const int64_t bj_step = J->b_kn ? 1 : J->ldb, bp_step = J->b_kn ? J->ldb : 1;
+    (void)tid;
+    for (int64_t i = i0; i < i1; i++) {
         const int16_t *ai = a + i * ai_step;
         for (int64_t j = 0; j < n; j++) {
             const int16_t *bj = b + j * bj_step;
@@ -42,17 +54,22 @@ static void scalar(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const 
                     s = (int32_t)((uint32_t)s + (uint32_t)((int32_t)ai[p * ap_step] * (int32_t)bj[p * bp_step]));
                 f += (float)s;
             }
-            if (acc) c[i * ldc + j] += f * sa * sb;
+            if (J->acc) c[i * ldc + j] += f * sa * sb;
             else c[i * ldc + j] = f * sa * sb;
         }
     }
 }
 
-static void pack_a(bool km, int64_t m, int64_t k, const int16_t *a, int64_t lda, int16_t *dst, int64_t mp,
-                   int64_t kp) {
+/* A's groups [g0, g1) of KILN_DFP_MR rows */
+static void pack_a_groups(void *arg, int64_t g0, int64_t g1, int tid) {
+    const dfp_job *J = arg;
+    const bool km = J->a_km;
+    const int64_t m = J->m, k = J->k, lda = J->lda, kp = J->kp;
+    const int16_t *a = J->a;
+    int16_t *dst = J->dst;
     int64_t pairs = kp / 2, full = k / 2;
-#pragma omp for schedule(static) nowait
-    for (int64_t i0 = 0; i0 < mp; i0 += KILN_DFP_MR) {
+    (void)tid;
+    for (int64_t i0 = g0 * KILN_DFP_MR; i0 < g1 * KILN_DFP_MR; i0 += KILN_DFP_MR) {
         int16_t *d = dst + i0 * kp;
         if (km) { /* A stored [k, m]: rows 2p and 2p + 1 give the pair of each of the MR rows */
             int live = m - i0 < KILN_DFP_MR ? (int)(m - i0) : KILN_DFP_MR;
@@ -89,9 +106,15 @@ static void pack_a(bool km, int64_t m, int64_t k, const int16_t *a, int64_t lda,
     }
 }
 
+static void pack_a(bool km, int64_t m, int64_t k, const int16_t *a, int64_t lda, int16_t *dst, int64_t mp,
+                   int64_t kp, int nt) {
+    dfp_job J = {.a_km = km, .m = m, .k = k, .lda = lda, .kp = kp, .a = a, .dst = dst};
+    kiln__pool_for(mp / KILN_DFP_MR, 1, nt, pack_a_groups, &J);
+}
+
 static int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
-#define SMALL_A (64 * 1024) /* int16 of packed A that one thread packs before a region */
+#define SMALL_A (64 * 1024) /* int16 of packed A that the calling thread packs alone */
 
 static kiln_status check(const char *who, bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, const int16_t *a,
                          int64_t lda, const int16_t *b, int64_t ldb, float *c, int64_t ldc) {
@@ -112,8 +135,9 @@ static kiln_status ref_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k, 
                          int n_threads, bool acc) {
     kiln_status s = check("gemm_dfp", a_km, b_kn, m, n, k, a, lda, b, ldb, c, ldc);
     if (s != KILN_OK || !m || !n) return s;
-    scalar(a_km, b_kn, m, n, k, a, lda, b, ldb, kiln__gemm_dfp_chunk_pairs(amax, bmax), kiln__dfp_pow2(ea),
-           kiln__dfp_pow2(eb), c, ldc, n_threads < 1 ? 1 : n_threads, acc);
+    dfp_job J = {a_km, b_kn, acc, m, n, k, lda, ldb, ldc, kiln__gemm_dfp_chunk_pairs(amax, bmax), 0, a, b, NULL,
+                 kiln__dfp_pow2(ea), kiln__dfp_pow2(eb), c};
+    kiln__pool_for(m, 1, (double)m * (double)n * (double)k > (double)(1 << 22) ? n_threads : 1, scalar_rows, &J);
     return KILN_OK;
 }
 
@@ -123,11 +147,10 @@ kiln_status kiln__gemm_dfp_ref_t(bool a_km, bool b_kn, int64_t m, int64_t n, int
     return ref_t(a_km, b_kn, m, n, k, a, lda, amax, ea, b, ldb, bmax, eb, c, ldc, n_threads, false);
 }
 
-/* The VNNI kernel's CPU (AVX-512 F/BW/VL and VNNI). */
+/* The VNNI kernel's CPU (gemm_dfp_avx512vnni.c). */
 static bool has_vnni(void) {
 #if defined(__x86_64__)
-    const kiln_cpu_caps *caps = kiln__cpu_caps();
-    return caps->avx512vnni && caps->avx512f && caps->avx512bw && caps->avx512vl;
+    return kiln__cpu_avx512vnni(kiln__cpu_caps());
 #else
     return false;
 #endif
@@ -169,14 +192,11 @@ static kiln_status gemm_t(bool a_km, bool b_kn, int64_t m, int64_t n, int64_t k,
     if (!ap)
         return kiln__errs(KILN_ERR_OOM, "gemm_dfp: no memory to pack a [%lld, %lld] x [%lld, %lld]^T product",
                           (long long)m, (long long)k, (long long)n, (long long)k);
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-        pack_a(a_km, m, k, a, lda, ap, p.mp, p.kp);
+    pack_a(a_km, m, k, a, lda, ap, p.mp, p.kp, nt);
 #if defined(__x86_64__)
-        kiln__gemm_dfp_pack_b_avx512(b_kn, n, k, b, ldb, bp, p.np, p.kp); /* waits for pack_a too */
-        kiln__gemm_dfp_kernel_avx512vnni(&p, c, ldc);
+    kiln__gemm_dfp_pack_b_avx512(b_kn, n, k, b, ldb, bp, p.np, p.kp, nt);
+    kiln__gemm_dfp_kernel_avx512vnni(&p, c, ldc, nt);
 #endif
-    }
     if (owned) free(ap);
     return KILN_OK;
 }
@@ -360,25 +380,15 @@ kiln_status kiln__gemm_dfp_conv_t(bool a_km, bool b_t, int64_t m, int64_t n, int
         return kiln__errs(KILN_ERR_OOM, "gemm_dfp_conv: no memory to pack a [%lld, %lld] x [%lld, %lld]^T product",
                           (long long)m, (long long)k, (long long)n, (long long)k);
     }
-    /* a small A (a forward's weights) packed before the region: no barrier
-     * in it then when each unit packs its own columns */
-    const bool a_first = !first && p.mp * p.kp <= SMALL_A;
-    if (a_first) pack_a(a_km, m, k, a, lda, ap, p.mp, p.kp);
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-        if (!a_first) pack_a(a_km, m, k, a, lda, ap, p.mp, p.kp);
+    /* a small A (a forward's weights) packed on the calling thread alone */
+    pack_a(a_km, m, k, a, lda, ap, p.mp, p.kp, !first && p.mp * p.kp <= SMALL_A ? 1 : nt);
 #if defined(__x86_64__)
-        if (first) {
-            kiln__gemm_dfp_pack_b_im2col_avx512(b_t, n, k, img->x, &taps, bp, p.np, p.kp); /* waits for pack_a too */
-            kiln__gemm_dfp_kernel_avx512vnni(&p, c, ldc);
-        } else {
-            if (!a_first) {
-#pragma omp barrier
-            }
-            kiln__gemm_dfp_kernel_im2col_avx512vnni(&p, c, ldc, b_t, img->x, &taps, bp, stride);
-        }
+    if (first) {
+        kiln__gemm_dfp_pack_b_im2col_avx512(b_t, n, k, img->x, &taps, bp, p.np, p.kp, nt);
+        kiln__gemm_dfp_kernel_avx512vnni(&p, c, ldc, nt);
+    } else
+        kiln__gemm_dfp_kernel_im2col_avx512vnni(&p, c, ldc, b_t, img->x, &taps, bp, stride, nt);
 #endif
-    }
     if (owned) free(ap);
     free(tab);
     return KILN_OK;

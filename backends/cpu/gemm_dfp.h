@@ -121,23 +121,26 @@ typedef struct kiln_dfp_taps {
     int32_t period; /* kh kw: rows r and r + period have the same ri, rj */
 } kiln_dfp_taps;
 
+/* The packers and kernels below each run their loop on kiln's pool
+ * (pool.h) with up to n_threads threads and return when it is done. */
 #if defined(__x86_64__)
-void kiln__gemm_dfp_kernel_avx512vnni(const kiln_dfp_packed *p, float *c, int64_t ldc);
+void kiln__gemm_dfp_kernel_avx512vnni(const kiln_dfp_packed *p, float *c, int64_t ldc, int n_threads);
 /* A's first full pairs (k / 2) of KILN_DFP_MR rows into a tile (d); rows
  * from live on are padding (0). */
 void kiln__gemm_dfp_pack_a_rows_avx512(const int16_t *const src[KILN_DFP_MR], int live, int64_t full, int16_t *d);
-/* B's packer (every thread of the region calls it; it waits for all). */
+/* B's packer. */
 void kiln__gemm_dfp_pack_b_avx512(bool kn, int64_t n, int64_t k, const int16_t *b, int64_t ldb, int16_t *dst,
-                                  int64_t np, int64_t kp);
+                                  int64_t np, int64_t kp, int n_threads);
 /* The columns' packer (the tables above). */
 void kiln__gemm_dfp_pack_b_im2col_avx512(bool b_t, int64_t n, int64_t k, const int16_t *x, const kiln_dfp_taps *t,
-                                         int16_t *dst, int64_t np, int64_t kp);
+                                         int16_t *dst, int64_t np, int64_t kp, int n_threads);
 /* The kernel with the columns packed inside it (the tables above): each
- * unit packs its 64-column block into its thread's buffer, bufs + thread
- * * stride (stride >= min(np, 64) * kp int16); p->b unused. */
+ * unit packs its 64-column block into its thread's buffer, bufs + pool tid
+ * * stride (n_threads of them; stride >= min(np, 64) * kp int16); p->b
+ * unused. */
 void kiln__gemm_dfp_kernel_im2col_avx512vnni(const kiln_dfp_packed *p, float *c, int64_t ldc, bool b_t,
                                              const int16_t *x, const kiln_dfp_taps *t, int16_t *bufs,
-                                             int64_t stride);
+                                             int64_t stride, int n_threads);
 #endif
 
 #endif

@@ -2,7 +2,8 @@
  * choice of path, the packers every SIMD kernel reads from (into the
  * per-thread scratch of scratch.h), and the portable scalar reference.
  *
- * The SIMD kernels (gemm_i8_amx.c, _vnni.c, _neondot.c, _neon.c) only see
+ * The SIMD kernels (gemm_i8_amx.c, _avx512vnni.c, _avxvnni.c, _neondot.c,
+ * _neon.c) only see
  * packed operands, zero padded to their block sizes, so they have no edge
  * cases in k and only mask their stores of C. */
 #include "gemm_i8.h"
@@ -13,21 +14,37 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The reference: plain dot products, summed in uint32 so an overflow wraps
- * (as the SIMD paths do) instead of being undefined. */
-static void scalar(int64_t m, int64_t n, int64_t k, const int8_t *a, int64_t lda, const int8_t *b, int64_t ldb,
-                   int32_t *c, int64_t ldc, int nt) {
-#pragma omp parallel for num_threads(nt) if (nt > 1 && (double)m * (double)n * (double)k > (double)(1 << 22)) \
-    schedule(static)
-    for (int64_t i = 0; i < m; i++) {
-        const int8_t *ai = a + i * lda;
-        for (int64_t j = 0; j < n; j++) {
-            const int8_t *bj = b + j * ldb;
+/* One product: the operands (a, b: original or packed), C, and the sizes
+ * the range functions below need. */
+typedef struct s8_job {
+    const int8_t *a, *b;
+    int8_t *dst;
+    int32_t *c;
+    int64_t m, n, k, lda, ldb, ldc, mp, np, kp;
+    int r, g;
+    uint8_t flip;
+} s8_job;
+
+/* The reference, rows [i0, i1): plain dot products, summed in uint32 so an
+ * overflow wraps (as the SIMD paths do) instead of being undefined. */
+static void scalar_rows(void *arg, int64_t i0, int64_t i1, int tid) {
+    const s8_job *j = arg;
+    (void)tid;
+    for (int64_t i = i0; i < i1; i++) {
+        const int8_t *ai = j->a + i * j->lda;
+        for (int64_t e = 0; e < j->n; e++) {
+            const int8_t *be = j->b + e * j->ldb;
             int32_t s = 0; /* int32 products of int8 never overflow; the sum wraps */
-            for (int64_t p = 0; p < k; p++) s = (int32_t)((uint32_t)s + (uint32_t)(ai[p] * bj[p]));
-            c[i * ldc + j] = s;
+            for (int64_t p = 0; p < j->k; p++) s = (int32_t)((uint32_t)s + (uint32_t)(ai[p] * be[p]));
+            j->c[i * j->ldc + e] = s;
         }
     }
+}
+
+static void scalar(int64_t m, int64_t n, int64_t k, const int8_t *a, int64_t lda, const int8_t *b, int64_t ldb,
+                   int32_t *c, int64_t ldc, int nt) {
+    s8_job j = {.a = a, .b = b, .c = c, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc};
+    kiln__pool_for(m, 1, (double)m * (double)n * (double)k > (double)(1 << 22) ? nt : 1, scalar_rows, &j);
 }
 
 /* A rows into R x G blocks (layout in gemm_i8.h), xor-ing every byte with
@@ -46,11 +63,17 @@ static void copy_flip(int8_t *d, const int8_t *s, int g, uint8_t flip) {
         for (int t = 0; t < g; t++) d[t] = (int8_t)((uint8_t)s[t] ^ flip);
 }
 
-static void pack_a(int64_t m, int64_t k, const int8_t *a, int64_t lda, int8_t *dst, int64_t mp, int64_t kp, int r,
-                   int g, uint8_t flip) {
+/* groups [x0, x1) of r rows */
+static void pack_a(void *arg, int64_t x0, int64_t x1, int tid) {
+    const s8_job *j = arg;
+    const int8_t *a = j->a;
+    int8_t *dst = j->dst;
+    const int64_t m = j->m, k = j->k, lda = j->lda, kp = j->kp;
+    const int r = j->r, g = j->g;
+    const uint8_t flip = j->flip;
     int64_t chunks = kp / g, full = k / g;
-#pragma omp for schedule(static) nowait
-    for (int64_t i0 = 0; i0 < mp; i0 += r) {
+    (void)tid;
+    for (int64_t i0 = x0 * r; i0 < x1 * r; i0 += r) {
         int8_t *d = dst + i0 * kp;
         int live = m - i0 < r ? (int)(m - i0) : r;
         for (int64_t c = 0; c < chunks; c++, d += (int64_t)r * g) {
@@ -66,12 +89,15 @@ static void pack_a(int64_t m, int64_t k, const int8_t *a, int64_t lda, int8_t *d
     }
 }
 
-/* B rows (columns of C) into 16-column panels of k quads. Waits for every
- * thread at the end (so pack_a, started before it, is done too). */
-static void pack_b(int64_t n, int64_t k, const int8_t *b, int64_t ldb, int8_t *dst, int64_t np, int64_t kp) {
+/* B rows (columns of C) into 16-column panels [x0, x1) of k quads. */
+static void pack_b(void *arg, int64_t x0, int64_t x1, int tid) {
+    const s8_job *j = arg;
+    const int8_t *b = j->b;
+    int8_t *dst = j->dst;
+    const int64_t n = j->n, k = j->k, ldb = j->ldb, kp = j->kp;
     int64_t quads = kp / 4, full = k / 4;
-#pragma omp for schedule(static)
-    for (int64_t j0 = 0; j0 < np; j0 += 16) {
+    (void)tid;
+    for (int64_t j0 = x0 * 16; j0 < x1 * 16; j0 += 16) {
         int8_t *d = dst + (j0 / 16) * quads * 64;
         const int8_t *rows[16];
         int live = n - j0 < 16 ? (int)(n - j0) : 16;
@@ -99,13 +125,12 @@ typedef enum path { PATH_SCALAR, PATH_AMX, PATH_AVX512VNNI, PATH_AVXVNNI, PATH_N
 static path choose(void) {
     const kiln_cpu_caps *caps = kiln__cpu_caps();
 #if defined(__x86_64__)
-    bool avx512 = caps->avx512f && caps->avx512bw && caps->avx512vl;
-    if (caps->amx_int8 && caps->amx_tile && avx512) return PATH_AMX;
-    if (caps->avx512vnni && avx512) return PATH_AVX512VNNI;
-    if (caps->avxvnni && caps->avx2) return PATH_AVXVNNI;
+    if (kiln__cpu_amx(caps)) return PATH_AMX;
+    if (kiln__cpu_avx512vnni(caps)) return PATH_AVX512VNNI;
+    if (kiln__cpu_avxvnni(caps)) return PATH_AVXVNNI;
 #elif defined(__aarch64__)
-    if (caps->dotprod) return PATH_NEONDOT;
-    if (caps->neon) return PATH_NEON;
+    if (kiln__cpu_neondot(caps)) return PATH_NEONDOT;
+    if (kiln__cpu_neon(caps)) return PATH_NEON;
 #else
     (void)caps;
 #endif
@@ -140,23 +165,21 @@ static kiln_status packed(path pa, int64_t m, int64_t n, int64_t k, const int8_t
     int8_t *bp = ap + abytes;
     int32_t *cs = vnni ? (int32_t *)(bp + bbytes) : NULL; /* abytes, bbytes are multiples of 4 */
     p.a = ap, p.b = bp, p.colsum = cs;
-    /* one parallel region: one fork and join */
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-        pack_a(m, k, a, lda, ap, p.mp, p.kp, r, g, vnni ? 0x80 : 0);
-        pack_b(n, k, b, ldb, bp, p.np, p.kp);
-        switch (pa) {
+    s8_job ja = {.a = a, .dst = ap, .m = m, .k = k, .lda = lda, .kp = p.kp, .r = r, .g = g, .flip = vnni ? 0x80 : 0};
+    s8_job jb = {.b = b, .dst = bp, .n = n, .k = k, .ldb = ldb, .kp = p.kp};
+    kiln__pool_for(p.mp / r, 1, nt, pack_a, &ja);
+    kiln__pool_for(p.np / 16, 1, nt, pack_b, &jb);
+    switch (pa) {
 #if defined(__x86_64__)
-        case PATH_AMX: kiln__gemm_s8_kernel_amx(&p, c, ldc, nt); break;
-        case PATH_AVX512VNNI: kiln__gemm_s8_kernel_avx512vnni(&p, c, ldc, nt); break;
-        case PATH_AVXVNNI: kiln__gemm_s8_kernel_avxvnni(&p, c, ldc, nt); break;
+    case PATH_AMX: kiln__gemm_s8_kernel_amx(&p, c, ldc, nt); break;
+    case PATH_AVX512VNNI: kiln__gemm_s8_kernel_avx512vnni(&p, c, ldc, nt); break;
+    case PATH_AVXVNNI: kiln__gemm_s8_kernel_avxvnni(&p, c, ldc, nt); break;
 #endif
 #if defined(__aarch64__)
-        case PATH_NEONDOT: kiln__gemm_s8_kernel_neondot(&p, c, ldc, nt); break;
-        case PATH_NEON: kiln__gemm_s8_kernel_neon(&p, c, ldc, nt); break;
+    case PATH_NEONDOT: kiln__gemm_s8_kernel_neondot(&p, c, ldc, nt); break;
+    case PATH_NEON: kiln__gemm_s8_kernel_neon(&p, c, ldc, nt); break;
 #endif
-        default: break;
-        }
+    default: break;
     }
     if (owned) free(ap);
     return KILN_OK;

@@ -14,7 +14,7 @@
  *     kiln_status s = kiln__gemm_s8(tokens, out, in, x, in, w, in, y, out, n_threads);
  *
  * The path is chosen at run time (cpu_features.h): AMX-INT8 tiles
- * (tdpbssd), AVX512-VNNI, AVX-VNNI (ymm, gemm_i8_avxvnni_avx2.c), ARM64 dotprod (sdot), plain NEON
+ * (tdpbssd), AVX512-VNNI, AVX-VNNI (ymm, gemm_i8_avxvnni.c), ARM64 dotprod (sdot), plain NEON
  * widening multiplies, or portable scalar C.
  *
  * Below the entry point: the packed operand layouts the SIMD kernels read
@@ -23,6 +23,7 @@
 #define KILN_CPU_GEMM_I8_H
 
 #include "internal.h"
+#include "pool.h"
 
 kiln_status kiln__gemm_s8(int64_t m, int64_t n, int64_t k, const int8_t *a, int64_t lda, const int8_t *b,
                           int64_t ldb, int32_t *c, int64_t ldc, int n_threads);
@@ -47,19 +48,32 @@ typedef struct kiln_s8_packed {
     int64_t m, n, mp, np, kp;
 } kiln_s8_packed;
 
+/* A k quad of a packed A row (4 bytes) as one int32, for a broadcast. */
+static inline int32_t kiln__s8_quad(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
 #define KILN_S8_AMX_MR 32 /* rows and columns of one AMX step (2 x 2 tiles) */
 #define KILN_S8_VNNI_MR 6
 #define KILN_S8_NEONDOT_MR 4
 #define KILN_S8_NEON_MR 2
 
-/* Kernels: C = packed A x packed B, only the valid m x n part written.
- * Called by every thread of the enclosing parallel region (orphaned omp
- * for; n_threads is the team size); outside a region one thread does it all. */
+/* Kernels: C = packed A x packed B, only the valid m x n part written,
+ * their units of work (a column block against a group of gs row tiles) run
+ * on kiln's pool with up to n_threads threads. What a unit loop reads: */
+typedef struct kiln_s8_units {
+    const kiln_s8_packed *p;
+    int32_t *c;
+    int64_t ldc, gs, nbw; /* row tiles per unit; columns per unit (VNNI) */
+    const void *tile;     /* the VNNI tile function */
+} kiln_s8_units;
 #if defined(__x86_64__)
 void kiln__gemm_s8_kernel_amx(const kiln_s8_packed *p, int32_t *c, int64_t ldc, int n_threads);
 void kiln__gemm_s8_kernel_avx512vnni(const kiln_s8_packed *p, int32_t *c, int64_t ldc, int n_threads);
 void kiln__gemm_s8_kernel_avxvnni(const kiln_s8_packed *p, int32_t *c, int64_t ldc, int n_threads);
-/* The VNNI kernels' shared loop (gemm_i8_avxvnni_avx2.c): tile(...) makes
+/* The VNNI kernels' shared loop (gemm_i8_tiles_avx2.c): tile(...) makes
  * rows x cols (<= 6 x 16 np) of C += an A tile x np B panels over quads k
  * quads (B panels ps bytes apart), starting from -colsum when first, else
  * from C; nbw is the columns per unit of work (16 np). */

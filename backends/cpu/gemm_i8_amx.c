@@ -44,14 +44,16 @@ static void block(const kiln_s8_packed *p, int64_t ib, int64_t jb, int32_t *out,
  * not depend on the thread count (they could not anyway: integer sums). */
 #define GROUP 8
 
-void kiln__gemm_s8_kernel_amx(const kiln_s8_packed *p, int32_t *c, int64_t ldc, int n_threads) {
-    int64_t mb = p->mp / 32, nb = p->np / 32, gs = GROUP;
-    while (gs > 1 && (mb + gs - 1) / gs * nb < 4 * n_threads) gs /= 2; /* enough units for every thread */
-    int64_t units = (mb + gs - 1) / gs * nb;
+/* units [u0, u1); the tiles configured and released around them */
+static void units(void *arg, int64_t u0, int64_t u1, int tid) {
+    const kiln_s8_units *j = arg;
+    const kiln_s8_packed *p = j->p;
+    int32_t *c = j->c;
+    const int64_t ldc = j->ldc, mb = p->mp / 32, nb = p->np / 32, gs = j->gs;
     alignas(64) int32_t out[32 * 32];
+    (void)tid;
     _tile_loadconfig(&kiln__amx_config);
-#pragma omp for schedule(dynamic, 1) nowait
-    for (int64_t u = 0; u < units; u++) {
+    for (int64_t u = u0; u < u1; u++) {
         int64_t jb = u % nb, ib0 = u / nb * gs, ib1 = ib0 + gs < mb ? ib0 + gs : mb, j0 = jb * 32;
         int64_t cols = p->n - j0 < 32 ? p->n - j0 : 32;
         __mmask16 m0 = cols >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << cols) - 1);
@@ -71,5 +73,12 @@ void kiln__gemm_s8_kernel_amx(const kiln_s8_packed *p, int32_t *c, int64_t ldc, 
         }
     }
     _tile_release();
+}
+
+void kiln__gemm_s8_kernel_amx(const kiln_s8_packed *p, int32_t *c, int64_t ldc, int n_threads) {
+    int64_t mb = p->mp / 32, nb = p->np / 32, gs = GROUP;
+    while (gs > 1 && (mb + gs - 1) / gs * nb < 4 * n_threads) gs /= 2; /* enough units for every thread */
+    kiln_s8_units j = {p, c, ldc, gs, 0, NULL};
+    kiln__pool_for((mb + gs - 1) / gs * nb, 1, n_threads, units, &j);
 }
 #endif

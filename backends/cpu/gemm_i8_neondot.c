@@ -46,12 +46,14 @@ static void tile(const int8_t *a, const int8_t *b, int64_t chunks, int32_t *c, i
     for (int64_t r = 0; r < rows; r++) memcpy(c + r * ldc, tmp[r], (size_t)cols * 4);
 }
 
-void kiln__gemm_s8_kernel_neondot(const kiln_s8_packed *p, int32_t *c, int64_t ldc, int n_threads) {
-    int64_t mt = p->mp / MR, nb = p->np / 16, gs = GROUP, chunks = p->kp / 16;
-    while (gs > 1 && (mt + gs - 1) / gs * nb < 4 * n_threads) gs /= 2;
-    int64_t units = (mt + gs - 1) / gs * nb;
-#pragma omp for schedule(dynamic, 1) nowait
-    for (int64_t u = 0; u < units; u++) {
+/* units [u0, u1): a 16-column panel against a group of gs row tiles */
+static void units(void *arg, int64_t u0, int64_t u1, int tid) {
+    const kiln_s8_units *j = arg;
+    const kiln_s8_packed *p = j->p;
+    int32_t *c = j->c;
+    const int64_t ldc = j->ldc, gs = j->gs, mt = p->mp / MR, nb = p->np / 16, chunks = p->kp / 16;
+    (void)tid;
+    for (int64_t u = u0; u < u1; u++) {
         int64_t jb = u % nb, t0 = u / nb * gs, t1 = t0 + gs < mt ? t0 + gs : mt, j0 = jb * 16;
         int64_t cols = p->n - j0 < 16 ? p->n - j0 : 16;
         for (int64_t t = t0; t < t1; t++) {
@@ -59,5 +61,12 @@ void kiln__gemm_s8_kernel_neondot(const kiln_s8_packed *p, int32_t *c, int64_t l
             tile(p->a + t * chunks * MR * 16, p->b + jb * p->kp * 16, chunks, c + i0 * ldc + j0, ldc, rows, cols);
         }
     }
+}
+
+void kiln__gemm_s8_kernel_neondot(const kiln_s8_packed *p, int32_t *c, int64_t ldc, int n_threads) {
+    int64_t mt = p->mp / MR, nb = p->np / 16, gs = GROUP;
+    while (gs > 1 && (mt + gs - 1) / gs * nb < 4 * n_threads) gs /= 2;
+    kiln_s8_units j = {p, c, ldc, gs, 0, NULL};
+    kiln__pool_for((mt + gs - 1) / gs * nb, 1, n_threads, units, &j);
 }
 #endif

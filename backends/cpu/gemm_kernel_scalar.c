@@ -44,10 +44,10 @@ const kiln__sgemm_kernel kiln__sgemm_kernel_scalar = {
 const kiln__sgemm_kernel *kiln__sgemm_kernel_pick(void) {
     const kiln_cpu_caps *c = kiln__cpu_caps();
 #if defined(__x86_64__)
-    if (c->level >= KILN_SIMD_AVX512) return &kiln__sgemm_kernel_avx512;
-    if (c->level >= KILN_SIMD_AVX2 && c->fma) return &kiln__sgemm_kernel_avx2;
+    if (kiln__cpu_avx512(c)) return &kiln__sgemm_kernel_avx512;
+    if (kiln__cpu_avx2(c)) return &kiln__sgemm_kernel_avx2;
 #elif defined(__aarch64__)
-    if (c->level >= KILN_SIMD_NEON) return &kiln__sgemm_kernel_neon;
+    if (kiln__cpu_neon(c)) return &kiln__sgemm_kernel_neon;
 #endif
     (void)c;
     return &kiln__sgemm_kernel_scalar;

@@ -13,6 +13,7 @@
 #include "gemm_lowp.h"
 
 #include "cpu_features.h"
+#include "pool.h"
 #include "scratch.h"
 
 #include <stdlib.h>
@@ -20,8 +21,7 @@
 
 static bool use_avx2(void) {
 #if defined(__x86_64__)
-    const kiln_cpu_caps *caps = kiln__cpu_caps();
-    return caps->avx2 && caps->f16c;
+    return kiln__cpu_avx2(kiln__cpu_caps());
 #else
     return false;
 #endif
@@ -55,14 +55,38 @@ static void row_from_f32(kiln_dtype c_dt, const float *src, void *dst, int64_t n
     kiln__types[c_dt].from_f32(src, dst, n);
 }
 
+/* Rows converted between a low-precision matrix (lp, row stride ld) and a
+ * dense f32 one (f, cols wide), one way or the other. */
+typedef struct rows_job {
+    kiln_dtype dt;
+    const void *lp_in;
+    void *lp_out;
+    float *f;
+    int64_t cols, ld;
+    bool simd;
+} rows_job;
+
+static void widen_rows(void *arg, int64_t i0, int64_t i1, int tid) {
+    const rows_job *j = arg;
+    size_t es = kiln__types[j->dt].size;
+    (void)tid;
+    for (int64_t i = i0; i < i1; i++)
+        row_to_f32(j->dt, (const char *)j->lp_in + (size_t)(i * j->ld) * es, j->f + i * j->cols, j->cols, j->simd);
+}
+
+static void narrow_rows(void *arg, int64_t i0, int64_t i1, int tid) {
+    const rows_job *j = arg;
+    (void)tid;
+    for (int64_t i = i0; i < i1; i++)
+        row_from_f32(j->dt, j->f + i * j->cols, (uint16_t *)j->lp_out + i * j->ld, j->cols, j->simd);
+}
+
 /* The rows x cols matrix x (row stride ld) widened to a dense f32 copy. */
 static float *widen(kiln_dtype in_dt, const void *x, int64_t rows, int64_t cols, int64_t ld, int nt) {
     float *w = kiln__malloc((size_t)(rows * cols) * sizeof(float));
     if (!w) return NULL;
-    size_t es = kiln__types[in_dt].size;
-    bool simd = use_avx2();
-#pragma omp parallel for num_threads(nt) if (nt > 1 && rows * cols > (1 << 16)) schedule(static)
-    for (int64_t i = 0; i < rows; i++) row_to_f32(in_dt, (const char *)x + (size_t)(i * ld) * es, w + i * cols, cols, simd);
+    rows_job j = {in_dt, x, NULL, w, cols, ld, use_avx2()};
+    kiln__pool_for(rows, 1, rows * cols > (1 << 16) ? nt : 1, widen_rows, &j);
     return w;
 }
 
@@ -80,9 +104,8 @@ static kiln_status portable(kiln_dtype in_dt, kiln_dtype c_dt, bool ta, bool tb,
     int64_t ldw = c_dt == KILN_F32 ? ldc : n;
     kiln__sgemm(ta, tb, m, n, k, 1.0f, aw, ac, bw, bc, 0.0f, cw, ldw, nt);
     if (c_dt != KILN_F32) {
-        bool simd = use_avx2();
-#pragma omp parallel for num_threads(nt) if (nt > 1 && m * n > (1 << 16)) schedule(static)
-        for (int64_t i = 0; i < m; i++) row_from_f32(c_dt, cw + i * n, (uint16_t *)c + i * ldc, n, simd);
+        rows_job j = {c_dt, NULL, c, cw, n, ldc, use_avx2()};
+        kiln__pool_for(m, 1, m * n > (1 << 16) ? nt : 1, narrow_rows, &j);
     }
 out:
     free(aw);
@@ -109,14 +132,10 @@ static kiln_status packed(kiln_dtype in_dt, kiln_dtype c_dt, bool ta, bool tb, i
         return kiln__errs(KILN_ERR_OOM, "matmul: no memory to pack a [%lld, %lld] x [%lld, %lld] bf16 product",
                           (long long)m, (long long)k, (long long)k, (long long)n);
     p.a = ap, p.b = bp;
-    /* one parallel region: one fork and join (a busy machine stalls each) */
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-        kiln__lowp_pack_a_avx512(in_dt, ta, m, k, a, lda, ap, p.mp, p.kp);
-        kiln__lowp_pack_b_avx512(in_dt, tb, k, n, b, ldb, bp, p.kp, p.np);
-        if (amx) kiln__lowp_kernel_amx(&p, c_dt, c, ldc, nt);
-        else kiln__lowp_kernel_avx512bf16(&p, c_dt, c, ldc, nt);
-    }
+    kiln__lowp_pack_a_avx512(in_dt, ta, m, k, a, lda, ap, p.mp, p.kp, nt);
+    kiln__lowp_pack_b_avx512(in_dt, tb, k, n, b, ldb, bp, p.kp, p.np, nt);
+    if (amx) kiln__lowp_kernel_amx(&p, c_dt, c, ldc, nt);
+    else kiln__lowp_kernel_avx512bf16(&p, c_dt, c, ldc, nt);
     if (owned) free(ap);
     return KILN_OK;
 }
@@ -142,9 +161,8 @@ kiln_status kiln__gemm_lowp(kiln_dtype in_dt, kiln_dtype c_dt, bool ta, bool tb,
     }
 #if defined(__x86_64__)
     const kiln_cpu_caps *caps = kiln__cpu_caps();
-    bool avx512 = caps->avx512f && caps->avx512bw && caps->avx512vl;
-    if (in_dt != KILN_F16 && avx512 && (caps->amx_bf16 || caps->avx512bf16))
-        return packed(in_dt, c_dt, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, n_threads, caps->amx_bf16);
+    if (in_dt != KILN_F16 && kiln__cpu_avx512bf16(caps))
+        return packed(in_dt, c_dt, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, n_threads, kiln__cpu_amx(caps));
 #endif
     return portable(in_dt, c_dt, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, n_threads);
 }

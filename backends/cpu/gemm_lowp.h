@@ -26,16 +26,13 @@ typedef struct kiln_lowp_packed {
 /* Pack op(A) (m x k) / op(B) (k x n) of dtype in_dt (bf16, or f32 rounded
  * to bf16 here) into the layout above; dst holds Mp*Kp / Kp*Np elements.
  * gemm_lowp_avx512.c: call only where the CPU has AVX-512 (F/BW/VL).
- * The packers and kernels share their work among the threads of the
- * enclosing parallel region (orphaned omp for): every thread of the team
- * calls them, in the same order; outside a region one thread does it all.
- * pack_a does not wait at its end, pack_b does (both are then done). */
+ * The packers and kernels each run their loop on kiln's pool (pool.h) with
+ * up to n_threads threads and return when it is done. */
 void kiln__lowp_pack_a_avx512(kiln_dtype in_dt, bool ta, int64_t m, int64_t k, const void *a, int64_t lda,
-                              uint16_t *dst, int64_t mp, int64_t kp);
+                              uint16_t *dst, int64_t mp, int64_t kp, int n_threads);
 void kiln__lowp_pack_b_avx512(kiln_dtype in_dt, bool tb, int64_t k, int64_t n, const void *b, int64_t ldb,
-                              uint16_t *dst, int64_t kp, int64_t np);
-/* C (c_dt) = packed A x packed B, only the valid m x n part written;
- * n_threads is the team size. */
+                              uint16_t *dst, int64_t kp, int64_t np, int n_threads);
+/* C (c_dt) = packed A x packed B, only the valid m x n part written. */
 void kiln__lowp_kernel_amx(const kiln_lowp_packed *p, kiln_dtype c_dt, void *c, int64_t ldc, int n_threads);
 void kiln__lowp_kernel_avx512bf16(const kiln_lowp_packed *p, kiln_dtype c_dt, void *c, int64_t ldc, int n_threads);
 /* Row converters (AVX2 + F16C), exact twins of the scalar ones in

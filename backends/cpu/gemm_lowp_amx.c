@@ -7,6 +7,7 @@
 #if defined(__x86_64__)
 #include "amx_tiles.h"
 #include "gemm_lowp_x86.h"
+#include "pool.h"
 
 
 /* tiles 0..3: C blocks (00 01 10 11); 4, 5: A rows 0-15 / 16-31; 6, 7: B cols 0-15 / 16-31 */
@@ -43,16 +44,25 @@ static void block(const kiln_lowp_packed *p, int64_t ib, int64_t jb, float *out)
  * computed whole by one thread, so results do not depend on the thread count. */
 #define GROUP 8
 
-/* Called by every thread of the team (see gemm_lowp.h). */
-void kiln__lowp_kernel_amx(const kiln_lowp_packed *p, kiln_dtype c_dt, void *c, int64_t ldc, int n_threads) {
-    int64_t mb = p->mp / 32, nb = p->np / 32, gs = GROUP;
-    while (gs > 1 && (mb + gs - 1) / gs * nb < 4 * n_threads) gs /= 2; /* enough units for every thread */
-    int64_t units = (mb + gs - 1) / gs * nb;
+typedef struct kernel_job {
+    const kiln_lowp_packed *p;
+    kiln_dtype c_dt;
+    void *c;
+    int64_t ldc, gs;
+} kernel_job;
+
+/* units [u0, u1); the tiles configured and released around them */
+static void units(void *arg, int64_t u0, int64_t u1, int tid) {
+    const kernel_job *j = arg;
+    const kiln_lowp_packed *p = j->p;
+    const kiln_dtype c_dt = j->c_dt;
+    void *c = j->c;
+    const int64_t ldc = j->ldc, mb = p->mp / 32, nb = p->np / 32, gs = j->gs;
     size_t es = c_dt == KILN_F32 ? 4 : 2;
     alignas(64) float out[32 * 32];
+    (void)tid;
     _tile_loadconfig(&kiln__amx_config);
-#pragma omp for schedule(dynamic, 1) nowait
-    for (int64_t u = 0; u < units; u++) {
+    for (int64_t u = u0; u < u1; u++) {
         int64_t jb = u % nb, ib0 = u / nb * gs, ib1 = ib0 + gs < mb ? ib0 + gs : mb, j0 = jb * 32;
         int64_t cols = p->n - j0 < 32 ? p->n - j0 : 32;
         for (int64_t ib = ib0; ib < ib1; ib++) {
@@ -62,5 +72,12 @@ void kiln__lowp_kernel_amx(const kiln_lowp_packed *p, kiln_dtype c_dt, void *c, 
         }
     }
     _tile_release();
+}
+
+void kiln__lowp_kernel_amx(const kiln_lowp_packed *p, kiln_dtype c_dt, void *c, int64_t ldc, int n_threads) {
+    int64_t mb = p->mp / 32, nb = p->np / 32, gs = GROUP;
+    while (gs > 1 && (mb + gs - 1) / gs * nb < 4 * n_threads) gs /= 2; /* enough units for every thread */
+    kernel_job j = {p, c_dt, c, ldc, gs};
+    kiln__pool_for((mb + gs - 1) / gs * nb, 1, n_threads, units, &j);
 }
 #endif

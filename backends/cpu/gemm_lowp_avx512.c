@@ -2,10 +2,11 @@
  * op(B), bf16 or f32 (rounded to bf16 on the way), into the tile-ready
  * layout of gemm_lowp.h. Untransposed operands are read a row at a time
  * and written whole lines; transposed ones are read as 32-bit bf16 pairs
- * and scattered 16 at a time inside one 1 KiB block. The work-sharing loops
- * are orphaned: called by each thread of a team they split the rows. */
+ * and scattered 16 at a time inside one 1 KiB block. Threads split the
+ * row groups (A) or the pairs or panels (B). */
 #if defined(__x86_64__)
 #include "gemm_lowp_x86.h"
+#include "pool.h"
 
 #include <string.h>
 
@@ -33,15 +34,30 @@ static inline __m512i load32(kiln_dtype dt, const void *p, int64_t cnt) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
-void kiln__lowp_pack_a_avx512(kiln_dtype in_dt, bool ta, int64_t m, int64_t k, const void *a, int64_t lda,
-                              uint16_t *dst, int64_t mp, int64_t kp) {
+/* One operand to pack: its dtype, layout and sizes, and where to. */
+typedef struct pack_job {
+    kiln_dtype dt;
+    bool t;
+    int64_t rows, cols; /* A: m, k; B: k, n */
+    const char *src;
+    int64_t ld;
+    uint16_t *dst;
+    int64_t kp, np;
+} pack_job;
+
+/* A's groups [g0, g1) of 16 rows */
+static void pack_a_groups(void *arg, int64_t g0, int64_t g1, int tid) {
+    const pack_job *j = arg;
+    const kiln_dtype in_dt = j->dt;
+    const bool ta = j->t;
+    const int64_t m = j->rows, k = j->cols, lda = j->ld, chunks = j->kp / 32;
+    const char *src = j->src;
+    uint16_t *dst = j->dst;
     size_t es = in_dt == KILN_BF16 ? 2 : 4;
-    const char *src = a;
-    int64_t groups = mp / 16, chunks = kp / 32;
     const __m512i row16 = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                              _mm512_set1_epi32(16));
-#pragma omp for schedule(static) nowait
-    for (int64_t g = 0; g < groups; g++) {
+    (void)tid;
+    for (int64_t g = g0; g < g1; g++) {
         for (int64_t c = 0; c < chunks; c++) {
             uint16_t *blk = dst + (g * chunks + c) * 512;
             int64_t p0 = c * 32;
@@ -67,17 +83,26 @@ void kiln__lowp_pack_a_avx512(kiln_dtype in_dt, bool ta, int64_t m, int64_t k, c
     }
 }
 
-void kiln__lowp_pack_b_avx512(kiln_dtype in_dt, bool tb, int64_t k, int64_t n, const void *b, int64_t ldb,
-                              uint16_t *dst, int64_t kp, int64_t np) {
+void kiln__lowp_pack_a_avx512(kiln_dtype in_dt, bool ta, int64_t m, int64_t k, const void *a, int64_t lda,
+                              uint16_t *dst, int64_t mp, int64_t kp, int n_threads) {
+    pack_job j = {in_dt, ta, m, k, a, lda, dst, kp, 0};
+    kiln__pool_for(mp / 16, 1, n_threads, pack_a_groups, &j);
+}
+
+/* B's pairs of k rows (untransposed) or panels of 16 columns [x0, x1) */
+static void pack_b_items(void *arg, int64_t x0, int64_t x1, int tid) {
+    const pack_job *j = arg;
+    const kiln_dtype in_dt = j->dt;
+    const bool tb = j->t;
+    const int64_t k = j->rows, n = j->cols, ldb = j->ld, pairs = j->kp / 2, panels = j->np / 16;
+    const char *src = j->src;
     size_t es = in_dt == KILN_BF16 ? 2 : 4;
-    const char *src = b;
-    int64_t panels = np / 16, pairs = kp / 2;
-    uint32_t *d32 = (uint32_t *)dst;
+    uint32_t *d32 = (uint32_t *)j->dst;
     const __m512i row16 = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                              _mm512_set1_epi32(16));
+    (void)tid;
     if (!tb) { /* rows 2q and 2q+1 interleaved into one line per panel */
-#pragma omp for schedule(static)
-        for (int64_t q = 0; q < pairs; q++) {
+        for (int64_t q = x0; q < x1; q++) {
             for (int64_t g = 0; g < panels; g++) {
                 int64_t j0 = g * 16;
                 __m512i lo = 2 * q < k ? load16_lanes(in_dt, src + ((size_t)(2 * q * ldb + j0)) * es, n - j0)
@@ -91,8 +116,7 @@ void kiln__lowp_pack_b_avx512(kiln_dtype in_dt, bool tb, int64_t k, int64_t n, c
         return;
     }
     /* B stored n x k: each pair is two neighbours in a row of storage */
-#pragma omp for schedule(static)
-    for (int64_t g = 0; g < panels; g++) {
+    for (int64_t g = x0; g < x1; g++) {
         uint32_t *panel = d32 + g * pairs * 16;
         for (int64_t q0 = 0; q0 < pairs; q0 += 16) {
             __mmask16 mk = mask16(pairs - q0);
@@ -104,5 +128,11 @@ void kiln__lowp_pack_b_avx512(kiln_dtype in_dt, bool tb, int64_t k, int64_t n, c
             }
         }
     }
+}
+
+void kiln__lowp_pack_b_avx512(kiln_dtype in_dt, bool tb, int64_t k, int64_t n, const void *b, int64_t ldb,
+                              uint16_t *dst, int64_t kp, int64_t np, int n_threads) {
+    pack_job j = {in_dt, tb, k, n, b, ldb, dst, kp, np};
+    kiln__pool_for(tb ? np / 16 : kp / 2, 1, n_threads, pack_b_items, &j);
 }
 #endif

@@ -4,6 +4,7 @@
  * broadcasting one bf16 pair of A against 16 VNNI pairs of B. */
 #if defined(__x86_64__)
 #include "gemm_lowp_x86.h"
+#include "pool.h"
 
 #include <stdalign.h>
 #include <string.h>
@@ -44,13 +45,23 @@ static void micro(const uint16_t *a, const uint16_t *b0, const uint16_t *b1, int
 #undef STORE
 }
 
-/* Called by every thread of the team (see gemm_lowp.h). */
-void kiln__lowp_kernel_avx512bf16(const kiln_lowp_packed *p, kiln_dtype c_dt, void *c, int64_t ldc, int n_threads) {
-    (void)n_threads;
-    int64_t mb = p->mp / 32, nb = p->np / 32, blocks = mb * nb, chunks = p->kp / 32;
+typedef struct kernel_job {
+    const kiln_lowp_packed *p;
+    kiln_dtype c_dt;
+    void *c;
+    int64_t ldc;
+} kernel_job;
+
+/* 32 x 32 blocks [t0, t1) of C */
+static void blocks(void *arg, int64_t t0, int64_t t1, int tid) {
+    const kernel_job *j = arg;
+    const kiln_lowp_packed *p = j->p;
+    const kiln_dtype c_dt = j->c_dt;
+    void *c = j->c;
+    const int64_t ldc = j->ldc, mb = p->mp / 32, chunks = p->kp / 32;
     size_t es = c_dt == KILN_F32 ? 4 : 2;
-#pragma omp for schedule(dynamic, 1) nowait
-    for (int64_t t = 0; t < blocks; t++) {
+    (void)tid;
+    for (int64_t t = t0; t < t1; t++) {
         alignas(64) float out[8 * 32];
         int64_t ib = t % mb, jb = t / mb, j0 = jb * 32;
         const uint16_t *b0 = p->b + (2 * jb) * (p->kp / 2) * 32, *b1 = b0 + (p->kp / 2) * 32;
@@ -64,5 +75,10 @@ void kiln__lowp_kernel_avx512bf16(const kiln_lowp_packed *p, kiln_dtype c_dt, vo
             lowp_store_block(c_dt, out, 32, rows, cols, (char *)c + (size_t)(i0 * ldc + j0) * es, ldc);
         }
     }
+}
+
+void kiln__lowp_kernel_avx512bf16(const kiln_lowp_packed *p, kiln_dtype c_dt, void *c, int64_t ldc, int n_threads) {
+    kernel_job j = {p, c_dt, c, ldc};
+    kiln__pool_for(p->mp / 32 * (p->np / 32), 1, n_threads, blocks, &j);
 }
 #endif

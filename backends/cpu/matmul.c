@@ -4,10 +4,11 @@
  * tall matrix. Operands are contiguous, stored untransposed; ip[0]/ip[1]
  * say whether the kernel uses the transpose of a's/b's last two dims.
  * A batch of small f32/f64 matrices runs batch-parallel (one thread per
- * GEMM, on kiln's own kernels since OpenBLAS must not run inside a
- * parallel region); big ones run one by one with every thread. */
+ * GEMM, on kiln's own kernels: OpenBLAS runs on the calling thread only);
+ * big ones run one by one with every thread. */
 #include "gemm.h"
 #include "gemm_kernels.h"
+#include "pool.h"
 
 /* Element stride of each output batch dim in a contiguous operand x
  * (0 where x has no such dim or a 1 that is broadcast). */
@@ -73,12 +74,42 @@ static kiln_status gemm_acc(kiln_dtype dt, bool ta, bool tb, int64_t m, int64_t 
     return s;
 }
 
+/* A batch of small GEMMs, one per matrix on one thread. */
+typedef struct batch_job {
+    kiln_tensor *t;
+    bool ta, tb;
+    int nb;
+    int64_t m, n, k, lda, ldb;
+    const int64_t *sa, *sb;
+} batch_job;
+
+static void batch_range(void *arg, int64_t p0, int64_t p1, int tid) {
+    const batch_job *j = arg;
+    const kiln_tensor *t = j->t, *a = t->src[0], *b = t->src[1];
+    const int64_t m = j->m, n = j->n, k = j->k;
+    (void)tid;
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t oa = 0, ob = 0;
+        batch_offsets(p, j->nb, t->shape, j->sa, j->sb, &oa, &ob);
+        if (t->dtype == KILN_F32)
+            kiln__sgemm_own(j->ta, j->tb, m, n, k, 1.0f, (const float *)a->data + oa, j->lda,
+                            (const float *)b->data + ob, j->ldb, 0.0f, (float *)t->data + p * m * n, n, 1);
+        else
+            kiln__dgemm_own(j->ta, j->tb, m, n, k, 1.0, (const double *)a->data + oa, j->lda,
+                            (const double *)b->data + ob, j->ldb, 0.0, (double *)t->data + p * m * n, n, 1);
+    }
+}
+
 static kiln_status matmul_kernel(kiln_tensor *t, const kiln_exec *ex) {
     const kiln_tensor *a = t->src[0], *b = t->src[1];
     bool ta = t->ip[0], tb = t->ip[1];
     int nb = t->ndim - 2;
     int64_t m = t->shape[nb], n = t->shape[nb + 1], k = a->shape[a->ndim - (ta ? 2 : 1)];
     int64_t lda = ta ? m : k, ldb = tb ? k : n;
+    if (!k) { /* a sum over K = 0 terms: zeros, or nothing to add into a gradient (and BLAS would refuse lda 0) */
+        if (!ex->accumulate) memset(t->data, 0, kiln_tensor_nbytes(t));
+        return KILN_OK;
+    }
     if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
         return kiln__errs(KILN_ERR_UNSUPPORTED, "matmul: a dim above 2^31 - 1 is beyond BLAS (m %lld n %lld k %lld)",
                           (long long)m, (long long)n, (long long)k);
@@ -101,17 +132,8 @@ static kiln_status matmul_kernel(kiln_tensor *t, const kiln_exec *ex) {
     int nt = ex->n_threads;
     bool own_dt = t->dtype == KILN_F64 || (t->dtype == KILN_F32 && kiln_get_matmul_precision() == KILN_MATMUL_F32);
     if (own_dt && nt > 1 && batch >= 2 * nt && (double)m * n * k <= SMALL_GEMM_WORK) {
-#pragma omp parallel for num_threads(nt) schedule(static)
-        for (int64_t p = 0; p < batch; p++) {
-            int64_t oa = 0, ob = 0;
-            batch_offsets(p, nb, t->shape, sa, sb, &oa, &ob);
-            if (t->dtype == KILN_F32)
-                kiln__sgemm_own(ta, tb, m, n, k, 1.0f, (const float *)a->data + oa, lda, (const float *)b->data + ob,
-                                ldb, 0.0f, (float *)t->data + p * m * n, n, 1);
-            else
-                kiln__dgemm_own(ta, tb, m, n, k, 1.0, (const double *)a->data + oa, lda,
-                                (const double *)b->data + ob, ldb, 0.0, (double *)t->data + p * m * n, n, 1);
-        }
+        batch_job j = {t, ta, tb, nb, m, n, k, lda, ldb, sa, sb};
+        kiln__pool_for(batch, 1, nt, batch_range, &j);
         return KILN_OK;
     }
     for (int64_t p = 0; p < batch; p++) {

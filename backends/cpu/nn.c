@@ -8,6 +8,7 @@
 #include "internal.h"
 #include "nn_kernels.h"
 #include "nn_vec.h"
+#include "pool.h"
 
 #include <math.h>
 
@@ -53,52 +54,60 @@ static int64_t visible(int64_t r, int64_t n, int64_t mrows, bool causal) {
     return nv < 0 ? 0 : nv;
 }
 
-/* Over the last axis. */
-static kiln_status softmax_kernel(kiln_tensor *node, const kiln_exec *ex) {
+/* Rows [r0, r1) of the node (arg) over the last axis. */
+static void softmax_rows(void *arg, int64_t r0, int64_t r1, int tid) {
+    kiln_tensor *node = arg;
     const kiln_tensor *x = node->src[0];
-    int64_t n = node->shape[node->ndim - 1], rows = kiln_tensor_numel(node) / n;
+    int64_t n = node->shape[node->ndim - 1];
     bool causal = node->ip[0] != 0, log_out = node->op == KILN_OP_LOG_SOFTMAX, f64 = node->dtype == KILN_F64;
     int64_t mrows = causal ? node->shape[node->ndim - 2] : 1;
     const kiln_nn_vec *v = kiln__nn_vec();
-#pragma omp parallel for num_threads(ex->n_threads) if (rows * n > KILN_NN_PAR_WORK)
-    for (int64_t r = 0; r < rows; r++) {
+    (void)tid;
+    for (int64_t r = r0; r < r1; r++) {
         int64_t nv = visible(r, n, mrows, causal);
         if (f64) softmax_row_f64((const double *)x->data + r * n, (double *)node->data + r * n, nv, n, log_out);
         else softmax_row_f32(v, (const float *)x->data + r * n, (float *)node->data + r * n, nv, n, log_out);
     }
+}
+
+static kiln_status softmax_kernel(kiln_tensor *node, const kiln_exec *ex) {
+    int64_t n = node->shape[node->ndim - 1], rows = kiln_tensor_numel(node) / n;
+    kiln__pool_for(rows, 1, rows * n > KILN_NN_PAR_WORK ? ex->n_threads : 1, softmax_rows, node);
     return KILN_OK;
 }
 
-/* SOFTMAX_GRAD (layout in ops/nn.c): per row, over the visible columns,
- * softmax gx = y * (gy - sum(gy * y)), log_softmax gx = gy - exp(y) *
- * sum(gy); hidden columns get 0. */
+/* SOFTMAX_GRAD (layout in ops/nn.c): per row, softmax gx = y * (gy -
+ * sum(gy * y)) over the visible columns and 0 at hidden ones; log_softmax
+ * gx = gy - exp(y) * sum(gy) with the sum over the whole row, and gy at
+ * hidden columns (their y is -inf). */
 static void softmax_grad_row_f64(const double *y, const double *gy, double *gx, int64_t nv, int64_t n, bool log_in) {
     double s = 0.0;
     if (log_in) {
-        for (int64_t j = 0; j < nv; j++) s += gy[j];
+        for (int64_t j = 0; j < n; j++) s += gy[j];
         for (int64_t j = 0; j < nv; j++) gx[j] = gy[j] - exp(y[j]) * s;
     } else {
         for (int64_t j = 0; j < nv; j++) s += gy[j] * y[j];
         for (int64_t j = 0; j < nv; j++) gx[j] = y[j] * (gy[j] - s);
     }
-    for (int64_t j = nv; j < n; j++) gx[j] = 0;
+    for (int64_t j = nv; j < n; j++) gx[j] = log_in ? gy[j] : 0;
 }
 
 static void softmax_grad_row_f32(const kiln_nn_vec *v, const float *y, const float *gy, float *gx, int64_t nv,
                                  int64_t n, bool log_in) {
-    if (log_in) v->log_softmax_bwd(y, gy, gx, nv, (float)v->sum(gy, nv));
+    if (log_in) v->log_softmax_bwd(y, gy, gx, nv, (float)v->sum(gy, n));
     else v->softmax_bwd(y, gy, gx, nv, (float)v->dot(gy, y, nv));
-    for (int64_t j = nv; j < n; j++) gx[j] = 0;
+    for (int64_t j = nv; j < n; j++) gx[j] = log_in ? gy[j] : 0.0f;
 }
 
-static kiln_status softmax_grad_kernel(kiln_tensor *node, const kiln_exec *ex) {
+static void softmax_grad_rows(void *arg, int64_t r0, int64_t r1, int tid) {
+    kiln_tensor *node = arg;
     const kiln_tensor *y = node->src[0], *gy = node->src[1];
-    int64_t n = node->shape[node->ndim - 1], rows = kiln_tensor_numel(node) / n;
+    int64_t n = node->shape[node->ndim - 1];
     bool causal = node->ip[0] != 0, log_in = node->ip[1] != 0, f64 = node->dtype == KILN_F64;
     int64_t mrows = causal ? node->shape[node->ndim - 2] : 1;
     const kiln_nn_vec *v = kiln__nn_vec();
-#pragma omp parallel for num_threads(ex->n_threads) if (rows * n > KILN_NN_PAR_WORK)
-    for (int64_t r = 0; r < rows; r++) {
+    (void)tid;
+    for (int64_t r = r0; r < r1; r++) {
         int64_t nv = visible(r, n, mrows, causal);
         if (f64)
             softmax_grad_row_f64((const double *)y->data + r * n, (const double *)gy->data + r * n,
@@ -107,6 +116,11 @@ static kiln_status softmax_grad_kernel(kiln_tensor *node, const kiln_exec *ex) {
             softmax_grad_row_f32(v, (const float *)y->data + r * n, (const float *)gy->data + r * n,
                                  (float *)node->data + r * n, nv, n, log_in);
     }
+}
+
+static kiln_status softmax_grad_kernel(kiln_tensor *node, const kiln_exec *ex) {
+    int64_t n = node->shape[node->ndim - 1], rows = kiln_tensor_numel(node) / n;
+    kiln__pool_for(rows, 1, rows * n > KILN_NN_PAR_WORK ? ex->n_threads : 1, softmax_grad_rows, node);
     return KILN_OK;
 }
 
@@ -122,6 +136,23 @@ DEFINE_DROPOUT_SPAN(double, f64)
 
 #define DROPOUT_CHUNK 4096
 
+typedef struct dropout_job {
+    const kiln_tensor *node;
+    uint64_t seed;
+} dropout_job;
+
+static void dropout_chunks(void *arg, int64_t c0, int64_t c1, int tid) {
+    const dropout_job *j = arg;
+    const kiln_tensor *node = j->node, *x = node->src[0];
+    int64_t n = kiln_tensor_numel(node);
+    (void)tid;
+    for (int64_t c = c0; c < c1; c++) {
+        int64_t lo = c * DROPOUT_CHUNK, hi = lo + DROPOUT_CHUNK < n ? lo + DROPOUT_CHUNK : n;
+        if (node->dtype == KILN_F64) dropout_span_f64(x->data, node->data, lo, hi, j->seed, node->fp[0]);
+        else dropout_span_f32(x->data, node->data, lo, hi, j->seed, node->fp[0]);
+    }
+}
+
 /* The mask's stream mixes the op's seed with the graph's run counter: a
  * new mask each compute, the same for every node of one compute (so the
  * backward's dropout of gy matches the forward's). Eval mode copies. */
@@ -132,16 +163,9 @@ static kiln_status dropout_kernel(kiln_tensor *node, const kiln_exec *ex) {
         memcpy(node->data, x->data, (size_t)n * kiln__types[node->dtype].size);
         return KILN_OK;
     }
-    uint64_t seed = (uint64_t)node->ip[0] ^ (ex->run * 0x9e3779b97f4a7c15ull);
-    double p = node->fp[0];
-    bool f64 = node->dtype == KILN_F64;
-    int64_t chunks = (n + DROPOUT_CHUNK - 1) / DROPOUT_CHUNK;
-#pragma omp parallel for num_threads(ex->n_threads) if (n > KILN_NN_PAR_WORK)
-    for (int64_t c = 0; c < chunks; c++) {
-        int64_t lo = c * DROPOUT_CHUNK, hi = lo + DROPOUT_CHUNK < n ? lo + DROPOUT_CHUNK : n;
-        if (f64) dropout_span_f64(x->data, node->data, lo, hi, seed, p);
-        else dropout_span_f32(x->data, node->data, lo, hi, seed, p);
-    }
+    dropout_job j = {node, (uint64_t)node->ip[0] ^ (ex->run * 0x9e3779b97f4a7c15ull)};
+    kiln__pool_for((n + DROPOUT_CHUNK - 1) / DROPOUT_CHUNK, 1, n > KILN_NN_PAR_WORK ? ex->n_threads : 1,
+                   dropout_chunks, &j);
     return KILN_OK;
 }
 

@@ -3,6 +3,7 @@
 #include "internal.h"
 #include "nn_attention_simd.h"
 #include "nn_kernels.h"
+#include "pool.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -27,10 +28,28 @@ DEFINE_ROPE_ROW(double, f64)
 /* x [..., T, D], pos i32 [T] (src[1] when ip[2]) or 0..T-1. angle =
  * pos * theta^(-2i/D) for i < D/2, negated when ip[1] (inverse). The
  * cos/sin table [T, D/2] is made once per call, in double. */
+typedef struct rope_job {
+    kiln_tensor *node;
+    const double *cs, *sn;
+} rope_job;
+
+static void rope_rows(void *arg, int64_t r0, int64_t r1, int tid) {
+    const rope_job *j = arg;
+    kiln_tensor *node = j->node;
+    int64_t d = node->shape[node->ndim - 1], t = node->shape[node->ndim - 2], h = d / 2;
+    bool interleaved = node->ip[0] == KILN_ROPE_INTERLEAVED, f64 = node->dtype == KILN_F64;
+    const void *x = node->src[0]->data;
+    (void)tid;
+    for (int64_t r = r0; r < r1; r++) {
+        const double *c = j->cs + (r % t) * h, *s = j->sn + (r % t) * h;
+        if (f64) rope_row_f64((const double *)x + r * d, (double *)node->data + r * d, c, s, d, interleaved);
+        else rope_row_f32((const float *)x + r * d, (float *)node->data + r * d, c, s, d, interleaved);
+    }
+}
+
 static kiln_status rope_kernel(kiln_tensor *node, const kiln_exec *ex) {
     int64_t d = node->shape[node->ndim - 1], t = node->shape[node->ndim - 2], h = d / 2;
     int64_t rows = kiln_tensor_numel(node) / d;
-    bool interleaved = node->ip[0] == KILN_ROPE_INTERLEAVED, f64 = node->dtype == KILN_F64;
     const int32_t *pos = node->ip[2] ? node->src[1]->data : NULL;
     double theta = node->fp[0], sign = node->ip[1] ? -1.0 : 1.0;
     double *cs = kiln__malloc((size_t)(2 * t * h) * sizeof *cs);
@@ -43,13 +62,8 @@ static kiln_status rope_kernel(kiln_tensor *node, const kiln_exec *ex) {
             cs[p * h + i] = cos(ang);
             sn[p * h + i] = sign * sin(ang);
         }
-    const void *x = node->src[0]->data;
-#pragma omp parallel for num_threads(ex->n_threads) if (rows * d > KILN_NN_PAR_WORK)
-    for (int64_t r = 0; r < rows; r++) {
-        const double *c = cs + (r % t) * h, *s = sn + (r % t) * h;
-        if (f64) rope_row_f64((const double *)x + r * d, (double *)node->data + r * d, c, s, d, interleaved);
-        else rope_row_f32((const float *)x + r * d, (float *)node->data + r * d, c, s, d, interleaved);
-    }
+    rope_job j = {node, cs, sn};
+    kiln__pool_for(rows, 1, rows * d > KILN_NN_PAR_WORK ? ex->n_threads : 1, rope_rows, &j);
     free(cs);
     return KILN_OK;
 }

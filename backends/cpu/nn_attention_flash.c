@@ -3,8 +3,9 @@
  * for each type. */
 #include "nn_attention_simd.h"
 
+#include "pool.h"
+
 #include <math.h>
-#include <omp.h>
 
 #define FA_T float
 #define FA_SUF f32

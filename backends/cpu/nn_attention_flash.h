@@ -16,10 +16,13 @@
  *     dK_j += dS^T Q_i,  dQ_i += dS K_j.
  * A task owns (batch, kv head, a share of the key blocks) and loops over
  * the query heads of its group, so dK/dV are summed over those heads
- * without races. When the tasks of one head run on several threads, each
- * thread adds dQ into a private copy and the copies are summed at the end;
+ * without races. When a head's key blocks are split into several shares,
+ * each share adds dQ into a copy of its own and the copies are summed in
+ * share order at the end (the same sums whichever thread ran which task);
  * otherwise dQ is written in place. P^T dO and dS^T Q read the tiles
- * transposed through the gemm's strides instead of copying them. */
+ * transposed through the gemm's strides instead of copying them.
+ *
+ * Each thread of a loop has its own tile buffer, indexed by its pool tid. */
 
 #define FA_CAT_(a, b) a##_##b
 #define FA_CAT(a, b) FA_CAT_(a, b)
@@ -94,6 +97,46 @@ static void FA_FN(fwd_block)(const kiln_attn_geom *g, const FA_OPS *ops, const F
     }
 }
 
+/* What the range functions of one forward or backward read. */
+typedef struct FA_FN(fa_job) {
+    const kiln_attn_geom *g;
+    const FA_OPS *ops;
+    const FA_T *q, *k, *v, *o, *lse_in, *dout;
+    FA_T *out, *lse, *kt, *dq, *dk, *dv, *di, *dqs, *work;
+    size_t work_len;
+    int64_t nqb, group, nkb, shares, nq;
+    bool decode;
+} FA_FN(fa_job);
+
+/* heads [h0, h1): the keys transposed, [D, S] each */
+static void FA_FN(transpose_heads)(void *arg, int64_t h0, int64_t h1, int tid) {
+    const FA_FN(fa_job) *j = arg;
+    const kiln_attn_geom *g = j->g;
+    (void)tid;
+    for (int64_t hd = h0; hd < h1; hd++)
+        FA_FN(transpose)(j->k + hd * g->s * g->d, g->d, j->kt + hd * g->s * g->d, g->s, g->s, g->d);
+}
+
+static void FA_FN(fwd_tasks)(void *arg, int64_t t0, int64_t t1, int tid) {
+    const FA_FN(fa_job) *j = arg;
+    const kiln_attn_geom *g = j->g;
+    const int64_t nqb = j->nqb, group = j->group;
+    FA_T *w = j->work + (size_t)tid * j->work_len;
+    for (int64_t it = t0; it < t1; it++) {
+        if (j->decode) {
+            int64_t bh = it / g->hkv * g->hq + it % g->hkv * group; /* the group's first query head */
+            FA_FN(fwd_block)(g, j->ops, j->q + bh * g->d, NULL, j->k + it * g->s * g->d, j->v + it * g->s * g->dv,
+                             j->out + bh * g->dv, j->lse + bh, 0, group, w);
+            continue;
+        }
+        int64_t bh = it / nqb, i0 = it % nqb * BLK, br = g->t - i0 < BLK ? g->t - i0 : BLK;
+        int64_t kv = bh / g->hq * g->hkv + bh % g->hq / group;
+        FA_FN(fwd_block)(g, j->ops, j->q + (bh * g->t + i0) * g->d, j->kt + kv * g->s * g->d, NULL,
+                         j->v + kv * g->s * g->dv, j->out + (bh * g->t + i0) * g->dv, j->lse + bh * g->t + i0, i0, br,
+                         w);
+    }
+}
+
 /* A task is a block of B_r queries of one head; in a decoding step (one
  * query a head) it is a kv head with its group of query heads, whose rows
  * lie together in q, o and lse, and no keys are transposed (at a
@@ -105,40 +148,21 @@ kiln_status FA_FN(kiln__flash_fwd)(const kiln_attn_geom *g, const FA_OPS *ops, c
     int64_t tasks = decode ? heads : g->b * g->hq * nqb;
     size_t work = (size_t)(BLK * BLK + BLK * g->dv + 2 * BLK + (decode ? (BLK + g->d) * group : 0));
     double flops = 2.0 * (double)(g->b * g->hq * g->t) * (double)g->s * (double)(g->d + g->dv);
-    bool oom = false;
+    const int nt = flops > 4e6 && tasks > 1 ? g->n_threads : 1;
+    FA_FN(fa_job) j = {.g = g, .ops = ops, .q = q, .k = k, .v = v, .out = o, .lse = lse, .work_len = work,
+                       .nqb = nqb, .group = group, .decode = decode};
     /* the keys transposed once, [B * Hkv, D, S]: tiles of Q K^T read rows */
-    FA_T *kt = decode ? NULL : kiln__malloc((size_t)(heads * g->s * g->d) * sizeof *kt);
-    if (!decode && !kt) return kiln__errs(KILN_ERR_OOM, "attention: out of memory for the transposed keys");
-#pragma omp parallel num_threads(g->n_threads) if (flops > 4e6 && tasks > 1)
-    {
-        if (!decode) {
-#pragma omp for
-            for (int64_t hd = 0; hd < heads; hd++)
-                FA_FN(transpose)(k + hd * g->s * g->d, g->d, kt + hd * g->s * g->d, g->s, g->s, g->d);
-        }
-        FA_T *w = kiln__malloc(work * sizeof *w); /* per thread */
-        if (!w) {
-#pragma omp atomic write
-            oom = true;
-        }
-#pragma omp for schedule(dynamic)
-        for (int64_t it = 0; it < tasks; it++) {
-            if (!w) continue;
-            if (decode) {
-                int64_t bh = it / g->hkv * g->hq + it % g->hkv * group; /* the group's first query head */
-                FA_FN(fwd_block)(g, ops, q + bh * g->d, NULL, k + it * g->s * g->d, v + it * g->s * g->dv,
-                                 o + bh * g->dv, lse + bh, 0, group, w);
-                continue;
-            }
-            int64_t bh = it / nqb, i0 = it % nqb * BLK, br = g->t - i0 < BLK ? g->t - i0 : BLK;
-            int64_t kv = bh / g->hq * g->hkv + bh % g->hq / group;
-            FA_FN(fwd_block)(g, ops, q + (bh * g->t + i0) * g->d, kt + kv * g->s * g->d, NULL, v + kv * g->s * g->dv,
-                             o + (bh * g->t + i0) * g->dv, lse + bh * g->t + i0, i0, br, w);
-        }
-        free(w);
+    j.kt = decode ? NULL : kiln__malloc((size_t)(heads * g->s * g->d) * sizeof *j.kt);
+    j.work = kiln__malloc((size_t)nt * work * sizeof *j.work);
+    if ((!decode && !j.kt) || !j.work) {
+        free(j.kt);
+        free(j.work);
+        return kiln__errs(KILN_ERR_OOM, "attention: out of memory for the transposed keys and %d threads' tiles", nt);
     }
-    free(kt);
-    if (oom) return kiln__errs(KILN_ERR_OOM, "attention: out of memory for %zu bytes of tiles", work * sizeof(FA_T));
+    if (!decode) kiln__pool_for(heads, 1, nt, FA_FN(transpose_heads), &j);
+    kiln__pool_for(tasks, 1, nt, FA_FN(fwd_tasks), &j);
+    free(j.kt);
+    free(j.work);
     return KILN_OK;
 }
 
@@ -185,6 +209,44 @@ static void FA_FN(bwd_block)(const kiln_attn_geom *g, const FA_OPS *ops, const F
     memcpy(dv + ((bi * g->hkv + kv) * g->s + j0) * dvn, dva, (size_t)(bc * dvn) * sizeof *dva);
 }
 
+/* rows [r0, r1): D_i = rowsum(dO_i * O_i) */
+static void FA_FN(bwd_di)(void *arg, int64_t r0, int64_t r1, int tid) {
+    const FA_FN(fa_job) *j = arg;
+    const int64_t dv = j->g->dv;
+    (void)tid;
+    for (int64_t r = r0; r < r1; r++) {
+        FA_T s = 0;
+        for (int64_t e = 0; e < dv; e++) s += j->dout[r * dv + e] * j->o[r * dv + e];
+        j->di[r] = s;
+    }
+}
+
+static void FA_FN(bwd_tasks)(void *arg, int64_t t0, int64_t t1, int tid) {
+    const FA_FN(fa_job) *j = arg;
+    const kiln_attn_geom *g = j->g;
+    FA_T *w = j->work + (size_t)tid * j->work_len;
+    for (int64_t it = t0; it < t1; it++) {
+        int64_t hd = it / j->shares, share = it % j->shares, bi = hd / g->hkv, kv = hd % g->hkv;
+        FA_T *dqh = j->dqs ? j->dqs + (size_t)share * (size_t)j->nq : j->dq;
+        for (int64_t kb = share; kb < j->nkb; kb += j->shares) {
+            int64_t j0 = kb * BLK, bc = g->s - j0 < BLK ? g->s - j0 : BLK;
+            FA_FN(bwd_block)(g, j->ops, j->q, j->k, j->v, j->lse_in, j->dout, j->di, dqh, j->dk, j->dv, bi, kv, j0,
+                             bc, w);
+        }
+    }
+}
+
+/* elements [e0, e1) of dq: the shares' copies summed in share order */
+static void FA_FN(bwd_sum_dq)(void *arg, int64_t e0, int64_t e1, int tid) {
+    const FA_FN(fa_job) *j = arg;
+    (void)tid;
+    for (int64_t e = e0; e < e1; e++) {
+        FA_T s = 0;
+        for (int64_t i = 0; i < j->shares; i++) s += j->dqs[(size_t)i * (size_t)j->nq + (size_t)e];
+        j->dq[e] = s;
+    }
+}
+
 kiln_status FA_FN(kiln__flash_bwd)(const kiln_attn_geom *g, const FA_OPS *ops, const FA_T *q, const FA_T *k,
                                    const FA_T *v, const FA_T *o, const FA_T *lse, const FA_T *dout, FA_T *dq,
                                    FA_T *dk, FA_T *dv) {
@@ -196,57 +258,26 @@ kiln_status FA_FN(kiln__flash_bwd)(const kiln_attn_geom *g, const FA_OPS *ops, c
     if (shares > nkb) shares = nkb;
     int64_t tasks = heads * shares;
     if (tasks < nt) nt = (int)tasks;
-    bool private_dq = shares > 1 && nt > 1;
+    if (nt <= 1) shares = 1; /* one thread: dq in place */
     size_t work = (size_t)((g->d + g->dv) * BLK + 2 * BLK * BLK + BLK * (g->d + g->dv));
-    FA_T *di = kiln__malloc((size_t)rows * sizeof *di);
-    FA_T *dqs = private_dq ? kiln__calloc((size_t)nt * (size_t)nq, sizeof *dqs) : NULL;
-    if (!di || (private_dq && !dqs)) {
-        free(di);
-        free(dqs);
+    FA_FN(fa_job) j = {.g = g, .ops = ops, .q = q, .k = k, .v = v, .o = o, .lse_in = lse, .dout = dout, .dq = dq,
+                       .dk = dk, .dv = dv, .work_len = work, .nkb = nkb, .shares = shares, .nq = nq};
+    j.di = kiln__malloc((size_t)rows * sizeof *j.di);
+    j.dqs = shares > 1 ? kiln__calloc((size_t)shares * (size_t)nq, sizeof *j.dqs) : NULL;
+    j.work = kiln__malloc((size_t)nt * work * sizeof *j.work);
+    if (!j.di || (shares > 1 && !j.dqs) || !j.work) {
+        free(j.di);
+        free(j.dqs);
+        free(j.work);
         return kiln__errs(KILN_ERR_OOM, "attention backward: out of memory for %lld rows", (long long)rows);
     }
-    bool oom = false;
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-#pragma omp for
-        for (int64_t r = 0; r < rows; r++) {
-            FA_T s = 0;
-            for (int64_t e = 0; e < g->dv; e++) s += dout[r * g->dv + e] * o[r * g->dv + e];
-            di[r] = s;
-        }
-        if (!private_dq) {
-#pragma omp for
-            for (int64_t e = 0; e < nq; e++) dq[e] = 0;
-        }
-        FA_T *w = kiln__malloc(work * sizeof *w);
-        if (!w) {
-#pragma omp atomic write
-            oom = true;
-        }
-        FA_T *dqh = private_dq ? dqs + (size_t)omp_get_thread_num() * (size_t)nq : dq;
-#pragma omp for schedule(dynamic)
-        for (int64_t it = 0; it < tasks; it++) {
-            if (!w) continue;
-            int64_t hd = it / shares, share = it % shares, bi = hd / g->hkv, kv = hd % g->hkv;
-            for (int64_t kb = share; kb < nkb; kb += shares) {
-                int64_t j0 = kb * BLK, bc = g->s - j0 < BLK ? g->s - j0 : BLK;
-                FA_FN(bwd_block)(g, ops, q, k, v, lse, dout, di, dqh, dk, dv, bi, kv, j0, bc, w);
-            }
-        }
-        free(w);
-        if (private_dq) {
-#pragma omp for
-            for (int64_t e = 0; e < nq; e++) {
-                FA_T s = 0;
-                for (int i = 0; i < nt; i++) s += dqs[(size_t)i * (size_t)nq + (size_t)e];
-                dq[e] = s;
-            }
-        }
-    }
-    free(di);
-    free(dqs);
-    if (oom) return kiln__errs(KILN_ERR_OOM, "attention backward: out of memory for %zu bytes of tiles",
-                               work * sizeof(FA_T));
+    kiln__pool_for(rows, 1, nt, FA_FN(bwd_di), &j);
+    if (!j.dqs) memset(dq, 0, (size_t)nq * sizeof *dq);
+    kiln__pool_for(tasks, 1, nt, FA_FN(bwd_tasks), &j);
+    if (j.dqs) kiln__pool_for(nq, 4096, nt, FA_FN(bwd_sum_dq), &j);
+    free(j.di);
+    free(j.dqs);
+    free(j.work);
     return KILN_OK;
 }
 

@@ -40,11 +40,11 @@ const kiln_attn_ops_f32 kiln__attn_ops_f32_scalar = {gemm_f32, exp_sum_f32, max_
 const kiln_attn_ops_f32 *kiln__attn_ops_f32(void) {
     const kiln_cpu_caps *c = kiln__cpu_caps();
 #if defined(__x86_64__)
-    if (c->level >= KILN_SIMD_AVX512) return &kiln__attn_ops_f32_avx512;
-    if (c->level >= KILN_SIMD_AVX2) return &kiln__attn_ops_f32_avx2;
+    if (kiln__cpu_avx512(c)) return &kiln__attn_ops_f32_avx512;
+    if (kiln__cpu_avx2(c)) return &kiln__attn_ops_f32_avx2;
 #endif
 #if defined(__aarch64__)
-    if (c->level >= KILN_SIMD_NEON) return &kiln__attn_ops_f32_neon;
+    if (kiln__cpu_neon(c)) return &kiln__attn_ops_f32_neon;
 #endif
     (void)c;
     return &kiln__attn_ops_f32_scalar;

@@ -5,9 +5,9 @@
 #include "internal.h"
 #include "nn_kernels.h"
 #include "nn_vec.h"
+#include "pool.h"
 
 #include <math.h>
-#include <omp.h>
 
 /* Row statistics: mean (0 for rms_norm) and rstd = 1/sqrt(var + eps),
  * var the biased variance (layer_norm, two passes so it never cancels) or
@@ -45,18 +45,19 @@ static void norm_row_f64(const double *x, const double *w, const double *b, doub
     }
 }
 
-/* layer_norm src: x [, w [, b]] as ip[0] = has_w and ip[1] = has_b say;
- * rms_norm src: x [, w] as ip[0] says. */
-static kiln_status norm_kernel(kiln_tensor *node, const kiln_exec *ex) {
-    int64_t c = node->shape[node->ndim - 1], rows = kiln_tensor_numel(node) / c;
+/* Rows [r0, r1) of node (arg). layer_norm src: x [, w [, b]] as ip[0] =
+ * has_w and ip[1] = has_b say; rms_norm src: x [, w] as ip[0] says. */
+static void norm_rows(void *arg, int64_t r0, int64_t r1, int tid) {
+    kiln_tensor *node = arg;
+    int64_t c = node->shape[node->ndim - 1];
     bool rms = node->op == KILN_OP_RMS_NORM, has_w = node->ip[0] != 0, has_b = !rms && node->ip[1] != 0;
     bool f64 = node->dtype == KILN_F64;
     const void *x = node->src[0]->data, *w = has_w ? node->src[1]->data : NULL;
     const void *b = has_b ? node->src[1 + has_w]->data : NULL;
     double eps = node->fp[0];
     const kiln_nn_vec *v = kiln__nn_vec();
-#pragma omp parallel for num_threads(ex->n_threads) if (rows * c > KILN_NN_PAR_WORK)
-    for (int64_t r = 0; r < rows; r++) {
+    (void)tid;
+    for (int64_t r = r0; r < r1; r++) {
         if (f64) {
             norm_row_f64((const double *)x + r * c, w, b, (double *)node->data + r * c, c, eps, rms);
         } else {
@@ -66,13 +67,18 @@ static kiln_status norm_kernel(kiln_tensor *node, const kiln_exec *ex) {
             v->norm_fwd(xr, w, b, (float *)node->data + r * c, c, mean, mean_lo, rstd);
         }
     }
+}
+
+static kiln_status norm_kernel(kiln_tensor *node, const kiln_exec *ex) {
+    int64_t c = node->shape[node->ndim - 1], rows = kiln_tensor_numel(node) / c;
+    kiln__pool_for(rows, 1, rows * c > KILN_NN_PAR_WORK ? ex->n_threads : 1, norm_rows, node);
     return KILN_OK;
 }
 
 /* Rows between flushes of a thread's f32 dw/db sums into its double ones. */
 #define NORM_FLUSH_ROWS 32
 
-/* One thread's rows [r0, r1) of the backward: dx, and this thread's sums
+/* One part's rows [r0, r1) of the backward: dx, and this part's sums
  * of dw = sum(gy * xhat), db = sum(gy) into pw/pb (double, may be NULL). */
 static void norm_grad_rows_f64(const double *x, const double *w, const double *gy, double *dx, int64_t r0, int64_t r1,
                                int64_t c, double eps, bool rms, double *pw, double *pb) {
@@ -119,58 +125,76 @@ static void norm_grad_rows_f32(const kiln_nn_vec *v, const float *x, const float
     }
 }
 
+/* Parts the backward's rows are split into: each sums its own dw/db, and
+ * the parts' sums are added in order, so the result depends on the shape
+ * only, not on the threads. */
+#define NORM_PART_WORK 16384 /* elements a part at least */
+#define NORM_MAX_PARTS 32
+
+typedef struct norm_grad_job {
+    kiln_tensor *node;
+    int64_t rows, c, nacc, parts;
+    double *psum;
+    float *facc;
+} norm_grad_job;
+
+static void norm_grad_parts(void *arg, int64_t p0, int64_t p1, int tid) {
+    const norm_grad_job *j = arg;
+    kiln_tensor *node = j->node;
+    const kiln_tensor *xt = node->src[0];
+    bool rms = node->op == KILN_OP_RMS_NORM_GRAD, has_w = node->ip[0] != 0, has_b = !rms && node->ip[1] != 0;
+    const void *w = has_w ? node->src[1]->data : NULL, *gy = node->src[1 + has_w]->data;
+    const int64_t c = j->c, nacc = j->nacc;
+    const double eps = node->fp[0];
+    (void)tid;
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t r0 = j->rows * p / j->parts, r1 = j->rows * (p + 1) / j->parts;
+        double *pw = has_w ? j->psum + p * nacc * c : NULL, *pb = has_b ? j->psum + (p * nacc + has_w) * c : NULL;
+        if (node->dtype == KILN_F64) {
+            norm_grad_rows_f64(xt->data, w, gy, node->data, r0, r1, c, eps, rms, pw, pb);
+        } else {
+            float *fw = has_w ? j->facc + p * nacc * c : NULL;
+            float *fb = has_b ? j->facc + (p * nacc + has_w) * c : NULL;
+            norm_grad_rows_f32(kiln__nn_vec(), xt->data, w, gy, node->data, r0, r1, c, eps, rms, fw, fb, pw, pb);
+        }
+    }
+}
+
 /* LAYER_NORM_GRAD / RMS_NORM_GRAD: src x [, w], gy; one packed output dx
- * [rows * C] then dw [C] (has_w) then db [C] (has_b). Threads split the
- * rows; each sums its own dw/db, added up in thread order at the end. */
+ * [rows * C] then dw [C] (has_w) then db [C] (has_b). */
 static kiln_status norm_grad_kernel(kiln_tensor *node, const kiln_exec *ex) {
     const kiln_tensor *xt = node->src[0];
     bool rms = node->op == KILN_OP_RMS_NORM_GRAD, has_w = node->ip[0] != 0, has_b = !rms && node->ip[1] != 0;
     bool f64 = node->dtype == KILN_F64;
-    int64_t c = xt->shape[xt->ndim - 1], rows = kiln_tensor_numel(xt) / c, nacc = has_w + has_b;
-    const void *w = has_w ? node->src[1]->data : NULL, *gy = node->src[1 + has_w]->data;
+    int64_t c = xt->shape[xt->ndim - 1], rows = kiln_tensor_numel(xt) / c;
+    norm_grad_job j = {node, rows, c, has_w + has_b, rows * c / NORM_PART_WORK, NULL, NULL};
+    if (j.parts > NORM_MAX_PARTS) j.parts = NORM_MAX_PARTS;
+    if (j.parts > rows) j.parts = rows;
+    if (j.parts < 1) j.parts = 1;
     size_t es = kiln__types[node->dtype].size;
     char *out = node->data;
-    int nt = rows * c > KILN_NN_PAR_WORK ? ex->n_threads : 1;
-    if (nt > rows) nt = (int)rows;
-    if (nt < 1) nt = 1;
-    double *psum = NULL;
-    float *facc = NULL;
-    if (nacc) {
-        psum = kiln__calloc((size_t)(nt * nacc * c), sizeof *psum);
-        facc = f64 ? NULL : kiln__calloc((size_t)(nt * nacc * c), sizeof *facc);
-        if (!psum || (!f64 && !facc)) {
-            free(psum);
-            free(facc);
-            return kiln__errs(KILN_ERR_OOM, "%s: out of memory for %d threads' sums of %lld columns",
-                              kiln__op_table[node->op].name, nt, (long long)c);
+    if (j.nacc) {
+        j.psum = kiln__calloc((size_t)(j.parts * j.nacc * c), sizeof *j.psum);
+        j.facc = f64 ? NULL : kiln__calloc((size_t)(j.parts * j.nacc * c), sizeof *j.facc);
+        if (!j.psum || (!f64 && !j.facc)) {
+            free(j.psum);
+            free(j.facc);
+            return kiln__errs(KILN_ERR_OOM, "%s: out of memory for %lld parts' sums of %lld columns",
+                              kiln__op_table[node->op].name, (long long)j.parts, (long long)c);
         }
     }
-    const kiln_nn_vec *v = kiln__nn_vec();
-    double eps = node->fp[0];
-#pragma omp parallel num_threads(nt)
-    {
-        int t = omp_get_thread_num(), tn = omp_get_num_threads();
-        int64_t r0 = rows * t / tn, r1 = rows * (t + 1) / tn;
-        double *pw = has_w ? psum + (int64_t)t * nacc * c : NULL, *pb = has_b ? psum + ((int64_t)t * nacc + has_w) * c : NULL;
-        if (f64) {
-            norm_grad_rows_f64(xt->data, w, gy, (double *)out, r0, r1, c, eps, rms, pw, pb);
-        } else {
-            float *fw = has_w ? facc + (int64_t)t * nacc * c : NULL;
-            float *fb = has_b ? facc + ((int64_t)t * nacc + has_w) * c : NULL;
-            norm_grad_rows_f32(v, xt->data, w, gy, (float *)out, r0, r1, c, eps, rms, fw, fb, pw, pb);
-        }
-    }
-    for (int64_t k = 0; k < nacc; k++) {
+    kiln__pool_for(j.parts, 1, rows * c > KILN_NN_PAR_WORK ? ex->n_threads : 1, norm_grad_parts, &j);
+    for (int64_t k = 0; k < j.nacc; k++) {
         void *dst = out + (size_t)((rows + k) * c) * es;
-        for (int64_t j = 0; j < c; j++) {
+        for (int64_t e = 0; e < c; e++) {
             double s = 0.0;
-            for (int t = 0; t < nt; t++) s += psum[((int64_t)t * nacc + k) * c + j];
-            if (f64) ((double *)dst)[j] = s;
-            else ((float *)dst)[j] = (float)s;
+            for (int64_t p = 0; p < j.parts; p++) s += j.psum[(p * j.nacc + k) * c + e];
+            if (f64) ((double *)dst)[e] = s;
+            else ((float *)dst)[e] = (float)s;
         }
     }
-    free(psum);
-    free(facc);
+    free(j.psum);
+    free(j.facc);
     return KILN_OK;
 }
 

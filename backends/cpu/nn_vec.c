@@ -46,10 +46,10 @@ const kiln_nn_vec *kiln__nn_vec(void) {
     const kiln_cpu_caps *c = kiln__cpu_caps();
     const kiln_nn_vec *v = NULL;
 #if defined(__x86_64__)
-    if (c->level >= KILN_SIMD_AVX512) v = kiln__nn_vec_avx512();
-    else if (c->level >= KILN_SIMD_AVX2) v = kiln__nn_vec_avx2();
+    if (kiln__cpu_avx512(c)) v = kiln__nn_vec_avx512();
+    else if (kiln__cpu_avx2(c)) v = kiln__nn_vec_avx2();
 #elif defined(__aarch64__)
-    if (c->level >= KILN_SIMD_NEON) v = kiln__nn_vec_neon();
+    if (kiln__cpu_neon(c)) v = kiln__nn_vec_neon();
 #else
     (void)c;
 #endif

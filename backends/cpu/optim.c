@@ -2,17 +2,35 @@
  * are documented in optim/sgd.c, ...). Each updates a parameter in place,
  * element by element, from its gradient, its state and the hyper leaf. */
 #include "internal.h"
+#include "pool.h"
 
 #include <math.h>
+
+/* What a step's range function reads: the tensors' data (each kernel
+ * knows its element type) and its scalars. */
+typedef struct step_job {
+    void *p, *m, *v, *vmax;
+    const void *grad;
+    int64_t n;
+    const float *h;
+    const void *scalars;
+    bool nesterov, first;
+} step_job;
+
+#define STEP_CHUNK 16384 /* elements per chunk of the Adam and Lion steps */
 
 /* SGD over n contiguous elements; see optim/sgd.c for the formula. The
  * hyperparameters are converted to T once, as torch applies Python floats
  * to a tensor of T. */
 #define DEFINE_SGD(T, NAME)                                                                                     \
-    static void NAME(T *p, const T *grad, T *buf, int64_t n, const float *h, bool nesterov, bool first, int nt) { \
-        const T lr = (T)h[0], mom = (T)h[1], keep = (T)(1.0 - (double)h[2]), wd = (T)h[3];                    \
-        _Pragma("omp parallel for num_threads(nt) if (n > 32768)")                                              \
-        for (int64_t i = 0; i < n; i++) {                                                                       \
+    static void NAME##_range(void *arg, int64_t i0, int64_t i1, int tid) {                                      \
+        const step_job *j = arg;                                                                                \
+        T *p = j->p, *buf = j->m;                                                                               \
+        const T *grad = j->grad;                                                                                \
+        const bool nesterov = j->nesterov, first = j->first;                                                    \
+        const T lr = (T)j->h[0], mom = (T)j->h[1], keep = (T)(1.0 - (double)j->h[2]), wd = (T)j->h[3];          \
+        (void)tid;                                                                                              \
+        for (int64_t i = i0; i < i1; i++) {                                                                     \
             T g = grad[i];                                                                                      \
             if (wd != 0) g += wd * p[i];                                                                        \
             if (buf) {                                                                                          \
@@ -34,11 +52,9 @@ static kiln_status sgd_step(kiln_tensor *t, const kiln_exec *ex) {
         hyper->dtype != KILN_F32)
         return kiln__errs(KILN_ERR_UNSUPPORTED, "sgd_step: needs f32/f64 parameter, gradient and buffer of one dtype");
     int64_t n = kiln_tensor_numel(p);
-    bool nesterov = t->ip[0] != 0, first = t->ip[2] == 0;
-    if (p->dtype == KILN_F32)
-        sgd_f32(t->data, grad->data, buf ? buf->data : NULL, n, hyper->data, nesterov, first, ex->n_threads);
-    else
-        sgd_f64(t->data, grad->data, buf ? buf->data : NULL, n, hyper->data, nesterov, first, ex->n_threads);
+    step_job j = {.p = t->data, .m = buf ? buf->data : NULL, .grad = grad->data, .n = n, .h = hyper->data,
+                  .nesterov = t->ip[0] != 0, .first = t->ip[2] == 0};
+    kiln__pool_for(n, 4096, n > 32768 ? ex->n_threads : 1, p->dtype == KILN_F32 ? sgd_f32_range : sgd_f64_range, &j);
     return KILN_OK;
 }
 
@@ -100,14 +116,21 @@ typedef struct adam_scalars {
             l2 ? NAME##_body(p, grad, m, v, vmax, lo, hi, s, true, false)                                       \
                : NAME##_body(p, grad, m, v, vmax, lo, hi, s, false, false);                                     \
     }                                                                                                           \
-    static void NAME(T *p, const T *grad, T *m, T *v, T *vmax, int64_t n, const adam_scalars *s, int nt) {      \
-        const int64_t chunk = 16384, nchunks = (n + chunk - 1) / chunk;                                         \
-        _Pragma("omp parallel for num_threads(nt) if (nchunks > 2)")                                            \
-        for (int64_t c = 0; c < nchunks; c++)                                                                   \
-            NAME##_chunk(p, grad, m, v, vmax, c * chunk, c * chunk + chunk < n ? c * chunk + chunk : n, s);     \
+    static void NAME(void *arg, int64_t c0, int64_t c1, int tid) {                                              \
+        const step_job *j = arg;                                                                                \
+        (void)tid;                                                                                              \
+        for (int64_t c = c0; c < c1; c++)                                                                       \
+            NAME##_chunk(j->p, j->grad, j->m, j->v, j->vmax, c * STEP_CHUNK,                                    \
+                         c * STEP_CHUNK + STEP_CHUNK < j->n ? c * STEP_CHUNK + STEP_CHUNK : j->n, j->scalars);  \
     }
 DEFINE_ADAM(float, adam_f32, sqrtf)
 DEFINE_ADAM(double, adam_f64, sqrt)
+
+/* A step's chunks of STEP_CHUNK elements, threaded from three chunks up. */
+static void run_chunks(step_job *j, const kiln_exec *ex, kiln_pool_fn *fn) {
+    const int64_t nchunks = (j->n + STEP_CHUNK - 1) / STEP_CHUNK;
+    kiln__pool_for(nchunks, 1, nchunks > 2 ? ex->n_threads : 1, fn, j);
+}
 
 static kiln_status adam_step(kiln_tensor *t, const kiln_exec *ex) {
     bool ams = t->ip[0] != 0, decoupled = t->ip[1] != 0;
@@ -128,12 +151,9 @@ static kiln_status adam_step(kiln_tensor *t, const kiln_exec *ex) {
         .bc2_sqrt = sqrt(1.0 - pow(b2, step)),
         .eps = h[3],
     };
-    int64_t n = kiln_tensor_numel(p);
-    void *vm = vmax ? vmax->data : NULL;
-    if (p->dtype == KILN_F32)
-        adam_f32(t->data, grad->data, m->data, v->data, vm, n, &s, ex->n_threads);
-    else
-        adam_f64(t->data, grad->data, m->data, v->data, vm, n, &s, ex->n_threads);
+    step_job j = {.p = t->data, .m = m->data, .v = v->data, .vmax = vmax ? vmax->data : NULL, .grad = grad->data,
+                  .n = kiln_tensor_numel(p), .scalars = &s};
+    run_chunks(&j, ex, p->dtype == KILN_F32 ? adam_f32 : adam_f64);
     return KILN_OK;
 }
 
@@ -159,11 +179,12 @@ static kiln_status adam_step(kiln_tensor *t, const kiln_exec *ex) {
             m[i] = mi * b2 + g * one_b2;                                                                        \
         }                                                                                                       \
     }                                                                                                           \
-    static void NAME(T *p, const T *grad, T *m, int64_t n, const float *h, int nt) {                            \
-        const int64_t chunk = 16384, nchunks = (n + chunk - 1) / chunk;                                         \
-        _Pragma("omp parallel for num_threads(nt) if (nchunks > 2)")                                            \
-        for (int64_t c = 0; c < nchunks; c++)                                                                   \
-            NAME##_chunk(p, grad, m, c * chunk, c * chunk + chunk < n ? c * chunk + chunk : n, h);              \
+    static void NAME(void *arg, int64_t c0, int64_t c1, int tid) {                                              \
+        const step_job *j = arg;                                                                                \
+        (void)tid;                                                                                              \
+        for (int64_t c = c0; c < c1; c++)                                                                       \
+            NAME##_chunk(j->p, j->grad, j->m, c * STEP_CHUNK,                                                   \
+                         c * STEP_CHUNK + STEP_CHUNK < j->n ? c * STEP_CHUNK + STEP_CHUNK : j->n, j->h);        \
     }
 DEFINE_LION(float, lion_f32)
 DEFINE_LION(double, lion_f64)
@@ -174,11 +195,8 @@ static kiln_status lion_step(kiln_tensor *t, const kiln_exec *ex) {
         hyper->dtype != KILN_F32)
         return kiln__errs(KILN_ERR_UNSUPPORTED,
                           "lion_step: needs f32/f64 parameter, gradient and momentum of one dtype");
-    int64_t n = kiln_tensor_numel(p);
-    if (p->dtype == KILN_F32)
-        lion_f32(t->data, grad->data, m->data, n, hyper->data, ex->n_threads);
-    else
-        lion_f64(t->data, grad->data, m->data, n, hyper->data, ex->n_threads);
+    step_job j = {.p = t->data, .m = m->data, .grad = grad->data, .n = kiln_tensor_numel(p), .h = hyper->data};
+    run_chunks(&j, ex, p->dtype == KILN_F32 ? lion_f32 : lion_f64);
     return KILN_OK;
 }
 

@@ -9,6 +9,7 @@
  * the CPU has them, the same bits as this file's scalar loops. */
 #include "internal.h"
 #include "optim_8bit.h"
+#include "pool.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -126,6 +127,35 @@ static kiln_status check8(const char *who, kiln_tensor *t, int n_states) {
     return KILN_OK;
 }
 
+/* What a step's block function reads: the node, its scalars, the kernels. */
+typedef struct q8_job {
+    const kiln_tensor *t;
+    const void *scalars;
+    const kiln__q8_kernels *k;
+} q8_job;
+
+/* The step's blocks of KILN__QBLOCK elements, threaded above MIN_PAR_BLOCKS. */
+static void run_blocks(const kiln_tensor *t, const kiln_exec *ex, const void *scalars, kiln_pool_fn *fn) {
+    const int64_t nb = kiln__qblocks(kiln_tensor_numel(t->src[0]));
+    q8_job j = {t, scalars, vector_kernels()};
+    kiln__pool_for(nb, 1, nb > MIN_PAR_BLOCKS ? ex->n_threads : 1, fn, &j);
+}
+
+static void adam8_blocks(void *arg, int64_t b0, int64_t b1, int tid) {
+    const q8_job *j = arg;
+    const kiln_tensor *t = j->t;
+    float *p = t->data;
+    const float *g = t->src[1]->data;
+    uint8_t *mq = t->src[2]->data, *vq = t->src[4]->data;
+    float *ma = t->src[3]->data, *va = t->src[5]->data;
+    const int64_t n = kiln_tensor_numel(t->src[0]);
+    (void)tid;
+    for (int64_t b = b0; b < b1; b++) {
+        int64_t lo = b * KILN__QBLOCK, len = n - lo < KILN__QBLOCK ? n - lo : KILN__QBLOCK;
+        adam8_block(p + lo, g + lo, mq + lo, ma + b, vq + lo, va + b, len, j->scalars, j->k);
+    }
+}
+
 static kiln_status adam8_step(kiln_tensor *t, const kiln_exec *ex) {
     kiln_status st = check8("adam8_step", t, 2);
     if (st) return st;
@@ -145,38 +175,23 @@ static kiln_status adam8_step(kiln_tensor *t, const kiln_exec *ex) {
         .eps = h[3],
     };
     s.l2 = s.wd != 0.0f;
-    float *p = t->data;
-    const float *g = t->src[1]->data;
-    uint8_t *mq = t->src[2]->data, *vq = t->src[4]->data;
-    float *ma = t->src[3]->data, *va = t->src[5]->data;
-    int64_t n = kiln_tensor_numel(t->src[0]), nb = kiln__qblocks(n);
-    int nt = ex->n_threads;
-    const kiln__q8_kernels *k = vector_kernels();
-#pragma omp parallel for num_threads(nt) if (nb > MIN_PAR_BLOCKS) schedule(static)
-    for (int64_t b = 0; b < nb; b++) {
-        int64_t lo = b * KILN__QBLOCK, len = n - lo < KILN__QBLOCK ? n - lo : KILN__QBLOCK;
-        adam8_block(p + lo, g + lo, mq + lo, ma + b, vq + lo, va + b, len, &s, k);
-    }
+    run_blocks(t, ex, &s, adam8_blocks);
     return KILN_OK;
 }
 
-/* Lion: p *= decay; p -= lr * sign(b1 m + (1 - b1) g); m = b2 m + (1 - b2) g. */
-static kiln_status lion8_step(kiln_tensor *t, const kiln_exec *ex) {
-    kiln_status st = check8("lion8_step", t, 1);
-    if (st) return st;
-    const float *h = t->src[5]->data;
-    const float neg_lr = (float)(-(double)h[0]), b1 = h[1], b2 = h[2], one_b1 = (float)(1.0 - (double)h[1]),
-                one_b2 = (float)(1.0 - (double)h[2]), decay = (float)(1.0 - (double)h[0] * (double)h[3]);
-    const kiln__lion8_scalars ls = {neg_lr, b1, b2, one_b1, one_b2, decay};
+static void lion8_blocks(void *arg, int64_t b0, int64_t b1_, int tid) {
+    const q8_job *j = arg;
+    const kiln_tensor *t = j->t;
+    const kiln__lion8_scalars ls = *(const kiln__lion8_scalars *)j->scalars;
+    const float neg_lr = ls.neg_lr, b1 = ls.b1, b2 = ls.b2, one_b1 = ls.one_b1, one_b2 = ls.one_b2, decay = ls.decay;
     float *p = t->data;
     const float *g = t->src[1]->data;
     uint8_t *mq = t->src[2]->data;
     float *ma = t->src[3]->data;
-    int64_t n = kiln_tensor_numel(t->src[0]), nb = kiln__qblocks(n);
-    int nt = ex->n_threads;
-    const kiln__q8_kernels *k = vector_kernels();
-#pragma omp parallel for num_threads(nt) if (nb > MIN_PAR_BLOCKS) schedule(static)
-    for (int64_t b = 0; b < nb; b++) {
+    const int64_t n = kiln_tensor_numel(t->src[0]);
+    const kiln__q8_kernels *k = j->k;
+    (void)tid;
+    for (int64_t b = b0; b < b1_; b++) {
         int64_t lo = b * KILN__QBLOCK, len = n - lo < KILN__QBLOCK ? n - lo : KILN__QBLOCK;
         float m[KILN__QBLOCK];
         dequant(k, mq + lo, ma + b, len, m);
@@ -194,27 +209,33 @@ static kiln_status lion8_step(kiln_tensor *t, const kiln_exec *ex) {
             }
         quant(k, m, len, mq + lo, ma + b);
     }
+}
+
+/* Lion: p *= decay; p -= lr * sign(b1 m + (1 - b1) g); m = b2 m + (1 - b2) g. */
+static kiln_status lion8_step(kiln_tensor *t, const kiln_exec *ex) {
+    kiln_status st = check8("lion8_step", t, 1);
+    if (st) return st;
+    const float *h = t->src[5]->data;
+    const kiln__lion8_scalars ls = {(float)(-(double)h[0]),        h[1], h[2], (float)(1.0 - (double)h[1]),
+                                    (float)(1.0 - (double)h[2]), (float)(1.0 - (double)h[0] * (double)h[3])};
+    run_blocks(t, ex, &ls, lion8_blocks);
     return KILN_OK;
 }
 
-/* SGD with momentum: g += wd p; buf = g (first step) or mom buf + (1 - damp) g;
- * p -= lr * (nesterov ? g + mom buf : buf). */
-static kiln_status sgd8_step(kiln_tensor *t, const kiln_exec *ex) {
-    kiln_status st = check8("sgd8_step", t, 1);
-    if (st) return st;
-    const float *h = t->src[5]->data;
-    const float lr = h[0], mom = h[1], keep = (float)(1.0 - (double)h[2]), wd = h[3];
-    bool nesterov = t->ip[0] != 0, first = t->ip[2] == 0;
-    const kiln__sgd8_scalars ss = {lr, mom, keep, wd, nesterov, first};
+static void sgd8_blocks(void *arg, int64_t b0, int64_t b1, int tid) {
+    const q8_job *j = arg;
+    const kiln_tensor *t = j->t;
+    const kiln__sgd8_scalars ss = *(const kiln__sgd8_scalars *)j->scalars;
+    const float lr = ss.lr, mom = ss.mom, keep = ss.keep, wd = ss.wd;
+    const bool nesterov = ss.nesterov, first = ss.first;
     float *p = t->data;
     const float *g = t->src[1]->data;
     uint8_t *bq = t->src[2]->data;
     float *ba = t->src[3]->data;
-    int64_t n = kiln_tensor_numel(t->src[0]), nb = kiln__qblocks(n);
-    int nt = ex->n_threads;
-    const kiln__q8_kernels *k = vector_kernels();
-#pragma omp parallel for num_threads(nt) if (nb > MIN_PAR_BLOCKS) schedule(static)
-    for (int64_t b = 0; b < nb; b++) {
+    const int64_t n = kiln_tensor_numel(t->src[0]);
+    const kiln__q8_kernels *k = j->k;
+    (void)tid;
+    for (int64_t b = b0; b < b1; b++) {
         int64_t lo = b * KILN__QBLOCK, len = n - lo < KILN__QBLOCK ? n - lo : KILN__QBLOCK;
         float buf[KILN__QBLOCK];
         dequant(k, bq + lo, ba + b, len, buf);
@@ -232,6 +253,16 @@ static kiln_status sgd8_step(kiln_tensor *t, const kiln_exec *ex) {
             }
         quant(k, buf, len, bq + lo, ba + b);
     }
+}
+
+/* SGD with momentum: g += wd p; buf = g (first step) or mom buf + (1 - damp) g;
+ * p -= lr * (nesterov ? g + mom buf : buf). */
+static kiln_status sgd8_step(kiln_tensor *t, const kiln_exec *ex) {
+    kiln_status st = check8("sgd8_step", t, 1);
+    if (st) return st;
+    const float *h = t->src[5]->data;
+    const kiln__sgd8_scalars ss = {h[0], h[1], (float)(1.0 - (double)h[2]), h[3], t->ip[0] != 0, t->ip[2] == 0};
+    run_blocks(t, ex, &ss, sgd8_blocks);
     return KILN_OK;
 }
 

@@ -143,7 +143,7 @@ static void sgd256(float *p, const float *g, float *buf, const kiln__sgd8_scalar
 static const kiln__q8_kernels kernels = {dequant256, quant256, adam256, lion256, sgd256};
 
 const kiln__q8_kernels *kiln__q8_kernels_avx512(void) {
-    return kiln__cpu_caps()->level >= KILN_SIMD_AVX512 ? &kernels : 0;
+    return kiln__cpu_avx512(kiln__cpu_caps()) ? &kernels : 0;
 }
 #else
 const kiln__q8_kernels *kiln__q8_kernels_avx512(void) { return 0; }

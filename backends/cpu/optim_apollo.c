@@ -5,22 +5,41 @@
  * summed in double. */
 #include "internal.h"
 #include "backend.h"
+#include "pool.h"
 #include "gemm.h"
 #include "../../optim/apollo.h"
 
 #include <math.h>
 #include <stdlib.h>
 
+/* What the range functions of a step read. */
+typedef struct apollo_job {
+    const float *R, *G, *sf;
+    float *m, *v, *W;
+    int64_t rows, cols, n;
+    bool right;
+    const double *sc, *rt2s; /* the moments' scalars; the rows' factors (right) */
+    double *rt2, *r2, *u2;
+    float decay;
+} apollo_job;
+
 /* Moments over R [rows, cols] in place, and per channel the sums of
- * squares of Rt and R: channel = row (rows_are_channels) or column. rt2 and
- * r2 hold one double per channel, zeroed by the caller. */
-static void moments(const float *R, float *m, float *v, int64_t rows, int64_t cols, bool rows_are_channels,
-                    const double *sc, double *rt2, double *r2, int nt) {
-    const float b1 = (float)sc[0], b2 = (float)sc[1], one_b1 = (float)(1.0 - sc[0]), one_b2 = (float)(1.0 - sc[1]),
-                eps = (float)sc[2];
-    if (rows_are_channels) {
-#pragma omp parallel for num_threads(nt) if (rows * cols > 32768)
-        for (int64_t i = 0; i < rows; i++) {
+ * squares of Rt and R: channel = row (right: items are rows) or column
+ * (items are blocks of MOMENT_COLS columns, each walking all rows, the
+ * rank, of its block). rt2 and r2 hold one double per channel, zeroed by
+ * the caller. */
+#define MOMENT_COLS 256
+
+static void moments(void *arg, int64_t x0, int64_t x1, int tid) {
+    const apollo_job *J = arg;
+    const float *R = J->R;
+    float *m = J->m, *v = J->v;
+    const int64_t rows = J->rows, cols = J->cols;
+    const float b1 = (float)J->sc[0], b2 = (float)J->sc[1], one_b1 = (float)(1.0 - J->sc[0]),
+                one_b2 = (float)(1.0 - J->sc[1]), eps = (float)J->sc[2];
+    (void)tid;
+    if (J->right) {
+        for (int64_t i = x0; i < x1; i++) {
             double a = 0, b = 0;
             for (int64_t j = 0; j < cols; j++) {
                 int64_t k = i * cols + j;
@@ -31,26 +50,65 @@ static void moments(const float *R, float *m, float *v, int64_t rows, int64_t co
                 a += (double)rt * rt;
                 b += (double)g * g;
             }
-            rt2[i] = a;
-            r2[i] = b;
+            J->rt2[i] = a;
+            J->r2[i] = b;
         }
-    } else {
-        /* channel = column: threads take blocks of columns, each walking
-         * all rows (the rank) of its block */
-        const int64_t blk = 256;
-#pragma omp parallel for num_threads(nt) if (rows * cols > 32768)
-        for (int64_t j0 = 0; j0 < cols; j0 += blk) {
-            const int64_t j1 = j0 + blk < cols ? j0 + blk : cols;
-            for (int64_t i = 0; i < rows; i++)
-                for (int64_t j = j0; j < j1; j++) {
-                    int64_t k = i * cols + j;
-                    float g = R[k], mi = m[k] * b1 + g * one_b1, vi = v[k] * b2 + one_b2 * g * g;
-                    m[k] = mi;
-                    v[k] = vi;
-                    float rt = mi / (sqrtf(vi) + eps);
-                    rt2[j] += (double)rt * rt;
-                    r2[j] += (double)g * g;
-                }
+        return;
+    }
+    for (int64_t j0 = x0 * MOMENT_COLS; j0 < x1 * MOMENT_COLS && j0 < cols; j0 += MOMENT_COLS) {
+        const int64_t j1 = j0 + MOMENT_COLS < cols ? j0 + MOMENT_COLS : cols;
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t j = j0; j < j1; j++) {
+                int64_t k = i * cols + j;
+                float g = R[k], mi = m[k] * b1 + g * one_b1, vi = v[k] * b2 + one_b2 * g * g;
+                m[k] = mi;
+                v[k] = vi;
+                float rt = mi / (sqrtf(vi) + eps);
+                J->rt2[j] += (double)rt * rt;
+                J->r2[j] += (double)g * g;
+            }
+    }
+}
+
+/* rows [i0, i1) of G: |s_c g|^2 per row, into u2 (summed in row order) */
+static void update_norms(void *arg, int64_t i0, int64_t i1, int tid) {
+    const apollo_job *J = arg;
+    const int64_t n = J->n;
+    (void)tid;
+    for (int64_t i = i0; i < i1; i++) {
+        const float *g = J->G + i * n;
+        double a = 0;
+        if (J->right) {
+#pragma omp simd reduction(+ : a)
+            for (int64_t j = 0; j < n; j++) a += (double)g[j] * g[j];
+            a *= J->rt2s[i] * J->rt2s[i];
+        } else {
+#pragma omp simd reduction(+ : a)
+            for (int64_t j = 0; j < n; j++) {
+                float x = J->sf[j] * g[j];
+                a += (double)x * x;
+            }
+        }
+        J->u2[i] = a;
+    }
+}
+
+/* rows [i0, i1) of W: w = w decay + s_c g, the factors (sf) signed and scaled */
+static void update_rows(void *arg, int64_t i0, int64_t i1, int tid) {
+    const apollo_job *J = arg;
+    const int64_t n = J->n;
+    const float decay = J->decay, *sf = J->sf;
+    (void)tid;
+    for (int64_t i = i0; i < i1; i++) {
+        float *w = J->W + i * n;
+        const float *g = J->G + i * n;
+        if (J->right) {
+            const float f = sf[i];
+#pragma omp simd
+            for (int64_t j = 0; j < n; j++) w[j] = w[j] * decay + f * g[j];
+        } else {
+#pragma omp simd
+            for (int64_t j = 0; j < n; j++) w[j] = w[j] * decay + sf[j] * g[j];
         }
     }
 }
@@ -69,14 +127,14 @@ static kiln_status apollo_step(kiln_tensor *t, const kiln_exec *ex) {
     const int64_t m = d.m, n = d.n, np = d.np, nr = d.nr, nch = d.nch;
     const bool right = d.right;
     float *P = kiln__malloc((size_t)(np + nr) * sizeof(float));
-    double *rt2 = kiln__calloc((size_t)(2 * nch), sizeof(double));
+    double *rt2 = kiln__calloc((size_t)(2 * nch + m), sizeof(double));
     if (!P || !rt2) {
         free(P);
         free(rt2);
         return kiln__errs(KILN_ERR_OOM, "apollo_step: out of memory for the projection");
     }
     float *R = P + np;
-    double *r2 = rt2 + nch;
+    double *r2 = rt2 + nch, *u2s = r2 + nch;
     const float *G = grad->data;
     float *W = t->data;
 
@@ -90,7 +148,11 @@ static kiln_status apollo_step(kiln_tensor *t, const kiln_exec *ex) {
     const float *h = hyper->data;
     const double lr = h[0], b1 = h[1], b2 = h[2], wd = h[4], st = (double)step;
     const double sc[3] = {b1, b2, h[3]};
-    moments(R, em->data, ev->data, right ? m : rank, right ? rank : n, right, sc, rt2, r2, nt);
+    apollo_job J = {.R = R, .G = G, .sf = R, .m = em->data, .v = ev->data, .W = W, .rows = right ? m : rank,
+                    .cols = right ? rank : n, .n = n, .right = right, .sc = sc, .rt2s = rt2, .rt2 = rt2, .r2 = r2,
+                    .u2 = u2s};
+    kiln__pool_for(right ? J.rows : (J.cols + MOMENT_COLS - 1) / MOMENT_COLS, 1, J.rows * J.cols > 32768 ? nt : 1,
+                   moments, &J);
 
     /* scaling factors (in rt2, reused), sqrt(scale) folded in */
     const double sq = sqrt(t->fp[0]);
@@ -106,24 +168,10 @@ static kiln_status apollo_step(kiln_tensor *t, const kiln_exec *ex) {
      * vectorizable passes over G; |u|^2 = sum over G of (s_c g)^2 */
     float *sf = R;
     for (int64_t c = 0; c < nch; c++) sf[c] = (float)rt2[c];
+    const int nt_g = m * n > 32768 ? nt : 1;
+    kiln__pool_for(m, 1, nt_g, update_norms, &J);
     double u2 = 0;
-#pragma omp parallel for num_threads(nt) reduction(+ : u2) if (m * n > 32768)
-    for (int64_t i = 0; i < m; i++) {
-        const float *g = G + i * n;
-        double a = 0;
-        if (right) {
-#pragma omp simd reduction(+ : a)
-            for (int64_t j = 0; j < n; j++) a += (double)g[j] * g[j];
-            a *= rt2[i] * rt2[i];
-        } else {
-#pragma omp simd reduction(+ : a)
-            for (int64_t j = 0; j < n; j++) {
-                float x = sf[j] * g[j];
-                a += (double)x * x;
-            }
-        }
-        u2 += a;
-    }
+    for (int64_t i = 0; i < m; i++) u2 += u2s[i];
     double norm = sqrt(u2), *pn = prev->data, limit = 1.0;
     if (step > 1) {
         double f = norm / (pn[0] + 1e-8);
@@ -134,19 +182,8 @@ static kiln_status apollo_step(kiln_tensor *t, const kiln_exec *ex) {
     const double step_size = lr * sqrt(1.0 - pow(b2, st)) / (1.0 - pow(b1, st));
     const float decay = (float)(1.0 - lr * wd);
     for (int64_t c = 0; c < nch; c++) sf[c] = (float)(-step_size * rt2[c] / limit);
-#pragma omp parallel for num_threads(nt) if (m * n > 32768)
-    for (int64_t i = 0; i < m; i++) {
-        float *w = W + i * n;
-        const float *g = G + i * n;
-        if (right) {
-            const float f = sf[i];
-#pragma omp simd
-            for (int64_t j = 0; j < n; j++) w[j] = w[j] * decay + f * g[j];
-        } else {
-#pragma omp simd
-            for (int64_t j = 0; j < n; j++) w[j] = w[j] * decay + sf[j] * g[j];
-        }
-    }
+    J.decay = decay;
+    kiln__pool_for(m, 1, nt_g, update_rows, &J);
     free(P);
     free(rt2);
     return KILN_OK;

@@ -16,6 +16,7 @@
 #include "internal.h"
 #include "backend.h"
 #include "gemm.h"
+#include "pool.h"
 #include "../../optim/dynamic_map.h"
 
 #include <math.h>
@@ -140,6 +141,20 @@ static kiln_status project(const char *who, kiln_tensor *t, const kiln_exec *ex,
     return KILN_OK;
 }
 
+typedef struct decay_job {
+    float *w;
+    float decay;
+} decay_job;
+
+static void decay_range(void *arg, int64_t i0, int64_t i1, int tid) {
+    const decay_job *j = arg;
+    float *w = j->w;
+    const float decay = j->decay;
+    (void)tid;
+#pragma omp simd
+    for (int64_t i = i0; i < i1; i++) w[i] += w[i] * decay;
+}
+
 /* The part after: p += alpha * (N P or P N), accumulated by the GEMM itself
  * (beta 1, no [m, n] temporary), then p *= 1 - lr wd (decoupled, after the
  * update, as galore_torch). Frees rg. */
@@ -157,10 +172,8 @@ static void project_back(kiln_tensor *t, const kiln_exec *ex, float *rg, float a
         kiln__sgemm(false, false, m, n, r, alpha, P, r, rg, n, 1.0f, w, n, nt);
     free(rg);
     if (wd > 0) {
-        const float decay = (float)(-lr * wd);
-        int64_t nw = m * n;
-        _Pragma("omp parallel for simd num_threads(nt) if (nw > 65536)")
-        for (int64_t i = 0; i < nw; i++) w[i] += w[i] * decay;
+        decay_job j = {w, (float)(-lr * wd)};
+        kiln__pool_for(m * n, 16384, m * n > 65536 ? nt : 1, decay_range, &j);
     }
 }
 
@@ -181,15 +194,27 @@ static kiln_status galore_step(kiln_tensor *t, const kiln_exec *ex) {
 /* Blocks of R per thread below which one thread does all (~64K elements). */
 #define MIN_PAR_BLOCKS 256
 
+typedef struct adam8_job {
+    float *rg, *ma, *va;
+    uint8_t *mq, *vq;
+    int64_t nr;
+    const float *maps;
+    float b1, b2, eps;
+} adam8_job;
+
 /* bitsandbytes' block-wise 8-bit Adam on R in place (R becomes N): each
  * block of 256 dequantized, updated in f32, requantized with a fresh
- * absmax; non-finite elements of R skipped (state kept, N 0 there). */
-static void lowrank_adam8(float *restrict rg, uint8_t *mq, uint8_t *vq, float *ma, float *va, int64_t nr,
-                          const float *maps, float b1, float b2, float eps, int nt) {
+ * absmax; non-finite elements of R skipped (state kept, N 0 there).
+ * Blocks [b0, b1_) of j (arg). */
+static void lowrank_adam8(void *arg, int64_t b0, int64_t b1_, int tid) {
+    const adam8_job *j = arg;
+    float *restrict rg = j->rg, *ma = j->ma, *va = j->va;
+    uint8_t *mq = j->mq, *vq = j->vq;
+    const float *maps = j->maps, b1 = j->b1, b2 = j->b2, eps = j->eps;
+    const int64_t nr = j->nr;
     const float one_b1 = (float)(1.0 - (double)b1), one_b2 = (float)(1.0 - (double)b2);
-    int64_t nb = kiln__qblocks(nr);
-#pragma omp parallel for num_threads(nt) if (nb > MIN_PAR_BLOCKS) schedule(static)
-    for (int64_t b = 0; b < nb; b++) {
+    (void)tid;
+    for (int64_t b = b0; b < b1_; b++) {
         int64_t lo = b * KILN__QBLOCK, len = nr - lo < KILN__QBLOCK ? nr - lo : KILN__QBLOCK;
         float m[KILN__QBLOCK], v[KILN__QBLOCK], *x = rg + lo;
         kiln__dequantize_blockwise(mq + lo, ma + b, len, maps, m);
@@ -231,7 +256,8 @@ static kiln_status galore8_step(kiln_tensor *t, const kiln_exec *ex) {
                               (long long)nb);
         }
         float *a = am->data;
-        lowrank_adam8(rg, mq->data, vq->data, a, a + nb, nr, maps->data, h[1], h[2], eps, ex->n_threads);
+        adam8_job j = {rg, a, a + nb, mq->data, vq->data, nr, maps->data, h[1], h[2], eps};
+        kiln__pool_for(nb, 1, nb > MIN_PAR_BLOCKS ? ex->n_threads : 1, lowrank_adam8, &j);
     } else {
         lowrank_adam(rg, t->src[3]->data, t->src[4]->data, nr, h[1], h[2], eps);
     }

@@ -8,6 +8,7 @@
 #include "../../quant/quant.h"
 #include "cpu_features.h"
 #include "gemm.h"
+#include "pool.h"
 #include "scratch.h"
 
 #include <math.h>
@@ -86,9 +87,10 @@ static const kiln_qmm_kernels *kernels(void) {
     static const kiln_qmm_kernels ref = {kiln__qmm_dot_q8_0_ref, kiln__qmm_dot_q4_0_ref, kiln__qmm_dot_nf4_ref, NULL, NULL, NULL, NULL, NULL};
     const kiln_cpu_caps *c = kiln__cpu_caps();
     const kiln_qmm_kernels *k = NULL;
-    if (c->level >= KILN_SIMD_AVX512 && c->avx512vnni) k = kiln__qmm_kernels_vnni();
-    if (!k && c->level >= KILN_SIMD_AVX2) k = kiln__qmm_kernels_avx2();
-    if (!k && c->level >= KILN_SIMD_NEON && c->dotprod) k = kiln__qmm_kernels_neondot();
+    if (kiln__cpu_vbmi(c)) k = kiln__qmm_kernels_vbmi();
+    if (!k && kiln__cpu_avx512vnni(c)) k = kiln__qmm_kernels_avx512vnni();
+    if (!k && kiln__cpu_avx2(c)) k = kiln__qmm_kernels_avx2();
+    if (!k && kiln__cpu_neondot(c)) k = kiln__qmm_kernels_neondot();
     return k ? k : &ref;
 }
 
@@ -141,28 +143,81 @@ static void dequant_rows(kiln_dtype t, const char *w, int64_t e0, int64_t len, f
     }
 }
 
+/* One product y = x W^T and what its range functions read. */
+typedef struct qmm_job {
+    kiln_dtype t;
+    int64_t m, n, k, nbp;
+    const float *x, *dx;
+    const char *w;
+    const int8_t *xq;
+    const int32_t *xs;
+    float *y;
+    const kiln_qmm_kernels *kk;
+    kiln_qmm_dot2_i8s *two;
+    int fail;
+} qmm_job;
+
+/* Panels [p0, p1) of nbp rows of W, each dequantized into the thread's
+ * scratch and multiplied by the f32 GEMM on that thread. */
+static void panels(void *arg, int64_t p0, int64_t p1, int tid) {
+    qmm_job *j = arg;
+    const int64_t n = j->n, k = j->k, nbp = j->nbp;
+    (void)tid;
+    for (int64_t p = p0; p < p1; p++) {
+        const int64_t n0 = p * nbp, nr = n - n0 < nbp ? n - n0 : nbp;
+        bool owned;
+        float *buf = kiln__scratch_get((size_t)(nr * k * 4 + 63) & ~(size_t)63, &owned);
+        if (!buf) {
+            __atomic_store_n(&j->fail, 1, __ATOMIC_RELAXED);
+            continue;
+        }
+        dequant_rows(j->t, j->w, n0 * k, nr * k, buf);
+        kiln__sgemm_own(false, true, j->m, nr, k, 1.0f, j->x, k, buf, k, 0.0f, j->y + n0, n, 1);
+        if (owned) free(buf);
+    }
+}
+
 static kiln_status panel_path(kiln_dtype t, int64_t m, int64_t n, int64_t k, const float *x, const char *w,
                               float *y, int n_threads) {
     /* panels of rows sized to stay in L2 (~1 MiB of f32), a multiple of 16 */
     int64_t nbp = ((1 << 18) / k) & ~(int64_t)15;
     if (nbp < 16) nbp = 16;
-    const int64_t np = (n + nbp - 1) / nbp;
-    int fail = 0;
-#pragma omp parallel for num_threads(n_threads) schedule(dynamic, 1) if (n_threads > 1 && np > 1)
-    for (int64_t p = 0; p < np; p++) {
-        const int64_t n0 = p * nbp, nr = n - n0 < nbp ? n - n0 : nbp;
-        bool owned;
-        float *buf = kiln__scratch_get((size_t)(nr * k * 4 + 63) & ~(size_t)63, &owned);
-        if (!buf) {
-#pragma omp atomic write
-            fail = 1;
-            continue;
+    qmm_job j = {.t = t, .m = m, .n = n, .k = k, .nbp = nbp, .x = x, .w = w, .y = y};
+    kiln__pool_for((n + nbp - 1) / nbp, 1, n_threads, panels, &j);
+    return j.fail ? kiln__errs(KILN_ERR_OOM, "qmatmul: out of memory for a W panel") : KILN_OK;
+}
+
+/* Pairs of rows of W [p0, p1) (the last one of an odd n alone) against
+ * every row of x, through the two-row kernel. */
+static void row_pairs(void *arg, int64_t p0, int64_t p1, int tid) {
+    const qmm_job *j = arg;
+    const int64_t m = j->m, n = j->n, k = j->k;
+    const size_t rb = kiln__elems_bytes(j->t, k);
+    (void)tid;
+    for (int64_t p = p0; p < p1; p++)
+        for (int64_t i = 0; i < m; i++) {
+            const int64_t r = 2 * p;
+            float o[2];
+            if (r + 1 < n) {
+                j->two(j->w + (size_t)r * rb, j->w + (size_t)(r + 1) * rb, j->xq + i * k, j->xs + i * (k / 4),
+                       j->dx + i * (k / 32), k / 32, o);
+                j->y[i * n + r] = o[0], j->y[i * n + r + 1] = o[1];
+            } else
+                j->y[i * n + r] = row_dot(j->kk, j->t, j->w, r, k, j->x + i * k, j->xq + i * k, j->xs + i * (k / 4),
+                                          j->dx + i * (k / 32));
         }
-        dequant_rows(t, w, n0 * k, nr * k, buf);
-        kiln__sgemm_own(false, true, m, nr, k, 1.0f, x, k, buf, k, 0.0f, y + n0, n, 1);
-        if (owned) free(buf);
-    }
-    return fail ? kiln__errs(KILN_ERR_OOM, "qmatmul: out of memory for a W panel") : KILN_OK;
+}
+
+/* Rows of W [r0, r1) against every row of x. */
+static void rows(void *arg, int64_t r0, int64_t r1, int tid) {
+    const qmm_job *j = arg;
+    const int64_t m = j->m, n = j->n, k = j->k;
+    const bool i8 = j->xq != NULL;
+    (void)tid;
+    for (int64_t r = r0; r < r1; r++)
+        for (int64_t i = 0; i < m; i++)
+            j->y[i * n + r] = row_dot(j->kk, j->t, j->w, r, k, j->x + i * k, i8 ? j->xq + i * k : NULL,
+                                      j->xs ? j->xs + i * (k / 4) : NULL, i8 ? j->dx + i * (k / 32) : NULL);
 }
 
 kiln_status kiln__qmatmul_cpu(kiln_dtype t, int64_t m, int64_t n, int64_t k, const float *x, const void *w, float *y,
@@ -194,38 +249,24 @@ kiln_status kiln__qmatmul_cpu(kiln_dtype t, int64_t m, int64_t n, int64_t k, con
             if (xs) kiln__qmm_lane_sums(xq + i * k, xs + i * (k / 4), k / 32, off);
         }
     }
-    /* chunks of 64 rows handed out as threads come free (a static split
-     * waits for the slowest thread, and this machine's cores are shared);
-     * each output is the same whichever thread computes it */
-    kiln_qmm_dot2_i8s *two = !xs ? NULL : t == KILN_Q8_0 ? kk->q8_0s2 : kk->q4_0s2;
-    if (two) { /* rows in pairs (the last one of an odd n alone) */
-        const size_t rb = kiln__elems_bytes(t, k);
-#pragma omp parallel for num_threads(n_threads) schedule(dynamic, 32) if (n_threads > 1 && n * k >= (1 << 16))
-        for (int64_t p = 0; p < (n + 1) / 2; p++)
-            for (int64_t i = 0; i < m; i++) {
-                const int64_t r = 2 * p;
-                float o[2];
-                if (r + 1 < n) {
-                    two((const char *)w + (size_t)r * rb, (const char *)w + (size_t)(r + 1) * rb, xq + i * k,
-                        xs + i * (k / 4), dx + i * (k / 32), k / 32, o);
-                    y[i * n + r] = o[0], y[i * n + r + 1] = o[1];
-                } else
-                    y[i * n + r] = row_dot(kk, t, w, r, k, x + i * k, xq + i * k, xs + i * (k / 4), dx + i * (k / 32));
-            }
-        free(xq), free(dx), free(xs);
-        return KILN_OK;
-    }
-#pragma omp parallel for num_threads(n_threads) schedule(dynamic, 64) if (n_threads > 1 && n * k >= (1 << 16))
-    for (int64_t r = 0; r < n; r++)
-        for (int64_t i = 0; i < m; i++)
-            y[i * n + r] = row_dot(kk, t, w, r, k, x + i * k, i8 ? xq + i * k : NULL, xs ? xs + i * (k / 4) : NULL,
-                                   i8 ? dx + i * (k / 32) : NULL);
+    /* each thread streams its own range of W's rows, taking chunks of the
+     * others' when it is done (pool.h); each output is the same whichever
+     * thread computes it */
+    qmm_job j = {.t = t, .m = m, .n = n, .k = k, .x = x, .dx = dx, .w = w, .xq = xq, .xs = xs, .y = y, .kk = kk,
+                 .two = !xs ? NULL : t == KILN_Q8_0 ? kk->q8_0s2 : kk->q4_0s2};
+    const int nt = n * k >= (1 << 16) ? n_threads : 1;
+    if (j.two) kiln__pool_for((n + 1) / 2, 16, nt, row_pairs, &j); /* rows in pairs */
+    else kiln__pool_for(n, 32, nt, rows, &j);
     free(xq), free(dx), free(xs);
     return KILN_OK;
 }
 
 static kiln_status qmatmul_kernel(kiln_tensor *node, const kiln_exec *ex) {
     const kiln_tensor *x = node->src[0], *w = node->src[1];
+    if (!w->shape[1]) { /* K = 0: zeros */
+        memset(node->data, 0, kiln_tensor_nbytes(node));
+        return KILN_OK;
+    }
     return kiln__qmatmul_cpu(w->dtype, x->shape[0], w->shape[0], w->shape[1], x->data, w->data, node->data,
                          ex->n_threads);
 }

@@ -19,7 +19,7 @@
  *     vpermt2b gathers their 64 packed bytes, an and / a vgf2p8affineqb
  *     split the nibbles, two vpdpbusd against x in a matching layout (the
  *     set's quantize_x writes it) give the 16 lanes, and two rows share
- *     the scales' conversion (qmatmul_vnni.c).
+ *     the scales' conversion (qmatmul_vbmi.c).
  *   - NF4 / NF4_DQ, few rows: codes decoded in registers through the
  *     16-entry table (vpermps) and dotted with x in f32, one absmax
  *     multiply per block of 64 (not bit-exact against the scalar order).
@@ -33,8 +33,8 @@
  *     rows is dequantized into an L2-sized f32 buffer and multiplied by
  *     kiln's own f32 GEMM.
  *
- * The vector kernels are per SIMD level (qmatmul_avx2.c, qmatmul_vnni.c,
- * qmatmul_neondot.c: ARMv8.2 sdot);
+ * The vector kernels are per SIMD level (qmatmul_avx2.c,
+ * qmatmul_avx512vnni.c, qmatmul_vbmi.c, qmatmul_neondot.c: ARMv8.2 sdot);
  * the scalar references run for $KILN_SIMD=scalar.
  *
  *     kiln__qmatmul_cpu(KILN_Q4_0, 1, n, k, x, w->data, y, n_threads);
@@ -43,6 +43,15 @@
 #define KILN_CPU_QMATMUL_H
 
 #include "internal.h"
+
+/* bytes of W read ahead of the blocks being multiplied: the hardware
+ * prefetcher alone leaves one core well below the memory's rate (W streams
+ * once, from DRAM, in generation). On the 1.1B llama's Q4_0 generation (2
+ * threads, this machine) 1024 gave 0.67x the tokens/s of 4096, 2048 0.85x;
+ * 8192 was within noise of 4096, 16384 and 32768 a little slower. */
+#if defined(__x86_64__) && !defined(QMM_PREFETCH) /* the x86 kernels' */
+#define QMM_PREFETCH 4096
+#endif
 
 /* Rows of x at or above which the batched paths (integer GEMM or
  * dequantized panels + f32 GEMM) run. */
@@ -84,9 +93,11 @@ typedef struct kiln_qmm_kernels {
  * xq[32 b + 4 l .. 32 b + 4 l + 3]. */
 void kiln__qmm_lane_sums(const int8_t *xq, int32_t *xs, int64_t nb, int32_t off);
 
-const kiln_qmm_kernels *kiln__qmm_kernels_avx2(void); /* NULL when not built */
-const kiln_qmm_kernels *kiln__qmm_kernels_vnni(void); /* NULL when not built */
-const kiln_qmm_kernels *kiln__qmm_kernels_neondot(void); /* NULL when not built */
+/* The sets per level (cpu_features.h); NULL when not built. */
+const kiln_qmm_kernels *kiln__qmm_kernels_avx2(void);
+const kiln_qmm_kernels *kiln__qmm_kernels_avx512vnni(void);
+const kiln_qmm_kernels *kiln__qmm_kernels_vbmi(void);
+const kiln_qmm_kernels *kiln__qmm_kernels_neondot(void);
 
 /* Q8_0's 16 lanes (even blocks' 0-7, odd blocks' 8-15) summed by halving,
  * as a zmm holding them in order is reduced: a[l] + a[l + 8], then those
@@ -100,7 +111,7 @@ static inline float kiln__qmm_q8_lanes_sum(const float a[16]) {
 
 /* Q4_0's 16 lanes (block b's lane l at 4 b + l) summed as a tree: per
  * block (l0 + l2) + (l1 + l3), then (B0 + B2) + (B1 + B3), the order of
- * halving a zmm whose lane 4 l + b holds them (qmatmul_vnni.c): four
+ * halving a zmm whose lane 4 l + b holds them (qmatmul_vbmi.c): four
  * shuffles and adds there instead of 16 dependent scalar adds per row. */
 static inline float kiln__qmm_q4_lanes_sum(const float a[16]) {
     float bs[4];

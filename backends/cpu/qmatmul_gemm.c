@@ -7,11 +7,11 @@
 
 #include "../../quant/quant.h"
 #include "cpu_features.h"
+#include "pool.h"
 #include "qmatmul.h"
 #include "scratch.h"
 
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,7 +67,7 @@ kiln_status kiln__qmm_gemm_ref(kiln_dtype t, int64_t m, int64_t n, int64_t k, co
 
 static const kiln_qmm_gemm_kernels *kernels(void) {
     const kiln_cpu_caps *c = kiln__cpu_caps();
-    if (c->level >= KILN_SIMD_AVX512 && c->avx512vnni) return kiln__qmm_gemm_kernels_vnni();
+    if (kiln__cpu_avx512vnni(c)) return kiln__qmm_gemm_kernels_avx512vnni();
     return NULL;
 }
 
@@ -95,11 +95,79 @@ static void pack_x(const kiln_qmm_gemm_kernels *kk, const float *x, int64_t m, i
     }
 }
 
+/* One product: the operands, x packed (xp, da, xs) and the sizes. */
+typedef struct qgemm_job {
+    const kiln_qmm_gemm_kernels *kk;
+    kiln_dtype t;
+    int64_t m, n, k, groups;
+    const float *x;
+    const void *w;
+    float *y;
+    int8_t *xp;
+    float *da;
+    int32_t *xs;
+    size_t xbytes, pb64;
+    int fail;
+} qgemm_job;
+
+static void pack_groups(void *arg, int64_t g0, int64_t g1, int tid) {
+    const qgemm_job *j = arg;
+    (void)tid;
+    pack_x(j->kk, j->x, j->m, j->k, j->t == KILN_Q8_0 ? 128 : 8, g0 * 16, g1 * 16, j->xp, j->da, j->xs);
+}
+
+/* Panels [u0, u1) of NU columns of W, each packed into the thread's own
+ * panel (the caller's follows x in its scratch; a worker's is its own). */
+static void panels(void *arg, int64_t u0, int64_t u1, int tid) {
+    qgemm_job *j = arg;
+    const kiln_qmm_gemm_kernels *kk = j->kk;
+    const int64_t m = j->m, n = j->n, nb = j->k / 32, groups = j->groups;
+    const size_t row_bytes = (size_t)kiln__elems_bytes(j->t, j->k);
+    const int8_t *xp = j->xp;
+    const float *da = j->da;
+    const int32_t *xs = j->xs;
+    float *y = j->y;
+    bool owned = false;
+    uint8_t *wp = tid == 0 ? (uint8_t *)xp + j->xbytes : kiln__scratch_get(j->pb64, &owned);
+    if (!wp) {
+        __atomic_store_n(&j->fail, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    float *dw = (float *)(wp + NU * nb * 32);
+    float *acc = dw + NU * nb; /* the f32 sums of the panel's tiles */
+    for (int64_t u = u0; u < u1; u++) {
+        const int64_t j0 = u * NU, cols = n - j0 < NU ? n - j0 : NU, nc = (cols + NC - 1) / NC * NC;
+        kk->pack_w(j->t, (const char *)j->w + (size_t)j0 * row_bytes, cols, nc, nb, wp, dw);
+        /* K in chunks of KB blocks: a chunk of two groups of x (16 KiB)
+         * stays in L1 while every 6 columns of the panel pass over it;
+         * the tiles' f32 sums wait in acc between chunks */
+        for (int64_t b0 = 0; b0 < nb; b0 += KB) {
+            const int64_t b1 = nb - b0 < KB ? nb : b0 + KB;
+            for (int64_t g = 0; g < groups; g += 2) {
+                const int gs = groups - g < 2 ? 1 : 2;
+                for (int64_t c0 = 0; c0 < nc; c0 += NC)
+                    kk->tile(xp + g * nb * 512, da + g * nb * 16, xs + g * nb * 16, gs, wp + c0 * nb * 32,
+                             dw + c0 * nb, nb, b0, b1, b0 == 0,
+                             (float(*)[32])(acc + (g / 2 * (NU / NC) + c0 / NC) * NC * 32));
+            }
+        }
+        for (int64_t g = 0; g < groups; g += 2) {
+            const int64_t rows = m - g * 16 < 32 ? m - g * 16 : 32;
+            for (int64_t c0 = 0; c0 < cols; c0 += NC) {
+                const float(*out)[32] = (const float(*)[32])(acc + (g / 2 * (NU / NC) + c0 / NC) * NC * 32);
+                const int64_t cn = cols - c0 < NC ? cols - c0 : NC;
+                for (int64_t r = 0; r < rows; r++)
+                    for (int64_t c = 0; c < cn; c++) y[(g * 16 + r) * n + j0 + c0 + c] = out[c][r];
+            }
+        }
+    }
+    if (owned) free(wp);
+}
+
 kiln_status kiln__qmm_gemm(kiln_dtype t, int64_t m, int64_t n, int64_t k, const float *x, const void *w, float *y,
                            int n_threads) {
     const kiln_qmm_gemm_kernels *kk = kernels();
     const int64_t nb = k / 32, groups = (m + 15) / 16, units = (n + NU - 1) / NU;
-    const size_t row_bytes = (size_t)kiln__elems_bytes(t, k);
     /* x packed: 512 bytes of codes, 16 scales and 16 sums per group of rows per block */
     const size_t xbytes = (size_t)(groups * nb) * (512 + 64 + 64);
     /* a W panel: NU columns of k bytes and a float per block, and the f32
@@ -111,54 +179,12 @@ kiln_status kiln__qmm_gemm(kiln_dtype t, int64_t m, int64_t n, int64_t k, const 
     bool xowned;
     int8_t *xp = kiln__scratch_get(xbytes + pb64, &xowned);
     if (!xp) return kiln__errs(KILN_ERR_OOM, "qmatmul: out of memory packing the activations");
-    float *da = (float *)(xp + (size_t)(groups * nb) * 512);
-    int32_t *xs = (int32_t *)(da + groups * nb * 16);
-    const int32_t off = t == KILN_Q8_0 ? 128 : 8;
-    if (n_threads < 1) n_threads = 1;
+    qgemm_job j = {kk, t, m, n, k, groups, x, w, y, xp, NULL, NULL, xbytes, pb64, 0};
+    j.da = (float *)(xp + (size_t)(groups * nb) * 512);
+    j.xs = (int32_t *)(j.da + groups * nb * 16);
     const int nt = units > 1 ? n_threads : 1;
-    int fail = 0;
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-#pragma omp for schedule(static)
-        for (int64_t g = 0; g < groups; g++) pack_x(kk, x, m, k, off, g * 16, g * 16 + 16, xp, da, xs);
-        bool owned = false;
-        uint8_t *wp = omp_get_thread_num() == 0 ? (uint8_t *)xp + xbytes : kiln__scratch_get(pb64, &owned);
-        if (!wp) {
-#pragma omp atomic write
-            fail = 1;
-        }
-        float *dw = (float *)(wp + NU * nb * 32);
-        float *acc = dw + NU * nb; /* the f32 sums of the panel's tiles */
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t u = 0; u < units; u++) {
-            if (!wp) continue;
-            const int64_t j0 = u * NU, cols = n - j0 < NU ? n - j0 : NU, nc = (cols + NC - 1) / NC * NC;
-            kk->pack_w(t, (const char *)w + (size_t)j0 * row_bytes, cols, nc, nb, wp, dw);
-            /* K in chunks of KB blocks: a chunk of two groups of x (16 KiB)
-             * stays in L1 while every 6 columns of the panel pass over it;
-             * the tiles' f32 sums wait in acc between chunks */
-            for (int64_t b0 = 0; b0 < nb; b0 += KB) {
-                const int64_t b1 = nb - b0 < KB ? nb : b0 + KB;
-                for (int64_t g = 0; g < groups; g += 2) {
-                    const int gs = groups - g < 2 ? 1 : 2;
-                    for (int64_t c0 = 0; c0 < nc; c0 += NC)
-                        kk->tile(xp + g * nb * 512, da + g * nb * 16, xs + g * nb * 16, gs, wp + c0 * nb * 32,
-                                 dw + c0 * nb, nb, b0, b1, b0 == 0,
-                                 (float(*)[32])(acc + (g / 2 * (NU / NC) + c0 / NC) * NC * 32));
-                }
-            }
-            for (int64_t g = 0; g < groups; g += 2) {
-                const int64_t rows = m - g * 16 < 32 ? m - g * 16 : 32;
-                for (int64_t c0 = 0; c0 < cols; c0 += NC) {
-                    const float(*out)[32] = (const float(*)[32])(acc + (g / 2 * (NU / NC) + c0 / NC) * NC * 32);
-                    const int64_t cn = cols - c0 < NC ? cols - c0 : NC;
-                    for (int64_t r = 0; r < rows; r++)
-                        for (int64_t c = 0; c < cn; c++) y[(g * 16 + r) * n + j0 + c0 + c] = out[c][r];
-                }
-            }
-        }
-        if (owned) free(wp);
-    }
+    kiln__pool_for(groups, 1, nt, pack_groups, &j);
+    kiln__pool_for(units, 1, nt, panels, &j);
     if (xowned) free(xp);
-    return fail ? kiln__errs(KILN_ERR_OOM, "qmatmul: out of memory for a W panel") : KILN_OK;
+    return j.fail ? kiln__errs(KILN_ERR_OOM, "qmatmul: out of memory for a W panel") : KILN_OK;
 }

@@ -55,7 +55,7 @@ typedef struct kiln_qmm_gemm_kernels {
                  const float *dw, int64_t nb, int64_t b0, int64_t b1, bool first, float out[KILN_QMM_GEMM_NC][32]);
 } kiln_qmm_gemm_kernels;
 
-const kiln_qmm_gemm_kernels *kiln__qmm_gemm_kernels_vnni(void); /* NULL when not built */
+const kiln_qmm_gemm_kernels *kiln__qmm_gemm_kernels_avx512vnni(void); /* NULL when not built */
 
 /* Whether the integer path runs for dtype t on this CPU (caps in force). */
 bool kiln__qmm_gemm_available(kiln_dtype t);

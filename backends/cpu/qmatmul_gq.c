@@ -5,6 +5,7 @@
 
 #include "../../quant/quant.h"
 #include "cpu_features.h"
+#include "pool.h"
 #include "qmatmul.h"
 
 #include <math.h>
@@ -32,11 +33,32 @@ float kiln__gq_dot_ref(const uint8_t *w, int bits, int group, const int8_t *xq, 
 kiln_gq_dot *kiln__gq_dot_best(void) {
     const kiln_cpu_caps *c = kiln__cpu_caps();
     kiln_gq_dot *f = NULL;
-    if (c->level >= KILN_SIMD_AVX512 && c->avx512vnni) f = kiln__gq_dot_avx512vnni();
-    if (!f && c->level >= KILN_SIMD_AVX2 && c->avxvnni) f = kiln__gq_dot_avxvnni();
-    if (!f && c->level >= KILN_SIMD_AVX2) f = kiln__gq_dot_avx2();
-    if (!f && c->level >= KILN_SIMD_NEON && c->dotprod) f = kiln__gq_dot_neondot();
+    if (kiln__cpu_avx512vnni(c)) f = kiln__gq_dot_avx512vnni();
+    if (!f && kiln__cpu_avxvnni(c)) f = kiln__gq_dot_avxvnni();
+    if (!f && kiln__cpu_avx2(c)) f = kiln__gq_dot_avx2();
+    if (!f && kiln__cpu_neondot(c)) f = kiln__gq_dot_neondot();
     return f ? f : kiln__gq_dot_ref;
+}
+
+typedef struct gq_job {
+    kiln_gq_dot *dot;
+    int bits, group;
+    int64_t m, n, k, nc;
+    size_t row_bytes;
+    const void *w;
+    const int8_t *xq;
+    const float *dx;
+    float *y;
+} gq_job;
+
+/* Rows of W [r0, r1) against every row of x. */
+static void gq_rows(void *arg, int64_t r0, int64_t r1, int tid) {
+    const gq_job *j = arg;
+    (void)tid;
+    for (int64_t r = r0; r < r1; r++)
+        for (int64_t i = 0; i < j->m; i++)
+            j->y[i * j->n + r] = j->dot((const uint8_t *)j->w + (size_t)r * j->row_bytes, j->bits, j->group,
+                                        j->xq + i * j->k, j->dx + i * j->nc, j->nc);
 }
 
 kiln_status kiln__qmatmul_gq_cpu(kiln_dtype t, int64_t m, int64_t n, int64_t k, const float *x, const void *w,
@@ -52,11 +74,9 @@ kiln_status kiln__qmatmul_gq_cpu(kiln_dtype t, int64_t m, int64_t n, int64_t k, 
         return kiln__errs(KILN_ERR_OOM, "qmatmul: out of memory quantizing the activations");
     }
     for (int64_t i = 0; i < m; i++) kiln__qmm_quantize_x(x + i * k, xq + i * k, dx + i * nc, k);
-    /* chunks of 64 rows handed out as threads come free (see qmatmul.c) */
-#pragma omp parallel for num_threads(n_threads) schedule(dynamic, 64) if (n_threads > 1 && n * k >= (1 << 16))
-    for (int64_t r = 0; r < n; r++)
-        for (int64_t i = 0; i < m; i++)
-            y[i * n + r] = dot((const uint8_t *)w + (size_t)r * row_bytes, bits, group, xq + i * k, dx + i * nc, nc);
+    /* ranges of rows per thread, as qmatmul.c */
+    gq_job j = {dot, bits, group, m, n, k, nc, row_bytes, w, xq, dx, y};
+    kiln__pool_for(n, 32, n * k >= (1 << 16) ? n_threads : 1, gq_rows, &j);
     free(xq), free(dx);
     return KILN_OK;
 }

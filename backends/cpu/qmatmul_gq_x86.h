@@ -1,7 +1,7 @@
 /* qmatmul_gq_x86.h — the GQ dot product of qmatmul_gq.h on x86, shared by
- * qmatmul_gq_avx2.c and qmatmul_gq_vnni.c, which define GQ_DOT32(u, s)
- * (8 int32 lanes, lane l = sum of u[4l+j] s[4l+j], u unsigned, s signed)
- * GQ_NAME(x), the function suffix, and GQ_TARGET, attributes (a target). */
+ * qmatmul_gq_avx2.c, _avxvnni.c and _avx512vnni.c, which define
+ * GQ_DOT32(u, s) (8 int32 lanes, lane l = sum of u[4l+j] s[4l+j], u
+ * unsigned, s signed) and GQ_NAME(x), the function suffix. */
 #include "qmatmul_gq.h"
 
 #include "../../quant/gq_x86.h"
@@ -11,7 +11,7 @@
 
 /* chunk c of block b (codes at c, chunk i of the row): |q - zero| against
  * sign(x8, q - zero), fma into acc */
-static inline __attribute__((always_inline)) GQ_TARGET __m256 GQ_NAME(chunk)(const uint8_t *c, const int bits,
+static inline __attribute__((always_inline)) __m256 GQ_NAME(chunk)(const uint8_t *c, const int bits,
                                                                              __m256i z, float s, const int8_t *xq,
                                                                              const float *dx, int64_t i, __m256 acc) {
     const __m256i q = _mm256_sub_epi8(kiln__gq_decode(c, bits), z);
@@ -20,7 +20,7 @@ static inline __attribute__((always_inline)) GQ_TARGET __m256 GQ_NAME(chunk)(con
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(s * dx[i]), acc);
 }
 
-static inline __attribute__((always_inline)) GQ_TARGET float GQ_NAME(scale)(const uint8_t *b) {
+static inline __attribute__((always_inline)) float GQ_NAME(scale)(const uint8_t *b) {
     uint16_t h;
     memcpy(&h, b, 2);
     return _cvtsh_ss(h);
@@ -28,7 +28,7 @@ static inline __attribute__((always_inline)) GQ_TARGET float GQ_NAME(scale)(cons
 
 /* block by block; chunk i goes to accumulator i & 1 (pairs of chunks in a
  * block, or pairs of blocks of one chunk) */
-static inline __attribute__((always_inline)) GQ_TARGET float GQ_NAME(row)(const uint8_t *w, const int bits,
+static inline __attribute__((always_inline)) float GQ_NAME(row)(const uint8_t *w, const int bits,
                                                                           const int group, const int8_t *xq,
                                                                           const float *dx, int64_t nc) {
     const int cpb = group / KILN_GQ_CHUNK, cb = KILN_GQ_CHUNK_BYTES(bits);
@@ -68,7 +68,7 @@ static inline __attribute__((always_inline)) GQ_TARGET float GQ_NAME(row)(const 
 
 /* one copy per (bits, group), so that the decode and the block arithmetic
  * are constants */
-static GQ_TARGET float GQ_NAME(dot)(const uint8_t *w, int bits, int group, const int8_t *xq, const float *dx,
+static float GQ_NAME(dot)(const uint8_t *w, int bits, int group, const int8_t *xq, const float *dx,
                                     int64_t nc) {
 #define GQ_CASE(b, g) \
     if (bits == b && group == g) return GQ_NAME(row)(w, b, g, xq, dx, nc);

@@ -1,5 +1,5 @@
 /* qmatmul_x86.h — the Q8_0 / Q4_0 dot products shared by qmatmul_avx2.c
- * and qmatmul_vnni.c, which define QMM_DOT32(u, s): the 8 int32 lanes of
+ * and qmatmul_avx512vnni.c, which define QMM_DOT32(u, s): the 8 int32 lanes of
  * a block (lane l = sum of u[4l+j] * s[4l+j], u unsigned, s signed) and
  * QMM_NAME(x), the function suffix. Included once per file. */
 #include "qmatmul.h"
@@ -7,15 +7,6 @@
 #include "../../quant/quant.h"
 
 #include <immintrin.h>
-
-/* bytes of W read ahead of the blocks being multiplied: the hardware
- * prefetcher alone leaves one core well below the memory's rate (W streams
- * once, from DRAM, in generation). On the 1.1B llama's Q4_0 generation (2
- * threads, this machine) 1024 gave 0.67x the tokens/s of 4096, 2048 0.85x;
- * 8192 was within noise of 4096, 16384 and 32768 a little slower. */
-#ifndef QMM_PREFETCH
-#define QMM_PREFETCH 4096
-#endif
 
 /* One Q8_0 block: |w| (unsigned) against sign(x, w), fma into the lanes. */
 static inline __m256 qmm_block(__m256i w, const int8_t *xq, float d, __m256 acc) {

@@ -7,6 +7,7 @@
  * accumulate in double (the SIMD tables widen each f32 vector). */
 #include "bcast.h"
 #include "vecmath.h"
+#include "pool.h"
 
 #include <math.h>
 
@@ -34,22 +35,39 @@ static void put(kiln_tensor *t, int64_t o, double v, int64_t at) {
     else ((float *)t->data)[o] = (float)v;
 }
 
+/* What the range functions of the contiguous paths read. */
+typedef struct red_job {
+    kiln_tensor *t;
+    const float *x;
+    int64_t n, ch, inner, panels, split;
+    double *pv;
+    int64_t *pi;
+} red_job;
+
+static void whole_chunks(void *arg, int64_t c0, int64_t c1, int tid) {
+    const red_job *j = arg;
+    const kiln_vm *vm = kiln__vm();
+    const kiln_op op = j->t->op;
+    const float *x = j->x;
+    (void)tid;
+    for (int64_t c = c0; c < c1; c++) {
+        int64_t lo = c * j->ch, len = j->n - lo < j->ch ? j->n - lo : j->ch;
+        if (op == KILN_OP_SUM) j->pv[c] = vm->sum(x + lo, len);
+        else if (op == KILN_OP_ARGMAX) j->pi[c] = lo + vm->argmax(x + lo, len), j->pv[c] = x[j->pi[c]];
+        else j->pv[c] = vm->maxmin(op == KILN_OP_MAX, x + lo, len);
+    }
+}
+
 /* One run of n values: fixed chunks in parallel, combined in order. */
 static void reduce_whole(kiln_tensor *t, const float *x, int64_t n, const kiln_exec *ex) {
-    const kiln_vm *vm = kiln__vm();
     kiln_op op = t->op;
     int64_t ch = (n + MAX_CHUNKS - 1) / MAX_CHUNKS;
     ch = ch < 16384 ? 16384 : (ch + 63) / 64 * 64;
     int64_t nch = (n + ch - 1) / ch;
     double pv[MAX_CHUNKS];
     int64_t pi[MAX_CHUNKS];
-#pragma omp parallel for num_threads(ex->n_threads) if (n > 4 * PAR_MIN) schedule(static)
-    for (int64_t c = 0; c < nch; c++) {
-        int64_t lo = c * ch, len = n - lo < ch ? n - lo : ch;
-        if (op == KILN_OP_SUM) pv[c] = vm->sum(x + lo, len);
-        else if (op == KILN_OP_ARGMAX) pi[c] = lo + vm->argmax(x + lo, len), pv[c] = x[pi[c]];
-        else pv[c] = vm->maxmin(op == KILN_OP_MAX, x + lo, len);
-    }
+    red_job j = {.t = t, .x = x, .n = n, .ch = ch, .pv = pv, .pi = pi};
+    kiln__pool_for(nch, 1, n > 4 * PAR_MIN ? ex->n_threads : 1, whole_chunks, &j);
     double v = pv[0];
     int64_t at = op == KILN_OP_ARGMAX ? pi[0] : 0;
     for (int64_t c = 1; c < nch; c++) {
@@ -59,12 +77,50 @@ static void reduce_whole(kiln_tensor *t, const float *x, int64_t n, const kiln_e
     put(t, 0, v, at);
 }
 
+/* tasks [k0, k1) of reduce_cols: a panel of columns over a share of the rows */
+static void col_tasks(void *arg, int64_t k0, int64_t k1, int tid) {
+    const red_job *j = arg;
+    const kiln_vm *vm = kiln__vm();
+    kiln_tensor *t = j->t;
+    const kiln_op op = t->op;
+    const int64_t n = j->n, inner = j->inner, panels = j->panels, split = j->split;
+    (void)tid;
+    for (int64_t task = k0; task < k1; task++) {
+        int64_t g = task / split, c = task % split, o = g / panels, j0 = g % panels * PANEL;
+        int64_t m = inner - j0 < PANEL ? inner - j0 : PANEL, r0 = c * n / split, r1 = (c + 1) * n / split;
+        const float *base = j->x + (o * n + r0) * inner + j0;
+        double acc[PANEL];
+        int64_t at[PANEL];
+        if (op == KILN_OP_SUM) {
+            memset(acc, 0, (size_t)m * sizeof *acc);
+            vm->col_sum(base, inner, r1 - r0, m, acc);
+        } else if (op == KILN_OP_ARGMAX) {
+            float best[PANEL];
+            for (int64_t e = 0; e < m; e++) best[e] = base[e], at[e] = r0;
+            for (int64_t r = 1; r < r1 - r0; r++) {
+                const float *row = base + r * inner;
+                for (int64_t e = 0; e < m; e++)
+                    if ((row[e] != row[e] && best[e] == best[e]) || row[e] > best[e]) best[e] = row[e], at[e] = r0 + r;
+            }
+            for (int64_t e = 0; e < m; e++) acc[e] = best[e];
+        } else {
+            float best[PANEL];
+            memcpy(best, base, (size_t)m * sizeof *best);
+            vm->col_maxmin(op == KILN_OP_MAX, base + inner, inner, r1 - r0 - 1, m, best);
+            for (int64_t e = 0; e < m; e++) acc[e] = best[e];
+        }
+        for (int64_t e = 0; e < m; e++) {
+            if (split == 1) put(t, o * inner + j0 + e, acc[e], at[e]);
+            else j->pv[task * PANEL + e] = acc[e], j->pi[task * PANEL + e] = at[e];
+        }
+    }
+}
+
 /* outer x [n rows x inner columns]: each task reduces a panel of columns
  * over a range of rows; with few panels the rows are split across threads
  * and the partials combined in row order. */
 static kiln_status reduce_cols(kiln_tensor *t, const float *x, int64_t outer, int64_t n, int64_t inner,
                                const kiln_exec *ex) {
-    const kiln_vm *vm = kiln__vm();
     kiln_op op = t->op;
     int64_t panels = (inner + PANEL - 1) / PANEL, groups = outer * panels, total = outer * n * inner;
     int nth = ex->n_threads > 0 ? ex->n_threads : 1;
@@ -79,36 +135,8 @@ static kiln_status reduce_cols(kiln_tensor *t, const float *x, int64_t outer, in
             return kiln__errs(KILN_ERR_OOM, "%s: no memory for per-thread partials", kiln__op_table[op].name);
         }
     }
-#pragma omp parallel for num_threads(nth) if (total > PAR_MIN) schedule(static)
-    for (int64_t task = 0; task < groups * split; task++) {
-        int64_t g = task / split, c = task % split, o = g / panels, j0 = g % panels * PANEL;
-        int64_t m = inner - j0 < PANEL ? inner - j0 : PANEL, r0 = c * n / split, r1 = (c + 1) * n / split;
-        const float *base = x + (o * n + r0) * inner + j0;
-        double acc[PANEL];
-        int64_t at[PANEL];
-        if (op == KILN_OP_SUM) {
-            memset(acc, 0, (size_t)m * sizeof *acc);
-            vm->col_sum(base, inner, r1 - r0, m, acc);
-        } else if (op == KILN_OP_ARGMAX) {
-            float best[PANEL];
-            for (int64_t j = 0; j < m; j++) best[j] = base[j], at[j] = r0;
-            for (int64_t r = 1; r < r1 - r0; r++) {
-                const float *row = base + r * inner;
-                for (int64_t j = 0; j < m; j++)
-                    if ((row[j] != row[j] && best[j] == best[j]) || row[j] > best[j]) best[j] = row[j], at[j] = r0 + r;
-            }
-            for (int64_t j = 0; j < m; j++) acc[j] = best[j];
-        } else {
-            float best[PANEL];
-            memcpy(best, base, (size_t)m * sizeof *best);
-            vm->col_maxmin(op == KILN_OP_MAX, base + inner, inner, r1 - r0 - 1, m, best);
-            for (int64_t j = 0; j < m; j++) acc[j] = best[j];
-        }
-        for (int64_t j = 0; j < m; j++) {
-            if (split == 1) put(t, o * inner + j0 + j, acc[j], at[j]);
-            else pv[task * PANEL + j] = acc[j], pi[task * PANEL + j] = at[j];
-        }
-    }
+    red_job j = {.t = t, .x = x, .n = n, .inner = inner, .panels = panels, .split = split, .pv = pv, .pi = pi};
+    kiln__pool_for(groups * split, 1, total > PAR_MIN ? nth : 1, col_tasks, &j);
     if (split > 1) {
         kiln_op cmp = op == KILN_OP_ARGMAX ? KILN_OP_MAX : op;
         for (int64_t g = 0; g < groups; g++) {
@@ -130,6 +158,19 @@ static kiln_status reduce_cols(kiln_tensor *t, const float *x, int64_t outer, in
     return KILN_OK;
 }
 
+static void row_range(void *arg, int64_t o0, int64_t o1, int tid) {
+    const red_job *j = arg;
+    const kiln_vm *vm = kiln__vm();
+    const kiln_op op = j->t->op;
+    (void)tid;
+    for (int64_t o = o0; o < o1; o++) {
+        const float *row = j->x + o * j->n;
+        if (op == KILN_OP_SUM) put(j->t, o, vm->sum(row, j->n), 0);
+        else if (op == KILN_OP_ARGMAX) put(j->t, o, 0, vm->argmax(row, j->n));
+        else put(j->t, o, vm->maxmin(op == KILN_OP_MAX, row, j->n), 0);
+    }
+}
+
 /* Contiguous f32: whole array, rows, or columns. */
 static kiln_status reduce_f32(kiln_tensor *t, const kiln_exec *ex) {
     const kiln_tensor *xt = t->src[0];
@@ -146,15 +187,8 @@ static kiln_status reduce_f32(kiln_tensor *t, const kiln_exec *ex) {
         reduce_whole(t, x, n, ex);
         return KILN_OK;
     }
-    const kiln_vm *vm = kiln__vm();
-    kiln_op op = t->op;
-#pragma omp parallel for num_threads(ex->n_threads) if (total > PAR_MIN) schedule(static)
-    for (int64_t o = 0; o < outer; o++) {
-        const float *row = x + o * n;
-        if (op == KILN_OP_SUM) put(t, o, vm->sum(row, n), 0);
-        else if (op == KILN_OP_ARGMAX) put(t, o, 0, vm->argmax(row, n));
-        else put(t, o, vm->maxmin(op == KILN_OP_MAX, row, n), 0);
-    }
+    red_job j = {.t = t, .x = x, .n = n};
+    kiln__pool_for(outer, 1, total > PAR_MIN ? ex->n_threads : 1, row_range, &j);
     return KILN_OK;
 }
 
@@ -178,11 +212,15 @@ static kiln_status reduce_f32(kiln_tensor *t, const kiln_exec *ex) {
         }                                                                             \
     } while (0)
 
+/* outputs [o0, o1) of a reduction over one axis of any strides */
 #define REDUCE_AXIS(T)                                                                          \
     do {                                                                                        \
+        const kiln_tensor *t = arg, *x = t->src[0];                                             \
+        const kiln_op op = t->op;                                                               \
+        const int axis = (int)t->ip[0];                                                         \
+        const int64_t n = x->shape[axis];                                                       \
         const T *xs = x->data;                                                                  \
-        _Pragma("omp parallel for num_threads(ex->n_threads) if (total > 32768)")              \
-        for (int64_t o = 0; o < nout; o++) {                                                    \
+        for (int64_t o = o0; o < o1; o++) {                                                     \
             int64_t off = 0, r = o;                                                             \
             for (int d = x->ndim - 1; d >= 0; d--) {                                            \
                 if (d == axis) continue;                                                        \
@@ -197,6 +235,16 @@ static kiln_status reduce_f32(kiln_tensor *t, const kiln_exec *ex) {
             else ((double *)t->data)[o] = v;                                                    \
         }                                                                                       \
     } while (0)
+
+static void axis_f32(void *arg, int64_t o0, int64_t o1, int tid) {
+    (void)tid;
+    REDUCE_AXIS(float);
+}
+
+static void axis_f64(void *arg, int64_t o0, int64_t o1, int tid) {
+    (void)tid;
+    REDUCE_AXIS(double);
+}
 
 /* Over all elements: per row of the source, then across rows. */
 #define REDUCE_ALL(T)                                                                           \
@@ -222,6 +270,10 @@ static kiln_status reduce_kernel(kiln_tensor *t, const kiln_exec *ex) {
     kiln_op op = t->op;
     int axis = (int)t->ip[0];
     int64_t numel = kiln__numel(x->ndim, x->shape);
+    if (!numel) { /* a sum over nothing (max, min and argmax refuse an empty axis when made) */
+        memset(t->data, 0, kiln_tensor_nbytes(t));
+        return KILN_OK;
+    }
     if (x->dtype == KILN_F32 && numel > 0 && (axis < 0 || x->shape[axis] > 0) && contiguous(x)) return reduce_f32(t, ex);
     if (axis < 0) {
         kiln_bcast it;
@@ -230,9 +282,8 @@ static kiln_status reduce_kernel(kiln_tensor *t, const kiln_exec *ex) {
         else REDUCE_ALL(double);
         return KILN_OK;
     }
-    int64_t n = x->shape[axis], total = kiln__numel(x->ndim, x->shape), nout = total / n;
-    if (x->dtype == KILN_F32) REDUCE_AXIS(float);
-    else REDUCE_AXIS(double);
+    int64_t total = kiln__numel(x->ndim, x->shape), nout = total / x->shape[axis];
+    kiln__pool_for(nout, 1, total > PAR_MIN ? ex->n_threads : 1, x->dtype == KILN_F32 ? axis_f32 : axis_f64, t);
     return KILN_OK;
 }
 

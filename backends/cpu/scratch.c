@@ -9,8 +9,8 @@
 #define SCRATCH_KEEP ((size_t)32 << 20)
 
 typedef struct scratch {
-    void *p;
-    size_t cap;
+    void *p[KILN_SCRATCH_SLOTS];
+    size_t cap[KILN_SCRATCH_SLOTS];
 } scratch;
 
 static pthread_key_t scratch_key;
@@ -18,28 +18,44 @@ static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
 static bool scratch_ok;
 
 static void scratch_free(void *s) {
-    free(((scratch *)s)->p);
+    for (int i = 0; i < KILN_SCRATCH_SLOTS; i++) free(((scratch *)s)->p[i]);
     free(s);
 }
 
 static void scratch_init(void) { scratch_ok = pthread_key_create(&scratch_key, scratch_free) == 0; }
 
+/* This thread's slots, made on first use; NULL without memory. */
+static scratch *mine(void) {
+    pthread_once(&scratch_once, scratch_init);
+    if (!scratch_ok) return NULL;
+    scratch *s = pthread_getspecific(scratch_key);
+    if (!s && (s = kiln__calloc(1, sizeof *s)) && pthread_setspecific(scratch_key, s)) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* Slot i grown to at least bytes (its contents lost), or NULL. */
+static void *grow(scratch *s, int i, size_t bytes) {
+    if (s->cap[i] < bytes) {
+        free(s->p[i]);
+        s->p[i] = kiln__aligned_alloc(64, (bytes + 63) / 64 * 64);
+        s->cap[i] = s->p[i] ? bytes : 0;
+    }
+    return s->p[i];
+}
+
 void *kiln__scratch_get(size_t bytes, bool *owned) {
     *owned = true;
-    pthread_once(&scratch_once, scratch_init);
-    if (bytes > SCRATCH_KEEP || !scratch_ok) return kiln__aligned_alloc(64, bytes);
-    scratch *s = pthread_getspecific(scratch_key);
-    if (!s) {
-        if (!(s = kiln__calloc(1, sizeof *s)) || pthread_setspecific(scratch_key, s)) {
-            free(s);
-            return kiln__aligned_alloc(64, bytes);
-        }
-    }
-    if (s->cap < bytes) {
-        free(s->p);
-        s->p = kiln__aligned_alloc(64, bytes);
-        s->cap = s->p ? bytes : 0;
-    }
+    scratch *s = bytes > SCRATCH_KEEP ? NULL : mine();
+    void *p = s ? grow(s, KILN_SCRATCH_ANY, bytes) : NULL;
+    if (!p) return kiln__aligned_alloc(64, bytes);
     *owned = false;
-    return s->p;
+    return p;
+}
+
+void *kiln__scratch_slot(int slot, size_t bytes) {
+    scratch *s = mine();
+    return s ? grow(s, slot, bytes) : NULL;
 }

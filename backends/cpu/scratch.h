@@ -11,7 +11,9 @@
  *     if (owned) free(buf);
  *
  * One scratch per thread: a kernel must not hold it while calling another
- * kernel that asks for it. */
+ * kernel that asks for it. The f32 GEMM packs into slots of its own
+ * (kiln__scratch_slot), so that it can run under a kernel holding the
+ * scratch. */
 #ifndef KILN_CPU_SCRATCH_H
 #define KILN_CPU_SCRATCH_H
 
@@ -21,5 +23,13 @@
 /* bytes (a multiple of 64) of 64-byte aligned memory, or NULL; *owned says
  * whether the caller frees it. */
 void *kiln__scratch_get(size_t bytes, bool *owned);
+
+/* The slots: the scratch above, and the f32 GEMM's packed A and B. */
+enum { KILN_SCRATCH_ANY, KILN_SCRATCH_GEMM_A, KILN_SCRATCH_GEMM_B, KILN_SCRATCH_SLOTS };
+
+/* Slot (KILN_SCRATCH_GEMM_*) of this thread, grown to at least bytes and
+ * kept (freed when the thread ends, whatever its size), or NULL; its
+ * contents are undefined. */
+void *kiln__scratch_slot(int slot, size_t bytes);
 
 #endif

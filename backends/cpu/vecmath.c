@@ -70,10 +70,10 @@ const kiln_vm *kiln__vm_for(int level) {
     switch (level) {
     case KILN_SIMD_SCALAR: return &vm_scalar;
 #if defined(__x86_64__)
-    case KILN_SIMD_AVX2: return det->level >= KILN_SIMD_AVX2 ? &kiln__vm_avx2 : NULL;
-    case KILN_SIMD_AVX512: return det->level >= KILN_SIMD_AVX512 ? &kiln__vm_avx512 : NULL;
+    case KILN_SIMD_AVX2: return kiln__cpu_avx2(det) ? &kiln__vm_avx2 : NULL;
+    case KILN_SIMD_AVX512: return kiln__cpu_avx512(det) ? &kiln__vm_avx512 : NULL;
 #elif defined(__aarch64__)
-    case KILN_SIMD_NEON: return det->neon ? &kiln__vm_neon : NULL;
+    case KILN_SIMD_NEON: return kiln__cpu_neon(det) ? &kiln__vm_neon : NULL;
 #endif
     default: return NULL;
     }

@@ -80,7 +80,7 @@ static inline double kiln__unary_ref(kiln_op op, double x, double p) {
     case KILN_OP_POW: return p == 2.0 ? x * x : p == 3.0 ? x * x * x : pow(x, p);
     case KILN_OP_TANH: return tanh(x);
     case KILN_OP_SIGMOID: return kiln__sigmoid_ref(x);
-    case KILN_OP_RELU: return x > 0 ? x : 0;
+    case KILN_OP_RELU: return x < 0 ? 0 : x; /* NaN stays NaN, -0 stays -0, as torch */
     case KILN_OP_LEAKY_RELU: return x > 0 ? x : x * p;
     case KILN_OP_GELU: return kiln__gelu_ref(x);
     case KILN_OP_GELU_TANH: return kiln__gelu_tanh_ref(x);

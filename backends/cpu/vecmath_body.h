@@ -331,7 +331,7 @@ static void vm_unary(kiln_op op, float p, const float *x, float *y, int64_t n, b
         break;
     case KILN_OP_TANH: MAP(v_tanh(va)); break;
     case KILN_OP_SIGMOID: MAP(v_sigmoid2(va, NULL)); break;
-    case KILN_OP_RELU: MAP(VSEL(VGT(va, VDUP(0.0f)), va, VDUP(0.0f))); break;
+    case KILN_OP_RELU: MAP(VSEL(VLT(va, VDUP(0.0f)), VDUP(0.0f), va)); break; /* NaN stays NaN */
     case KILN_OP_LEAKY_RELU: MAP(VSEL(VGT(va, VDUP(0.0f)), va, VMUL(va, vp))); break;
     case KILN_OP_GELU: MAP(v_gelu(va)); break;
     case KILN_OP_GELU_TANH: MAP(v_mul_sigmoid(va, v_gelu_tanh_arg2(va))); break;

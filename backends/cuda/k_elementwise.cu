@@ -47,7 +47,7 @@ __device__ double unary_ref(int op, double x, double p) {
     case 9: return p == 2.0 ? x * x : p == 3.0 ? x * x * x : pow(x, p);
     case 10: return tanh(x);
     case 11: return sigmoid(x);
-    case 12: return x > 0 ? x : 0;
+    case 12: return x < 0 ? 0 : x; // NaN stays NaN
     case 13: return x > 0 ? x : x * p;
     case 14: return 0.5 * x * erfc(-x * M_SQRT1_2);
     case 15: return x * sigmoid(2 * GELU_K * (x + 0.044715 * x * x * x));

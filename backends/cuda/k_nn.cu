@@ -48,7 +48,8 @@ __global__ void softmax_k(int64_t rows, int64_t n, int64_t mrows, bool causal, b
     }
 }
 
-// softmax gx = y (gy - sum(gy y)), log_softmax gx = gy - exp(y) sum(gy); 0 where masked.
+// softmax gx = y (gy - sum(gy y)), 0 where masked; log_softmax gx = gy - exp(y) sum(gy), the sum over the
+// whole row and gy itself where masked (y = -inf there: the rule of a log_softmax of an input of -inf).
 template <typename T>
 __global__ void softmax_grad_k(int64_t rows, int64_t n, int64_t mrows, bool causal, bool log_in, const void *yv,
                                const void *gyv, void *gxv) {
@@ -60,10 +61,11 @@ __global__ void softmax_grad_k(int64_t rows, int64_t n, int64_t mrows, bool caus
         T *g = gx + r * n;
         int64_t nv = visible(r, n, mrows, causal);
         double s = 0;
-        for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) s += log_in ? (double)gr[j] : (double)gr[j] * yr[j];
+        for (int64_t j = threadIdx.x; j < (log_in ? n : nv); j += blockDim.x)
+            s += log_in ? (double)gr[j] : (double)gr[j] * yr[j];
         s = block_sum(s, sh);
         for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-            if (j >= nv) g[j] = (T)0;
+            if (j >= nv) g[j] = log_in ? gr[j] : (T)0;
             else g[j] = (T)(log_in ? gr[j] - exp((double)yr[j]) * s : yr[j] * (gr[j] - s));
         }
     }

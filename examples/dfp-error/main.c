@@ -80,7 +80,8 @@ int main(int argc, char **argv) {
                        "DFP training step of the Fashion-MNIST CNN.",
                        opts, (int)(sizeof opts / sizeof *opts), argc, argv);
     if (r != ARGS_OK) return r == ARGS_HELP ? 0 : 2;
-    if (threads) kiln_set_threads(threads);
+    if (threads && kiln_set_threads(threads))
+        return fprintf(stderr, "dfp-error: --threads: %s\n", kiln_last_error()), 2;
     kiln_ctx *ctx = kiln_ctx_new();
     if (strcmp(backend, "cpu")) { /* the training on the device; the errors are measured on the host */
         kiln_backend *b = kiln_backend_get(backend);

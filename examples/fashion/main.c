@@ -172,7 +172,8 @@ int main(int argc, char **argv) {
                                "are not available\n", world, world), 2;
     optimizer_id optim_id = (optimizer_id)optimizer_parse(optim);
     if (lr == 0) lr = default_lr(optim_id);
-    if (threads) kiln_set_threads(threads);
+    if (threads && kiln_set_threads(threads))
+        return fprintf(stderr, "fashion: --threads: %s\n", kiln_last_error()), 2;
 
     kiln_ctx *ctx = kiln_ctx_new();
     kiln_backend *be = kiln_backend_get(backend);

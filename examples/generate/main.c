@@ -27,7 +27,7 @@
  * dtype, so the Q4_0 file never exists in f32 in memory.
  *
  *     build/examples/generate --make-random /tmp/tl-q4.gguf --dtype q4_0
- *     OMP_WAIT_POLICY=passive build/examples/generate --model /tmp/tl-q4.gguf --threads 2
+ *     build/examples/generate --model /tmp/tl-q4.gguf --threads 2
  *     build/examples/generate --model TinyLlama-1.1B/ --dtype nf4 --prompt "The capital of France"
  *     build/examples/generate --help
  */
@@ -186,7 +186,8 @@ int main(int argc, char **argv) {
     int r = args_parse("generate", "Generate text with a llama (GGUF or Hugging Face) in f32 or quantized; tokens/s.",
                        opts, (int)(sizeof opts / sizeof *opts), argc, argv);
     if (r != ARGS_OK) return r == ARGS_HELP ? 0 : 2;
-    if (threads) kiln_set_threads(threads);
+    if (threads && kiln_set_threads(threads))
+        return fprintf(stderr, "generate: --threads: %s\n", kiln_last_error()), 2;
     if (make) {
         if (!output_file("generate", "--make-random", make)) return 2;
         return make_random(make, size, strcmp(dtype, "stored") ? dtype : "q4_0", seed);

@@ -333,7 +333,8 @@ int main(int argc, char **argv) {
     if (width % heads) return args_reject("gpt", opts, nopts, "heads", "a divisor of --width %d", width), 2;
     if (steps && warmup > steps) return args_reject("gpt", opts, nopts, "warmup", "at most --steps %d", steps), 2;
     if (save && !output_file("gpt", "--save", save)) return 2;
-    if (threads) kiln_set_threads(threads);
+    if (threads && kiln_set_threads(threads))
+        return fprintf(stderr, "gpt: --threads: %s\n", kiln_last_error()), 2;
     double t_start = progress_now();
     int world = 1, me = 0;
 #ifdef KILN_MPI

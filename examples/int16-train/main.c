@@ -179,7 +179,8 @@ int main(int argc, char **argv) {
     if (s.warmup >= 1) return args_reject("int16-train", opts, nopts, "warmup", "a fraction in [0, 1)"), 2;
     if (plot_path[0] && !output_file("int16-train", "--plot", plot_path)) return 2;
     s.subset = subset;
-    if (threads) kiln_set_threads(threads);
+    if (threads && kiln_set_threads(threads))
+        return fprintf(stderr, "int16-train: --threads: %s\n", kiln_last_error()), 2;
 
     kiln_ctx *data_ctx = kiln_ctx_new();
     if (!data_ctx) return fail("making a context");

@@ -133,7 +133,8 @@ int main(int argc, char **argv) {
     int r = args_parse("mlp", "Train a 784-256-256-10 MLP on Fashion-MNIST with SGD.", opts,
                        (int)(sizeof opts / sizeof *opts), argc, argv);
     if (r != ARGS_OK) return r == ARGS_HELP ? 0 : 2;
-    if (threads) kiln_set_threads(threads);
+    if (threads && kiln_set_threads(threads))
+        return fprintf(stderr, "mlp: --threads: %s\n", kiln_last_error()), 2;
 
     /* 1. A context owns every tensor, graph and optimizer made in it. */
     kiln_ctx *ctx = kiln_ctx_new();

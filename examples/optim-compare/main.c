@@ -148,7 +148,8 @@ int main(int argc, char **argv) {
      * 7-8), while spinning threads that share their cores with other work
      * made it 3 to 17 minutes */
     if (quick && !threads && !getenv("KILN_THREADS")) threads = 1;
-    if (threads) kiln_set_threads(threads);
+    if (threads && kiln_set_threads(threads))
+        return fprintf(stderr, "optim-compare: --threads: %s\n", kiln_last_error()), 2;
     run_opts o = {seed, threads, backend, true};
     bool tasks[2] = {strcmp(which, "gpt") != 0, strcmp(which, "cnn") != 0};
     printf("kiln %s optim-compare%s: seed %llu, %d thread(s), %s backend, load average %.1f\n", KILN_VERSION,

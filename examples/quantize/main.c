@@ -243,7 +243,8 @@ int main(int argc, char **argv) {
                                    "rtn-4, gptq-4, rtn-3, gptq-3, rtn-2, gptq-2)\n", (int)len, p), 2;
         p += len + (p[len] == ',');
     }
-    if (threads) kiln_set_threads(threads);
+    if (threads && kiln_set_threads(threads))
+        return fprintf(stderr, "quantize: --threads: %s\n", kiln_last_error()), 2;
 
     data_corpus corpus;
     if (data_fortunes_load(data_dir, &corpus)) {

@@ -68,7 +68,8 @@ int main(int argc, char **argv) {
     if (warmup >= 1) return args_reject("quickstart", opts, nopts, "warmup", "a fraction in [0, 1)"), 2;
     /* where the weights go is checked now, not after the training */
     if (!output_file("quickstart", "--save", save)) return 2;
-    if (threads) kiln_set_threads(threads);
+    if (threads && kiln_set_threads(threads))
+        return fprintf(stderr, "quickstart: --threads: %s\n", kiln_last_error()), 2;
 
     /* 1. A context owns everything made in it; kiln_ctx_free() frees it
      * all. Its graphs (the optimizer's step too) run on its backend. */

@@ -15,8 +15,8 @@ build=$1
 seconds=$2
 shift 2
 "$build/bin/make_seeds" "$build/seeds" || { echo "fuzz: writing the seeds failed" >&2; exit 1; }
-# one OpenMP thread: the inputs are small and the machine is shared
-export OMP_NUM_THREADS=1
+# one kiln thread: the inputs are small and the machine is shared
+export KILN_THREADS=1
 # a leak counts as a crash; a failed allocation must come back as NULL
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"

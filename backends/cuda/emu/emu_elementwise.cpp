@@ -66,6 +66,24 @@ static void unary_case(kiln_dtype dt, kiln_tensor *(*f)(kiln_ctx *, kiln_tensor 
     kiln_ctx_free(ctx);
 }
 
+// relu with NaN in every fifth element: NaN stays NaN
+static void relu_nan_case(kiln_dtype dt) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    int64_t n = 40;
+    kiln_tensor *x = emu_input(ctx, dt, 1, &n, -2, 2, false);
+    for (int64_t i = 0; i < n; i += 5) {
+        if (dt == KILN_F32) ((float *)kiln_tensor_data(x))[i] = NAN;
+        else ((double *)kiln_tensor_data(x))[i] = NAN;
+    }
+    kiln_tensor *y = kiln_relu(ctx, x);
+    compute(ctx, y);
+    auto xb = emu_bytes(x), yb = emu_bytes(y);
+    cu_walk w = walk_of(y, 1, &x);
+    emu_launch(256, [&] { unary_k((int)(KILN_OP_RELU - KILN_OP_NEG), 0, code(dt), xb.data(), yb.data(), n, w); });
+    emu_check("relu of NaN", y, yb, -1);
+    kiln_ctx_free(ctx);
+}
+
 static void binary_case(kiln_dtype dt) {
     kiln_ctx *ctx = kiln_ctx_new();
     int64_t as[3] = {4, 1, 7}, bs[2] = {3, 1};
@@ -148,6 +166,7 @@ int main() {
     for (kiln_dtype dt : {KILN_F32, KILN_F64}) {
         unary_case(dt, kiln_exp, KILN_OP_EXP, "exp (transposed)");
         unary_case(dt, kiln_gelu_tanh, KILN_OP_GELU_TANH, "gelu_tanh (transposed)");
+        relu_nan_case(dt);
         binary_case(dt);
         where_case(dt, KILN_F64), where_case(dt, KILN_I32), where_case(dt, KILN_F32);
         reduce_case(dt, CU_RED_SUM, 1), reduce_case(dt, CU_RED_MAX, 2), reduce_case(dt, CU_RED_ARGMAX, 0);

@@ -19,7 +19,7 @@ checks=${*:-conv dfp rows attention elementwise}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 # the libraries the build linked (vulkan, blas, zlib), from its archive's symbols
-libs="-fopenmp -lm -lpthread"
+libs="-lm -lpthread"
 nm "$build/libkiln.a" 2>/dev/null | grep -q " U vkCreateInstance" && libs="$libs -lvulkan"
 nm "$build/libkiln.a" 2>/dev/null | grep -q " U LAPACKE_" && libs="$libs -llapacke"
 nm "$build/libkiln.a" 2>/dev/null | grep -q " U cblas_" && libs="$libs -lopenblas"

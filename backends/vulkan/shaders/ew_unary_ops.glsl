@@ -48,7 +48,7 @@ float unary(uint op, float x, float a) {
     case 11u: return ew_sigmoid2(x, t);
 #endif
 #if (EW_OPS >> 12) & 1
-    case 12u: return x > 0.0 ? x : 0.0;
+    case 12u: return x < 0.0 ? 0.0 : x; // NaN stays NaN
 #endif
 #if (EW_OPS >> 13) & 1
     case 13u: return x > 0.0 ? x : x * a;

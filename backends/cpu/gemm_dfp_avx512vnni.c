@@ -1,4 +1,4 @@
-/* gemm_dfp_vnni.c — the DFP GEMM (gemm_dfp.h) with AVX512-VNNI vpdpwssd:
+/* gemm_dfp_avx512vnni.c — the DFP GEMM (gemm_dfp.h) with AVX512-VNNI vpdpwssd:
  * a 6 x 64 tile of C in 24 int32 chunk accumulators (its f32 totals in L1).
  * Each chunk starts from zeroed accumulators (a zero idiom, free), adds cp
  * pairs with vpdpwssd, and is folded into the f32 total by one conversion
@@ -11,7 +11,7 @@
 #include "gemm_dfp.h"
 
 #include <immintrin.h>
-#include <omp.h>
+#include "pool.h"
 #include <stdint.h>
 #include <string.h>
 
@@ -169,16 +169,28 @@ void kiln__gemm_dfp_pack_a_rows_avx512(const int16_t *const src[MR], int live, i
         }
 }
 
-/* B into 16-column panels of k pairs (layout in gemm_dfp.h), AVX-512: from
- * [n, k] one 16-row gather of 32-bit words (a k pair) per panel line, from
- * [k, n] 16 values of rows 2p and 2p + 1 interleaved. Zero padded. Orphaned
- * omp for; waits for every thread at the end. */
-void kiln__gemm_dfp_pack_b_avx512(bool kn, int64_t n, int64_t k, const int16_t *b, int64_t ldb, int16_t *dst,
-                                  int64_t np, int64_t kp) {
-    const int64_t pairs = kp / 2, full = k / 2;
+/* What B's packers read. */
+typedef struct pack_job {
+    bool kn;
+    int64_t n, k, ldb, kp, np;
+    const int16_t *b;
+    int16_t *dst;
+    const kiln_dfp_taps *t;
+} pack_job;
+
+/* B's panels [g0, g1) of 16 columns of k pairs (layout in gemm_dfp.h),
+ * AVX-512: from [n, k] one 16-row gather of 32-bit words (a k pair) per
+ * panel line, from [k, n] 16 values of rows 2p and 2p + 1 interleaved.
+ * Zero padded. */
+static void pack_b_panels(void *arg, int64_t g0, int64_t g1, int tid) {
+    const pack_job *j = arg;
+    const bool kn = j->kn;
+    const int64_t n = j->n, k = j->k, ldb = j->ldb, pairs = j->kp / 2, full = k / 2;
+    const int16_t *b = j->b;
+    int16_t *dst = j->dst;
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-#pragma omp for schedule(static)
-    for (int64_t j0 = 0; j0 < np; j0 += 16) {
+    (void)tid;
+    for (int64_t j0 = g0 * 16; j0 < g1 * 16; j0 += 16) {
         int16_t *d = dst + (j0 / 16) * pairs * 32;
         int live = n - j0 < 16 ? (int)(n - j0) : 16;
         __mmask16 lm = (__mmask16)((1u << live) - 1);
@@ -216,6 +228,12 @@ void kiln__gemm_dfp_pack_b_avx512(bool kn, int64_t n, int64_t k, const int16_t *
                 }
         }
     }
+}
+
+void kiln__gemm_dfp_pack_b_avx512(bool kn, int64_t n, int64_t k, const int16_t *b, int64_t ldb, int16_t *dst,
+                                  int64_t np, int64_t kp, int n_threads) {
+    pack_job j = {kn, n, k, ldb, kp, np, b, dst, NULL};
+    kiln__pool_for(np / 16, 1, n_threads, pack_b_panels, &j);
 }
 
 /* One row's codes for the 16 lanes of a forward panel: lane l of run s
@@ -440,14 +458,21 @@ static void panel_im2col(bool b_t, int64_t n, int64_t k, int64_t j0, const int16
  * panels of long k split among the threads */
 #define PACK_LINES 1024
 
-void kiln__gemm_dfp_pack_b_im2col_avx512(bool b_t, int64_t n, int64_t k, const int16_t *x, const kiln_dfp_taps *t,
-                                         int16_t *dst, int64_t np, int64_t kp) {
-    const int64_t pairs = kp / 2, per = (pairs + PACK_LINES - 1) / PACK_LINES, units = np / 16 * per;
-#pragma omp for schedule(static)
-    for (int64_t u = 0; u < units; u++) {
+static void pack_im2col_units(void *arg, int64_t u0, int64_t u1, int tid) {
+    const pack_job *j = arg;
+    const int64_t pairs = j->kp / 2, per = (pairs + PACK_LINES - 1) / PACK_LINES;
+    (void)tid;
+    for (int64_t u = u0; u < u1; u++) {
         int64_t j0 = u / per * 16, p0 = u % per * PACK_LINES, p1 = p0 + PACK_LINES < pairs ? p0 + PACK_LINES : pairs;
-        panel_im2col(b_t, n, k, j0, x, t, dst + (j0 / 16) * pairs * 32, p0, p1);
+        panel_im2col(j->kn, j->n, j->k, j0, j->b, j->t, j->dst + (j0 / 16) * pairs * 32, p0, p1);
     }
+}
+
+void kiln__gemm_dfp_pack_b_im2col_avx512(bool b_t, int64_t n, int64_t k, const int16_t *x, const kiln_dfp_taps *t,
+                                         int16_t *dst, int64_t np, int64_t kp, int n_threads) {
+    const int64_t per = (kp / 2 + PACK_LINES - 1) / PACK_LINES;
+    pack_job j = {b_t, n, k, 0, kp, np, x, dst, t};
+    kiln__pool_for(np / 16 * per, 1, n_threads, pack_im2col_units, &j);
 }
 
 #define TILE(np, mr)                                                                                           \
@@ -481,34 +506,29 @@ typedef struct conv_b {
     int64_t stride;
 } conv_b;
 
-static void run_units(const kiln_dfp_packed *p, float *c, int64_t ldc, const conv_b *cb) {
+/* The kernel's units and what they read. */
+typedef struct units_job {
+    const kiln_dfp_packed *p;
+    float *c;
+    int64_t ldc;
+    const conv_b *cb;
+    int64_t group, bpu, runs;
+} units_job;
+
+static void units(void *arg, int64_t u0, int64_t u1, int tid) {
     typedef void (*tile_fn)(const kiln_dfp_packed *, const int16_t *, const int16_t *, float *, int64_t, int64_t,
                             int64_t);
     static const tile_fn tiles[3][5] = {{NULL, tile1_2, tile2_2, tile3_2, tile4_2},
                                         {NULL, tile1_4, tile2_4, tile3_4, tile4_4},
                                         {NULL, tile1_6, tile2_6, tile3_6, tile4_6}};
+    const units_job *J = arg;
+    const kiln_dfp_packed *p = J->p;
+    const conv_b *cb = J->cb;
+    float *c = J->c;
+    const int64_t ldc = J->ldc, group = J->group, bpu = J->bpu, runs = J->runs;
     const int64_t pairs = p->kp / 2, mt = p->mp / MR, nbk = (p->np + 63) / 64;
-    const int64_t nt = omp_get_num_threads();
-    /* a block packed in the unit serves every row tile (packed once); with
-     * B packed before, fewer tiles a unit where the blocks are too few to
-     * keep the threads busy (a weight gradient's 16 or 144 columns) */
-    int64_t group = cb ? mt : GROUP;
-    if (!cb && nt > 1 && (mt + GROUP - 1) / GROUP * nbk < 4 * nt)
-        group = (mt * nbk + 4 * nt - 1) / (4 * nt) < 1 ? 1 : (mt * nbk + 4 * nt - 1) / (4 * nt);
-    const int64_t gt = mt < group ? mt : group, groups = (mt + group - 1) / group;
-    /* 64-column blocks per unit: enough k pairs of work that handing a
-     * unit out costs little beside it (conv1's 9 taps made 784 units of
-     * 15 tile pairs each, and libgomp's dispatch took a sixth of the
-     * product), yet at least four units a thread where there are blocks
-     * for them */
-    const int64_t per_block = gt * pairs;
-    int64_t bpu = (UNIT_PAIRS + per_block - 1) / per_block;
-    if (bpu > nbk * groups / (4 * nt)) bpu = nbk * groups / (4 * nt);
-    if (bpu < 1) bpu = 1;
-    const int64_t runs = (nbk + bpu - 1) / bpu, units = groups * runs;
-    int16_t *buf = cb ? cb->bufs + omp_get_thread_num() * cb->stride : NULL;
-#pragma omp for schedule(dynamic, 1) nowait
-    for (int64_t u = 0; u < units; u++) {
+    int16_t *buf = cb ? cb->bufs + tid * cb->stride : NULL;
+    for (int64_t u = u0; u < u1; u++) {
         int64_t r = u % runs, t0 = u / runs * group, t1 = t0 + group < mt ? t0 + group : mt;
         int64_t b1 = (r + 1) * bpu < nbk ? (r + 1) * bpu : nbk;
         for (int64_t jb = r * bpu; jb < b1; jb++) {
@@ -530,12 +550,38 @@ static void run_units(const kiln_dfp_packed *p, float *c, int64_t ldc, const con
     }
 }
 
-void kiln__gemm_dfp_kernel_avx512vnni(const kiln_dfp_packed *p, float *c, int64_t ldc) { run_units(p, c, ldc, NULL); }
+static void run_units(const kiln_dfp_packed *p, float *c, int64_t ldc, const conv_b *cb, int n_threads) {
+    const int64_t pairs = p->kp / 2, mt = p->mp / MR, nbk = (p->np + 63) / 64;
+    const int64_t nt = n_threads < 1 ? 1 : n_threads;
+    /* a block packed in the unit serves every row tile (packed once); with
+     * B packed before, fewer tiles a unit where the blocks are too few to
+     * keep the threads busy (a weight gradient's 16 or 144 columns) */
+    int64_t group = cb ? mt : GROUP;
+    if (!cb && nt > 1 && (mt + GROUP - 1) / GROUP * nbk < 4 * nt)
+        group = (mt * nbk + 4 * nt - 1) / (4 * nt) < 1 ? 1 : (mt * nbk + 4 * nt - 1) / (4 * nt);
+    const int64_t gt = mt < group ? mt : group, groups = (mt + group - 1) / group;
+    /* 64-column blocks per unit: enough k pairs of work that handing a
+     * unit out costs little beside it (conv1's 9 taps made 784 units of
+     * 15 tile pairs each, and libgomp's dispatch took a sixth of the
+     * product), yet at least four units a thread where there are blocks
+     * for them */
+    const int64_t per_block = gt * pairs;
+    int64_t bpu = (UNIT_PAIRS + per_block - 1) / per_block;
+    if (bpu > nbk * groups / (4 * nt)) bpu = nbk * groups / (4 * nt);
+    if (bpu < 1) bpu = 1;
+    const int64_t runs = (nbk + bpu - 1) / bpu;
+    units_job j = {p, c, ldc, cb, group, bpu, runs};
+    kiln__pool_for(groups * runs, 1, n_threads, units, &j);
+}
+
+void kiln__gemm_dfp_kernel_avx512vnni(const kiln_dfp_packed *p, float *c, int64_t ldc, int n_threads) {
+    run_units(p, c, ldc, NULL, n_threads);
+}
 
 void kiln__gemm_dfp_kernel_im2col_avx512vnni(const kiln_dfp_packed *p, float *c, int64_t ldc, bool b_t,
                                              const int16_t *x, const kiln_dfp_taps *t, int16_t *bufs,
-                                             int64_t stride) {
+                                             int64_t stride, int n_threads) {
     const conv_b cb = {b_t, x, t, bufs, stride};
-    run_units(p, c, ldc, &cb);
+    run_units(p, c, ldc, &cb, n_threads);
 }
 #endif

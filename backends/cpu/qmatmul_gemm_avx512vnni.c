@@ -1,4 +1,4 @@
-/* qmatmul_gemm_vnni.c — the block-scaled int8 GEMM of qmatmul_gemm.h on
+/* qmatmul_gemm_avx512vnni.c — the block-scaled int8 GEMM of qmatmul_gemm.h on
  * AVX512-VNNI. vpdpbusd multiplies unsigned by signed bytes: W's side is
  * made unsigned (Q4_0: the nibble, w + 8; Q8_0: w + 128) and x stays
  * signed, so the offset's share, off * sum(x), depends on x alone and is
@@ -122,10 +122,10 @@ static void tile_vnni(const int8_t *xp, const float *da, const int32_t *xs, int 
     else tile_n(xp, da, xs, 1, wp, dw, nb, b0, b1, first, out);
 }
 
-const kiln_qmm_gemm_kernels *kiln__qmm_gemm_kernels_vnni(void) {
+const kiln_qmm_gemm_kernels *kiln__qmm_gemm_kernels_avx512vnni(void) {
     static const kiln_qmm_gemm_kernels k = {pack_x_vnni, pack_w_vnni, tile_vnni};
     return &k;
 }
 #else
-const kiln_qmm_gemm_kernels *kiln__qmm_gemm_kernels_vnni(void) { return NULL; }
+const kiln_qmm_gemm_kernels *kiln__qmm_gemm_kernels_avx512vnni(void) { return NULL; }
 #endif

@@ -1,7 +1,7 @@
-/* gemm_i8_vnni.c — int8 GEMM with AVX512-VNNI vpdpbusd: a 6 x 64 tile of C
- * in 24 zmm accumulators. (The AVX-VNNI ymm twin lives in
- * gemm_i8_avxvnni_avx2.c: this file's AVX-512 flags let the compiler use
- * mask registers even in ymm code, which CPUs without AVX-512 lack.)
+/* gemm_i8_avx512vnni.c — int8 GEMM with AVX512-VNNI vpdpbusd: a 6 x 64
+ * tile of C in 24 zmm accumulators. (The AVX-VNNI ymm twin lives in
+ * gemm_i8_avxvnni.c: CPUs with AVX-VNNI may lack AVX-512, and Zen 4 has
+ * AVX512-VNNI without AVX-VNNI.)
  *
  * vpdpbusd multiplies unsigned by signed bytes, so packed A carries a + 128
  * (gemm_i8.h) and every column starts from -128 * sum_p B(j, p): exact in
@@ -14,15 +14,8 @@
 #include "gemm_i8.h"
 
 #include <immintrin.h>
-#include <string.h>
 
 #define MR KILN_S8_VNNI_MR
-
-static inline int32_t load32(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
 
 static inline __attribute__((always_inline)) void tile512_n(const int8_t *a, const int8_t *b, int64_t quads,
                                                               int64_t ps, const int np, const int32_t *cs, bool first,
@@ -44,7 +37,7 @@ static inline __attribute__((always_inline)) void tile512_n(const int8_t *a, con
         for (int q = 0; q < np; q++) bv[q] = _mm512_loadu_si512(b + q * ps);
 #pragma GCC unroll 6
         for (int r = 0; r < MR; r++) {
-            __m512i av = _mm512_set1_epi32(load32(a + r * 4));
+            __m512i av = _mm512_set1_epi32(kiln__s8_quad(a + r * 4));
 #pragma GCC unroll 4
             for (int q = 0; q < np; q++) acc[r][q] = _mm512_dpbusd_epi32(acc[r][q], av, bv[q]);
         }
