@@ -143,10 +143,9 @@ int main(int argc, char **argv) {
     if (n_seeds > 4) return args_reject("optim-compare", opts, nopts, "seeds", "1 to 4"), 2;
     /* the tables' files go there at the end of each task: checked now */
     if (!output_dir("optim-compare", "--out", out)) return 2;
-    /* --quick's models are too small to gain from a second thread (2
-     * passive threads ran it in 33 s, one in 24-43 s, on 2 cores at load
-     * 7-8), while spinning threads that share their cores with other work
-     * made it 3 to 17 minutes */
+    /* --quick's models are too small to gain from a second thread: on 2
+     * cores at load 4 one thread ran it in 19 s, two in 25-27 s (and
+     * OpenMP's spinning threads, before kiln's pool, in 3 to 17 minutes) */
     if (quick && !threads && !getenv("KILN_THREADS")) threads = 1;
     if (threads && kiln_set_threads(threads))
         return fprintf(stderr, "optim-compare: --threads: %s\n", kiln_last_error()), 2;
