@@ -467,8 +467,10 @@ int main(int argc, char **argv) {
         if (s == KILN_ERR_NUMERIC) say("step %lld skipped: %s\n", (long long)step + 1, kiln_last_error());
         else if (s) die("optimizer step");
         step++;
-        bud.train_s += progress_now() - t_step;
-        bud.train_steps++;
+        if (step > first + 1) { /* the first step also plans and allocates: 5x the others */
+            bud.train_s += progress_now() - t_step;
+            bud.train_steps++;
+        }
         if (sized_by_time) reserve = end_reserve(&bud, final_subset ? stride : 1);
         bool out_of_time = step < last && progress_now() + per_step(&bud) + reserve > bud.deadline;
 
