@@ -1,10 +1,12 @@
 # kiln — one plain Makefile.
 #   make            library (build/libkiln.a, build/libkiln.so), examples, tests
 #   make test       install missing packages, build, run the test suite (see scripts/test.sh)
-#   make demo       install missing packages, build, run the demo
+#   make demo       install missing packages, build the quickstart example, run it
 #   make bench      install missing packages, build, run the benchmarks (bench/run.sh)
 #   make fuzz FUZZ_SECONDS=N   libFuzzer on every file parser, N seconds each (tests/fuzz/)
-#   make install PREFIX=/usr/local
+#   make install PREFIX=/usr/local   headers, libkiln.a, libkiln.so.$(VERSION) with its links,
+#                   kiln.pc and kiln-static.pc (README: using kiln from your own program)
+#   make V=1        print each command in full (default: one short line per file, "  CC  core/ctx.o")
 #   CC=clang make   the same with clang
 #   make BLAS=0     no OpenBLAS: every matmul runs kiln's own GEMM
 #   make ZLIB=0     no zlib: the IDX loader reads only uncompressed files
@@ -154,23 +156,44 @@ EXAMPLES = $(filter-out common,$(notdir $(wildcard examples/*)))
 COMMON_OBJ = $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard examples/common/*.c))
 EXAMPLE_BINS = $(EXAMPLES:%=$(BUILD)/examples/%)
 
+# Quiet build lines as Linux's kbuild: "  CC      core/ctx.o" (the target,
+# without $(BUILD)/obj/); make V=1 prints the commands themselves.
+# Use: $(Q)$(call quiet,CC)command... (make -s prints neither)
+V ?= 0
+ifeq ($(V),1)
+Q =
+quiet =
+else ifneq ($(findstring s,$(firstword -$(MAKEFLAGS))),)
+Q = @
+quiet =
+else
+Q = @
+quiet = printf '  %-7s %s\n' '$(1)' '$(patsubst $(BUILD)/%,%,$(patsubst $(BUILD)/obj/%,%,$@))';
+endif
+
 .PHONY: all lib test demo install clean deps
 all: lib $(EXAMPLE_BINS) $(BUILD)/tests/kiln_tests
 
+# libkiln.so.$(VERSION) holds the SONAME libkiln.so.$(SOMAJOR), what a
+# program linked against it asks the loader for; libkiln.so.$(SOMAJOR) and
+# libkiln.so (what -lkiln finds) are links to it, as Debian installs them.
+VERSION := $(shell sed -n 's/^\#define KILN_VERSION "\(.*\)"/\1/p' include/kiln_core.h)
+SOMAJOR := $(firstword $(subst ., ,$(VERSION)))
+SOLIB   = libkiln.so.$(VERSION)
 lib: $(BUILD)/libkiln.a $(BUILD)/libkiln.so
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(KILN_CFLAGS) $(SIMD_FLAGS) $(CFLAGS) -c $< -o $@
+	$(Q)$(call quiet,CC)$(CC) $(KILN_CFLAGS) $(SIMD_FLAGS) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/%.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCC_FLAGS) -Ibackends/cuda -c $< -o $@
+	$(Q)$(call quiet,NVCC)$(NVCC) $(NVCC_FLAGS) -Ibackends/cuda -c $< -o $@
 
 $(BUILD)/vulkan/%.spv: backends/vulkan/shaders/%.comp $(wildcard backends/vulkan/shaders/*.glsl)
 	@mkdir -p $(dir $@)
-	glslc -O --target-env=vulkan1.2 -Ibackends/vulkan/shaders $< -o $@.tmp
-	spirv-val --target-env vulkan1.2 $@.tmp
+	$(Q)$(call quiet,GLSLC)glslc -O --target-env=vulkan1.2 -Ibackends/vulkan/shaders $< -o $@.tmp
+	$(Q)spirv-val --target-env vulkan1.2 $@.tmp
 	@mv $@.tmp $@
 
 # kernels listed in variants.txt: a shared body with other #defines
@@ -182,32 +205,36 @@ $(BUILD)/vulkan/gen/%.comp: $(VK_VARIANTS) scripts/vk_variant.sh
 
 $(BUILD)/vulkan/%.spv: $(BUILD)/vulkan/gen/%.comp $(wildcard backends/vulkan/shaders/*.glsl)
 	@mkdir -p $(dir $@)
-	glslc -O --target-env=vulkan1.2 -Ibackends/vulkan/shaders $< -o $@.tmp
-	spirv-val --target-env vulkan1.2 $@.tmp
+	$(Q)$(call quiet,GLSLC)glslc -O --target-env=vulkan1.2 -Ibackends/vulkan/shaders $< -o $@.tmp
+	$(Q)spirv-val --target-env vulkan1.2 $@.tmp
 	@mv $@.tmp $@
 
 $(BUILD)/vulkan/shaders.c: $(VK_SPV) scripts/vk_embed.sh
 	@mkdir -p $(dir $@)
-	scripts/vk_embed.sh $@ $(VK_SPV)
+	$(Q)$(call quiet,EMBED)scripts/vk_embed.sh $@ $(VK_SPV)
 
 $(BUILD)/vulkan/shaders.o: $(BUILD)/vulkan/shaders.c
-	$(CC) $(KILN_CFLAGS) -Ibackends/vulkan $(CFLAGS) -c $< -o $@
+	$(Q)$(call quiet,CC)$(CC) $(KILN_CFLAGS) -Ibackends/vulkan $(CFLAGS) -c $< -o $@
 
 $(BUILD)/libkiln.a: $(LIB_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	$(Q)$(call quiet,AR)ar rcs $@ $^
 
 $(BUILD)/libkiln_models.a: $(MODELS_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	$(Q)$(call quiet,AR)ar rcs $@ $^
 
-$(BUILD)/libkiln.so: $(LIB_OBJ)
-	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LIBS)
+$(BUILD)/$(SOLIB): $(LIB_OBJ)
+	$(Q)$(call quiet,LD)$(CC) -shared -Wl,-soname,libkiln.so.$(SOMAJOR) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/libkiln.so: $(BUILD)/$(SOLIB)
+	@ln -sf $(SOLIB) $(BUILD)/libkiln.so.$(SOMAJOR)
+	@ln -sf $(SOLIB) $@
 
 $(TEST_OBJ): KILN_CFLAGS += -Imodels -Iexamples/common
 $(BUILD)/tests/kiln_tests: $(TEST_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS)
+	$(Q)$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS)
 
 # MPI=1: dist/ compiled with the flags mpicc would give (mpicc --showme), so
 # that nothing else needs MPI; gpt and fashion gain data-parallel training.
@@ -234,11 +261,11 @@ bench: $(BUILD)/bench/kiln_dist_bench
 
 $(BUILD)/bench/kiln_dist_bench: $(DIST_BENCH_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_dist.a $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(DIST_BENCH_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_dist.a $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS) $(MPI_LIBS)
+	$(Q)$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $(DIST_BENCH_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_dist.a $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS) $(MPI_LIBS)
 
 $(BUILD)/libkiln_dist.a: $(DIST_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	$(Q)$(call quiet,AR)ar rcs $@ $^
 
 # make MPI=1 install: the dist library and header beside kiln's
 INSTALL_DIST = $(BUILD)/libkiln_dist.a
@@ -246,7 +273,7 @@ install: $(BUILD)/libkiln_dist.a
 
 $(BUILD)/tests/kiln_dist_tests: $(DIST_TEST_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_dist.a $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(DIST_TEST_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_dist.a $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS) $(MPI_LIBS)
+	$(Q)$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $(DIST_TEST_OBJ) $(COMMON_OBJ) $(BUILD)/libkiln_dist.a $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS) $(MPI_LIBS)
 endif
 
 # Each examples/<name>/ holds one program's .c files.
@@ -254,7 +281,7 @@ $(BUILD)/obj/examples/%.o: KILN_CFLAGS += -Imodels -Iexamples/common
 define example_rule
 $(BUILD)/examples/$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard examples/$(1)/*.c)) $(COMMON_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(DIST_LINK)
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $(DIST_LINK) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $$(LIBS) $$(if $(DIST_LINK),$$(MPI_LIBS))
+	$$(Q)$$(call quiet,LD)$$(CC) $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $(DIST_LINK) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $$(LIBS) $$(if $(DIST_LINK),$$(MPI_LIBS))
 endef
 $(foreach e,$(EXAMPLES),$(eval $(call example_rule,$(e))))
 
@@ -273,10 +300,13 @@ else
 	@MAKE="$(MAKE)" SANITIZE="$(SANITIZE)" scripts/test.sh $(BUILD) $(TESTS)
 endif
 
-# the quickstart: a CNN on Fashion-MNIST with AdamW, saved and reloaded
+# the quickstart: a CNN on Fashion-MNIST with AdamW, saved and reloaded;
+# only the library and that example are built
 demo: deps
-	@$(MAKE) --no-print-directory all
-	$(BUILD)/examples/quickstart --save $(BUILD)/quickstart-cnn.safetensors
+	@echo "demo: building $(BUILD)/examples/quickstart and the library it links (a few minutes on 2 cores the first time)"
+	@$(MAKE) --no-print-directory $(BUILD)/examples/quickstart
+	@echo "demo: running $(BUILD)/examples/quickstart --save $(BUILD)/quickstart-cnn.safetensors"
+	@$(BUILD)/examples/quickstart --save $(BUILD)/quickstart-cnn.safetensors
 
 # bench/*.c make one program, linked like the tests; it may call the CPU
 # backend's entry points (gemm.h), hence -Ibackends/cpu, and the models. bench/run.sh runs
@@ -287,7 +317,7 @@ $(BENCH_OBJ): KILN_CFLAGS += -Ibackends/cpu -Imodels
 
 $(BUILD)/bench/kiln_bench: $(BENCH_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(BENCH_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS)
+	$(Q)$(call quiet,LD)$(CC) $(LDFLAGS) -o $@ $(BENCH_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $(LIBS)
 
 .PHONY: bench
 bench:
@@ -339,17 +369,31 @@ $(FUZZ_BUILD)/bin/make_seeds: tests/fuzz/make_seeds.c tests/fuzz/fuzz_checkpoint
 fuzz: fuzz-build
 	@tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_NAMES)
 
-# kiln.h and the parts it includes; kiln.pc is written at install time so
-# it always names this PREFIX.
+# kiln.h and the parts it includes; the .pc files are written at install
+# time so that they name this PREFIX. kiln.pc links the shared library,
+# kiln-static.pc libkiln.a and what it needs. -lm is in both: a program
+# using kiln's float API calls libm itself (the README's example calls
+# sinf), and libkiln.so's own libm does not serve it.
 PUBLIC_HEADERS := include/kiln.h $(addprefix include/kiln_,core.h ops.h optim.h files.h tokenizer.h gptq.h)
+PC_LIBS = -L$${libdir} -lkiln -lm
+ifeq ($(BLAS),1)
+# libkiln.so finds the serial OpenBLAS by its rpath at run time; the
+# linker, which checks what libkiln's libraries need in turn, must look
+# there too, or it takes the system's libblas.so.3 of another OpenBLAS
+PC_LIBS += -Wl,-rpath-link,$(BLAS_DIR)
+endif
+PC_HEAD = 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
+          'Description: tensors and reverse-mode autodiff in C' 'Version: $(VERSION)' 'Cflags: -I$${includedir}'
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 $(PUBLIC_HEADERS) $(if $(INSTALL_DIST),include/kiln_dist.h) $(DESTDIR)$(PREFIX)/include/
-	install -m 644 $(BUILD)/libkiln.a $(BUILD)/libkiln.so $(INSTALL_DIST) $(DESTDIR)$(PREFIX)/lib/
-	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
-	  'Name: kiln' 'Description: tensors and reverse-mode autodiff in C' 'Version: 0.1.0' \
-	  'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lkiln' 'Libs.private: $(LIBS)' \
+	install -m 644 $(BUILD)/libkiln.a $(BUILD)/$(SOLIB) $(INSTALL_DIST) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf $(SOLIB) $(DESTDIR)$(PREFIX)/lib/libkiln.so.$(SOMAJOR)
+	ln -sf $(SOLIB) $(DESTDIR)$(PREFIX)/lib/libkiln.so
+	@printf '%s\n' $(PC_HEAD) 'Name: kiln' 'Libs: $(PC_LIBS)' 'Libs.private: $(LIBS)' \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/kiln.pc
+	@printf '%s\n' $(PC_HEAD) 'Name: kiln-static' 'Libs: $${libdir}/libkiln.a $(LIBS)' \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/kiln-static.pc
 
 clean:
 	rm -rf $(BUILD)

@@ -13,7 +13,9 @@
 #             runs its tests under mpirun -np 2 and 3 (scripts/test_dist.sh)
 #   fixtures  numpy and torch (only to regenerate tests/fixtures; tests never need them)
 # No argument means "build data". Only missing packages are installed, and
-# apt-get update runs only when something is missing.
+# apt-get update runs only when something is missing. While another apt or
+# dpkg holds the package locks it waits, saying so, up to
+# $KILN_DEPS_LOCK_WAIT seconds (default 300), then fails.
 set -eu
 
 build_pkgs="gcc make pkg-config libopenblas-dev libopenblas-serial-dev liblapacke-dev zlib1g-dev libstb-dev clang
@@ -67,14 +69,52 @@ else
 fi
 
 export DEBIAN_FRONTEND=noninteractive
-# sudo drops the environment by default, so pass the frontend explicitly
-if ! $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q; then
-    echo "deps: apt-get update failed" >&2
-    exit 1
-fi
+# Another apt or dpkg (unattended-upgrades, a second deps.sh) may hold the
+# package locks. Each apt-get is tried once without waiting, so that a wait
+# is announced, then again with DPkg::Lock::Timeout set to what is left of
+# the deadline (and again, should it still fail on a lock).
+lock_wait=${KILN_DEPS_LOCK_WAIT:-300}
+case "$lock_wait" in
+    '' | *[!0-9]*) echo "deps: KILN_DEPS_LOCK_WAIT='$lock_wait' is not a number of seconds" >&2; exit 2 ;;
+esac
+deadline=$(($(date +%s) + lock_wait))
+err=$(mktemp)
+trap 'rm -f "$err"' EXIT
+
+# apt_get WHAT ARGS... : apt-get ARGS as root, waiting for a package lock
+# held by another process until the deadline
+apt_get() {
+    what=$1
+    shift
+    said= left=0 # the first try does not wait: a wait is said before it starts
+    while :; do
+        # sudo drops the environment by default, so pass the frontend explicitly
+        if $sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout="$left" "$@" 2>"$err"; then
+            cat "$err" >&2 # warnings
+            return 0
+        fi
+        if ! grep -q 'Could not get lock\|Unable to lock\|Unable to acquire' "$err"; then
+            cat "$err" >&2
+            echo "deps: apt-get $what failed" >&2
+            return 1
+        fi
+        if [ "$(date +%s)" -ge "$deadline" ]; then
+            cat "$err" >&2
+            echo "deps: apt-get $what: another package manager still holds the lock after ${lock_wait} s;" \
+                 "let it finish (or set KILN_DEPS_LOCK_WAIT=SECONDS) and run this again" >&2
+            return 1
+        fi
+        if [ -z "$said" ]; then
+            echo "deps: another package manager holds the lock ($(grep -m1 'lock' "$err")); waiting up to ${lock_wait} s"
+            said=1
+        fi
+        sleep 1
+        left=$((deadline - $(date +%s)))
+        [ "$left" -gt 0 ] || left=0
+    done
+}
+
+apt_get update update -q || exit 1
 # $missing is split into words on purpose: one argument per package
 # shellcheck disable=SC2086
-if ! $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing; then
-    echo "deps: apt-get install failed for: $missing" >&2
-    exit 1
-fi
+apt_get "install of $missing" install -y -q --no-install-recommends $missing || exit 1

@@ -14,6 +14,8 @@
 #                 the build without the Vulkan backend
 #   examples      the training examples' --help and tiny runs (scripts/test_examples.sh),
 #                 and in the no-blas build GaLore's clean failure without LAPACK
+#   install       make install into a temporary prefix, and the README's example
+#                 built through pkg-config as the README says (scripts/test_install.sh)
 #   cuda          make CUDA=1 VULKAN=0 when nvcc is found ($CUDA_HOME, default
 #                 /usr/local/cuda, or on PATH): the CUDA backend must compile
 #                 (CI has nvcc, no GPU); its device and runtime tests run, as
@@ -34,6 +36,11 @@
 # background from the start, beside the others, and is reported at the end.
 # With SANITIZE set (`make test SANITIZE=address,undefined`) only the
 # sanitize stage runs, with those sanitizers.
+# The whole run takes about 7 minutes on a 2-core machine (on the shared
+# 2-core VM at load 2: 340 s with the default build made and the others
+# built from nothing, which takes 90 s more); it says so first, and each
+# stage shows its progress while it runs (its full output is kept in
+# BUILD_DIR/test-STAGE.log).
 # Usage: scripts/test.sh BUILD_DIR [test name filters...]
 # The last line is "N passed, N failed[, N skipped]"; exit status 1 on any failure.
 set -u
@@ -41,24 +48,73 @@ build=$1
 shift
 make=${MAKE:-make}
 passed=0 failed=0 skipped=0
+tty=
+[ -t 1 ] && tty=1
+progress=1
 
-# run_suite NAME CMD... : run one suite, add its counts from its last line
+# mm:ss since the epoch second $1
+since() {
+    t=$(($(date +%s) - $1))
+    printf '%d:%02d' $((t / 60)) $((t % 60))
+}
+
+# follow NAME PID LOG PATTERN WHAT SHOW : wait for the job PID writing LOG;
+# while it runs, say how many lines of LOG match PATTERN ("N WHAT so far":
+# in place on a terminal, else a line every 30 s) and, if SHOW is 1, show
+# the other lines as they come. Its exit status is the job's.
+follow() {
+    wname=$1 pid=$2 wlog=$3 pattern=$4 what=$5 show=$6
+    start=$(date +%s)
+    shown=0 said=$start
+    while :; do
+        running=0
+        kill -0 "$pid" 2>/dev/null && running=1
+        # only whole lines: the last may still be being written
+        lines=$(wc -l <"$wlog")
+        if [ "$show" -eq 1 ] && [ "$lines" -gt "$shown" ]; then
+            [ -n "$tty" ] && printf '\r\033[K'
+            sed -n "$((shown + 1)),${lines}p" "$wlog" | grep -v "$pattern"
+            shown=$lines
+        fi
+        [ "$running" -eq 1 ] || break
+        if [ "$progress" -eq 1 ]; then
+            now=$(date +%s)
+            if [ -n "$tty" ]; then
+                printf '\r   %s: %d %s so far, %s' "$wname" "$(grep -c "$pattern" "$wlog")" "$what" "$(since "$start")"
+            elif [ $((now - said)) -ge 30 ]; then
+                echo "   $wname: $(grep -c "$pattern" "$wlog") $what so far, $(since "$start")"
+                said=$now
+            fi
+        fi
+        sleep 1
+    done
+    [ -n "$tty" ] && printf '\r\033[K'
+    wait "$pid"
+}
+
+# run_suite NAME CMD... : run one suite, add its counts from its last line.
+# Its output goes to $build/test-NAME.log; failures and skips are shown as
+# they come, passes as a running count.
 run_suite() {
     name=$1
     shift
     echo "== $name: $*"
-    out=$("$@" 2>&1)
+    log=$build/test-$name.log
+    t0=$(date +%s)
+    : >"$log" # before the background job opens it
+    "$@" >"$log" 2>&1 &
+    follow "$name" $! "$log" '^ok ' passed 1
     rc=$?
-    printf '%s\n' "$out" | grep -v '^ok ' # failures and skips in full, passes counted
-    last=$(printf '%s\n' "$out" | tail -n 1)
+    last=$(tail -n 1 "$log")
     p=$(printf '%s\n' "$last" | sed -n 's/^\([0-9]*\) passed.*/\1/p')
     f=$(printf '%s\n' "$last" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
     s=$(printf '%s\n' "$last" | sed -n 's/.* \([0-9]*\) skipped.*/\1/p')
     if [ -z "$p" ] || [ -z "$f" ]; then
-        echo "== $name: the runner did not finish (exit status $rc)"
+        echo "== $name: the runner did not finish (exit status $rc; $log)"
         failed=$((failed + 1))
         return
     fi
+    echo "== $name: done in $(since "$t0")"
     passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + ${s:-0}))
     [ "$rc" -eq 0 ] || [ "$f" -gt 0 ] || failed=$((failed + 1))
 }
@@ -74,13 +130,18 @@ wanted() {
     return 1
 }
 
-# build NAME ARGS... : a quiet make of the test binary; a failed build counts as a failure
+# build NAME ARGS... : make the test binary, its one-line-per-file output
+# into a log and counted while it runs; a failed build counts as a failure
 build() {
     name=$1
     shift
-    if ! "$make" --no-print-directory -s "$@" >"$build/$name-build.log" 2>&1; then
-        echo "== $name: build failed; see $build/$name-build.log"
-        tail -n 20 "$build/$name-build.log"
+    blog=$build/$name-build.log
+    echo "== $name: building ($make $*; log in $blog)"
+    : >"$blog"
+    "$make" --no-print-directory "$@" >"$blog" 2>&1 &
+    if ! follow "$name" $! "$blog" '^  [A-Z]' built 0; then
+        echo "== $name: build failed; see $blog"
+        tail -n 20 "$blog"
         failed=$((failed + 1))
         return 1
     fi
@@ -116,12 +177,16 @@ if [ -n "${SANITIZE:-}" ]; then
     exit
 fi
 
+if [ $# -eq 0 ]; then
+    echo "make test: the suite in every build (native, isa, avx2-cpu, scalar, examples, install, no-blas, sanitize," \
+         "cuda, mpi, and arm64 in the background): about 7 minutes on a 2-core machine"
+fi
 # arm64 in the background: its output and counts come back through files
 arm64_pid=
 rm -f "$build/arm64.counts"
 if command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 && command -v qemu-aarch64 >/dev/null 2>&1; then
     (
-        passed=0 failed=0 skipped=0
+        passed=0 failed=0 skipped=0 tty= progress=0
         if build arm64 CC=aarch64-linux-gnu-gcc BLAS=0 ZLIB=0 VULKAN=0 BUILD="$build/arm64" "$build/arm64/tests/kiln_tests"; then
             run_suite arm64 qemu-aarch64 -L /usr/aarch64-linux-gnu "$build/arm64/tests/kiln_tests" "$@"
             wanted isa "$@" && run_suite isa-arm64 scripts/isa_check.sh "$build/arm64"
@@ -145,6 +210,7 @@ if wanted avx2-cpu "$@" && [ "$(uname -m)" = x86_64 ] && command -v qemu-x86_64 
 fi
 run_suite scalar env KILN_SIMD=scalar "$build/tests/kiln_tests" "$@"
 run_suite examples scripts/test_examples.sh "$build" "$@"
+run_suite install scripts/test_install.sh "$build" "$@"
 # all: the library, every example (test_examples.sh runs them) and the tests
 if build no-blas BLAS=0 VULKAN=0 BUILD="$build/no-blas" all; then
     run_suite no-blas "$build/no-blas/tests/kiln_tests" "$@"

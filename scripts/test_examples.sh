@@ -1,8 +1,11 @@
 #!/bin/sh
-# test_examples.sh — keep the training examples from rotting: each one's
-# --help, and a tiny run (--limit: a few batches of training and of the
-# test set) that must end with exit status 0 and print its result lines.
-# Part of scripts/test.sh; a few seconds in all.
+# test_examples.sh — keep the examples from rotting and to their word: each
+# one's --help; bad usage (an unknown option, a bad value, an output path
+# that cannot be written) refused at once with exit status 2, naming the
+# option and the value; a tiny run (--limit: a few batches of training and
+# of the test set) that must end with exit status 0 and print its result
+# lines; gpt's time budget, which bounds the whole run; sampled text
+# without control bytes. Part of scripts/test.sh; under a minute in all.
 #   scripts/test_examples.sh BUILD_DIR [test name filters...]
 # Runs when no filter is given or one is part of "examples". With
 # KILN_NO_LAPACK=1 (the BLAS=0 build) GaLore must fail cleanly instead.
@@ -39,6 +42,58 @@ check() {
     fi
 }
 
+# no_controls NAME CMD... : run CMD (exit status 0); pass when its output
+# holds no control byte but newlines and tabs
+no_controls() {
+    name=$1
+    shift
+    "$@" >"$tmp/out" 2>&1
+    rc=$?
+    if [ "$rc" -eq 0 ] && ! tr -d '\n\t' <"$tmp/out" | LC_ALL=C grep -q '[[:cntrl:]]'; then
+        echo "ok $name"
+        passed=$((passed + 1))
+    else
+        echo "FAIL examples_$name: exit status $rc, or a control byte in the output:"
+        tail -n 5 "$tmp/out" | od -c | tail -n 8 | sed 's/^/    /'
+        failed=$((failed + 1))
+    fi
+}
+
+# every example: --help, and an unknown option refused by name
+for e in $(cd "$bin" && ls); do
+    check "${e}_help" 0 "^usage: $e" "$bin/$e" --help
+    check "${e}_unknown_option" 2 "unknown option '--no-such-option'" "$bin/$e" --no-such-option
+done
+# a bad value is named with its option, before any work
+check gpt_negative_count 2 "bad value -3 for --steps (expected an integer >= 0)" "$bin/gpt" --steps -3
+check gpt_heads_divide_width 2 "bad value 5 for --heads (expected a divisor of --width 96)" "$bin/gpt" --heads 5
+check gpt_warmup_past_steps 2 "bad value 50 for --warmup (expected at most --steps 10)" "$bin/gpt" --steps 10
+check fashion_negative_lr 2 "bad value -1 for --lr" "$bin/fashion" --lr -1
+check quickstart_warmup_fraction 2 "bad value 1.5 for --warmup (expected a fraction in \[0, 1))" \
+    "$bin/quickstart" --warmup 1.5
+check generate_negative_tokens 2 "bad value -1 for --tokens" "$bin/generate" --tokens -1
+check optim_compare_sweep 2 "bad value 4 for --sweep" "$bin/optim-compare" --sweep 4
+check quantize_calib_batch 2 "bad value 7 for --calib-batch (expected a divisor of --calib 128)" \
+    "$bin/quantize" --calib-batch 7
+check quantize_only_names 2 "bad value 'gptq-9' in --only" "$bin/quantize" --random --only f32,gptq-9
+check mlp_bad_epochs 2 "bad value x for --epochs" "$bin/mlp" --epochs x
+check dfp_error_bad_steps 2 "bad value -1 for --steps" "$bin/dfp-error" --steps -1
+# output paths that cannot be written: said before any training (a path
+# under a regular file fails for root too)
+: >"$tmp/file"
+check quickstart_unwritable_save 2 "--save $tmp/file/q.safetensors: cannot write there" \
+    "$bin/quickstart" --save "$tmp/file/q.safetensors"
+check fashion_unwritable_save 2 "--save /nonexistent/f.safetensors: cannot write there" \
+    "$bin/fashion" --save /nonexistent/f.safetensors
+check gpt_unwritable_save 2 "--save $tmp: cannot write there: it is a directory" "$bin/gpt" --save "$tmp"
+check int16_train_unwritable_plot 2 "--plot $tmp/file/p.png: cannot write there" \
+    "$bin/int16-train" --plot "$tmp/file/p.png"
+check optim_compare_unwritable_out 2 "--out $tmp/file/out: cannot write there" \
+    "$bin/optim-compare" --quick --out "$tmp/file/out"
+check quantize_unwritable_out 2 "--out $tmp/file/q: cannot write there" "$bin/quantize" --random --out "$tmp/file/q"
+check generate_unwritable_model 2 "--make-random $tmp/file/m.gguf: cannot write there" \
+    "$bin/generate" --make-random "$tmp/file/m.gguf"
+
 tiny="--limit 2 --batch 32 --threads 1"
 # quantize: a random tiny GPT and llama, a few calibration windows, two evaluation batches
 qtiny="--random --width 64 --layers 1 --context 32 --calib 8 --eval-subset 2 --threads 1 --out $tmp"
@@ -52,7 +107,6 @@ else
     check quickstart_help 0 "--backend" "$bin/quickstart" --help
     check quickstart_tiny 0 "after: the same as the trained one" \
         "$bin/quickstart" $tiny --epochs 1 --save "$tmp/q.safetensors"
-    check quickstart_bad_option 2 "unknown" "$bin/quickstart" --no-such-option
     check fashion_help 0 "apollo-mini" "$bin/fashion" --help
     check fashion_mlp_sgd 0 "mlp sgd: test accuracy" "$bin/fashion" --model mlp --optim sgd $tiny
     # an lr that overflows: the non-finite guard skips the poisoned steps and the run ends normally
@@ -73,7 +127,7 @@ fi
 check int16_train_help 0 "--layers" "$bin/int16-train" --help
 check int16_train_tiny 0 "^final test accuracy: FP32 .*, DFP " \
     "$bin/int16-train" $tiny --epochs 2 --plot "$tmp/int16.png"
-check int16_train_bad_layers 2 "--layers" "$bin/int16-train" --layers 16
+check int16_train_bad_layers 2 "bad value 16 for --layers (expected a mask in 1..15)" "$bin/int16-train" --layers 16
 # generate: a tiny random llama written as GGUF, run as stored and converted
 check generate_help 0 "--make-random" "$bin/generate" --help
 check generate_make_tiny 0 "tiny.gguf: llama" "$bin/generate" --make-random "$tmp/tiny.gguf" --size tiny --dtype q4_0
@@ -83,11 +137,32 @@ check generate_tiny_nf4_sampled 0 "weights nf4" \
     "$bin/generate" --model "$tmp/tiny.gguf" --dtype nf4 --tokens 8 --temperature 0.8 --top-k 5 --threads 1
 check generate_no_model 2 "--model" "$bin/generate"
 check generate_bad_file 1 "generate: " "$bin/generate" --model "$tmp/no-such.gguf"
+no_controls generate_sample_no_control_bytes \
+    "$bin/generate" --model "$tmp/tiny.gguf" --tokens 40 --temperature 5 --top-k 0 --ignore-eos --threads 1
+# gpt: a 3-second budget (the default model: its full evaluation alone
+# would take longer) ends the whole run, evaluation and sample included,
+# within 2 s of it; the sample, drawn hot from all 256 bytes, reaches the
+# terminal without a control byte
+start=$(date +%s%N)
+no_controls gpt_sample_no_control_bytes "$bin/gpt" --minutes 0.05 --threads 1 --sample 200 --temperature 4 --top-k 0
+took=$((($(date +%s%N) - start) / 1000000))
+check gpt_time_budget 0 "steps fit in 0.05 minutes" cat "$tmp/out"
+if [ "$took" -le 5000 ]; then
+    echo "ok gpt_time_budget_kept"
+    passed=$((passed + 1))
+else
+    echo "FAIL examples_gpt_time_budget_kept: a 3 s budget took $took ms"
+    failed=$((failed + 1))
+fi
 # a run that does not fit its address-space limit: a clear error and exit
 # status 1 within seconds (OpenBLAS's pthread build looped forever on its
 # buffers there, and exit() waited for that thread: a hang)
+# (not in a sanitized build: ASan reserves terabytes of address space for
+# its shadow memory and cannot start under any such limit)
 limited() { (ulimit -v 100000 && exec timeout 30 "$@"); }
-check quickstart_address_limit 1 "cannot allocate\|out of memory" limited "$bin/quickstart" $tiny --save "$tmp/l.safetensors"
-check mlp_address_limit 1 "cannot allocate\|out of memory" limited "$bin/mlp" --epochs 1
+if ! nm "$bin/quickstart" 2>/dev/null | grep -q __asan_init; then
+    check quickstart_address_limit 1 "cannot allocate\|out of memory" limited "$bin/quickstart" $tiny --save "$tmp/l.safetensors"
+    check mlp_address_limit 1 "cannot allocate\|out of memory" limited "$bin/mlp" --epochs 1
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

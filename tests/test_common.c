@@ -4,19 +4,24 @@
 #include "csv.h"
 #include "kt.h"
 #include "optimizers.h"
+#include "output.h"
 #include "progress.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-/* Run args_parse with stdout and stderr into a scratch file; return its
- * result and what it printed. */
+/* Run args_parse (or, argc 0, args_reject of argv[0] with the expectation
+ * argv[1]) with stdout and stderr into a scratch file; return its result
+ * and what it printed. */
 static int parse_quiet(const args_opt *o, int n, int argc, char **argv, char *out, size_t outn) {
     fflush(stdout), fflush(stderr);
     FILE *tmp = tmpfile();
     int so = dup(1), se = dup(2);
     dup2(fileno(tmp), 1), dup2(fileno(tmp), 2);
-    int r = args_parse("prog", "A test program.", o, n, argc, argv);
+    int r = argc ? args_parse("prog", "A test program.", o, n, argc, argv)
+                 : args_reject("prog", o, n, argv[0], "at most %d", 4);
     fflush(stdout), fflush(stderr);
     dup2(so, 1), dup2(se, 2);
     close(so), close(se);
@@ -64,8 +69,9 @@ KT_TEST(args_parse_types_and_errors) {
         {2, {"prog", "--nope"}, "unknown option '--nope'"},
         {2, {"prog", "--epochs"}, "needs a value"},
         {3, {"prog", "--epochs", "x3"}, "bad value x3 for --epochs"},
-        {3, {"prog", "--epochs", "0"}, "positive"},
+        {3, {"prog", "--epochs", "0"}, "bad value 0 for --epochs (expected an integer > 0)"},
         {3, {"prog", "--lr", "-1"}, "bad value"},
+        {3, {"prog", "--momentum", "-0.5"}, "bad value -0.5 for --momentum (expected a number >= 0)"},
         {3, {"prog", "--backend", "tpu"}, "cpu|vulkan|cuda"},
         {3, {"prog", "--seed", "-4"}, "bad value"},
         {2, {"prog", "--quick=1"}, "takes no value"},
@@ -77,6 +83,13 @@ KT_TEST(args_parse_types_and_errors) {
         KT_CHECK(r == ARGS_ERROR && strstr(text, bad[i].msg) && strstr(text, "usage: prog"), "case %zu: %d\n%s", i, r,
                  text);
     }
+    /* a check of the example's own names the option and its value as parsed */
+    KT_CHECK(parse_quiet(o, n, 0, (char *[]){"epochs", NULL}, text, sizeof text) == ARGS_ERROR &&
+                 strstr(text, "prog: bad value 5 for --epochs (expected at most 4); prog --help lists the options"),
+             "args_reject: %s", text);
+    KT_CHECK(parse_quiet(o, n, 0, (char *[]){"out", NULL}, text, sizeof text) == ARGS_ERROR &&
+                 strstr(text, "bad value 'x.csv' for --out"),
+             "args_reject: %s", text);
 }
 
 KT_TEST(progress_plain_lines) {
@@ -151,4 +164,69 @@ KT_TEST(examples_common_optimizers_by_name) {
     kiln_ctx *ctx = kiln_ctx_new();
     KT_CHECK(!optimizer_new(ctx, OPT_COUNT, &(optimizer_settings){.lr = 1}), "no optimizer past the ten");
     kiln_ctx_free(ctx);
+}
+
+/* Files in dir, . and .. aside. */
+static int count_files(const char *dir) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    if (d) closedir(d);
+    return n;
+}
+
+/* Output paths checked before any work: a writable place passes and is
+ * left as it was; a missing directory, a path under a file and a
+ * directory in the file's place fail. (As root, permissions would not
+ * show: these fail for anyone.) */
+KT_TEST(examples_common_output_paths) {
+    char dir[] = "/tmp/kiln-out-XXXXXX", file[64], under[96], nested[96];
+    KT_REQUIRE(mkdtemp(dir), "mkdtemp");
+    snprintf(file, sizeof file, "%s/a.safetensors", dir);
+    snprintf(under, sizeof under, "%s/x.png", file);
+    snprintf(nested, sizeof nested, "%s/one/two", dir);
+    fflush(stderr);
+    int se = dup(2), devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 2);
+    bool fresh = output_file("t", "--save", file);
+    bool missing_ok = count_files(dir) == 0;
+    FILE *f = fopen(file, "w");
+    if (f) fclose(f);
+    bool existing = output_file("t", "--save", file), no_dir = output_file("t", "--save", "/nonexistent/dir/a.bin");
+    bool under_file = output_file("t", "--plot", under), is_dir = output_file("t", "--save", dir);
+    bool made = output_dir("t", "--out", nested), dir_under_file = output_dir("t", "--out", under);
+    bool empty = output_file("t", "--save", "");
+    fflush(stderr);
+    dup2(se, 2);
+    close(se), close(devnull);
+    struct stat st;
+    KT_CHECK(fresh && missing_ok && existing, "a writable path: %d %d %d", fresh, missing_ok, existing);
+    KT_CHECK(!no_dir && !under_file && !is_dir && !empty, "bad paths pass: %d %d %d %d", no_dir, under_file, is_dir,
+             empty);
+    KT_CHECK(made && stat(nested, &st) == 0 && S_ISDIR(st.st_mode) && count_files(nested) == 0 && !dir_under_file,
+             "output_dir: %d %d", made, dir_under_file);
+    remove(file);
+    rmdir(nested);
+    snprintf(nested, sizeof nested, "%s/one", dir);
+    rmdir(nested);
+    rmdir(dir);
+}
+
+/* Generated text on a terminal: printable UTF-8, newlines and tabs as
+ * they are; C0 and C1 controls, DEL, stray, overlong and unfinished
+ * sequences as \xNN, byte by byte as sampled or all at once. */
+KT_TEST(examples_common_text_escapes_controls) {
+    const char in[] = "a\x1b[2Jb\r\n\t\xc3\xa9\xe2\x82\xac\x7f\xc2\x9b\xff\xc0\xaf\xe2\x82z"
+                      "\xed\xa0\x80\xf0\x9f\x98\x80\xe2\x82";
+    const char want[] = "a\\x1b[2Jb\\x0d\n\t\xc3\xa9\xe2\x82\xac\\x7f\\xc2\\x9b\\xff\\xc0\\xaf\\xe2\\x82z"
+                        "\\xed\\xa0\\x80\xf0\x9f\x98\x80\\xe2\\x82";
+    char got[512];
+    FILE *f = fmemopen(got, sizeof got, "w");
+    KT_REQUIRE(f, "fmemopen");
+    text_write(f, in, sizeof in - 1);
+    fclose(f);
+    KT_CHECK(!strcmp(got, want), "got\n%s\nwant\n%s", got, want);
+    bool control = false;
+    for (const char *p = got; *p; p++) control |= ((unsigned char)*p < 0x20 && *p != '\n' && *p != '\t') || *p == 0x7f;
+    KT_CHECK(!control, "a control byte passed");
 }

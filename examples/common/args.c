@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,7 +71,7 @@ static bool set_value(const args_opt *o, const char *v) {
     case ARGS_FLAG: return false;
     case ARGS_INT: {
         long x = strtol(v, &end, 10);
-        if (*v == '\0' || *end || errno || x < -2147483647L || x > 2147483647L || (o->positive && x <= 0)) return false;
+        if (*v == '\0' || *end || errno || x < 0 || x > 2147483647L || (o->positive && x == 0)) return false;
         *(int *)o->value = (int)x;
         return true;
     }
@@ -84,7 +85,7 @@ static bool set_value(const args_opt *o, const char *v) {
     case ARGS_FLOAT:
     case ARGS_DOUBLE: {
         double x = strtod(v, &end);
-        if (*v == '\0' || *end || !isfinite(x) || (o->positive && !(x > 0))) return false;
+        if (*v == '\0' || *end || !isfinite(x) || x < 0 || (o->positive && x == 0)) return false;
         if (o->type == ARGS_FLOAT) *(float *)o->value = (float)x;
         else *(double *)o->value = x;
         return true;
@@ -129,14 +130,40 @@ int args_parse(const char *prog, const char *summary, const args_opt *opts, int 
         const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
         if (!v) return fail(prog, summary, opts, n, "option '--%s' needs a value%s", o->name, "");
         if (!set_value(o, v)) {
+            bool integer = o->type == ARGS_INT || o->type == ARGS_U64;
             const char *want = o->type == ARGS_CHOICE ? o->choices
-                               : o->positive      ? "a positive number"
-                               : o->type == ARGS_INT || o->type == ARGS_U64 ? "an integer"
-                                                                            : "a number";
+                               : integer          ? (o->positive ? "an integer > 0" : "an integer >= 0")
+                                                  : (o->positive ? "a number > 0" : "a number >= 0");
             char what[256];
             snprintf(what, sizeof what, "%s for --%s (expected %s)", v, o->name, want);
             return fail(prog, summary, opts, n, "bad value %s%s", what, "");
         }
     }
     return ARGS_OK;
+}
+
+/* o's current value as text */
+static void value_text(char *buf, size_t n, const args_opt *o) {
+    switch (o->type) {
+    case ARGS_FLAG: snprintf(buf, n, "%s", *(bool *)o->value ? "on" : "off"); return;
+    case ARGS_INT: snprintf(buf, n, "%d", *(int *)o->value); return;
+    case ARGS_U64: snprintf(buf, n, "%" PRIu64, *(uint64_t *)o->value); return;
+    case ARGS_FLOAT: snprintf(buf, n, "%g", (double)*(float *)o->value); return;
+    case ARGS_DOUBLE: snprintf(buf, n, "%g", *(double *)o->value); return;
+    case ARGS_STRING:
+    case ARGS_CHOICE: snprintf(buf, n, "'%s'", *(const char **)o->value ? *(const char **)o->value : ""); return;
+    }
+}
+
+int args_reject(const char *prog, const args_opt *opts, int n, const char *name, const char *fmt, ...) {
+    char value[256] = "?";
+    for (int k = 0; k < n; k++)
+        if (!strcmp(opts[k].name, name)) value_text(value, sizeof value, &opts[k]);
+    fprintf(stderr, "%s: bad value %s for --%s (expected ", prog, value, name);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "); %s --help lists the options\n", prog);
+    return ARGS_ERROR;
 }

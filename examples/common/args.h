@@ -2,8 +2,13 @@
  *
  * Options are `--name value` (or `--name=value`) and `--flag`; each writes
  * a typed variable of the caller, whose value before parsing is the default
- * that --help shows. An unknown option, a missing or malformed value, or a
- * stray argument is an error: the message and the usage go to stderr.
+ * that --help shows. Numbers are never negative (no example takes a
+ * negative count, rate or size); .positive excludes 0 too. An unknown
+ * option, a missing or malformed value, or a stray argument is an error
+ * that names the option and the value: the message and the usage go to
+ * stderr, and an example exits with status 2. A check the table cannot
+ * express (a range, one option against another) reports the same way
+ * with args_reject.
  *
  *     int epochs = 3;  float lr = 1e-3f;  const char *backend = "cpu";  bool quick = false;
  *     args_opt opts[] = {
@@ -41,7 +46,7 @@ typedef struct args_opt {
     const char *meta;    /* the value's placeholder in --help, e.g. "N" */
     const char *help;
     const char *choices; /* ARGS_CHOICE: "cpu|vulkan" */
-    bool positive;       /* numbers: must be > 0 */
+    bool positive;       /* numbers: must be > 0, not only >= 0 */
 } args_opt;
 
 enum { ARGS_OK = 0, ARGS_HELP = 1, ARGS_ERROR = -1 };
@@ -54,5 +59,13 @@ int args_parse(const char *prog, const char *summary, const args_opt *opts, int 
 /* The generated help: usage line, summary, one line per option with its
  * default. */
 void args_usage(FILE *f, const char *prog, const char *summary, const args_opt *opts, int n);
+
+/* After args_parse: the option named `name` (without dashes) holds a value
+ * the example cannot take. Prints "PROG: bad value V for --NAME (expected
+ * WHAT)" with WHAT from the printf format, and where the options are
+ * listed, to stderr; returns ARGS_ERROR.
+ *     if (width % heads) return args_reject("gpt", opts, n, "heads", "a divisor of --width %d", width), 2; */
+int args_reject(const char *prog, const args_opt *opts, int n, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
 #endif

@@ -1,6 +1,8 @@
 /* lm_eval.c — a language model's held-out loss (see lm_eval.h). */
 #include "lm_eval.h"
 
+#include "progress.h"
+
 #include <math.h>
 #include <stdlib.h>
 
@@ -20,10 +22,14 @@ kiln_status lm_eval_init(lm_eval *e, kiln_ctx *ctx, kiln_tensor *x, kiln_tensor 
 
 int64_t lm_eval_batches(const lm_eval *e) { return data_text_eval_batches(e->text, e->batch, e->seq); }
 
-double lm_eval_loss(lm_eval *e, int64_t stride) {
+double lm_eval_loss(lm_eval *e, int64_t stride) { return lm_eval_loss_until(e, stride, INFINITY, NULL); }
+
+double lm_eval_loss_until(lm_eval *e, int64_t stride, double deadline, int64_t *done) {
     double sum = 0;
-    int64_t count = 0, n = e->batch * e->seq;
-    for (int64_t i = 0; i < lm_eval_batches(e); i += stride) {
+    int64_t count = 0, n = e->batch * e->seq, batches = 0;
+    if (done) *done = 0;
+    for (int64_t i = 0; i < lm_eval_batches(e); i += stride, batches++) {
+        if (batches && progress_now() > deadline) break;
         if (data_text_eval_batch(e->text, e->batch, e->seq, i, e->x, e->y) < 0 || kiln_graph_compute(e->graph) ||
             kiln_tensor_get_f32(e->logits, e->host_logits, n * DATA_TEXT_VOCAB))
             return -1;
@@ -39,6 +45,7 @@ double lm_eval_loss(lm_eval *e, int64_t stride) {
             sum += log(s) + mx - z[label[r]];
             count++;
         }
+        if (done) *done = batches + 1;
     }
     return count ? sum / (double)count : NAN;
 }

@@ -8,6 +8,8 @@
  *     lm_eval e;
  *     if (lm_eval_init(&e, ctx, x, gpt_forward(m, x), &corpus.val)) ...
  *     double nats = lm_eval_loss(&e, 1);     // every batch; -1 on an error
+ *     int64_t done;                          // or as many as fit before a deadline:
+ *     nats = lm_eval_loss_until(&e, 1, progress_now() + 30, &done);
  *     lm_eval_free(&e);
  */
 #ifndef LM_EVAL_H
@@ -33,6 +35,10 @@ int64_t lm_eval_batches(const lm_eval *e);
  * 2 stride, ... of the pass (stride 1: every byte); -1 on an error
  * (kiln_last_error() or data_last_error() says why). */
 double lm_eval_loss(lm_eval *e, int64_t stride);
+/* The same, stopping before a batch that starts past deadline (seconds on
+ * progress_now()'s clock; at least one batch is done): the mean over the
+ * *done batches evaluated. */
+double lm_eval_loss_until(lm_eval *e, int64_t stride, double deadline, int64_t *done);
 /* The host buffer and the graph's buffers. */
 void lm_eval_free(lm_eval *e);
 

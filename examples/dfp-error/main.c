@@ -7,15 +7,16 @@
  * that is learning, not of its initialization.
  *
  *     dfp-error [--steps 300] [--data DIR] [--threads N] [--backend cpu|vulkan]
+ *     dfp-error --help
  *
  * Prints, per tensor, the relative RMS error |x - Q(x)| / |x| of three
  * quantizers: 16-bit per tensor, 16-bit per block of 64 (kiln_quantize to
  * KILN_DFP16) and 14-bit per tensor (the DFP GEMM operands). The exponent
  * rule is quant/dfp.h's: e = E_max - (bits - 2), q = round(x 2^-e). */
+#include "args.h"
 #include "cnn.h"
 #include "data.h"
 
-#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,23 +66,22 @@ static void row_t(kiln_ctx *ctx, const char *name, kiln_tensor *t) {
 }
 
 int main(int argc, char **argv) {
-    static const char usage[] = "usage: dfp-error [--steps N] [--data DIR] [--threads N] [--backend cpu|vulkan]\n";
-    int64_t steps = 300, batch = 64;
-    const char *dir = NULL, *backend = "cpu";
-    for (int i = 1; i < argc; i += 2) {
-        if (!strcmp(argv[i], "--help")) return fputs(usage, stdout), 0;
-        if (i + 1 >= argc) return fputs(usage, stderr), 2;
-        if (!strcmp(argv[i], "--steps")) steps = atoll(argv[i + 1]);
-        else if (!strcmp(argv[i], "--data")) dir = argv[i + 1];
-        else if (!strcmp(argv[i], "--threads")) {
-            char *end;
-            long t = strtol(argv[i + 1], &end, 10);
-            if (*end || t < 0 || t > INT_MAX || kiln_set_threads((int)t))
-                return fprintf(stderr, "dfp-error: --threads %s: want 0 (the default) or 1 to 1024\n", argv[i + 1]), 2;
-        }
-        else if (!strcmp(argv[i], "--backend")) backend = argv[i + 1];
-        else return fputs(usage, stderr), 2;
-    }
+    int steps = 300, threads = 0;
+    const int64_t batch = 64;
+    const char *dir = DATA_FASHION_DIR, *backend = "cpu";
+    args_opt opts[] = {
+        {"steps", ARGS_INT, &steps, "N", "f32 training steps before the tensors are measured", NULL, false},
+        {"data", ARGS_STRING, &dir, "DIR", "Fashion-MNIST's IDX files", NULL, false},
+        {"threads", ARGS_INT, &threads, "N", "worker threads (0: $KILN_THREADS, else all cores)", NULL, false},
+        {"backend", ARGS_CHOICE, &backend, "B", "where the training runs", .choices = "cpu|vulkan"},
+    };
+    int r = args_parse("dfp-error",
+                       "The error of one DFP exponent per tensor against one per block of 64, on the tensors of a "
+                       "DFP training step of the Fashion-MNIST CNN.",
+                       opts, (int)(sizeof opts / sizeof *opts), argc, argv);
+    if (r != ARGS_OK) return r == ARGS_HELP ? 0 : 2;
+    if (threads && kiln_set_threads(threads))
+        return fprintf(stderr, "dfp-error: --threads: %s\n", kiln_last_error()), 2;
     kiln_ctx *ctx = kiln_ctx_new();
     if (strcmp(backend, "cpu")) { /* the training on the device; the errors are measured on the host */
         kiln_backend *b = kiln_backend_get(backend);

@@ -27,6 +27,7 @@
 #include "kiln.h"
 #include "mlp.h"
 #include "optimizers.h"
+#include "output.h"
 #include "progress.h"
 #ifdef KILN_MPI
 #include "kiln_dist.h"
@@ -160,11 +161,12 @@ int main(int argc, char **argv) {
         {"resume", ARGS_STRING, &resume, "PATH", "continue from a checkpoint of the same configuration", NULL, false},
         {"limit", ARGS_INT, &limit, "N", "at most N training and N test batches per epoch (0: all; quick checks)", NULL, false},
     };
-    int r = args_parse("fashion", "Train an MLP or a CNN on Fashion-MNIST with any kiln optimizer.", opts,
-                       (int)(sizeof opts / sizeof *opts), argc, argv);
+    const int nopts = (int)(sizeof opts / sizeof *opts);
+    int r = args_parse("fashion", "Train an MLP or a CNN on Fashion-MNIST with any kiln optimizer.", opts, nopts, argc,
+                       argv);
     if (r != ARGS_OK) return r == ARGS_HELP ? 0 : 2;
-    if (lr < 0 || wd < 0 || threads < 0 || limit < 0 || hidden < 0 || stop < 0 || !(warmup >= 0 && warmup < 1))
-        return fprintf(stderr, "fashion: --lr, --wd, --threads, --limit, --hidden, --stop must be >= 0, --warmup in [0, 1)\n"), 2;
+    if (warmup >= 1) return args_reject("fashion", opts, nopts, "warmup", "a fraction in [0, 1)"), 2;
+    if (save && !output_file("fashion", "--save", save)) return 2;
     if (world > 1 && (save || resume || stop || batch % world))
         return fprintf(stderr, "fashion: on %d ranks --batch must be a multiple of %d, and --save, --resume and --stop "
                                "are not available\n", world, world), 2;

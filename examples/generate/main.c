@@ -34,6 +34,7 @@
 #include "args.h"
 #include "kiln.h"
 #include "llama_files.h"
+#include "output.h"
 #include "progress.h"
 
 #include <math.h>
@@ -125,8 +126,26 @@ static int make_random(const char *path, const char *size, const char *dtype, ui
     double t0 = progress_now();
     kiln_ctx *ctx = kiln_ctx_new();
     llama *m = ctx ? llama_new_inference(ctx, &c, (kiln_dtype)dt, false) : NULL;
-    if (!m || llama_init_random(m, seed)) return fail("making the model");
+    if (!m) return fail("making the model");
+    /* llama_init_random on a copy of the model holding one parameter at a
+     * time (each parameter's draw is seeded by its name: the same weights
+     * as all at once), with a progress bar between them */
+    int64_t total = 0, done = 0;
+    for (int i = 0; i < m->n_params; i++) total += kiln_tensor_numel(m->params[i]);
+    progress bar;
+    progress_start(&bar, stdout, "drawing the weights", total, "weight");
+    llama one = *m;
+    one.n_params = 1;
+    for (int i = 0; i < m->n_params; i++) {
+        one.params = &m->params[i];
+        if (llama_init_random(&one, seed)) return fail("making the model");
+        done += kiln_tensor_numel(m->params[i]);
+        progress_update(&bar, done, NAN, (double)kiln_tensor_numel(m->params[i]));
+    }
+    progress_finish(&bar);
     double t1 = progress_now();
+    printf("writing %s (%.1f MiB)\n", path, (double)llama_weight_bytes(m) / (1 << 20));
+    fflush(stdout);
     if (llama_save_gguf(m, path, (kiln_dtype)dt)) return fail("writing the GGUF");
     printf("%s: llama %lld params (%s) in %s: %.1f MiB of weights; drawn in %.1f s, written in %.1f s; peak RSS %.0f MiB\n",
            path, (long long)llama_param_count(m), size, dtype, (double)llama_weight_bytes(m) / (1 << 20), t1 - t0,
@@ -167,11 +186,12 @@ int main(int argc, char **argv) {
     int r = args_parse("generate", "Generate text with a llama (GGUF or Hugging Face) in f32 or quantized; tokens/s.",
                        opts, (int)(sizeof opts / sizeof *opts), argc, argv);
     if (r != ARGS_OK) return r == ARGS_HELP ? 0 : 2;
-    if (tokens < 0 || prompt_tokens < 0 || top_k < 0 || threads < 0)
-        return fprintf(stderr, "generate: counts must be >= 0\n"), 2;
     if (threads && kiln_set_threads(threads))
         return fprintf(stderr, "generate: --threads: %s\n", kiln_last_error()), 2;
-    if (make) return make_random(make, size, strcmp(dtype, "stored") ? dtype : "q4_0", seed);
+    if (make) {
+        if (!output_file("generate", "--make-random", make)) return 2;
+        return make_random(make, size, strcmp(dtype, "stored") ? dtype : "q4_0", seed);
+    }
     if (!model) return fprintf(stderr, "generate: --model PATH is needed (or --make-random FILE); see --help\n"), 2;
 
     /* 1. The model and its tokenizer. */
@@ -259,8 +279,9 @@ int main(int argc, char **argv) {
         } else {
             for (int i = 0; i < made; i++) text[tl++] = (char)(out[i] & 0xff);
         }
-        printf("%s", prompt);
-        fwrite(text, 1, tl, stdout);
+        /* the model's text may hold any byte: a terminal gets no control bytes */
+        text_write(stdout, prompt, strlen(prompt));
+        text_write(stdout, text, tl);
         printf("\n");
         free(text);
     }

@@ -29,11 +29,15 @@
  *     build/examples/gpt --resume gpt.safetensors --save gpt.safetensors
  *     build/examples/gpt --help
  *
- * With --minutes (and no --steps), the number of steps is set from the
- * speed of the first ten steps and of the first evaluation, so that
- * training, the evaluations and the final evaluation fit in the budget;
- * training also stops if the budget runs out early (a busy machine). The
- * step count is then fixed for the run (and stored in its checkpoints).
+ * With --minutes (and no --steps) the budget bounds the whole run: loading,
+ * training, the estimates, the final evaluation and the sample. The number
+ * of steps is set from the speed of the first ten steps and of the first
+ * evaluation, keeping back the time of the final evaluation (every k-th
+ * batch of the validation text when a full pass would take more than a
+ * quarter of the budget) and of the sample; training stops early if the
+ * machine slows down, an evaluation or the sample that reaches the
+ * deadline stops there, and the output says each of these. The step count
+ * is then fixed for the run (and stored in its checkpoints).
  *
  * Built with `make MPI=1`, it trains data-parallel under mpirun
  * (include/kiln_dist.h): each of N ranks draws its own --batch / N windows
@@ -52,6 +56,7 @@
 #include "kiln.h"
 #include "lm_eval.h"
 #include "optimizers.h"
+#include "output.h"
 #include "progress.h"
 #ifdef KILN_MPI
 #include "kiln_dist.h"
@@ -103,8 +108,10 @@ static void evaluator_init(lm_eval *e, kiln_ctx *ctx, gpt *m, const data_text *t
     kiln_ctx_set_grad_enabled(ctx, true);
 }
 
-static double evaluate(lm_eval *e, int64_t stride) {
-    double loss = lm_eval_loss(e, stride);
+/* Mean loss over every stride-th batch, those that start before deadline
+ * (INFINITY: all); *done (may be NULL) counts them. */
+static double evaluate(lm_eval *e, int64_t stride, double deadline, int64_t *done) {
+    double loss = lm_eval_loss_until(e, stride, deadline, done);
     if (loss < 0) {
         fprintf(stderr, "gpt: evaluating: %s %s\n", kiln_last_error(), data_last_error());
         exit(1);
@@ -145,11 +152,13 @@ static int draw(const float *z, double temperature, int top_k, double u) {
     return best;
 }
 
-/* Print the prompt and n sampled bytes after it. Each byte is predicted
- * from the last seq bytes: a causal model's logits at position w - 1 do not
- * depend on what follows, so the window is padded with zeros. */
-static void sample(kiln_ctx *ctx, gpt *m, int64_t seq, const char *prompt, int n, double temperature, int top_k,
-                   uint64_t seed) {
+/* Print the prompt and n sampled bytes after it, or those drawn before
+ * deadline; returns how many. Each byte is predicted from the last seq
+ * bytes: a causal model's logits at position w - 1 do not depend on what
+ * follows, so the window is padded with zeros. Control bytes are written
+ * as \xNN (output.h): the model may draw any byte. */
+static int sample(kiln_ctx *ctx, gpt *m, int64_t seq, const char *prompt, int n, double temperature, int top_k,
+                  uint64_t seed, double deadline) {
     kiln_ctx_set_grad_enabled(ctx, false);
     kiln_tensor *x = kiln_new_2d(ctx, KILN_I32, 1, seq);
     kiln_tensor *logits = gpt_forward(m, x);
@@ -165,9 +174,11 @@ static void sample(kiln_ctx *ctx, gpt *m, int64_t seq, const char *prompt, int n
     float *z = malloc((size_t)(seq * DATA_TEXT_VOCAB) * sizeof *z);
     if (!text || !win || !z) die("out of memory");
     memcpy(text, start, slen);
-    fputs(prompt, stdout);
+    text_stream out = {0};
+    for (size_t i = 0; i < plen; i++) text_put(&out, stdout, (unsigned char)prompt[i]);
     uint64_t rng = mix(seed ^ 0x73616d706c65ull); /* "sample" */
-    for (size_t len = slen; len < cap; len++) {
+    size_t len = slen;
+    for (; len < cap && progress_now() < deadline; len++) {
         int64_t w = (int64_t)len < seq ? (int64_t)len : seq;
         for (int64_t t = 0; t < seq; t++) win[t] = t < w ? text[len - (size_t)w + (size_t)t] : 0;
         if (kiln_tensor_set_i32(x, win, seq) || kiln_graph_compute(g) ||
@@ -175,13 +186,15 @@ static void sample(kiln_ctx *ctx, gpt *m, int64_t seq, const char *prompt, int n
             die("sampling");
         double u = (double)((rng = mix(rng)) >> 11) * 0x1.0p-53;
         text[len] = (uint8_t)draw(z + (w - 1) * DATA_TEXT_VOCAB, temperature, top_k, u);
-        putchar(text[len]);
+        text_put(&out, stdout, text[len]);
         fflush(stdout);
     }
+    text_end(&out, stdout);
     putchar('\n');
     free(text);
     free(win);
     free(z);
+    return (int)(len - slen);
 }
 
 /* ---- the optimizer ---- */
@@ -222,19 +235,71 @@ static int64_t checkpoint_total_steps(const char *path) {
     return total;
 }
 
+/* ---- the time budget of a --minutes run ---- */
+
+/* What a --minutes run has measured so far and what it plans. The final
+ * evaluation takes at most a quarter of the budget (every k-th batch when
+ * a full pass would take longer), the sample at most a twentieth, and a
+ * margin of 2% (and 0.1 s) is kept for saving and printing; training
+ * fills the rest. */
+typedef struct budget {
+    double seconds, deadline;  /* the whole run's; deadline on progress_now()'s clock */
+    double train_s;            /* time of the training steps timed so far */
+    int64_t train_steps;
+    double eval_batch_s;       /* one evaluation batch (0: not measured yet) */
+    int64_t eval_batches;      /* in a full pass over the validation text */
+    int batch;                 /* windows of a training step */
+    int sample_n;              /* bytes the sample asks for */
+    int64_t final_stride;      /* the final evaluation's plan: every final_stride-th batch */
+} budget;
+
+static double per_step(const budget *b) { return b->train_steps ? b->train_s / (double)b->train_steps : 0; }
+
+/* One evaluation batch: as measured, else from the training speed (forward
+ * only: about a third of a step's work per window). */
+static double eval_batch_s(const budget *b) {
+    return b->eval_batch_s > 0 ? b->eval_batch_s : per_step(b) * EVAL_BATCH / (3.0 * b->batch);
+}
+
+static int64_t batches_at(const budget *b, int64_t stride) { return (b->eval_batches + stride - 1) / stride; }
+
+static double margin_s(const budget *b) { return 0.02 * b->seconds + 0.1; }
+
+/* The sample's share: a byte is a forward pass over one window (twice a
+ * batch's per-window cost: one window keeps the cores less busy). */
+static double sample_s(const budget *b) {
+    double want = b->sample_n * 2 * eval_batch_s(b) / EVAL_BATCH;
+    return want < 0.05 * b->seconds ? want : 0.05 * b->seconds;
+}
+
+/* Plan the final evaluation (every `stride`-th batch asked for; more apart
+ * to fit a quarter of the budget) and return the seconds the end of the
+ * run needs: that evaluation, the sample and the margin. */
+static double end_reserve(budget *b, int64_t stride) {
+    double per = eval_batch_s(b), cap = 0.25 * b->seconds;
+    b->final_stride = stride;
+    if (per > 0 && (double)batches_at(b, stride) * per > cap) {
+        int64_t fit = (int64_t)(cap / per);
+        b->final_stride = b->eval_batches / (fit > 1 ? fit : 1) + 1;
+        if (b->final_stride < stride) b->final_stride = stride;
+    }
+    return (double)batches_at(b, b->final_stride) * per + sample_s(b) + margin_s(b);
+}
+
 int main(int argc, char **argv) {
     /* The defaults are the 10-minute run on 2 cores (README: its figures). */
-    int steps = 0, minutes = 10, batch = 16, seq = 128, layers = 4, width = 96, heads = 4, threads = 0;
+    int steps = 0, batch = 16, seq = 128, layers = 4, width = 96, heads = 4, threads = 0;
     int warmup = 50, eval_every = 200, eval_subset = 16, save_every = 0, stop_at = 0, sample_n = 300, top_k = 40;
     float lr = 4e-3f, wd = 0.1f;
-    double temperature = 0.8;
+    double temperature = 0.8, minutes = 10;
     uint64_t seed = 1;
     bool final_subset = false;
     const char *optim = "adamw", *backend = "cpu", *data_dir = DATA_FORTUNES_DIR, *save = NULL, *resume = NULL,
                *prompt = "";
     args_opt opts[] = {
         {"steps", ARGS_INT, &steps, "N", "training steps (0: as many as fit in --minutes)", NULL, false},
-        {"minutes", ARGS_INT, &minutes, "M", "time budget of the whole run when --steps is 0", NULL, true},
+        {"minutes", ARGS_DOUBLE, &minutes, "M", "time budget of the whole run, evaluation and sample included, when "
+                                                "--steps is 0", NULL, true},
         {"batch", ARGS_INT, &batch, "N", "windows per step", NULL, true},
         {"seq", ARGS_INT, &seq, "T", "bytes per window (the model's context)", NULL, true},
         {"layers", ARGS_INT, &layers, "N", "transformer blocks", NULL, true},
@@ -261,12 +326,13 @@ int main(int argc, char **argv) {
         {"top-k", ARGS_INT, &top_k, "K", "sample among the K likeliest bytes (0: all)", NULL, false},
         {"data", ARGS_STRING, &data_dir, "DIR", "the fortunes files", NULL, false},
     };
+    const int nopts = (int)(sizeof opts / sizeof *opts);
     int r = args_parse("gpt", "Train a byte-level GPT on the fortunes text; report bits per byte; sample text.", opts,
-                       (int)(sizeof opts / sizeof *opts), argc, argv);
+                       nopts, argc, argv);
     if (r != ARGS_OK) return r == ARGS_HELP ? 0 : 2;
-    if (steps < 0 || warmup < 0 || eval_every < 0 || save_every < 0 || stop_at < 0 || sample_n < 0 || top_k < 0 ||
-        threads < 0 || width % heads)
-        return fprintf(stderr, "gpt: counts must be >= 0 and --heads must divide --width\n"), 2;
+    if (width % heads) return args_reject("gpt", opts, nopts, "heads", "a divisor of --width %d", width), 2;
+    if (steps && warmup > steps) return args_reject("gpt", opts, nopts, "warmup", "at most --steps %d", steps), 2;
+    if (save && !output_file("gpt", "--save", save)) return 2;
     if (threads && kiln_set_threads(threads))
         return fprintf(stderr, "gpt: --threads: %s\n", kiln_last_error()), 2;
     double t_start = progress_now();
@@ -333,8 +399,8 @@ int main(int argc, char **argv) {
         if (kiln_checkpoint_load(opt, resume)) die("loading the checkpoint");
         /* a skipped step (a non-finite gradient) still used its batch */
         step = kiln_optim_steps(opt) + kiln_optim_skipped_steps(opt);
-    } else if ((opt && kiln_optim_set_schedule(opt, &sched)) || (total && total < warmup)) {
-        die("setting the schedule (--steps must be at least --warmup)");
+    } else if (opt && kiln_optim_set_schedule(opt, &sched)) {
+        die("setting the schedule");
     }
     int64_t last = stop_at && stop_at < total ? stop_at : total;
 
@@ -346,16 +412,27 @@ int main(int argc, char **argv) {
            (long long)corpus.total_bytes, (long long)corpus.train.n, (long long)corpus.val.n);
     if (resume) printf("resuming %s at step %lld of %lld\n", resume, (long long)step, (long long)total);
 
+    /* A --minutes run ends by its deadline; other runs have none. */
+    budget bud = {.seconds = 60 * minutes, .deadline = sized_by_time ? t_start + 60 * minutes : INFINITY,
+                  .eval_batches = lm_eval_batches(&ev), .batch = batch, .sample_n = sample_n};
     /* The periodic estimates use every stride-th batch of the full pass: a
-     * fixed subset spread over every file of the validation text. */
-    int64_t stride = lm_eval_batches(&ev) / eval_subset;
+     * fixed subset spread over every file of the validation text. The first
+     * one, at step 0, takes at most a quarter of a budget; if it stops
+     * short, the later ones take as many batches. */
+    int64_t stride = bud.eval_batches / eval_subset;
     stride = stride < 1 ? 1 : stride;
-    double t_eval = 0; /* seconds one subset estimate takes */
     if (eval_every && !resume && me == 0) {
-        double t0 = progress_now(), loss = evaluate(&ev, stride);
-        t_eval = progress_now() - t0;
-        printf("step 0: validation %.3f bits/byte (subset)\n", loss / log(2));
+        int64_t done;
+        double t0 = progress_now(), loss = evaluate(&ev, stride, t_start + 0.25 * bud.seconds, &done);
+        bud.eval_batch_s = done ? (progress_now() - t0) / (double)done : 0;
+        printf("step 0: validation %.3f bits/byte (subset", loss / log(2));
+        if (done < batches_at(&bud, stride)) {
+            stride = bud.eval_batches / done + 1;
+            printf(" of %lld batches: the time budget", (long long)done);
+        }
+        printf(")\n");
     }
+    double t_subset = (double)batches_at(&bud, stride) * eval_batch_s(&bud); /* one periodic estimate */
 
     /* 4. Train. */
     /* the bar counts the steps of this session (a resumed run starts past 0) */
@@ -365,8 +442,10 @@ int main(int argc, char **argv) {
     snprintf(label, sizeof label, first ? "train from step %lld" : "train", (long long)first);
     progress_start(&pr, stdout, label, sized_by_time ? CALIBRATION_STEPS : last - first, "tok");
     data_text_sampler *sampler = NULL;
-    double t_train0 = progress_now(), budget = 60.0 * minutes, t_final_eval = 0;
+    double t_train0 = progress_now(), reserve = 0;
+    bool sized = !sized_by_time;
     while (step < last) {
+        double t_step = progress_now();
         /* step s's windows come from a generator seeded by (seed, s) */
         uint64_t draw = mix(seed * 0x100000001b3ull + (uint64_t)step) ^ (world > 1 ? mix((uint64_t)me + 1) : 0);
         sampler = data_text_sampler_new(&corpus.train, batch / world, seq, draw);
@@ -388,38 +467,49 @@ int main(int argc, char **argv) {
         if (s == KILN_ERR_NUMERIC) say("step %lld skipped: %s\n", (long long)step + 1, kiln_last_error());
         else if (s) die("optimizer step");
         step++;
+        if (step > first + 1) { /* the first step also plans and allocates: 5x the others */
+            bud.train_s += progress_now() - t_step;
+            bud.train_steps++;
+        }
+        if (sized_by_time) reserve = end_reserve(&bud, final_subset ? stride : 1);
+        bool out_of_time = step < last && progress_now() + per_step(&bud) + reserve > bud.deadline;
 
-        if (sized_by_time && step == CALIBRATION_STEPS) {
-            /* Size the run: what is left of the budget, less the final
-             * evaluation (a full pass), at this speed per step plus the
-             * periodic estimates. Eval batches are forward only: about a
-             * third of a training step's work per byte. */
-            double per_step = (progress_now() - t_train0) / CALIBRATION_STEPS;
-            double per_eval_batch = eval_every ? t_eval / (double)((lm_eval_batches(&ev) + stride - 1) / stride)
-                                               : per_step * EVAL_BATCH / (3.0 * batch);
-            t_final_eval = per_eval_batch * (double)(final_subset ? (lm_eval_batches(&ev) + stride - 1) / stride
-                                                                  : lm_eval_batches(&ev));
-            double left = budget - (progress_now() - t_start) - t_final_eval;
-            double per = per_step + (eval_every ? t_eval / eval_every : 0);
-            total = step + (int64_t)(left / per);
-            total = total < warmup ? warmup : total;
+        if (!sized && (step == CALIBRATION_STEPS || progress_now() - t_train0 > 0.1 * bud.seconds || out_of_time)) {
+            /* Size the run: what is left before the deadline, less the end's
+             * reserve, at this speed per step plus the periodic estimates. */
+            double left = bud.deadline - progress_now() - reserve;
+            double per = per_step(&bud) + (eval_every ? t_subset / eval_every : 0);
+            total = step + (left > 0 ? (int64_t)(left / per) : 0);
+            if (total < sched.warmup_steps) {
+                sched.warmup_steps = total / 10;
+                say("warmup cut to %lld steps: the budget fits %lld\n", (long long)sched.warmup_steps,
+                    (long long)total);
+            }
             last = stop_at && stop_at < total ? stop_at : total;
             sched.total_steps = total;
             if (kiln_optim_set_schedule(opt, &sched)) die("setting the schedule");
-            say("%.2f s per step: %lld steps fit in %d minutes\n", per_step, (long long)total, minutes);
+            int64_t fb = batches_at(&bud, bud.final_stride);
+            say("%.2f s per step: %lld steps fit in %g minutes, with the final evaluation (%lld batches, ~%.0f s) and "
+                "the sample\n",
+                per_step(&bud), (long long)total, minutes, (long long)fb, (double)fb * eval_batch_s(&bud));
             /* the bar again, now with its length, counting from the start */
             progress_start(&pr, stdout, label, last, "tok");
             pr.t0 = t_train0;
             pr.units = (double)(step - 1) * batch * seq;
+            sized = true;
         }
         progress_update(&pr, step - first, loss, (double)batch * seq);
 
-        if (eval_every && step % eval_every == 0 && step < last && me == 0)
-            say("step %lld: validation %.3f bits/byte (subset), lr %.2e\n", (long long)step,
-                evaluate(&ev, stride) / log(2), (double)kiln_optim_lr_at(opt, step));
+        if (eval_every && step % eval_every == 0 && step < last && me == 0) {
+            int64_t done;
+            double v = evaluate(&ev, stride, bud.deadline - reserve, &done);
+            say("step %lld: validation %.3f bits/byte (subset%s), lr %.2e\n", (long long)step, v / log(2),
+                done < batches_at(&bud, stride) ? ", cut short by the time budget" : "",
+                (double)kiln_optim_lr_at(opt, step));
+        }
         if (save && save_every && step % save_every == 0 && step < last && kiln_checkpoint_save(opt, save))
             die("saving the checkpoint");
-        if (sized_by_time && step >= CALIBRATION_STEPS && progress_now() - t_start > budget - t_final_eval) {
+        if (out_of_time || (step < last && progress_now() + per_step(&bud) + reserve > bud.deadline)) {
             say("the time budget is spent: stopping at step %lld of %lld\n", (long long)step, (long long)total);
             break;
         }
@@ -442,17 +532,25 @@ int main(int argc, char **argv) {
         }
     }
 #endif
-    /* 5. The held-out text, all of it: bits per byte. */
-    double t0 = progress_now(), val = evaluate(&ev, final_subset ? stride : 1);
+    /* 5. The held-out text, all of it (or what the budget leaves): bits per byte. */
+    int64_t final_stride = sized_by_time ? bud.final_stride : final_subset ? stride : 1, done;
+    double t0 = progress_now();
+    double val = evaluate(&ev, final_stride, bud.deadline - sample_s(&bud) - margin_s(&bud), &done);
+    char over[160];
+    if (final_stride == 1 && done == bud.eval_batches) snprintf(over, sizeof over, "all the validation text");
+    else if (final_stride == stride && done == batches_at(&bud, stride)) snprintf(over, sizeof over, "the subset");
+    else
+        snprintf(over, sizeof over, "%lld of its %lld batches, spread over it (the time budget)", (long long)done,
+                 (long long)bud.eval_batches);
     printf("validation: %.4f nats/byte = %.3f bits/byte over %s (%.0f s); trained %lld steps in %.1f min\n", val,
-           val / log(2), final_subset ? "the subset" : "all the validation text", progress_now() - t0, (long long)step,
-           t_train / 60);
+           val / log(2), over, progress_now() - t0, (long long)step, t_train / 60);
     optimizer_print_skips(opt);
 
     /* 6. Some text from the model. */
     if (sample_n) {
         printf("--- sample (temperature %g, top-k %d) ---\n", temperature, top_k);
-        sample(ctx, m, seq, prompt, sample_n, temperature, top_k, seed);
+        int got = sample(ctx, m, seq, prompt, sample_n, temperature, top_k, seed, bud.deadline - margin_s(&bud) / 2);
+        if (got < sample_n) printf("--- the time budget ended the sample after %d of %d bytes ---\n", got, sample_n);
     }
     /* on a shared machine the wall clock says little: the CPU time too */
     printf("total time: %.1f min, %.1f min of CPU time\n", (progress_now() - t_start) / 60, (double)clock() / CLOCKS_PER_SEC / 60);

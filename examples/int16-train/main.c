@@ -20,6 +20,7 @@
 #include "cnn.h"
 #include "data.h"
 #include "kiln.h"
+#include "output.h"
 #include "plot.h"
 #include "progress.h"
 
@@ -169,12 +170,14 @@ int main(int argc, char **argv) {
         {"data", ARGS_STRING, &s.data_dir, "DIR", "Fashion-MNIST's IDX files", NULL, false},
         {"plot", ARGS_STRING, &plot_path, "PATH", "the PNG of both accuracy curves (\"\": none)", NULL, false},
     };
+    const int nopts = (int)(sizeof opts / sizeof *opts);
     int r = args_parse("int16-train", "Train the Fashion-MNIST CNN in FP32 and in INT16 dynamic fixed point; compare.",
-                       opts, (int)(sizeof opts / sizeof *opts), argc, argv);
+                       opts, nopts, argc, argv);
     if (r != ARGS_OK) return r == ARGS_HELP ? 0 : 2;
-    if (s.wd < 0 || threads < 0 || s.limit < 0 || subset < 0 || layers > (int)CNN_DFP_ALL || !(s.warmup >= 0 && s.warmup < 1))
-        return fprintf(stderr, "int16-train: --wd, --threads, --limit, --subset must be >= 0, --layers in 1..15, "
-                               "--warmup in [0, 1)\n"), 2;
+    if (layers > (int)CNN_DFP_ALL)
+        return args_reject("int16-train", opts, nopts, "layers", "a mask in 1..%d", (int)CNN_DFP_ALL), 2;
+    if (s.warmup >= 1) return args_reject("int16-train", opts, nopts, "warmup", "a fraction in [0, 1)"), 2;
+    if (plot_path[0] && !output_file("int16-train", "--plot", plot_path)) return 2;
     s.subset = subset;
     if (threads && kiln_set_threads(threads))
         return fprintf(stderr, "int16-train: --threads: %s\n", kiln_last_error()), 2;
@@ -187,7 +190,9 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (take_subset(data_ctx, &g_train, s.subset)) return fail("taking the subset");
-    if (g_train.n < s.batch) return fprintf(stderr, "int16-train: fewer training images than --batch\n"), 2;
+    if (g_train.n < s.batch)
+        return args_reject("int16-train", opts, nopts, "batch", "at most the %lld training images",
+                           (long long)g_train.n), 2;
     data_fashion_standardize(&g_train);
     data_fashion_standardize(&g_test);
 

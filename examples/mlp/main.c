@@ -5,13 +5,14 @@
  * optimizer's update), then run it over shuffled batches, and measure the
  * accuracy on the test set with a second, forward-only graph.
  *
- *     make demo            (installs what is missing, builds, runs this)
+ *     build/examples/mlp --epochs 1
  *     build/examples/mlp --help
  *
  * The data come from the dataset-fashion-mnist package (scripts/deps.sh data).
  * With the defaults (2 epochs, batch 64, SGD with momentum 0.9 and a learning
  * rate falling from 0.05 to 0) it reaches about 88% test accuracy.
  */
+#include "args.h"
 #include "kiln.h"
 
 #include <math.h>
@@ -25,16 +26,6 @@
 #define HIDDEN 256
 #define CLASSES 10
 #define EVAL_BATCH 1000
-
-static const char *usage =
-    "usage: mlp [--data DIR] [--epochs N] [--lr X] [--batch N] [--seed N] [--threads N] [--backend NAME]\n"
-    "  --data DIR    Fashion-MNIST's four .gz files (default /usr/share/datasets/fashion-mnist)\n"
-    "  --epochs N    passes over the 60000 training images (default 2)\n"
-    "  --lr X        initial SGD learning rate, falling linearly to 0; momentum 0.9 (default 0.05)\n"
-    "  --batch N     images per step (default 64)\n"
-    "  --seed N      seed of the initial weights and the shuffling (default 1)\n"
-    "  --threads N   worker threads (default: $KILN_THREADS, else all cores)\n"
-    "  --backend B   cpu or vulkan (default cpu)\n";
 
 /* Every kiln call reports failure by value; kiln_last_error() says why. */
 static void die(const char *what) {
@@ -129,25 +120,21 @@ int main(int argc, char **argv) {
     int epochs = 2, batch = 64, threads = 0;
     float lr = 0.05f;
     uint64_t seed = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end = NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return fputs(usage, stdout), 0;
-        if (!v) return fprintf(stderr, "mlp: unknown or incomplete option '%s'\n%s", a, usage), 1;
-        i++;
-        if (!strcmp(a, "--data")) dir = v;
-        else if (!strcmp(a, "--epochs")) epochs = (int)strtol(v, &end, 10);
-        else if (!strcmp(a, "--lr")) lr = strtof(v, &end);
-        else if (!strcmp(a, "--batch")) batch = (int)strtol(v, &end, 10);
-        else if (!strcmp(a, "--seed")) seed = strtoull(v, &end, 10);
-        else if (!strcmp(a, "--threads")) threads = (int)strtol(v, &end, 10);
-        else if (!strcmp(a, "--backend")) backend = v;
-        else return fprintf(stderr, "mlp: unknown option '%s'\n%s", a, usage), 1;
-        if ((end && *end) || epochs < 1 || batch < 1 || threads < 0 || !(lr > 0))
-            return fprintf(stderr, "mlp: bad value '%s' for %s\n", v, a), 1;
-    }
+    args_opt opts[] = {
+        {"data", ARGS_STRING, &dir, "DIR", "Fashion-MNIST's four .gz files", NULL, false},
+        {"epochs", ARGS_INT, &epochs, "N", "passes over the 60000 training images", .positive = true},
+        {"lr", ARGS_FLOAT, &lr, "X", "initial SGD learning rate, falling linearly to 0; momentum 0.9",
+         .positive = true},
+        {"batch", ARGS_INT, &batch, "N", "images per step", .positive = true},
+        {"seed", ARGS_U64, &seed, "N", "seed of the initial weights and the shuffling", NULL, false},
+        {"threads", ARGS_INT, &threads, "N", "worker threads (0: $KILN_THREADS, else all cores)", NULL, false},
+        {"backend", ARGS_CHOICE, &backend, "B", "where the graphs run", .choices = "cpu|vulkan"},
+    };
+    int r = args_parse("mlp", "Train a 784-256-256-10 MLP on Fashion-MNIST with SGD.", opts,
+                       (int)(sizeof opts / sizeof *opts), argc, argv);
+    if (r != ARGS_OK) return r == ARGS_HELP ? 0 : 2;
     if (threads && kiln_set_threads(threads))
-        return fprintf(stderr, "mlp: --threads: %s\n", kiln_last_error()), 1;
+        return fprintf(stderr, "mlp: --threads: %s\n", kiln_last_error()), 2;
 
     /* 1. A context owns every tensor, graph and optimizer made in it. */
     kiln_ctx *ctx = kiln_ctx_new();
@@ -165,7 +152,8 @@ int main(int argc, char **argv) {
         kiln_tensor_numel(train_y) != n_train || kiln_tensor_numel(test_y) != n_test)
         return fprintf(stderr, "mlp: the data are not 28x28 images with one label each\n"), 1;
     if (batch > n_train)
-        return fprintf(stderr, "mlp: --batch %d is more than the %lld training images\n", batch, (long long)n_train), 1;
+        return fprintf(stderr, "mlp: bad value %d for --batch (expected at most the %lld training images)\n", batch,
+                       (long long)n_train), 2;
     float *train_img = kiln_tensor_data(train_x), *test_img = kiln_tensor_data(test_x);
     /* Standardize the pixels with the training set's mean and standard
      * deviation (0.286 and 0.353, as torchvision's Normalize would): inputs

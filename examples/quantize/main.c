@@ -40,6 +40,7 @@
 #include "kiln.h"
 #include "llama_quant.h"
 #include "lm_eval.h"
+#include "output.h"
 #include "progress.h"
 #include "quantize.h"
 
@@ -208,15 +209,39 @@ int main(int argc, char **argv) {
         {"seed", ARGS_U64, &seed, "N", "seed of --random and of the calibration windows", NULL, false},
         {"threads", ARGS_INT, &threads, "N", "worker threads (0: $KILN_THREADS, else all cores)", NULL, false},
     };
+    const int nopts = (int)(sizeof opts / sizeof opts[0]);
     int r = args_parse("quantize",
                        "Convert a trained byte-level model to f32, q8_0, nf4, nf4_dq, RTN and GPTQ at 4, 3, 2 bits; "
                        "print bits per weight, file size and validation bits per byte.",
-                       opts, (int)(sizeof opts / sizeof opts[0]), argc, argv);
+                       opts, nopts, argc, argv);
     if (r != ARGS_OK) return r == ARGS_HELP ? 0 : 2;
-    if (group < 0 || subset < 0 || threads < 0 || calib_n % calib_batch || !(damp >= 0)) {
-        fprintf(stderr, "quantize: --group, --eval-subset, --threads, --damp must be >= 0 and --calib-batch divide "
-                        "--calib\n");
-        return 2;
+    if (calib_n % calib_batch)
+        return args_reject("quantize", opts, nopts, "calib-batch", "a divisor of --calib %d", calib_n), 2;
+    if (!output_dir("quantize", "--out", out_dir)) return 2;
+    kiln_gptq_config cfg = kiln_gptq_defaults();
+    cfg.group_size = group, cfg.sym = sym, cfg.act_order = act_order, cfg.percdamp = damp;
+    format f[16];
+    int nf = 0;
+    add(f, &nf, only, "f32", FMT_F32, KILN_F32, 0);
+    add(f, &nf, only, "q8_0", FMT_BLOCK, KILN_Q8_0, 0);
+    add(f, &nf, only, "nf4", FMT_BLOCK, KILN_NF4, 0);
+    add(f, &nf, only, "nf4_dq", FMT_BLOCK, KILN_NF4_DQ, 0);
+    for (int b = 4; b >= 2; b--) {
+        char name[24];
+        snprintf(name, sizeof name, "rtn-%d", b);
+        add(f, &nf, only, name, FMT_RTN, KILN_F32, b);
+        snprintf(name, sizeof name, "gptq-%d", b);
+        add(f, &nf, only, name, FMT_GPTQ, KILN_F32, b);
+    }
+    /* every name --only lists is one of them */
+    for (const char *p = only; p && (*p || p == only);) {
+        size_t len = strcspn(p, ",");
+        bool known = false;
+        for (int i = 0; i < nf; i++) known |= strlen(f[i].name) == len && !strncmp(f[i].name, p, len);
+        if (!known)
+            return fprintf(stderr, "quantize: bad value '%.*s' in --only (expected names among f32, q8_0, nf4, nf4_dq, "
+                                   "rtn-4, gptq-4, rtn-3, gptq-3, rtn-2, gptq-2)\n", (int)len, p), 2;
+        p += len + (p[len] == ',');
     }
     if (threads && kiln_set_threads(threads))
         return fprintf(stderr, "quantize: --threads: %s\n", kiln_last_error()), 2;
@@ -249,21 +274,6 @@ int main(int argc, char **argv) {
     data_text_sampler_free(smp);
     const int32_t *calib = kiln_tensor_data(cx);
 
-    kiln_gptq_config cfg = kiln_gptq_defaults();
-    cfg.group_size = group, cfg.sym = sym, cfg.act_order = act_order, cfg.percdamp = damp;
-    format f[16];
-    int nf = 0;
-    add(f, &nf, only, "f32", FMT_F32, KILN_F32, 0);
-    add(f, &nf, only, "q8_0", FMT_BLOCK, KILN_Q8_0, 0);
-    add(f, &nf, only, "nf4", FMT_BLOCK, KILN_NF4, 0);
-    add(f, &nf, only, "nf4_dq", FMT_BLOCK, KILN_NF4_DQ, 0);
-    for (int b = 4; b >= 2; b--) {
-        char name[24];
-        snprintf(name, sizeof name, "rtn-%d", b);
-        add(f, &nf, only, name, FMT_RTN, KILN_F32, b);
-        snprintf(name, sizeof name, "gptq-%d", b);
-        add(f, &nf, only, name, FMT_GPTQ, KILN_F32, b);
-    }
     printf("validation: %s of %lld bytes; GPTQ/RTN group %d%s%s, damp %g; GPTQ calibration %d x %lld bytes\n",
            subset ? "a subset" : "all", (long long)corpus.val.n, group, sym ? ", symmetric" : "",
            act_order ? ", act-order" : "", (double)damp, calib_n, (long long)seq);

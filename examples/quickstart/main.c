@@ -25,6 +25,7 @@
 #include "cnn.h"
 #include "data.h"
 #include "kiln.h"
+#include "output.h"
 #include "progress.h"
 
 #include <math.h>
@@ -60,11 +61,13 @@ int main(int argc, char **argv) {
         {"save", ARGS_STRING, &save, "PATH", "where the trained weights go (safetensors)", NULL, false},
         {"limit", ARGS_INT, &limit, "N", "at most N training and N test batches per epoch (0: all; quick checks)", NULL, false},
     };
-    int r = args_parse("quickstart", "Train a CNN on Fashion-MNIST with AdamW, save and reload it.", opts,
-                       (int)(sizeof opts / sizeof *opts), argc, argv);
+    const int nopts = (int)(sizeof opts / sizeof *opts);
+    int r = args_parse("quickstart", "Train a CNN on Fashion-MNIST with AdamW, save and reload it.", opts, nopts, argc,
+                       argv);
     if (r != ARGS_OK) return r == ARGS_HELP ? 0 : 2;
-    if (threads < 0 || limit < 0 || !(warmup >= 0 && warmup < 1))
-        return fprintf(stderr, "quickstart: --threads and --limit must be >= 0, --warmup in [0, 1)\n"), 2;
+    if (warmup >= 1) return args_reject("quickstart", opts, nopts, "warmup", "a fraction in [0, 1)"), 2;
+    /* where the weights go is checked now, not after the training */
+    if (!output_file("quickstart", "--save", save)) return 2;
     if (threads && kiln_set_threads(threads))
         return fprintf(stderr, "quickstart: --threads: %s\n", kiln_last_error()), 2;
 

@@ -2,8 +2,16 @@
 #include <kiln.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc > 1) { /* no options: --help says so, anything else is an error */
+        int help = !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h");
+        if (!help) fprintf(stderr, "sine: unknown option '%s'\n", argv[1]);
+        fputs("usage: sine\nA 1-64-1 network learns sin(x) from 256 points with SGD; it takes no options.\n",
+              help ? stdout : stderr);
+        return help ? 0 : 2;
+    }
     kiln_ctx *ctx = kiln_ctx_new();
     /* data: 256 points of y = sin(x), written straight into the leaves */
     kiln_tensor *x = kiln_new_2d(ctx, KILN_F32, 256, 1), *y = kiln_new_2d(ctx, KILN_F32, 256, 1);
