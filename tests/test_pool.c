@@ -9,6 +9,7 @@
 #include "kt.h"
 #include "../core/pool.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -112,6 +113,9 @@ static bool child_threads_work(void) {
     const pid_t pid = fork();
     if (pid < 0) return false;
     if (!pid) {
+        /* qemu's abort message would read as a failure in the log */
+        const int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) dup2(null, 2);
         pthread_t t;
         _exit(pthread_create(&t, NULL, nothing, NULL) || pthread_join(t, NULL) ? 1 : 0);
     }
