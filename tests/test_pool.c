@@ -115,7 +115,7 @@ static bool child_threads_work(void) {
     if (!pid) {
         /* qemu's abort message would read as a failure in the log */
         const int null = open("/dev/null", O_WRONLY);
-        if (null >= 0) dup2(null, 2);
+        if (null >= 0) dup2(null, 1), dup2(null, 2);
         pthread_t t;
         _exit(pthread_create(&t, NULL, nothing, NULL) || pthread_join(t, NULL) ? 1 : 0);
     }
