@@ -138,7 +138,7 @@ int main(int argc, char **argv) {
 
     /* 1. A context owns every tensor, graph and optimizer made in it. */
     kiln_ctx *ctx = kiln_ctx_new();
-    if (!ctx) die("kiln_ctx_new");
+    if (!ctx) die("making a context");
     /* Every graph of the context (the optimizer's step too) runs on this
      * backend; tensors get a device copy when a graph first uses them. */
     kiln_backend *be = kiln_backend_get(backend);

@@ -13,6 +13,10 @@ int main(int argc, char **argv) {
         return help ? 0 : 2;
     }
     kiln_ctx *ctx = kiln_ctx_new();
+    if (!ctx) { /* e.g. a $KILN_SIMD that names no level */
+        fprintf(stderr, "%s\n", kiln_last_error());
+        return 1;
+    }
     /* data: 256 points of y = sin(x), written straight into the leaves */
     kiln_tensor *x = kiln_new_2d(ctx, KILN_F32, 256, 1), *y = kiln_new_2d(ctx, KILN_F32, 256, 1);
     float *xv = kiln_tensor_data(x), *yv = kiln_tensor_data(y);
