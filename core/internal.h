@@ -343,7 +343,6 @@ void kiln__ops_register_matmul(kiln_op_info *tab);
 void kiln__ops_register_rows(kiln_op_info *tab);
 void kiln__ops_register_nn(kiln_op_info *tab);
 void kiln__ops_register_conv(kiln_op_info *tab);
-void kiln__ops_register_optim(kiln_op_info *tab);
 void kiln__ops_register_quant(kiln_op_info *tab);
 void kiln__ops_register_dfp(kiln_op_info *tab);
 /* x [..., k] f32 . W^T, W quantized contiguous [n, k] (ops/quant.c);

@@ -4,7 +4,6 @@
  * constants: DEQUANTIZE has no backward rule, and a quantized leaf cannot
  * require grad (kiln__is_float is false for it). */
 #include "backend.h"
-#include "../quant/quant.h"
 #include "pool.h"
 
 #include <string.h>

@@ -6,14 +6,18 @@
 #include "backend.h"
 
 #include <math.h>
+#include <pthread.h>
 
-void kiln__ops_register_optim(kiln_op_info *tab) {
-    kiln__sgd_register(tab);
-    kiln__adam_register(tab);
-    kiln__lion_register(tab);
-    kiln__galore_register(tab);
-    kiln__apollo_register(tab);
-    kiln__opt8bit_register(tab);
+/* The step ops' rows of the op table, filled by the optimizers themselves
+ * when the first one is made (no step node exists before): the op
+ * registry (ops/) knows no optimizer. */
+static void register_step_ops(void) {
+    kiln__sgd_register(kiln__op_table);
+    kiln__adam_register(kiln__op_table);
+    kiln__lion_register(kiln__op_table);
+    kiln__galore_register(kiln__op_table);
+    kiln__apollo_register(kiln__op_table);
+    kiln__opt8bit_register(kiln__op_table);
 }
 
 /* One parameter: a float leaf of ctx with a gradient, not seen before. */
@@ -43,6 +47,8 @@ static kiln_status check_param(kiln_ctx *ctx, const char *who, kiln_tensor *cons
 kiln_optim *kiln__optim_new(kiln_ctx *ctx, const char *who, const kiln_optim_impl *impl, kiln_tensor *const *params,
                             int n, float lr) {
     if (!ctx) return kiln__err(KILN_ERR_ARG, "%s: ctx is NULL", who);
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, register_step_ops);
     if (!params) {
         params = ctx->params;
         n = ctx->n_params;

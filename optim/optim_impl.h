@@ -14,7 +14,7 @@
  * number of hyperparameters, prepare), a constructor that validates its
  * config, calls kiln__optim_new() and adds one step node per parameter with
  * kiln__optim_step_node(), and a kiln__<name>_register() for its op row,
- * called from kiln__ops_register_optim() in optim.c.
+ * called when the first optimizer is made (optim.c).
  */
 #ifndef KILN_OPTIM_IMPL_H
 #define KILN_OPTIM_IMPL_H
@@ -124,7 +124,7 @@ kiln_tensor *kiln__optim_state_shaped(kiln_optim *opt, kiln_tensor *p, kiln_dtyp
  * graph. Returns the node (its ip/fp are the caller's to fill) or NULL. */
 kiln_tensor *kiln__optim_step_node(kiln_optim *opt, int i, kiln_op op, int nsrc, kiln_tensor *const *srcs);
 
-/* Op-table rows of each optimizer's step op (called by kiln__ops_register_optim). */
+/* Op-table rows of each optimizer's step op (called when the first optimizer is made, optim.c). */
 void kiln__sgd_register(kiln_op_info *tab);
 void kiln__adam_register(kiln_op_info *tab);
 void kiln__lion_register(kiln_op_info *tab);
