@@ -57,7 +57,7 @@ void bench_vulkan(const bench_opts *o);
 void bench_optim(const bench_opts *o);
 void bench_quant(const bench_opts *o);
 void bench_generate(const bench_opts *o);
-void bench_dfp(const bench_opts *o); /* bench/dfp.c: DFP GEMM vs f32 GEMM */
+void bench_dfp(const bench_opts *o); /* bench/int16.c: DFP GEMM vs f32 GEMM */
 
 /* Training steps/s (or tokens/s: *unit says) of model "mlp", "cnn" or "gpt"
  * on backend b (NULL: CPU), measured for about budget_s times the model's

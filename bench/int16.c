@@ -1,5 +1,6 @@
-/* dfp.c — the DFP GEMM (backends/cpu/gemm_dfp.h) against f32 GEMM of the
- * same shape in the same run: GOP/s (2 m n k per call) of kiln__gemm_dfp on
+/* int16.c — `kiln_bench --only dfp`, INT16 dynamic fixed point (quant/dfp.h):
+ * the DFP GEMM (backends/cpu/gemm_dfp.h) against f32 GEMM of the same shape
+ * in the same run: GOP/s (2 m n k per call) of kiln__gemm_dfp on
  * 14-bit operands (the DFP ops' precision: chunks of 32 k), of the same
  * with the f32 -> DFP quantization of both operands counted in, of kiln's
  * f32 sgemm (kiln__sgemm: OpenBLAS in a BLAS build) and kiln's own f32
