@@ -94,7 +94,7 @@ static inline void *kiln__cu_ptr(const kiln_tensor *t) { return (char *)t->dbuf-
 /* cu_kernels.h's code for dtype t, -1 when the kernels do not take it. */
 int kiln__cu_dtype(kiln_dtype t);
 /* The walk of t's (contiguous) output over its first nsrc (<= 3) sources,
- * broadcast and coalesced as the CPU's (backends/cpu/bcast.h). */
+ * broadcast and coalesced as the CPU's (core/bcast.h). */
 cu_walk kiln__cu_walk(const kiln_tensor *t, int nsrc);
 /* The walk of t's own elements in row-major order, through its strides. */
 cu_walk kiln__cu_walk_self(const kiln_tensor *t);

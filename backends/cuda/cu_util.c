@@ -2,7 +2,7 @@
  * and the broadcast walks handed to the kernels (cu_kernels.h). */
 #include "cu.h"
 
-#include "../cpu/bcast.h"
+#include "bcast.h"
 
 int kiln__cu_dtype(kiln_dtype t) {
     switch (t) {

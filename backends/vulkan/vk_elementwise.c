@@ -5,7 +5,7 @@
  *
  * Sources may be any strided view: the host aligns each source's strides
  * to the contiguous output (0 on broadcast dims) and merges the dims every
- * source walks as one, as the CPU kernels do (backends/cpu/bcast.h), so
+ * source walks as one, as the CPU kernels do (core/bcast.h), so
  * the shader turns a flat output index into each source's offset. f64 and
  * anything else stays on the CPU.
  *
@@ -21,7 +21,7 @@
  * changes a bit. */
 #include "vk.h"
 
-#include "../cpu/bcast.h"
+#include "bcast.h"
 
 #include <math.h>
 #include <stdio.h>

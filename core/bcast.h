@@ -1,9 +1,10 @@
 /* bcast.h — walking a contiguous output row by row while reading up to
  * three sources through their own strides, aligned at the last axis
- * (NumPy broadcasting: a stretched dim reads with stride 0). Used by the
- * element-wise and reduce kernels. */
-#ifndef KILN_CPU_BCAST_H
-#define KILN_CPU_BCAST_H
+ * (NumPy broadcasting: a stretched dim reads with stride 0). Shared by
+ * the backends: the CPU's element-wise and reduce kernels walk it, Vulkan
+ * and CUDA hand the coalesced walk to their shaders. */
+#ifndef KILN_BCAST_H
+#define KILN_BCAST_H
 
 #include "internal.h"
 
