@@ -39,7 +39,7 @@
  * kiln_adamw8bit's step (8-bit from 4096 f32 elements, as there).
  */
 #include "optim_impl.h"
-#include "dynamic_map.h"
+#include "../quant/dynamic_map.h"
 
 #include <math.h>
 

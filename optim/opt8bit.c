@@ -1,6 +1,6 @@
 /* opt8bit.c — block-wise 8-bit Adam, AdamW, Lion and SGD with momentum, as
  * bitsandbytes' 8-bit optimizers (Dettmers et al.): the constructors and
- * op rows. The quantization is optim/dynamic_map.h's; the kernels are in
+ * op rows. The quantization is quant/dynamic_map.h's; the kernels are in
  * backends/cpu/optim_8bit.c and backends/vulkan/vk_optim_8bit.c.
  *
  * Each state of a parameter of n >= 4096 f32 elements is two leaves:
@@ -37,7 +37,7 @@
  * dampening and nesterov (bitsandbytes has neither).
  */
 #include "optim_impl.h"
-#include "dynamic_map.h"
+#include "../quant/dynamic_map.h"
 
 #include <math.h>
 

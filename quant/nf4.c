@@ -76,7 +76,7 @@ void kiln__dequantize_nf4_ref(const void *blocks, float *y, int64_t n) {
 
 /* ---- double quantization ---- */
 
-#include "../optim/dynamic_map.h"
+#include "dynamic_map.h"
 
 #include <pthread.h>
 

@@ -1,10 +1,10 @@
 /* test_dynamic_map.c — the 8-bit optimizers' dynamic maps and block-wise
- * quantization (optim/dynamic_map.h): the maps against a double-precision
+ * quantization (quant/dynamic_map.h): the maps against a double-precision
  * construction, bitsandbytes' nearest-code and tie rule against brute force,
  * round-trip error bounds, zero, partial and non-finite blocks.
  */
 #include "kt.h"
-#include "../optim/dynamic_map.h"
+#include "../quant/dynamic_map.h"
 
 #include <float.h>
 #include <stdint.h>

@@ -15,7 +15,7 @@
  * constructors' KILN_ERR_UNSUPPORTED is tested there. */
 #include "kt.h"
 #include "../optim/optim_impl.h"
-#include "../optim/dynamic_map.h"
+#include "../quant/dynamic_map.h"
 #include "kt_device.h"
 
 #include <stdlib.h>

@@ -14,7 +14,7 @@
 #include "../backends/cpu/cpu_features.h"
 #include "../backends/cpu/optim_8bit.h"
 #include "../optim/optim_impl.h"
-#include "../optim/dynamic_map.h"
+#include "../quant/dynamic_map.h"
 
 #include <stdlib.h>
 #include <string.h>

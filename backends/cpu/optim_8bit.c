@@ -3,7 +3,7 @@
  * block is dequantized into f32 on the stack, updated as the 32-bit kernels
  * update (backends/cpu/optim.c, same operation order), then requantized
  * with a fresh absmax through the table coder (codes identical to
- * optim/dynamic_map.h's nearest-code rule). Elements with a non-finite
+ * quant/dynamic_map.h's nearest-code rule). Elements with a non-finite
  * gradient are skipped. f32 parameters only (others keep 32-bit state).
  * Full blocks go through the AVX-512 kernels (optim_8bit_avx512.c) where
  * the CPU has them, the same bits as this file's scalar loops. */

@@ -5,7 +5,7 @@
 #ifndef KILN_CPU_OPTIM_8BIT_H
 #define KILN_CPU_OPTIM_8BIT_H
 
-#include "../../optim/dynamic_map.h"
+#include "../../quant/dynamic_map.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -17,7 +17,7 @@
 #include "backend.h"
 #include "gemm.h"
 #include "pool.h"
-#include "../../optim/dynamic_map.h"
+#include "../../quant/dynamic_map.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -11,7 +11,7 @@
  * operand of another one to the CPU. */
 #include "cu.h"
 
-#include "../../optim/dynamic_map.h"
+#include "../../quant/dynamic_map.h"
 #include "../../quant/quant.h"
 
 /* The block dtype's kernels can run: NF4_DQ's map on the device. One

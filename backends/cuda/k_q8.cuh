@@ -1,5 +1,5 @@
 // k_q8.cuh — the 8-bit optimizer states' block coder shared by k_optim.cu
-// and k_optim_lowrank.cu (optim/dynamic_map.h): a state is map[code] *
+// and k_optim_lowrank.cu (quant/dynamic_map.h): a state is map[code] *
 // absmax per block of 256; requantizing takes the block's max |x| as its
 // absmax and codes x / absmax as the count of the f32 midpoint thresholds
 // (map[k] + map[k+1]) * 0.5 at or below it (the CPU's table coder, the

@@ -23,7 +23,7 @@ __constant__ float nf4_table[16] = {
     0.24611230194568634f, 0.33791524171829224f, 0.44070982933044434f, 0.5626170039176941f,
     0.7229568362236023f, 1.0f};
 
-// NF4_DQ's absmax codes index the signed dynamic map (optim/dynamic_map.h),
+// NF4_DQ's absmax codes index the signed dynamic map (quant/dynamic_map.h),
 // copied here once (kiln__cu_nf4_dq_map) before the first NF4_DQ kernel.
 __device__ float dq_map[256];
 

@@ -15,7 +15,7 @@
  * with the dequantized W up to the order of the additions (x is never
  * rounded to int8, unlike the CPU's batch-1 path for Q8_0/Q4_0/GQ). */
 #include "vk.h"
-#include "../../optim/dynamic_map.h"
+#include "../../quant/dynamic_map.h"
 
 typedef struct vk_qtype {
     const char *dq, *rows;      /* shader names: dequantize, get_rows */

@@ -3,7 +3,7 @@
 // optim/opt8bit.c): one workgroup of 256 invocations per block of 256
 // elements, Q8_STATES (1 or 2) states per element. Dequantize is
 // s_map[code] * absmax. Requantize gives the CPU's bits
-// (optim/dynamic_map.c's table coder): absmax by a shared-memory max
+// (quant/dynamic_map.c's table coder): absmax by a shared-memory max
 // reduction, then each code as the count of the f32 midpoint thresholds
 // (map[k] + map[k+1]) * 0.5 at or below x / absmax (found by bisection over
 // the maps held in shared memory), which is the CPU's count. Codes are bytes

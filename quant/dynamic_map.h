@@ -1,6 +1,8 @@
 /* dynamic_map.h — block-wise 8-bit quantization with the dynamic maps of
  * bitsandbytes' 8-bit optimizers (Dettmers et al., "8-bit Optimizers via
- * Block-wise Quantization"); internal to kiln, for 8-bit optimizer state.
+ * Block-wise Quantization"); internal to kiln. A format: the 8-bit
+ * optimizers' states (optim/opt8bit.c, optim/galore.c) and NF4_DQ's absmax
+ * values (quant/nf4.c) are stored in it, and every backend's kernels read it.
  *
  * A state tensor of n f32 values is stored as n one-byte codes plus one f32
  * absmax per block of KILN__QBLOCK (256) consecutive elements (the last
