@@ -51,37 +51,6 @@ struct kiln_backend {
     int64_t validation_messages;
 };
 
-/* The low-rank steps' geometry, for every backend: src[0] the parameter
- * [m, n]; R = G P^T [m, r] when m >= n ("right"), else R = P^T G [r, n].
- * GALORE(8)_STEP: P is src[2] ([r, n] or [m, r]), R's element count. */
-static inline int64_t kiln__galore_state_numel(const kiln_tensor *t) {
-    const kiln_tensor *p = t->src[0], *proj = t->src[2];
-    bool right = p->shape[0] >= p->shape[1];
-    return (right ? p->shape[0] : p->shape[1]) * (right ? proj->shape[0] : proj->shape[1]);
-}
-
-/* APOLLO_STEP (rank ip[0]): the projector's elements np, R's nr, its rows
- * and the channels nch (R's rows when right, else its columns). */
-typedef struct kiln_apollo_dims {
-    int64_t m, n, rank, np, nr, nch, rows;
-    bool right;
-} kiln_apollo_dims;
-
-static inline kiln_apollo_dims kiln__apollo_dims(const kiln_tensor *t) {
-    kiln_apollo_dims d = {.m = t->src[0]->shape[0], .n = t->src[0]->shape[1], .rank = t->ip[0]};
-    d.right = d.m >= d.n;
-    d.np = d.right ? d.rank * d.n : d.m * d.rank;
-    d.nr = d.right ? d.m * d.rank : d.rank * d.n;
-    d.nch = d.right ? d.m : d.n;
-    d.rows = d.right ? d.m : d.rank;
-    return d;
-}
-
-/* GaLore's refresh on a device backend: G downloaded, the CPU's SVD
- * (kiln__galore_refresh), P uploaded; t is the GALORE(8)_STEP node
- * (backends/cpu/optim_galore.c; Vulkan and CUDA call it). */
-kiln_status kiln__galore_refresh_device(kiln_backend *b, const kiln_tensor *t, const char *who);
-
 /* The CPU backend (never NULL). */
 kiln_backend *kiln__backend_cpu(void);
 static inline bool kiln__is_device(const kiln_backend *b) { return b && b->vt; }

@@ -386,11 +386,6 @@ void kiln__cpu_register_nn(kiln_cpu_kernel *tab);
 void kiln__cpu_register_conv(kiln_cpu_kernel *tab);
 void kiln__cpu_register_optim(kiln_cpu_kernel *tab);
 void kiln__cpu_register_optim_galore(kiln_cpu_kernel *tab);
-/* GaLore's projector from the SVD of g [m, n] (f32, row-major) into proj:
- * Vh[:r] [r, n] when m >= n, else U[:, :r] [m, r] (backends/cpu/optim_galore.c;
- * the Vulkan kernels call it too). Fails on a non-finite g, and with
- * KILN_ERR_UNSUPPORTED in a build without LAPACK. */
-kiln_status kiln__galore_refresh(const char *who, const float *g, int64_t m, int64_t n, int64_t r, float *proj);
 void kiln__cpu_register_optim_apollo(kiln_cpu_kernel *tab);
 void kiln__cpu_register_optim8bit(kiln_cpu_kernel *tab);
 void kiln__cpu_register_quant(kiln_cpu_kernel *tab);

@@ -8,10 +8,10 @@
  *          m >= n, else [rank, n]), prev_norm (f64 [1]: the last update's
  *          norm), hyper
  *     ip[0] = rank, ip[1] = update_gap, ip[2] = t (1 first), ip[3] = mini,
- *     ip[4] = the parameter's seed (apollo.h); fp[0] = scale
+ *     ip[4] = the parameter's seed (core/lowrank.h); fp[0] = scale
  *   any other p: KILN_OP_ADAM_STEP as kiln_adamw (decoupled, no amsgrad).
  * Per step of a matrix, following apollo_torch (t the step number):
- *   P refreshed when (t - 1) % update_gap == 0   (apollo.h)
+ *   P refreshed when (t - 1) % update_gap == 0   (core/lowrank.h)
  *   R = G P^T or P^T G
  *   m = b1 m + (1 - b1) R,  v = b2 v + (1 - b2) R^2
  *   Rt = m / (sqrt(v) + eps)                    (moments not bias-corrected
@@ -34,39 +34,11 @@
  *   p -= lr * sqrt(1 - b2^t) / (1 - b1^t) * u
  */
 #include "optim_impl.h"
-#include "apollo.h"
-#include "pool.h"
+#include "lowrank.h"
 
 #include <math.h>
 
 enum { AP_LR, AP_BETA1, AP_BETA2, AP_EPS, AP_WEIGHT_DECAY, AP_N_HYPER };
-
-uint64_t kiln__apollo_param_seed(uint64_t seed, int index) {
-    return kiln__hash64(seed ^ kiln__hash64((uint64_t)index + 1));
-}
-
-uint64_t kiln__apollo_proj_seed(uint64_t param_seed, int64_t refresh) {
-    uint64_t s = param_seed;
-    for (int64_t k = 0; k < refresh; k++) s = kiln__hash64(s);
-    return s;
-}
-
-typedef struct projector_job {
-    float *P;
-    uint64_t seed;
-    double inv;
-} projector_job;
-
-static void projector_range(void *arg, int64_t j0, int64_t j1, int tid) {
-    const projector_job *p = arg;
-    (void)tid;
-    for (int64_t j = j0; j < j1; j++) p->P[j] = (float)(kiln__normal(p->seed, (uint64_t)j) * p->inv);
-}
-
-void kiln__apollo_projector(float *P, int64_t n, uint64_t proj_seed, int rank, int n_threads) {
-    projector_job p = {P, proj_seed, 1.0 / sqrt((double)rank)};
-    kiln__pool_for(n, 4096, n > 16384 ? n_threads : 1, projector_range, &p);
-}
 
 static void apollo_prepare(kiln_optim *opt, float *hyper) {
     const kiln_apollo_config *cfg = opt->cfg;

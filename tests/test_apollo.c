@@ -6,7 +6,7 @@
  * size (APOLLO-Mini's O(m + n)); the defaults and config errors. */
 #include "kt.h"
 #include "../optim/optim_impl.h"
-#include "../optim/apollo.h"
+#include "../core/lowrank.h"
 
 #include <stdlib.h>
 

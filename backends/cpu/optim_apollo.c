@@ -3,11 +3,9 @@
  * the gradient with the CPU GEMM, step the low-rank Adam moments, and scale
  * the raw gradient by the ratio of norms, limited in growth. Norms are
  * summed in double. */
-#include "internal.h"
-#include "backend.h"
+#include "lowrank.h"
 #include "pool.h"
 #include "gemm.h"
-#include "../../optim/apollo.h"
 
 #include <math.h>
 #include <stdlib.h>

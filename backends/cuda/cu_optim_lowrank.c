@@ -9,7 +9,7 @@
  * k_optim_lowrank.cu.
  *
  * GaLore: on a refresh step (ip[1]) the record function downloads G, runs
- * the CPU kernel's SVD (kiln__galore_refresh: LAPACK, once every
+ * the host's SVD (kiln__galore_refresh, core/lowrank.c: LAPACK, once every
  * update_gap steps; a device SVD would be a project of its own) and
  * uploads P; every step then queues
  *   R = G P^T or P^T G                     (cuBLAS, into scratch)
@@ -24,7 +24,7 @@
  * cuBLAS, the moments and per-channel sums (double), the factors and the
  * norm-growth limiter on prev_norm (an f64 leaf), the update of p. */
 #include "cu.h"
-#include "../../optim/apollo.h"
+#include "lowrank.h"
 
 #include <limits.h>
 #include <math.h>

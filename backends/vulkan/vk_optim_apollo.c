@@ -14,7 +14,7 @@
  * shaderFloat64 (kiln__vk_caps()->f64); without it the node stays on the
  * CPU. 64-bit integers are uint pairs (no shaderInt64 needed). */
 #include "vk.h"
-#include "../../optim/apollo.h"
+#include "lowrank.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,10 +1,10 @@
 /* vk_optim_galore.c — GaLore's steps (KILN_OP_GALORE_STEP and
  * KILN_OP_GALORE8_STEP, layouts in optim/galore.c) on the Vulkan backend.
  *
- * The SVD stays on the CPU (LAPACK's sgesdd, as the CPU kernel: a device
+ * The SVD stays on the host (LAPACK's sgesdd, as the CPU kernel: a device
  * SVD would be a project of its own, and it runs once every update_gap
  * steps): on a refresh step the record function flushes the recorded work,
- * downloads G, runs the CPU kernel's kiln__galore_refresh and uploads P
+ * downloads G, runs core's kiln__galore_refresh (core/lowrank.c) and uploads P
  * into the command stream. Every step then records, with R in scratch:
  *   opt_galore_proj   R = G P^T or P^T G
  *   opt_galore_adam   Adam on R with f32 moments (R becomes N), or
@@ -15,7 +15,7 @@
  * not bit for bit. */
 #include "vk.h"
 #include "vk_runtime.h"
-#include "internal.h"
+#include "lowrank.h"
 
 #include <stdlib.h>
 

@@ -1,5 +1,5 @@
 // opt_apollo_rng.glsl — core/rng.c's kiln__hash64 and kiln__normal on the
-// device, for APOLLO's projector (optim/apollo.h). The 64-bit integers are
+// device, for APOLLO's projector (core/lowrank.h). The 64-bit integers are
 // uint pairs (x = low word, y = high word), so no shaderInt64 is needed and
 // the hash and uniforms are the CPU's bits. Box-Muller is in double with
 // log and cos written here (GLSL has them for float only): each within a
