@@ -1,8 +1,7 @@
 /* dtype.c — the dtype traits table: size, name and conversions of each
- * element type, and of the quantized block types (quant/quant.h). */
+ * plain element type, and the rows that the quantized formats register
+ * (quant/, one file per format), knowing none of them. */
 #include "internal.h"
-#include "../quant/quant.h"
-#include "../quant/dfp.h"
 
 #include <math.h>
 
@@ -90,85 +89,35 @@ ROW_CONVERTERS(f16, uint16_t, kiln__f16_to_f32, kiln__f32_to_f16)
 ROW_CONVERTERS(bf16, uint16_t, kiln__bf16_to_f32, kiln__f32_to_bf16)
 ROW_CONVERTERS(i32, int32_t, TO_F32, f32_to_i32)
 
-/* ---- quantized block types (layouts and algorithms in quant/) ---- */
-
-/* Element i (counted from a block boundary) of each format, decoded alone. */
-static double get_q8_0(const void *b, int64_t i) {
-    const kiln_block_q8_0 *x = (const kiln_block_q8_0 *)b + i / KILN_QK8_0;
-    return kiln__f16_to_f32(x->d) * (float)x->qs[i % KILN_QK8_0];
-}
-static double get_q4_0(const void *b, int64_t i) {
-    const kiln_block_q4_0 *x = (const kiln_block_q4_0 *)b + i / KILN_QK4_0;
-    int j = (int)(i % KILN_QK4_0), h = KILN_QK4_0 / 2;
-    int q = j < h ? x->qs[j] & 0x0f : x->qs[j - h] >> 4;
-    return (float)(q - 8) * kiln__f16_to_f32(x->d);
-}
-static int nf4_nibble(const uint8_t *codes, int j) { return j % 2 ? codes[j / 2] & 0x0f : codes[j / 2] >> 4; }
-static double get_nf4(const void *b, int64_t i) {
-    const kiln_block_nf4 *x = (const kiln_block_nf4 *)b + i / KILN_QKNF4;
-    return kiln__nf4_table[nf4_nibble(x->codes, (int)(i % KILN_QKNF4))] * x->absmax;
-}
-static double get_nf4_dq(const void *b, int64_t i) {
-    const kiln_block_nf4_dq *x = (const kiln_block_nf4_dq *)b + i / KILN_QKNF4_DQ;
-    int j = (int)(i % KILN_QKNF4_DQ);
-    return kiln__nf4_table[nf4_nibble(x->codes, j)] * kiln__nf4_dq_block_absmax(x, j / KILN_QKNF4);
-}
-static void dq_q8_0(const void *s, float *d, int64_t n) { kiln__dequantize_row(KILN_Q8_0, s, d, n); }
-static void dq_q4_0(const void *s, float *d, int64_t n) { kiln__dequantize_row(KILN_Q4_0, s, d, n); }
-static void dq_nf4(const void *s, float *d, int64_t n) { kiln__dequantize_row(KILN_NF4, s, d, n); }
-static void dq_nf4_dq(const void *s, float *d, int64_t n) { kiln__dequantize_row(KILN_NF4_DQ, s, d, n); }
-
-/* GQ<b>_<G>: element i decoded alone, rows through the dispatcher, and
- * the reference quantizer (quant/gq.c). */
-static double get_gq(kiln_dtype t, const void *b, int64_t i) {
-    const int bits = kiln__gq_bits(t), g = kiln__gq_group(t);
-    const uint8_t *x = (const uint8_t *)b + (size_t)(i / g) * kiln__types[t].size;
-    const int j = (int)(i % g);
-    const int q = kiln__gq_chunk_code(x + KILN_GQ_HEAD + j / KILN_GQ_CHUNK * KILN_GQ_CHUNK_BYTES(bits), bits,
-                                      j % KILN_GQ_CHUNK);
-    return (float)(q - x[2]) * kiln__gq_scale(x);
-}
-#define GQ_TRAITS(T, t)                                                                                    \
-    static double get_##t(const void *b, int64_t i) { return get_gq(T, b, i); }                          \
-    static void dq_##t(const void *s, float *d, int64_t n) { kiln__dequantize_row(T, s, d, n); }          \
-    static void q_##t(const float *s, void *d, int64_t n) { kiln__quantize_gq_ref(T, s, d, n); }
-GQ_TRAITS(KILN_GQ4_32, gq4_32)
-GQ_TRAITS(KILN_GQ4_64, gq4_64)
-GQ_TRAITS(KILN_GQ4_128, gq4_128)
-GQ_TRAITS(KILN_GQ3_32, gq3_32)
-GQ_TRAITS(KILN_GQ3_64, gq3_64)
-GQ_TRAITS(KILN_GQ3_128, gq3_128)
-GQ_TRAITS(KILN_GQ2_32, gq2_32)
-GQ_TRAITS(KILN_GQ2_64, gq2_64)
-GQ_TRAITS(KILN_GQ2_128, gq2_128)
-static double get_dfp16(const void *b, int64_t i) {
-    const kiln_block_dfp16 *x = (const kiln_block_dfp16 *)b + i / KILN_QKDFP16;
-    return (double)x->q[i % KILN_QKDFP16] * kiln__dfp_pow2(x->e);
-}
-static void dq_dfp16(const void *s, float *d, int64_t n) { kiln__dequantize_dfp16(s, d, n); }
-
 #define PLAIN(nm, sz, fl, t) {nm, sz, fl, get_##t, set_##t, t##_to_f32, t##_from_f32, 1, 1}
-#define QUANT(nm, T, blk, rowblk, t, q) {nm, sizeof(T), false, get_##t, NULL, dq_##t, q, blk, rowblk}
 
-const kiln_type_traits kiln__types[KILN_DTYPE_COUNT] = {
+static kiln_type_traits table[KILN_DTYPE_COUNT] = {
     [KILN_F32] = PLAIN("f32", 4, true, f32),
     [KILN_F64] = PLAIN("f64", 8, true, f64),
     [KILN_F16] = PLAIN("f16", 2, true, f16),
     [KILN_BF16] = PLAIN("bf16", 2, true, bf16),
     [KILN_I32] = PLAIN("i32", 4, false, i32),
-    [KILN_Q8_0] = QUANT("q8_0", kiln_block_q8_0, KILN_QK8_0, KILN_QK8_0, q8_0, kiln__quantize_q8_0_ref),
-    [KILN_Q4_0] = QUANT("q4_0", kiln_block_q4_0, KILN_QK4_0, KILN_QK4_0, q4_0, kiln__quantize_q4_0_ref),
-    [KILN_NF4] = QUANT("nf4", kiln_block_nf4, KILN_QKNF4, KILN_QKNF4, nf4, kiln__quantize_nf4_ref),
-    [KILN_NF4_DQ] = QUANT("nf4_dq", kiln_block_nf4_dq, KILN_QKNF4_DQ, KILN_QKNF4, nf4_dq, kiln__quantize_nf4_dq_ref),
-#define GQ(b, g) [KILN_GQ##b##_##g] = QUANT("gq" #b "_" #g, kiln_block_gq##b##_##g, g, g, gq##b##_##g, q_gq##b##_##g)
-    GQ(4, 32), GQ(4, 64), GQ(4, 128),
-    GQ(3, 32), GQ(3, 64), GQ(3, 128),
-    GQ(2, 32), GQ(2, 64), GQ(2, 128),
-#undef GQ
-    [KILN_DFP16] = QUANT("dfp16", kiln_block_dfp16, KILN_QKDFP16, KILN_QKDFP16, dfp16, kiln__quantize_dfp16),
 };
+const kiln_type_traits *const kiln__types = table;
 
-const char *kiln_dtype_name(kiln_dtype t) { return (unsigned)t < KILN_DTYPE_COUNT ? kiln__types[t].name : "?"; }
+kiln_status kiln__dtype_register(kiln_dtype t, const kiln_type_traits *tr) {
+    static const char who[] = "kiln__dtype_register";
+    if ((unsigned)t >= KILN_DTYPE_COUNT) return kiln__errs(KILN_ERR_DTYPE, "%s: dtype %d is out of range", who, (int)t);
+    const char *short_of = !tr ? "traits" : !tr->name ? "a name" : !tr->size ? "a block size in bytes"
+                         : tr->blck < 2 ? "blocks of 2 or more elements"
+                         : tr->row_blck < 1 || tr->blck % tr->row_blck ? "a row block dividing the block"
+                         : !tr->get ? "get" : !tr->to_f32 ? "to_f32" : !tr->from_f32 ? "from_f32"
+                         : tr->set ? "set NULL (blocks are written whole)" : NULL;
+    if (short_of) return kiln__errs(KILN_ERR_ARG, "%s: dtype %d: the traits need %s", who, (int)t, short_of);
+    if (table[t].blck)
+        return kiln__errs(KILN_ERR_STATE, "%s: dtype %d is %s already, not %s", who, (int)t, table[t].name, tr->name);
+    table[t] = *tr;
+    return KILN_OK;
+}
+
+const char *kiln_dtype_name(kiln_dtype t) {
+    return (unsigned)t < KILN_DTYPE_COUNT && kiln__types[t].name ? kiln__types[t].name : "?";
+}
 size_t kiln_dtype_size(kiln_dtype t) { return (unsigned)t < KILN_DTYPE_COUNT ? kiln__types[t].size : 0; }
 int64_t kiln_dtype_block(kiln_dtype t) { return (unsigned)t < KILN_DTYPE_COUNT ? kiln__types[t].blck : 0; }
 bool kiln_dtype_is_quantized(kiln_dtype t) { return (unsigned)t < KILN_DTYPE_COUNT && kiln__is_quant(t); }

@@ -230,19 +230,32 @@ char *kiln__dims_str(int ndim, const int64_t *shape, char *buf);
  * written only by quantizing whole blocks. row_blck is what the last
  * dimension must be a multiple of (blck but for NF4_DQ, whose super-blocks
  * may span rows). */
+typedef void kiln_to_f32_fn(const void *src, float *dst, int64_t n);
+typedef void kiln_from_f32_fn(const float *src, void *dst, int64_t n);
 typedef struct kiln_type_traits {
     const char *name;
     size_t size;
     bool is_float;
     double (*get)(const void *base, int64_t i);      /* element i as double */
     void (*set)(void *base, int64_t i, double v);    /* rounds to nearest even */
-    void (*to_f32)(const void *src, float *dst, int64_t n);
-    void (*from_f32)(const float *src, void *dst, int64_t n);
+    kiln_to_f32_fn *to_f32;
+    kiln_from_f32_fn *from_f32;
     int64_t blck;
     int64_t row_blck;
 } kiln_type_traits;
 
-extern const kiln_type_traits kiln__types[KILN_DTYPE_COUNT];
+/* Every dtype's traits, indexed by kiln_dtype (core/dtype.c). The plain
+ * types' are core's own; each quantized format registers its own from its
+ * file in quant/ when the library loads (an ELF constructor: before main,
+ * so before the first context or file), as the op families fill the op
+ * table. A dtype that nothing registered has zero traits (blck 0: not
+ * quantized). */
+extern const kiln_type_traits *const kiln__types;
+/* Register quantized dtype t's traits: a name, size > 0, blck > 1 a
+ * multiple of row_blck, get, to_f32 and from_f32 set, set NULL. An error
+ * naming what is wrong, and nothing changed, for t out of range, traits
+ * short of that, or a dtype registered already (the plain ones too). */
+kiln_status kiln__dtype_register(kiln_dtype t, const kiln_type_traits *tr);
 float kiln__f16_to_f32(uint16_t h);
 uint16_t kiln__f32_to_f16(float f);
 float kiln__bf16_to_f32(uint16_t h);

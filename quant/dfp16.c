@@ -1,6 +1,7 @@
 /* dfp16.c — dynamic fixed point (dfp.h): the exponent choice, the scalar
  * reference loops, the dispatch to the SIMD ones, and the KILN_DFP16 dtype's
- * block quantize/dequantize built on them. */
+ * block quantize/dequantize built on them, its row of the traits table
+ * registered at load. */
 #include "dfp.h"
 
 #include "../backends/cpu/cpu_features.h"
@@ -148,4 +149,16 @@ void kiln__dfp_quantize(const float *x, int64_t n, int bits, int16_t *q, int *e,
     float cb = ceilf(amax * s);
     *e = ex;
     if (qmax) *qmax = cb == cb && cb < (float)lim ? (int)cb : lim;
+}
+
+static double get_dfp16(const void *b, int64_t i) {
+    const kiln_block_dfp16 *x = (const kiln_block_dfp16 *)b + i / KILN_QKDFP16;
+    return (double)x->q[i % KILN_QKDFP16] * kiln__dfp_pow2(x->e);
+}
+
+__attribute__((constructor)) static void register_dfp16(void) {
+    kiln__dtype_register(KILN_DFP16, &(kiln_type_traits){.name = "dfp16", .size = sizeof(kiln_block_dfp16),
+                                                         .blck = KILN_QKDFP16, .row_blck = KILN_QKDFP16,
+                                                         .get = get_dfp16, .to_f32 = kiln__dequantize_dfp16,
+                                                         .from_f32 = kiln__quantize_dfp16});
 }

@@ -1,18 +1,21 @@
 /* gq.c — the GQ<b>_<G> dtypes (the GPTQ layout as blocks, quant.h): the
  * chunk packing, the scalar reference quantize (RTN with GPTQ's reference
- * Quantizer, gptq_layout.c, per block) and dequantize. */
+ * Quantizer, gptq_layout.c, per block) and dequantize, and their rows in
+ * the dtype table. */
 #include "quant.h"
 #include "gptq.h"
 
 #include <string.h>
 
+/* The nine dtypes: X(bits, group) for each, in the enum's order. */
+#define GQ_DTYPES(X) X(4, 32) X(4, 64) X(4, 128) X(3, 32) X(3, 64) X(3, 128) X(2, 32) X(2, 64) X(2, 128)
+
 static const struct {
     kiln_dtype t;
     int bits, group;
 } gq_types[] = {
-    {KILN_GQ4_32, 4, 32},  {KILN_GQ4_64, 4, 64},  {KILN_GQ4_128, 4, 128},
-    {KILN_GQ3_32, 3, 32},  {KILN_GQ3_64, 3, 64},  {KILN_GQ3_128, 3, 128},
-    {KILN_GQ2_32, 2, 32},  {KILN_GQ2_64, 2, 64},  {KILN_GQ2_128, 2, 128},
+#define GQ_ROW(b, g) {KILN_GQ##b##_##g, b, g},
+    GQ_DTYPES(GQ_ROW)
 };
 #define N_GQ (int)(sizeof gq_types / sizeof gq_types[0])
 
@@ -48,7 +51,7 @@ static uint16_t scale_f16(float s) {
 
 void kiln__quantize_gq_ref(kiln_dtype t, const float *x, void *blocks, int64_t n) {
     const int bits = kiln__gq_bits(t), g = kiln__gq_group(t), maxq = (1 << bits) - 1;
-    const size_t bsz = kiln__types[t].size;
+    const size_t bsz = KILN_GQ_BLOCK_BYTES(bits, g);
     uint8_t *out = blocks;
     for (int64_t b = 0; b < n / g; b++, x += g, out += bsz) {
         float s;
@@ -69,7 +72,7 @@ void kiln__quantize_gq_ref(kiln_dtype t, const float *x, void *blocks, int64_t n
 
 void kiln__dequantize_gq_ref(kiln_dtype t, const void *blocks, float *y, int64_t n) {
     const int bits = kiln__gq_bits(t), g = kiln__gq_group(t);
-    const size_t bsz = kiln__types[t].size;
+    const size_t bsz = KILN_GQ_BLOCK_BYTES(bits, g);
     const uint8_t *in = blocks;
     for (int64_t b = 0; b < n / g; b++, in += bsz) {
         const float s = kiln__gq_scale(in);
@@ -79,4 +82,34 @@ void kiln__dequantize_gq_ref(kiln_dtype t, const void *blocks, float *y, int64_t
             *y++ = kiln__gptq_dequant((uint8_t)kiln__gq_chunk_code(c, bits, j % KILN_GQ_CHUNK), s, z);
         }
     }
+}
+
+/* ---- the dtypes: element i decoded alone, rows ---- */
+
+static double get_gq(kiln_dtype t, const void *b, int64_t i) {
+    const int bits = kiln__gq_bits(t), g = kiln__gq_group(t);
+    const uint8_t *x = (const uint8_t *)b + (size_t)(i / g) * KILN_GQ_BLOCK_BYTES(bits, g);
+    const int j = (int)(i % g);
+    const int q = kiln__gq_chunk_code(x + KILN_GQ_HEAD + j / KILN_GQ_CHUNK * KILN_GQ_CHUNK_BYTES(bits), bits,
+                                      j % KILN_GQ_CHUNK);
+    return (float)(q - x[2]) * kiln__gq_scale(x);
+}
+
+#define GQ_CODERS(b, g)                                                                                        \
+    static double get_gq##b##_##g(const void *x, int64_t i) { return get_gq(KILN_GQ##b##_##g, x, i); }        \
+    static void to_f32_gq##b##_##g(const void *x, float *y, int64_t n) {                                      \
+        kiln__dequantize_row(KILN_GQ##b##_##g, x, y, n);                                                      \
+    }                                                                                                          \
+    static void from_f32_gq##b##_##g(const float *x, void *y, int64_t n) {                                    \
+        kiln__quantize_gq_ref(KILN_GQ##b##_##g, x, y, n);                                                     \
+    }
+GQ_DTYPES(GQ_CODERS)
+
+__attribute__((constructor)) static void register_gq(void) {
+#define GQ_REGISTER(b, g)                                                                                      \
+    kiln__dtype_register(KILN_GQ##b##_##g,                                                                     \
+                         &(kiln_type_traits){.name = "gq" #b "_" #g, .size = sizeof(kiln_block_gq##b##_##g),  \
+                                             .blck = g, .row_blck = g, .get = get_gq##b##_##g,               \
+                                             .to_f32 = to_f32_gq##b##_##g, .from_f32 = from_f32_gq##b##_##g});
+    GQ_DTYPES(GQ_REGISTER)
 }

@@ -9,7 +9,9 @@
  *
  * One deviation: an all-zero block (absmax 0) stores code 7 (0.0), so it
  * dequantizes to +0; bitsandbytes computes 0 * (1 / 0) = NaN there, stores
- * code 0 (-1.0) and dequantizes to -1.0 * 0 = -0. Both are zero. */
+ * code 0 (-1.0) and dequantizes to -1.0 * 0 = -0. Both are zero.
+ *
+ * NF4's and NF4_DQ's rows of the traits table are registered here, at load. */
 #include "quant.h"
 
 #include <math.h>
@@ -126,4 +128,36 @@ void kiln__dequantize_nf4_dq_ref(const void *blocks, float *y, int64_t n) {
 
 float kiln__nf4_dq_block_absmax(const kiln_block_nf4_dq *b, int k) {
     return dq_map()[b->qabsmax[k]] * b->absmax2 + b->offset;
+}
+
+/* ---- the dtypes ---- */
+
+/* Element i of a block's codes: 2j in the high nibble of byte j. */
+static int nibble(const uint8_t *codes, int i) { return i % 2 ? codes[i / 2] & 0x0f : codes[i / 2] >> 4; }
+
+static double get_nf4(const void *b, int64_t i) {
+    const kiln_block_nf4 *x = (const kiln_block_nf4 *)b + i / KILN_QKNF4;
+    return kiln__nf4_table[nibble(x->codes, (int)(i % KILN_QKNF4))] * x->absmax;
+}
+
+static double get_nf4_dq(const void *b, int64_t i) {
+    const kiln_block_nf4_dq *x = (const kiln_block_nf4_dq *)b + i / KILN_QKNF4_DQ;
+    int j = (int)(i % KILN_QKNF4_DQ);
+    return kiln__nf4_table[nibble(x->codes, j)] * kiln__nf4_dq_block_absmax(x, j / KILN_QKNF4);
+}
+
+static void dequantize_nf4(const void *blocks, float *y, int64_t n) { kiln__dequantize_row(KILN_NF4, blocks, y, n); }
+static void dequantize_nf4_dq(const void *blocks, float *y, int64_t n) {
+    kiln__dequantize_row(KILN_NF4_DQ, blocks, y, n);
+}
+
+__attribute__((constructor)) static void register_nf4(void) {
+    kiln__dtype_register(KILN_NF4, &(kiln_type_traits){.name = "nf4", .size = sizeof(kiln_block_nf4),
+                                                       .blck = KILN_QKNF4, .row_blck = KILN_QKNF4, .get = get_nf4,
+                                                       .to_f32 = dequantize_nf4, .from_f32 = kiln__quantize_nf4_ref});
+    /* a super-block may span rows: rows need only whole NF4 blocks */
+    kiln__dtype_register(KILN_NF4_DQ, &(kiln_type_traits){.name = "nf4_dq", .size = sizeof(kiln_block_nf4_dq),
+                                                          .blck = KILN_QKNF4_DQ, .row_blck = KILN_QKNF4,
+                                                          .get = get_nf4_dq, .to_f32 = dequantize_nf4_dq,
+                                                          .from_f32 = kiln__quantize_nf4_dq_ref});
 }

@@ -4,7 +4,8 @@
  * j in the low nibble of byte j and j + 16 in the high nibble; x = d (q - 8).
  * As ggml's quantize_row_q4_0_ref: x times the f32 reciprocal of the
  * unrounded d. The most negative multiple of d maps to q 0, so the value m
- * itself comes back exactly (up to d's f16 rounding). */
+ * itself comes back exactly (up to d's f16 rounding). The dtype's row of
+ * the traits table is registered here, at load. */
 #include "quant.h"
 
 #include <math.h>
@@ -38,4 +39,20 @@ void kiln__dequantize_q4_0_ref(const void *blocks, float *y, int64_t n) {
             y[j + KILN_QK4_0 / 2] = (float)((x[b].qs[j] >> 4) - 8) * d;
         }
     }
+}
+
+static double get_q4_0(const void *b, int64_t i) {
+    const kiln_block_q4_0 *x = (const kiln_block_q4_0 *)b + i / KILN_QK4_0;
+    int j = (int)(i % KILN_QK4_0), h = KILN_QK4_0 / 2;
+    int q = j < h ? x->qs[j] & 0x0f : x->qs[j - h] >> 4;
+    return (float)(q - 8) * kiln__f16_to_f32(x->d);
+}
+
+static void dequantize_row(const void *blocks, float *y, int64_t n) { kiln__dequantize_row(KILN_Q4_0, blocks, y, n); }
+
+__attribute__((constructor)) static void register_q4_0(void) {
+    kiln__dtype_register(KILN_Q4_0, &(kiln_type_traits){.name = "q4_0", .size = sizeof(kiln_block_q4_0),
+                                                        .blck = KILN_QK4_0, .row_blck = KILN_QK4_0, .get = get_q4_0,
+                                                        .to_f32 = dequantize_row,
+                                                        .from_f32 = kiln__quantize_q4_0_ref});
 }

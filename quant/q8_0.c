@@ -1,7 +1,8 @@
 /* q8_0.c — Q8_0, ggml's block_q8_0 (GGUF type 8): blocks of 32, an f16
  * scale d = absmax / 127 and 32 int8 q = round(x / d), as ggml's
  * quantize_row_q8_0_ref (x times the f32 reciprocal of the unrounded d,
- * roundf: halves away from zero; the stored d is d rounded to f16). */
+ * roundf: halves away from zero; the stored d is d rounded to f16). The
+ * dtype's row of the traits table is registered here, at load. */
 #include "quant.h"
 
 #include <math.h>
@@ -23,4 +24,18 @@ void kiln__dequantize_q8_0_ref(const void *blocks, float *y, int64_t n) {
         const float d = kiln__f16_to_f32(x[b].d);
         for (int j = 0; j < KILN_QK8_0; j++) y[j] = (float)x[b].qs[j] * d;
     }
+}
+
+static double get_q8_0(const void *b, int64_t i) {
+    const kiln_block_q8_0 *x = (const kiln_block_q8_0 *)b + i / KILN_QK8_0;
+    return kiln__f16_to_f32(x->d) * (float)x->qs[i % KILN_QK8_0];
+}
+
+static void dequantize_row(const void *blocks, float *y, int64_t n) { kiln__dequantize_row(KILN_Q8_0, blocks, y, n); }
+
+__attribute__((constructor)) static void register_q8_0(void) {
+    kiln__dtype_register(KILN_Q8_0, &(kiln_type_traits){.name = "q8_0", .size = sizeof(kiln_block_q8_0),
+                                                        .blck = KILN_QK8_0, .row_blck = KILN_QK8_0, .get = get_q8_0,
+                                                        .to_f32 = dequantize_row,
+                                                        .from_f32 = kiln__quantize_q8_0_ref});
 }

@@ -2,7 +2,9 @@
  * quantize/dequantize (one file per format, quant/<type>.c), plus the
  * dequantize dispatcher that picks a SIMD variant (quant/dequant*.c).
  * Internal to kiln. The public description of each format is in
- * include/kiln.h (dtypes); the traits table (core/dtype.c) points here.
+ * include/kiln.h (dtypes). Each format's file registers its dtype's row of
+ * the traits table (core/internal.h: kiln__dtype_register) when the
+ * library loads, so core knows no format.
  *
  * Every function takes n elements starting on a block boundary, n a
  * multiple of the block. Quantization is always the scalar reference (it
