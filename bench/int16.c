@@ -14,7 +14,7 @@
 
 #include "cnn.h"
 
-#include "../quant/dfp.h"
+#include "coders.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -100,6 +100,19 @@ static kiln_type_traits table[KILN_DTYPE_COUNT] = {
 };
 const kiln_type_traits *const kiln__types = table;
 
+/* Coders preferred over the registered ones, kept apart so that the order
+ * of the registrations (constructors in link order) does not matter. */
+static struct {
+    kiln_to_f32_fn *to_f32;
+    kiln_from_f32_fn *from_f32;
+} preferred[KILN_DTYPE_COUNT];
+
+static void apply_preferred(kiln_dtype t) {
+    if (!table[t].blck) return; /* not registered yet: its registration applies them */
+    if (preferred[t].to_f32) table[t].to_f32 = preferred[t].to_f32;
+    if (preferred[t].from_f32) table[t].from_f32 = preferred[t].from_f32;
+}
+
 kiln_status kiln__dtype_register(kiln_dtype t, const kiln_type_traits *tr) {
     static const char who[] = "kiln__dtype_register";
     if ((unsigned)t >= KILN_DTYPE_COUNT) return kiln__errs(KILN_ERR_DTYPE, "%s: dtype %d is out of range", who, (int)t);
@@ -112,6 +125,16 @@ kiln_status kiln__dtype_register(kiln_dtype t, const kiln_type_traits *tr) {
     if (table[t].blck)
         return kiln__errs(KILN_ERR_STATE, "%s: dtype %d is %s already, not %s", who, (int)t, table[t].name, tr->name);
     table[t] = *tr;
+    apply_preferred(t);
+    return KILN_OK;
+}
+
+kiln_status kiln__dtype_prefer_coders(kiln_dtype t, kiln_to_f32_fn *to_f32, kiln_from_f32_fn *from_f32) {
+    if ((unsigned)t >= KILN_DTYPE_COUNT)
+        return kiln__errs(KILN_ERR_DTYPE, "kiln__dtype_prefer_coders: dtype %d is out of range", (int)t);
+    if (to_f32) preferred[t].to_f32 = to_f32;
+    if (from_f32) preferred[t].from_f32 = from_f32;
+    apply_preferred(t);
     return KILN_OK;
 }
 

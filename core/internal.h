@@ -256,6 +256,11 @@ extern const kiln_type_traits *const kiln__types;
  * naming what is wrong, and nothing changed, for t out of range, traits
  * short of that, or a dtype registered already (the plain ones too). */
 kiln_status kiln__dtype_register(kiln_dtype t, const kiln_type_traits *tr);
+/* Faster row coders for dtype t, equal to its own bit for bit (a backend's
+ * SIMD variants, which the CPU backend registers when the library loads):
+ * t's to_f32 / from_f32 are these (NULL: keeps that one), whether t
+ * registers before or after. An error for t out of range. */
+kiln_status kiln__dtype_prefer_coders(kiln_dtype t, kiln_to_f32_fn *to_f32, kiln_from_f32_fn *from_f32);
 float kiln__f16_to_f32(uint16_t h);
 uint16_t kiln__f32_to_f16(float f);
 float kiln__bf16_to_f32(uint16_t h);

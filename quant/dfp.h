@@ -8,7 +8,8 @@
  *     dtype table is made of self-contained blocks, so the shared exponent
  *     is per block; a block exponent is never worse than a tensor-wide one
  *     (its maximum is at most the tensor's) and costs 1.6% more bytes.
- *   - the DFP GEMM operands (backends/cpu/gemm_dfp.h): a whole matrix with
+ *   - the DFP GEMM operands (backends/cpu/gemm_dfp.h, quantized by
+ *     backends/cpu/coders.h's kiln__dfp_quantize): a whole matrix with
  *     one exponent, as in the paper: the partial sums of all k then share
  *     one scale, so folding them into f32 is one add, not a multiply by a
  *     per-row-and-column product of block scales.
@@ -33,9 +34,7 @@
  *
  *     kiln_block_dfp16 b[2];
  *     kiln__quantize_dfp16_ref(x, b, 128);              // 2 blocks of 64
- *     kiln__dfp_quantize_dfp16_sr(x, b, 128, seed);    // stochastic rounding
- *     int e, qmax;                                      // one exponent, 14 bits:
- *     kiln__dfp_quantize(x, n, 14, q, &e, &qmax, false, 0);
+ *     kiln__quantize_dfp16_with(kiln__dfp_kernels_scalar(), x, b, 128, true, seed); // stochastic
  */
 #ifndef KILN_QUANT_DFP_H
 #define KILN_QUANT_DFP_H
@@ -69,36 +68,23 @@ static inline uint32_t kiln__dfp_hash(uint32_t x) { /* lowbias32 (Wellons) */
     return x;
 }
 
-/* The two loops every path runs, scalar here and SIMD in dfp_avx512.c,
- * dfp_avx2.c (bit-identical): the largest |x| as f32 bits, and the
- * rounding of x * scale (scale = 2^-e) to codes in [-qmax, qmax];
- * stochastic when sr, with hashes of mix + index0 + j. */
+/* The two loops every path runs, scalar here (the reference) and SIMD in
+ * the CPU backend (backends/cpu/coders.h; bit-identical): the largest |x|
+ * as f32 bits, and the rounding of x * scale (scale = 2^-e) to codes in
+ * [-qmax, qmax]; stochastic when sr, with hashes of mix + index0 + j. */
 typedef struct kiln__dfp_kernels {
     uint32_t (*amax_bits)(const float *x, int64_t n);
     void (*round)(const float *x, int64_t n, float scale, int qmax, int16_t *q, bool sr, uint32_t mix,
                   uint32_t index0);
 } kiln__dfp_kernels;
 const kiln__dfp_kernels *kiln__dfp_kernels_scalar(void);
-const kiln__dfp_kernels *kiln__dfp_kernels_avx2(void);   /* NULL when not built */
-const kiln__dfp_kernels *kiln__dfp_kernels_avx512(void); /* NULL when not built */
-/* The best the CPU caps allow ($KILN_SIMD=scalar: the reference). */
-const kiln__dfp_kernels *kiln__dfp_kernels_best(void);
 
-/* The dtype: n (a multiple of 64) values <-> blocks. _ref is the scalar
- * reference (the traits table's quantizer uses the best kernels, which
- * equal it); _sr rounds stochastically. */
+/* The dtype: n (a multiple of 64) values <-> blocks, the scalar
+ * references; _with quantizes through other loops k, rounding
+ * stochastically when sr (the CPU's SIMD loops: the same bits). */
 void kiln__quantize_dfp16_ref(const float *x, void *blocks, int64_t n);
-void kiln__quantize_dfp16(const float *x, void *blocks, int64_t n);
-void kiln__quantize_dfp16_sr(const float *x, void *blocks, int64_t n, uint64_t seed);
 void kiln__dequantize_dfp16(const void *blocks, float *y, int64_t n);
-/* Any of the above with explicit kernels (tests compare the paths). */
 void kiln__quantize_dfp16_with(const kiln__dfp_kernels *k, const float *x, void *blocks, int64_t n, bool sr,
                                uint64_t seed);
-
-/* One exponent for all n values, codes within +-(2^(bits-1) - 1), bits in
- * [2, 16]: *e the exponent, *qmax a bound on every |q| (ceil(amax 2^-e) or the
- * limit; the GEMM's overflow bound). */
-void kiln__dfp_quantize(const float *x, int64_t n, int bits, int16_t *q, int *e, int *qmax, bool sr,
-                        uint64_t seed);
 
 #endif

@@ -1,14 +1,10 @@
 /* dfp16.c — dynamic fixed point (dfp.h): the exponent choice, the scalar
- * reference loops, the dispatch to the SIMD ones, and the KILN_DFP16 dtype's
- * block quantize/dequantize built on them, its row of the traits table
- * registered at load. */
+ * reference loops, and the KILN_DFP16 dtype's block quantize/dequantize
+ * built on them, its row of the traits table registered at load. (The
+ * SIMD loops are the CPU backend's: backends/cpu/coders.h.) */
 #include "dfp.h"
 
-#include "../backends/cpu/cpu_features.h"
-#include "pool.h"
-
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 int kiln__dfp_exponent(uint32_t amax_bits, int bits) {
@@ -54,13 +50,6 @@ static void round_scalar(const float *x, int64_t n, float scale, int qmax, int16
 static const kiln__dfp_kernels scalar_kernels = {amax_bits_scalar, round_scalar};
 const kiln__dfp_kernels *kiln__dfp_kernels_scalar(void) { return &scalar_kernels; }
 
-const kiln__dfp_kernels *kiln__dfp_kernels_best(void) {
-    const kiln_cpu_caps *c = kiln__cpu_caps();
-    if (kiln__cpu_avx512(c) && kiln__dfp_kernels_avx512()) return kiln__dfp_kernels_avx512();
-    if (kiln__cpu_avx2(c) && kiln__dfp_kernels_avx2()) return kiln__dfp_kernels_avx2();
-    return &scalar_kernels;
-}
-
 void kiln__quantize_dfp16_with(const kiln__dfp_kernels *k, const float *x, void *blocks, int64_t n, bool sr,
                                uint64_t seed) {
     kiln_block_dfp16 *y = blocks;
@@ -75,12 +64,6 @@ void kiln__quantize_dfp16_with(const kiln__dfp_kernels *k, const float *x, void 
 void kiln__quantize_dfp16_ref(const float *x, void *blocks, int64_t n) {
     kiln__quantize_dfp16_with(&scalar_kernels, x, blocks, n, false, 0);
 }
-void kiln__quantize_dfp16(const float *x, void *blocks, int64_t n) {
-    kiln__quantize_dfp16_with(kiln__dfp_kernels_best(), x, blocks, n, false, 0);
-}
-void kiln__quantize_dfp16_sr(const float *x, void *blocks, int64_t n, uint64_t seed) {
-    kiln__quantize_dfp16_with(kiln__dfp_kernels_best(), x, blocks, n, true, seed);
-}
 
 /* q 2^e is exact in f32 (|q| < 2^15, e >= -127: a multiple of 2^-127),
  * so the compiler's vectorization of this loop is the SIMD path. */
@@ -92,65 +75,6 @@ void kiln__dequantize_dfp16(const void *blocks, float *y, int64_t n) {
     }
 }
 
-#define DFP_CHUNK (1 << 16) /* values per chunk of kiln__dfp_quantize */
-
-/* One operand of kiln__dfp_quantize: the maximum's pass, then the codes'. */
-typedef struct quantize_job {
-    const kiln__dfp_kernels *k;
-    const float *x;
-    int64_t n;
-    int16_t *q;
-    uint32_t ab, mix; /* the maximum's bits (updated atomically) */
-    float s;
-    int lim;
-    bool sr;
-} quantize_job;
-
-static void amax_chunks(void *arg, int64_t c0, int64_t c1, int tid) {
-    quantize_job *j = arg;
-    uint32_t ab = 0;
-    (void)tid;
-    for (int64_t c = c0; c < c1; c++) {
-        uint32_t m = j->k->amax_bits(j->x + c * DFP_CHUNK, j->n - c * DFP_CHUNK < DFP_CHUNK ? j->n - c * DFP_CHUNK
-                                                                                           : DFP_CHUNK);
-        ab = m > ab ? m : ab;
-    }
-    /* a maximum: the same whatever the order */
-    uint32_t cur = __atomic_load_n(&j->ab, __ATOMIC_RELAXED);
-    while (ab > cur && !__atomic_compare_exchange_n(&j->ab, &cur, ab, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-    }
-}
-
-static void round_chunks(void *arg, int64_t c0, int64_t c1, int tid) {
-    const quantize_job *j = arg;
-    (void)tid;
-    for (int64_t c = c0; c < c1; c++)
-        j->k->round(j->x + c * DFP_CHUNK, j->n - c * DFP_CHUNK < DFP_CHUNK ? j->n - c * DFP_CHUNK : DFP_CHUNK, j->s,
-                    j->lim, j->q + c * DFP_CHUNK, j->sr, j->mix, (uint32_t)(c * DFP_CHUNK));
-}
-
-void kiln__dfp_quantize(const float *x, int64_t n, int bits, int16_t *q, int *e, int *qmax, bool sr,
-                        uint64_t seed) {
-    /* chunks of 64 Ki values, threaded when there are several: each value's
-     * code depends only on it, the exponent and its index */
-    const int64_t nc = (n + DFP_CHUNK - 1) / DFP_CHUNK;
-    const int nt = nc > 1 ? kiln__threads() : 1; /* kiln_set_threads() */
-    const int lim = (1 << (bits - 1)) - 1;
-    quantize_job j = {kiln__dfp_kernels_best(), x, n, q, 0, kiln__dfp_seed_mix(seed), 1.0f, lim, sr};
-    kiln__pool_for(nc, 1, nt, amax_chunks, &j);
-    const int ex = kiln__dfp_exponent(j.ab, bits);
-    j.s = kiln__dfp_pow2(-ex);
-    kiln__pool_for(nc, 1, nt, round_chunks, &j);
-    const float s = j.s;
-    const uint32_t ab = j.ab;
-    float amax;
-    memcpy(&amax, &ab, 4);
-    /* |q| <= ceil(|x| 2^-e) for either rounding: a bound without a pass */
-    float cb = ceilf(amax * s);
-    *e = ex;
-    if (qmax) *qmax = cb == cb && cb < (float)lim ? (int)cb : lim;
-}
-
 static double get_dfp16(const void *b, int64_t i) {
     const kiln_block_dfp16 *x = (const kiln_block_dfp16 *)b + i / KILN_QKDFP16;
     return (double)x->q[i % KILN_QKDFP16] * kiln__dfp_pow2(x->e);
@@ -160,5 +84,5 @@ __attribute__((constructor)) static void register_dfp16(void) {
     kiln__dtype_register(KILN_DFP16, &(kiln_type_traits){.name = "dfp16", .size = sizeof(kiln_block_dfp16),
                                                          .blck = KILN_QKDFP16, .row_blck = KILN_QKDFP16,
                                                          .get = get_dfp16, .to_f32 = kiln__dequantize_dfp16,
-                                                         .from_f32 = kiln__quantize_dfp16});
+                                                         .from_f32 = kiln__quantize_dfp16_ref});
 }

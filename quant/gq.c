@@ -98,7 +98,7 @@ static double get_gq(kiln_dtype t, const void *b, int64_t i) {
 #define GQ_CODERS(b, g)                                                                                        \
     static double get_gq##b##_##g(const void *x, int64_t i) { return get_gq(KILN_GQ##b##_##g, x, i); }        \
     static void to_f32_gq##b##_##g(const void *x, float *y, int64_t n) {                                      \
-        kiln__dequantize_row(KILN_GQ##b##_##g, x, y, n);                                                      \
+        kiln__dequantize_gq_ref(KILN_GQ##b##_##g, x, y, n);                                                   \
     }                                                                                                          \
     static void from_f32_gq##b##_##g(const float *x, void *y, int64_t n) {                                    \
         kiln__quantize_gq_ref(KILN_GQ##b##_##g, x, y, n);                                                     \

@@ -146,18 +146,14 @@ static double get_nf4_dq(const void *b, int64_t i) {
     return kiln__nf4_table[nibble(x->codes, j)] * kiln__nf4_dq_block_absmax(x, j / KILN_QKNF4);
 }
 
-static void dequantize_nf4(const void *blocks, float *y, int64_t n) { kiln__dequantize_row(KILN_NF4, blocks, y, n); }
-static void dequantize_nf4_dq(const void *blocks, float *y, int64_t n) {
-    kiln__dequantize_row(KILN_NF4_DQ, blocks, y, n);
-}
-
 __attribute__((constructor)) static void register_nf4(void) {
     kiln__dtype_register(KILN_NF4, &(kiln_type_traits){.name = "nf4", .size = sizeof(kiln_block_nf4),
                                                        .blck = KILN_QKNF4, .row_blck = KILN_QKNF4, .get = get_nf4,
-                                                       .to_f32 = dequantize_nf4, .from_f32 = kiln__quantize_nf4_ref});
+                                                       .to_f32 = kiln__dequantize_nf4_ref,
+                                                       .from_f32 = kiln__quantize_nf4_ref});
     /* a super-block may span rows: rows need only whole NF4 blocks */
     kiln__dtype_register(KILN_NF4_DQ, &(kiln_type_traits){.name = "nf4_dq", .size = sizeof(kiln_block_nf4_dq),
                                                           .blck = KILN_QKNF4_DQ, .row_blck = KILN_QKNF4,
-                                                          .get = get_nf4_dq, .to_f32 = dequantize_nf4_dq,
+                                                          .get = get_nf4_dq, .to_f32 = kiln__dequantize_nf4_dq_ref,
                                                           .from_f32 = kiln__quantize_nf4_dq_ref});
 }

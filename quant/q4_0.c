@@ -48,11 +48,9 @@ static double get_q4_0(const void *b, int64_t i) {
     return (float)(q - 8) * kiln__f16_to_f32(x->d);
 }
 
-static void dequantize_row(const void *blocks, float *y, int64_t n) { kiln__dequantize_row(KILN_Q4_0, blocks, y, n); }
-
 __attribute__((constructor)) static void register_q4_0(void) {
     kiln__dtype_register(KILN_Q4_0, &(kiln_type_traits){.name = "q4_0", .size = sizeof(kiln_block_q4_0),
                                                         .blck = KILN_QK4_0, .row_blck = KILN_QK4_0, .get = get_q4_0,
-                                                        .to_f32 = dequantize_row,
+                                                        .to_f32 = kiln__dequantize_q4_0_ref,
                                                         .from_f32 = kiln__quantize_q4_0_ref});
 }

@@ -31,11 +31,9 @@ static double get_q8_0(const void *b, int64_t i) {
     return kiln__f16_to_f32(x->d) * (float)x->qs[i % KILN_QK8_0];
 }
 
-static void dequantize_row(const void *blocks, float *y, int64_t n) { kiln__dequantize_row(KILN_Q8_0, blocks, y, n); }
-
 __attribute__((constructor)) static void register_q8_0(void) {
     kiln__dtype_register(KILN_Q8_0, &(kiln_type_traits){.name = "q8_0", .size = sizeof(kiln_block_q8_0),
                                                         .blck = KILN_QK8_0, .row_blck = KILN_QK8_0, .get = get_q8_0,
-                                                        .to_f32 = dequantize_row,
+                                                        .to_f32 = kiln__dequantize_q8_0_ref,
                                                         .from_f32 = kiln__quantize_q8_0_ref});
 }

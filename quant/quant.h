@@ -1,18 +1,19 @@
 /* quant.h — the quantized block dtypes' layouts and their scalar reference
- * quantize/dequantize (one file per format, quant/<type>.c), plus the
- * dequantize dispatcher that picks a SIMD variant (quant/dequant*.c).
- * Internal to kiln. The public description of each format is in
- * include/kiln.h (dtypes). Each format's file registers its dtype's row of
- * the traits table (core/internal.h: kiln__dtype_register) when the
- * library loads, so core knows no format.
+ * quantize/dequantize (one file per format, quant/<type>.c). Internal to
+ * kiln. The public description of each format is in include/kiln.h
+ * (dtypes). Each format's file registers its dtype's row of the traits
+ * table (core/internal.h: kiln__dtype_register) when the library loads,
+ * with these references as its coders, so core knows no format.
  *
  * Every function takes n elements starting on a block boundary, n a
  * multiple of the block. Quantization is always the scalar reference (it
- * runs once per weight); dequantization has SIMD variants that must equal
- * the reference bit for bit (tests/test_quant_types.c).
+ * runs once per weight); dequantization has SIMD variants in the CPU
+ * backend (backends/cpu/coders.h) that must equal the reference bit for
+ * bit (tests/test_quant_types.c) and that the backend registers as the
+ * dtypes' preferred row decoders.
  *
  *     kiln__quantize_nf4_ref(x, blocks, 128);       // 2 blocks of 64
- *     kiln__dequantize_row(KILN_NF4, blocks, y, 128);
+ *     kiln__dequantize_nf4_ref(blocks, y, 128);
  */
 #ifndef KILN_QUANT_H
 #define KILN_QUANT_H
@@ -120,12 +121,6 @@ static inline float kiln__gq_scale(const uint8_t *block) {
 /* The scalar references of every GQ dtype: n elements, whole blocks. */
 void kiln__quantize_gq_ref(kiln_dtype t, const float *x, void *blocks, int64_t n);
 void kiln__dequantize_gq_ref(kiln_dtype t, const void *blocks, float *y, int64_t n);
-/* SIMD dequantizers of nb GQ blocks of (bits, group) (quant/dequant_gq_*.c);
- * NULL when not built. */
-typedef void kiln__gq_dequant_fn(const void *blocks, int bits, int group, float *y, int64_t nb);
-kiln__gq_dequant_fn *kiln__gq_dequant_avx2(void);
-kiln__gq_dequant_fn *kiln__gq_dequant_avx512(void);
-kiln__gq_dequant_fn *kiln__gq_dequant_neon(void);
 
 /* The 16 NF4 values, ascending (bitsandbytes' f32 constants), and the 15
  * midpoints between neighbours: code = number of midpoints m with x > m. */
@@ -145,21 +140,5 @@ void kiln__dequantize_nf4_dq_ref(const void *blocks, float *y, int64_t n);
 /* The 256 absmax values of one NF4_DQ super-block. */
 void kiln__nf4_dq_absmax(const kiln_block_nf4_dq *b, float absmax[KILN_NF4_DQ_GROUP]);
 float kiln__nf4_dq_block_absmax(const kiln_block_nf4_dq *b, int k);
-
-/* Dequantize n elements of dtype t with the best kernel the CPU caps allow
- * (kiln__cpu_caps(); $KILN_SIMD=scalar gives the references). */
-void kiln__dequantize_row(kiln_dtype t, const void *blocks, float *y, int64_t n);
-
-/* SIMD variants (quant/dequant_avx2.c, quant/dequant_avx512.c,
- * quant/dequant_neon.c); the nf4
- * kernel decodes nb blocks of 32 code bytes (contiguous) with absmax[b]. */
-typedef struct kiln__dequant_kernels {
-    void (*q8_0)(const void *blocks, float *y, int64_t n);
-    void (*q4_0)(const void *blocks, float *y, int64_t n);
-    void (*nf4_codes)(const uint8_t *codes, const float *absmax, int64_t nb, float *y);
-} kiln__dequant_kernels;
-const kiln__dequant_kernels *kiln__dequant_kernels_avx2(void);   /* NULL when not built */
-const kiln__dequant_kernels *kiln__dequant_kernels_avx512(void); /* NULL when not built */
-const kiln__dequant_kernels *kiln__dequant_kernels_neon(void);   /* NULL when not built */
 
 #endif

@@ -6,7 +6,7 @@
 #include "kt.h"
 #include "kt_simd.h"
 
-#include "../quant/dfp.h"
+#include "../backends/cpu/coders.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -125,7 +125,7 @@ KT_TEST(dfp16_stochastic_rounding_unbiased) {
     const double fr[3] = {0.3, 0.5, 0.9};
     for (int t = 0; t < 3; t++) {
         for (int64_t i = 0; i < n; i++) x[i] = i % 64 ? (float)((100.0 + fr[t]) * 0x1p-14) : 1.0f; /* e = -14 */
-        kiln__quantize_dfp16_sr(x, b, n, 1234 + (uint64_t)t);
+        kiln__quantize_dfp16_with(kiln__dfp_kernels_best(), x, b, n, true, 1234 + (uint64_t)t);
         double sum = 0, cnt = 0;
         for (int64_t k = 0; k < n / 64; k++)
             for (int j = 1; j < 64; j++) {
@@ -134,7 +134,7 @@ KT_TEST(dfp16_stochastic_rounding_unbiased) {
             }
         double mean = sum / cnt, se = sqrt(fr[t] * (1 - fr[t]) / cnt);
         KT_CHECK(fabs(mean - (100.0 + fr[t])) < 4 * se, "frac %.1f: mean %.5f (se %.5f)", fr[t], mean, se);
-        kiln__quantize_dfp16_sr(x, b2, n, 1234 + (uint64_t)t);
+        kiln__quantize_dfp16_with(kiln__dfp_kernels_best(), x, b2, n, true, 1234 + (uint64_t)t);
         KT_CHECK(!memcmp(b, b2, (size_t)(n / 64) * sizeof *b), "reproducible");
     }
     /* per tensor too, on mixed values: the mean error over many seeds ~ 0 */

@@ -6,7 +6,7 @@
 #include "kt.h"
 
 #include "../backends/cpu/gemm_dfp.h"
-#include "../quant/dfp.h"
+#include "../backends/cpu/coders.h"
 
 #include <math.h>
 #include <stdlib.h>

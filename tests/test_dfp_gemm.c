@@ -9,7 +9,7 @@
 #include "kt_simd.h"
 
 #include "../backends/cpu/gemm_dfp.h"
-#include "../quant/dfp.h"
+#include "../backends/cpu/coders.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -2,9 +2,11 @@
  * formats, which each format registers from its own file in quant/ when
  * the library loads (core/internal.h, kiln__dtype_register): all there
  * before the first context (a safetensors file of quantized tensors opens
- * first thing), and registrations that would break the table refused. */
+ * first thing), registrations that would break the table refused, and the
+ * CPU backend's faster coders preferred (kiln__dtype_prefer_coders). */
 #include "kt.h"
-#include "internal.h"
+#include "../quant/quant.h"
+#include "../quant/dfp.h"
 
 #include <unistd.h>
 
@@ -89,4 +91,28 @@ KT_TEST(dtype_register_refuses_what_would_break_the_table) {
     }
     KT_CHECK(!memcmp(&kiln__types[KILN_Q8_0], &q8, sizeof q8) && !memcmp(&kiln__types[KILN_F32], &f32, sizeof f32),
              "a refused registration changed the table");
+}
+
+static void zeros_to_f32(const void *blocks, float *y, int64_t n) {
+    (void)blocks;
+    memset(y, 0, (size_t)n * sizeof *y);
+}
+
+/* The CPU backend's SIMD coders are the rows' coders from load on, in
+ * place of the formats' references (what kiln_tensor_get_f32 and the file
+ * loaders run); a later preference replaces what it names, nothing else. */
+KT_TEST(dtype_preferred_coders) {
+    KT_CHECK(kiln__types[KILN_Q8_0].to_f32 != kiln__dequantize_q8_0_ref &&
+                 kiln__types[KILN_Q4_0].to_f32 != kiln__dequantize_q4_0_ref &&
+                 kiln__types[KILN_NF4].to_f32 != kiln__dequantize_nf4_ref &&
+                 kiln__types[KILN_NF4_DQ].to_f32 != kiln__dequantize_nf4_dq_ref,
+             "a block dtype decodes through its scalar reference");
+    KT_CHECK(kiln__types[KILN_DFP16].from_f32 != kiln__quantize_dfp16_ref &&
+                 kiln__types[KILN_DFP16].to_f32 == kiln__dequantize_dfp16,
+             "dfp16: the CPU's quantizer, the reference's decoder");
+    KT_CHECK(kiln__types[KILN_Q8_0].from_f32 == kiln__quantize_q8_0_ref, "q8_0 quantizes through its reference");
+    KT_OK(kiln__dtype_prefer_coders(KILN_Q8_0, zeros_to_f32, NULL));
+    KT_CHECK(kiln__types[KILN_Q8_0].to_f32 == zeros_to_f32 && kiln__types[KILN_Q8_0].from_f32 == kiln__quantize_q8_0_ref,
+             "the preference did not take, or took more than it named");
+    REFUSED(kiln__dtype_prefer_coders(KILN_DTYPE_COUNT, zeros_to_f32, NULL), KILN_ERR_DTYPE, "out of range");
 }

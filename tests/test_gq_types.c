@@ -14,7 +14,7 @@
 #include "../backends/cpu/cpu_features.h"
 #include "../backends/cpu/qmatmul.h"
 #include "../backends/cpu/qmatmul_gq.h"
-#include "../quant/quant.h"
+#include "../backends/cpu/coders.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -7,7 +7,7 @@
 #include "kt.h"
 #include "kt_device.h"
 #include "kt_simd.h"
-#include "../quant/quant.h"
+#include "../backends/cpu/coders.h"
 #include "../backends/cpu/cpu_features.h"
 
 #include <stdint.h>

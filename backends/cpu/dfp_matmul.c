@@ -11,7 +11,7 @@
  * core/fuse.c) adds C into node->data. */
 #include "gemm_dfp.h"
 
-#include "../../quant/dfp.h"
+#include "coders.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
 #include "qmatmul_gemm.h"
 #include "qmatmul_gq.h"
 
-#include "../../quant/quant.h"
+#include "coders.h"
 #include "cpu_features.h"
 #include "gemm.h"
 #include "pool.h"

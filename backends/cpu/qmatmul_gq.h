@@ -1,7 +1,8 @@
 /* qmatmul_gq.h — the fused quantized matmul (KILN_OP_QMATMUL) for the GQ
  * dtypes (the GPTQ layout, quant/quant.h) with few rows of x
  * (generation); with KILN_QMM_PANEL_MIN_M rows or more qmatmul.c's panel
- * path dequantizes W through kiln__dequantize_row like every other type.
+ * path dequantizes W through kiln__dequantize_row (coders.h) like every
+ * other type.
  *
  * Each row of x is quantized to int8 per block of 32 (ggml's Q8_0 rule,
  * kiln__qmm_quantize_x), which meets one 32-element chunk of W's codes.

@@ -6,7 +6,7 @@
 #include "qmatmul_gq.h"
 
 #if defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
-#include "../../quant/gq_neon.h"
+#include "gq_neon.h"
 
 static inline __attribute__((always_inline)) void chunk(const uint8_t *w, const int bits, const int group,
                                                         const int8_t *xq, const float *dx, int64_t i,

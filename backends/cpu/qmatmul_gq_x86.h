@@ -4,7 +4,7 @@
  * unsigned, s signed) and GQ_NAME(x), the function suffix. */
 #include "qmatmul_gq.h"
 
-#include "../../quant/gq_x86.h"
+#include "gq_x86.h"
 
 /* bytes of W read ahead (see qmatmul_x86.h: W streams from DRAM) */
 #define GQ_PREFETCH 4096

@@ -3,7 +3,7 @@
  * it), threaded over blocks. A strided source is a view keeping whole
  * blocks (core/tensor.c): each row starts on a block. */
 #include "internal.h"
-#include "../../quant/quant.h"
+#include "coders.h"
 #include "pool.h"
 
 typedef struct deq_job {

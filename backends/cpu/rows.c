@@ -2,7 +2,7 @@
  * one_hot. Sources are contiguous; indices are checked before anything is
  * written, and an index out of range is an error status, not a crash. */
 #include "internal.h"
-#include "../../quant/quant.h"
+#include "coders.h"
 #include "pool.h"
 
 #define PAR_MIN 32768 /* elements below which a kernel stays on one thread */

@@ -1,8 +1,8 @@
-/* dequant_avx2.c — dequantize kernels on AVX2 (quant.h): 8 lanes, codes
+/* dequant_avx2.c — dequantize kernels on AVX2 (coders.h): 8 lanes, codes
  * widened to i32; the 16-entry NF4 table as two 8-entry halves (vpermps)
  * chosen by bit 3 of the code. Each value is the scalar reference's single
  * f32 product. */
-#include "quant.h"
+#include "coders.h"
 
 #if defined(__x86_64__) && defined(__AVX2__)
 #include <immintrin.h>

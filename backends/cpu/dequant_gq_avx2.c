@@ -1,7 +1,7 @@
-/* dequant_gq_avx2.c — GQ dequantize on AVX2 (quant.h): each chunk decoded
+/* dequant_gq_avx2.c — GQ dequantize on AVX2 (coders.h): each chunk decoded
  * to 32 code bytes (gq_x86.h), widened to i32 8 at a time, minus the zero
  * point, times the scale: the scalar reference's single f32 product. */
-#include "quant.h"
+#include "coders.h"
 
 #if defined(__x86_64__) && defined(__AVX2__)
 #include "gq_x86.h"

@@ -1,8 +1,8 @@
-/* dequant_gq_avx512.c — GQ dequantize on AVX-512 (quant.h): each chunk
+/* dequant_gq_avx512.c — GQ dequantize on AVX-512 (coders.h): each chunk
  * decoded to 32 code bytes (gq_x86.h), widened to i32 16 at a time, minus
  * the zero point, times the scale: the scalar reference's single f32
  * product. */
-#include "quant.h"
+#include "coders.h"
 
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__)
 #include "gq_x86.h"

@@ -1,8 +1,8 @@
-/* dequant_gq_neon.c — GQ dequantize on ARM64 Advanced SIMD (quant.h): each
+/* dequant_gq_neon.c — GQ dequantize on ARM64 Advanced SIMD (coders.h): each
  * chunk decoded to two registers of 16 code bytes (element order), widened,
  * minus the zero point, times the scale: the scalar reference's single f32
  * product. */
-#include "quant.h"
+#include "coders.h"
 
 #if defined(__aarch64__)
 #include "gq_neon.h"

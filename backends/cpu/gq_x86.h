@@ -1,10 +1,10 @@
-/* gq_x86.h — one 32-element chunk of a GQ block (quant.h) decoded to 32
+/* gq_x86.h — one 32-element chunk of a GQ block (quant/quant.h) decoded to 32
  * code bytes in element order on AVX2 (shared by the dequantizers and the
  * fused matmul; the including file is compiled with AVX2 or above). */
 #ifndef KILN_GQ_X86_H
 #define KILN_GQ_X86_H
 
-#include "quant.h"
+#include "../../quant/quant.h"
 
 #include <immintrin.h>
 #include <string.h>

@@ -1,11 +1,11 @@
-/* gq_neon.h — one 32-element chunk of a GQ block (quant.h) decoded on
+/* gq_neon.h — one 32-element chunk of a GQ block (quant/quant.h) decoded on
  * ARM64 Advanced SIMD: decode16(c, bits, h) gives the codes of elements
  * 16 h .. 16 h + 15 as bytes (shared by the dequantizer and the fused
  * matmul). */
 #ifndef KILN_GQ_NEON_H
 #define KILN_GQ_NEON_H
 
-#include "quant.h"
+#include "../../quant/quant.h"
 
 #include <arm_neon.h>
 

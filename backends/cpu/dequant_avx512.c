@@ -1,7 +1,7 @@
-/* dequant_avx512.c — dequantize kernels on AVX-512 (quant.h): 16 lanes,
+/* dequant_avx512.c — dequantize kernels on AVX-512 (coders.h): 16 lanes,
  * codes widened to i32, the NF4 table in one register (vpermps), each
  * value the scalar reference's single f32 product. */
-#include "quant.h"
+#include "coders.h"
 
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__)
 #include <immintrin.h>

@@ -1,6 +1,6 @@
-/* dfp_avx2.c — the DFP loops (dfp.h) in AVX2, 8 values a step, the tail
+/* dfp_avx2.c — the DFP loops (quant/dfp.h) in AVX2, 8 values a step, the tail
  * by the scalar reference; equal to it bit for bit (see dfp_avx512.c). */
-#include "dfp.h"
+#include "coders.h"
 
 #if defined(__x86_64__) && defined(__AVX2__)
 #include <immintrin.h>

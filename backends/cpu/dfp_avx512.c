@@ -1,8 +1,8 @@
-/* dfp_avx512.c — the DFP loops (dfp.h) in AVX-512, 16 values a step and a
+/* dfp_avx512.c — the DFP loops (quant/dfp.h) in AVX-512, 16 values a step and a
  * masked tail; equal to the scalar reference bit for bit: the same integer
  * maximum, the same f32 products, round to nearest even (or floor and the
  * same hash comparison), the same clamps, NaN zeroed first. */
-#include "dfp.h"
+#include "coders.h"
 
 #if defined(__x86_64__) && defined(__AVX512F__)
 #include <immintrin.h>

@@ -1,8 +1,8 @@
-/* dequant_neon.c — dequantize kernels on ARM64 Advanced SIMD (quant.h): 4
+/* dequant_neon.c — dequantize kernels on ARM64 Advanced SIMD (coders.h): 4
  * lanes; the NF4 table's 64 bytes are looked up with one tbl of four
  * registers per 4 values. Each value is the scalar reference's single f32
  * product. */
-#include "quant.h"
+#include "coders.h"
 
 #if defined(__aarch64__)
 #include <arm_neon.h>
