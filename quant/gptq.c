@@ -5,7 +5,7 @@
  * share H only), so the column loop inside a block runs row by row, rows
  * in parallel; the update of the later columns after a block is one GEMM. */
 #include "gptq.h"
-#include "../backends/cpu/gemm.h"
+#include "host_gemm.h"
 #include "pool.h"
 
 #include <math.h>
@@ -47,6 +47,8 @@ kiln_status kiln_gptq_add_batch(kiln_gptq *h, const float *x, int64_t n) {
     static const char who[] = "kiln_gptq_add_batch";
     if (!h || !x) return kiln__errs(KILN_ERR_ARG, "%s: NULL argument", who);
     if (n < 1 || n > INT32_MAX) return kiln__errs(KILN_ERR_ARG, "%s: invalid sample count %lld", who, (long long)n);
+    kiln_sgemm_fn *gemm = kiln__host_sgemm(who);
+    if (!gemm) return kiln_last_status();
     const int64_t c = h->cols;
     for (int64_t i = 0; i < n * c; i++)
         if (!isfinite(x[i]))
@@ -55,10 +57,10 @@ kiln_status kiln_gptq_add_batch(kiln_gptq *h, const float *x, int64_t n) {
     /* the reference's running mean: H *= N / (N + n); H += 2 / (N + n) X^T X */
     const float keep = (float)((double)h->n / (double)(h->n + n)), a = (float)(2.0 / (double)(h->n + n));
     h->n += n;
-    /* the full product (kiln's GEMM: this machine's OpenBLAS runs an old
-     * core's kernels, see backends/cpu/gemm.c); the upper half is read */
+    /* the full product (the CPU backend's GEMM, which picks OpenBLAS only
+     * where its kernels are as wide as kiln's); the upper half is read */
     for (int64_t i = 0; i < c * c; i++) h->h[i] *= keep;
-    kiln__sgemm(true, false, c, c, n, a, x, c, x, c, 1.0f, h->h, c, kiln__threads());
+    gemm(true, false, c, c, n, a, x, c, x, c, 1.0f, h->h, c, kiln__threads());
     return KILN_OK;
 }
 
@@ -170,6 +172,8 @@ kiln_gptq_result *kiln_gptq_quantize(const kiln_gptq *h, const float *w, int64_t
                      who);
 #else
     if (h->n == 0) return kiln__err(KILN_ERR_STATE, "%s: no calibration samples (kiln_gptq_add_batch)", who);
+    kiln_sgemm_fn *gemm = kiln__host_sgemm(who);
+    if (!gemm) return NULL;
     for (int64_t i = 0; i < rows * c; i++)
         if (!isfinite(w[i]))
             return kiln__err(KILN_ERR_NUMERIC, "%s: w[%lld, %lld] is not finite", who, (long long)(i / c),
@@ -237,8 +241,7 @@ kiln_gptq_result *kiln_gptq_quantize(const kiln_gptq *h, const float *w, int64_t
         for (int64_t row = 0; row < rows; row++) loss += rl[row];
         /* W[:, i2:] -= Err1 U[i1:i2, i2:] */
         if (i2 < c)
-            kiln__sgemm(false, false, rows, c - i2, n, -1.0f, err, n, u + i1 * c + i2, c, 1.0f, wp + i2, c,
-                        kiln__threads());
+            gemm(false, false, rows, c - i2, n, -1.0f, err, n, u + i1 * c + i2, c, 1.0f, wp + i2, c, kiln__threads());
     }
     if (isnan(loss)) {
         kiln_gptq_result_free(r);

@@ -5,9 +5,12 @@
  * double-precision implementation of the paper's algorithm (column after
  * column over the whole matrix, no lazy blocks, its own Cholesky), with
  * and without act order and groups, at 2, 3 and 4 bits; GPTQ's output
- * error below RTN's on correlated inputs; dead columns; errors. A BLAS=0
+ * error below RTN's on correlated inputs; dead columns; errors, one of
+ * them a link without the CPU backend's GEMM (core/host_gemm.h). A BLAS=0
  * build has no LAPACK: there GPTQ must fail with KILN_ERR_UNSUPPORTED. */
 #include "kt.h"
+#include "host_gemm.h"
+#include "../backends/cpu/gemm.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -178,6 +181,28 @@ KT_TEST(gptq_errors) {
     KT_OK(kiln_gptq_add_batch(h, w, 2));
     KT_EXPECT_ERR(kiln_gptq_quantize(h, w, 2, &c), KILN_ERR_UNSUPPORTED, "BLAS=0");
 #endif
+    kiln_gptq_free(h);
+}
+
+/* GPTQ's products are the GEMM the CPU backend lends core: where none was
+ * lent, both calls refuse before touching anything. */
+KT_TEST(gptq_without_a_host_gemm) {
+    const float x[4] = {1, 2, 3, 4};
+    kiln_gptq *h = kiln_gptq_new(2);
+    KT_NOTNULL(h);
+    KT_OK(kiln_gptq_add_batch(h, x, 2));
+    kiln__host_sgemm_lend(NULL);
+    KT_CHECK(kiln_gptq_add_batch(h, x, 2) == KILN_ERR_UNSUPPORTED &&
+                 strstr(kiln_last_error(), "kiln_gptq_add_batch: no CPU backend"),
+             "a batch without a GEMM: %s", kiln_last_error());
+    KT_CHECK(kiln_gptq_samples(h) == 2, "samples %lld after a refused batch", (long long)kiln_gptq_samples(h));
+#ifdef KILN_BLAS
+    kiln_gptq_config c = kiln_gptq_defaults();
+    KT_EXPECT_ERR(kiln_gptq_quantize(h, x, 2, &c), KILN_ERR_UNSUPPORTED, "kiln_gptq_quantize: no CPU backend");
+#endif
+    kiln__host_sgemm_lend(kiln__sgemm);
+    KT_OK(kiln_gptq_add_batch(h, x, 2));
+    KT_CHECK(kiln_gptq_samples(h) == 4, "samples %lld", (long long)kiln_gptq_samples(h));
     kiln_gptq_free(h);
 }
 

@@ -8,6 +8,7 @@
  * small ones read B and A^T in place in a single pass. kiln__sgemm sends
  * big problems to OpenBLAS only when its core is as wide as kiln's. */
 #include "gemm.h"
+#include "host_gemm.h"
 
 #include "cpu_features.h"
 #include "gemm_kernels.h"
@@ -436,6 +437,9 @@ void kiln__sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
 #endif
     kiln__sgemm_own(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, n_threads);
 }
+
+/* the host GEMM of the layers above the backends (core/host_gemm.h) */
+__attribute__((constructor)) static void lend_sgemm(void) { kiln__host_sgemm_lend(kiln__sgemm); }
 
 /* ---- f64 -------------------------------------------------------------- */
 
