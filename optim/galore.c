@@ -26,8 +26,8 @@
  *
  * Where P is recomputed: in the step kernel (backends/cpu/optim_galore.c),
  * not in prepare: the CPU kernel already holds the gradient in host
- * memory, and the Vulkan kernel (backends/vulkan/vk_optim_galore.c) brings
- * it down only on refresh steps and runs the same SVD code, so the step
+ * memory, and the Vulkan and CUDA kernels bring it down only on refresh
+ * steps; all run the same SVD code (core/lowrank.c), so the step
  * stays one op whose state is all in its sources. prepare only
  * decides *whether* to refresh, from the step count.
  *
@@ -142,7 +142,7 @@ static kiln_tensor *matrix_node(kiln_optim *opt, int i, const kiln_galore_config
     return t;
 }
 
-/* the SVD comes from LAPACK, linked only with OpenBLAS (backends/cpu/optim_galore.c) */
+/* the SVD comes from LAPACK, linked only with OpenBLAS (core/lowrank.c) */
 #ifdef KILN_BLAS
 static const bool have_lapack = true;
 #else
