@@ -2,6 +2,7 @@
  * copies coherent (see backend.h for the rules). */
 #include "backend.h"
 
+#include <pthread.h>
 #include <stdio.h>
 
 struct kiln_devalloc {
@@ -9,71 +10,91 @@ struct kiln_devalloc {
     kiln_devbuf *d;
 };
 
-static kiln_backend cpu_backend = {.name = "cpu", .device = "host CPU"};
+/* ---- the table of backends ---- */
 
-kiln_backend *kiln__backend_cpu(void) { return &cpu_backend; }
+#define MAX_BACKENDS 8
 
-#ifndef KILN_VULKAN
-kiln_backend *kiln__vulkan_backend_new(void) {
-    return kiln__err(KILN_ERR_UNSUPPORTED, "kiln_backend_get: this kiln was built without Vulkan (make VULKAN=1)");
+typedef struct entry {
+    const char *name;
+    kiln_backend *(*open)(void);
+    bool host;
+    kiln_backend *b;    /* started */
+    kiln_status status; /* its start failed: the same answer every time */
+    char error[256];
+} entry;
+
+static entry table[MAX_BACKENDS];
+static int n_table;
+static kiln_backend *host_backend; /* once found */
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void kiln__backend_register(const char *name, kiln_backend *(*open)(void), bool host) {
+    pthread_mutex_lock(&table_lock);
+    if (n_table < MAX_BACKENDS) table[n_table++] = (entry){.name = name, .open = open, .host = host};
+    pthread_mutex_unlock(&table_lock);
 }
-#endif
-#ifndef KILN_CUDA
-kiln_backend *kiln__cuda_backend_new(void) {
-    return kiln__err(KILN_ERR_UNSUPPORTED, "kiln_backend_get: this kiln was built without CUDA (make CUDA=1)");
+
+/* e's backend, started on first use; call with table_lock held. */
+static kiln_backend *open_entry(entry *e) {
+    if (!e->b && !e->status && !(e->b = e->open())) {
+        e->status = kiln_last_status() ? kiln_last_status() : KILN_ERR_UNSUPPORTED;
+        snprintf(e->error, sizeof e->error, "%s", kiln_last_error());
+    }
+    return e->b ? e->b : kiln__err(e->status, "%s", e->error);
 }
-#endif
+
+kiln_backend *kiln__backend_host(void) {
+    kiln_backend *h = __atomic_load_n(&host_backend, __ATOMIC_ACQUIRE);
+    if (h) return h;
+    pthread_mutex_lock(&table_lock);
+    for (int i = 0; i < n_table && !h; i++)
+        if (table[i].host) h = open_entry(&table[i]);
+    if (h) __atomic_store_n(&host_backend, h, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&table_lock);
+    /* the CPU registers from a constructor, which a link that picked
+     * libkiln's objects one by one would leave out (Makefile: libkiln.a) */
+    return h ? h : kiln__err(KILN_ERR_STATE, "no CPU backend is registered (libkiln's constructors did not run)");
+}
+
+/* Backends a build may leave out, and how to build them in. */
+static const struct {
+    const char *name, *what, *how;
+} optional[] = {{"vulkan", "Vulkan", "make VULKAN=1"}, {"cuda", "CUDA", "make CUDA=1"}};
 
 kiln_backend *kiln_backend_get(const char *name) {
-    static kiln_backend *vulkan;
-    static kiln_status vulkan_status = KILN_OK;
-    static char vulkan_error[256];
     if (!name) return kiln__err(KILN_ERR_ARG, "kiln_backend_get: name is NULL");
-    if (!strcmp(name, "cpu")) {
-        snprintf(cpu_backend.device, sizeof cpu_backend.device, "host CPU (%s)", kiln_cpu_describe());
-        return &cpu_backend;
-    }
-    if (!strcmp(name, "vulkan")) {
-        /* started once; a failure is remembered so callers get the same answer */
-        if (!vulkan && !vulkan_status) {
-            vulkan = kiln__vulkan_backend_new();
-            if (!vulkan) {
-                vulkan_status = kiln_last_status() ? kiln_last_status() : KILN_ERR_UNSUPPORTED;
-                snprintf(vulkan_error, sizeof vulkan_error, "%s", kiln_last_error());
-            }
-        }
-        if (!vulkan) return kiln__err(vulkan_status, "%s", vulkan_error);
-        return vulkan;
-    }
-    if (!strcmp(name, "cuda")) {
-        static kiln_backend *cuda;
-        static kiln_status cuda_status = KILN_OK;
-        static char cuda_error[256];
-        if (!cuda && !cuda_status) {
-            cuda = kiln__cuda_backend_new();
-            if (!cuda) {
-                cuda_status = kiln_last_status() ? kiln_last_status() : KILN_ERR_UNSUPPORTED;
-                snprintf(cuda_error, sizeof cuda_error, "%s", kiln_last_error());
-            }
-        }
-        if (!cuda) return kiln__err(cuda_status, "%s", cuda_error);
-        return cuda;
-    }
+    kiln_backend *b = NULL;
+    bool found = false;
+    pthread_mutex_lock(&table_lock);
+    for (int i = 0; i < n_table && !found; i++)
+        if ((found = !strcmp(table[i].name, name))) b = open_entry(&table[i]);
+    pthread_mutex_unlock(&table_lock);
+    if (found) return b;
+    for (size_t i = 0; i < sizeof optional / sizeof *optional; i++)
+        if (!strcmp(name, optional[i].name))
+            return kiln__err(KILN_ERR_UNSUPPORTED, "kiln_backend_get: this kiln was built without %s (%s)",
+                             optional[i].what, optional[i].how);
     return kiln__err(KILN_ERR_ARG, "kiln_backend_get: unknown backend '%s' (expected cpu, vulkan or cuda)", name);
 }
 
-const char *kiln_backend_name(const kiln_backend *b) { return b ? b->name : "cpu"; }
-const char *kiln_backend_device(const kiln_backend *b) { return b ? b->device : cpu_backend.device; }
+/* b, or the host backend for NULL (the CPU, in the public API) */
+static const kiln_backend *or_host(const kiln_backend *b) { return b ? b : kiln__backend_host(); }
+
+const char *kiln_backend_name(const kiln_backend *b) { return (b = or_host(b)) ? b->name : "cpu"; }
+const char *kiln_backend_device(const kiln_backend *b) {
+    if (!(b = or_host(b))) return "";
+    return b->vt->describe ? b->vt->describe(b) : b->device;
+}
 int64_t kiln_backend_validation_messages(const kiln_backend *b) { return b ? b->validation_messages : 0; }
 
 kiln_status kiln_ctx_set_backend(kiln_ctx *ctx, kiln_backend *b) {
     if (!ctx) return kiln__errs(KILN_ERR_ARG, "kiln_ctx_set_backend: ctx is NULL");
-    ctx->backend = kiln__is_device(b) ? b : NULL;
+    ctx->backend = b == kiln__backend_host() ? NULL : b;
     return KILN_OK;
 }
 
 kiln_backend *kiln_ctx_backend(const kiln_ctx *ctx) {
-    return ctx && ctx->backend ? ctx->backend : &cpu_backend;
+    return ctx && ctx->backend ? ctx->backend : kiln__backend_host();
 }
 
 /* ---- device memory owned by a context ---- */

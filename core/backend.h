@@ -1,10 +1,37 @@
-/* backend.h — the backend vtable and host/device residency; not installed.
+/* backend.h — backends, the one graph executor, and host/device
+ * residency; not installed.
  *
- * A device backend (Vulkan, CUDA) implements this table. The graph
- * executor (core/graph.c) asks `supports` for every node, records the
- * claimed ones with `compute` and runs the rest on the CPU kernels,
- * copying bytes across with `upload`/`download` as needed; `flush`
- * submits what was recorded and waits for it.
+ * Backends. The CPU, Vulkan and CUDA each implement the vtable below and
+ * register with core from a constructor in their own files
+ * (kiln__backend_register), so core names none of them: kiln_backend_get
+ * looks a name up in the table and starts that backend on first use. One
+ * backend works on host memory, the CPU (the host backend): it runs every
+ * graph that has no backend of its own and every node another backend
+ * leaves. Its vtable has no memory functions; a device backend's has them.
+ *
+ *     static kiln_backend *open_mine(void);     // NULL with the error set: no device
+ *     __attribute__((constructor)) static void register_mine(void) {
+ *         kiln__backend_register("mine", open_mine, false);
+ *     }
+ *
+ * The executor (core/graph_exec.c) runs a planned graph on its backend b:
+ * node by node in order, each on b when b `supports` it, else on the host
+ * backend (the fallback), always through the vtable. Operands cross
+ * between host and device memory only when the side that runs a node lacks
+ * their current bytes (core/graph_device.c); a graph whose backend is the
+ * host copies nothing and keeps no residency books. A device backend
+ * records with `compute` and runs what it recorded at `flush`.
+ *
+ * The rewrite (core/fuse.c), decided at plan time from op facts and
+ * invisible in the results, has two fused forms; a backend runs those it
+ * sets in vt->fuses (the CPU both; Vulkan and CUDA none yet, so their
+ * graphs run node by node), and the host backend must run both:
+ *  - KILN_FUSE_CHAIN: consecutive element-wise nodes, each read only by
+ *    the next and on operands that tile with the output (kiln__fuse_operand),
+ *    run by `compute_chain` as one pass that writes only the last node;
+ *  - KILN_FUSE_ACC: a product (MATMUL, or DFP_MATMUL on a plain B) read only
+ *    by the ACC_GRAD that adds it into a gradient is computed with
+ *    ex->accumulate into the gradient itself; the ACC_GRAD never runs.
  *
  * Residency: a tensor that owns storage (leaf, graph output) always has its
  * host storage; a device backend adds a copy (t->dev) on first use, and
@@ -15,7 +42,8 @@
  *
  * Kernels find their operands' device bytes in node->dbuf / node->doff
  * (and the same on each src), set for every node before `compute`, just as
- * node->data is for the CPU kernels. Strides and dtype are the tensor's.
+ * node->data is for the host backend's kernels. Strides and dtype are the
+ * tensor's.
  */
 #ifndef KILN_BACKEND_H
 #define KILN_BACKEND_H
@@ -26,10 +54,14 @@ enum { KILN_AT_HOST = 1, KILN_AT_DEV = 2 };
 
 typedef struct kiln_devbuf kiln_devbuf; /* defined by each backend */
 
+/* The fused forms a backend runs (vt->fuses; see above). */
+enum { KILN_FUSE_CHAIN = 1, KILN_FUSE_ACC = 2 };
+
 typedef struct kiln_backend_vt {
-    /* Does this backend run node (op, dtypes, sizes)? Unclaimed nodes run on the CPU. */
+    /* Does this backend run node (op, dtypes, sizes)? The rest run on the host backend. */
     bool (*supports)(kiln_backend *b, const kiln_tensor *node);
-    /* Device memory of at least bytes, zero-filled; NULL with the error set. */
+    /* Device memory (NULL, all five, on the host backend): at least bytes,
+     * zero-filled; NULL with the error set. */
     kiln_devbuf *(*alloc)(kiln_backend *b, size_t bytes);
     void (*free)(kiln_backend *b, kiln_devbuf *d);
     /* Copies; they wait for recorded work first. */
@@ -37,28 +69,56 @@ typedef struct kiln_backend_vt {
     kiln_status (*download)(kiln_backend *b, kiln_devbuf *d, size_t off, void *dst, size_t n);
     /* Set n bytes (a multiple of 4) to zero, in order with recorded work. */
     kiln_status (*zero)(kiln_backend *b, kiln_devbuf *d, size_t off, size_t n);
-    /* Record node (its operands' dbuf/doff are set). */
+    /* Run (host) or record (device) node; its operands' data or dbuf/doff are set. */
     kiln_status (*compute)(kiln_backend *b, kiln_tensor *node, const kiln_exec *ex);
-    /* Submit what was recorded and wait until it is done. */
+    /* Submit what was recorded and wait until it is done (NULL: nothing is deferred). */
     kiln_status (*flush)(kiln_backend *b);
+    /* KILN_FUSE_* bits: the fused forms this backend runs. */
+    unsigned fuses;
+    /* KILN_FUSE_CHAIN: nodes[0..n) as one pass; only nodes[n - 1] is
+     * written, the others' storage is not real. */
+    kiln_status (*compute_chain)(kiln_backend *b, kiln_tensor *const *nodes, int n, const kiln_exec *ex);
+    /* Can the backend be used as configured? KILN_OK, or an error naming
+     * who (the host backend's, at kiln_ctx_new: the CPU checks $KILN_SIMD).
+     * NULL: always. */
+    kiln_status (*ready)(kiln_backend *b, const char *who);
+    /* What kiln_backend_device says (NULL: b->device). */
+    const char *(*describe)(const kiln_backend *b);
 } kiln_backend_vt;
 
 struct kiln_backend {
     const char *name;
-    const kiln_backend_vt *vt; /* NULL for the CPU */
+    const kiln_backend_vt *vt;
     void *impl;
     char device[320];
     int64_t validation_messages;
 };
 
-/* The CPU backend (never NULL). */
-kiln_backend *kiln__backend_cpu(void);
-static inline bool kiln__is_device(const kiln_backend *b) { return b && b->vt; }
+/* Put a backend in core's table (from a constructor, before main): open
+ * starts it, on the first kiln_backend_get(name), and returns it or NULL
+ * with the error set (kiln_backend_get then gives that answer every time).
+ * host: the host backend (one, the CPU). At most 8 backends. */
+void kiln__backend_register(const char *name, kiln_backend *(*open)(void), bool host);
+/* The host backend, or NULL with the error set when none registered. */
+kiln_backend *kiln__backend_host(void);
+/* Does b keep its own memory (a device backend)? */
+static inline bool kiln__is_device(const kiln_backend *b) { return b && b->vt->alloc; }
 
-/* Each device backend's constructor: NULL with the error set when it was
- * not built in or finds no device (backends/vulkan, backends/cuda). */
-kiln_backend *kiln__vulkan_backend_new(void);
-kiln_backend *kiln__cuda_backend_new(void);
+/* How an operand s of element-wise node t, other than the chain's previous
+ * node, maps onto a tile of t's output (core/fuse.c), for the chain
+ * kernels: the same shape, contiguous (FULL); one element (SCALAR); one
+ * row broadcast over every row (ROW, e.g. a bias); one value per index of
+ * axis 1 of a tensor of 3 or more dims (CHAN, a convolution's bias
+ * [1, C, 1, 1]); else BAD (no chain). Every one is contiguous and of t's
+ * dtype. */
+typedef enum kiln_fuse_operand {
+    KILN_OPND_BAD,
+    KILN_OPND_FULL,
+    KILN_OPND_SCALAR,
+    KILN_OPND_ROW,
+    KILN_OPND_CHAN
+} kiln_fuse_operand;
+kiln_fuse_operand kiln__fuse_operand(const kiln_tensor *s, const kiln_tensor *t);
 
 /* The tensor owning t's storage. */
 static inline kiln_tensor *kiln__owner(kiln_tensor *t) { return t->view_src ? t->view_src : t; }

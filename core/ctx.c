@@ -38,7 +38,12 @@ static void owned_release(kiln_owned *o) {
 
 kiln_ctx *kiln_ctx_new(void) {
     kiln__ops_init();
-    if (kiln__cpu_simd_check("kiln_ctx_new")) return NULL;
+    kiln_backend *host = kiln__backend_host();
+    if (!host) {
+        kiln__err_context("kiln_ctx_new");
+        return NULL;
+    }
+    if (host->vt->ready && host->vt->ready(host, "kiln_ctx_new")) return NULL;
     kiln_ctx *ctx = kiln__calloc(1, sizeof *ctx);
     if (!ctx) return kiln__err(KILN_ERR_OOM, "kiln_ctx_new: out of memory");
     ctx->grad_enabled = true;

@@ -1,21 +1,70 @@
-/* fuse.c — two rewrites of how a planned graph runs, both invisible in
- * its results:
- *  - element-wise chains run as one tiled pass (backends/cpu/fused.c). A
- *    chain is a run of consecutive nodes, each an element-wise op the
- *    backend can tile, where every node but the last is read only by the
- *    next one and is not an output: nothing else ever sees the
- *    intermediates, so they are never written;
- *  - a matmul read only by the ACC_GRAD that adds it into a gradient (the
- *    weight gradient of every linear layer) adds into the gradient itself
- *    (GEMM with beta = 1), so it needs no buffer and the extra pass is gone;
- *    a DFP matmul (ops/dfp.c) the same way.
- * $KILN_FUSE=0 turns both off (every node then runs alone). */
+/* fuse.c — the rewrite: which nodes of a planned graph run as one fused
+ * step, chosen from op facts for the fused forms the graph's backend runs
+ * (vt->fuses), and invisible in the results:
+ *  - KILN_FUSE_CHAIN: element-wise chains run as one tiled pass. A chain is
+ *    a run of consecutive nodes, each an element-wise op on f32/f64 whose
+ *    other operands tile with its output (kiln__fuse_operand), where every
+ *    node but the last is read only by the next one and is not an output:
+ *    nothing else ever sees the intermediates, so they are never written;
+ *  - KILN_FUSE_ACC: a matmul read only by the ACC_GRAD that adds it into a
+ *    gradient (the weight gradient of every linear layer) adds into the
+ *    gradient itself (GEMM with beta = 1), so it needs no buffer and the
+ *    extra pass is gone; a DFP matmul (ops/dfp.c) the same way.
+ * Every node of a fused step is one the backend supports. A backend that
+ * runs neither form (Vulkan, CUDA today) gets every node alone, as does
+ * every graph under $KILN_FUSE=0. */
 #include "graph.h"
 
-kiln_status kiln__graph_fuse(kiln_graph *g, uint64_t gen) {
+static bool elementwise(const kiln_tensor *t) {
+    return ((t->op >= KILN_OP_NEG && t->op <= KILN_OP_GELU_TANH_GRAD) || (t->op >= KILN_OP_ADD && t->op <= KILN_OP_CMP)) &&
+           kiln__is_compute_float(t->dtype);
+}
+
+/* s [1, C, 1, ...] against t [N, C, ...] of the same rank (C > 1, at least 3 dims) */
+static bool per_channel(const kiln_tensor *s, const kiln_tensor *t) {
+    if (s->ndim != t->ndim || t->ndim < 3 || s->shape[1] != t->shape[1] || t->shape[1] == 1) return false;
+    for (int d = 0; d < s->ndim; d++)
+        if (d != 1 && s->shape[d] != 1) return false;
+    return true;
+}
+
+kiln_fuse_operand kiln__fuse_operand(const kiln_tensor *s, const kiln_tensor *t) {
+    if (s->dtype != t->dtype || !kiln_tensor_is_contiguous(s)) return KILN_OPND_BAD;
+    int64_t n = kiln_tensor_numel(s), c = t->shape[t->ndim - 1];
+    if (kiln__same_shape(s, t)) return KILN_OPND_FULL;
+    if (n == 1) return KILN_OPND_SCALAR;
+    if (n == c && s->shape[s->ndim - 1] == c && s->ndim <= t->ndim) return KILN_OPND_ROW;
+    if (per_channel(s, t)) return KILN_OPND_CHAN;
+    return KILN_OPND_BAD;
+}
+
+/* Can t start a chain? */
+static bool chain_head(const kiln_tensor *t) {
+    if (!elementwise(t)) return false;
+    for (int k = 0; k < t->nsrc; k++)
+        if (kiln__fuse_operand(t->src[k], t) == KILN_OPND_BAD) return false;
+    return true;
+}
+
+/* Can t follow prev in a chain (reading it as one of its operands)? */
+static bool chain_link(const kiln_tensor *prev, const kiln_tensor *t) {
+    if (!elementwise(t)) return false;
+    bool linked = false;
+    for (int k = 0; k < t->nsrc; k++) {
+        if (t->src[k] == prev) linked = kiln__same_shape(prev, t);
+        else if (kiln__fuse_operand(t->src[k], t) == KILN_OPND_BAD) return false;
+    }
+    return linked && elementwise(prev);
+}
+
+kiln_status kiln__graph_fuse(kiln_graph *g, kiln_backend *b, uint64_t gen) {
     kiln_status s = kiln__owned_grow(g->ctx, (void **)&g->chain_end, &g->chain_cap, g->n, sizeof *g->chain_end);
     if (!s) s = kiln__owned_grow(g->ctx, (void **)&g->acc_node, &g->acc_cap, g->n, sizeof *g->acc_node);
     if (s) return s;
+    for (int i = 0; i < g->n; i++) g->chain_end[i] = i, g->acc_node[i] = -1;
+    const char *env = getenv("KILN_FUSE");
+    unsigned forms = b && !(env && !strcmp(env, "0")) ? b->vt->fuses : 0;
+    if (!forms) return KILN_OK;
     int *readers = kiln__calloc((size_t)(g->n ? g->n : 1), sizeof *readers);
     if (!readers) return kiln__errs(KILN_ERR_OOM, "graph: out of memory finding fused chains");
     for (int i = 0; i < g->n; i++) {
@@ -24,26 +73,23 @@ kiln_status kiln__graph_fuse(kiln_graph *g, uint64_t gen) {
             if (t->src[k]->visit == gen) readers[t->src[k]->slot]++;
         if (t->view_src && t->view_src->visit == gen) readers[t->view_src->slot]++;
     }
-    const char *env = getenv("KILN_FUSE");
-    /* the fused kernels are the CPU's; a device graph runs every node alone */
-    bool on = !(env && !strcmp(env, "0")) && !kiln__is_device(kiln__graph_backend(g));
-    for (int i = 0; i < g->n; i++) g->chain_end[i] = i, g->acc_node[i] = -1;
-    for (int i = 0; on && i < g->n; i++) {
+    for (int i = 0; (forms & KILN_FUSE_ACC) && i < g->n; i++) {
         kiln_tensor *acc = g->nodes[i], *m = acc->src[1];
         if (acc->op != KILN_OP_ACC_GRAD ||
-            /* a DFP product too (backends/cpu/dfp_matmul.c adds it in), unless its B is a convolution's columns */
+            /* a DFP product too (its kernel adds it in), unless its B is a convolution's columns */
             !(m->op == KILN_OP_MATMUL || (m->op == KILN_OP_DFP_MATMUL && m->ip[2] == 0)) || m->visit != gen ||
-            readers[m->slot] != 1 ||
-            m->ndim != 2 || m->dtype != acc->dtype || (m->flags & KILN_FLAG_OUTPUT) || m->storage_bytes)
+            readers[m->slot] != 1 || m->ndim != 2 || m->dtype != acc->dtype || (m->flags & KILN_FLAG_OUTPUT) ||
+            m->storage_bytes || !b->vt->supports(b, m))
             continue;
         g->acc_node[m->slot] = i;
         g->acc_node[i] = -2;
     }
-    for (int i = 0; on && i < g->n; i++) {
-        if (!kiln__cpu_chain_head(g->nodes[i])) continue;
+    for (int i = 0; (forms & KILN_FUSE_CHAIN) && i < g->n; i++) {
+        if (!chain_head(g->nodes[i]) || !b->vt->supports(b, g->nodes[i])) continue;
         int e = i;
         while (e + 1 < g->n && readers[e] == 1 && !(g->nodes[e]->flags & KILN_FLAG_OUTPUT) &&
-               !g->nodes[e]->storage_bytes && kiln__cpu_chain_link(g->nodes[e], g->nodes[e + 1]))
+               !g->nodes[e]->storage_bytes && chain_link(g->nodes[e], g->nodes[e + 1]) &&
+               b->vt->supports(b, g->nodes[e + 1]))
             e++;
         for (int j = i; j <= e; j++) g->chain_end[j] = e;
         i = e;

@@ -1,4 +1,6 @@
-/* graph.h — the graph object shared by graph.c and planner.c. */
+/* graph.h — the graph object shared by graph.c (building), planner.c and
+ * fuse.c (planning), graph_exec.c (the executor) and graph_device.c (its
+ * operands' moves on a device backend); see backend.h for how they fit. */
 #ifndef KILN_GRAPH_H
 #define KILN_GRAPH_H
 
@@ -13,21 +15,21 @@ struct kiln_graph {
     int *acc_node;       /* matmul i adds straight into a gradient: its ACC_GRAD's index; that ACC_GRAD: -2; else -1 */
     int offs_cap, chain_cap, acc_cap;
     bool planned, training;
-    bool plan_device; /* planned for a device backend (no CPU fusion) */
+    kiln_backend *plan_backend; /* the backend the plan's fused forms were chosen for */
     size_t planned_bytes, unplanned_bytes;
     void *buf;
     size_t buf_bytes;
     uint64_t runs;
-    /* device graphs (graph_device.c) */
     kiln_backend *backend;       /* set by kiln_graph_set_backend; NULL: the context's */
+    /* graphs on a backend other than the host (graph_device.c) */
     kiln_backend *sched_backend; /* the backend the schedule below was made for */
     bool scheduled;
-    bool *on_dev;                /* node i runs on the device (views count as on it) */
+    bool *claimed;               /* node i runs on the graph's backend, not the host (views count as claimed) */
     int *owner_slot;             /* [i * (KILN_MAX_SRC + 1) + k]: index of the node owning src k's
                                   * (k = KILN_MAX_SRC: the node's own) storage when the plan
                                   * places it, else -1 */
     uint8_t *loc;                /* per placed node: KILN_AT_HOST | KILN_AT_DEV, this compute */
-    int on_dev_cap, owner_cap, loc_cap;
+    int claimed_cap, owner_cap, loc_cap;
     kiln_devbuf *dbuf;           /* the planned buffer on the device */
     size_t dbuf_bytes;
     kiln_graph_stats stats;
@@ -40,28 +42,44 @@ struct kiln_graph {
     int n_losses, losses_cap;
 };
 
-/* The backend g runs on: its own, else its context's (NULL: the CPU). */
+/* The backend g runs on: its own, else its context's, else the host
+ * backend (NULL only when none is registered). */
 static inline kiln_backend *kiln__graph_backend(const kiln_graph *g) {
-    return g->backend ? g->backend : g->ctx->backend;
+    return g->backend ? g->backend : g->ctx->backend ? g->ctx->backend : kiln__backend_host();
 }
 /* After t's kernel ran: an output's own storage now holds its value. */
 static inline void kiln__mark_computed(kiln_tensor *t) {
     if (t->storage_bytes) t->flags |= KILN_FLAG_COMPUTED;
 }
-/* Run a planned graph on a device backend. */
-kiln_status kiln__graph_compute_device(kiln_graph *g, kiln_backend *b, const kiln_exec *ex);
 
-/* Find element-wise chains and matmuls that can add straight into a
- * gradient (fill g->chain_end and g->acc_node); needs visit == gen and
- * slot == index on every node, as the planner sets them. */
-kiln_status kiln__graph_fuse(kiln_graph *g, uint64_t gen);
+/* Choose the fused forms of the planned graph that b runs (fill
+ * g->chain_end and g->acc_node); needs visit == gen and slot == index on
+ * every node, as the planner sets them. */
+kiln_status kiln__graph_fuse(kiln_graph *g, kiln_backend *b, uint64_t gen);
 /* Node i's result is never stored in the graph's buffer (a chain's
  * intermediate, or a matmul writing into a gradient). */
 static inline bool kiln__graph_unplaced(const kiln_graph *g, int i) {
     return g->chain_end[i] != i || g->acc_node[i] >= 0;
 }
 /* Place every intermediate in one buffer by liveness; give outputs their
- * own storage. */
+ * own storage; the fused forms are those of g's backend. */
 kiln_status kiln__graph_plan(kiln_graph *g);
+
+/* ---- the executor's side for a backend other than the host (graph_device.c) ---- */
+
+/* Which nodes b claims (g->claimed) and, for a device backend, where each
+ * operand's storage lives. */
+kiln_status kiln__graph_schedule(kiln_graph *g, kiln_backend *b);
+/* The planned buffer's device copy, and its host copy when some node
+ * falls back; loc[] reset for this compute. */
+kiln_status kiln__graph_dev_buffers(kiln_graph *g, kiln_backend *b);
+/* Node i's data (host) and dbuf/doff (device) for this compute. */
+kiln_status kiln__graph_dev_resolve(kiln_graph *g, kiln_backend *b, int i);
+/* Before the step of nodes i..end (and ACC_GRAD acc when >= 0) runs on
+ * the device (to_dev) or the host: bring its operands' current bytes to
+ * that side. *none: the step writes nothing (an empty result), and is done. */
+kiln_status kiln__graph_dev_bring(kiln_graph *g, kiln_backend *b, int i, int end, int acc, bool to_dev, bool *none);
+/* After it ran on side at: the storage it wrote is current only there. */
+void kiln__graph_dev_written(kiln_graph *g, int i, int end, int acc, uint8_t at);
 
 #endif

@@ -1,8 +1,8 @@
-/* graph_device.c — running a planned graph on a device backend.
+/* graph_device.c — the executor's operands on a backend other than the
+ * host: which nodes it claims and, on a device backend, moving bytes.
  *
- * Each node goes to the device when the backend claims it, else to the CPU
- * kernels. Intermediates have the same offset in the device copy of the
- * planned buffer and, when some node falls back, in the host one; per
+ * Intermediates have the same offset in the device copy of the planned
+ * buffer and, when some node falls back to the host, in the host one; per
  * compute, loc[] says which copy of each holds its current bytes, and an
  * operand is copied across only when the side that reads it lacks them.
  * Leaves and outputs keep their own copies (core/backend.c). Device work
@@ -11,24 +11,21 @@
  */
 #include "graph.h"
 
-#include <stdio.h>
-
 static int *slot_of(kiln_graph *g, int i) { return g->owner_slot + (size_t)i * (KILN_MAX_SRC + 1); }
 
 /* A node with an empty operand: the device kernels assume none, and such a
- * node either writes nothing (skipped in run_node) or makes a non-empty
- * result from empty sources (a sum over an empty axis, a product over
- * K = 0), which the CPU kernels handle. */
+ * node either writes nothing (skipped by kiln__graph_dev_bring) or makes a
+ * non-empty result from empty sources (a sum over an empty axis, a
+ * product over K = 0), which the host backend's kernels handle. */
 static bool empty_operand(const kiln_tensor *t) {
     bool empty = kiln_tensor_numel(t) == 0;
     for (int k = 0; k < t->nsrc && !empty; k++) empty = kiln_tensor_numel(t->src[k]) == 0;
     return empty;
 }
 
-/* Which nodes the device claims and where each operand's storage lives. */
-static kiln_status schedule(kiln_graph *g, kiln_backend *b) {
+kiln_status kiln__graph_schedule(kiln_graph *g, kiln_backend *b) {
     kiln_ctx *ctx = g->ctx;
-    kiln_status s = kiln__owned_grow(ctx, (void **)&g->on_dev, &g->on_dev_cap, g->n, sizeof *g->on_dev);
+    kiln_status s = kiln__owned_grow(ctx, (void **)&g->claimed, &g->claimed_cap, g->n, sizeof *g->claimed);
     if (!s) s = kiln__owned_grow(ctx, (void **)&g->loc, &g->loc_cap, g->n, sizeof *g->loc);
     if (!s) s = kiln__owned_grow(ctx, (void **)&g->owner_slot, &g->owner_cap, g->n * (KILN_MAX_SRC + 1), sizeof(int));
     if (s) return s;
@@ -45,7 +42,7 @@ static kiln_status schedule(kiln_graph *g, kiln_backend *b) {
             bool placed = o && o->visit == gen && !o->storage_bytes && kiln__op_table[o->op].kind == KILN_KIND_KERNEL;
             slot_of(g, i)[k] = placed ? o->slot : -1;
         }
-        g->on_dev[i] = kiln__op_table[t->op].kind == KILN_KIND_VIEW || (!empty_operand(t) && b->vt->supports(b, t));
+        g->claimed[i] = kiln__op_table[t->op].kind == KILN_KIND_VIEW || (!empty_operand(t) && b->vt->supports(b, t));
     }
     if (g->sched_backend && g->sched_backend != b) { /* the device buffer belongs to the old backend */
         kiln__devbuf_free(ctx, g->dbuf);
@@ -100,8 +97,7 @@ static kiln_status bring(kiln_graph *g, kiln_backend *b, int i, int k, bool to_d
     return kiln__dev_read(b, o, &g->stats);
 }
 
-/* Node i's data (host) and dbuf/doff (device) for this compute. */
-static kiln_status resolve(kiln_graph *g, kiln_backend *b, int i) {
+kiln_status kiln__graph_dev_resolve(kiln_graph *g, kiln_backend *b, int i) {
     kiln_tensor *t = g->nodes[i];
     if (t->view_src) {
         kiln_tensor *o = t->view_src;
@@ -120,21 +116,6 @@ static kiln_status resolve(kiln_graph *g, kiln_backend *b, int i) {
     return KILN_OK;
 }
 
-/* $KILN_BACKEND_DEBUG=1: name each op that falls back, once. */
-static void note_fallback(const kiln_backend *b, const kiln_tensor *t) {
-    static bool said[KILN_OP_COUNT];
-    static int debug = -1;
-    if (debug < 0) {
-        const char *env = getenv("KILN_BACKEND_DEBUG");
-        debug = env && *env && strcmp(env, "0");
-    }
-    if (!debug || said[t->op]) return;
-    said[t->op] = true;
-    char buf[96];
-    fprintf(stderr, "kiln: %s does not run %s (%s %s); it runs on the CPU\n", b->name, kiln__op_table[t->op].name,
-            kiln_dtype_name(t->dtype), kiln__shape_str(t, buf));
-}
-
 /* Operand k of node i was written on side `at`: only that copy is current. */
 static void written(kiln_graph *g, int i, int k, uint8_t at) {
     int j = slot_of(g, i)[k];
@@ -142,41 +123,37 @@ static void written(kiln_graph *g, int i, int k, uint8_t at) {
     else kiln__owner(k < KILN_MAX_SRC ? g->nodes[i]->src[k] : g->nodes[i])->where = at;
 }
 
-static kiln_status run_node(kiln_graph *g, kiln_backend *b, int i, const kiln_exec *ex) {
-    kiln_tensor *t = g->nodes[i];
-    bool dev = g->on_dev[i], inplace = kiln__op_table[t->op].kind == KILN_KIND_INPLACE;
-    kiln_status s = KILN_OK;
-    if (!kiln_tensor_numel(t)) { /* nothing to write: its (empty) bytes are current on both sides */
-        written(g, i, KILN_MAX_SRC, KILN_AT_HOST | KILN_AT_DEV);
-        return KILN_OK;
-    }
-    for (int k = 0; k < t->nsrc && !s; k++) s = bring(g, b, i, k, dev);
-    if (!s && inplace) s = bring(g, b, i, KILN_MAX_SRC, dev);
-    if (s) return s;
-    if (dev) {
-        s = b->vt->compute(b, t, ex);
-        g->stats.nodes_on_backend++;
-    } else {
-        note_fallback(b, t);
-        s = kiln__cpu_compute(t, ex);
-        g->stats.nodes_fallback++;
-    }
-    if (s) return s;
-    kiln__mark_computed(t);
-    /* the side that ran it now holds the only current bytes of its storage,
-     * and of its sources' when it works in place (an optimizer step also
-     * updates its state tensors) */
-    uint8_t at = dev ? KILN_AT_DEV : KILN_AT_HOST;
-    for (int k = 0; inplace && k < t->nsrc; k++) written(g, i, k, at);
-    written(g, i, KILN_MAX_SRC, at);
-    return KILN_OK;
+/* Is src k of node j the chain's previous node (never stored, never moved)? */
+static bool chain_link(const kiln_graph *g, int i, int j, int k) {
+    return j > i && g->nodes[j]->src[k] == g->nodes[j - 1];
 }
 
-kiln_status kiln__graph_compute_device(kiln_graph *g, kiln_backend *b, const kiln_exec *ex) {
+kiln_status kiln__graph_dev_bring(kiln_graph *g, kiln_backend *b, int i, int end, int acc, bool to_dev, bool *none) {
+    /* an empty result: its (empty) bytes are current on both sides */
+    if ((*none = !kiln_tensor_numel(g->nodes[end]))) {
+        written(g, acc >= 0 ? acc : end, KILN_MAX_SRC, KILN_AT_HOST | KILN_AT_DEV);
+        return KILN_OK;
+    }
     kiln_status s = KILN_OK;
-    if ((!g->scheduled || g->sched_backend != b) && (s = schedule(g, b))) return s;
-    bool any_cpu = false;
-    for (int i = 0; i < g->n; i++) any_cpu |= !g->on_dev[i];
+    for (int j = i; j <= end && !s; j++)
+        for (int k = 0; k < g->nodes[j]->nsrc && !s; k++)
+            if (!chain_link(g, i, j, k)) s = bring(g, b, j, k, to_dev);
+    /* what is written in place is read first: the node's own storage, or the gradient a product adds into */
+    if (!s && kiln__op_table[g->nodes[i]->op].kind == KILN_KIND_INPLACE) s = bring(g, b, i, KILN_MAX_SRC, to_dev);
+    if (!s && acc >= 0) s = bring(g, b, acc, KILN_MAX_SRC, to_dev);
+    return s;
+}
+
+void kiln__graph_dev_written(kiln_graph *g, int i, int end, int acc, uint8_t at) {
+    /* an optimizer step also updates its state tensors, in place */
+    kiln_tensor *t = g->nodes[i];
+    for (int k = 0; kiln__op_table[t->op].kind == KILN_KIND_INPLACE && k < t->nsrc; k++) written(g, i, k, at);
+    written(g, acc >= 0 ? acc : end, KILN_MAX_SRC, at);
+}
+
+kiln_status kiln__graph_dev_buffers(kiln_graph *g, kiln_backend *b) {
+    bool any_host = false;
+    for (int i = 0; i < g->n; i++) any_host |= !g->claimed[i];
     if (g->dbuf_bytes < g->planned_bytes) {
         kiln__devbuf_free(g->ctx, g->dbuf);
         g->dbuf_bytes = 0;
@@ -184,17 +161,12 @@ kiln_status kiln__graph_compute_device(kiln_graph *g, kiln_backend *b, const kil
         g->dbuf_bytes = g->planned_bytes;
     }
     /* the host copy of the planned buffer exists only for nodes that fall back */
-    if (any_cpu && (!g->buf || g->buf_bytes < g->planned_bytes)) {
+    if (any_host && (!g->buf || g->buf_bytes < g->planned_bytes)) {
         kiln__owned_free(g->ctx, g->buf);
         g->buf_bytes = 0;
         if (!(g->buf = kiln__owned_alloc(g->ctx, g->planned_bytes))) return kiln_last_status();
         g->buf_bytes = g->planned_bytes;
     }
     memset(g->loc, 0, (size_t)g->n);
-    for (int i = 0; i < g->n && !s; i++) {
-        if (!(s = resolve(g, b, i)) && kiln__op_table[g->nodes[i]->op].kind != KILN_KIND_VIEW) s = run_node(g, b, i, ex);
-    }
-    /* submit even after an error, so nothing stays recorded against freed memory */
-    kiln_status f = b->vt->flush(b);
-    return s ? s : f;
+    return KILN_OK;
 }

@@ -390,7 +390,7 @@ typedef struct kiln_exec {
     uint64_t serial; /* unique to this compute process-wide (0: none); keys caches that live one compute */
     bool training;
     int n_threads;
-    bool accumulate; /* add into node->data instead of writing it (matmul, dfp_matmul: core/fuse.c) */
+    bool accumulate; /* add into the output instead of writing it (matmul, dfp_matmul: core/fuse.c) */
 } kiln_exec;
 
 /* A CPU kernel computes node->data from its sources' data (all resolved). */
@@ -409,16 +409,6 @@ void kiln__cpu_register_optim8bit(kiln_cpu_kernel *tab);
 void kiln__cpu_register_quant(kiln_cpu_kernel *tab);
 void kiln__cpu_register_qmatmul(kiln_cpu_kernel *tab);
 void kiln__cpu_register_dfp(kiln_cpu_kernel *tab);
-/* $KILN_SIMD as the CPU backend read it: KILN_OK, or (who: the caller's
- * name) an error naming the value and the accepted ones. */
-kiln_status kiln__cpu_simd_check(const char *who);
-/* Run one node on the CPU. */
-kiln_status kiln__cpu_compute(kiln_tensor *node, const kiln_exec *ex);
-/* Element-wise chains (backends/cpu/fused.c): can t start a chain / follow
- * prev in one; run nodes[0..n) as one tiled pass (only the last is written). */
-bool kiln__cpu_chain_head(const kiln_tensor *t);
-bool kiln__cpu_chain_link(const kiln_tensor *prev, const kiln_tensor *t);
-kiln_status kiln__cpu_compute_chain(kiln_tensor *const *nodes, int n, const kiln_exec *ex);
 
 int kiln__threads(void);
 

@@ -3,9 +3,10 @@
  * one buffer when it is produced, and return the place when the last node
  * that reads it (directly or through a view) has run. A chain of
  * element-wise ops then needs two buffers, whatever its depth. A fused
- * chain (core/fuse.c) counts as one node at its end: what its members read
- * stays live until the chain is done, and its intermediates get no place;
- * nor does a matmul that adds straight into a gradient. */
+ * chain (core/fuse.c, where the graph's backend runs them) counts as one
+ * node at its end: what its members read stays live until the chain is
+ * done, and its intermediates get no place; nor does a matmul that adds
+ * straight into a gradient. */
 #include "graph.h"
 
 typedef struct {
@@ -95,7 +96,8 @@ kiln_status kiln__graph_plan(kiln_graph *g) {
         g->nodes[i]->slot = i;
         last[i] = i;
     }
-    if ((s = kiln__graph_fuse(g, gen))) {
+    kiln_backend *b = kiln__graph_backend(g);
+    if ((s = kiln__graph_fuse(g, b, gen))) {
         free(last);
         return s;
     }
@@ -144,6 +146,7 @@ kiln_status kiln__graph_plan(kiln_graph *g) {
     if (s) return s;
     g->planned_bytes = fa.peak;
     g->planned = true;
+    g->plan_backend = b;
     g->scheduled = false;
     return KILN_OK;
 }

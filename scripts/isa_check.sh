@@ -21,8 +21,9 @@
 # Extensions no level has (BMI, IFMA, VBMI2, BITALG, VPOPCNTDQ, CD, FP16,
 # AVX-NE-CONVERT, AVX-VNNI-INT8, XOP, SVE, i8mm, ...) fail anywhere.
 #
-#   scripts/isa_check.sh BUILD_DIR     the objects in BUILD_DIR/libkiln.a
-#                                      (and libkiln_dist.a): what ships
+#   scripts/isa_check.sh BUILD_DIR     the objects linked into BUILD_DIR/libkiln.a
+#                                      (BUILD_DIR/libkiln.members), and
+#                                      libkiln_dist.a's: what ships
 #   scripts/isa_check.sh FILE...       these objects or archives
 #   scripts/isa_check.sh --self-test   the checker against small objects
 #                                      compiled on the fly, each with a known
@@ -237,16 +238,15 @@ trap 'rm -rf "$tmp"' EXIT
 if [ "$1" = --self-test ]; then
     self_test
 elif [ $# -eq 1 ] && [ -d "$1" ]; then
-    # what ships: the library archives' members (not stale objects of renamed files)
-    libs=
-    for a in "$1/libkiln.a" "$1/libkiln_dist.a"; do
-        [ -r "$a" ] && libs="$libs $a"
-    done
-    if [ -z "$libs" ]; then
-        echo "FAIL $1: no libkiln.a there"
+    # what ships (not stale objects of renamed files): the objects linked
+    # into libkiln.a's one object, as the Makefile listed them, and
+    # libkiln_dist.a's members
+    if [ ! -r "$1/libkiln.a" ] || [ ! -r "$1/libkiln.members" ]; then
+        echo "FAIL $1: no libkiln.a and libkiln.members there"
         failed=1
     else
-        for a in $libs; do check "$a"; done
+        check $(sed "s|^|$1/|" "$1/libkiln.members")
+        [ -r "$1/libkiln_dist.a" ] && check "$1/libkiln_dist.a"
     fi
 else
     check "$@"

@@ -1,11 +1,14 @@
 #!/bin/sh
-# test.sh — the whole test run behind `make test`: the suite in four builds,
+# test.sh — the whole test run behind `make test`: the suite in every build and the checks,
 # then one summary line.
 #   native        the default build (OpenBLAS), best SIMD level of this CPU
 #   isa           scripts/isa_check.sh: no object of the library holds an
 #                 instruction above its file's SIMD level (objdump), in the
 #                 default, no-blas and arm64 builds; and its self-test, which
 #                 plants such faults in objects compiled on the fly
+#   house         scripts/house_check.sh: the code's includes and the names its
+#                 objects take (nm) keep every "never" of docs/house.json, and
+#                 no two parts but Core and Ops reach each other in a loop
 #   avx2-cpu      the SIMD kernel tests under qemu-x86_64 -cpu Haswell-noTSX (x86-64
 #                 hosts with qemu-user): a CPU with AVX2 and no AVX-512 or
 #                 VNNI, where a kernel run above the caps faults as on a laptop
@@ -178,7 +181,7 @@ if [ -n "${SANITIZE:-}" ]; then
 fi
 
 if [ $# -eq 0 ]; then
-    echo "make test: the suite in every build (native, isa, avx2-cpu, scalar, examples, install, no-blas, sanitize," \
+    echo "make test: the suite in every build (native, isa, house, avx2-cpu, scalar, examples, install, no-blas, sanitize," \
          "cuda, mpi, and arm64 in the background): about 7 minutes on a 2-core machine"
 fi
 # arm64 in the background: its output and counts come back through files
@@ -201,6 +204,7 @@ if wanted isa "$@"; then
     run_suite isa-self-test scripts/isa_check.sh --self-test
     run_suite isa scripts/isa_check.sh "$build"
 fi
+wanted house "$@" && run_suite house scripts/house_check.sh "$build"
 # the tests that run kernels per SIMD level (KT_FOR_EACH_SIMD and the like), about 25 s emulated
 simd_tests="simd_ cpu_ gemm_i8 dfp_gemm_simd qmatmul_row_pairs qmatmul_gemm kernels_match nn_vec_tables
             nn_attention_loops opt8bit_vector pool_ conv_simd"

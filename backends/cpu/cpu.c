@@ -1,12 +1,15 @@
-/* cpu.c — the CPU backend's dispatch: one kernel per op, registered by
- * each family file (backends/cpu/<family>.c), and the f16/bf16 path for
- * kernels written for f32: their half-precision operands are widened to
- * f32, the f32 kernel runs, and the result is rounded back (as PyTorch
- * computes most half-precision CPU ops). */
-#include "internal.h"
+/* cpu.c — the CPU backend: its vtable, registered with core as the host
+ * backend (core/backend.h) from a constructor; its dispatch, one kernel
+ * per op, registered by each family file (backends/cpu/<family>.c); and
+ * the f16/bf16 path for kernels written for f32: their half-precision
+ * operands are widened to f32, the f32 kernel runs, and the result is
+ * rounded back (as PyTorch computes most half-precision CPU ops). */
+#include "backend.h"
+#include "cpu.h"
 #include "pool.h"
 
 #include <pthread.h>
+#include <stdio.h>
 
 static kiln_cpu_kernel kernels[KILN_OP_COUNT];
 
@@ -125,8 +128,9 @@ done:
     return s;
 }
 
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
 kiln_status kiln__cpu_compute(kiln_tensor *node, const kiln_exec *ex) {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, init_once);
     kiln_cpu_kernel k = kernels[node->op];
     if (!k) return kiln__errs(KILN_ERR_UNSUPPORTED, "cpu backend: no kernel for op %s", kiln__op_table[node->op].name);
@@ -138,3 +142,49 @@ kiln_status kiln__cpu_compute(kiln_tensor *node, const kiln_exec *ex) {
     }
     return k(node, ex);
 }
+
+/* ---- the vtable ---- */
+
+static bool cpu_supports(kiln_backend *b, const kiln_tensor *node) {
+    (void)b;
+    pthread_once(&once, init_once);
+    return kernels[node->op] != NULL;
+}
+
+static kiln_status cpu_compute(kiln_backend *b, kiln_tensor *node, const kiln_exec *ex) {
+    (void)b;
+    return kiln__cpu_compute(node, ex);
+}
+
+static kiln_status cpu_compute_chain(kiln_backend *b, kiln_tensor *const *nodes, int n, const kiln_exec *ex) {
+    (void)b;
+    return kiln__cpu_compute_chain(nodes, n, ex);
+}
+
+static kiln_status cpu_ready(kiln_backend *b, const char *who) {
+    (void)b;
+    return kiln__cpu_simd_check(who);
+}
+
+/* the caps in force now (a test may change them) */
+static const char *cpu_describe(const kiln_backend *b) {
+    static _Thread_local char buf[sizeof b->device];
+    snprintf(buf, sizeof buf, "host CPU (%s)", kiln_cpu_describe());
+    return buf;
+}
+
+/* host memory: no memory functions, nothing deferred */
+static const kiln_backend_vt cpu_vt = {
+    .supports = cpu_supports,
+    .compute = cpu_compute,
+    .fuses = KILN_FUSE_CHAIN | KILN_FUSE_ACC,
+    .compute_chain = cpu_compute_chain,
+    .ready = cpu_ready,
+    .describe = cpu_describe,
+};
+
+static kiln_backend cpu_backend = {.name = "cpu", .vt = &cpu_vt, .device = "host CPU"};
+
+static kiln_backend *cpu_open(void) { return &cpu_backend; }
+
+__attribute__((constructor)) static void cpu_register(void) { kiln__backend_register("cpu", cpu_open, true); }

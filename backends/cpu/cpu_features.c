@@ -3,7 +3,7 @@
  * permission request Linux needs before the first tile instruction. */
 #include "cpu_features.h"
 
-#include "internal.h"
+#include "cpu.h"
 
 #include <pthread.h>
 #include <stdint.h>

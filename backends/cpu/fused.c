@@ -1,64 +1,21 @@
 /* fused.c — element-wise chains run tile by tile. A chain is a run of
- * element-wise nodes where each feeds only the next (core/fuse.c finds
+ * element-wise nodes where each feeds only the next (core/fuse.c chooses
  * them); running the whole chain on one cache-sized tile before the next
  * keeps the intermediates in L1, so only the chain's inputs are read from
  * memory and only its result is written. Each node's own kernel does the
  * work, called on tile-sized shadow tensors, so every SIMD path is reused.
  *
- * Operands other than the previous link must be laid out so a tile of the
- * output maps to a tile of them: the same shape and contiguous (FULL), one
- * element (SCALAR), one row broadcast over every row (ROW, e.g. a bias), or
- * one value per index of axis 1 (CHAN, a convolution's bias [1, C, 1, 1]).
- * With a CHAN operand the tiles are runs of whole channel planes of one
- * sample, seen as [k, inner/c, c]: the CHAN operand is then a [k, 1, 1]
+ * Operands other than the previous link are laid out so that a tile of the
+ * output maps to a tile of them (kiln__fuse_operand: FULL, SCALAR, ROW or
+ * CHAN). With a CHAN operand the tiles are runs of whole channel planes of
+ * one sample, seen as [k, inner/c, c]: the CHAN operand is then a [k, 1, 1]
  * slice and a ROW operand still broadcasts over the last axis. */
-#include "internal.h"
+#include "backend.h"
+#include "cpu.h"
 #include "pool.h"
 #include "scratch.h"
 
 #define TILE 4096 /* elements: two f64 tiles per thread stay in a 48 KiB L1 */
-
-typedef enum { OPND_BAD, OPND_FULL, OPND_SCALAR, OPND_ROW, OPND_CHAN } opnd_kind;
-
-/* s [1, C, 1, ...] against t [N, C, ...] of the same rank (C > 1, at least 3 dims) */
-static bool per_channel(const kiln_tensor *s, const kiln_tensor *t) {
-    if (s->ndim != t->ndim || t->ndim < 3 || s->shape[1] != t->shape[1] || t->shape[1] == 1) return false;
-    for (int d = 0; d < s->ndim; d++)
-        if (d != 1 && s->shape[d] != 1) return false;
-    return true;
-}
-
-static opnd_kind operand_kind(const kiln_tensor *s, const kiln_tensor *t) {
-    if (s->dtype != t->dtype || !kiln_tensor_is_contiguous(s)) return OPND_BAD;
-    int64_t n = kiln_tensor_numel(s), c = t->shape[t->ndim - 1];
-    if (kiln__same_shape(s, t)) return OPND_FULL;
-    if (n == 1) return OPND_SCALAR;
-    if (n == c && s->shape[s->ndim - 1] == c && s->ndim <= t->ndim) return OPND_ROW;
-    if (per_channel(s, t)) return OPND_CHAN;
-    return OPND_BAD;
-}
-
-static bool elementwise(const kiln_tensor *t) {
-    return ((t->op >= KILN_OP_NEG && t->op <= KILN_OP_GELU_TANH_GRAD) || (t->op >= KILN_OP_ADD && t->op <= KILN_OP_CMP)) &&
-           kiln__is_compute_float(t->dtype);
-}
-
-bool kiln__cpu_chain_link(const kiln_tensor *prev, const kiln_tensor *t) {
-    if (!elementwise(t)) return false;
-    bool linked = false;
-    for (int k = 0; k < t->nsrc; k++) {
-        if (t->src[k] == prev) linked = kiln__same_shape(prev, t);
-        else if (operand_kind(t->src[k], t) == OPND_BAD) return false;
-    }
-    return linked && elementwise(prev);
-}
-
-bool kiln__cpu_chain_head(const kiln_tensor *t) {
-    if (!elementwise(t)) return false;
-    for (int k = 0; k < t->nsrc; k++)
-        if (operand_kind(t->src[k], t) == OPND_BAD) return false;
-    return true;
-}
 
 /* How the output is cut: flat runs, whole rows of c, or runs of whole
  * channel planes (inner elements each) of one sample. */
@@ -83,17 +40,17 @@ static void tile_shape(kiln_tensor *sh, const tiling *tl, int64_t len) {
 static void shadow_operand(kiln_tensor *sh, const kiln_tensor *s, const kiln_tensor *t, int64_t e0, int64_t len,
                            const tiling *tl, size_t es) {
     *sh = *s;
-    switch (operand_kind(s, t)) {
-    case OPND_FULL:
+    switch (kiln__fuse_operand(s, t)) {
+    case KILN_OPND_FULL:
         tile_shape(sh, tl, len);
         sh->data = (char *)s->data + (size_t)e0 * es;
         break;
-    case OPND_SCALAR: sh->ndim = 1, sh->shape[0] = 1; break;
-    case OPND_CHAN: /* the tile's channels, first = e0 / inner mod C */
+    case KILN_OPND_SCALAR: sh->ndim = 1, sh->shape[0] = 1; break;
+    case KILN_OPND_CHAN: /* the tile's channels, first = e0 / inner mod C */
         sh->ndim = 3, sh->shape[0] = len / tl->inner, sh->shape[1] = sh->shape[2] = 1;
         sh->data = (char *)s->data + (size_t)(e0 / tl->inner % t->shape[1]) * es;
         break;
-    default: sh->ndim = 1, sh->shape[0] = tl->c; break; /* OPND_ROW */
+    default: sh->ndim = 1, sh->shape[0] = tl->c; break; /* KILN_OPND_ROW */
     }
     kiln__set_contiguous_strides(sh);
 }
@@ -161,8 +118,8 @@ kiln_status kiln__cpu_compute_chain(kiln_tensor *const *nodes, int n, const kiln
     for (int i = 0; i < n; i++)
         for (int k = 0; k < nodes[i]->nsrc; k++)
             if (i == 0 || nodes[i]->src[k] != nodes[i - 1]) {
-                opnd_kind kind = operand_kind(nodes[i]->src[k], nodes[i]);
-                tl.rows |= kind == OPND_ROW, tl.chan |= kind == OPND_CHAN;
+                kiln_fuse_operand kind = kiln__fuse_operand(nodes[i]->src[k], nodes[i]);
+                tl.rows |= kind == KILN_OPND_ROW, tl.chan |= kind == KILN_OPND_CHAN;
             }
     int64_t tile = tl.rows ? (c >= TILE ? c : TILE / c * c) : TILE, ntiles;
     if (tl.chan) { /* as many whole planes of one sample as fit a tile */

@@ -1,9 +1,10 @@
 /* cu_device.c — starting the CUDA backend: the device ($KILN_CUDA_DEVICE,
- * default 0), one stream, one cuBLAS handle, the kernel table, and the
- * backend vtable (core/backend.h). No device (no driver, or
- * cudaGetDeviceCount finding none) is KILN_ERR_UNSUPPORTED saying "no
- * CUDA device", which the tests take as absent hardware. Every CUDA and
- * cuBLAS error becomes a kiln status; nothing here exits. */
+ * default 0), one stream, one cuBLAS handle, the kernel table, the
+ * backend vtable (core/backend.h) and its entry in core's table of
+ * backends. No device (no driver, or cudaGetDeviceCount finding none) is
+ * KILN_ERR_UNSUPPORTED saying "no CUDA device", which the tests take as
+ * absent hardware. Every CUDA and cuBLAS error becomes a kiln status;
+ * nothing here exits. */
 #include "cu.h"
 
 #include <stdio.h>
@@ -100,7 +101,7 @@ static kiln_status pick_device(kiln_cu *cu) {
     return s;
 }
 
-kiln_backend *kiln__cuda_backend_new(void) {
+static kiln_backend *cu_open(void) {
     kiln_cu *cu = kiln__calloc(1, sizeof *cu);
     if (!cu) return kiln__err(KILN_ERR_OOM, "cuda: out of memory");
     cu->base.name = "cuda";
@@ -132,3 +133,6 @@ kiln_backend *kiln__cuda_backend_new(void) {
     atexit(teardown);
     return &cu->base;
 }
+
+/* started by the first kiln_backend_get("cuda") */
+__attribute__((constructor)) static void cu_register(void) { kiln__backend_register("cuda", cu_open, false); }

@@ -1,7 +1,7 @@
 /* vk_device.c — starting the Vulkan backend: instance (with the validation
  * layer when $KILN_VULKAN_VALIDATE=1), choosing a device, enabling the
- * features kernels use, the vtable the graph executor calls, and teardown
- * at exit.
+ * features kernels use, the vtable the graph executor calls, its entry
+ * in core's table of backends, and teardown at exit.
  *
  * Device choice: a discrete GPU, else an integrated one, else a virtual
  * one, else a CPU implementation (lavapipe); $KILN_VULKAN_DEVICE picks by
@@ -280,7 +280,7 @@ static void teardown(void) {
     the_vk = NULL;
 }
 
-kiln_backend *kiln__vulkan_backend_new(void) {
+static kiln_backend *vk_open(void) {
     kiln_vk *vk = kiln__calloc(1, sizeof *vk);
     if (!vk) return kiln__err(KILN_ERR_OOM, "vulkan: out of memory");
     vk->base.name = "vulkan";
@@ -315,5 +315,8 @@ kiln_backend *kiln__vulkan_backend_new(void) {
     atexit(teardown);
     return &vk->base;
 }
+
+/* started by the first kiln_backend_get("vulkan") */
+__attribute__((constructor)) static void vk_register(void) { kiln__backend_register("vulkan", vk_open, false); }
 
 const kiln_vk_caps *kiln__vk_caps(const kiln_vk *vk) { return &vk->caps; }

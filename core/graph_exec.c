@@ -1,0 +1,207 @@
+/* graph_exec.c — the executor: one loop that runs a planned graph on any
+ * backend (backend.h says how the parts fit). Each step is one node, a
+ * fused chain or a product adding into a gradient; it runs on the graph's
+ * backend when that claims it, else on the host backend, through the
+ * vtable either way. On a graph whose backend is the host nothing is
+ * copied or tracked (but for tensors a device graph of the same context
+ * left newer on the device); on a device backend graph_device.c moves the
+ * operands. */
+#include "graph.h"
+
+#include <stdio.h>
+#include <time.h>
+
+/* $KILN_PROFILE=1: time every kernel by op and print the totals to stderr
+ * at exit (the graph runs serially, so plain statics suffice). Device
+ * graphs are not timed: their kernels run at the flush. */
+static int profile = -1;
+static double prof_sec[KILN_OP_COUNT + 1];
+static long prof_calls[KILN_OP_COUNT + 1];
+
+static double now_sec(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void profile_print(void) {
+    double total = 0;
+    for (int i = 0; i <= KILN_OP_COUNT; i++) total += prof_sec[i];
+    fprintf(stderr, "kiln profile: %.3f s in kernels\n", total);
+    for (int i = 0; i <= KILN_OP_COUNT; i++)
+        if (prof_calls[i])
+            fprintf(stderr, "  %-20s %9.3f ms %5.1f%% %8ld calls\n", i < KILN_OP_COUNT ? kiln__op_table[i].name : "(fused chains)",
+                    1e3 * prof_sec[i], 100 * prof_sec[i] / (total > 0 ? total : 1), prof_calls[i]);
+}
+
+static bool profiling(void) {
+    if (profile < 0) {
+        const char *env = getenv("KILN_PROFILE");
+        profile = env && *env && strcmp(env, "0");
+        if (profile) atexit(profile_print);
+    }
+    return profile;
+}
+
+/* $KILN_BACKEND_DEBUG=1: name each op that falls back, once. */
+static void note_fallback(const kiln_backend *b, const kiln_tensor *t) {
+    static bool said[KILN_OP_COUNT];
+    static int debug = -1;
+    if (debug < 0) {
+        const char *env = getenv("KILN_BACKEND_DEBUG");
+        debug = env && *env && strcmp(env, "0");
+    }
+    if (!debug || said[t->op]) return;
+    said[t->op] = true;
+    char buf[96];
+    fprintf(stderr, "kiln: %s does not run %s (%s %s); it runs on the CPU\n", b->name, kiln__op_table[t->op].name,
+            kiln_dtype_name(t->dtype), kiln__shape_str(t, buf));
+}
+
+/* ---- gradient hooks ---- */
+
+kiln_status kiln_graph_set_grad_hook(kiln_graph *g, kiln_grad_hook_fn fn, void *user) {
+    if (!g) return kiln__errs(KILN_ERR_ARG, "kiln_graph_set_grad_hook: graph is NULL");
+    g->grad_hook = fn;
+    g->grad_hook_user = user;
+    g->grad_last_n = -1;
+    return KILN_OK;
+}
+
+/* Mark the last ACC_GRAD into each gradient (a graph with two backward
+ * passes adds into a gradient twice); redone when the graph grew. */
+static kiln_status grad_hook_prepare(kiln_graph *g) {
+    if (g->grad_last_n == g->n) return KILN_OK;
+    kiln_status s = kiln__owned_grow(g->ctx, (void **)&g->grad_last, &g->grad_last_cap, g->n, sizeof *g->grad_last);
+    if (s) return s;
+    for (int i = g->n - 1; i >= 0; i--) {
+        kiln_tensor *t = g->nodes[i];
+        g->grad_last[i] = t->op == KILN_OP_ACC_GRAD;
+        for (int j = i + 1; g->grad_last[i] && j < g->n; j++)
+            if (g->nodes[j]->op == KILN_OP_ACC_GRAD && g->nodes[j]->src[0] == t->src[0]) g->grad_last[i] = 0;
+    }
+    g->grad_last_n = g->n;
+    return KILN_OK;
+}
+
+/* After nodes lo..hi ran: the hook for each gradient they finished (an
+ * ACC_GRAD, or the matmul that added into the gradient for it). */
+static void grad_hook_fire(kiln_graph *g, int lo, int hi) {
+    for (int j = lo; j <= hi; j++) {
+        int acc = g->acc_node[j];
+        if (acc >= 0 && g->grad_last[acc]) g->grad_hook(g->grad_hook_user, g->nodes[acc]->src[0]);
+        else if (acc != -2 && g->grad_last[j]) g->grad_hook(g->grad_hook_user, g->nodes[j]->src[0]);
+    }
+}
+
+/* ---- host memory ---- */
+
+/* Storage for node i: its own (outputs), its owner's (views, in place), or
+ * the planned place in the graph's buffer. */
+static void resolve(kiln_graph *g, int i) {
+    kiln_tensor *t = g->nodes[i];
+    if (t->view_src) t->data = t->view_src->data ? (char *)t->view_src->data + t->view_offs : NULL;
+    else if (!t->storage_bytes) t->data = g->buf ? (char *)g->buf + g->offs[i] : NULL;
+}
+
+/* Before a host kernel reads or writes t's operands: bring back any whose
+ * current bytes are on a device, and say the host now holds t's (and, for
+ * an in-place op such as an optimizer step, its sources': it may update
+ * its state tensors too). */
+static kiln_status host_operands(kiln_tensor *t) {
+    bool inplace = kiln__op_table[t->op].kind == KILN_KIND_INPLACE;
+    for (int k = 0; k < t->nsrc; k++) {
+        kiln_status s = inplace ? kiln__host_write(t->src[k]) : kiln__host_read(t->src[k]);
+        if (s) return s;
+    }
+    return kiln__host_write(t);
+}
+
+/* The planned buffer on the host: one even for no bytes, so that every
+ * node gets a real pointer. */
+static kiln_status host_buffer(kiln_graph *g) {
+    if (g->buf && g->buf_bytes >= g->planned_bytes) return KILN_OK;
+    kiln__owned_free(g->ctx, g->buf);
+    g->buf_bytes = 0;
+    if (!(g->buf = kiln__owned_alloc(g->ctx, g->planned_bytes))) return kiln_last_status();
+    g->buf_bytes = g->planned_bytes;
+    return KILN_OK;
+}
+
+/* ---- the loop ---- */
+
+/* Run the step of nodes i..end (and ACC_GRAD acc when >= 0) on r. */
+static kiln_status run(kiln_backend *r, kiln_graph *g, int i, int end, int acc, const kiln_exec *ex) {
+    kiln_tensor *t = g->nodes[i];
+    if (end > i) return r->vt->compute_chain(r, g->nodes + i, end - i + 1, ex);
+    if (acc < 0) return r->vt->compute(r, t, ex);
+    /* a product adding into the gradient its ACC_GRAD would add it to */
+    kiln_tensor *grad = g->nodes[acc]->src[0];
+    kiln_exec ea = *ex;
+    ea.accumulate = true;
+    t->data = grad->data;
+    t->dbuf = grad->dbuf;
+    t->doff = grad->doff;
+    return r->vt->compute(r, t, &ea);
+}
+
+kiln_status kiln_graph_compute(kiln_graph *g) {
+    if (!g) return kiln__errs(KILN_ERR_ARG, "kiln_graph_compute: graph is NULL");
+    kiln_status s;
+    kiln_backend *host = kiln__backend_host(), *b = kiln__graph_backend(g);
+    if (!host) return kiln__err_context("kiln_graph_compute");
+    if ((!g->planned || g->plan_backend != b) && (s = kiln__graph_plan(g))) return s;
+    static uint64_t serials; /* any graph's computes, all threads */
+    kiln_exec ex = {.run = ++g->runs,
+                    .serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED),
+                    .training = g->training,
+                    .n_threads = kiln__threads()};
+    g->stats.computes++;
+    if (g->grad_hook && (s = grad_hook_prepare(g))) return s;
+    bool dev = kiln__is_device(b), timed = !dev && profiling();
+    if (b != host && (!g->scheduled || g->sched_backend != b) && (s = kiln__graph_schedule(g, b))) return s;
+    if ((s = dev ? kiln__graph_dev_buffers(g, b) : host_buffer(g))) return s;
+    /* on the host, tensors may hold newer bytes on a device only once device memory exists */
+    bool mixed = !dev && g->ctx->n_devbufs > 0;
+    for (int i = 0; i < g->n && !s; i++) {
+        kiln_tensor *t = g->nodes[i];
+        if (dev) s = kiln__graph_dev_resolve(g, b, i);
+        else resolve(g, i);
+        if (s) break;
+        int end = g->chain_end[i], acc = g->acc_node[i];
+        /* a view has no kernel; an ACC_GRAD whose product already added into the gradient, nothing to do */
+        if (kiln__op_table[t->op].kind == KILN_KIND_VIEW || acc == -2) continue;
+        kiln_backend *r = b == host || g->claimed[i] ? b : host;
+        for (int j = i + 1; j <= end && !s; j++) /* a chain's links: only the last is written */
+            if (dev) s = kiln__graph_dev_resolve(g, b, j);
+            else resolve(g, j);
+        bool none = false;
+        if (!s && dev) s = kiln__graph_dev_bring(g, b, i, end, acc, r == b, &none);
+        for (int j = i; mixed && j <= end && !s; j++) s = host_operands(g->nodes[j]);
+        if (!s && mixed && acc >= 0) s = host_operands(g->nodes[acc]);
+        if (s) break;
+        if (!none) {
+            if (r != b) note_fallback(b, t);
+            double t0 = timed ? now_sec() : 0;
+            if ((s = run(r, g, i, end, acc, &ex))) break;
+            if (timed) {
+                int slot = end > i ? KILN_OP_COUNT : (int)t->op;
+                prof_sec[slot] += now_sec() - t0;
+                prof_calls[slot]++;
+            }
+            *(r == b ? &g->stats.nodes_on_backend : &g->stats.nodes_fallback) += end - i + 1;
+            if (dev) kiln__graph_dev_written(g, i, end, acc, r == b ? KILN_AT_DEV : KILN_AT_HOST);
+        }
+        for (int j = i; j <= end; j++) kiln__mark_computed(g->nodes[j]);
+        if (g->grad_hook && !dev) grad_hook_fire(g, i, end);
+        i = end;
+    }
+    if (!dev) return s;
+    /* submit even after an error, so nothing stays recorded against freed memory */
+    kiln_status f = b->vt->flush ? b->vt->flush(b) : KILN_OK;
+    if ((s = s ? s : f) || !g->grad_hook) return s;
+    /* a device graph runs as one schedule: every gradient is final at its end */
+    for (int i = 0; i < g->n; i++)
+        if (g->grad_last[i]) g->grad_hook(g->grad_hook_user, g->nodes[i]->src[0]);
+    return KILN_OK;
+}
