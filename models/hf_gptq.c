@@ -80,15 +80,14 @@ kiln_status hf_gptq_config(const char *who, const char *dir, hf_gptq *q, bool *f
         obj = "quantization_config";
     }
     kiln_json_file *j = kiln_json_file_open(q->source);
-    if (!j) return obj ? KILN_OK : kiln_last_status(); /* no config.json: the caller says so */
+    if (!j) return kiln_last_status();
     kiln_status s = KILN_OK;
     if (!obj || kiln_json_file_has(j, NULL, obj)) {
         *found = true;
         s = read_settings(who, j, obj, q);
     }
     kiln_json_file_close(j);
-    if (obj) kiln_clear_error();
-    return s ? kiln_last_status() : KILN_OK;
+    return s;
 }
 
 kiln_dtype hf_gptq_dtype(const hf_gptq *q, const char *who, const int64_t *cols, int n) {

@@ -670,8 +670,9 @@ static llama *from_hf(kiln_ctx *ctx, const char *dir, bool inference, int weight
     }
     /* a GPTQ checkpoint as stored: its linears' codes in a GQ dtype (or Q8_0) */
     const bool stored = gptq && inference && weights == LLAMA_AS_STORED;
-    const kiln_dtype gptq_dtype = stored ? hf_gptq_dtype(&gq, who, (int64_t[]){c.dim, c.hidden}, 2) : KILN_DTYPE_COUNT;
-    if (hf_sizes(&sh, dir, &c, gptq ? &gq : NULL) || (stored && gptq_dtype == KILN_DTYPE_COUNT)) {
+    kiln_dtype gptq_dtype = KILN_DTYPE_COUNT;
+    if (hf_sizes(&sh, dir, &c, gptq ? &gq : NULL) ||
+        (stored && (gptq_dtype = hf_gptq_dtype(&gq, who, (int64_t[]){c.dim, c.hidden}, 2)) == KILN_DTYPE_COUNT)) {
         shards_close(&sh);
         return NULL;
     }

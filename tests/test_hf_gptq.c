@@ -223,3 +223,134 @@ KT_TEST(hf_gptq_q8_0_minus_128_at_every_level) {
     llama_free(q);
     kiln_ctx_free(ctx);
 }
+
+/* ---- malformed checkpoints ---- */
+
+enum edit { KEEP, DROP, RESHAPE, SET_I32, SET_F32, AS_F32 };
+
+/* dir/model.safetensors with tensor name edited, the variant's configs
+ * (quantize_config.json replaced by qcfg where given). */
+static void write_edited(const char *from, const char *dir, const char *name, enum edit e, int64_t at, double value,
+                         const char *qcfg) {
+    char p[300], q[300];
+    snprintf(p, sizeof p, "%s/model.safetensors", from);
+    kiln_safetensors *st = kiln_safetensors_open(p);
+    kiln_ctx *ctx = kiln_ctx_new();
+    kiln_tensor *t[64];
+    const char *names[64];
+    int n = 0;
+    for (int i = 0; st && i < kiln_safetensors_count(st) && n < 64; i++) {
+        kiln_safetensors_info in;
+        kiln_safetensors_info_at(st, i, &in);
+        kiln_tensor *x = kiln_safetensors_load(st, ctx, in.name);
+        if (!strcmp(in.name, name)) {
+            if (e == DROP) continue;
+            if (e == RESHAPE) x = kiln_new_2d(ctx, kiln_tensor_dtype(x), kiln_tensor_dim(x, 0), kiln_tensor_dim(x, 1) + at);
+            if (e == SET_I32) ((int32_t *)kiln_tensor_data(x))[at] = (int32_t)(int64_t)value;
+            if (e == SET_F32 || e == AS_F32) {
+                const int64_t k = kiln_tensor_numel(x);
+                float *f = malloc((size_t)k * sizeof *f);
+                kiln_tensor_get_f32(x, f, k);
+                if (e == AS_F32) x = kiln_tensor_new(ctx, KILN_F32, kiln_tensor_ndim(x), kiln_tensor_shape(x));
+                if (e == SET_F32) f[at] = (float)value;
+                kiln_tensor_set_f32(x, f, k);
+                free(f);
+            }
+        }
+        t[n] = x, names[n++] = in.name;
+    }
+    snprintf(q, sizeof q, "%s/model.safetensors", dir);
+    kiln_safetensors_save(q, t, names, n, NULL, 0);
+    kiln_safetensors_close(st);
+    kiln_ctx_free(ctx);
+    const char *files[2] = {"config.json", "quantize_config.json"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(p, sizeof p, "%s/%s", from, files[i]);
+        snprintf(q, sizeof q, "%s/%s", dir, files[i]);
+        FILE *a = fopen(p, "rb"), *b = fopen(q, "wb");
+        if (i == 1 && qcfg) fputs(qcfg, b);
+        else if (a)
+            for (int ch; (ch = fgetc(a)) != EOF;) fputc(ch, b);
+        if (a) fclose(a);
+        fclose(b);
+        if (i == 1 && !a && !qcfg) unlink(q);
+    }
+}
+
+KT_TEST(hf_gptq_refuses_malformed_checkpoints) {
+    static const char L[] = "model.layers.0.self_attn.";
+    static const struct {
+        int variant;
+        const char *tensor; /* after L */
+        enum edit e;
+        int64_t at;
+        double value;
+        const char *qcfg;
+        kiln_status status;
+        const char *msg;
+    } cases[] = {
+        {1, "q_proj.qweight", RESHAPE, 1, 0, NULL, KILN_ERR_SHAPE, "q_proj.qweight' is [8, 65], not [8, 64]"},
+        {1, "k_proj.qzeros", RESHAPE, 1, 0, NULL, KILN_ERR_SHAPE, "k_proj.qzeros' is [2, 5], not [2, 4]"},
+        {1, "k_proj.qweight", RESHAPE, -1, 0, NULL, KILN_ERR_SHAPE, "k_proj.qweight' is not [8, 32]"},
+        {1, "q_proj.qweight", AS_F32, 0, 0, NULL, KILN_ERR_FORMAT, "q_proj.qweight' is F32, not I32"},
+        {1, "v_proj.g_idx", SET_I32, 3, 2, NULL, KILN_ERR_FORMAT, "v_proj.g_idx[3] = 2 is not a group (0 to 1)"},
+        {1, "v_proj.g_idx", SET_I32, 5, -1, NULL, KILN_ERR_FORMAT, "v_proj.g_idx[5] = -1 is not a group"},
+        {1, "o_proj.g_idx", SET_I32, 0, 0, NULL, KILN_ERR_UNSUPPORTED, "columns in group"},
+        {1, "o_proj.g_idx", DROP, 0, 0, NULL, KILN_ERR_FORMAT, "o_proj' has desc_act"},
+        {1, "o_proj.qzeros", DROP, 0, 0, NULL, KILN_ERR_FORMAT, "no tensor 'model.layers.0.self_attn.o_proj.qzeros'"},
+        {1, "q_proj.scales", SET_F32, 7, 0, NULL, KILN_ERR_FORMAT, "q_proj.scales[0, 7] = 0 is not a positive scale"},
+        {1, "q_proj.scales", SET_F32, 64, -1, NULL, KILN_ERR_FORMAT, "q_proj.scales[1, 0] = -1"},
+        {1, "q_proj.qweight", KEEP, 0, 0, "{\"bits\": 5, \"group_size\": 32}", KILN_ERR_UNSUPPORTED, "bits = 5"},
+        {1, "q_proj.qweight", KEEP, 0, 0, "{\"bits\": 4, \"group_size\": 32, \"checkpoint_format\": \"marlin\"}",
+         KILN_ERR_UNSUPPORTED, "checkpoint_format 'marlin'"},
+        {1, "q_proj.qweight", KEEP, 0, 0, "{\"bits\": 4, \"quant_method\": \"awq\"}", KILN_ERR_UNSUPPORTED,
+         "quant_method 'awq'"},
+        {1, "q_proj.qweight", KEEP, 0, 0, "{\"bits\": 4, \"group_size\": 0}", KILN_ERR_FORMAT, "group_size = 0"},
+        {1, "q_proj.qweight", KEEP, 0, 0, "{\"bits\": 4, \"group_size\": 16, \"desc_act\": false}",
+         KILN_ERR_UNSUPPORTED, "multiples of 32"},
+        {1, "q_proj.qweight", KEEP, 0, 0, "{\"bits\": 4, \"group_size\": 32, \"dynamic\": {\"-:.*\": {}}}",
+         KILN_ERR_UNSUPPORTED, "dynamic"},
+        {1, "q_proj.qweight", KEEP, 0, 0, "{\"bits\": 4, \"sym\": [1]}", KILN_ERR_FORMAT, "sym is not"},
+        /* v1: a stored 15 is zero 16, what AutoGPTQ writes for zero 0 */
+        {0, "k_proj.qzeros", SET_I32, 1, (double)0x7777777f, NULL, KILN_ERR_FORMAT,
+         "zero point 16 (group 0, column 8) is out of range for 4 bits"},
+        /* 8 bits: Q8_0 has no zero point */
+        {2, "k_proj.qzeros", SET_I32, 0, (double)0x7f7f7f7e, NULL, KILN_ERR_UNSUPPORTED, "8-bit zero point 127"},
+    };
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/kiln_gptq_XXXXXX");
+    KT_REQUIRE(mkdtemp(dir), "mkdtemp");
+    char name[128];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(name, sizeof name, "%s%s", L, cases[i].tensor);
+        kt_set_context(cases[i].msg);
+        write_edited(variants[cases[i].variant].dir, dir, name, cases[i].e, cases[i].at, cases[i].value,
+                     cases[i].qcfg);
+        kiln_ctx *ctx = kiln_ctx_new();
+        KT_EXPECT_ERR(llama_infer_from_hf(ctx, dir, LLAMA_AS_STORED), cases[i].status, cases[i].msg);
+        /* (8 bits dequantize whatever their zero, any group size) */
+        if (cases[i].variant != 2 && !strstr(cases[i].msg, "multiples of 32"))
+            KT_EXPECT_ERR(llama_from_hf(ctx, dir), cases[i].status, cases[i].msg);
+        kiln_ctx_free(ctx);
+    }
+    kt_set_context(NULL);
+    /* 8-bit asymmetric, declared in config.json's quantization_config */
+    write_edited(variants[2].dir, dir, "", KEEP, 0, 0, NULL);
+    char p[300];
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    FILE *f = fopen(p, "w");
+    KT_REQUIRE(f, "config.json");
+    fprintf(f, "{\"hidden_size\": 64, \"intermediate_size\": 64, \"num_hidden_layers\": 1, \"num_attention_heads\": 4, "
+               "\"num_key_value_heads\": 2, \"vocab_size\": 48, \"quantization_config\": {\"quant_method\": \"gptq\", "
+               "\"bits\": 8, \"group_size\": 32, \"sym\": false}}");
+    fclose(f);
+    kiln_ctx *ctx = kiln_ctx_new();
+    KT_EXPECT_ERR(llama_infer_from_hf(ctx, dir, LLAMA_AS_STORED), KILN_ERR_UNSUPPORTED, "8 bits with sym = false");
+    kiln_ctx_free(ctx);
+    const char *files[3] = {"model.safetensors", "config.json", "quantize_config.json"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        unlink(p);
+    }
+    rmdir(dir);
+}
