@@ -30,8 +30,9 @@
  *     bool found;
  *     if (hf_gptq_config("load", dir, &q, &found)) ...;
  *     kiln_dtype dt = hf_gptq_dtype(&q, "load", (int64_t[]){dim, hidden}, 2);
- *     kiln_gptq_result *r = hf_gptq_read(&q, "load", dir, "model.layers.0.mlp.up_proj", files, out, in);
- *     hf_gptq_store(&q, r, "model.layers.0.mlp.up_proj", w, ctx, &perm);  // w [out, in] of dt
+ *     hf_gptq_files f = {st, st, st, st};   // the safetensors file(s) holding them
+ *     kiln_gptq_result *r = hf_gptq_read(&q, "load", dir, "model.layers.0.mlp.up_proj", &f, out, in);
+ *     hf_gptq_store(r, "model.layers.0.mlp.up_proj", w, ctx, &perm);  // w [out, in] of dt
  *     kiln_gptq_result_free(r);
  */
 #ifndef HF_GPTQ_H
