@@ -2,6 +2,8 @@
  * writing one as GGUF (see llama_files.h). */
 #include "llama_files.h"
 
+#include "hf_gptq.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,33 +20,34 @@ typedef struct slot {
     char gguf[64], hf[96];
     bool qk;   /* q or k rows: Hugging Face's are permuted */
     int heads; /* for the permutation */
+    kiln_tensor **perm; /* a linear's act-order permutation (GPTQ), else NULL */
 } slot;
 
 static int slots_of(llama *m, slot *s) {
     int n = 0;
-    s[n++] = (slot){m->tok_embeddings, "token_embd.weight", "model.embed_tokens.weight", false, 0};
+    s[n++] = (slot){m->tok_embeddings, "token_embd.weight", "model.embed_tokens.weight", false, 0, NULL};
     for (int l = 0; l < m->cfg.layers; l++) {
         llama_layer *y = &m->layers[l];
-        struct { kiln_tensor *t; const char *g, *h; int qk; } e[9] = {
-            {y->attention_norm, "attn_norm", "input_layernorm", 0},
-            {y->wq, "attn_q", "self_attn.q_proj", 1},
-            {y->wk, "attn_k", "self_attn.k_proj", 2},
-            {y->wv, "attn_v", "self_attn.v_proj", 0},
-            {y->wo, "attn_output", "self_attn.o_proj", 0},
-            {y->ffn_norm, "ffn_norm", "post_attention_layernorm", 0},
-            {y->w1, "ffn_gate", "mlp.gate_proj", 0},
-            {y->w2, "ffn_down", "mlp.down_proj", 0},
-            {y->w3, "ffn_up", "mlp.up_proj", 0},
+        struct { kiln_tensor *t; const char *g, *h; int qk; kiln_tensor **perm; } e[9] = {
+            {y->attention_norm, "attn_norm", "input_layernorm", 0, NULL},
+            {y->wq, "attn_q", "self_attn.q_proj", 1, &y->wq_perm},
+            {y->wk, "attn_k", "self_attn.k_proj", 2, &y->wk_perm},
+            {y->wv, "attn_v", "self_attn.v_proj", 0, &y->wv_perm},
+            {y->wo, "attn_output", "self_attn.o_proj", 0, &y->wo_perm},
+            {y->ffn_norm, "ffn_norm", "post_attention_layernorm", 0, NULL},
+            {y->w1, "ffn_gate", "mlp.gate_proj", 0, &y->w1_perm},
+            {y->w2, "ffn_down", "mlp.down_proj", 0, &y->w2_perm},
+            {y->w3, "ffn_up", "mlp.up_proj", 0, &y->w3_perm},
         };
         for (int k = 0; k < 9; k++, n++) {
             s[n] = (slot){e[k].t, "", "", e[k].qk != 0,
-                          (int)(e[k].qk == 1 ? m->cfg.heads : m->cfg.kv_heads)};
+                          (int)(e[k].qk == 1 ? m->cfg.heads : m->cfg.kv_heads), e[k].perm};
             snprintf(s[n].gguf, sizeof s[n].gguf, "blk.%d.%s.weight", l, e[k].g);
             snprintf(s[n].hf, sizeof s[n].hf, "model.layers.%d.%s.weight", l, e[k].h);
         }
     }
-    s[n++] = (slot){m->norm, "output_norm.weight", "model.norm.weight", false, 0};
-    s[n++] = (slot){m->output, "output.weight", "lm_head.weight", false, 0};
+    s[n++] = (slot){m->norm, "output_norm.weight", "model.norm.weight", false, 0, NULL};
+    s[n++] = (slot){m->output, "output.weight", "lm_head.weight", false, 0, NULL};
     return n;
 }
 
@@ -452,7 +455,43 @@ static kiln_safetensors *shard_for(shards *sh, const char *dir, const char *tens
     return st;
 }
 
-/* Tensor name of the files into slot t (f32), q/k rows permuted back. */
+/* Row i of a q or k weight [rows, ...] in Meta's order is row src[i] of
+ * Hugging Face's: Meta's row h*hd + 2i + p is HF's h*hd + p*hd/2 + i. */
+static void qk_rows(int64_t *src, int64_t rows, int heads) {
+    const int64_t hd = rows / heads;
+    for (int64_t h = 0; h < heads; h++)
+        for (int64_t p = 0; p < 2; p++)
+            for (int64_t i = 0; i < hd / 2; i++) src[h * hd + 2 * i + p] = h * hd + p * hd / 2 + i;
+}
+
+/* The values f [n] (Hugging Face's rows) into slot s: q/k rows permuted
+ * back, then converted to its dtype a chunk of rows at a time. */
+static kiln_status put_values(const char *who, const slot *s, float *f, int64_t n) {
+    float *g = NULL;
+    const int64_t rows = kiln_tensor_ndim(s->t) == 1 ? 1 : kiln_tensor_dim(s->t, 0), cols = n / rows;
+    if (s->qk) {
+        int64_t *src = malloc((size_t)rows * sizeof *src);
+        if (src && (g = malloc((size_t)n * sizeof *g))) {
+            qk_rows(src, rows, s->heads);
+            for (int64_t i = 0; i < rows; i++) memcpy(g + i * cols, f + src[i] * cols, (size_t)cols * sizeof *f);
+            f = g;
+        }
+        free(src);
+        if (!g) return kiln_set_error(KILN_ERR_OOM, "%s: out of memory", who);
+    }
+    kiln_status r = KILN_OK;
+    if (kiln_tensor_dtype(s->t) == KILN_F32) {
+        r = kiln_tensor_set_f32(s->t, f, n);
+    } else { /* an inference model's dtype: converted a chunk of rows at a time */
+        const int64_t step = llama_row_chunk(s->t, 1 << 20);
+        for (int64_t i = 0; i < rows && !r; i += step)
+            r = llama_put_rows(s->t, i, rows - i < step ? rows - i : step, f + i * cols);
+    }
+    free(g);
+    return r;
+}
+
+/* Tensor name of the files into slot s. */
 static kiln_status hf_read(shards *sh, const char *dir, const char *name, const slot *s) {
     kiln_safetensors *st = shard_for(sh, dir, name);
     if (!st) {
@@ -467,37 +506,78 @@ static kiln_status hf_read(shards *sh, const char *dir, const char *name, const 
     if (!r && (kiln_tensor_ndim(t) != kiln_tensor_ndim(s->t) || kiln_tensor_numel(t) != n ||
                kiln_tensor_dim(t, 0) != kiln_tensor_dim(s->t, 0)))
         r = kiln_set_error(KILN_ERR_SHAPE, "%s: %s: '%s' has the wrong shape for config.json", sh->who, dir, name);
-    float *f = NULL, *g = NULL;
-    if (!r && (!(f = malloc((size_t)n * sizeof *f)) || !(g = malloc((size_t)n * sizeof *g))))
-        r = kiln_set_error(KILN_ERR_OOM, "%s: out of memory", sh->who);
+    float *f = NULL;
+    if (!r && !(f = malloc((size_t)n * sizeof *f))) r = kiln_set_error(KILN_ERR_OOM, "%s: out of memory", sh->who);
     if (!r) r = kiln_tensor_get_f32(t, f, n);
-    if (!r && s->qk) { /* row h*hd + p*hd/2 + i of the file is row h*hd + 2i + p of Meta's */
-        int64_t rows = kiln_tensor_dim(s->t, 0), cols = kiln_tensor_dim(s->t, 1), hd = rows / s->heads;
-        for (int64_t h = 0; h < s->heads; h++)
-            for (int64_t p = 0; p < 2; p++)
-                for (int64_t i = 0; i < hd / 2; i++)
-                    memcpy(g + (h * hd + 2 * i + p) * cols, f + (h * hd + p * hd / 2 + i) * cols,
-                           (size_t)cols * sizeof *f);
-        float *x = f;
-        f = g;
-        g = x;
-    }
-    if (!r && kiln_tensor_dtype(s->t) == KILN_F32) r = kiln_tensor_set_f32(s->t, f, n);
-    else if (!r) { /* an inference model's dtype: converted a chunk of rows at a time */
-        int64_t rows = kiln_tensor_ndim(s->t) == 1 ? 1 : kiln_tensor_dim(s->t, 0), step = llama_row_chunk(s->t, 1 << 20);
-        for (int64_t i = 0; i < rows && !r; i += step)
-            r = llama_put_rows(s->t, i, rows - i < step ? rows - i : step, f + i * (n / rows));
-    }
+    if (!r) r = put_values(sh->who, s, f, n);
     free(f);
-    free(g);
     kiln_ctx_free(tmp);
     return r;
 }
 
+/* The file holding tensor name, or NULL (no error) where none has it. */
+static kiln_safetensors *shard_with(shards *sh, const char *dir, const char *name) {
+    kiln_safetensors *st = shard_for(sh, dir, name);
+    if (st && kiln_safetensors_find(st, name) >= 0) return st;
+    kiln_clear_error();
+    return NULL;
+}
+
+/* GPTQ linear base (its .qweight, .qzeros, .scales, .g_idx) into slot s:
+ * stored as it is where s holds gptq_dtype (its act-order permutation
+ * into *s->perm), dequantized otherwise. */
+static kiln_status hf_read_gptq(shards *sh, const char *dir, const char *base, const slot *s, const hf_gptq *gq,
+                                kiln_dtype gptq_dtype, kiln_ctx *ctx) {
+    static const char *const suffix[4] = {"qweight", "qzeros", "scales", "g_idx"};
+    kiln_safetensors *st[4];
+    for (int k = 0; k < 4; k++) {
+        char name[160];
+        snprintf(name, sizeof name, "%s.%s", base, suffix[k]);
+        st[k] = shard_with(sh, dir, name);
+    }
+    const int64_t rows = kiln_tensor_dim(s->t, 0), cols = kiln_tensor_dim(s->t, 1);
+    kiln_gptq_result *r = hf_gptq_read(gq, sh->who, dir, base, &(hf_gptq_files){st[0], st[1], st[2], st[3]}, rows,
+                                       cols);
+    if (!r) return kiln_last_status();
+    kiln_status e = KILN_OK;
+    if (s->perm && kiln_tensor_dtype(s->t) == gptq_dtype) {
+        int64_t *src = s->qk ? malloc((size_t)rows * sizeof *src) : NULL;
+        if (s->qk && !src) e = kiln_set_error(KILN_ERR_OOM, "%s: out of memory", sh->who);
+        if (src) qk_rows(src, rows, s->heads);
+        if (!e && src) e = hf_gptq_permute_rows(r, src);
+        if (!e) e = hf_gptq_store(r, base, s->t, ctx, s->perm);
+        free(src);
+    } else {
+        float *f = malloc((size_t)(rows * cols) * sizeof *f);
+        e = !f ? kiln_set_error(KILN_ERR_OOM, "%s: out of memory", sh->who) : kiln_gptq_dequantize(r, f);
+        if (!e) e = put_values(sh->who, s, f, rows * cols);
+        free(f);
+    }
+    kiln_gptq_result_free(r);
+    return e;
+}
+
+/* The GPTQ name of weight name (base.qweight) into q, where gq and the
+ * files hold it; else false. */
+static bool gptq_name(shards *sh, const char *dir, const hf_gptq *gq, const char *name, char *q, size_t size) {
+    const size_t n = strlen(name);
+    if (!gq || n < 7 || strcmp(name + n - 7, ".weight")) return false;
+    snprintf(q, size, "%.*s.qweight", (int)(n - 7), name);
+    return shard_with(sh, dir, q) != NULL;
+}
+
 /* The weight files' tensor name is [rows, cols] (as hf_read checks it
- * later), or an error naming the config.json keys. */
+ * later; a GPTQ linear's qweight [cols * bits / 32, rows]), or an error
+ * naming the config.json keys. */
 static kiln_status hf_shape(shards *sh, const char *dir, const char *name, int64_t rows, int64_t cols,
-                            const char *keys) {
+                            const char *keys, const hf_gptq *gq) {
+    char qname[160];
+    if (gptq_name(sh, dir, gq, name, qname, sizeof qname)) {
+        name = qname;
+        int64_t r = rows;
+        rows = cols * gq->bits / 32;
+        cols = r;
+    }
     kiln_safetensors *st = shard_for(sh, dir, name);
     int i = st ? kiln_safetensors_find(st, name) : -1;
     kiln_safetensors_info in;
@@ -514,18 +594,52 @@ static kiln_status hf_shape(shards *sh, const char *dir, const char *name, int64
 /* config.json's sizes against the weights, before a model of those sizes
  * is allocated: a config claiming a huge width or layer count is refused
  * here, not by an allocation of what it claims. */
-static kiln_status hf_sizes(shards *sh, const char *dir, const llama_config *c) {
+static kiln_status hf_sizes(shards *sh, const char *dir, const llama_config *c, const hf_gptq *gq) {
     /* hf_config checked the settings (llama_config_check) */
     const int64_t kv = (c->kv_heads ? c->kv_heads : c->heads) * (c->dim / c->heads); /* <= dim */
     char name[96];
     snprintf(name, sizeof name, "model.layers.%lld.mlp.gate_proj.weight", (long long)(c->layers - 1));
     kiln_status s;
-    if ((s = hf_shape(sh, dir, "model.embed_tokens.weight", c->vocab, c->dim, "vocab_size and hidden_size")) ||
+    if ((s = hf_shape(sh, dir, "model.embed_tokens.weight", c->vocab, c->dim, "vocab_size and hidden_size", NULL)) ||
         (s = hf_shape(sh, dir, "model.layers.0.self_attn.k_proj.weight", kv, c->dim,
-                      "num_key_value_heads and hidden_size")) ||
-        (s = hf_shape(sh, dir, name, c->hidden, c->dim, "num_hidden_layers and intermediate_size")))
+                      "num_key_value_heads and hidden_size", gq)) ||
+        (s = hf_shape(sh, dir, name, c->hidden, c->dim, "num_hidden_layers and intermediate_size", gq)))
         return s;
     return KILN_OK;
+}
+
+/* A GPTQ model kept as stored: the embedding and the head in F32 (the
+ * checkpoint's values; GPTQ quantizes the layers' linears only) in place
+ * of the quantized ones llama_new_inference made. */
+static kiln_status float_ends(llama *m) {
+    kiln_tensor *e = kiln_tensor_new(m->ctx, KILN_F32, 2, kiln_tensor_shape(m->tok_embeddings));
+    kiln_tensor *o = m->tied ? e : kiln_tensor_new(m->ctx, KILN_F32, 2, kiln_tensor_shape(m->output));
+    if (!e || !o) return kiln_last_status();
+    kiln_tensor_set_name(e, kiln_tensor_name(m->tok_embeddings));
+    kiln_tensor_set_name(o, kiln_tensor_name(m->output));
+    for (int i = 0; i < m->n_params; i++)
+        if (m->params[i] == m->tok_embeddings) m->params[i] = e;
+        else if (m->params[i] == m->output) m->params[i] = o;
+    m->tok_embeddings = e;
+    m->output = o;
+    return KILN_OK;
+}
+
+/* Equal act-order permutations of a stack's weights (q, k, v; gate, up)
+ * made one tensor, which the stack runs with as one product (llama.h). */
+static void share_perms(llama *m) {
+    for (int l = 0; l < m->cfg.layers; l++) {
+        llama_layer *y = &m->layers[l];
+        kiln_tensor **g[2][3] = {{&y->wq_perm, &y->wk_perm, &y->wv_perm}, {&y->w1_perm, &y->w3_perm, NULL}};
+        for (int k = 0; k < 2; k++) {
+            const int n = k ? 2 : 3;
+            bool same = *g[k][0] != NULL;
+            for (int i = 1; same && i < n; i++)
+                same = *g[k][i] && kiln_tensor_nbytes(*g[k][i]) == kiln_tensor_nbytes(*g[k][0]) &&
+                       !memcmp(kiln_tensor_data(*g[k][i]), kiln_tensor_data(*g[k][0]), kiln_tensor_nbytes(*g[k][0]));
+            for (int i = 0; same && i < n; i++) *g[k][i] = y->stacked_perm[3 * k + i] = *g[k][0];
+        }
+    }
 }
 
 static llama *from_hf(kiln_ctx *ctx, const char *dir, bool inference, int weights) {
@@ -536,8 +650,11 @@ static llama *from_hf(kiln_ctx *ctx, const char *dir, bool inference, int weight
     }
     llama_config c;
     bool tied = false;
-    if (hf_config(who, dir, &c, &tied)) return NULL;
+    hf_gptq gq;
+    bool gptq = false;
+    if (hf_config(who, dir, &c, &tied) || hf_gptq_config(who, dir, &gq, &gptq)) return NULL;
     shards sh = {.who = who};
+    char qname[160];
     char p[4096];
     snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
     FILE *f = fopen(p, "rb");
@@ -547,28 +664,40 @@ static llama *from_hf(kiln_ctx *ctx, const char *dir, bool inference, int weight
     }
     if (inference && !tied) { /* no lm_head: tied too, one tensor */
         kiln_safetensors *x = shard_for(&sh, dir, "lm_head.weight");
-        tied = !x || kiln_safetensors_find(x, "lm_head.weight") < 0;
+        tied = (!x || kiln_safetensors_find(x, "lm_head.weight") < 0) &&
+               !gptq_name(&sh, dir, gptq ? &gq : NULL, "lm_head.weight", qname, sizeof qname);
         kiln_clear_error();
     }
-    if (hf_sizes(&sh, dir, &c)) {
+    /* a GPTQ checkpoint as stored: its linears' codes in a GQ dtype (or Q8_0) */
+    const bool stored = gptq && inference && weights == LLAMA_AS_STORED;
+    kiln_dtype gptq_dtype = KILN_DTYPE_COUNT;
+    if (hf_sizes(&sh, dir, &c, gptq ? &gq : NULL) ||
+        (stored && (gptq_dtype = hf_gptq_dtype(&gq, who, (int64_t[]){c.dim, c.hidden}, 2)) == KILN_DTYPE_COUNT)) {
         shards_close(&sh);
         return NULL;
     }
-    if (weights == LLAMA_AS_STORED) weights = KILN_F32; /* safetensors hold f32, f16 or bf16 */
+    if (weights == LLAMA_AS_STORED) weights = stored ? gptq_dtype : KILN_F32; /* safetensors hold f32, f16 or bf16 */
     llama *m = inference ? llama_new_inference(ctx, &c, (kiln_dtype)weights, tied) : llama_new(ctx, &c, 0);
+    kiln_status st = !m ? kiln_last_status() : stored ? float_ends(m) : KILN_OK;
     int n = 0;
-    slot *s = m ? make_slots(m, &n) : NULL;
-    kiln_status st = s ? KILN_OK : kiln_last_status();
+    slot *s = st ? NULL : make_slots(m, &n);
+    if (!st && !s) st = kiln_last_status();
     for (int i = 0; i < n && !st; i++) {
         const char *name = s[i].hf;
         if (i == n - 1 && m->tied) continue; /* the embedding tensor itself */
-        kiln_safetensors *x = i == n - 1 && !tied ? shard_for(&sh, dir, name) : NULL;
-        if (i == n - 1 && (tied || !x || kiln_safetensors_find(x, name) < 0)) {
-            kiln_clear_error();
+        bool q = gptq_name(&sh, dir, gptq ? &gq : NULL, name, qname, sizeof qname);
+        if (i == n - 1 && (tied || (!q && !shard_with(&sh, dir, name)))) {
             name = "model.embed_tokens.weight";
+            q = false;
         }
-        st = hf_read(&sh, dir, name, &s[i]);
+        if (q) {
+            qname[strlen(qname) - 8] = '\0'; /* the linear's name, less .qweight */
+            st = hf_read_gptq(&sh, dir, qname, &s[i], &gq, gptq_dtype, m->ctx);
+        } else {
+            st = hf_read(&sh, dir, name, &s[i]);
+        }
     }
+    if (!st && stored) share_perms(m);
     free(s);
     shards_close(&sh);
     if (st) {

@@ -19,6 +19,14 @@
  *    permuted for the rotate-half (NEOX) rope: row h*hd + p*hd/2 + i holds
  *    Meta's row h*hd + 2i + p, so they are permuted back on load.
  *
+ *  - A Hugging Face GPTQ directory (AutoGPTQ / GPTQModel: quantize_config.json
+ *    or config.json's quantization_config; each linear's qweight, qzeros,
+ *    scales, g_idx, models/hf_gptq.h): llama_from_hf dequantizes the
+ *    linears; llama_infer_from_hf with LLAMA_AS_STORED keeps their codes
+ *    (GQ<bits>_<G>, Q8_0 for 8 bits; act order as a permutation per
+ *    weight, model.h's model_linear) and the embedding and head in F32; a
+ *    linear stored in float there is quantized to that dtype (RTN).
+ *
  * F32, F16, BF16, Q8_0 and Q4_0 tensors load into the model's f32
  * parameters (quantized ones dequantized) with llama_from_gguf / _hf, or
  * stay quantized with llama_infer_from_gguf / _hf (below).
