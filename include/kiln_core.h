@@ -145,7 +145,24 @@ const char *kiln_status_name(kiln_status s);
  * dtype's, per channel, symmetric or not, act order) in a GQ dtype. The
  * fused matmul quantizes x to int8 per 32 as for Q4_0 and takes integer
  * dot products of (q - zero) with it. Views, get_rows and the refusals
- * follow the rules above with the group as the block. */
+ * follow the rules above with the group as the block.
+ *
+ * ggml's other block types are kiln dtypes byte for byte (GGUF files load
+ * and save them as they are), named as llama.cpp prints them; their
+ * values are ggml's and gguf-py's dequantization bit for bit, and
+ * kiln_quantize follows ggml's reference quantizers (llama-quantize's
+ * choice without an importance matrix):
+ *
+ *   dtype      block  bytes  bits/weight  layout of one block
+ *   Q4_1          32     20     5.0       f16 d, m; u8 qs[16]            x = d*q + m
+ *   Q5_0          32     22     5.5       f16 d; u32 qh; u8 qs[16]       x = d*(q-16)
+ *   Q5_1          32     24     6.0       f16 d, m; u32 qh; u8 qs[16]    x = d*q + m
+ *   Q8_1          32     36     9.0       f16 d, s; int8 q[32]           x = d*q, s = d*sum(q)
+ *
+ * (4-bit codes as Q4_0's, the fifth bit of element j in bit j of qh.)
+ * Q8_1 is an activation type: the CPU's batch-1 products quantize x to
+ * kiln_dtype_dot_type(W) (ggml's vec_dot_type) and take integer dot
+ * products, as llama.cpp does. */
 typedef enum kiln_dtype {
     KILN_F32 = 0,
     KILN_F64,
@@ -167,6 +184,11 @@ typedef enum kiln_dtype {
     KILN_GQ2_64,
     KILN_GQ2_128,
     KILN_DFP16, /* dynamic fixed point: 64 int16 + a shared exponent (quant/dfp.h) */
+    /* ggml's other block types (GGUF), named as llama.cpp prints them */
+    KILN_Q4_1,
+    KILN_Q5_0,
+    KILN_Q5_1,
+    KILN_Q8_1, /* the activations of Q4_1 / Q5_1 products */
     KILN_DTYPE_COUNT
 } kiln_dtype;
 
@@ -176,6 +198,10 @@ size_t kiln_dtype_size(kiln_dtype t);
 /* Elements per block: 1 for the plain dtypes. */
 int64_t kiln_dtype_block(kiln_dtype t);
 bool kiln_dtype_is_quantized(kiln_dtype t);
+/* The dtype kiln_linear quantizes the activations to for its batch-1
+ * integer products with a weight of dtype t on the CPU (ggml's
+ * vec_dot_type: Q8_0, Q8_1 or Q8_K), KILN_F32 where they stay f32. */
+kiln_dtype kiln_dtype_dot_type(kiln_dtype t);
 
 /* ---- context ----------------------------------------------------------- */
 
