@@ -53,6 +53,12 @@ int kiln_gguf_dtype(uint32_t t) {
     case KILN_GGML_Q5_0: return KILN_Q5_0;
     case KILN_GGML_Q5_1: return KILN_Q5_1;
     case KILN_GGML_Q8_1: return KILN_Q8_1;
+    case KILN_GGML_Q2_K: return KILN_Q2_K;
+    case KILN_GGML_Q3_K: return KILN_Q3_K;
+    case KILN_GGML_Q4_K: return KILN_Q4_K;
+    case KILN_GGML_Q5_K: return KILN_Q5_K;
+    case KILN_GGML_Q6_K: return KILN_Q6_K;
+    case KILN_GGML_Q8_K: return KILN_Q8_K;
     case KILN_GGML_F32: return KILN_F32;
     case KILN_GGML_F16: return KILN_F16;
     case KILN_GGML_BF16: return KILN_BF16;

@@ -158,11 +158,19 @@ const char *kiln_status_name(kiln_status s);
  *   Q5_0          32     22     5.5       f16 d; u32 qh; u8 qs[16]       x = d*(q-16)
  *   Q5_1          32     24     6.0       f16 d, m; u32 qh; u8 qs[16]    x = d*q + m
  *   Q8_1          32     36     9.0       f16 d, s; int8 q[32]           x = d*q, s = d*sum(q)
+ *   Q2_K         256     84     2.625     16 x 16: u4 sc, m; 2-bit q     x = d*sc*q - dmin*m
+ *   Q3_K         256    110     3.4375    16 x 16: 6-bit sc; 3-bit q     x = d*(sc-32)*(q-4)
+ *   Q4_K         256    144     4.5       8 x 32: 6-bit sc, m; 4-bit q   x = d*sc*q - dmin*m
+ *   Q5_K         256    176     5.5       8 x 32: 6-bit sc, m; 5-bit q   x = d*sc*q - dmin*m
+ *   Q6_K         256    210     6.5625    16 x 16: int8 sc; 6-bit q      x = d*sc*(q-32)
+ *   Q8_K         256    292     9.125     f32 d; int8 q[256]; i16 sums   x = d*q
  *
- * (4-bit codes as Q4_0's, the fifth bit of element j in bit j of qh.)
- * Q8_1 is an activation type: the CPU's batch-1 products quantize x to
- * kiln_dtype_dot_type(W) (ggml's vec_dot_type) and take integer dot
- * products, as llama.cpp does. */
+ * (4-bit codes as Q4_0's, the fifth bit of element j in bit j of qh; the
+ * K types are super-blocks of sub-blocks with f16 d and dmin, in ggml's
+ * bit layouts.) Q8_1 and Q8_K are activation types: the CPU's batch-1
+ * products quantize x to kiln_dtype_dot_type(W) (ggml's vec_dot_type) and
+ * take integer dot products, as llama.cpp does. A K type needs its last
+ * dimension a multiple of 256. */
 typedef enum kiln_dtype {
     KILN_F32 = 0,
     KILN_F64,
@@ -189,6 +197,12 @@ typedef enum kiln_dtype {
     KILN_Q5_0,
     KILN_Q5_1,
     KILN_Q8_1, /* the activations of Q4_1 / Q5_1 products */
+    KILN_Q2_K,
+    KILN_Q3_K,
+    KILN_Q4_K,
+    KILN_Q5_K,
+    KILN_Q6_K,
+    KILN_Q8_K, /* the activations of the K types' products */
     KILN_DTYPE_COUNT
 } kiln_dtype;
 

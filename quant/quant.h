@@ -204,6 +204,13 @@ double kiln__qints_get(kiln_dtype t, const void *blocks, int64_t i);
     static void to_f32_##t(const void *b, float *y, int64_t n) { kiln__qints_to_f32(T, b, y, n); }         \
     static double get_##t(const void *b, int64_t i) { return kiln__qints_get(T, b, i); }
 
+/* Q4_K / Q5_K's 6-bit scale and min j (< 8) from their 12 bytes (ggml's
+ * get_scale_min_k4). */
+static inline void kiln__scale_min_k4(int j, const uint8_t *s, int *sc, int *m) {
+    *sc = j < 4 ? s[j] & 63 : (s[j + 4] & 0x0f) | (s[j - 4] >> 6) << 4;
+    *m = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+}
+
 /* ggml's rounding helper: the nearest integer of |v| < 2^22, ties to even
  * (the K quantizers' nearest_int). */
 static inline int kiln__nearest_int(float v) {
@@ -254,6 +261,12 @@ void kiln__quantize_q4_1_ref(const float *x, void *blocks, int64_t n);
 void kiln__quantize_q5_0_ref(const float *x, void *blocks, int64_t n);
 void kiln__quantize_q5_1_ref(const float *x, void *blocks, int64_t n);
 void kiln__quantize_q8_1_ref(const float *x, void *blocks, int64_t n);
+void kiln__quantize_q2_K_ref(const float *x, void *blocks, int64_t n);
+void kiln__quantize_q3_K_ref(const float *x, void *blocks, int64_t n);
+void kiln__quantize_q4_K_ref(const float *x, void *blocks, int64_t n);
+void kiln__quantize_q5_K_ref(const float *x, void *blocks, int64_t n);
+void kiln__quantize_q6_K_ref(const float *x, void *blocks, int64_t n);
+void kiln__quantize_q8_K_ref(const float *x, void *blocks, int64_t n);
 /* The 256 absmax values of one NF4_DQ super-block. */
 void kiln__nf4_dq_absmax(const kiln_block_nf4_dq *b, float absmax[KILN_NF4_DQ_GROUP]);
 float kiln__nf4_dq_block_absmax(const kiln_block_nf4_dq *b, int k);

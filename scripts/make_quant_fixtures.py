@@ -282,7 +282,7 @@ def main():
     f32_model = read_gguf(os.path.join(REF, "llama-s1-F32.gguf"))
     files = {}
     for name, (tid, blk, size) in TYPES.items():
-        nblocks = 8 if blk == 256 else 32
+        nblocks = (32 if blk == 256 else 128) if name in FROM_FILES else (8 if blk == 256 else 32)
         source = None
         if name in FROM_FILES:
             fname, tname = FROM_FILES[name]

@@ -5,9 +5,11 @@
  * files' F32 values, byte for byte; round trips; and the CPU's scalar
  * integer dot products against f64 products of the dequantized operands. */
 #include "kt.h"
+#include "kt_device.h"
 #include "kt_simd.h"
 #include "../quant/quant.h"
 #include "../backends/cpu/qmatmul_ggml.h"
+#include "../core/json.h"
 
 #include <stdint.h>
 #include <strings.h>
@@ -22,6 +24,8 @@ static const struct {
 } types[] = {
     {KILN_Q8_0, "q8_0", 0.007}, {KILN_Q4_0, "q4_0", 0.11}, {KILN_Q4_1, "q4_1", 0.1},
     {KILN_Q5_0, "q5_0", 0.055}, {KILN_Q5_1, "q5_1", 0.05}, {KILN_Q8_1, "q8_1", 0.007},
+    {KILN_Q2_K, "q2_K", 0.37},  {KILN_Q3_K, "q3_K", 0.19}, {KILN_Q4_K, "q4_K", 0.09},
+    {KILN_Q5_K, "q5_K", 0.045}, {KILN_Q6_K, "q6_K", 0.023}, {KILN_Q8_K, "q8_K", 0.0085},
 };
 #define N_TYPES (int)(sizeof types / sizeof types[0])
 
@@ -127,7 +131,8 @@ KT_TEST(ggml_types_dequantize_as_the_python_decoders) {
  * values differ from the fixture's. */
 KT_TEST(ggml_types_a_wrong_dequantization_fails) {
     static const struct { const char *name; kiln_dtype t; size_t qs, len; } swap[] = {
-        {"q4_1", KILN_Q4_1, 4, 16}, {"q5_0", KILN_Q5_0, 6, 16}, {"q5_1", KILN_Q5_1, 8, 16}};
+        {"q4_1", KILN_Q4_1, 4, 16}, {"q5_0", KILN_Q5_0, 6, 16}, {"q5_1", KILN_Q5_1, 8, 16},
+        {"q4_K", KILN_Q4_K, 16, 128}, {"q5_K", KILN_Q5_K, 48, 128}, {"q6_K", KILN_Q6_K, 0, 128}};
     for (size_t i = 0; i < sizeof swap / sizeof swap[0]; i++) {
         qfx f;
         KT_REQUIRE(qfx_load(swap[i].name, &f), "%s", swap[i].name);
@@ -260,7 +265,23 @@ KT_TEST(ggml_types_integer_dot_products) {
             KT_CHECK(first_diff(got, want, rows) < 0, "%s: kiln_linear's batch-1 product is not the reference's",
                      types[i].name);
         }
-        free(wd), free(xd);
+        /* prompts: 9 rows of x against the dequantized W in f32 */
+        kiln_tensor *x9 = kiln_new_2d(ctx, KILN_F32, 9, k), *y9 = NULL;
+        float *xs = randn(9 * k, 13), got9[9 * 8];
+        KT_OK(kiln_tensor_set_f32(x9, xs, 9 * k));
+        kiln_graph *g = kiln_graph_new(ctx);
+        KT_OK(kiln_graph_add(g, y9 = kiln_linear(ctx, x9, wq, NULL)));
+        KT_OK(kiln_graph_compute(g));
+        KT_OK(kiln_tensor_get_f32(y9, got9, 9 * rows));
+        for (int64_t i9 = 0; i9 < 9; i9++)
+            for (int64_t r = 0; r < rows; r++) {
+                double exact = 0, mag = 0;
+                for (int64_t e = 0; e < k; e++)
+                    exact += (double)wd[r * k + e] * xs[i9 * k + e], mag += fabs((double)wd[r * k + e] * xs[i9 * k + e]);
+                KT_CHECK(fabs(got9[i9 * rows + r] - exact) <= 1e-5 * mag, "%s: 9 rows, (%lld, %lld): %.9g vs %.9g",
+                         types[i].name, (long long)i9, (long long)r, got9[i9 * rows + r], exact);
+            }
+        free(xs), free(wd), free(xd);
         kiln_ctx_free(ctx);
     }
     free(w), free(x);
@@ -304,4 +325,86 @@ KT_TEST(ggml_types_gguf_keeps_each_tensors_type) {
     unlink(path);
     free(x);
     kiln_ctx_free(ctx);
+}
+
+/* llama.cpp's Q4_K_M reference file (tests/fixtures/gguf-ref, from
+ * ../shared/gguf-ref): every tensor has the ggml type of the manifest
+ * (one file mixes F32, Q4_K and Q6_K) and loads as that kiln dtype; the
+ * tensors saved again and read back keep their types and bytes. */
+KT_TEST(ggml_types_reference_file_types) {
+    static const char file[] = "llama-s1-Q4_K_M.gguf";
+    FILE *fp = fopen("tests/fixtures/gguf-ref/manifest.json", "rb");
+    KT_REQUIRE(fp, "the manifest");
+    static char buf[1 << 17];
+    size_t len = fread(buf, 1, sizeof buf, fp);
+    fclose(fp);
+    kiln__json_doc *doc = kiln__json_parse(buf, len, 8, "manifest");
+    KT_REQUIRE(doc, "%s", kiln_last_error());
+    const kiln__json *tensors = kiln__json_get(kiln__json_get(kiln__json_root(doc), file), "tensors");
+    KT_REQUIRE(tensors && tensors->len > 10, "the manifest lists %s", file);
+    kiln_gguf *g = kiln_gguf_open("tests/fixtures/gguf-ref/llama-s1-Q4_K_M.gguf");
+    KT_REQUIRE(g, "%s", kiln_last_error());
+    KT_CHECK(kiln_gguf_tensor_count(g) == (int)tensors->len, "%d tensors, the manifest %zu", kiln_gguf_tensor_count(g),
+             tensors->len);
+    char path[] = "/tmp/kiln_ggml_ref_XXXXXX";
+    int fd = mkstemp(path);
+    KT_REQUIRE(fd >= 0, "mkstemp");
+    close(fd);
+    kiln_ctx *ctx = kiln_ctx_new();
+    kiln_gguf_writer *w = kiln_gguf_writer_new();
+    int kinds[KILN_DTYPE_COUNT] = {0}, n = 0;
+    kiln_tensor *ts[64];
+    for (const kiln__json *e = tensors->child; e && n < 64; e = e->next, n++) {
+        const kiln__json *type = kiln__json_get(e, "type");
+        kiln_gguf_tensor_info in;
+        KT_OK(kiln_gguf_tensor_info_at(g, kiln_gguf_find_tensor(g, e->key), &in));
+        KT_CHECK(type && in.type_name && !strcmp(in.type_name, type->str), "%s: %s, the manifest %s", e->key,
+                 in.type_name, type ? type->str : "?");
+        ts[n] = kiln_gguf_load(g, ctx, e->key);
+        KT_REQUIRE(ts[n], "%s: %s", e->key, kiln_last_error());
+        KT_CHECK(!strcasecmp(kiln_dtype_name(kiln_tensor_dtype(ts[n])), type->str), "%s loads as %s", e->key,
+                 kiln_dtype_name(kiln_tensor_dtype(ts[n])));
+        kinds[kiln_tensor_dtype(ts[n])]++;
+        KT_OK(kiln_gguf_add_tensor(w, e->key, ts[n]));
+    }
+    KT_CHECK(kinds[KILN_F32] && kinds[KILN_Q4_K] && kinds[KILN_Q6_K], "the file mixes F32, Q4_K and Q6_K");
+    KT_OK(kiln_gguf_writer_save(w, path));
+    kiln_gguf_writer_free(w);
+    kiln_gguf *g2 = kiln_gguf_open(path);
+    KT_REQUIRE(g2, "%s", kiln_last_error());
+    for (int i = 0; i < n; i++) {
+        kiln_tensor *l = kiln_gguf_load(g2, ctx, kiln_tensor_name(ts[i]));
+        KT_REQUIRE(l, "%s", kiln_last_error());
+        KT_CHECK(kiln_tensor_dtype(l) == kiln_tensor_dtype(ts[i]) && kiln_tensor_nbytes(l) == kiln_tensor_nbytes(ts[i]) &&
+                     !memcmp(kiln_tensor_data(l), kiln_tensor_data(ts[i]), kiln_tensor_nbytes(l)),
+                 "%s: not the bytes read", kiln_tensor_name(ts[i]));
+    }
+    kiln_gguf_close(g2);
+    kiln_gguf_close(g);
+    unlink(path);
+    kiln__json_free(doc);
+    kiln_ctx_free(ctx);
+}
+
+/* A Vulkan graph with a Q4_K weight (no Vulkan kernels for it yet): the
+ * executor runs the product on the CPU, with the CPU's bits. */
+KT_TEST(ggml_types_vulkan_falls_back) {
+    kiln_backend *vk = kt_device("vulkan");
+    const int64_t k = 512, n = 6;
+    float *w = randn(n * k, 21), *x = randn(k, 22), want[6], got[6];
+    for (int dev = 0; dev < 2; dev++) {
+        kiln_ctx *ctx = kiln_ctx_new();
+        KT_REQUIRE(ctx && (!dev || !kiln_ctx_set_backend(ctx, vk)), "context");
+        kiln_tensor *wt = kiln_new_2d(ctx, KILN_F32, n, k), *xt = kiln_new_2d(ctx, KILN_F32, 1, k);
+        KT_OK(kiln_tensor_set_f32(wt, w, n * k));
+        KT_OK(kiln_tensor_set_f32(xt, x, k));
+        kiln_tensor *y = kiln_linear(ctx, xt, kiln_quantize(ctx, wt, KILN_Q4_K), NULL);
+        kiln_graph *g = kiln_graph_new(ctx);
+        KT_REQUIRE(y && g && !kiln_graph_add(g, y) && !kiln_graph_compute(g), "%s", kiln_last_error());
+        KT_OK(kiln_tensor_get_f32(y, dev ? got : want, n));
+        if (dev) KT_CHECK(kiln_graph_get_stats(g).nodes_fallback >= 1, "the product ran on the device");
+        kiln_ctx_free(ctx);
+    }
+    KT_CHECK(first_diff(got, want, n) < 0, "the fallback's values are not the CPU's");
+    free(w), free(x);
 }
