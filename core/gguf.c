@@ -59,6 +59,8 @@ int kiln_gguf_dtype(uint32_t t) {
     case KILN_GGML_Q5_K: return KILN_Q5_K;
     case KILN_GGML_Q6_K: return KILN_Q6_K;
     case KILN_GGML_Q8_K: return KILN_Q8_K;
+    case KILN_GGML_IQ4_NL: return KILN_IQ4_NL;
+    case KILN_GGML_IQ4_XS: return KILN_IQ4_XS;
     case KILN_GGML_F32: return KILN_F32;
     case KILN_GGML_F16: return KILN_F16;
     case KILN_GGML_BF16: return KILN_BF16;

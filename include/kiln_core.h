@@ -164,13 +164,17 @@ const char *kiln_status_name(kiln_status s);
  *   Q5_K         256    176     5.5       8 x 32: 6-bit sc, m; 5-bit q   x = d*sc*q - dmin*m
  *   Q6_K         256    210     6.5625    16 x 16: int8 sc; 6-bit q      x = d*sc*(q-32)
  *   Q8_K         256    292     9.125     f32 d; int8 q[256]; i16 sums   x = d*q
+ *   IQ4_NL        32     18     4.5       f16 d; u8 qs[16]               x = d*V[q]
+ *   IQ4_XS       256    136     4.25      8 x 32: 6-bit ls; 4-bit q      x = d*(ls-32)*V[q]
+ *
+ * (V: ggml's 16 non-linear values, -127 .. 113.)
  *
  * (4-bit codes as Q4_0's, the fifth bit of element j in bit j of qh; the
  * K types are super-blocks of sub-blocks with f16 d and dmin, in ggml's
  * bit layouts.) Q8_1 and Q8_K are activation types: the CPU's batch-1
  * products quantize x to kiln_dtype_dot_type(W) (ggml's vec_dot_type) and
- * take integer dot products, as llama.cpp does. A K type needs its last
- * dimension a multiple of 256. */
+ * take integer dot products, as llama.cpp does. The 256-blocks need the
+ * last dimension a multiple of 256. */
 typedef enum kiln_dtype {
     KILN_F32 = 0,
     KILN_F64,
@@ -203,6 +207,8 @@ typedef enum kiln_dtype {
     KILN_Q5_K,
     KILN_Q6_K,
     KILN_Q8_K, /* the activations of the K types' products */
+    KILN_IQ4_NL,
+    KILN_IQ4_XS,
     KILN_DTYPE_COUNT
 } kiln_dtype;
 

@@ -78,6 +78,14 @@ static void unpack_q6_K(const kiln_block_q6_K *b, kiln_qints *o) {
     }
 }
 
+static void unpack_iq4(const uint8_t *qs, int nsub, kiln_qints *o) {
+    for (int s = 0; s < nsub; s++)
+        for (int j = 0; j < 16; j++) {
+            o->q[32 * s + j] = kiln__iq4nl_values[qs[16 * s + j] & 0x0f];
+            o->q[32 * s + j + 16] = kiln__iq4nl_values[qs[16 * s + j] >> 4];
+        }
+}
+
 bool kiln__qints_unpack(kiln_dtype t, const void *blocks, int64_t i, kiln_qints *o) {
     switch (t) {
     case KILN_Q4_1: {
@@ -122,6 +130,20 @@ bool kiln__qints_unpack(kiln_dtype t, const void *blocks, int64_t i, kiln_qints 
         *o = (kiln_qints){.d = b->d, .n = KILN_QK_K, .sub = 16};
         for (int s = 0; s < 16; s++) o->sc[s] = 1;
         memcpy(o->q, b->qs, KILN_QK_K);
+        return true;
+    }
+    case KILN_IQ4_NL: {
+        const kiln_block_iq4_nl *b = (const kiln_block_iq4_nl *)blocks + i;
+        blocks32(o, f16(b->d), 0.0f, false);
+        unpack_iq4(b->qs, 1, o);
+        return true;
+    }
+    case KILN_IQ4_XS: {
+        const kiln_block_iq4_xs *b = (const kiln_block_iq4_xs *)blocks + i;
+        *o = (kiln_qints){.d = f16(b->d), .n = KILN_QK_K, .sub = 32};
+        for (int s = 0; s < 8; s++)
+            o->sc[s] = (int16_t)((((b->scales_l[s / 2] >> (4 * (s % 2))) & 0x0f) | ((b->scales_h >> (2 * s)) & 3) << 4) - 32);
+        unpack_iq4(b->qs, 8, o);
         return true;
     }
     default: return false;

@@ -25,6 +25,7 @@ static const struct {
     {KILN_Q5_0, "q5_0", 32, 22},        {KILN_Q5_1, "q5_1", 32, 24},      {KILN_Q8_1, "q8_1", 32, 36},
     {KILN_Q2_K, "q2_K", 256, 84},       {KILN_Q3_K, "q3_K", 256, 110},    {KILN_Q4_K, "q4_K", 256, 144},
     {KILN_Q5_K, "q5_K", 256, 176},      {KILN_Q6_K, "q6_K", 256, 210},    {KILN_Q8_K, "q8_K", 256, 292},
+    {KILN_IQ4_NL, "iq4_nl", 32, 18},    {KILN_IQ4_XS, "iq4_xs", 256, 136},
 };
 #define N_FORMATS (int)(sizeof formats / sizeof formats[0])
 

@@ -26,6 +26,7 @@ static const struct {
     {KILN_Q5_0, "q5_0", 0.055}, {KILN_Q5_1, "q5_1", 0.05}, {KILN_Q8_1, "q8_1", 0.007},
     {KILN_Q2_K, "q2_K", 0.37},  {KILN_Q3_K, "q3_K", 0.19}, {KILN_Q4_K, "q4_K", 0.09},
     {KILN_Q5_K, "q5_K", 0.045}, {KILN_Q6_K, "q6_K", 0.023}, {KILN_Q8_K, "q8_K", 0.0085},
+    {KILN_IQ4_NL, "iq4_nl", 0.1}, {KILN_IQ4_XS, "iq4_xs", 0.1},
 };
 #define N_TYPES (int)(sizeof types / sizeof types[0])
 
@@ -86,6 +87,8 @@ KT_TEST(ggml_types_rows) {
     /* the activations' dtypes, as ggml's vec_dot_type */
     KT_CHECK(kiln_dtype_dot_type(KILN_Q4_0) == KILN_Q8_0 && kiln_dtype_dot_type(KILN_Q5_0) == KILN_Q8_0 &&
                  kiln_dtype_dot_type(KILN_Q4_1) == KILN_Q8_1 && kiln_dtype_dot_type(KILN_Q5_1) == KILN_Q8_1 &&
+                 kiln_dtype_dot_type(KILN_Q4_K) == KILN_Q8_K && kiln_dtype_dot_type(KILN_Q6_K) == KILN_Q8_K &&
+                 kiln_dtype_dot_type(KILN_IQ4_NL) == KILN_Q8_0 && kiln_dtype_dot_type(KILN_IQ4_XS) == KILN_Q8_K &&
                  kiln_dtype_dot_type(KILN_NF4) == KILN_F32 && kiln_dtype_dot_type(KILN_F32) == KILN_F32,
              "dot types");
 }
@@ -132,7 +135,8 @@ KT_TEST(ggml_types_dequantize_as_the_python_decoders) {
 KT_TEST(ggml_types_a_wrong_dequantization_fails) {
     static const struct { const char *name; kiln_dtype t; size_t qs, len; } swap[] = {
         {"q4_1", KILN_Q4_1, 4, 16}, {"q5_0", KILN_Q5_0, 6, 16}, {"q5_1", KILN_Q5_1, 8, 16},
-        {"q4_K", KILN_Q4_K, 16, 128}, {"q5_K", KILN_Q5_K, 48, 128}, {"q6_K", KILN_Q6_K, 0, 128}};
+        {"q4_K", KILN_Q4_K, 16, 128}, {"q5_K", KILN_Q5_K, 48, 128}, {"q6_K", KILN_Q6_K, 0, 128},
+        {"iq4_nl", KILN_IQ4_NL, 2, 16}, {"iq4_xs", KILN_IQ4_XS, 8, 128}};
     for (size_t i = 0; i < sizeof swap / sizeof swap[0]; i++) {
         qfx f;
         KT_REQUIRE(qfx_load(swap[i].name, &f), "%s", swap[i].name);

@@ -46,7 +46,8 @@ float kiln__qmm_dot_ggml_ref(kiln_dtype t, const void *w, const void *xa, int64_
 /* The reference as a kernel per dtype, for the dispatch's table. */
 #define GGML_DTYPES(X)                                                                                          \
     X(KILN_Q4_1, q4_1) X(KILN_Q5_0, q5_0) X(KILN_Q5_1, q5_1) X(KILN_Q8_1, q8_1) X(KILN_Q2_K, q2_K) X(KILN_Q3_K, q3_K) \
-    X(KILN_Q4_K, q4_K) X(KILN_Q5_K, q5_K) X(KILN_Q6_K, q6_K) X(KILN_Q8_K, q8_K)
+    X(KILN_Q4_K, q4_K) X(KILN_Q5_K, q5_K) X(KILN_Q6_K, q6_K) X(KILN_Q8_K, q8_K) X(KILN_IQ4_NL, iq4_nl)               \
+    X(KILN_IQ4_XS, iq4_xs)
 #define REF_KERNEL(T, t) \
     static float dot_##t##_ref(const void *w, const void *xa, int64_t nb) { return kiln__qmm_dot_ggml_ref(T, w, xa, nb); }
 GGML_DTYPES(REF_KERNEL)
