@@ -206,8 +206,8 @@ KT_TEST(ggml_types_round_trips) {
         KT_REQUIRE(q, "%s: %s", types[i].name, kiln_last_error());
         KT_OK(kiln_tensor_get_f32(q, y, n));
         double se = 0;
-        for (int64_t e = 0; e < n; e++) se += (double)(y[e] - x[e]) * (y[e] - x[e]);
-        const double rms = sqrt(se / n);
+        for (int64_t e = 0; e < n; e++) se += ((double)y[e] - x[e]) * ((double)y[e] - x[e]);
+        const double rms = sqrt(se / (double)n);
         KT_CHECK(rms < types[i].rms && rms > types[i].rms / 4, "%s: rms error %.4g (bound %.4g)", types[i].name, rms,
                  types[i].rms);
         /* zeros stay zeros */
@@ -215,9 +215,9 @@ KT_TEST(ggml_types_round_trips) {
         KT_OK(kiln_tensor_fill(zt, 0.0));
         kiln_tensor *z = kiln_quantize(ctx, zt, types[i].t);
         KT_OK(kiln_tensor_get_f32(z, y, 256));
-        double worst = 0;
-        for (int e = 0; e < 256; e++) worst = fmax(worst, fabs(y[e]));
-        KT_CHECK(worst == 0, "%s: zeros come back as %g", types[i].name, worst);
+        int nonzero = 0;
+        for (int e = 0; e < 256; e++) nonzero += y[e] != 0;
+        KT_CHECK(!nonzero, "%s: %d of 256 zeros come back nonzero", types[i].name, nonzero);
         kiln_ctx_free(ctx);
     }
     free(x), free(y);
