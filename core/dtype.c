@@ -143,6 +143,7 @@ const char *kiln_dtype_name(kiln_dtype t) {
 }
 size_t kiln_dtype_size(kiln_dtype t) { return (unsigned)t < KILN_DTYPE_COUNT ? kiln__types[t].size : 0; }
 int64_t kiln_dtype_block(kiln_dtype t) { return (unsigned)t < KILN_DTYPE_COUNT ? kiln__types[t].blck : 0; }
+kiln_dtype kiln_dtype_dot_type(kiln_dtype t) { return (unsigned)t < KILN_DTYPE_COUNT ? kiln__types[t].dot_type : KILN_F32; }
 bool kiln_dtype_is_quantized(kiln_dtype t) { return (unsigned)t < KILN_DTYPE_COUNT && kiln__is_quant(t); }
 
 bool kiln__quant_shape_ok(const char *who, kiln_dtype t, int ndim, const int64_t *shape) {

@@ -42,13 +42,25 @@ const char *kiln_gguf_type_name(uint32_t t) {
     return g ? g->name : NULL;
 }
 
-/* The one place a ggml type meets a kiln dtype (kiln's Q8_0 / Q4_0 are
- * ggml's block_q8_0 / block_q4_0 byte for byte). Everything else is
+/* The one place a ggml type meets a kiln dtype (kiln's block dtypes of
+ * these names are ggml's blocks byte for byte). Everything else is
  * unsupported. */
 int kiln_gguf_dtype(uint32_t t) {
     switch (t) {
     case KILN_GGML_Q8_0: return KILN_Q8_0;
     case KILN_GGML_Q4_0: return KILN_Q4_0;
+    case KILN_GGML_Q4_1: return KILN_Q4_1;
+    case KILN_GGML_Q5_0: return KILN_Q5_0;
+    case KILN_GGML_Q5_1: return KILN_Q5_1;
+    case KILN_GGML_Q8_1: return KILN_Q8_1;
+    case KILN_GGML_Q2_K: return KILN_Q2_K;
+    case KILN_GGML_Q3_K: return KILN_Q3_K;
+    case KILN_GGML_Q4_K: return KILN_Q4_K;
+    case KILN_GGML_Q5_K: return KILN_Q5_K;
+    case KILN_GGML_Q6_K: return KILN_Q6_K;
+    case KILN_GGML_Q8_K: return KILN_Q8_K;
+    case KILN_GGML_IQ4_NL: return KILN_IQ4_NL;
+    case KILN_GGML_IQ4_XS: return KILN_IQ4_XS;
     case KILN_GGML_F32: return KILN_F32;
     case KILN_GGML_F16: return KILN_F16;
     case KILN_GGML_BF16: return KILN_BF16;

@@ -210,7 +210,7 @@ kiln_status kiln_gguf_add_tensor(kiln_gguf_writer *w, const char *name, kiln_ten
     for (uint32_t g = 0; g < KILN__GGML_TYPES && type == UINT32_MAX; g++)
         if (g != 26 && g != 28 && kiln_gguf_dtype(g) == (int)t->dtype) type = g; /* not ggml's I32/F64 */
     if (type == UINT32_MAX)
-        return kiln__errs(KILN_ERR_DTYPE, "%s: '%s' is %s (F32, F16, BF16, Q8_0 and Q4_0 are written)", who, name,
+        return kiln__errs(KILN_ERR_DTYPE, "%s: '%s' is %s, which GGUF has no type for", who, name,
                           kiln_dtype_name(t->dtype));
     if (!kiln_tensor_is_contiguous(t)) return kiln__errs(KILN_ERR_ARG, "%s: '%s' is not contiguous", who, name);
     return add(w, name, type, t->ndim, t->shape, t, NULL, 0, who);

@@ -242,6 +242,9 @@ typedef struct kiln_type_traits {
     kiln_from_f32_fn *from_f32;
     int64_t blck;
     int64_t row_blck;
+    /* the activations' dtype in the CPU's batch-1 integer products with
+     * a weight of this dtype (ggml's vec_dot_type); KILN_F32: f32 ones */
+    kiln_dtype dot_type;
 } kiln_type_traits;
 
 /* Every dtype's traits, indexed by kiln_dtype (core/dtype.c). The plain

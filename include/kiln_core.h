@@ -145,7 +145,36 @@ const char *kiln_status_name(kiln_status s);
  * dtype's, per channel, symmetric or not, act order) in a GQ dtype. The
  * fused matmul quantizes x to int8 per 32 as for Q4_0 and takes integer
  * dot products of (q - zero) with it. Views, get_rows and the refusals
- * follow the rules above with the group as the block. */
+ * follow the rules above with the group as the block.
+ *
+ * ggml's other block types are kiln dtypes byte for byte (GGUF files load
+ * and save them as they are), named as llama.cpp prints them; their
+ * values are ggml's and gguf-py's dequantization bit for bit, and
+ * kiln_quantize follows ggml's reference quantizers (llama-quantize's
+ * choice without an importance matrix):
+ *
+ *   dtype      block  bytes  bits/weight  layout of one block
+ *   Q4_1          32     20     5.0       f16 d, m; u8 qs[16]            x = d*q + m
+ *   Q5_0          32     22     5.5       f16 d; u32 qh; u8 qs[16]       x = d*(q-16)
+ *   Q5_1          32     24     6.0       f16 d, m; u32 qh; u8 qs[16]    x = d*q + m
+ *   Q8_1          32     36     9.0       f16 d, s; int8 q[32]           x = d*q, s = d*sum(q)
+ *   Q2_K         256     84     2.625     16 x 16: u4 sc, m; 2-bit q     x = d*sc*q - dmin*m
+ *   Q3_K         256    110     3.4375    16 x 16: 6-bit sc; 3-bit q     x = d*(sc-32)*(q-4)
+ *   Q4_K         256    144     4.5       8 x 32: 6-bit sc, m; 4-bit q   x = d*sc*q - dmin*m
+ *   Q5_K         256    176     5.5       8 x 32: 6-bit sc, m; 5-bit q   x = d*sc*q - dmin*m
+ *   Q6_K         256    210     6.5625    16 x 16: int8 sc; 6-bit q      x = d*sc*(q-32)
+ *   Q8_K         256    292     9.125     f32 d; int8 q[256]; i16 sums   x = d*q
+ *   IQ4_NL        32     18     4.5       f16 d; u8 qs[16]               x = d*V[q]
+ *   IQ4_XS       256    136     4.25      8 x 32: 6-bit ls; 4-bit q      x = d*(ls-32)*V[q]
+ *
+ * (V: ggml's 16 non-linear values, -127 .. 113.)
+ *
+ * (4-bit codes as Q4_0's, the fifth bit of element j in bit j of qh; the
+ * K types are super-blocks of sub-blocks with f16 d and dmin, in ggml's
+ * bit layouts.) Q8_1 and Q8_K are activation types: the CPU's batch-1
+ * products quantize x to kiln_dtype_dot_type(W) (ggml's vec_dot_type) and
+ * take integer dot products, as llama.cpp does. The 256-blocks need the
+ * last dimension a multiple of 256. */
 typedef enum kiln_dtype {
     KILN_F32 = 0,
     KILN_F64,
@@ -167,6 +196,19 @@ typedef enum kiln_dtype {
     KILN_GQ2_64,
     KILN_GQ2_128,
     KILN_DFP16, /* dynamic fixed point: 64 int16 + a shared exponent (quant/dfp.h) */
+    /* ggml's other block types (GGUF), named as llama.cpp prints them */
+    KILN_Q4_1,
+    KILN_Q5_0,
+    KILN_Q5_1,
+    KILN_Q8_1, /* the activations of Q4_1 / Q5_1 products */
+    KILN_Q2_K,
+    KILN_Q3_K,
+    KILN_Q4_K,
+    KILN_Q5_K,
+    KILN_Q6_K,
+    KILN_Q8_K, /* the activations of the K types' products */
+    KILN_IQ4_NL,
+    KILN_IQ4_XS,
     KILN_DTYPE_COUNT
 } kiln_dtype;
 
@@ -176,6 +218,10 @@ size_t kiln_dtype_size(kiln_dtype t);
 /* Elements per block: 1 for the plain dtypes. */
 int64_t kiln_dtype_block(kiln_dtype t);
 bool kiln_dtype_is_quantized(kiln_dtype t);
+/* The dtype kiln_linear quantizes the activations to for its batch-1
+ * integer products with a weight of dtype t on the CPU (ggml's
+ * vec_dot_type: Q8_0, Q8_1 or Q8_K), KILN_F32 where they stay f32. */
+kiln_dtype kiln_dtype_dot_type(kiln_dtype t);
 
 /* ---- context ----------------------------------------------------------- */
 

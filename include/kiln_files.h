@@ -142,7 +142,12 @@ typedef enum kiln_gguf_type {
 } kiln_gguf_type;
 
 /* ggml tensor types kiln names (the file may hold any of ggml's). */
-enum { KILN_GGML_F32 = 0, KILN_GGML_F16 = 1, KILN_GGML_Q4_0 = 2, KILN_GGML_Q8_0 = 8, KILN_GGML_BF16 = 30 };
+enum {
+    KILN_GGML_F32 = 0, KILN_GGML_F16 = 1, KILN_GGML_Q4_0 = 2, KILN_GGML_Q4_1 = 3, KILN_GGML_Q5_0 = 6,
+    KILN_GGML_Q5_1 = 7, KILN_GGML_Q8_0 = 8, KILN_GGML_Q8_1 = 9, KILN_GGML_Q2_K = 10, KILN_GGML_Q3_K = 11,
+    KILN_GGML_Q4_K = 12, KILN_GGML_Q5_K = 13, KILN_GGML_Q6_K = 14, KILN_GGML_Q8_K = 15, KILN_GGML_IQ4_NL = 20,
+    KILN_GGML_IQ4_XS = 23, KILN_GGML_BF16 = 30
+};
 
 typedef struct kiln_gguf kiln_gguf;
 

@@ -110,6 +110,7 @@ __attribute__((constructor)) static void register_gq(void) {
     kiln__dtype_register(KILN_GQ##b##_##g,                                                                     \
                          &(kiln_type_traits){.name = "gq" #b "_" #g, .size = sizeof(kiln_block_gq##b##_##g),  \
                                              .blck = g, .row_blck = g, .get = get_gq##b##_##g,               \
-                                             .to_f32 = to_f32_gq##b##_##g, .from_f32 = from_f32_gq##b##_##g});
+                                             .to_f32 = to_f32_gq##b##_##g, .from_f32 = from_f32_gq##b##_##g,  \
+                                             .dot_type = KILN_Q8_0});
     GQ_DTYPES(GQ_REGISTER)
 }

@@ -52,5 +52,5 @@ __attribute__((constructor)) static void register_q4_0(void) {
     kiln__dtype_register(KILN_Q4_0, &(kiln_type_traits){.name = "q4_0", .size = sizeof(kiln_block_q4_0),
                                                         .blck = KILN_QK4_0, .row_blck = KILN_QK4_0, .get = get_q4_0,
                                                         .to_f32 = kiln__dequantize_q4_0_ref,
-                                                        .from_f32 = kiln__quantize_q4_0_ref});
+                                                        .from_f32 = kiln__quantize_q4_0_ref, .dot_type = KILN_Q8_0});
 }

@@ -35,5 +35,5 @@ __attribute__((constructor)) static void register_q8_0(void) {
     kiln__dtype_register(KILN_Q8_0, &(kiln_type_traits){.name = "q8_0", .size = sizeof(kiln_block_q8_0),
                                                         .blck = KILN_QK8_0, .row_blck = KILN_QK8_0, .get = get_q8_0,
                                                         .to_f32 = kiln__dequantize_q8_0_ref,
-                                                        .from_f32 = kiln__quantize_q8_0_ref});
+                                                        .from_f32 = kiln__quantize_q8_0_ref, .dot_type = KILN_Q8_0});
 }

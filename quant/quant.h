@@ -100,6 +100,126 @@ _Static_assert(sizeof(kiln_block_gq4_32) == 19 && sizeof(kiln_block_gq4_128) == 
 _Static_assert(sizeof(kiln_block_gq3_32) == 15 && sizeof(kiln_block_gq3_128) == 51, "GQ3 blocks");
 _Static_assert(sizeof(kiln_block_gq2_32) == 11 && sizeof(kiln_block_gq2_128) == 35, "GQ2 blocks");
 
+/* ggml's other block types, byte for byte (ggml-common.h; GGUF types 3,
+ * 6, 7, 9, 10-15, 20, 23): f16 fields are little-endian halves, no
+ * padding. Blocks of 32 (Q4_1, Q5_0, Q5_1, Q8_1, IQ4_NL) or of 256, the
+ * super-blocks of the K types (Q2_K..Q8_K, IQ4_XS). */
+#define KILN_QK 32   /* the blocks of 32 */
+#define KILN_QK_K 256 /* the K types' super-blocks */
+
+typedef struct kiln_block_q4_1 { /* x = d q + m, q in [0, 15] */
+    uint16_t d, m;
+    uint8_t qs[KILN_QK / 2]; /* element j low nibble of qs[j], j + 16 high */
+} kiln_block_q4_1;
+typedef struct kiln_block_q5_0 { /* x = d (q - 16), q in [0, 31] */
+    uint16_t d;
+    uint8_t qh[4];           /* bit 4 of element j: bit j of the u32 */
+    uint8_t qs[KILN_QK / 2]; /* the low four bits, as Q4_1's */
+} kiln_block_q5_0;
+typedef struct kiln_block_q5_1 { /* x = d q + m */
+    uint16_t d, m;
+    uint8_t qh[4];
+    uint8_t qs[KILN_QK / 2];
+} kiln_block_q5_1;
+typedef struct kiln_block_q8_1 { /* activations of Q4_1 / Q5_1 products: x = d q */
+    uint16_t d, s; /* s = f16(d * sum of q) */
+    int8_t qs[KILN_QK];
+} kiln_block_q8_1;
+typedef struct kiln_block_q2_K { /* 16 sub-blocks of 16: x = d sc q - dmin m */
+    uint8_t scales[KILN_QK_K / 16]; /* sc low nibble, m high nibble */
+    uint8_t qs[KILN_QK_K / 4];
+    uint16_t d, dmin;
+} kiln_block_q2_K;
+typedef struct kiln_block_q3_K { /* 16 sub-blocks of 16: x = d (sc - 32) q, q in [-4, 3] */
+    uint8_t hmask[KILN_QK_K / 8];
+    uint8_t qs[KILN_QK_K / 4];
+    uint8_t scales[12]; /* 16 scales of 6 bits */
+    uint16_t d;
+} kiln_block_q3_K;
+typedef struct kiln_block_q4_K { /* 8 sub-blocks of 32: x = d sc q - dmin m */
+    uint16_t d, dmin;
+    uint8_t scales[12]; /* 8 scales and 8 mins of 6 bits */
+    uint8_t qs[KILN_QK_K / 2];
+} kiln_block_q4_K;
+typedef struct kiln_block_q5_K {
+    uint16_t d, dmin;
+    uint8_t scales[12];
+    uint8_t qh[KILN_QK_K / 8];
+    uint8_t qs[KILN_QK_K / 2];
+} kiln_block_q5_K;
+typedef struct kiln_block_q6_K { /* 16 sub-blocks of 16: x = d sc (q - 32) */
+    uint8_t ql[KILN_QK_K / 2];
+    uint8_t qh[KILN_QK_K / 4];
+    int8_t scales[KILN_QK_K / 16];
+    uint16_t d;
+} kiln_block_q6_K;
+typedef struct kiln_block_q8_K { /* activations of the K products: x = d q */
+    float d;
+    int8_t qs[KILN_QK_K];
+    int16_t bsums[KILN_QK_K / 16]; /* sums of q per 16 */
+} kiln_block_q8_K;
+typedef struct kiln_block_iq4_nl { /* x = d kiln__iq4nl_values[q] */
+    uint16_t d;
+    uint8_t qs[KILN_QK / 2];
+} kiln_block_iq4_nl;
+typedef struct kiln_block_iq4_xs { /* 8 sub-blocks of 32: x = d (ls - 32) values[q] */
+    uint16_t d;
+    uint16_t scales_h; /* the high 2 bits of the 8 six-bit ls */
+    uint8_t scales_l[KILN_QK_K / 64];
+    uint8_t qs[KILN_QK_K / 2];
+} kiln_block_iq4_xs;
+_Static_assert(sizeof(kiln_block_q4_1) == 20 && sizeof(kiln_block_q5_0) == 22 && sizeof(kiln_block_q5_1) == 24 &&
+                   sizeof(kiln_block_q8_1) == 36, "ggml's blocks of 32");
+_Static_assert(sizeof(kiln_block_q2_K) == 84 && sizeof(kiln_block_q3_K) == 110 && sizeof(kiln_block_q4_K) == 144 &&
+                   sizeof(kiln_block_q5_K) == 176 && sizeof(kiln_block_q6_K) == 210 && sizeof(kiln_block_q8_K) == 292,
+               "ggml's K blocks");
+_Static_assert(sizeof(kiln_block_iq4_nl) == 18 && sizeof(kiln_block_iq4_xs) == 136, "ggml's IQ4 blocks");
+
+/* IQ4_NL's and IQ4_XS's 16 code values (ggml's kvalues_iq4nl). */
+extern const int8_t kiln__iq4nl_values[16];
+
+/* One block of these types as integers: what their dequantization and the
+ * CPU's integer dot products (ggml's vec_dot_*) share. Element e of the
+ * block is x = (d sc[s]) q[e] (+ (dm mn[s]) where has_min), s = e / sub:
+ * f32 products in that order, which is ggml's and gguf-py's for every
+ * type (the mins' sign is in dm: -dmin for the K types, m for Q4_1 /
+ * Q5_1, whose sc and mn are 1). */
+typedef struct kiln_qints {
+    int8_t q[KILN_QK_K];
+    int16_t sc[KILN_QK_K / 16], mn[KILN_QK_K / 16];
+    float d, dm;
+    int n, sub; /* elements, sub-block length */
+    bool has_min;
+} kiln_qints;
+/* Block i of dtype t (one of the types above) as integers;
+ * false for another dtype. */
+bool kiln__qints_unpack(kiln_dtype t, const void *blocks, int64_t i, kiln_qints *out);
+/* n elements (whole blocks) of such a dtype to f32, through its unpack. */
+void kiln__qints_to_f32(kiln_dtype t, const void *blocks, float *y, int64_t n);
+/* Element i of such a dtype. */
+double kiln__qints_get(kiln_dtype t, const void *blocks, int64_t i);
+
+/* A dtype's to_f32_<t> and get_<t> for its traits, through its unpack. */
+#define KILN_QINTS_CODERS(T, t)                                                                           \
+    static void to_f32_##t(const void *b, float *y, int64_t n) { kiln__qints_to_f32(T, b, y, n); }         \
+    static double get_##t(const void *b, int64_t i) { return kiln__qints_get(T, b, i); }
+
+/* Q4_K / Q5_K's 6-bit scale and min j (< 8) from their 12 bytes (ggml's
+ * get_scale_min_k4). */
+static inline void kiln__scale_min_k4(int j, const uint8_t *s, int *sc, int *m) {
+    *sc = j < 4 ? s[j] & 63 : (s[j + 4] & 0x0f) | (s[j - 4] >> 6) << 4;
+    *m = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+}
+
+/* ggml's rounding helper: the nearest integer of |v| < 2^22, ties to even
+ * (the K quantizers' nearest_int). */
+static inline int kiln__nearest_int(float v) {
+    float f = v + 12582912.0f;
+    int32_t i;
+    memcpy(&i, &f, 4);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
 /* The GQ dtypes: bits and group (0 for another dtype). */
 int kiln__gq_bits(kiln_dtype t);
 int kiln__gq_group(kiln_dtype t);
@@ -137,6 +257,16 @@ void kiln__quantize_nf4_ref(const float *x, void *blocks, int64_t n);
 void kiln__dequantize_nf4_ref(const void *blocks, float *y, int64_t n);
 void kiln__quantize_nf4_dq_ref(const float *x, void *blocks, int64_t n);
 void kiln__dequantize_nf4_dq_ref(const void *blocks, float *y, int64_t n);
+void kiln__quantize_q4_1_ref(const float *x, void *blocks, int64_t n);
+void kiln__quantize_q5_0_ref(const float *x, void *blocks, int64_t n);
+void kiln__quantize_q5_1_ref(const float *x, void *blocks, int64_t n);
+void kiln__quantize_q8_1_ref(const float *x, void *blocks, int64_t n);
+void kiln__quantize_q2_K_ref(const float *x, void *blocks, int64_t n);
+void kiln__quantize_q3_K_ref(const float *x, void *blocks, int64_t n);
+void kiln__quantize_q4_K_ref(const float *x, void *blocks, int64_t n);
+void kiln__quantize_q5_K_ref(const float *x, void *blocks, int64_t n);
+void kiln__quantize_q6_K_ref(const float *x, void *blocks, int64_t n);
+void kiln__quantize_q8_K_ref(const float *x, void *blocks, int64_t n);
 /* The 256 absmax values of one NF4_DQ super-block. */
 void kiln__nf4_dq_absmax(const kiln_block_nf4_dq *b, float absmax[KILN_NF4_DQ_GROUP]);
 float kiln__nf4_dq_block_absmax(const kiln_block_nf4_dq *b, int k);

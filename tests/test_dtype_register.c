@@ -21,7 +21,11 @@ static const struct {
     {KILN_NF4_DQ, "nf4_dq", 16384, 8456}, {KILN_GQ4_32, "gq4_32", 32, 19}, {KILN_GQ4_64, "gq4_64", 64, 35},
     {KILN_GQ4_128, "gq4_128", 128, 67}, {KILN_GQ3_32, "gq3_32", 32, 15}, {KILN_GQ3_64, "gq3_64", 64, 27},
     {KILN_GQ3_128, "gq3_128", 128, 51}, {KILN_GQ2_32, "gq2_32", 32, 11}, {KILN_GQ2_64, "gq2_64", 64, 19},
-    {KILN_GQ2_128, "gq2_128", 128, 35}, {KILN_DFP16, "dfp16", 64, 130},
+    {KILN_GQ2_128, "gq2_128", 128, 35}, {KILN_DFP16, "dfp16", 64, 130},  {KILN_Q4_1, "q4_1", 32, 20},
+    {KILN_Q5_0, "q5_0", 32, 22},        {KILN_Q5_1, "q5_1", 32, 24},      {KILN_Q8_1, "q8_1", 32, 36},
+    {KILN_Q2_K, "q2_K", 256, 84},       {KILN_Q3_K, "q3_K", 256, 110},    {KILN_Q4_K, "q4_K", 256, 144},
+    {KILN_Q5_K, "q5_K", 256, 176},      {KILN_Q6_K, "q6_K", 256, 210},    {KILN_Q8_K, "q8_K", 256, 292},
+    {KILN_IQ4_NL, "iq4_nl", 32, 18},    {KILN_IQ4_XS, "iq4_xs", 256, 136},
 };
 #define N_FORMATS (int)(sizeof formats / sizeof formats[0])
 

@@ -118,9 +118,9 @@ KT_TEST(file_errors_loading_a_tensor_name_file_and_tensor) {
     KT_OK(kiln_safetensors_save(stp, (kiln_tensor *[]){w}, (const char *[]){"emb.weight"}, 1, NULL, 0));
     kiln_gguf_writer *gw = kiln_gguf_writer_new();
     KT_NOTNULL(gw);
-    unsigned char q5[22 * 2] = {0}; /* two Q5_0 blocks: a ggml type kiln has no dtype for */
+    unsigned char iq2[66] = {0}; /* one IQ2_XXS block (ggml type 16): a type kiln has no dtype for */
     KT_OK(kiln_gguf_add_tensor(gw, "token_embd.weight", w));
-    KT_OK(kiln_gguf_add_raw(gw, "blk.0.ffn.weight", 6, 1, (int64_t[]){64}, q5, sizeof q5));
+    KT_OK(kiln_gguf_add_raw(gw, "blk.0.ffn.weight", 16, 1, (int64_t[]){256}, iq2, sizeof iq2));
     KT_OK(kiln_gguf_writer_save(gw, gp));
     kiln_gguf_writer_free(gw);
     FILE *f = fopen(ip, "wb");
@@ -131,7 +131,7 @@ KT_TEST(file_errors_loading_a_tensor_name_file_and_tensor) {
     KT_NOTNULL(gguf_file = kiln_gguf_open(gp));
     idx_path = ip;
     EXPECT(kiln_gguf_load(gguf_file, ctx, "blk.0.ffn.weight") ? KILN_OK : kiln_last_status(), KILN_ERR_DTYPE,
-           "kiln_gguf_load: ", gp, "tensor 'blk.0.ffn.weight' is Q5_0");
+           "kiln_gguf_load: ", gp, "tensor 'blk.0.ffn.weight' is IQ2_XXS");
     sweep_load("kiln_safetensors_load", stp, "'emb.weight'", load_st);
     sweep_load("kiln_gguf_load", gp, "'token_embd.weight'", load_gguf);
     sweep_load("kiln_idx_load", ip, "", load_idx);

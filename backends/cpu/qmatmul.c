@@ -3,6 +3,7 @@
  * activation quantizer and the scalar reference dot products. */
 #include "qmatmul.h"
 #include "qmatmul_gemm.h"
+#include "qmatmul_ggml.h"
 #include "qmatmul_gq.h"
 
 #include "coders.h"
@@ -225,6 +226,7 @@ kiln_status kiln__qmatmul_cpu(kiln_dtype t, int64_t m, int64_t n, int64_t k, con
     if (m >= KILN_QMM_PANEL_MIN_M && kiln__qmm_gemm_available(t)) return kiln__qmm_gemm(t, m, n, k, x, w, y, n_threads);
     if (m >= KILN_QMM_PANEL_MIN_M) return panel_path(t, m, n, k, x, w, y, n_threads);
     if (kiln__is_gq(t)) return kiln__qmatmul_gq_cpu(t, m, n, k, x, w, y, n_threads);
+    if (kiln__qmm_ggml_handles(t)) return kiln__qmatmul_ggml_cpu(t, m, n, k, x, w, y, n_threads);
     const kiln_qmm_kernels *kk = kernels();
     const bool i8 = t == KILN_Q8_0 || t == KILN_Q4_0;
     int8_t *xq = NULL;

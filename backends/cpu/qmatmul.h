@@ -29,7 +29,10 @@
  *   - Many rows (prompt), Q8_0 / Q4_0 where the CPU has AVX512-VNNI: the
  *     block-scaled integer GEMM of qmatmul_gemm.h (x quantized the same
  *     way, exact int32 block sums, f32 scaling per block).
- *   - Many rows otherwise (NF4, NF4_DQ, CPUs without VNNI): a panel of W
+ *   - ggml's other block types (Q4_1, Q5_0, Q5_1, the K types, IQ4_NL,
+ *     IQ4_XS), few rows: x quantized to the type's activation dtype and
+ *     ggml's integer dot products (qmatmul_ggml.h).
+ *   - Many rows otherwise (NF4, NF4_DQ, ggml's other types, CPUs without VNNI): a panel of W
  *     rows is dequantized into an L2-sized f32 buffer and multiplied by
  *     kiln's own f32 GEMM.
  *

@@ -1,0 +1,49 @@
+/* qmatmul_ggml.h — KILN_OP_QMATMUL's batch-1 products on the CPU for
+ * ggml's block types beyond Q8_0 / Q4_0 (Q4_1, Q5_0, Q5_1, Q8_1 and the
+ * types that follow them in kiln_dtype): as ggml's vec_dot_*, each row of
+ * x is quantized to the weight's activation dtype (kiln_dtype_dot_type:
+ * Q8_0, Q8_1 or Q8_K, with the formats' scalar references, quant/) and
+ * each block's product is integer:
+ *
+ *     isum = sum over sub-blocks s of sc[s] * (sum of q[e] * xq[e] in s)
+ *     Q8_0:  y += (d * dx) * isum
+ *     Q8_1:  y += (d * dx) * isum + m * sx                (Q4_1, Q5_1)
+ *     Q8_K:  y += (dx * d) * isum + (dx * -dmin) * summs  (summs = sum of
+ *            mn[s] times x's sum over s, from Q8_K's bsums)
+ *
+ * with the weight block's integers from its unpack (quant.h kiln_qints),
+ * f32 operations in that order, blocks in order into one f32 sum: the
+ * scalar reference, kiln__qmm_dot_ggml_ref. The isum are exact int32.
+ * Rows of x at or above KILN_QMM_PANEL_MIN_M take the panel path of
+ * qmatmul.c (dequantized W, f32 GEMM).
+ *
+ * Per-ISA kernels, each equal to the reference bit for bit, go into the
+ * dispatch of qmatmul_ggml.c (kernels()) beside it, one slot per dtype;
+ * none exist yet: every level runs the reference.
+ *
+ *     if (kiln__qmm_ggml_handles(t)) s = kiln__qmatmul_ggml_cpu(t, 1, n, k, x, w, y, n_threads);
+ */
+#ifndef KILN_CPU_QMATMUL_GGML_H
+#define KILN_CPU_QMATMUL_GGML_H
+
+#include "internal.h"
+
+/* One row of W (nb blocks) against one row of x quantized to the
+ * weight's activation dtype (xa: nb blocks' worth of its elements). */
+typedef float kiln_qmm_dot_ggml(const void *w, const void *xa, int64_t nb);
+
+/* The scalar reference for weight dtype t. */
+float kiln__qmm_dot_ggml_ref(kiln_dtype t, const void *w, const void *xa, int64_t nb);
+
+/* Whether the products of weight dtype t run here. */
+bool kiln__qmm_ggml_handles(kiln_dtype t);
+
+/* The kernel the CPU's caps in force choose for weight dtype t (tests). */
+kiln_qmm_dot_ggml *kiln__qmm_ggml_kernel(kiln_dtype t);
+
+/* y[m, n] = x[m, k] . W^T, W contiguous [n, k] of dtype t; threaded over
+ * W's rows. */
+kiln_status kiln__qmatmul_ggml_cpu(kiln_dtype t, int64_t m, int64_t n, int64_t k, const float *x, const void *w,
+                                   float *y, int n_threads);
+
+#endif
