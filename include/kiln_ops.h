@@ -176,6 +176,29 @@ kiln_tensor *kiln_mse(kiln_ctx *ctx, kiln_tensor *a, kiln_tensor *b);
 kiln_tensor *kiln_layer_norm(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *weight, kiln_tensor *bias, double eps);
 kiln_tensor *kiln_rms_norm(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *weight, double eps);
 
+/* Batch normalization over x [N, C] or [N, C, *] (torch.nn.functional.
+ * batch_norm, so nn.BatchNorm1d/2d/3d): per channel, over the batch and
+ * every dim after C. running_mean, running_var [C] (both or neither) and
+ * weight, bias [C] (each may be NULL) have x's dtype. training true
+ * normalizes by the batch's mean and biased variance and, with running
+ * statistics, updates them in place each time the graph computes:
+ * running = (1 - momentum) * running + momentum * batch, the variance
+ * unbiased (momentum 0.1 and eps 1e-5 are torch's defaults); they must
+ * then be leaves that require no grad (kiln_buffer makes them and
+ * checkpoints save them), and x needs 2 or more values per channel.
+ * training false normalizes by the running statistics (required) and
+ * updates nothing. The mode is fixed when the op is built, as
+ * F.batch_norm's training argument: build a training graph and an eval
+ * graph (kiln_graph_set_training switches dropout only).
+ *
+ *     kiln_tensor *rm = kiln_buffer(ctx, "bn1.running_mean", KILN_F32, 1, (int64_t[]){64});
+ *     kiln_tensor *rv = kiln_buffer(ctx, "bn1.running_var", KILN_F32, 1, (int64_t[]){64});
+ *     kiln_tensor_fill(rv, 1.0);
+ *     kiln_tensor *y = kiln_batch_norm(ctx, x, rm, rv, w, b, true, 0.1, 1e-5);
+ */
+kiln_tensor *kiln_batch_norm(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *running_mean, kiln_tensor *running_var,
+                             kiln_tensor *weight, kiln_tensor *bias, bool training, double momentum, double eps);
+
 /* Rotary position embedding on x [..., T, D] (D even). pos: i32 [T] of
  * positions, or NULL for 0..T-1. NEOX rotates the halves (x[i], x[i+D/2]),
  * as Hugging Face Llama does; INTERLEAVED rotates pairs (x[2i], x[2i+1]). */

@@ -1,7 +1,7 @@
 /* nn.c — softmax, log_softmax (with their fused backward SOFTMAX_GRAD) and
  * dropout: constructors and backward rules;
  * also the nn family's op-table registration, which calls the helpers of
- * the other nn files (nn_loss.c, nn_norm.c, nn_attention.c). */
+ * the other nn files (nn_loss.c, nn_norm.c, nn_norm_chan.c, nn_attention.c). */
 #include "internal.h"
 #include "nn_ops.h"
 
@@ -142,5 +142,6 @@ void kiln__ops_register_nn(kiln_op_info *tab) {
     tab[KILN_OP_DROPOUT] = (kiln_op_info){"dropout", KILN_KIND_KERNEL, dropout_backward};
     kiln__ops_register_nn_loss(tab);
     kiln__ops_register_nn_norm(tab);
+    kiln__ops_register_nn_norm_chan(tab);
     kiln__ops_register_nn_attention(tab);
 }

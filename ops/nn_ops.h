@@ -8,6 +8,7 @@
 
 void kiln__ops_register_nn_loss(kiln_op_info *tab);      /* ops/nn_loss.c */
 void kiln__ops_register_nn_norm(kiln_op_info *tab);      /* ops/nn_norm.c */
+void kiln__ops_register_nn_norm_chan(kiln_op_info *tab); /* ops/nn_norm_chan.c */
 void kiln__ops_register_nn_attention(kiln_op_info *tab); /* ops/nn_attention.c */
 
 /* True if t is f32 or f64; otherwise sets KILN_ERR_DTYPE naming op and what. */
