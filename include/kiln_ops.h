@@ -198,6 +198,14 @@ kiln_tensor *kiln_rms_norm(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *weight, d
  */
 kiln_tensor *kiln_batch_norm(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *running_mean, kiln_tensor *running_var,
                              kiln_tensor *weight, kiln_tensor *bias, bool training, double momentum, double eps);
+/* Group normalization (torch.nn.functional.group_norm, nn.GroupNorm):
+ * x [N, C, *] with C a multiple of num_groups; each sample's num_groups
+ * groups of C / num_groups channels are normalized over their channels
+ * and every dim after C (biased variance), then weight, bias [C] (each
+ * may be NULL) scale and shift each channel. No running statistics: the
+ * same in training and eval. */
+kiln_tensor *kiln_group_norm(kiln_ctx *ctx, kiln_tensor *x, int num_groups, kiln_tensor *weight, kiln_tensor *bias,
+                             double eps);
 
 /* Rotary position embedding on x [..., T, D] (D even). pos: i32 [T] of
  * positions, or NULL for 0..T-1. NEOX rotates the halves (x[i], x[i+D/2]),

@@ -1,5 +1,7 @@
 /* nn_norm_chan.c — normalizations over the channels of x [N, C, *]:
- * batch_norm (torch.nn.functional.batch_norm) and group_norm.
+ * batch_norm (torch.nn.functional.batch_norm) and group_norm (a
+ * layer_norm of each sample's group of channels, then the per-channel
+ * affine map, in ops).
  *
  * batch_norm in training mode is one fused node, BATCH_NORM: per channel
  * the batch's mean and biased variance over N and the spatial dims, y =
@@ -109,6 +111,27 @@ kiln_tensor *kiln_batch_norm(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *running
     y->ip[2] = has_running;
     y->fp[0] = eps;
     y->fp[1] = momentum;
+    return y;
+}
+
+kiln_tensor *kiln_group_norm(kiln_ctx *ctx, kiln_tensor *x, int num_groups, kiln_tensor *weight, kiln_tensor *bias,
+                             double eps) {
+    const char *op = "kiln_group_norm";
+    char s[96];
+    if (!x) return NULL;
+    if (!x_ok(op, x) || !eps_ok(op, eps)) return NULL;
+    if (num_groups < 1 || x->shape[1] % num_groups)
+        return kiln__err(KILN_ERR_ARG, "%s: num_groups = %d must be >= 1 and divide the %lld channels of x %s", op,
+                         num_groups, (long long)x->shape[1], kiln__shape_str(x, s));
+    if (weight && !chan_ok(op, "weight", weight, x)) return NULL;
+    if (bias && !chan_ok(op, "bias", bias, x)) return NULL;
+    /* each (sample, group) is a row of layer_norm: its fused kernels on the CPU, and every backend runs it */
+    int64_t rows[3] = {x->shape[0], num_groups, kiln_tensor_numel(x) / (x->shape[0] * num_groups)};
+    if (!x->shape[0]) rows[2] = 0;
+    kiln_tensor *y = kiln_reshape(ctx, kiln_layer_norm(ctx, kiln_reshape(ctx, x, 3, rows), NULL, NULL, eps), x->ndim,
+                                  x->shape);
+    if (weight) y = kiln_mul(ctx, y, per_chan(ctx, weight, x));
+    if (bias) y = kiln_add(ctx, y, per_chan(ctx, bias, x));
     return y;
 }
 

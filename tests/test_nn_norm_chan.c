@@ -223,3 +223,58 @@ KT_TEST(nn_batch_norm_errors) {
     NNT_FAILS(kiln_batch_norm(ctx, x, kiln_neg(ctx, r3), v, NULL, NULL, true, 0.1, 1e-5), KILN_ERR_ARG, op);
     kiln_ctx_free(ctx);
 }
+
+/* ---- group_norm ---- */
+
+static kiln_tensor *build_gn_fixture(kiln_ctx *ctx, const fx_case *c, kiln_tensor *const *in) {
+    bool has_w = fx_param(c, "has_w", 0) != 0, has_b = fx_param(c, "has_b", 0) != 0;
+    return kiln_group_norm(ctx, in[0], (int)fx_param(c, "groups", 1), has_w ? in[1] : NULL, has_b ? in[1 + has_w] : NULL,
+                           fx_param(c, "eps", 1e-5));
+}
+
+KT_TEST(nn_group_norm_fixture) {
+    const char *cases[] = {"group_norm", "group_norm_plain", "group_norm_one"};
+    const char *inputs[][4] = {{"x", "w", "b", NULL}, {"x", NULL}, {"x", "w", "b", NULL}};
+    for (int i = 0; i < 3; i++) {
+        nnt_fixture(NORM_CHAN, cases[i], inputs[i], build_gn_fixture, KILN_F64, 1e-10, 1e-10);
+        nnt_fixture(NORM_CHAN, cases[i], inputs[i], build_gn_fixture, KILN_F32, 1e-5, 1e-4);
+    }
+}
+
+typedef struct {
+    int groups;
+    bool has_w, has_b, transpose;
+} gn_case;
+
+static kiln_tensor *build_gn(kiln_ctx *ctx, kiln_tensor *const *in, void *arg) {
+    const gn_case *c = arg;
+    kiln_tensor *x = c->transpose ? kiln_transpose(ctx, in[0], 0, 1) : in[0];
+    return kiln_group_norm(ctx, x, c->groups, c->has_w ? in[1] : NULL, c->has_b ? in[1 + c->has_w] : NULL, 1e-5);
+}
+
+KT_TEST(nn_group_norm_grad) {
+    for (int v = 0; v < 16; v++) {
+        gn_case c = {v & 1 ? 3 : 2, (v & 2) != 0, (v & 4) != 0, (v & 8) != 0};
+        gc_input in[3] = {GC_IN(4, 2, 6, 2, 3), GC_IN(1, 6), GC_IN(1, 6)};
+        if (c.transpose) in[0].shape[0] = 6, in[0].shape[1] = 2;
+        in[0].lo = -2, in[0].hi = 3;
+        char what[96];
+        snprintf(what, sizeof what, "group_norm groups %d weight %d bias %d transposed %d", c.groups, c.has_w,
+                 c.has_b, c.transpose);
+        gc_check(what, build_gn, &c, 1 + c.has_w + c.has_b, in, (uint64_t)(131 + v));
+    }
+}
+
+KT_TEST(nn_group_norm_errors) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    kiln_tensor *x = kiln_new_4d(ctx, KILN_F32, 2, 6, 2, 2), *w4 = kiln_new_1d(ctx, KILN_F32, 4);
+    kiln_tensor *v = kiln_new_1d(ctx, KILN_F32, 6);
+    KT_NOTNULL(v && w4);
+    const char *op = "kiln_group_norm";
+    NNT_FAILS(kiln_group_norm(ctx, x, 4, NULL, NULL, 1e-5), KILN_ERR_ARG, op);
+    NNT_FAILS(kiln_group_norm(ctx, x, 0, NULL, NULL, 1e-5), KILN_ERR_ARG, op);
+    NNT_FAILS(kiln_group_norm(ctx, x, 3, w4, NULL, 1e-5), KILN_ERR_SHAPE, op);
+    NNT_FAILS(kiln_group_norm(ctx, x, 3, v, NULL, -1.0), KILN_ERR_ARG, op);
+    NNT_FAILS(kiln_group_norm(ctx, v, 3, NULL, NULL, 1e-5), KILN_ERR_SHAPE, op);
+    kiln_ctx_free(ctx);
+}
