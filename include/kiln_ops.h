@@ -230,6 +230,20 @@ typedef struct kiln_conv2d_params {
     int output_padding[2]; /* conv_transpose2d only */
 } kiln_conv2d_params;
 kiln_tensor *kiln_conv2d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias, const kiln_conv2d_params *p);
+/* 1-D convolution (torch.nn.functional.conv1d): x [N, C, L], w [O,
+ * C/groups, k], bias [O] or NULL -> [N, O, L_out]. causal pads
+ * dilation * (k - 1) zeros on the left only (padding must then be 0), so
+ * with stride 1 output t sees inputs up to t and L_out = L: torch's
+ * conv1d of F.pad(x, (dilation * (k - 1), 0)). Runs as kiln_conv2d over
+ * rows one pixel high. */
+typedef struct kiln_conv1d_params {
+    int stride;   /* 0 means 1 */
+    int padding;  /* zeros on both ends */
+    int dilation; /* 0 means 1 */
+    int groups;   /* 0 means 1 */
+    bool causal;
+} kiln_conv1d_params;
+kiln_tensor *kiln_conv1d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias, const kiln_conv1d_params *p);
 /* Transposed convolution: x [N, C, H, W], w [C, O/groups, kh, kw]. */
 kiln_tensor *kiln_conv_transpose2d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias, const kiln_conv2d_params *p);
 
