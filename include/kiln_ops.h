@@ -256,6 +256,28 @@ kiln_tensor *kiln_conv_transpose2d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w
 kiln_tensor *kiln_max_pool2d(kiln_ctx *ctx, kiln_tensor *x, int kh, int kw, int stride, int padding);
 kiln_tensor *kiln_avg_pool2d(kiln_ctx *ctx, kiln_tensor *x, int kh, int kw, int stride, int padding);
 
+/* Adaptive average pooling (torch's F.adaptive_avg_pool2d): x [N, C, H,
+ * W] -> [N, C, oh, ow], output (i, j) the mean of rows floor(i*H/oh) ..
+ * ceil((i+1)*H/oh) - 1 and the same columns (windows may overlap; oh > H
+ * repeats rows). oh = ow = 1 is the global pool before a classifier. */
+kiln_tensor *kiln_adaptive_avg_pool2d(kiln_ctx *ctx, kiln_tensor *x, int64_t oh, int64_t ow);
+
+/* Upsampling (torch's F.interpolate for 4-D x [N, C, H, W], modes nearest
+ * and bilinear) to size [oh, ow] or by scale factors (exactly one of the
+ * two; out = floor(in * scale), and the scale maps coordinates as torch's
+ * does when recompute_scale_factor is unset). nearest takes input
+ * floor(out_index * in / out); bilinear follows align_corners as torch
+ * (false: half-pixel centres, edges clamped; true: corner pixels
+ * aligned). Also shrinks (oh < H), without antialiasing, as torch. */
+typedef enum kiln_upsample_mode { KILN_UPSAMPLE_NEAREST = 0, KILN_UPSAMPLE_BILINEAR = 1 } kiln_upsample_mode;
+typedef struct kiln_upsample_params {
+    int64_t size[2]; /* [oh, ow], or 0 0 to use scale */
+    double scale[2]; /* [h, w] factors, or 0 0 to use size */
+    kiln_upsample_mode mode;
+    bool align_corners; /* bilinear only */
+} kiln_upsample_params;
+kiln_tensor *kiln_upsample(kiln_ctx *ctx, kiln_tensor *x, const kiln_upsample_params *p);
+
 /* Inverted dropout with probability p. The mask comes from (seed, the
  * graph's run counter, element index), so it changes every compute and is
  * the same in forward and backward. Identity when the graph is in eval mode. */
