@@ -64,7 +64,8 @@ KT_TEST(backend_ops_layers) { bo_run_cases("layers", layer_cases, BO_COUNT(layer
  * values read back (loss, running statistics, eval output) must be the
  * CPU's. With split the training graph runs on the CPU and the eval graph
  * on dev: the CPU kernel's writes to the running statistics must make the
- * device's copies stale (the executor's writes_src books). */
+ * device's copies stale (the executor's writes_src books). (Vulkan also
+ * declines f64, which then runs on the CPU throughout.) */
 static int bn_scenario(kiln_backend *dev, bool split, kiln_dtype dt, double *out, int cap) {
     int n = 0;
     kiln_ctx *ctx = kiln_ctx_new();
