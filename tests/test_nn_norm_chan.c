@@ -198,6 +198,10 @@ KT_TEST(nn_batch_norm_buffers_checkpoint) {
     KT_CHECK(kiln_load_params(b, plain) == KILN_ERR_FORMAT && strstr(kiln_last_error(), "bn.running_mean"),
              "a file without the buffer: %s", kiln_last_error());
     KT_CHECK(kiln_load_params(p, path) == KILN_ERR_FORMAT, "a file with an unknown buffer loads");
+    /* a buffer is lasting state: a rewind past it is refused, as past a parameter */
+    kiln_ctx_mark mark = kiln_ctx_get_mark(p);
+    KT_NOTNULL(kiln_buffer(p, "late", KILN_F32, 1, (int64_t[]){2}));
+    KT_CHECK(kiln_ctx_rewind(p, mark) == KILN_ERR_STATE, "a rewind past a buffer was allowed");
     kiln_ctx_free(a), kiln_ctx_free(b), kiln_ctx_free(p);
     unlink(path), unlink(plain);
 }
