@@ -25,6 +25,26 @@ bool kiln__nn_check_same_dtype(const char *op, const char *what, const kiln_tens
     return false;
 }
 
+bool kiln__nn_check_eps(const char *op, double eps) {
+    if (eps >= 0.0 && isfinite(eps)) return true;
+    kiln__err(KILN_ERR_ARG, "%s: eps = %g must be finite and >= 0", op, eps);
+    return false;
+}
+
+kiln_status kiln__nn_unpack_grads(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor *pk, int iw, int ib, int64_t c,
+                                  kiln_tensor **gsrc) {
+    kiln_tensor *x = node->src[0];
+    int64_t numel = kiln_tensor_numel(x), ob = numel + (iw >= 0) * c;
+    if (!pk) return kiln_last_status();
+    if (kiln_tensor_requires_grad(x) && !(gsrc[0] = kiln_reshape(ctx, kiln_slice(ctx, pk, 0, 0, numel, 1), x->ndim, x->shape)))
+        return kiln_last_status();
+    if (iw >= 0 && kiln_tensor_requires_grad(node->src[iw]) && !(gsrc[iw] = kiln_slice(ctx, pk, 0, numel, numel + c, 1)))
+        return kiln_last_status();
+    if (ib >= 0 && kiln_tensor_requires_grad(node->src[ib]) && !(gsrc[ib] = kiln_slice(ctx, pk, 0, ob, ob + c, 1)))
+        return kiln_last_status();
+    return KILN_OK;
+}
+
 kiln_status kiln__nn_vjp_sources(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor *ref, kiln_tensor *gy,
                                  kiln_tensor **gsrc) {
     kiln_tensor *grads[KILN_MAX_SRC] = {0};

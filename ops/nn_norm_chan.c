@@ -31,12 +31,6 @@ static bool chan_ok(const char *op, const char *what, const kiln_tensor *p, cons
     return true;
 }
 
-static bool eps_ok(const char *op, double eps) {
-    if (eps >= 0.0 && isfinite(eps)) return true;
-    kiln__err(KILN_ERR_ARG, "%s: eps = %g must be finite and >= 0", op, eps);
-    return false;
-}
-
 /* x [N, C, *]: a float tensor of at least 2 dims. */
 static bool x_ok(const char *op, const kiln_tensor *x) {
     char s[96];
@@ -79,7 +73,7 @@ kiln_tensor *kiln_batch_norm(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *running
     const char *op = "kiln_batch_norm";
     char s[96];
     if (!x) return NULL;
-    if (!x_ok(op, x) || !eps_ok(op, eps)) return NULL;
+    if (!x_ok(op, x) || !kiln__nn_check_eps(op, eps)) return NULL;
     if (!running_mean != !running_var)
         return kiln__err(KILN_ERR_ARG, "%s: running_mean and running_var go together (both or neither)", op);
     bool has_running = running_mean != NULL;
@@ -119,15 +113,14 @@ kiln_tensor *kiln_group_norm(kiln_ctx *ctx, kiln_tensor *x, int num_groups, kiln
     const char *op = "kiln_group_norm";
     char s[96];
     if (!x) return NULL;
-    if (!x_ok(op, x) || !eps_ok(op, eps)) return NULL;
+    if (!x_ok(op, x) || !kiln__nn_check_eps(op, eps)) return NULL;
     if (num_groups < 1 || x->shape[1] % num_groups)
         return kiln__err(KILN_ERR_ARG, "%s: num_groups = %d must be >= 1 and divide the %lld channels of x %s", op,
                          num_groups, (long long)x->shape[1], kiln__shape_str(x, s));
     if (weight && !chan_ok(op, "weight", weight, x)) return NULL;
     if (bias && !chan_ok(op, "bias", bias, x)) return NULL;
     /* each (sample, group) is a row of layer_norm: its fused kernels on the CPU, and every backend runs it */
-    int64_t rows[3] = {x->shape[0], num_groups, kiln_tensor_numel(x) / (x->shape[0] * num_groups)};
-    if (!x->shape[0]) rows[2] = 0;
+    int64_t rows[3] = {x->shape[0], num_groups, kiln__numel(x->ndim - 1, x->shape + 1) / num_groups};
     kiln_tensor *y = kiln_reshape(ctx, kiln_layer_norm(ctx, kiln_reshape(ctx, x, 3, rows), NULL, NULL, eps), x->ndim,
                                   x->shape);
     if (weight) y = kiln_mul(ctx, y, per_chan(ctx, weight, x));
@@ -182,14 +175,7 @@ static kiln_status batch_norm_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_te
     pk->ip[0] = has_w;
     pk->ip[1] = has_b;
     pk->fp[0] = node->fp[0];
-    if (kiln_tensor_requires_grad(x) && !(gsrc[0] = kiln_reshape(ctx, kiln_slice(ctx, pk, 0, 0, numel, 1), x->ndim, x->shape)))
-        return kiln_last_status();
-    if (has_w && kiln_tensor_requires_grad(node->src[iw]) && !(gsrc[iw] = kiln_slice(ctx, pk, 0, numel, numel + c, 1)))
-        return kiln_last_status();
-    int64_t ob = numel + has_w * c;
-    if (has_b && kiln_tensor_requires_grad(node->src[ib]) && !(gsrc[ib] = kiln_slice(ctx, pk, 0, ob, ob + c, 1)))
-        return kiln_last_status();
-    return KILN_OK;
+    return kiln__nn_unpack_grads(ctx, node, pk, has_w ? iw : -1, has_b ? ib : -1, c, gsrc);
 }
 
 void kiln__ops_register_nn_norm_chan(kiln_op_info *tab) {

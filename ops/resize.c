@@ -23,17 +23,27 @@ static bool identity(const double *m, int64_t n) {
     return true;
 }
 
-/* A_h x A_w^T, either map NULL when it is the identity. */
-static kiln_tensor *apply(kiln_ctx *ctx, kiln_tensor *x, int64_t oh, const double *ah, int64_t ow, const double *aw) {
+/* A_h x A_w^T from the maps (freed here; NULL: out of memory), an axis
+ * whose map is the identity skipped. */
+static kiln_tensor *apply(const char *who, kiln_ctx *ctx, kiln_tensor *x, int64_t oh, double *ah, int64_t ow,
+                          double *aw) {
     int64_t n = x->shape[0], c = x->shape[1], h = x->shape[2], w = x->shape[3];
     kiln_tensor *y = x;
-    if (aw) { /* [N*C*H, W] @ A_w^T */
+    if (!ah || !aw) {
+        y = kiln__err(KILN_ERR_OOM, "%s: out of memory", who);
+        goto done;
+    }
+    if (!(ow == w && identity(aw, w))) { /* [N*C*H, W] @ A_w^T */
         kiln_tensor *m = matrix(ctx, x, ow, w, aw);
         y = kiln_matmul_t(ctx, kiln_reshape(ctx, y, 2, (int64_t[]){n * c * h, w}), false, m, true);
     }
-    if (ah) /* A_h @ [N*C, H, OW], A_h shared over the batch */
+    if (!(oh == h && identity(ah, h))) /* A_h @ [N*C, H, OW], A_h shared over the batch */
         y = kiln_matmul(ctx, matrix(ctx, x, oh, h, ah), kiln_reshape(ctx, y, 3, (int64_t[]){n * c, h, ow}));
-    return y == x ? kiln_contiguous(ctx, x) : kiln_reshape(ctx, y, 4, (int64_t[]){n, c, oh, ow});
+    y = y == x ? kiln_contiguous(ctx, x) : kiln_reshape(ctx, y, 4, (int64_t[]){n, c, oh, ow});
+done:
+    free(ah);
+    free(aw);
+    return y;
 }
 
 /* Each map is at most out * in doubles, both below 2^24 here. */
@@ -81,13 +91,7 @@ kiln_tensor *kiln_adaptive_avg_pool2d(kiln_ctx *ctx, kiln_tensor *x, int64_t oh,
     if (oh == 1 && ow == 1) /* the global pool before a classifier */
         return kiln_reshape(ctx, kiln_mean(ctx, kiln_reshape(ctx, x, 3, (int64_t[]){n, c, h * w}), 2, false), 4,
                             (int64_t[]){n, c, 1, 1});
-    double *ah = pool_map(oh, h), *aw = pool_map(ow, w);
-    kiln_tensor *y = NULL;
-    if (!ah || !aw) kiln__err(KILN_ERR_OOM, "%s: out of memory", who);
-    else y = apply(ctx, x, oh, oh == h && identity(ah, h) ? NULL : ah, ow, ow == w && identity(aw, w) ? NULL : aw);
-    free(ah);
-    free(aw);
-    return y;
+    return apply(who, ctx, x, oh, pool_map(oh, h), ow, pool_map(ow, w));
 }
 
 /* ---- upsampling ---- */
@@ -136,11 +140,6 @@ kiln_tensor *kiln_upsample(kiln_ctx *ctx, kiln_tensor *x, const kiln_upsample_pa
     int64_t ow = by_size ? p->size[1] : (int64_t)floor((double)w * p->scale[1]);
     if (!sizes_ok(who, x, oh, ow)) return NULL;
     double sh = by_scale ? p->scale[0] : 0, sw = by_scale ? p->scale[1] : 0;
-    double *ah = upsample_map(oh, h, sh, p->mode, p->align_corners), *aw = upsample_map(ow, w, sw, p->mode, p->align_corners);
-    kiln_tensor *y = NULL;
-    if (!ah || !aw) kiln__err(KILN_ERR_OOM, "%s: out of memory", who);
-    else y = apply(ctx, x, oh, oh == h && identity(ah, h) ? NULL : ah, ow, ow == w && identity(aw, w) ? NULL : aw);
-    free(ah);
-    free(aw);
-    return y;
+    return apply(who, ctx, x, oh, upsample_map(oh, h, sh, p->mode, p->align_corners), ow,
+                 upsample_map(ow, w, sw, p->mode, p->align_corners));
 }

@@ -280,5 +280,12 @@ KT_TEST(nn_group_norm_errors) {
     NNT_FAILS(kiln_group_norm(ctx, x, 3, w4, NULL, 1e-5), KILN_ERR_SHAPE, op);
     NNT_FAILS(kiln_group_norm(ctx, x, 3, v, NULL, -1.0), KILN_ERR_ARG, op);
     NNT_FAILS(kiln_group_norm(ctx, v, 3, NULL, NULL, 1e-5), KILN_ERR_SHAPE, op);
+    /* an empty batch normalizes nothing */
+    kiln_tensor *y = kiln_group_norm(ctx, kiln_new_4d(ctx, KILN_F32, 0, 6, 2, 2), 3, v, v, 1e-5);
+    KT_NOTNULL(y);
+    KT_CHECK(kiln_tensor_dim(y, 0) == 0 && kiln_tensor_dim(y, 1) == 6, "empty batch: wrong shape");
+    kiln_graph *g = kiln_graph_new(ctx);
+    KT_OK(kiln_graph_add(g, y));
+    KT_OK(kiln_graph_compute(g));
     kiln_ctx_free(ctx);
 }
