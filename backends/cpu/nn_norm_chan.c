@@ -20,20 +20,52 @@ static chan_geom geom_of(const kiln_tensor *x) {
     return (chan_geom){x->shape[0], x->shape[1], kiln__numel(x->ndim - 2, x->shape + 2)};
 }
 
-/* Channel c's mean and biased variance (two passes, so it never cancels). */
-static void stats_f64(const double *x, chan_geom g, int64_t c, double *mean, double *var) {
-    double m = 0.0, v = 0.0, count = (double)(g.n * g.s);
-    for (int64_t i = 0; i < g.n; i++)
-        for (int64_t j = 0; j < g.s; j++) m += x[(i * g.c + c) * g.s + j];
-    m /= count;
-    for (int64_t i = 0; i < g.n; i++)
-        for (int64_t j = 0; j < g.s; j++) {
-            double d = x[(i * g.c + c) * g.s + j] - m;
-            v += d * d;
-        }
-    *mean = m;
-    *var = v / count;
-}
+/* Channels are taken CHAN_BLOCK at a time. The double loops walk a
+ * block's values in memory order: row i holds channel c0 + k's S values
+ * at (i * C + c0 + k) * S + j, the block's side by side (a walk channel
+ * by channel would stride C * S values, the same cache set each time in
+ * BatchNorm1d's [N, C]). */
+#define CHAN_BLOCK 64
+#define BLOCK_FOR(g, c0, nc, k, o, ...)                                     \
+    for (int64_t i_ = 0; i_ < (g).n; i_++)                                  \
+        for (int64_t k = 0, o = (i_ * (g).c + (c0)) * (g).s; k < (nc); k++) \
+            for (int64_t e_ = o + (g).s; o < e_; o++) __VA_ARGS__
+
+/* The double loops of channels c0 .. c0 + nc - 1, on T = double (f64) or
+ * float (f32 rows too short for the row primitives): the mean and biased
+ * variance (two passes, so nothing cancels), y, and the backward's
+ * sg = sum(gy), sgx = sum(gy * xhat) and dx (with w, rstd per channel). */
+#define CHAN_LOOPS(T, SFX)                                                                                           \
+    static void stats_##SFX(const T *x, chan_geom g, int64_t c0, int64_t nc, double *mean, double *var) {            \
+        double count = (double)(g.n * g.s);                                                                           \
+        for (int64_t k = 0; k < nc; k++) mean[k] = var[k] = 0.0;                                                      \
+        BLOCK_FOR(g, c0, nc, k, o, mean[k] += x[o]);                                                                  \
+        for (int64_t k = 0; k < nc; k++) mean[k] /= count;                                                            \
+        BLOCK_FOR(g, c0, nc, k, o, var[k] += ((double)x[o] - mean[k]) * ((double)x[o] - mean[k]));                    \
+        for (int64_t k = 0; k < nc; k++) var[k] /= count;                                                             \
+    }                                                                                                                 \
+    static void fwd_##SFX(const T *x, T *y, chan_geom g, int64_t c0, int64_t nc, const double *mean,                 \
+                          const double *a, const double *b) { /* y = (x - mean) * a + b */                            \
+        BLOCK_FOR(g, c0, nc, k, o, y[o] = (T)(((double)x[o] - mean[k]) * a[k] + b[k]));                               \
+    }                                                                                                                 \
+    static void bwd_##SFX(const T *x, const T *gy, T *dx, chan_geom g, int64_t c0, int64_t nc, const double *mean,   \
+                          const double *rstd, const double *w, double *sg, double *sgx) {                             \
+        double count = (double)(g.n * g.s);                                                                           \
+        for (int64_t k = 0; k < nc; k++) sg[k] = sgx[k] = 0.0;                                                        \
+        BLOCK_FOR(g, c0, nc, k, o, {                                                                                  \
+            sg[k] += gy[o];                                                                                           \
+            sgx[k] += gy[o] * ((double)x[o] - mean[k]) * rstd[k];                                                     \
+        });                                                                                                           \
+        BLOCK_FOR(g, c0, nc, k, o,                                                                                    \
+                  dx[o] = (T)(w[k] * rstd[k] *                                                                        \
+                              (gy[o] - sg[k] / count - ((double)x[o] - mean[k]) * rstd[k] * sgx[k] / count)));        \
+    }
+CHAN_LOOPS(double, f64)
+CHAN_LOOPS(float, short)
+
+/* Rows shorter than this take the double loops in f32 too: a row
+ * primitive's call would cost more than its work. */
+#define CHAN_VEC_MIN_S 32
 
 /* The f32 twin: the mean summed from the channel's first value (so values
  * far from 0 keep their spread) and returned as hi + lo floats too. */
@@ -61,35 +93,41 @@ static void bn_chans(void *arg, int64_t c0, int64_t c1, int tid) {
     const double eps = node->fp[0], mom = node->fp[1], count = (double)(g.n * g.s);
     const kiln_nn_vec *v = kiln__nn_vec();
     (void)tid;
-    for (int64_t c = c0; c < c1; c++) {
-        double mean, var, w = wt ? get(wt, c) : 1.0, b = bt ? get(bt, c) : 0.0;
-        if (node->dtype == KILN_F64) {
-            const double *x = xt->data;
-            double *y = node->data;
-            stats_f64(x, g, c, &mean, &var);
-            double rstd = 1.0 / sqrt(var + eps);
-            for (int64_t i = 0; i < g.n; i++)
-                for (int64_t j = 0, o = (i * g.c + c) * g.s; j < g.s; j++) y[o + j] = (x[o + j] - mean) * rstd * w + b;
-        } else {
+    for (int64_t cb = c0; cb < c1; cb += CHAN_BLOCK) {
+        int64_t nc = c1 - cb < CHAN_BLOCK ? c1 - cb : CHAN_BLOCK;
+        double mean[CHAN_BLOCK], var[CHAN_BLOCK], a[CHAN_BLOCK], b[CHAN_BLOCK];
+        bool loops = node->dtype == KILN_F64 || g.s < CHAN_VEC_MIN_S;
+        if (node->dtype == KILN_F64) stats_f64(xt->data, g, cb, nc, mean, var);
+        else if (loops) stats_short(xt->data, g, cb, nc, mean, var);
+        for (int64_t k = 0; k < nc; k++) {
+            int64_t c = cb + k;
+            double w = wt ? get(wt, c) : 1.0, bias = bt ? get(bt, c) : 0.0;
+            if (loops) {
+                a[k] = w / sqrt(var[k] + eps), b[k] = bias;
+                continue;
+            }
             const float *x = xt->data;
             float *y = node->data, hi, lo;
-            stats_f32(v, x, g, c, &mean, &var, &hi, &lo);
-            float rstd = (float)(1.0 / sqrt(var + eps));
+            stats_f32(v, x, g, c, &mean[k], &var[k], &hi, &lo);
+            float rstd = (float)(1.0 / sqrt(var[k] + eps));
             for (int64_t i = 0; i < g.n; i++) {
                 int64_t o = (i * g.c + c) * g.s;
                 v->norm_fwd(x + o, NULL, NULL, y + o, g.s, hi, lo, rstd);
                 if (wt) v->scale(y + o, g.s, (float)w);
-                if (bt) v->add_const(y + o, y + o, g.s, (float)b, 0.0f);
+                if (bt) v->add_const(y + o, y + o, g.s, (float)bias, 0.0f);
             }
         }
-        if (has_r) { /* torch's update: the running variance is the unbiased one */
-            kiln__types[rm->dtype].set(rm->data, c, (1.0 - mom) * get(rm, c) + mom * mean);
-            kiln__types[rv->dtype].set(rv->data, c, (1.0 - mom) * get(rv, c) + mom * var * count / (count - 1.0));
+        if (node->dtype == KILN_F64) fwd_f64(xt->data, node->data, g, cb, nc, mean, a, b);
+        else if (loops) fwd_short(xt->data, node->data, g, cb, nc, mean, a, b);
+        for (int64_t k = 0; has_r && k < nc; k++) { /* torch's update: the running variance is the unbiased one */
+            int64_t c = cb + k;
+            kiln__types[rm->dtype].set(rm->data, c, (1.0 - mom) * get(rm, c) + mom * mean[k]);
+            kiln__types[rv->dtype].set(rv->data, c, (1.0 - mom) * get(rv, c) + mom * var[k] * count / (count - 1.0));
         }
     }
 }
 
-/* Tasks of one channel each, on several threads when there is work. */
+/* Tasks of channels, on several threads when there is work. */
 static void for_chans(const kiln_tensor *x, const kiln_exec *ex, kiln_pool_fn *fn, void *arg) {
     int64_t c = x->shape[1], numel = kiln_tensor_numel(x);
     kiln__pool_for(c, 1, numel > KILN_NN_PAR_WORK ? ex->n_threads : 1, fn, arg);
@@ -113,44 +151,43 @@ static void bn_grad_chans(void *arg, int64_t c0, int64_t c1, int tid) {
     const double eps = node->fp[0], count = (double)(g.n * g.s);
     const kiln_nn_vec *v = kiln__nn_vec();
     (void)tid;
-    for (int64_t c = c0; c < c1; c++) {
-        double mean, var, sg = 0.0, sgx = 0.0, w = wt ? get(wt, c) : 1.0;
-        if (node->dtype == KILN_F64) {
-            const double *x = xt->data, *gy = gt->data;
-            double *dx = node->data;
-            stats_f64(x, g, c, &mean, &var);
-            double rstd = 1.0 / sqrt(var + eps);
-            for (int64_t i = 0; i < g.n; i++)
-                for (int64_t j = 0, o = (i * g.c + c) * g.s; j < g.s; j++) {
-                    sg += gy[o + j];
-                    sgx += gy[o + j] * (x[o + j] - mean) * rstd;
-                }
-            double ca = sg / count, cb = sgx / count;
-            for (int64_t i = 0; i < g.n; i++)
-                for (int64_t j = 0, o = (i * g.c + c) * g.s; j < g.s; j++)
-                    dx[o + j] = w * rstd * (gy[o + j] - ca - (x[o + j] - mean) * rstd * cb);
-            if (has_w) dx[numel + c] = sgx;
-            if (has_b) dx[numel + has_w * g.c + c] = sg;
-        } else {
+    for (int64_t cb = c0; cb < c1; cb += CHAN_BLOCK) {
+        int64_t nc = c1 - cb < CHAN_BLOCK ? c1 - cb : CHAN_BLOCK;
+        double mean[CHAN_BLOCK], var[CHAN_BLOCK], rstd[CHAN_BLOCK], w[CHAN_BLOCK], sg[CHAN_BLOCK], sgx[CHAN_BLOCK];
+        bool loops = node->dtype == KILN_F64 || g.s < CHAN_VEC_MIN_S;
+        if (node->dtype == KILN_F64) stats_f64(xt->data, g, cb, nc, mean, var);
+        else if (loops) stats_short(xt->data, g, cb, nc, mean, var);
+        for (int64_t k = 0; k < nc; k++) {
+            int64_t c = cb + k;
+            w[k] = wt ? get(wt, c) : 1.0;
+            if (loops) {
+                rstd[k] = 1.0 / sqrt(var[k] + eps);
+                continue;
+            }
             const float *x = xt->data, *gy = gt->data;
             float *dx = node->data, hi, lo;
-            stats_f32(v, x, g, c, &mean, &var, &hi, &lo);
-            float rstd = (float)(1.0 / sqrt(var + eps));
+            stats_f32(v, x, g, c, &mean[k], &var[k], &hi, &lo);
+            float r = (float)(1.0 / sqrt(var[k] + eps));
+            sg[k] = sgx[k] = 0.0;
             for (int64_t i = 0; i < g.n; i++) {
                 double s1, s2;
                 int64_t o = (i * g.c + c) * g.s;
-                v->norm_bwd_sums(x + o, gy + o, NULL, g.s, hi, lo, rstd, NULL, NULL, &s1, &s2);
-                sg += s1;
-                sgx += s2;
+                v->norm_bwd_sums(x + o, gy + o, NULL, g.s, hi, lo, r, NULL, NULL, &s1, &s2);
+                sg[k] += s1;
+                sgx[k] += s2;
             }
-            float ca = (float)(sg / count), cb = (float)(sgx / count);
+            float ca = (float)(sg[k] / count), cb2 = (float)(sgx[k] / count);
             for (int64_t i = 0; i < g.n; i++) {
                 int64_t o = (i * g.c + c) * g.s;
-                v->norm_bwd_dx(x + o, gy + o, NULL, dx + o, g.s, hi, lo, rstd, ca, cb);
-                if (wt) v->scale(dx + o, g.s, (float)w);
+                v->norm_bwd_dx(x + o, gy + o, NULL, dx + o, g.s, hi, lo, r, ca, cb2);
+                if (wt) v->scale(dx + o, g.s, (float)w[k]);
             }
-            if (has_w) dx[numel + c] = (float)sgx;
-            if (has_b) dx[numel + has_w * g.c + c] = (float)sg;
+        }
+        if (node->dtype == KILN_F64) bwd_f64(xt->data, gt->data, node->data, g, cb, nc, mean, rstd, w, sg, sgx);
+        else if (loops) bwd_short(xt->data, gt->data, node->data, g, cb, nc, mean, rstd, w, sg, sgx);
+        for (int64_t k = 0; k < nc; k++) {
+            if (has_w) kiln__types[node->dtype].set(node->data, numel + cb + k, sgx[k]);
+            if (has_b) kiln__types[node->dtype].set(node->data, numel + has_w * g.c + cb + k, sg[k]);
         }
     }
 }
