@@ -4,7 +4,8 @@
  * (a window's 1/len, the nearest pixel's 1, or the two bilinear weights),
  * so both run as two matmuls, any backend runs them, and their gradients
  * are the matmuls' (the transposed maps). An axis whose map is the
- * identity is skipped; a global average pool is a plain mean. */
+ * identity is skipped; a global average pool is a plain mean, and
+ * nearest upsampling by whole factors a broadcast copied out. */
 #include "internal.h"
 
 #include <math.h>
@@ -120,6 +121,24 @@ static double *upsample_map(int64_t out, int64_t in, double scale, kiln_upsample
     return m;
 }
 
+/* Is the out x in map each input repeated out / in times (nearest by a
+ * whole factor, the usual 2x)? */
+static bool repeats(const double *m, int64_t out, int64_t in) {
+    if (out % in) return false;
+    for (int64_t i = 0; i < out; i++)
+        if (m[i * in + i / (out / in)] != 1.0) return false;
+    return true;
+}
+
+/* Each pixel as a kh x kw block: a broadcast view copied out, so the
+ * forward is one copy and the backward the broadcast's sum. */
+static kiln_tensor *repeat_pixels(kiln_ctx *ctx, kiln_tensor *x, int64_t kh, int64_t kw) {
+    int64_t n = x->shape[0], c = x->shape[1], h = x->shape[2], w = x->shape[3];
+    kiln_tensor *v = kiln_reshape(ctx, x, 6, (int64_t[]){n, c, h, 1, w, 1});
+    v = kiln_broadcast_to(ctx, v, 6, (int64_t[]){n, c, h, kh, w, kw});
+    return kiln_reshape(ctx, kiln_contiguous(ctx, v), 4, (int64_t[]){n, c, h * kh, w * kw});
+}
+
 kiln_tensor *kiln_upsample(kiln_ctx *ctx, kiln_tensor *x, const kiln_upsample_params *p) {
     static const char who[] = "kiln_upsample";
     if (!x) return NULL;
@@ -140,6 +159,11 @@ kiln_tensor *kiln_upsample(kiln_ctx *ctx, kiln_tensor *x, const kiln_upsample_pa
     int64_t ow = by_size ? p->size[1] : (int64_t)floor((double)w * p->scale[1]);
     if (!sizes_ok(who, x, oh, ow)) return NULL;
     double sh = by_scale ? p->scale[0] : 0, sw = by_scale ? p->scale[1] : 0;
-    return apply(who, ctx, x, oh, upsample_map(oh, h, sh, p->mode, p->align_corners), ow,
-                 upsample_map(ow, w, sw, p->mode, p->align_corners));
+    double *ah = upsample_map(oh, h, sh, p->mode, p->align_corners), *aw = upsample_map(ow, w, sw, p->mode, p->align_corners);
+    if (p->mode == KILN_UPSAMPLE_NEAREST && ah && aw && repeats(ah, oh, h) && repeats(aw, ow, w)) {
+        free(ah);
+        free(aw);
+        return repeat_pixels(ctx, x, oh / h, ow / w);
+    }
+    return apply(who, ctx, x, oh, ah, ow, aw);
 }

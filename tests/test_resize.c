@@ -89,3 +89,20 @@ KT_TEST(resize_errors) {
     NNT_FAILS(kiln_upsample(ctx, x, &(kiln_upsample_params){.size = {(int64_t)1 << 30, 4}}), KILN_ERR_SHAPE, op);
     kiln_ctx_free(ctx);
 }
+
+/* nearest by whole factors copies pixels (no product); another factor
+ * takes the maps' matmuls */
+KT_TEST(resize_nearest_whole_factor_is_a_copy) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    kiln_tensor *x = kiln_new_4d(ctx, KILN_F32, 1, 2, 3, 4);
+    KT_NOTNULL(x);
+    for (int k = 0; k < 2; k++) {
+        kiln_upsample_params p = {.scale = {k ? 1.5 : 2, 3}};
+        kiln_graph *g = kiln_graph_new(ctx);
+        KT_OK(kiln_graph_add(g, kiln_upsample(ctx, x, &p)));
+        int matmuls = 0;
+        for (int i = 0; i < kiln_graph_n_nodes(g); i++) matmuls += !strcmp(kiln_op_name_of(kiln_graph_node(g, i)), "matmul");
+        KT_CHECK((matmuls > 0) == (k == 1), "scale %gx%g: %d matmuls", p.scale[0], p.scale[1], matmuls);
+    }
+    kiln_ctx_free(ctx);
+}
