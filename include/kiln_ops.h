@@ -299,7 +299,8 @@ kiln_status kiln_graph_add(kiln_graph *g, kiln_tensor *out);
 kiln_status kiln_graph_backward(kiln_graph *g, kiln_tensor *loss);
 /* Run the graph (planning memory on the first call or after changes). */
 kiln_status kiln_graph_compute(kiln_graph *g);
-/* Dropout and similar ops act only in training mode (the default). */
+/* Dropout acts only in training mode (the default). Batch norm's mode is
+ * fixed when it is built (kiln_batch_norm's training argument). */
 void kiln_graph_set_training(kiln_graph *g, bool training);
 int kiln_graph_n_nodes(const kiln_graph *g);
 kiln_tensor *kiln_graph_node(const kiln_graph *g, int i);
