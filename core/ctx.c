@@ -177,6 +177,7 @@ kiln_ctx_mark kiln_ctx_get_mark(const kiln_ctx *ctx) {
     m.owned = ctx->owned_seq;
     m.tensors = ctx->n_tensors;
     m.params = ctx->n_params;
+    m.buffers = ctx->n_buffers;
     m.devbufs = ctx->n_devbufs;
     m.storage = ctx->storage_bytes;
     return m;
@@ -184,10 +185,10 @@ kiln_ctx_mark kiln_ctx_get_mark(const kiln_ctx *ctx) {
 
 kiln_status kiln_ctx_rewind(kiln_ctx *ctx, kiln_ctx_mark m) {
     if (!ctx) return kiln__errs(KILN_ERR_ARG, "kiln_ctx_rewind: ctx is NULL");
-    if (ctx->n_params != m.params || ctx->n_devbufs != m.devbufs || ctx->n_tensors < m.tensors ||
-        ctx->owned_seq < m.owned)
-        return kiln__errs(KILN_ERR_STATE, "kiln_ctx_rewind: the context got parameters or device memory since the "
-                                          "mark (or the mark is from a later point): nothing freed");
+    if (ctx->n_params != m.params || ctx->n_buffers != m.buffers || ctx->n_devbufs != m.devbufs ||
+        ctx->n_tensors < m.tensors || ctx->owned_seq < m.owned)
+        return kiln__errs(KILN_ERR_STATE, "kiln_ctx_rewind: the context got parameters, buffers or device "
+                                          "memory since the mark (or the mark is from a later point): nothing freed");
     bool found = !m.chunk;
     for (kiln_arena_chunk *c = ctx->chunks; c && !found; c = c->next) found = c == m.chunk;
     if (!found) return kiln__errs(KILN_ERR_STATE, "kiln_ctx_rewind: the mark is not this context's");
@@ -215,6 +216,11 @@ size_t kiln_ctx_storage_bytes(const kiln_ctx *ctx) { return ctx->storage_bytes; 
 int kiln_ctx_params(kiln_ctx *ctx, kiln_tensor **out, int max) {
     for (int i = 0; out && i < ctx->n_params && i < max; i++) out[i] = ctx->params[i];
     return ctx->n_params;
+}
+
+int kiln_ctx_buffers(kiln_ctx *ctx, kiln_tensor **out, int max) {
+    for (int i = 0; out && i < ctx->n_buffers && i < max; i++) out[i] = ctx->buffers[i];
+    return ctx->n_buffers;
 }
 
 void kiln_zero_grad(kiln_ctx *ctx) {

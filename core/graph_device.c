@@ -145,9 +145,11 @@ kiln_status kiln__graph_dev_bring(kiln_graph *g, kiln_backend *b, int i, int end
 }
 
 void kiln__graph_dev_written(kiln_graph *g, int i, int end, int acc, uint8_t at) {
-    /* an optimizer step also updates its state tensors, in place */
+    /* an optimizer step also updates its state tensors, in place (batch
+     * norm its running statistics) */
     kiln_tensor *t = g->nodes[i];
-    for (int k = 0; kiln__op_table[t->op].kind == KILN_KIND_INPLACE && k < t->nsrc; k++) written(g, i, k, at);
+    for (int k = 0; k < t->nsrc; k++)
+        if (kiln__writes_src(t, k)) written(g, i, k, at);
     written(g, acc >= 0 ? acc : end, KILN_MAX_SRC, at);
 }
 

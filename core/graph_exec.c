@@ -105,13 +105,12 @@ static void resolve(kiln_graph *g, int i) {
 }
 
 /* Before a host kernel reads or writes t's operands: bring back any whose
- * current bytes are on a device, and say the host now holds t's (and, for
- * an in-place op such as an optimizer step, its sources': it may update
- * its state tensors too). */
+ * current bytes are on a device, and say the host now holds t's (and the
+ * sources it writes: an optimizer step's state tensors, batch norm's
+ * running statistics). */
 static kiln_status host_operands(kiln_tensor *t) {
-    bool inplace = kiln__op_table[t->op].kind == KILN_KIND_INPLACE;
     for (int k = 0; k < t->nsrc; k++) {
-        kiln_status s = inplace ? kiln__host_write(t->src[k]) : kiln__host_read(t->src[k]);
+        kiln_status s = kiln__writes_src(t, k) ? kiln__host_write(t->src[k]) : kiln__host_read(t->src[k]);
         if (s) return s;
     }
     return kiln__host_write(t);

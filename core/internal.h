@@ -89,10 +89,13 @@ typedef enum kiln_op {
     KILN_OP_IM2COL,      /* see ops/conv.c for the layout and ip[] */
     KILN_OP_COL2IM,
     KILN_OP_DROPOUT,     /* fp[0]=p; ip[0]=seed */
+    KILN_OP_BATCH_NORM,  /* training: src x [, running mean, var] [, w] [, b]; ip[0]=has_w ip[1]=has_b
+                            ip[2]=has_running; fp[0]=eps fp[1]=momentum (ops/nn_norm_chan.c) */
     /* fused backward kernels of the layers above (layouts in ops/nn*.c) */
     KILN_OP_SOFTMAX_GRAD,       /* src: y, gy; ip[0]=causal ip[1]=log (y is a log_softmax) */
     KILN_OP_LAYER_NORM_GRAD,    /* src: x [, w], gy; ip[0]=has_w ip[1]=has_b; fp[0]=eps; packed dx|dw|db */
     KILN_OP_RMS_NORM_GRAD,      /* src: x [, w], gy; ip[0]=has_w; fp[0]=eps; packed dx|dw */
+    KILN_OP_BATCH_NORM_GRAD,    /* src: x [, w], gy; ip[0]=has_w ip[1]=has_b; fp[0]=eps; packed dx|dw|db */
     KILN_OP_CROSS_ENTROPY_GRAD, /* src: logits, labels, gy [1]; ip[0]=ignore_index */
     KILN_OP_ATTENTION_GRAD, /* src: q, k, v, the ATTENTION node, dO; ip, fp as ATTENTION; out: 1-D [dq | dk | dv] */
     /* in place: write into src[0]'s storage */
@@ -191,6 +194,8 @@ struct kiln_ctx {
     uint64_t visit_gen;
     kiln_tensor **params;     /* kiln_param() order */
     int n_params, cap_params;
+    kiln_tensor **buffers;    /* kiln_buffer() order: saved with the parameters, never trained */
+    int n_buffers, cap_buffers;
     kiln_backend *backend;            /* graphs without one of their own run here (NULL: CPU) */
     struct kiln_devalloc *devbufs;    /* device memory held for this context, freed with it */
     int n_devbufs, cap_devbufs;
@@ -219,6 +224,13 @@ kiln_status kiln__err_context(const char *fmt, ...) __attribute__((format(printf
 /* "[2, 3, 4]" into a caller buffer of at least 96 bytes; returns buf. */
 char *kiln__shape_str(const kiln_tensor *t, char *buf);
 char *kiln__dims_str(int ndim, const int64_t *shape, char *buf);
+
+/* What checkpoints hold: the parameters, then the buffers (i below
+ * kiln__n_saved). */
+static inline int kiln__n_saved(const kiln_ctx *ctx) { return ctx->n_params + ctx->n_buffers; }
+static inline kiln_tensor *kiln__saved_at(const kiln_ctx *ctx, int i) {
+    return i < ctx->n_params ? ctx->params[i] : ctx->buffers[i - ctx->n_params];
+}
 
 /* ---- dtypes ---------------------------------------------------------------- */
 
@@ -355,6 +367,17 @@ typedef struct kiln_op_info {
 } kiln_op_info;
 
 extern kiln_op_info kiln__op_table[KILN_OP_COUNT];
+/* For a KERNEL op that also updates some of its sources in place (batch
+ * norm's running statistics), filled by its family: bit k set when node
+ * writes node->src[k], so the executor keeps their host and device copies
+ * right. NULL (most ops): none. */
+typedef uint32_t (*kiln_writes_src_fn)(const kiln_tensor *node);
+extern kiln_writes_src_fn kiln__op_writes_src[KILN_OP_COUNT];
+/* Does running node t write its source k (an INPLACE op writes them all)? */
+static inline bool kiln__writes_src(const kiln_tensor *t, int k) {
+    kiln_writes_src_fn f = kiln__op_writes_src[t->op];
+    return kiln__op_table[t->op].kind == KILN_KIND_INPLACE || (f && (f(t) >> k & 1));
+}
 void kiln__ops_init(void); /* fills kiln__op_table once */
 /* Each family fills its rows (ops/<family>.c). */
 void kiln__ops_register_elementwise(kiln_op_info *tab);

@@ -129,33 +129,46 @@ kiln_status kiln_tensor_set_requires_grad(kiln_tensor *t, bool requires) {
     return KILN_OK;
 }
 
-/* Files find a parameter by its name (kiln_save_params, checkpoints): it
- * must be there, whole (not cut to fit) and the only one in ctx, checked
- * now rather than at the first save after training. */
-static bool param_name_ok(const kiln_ctx *ctx, const char *name) {
+/* Files find a parameter or buffer by its name (kiln_save_params,
+ * checkpoints): it must be there, whole (not cut to fit) and the only one
+ * in ctx, checked now rather than at the first save after training. */
+static bool saved_name_ok(const kiln_ctx *ctx, const char *name, const char *who) {
     const size_t max = sizeof ((kiln_tensor *)0)->name - 1;
-    if (!ctx) return kiln__err(KILN_ERR_ARG, "kiln_param: ctx is NULL"), false;
+    if (!ctx) return kiln__err(KILN_ERR_ARG, "%s: ctx is NULL", who), false;
     if (!name || !*name)
-        return kiln__err(KILN_ERR_ARG, "kiln_param: the name is %s; files find a parameter by its name",
+        return kiln__err(KILN_ERR_ARG, "%s: the name is %s; files find a tensor by its name", who,
                          name ? "empty" : "NULL"), false;
     if (strlen(name) > max)
-        return kiln__err(KILN_ERR_ARG, "kiln_param: the name '%.*s...' is %zu bytes long; at most %zu fit", (int)max,
+        return kiln__err(KILN_ERR_ARG, "%s: the name '%.*s...' is %zu bytes long; at most %zu fit", who, (int)max,
                          name, strlen(name), max), false;
-    for (int i = 0; i < ctx->n_params; i++)
-        if (!strcmp(ctx->params[i]->name, name))
-            return kiln__err(KILN_ERR_ARG, "kiln_param: the context already has a parameter called '%s'", name), false;
+    for (int i = 0; i < kiln__n_saved(ctx); i++)
+        if (!strcmp(kiln__saved_at(ctx, i)->name, name))
+            return kiln__err(KILN_ERR_ARG, "%s: the context already has a %s called '%s'", who,
+                             i < ctx->n_params ? "parameter" : "buffer", name), false;
     return true;
 }
 
 kiln_tensor *kiln_param(kiln_ctx *ctx, const char *name, kiln_dtype dtype, int ndim, const int64_t *shape) {
-    if (!param_name_ok(ctx, name)) return NULL;
+    const char *who = "kiln_param";
+    if (!saved_name_ok(ctx, name, who)) return NULL;
     kiln_tensor *t = kiln_tensor_new(ctx, dtype, ndim, shape);
     if (!t || kiln_tensor_set_requires_grad(kiln_tensor_set_name(t, name), true))
-        return kiln__err_context("kiln_param '%s'", name), NULL;
+        return kiln__err_context("%s '%s'", who, name), NULL;
     if (kiln__owned_grow(ctx, (void **)&ctx->params, &ctx->cap_params, ctx->n_params + 1, sizeof(kiln_tensor *)))
         return NULL;
     t->flags |= KILN_FLAG_PARAM;
     ctx->params[ctx->n_params++] = t;
+    return t;
+}
+
+kiln_tensor *kiln_buffer(kiln_ctx *ctx, const char *name, kiln_dtype dtype, int ndim, const int64_t *shape) {
+    const char *who = "kiln_buffer";
+    if (!saved_name_ok(ctx, name, who)) return NULL;
+    kiln_tensor *t = kiln_tensor_new(ctx, dtype, ndim, shape);
+    if (!t) return kiln__err_context("%s '%s'", who, name), NULL;
+    if (kiln__owned_grow(ctx, (void **)&ctx->buffers, &ctx->cap_buffers, ctx->n_buffers + 1, sizeof(kiln_tensor *)))
+        return NULL;
+    ctx->buffers[ctx->n_buffers++] = kiln_tensor_set_name(t, name);
     return t;
 }
 

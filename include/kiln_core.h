@@ -250,8 +250,9 @@ size_t kiln_ctx_storage_bytes(const kiln_ctx *ctx);
  * before the mark stays, with the values ops wrote into it since. After
  * the rewind nothing made after the mark may be used. Between the two,
  * make no parameters and compute no graph made before the mark (its
- * buffers would be newer than the mark); a context that got parameters or
- * device memory since the mark is refused (KILN_ERR_STATE, nothing freed).
+ * buffers would be newer than the mark); a context that got parameters,
+ * buffers (kiln_buffer) or device memory since the mark is refused
+ * (KILN_ERR_STATE, nothing freed).
  *
  *     kiln_ctx_mark mark = kiln_ctx_get_mark(ctx);
  *     ... build a graph, compute it, read its outputs ...
@@ -261,7 +262,7 @@ typedef struct kiln_ctx_mark { /* private */
     void *chunk;
     size_t used, storage;
     uint64_t owned;
-    int tensors, params, devbufs;
+    int tensors, params, buffers, devbufs;
 } kiln_ctx_mark;
 kiln_ctx_mark kiln_ctx_get_mark(const kiln_ctx *ctx);
 kiln_status kiln_ctx_rewind(kiln_ctx *ctx, kiln_ctx_mark mark);
@@ -269,6 +270,8 @@ kiln_status kiln_ctx_rewind(kiln_ctx *ctx, kiln_ctx_mark mark);
 /* Parameters made by kiln_param() in this context, in creation order.
  * Fills up to max entries of out (out may be NULL) and returns the count. */
 int kiln_ctx_params(kiln_ctx *ctx, kiln_tensor **out, int max);
+/* The same for the buffers made by kiln_buffer(). */
+int kiln_ctx_buffers(kiln_ctx *ctx, kiln_tensor **out, int max);
 
 /* Zero the gradient of every parameter in the context. */
 void kiln_zero_grad(kiln_ctx *ctx);
@@ -359,6 +362,12 @@ kiln_tensor *kiln_scalar(kiln_ctx *ctx, kiln_dtype dtype, double v);
  * find it by name, so a NULL or empty name, one over 47 bytes, or one
  * that another parameter of ctx has is KILN_ERR_ARG. */
 kiln_tensor *kiln_param(kiln_ctx *ctx, const char *name, kiln_dtype dtype, int ndim, const int64_t *shape);
+/* A buffer: a named, zero-filled leaf that is a model's state but not
+ * trained (torch's register_buffer, e.g. batch norm's running statistics):
+ * it requires no grad and optimizers never see it, but kiln_save_params,
+ * kiln_load_params and the checkpoints hold it beside the parameters, by
+ * name. Names follow kiln_param's rules and share its namespace. */
+kiln_tensor *kiln_buffer(kiln_ctx *ctx, const char *name, kiln_dtype dtype, int ndim, const int64_t *shape);
 
 kiln_dtype kiln_tensor_dtype(const kiln_tensor *t);
 int kiln_tensor_ndim(const kiln_tensor *t);

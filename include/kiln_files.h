@@ -228,10 +228,12 @@ kiln_status kiln_gguf_add_raw(kiln_gguf_writer *w, const char *name, uint32_t gg
 kiln_status kiln_gguf_writer_save(kiln_gguf_writer *w, const char *path);
 
 /* ---- checkpoints ------------------------------------------------------- */
-/* Every parameter of ctx (kiln_param order) under its name, with the same
- * atomic write. Loading needs exactly ctx's parameters in the file (a name
- * missing or extra, a dtype or shape that differs is an error naming it)
- * and checks all before writing any: a failed load changes nothing. */
+/* Every parameter of ctx (kiln_param order), then every buffer
+ * (kiln_buffer: batch norm's running statistics), under its name, with the
+ * same atomic write. Loading needs exactly ctx's parameters and buffers in
+ * the file (a name missing or extra, a dtype or shape that differs is an
+ * error naming it) and checks all before writing any: a failed load
+ * changes nothing. */
 kiln_status kiln_save_params(kiln_ctx *ctx, const char *path);
 kiln_status kiln_load_params(kiln_ctx *ctx, const char *path);
 
@@ -246,8 +248,8 @@ kiln_status kiln_load_params(kiln_ctx *ctx, const char *path);
  * shape, and the counts and settings (with the checks of the setters and
  * of kiln_optim_step) are checked first, and a failed load changes
  * nothing.
- * kiln_checkpoint_save/load put the parameters of opt's context (by name,
- * as kiln_save_params) and opt's state in one file. Saves are atomic as
+ * kiln_checkpoint_save/load put the parameters and buffers of opt's
+ * context (by name, as kiln_save_params) and opt's state in one file. Saves are atomic as
  * kiln_safetensors_save: a run killed while saving resumes from the last
  * complete checkpoint. */
 kiln_status kiln_optim_save(const kiln_optim *opt, const char *path);

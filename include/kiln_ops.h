@@ -176,6 +176,37 @@ kiln_tensor *kiln_mse(kiln_ctx *ctx, kiln_tensor *a, kiln_tensor *b);
 kiln_tensor *kiln_layer_norm(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *weight, kiln_tensor *bias, double eps);
 kiln_tensor *kiln_rms_norm(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *weight, double eps);
 
+/* Batch normalization over x [N, C] or [N, C, *] (torch.nn.functional.
+ * batch_norm, so nn.BatchNorm1d/2d/3d): per channel, over the batch and
+ * every dim after C. running_mean, running_var [C] (both or neither) and
+ * weight, bias [C] (each may be NULL) have x's dtype. training true
+ * normalizes by the batch's mean and biased variance and, with running
+ * statistics, updates them in place each time the graph computes:
+ * running = (1 - momentum) * running + momentum * batch, the variance
+ * unbiased (momentum 0.1 and eps 1e-5 are torch's defaults); they must
+ * then be leaves that require no grad (kiln_buffer makes them and
+ * checkpoints save them), and x needs 2 or more values per channel.
+ * training false normalizes by the running statistics (required) and
+ * updates nothing. The mode is fixed when the op is built, as
+ * F.batch_norm's training argument: build a training graph and an eval
+ * graph (kiln_graph_set_training switches dropout only).
+ *
+ *     kiln_tensor *rm = kiln_buffer(ctx, "bn1.running_mean", KILN_F32, 1, (int64_t[]){64});
+ *     kiln_tensor *rv = kiln_buffer(ctx, "bn1.running_var", KILN_F32, 1, (int64_t[]){64});
+ *     kiln_tensor_fill(rv, 1.0);
+ *     kiln_tensor *y = kiln_batch_norm(ctx, x, rm, rv, w, b, true, 0.1, 1e-5);
+ */
+kiln_tensor *kiln_batch_norm(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *running_mean, kiln_tensor *running_var,
+                             kiln_tensor *weight, kiln_tensor *bias, bool training, double momentum, double eps);
+/* Group normalization (torch.nn.functional.group_norm, nn.GroupNorm):
+ * x [N, C, *] with C a multiple of num_groups; each sample's num_groups
+ * groups of C / num_groups channels are normalized over their channels
+ * and every dim after C (biased variance), then weight, bias [C] (each
+ * may be NULL) scale and shift each channel. No running statistics: the
+ * same in training and eval. */
+kiln_tensor *kiln_group_norm(kiln_ctx *ctx, kiln_tensor *x, int num_groups, kiln_tensor *weight, kiln_tensor *bias,
+                             double eps);
+
 /* Rotary position embedding on x [..., T, D] (D even). pos: i32 [T] of
  * positions, or NULL for 0..T-1. NEOX rotates the halves (x[i], x[i+D/2]),
  * as Hugging Face Llama does; INTERLEAVED rotates pairs (x[2i], x[2i+1]). */
@@ -199,6 +230,20 @@ typedef struct kiln_conv2d_params {
     int output_padding[2]; /* conv_transpose2d only */
 } kiln_conv2d_params;
 kiln_tensor *kiln_conv2d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias, const kiln_conv2d_params *p);
+/* 1-D convolution (torch.nn.functional.conv1d): x [N, C, L], w [O,
+ * C/groups, k], bias [O] or NULL -> [N, O, L_out]. causal pads
+ * dilation * (k - 1) zeros on the left only (padding must then be 0), so
+ * with stride 1 output t sees inputs up to t and L_out = L: torch's
+ * conv1d of F.pad(x, (dilation * (k - 1), 0)). Runs as kiln_conv2d over
+ * rows one pixel high. */
+typedef struct kiln_conv1d_params {
+    int stride;   /* 0 means 1 */
+    int padding;  /* zeros on both ends */
+    int dilation; /* 0 means 1 */
+    int groups;   /* 0 means 1 */
+    bool causal;
+} kiln_conv1d_params;
+kiln_tensor *kiln_conv1d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias, const kiln_conv1d_params *p);
 /* Transposed convolution: x [N, C, H, W], w [C, O/groups, kh, kw]. */
 kiln_tensor *kiln_conv_transpose2d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias, const kiln_conv2d_params *p);
 
@@ -210,6 +255,28 @@ kiln_tensor *kiln_conv_transpose2d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w
  * holds its maximum twice (a window of zeros after a relu, say). */
 kiln_tensor *kiln_max_pool2d(kiln_ctx *ctx, kiln_tensor *x, int kh, int kw, int stride, int padding);
 kiln_tensor *kiln_avg_pool2d(kiln_ctx *ctx, kiln_tensor *x, int kh, int kw, int stride, int padding);
+
+/* Adaptive average pooling (torch's F.adaptive_avg_pool2d): x [N, C, H,
+ * W] -> [N, C, oh, ow], output (i, j) the mean of rows floor(i*H/oh) ..
+ * ceil((i+1)*H/oh) - 1 and the same columns (windows may overlap; oh > H
+ * repeats rows). oh = ow = 1 is the global pool before a classifier. */
+kiln_tensor *kiln_adaptive_avg_pool2d(kiln_ctx *ctx, kiln_tensor *x, int64_t oh, int64_t ow);
+
+/* Upsampling (torch's F.interpolate for 4-D x [N, C, H, W], modes nearest
+ * and bilinear) to size [oh, ow] or by scale factors (exactly one of the
+ * two; out = floor(in * scale), and the scale maps coordinates as torch's
+ * does when recompute_scale_factor is unset). nearest takes input
+ * floor(out_index * in / out); bilinear follows align_corners as torch
+ * (false: half-pixel centres, edges clamped; true: corner pixels
+ * aligned). Also shrinks (oh < H), without antialiasing, as torch. */
+typedef enum kiln_upsample_mode { KILN_UPSAMPLE_NEAREST = 0, KILN_UPSAMPLE_BILINEAR = 1 } kiln_upsample_mode;
+typedef struct kiln_upsample_params {
+    int64_t size[2]; /* [oh, ow], or 0 0 to use scale */
+    double scale[2]; /* [h, w] factors, or 0 0 to use size */
+    kiln_upsample_mode mode;
+    bool align_corners; /* bilinear only */
+} kiln_upsample_params;
+kiln_tensor *kiln_upsample(kiln_ctx *ctx, kiln_tensor *x, const kiln_upsample_params *p);
 
 /* Inverted dropout with probability p. The mask comes from (seed, the
  * graph's run counter, element index), so it changes every compute and is
@@ -232,7 +299,8 @@ kiln_status kiln_graph_add(kiln_graph *g, kiln_tensor *out);
 kiln_status kiln_graph_backward(kiln_graph *g, kiln_tensor *loss);
 /* Run the graph (planning memory on the first call or after changes). */
 kiln_status kiln_graph_compute(kiln_graph *g);
-/* Dropout and similar ops act only in training mode (the default). */
+/* Dropout acts only in training mode (the default). Batch norm's mode is
+ * fixed when it is built (kiln_batch_norm's training argument). */
 void kiln_graph_set_training(kiln_graph *g, bool training);
 int kiln_graph_n_nodes(const kiln_graph *g);
 kiln_tensor *kiln_graph_node(const kiln_graph *g, int i);

@@ -31,6 +31,27 @@ kiln_tensor *model_param(kiln_ctx *ctx, const char *name, int ndim, const int64_
     return st ? NULL : p;
 }
 
+bool model_bn_init(model_bn *bn, kiln_ctx *ctx, const char *prefix, int64_t channels) {
+    char name[4][64];
+    static const char *const what[4] = {"weight", "bias", "running_mean", "running_var"};
+    for (int i = 0; i < 4; i++)
+        if (snprintf(name[i], sizeof name[i], "%s.%s", prefix, what[i]) >= (int)sizeof name[i]) {
+            kiln_set_error(KILN_ERR_ARG, "model_bn_init: prefix '%s' is too long", prefix);
+            return false;
+        }
+    const int64_t shape[1] = {channels};
+    bn->weight = model_param(ctx, name[0], 1, shape, MODEL_INIT_ONES, 0, 0);
+    bn->bias = model_param(ctx, name[1], 1, shape, MODEL_INIT_ZEROS, 0, 0);
+    bn->running_mean = bn->bias ? kiln_buffer(ctx, name[2], KILN_F32, 1, shape) : NULL;
+    bn->running_var = bn->running_mean ? kiln_buffer(ctx, name[3], KILN_F32, 1, shape) : NULL;
+    return bn->running_var && !kiln_tensor_fill(bn->running_var, 1.0);
+}
+
+kiln_tensor *model_bn_forward(kiln_ctx *ctx, const model_bn *bn, kiln_tensor *x, bool training) {
+    return kiln_batch_norm(ctx, x, bn->running_mean, bn->running_var, bn->weight, bn->bias, training,
+                           MODEL_BN_MOMENTUM, MODEL_BN_EPS);
+}
+
 kiln_status model_graph_finish(kiln_ctx *ctx, model_graph *g, kiln_tensor *logits, kiln_tensor *loss, bool backward) {
     g->logits = logits;
     g->loss = loss;

@@ -1,7 +1,7 @@
 /* model.h — what the models in models/ share: the graphs they build and
  * how they make their parameters.
  *
- * Each model (mlp.h, cnn.h, gpt.h, llama.h) makes its parameters with
+ * Each model (mlp.h, cnn.h, resnet.h, gpt.h, llama.h) makes its parameters with
  * kiln_param() in the caller's context, named as PyTorch's state_dict keys,
  * and builds two graphs over them, both in that context:
  *
@@ -57,6 +57,23 @@ typedef enum model_init {
  * failure with kiln's error set. */
 kiln_tensor *model_param(kiln_ctx *ctx, const char *name, int ndim, const int64_t *shape, model_init init,
                          double arg, uint64_t seed);
+
+/* A batch-norm layer as torch.nn.BatchNorm2d (affine, tracking running
+ * statistics): "<prefix>.weight" (ones) and "<prefix>.bias" (zeros) are
+ * parameters, "<prefix>.running_mean" (zeros) and "<prefix>.running_var"
+ * (ones) buffers, so checkpoints hold all four (torch's num_batches_tracked
+ * is not kept: momentum is always used). Its forward normalizes by the
+ * batch and updates the running statistics when training is true (a
+ * training graph), by the running statistics otherwise (an eval graph):
+ * torch's module.train() / module.eval(), fixed when the graph is built. */
+typedef struct model_bn {
+    kiln_tensor *weight, *bias, *running_mean, *running_var;
+} model_bn;
+#define MODEL_BN_MOMENTUM 0.1
+#define MODEL_BN_EPS 1e-5
+/* false with kiln's error set on failure */
+bool model_bn_init(model_bn *bn, kiln_ctx *ctx, const char *prefix, int64_t channels);
+kiln_tensor *model_bn_forward(kiln_ctx *ctx, const model_bn *bn, kiln_tensor *x, bool training);
 
 /* The seed a parameter named name gets from the model's seed. */
 uint64_t model_param_seed(uint64_t seed, const char *name);

@@ -1,7 +1,7 @@
 /* nn.c — softmax, log_softmax (with their fused backward SOFTMAX_GRAD) and
  * dropout: constructors and backward rules;
  * also the nn family's op-table registration, which calls the helpers of
- * the other nn files (nn_loss.c, nn_norm.c, nn_attention.c). */
+ * the other nn files (nn_loss.c, nn_norm.c, nn_norm_chan.c, nn_attention.c). */
 #include "internal.h"
 #include "nn_ops.h"
 
@@ -23,6 +23,26 @@ bool kiln__nn_check_same_dtype(const char *op, const char *what, const kiln_tens
     kiln__err(KILN_ERR_DTYPE, "%s: %s %s is %s but %s is %s", op, what, kiln__shape_str(t, buf),
               kiln_dtype_name(t->dtype), xname, kiln_dtype_name(x->dtype));
     return false;
+}
+
+bool kiln__nn_check_eps(const char *op, double eps) {
+    if (eps >= 0.0 && isfinite(eps)) return true;
+    kiln__err(KILN_ERR_ARG, "%s: eps = %g must be finite and >= 0", op, eps);
+    return false;
+}
+
+kiln_status kiln__nn_unpack_grads(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor *pk, int iw, int ib, int64_t c,
+                                  kiln_tensor **gsrc) {
+    kiln_tensor *x = node->src[0];
+    int64_t numel = kiln_tensor_numel(x), ob = numel + (iw >= 0) * c;
+    if (!pk) return kiln_last_status();
+    if (kiln_tensor_requires_grad(x) && !(gsrc[0] = kiln_reshape(ctx, kiln_slice(ctx, pk, 0, 0, numel, 1), x->ndim, x->shape)))
+        return kiln_last_status();
+    if (iw >= 0 && kiln_tensor_requires_grad(node->src[iw]) && !(gsrc[iw] = kiln_slice(ctx, pk, 0, numel, numel + c, 1)))
+        return kiln_last_status();
+    if (ib >= 0 && kiln_tensor_requires_grad(node->src[ib]) && !(gsrc[ib] = kiln_slice(ctx, pk, 0, ob, ob + c, 1)))
+        return kiln_last_status();
+    return KILN_OK;
 }
 
 kiln_status kiln__nn_vjp_sources(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor *ref, kiln_tensor *gy,
@@ -142,5 +162,6 @@ void kiln__ops_register_nn(kiln_op_info *tab) {
     tab[KILN_OP_DROPOUT] = (kiln_op_info){"dropout", KILN_KIND_KERNEL, dropout_backward};
     kiln__ops_register_nn_loss(tab);
     kiln__ops_register_nn_norm(tab);
+    kiln__ops_register_nn_norm_chan(tab);
     kiln__ops_register_nn_attention(tab);
 }

@@ -22,16 +22,10 @@ static bool param_ok(const char *op, const char *what, const kiln_tensor *p, con
     return true;
 }
 
-static bool eps_ok(const char *op, double eps) {
-    if (eps >= 0.0 && isfinite(eps)) return true;
-    kiln__err(KILN_ERR_ARG, "%s: eps = %g must be finite and >= 0", op, eps);
-    return false;
-}
-
 kiln_tensor *kiln_layer_norm(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *weight, kiln_tensor *bias, double eps) {
     const char *op = "kiln_layer_norm";
     if (!x) return NULL;
-    if (!kiln__nn_check_float(op, "x", x) || !eps_ok(op, eps)) return NULL;
+    if (!kiln__nn_check_float(op, "x", x) || !kiln__nn_check_eps(op, eps)) return NULL;
     if (weight && !param_ok(op, "weight", weight, x)) return NULL;
     if (bias && !param_ok(op, "bias", bias, x)) return NULL;
     /* sources in order x, w, b, leaving out the absent ones */
@@ -50,7 +44,7 @@ kiln_tensor *kiln_layer_norm(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *weight,
 kiln_tensor *kiln_rms_norm(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *weight, double eps) {
     const char *op = "kiln_rms_norm";
     if (!x) return NULL;
-    if (!kiln__nn_check_float(op, "x", x) || !eps_ok(op, eps)) return NULL;
+    if (!kiln__nn_check_float(op, "x", x) || !kiln__nn_check_eps(op, eps)) return NULL;
     if (weight && !param_ok(op, "weight", weight, x)) return NULL;
     kiln_tensor *src[2] = {kiln__contig(ctx, x), weight ? kiln__contig(ctx, weight) : NULL};
     kiln_tensor *y = kiln__node_new(ctx, KILN_OP_RMS_NORM, x->dtype, x->ndim, x->shape, weight ? 2 : 1, src);
@@ -102,14 +96,7 @@ static kiln_status norm_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor *
     pk->ip[0] = has_w;
     pk->ip[1] = has_b;
     pk->fp[0] = node->fp[0];
-    if (kiln_tensor_requires_grad(x) && !(gsrc[0] = kiln_reshape(ctx, kiln_slice(ctx, pk, 0, 0, numel, 1), x->ndim, x->shape)))
-        return kiln_last_status();
-    if (has_w && kiln_tensor_requires_grad(node->src[1]) && !(gsrc[1] = kiln_slice(ctx, pk, 0, numel, numel + c, 1)))
-        return kiln_last_status();
-    int64_t ob = numel + has_w * c;
-    if (has_b && kiln_tensor_requires_grad(node->src[1 + has_w]) && !(gsrc[1 + has_w] = kiln_slice(ctx, pk, 0, ob, ob + c, 1)))
-        return kiln_last_status();
-    return KILN_OK;
+    return kiln__nn_unpack_grads(ctx, node, pk, has_w ? 1 : -1, has_b ? 1 + has_w : -1, c, gsrc);
 }
 
 void kiln__ops_register_nn_norm(kiln_op_info *tab) {

@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 kiln_op_info kiln__op_table[KILN_OP_COUNT];
+kiln_writes_src_fn kiln__op_writes_src[KILN_OP_COUNT];
 
 static kiln_status acc_grad_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor *gy, kiln_tensor **gsrc) {
     (void)ctx, (void)node, (void)gy, (void)gsrc;

@@ -119,8 +119,10 @@ static void list_optim(const kiln_optim *opt, io_list *l) {
 static kiln_status save(const kiln_optim *opt, const char *path, bool with_params, const char *who) {
     if (!opt || !path) return kiln__errs(KILN_ERR_ARG, "%s: NULL argument", who);
     io_list l = {0};
-    if (with_params)
-        for (int i = 0; i < opt->ctx->n_params; i++) add_tensor(&l, opt->ctx->params[i], kiln__strdup(opt->ctx->params[i]->name));
+    for (int i = 0; with_params && i < kiln__n_saved(opt->ctx); i++) {
+        kiln_tensor *t = kiln__saved_at(opt->ctx, i);
+        add_tensor(&l, t, kiln__strdup(t->name));
+    }
     list_optim(opt, &l);
     kiln_status s = l.oom ? kiln__errs(KILN_ERR_OOM, "%s: out of memory", who)
                           : kiln__safetensors_save(path, l.t, (const char *const *)l.names, l.n,
@@ -233,7 +235,7 @@ static kiln_status load(kiln_optim *opt, const char *path, bool with_params, con
     if (!st) return kiln_last_status();
     saved sv;
     kiln_status s = check_meta(opt, st, path, &sv, who);
-    int expect = with_params ? opt->ctx->n_params : 0;
+    int expect = with_params ? kiln__n_saved(opt->ctx) : 0;
     for (const kiln__optim_state_entry *e = opt->state; e && !s; e = e->next, expect++) {
         char *name = state_name(opt, e);
         s = name ? kiln__st_check(st, name, e->t, who, "the optimizer")
@@ -246,7 +248,7 @@ static kiln_status load(kiln_optim *opt, const char *path, bool with_params, con
     if (!s && kiln_safetensors_count(st) != expect)
         s = kiln__errs(KILN_ERR_FORMAT, "%s: %s holds %d tensors where %d were expected (%s)", who, path,
                        kiln_safetensors_count(st), expect,
-                       with_params ? "the parameters and the optimizer's state" : "the optimizer's state");
+                       with_params ? "the parameters, buffers and the optimizer's state" : "the optimizer's state");
     /* all checked: now write */
     if (!s && with_params) s = kiln__params_read(st, opt->ctx);
     for (const kiln__optim_state_entry *e = opt->state; e && !s; e = e->next) {

@@ -70,12 +70,14 @@ class Fixture:
     def randint(self, lo, hi, *shape):
         return torch.randint(lo, hi, shape, generator=self.gen)
 
-    def case(self, name, fn, params, inputs, gy_mask=None):
-        """Run fn(**inputs) -> y, draw gy, backprop into every input but
-        the index ones and record the whole case."""
+    def case(self, name, fn, params, inputs, gy_mask=None, consts=None):
+        """Run fn(**inputs, **consts) -> y, draw gy, backprop into every
+        input but the index ones and record the whole case (consts are
+        recorded too, without a gradient)."""
         grads = [k for k in inputs if k not in INDEX_INPUTS]
         leaves = {k: (v.clone().requires_grad_(k in grads)) for k, v in inputs.items()}
-        y = fn(**leaves)
+        consts = consts or {}
+        y = fn(**leaves, **{k: v.clone() for k, v in consts.items()})
         gy = self.randn(*y.shape)
         if gy_mask is not None:
             gy = gy.masked_fill(gy_mask, 0.0)
@@ -83,10 +85,15 @@ class Fixture:
         # because y * gy would be -inf * 0 = nan where log_softmax is masked
         y.backward(gy)
         tensors = dict(inputs)
+        tensors.update(consts)
         tensors["y"] = y.detach()
         tensors["gy"] = gy
         for k in grads:
             tensors["g" + k] = leaves[k].grad
+        self.record(name, params, tensors)
+
+    def record(self, name, params, tensors):
+        """Write a case of given tensors (state that has no gradient)."""
         assert len(tensors) <= 8 and len(params) <= 16, name  # tests/fixture.h limits
         self.lines.append(f"case {name}")
         for k, v in params.items():
@@ -241,6 +248,88 @@ def pool_fixtures():
     fx.write()
 
 
+def norm_chan_fixtures():
+    """batch_norm (training: batch statistics, the running ones updated;
+    eval: the running ones) and group_norm."""
+    fx = Fixture("norm_chan", 9)
+    eps, mom = 1e-5, 0.1
+    for name, shape, affine in (("batch_norm_2d", (4, 3, 5, 6), 1), ("batch_norm_1d", (6, 4), 1),
+                                ("batch_norm_3d_plain", (3, 4, 5), 0)):
+        c = shape[1]
+        inputs = {"x": fx.randn(*shape, std=2.0) + 0.5}
+        if affine:
+            inputs.update(w=fx.randn(c), b=fx.randn(c))
+        fx.case(name, lambda x, w=None, b=None: F.batch_norm(x, None, None, w, b, True, mom, eps),
+                {"eps": eps, "momentum": mom, "training": 1, "has_w": affine, "has_b": affine}, inputs)
+    # the running statistics after two training steps on x then x2 (torch
+    # updates them in the forward pass; the variance is the unbiased one)
+    x, x2 = fx.randn(4, 3, 5, 6, std=2.0) + 0.5, fx.randn(4, 3, 5, 6)
+    rm, rv = fx.randn(3), fx.randn(3).abs() + 0.5
+    rm_out, rv_out = rm.clone(), rv.clone()
+    F.batch_norm(x, rm_out, rv_out, None, None, True, mom, eps)
+    F.batch_norm(x2, rm_out, rv_out, None, None, True, mom, eps)
+    fx.record("batch_norm_running", {"eps": eps, "momentum": mom},
+              {"x": x, "x2": x2, "rm": rm, "rv": rv, "rm_out": rm_out, "rv_out": rv_out})
+    fx.case("batch_norm_eval", lambda x, w, rm, rv: F.batch_norm(x, rm, rv, w, None, False, mom, eps),
+            {"eps": eps, "momentum": mom, "training": 0, "has_w": 1, "has_b": 0},
+            {"x": fx.randn(2, 3, 4, 4), "w": fx.randn(3)},
+            consts={"rm": fx.randn(3), "rv": fx.randn(3).abs() + 0.5})
+    for name, shape, groups, affine in (("group_norm", (2, 6, 3, 4), 3, 1), ("group_norm_plain", (3, 4, 5), 2, 0),
+                                        ("group_norm_one", (2, 4, 3, 3), 1, 1)):
+        c = shape[1]
+        inputs = {"x": fx.randn(*shape, std=2.0) + 0.5}
+        if affine:
+            inputs.update(w=fx.randn(c), b=fx.randn(c))
+        fx.case(name, lambda x, w=None, b=None, groups=groups: F.group_norm(x, groups, w, b, eps),
+                {"eps": eps, "groups": groups, "has_w": affine, "has_b": affine}, inputs)
+    fx.write()
+
+
+def conv1d_fixtures():
+    fx = Fixture("conv1d", 10)
+    fx.case("conv1d", lambda x, w, b: F.conv1d(x, w, b, 2, 1, 2, 1),
+            {"stride": 2, "padding": 1, "dilation": 2, "groups": 1, "causal": 0, "has_b": 1},
+            {"x": fx.randn(2, 3, 11), "w": fx.randn(4, 3, 3), "b": fx.randn(4)})
+    fx.case("conv1d_grouped", lambda x, w: F.conv1d(x, w, None, 1, 2, 1, 2),
+            {"stride": 1, "padding": 2, "dilation": 1, "groups": 2, "causal": 0, "has_b": 0},
+            {"x": fx.randn(2, 4, 7), "w": fx.randn(6, 2, 3)})
+    # causal: left padding of dilation * (k - 1), as WaveNet's layers
+    fx.case("conv1d_causal", lambda x, w, b: F.conv1d(F.pad(x, (4, 0)), w, b, 1, 0, 2, 1),
+            {"stride": 1, "padding": 0, "dilation": 2, "groups": 1, "causal": 1, "has_b": 1},
+            {"x": fx.randn(2, 3, 9), "w": fx.randn(2, 3, 3), "b": fx.randn(2)})
+    fx.write()
+
+
+def resize_fixtures():
+    """adaptive_avg_pool2d and F.interpolate (nearest, bilinear)."""
+    fx = Fixture("resize", 11)
+    for name, shape, out in (("adaptive_avg_pool2d", (2, 3, 7, 9), (3, 4)),
+                             ("adaptive_avg_pool2d_up", (1, 2, 3, 5), (5, 7)),
+                             ("adaptive_avg_pool2d_global", (2, 3, 5, 4), (1, 1))):
+        fx.case(name, lambda x, out=out: F.adaptive_avg_pool2d(x, out), {"oh": out[0], "ow": out[1]},
+                {"x": fx.randn(*shape)})
+    # size or scale_factor; align_corners only for bilinear
+    for name, mode, size, scale, ac in (("upsample_nearest_scale", "nearest", None, 2.0, -1),
+                                        ("upsample_nearest_size", "nearest", (5, 7), None, -1),
+                                        ("upsample_nearest_frac", "nearest", None, 1.5, -1),
+                                        ("upsample_bilinear_scale", "bilinear", None, 2.0, 0),
+                                        ("upsample_bilinear_ac", "bilinear", (7, 5), None, 1),
+                                        ("upsample_bilinear_down", "bilinear", (2, 3), None, 0),
+                                        ("upsample_bilinear_frac", "bilinear", None, 1.5, 0)):
+        kw = {"mode": mode}
+        if ac >= 0:
+            kw["align_corners"] = bool(ac)
+        if size:
+            kw["size"] = size
+        else:
+            kw["scale_factor"] = scale
+        fx.case(name, lambda x, kw=kw: F.interpolate(x, **kw),
+                {"bilinear": int(mode == "bilinear"), "oh": size[0] if size else 0, "ow": size[1] if size else 0,
+                 "scale": scale or 0, "align_corners": max(ac, 0)},
+                {"x": fx.randn(2, 3, 4, 5)})
+    fx.write()
+
+
 def cross_entropy_fixtures():
     fx = Fixture("cross_entropy", 7)
     ignore = -100
@@ -312,6 +401,9 @@ def main():
     pool_fixtures()
     cross_entropy_fixtures()
     numerics_fixtures()
+    norm_chan_fixtures()
+    conv1d_fixtures()
+    resize_fixtures()
 
 
 if __name__ == "__main__":

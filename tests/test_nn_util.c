@@ -77,6 +77,14 @@ static bool has_inf(const fx_tensor *t) {
     return false;
 }
 
+/* A float input the fixture gives no gradient for (batch norm's running
+ * statistics in eval mode): a constant. */
+static bool is_const(const fx_case *c, const char *name) {
+    char gname[40];
+    snprintf(gname, sizeof gname, "g%s", name);
+    return !fx_tensor_get(c, gname);
+}
+
 void nnt_fixture(const char *path, const char *name, const char *const *inputs, nnt_build build, kiln_dtype dt,
                  double tol, double grad_tol) {
     char what[160];
@@ -98,7 +106,7 @@ void nnt_fixture(const char *path, const char *name, const char *const *inputs, 
         }
         bool index = is_index(inputs[n]);
         if (!(in[n] = leaf_of(ctx, ft, dt, index)) ||
-            (!index && grad_tol > 0 && kiln_tensor_set_requires_grad(in[n], true))) {
+            (!index && !is_const(c, inputs[n]) && grad_tol > 0 && kiln_tensor_set_requires_grad(in[n], true))) {
             kt_fail(__FILE__, __LINE__, "%s: %s", name, kiln_last_error());
             goto done;
         }
@@ -127,7 +135,7 @@ void nnt_fixture(const char *path, const char *name, const char *const *inputs, 
     snprintf(what, sizeof what, "%s (%s) y", name, kiln_dtype_name(dt));
     compare(what, y, fy, tol);
     for (int i = 0; i < n && grad_tol > 0; i++) {
-        if (is_index(inputs[i])) continue;
+        if (is_index(inputs[i]) || is_const(c, inputs[i])) continue;
         char gname[40];
         snprintf(gname, sizeof gname, "g%s", inputs[i]);
         const fx_tensor *fg = fx_tensor_get(c, gname);

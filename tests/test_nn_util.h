@@ -16,7 +16,8 @@ typedef kiln_tensor *(*nnt_build)(kiln_ctx *ctx, const fx_case *c, kiln_tensor *
 /* Run case `name` of `path` with float inputs of dtype dt: compare y with
  * the fixture (atol = rtol = tol) and, when grad_tol > 0, the gradient of
  * sum(y * gy) for every float input with the fixture's g<input> (tolerance
- * grad_tol). inputs: NULL-terminated names; "pos" and "labels" are i32.
+ * grad_tol). inputs: NULL-terminated names; "pos" and "labels" are i32;
+ * a float input without g<input> in the fixture is a constant.
  * Fails the test (kt_fail) with the case, tensor and element on a mismatch. */
 void nnt_fixture(const char *path, const char *name, const char *const *inputs, nnt_build build, kiln_dtype dt,
                  double tol, double grad_tol);

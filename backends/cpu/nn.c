@@ -1,7 +1,7 @@
 /* nn.c — CPU kernels for softmax, log_softmax, their backward SOFTMAX_GRAD
  * and dropout, and the nn
  * family's kernel-table registration, which calls the helpers of the other
- * nn kernel files (nn_loss.c, nn_norm.c, nn_attention.c).
+ * nn kernel files (nn_loss.c, nn_norm.c, nn_norm_chan.c, nn_attention.c).
  *
  * f64 rows run in plain double loops (the precision gradient checks need);
  * f32 rows use the run-time chosen row primitives of nn_vec.h. */
@@ -176,5 +176,6 @@ void kiln__cpu_register_nn(kiln_cpu_kernel *tab) {
     tab[KILN_OP_DROPOUT] = dropout_kernel;
     kiln__cpu_register_nn_loss(tab);
     kiln__cpu_register_nn_norm(tab);
+    kiln__cpu_register_nn_norm_chan(tab);
     kiln__cpu_register_nn_attention(tab);
 }

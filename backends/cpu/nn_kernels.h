@@ -11,6 +11,7 @@
 
 void kiln__cpu_register_nn_loss(kiln_cpu_kernel *tab);      /* cross_entropy: nn_loss.c */
 void kiln__cpu_register_nn_norm(kiln_cpu_kernel *tab);      /* layer_norm, rms_norm: nn_norm.c */
+void kiln__cpu_register_nn_norm_chan(kiln_cpu_kernel *tab); /* batch_norm: nn_norm_chan.c */
 void kiln__cpu_register_nn_attention(kiln_cpu_kernel *tab); /* rope, attention: nn_attention.c */
 
 #endif

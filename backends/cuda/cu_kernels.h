@@ -79,6 +79,13 @@ int kiln__cu_softmax(void *stream, int dt, int64_t rows, int64_t n, int64_t mrow
                      void *y);
 int kiln__cu_softmax_grad(void *stream, int dt, int64_t rows, int64_t n, int64_t mrows, int causal, int log_in,
                           const void *y, const void *gy, void *gx);
+/* batch_norm in training mode over x [n, c, s]: y, and with rm, rv (else
+ * NULL) the running statistics updated with momentum mom; w, b may be
+ * NULL. Its backward: dx, and dw, db where not NULL. */
+int kiln__cu_batch_norm(void *stream, int dt, int64_t n, int64_t c, int64_t s, double eps, double mom, const void *x,
+                        void *rm, void *rv, const void *w, const void *b, void *y);
+int kiln__cu_batch_norm_grad(void *stream, int dt, int64_t n, int64_t c, int64_t s, double eps, const void *x,
+                             const void *w, const void *gy, void *dx, void *dw, void *db);
 /* layer_norm (rms 0) or rms_norm (rms 1) of rows of c; w, b may be NULL. */
 int kiln__cu_norm(void *stream, int dt, int64_t rows, int64_t c, double eps, int rms, const void *x, const void *w,
                   const void *b, void *y);

@@ -2,6 +2,8 @@
  * node and its float sources alike) with contiguous sources: SOFTMAX,
  * LOG_SOFTMAX (causal or not) and SOFTMAX_GRAD; LAYER_NORM, RMS_NORM and
  * their fused backward (packed dx | dw | db, as backends/cpu/nn_norm.c);
+ * BATCH_NORM (training; running statistics updated in place) and its
+ * backward (backends/cpu/nn_norm_chan.c);
  * CROSS_ENTROPY and CROSS_ENTROPY_GRAD (backends/cpu/nn_loss.c); GET_ROWS
  * (f32, f64, f16 or bf16 table of any strides, or a quantized one through
  * cu_quant.c), SCATTER_ADD_ROWS and ONE_HOT; ROPE (NEOX or interleaved,
@@ -103,6 +105,43 @@ static bool norm_grad_supports(const kiln_cu *cu, const kiln_tensor *t) {
     bool rms = t->op == KILN_OP_RMS_NORM_GRAD;
     int64_t c = last_dim(x), nacc = (t->ip[0] != 0) + (!rms && t->ip[1] != 0);
     return all_like(t) && kiln_tensor_numel(t) == kiln_tensor_numel(x) + nacc * c;
+}
+
+/* ---- batch_norm (training) and its backward: x viewed as [N, C, S] ---- */
+
+static void chan_dims(const kiln_tensor *x, int64_t *n, int64_t *c, int64_t *s) {
+    *n = x->shape[0], *c = x->shape[1], *s = kiln_tensor_numel(x) / (*n * *c);
+}
+
+static bool batch_norm_supports(const kiln_cu *cu, const kiln_tensor *t) {
+    (void)cu;
+    return all_like(t) && kiln_tensor_numel(t->src[0]) > 0;
+}
+
+static kiln_status batch_norm_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    bool has_w = t->ip[0] != 0, has_b = t->ip[1] != 0, has_r = t->ip[2] != 0;
+    int64_t n, c, s, iw = 1 + 2 * has_r;
+    chan_dims(t->src[0], &n, &c, &s);
+    void *rm = has_r ? kiln__cu_ptr(t->src[1]) : NULL, *rv = has_r ? kiln__cu_ptr(t->src[2]) : NULL;
+    const void *w = has_w ? kiln__cu_ptr(t->src[iw]) : NULL, *b = has_b ? kiln__cu_ptr(t->src[iw + has_w]) : NULL;
+    return kiln__cu_launched(kiln__cu_batch_norm(cu->stream, cdt(t), n, c, s, t->fp[0], t->fp[1], kiln__cu_ptr(t->src[0]),
+                                                 rm, rv, w, b, kiln__cu_ptr(t)),
+                             "batch_norm kernel");
+}
+
+static kiln_status batch_norm_grad_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    const kiln_tensor *x = t->src[0];
+    bool has_w = t->ip[0] != 0, has_b = t->ip[1] != 0;
+    int64_t n, c, s;
+    chan_dims(x, &n, &c, &s);
+    size_t es = kiln__types[t->dtype].size, numel = (size_t)kiln_tensor_numel(x); /* packed dx | dw | db */
+    char *dx = kiln__cu_ptr(t), *dw = has_w ? dx + numel * es : NULL, *db = has_b ? dx + (numel + has_w * c) * es : NULL;
+    const void *w = has_w ? kiln__cu_ptr(t->src[1]) : NULL;
+    return kiln__cu_launched(kiln__cu_batch_norm_grad(cu->stream, cdt(t), n, c, s, t->fp[0], kiln__cu_ptr(x), w,
+                                                      kiln__cu_ptr(t->src[1 + has_w]), dx, dw, db),
+                             "batch_norm_grad kernel");
 }
 
 /* ---- cross-entropy: src logits [rows, C] (any leading dims), labels i32 [rows]; ip[0] = ignore_index ---- */
@@ -229,6 +268,8 @@ void kiln__cu_register_nn(kiln_cu_kernel *tab) {
     tab[KILN_OP_SOFTMAX] = tab[KILN_OP_LOG_SOFTMAX] = tab[KILN_OP_SOFTMAX_GRAD] =
         (kiln_cu_kernel){softmax_supports, softmax_record};
     tab[KILN_OP_LAYER_NORM] = tab[KILN_OP_RMS_NORM] = (kiln_cu_kernel){norm_supports, norm_record};
+    tab[KILN_OP_BATCH_NORM] = (kiln_cu_kernel){batch_norm_supports, batch_norm_record};
+    tab[KILN_OP_BATCH_NORM_GRAD] = (kiln_cu_kernel){batch_norm_supports, batch_norm_grad_record};
     tab[KILN_OP_LAYER_NORM_GRAD] = tab[KILN_OP_RMS_NORM_GRAD] = (kiln_cu_kernel){norm_grad_supports, norm_grad_record};
     tab[KILN_OP_CROSS_ENTROPY] = tab[KILN_OP_CROSS_ENTROPY_GRAD] = (kiln_cu_kernel){ce_supports, ce_record};
     tab[KILN_OP_GET_ROWS] = (kiln_cu_kernel){get_rows_supports, get_rows_record};

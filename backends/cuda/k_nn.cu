@@ -1,6 +1,7 @@
 // k_nn.cu — the CUDA backend's row kernels: softmax and log_softmax (with
 // the causal mask) and their backward, layer_norm and rms_norm and their
-// fused backward, cross_entropy and its backward, and the index ops
+// fused backward, batch_norm (training) and its backward (a block per
+// channel), cross_entropy and its backward, and the index ops
 // get_rows, scatter_add_rows and one_hot, rope and dropout (launchers in
 // cu_kernels.h). f32 or f64 rows (each kernel a template on T, the
 // launcher picks it from dt), contiguous; one block of THREADS threads per
@@ -127,6 +128,74 @@ __global__ void norm_grad_dx_k(int64_t rows, int64_t c, double eps, bool rms, co
             dx[r * c + j] = (T)(rstd * (g - ca - xh * cb));
         }
         if (threadIdx.x == 0) stats[2 * r] = mean, stats[2 * r + 1] = rstd;
+    }
+}
+
+// batch norm over x [N, C, S] (training mode): one block per channel,
+// its N * S values at (i * C + ch) * S + j; statistics in double, two
+// passes (backends/cpu/nn_norm_chan.c's f64 formulas).
+template <typename T>
+__device__ void chan_stats(const T *x, int64_t n, int64_t c, int64_t s, int64_t ch, double *sh, double *mean, double *var) {
+    int64_t m = n * s;
+    double a = 0, q = 0;
+    for (int64_t k = threadIdx.x; k < m; k += blockDim.x) a += (double)x[(k / s * c + ch) * s + k % s];
+    a = block_sum(a, sh) / (double)m;
+    for (int64_t k = threadIdx.x; k < m; k += blockDim.x) {
+        double d = (double)x[(k / s * c + ch) * s + k % s] - a;
+        q += d * d;
+    }
+    *mean = a;
+    *var = block_sum(q, sh) / (double)m;
+}
+
+// y = (x - mean) rstd [* w] [+ b]; with rm, rv the running statistics updated as torch (unbiased variance).
+template <typename T>
+__global__ void bn_k(int64_t n, int64_t c, int64_t s, double eps, double mom, const void *xv, void *rmv, void *rvv,
+                     const void *wv, const void *bv, void *yv) {
+    __shared__ double sh[THREADS];
+    const T *x = (const T *)xv, *w = (const T *)wv, *b = (const T *)bv;
+    T *y = (T *)yv, *rm = (T *)rmv, *rv = (T *)rvv;
+    int64_t m = n * s;
+    for (int64_t ch = blockIdx.x; ch < c; ch += gridDim.x) {
+        double mean, var;
+        chan_stats(x, n, c, s, ch, sh, &mean, &var);
+        double rstd = 1.0 / sqrt(var + eps), wc = w ? (double)w[ch] : 1.0, bc = b ? (double)b[ch] : 0.0;
+        for (int64_t k = threadIdx.x; k < m; k += blockDim.x) {
+            int64_t at = (k / s * c + ch) * s + k % s;
+            y[at] = (T)(((double)x[at] - mean) * rstd * wc + bc);
+        }
+        if (threadIdx.x == 0 && rm) {
+            rm[ch] = (T)((1.0 - mom) * (double)rm[ch] + mom * mean);
+            rv[ch] = (T)((1.0 - mom) * (double)rv[ch] + mom * var * (double)m / (double)(m - 1));
+        }
+    }
+}
+
+// dx = w rstd (gy - mean(gy) - xhat mean(gy xhat)) per channel; dw = sum(gy xhat), db = sum(gy) where not NULL.
+template <typename T>
+__global__ void bn_grad_k(int64_t n, int64_t c, int64_t s, double eps, const void *xv, const void *wv, const void *gyv,
+                          void *dxv, void *dwv, void *dbv) {
+    __shared__ double sh[THREADS];
+    const T *x = (const T *)xv, *w = (const T *)wv, *gy = (const T *)gyv;
+    T *dx = (T *)dxv, *dw = (T *)dwv, *db = (T *)dbv;
+    int64_t m = n * s;
+    for (int64_t ch = blockIdx.x; ch < c; ch += gridDim.x) {
+        double mean, var, sg = 0, sgx = 0;
+        chan_stats(x, n, c, s, ch, sh, &mean, &var);
+        double rstd = 1.0 / sqrt(var + eps), wc = w ? (double)w[ch] : 1.0;
+        for (int64_t k = threadIdx.x; k < m; k += blockDim.x) {
+            int64_t at = (k / s * c + ch) * s + k % s;
+            sg += (double)gy[at];
+            sgx += (double)gy[at] * ((double)x[at] - mean) * rstd;
+        }
+        sg = block_sum(sg, sh);
+        sgx = block_sum(sgx, sh);
+        for (int64_t k = threadIdx.x; k < m; k += blockDim.x) {
+            int64_t at = (k / s * c + ch) * s + k % s;
+            dx[at] = (T)(wc * rstd * ((double)gy[at] - sg / (double)m - ((double)x[at] - mean) * rstd * sgx / (double)m));
+        }
+        if (threadIdx.x == 0 && dw) dw[ch] = (T)sgx;
+        if (threadIdx.x == 0 && db) db[ch] = (T)sg;
     }
 }
 
@@ -336,6 +405,18 @@ int kiln__cu_norm_grad(void *stream, int dt, int64_t rows, int64_t c, double eps
     int e = (int)cudaGetLastError();
     if (e || (!dw && !db)) return e;
     LAUNCH(dt, norm_grad_dwb_k, blocks_for(c), stream, rows, c, x, gy, stats, dw, db);
+    return (int)cudaGetLastError();
+}
+
+int kiln__cu_batch_norm(void *stream, int dt, int64_t n, int64_t c, int64_t s, double eps, double mom, const void *x,
+                        void *rm, void *rv, const void *w, const void *b, void *y) {
+    LAUNCH(dt, bn_k, row_blocks(c), stream, n, c, s, eps, mom, x, rm, rv, w, b, y);
+    return (int)cudaGetLastError();
+}
+
+int kiln__cu_batch_norm_grad(void *stream, int dt, int64_t n, int64_t c, int64_t s, double eps, const void *x,
+                             const void *w, const void *gy, void *dx, void *dw, void *db) {
+    LAUNCH(dt, bn_grad_k, row_blocks(c), stream, n, c, s, eps, x, w, gy, dx, dw, db);
     return (int)cudaGetLastError();
 }
 

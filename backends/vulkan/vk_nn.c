@@ -1,6 +1,8 @@
 /* vk_nn.c — the row kernels of the nn family on the Vulkan backend (see
  * vk.h): softmax and log_softmax with their fused backward, layer_norm and
- * rms_norm with theirs (packed dx|dw|db), cross_entropy and its backward.
+ * rms_norm with theirs (packed dx|dw|db), cross_entropy and its backward,
+ * batch_norm in training mode (running statistics updated in place) and
+ * its backward, a workgroup per channel.
  * f32 only, every operand contiguous (the constructors make them so);
  * the rest goes to the CPU. Semantics are those of backends/cpu/nn.c,
  * nn_norm.c and nn_loss.c.
@@ -290,7 +292,58 @@ static kiln_status cross_entropy_grad_record(kiln_vk *vk, kiln_tensor *t, const 
     return kiln__vk_dispatch(vk, &d);
 }
 
+/* ---- batch_norm (training) and its backward ---- */
+
+/* One workgroup per channel of x [N, C, S] (shaders/nn_bn_common.glsl);
+ * src: x [, running mean, var] [, w] [, b], or x [, w], gy. */
+static bool batch_norm_supports(const kiln_vk *vk, const kiln_tensor *t) {
+    return norm_supports(vk, t);
+}
+
+static void channel_groups(const kiln_vk *vk, int64_t c, uint32_t g[3]) {
+    kiln__vk_groups_1d(vk, (uint64_t)c * NN_LOCAL, NN_LOCAL, g);
+}
+
+static kiln_status batch_norm_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    bool has_w = t->ip[0] != 0, has_b = t->ip[1] != 0, has_r = t->ip[2] != 0;
+    const kiln_tensor *x = t->src[0], *rm = has_r ? t->src[1] : x, *rv = has_r ? t->src[2] : x;
+    const kiln_tensor *w = has_w ? t->src[1 + 2 * has_r] : x, *b = has_b ? t->src[1 + 2 * has_r + has_w] : x;
+    int64_t c = x->shape[1];
+    struct {
+        uint32_t n, c, s, has_w, has_b, has_r;
+        float eps, mom;
+        uint32_t x0, rm0, rv0, w0, b0, y0;
+    } pc = {(uint32_t)x->shape[0], (uint32_t)c, (uint32_t)(kiln_tensor_numel(x) / (x->shape[0] * c)), has_w, has_b,
+            has_r, (float)t->fp[0], (float)t->fp[1], kiln__vk_base(vk, x), kiln__vk_base(vk, rm), kiln__vk_base(vk, rv),
+            kiln__vk_base(vk, w), kiln__vk_base(vk, b), kiln__vk_base(vk, t)};
+    kiln_vk_dispatch d = {.shader = "nn_batch_norm", .n = 6, .bind = {x, rm, rv, w, b, t}, .push = &pc,
+                          .push_size = sizeof pc};
+    channel_groups(vk, c, d.groups);
+    return kiln__vk_dispatch(vk, &d);
+}
+
+static kiln_status batch_norm_grad_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    bool has_w = t->ip[0] != 0;
+    const kiln_tensor *x = t->src[0], *w = has_w ? t->src[1] : x, *gy = t->src[1 + has_w];
+    int64_t c = x->shape[1];
+    struct {
+        uint32_t n, c, s, has_w, has_b;
+        float eps;
+        uint32_t x0, w0, g0, o0;
+    } pc = {(uint32_t)x->shape[0], (uint32_t)c, (uint32_t)(kiln_tensor_numel(x) / (x->shape[0] * c)), has_w,
+            t->ip[1] != 0, (float)t->fp[0], kiln__vk_base(vk, x), kiln__vk_base(vk, w), kiln__vk_base(vk, gy),
+            kiln__vk_base(vk, t)};
+    kiln_vk_dispatch d = {.shader = "nn_batch_norm_grad", .n = 4, .bind = {x, w, gy, t}, .push = &pc,
+                          .push_size = sizeof pc};
+    channel_groups(vk, c, d.groups);
+    return kiln__vk_dispatch(vk, &d);
+}
+
 void kiln__vk_register_nn(kiln_vk_kernel *tab) {
+    tab[KILN_OP_BATCH_NORM] = (kiln_vk_kernel){batch_norm_supports, batch_norm_record};
+    tab[KILN_OP_BATCH_NORM_GRAD] = (kiln_vk_kernel){batch_norm_supports, batch_norm_grad_record};
     tab[KILN_OP_SOFTMAX] = (kiln_vk_kernel){softmax_supports, softmax_record};
     tab[KILN_OP_LOG_SOFTMAX] = (kiln_vk_kernel){softmax_supports, softmax_record};
     tab[KILN_OP_SOFTMAX_GRAD] = (kiln_vk_kernel){softmax_supports, softmax_grad_record};
