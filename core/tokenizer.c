@@ -509,6 +509,15 @@ static kiln_status encode_plain(const kiln_tokenizer *t, const unsigned char *s,
     return KILN_OK;
 }
 
+/* SentencePiece: each plain byte at most 3 ids (a space is U+2581's three
+ * byte tokens), each special 1 id and 3 for the space after it, 3 for the
+ * space in front: 3 * plain + 4 * specials + 3 <= 4 * len + 3. */
+int64_t kiln_tokenizer_max_ids(const kiln_tokenizer *t, size_t len) {
+    if (!t) return 0;
+    uint64_t k = t->spm ? 4 : 1, most = ((uint64_t)INT64_MAX - 3) / 4;
+    return len > most ? INT64_MAX : (int64_t)(k * len + (t->spm ? 3 : 1));
+}
+
 kiln_status kiln_tokenizer_encode(const kiln_tokenizer *t, const char *text, size_t len, bool special, int32_t *ids,
                                   int64_t cap, int64_t *n) {
     const char *who = "kiln_tokenizer_encode";

@@ -67,7 +67,11 @@ int32_t kiln_tokenizer_find(const kiln_tokenizer *t, const char *token); /* id o
 /* len bytes of text to ids. special: added/control tokens written in the
  * text ("<|endoftext|>") become their ids; otherwise they are plain text.
  * *n is the number of ids; at most cap are written and more than cap is
- * KILN_ERR_ARG (len + 1 ids always suffice). */
+ * KILN_ERR_ARG (kiln_tokenizer_max_ids(t, len) ids always suffice). */
+/* The most ids encode can make of len bytes: len + 1 for byte-level BPE;
+ * 4 * len + 3 for SentencePiece, whose byte fallback spells a space (the
+ * one it puts in front too) as the three bytes of U+2581. */
+int64_t kiln_tokenizer_max_ids(const kiln_tokenizer *t, size_t len);
 kiln_status kiln_tokenizer_encode(const kiln_tokenizer *t, const char *text, size_t len, bool special, int32_t *ids,
                                   int64_t cap, int64_t *n);
 /* ids to bytes (not NUL-terminated); *len as for encode, KILN_ERR_ARG when

@@ -318,6 +318,58 @@ KT_TEST(tokenizer_sentencepiece_from_gguf) {
     unlink(p);
 }
 
+/* A SentencePiece vocabulary of bytes only (<unk> <s> </s> <0x00>..<0xFF>,
+ * as gguf-ref's models and kiln's random ones): every character falls back
+ * to bytes, a space to U+2581's three. */
+static kiln_tokenizer *spm_bytes_tok(const char *path) {
+    static char bytes[256][8];
+    const char *toks[259] = {"<unk>", "<s>", "</s>"};
+    int32_t types[259] = {2, 3, 3};
+    float scores[259] = {0};
+    for (int b = 0; b < 256; b++) snprintf(bytes[b], 8, "<0x%02X>", b), toks[3 + b] = bytes[b], types[3 + b] = 6;
+    kiln_gguf_writer *w = kiln_gguf_writer_new();
+    kiln_gguf_set_string(w, "tokenizer.ggml.model", "llama");
+    kiln_gguf_set_array(w, "tokenizer.ggml.tokens", KILN_GGUF_STRING, toks, 259);
+    kiln_gguf_set_array(w, "tokenizer.ggml.scores", KILN_GGUF_FLOAT32, scores, 259);
+    kiln_gguf_set_array(w, "tokenizer.ggml.token_type", KILN_GGUF_INT32, types, 259);
+    kiln_status s = kiln_gguf_writer_save(w, path);
+    kiln_gguf_writer_free(w);
+    kiln_gguf *g = s ? NULL : kiln_gguf_open(path);
+    kiln_tokenizer *t = g ? kiln_tokenizer_from_gguf(g) : NULL;
+    kiln_gguf_close(g);
+    unlink(path);
+    return t;
+}
+
+/* The reported bug: 16 bytes made 25 ids (4 spaces as 3 bytes each) where
+ * the caller had room for len + 2. kiln_tokenizer_max_ids bounds them all. */
+KT_TEST(tokenizer_max_ids_bounds_byte_fallback) {
+    char p[128];
+    snprintf(p, sizeof p, "/tmp/kiln_spmb_%d.gguf", (int)getpid());
+    kiln_tokenizer *t = spm_bytes_tok(p);
+    KT_NOTNULL(t);
+    int32_t ids[512];
+    int64_t n;
+    KT_OK(kiln_tokenizer_encode(t, "Once upon a time", 16, false, ids, 512, &n));
+    KT_CHECK(n == 25 && n <= kiln_tokenizer_max_ids(t, 16), "%lld ids, bound %lld", (long long)n,
+             (long long)kiln_tokenizer_max_ids(t, 16));
+    for (int trial = 0; trial < 300; trial++) { /* spaces, specials, any byte: never past the bound */
+        char s[100];
+        size_t len = rnd() % 40;
+        for (size_t i = 0; i < len; i++) s[i] = trial % 2 ? (char)rnd() : " a</s>"[rnd() % 6];
+        KT_OK(kiln_tokenizer_encode(t, s, len, trial % 3 != 0, ids, 512, &n));
+        KT_CHECK(n <= kiln_tokenizer_max_ids(t, len), "trial %d: %lld ids for %zu bytes, bound %lld", trial,
+                 (long long)n, len, (long long)kiln_tokenizer_max_ids(t, len));
+    }
+    KT_OK(kiln_tokenizer_encode(t, "    ", 4, false, ids, 512, &n)); /* the worst case, reached */
+    KT_CHECK(n == 15, "%lld ids for 4 spaces", (long long)n);
+    kiln_tokenizer *b = load(PRE_GPT2);
+    KT_NOTNULL(b);
+    KT_CHECK(kiln_tokenizer_max_ids(b, 10) == 11, "byte-level: %lld", (long long)kiln_tokenizer_max_ids(b, 10));
+    kiln_tokenizer_free(b);
+    kiln_tokenizer_free(t);
+}
+
 /* Llama 3's ignore_merges: a word that is a token is taken whole. */
 KT_TEST(tokenizer_ignore_merges) {
     char *json = NULL;

@@ -220,7 +220,7 @@ int main(int argc, char **argv) {
 
     /* the prompt's ids: BOS if the tokenizer has one, then the text */
     size_t plen = strlen(prompt);
-    int64_t cap = (int64_t)plen + 2 + prompt_tokens, n = 0;
+    int64_t cap = (tok ? kiln_tokenizer_max_ids(tok, plen) : (int64_t)plen) + 2 + prompt_tokens, n = 0;
     int32_t *ids = malloc((size_t)cap * sizeof *ids);
     if (!ids) return fprintf(stderr, "generate: out of memory\n"), 1;
     if (tok && kiln_tokenizer_bos(tok) >= 0) ids[n++] = kiln_tokenizer_bos(tok);
