@@ -24,7 +24,10 @@ struct kiln_tokenizer {
     int16_t cp_byte[324];
     int split;
     bool prefix_space, ignore_merges;
-    int32_t bos, eos;
+    int32_t bos, eos, eot, eom, pad; /* -1: none (unk is SentencePiece's, below, and tokenizer.json's) */
+    bool add_bos, add_eos;
+    int32_t eog[16]; /* the ids that end a turn: eos, eot, eom and the tokens spelled as chat templates end one */
+    int n_eog;
     int32_t *special; /* raw ids, longest text first */
     int n_special;
     /* SentencePiece BPE (GGUF's "llama"): merges by score, '▁' for spaces */
@@ -33,6 +36,17 @@ struct kiln_tokenizer {
     int16_t *fb;      /* per id: the byte of a <0xXX> token, else -1 */
     int32_t byte_fb[256], unk;
 };
+
+/* Building one (tokenizer.c): n ids, all holes; a token's spelling (raw:
+ * an added or control token, matched literally); the spelling index; the
+ * merge table for n merges and one merge "a b" at the next rank; the byte
+ * tokens and the specials' list, once all is read. */
+kiln_tokenizer *kiln__tok_new(int64_t n, const char *who);
+kiln_status kiln__tok_set(kiln_tokenizer *t, int64_t id, const char *s, size_t len, bool raw, const char *who);
+kiln_status kiln__tok_index(kiln_tokenizer *t, const char *who);
+kiln_status kiln__tok_merges_alloc(kiln_tokenizer *t, int64_t n, const char *who);
+kiln_status kiln__tok_merge(kiln_tokenizer *t, const char *a, size_t alen, const char *b, size_t blen, const char *who);
+kiln_status kiln__tok_finish(kiln_tokenizer *t, const char *who);
 
 /* The id spelled s[0..len), or -1. */
 int32_t kiln__tok_find(const kiln_tokenizer *t, const char *s, size_t len);
@@ -54,7 +68,10 @@ int32_t kiln__tok_merge_of(const kiln_tokenizer *t, int32_t a, int32_t b, int32_
 kiln_status kiln__spm_encode(const kiln_tokenizer *t, const unsigned char *s, size_t n, bool space, kiln__ids *o);
 /* The SentencePiece parts of loading from / saving to GGUF. */
 kiln_status kiln__spm_load(kiln_tokenizer *t, const kiln_gguf *g, const char *who);
-kiln_status kiln__spm_save(const kiln_tokenizer *t, kiln_gguf_writer *w);
+kiln_status kiln__spm_save(const kiln_tokenizer *t, kiln_gguf_writer *w, int64_t n, const char **toks,
+                           const int32_t *types);
+/* The <0xXX> byte tokens of a SentencePiece vocabulary. */
+kiln_status kiln__spm_byte_tokens(kiln_tokenizer *t, const char *who);
 /* tokenizer.json's SentencePiece form (byte_fallback BPE): the normalizer
  * (Prepend + Replace) or pre-tokenizer (Metaspace) that spells spaces. */
 struct kiln__json;

@@ -62,6 +62,20 @@ int32_t kiln_tokenizer_bos(const kiln_tokenizer *t);
 int32_t kiln_tokenizer_eos(const kiln_tokenizer *t);
 void kiln_tokenizer_set_bos_eos(kiln_tokenizer *t, int32_t bos, int32_t eos);
 /* The token's text as the vocabulary writes it (NULL for an unused id). */
+/* The special ids GGUF names (tokenizer.ggml.*_token_id), -1 for none.
+ * EOT, where the file names none, is the token spelled as a chat template
+ * ends a turn (<|eot_id|>, <|im_end|>, <|end|>, <end_of_turn>, ...). */
+typedef enum { KILN_TOK_BOS, KILN_TOK_EOS, KILN_TOK_EOT, KILN_TOK_UNK, KILN_TOK_PAD } kiln_tok_special;
+int32_t kiln_tokenizer_special(const kiln_tokenizer *t, kiln_tok_special which);
+/* Whether id ends a generation, as llama.cpp decides it: the eos, eot and
+ * eom ids and the tokens spelled <|eot_id|>, <|im_end|>, <|end|>,
+ * <end_of_turn>, <|endoftext|>, <|eom_id|>, <EOT>. */
+bool kiln_tokenizer_is_eog(const kiln_tokenizer *t, int32_t id);
+/* Whether the model wants BOS in front of a prompt, EOS after it
+ * (tokenizer.ggml.add_bos_token / add_eos_token; llama.cpp's defaults: BOS
+ * for SentencePiece and Llama 3). encode adds neither: the caller does. */
+bool kiln_tokenizer_add_bos(const kiln_tokenizer *t);
+bool kiln_tokenizer_add_eos(const kiln_tokenizer *t);
 const char *kiln_tokenizer_token(const kiln_tokenizer *t, int32_t id);
 int32_t kiln_tokenizer_find(const kiln_tokenizer *t, const char *token); /* id or -1 */
 /* len bytes of text to ids. special: added/control tokens written in the
@@ -75,11 +89,24 @@ int64_t kiln_tokenizer_max_ids(const kiln_tokenizer *t, size_t len);
 kiln_status kiln_tokenizer_encode(const kiln_tokenizer *t, const char *text, size_t len, bool special, int32_t *ids,
                                   int64_t cap, int64_t *n);
 /* ids to bytes (not NUL-terminated); *len as for encode, KILN_ERR_ARG when
- * it exceeds cap. An id out of range is KILN_ERR_ARG. */
+ * it exceeds cap. An id out of range is KILN_ERR_ARG; an unused id (a
+ * hole, or GGUF's type 5) spells nothing. */
 kiln_status kiln_tokenizer_decode(const kiln_tokenizer *t, const int32_t *ids, int64_t n, char *out, size_t cap,
                                   size_t *len);
-/* Put the tokenizer in w as GGUF's tokenizer.ggml.* keys ("gpt2" or "llama"). */
+/* Put the tokenizer in w as GGUF's tokenizer.ggml.* keys ("gpt2" or
+ * "llama"): tokens, token types, merges or scores, the special ids, the
+ * add_bos / add_eos flags. _padded writes vocab tokens, the ids past the
+ * tokenizer's as unused "[PAD<id>]" (as llama.cpp's converter: a model's
+ * embedding often has more rows than its tokenizer has tokens, and
+ * llama.cpp wants one token per row). */
 kiln_status kiln_tokenizer_to_gguf(const kiln_tokenizer *t, kiln_gguf_writer *w);
+kiln_status kiln_tokenizer_to_gguf_padded(const kiln_tokenizer *t, kiln_gguf_writer *w, int64_t vocab);
+/* A SentencePiece vocabulary of bytes for a model that has no tokenizer
+ * (a random one): <unk> 0, <s> 1 (BOS), </s> 2 (EOS), <0x00>..<0xFF> at
+ * 3..258, U+2581 (a space) at 259, the ids past those unused; under 260
+ * ids, the bytes that fit,
+ * the others <unk> (llama.cpp wants <0x0A>: 14 ids at least). */
+kiln_tokenizer *kiln_tokenizer_bytes(int64_t vocab);
 
 #ifdef __cplusplus
 }
