@@ -80,6 +80,10 @@ kiln_status kiln__spm_json(kiln_tokenizer *t, const struct kiln__json *norm, con
 
 enum { KILN__SPLIT_GPT2, KILN__SPLIT_LLAMA3, KILN__SPLIT_QWEN2 };
 
+/* Code point cp's class in Unicode (tokenizer_unicode.c, generated): 1 a
+ * letter (L*), 2 a number (N*), 0 anything else or ASCII. */
+int kiln__unicode_class(int32_t cp);
+
 /* Where the pre-token starting at byte i of s[0..n) ends (> i). */
 size_t kiln__pretok_next(int mode, const unsigned char *s, size_t n, size_t i);
 

@@ -8,11 +8,10 @@
  *           (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
  *           ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
  *
- * \p{L}, \p{N} and \s: exact for ASCII and Latin-1; above that, Unicode's
- * White_Space list, the common digit and number ranges, and the
- * punctuation, symbol, mark and emoji blocks as "other"; everything else
- * counts as a letter (CJK, Cyrillic, Greek, Arabic, ... letters are). A
- * byte that is not valid UTF-8 is one character of "other". */
+ * \p{L} and \p{N} are Unicode's general categories L* and N*
+ * (tokenizer_unicode.c, generated from the Unicode Character Database),
+ * \s its White_Space property; a byte that is not valid UTF-8 is one
+ * character of "other". */
 #include "tokenizer.h"
 
 /* The code point at s[i] and its length (1 for an invalid byte, cp -1). */
@@ -54,29 +53,8 @@ static int cls(int32_t c) {
     if (c == 0x85 || c == 0xA0 || c == 0x1680 || in(c, 0x2000, 0x200A) || c == 0x2028 || c == 0x2029 ||
         c == 0x202F || c == 0x205F || c == 0x3000)
         return C_S;
-    if (c < 0x100) {
-        if (c == 0xAA || c == 0xB5 || c == 0xBA || (c >= 0xC0 && c != 0xD7 && c != 0xF7)) return C_L;
-        if (c == 0xB2 || c == 0xB3 || c == 0xB9 || in(c, 0xBC, 0xBE)) return C_N;
-        return C_O;
-    }
-    /* numbers: decimal digits of common scripts, super/subscripts, number forms, enclosed, fullwidth */
-    if (in(c, 0x660, 0x669) || in(c, 0x6F0, 0x6F9) || in(c, 0x966, 0x96F) || in(c, 0x9E6, 0x9EF) ||
-        in(c, 0xE50, 0xE59) || c == 0x2070 || in(c, 0x2074, 0x2079) || in(c, 0x2080, 0x2089) ||
-        in(c, 0x2150, 0x2182) || in(c, 0x2185, 0x2189) || in(c, 0x2460, 0x249B) || in(c, 0x24EA, 0x24FF) ||
-        in(c, 0x2776, 0x2793) || c == 0x3007 || in(c, 0x3021, 0x3029) || in(c, 0xFF10, 0xFF19))
-        return C_N;
-    /* other: combining marks, punctuation and symbol blocks, private use, emoji */
-    if (in(c, 0x300, 0x36F) || c == 0x37E || c == 0x387 || in(c, 0x55A, 0x55F) || c == 0x589 ||
-        in(c, 0x591, 0x5C7) || in(c, 0x600, 0x60F) || in(c, 0x610, 0x61F) || in(c, 0x64B, 0x65F) ||
-        in(c, 0x66A, 0x66D) || c == 0x6D4 || in(c, 0x900, 0x903) || in(c, 0x93A, 0x94F) || in(c, 0x964, 0x965) ||
-        in(c, 0x1AB0, 0x1AFF) || in(c, 0x1DC0, 0x1DFF) || in(c, 0x200B, 0x2027) || in(c, 0x2029, 0x206F) ||
-        in(c, 0x20A0, 0x20FF) || in(c, 0x2100, 0x214F) || in(c, 0x2190, 0x245F) || in(c, 0x2500, 0x2775) ||
-        in(c, 0x2794, 0x2BFF) || in(c, 0x2E00, 0x2E7F) || in(c, 0x3001, 0x3004) || in(c, 0x3008, 0x3020) ||
-        in(c, 0x3030, 0x303F) || in(c, 0x3099, 0x309C) || c == 0x30FB || in(c, 0xE000, 0xF8FF) ||
-        in(c, 0xFE00, 0xFE6F) || in(c, 0xFF01, 0xFF0F) || in(c, 0xFF1A, 0xFF20) || in(c, 0xFF3B, 0xFF40) ||
-        in(c, 0xFF5B, 0xFF65) || in(c, 0xFFE0, 0xFFFF) || in(c, 0x1F000, 0x1FAFF) || in(c, 0xE0000, 0xE01EF))
-        return C_O;
-    return C_L;
+    int k = kiln__unicode_class(c);
+    return k == 1 ? C_L : k == 2 ? C_N : C_O;
 }
 
 typedef struct cur {

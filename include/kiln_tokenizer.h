@@ -28,8 +28,8 @@ extern "C" {
  * (GPT-2's, Llama 3's or Qwen 2's, written out by hand), maps each byte to
  * GPT-2's printable stand-in character and applies the merges by rank;
  * decoding maps back to bytes, so decode(encode(s)) == s for any bytes,
- * invalid UTF-8 included. Letters and numbers outside ASCII/Latin-1 are
- * classified by a table of common ranges (see tokenizer_split.c).
+ * invalid UTF-8 included. Letters and numbers are Unicode's (15.0)
+ * general categories L* and N*, as in llama.cpp.
  * GGUF's "llama" model (SentencePiece BPE with scores, Llama 1/2) works
  * as llama.cpp's: '\u2581' for spaces, one in front of the text and after
  * each special token (add_space_prefix), merges by highest score, <0xXX>

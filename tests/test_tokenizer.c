@@ -140,6 +140,11 @@ KT_TEST(tokenizer_pretokenizer_splits) {
         {KILN__SPLIT_LLAMA3, "a;b\n  \n c", "a|;b|\n  \n| c"},
         {KILN__SPLIT_LLAMA3, "x!!\n\ny", "x|!!\n\n|y"},
         {KILN__SPLIT_QWEN2, "12345", "1|2|3|4|5"},
+        /* Unicode's categories: Tamil's vowel signs are marks (Mc, Mn), not letters; its digits and the
+         * double-struck R are a number (Nd) and a letter (Lu) */
+        {KILN__SPLIT_LLAMA3, "\u0ba4\u0bae\u0bbf\u0bb4\u0bcd \u0be7\u0be8\u0be9\u0bea",
+         "\u0ba4\u0bae|\u0bbf\u0bb4|\u0bcd| |\u0be7\u0be8\u0be9|\u0bea"},
+        {KILN__SPLIT_GPT2, "\u211dx \u0be7\u0be8", "\u211dx| \u0be7\u0be8"},
     };
     char out[256];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
