@@ -108,6 +108,39 @@ kiln_status kiln_tokenizer_to_gguf_padded(const kiln_tokenizer *t, kiln_gguf_wri
  * the others <unk> (llama.cpp wants <0x0A>: 14 ids at least). */
 kiln_tokenizer *kiln_tokenizer_bytes(int64_t vocab);
 
+/* ---- chat templates ------------------------------------------------- */
+/* A conversation as the text a chat model was trained on, rendered as the
+ * Jinja template in its GGUF (tokenizer.chat_template) renders it for
+ * messages of role and content (no tools). kiln recognizes the templates
+ * of the common families by their text rather than running Jinja:
+ * Llama 3 ("llama3"; with the 3.1-3.3 system header and its date:
+ * "llama3.1"), ChatML ("chatml": Qwen 2 and 2.5 with their default system
+ * message, Hermes, ...), Phi-3 ("phi3": 3.5 and small; "phi3-mini": mini
+ * and medium), Gemma ("gemma") and Mistral ("mistral-v0", "-v1", "-v3",
+ * "-v3-tekken", "-v7"); tmpl may also be one of these names. A system
+ * message where the template has no place for one goes in front of the
+ * first user message with a newline, as llama.cpp does; roles that do not
+ * alternate where the template requires it are KILN_ERR_ARG, a template
+ * kiln does not recognize KILN_ERR_UNSUPPORTED (the message says which).
+ * bos / eos: the tokenizer's texts, written where the template writes
+ * them. *len and cap as for kiln_tokenizer_decode; the text is not
+ * NUL-terminated. Encode it with special = true, and without another BOS
+ * when it starts with one.
+ *
+ *     kiln_chat_msg chat[] = {{"system", "Be brief."}, {"user", "Hi"}};
+ *     const char *tmpl = kiln_gguf_get_string(g, "tokenizer.chat_template", NULL);
+ *     char text[4096];
+ *     size_t len;
+ *     kiln_chat_render(tmpl, chat, 2, true, "<s>", "</s>", text, sizeof text, &len);
+ */
+typedef struct kiln_chat_msg {
+    const char *role, *content;
+} kiln_chat_msg;
+/* The family kiln renders tmpl as (one of the names above), or NULL. */
+const char *kiln_chat_template_name(const char *tmpl);
+kiln_status kiln_chat_render(const char *tmpl, const kiln_chat_msg *msgs, int n, bool add_generation_prompt,
+                             const char *bos, const char *eos, char *text, size_t cap, size_t *len);
+
 #ifdef __cplusplus
 }
 #endif
