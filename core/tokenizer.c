@@ -319,6 +319,7 @@ kiln_tokenizer *kiln_tokenizer_from_json(const char *path) {
     if (!s && !t->spm && pre && pre->type != KILN_JSON_NULL) s = pretok(t, pre, &mode, msg);
     if (!s && mode < 0) s = kiln__errs(KILN_ERR_UNSUPPORTED, "%s: no pre-tokenizer split kiln knows", msg);
     if (!s) t->split = mode;
+    if (!s) t->add_bos = t->spm || mode == KILN__SPLIT_LLAMA3; /* as llama.cpp's defaults for such files */
     if (!s) s = kiln__tok_finish(t, msg);
     kiln__json_free(doc);
     free(text);

@@ -41,7 +41,7 @@ extern "C" {
  * Not supported (an error that says so): other pre-tokenizer regexes and
  * normalizers, Metaspace with split, WordPiece/Unigram models.
  * No BOS is added: put kiln_tokenizer_bos() in front yourself when the
- * model wants one.
+ * model wants one (kiln_tokenizer_add_bos).
  *
  *     kiln_tokenizer *tok = kiln_tokenizer_from_json("tokenizer.json");
  *     int32_t ids[256];
