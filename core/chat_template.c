@@ -147,14 +147,16 @@ static void render_llama3(out *o, int d, const char *tmpl, const kiln_chat_msg *
         if (i == 0 && d == LLAMA3) put(o, bos);
         llama3_turn(o, role_of(&m[i]), text_of(&m[i]));
     }
-    if (gen || (d == LLAMA3 && !has(tmpl, "add_generation_prompt"))) put(o, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    if (gen || (d == LLAMA3 && !has(tmpl, "add_generation_prompt"))) /* some write it unasked */
+        put(o, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
 static void render_chatml(out *o, const char *tmpl, const kiln_chat_msg *m, int n, bool gen) {
     const char *def;
     size_t dlen;
     chatml_default_system(tmpl, &def, &dlen);
-    if (def && (!n || !is(&m[0], "system"))) put(o, "<|im_start|>system\n"), put_n(o, def, dlen), put(o, "<|im_end|>\n");
+    if (def && (!n || !is(&m[0], "system")))
+        put(o, "<|im_start|>system\n"), put_n(o, def, dlen), put(o, "<|im_end|>\n");
     for (int i = 0; i < n; i++)
         put(o, "<|im_start|>"), put(o, role_of(&m[i])), put(o, "\n"), put(o, text_of(&m[i])), put(o, "<|im_end|>\n");
     if (gen) put(o, "<|im_start|>assistant\n");
@@ -210,7 +212,8 @@ static void render_mistral(out *o, int d, const kiln_chat_msg *m, int n, const c
 kiln_status kiln_chat_render(const char *tmpl, const kiln_chat_msg *msgs, int n, bool add_generation_prompt,
                              const char *bos, const char *eos, char *text, size_t cap, size_t *len) {
     const char *who = "kiln_chat_render";
-    if (!tmpl || (!msgs && n) || n < 0 || (!text && cap) || !len) return kiln__errs(KILN_ERR_ARG, "%s: bad argument", who);
+    if (!tmpl || (!msgs && n) || n < 0 || (!text && cap) || !len)
+        return kiln__errs(KILN_ERR_ARG, "%s: bad argument", who);
     if (!kiln_chat_template_name(tmpl)) return kiln_last_status();
     int d = dialect_of(tmpl);
     /* the templates write bos_token / eos_token where they name them */

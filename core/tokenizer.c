@@ -126,7 +126,7 @@ static size_t merge_slot(const kiln_tokenizer *t, int32_t a, int32_t b) {
 
 /* Merge "a b" (the spellings) at the next rank. */
 kiln_status kiln__tok_merge(kiln_tokenizer *t, const char *a, size_t alen, const char *b, size_t blen,
-                             const char *who) {
+                            const char *who) {
     int32_t ia = kiln__tok_find(t, a, alen), ib = kiln__tok_find(t, b, blen);
     char small[256], *buf = alen + blen <= sizeof small ? small : kiln__malloc(alen + blen);
     if (!buf) return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
@@ -272,7 +272,8 @@ static kiln_status json_vocab(kiln_tokenizer **out, const kiln__json *root, cons
             return kiln__errs(KILN_ERR_FORMAT, "%s: an added token has no content (byte %zu)", who, c->offset);
         if ((s = kiln__tok_set(t, kiln__json_get(c, "id")->i64, ct->str, ct->len, true, who))) return s;
     }
-    if ((s = kiln__tok_index(t, who)) || (s = kiln__tok_merges_alloc(t, merges ? (int64_t)merges->len : 0, who))) return s;
+    if ((s = kiln__tok_index(t, who)) || (s = kiln__tok_merges_alloc(t, merges ? (int64_t)merges->len : 0, who)))
+        return s;
     for (const kiln__json *m = merges ? merges->child : NULL; m; m = m->next) {
         if (m->type == KILN_JSON_STRING) { /* "a b" */
             const char *sp = memchr(m->str, ' ', m->len);

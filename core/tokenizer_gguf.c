@@ -14,11 +14,13 @@ static int split_of(const char *pre) {
     static const struct {
         const char *name;
         int mode;
-    } names[] = {{"default", KILN__SPLIT_GPT2},     {"gpt-2", KILN__SPLIT_GPT2},        {"gpt2", KILN__SPLIT_GPT2},
-                 {"phi-2", KILN__SPLIT_GPT2},       {"roberta-bpe", KILN__SPLIT_GPT2},  {"llama-bpe", KILN__SPLIT_LLAMA3},
-                 {"llama3", KILN__SPLIT_LLAMA3},    {"llama-v3", KILN__SPLIT_LLAMA3},   {"falcon3", KILN__SPLIT_LLAMA3},
-                 {"smaug-bpe", KILN__SPLIT_LLAMA3}, {"qwen2", KILN__SPLIT_QWEN2},       {"deepseek-r1-qwen", KILN__SPLIT_QWEN2},
-                 {"megrez", KILN__SPLIT_QWEN2}};
+    } names[] = {
+        {"default", KILN__SPLIT_GPT2},     {"gpt-2", KILN__SPLIT_GPT2},       {"gpt2", KILN__SPLIT_GPT2},
+        {"phi-2", KILN__SPLIT_GPT2},       {"roberta-bpe", KILN__SPLIT_GPT2}, {"llama-bpe", KILN__SPLIT_LLAMA3},
+        {"llama3", KILN__SPLIT_LLAMA3},    {"llama-v3", KILN__SPLIT_LLAMA3},  {"falcon3", KILN__SPLIT_LLAMA3},
+        {"smaug-bpe", KILN__SPLIT_LLAMA3}, {"qwen2", KILN__SPLIT_QWEN2},      {"deepseek-r1-qwen", KILN__SPLIT_QWEN2},
+        {"megrez", KILN__SPLIT_QWEN2},
+    };
     if (!pre) return KILN__SPLIT_GPT2;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(pre, names[i].name)) return names[i].mode;
@@ -129,8 +131,9 @@ static kiln_status bpe_save(const kiln_tokenizer *t, kiln_gguf_writer *w, int64_
     kiln_status s = merges ? KILN_OK : kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
     for (int64_t i = 0; i < t->n_merges && !s; i++) {
         int32_t a = t->mpair[2 * i], b = t->mpair[2 * i + 1];
-        if (!(merges[i] = kiln__malloc(t->len[a] + t->len[b] + 2))) s = kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
-        else {
+        if (!(merges[i] = kiln__malloc(t->len[a] + t->len[b] + 2))) {
+            s = kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
+        } else {
             memcpy(merges[i], t->tok[a], t->len[a]);
             merges[i][t->len[a]] = ' ';
             memcpy(merges[i] + t->len[a] + 1, t->tok[b], t->len[b] + 1);
@@ -157,7 +160,8 @@ kiln_status kiln_tokenizer_to_gguf_padded(const kiln_tokenizer *t, kiln_gguf_wri
     int32_t *types = kiln__malloc((size_t)vocab * sizeof *types);
     char (*holes)[32] = kiln__malloc((size_t)vocab * sizeof *holes);
     kiln_status s = toks && types && holes ? KILN_OK : kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
-    for (int64_t i = 0; i < vocab && !s; i++) { /* llama.cpp's token types: 1 normal, 2 unknown, 3 control, 5 unused, 6 byte */
+    /* llama.cpp's token types: 1 normal, 2 unknown, 3 control, 5 unused, 6 byte */
+    for (int64_t i = 0; i < vocab && !s; i++) {
         bool hole = i >= t->n || !t->tok[i];
         if (!hole) toks[i] = t->tok[i];
         else snprintf(holes[i], sizeof holes[i], "[PAD%lld]", (long long)i), toks[i] = holes[i]; /* as llama.cpp */

@@ -33,7 +33,8 @@ static void expect(const char *file, const char *family, const kiln_chat_msg *ms
     char out[2048];
     size_t len = 0;
     kiln_status s = kiln_chat_render(tmpl, msgs, n, gen, bos, "</s>", out, sizeof out, &len);
-    if (!fam || strcmp(fam, family)) kt_fail(__FILE__, line, "%s: family %s, want %s", file, fam ? fam : kiln_last_error(), family);
+    if (!fam || strcmp(fam, family))
+        kt_fail(__FILE__, line, "%s: family %s, want %s", file, fam ? fam : kiln_last_error(), family);
     else if (s) kt_fail(__FILE__, line, "%s: %s", file, kiln_last_error());
     else if (len != strlen(want) || memcmp(out, want, len))
         kt_fail(__FILE__, line, "%s:\n got  '%.*s'\n want '%s'", file, (int)len, out, want);

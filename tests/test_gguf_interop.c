@@ -34,7 +34,8 @@ static void expect_llama_keys(kiln_gguf *g, int64_t vocab) {
                                  "llama.attention.head_count_kv", "llama.attention.layer_norm_rms_epsilon",
                                  "llama.rope.dimension_count", "llama.rope.freq_base", "llama.vocab_size"};
     KT_CHECK(!strcmp(kiln_gguf_get_string(g, "general.architecture", NULL), "llama"), "architecture");
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) KT_CHECK(kiln_gguf_find_key(g, keys[i]) >= 0, "%s", keys[i]);
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        KT_CHECK(kiln_gguf_find_key(g, keys[i]) >= 0, "%s", keys[i]);
     int64_t v;
     KT_OK(kiln_gguf_get_int(g, "llama.vocab_size", &v));
     KT_CHECK(v == vocab, "vocab_size %lld", (long long)v);
@@ -55,8 +56,8 @@ static void expect_tokenizer(kiln_gguf *g, int64_t vocab, const char *model) {
         KT_OK(kiln_gguf_get_array(g, "tokenizer.ggml.scores", &et, &ns));
         KT_CHECK(ns == n, "%llu scores", (unsigned long long)ns);
     } else {
-        KT_CHECK(kiln_gguf_find_key(g, "tokenizer.ggml.merges") >= 0 && kiln_gguf_get_string(g, "tokenizer.ggml.pre", NULL),
-                 "BPE: merges and pre");
+        KT_CHECK(kiln_gguf_find_key(g, "tokenizer.ggml.merges") >= 0 &&
+                     kiln_gguf_get_string(g, "tokenizer.ggml.pre", NULL), "BPE: merges and pre");
     }
     for (uint64_t i = 0; i < n; i++) /* unique spellings: llama.cpp maps each to one id */
         for (uint64_t j = i + 1; j < n; j++) {

@@ -35,8 +35,8 @@ static void expect_first(const sampler_params *p, int allowed, const char *what)
     for (int i = 0; i < allowed; i++) mass += P[i];
     for (int i = 0; i < V; i++) {
         double want = i < allowed ? P[i] / mass * DRAWS : 0;
-        KT_CHECK(i < allowed ? fabs(hits[i] - want) < 5 * sqrt(want) + 5 : hits[i] == 0, "%s: token %d drawn %d times, want ~%.0f",
-                 what, i, hits[i], want);
+        KT_CHECK(i < allowed ? fabs(hits[i] - want) < 5 * sqrt(want) + 5 : hits[i] == 0,
+                 "%s: token %d drawn %d times, want ~%.0f", what, i, hits[i], want);
     }
 }
 

@@ -188,7 +188,8 @@ int main(int argc, char **argv) {
     if (bias) {
         char sign = 0;
         int id = -1, k = 0;
-        if (sscanf(bias, "%d%c%lf%n", &id, &sign, &c.bias, &k) < 3 || bias[k] || id < 0 || (sign != '+' && sign != '-'))
+        if (sscanf(bias, "%d%c%lf%n", &id, &sign, &c.bias, &k) < 3 || bias[k] || id < 0 ||
+            (sign != '+' && sign != '-'))
             return args_reject("chat", opts, (int)(sizeof opts / sizeof *opts), "logit-bias", "ID+BIAS or ID-BIAS"), 2;
         c.bias_id = id, c.bias = sign == '-' ? -c.bias : c.bias;
     }
