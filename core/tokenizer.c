@@ -8,6 +8,7 @@
 #include "tokenizer.h"
 #include "json.h"
 
+#include <ctype.h>
 #include <stdio.h>
 
 
@@ -37,6 +38,7 @@ void kiln_tokenizer_free(kiln_tokenizer *t) {
     free(t->special);
     free(t->score);
     free(t->fb);
+    free(t->strip);
     free(t);
 }
 
@@ -63,21 +65,21 @@ kiln_tokenizer *kiln__tok_new(int64_t n, const char *who) {
     return t;
 }
 
-kiln_status kiln__tok_set(kiln_tokenizer *t, int64_t id, const char *s, size_t len, bool raw, const char *who) {
+kiln_status kiln__tok_set(kiln_tokenizer *t, int64_t id, const char *s, size_t len, int raw, const char *who) {
     if (id < 0 || id >= t->n) return kiln__errs(KILN_ERR_FORMAT, "%s: token id %lld out of range", who, (long long)id);
     if (len > UINT32_MAX) return kiln__errs(KILN_ERR_FORMAT, "%s: token %lld is too long", who, (long long)id);
     if (t->tok[id]) {
         if (t->len[id] != len || memcmp(t->tok[id], s, len))
             return kiln__errs(KILN_ERR_FORMAT, "%s: id %lld is both '%s' and '%.*s'", who, (long long)id, t->tok[id],
                               (int)(len > 64 ? 64 : len), s);
-        t->raw[id] |= raw;
+        if (raw > t->raw[id]) t->raw[id] = (uint8_t)raw;
         return KILN_OK;
     }
     if (!(t->tok[id] = kiln__malloc(len + 1))) return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
     memcpy(t->tok[id], s, len);
     t->tok[id][len] = 0;
     t->len[id] = (uint32_t)len;
-    t->raw[id] = raw;
+    t->raw[id] = (uint8_t)raw;
     return KILN_OK;
 }
 
@@ -88,6 +90,12 @@ int32_t kiln__tok_find(const kiln_tokenizer *t, const char *s, size_t len) {
         if (id < 0) return -1;
         if (t->len[id] == len && !memcmp(t->tok[id], s, len)) return id;
     }
+}
+
+kiln_status kiln__tok_strip(kiln_tokenizer *t, int32_t id, int how, const char *who) {
+    if (!t->strip && !(t->strip = kiln__calloc((size_t)t->n, 1))) return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
+    t->strip[id] = (uint8_t)how;
+    return KILN_OK;
 }
 
 /* The spelling index; a spelling given twice keeps its first id. */
@@ -183,7 +191,7 @@ kiln_status kiln__tok_finish(kiln_tokenizer *t, const char *who) {
     if (!(t->special = kiln__malloc((size_t)(n ? n : 1) * sizeof *t->special)))
         return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
     for (int64_t i = 0; i < t->n; i++)
-        if (t->raw[i] && t->len[i]) t->special[t->n_special++] = (int32_t)i;
+        if (t->raw[i] && t->len[i]) t->special[t->n_special++] = (int32_t)i, t->n_always += t->raw[i] == 2;
     for (int i = 1; i < t->n_special; i++) /* insertion sort: few specials */
         for (int j = i; j > 0 && cmp_special_len(t, t->special[j], t->special[j - 1]) < 0; j--) {
             int32_t x = t->special[j];
@@ -265,12 +273,18 @@ static kiln_status json_vocab(kiln_tokenizer **out, const kiln__json *root, cons
     if (!t) return kiln_last_status();
     kiln_status s;
     for (const kiln__json *c = vocab->child; c; c = c->next)
-        if ((s = kiln__tok_set(t, c->i64, c->key, c->key_len, false, who))) return s;
+        if ((s = kiln__tok_set(t, c->i64, c->key, c->key_len, 0, who))) return s;
     for (const kiln__json *c = added ? added->child : NULL; c; c = c->next) {
         const kiln__json *ct = kiln__json_get(c, "content");
         if (!ct || ct->type != KILN_JSON_STRING)
             return kiln__errs(KILN_ERR_FORMAT, "%s: an added token has no content (byte %zu)", who, c->offset);
-        if ((s = kiln__tok_set(t, kiln__json_get(c, "id")->i64, ct->str, ct->len, true, who))) return s;
+        const kiln__json *sp = kiln__json_get(c, "special"), /* "special": false is always found in text */
+                         *ls = kiln__json_get(c, "lstrip"), *rs = kiln__json_get(c, "rstrip");
+        int64_t id = kiln__json_get(c, "id")->i64;
+        int how = (ls && ls->type == KILN_JSON_TRUE ? 1 : 0) | (rs && rs->type == KILN_JSON_TRUE ? 2 : 0);
+        if ((s = kiln__tok_set(t, id, ct->str, ct->len, sp && sp->type == KILN_JSON_TRUE ? 1 : 2, who)) ||
+            (how && (s = kiln__tok_strip(t, (int32_t)id, how, who))))
+            return s;
     }
     if ((s = kiln__tok_index(t, who)) || (s = kiln__tok_merges_alloc(t, merges ? (int64_t)merges->len : 0, who)))
         return s;
@@ -456,20 +470,24 @@ kiln_status kiln_tokenizer_encode(const kiln_tokenizer *t, const char *text, siz
     size_t start = 0;
     bool first = true;
     kiln_status s = KILN_OK;
-    for (size_t i = 0; special && i < len && !s;) {
+    for (size_t i = 0; (special || t->n_always) && i < len && !s;) {
         int32_t hit = -1;
         for (int j = 0; j < t->n_special && hit < 0; j++) {
             int32_t id = t->special[j];
-            if (t->len[id] <= len - i && !memcmp(buf + i, t->tok[id], t->len[id])) hit = id;
+            if ((special || t->raw[id] == 2) && t->len[id] <= len - i && !memcmp(buf + i, t->tok[id], t->len[id]))
+                hit = id;
         }
         if (hit < 0) {
             i++;
             continue;
         }
-        if (i > start) s = encode_plain(t, buf + start, i - start, start == 0, first, sym, spell, &o);
+        size_t end = i; /* lstrip / rstrip: the whitespace beside the token is not text */
+        while (t->strip && (t->strip[hit] & 1) && end > start && isspace(buf[end - 1])) end--;
+        if (end > start) s = encode_plain(t, buf + start, end - start, start == 0, first, sym, spell, &o);
         kiln__emit(&o, hit);
         first = true;
         i += t->len[hit];
+        while (t->strip && (t->strip[hit] & 2) && i < len && isspace(buf[i])) i++;
         start = i;
     }
     if (!s && (len > start || !len)) s = encode_plain(t, buf + start, len - start, start == 0, first, sym, spell, &o);

@@ -11,7 +11,8 @@ struct kiln_tokenizer {
     int64_t n;      /* ids 0..n-1 */
     char **tok;     /* NUL-terminated spelling per id, NULL for a hole */
     uint32_t *len;
-    uint8_t *raw;   /* added / control token: its text is literal, not byte-mapped */
+    uint8_t *raw;   /* its text is literal, not byte-mapped: 1 a control token (found in text when encode is
+                     * asked to), 2 a user-defined one (always found, as llama.cpp and transformers do) */
     int32_t *vh;    /* open-addressed: spelling -> id, -1 empty */
     size_t vcap;
     uint64_t *mk;   /* open-addressed: (left id, right id) -> rank, merged id */
@@ -29,7 +30,8 @@ struct kiln_tokenizer {
     int32_t eog[16]; /* the ids that end a turn: eos, eot, eom and the tokens spelled as chat templates end one */
     int n_eog;
     int32_t *special; /* raw ids, longest text first */
-    int n_special;
+    int n_special, n_always; /* n_always: user-defined ones among them */
+    uint8_t *strip;           /* NULL, or per id: 1 the whitespace before it goes, 2 the whitespace after */
     /* SentencePiece BPE (GGUF's "llama"): merges by score, '▁' for spaces */
     bool spm, add_space, space_every; /* space_every: after each special token too */
     float *score;
@@ -38,15 +40,17 @@ struct kiln_tokenizer {
 };
 
 /* Building one (tokenizer.c): n ids, all holes; a token's spelling (raw:
- * an added or control token, matched literally); the spelling index; the
+ * as the field); the spelling index; the
  * merge table for n merges and one merge "a b" at the next rank; the byte
  * tokens and the specials' list, once all is read. */
 kiln_tokenizer *kiln__tok_new(int64_t n, const char *who);
-kiln_status kiln__tok_set(kiln_tokenizer *t, int64_t id, const char *s, size_t len, bool raw, const char *who);
+kiln_status kiln__tok_set(kiln_tokenizer *t, int64_t id, const char *s, size_t len, int raw, const char *who);
 kiln_status kiln__tok_index(kiln_tokenizer *t, const char *who);
 kiln_status kiln__tok_merges_alloc(kiln_tokenizer *t, int64_t n, const char *who);
 kiln_status kiln__tok_merge(kiln_tokenizer *t, const char *a, size_t alen, const char *b, size_t blen, const char *who);
 kiln_status kiln__tok_finish(kiln_tokenizer *t, const char *who);
+/* Token id strips the whitespace before it (1), after it (2) when found in text. */
+kiln_status kiln__tok_strip(kiln_tokenizer *t, int32_t id, int how, const char *who);
 
 /* The id spelled s[0..len), or -1. */
 int32_t kiln__tok_find(const kiln_tokenizer *t, const char *s, size_t len);

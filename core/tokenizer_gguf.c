@@ -6,6 +6,7 @@
  * a model that has no tokenizer of its own. */
 #include "tokenizer.h"
 
+#include <ctype.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -66,6 +67,24 @@ static kiln_status specials(kiln_tokenizer *t, const kiln_gguf *g, const char *w
     return s;
 }
 
+/* llama.cpp's token attributes by the model's name: Phi-3's special tokens
+ * take the whitespace after them (the chat template's newlines), but for
+ * <unk>, <s> and <|endoftext|>. */
+static kiln_status strips(kiln_tokenizer *t, const kiln_gguf *g, const char *who) {
+    const char *name = kiln_gguf_get_string(g, "general.name", NULL);
+    char low[128] = "";
+    for (size_t i = 0; name && name[i] && i + 1 < sizeof low; i++) low[i] = (char)tolower((unsigned char)name[i]);
+    if (!strstr(low, "phi-3") && !strstr(low, "phi3")) return KILN_OK;
+    kiln_status s = KILN_OK;
+    for (int64_t id = 0; id < t->n && !s; id++) {
+        bool keep = t->tok[id] && (!strcmp(t->tok[id], "<unk>") || !strcmp(t->tok[id], "<s>") ||
+                                   !strcmp(t->tok[id], "<|endoftext|>"));
+        if (t->raw[id] && !keep) s = kiln__tok_strip(t, (int32_t)id, 2, who);
+    }
+    int32_t eos = kiln__tok_find(t, "</s>", 4);
+    return !s && eos >= 0 ? kiln__tok_strip(t, eos, 2, who) : s;
+}
+
 kiln_tokenizer *kiln_tokenizer_from_gguf(const kiln_gguf *g) {
     const char *who = "kiln_tokenizer_from_gguf";
     if (!g) return kiln__err(KILN_ERR_ARG, "%s: NULL file", who);
@@ -101,8 +120,8 @@ kiln_tokenizer *kiln_tokenizer_from_gguf(const kiln_gguf *g) {
         const char *str = kiln_gguf_array_string(g, "tokenizer.ggml.tokens", i, &len);
         int64_t ty = 1;
         if (types) s = kiln_gguf_array_int(g, "tokenizer.ggml.token_type", i, &ty);
-        /* 3 control, 4 user defined: literal text; 5 unused: skipped */
-        if (!s && ty != 5) s = kiln__tok_set(t, (int64_t)i, str, len, ty == 3 || ty == 4, who);
+        /* 2 unknown, 3 control, 4 user defined: literal text; 5 unused: skipped */
+        if (!s && ty != 5) s = kiln__tok_set(t, (int64_t)i, str, len, ty == 2 || ty == 3 ? 1 : ty == 4 ? 2 : 0, who);
     }
     if (!s) s = kiln__tok_index(t, who);
     if (!s && spm) s = kiln__spm_load(t, g, who);
@@ -115,6 +134,7 @@ kiln_tokenizer *kiln_tokenizer_from_gguf(const kiln_gguf *g) {
                : kiln__errs(KILN_ERR_FORMAT, "%s: merge %llu '%s' is not two tokens", who, (unsigned long long)i, m);
     }
     if (!s) s = specials(t, g, who);
+    if (!s) s = strips(t, g, who);
     if (!s) s = kiln__tok_finish(t, who);
     if (s) {
         kiln_tokenizer_free(t);
@@ -165,7 +185,7 @@ kiln_status kiln_tokenizer_to_gguf_padded(const kiln_tokenizer *t, kiln_gguf_wri
         bool hole = i >= t->n || !t->tok[i];
         if (!hole) toks[i] = t->tok[i];
         else snprintf(holes[i], sizeof holes[i], "[PAD%lld]", (long long)i), toks[i] = holes[i]; /* as llama.cpp */
-        types[i] = hole ? 5 : t->raw[i] ? 3 : t->spm && t->fb && t->fb[i] >= 0 ? 6 : i == t->unk ? 2 : 1;
+        types[i] = hole ? 5 : i == t->unk ? 2 : t->raw[i] == 1 ? 3 : t->raw[i] == 2 ? 4 : t->spm && t->fb && t->fb[i] >= 0 ? 6 : 1;
     }
     if (!s) s = t->spm ? kiln__spm_save(t, w, vocab, toks, types) : bpe_save(t, w, vocab, toks, types);
     for (size_t k = 0; k < sizeof special_keys / sizeof special_keys[0] && !s; k++) {
@@ -197,9 +217,9 @@ kiln_tokenizer *kiln_tokenizer_bytes(int64_t vocab) {
     for (int64_t b = 0; b < 256 && 3 + b < vocab && !s; b++) {
         char name[8];
         snprintf(name, sizeof name, "<0x%02X>", (unsigned)b);
-        s = kiln__tok_set(t, 3 + b, name, 6, false, who);
+        s = kiln__tok_set(t, 3 + b, name, 6, 0, who);
     }
-    if (vocab > 259 && !s) s = kiln__tok_set(t, 259, "\xe2\x96\x81", 3, false, who); /* a space is one id */
+    if (vocab > 259 && !s) s = kiln__tok_set(t, 259, "\xe2\x96\x81", 3, 0, who); /* a space is one id */
     t->spm = t->add_space = t->space_every = t->add_bos = true;
     t->unk = 0, t->bos = 1, t->eos = 2;
     if (!s) s = kiln__tok_index(t, who);

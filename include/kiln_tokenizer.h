@@ -78,8 +78,10 @@ bool kiln_tokenizer_add_bos(const kiln_tokenizer *t);
 bool kiln_tokenizer_add_eos(const kiln_tokenizer *t);
 const char *kiln_tokenizer_token(const kiln_tokenizer *t, int32_t id);
 int32_t kiln_tokenizer_find(const kiln_tokenizer *t, const char *token); /* id or -1 */
-/* len bytes of text to ids. special: added/control tokens written in the
- * text ("<|endoftext|>") become their ids; otherwise they are plain text.
+/* len bytes of text to ids. special: control tokens written in the text
+ * ("<|endoftext|>") become their ids; otherwise they are plain text.
+ * User-defined tokens (GGUF's type 4, tokenizer.json's added tokens not
+ * marked special) always become their ids, as in llama.cpp.
  * *n is the number of ids; at most cap are written and more than cap is
  * KILN_ERR_ARG (kiln_tokenizer_max_ids(t, len) ids always suffice). */
 /* The most ids encode can make of len bytes: len + 1 for byte-level BPE;

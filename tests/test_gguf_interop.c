@@ -109,12 +109,12 @@ KT_TEST(gguf_interop_llama_writer_carries_a_tokenizer) {
     kiln_ctx_free(ctx);
 }
 
-/* A byte-level BPE tokenizer of 258 ids on a model of 300 rows: padded. */
+/* A byte-level BPE tokenizer of 260 ids on a model of 300 rows: padded. */
 KT_TEST(gguf_interop_tokenizer_padded_to_the_model) {
     char json[40000], *o = json;
-    o += sprintf(o, "{\"added_tokens\": [{\"id\": 256, \"content\": \"<|begin_of_text|>\"}, {\"id\": 257, \"content\": "
-                    "\"<|eot_id|>\"}], \"pre_tokenizer\": {\"type\": \"ByteLevel\"}, \"model\": {\"type\": \"BPE\", "
-                    "\"vocab\": {");
+    o += sprintf(o, "{\"added_tokens\": [{\"id\": 256, \"content\": \"<|begin_of_text|>\", \"special\": true}, {\"id\": "
+                    "257, \"content\": \"<|eot_id|>\", \"special\": true}, {\"id\": 259, \"content\": \"<x>\"}], "
+                    "\"pre_tokenizer\": {\"type\": \"ByteLevel\"}, \"model\": {\"type\": \"BPE\", \"vocab\": {");
     for (int b = 0, k = 0; b < 256; b++) { /* GPT-2's byte alphabet */
         bool pr = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
         int cp = pr ? b : 256 + k++;
@@ -144,10 +144,15 @@ KT_TEST(gguf_interop_tokenizer_padded_to_the_model) {
     KT_CHECK(ty == 5 && !strcmp(kiln_gguf_array_string(g, "tokenizer.ggml.tokens", 299, &len), "[PAD299]"), "pad");
     kiln_tokenizer *u = kiln_tokenizer_from_gguf(g);
     KT_NOTNULL(u);
-    int32_t ids[8];
+    int32_t ids[16];
     int64_t n;
-    KT_OK(kiln_tokenizer_encode(u, "ab<|eot_id|>", 12, true, ids, 8, &n));
+    KT_OK(kiln_tokenizer_encode(u, "ab<|eot_id|>", 12, true, ids, 16, &n));
     KT_CHECK(n == 2 && ids[0] == 258 && ids[1] == 257 && kiln_tokenizer_is_eog(u, 257), "%lld ids", (long long)n);
+    /* a user-defined token (an added token not marked special) is found in text even without special */
+    KT_OK(kiln_gguf_array_int(g, "tokenizer.ggml.token_type", 259, &ty));
+    KT_OK(kiln_tokenizer_encode(u, "<x>a<|eot_id|>", 14, false, ids, 16, &n));
+    KT_CHECK(ty == 4 && n == 12 && ids[0] == 259 && ids[1] == 'a' && ids[2] == '<', "type %lld, %lld ids", (long long)ty,
+             (long long)n);
     kiln_tokenizer *big = kiln_tokenizer_bytes(400); /* more ids than the model has rows */
     KT_CHECK(llama_save_gguf_tok(m, big, p, KILN_F32) == KILN_ERR_ARG &&
                  strstr(kiln_last_error(), "more than the vocabulary of 300"), "%s", kiln_last_error());

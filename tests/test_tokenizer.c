@@ -245,10 +245,13 @@ KT_TEST(tokenizer_json_refusals) {
 /* SentencePiece BPE ("llama" in GGUF): <unk> <s> </s>, the 256 byte
  * tokens (ids 3..258), then pieces with scores. Worked by hand:
  * "hello" -> "\u2581hello": ll (-3) first, then llo (-4), he (-5), \u2581he (-6). */
-static kiln_tokenizer *spm_tok(const char *path) {
+static kiln_tokenizer *spm_tok_named(const char *path, const char *name);
+static kiln_tokenizer *spm_tok(const char *path) { return spm_tok_named(path, NULL); }
+/* name: general.name, and then <|end|> (id 268, control) and <u> (269, user-defined) too */
+static kiln_tokenizer *spm_tok_named(const char *path, const char *name) {
     const char *pieces[] = {"\xe2\x96\x81", "h", "e", "l", "o", "he", "ll", "llo", "\xe2\x96\x81he"};
     const float pscore[] = {-10, -10, -10, -10, -10, -5, -3, -4, -6};
-    enum { N = 3 + 256 + 9 };
+    enum { M = 3 + 256 + 9, N = M + 2 };
     static char bytes[256][8];
     const char *toks[N];
     float scores[N];
@@ -262,11 +265,14 @@ static kiln_tokenizer *spm_tok(const char *path) {
     }
     for (int i = 0; i < 9; i++) toks[259 + i] = pieces[i], types[259 + i] = 1, scores[259 + i] = pscore[i];
     for (int i = 0; i < 259; i++) scores[i] = 0;
+    toks[M] = "<|end|>", types[M] = 3, toks[M + 1] = "<u>", types[M + 1] = 4, scores[M] = scores[M + 1] = 0;
+    int n = name ? N : M;
     kiln_gguf_writer *w = kiln_gguf_writer_new();
+    if (name) kiln_gguf_set_string(w, "general.name", name);
     kiln_gguf_set_string(w, "tokenizer.ggml.model", "llama");
-    kiln_gguf_set_array(w, "tokenizer.ggml.tokens", KILN_GGUF_STRING, toks, N);
-    kiln_gguf_set_array(w, "tokenizer.ggml.scores", KILN_GGUF_FLOAT32, scores, N);
-    kiln_gguf_set_array(w, "tokenizer.ggml.token_type", KILN_GGUF_INT32, types, N);
+    kiln_gguf_set_array(w, "tokenizer.ggml.tokens", KILN_GGUF_STRING, toks, n);
+    kiln_gguf_set_array(w, "tokenizer.ggml.scores", KILN_GGUF_FLOAT32, scores, n);
+    kiln_gguf_set_array(w, "tokenizer.ggml.token_type", KILN_GGUF_INT32, types, n);
     kiln_gguf_set_int(w, "tokenizer.ggml.bos_token_id", KILN_GGUF_UINT32, 1);
     kiln_gguf_set_int(w, "tokenizer.ggml.eos_token_id", KILN_GGUF_UINT32, 2);
     kiln_gguf_set_int(w, "tokenizer.ggml.unknown_token_id", KILN_GGUF_UINT32, 0);
@@ -373,6 +379,26 @@ KT_TEST(tokenizer_max_ids_bounds_byte_fallback) {
     KT_CHECK(kiln_tokenizer_max_ids(b, 10) == 11, "byte-level: %lld", (long long)kiln_tokenizer_max_ids(b, 10));
     kiln_tokenizer_free(b);
     kiln_tokenizer_free(t);
+}
+
+/* As llama.cpp: a user-defined token is found in text even without
+ * special; Phi-3's special tokens (by general.name) take the whitespace
+ * after them, the chat template's newlines; <unk> is special text too. */
+KT_TEST(tokenizer_user_defined_and_phi3_strip) {
+    char p[128];
+    snprintf(p, sizeof p, "/tmp/kiln_spmn_%d.gguf", (int)getpid());
+    kiln_tokenizer *t = spm_tok_named(p, "other");
+    KT_NOTNULL(t);
+    IDS(t, "<u>he", false, 269, 267);                         /* a space after it: \u2581he */
+    IDS(t, "<|end|>\n hello", true, 268, 259, 3 + '\n', 267, 266);
+    IDS(t, "x<unk>", true, 259, 3 + 'x', 0);
+    kiln_tokenizer_free(t);
+    t = spm_tok_named(p, "Phi3 Mini 4K");
+    KT_NOTNULL(t);
+    IDS(t, "<|end|>\n hello", true, 268, 267, 266);          /* the newline and space go: \u2581he llo */
+    IDS(t, "<u> \nhello</s>\n", true, 269, 267, 266, 2);     /* </s> strips too, at the end */
+    kiln_tokenizer_free(t);
+    unlink(p);
 }
 
 /* Llama 3's ignore_merges: a word that is a token is taken whole. */
