@@ -489,6 +489,23 @@ KT_TEST(tokenizer_json_sentencepiece_form) {
             KT_OK(kiln_tokenizer_decode(t, ids, k, back, sizeof back, &len));
             KT_CHECK(len == n && !memcmp(s, back, n), "form %d trial %d: round trip differs", ms, trial);
         }
+        if (!ms) { /* into GGUF, whose SentencePiece has scores: the merges' ranks become them */
+            char g_path[128];
+            snprintf(g_path, sizeof g_path, "/tmp/kiln_spmj_%d.gguf", (int)getpid());
+            kiln_gguf_writer *w = kiln_gguf_writer_new();
+            KT_OK(kiln_tokenizer_to_gguf(t, w));
+            KT_OK(kiln_gguf_writer_save(w, g_path));
+            kiln_gguf_writer_free(w);
+            kiln_gguf *g = kiln_gguf_open(g_path);
+            kiln_tokenizer *u = g ? kiln_tokenizer_from_gguf(g) : NULL;
+            kiln_gguf_close(g);
+            unlink(g_path);
+            KT_NOTNULL(u);
+            IDS(u, "hello", false, 267, 266);
+            IDS(u, "hi", false, 259, 260, 3 + 'i');
+            IDS(u, "x</s>y", true, 259, 3 + 'x', 2, 259, 3 + 'y');
+            kiln_tokenizer_free(u);
+        }
         kiln_tokenizer_free(t);
     }
 }
