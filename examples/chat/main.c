@@ -101,6 +101,7 @@ static kiln_status feed(chat *c, const int32_t *ids, int64_t n) {
     if (same == n) same--; /* run the last one again for its logits */
     c->cache->pos = same;
     memcpy(c->held + same, ids + same, (size_t)(n - same) * sizeof *ids);
+    for (int64_t i = same; i < n; i++) sampler_accept(&c->smp, ids[i]); /* the penalty sees the prompt too */
     return llama_cache_step(c->m, c->cache, ids + same, n - same, c->z);
 }
 
