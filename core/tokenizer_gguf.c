@@ -56,9 +56,10 @@ static kiln_status specials(kiln_tokenizer *t, const kiln_gguf *g, const char *w
     for (size_t k = 0; k < sizeof special_keys / sizeof special_keys[0] && !s; k++) {
         int64_t v;
         if (kiln_gguf_find_key(g, special_keys[k].key) < 0) continue;
-        if (!(s = kiln_gguf_get_int(g, special_keys[k].key, &v)) && (v < 0 || v >= t->n))
+        if ((s = kiln_gguf_get_int(g, special_keys[k].key, &v))) break;
+        if (v >= 0 && v < t->n) *SPECIAL(t, k) = (int32_t)v;
+        else if (k < 2) /* bos, eos; another out of range is ignored, as llama.cpp does (files have such pads) */
             s = kiln__errs(KILN_ERR_FORMAT, "%s: %s %lld is not a token id", who, special_keys[k].key, (long long)v);
-        if (!s) *SPECIAL(t, k) = (int32_t)v;
     }
     t->add_bos = t->spm || t->split == KILN__SPLIT_LLAMA3;
     t->add_eos = false;

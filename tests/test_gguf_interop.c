@@ -168,7 +168,8 @@ KT_TEST(gguf_interop_tokenizer_padded_to_the_model) {
 
 /* The special ids GGUF names, and the flags, through the writer and back;
  * llama.cpp's SentencePiece defaults (unk 0, bos 1, eos 2) where a key is
- * absent; the end of a turn found by its spelling where no id names it. */
+ * absent; the end of a turn found by its spelling where no id names it
+ * (or one out of range, which llama.cpp ignores too). */
 KT_TEST(gguf_interop_special_ids_round_trip) {
     const char *toks[] = {"<unk>", "<s>", "</s>", "<|im_end|>", "<pad>", "<0x0A>", "a"};
     int32_t types[] = {2, 3, 3, 3, 3, 6, 1};
@@ -182,6 +183,7 @@ KT_TEST(gguf_interop_special_ids_round_trip) {
     KT_OK(kiln_gguf_set_int(w, "tokenizer.ggml.add_bos_token", KILN_GGUF_BOOL, 0));
     KT_OK(kiln_gguf_set_int(w, "tokenizer.ggml.add_eos_token", KILN_GGUF_BOOL, 1));
     KT_OK(kiln_gguf_set_int(w, "tokenizer.ggml.eos_token_id", KILN_GGUF_UINT32, 2));
+    KT_OK(kiln_gguf_set_int(w, "tokenizer.ggml.eot_token_id", KILN_GGUF_UINT32, 1000)); /* no such id: ignored */
     const char *p = tmp_path("special.gguf");
     KT_OK(kiln_gguf_writer_save(w, p));
     kiln_gguf_writer_free(w);
