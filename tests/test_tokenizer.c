@@ -245,6 +245,17 @@ KT_TEST(tokenizer_json_refusals) {
 /* SentencePiece BPE ("llama" in GGUF): <unk> <s> </s>, the 256 byte
  * tokens (ids 3..258), then pieces with scores. Worked by hand:
  * "hello" -> "\u2581hello": ll (-3) first, then llo (-4), he (-5), \u2581he (-6). */
+/* The tokenizer in w, saved to path (removed after, with drop) and read back. */
+static kiln_tokenizer *read_back(kiln_gguf_writer *w, const char *path, bool drop) {
+    kiln_status s = kiln_gguf_writer_save(w, path);
+    kiln_gguf_writer_free(w);
+    kiln_gguf *g = s ? NULL : kiln_gguf_open(path);
+    kiln_tokenizer *t = g ? kiln_tokenizer_from_gguf(g) : NULL;
+    kiln_gguf_close(g);
+    if (drop) unlink(path);
+    return t;
+}
+
 static kiln_tokenizer *spm_tok_named(const char *path, const char *name);
 static kiln_tokenizer *spm_tok(const char *path) { return spm_tok_named(path, NULL); }
 /* name: general.name, and then <|end|> (id 268, control) and <u> (269, user-defined) too */
@@ -276,13 +287,7 @@ static kiln_tokenizer *spm_tok_named(const char *path, const char *name) {
     kiln_gguf_set_int(w, "tokenizer.ggml.bos_token_id", KILN_GGUF_UINT32, 1);
     kiln_gguf_set_int(w, "tokenizer.ggml.eos_token_id", KILN_GGUF_UINT32, 2);
     kiln_gguf_set_int(w, "tokenizer.ggml.unknown_token_id", KILN_GGUF_UINT32, 0);
-    kiln_status s = kiln_gguf_writer_save(w, path);
-    kiln_gguf_writer_free(w);
-    if (s) return NULL;
-    kiln_gguf *g = kiln_gguf_open(path);
-    kiln_tokenizer *t = g ? kiln_tokenizer_from_gguf(g) : NULL;
-    kiln_gguf_close(g);
-    return t;
+    return read_back(w, path, false);
 }
 
 KT_TEST(tokenizer_sentencepiece_from_gguf) {
@@ -343,13 +348,7 @@ static kiln_tokenizer *spm_bytes_tok(const char *path) {
     kiln_gguf_set_array(w, "tokenizer.ggml.tokens", KILN_GGUF_STRING, toks, 259);
     kiln_gguf_set_array(w, "tokenizer.ggml.scores", KILN_GGUF_FLOAT32, scores, 259);
     kiln_gguf_set_array(w, "tokenizer.ggml.token_type", KILN_GGUF_INT32, types, 259);
-    kiln_status s = kiln_gguf_writer_save(w, path);
-    kiln_gguf_writer_free(w);
-    kiln_gguf *g = s ? NULL : kiln_gguf_open(path);
-    kiln_tokenizer *t = g ? kiln_tokenizer_from_gguf(g) : NULL;
-    kiln_gguf_close(g);
-    unlink(path);
-    return t;
+    return read_back(w, path, true);
 }
 
 /* The reported bug: 16 bytes made 25 ids (4 spaces as 3 bytes each) where
