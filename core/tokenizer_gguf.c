@@ -20,7 +20,7 @@ static int split_of(const char *pre) {
         {"phi-2", KILN__SPLIT_GPT2},       {"roberta-bpe", KILN__SPLIT_GPT2}, {"llama-bpe", KILN__SPLIT_LLAMA3},
         {"llama3", KILN__SPLIT_LLAMA3},    {"llama-v3", KILN__SPLIT_LLAMA3},  {"falcon3", KILN__SPLIT_LLAMA3},
         {"smaug-bpe", KILN__SPLIT_LLAMA3}, {"qwen2", KILN__SPLIT_QWEN2},      {"deepseek-r1-qwen", KILN__SPLIT_QWEN2},
-        {"megrez", KILN__SPLIT_QWEN2},
+        {"megrez", KILN__SPLIT_QWEN2},     {"tekken", KILN__SPLIT_TEKKEN},
     };
     if (!pre) return KILN__SPLIT_GPT2;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -61,7 +61,7 @@ static kiln_status specials(kiln_tokenizer *t, const kiln_gguf *g, const char *w
         else if (k < 2) /* bos, eos; another out of range is ignored, as llama.cpp does (files have such pads) */
             s = kiln__errs(KILN_ERR_FORMAT, "%s: %s %lld is not a token id", who, special_keys[k].key, (long long)v);
     }
-    t->add_bos = t->spm || t->split == KILN__SPLIT_LLAMA3;
+    t->add_bos = t->spm || t->split == KILN__SPLIT_LLAMA3 || t->split == KILN__SPLIT_TEKKEN;
     t->add_eos = false;
     if (!s) s = flag(g, "tokenizer.ggml.add_bos_token", &t->add_bos);
     if (!s) s = flag(g, "tokenizer.ggml.add_eos_token", &t->add_eos);
@@ -99,7 +99,7 @@ kiln_tokenizer *kiln_tokenizer_from_gguf(const kiln_gguf *g) {
     int mode = spm ? KILN__SPLIT_GPT2 /* unused */ : split_of(pre);
     if (mode < 0)
         return kiln__err(KILN_ERR_UNSUPPORTED, "%s: tokenizer.ggml.pre '%s' is not one kiln knows (Llama 3's "
-                         "llama-bpe, qwen2, gpt-2 and their aliases)", who, pre);
+                         "llama-bpe, qwen2, Mistral's tekken, gpt-2 and their aliases)", who, pre);
     kiln_gguf_type et;
     uint64_t n, nm = 0, nt = 0;
     if (kiln_gguf_get_array(g, "tokenizer.ggml.tokens", &et, &n)) return NULL;
@@ -114,7 +114,8 @@ kiln_tokenizer *kiln_tokenizer_from_gguf(const kiln_gguf *g) {
     kiln_tokenizer *t = kiln__tok_new((int64_t)n, who);
     if (!t) return NULL;
     t->split = mode;
-    t->ignore_merges = !spm && mode == KILN__SPLIT_LLAMA3; /* as llama.cpp: a word that is a token is taken whole */
+    /* as llama.cpp: a word that is a token is taken whole */
+    t->ignore_merges = !spm && (mode == KILN__SPLIT_LLAMA3 || mode == KILN__SPLIT_TEKKEN);
     kiln_status s = KILN_OK;
     for (uint64_t i = 0; i < n && !s; i++) {
         size_t len;
@@ -160,7 +161,7 @@ static kiln_status bpe_save(const kiln_tokenizer *t, kiln_gguf_writer *w, int64_
             memcpy(merges[i] + t->len[a] + 1, t->tok[b], t->len[b] + 1);
         }
     }
-    static const char *pre[] = {"gpt-2", "llama-bpe", "qwen2"};
+    static const char *pre[] = {"gpt-2", "llama-bpe", "qwen2", "tekken"};
     if (!s) s = kiln_gguf_set_string(w, "tokenizer.ggml.model", "gpt2");
     if (!s) s = kiln_gguf_set_string(w, "tokenizer.ggml.pre", pre[t->split]);
     if (!s) s = kiln_gguf_set_array(w, "tokenizer.ggml.tokens", KILN_GGUF_STRING, toks, (uint64_t)n);

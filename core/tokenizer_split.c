@@ -7,6 +7,7 @@
  *   Llama 3 (Qwen 2: \p{N} instead of \p{N}{1,3}):
  *           (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
  *           ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ *   Mistral's Tekken: see next_tekken.
  *
  * \p{L} and \p{N} are Unicode's general categories L* and N*
  * (tokenizer_unicode.c, generated from the Unicode Character Database),
@@ -113,6 +114,8 @@ static size_t next_gpt2(const cur *u, size_t i) {
     return spaces(u, i);
 }
 
+static size_t others_or_spaces(const cur *u, size_t i, bool slash);
+
 static size_t next_llama3(const cur *u, size_t i, int max_digits) {
     size_t len, l2, e;
     if ((e = contraction(u, i, true))) return e;
@@ -125,12 +128,17 @@ static size_t next_llama3(const cur *u, size_t i, int max_digits) {
         for (int k = 0; k < max_digits && j < u->n && cls_at(u, j, &l2) == C_N; k++) j += l2;
         return j;
     }
-    /* ' ?[^\s\p{L}\p{N}]+[\r\n]*' */
-    size_t j = i;
+    return others_or_spaces(u, i, false);
+}
+
+/* The regexes' tails: ' ?[^\s\p{L}\p{N}]+[\r\n]*' ([\r\n/]* with slash), then
+ * \s*[\r\n]+, \s+(?!\S), \s+. */
+static size_t others_or_spaces(const cur *u, size_t i, bool slash) {
+    size_t l2, j = i;
     if (u->s[i] == ' ' && i + 1 < u->n && cls_at(u, i + 1, &l2) == C_O) j = i + 1;
     if (cls_at(u, j, &l2) == C_O) {
         j = run(u, j, C_O);
-        while (j < u->n && is_nl(u->s[j])) j++;
+        while (j < u->n && (is_nl(u->s[j]) || (slash && u->s[j] == '/'))) j++;
         return j;
     }
     /* \s*[\r\n]+ : up to the last newline of the whitespace run */
@@ -143,8 +151,45 @@ static size_t next_llama3(const cur *u, size_t i, int max_digits) {
     return spaces(u, i);
 }
 
+/* A letter at i: 1 A-Z, 2 a-z, 3 any other letter; 0 not a letter. */
+static int letter_case(const cur *u, size_t i, size_t *len) {
+    if (i >= u->n || cls_at(u, i, len) != C_L) return 0;
+    return u->s[i] >= 'A' && u->s[i] <= 'Z' ? 1 : u->s[i] >= 'a' && u->s[i] <= 'z' ? 2 : 3;
+}
+
+/* Tekken's words from j, U*W+ else U+W* with U a letter but a-z and W a
+ * letter but A-Z (llama.cpp's reading of \p{Lu}... and \p{Ll}...): the end,
+ * or 0. Where the greedy U* leaves no W, the engine backs off to the last
+ * letter of the run that is both (neither A-Z nor a-z) and ends there. */
+static size_t tekken_word(const cur *u, size_t j) {
+    size_t len, e = j, both = 0;
+    int k;
+    while ((k = letter_case(u, e, &len)) && k != 2) {
+        if (k == 3) both = e + len;
+        e += len;
+    }
+    if ((k = letter_case(u, e, &len)) && k != 1) {
+        while ((k = letter_case(u, e, &len)) && k != 1) e += len;
+        return e;
+    }
+    return both ? both : e > j ? e : 0;
+}
+
+/* Tekken (Mistral Nemo), as llama.cpp runs it:
+ *   [^\r\n\p{L}\p{N}]?U*W+|[^\r\n\p{L}\p{N}]?U+W*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+static size_t next_tekken(const cur *u, size_t i) {
+    size_t len, e;
+    int c = cls_at(u, i, &len);
+    if (c == C_L) return tekken_word(u, i);
+    if (c != C_N && !is_nl(u->s[i]) && i + len < u->n && (e = tekken_word(u, i + len))) return e;
+    if (c == C_N) return i + len;
+    return others_or_spaces(u, i, true);
+}
+
 size_t kiln__pretok_next(int mode, const unsigned char *s, size_t n, size_t i) {
     cur u = {s, n};
-    size_t e = mode == KILN__SPLIT_GPT2 ? next_gpt2(&u, i) : next_llama3(&u, i, mode == KILN__SPLIT_LLAMA3 ? 3 : 1);
+    size_t e = mode == KILN__SPLIT_GPT2     ? next_gpt2(&u, i)
+             : mode == KILN__SPLIT_TEKKEN ? next_tekken(&u, i)
+                                          : next_llama3(&u, i, mode == KILN__SPLIT_LLAMA3 ? 3 : 1);
     return e > i ? e : i + 1; /* never stuck */
 }

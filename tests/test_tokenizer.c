@@ -145,6 +145,11 @@ KT_TEST(tokenizer_pretokenizer_splits) {
         {KILN__SPLIT_LLAMA3, "\u0ba4\u0bae\u0bbf\u0bb4\u0bcd \u0be7\u0be8\u0be9\u0bea",
          "\u0ba4\u0bae|\u0bbf\u0bb4|\u0bcd| |\u0be7\u0be8\u0be9|\u0bea"},
         {KILN__SPLIT_GPT2, "\u211dx \u0be7\u0be8", "\u211dx| \u0be7\u0be8"},
+        /* Tekken: capitals then smalls (" i" ends before P), one digit, '/' after punctuation; where the
+         * capitals run into no small letter the engine backs off to the last letter that is neither
+         * (E-acute), as llama.cpp's */
+        {KILN__SPLIT_TEKKEN, "HTTPServer iPhone 12 a/b//\n", "HTTPServer| i|Phone| |1|2| a|/b|//\n"},
+        {KILN__SPLIT_TEKKEN, "HELLO \u00c9T! \u00c9T\u00c9", "HELLO| \u00c9|T|!| \u00c9T\u00c9"},
     };
     char out[256];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
