@@ -82,10 +82,10 @@ struct kiln__json;
 kiln_status kiln__spm_json(kiln_tokenizer *t, const struct kiln__json *norm, const struct kiln__json *pre,
                            const char *who);
 
-enum { KILN__SPLIT_GPT2, KILN__SPLIT_LLAMA3, KILN__SPLIT_QWEN2, KILN__SPLIT_TEKKEN };
+enum { KILN__SPLIT_GPT2, KILN__SPLIT_LLAMA3, KILN__SPLIT_QWEN2, KILN__SPLIT_TEKKEN, KILN__SPLIT_DEFAULT };
 
 /* Code point cp's class in Unicode (tokenizer_unicode.c, generated): 1 a
- * letter (L*), 2 a number (N*), 0 anything else or ASCII. */
+ * letter (L*), 2 a number (N*), 3 punctuation (P*), 0 anything else or ASCII. */
 int kiln__unicode_class(int32_t cp);
 
 /* Where the pre-token starting at byte i of s[0..n) ends (> i). */

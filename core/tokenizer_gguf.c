@@ -16,13 +16,13 @@ static int split_of(const char *pre) {
         const char *name;
         int mode;
     } names[] = {
-        {"default", KILN__SPLIT_GPT2},     {"gpt-2", KILN__SPLIT_GPT2},       {"gpt2", KILN__SPLIT_GPT2},
+        {"default", KILN__SPLIT_DEFAULT},  {"gpt-2", KILN__SPLIT_GPT2},       {"gpt2", KILN__SPLIT_GPT2},
         {"phi-2", KILN__SPLIT_GPT2},       {"roberta-bpe", KILN__SPLIT_GPT2}, {"llama-bpe", KILN__SPLIT_LLAMA3},
         {"llama3", KILN__SPLIT_LLAMA3},    {"llama-v3", KILN__SPLIT_LLAMA3},  {"falcon3", KILN__SPLIT_LLAMA3},
         {"smaug-bpe", KILN__SPLIT_LLAMA3}, {"qwen2", KILN__SPLIT_QWEN2},      {"deepseek-r1-qwen", KILN__SPLIT_QWEN2},
         {"megrez", KILN__SPLIT_QWEN2},     {"tekken", KILN__SPLIT_TEKKEN},
     };
-    if (!pre) return KILN__SPLIT_GPT2;
+    if (!pre) return KILN__SPLIT_DEFAULT; /* as llama.cpp, which warns that quality suffers */
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(pre, names[i].name)) return names[i].mode;
     return -1;
@@ -161,7 +161,7 @@ static kiln_status bpe_save(const kiln_tokenizer *t, kiln_gguf_writer *w, int64_
             memcpy(merges[i] + t->len[a] + 1, t->tok[b], t->len[b] + 1);
         }
     }
-    static const char *pre[] = {"gpt-2", "llama-bpe", "qwen2", "tekken"};
+    static const char *pre[] = {"gpt-2", "llama-bpe", "qwen2", "tekken", "default"};
     if (!s) s = kiln_gguf_set_string(w, "tokenizer.ggml.model", "gpt2");
     if (!s) s = kiln_gguf_set_string(w, "tokenizer.ggml.pre", pre[t->split]);
     if (!s) s = kiln_gguf_set_array(w, "tokenizer.ggml.tokens", KILN_GGUF_STRING, toks, (uint64_t)n);

@@ -15,6 +15,8 @@
  * character of "other". */
 #include "tokenizer.h"
 
+#include <ctype.h>
+
 /* The code point at s[i] and its length (1 for an invalid byte, cp -1). */
 static size_t cp_at(const unsigned char *s, size_t n, size_t i, int32_t *cp) {
     unsigned c = s[i];
@@ -97,6 +99,15 @@ static size_t spaces(const cur *u, size_t i) {
     while (j < u->n && cls_at(u, j, &len) == C_S) last = j, j += len;
     if (j == u->n || last == i) return j; /* to the end; or a single one before \S (\s+) */
     return last;                           /* leave the last for the next piece */
+}
+
+/* [\p{P}\$\+<=>\^~\|]: Unicode's punctuation and those symbols (not '`'). */
+static bool punct(const cur *u, size_t i, size_t *len) {
+    int32_t cp;
+    *len = cp_at(u->s, u->n, i, &cp);
+    if (cp < 0) return false;
+    if (cp < 0x80) return cp > ' ' && cp < 0x7F && cp != '`' && cls(cp) == C_O;
+    return kiln__unicode_class(cp) == 3;
 }
 
 static size_t next_gpt2(const cur *u, size_t i) {
@@ -186,8 +197,32 @@ static size_t next_tekken(const cur *u, size_t i) {
     return others_or_spaces(u, i, true);
 }
 
+/* llama.cpp's "default" (a BPE GGUF without tokenizer.ggml.pre): four
+ * regexes, each splitting the pieces of the one before, what they do not
+ * match kept as pieces too:
+ *   [\p{P}\$\+<=>\^~\|]+   then GPT-2's (without its last \s+)
+ *   \p{N}+                 then [0-9][0-9][0-9] */
+static size_t next_default(const cur *u, size_t i) {
+    size_t len, e = i;
+    bool p = punct(u, i, &len);
+    while (e < u->n && punct(u, e, &len) == p) e += len; /* the first regex's piece around i */
+    cur seg = {u->s, e};
+    e = next_gpt2(&seg, i);
+    size_t j = i, l2;
+    while (j < e && cls_at(u, j, &l2) != C_N) j += l2; /* \p{N}+ in the piece: what is before it first */
+    if (j > i) return j;
+    while (j < e && cls_at(u, j, &l2) == C_N) j += l2;
+    for (size_t k = i; k + 3 <= j; k++) /* then three ASCII digits, or what comes before them */
+        if (isdigit(u->s[k]) && isdigit(u->s[k + 1]) && isdigit(u->s[k + 2])) return k > i ? k : k + 3;
+    return j;
+}
+
 size_t kiln__pretok_next(int mode, const unsigned char *s, size_t n, size_t i) {
     cur u = {s, n};
+    if (mode == KILN__SPLIT_DEFAULT) {
+        size_t e = next_default(&u, i);
+        return e > i ? e : i + 1;
+    }
     size_t e = mode == KILN__SPLIT_GPT2     ? next_gpt2(&u, i)
              : mode == KILN__SPLIT_TEKKEN ? next_tekken(&u, i)
                                           : next_llama3(&u, i, mode == KILN__SPLIT_LLAMA3 ? 3 : 1);

@@ -25,8 +25,9 @@ extern "C" {
  * tokenizer.json (model "BPE": vocab, merges, added_tokens) or from GGUF's
  * tokenizer.ggml.* metadata (model "gpt2": tokens, merges, token_type,
  * bos/eos ids). Encoding splits the text as the pre-tokenizer's regex does
- * (GPT-2's, Llama 3's, Qwen 2's; from GGUF Mistral's Tekken too, as
- * llama.cpp reads it; written out by hand), maps each byte to
+ * (GPT-2's, Llama 3's, Qwen 2's; from GGUF also Mistral's Tekken, and
+ * llama.cpp's "default" for a file that names none; written out by hand
+ * as llama.cpp reads them), maps each byte to
  * GPT-2's printable stand-in character and applies the merges by rank;
  * decoding maps back to bytes, so decode(encode(s)) == s for any bytes,
  * invalid UTF-8 included. Letters and numbers are Unicode's (15.0)

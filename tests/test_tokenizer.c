@@ -150,6 +150,10 @@ KT_TEST(tokenizer_pretokenizer_splits) {
          * (E-acute), as llama.cpp's */
         {KILN__SPLIT_TEKKEN, "HTTPServer iPhone 12 a/b//\n", "HTTPServer| i|Phone| |1|2| a|/b|//\n"},
         {KILN__SPLIT_TEKKEN, "HELLO \u00c9T! \u00c9T\u00c9", "HELLO| \u00c9|T|!| \u00c9T\u00c9"},
+        /* llama.cpp's default: punctuation apart first (no contractions then), numbers without their space,
+         * in threes */
+        {KILN__SPLIT_DEFAULT, "$100,000.50 + 1234567", "$|100|,|000|.|50| |+| |123|456|7"},
+        {KILN__SPLIT_DEFAULT, "it's \u00a1x!", "it|'|s| |\u00a1|x|!"},
     };
     char out[256];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
