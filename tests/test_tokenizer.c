@@ -169,6 +169,27 @@ static unsigned rnd(void) {
     return (unsigned)(rng >> 11);
 }
 
+/* Every split, on any bytes (invalid UTF-8, a character cut at the end):
+ * pieces that tile the text, each ending past its start and not past the end. */
+KT_TEST(tokenizer_pretokenizer_any_bytes) {
+    static const char alphabet[] = "aZ1 \n\r\t'$!`\xc3\xa9\xe2\x80\x99\xe4\xbd\xa0\xd9\xa1\xf0\x9f\x98\x80\xff\xc0";
+    for (int mode = KILN__SPLIT_GPT2; mode <= KILN__SPLIT_DEFAULT; mode++)
+        for (int trial = 0; trial < 300; trial++) {
+            unsigned char s[64];
+            size_t n = rnd() % sizeof s;
+            for (size_t i = 0; i < n; i++)
+                s[i] = (unsigned char)(trial % 2 ? rnd() : (unsigned)alphabet[rnd() % (sizeof alphabet - 1)]);
+            unsigned char *t = malloc(n ? n : 1); /* exactly n bytes: a read past them is the sanitizer's */
+            memcpy(t, s, n);
+            for (size_t i = 0; i < n;) {
+                size_t e = kiln__pretok_next(mode, t, n, i);
+                KT_REQUIRE(e > i && e <= n, "mode %d trial %d: piece [%zu, %zu) of %zu bytes", mode, trial, i, e, n);
+                i = e;
+            }
+            free(t);
+        }
+}
+
 KT_TEST(tokenizer_round_trip_arbitrary_bytes) {
     const char *pres[2] = {PRE_GPT2, PRE_LLAMA3};
     for (int m = 0; m < 2; m++) {
