@@ -8,6 +8,7 @@
 #include "tokenizer.h"
 #include "json.h"
 
+#include <ctype.h>
 #include <stdio.h>
 
 
@@ -37,14 +38,15 @@ void kiln_tokenizer_free(kiln_tokenizer *t) {
     free(t->special);
     free(t->score);
     free(t->fb);
+    free(t->strip);
     free(t);
 }
 
-static kiln_tokenizer *tok_new(int64_t n, const char *who) {
+kiln_tokenizer *kiln__tok_new(int64_t n, const char *who) {
     kiln_tokenizer *t = kiln__calloc(1, sizeof *t);
     if (t) {
         t->n = n;
-        t->bos = t->eos = -1;
+        t->bos = t->eos = t->eot = t->eom = t->pad = t->unk = -1;
         t->tok = kiln__calloc((size_t)n, sizeof *t->tok);
         t->len = kiln__calloc((size_t)n, sizeof *t->len);
         t->raw = kiln__calloc((size_t)n, 1);
@@ -63,21 +65,21 @@ static kiln_tokenizer *tok_new(int64_t n, const char *who) {
     return t;
 }
 
-static kiln_status tok_set(kiln_tokenizer *t, int64_t id, const char *s, size_t len, bool raw, const char *who) {
+kiln_status kiln__tok_set(kiln_tokenizer *t, int64_t id, const char *s, size_t len, int raw, const char *who) {
     if (id < 0 || id >= t->n) return kiln__errs(KILN_ERR_FORMAT, "%s: token id %lld out of range", who, (long long)id);
     if (len > UINT32_MAX) return kiln__errs(KILN_ERR_FORMAT, "%s: token %lld is too long", who, (long long)id);
     if (t->tok[id]) {
         if (t->len[id] != len || memcmp(t->tok[id], s, len))
             return kiln__errs(KILN_ERR_FORMAT, "%s: id %lld is both '%s' and '%.*s'", who, (long long)id, t->tok[id],
                               (int)(len > 64 ? 64 : len), s);
-        t->raw[id] |= raw;
+        if (raw > t->raw[id]) t->raw[id] = (uint8_t)raw;
         return KILN_OK;
     }
     if (!(t->tok[id] = kiln__malloc(len + 1))) return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
     memcpy(t->tok[id], s, len);
     t->tok[id][len] = 0;
     t->len[id] = (uint32_t)len;
-    t->raw[id] = raw;
+    t->raw[id] = (uint8_t)raw;
     return KILN_OK;
 }
 
@@ -90,8 +92,14 @@ int32_t kiln__tok_find(const kiln_tokenizer *t, const char *s, size_t len) {
     }
 }
 
+kiln_status kiln__tok_strip(kiln_tokenizer *t, int32_t id, int how, const char *who) {
+    if (!t->strip && !(t->strip = kiln__calloc((size_t)t->n, 1))) return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
+    t->strip[id] = (uint8_t)how;
+    return KILN_OK;
+}
+
 /* The spelling index; a spelling given twice keeps its first id. */
-static kiln_status tok_index(kiln_tokenizer *t, const char *who) {
+kiln_status kiln__tok_index(kiln_tokenizer *t, const char *who) {
     t->vcap = 16;
     while (t->vcap < 2 * (size_t)t->n) t->vcap *= 2;
     if (!(t->vh = kiln__malloc(t->vcap * sizeof *t->vh))) return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
@@ -105,7 +113,7 @@ static kiln_status tok_index(kiln_tokenizer *t, const char *who) {
     return KILN_OK;
 }
 
-static kiln_status merges_alloc(kiln_tokenizer *t, int64_t n, const char *who) {
+kiln_status kiln__tok_merges_alloc(kiln_tokenizer *t, int64_t n, const char *who) {
     t->mcap = 16;
     while (t->mcap < 2 * (size_t)n) t->mcap *= 2;
     t->mk = kiln__malloc(t->mcap * sizeof *t->mk);
@@ -125,8 +133,8 @@ static size_t merge_slot(const kiln_tokenizer *t, int32_t a, int32_t b) {
 }
 
 /* Merge "a b" (the spellings) at the next rank. */
-static kiln_status tok_merge(kiln_tokenizer *t, const char *a, size_t alen, const char *b, size_t blen,
-                             const char *who) {
+kiln_status kiln__tok_merge(kiln_tokenizer *t, const char *a, size_t alen, const char *b, size_t blen,
+                            const char *who) {
     int32_t ia = kiln__tok_find(t, a, alen), ib = kiln__tok_find(t, b, blen);
     char small[256], *buf = alen + blen <= sizeof small ? small : kiln__malloc(alen + blen);
     if (!buf) return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
@@ -161,7 +169,7 @@ static int cmp_special_len(const kiln_tokenizer *t, int32_t a, int32_t b) {
 }
 
 /* The byte tokens, the spelling index (done by the caller) and the specials. */
-static kiln_status tok_finish(kiln_tokenizer *t, const char *who) {
+kiln_status kiln__tok_finish(kiln_tokenizer *t, const char *who) {
     for (int b = 0; b < 256 && !t->spm; b++) {
         char s[4];
         size_t k = put_utf8(s, t->byte_cp[b]);
@@ -170,12 +178,20 @@ static kiln_status tok_finish(kiln_tokenizer *t, const char *who) {
                               "%s: the vocabulary has no token for byte 0x%02x ('%.*s'): not a byte-level BPE", who, b,
                               (int)k, s);
     }
+    /* the ends of a turn as llama.cpp knows them by their spelling */
+    static const char *eog[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
+                                "<EOT>"};
+    t->n_eog = 0;
+    for (size_t i = 0; i < sizeof eog / sizeof eog[0]; i++) {
+        int32_t id = kiln__tok_find(t, eog[i], strlen(eog[i]));
+        if (id >= 0) t->eog[t->n_eog++] = id;
+    }
     int n = 0;
     for (int64_t i = 0; i < t->n; i++) n += t->raw[i] && t->len[i];
     if (!(t->special = kiln__malloc((size_t)(n ? n : 1) * sizeof *t->special)))
         return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
     for (int64_t i = 0; i < t->n; i++)
-        if (t->raw[i] && t->len[i]) t->special[t->n_special++] = (int32_t)i;
+        if (t->raw[i] && t->len[i]) t->special[t->n_special++] = (int32_t)i, t->n_always += t->raw[i] == 2;
     for (int i = 1; i < t->n_special; i++) /* insertion sort: few specials */
         for (int j = i; j > 0 && cmp_special_len(t, t->special[j], t->special[j - 1]) < 0; j--) {
             int32_t x = t->special[j];
@@ -253,26 +269,33 @@ static kiln_status json_vocab(kiln_tokenizer **out, const kiln__json *root, cons
                                   (long long)(2 * count + 256), c->offset);
             if (id->i64 > max) max = id->i64;
         }
-    kiln_tokenizer *t = *out = tok_new(max + 1, who);
+    kiln_tokenizer *t = *out = kiln__tok_new(max + 1, who);
     if (!t) return kiln_last_status();
     kiln_status s;
     for (const kiln__json *c = vocab->child; c; c = c->next)
-        if ((s = tok_set(t, c->i64, c->key, c->key_len, false, who))) return s;
+        if ((s = kiln__tok_set(t, c->i64, c->key, c->key_len, 0, who))) return s;
     for (const kiln__json *c = added ? added->child : NULL; c; c = c->next) {
         const kiln__json *ct = kiln__json_get(c, "content");
         if (!ct || ct->type != KILN_JSON_STRING)
             return kiln__errs(KILN_ERR_FORMAT, "%s: an added token has no content (byte %zu)", who, c->offset);
-        if ((s = tok_set(t, kiln__json_get(c, "id")->i64, ct->str, ct->len, true, who))) return s;
+        const kiln__json *sp = kiln__json_get(c, "special"), /* "special": false is always found in text */
+                         *ls = kiln__json_get(c, "lstrip"), *rs = kiln__json_get(c, "rstrip");
+        int64_t id = kiln__json_get(c, "id")->i64;
+        int how = (ls && ls->type == KILN_JSON_TRUE ? 1 : 0) | (rs && rs->type == KILN_JSON_TRUE ? 2 : 0);
+        if ((s = kiln__tok_set(t, id, ct->str, ct->len, sp && sp->type == KILN_JSON_TRUE ? 1 : 2, who)) ||
+            (how && (s = kiln__tok_strip(t, (int32_t)id, how, who))))
+            return s;
     }
-    if ((s = tok_index(t, who)) || (s = merges_alloc(t, merges ? (int64_t)merges->len : 0, who))) return s;
+    if ((s = kiln__tok_index(t, who)) || (s = kiln__tok_merges_alloc(t, merges ? (int64_t)merges->len : 0, who)))
+        return s;
     for (const kiln__json *m = merges ? merges->child : NULL; m; m = m->next) {
         if (m->type == KILN_JSON_STRING) { /* "a b" */
             const char *sp = memchr(m->str, ' ', m->len);
             if (!sp) return kiln__errs(KILN_ERR_FORMAT, "%s: merge '%s' is not two tokens (byte %zu)", who, m->str, m->offset);
-            s = tok_merge(t, m->str, (size_t)(sp - m->str), sp + 1, m->len - (size_t)(sp - m->str) - 1, who);
+            s = kiln__tok_merge(t, m->str, (size_t)(sp - m->str), sp + 1, m->len - (size_t)(sp - m->str) - 1, who);
         } else if (m->type == KILN_JSON_ARRAY && m->len == 2 && m->child->type == KILN_JSON_STRING &&
                    m->child->next->type == KILN_JSON_STRING) { /* ["a", "b"] */
-            s = tok_merge(t, m->child->str, m->child->len, m->child->next->str, m->child->next->len, who);
+            s = kiln__tok_merge(t, m->child->str, m->child->len, m->child->next->str, m->child->next->len, who);
         } else {
             s = kiln__errs(KILN_ERR_FORMAT, "%s: a merge is neither \"a b\" nor [\"a\", \"b\"] (byte %zu)", who, m->offset);
         }
@@ -311,7 +334,8 @@ kiln_tokenizer *kiln_tokenizer_from_json(const char *path) {
     if (!s && !t->spm && pre && pre->type != KILN_JSON_NULL) s = pretok(t, pre, &mode, msg);
     if (!s && mode < 0) s = kiln__errs(KILN_ERR_UNSUPPORTED, "%s: no pre-tokenizer split kiln knows", msg);
     if (!s) t->split = mode;
-    if (!s) s = tok_finish(t, msg);
+    if (!s) t->add_bos = t->spm || mode == KILN__SPLIT_LLAMA3; /* as llama.cpp's defaults for such files */
+    if (!s) s = kiln__tok_finish(t, msg);
     kiln__json_free(doc);
     free(text);
     if (s) {
@@ -319,112 +343,6 @@ kiln_tokenizer *kiln_tokenizer_from_json(const char *path) {
         return NULL;
     }
     return t;
-}
-
-/* ---- GGUF ---- */
-
-kiln_tokenizer *kiln_tokenizer_from_gguf(const kiln_gguf *g) {
-    const char *who = "kiln_tokenizer_from_gguf";
-    if (!g) return kiln__err(KILN_ERR_ARG, "%s: NULL file", who);
-    const char *model = kiln_gguf_get_string(g, "tokenizer.ggml.model", NULL);
-    if (!model) return kiln__err(KILN_ERR_FORMAT, "%s: no tokenizer.ggml.model", who);
-    bool spm = !strcmp(model, "llama");
-    if (strcmp(model, "gpt2") && !spm)
-        return kiln__err(KILN_ERR_UNSUPPORTED, "%s: tokenizer model '%s' (kiln reads \"gpt2\" byte-level BPE and "
-                         "\"llama\" SentencePiece BPE)", who, model);
-    const char *pre = kiln_gguf_get_string(g, "tokenizer.ggml.pre", NULL);
-    int mode = !pre || !strcmp(pre, "default") || !strcmp(pre, "gpt-2") || !strcmp(pre, "gpt2") ? KILN__SPLIT_GPT2
-             : !strcmp(pre, "llama-bpe") || !strcmp(pre, "llama3") || !strcmp(pre, "smaug-bpe") ? KILN__SPLIT_LLAMA3
-             : !strcmp(pre, "qwen2") ? KILN__SPLIT_QWEN2 : -1;
-    if (spm) mode = KILN__SPLIT_GPT2; /* unused */
-    if (mode < 0) return kiln__err(KILN_ERR_UNSUPPORTED, "%s: tokenizer.ggml.pre '%s' is not one kiln knows", who, pre);
-    kiln_gguf_type et;
-    uint64_t n, nm = 0, nt = 0;
-    if (kiln_gguf_get_array(g, "tokenizer.ggml.tokens", &et, &n)) return NULL;
-    if (et != KILN_GGUF_STRING || n == 0 || n > INT32_MAX)
-        return kiln__err(KILN_ERR_FORMAT, "%s: tokenizer.ggml.tokens is not a non-empty array of strings", who);
-    if (kiln_gguf_find_key(g, "tokenizer.ggml.merges") >= 0 &&
-        (kiln_gguf_get_array(g, "tokenizer.ggml.merges", &et, &nm) || et != KILN_GGUF_STRING))
-        return kiln__err(KILN_ERR_FORMAT, "%s: tokenizer.ggml.merges is not an array of strings", who);
-    bool types = kiln_gguf_find_key(g, "tokenizer.ggml.token_type") >= 0;
-    if (types && (kiln_gguf_get_array(g, "tokenizer.ggml.token_type", &et, &nt) || nt != n))
-        return kiln__err(KILN_ERR_FORMAT, "%s: tokenizer.ggml.token_type does not have one entry per token", who);
-    kiln_tokenizer *t = tok_new((int64_t)n, who);
-    if (!t) return NULL;
-    t->split = mode;
-    kiln_status s = KILN_OK;
-    for (uint64_t i = 0; i < n && !s; i++) {
-        size_t len;
-        const char *str = kiln_gguf_array_string(g, "tokenizer.ggml.tokens", i, &len);
-        int64_t ty = 1;
-        if (types) s = kiln_gguf_array_int(g, "tokenizer.ggml.token_type", i, &ty);
-        /* 3 control, 4 user defined: literal text; 5 unused: skipped */
-        if (!s && ty != 5) s = tok_set(t, (int64_t)i, str, len, ty == 3 || ty == 4, who);
-    }
-    if (!s) s = tok_index(t, who);
-    if (!s && spm) s = kiln__spm_load(t, g, who);
-    if (!s) s = merges_alloc(t, (int64_t)nm, who);
-    for (uint64_t i = 0; i < nm && !s; i++) {
-        size_t len;
-        const char *m = kiln_gguf_array_string(g, "tokenizer.ggml.merges", i, &len);
-        const char *sp = memchr(m, ' ', len);
-        s = sp ? tok_merge(t, m, (size_t)(sp - m), sp + 1, len - (size_t)(sp - m) - 1, who)
-               : kiln__errs(KILN_ERR_FORMAT, "%s: merge %llu '%s' is not two tokens", who, (unsigned long long)i, m);
-    }
-    const char *ids[2] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"};
-    int32_t *dst[2] = {&t->bos, &t->eos};
-    for (int k = 0; k < 2 && !s; k++) {
-        int64_t v;
-        if (kiln_gguf_find_key(g, ids[k]) < 0) continue;
-        if (!(s = kiln_gguf_get_int(g, ids[k], &v)) && (v < 0 || v >= (int64_t)n))
-            s = kiln__errs(KILN_ERR_FORMAT, "%s: %s %lld is not a token id", who, ids[k], (long long)v);
-        if (!s) *dst[k] = (int32_t)v;
-    }
-    if (!s) s = tok_finish(t, who);
-    if (s) {
-        kiln_tokenizer_free(t);
-        return NULL;
-    }
-    return t;
-}
-
-kiln_status kiln_tokenizer_to_gguf(const kiln_tokenizer *t, kiln_gguf_writer *w) {
-    const char *who = "kiln_tokenizer_to_gguf";
-    if (!t || !w) return kiln__errs(KILN_ERR_ARG, "%s: NULL argument", who);
-    if (t->spm) return kiln__spm_save(t, w);
-    const char **toks = kiln__malloc((size_t)t->n * sizeof *toks);
-    int32_t *types = kiln__malloc((size_t)t->n * sizeof *types);
-    char **merges = kiln__calloc((size_t)(t->n_merges ? t->n_merges : 1), sizeof *merges);
-    char (*holes)[32] = kiln__malloc((size_t)t->n * sizeof *holes);
-    kiln_status s = toks && types && merges && holes ? KILN_OK : kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
-    for (int64_t i = 0; i < t->n && !s; i++) {
-        if (t->tok[i]) toks[i] = t->tok[i];
-        else snprintf(holes[i], sizeof holes[i], "[PAD%lld]", (long long)i), toks[i] = holes[i]; /* as llama.cpp */
-        types[i] = !t->tok[i] ? 5 : t->raw[i] ? 3 : 1;
-    }
-    for (int64_t i = 0; i < t->n_merges && !s; i++) {
-        int32_t a = t->mpair[2 * i], b = t->mpair[2 * i + 1];
-        if (!(merges[i] = kiln__malloc(t->len[a] + t->len[b] + 2))) s = kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
-        else {
-            memcpy(merges[i], t->tok[a], t->len[a]);
-            merges[i][t->len[a]] = ' ';
-            memcpy(merges[i] + t->len[a] + 1, t->tok[b], t->len[b] + 1);
-        }
-    }
-    static const char *pre[] = {"gpt-2", "llama-bpe", "qwen2"};
-    if (!s) s = kiln_gguf_set_string(w, "tokenizer.ggml.model", "gpt2");
-    if (!s) s = kiln_gguf_set_string(w, "tokenizer.ggml.pre", pre[t->split]);
-    if (!s) s = kiln_gguf_set_array(w, "tokenizer.ggml.tokens", KILN_GGUF_STRING, toks, (uint64_t)t->n);
-    if (!s) s = kiln_gguf_set_array(w, "tokenizer.ggml.token_type", KILN_GGUF_INT32, types, (uint64_t)t->n);
-    if (!s) s = kiln_gguf_set_array(w, "tokenizer.ggml.merges", KILN_GGUF_STRING, merges, (uint64_t)t->n_merges);
-    if (!s && t->bos >= 0) s = kiln_gguf_set_int(w, "tokenizer.ggml.bos_token_id", KILN_GGUF_UINT32, t->bos);
-    if (!s && t->eos >= 0) s = kiln_gguf_set_int(w, "tokenizer.ggml.eos_token_id", KILN_GGUF_UINT32, t->eos);
-    for (int64_t i = 0; merges && i < t->n_merges; i++) free(merges[i]);
-    free(merges);
-    free(toks);
-    free(types);
-    free(holes);
-    return s;
 }
 
 /* ---- encode, decode ---- */
@@ -437,6 +355,25 @@ void kiln_tokenizer_set_bos_eos(kiln_tokenizer *t, int32_t bos, int32_t eos) {
     t->bos = bos >= 0 && bos < t->n ? bos : -1;
     t->eos = eos >= 0 && eos < t->n ? eos : -1;
 }
+int32_t kiln_tokenizer_special(const kiln_tokenizer *t, kiln_tok_special which) {
+    if (!t) return -1;
+    switch (which) {
+    case KILN_TOK_BOS: return t->bos;
+    case KILN_TOK_EOS: return t->eos;
+    case KILN_TOK_EOT: return t->eot >= 0 ? t->eot : t->n_eog && t->eog[0] != t->eos ? t->eog[0] : -1;
+    case KILN_TOK_UNK: return t->unk;
+    case KILN_TOK_PAD: return t->pad;
+    }
+    return -1;
+}
+bool kiln_tokenizer_is_eog(const kiln_tokenizer *t, int32_t id) {
+    if (!t || id < 0) return false;
+    bool hit = id == t->eos || id == t->eot || id == t->eom;
+    for (int i = 0; i < t->n_eog && !hit; i++) hit = id == t->eog[i];
+    return hit;
+}
+bool kiln_tokenizer_add_bos(const kiln_tokenizer *t) { return t && t->add_bos && t->bos >= 0; }
+bool kiln_tokenizer_add_eos(const kiln_tokenizer *t) { return t && t->add_eos && t->eos >= 0; }
 const char *kiln_tokenizer_token(const kiln_tokenizer *t, int32_t id) {
     return t && id >= 0 && id < t->n ? t->tok[id] : NULL;
 }
@@ -509,6 +446,15 @@ static kiln_status encode_plain(const kiln_tokenizer *t, const unsigned char *s,
     return KILN_OK;
 }
 
+/* SentencePiece: each plain byte at most 3 ids (a space is U+2581's three
+ * byte tokens), each special 1 id and 3 for the space after it, 3 for the
+ * space in front: 3 * plain + 4 * specials + 3 <= 4 * len + 3. */
+int64_t kiln_tokenizer_max_ids(const kiln_tokenizer *t, size_t len) {
+    if (!t) return 0;
+    uint64_t k = t->spm ? 4 : 1, most = ((uint64_t)INT64_MAX - 3) / 4;
+    return len > most ? INT64_MAX : (int64_t)(k * len + (t->spm ? 3 : 1));
+}
+
 kiln_status kiln_tokenizer_encode(const kiln_tokenizer *t, const char *text, size_t len, bool special, int32_t *ids,
                                   int64_t cap, int64_t *n) {
     const char *who = "kiln_tokenizer_encode";
@@ -524,20 +470,24 @@ kiln_status kiln_tokenizer_encode(const kiln_tokenizer *t, const char *text, siz
     size_t start = 0;
     bool first = true;
     kiln_status s = KILN_OK;
-    for (size_t i = 0; special && i < len && !s;) {
+    for (size_t i = 0; (special || t->n_always) && i < len && !s;) {
         int32_t hit = -1;
         for (int j = 0; j < t->n_special && hit < 0; j++) {
             int32_t id = t->special[j];
-            if (t->len[id] <= len - i && !memcmp(buf + i, t->tok[id], t->len[id])) hit = id;
+            if ((special || t->raw[id] == 2) && t->len[id] <= len - i && !memcmp(buf + i, t->tok[id], t->len[id]))
+                hit = id;
         }
         if (hit < 0) {
             i++;
             continue;
         }
-        if (i > start) s = encode_plain(t, buf + start, i - start, start == 0, first, sym, spell, &o);
+        size_t end = i; /* lstrip / rstrip: the whitespace beside the token is not text */
+        while (t->strip && (t->strip[hit] & 1) && end > start && isspace(buf[end - 1])) end--;
+        if (end > start) s = encode_plain(t, buf + start, end - start, start == 0, first, sym, spell, &o);
         kiln__emit(&o, hit);
         first = true;
         i += t->len[hit];
+        while (t->strip && (t->strip[hit] & 2) && i < len && isspace(buf[i])) i++;
         start = i;
     }
     if (!s && (len > start || !len)) s = encode_plain(t, buf + start, len - start, start == 0, first, sym, spell, &o);
@@ -562,8 +512,9 @@ kiln_status kiln_tokenizer_decode(const kiln_tokenizer *t, const int32_t *ids, i
     } while (0)
     for (int64_t i = 0; i < n; i++) {
         int32_t id = ids[i];
-        if (id < 0 || id >= t->n || !t->tok[id])
+        if (id < 0 || id >= t->n)
             return kiln__errs(KILN_ERR_ARG, "%s: id %d (position %lld) is not a token", who, id, (long long)i);
+        if (!t->tok[id]) continue; /* an unused id spells nothing, as in llama.cpp */
         const unsigned char *s = (const unsigned char *)t->tok[id];
         size_t L = t->len[id];
         if (t->raw[id]) {

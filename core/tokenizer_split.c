@@ -7,13 +7,15 @@
  *   Llama 3 (Qwen 2: \p{N} instead of \p{N}{1,3}):
  *           (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
  *           ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ *   Mistral's Tekken: see next_tekken.
  *
- * \p{L}, \p{N} and \s: exact for ASCII and Latin-1; above that, Unicode's
- * White_Space list, the common digit and number ranges, and the
- * punctuation, symbol, mark and emoji blocks as "other"; everything else
- * counts as a letter (CJK, Cyrillic, Greek, Arabic, ... letters are). A
- * byte that is not valid UTF-8 is one character of "other". */
+ * \p{L} and \p{N} are Unicode's general categories L* and N*
+ * (tokenizer_unicode.c, generated from the Unicode Character Database),
+ * \s its White_Space property; a byte that is not valid UTF-8 is one
+ * character of "other". */
 #include "tokenizer.h"
+
+#include <ctype.h>
 
 /* The code point at s[i] and its length (1 for an invalid byte, cp -1). */
 static size_t cp_at(const unsigned char *s, size_t n, size_t i, int32_t *cp) {
@@ -54,29 +56,8 @@ static int cls(int32_t c) {
     if (c == 0x85 || c == 0xA0 || c == 0x1680 || in(c, 0x2000, 0x200A) || c == 0x2028 || c == 0x2029 ||
         c == 0x202F || c == 0x205F || c == 0x3000)
         return C_S;
-    if (c < 0x100) {
-        if (c == 0xAA || c == 0xB5 || c == 0xBA || (c >= 0xC0 && c != 0xD7 && c != 0xF7)) return C_L;
-        if (c == 0xB2 || c == 0xB3 || c == 0xB9 || in(c, 0xBC, 0xBE)) return C_N;
-        return C_O;
-    }
-    /* numbers: decimal digits of common scripts, super/subscripts, number forms, enclosed, fullwidth */
-    if (in(c, 0x660, 0x669) || in(c, 0x6F0, 0x6F9) || in(c, 0x966, 0x96F) || in(c, 0x9E6, 0x9EF) ||
-        in(c, 0xE50, 0xE59) || c == 0x2070 || in(c, 0x2074, 0x2079) || in(c, 0x2080, 0x2089) ||
-        in(c, 0x2150, 0x2182) || in(c, 0x2185, 0x2189) || in(c, 0x2460, 0x249B) || in(c, 0x24EA, 0x24FF) ||
-        in(c, 0x2776, 0x2793) || c == 0x3007 || in(c, 0x3021, 0x3029) || in(c, 0xFF10, 0xFF19))
-        return C_N;
-    /* other: combining marks, punctuation and symbol blocks, private use, emoji */
-    if (in(c, 0x300, 0x36F) || c == 0x37E || c == 0x387 || in(c, 0x55A, 0x55F) || c == 0x589 ||
-        in(c, 0x591, 0x5C7) || in(c, 0x600, 0x60F) || in(c, 0x610, 0x61F) || in(c, 0x64B, 0x65F) ||
-        in(c, 0x66A, 0x66D) || c == 0x6D4 || in(c, 0x900, 0x903) || in(c, 0x93A, 0x94F) || in(c, 0x964, 0x965) ||
-        in(c, 0x1AB0, 0x1AFF) || in(c, 0x1DC0, 0x1DFF) || in(c, 0x200B, 0x2027) || in(c, 0x2029, 0x206F) ||
-        in(c, 0x20A0, 0x20FF) || in(c, 0x2100, 0x214F) || in(c, 0x2190, 0x245F) || in(c, 0x2500, 0x2775) ||
-        in(c, 0x2794, 0x2BFF) || in(c, 0x2E00, 0x2E7F) || in(c, 0x3001, 0x3004) || in(c, 0x3008, 0x3020) ||
-        in(c, 0x3030, 0x303F) || in(c, 0x3099, 0x309C) || c == 0x30FB || in(c, 0xE000, 0xF8FF) ||
-        in(c, 0xFE00, 0xFE6F) || in(c, 0xFF01, 0xFF0F) || in(c, 0xFF1A, 0xFF20) || in(c, 0xFF3B, 0xFF40) ||
-        in(c, 0xFF5B, 0xFF65) || in(c, 0xFFE0, 0xFFFF) || in(c, 0x1F000, 0x1FAFF) || in(c, 0xE0000, 0xE01EF))
-        return C_O;
-    return C_L;
+    int k = kiln__unicode_class(c);
+    return k == 1 ? C_L : k == 2 ? C_N : C_O;
 }
 
 typedef struct cur {
@@ -120,6 +101,15 @@ static size_t spaces(const cur *u, size_t i) {
     return last;                           /* leave the last for the next piece */
 }
 
+/* [\p{P}\$\+<=>\^~\|]: Unicode's punctuation and those symbols (not '`'). */
+static bool punct(const cur *u, size_t i, size_t *len) {
+    int32_t cp;
+    *len = cp_at(u->s, u->n, i, &cp);
+    if (cp < 0) return false;
+    if (cp < 0x80) return cp > ' ' && cp < 0x7F && cp != '`' && cls(cp) == C_O;
+    return kiln__unicode_class(cp) == 3;
+}
+
 static size_t next_gpt2(const cur *u, size_t i) {
     size_t len, e;
     if ((e = contraction(u, i, false))) return e;
@@ -135,6 +125,8 @@ static size_t next_gpt2(const cur *u, size_t i) {
     return spaces(u, i);
 }
 
+static size_t others_or_spaces(const cur *u, size_t i, bool slash);
+
 static size_t next_llama3(const cur *u, size_t i, int max_digits) {
     size_t len, l2, e;
     if ((e = contraction(u, i, true))) return e;
@@ -147,12 +139,17 @@ static size_t next_llama3(const cur *u, size_t i, int max_digits) {
         for (int k = 0; k < max_digits && j < u->n && cls_at(u, j, &l2) == C_N; k++) j += l2;
         return j;
     }
-    /* ' ?[^\s\p{L}\p{N}]+[\r\n]*' */
-    size_t j = i;
+    return others_or_spaces(u, i, false);
+}
+
+/* The regexes' tails: ' ?[^\s\p{L}\p{N}]+[\r\n]*' ([\r\n/]* with slash), then
+ * \s*[\r\n]+, \s+(?!\S), \s+. */
+static size_t others_or_spaces(const cur *u, size_t i, bool slash) {
+    size_t l2, j = i;
     if (u->s[i] == ' ' && i + 1 < u->n && cls_at(u, i + 1, &l2) == C_O) j = i + 1;
     if (cls_at(u, j, &l2) == C_O) {
         j = run(u, j, C_O);
-        while (j < u->n && is_nl(u->s[j])) j++;
+        while (j < u->n && (is_nl(u->s[j]) || (slash && u->s[j] == '/'))) j++;
         return j;
     }
     /* \s*[\r\n]+ : up to the last newline of the whitespace run */
@@ -165,8 +162,69 @@ static size_t next_llama3(const cur *u, size_t i, int max_digits) {
     return spaces(u, i);
 }
 
+/* A letter at i: 1 A-Z, 2 a-z, 3 any other letter; 0 not a letter. */
+static int letter_case(const cur *u, size_t i, size_t *len) {
+    if (i >= u->n || cls_at(u, i, len) != C_L) return 0;
+    return u->s[i] >= 'A' && u->s[i] <= 'Z' ? 1 : u->s[i] >= 'a' && u->s[i] <= 'z' ? 2 : 3;
+}
+
+/* Tekken's words from j, U*W+ else U+W* with U a letter but a-z and W a
+ * letter but A-Z (llama.cpp's reading of \p{Lu}... and \p{Ll}...): the end,
+ * or 0. Where the greedy U* leaves no W, the engine backs off to the last
+ * letter of the run that is both (neither A-Z nor a-z) and ends there. */
+static size_t tekken_word(const cur *u, size_t j) {
+    size_t len, e = j, both = 0;
+    int k;
+    while ((k = letter_case(u, e, &len)) && k != 2) {
+        if (k == 3) both = e + len;
+        e += len;
+    }
+    if ((k = letter_case(u, e, &len)) && k != 1) {
+        while ((k = letter_case(u, e, &len)) && k != 1) e += len;
+        return e;
+    }
+    return both ? both : e > j ? e : 0;
+}
+
+/* Tekken (Mistral Nemo), as llama.cpp runs it:
+ *   [^\r\n\p{L}\p{N}]?U*W+|[^\r\n\p{L}\p{N}]?U+W*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+static size_t next_tekken(const cur *u, size_t i) {
+    size_t len, e;
+    int c = cls_at(u, i, &len);
+    if (c == C_L) return tekken_word(u, i);
+    if (c != C_N && !is_nl(u->s[i]) && i + len < u->n && (e = tekken_word(u, i + len))) return e;
+    if (c == C_N) return i + len;
+    return others_or_spaces(u, i, true);
+}
+
+/* llama.cpp's "default" (a BPE GGUF without tokenizer.ggml.pre): four
+ * regexes, each splitting the pieces of the one before, what they do not
+ * match kept as pieces too:
+ *   [\p{P}\$\+<=>\^~\|]+   then GPT-2's (without its last \s+)
+ *   \p{N}+                 then [0-9][0-9][0-9] */
+static size_t next_default(const cur *u, size_t i) {
+    size_t len, e = i;
+    bool p = punct(u, i, &len);
+    while (e < u->n && punct(u, e, &len) == p) e += len; /* the first regex's piece around i */
+    cur seg = {u->s, e};
+    e = next_gpt2(&seg, i);
+    size_t j = i, l2;
+    while (j < e && cls_at(u, j, &l2) != C_N) j += l2; /* \p{N}+ in the piece: what is before it first */
+    if (j > i) return j;
+    while (j < e && cls_at(u, j, &l2) == C_N) j += l2;
+    for (size_t k = i; k + 3 <= j; k++) /* then three ASCII digits, or what comes before them */
+        if (isdigit(u->s[k]) && isdigit(u->s[k + 1]) && isdigit(u->s[k + 2])) return k > i ? k : k + 3;
+    return j;
+}
+
 size_t kiln__pretok_next(int mode, const unsigned char *s, size_t n, size_t i) {
     cur u = {s, n};
-    size_t e = mode == KILN__SPLIT_GPT2 ? next_gpt2(&u, i) : next_llama3(&u, i, mode == KILN__SPLIT_LLAMA3 ? 3 : 1);
+    if (mode == KILN__SPLIT_DEFAULT) {
+        size_t e = next_default(&u, i);
+        return e > i ? e : i + 1;
+    }
+    size_t e = mode == KILN__SPLIT_GPT2     ? next_gpt2(&u, i)
+             : mode == KILN__SPLIT_TEKKEN ? next_tekken(&u, i)
+                                          : next_llama3(&u, i, mode == KILN__SPLIT_LLAMA3 ? 3 : 1);
     return e > i ? e : i + 1; /* never stuck */
 }

@@ -12,7 +12,7 @@
 #include <stdio.h>
 
 /* The <0xXX> byte tokens. */
-static kiln_status byte_tokens(kiln_tokenizer *t, const char *who) {
+kiln_status kiln__spm_byte_tokens(kiln_tokenizer *t, const char *who) {
     if (!t->fb && !(t->fb = kiln__malloc((size_t)t->n * sizeof *t->fb)))
         return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
     for (int b = 0; b < 256; b++) {
@@ -71,14 +71,13 @@ kiln_status kiln__spm_json(kiln_tokenizer *t, const kiln__json *norm, const kiln
     if (!replace)
         return kiln__errs(KILN_ERR_UNSUPPORTED, "%s: a byte_fallback BPE that does not spell spaces as U+2581", who);
     t->add_space = prepend;
-    return byte_tokens(t, who);
+    return kiln__spm_byte_tokens(t, who);
 }
 
 kiln_status kiln__spm_load(kiln_tokenizer *t, const kiln_gguf *g, const char *who) {
     t->spm = true;
     t->add_space = true;
     t->space_every = true; /* llama.cpp: a space after each special token too */
-    t->unk = -1;
     if (kiln_gguf_find_key(g, "tokenizer.ggml.add_space_prefix") >= 0) {
         int64_t v;
         kiln_status s = kiln_gguf_get_int(g, "tokenizer.ggml.add_space_prefix", &v);
@@ -87,7 +86,7 @@ kiln_status kiln__spm_load(kiln_tokenizer *t, const kiln_gguf *g, const char *wh
     }
     t->score = kiln__calloc((size_t)t->n, sizeof *t->score);
     if (!t->score) return kiln__errs(KILN_ERR_OOM, "%s: out of memory", who);
-    kiln_status bs = byte_tokens(t, who);
+    kiln_status bs = kiln__spm_byte_tokens(t, who);
     if (bs) return bs;
     kiln_gguf_type et;
     uint64_t n = 0;
@@ -100,37 +99,29 @@ kiln_status kiln__spm_load(kiln_tokenizer *t, const kiln_gguf *g, const char *wh
         if (s) return s;
         t->score[i] = (float)v;
     }
-    if (kiln_gguf_find_key(g, "tokenizer.ggml.unknown_token_id") >= 0) {
-        int64_t v;
-        kiln_status s = kiln_gguf_get_int(g, "tokenizer.ggml.unknown_token_id", &v);
-        if (s) return s;
-        if (v < 0 || v >= t->n) return kiln__errs(KILN_ERR_FORMAT, "%s: unknown_token_id %lld", who, (long long)v);
-        t->unk = (int32_t)v;
-    }
     return KILN_OK;
 }
 
-kiln_status kiln__spm_save(const kiln_tokenizer *t, kiln_gguf_writer *w) {
-    const char **toks = kiln__malloc((size_t)t->n * sizeof *toks);
-    int32_t *types = kiln__malloc((size_t)t->n * sizeof *types);
-    char (*holes)[32] = kiln__malloc((size_t)t->n * sizeof *holes);
-    kiln_status s = toks && types && holes ? KILN_OK : kiln__errs(KILN_ERR_OOM, "kiln_tokenizer_to_gguf: out of memory");
-    for (int64_t i = 0; i < t->n && !s; i++) {
-        if (t->tok[i]) toks[i] = t->tok[i];
-        else snprintf(holes[i], sizeof holes[i], "[PAD%lld]", (long long)i), toks[i] = holes[i];
-        types[i] = !t->tok[i] ? 5 : t->raw[i] ? 3 : t->fb[i] >= 0 ? 6 : i == t->unk ? 2 : 1;
+/* toks, types: the writer's, n of them (the tokenizer's ids, then holes). */
+kiln_status kiln__spm_save(const kiln_tokenizer *t, kiln_gguf_writer *w, int64_t n, const char **toks,
+                           const int32_t *types) {
+    float *score = kiln__calloc((size_t)n, sizeof *score);
+    if (!score) return kiln__errs(KILN_ERR_OOM, "kiln_tokenizer_to_gguf: out of memory");
+    if (t->score) {
+        memcpy(score, t->score, (size_t)t->n * sizeof *score);
+    } else { /* tokenizer.json's merges by rank: the lower the rank, the higher the merged token's score */
+        for (int64_t i = 0; i < t->n; i++) score[i] = -(float)t->n_merges - 1;
+        for (int64_t i = t->n_merges - 1; i >= 0; i--) {
+            int32_t res;
+            if (kiln__tok_merge_of(t, t->mpair[2 * i], t->mpair[2 * i + 1], &res) >= 0) score[res] = -(float)i;
+        }
     }
-    if (!s) s = kiln_gguf_set_string(w, "tokenizer.ggml.model", "llama");
-    if (!s) s = kiln_gguf_set_array(w, "tokenizer.ggml.tokens", KILN_GGUF_STRING, toks, (uint64_t)t->n);
-    if (!s) s = kiln_gguf_set_array(w, "tokenizer.ggml.scores", KILN_GGUF_FLOAT32, t->score, (uint64_t)t->n);
-    if (!s) s = kiln_gguf_set_array(w, "tokenizer.ggml.token_type", KILN_GGUF_INT32, types, (uint64_t)t->n);
+    kiln_status s = kiln_gguf_set_string(w, "tokenizer.ggml.model", "llama");
+    if (!s) s = kiln_gguf_set_array(w, "tokenizer.ggml.tokens", KILN_GGUF_STRING, toks, (uint64_t)n);
+    if (!s) s = kiln_gguf_set_array(w, "tokenizer.ggml.scores", KILN_GGUF_FLOAT32, score, (uint64_t)n);
+    if (!s) s = kiln_gguf_set_array(w, "tokenizer.ggml.token_type", KILN_GGUF_INT32, types, (uint64_t)n);
     if (!s) s = kiln_gguf_set_int(w, "tokenizer.ggml.add_space_prefix", KILN_GGUF_BOOL, t->add_space);
-    if (!s && t->unk >= 0) s = kiln_gguf_set_int(w, "tokenizer.ggml.unknown_token_id", KILN_GGUF_UINT32, t->unk);
-    if (!s && t->bos >= 0) s = kiln_gguf_set_int(w, "tokenizer.ggml.bos_token_id", KILN_GGUF_UINT32, t->bos);
-    if (!s && t->eos >= 0) s = kiln_gguf_set_int(w, "tokenizer.ggml.eos_token_id", KILN_GGUF_UINT32, t->eos);
-    free(toks);
-    free(types);
-    free(holes);
+    free(score);
     return s;
 }
 

@@ -285,7 +285,20 @@ static bool same_values(kiln_tensor *a, kiln_tensor *b) {
            kiln_tensor_numel(a) == kiln_tensor_numel(b) && x && y && !memcmp(x, y, n);
 }
 
-kiln_status llama_save_gguf(const llama *mc, const char *path, kiln_dtype dtype) {
+kiln_status llama_save_gguf(const llama *m, const char *path, kiln_dtype dtype) {
+    return llama_save_gguf_tok(m, NULL, path, dtype);
+}
+
+/* The tokenizer's keys, padded to the model's vocabulary (llama.cpp wants a
+ * token per embedding row); a model without one gets a byte vocabulary. */
+static kiln_status put_tokenizer(kiln_gguf_writer *w, const kiln_tokenizer *tok, int64_t vocab) {
+    kiln_tokenizer *own = tok ? NULL : kiln_tokenizer_bytes(vocab);
+    kiln_status st = tok || own ? kiln_tokenizer_to_gguf_padded(tok ? tok : own, w, vocab) : kiln_last_status();
+    kiln_tokenizer_free(own);
+    return st;
+}
+
+kiln_status llama_save_gguf_tok(const llama *mc, const kiln_tokenizer *tok, const char *path, kiln_dtype dtype) {
     llama *m = (llama *)mc; /* the slots table takes non-const tensors; nothing is changed */
     if (!m || !path) return kiln_set_error(KILN_ERR_ARG, "llama_save_gguf: NULL argument");
     bool quant = dtype == KILN_Q8_0 || dtype == KILN_Q4_0;
@@ -310,6 +323,7 @@ kiln_status llama_save_gguf(const llama *mc, const char *path, kiln_dtype dtype)
     if (!st) st = kiln_gguf_set_float(w, "llama.attention.layer_norm_rms_epsilon", KILN_GGUF_FLOAT32, c->norm_eps);
     if (!st) st = kiln_gguf_set_int(w, "llama.rope.dimension_count", KILN_GGUF_UINT32, c->dim / c->heads);
     if (!st) st = kiln_gguf_set_int(w, "llama.vocab_size", KILN_GGUF_UINT32, c->vocab);
+    if (!st) st = put_tokenizer(w, tok, c->vocab);
     /* llama.cpp's general.file_type (llama_ftype): 0 all F32, 1 mostly F16, 2 mostly Q4_0, 7 mostly Q8_0,
      * 32 mostly BF16 */
     if (!st) st = kiln_gguf_set_int(w, "general.file_type", KILN_GGUF_UINT32,

@@ -75,8 +75,10 @@ kiln_tokenizer *llama_hf_tokenizer(const char *dir);
  * dtype (KILN_F32, KILN_F16, KILN_BF16, KILN_Q8_0 or KILN_Q4_0, quantized
  * by kiln_quantize; an inference model's weights already in dtype are
  * written as they are, others dequantized first; norms stay F32 as llama.cpp writes them), atomically; an output head equal to the embedding is left
- * out (tied, as llama.cpp writes such models). Extra metadata (a
- * tokenizer) is not written. */
+ * out (tied, as llama.cpp writes such models). The file carries a
+ * tokenizer, as llama.cpp needs to load it: _tok's (its tokens padded
+ * with unused ids to the model's vocabulary), or kiln_tokenizer_bytes'. */
 kiln_status llama_save_gguf(const llama *m, const char *path, kiln_dtype dtype);
+kiln_status llama_save_gguf_tok(const llama *m, const kiln_tokenizer *tok, const char *path, kiln_dtype dtype);
 
 #endif

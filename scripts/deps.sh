@@ -11,7 +11,8 @@
 #             the suite for ARM64 under emulation)
 #   mpi       Open MPI (mpicc, mpirun): make MPI=1 builds kiln_dist, and make test
 #             runs its tests under mpirun -np 2 and 3 (scripts/test_dist.sh)
-#   fixtures  numpy and torch (only to regenerate tests/fixtures; tests never need them)
+#   fixtures  numpy and torch (only to regenerate tests/fixtures; tests never need them),
+#             unicode-data (only to regenerate core/tokenizer_unicode.c)
 # No argument means "build data". Only missing packages are installed, and
 # apt-get update runs only when something is missing. While another apt or
 # dpkg holds the package locks it waits, saying so, up to
@@ -23,7 +24,7 @@ build_pkgs="gcc make pkg-config jq libopenblas-dev libopenblas-serial-dev liblap
   libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers vulkan-tools"
 data_pkgs="dataset-fashion-mnist fortunes"
 cross_pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
-fixtures_pkgs="python3-numpy python3-torch"
+fixtures_pkgs="python3-numpy python3-torch unicode-data"
 mpi_pkgs="openmpi-bin libopenmpi-dev"
 
 if [ $# -eq 0 ]; then set -- build data; fi

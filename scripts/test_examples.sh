@@ -139,6 +139,39 @@ check generate_no_model 2 "--model" "$bin/generate"
 check generate_bad_file 1 "generate: " "$bin/generate" --model "$tmp/no-such.gguf"
 no_controls generate_sample_no_control_bytes \
     "$bin/generate" --model "$tmp/tiny.gguf" --tokens 40 --temperature 5 --top-k 0 --ignore-eos --threads 1
+# chat on the tiny random model (its GGUF has no template: ChatML; here Mistral's compact one). A turn's
+# reply comes out while the input is still open; two turns, then the end of the input
+chat="$bin/chat --model $tmp/tiny.gguf --threads 1 --seed 1 --chat-template mistral-v3-tekken"
+check chat_no_model 2 "--model" "$bin/chat"
+check chat_bad_bias 2 "bad value '3x2' for --logit-bias" "$bin/chat" --model "$tmp/tiny.gguf" --logit-bias 3x2
+check chat_bad_template 1 "not one kiln recognizes" "$bin/chat" --model "$tmp/tiny.gguf" --chat-template "{{ x }}"
+mkfifo "$tmp/in"
+$chat --tokens 4 <"$tmp/in" >"$tmp/chat.out" 2>&1 &
+pid=$!
+exec 3>"$tmp/in"
+echo hi >&3
+for i in $(seq 100); do [ "$(grep -c '^> ' "$tmp/chat.out")" -ge 2 ] && break; sleep 0.1; done
+streamed=$(grep -c '^> ' "$tmp/chat.out")
+echo yo >&3
+exec 3>&-
+wait $pid
+rc=$?
+if [ "$rc" -eq 0 ] && [ "$streamed" -ge 2 ] && [ "$(grep -c '^> ..' "$tmp/chat.out")" -eq 2 ]; then
+    echo "ok chat_streams_turns"
+    passed=$((passed + 1))
+else
+    echo "FAIL examples_chat_streams_turns: exit status $rc, $streamed prompts before the input closed:"
+    sed 's/^/    /' "$tmp/chat.out" | tail -n 8
+    failed=$((failed + 1))
+fi
+# the end of a turn (</s>, made likeliest) ends a reply that has no length limit: an empty one
+check chat_stops_at_end_of_turn 0 "^> $" sh -c "printf 'hi\n' | $chat --logit-bias 2+100 2>/dev/null | head -n 1"
+# a reply that fills the context stops and says so; a turn that cannot fit is refused; /reset starts over
+check chat_context_full 0 "the context is full (24 tokens): the reply stops here" \
+    sh -c "printf 'hi\n' | $chat --context 24 --logit-bias 2-100"
+check chat_turn_too_long 0 "the conversation with this turn is .* tokens of 24" \
+    sh -c "printf 'a much longer line than fits\n' | $chat --context 24"
+check chat_reset 0 "a new conversation" sh -c "printf 'hi\n/reset\nhi\n/quit\n' | $chat --context 24 --logit-bias 2-100"
 # gpt: a 3-second budget (the default model: its full evaluation alone
 # would take longer) ends the whole run, evaluation and sample included,
 # within 2 s of it; the sample, drawn hot from all 256 bytes, reaches the

@@ -140,6 +140,20 @@ KT_TEST(tokenizer_pretokenizer_splits) {
         {KILN__SPLIT_LLAMA3, "a;b\n  \n c", "a|;b|\n  \n| c"},
         {KILN__SPLIT_LLAMA3, "x!!\n\ny", "x|!!\n\n|y"},
         {KILN__SPLIT_QWEN2, "12345", "1|2|3|4|5"},
+        /* Unicode's categories: Tamil's vowel signs are marks (Mc, Mn), not letters; its digits and the
+         * double-struck R are a number (Nd) and a letter (Lu) */
+        {KILN__SPLIT_LLAMA3, "\u0ba4\u0bae\u0bbf\u0bb4\u0bcd \u0be7\u0be8\u0be9\u0bea",
+         "\u0ba4\u0bae|\u0bbf\u0bb4|\u0bcd| |\u0be7\u0be8\u0be9|\u0bea"},
+        {KILN__SPLIT_GPT2, "\u211dx \u0be7\u0be8", "\u211dx| \u0be7\u0be8"},
+        /* Tekken: capitals then smalls (" i" ends before P), one digit, '/' after punctuation; where the
+         * capitals run into no small letter the engine backs off to the last letter that is neither
+         * (E-acute), as llama.cpp's */
+        {KILN__SPLIT_TEKKEN, "HTTPServer iPhone 12 a/b//\n", "HTTPServer| i|Phone| |1|2| a|/b|//\n"},
+        {KILN__SPLIT_TEKKEN, "HELLO \u00c9T! \u00c9T\u00c9", "HELLO| \u00c9|T|!| \u00c9T\u00c9"},
+        /* llama.cpp's default: punctuation apart first (no contractions then), numbers without their space,
+         * in threes */
+        {KILN__SPLIT_DEFAULT, "$100,000.50 + 1234567", "$|100|,|000|.|50| |+| |123|456|7"},
+        {KILN__SPLIT_DEFAULT, "it's \u00a1x!", "it|'|s| |\u00a1|x|!"},
     };
     char out[256];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -153,6 +167,27 @@ static uint64_t rng = 88172645463325252ull;
 static unsigned rnd(void) {
     rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
     return (unsigned)(rng >> 11);
+}
+
+/* Every split, on any bytes (invalid UTF-8, a character cut at the end):
+ * pieces that tile the text, each ending past its start and not past the end. */
+KT_TEST(tokenizer_pretokenizer_any_bytes) {
+    static const char alphabet[] = "aZ1 \n\r\t'$!`\xc3\xa9\xe2\x80\x99\xe4\xbd\xa0\xd9\xa1\xf0\x9f\x98\x80\xff\xc0";
+    for (int mode = KILN__SPLIT_GPT2; mode <= KILN__SPLIT_DEFAULT; mode++)
+        for (int trial = 0; trial < 300; trial++) {
+            unsigned char s[64];
+            size_t n = rnd() % sizeof s;
+            for (size_t i = 0; i < n; i++)
+                s[i] = (unsigned char)(trial % 2 ? rnd() : (unsigned)alphabet[rnd() % (sizeof alphabet - 1)]);
+            unsigned char *t = malloc(n ? n : 1); /* exactly n bytes: a read past them is the sanitizer's */
+            memcpy(t, s, n);
+            for (size_t i = 0; i < n;) {
+                size_t e = kiln__pretok_next(mode, t, n, i);
+                KT_REQUIRE(e > i && e <= n, "mode %d trial %d: piece [%zu, %zu) of %zu bytes", mode, trial, i, e, n);
+                i = e;
+            }
+            free(t);
+        }
 }
 
 KT_TEST(tokenizer_round_trip_arbitrary_bytes) {
@@ -240,10 +275,24 @@ KT_TEST(tokenizer_json_refusals) {
 /* SentencePiece BPE ("llama" in GGUF): <unk> <s> </s>, the 256 byte
  * tokens (ids 3..258), then pieces with scores. Worked by hand:
  * "hello" -> "\u2581hello": ll (-3) first, then llo (-4), he (-5), \u2581he (-6). */
-static kiln_tokenizer *spm_tok(const char *path) {
+/* The tokenizer in w, saved to path (removed after, with drop) and read back. */
+static kiln_tokenizer *read_back(kiln_gguf_writer *w, const char *path, bool drop) {
+    kiln_status s = kiln_gguf_writer_save(w, path);
+    kiln_gguf_writer_free(w);
+    kiln_gguf *g = s ? NULL : kiln_gguf_open(path);
+    kiln_tokenizer *t = g ? kiln_tokenizer_from_gguf(g) : NULL;
+    kiln_gguf_close(g);
+    if (drop) unlink(path);
+    return t;
+}
+
+static kiln_tokenizer *spm_tok_named(const char *path, const char *name);
+static kiln_tokenizer *spm_tok(const char *path) { return spm_tok_named(path, NULL); }
+/* name: general.name, and then <|end|> (id 268, control) and <u> (269, user-defined) too */
+static kiln_tokenizer *spm_tok_named(const char *path, const char *name) {
     const char *pieces[] = {"\xe2\x96\x81", "h", "e", "l", "o", "he", "ll", "llo", "\xe2\x96\x81he"};
     const float pscore[] = {-10, -10, -10, -10, -10, -5, -3, -4, -6};
-    enum { N = 3 + 256 + 9 };
+    enum { M = 3 + 256 + 9, N = M + 2 };
     static char bytes[256][8];
     const char *toks[N];
     float scores[N];
@@ -257,21 +306,18 @@ static kiln_tokenizer *spm_tok(const char *path) {
     }
     for (int i = 0; i < 9; i++) toks[259 + i] = pieces[i], types[259 + i] = 1, scores[259 + i] = pscore[i];
     for (int i = 0; i < 259; i++) scores[i] = 0;
+    toks[M] = "<|end|>", types[M] = 3, toks[M + 1] = "<u>", types[M + 1] = 4, scores[M] = scores[M + 1] = 0;
+    int n = name ? N : M;
     kiln_gguf_writer *w = kiln_gguf_writer_new();
+    if (name) kiln_gguf_set_string(w, "general.name", name);
     kiln_gguf_set_string(w, "tokenizer.ggml.model", "llama");
-    kiln_gguf_set_array(w, "tokenizer.ggml.tokens", KILN_GGUF_STRING, toks, N);
-    kiln_gguf_set_array(w, "tokenizer.ggml.scores", KILN_GGUF_FLOAT32, scores, N);
-    kiln_gguf_set_array(w, "tokenizer.ggml.token_type", KILN_GGUF_INT32, types, N);
+    kiln_gguf_set_array(w, "tokenizer.ggml.tokens", KILN_GGUF_STRING, toks, n);
+    kiln_gguf_set_array(w, "tokenizer.ggml.scores", KILN_GGUF_FLOAT32, scores, n);
+    kiln_gguf_set_array(w, "tokenizer.ggml.token_type", KILN_GGUF_INT32, types, n);
     kiln_gguf_set_int(w, "tokenizer.ggml.bos_token_id", KILN_GGUF_UINT32, 1);
     kiln_gguf_set_int(w, "tokenizer.ggml.eos_token_id", KILN_GGUF_UINT32, 2);
     kiln_gguf_set_int(w, "tokenizer.ggml.unknown_token_id", KILN_GGUF_UINT32, 0);
-    kiln_status s = kiln_gguf_writer_save(w, path);
-    kiln_gguf_writer_free(w);
-    if (s) return NULL;
-    kiln_gguf *g = kiln_gguf_open(path);
-    kiln_tokenizer *t = g ? kiln_tokenizer_from_gguf(g) : NULL;
-    kiln_gguf_close(g);
-    return t;
+    return read_back(w, path, false);
 }
 
 KT_TEST(tokenizer_sentencepiece_from_gguf) {
@@ -314,6 +360,72 @@ KT_TEST(tokenizer_sentencepiece_from_gguf) {
     IDS(u, "hello", false, 267, 266);
     kiln_gguf_close(g);
     kiln_tokenizer_free(u);
+    kiln_tokenizer_free(t);
+    unlink(p);
+}
+
+/* A SentencePiece vocabulary of bytes only (<unk> <s> </s> <0x00>..<0xFF>,
+ * as gguf-ref's models and kiln's random ones): every character falls back
+ * to bytes, a space to U+2581's three. */
+static kiln_tokenizer *spm_bytes_tok(const char *path) {
+    static char bytes[256][8];
+    const char *toks[259] = {"<unk>", "<s>", "</s>"};
+    int32_t types[259] = {2, 3, 3};
+    float scores[259] = {0};
+    for (int b = 0; b < 256; b++) snprintf(bytes[b], 8, "<0x%02X>", b), toks[3 + b] = bytes[b], types[3 + b] = 6;
+    kiln_gguf_writer *w = kiln_gguf_writer_new();
+    kiln_gguf_set_string(w, "tokenizer.ggml.model", "llama");
+    kiln_gguf_set_array(w, "tokenizer.ggml.tokens", KILN_GGUF_STRING, toks, 259);
+    kiln_gguf_set_array(w, "tokenizer.ggml.scores", KILN_GGUF_FLOAT32, scores, 259);
+    kiln_gguf_set_array(w, "tokenizer.ggml.token_type", KILN_GGUF_INT32, types, 259);
+    return read_back(w, path, true);
+}
+
+/* The reported bug: 16 bytes made 25 ids (4 spaces as 3 bytes each) where
+ * the caller had room for len + 2. kiln_tokenizer_max_ids bounds them all. */
+KT_TEST(tokenizer_max_ids_bounds_byte_fallback) {
+    char p[128];
+    snprintf(p, sizeof p, "/tmp/kiln_spmb_%d.gguf", (int)getpid());
+    kiln_tokenizer *t = spm_bytes_tok(p);
+    KT_NOTNULL(t);
+    int32_t ids[512];
+    int64_t n;
+    KT_OK(kiln_tokenizer_encode(t, "Once upon a time", 16, false, ids, 512, &n));
+    KT_CHECK(n == 25 && n <= kiln_tokenizer_max_ids(t, 16), "%lld ids, bound %lld", (long long)n,
+             (long long)kiln_tokenizer_max_ids(t, 16));
+    for (int trial = 0; trial < 300; trial++) { /* spaces, specials, any byte: never past the bound */
+        char s[100];
+        size_t len = rnd() % 40;
+        for (size_t i = 0; i < len; i++) s[i] = trial % 2 ? (char)rnd() : " a</s>"[rnd() % 6];
+        KT_OK(kiln_tokenizer_encode(t, s, len, trial % 3 != 0, ids, 512, &n));
+        KT_CHECK(n <= kiln_tokenizer_max_ids(t, len), "trial %d: %lld ids for %zu bytes, bound %lld", trial,
+                 (long long)n, len, (long long)kiln_tokenizer_max_ids(t, len));
+    }
+    KT_OK(kiln_tokenizer_encode(t, "    ", 4, false, ids, 512, &n)); /* the worst case, reached */
+    KT_CHECK(n == 15, "%lld ids for 4 spaces", (long long)n);
+    kiln_tokenizer *b = load(PRE_GPT2);
+    KT_NOTNULL(b);
+    KT_CHECK(kiln_tokenizer_max_ids(b, 10) == 11, "byte-level: %lld", (long long)kiln_tokenizer_max_ids(b, 10));
+    kiln_tokenizer_free(b);
+    kiln_tokenizer_free(t);
+}
+
+/* As llama.cpp: a user-defined token is found in text even without
+ * special; Phi-3's special tokens (by general.name) take the whitespace
+ * after them, the chat template's newlines; <unk> is special text too. */
+KT_TEST(tokenizer_user_defined_and_phi3_strip) {
+    char p[128];
+    snprintf(p, sizeof p, "/tmp/kiln_spmn_%d.gguf", (int)getpid());
+    kiln_tokenizer *t = spm_tok_named(p, "other");
+    KT_NOTNULL(t);
+    IDS(t, "<u>he", false, 269, 267);                         /* a space after it: \u2581he */
+    IDS(t, "<|end|>\n hello", true, 268, 259, 3 + '\n', 267, 266);
+    IDS(t, "x<unk>", true, 259, 3 + 'x', 0);
+    kiln_tokenizer_free(t);
+    t = spm_tok_named(p, "Phi3 Mini 4K");
+    KT_NOTNULL(t);
+    IDS(t, "<|end|>\n hello", true, 268, 267, 266);          /* the newline and space go: \u2581he llo */
+    IDS(t, "<u> \nhello</s>\n", true, 269, 267, 266, 2);     /* </s> strips too, at the end */
     kiln_tokenizer_free(t);
     unlink(p);
 }
@@ -405,6 +517,23 @@ KT_TEST(tokenizer_json_sentencepiece_form) {
             KT_OK(kiln_tokenizer_encode(t, s, n, true, ids, 300, &k));
             KT_OK(kiln_tokenizer_decode(t, ids, k, back, sizeof back, &len));
             KT_CHECK(len == n && !memcmp(s, back, n), "form %d trial %d: round trip differs", ms, trial);
+        }
+        if (!ms) { /* into GGUF, whose SentencePiece has scores: the merges' ranks become them */
+            char g_path[128];
+            snprintf(g_path, sizeof g_path, "/tmp/kiln_spmj_%d.gguf", (int)getpid());
+            kiln_gguf_writer *w = kiln_gguf_writer_new();
+            KT_OK(kiln_tokenizer_to_gguf(t, w));
+            KT_OK(kiln_gguf_writer_save(w, g_path));
+            kiln_gguf_writer_free(w);
+            kiln_gguf *g = kiln_gguf_open(g_path);
+            kiln_tokenizer *u = g ? kiln_tokenizer_from_gguf(g) : NULL;
+            kiln_gguf_close(g);
+            unlink(g_path);
+            KT_NOTNULL(u);
+            IDS(u, "hello", false, 267, 266);
+            IDS(u, "hi", false, 259, 260, 3 + 'i');
+            IDS(u, "x</s>y", true, 259, 3 + 'x', 2, 259, 3 + 'y');
+            kiln_tokenizer_free(u);
         }
         kiln_tokenizer_free(t);
     }

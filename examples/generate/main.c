@@ -13,7 +13,8 @@
  *      the directory's tokenizer.json; byte-level ids when there is none);
  *   2. the prompt in one llama_cache_step (the batched path), timed;
  *   3. up to --tokens tokens one at a time through the cache (greedy at
- *      temperature 0, else softmax(z / T) over the --top-k likeliest),
+ *      temperature 0, else softmax(z / T) over the --top-k likeliest:
+ *      examples/common/sampler.h),
  *      stopping at the end-of-text token, timed; the text is printed at
  *      the end;
  *   4. the figures: tokens/s, weight GB/s (the bytes a step reads: every
@@ -22,9 +23,10 @@
  * --make-random FILE writes a llama with random N(0, 0.02) weights in
  * TinyLlama-1.1B's shape (dim 2048, hidden 5632, 22 layers, 32 heads, 4 kv
  * heads, vocab 32000, context 2048; --size tiny: a few-KiB model for tests)
- * as a GGUF with kiln's writer, weights in --dtype f32, q8_0 or q4_0: the
- * weights are drawn and quantized a few MiB at a time into the model's own
- * dtype, so the Q4_0 file never exists in f32 in memory.
+ * as a GGUF with kiln's writer and a byte vocabulary (so llama.cpp loads
+ * it), weights in --dtype f32, q8_0 or q4_0: the weights are drawn and
+ * quantized a few MiB at a time into the model's own dtype, so the Q4_0
+ * file never exists in f32 in memory.
  *
  *     build/examples/generate --make-random /tmp/tl-q4.gguf --dtype q4_0
  *     build/examples/generate --model /tmp/tl-q4.gguf --threads 2
@@ -36,6 +38,7 @@
 #include "llama_files.h"
 #include "output.h"
 #include "progress.h"
+#include "sampler.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -50,56 +53,10 @@ static int fail(const char *what) {
     return 1;
 }
 
-/* splitmix64: the sampler's random numbers */
-static uint64_t mix(uint64_t z) {
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static double peak_rss_mib(void) {
     struct rusage u;
     getrusage(RUSAGE_SELF, &u);
     return (double)u.ru_maxrss / 1024.0; /* KiB on Linux */
-}
-
-/* The k-th largest of z[0..n) (1 <= k <= n), by quickselect on tmp. */
-static float kth_largest(const float *z, float *tmp, int64_t n, int64_t k) {
-    memcpy(tmp, z, (size_t)n * sizeof *tmp);
-    int64_t lo = 0, hi = n - 1, want = k - 1;
-    while (lo < hi) {
-        float pivot = tmp[lo + (hi - lo) / 2];
-        int64_t i = lo, j = hi;
-        while (i <= j) {
-            while (tmp[i] > pivot) i++;
-            while (tmp[j] < pivot) j--;
-            if (i <= j) {
-                float t = tmp[i];
-                tmp[i++] = tmp[j];
-                tmp[j--] = t;
-            }
-        }
-        if (want <= j) hi = j;
-        else if (want >= i) lo = i;
-        else break;
-    }
-    return tmp[want];
-}
-
-/* One token from logits z [n]: greedy at temperature 0, else drawn from
- * softmax(z / temperature) over the top_k largest (0: all). u in [0, 1). */
-static int32_t draw(const float *z, float *tmp, int64_t n, double temperature, int top_k, double u) {
-    int64_t best = 0;
-    for (int64_t v = 1; v < n; v++) best = z[v] > z[best] ? v : best;
-    if (temperature <= 0) return (int32_t)best;
-    float cut = top_k > 0 && top_k < n ? kth_largest(z, tmp, n, top_k) : -INFINITY;
-    double total = 0;
-    for (int64_t v = 0; v < n; v++) total += z[v] >= cut ? exp((double)(z[v] - z[best]) / temperature) : 0;
-    double r = u * total;
-    for (int64_t v = 0; v < n; v++)
-        if (z[v] >= cut && (r -= exp((double)(z[v] - z[best]) / temperature)) < 0) return (int32_t)v;
-    return (int32_t)best;
 }
 
 static int dtype_of(const char *name) {
@@ -220,7 +177,7 @@ int main(int argc, char **argv) {
 
     /* the prompt's ids: BOS if the tokenizer has one, then the text */
     size_t plen = strlen(prompt);
-    int64_t cap = (int64_t)plen + 2 + prompt_tokens, n = 0;
+    int64_t cap = (tok ? kiln_tokenizer_max_ids(tok, plen) : (int64_t)plen) + 2 + prompt_tokens, n = 0;
     int32_t *ids = malloc((size_t)cap * sizeof *ids);
     if (!ids) return fprintf(stderr, "generate: out of memory\n"), 1;
     if (tok && kiln_tokenizer_bos(tok) >= 0) ids[n++] = kiln_tokenizer_bos(tok);
@@ -241,22 +198,23 @@ int main(int argc, char **argv) {
 
     /* 2. The prompt, at once. */
     llama_cache *cache = llama_cache_new(m, 1, len);
-    float *z = malloc((size_t)c->vocab * sizeof *z), *tmp = malloc((size_t)c->vocab * sizeof *tmp);
+    float *z = malloc((size_t)c->vocab * sizeof *z);
     int32_t *out = malloc((size_t)(tokens + 1) * sizeof *out);
-    if (!cache || !z || !tmp || !out) return fail("the cache");
+    sampler smp;
+    if (sampler_init(&smp, &(sampler_params){.temperature = temperature, .top_k = top_k}, seed ^ 0x67656e6572617465ull))
+        return fprintf(stderr, "generate: out of memory\n"), 1; /* the stream: "generate" */
+    if (!cache || !z || !out) return fail("the cache");
     t0 = progress_now();
     if (llama_cache_step(m, cache, ids, n, z)) return fail("the prompt");
     double t_prompt = progress_now() - t0;
 
     /* 3. New tokens, one at a time, up to the tokenizer's end of text
      * (unless --ignore-eos). The first comes from the prompt's logits. */
-    uint64_t rng = mix(seed ^ 0x67656e6572617465ull); /* "generate" */
     int32_t eos = tok && !ignore_eos ? kiln_tokenizer_eos(tok) : -1;
     int made = 0, steps = 0;
     t0 = progress_now();
     while (made < tokens) {
-        double u = (double)((rng = mix(rng)) >> 11) * 0x1.0p-53;
-        out[made] = draw(z, tmp, c->vocab, temperature, top_k, u);
+        out[made] = sampler_draw(&smp, z, c->vocab);
         if (out[made++] == eos && eos >= 0) break;
         if (made < tokens && llama_cache_step(m, cache, &out[made - 1], 1, z)) return fail("generating");
         steps += made < tokens;
@@ -292,7 +250,8 @@ int main(int argc, char **argv) {
         printf("generation: %d tokens in %.3f s: %.2f tokens/s; weights %.1f MiB a token: %.2f GB/s\n", steps, t_gen,
                steps / t_gen, (double)streamed / (1 << 20), (double)streamed * steps / t_gen / 1e9);
     printf("peak RSS: %.0f MiB (weights %.0f MiB)\n", peak_rss_mib(), (double)bytes / (1 << 20));
-    free(ids), free(z), free(tmp), free(out);
+    free(ids), free(z), free(out);
+    sampler_free(&smp);
     kiln_tokenizer_free(tok);
     llama_cache_free(cache);
     llama_free(m);
