@@ -336,10 +336,12 @@ kiln_tensor *llama_forward(llama *m, kiln_tensor *idx, llama_cache *cache, int64
     return head(m, hidden(m, idx, cache, pos));
 }
 
-kiln_status llama_cache_step(llama *m, llama_cache *c, const int32_t *tokens, int64_t n, float *logits) {
-    kiln_ctx *ctx = m->ctx;
-    if (!c || !tokens || !logits || n < 1)
-        return kiln_set_error(KILN_ERR_ARG, "llama_cache_step: needs a cache, tokens, logits and n >= 1");
+/* llama_cache_step, with every position's logits where all is true */
+static kiln_status step(llama *m, llama_cache *c, const int32_t *tokens, int64_t n, float *logits, bool all,
+                        const char *who) {
+    kiln_ctx *ctx = m ? m->ctx : NULL;
+    if (!m || !c || !tokens || !logits || n < 1)
+        return kiln_set_error(KILN_ERR_ARG, "%s: needs a model, a cache, tokens, logits and n >= 1", who);
     bool was = kiln_ctx_grad_enabled(ctx);
     kiln_ctx_set_grad_enabled(ctx, false);
     /* the step's graph is scratch: rewound afterwards, so generating
@@ -347,19 +349,28 @@ kiln_status llama_cache_step(llama *m, llama_cache *c, const int32_t *tokens, in
     kiln_ctx_mark mark = kiln_ctx_get_mark(ctx);
     kiln_tensor *idx = kiln_new_2d(ctx, KILN_I32, c->batch, n);
     kiln_status s = idx ? kiln_tensor_set_i32(idx, tokens, c->batch * n) : kiln_last_status();
-    /* only the last position goes through the head (vocab x dim per row) */
-    kiln_tensor *out = s ? NULL : head(m, kiln_slice(ctx, hidden(m, idx, c, c->pos), 1, n - 1, n, 1));
+    /* unless all are asked for, only the last position goes through the head (vocab x dim per row) */
+    kiln_tensor *h = s ? NULL : hidden(m, idx, c, c->pos);
+    kiln_tensor *out = h ? head(m, all ? h : kiln_slice(ctx, h, 1, n - 1, n, 1)) : NULL;
     kiln_graph *g = out ? kiln_graph_new(ctx) : NULL;
     if (!s && !g) s = kiln_last_status() ? kiln_last_status() : KILN_ERR_STATE;
     if (!s) s = kiln_graph_add(g, out);
     if (!s) s = kiln_graph_compute(g);
-    if (!s) s = kiln_tensor_get_f32(out, logits, c->batch * m->cfg.vocab);
+    if (!s) s = kiln_tensor_get_f32(out, logits, c->batch * (all ? n : 1) * m->cfg.vocab);
     if (!s) c->pos += n;
     if (g) kiln_graph_free_buffers(g);
     /* refused (nothing freed) where the step made device memory: the context then keeps the step */
     if (kiln_ctx_rewind(ctx, mark) && !s) kiln_clear_error();
     kiln_ctx_set_grad_enabled(ctx, was);
     return s;
+}
+
+kiln_status llama_cache_step(llama *m, llama_cache *c, const int32_t *tokens, int64_t n, float *logits) {
+    return step(m, c, tokens, n, logits, false, "llama_cache_step");
+}
+
+kiln_status llama_cache_step_all(llama *m, llama_cache *c, const int32_t *tokens, int64_t n, float *logits) {
+    return step(m, c, tokens, n, logits, true, "llama_cache_step_all");
 }
 
 static kiln_status build(llama *m, int64_t batch, int64_t seq, model_graph *out, bool train) {

@@ -181,6 +181,9 @@ kiln_tensor *llama_forward(llama *m, kiln_tensor *idx, llama_cache *cache, int64
  * from step to step (on a device backend, whose memory the rewind does
  * not free, it keeps each step's metadata). */
 kiln_status llama_cache_step(llama *m, llama_cache *c, const int32_t *tokens, int64_t n, float *logits);
+/* The same with every position's logits: [batch, n, vocab] into logits
+ * (what generate --dump-logits writes, to compare with llama.cpp's). */
+kiln_status llama_cache_step_all(llama *m, llama_cache *c, const int32_t *tokens, int64_t n, float *logits);
 
 /* input: tokens i32 [batch, seq]; labels: the next tokens i32 [batch, seq] */
 kiln_status llama_train_graph(llama *m, int64_t batch, int64_t seq, model_graph *out);

@@ -1,0 +1,105 @@
+/* test_llama_ref.c — kiln against llama.cpp: the reference GGUF files of
+ * tests/fixtures/gguf-ref/ (copied from the shared gguf-ref set: tiny
+ * random-weight models, 2 layers, width 256, vocab 512, made with gguf-py
+ * and quantized by llama-quantize; its README says how) run the same 32
+ * token ids as one prompt through llama_infer_from_gguf (weights as
+ * stored) and llama_cache_step_all, and every position's logits must
+ * match the logits llama.cpp computed for them (*.logits.bin, [32][512]
+ * little-endian float32). One table for every file: F32 to max |diff|
+ * 1e-4; quantized files to max 0.03 and rms 0.008 (llama.cpp quantizes the
+ * activations; a float-activation product differs by about 0.02). A wrong
+ * rope mode or a missing bias must fail the same tolerances. */
+#include "kt.h"
+#include "llama_files.h"
+
+#include <stdint.h>
+
+#define REF_DIR "tests/fixtures/gguf-ref/"
+#define N_IDS 32
+#define VOCAB 512
+
+/* ids[0] = 1 (BOS), ids[i] = (i*37) % 509 + 3: the README's sequence */
+static void ref_ids(int32_t *ids) {
+    ids[0] = 1;
+    for (int i = 1; i < N_IDS; i++) ids[i] = (i * 37) % 509 + 3;
+}
+
+static float *read_logits(const char *path) {
+    FILE *f = fopen(path, "rb");
+    float *z = malloc(N_IDS * VOCAB * sizeof *z);
+    size_t got = f && z ? fread(z, sizeof *z, N_IDS * VOCAB, f) : 0;
+    if (f) fclose(f);
+    if (got != N_IDS * VOCAB) {
+        free(z);
+        return NULL;
+    }
+    return z;
+}
+
+/* The model's logits of the ids, [32][512], malloc'd; NULL on failure. */
+static float *kiln_logits(llama *m) {
+    int32_t ids[N_IDS];
+    ref_ids(ids);
+    llama_cache *c = llama_cache_new(m, 1, N_IDS);
+    float *z = malloc(N_IDS * VOCAB * sizeof *z);
+    if (!c || !z || llama_cache_step_all(m, c, ids, N_IDS, z)) {
+        free(z);
+        z = NULL;
+    }
+    llama_cache_free(c);
+    return z;
+}
+
+static void diff(const float *a, const float *b, double *max, double *rms) {
+    double s = 0;
+    *max = 0;
+    for (int i = 0; i < N_IDS * VOCAB; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        *max = fmax(*max, d);
+        s += d * d;
+    }
+    *rms = sqrt(s / (N_IDS * VOCAB));
+}
+
+typedef struct ref_file {
+    const char *name; /* <arch>-s1-<TYPE> */
+    double max, rms;  /* tolerances */
+} ref_file;
+
+/* Every reference file kiln reads. The quantized files of the other types
+ * (Q4_0 with its Q6_K output, Q4_K_M, Q5_K_M, Q6_K, IQ4_NL) join this table
+ * with ggml's K-quant and IQ types. */
+static const ref_file REFS[] = {
+    {"llama-s1-F32", 1e-4, 1e-4},   {"llama-s1-Q8_0", 0.03, 0.008},
+};
+
+/* The file's model, as stored, and its logits against llama.cpp's: the
+ * max and rms |diff| through max / rms. */
+static bool run_ref(const char *name, double *max, double *rms, void (*spoil)(llama *)) {
+    char path[256], lpath[256];
+    snprintf(path, sizeof path, REF_DIR "%s.gguf", name);
+    snprintf(lpath, sizeof lpath, REF_DIR "%s.logits.bin", name);
+    kiln_ctx *ctx = kiln_ctx_new();
+    llama *m = llama_infer_from_gguf(ctx, path, LLAMA_AS_STORED);
+    KT_CHECK(m != NULL, "%s: %s", name, kiln_last_error());
+    if (m && spoil) spoil(m);
+    float *want = read_logits(lpath), *got = m ? kiln_logits(m) : NULL;
+    KT_CHECK(want != NULL, "%s: cannot read %s", name, lpath);
+    KT_CHECK(!m || got, "%s: %s", name, kiln_last_error());
+    bool ok = want && got;
+    if (ok) diff(got, want, max, rms);
+    free(want);
+    free(got);
+    llama_free(m);
+    kiln_ctx_free(ctx);
+    return ok;
+}
+
+KT_TEST(llama_ref_logits_match_llama_cpp) {
+    for (size_t i = 0; i < sizeof REFS / sizeof *REFS; i++) {
+        double max, rms;
+        if (!run_ref(REFS[i].name, &max, &rms, NULL)) continue;
+        KT_CHECK(max <= REFS[i].max && rms <= REFS[i].rms, "%s: max |diff| %.3g (<= %g), rms %.3g (<= %g)",
+                 REFS[i].name, max, REFS[i].max, rms, REFS[i].rms);
+    }
+}
