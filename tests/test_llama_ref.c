@@ -11,6 +11,7 @@
  * rope mode or a missing bias must fail the same tolerances. */
 #include "kt.h"
 #include "llama_files.h"
+#include "test_llama_util.h"
 
 #include <stdint.h>
 
@@ -70,7 +71,8 @@ typedef struct ref_file {
  * (Q4_0 with its Q6_K output, Q4_K_M, Q5_K_M, Q6_K, IQ4_NL) join this table
  * with ggml's K-quant and IQ types. */
 static const ref_file REFS[] = {
-    {"llama-s1-F32", 1e-4, 1e-4},   {"llama-s1-Q8_0", 0.03, 0.008},
+    {"llama-s1-F32", 1e-4, 1e-4}, {"llama-s1-Q8_0", 0.03, 0.008}, {"qwen2-s1-F32", 1e-4, 1e-4},
+    {"qwen2-s1-Q8_0", 0.03, 0.008}, {"phi3-s1-F32", 1e-4, 1e-4},  {"phi3-s1-Q8_0", 0.03, 0.008},
 };
 
 /* The file's model, as stored, and its logits against llama.cpp's: the
@@ -101,5 +103,64 @@ KT_TEST(llama_ref_logits_match_llama_cpp) {
         if (!run_ref(REFS[i].name, &max, &rms, NULL)) continue;
         KT_CHECK(max <= REFS[i].max && rms <= REFS[i].rms, "%s: max |diff| %.3g (<= %g), rms %.3g (<= %g)",
                  REFS[i].name, max, REFS[i].max, rms, REFS[i].rms);
+    }
+}
+
+/* The tolerances catch what an architecture gets wrong: each file with one
+ * trait undone fails the F32 bound (the README: the other rope mode moves
+ * llama's logits by 0.081, qwen2's by 0.038). */
+static void flip_rope(llama *m) { m->cfg.traits.neox = !m->cfg.traits.neox; }
+static void drop_biases(llama *m) {
+    for (int l = 0; l < m->cfg.layers; l++) kiln_tensor_fill(m->layers[l].bqkv, 0.0);
+}
+static void swap_gate_up(llama *m) { /* Phi-3's ffn_up halves the wrong way round */
+    for (int l = 0; l < m->cfg.layers; l++) {
+        llama_layer *y = &m->layers[l];
+        size_t half = kiln_tensor_nbytes(y->w13) / 2;
+        char *p = kiln_tensor_data(y->w13), *t = malloc(half);
+        memcpy(t, p, half), memmove(p, p + half, half), memcpy(p + half, t, half);
+        free(t);
+    }
+}
+
+KT_TEST(llama_ref_wrong_traits_fail) {
+    const struct { const char *name; void (*spoil)(llama *); double at_least; } cases[] = {
+        {"llama-s1-F32", flip_rope, 0.01},
+        {"qwen2-s1-F32", flip_rope, 0.01},
+        {"qwen2-s1-F32", drop_biases, 0.01},
+        {"phi3-s1-F32", swap_gate_up, 0.01},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        double max, rms;
+        if (!run_ref(cases[i].name, &max, &rms, cases[i].spoil)) continue;
+        KT_CHECK(max >= cases[i].at_least, "%s, case %zu: spoiled, still within %.3g of llama.cpp", cases[i].name, i,
+                 max);
+    }
+}
+
+/* The training model (f32 parameters, no stacked weights) of the F32
+ * files: llama_from_gguf's, the same logits through llama_forward. */
+KT_TEST(llama_ref_training_model_matches_llama_cpp) {
+    static const char *const names[] = {"llama-s1-F32", "qwen2-s1-F32", "phi3-s1-F32"};
+    int32_t ids[N_IDS];
+    ref_ids(ids);
+    for (int i = 0; i < 3; i++) {
+        char path[256], lpath[256];
+        snprintf(path, sizeof path, REF_DIR "%s.gguf", names[i]);
+        snprintf(lpath, sizeof lpath, REF_DIR "%s.logits.bin", names[i]);
+        kiln_ctx *ctx = kiln_ctx_new();
+        llama *m = llama_from_gguf(ctx, path);
+        KT_CHECK(m != NULL, "%s: %s", names[i], kiln_last_error());
+        float *want = read_logits(lpath), *got = m ? llama_test_logits(m, ids, N_IDS) : NULL;
+        if (want && got) {
+            double max, rms;
+            diff(got, want, &max, &rms);
+            KT_CHECK(max <= 1e-4, "%s: max |diff| %.3g", names[i], max);
+        } else {
+            KT_CHECK(false, "%s: %s", names[i], kiln_last_error());
+        }
+        free(want), free(got);
+        llama_free(m);
+        kiln_ctx_free(ctx);
     }
 }
