@@ -164,3 +164,21 @@ KT_TEST(llama_ref_training_model_matches_llama_cpp) {
         kiln_ctx_free(ctx);
     }
 }
+
+/* The rope of rope_freqs (element-wise, its cos and sin computed on the
+ * host) with every factor 1 is kiln_rope's: llama's adjacent pairs and
+ * qwen2's NEOX halves still match llama.cpp. */
+static void ones_rope_freqs(llama *m) {
+    m->rope_freqs = kiln_tensor_new(m->ctx, KILN_F32, 1, (int64_t[]){m->cfg.head_dim / 2});
+    if (m->rope_freqs) kiln_tensor_fill(m->rope_freqs, 1.0);
+    m->cfg.rope_freqs = true;
+}
+
+KT_TEST(llama_ref_rope_freqs_of_ones_match) {
+    static const char *const names[] = {"llama-s1-F32", "qwen2-s1-F32"};
+    for (int i = 0; i < 2; i++) {
+        double max, rms;
+        if (!run_ref(names[i], &max, &rms, ones_rope_freqs)) continue;
+        KT_CHECK(max <= 1e-4, "%s: max |diff| %.3g", names[i], max);
+    }
+}
