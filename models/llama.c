@@ -13,19 +13,25 @@ llama_config llama_defaults(void) {
                           .hidden = 0, .multiple_of = 256, .norm_eps = 1e-5, .rope_theta = 10000.0};
 }
 
-/* An inference model's dtype for a weight of this shape: the embedding in
- * llama_embedding_dtype, NF4_DQ only where the tensor is whole
- * super-blocks (NF4 otherwise), norms f32. */
-static kiln_dtype infer_dtype(const llama *m, const char *what, int ndim, const int64_t *shape) {
-    kiln_dtype dt = ndim == 1 ? KILN_F32 : m->weights;
-    if (ndim == 2 && !strcmp(what, "tok_embeddings.weight")) dt = llama_embedding_dtype(m->weights);
-    if (dt == KILN_NF4_DQ && (shape[0] * shape[1]) % kiln_dtype_block(KILN_NF4_DQ)) dt = KILN_NF4;
-    return dt;
-}
-
 static void param_name(char *name, size_t size, int layer, const char *what) {
     if (layer >= 0) snprintf(name, size, "layers.%d.%s", layer, what);
     else snprintf(name, size, "%s", what);
+}
+
+/* An inference model's dtype for a weight of this shape: the one its
+ * dtype_of chooses, else the embedding in llama_embedding_dtype, NF4_DQ
+ * only where the tensor is whole super-blocks (NF4 otherwise); norms f32. */
+static kiln_dtype infer_dtype(const llama *m, int layer, const char *what, int ndim, const int64_t *shape) {
+    if (ndim == 1) return KILN_F32;
+    if (m->dtype_of) {
+        char name[64];
+        param_name(name, sizeof name, layer, what);
+        return m->dtype_of(m->dtype_user, name, shape[0], shape[1]);
+    }
+    kiln_dtype dt = m->weights;
+    if (!strcmp(what, "tok_embeddings.weight")) dt = llama_embedding_dtype(m->weights);
+    if (dt == KILN_NF4_DQ && (shape[0] * shape[1]) % kiln_dtype_block(KILN_NF4_DQ)) dt = KILN_NF4;
+    return dt;
 }
 
 /* Make parameter "layers.{layer}.{what}" (or "{what}" for layer < 0) and list
@@ -37,7 +43,7 @@ static kiln_tensor *param(llama *m, int layer, const char *what, int ndim, const
     param_name(name, sizeof name, layer, what);
     kiln_tensor *p;
     if (m->inference) {
-        p = kiln_tensor_new(m->ctx, infer_dtype(m, what, ndim, shape), ndim, shape);
+        p = kiln_tensor_new(m->ctx, infer_dtype(m, layer, what, ndim, shape), ndim, shape);
         if (p && init == MODEL_INIT_ONES && kiln_tensor_fill(p, 1.0)) p = NULL;
         if (p) kiln_tensor_set_name(p, name);
     } else {
@@ -53,16 +59,16 @@ static kiln_tensor *param(llama *m, int layer, const char *what, int ndim, const
  * training model, or where the parts could not be row views of it in the
  * dtype each would have alone (NF4_DQ's super-blocks, a part starting
  * inside a block). */
-static kiln_tensor *stacked(llama *m, int n, const char *const *what, const int64_t *rows, int64_t cols) {
+static kiln_tensor *stacked(llama *m, int layer, int n, const char *const *what, const int64_t *rows, int64_t cols) {
     if (!m->inference) return NULL;
     int64_t total = 0;
-    kiln_dtype dt = infer_dtype(m, what[0], 2, (int64_t[]){rows[0], cols});
+    kiln_dtype dt = infer_dtype(m, layer, what[0], 2, (int64_t[]){rows[0], cols});
     for (int i = 0; i < n; i++) {
-        if (infer_dtype(m, what[i], 2, (int64_t[]){rows[i], cols}) != dt || (total * cols) % kiln_dtype_block(dt))
+        if (infer_dtype(m, layer, what[i], 2, (int64_t[]){rows[i], cols}) != dt || (total * cols) % kiln_dtype_block(dt))
             return NULL;
         total += rows[i];
     }
-    if (infer_dtype(m, what[0], 2, (int64_t[]){total, cols}) != dt) return NULL;
+    if (infer_dtype(m, layer, what[0], 2, (int64_t[]){total, cols}) != dt) return NULL;
     return kiln_tensor_new(m->ctx, dt, 2, (int64_t[]){total, cols});
 }
 
@@ -134,7 +140,7 @@ kiln_dtype llama_embedding_dtype(kiln_dtype weights) { return weights == KILN_NF
 enum { LLAMA_TOP_SLOTS = 3, LLAMA_LAYER_SLOTS = 14 };
 
 static llama *make(kiln_ctx *ctx, const llama_config *cfg, uint64_t seed, bool inference, kiln_dtype weights,
-                   bool tied) {
+                   bool tied, llama_dtype_fn dtype_of, void *dtype_user) {
     const char *who = inference ? "llama_new_inference" : "llama_new";
     llama_config c = cfg ? *cfg : llama_defaults();
     if (c.kv_heads == 0) c.kv_heads = c.heads;
@@ -167,6 +173,7 @@ static llama *make(kiln_ctx *ctx, const llama_config *cfg, uint64_t seed, bool i
     m->inference = inference;
     m->weights = inference ? weights : KILN_F32;
     m->fuse = inference;
+    m->dtype_of = dtype_of, m->dtype_user = dtype_user;
     const int64_t D = c.dim, hd = c.head_dim, Q = c.heads * hd, KV = c.kv_heads * hd, F = c.hidden;
     bool ok = (m->tok_embeddings =
                    param(m, -1, "tok_embeddings.weight", 2, (int64_t[]){c.vocab, D}, MODEL_INIT_NORMAL, seed)) != NULL;
@@ -178,8 +185,8 @@ static llama *make(kiln_ctx *ctx, const llama_config *cfg, uint64_t seed, bool i
              !kiln_tensor_fill(m->rope_freqs, 1.0);
     for (int l = 0; ok && l < c.layers; l++) {
         llama_layer *y = &m->layers[l];
-        y->wqkv = stacked(m, 3, qkv, (int64_t[]){Q, KV, KV}, D);
-        y->w13 = stacked(m, 2, w13, (int64_t[]){F, F}, D);
+        y->wqkv = stacked(m, l, 3, qkv, (int64_t[]){Q, KV, KV}, D);
+        y->w13 = stacked(m, l, 2, w13, (int64_t[]){F, F}, D);
         if (c.traits.qkv_bias && inference && !(y->bqkv = kiln_tensor_new(ctx, KILN_F32, 1, (int64_t[]){Q + 2 * KV}))) ok = false;
         if (ok && c.traits.qkv_bias)
             ok = (y->bq = part(m, l, bqkv[0], y->bqkv, 0, Q, 0, seed)) &&
@@ -207,6 +214,8 @@ static llama *make(kiln_ctx *ctx, const llama_config *cfg, uint64_t seed, bool i
     } else if (ok) {
         ok = (m->output = param(m, -1, "output.weight", 2, (int64_t[]){c.vocab, D}, MODEL_INIT_NORMAL, seed)) != NULL;
     }
+    if (ok && dtype_of) m->weights = kiln_tensor_dtype(m->layers[0].wq); /* the layers' dtype, as the file's was */
+    m->dtype_of = NULL, m->dtype_user = NULL;
     if (!ok) {
         llama_free(m);
         return NULL;
@@ -215,11 +224,20 @@ static llama *make(kiln_ctx *ctx, const llama_config *cfg, uint64_t seed, bool i
 }
 
 llama *llama_new(kiln_ctx *ctx, const llama_config *cfg, uint64_t seed) {
-    return make(ctx, cfg, seed, false, KILN_F32, false);
+    return make(ctx, cfg, seed, false, KILN_F32, false, NULL, NULL);
 }
 
 llama *llama_new_inference(kiln_ctx *ctx, const llama_config *cfg, kiln_dtype weights, bool tied_output) {
-    return make(ctx, cfg, 0, true, weights, tied_output);
+    return make(ctx, cfg, 0, true, weights, tied_output, NULL, NULL);
+}
+
+llama *llama_new_inference_typed(kiln_ctx *ctx, const llama_config *cfg, llama_dtype_fn dtype_of, void *user,
+                                 bool tied_output) {
+    if (!dtype_of) {
+        kiln_set_error(KILN_ERR_ARG, "llama_new_inference_typed: dtype_of is NULL");
+        return NULL;
+    }
+    return make(ctx, cfg, 0, true, KILN_F32, tied_output, dtype_of, user);
 }
 
 void llama_free(llama *m) {

@@ -141,6 +141,9 @@ typedef struct llama {
     bool fuse;            /* run wqkv / w13 where a layer has them (true for
                            * llama_new_inference; false: the same weights,
                            * one product per weight, the same logits) */
+    /* llama_new_inference_typed's chooser, set while the model is made */
+    kiln_dtype (*dtype_of)(void *user, const char *name, int64_t rows, int64_t cols);
+    void *dtype_user;
 } llama;
 
 /* cfg NULL: llama_defaults(). NULL on failure (kiln_last_error() says why). */
@@ -166,6 +169,14 @@ void llama_free(llama *m);
  *     llama_cache_step(m, c, prompt, n_prompt, logits);
  */
 llama *llama_new_inference(kiln_ctx *ctx, const llama_config *cfg, kiln_dtype weights, bool tied_output);
+/* The same with each 2-d weight's dtype chosen by dtype_of(user, its
+ * parameter name ("layers.0.attention.wv.weight"), rows, cols): a file's
+ * own type per tensor, as a Q4_K_M GGUF mixes them. A group whose parts
+ * differ (wq, wk in Q4_K, wv in Q6_K) runs one product per weight. The
+ * model's weights field is the first layer's wq's dtype. */
+typedef kiln_dtype (*llama_dtype_fn)(void *user, const char *name, int64_t rows, int64_t cols);
+llama *llama_new_inference_typed(kiln_ctx *ctx, const llama_config *cfg, llama_dtype_fn dtype_of, void *user,
+                                 bool tied_output);
 kiln_dtype llama_embedding_dtype(kiln_dtype weights);
 
 /* Rows [row0, row0 + rows) of a contiguous leaf t (1-d: one row) from the

@@ -146,6 +146,42 @@ static kiln_status gguf_into(kiln_gguf *g, const char *who, const char *path, co
     return s;
 }
 
+/* A weight's dtype as the file stores it (llama_new_inference_typed's
+ * chooser): its own quantized type, F32 for F32, F16 and BF16 (and for a
+ * type kiln cannot read, which gguf_into then names). */
+typedef struct stored {
+    const kiln_gguf *g;
+    const llama_traits *t;
+} stored;
+
+static kiln_dtype stored_dtype(void *user, const char *name, int64_t rows, int64_t cols) {
+    (void)rows, (void)cols;
+    const stored *st = user;
+    static const struct { const char *kiln, *gguf; int fused; } map[] = {
+        {"attention.wq.weight", "attn_q", 1},     {"attention.wk.weight", "attn_k", 1},
+        {"attention.wv.weight", "attn_v", 1},     {"attention.wo.weight", "attn_output", 0},
+        {"feed_forward.w1.weight", "ffn_gate", 2}, {"feed_forward.w2.weight", "ffn_down", 0},
+        {"feed_forward.w3.weight", "ffn_up", 0},
+    };
+    char file[96] = "token_embd.weight", what[64];
+    int layer;
+    if (sscanf(name, "layers.%d.%63s", &layer, what) == 2) {
+        for (size_t i = 0; i < sizeof map / sizeof *map; i++)
+            if (!strcmp(what, map[i].kiln)) {
+                const char *g = map[i].fused == 1 && st->t->fused_qkv       ? "attn_qkv"
+                                : map[i].fused == 2 && st->t->fused_gate_up ? "ffn_up"
+                                                                            : map[i].gguf;
+                snprintf(file, sizeof file, "blk.%d.%s.weight", layer, g);
+            }
+    } else if (!strcmp(name, "output.weight") && kiln_gguf_find_tensor(st->g, name) >= 0) {
+        snprintf(file, sizeof file, "%s", name);
+    }
+    kiln_gguf_tensor_info ti;
+    int i = kiln_gguf_find_tensor(st->g, file);
+    if (i < 0 || kiln_gguf_tensor_info_at(st->g, i, &ti) || ti.kiln_dtype < 0) return KILN_F32;
+    return kiln_dtype_is_quantized((kiln_dtype)ti.kiln_dtype) ? (kiln_dtype)ti.kiln_dtype : KILN_F32;
+}
+
 static llama *from_gguf(kiln_ctx *ctx, const char *path, bool inference, int weights) {
     kiln_gguf *g = kiln_gguf_open(path);
     if (!g) return NULL;
@@ -156,18 +192,10 @@ static llama *from_gguf(kiln_ctx *ctx, const char *path, bool inference, int wei
     const char *who = inference ? "llama_infer_from_gguf" : "llama_from_gguf";
     kiln_status st = llama_arch_gguf_config(g, who, path, &c);
     bool tied = kiln_gguf_find_tensor(g, "output.weight") < 0;
-    if (!st && inference && weights == LLAMA_AS_STORED) { /* the layers' dtype; F16/BF16 compute as F32 */
-        kiln_gguf_tensor_info ti;
-        const char *q = c.traits.fused_qkv ? "blk.0.attn_qkv.weight" : "blk.0.attn_q.weight";
-        int i = kiln_gguf_find_tensor(g, q);
-        st = i < 0 ? kiln_set_error(KILN_ERR_FORMAT, "llama_infer_from_gguf: %s: no %s", path, q)
-                   : kiln_gguf_tensor_info_at(g, i, &ti);
-        if (!st && (ti.kiln_dtype < 0 || ti.kiln_dtype == KILN_I32))
-            st = kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_infer_from_gguf: %s: weights in %s, which kiln cannot read",
-                                path, ti.type_name ? ti.type_name : "an unknown type");
-        weights = st ? KILN_F32 : kiln_dtype_is_quantized((kiln_dtype)ti.kiln_dtype) ? ti.kiln_dtype : KILN_F32;
-    }
-    if (!st && !(m = inference ? llama_new_inference(ctx, &c, (kiln_dtype)weights, tied) : llama_new(ctx, &c, 0)))
+    stored types = {g, &c.traits};
+    if (!st && !(m = !inference                   ? llama_new(ctx, &c, 0)
+                     : weights == LLAMA_AS_STORED ? llama_new_inference_typed(ctx, &c, stored_dtype, &types, tied)
+                                                  : llama_new_inference(ctx, &c, (kiln_dtype)weights, tied)))
         st = kiln_last_status();
     if (!st && !(s = make_slots(m, &n))) st = kiln_last_status();
     for (int i = 0; i < n && !st; i++) {

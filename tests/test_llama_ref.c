@@ -14,6 +14,7 @@
 #include "test_llama_util.h"
 
 #include <stdint.h>
+#include <unistd.h>
 
 #define REF_DIR "tests/fixtures/gguf-ref/"
 #define N_IDS 32
@@ -181,4 +182,76 @@ KT_TEST(llama_ref_rope_freqs_of_ones_match) {
         if (!run_ref(names[i], &max, &rms, ones_rope_freqs)) continue;
         KT_CHECK(max <= 1e-4, "%s: max |diff| %.3g", names[i], max);
     }
+}
+
+/* A file that mixes types, as llama-quantize's Q4_K_M does (some attn_v and
+ * ffn_down in Q6_K, output in Q6_K): here llama-s1-F32's tensors in Q4_0
+ * but blk.1.attn_v, blk.1.ffn_down and output in Q8_0. Loaded as stored,
+ * every weight keeps its file's type and bytes (layer 1's q|k|v then run
+ * unstacked), and the logits are those of the same weights in f32 up to
+ * the activations' quantization. */
+static kiln_dtype mixed_type(const char *name) {
+    return !strcmp(name, "blk.1.attn_v.weight") || !strcmp(name, "blk.1.ffn_down.weight") ||
+                   !strcmp(name, "output.weight")
+               ? KILN_Q8_0
+               : KILN_Q4_0;
+}
+
+KT_TEST(llama_ref_mixed_types_load_as_stored) {
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/kiln_mixed_%d.gguf", (int)getpid());
+    kiln_gguf *src = kiln_gguf_open(REF_DIR "llama-s1-F32.gguf");
+    KT_NOTNULL(src);
+    kiln_gguf_writer *w = kiln_gguf_writer_new();
+    kiln_ctx *tmp = kiln_ctx_new();
+    KT_OK(kiln_gguf_set_string(w, "general.architecture", "llama"));
+    const struct { const char *key; int64_t v; } ints[] = {
+        {"llama.block_count", 2},       {"llama.embedding_length", 256},    {"llama.feed_forward_length", 512},
+        {"llama.attention.head_count", 4}, {"llama.attention.head_count_kv", 2}, {"llama.context_length", 256}};
+    for (int i = 0; i < 6; i++) KT_OK(kiln_gguf_set_int(w, ints[i].key, KILN_GGUF_UINT32, ints[i].v));
+    KT_OK(kiln_gguf_set_float(w, "llama.attention.layer_norm_rms_epsilon", KILN_GGUF_FLOAT32, 1e-5));
+    for (int i = 0; i < kiln_gguf_tensor_count(src); i++) {
+        kiln_gguf_tensor_info ti;
+        KT_OK(kiln_gguf_tensor_info_at(src, i, &ti));
+        kiln_tensor *t = kiln_tensor_new(tmp, KILN_F32, ti.ndim, ti.shape);
+        KT_NOTNULL(t);
+        KT_OK(kiln_tensor_set_f32(t, ti.data, kiln_tensor_numel(t)));
+        if (ti.ndim == 2) t = kiln_quantize(tmp, t, mixed_type(ti.name));
+        KT_NOTNULL(t);
+        KT_OK(kiln_gguf_add_tensor(w, ti.name, t));
+    }
+    KT_OK(kiln_gguf_writer_save(w, path));
+    kiln_gguf_writer_free(w);
+    kiln_gguf_close(src);
+
+    kiln_ctx *ctx = kiln_ctx_new();
+    llama *m = llama_infer_from_gguf(ctx, path, LLAMA_AS_STORED), *f = llama_infer_from_gguf(ctx, path, KILN_F32);
+    KT_NOTNULL(m);
+    KT_NOTNULL(f);
+    kiln_gguf *g = kiln_gguf_open(path);
+    KT_NOTNULL(g);
+    const struct { kiln_tensor *t; const char *name; } some[] = {
+        {m->layers[0].wv, "blk.0.attn_v.weight"}, {m->layers[1].wv, "blk.1.attn_v.weight"},
+        {m->layers[1].wq, "blk.1.attn_q.weight"}, {m->layers[1].w2, "blk.1.ffn_down.weight"},
+        {m->output, "output.weight"},             {m->tok_embeddings, "token_embd.weight"}};
+    for (int i = 0; i < 6; i++) {
+        kiln_gguf_tensor_info ti;
+        KT_OK(kiln_gguf_tensor_info_at(g, kiln_gguf_find_tensor(g, some[i].name), &ti));
+        KT_CHECK(kiln_tensor_dtype(some[i].t) == mixed_type(some[i].name) && ti.nbytes == kiln_tensor_nbytes(some[i].t) &&
+                     !memcmp(ti.data, kiln_tensor_data(some[i].t), ti.nbytes),
+                 "%s: %s, not the file's blocks", some[i].name, kiln_dtype_name(kiln_tensor_dtype(some[i].t)));
+    }
+    kiln_gguf_close(g);
+    KT_CHECK(m->layers[0].wqkv && !m->layers[1].wqkv, "layer 0 stacks q|k|v, layer 1 (Q4_0, Q4_0, Q8_0) does not");
+    float *a = kiln_logits(m), *b = kiln_logits(f);
+    KT_NOTNULL(a);
+    KT_NOTNULL(b);
+    double max, rms;
+    diff(a, b, &max, &rms);
+    KT_CHECK(max <= 0.03 && rms <= 0.008, "as stored vs f32: max %.3g rms %.3g", max, rms);
+    free(a), free(b);
+    llama_free(m), llama_free(f);
+    kiln_ctx_free(ctx);
+    kiln_ctx_free(tmp);
+    unlink(path);
 }
