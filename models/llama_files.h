@@ -47,9 +47,9 @@ llama *llama_from_hf(kiln_ctx *ctx, const char *dir);
 /* For generation: a llama_new_inference model (no gradients; weights
  * never all in f32) with its 2-d weights in weights: a kiln_dtype (KILN_F32,
  * KILN_Q8_0, KILN_Q4_0, KILN_NF4, KILN_NF4_DQ; converted on load a few MiB
- * at a time, quantized by kiln_quantize) or LLAMA_AS_STORED: a GGUF's
- * Q8_0 / Q4_0 blocks copied as they are (the dtype of blk.0.attn_q; a
- * tensor stored otherwise is converted to it), F16 / BF16 as F32. A GGUF's
+ * at a time, quantized by kiln_quantize) or LLAMA_AS_STORED: each of a
+ * GGUF's quantized tensors in its own type, its blocks copied as they are
+ * (files mix types: llama_new_inference_typed), F16 / BF16 as F32. A GGUF's
  * pages are dropped from memory as each tensor is copied, so the peak is
  * about the model's quantized size. A Hugging Face directory is read one
  * tensor at a time (that tensor in f32 while it converts). A model without
