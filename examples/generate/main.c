@@ -1,4 +1,5 @@
-/* generate — run a llama (a GGUF file or a Hugging Face directory) with its
+/* generate — run a llama, Mistral, Qwen2, Phi-3 or Gemma 2 (a GGUF file or
+ * a Hugging Face directory; models/llama_arch.h) with its
  * weights in f32 or quantized, a KV cache and greedy or top-k sampling, and
  * say how fast: prompt tokens/s, generation tokens/s, the weight bytes
  * streamed per second, peak resident memory.
@@ -230,7 +231,8 @@ int main(int argc, char **argv) {
     uint64_t seed = 1;
     bool quiet = false, ignore_eos = false, no_fuse = false;
     args_opt opts[] = {
-        {"model", ARGS_STRING, &model, "PATH", "a llama GGUF file or a Hugging Face directory", NULL, false},
+        {"model", ARGS_STRING, &model, "PATH",
+         "a GGUF file or a Hugging Face directory (llama, mistral, qwen2, phi3, gemma2)", NULL, false},
         {"dtype", ARGS_CHOICE, &dtype, "T", "the weights in memory (stored: as the file holds them)",
          "stored|f32|q8_0|q4_0|nf4|nf4_dq", false},
         {"prompt", ARGS_STRING, &prompt, "TEXT", "text to continue", NULL, false},
@@ -295,9 +297,9 @@ int main(int argc, char **argv) {
     if (!tok && c->vocab < 256) return fprintf(stderr, "generate: no tokenizer and a vocabulary under 256 bytes\n"), 1;
     int64_t bytes = llama_weight_bytes(m);
     int64_t streamed = bytes - (m->tied ? 0 : (int64_t)kiln_tensor_nbytes(m->tok_embeddings));
-    printf("model: %s: llama %lld layers, dim %lld, %lld/%lld heads, vocab %lld; weights %s, %.1f MiB; loaded in "
+    printf("model: %s: %s %lld layers, dim %lld, %lld/%lld heads, vocab %lld; weights %s, %.1f MiB; loaded in "
            "%.2f s; tokenizer: %s; %d threads\n",
-           model, (long long)c->layers, (long long)c->dim, (long long)c->heads, (long long)c->kv_heads,
+           model, c->traits.arch ? c->traits.arch : "llama", (long long)c->layers, (long long)c->dim, (long long)c->heads, (long long)c->kv_heads,
            (long long)c->vocab, kiln_dtype_name(kiln_tensor_dtype(m->layers[0].wq)), (double)bytes / (1 << 20), t_load,
            tok ? "the model's" : "bytes", kiln_get_threads());
 
