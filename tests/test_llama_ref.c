@@ -14,6 +14,7 @@
 #include "test_llama_util.h"
 
 #include <stdint.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define REF_DIR "tests/fixtures/gguf-ref/"
@@ -254,4 +255,87 @@ KT_TEST(llama_ref_mixed_types_load_as_stored) {
     kiln_ctx_free(ctx);
     kiln_ctx_free(tmp);
     unlink(path);
+}
+
+/* The qwen2 and phi3 F32 files as Hugging Face directories (config.json,
+ * model.safetensors in HF's names: q/k/v_proj with their biases, Phi-3's
+ * fused qkv_proj and gate_up_proj; NEOX models' q/k rows as they are):
+ * llama_infer_from_hf's logits match llama.cpp's. */
+static void hf_name(const char *g, bool phi3, char *out, size_t n) {
+    static const char *const map[][2] = {
+        {"attn_norm.weight", "input_layernorm.weight"}, {"attn_q.", "self_attn.q_proj."},
+        {"attn_k.", "self_attn.k_proj."},               {"attn_v.", "self_attn.v_proj."},
+        {"attn_qkv.", "self_attn.qkv_proj."},           {"attn_output.", "self_attn.o_proj."},
+        {"ffn_norm.weight", "post_attention_layernorm.weight"}, {"ffn_gate.", "mlp.gate_proj."},
+        {"ffn_up.", "mlp.up_proj."},                    {"ffn_down.", "mlp.down_proj."}};
+    int layer, at = 0;
+    if (!strcmp(g, "token_embd.weight")) snprintf(out, n, "model.embed_tokens.weight");
+    else if (!strcmp(g, "output_norm.weight")) snprintf(out, n, "model.norm.weight");
+    else if (!strcmp(g, "output.weight")) snprintf(out, n, "lm_head.weight");
+    else if (sscanf(g, "blk.%d.%n", &layer, &at) == 1 && at)
+        for (size_t i = 0; i < sizeof map / sizeof *map; i++)
+            if (!strncmp(g + at, map[i][0], strlen(map[i][0]))) {
+                const char *h = phi3 && !strcmp(map[i][0], "ffn_up.") ? "mlp.gate_up_proj." : map[i][1];
+                snprintf(out, n, "model.layers.%d.%s%s", layer, h, g + at + strlen(map[i][0]));
+            }
+}
+
+KT_TEST(llama_ref_hf_directories_match_llama_cpp) {
+    static const struct { const char *name, *type; double theta; } cases[] = {{"qwen2-s1-F32", "qwen2", 1e6},
+                                                                             {"phi3-s1-F32", "phi3", 1e4}};
+    for (int c = 0; c < 2; c++) {
+        char dir[128], p[256], text[1024];
+        snprintf(dir, sizeof dir, "/tmp/kiln_hfref_%d_%d", (int)getpid(), c);
+        mkdir(dir, 0700);
+        snprintf(p, sizeof p, REF_DIR "%s.gguf", cases[c].name);
+        kiln_gguf *g = kiln_gguf_open(p);
+        KT_NOTNULL(g);
+        kiln_ctx *tmp = kiln_ctx_new();
+        int n = kiln_gguf_tensor_count(g);
+        kiln_tensor **ts = calloc((size_t)n, sizeof *ts);
+        char(*names)[96] = calloc((size_t)n, sizeof *names);
+        const char **np = calloc((size_t)n, sizeof *np);
+        for (int i = 0; i < n; i++) {
+            kiln_gguf_tensor_info ti;
+            KT_OK(kiln_gguf_tensor_info_at(g, i, &ti));
+            hf_name(ti.name, c == 1, names[i], sizeof names[i]);
+            KT_CHECK(names[i][0], "no Hugging Face name for %s", ti.name);
+            ts[i] = kiln_tensor_new(tmp, KILN_F32, ti.ndim, ti.shape);
+            KT_OK(kiln_tensor_set_f32(ts[i], ti.data, kiln_tensor_numel(ts[i])));
+            np[i] = names[i];
+        }
+        snprintf(p, sizeof p, "%s/model.safetensors", dir);
+        KT_OK(kiln_safetensors_save(p, ts, np, n, NULL, 0));
+        kiln_gguf_close(g);
+        snprintf(p, sizeof p, "%s/config.json", dir);
+        snprintf(text, sizeof text,
+                 "{\"model_type\": \"%s\", \"hidden_size\": 256, \"intermediate_size\": 512, \"num_hidden_layers\": 2,"
+                 " \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"vocab_size\": 512,"
+                 " \"max_position_embeddings\": 256, \"rms_norm_eps\": 1e-05, \"rope_theta\": %g,"
+                 " \"sliding_window\": 2048, \"tie_word_embeddings\": false, \"hidden_act\": \"silu\"}",
+                 cases[c].type, cases[c].theta);
+        FILE *f = fopen(p, "w");
+        KT_NOTNULL(f);
+        fputs(text, f);
+        fclose(f);
+        kiln_ctx *ctx = kiln_ctx_new();
+        llama *m = llama_infer_from_hf(ctx, dir, KILN_F32);
+        KT_CHECK(m != NULL, "%s: %s", cases[c].name, kiln_last_error());
+        snprintf(p, sizeof p, REF_DIR "%s.logits.bin", cases[c].name);
+        float *want = read_logits(p), *got = m ? kiln_logits(m) : NULL;
+        if (want && got) {
+            double max, rms;
+            diff(got, want, &max, &rms);
+            KT_CHECK(max <= 1e-4, "%s from Hugging Face files: max |diff| %.3g", cases[c].name, max);
+        }
+        free(want), free(got), free(ts), free(names), free(np);
+        llama_free(m);
+        kiln_ctx_free(ctx);
+        kiln_ctx_free(tmp);
+        snprintf(p, sizeof p, "%s/model.safetensors", dir);
+        unlink(p);
+        snprintf(p, sizeof p, "%s/config.json", dir);
+        unlink(p);
+        rmdir(dir);
+    }
 }
