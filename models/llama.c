@@ -187,15 +187,15 @@ static llama *make(kiln_ctx *ctx, const llama_config *cfg, uint64_t seed, bool i
         llama_layer *y = &m->layers[l];
         y->wqkv = stacked(m, l, 3, qkv, (int64_t[]){Q, KV, KV}, D);
         y->w13 = stacked(m, l, 2, w13, (int64_t[]){F, F}, D);
-        if (c.traits.qkv_bias && inference && !(y->bqkv = kiln_tensor_new(ctx, KILN_F32, 1, (int64_t[]){Q + 2 * KV}))) ok = false;
+        if (c.traits.qkv_bias && inference) ok = (y->bqkv = kiln_tensor_new(ctx, KILN_F32, 1, (int64_t[]){Q + 2 * KV}));
         if (ok && c.traits.qkv_bias)
             ok = (y->bq = part(m, l, bqkv[0], y->bqkv, 0, Q, 0, seed)) &&
                  (y->bk = part(m, l, bqkv[1], y->bqkv, Q, KV, 0, seed)) &&
                  (y->bv = part(m, l, bqkv[2], y->bqkv, Q + KV, KV, 0, seed));
         if (ok && c.traits.post_norms)
-            ok = (y->attn_post_norm = param(m, l, "attention_post_norm.weight", 1, (int64_t[]){D}, MODEL_INIT_ONES, seed)) &&
-                 (y->ffn_post_norm = param(m, l, "ffn_post_norm.weight", 1, (int64_t[]){D}, MODEL_INIT_ONES, seed));
-        ok = ok && (y->attention_norm = param(m, l, "attention_norm.weight", 1, (int64_t[]){D}, MODEL_INIT_ONES, seed)) &&
+            ok = (y->attn_post_norm = param(m, l, "attention_post_norm.weight", 1, &D, MODEL_INIT_ONES, seed)) &&
+                 (y->ffn_post_norm = param(m, l, "ffn_post_norm.weight", 1, &D, MODEL_INIT_ONES, seed));
+        ok = ok && (y->attention_norm = param(m, l, "attention_norm.weight", 1, &D, MODEL_INIT_ONES, seed)) &&
              (y->wq = part(m, l, qkv[0], y->wqkv, 0, Q, D, seed)) &&
              (y->wk = part(m, l, qkv[1], y->wqkv, Q, KV, D, seed)) &&
              (y->wv = part(m, l, qkv[2], y->wqkv, Q + KV, KV, D, seed)) &&
@@ -295,7 +295,8 @@ static bool stacked_ok(const llama *m, const kiln_tensor *stack, kiln_tensor *co
 /* act(w1 x) * w3 x: one product over w13 where the layer fuses */
 static kiln_tensor *gated_mlp(llama *m, const llama_layer *y, kiln_tensor *x) {
     kiln_ctx *ctx = m->ctx;
-    kiln_tensor *(*act)(kiln_ctx *, kiln_tensor *) = m->cfg.traits.act == LLAMA_ACT_GELU_TANH ? kiln_gelu_tanh : kiln_silu;
+    kiln_tensor *(*act)(kiln_ctx *, kiln_tensor *) =
+        m->cfg.traits.act == LLAMA_ACT_GELU_TANH ? kiln_gelu_tanh : kiln_silu;
     if (stacked_ok(m, y->w13, y->stacked_of + 3, y->stacked_perm + 3, (kiln_tensor *const[]){y->w1, y->w3},
                    (kiln_tensor *const[]){y->w1_perm, y->w3_perm}, 2)) {
         const int64_t F = m->cfg.hidden;
@@ -319,8 +320,8 @@ typedef struct step_pos {
 static kiln_tensor *rope_split(kiln_ctx *ctx, kiln_tensor *x, bool neox, int *axis) {
     const int64_t *sh = kiln_tensor_shape(x), hd = sh[3];
     *axis = neox ? 3 : 4;
-    return kiln_reshape(ctx, x, 5,
-                        neox ? (int64_t[]){sh[0], sh[1], sh[2], 2, hd / 2} : (int64_t[]){sh[0], sh[1], sh[2], hd / 2, 2});
+    const int64_t pairs[5] = {sh[0], sh[1], sh[2], hd / 2, 2}, halves[5] = {sh[0], sh[1], sh[2], 2, hd / 2};
+    return kiln_reshape(ctx, x, 5, neox ? halves : pairs);
 }
 
 /* Llama 3.1's rope: angle pos * theta^(-2i/hd) / rope_freqs[i] (as ggml's
@@ -339,7 +340,8 @@ static kiln_status rope_tables(llama *m, step_pos *p) {
             c[t * half + i] = (float)cos(a), sn[t * half + i] = (float)sin(a);
         }
     const int64_t shape[3] = {T, neox ? 1 : half, neox ? half : 1};
-    if (!s && (!(p->cos = kiln_tensor_new(m->ctx, KILN_F32, 3, shape)) || !(p->sin = kiln_tensor_new(m->ctx, KILN_F32, 3, shape))))
+    if (!s && (!(p->cos = kiln_tensor_new(m->ctx, KILN_F32, 3, shape)) ||
+               !(p->sin = kiln_tensor_new(m->ctx, KILN_F32, 3, shape))))
         s = kiln_last_status();
     if (!s) s = kiln_tensor_set_f32(p->cos, c, T * half);
     if (!s) s = kiln_tensor_set_f32(p->sin, sn, T * half);
@@ -377,10 +379,13 @@ static kiln_tensor *attention_capped(llama *m, kiln_tensor *q, kiln_tensor *k, k
     if (cap > 0) sc = kiln_scale(ctx, kiln_tanh(ctx, kiln_scale(ctx, sc, 1.0 / cap)), cap);
     if (window > 0 && p0 + T > window) { /* query p0 + t does not see key j at p0 + t - j >= window */
         kiln_tensor *mask = kiln_tensor_new(ctx, KILN_F32, 2, (int64_t[]){T, S});
-        float *f = mask ? kiln_tensor_data(mask) : NULL;
-        if (!f) return NULL;
-        for (int64_t t = 0; t < T; t++)
+        float *f = mask ? malloc((size_t)(T * S) * sizeof *f) : NULL;
+        if (mask && !f) kiln_set_error(KILN_ERR_OOM, "llama_forward: out of memory");
+        for (int64_t t = 0; f && t < T; t++)
             for (int64_t j = 0; j < S; j++) f[t * S + j] = p0 + t - j >= window;
+        kiln_status s = f ? kiln_tensor_set_f32(mask, f, T * S) : KILN_ERR_OOM;
+        free(f);
+        if (s) return NULL;
         sc = kiln_masked_fill(ctx, sc, mask, -INFINITY);
     }
     kiln_tensor *a = kiln_matmul(ctx, kiln_softmax(ctx, sc, true), v5);

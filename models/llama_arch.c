@@ -268,7 +268,11 @@ static kiln_status hf_arch_keys(const kiln_json_file *j, const char *who, const 
     if (t->swa_every && !c->sliding_window) c->traits.swa_every = 0; /* null: none */
     if (!strcmp(t->arch, "gemma2")) {
         *tied = true; /* Gemma2Config's default */
-        if (hf_number(j, NULL, "query_pre_attn_scalar", &v)) c->query_scale = v > 0 ? 1.0 / sqrt(v) : -1;
+        if (hf_number(j, NULL, "query_pre_attn_scalar", &v)) {
+            if (!(v > 0) || isinf(v))
+                return kiln_set_error(KILN_ERR_FORMAT, "%s: %s: query_pre_attn_scalar = %g must be > 0", who, p, v);
+            c->query_scale = 1.0 / sqrt(v);
+        }
         if (hf_number(j, NULL, "attn_logit_softcapping", &v)) c->attn_softcap = v;
         if (hf_number(j, NULL, "final_logit_softcapping", &v)) c->final_softcap = v;
     }
@@ -335,7 +339,8 @@ void llama3_rope_factors(const llama3_scaling *s, double theta, int64_t head_dim
         if (wave < hi_wave) f = 1;
         else if (wave > lo_wave) f = s->factor;
         else {
-            double smooth = (s->original_context / wave - s->low_freq_factor) / (s->high_freq_factor - s->low_freq_factor);
+            double smooth =
+                (s->original_context / wave - s->low_freq_factor) / (s->high_freq_factor - s->low_freq_factor);
             f = 1 / ((1 - smooth) / s->factor + smooth);
         }
         out[i] = (float)f;

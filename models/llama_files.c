@@ -241,8 +241,9 @@ kiln_status llama_save_gguf(const llama *mc, const char *path, kiln_dtype dtype)
                               kiln_dtype_name(dtype));
     const llama_config *c = &m->cfg;
     if ((c->traits.arch && strcmp(c->traits.arch, "llama")) || m->rope_freqs || c->head_dim * c->heads != c->dim)
-        return kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_save_gguf: writes Llama models (no rope_freqs, head_dim dim / "
-                              "heads), not this %s", c->traits.arch ? c->traits.arch : "llama");
+        return kiln_set_error(KILN_ERR_UNSUPPORTED,
+                              "llama_save_gguf: writes Llama models (no rope_freqs, head_dim dim / heads), not this %s",
+                              c->traits.arch ? c->traits.arch : "llama");
     kiln_gguf_writer *w = kiln_gguf_writer_new();
     kiln_ctx *tmp = kiln_ctx_new();
     int n = 0;
@@ -419,8 +420,9 @@ static kiln_status hf_sizes(shards *sh, const char *dir, const llama_config *c) 
     kiln_status s;
     if ((s = hf_shape(sh, dir, "model.embed_tokens.weight", c->vocab, c->dim, "vocab_size and hidden_size")) ||
         (s = hf_shape(sh, dir, fqkv ? "model.layers.0.self_attn.qkv_proj.weight" : "model.layers.0.self_attn.k_proj.weight",
-                      fqkv ? c->heads * hd + 2 * kv : kv, c->dim, "num_key_value_heads, head_dim and hidden_size")) ||
-        (s = hf_shape(sh, dir, name, fgu ? 2 * c->hidden : c->hidden, c->dim, "num_hidden_layers and intermediate_size")))
+                      fqkv ? c->heads * hd + 2 * kv : kv, c->dim, "num_key_value_heads, head_dim, hidden_size")) ||
+        (s = hf_shape(sh, dir, name, fgu ? 2 * c->hidden : c->hidden, c->dim,
+                      "num_hidden_layers and intermediate_size")))
         return s;
     return KILN_OK;
 }

@@ -238,8 +238,8 @@ KT_TEST(llama_ref_mixed_types_load_as_stored) {
     for (int i = 0; i < 6; i++) {
         kiln_gguf_tensor_info ti;
         KT_OK(kiln_gguf_tensor_info_at(g, kiln_gguf_find_tensor(g, some[i].name), &ti));
-        KT_CHECK(kiln_tensor_dtype(some[i].t) == mixed_type(some[i].name) && ti.nbytes == kiln_tensor_nbytes(some[i].t) &&
-                     !memcmp(ti.data, kiln_tensor_data(some[i].t), ti.nbytes),
+        KT_CHECK(kiln_tensor_dtype(some[i].t) == mixed_type(some[i].name) &&
+                     ti.nbytes == kiln_tensor_nbytes(some[i].t) && !memcmp(ti.data, kiln_tensor_data(some[i].t), ti.nbytes),
                  "%s: %s, not the file's blocks", some[i].name, kiln_dtype_name(kiln_tensor_dtype(some[i].t)));
     }
     kiln_gguf_close(g);
