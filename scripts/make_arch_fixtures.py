@@ -61,29 +61,38 @@ def f32(x):
 
 # ---- the models -------------------------------------------------------------
 
+def draw(c, seed, sd, extra=None):
+    """the tensors of config c: matrices N(0, sd^2), norms 1 + N(0, 0.1^2), drawn in this order"""
+    r = Rng(seed)
+    W = lambda rows, cols: [[f32(r.normal(sd)) for _ in range(cols)] for _ in range(rows)]
+    N = lambda n: [f32(1 + r.normal(0.1)) for _ in range(n)]
+    q, kv, D, F = c["heads"] * c["head_dim"], c["kv_heads"] * c["head_dim"], c["dim"], c["hidden"]
+    gemma = c["arch"] == "gemma2"
+    t = {"token_embd.weight": W(c["vocab"], D)}
+    t.update(extra or {})
+    for l in range(c["layers"]):
+        p = "blk.%d." % l
+        t[p + "attn_norm.weight"] = N(D)
+        t[p + "attn_q.weight"] = W(q, D)
+        t[p + "attn_k.weight"] = W(kv, D)
+        t[p + "attn_v.weight"] = W(kv, D)
+        t[p + "attn_output.weight"] = W(D, q)
+        if gemma:
+            t[p + "post_attention_norm.weight"] = N(D)
+        t[p + "ffn_norm.weight"] = N(D)
+        t[p + "ffn_gate.weight"] = W(F, D)
+        t[p + "ffn_up.weight"] = W(F, D)
+        t[p + "ffn_down.weight"] = W(D, F)
+        if gemma:
+            t[p + "post_ffw_norm.weight"] = N(D)
+    t["output_norm.weight"] = N(D)
+    return t
+
+
 def gemma2_model():
     c = dict(arch="gemma2", vocab=48, dim=32, heads=4, kv_heads=2, head_dim=16, hidden=48, layers=3,
              context=32, eps=1e-6, theta=10000.0, attn_cap=3.0, final_cap=5.0, window=4, neox=True)
-    r = Rng(2024)
-    W = lambda rows, cols: [[f32(r.normal(0.3)) for _ in range(cols)] for _ in range(rows)]
-    N = lambda n: [f32(1 + r.normal(0.1)) for _ in range(n)]
-    q, kv = c["heads"] * c["head_dim"], c["kv_heads"] * c["head_dim"]
-    t = {"token_embd.weight": W(c["vocab"], c["dim"])}
-    for l in range(c["layers"]):
-        p = "blk.%d." % l
-        t[p + "attn_norm.weight"] = N(c["dim"])
-        t[p + "attn_q.weight"] = W(q, c["dim"])
-        t[p + "attn_k.weight"] = W(kv, c["dim"])
-        t[p + "attn_v.weight"] = W(kv, c["dim"])
-        t[p + "attn_output.weight"] = W(c["dim"], q)
-        t[p + "post_attention_norm.weight"] = N(c["dim"])
-        t[p + "ffn_norm.weight"] = N(c["dim"])
-        t[p + "ffn_gate.weight"] = W(c["hidden"], c["dim"])
-        t[p + "ffn_up.weight"] = W(c["hidden"], c["dim"])
-        t[p + "ffn_down.weight"] = W(c["dim"], c["hidden"])
-        t[p + "post_ffw_norm.weight"] = N(c["dim"])
-    t["output_norm.weight"] = N(c["dim"])
-    return c, t
+    return c, draw(c, 2024, 0.3)
 
 
 LLAMA3 = dict(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=8)
@@ -110,25 +119,7 @@ def llama3_factors(theta, hd, s):
 def llama_rope_model():
     c = dict(arch="llama", vocab=48, dim=32, heads=4, kv_heads=2, head_dim=8, hidden=64, layers=2,
              context=32, eps=1e-5, theta=10000.0, attn_cap=0.0, final_cap=0.0, window=0, neox=False)
-    r = Rng(31)
-    W = lambda rows, cols: [[f32(r.normal(0.2)) for _ in range(cols)] for _ in range(rows)]
-    N = lambda n: [f32(1 + r.normal(0.1)) for _ in range(n)]
-    q, kv = c["heads"] * c["head_dim"], c["kv_heads"] * c["head_dim"]
-    t = {"token_embd.weight": W(c["vocab"], c["dim"]),
-         "rope_freqs.weight": llama3_factors(c["theta"], c["head_dim"], LLAMA3)}
-    for l in range(c["layers"]):
-        p = "blk.%d." % l
-        t[p + "attn_norm.weight"] = N(c["dim"])
-        t[p + "attn_q.weight"] = W(q, c["dim"])
-        t[p + "attn_k.weight"] = W(kv, c["dim"])
-        t[p + "attn_v.weight"] = W(kv, c["dim"])
-        t[p + "attn_output.weight"] = W(c["dim"], q)
-        t[p + "ffn_norm.weight"] = N(c["dim"])
-        t[p + "ffn_gate.weight"] = W(c["hidden"], c["dim"])
-        t[p + "ffn_up.weight"] = W(c["hidden"], c["dim"])
-        t[p + "ffn_down.weight"] = W(c["dim"], c["hidden"])
-    t["output_norm.weight"] = N(c["dim"])
-    return c, t
+    return c, draw(c, 31, 0.2, {"rope_freqs.weight": llama3_factors(c["theta"], c["head_dim"], LLAMA3)})
 
 
 # ---- the forward pass, float64 --------------------------------------------
