@@ -7,8 +7,10 @@
  * match the logits llama.cpp computed for them (*.logits.bin, [32][512]
  * little-endian float32). One table for every file: F32 to max |diff|
  * 1e-4; quantized files to max 0.03 and rms 0.008 (llama.cpp quantizes the
- * activations; a float-activation product differs by about 0.02). A wrong
- * rope mode or a missing bias must fail the same tolerances. */
+ * activations; a float-activation product differs by about 0.02, and so
+ * do kiln's prompts through dequantized panels, the types without a
+ * batched integer path). A wrong rope mode or a missing bias must fail
+ * the same tolerances. */
 #include "kt.h"
 #include "llama_files.h"
 #include "test_llama_util.h"
@@ -69,12 +71,18 @@ typedef struct ref_file {
     double max, rms;  /* tolerances */
 } ref_file;
 
-/* Every reference file kiln reads. The quantized files of the other types
- * (Q4_0 with its Q6_K output, Q4_K_M, Q5_K_M, Q6_K, IQ4_NL) join this table
- * with ggml's K-quant and IQ types. */
+/* Every reference file kiln reads: each architecture in F32, Q8_0 and the
+ * types llama-quantize mixes (Q4_0's and IQ4_NL's Q6_K output; Q4_K_M's
+ * and Q5_K_M's Q6_K attn_v / ffn_down in one layer, phi3's promoted
+ * attn_qkv). */
 static const ref_file REFS[] = {
-    {"llama-s1-F32", 1e-4, 1e-4}, {"llama-s1-Q8_0", 0.03, 0.008}, {"qwen2-s1-F32", 1e-4, 1e-4},
-    {"qwen2-s1-Q8_0", 0.03, 0.008}, {"phi3-s1-F32", 1e-4, 1e-4},  {"phi3-s1-Q8_0", 0.03, 0.008},
+    {"llama-s1-F32", 1e-4, 1e-4},     {"llama-s1-Q8_0", 0.03, 0.008},   {"llama-s1-Q4_0", 0.03, 0.008},
+    {"llama-s1-Q4_K_M", 0.03, 0.008}, {"llama-s1-Q5_K_M", 0.03, 0.008}, {"llama-s1-Q6_K", 0.03, 0.008},
+    {"llama-s1-IQ4_NL", 0.03, 0.008}, {"qwen2-s1-F32", 1e-4, 1e-4},     {"qwen2-s1-Q8_0", 0.03, 0.008},
+    {"qwen2-s1-Q4_0", 0.03, 0.008},   {"qwen2-s1-Q4_K_M", 0.03, 0.008}, {"qwen2-s1-Q5_K_M", 0.03, 0.008},
+    {"qwen2-s1-Q6_K", 0.03, 0.008},   {"qwen2-s1-IQ4_NL", 0.03, 0.008}, {"phi3-s1-F32", 1e-4, 1e-4},
+    {"phi3-s1-Q8_0", 0.03, 0.008},    {"phi3-s1-Q4_0", 0.03, 0.008},    {"phi3-s1-Q4_K_M", 0.03, 0.008},
+    {"phi3-s1-Q5_K_M", 0.03, 0.008},  {"phi3-s1-Q6_K", 0.03, 0.008},    {"phi3-s1-IQ4_NL", 0.03, 0.008},
 };
 
 /* The file's model, as stored, and its logits against llama.cpp's: the
