@@ -26,6 +26,7 @@ typedef struct slot {
     int heads; /* for the permutation */
     bool norm; /* a norm's weight (Gemma's in Hugging Face files: less 1) */
     kiln_tensor **perm; /* a linear's act-order permutation (GPTQ), else NULL */
+    int64_t fused_rows; /* the rows of the fused tensor it is a part of; 0: whole */
 } slot;
 
 /* the most slots: the embedding, norm and head, 14 per layer */
@@ -37,7 +38,7 @@ static int slots_of(llama *m, slot *s) {
     const bool fqkv = t->fused_qkv, fgu = t->fused_gate_up;
     const char *qkv_g = "attn_qkv.weight", *qkv_h = "self_attn.qkv_proj.weight", *gu_h = "mlp.gate_up_proj.weight";
     int n = 0;
-    s[n++] = (slot){m->tok_embeddings, "token_embd.weight", "model.embed_tokens.weight", 0, false, 0, false, NULL};
+    s[n++] = (slot){m->tok_embeddings, "token_embd.weight", "model.embed_tokens.weight", 0, false, 0, false, NULL, 0};
     for (int l = 0; l < m->cfg.layers; l++) {
         llama_layer *y = &m->layers[l];
         struct { kiln_tensor *t; const char *g, *h; int64_t row0; int qk; bool norm; kiln_tensor **perm; } e[14] = {
@@ -63,15 +64,18 @@ static int slots_of(llama *m, slot *s) {
         for (int k = 0; k < 14; k++) {
             if (!e[k].t) continue;
             /* Llama's q/k rows are permuted in Hugging Face's files; the NEOX architectures' are not */
+            const bool in_qkv = e[k].t == y->wq || e[k].t == y->wk || e[k].t == y->wv,
+                       in_gu = e[k].t == y->w1 || e[k].t == y->w3;
             s[n] = (slot){e[k].t, "", "", e[k].row0, e[k].qk && !t->neox,
-                          (int)(e[k].qk == 1 ? m->cfg.heads : m->cfg.kv_heads), e[k].norm, e[k].perm};
+                          (int)(e[k].qk == 1 ? m->cfg.heads : m->cfg.kv_heads), e[k].norm, e[k].perm,
+                          fqkv && in_qkv ? Q + 2 * KV : fgu && in_gu ? 2 * F : 0};
             snprintf(s[n].gguf, sizeof s[n].gguf, "blk.%d.%s", l, e[k].g);
             snprintf(s[n].hf, sizeof s[n].hf, "model.layers.%d.%s", l, e[k].h);
             n++;
         }
     }
-    s[n++] = (slot){m->norm, "output_norm.weight", "model.norm.weight", 0, false, 0, true, NULL};
-    s[n++] = (slot){m->output, "output.weight", "lm_head.weight", 0, false, 0, false, NULL};
+    s[n++] = (slot){m->norm, "output_norm.weight", "model.norm.weight", 0, false, 0, true, NULL, 0};
+    s[n++] = (slot){m->output, "output.weight", "lm_head.weight", 0, false, 0, false, NULL, 0};
     return n;
 }
 
@@ -421,8 +425,9 @@ static kiln_safetensors *shard_with(shards *sh, const char *dir, const char *nam
 }
 
 /* GPTQ linear base (its .qweight, .qzeros, .scales, .g_idx) into slot s:
- * stored as it is where s holds gptq_dtype (its act-order permutation
- * into *s->perm), dequantized otherwise. */
+ * its rows from s->row0 (a part of a fused linear), Llama's q/k rows in
+ * Meta's order, stored as they are where s holds gptq_dtype (its act-order
+ * permutation into *s->perm), dequantized otherwise. */
 static kiln_status hf_read_gptq(shards *sh, const char *dir, const char *base, const slot *s, const hf_gptq *gq,
                                 kiln_dtype gptq_dtype, kiln_ctx *ctx) {
     static const char *const suffix[4] = {"qweight", "qzeros", "scales", "g_idx"};
@@ -433,21 +438,27 @@ static kiln_status hf_read_gptq(shards *sh, const char *dir, const char *base, c
         st[k] = shard_with(sh, dir, name);
     }
     const int64_t rows = kiln_tensor_dim(s->t, 0), cols = kiln_tensor_dim(s->t, 1);
-    kiln_gptq_result *r = hf_gptq_read(gq, sh->who, dir, base, &(hf_gptq_files){st[0], st[1], st[2], st[3]}, rows,
-                                       cols);
+    kiln_gptq_result *r = hf_gptq_read(gq, sh->who, dir, base, &(hf_gptq_files){st[0], st[1], st[2], st[3]},
+                                       s->fused_rows ? s->fused_rows : rows, cols);
     if (!r) return kiln_last_status();
     kiln_status e = KILN_OK;
-    if (s->perm && kiln_tensor_dtype(s->t) == gptq_dtype) {
-        int64_t *src = s->qk ? malloc((size_t)rows * sizeof *src) : NULL;
-        if (s->qk && !src) e = kiln_set_error(KILN_ERR_OOM, "%s: out of memory", sh->who);
-        if (src) qk_rows(src, rows, s->heads);
-        if (!e && src) e = hf_gptq_permute_rows(r, src);
-        if (!e) e = hf_gptq_store(r, base, s->t, ctx, s->perm);
+    if (s->qk || s->fused_rows) {
+        int64_t *src = malloc((size_t)rows * sizeof *src);
+        if (!src) e = kiln_set_error(KILN_ERR_OOM, "%s: out of memory", sh->who);
+        for (int64_t i = 0; src && !s->qk && i < rows; i++) src[i] = i;
+        if (src && s->qk) qk_rows(src, rows, s->heads);
+        for (int64_t i = 0; src && i < rows; i++) src[i] += s->row0;
+        if (!e) e = hf_gptq_take_rows(r, src, rows);
         free(src);
-    } else {
+    }
+    if (!e && s->perm && kiln_tensor_dtype(s->t) == gptq_dtype) {
+        e = hf_gptq_store(r, base, s->t, ctx, s->perm);
+    } else if (!e) {
+        slot plain = *s; /* its rows already in place */
+        plain.qk = false;
         float *f = malloc((size_t)(rows * cols) * sizeof *f);
         e = !f ? kiln_set_error(KILN_ERR_OOM, "%s: out of memory", sh->who) : kiln_gptq_dequantize(r, f);
-        if (!e) e = put_values(sh->who, s, f, rows * cols);
+        if (!e) e = put_values(sh->who, &plain, f, rows * cols);
         free(f);
     }
     kiln_gptq_result_free(r);
@@ -500,7 +511,8 @@ static kiln_status hf_sizes(shards *sh, const char *dir, const llama_config *c, 
              fgu ? "gate_up_proj" : "gate_proj");
     kiln_status s;
     if ((s = hf_shape(sh, dir, "model.embed_tokens.weight", c->vocab, c->dim, "vocab_size and hidden_size", NULL)) ||
-        (s = hf_shape(sh, dir, fqkv ? "model.layers.0.self_attn.qkv_proj.weight" : "model.layers.0.self_attn.k_proj.weight",
+        (s = hf_shape(sh, dir, fqkv ? "model.layers.0.self_attn.qkv_proj.weight"
+                                    : "model.layers.0.self_attn.k_proj.weight",
                       fqkv ? c->heads * hd + 2 * kv : kv, c->dim, "num_key_value_heads, head_dim, hidden_size", gq)) ||
         (s = hf_shape(sh, dir, name, fgu ? 2 * c->hidden : c->hidden, c->dim,
                       "num_hidden_layers and intermediate_size", gq)))

@@ -29,7 +29,10 @@
  *    linears; llama_infer_from_hf with LLAMA_AS_STORED keeps their codes
  *    (GQ<bits>_<G>, Q8_0 for 8 bits; act order as a permutation per
  *    weight, model.h's model_linear) and the embedding and head in F32; a
- *    linear stored in float there is quantized to that dtype (RTN).
+ *    linear stored in float there is quantized to that dtype (RTN). Any
+ *    architecture above: Qwen2's biases stay float beside their linears,
+ *    Phi-3's fused qkv_proj / gate_up_proj (one GPTQ linear, one g_idx)
+ *    are split into their rows.
  *
  * F32, F16, BF16, Q8_0 and Q4_0 tensors load into the model's f32
  * parameters (quantized ones dequantized) with llama_from_gguf / _hf, or
