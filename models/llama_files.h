@@ -34,8 +34,9 @@
  *    Phi-3's fused qkv_proj / gate_up_proj (one GPTQ linear, one g_idx)
  *    are split into their rows.
  *
- * F32, F16, BF16, Q8_0 and Q4_0 tensors load into the model's f32
- * parameters (quantized ones dequantized) with llama_from_gguf / _hf, or
+ * F32, F16, BF16 and every quantized type kiln has a dtype for (ggml's
+ * block types, include/kiln_core.h) load into the model's f32 parameters
+ * (quantized ones dequantized) with llama_from_gguf / _hf, or
  * stay quantized with llama_infer_from_gguf / _hf (below).
  * Refused with a message: other architectures, rope scaling other than
  * Llama 3.1's (GGUF rope_freqs, config.json rope_type "llama3"), LongRoPE,
