@@ -11,7 +11,6 @@
 #include "llama_files.h"
 #include "test_llama_util.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -121,15 +120,6 @@ static bool rewrite(const char *src, const char *dir, const char *arch) {
     return ok;
 }
 
-static double max_diff(const float *a, const float *b, int n) {
-    double m = 0;
-    for (int i = 0; i < n; i++) {
-        const double d = fabs((double)a[i] - (b ? b[i] : 0.0f));
-        if (d > m) m = d;
-    }
-    return m;
-}
-
 static void remove_dir(const char *dir) {
     static const char *const files[3] = {"model.safetensors", "config.json", "quantize_config.json"};
     char p[300];
@@ -177,14 +167,15 @@ KT_TEST(hf_gptq_qwen2_and_phi3_checkpoints) {
                  "weights %s", kiln_dtype_name(kiln_tensor_dtype(y->wk)));
         float *a = llama_test_logits(q, TOKENS, T), *b = llama_test_logits(f, TOKENS, T);
         KT_REQUIRE(a && b, "logits: %s", kiln_last_error());
-        const double worst = max_diff(a, b, T * VOCAB), scale = max_diff(b, NULL, T * VOCAB);
+        const double worst = llama_test_max_diff(a, b, T * VOCAB);
+        const double scale = llama_test_max_diff(b, NULL, T * VOCAB);
         KT_CHECK(worst <= 0.02 * scale && scale > 0.5, "%s: logits differ by %g (largest %g)", cases[c].variant, worst,
                  scale);
         if (y->bqkv) { /* the biases count */
             kiln_tensor_fill(y->bqkv, 0.0);
             float *z = llama_test_logits(q, TOKENS, T);
-            KT_CHECK(z && max_diff(z, b, T * VOCAB) > 0.05 * scale, "%s: the logits without biases match too",
-                     cases[c].variant);
+            KT_CHECK(z && llama_test_max_diff(z, b, T * VOCAB) > 0.05 * scale,
+                     "%s: the logits without biases match too", cases[c].variant);
             free(z);
         }
         KT_CHECK(!strcmp(cases[c].arch, "qwen2") == (y->bqkv != NULL), "%s: biases", cases[c].arch);

@@ -37,12 +37,6 @@ static float *logits_all(llama *m) {
     return z;
 }
 
-static double max_diff(const float *a, const float *b, int64_t n) {
-    double d = 0;
-    for (int64_t i = 0; i < n; i++) d = fmax(d, fabs((double)a[i] - b[i]));
-    return d;
-}
-
 typedef enum { VIA_INFER_GGUF, VIA_INFER_HF, VIA_TRAIN_GGUF, VIA_TRAIN_HF } via;
 static const char *const VIA[] = {"llama_infer_from_gguf", "llama_infer_from_hf", "llama_from_gguf", "llama_from_hf"};
 
@@ -69,7 +63,7 @@ static double check(const char *name, via v, void (*spoil)(llama *)) {
         float *want = expected(name, m->cfg.vocab);
         float *got = v >= VIA_TRAIN_GGUF ? llama_test_logits(m, TOKENS, N_TOK) : logits_all(m);
         KT_CHECK(want && got, "%s via %s: %s", name, VIA[v], want ? kiln_last_error() : "no expected logits");
-        if (want && got) d = max_diff(got, want, N_TOK * m->cfg.vocab);
+        if (want && got) d = llama_test_max_diff(got, want, N_TOK * m->cfg.vocab);
         free(want), free(got);
     }
     llama_free(m);
@@ -127,10 +121,10 @@ KT_TEST(llama_arch_cache_steps_match) {
         KT_NOTNULL(want);
         KT_NOTNULL(c);
         KT_OK(llama_cache_step(m, c, TOKENS, 3, z));
-        double worst = max_diff(z, want + 2 * V, V);
+        double worst = llama_test_max_diff(z, want + 2 * V, V);
         for (int t = 3; t < N_TOK; t++) {
             KT_OK(llama_cache_step(m, c, TOKENS + t, 1, z));
-            worst = fmax(worst, max_diff(z, want + t * V, V));
+            worst = fmax(worst, llama_test_max_diff(z, want + t * V, V));
         }
         KT_CHECK(worst <= 1e-4, "%s: cached steps differ by %.3g", names[i], worst);
         free(want), free(z);
