@@ -241,21 +241,21 @@ kiln_gptq_result *hf_gptq_read(const hf_gptq *q, const char *who, const char *di
     return r;
 }
 
-kiln_status hf_gptq_permute_rows(kiln_gptq_result *r, const int64_t *src) {
-    const int64_t rows = r->rows, cols = r->cols, ng = r->n_groups;
-    uint8_t *c = malloc((size_t)(rows * cols)), *z = malloc((size_t)(rows * ng));
-    float *s = malloc((size_t)(rows * ng) * sizeof *s);
+kiln_status hf_gptq_take_rows(kiln_gptq_result *r, const int64_t *src, int64_t n) {
+    const int64_t cols = r->cols, ng = r->n_groups;
+    uint8_t *c = malloc((size_t)(n * cols)), *z = malloc((size_t)(n * ng));
+    float *s = malloc((size_t)(n * ng) * sizeof *s);
     if (!c || !z || !s) {
         free(c), free(z), free(s);
-        return kiln_set_error(KILN_ERR_OOM, "hf_gptq_permute_rows: out of memory");
+        return kiln_set_error(KILN_ERR_OOM, "hf_gptq_take_rows: out of memory");
     }
-    for (int64_t i = 0; i < rows; i++) {
+    for (int64_t i = 0; i < n; i++) {
         memcpy(c + i * cols, r->codes + src[i] * cols, (size_t)cols);
         memcpy(z + i * ng, r->zeros + src[i] * ng, (size_t)ng);
         memcpy(s + i * ng, r->scales + src[i] * ng, (size_t)ng * sizeof *s);
     }
     free(r->codes), free(r->zeros), free(r->scales);
-    r->codes = c, r->zeros = z, r->scales = s;
+    r->codes = c, r->zeros = z, r->scales = s, r->rows = n;
     return KILN_OK;
 }
 

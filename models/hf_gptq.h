@@ -69,8 +69,9 @@ typedef struct hf_gptq_files {
 kiln_gptq_result *hf_gptq_read(const hf_gptq *q, const char *who, const char *dir, const char *base,
                                const hf_gptq_files *f, int64_t rows, int64_t cols);
 
-/* Rows of r in a new order: row i becomes row src[i]'s (a permutation). */
-kiln_status hf_gptq_permute_rows(kiln_gptq_result *r, const int64_t *src);
+/* r's rows src[0 .. n) as its rows 0 .. n: a permutation, or a part of
+ * a fused linear (Phi-3's qkv_proj, gate_up_proj). */
+kiln_status hf_gptq_take_rows(kiln_gptq_result *r, const int64_t *src, int64_t n);
 
 /* r into dst, a contiguous [rows, cols] tensor (or row view) of
  * hf_gptq_dtype's dtype; *perm: NULL, or a new i32 [cols] leaf of ctx

@@ -13,19 +13,25 @@ llama_config llama_defaults(void) {
                           .hidden = 0, .multiple_of = 256, .norm_eps = 1e-5, .rope_theta = 10000.0};
 }
 
-/* An inference model's dtype for a weight of this shape: the embedding in
- * llama_embedding_dtype, NF4_DQ only where the tensor is whole
- * super-blocks (NF4 otherwise), norms f32. */
-static kiln_dtype infer_dtype(const llama *m, const char *what, int ndim, const int64_t *shape) {
-    kiln_dtype dt = ndim == 1 ? KILN_F32 : m->weights;
-    if (ndim == 2 && !strcmp(what, "tok_embeddings.weight")) dt = llama_embedding_dtype(m->weights);
-    if (dt == KILN_NF4_DQ && (shape[0] * shape[1]) % kiln_dtype_block(KILN_NF4_DQ)) dt = KILN_NF4;
-    return dt;
-}
-
 static void param_name(char *name, size_t size, int layer, const char *what) {
     if (layer >= 0) snprintf(name, size, "layers.%d.%s", layer, what);
     else snprintf(name, size, "%s", what);
+}
+
+/* An inference model's dtype for a weight of this shape: the one its
+ * dtype_of chooses, else the embedding in llama_embedding_dtype, NF4_DQ
+ * only where the tensor is whole super-blocks (NF4 otherwise); norms f32. */
+static kiln_dtype infer_dtype(const llama *m, int layer, const char *what, int ndim, const int64_t *shape) {
+    if (ndim == 1) return KILN_F32;
+    if (m->dtype_of) {
+        char name[64];
+        param_name(name, sizeof name, layer, what);
+        return m->dtype_of(m->dtype_user, name, shape[0], shape[1]);
+    }
+    kiln_dtype dt = m->weights;
+    if (!strcmp(what, "tok_embeddings.weight")) dt = llama_embedding_dtype(m->weights);
+    if (dt == KILN_NF4_DQ && (shape[0] * shape[1]) % kiln_dtype_block(KILN_NF4_DQ)) dt = KILN_NF4;
+    return dt;
 }
 
 /* Make parameter "layers.{layer}.{what}" (or "{what}" for layer < 0) and list
@@ -37,7 +43,7 @@ static kiln_tensor *param(llama *m, int layer, const char *what, int ndim, const
     param_name(name, sizeof name, layer, what);
     kiln_tensor *p;
     if (m->inference) {
-        p = kiln_tensor_new(m->ctx, infer_dtype(m, what, ndim, shape), ndim, shape);
+        p = kiln_tensor_new(m->ctx, infer_dtype(m, layer, what, ndim, shape), ndim, shape);
         if (p && init == MODEL_INIT_ONES && kiln_tensor_fill(p, 1.0)) p = NULL;
         if (p) kiln_tensor_set_name(p, name);
     } else {
@@ -53,24 +59,26 @@ static kiln_tensor *param(llama *m, int layer, const char *what, int ndim, const
  * training model, or where the parts could not be row views of it in the
  * dtype each would have alone (NF4_DQ's super-blocks, a part starting
  * inside a block). */
-static kiln_tensor *stacked(llama *m, int n, const char *const *what, const int64_t *rows, int64_t cols) {
+static kiln_tensor *stacked(llama *m, int layer, int n, const char *const *what, const int64_t *rows, int64_t cols) {
     if (!m->inference) return NULL;
     int64_t total = 0;
-    kiln_dtype dt = infer_dtype(m, what[0], 2, (int64_t[]){rows[0], cols});
+    kiln_dtype dt = infer_dtype(m, layer, what[0], 2, (int64_t[]){rows[0], cols});
     for (int i = 0; i < n; i++) {
-        if (infer_dtype(m, what[i], 2, (int64_t[]){rows[i], cols}) != dt || (total * cols) % kiln_dtype_block(dt))
+        if (infer_dtype(m, layer, what[i], 2, (int64_t[]){rows[i], cols}) != dt || (total * cols) % kiln_dtype_block(dt))
             return NULL;
         total += rows[i];
     }
-    if (infer_dtype(m, what[0], 2, (int64_t[]){total, cols}) != dt) return NULL;
+    if (infer_dtype(m, layer, what[0], 2, (int64_t[]){total, cols}) != dt) return NULL;
     return kiln_tensor_new(m->ctx, dt, 2, (int64_t[]){total, cols});
 }
 
-/* Weight "layers.{layer}.{what}" [rows, cols]: rows [row0, row0 + rows) of
- * the stacked leaf, a view listed as param lists its leaves (loaders fill
- * it in place), or a parameter of its own where there is no stack. */
+/* Weight "layers.{layer}.{what}" [rows, cols] (cols 0: a bias [rows]):
+ * rows [row0, row0 + rows) of the stacked leaf, a view listed as param
+ * lists its leaves (loaders fill it in place), or a parameter of its own
+ * where there is no stack (a bias starts at zero). */
 static kiln_tensor *part(llama *m, int layer, const char *what, kiln_tensor *stack, int64_t row0, int64_t rows,
                          int64_t cols, uint64_t seed) {
+    if (!stack && !cols) return param(m, layer, what, 1, (int64_t[]){rows}, MODEL_INIT_ZEROS, seed);
     if (!stack) return param(m, layer, what, 2, (int64_t[]){rows, cols}, MODEL_INIT_NORMAL, seed);
     char name[64];
     param_name(name, sizeof name, layer, what);
@@ -80,8 +88,8 @@ static kiln_tensor *part(llama *m, int layer, const char *what, kiln_tensor *sta
     return p;
 }
 
-const llama_config_names llama_config_fields = {"vocab", "context", "layers", "heads", "kv_heads",
-                                                "dim",   "hidden",  "norm_eps", "rope_theta"};
+const llama_config_names llama_config_fields = {"vocab",  "context",  "layers",     "heads",   "kv_heads",
+                                                "dim",    "hidden",   "norm_eps",   "rope_theta", "head_dim"};
 
 kiln_status llama_config_check(const llama_config *c, const llama_config_names *nm, const char *who,
                                const char *source, kiln_status bad) {
@@ -97,10 +105,13 @@ kiln_status llama_config_check(const llama_config *c, const llama_config_names *
     if (c->kv_heads < 0)
         return kiln_set_error(bad, "%s: %s = %lld must be >= 1", at, nm->kv_heads, (long long)c->kv_heads);
     const int64_t kv = c->kv_heads ? c->kv_heads : c->heads;
-    if (c->dim % c->heads)
+    if (c->head_dim < 0 || (c->head_dim % 2))
+        return kiln_set_error(bad, "%s: %s = %lld must be even and >= 1 (rotary embeddings rotate pairs)", at,
+                              nm->head_dim, (long long)c->head_dim);
+    if (!c->head_dim && c->dim % c->heads)
         return kiln_set_error(bad, "%s: %s = %lld does not divide %s = %lld", at, nm->heads, (long long)c->heads,
                               nm->dim, (long long)c->dim);
-    if ((c->dim / c->heads) % 2)
+    if (!c->head_dim && (c->dim / c->heads) % 2)
         return kiln_set_error(bad, "%s: the head size %s / %s = %lld is odd (rotary embeddings rotate pairs)", at,
                               nm->dim, nm->heads, (long long)(c->dim / c->heads));
     if (c->heads % kv)
@@ -111,16 +122,29 @@ kiln_status llama_config_check(const llama_config *c, const llama_config_names *
     for (int i = 0; i < 2; i++)
         if (!(reals[i].v > 0) || isinf(reals[i].v))
             return kiln_set_error(bad, "%s: %s = %g must be > 0 and finite", at, reals[i].name, reals[i].v);
+    const struct { const char *name; double v; } extras[] = {{"query_scale", c->query_scale},
+                                                             {"attn_softcap", c->attn_softcap},
+                                                             {"final_softcap", c->final_softcap},
+                                                             {"sliding_window", (double)c->sliding_window}};
+    for (int i = 0; i < 4; i++)
+        if (!(extras[i].v >= 0) || isinf(extras[i].v))
+            return kiln_set_error(bad, "%s: %s = %g must be >= 0 and finite", at, extras[i].name, extras[i].v);
+    if (c->traits.swa_every < 0 || (c->traits.swa_every && !c->sliding_window))
+        return kiln_set_error(bad, "%s: sliding-window layers every %d need a window >= 1", at, c->traits.swa_every);
     return KILN_OK;
 }
 
 kiln_dtype llama_embedding_dtype(kiln_dtype weights) { return weights == KILN_NF4_DQ ? KILN_NF4 : weights; }
 
+/* the most parameters: embedding, norm, output; per layer 9 weights, 3 biases, 2 post norms */
+enum { LLAMA_TOP_SLOTS = 3, LLAMA_LAYER_SLOTS = 14 };
+
 static llama *make(kiln_ctx *ctx, const llama_config *cfg, uint64_t seed, bool inference, kiln_dtype weights,
-                   bool tied) {
+                   bool tied, llama_dtype_fn dtype_of, void *dtype_user) {
     const char *who = inference ? "llama_new_inference" : "llama_new";
     llama_config c = cfg ? *cfg : llama_defaults();
     if (c.kv_heads == 0) c.kv_heads = c.heads;
+    if (c.head_dim == 0 && c.heads > 0) c.head_dim = c.dim / c.heads;
     if (c.hidden == 0 && c.multiple_of > 0) { /* Meta's FeedForward sizing */
         int64_t h = 2 * (4 * c.dim) / 3;
         c.hidden = c.multiple_of * ((h + c.multiple_of - 1) / c.multiple_of);
@@ -138,7 +162,7 @@ static llama *make(kiln_ctx *ctx, const llama_config *cfg, uint64_t seed, bool i
     }
     llama *m = calloc(1, sizeof *m);
     if (m) m->layers = calloc((size_t)c.layers, sizeof *m->layers);
-    if (m) m->params = calloc((size_t)(3 + 9 * c.layers), sizeof *m->params);
+    if (m) m->params = calloc((size_t)(LLAMA_TOP_SLOTS + LLAMA_LAYER_SLOTS * c.layers), sizeof *m->params);
     if (!m || !m->layers || !m->params) {
         llama_free(m);
         kiln_set_error(KILN_ERR_OOM, "%s: out of memory", who);
@@ -149,16 +173,29 @@ static llama *make(kiln_ctx *ctx, const llama_config *cfg, uint64_t seed, bool i
     m->inference = inference;
     m->weights = inference ? weights : KILN_F32;
     m->fuse = inference;
-    const int64_t D = c.dim, hd = c.dim / c.heads, Q = c.heads * hd, KV = c.kv_heads * hd, F = c.hidden;
+    m->dtype_of = dtype_of, m->dtype_user = dtype_user;
+    const int64_t D = c.dim, hd = c.head_dim, Q = c.heads * hd, KV = c.kv_heads * hd, F = c.hidden;
     bool ok = (m->tok_embeddings =
                    param(m, -1, "tok_embeddings.weight", 2, (int64_t[]){c.vocab, D}, MODEL_INIT_NORMAL, seed)) != NULL;
     static const char *const qkv[3] = {"attention.wq.weight", "attention.wk.weight", "attention.wv.weight"};
     static const char *const w13[2] = {"feed_forward.w1.weight", "feed_forward.w3.weight"};
+    static const char *const bqkv[3] = {"attention.wq.bias", "attention.wk.bias", "attention.wv.bias"};
+    if (ok && c.rope_freqs) /* factors, not a parameter: ones until a loader reads a file's */
+        ok = (m->rope_freqs = kiln_tensor_new(ctx, KILN_F32, 1, (int64_t[]){hd / 2})) &&
+             !kiln_tensor_fill(m->rope_freqs, 1.0);
     for (int l = 0; ok && l < c.layers; l++) {
         llama_layer *y = &m->layers[l];
-        y->wqkv = stacked(m, 3, qkv, (int64_t[]){Q, KV, KV}, D);
-        y->w13 = stacked(m, 2, w13, (int64_t[]){F, F}, D);
-        ok = (y->attention_norm = param(m, l, "attention_norm.weight", 1, (int64_t[]){D}, MODEL_INIT_ONES, seed)) &&
+        y->wqkv = stacked(m, l, 3, qkv, (int64_t[]){Q, KV, KV}, D);
+        y->w13 = stacked(m, l, 2, w13, (int64_t[]){F, F}, D);
+        if (c.traits.qkv_bias && inference) ok = (y->bqkv = kiln_tensor_new(ctx, KILN_F32, 1, (int64_t[]){Q + 2 * KV}));
+        if (ok && c.traits.qkv_bias)
+            ok = (y->bq = part(m, l, bqkv[0], y->bqkv, 0, Q, 0, seed)) &&
+                 (y->bk = part(m, l, bqkv[1], y->bqkv, Q, KV, 0, seed)) &&
+                 (y->bv = part(m, l, bqkv[2], y->bqkv, Q + KV, KV, 0, seed));
+        if (ok && c.traits.post_norms)
+            ok = (y->attn_post_norm = param(m, l, "attention_post_norm.weight", 1, &D, MODEL_INIT_ONES, seed)) &&
+                 (y->ffn_post_norm = param(m, l, "ffn_post_norm.weight", 1, &D, MODEL_INIT_ONES, seed));
+        ok = ok && (y->attention_norm = param(m, l, "attention_norm.weight", 1, &D, MODEL_INIT_ONES, seed)) &&
              (y->wq = part(m, l, qkv[0], y->wqkv, 0, Q, D, seed)) &&
              (y->wk = part(m, l, qkv[1], y->wqkv, Q, KV, D, seed)) &&
              (y->wv = part(m, l, qkv[2], y->wqkv, Q + KV, KV, D, seed)) &&
@@ -177,6 +214,8 @@ static llama *make(kiln_ctx *ctx, const llama_config *cfg, uint64_t seed, bool i
     } else if (ok) {
         ok = (m->output = param(m, -1, "output.weight", 2, (int64_t[]){c.vocab, D}, MODEL_INIT_NORMAL, seed)) != NULL;
     }
+    if (ok && dtype_of) m->weights = kiln_tensor_dtype(m->layers[0].wq); /* the layers' dtype, as the file's was */
+    m->dtype_of = NULL, m->dtype_user = NULL;
     if (!ok) {
         llama_free(m);
         return NULL;
@@ -185,11 +224,20 @@ static llama *make(kiln_ctx *ctx, const llama_config *cfg, uint64_t seed, bool i
 }
 
 llama *llama_new(kiln_ctx *ctx, const llama_config *cfg, uint64_t seed) {
-    return make(ctx, cfg, seed, false, KILN_F32, false);
+    return make(ctx, cfg, seed, false, KILN_F32, false, NULL, NULL);
 }
 
 llama *llama_new_inference(kiln_ctx *ctx, const llama_config *cfg, kiln_dtype weights, bool tied_output) {
-    return make(ctx, cfg, 0, true, weights, tied_output);
+    return make(ctx, cfg, 0, true, weights, tied_output, NULL, NULL);
+}
+
+llama *llama_new_inference_typed(kiln_ctx *ctx, const llama_config *cfg, llama_dtype_fn dtype_of, void *user,
+                                 bool tied_output) {
+    if (!dtype_of) {
+        kiln_set_error(KILN_ERR_ARG, "llama_new_inference_typed: dtype_of is NULL");
+        return NULL;
+    }
+    return make(ctx, cfg, 0, true, KILN_F32, tied_output, dtype_of, user);
 }
 
 void llama_free(llama *m) {
@@ -217,7 +265,7 @@ llama_cache *llama_cache_new(llama *m, int64_t batch, int64_t len) {
     k->batch = batch;
     k->len = len;
     for (int l = 0; l < 2 * c->layers; l++)
-        if (!(k->k[l] = kiln_new_4d(m->ctx, KILN_F32, batch, c->kv_heads, len, c->dim / c->heads))) {
+        if (!(k->k[l] = kiln_new_4d(m->ctx, KILN_F32, batch, c->kv_heads, len, c->head_dim))) {
             llama_cache_free(k);
             return NULL;
         }
@@ -244,50 +292,141 @@ static bool stacked_ok(const llama *m, const kiln_tensor *stack, kiln_tensor *co
     return ok;
 }
 
-/* silu(w1 x) * w3 x: one product over w13 where the layer fuses */
-static kiln_tensor *swiglu(llama *m, const llama_layer *y, kiln_tensor *x) {
+/* act(w1 x) * w3 x: one product over w13 where the layer fuses */
+static kiln_tensor *gated_mlp(llama *m, const llama_layer *y, kiln_tensor *x) {
     kiln_ctx *ctx = m->ctx;
+    kiln_tensor *(*act)(kiln_ctx *, kiln_tensor *) =
+        m->cfg.traits.act == LLAMA_ACT_GELU_TANH ? kiln_gelu_tanh : kiln_silu;
     if (stacked_ok(m, y->w13, y->stacked_of + 3, y->stacked_perm + 3, (kiln_tensor *const[]){y->w1, y->w3},
                    (kiln_tensor *const[]){y->w1_perm, y->w3_perm}, 2)) {
         const int64_t F = m->cfg.hidden;
         kiln_tensor *h = model_linear(ctx, x, y->w13, y->stacked_perm[3], NULL);
-        return kiln_mul(ctx, kiln_silu(ctx, kiln_slice(ctx, h, -1, 0, F, 1)), kiln_slice(ctx, h, -1, F, 2 * F, 1));
+        return kiln_mul(ctx, act(ctx, kiln_slice(ctx, h, -1, 0, F, 1)), kiln_slice(ctx, h, -1, F, 2 * F, 1));
     }
-    return kiln_mul(ctx, kiln_silu(ctx, model_linear(ctx, x, y->w1, y->w1_perm, NULL)),
+    return kiln_mul(ctx, act(ctx, model_linear(ctx, x, y->w1, y->w1_perm, NULL)),
                     model_linear(ctx, x, y->w3, y->w3_perm, NULL));
 }
 
+/* What a step's attention layers share: the positions (a leaf [T]), and
+ * for a model with rope_freqs the rotations' cos and sin [T, hd/2] as
+ * leaves shaped for the pairs of rope_split. */
+typedef struct step_pos {
+    kiln_tensor *pos, *cos, *sin;
+    int64_t p0, T;
+} step_pos;
+
+/* x [B, H, T, hd] as [B, H, T, hd/2, 2] (adjacent pairs) or [B, H, T, 2, hd/2]
+ * (NEOX's halves), and the axis of the pair */
+static kiln_tensor *rope_split(kiln_ctx *ctx, kiln_tensor *x, bool neox, int *axis) {
+    const int64_t *sh = kiln_tensor_shape(x), hd = sh[3];
+    *axis = neox ? 3 : 4;
+    const int64_t pairs[5] = {sh[0], sh[1], sh[2], hd / 2, 2}, halves[5] = {sh[0], sh[1], sh[2], 2, hd / 2};
+    return kiln_reshape(ctx, x, 5, neox ? halves : pairs);
+}
+
+/* Llama 3.1's rope: angle pos * theta^(-2i/hd) / rope_freqs[i] (as ggml's
+ * rope with frequency factors), the cos and sin of step p computed here in
+ * double, applied by element-wise products on the pairs. */
+static kiln_status rope_tables(llama *m, step_pos *p) {
+    const int64_t T = p->T, half = m->cfg.head_dim / 2;
+    const bool neox = m->cfg.traits.neox;
+    float *f = malloc((size_t)(half * (2 * T + 1)) * sizeof *f);
+    if (!f) return kiln_set_error(KILN_ERR_OOM, "llama_forward: out of memory");
+    float *c = f + half, *sn = c + T * half;
+    kiln_status s = kiln_tensor_get_f32(m->rope_freqs, f, half);
+    for (int64_t t = 0; t < T && !s; t++)
+        for (int64_t i = 0; i < half; i++) {
+            double a = (double)(p->p0 + t) * pow(m->cfg.rope_theta, -2.0 * (double)i / (double)(2 * half)) / f[i];
+            c[t * half + i] = (float)cos(a), sn[t * half + i] = (float)sin(a);
+        }
+    const int64_t shape[3] = {T, neox ? 1 : half, neox ? half : 1};
+    if (!s && (!(p->cos = kiln_tensor_new(m->ctx, KILN_F32, 3, shape)) ||
+               !(p->sin = kiln_tensor_new(m->ctx, KILN_F32, 3, shape))))
+        s = kiln_last_status();
+    if (!s) s = kiln_tensor_set_f32(p->cos, c, T * half);
+    if (!s) s = kiln_tensor_set_f32(p->sin, sn, T * half);
+    free(f);
+    return s;
+}
+
+static kiln_tensor *rope(llama *m, kiln_tensor *x, const step_pos *p) {
+    kiln_ctx *ctx = m->ctx;
+    const bool neox = m->cfg.traits.neox;
+    if (!p->cos) return kiln_rope(ctx, x, p->pos, m->cfg.rope_theta, neox ? KILN_ROPE_NEOX : KILN_ROPE_INTERLEAVED);
+    int ax;
+    kiln_tensor *v = rope_split(ctx, x, neox, &ax);
+    kiln_tensor *a = kiln_slice(ctx, v, ax, 0, 1, 1), *b = kiln_slice(ctx, v, ax, 1, 2, 1);
+    kiln_tensor *ra = kiln_sub(ctx, kiln_mul(ctx, a, p->cos), kiln_mul(ctx, b, p->sin));
+    kiln_tensor *rb = kiln_add(ctx, kiln_mul(ctx, a, p->sin), kiln_mul(ctx, b, p->cos));
+    return kiln_reshape(ctx, kiln_concat(ctx, (kiln_tensor *const[]){ra, rb}, 2, ax), 4, kiln_tensor_shape(x));
+}
+
+/* Attention with what kiln_attention does not do, Gemma 2's: scores
+ * soft-capped, and on sliding layers only the keys fewer than window
+ * positions back. q [B, H, T, hd], k and v [B, G, S, hd] (S = p0 + T). */
+static kiln_tensor *attention_capped(llama *m, kiln_tensor *q, kiln_tensor *k, kiln_tensor *v, int64_t p0,
+                                     int64_t window) {
+    kiln_ctx *ctx = m->ctx;
+    const int64_t *qs = kiln_tensor_shape(q), B = qs[0], H = qs[1], T = qs[2], hd = qs[3];
+    const int64_t G = kiln_tensor_dim(k, 1), S = kiln_tensor_dim(k, 2), r = H / G;
+    const double cap = m->cfg.attn_softcap;
+    /* query head h reads kv head h / r: [B, G, r, T, hd] against [B, G, 1, S, hd] */
+    kiln_tensor *q5 = kiln_reshape(ctx, q, 5, (int64_t[]){B, G, r, T, hd});
+    kiln_tensor *k5 = kiln_reshape(ctx, k, 5, (int64_t[]){B, G, 1, S, hd});
+    kiln_tensor *v5 = kiln_reshape(ctx, v, 5, (int64_t[]){B, G, 1, S, hd});
+    double scale = m->cfg.query_scale > 0 ? m->cfg.query_scale : 1.0 / sqrt((double)hd);
+    kiln_tensor *sc = kiln_scale(ctx, kiln_matmul_t(ctx, q5, false, k5, true), scale);
+    if (cap > 0) sc = kiln_scale(ctx, kiln_tanh(ctx, kiln_scale(ctx, sc, 1.0 / cap)), cap);
+    if (window > 0 && p0 + T > window) { /* query p0 + t does not see key j at p0 + t - j >= window */
+        kiln_tensor *mask = kiln_tensor_new(ctx, KILN_F32, 2, (int64_t[]){T, S});
+        float *f = mask ? malloc((size_t)(T * S) * sizeof *f) : NULL;
+        if (mask && !f) kiln_set_error(KILN_ERR_OOM, "llama_forward: out of memory");
+        for (int64_t t = 0; f && t < T; t++)
+            for (int64_t j = 0; j < S; j++) f[t * S + j] = p0 + t - j >= window;
+        kiln_status s = f ? kiln_tensor_set_f32(mask, f, T * S) : KILN_ERR_OOM;
+        free(f);
+        if (s) return NULL;
+        sc = kiln_masked_fill(ctx, sc, mask, -INFINITY);
+    }
+    kiln_tensor *a = kiln_matmul(ctx, kiln_softmax(ctx, sc, true), v5);
+    return kiln_reshape(ctx, a, 4, (int64_t[]){B, H, T, hd});
+}
+
 /* Grouped-query causal self-attention of x [B, T, D] (normalized). */
-static kiln_tensor *attention(llama *m, int l, kiln_tensor *x, kiln_tensor *pos, llama_cache *cache, int64_t p0,
-                              int64_t B, int64_t T) {
+static kiln_tensor *attention(llama *m, int l, kiln_tensor *x, const step_pos *p, llama_cache *cache, int64_t B) {
     kiln_ctx *ctx = m->ctx;
     const llama_layer *y = &m->layers[l];
-    const int64_t H = m->cfg.heads, G = m->cfg.kv_heads, hd = m->cfg.dim / H;
-    const double theta = m->cfg.rope_theta;
+    const int64_t H = m->cfg.heads, G = m->cfg.kv_heads, hd = m->cfg.head_dim, T = p->T, p0 = p->p0;
     if (m->taps) m->taps[4 * l] = x;
     kiln_tensor *q, *k, *v;
     if (stacked_ok(m, y->wqkv, y->stacked_of, y->stacked_perm, (kiln_tensor *const[]){y->wq, y->wk, y->wv},
                    (kiln_tensor *const[]){y->wq_perm, y->wk_perm, y->wv_perm}, 3)) {
         /* one product, its heads split by views ([B, H, 1, hd] at T = 1 is contiguous: no copies) */
-        kiln_tensor *qkv = kiln_reshape(ctx, model_linear(ctx, x, y->wqkv, y->stacked_perm[0], NULL), 4,
+        kiln_tensor *qkv = kiln_reshape(ctx, model_linear(ctx, x, y->wqkv, y->stacked_perm[0], y->bqkv), 4,
                                         (int64_t[]){B, T, H + 2 * G, hd});
         q = kiln_permute(ctx, kiln_slice(ctx, qkv, 2, 0, H, 1), (int[]){0, 2, 1, 3});
         k = kiln_permute(ctx, kiln_slice(ctx, qkv, 2, H, H + G, 1), (int[]){0, 2, 1, 3});
         v = kiln_permute(ctx, kiln_slice(ctx, qkv, 2, H + G, H + 2 * G, 1), (int[]){0, 2, 1, 3});
     } else {
-        q = split_heads(ctx, model_linear(ctx, x, y->wq, y->wq_perm, NULL), B, T, H, hd);
-        k = split_heads(ctx, model_linear(ctx, x, y->wk, y->wk_perm, NULL), B, T, G, hd);
-        v = split_heads(ctx, model_linear(ctx, x, y->wv, y->wv_perm, NULL), B, T, G, hd);
+        q = split_heads(ctx, model_linear(ctx, x, y->wq, y->wq_perm, y->bq), B, T, H, hd);
+        k = split_heads(ctx, model_linear(ctx, x, y->wk, y->wk_perm, y->bk), B, T, G, hd);
+        v = split_heads(ctx, model_linear(ctx, x, y->wv, y->wv_perm, y->bv), B, T, G, hd);
     }
-    q = kiln_rope(ctx, q, pos, theta, KILN_ROPE_INTERLEAVED);
-    k = kiln_rope(ctx, k, pos, theta, KILN_ROPE_INTERLEAVED);
+    q = rope(m, q, p);
+    k = rope(m, k, p);
     if (cache) { /* write this step's k, v at p0, then read every position so far */
         k = kiln_slice(ctx, kiln_slice_assign(ctx, cache->k[l], k, 2, p0), 2, 0, p0 + T, 1);
         v = kiln_slice(ctx, kiln_slice_assign(ctx, cache->v[l], v, 2, p0), 2, 0, p0 + T, 1);
     }
-    /* causal with the last query aligned to the last key: right with a cache too */
-    kiln_tensor *a = kiln_permute(ctx, kiln_attention(ctx, q, k, v, true, 0.0), (int[]){0, 2, 1, 3});
-    a = kiln_reshape(ctx, a, 3, (int64_t[]){B, T, H * hd});
+    const int every = m->cfg.traits.swa_every;
+    const int64_t window = every > 0 && l % every == 0 ? m->cfg.sliding_window : 0;
+    kiln_tensor *a;
+    if (m->cfg.attn_softcap > 0 || (window > 0 && p0 + T > window)) {
+        a = attention_capped(m, q, k, v, p0, window);
+    } else { /* causal with the last query aligned to the last key: right with a cache too */
+        a = kiln_attention(ctx, q, k, v, true, m->cfg.query_scale);
+    }
+    a = kiln_reshape(ctx, kiln_permute(ctx, a, (int[]){0, 2, 1, 3}), 3, (int64_t[]){B, T, H * hd});
     if (m->taps) m->taps[4 * l + 1] = a;
     return model_linear(ctx, a, y->wo, y->wo_perm, NULL);
 }
@@ -304,42 +443,53 @@ static kiln_tensor *hidden(llama *m, kiln_tensor *idx, llama_cache *cache, int64
         return NULL;
     }
     /* positions pos .. pos + T - 1, a leaf filled now */
-    kiln_tensor *positions = kiln_tensor_new(ctx, KILN_I32, 1, (int64_t[]){T});
+    step_pos p = {.pos = kiln_tensor_new(ctx, KILN_I32, 1, (int64_t[]){T}), .p0 = pos, .T = T};
     int32_t *pv = malloc((size_t)T * sizeof *pv);
-    if (!positions || !pv) {
+    if (!p.pos || !pv) {
         free(pv);
-        if (positions) kiln_set_error(KILN_ERR_OOM, "llama_forward: out of memory");
+        if (p.pos) kiln_set_error(KILN_ERR_OOM, "llama_forward: out of memory");
         return NULL;
     }
     for (int64_t i = 0; i < T; i++) pv[i] = (int32_t)(pos + i);
-    kiln_status s = kiln_tensor_set_i32(positions, pv, T);
+    kiln_status s = kiln_tensor_set_i32(p.pos, pv, T);
     free(pv);
+    if (!s && m->rope_freqs) s = rope_tables(m, &p);
     if (s) return NULL;
     const double eps = m->cfg.norm_eps;
     kiln_tensor *h = kiln_get_rows(ctx, m->tok_embeddings, idx);
+    if (m->cfg.traits.embed_scale) h = kiln_scale(ctx, h, sqrt((double)m->cfg.dim));
     for (int l = 0; l < m->cfg.layers; l++) {
         const llama_layer *y = &m->layers[l];
-        h = kiln_add(ctx, h, attention(m, l, kiln_rms_norm(ctx, h, y->attention_norm, eps), positions, cache, pos, B, T));
+        kiln_tensor *a = attention(m, l, kiln_rms_norm(ctx, h, y->attention_norm, eps), &p, cache, B);
+        if (y->attn_post_norm) a = kiln_rms_norm(ctx, a, y->attn_post_norm, eps);
+        h = kiln_add(ctx, h, a);
         kiln_tensor *x = kiln_rms_norm(ctx, h, y->ffn_norm, eps);
-        kiln_tensor *gate = swiglu(m, y, x);
+        kiln_tensor *gate = gated_mlp(m, y, x);
         if (m->taps) m->taps[4 * l + 2] = x, m->taps[4 * l + 3] = gate;
-        h = kiln_add(ctx, h, model_linear(ctx, gate, y->w2, y->w2_perm, NULL));
+        kiln_tensor *f = model_linear(ctx, gate, y->w2, y->w2_perm, NULL);
+        if (y->ffn_post_norm) f = kiln_rms_norm(ctx, f, y->ffn_post_norm, eps);
+        h = kiln_add(ctx, h, f);
     }
     return h;
 }
 
 static kiln_tensor *head(llama *m, kiln_tensor *h) {
-    return kiln_linear(m->ctx, kiln_rms_norm(m->ctx, h, m->norm, m->cfg.norm_eps), m->output, NULL);
+    kiln_ctx *ctx = m->ctx;
+    kiln_tensor *z = kiln_linear(ctx, kiln_rms_norm(ctx, h, m->norm, m->cfg.norm_eps), m->output, NULL);
+    const double cap = m->cfg.final_softcap;
+    return cap > 0 ? kiln_scale(ctx, kiln_tanh(ctx, kiln_scale(ctx, z, 1.0 / cap)), cap) : z;
 }
 
 kiln_tensor *llama_forward(llama *m, kiln_tensor *idx, llama_cache *cache, int64_t pos) {
     return head(m, hidden(m, idx, cache, pos));
 }
 
-kiln_status llama_cache_step(llama *m, llama_cache *c, const int32_t *tokens, int64_t n, float *logits) {
-    kiln_ctx *ctx = m->ctx;
-    if (!c || !tokens || !logits || n < 1)
-        return kiln_set_error(KILN_ERR_ARG, "llama_cache_step: needs a cache, tokens, logits and n >= 1");
+/* llama_cache_step, with every position's logits where all is true */
+static kiln_status step(llama *m, llama_cache *c, const int32_t *tokens, int64_t n, float *logits, bool all,
+                        const char *who) {
+    kiln_ctx *ctx = m ? m->ctx : NULL;
+    if (!m || !c || !tokens || !logits || n < 1)
+        return kiln_set_error(KILN_ERR_ARG, "%s: needs a model, a cache, tokens, logits and n >= 1", who);
     bool was = kiln_ctx_grad_enabled(ctx);
     kiln_ctx_set_grad_enabled(ctx, false);
     /* the step's graph is scratch: rewound afterwards, so generating
@@ -347,19 +497,28 @@ kiln_status llama_cache_step(llama *m, llama_cache *c, const int32_t *tokens, in
     kiln_ctx_mark mark = kiln_ctx_get_mark(ctx);
     kiln_tensor *idx = kiln_new_2d(ctx, KILN_I32, c->batch, n);
     kiln_status s = idx ? kiln_tensor_set_i32(idx, tokens, c->batch * n) : kiln_last_status();
-    /* only the last position goes through the head (vocab x dim per row) */
-    kiln_tensor *out = s ? NULL : head(m, kiln_slice(ctx, hidden(m, idx, c, c->pos), 1, n - 1, n, 1));
+    /* unless all are asked for, only the last position goes through the head (vocab x dim per row) */
+    kiln_tensor *h = s ? NULL : hidden(m, idx, c, c->pos);
+    kiln_tensor *out = h ? head(m, all ? h : kiln_slice(ctx, h, 1, n - 1, n, 1)) : NULL;
     kiln_graph *g = out ? kiln_graph_new(ctx) : NULL;
     if (!s && !g) s = kiln_last_status() ? kiln_last_status() : KILN_ERR_STATE;
     if (!s) s = kiln_graph_add(g, out);
     if (!s) s = kiln_graph_compute(g);
-    if (!s) s = kiln_tensor_get_f32(out, logits, c->batch * m->cfg.vocab);
+    if (!s) s = kiln_tensor_get_f32(out, logits, c->batch * (all ? n : 1) * m->cfg.vocab);
     if (!s) c->pos += n;
     if (g) kiln_graph_free_buffers(g);
     /* refused (nothing freed) where the step made device memory: the context then keeps the step */
     if (kiln_ctx_rewind(ctx, mark) && !s) kiln_clear_error();
     kiln_ctx_set_grad_enabled(ctx, was);
     return s;
+}
+
+kiln_status llama_cache_step(llama *m, llama_cache *c, const int32_t *tokens, int64_t n, float *logits) {
+    return step(m, c, tokens, n, logits, false, "llama_cache_step");
+}
+
+kiln_status llama_cache_step_all(llama *m, llama_cache *c, const int32_t *tokens, int64_t n, float *logits) {
+    return step(m, c, tokens, n, logits, true, "llama_cache_step_all");
 }
 
 static kiln_status build(llama *m, int64_t batch, int64_t seq, model_graph *out, bool train) {

@@ -8,6 +8,12 @@
  * Grouped-query attention: kv_heads (<= heads, dividing it) k/v heads,
  * each shared by heads / kv_heads query heads.
  *
+ * The same decoder runs Mistral, Qwen2, Phi-3 and Gemma 2, told apart by
+ * the config's traits (llama_traits: NEOX rope, q/k/v biases, post-norms,
+ * GELU, embedding scale, sliding-window layers) and settings (head_dim,
+ * soft-caps, window, query scale, Llama 3.1's rope_freqs); models/llama_arch.h
+ * says what each file names them. The Llama defaults are all zero.
+ *
  * Init as Hugging Face's LlamaPreTrainedModel: weights and the embedding
  * N(0, 0.02), norms 1.
  *
@@ -41,6 +47,22 @@
 
 #include "model.h"
 
+/* What sets the architectures of the one decoder apart (models/llama_arch.c
+ * holds each one's): all zero is Llama's (and Mistral's). */
+typedef enum llama_act { LLAMA_ACT_SILU = 0, LLAMA_ACT_GELU_TANH } llama_act;
+typedef struct llama_traits {
+    const char *arch;   /* GGUF's general.architecture; NULL: "llama" */
+    bool neox;          /* rope rotates the halves (x[i], x[i + hd/2]), not adjacent pairs (Qwen2, Phi-3, Gemma 2) */
+    bool qkv_bias;      /* q, k and v have biases (Qwen2) */
+    bool post_norms;    /* the attention's and the MLP's outputs RMS-normed before the residual (Gemma 2) */
+    bool embed_scale;   /* the embedding times sqrt(dim) (Gemma) */
+    llama_act act;      /* the MLP: act(w1 x) * w3 x */
+    int swa_every;      /* > 0: layers l with l % swa_every == 0 attend over a sliding window (Gemma 2: 2) */
+    bool fused_qkv;     /* the files hold wq|wk|wv as one matrix (Phi-3's attn_qkv) */
+    bool fused_gate_up; /* and w1|w3 as one (Phi-3's ffn_up: the gate's rows first) */
+    bool hf_norm_minus_one; /* Hugging Face stores the norms' weights less 1 (Gemma; GGUF holds them whole) */
+} llama_traits;
+
 typedef struct llama_config {
     int64_t vocab;       /* 256: bytes */
     int64_t context;     /* longest sequence (Meta's max_seq_len) */
@@ -51,6 +73,14 @@ typedef struct llama_config {
     int64_t multiple_of; /* 256 as Meta's default */
     double norm_eps;     /* 1e-5 */
     double rope_theta;   /* 10000 (Llama 2) */
+    llama_traits traits; /* zero: Llama */
+    int64_t head_dim;    /* 0: dim / heads (Gemma's may differ) */
+    double query_scale;  /* the attention's score scale; 0: 1 / sqrt(head_dim) */
+    double attn_softcap; /* > 0: scores become cap * tanh(scores / cap) before the softmax (Gemma 2) */
+    double final_softcap;   /* > 0: the same on the logits (Gemma 2) */
+    int64_t sliding_window; /* the sliding layers' window: a query sees keys fewer than this many positions back */
+    bool rope_freqs;     /* rope's frequencies divided by per-frequency factors (Llama 3.1's rope_freqs.weight),
+                          * the model's rope_freqs [head_dim / 2] */
 } llama_config;
 
 /* vocab 256, context 128, 4 layers, 4 heads (kv_heads = heads), dim 256,
@@ -61,20 +91,23 @@ llama_config llama_defaults(void);
  * fields' own names (llama_config_fields), config.json's keys or GGUF's
  * (models/llama_files.c). */
 typedef struct llama_config_names {
-    const char *vocab, *context, *layers, *heads, *kv_heads, *dim, *hidden, *norm_eps, *rope_theta;
+    const char *vocab, *context, *layers, *heads, *kv_heads, *dim, *hidden, *norm_eps, *rope_theta, *head_dim;
 } llama_config_names;
 extern const llama_config_names llama_config_fields;
 /* KILN_OK, or `bad` with a message naming the first setting no llama can
  * have, its value and where it came from: "who: source: rms_norm_eps = -1
  * must be > 0 and finite" (source NULL: none). Sizes >= 1 (kv_heads 0
- * means heads), heads dividing dim into even head sizes, kv_heads
- * dividing heads, norm_eps and rope_theta positive and finite. */
+ * means heads), an even head size (head_dim, or heads dividing dim),
+ * kv_heads dividing heads, norm_eps and rope_theta positive and finite,
+ * the soft-caps, window and query scale not negative. */
 kiln_status llama_config_check(const llama_config *c, const llama_config_names *names, const char *who,
                                const char *source, kiln_status bad);
 
 typedef struct llama_layer {
     kiln_tensor *attention_norm, *wq, *wk, *wv, *wo;
     kiln_tensor *ffn_norm, *w1, *w2, *w3;
+    kiln_tensor *bq, *bk, *bv;             /* traits.qkv_bias; else NULL */
+    kiln_tensor *attn_post_norm, *ffn_post_norm; /* traits.post_norms; else NULL */
     /* NULL, or the i32 column permutation of a GPTQ act-order packed
      * weight (model.h's model_linear); not parameters */
     kiln_tensor *wq_perm, *wk_perm, *wv_perm, *wo_perm, *w1_perm, *w2_perm, *w3_perm;
@@ -87,12 +120,14 @@ typedef struct llama_layer {
      * stack then reads x permuted by the first one's). NULL where not
      * stacked. Not parameters. */
     kiln_tensor *wqkv, *w13, *stacked_of[5], *stacked_perm[5];
+    kiln_tensor *bqkv; /* bq|bk|bv as one leaf beside wqkv (bq, bk, bv its views); NULL without */
 } llama_layer;
 
 typedef struct llama {
     kiln_ctx *ctx;
     llama_config cfg; /* with kv_heads and hidden resolved */
     kiln_tensor *tok_embeddings, *norm, *output;
+    kiln_tensor *rope_freqs; /* cfg.rope_freqs: f32 [head_dim / 2], not trained; else NULL */
     llama_layer *layers;
     kiln_tensor **params; /* every parameter, in state_dict order */
     int n_params;
@@ -106,6 +141,9 @@ typedef struct llama {
     bool fuse;            /* run wqkv / w13 where a layer has them (true for
                            * llama_new_inference; false: the same weights,
                            * one product per weight, the same logits) */
+    /* llama_new_inference_typed's chooser, set while the model is made */
+    kiln_dtype (*dtype_of)(void *user, const char *name, int64_t rows, int64_t cols);
+    void *dtype_user;
 } llama;
 
 /* cfg NULL: llama_defaults(). NULL on failure (kiln_last_error() says why). */
@@ -131,6 +169,14 @@ void llama_free(llama *m);
  *     llama_cache_step(m, c, prompt, n_prompt, logits);
  */
 llama *llama_new_inference(kiln_ctx *ctx, const llama_config *cfg, kiln_dtype weights, bool tied_output);
+/* The same with each 2-d weight's dtype chosen by dtype_of(user, its
+ * parameter name ("layers.0.attention.wv.weight"), rows, cols): a file's
+ * own type per tensor, as a Q4_K_M GGUF mixes them. A group whose parts
+ * differ (wq, wk in Q4_K, wv in Q6_K) runs one product per weight. The
+ * model's weights field is the first layer's wq's dtype. */
+typedef kiln_dtype (*llama_dtype_fn)(void *user, const char *name, int64_t rows, int64_t cols);
+llama *llama_new_inference_typed(kiln_ctx *ctx, const llama_config *cfg, llama_dtype_fn dtype_of, void *user,
+                                 bool tied_output);
 kiln_dtype llama_embedding_dtype(kiln_dtype weights);
 
 /* Rows [row0, row0 + rows) of a contiguous leaf t (1-d: one row) from the
@@ -181,11 +227,14 @@ kiln_tensor *llama_forward(llama *m, kiln_tensor *idx, llama_cache *cache, int64
  * from step to step (on a device backend, whose memory the rewind does
  * not free, it keeps each step's metadata). */
 kiln_status llama_cache_step(llama *m, llama_cache *c, const int32_t *tokens, int64_t n, float *logits);
+/* The same with every position's logits: [batch, n, vocab] into logits
+ * (what generate --dump-logits writes, to compare with llama.cpp's). */
+kiln_status llama_cache_step_all(llama *m, llama_cache *c, const int32_t *tokens, int64_t n, float *logits);
 
 /* input: tokens i32 [batch, seq]; labels: the next tokens i32 [batch, seq] */
 kiln_status llama_train_graph(llama *m, int64_t batch, int64_t seq, model_graph *out);
 kiln_status llama_eval_graph(llama *m, int64_t batch, int64_t seq, model_graph *out);
-/* 2 vocab dim + dim + layers (2 dim + 2 dim^2 + 2 dim kv_heads hd + 3 dim hidden) */
+/* 2 vocab dim + dim + layers (2 dim + 2 dim^2 + 2 dim kv_heads hd + 3 dim hidden), for Llama */
 int64_t llama_param_count(const llama *m);
 
 #endif

@@ -3,6 +3,7 @@
 #include "llama_files.h"
 
 #include "hf_gptq.h"
+#include "llama_arch.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -13,163 +14,79 @@
 
 /* ---- shared ---- */
 
-/* The name of m's parameter slot k in file naming: GGUF's or Hugging Face's.
- * Order: per layer the 9 tensors of llama_layer, then embedding, norm, output. */
+/* Where m's parameter slot k comes from in the files: GGUF's name and
+ * Hugging Face's, and its first row in that tensor (a part of a fused
+ * one: Phi-3's attn_qkv, ffn_up). Order: the embedding, per layer its
+ * tensors, the final norm, the output head last. */
 typedef struct slot {
     kiln_tensor *t;
     char gguf[64], hf[96];
-    bool qk;   /* q or k rows: Hugging Face's are permuted */
+    int64_t row0;
+    bool qk;   /* q or k rows of Llama: Hugging Face's are permuted */
     int heads; /* for the permutation */
+    bool norm; /* a norm's weight (Gemma's in Hugging Face files: less 1) */
     kiln_tensor **perm; /* a linear's act-order permutation (GPTQ), else NULL */
+    int64_t fused_rows; /* the rows of the fused tensor it is a part of; 0: whole */
 } slot;
 
+/* the most slots: the embedding, norm and head, 14 per layer */
+static int64_t max_slots(const llama *m) { return 3 + 14 * m->cfg.layers; }
+
 static int slots_of(llama *m, slot *s) {
+    const llama_traits *t = &m->cfg.traits;
+    const int64_t Q = m->cfg.heads * m->cfg.head_dim, KV = m->cfg.kv_heads * m->cfg.head_dim, F = m->cfg.hidden;
+    const bool fqkv = t->fused_qkv, fgu = t->fused_gate_up;
+    const char *qkv_g = "attn_qkv.weight", *qkv_h = "self_attn.qkv_proj.weight", *gu_h = "mlp.gate_up_proj.weight";
     int n = 0;
-    s[n++] = (slot){m->tok_embeddings, "token_embd.weight", "model.embed_tokens.weight", false, 0, NULL};
+    s[n++] = (slot){m->tok_embeddings, "token_embd.weight", "model.embed_tokens.weight", 0, false, 0, false, NULL, 0};
     for (int l = 0; l < m->cfg.layers; l++) {
         llama_layer *y = &m->layers[l];
-        struct { kiln_tensor *t; const char *g, *h; int qk; kiln_tensor **perm; } e[9] = {
-            {y->attention_norm, "attn_norm", "input_layernorm", 0, NULL},
-            {y->wq, "attn_q", "self_attn.q_proj", 1, &y->wq_perm},
-            {y->wk, "attn_k", "self_attn.k_proj", 2, &y->wk_perm},
-            {y->wv, "attn_v", "self_attn.v_proj", 0, &y->wv_perm},
-            {y->wo, "attn_output", "self_attn.o_proj", 0, &y->wo_perm},
-            {y->ffn_norm, "ffn_norm", "post_attention_layernorm", 0, NULL},
-            {y->w1, "ffn_gate", "mlp.gate_proj", 0, &y->w1_perm},
-            {y->w2, "ffn_down", "mlp.down_proj", 0, &y->w2_perm},
-            {y->w3, "ffn_up", "mlp.up_proj", 0, &y->w3_perm},
+        struct { kiln_tensor *t; const char *g, *h; int64_t row0; int qk; bool norm; kiln_tensor **perm; } e[14] = {
+            {y->attention_norm, "attn_norm.weight", "input_layernorm.weight", 0, 0, true, NULL},
+            {y->wq, fqkv ? qkv_g : "attn_q.weight", fqkv ? qkv_h : "self_attn.q_proj.weight", 0, 1, false, &y->wq_perm},
+            {y->wk, fqkv ? qkv_g : "attn_k.weight", fqkv ? qkv_h : "self_attn.k_proj.weight", fqkv ? Q : 0, 2, false,
+             &y->wk_perm},
+            {y->wv, fqkv ? qkv_g : "attn_v.weight", fqkv ? qkv_h : "self_attn.v_proj.weight", fqkv ? Q + KV : 0, 0,
+             false, &y->wv_perm},
+            {y->bq, "attn_q.bias", "self_attn.q_proj.bias", 0, 0, false, NULL},
+            {y->bk, "attn_k.bias", "self_attn.k_proj.bias", 0, 0, false, NULL},
+            {y->bv, "attn_v.bias", "self_attn.v_proj.bias", 0, 0, false, NULL},
+            {y->wo, "attn_output.weight", "self_attn.o_proj.weight", 0, 0, false, &y->wo_perm},
+            {y->attn_post_norm, "post_attention_norm.weight", "post_attention_layernorm.weight", 0, 0, true, NULL},
+            {y->ffn_norm, "ffn_norm.weight",
+             t->post_norms ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight", 0, 0, true, NULL},
+            {y->w1, fgu ? "ffn_up.weight" : "ffn_gate.weight", fgu ? gu_h : "mlp.gate_proj.weight", 0, 0, false,
+             &y->w1_perm},
+            {y->w2, "ffn_down.weight", "mlp.down_proj.weight", 0, 0, false, &y->w2_perm},
+            {y->w3, "ffn_up.weight", fgu ? gu_h : "mlp.up_proj.weight", fgu ? F : 0, 0, false, &y->w3_perm},
+            {y->ffn_post_norm, "post_ffw_norm.weight", "post_feedforward_layernorm.weight", 0, 0, true, NULL},
         };
-        for (int k = 0; k < 9; k++, n++) {
-            s[n] = (slot){e[k].t, "", "", e[k].qk != 0,
-                          (int)(e[k].qk == 1 ? m->cfg.heads : m->cfg.kv_heads), e[k].perm};
-            snprintf(s[n].gguf, sizeof s[n].gguf, "blk.%d.%s.weight", l, e[k].g);
-            snprintf(s[n].hf, sizeof s[n].hf, "model.layers.%d.%s.weight", l, e[k].h);
+        for (int k = 0; k < 14; k++) {
+            if (!e[k].t) continue;
+            /* Llama's q/k rows are permuted in Hugging Face's files; the NEOX architectures' are not */
+            const bool in_qkv = e[k].t == y->wq || e[k].t == y->wk || e[k].t == y->wv,
+                       in_gu = e[k].t == y->w1 || e[k].t == y->w3;
+            s[n] = (slot){e[k].t, "", "", e[k].row0, e[k].qk && !t->neox,
+                          (int)(e[k].qk == 1 ? m->cfg.heads : m->cfg.kv_heads), e[k].norm, e[k].perm,
+                          fqkv && in_qkv ? Q + 2 * KV : fgu && in_gu ? 2 * F : 0};
+            snprintf(s[n].gguf, sizeof s[n].gguf, "blk.%d.%s", l, e[k].g);
+            snprintf(s[n].hf, sizeof s[n].hf, "model.layers.%d.%s", l, e[k].h);
+            n++;
         }
     }
-    s[n++] = (slot){m->norm, "output_norm.weight", "model.norm.weight", false, 0, NULL};
-    s[n++] = (slot){m->output, "output.weight", "lm_head.weight", false, 0, NULL};
+    s[n++] = (slot){m->norm, "output_norm.weight", "model.norm.weight", 0, false, 0, true, NULL, 0};
+    s[n++] = (slot){m->output, "output.weight", "lm_head.weight", 0, false, 0, false, NULL, 0};
     return n;
 }
 
 static slot *make_slots(llama *m, int *n) {
-    slot *s = calloc((size_t)(3 + 9 * m->cfg.layers), sizeof *s);
+    slot *s = calloc((size_t)max_slots(m), sizeof *s);
     if (!s) kiln_set_error(KILN_ERR_OOM, "llama files: out of memory");
     else *n = slots_of(m, s);
     return s;
 }
 
-/* A whole number in [1, max] from a double, or false. */
-static bool whole(double v, int64_t max, int64_t *out) {
-    if (!(v >= 1 && v <= (double)max && v == floor(v))) return false;
-    *out = (int64_t)v;
-    return true;
-}
-
 /* ---- GGUF ---- */
-
-static const llama_config_names gguf_names = {
-    "token_embd.weight's rows", "llama.context_length", "llama.block_count", "llama.attention.head_count",
-    "llama.attention.head_count_kv", "llama.embedding_length", "llama.feed_forward_length",
-    "llama.attention.layer_norm_rms_epsilon", "llama.rope.freq_base"};
-
-static kiln_status gg_int(const kiln_gguf *g, const char *who, const char *path, const char *key, int64_t def,
-                          int64_t *out) {
-    if (kiln_gguf_find_key(g, key) < 0 && def >= 0) {
-        *out = def;
-        return KILN_OK;
-    }
-    kiln_status s = kiln_gguf_get_int(g, key, out);
-    if (!s && (*out < 1 || *out > (1ll << 40)))
-        s = kiln_set_error(KILN_ERR_FORMAT, "%s: %s: %s = %lld is out of range", who, path, key,
-                           (long long)*out);
-    return s;
-}
-
-/* (checked with the rest by llama_config_check) */
-static kiln_status gg_float(const kiln_gguf *g, const char *key, double def, double *out) {
-    if (kiln_gguf_find_key(g, key) < 0) {
-        *out = def;
-        return KILN_OK;
-    }
-    return kiln_gguf_get_float(g, key, out);
-}
-
-/* The file's tensor name is [rows, cols]; an error naming the key the
- * sizes came from otherwise. */
-static kiln_status gguf_shape(const kiln_gguf *g, const char *who, const char *path, const char *name, int64_t rows,
-                              int64_t cols, const char *key) {
-    kiln_gguf_tensor_info ti;
-    int i = kiln_gguf_find_tensor(g, name);
-    if (i < 0 || kiln_gguf_tensor_info_at(g, i, &ti))
-        return kiln_set_error(KILN_ERR_FORMAT, "%s: %s: no tensor '%s'", who, path, name);
-    if (ti.ndim != 2 || ti.shape[0] != rows || ti.shape[1] != cols)
-        return kiln_set_error(KILN_ERR_FORMAT, "%s: %s: '%s' is not [%lld, %lld] as %s says", who, path, name,
-                              (long long)rows, (long long)cols, key);
-    return KILN_OK;
-}
-
-/* The sizes of the metadata against the tensors, before a model of those
- * sizes is allocated: a header claiming a huge width or layer count is
- * refused here, not by an allocation of what it claims. */
-static kiln_status gguf_sizes(const kiln_gguf *g, const char *who, const char *path, const llama_config *c) {
-    char name[64];
-    const int64_t kv = c->kv_heads * (c->dim / c->heads); /* <= dim */
-    kiln_status s;
-    snprintf(name, sizeof name, "blk.%lld.ffn_gate.weight", (long long)(c->layers - 1));
-    if ((s = gguf_shape(g, who, path, "token_embd.weight", c->vocab, c->dim, "llama.embedding_length")) ||
-        (s = gguf_shape(g, who, path, "blk.0.attn_k.weight", kv, c->dim, "llama.attention.head_count_kv")) ||
-        (s = gguf_shape(g, who, path, name, c->hidden, c->dim, "llama.block_count / llama.feed_forward_length")))
-        return s;
-    return KILN_OK;
-}
-
-static kiln_status gguf_config(const kiln_gguf *g, const char *who, const char *path, llama_config *c) {
-    const char *arch = kiln_gguf_get_string(g, "general.architecture", NULL);
-    if (!arch || strcmp(arch, "llama"))
-        return kiln_set_error(KILN_ERR_UNSUPPORTED, "%s: %s: general.architecture is '%s', not 'llama'",
-                              who, path, arch ? arch : "(missing)");
-    *c = llama_defaults();
-    int64_t rot = 0, key_len = 0;
-    kiln_status s;
-    if ((s = gg_int(g, who, path, "llama.block_count", -1, &c->layers)) ||
-        (s = gg_int(g, who, path, "llama.embedding_length", -1, &c->dim)) ||
-        (s = gg_int(g, who, path, "llama.feed_forward_length", -1, &c->hidden)) ||
-        (s = gg_int(g, who, path, "llama.attention.head_count", -1, &c->heads)) ||
-        (s = gg_int(g, who, path, "llama.attention.head_count_kv", c->heads, &c->kv_heads)) ||
-        (s = gg_int(g, who, path, "llama.context_length", 2048, &c->context)) ||
-        (s = gg_float(g, "llama.rope.freq_base", 10000.0, &c->rope_theta)) ||
-        (s = gg_float(g, "llama.attention.layer_norm_rms_epsilon", 1e-5, &c->norm_eps)) ||
-        (s = llama_config_check(c, &gguf_names, who, path, KILN_ERR_FORMAT)))
-        return s;
-    const int64_t hd = c->dim / c->heads;
-    if ((s = gg_int(g, who, path, "llama.rope.dimension_count", hd, &rot)) ||
-        (s = gg_int(g, who, path, "llama.attention.key_length", hd, &key_len)))
-        return s;
-    if (rot != hd || key_len != hd)
-        return kiln_set_error(KILN_ERR_UNSUPPORTED,
-                              "%s: %s: rope over %lld dims and key length %lld; kiln's llama rotates whole heads of "
-                              "dim / heads = %lld",
-                              who, path, (long long)rot, (long long)key_len, (long long)hd);
-    const char *scaling = kiln_gguf_get_string(g, "llama.rope.scaling.type", NULL);
-    if ((scaling && strcmp(scaling, "none")) || kiln_gguf_find_tensor(g, "rope_freqs.weight") >= 0)
-        return kiln_set_error(KILN_ERR_UNSUPPORTED, "%s: %s: rope scaling (%s) is not supported", who, path,
-                              scaling ? scaling : "rope_freqs.weight");
-    int e = kiln_gguf_find_tensor(g, "token_embd.weight");
-    kiln_gguf_tensor_info ti;
-    if (e < 0 || kiln_gguf_tensor_info_at(g, e, &ti) || ti.ndim != 2)
-        return kiln_set_error(KILN_ERR_FORMAT, "%s: %s: no 2-d token_embd.weight", who, path);
-    c->vocab = ti.shape[0];
-    if ((s = gguf_sizes(g, who, path, c))) return s;
-    if (kiln_gguf_find_key(g, "llama.vocab_size") >= 0) {
-        int64_t v;
-        if ((s = kiln_gguf_get_int(g, "llama.vocab_size", &v))) return s;
-        if (v != c->vocab)
-            return kiln_set_error(KILN_ERR_FORMAT,
-                                  "%s: %s: llama.vocab_size %lld but token_embd has %lld rows", who, path,
-                                  (long long)v, (long long)c->vocab);
-    }
-    return KILN_OK;
-}
 
 /* Let the kernel drop the mapped pages of one tensor once it is copied:
  * file pages count in the resident set until then, and a model read whole
@@ -186,41 +103,47 @@ static void drop_pages(const void *data, size_t n) {
 #endif
 }
 
-/* The file's tensor called name into dst (an inference model's leaf, any
- * dtype): copied when the dtypes match, else converted a chunk of rows at
- * a time (dequantized to f32 through a small tensor of the file's dtype,
- * then llama_put_rows). */
-static kiln_status gguf_into(kiln_gguf *g, const char *path, const char *name, kiln_tensor *dst) {
+/* Rows [row0, row0 + rows of dst) of the file's tensor called name into
+ * dst (a leaf or a row view of one, host memory, any dtype; 1-d: elements
+ * row0 ..): copied when the dtypes match, else converted a chunk of rows
+ * at a time (dequantized to f32 through a small tensor of the file's
+ * dtype, then llama_put_rows). */
+static kiln_status gguf_into(kiln_gguf *g, const char *who, const char *path, const char *name, int64_t row0,
+                             kiln_tensor *dst) {
     kiln_gguf_tensor_info ti;
     int i = kiln_gguf_find_tensor(g, name);
-    kiln_status s = i < 0 ? kiln_set_error(KILN_ERR_FORMAT, "llama_infer_from_gguf: %s: no tensor '%s'", path, name)
+    kiln_status s = i < 0 ? kiln_set_error(KILN_ERR_FORMAT, "%s: %s: no tensor '%s'", who, path, name)
                           : kiln_gguf_tensor_info_at(g, i, &ti);
     if (s) return s;
-    int64_t rows = kiln_tensor_ndim(dst) == 1 ? 1 : kiln_tensor_dim(dst, 0), n = kiln_tensor_numel(dst);
+    const bool flat = kiln_tensor_ndim(dst) == 1;
+    int64_t rows = flat ? 1 : kiln_tensor_dim(dst, 0), n = kiln_tensor_numel(dst);
     int64_t cols = n / rows, fr = ti.ndim == 1 ? 1 : ti.shape[0], fn = 1;
     for (int d = 0; d < ti.ndim; d++) fn *= ti.shape[d];
-    if (fn != n || fr != rows || ti.ndim > 2)
-        return kiln_set_error(KILN_ERR_SHAPE, "llama_infer_from_gguf: %s: '%s' has the wrong shape for the model", path,
-                              name);
+    if (ti.ndim > 2 || (flat ? ti.ndim != 1 || row0 + n > fn : fn / fr != cols || row0 + rows > fr))
+        return kiln_set_error(KILN_ERR_SHAPE, "%s: %s: '%s' has the wrong shape for the model", who, path, name);
     int sd = ti.kiln_dtype;
-    if (sd == (int)kiln_tensor_dtype(dst) && ti.nbytes == kiln_tensor_nbytes(dst)) {
-        memcpy(kiln_tensor_data(dst), ti.data, ti.nbytes);
+    if (sd < 0 || sd == KILN_I32 || (sd != KILN_F32 && sd != KILN_F16 && sd != KILN_BF16 &&
+                                    !kiln_dtype_is_quantized((kiln_dtype)sd)))
+        return kiln_set_error(KILN_ERR_DTYPE, "%s: %s: '%s' is %s, which kiln cannot read", who, path, name,
+                              ti.type_name ? ti.type_name : "an unknown type");
+    int64_t sblk = kiln_dtype_block((kiln_dtype)sd), first = flat ? row0 : row0 * cols;
+    size_t ssz = kiln_dtype_size((kiln_dtype)sd);
+    if (first % sblk)
+        return kiln_set_error(KILN_ERR_SHAPE, "%s: %s: '%s' from row %lld starts inside a %s block", who, path, name,
+                              (long long)row0, kiln_dtype_name((kiln_dtype)sd));
+    const char *src = (const char *)ti.data + (size_t)(first / sblk) * ssz;
+    if (sd == (int)kiln_tensor_dtype(dst) && kiln_tensor_is_contiguous(dst)) {
+        memcpy(kiln_tensor_data(dst), src, kiln_tensor_nbytes(dst));
     } else {
-        if (sd < 0 || sd == KILN_I32 || (sd != KILN_F32 && sd != KILN_F16 && sd != KILN_BF16 &&
-                                        !kiln_dtype_is_quantized((kiln_dtype)sd)))
-            return kiln_set_error(KILN_ERR_DTYPE, "llama_infer_from_gguf: %s: '%s' is %s, which kiln cannot read", path,
-                                  name, ti.type_name ? ti.type_name : "an unknown type");
-        int64_t step = llama_row_chunk(dst, 1 << 20), sblk = kiln_dtype_block((kiln_dtype)sd);
-        size_t ssz = kiln_dtype_size((kiln_dtype)sd);
+        int64_t step = llama_row_chunk(dst, 1 << 20);
         float *f = malloc((size_t)(step * cols) * sizeof *f);
-        if (!f) s = kiln_set_error(KILN_ERR_OOM, "llama_infer_from_gguf: out of memory");
+        if (!f) s = kiln_set_error(KILN_ERR_OOM, "%s: out of memory", who);
         for (int64_t r = 0; r < rows && !s; r += step) {
             int64_t k = rows - r < step ? rows - r : step;
             kiln_ctx *tmp = kiln_ctx_new();
             kiln_tensor *x = tmp ? kiln_new_2d(tmp, (kiln_dtype)sd, k, cols) : NULL;
             if (!x) s = kiln_last_status() ? kiln_last_status() : KILN_ERR_OOM;
-            if (!s) memcpy(kiln_tensor_data(x), (const char *)ti.data + (size_t)(r * cols / sblk) * ssz,
-                           kiln_tensor_nbytes(x));
+            if (!s) memcpy(kiln_tensor_data(x), src + (size_t)(r * cols / sblk) * ssz, kiln_tensor_nbytes(x));
             if (!s) s = kiln_tensor_get_f32(x, f, k * cols);
             if (!s) s = llama_put_rows(dst, r, k, f);
             kiln_ctx_free(tmp);
@@ -231,6 +154,42 @@ static kiln_status gguf_into(kiln_gguf *g, const char *path, const char *name, k
     return s;
 }
 
+/* A weight's dtype as the file stores it (llama_new_inference_typed's
+ * chooser): its own quantized type, F32 for F32, F16 and BF16 (and for a
+ * type kiln cannot read, which gguf_into then names). */
+typedef struct stored {
+    const kiln_gguf *g;
+    const llama_traits *t;
+} stored;
+
+static kiln_dtype stored_dtype(void *user, const char *name, int64_t rows, int64_t cols) {
+    (void)rows, (void)cols;
+    const stored *st = user;
+    static const struct { const char *kiln, *gguf; int fused; } map[] = {
+        {"attention.wq.weight", "attn_q", 1},     {"attention.wk.weight", "attn_k", 1},
+        {"attention.wv.weight", "attn_v", 1},     {"attention.wo.weight", "attn_output", 0},
+        {"feed_forward.w1.weight", "ffn_gate", 2}, {"feed_forward.w2.weight", "ffn_down", 0},
+        {"feed_forward.w3.weight", "ffn_up", 0},
+    };
+    char file[96] = "token_embd.weight", what[64];
+    int layer;
+    if (sscanf(name, "layers.%d.%63s", &layer, what) == 2) {
+        for (size_t i = 0; i < sizeof map / sizeof *map; i++)
+            if (!strcmp(what, map[i].kiln)) {
+                const char *g = map[i].fused == 1 && st->t->fused_qkv       ? "attn_qkv"
+                                : map[i].fused == 2 && st->t->fused_gate_up ? "ffn_up"
+                                                                            : map[i].gguf;
+                snprintf(file, sizeof file, "blk.%d.%s.weight", layer, g);
+            }
+    } else if (!strcmp(name, "output.weight") && kiln_gguf_find_tensor(st->g, name) >= 0) {
+        snprintf(file, sizeof file, "%s", name);
+    }
+    kiln_gguf_tensor_info ti;
+    int i = kiln_gguf_find_tensor(st->g, file);
+    if (i < 0 || kiln_gguf_tensor_info_at(st->g, i, &ti) || ti.kiln_dtype < 0) return KILN_F32;
+    return kiln_dtype_is_quantized((kiln_dtype)ti.kiln_dtype) ? (kiln_dtype)ti.kiln_dtype : KILN_F32;
+}
+
 static llama *from_gguf(kiln_ctx *ctx, const char *path, bool inference, int weights) {
     kiln_gguf *g = kiln_gguf_open(path);
     if (!g) return NULL;
@@ -239,19 +198,12 @@ static llama *from_gguf(kiln_ctx *ctx, const char *path, bool inference, int wei
     slot *s = NULL;
     int n = 0;
     const char *who = inference ? "llama_infer_from_gguf" : "llama_from_gguf";
-    kiln_status st = gguf_config(g, who, path, &c);
+    kiln_status st = llama_arch_gguf_config(g, who, path, &c);
     bool tied = kiln_gguf_find_tensor(g, "output.weight") < 0;
-    if (!st && inference && weights == LLAMA_AS_STORED) { /* the layers' dtype; F16/BF16 compute as F32 */
-        kiln_gguf_tensor_info ti;
-        int i = kiln_gguf_find_tensor(g, "blk.0.attn_q.weight");
-        st = i < 0 ? kiln_set_error(KILN_ERR_FORMAT, "llama_infer_from_gguf: %s: no blk.0.attn_q.weight", path)
-                   : kiln_gguf_tensor_info_at(g, i, &ti);
-        if (!st && (ti.kiln_dtype < 0 || ti.kiln_dtype == KILN_I32))
-            st = kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_infer_from_gguf: %s: weights in %s, which kiln cannot read",
-                                path, ti.type_name ? ti.type_name : "an unknown type");
-        weights = st ? KILN_F32 : kiln_dtype_is_quantized((kiln_dtype)ti.kiln_dtype) ? ti.kiln_dtype : KILN_F32;
-    }
-    if (!st && !(m = inference ? llama_new_inference(ctx, &c, (kiln_dtype)weights, tied) : llama_new(ctx, &c, 0)))
+    stored types = {g, &c.traits};
+    if (!st && !(m = !inference                   ? llama_new(ctx, &c, 0)
+                     : weights == LLAMA_AS_STORED ? llama_new_inference_typed(ctx, &c, stored_dtype, &types, tied)
+                                                  : llama_new_inference(ctx, &c, (kiln_dtype)weights, tied)))
         st = kiln_last_status();
     if (!st && !(s = make_slots(m, &n))) st = kiln_last_status();
     for (int i = 0; i < n && !st; i++) {
@@ -260,8 +212,11 @@ static llama *from_gguf(kiln_ctx *ctx, const char *path, bool inference, int wei
             if (m->tied) continue; /* the embedding tensor itself */
             name = "token_embd.weight";
         }
-        st = inference ? gguf_into(g, path, name, s[i].t) : kiln_gguf_read_into(g, name, s[i].t);
+        /* a training model's leaves take the file's tensors whole (on any backend) */
+        st = inference || c.traits.fused_qkv || c.traits.fused_gate_up ? gguf_into(g, who, path, name, s[i].row0, s[i].t)
+                                                                       : kiln_gguf_read_into(g, name, s[i].t);
     }
+    if (!st && m->rope_freqs) st = gguf_into(g, who, path, "rope_freqs.weight", 0, m->rope_freqs);
     free(s);
     kiln_gguf_close(g);
     if (st) {
@@ -306,6 +261,10 @@ kiln_status llama_save_gguf_tok(const llama *mc, const kiln_tokenizer *tok, cons
         return kiln_set_error(KILN_ERR_DTYPE, "llama_save_gguf: weights as %s (F32, F16, BF16, Q8_0 or Q4_0)",
                               kiln_dtype_name(dtype));
     const llama_config *c = &m->cfg;
+    if ((c->traits.arch && strcmp(c->traits.arch, "llama")) || m->rope_freqs || c->head_dim * c->heads != c->dim)
+        return kiln_set_error(KILN_ERR_UNSUPPORTED,
+                              "llama_save_gguf: writes Llama models (no rope_freqs, head_dim dim / heads), not this %s",
+                              c->traits.arch ? c->traits.arch : "llama");
     kiln_gguf_writer *w = kiln_gguf_writer_new();
     kiln_ctx *tmp = kiln_ctx_new();
     int n = 0;
@@ -364,67 +323,6 @@ kiln_status llama_save_gguf_tok(const llama *mc, const kiln_tokenizer *tok, cons
 }
 
 /* ---- Hugging Face ---- */
-
-static const llama_config_names hf_names = {"vocab_size",   "max_position_embeddings", "num_hidden_layers",
-                                            "num_attention_heads", "num_key_value_heads", "hidden_size",
-                                            "intermediate_size", "rms_norm_eps", "rope_theta"};
-
-static kiln_status hf_config(const char *who, const char *dir, llama_config *c, bool *tied) {
-    char p[4096];
-    snprintf(p, sizeof p, "%s/config.json", dir);
-    kiln_json_file *j = kiln_json_file_open(p);
-    if (!j) return kiln_last_status();
-    *c = llama_defaults();
-    kiln_status s = KILN_OK;
-    const char *type = kiln_json_file_string(j, NULL, "model_type");
-    if (type && strcmp(type, "llama"))
-        s = kiln_set_error(KILN_ERR_UNSUPPORTED, "%s: %s: model_type is '%s', not 'llama'", who, p, type);
-    struct { const char *key; int64_t *out; int64_t def; } ints[] = {
-        {"num_hidden_layers", &c->layers, -1},     {"hidden_size", &c->dim, -1},
-        {"intermediate_size", &c->hidden, -1},     {"num_attention_heads", &c->heads, -1},
-        {"vocab_size", &c->vocab, -1},             {"max_position_embeddings", &c->context, 2048},
-        {"num_key_value_heads", &c->kv_heads, 0},
-    };
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0] && !s; i++) {
-        double v;
-        if (!kiln_json_file_has(j, NULL, ints[i].key) && ints[i].def >= 0) {
-            *ints[i].out = ints[i].def;
-            continue;
-        }
-        if ((s = kiln_json_file_number(j, NULL, ints[i].key, &v))) break;
-        if (!whole(v, 1ll << 40, ints[i].out))
-            s = kiln_set_error(KILN_ERR_FORMAT, "%s: %s: %s = %g is not a positive integer", who, p, ints[i].key, v);
-    }
-    double v;
-    if (!s && kiln_json_file_has(j, NULL, "rms_norm_eps")) {
-        if (!(s = kiln_json_file_number(j, NULL, "rms_norm_eps", &v))) c->norm_eps = v;
-    }
-    if (!s && kiln_json_file_has(j, NULL, "rope_theta")) {
-        if (!(s = kiln_json_file_number(j, NULL, "rope_theta", &v))) c->rope_theta = v;
-    }
-    *tied = false;
-    if (!s && kiln_json_file_has(j, NULL, "tie_word_embeddings") &&
-        !(s = kiln_json_file_number(j, NULL, "tie_word_embeddings", &v)))
-        *tied = v != 0;
-    if (!s && kiln_json_file_has(j, NULL, "rope_scaling"))
-        s = kiln_set_error(KILN_ERR_UNSUPPORTED, "%s: %s: rope_scaling is not supported", who, p);
-    const char *bias[] = {"attention_bias", "mlp_bias"};
-    for (int i = 0; i < 2 && !s; i++)
-        if (kiln_json_file_has(j, NULL, bias[i]) && !kiln_json_file_number(j, NULL, bias[i], &v) && v != 0)
-            s = kiln_set_error(KILN_ERR_UNSUPPORTED, "%s: %s: %s is not supported", who, p, bias[i]);
-    const char *act = kiln_json_file_string(j, NULL, "hidden_act");
-    if (!s && act && strcmp(act, "silu"))
-        s = kiln_set_error(KILN_ERR_UNSUPPORTED, "%s: %s: hidden_act '%s' (kiln's llama is SwiGLU)", who, p, act);
-    if (!s) s = llama_config_check(c, &hf_names, who, p, KILN_ERR_FORMAT);
-    if (!s && kiln_json_file_has(j, NULL, "head_dim") && !(s = kiln_json_file_number(j, NULL, "head_dim", &v)) &&
-        v != (double)(c->dim / c->heads))
-        s = kiln_set_error(KILN_ERR_UNSUPPORTED, "%s: %s: head_dim %g is not hidden_size / heads", who, p, v);
-    if (!s && kiln_json_file_has(j, NULL, "partial_rotary_factor") &&
-        !(s = kiln_json_file_number(j, NULL, "partial_rotary_factor", &v)) && v != 1)
-        s = kiln_set_error(KILN_ERR_UNSUPPORTED, "%s: %s: partial rotary embeddings", who, p);
-    kiln_json_file_close(j);
-    return s;
-}
 
 /* The weight files: model.safetensors, or the shards of the index. */
 typedef struct shards {
@@ -505,8 +403,9 @@ static kiln_status put_values(const char *who, const slot *s, float *f, int64_t 
     return r;
 }
 
-/* Tensor name of the files into slot s. */
-static kiln_status hf_read(shards *sh, const char *dir, const char *name, const slot *s) {
+/* Tensor name of the files (rows from s->row0) into slot s, q/k rows
+ * permuted back, a Gemma norm's weight made whole (plus_one). */
+static kiln_status hf_read(shards *sh, const char *dir, const char *name, const slot *s, bool plus_one) {
     kiln_safetensors *st = shard_for(sh, dir, name);
     if (!st) {
         if (!kiln_last_status())
@@ -516,13 +415,15 @@ static kiln_status hf_read(shards *sh, const char *dir, const char *name, const 
     kiln_ctx *tmp = kiln_ctx_new();
     kiln_tensor *t = tmp ? kiln_safetensors_load(st, tmp, name) : NULL;
     kiln_status r = t ? KILN_OK : kiln_last_status() ? kiln_last_status() : KILN_ERR_OOM;
-    int64_t n = kiln_tensor_numel(s->t);
-    if (!r && (kiln_tensor_ndim(t) != kiln_tensor_ndim(s->t) || kiln_tensor_numel(t) != n ||
-               kiln_tensor_dim(t, 0) != kiln_tensor_dim(s->t, 0)))
+    int64_t n = kiln_tensor_numel(s->t), rows = kiln_tensor_dim(s->t, 0), fn = t ? kiln_tensor_numel(t) : 0;
+    if (!r && (kiln_tensor_ndim(t) != kiln_tensor_ndim(s->t) || fn / kiln_tensor_dim(t, 0) != n / rows ||
+               kiln_tensor_dim(t, 0) < s->row0 + rows))
         r = kiln_set_error(KILN_ERR_SHAPE, "%s: %s: '%s' has the wrong shape for config.json", sh->who, dir, name);
     float *f = NULL;
-    if (!r && !(f = malloc((size_t)n * sizeof *f))) r = kiln_set_error(KILN_ERR_OOM, "%s: out of memory", sh->who);
-    if (!r) r = kiln_tensor_get_f32(t, f, n);
+    if (!r && !(f = malloc((size_t)fn * sizeof *f))) r = kiln_set_error(KILN_ERR_OOM, "%s: out of memory", sh->who);
+    if (!r) r = kiln_tensor_get_f32(t, f, fn);
+    if (!r && s->row0) memmove(f, f + s->row0 * (n / rows), (size_t)n * sizeof *f);
+    for (int64_t i = 0; !r && plus_one && i < n; i++) f[i] += 1;
     if (!r) r = put_values(sh->who, s, f, n);
     free(f);
     kiln_ctx_free(tmp);
@@ -538,8 +439,9 @@ static kiln_safetensors *shard_with(shards *sh, const char *dir, const char *nam
 }
 
 /* GPTQ linear base (its .qweight, .qzeros, .scales, .g_idx) into slot s:
- * stored as it is where s holds gptq_dtype (its act-order permutation
- * into *s->perm), dequantized otherwise. */
+ * its rows from s->row0 (a part of a fused linear), Llama's q/k rows in
+ * Meta's order, stored as they are where s holds gptq_dtype (its act-order
+ * permutation into *s->perm), dequantized otherwise. */
 static kiln_status hf_read_gptq(shards *sh, const char *dir, const char *base, const slot *s, const hf_gptq *gq,
                                 kiln_dtype gptq_dtype, kiln_ctx *ctx) {
     static const char *const suffix[4] = {"qweight", "qzeros", "scales", "g_idx"};
@@ -550,21 +452,27 @@ static kiln_status hf_read_gptq(shards *sh, const char *dir, const char *base, c
         st[k] = shard_with(sh, dir, name);
     }
     const int64_t rows = kiln_tensor_dim(s->t, 0), cols = kiln_tensor_dim(s->t, 1);
-    kiln_gptq_result *r = hf_gptq_read(gq, sh->who, dir, base, &(hf_gptq_files){st[0], st[1], st[2], st[3]}, rows,
-                                       cols);
+    kiln_gptq_result *r = hf_gptq_read(gq, sh->who, dir, base, &(hf_gptq_files){st[0], st[1], st[2], st[3]},
+                                       s->fused_rows ? s->fused_rows : rows, cols);
     if (!r) return kiln_last_status();
     kiln_status e = KILN_OK;
-    if (s->perm && kiln_tensor_dtype(s->t) == gptq_dtype) {
-        int64_t *src = s->qk ? malloc((size_t)rows * sizeof *src) : NULL;
-        if (s->qk && !src) e = kiln_set_error(KILN_ERR_OOM, "%s: out of memory", sh->who);
-        if (src) qk_rows(src, rows, s->heads);
-        if (!e && src) e = hf_gptq_permute_rows(r, src);
-        if (!e) e = hf_gptq_store(r, base, s->t, ctx, s->perm);
+    if (s->qk || s->fused_rows) {
+        int64_t *src = malloc((size_t)rows * sizeof *src);
+        if (!src) e = kiln_set_error(KILN_ERR_OOM, "%s: out of memory", sh->who);
+        for (int64_t i = 0; src && !s->qk && i < rows; i++) src[i] = i;
+        if (src && s->qk) qk_rows(src, rows, s->heads);
+        for (int64_t i = 0; src && i < rows; i++) src[i] += s->row0;
+        if (!e) e = hf_gptq_take_rows(r, src, rows);
         free(src);
-    } else {
+    }
+    if (!e && s->perm && kiln_tensor_dtype(s->t) == gptq_dtype) {
+        e = hf_gptq_store(r, base, s->t, ctx, s->perm);
+    } else if (!e) {
+        slot plain = *s; /* its rows already in place */
+        plain.qk = false;
         float *f = malloc((size_t)(rows * cols) * sizeof *f);
         e = !f ? kiln_set_error(KILN_ERR_OOM, "%s: out of memory", sh->who) : kiln_gptq_dequantize(r, f);
-        if (!e) e = put_values(sh->who, s, f, rows * cols);
+        if (!e) e = put_values(sh->who, &plain, f, rows * cols);
         free(f);
     }
     kiln_gptq_result_free(r);
@@ -609,15 +517,19 @@ static kiln_status hf_shape(shards *sh, const char *dir, const char *name, int64
  * is allocated: a config claiming a huge width or layer count is refused
  * here, not by an allocation of what it claims. */
 static kiln_status hf_sizes(shards *sh, const char *dir, const llama_config *c, const hf_gptq *gq) {
-    /* hf_config checked the settings (llama_config_check) */
-    const int64_t kv = (c->kv_heads ? c->kv_heads : c->heads) * (c->dim / c->heads); /* <= dim */
+    /* llama_arch_hf_config checked the settings (llama_config_check) */
+    const int64_t hd = c->head_dim ? c->head_dim : c->dim / c->heads, kv = (c->kv_heads ? c->kv_heads : c->heads) * hd;
+    const bool fqkv = c->traits.fused_qkv, fgu = c->traits.fused_gate_up;
     char name[96];
-    snprintf(name, sizeof name, "model.layers.%lld.mlp.gate_proj.weight", (long long)(c->layers - 1));
+    snprintf(name, sizeof name, "model.layers.%lld.mlp.%s.weight", (long long)(c->layers - 1),
+             fgu ? "gate_up_proj" : "gate_proj");
     kiln_status s;
     if ((s = hf_shape(sh, dir, "model.embed_tokens.weight", c->vocab, c->dim, "vocab_size and hidden_size", NULL)) ||
-        (s = hf_shape(sh, dir, "model.layers.0.self_attn.k_proj.weight", kv, c->dim,
-                      "num_key_value_heads and hidden_size", gq)) ||
-        (s = hf_shape(sh, dir, name, c->hidden, c->dim, "num_hidden_layers and intermediate_size", gq)))
+        (s = hf_shape(sh, dir, fqkv ? "model.layers.0.self_attn.qkv_proj.weight"
+                                    : "model.layers.0.self_attn.k_proj.weight",
+                      fqkv ? c->heads * hd + 2 * kv : kv, c->dim, "num_key_value_heads, head_dim, hidden_size", gq)) ||
+        (s = hf_shape(sh, dir, name, fgu ? 2 * c->hidden : c->hidden, c->dim,
+                      "num_hidden_layers and intermediate_size", gq)))
         return s;
     return KILN_OK;
 }
@@ -666,7 +578,8 @@ static llama *from_hf(kiln_ctx *ctx, const char *dir, bool inference, int weight
     bool tied = false;
     hf_gptq gq;
     bool gptq = false;
-    if (hf_config(who, dir, &c, &tied) || hf_gptq_config(who, dir, &gq, &gptq)) return NULL;
+    llama3_scaling scaling;
+    if (llama_arch_hf_config(who, dir, &c, &tied, &scaling) || hf_gptq_config(who, dir, &gq, &gptq)) return NULL;
     shards sh = {.who = who};
     char qname[160];
     char p[4096];
@@ -685,8 +598,9 @@ static llama *from_hf(kiln_ctx *ctx, const char *dir, bool inference, int weight
     /* a GPTQ checkpoint as stored: its linears' codes in a GQ dtype (or Q8_0) */
     const bool stored = gptq && inference && weights == LLAMA_AS_STORED;
     kiln_dtype gptq_dtype = KILN_DTYPE_COUNT;
+    const int64_t ins[3] = {c.dim, c.hidden, c.heads * (c.head_dim ? c.head_dim : c.dim / c.heads)}; /* wo's */
     if (hf_sizes(&sh, dir, &c, gptq ? &gq : NULL) ||
-        (stored && (gptq_dtype = hf_gptq_dtype(&gq, who, (int64_t[]){c.dim, c.hidden}, 2)) == KILN_DTYPE_COUNT)) {
+        (stored && (gptq_dtype = hf_gptq_dtype(&gq, who, ins, 3)) == KILN_DTYPE_COUNT)) {
         shards_close(&sh);
         return NULL;
     }
@@ -708,8 +622,15 @@ static llama *from_hf(kiln_ctx *ctx, const char *dir, bool inference, int weight
             qname[strlen(qname) - 8] = '\0'; /* the linear's name, less .qweight */
             st = hf_read_gptq(&sh, dir, qname, &s[i], &gq, gptq_dtype, m->ctx);
         } else {
-            st = hf_read(&sh, dir, name, &s[i]);
+            st = hf_read(&sh, dir, name, &s[i], s[i].norm && c.traits.hf_norm_minus_one);
         }
+    }
+    if (!st && m->rope_freqs) { /* Llama 3.1's rope_scaling as llama.cpp's converter bakes it */
+        float f[4096];
+        llama3_rope_factors(&scaling, c.rope_theta, m->cfg.head_dim, f);
+        st = m->cfg.head_dim / 2 > 4096 ? kiln_set_error(KILN_ERR_UNSUPPORTED, "%s: head_dim %lld", who,
+                                                         (long long)m->cfg.head_dim)
+                                        : kiln_tensor_set_f32(m->rope_freqs, f, m->cfg.head_dim / 2);
     }
     if (!st && stored) share_perms(m);
     free(s);

@@ -1,4 +1,8 @@
-/* llama_files.h — a models/llama.h llama from the files people download:
+/* llama_files.h — a models/llama.h llama from the files people download,
+ * of any architecture models/llama_arch.h lists (llama and Mistral, qwen2,
+ * phi3, gemma2: their tensors' names below, Llama's; the others' biases,
+ * fused attn_qkv / ffn_up (qkv_proj / gate_up_proj), post-norms and
+ * rope_freqs as llama.cpp's converter and Hugging Face name them):
  *
  *  - GGUF of the llama architecture (llama.cpp's convert_hf_to_gguf):
  *    hyperparameters from the llama.* keys (block_count, embedding_length,
@@ -25,14 +29,19 @@
  *    linears; llama_infer_from_hf with LLAMA_AS_STORED keeps their codes
  *    (GQ<bits>_<G>, Q8_0 for 8 bits; act order as a permutation per
  *    weight, model.h's model_linear) and the embedding and head in F32; a
- *    linear stored in float there is quantized to that dtype (RTN).
+ *    linear stored in float there is quantized to that dtype (RTN). Any
+ *    architecture above: Qwen2's biases stay float beside their linears,
+ *    Phi-3's fused qkv_proj / gate_up_proj (one GPTQ linear, one g_idx)
+ *    are split into their rows.
  *
- * F32, F16, BF16, Q8_0 and Q4_0 tensors load into the model's f32
- * parameters (quantized ones dequantized) with llama_from_gguf / _hf, or
+ * F32, F16, BF16 and every quantized type kiln has a dtype for (ggml's
+ * block types, include/kiln_core.h) load into the model's f32 parameters
+ * (quantized ones dequantized) with llama_from_gguf / _hf, or
  * stay quantized with llama_infer_from_gguf / _hf (below).
- * Refused with a message: other architectures, rope scaling (Llama 3.1's
- * rope_freqs / rope_scaling), partial rotary dims, biases, head_dim other
- * than dim / heads, and ggml's other quantized types (K-quants, IQ*, ...).
+ * Refused with a message: other architectures, rope scaling other than
+ * Llama 3.1's (GGUF rope_freqs, config.json rope_type "llama3"), LongRoPE,
+ * partial rotary dims, biases other than Qwen2's, and the types kiln has
+ * no dtype for.
  *
  *     llama *m = llama_from_gguf(ctx, "tiny.gguf");
  *     llama *h = llama_from_hf(ctx, "TinyLlama-1.1B/");
@@ -50,9 +59,9 @@ llama *llama_from_hf(kiln_ctx *ctx, const char *dir);
 /* For generation: a llama_new_inference model (no gradients; weights
  * never all in f32) with its 2-d weights in weights: a kiln_dtype (KILN_F32,
  * KILN_Q8_0, KILN_Q4_0, KILN_NF4, KILN_NF4_DQ; converted on load a few MiB
- * at a time, quantized by kiln_quantize) or LLAMA_AS_STORED: a GGUF's
- * Q8_0 / Q4_0 blocks copied as they are (the dtype of blk.0.attn_q; a
- * tensor stored otherwise is converted to it), F16 / BF16 as F32. A GGUF's
+ * at a time, quantized by kiln_quantize) or LLAMA_AS_STORED: each of a
+ * GGUF's quantized tensors in its own type, its blocks copied as they are
+ * (files mix types: llama_new_inference_typed), F16 / BF16 as F32. A GGUF's
  * pages are dropped from memory as each tensor is copied, so the peak is
  * about the model's quantized size. A Hugging Face directory is read one
  * tensor at a time (that tensor in f32 while it converts). A model without
@@ -77,7 +86,8 @@ kiln_tokenizer *llama_hf_tokenizer(const char *dir);
  * written as they are, others dequantized first; norms stay F32 as llama.cpp writes them), atomically; an output head equal to the embedding is left
  * out (tied, as llama.cpp writes such models). The file carries a
  * tokenizer, as llama.cpp needs to load it: _tok's (its tokens padded
- * with unused ids to the model's vocabulary), or kiln_tokenizer_bytes'. */
+ * with unused ids to the model's vocabulary), or kiln_tokenizer_bytes'. Architectures other than llama are
+ * refused. */
 kiln_status llama_save_gguf(const llama *m, const char *path, kiln_dtype dtype);
 kiln_status llama_save_gguf_tok(const llama *m, const kiln_tokenizer *tok, const char *path, kiln_dtype dtype);
 

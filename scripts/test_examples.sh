@@ -136,6 +136,16 @@ check generate_tiny_no_fuse 0 "generation: 7 tokens" "$bin/generate" --model "$t
 check generate_tiny_nf4_sampled 0 "weights nf4" \
     "$bin/generate" --model "$tmp/tiny.gguf" --dtype nf4 --tokens 8 --temperature 0.8 --top-k 5 --threads 1
 check generate_no_model 2 "--model" "$bin/generate"
+# --dump-logits: every position's logits, [ids][vocab] float32 (vocab 320: 3 x 320 x 4 bytes)
+check generate_dump_logits 0 "logits of 3 ids" "$bin/generate" --model "$tmp/tiny.gguf" --ids 1,40,7 \
+    --dump-logits "$tmp/z.bin" --threads 1
+check generate_dump_logits_size 0 "^3840 " wc -c "$tmp/z.bin"
+check generate_dump_bad_id 2 "'4x' (entry 2 of '1,4x') is not a token id" \
+    "$bin/generate" --model "$tmp/tiny.gguf" --ids 1,4x --dump-logits "$tmp/z.bin"
+check generate_dump_id_past_vocab 2 "id 320 (entry 2) is not below the vocabulary size 320" \
+    "$bin/generate" --model "$tmp/tiny.gguf" --ids 1,320 --dump-logits "$tmp/z.bin"
+check generate_dump_no_ids 2 "--ids and --dump-logits go together" \
+    "$bin/generate" --model "$tmp/tiny.gguf" --dump-logits "$tmp/z.bin"
 check generate_bad_file 1 "generate: " "$bin/generate" --model "$tmp/no-such.gguf"
 no_controls generate_sample_no_control_bytes \
     "$bin/generate" --model "$tmp/tiny.gguf" --tokens 40 --temperature 5 --top-k 0 --ignore-eos --threads 1

@@ -144,17 +144,6 @@ KT_TEST(hf_gptq_dequantized_model_is_the_float_model) {
     }
 }
 
-/* max |a - b| (b NULL: max |a|), a plain loop: gcc 12's aarch64
- * vectorizer fails on an fmax reduction */
-static double max_diff(const float *a, const float *b, int n) {
-    double m = 0;
-    for (int i = 0; i < n; i++) {
-        const double d = fabs((double)a[i] - (b ? b[i] : 0.0f));
-        if (d > m) m = d;
-    }
-    return m;
-}
-
 /* llama_infer_from_hf keeps the codes (a GQ dtype, Q8_0 for 8 bits, the
  * act-order permutation per weight, shared where a stack's are equal) and
  * its logits are the float model's within the int8 activations' error. */
@@ -180,7 +169,7 @@ KT_TEST(hf_gptq_stored_model_matches_the_float_model) {
                  "%s: shared permutations", x->dir);
         float *a = llama_test_logits(q, TOKENS, T), *b = llama_test_logits(f, TOKENS, T);
         KT_REQUIRE(a && b, "logits: %s", kiln_last_error());
-        double worst = max_diff(a, b, T * 48), scale = max_diff(b, NULL, T * 48);
+        double worst = llama_test_max_diff(a, b, T * 48), scale = llama_test_max_diff(b, NULL, T * 48);
         /* (a prompt's products may quantize x too: Q8_0's int8 GEMM) */
         KT_CHECK(worst <= 0.02 * scale && scale > 0.5, "%s: prompt logits differ by %g (largest %g)", x->dir, worst,
                  scale);
@@ -190,7 +179,7 @@ KT_TEST(hf_gptq_stored_model_matches_the_float_model) {
         worst = 0;
         for (int t = 0; t < T; t++) {
             KT_OK(llama_cache_step(q, c, &TOKENS[t], 1, a));
-            const double d = max_diff(a, b + t * 48, 48);
+            const double d = llama_test_max_diff(a, b + t * 48, 48);
             if (d > worst) worst = d;
         }
         KT_CHECK(worst <= 0.02 * scale, "%s: generation logits differ by %g (largest %g)", x->dir, worst, scale);

@@ -451,12 +451,15 @@ KT_TEST(llama_files_hf_matches_a_double_reference) {
              kiln_tokenizer_eos(tok));
     kiln_tokenizer_free(tok);
     unlink(p);
-    /* refused: rope scaling */
+    /* refused: rope scaling other than Llama 3.1's, and Llama 3.1's without its settings */
     snprintf(p, sizeof p, "%s/config.json", dir);
     write_text(p, "{\"hidden_size\": 32, \"intermediate_size\": 48, \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
-                  " \"vocab_size\": 37, \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0}}");
+                  " \"vocab_size\": 37, \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 8.0}}");
     kiln_ctx *ctx = kiln_ctx_new();
-    KT_EXPECT_ERR(llama_from_hf(ctx, dir), KILN_ERR_UNSUPPORTED, "rope_scaling");
+    KT_EXPECT_ERR(llama_from_hf(ctx, dir), KILN_ERR_UNSUPPORTED, "rope_scaling of type 'linear'");
+    write_text(p, "{\"hidden_size\": 32, \"intermediate_size\": 48, \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
+                  " \"vocab_size\": 37, \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0}}");
+    KT_EXPECT_ERR(llama_from_hf(ctx, dir), KILN_ERR_FORMAT, "rope_scaling.low_freq_factor");
     write_text(p, "{\"hidden_size\": 32}");
     KT_EXPECT_ERR(llama_from_hf(ctx, dir), KILN_ERR_FORMAT, "num_hidden_layers");
     kiln_ctx_free(ctx);

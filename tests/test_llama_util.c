@@ -1,6 +1,7 @@
 /* test_llama_util.c — see test_llama_util.h. */
 #include "test_llama_util.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 float *llama_test_logits(llama *m, const int32_t *tokens, int64_t n) {
@@ -13,6 +14,16 @@ float *llama_test_logits(llama *m, const int32_t *tokens, int64_t n) {
         return NULL;
     }
     return out;
+}
+
+/* a plain loop: gcc 12's aarch64 vectorizer fails on an fmax reduction */
+double llama_test_max_diff(const float *a, const float *b, int64_t n) {
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double d = fabs((double)a[i] - (b ? b[i] : 0.0f));
+        if (d > m) m = d;
+    }
+    return m;
 }
 
 void llama_test_randomize(llama *m, uint64_t seed, double sd) {

@@ -1,4 +1,5 @@
-/* generate — run a llama (a GGUF file or a Hugging Face directory) with its
+/* generate — run a llama, Mistral, Qwen2, Phi-3 or Gemma 2 (a GGUF file or
+ * a Hugging Face directory; models/llama_arch.h) with its
  * weights in f32 or quantized, a KV cache and greedy or top-k sampling, and
  * say how fast: prompt tokens/s, generation tokens/s, the weight bytes
  * streamed per second, peak resident memory.
@@ -20,6 +21,11 @@
  *   4. the figures: tokens/s, weight GB/s (the bytes a step reads: every
  *      weight but the embedding, of which it reads one row), peak RSS.
  *
+ * --ids 1,40,77 --dump-logits OUT runs those token ids as one prompt and
+ * writes every position's logits as raw little-endian float32, row-major
+ * [n_ids][vocab], then stops: how kiln is checked against llama.cpp's
+ * logits on any model.
+ *
  * --make-random FILE writes a llama with random N(0, 0.02) weights in
  * TinyLlama-1.1B's shape (dim 2048, hidden 5632, 22 layers, 32 heads, 4 kv
  * heads, vocab 32000, context 2048; --size tiny: a few-KiB model for tests)
@@ -40,12 +46,15 @@
 #include "progress.h"
 #include "sampler.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* Every kiln call reports failure by value; kiln_last_error() says why. */
 static int fail(const char *what) {
@@ -65,6 +74,65 @@ static int dtype_of(const char *name) {
     for (int i = 0; i < 5; i++)
         if (!strcmp(name, names[i])) return types[i];
     return LLAMA_AS_STORED;
+}
+
+/* --ids: comma-separated token ids into a malloc'd array (*n of them), or
+ * NULL after saying on stderr which entry is not a number. */
+static int32_t *parse_ids(const char *text, int64_t *n) {
+    int64_t cap = 1;
+    for (const char *p = text; *p; p++) cap += *p == ',';
+    int32_t *ids = malloc((size_t)cap * sizeof *ids);
+    if (!ids) return fprintf(stderr, "generate: out of memory\n"), NULL;
+    *n = 0;
+    for (const char *p = text;; p++) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char *stop = NULL;
+        long long v = len && p[0] >= '0' && p[0] <= '9' ? strtoll(p, &stop, 10) : -1;
+        if (v < 0 || v > INT32_MAX || stop != p + len) {
+            fprintf(stderr, "generate: --ids: '%.*s' (entry %lld of '%s') is not a token id\n", (int)len, p,
+                    (long long)*n + 1, text);
+            free(ids);
+            return NULL;
+        }
+        ids[(*n)++] = (int32_t)v;
+        if (!end) return ids;
+        p = end;
+    }
+}
+
+/* --dump-logits: the logits of ids [n] at positions 0..n-1, [n][vocab]
+ * little-endian float32, written to a temporary file renamed over path
+ * once whole. */
+static int dump_logits(llama *m, const int32_t *ids, int64_t n, const char *path) {
+    const int64_t vocab = m->cfg.vocab;
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] >= vocab)
+            return fprintf(stderr, "generate: --ids: id %d (entry %lld) is not below the vocabulary size %lld\n",
+                           (int)ids[i], (long long)i + 1, (long long)vocab), 2;
+    if (n > m->cfg.context)
+        return fprintf(stderr, "generate: --ids: %lld ids exceed the context of %lld\n", (long long)n,
+                       (long long)m->cfg.context), 2;
+    const uint16_t one = 1;
+    if (*(const uint8_t *)&one != 1) return fprintf(stderr, "generate: --dump-logits needs a little-endian host\n"), 1;
+    llama_cache *cache = llama_cache_new(m, 1, n);
+    float *z = cache ? malloc((size_t)(n * vocab) * sizeof *z) : NULL;
+    if (!z) return llama_cache_free(cache), fail("the logits");
+    if (llama_cache_step_all(m, cache, ids, n, z)) return free(z), llama_cache_free(cache), fail("the ids");
+    llama_cache_free(cache);
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    bool ok = f && fwrite(z, sizeof *z, (size_t)(n * vocab), f) == (size_t)(n * vocab);
+    ok = f && !fclose(f) && ok && !rename(tmp, path);
+    free(z);
+    if (!ok) {
+        fprintf(stderr, "generate: --dump-logits %s: cannot write it: %s\n", path, strerror(errno));
+        remove(tmp);
+        return 1;
+    }
+    printf("%s: logits of %lld ids, [%lld][%lld] float32\n", path, (long long)n, (long long)n, (long long)vocab);
+    return 0;
 }
 
 /* --make-random: TinyLlama-1.1B's shape (or a tiny one) with random weights. */
@@ -113,13 +181,15 @@ static int make_random(const char *path, const char *size, const char *dtype, ui
 }
 
 int main(int argc, char **argv) {
-    const char *model = NULL, *backend = "cpu", *dtype = "stored", *prompt = "Once upon a time", *make = NULL, *size = "tinyllama";
+    const char *model = NULL, *backend = "cpu", *dtype = "stored", *prompt = "Once upon a time", *make = NULL,
+               *size = "tinyllama", *ids_text = NULL, *dump = NULL;
     int tokens = 64, prompt_tokens = 0, top_k = 40, threads = 0;
     double temperature = 0;
     uint64_t seed = 1;
     bool quiet = false, ignore_eos = false, no_fuse = false;
     args_opt opts[] = {
-        {"model", ARGS_STRING, &model, "PATH", "a llama GGUF file or a Hugging Face directory", NULL, false},
+        {"model", ARGS_STRING, &model, "PATH",
+         "a GGUF file or a Hugging Face directory (llama, mistral, qwen2, phi3, gemma2)", NULL, false},
         {"dtype", ARGS_CHOICE, &dtype, "T", "the weights in memory (stored: as the file holds them)",
          "stored|f32|q8_0|q4_0|nf4|nf4_dq", false},
         {"prompt", ARGS_STRING, &prompt, "TEXT", "text to continue", NULL, false},
@@ -135,6 +205,9 @@ int main(int argc, char **argv) {
         {"ignore-eos", ARGS_FLAG, &ignore_eos, NULL, "go on past the end-of-text token", NULL, false},
         {"no-fuse", ARGS_FLAG, &no_fuse, NULL,
          "one product per weight, not one over wq|wk|wv and one over w1|w3 (same logits; for comparison)", NULL, false},
+        {"ids", ARGS_STRING, &ids_text, "I,J,...", "token ids to run as one prompt (with --dump-logits)", NULL, false},
+        {"dump-logits", ARGS_STRING, &dump, "OUT",
+         "write the --ids' logits, every position, as little-endian float32 [ids][vocab], and stop", NULL, false},
         {"make-random", ARGS_STRING, &make, "FILE", "write a random-weight llama GGUF in --dtype f32|q8_0|q4_0 and stop",
          NULL, false},
         {"size", ARGS_CHOICE, &size, "S", "--make-random's shape: TinyLlama-1.1B's, or a tiny test model",
@@ -150,6 +223,11 @@ int main(int argc, char **argv) {
         return make_random(make, size, strcmp(dtype, "stored") ? dtype : "q4_0", seed);
     }
     if (!model) return fprintf(stderr, "generate: --model PATH is needed (or --make-random FILE); see --help\n"), 2;
+    if (!ids_text != !dump) return fprintf(stderr, "generate: --ids and --dump-logits go together\n"), 2;
+    int64_t n_dump = 0;
+    int32_t *dump_ids = ids_text ? parse_ids(ids_text, &n_dump) : NULL;
+    if (ids_text && !dump_ids) return 2;
+    if (dump && !output_file("generate", "--dump-logits", dump)) return 2;
 
     /* 1. The model and its tokenizer. */
     struct stat st;
@@ -162,6 +240,13 @@ int main(int argc, char **argv) {
                                  : llama_infer_from_gguf(ctx, model, dtype_of(dtype));
     if (!m) return fail(model);
     m->fuse = !no_fuse;
+    if (dump) {
+        int rc = dump_logits(m, dump_ids, n_dump, dump);
+        free(dump_ids);
+        llama_free(m);
+        kiln_ctx_free(ctx);
+        return rc;
+    }
     double t_load = progress_now() - t0;
     kiln_tokenizer *tok = dir ? llama_hf_tokenizer(model) : llama_gguf_tokenizer(model);
     if (!tok) kiln_clear_error(); /* byte-level ids */
@@ -169,9 +254,9 @@ int main(int argc, char **argv) {
     if (!tok && c->vocab < 256) return fprintf(stderr, "generate: no tokenizer and a vocabulary under 256 bytes\n"), 1;
     int64_t bytes = llama_weight_bytes(m);
     int64_t streamed = bytes - (m->tied ? 0 : (int64_t)kiln_tensor_nbytes(m->tok_embeddings));
-    printf("model: %s: llama %lld layers, dim %lld, %lld/%lld heads, vocab %lld; weights %s, %.1f MiB; loaded in "
+    printf("model: %s: %s %lld layers, dim %lld, %lld/%lld heads, vocab %lld; weights %s, %.1f MiB; loaded in "
            "%.2f s; tokenizer: %s; %d threads\n",
-           model, (long long)c->layers, (long long)c->dim, (long long)c->heads, (long long)c->kv_heads,
+           model, c->traits.arch ? c->traits.arch : "llama", (long long)c->layers, (long long)c->dim, (long long)c->heads, (long long)c->kv_heads,
            (long long)c->vocab, kiln_dtype_name(kiln_tensor_dtype(m->layers[0].wq)), (double)bytes / (1 << 20), t_load,
            tok ? "the model's" : "bytes", kiln_get_threads());
 
