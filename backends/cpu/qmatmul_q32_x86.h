@@ -80,6 +80,14 @@ static inline __attribute__((always_inline)) float Q32_NAME(f16)(const uint8_t *
     return _cvtsh_ss(h);
 }
 
+/* eight u32 lanes' low and high halves as f16 to f32 */
+static inline __attribute__((always_inline)) void Q32_NAME(halves)(__m256i g, __m256 *lo, __m256 *hi) {
+    const __m256i p = _mm256_permute4x64_epi64(
+        _mm256_packus_epi32(_mm256_and_si256(g, _mm256_set1_epi32(0xffff)), _mm256_srli_epi32(g, 16)), 0xd8);
+    *lo = _mm256_cvtph_ps(_mm256_castsi256_si128(p));
+    *hi = _mm256_cvtph_ps(_mm256_extracti128_si256(p, 1));
+}
+
 static inline __attribute__((always_inline)) size_t Q32_NAME(size)(kiln_dtype t) {
     return t == KILN_Q4_1 ? sizeof(kiln_block_q4_1) : t == KILN_Q5_0 ? sizeof(kiln_block_q5_0)
          : t == KILN_Q5_1 ? sizeof(kiln_block_q5_1) : sizeof(kiln_block_iq4_nl);
@@ -92,23 +100,20 @@ static inline __attribute__((always_inline)) float Q32_NAME(row)(const kiln_dtyp
     const size_t xqs = q81 ? offsetof(kiln_block_q8_1, qs) : offsetof(kiln_block_q8_0, qs);
     float sum = 0.0f;
     int64_t i = 0;
+    /* the first 4 bytes of eight blocks: d and m (Q4_1 / Q5_1) or s (Q8_1) */
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i wo = _mm256_mullo_epi32(lane, _mm256_set1_epi32((int)wsz));
+    const __m256i xo = _mm256_mullo_epi32(lane, _mm256_set1_epi32((int)xsz));
     for (; i + 8 <= nb; i += 8) {
+        const uint8_t *w8 = w + (size_t)i * wsz, *x8 = xa + (size_t)i * xsz;
+        for (size_t l = 0; l < 8 * wsz; l += 64) _mm_prefetch((const char *)w8 + QMM_PREFETCH + l, _MM_HINT_T0);
         __m256i v[8];
-        uint16_t dw[8], dx[8], mw[8] = {0}, sx[8] = {0};
-        for (int b = 0; b < 8; b++) {
-            const uint8_t *wb = w + (size_t)(i + b) * wsz, *xb = xa + (size_t)(i + b) * xsz;
-            _mm_prefetch((const char *)wb + QMM_PREFETCH, _MM_HINT_T0);
-            v[b] = Q32_NAME(lanes)(t, wb, (const int8_t *)(xb + xqs));
-            memcpy(dw + b, wb, 2), memcpy(dx + b, xb, 2);
-            if (q81) memcpy(mw + b, wb + 2, 2), memcpy(sx + b, xb + 2, 2);
-        }
-        const __m256 isum = _mm256_cvtepi32_ps(Q32_NAME(sum8)(v));
-        const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dw)),
-                                       _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dx)));
-        __m256 c = _mm256_mul_ps(d, isum);
-        if (q81)
-            c = _mm256_add_ps(c, _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)mw)),
-                                               _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sx))));
+        for (int b = 0; b < 8; b++) v[b] = Q32_NAME(lanes)(t, w8 + b * wsz, (const int8_t *)(x8 + b * xsz + xqs));
+        __m256 dw, mw, dx, sx;
+        Q32_NAME(halves)(_mm256_i32gather_epi32((const int *)w8, wo, 1), &dw, &mw);
+        Q32_NAME(halves)(_mm256_i32gather_epi32((const int *)x8, xo, 1), &dx, &sx);
+        __m256 c = _mm256_mul_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(Q32_NAME(sum8)(v)));
+        if (q81) c = _mm256_add_ps(c, _mm256_mul_ps(mw, sx));
         float cs[8];
         _mm256_storeu_ps(cs, c);
         for (int b = 0; b < 8; b++) sum += cs[b];
