@@ -5,9 +5,10 @@
  * GGML_NAME(x), the function suffix.
  *
  * Each sub-block's codes are decoded into int8x16 registers (16 elements
- * in order), dotted with x's codes and summed across lanes: exact int32,
- * scaled by the integer sub-block scales into the block's isum and, for
- * the K types with mins, summs from Q8_K's bsums. The f32 side is the
+ * in order) and dotted with x's codes into int32 lanes, which take the
+ * integer sub-block scale and are summed across once per block: the
+ * block's isum, exact; the K types with mins take summs from Q8_K's
+ * bsums. The f32 side is the
  * reference's own (kiln__qmm_dot_ggml_ref): the same operations in the
  * same order, one block at a time, so every result is the reference's bit
  * for bit. */
@@ -21,17 +22,19 @@ static inline __attribute__((always_inline)) float GGML_NAME(f16)(uint16_t h) {
     return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0);
 }
 
-/* the exact sum of q[0..15] x[0..15] (+ q2 x2 where two pairs are given) */
-static inline __attribute__((always_inline)) int32_t GGML_NAME(dot16)(int8x16_t q, const int8_t *x) {
+/* the products of q[0..15] and x[0..15] (then q1 and x[16..31]) in
+ * int32 lanes; sub-block scales multiply the lanes, one sum across them
+ * per block */
+static inline __attribute__((always_inline)) int32x4_t GGML_NAME(dot16)(int8x16_t q, const int8_t *x) {
     int32x4_t acc = vdupq_n_s32(0);
     GGML_DOT16(acc, q, vld1q_s8(x));
-    return vaddvq_s32(acc);
+    return acc;
 }
-static inline __attribute__((always_inline)) int32_t GGML_NAME(dot32)(int8x16_t q0, int8x16_t q1, const int8_t *x) {
+static inline __attribute__((always_inline)) int32x4_t GGML_NAME(dot32)(int8x16_t q0, int8x16_t q1, const int8_t *x) {
     int32x4_t acc = vdupq_n_s32(0);
     GGML_DOT16(acc, q0, vld1q_s8(x));
     GGML_DOT16(acc, q1, vld1q_s8(x + 16));
-    return vaddvq_s32(acc);
+    return acc;
 }
 
 /* bit b of bytes h[0..15] as 0x10 in each byte */
@@ -47,9 +50,9 @@ static inline __attribute__((always_inline)) uint8x16_t GGML_NAME(fifth)(const u
     return vandq_u8(vtstq_u8(h, vld1q_u8(bits)), vdupq_n_u8(0x10));
 }
 
-/* the isum of one block of 32 (the low nibbles of qs, their high ones;
+/* the lanes of one block of 32 (the low nibbles of qs, their high ones;
  * fifth bits where qh; minus off; through the IQ4 values where iq4) */
-static inline __attribute__((always_inline)) int32_t GGML_NAME(isum32)(const uint8_t *qs, const uint8_t *qh, int off,
+static inline __attribute__((always_inline)) int32x4_t GGML_NAME(lanes32)(const uint8_t *qs, const uint8_t *qh, int off,
                                                                        bool iq4, const int8_t *x) {
     const uint8x16_t b = vld1q_u8(qs);
     uint8x16_t lo = vandq_u8(b, vdupq_n_u8(0x0f)), hi = vshrq_n_u8(b, 4);
@@ -66,7 +69,8 @@ static inline __attribute__((always_inline)) int32_t GGML_NAME(isum32)(const uin
 static inline __attribute__((always_inline)) int32_t GGML_NAME(isum_q45_K)(const uint8_t *scales, const uint8_t *qs,
                                                                            const uint8_t *qh,
                                                                            const kiln_block_q8_K *a, int32_t *summs) {
-    int32_t tot = 0, mins = 0;
+    int32x4_t tot = vdupq_n_s32(0);
+    int32_t mins = 0;
     const uint8x16_t h0 = qh ? vld1q_u8(qh) : vdupq_n_u8(0), h1 = qh ? vld1q_u8(qh + 16) : vdupq_n_u8(0);
     for (int j = 0; j < 4; j++) { /* a run of 64: low nibbles (sub-block 2j), high (2j + 1) */
         const uint8x16_t b0 = vld1q_u8(qs + 32 * j), b1 = vld1q_u8(qs + 32 * j + 16);
@@ -77,12 +81,12 @@ static inline __attribute__((always_inline)) int32_t GGML_NAME(isum_q45_K)(const
             if (qh) q0 = vorrq_u8(q0, GGML_NAME(bit_to_16)(h0, s)), q1 = vorrq_u8(q1, GGML_NAME(bit_to_16)(h1, s));
             int sc, m;
             kiln__scale_min_k4(s, scales, &sc, &m);
-            tot += sc * GGML_NAME(dot32)(vreinterpretq_s8_u8(q0), vreinterpretq_s8_u8(q1), a->qs + 32 * s);
+            tot = vmlaq_n_s32(tot, GGML_NAME(dot32)(vreinterpretq_s8_u8(q0), vreinterpretq_s8_u8(q1), a->qs + 32 * s), sc);
             mins += m * (a->bsums[2 * s] + a->bsums[2 * s + 1]);
         }
     }
     *summs = mins;
-    return tot;
+    return vaddvq_s32(tot);
 }
 
 /* Q2_K / Q3_K: the low two bits of the 16 elements of sub-block s (half h
@@ -96,18 +100,20 @@ static inline __attribute__((always_inline)) uint8x16_t GGML_NAME(two_bits)(cons
 
 static inline __attribute__((always_inline)) int32_t GGML_NAME(isum_q2_K)(const kiln_block_q2_K *w,
                                                                           const kiln_block_q8_K *a, int32_t *summs) {
-    int32_t tot = 0, mins = 0;
+    int32x4_t tot = vdupq_n_s32(0);
+    int32_t mins = 0;
     for (int s = 0; s < 16; s++) {
-        tot += (w->scales[s] & 0x0f) * GGML_NAME(dot16)(vreinterpretq_s8_u8(GGML_NAME(two_bits)(w->qs, s)), a->qs + 16 * s);
+        const int8x16_t q = vreinterpretq_s8_u8(GGML_NAME(two_bits)(w->qs, s));
+        tot = vmlaq_n_s32(tot, GGML_NAME(dot16)(q, a->qs + 16 * s), w->scales[s] & 0x0f);
         mins += (w->scales[s] >> 4) * a->bsums[s];
     }
     *summs = mins;
-    return tot;
+    return vaddvq_s32(tot);
 }
 
 static inline __attribute__((always_inline)) int32_t GGML_NAME(isum_q3_K)(const kiln_block_q3_K *w,
                                                                           const kiln_block_q8_K *a) {
-    int32_t tot = 0;
+    int32x4_t tot = vdupq_n_s32(0);
     const uint8x16_t h0 = vld1q_u8(w->hmask), h1 = vld1q_u8(w->hmask + 16);
     for (int s = 0; s < 16; s++) {
         const int lo = s < 8 ? w->scales[s] & 0x0f : w->scales[s - 8] >> 4;
@@ -116,14 +122,14 @@ static inline __attribute__((always_inline)) int32_t GGML_NAME(isum_q3_K)(const 
         const uint8x16_t set = vtstq_u8(s % 2 ? h1 : h0, vdupq_n_u8((uint8_t)(1u << (s / 2))));
         const int8x16_t q = vsubq_s8(vreinterpretq_s8_u8(GGML_NAME(two_bits)(w->qs, s)),
                                      vreinterpretq_s8_u8(vbicq_u8(vdupq_n_u8(4), set)));
-        tot += sc * GGML_NAME(dot16)(q, a->qs + 16 * s);
+        tot = vmlaq_n_s32(tot, GGML_NAME(dot16)(q, a->qs + 16 * s), sc);
     }
-    return tot;
+    return vaddvq_s32(tot);
 }
 
 static inline __attribute__((always_inline)) int32_t GGML_NAME(isum_q6_K)(const kiln_block_q6_K *w,
                                                                           const kiln_block_q8_K *a) {
-    int32_t tot = 0;
+    int32x4_t tot = vdupq_n_s32(0);
     for (int h = 0; h < 2; h++)
         for (int j = 0; j < 2; j++) { /* bytes l = 16 j .. 16 j + 15 of the half */
             const uint8x16_t l0 = vld1q_u8(w->ql + 64 * h + 16 * j), l1 = vld1q_u8(w->ql + 64 * h + 32 + 16 * j);
@@ -139,27 +145,27 @@ static inline __attribute__((always_inline)) int32_t GGML_NAME(isum_q6_K)(const 
                 const int8x16_t q =
                     vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, vshlq_n_u8(hi, 4))), vdupq_n_s8(32));
                 const int s = 8 * h + 2 * r + j;
-                tot += w->scales[s] * GGML_NAME(dot16)(q, a->qs + 16 * s);
+                tot = vmlaq_n_s32(tot, GGML_NAME(dot16)(q, a->qs + 16 * s), w->scales[s]);
             }
         }
-    return tot;
+    return vaddvq_s32(tot);
 }
 
 static inline __attribute__((always_inline)) int32_t GGML_NAME(isum_iq4_xs)(const kiln_block_iq4_xs *w,
                                                                             const kiln_block_q8_K *a) {
-    int32_t tot = 0;
+    int32x4_t tot = vdupq_n_s32(0);
     for (int s = 0; s < 8; s++) {
         const int ls = (((w->scales_l[s / 2] >> (4 * (s % 2))) & 0x0f) | ((w->scales_h >> (2 * s)) & 3) << 4) - 32;
-        tot += ls * GGML_NAME(isum32)(w->qs + 16 * s, NULL, 0, true, a->qs + 32 * s);
+        tot = vmlaq_n_s32(tot, GGML_NAME(lanes32)(w->qs + 16 * s, NULL, 0, true, a->qs + 32 * s), ls);
     }
-    return tot;
+    return vaddvq_s32(tot);
 }
 
 static inline __attribute__((always_inline)) int32_t GGML_NAME(isum_q8_K)(const kiln_block_q8_K *w,
                                                                           const kiln_block_q8_K *a) {
-    int32_t tot = 0;
-    for (int s = 0; s < 16; s++) tot += GGML_NAME(dot16)(vld1q_s8(w->qs + 16 * s), a->qs + 16 * s);
-    return tot;
+    int32x4_t tot = vdupq_n_s32(0);
+    for (int s = 0; s < 16; s++) GGML_DOT16(tot, vld1q_s8(w->qs + 16 * s), vld1q_s8(a->qs + 16 * s));
+    return vaddvq_s32(tot);
 }
 
 /* one row: blocks in order into one f32 sum, as the reference */
@@ -204,10 +210,10 @@ static inline __attribute__((always_inline)) float GGML_NAME(row)(const kiln_dty
             int32_t is;
             if (t == KILN_Q4_1) {
                 const kiln_block_q4_1 *b = (const kiln_block_q4_1 *)w + i;
-                is = GGML_NAME(isum32)(b->qs, NULL, 0, false, a->qs), d = b->d, m = b->m;
+                is = vaddvq_s32(GGML_NAME(lanes32)(b->qs, NULL, 0, false, a->qs)), d = b->d, m = b->m;
             } else {
                 const kiln_block_q5_1 *b = (const kiln_block_q5_1 *)w + i;
-                is = GGML_NAME(isum32)(b->qs, b->qh, 0, false, a->qs), d = b->d, m = b->m;
+                is = vaddvq_s32(GGML_NAME(lanes32)(b->qs, b->qh, 0, false, a->qs)), d = b->d, m = b->m;
             }
             sum += GGML_NAME(f16)(d) * GGML_NAME(f16)(a->d) * (float)is + GGML_NAME(f16)(m) * GGML_NAME(f16)(a->s);
         } else { /* Q8_0 activations */
@@ -216,13 +222,13 @@ static inline __attribute__((always_inline)) float GGML_NAME(row)(const kiln_dty
             int32_t is;
             if (t == KILN_Q5_0) {
                 const kiln_block_q5_0 *b = (const kiln_block_q5_0 *)w + i;
-                is = GGML_NAME(isum32)(b->qs, b->qh, 16, false, a->qs), d = b->d;
+                is = vaddvq_s32(GGML_NAME(lanes32)(b->qs, b->qh, 16, false, a->qs)), d = b->d;
             } else if (t == KILN_IQ4_NL) {
                 const kiln_block_iq4_nl *b = (const kiln_block_iq4_nl *)w + i;
-                is = GGML_NAME(isum32)(b->qs, NULL, 0, true, a->qs), d = b->d;
+                is = vaddvq_s32(GGML_NAME(lanes32)(b->qs, NULL, 0, true, a->qs)), d = b->d;
             } else { /* Q8_1 as weights */
                 const kiln_block_q8_1 *b = (const kiln_block_q8_1 *)w + i;
-                is = GGML_NAME(dot32)(vld1q_s8(b->qs), vld1q_s8(b->qs + 16), a->qs), d = b->d;
+                is = vaddvq_s32(GGML_NAME(dot32)(vld1q_s8(b->qs), vld1q_s8(b->qs + 16), a->qs)), d = b->d;
             }
             sum += GGML_NAME(f16)(d) * GGML_NAME(f16)(a->d) * (float)is;
         }
