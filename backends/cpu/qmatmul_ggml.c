@@ -4,6 +4,7 @@
 #include "qmatmul_ggml.h"
 
 #include "../../quant/quant.h"
+#include "cpu_features.h"
 #include "pool.h"
 #include "qmatmul.h"
 
@@ -52,9 +53,17 @@ float kiln__qmm_dot_ggml_ref(kiln_dtype t, const void *w, const void *xa, int64_
     static float dot_##t##_ref(const void *w, const void *xa, int64_t nb) { return kiln__qmm_dot_ggml_ref(T, w, xa, nb); }
 GGML_DTYPES(REF_KERNEL)
 
-/* The per-ISA kernels join here, chosen by kiln__cpu_caps() as qmatmul.c's
- * kernels() does; none yet. */
+/* The per-ISA kernels, chosen by kiln__cpu_caps() as qmatmul.c's kernels()
+ * does (the highest level that has one for t), else the reference. */
 kiln_qmm_dot_ggml *kiln__qmm_ggml_kernel(kiln_dtype t) {
+    const kiln_cpu_caps *c = kiln__cpu_caps();
+    kiln_qmm_dot_ggml *k = NULL;
+    if (kiln__cpu_avx512vnni(c)) k = kiln__qmm_ggml_avx512vnni(t);
+    if (!k && kiln__cpu_avxvnni(c)) k = kiln__qmm_ggml_avxvnni(t);
+    if (!k && kiln__cpu_avx2(c)) k = kiln__qmm_ggml_avx2(t);
+    if (!k && kiln__cpu_neondot(c)) k = kiln__qmm_ggml_neondot(t);
+    if (!k && kiln__cpu_neon(c)) k = kiln__qmm_ggml_neon(t);
+    if (k) return k;
     switch (t) {
 #define REF_CASE(T, t) \
     case T: return dot_##t##_ref;

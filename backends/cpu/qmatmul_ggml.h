@@ -18,8 +18,10 @@
  * qmatmul.c (dequantized W, f32 GEMM).
  *
  * Per-ISA kernels, each equal to the reference bit for bit, go into the
- * dispatch of qmatmul_ggml.c (kernels()) beside it, one slot per dtype;
- * none exist yet: every level runs the reference.
+ * dispatch of qmatmul_ggml.c (kiln__qmm_ggml_kernel) beside it, one slot
+ * per dtype: Q4_1, Q5_0, Q5_1 and IQ4_NL on AVX2, AVX-VNNI and
+ * AVX512-VNNI (qmatmul_q32_*.c); every type on NEON and NEON-dotprod
+ * (qmatmul_ggml_neon*.c); the others run the reference.
  *
  *     if (kiln__qmm_ggml_handles(t)) s = kiln__qmatmul_ggml_cpu(t, 1, n, k, x, w, y, n_threads);
  */
@@ -34,6 +36,14 @@ typedef float kiln_qmm_dot_ggml(const void *w, const void *xa, int64_t nb);
 
 /* The scalar reference for weight dtype t. */
 float kiln__qmm_dot_ggml_ref(kiln_dtype t, const void *w, const void *xa, int64_t nb);
+
+/* The kernels of one SIMD level for weight dtype t, NULL where the level
+ * has none for t or is not built (cpu_features.h). */
+kiln_qmm_dot_ggml *kiln__qmm_ggml_avx2(kiln_dtype t);
+kiln_qmm_dot_ggml *kiln__qmm_ggml_avxvnni(kiln_dtype t);
+kiln_qmm_dot_ggml *kiln__qmm_ggml_avx512vnni(kiln_dtype t);
+kiln_qmm_dot_ggml *kiln__qmm_ggml_neon(kiln_dtype t);
+kiln_qmm_dot_ggml *kiln__qmm_ggml_neondot(kiln_dtype t);
 
 /* Whether the products of weight dtype t run here. */
 bool kiln__qmm_ggml_handles(kiln_dtype t);

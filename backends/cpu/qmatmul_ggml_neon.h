@@ -1,0 +1,272 @@
+/* qmatmul_ggml_neon.h — the batch-1 products of ggml's block types
+ * (qmatmul_ggml.h) on ARM64, shared by qmatmul_ggml_neon.c and
+ * _neondot.c, which define GGML_DOT16(acc, a, b) (int32x4 acc plus the
+ * products of two int8x16, any lanes: only their total counts) and
+ * GGML_NAME(x), the function suffix.
+ *
+ * Each sub-block's codes are decoded into int8x16 registers (16 elements
+ * in order) and dotted with x's codes into int32 lanes, which take the
+ * integer sub-block scale and are summed across once per block: the
+ * block's isum, exact; the K types with mins take summs from Q8_K's
+ * bsums. The f32 side is the
+ * reference's own (kiln__qmm_dot_ggml_ref): the same operations in the
+ * same order, one block at a time, so every result is the reference's bit
+ * for bit. */
+#include "qmatmul_ggml.h"
+
+#include "../../quant/quant.h"
+
+#include <arm_neon.h>
+
+static inline __attribute__((always_inline)) float GGML_NAME(f16)(uint16_t h) {
+    return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0);
+}
+
+/* the products of q[0..15] and x[0..15] (then q1 and x[16..31]) in
+ * int32 lanes; sub-block scales multiply the lanes, one sum across them
+ * per block */
+static inline __attribute__((always_inline)) int32x4_t GGML_NAME(dot16)(int8x16_t q, const int8_t *x) {
+    int32x4_t acc = vdupq_n_s32(0);
+    GGML_DOT16(acc, q, vld1q_s8(x));
+    return acc;
+}
+static inline __attribute__((always_inline)) int32x4_t GGML_NAME(dot32)(int8x16_t q0, int8x16_t q1, const int8_t *x) {
+    int32x4_t acc = vdupq_n_s32(0);
+    GGML_DOT16(acc, q0, vld1q_s8(x));
+    GGML_DOT16(acc, q1, vld1q_s8(x + 16));
+    return acc;
+}
+
+/* bit b of bytes h[0..15] as 0x10 in each byte */
+static inline __attribute__((always_inline)) uint8x16_t GGML_NAME(bit_to_16)(uint8x16_t h, int b) {
+    return vandq_u8(vtstq_u8(h, vdupq_n_u8((uint8_t)(1u << b))), vdupq_n_u8(0x10));
+}
+
+/* elements 16 j .. 16 j + 15 (j < 2) of a block of 32's fifth bits at qh
+ * (bit e of the little-endian u32) as 0x10 */
+static inline __attribute__((always_inline)) uint8x16_t GGML_NAME(fifth)(const uint8_t *qh, int j) {
+    static const uint8_t bits[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    const uint8x16_t h = vcombine_u8(vdup_n_u8(qh[2 * j]), vdup_n_u8(qh[2 * j + 1]));
+    return vandq_u8(vtstq_u8(h, vld1q_u8(bits)), vdupq_n_u8(0x10));
+}
+
+/* the lanes of one block of 32 (the low nibbles of qs, their high ones;
+ * fifth bits where qh; minus off; through the IQ4 values where iq4) */
+static inline __attribute__((always_inline)) int32x4_t GGML_NAME(lanes32)(const uint8_t *qs, const uint8_t *qh, int off,
+                                                                       bool iq4, const int8_t *x) {
+    const uint8x16_t b = vld1q_u8(qs);
+    uint8x16_t lo = vandq_u8(b, vdupq_n_u8(0x0f)), hi = vshrq_n_u8(b, 4);
+    if (qh) lo = vorrq_u8(lo, GGML_NAME(fifth)(qh, 0)), hi = vorrq_u8(hi, GGML_NAME(fifth)(qh, 1));
+    if (iq4) {
+        const int8x16_t v = vld1q_s8(kiln__iq4nl_values);
+        return GGML_NAME(dot32)(vqtbl1q_s8(v, lo), vqtbl1q_s8(v, hi), x);
+    }
+    const int8x16_t o = vdupq_n_s8((int8_t)off);
+    return GGML_NAME(dot32)(vsubq_s8(vreinterpretq_s8_u8(lo), o), vsubq_s8(vreinterpretq_s8_u8(hi), o), x);
+}
+
+/* Q4_K / Q5_K: isum and summs of one super-block (sub-blocks of 32) */
+static inline __attribute__((always_inline)) int32_t GGML_NAME(isum_q45_K)(const uint8_t *scales, const uint8_t *qs,
+                                                                           const uint8_t *qh,
+                                                                           const kiln_block_q8_K *a, int32_t *summs) {
+    int32x4_t tot = vdupq_n_s32(0);
+    int32_t mins = 0;
+    const uint8x16_t h0 = qh ? vld1q_u8(qh) : vdupq_n_u8(0), h1 = qh ? vld1q_u8(qh + 16) : vdupq_n_u8(0);
+    for (int j = 0; j < 4; j++) { /* a run of 64: low nibbles (sub-block 2j), high (2j + 1) */
+        const uint8x16_t b0 = vld1q_u8(qs + 32 * j), b1 = vld1q_u8(qs + 32 * j + 16);
+        for (int r = 0; r < 2; r++) {
+            const int s = 2 * j + r;
+            uint8x16_t q0 = r ? vshrq_n_u8(b0, 4) : vandq_u8(b0, vdupq_n_u8(0x0f));
+            uint8x16_t q1 = r ? vshrq_n_u8(b1, 4) : vandq_u8(b1, vdupq_n_u8(0x0f));
+            if (qh) q0 = vorrq_u8(q0, GGML_NAME(bit_to_16)(h0, s)), q1 = vorrq_u8(q1, GGML_NAME(bit_to_16)(h1, s));
+            int sc, m;
+            kiln__scale_min_k4(s, scales, &sc, &m);
+            tot = vmlaq_n_s32(tot, GGML_NAME(dot32)(vreinterpretq_s8_u8(q0), vreinterpretq_s8_u8(q1), a->qs + 32 * s), sc);
+            mins += m * (a->bsums[2 * s] + a->bsums[2 * s + 1]);
+        }
+    }
+    *summs = mins;
+    return vaddvq_s32(tot);
+}
+
+/* Q2_K / Q3_K: the low two bits of the 16 elements of sub-block s (half h
+ * = s / 8, shift r = s % 8 / 2, bytes (s % 2) 16 .. + 15 of the half's 32) */
+static inline __attribute__((always_inline)) uint8x16_t GGML_NAME(two_bits)(const uint8_t *qs, int s) {
+    const uint8x16_t b = vld1q_u8(qs + 32 * (s / 8) + 16 * (s % 2));
+    const int r = s % 8 / 2;
+    return vandq_u8(r == 0 ? b : r == 1 ? vshrq_n_u8(b, 2) : r == 2 ? vshrq_n_u8(b, 4) : vshrq_n_u8(b, 6),
+                    vdupq_n_u8(3));
+}
+
+static inline __attribute__((always_inline)) int32_t GGML_NAME(isum_q2_K)(const kiln_block_q2_K *w,
+                                                                          const kiln_block_q8_K *a, int32_t *summs) {
+    int32x4_t tot = vdupq_n_s32(0);
+    int32_t mins = 0;
+    for (int s = 0; s < 16; s++) {
+        const int8x16_t q = vreinterpretq_s8_u8(GGML_NAME(two_bits)(w->qs, s));
+        tot = vmlaq_n_s32(tot, GGML_NAME(dot16)(q, a->qs + 16 * s), w->scales[s] & 0x0f);
+        mins += (w->scales[s] >> 4) * a->bsums[s];
+    }
+    *summs = mins;
+    return vaddvq_s32(tot);
+}
+
+static inline __attribute__((always_inline)) int32_t GGML_NAME(isum_q3_K)(const kiln_block_q3_K *w,
+                                                                          const kiln_block_q8_K *a) {
+    int32x4_t tot = vdupq_n_s32(0);
+    const uint8x16_t h0 = vld1q_u8(w->hmask), h1 = vld1q_u8(w->hmask + 16);
+    for (int s = 0; s < 16; s++) {
+        const int lo = s < 8 ? w->scales[s] & 0x0f : w->scales[s - 8] >> 4;
+        const int sc = (lo | ((w->scales[8 + s % 4] >> (2 * (s / 4))) & 3) << 4) - 32;
+        /* bit e / 32 = s / 2 of hmask[e % 32] clear: minus 4 */
+        const uint8x16_t set = vtstq_u8(s % 2 ? h1 : h0, vdupq_n_u8((uint8_t)(1u << (s / 2))));
+        const int8x16_t q = vsubq_s8(vreinterpretq_s8_u8(GGML_NAME(two_bits)(w->qs, s)),
+                                     vreinterpretq_s8_u8(vbicq_u8(vdupq_n_u8(4), set)));
+        tot = vmlaq_n_s32(tot, GGML_NAME(dot16)(q, a->qs + 16 * s), sc);
+    }
+    return vaddvq_s32(tot);
+}
+
+static inline __attribute__((always_inline)) int32_t GGML_NAME(isum_q6_K)(const kiln_block_q6_K *w,
+                                                                          const kiln_block_q8_K *a) {
+    int32x4_t tot = vdupq_n_s32(0);
+    for (int h = 0; h < 2; h++)
+        for (int j = 0; j < 2; j++) { /* bytes l = 16 j .. 16 j + 15 of the half */
+            const uint8x16_t l0 = vld1q_u8(w->ql + 64 * h + 16 * j), l1 = vld1q_u8(w->ql + 64 * h + 32 + 16 * j);
+            const uint8x16_t hb = vld1q_u8(w->qh + 32 * h + 16 * j);
+            for (int r = 0; r < 4; r++) { /* elements 128 h + 32 r + l: sub-block 8 h + 2 r + j */
+                const uint8x16_t l = r & 1 ? l1 : l0;
+                const uint8x16_t lo = r / 2 ? vshrq_n_u8(l, 4) : vandq_u8(l, vdupq_n_u8(0x0f));
+                const uint8x16_t hi = vandq_u8(r == 0   ? hb
+                                               : r == 1 ? vshrq_n_u8(hb, 2)
+                                               : r == 2 ? vshrq_n_u8(hb, 4)
+                                                        : vshrq_n_u8(hb, 6),
+                                               vdupq_n_u8(3));
+                const int8x16_t q =
+                    vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, vshlq_n_u8(hi, 4))), vdupq_n_s8(32));
+                const int s = 8 * h + 2 * r + j;
+                tot = vmlaq_n_s32(tot, GGML_NAME(dot16)(q, a->qs + 16 * s), w->scales[s]);
+            }
+        }
+    return vaddvq_s32(tot);
+}
+
+static inline __attribute__((always_inline)) int32_t GGML_NAME(isum_iq4_xs)(const kiln_block_iq4_xs *w,
+                                                                            const kiln_block_q8_K *a) {
+    int32x4_t tot = vdupq_n_s32(0);
+    for (int s = 0; s < 8; s++) {
+        const int ls = (((w->scales_l[s / 2] >> (4 * (s % 2))) & 0x0f) | ((w->scales_h >> (2 * s)) & 3) << 4) - 32;
+        tot = vmlaq_n_s32(tot, GGML_NAME(lanes32)(w->qs + 16 * s, NULL, 0, true, a->qs + 32 * s), ls);
+    }
+    return vaddvq_s32(tot);
+}
+
+static inline __attribute__((always_inline)) int32_t GGML_NAME(isum_q8_K)(const kiln_block_q8_K *w,
+                                                                          const kiln_block_q8_K *a) {
+    int32x4_t tot = vdupq_n_s32(0);
+    for (int s = 0; s < 16; s++) GGML_DOT16(tot, vld1q_s8(w->qs + 16 * s), vld1q_s8(a->qs + 16 * s));
+    return vaddvq_s32(tot);
+}
+
+/* one row: blocks in order into one f32 sum, as the reference */
+static inline __attribute__((always_inline)) float GGML_NAME(row)(const kiln_dtype t, const void *w, const void *xa,
+                                                                  int64_t nb) {
+    float sum = 0.0f;
+    for (int64_t i = 0; i < nb; i++) {
+        if (t == KILN_Q2_K || t == KILN_Q3_K || t == KILN_Q4_K || t == KILN_Q5_K || t == KILN_Q6_K ||
+            t == KILN_Q8_K || t == KILN_IQ4_XS) {
+            const kiln_block_q8_K *a = (const kiln_block_q8_K *)xa + i;
+            int32_t is, summs = 0;
+            float d, dm = 0.0f;
+            const bool has_min = t == KILN_Q2_K || t == KILN_Q4_K || t == KILN_Q5_K;
+            if (t == KILN_Q2_K) {
+                const kiln_block_q2_K *b = (const kiln_block_q2_K *)w + i;
+                is = GGML_NAME(isum_q2_K)(b, a, &summs), d = GGML_NAME(f16)(b->d), dm = -GGML_NAME(f16)(b->dmin);
+            } else if (t == KILN_Q3_K) {
+                const kiln_block_q3_K *b = (const kiln_block_q3_K *)w + i;
+                is = GGML_NAME(isum_q3_K)(b, a), d = GGML_NAME(f16)(b->d);
+            } else if (t == KILN_Q4_K) {
+                const kiln_block_q4_K *b = (const kiln_block_q4_K *)w + i;
+                is = GGML_NAME(isum_q45_K)(b->scales, b->qs, NULL, a, &summs);
+                d = GGML_NAME(f16)(b->d), dm = -GGML_NAME(f16)(b->dmin);
+            } else if (t == KILN_Q5_K) {
+                const kiln_block_q5_K *b = (const kiln_block_q5_K *)w + i;
+                is = GGML_NAME(isum_q45_K)(b->scales, b->qs, b->qh, a, &summs);
+                d = GGML_NAME(f16)(b->d), dm = -GGML_NAME(f16)(b->dmin);
+            } else if (t == KILN_Q6_K) {
+                const kiln_block_q6_K *b = (const kiln_block_q6_K *)w + i;
+                is = GGML_NAME(isum_q6_K)(b, a), d = GGML_NAME(f16)(b->d);
+            } else if (t == KILN_IQ4_XS) {
+                const kiln_block_iq4_xs *b = (const kiln_block_iq4_xs *)w + i;
+                is = GGML_NAME(isum_iq4_xs)(b, a), d = GGML_NAME(f16)(b->d);
+            } else {
+                const kiln_block_q8_K *b = (const kiln_block_q8_K *)w + i;
+                is = GGML_NAME(isum_q8_K)(b, a), d = b->d;
+            }
+            sum += a->d * d * (float)is + (has_min ? a->d * dm * (float)summs : 0.0f);
+        } else if (t == KILN_Q4_1 || t == KILN_Q5_1) { /* Q8_1 activations: + m s */
+            const kiln_block_q8_1 *a = (const kiln_block_q8_1 *)xa + i;
+            uint16_t d, m;
+            int32_t is;
+            if (t == KILN_Q4_1) {
+                const kiln_block_q4_1 *b = (const kiln_block_q4_1 *)w + i;
+                is = vaddvq_s32(GGML_NAME(lanes32)(b->qs, NULL, 0, false, a->qs)), d = b->d, m = b->m;
+            } else {
+                const kiln_block_q5_1 *b = (const kiln_block_q5_1 *)w + i;
+                is = vaddvq_s32(GGML_NAME(lanes32)(b->qs, b->qh, 0, false, a->qs)), d = b->d, m = b->m;
+            }
+            sum += GGML_NAME(f16)(d) * GGML_NAME(f16)(a->d) * (float)is + GGML_NAME(f16)(m) * GGML_NAME(f16)(a->s);
+        } else { /* Q8_0 activations */
+            const kiln_block_q8_0 *a = (const kiln_block_q8_0 *)xa + i;
+            uint16_t d;
+            int32_t is;
+            if (t == KILN_Q5_0) {
+                const kiln_block_q5_0 *b = (const kiln_block_q5_0 *)w + i;
+                is = vaddvq_s32(GGML_NAME(lanes32)(b->qs, b->qh, 16, false, a->qs)), d = b->d;
+            } else if (t == KILN_IQ4_NL) {
+                const kiln_block_iq4_nl *b = (const kiln_block_iq4_nl *)w + i;
+                is = vaddvq_s32(GGML_NAME(lanes32)(b->qs, NULL, 0, true, a->qs)), d = b->d;
+            } else { /* Q8_1 as weights */
+                const kiln_block_q8_1 *b = (const kiln_block_q8_1 *)w + i;
+                is = vaddvq_s32(GGML_NAME(dot32)(vld1q_s8(b->qs), vld1q_s8(b->qs + 16), a->qs)), d = b->d;
+            }
+            sum += GGML_NAME(f16)(d) * GGML_NAME(f16)(a->d) * (float)is;
+        }
+    }
+    return sum;
+}
+
+/* one copy per dtype, so that the decode is a constant */
+#define GGML_NEON_KERNEL(T, t) \
+    static float GGML_NAME(t)(const void *w, const void *xa, int64_t nb) { return GGML_NAME(row)(T, w, xa, nb); }
+GGML_NEON_KERNEL(KILN_Q4_1, q4_1)
+GGML_NEON_KERNEL(KILN_Q5_0, q5_0)
+GGML_NEON_KERNEL(KILN_Q5_1, q5_1)
+GGML_NEON_KERNEL(KILN_Q8_1, q8_1)
+GGML_NEON_KERNEL(KILN_Q2_K, q2_K)
+GGML_NEON_KERNEL(KILN_Q3_K, q3_K)
+GGML_NEON_KERNEL(KILN_Q4_K, q4_K)
+GGML_NEON_KERNEL(KILN_Q5_K, q5_K)
+GGML_NEON_KERNEL(KILN_Q6_K, q6_K)
+GGML_NEON_KERNEL(KILN_Q8_K, q8_K)
+GGML_NEON_KERNEL(KILN_IQ4_NL, iq4_nl)
+GGML_NEON_KERNEL(KILN_IQ4_XS, iq4_xs)
+#undef GGML_NEON_KERNEL
+
+static kiln_qmm_dot_ggml *GGML_NAME(kernel)(kiln_dtype t) {
+    switch (t) {
+    case KILN_Q4_1: return GGML_NAME(q4_1);
+    case KILN_Q5_0: return GGML_NAME(q5_0);
+    case KILN_Q5_1: return GGML_NAME(q5_1);
+    case KILN_Q8_1: return GGML_NAME(q8_1);
+    case KILN_Q2_K: return GGML_NAME(q2_K);
+    case KILN_Q3_K: return GGML_NAME(q3_K);
+    case KILN_Q4_K: return GGML_NAME(q4_K);
+    case KILN_Q5_K: return GGML_NAME(q5_K);
+    case KILN_Q6_K: return GGML_NAME(q6_K);
+    case KILN_Q8_K: return GGML_NAME(q8_K);
+    case KILN_IQ4_NL: return GGML_NAME(iq4_nl);
+    case KILN_IQ4_XS: return GGML_NAME(iq4_xs);
+    default: return NULL;
+    }
+}

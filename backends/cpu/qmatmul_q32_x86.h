@@ -1,0 +1,146 @@
+/* qmatmul_q32_x86.h — the batch-1 products of ggml's blocks of 32 (Q4_1,
+ * Q5_0, Q5_1, IQ4_NL; qmatmul_ggml.h) on x86, shared by
+ * qmatmul_q32_avx2.c, _avxvnni.c and _avx512vnni.c, which define
+ * Q32_DOT32(u, s) (8 int32 lanes, lane l = sum of u[4l+j] s[4l+j], u
+ * unsigned, s signed) and Q32_NAME(x), the function suffix.
+ *
+ * Each block's 32 codes are decoded in a ymm (element j in byte j), dotted
+ * with x's codes into 8 exact int32 lanes, and eight blocks' lanes are
+ * summed into one lane per block (hadd, then the halves: exact). The f32
+ * side follows the reference (kiln__qmm_dot_ggml_ref) lane by lane,
+ * (d_w d_x) isum [+ m s], and the blocks' terms go into one sum in block
+ * order, so every result is the reference's bit for bit. */
+#include "qmatmul_ggml.h"
+
+#include "../../quant/quant.h"
+#include "qmatmul.h"
+
+#include <immintrin.h>
+#include <stddef.h>
+
+/* element j (low nibble of byte j) and j + 16 (its high nibble) */
+static inline __attribute__((always_inline)) __m256i Q32_NAME(nibbles)(const uint8_t *qs) {
+    const __m128i b = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0x0f));
+}
+
+/* bit j of the little-endian u32 at qh as 0x10 in byte j */
+static inline __attribute__((always_inline)) __m256i Q32_NAME(fifth)(const uint8_t *qh) {
+    uint32_t h;
+    memcpy(&h, qh, 4);
+    const __m256i spread = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+    const __m256i bit = _mm256_set1_epi64x((int64_t)0x8040201008040201);
+    const __m256i v = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)h), spread), bit);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(0x10));
+}
+
+/* the 8 lanes of one block: signed codes q (|q| <= 127) by their sign
+ * onto x, unsigned ones (< 32) straight */
+static inline __attribute__((always_inline)) __m256i Q32_NAME(lanes)(kiln_dtype t, const uint8_t *w,
+                                                                        const int8_t *xq) {
+    const __m256i x = _mm256_loadu_si256((const __m256i *)xq);
+    __m256i q;
+    switch (t) {
+    case KILN_Q4_1: return Q32_DOT32(Q32_NAME(nibbles)(((const kiln_block_q4_1 *)w)->qs), x);
+    case KILN_Q5_1: {
+        const kiln_block_q5_1 *b = (const kiln_block_q5_1 *)w;
+        return Q32_DOT32(_mm256_or_si256(Q32_NAME(nibbles)(b->qs), Q32_NAME(fifth)(b->qh)), x);
+    }
+    case KILN_Q5_0: {
+        const kiln_block_q5_0 *b = (const kiln_block_q5_0 *)w;
+        q = _mm256_sub_epi8(_mm256_or_si256(Q32_NAME(nibbles)(b->qs), Q32_NAME(fifth)(b->qh)), _mm256_set1_epi8(16));
+        break;
+    }
+    default: { /* IQ4_NL: the nibble picks one of the 16 values */
+        const __m256i values = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kiln__iq4nl_values));
+        q = _mm256_shuffle_epi8(values, Q32_NAME(nibbles)(((const kiln_block_iq4_nl *)w)->qs));
+        break;
+    }
+    }
+    return Q32_DOT32(_mm256_sign_epi8(q, q), _mm256_sign_epi8(x, q));
+}
+
+/* lane b: the sum of v[b]'s 8 lanes */
+static inline __attribute__((always_inline)) __m256i Q32_NAME(sum8)(const __m256i v[8]) {
+    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+static inline __attribute__((always_inline)) int32_t Q32_NAME(sum1)(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_hadd_epi32(s, s);
+    return _mm_cvtsi128_si32(_mm_hadd_epi32(s, s));
+}
+
+/* the f16 at p (Q4_1 / Q5_1 blocks and Q8_1's: d at 0, m or s at 2) */
+static inline __attribute__((always_inline)) float Q32_NAME(f16)(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+/* eight u32 lanes' low and high halves as f16 to f32 */
+static inline __attribute__((always_inline)) void Q32_NAME(halves)(__m256i g, __m256 *lo, __m256 *hi) {
+    const __m256i p = _mm256_permute4x64_epi64(
+        _mm256_packus_epi32(_mm256_and_si256(g, _mm256_set1_epi32(0xffff)), _mm256_srli_epi32(g, 16)), 0xd8);
+    *lo = _mm256_cvtph_ps(_mm256_castsi256_si128(p));
+    *hi = _mm256_cvtph_ps(_mm256_extracti128_si256(p, 1));
+}
+
+static inline __attribute__((always_inline)) size_t Q32_NAME(size)(kiln_dtype t) {
+    return t == KILN_Q4_1 ? sizeof(kiln_block_q4_1) : t == KILN_Q5_0 ? sizeof(kiln_block_q5_0)
+         : t == KILN_Q5_1 ? sizeof(kiln_block_q5_1) : sizeof(kiln_block_iq4_nl);
+}
+
+static inline __attribute__((always_inline)) float Q32_NAME(row)(const kiln_dtype t, const uint8_t *w,
+                                                                    const uint8_t *xa, int64_t nb) {
+    const bool q81 = t == KILN_Q4_1 || t == KILN_Q5_1; /* Q8_1 activations */
+    const size_t wsz = Q32_NAME(size)(t), xsz = q81 ? sizeof(kiln_block_q8_1) : sizeof(kiln_block_q8_0);
+    const size_t xqs = q81 ? offsetof(kiln_block_q8_1, qs) : offsetof(kiln_block_q8_0, qs);
+    float sum = 0.0f;
+    int64_t i = 0;
+    /* the first 4 bytes of eight blocks: d and m (Q4_1 / Q5_1) or s (Q8_1) */
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i wo = _mm256_mullo_epi32(lane, _mm256_set1_epi32((int)wsz));
+    const __m256i xo = _mm256_mullo_epi32(lane, _mm256_set1_epi32((int)xsz));
+    for (; i + 8 <= nb; i += 8) {
+        const uint8_t *w8 = w + (size_t)i * wsz, *x8 = xa + (size_t)i * xsz;
+        for (size_t l = 0; l < 8 * wsz; l += 64) _mm_prefetch((const char *)w8 + QMM_PREFETCH + l, _MM_HINT_T0);
+        __m256i v[8];
+        for (int b = 0; b < 8; b++) v[b] = Q32_NAME(lanes)(t, w8 + b * wsz, (const int8_t *)(x8 + b * xsz + xqs));
+        __m256 dw, mw, dx, sx;
+        Q32_NAME(halves)(_mm256_i32gather_epi32((const int *)w8, wo, 1), &dw, &mw);
+        Q32_NAME(halves)(_mm256_i32gather_epi32((const int *)x8, xo, 1), &dx, &sx);
+        __m256 c = _mm256_mul_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(Q32_NAME(sum8)(v)));
+        if (q81) c = _mm256_add_ps(c, _mm256_mul_ps(mw, sx));
+        float cs[8];
+        _mm256_storeu_ps(cs, c);
+        for (int b = 0; b < 8; b++) sum += cs[b];
+    }
+    for (; i < nb; i++) {
+        const uint8_t *wb = w + (size_t)i * wsz, *xb = xa + (size_t)i * xsz;
+        const float is = (float)Q32_NAME(sum1)(Q32_NAME(lanes)(t, wb, (const int8_t *)(xb + xqs)));
+        if (q81) sum += Q32_NAME(f16)(wb) * Q32_NAME(f16)(xb) * is + Q32_NAME(f16)(wb + 2) * Q32_NAME(f16)(xb + 2);
+        else sum += Q32_NAME(f16)(wb) * Q32_NAME(f16)(xb) * is;
+    }
+    return sum;
+}
+
+/* one copy per dtype, so that the decode is a constant */
+static float Q32_NAME(q4_1)(const void *w, const void *xa, int64_t nb) { return Q32_NAME(row)(KILN_Q4_1, w, xa, nb); }
+static float Q32_NAME(q5_0)(const void *w, const void *xa, int64_t nb) { return Q32_NAME(row)(KILN_Q5_0, w, xa, nb); }
+static float Q32_NAME(q5_1)(const void *w, const void *xa, int64_t nb) { return Q32_NAME(row)(KILN_Q5_1, w, xa, nb); }
+static float Q32_NAME(iq4_nl)(const void *w, const void *xa, int64_t nb) {
+    return Q32_NAME(row)(KILN_IQ4_NL, w, xa, nb);
+}
+
+static kiln_qmm_dot_ggml *Q32_NAME(kernel)(kiln_dtype t) {
+    switch (t) {
+    case KILN_Q4_1: return Q32_NAME(q4_1);
+    case KILN_Q5_0: return Q32_NAME(q5_0);
+    case KILN_Q5_1: return Q32_NAME(q5_1);
+    case KILN_IQ4_NL: return Q32_NAME(iq4_nl);
+    default: return NULL;
+    }
+}

@@ -1,0 +1,125 @@
+/* test_qmatmul_ggml.c — the per-ISA kernels of ggml's block types'
+ * batch-1 products (backends/cpu/qmatmul_ggml.h) against the scalar
+ * reference, bit for bit, on every SIMD level the CPU can emulate: rows
+ * of random block bytes (every code, every scale and min) with scales
+ * from zero and subnormal to 65504 of either sign, whole zero rows, and
+ * block counts around the kernels' steps. */
+#include "kt.h"
+#include "kt_simd.h"
+#include "../quant/quant.h"
+#include "../backends/cpu/qmatmul_ggml.h"
+
+#include <stddef.h>
+
+static uint64_t rng(uint64_t *s) {
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    return *s;
+}
+
+/* an f16 scale: mostly a random finite value, sometimes 0, -0, the
+ * smallest subnormal or +-65504 */
+static uint16_t scale16(uint64_t *s) {
+    static const uint16_t edge[] = {0x0000, 0x8000, 0x0001, 0x7bff, 0xfbff};
+    const uint64_t r = rng(s);
+    if (r % 8 == 0) return edge[(r >> 8) % 5];
+    return (uint16_t)(((r >> 16) & 0x83ff) | (1 + (r >> 32) % 30) << 10);
+}
+
+static void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
+
+/* the f16 fields of one block of weight dtype t (offsets; -1 ends) */
+static const int *scale_fields(kiln_dtype t) {
+    static const int dm[] = {0, 2, -1}, d[] = {0, -1}, q2[] = {offsetof(kiln_block_q2_K, d), offsetof(kiln_block_q2_K, dmin), -1},
+                     q3[] = {offsetof(kiln_block_q3_K, d), -1}, q6[] = {offsetof(kiln_block_q6_K, d), -1}, none[] = {-1};
+    switch (t) {
+    case KILN_Q4_1: case KILN_Q5_1: case KILN_Q8_1: case KILN_Q4_K: case KILN_Q5_K: return dm;
+    case KILN_Q5_0: case KILN_IQ4_NL: case KILN_IQ4_XS: return d;
+    case KILN_Q2_K: return q2;
+    case KILN_Q3_K: return q3;
+    case KILN_Q6_K: return q6;
+    default: return none;
+    }
+}
+
+/* nb random blocks of weight dtype t (all zero bytes when zero) */
+static void weight_row(kiln_dtype t, uint8_t *w, int64_t nb, bool zero, uint64_t *s) {
+    const size_t bs = kiln__types[t].size;
+    for (size_t i = 0; i < nb * bs; i++) w[i] = zero ? 0 : (uint8_t)rng(s);
+    for (int64_t b = 0; !zero && b < nb; b++) {
+        for (const int *f = scale_fields(t); *f >= 0; f++) put16(w + b * bs + *f, scale16(s));
+        if (t == KILN_Q8_K) {
+            const float d = (float)((int64_t)(rng(s) % 2001) - 1000) / 997.0f;
+            memcpy(w + b * bs, &d, 4);
+        }
+    }
+}
+
+/* nb blocks of activation dtype p as its quantizer makes them: codes in
+ * [-127, 127], Q8_K's bsums their sums per 16 */
+static void act_row(kiln_dtype p, uint8_t *x, int64_t nb, uint64_t *s) {
+    for (int64_t b = 0; b < nb; b++) {
+        int8_t *qs;
+        if (p == KILN_Q8_K) {
+            kiln_block_q8_K *k = (kiln_block_q8_K *)x + b;
+            k->d = (float)((int64_t)(rng(s) % 2001) - 1000) / 1013.0f;
+            qs = k->qs;
+        } else if (p == KILN_Q8_1) {
+            kiln_block_q8_1 *k = (kiln_block_q8_1 *)x + b;
+            k->d = scale16(s), k->s = scale16(s);
+            qs = k->qs;
+        } else {
+            kiln_block_q8_0 *k = (kiln_block_q8_0 *)x + b;
+            k->d = scale16(s);
+            qs = k->qs;
+        }
+        const int n = kiln__types[p].blck;
+        for (int j = 0; j < n; j++) qs[j] = (int8_t)((int)(rng(s) % 255) - 127);
+        if (p == KILN_Q8_K)
+            for (int j = 0; j < 16; j++) {
+                kiln_block_q8_K *k = (kiln_block_q8_K *)x + b;
+                int sum = 0;
+                for (int e = 0; e < 16; e++) sum += k->qs[16 * j + e];
+                k->bsums[j] = (int16_t)sum;
+            }
+    }
+}
+
+KT_TEST(qmatmul_ggml_kernels_match_reference) {
+    static const int64_t counts[] = {1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 33, 64};
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    for (int t = 0; t < KILN_DTYPE_COUNT; t++) {
+        if (!kiln__qmm_ggml_handles((kiln_dtype)t)) continue;
+        const kiln_dtype p = kiln__types[t].dot_type;
+        for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
+            for (int zero = 0; zero < 2; zero++) {
+                const int64_t nb = counts[c];
+                uint8_t *w = malloc(nb * kiln__types[t].size), *x = malloc(nb * kiln__types[p].size);
+                weight_row((kiln_dtype)t, w, nb, zero && c % 2, &seed);
+                act_row(p, x, nb, &seed);
+                const float want = kiln__qmm_dot_ggml_ref((kiln_dtype)t, w, x, nb);
+                KT_FOR_EACH_SIMD(v) {
+                    const float got = kiln__qmm_ggml_kernel((kiln_dtype)t)(w, x, nb);
+                    KT_CHECK(!memcmp(&got, &want, 4), "%s, %lld blocks%s: %.9g, the reference %.9g",
+                             kiln__types[t].name, (long long)nb, zero && c % 2 ? " of zeros" : "", got, want);
+                }
+                free(w), free(x);
+            }
+    }
+}
+
+/* Where a level has kernels of its own, the dispatch chooses them: the
+ * blocks of 32 of qmatmul_q32_*.c on every x86 level from AVX2 up, every
+ * type on NEON and NEON-dotprod. */
+KT_TEST(qmatmul_ggml_levels_choose_their_kernels) {
+    kiln_qmm_dot_ggml *scalar[KILN_DTYPE_COUNT] = {0};
+    KT_FOR_EACH_SIMD(v) {
+        for (int t = 0; t < KILN_DTYPE_COUNT; t++) {
+            if (!kiln__qmm_ggml_handles((kiln_dtype)t)) continue;
+            kiln_qmm_dot_ggml *k = kiln__qmm_ggml_kernel((kiln_dtype)t);
+            const bool q32 = t == KILN_Q4_1 || t == KILN_Q5_0 || t == KILN_Q5_1 || t == KILN_IQ4_NL;
+            if (!strcmp(v.name, "scalar")) scalar[t] = k;
+            else if ((q32 && kiln__cpu_avx2(&v.caps)) || kiln__cpu_neon(&v.caps))
+                KT_CHECK(k && k != scalar[t], "%s: the reference, not a kernel of its own", kiln__types[t].name);
+        }
+    }
+}
