@@ -6,6 +6,7 @@
 #include "../../quant/quant.h"
 #include "pool.h"
 #include "qmatmul.h"
+#include "qmatmul_kq.h"
 
 #include <stdlib.h>
 
@@ -53,8 +54,10 @@ float kiln__qmm_dot_ggml_ref(kiln_dtype t, const void *w, const void *xa, int64_
 GGML_DTYPES(REF_KERNEL)
 
 /* The per-ISA kernels join here, chosen by kiln__cpu_caps() as qmatmul.c's
- * kernels() does; none yet. */
+ * kernels() does: the K types' and IQ4_XS's on x86 (qmatmul_kq.h). */
 kiln_qmm_dot_ggml *kiln__qmm_ggml_kernel(kiln_dtype t) {
+    kiln_qmm_dot_ggml *simd = kiln__qmm_kq_kernel(t);
+    if (simd) return simd;
     switch (t) {
 #define REF_CASE(T, t) \
     case T: return dot_##t##_ref;

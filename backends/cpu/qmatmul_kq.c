@@ -1,0 +1,21 @@
+/* qmatmul_kq.c — the choice of the K types' and IQ4_XS's x86 kernels
+ * (qmatmul_kq.h) by the CPU's caps in force, highest level first. */
+#include "qmatmul_kq.h"
+
+#include "cpu_features.h"
+
+kiln_qmm_dot_ggml *kiln__qmm_kq_kernel(kiln_dtype t) {
+    const kiln_cpu_caps *c = kiln__cpu_caps();
+    const kiln_kq_kernels *k = NULL;
+    if (kiln__cpu_avx512vnni(c)) k = kiln__kq_kernels_avx512vnni();
+    if (!k && kiln__cpu_avxvnni(c)) k = kiln__kq_kernels_avxvnni();
+    if (!k && kiln__cpu_avx2(c)) k = kiln__kq_kernels_avx2();
+    if (!k) return NULL;
+    switch (t) {
+    case KILN_Q4_K: return k->q4_K;
+    case KILN_Q5_K: return k->q5_K;
+    case KILN_Q6_K: return k->q6_K;
+    case KILN_IQ4_XS: return k->iq4_xs;
+    default: return NULL;
+    }
+}
