@@ -12,7 +12,7 @@
 #include <math.h>
 #include <stdint.h>
 
-static const kiln_dtype kq_types[] = {KILN_Q4_K, KILN_Q5_K, KILN_Q6_K, KILN_IQ4_XS};
+static const kiln_dtype kq_types[] = {KILN_Q4_K, KILN_Q5_K, KILN_Q6_K, KILN_IQ4_XS, KILN_Q2_K, KILN_Q3_K};
 #define N_KQ (int)(sizeof kq_types / sizeof kq_types[0])
 #define MAX_NB 17
 
@@ -34,6 +34,8 @@ static void f16_fields(kiln_dtype t, int off[2], int *n) {
     case KILN_Q4_K: off[0] = offsetof(kiln_block_q4_K, d), off[1] = offsetof(kiln_block_q4_K, dmin), *n = 2; break;
     case KILN_Q5_K: off[0] = offsetof(kiln_block_q5_K, d), off[1] = offsetof(kiln_block_q5_K, dmin), *n = 2; break;
     case KILN_Q6_K: off[0] = offsetof(kiln_block_q6_K, d), *n = 1; break;
+    case KILN_Q2_K: off[0] = offsetof(kiln_block_q2_K, d), off[1] = offsetof(kiln_block_q2_K, dmin), *n = 2; break;
+    case KILN_Q3_K: off[0] = offsetof(kiln_block_q3_K, d), *n = 1; break;
     default: off[0] = offsetof(kiln_block_iq4_xs, d), *n = 1; break;
     }
 }

@@ -18,8 +18,9 @@
  * qmatmul.c (dequantized W, f32 GEMM).
  *
  * Per-ISA kernels, each equal to the reference bit for bit, go into the
- * dispatch of qmatmul_ggml.c (kernels()) beside it, one slot per dtype;
- * none exist yet: every level runs the reference.
+ * dispatch of qmatmul_ggml.c (kiln__qmm_ggml_kernel) beside it, one slot
+ * per dtype: Q4_K, Q5_K, Q6_K and IQ4_XS on x86 (qmatmul_kq.h); the
+ * others run the reference.
  *
  *     if (kiln__qmm_ggml_handles(t)) s = kiln__qmatmul_ggml_cpu(t, 1, n, k, x, w, y, n_threads);
  */

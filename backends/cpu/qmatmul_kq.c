@@ -16,6 +16,8 @@ kiln_qmm_dot_ggml *kiln__qmm_kq_kernel(kiln_dtype t) {
     case KILN_Q5_K: return k->q5_K;
     case KILN_Q6_K: return k->q6_K;
     case KILN_IQ4_XS: return k->iq4_xs;
+    case KILN_Q2_K: return k->q2_K;
+    case KILN_Q3_K: return k->q3_K;
     default: return NULL;
     }
 }

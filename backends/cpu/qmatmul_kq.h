@@ -21,7 +21,7 @@
 #include "qmatmul_ggml.h"
 
 typedef struct kiln_kq_kernels {
-    kiln_qmm_dot_ggml *q4_K, *q5_K, *q6_K, *iq4_xs;
+    kiln_qmm_dot_ggml *q4_K, *q5_K, *q6_K, *iq4_xs, *q2_K, *q3_K;
 } kiln_kq_kernels;
 
 /* The sets per level; NULL when not built. */

@@ -107,9 +107,82 @@ static float KQ_NAME(dot_q5_K)(const void *w, const void *xa, int64_t nb) {
     return sum;
 }
 
-/* Q6_K: q + 32 (0..63) unsigned against x, 16 sub-blocks of 16 (a ymm of
- * codes spans two: scales [sc_a x 8, sc_b x 8]), then 32 sc times x's
- * sums per 16 (bsums) taken off */
+/* The types of 16 sub-blocks of 16 (Q2_K, Q3_K, Q6_K): a ymm of unsigned
+ * codes u (elements 32 r .. 32 r + 31 of half h) spans sub-blocks s, s + 1
+ * (s = 8 h + 2 r), scaled by [sc[s] x 8, sc[s + 1] x 8] from the 16 int8
+ * scales sc8 */
+static inline __m256i KQ_NAME(acc16)(__m256i acc, __m256i u, const int8_t *x, __m128i sc8, int s) {
+    const __m256i sc = _mm256_cvtepi8_epi16(
+        _mm_shuffle_epi8(sc8, _mm_set_epi64x(0x0101010101010101LL * (s + 1), 0x0101010101010101LL * s)));
+    return KQ_ACC(acc, _mm256_maddubs_epi16(u, KQ_NAME(load)(x)), sc);
+}
+
+/* Those types' codes q = u - off: off sc times x's sums per 16 (Q8_K's
+ * bsums) taken off the lanes, then their sum */
+static inline int32_t KQ_NAME(isum16)(__m256i acc, __m128i sc8, const kiln_block_q8_K *a, int shift) {
+    const __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), _mm256_loadu_si256((const __m256i *)a->bsums));
+    return KQ_NAME(hsum)(_mm256_sub_epi32(acc, _mm256_sll_epi32(off, _mm_cvtsi32_si128(shift))));
+}
+
+/* Q2_K: 2-bit codes (bits 2r of the half's 32 bytes), scales the low
+ * nibbles, mins the high ones against bsums */
+static float KQ_NAME(dot_q2_K)(const void *w, const void *xa, int64_t nb) {
+    const kiln_block_q2_K *b = w;
+    const kiln_block_q8_K *a = xa;
+    const __m256i m2 = _mm256_set1_epi8(3);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < nb; i++) {
+        KQ_NAME(prefetch)(b + i, sizeof *b);
+        const __m128i s8 = _mm_loadu_si128((const __m128i *)b[i].scales);
+        const __m128i sc8 = _mm_and_si128(s8, _mm_set1_epi8(0x0f)), mn8 = _mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(0x0f));
+        __m256i acc = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * h));
+            acc = KQ_NAME(acc16)(acc, _mm256_and_si256(q, m2), a[i].qs + 128 * h, sc8, 8 * h);
+            acc = KQ_NAME(acc16)(acc, _mm256_and_si256(_mm256_srli_epi16(q, 2), m2), a[i].qs + 128 * h + 32, sc8, 8 * h + 2);
+            acc = KQ_NAME(acc16)(acc, _mm256_and_si256(_mm256_srli_epi16(q, 4), m2), a[i].qs + 128 * h + 64, sc8, 8 * h + 4);
+            acc = KQ_NAME(acc16)(acc, _mm256_and_si256(_mm256_srli_epi16(q, 6), m2), a[i].qs + 128 * h + 96, sc8, 8 * h + 6);
+        }
+        int32_t is, ms;
+        const __m256i mins = _mm256_madd_epi16(_mm256_cvtepu8_epi16(mn8), _mm256_loadu_si256((const __m256i *)a[i].bsums));
+        KQ_NAME(hsum2)(acc, _mm_add_epi32(_mm256_castsi256_si128(mins), _mm256_extracti128_si256(mins, 1)), &is, &ms);
+        sum += a[i].d * _cvtsh_ss(b[i].d) * (float)is + a[i].d * -_cvtsh_ss(b[i].dmin) * (float)ms;
+    }
+    return sum;
+}
+
+/* Q3_K: u = the 2-bit code + 4 where hmask's bit is set (q = u - 4); the
+ * 16 six-bit scales (minus 32) from 12 bytes, four per 32-bit word */
+static float KQ_NAME(dot_q3_K)(const void *w, const void *xa, int64_t nb) {
+    const kiln_block_q3_K *b = w;
+    const kiln_block_q8_K *a = xa;
+    const __m256i m2 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < nb; i++) {
+        KQ_NAME(prefetch)(b + i, sizeof *b);
+        uint32_t sa, sb, c;
+        memcpy(&sa, b[i].scales, 4), memcpy(&sb, b[i].scales + 4, 4), memcpy(&c, b[i].scales + 8, 4);
+        const __m128i sc8 = _mm_sub_epi8(
+            _mm_setr_epi32((int)((sa & 0x0f0f0f0f) | (c & 0x03030303) << 4),
+                           (int)((sb & 0x0f0f0f0f) | ((c >> 2) & 0x03030303) << 4),
+                           (int)(((sa >> 4) & 0x0f0f0f0f) | ((c >> 4) & 0x03030303) << 4),
+                           (int)(((sb >> 4) & 0x0f0f0f0f) | ((c >> 6) & 0x03030303) << 4)),
+            _mm_set1_epi8(32));
+        __m256i acc = _mm256_setzero_si256(), hm = _mm256_loadu_si256((const __m256i *)b[i].hmask);
+        for (int h = 0; h < 2; h++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * h));
+            for (int r = 0; r < 4; r++, hm = _mm256_srli_epi16(hm, 1)) {
+                const __m256i u = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * r), m2),
+                                                  _mm256_and_si256(_mm256_slli_epi16(hm, 2), four));
+                acc = KQ_NAME(acc16)(acc, u, a[i].qs + 128 * h + 32 * r, sc8, 8 * h + 2 * r);
+            }
+        }
+        sum += a[i].d * _cvtsh_ss(b[i].d) * (float)KQ_NAME(isum16)(acc, sc8, a + i, 2);
+    }
+    return sum;
+}
+
+/* Q6_K: q + 32 (0..63) unsigned against x, 32 sc bsums taken off */
 static float KQ_NAME(dot_q6_K)(const void *w, const void *xa, int64_t nb) {
     const kiln_block_q6_K *b = w;
     const kiln_block_q8_K *a = xa;
@@ -131,16 +204,9 @@ static float KQ_NAME(dot_q6_K)(const void *w, const void *xa, int64_t nb) {
                 _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m2)),
                 _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                                 _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2))};
-            for (int r = 0; r < 4; r++) {
-                const int s = 8 * h + 2 * r;
-                const __m256i scr = _mm256_cvtepi8_epi16(
-                    _mm_shuffle_epi8(sc8, _mm_set_epi64x(0x0101010101010101LL * (s + 1), 0x0101010101010101LL * s)));
-                acc = KQ_ACC(acc, _mm256_maddubs_epi16(q[r], KQ_NAME(load)(a[i].qs + 128 * h + 32 * r)), scr);
-            }
+            for (int r = 0; r < 4; r++) acc = KQ_NAME(acc16)(acc, q[r], a[i].qs + 128 * h + 32 * r, sc8, 8 * h + 2 * r);
         }
-        const __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), _mm256_loadu_si256((const __m256i *)a[i].bsums));
-        const int32_t is = KQ_NAME(hsum)(_mm256_sub_epi32(acc, _mm256_slli_epi32(off, 5)));
-        sum += a[i].d * _cvtsh_ss(b[i].d) * (float)is;
+        sum += a[i].d * _cvtsh_ss(b[i].d) * (float)KQ_NAME(isum16)(acc, sc8, a + i, 5);
     }
     return sum;
 }
@@ -179,4 +245,4 @@ static float KQ_NAME(dot_iq4_xs)(const void *w, const void *xa, int64_t nb) {
 }
 
 static const kiln_kq_kernels KQ_NAME(kernels) = {KQ_NAME(dot_q4_K), KQ_NAME(dot_q5_K), KQ_NAME(dot_q6_K),
-                                                 KQ_NAME(dot_iq4_xs)};
+                                                 KQ_NAME(dot_iq4_xs), KQ_NAME(dot_q2_K), KQ_NAME(dot_q3_K)};
