@@ -20,6 +20,10 @@ static inline void KQ_NAME(prefetch)(const void *p, size_t size) {
     _mm_prefetch(c + size - 1, _MM_HINT_T0);
 }
 
+/* the loops over a block's sub-blocks unrolled, so that the shifts and
+ * shuffles of each step are constants */
+#define KQ_UNROLL _Pragma("GCC unroll 8")
+
 /* the int16 at index s (< 8) of each 128-bit lane, in every int16 */
 #define KQ_PICK16(v, s) _mm256_shuffle_epi8((v), _mm256_set1_epi16((short)(0x0100 + 0x0202 * (s))))
 
@@ -69,16 +73,17 @@ static float KQ_NAME(dot_q4_K)(const void *w, const void *xa, int64_t nb) {
     float sum = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
         KQ_NAME(prefetch)(b + i, sizeof *b);
-        __m256i sc, acc = _mm256_setzero_si256();
+        __m256i sc, acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
         __m128i mn;
         KQ_NAME(scales_k4)(b[i].scales, &sc, &mn);
+        KQ_UNROLL
         for (int j = 0; j < 4; j++) {
             const __m256i q = _mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * j));
             const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            acc = KQ_ACC(acc, _mm256_maddubs_epi16(lo, KQ_NAME(load)(a[i].qs + 64 * j)), KQ_PICK16(sc, 2 * j));
-            acc = KQ_ACC(acc, _mm256_maddubs_epi16(hi, KQ_NAME(load)(a[i].qs + 64 * j + 32)), KQ_PICK16(sc, 2 * j + 1));
+            acc0 = KQ_ACC(acc0, _mm256_maddubs_epi16(lo, KQ_NAME(load)(a[i].qs + 64 * j)), KQ_PICK16(sc, 2 * j));
+            acc1 = KQ_ACC(acc1, _mm256_maddubs_epi16(hi, KQ_NAME(load)(a[i].qs + 64 * j + 32)), KQ_PICK16(sc, 2 * j + 1));
         }
-        sum += KQ_NAME(k45_block)(acc, mn, a + i, b[i].d, b[i].dmin);
+        sum += KQ_NAME(k45_block)(_mm256_add_epi32(acc0, acc1), mn, a + i, b[i].d, b[i].dmin);
     }
     return sum;
 }
@@ -91,18 +96,20 @@ static float KQ_NAME(dot_q5_K)(const void *w, const void *xa, int64_t nb) {
     float sum = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
         KQ_NAME(prefetch)(b + i, sizeof *b);
-        __m256i sc, acc = _mm256_setzero_si256(), h = _mm256_loadu_si256((const __m256i *)b[i].qh);
+        __m256i sc, acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256(),
+                    h = _mm256_loadu_si256((const __m256i *)b[i].qh);
         __m128i mn;
         KQ_NAME(scales_k4)(b[i].scales, &sc, &mn);
+        KQ_UNROLL
         for (int j = 0; j < 4; j++, h = _mm256_srli_epi16(h, 2)) {
             const __m256i q = _mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * j));
             const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(_mm256_and_si256(h, one), 4));
             const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
                                                _mm256_slli_epi16(_mm256_and_si256(h, two), 3));
-            acc = KQ_ACC(acc, _mm256_maddubs_epi16(lo, KQ_NAME(load)(a[i].qs + 64 * j)), KQ_PICK16(sc, 2 * j));
-            acc = KQ_ACC(acc, _mm256_maddubs_epi16(hi, KQ_NAME(load)(a[i].qs + 64 * j + 32)), KQ_PICK16(sc, 2 * j + 1));
+            acc0 = KQ_ACC(acc0, _mm256_maddubs_epi16(lo, KQ_NAME(load)(a[i].qs + 64 * j)), KQ_PICK16(sc, 2 * j));
+            acc1 = KQ_ACC(acc1, _mm256_maddubs_epi16(hi, KQ_NAME(load)(a[i].qs + 64 * j + 32)), KQ_PICK16(sc, 2 * j + 1));
         }
-        sum += KQ_NAME(k45_block)(acc, mn, a + i, b[i].d, b[i].dmin);
+        sum += KQ_NAME(k45_block)(_mm256_add_epi32(acc0, acc1), mn, a + i, b[i].d, b[i].dmin);
     }
     return sum;
 }
@@ -135,17 +142,19 @@ static float KQ_NAME(dot_q2_K)(const void *w, const void *xa, int64_t nb) {
         KQ_NAME(prefetch)(b + i, sizeof *b);
         const __m128i s8 = _mm_loadu_si128((const __m128i *)b[i].scales);
         const __m128i sc8 = _mm_and_si128(s8, _mm_set1_epi8(0x0f)), mn8 = _mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(0x0f));
-        __m256i acc = _mm256_setzero_si256();
+        __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        KQ_UNROLL
         for (int h = 0; h < 2; h++) {
             const __m256i q = _mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * h));
-            acc = KQ_NAME(acc16)(acc, _mm256_and_si256(q, m2), a[i].qs + 128 * h, sc8, 8 * h);
-            acc = KQ_NAME(acc16)(acc, _mm256_and_si256(_mm256_srli_epi16(q, 2), m2), a[i].qs + 128 * h + 32, sc8, 8 * h + 2);
-            acc = KQ_NAME(acc16)(acc, _mm256_and_si256(_mm256_srli_epi16(q, 4), m2), a[i].qs + 128 * h + 64, sc8, 8 * h + 4);
-            acc = KQ_NAME(acc16)(acc, _mm256_and_si256(_mm256_srli_epi16(q, 6), m2), a[i].qs + 128 * h + 96, sc8, 8 * h + 6);
+            KQ_UNROLL
+            for (int r = 0; r < 4; r++)
+                acc[r & 1] = KQ_NAME(acc16)(acc[r & 1], _mm256_and_si256(_mm256_srli_epi16(q, 2 * r), m2),
+                                            a[i].qs + 128 * h + 32 * r, sc8, 8 * h + 2 * r);
         }
         int32_t is, ms;
         const __m256i mins = _mm256_madd_epi16(_mm256_cvtepu8_epi16(mn8), _mm256_loadu_si256((const __m256i *)a[i].bsums));
-        KQ_NAME(hsum2)(acc, _mm_add_epi32(_mm256_castsi256_si128(mins), _mm256_extracti128_si256(mins, 1)), &is, &ms);
+        KQ_NAME(hsum2)(_mm256_add_epi32(acc[0], acc[1]),
+                       _mm_add_epi32(_mm256_castsi256_si128(mins), _mm256_extracti128_si256(mins, 1)), &is, &ms);
         sum += a[i].d * _cvtsh_ss(b[i].d) * (float)is + a[i].d * -_cvtsh_ss(b[i].dmin) * (float)ms;
     }
     return sum;
@@ -168,16 +177,19 @@ static float KQ_NAME(dot_q3_K)(const void *w, const void *xa, int64_t nb) {
                            (int)(((sa >> 4) & 0x0f0f0f0f) | ((c >> 4) & 0x03030303) << 4),
                            (int)(((sb >> 4) & 0x0f0f0f0f) | ((c >> 6) & 0x03030303) << 4)),
             _mm_set1_epi8(32));
-        __m256i acc = _mm256_setzero_si256(), hm = _mm256_loadu_si256((const __m256i *)b[i].hmask);
+        __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()},
+                hm = _mm256_loadu_si256((const __m256i *)b[i].hmask);
+        KQ_UNROLL
         for (int h = 0; h < 2; h++) {
             const __m256i q = _mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * h));
+            KQ_UNROLL
             for (int r = 0; r < 4; r++, hm = _mm256_srli_epi16(hm, 1)) {
                 const __m256i u = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * r), m2),
                                                   _mm256_and_si256(_mm256_slli_epi16(hm, 2), four));
-                acc = KQ_NAME(acc16)(acc, u, a[i].qs + 128 * h + 32 * r, sc8, 8 * h + 2 * r);
+                acc[r & 1] = KQ_NAME(acc16)(acc[r & 1], u, a[i].qs + 128 * h + 32 * r, sc8, 8 * h + 2 * r);
             }
         }
-        sum += a[i].d * _cvtsh_ss(b[i].d) * (float)KQ_NAME(isum16)(acc, sc8, a + i, 2);
+        sum += a[i].d * _cvtsh_ss(b[i].d) * (float)KQ_NAME(isum16)(_mm256_add_epi32(acc[0], acc[1]), sc8, a + i, 2);
     }
     return sum;
 }
@@ -191,7 +203,8 @@ static float KQ_NAME(dot_q6_K)(const void *w, const void *xa, int64_t nb) {
     for (int64_t i = 0; i < nb; i++) {
         KQ_NAME(prefetch)(b + i, sizeof *b);
         const __m128i sc8 = _mm_loadu_si128((const __m128i *)b[i].scales);
-        __m256i acc = _mm256_setzero_si256();
+        __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        KQ_UNROLL
         for (int h = 0; h < 2; h++) {
             const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b[i].ql + 64 * h)),
                           l1 = _mm256_loadu_si256((const __m256i *)(b[i].ql + 64 * h + 32)),
@@ -204,9 +217,11 @@ static float KQ_NAME(dot_q6_K)(const void *w, const void *xa, int64_t nb) {
                 _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m2)),
                 _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                                 _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2))};
-            for (int r = 0; r < 4; r++) acc = KQ_NAME(acc16)(acc, q[r], a[i].qs + 128 * h + 32 * r, sc8, 8 * h + 2 * r);
+            KQ_UNROLL
+            for (int r = 0; r < 4; r++)
+                acc[r & 1] = KQ_NAME(acc16)(acc[r & 1], q[r], a[i].qs + 128 * h + 32 * r, sc8, 8 * h + 2 * r);
         }
-        sum += a[i].d * _cvtsh_ss(b[i].d) * (float)KQ_NAME(isum16)(acc, sc8, a + i, 5);
+        sum += a[i].d * _cvtsh_ss(b[i].d) * (float)KQ_NAME(isum16)(_mm256_add_epi32(acc[0], acc[1]), sc8, a + i, 5);
     }
     return sum;
 }
@@ -231,15 +246,16 @@ static float KQ_NAME(dot_iq4_xs)(const void *w, const void *xa, int64_t nb) {
             _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b[i].scales_h), hsh), _mm256_set1_epi32(3)), 4));
         const __m256i sc = _mm256_sub_epi32(ls, _mm256_set1_epi32(32));
         const __m256i sc2 = _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(sc, 16));
-        __m256i acc = _mm256_setzero_si256();
+        __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        KQ_UNROLL
         for (int s = 0; s < 8; s++) {
             const __m256i c = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b[i].qs + 16 * s)));
             const __m256i v = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srlv_epi32(c, nib), m4));
             const __m256i x = KQ_NAME(load)(a[i].qs + 32 * s);
-            acc = KQ_ACC(acc, _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(x, v)),
-                         _mm256_permutevar8x32_epi32(sc2, _mm256_set1_epi32(s)));
+            acc[s & 1] = KQ_ACC(acc[s & 1], _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(x, v)),
+                                _mm256_permutevar8x32_epi32(sc2, _mm256_set1_epi32(s)));
         }
-        sum += a[i].d * _cvtsh_ss(b[i].d) * (float)KQ_NAME(hsum)(acc);
+        sum += a[i].d * _cvtsh_ss(b[i].d) * (float)KQ_NAME(hsum)(_mm256_add_epi32(acc[0], acc[1]));
     }
     return sum;
 }
