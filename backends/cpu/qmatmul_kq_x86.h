@@ -3,7 +3,9 @@
  * _avx512vnni.c, which define KQ_NAME(x) (the function suffix) and
  * KQ_ACC(acc, p, sc): acc (8 int32) plus the int16 pairs p times the
  * int16 scales sc, summed pairwise (madd, or vpdpwssd). Included once per
- * file, built with that file's flags. */
+ * file, built with that file's flags. With KQ_ZMM defined it leaves out
+ * Q4_K's, Q5_K's, Q6_K's and IQ4_XS's kernels and the table (the
+ * AVX512-VNNI file has zmm ones) and keeps the helpers, Q2_K and Q3_K. */
 #include "qmatmul_kq.h"
 
 #include "../../quant/quant.h"
@@ -66,6 +68,7 @@ static inline float KQ_NAME(k45_block)(__m256i acc, __m128i mn, const kiln_block
     return a->d * _cvtsh_ss(d) * (float)is + a->d * -_cvtsh_ss(dmin) * (float)ms;
 }
 
+#ifndef KQ_ZMM /* the AVX512-VNNI file has zmm kernels of these four */
 static float KQ_NAME(dot_q4_K)(const void *w, const void *xa, int64_t nb) {
     const kiln_block_q4_K *b = w;
     const kiln_block_q8_K *a = xa;
@@ -113,6 +116,8 @@ static float KQ_NAME(dot_q5_K)(const void *w, const void *xa, int64_t nb) {
     }
     return sum;
 }
+
+#endif
 
 /* The types of 16 sub-blocks of 16 (Q2_K, Q3_K, Q6_K): a ymm of unsigned
  * codes u (elements 32 r .. 32 r + 31 of half h) spans sub-blocks s, s + 1
@@ -194,6 +199,7 @@ static float KQ_NAME(dot_q3_K)(const void *w, const void *xa, int64_t nb) {
     return sum;
 }
 
+#ifndef KQ_ZMM
 /* Q6_K: q + 32 (0..63) unsigned against x, 32 sc bsums taken off */
 static float KQ_NAME(dot_q6_K)(const void *w, const void *xa, int64_t nb) {
     const kiln_block_q6_K *b = w;
@@ -262,3 +268,5 @@ static float KQ_NAME(dot_iq4_xs)(const void *w, const void *xa, int64_t nb) {
 
 static const kiln_kq_kernels KQ_NAME(kernels) = {KQ_NAME(dot_q4_K), KQ_NAME(dot_q5_K), KQ_NAME(dot_q6_K),
                                                  KQ_NAME(dot_iq4_xs), KQ_NAME(dot_q2_K), KQ_NAME(dot_q3_K)};
+#endif
+
