@@ -3,7 +3,9 @@
  * kiln__qmm_dot_ggml_ref, bit for bit, at every SIMD level this CPU can
  * emulate: quantized N(0, 1) rows, rows of random bytes (every code,
  * scale and min, Q6_K's scale -128), zero blocks, the largest codes and
- * scales with f16 65504 and huge activations, and 1 to 17 blocks. */
+ * scales with f16 65504 and huge activations, and 1 to 17 blocks; and the
+ * SIMD quantizer of x to Q8_K against its reference, byte for byte
+ * (ties, the sign of max, NaN, infinities, subnormals). */
 #include "kt.h"
 #include "kt_simd.h"
 #include "../quant/quant.h"
@@ -99,5 +101,39 @@ KT_TEST(qmatmul_kq_kernels_match_the_reference) {
                                  kiln_dtype_name(t), nb, kind, xk, got, want);
                     }
                 }
+    }
+}
+
+/* 256 values of one kind for the Q8_K quantizer */
+static void q8k_block(int kind, float *x) {
+    for (int e = 0; e < KILN_QK_K; e++) x[e] = gauss() * 3.0f;
+    switch (kind) {
+    case 1: memset(x, 0, KILN_QK_K * sizeof *x); break;
+    case 2: /* max = -127: iscale 1, so every x + 0.5 is a tie (to even) */
+        for (int e = 0; e < KILN_QK_K; e++) x[e] = (float)(e % 200 - 100) + 0.5f;
+        x[7] = -127.0f;
+        break;
+    case 3: x[5] = 9.0f, x[9] = -9.0f; break;  /* the first of +-amax gives the sign */
+    case 4: x[5] = -9.0f, x[9] = 9.0f; break;
+    case 5: x[11] = NAN; break;
+    case 6: x[200] = -INFINITY; break;
+    case 7: for (int e = 0; e < KILN_QK_K; e++) x[e] *= 1e-42f; break; /* subnormal */
+    case 8: x[0] = 3e38f; break;
+    }
+}
+
+KT_TEST(qmatmul_kq_quantize_q8_K_matches_the_reference) {
+    enum { KINDS = 9, NB = KINDS + 2 };
+    static float x[NB * KILN_QK_K];
+    static kiln_block_q8_K want[NB], got[NB];
+    for (int b = 0; b < NB; b++) q8k_block(b % KINDS, x + b * KILN_QK_K);
+    kiln__quantize_q8_K_ref(x, want, NB * KILN_QK_K);
+    KT_CHECK(kiln__types[KILN_Q8_K].from_f32 == kiln__quantize_q8_K, "Q8_K's coder is not the CPU's quantizer");
+    KT_FOR_EACH_SIMD(v) {
+        memset(got, 0xa5, sizeof got);
+        kiln__types[KILN_Q8_K].from_f32(x, got, NB * KILN_QK_K); /* the registered coder */
+        for (int b = 0; b < NB; b++)
+            KT_CHECK(!memcmp(&got[b], &want[b], sizeof got[b]), "block %d (kind %d) differs from the reference's", b,
+                     b % KINDS);
     }
 }

@@ -156,8 +156,9 @@ static float dot_iq4_xs_zmm(const void *w, const void *xa, int64_t nb) {
     return sum;
 }
 
-static const kiln_kq_kernels kernels = {dot_q4_K_zmm, dot_q5_K_zmm, dot_q6_K_zmm, dot_iq4_xs_zmm,
-                                        KQ_NAME(dot_q2_K), KQ_NAME(dot_q3_K)};
+static const kiln_kq_kernels kernels = {dot_q4_K_zmm,       dot_q5_K_zmm,       dot_q6_K_zmm,
+                                        dot_iq4_xs_zmm,     KQ_NAME(dot_q2_K), KQ_NAME(dot_q3_K),
+                                        KQ_NAME(quantize_q8_K)};
 
 const kiln_kq_kernels *kiln__kq_kernels_avx512vnni(void) { return &kernels; }
 #else

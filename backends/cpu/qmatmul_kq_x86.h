@@ -12,6 +12,7 @@
 #include "qmatmul.h"
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 /* W streams once from DRAM: the lines of block p's bytes QMM_PREFETCH
@@ -40,6 +41,57 @@ static inline int32_t KQ_NAME(hsum)(__m256i a) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
     return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1)));
+}
+
+/* x to Q8_K as kiln__quantize_q8_K_ref, a block of 256 at a time: amax as
+ * the largest |x| bits (integers order finite non-negative floats as
+ * floats do), max the first x of that magnitude, q = round-to-even of
+ * (-127 / max) x by vcvtps2dq (the reference's magic-number rounding for
+ * |v| < 2^22) capped at 127; a block with an infinity or a NaN, or so
+ * small that -127 / max overflows, goes to the reference */
+static void KQ_NAME(quantize_q8_K)(const float *x, void *blocks, int64_t n) {
+    kiln_block_q8_K *y = blocks;
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff), ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1),
+                  order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7), cap = _mm256_set1_epi32(127);
+    for (int64_t b = 0; b < n / KILN_QK_K; b++, x += KILN_QK_K) {
+        __m256i mx = _mm256_setzero_si256();
+        for (int c = 0; c < KILN_QK_K / 8; c++)
+            mx = _mm256_max_epi32(mx, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + 8 * c)), absm));
+        __m128i m4 = _mm_max_epi32(_mm256_castsi256_si128(mx), _mm256_extracti128_si256(mx, 1));
+        m4 = _mm_max_epi32(m4, _mm_shuffle_epi32(m4, 0x4e));
+        const int32_t mbits = _mm_cvtsi128_si32(_mm_max_epi32(m4, _mm_shuffle_epi32(m4, 0xb1)));
+        float max = 0.0f, amax;
+        memcpy(&amax, &mbits, 4);
+        if (mbits >= 0x7f800000 || (mbits && !isfinite(-127.0f / amax))) {
+            kiln__quantize_q8_K_ref(x, y + b, KILN_QK_K);
+            continue;
+        }
+        memset(&y[b], 0, sizeof y[b]);
+        if (!mbits) continue;
+        for (int c = 0; c < KILN_QK_K / 8; c++) {
+            const __m256i a = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + 8 * c)), absm);
+            const int m = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(a, _mm256_set1_epi32(mbits))));
+            if (m) {
+                max = x[8 * c + __builtin_ctz((unsigned)m)];
+                break;
+            }
+        }
+        const float iscale = -127.0f / max;
+        const __m256 is = _mm256_set1_ps(iscale);
+        for (int c = 0; c < KILN_QK_K / 32; c++) {
+            __m256i q[4];
+            for (int k = 0; k < 4; k++)
+                q[k] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(is, _mm256_loadu_ps(x + 32 * c + 8 * k))), cap);
+            const __m256i q8 = _mm256_permutevar8x32_epi32(
+                _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3])), order);
+            _mm256_storeu_si256((__m256i *)(y[b].qs + 32 * c), q8);
+            const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q8), ones16);
+            __m128i h = _mm_hadd_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+            h = _mm_hadd_epi32(h, h);
+            y[b].bsums[2 * c] = (int16_t)_mm_cvtsi128_si32(h), y[b].bsums[2 * c + 1] = (int16_t)_mm_extract_epi32(h, 1);
+        }
+        y[b].d = 1 / iscale;
+    }
 }
 
 /* Q4_K / Q5_K's 8 six-bit scales (*sc) and mins (*mn) as int16, from
@@ -266,7 +318,8 @@ static float KQ_NAME(dot_iq4_xs)(const void *w, const void *xa, int64_t nb) {
     return sum;
 }
 
-static const kiln_kq_kernels KQ_NAME(kernels) = {KQ_NAME(dot_q4_K), KQ_NAME(dot_q5_K), KQ_NAME(dot_q6_K),
-                                                 KQ_NAME(dot_iq4_xs), KQ_NAME(dot_q2_K), KQ_NAME(dot_q3_K)};
+static const kiln_kq_kernels KQ_NAME(kernels) = {KQ_NAME(dot_q4_K), KQ_NAME(dot_q5_K),   KQ_NAME(dot_q6_K),
+                                                 KQ_NAME(dot_iq4_xs), KQ_NAME(dot_q2_K), KQ_NAME(dot_q3_K),
+                                                 KQ_NAME(quantize_q8_K)};
 #endif
 
