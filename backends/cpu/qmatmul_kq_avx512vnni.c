@@ -51,7 +51,7 @@ static float dot_q4_K_zmm(const void *w, const void *xa, int64_t nb) {
         KQ_UNROLL
         for (int j = 0; j < 4; j++)
             acc[j & 1] = k45_chunk(acc[j & 1], nibbles(b[i].qs + 32 * j, m4), a[i].qs + 64 * j, sc4, j);
-        sum += KQ_NAME(k45_block)(fold(acc[0], acc[1]), mn, a + i, b[i].d, b[i].dmin);
+        sum += KQ_NAME(min_block)(fold(acc[0], acc[1]), _mm_madd_epi16(KQ_NAME(bsums32)(a + i), mn), a + i, &b[i].d);
     }
     return sum;
 }
@@ -77,7 +77,7 @@ static float dot_q5_K_zmm(const void *w, const void *xa, int64_t nb) {
             const __m512i u = nibbles(b[i].qs + 32 * j, m4);
             acc[j & 1] = k45_chunk(acc[j & 1], _mm512_mask_add_epi8(u, set, u, sixteen), a[i].qs + 64 * j, sc4, j);
         }
-        sum += KQ_NAME(k45_block)(fold(acc[0], acc[1]), mn, a + i, b[i].d, b[i].dmin);
+        sum += KQ_NAME(min_block)(fold(acc[0], acc[1]), _mm_madd_epi16(KQ_NAME(bsums32)(a + i), mn), a + i, &b[i].d);
     }
     return sum;
 }

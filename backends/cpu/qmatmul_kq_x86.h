@@ -30,13 +30,7 @@ static inline void KQ_NAME(prefetch)(const void *p, size_t size) {
 /* the int16 at index s (< 8) of each 128-bit lane, in every int16 */
 #define KQ_PICK16(v, s) _mm256_shuffle_epi8((v), _mm256_set1_epi16((short)(0x0100 + 0x0202 * (s))))
 
-/* the sum of a's 8 int32 lanes and of b's 4 (exact) */
-static inline void KQ_NAME(hsum2)(__m256i a, __m128i b, int32_t *ra, int32_t *rb) {
-    __m128i s = _mm_hadd_epi32(_mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1)), b);
-    s = _mm_hadd_epi32(s, s);
-    *ra = _mm_cvtsi128_si32(s), *rb = _mm_extract_epi32(s, 1);
-}
-
+/* the sum of a's 8 int32 lanes (exact) */
 static inline int32_t KQ_NAME(hsum)(__m256i a) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
@@ -94,15 +88,20 @@ static void KQ_NAME(quantize_q8_K)(const float *x, void *blocks, int64_t n) {
     }
 }
 
-/* Q4_K / Q5_K's 8 six-bit scales (*sc) and mins (*mn) as int16, from
- * their 12 bytes: kiln__scale_min_k4 four at a time on 32-bit words */
-static inline void KQ_NAME(scales_k4)(const uint8_t s[12], __m256i *sc, __m128i *mn) {
-    uint32_t a, b, c;
-    memcpy(&a, s, 4), memcpy(&b, s + 4, 4), memcpy(&c, s + 8, 4);
-    const uint32_t sc_hi = (c & 0x0f0f0f0f) | ((a >> 6) & 0x03030303) << 4;
-    const uint32_t mn_hi = ((c >> 4) & 0x0f0f0f0f) | ((b >> 6) & 0x03030303) << 4;
-    *sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_setr_epi32((int)(a & 0x3f3f3f3f), (int)sc_hi, 0, 0)));
-    *mn = _mm_cvtepu8_epi16(_mm_setr_epi32((int)(b & 0x3f3f3f3f), (int)mn_hi, 0, 0));
+/* Q4_K / Q5_K's 8 six-bit scales (*sc, in both 128-bit lanes) and mins
+ * (*mn) as int16 from their 12 bytes (s: the block's scales, read as 16
+ * bytes, the last 4 the codes after them): kiln__scale_min_k4 on 32-bit
+ * words a, b, c, four scales or mins per word: [a & 63, c & 15 | bits 6-7
+ * of a, b & 63, c >> 4 | bits 6-7 of b] */
+static inline void KQ_NAME(scales_k4)(const uint8_t *s, __m256i *sc, __m128i *mn) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)s);
+    const __m128i ab = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(v, 0x50), _mm_setr_epi32(0, 2, 0, 2)),
+                                     _mm_setr_epi32(0x3f3f3f3f, 0x30303030, 0x3f3f3f3f, 0x30303030));
+    const __m128i c = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(v, 0xaa), _mm_setr_epi32(0, 0, 0, 4)),
+                                    _mm_setr_epi32(0, 0x0f0f0f0f, 0, 0x0f0f0f0f));
+    const __m128i r = _mm_or_si128(ab, c);
+    *sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(r));
+    *mn = _mm_cvtepu8_epi16(_mm_srli_si128(r, 8));
 }
 
 /* Q8_K's 16 bsums as 8 sums of pairs: x's sums over the 8 sub-blocks of 32 */
@@ -112,12 +111,19 @@ static inline __m128i KQ_NAME(bsums32)(const kiln_block_q8_K *a) {
 
 static inline __m256i KQ_NAME(load)(const int8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
-/* A Q4_K / Q5_K block's f32 term from its scaled lanes (acc) and mins
- * (mn, against Q8_K's bsums), in the reference's operations */
-static inline float KQ_NAME(k45_block)(__m256i acc, __m128i mn, const kiln_block_q8_K *a, uint16_t d, uint16_t dmin) {
-    int32_t is, ms;
-    KQ_NAME(hsum2)(acc, _mm_madd_epi16(KQ_NAME(bsums32)(a), mn), &is, &ms);
-    return a->d * _cvtsh_ss(d) * (float)is + a->d * -_cvtsh_ss(dmin) * (float)ms;
+/* A block's f32 term, for the types with mins (Q2_K, Q4_K, Q5_K), from
+ * its scaled lanes (acc) and the mins times x's sums (mins, 4 lanes), in
+ * the reference's operations: [dx d, dx -dmin] times [isum, summs], the
+ * two added (dd: the f16 d and dmin, adjacent) */
+static inline float KQ_NAME(min_block)(__m256i acc, __m128i mins, const kiln_block_q8_K *a, const void *dd) {
+    __m128i s = _mm_hadd_epi32(_mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1)), mins);
+    s = _mm_hadd_epi32(s, s);
+    uint32_t h;
+    memcpy(&h, dd, 4);
+    const __m128 m = _mm_mul_ps(_mm_set1_ps(a->d), _mm_xor_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)h)),
+                                                              _mm_setr_ps(0.0f, -0.0f, 0.0f, 0.0f)));
+    const __m128 t = _mm_mul_ps(m, _mm_cvtepi32_ps(s));
+    return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
 
 #ifndef KQ_ZMM /* the AVX512-VNNI file has zmm kernels of these four */
@@ -138,7 +144,7 @@ static float KQ_NAME(dot_q4_K)(const void *w, const void *xa, int64_t nb) {
             acc0 = KQ_ACC(acc0, _mm256_maddubs_epi16(lo, KQ_NAME(load)(a[i].qs + 64 * j)), KQ_PICK16(sc, 2 * j));
             acc1 = KQ_ACC(acc1, _mm256_maddubs_epi16(hi, KQ_NAME(load)(a[i].qs + 64 * j + 32)), KQ_PICK16(sc, 2 * j + 1));
         }
-        sum += KQ_NAME(k45_block)(_mm256_add_epi32(acc0, acc1), mn, a + i, b[i].d, b[i].dmin);
+        sum += KQ_NAME(min_block)(_mm256_add_epi32(acc0, acc1), _mm_madd_epi16(KQ_NAME(bsums32)(a + i), mn), a + i, &b[i].d);
     }
     return sum;
 }
@@ -164,7 +170,7 @@ static float KQ_NAME(dot_q5_K)(const void *w, const void *xa, int64_t nb) {
             acc0 = KQ_ACC(acc0, _mm256_maddubs_epi16(lo, KQ_NAME(load)(a[i].qs + 64 * j)), KQ_PICK16(sc, 2 * j));
             acc1 = KQ_ACC(acc1, _mm256_maddubs_epi16(hi, KQ_NAME(load)(a[i].qs + 64 * j + 32)), KQ_PICK16(sc, 2 * j + 1));
         }
-        sum += KQ_NAME(k45_block)(_mm256_add_epi32(acc0, acc1), mn, a + i, b[i].d, b[i].dmin);
+        sum += KQ_NAME(min_block)(_mm256_add_epi32(acc0, acc1), _mm_madd_epi16(KQ_NAME(bsums32)(a + i), mn), a + i, &b[i].d);
     }
     return sum;
 }
@@ -208,11 +214,9 @@ static float KQ_NAME(dot_q2_K)(const void *w, const void *xa, int64_t nb) {
                 acc[r & 1] = KQ_NAME(acc16)(acc[r & 1], _mm256_and_si256(_mm256_srli_epi16(q, 2 * r), m2),
                                             a[i].qs + 128 * h + 32 * r, sc8, 8 * h + 2 * r);
         }
-        int32_t is, ms;
         const __m256i mins = _mm256_madd_epi16(_mm256_cvtepu8_epi16(mn8), _mm256_loadu_si256((const __m256i *)a[i].bsums));
-        KQ_NAME(hsum2)(_mm256_add_epi32(acc[0], acc[1]),
-                       _mm_add_epi32(_mm256_castsi256_si128(mins), _mm256_extracti128_si256(mins, 1)), &is, &ms);
-        sum += a[i].d * _cvtsh_ss(b[i].d) * (float)is + a[i].d * -_cvtsh_ss(b[i].dmin) * (float)ms;
+        sum += KQ_NAME(min_block)(_mm256_add_epi32(acc[0], acc[1]),
+                                  _mm_add_epi32(_mm256_castsi256_si128(mins), _mm256_extracti128_si256(mins, 1)), a + i, &b[i].d);
     }
     return sum;
 }
