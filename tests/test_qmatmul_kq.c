@@ -26,7 +26,8 @@ static uint32_t next_u32(void) {
 /* roughly N(0, 1): a sum of four uniforms, centred and scaled */
 static float gauss(void) {
     float s = 0;
-    for (int i = 0; i < 4; i++) s += (float)(next_u32() & 0xffff) / 65536.0f;
+    for (int i = 0; i < 4; i++)
+        s += (float)(next_u32() & 0xffff) / 65536.0f;
     return (s - 2.0f) * 1.7f;
 }
 
@@ -49,11 +50,13 @@ static void weight_row(kiln_dtype t, int kind, int nb, uint8_t *w) {
     const size_t bs = kiln__types[t].size;
     if (kind == ROW_QUANT) {
         float x[MAX_NB * KILN_QK_K];
-        for (int e = 0; e < nb * KILN_QK_K; e++) x[e] = e / KILN_QK_K == 1 ? 0.0f : gauss() * (float)(1 + e % 7);
+        for (int e = 0; e < nb * KILN_QK_K; e++)
+            x[e] = e / KILN_QK_K == 1 ? 0.0f : gauss() * (float)(1 + e % 7);
         kiln__types[t].from_f32(x, w, (int64_t)nb * KILN_QK_K);
         return;
     }
-    for (size_t i = 0; i < bs * (size_t)nb; i++) w[i] = kind == ROW_ZERO ? 0 : kind == ROW_MAX ? 0xff : (uint8_t)next_u32();
+    for (size_t i = 0; i < bs * (size_t)nb; i++)
+        w[i] = kind == ROW_ZERO ? 0 : kind == ROW_MAX ? 0xff : (uint8_t)next_u32();
     if (kind == ROW_ZERO) return;
     int off[2], nf;
     f16_fields(t, off, &nf);
@@ -106,18 +109,23 @@ KT_TEST(qmatmul_kq_kernels_match_the_reference) {
 
 /* 256 values of one kind for the Q8_K quantizer */
 static void q8k_block(int kind, float *x) {
-    for (int e = 0; e < KILN_QK_K; e++) x[e] = gauss() * 3.0f;
+    for (int e = 0; e < KILN_QK_K; e++)
+        x[e] = gauss() * 3.0f;
     switch (kind) {
     case 1: memset(x, 0, KILN_QK_K * sizeof *x); break;
     case 2: /* max = -127: iscale 1, so every x + 0.5 is a tie (to even) */
-        for (int e = 0; e < KILN_QK_K; e++) x[e] = (float)(e % 200 - 100) + 0.5f;
+        for (int e = 0; e < KILN_QK_K; e++)
+            x[e] = (float)(e % 200 - 100) + 0.5f;
         x[7] = -127.0f;
         break;
-    case 3: x[5] = 9.0f, x[9] = -9.0f; break;  /* the first of +-amax gives the sign */
+    case 3: x[5] = 9.0f, x[9] = -9.0f; break; /* the first of +-amax gives the sign */
     case 4: x[5] = -9.0f, x[9] = 9.0f; break;
     case 5: x[11] = NAN; break;
     case 6: x[200] = -INFINITY; break;
-    case 7: for (int e = 0; e < KILN_QK_K; e++) x[e] *= 1e-42f; break; /* subnormal */
+    case 7:
+        for (int e = 0; e < KILN_QK_K; e++)
+            x[e] *= 1e-42f;
+        break; /* subnormal */
     case 8: x[0] = 3e38f; break;
     }
 }
@@ -126,7 +134,8 @@ KT_TEST(qmatmul_kq_quantize_q8_K_matches_the_reference) {
     enum { KINDS = 9, NB = KINDS + 2 };
     static float x[NB * KILN_QK_K];
     static kiln_block_q8_K want[NB], got[NB];
-    for (int b = 0; b < NB; b++) q8k_block(b % KINDS, x + b * KILN_QK_K);
+    for (int b = 0; b < NB; b++)
+        q8k_block(b % KINDS, x + b * KILN_QK_K);
     kiln__quantize_q8_K_ref(x, want, NB * KILN_QK_K);
     KT_CHECK(kiln__types[KILN_Q8_K].from_f32 == kiln__quantize_q8_K, "Q8_K's coder is not the CPU's quantizer");
     KT_FOR_EACH_SIMD(v) {

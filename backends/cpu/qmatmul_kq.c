@@ -16,8 +16,10 @@ static const kiln_kq_kernels *kernels(void) {
 
 void kiln__quantize_q8_K(const float *x, void *blocks, int64_t n) {
     const kiln_kq_kernels *k = kernels();
-    if (k) k->quantize_q8_K(x, blocks, n);
-    else kiln__quantize_q8_K_ref(x, blocks, n);
+    if (k)
+        k->quantize_q8_K(x, blocks, n);
+    else
+        kiln__quantize_q8_K_ref(x, blocks, n);
 }
 
 kiln_qmm_dot_ggml *kiln__qmm_kq_kernel(kiln_dtype t) {

@@ -72,8 +72,8 @@ static float dot_q5_K_zmm(const void *w, const void *xa, int64_t nb) {
         __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
         KQ_UNROLL
         for (int j = 0; j < 4; j++) {
-            const __mmask64 set =
-                _mm512_test_epi8_mask(h, join(_mm256_set1_epi8((char)(1 << 2 * j)), _mm256_set1_epi8((char)(1 << (2 * j + 1)))));
+            const __mmask64 set = _mm512_test_epi8_mask(
+                h, join(_mm256_set1_epi8((char)(1 << 2 * j)), _mm256_set1_epi8((char)(1 << (2 * j + 1)))));
             const __m512i u = nibbles(b[i].qs + 32 * j, m4);
             acc[j & 1] = k45_chunk(acc[j & 1], _mm512_mask_add_epi8(u, set, u, sixteen), a[i].qs + 64 * j, sc4, j);
         }
@@ -90,7 +90,8 @@ static float dot_q6_K_zmm(const void *w, const void *xa, int64_t nb) {
     const kiln_block_q6_K *b = w;
     const kiln_block_q8_K *a = xa;
     const __m512i m4 = _mm512_set1_epi8(0x0f), m2 = _mm512_set1_epi8(0x30);
-    const __m512i up = join(_mm256_set1_epi16(4), _mm256_set1_epi16(2)), down = join(_mm256_setzero_si256(), _mm256_set1_epi16(2));
+    const __m512i up = join(_mm256_set1_epi16(4), _mm256_set1_epi16(2)),
+                  down = join(_mm256_setzero_si256(), _mm256_set1_epi16(2));
     float sum = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
         KQ_NAME(prefetch)(b + i, sizeof *b);
@@ -101,17 +102,19 @@ static float dot_q6_K_zmm(const void *w, const void *xa, int64_t nb) {
         for (int h = 0; h < 2; h++) {
             const __m512i l = _mm512_loadu_si512(b[i].ql + 64 * h),
                           hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b[i].qh + 32 * h)));
-            const __m512i q01 = _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_and_si512(_mm512_sllv_epi16(hb, up), m2));
+            const __m512i q01 =
+                _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_and_si512(_mm512_sllv_epi16(hb, up), m2));
             const __m512i q23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
                                                 _mm512_and_si512(_mm512_srlv_epi16(hb, down), m2));
             KQ_UNROLL
             for (int p = 0; p < 2; p++) {
                 const int s = 8 * h + 4 * p;
-                const __m512i idx = join(_mm256_set_m128i(_mm_set1_epi16((short)(s + 1)), _mm_set1_epi16((short)s)),
-                                         _mm256_set_m128i(_mm_set1_epi16((short)(s + 3)), _mm_set1_epi16((short)(s + 2))));
-                acc[p] = _mm512_dpwssd_epi32(acc[p],
-                                             _mm512_maddubs_epi16(p ? q23 : q01, _mm512_loadu_si512(a[i].qs + 128 * h + 64 * p)),
-                                             _mm512_permutexvar_epi16(idx, sc16));
+                const __m512i idx =
+                    join(_mm256_set_m128i(_mm_set1_epi16((short)(s + 1)), _mm_set1_epi16((short)s)),
+                         _mm256_set_m128i(_mm_set1_epi16((short)(s + 3)), _mm_set1_epi16((short)(s + 2))));
+                acc[p] = _mm512_dpwssd_epi32(
+                    acc[p], _mm512_maddubs_epi16(p ? q23 : q01, _mm512_loadu_si512(a[i].qs + 128 * h + 64 * p)),
+                    _mm512_permutexvar_epi16(idx, sc16));
             }
         }
         sum += a[i].d * _cvtsh_ss(b[i].d) * (float)KQ_NAME(isum16)(fold(acc[0], acc[1]), sc8, a + i, 5);
@@ -127,28 +130,21 @@ static float dot_iq4_xs_zmm(const void *w, const void *xa, int64_t nb) {
     const kiln_block_q8_K *a = xa;
     const __m512i m4 = _mm512_set1_epi8(0x0f), spread = _mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3),
                   nib = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4),
-                  tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)kiln__iq4nl_values)),
-                  lsh = _mm512_castsi256_si512(_mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
-                  hsh = _mm512_castsi256_si512(_mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
+                  tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)kiln__iq4nl_values));
     float sum = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
         KQ_NAME(prefetch)(b + i, sizeof *b);
-        uint32_t sl;
-        memcpy(&sl, b[i].scales_l, 4);
-        /* the 8 scales ls - 32 in int32 lanes 0-7, each as two int16 */
-        const __m512i ls = _mm512_or_si512(
-            _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32((int)sl), lsh), _mm512_set1_epi32(0x0f)),
-            _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32(b[i].scales_h), hsh), _mm512_set1_epi32(3)), 4));
-        const __m512i sc = _mm512_sub_epi32(ls, _mm512_set1_epi32(32));
-        const __m512i sc2 = _mm512_or_si512(_mm512_and_si512(sc, _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(sc, 16));
+        const __m512i sc2 = _mm512_castsi256_si512(KQ_NAME(iq4_scales)(b + i));
         __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
         KQ_UNROLL
         for (int p = 0; p < 4; p++) {
-            const __m512i c = _mm512_permutexvar_epi64(spread, _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * p))));
+            const __m512i c = _mm512_permutexvar_epi64(
+                spread, _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * p))));
             const __m512i v = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srlv_epi64(c, nib), m4));
             const __m512i x = _mm512_loadu_si512(a[i].qs + 64 * p);
             const __m512i xs = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(v), _mm512_setzero_si512(), x);
-            const __m512i scp = _mm512_permutexvar_epi32(join(_mm256_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1)), sc2);
+            const __m512i scp =
+                _mm512_permutexvar_epi32(join(_mm256_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1)), sc2);
             acc[p & 1] = _mm512_dpwssd_epi32(acc[p & 1], _mm512_maddubs_epi16(_mm512_abs_epi8(v), xs), scp);
         }
         sum += a[i].d * _cvtsh_ss(b[i].d) * (float)KQ_NAME(hsum)(fold(acc[0], acc[1]));
@@ -156,9 +152,8 @@ static float dot_iq4_xs_zmm(const void *w, const void *xa, int64_t nb) {
     return sum;
 }
 
-static const kiln_kq_kernels kernels = {dot_q4_K_zmm,       dot_q5_K_zmm,       dot_q6_K_zmm,
-                                        dot_iq4_xs_zmm,     KQ_NAME(dot_q2_K), KQ_NAME(dot_q3_K),
-                                        KQ_NAME(quantize_q8_K)};
+static const kiln_kq_kernels kernels = {dot_q4_K_zmm,      dot_q5_K_zmm,      dot_q6_K_zmm,          dot_iq4_xs_zmm,
+                                        KQ_NAME(dot_q2_K), KQ_NAME(dot_q3_K), KQ_NAME(quantize_q8_K)};
 
 const kiln_kq_kernels *kiln__kq_kernels_avx512vnni(void) { return &kernels; }
 #else

@@ -19,7 +19,8 @@
  * ahead (a block spans two to four lines) */
 static inline void KQ_NAME(prefetch)(const void *p, size_t size) {
     const char *c = (const char *)p + QMM_PREFETCH;
-    for (size_t off = 0; off < size; off += 64) _mm_prefetch(c + off, _MM_HINT_T0);
+    for (size_t off = 0; off < size; off += 64)
+        _mm_prefetch(c + off, _MM_HINT_T0);
     _mm_prefetch(c + size - 1, _MM_HINT_T0);
 }
 
@@ -75,7 +76,8 @@ static void KQ_NAME(quantize_q8_K)(const float *x, void *blocks, int64_t n) {
         for (int c = 0; c < KILN_QK_K / 32; c++) {
             __m256i q[4];
             for (int k = 0; k < 4; k++)
-                q[k] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(is, _mm256_loadu_ps(x + 32 * c + 8 * k))), cap);
+                q[k] =
+                    _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(is, _mm256_loadu_ps(x + 32 * c + 8 * k))), cap);
             const __m256i q8 = _mm256_permutevar8x32_epi32(
                 _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3])), order);
             _mm256_storeu_si256((__m256i *)(y[b].qs + 32 * c), q8);
@@ -120,8 +122,8 @@ static inline float KQ_NAME(min_block)(__m256i acc, __m128i mins, const kiln_blo
     s = _mm_hadd_epi32(s, s);
     uint32_t h;
     memcpy(&h, dd, 4);
-    const __m128 m = _mm_mul_ps(_mm_set1_ps(a->d), _mm_xor_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)h)),
-                                                              _mm_setr_ps(0.0f, -0.0f, 0.0f, 0.0f)));
+    const __m128 m = _mm_mul_ps(
+        _mm_set1_ps(a->d), _mm_xor_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)h)), _mm_setr_ps(0.0f, -0.0f, 0.0f, 0.0f)));
     const __m128 t = _mm_mul_ps(m, _mm_cvtepi32_ps(s));
     return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
@@ -142,9 +144,11 @@ static float KQ_NAME(dot_q4_K)(const void *w, const void *xa, int64_t nb) {
             const __m256i q = _mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * j));
             const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
             acc0 = KQ_ACC(acc0, _mm256_maddubs_epi16(lo, KQ_NAME(load)(a[i].qs + 64 * j)), KQ_PICK16(sc, 2 * j));
-            acc1 = KQ_ACC(acc1, _mm256_maddubs_epi16(hi, KQ_NAME(load)(a[i].qs + 64 * j + 32)), KQ_PICK16(sc, 2 * j + 1));
+            acc1 =
+                KQ_ACC(acc1, _mm256_maddubs_epi16(hi, KQ_NAME(load)(a[i].qs + 64 * j + 32)), KQ_PICK16(sc, 2 * j + 1));
         }
-        sum += KQ_NAME(min_block)(_mm256_add_epi32(acc0, acc1), _mm_madd_epi16(KQ_NAME(bsums32)(a + i), mn), a + i, &b[i].d);
+        sum += KQ_NAME(min_block)(_mm256_add_epi32(acc0, acc1), _mm_madd_epi16(KQ_NAME(bsums32)(a + i), mn), a + i,
+                                  &b[i].d);
     }
     return sum;
 }
@@ -168,9 +172,11 @@ static float KQ_NAME(dot_q5_K)(const void *w, const void *xa, int64_t nb) {
             const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
                                                _mm256_slli_epi16(_mm256_and_si256(h, two), 3));
             acc0 = KQ_ACC(acc0, _mm256_maddubs_epi16(lo, KQ_NAME(load)(a[i].qs + 64 * j)), KQ_PICK16(sc, 2 * j));
-            acc1 = KQ_ACC(acc1, _mm256_maddubs_epi16(hi, KQ_NAME(load)(a[i].qs + 64 * j + 32)), KQ_PICK16(sc, 2 * j + 1));
+            acc1 =
+                KQ_ACC(acc1, _mm256_maddubs_epi16(hi, KQ_NAME(load)(a[i].qs + 64 * j + 32)), KQ_PICK16(sc, 2 * j + 1));
         }
-        sum += KQ_NAME(min_block)(_mm256_add_epi32(acc0, acc1), _mm_madd_epi16(KQ_NAME(bsums32)(a + i), mn), a + i, &b[i].d);
+        sum += KQ_NAME(min_block)(_mm256_add_epi32(acc0, acc1), _mm_madd_epi16(KQ_NAME(bsums32)(a + i), mn), a + i,
+                                  &b[i].d);
     }
     return sum;
 }
@@ -204,7 +210,8 @@ static float KQ_NAME(dot_q2_K)(const void *w, const void *xa, int64_t nb) {
     for (int64_t i = 0; i < nb; i++) {
         KQ_NAME(prefetch)(b + i, sizeof *b);
         const __m128i s8 = _mm_loadu_si128((const __m128i *)b[i].scales);
-        const __m128i sc8 = _mm_and_si128(s8, _mm_set1_epi8(0x0f)), mn8 = _mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(0x0f));
+        const __m128i sc8 = _mm_and_si128(s8, _mm_set1_epi8(0x0f)),
+                      mn8 = _mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(0x0f));
         __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
         KQ_UNROLL
         for (int h = 0; h < 2; h++) {
@@ -214,9 +221,11 @@ static float KQ_NAME(dot_q2_K)(const void *w, const void *xa, int64_t nb) {
                 acc[r & 1] = KQ_NAME(acc16)(acc[r & 1], _mm256_and_si256(_mm256_srli_epi16(q, 2 * r), m2),
                                             a[i].qs + 128 * h + 32 * r, sc8, 8 * h + 2 * r);
         }
-        const __m256i mins = _mm256_madd_epi16(_mm256_cvtepu8_epi16(mn8), _mm256_loadu_si256((const __m256i *)a[i].bsums));
+        const __m256i mins =
+            _mm256_madd_epi16(_mm256_cvtepu8_epi16(mn8), _mm256_loadu_si256((const __m256i *)a[i].bsums));
         sum += KQ_NAME(min_block)(_mm256_add_epi32(acc[0], acc[1]),
-                                  _mm_add_epi32(_mm256_castsi256_si128(mins), _mm256_extracti128_si256(mins, 1)), a + i, &b[i].d);
+                                  _mm_add_epi32(_mm256_castsi256_si128(mins), _mm256_extracti128_si256(mins, 1)), a + i,
+                                  &b[i].d);
     }
     return sum;
 }
@@ -232,12 +241,11 @@ static float KQ_NAME(dot_q3_K)(const void *w, const void *xa, int64_t nb) {
         KQ_NAME(prefetch)(b + i, sizeof *b);
         uint32_t sa, sb, c;
         memcpy(&sa, b[i].scales, 4), memcpy(&sb, b[i].scales + 4, 4), memcpy(&c, b[i].scales + 8, 4);
-        const __m128i sc8 = _mm_sub_epi8(
-            _mm_setr_epi32((int)((sa & 0x0f0f0f0f) | (c & 0x03030303) << 4),
-                           (int)((sb & 0x0f0f0f0f) | ((c >> 2) & 0x03030303) << 4),
-                           (int)(((sa >> 4) & 0x0f0f0f0f) | ((c >> 4) & 0x03030303) << 4),
-                           (int)(((sb >> 4) & 0x0f0f0f0f) | ((c >> 6) & 0x03030303) << 4)),
-            _mm_set1_epi8(32));
+        const __m128i sc8 = _mm_sub_epi8(_mm_setr_epi32((int)((sa & 0x0f0f0f0f) | (c & 0x03030303) << 4),
+                                                        (int)((sb & 0x0f0f0f0f) | ((c >> 2) & 0x03030303) << 4),
+                                                        (int)(((sa >> 4) & 0x0f0f0f0f) | ((c >> 4) & 0x03030303) << 4),
+                                                        (int)(((sb >> 4) & 0x0f0f0f0f) | ((c >> 6) & 0x03030303) << 4)),
+                                         _mm_set1_epi8(32));
         __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()},
                 hm = _mm256_loadu_si256((const __m256i *)b[i].hmask);
         KQ_UNROLL
@@ -253,6 +261,22 @@ static float KQ_NAME(dot_q3_K)(const void *w, const void *xa, int64_t nb) {
         sum += a[i].d * _cvtsh_ss(b[i].d) * (float)KQ_NAME(isum16)(_mm256_add_epi32(acc[0], acc[1]), sc8, a + i, 2);
     }
     return sum;
+}
+
+/* IQ4_XS's 8 scales ls - 32 in int32 lanes, each as two int16 (the
+ * pair vpmaddwd multiplies): ls's low nibble s from bits 4s of
+ * scales_l, its high two bits from bits 2s of scales_h */
+static inline __m256i KQ_NAME(iq4_scales)(const kiln_block_iq4_xs *b) {
+    uint32_t sl;
+    memcpy(&sl, b->scales_l, 4);
+    const __m256i lo =
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sl), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                         _mm256_set1_epi32(0x0f));
+    const __m256i hi = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(b->scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+        _mm256_set1_epi32(3));
+    const __m256i sc = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+    return _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(sc, 16));
 }
 
 #ifndef KQ_ZMM
@@ -290,24 +314,17 @@ static float KQ_NAME(dot_q6_K)(const void *w, const void *xa, int64_t nb) {
 
 /* IQ4_XS: sub-block s's 16 bytes in both lanes, the low nibbles in the
  * first and the high ones in the second (element order), through the
- * table (pshufb), signed: |v| against sign(x, v); the 8 scales ls - 32 as
- * int16 pairs in int32 lanes, one picked per sub-block */
+ * table (pshufb), signed: |v| against sign(x, v); its scale picked from
+ * iq4_scales */
 static float KQ_NAME(dot_iq4_xs)(const void *w, const void *xa, int64_t nb) {
     const kiln_block_iq4_xs *b = w;
     const kiln_block_q8_K *a = xa;
     const __m256i m4 = _mm256_set1_epi8(0x0f), nib = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4),
-                  tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kiln__iq4nl_values)),
-                  lsh = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), hsh = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+                  tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kiln__iq4nl_values));
     float sum = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
         KQ_NAME(prefetch)(b + i, sizeof *b);
-        uint32_t sl;
-        memcpy(&sl, b[i].scales_l, 4);
-        const __m256i ls = _mm256_or_si256(
-            _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sl), lsh), _mm256_set1_epi32(0x0f)),
-            _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b[i].scales_h), hsh), _mm256_set1_epi32(3)), 4));
-        const __m256i sc = _mm256_sub_epi32(ls, _mm256_set1_epi32(32));
-        const __m256i sc2 = _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(sc, 16));
+        const __m256i sc2 = KQ_NAME(iq4_scales)(b + i);
         __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
         KQ_UNROLL
         for (int s = 0; s < 8; s++) {
@@ -322,8 +339,7 @@ static float KQ_NAME(dot_iq4_xs)(const void *w, const void *xa, int64_t nb) {
     return sum;
 }
 
-static const kiln_kq_kernels KQ_NAME(kernels) = {KQ_NAME(dot_q4_K), KQ_NAME(dot_q5_K),   KQ_NAME(dot_q6_K),
-                                                 KQ_NAME(dot_iq4_xs), KQ_NAME(dot_q2_K), KQ_NAME(dot_q3_K),
+static const kiln_kq_kernels KQ_NAME(kernels) = {KQ_NAME(dot_q4_K),     KQ_NAME(dot_q5_K), KQ_NAME(dot_q6_K),
+                                                 KQ_NAME(dot_iq4_xs),   KQ_NAME(dot_q2_K), KQ_NAME(dot_q3_K),
                                                  KQ_NAME(quantize_q8_K)};
 #endif
-
