@@ -36,50 +36,39 @@ static inline __m512i nibbles(const uint8_t *qs, __m512i m4) {
     return _mm512_and_si512(join(q, _mm256_srli_epi16(q, 4)), m4);
 }
 
-static float dot_q4_K_zmm(const void *w, const void *xa, int64_t nb) {
-    const kiln_block_q4_K *b = w;
+/* Q4_K, Q5_K (q5: 16 added where qh's bit s is set, for sub-block s) */
+static inline __attribute__((always_inline)) float dot_k45_zmm(const uint8_t *w, size_t bsz, size_t qs_off, bool q5,
+                                                               const void *xa, int64_t nb) {
     const kiln_block_q8_K *a = xa;
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i m4 = _mm512_set1_epi8(0x0f), sixteen = _mm512_set1_epi8(16);
     float sum = 0.0f;
-    for (int64_t i = 0; i < nb; i++) {
-        KQ_NAME(prefetch)(b + i, sizeof *b);
+    for (int64_t i = 0; i < nb; i++, w += bsz) {
+        KQ_NAME(prefetch)(w, bsz);
         __m256i sc;
         __m128i mn;
-        KQ_NAME(scales_k4)(b[i].scales, &sc, &mn);
-        const __m512i sc4 = _mm512_broadcast_i64x4(sc);
+        KQ_NAME(scales_k4)(w + offsetof(kiln_block_q4_K, scales), &sc, &mn);
+        const __m512i sc4 = _mm512_broadcast_i64x4(sc),
+                      h = q5 ? _mm512_broadcast_i64x4(
+                                   _mm256_loadu_si256((const __m256i *)(w + offsetof(kiln_block_q5_K, qh))))
+                             : sc4;
         __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
         KQ_UNROLL
-        for (int j = 0; j < 4; j++)
-            acc[j & 1] = k45_chunk(acc[j & 1], nibbles(b[i].qs + 32 * j, m4), a[i].qs + 64 * j, sc4, j);
-        sum += KQ_NAME(min_block)(fold(acc[0], acc[1]), _mm_madd_epi16(KQ_NAME(bsums32)(a + i), mn), a + i, &b[i].d);
+        for (int j = 0; j < 4; j++) {
+            __m512i u = nibbles(w + qs_off + 32 * j, m4);
+            const __m512i bit = join(_mm256_set1_epi8((char)(1 << 2 * j)), _mm256_set1_epi8((char)(1 << (2 * j + 1))));
+            if (q5) u = _mm512_mask_add_epi8(u, _mm512_test_epi8_mask(h, bit), u, sixteen);
+            acc[j & 1] = k45_chunk(acc[j & 1], u, a[i].qs + 64 * j, sc4, j);
+        }
+        sum += KQ_NAME(min_block)(fold(acc[0], acc[1]), _mm_madd_epi16(KQ_NAME(bsums32)(a + i), mn), a + i, w);
     }
     return sum;
 }
 
-/* Q5_K: the fifth bit of sub-block s is bit s of qh: 16 added where set */
+static float dot_q4_K_zmm(const void *w, const void *xa, int64_t nb) {
+    return dot_k45_zmm(w, KQ_K45(kiln_block_q4_K, false), xa, nb);
+}
 static float dot_q5_K_zmm(const void *w, const void *xa, int64_t nb) {
-    const kiln_block_q5_K *b = w;
-    const kiln_block_q8_K *a = xa;
-    const __m512i m4 = _mm512_set1_epi8(0x0f), sixteen = _mm512_set1_epi8(16);
-    float sum = 0.0f;
-    for (int64_t i = 0; i < nb; i++) {
-        KQ_NAME(prefetch)(b + i, sizeof *b);
-        __m256i sc;
-        __m128i mn;
-        KQ_NAME(scales_k4)(b[i].scales, &sc, &mn);
-        const __m512i sc4 = _mm512_broadcast_i64x4(sc),
-                      h = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b[i].qh));
-        __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-        KQ_UNROLL
-        for (int j = 0; j < 4; j++) {
-            const __mmask64 set = _mm512_test_epi8_mask(
-                h, join(_mm256_set1_epi8((char)(1 << 2 * j)), _mm256_set1_epi8((char)(1 << (2 * j + 1)))));
-            const __m512i u = nibbles(b[i].qs + 32 * j, m4);
-            acc[j & 1] = k45_chunk(acc[j & 1], _mm512_mask_add_epi8(u, set, u, sixteen), a[i].qs + 64 * j, sc4, j);
-        }
-        sum += KQ_NAME(min_block)(fold(acc[0], acc[1]), _mm_madd_epi16(KQ_NAME(bsums32)(a + i), mn), a + i, &b[i].d);
-    }
-    return sum;
+    return dot_k45_zmm(w, KQ_K45(kiln_block_q5_K, true), xa, nb);
 }
 
 /* Q6_K: per half, ql's 64 bytes as one zmm give elements 0-63 (low

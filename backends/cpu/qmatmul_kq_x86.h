@@ -13,6 +13,7 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 /* W streams once from DRAM: the lines of block p's bytes QMM_PREFETCH
@@ -128,59 +129,48 @@ static inline float KQ_NAME(min_block)(__m256i acc, __m128i mins, const kiln_blo
     return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
 
-#ifndef KQ_ZMM /* the AVX512-VNNI file has zmm kernels of these four */
-static float KQ_NAME(dot_q4_K)(const void *w, const void *xa, int64_t nb) {
-    const kiln_block_q4_K *b = w;
-    const kiln_block_q8_K *a = xa;
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
-    float sum = 0.0f;
-    for (int64_t i = 0; i < nb; i++) {
-        KQ_NAME(prefetch)(b + i, sizeof *b);
-        __m256i sc, acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
-        __m128i mn;
-        KQ_NAME(scales_k4)(b[i].scales, &sc, &mn);
-        KQ_UNROLL
-        for (int j = 0; j < 4; j++) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * j));
-            const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            acc0 = KQ_ACC(acc0, _mm256_maddubs_epi16(lo, KQ_NAME(load)(a[i].qs + 64 * j)), KQ_PICK16(sc, 2 * j));
-            acc1 =
-                KQ_ACC(acc1, _mm256_maddubs_epi16(hi, KQ_NAME(load)(a[i].qs + 64 * j + 32)), KQ_PICK16(sc, 2 * j + 1));
-        }
-        sum += KQ_NAME(min_block)(_mm256_add_epi32(acc0, acc1), _mm_madd_epi16(KQ_NAME(bsums32)(a + i), mn), a + i,
-                                  &b[i].d);
-    }
-    return sum;
-}
+/* Q4_K and Q5_K share a layout up to the codes (d, dmin, scales; Q5_K's
+ * qh before its qs): their kernels take the block size, where the codes
+ * start, and whether a qh is there */
+#define KQ_K45(T, q5) sizeof(T), offsetof(T, qs), q5
+_Static_assert(offsetof(kiln_block_q4_K, scales) == offsetof(kiln_block_q5_K, scales), "Q4_K / Q5_K scales");
 
-/* Q5_K: Q4_K's nibbles with the fifth bit of sub-block s from bit s of qh */
-static float KQ_NAME(dot_q5_K)(const void *w, const void *xa, int64_t nb) {
-    const kiln_block_q5_K *b = w;
+#ifndef KQ_ZMM /* the AVX512-VNNI file has zmm kernels of these four */
+/* Q5_K's fifth bit of sub-block s is bit s of qh: 16 added where set */
+static inline __attribute__((always_inline)) float KQ_NAME(dot_k45)(const uint8_t *w, size_t bsz, size_t qs_off,
+                                                                    bool q5, const void *xa, int64_t nb) {
     const kiln_block_q8_K *a = xa;
     const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1), two = _mm256_set1_epi8(2);
     float sum = 0.0f;
-    for (int64_t i = 0; i < nb; i++) {
-        KQ_NAME(prefetch)(b + i, sizeof *b);
+    for (int64_t i = 0; i < nb; i++, w += bsz) {
+        KQ_NAME(prefetch)(w, bsz);
         __m256i sc, acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256(),
-                    h = _mm256_loadu_si256((const __m256i *)b[i].qh);
+                    h = q5 ? _mm256_loadu_si256((const __m256i *)(w + offsetof(kiln_block_q5_K, qh))) : acc0;
         __m128i mn;
-        KQ_NAME(scales_k4)(b[i].scales, &sc, &mn);
+        KQ_NAME(scales_k4)(w + offsetof(kiln_block_q4_K, scales), &sc, &mn);
         KQ_UNROLL
         for (int j = 0; j < 4; j++, h = _mm256_srli_epi16(h, 2)) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * j));
-            const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(_mm256_and_si256(h, one), 4));
-            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
-                                               _mm256_slli_epi16(_mm256_and_si256(h, two), 3));
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(w + qs_off + 32 * j));
+            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            if (q5) {
+                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(h, one), 4));
+                hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(h, two), 3));
+            }
             acc0 = KQ_ACC(acc0, _mm256_maddubs_epi16(lo, KQ_NAME(load)(a[i].qs + 64 * j)), KQ_PICK16(sc, 2 * j));
             acc1 =
                 KQ_ACC(acc1, _mm256_maddubs_epi16(hi, KQ_NAME(load)(a[i].qs + 64 * j + 32)), KQ_PICK16(sc, 2 * j + 1));
         }
-        sum += KQ_NAME(min_block)(_mm256_add_epi32(acc0, acc1), _mm_madd_epi16(KQ_NAME(bsums32)(a + i), mn), a + i,
-                                  &b[i].d);
+        sum += KQ_NAME(min_block)(_mm256_add_epi32(acc0, acc1), _mm_madd_epi16(KQ_NAME(bsums32)(a + i), mn), a + i, w);
     }
     return sum;
 }
 
+static float KQ_NAME(dot_q4_K)(const void *w, const void *xa, int64_t nb) {
+    return KQ_NAME(dot_k45)(w, KQ_K45(kiln_block_q4_K, false), xa, nb);
+}
+static float KQ_NAME(dot_q5_K)(const void *w, const void *xa, int64_t nb) {
+    return KQ_NAME(dot_k45)(w, KQ_K45(kiln_block_q5_K, true), xa, nb);
+}
 #endif
 
 /* The types of 16 sub-blocks of 16 (Q2_K, Q3_K, Q6_K): a ymm of unsigned
