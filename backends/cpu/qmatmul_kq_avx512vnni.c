@@ -1,10 +1,10 @@
 /* qmatmul_kq_avx512vnni.c — the K types' and IQ4_XS's dot products with
  * AVX512-VNNI (qmatmul_kq.h): Q4_K, Q5_K, Q6_K and IQ4_XS two sub-blocks
  * of 32 (or four of 16) per zmm, the scaled pairs summed by the EVEX
- * vpdpwssd; Q2_K and Q3_K on ymm from the shared body (Zen 4 has no
- * AVX-VNNI, so nothing here is VEX-encoded). AVX-512 has no vpsignb: IQ4_XS
- * takes |v| (its table's values, vpabsb) against x negated where v < 0
- * (a masked subtract). */
+ * vpdpwssd (IQ4_XS: vpdpbusd on its table's values plus 128); Q2_K and
+ * Q3_K on ymm from the shared body (Zen 4 has no AVX-VNNI, so nothing here
+ * is VEX-encoded). The 16-entry table needs no VBMI: vpshufb looks it up
+ * in every 128-bit lane. */
 #include "qmatmul_kq.h"
 
 #if defined(__x86_64__) && defined(__AVX512VNNI__) && defined(__AVX512VL__) && defined(__AVX512BW__)
@@ -113,30 +113,35 @@ static float dot_q6_K_zmm(const void *w, const void *xa, int64_t nb) {
 
 /* IQ4_XS: sub-blocks 2p, 2p + 1 (32 bytes of codes) as [low nibbles of
  * the first 16 | their high ones | the same of the next 16], element
- * order, through the table in every lane */
+ * order, through the table plus 128 in every lane (1..241, unsigned):
+ * vpdpbusd against x, times the sub-block's scale (vpmulld), and 128 sc
+ * times x's sums (bsums) taken off per block: exact */
 static float dot_iq4_xs_zmm(const void *w, const void *xa, int64_t nb) {
     const kiln_block_iq4_xs *b = w;
     const kiln_block_q8_K *a = xa;
     const __m512i m4 = _mm512_set1_epi8(0x0f), spread = _mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3),
                   nib = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4),
-                  tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)kiln__iq4nl_values));
+                  tabu = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)kiln__iq4nl_values)),
+                                          _mm512_set1_epi8((char)0x80));
     float sum = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
         KQ_NAME(prefetch)(b + i, sizeof *b);
-        const __m512i sc2 = _mm512_castsi256_si512(KQ_NAME(iq4_scales)(b + i));
+        const __m256i sc = _mm256_srai_epi32(KQ_NAME(iq4_scales)(b + i), 16);
+        const __m512i scz = _mm512_castsi256_si512(sc);
         __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
         KQ_UNROLL
         for (int p = 0; p < 4; p++) {
             const __m512i c = _mm512_permutexvar_epi64(
                 spread, _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * p))));
-            const __m512i v = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srlv_epi64(c, nib), m4));
-            const __m512i x = _mm512_loadu_si512(a[i].qs + 64 * p);
-            const __m512i xs = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(v), _mm512_setzero_si512(), x);
+            const __m512i u = _mm512_shuffle_epi8(tabu, _mm512_and_si512(_mm512_srlv_epi64(c, nib), m4));
+            const __m512i d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, _mm512_loadu_si512(a[i].qs + 64 * p));
             const __m512i scp =
-                _mm512_permutexvar_epi32(join(_mm256_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1)), sc2);
-            acc[p & 1] = _mm512_dpwssd_epi32(acc[p & 1], _mm512_maddubs_epi16(_mm512_abs_epi8(v), xs), scp);
+                _mm512_permutexvar_epi32(join(_mm256_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1)), scz);
+            acc[p & 1] = _mm512_add_epi32(acc[p & 1], _mm512_mullo_epi32(d, scp));
         }
-        sum += a[i].d * _cvtsh_ss(b[i].d) * (float)KQ_NAME(hsum)(fold(acc[0], acc[1]));
+        const __m256i off = _mm256_mullo_epi32(_mm256_cvtepi16_epi32(KQ_NAME(bsums32)(a + i)), sc);
+        sum += a[i].d * _cvtsh_ss(b[i].d) *
+               (float)KQ_NAME(hsum)(_mm256_sub_epi32(fold(acc[0], acc[1]), _mm256_slli_epi32(off, 7)));
     }
     return sum;
 }
