@@ -36,39 +36,26 @@ static inline __m512i nibbles(const uint8_t *qs, __m512i m4) {
     return _mm512_and_si512(join(q, _mm256_srli_epi16(q, 4)), m4);
 }
 
-/* Q4_K, Q5_K (q5: 16 added where qh's bit s is set, for sub-block s) */
-static inline __attribute__((always_inline)) float dot_k45_zmm(const uint8_t *w, size_t bsz, size_t qs_off, bool q5,
-                                                               const void *xa, int64_t nb) {
-    const kiln_block_q8_K *a = xa;
+/* Q4_K / Q5_K's block sums (qmatmul_kq_x86.h's k45_ints) on zmm: two
+ * sub-blocks per vpdpwssd; Q5_K's fifth bit by a masked add */
+static inline __attribute__((always_inline)) __m128i KQ_NAME(k45_ints)(const uint8_t *w, size_t qs_off, bool q5,
+                                                                       const kiln_block_q8_K *a, __m256i *lanes) {
     const __m512i m4 = _mm512_set1_epi8(0x0f), sixteen = _mm512_set1_epi8(16);
-    float sum = 0.0f;
-    for (int64_t i = 0; i < nb; i++, w += bsz) {
-        KQ_NAME(prefetch)(w, bsz);
-        __m256i sc;
-        __m128i mn;
-        KQ_NAME(scales_k4)(w + offsetof(kiln_block_q4_K, scales), &sc, &mn);
-        const __m512i sc4 = _mm512_broadcast_i64x4(sc),
-                      h = q5 ? _mm512_broadcast_i64x4(
-                                   _mm256_loadu_si256((const __m256i *)(w + offsetof(kiln_block_q5_K, qh))))
-                             : sc4;
-        __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-        KQ_UNROLL
-        for (int j = 0; j < 4; j++) {
-            __m512i u = nibbles(w + qs_off + 32 * j, m4);
-            const __m512i bit = join(_mm256_set1_epi8((char)(1 << 2 * j)), _mm256_set1_epi8((char)(1 << (2 * j + 1))));
-            if (q5) u = _mm512_mask_add_epi8(u, _mm512_test_epi8_mask(h, bit), u, sixteen);
-            acc[j & 1] = k45_chunk(acc[j & 1], u, a[i].qs + 64 * j, sc4, j);
-        }
-        sum += KQ_NAME(min_block)(fold(acc[0], acc[1]), _mm_madd_epi16(KQ_NAME(bsums32)(a + i), mn), a + i, w);
+    __m256i sc;
+    __m128i mn;
+    KQ_NAME(scales_k4)(w + offsetof(kiln_block_q4_K, scales), &sc, &mn);
+    const __m256i *qh = (const __m256i *)(w + offsetof(kiln_block_q5_K, qh));
+    const __m512i sc4 = _mm512_broadcast_i64x4(sc), h = q5 ? _mm512_broadcast_i64x4(_mm256_loadu_si256(qh)) : sc4;
+    __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+    KQ_UNROLL
+    for (int j = 0; j < 4; j++) {
+        __m512i u = nibbles(w + qs_off + 32 * j, m4);
+        const __m512i bit = join(_mm256_set1_epi8((char)(1 << 2 * j)), _mm256_set1_epi8((char)(1 << (2 * j + 1))));
+        if (q5) u = _mm512_mask_add_epi8(u, _mm512_test_epi8_mask(h, bit), u, sixteen);
+        acc[j & 1] = k45_chunk(acc[j & 1], u, a->qs + 64 * j, sc4, j);
     }
-    return sum;
-}
-
-static float dot_q4_K_zmm(const void *w, const void *xa, int64_t nb) {
-    return dot_k45_zmm(w, KQ_K45(kiln_block_q4_K, false), xa, nb);
-}
-static float dot_q5_K_zmm(const void *w, const void *xa, int64_t nb) {
-    return dot_k45_zmm(w, KQ_K45(kiln_block_q5_K, true), xa, nb);
+    *lanes = fold(acc[0], acc[1]);
+    return _mm_madd_epi16(KQ_NAME(bsums32)(a), mn);
 }
 
 /* Q6_K: per half, ql's 64 bytes as one zmm give elements 0-63 (low
@@ -146,7 +133,7 @@ static float dot_iq4_xs_zmm(const void *w, const void *xa, int64_t nb) {
     return sum;
 }
 
-static const kiln_kq_kernels kernels = {dot_q4_K_zmm,      dot_q5_K_zmm,      dot_q6_K_zmm,          dot_iq4_xs_zmm,
+static const kiln_kq_kernels kernels = {KQ_NAME(dot_q4_K), KQ_NAME(dot_q5_K), dot_q6_K_zmm,          dot_iq4_xs_zmm,
                                         KQ_NAME(dot_q2_K), KQ_NAME(dot_q3_K), KQ_NAME(quantize_q8_K)};
 
 const kiln_kq_kernels *kiln__kq_kernels_avx512vnni(void) { return &kernels; }

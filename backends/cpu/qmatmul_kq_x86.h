@@ -4,8 +4,8 @@
  * KQ_ACC(acc, p, sc): acc (8 int32) plus the int16 pairs p times the
  * int16 scales sc, summed pairwise (madd, or vpdpwssd). Included once per
  * file, built with that file's flags. With KQ_ZMM defined it leaves out
- * Q4_K's, Q5_K's, Q6_K's and IQ4_XS's kernels and the table (the
- * AVX512-VNNI file has zmm ones) and keeps the helpers, Q2_K and Q3_K. */
+ * Q4_K / Q5_K's block sums (k45_ints), Q6_K's and IQ4_XS's kernels and
+ * the table: the AVX512-VNNI file has zmm ones. */
 #include "qmatmul_kq.h"
 
 #include "../../quant/quant.h"
@@ -132,35 +132,53 @@ static inline float KQ_NAME(min_block)(__m256i acc, __m128i mins, const kiln_blo
 /* Q4_K and Q5_K share a layout up to the codes (d, dmin, scales; Q5_K's
  * qh before its qs): their kernels take the block size, where the codes
  * start, and whether a qh is there */
+/* Two blocks' f32 terms as min_block's, in one xmm, added to *sum in
+ * block order */
+static inline void KQ_NAME(min_block2)(__m256i acc0, __m128i mins0, __m256i acc1, __m128i mins1,
+                                       const kiln_block_q8_K *a, const void *dd0, const void *dd1, float *sum) {
+    const __m128i s0 =
+        _mm_hadd_epi32(_mm_add_epi32(_mm256_castsi256_si128(acc0), _mm256_extracti128_si256(acc0, 1)), mins0);
+    const __m128i s1 =
+        _mm_hadd_epi32(_mm_add_epi32(_mm256_castsi256_si128(acc1), _mm256_extracti128_si256(acc1, 1)), mins1);
+    uint32_t h0, h1;
+    memcpy(&h0, dd0, 4), memcpy(&h1, dd1, 4);
+    const __m128 dx = _mm_setr_ps(a[0].d, a[0].d, a[1].d, a[1].d);
+    const __m128 m = _mm_mul_ps(
+        dx, _mm_xor_ps(_mm_cvtph_ps(_mm_setr_epi32((int)h0, (int)h1, 0, 0)), _mm_setr_ps(0.0f, -0.0f, 0.0f, -0.0f)));
+    const __m128 t = _mm_mul_ps(m, _mm_cvtepi32_ps(_mm_hadd_epi32(s0, s1)));
+    const __m128 v = _mm_hadd_ps(t, t);
+    *sum += _mm_cvtss_f32(v);
+    *sum += _mm_cvtss_f32(_mm_movehdup_ps(v));
+}
+
 #define KQ_K45(T, q5) sizeof(T), offsetof(T, qs), q5
 _Static_assert(offsetof(kiln_block_q4_K, scales) == offsetof(kiln_block_q5_K, scales), "Q4_K / Q5_K scales");
 
-#ifndef KQ_ZMM /* the AVX512-VNNI file has zmm kernels of these four */
-/* Q5_K's fifth bit of sub-block s is bit s of qh: 16 added where set */
+/* A Q4_K / Q5_K block's integer sums (q5: 16 added to the codes of
+ * sub-block s where bit s of qh is set): the scaled lanes (*lanes), and
+ * the mins times x's sums (4 lanes, returned). On ymm below; the
+ * AVX512-VNNI file has its own on zmm. */
+static inline __attribute__((always_inline))
+__m128i KQ_NAME(k45_ints)(const uint8_t *w, size_t qs_off, bool q5, const kiln_block_q8_K *a, __m256i *lanes);
+
+/* Q4_K, Q5_K: two blocks per step share the f32 work (min_block2) */
 static inline __attribute__((always_inline)) float KQ_NAME(dot_k45)(const uint8_t *w, size_t bsz, size_t qs_off,
                                                                     bool q5, const void *xa, int64_t nb) {
     const kiln_block_q8_K *a = xa;
-    const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1), two = _mm256_set1_epi8(2);
     float sum = 0.0f;
-    for (int64_t i = 0; i < nb; i++, w += bsz) {
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2, w += 2 * bsz) {
+        KQ_NAME(prefetch)(w, 2 * bsz);
+        __m256i l0, l1;
+        const __m128i m0 = KQ_NAME(k45_ints)(w, qs_off, q5, a + i, &l0),
+                      m1 = KQ_NAME(k45_ints)(w + bsz, qs_off, q5, a + i + 1, &l1);
+        KQ_NAME(min_block2)(l0, m0, l1, m1, a + i, w, w + bsz, &sum);
+    }
+    if (i < nb) {
         KQ_NAME(prefetch)(w, bsz);
-        __m256i sc, acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256(),
-                    h = q5 ? _mm256_loadu_si256((const __m256i *)(w + offsetof(kiln_block_q5_K, qh))) : acc0;
-        __m128i mn;
-        KQ_NAME(scales_k4)(w + offsetof(kiln_block_q4_K, scales), &sc, &mn);
-        KQ_UNROLL
-        for (int j = 0; j < 4; j++, h = _mm256_srli_epi16(h, 2)) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(w + qs_off + 32 * j));
-            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            if (q5) {
-                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(h, one), 4));
-                hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(h, two), 3));
-            }
-            acc0 = KQ_ACC(acc0, _mm256_maddubs_epi16(lo, KQ_NAME(load)(a[i].qs + 64 * j)), KQ_PICK16(sc, 2 * j));
-            acc1 =
-                KQ_ACC(acc1, _mm256_maddubs_epi16(hi, KQ_NAME(load)(a[i].qs + 64 * j + 32)), KQ_PICK16(sc, 2 * j + 1));
-        }
-        sum += KQ_NAME(min_block)(_mm256_add_epi32(acc0, acc1), _mm_madd_epi16(KQ_NAME(bsums32)(a + i), mn), a + i, w);
+        __m256i l0;
+        const __m128i m0 = KQ_NAME(k45_ints)(w, qs_off, q5, a + i, &l0);
+        sum += KQ_NAME(min_block)(l0, m0, a + i, w);
     }
     return sum;
 }
@@ -170,6 +188,29 @@ static float KQ_NAME(dot_q4_K)(const void *w, const void *xa, int64_t nb) {
 }
 static float KQ_NAME(dot_q5_K)(const void *w, const void *xa, int64_t nb) {
     return KQ_NAME(dot_k45)(w, KQ_K45(kiln_block_q5_K, true), xa, nb);
+}
+
+#ifndef KQ_ZMM
+static inline __attribute__((always_inline)) __m128i KQ_NAME(k45_ints)(const uint8_t *w, size_t qs_off, bool q5,
+                                                                       const kiln_block_q8_K *a, __m256i *lanes) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1), two = _mm256_set1_epi8(2);
+    __m256i sc, acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256(),
+                h = q5 ? _mm256_loadu_si256((const __m256i *)(w + offsetof(kiln_block_q5_K, qh))) : acc0;
+    __m128i mn;
+    KQ_NAME(scales_k4)(w + offsetof(kiln_block_q4_K, scales), &sc, &mn);
+    KQ_UNROLL
+    for (int j = 0; j < 4; j++, h = _mm256_srli_epi16(h, 2)) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(w + qs_off + 32 * j));
+        __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        if (q5) {
+            lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(h, one), 4));
+            hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(h, two), 3));
+        }
+        acc0 = KQ_ACC(acc0, _mm256_maddubs_epi16(lo, KQ_NAME(load)(a->qs + 64 * j)), KQ_PICK16(sc, 2 * j));
+        acc1 = KQ_ACC(acc1, _mm256_maddubs_epi16(hi, KQ_NAME(load)(a->qs + 64 * j + 32)), KQ_PICK16(sc, 2 * j + 1));
+    }
+    *lanes = _mm256_add_epi32(acc0, acc1);
+    return _mm_madd_epi16(KQ_NAME(bsums32)(a), mn);
 }
 #endif
 
@@ -269,7 +310,7 @@ static inline __m256i KQ_NAME(iq4_scales)(const kiln_block_iq4_xs *b) {
     return _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(sc, 16));
 }
 
-#ifndef KQ_ZMM
+#ifndef KQ_ZMM /* the AVX512-VNNI file has zmm kernels of these two */
 /* Q6_K: q + 32 (0..63) unsigned against x, 32 sc bsums taken off */
 static float KQ_NAME(dot_q6_K)(const void *w, const void *xa, int64_t nb) {
     const kiln_block_q6_K *b = w;
