@@ -261,7 +261,8 @@ static void bench_qmatmul(const bench_opts *o) {
     printf("# quantized matmul: y = x W^T, W [%d, %d] x L copies (> %lld MiB of weight bytes, LLC 480 MiB)\n", QM_N,
            QM_K, (long long)(QM_BYTES >> 20));
     const kiln_dtype ts[] = {KILN_F32,     KILN_Q4_0,    KILN_Q8_0,    KILN_NF4,  KILN_NF4_DQ, KILN_GQ4_128,
-                             KILN_GQ3_128, KILN_GQ2_128, KILN_Q4_1,    KILN_Q5_0, KILN_Q5_1,   KILN_IQ4_NL};
+                             KILN_GQ3_128, KILN_GQ2_128, KILN_Q4_1,    KILN_Q5_0, KILN_Q5_1,   KILN_IQ4_NL,
+                             KILN_Q4_K,    KILN_Q6_K, KILN_Q5_K,   KILN_IQ4_XS};
     const int saved = kiln_get_threads();
     for (int ti = 0; ti < o->n_threads; ti++) {
         const int nt = o->threads[ti];

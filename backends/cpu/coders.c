@@ -7,6 +7,7 @@
 #include "coders.h"
 #include "cpu_features.h"
 #include "pool.h"
+#include "qmatmul_kq.h"
 
 #include <math.h>
 #include <string.h>
@@ -156,4 +157,5 @@ __attribute__((constructor)) static void prefer_cpu_coders(void) {
 #define PREFER_DECODER(T, t) kiln__dtype_prefer_coders(T, to_f32_##t, NULL);
     QUANT_DTYPES(PREFER_DECODER)
     kiln__dtype_prefer_coders(KILN_DFP16, NULL, quantize_dfp16);
+    kiln__dtype_prefer_coders(KILN_Q8_K, NULL, kiln__quantize_q8_K); /* the K products' activations */
 }

@@ -5,7 +5,7 @@
  *
  * The CPU lends these to the rest of the library through the dtype table:
  * when the library loads it registers its row dequantizers (and DFP16's
- * quantizer) as the preferred coders of their dtypes
+ * and Q8_K's quantizers) as the preferred coders of their dtypes
  * (kiln__dtype_prefer_coders), so kiln_tensor_get_f32 and the file
  * loaders' conversions run them without naming the CPU.
  *

@@ -31,7 +31,8 @@
  *     way, exact int32 block sums, f32 scaling per block).
  *   - ggml's other block types (Q4_1, Q5_0, Q5_1, the K types, IQ4_NL,
  *     IQ4_XS), few rows: x quantized to the type's activation dtype and
- *     ggml's integer dot products (qmatmul_ggml.h).
+ *     ggml's integer dot products (qmatmul_ggml.h; the K types' and
+ *     IQ4_XS's x86 kernels: qmatmul_kq.h).
  *   - Many rows otherwise (NF4, NF4_DQ, ggml's other types, CPUs without VNNI): a panel of W
  *     rows is dequantized into an L2-sized f32 buffer and multiplied by
  *     kiln's own f32 GEMM.

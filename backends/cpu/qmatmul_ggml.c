@@ -7,6 +7,7 @@
 #include "cpu_features.h"
 #include "pool.h"
 #include "qmatmul.h"
+#include "qmatmul_kq.h"
 
 #include <stdlib.h>
 
@@ -54,11 +55,13 @@ float kiln__qmm_dot_ggml_ref(kiln_dtype t, const void *w, const void *xa, int64_
 GGML_DTYPES(REF_KERNEL)
 
 /* The per-ISA kernels, chosen by kiln__cpu_caps() as qmatmul.c's kernels()
- * does (the highest level that has one for t), else the reference. */
+ * does (the highest level that has one for t), else the reference: the K
+ * types' and IQ4_XS's on x86 (qmatmul_kq.h), the blocks of 32 on x86 and
+ * every type on ARM (qmatmul_q32_*.c, qmatmul_ggml_neon*.c). */
 kiln_qmm_dot_ggml *kiln__qmm_ggml_kernel(kiln_dtype t) {
     const kiln_cpu_caps *c = kiln__cpu_caps();
-    kiln_qmm_dot_ggml *k = NULL;
-    if (kiln__cpu_avx512vnni(c)) k = kiln__qmm_ggml_avx512vnni(t);
+    kiln_qmm_dot_ggml *k = kiln__qmm_kq_kernel(t);
+    if (!k && kiln__cpu_avx512vnni(c)) k = kiln__qmm_ggml_avx512vnni(t);
     if (!k && kiln__cpu_avxvnni(c)) k = kiln__qmm_ggml_avxvnni(t);
     if (!k && kiln__cpu_avx2(c)) k = kiln__qmm_ggml_avx2(t);
     if (!k && kiln__cpu_neondot(c)) k = kiln__qmm_ggml_neondot(t);

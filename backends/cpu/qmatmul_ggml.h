@@ -19,9 +19,10 @@
  *
  * Per-ISA kernels, each equal to the reference bit for bit, go into the
  * dispatch of qmatmul_ggml.c (kiln__qmm_ggml_kernel) beside it, one slot
- * per dtype: Q4_1, Q5_0, Q5_1 and IQ4_NL on AVX2, AVX-VNNI and
+ * per dtype: Q4_K, Q5_K, Q6_K, Q3_K, Q2_K and IQ4_XS on x86
+ * (qmatmul_kq.h); Q4_1, Q5_0, Q5_1 and IQ4_NL on AVX2, AVX-VNNI and
  * AVX512-VNNI (qmatmul_q32_*.c); every type on NEON and NEON-dotprod
- * (qmatmul_ggml_neon*.c); the others run the reference.
+ * (qmatmul_ggml_neon*.c).
  *
  *     if (kiln__qmm_ggml_handles(t)) s = kiln__qmatmul_ggml_cpu(t, 1, n, k, x, w, y, n_threads);
  */
