@@ -94,7 +94,9 @@ kiln_status lora_load_peft(lora *l, const char *dir);
 /* Fold the adapters into the weights, W += alpha/r B A (computed in f32,
  * written back in W's dtype: requantized for a quantized W), and stop
  * adding them (graphs built afterwards; built ones still hold the
- * adapters' nodes). The model then saves through its own writers. */
+ * adapters' nodes). The model then saves through its own writers. A
+ * failure (a layer named in the error) leaves the layers before it merged
+ * and the adapters still on: start again from the base weights. */
 kiln_status lora_merge(lora *l);
 
 #endif
