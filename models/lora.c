@@ -23,7 +23,8 @@ static kiln_tensor *apply(void *user, kiln_ctx *ctx, kiln_tensor *x, kiln_tensor
     for (int i = 0; i < l->n_layers; i++) {
         const lora_layer *a = &l->layers[i];
         if (a->w != w) continue;
-        kiln_tensor *d = l->cfg.dropout > 0 ? kiln_dropout(ctx, x, l->cfg.dropout, model_param_seed(l->seed, a->module)) : x;
+        const double p = l->cfg.dropout;
+        kiln_tensor *d = p > 0 ? kiln_dropout(ctx, x, p, model_param_seed(l->seed, a->module)) : x;
         kiln_tensor *u = kiln_linear(ctx, kiln_linear(ctx, d, a->a, NULL), a->b, NULL);
         return kiln_add(ctx, y, kiln_scale(ctx, u, l->cfg.alpha / l->cfg.r));
     }
@@ -115,8 +116,9 @@ lora *lora_attach(kiln_ctx *ctx, int n, const char *const *modules, kiln_tensor 
         kiln_tensor *w = weights[i];
         lora_layer *a = &l->layers[l->n_layers];
         if (!w || kiln_tensor_ndim(w) != 2 || strlen(modules[i]) >= sizeof a->module) {
-            kiln_set_error(KILN_ERR_SHAPE, "lora_attach: module '%s': the weight must be 2-d [out, in]%s", modules[i],
-                           w ? " and the name under 96 bytes" : "");
+            kiln_set_error(KILN_ERR_SHAPE, "lora_attach: module '%.96s': %s", modules[i],
+                           w && kiln_tensor_ndim(w) == 2 ? "the name is 96 bytes or longer"
+                                                         : "the weight must be 2-d [out, in]");
             lora_free(l);
             return NULL;
         }

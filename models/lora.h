@@ -16,7 +16,10 @@
  * Layers are chosen as PEFT's target_modules: a layer's module name, as
  * Hugging Face names it ("model.layers.0.self_attn.q_proj" for llama,
  * "transformer.h.0.attn.c_attn" for GPT-2), matches a target equal to it
- * or to its last dotted parts ("q_proj", "self_attn.q_proj"). The heads
+ * or to its last dotted parts ("q_proj", "self_attn.q_proj"); PEFT's
+ * other form, one string taken as a regular expression, is not read. Phi-3's
+ * fused qkv_proj / gate_up_proj are split in kiln and take Llama's names
+ * (q_proj, ..., up_proj), so PEFT files made for Phi-3 do not load. The heads
  * (lm_head, GPT-2's tied wte) are not adapted. The adapters reach the
  * models through model.h's model_linear hook, so attach before building
  * the graphs; a llama so adapted runs one product per weight (m->fuse off).

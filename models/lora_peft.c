@@ -64,7 +64,8 @@ static kiln_status write_config(const lora *l, const char *path) {
     py_number(f, c->alpha, c->alpha == (double)(long long)c->alpha);
     fputs(",\n  \"lora_dropout\": ", f);
     py_number(f, c->dropout, false);
-    fprintf(f, ",\n  \"modules_to_save\": null,\n  \"peft_type\": \"LORA\",\n  \"r\": %d,\n  \"target_modules\": [", c->r);
+    fprintf(f, ",\n  \"modules_to_save\": null,\n  \"peft_type\": \"LORA\",\n  \"r\": %d,\n", c->r);
+    fputs("  \"target_modules\": [", f);
     for (int t = 0; t < c->n_targets; t++) {
         fputs(t ? ",\n    " : "\n    ", f);
         py_string(f, c->targets[t]);

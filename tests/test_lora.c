@@ -416,6 +416,9 @@ KT_TEST(lora_errors_name_the_value) {
     KT_EXPECT_ERR(lora_attach_llama(m, &cfg, 1), KILN_ERR_ARG, "lora_dropout = 1");
     cfg = config(2, 16, 0, qv);
     KT_EXPECT_ERR(lora_attach_llama(m, &cfg, 1), KILN_ERR_ARG, "no target_modules");
+    cfg = config(2, 16, 1, qv);
+    KT_EXPECT_ERR(lora_attach(ctx, 1, (const char *[]){"norm.q_proj"}, &m->norm, &cfg, 1), KILN_ERR_SHAPE,
+                  "module 'norm.q_proj': the weight must be 2-d");
     /* a fixture of another rank, then of another shape: an error, the adapters unchanged */
     cfg = config(4, 16, 2, qv);
     lora *l = lora_attach_llama(m, &cfg, 1);
