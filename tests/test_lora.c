@@ -328,11 +328,13 @@ KT_TEST(lora_peft_files_match_the_fixture) {
  * within dtype's rounding of the largest entry; the f32 model's logits
  * equal the adapted ones. */
 KT_TEST(lora_merge_equals_the_adapted_forward) {
-    static const kiln_dtype dts[] = {KILN_F32, KILN_Q8_0, KILN_Q4_0, KILN_NF4};
-    static const double tol[] = {1e-6, 1.0 / 127, 1.0 / 7, 1.0 / 5};
-    llama_config c = tiny();
-    c.dim = 64, c.hidden = 128; /* rows of whole blocks (NF4's are 64 values) */
+    static const kiln_dtype dts[] = {KILN_F32, KILN_Q8_0, KILN_Q4_0, KILN_NF4, KILN_NF4_DQ};
+    static const double tol[] = {1e-6, 1.0 / 127, 1.0 / 7, 1.0 / 5, 1.0 / 5};
     for (size_t d = 0; d < sizeof dts / sizeof *dts; d++) {
+        llama_config c = tiny();
+        /* rows of whole blocks (NF4's are 64 values); NF4_DQ's super-blocks
+         * of 16384 in wq, wo, w1, w2, w3 (wk, wv fall back to NF4) */
+        c.dim = dts[d] == KILN_NF4_DQ ? 128 : 64, c.hidden = 128;
         kt_set_context(kiln_dtype_name(dts[d]));
         kiln_ctx *ctx = kiln_ctx_new();
         llama *m = llama_new_inference(ctx, &c, dts[d], false);
@@ -342,6 +344,7 @@ KT_TEST(lora_merge_equals_the_adapted_forward) {
                                                            "up_proj", "down_proj"});
         lora *l = lora_attach_llama(m, &cfg, 3);
         KT_NOTNULL(l);
+        KT_CHECK(kiln_tensor_dtype(l->layers[0].w) == dts[d], "wq is %s", kiln_dtype_name(kiln_tensor_dtype(l->layers[0].w)));
         for (int i = 0; i < l->n_params; i++) KT_OK(kiln_tensor_fill_randn(l->params[i], 20 + (uint64_t)i, 0, 0.05));
         model_graph adapted, merged;
         KT_OK(llama_eval_graph(m, 1, 8, &adapted));
@@ -375,7 +378,7 @@ KT_TEST(lora_merge_equals_the_adapted_forward) {
             near("merged logits", merged.logits, y, 1e-5, 1e-4);
             free(y);
         }
-        if (dts[d] != KILN_NF4) { /* the merged model through GGUF, in its own dtype: the same logits */
+        if (dts[d] != KILN_NF4 && dts[d] != KILN_NF4_DQ) { /* the merged model through GGUF, in its own dtype: the same logits */
             char path[64] = "/tmp/kiln_merged_XXXXXX";
             int fd = mkstemp(path);
             KT_REQUIRE(fd >= 0, "mkstemp");
