@@ -2,7 +2,6 @@
  * files (see lora.h). */
 #include "lora.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,14 +48,24 @@ static char *dup(const char *s) {
     return d;
 }
 
-/* The adapter parameter for weight w: its name less ".weight", then what. */
-static kiln_tensor *adapter_param(kiln_ctx *ctx, const kiln_tensor *w, const char *what, int64_t rows, int64_t cols) {
-    char name[64];
+/* An adapter's parameter name: its weight's name less ".weight", then what. */
+static void adapter_name(char name[64], const kiln_tensor *w, const char *what) {
     const char *wn = kiln_tensor_name(w);
     size_t n = strlen(wn);
     if (n > 7 && !strcmp(wn + n - 7, ".weight")) n -= 7;
-    snprintf(name, sizeof name, "%.*s.%s", (int)n, wn, what);
+    snprintf(name, 64, "%.*s.%s", (int)n, wn, what);
+}
+
+static kiln_tensor *adapter_param(kiln_ctx *ctx, const kiln_tensor *w, const char *what, int64_t rows, int64_t cols) {
+    char name[64];
+    adapter_name(name, w, what);
     return kiln_param(ctx, name, KILN_F32, 2, (int64_t[]){rows, cols});
+}
+
+static bool targeted(const lora_config *c, const char *module) {
+    for (int t = 0; t < c->n_targets; t++)
+        if (matches(module, c->targets[t])) return true;
+    return false;
 }
 
 static kiln_status check_config(const lora_config *c) {
@@ -104,44 +113,59 @@ lora *lora_attach(kiln_ctx *ctx, int n, const char *const *modules, kiln_tensor 
         for (int t = 0; ok && t < cfg->n_targets; t++) ok = (((const char **)l->cfg.targets)[t] = dup(cfg->targets[t]));
         if (ok && cfg->base_model) ok = (l->cfg.base_model = dup(cfg->base_model));
     }
-    if (!ok) {
+    const int n_had = kiln_ctx_params(ctx, NULL, 0);
+    kiln_tensor **had = ok ? malloc((size_t)(n_had + 1) * sizeof *had) : NULL;
+    if (!had) {
         lora_free(l);
         kiln_set_error(KILN_ERR_OOM, "lora_attach: out of memory");
         return NULL;
     }
+    kiln_ctx_params(ctx, had, n_had);
+    /* every check before the first parameter: a parameter cannot be taken
+     * back, and would keep its name from a later attach */
     for (int i = 0; i < n; i++) {
-        bool hit = false;
-        for (int t = 0; t < cfg->n_targets && !hit; t++) hit = matches(modules[i], cfg->targets[t]);
-        if (!hit) continue;
+        if (!targeted(cfg, modules[i])) continue;
         kiln_tensor *w = weights[i];
-        lora_layer *a = &l->layers[l->n_layers];
-        if (!w || kiln_tensor_ndim(w) != 2 || strlen(modules[i]) >= sizeof a->module) {
+        if (!w || kiln_tensor_ndim(w) != 2 || strlen(modules[i]) >= sizeof l->layers->module) {
             kiln_set_error(KILN_ERR_SHAPE, "lora_attach: module '%.96s': %s", modules[i],
                            w && kiln_tensor_ndim(w) == 2 ? "the name is 96 bytes or longer"
                                                          : "the weight must be 2-d [out, in]");
-            lora_free(l);
-            return NULL;
+            goto fail;
         }
+        char name[64];
+        adapter_name(name, w, "lora_A");
+        for (int j = 0; j < n_had; j++)
+            if (!strcmp(kiln_tensor_name(had[j]), name)) {
+                kiln_set_error(KILN_ERR_STATE, "lora_attach: module '%s' has adapters already ('%s')", modules[i],
+                               name);
+                goto fail;
+            }
+    }
+    for (int i = 0; i < n; i++) {
+        if (!targeted(cfg, modules[i])) continue;
+        kiln_tensor *w = weights[i];
+        lora_layer *a = &l->layers[l->n_layers];
         const int64_t out = kiln_tensor_dim(w, 0), in = kiln_tensor_dim(w, 1);
         strcpy(a->module, modules[i]);
         a->w = w;
         ok = (a->a = adapter_param(ctx, w, "lora_A", cfg->r, in)) &&
              !kiln_tensor_init_linear(a->a, model_param_seed(seed, a->module), in) &&
              (a->b = adapter_param(ctx, w, "lora_B", out, cfg->r));
-        if (ok && kiln_tensor_requires_grad(w)) ok = !kiln_tensor_set_requires_grad(w, false);
-        if (!ok) {
-            lora_free(l);
-            return NULL;
-        }
+        if (!ok) goto fail;
         l->params[l->n_params++] = a->a;
         l->params[l->n_params++] = a->b;
         l->n_layers++;
     }
-    if (model_linear_hook_add(apply, l)) {
-        lora_free(l);
-        return NULL;
-    }
+    if (model_linear_hook_add(apply, l)) goto fail;
+    /* frozen only now, so that a failure above leaves W as it was */
+    for (int i = 0; i < l->n_layers; i++)
+        if (kiln_tensor_requires_grad(l->layers[i].w)) kiln_tensor_set_requires_grad(l->layers[i].w, false);
+    free(had);
     return l;
+fail:
+    free(had);
+    lora_free(l);
+    return NULL;
 }
 
 /* The Hugging Face names of a llama's linear weights, in kiln's order. */

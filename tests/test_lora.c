@@ -425,12 +425,16 @@ KT_TEST(lora_errors_name_the_value) {
     cfg = config(2, 16, 0, qv);
     KT_EXPECT_ERR(lora_attach_llama(m, &cfg, 1), KILN_ERR_ARG, "no target_modules");
     cfg = config(2, 16, 1, qv);
-    KT_EXPECT_ERR(lora_attach(ctx, 1, (const char *[]){"norm.q_proj"}, &m->norm, &cfg, 1), KILN_ERR_SHAPE,
-                  "module 'norm.q_proj': the weight must be 2-d");
+    KT_EXPECT_ERR(lora_attach(ctx, 2, (const char *[]){"a.q_proj", "norm.q_proj"},
+                              (kiln_tensor *[]){m->layers[0].wq, m->norm}, &cfg, 1),
+                  KILN_ERR_SHAPE, "module 'norm.q_proj': the weight must be 2-d");
+    KT_CHECK(kiln_tensor_requires_grad(m->layers[0].wq), "a failed attach froze wq");
     /* a fixture of another rank, then of another shape: an error, the adapters unchanged */
     cfg = config(4, 16, 2, qv);
     lora *l = lora_attach_llama(m, &cfg, 1);
     KT_NOTNULL(l);
+    KT_EXPECT_ERR(lora_attach_llama(m, &cfg, 1), KILN_ERR_STATE,
+                  "module 'model.layers.0.self_attn.q_proj' has adapters already");
     kiln_clear_error();
     KT_CHECK(lora_load_peft(l, "tests/fixtures/peft") == KILN_ERR_FORMAT && strstr(kiln_last_error(), "r = 2"),
              "rank: %s", kiln_last_error());
