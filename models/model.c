@@ -99,7 +99,31 @@ double model_accuracy(model_graph *g, kiln_tensor *inputs, kiln_tensor *labels, 
     return rows < 0 || seen == 0 ? -1 : (double)correct / (double)seen;
 }
 
+static struct {
+    model_linear_hook fn;
+    void *user;
+} hooks[16];
+static int n_hooks;
+
+kiln_status model_linear_hook_add(model_linear_hook fn, void *user) {
+    if (!fn) return kiln_set_error(KILN_ERR_ARG, "model_linear_hook_add: fn is NULL");
+    if (n_hooks == (int)(sizeof hooks / sizeof *hooks))
+        return kiln_set_error(KILN_ERR_STATE, "model_linear_hook_add: %d hooks are registered already", n_hooks);
+    hooks[n_hooks].fn = fn, hooks[n_hooks].user = user;
+    n_hooks++;
+    return KILN_OK;
+}
+
+void model_linear_hook_remove(model_linear_hook fn, void *user) {
+    for (int i = 0; i < n_hooks; i++)
+        if (hooks[i].fn == fn && hooks[i].user == user) {
+            hooks[i] = hooks[--n_hooks];
+            return;
+        }
+}
+
 kiln_tensor *model_linear(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *perm, kiln_tensor *b) {
+    kiln_tensor *x0 = x;
     if (perm && x) { /* x [..., in] -> [n, in] -> columns gathered by perm -> [..., in] */
         const int nd = kiln_tensor_ndim(x);
         int64_t shape[8];
@@ -112,5 +136,7 @@ kiln_tensor *model_linear(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_te
         x2 = kiln_transpose(ctx, kiln_get_rows(ctx, kiln_transpose(ctx, x2, 0, 1), perm), 0, 1);
         x = kiln_reshape(ctx, kiln_contiguous(ctx, x2), nd, shape);
     }
-    return kiln_linear(ctx, x, w, b);
+    kiln_tensor *y = kiln_linear(ctx, x, w, b);
+    for (int i = 0; i < n_hooks && y; i++) y = hooks[i].fn(hooks[i].user, ctx, x0, w, y);
+    return y;
 }

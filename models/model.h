@@ -97,6 +97,17 @@ kiln_status model_graph_finish(kiln_ctx *ctx, model_graph *g, kiln_tensor *logit
  */
 kiln_tensor *model_linear(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *perm, kiln_tensor *b);
 
+/* What model_linear adds to a product: fn gets the layer's input x (before
+ * any perm), its weight w and the product y, and returns y, or y plus
+ * something where w is one it adapts (lora.h's adapters), NULL on an
+ * error. Every registered hook sees every product built while it is
+ * registered; none registered: model_linear is kiln_linear. At most 16 at
+ * a time (KILN_ERR_STATE beyond); registering and building graphs are not
+ * thread-safe. */
+typedef kiln_tensor *(*model_linear_hook)(void *user, kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *y);
+kiln_status model_linear_hook_add(model_linear_hook fn, void *user);
+void model_linear_hook_remove(model_linear_hook fn, void *user);
+
 /* Elements of the tensors in list (n of them). */
 int64_t model_count(kiln_tensor *const *list, int n);
 
