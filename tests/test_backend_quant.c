@@ -1,9 +1,8 @@
 /* test_backend_quant.c — the cross-backend op table's quantized family
  * (harness: backend_ops_util.h): DEQUANTIZE, GET_ROWS from a quantized
  * table and QMATMUL for Q8_0, Q4_0, NF4, NF4_DQ, the nine GQ dtypes and
- * ggml's other types (Q4_1 .. IQ4_XS; QMATMUL for those that are weights,
- * not Q8_1 / Q8_K) on every device backend against the CPU, none allowed
- * to fall back.
+ * ggml's other types (Q4_1 .. IQ4_XS) on every device backend against the
+ * CPU, none allowed to fall back.
  *
  * Dequantize and get_rows must equal the CPU bit for bit (tolerance 0), on
  * quantized data and on raw random blocks (every f16 scale, subnormals
@@ -274,6 +273,8 @@ static const bo_case ggml_qmm_cases[] = {
     GG_QMM_CASES(KILN_Q4_1), GG_QMM_CASES(KILN_Q5_0), GG_QMM_CASES(KILN_Q5_1), GG_QMM_CASES(KILN_Q2_K),
     GG_QMM_CASES(KILN_Q3_K), GG_QMM_CASES(KILN_Q4_K), GG_QMM_CASES(KILN_Q5_K), GG_QMM_CASES(KILN_Q6_K),
     GG_QMM_CASES(KILN_IQ4_NL), GG_QMM_CASES(KILN_IQ4_XS),
+    /* the activation types, should a weight be stored in one */
+    {"qmatmul_m1", b_qmm, KILN_Q8_1, BO_TRANS, 0, &QK256_1}, {"qmatmul_m13", b_qmm, KILN_Q8_K, BO_TRANS, 0, &QK256_13},
     {"qmatmul_m3", b_qmm, KILN_Q4_K, BO_TRANS, 0, &QK256_3},
     {"qmatmul_m8", b_qmm, KILN_Q6_K, BO_TRANS, 0, &QK256_8},
     {"qmatmul_long_k_m1", b_qmm, KILN_Q4_K, BO_TRANS, 0, &QKL1},

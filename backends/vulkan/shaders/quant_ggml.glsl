@@ -114,3 +114,46 @@ int kq_q(uint b, uint e) {
     return kq_iq4(kq_nib(b + 8u + 16u * (e / 32u), e % 32u));
 #endif
 }
+
+// Codes e .. e+3 (e a multiple of 4) at once, for the matmul: four codes
+// sit in four neighbouring bytes in every layout above (same nibble or bit
+// pair of each), so each field is one word, split into its bytes.
+ivec4 kq_bytes4(uint w) { return ivec4(uvec4(w, w >> 8u, w >> 16u, w >> 24u) & 0xffu); }
+vec4 kq_q4(uint b, uint e) {
+#if QT == 9 || QT == 15
+    int w = int(kq_u32(b + 4u + e));
+    return vec4(bitfieldExtract(w, 0, 8), bitfieldExtract(w, 8, 8), bitfieldExtract(w, 16, 8), bitfieldExtract(w, 24, 8));
+#elif QT == 6 || QT == 7 || QT == 8 || QT == 16 || QT == 17
+    uint j = e % 32u, c = b + (QT == 6 ? 4u : QT == 7 ? 6u : QT == 8 ? 8u : QT == 16 ? 2u : 8u + 16u * (e / 32u));
+    uint q = (kq_u32(c + (j & 15u)) >> (j < 16u ? 0u : 4u)) & 0x0f0f0f0fu;
+#if QT == 7 || QT == 8
+    uint h = kq_u32(b + (QT == 7 ? 2u : 4u)) >> j; // the fifth bits of codes j .. j+3
+    q |= ((h & 1u) | (h & 2u) << 7u | (h & 4u) << 14u | (h & 8u) << 21u) << 4u;
+#endif
+    ivec4 v = kq_bytes4(q);
+#if QT >= 16
+    return vec4(kq_iq4(uint(v.x)), kq_iq4(uint(v.y)), kq_iq4(uint(v.z)), kq_iq4(uint(v.w)));
+#else
+    return vec4(v - (QT == 7 ? 16 : 0));
+#endif
+#elif QT == 10 || QT == 11
+    uint q = (kq_u32(b + (QT == 10 ? 16u : 32u) + e / 128u * 32u + e % 32u) >> (2u * (e % 128u / 32u))) & 0x03030303u;
+#if QT == 10
+    return vec4(kq_bytes4(q));
+#else
+    uint h = (kq_u32(b + e % 32u) >> (e / 32u)) & 0x01010101u; // set: no -4
+    return vec4(kq_bytes4(q) - 4 * (1 - kq_bytes4(h)));
+#endif
+#elif QT == 12 || QT == 13
+    uint q = (kq_u32(b + (QT == 12 ? 16u : 48u) + e / 64u * 32u + e % 32u) >> (4u * (e % 64u / 32u))) & 0x0f0f0f0fu;
+#if QT == 13
+    q |= ((kq_u32(b + 16u + e % 32u) >> (e / 32u)) & 0x01010101u) << 4u;
+#endif
+    return vec4(kq_bytes4(q));
+#else // Q6_K
+    uint h = e / 128u, r = e % 128u / 32u, l = e % 32u;
+    uint lo = (kq_u32(b + 64u * h + l + 32u * (r & 1u)) >> (4u * (r / 2u))) & 0x0f0f0f0fu;
+    uint hi = (kq_u32(b + 128u + 32u * h + l) >> (2u * r)) & 0x03030303u;
+    return vec4(kq_bytes4(lo | hi << 4u) - 32);
+#endif
+}

@@ -29,8 +29,8 @@ vec4 kq_code4(uint b, uint j) {
 #elif QT == 2
     uint w = kq_u32(b + 2u + (j & 15u)) >> (j < 16u ? 0u : 4u);
     return vec4(uvec4(w, w >> 8u, w >> 16u, w >> 24u) & 15u) - 8.0;
-#elif QT >= 6 // ggml's types: one element at a time (dequantizing; not tuned)
-    return vec4(kq_code(b, j), kq_code(b, j + 1u), kq_code(b, j + 2u), kq_code(b, j + 3u));
+#elif QT >= 6 // ggml's types (quant_ggml.glsl)
+    return kq_q4(b, j);
 #else
     uint w = kq_u16(b + (QT == 3 ? 4u : 264u) + j / 2u); // even: blocks start 4-aligned
     return vec4(kq_nf4((w >> 4u) & 15u), kq_nf4(w & 15u), kq_nf4(w >> 12u), kq_nf4((w >> 8u) & 15u));
