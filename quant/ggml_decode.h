@@ -91,7 +91,8 @@ KILN_QD_FN float kiln__qd_get(int k, const uint8_t *b, int e) {
     case KILN_QD_Q4_1:
     case KILN_QD_Q5_1:
         d = kiln__qd_f16(b), dm = kiln__qd_f16(b + 2), mn = 1, has_min = 1;
-        q = k == KILN_QD_Q4_1 ? kiln__qd_nib(b + 4, e) : kiln__qd_nib(b + 8, e) | (int)((kiln__qd_u32(b + 4) >> e) & 1) << 4;
+        q = k == KILN_QD_Q4_1 ? kiln__qd_nib(b + 4, e)
+                              : kiln__qd_nib(b + 8, e) | (int)((kiln__qd_u32(b + 4) >> e) & 1) << 4;
         break;
     case KILN_QD_Q5_0:
         d = kiln__qd_f16(b);

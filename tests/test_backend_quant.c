@@ -53,8 +53,11 @@ static float rand_f32(uint64_t *s) {
 /* ggml's other types (Q4_1 .. IQ4_XS, in kiln_dtype's order): the byte
  * offsets of their f16 fields (0xff: none; Q8_K's d is an f32 at 0) */
 static bool is_ggml(kiln_dtype t) { return t >= KILN_Q4_1 && t <= KILN_IQ4_XS; }
-static const uint8_t GGML_F16[][2] = {{0, 2},    {0, 0xff}, {0, 2}, {0, 2},       {80, 82},  {108, 0xff},
-                                      {0, 2},    {0, 2},    {208, 0xff}, {0xff, 0xff}, {0, 0xff}, {0, 0xff}};
+static const uint8_t GGML_F16[][2] = {
+    {0, 2},   {0, 0xff},   {0, 2},   {0, 2},       /* Q4_1 Q5_0 Q5_1 Q8_1 */
+    {80, 82}, {108, 0xff}, {0, 2},   {0, 2},       /* Q2_K Q3_K Q4_K Q5_K */
+    {208, 0xff}, {0xff, 0xff}, {0, 0xff}, {0, 0xff}, /* Q6_K Q8_K IQ4_NL IQ4_XS */
+};
 static kiln_tensor *raw(bo_io *io, int64_t rows, int64_t cols) {
     kiln_tensor *t = kiln_tensor_new(CTX, io->dt, BO_SHAPE(rows, cols));
     if (!t) return NULL;

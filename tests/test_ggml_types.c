@@ -409,11 +409,15 @@ KT_TEST(ggml_types_vulkan_runs_gguf_weights) {
             kiln_tensor *w = kiln_gguf_load(g, ctx, names[i]);
             KT_REQUIRE(w && kiln_tensor_dtype(w) == dts[i], "%s: %s", names[i], kiln_last_error());
             n = kiln_tensor_shape(w)[0], k = kiln_tensor_shape(w)[1];
-            if (!x) x = randn(3 * k, 30 + i), want = malloc((size_t)(3 * n) * sizeof *want), got = malloc((size_t)(3 * n) * sizeof *got);
+            if (!dev) {
+                x = randn(3 * k, 30 + i);
+                want = malloc((size_t)(3 * n) * sizeof *want), got = malloc((size_t)(3 * n) * sizeof *got);
+            }
             KT_REQUIRE(x && want && got, "memory");
             kiln_tensor *xt = kiln_new_2d(ctx, KILN_F32, 3, k);
             KT_OK(kiln_tensor_set_f32(xt, x, 3 * k));
-            kiln_tensor *y = dev ? kiln_linear(ctx, xt, w, NULL) : kiln_matmul(ctx, xt, kiln_transpose(ctx, kiln_dequantize(ctx, w), 0, 1));
+            kiln_tensor *y = dev ? kiln_linear(ctx, xt, w, NULL)
+                                 : kiln_matmul(ctx, xt, kiln_transpose(ctx, kiln_dequantize(ctx, w), 0, 1));
             kiln_graph *gr = kiln_graph_new(ctx);
             KT_REQUIRE(y && gr && !kiln_graph_add(gr, y) && !kiln_graph_compute(gr), "%s", kiln_last_error());
             KT_OK(kiln_tensor_get_f32(y, dev ? got : want, 3 * n));
@@ -425,7 +429,8 @@ KT_TEST(ggml_types_vulkan_runs_gguf_weights) {
             if (fabs(want[j]) > scale) scale = fabs(want[j]);
             if (fabs(got[j] - want[j]) > worst) worst = fabs(got[j] - want[j]);
         }
-        KT_CHECK(scale > 0 && worst <= 1e-5 * scale, "%s: the device's product differs by %g (scale %g)", names[i], worst, scale);
+        KT_CHECK(scale > 0 && worst <= 1e-5 * scale, "%s: the device's product differs by %g (scale %g)", names[i],
+                 worst, scale);
         free(x), free(want), free(got);
     }
     kiln_gguf_close(g);
