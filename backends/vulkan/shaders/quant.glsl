@@ -122,7 +122,7 @@ float kq_code(uint b, uint j) {
 #endif
     return float(int(q) - int(kq_byte(b + 2u)));
 #elif QT >= 6
-    return float(kq_q(b, j));
+    return kq_q4(b, j & ~3u)[j & 3u];
 #else
     uint q = kq_byte(b + (QT == 3 ? 4u : 264u) + j / 2u);
     return kq_nf4((j & 1u) == 0u ? q >> 4u : q & 15u);

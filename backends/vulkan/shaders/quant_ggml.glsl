@@ -9,8 +9,6 @@
 
 float kq_h(uint b) { return kq_f16(kq_u16(b)); }
 int kq_i8(uint b) { return int(kq_byte(b) << 24u) >> 24; }
-// code j (< 32) of 16 bytes of nibbles at c: j low nibble of byte j, j + 16 high
-uint kq_nib(uint c, uint j) { return j < 16u ? kq_byte(c + j) & 15u : kq_byte(c + j - 16u) >> 4u; }
 // ggml's kvalues_iq4nl as bytes, four to a word (no array: see quant.glsl's NF4 table)
 int kq_iq4(uint c) {
     uint w = c < 8u ? (c < 4u ? 0xbfad9881u : 0xf6eaddcfu) : (c < 12u ? 0x26190d01u : 0x71594535u);
@@ -77,53 +75,17 @@ int kq_imn(uint b, uint s) {
 #endif
 }
 
-// element e's integer code
-int kq_q(uint b, uint e) {
-#if QT == 6
-    return int(kq_nib(b + 4u, e));
-#elif QT == 7
-    return int(kq_nib(b + 6u, e) | ((kq_u32(b + 2u) >> e) & 1u) << 4u) - 16;
-#elif QT == 8
-    return int(kq_nib(b + 8u, e) | ((kq_u32(b + 4u) >> e) & 1u) << 4u);
-#elif QT == 9 || QT == 15
-    return kq_i8(b + 4u + e);
-#elif QT == 10 || QT == 11
-    // two halves of 128: byte l of the half's 32 holds elements l, l + 32, l + 64, l + 96
-    uint lo = (kq_byte(b + (QT == 10 ? 16u : 32u) + e / 128u * 32u + e % 32u) >> (2u * (e % 128u / 32u))) & 3u;
-#if QT == 10
-    return int(lo);
-#else
-    return int(lo) - (((kq_byte(b + e % 32u) >> (e / 32u)) & 1u) != 0u ? 0 : 4); // hmask bit set: no -4
-#endif
-#elif QT == 12 || QT == 13
-    // four runs of 64: the low nibbles of 32 bytes, then their high ones
-    uint q = (kq_byte(b + (QT == 12 ? 16u : 48u) + e / 64u * 32u + e % 32u) >> (4u * (e % 64u / 32u))) & 15u;
-#if QT == 13
-    q |= ((kq_byte(b + 16u + e % 32u) >> (e / 32u)) & 1u) << 4u;
-#endif
-    return int(q);
-#elif QT == 14
-    // element l + 32 r of half h: ql[64 h + l + 32 (r & 1)]'s nibble r / 2, bits 2r, 2r + 1 of qh[32 h + l]
-    uint h = e / 128u, r = e % 128u / 32u, l = e % 32u;
-    uint lo = (kq_byte(b + 64u * h + l + 32u * (r & 1u)) >> (4u * (r / 2u))) & 15u;
-    uint hi = (kq_byte(b + 128u + 32u * h + l) >> (2u * r)) & 3u;
-    return int(lo | hi << 4u) - 32;
-#elif QT == 16
-    return kq_iq4(kq_nib(b + 2u, e));
-#else
-    return kq_iq4(kq_nib(b + 8u + 16u * (e / 32u), e % 32u));
-#endif
-}
-
-// Codes e .. e+3 (e a multiple of 4) at once, for the matmul: four codes
-// sit in four neighbouring bytes in every layout above (same nibble or bit
-// pair of each), so each field is one word, split into its bytes.
+// Codes e .. e+3 (e a multiple of 4) as f32: in every layout four
+// neighbouring codes are the same field (nibble, bit pair or bit) of four
+// neighbouring bytes, so each field is one word, split into its bytes.
+// The matmul takes them four at a time, dequantize one (kq_code).
 ivec4 kq_bytes4(uint w) { return ivec4(uvec4(w, w >> 8u, w >> 16u, w >> 24u) & 0xffu); }
 vec4 kq_q4(uint b, uint e) {
 #if QT == 9 || QT == 15
     int w = int(kq_u32(b + 4u + e));
     return vec4(bitfieldExtract(w, 0, 8), bitfieldExtract(w, 8, 8), bitfieldExtract(w, 16, 8), bitfieldExtract(w, 24, 8));
 #elif QT == 6 || QT == 7 || QT == 8 || QT == 16 || QT == 17
+    // 16 bytes of nibbles per 32 codes: j low nibble of byte j, j + 16 high
     uint j = e % 32u, c = b + (QT == 6 ? 4u : QT == 7 ? 6u : QT == 8 ? 8u : QT == 16 ? 2u : 8u + 16u * (e / 32u));
     uint q = (kq_u32(c + (j & 15u)) >> (j < 16u ? 0u : 4u)) & 0x0f0f0f0fu;
 #if QT == 7 || QT == 8
@@ -137,6 +99,7 @@ vec4 kq_q4(uint b, uint e) {
     return vec4(v - (QT == 7 ? 16 : 0));
 #endif
 #elif QT == 10 || QT == 11
+    // two halves of 128: byte l of the half's 32 holds elements l, l + 32, l + 64, l + 96
     uint q = (kq_u32(b + (QT == 10 ? 16u : 32u) + e / 128u * 32u + e % 32u) >> (2u * (e % 128u / 32u))) & 0x03030303u;
 #if QT == 10
     return vec4(kq_bytes4(q));
@@ -145,12 +108,14 @@ vec4 kq_q4(uint b, uint e) {
     return vec4(kq_bytes4(q) - 4 * (1 - kq_bytes4(h)));
 #endif
 #elif QT == 12 || QT == 13
+    // four runs of 64: the low nibbles of 32 bytes, then their high ones; Q5_K's
+    // fifth bit of element e in bit e / 32 of qh[e % 32]
     uint q = (kq_u32(b + (QT == 12 ? 16u : 48u) + e / 64u * 32u + e % 32u) >> (4u * (e % 64u / 32u))) & 0x0f0f0f0fu;
 #if QT == 13
     q |= ((kq_u32(b + 16u + e % 32u) >> (e / 32u)) & 0x01010101u) << 4u;
 #endif
     return vec4(kq_bytes4(q));
-#else // Q6_K
+#else // Q6_K: element l + 32 r of half h: ql[64 h + l + 32 (r & 1)]'s nibble r / 2, bits 2r, 2r + 1 of qh[32 h + l]
     uint h = e / 128u, r = e % 128u / 32u, l = e % 32u;
     uint lo = (kq_u32(b + 64u * h + l + 32u * (r & 1u)) >> (4u * (r / 2u))) & 0x0f0f0f0fu;
     uint hi = (kq_u32(b + 128u + 32u * h + l) >> (2u * r)) & 0x03030303u;
