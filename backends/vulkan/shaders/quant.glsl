@@ -15,9 +15,10 @@
 // KQ_MAP_BINDING: the binding of the signed dynamic map (256 f32,
 // kiln__dynamic_map) that its absmax codes index. Element j of the
 // block at byte b is kq_code(b, j) * kq_scale(b, j): the same single f32
-// multiply as the CPU's dequantization (quant/*.c), so equal bit for bit;
-// NF4_DQ's absmax (map * absmax2 + offset) is `precise` so no device fuses
-// it into an fma the CPU does not do.
+// multiply as the CPU's dequantization (quant/*.c), so equal bit for bit
+// (plus kq_min(b, j) for ggml's types with a min);
+// NF4_DQ's absmax (map * absmax2 + offset) and that sum are `precise` so
+// no device fuses them into an fma the CPU does not do.
 #include "quant_tables.glsl"
 #if QT == 4
 layout(std430, binding = KQ_MAP_BINDING) readonly buffer M { float kq_map[]; };
