@@ -62,7 +62,8 @@ static void quant_gemv(kiln_backend *vk, const bench_opts *o) {
     const int64_t n = 4096, k = 4096; /* 64 MiB of f32 weights */
     double f32 = linear_seconds(vk, KILN_F32, 1, n, k, 1.0 * o->scale);
     bench_report("vk_gemv_f32 4096", (double)(n * k) / f32 * 1e-6, "Mweight/s", 0, "the reference below");
-    static const kiln_dtype types[] = {KILN_Q8_0, KILN_Q4_0, KILN_NF4, KILN_NF4_DQ, KILN_GQ4_128};
+    static const kiln_dtype types[] = {KILN_Q8_0, KILN_Q4_0,   KILN_NF4,  KILN_NF4_DQ,
+                                       KILN_GQ4_128, KILN_Q4_K, KILN_Q6_K, KILN_IQ4_XS};
     for (int i = 0; i < (int)(sizeof types / sizeof types[0]); i++) {
         double q = linear_seconds(vk, types[i], 1, n, k, 1.0 * o->scale);
         char name[48];

@@ -1,7 +1,8 @@
 /* test_backend_quant.c — the cross-backend op table's quantized family
  * (harness: backend_ops_util.h): DEQUANTIZE, GET_ROWS from a quantized
- * table and QMATMUL for Q8_0, Q4_0, NF4, NF4_DQ and the nine GQ dtypes on
- * every device backend against the CPU, none allowed to fall back.
+ * table and QMATMUL for Q8_0, Q4_0, NF4, NF4_DQ, the nine GQ dtypes and
+ * ggml's other types (Q4_1 .. IQ4_XS) on every device backend against the
+ * CPU, none allowed to fall back.
  *
  * Dequantize and get_rows must equal the CPU bit for bit (tolerance 0), on
  * quantized data and on raw random blocks (every f16 scale, subnormals
@@ -39,7 +40,7 @@ static kiln_tensor *qweight(bo_io *io, int64_t n, int64_t k) {
 static bool is_gq(kiln_dtype t) { return t >= KILN_GQ4_32 && t <= KILN_GQ2_128; }
 
 /* A tensor of the case's dtype holding random bytes, its scales made
- * finite: f16 d (Q8_0, Q4_0, GQ) with any exponent but 31 (subnormals
+ * finite: f16 d (Q8_0, Q4_0, GQ, ggml's f16 d and m / dmin) with any exponent but 31 (subnormals
  * too), NF4 absmax and NF4_DQ's offset/absmax2 normal f32 of either sign
  * in [2^-20, 2^20); a GQ zero point within its range (< 2^bits). */
 static float rand_f32(uint64_t *s) {
@@ -49,6 +50,14 @@ static float rand_f32(uint64_t *s) {
     memcpy(&f, &u, 4);
     return f;
 }
+/* ggml's other types (Q4_1 .. IQ4_XS, in kiln_dtype's order): the byte
+ * offsets of their f16 fields (0xff: none; Q8_K's d is an f32 at 0) */
+static bool is_ggml(kiln_dtype t) { return t >= KILN_Q4_1 && t <= KILN_IQ4_XS; }
+static const uint8_t GGML_F16[][2] = {
+    {0, 2},   {0, 0xff},   {0, 2},   {0, 2},       /* Q4_1 Q5_0 Q5_1 Q8_1 */
+    {80, 82}, {108, 0xff}, {0, 2},   {0, 2},       /* Q2_K Q3_K Q4_K Q5_K */
+    {208, 0xff}, {0xff, 0xff}, {0, 0xff}, {0, 0xff}, /* Q6_K Q8_K IQ4_NL IQ4_XS */
+};
 static kiln_tensor *raw(bo_io *io, int64_t rows, int64_t cols) {
     kiln_tensor *t = kiln_tensor_new(CTX, io->dt, BO_SHAPE(rows, cols));
     if (!t) return NULL;
@@ -57,7 +66,15 @@ static kiln_tensor *raw(bo_io *io, int64_t rows, int64_t cols) {
     uint64_t s = io->seed++;
     for (size_t i = 0; i < nb; i++) p[i] = (uint8_t)mix(&s);
     for (size_t b = 0; b < nb; b += bs) {
-        if (io->dt == KILN_Q8_0 || io->dt == KILN_Q4_0 || is_gq(io->dt)) {
+        if (is_ggml(io->dt)) {
+            const uint8_t *f = GGML_F16[io->dt - KILN_Q4_1];
+            for (int j = 0; j < 2; j++)
+                if (f[j] != 0xff && (p[b + f[j] + 1] & 0x7c) == 0x7c) p[b + f[j] + 1] &= 0xbf;
+            if (io->dt == KILN_Q8_K) {
+                float d = rand_f32(&s);
+                memcpy(p + b, &d, 4);
+            }
+        } else if (io->dt == KILN_Q8_0 || io->dt == KILN_Q4_0 || is_gq(io->dt)) {
             if ((p[b + 1] & 0x7c) == 0x7c) p[b + 1] &= 0xbf; /* exponent 31 -> 15 */
             const int bits = (int)((int64_t)(bs - 3) * 8 / kiln_dtype_block(io->dt));
             if (is_gq(io->dt)) p[b + 2] &= (uint8_t)((1 << bits) - 1);
@@ -131,6 +148,15 @@ static const bo_case dequant_cases[] = {
     {"dequantize_col_slice", b_dequant, KILN_GQ3_64, 0, BO_NO_GRAD, &K_COLS},
     {"dequantize_col_slice", b_dequant, KILN_GQ2_128, 0, BO_NO_GRAD, &K_COLS},
     {"dequantize_3d_view", b_dequant, KILN_GQ3_32, 0, BO_NO_GRAD, &K_3D},
+    /* ggml's other types; rows of 20, 22, 110 or 210 bytes: views start at
+     * bytes 2 mod 4 */
+    DQ_CASES(KILN_Q4_1), DQ_CASES(KILN_Q5_0), DQ_CASES(KILN_Q5_1), DQ_CASES(KILN_Q8_1),
+    DQ_CASES(KILN_Q2_K), DQ_CASES(KILN_Q3_K), DQ_CASES(KILN_Q4_K), DQ_CASES(KILN_Q5_K),
+    DQ_CASES(KILN_Q6_K), DQ_CASES(KILN_Q8_K), DQ_CASES(KILN_IQ4_NL), DQ_CASES(KILN_IQ4_XS),
+    {"dequantize_col_slice", b_dequant, KILN_Q5_0, 0, BO_NO_GRAD, &K_COLS},
+    {"dequantize_col_slice", b_dequant, KILN_Q3_K, 0, BO_NO_GRAD, &K_COLS},
+    {"dequantize_col_slice", b_dequant, KILN_Q6_K, 0, BO_NO_GRAD, &K_COLS},
+    {"dequantize_3d_view", b_dequant, KILN_Q4_K, 0, BO_NO_GRAD, &K_3D},
     /* DFP16 (int16 codes, an exponent per 64): CUDA's, not Vulkan's */
     {"dequantize", b_dequant, KILN_DFP16, 0, BO_NO_GRAD | BO_MAY_FALL_BACK, &K_PLAIN},
     {"dequantize_row_slice", b_dequant, KILN_DFP16, 0, BO_NO_GRAD | BO_MAY_FALL_BACK, &K_ROWS},
@@ -155,6 +181,9 @@ static const bo_case rows_cases[] = {
     ROWS_CASES(KILN_GQ4_32), ROWS_CASES(KILN_GQ4_64), ROWS_CASES(KILN_GQ4_128),
     ROWS_CASES(KILN_GQ3_32), ROWS_CASES(KILN_GQ3_64), ROWS_CASES(KILN_GQ3_128),
     ROWS_CASES(KILN_GQ2_32), ROWS_CASES(KILN_GQ2_64), ROWS_CASES(KILN_GQ2_128),
+    ROWS_CASES(KILN_Q4_1), ROWS_CASES(KILN_Q5_0), ROWS_CASES(KILN_Q5_1), ROWS_CASES(KILN_Q8_1),
+    ROWS_CASES(KILN_Q2_K), ROWS_CASES(KILN_Q3_K), ROWS_CASES(KILN_Q4_K), ROWS_CASES(KILN_Q5_K),
+    ROWS_CASES(KILN_Q6_K), ROWS_CASES(KILN_Q8_K), ROWS_CASES(KILN_IQ4_NL), ROWS_CASES(KILN_IQ4_XS),
 #undef ROWS_CASES
     {"get_rows", b_qrows, KILN_DFP16, 0, BO_NO_GRAD | BO_MAY_FALL_BACK, NULL},
 };
@@ -236,6 +265,29 @@ static const bo_case gq_qmm_cases[] = {
 };
 #undef GQ_QMM_CASES
 KT_TEST(backend_ops_qmatmul_gq) { bo_run_cases("quant", gq_qmm_cases, BO_COUNT(gq_qmm_cases)); }
+
+/* ggml's weight types: batch 1 and 13 for each (k = 512: two
+ * super-blocks), 3 and 8 for two; k = 4352 (17 super-blocks, 272 or 136
+ * sub-blocks a row: the lanes go round unevenly); W a view one row in. */
+static const qmm_arg QK256_1 = {1, 37, 512, false}, QK256_13 = {13, 37, 512, false}, QK256_3 = {3, 37, 512, false},
+                     QK256_8 = {8, 37, 512, false}, QKL1 = {1, 64, 4352, false}, QKL9 = {9, 64, 4352, false};
+#define GG_QMM_CASES(T) {"qmatmul_m1", b_qmm, T, BO_TRANS, 0, &QK256_1}, {"qmatmul_m13", b_qmm, T, BO_TRANS, 0, &QK256_13}
+static const bo_case ggml_qmm_cases[] = {
+    GG_QMM_CASES(KILN_Q4_1), GG_QMM_CASES(KILN_Q5_0), GG_QMM_CASES(KILN_Q5_1), GG_QMM_CASES(KILN_Q2_K),
+    GG_QMM_CASES(KILN_Q3_K), GG_QMM_CASES(KILN_Q4_K), GG_QMM_CASES(KILN_Q5_K), GG_QMM_CASES(KILN_Q6_K),
+    GG_QMM_CASES(KILN_IQ4_NL), GG_QMM_CASES(KILN_IQ4_XS),
+    /* the activation types, should a weight be stored in one */
+    {"qmatmul_m1", b_qmm, KILN_Q8_1, BO_TRANS, 0, &QK256_1}, {"qmatmul_m13", b_qmm, KILN_Q8_K, BO_TRANS, 0, &QK256_13},
+    {"qmatmul_m3", b_qmm, KILN_Q4_K, BO_TRANS, 0, &QK256_3},
+    {"qmatmul_m8", b_qmm, KILN_Q6_K, BO_TRANS, 0, &QK256_8},
+    {"qmatmul_long_k_m1", b_qmm, KILN_Q4_K, BO_TRANS, 0, &QKL1},
+    {"qmatmul_long_k_m9", b_qmm, KILN_Q6_K, BO_TRANS, 0, &QKL9},
+    {"qmatmul_long_k_m1", b_qmm, KILN_Q3_K, BO_TRANS, 0, &QKL1},
+    {"qmatmul_w_view_m1", b_qmm_view, KILN_Q3_K, BO_TRANS, 0, &QK256_1},
+    {"qmatmul_w_view_m13", b_qmm_view, KILN_Q5_0, BO_TRANS, 0, &QK256_13},
+};
+#undef GG_QMM_CASES
+KT_TEST(backend_ops_qmatmul_ggml) { bo_run_cases("quant", ggml_qmm_cases, BO_COUNT(ggml_qmm_cases)); }
 
 /* ---- an act-order GPTQ layer ---------------------------------------------------- */
 

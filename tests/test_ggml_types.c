@@ -390,25 +390,48 @@ KT_TEST(ggml_types_reference_file_types) {
     kiln_ctx_free(ctx);
 }
 
-/* A Vulkan graph with a Q4_K weight (no Vulkan kernels for it yet): the
- * executor runs the product on the CPU, with the CPU's bits. */
-KT_TEST(ggml_types_vulkan_falls_back) {
+/* llama.cpp's Q4_K and Q6_K tensors loaded in their own type into a
+ * Vulkan context: kiln_linear runs on the device, no node on the CPU,
+ * within f32 rounding of the CPU's f32 product with the dequantized
+ * weight (the CPU's own fused product rounds x to Q8_K). */
+KT_TEST(ggml_types_vulkan_runs_gguf_weights) {
     kiln_backend *vk = kt_device("vulkan");
-    const int64_t k = 512, n = 6;
-    float *w = randn(n * k, 21), *x = randn(k, 22), want[6], got[6];
-    for (int dev = 0; dev < 2; dev++) {
-        kiln_ctx *ctx = kiln_ctx_new();
-        KT_REQUIRE(ctx && (!dev || !kiln_ctx_set_backend(ctx, vk)), "context");
-        kiln_tensor *wt = kiln_new_2d(ctx, KILN_F32, n, k), *xt = kiln_new_2d(ctx, KILN_F32, 1, k);
-        KT_OK(kiln_tensor_set_f32(wt, w, n * k));
-        KT_OK(kiln_tensor_set_f32(xt, x, k));
-        kiln_tensor *y = kiln_linear(ctx, xt, kiln_quantize(ctx, wt, KILN_Q4_K), NULL);
-        kiln_graph *g = kiln_graph_new(ctx);
-        KT_REQUIRE(y && g && !kiln_graph_add(g, y) && !kiln_graph_compute(g), "%s", kiln_last_error());
-        KT_OK(kiln_tensor_get_f32(y, dev ? got : want, n));
-        if (dev) KT_CHECK(kiln_graph_get_stats(g).nodes_fallback >= 1, "the product ran on the device");
-        kiln_ctx_free(ctx);
+    static const char *names[] = {"blk.0.attn_q.weight", "blk.1.ffn_down.weight"};
+    static const kiln_dtype dts[] = {KILN_Q4_K, KILN_Q6_K};
+    kiln_gguf *g = kiln_gguf_open("tests/fixtures/gguf-ref/llama-s1-Q4_K_M.gguf");
+    KT_REQUIRE(g, "%s", kiln_last_error());
+    for (int i = 0; i < 2; i++) {
+        float *want = NULL, *got = NULL, *x = NULL;
+        int64_t n = 0, k = 0;
+        for (int dev = 0; dev < 2; dev++) {
+            kiln_ctx *ctx = kiln_ctx_new();
+            KT_REQUIRE(ctx && (!dev || !kiln_ctx_set_backend(ctx, vk)), "context");
+            kiln_tensor *w = kiln_gguf_load(g, ctx, names[i]);
+            KT_REQUIRE(w && kiln_tensor_dtype(w) == dts[i], "%s: %s", names[i], kiln_last_error());
+            n = kiln_tensor_shape(w)[0], k = kiln_tensor_shape(w)[1];
+            if (!dev) {
+                x = randn(3 * k, 30 + i);
+                want = malloc((size_t)(3 * n) * sizeof *want), got = malloc((size_t)(3 * n) * sizeof *got);
+            }
+            KT_REQUIRE(x && want && got, "memory");
+            kiln_tensor *xt = kiln_new_2d(ctx, KILN_F32, 3, k);
+            KT_OK(kiln_tensor_set_f32(xt, x, 3 * k));
+            kiln_tensor *y = dev ? kiln_linear(ctx, xt, w, NULL)
+                                 : kiln_matmul(ctx, xt, kiln_transpose(ctx, kiln_dequantize(ctx, w), 0, 1));
+            kiln_graph *gr = kiln_graph_new(ctx);
+            KT_REQUIRE(y && gr && !kiln_graph_add(gr, y) && !kiln_graph_compute(gr), "%s", kiln_last_error());
+            KT_OK(kiln_tensor_get_f32(y, dev ? got : want, 3 * n));
+            if (dev) KT_CHECK(kiln_graph_get_stats(gr).nodes_fallback == 0, "%s: a node ran on the CPU", names[i]);
+            kiln_ctx_free(ctx);
+        }
+        double scale = 0, worst = 0;
+        for (int64_t j = 0; j < 3 * n; j++) { /* plain compares: see the round trip's loops */
+            if (fabs(want[j]) > scale) scale = fabs(want[j]);
+            if (fabs(got[j] - want[j]) > worst) worst = fabs(got[j] - want[j]);
+        }
+        KT_CHECK(scale > 0 && worst <= 1e-5 * scale, "%s: the device's product differs by %g (scale %g)", names[i],
+                 worst, scale);
+        free(x), free(want), free(got);
     }
-    KT_CHECK(first_diff(got, want, n) < 0, "the fallback's values are not the CPU's");
-    free(w), free(x);
+    kiln_gguf_close(g);
 }

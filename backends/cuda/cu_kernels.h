@@ -25,9 +25,10 @@ extern "C" {
 enum { CU_F32 = 0, CU_F16 = 1, CU_BF16 = 2, CU_I32 = 3, CU_F64 = 4 };
 
 /* Quantized dtypes the kernels decode (k_quant.cu); a GQ dtype is
- * CU_GQ | bits << 8 | group (32, 64, 128). CU_NF4_DQ reads the signed
+ * CU_GQ | bits << 8 | group (32, 64, 128), ggml's other types CU_GGML |
+ * their KILN_QD_* (quant/ggml_decode.h). CU_NF4_DQ reads the signed
  * dynamic map, loaded once by kiln__cu_nf4_dq_map. */
-enum { CU_Q8_0 = 16, CU_Q4_0, CU_NF4, CU_NF4_DQ, CU_DFP16, CU_GQ = 0x1000 };
+enum { CU_Q8_0 = 16, CU_Q4_0, CU_NF4, CU_NF4_DQ, CU_DFP16, CU_GGML = 0x800, CU_GQ = 0x1000 };
 
 /* A walk of a contiguous output of nd dims (row-major, shape[]) reading
  * each source k at offset sum_d index[d] * st[k][d] (0 on a broadcast dim). */

@@ -1,7 +1,8 @@
 /* cu_quant.c — the quantized dtypes on the CUDA backend (see cu.h and
  * k_quant.cu): DEQUANTIZE, QMATMUL (y = x . W^T, W quantized [n, k]) and
- * GET_ROWS from a quantized table, for Q8_0, Q4_0, NF4, NF4_DQ, DFP16 and
- * the GQ (GPTQ 2/3/4-bit) dtypes, whose blocks must be contiguous. The kernels
+ * GET_ROWS from a quantized table, for Q8_0, Q4_0, NF4, NF4_DQ, DFP16, the
+ * GQ (GPTQ 2/3/4-bit) dtypes and ggml's other types (Q4_1 .. IQ4_XS,
+ * quant/ggml_decode.h), whose blocks must be contiguous. The kernels
  * index elements from the tensor's first byte, so NF4_DQ's super-blocks
  * (16384 elements) may span rows: a row need only be a multiple of
  * row_blck (64) and the whole tensor of whole super-blocks. NF4_DQ's
@@ -43,7 +44,8 @@ int kiln__cu_quant(kiln_dtype t) {
     case KILN_GQ3_32: case KILN_GQ3_64: case KILN_GQ3_128:
     case KILN_GQ2_32: case KILN_GQ2_64: case KILN_GQ2_128:
         return CU_GQ | kiln__gq_bits(t) << 8 | kiln__gq_group(t);
-    default: return -1;
+    default: /* ggml's other types, in kiln_dtype's order (quant/ggml_decode.h) */
+        return t >= KILN_Q4_1 && t <= KILN_IQ4_XS ? CU_GGML | (int)(t - KILN_Q4_1) : -1;
     }
 }
 

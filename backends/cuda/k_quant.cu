@@ -1,5 +1,6 @@
 // k_quant.cu — the quantized dtypes on the CUDA backend: element decoding
-// of Q8_0, Q4_0, NF4, NF4_DQ, DFP16 and GQ<b>_<G> (GPTQ, 2/3/4 bits) blocks (layouts in quant/quant.h and
+// of Q8_0, Q4_0, NF4, NF4_DQ, DFP16, GQ<b>_<G> (GPTQ, 2/3/4 bits) and ggml's
+// other types (Q4_1 .. IQ4_XS: quant/ggml_decode.h's) blocks (layouts in quant/quant.h and
 // quant/dfp.h, formulas of quant/q8_0.c, q4_0.c, nf4.c (NF4_DQ too), dfp16.c, gq.c and gptq.h: the f32
 // product of code and scale, so
 // dequantize equals the CPU bit for bit), dequantize, get_rows from a
@@ -16,6 +17,7 @@
 namespace {
 
 #include "k_common.cuh"
+#include "../../quant/ggml_decode.h"
 
 __constant__ float nf4_table[16] = {
     -1.0f, -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f, -0.28444138169288635f,
@@ -34,6 +36,10 @@ __device__ float f32_at(const unsigned char *b) {
 
 // Element i (from a block boundary at base) of quantized dtype qt.
 __device__ float decode(int qt, const unsigned char *base, int64_t i) {
+    if (qt & CU_GGML) {
+        int k = qt & 0xff, blck = kiln__qd_blck(k);
+        return kiln__qd_get(k, base + (i / blck) * kiln__qd_bytes(k), (int)(i % blck));
+    }
     if (qt & CU_GQ) { // GPTQ layout (quant/quant.h): f16 scale (bytes), zero byte, chunks of 32 codes
         int bits = (qt >> 8) & 0xf, g = qt & 0xff;
         const unsigned char *blk = base + (i / g) * (3 + g / 32 * 4 * bits);

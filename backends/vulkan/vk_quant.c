@@ -10,8 +10,10 @@
  * variants.txt) read blocks as 32-bit words and decode them in registers:
  * dequantize and get_rows equal the CPU bit for bit; QMATMUL accumulates
  * code * x in f32 per scale group (32 elements for Q8_0/Q4_0, 64 for NF4
- * and NF4_DQ; for the GQ dtypes (q - zero) * x per chunk of 32 codes,
- * quant_gq_mv.glsl), then adds scale * that sum, so it is the f32 product
+ * and NF4_DQ, ggml's sub-blocks for its other types (Q4_1 .. IQ4_XS,
+ * quant_ggml.glsl); for the GQ dtypes (q - zero) * x per chunk of 32 codes,
+ * quant_gq_mv.glsl), then adds scale * that sum (and min * sum(x) for the
+ * types with a min), so it is the f32 product
  * with the dequantized W up to the order of the additions (x is never
  * rounded to int8, unlike the CPU's batch-1 path for Q8_0/Q4_0/GQ). */
 #include "vk.h"
@@ -38,6 +40,12 @@ static const vk_qtype QTYPES[KILN_DTYPE_COUNT] = {
                           1, false}
     GQ(4, 32), GQ(4, 64), GQ(4, 128), GQ(3, 32), GQ(3, 64), GQ(3, 128), GQ(2, 32), GQ(2, 64), GQ(2, 128),
 #undef GQ
+    /* ggml's other types (quant_ggml.glsl): blocks of even sizes, f16
+     * fields at even bytes (kq_u16) */
+#define GG(T, t) [KILN_##T] = {"qdq_" #t, "qrows_" #t, "qmv_" #t "_b1", "qmv_" #t "_b8", 2, false}
+    GG(Q4_1, q4_1), GG(Q5_0, q5_0), GG(Q5_1, q5_1), GG(Q8_1, q8_1), GG(Q2_K, q2_k), GG(Q3_K, q3_k),
+    GG(Q4_K, q4_k), GG(Q5_K, q5_k), GG(Q6_K, q6_k), GG(Q8_K, q8_k), GG(IQ4_NL, iq4_nl), GG(IQ4_XS, iq4_xs),
+#undef GG
 };
 
 /* W rows and x rows per workgroup (quant_mv.glsl); fewer than QMV_MB1_BELOW

@@ -10,13 +10,15 @@
 //
 // Included after QT (1 Q8_0, 2 Q4_0, 3 NF4, 4 NF4_DQ, 5 the GQ dtypes with
 // GQ_BITS and GQ_G: their blocks are 3 + GQ_G * GQ_BITS / 8 bytes, odd, so
-// a block and its f16 scale start at any byte) and, for NF4_DQ,
+// a block and its f16 scale start at any byte; 6-17 ggml's other types,
+// quant_ggml.glsl) and, for NF4_DQ,
 // KQ_MAP_BINDING: the binding of the signed dynamic map (256 f32,
 // kiln__dynamic_map) that its absmax codes index. Element j of the
 // block at byte b is kq_code(b, j) * kq_scale(b, j): the same single f32
-// multiply as the CPU's dequantization (quant/*.c), so equal bit for bit;
-// NF4_DQ's absmax (map * absmax2 + offset) is `precise` so no device fuses
-// it into an fma the CPU does not do.
+// multiply as the CPU's dequantization (quant/*.c), so equal bit for bit
+// (plus kq_min(b, j) for ggml's types with a min);
+// NF4_DQ's absmax (map * absmax2 + offset) and that sum are `precise` so
+// no device fuses them into an fma the CPU does not do.
 #include "quant_tables.glsl"
 #if QT == 4
 layout(std430, binding = KQ_MAP_BINDING) readonly buffer M { float kq_map[]; };
@@ -30,8 +32,19 @@ const uint KQ_BLCK = 32u, KQ_BYTES = 18u, KQ_SUB = 32u;
 const uint KQ_BLCK = 64u, KQ_BYTES = 36u, KQ_SUB = 64u;
 #elif QT == 4
 const uint KQ_BLCK = 16384u, KQ_BYTES = 8456u, KQ_SUB = 64u;
-#else
+#elif QT == 5
 const uint KQ_BLCK = uint(GQ_G), KQ_BYTES = 3u + KQ_BLCK / 32u * 4u * uint(GQ_BITS), KQ_SUB = KQ_BLCK;
+#elif QT == 6 || QT == 7 || QT == 8 || QT == 9 || QT == 16 // Q4_1 Q5_0 Q5_1 Q8_1 IQ4_NL: blocks of 32
+const uint KQ_BLCK = 32u, KQ_BYTES = QT == 6 ? 20u : QT == 7 ? 22u : QT == 8 ? 24u : QT == 9 ? 36u : 18u, KQ_SUB = 32u;
+#elif QT == 10 || QT == 11 || QT == 14 // Q2_K Q3_K Q6_K: 16 sub-blocks of 16
+const uint KQ_BLCK = 256u, KQ_BYTES = QT == 10 ? 84u : QT == 11 ? 110u : 210u, KQ_SUB = 16u;
+#elif QT == 15 // Q8_K: one f32 d
+const uint KQ_BLCK = 256u, KQ_BYTES = 292u, KQ_SUB = 256u;
+#else // Q4_K Q5_K IQ4_XS: 8 sub-blocks of 32
+const uint KQ_BLCK = 256u, KQ_BYTES = QT == 12 ? 144u : QT == 13 ? 176u : 136u, KQ_SUB = 32u;
+#endif
+#if QT == 6 || QT == 8 || QT == 10 || QT == 12 || QT == 13
+#define KQ_HAS_MIN // x = (d sc) q + (dm mn)
 #endif
 
 // The 4 bytes at byte offset b, little-endian, b at any alignment (the
@@ -53,6 +66,10 @@ float kq_f16(uint h) {
     float v = float(m) * uintBitsToFloat(0x33800000u); // m * 2^-24, exact
     return sign != 0u ? -v : v;
 }
+
+#if QT >= 6
+#include "quant_ggml.glsl"
+#endif
 
 #ifdef KQ_NF4_SHARED
 // The table in shared memory (kq_nf4_load() fills it): lavapipe makes a
@@ -76,6 +93,8 @@ float kq_scale(uint b, uint j) {
     return uintBitsToFloat(kq_u32(b));
 #elif QT == 5
     return kq_f16(kq_u32(b) & 0xffffu); // at any byte: not kq_u16
+#elif QT >= 6
+    return kq_d(b) * float(kq_isc(b, j / KQ_SUB));
 #else
     precise float a = kq_map[kq_byte(b + 8u + j / 64u)] * uintBitsToFloat(kq_u32(b + 4u));
     precise float s = a + uintBitsToFloat(kq_u32(b));
@@ -103,10 +122,21 @@ float kq_code(uint b, uint j) {
 #endif
 #endif
     return float(int(q) - int(kq_byte(b + 2u)));
+#elif QT >= 6
+    return kq_q4(b, j & ~3u)[j & 3u];
 #else
     uint q = kq_byte(b + (QT == 3 ? 4u : 264u) + j / 2u);
     return kq_nf4((j & 1u) == 0u ? q >> 4u : q & 15u);
 #endif
 }
 
+#ifdef KQ_HAS_MIN
+// The min of element j's sub-block (dm mn).
+float kq_min(uint b, uint j) { return kq_dm(b) * float(kq_imn(b, j / KQ_SUB)); }
+float kq_get(uint b, uint j) {
+    precise float y = kq_scale(b, j) * kq_code(b, j) + kq_min(b, j);
+    return y;
+}
+#else
 float kq_get(uint b, uint j) { return kq_code(b, j) * kq_scale(b, j); }
+#endif

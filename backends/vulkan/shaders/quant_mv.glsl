@@ -3,7 +3,8 @@
 // (one per row of invocations) and MB = QMV_MB rows of x (workgroup z): its 32
 // lanes share a W row's scale groups (KQ_SUB elements under one scale),
 // each decoding its groups in registers once for all MB rows of x and
-// accumulating sum(code * x) in f32 per group, then scale * that; the
+// accumulating sum(code * x) in f32 per group, then scale * that (plus
+// min * sum(x) for the types with a min); the
 // lanes' partial sums are added by a tree in shared memory. Batch 1
 // (generation) is the same kernel with one row of x; for a batch each W
 // element is decoded once per MB rows (MB = 1 for the fewest rows: its
@@ -28,6 +29,8 @@ vec4 kq_code4(uint b, uint j) {
 #elif QT == 2
     uint w = kq_u32(b + 2u + (j & 15u)) >> (j < 16u ? 0u : 4u);
     return vec4(uvec4(w, w >> 8u, w >> 16u, w >> 24u) & 15u) - 8.0;
+#elif QT >= 6 // ggml's types (quant_ggml.glsl)
+    return kq_q4(b, j);
 #else
     uint w = kq_u16(b + (QT == 3 ? 4u : 264u) + j / 2u); // even: blocks start 4-aligned
     return vec4(kq_nf4((w >> 4u) & 15u), kq_nf4(w & 15u), kq_nf4(w >> 12u), kq_nf4((w >> 8u) & 15u));
@@ -40,7 +43,7 @@ void main() {
     uint m0 = gl_WorkGroupID.z * MB, mb = min(MB, p.m - m0);
     float acc[MB];
     [[unroll]] for (uint i = 0u; i < MB; i++) acc[i] = 0.0;
-#if QT >= 3
+#if QT == 3 || QT == 4
     kq_nf4_load();
 #endif
     if (r < p.n) {
@@ -48,19 +51,28 @@ void main() {
         for (uint t = lane; t < nsub; t += LANES) {
             uint g = g0 + t, b = p.q0 + (g / (KQ_BLCK / KQ_SUB)) * KQ_BYTES, j0 = (g % (KQ_BLCK / KQ_SUB)) * KQ_SUB;
             uint xk = p.x0 + m0 * p.k + t * KQ_SUB;
-            float s[MB];
-            [[unroll]] for (uint i = 0u; i < MB; i++) s[i] = 0.0;
+            float s[MB], sx[MB]; // sum(code * x), and sum(x) for the min
+            [[unroll]] for (uint i = 0u; i < MB; i++) s[i] = sx[i] = 0.0;
             for (uint c = 0u; c < KQ_SUB; c += 4u) {
                 vec4 w = kq_code4(b, j0 + c);
                 [[unroll]] for (uint i = 0u; i < MB; i++) {
                     if (i < mb) {
                         uint o = xk + i * p.k + c;
-                        s[i] += dot(w, vec4(x[o], x[o + 1u], x[o + 2u], x[o + 3u]));
+                        vec4 xv = vec4(x[o], x[o + 1u], x[o + 2u], x[o + 3u]);
+                        s[i] += dot(w, xv);
+#ifdef KQ_HAS_MIN
+                        sx[i] += xv.x + xv.y + xv.z + xv.w;
+#endif
                     }
                 }
             }
             float sc = kq_scale(b, j0);
+#ifdef KQ_HAS_MIN
+            float mn = kq_min(b, j0);
+            [[unroll]] for (uint i = 0u; i < MB; i++) acc[i] += s[i] * sc + sx[i] * mn;
+#else
             [[unroll]] for (uint i = 0u; i < MB; i++) acc[i] += s[i] * sc;
+#endif
         }
     }
     [[unroll]] for (uint i = 0u; i < MB; i++) red[ly][i][lane] = acc[i];
