@@ -30,11 +30,12 @@
  * TinyLlama-1.1B's shape (dim 2048, hidden 5632, 22 layers, 32 heads, 4 kv
  * heads, vocab 32000, context 2048; --size tiny: a few-KiB model for tests)
  * as a GGUF with kiln's writer and a byte vocabulary (so llama.cpp loads
- * it), weights in --dtype f32, q8_0 or q4_0: the weights are drawn and
- * quantized a few MiB at a time into the model's own dtype, so the Q4_0
- * file never exists in f32 in memory.
+ * it), in --dtype, one of llama-quantize's mixes (Q4_K_M, Q6_K, Q8_0,
+ * IQ4_XS, Q4_0, F32 ...: each tensor in the type llama-quantize gives it,
+ * models/llama_mix.h): the weights are drawn and quantized a few MiB at a
+ * time into their own types, so a 4-bit file never exists in f32 in memory.
  *
- *     build/examples/generate --make-random /tmp/tl-q4.gguf --dtype q4_0
+ *     build/examples/generate --make-random /tmp/tl-q4.gguf --dtype Q4_K_M
  *     build/examples/generate --model /tmp/tl-q4.gguf --threads 2
  *     build/examples/generate --model TinyLlama-1.1B/ --dtype nf4 --prompt "The capital of France"
  *     build/examples/generate --help
