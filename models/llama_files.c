@@ -290,11 +290,11 @@ static kiln_tensor *converted(kiln_ctx *tmp, kiln_tensor *t, kiln_dtype dtype) {
 
 /* general.file_type for a file of these weights: the mix's number, or that
  * of the commonest weight dtype by elements (as llama.cpp's loader guesses). */
-static llama_ftype file_type_of(const save_plan *p, const kiln_dtype *types, const int64_t *bytes, int n) {
+static llama_ftype file_type_of(const save_plan *p, const kiln_dtype *types, const int64_t *elems, int n) {
     if (p->mix >= 0) return p->mix;
     int best = -1;
     for (int i = 0; i < n; i++)
-        if (types[i] != KILN_DTYPE_COUNT && (best < 0 || bytes[i] > bytes[best])) best = i;
+        if (types[i] != KILN_DTYPE_COUNT && (best < 0 || elems[i] > elems[best])) best = i;
     return best < 0 ? LLAMA_FTYPE_ALL_F32 : llama_ftype_of_dtype(types[best]);
 }
 
@@ -322,12 +322,12 @@ static kiln_status save(const llama *mc, const kiln_tokenizer *tok, const char *
     const bool tied = m->tied || same_values(m->output, m->tok_embeddings);
     const int n_write = tied ? n - 1 : n;
     kiln_dtype *types = calloc((size_t)n, sizeof *types);
-    int64_t *bytes = calloc((size_t)n, sizeof *bytes);
-    kiln_status st = types && bytes ? KILN_OK : kiln_set_error(KILN_ERR_OOM, "%s: out of memory", who);
+    int64_t *elems = calloc((size_t)n, sizeof *elems);
+    kiln_status st = types && elems ? KILN_OK : kiln_set_error(KILN_ERR_OOM, "%s: out of memory", who);
     for (int i = 0; i < n_write && !st; i++) {
         kiln_tensor *t = s[i].t;
         types[i] = planned(&plan, m, tied, s[i].gguf, t);
-        bytes[i] = kiln_tensor_ndim(t) == 2 ? kiln_tensor_numel(t) : 0;
+        elems[i] = kiln_tensor_ndim(t) == 2 ? kiln_tensor_numel(t) : 0;
         if (types[i] == KILN_DTYPE_COUNT || llama_ftype_of_dtype(types[i]) == LLAMA_FTYPE_UNKNOWN)
             st = kiln_set_error(KILN_ERR_DTYPE, "%s: %s: '%s' is %s, which llama.cpp stores no weights in", who,
                                 path, s[i].gguf, kiln_dtype_name(types[i]));
@@ -353,7 +353,7 @@ static kiln_status save(const llama *mc, const kiln_tokenizer *tok, const char *
     if (!st) st = kiln_gguf_set_int(w, "llama.rope.dimension_count", KILN_GGUF_UINT32, c->dim / c->heads);
     if (!st) st = kiln_gguf_set_int(w, "llama.vocab_size", KILN_GGUF_UINT32, c->vocab);
     if (!st) st = put_tokenizer(w, tok, c->vocab);
-    if (!st) st = kiln_gguf_set_int(w, "general.file_type", KILN_GGUF_UINT32, file_type_of(&plan, types, bytes, n));
+    if (!st) st = kiln_gguf_set_int(w, "general.file_type", KILN_GGUF_UINT32, file_type_of(&plan, types, elems, n));
     for (int i = 0; i < n_write && !st; i++) {
         kiln_tensor *t = s[i].t;
         if (kiln_tensor_ndim(t) == 2 && !(t = converted(tmp, t, types[i]))) st = kiln_last_status();
@@ -361,7 +361,7 @@ static kiln_status save(const llama *mc, const kiln_tokenizer *tok, const char *
     }
     if (st == KILN_ERR_OOM && !kiln_last_status()) kiln_set_error(st, "%s: out of memory", who);
     if (!st) st = kiln_gguf_writer_save(w, path);
-    free(s), free(types), free(bytes);
+    free(s), free(types), free(elems);
     kiln_gguf_writer_free(w);
     kiln_ctx_free(tmp);
     return st;

@@ -144,7 +144,17 @@ KT_TEST(llama_mix_rules) {
     KT_CHECK(mix_of(q2, &c, "blk.0.ffn_gate.weight", 128, 64) == KILN_Q4_0, "Q2_K narrow");
     KT_CHECK(mix_of(iq, &c, "blk.0.ffn_gate.weight", 128, 64) == KILN_IQ4_NL, "IQ4_XS narrow");
     KT_CHECK(mix_of(LLAMA_FTYPE_MOSTLY_Q4_0, &c, "blk.0.ffn_gate.weight", 128, 48) == KILN_F16, "Q4_0 width 48");
-    /* names */
+    /* names: llama_ftype_names lists each mix once, each parsed back */
+    int listed = 0;
+    for (const char *p = llama_ftype_names(); *p; listed++) {
+        size_t len = strcspn(p, "|");
+        char one[16] = {0};
+        memcpy(one, p, len < 15 ? len : 15);
+        llama_ftype f = llama_ftype_parse(one);
+        KT_CHECK(f != LLAMA_FTYPE_UNKNOWN && !strcmp(llama_ftype_name(f), one), "listed mix %s", one);
+        p += len + (p[len] == '|');
+    }
+    KT_CHECK(listed == 20, "%d mixes listed", listed);
     KT_CHECK(llama_ftype_parse("q4_k_m") == q4m && llama_ftype_parse("Q4_K_X") == LLAMA_FTYPE_UNKNOWN, "parse");
     KT_CHECK(!strcmp(llama_ftype_name(LLAMA_FTYPE_MOSTLY_IQ4_XS), "IQ4_XS") && !llama_ftype_name((llama_ftype)19),
              "names");
