@@ -265,8 +265,7 @@ static kiln_dtype planned(const save_plan *p, const llama *m, bool tied, const c
     if (kiln_tensor_ndim(t) != 2) return kiln_tensor_dtype(t); /* norms stay F32 as llama.cpp writes them */
     if (p->mix == LLAMA_FTYPE_UNKNOWN) return p->dtype;
     if (p->mix == LLAMA_FTYPE_AS_STORED) return kiln_tensor_dtype(t);
-    const int64_t *sh = kiln_tensor_shape(t);
-    return llama_mix_dtype(p->mix, &m->cfg, tied, name, sh[0], sh[1]);
+    return llama_mix_dtype(p->mix, &m->cfg, tied, name, kiln_tensor_shape(t)[1]);
 }
 
 /* t's values in dtype (a new tensor of tmp; t itself when it has it). */

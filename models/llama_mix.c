@@ -76,10 +76,8 @@ static kiln_dtype fall_back(kiln_dtype t, int64_t cols) {
     return cols % kiln_dtype_block(t) ? KILN_F16 : t;
 }
 
-kiln_dtype llama_mix_dtype(llama_ftype f, const llama_config *c, bool tied, const char *name, int64_t rows,
-                           int64_t cols) {
+kiln_dtype llama_mix_dtype(llama_ftype f, const llama_config *c, bool tied, const char *name, int64_t cols) {
     const kiln_dtype base = llama_ftype_base(f);
-    (void)rows;
     if (base == KILN_DTYPE_COUNT || !c || !name) return KILN_DTYPE_COUNT;
     if (!kiln_dtype_is_quantized(base)) return base;
     const int n = (int)c->layers, gqa = c->kv_heads ? (int)(c->heads / c->kv_heads) : 1;

@@ -25,7 +25,7 @@
  * Norms stay F32; F32, F16 and BF16 "mixes" are every weight in that type.
  *
  *     llama_ftype f = llama_ftype_parse("Q4_K_M");               // 15
- *     kiln_dtype t = llama_mix_dtype(f, &m->cfg, false, "blk.1.attn_v.weight", 256, 256);
+ *     kiln_dtype t = llama_mix_dtype(f, &m->cfg, false, "blk.1.attn_v.weight", 256);
  */
 #ifndef LLAMA_MIX_H
 #define LLAMA_MIX_H
@@ -73,12 +73,11 @@ kiln_dtype llama_ftype_base(llama_ftype f);
  * Q4_K_M, as llama.cpp's loader guesses); LLAMA_FTYPE_UNKNOWN if none. */
 llama_ftype llama_ftype_of_dtype(kiln_dtype d);
 
-/* The type of GGUF tensor gguf_name ("blk.3.ffn_down.weight", kiln shape
- * [rows, cols], a 2-d weight; norms stay F32) in mix f for a model of
+/* The type of GGUF tensor gguf_name ("blk.3.ffn_down.weight", a 2-d
+ * weight of cols columns, ggml's ne[0]; norms stay F32) in mix f for a model of
  * config c (tied: no output.weight, the embedding is the head).
  * KILN_DTYPE_COUNT for an unknown f. */
-kiln_dtype llama_mix_dtype(llama_ftype f, const llama_config *c, bool tied, const char *gguf_name, int64_t rows,
-                           int64_t cols);
+kiln_dtype llama_mix_dtype(llama_ftype f, const llama_config *c, bool tied, const char *gguf_name, int64_t cols);
 
 /* A models/llama.h parameter name ("layers.3.feed_forward.w2.weight") as
  * GGUF names it ("blk.3.ffn_down.weight") into out; false if it has none. */

@@ -90,8 +90,8 @@ KT_TEST(llama_mix_as_stored_round_trip) {
     kiln_ctx_free(ctx);
 }
 
-static kiln_dtype mix_of(llama_ftype f, const llama_config *c, const char *name, int64_t rows, int64_t cols) {
-    return llama_mix_dtype(f, c, false, name, rows, cols);
+static kiln_dtype mix_of(llama_ftype f, const llama_config *c, const char *name, int64_t cols) {
+    return llama_mix_dtype(f, c, false, name, cols);
 }
 
 /* The rules where the reference files cannot show them: TinyLlama's shape
@@ -105,45 +105,45 @@ KT_TEST(llama_mix_rules) {
     const int more[22] = {1, 1, 0, 0, 1, 0, 0, 1, 0, 0, 1, 0, 0, 1, 0, 0, 1, 0, 0, 1, 1, 1};
     for (int l = 0; l < 22; l++) {
         snprintf(name, sizeof name, "blk.%d.attn_v.weight", l);
-        KT_CHECK(mix_of(q4m, &c, name, 256, 2048) == (more[l] ? KILN_Q6_K : KILN_Q4_K), "Q4_K_M %s", name);
+        KT_CHECK(mix_of(q4m, &c, name, 2048) == (more[l] ? KILN_Q6_K : KILN_Q4_K), "Q4_K_M %s", name);
         snprintf(name, sizeof name, "blk.%d.ffn_down.weight", l);
-        KT_CHECK(mix_of(q4m, &c, name, 2048, 5632) == (more[l] ? KILN_Q6_K : KILN_Q4_K), "Q4_K_M %s", name);
+        KT_CHECK(mix_of(q4m, &c, name, 5632) == (more[l] ? KILN_Q6_K : KILN_Q4_K), "Q4_K_M %s", name);
         snprintf(name, sizeof name, "blk.%d.attn_q.weight", l);
-        KT_CHECK(mix_of(q4m, &c, name, 2048, 2048) == KILN_Q4_K, "Q4_K_M %s", name);
+        KT_CHECK(mix_of(q4m, &c, name, 2048) == KILN_Q4_K, "Q4_K_M %s", name);
     }
-    KT_CHECK(mix_of(q4m, &c, "output.weight", 32000, 2048) == KILN_Q6_K, "Q4_K_M output");
-    KT_CHECK(mix_of(q4m, &c, "token_embd.weight", 32000, 2048) == KILN_Q4_K, "Q4_K_M token_embd");
-    KT_CHECK(llama_mix_dtype(q4m, &c, true, "token_embd.weight", 32000, 2048) == KILN_Q6_K, "tied token_embd");
+    KT_CHECK(mix_of(q4m, &c, "output.weight", 2048) == KILN_Q6_K, "Q4_K_M output");
+    KT_CHECK(mix_of(q4m, &c, "token_embd.weight", 2048) == KILN_Q4_K, "Q4_K_M token_embd");
+    KT_CHECK(llama_mix_dtype(q4m, &c, true, "token_embd.weight", 2048) == KILN_Q6_K, "tied token_embd");
     /* IQ4_XS with n_gqa 8: attn_v Q5_K; ffn_down Q5_K on the first eighth (layers 0, 1) */
     const llama_ftype iq = LLAMA_FTYPE_MOSTLY_IQ4_XS;
-    KT_CHECK(mix_of(iq, &c, "blk.5.attn_v.weight", 256, 2048) == KILN_Q5_K, "IQ4_XS attn_v");
-    KT_CHECK(mix_of(iq, &c, "blk.1.ffn_down.weight", 2048, 5632) == KILN_Q5_K, "IQ4_XS ffn_down 1");
-    KT_CHECK(mix_of(iq, &c, "blk.2.ffn_down.weight", 2048, 5632) == KILN_IQ4_XS, "IQ4_XS ffn_down 2");
-    KT_CHECK(mix_of(iq, &c, "output.weight", 32000, 2048) == KILN_Q6_K, "IQ4_XS output");
+    KT_CHECK(mix_of(iq, &c, "blk.5.attn_v.weight", 2048) == KILN_Q5_K, "IQ4_XS attn_v");
+    KT_CHECK(mix_of(iq, &c, "blk.1.ffn_down.weight", 5632) == KILN_Q5_K, "IQ4_XS ffn_down 1");
+    KT_CHECK(mix_of(iq, &c, "blk.2.ffn_down.weight", 5632) == KILN_IQ4_XS, "IQ4_XS ffn_down 2");
+    KT_CHECK(mix_of(iq, &c, "output.weight", 2048) == KILN_Q6_K, "IQ4_XS output");
     /* Q3_K_M, Q2_K, Q4_K_S */
     const llama_ftype q3m = LLAMA_FTYPE_MOSTLY_Q3_K_M, q2 = LLAMA_FTYPE_MOSTLY_Q2_K, q4s = LLAMA_FTYPE_MOSTLY_Q4_K_S;
-    KT_CHECK(mix_of(q3m, &c, "blk.1.attn_v.weight", 256, 2048) == KILN_Q5_K, "Q3_K_M attn_v 1");
-    KT_CHECK(mix_of(q3m, &c, "blk.2.attn_v.weight", 256, 2048) == KILN_Q4_K, "Q3_K_M attn_v 2");
-    KT_CHECK(mix_of(q3m, &c, "blk.0.ffn_down.weight", 2048, 5632) == KILN_Q5_K, "Q3_K_M ffn_down 0");
-    KT_CHECK(mix_of(q3m, &c, "blk.1.ffn_down.weight", 2048, 5632) == KILN_Q4_K, "Q3_K_M ffn_down 1");
-    KT_CHECK(mix_of(q3m, &c, "blk.1.attn_output.weight", 2048, 2048) == KILN_Q4_K, "Q3_K_M attn_output");
-    KT_CHECK(mix_of(q3m, &c, "blk.1.ffn_up.weight", 5632, 2048) == KILN_Q3_K, "Q3_K_M ffn_up");
-    KT_CHECK(mix_of(q2, &c, "blk.9.attn_v.weight", 256, 2048) == KILN_Q4_K, "Q2_K attn_v");
-    KT_CHECK(mix_of(q2, &c, "blk.9.ffn_down.weight", 2048, 5632) == KILN_Q3_K, "Q2_K ffn_down");
-    KT_CHECK(mix_of(q2, &c, "blk.9.attn_output.weight", 2048, 2048) == KILN_Q3_K, "Q2_K attn_output");
-    KT_CHECK(mix_of(q4s, &c, "blk.3.attn_v.weight", 256, 2048) == KILN_Q5_K, "Q4_K_S attn_v 3");
-    KT_CHECK(mix_of(q4s, &c, "blk.4.attn_v.weight", 256, 2048) == KILN_Q4_K, "Q4_K_S attn_v 4");
-    KT_CHECK(mix_of(LLAMA_FTYPE_MOSTLY_Q8_0, &c, "output.weight", 32000, 2048) == KILN_Q8_0, "Q8_0 output");
-    KT_CHECK(mix_of(LLAMA_FTYPE_MOSTLY_F16, &c, "output.weight", 32000, 2048) == KILN_F16, "F16 output");
+    KT_CHECK(mix_of(q3m, &c, "blk.1.attn_v.weight", 2048) == KILN_Q5_K, "Q3_K_M attn_v 1");
+    KT_CHECK(mix_of(q3m, &c, "blk.2.attn_v.weight", 2048) == KILN_Q4_K, "Q3_K_M attn_v 2");
+    KT_CHECK(mix_of(q3m, &c, "blk.0.ffn_down.weight", 5632) == KILN_Q5_K, "Q3_K_M ffn_down 0");
+    KT_CHECK(mix_of(q3m, &c, "blk.1.ffn_down.weight", 5632) == KILN_Q4_K, "Q3_K_M ffn_down 1");
+    KT_CHECK(mix_of(q3m, &c, "blk.1.attn_output.weight", 2048) == KILN_Q4_K, "Q3_K_M attn_output");
+    KT_CHECK(mix_of(q3m, &c, "blk.1.ffn_up.weight", 2048) == KILN_Q3_K, "Q3_K_M ffn_up");
+    KT_CHECK(mix_of(q2, &c, "blk.9.attn_v.weight", 2048) == KILN_Q4_K, "Q2_K attn_v");
+    KT_CHECK(mix_of(q2, &c, "blk.9.ffn_down.weight", 5632) == KILN_Q3_K, "Q2_K ffn_down");
+    KT_CHECK(mix_of(q2, &c, "blk.9.attn_output.weight", 2048) == KILN_Q3_K, "Q2_K attn_output");
+    KT_CHECK(mix_of(q4s, &c, "blk.3.attn_v.weight", 2048) == KILN_Q5_K, "Q4_K_S attn_v 3");
+    KT_CHECK(mix_of(q4s, &c, "blk.4.attn_v.weight", 2048) == KILN_Q4_K, "Q4_K_S attn_v 4");
+    KT_CHECK(mix_of(LLAMA_FTYPE_MOSTLY_Q8_0, &c, "output.weight", 2048) == KILN_Q8_0, "Q8_0 output");
+    KT_CHECK(mix_of(LLAMA_FTYPE_MOSTLY_F16, &c, "output.weight", 2048) == KILN_F16, "F16 output");
     /* widths not whole blocks: llama.cpp's fallbacks */
     c.layers = 2, c.heads = 4, c.kv_heads = 2, c.dim = 64, c.hidden = 128;
-    KT_CHECK(mix_of(q4m, &c, "blk.0.attn_q.weight", 64, 64) == KILN_Q5_0, "Q4_K narrow");
-    KT_CHECK(mix_of(q4m, &c, "blk.1.attn_v.weight", 32, 64) == KILN_Q8_0, "Q6_K narrow");
-    KT_CHECK(mix_of(q4m, &c, "output.weight", 320, 64) == KILN_Q8_0, "output narrow");
-    KT_CHECK(mix_of(LLAMA_FTYPE_MOSTLY_Q5_K_S, &c, "blk.0.ffn_up.weight", 128, 64) == KILN_Q5_1, "Q5_K narrow");
-    KT_CHECK(mix_of(q2, &c, "blk.0.ffn_gate.weight", 128, 64) == KILN_Q4_0, "Q2_K narrow");
-    KT_CHECK(mix_of(iq, &c, "blk.0.ffn_gate.weight", 128, 64) == KILN_IQ4_NL, "IQ4_XS narrow");
-    KT_CHECK(mix_of(LLAMA_FTYPE_MOSTLY_Q4_0, &c, "blk.0.ffn_gate.weight", 128, 48) == KILN_F16, "Q4_0 width 48");
+    KT_CHECK(mix_of(q4m, &c, "blk.0.attn_q.weight", 64) == KILN_Q5_0, "Q4_K narrow");
+    KT_CHECK(mix_of(q4m, &c, "blk.1.attn_v.weight", 64) == KILN_Q8_0, "Q6_K narrow");
+    KT_CHECK(mix_of(q4m, &c, "output.weight", 64) == KILN_Q8_0, "output narrow");
+    KT_CHECK(mix_of(LLAMA_FTYPE_MOSTLY_Q5_K_S, &c, "blk.0.ffn_up.weight", 64) == KILN_Q5_1, "Q5_K narrow");
+    KT_CHECK(mix_of(q2, &c, "blk.0.ffn_gate.weight", 64) == KILN_Q4_0, "Q2_K narrow");
+    KT_CHECK(mix_of(iq, &c, "blk.0.ffn_gate.weight", 64) == KILN_IQ4_NL, "IQ4_XS narrow");
+    KT_CHECK(mix_of(LLAMA_FTYPE_MOSTLY_Q4_0, &c, "blk.0.ffn_gate.weight", 48) == KILN_F16, "Q4_0 width 48");
     /* names: llama_ftype_names lists each mix once, each parsed back */
     int listed = 0;
     for (const char *p = llama_ftype_names(); *p; listed++) {
@@ -168,9 +168,10 @@ KT_TEST(llama_mix_rules) {
 
 static kiln_dtype chooser(void *user, const char *param, int64_t rows, int64_t cols) {
     const llama_config *c = user;
+    (void)rows;
     char name[64];
     return llama_param_gguf_name(param, name, sizeof name)
-               ? llama_mix_dtype(LLAMA_FTYPE_MOSTLY_Q4_K_M, c, false, name, rows, cols)
+               ? llama_mix_dtype(LLAMA_FTYPE_MOSTLY_Q4_K_M, c, false, name, cols)
                : KILN_F32;
 }
 

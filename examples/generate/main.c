@@ -161,7 +161,8 @@ static kiln_dtype mix_dtype(void *user, const char *param, int64_t rows, int64_t
     const mix_choice *m = user;
     char name[64];
     if (!llama_param_gguf_name(param, name, sizeof name)) return KILN_F32;
-    kiln_dtype t = llama_mix_dtype(m->mix, m->c, false, name, rows, cols);
+    (void)rows; /* llama_dtype_fn's: the rules look at the columns */
+    kiln_dtype t = llama_mix_dtype(m->mix, m->c, false, name, cols);
     return kiln_dtype_is_quantized(t) ? t : KILN_F32;
 }
 
