@@ -4,6 +4,7 @@
 
 #include "hf_gptq.h"
 #include "llama_arch.h"
+#include "llama_mix.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -253,23 +254,91 @@ static kiln_status put_tokenizer(kiln_gguf_writer *w, const kiln_tokenizer *tok,
     return st;
 }
 
-kiln_status llama_save_gguf_tok(const llama *mc, const kiln_tokenizer *tok, const char *path, kiln_dtype dtype) {
+/* Each 2-d weight's dtype in the file: dtype for every one (pure), or the
+ * mix's (llama_mix_dtype), or its own (LLAMA_FTYPE_AS_STORED). */
+typedef struct save_plan {
+    llama_ftype mix; /* LLAMA_FTYPE_UNKNOWN: every weight in dtype */
+    kiln_dtype dtype;
+} save_plan;
+
+static kiln_dtype planned(const save_plan *p, const llama *m, bool tied, const char *name, kiln_tensor *t) {
+    if (kiln_tensor_ndim(t) != 2) return kiln_tensor_dtype(t); /* norms stay F32 as llama.cpp writes them */
+    if (p->mix == LLAMA_FTYPE_UNKNOWN) return p->dtype;
+    if (p->mix == LLAMA_FTYPE_AS_STORED) return kiln_tensor_dtype(t);
+    return llama_mix_dtype(p->mix, &m->cfg, tied, name, kiln_tensor_shape(t)[1]);
+}
+
+/* t's values in dtype (a new tensor of tmp; t itself when it has it). */
+static kiln_tensor *converted(kiln_ctx *tmp, kiln_tensor *t, kiln_dtype dtype) {
+    kiln_dtype have = kiln_tensor_dtype(t);
+    if (have == dtype) return t;
+    if (kiln_dtype_is_quantized(have)) { /* an inference model's quantized weight: its values in f32 first */
+        kiln_tensor *f = kiln_tensor_new(tmp, KILN_F32, 2, kiln_tensor_shape(t));
+        if (!f || kiln_tensor_get_f32(t, kiln_tensor_data(f), kiln_tensor_numel(t))) return NULL;
+        t = f;
+    }
+    if (kiln_dtype_is_quantized(dtype)) return kiln_quantize(tmp, t, dtype); /* ggml's block layout */
+    kiln_tensor *h = kiln_tensor_new(tmp, dtype, 2, kiln_tensor_shape(t));
+    int64_t k = kiln_tensor_numel(t);
+    float *f = h ? malloc((size_t)k * sizeof *f) : NULL;
+    kiln_status st = !f ? kiln_set_error(KILN_ERR_OOM, "llama_save_gguf: out of memory") : kiln_tensor_get_f32(t, f, k);
+    if (!st) st = kiln_tensor_set_f32(h, f, k);
+    free(f);
+    return st ? NULL : h;
+}
+
+/* general.file_type for a file of these weights: the mix's number, or that
+ * of the commonest weight dtype by elements (as llama.cpp's loader guesses). */
+static llama_ftype file_type_of(const save_plan *p, const kiln_dtype *types, const int64_t *elems, int n) {
+    if (p->mix >= 0) return p->mix;
+    int best = -1;
+    for (int i = 0; i < n; i++)
+        if (types[i] != KILN_DTYPE_COUNT && (best < 0 || elems[i] > elems[best])) best = i;
+    return best < 0 ? LLAMA_FTYPE_ALL_F32 : llama_ftype_of_dtype(types[best]);
+}
+
+static kiln_status save(const llama *mc, const kiln_tokenizer *tok, const char *path, save_plan plan) {
     llama *m = (llama *)mc; /* the slots table takes non-const tensors; nothing is changed */
-    if (!m || !path) return kiln_set_error(KILN_ERR_ARG, "llama_save_gguf: NULL argument");
-    bool quant = dtype == KILN_Q8_0 || dtype == KILN_Q4_0;
-    if (dtype != KILN_F32 && dtype != KILN_F16 && dtype != KILN_BF16 && !quant)
-        return kiln_set_error(KILN_ERR_DTYPE, "llama_save_gguf: weights as %s (F32, F16, BF16, Q8_0 or Q4_0)",
-                              kiln_dtype_name(dtype));
+    const char *who = "llama_save_gguf";
+    if (!m || !path) return kiln_set_error(KILN_ERR_ARG, "%s: NULL argument", who);
+    if (plan.mix == LLAMA_FTYPE_UNKNOWN && ((unsigned)plan.dtype >= KILN_DTYPE_COUNT ||
+                                            llama_ftype_of_dtype(plan.dtype) == LLAMA_FTYPE_UNKNOWN))
+        return kiln_set_error(KILN_ERR_DTYPE, "%s: %s: weights as %s, which llama.cpp stores no weights in (F32, F16, "
+                              "BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K ... Q6_K, IQ4_NL, IQ4_XS)",
+                              who, path, kiln_dtype_name(plan.dtype));
+    if (plan.mix != LLAMA_FTYPE_UNKNOWN && plan.mix != LLAMA_FTYPE_AS_STORED && !llama_ftype_name(plan.mix))
+        return kiln_set_error(KILN_ERR_ARG, "%s: %s: llama_ftype %d is no mix kiln makes (%s)", who, path,
+                              (int)plan.mix, llama_ftype_names());
     const llama_config *c = &m->cfg;
     if ((c->traits.arch && strcmp(c->traits.arch, "llama")) || m->rope_freqs || c->head_dim * c->heads != c->dim)
         return kiln_set_error(KILN_ERR_UNSUPPORTED,
-                              "llama_save_gguf: writes Llama models (no rope_freqs, head_dim dim / heads), not this %s",
+                              "%s: writes Llama models (no rope_freqs, head_dim dim / heads), not this %s", who,
                               c->traits.arch ? c->traits.arch : "llama");
-    kiln_gguf_writer *w = kiln_gguf_writer_new();
-    kiln_ctx *tmp = kiln_ctx_new();
     int n = 0;
     slot *s = make_slots(m, &n);
-    kiln_status st = !w || !s || !tmp ? KILN_ERR_OOM : KILN_OK;
+    if (!s) return kiln_last_status();
+    /* a tied head (the embedding's values) is left out, as llama.cpp writes tied models */
+    const bool tied = m->tied || same_values(m->output, m->tok_embeddings);
+    const int n_write = tied ? n - 1 : n;
+    kiln_dtype *types = calloc((size_t)n, sizeof *types);
+    int64_t *elems = calloc((size_t)n, sizeof *elems);
+    kiln_status st = types && elems ? KILN_OK : kiln_set_error(KILN_ERR_OOM, "%s: out of memory", who);
+    for (int i = 0; i < n_write && !st; i++) {
+        kiln_tensor *t = s[i].t;
+        types[i] = planned(&plan, m, tied, s[i].gguf, t);
+        elems[i] = kiln_tensor_ndim(t) == 2 ? kiln_tensor_numel(t) : 0;
+        if (types[i] == KILN_DTYPE_COUNT || llama_ftype_of_dtype(types[i]) == LLAMA_FTYPE_UNKNOWN)
+            st = kiln_set_error(KILN_ERR_DTYPE, "%s: %s: '%s' is %s, which llama.cpp stores no weights in", who,
+                                path, s[i].gguf, kiln_dtype_name(types[i]));
+        else if (kiln_tensor_ndim(t) == 2 && kiln_tensor_shape(t)[1] % kiln_dtype_block(types[i]))
+            st = kiln_set_error(KILN_ERR_SHAPE, "%s: %s: '%s' has %lld columns, not whole %s blocks of %lld", who,
+                                path, s[i].gguf, (long long)kiln_tensor_shape(t)[1], kiln_dtype_name(types[i]),
+                                (long long)kiln_dtype_block(types[i]));
+        if (kiln_tensor_ndim(t) != 2) types[i] = KILN_DTYPE_COUNT; /* not counted in the file type */
+    }
+    kiln_gguf_writer *w = st ? NULL : kiln_gguf_writer_new();
+    kiln_ctx *tmp = st ? NULL : kiln_ctx_new();
+    if (!st && (!w || !tmp)) st = kiln_set_error(KILN_ERR_OOM, "%s: out of memory", who);
     if (!st) st = kiln_gguf_set_string(w, "general.architecture", "llama");
     if (!st) st = kiln_gguf_set_string(w, "general.name", "kiln llama");
     if (!st) st = kiln_gguf_set_int(w, "llama.block_count", KILN_GGUF_UINT32, c->layers);
@@ -283,43 +352,26 @@ kiln_status llama_save_gguf_tok(const llama *mc, const kiln_tokenizer *tok, cons
     if (!st) st = kiln_gguf_set_int(w, "llama.rope.dimension_count", KILN_GGUF_UINT32, c->dim / c->heads);
     if (!st) st = kiln_gguf_set_int(w, "llama.vocab_size", KILN_GGUF_UINT32, c->vocab);
     if (!st) st = put_tokenizer(w, tok, c->vocab);
-    /* llama.cpp's general.file_type (llama_ftype): 0 all F32, 1 mostly F16, 2 mostly Q4_0, 7 mostly Q8_0,
-     * 32 mostly BF16 */
-    if (!st) st = kiln_gguf_set_int(w, "general.file_type", KILN_GGUF_UINT32,
-                                    dtype == KILN_F32 ? 0 : dtype == KILN_F16 ? 1 : dtype == KILN_Q4_0 ? 2
-                                    : dtype == KILN_Q8_0 ? 7 : 32);
-    for (int i = 0; i < n && !st; i++) {
+    if (!st) st = kiln_gguf_set_int(w, "general.file_type", KILN_GGUF_UINT32, file_type_of(&plan, types, elems, n));
+    for (int i = 0; i < n_write && !st; i++) {
         kiln_tensor *t = s[i].t;
-        /* a tied head (the embedding's values) is left out, as llama.cpp writes tied models */
-        if (i == n - 1 && (m->tied || same_values(m->output, m->tok_embeddings))) continue;
-        kiln_dtype have = kiln_tensor_dtype(t);
-        if (kiln_tensor_ndim(t) == 2 && have != dtype && kiln_dtype_is_quantized(have)) {
-            /* an inference model's quantized weight: its values in f32 first (one tensor at a time would
-             * need the writer to take them at once; the writer reads them at save) */
-            kiln_tensor *f = kiln_tensor_new(tmp, KILN_F32, 2, kiln_tensor_shape(t));
-            st = f ? kiln_tensor_get_f32(t, kiln_tensor_data(f), kiln_tensor_numel(t)) : kiln_last_status();
-            t = f;
-        }
-        if (st || kiln_tensor_ndim(t) != 2 || kiln_tensor_dtype(t) == dtype) {
-        } else if (quant) { /* ggml's block layout: kiln_quantize makes it */
-            if (!(t = kiln_quantize(tmp, t, dtype))) st = kiln_last_status();
-        } else { /* norms (1-d) stay F32 */
-            kiln_tensor *h = kiln_tensor_new(tmp, dtype, 2, kiln_tensor_shape(t));
-            int64_t k = kiln_tensor_numel(t);
-            float *f = h ? malloc((size_t)k * sizeof *f) : NULL;
-            st = !f ? KILN_ERR_OOM : kiln_tensor_get_f32(t, f, k);
-            if (!st) st = kiln_tensor_set_f32(h, f, k);
-            free(f);
-            t = h;
-        }
+        if (kiln_tensor_ndim(t) == 2 && !(t = converted(tmp, t, types[i]))) st = kiln_last_status();
         if (!st) st = kiln_gguf_add_tensor(w, s[i].gguf, t);
     }
-    if (st == KILN_ERR_OOM && !kiln_last_status()) kiln_set_error(st, "llama_save_gguf: out of memory");
+    if (st == KILN_ERR_OOM && !kiln_last_status()) kiln_set_error(st, "%s: out of memory", who);
     if (!st) st = kiln_gguf_writer_save(w, path);
-    free(s);
+    free(s), free(types), free(elems);
     kiln_gguf_writer_free(w);
     kiln_ctx_free(tmp);
     return st;
+}
+
+kiln_status llama_save_gguf_tok(const llama *m, const kiln_tokenizer *tok, const char *path, kiln_dtype dtype) {
+    return save(m, tok, path, (save_plan){LLAMA_FTYPE_UNKNOWN, dtype});
+}
+
+kiln_status llama_save_gguf_mix(const llama *m, const kiln_tokenizer *tok, const char *path, llama_ftype mix) {
+    return save(m, tok, path, (save_plan){mix, KILN_F32});
 }
 
 /* ---- Hugging Face ---- */

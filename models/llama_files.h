@@ -51,6 +51,7 @@
 #define LLAMA_FILES_H
 
 #include "llama.h"
+#include "llama_mix.h"
 
 /* NULL on failure (kiln_last_error() says why). */
 llama *llama_from_gguf(kiln_ctx *ctx, const char *path);
@@ -80,15 +81,27 @@ llama *llama_infer_from_hf(kiln_ctx *ctx, const char *dir, int weights);
 kiln_tokenizer *llama_gguf_tokenizer(const char *path);
 kiln_tokenizer *llama_hf_tokenizer(const char *dir);
 
-/* Write m as a llama GGUF (the names and keys above) with its weights in
- * dtype (KILN_F32, KILN_F16, KILN_BF16, KILN_Q8_0 or KILN_Q4_0, quantized
- * by kiln_quantize; an inference model's weights already in dtype are
- * written as they are, others dequantized first; norms stay F32 as llama.cpp writes them), atomically; an output head equal to the embedding is left
- * out (tied, as llama.cpp writes such models). The file carries a
- * tokenizer, as llama.cpp needs to load it: _tok's (its tokens padded
- * with unused ids to the model's vocabulary), or kiln_tokenizer_bytes'. Architectures other than llama are
- * refused. */
+/* Write m as a llama GGUF (the names and keys above), atomically; an
+ * output head equal to the embedding is left out (tied, as llama.cpp
+ * writes such models); norms stay F32 as llama.cpp writes them. The 2-d
+ * weights: llama_save_gguf / _tok every one in dtype (any type llama.cpp
+ * stores weights in: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K,
+ * Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS; llama-quantize --pure);
+ * llama_save_gguf_mix each in the type llama-quantize's mix gives it
+ * (models/llama_mix.h: Q4_K_M's output in Q6_K ...) and general.file_type
+ * the mix's number, or with LLAMA_FTYPE_AS_STORED each in the dtype it has
+ * (a model loaded with LLAMA_AS_STORED written back as it was). A weight
+ * already in its type is written as it is; others are dequantized and
+ * quantized by kiln_quantize. The file carries a tokenizer, as llama.cpp
+ * needs to load it: tok's (its tokens padded with unused ids to the
+ * model's vocabulary), or kiln_tokenizer_bytes'. Architectures other than
+ * llama, and a weight whose width is not whole blocks of its type, are
+ * refused before anything is written.
+ *
+ *     llama_save_gguf_mix(m, tok, "model-Q4_K_M.gguf", llama_ftype_parse("Q4_K_M"));
+ */
 kiln_status llama_save_gguf(const llama *m, const char *path, kiln_dtype dtype);
 kiln_status llama_save_gguf_tok(const llama *m, const kiln_tokenizer *tok, const char *path, kiln_dtype dtype);
+kiln_status llama_save_gguf_mix(const llama *m, const kiln_tokenizer *tok, const char *path, llama_ftype mix);
 
 #endif

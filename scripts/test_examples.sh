@@ -136,6 +136,14 @@ check generate_tiny_no_fuse 0 "generation: 7 tokens" "$bin/generate" --model "$t
 check generate_tiny_nf4_sampled 0 "weights nf4" \
     "$bin/generate" --model "$tmp/tiny.gguf" --dtype nf4 --tokens 8 --temperature 0.8 --top-k 5 --threads 1
 check generate_no_model 2 "--model" "$bin/generate"
+# every llama-quantize mix: Q4_K_M on the tiny model (64 wide: llama.cpp's fallbacks, Q5_0 and Q8_0)
+check generate_make_tiny_q4_k_m 0 "tiny_k.gguf: llama .* in Q4_K_M" \
+    "$bin/generate" --make-random "$tmp/tiny_k.gguf" --size tiny --dtype q4_k_m
+check generate_tiny_q4_k_m 0 "generation: 7 tokens" "$bin/generate" --model "$tmp/tiny_k.gguf" --tokens 8 --threads 1
+check generate_make_not_a_mix 2 "writes a llama.cpp mix (--dtype F32|.*IQ4_XS), not nf4" \
+    "$bin/generate" --make-random "$tmp/x.gguf" --size tiny --dtype nf4
+check generate_bad_dtype 2 "--dtype q4_k_m: not one of stored|f32|" "$bin/generate" --model "$tmp/tiny.gguf" --dtype q4_k_m
+check generate_tiny_as_q8_0 0 "weights q8_0" "$bin/generate" --model "$tmp/tiny_k.gguf" --dtype q8_0 --tokens 8 --threads 1
 # --dump-logits: every position's logits, [ids][vocab] float32 (vocab 320: 3 x 320 x 4 bytes)
 check generate_dump_logits 0 "logits of 3 ids" "$bin/generate" --model "$tmp/tiny.gguf" --ids 1,40,7 \
     --dump-logits "$tmp/z.bin" --threads 1

@@ -30,11 +30,12 @@
  * TinyLlama-1.1B's shape (dim 2048, hidden 5632, 22 layers, 32 heads, 4 kv
  * heads, vocab 32000, context 2048; --size tiny: a few-KiB model for tests)
  * as a GGUF with kiln's writer and a byte vocabulary (so llama.cpp loads
- * it), weights in --dtype f32, q8_0 or q4_0: the weights are drawn and
- * quantized a few MiB at a time into the model's own dtype, so the Q4_0
- * file never exists in f32 in memory.
+ * it), in --dtype, one of llama-quantize's mixes (Q4_K_M, Q6_K, Q8_0,
+ * IQ4_XS, Q4_0, F32 ...: each tensor in the type llama-quantize gives it,
+ * models/llama_mix.h): the weights are drawn and quantized a few MiB at a
+ * time into their own types, so a 4-bit file never exists in f32 in memory.
  *
- *     build/examples/generate --make-random /tmp/tl-q4.gguf --dtype q4_0
+ *     build/examples/generate --make-random /tmp/tl-q4.gguf --dtype Q4_K_M
  *     build/examples/generate --model /tmp/tl-q4.gguf --threads 2
  *     build/examples/generate --model TinyLlama-1.1B/ --dtype nf4 --prompt "The capital of France"
  *     build/examples/generate --help
@@ -52,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -68,12 +70,25 @@ static double peak_rss_mib(void) {
     return (double)u.ru_maxrss / 1024.0; /* KiB on Linux */
 }
 
+/* --dtype: "stored" (LLAMA_AS_STORED) or any kiln dtype by its
+ * kiln_dtype_name, in any case; -2 for another name. */
 static int dtype_of(const char *name) {
-    const char *names[] = {"f32", "q8_0", "q4_0", "nf4", "nf4_dq"};
-    const int types[] = {KILN_F32, KILN_Q8_0, KILN_Q4_0, KILN_NF4, KILN_NF4_DQ};
-    for (int i = 0; i < 5; i++)
-        if (!strcmp(name, names[i])) return types[i];
-    return LLAMA_AS_STORED;
+    if (!strcmp(name, "stored")) return LLAMA_AS_STORED;
+    for (int t = 0; t < KILN_DTYPE_COUNT; t++)
+        if (!strcasecmp(name, kiln_dtype_name((kiln_dtype)t))) return t;
+    return -2;
+}
+
+/* the names dtype_of takes, for its message */
+static const char *dtype_names(void) {
+    static char all[512];
+    if (!all[0]) {
+        strcpy(all, "stored");
+        for (int t = 0; t < KILN_DTYPE_COUNT; t++)
+            if (strcmp(kiln_dtype_name((kiln_dtype)t), "?") && strlen(all) + 16 < sizeof all)
+                strcat(strcat(all, "|"), kiln_dtype_name((kiln_dtype)t));
+    }
+    return all;
 }
 
 /* --ids: comma-separated token ids into a malloc'd array (*n of them), or
@@ -135,11 +150,28 @@ static int dump_logits(llama *m, const int32_t *ids, int64_t n, const char *path
     return 0;
 }
 
+/* --make-random's weights: each in the type llama-quantize's mix gives it,
+ * a float one drawn in f32 (converted as it is written). */
+typedef struct mix_choice {
+    llama_ftype mix;
+    const llama_config *c;
+} mix_choice;
+
+static kiln_dtype mix_dtype(void *user, const char *param, int64_t rows, int64_t cols) {
+    const mix_choice *m = user;
+    char name[64];
+    if (!llama_param_gguf_name(param, name, sizeof name)) return KILN_F32;
+    (void)rows; /* llama_dtype_fn's: the rules look at the columns */
+    kiln_dtype t = llama_mix_dtype(m->mix, m->c, false, name, cols);
+    return kiln_dtype_is_quantized(t) ? t : KILN_F32;
+}
+
 /* --make-random: TinyLlama-1.1B's shape (or a tiny one) with random weights. */
 static int make_random(const char *path, const char *size, const char *dtype, uint64_t seed) {
-    int dt = dtype_of(dtype);
-    if (dt != KILN_F32 && dt != KILN_Q8_0 && dt != KILN_Q4_0) {
-        fprintf(stderr, "generate: --make-random writes --dtype f32, q8_0 or q4_0, not %s\n", dtype);
+    llama_ftype mix = llama_ftype_parse(dtype);
+    if (mix == LLAMA_FTYPE_UNKNOWN) {
+        fprintf(stderr, "generate: --make-random writes a llama.cpp mix (--dtype %s), not %s\n", llama_ftype_names(),
+                dtype);
         return 2;
     }
     llama_config c = llama_defaults();
@@ -150,7 +182,8 @@ static int make_random(const char *path, const char *size, const char *dtype, ui
     }
     double t0 = progress_now();
     kiln_ctx *ctx = kiln_ctx_new();
-    llama *m = ctx ? llama_new_inference(ctx, &c, (kiln_dtype)dt, false) : NULL;
+    mix_choice choice = {mix, &c};
+    llama *m = ctx ? llama_new_inference_typed(ctx, &c, mix_dtype, &choice, false) : NULL;
     if (!m) return fail("making the model");
     /* llama_init_random on a copy of the model holding one parameter at a
      * time (each parameter's draw is seeded by its name: the same weights
@@ -171,10 +204,10 @@ static int make_random(const char *path, const char *size, const char *dtype, ui
     double t1 = progress_now();
     printf("writing %s (%.1f MiB)\n", path, (double)llama_weight_bytes(m) / (1 << 20));
     fflush(stdout);
-    if (llama_save_gguf(m, path, (kiln_dtype)dt)) return fail("writing the GGUF");
+    if (llama_save_gguf_mix(m, NULL, path, mix)) return fail("writing the GGUF");
     printf("%s: llama %lld params (%s) in %s: %.1f MiB of weights; drawn in %.1f s, written in %.1f s; peak RSS %.0f MiB\n",
-           path, (long long)llama_param_count(m), size, dtype, (double)llama_weight_bytes(m) / (1 << 20), t1 - t0,
-           progress_now() - t1, peak_rss_mib());
+           path, (long long)llama_param_count(m), size, llama_ftype_name(mix), (double)llama_weight_bytes(m) / (1 << 20),
+           t1 - t0, progress_now() - t1, peak_rss_mib());
     llama_free(m);
     kiln_ctx_free(ctx);
     return 0;
@@ -190,8 +223,9 @@ int main(int argc, char **argv) {
     args_opt opts[] = {
         {"model", ARGS_STRING, &model, "PATH",
          "a GGUF file or a Hugging Face directory (llama, mistral, qwen2, phi3, gemma2)", NULL, false},
-        {"dtype", ARGS_CHOICE, &dtype, "T", "the weights in memory (stored: as the file holds them)",
-         "stored|f32|q8_0|q4_0|nf4|nf4_dq", false},
+        {"dtype", ARGS_STRING, &dtype, "T",
+         "the weights in memory: stored (as the file holds them) or a kiln dtype (converted on load); "
+         "--make-random's: a llama.cpp mix (Q4_K_M, Q6_K, IQ4_XS, F32 ...)", NULL, false},
         {"prompt", ARGS_STRING, &prompt, "TEXT", "text to continue", NULL, false},
         {"prompt-tokens", ARGS_INT, &prompt_tokens, "N", "repeat the prompt's tokens to N tokens (0: as it is)", NULL,
          false},
@@ -208,7 +242,7 @@ int main(int argc, char **argv) {
         {"ids", ARGS_STRING, &ids_text, "I,J,...", "token ids to run as one prompt (with --dump-logits)", NULL, false},
         {"dump-logits", ARGS_STRING, &dump, "OUT",
          "write the --ids' logits, every position, as little-endian float32 [ids][vocab], and stop", NULL, false},
-        {"make-random", ARGS_STRING, &make, "FILE", "write a random-weight llama GGUF in --dtype f32|q8_0|q4_0 and stop",
+        {"make-random", ARGS_STRING, &make, "FILE", "write a random-weight llama GGUF in the --dtype mix (default Q4_0) and stop",
          NULL, false},
         {"size", ARGS_CHOICE, &size, "S", "--make-random's shape: TinyLlama-1.1B's, or a tiny test model",
          "tinyllama|tiny", false},
@@ -220,8 +254,11 @@ int main(int argc, char **argv) {
         return fprintf(stderr, "generate: --threads: %s\n", kiln_last_error()), 2;
     if (make) {
         if (!output_file("generate", "--make-random", make)) return 2;
-        return make_random(make, size, strcmp(dtype, "stored") ? dtype : "q4_0", seed);
+        return make_random(make, size, strcmp(dtype, "stored") ? dtype : "Q4_0", seed);
     }
+    int weights = dtype_of(dtype);
+    if (weights == -2)
+        return fprintf(stderr, "generate: --dtype %s: not one of %s\n", dtype, dtype_names()), 2;
     if (!model) return fprintf(stderr, "generate: --model PATH is needed (or --make-random FILE); see --help\n"), 2;
     if (!ids_text != !dump) return fprintf(stderr, "generate: --ids and --dump-logits go together\n"), 2;
     int64_t n_dump = 0;
@@ -236,8 +273,8 @@ int main(int argc, char **argv) {
     kiln_ctx *ctx = kiln_ctx_new();
     kiln_backend *be = kiln_backend_get(backend);
     if (!ctx || !be || kiln_ctx_set_backend(ctx, be)) return fail("choosing the backend");
-    llama *m = dir ? llama_infer_from_hf(ctx, model, dtype_of(dtype))
-                                 : llama_infer_from_gguf(ctx, model, dtype_of(dtype));
+    llama *m = dir ? llama_infer_from_hf(ctx, model, weights)
+                                 : llama_infer_from_gguf(ctx, model, weights);
     if (!m) return fail(model);
     m->fuse = !no_fuse;
     if (dump) {
