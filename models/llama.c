@@ -317,13 +317,16 @@ static kiln_tensor *hidden(llama *m, kiln_tensor *idx, llama_cache *cache, int64
     if (s) return NULL;
     const double eps = m->cfg.norm_eps;
     kiln_tensor *h = kiln_get_rows(ctx, m->tok_embeddings, idx);
+    bool segments = m->checkpoint && !cache && kiln_ctx_grad_enabled(ctx);
     for (int l = 0; l < m->cfg.layers; l++) {
         const llama_layer *y = &m->layers[l];
+        if (segments && kiln_checkpoint_begin(ctx)) return NULL;
         h = kiln_add(ctx, h, attention(m, l, kiln_rms_norm(ctx, h, y->attention_norm, eps), positions, cache, pos, B, T));
         kiln_tensor *x = kiln_rms_norm(ctx, h, y->ffn_norm, eps);
         kiln_tensor *gate = swiglu(m, y, x);
         if (m->taps) m->taps[4 * l + 2] = x, m->taps[4 * l + 3] = gate;
         h = kiln_add(ctx, h, model_linear(ctx, gate, y->w2, y->w2_perm, NULL));
+        if (segments && kiln_checkpoint_end(ctx)) return NULL;
     }
     return h;
 }

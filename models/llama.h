@@ -106,6 +106,9 @@ typedef struct llama {
     bool fuse;            /* run wqkv / w13 where a layer has them (true for
                            * llama_new_inference; false: the same weights,
                            * one product per weight, the same logits) */
+    bool checkpoint;      /* true: where gradients are on (llama_train_graph),
+                           * each layer is a kiln_checkpoint_begin/end segment:
+                           * recomputed in the backward pass, not kept */
 } llama;
 
 /* cfg NULL: llama_defaults(). NULL on failure (kiln_last_error() says why). */
