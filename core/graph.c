@@ -119,7 +119,7 @@ kiln_status kiln_graph_backward(kiln_graph *g, kiln_tensor *loss) {
         s = graph_append(g, acc);
     }
     /* a refused rewrite leaves the graph as it was */
-    if (!s && (s = kiln__graph_recompute(g, n0))) g->n = n0;
+    if (!s && segments && (s = kiln__graph_recompute(g, n0))) g->n = n0;
     if (!s) g->losses[g->n_losses++] = loss;
 done:
     free(all);

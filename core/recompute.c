@@ -99,9 +99,6 @@ static void place(kiln_tensor *c, uint64_t gen, kiln_tensor **out, int *n) {
 
 kiln_status kiln__graph_recompute(kiln_graph *g, int n0) {
     kiln_ctx *ctx = g->ctx;
-    bool any = false;
-    for (int i = 0; i < n0 && !any; i++) any = g->nodes[i]->segment != 0;
-    if (!any) return KILN_OK;
     rewrite r = {.g = g, .gen = ++ctx->visit_gen, .n0 = n0};
     r.kept = kiln__calloc((size_t)n0, sizeof *r.kept);
     r.copy = kiln__calloc((size_t)n0, sizeof *r.copy);
