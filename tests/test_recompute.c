@@ -4,6 +4,7 @@
  * llama blocks from models/), and the planner's peak for a deep stack
  * drops; misuse is a clear error that changes nothing. */
 #include "kt.h"
+#include "kt_device.h"
 #include "gpt.h"
 #include "llama.h"
 
@@ -27,8 +28,9 @@ typedef struct {
 
 /* x -> MLP_LAYERS x (x + dropout(gelu(x w^T))) -> sum of squares; each
  * block a segment when ckpt */
-static void mlp_build(mlp_run *r, bool ckpt, double p_drop) {
+static void mlp_build(mlp_run *r, bool ckpt, double p_drop, kiln_backend *be) {
     kiln_ctx *ctx = r->ctx = kiln_ctx_new();
+    if (be) KT_OK(kiln_ctx_set_backend(ctx, be));
     kiln_tensor *x = kiln_new_2d(ctx, KILN_F32, MLP_ROWS, MLP_WIDTH);
     KT_OK(kiln_tensor_fill_randn(x, 7, 0, 1));
     for (int l = 0; l < MLP_LAYERS; l++) {
@@ -58,10 +60,10 @@ static void same_grads(kiln_tensor **pa, kiln_tensor **pb, int n, const char *wh
     }
 }
 
-static void mlp_compare(double p_drop) {
+static void mlp_compare(double p_drop, kiln_backend *be) {
     mlp_run a, b;
-    mlp_build(&a, false, p_drop);
-    mlp_build(&b, true, p_drop);
+    mlp_build(&a, false, p_drop, be);
+    mlp_build(&b, true, p_drop, be);
     for (int step = 0; step < 2; step++) { /* the second compute draws new dropout masks */
         kiln_zero_grad(a.ctx);
         kiln_zero_grad(b.ctx);
@@ -80,8 +82,17 @@ static void mlp_compare(double p_drop) {
     kiln_ctx_free(b.ctx);
 }
 
-KT_TEST(recompute_mlp_same_gradients_less_memory) { mlp_compare(0); }
-KT_TEST(recompute_mlp_dropout_same_mask) { mlp_compare(0.25); }
+KT_TEST(recompute_mlp_same_gradients_less_memory) { mlp_compare(0, NULL); }
+KT_TEST(recompute_mlp_dropout_same_mask) { mlp_compare(0.25, NULL); }
+/* only graph structure: the same on a device backend */
+KT_TEST(recompute_mlp_vulkan) {
+    kiln_backend *be = kt_device("vulkan");
+    if (be) mlp_compare(0.25, be);
+}
+KT_TEST(recompute_mlp_cuda) {
+    kiln_backend *be = kt_device("cuda");
+    if (be) mlp_compare(0.25, be);
+}
 
 static const char text[] = "the quick brown fox jumps over the lazy dog; pack my box with five dozen liquor jugs. ";
 
