@@ -74,7 +74,11 @@ kiln_status kiln_graph_backward(kiln_graph *g, kiln_tensor *loss) {
                                               "loss ('%s'); each compute adds its gradients once", loss->name);
     kiln_status s = kiln__owned_grow(ctx, (void **)&g->losses, &g->losses_cap, g->n_losses + 1, sizeof *g->losses);
     if (s) return s;
+    if (ctx->segment_open)
+        return kiln__errs(KILN_ERR_STATE, "kiln_graph_backward: checkpoint segment %d is still open (call "
+                                          "kiln_checkpoint_end before the backward pass)", ctx->segment_open);
     if (!contains(g, loss) && loss->op != KILN_OP_NONE && (s = kiln_graph_add(g, loss))) return s;
+    int n0 = g->n;
     /* the leaves to differentiate: every leaf that requires grad under loss */
     kiln_tensor **all = NULL, **leaves = NULL, **grads = NULL;
     int m = kiln__topo(&loss, 1, ++ctx->visit_gen, stop_never, NULL, &all), nl = 0;
@@ -93,7 +97,12 @@ kiln_status kiln_graph_backward(kiln_graph *g, kiln_tensor *loss) {
         goto done;
     }
     if ((s = kiln__vjp(ctx, loss, seed, nl, leaves, grads))) goto done;
-    for (int i = 0; i < nl && !s; i++) {
+    bool segments = false;
+    for (int i = 0; i < n0 && !segments; i++) segments = g->nodes[i]->segment != 0;
+    for (int j = 0; j < nl && !s; j++) {
+        /* with checkpoints, the leaves nearest the loss first: each segment's
+         * weight gradients then follow its recomputation, not the whole pass */
+        int i = segments ? nl - 1 - j : j;
         if (!grads[i]) continue;
         kiln_tensor *src[2] = {leaves[i]->grad, kiln__contig(ctx, grads[i])};
         if (!src[1]) {
@@ -109,6 +118,8 @@ kiln_status kiln_graph_backward(kiln_graph *g, kiln_tensor *loss) {
         acc->view_src = src[0];
         s = graph_append(g, acc);
     }
+    /* a refused rewrite leaves the graph as it was */
+    if (!s && segments && (s = kiln__graph_recompute(g, n0))) g->n = n0;
     if (!s) g->losses[g->n_losses++] = loss;
 done:
     free(all);

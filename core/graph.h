@@ -61,6 +61,10 @@ kiln_status kiln__graph_fuse(kiln_graph *g, kiln_backend *b, uint64_t gen);
 static inline bool kiln__graph_unplaced(const kiln_graph *g, int i) {
     return g->chain_end[i] != i || g->acc_node[i] >= 0;
 }
+/* Gradient checkpointing (recompute.c), when some forward node
+ * g->nodes[0, n0) is in a segment: the backward nodes g->nodes[n0, n)
+ * read recomputed copies of the segments' activations. */
+kiln_status kiln__graph_recompute(kiln_graph *g, int n0);
 /* Place every intermediate in one buffer by liveness; give outputs their
  * own storage; the fused forms are those of g's backend. */
 kiln_status kiln__graph_plan(kiln_graph *g);

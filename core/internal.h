@@ -176,6 +176,7 @@ struct kiln_tensor {
     uint64_t visit; /* walk generation that last saw this tensor */
     int slot;       /* its index in that walk */
     int id;
+    int segment; /* kiln_checkpoint_begin's segment that built it (0: none) */
     char name[48];
 };
 
@@ -190,6 +191,7 @@ struct kiln_ctx {
     uint64_t owned_seq;       /* owned blocks made so far (kiln_ctx_rewind) */
     size_t storage_bytes;
     bool grad_enabled;
+    int segment_open, n_segments; /* kiln_checkpoint_begin/end */
     int n_tensors;
     uint64_t visit_gen;
     kiln_tensor **params;     /* kiln_param() order */

@@ -130,15 +130,21 @@ kiln_status kiln__graph_plan(kiln_graph *g) {
         g->offs[i] = 0;
         if (planned_here(t)) g->unplanned_bytes += size;
         if (planned_here(t) && !kiln__graph_unplaced(g, i)) g->offs[i] = fa_alloc(&fa, size);
-        /* free what dies here: the storage this node reads or views, or
-         * its own if nothing reads it */
-        for (int k = 0; k <= t->nsrc && !s; k++) {
-            kiln_tensor *o = owner(k < t->nsrc ? t->src[k] : t);
-            if (o->visit != gen || last[o->slot] != i || !planned_here(o) || kiln__graph_unplaced(g, o->slot)) continue;
-            bool seen = false; /* storage read twice is freed once */
-            for (int j = 0; j < k; j++) seen |= owner(t->src[j]) == o;
-            if (!seen && fa_free(&fa, g->offs[o->slot], align_up(kiln_tensor_nbytes(o))))
-                s = kiln__errs(KILN_ERR_OOM, "planner: out of memory");
+        /* free what dies here: the storage this node (or, at the end of
+         * a fused chain, any of its members) reads or views, or its own if
+         * nothing reads it */
+        int first = i;
+        while (first > 0 && g->chain_end[first - 1] == i) first--;
+        for (int j = first; j <= i && !s; j++) {
+            kiln_tensor *u = g->nodes[j];
+            for (int k = 0; k <= u->nsrc && !s; k++) {
+                kiln_tensor *o = owner(k < u->nsrc ? u->src[k] : u);
+                if (o->visit != gen || last[o->slot] != i || !planned_here(o) || kiln__graph_unplaced(g, o->slot))
+                    continue;
+                last[o->slot] = -1; /* storage read twice is freed once */
+                if (fa_free(&fa, g->offs[o->slot], align_up(kiln_tensor_nbytes(o))))
+                    s = kiln__errs(KILN_ERR_OOM, "planner: out of memory");
+            }
         }
     }
     free(last);

@@ -201,6 +201,7 @@ kiln_tensor *kiln__node_new(kiln_ctx *ctx, kiln_op op, kiln_dtype dtype, int ndi
     if (!t) return NULL;
     t->op = op;
     t->nsrc = nsrc;
+    t->segment = ctx->segment_open;
     bool rg = false;
     for (int i = 0; i < nsrc; i++) {
         t->src[i] = src[i];

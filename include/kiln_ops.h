@@ -323,6 +323,35 @@ void kiln_graph_free_buffers(kiln_graph *g);
 /* Name of node i's op, for printing. */
 const char *kiln_op_name_of(const kiln_tensor *t);
 
+/* ---- gradient checkpointing ---------------------------------------------- */
+/* As torch.utils.checkpoint.checkpoint(block, x): the nodes built between
+ * kiln_checkpoint_begin and kiln_checkpoint_end form a segment whose
+ * activations the backward pass does not keep but recomputes. The segment
+ * keeps what its nodes read from outside it (its input, the parameters)
+ * and what is read outside it (its output); kiln_graph_backward rewrites
+ * the backward pass to read copies of the rest, each recomputed just
+ * before the backward first needs it, so the planner (kiln_graph_planned_bytes)
+ * holds one segment's activations at a time during the backward pass. The
+ * gradients are bit for bit those without checkpointing; dropout inside a
+ * segment recomputes the forward's mask (it depends on the seed and the
+ * compute only). Segments do not nest (KILN_ERR_STATE); a segment must be
+ * closed before kiln_graph_backward (KILN_ERR_STATE); an op that writes in
+ * place (kiln_slice_assign, batch norm updating running statistics) cannot
+ * be recomputed: kiln_graph_backward refuses it (KILN_ERR_UNSUPPORTED) and
+ * leaves the graph as it was. The rewrite is only graph structure, so it
+ * works on every backend. (Not to be confused with kiln_checkpoint_save,
+ * which writes parameters to a file.)
+ *
+ *     for (int l = 0; l < n_layers; l++) {
+ *         kiln_checkpoint_begin(ctx);
+ *         x = block_forward(ctx, &blocks[l], x);
+ *         kiln_checkpoint_end(ctx);
+ *     }
+ *     loss = ...;  kiln_graph_add(g, loss);  kiln_graph_backward(g, loss);
+ */
+kiln_status kiln_checkpoint_begin(kiln_ctx *ctx);
+kiln_status kiln_checkpoint_end(kiln_ctx *ctx);
+
 #ifdef __cplusplus
 }
 #endif

@@ -103,13 +103,16 @@ kiln_tensor *gpt_forward(gpt *m, kiln_tensor *idx) {
     /* positions 0..T-1: the first T rows of wpe */
     kiln_tensor *pos = kiln_slice(ctx, m->wpe, 0, 0, T, 1);
     kiln_tensor *x = kiln_add(ctx, kiln_get_rows(ctx, m->wte, idx), pos);
+    bool segments = m->checkpoint && kiln_ctx_grad_enabled(ctx);
     for (int l = 0; l < m->cfg.layers; l++) {
         const gpt_block *b = &m->blocks[l];
+        if (segments && kiln_checkpoint_begin(ctx)) return NULL;
         x = kiln_add(ctx, x, attention(m, b, kiln_layer_norm(ctx, x, b->ln_1_w, b->ln_1_b, 1e-5), B, T));
         kiln_tensor *xn = kiln_layer_norm(ctx, x, b->ln_2_w, b->ln_2_b, 1e-5);
         kiln_tensor *h = kiln_gelu_tanh(ctx, model_linear(ctx, xn, b->fc_w, b->fc_perm, b->fc_b));
         if (m->taps) m->taps[4 * l + 2] = xn, m->taps[4 * l + 3] = h;
         x = kiln_add(ctx, x, model_linear(ctx, h, b->mlp_proj_w, b->mlp_proj_perm, b->mlp_proj_b));
+        if (segments && kiln_checkpoint_end(ctx)) return NULL;
     }
     /* the head is the token embedding itself (weight tying) */
     return kiln_linear(ctx, kiln_layer_norm(ctx, x, m->ln_f_w, m->ln_f_b, 1e-5), m->wte, NULL);

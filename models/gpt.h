@@ -55,6 +55,10 @@ typedef struct gpt {
      * each linear layer of the blocks, in order c_attn, attn.c_proj, c_fc,
      * mlp.c_proj ([B, T, in]): what GPTQ calibrates on (gpt_quant.h) */
     kiln_tensor **taps;
+    /* true: where gradients are on (gpt_train_graph), each block is a
+     * kiln_checkpoint_begin/end segment: recomputed in the backward pass
+     * instead of kept (less memory, one more forward; the same gradients) */
+    bool checkpoint;
 } gpt;
 
 /* cfg NULL: gpt_defaults(). NULL on failure (kiln_last_error() says why). */

@@ -458,8 +458,10 @@ static kiln_tensor *hidden(llama *m, kiln_tensor *idx, llama_cache *cache, int64
     const double eps = m->cfg.norm_eps;
     kiln_tensor *h = kiln_get_rows(ctx, m->tok_embeddings, idx);
     if (m->cfg.traits.embed_scale) h = kiln_scale(ctx, h, sqrt((double)m->cfg.dim));
+    bool segments = m->checkpoint && !cache && kiln_ctx_grad_enabled(ctx);
     for (int l = 0; l < m->cfg.layers; l++) {
         const llama_layer *y = &m->layers[l];
+        if (segments && kiln_checkpoint_begin(ctx)) return NULL;
         kiln_tensor *a = attention(m, l, kiln_rms_norm(ctx, h, y->attention_norm, eps), &p, cache, B);
         if (y->attn_post_norm) a = kiln_rms_norm(ctx, a, y->attn_post_norm, eps);
         h = kiln_add(ctx, h, a);
@@ -469,6 +471,7 @@ static kiln_tensor *hidden(llama *m, kiln_tensor *idx, llama_cache *cache, int64
         kiln_tensor *f = model_linear(ctx, gate, y->w2, y->w2_perm, NULL);
         if (y->ffn_post_norm) f = kiln_rms_norm(ctx, f, y->ffn_post_norm, eps);
         h = kiln_add(ctx, h, f);
+        if (segments && kiln_checkpoint_end(ctx)) return NULL;
     }
     return h;
 }

@@ -144,6 +144,9 @@ typedef struct llama {
     /* llama_new_inference_typed's chooser, set while the model is made */
     kiln_dtype (*dtype_of)(void *user, const char *name, int64_t rows, int64_t cols);
     void *dtype_user;
+    bool checkpoint;      /* true: where gradients are on (llama_train_graph),
+                           * each layer is a kiln_checkpoint_begin/end segment:
+                           * recomputed in the backward pass, not kept */
 } llama;
 
 /* cfg NULL: llama_defaults(). NULL on failure (kiln_last_error() says why). */

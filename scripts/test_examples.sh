@@ -205,6 +205,9 @@ else
     echo "FAIL examples_gpt_time_budget_kept: a 3 s budget took $took ms"
     failed=$((failed + 1))
 fi
+# --checkpoint: recomputed blocks, a smaller planned training graph
+check gpt_checkpoint 0 "MB of activations planned (gradient checkpointing)" \
+    "$bin/gpt" --checkpoint --steps 2 --warmup 1 --eval-every 0 --final-subset --eval-subset 1 --sample 0 --batch 2 --seq 32
 # a run that does not fit its address-space limit: a clear error and exit
 # status 1 within seconds (OpenBLAS's pthread build looped forever on its
 # buffers there, and exit() waited for that thread: a hang)

@@ -5,9 +5,10 @@
  * fallback), must not crash, and the model must work again afterwards. In
  * the sanitized build (make SANITIZE=address,undefined) the runner's
  * LeakSanitizer check after each test shows that no error path leaks.
- * Operations: graph build with backward, CPU compute, optimizer creation
- * and step (AdamW, 8-bit AdamW, GaLore, APOLLO, Lion), checkpoint save and
- * load, safetensors and GGUF save and load. One thread, so the order of
+ * Operations: graph build with backward (also with a checkpointed
+ * segment), CPU compute, optimizer creation and step (AdamW, 8-bit AdamW,
+ * GaLore, APOLLO, Lion), checkpoint save and load, safetensors and GGUF
+ * save and load. One thread, so the order of
  * allocations is the same in every run. */
 #include "kt.h"
 #include "kiln_debug.h"
@@ -49,15 +50,19 @@ static kiln_status model_leaves(model *m) {
 }
 
 /* linear -> layer norm -> gelu -> softmax attention over the batch -> linear -> cross entropy */
+static bool checkpointed; /* the layers up to the attention as a kiln_checkpoint_begin/end segment */
+
 static kiln_status model_graph(model *m) {
     kiln_ctx *ctx = m->ctx;
+    kiln_status s;
+    if (checkpointed && (s = kiln_checkpoint_begin(ctx))) return s;
     kiln_tensor *h = kiln_gelu(ctx, kiln_layer_norm(ctx, kiln_linear(ctx, m->x, m->w1, m->b1), m->ln_w, NULL, 1e-5));
     kiln_tensor *h4 = kiln_reshape(ctx, h, 4, (int64_t[]){1, 1, BATCH, HID});
     kiln_tensor *a = kiln_reshape(ctx, kiln_attention(ctx, h4, h4, h4, true, 0), 2, (int64_t[]){BATCH, HID});
+    if (checkpointed && (s = kiln_checkpoint_end(ctx))) return s;
     m->loss = kiln_cross_entropy(ctx, kiln_linear(ctx, kiln_add(ctx, a, h), m->w2, NULL), m->labels, -100);
     if (!m->loss) return kiln_last_status();
     if (!(m->g = kiln_graph_new(ctx))) return kiln_last_status();
-    kiln_status s;
     if ((s = kiln_graph_add(m->g, m->loss)) || (s = kiln_graph_backward(m->g, m->loss))) return s;
     return KILN_OK;
 }
@@ -142,6 +147,11 @@ static kiln_status op_build(model *m) { return model_new(m); }
 
 KT_TEST(alloc_fail_graph_build) {
     run_sweep(&(sweep){"graph build", NULL, op_build, NULL, model_free});
+}
+
+KT_TEST(alloc_fail_graph_build_checkpointed) {
+    checkpointed = true;
+    run_sweep(&(sweep){"graph build with checkpointing", NULL, op_build, NULL, model_free});
 }
 
 /* ---- compute ---- */

@@ -103,6 +103,25 @@ KT_TEST(core_planner_chain_is_constant_memory) {
     kiln_ctx_free(ctx);
 }
 
+/* A product read only inside a fused chain (matmul -> gelu -> tanh) is
+ * freed when the chain ends: a stack of such layers holds a few buffers,
+ * not one per layer (on a backend without chains each node frees its own). */
+KT_TEST(core_planner_frees_what_a_chain_reads) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    kiln_tensor *x = kiln_new_2d(ctx, KILN_F32, 32, 32), *w = kiln_new_2d(ctx, KILN_F32, 32, 32);
+    KT_OK(kiln_tensor_fill(x, 0.5));
+    KT_OK(kiln_tensor_fill(w, 0.01));
+    size_t one = 32 * 32 * 4;
+    kiln_tensor *y = x;
+    for (int i = 0; i < 16; i++) y = kiln_tanh(ctx, kiln_gelu(ctx, kiln_matmul(ctx, y, w)));
+    kiln_graph *g = kiln_graph_new(ctx);
+    KT_OK(kiln_graph_add(g, y));
+    KT_CHECK(kiln_graph_planned_bytes(g) <= 3 * one, "16 layers planned %zu bytes (%zu a tensor)",
+             kiln_graph_planned_bytes(g), one);
+    KT_OK(kiln_graph_compute(g));
+    kiln_ctx_free(ctx);
+}
+
 /* Forward activations stay alive until the backward nodes that read them. */
 KT_TEST(core_planner_keeps_values_for_backward) {
     kiln_ctx *ctx = kiln_ctx_new();

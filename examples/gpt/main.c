@@ -293,7 +293,7 @@ int main(int argc, char **argv) {
     float lr = 4e-3f, wd = 0.1f;
     double temperature = 0.8, minutes = 10;
     uint64_t seed = 1;
-    bool final_subset = false;
+    bool final_subset = false, checkpoint = false;
     const char *optim = "adamw", *backend = "cpu", *data_dir = DATA_FORTUNES_DIR, *save = NULL, *resume = NULL,
                *prompt = "";
     args_opt opts[] = {
@@ -308,6 +308,8 @@ int main(int argc, char **argv) {
         {"lr", ARGS_FLOAT, &lr, "X", "peak learning rate", NULL, true},
         {"wd", ARGS_FLOAT, &wd, "X", "decoupled weight decay of the matrices", NULL, false},
         {"warmup", ARGS_INT, &warmup, "N", "steps of linear warmup before the cosine", NULL, false},
+        {"checkpoint", ARGS_FLAG, &checkpoint, NULL, "gradient checkpointing: recompute each block's activations in "
+         "the backward pass instead of keeping them (less memory, the same gradients)", NULL, false},
         {"optim", ARGS_CHOICE, &optim, "NAME", "optimizer", "adamw|adamw8bit|adam|lion|lion8bit|sgd", false},
         {"seed", ARGS_U64, &seed, "N", "seed of the weights, the batches and the sampling", NULL, false},
         {"threads", ARGS_INT, &threads, "N", "worker threads (0: $KILN_THREADS, else all cores)", NULL, false},
@@ -362,6 +364,7 @@ int main(int argc, char **argv) {
     gpt_config cfg = {.vocab = DATA_TEXT_VOCAB, .context = seq, .layers = layers, .heads = heads, .width = width};
     gpt *m = gpt_new(ctx, &cfg, seed);
     model_graph train;
+    if (m) m->checkpoint = checkpoint;
     if (!m || gpt_train_graph(m, batch / world, seq, &train)) die("building the model");
     kiln_optim *opt = NULL;
 #ifdef KILN_MPI
@@ -408,6 +411,8 @@ int main(int argc, char **argv) {
            " %d thread(s), %s backend\n",
            KILN_VERSION, layers, width, heads, seq, (double)gpt_param_count(m) / 1e6, optim, (double)lr, batch, seq,
            kiln_get_threads(), kiln_backend_name(be));
+    printf("training graph: %.1f MB of activations planned%s\n", (double)kiln_graph_planned_bytes(train.graph) / 1e6,
+           checkpoint ? " (gradient checkpointing)" : "");
     printf("fortunes: %d files, %lld bytes: %lld training, %lld validation\n", corpus.files,
            (long long)corpus.total_bytes, (long long)corpus.train.n, (long long)corpus.val.n);
     if (resume) printf("resuming %s at step %lld of %lld\n", resume, (long long)step, (long long)total);
