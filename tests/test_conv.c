@@ -4,22 +4,12 @@
 #include "fixture.h"
 #include "gradcheck.h"
 #include "internal.h" /* the im2col/col2im primitives */
+#include "test_nn_util.h"
 
 #include <stdint.h>
 #include <string.h>
 
 static const int NHWC_TO_NCHW[4] = {0, 3, 1, 2};
-
-/* All values of t as doubles (malloc'd; the caller frees). */
-static double *values(const kiln_tensor *t) {
-    int64_t n = kiln_tensor_numel(t);
-    double *v = malloc((size_t)n * sizeof *v);
-    if (v && kiln_tensor_get_f64(t, v, n)) {
-        free(v);
-        return NULL;
-    }
-    return v;
-}
 
 /* Fail unless t has want's shape and values within atol + rtol*|want|. */
 static void check_close(const char *what, const kiln_tensor *t, int ndim, const int64_t *shape, const double *want,
@@ -28,7 +18,7 @@ static void check_close(const char *what, const kiln_tensor *t, int ndim, const 
         kt_fail(__FILE__, __LINE__, "%s: missing tensor or wrong shape", what);
         return;
     }
-    double *v = values(t);
+    double *v = nnt_values(t);
     if (!v) {
         kt_fail(__FILE__, __LINE__, "%s: cannot read values: %s", what, kiln_last_error());
         return;
@@ -213,7 +203,7 @@ static void run_reference(const conv_case *cc, kiln_dtype dt, uint64_t seed) {
     KT_NOTNULL(y);
     KT_OK(kiln_graph_add(gr, y));
     KT_OK(kiln_graph_compute(gr));
-    double *xv = values(x), *wv = values(w), *bv = b ? values(b) : NULL;
+    double *xv = nnt_values(x), *wv = nnt_values(w), *bv = b ? nnt_values(b) : NULL;
     int64_t oh, ow;
     double *want = conv_reference(cc, xv, wv, bv, &oh, &ow);
     char what[96];
@@ -278,8 +268,8 @@ KT_TEST(conv_im2col_col2im_values) {
         KT_OK(kiln_graph_add(gr, a_cn));
         KT_OK(kiln_graph_add(gr, b_cn));
         KT_OK(kiln_graph_compute(gr));
-        double *xv = values(x), *cv = values(cols), *av = values(a), *bv = values(b), dot_cols = 0, dot_img = 0;
-        double *acv = values(a_cn), *bcv = values(b_cn);
+        double *xv = nnt_values(x), *cv = nnt_values(cols), *av = nnt_values(a), *bv = nnt_values(b), dot_cols = 0, dot_img = 0;
+        double *acv = nnt_values(a_cn), *bcv = nnt_values(b_cn);
         int64_t diff_cn = 0;
         for (int64_t i = 0; i < kiln_tensor_numel(cols); i++) diff_cn += acv[i] != av[i];
         for (int64_t i = 0; i < n * c * h * w; i++) diff_cn += bcv[i] != bv[i];
@@ -524,7 +514,7 @@ KT_TEST(conv_default_params) {
     KT_OK(kiln_graph_compute(g));
     KT_CHECK(kiln_tensor_dim(ys[0], 2) == 4 && kiln_tensor_dim(ys[0], 3) == 3, "conv output shape");
     KT_CHECK(kiln_tensor_dim(p0, 2) == 2 && kiln_tensor_dim(p0, 3) == 2, "pool output shape");
-    double *a = values(ys[2]), *pv = values(p2);
+    double *a = nnt_values(ys[2]), *pv = nnt_values(p2);
     check_close("conv2d NULL params", ys[0], 4, kiln_tensor_shape(ys[2]), a, 1e-300, 0);
     check_close("conv2d zero params", ys[1], 4, kiln_tensor_shape(ys[2]), a, 1e-300, 0);
     check_close("max_pool2d stride 0", p0, 4, kiln_tensor_shape(p2), pv, 1e-300, 0);

@@ -5,6 +5,7 @@
  * (tests/fixtures/peft, scripts/make_lora_fixtures.py), merging, errors. */
 #include "fixture.h"
 #include "kt.h"
+#include "test_nn_util.h"
 
 #include "llama_files.h"
 #include "lora.h"
@@ -15,18 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
-static double *values(const kiln_tensor *t) {
-    int64_t n = kiln_tensor_numel(t);
-    double *v = malloc((size_t)n * sizeof *v);
-    if (v && kiln_tensor_get_f64(t, v, n)) {
-        free(v);
-        return NULL;
-    }
-    return v;
-}
-
 static bool near(const char *what, const kiln_tensor *t, const double *want, double atol, double rtol) {
-    double *got = values(t);
+    double *got = nnt_values(t);
     int64_t worst = 0, n = kiln_tensor_numel(t);
     double e = got ? kt_rel_err(got, want, n, atol, rtol, &worst) : INFINITY;
     KT_CHECK(e <= 1, "%s: element %lld is %g, want %g (error %g)", what, (long long)worst, got ? got[worst] : NAN,
@@ -83,7 +74,7 @@ KT_TEST(lora_linear_matches_pytorch) {
         near("gx", kiln_tensor_grad(x), fx_tensor_get(kg, "gx")->v, 1e-5, 1e-5);
         near("ga", kiln_tensor_grad(l->layers[0].a), fx_tensor_get(kg, "ga")->v, 1e-5, 1e-5);
         near("gb", kiln_tensor_grad(l->layers[0].b), fx_tensor_get(kg, "gb")->v, 1e-5, 1e-5);
-        double *gw = values(kiln_tensor_grad(w)); /* made by kiln_param, never written */
+        double *gw = nnt_values(kiln_tensor_grad(w)); /* made by kiln_param, never written */
         for (int64_t i = 0; gw && i < fw->n; i++) KT_CHECK(gw[i] == 0, "W's gradient %lld is %g", (long long)i, gw[i]);
         free(gw);
         lora_free(l);
@@ -123,7 +114,7 @@ KT_TEST(lora_init_as_peft_changes_nothing) {
     KT_CHECK(!strcmp(kiln_tensor_name(l->layers[0].a), "layers.0.attention.wo.lora_A"), "A is '%s'",
              kiln_tensor_name(l->layers[0].a));
     for (int i = 0; i < l->n_layers; i++) { /* kaiming_uniform_(a=sqrt(5)): U(-1/sqrt(in), 1/sqrt(in)) */
-        double *a = values(l->layers[i].a), *b = values(l->layers[i].b), lo = 0, hi = 0;
+        double *a = nnt_values(l->layers[i].a), *b = nnt_values(l->layers[i].b), lo = 0, hi = 0;
         const int64_t in = kiln_tensor_dim(l->layers[i].w, 1), na = kiln_tensor_numel(l->layers[i].a);
         for (int64_t j = 0; j < na; j++) lo = fmin(lo, a[j]), hi = fmax(hi, a[j]);
         KT_CHECK(hi <= 1 / sqrt((double)in) && lo >= -1 / sqrt((double)in) && hi - lo > 1 / sqrt((double)in),
@@ -135,7 +126,7 @@ KT_TEST(lora_init_as_peft_changes_nothing) {
     KT_OK(llama_eval_graph(m, 2, 8, &after));
     fill_tokens(after.input, 32, 1), fill_tokens(after.labels, 32, 2);
     KT_OK(kiln_graph_compute(after.graph));
-    double *x = values(before.logits), *y = values(after.logits);
+    double *x = nnt_values(before.logits), *y = nnt_values(after.logits);
     for (int64_t i = 0; i < kiln_tensor_numel(after.logits); i++)
         KT_CHECK(x[i] == y[i], "logit %lld differs", (long long)i);
     free(x), free(y);
@@ -165,7 +156,7 @@ KT_TEST(lora_llama_gradients_match_finite_differences) {
     const float eps = 1e-2f;
     KT_REQUIRE(l->n_params <= 8, "%d adapters", l->n_params);
     double *grads[8]; /* read now: each compute below adds to them */
-    for (int p = 0; p < l->n_params; p++) grads[p] = values(kiln_tensor_grad(l->params[p]));
+    for (int p = 0; p < l->n_params; p++) grads[p] = nnt_values(kiln_tensor_grad(l->params[p]));
     for (int p = 0; p < l->n_params; p++) {
         kiln_tensor *t = l->params[p];
         int64_t n = kiln_tensor_numel(t);
@@ -234,7 +225,7 @@ static void train_keeps_base(llama *m, gpt *gm) {
         if (!s) first = last;
     }
     KT_CHECK(last < first - 0.05, "loss %g -> %g", first, last);
-    double *b = values(l->layers[0].b);
+    double *b = nnt_values(l->layers[0].b);
     KT_CHECK(b && b[0] != 0, "B did not move");
     free(b);
     size_t size2;
@@ -287,7 +278,7 @@ KT_TEST(lora_peft_files_match_the_fixture) {
     KT_NOTNULL(l);
     KT_OK(lora_load_peft(l, "tests/fixtures/peft"));
     for (int k = 0; k < l->n_params; k++) { /* the fixture's values: (k + 1) / 8 + e / 64 */
-        double *v = values(l->params[k]);
+        double *v = nnt_values(l->params[k]);
         for (int64_t e = 0; e < kiln_tensor_numel(l->params[k]); e++)
             KT_CHECK(v[e] == (k + 1) / 8.0 + (double)e / 64, "tensor %d element %lld is %g", k, (long long)e, v[e]);
         free(v);
@@ -358,7 +349,7 @@ KT_TEST(lora_merge_equals_the_adapted_forward) {
         for (int i = 0; i < l->n_layers; i++) {
             const lora_layer *a = &l->layers[i];
             const int64_t out = kiln_tensor_dim(a->w, 0), in = kiln_tensor_dim(a->w, 1), r = cfg.r;
-            double *w = values(a->w), *av = values(a->a), *bv = values(a->b);
+            double *w = nnt_values(a->w), *av = nnt_values(a->a), *bv = nnt_values(a->b);
             for (int64_t o = 0; o < out; o++)
                 for (int64_t k = 0; k < r; k++)
                     for (int64_t j = 0; j < in; j++) w[o * in + j] += cfg.alpha / r * bv[o * r + k] * av[k * in + j];
@@ -378,7 +369,7 @@ KT_TEST(lora_merge_equals_the_adapted_forward) {
         fill_tokens(merged.input, 32, 7), fill_tokens(merged.labels, 32, 8);
         KT_OK(kiln_graph_compute(merged.graph));
         if (dts[d] == KILN_F32) {
-            double *y = values(adapted.logits);
+            double *y = nnt_values(adapted.logits);
             near("merged logits", merged.logits, y, 1e-5, 1e-4);
             free(y);
         }
@@ -396,7 +387,7 @@ KT_TEST(lora_merge_equals_the_adapted_forward) {
             KT_OK(llama_eval_graph(back, 1, 8, &g));
             fill_tokens(g.input, 32, 7), fill_tokens(g.labels, 32, 8);
             KT_OK(kiln_graph_compute(g.graph));
-            double *y = values(merged.logits);
+            double *y = nnt_values(merged.logits);
             near("logits from the GGUF", g.logits, y, 1e-6, 1e-5);
             free(y);
             llama_free(back);
@@ -445,12 +436,12 @@ KT_TEST(lora_errors_name_the_value) {
     cfg = config(2, 16, 2, qv);
     l = lora_attach_llama(wide, &cfg, 1);
     KT_NOTNULL(l);
-    double *a0 = values(l->params[0]);
+    double *a0 = nnt_values(l->params[0]);
     kiln_clear_error();
     KT_CHECK(lora_load_peft(l, "tests/fixtures/peft") == KILN_ERR_SHAPE &&
                  strstr(kiln_last_error(), "q_proj.lora_A.weight' is 2-d [2, ...], not [2, 32]"),
              "shape: %s", kiln_last_error());
-    double *a1 = values(l->params[0]);
+    double *a1 = nnt_values(l->params[0]);
     KT_CHECK(a0 && a1 && !memcmp(a0, a1, (size_t)kiln_tensor_numel(l->params[0]) * sizeof *a0), "A changed");
     free(a0), free(a1);
     kiln_clear_error();
