@@ -1,6 +1,7 @@
 /* kiln_optim.h — optimizers as fused step ops: SGD, Adam/AdamW, Lion,
  * 8-bit Adam (block-wise), GaLore and APOLLO, with learning-rate schedules,
- * gradient clipping and parameter groups. Part of kiln.h.
+ * gradient clipping and parameter groups; and MeZO, which steps from two
+ * forward passes. Part of kiln.h.
  *
  * Usage — AdamW over every parameter of ctx:
  *
@@ -199,6 +200,64 @@ kiln_apollo_config kiln_apollo_defaults(void);
 kiln_apollo_config kiln_apollo_mini_defaults(void);
 kiln_optim *kiln_apollo_new(kiln_ctx *ctx, const kiln_apollo_config *cfg);
 kiln_optim *kiln_apollo_new_for(kiln_ctx *ctx, kiln_tensor *const *params, int n, const kiln_apollo_config *cfg);
+
+
+/* ---- MeZO ---- */
+/* MeZO (Malladi et al. 2023, "Fine-Tuning Language Models with Just
+ * Forward Passes", Algorithm 1, as princeton-nlp/MeZO's zo_step and
+ * zo_update): a step from two losses, no gradients. With z ~ N(0, 1)
+ * shaped like the parameters and regenerated from the step's seed each
+ * time it is needed (never stored):
+ *   theta += eps z;  l+ = loss;  theta -= 2 eps z;  l- = loss;
+ *   theta += eps z   (restored: within the rounding of the three f32
+ *                     additions, as the reference's own tensor ops)
+ *   g = (l+ - l-) / (2 eps);  theta -= lr (g z + weight_decay theta)
+ * Parameter i's z at step t (0 on the first) is kiln_tensor_fill_randn's
+ * with seed kiln_mezo_noise_seed(cfg.seed, t, i), mean 0, std 1 (f32 or
+ * f64 as the parameter); each operation rounds to the parameter's dtype
+ * as the reference's tensor ops do (d = z * eps, p + d, p + (-2 z) * eps,
+ * then p - lr * (g z + wd p) with g rounded to the dtype). Weight decay
+ * applies to every parameter given (the reference skips biases and layer
+ * norms: leave them out, or use two optimizers).
+ * Memory: no gradients needed (parameters need not require grad), no
+ * state (kiln_optim_state_bytes is 0): that of inference. f32 and f64
+ * contiguous parameters; a device copy is synchronised through the host.
+ * Either pass the forward as a function:
+ *
+ *     kiln_optim *opt = kiln_mezo_new(ctx, l->params, l->n_params, &c);
+ *     kiln_mezo_step(opt, forward_loss, &batch);   // two forwards, one update
+ *
+ * or drive it: kiln_mezo_plus, loss+, kiln_mezo_minus, loss-,
+ * kiln_mezo_update(opt, loss+, loss-); a call out of this order is
+ * KILN_ERR_STATE. kiln_optim_step refuses MeZO; the lr, the schedule, the
+ * step count and kiln_optim_save/load are the other optimizers' (the seed
+ * derives from the step count, so a resumed run is bit for bit the same);
+ * parameter groups, clipping and the guard are refused (a non-finite
+ * projected gradient restores the parameters, skips the step, counts it
+ * and returns KILN_ERR_NUMERIC). */
+typedef struct kiln_mezo_config {
+    float lr;           /* >= 0 */
+    float eps;          /* the perturbation's scale, > 0 */
+    float weight_decay; /* >= 0 */
+    uint64_t seed;      /* the steps' noise seeds derive from it */
+} kiln_mezo_config;
+
+/* lr 1e-6 (the paper's full-parameter OPT runs), eps 1e-3, weight_decay 0, seed 0. */
+kiln_mezo_config kiln_mezo_defaults(void);
+/* params NULL: every parameter of ctx; cfg NULL: kiln_mezo_defaults(). */
+kiln_optim *kiln_mezo_new(kiln_ctx *ctx, kiln_tensor *const *params, int n, const kiln_mezo_config *cfg);
+/* The forward pass: the loss at the current parameters into *loss. A
+ * status other than KILN_OK abandons the step (parameters restored) and is
+ * returned by kiln_mezo_step. */
+typedef kiln_status kiln_mezo_loss_fn(void *user, double *loss);
+kiln_status kiln_mezo_step(kiln_optim *opt, kiln_mezo_loss_fn *loss, void *user);
+kiln_status kiln_mezo_plus(kiln_optim *opt);
+kiln_status kiln_mezo_minus(kiln_optim *opt);
+kiln_status kiln_mezo_update(kiln_optim *opt, double loss_plus, double loss_minus);
+/* The projected gradient g of the last update (rounded to f32); NaN before one. */
+float kiln_mezo_projected_grad(const kiln_optim *opt);
+/* The seed of parameter i's z at step t. */
+uint64_t kiln_mezo_noise_seed(uint64_t seed, int64_t step, int index);
 
 
 /* ---- schedules, clipping, parameter groups ---- */

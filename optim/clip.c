@@ -34,6 +34,9 @@ kiln_status kiln_optim_set_clip_grad_norm(kiln_optim *opt, float max_norm) {
     if (!opt) return kiln__errs(KILN_ERR_ARG, "kiln_optim_set_clip_grad_norm: optimizer is NULL");
     kiln_status s = kiln__optim_check_clip(max_norm, KILN_ERR_ARG, "kiln_optim_set_clip_grad_norm");
     if (s) return s;
+    if (opt->forward_only && max_norm != 0.0f)
+        return kiln__errs(KILN_ERR_UNSUPPORTED, "kiln_optim_set_clip_grad_norm: %s has no gradients to clip",
+                          opt->impl->name);
     opt->clip_max_norm = max_norm;
     return KILN_OK;
 }

@@ -38,6 +38,9 @@ kiln_status kiln_optim_set_group(kiln_optim *opt, kiln_tensor *const *params, in
     const char *who = "kiln_optim_set_group";
     if (!opt) return kiln__errs(KILN_ERR_ARG, "%s: optimizer is NULL", who);
     if (!params || n < 1) return kiln__errs(KILN_ERR_ARG, "%s: no parameters", who);
+    if (opt->forward_only)
+        return kiln__errs(KILN_ERR_UNSUPPORTED, "%s: %s has no parameter groups (one lr and weight decay)", who,
+                          opt->impl->name);
     if (!(lr_scale >= 0.0f) || isinf(lr_scale))
         return kiln__errs(KILN_ERR_ARG, "%s: invalid lr_scale %g (must be finite and >= 0)", who, (double)lr_scale);
     if (!(weight_decay >= 0.0f) || isinf(weight_decay))

@@ -27,6 +27,9 @@
 kiln_status kiln_optim_set_skip_nonfinite(kiln_optim *opt, bool on, kiln_tensor *loss) {
     const char *who = "kiln_optim_set_skip_nonfinite";
     if (!opt) return kiln__errs(KILN_ERR_ARG, "%s: optimizer is NULL", who);
+    if (opt->forward_only && on)
+        return kiln__errs(KILN_ERR_UNSUPPORTED, "%s: %s skips a step with a non-finite loss by itself", who,
+                          opt->impl->name);
     if (loss && loss->ctx != opt->ctx)
         return kiln__errs(KILN_ERR_ARG, "%s: loss '%s' belongs to another context", who, loss->name);
     if (loss && !kiln__is_compute_float(loss->dtype))

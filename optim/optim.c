@@ -21,7 +21,7 @@ static void register_step_ops(void) {
 }
 
 /* One parameter: a float leaf of ctx with a gradient, not seen before. */
-static kiln_status check_param(kiln_ctx *ctx, const char *who, kiln_tensor *const *params, int i) {
+static kiln_status check_param(kiln_ctx *ctx, const char *who, kiln_tensor *const *params, int i, bool need_grad) {
     kiln_tensor *p = params[i];
     if (!p) {
         /* a NULL parameter usually comes from a failed kiln_param(): keep its message */
@@ -33,7 +33,7 @@ static kiln_status check_param(kiln_ctx *ctx, const char *who, kiln_tensor *cons
     if (p->op != KILN_OP_NONE)
         return kiln__errs(KILN_ERR_ARG, "%s: parameter %d '%s' is a %s node, not a leaf", who, i, p->name,
                           kiln__op_table[p->op].name);
-    if (!(p->flags & KILN_FLAG_REQUIRES_GRAD) || !p->grad)
+    if (need_grad && (!(p->flags & KILN_FLAG_REQUIRES_GRAD) || !p->grad))
         return kiln__errs(KILN_ERR_ARG, "%s: parameter %d '%s' does not require grad", who, i, p->name);
     if (!kiln__is_compute_float(p->dtype))
         return kiln__errs(KILN_ERR_DTYPE, "%s: parameter %d '%s' is %s; optimizers update f32 and f64 parameters", who,
@@ -44,8 +44,8 @@ static kiln_status check_param(kiln_ctx *ctx, const char *who, kiln_tensor *cons
     return KILN_OK;
 }
 
-kiln_optim *kiln__optim_new(kiln_ctx *ctx, const char *who, const kiln_optim_impl *impl, kiln_tensor *const *params,
-                            int n, float lr) {
+static kiln_optim *optim_new(kiln_ctx *ctx, const char *who, const kiln_optim_impl *impl, kiln_tensor *const *params,
+                             int n, float lr, bool forward_only) {
     if (!ctx) return kiln__err(KILN_ERR_ARG, "%s: ctx is NULL", who);
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, register_step_ops);
@@ -55,11 +55,12 @@ kiln_optim *kiln__optim_new(kiln_ctx *ctx, const char *who, const kiln_optim_imp
     }
     if (n < 1) return kiln__err(KILN_ERR_ARG, "%s: no parameters to optimize (make them with kiln_param first)", who);
     for (int i = 0; i < n; i++)
-        if (check_param(ctx, who, params, i)) return NULL;
+        if (check_param(ctx, who, params, i, !forward_only)) return NULL;
     kiln_optim *opt = kiln__arena_alloc(ctx, sizeof *opt);
     if (!opt) return NULL;
     opt->ctx = ctx;
     opt->impl = impl;
+    opt->forward_only = forward_only;
     opt->lr = lr;
     opt->last_grad_norm = -1.0f;
     opt->n_params = n;
@@ -71,6 +72,16 @@ kiln_optim *kiln__optim_new(kiln_ctx *ctx, const char *who, const kiln_optim_imp
     memcpy(opt->params, params, (size_t)n * sizeof *params);
     snprintf(opt->hyper->name, sizeof opt->hyper->name, "%s.hyper", impl->name);
     return opt;
+}
+
+kiln_optim *kiln__optim_new(kiln_ctx *ctx, const char *who, const kiln_optim_impl *impl, kiln_tensor *const *params,
+                            int n, float lr) {
+    return optim_new(ctx, who, impl, params, n, lr, false);
+}
+
+kiln_optim *kiln__optim_new_forward(kiln_ctx *ctx, const char *who, const kiln_optim_impl *impl,
+                                    kiln_tensor *const *params, int n, float lr) {
+    return optim_new(ctx, who, impl, params, n, lr, true);
 }
 
 kiln_tensor *kiln__optim_state_shaped(kiln_optim *opt, kiln_tensor *p, kiln_dtype dt, int ndim, const int64_t *shape,
@@ -120,6 +131,9 @@ kiln_status kiln__optim_check_lr(float lr, kiln_status bad, const char *who) {
 
 kiln_status kiln_optim_step(kiln_optim *opt) {
     if (!opt) return kiln__errs(KILN_ERR_ARG, "kiln_optim_step: optimizer is NULL");
+    if (opt->forward_only)
+        return kiln__errs(KILN_ERR_ARG, "kiln_optim_step: %s steps from two losses: call kiln_mezo_step (or "
+                          "kiln_mezo_plus, kiln_mezo_minus, kiln_mezo_update)", opt->impl->name);
     /* a step adds one to either count: both stay what a load accepts */
     kiln_status s = kiln__optim_check_steps(opt->steps + 1, KILN_ERR_STATE, "kiln_optim_step");
     if (!s) s = kiln__optim_check_steps(opt->skipped_steps + 1, KILN_ERR_STATE, "kiln_optim_step: skipped steps");

@@ -60,6 +60,9 @@ struct kiln_optim {
     kiln_tensor *guard_loss;      /* NULL: gradients only */
     kiln_graph *guard_graph[2];   /* [0] sum(g), [1] sum(g * 0) of each gradient (built when first needed) */
     kiln_tensor **guard_sums[2];  /* their outputs (one [n] vector when all gradients share a dtype) */
+    /* Steps from losses, not gradients (MeZO, kiln__optim_new_forward):
+     * parameters need no gradient, no step nodes, kiln_optim_step refuses it */
+    bool forward_only;
 };
 
 /* Two slots of the hyper leaf every optimizer keeps in place, so that
@@ -104,6 +107,9 @@ kiln_status kiln__optim_write_groups(kiln_optim *opt, const float *hyper);
  * public constructor in messages. NULL with the error set on failure. */
 kiln_optim *kiln__optim_new(kiln_ctx *ctx, const char *who, const kiln_optim_impl *impl, kiln_tensor *const *params,
                             int n, float lr);
+/* The same for an optimizer that steps from losses (forward_only). */
+kiln_optim *kiln__optim_new_forward(kiln_ctx *ctx, const char *who, const kiln_optim_impl *impl,
+                                    kiln_tensor *const *params, int n, float lr);
 /* One state leaf: parameter p's state called suffix ("exp_avg", ...);
  * saved and loaded as "state.<p's index>.<suffix>". */
 typedef struct kiln__optim_state_entry {
