@@ -300,6 +300,8 @@ $(BUILD)/examples/$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard examples/$(1)
 	$$(Q)$$(call quiet,LD)$$(CC) $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $(DIST_LINK) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a $$(LIBS) $$(if $(DIST_LINK),$$(MPI_LIBS))
 endef
 $(foreach e,$(EXAMPLES),$(eval $(call example_rule,$(e))))
+# finetune reads chat JSONL with Jansson (libjansson-dev)
+$(BUILD)/examples/finetune: LIBS += -ljansson
 
 deps:
 	@scripts/deps.sh build data

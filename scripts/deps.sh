@@ -19,7 +19,7 @@
 # $KILN_DEPS_LOCK_WAIT seconds (default 300), then fails.
 set -eu
 
-build_pkgs="gcc make pkg-config jq libopenblas-dev libopenblas-serial-dev liblapacke-dev zlib1g-dev libstb-dev clang
+build_pkgs="gcc make pkg-config jq libjansson-dev libopenblas-dev libopenblas-serial-dev liblapacke-dev zlib1g-dev libstb-dev clang
   clang-14 libclang-rt-14-dev
   libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers vulkan-tools"
 data_pkgs="dataset-fashion-mnist fortunes"
