@@ -218,5 +218,34 @@ if ! nm "$bin/quickstart" 2>/dev/null | grep -q __asan_init; then
     check quickstart_address_limit 1 "cannot allocate\|out of memory" limited "$bin/quickstart" $tiny --save "$tmp/l.safetensors"
     check mlp_address_limit 1 "cannot allocate\|out of memory" limited "$bin/mlp" --epochs 1
 fi
+# finetune: LoRA on the tiny reference llama, a few steps of each
+# optimizer; the held-out loss falls on the sayings; 2 steps, a checkpoint
+# and 2 more resumed write the adapters 4 steps write, byte for byte
+ft="$bin/finetune --model tests/fixtures/gguf-ref/llama-s1-F32.gguf --data examples/finetune/data/sayings.txt
+    --batch 2 --seq 32 --eval-windows 4 --sample-tokens 4 --threads 1"
+check finetune_bad_holdout 2 "bad value 1.5 for --holdout" $ft --holdout 1.5
+check finetune_needs_checkpoint 2 "bad value 2 for --save-every" $ft --save-every 2
+check finetune_bad_data 1 "--data $tmp/none.txt: cannot read it" $ft --data "$tmp/none.txt"
+check finetune_bad_jsonl 1 "sayings.txt line 1: .* expected" $ft --format chat
+printf '{"messages": []}\n' >"$tmp/empty.jsonl"
+check finetune_empty_messages 1 "empty.jsonl line 1: no \"messages\" array" $ft --data "$tmp/empty.jsonl"
+check finetune_lowers_loss 0 "held-out loss after: .* (before .*, -" $ft --steps 12 --lr 3e-3
+check finetune_chat 0 "chat (loss on the assistant's tokens), 12 documents" $ft \
+    --data examples/finetune/data/chat.jsonl --steps 2
+check finetune_memory 0 "memory: full fine-tuning with AdamW: about" $ft --steps 1 --optim adamw8bit
+check finetune_out_merge 0 "merged model: $tmp/ft-merged.gguf (q8_0)" $ft --steps 2 --out "$tmp/ft-peft" \
+    --merge-to "$tmp/ft-merged.gguf" --dtype Q8_0
+for o in adamw mezo; do
+    opt="--optim adamw"
+    [ $o = mezo ] && opt="--mezo --lr 1e-3"
+    $ft $opt --steps 4 --out "$tmp/ft-4-$o" >/dev/null 2>&1
+    $ft $opt --steps 2 --checkpoint "$tmp/ft-c-$o" --save-every 2 >/dev/null 2>&1
+    check finetune_resume_$o 0 "resumed $tmp/ft-c-$o at step 2" $ft $opt --steps 4 --resume "$tmp/ft-c-$o" \
+        --out "$tmp/ft-r-$o"
+    check finetune_resume_bit_for_bit_$o 0 "" cmp "$tmp/ft-4-$o/adapter_model.safetensors" \
+        "$tmp/ft-r-$o/adapter_model.safetensors"
+done
+check finetune_resume_other_seed 1 "the checkpoint was made with --seed 42" $ft --seed 7 --steps 4 \
+    --resume "$tmp/ft-c-adamw"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
