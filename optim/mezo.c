@@ -125,9 +125,15 @@ static kiln_status pass(kiln_optim *opt, double scale, bool update, double g) {
         kiln_tensor *p = opt->params[i];
         kiln_status s = kiln__host_write(p);
         if (s) return s;
-        pass_job j = {.data = p->data, .f64 = p->dtype == KILN_F64, .update = update,
-                      .seed = kiln_mezo_noise_seed(m->cfg.seed, opt->steps, i), .scale = scale,
-                      .eps = m->cfg.eps, .lr = lr, .g = g, .wd = m->cfg.weight_decay};
+        pass_job j = {.data = p->data,
+                      .f64 = p->dtype == KILN_F64,
+                      .update = update,
+                      .seed = kiln_mezo_noise_seed(m->cfg.seed, opt->steps, i),
+                      .scale = scale,
+                      .eps = m->cfg.eps,
+                      .lr = lr,
+                      .g = g,
+                      .wd = m->cfg.weight_decay};
         kiln__pool_for(kiln_tensor_numel(p), 16384, kiln__threads(), pass_range, &j);
     }
     return KILN_OK;
@@ -162,7 +168,7 @@ kiln_status kiln_mezo_minus(kiln_optim *opt) {
  * update: a step abandoned. */
 static kiln_status abandon(kiln_optim *opt) {
     mezo_state *m = opt->cfg;
-    kiln_status s = m->phase == PHASE_MINUS ? pass(opt, -1.0, false, 0.0)
+    kiln_status s = m->phase == PHASE_MINUS    ? pass(opt, -1.0, false, 0.0)
                     : m->phase == PHASE_UPDATE ? pass(opt, 1.0, false, 0.0)
                                                : KILN_OK;
     m->phase = PHASE_PLUS;

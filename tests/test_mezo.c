@@ -247,11 +247,12 @@ KT_TEST(mezo_errors_restore_and_name_the_call) {
     KT_NOTNULL(opt);
     float before[NA], after[NA];
     KT_OK(kiln_tensor_get_f32(a, before, NA));
-    KT_CHECK(kiln_mezo_minus(opt) == KILN_ERR_STATE && strstr(kiln_last_error(), "next call of this step is kiln_mezo_plus"),
+    KT_CHECK(kiln_mezo_minus(opt) == KILN_ERR_STATE &&
+                 strstr(kiln_last_error(), "next call of this step is kiln_mezo_plus"),
              "minus first: %s", kiln_last_error());
     KT_CHECK(kiln_mezo_update(opt, 0, 0) == KILN_ERR_STATE, "update first");
-    KT_CHECK(kiln_optim_step(opt) == KILN_ERR_ARG && strstr(kiln_last_error(), "kiln_mezo_step"),
-             "kiln_optim_step: %s", kiln_last_error());
+    KT_CHECK(kiln_optim_step(opt) == KILN_ERR_ARG && strstr(kiln_last_error(), "kiln_mezo_step"), "kiln_optim_step: %s",
+             kiln_last_error());
     KT_CHECK(kiln_optim_set_group(opt, &a, 1, 1, 0) == KILN_ERR_UNSUPPORTED, "groups");
     KT_CHECK(kiln_optim_set_clip_grad_norm(opt, 1) == KILN_ERR_UNSUPPORTED, "clipping");
     /* a forward that fails: its error comes back, the parameters restored */

@@ -22,8 +22,8 @@ bool checkpoint_save(const char *dir, const lora *l, const kiln_optim *opt, cons
     path_in(path, sizeof path, dir, "trainer_state.txt");
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
-    bool ok = f && fprintf(f, "%s\nstep %lld\nepoch %lld\npos %lld\nseed %llu\nbatch %lld\nseq %lld\noptim %s\n", FORMAT,
-                           (long long)rs->step, (long long)rs->epoch, (long long)rs->pos,
+    bool ok = f && fprintf(f, "%s\nstep %lld\nepoch %lld\npos %lld\nseed %llu\nbatch %lld\nseq %lld\noptim %s\n",
+                           FORMAT, (long long)rs->step, (long long)rs->epoch, (long long)rs->pos,
                            (unsigned long long)rs->seed, (long long)rs->batch, (long long)rs->seq, rs->optim) > 0;
     ok = f && !fclose(f) && ok && !rename(tmp, path);
     if (!ok) {
@@ -62,8 +62,9 @@ bool checkpoint_load(const char *dir, lora *l, kiln_optim *opt, run_state *rs) {
         return false;
     }
     if (kiln_optim_steps(opt) + kiln_optim_skipped_steps(opt) != step) {
-        fprintf(stderr, "finetune: --resume %s: the optimizer has taken (or skipped) %lld steps, trainer_state.txt says %lld\n", dir,
-                (long long)(kiln_optim_steps(opt) + kiln_optim_skipped_steps(opt)), step);
+        fprintf(stderr,
+                "finetune: --resume %s: the optimizer has taken (or skipped) %lld steps, trainer_state.txt says %lld\n",
+                dir, (long long)(kiln_optim_steps(opt) + kiln_optim_skipped_steps(opt)), step);
         return false;
     }
     rs->step = step, rs->epoch = epoch, rs->pos = pos;

@@ -80,8 +80,8 @@ static char *render(const char *tmpl, const kiln_chat_msg *msgs, int n, bool gen
  * extend the one before, which the common templates do. */
 static const char *conversation(corpus *c, const kiln_tokenizer *tok, const char *tmpl, const kiln_chat_msg *msgs,
                                 int n) {
-    const char *bos = kiln_tokenizer_token(tok, kiln_tokenizer_bos(tok)), *eos =
-                                                                             kiln_tokenizer_token(tok, kiln_tokenizer_eos(tok));
+    const char *bos = kiln_tokenizer_token(tok, kiln_tokenizer_bos(tok)),
+               *eos = kiln_tokenizer_token(tok, kiln_tokenizer_eos(tok));
     bos = bos ? bos : "", eos = eos ? eos : "";
     char *prev = NULL;
     size_t prev_len = 0;
@@ -92,12 +92,14 @@ static const char *conversation(corpus *c, const kiln_tokenizer *tok, const char
         char *prompt = reply ? render(tmpl, msgs, i, true, bos, eos, &plen) : NULL;
         char *full = render(tmpl, msgs, i + 1, false, bos, eos, &flen);
         if ((reply && !prompt) || !full) why = kiln_last_error();
-        else if (reply && (plen < prev_len || memcmp(prompt, prev, prev_len) || flen < plen || memcmp(full, prompt, plen)))
+        else if (reply &&
+                 (plen < prev_len || memcmp(prompt, prev, prev_len) || flen < plen || memcmp(full, prompt, plen)))
             why = "the template's rendering with this reply does not extend the one before it";
         else if (!reply && (flen < prev_len || memcmp(full, prev, prev_len)))
             why = "the template's rendering with this message does not extend the one before it";
         else {
-            if (i == 0 && kiln_tokenizer_add_bos(tok) && !(*bos && flen >= strlen(bos) && !memcmp(full, bos, strlen(bos))))
+            if (i == 0 && kiln_tokenizer_add_bos(tok) &&
+                !(*bos && flen >= strlen(bos) && !memcmp(full, bos, strlen(bos))))
                 append_id(c, kiln_tokenizer_bos(tok));
             if (!append(c, tok, full + prev_len, plen - prev_len, true, false) ||
                 !append(c, tok, full + plen, flen - plen, true, reply))
@@ -123,7 +125,10 @@ static bool load_chat(corpus *c, const char *path, char *buf, size_t len, const 
         json_t *msgs = root ? json_object_get(root, "messages") : NULL;
         size_t n = json_array_size(msgs);
         kiln_chat_msg *m = n ? calloc(n, sizeof *m) : NULL;
-        const char *why = !root ? err.text : !n ? "no \"messages\" array (or an empty one)" : !m ? "out of memory" : NULL;
+        const char *why = !root ? err.text
+                          : !n  ? "no \"messages\" array (or an empty one)"
+                          : !m  ? "out of memory"
+                                : NULL;
         for (size_t i = 0; i < n && !why; i++) {
             json_t *e = json_array_get(msgs, i);
             m[i].role = json_string_value(json_object_get(e, "role"));

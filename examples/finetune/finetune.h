@@ -19,7 +19,7 @@ typedef struct corpus {
     int32_t *ids;
     uint8_t *train;
     int64_t n, cap;
-    int64_t docs;   /* lines of a JSONL file; 1 for plain text */
+    int64_t docs; /* lines of a JSONL file; 1 for plain text */
     bool chat;
 } corpus;
 

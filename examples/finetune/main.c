@@ -51,6 +51,29 @@ static int fail(const char *what) {
     return 1;
 }
 
+/* What a run holds, released on every way out (the sanitized build's
+ * leak check runs the error paths too). */
+typedef struct owned {
+    kiln_ctx *ctx;
+    llama *m;
+    kiln_tokenizer *tok;
+    char *tmpl;
+    corpus cp;
+    lora *l;
+    int64_t *order;
+} owned;
+
+static int release(owned *h, int rc) {
+    free(h->order);
+    lora_free(h->l);
+    llama_free(h->m);
+    kiln_tokenizer_free(h->tok);
+    corpus_free(&h->cp);
+    free(h->tmpl);
+    kiln_ctx_free(h->ctx);
+    return rc;
+}
+
 static double mb(double bytes) { return bytes / 1e6; }
 
 /* --targets "q_proj,v_proj" into a NULL-free array of at most 16 names (copied into buf) */
@@ -72,9 +95,10 @@ static kiln_status sample(llama *m, const kiln_tokenizer *tok, const char *label
     k += got;
     int64_t ctx_len = k + n < m->cfg.context ? k + n : m->cfg.context;
     llama_cache *c = !s && k > 0 && k < ctx_len ? llama_cache_new(m, 1, ctx_len) : NULL;
-    if (!s && !c) s = k < 1 || k >= ctx_len ? kiln_set_error(KILN_ERR_ARG, "--prompt: %lld tokens, context %lld",
-                                                            (long long)k, (long long)m->cfg.context)
-                                           : kiln_last_status();
+    if (!s && !c)
+        s = k < 1 || k >= ctx_len ? kiln_set_error(KILN_ERR_ARG, "--prompt: %lld tokens, context %lld", (long long)k,
+                                                   (long long)m->cfg.context)
+                                  : kiln_last_status();
     int64_t first = k;
     if (!s) s = llama_cache_step(m, c, ids, k, logits);
     while (!s && k < ctx_len) {
@@ -132,15 +156,32 @@ static void memory_report(const llama *m, const lora *l, const kiln_optim *opt, 
 }
 
 int main(int argc, char **argv) {
-    options o = {.model = NULL, .data = NULL, .format = "auto", .targets = "q_proj,v_proj", .prompt = "The",
-                 .optim = "adamw", .dtype = "F16", .r = 8, .steps = 100, .batch = 4, .seq = 64, .sample_tokens = 24,
-                 .eval_windows = 64, .alpha = 16, .holdout = 0.1, .lr = 1e-3f, .eps = 1e-3f, .weight_decay = 0,
+    options o = {.model = NULL,
+                 .data = NULL,
+                 .format = "auto",
+                 .targets = "q_proj,v_proj",
+                 .prompt = "The",
+                 .optim = "adamw",
+                 .dtype = "F16",
+                 .r = 8,
+                 .steps = 100,
+                 .batch = 4,
+                 .seq = 64,
+                 .sample_tokens = 24,
+                 .eval_windows = 64,
+                 .alpha = 16,
+                 .holdout = 0.1,
+                 .lr = 1e-3f,
+                 .eps = 1e-3f,
+                 .weight_decay = 0,
                  .seed = 42};
     args_opt opts[] = {
-        {"model", ARGS_STRING, &o.model, "PATH", "a llama-family GGUF file or Hugging Face directory (required)", NULL, false},
+        {"model", ARGS_STRING, &o.model, "PATH", "a llama-family GGUF file or Hugging Face directory (required)", NULL,
+         false},
         {"data", ARGS_STRING, &o.data, "FILE", "plain text, or chat JSONL (required)", NULL, false},
         {"format", ARGS_CHOICE, &o.format, "F", "the data's form (auto: chat for .jsonl)", "auto|text|chat", false},
-        {"targets", ARGS_STRING, &o.targets, "LIST", "modules to adapt, comma-separated (PEFT's target_modules)", NULL, false},
+        {"targets", ARGS_STRING, &o.targets, "LIST", "modules to adapt, comma-separated (PEFT's target_modules)", NULL,
+         false},
         {"r", ARGS_INT, &o.r, "N", "LoRA rank", NULL, true},
         {"alpha", ARGS_DOUBLE, &o.alpha, "X", "lora_alpha (the update is scaled by alpha / r)", NULL, true},
         {"lr", ARGS_FLOAT, &o.lr, "X", "learning rate", NULL, true},
@@ -150,7 +191,8 @@ int main(int argc, char **argv) {
         {"seq", ARGS_INT, &o.seq, "N", "tokens per window", NULL, true},
         {"seed", ARGS_U64, &o.seed, "N", "adapters' init, window order, MeZO's noise", NULL, false},
         {"threads", ARGS_INT, &o.threads, "N", "kiln's threads (0: kiln's default)", NULL, false},
-        {"holdout", ARGS_DOUBLE, &o.holdout, "X", "fraction of the tokens held out for the loss before and after", NULL, true},
+        {"holdout", ARGS_DOUBLE, &o.holdout, "X", "fraction of the tokens held out for the loss before and after", NULL,
+         true},
         {"eval-windows", ARGS_INT, &o.eval_windows, "N", "held-out windows evaluated (0: all)", NULL, false},
         {"prompt", ARGS_STRING, &o.prompt, "TEXT", "the greedy sample's prompt", NULL, false},
         {"sample-tokens", ARGS_INT, &o.sample_tokens, "N", "tokens of each sample (0: no sample)", NULL, false},
@@ -162,7 +204,8 @@ int main(int argc, char **argv) {
         {"resume", ARGS_STRING, &o.resume, "DIR", "continue the run saved there", NULL, false},
         {"out", ARGS_STRING, &o.out, "DIR", "write the adapters there as PEFT does", NULL, false},
         {"merge-to", ARGS_STRING, &o.merge_to, "FILE", "write the merged model as GGUF", NULL, false},
-        {"dtype", ARGS_STRING, &o.dtype, "T", "the merged model's weight type (F32, F16, Q8_0, Q4_K, ...)", NULL, false},
+        {"dtype", ARGS_STRING, &o.dtype, "T", "the merged model's weight type (F32, F16, Q8_0, Q4_K, ...)", NULL,
+         false},
     };
     const int n_opts = (int)(sizeof opts / sizeof opts[0]);
     int r = args_parse("finetune", "LoRA fine-tuning of a llama-family model on text or chat JSONL.", opts, n_opts,
@@ -188,46 +231,51 @@ int main(int argc, char **argv) {
     /* the model, its tokenizer and chat template */
     struct stat st;
     bool dir = stat(o.model, &st) == 0 && S_ISDIR(st.st_mode);
-    kiln_ctx *ctx = kiln_ctx_new();
-    if (!ctx) return fail("kiln_ctx_new");
-    llama *m = dir ? llama_from_hf(ctx, o.model) : llama_from_gguf(ctx, o.model);
-    if (!m) return fail(o.model);
-    kiln_tokenizer *tok = dir ? llama_hf_tokenizer(o.model) : llama_gguf_tokenizer(o.model);
-    if (!tok) return fail(o.model);
+    owned h = {0};
+    kiln_ctx *ctx = h.ctx = kiln_ctx_new();
+    if (!ctx) return release(&h, fail("kiln_ctx_new"));
+    llama *m = h.m = dir ? llama_from_hf(ctx, o.model) : llama_from_gguf(ctx, o.model);
+    if (!m) return release(&h, fail(o.model));
+    kiln_tokenizer *tok = h.tok = dir ? llama_hf_tokenizer(o.model) : llama_gguf_tokenizer(o.model);
+    if (!tok) return release(&h, fail(o.model));
     char *tmpl = NULL;
     if (dir) {
         char path[4096];
         snprintf(path, sizeof path, "%s/tokenizer_config.json", o.model);
         kiln_json_file *j = kiln_json_file_open(path);
         const char *t = j ? kiln_json_file_string(j, NULL, "chat_template") : NULL;
-        tmpl = t ? strdup(t) : NULL;
+        h.tmpl = tmpl = t ? strdup(t) : NULL;
         kiln_json_file_close(j);
     } else {
         kiln_gguf *g = kiln_gguf_open(o.model);
         const char *t = g ? kiln_gguf_get_string(g, "tokenizer.chat_template", NULL) : NULL;
-        tmpl = t ? strdup(t) : NULL;
+        h.tmpl = tmpl = t ? strdup(t) : NULL;
         kiln_gguf_close(g);
     }
     size_t dl = strlen(o.data);
-    bool chat = !strcmp(o.format, "chat") || (!strcmp(o.format, "auto") && dl > 6 && !strcmp(o.data + dl - 6, ".jsonl"));
+    bool chat =
+        !strcmp(o.format, "chat") || (!strcmp(o.format, "auto") && dl > 6 && !strcmp(o.data + dl - 6, ".jsonl"));
 
     /* the data: train on the head of the stream, hold out the tail */
-    corpus cp;
-    if (!corpus_load(&cp, o.data, chat, tok, tmpl ? tmpl : "chatml")) return 1;
-    int64_t n_hold = (int64_t)(o.holdout * (double)cp.n);
-    windows train = windows_of(&cp, 0, cp.n - n_hold, o.seq), held = windows_of(&cp, cp.n - n_hold, n_hold, o.seq);
+    const corpus *cp = &h.cp;
+    if (!corpus_load(&h.cp, o.data, chat, tok, tmpl ? tmpl : "chatml")) return release(&h, 1);
+    int64_t n_hold = (int64_t)(o.holdout * (double)cp->n);
+    windows train = windows_of(cp, 0, cp->n - n_hold, o.seq), held = windows_of(cp, cp->n - n_hold, n_hold, o.seq);
     if (o.seq > m->cfg.context)
-        return args_reject("finetune", opts, n_opts, "seq", "at most the model's context %lld", (long long)m->cfg.context), 2;
+        return release(&h, (args_reject("finetune", opts, n_opts, "seq", "at most the model's context %lld",
+                                        (long long)m->cfg.context),
+                            2));
     if (train.count < 1 || held.count < 1)
-        return args_reject("finetune", opts, n_opts, "seq",
-                           "fewer tokens: %lld training and %lld held-out tokens give %lld and %lld windows",
-                           (long long)train.n, (long long)held.n, (long long)train.count, (long long)held.count),
-               2;
+        return release(
+            &h, (args_reject("finetune", opts, n_opts, "seq",
+                             "fewer tokens: %lld training and %lld held-out tokens give %lld and %lld windows",
+                             (long long)train.n, (long long)held.n, (long long)train.count, (long long)held.count),
+                 2));
     int64_t labels = 0;
-    for (int64_t i = 0; i < cp.n; i++) labels += cp.train[i];
+    for (int64_t i = 0; i < cp->n; i++) labels += cp->train[i];
     printf("data: %s, %s, %lld documents, %lld tokens (%lld of them labels), %lld training windows and %lld "
            "held-out of %d tokens\n",
-           o.data, chat ? "chat (loss on the assistant's tokens)" : "plain text", (long long)cp.docs, (long long)cp.n,
+           o.data, chat ? "chat (loss on the assistant's tokens)" : "plain text", (long long)cp->docs, (long long)cp->n,
            (long long)labels, (long long)train.count, (long long)held.count, o.seq);
 
     /* the adapters and the graphs over them */
@@ -237,39 +285,40 @@ int main(int argc, char **argv) {
     lora_config lc = lora_defaults();
     lc.r = o.r, lc.alpha = o.alpha, lc.targets = targets, lc.n_targets = split_targets(tbuf, targets);
     lc.base_model = o.model;
-    lora *l = lora_attach_llama(m, &lc, o.seed);
-    if (!l) return fail("lora_attach_llama");
+    lora *l = h.l = lora_attach_llama(m, &lc, o.seed);
+    if (!l) return release(&h, fail("lora_attach_llama"));
     int64_t trainable = 0;
     for (int i = 0; i < l->n_params; i++) trainable += kiln_tensor_numel(l->params[i]);
     printf("model: %s, %lld parameters frozen; LoRA r %d alpha %g on %d layers (%s): %lld trainable\n", o.model,
            (long long)llama_param_count(m), o.r, o.alpha, l->n_layers, o.targets, (long long)trainable);
-    if (o.sample_tokens && sample(m, tok, "before", o.prompt, o.sample_tokens)) return fail("sample");
+    if (o.sample_tokens && sample(m, tok, "before", o.prompt, o.sample_tokens)) return release(&h, fail("sample"));
     model_graph eval, tr = {0};
-    if (llama_eval_graph(m, o.batch, o.seq, &eval)) return fail("llama_eval_graph");
-    if (!o.mezo && llama_train_graph(m, o.batch, o.seq, &tr)) return fail("llama_train_graph");
+    if (llama_eval_graph(m, o.batch, o.seq, &eval)) return release(&h, fail("llama_eval_graph"));
+    if (!o.mezo && llama_train_graph(m, o.batch, o.seq, &tr)) return release(&h, fail("llama_train_graph"));
     kiln_optim *opt;
     if (o.mezo)
-        opt = kiln_mezo_new(ctx, l->params, l->n_params,
-                            &(kiln_mezo_config){.lr = o.lr, .eps = o.eps, .weight_decay = o.weight_decay, .seed = o.seed});
+        opt = kiln_mezo_new(
+            ctx, l->params, l->n_params,
+            &(kiln_mezo_config){.lr = o.lr, .eps = o.eps, .weight_decay = o.weight_decay, .seed = o.seed});
     else {
         kiln_adam_config ac = kiln_adamw_defaults();
         ac.lr = o.lr, ac.weight_decay = o.weight_decay;
         opt = !strcmp(o.optim, "adamw8bit") ? kiln_adamw8bit_new_for(ctx, l->params, l->n_params, &ac)
                                             : kiln_adamw_new_for(ctx, l->params, l->n_params, &ac);
     }
-    if (!opt) return fail("optimizer");
+    if (!opt) return release(&h, fail("optimizer"));
     run_state rs = {.seed = o.seed, .batch = o.batch, .seq = o.seq};
     snprintf(rs.optim, sizeof rs.optim, "%s", o.mezo ? "mezo" : o.optim);
-    if (o.resume && !checkpoint_load(o.resume, l, opt, &rs)) return 1;
+    if (o.resume && !checkpoint_load(o.resume, l, opt, &rs)) return release(&h, 1);
     if (o.resume) printf("resumed %s at step %lld\n", o.resume, (long long)rs.step);
 
     double before = mean_loss(&eval, &held, o.batch, o.eval_windows);
-    if (isnan(before)) return fail("held-out loss");
+    if (isnan(before)) return release(&h, fail("held-out loss"));
     printf("held-out loss before: %.4f\n", before);
 
     /* training */
-    int64_t *order = malloc((size_t)train.count * sizeof *order), start = rs.step;
-    if (!order) return fprintf(stderr, "finetune: out of memory\n"), 1;
+    int64_t *order = h.order = malloc((size_t)train.count * sizeof *order), start = rs.step;
+    if (!order) return release(&h, (fprintf(stderr, "finetune: out of memory\n"), 1));
     windows_order(order, train.count, o.seed, rs.epoch);
     const model_graph *g = o.mezo ? &eval : &tr;
     progress p;
@@ -281,7 +330,7 @@ int main(int argc, char **argv) {
             idx[k] = order[rs.pos];
         }
         int64_t labels = fill_batch(g, &train, idx, k, o.batch);
-        if (labels < 0) return fail("batch");
+        if (labels < 0) return release(&h, fail("batch"));
         double loss;
         kiln_status s;
         if (o.mezo) {
@@ -292,36 +341,31 @@ int main(int argc, char **argv) {
             loss = kiln_tensor_item(tr.loss);
             if (!s) s = kiln_optim_step(opt);
         }
-        if (s == KILN_ERR_NUMERIC) fprintf(stderr, "finetune: step %lld skipped: %s\n", (long long)rs.step, kiln_last_error());
-        else if (s) return fail("training step");
+        if (s == KILN_ERR_NUMERIC)
+            fprintf(stderr, "finetune: step %lld skipped: %s\n", (long long)rs.step, kiln_last_error());
+        else if (s) return release(&h, fail("training step"));
         progress_update(&p, rs.step - start + 1, labels ? loss : NAN, (double)o.batch * o.seq); /* no labels: no loss */
         if (o.save_every && (rs.step + 1) % o.save_every == 0) {
             run_state at = rs;
             at.step++;
-            if (!checkpoint_save(o.checkpoint, l, opt, &at)) return 1;
+            if (!checkpoint_save(o.checkpoint, l, opt, &at)) return release(&h, 1);
         }
     }
     if (o.steps > start) progress_finish(&p);
-    free(order);
 
     double after = mean_loss(&eval, &held, o.batch, o.eval_windows);
-    if (isnan(after)) return fail("held-out loss");
+    if (isnan(after)) return release(&h, fail("held-out loss"));
     printf("held-out loss after: %.4f (before %.4f, %+.4f)\n", after, before, after - before);
-    if (o.sample_tokens && sample(m, tok, "after", o.prompt, o.sample_tokens)) return fail("sample");
+    if (o.sample_tokens && sample(m, tok, "after", o.prompt, o.sample_tokens)) return release(&h, fail("sample"));
     memory_report(m, l, opt, kiln_graph_planned_bytes(g->graph), o.mezo);
     if (o.out) {
-        if (lora_save_peft(l, o.out)) return fail("--out");
+        if (lora_save_peft(l, o.out)) return release(&h, fail("--out"));
         printf("adapters: %s/adapter_model.safetensors, %s/adapter_config.json\n", o.out, o.out);
     }
     if (o.merge_to) {
-        if (lora_merge(l) || llama_save_gguf_tok(m, tok, o.merge_to, merge_dtype)) return fail("--merge-to");
+        if (lora_merge(l) || llama_save_gguf_tok(m, tok, o.merge_to, merge_dtype))
+            return release(&h, fail("--merge-to"));
         printf("merged model: %s (%s)\n", o.merge_to, kiln_dtype_name(merge_dtype));
     }
-    lora_free(l);
-    llama_free(m);
-    kiln_tokenizer_free(tok);
-    corpus_free(&cp);
-    free(tmpl);
-    kiln_ctx_free(ctx);
-    return 0;
+    return release(&h, 0);
 }
