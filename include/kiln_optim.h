@@ -231,7 +231,8 @@ kiln_optim *kiln_apollo_new_for(kiln_ctx *ctx, kiln_tensor *const *params, int n
  * kiln_mezo_update(opt, loss+, loss-); a call out of this order is
  * KILN_ERR_STATE. kiln_optim_step refuses MeZO; the lr, the schedule, the
  * step count and kiln_optim_save/load are the other optimizers' (the seed
- * derives from the step count, so a resumed run is bit for bit the same);
+ * derives from the step count, so a resumed run is bit for bit the same;
+ * save between steps, not while the parameters are perturbed);
  * parameter groups, clipping and the guard are refused (a non-finite
  * projected gradient restores the parameters, skips the step, counts it
  * and returns KILN_ERR_NUMERIC). */

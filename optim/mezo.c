@@ -164,8 +164,8 @@ kiln_status kiln_mezo_minus(kiln_optim *opt) {
     return s;
 }
 
-/* Back to theta (+eps z, whatever phase the failure came in) without an
- * update: a step abandoned. */
+/* A step abandoned: back to theta from whichever perturbation it had
+ * reached, without an update. */
 static kiln_status abandon(kiln_optim *opt) {
     mezo_state *m = opt->cfg;
     kiln_status s = m->phase == PHASE_MINUS    ? pass(opt, -1.0, false, 0.0)

@@ -74,6 +74,11 @@ static char *render(const char *tmpl, const kiln_chat_msg *msgs, int n, bool gen
     return s;
 }
 
+/* s[0..n) starts with prefix[0..k) (NULL when k is 0) */
+static bool extends(const char *s, size_t n, const char *prefix, size_t k) {
+    return n >= k && (!k || !memcmp(s, prefix, k));
+}
+
 /* One conversation: each message appended as the part its rendering adds
  * to the rendering of those before it; an assistant's part split into the
  * generation prompt (no labels) and the reply (labels). Each rendering must
@@ -92,10 +97,9 @@ static const char *conversation(corpus *c, const kiln_tokenizer *tok, const char
         char *prompt = reply ? render(tmpl, msgs, i, true, bos, eos, &plen) : NULL;
         char *full = render(tmpl, msgs, i + 1, false, bos, eos, &flen);
         if ((reply && !prompt) || !full) why = kiln_last_error();
-        else if (reply &&
-                 (plen < prev_len || memcmp(prompt, prev, prev_len) || flen < plen || memcmp(full, prompt, plen)))
+        else if (reply && (!extends(prompt, plen, prev, prev_len) || !extends(full, flen, prompt, plen)))
             why = "the template's rendering with this reply does not extend the one before it";
-        else if (!reply && (flen < prev_len || memcmp(full, prev, prev_len)))
+        else if (!reply && !extends(full, flen, prev, prev_len))
             why = "the template's rendering with this message does not extend the one before it";
         else {
             if (i == 0 && kiln_tokenizer_add_bos(tok) &&
