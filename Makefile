@@ -339,7 +339,7 @@ deps:
 # build and, cross-compiled, for ARM64 under qemu (scripts/test.sh).
 # With SANITIZE=... only the sanitized stage runs, in $(BUILD)/sanitize.
 test:
-	@scripts/deps.sh build data cross mpi
+	@scripts/deps.sh build data cross mpi test
 ifeq ($(SANITIZE),)
 	@$(MAKE) --no-print-directory all
 	@MAKE="$(MAKE)" SANITIZE= scripts/test.sh $(BUILD) $(TESTS)
@@ -368,8 +368,8 @@ $(BUILD)/bench/kiln_bench: $(BENCH_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libki
 
 .PHONY: bench
 bench:
-	@scripts/deps.sh build
-	@$(MAKE) --no-print-directory $(BUILD)/bench/kiln_bench
+	@scripts/deps.sh build serve
+	@$(MAKE) --no-print-directory $(BUILD)/bench/kiln_bench $(BUILD)/examples/serve $(BUILD)/examples/generate
 	bench/run.sh $(BUILD)/bench/kiln_bench $(BENCH_ARGS)
 
 # libFuzzer targets (tests/fuzz/fuzz_*.c), one per file parser: the
