@@ -183,7 +183,7 @@ KT_TEST(llama_slots_errors_name_the_value_and_change_nothing) {
     llama_slots *s = a ? llama_slots_new(m, 3, 6) : NULL;
     KT_CHECK(s != NULL, "%s", kiln_last_error());
     if (!s) goto done;
-    float z[2 * VOCAB];
+    float z[9 * VOCAB];
     int32_t ids[9];
     for (int t = 0; t < 9; t++) ids[t] = token(0, t);
     bool yes[9] = {true, true, true, true, true, true, true, true, true};
