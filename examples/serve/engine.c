@@ -1,7 +1,11 @@
-/* engine.c — serve's engine over one llama_cache per slot, each slot's
- * entries run as one llama_cache_step after another (until llama_slots'
- * batched step is merged: then this file wraps it). */
+/* engine.c — serve's engine: llama_slots (models/llama_slots.h), every
+ * step one batched forward pass for all the slots. A model it does not
+ * take (Gemma 2's soft-capped attention) runs on one llama_cache per slot
+ * instead, each slot's entries one llama_cache_step after another: served
+ * the same, without the batching's throughput. */
 #include "engine.h"
+
+#include "llama_slots.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -9,18 +13,27 @@
 struct engine {
     llama *m;
     int n_slots;
-    llama_cache **cache;
+    llama_slots *batched;
+    llama_cache **cache; /* [n_slots] where batched is NULL */
 };
 
 engine *engine_new(llama *m, int n_slots, int64_t len) {
     engine *g = calloc(1, sizeof *g);
-    if (g) g->cache = calloc((size_t)n_slots, sizeof *g->cache);
-    if (!g || !g->cache) {
+    if (!g) {
+        kiln_set_error(KILN_ERR_OOM, "engine_new: out of memory");
+        return NULL;
+    }
+    g->m = m, g->n_slots = n_slots;
+    if ((g->batched = llama_slots_new(m, n_slots, len))) return g;
+    if (kiln_last_status() != KILN_ERR_UNSUPPORTED) {
+        free(g);
+        return NULL;
+    }
+    if (!(g->cache = calloc((size_t)n_slots, sizeof *g->cache))) {
         free(g);
         kiln_set_error(KILN_ERR_OOM, "engine_new: out of memory for %d slots", n_slots);
         return NULL;
     }
-    g->m = m, g->n_slots = n_slots;
     for (int i = 0; i < n_slots; i++)
         if (!(g->cache[i] = llama_cache_new(m, 1, len))) {
             engine_free(g);
@@ -29,9 +42,12 @@ engine *engine_new(llama *m, int n_slots, int64_t len) {
     return g;
 }
 
+bool engine_batched(const engine *g) { return g->batched != NULL; }
+
 void engine_free(engine *g) {
     if (!g) return;
-    for (int i = 0; i < g->n_slots; i++) llama_cache_free(g->cache[i]);
+    llama_slots_free(g->batched);
+    for (int i = 0; g->cache && i < g->n_slots; i++) llama_cache_free(g->cache[i]);
     free(g->cache), free(g);
 }
 
@@ -42,16 +58,19 @@ static kiln_status check_slot(const engine *g, const char *call, int slot) {
 }
 
 kiln_status engine_clear(engine *g, int slot) {
+    if (g->batched) return llama_slots_clear(g->batched, slot);
     kiln_status s = check_slot(g, "engine_clear", slot);
     if (!s) g->cache[slot]->pos = 0;
     return s;
 }
 
 int64_t engine_pos(const engine *g, int slot) {
+    if (g->batched) return llama_slots_pos(g->batched, slot);
     return check_slot(g, "engine_pos", slot) ? -1 : g->cache[slot]->pos;
 }
 
 kiln_status engine_step(engine *g, int n, const int *slots, const int32_t *tokens, const bool *want, float *logits) {
+    if (g->batched) return llama_slots_step(g->batched, n, slots, tokens, want, logits);
     int64_t vocab = g->m->cfg.vocab, out = 0;
     /* a run: consecutive entries of one slot, ending at one that wants its logits */
     for (int i = 0; i < n;) {
