@@ -1,7 +1,9 @@
 #!/bin/sh
 # serve.sh — the server's line of `make bench` (bench/run.sh calls it):
 # generated tokens/s of examples/serve at 1, 4 and 16 concurrent streaming
-# clients (tests/serve/load.py, 32 tokens a request) on a random llama in
+# clients (tests/serve/load.py: 128 tokens a request, a chat prompt of about
+# 50; the server's count of tokens generated over S seconds after S of
+# warm-up: the first prompts all at once are not the steady state) on a random llama in
 # TinyLlama-1.1B's shape in Q4_0 (generate --make-random: about 80 s to
 # draw on 2 cores), against single-client generation (examples/generate,
 # the same file, the same threads) in the same run: the ratio is what
@@ -50,8 +52,7 @@ done
 [ -n "$port" ] || { echo "bench/serve.sh: the server did not start:" >&2; cat "$tmp/log" >&2; exit 1; }
 for n in 1 4 16; do
     rate=$(/usr/bin/python3 "$(dirname "$0")/../tests/serve/load.py" "http://127.0.0.1:$port" --clients "$n" \
-           --seconds "$seconds" \
-           --max-tokens 32 | sed -n 's/.* \([0-9.]*\) tokens\/s$/\1/p')
+           --warmup "$seconds" --seconds "$seconds" --max-tokens 128 | sed -n 's/.* \([0-9.]*\) tokens\/s$/\1/p')
     printf '%-34s kiln %9.1f %-9s %6.2fx %s\n' "serve Q4_0 ${threads}t, $n clients" "$rate" tok/s \
         "$(echo "$rate $single" | awk '{ print $1 / $2 }')" "1 stream"
 done

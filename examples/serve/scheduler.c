@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-enum { PROMPT_CHUNK = 256 }; /* prompt tokens of one job in one step */
+enum { STEP_PROMPT = 128 }; /* prompt tokens in one step, beside the generating slots' one each */
 
 struct job {
     int32_t *prompt;
@@ -37,6 +37,7 @@ struct sched {
     const kiln_tokenizer *tok;
     engine *eng;
     int n_slots, queue_limit, n_queued;
+    int next_prompt; /* the slot whose prompt goes in first at the next step */
     int64_t ctx, generated;
     job **active; /* [n_slots] */
     job *head, *tail;
@@ -203,26 +204,35 @@ static void admit(sched *s) {
     }
 }
 
-/* The step's entries: each active job's next prompt chunk or its last
- * token. Under the lock. Returns the number of entries. */
+/* The step's entries: every generating job's last token, then prompt
+ * tokens in what room is left of STEP_PROMPT, from the slot whose prompt
+ * went in last, so a long prompt (or many) never stalls the others' tokens
+ * for more than a step of that size. Under the lock. Returns the number of
+ * entries. */
 static int gather(sched *s, job **wanting, int *n_want) {
     int n = 0;
     *n_want = 0;
     for (int i = 0; i < s->n_slots; i++) {
         job *j = s->active[i];
-        if (!j) continue;
-        if (j->fed < j->n_prompt) {
-            int k = j->n_prompt - j->fed < PROMPT_CHUNK ? j->n_prompt - j->fed : PROMPT_CHUNK;
-            for (int t = 0; t < k; t++) {
-                s->slots[n] = i, s->tokens[n] = j->prompt[j->fed + t], s->want[n] = false;
-                n++;
-            }
-            j->fed += k;
-            if (j->fed < j->n_prompt) continue;
-        } else {
-            s->slots[n] = i, s->tokens[n] = j->gen[j->n_gen - 1];
+        if (!j || j->fed < j->n_prompt) continue;
+        s->slots[n] = i, s->tokens[n] = j->gen[j->n_gen - 1], s->want[n] = true;
+        n++;
+        wanting[(*n_want)++] = j;
+    }
+    int room = STEP_PROMPT;
+    for (int k = 0; k < s->n_slots && room > 0; k++) {
+        int i = (s->next_prompt + k) % s->n_slots;
+        job *j = s->active[i];
+        if (!j || j->fed == j->n_prompt) continue;
+        int c = j->n_prompt - j->fed < room ? j->n_prompt - j->fed : room;
+        for (int t = 0; t < c; t++) {
+            s->slots[n] = i, s->tokens[n] = j->prompt[j->fed + t], s->want[n] = false;
             n++;
         }
+        j->fed += c, room -= c;
+        s->next_prompt = i;
+        if (j->fed < j->n_prompt) break;
+        s->next_prompt = (i + 1) % s->n_slots;
         s->want[n - 1] = true;
         wanting[(*n_want)++] = j;
     }
@@ -261,7 +271,7 @@ sched *sched_new(llama *m, const kiln_tokenizer *tok, int n_slots, int64_t ctx, 
     sched *s = calloc(1, sizeof *s);
     if (!s) return kiln_set_error(KILN_ERR_OOM, "sched_new: out of memory"), NULL;
     s->m = m, s->tok = tok, s->n_slots = n_slots, s->ctx = ctx, s->queue_limit = queue;
-    size_t entries = (size_t)n_slots * PROMPT_CHUNK;
+    size_t entries = (size_t)n_slots + STEP_PROMPT;
     s->active = calloc((size_t)n_slots, sizeof *s->active);
     s->slots = malloc(entries * sizeof *s->slots);
     s->tokens = malloc(entries * sizeof *s->tokens);

@@ -1,9 +1,12 @@
 #!/usr/bin/python3
 """load.py -- N concurrent streaming chat clients against serve for a while,
 from threads of this second process: each loops over requests, reads the
-whole stream and checks it ends with data: [DONE] and a usage count. Prints
-requests, failures, the generated tokens per second of all clients together,
-and (with --pid) the server's resident memory after a warm-up and at the end.
+whole stream and checks it ends with data: [DONE] and a usage count (a
+stream still running at the end is closed, not counted). Prints requests,
+failures, the tokens generated per second over the last S seconds, after
+the warm-up (the server's /health counter: every slot's tokens, finished
+requests or not), and (with --pid) the server's resident memory after the
+warm-up and at the end.
 Usage: load.py URL [--clients N] [--seconds S] [--warmup S] [--pid PID]
                [--max-tokens N] [--rss-slack MIB]
 Exit status 1 on a failed request or, with --pid, memory grown by more than
@@ -51,8 +54,16 @@ def client(i, until, tot):
             c = http.client.HTTPConnection(host, int(port), timeout=60)
             c.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
             r = c.getresponse()
-            raw = r.read().decode()
+            raw = b""
+            while not raw.endswith(b"data: [DONE]\n\n") and time.time() < until:
+                piece = r.read1(65536)
+                if not piece:
+                    break
+                raw += piece
             c.close()
+            raw = raw.decode()
+            if not raw.endswith("data: [DONE]\n\n") and time.time() >= until and r.status == 200:
+                break  # the run is over: this stream is cut, neither a failure nor a request
             usage = None
             for ev in raw.split("\n\n"):
                 if ev.startswith("data: {"):
@@ -71,35 +82,40 @@ def client(i, until, tot):
                 tot.why.append(why)
 
 
-def run(seconds):
+def generated():
+    c = http.client.HTTPConnection(host, int(port), timeout=30)
+    c.request("GET", "/health")
+    n = json.loads(c.getresponse().read())["tokens_generated"]
+    c.close()
+    return n
+
+
+def run(warmup, seconds):
+    """the clients for warmup + seconds; the figures of the last seconds"""
     tot = Totals()
-    until = time.time() + seconds
-    t0 = time.time()
+    until = time.time() + warmup + seconds
     th = [threading.Thread(target=client, args=(i, until, tot)) for i in range(a.clients)]
     for t in th:
         t.start()
+    time.sleep(warmup)
+    t0, n0 = time.time(), generated()
+    tot.rss_before = rss_mib(a.pid) if a.pid else 0
     for t in th:
         t.join()
+    tot.generated = generated() - n0
     return tot, time.time() - t0
 
 
-if a.warmup > 0:
-    w, _ = run(a.warmup)
-    if w.failures:
-        print("FAIL serve_load: the warm-up had %d failed requests: %s" % (w.failures, w.why[:3]))
-        print("0 passed, 1 failed")
-        sys.exit(1)
-before = rss_mib(a.pid) if a.pid else 0
-tot, secs = run(a.seconds)
+tot, secs = run(a.warmup, a.seconds)
 after = rss_mib(a.pid) if a.pid else 0
-rate = tot.tokens / secs
-print("serve_load: %d clients, %.1f s: %d requests, %d failed, %d tokens generated, %.1f tokens/s" %
-      (a.clients, secs, tot.requests, tot.failures, tot.tokens, rate))
+print("serve_load: %d clients, %.1f s after %.1f s of warm-up: %d requests, %d failed, %d tokens in their usage; "
+      "%d tokens generated, %.1f tokens/s" % (a.clients, secs, a.warmup, tot.requests, tot.failures, tot.tokens,
+                                              tot.generated, tot.generated / secs))
 ok = tot.failures == 0 and tot.requests > 0
 if a.pid:
-    grown = after - before
+    grown = after - tot.rss_before
     print("serve_load: the server's RSS %.1f MiB after the warm-up, %.1f MiB after the load (%+.1f MiB)" %
-          (before, after, grown))
+          (tot.rss_before, after, grown))
     ok = ok and grown <= a.rss_slack
 print("%s serve_load%s" % ("ok" if ok else "FAIL", "" if ok else ": %s" % tot.why[:3]))
 print("%d passed, %d failed" % (ok, not ok))
