@@ -20,10 +20,10 @@
  *          -d '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":32}'
  */
 #include "args.h"
+#include "chat_template.h"
 #include "llama_files.h"
 #include "serve.h"
 
-#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,37 +34,6 @@
 static int fail(const char *what) {
     fprintf(stderr, "serve: %s: %s\n", what, kiln_last_error());
     return 1;
-}
-
-/* --chat-template: a family's name or a file holding the template. */
-static char *template_arg(const char *arg) {
-    FILE *f = fopen(arg, "rb");
-    if (!f) return strdup(arg);
-    char *s = calloc(1, 1 << 20);
-    size_t n = s ? fread(s, 1, (1 << 20) - 1, f) : 0;
-    fclose(f);
-    if (s) s[n] = 0;
-    return s;
-}
-
-/* The template the model's files hold (NULL: none): the GGUF's
- * tokenizer.chat_template, or a directory's tokenizer_config.json's. */
-static char *stored_template(const char *model, bool dir) {
-    char *t = NULL;
-    if (!dir) {
-        kiln_gguf *g = kiln_gguf_open(model);
-        const char *s = g ? kiln_gguf_get_string(g, "tokenizer.chat_template", NULL) : NULL;
-        t = s ? strdup(s) : NULL;
-        kiln_gguf_close(g);
-        return t;
-    }
-    char path[4096];
-    snprintf(path, sizeof path, "%s/tokenizer_config.json", model);
-    json_t *o = json_load_file(path, 0, NULL);
-    const char *s = json_string_value(json_object_get(o, "chat_template"));
-    t = s ? strdup(s) : NULL;
-    json_decref(o);
-    return t;
 }
 
 /* The name clients give: the file's (or directory's) base name. */
@@ -114,8 +83,8 @@ int main(int argc, char **argv) {
     if (!m) return fail(model);
     kiln_tokenizer *tok = dir ? llama_hf_tokenizer(model) : llama_gguf_tokenizer(model);
     if (!tok) return fail(model);
-    char *stored = stored_template(model, dir);
-    char *tmpl = template ? template_arg(template) : strdup(stored ? stored : "chatml");
+    bool stored;
+    char *tmpl = chat_template_pick(template, model, &stored);
     if (!tmpl) return fprintf(stderr, "serve: out of memory\n"), 1;
     const char *family = kiln_chat_template_name(tmpl);
     if (!family) return fail(template ? "--chat-template" : "the model's chat template");
@@ -153,7 +122,7 @@ int main(int argc, char **argv) {
         status = 0;
     }
     sched_free(app.sched);
-    free(tmpl), free(stored);
+    free(tmpl);
     kiln_tokenizer_free(tok);
     llama_free(m);
     kiln_ctx_free(ctx);
