@@ -39,7 +39,8 @@ struct sched {
     int n_slots, queue_limit, n_queued;
     int next_prompt; /* the slot whose prompt goes in first at the next step */
     int64_t ctx, generated;
-    job **active; /* [n_slots] */
+    job **active;  /* [n_slots] */
+    job **wanting; /* [n_slots]: the jobs whose logits a step gives, in order */
     job *head, *tail;
     bool stopping;
     pthread_mutex_t mu;
@@ -241,29 +242,31 @@ static int gather(sched *s, job **wanting, int *n_want) {
 
 static void *work(void *arg) {
     sched *s = arg;
-    job **wanting = malloc((size_t)s->n_slots * sizeof *wanting);
     pthread_mutex_lock(&s->mu);
     for (;;) {
         admit(s);
-        int n_want = 0, n = wanting ? gather(s, wanting, &n_want) : 0;
+        int n_want = 0, n = gather(s, s->wanting, &n_want);
         if (!n) {
             if (s->stopping) break;
             pthread_cond_wait(&s->work, &s->mu);
             continue;
         }
-        for (int i = 0; i < n_want; i++) wanting[i]->refs++; /* a cancel may drop the slot's ref meanwhile */
+        /* the jobs stay: only this thread takes them out of their slots */
         pthread_mutex_unlock(&s->mu);
         kiln_status st = engine_step(s->eng, n, s->slots, s->tokens, s->want, s->logits);
         pthread_mutex_lock(&s->mu);
+        if (st) { /* every slot's state is in doubt: their jobs end */
+            fprintf(stderr, "serve: the model's step failed: %s\n", kiln_last_error());
+            for (int i = 0; i < s->n_slots; i++)
+                if (s->active[i]) end(s->active[i], NULL, "the model's step failed");
+            continue;
+        }
         for (int i = 0; i < n_want; i++) {
-            job *j = wanting[i];
-            if (st) end(j, NULL, "the model's step failed");
-            else if (!j->ended && !j->cancelled) advance(s, j, s->logits + (int64_t)i * s->m->cfg.vocab);
-            unref(j);
+            job *j = s->wanting[i];
+            if (!j->ended && !j->cancelled) advance(s, j, s->logits + (int64_t)i * s->m->cfg.vocab);
         }
     }
     pthread_mutex_unlock(&s->mu);
-    free(wanting);
     return NULL;
 }
 
@@ -273,13 +276,14 @@ sched *sched_new(llama *m, const kiln_tokenizer *tok, int n_slots, int64_t ctx, 
     s->m = m, s->tok = tok, s->n_slots = n_slots, s->ctx = ctx, s->queue_limit = queue;
     size_t entries = (size_t)n_slots + STEP_PROMPT;
     s->active = calloc((size_t)n_slots, sizeof *s->active);
+    s->wanting = malloc((size_t)n_slots * sizeof *s->wanting);
     s->slots = malloc(entries * sizeof *s->slots);
     s->tokens = malloc(entries * sizeof *s->tokens);
     s->want = malloc(entries * sizeof *s->want);
     s->logits = malloc((size_t)n_slots * (size_t)m->cfg.vocab * sizeof *s->logits);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->work, NULL);
-    if (!s->active || !s->slots || !s->tokens || !s->want || !s->logits) {
+    if (!s->active || !s->wanting || !s->slots || !s->tokens || !s->want || !s->logits) {
         kiln_set_error(KILN_ERR_OOM, "sched_new: out of memory for %d slots", n_slots);
         sched_free(s);
         return NULL;
@@ -323,7 +327,7 @@ void sched_free(sched *s) {
     engine_free(s->eng);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->work);
-    free(s->active), free(s->slots), free(s->tokens), free(s->want), free(s->logits), free(s);
+    free(s->active), free(s->wanting), free(s->slots), free(s->tokens), free(s->want), free(s->logits), free(s);
 }
 
 void sched_get_stats(sched *s, sched_stats *st) {
