@@ -82,6 +82,7 @@ check() {
 start() {
     slog=$1
     shift
+    : >"$slog"
     "$bin" --model "$model" --port 0 --threads 2 "$@" 2>"$slog" &
     pid=$!
     pids="$pids $pid"
