@@ -50,7 +50,8 @@ int main(int argc, char **argv) {
     const char *model = NULL, *host = "127.0.0.1", *api_key = NULL, *template = NULL, *alias = NULL;
     int port = 8080, slots = 4, ctx_len = 0, threads = 0, queue = 64, timeout = 30, max_body = 1 << 20;
     args_opt opts[] = {
-        {"model", ARGS_STRING, &model, "PATH", "a GGUF file or a Hugging Face directory", NULL, false},
+        {"model", ARGS_STRING, &model, "PATH", "a GGUF file (weights as stored) or a Hugging Face directory (in Q8_0)",
+         NULL, false},
         {"host", ARGS_STRING, &host, "ADDR", "the address to listen on (0.0.0.0: every interface)", NULL, false},
         {"port", ARGS_INT, &port, "N", "the port (0: any free one, printed)", NULL, false},
         {"slots", ARGS_INT, &slots, "N", "sequences generated at once, in one batched step", NULL, true},
@@ -73,6 +74,14 @@ int main(int argc, char **argv) {
     if (slots > 256) return args_reject("serve", opts, n_opts, "slots", "1 to 256 slots"), 2;
     if (api_key && !*api_key) return args_reject("serve", opts, n_opts, "api-key", "a key that is not empty"), 2;
     if (!model) return fprintf(stderr, "serve: --model PATH is needed; see --help\n"), 2;
+    /* SIGINT and SIGTERM end the server: main waits for them; every thread
+     * started below (kiln's workers, the scheduler's, MHD's) inherits them blocked
+     * (a Ctrl-C while the model loads takes effect once it has) */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT), sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    signal(SIGPIPE, SIG_IGN);
     if (threads && kiln_set_threads(threads)) return fprintf(stderr, "serve: --threads: %s\n", kiln_last_error()), 2;
 
     struct stat st;
@@ -96,12 +105,6 @@ int main(int argc, char **argv) {
     app.ctx = ctx_len && ctx_len < m->cfg.context ? ctx_len : m->cfg.context;
     if (!(app.sched = sched_new(m, tok, slots, app.ctx, queue))) return fail("the slots");
 
-    /* SIGINT and SIGTERM end the server: every thread started below inherits them blocked */
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT), sigaddset(&stop, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop, NULL);
-    signal(SIGPIPE, SIG_IGN);
     http_conf conf = {.host = host, .port = port, .timeout = (unsigned)timeout, .max_header = 32 << 10,
                       .max_conns = (unsigned)(slots + queue + 16)};
     struct MHD_Daemon *d = http_start(&app, &conf);
