@@ -8,7 +8,8 @@
 #   client   tests/serve/client.py, an OpenAI client in Python's standard
 #            library: both endpoints, whole and streamed, SSE framing, usage
 #            counts, stop, seed, every error, a client gone mid-stream, and
-#            503 + Retry-After and the API key on a second server (--slots 1 --queue 0)
+#            503 + Retry-After, the API key and a slow client dropped on a
+#            second server (--slots 1 --queue 0 --timeout 1)
 #   page     tests/serve/page_test.py: the chat page in headless Chromium,
 #            typed into, streamed, screenshot in BUILD_DIR/serve-page.png
 #            (skipped, saying why, only where Chromium cannot run)
@@ -102,7 +103,7 @@ start() {
 stage fuzz "$build/tests/serve_fuzz" 3
 
 if start "$tmp/server.log" --slots 4 --queue 16 --timeout 10 --max-body 65536 &&
-   start "$tmp/busy.log" --slots 1 --queue 0 --api-key test-key; then
+   start "$tmp/busy.log" --slots 1 --queue 0 --timeout 1 --api-key test-key; then
     main_url=$(sed -n 's|.* on \(http://127.0.0.1:[0-9]*\)/$|\1|p' "$tmp/server.log")
     main_pid=${pids# }
     main_pid=${main_pid%% *}

@@ -6,7 +6,8 @@ final chunk with finish_reason and usage, `data: [DONE]`), usage counts equal
 to the tokens, max_tokens, stop, seed, every error case as OpenAI's error
 object with its status (and the server still up after each), a client that
 goes away mid-stream (its slot freed: the server's log says so), and 503 with
-Retry-After once the queue is full (on a second server, --slots 1 --queue 0).
+Retry-After once the queue is full, the API key and a slow client dropped
+(on a second server: --slots 1 --queue 0 --timeout 1 --api-key).
 The model is a random one: its text is gibberish, so framing, counts and
 behaviour are checked, never the text.
 Usage: client.py URL SERVER_LOG [BUSY_URL BUSY_KEY] ; prints "ok NAME" / "FAIL NAME: why",
@@ -276,6 +277,19 @@ if BUSY:
     check("api_key_missing", is_error(s0, t0, 401, None, "invalid_api_key")[0], t0[:200])
     s1, _, t1 = post(CHAT, {"messages": MSGS, "max_tokens": 2}, url=BUSY, headers={"Authorization": "Bearer wrong"})
     check("api_key_wrong", is_error(s1, t1, 401, None, "invalid_api_key")[0], t1[:200])
+    # a slow client (half a head, then nothing) is dropped after the timeout (--timeout 1 there)
+    bh, bp = BUSY.split("//")[1].split(":")
+    sk = socket.create_connection((bh, int(bp)), timeout=10)
+    sk.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+    t0 = time.time()
+    try:
+        closed = sk.recv(4096) == b""
+    except ConnectionResetError:
+        closed = True
+    except socket.timeout:
+        closed = False
+    sk.close()
+    check("slow_client_dropped", closed and time.time() - t0 < 5, "closed %s after %.1f s" % (closed, time.time() - t0))
 
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)
