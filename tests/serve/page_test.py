@@ -3,7 +3,7 @@
 DevTools protocol (Debian's python3-websocket): load the page, type a
 message into it and press Send (real input events), wait for the streamed
 answer and its tokens/s line, a second turn on top (the conversation grows),
-no script error on the page, and a screenshot saved as a PNG.
+the stop button, no script error on the page, and a screenshot saved as a PNG.
 Usage: page_test.py URL SCREENSHOT.png ; prints "ok NAME" / "FAIL NAME: why" /
 "skip NAME: why" (Chromium cannot run here), last line "N passed, N failed[, N skipped]"."""
 import base64
@@ -134,6 +134,17 @@ try:
                " document.querySelectorAll('.error').length, [...document.querySelectorAll('.error')]"
                ".map((e) => e.textContent)]")
     check("second_turn", n and turns[:3] == [2, 2, 0], "bubbles (user, assistant, error): %r" % turns)
+    # Stop at once after Send (the test model answers faster than a click could
+    # follow): the answer ends "stopped", not in an error, and no slot stays busy
+    cdp("Input.insertText", text="Stop this one")
+    js("document.getElementById('max_tokens').value = 100;"
+       " document.getElementById('send').click(); document.getElementById('stop').click()")
+    n = wait("%s >= 3 && %s" % (done, done))
+    last = js("(() => { const d = [...document.querySelectorAll('.assistant')].pop();"
+              " return [d.className, d.querySelector('.stats').textContent]; })()")
+    idle = wait("fetch('/health').then((r) => r.json()).then((h) => h.slots_processing === 0)", 5)
+    check("stop_button", n and "error" not in last[0] and "stopped" in last[1] and idle,
+          "last answer %r, slots idle %r" % (last, idle))
     errors = [e for e in events if e.get("method") in ("Runtime.exceptionThrown",)]
     check("no_script_errors", not errors, "%r" % errors[:2])
     png = base64.b64decode(cdp("Page.captureScreenshot", format="png")["data"])
