@@ -4,6 +4,7 @@
  * sliding window; the cache written at each row's position and nowhere
  * else; f32 under every SIMD variant, f64; and the errors. */
 #include "kt.h"
+#include "kt_device.h"
 #include "kt_simd.h"
 
 enum { B = 3, HQ = 4, HKV = 2, S = 80, D = 16, DV = 8, N = 7 };
@@ -141,5 +142,39 @@ KT_TEST(attention_cached_errors) {
     double most = 0;
     for (int i = 0; i < 3 * 2 * 5 * 8; i++) most = fmax(most, fabs(c[i]));
     KT_CHECK(most == 0, "a refused compute wrote the cache (%g)", most);
+    kiln_ctx_free(ctx);
+}
+
+/* sum of t's elements through a graph of t's context (on its backend) */
+static double device_sum(kiln_ctx *ctx, kiln_tensor *t) {
+    kiln_tensor *s = kiln_sum(ctx, kiln_reshape(ctx, t, 1, (int64_t[]){kiln_tensor_numel(t)}), 0, false);
+    kiln_graph *g = kiln_graph_new(ctx);
+    double v = NAN;
+    if (g && !kiln_graph_add(g, s) && !kiln_graph_compute(g)) v = kiln_tensor_item(s);
+    return v;
+}
+
+/* On Vulkan the op runs on the CPU; a device copy of the cache made
+ * before it is stale after it, and a later device read sees the writes. */
+KT_TEST(attention_cached_on_vulkan_keeps_the_cache_right) {
+    kiln_backend *vk = kt_device("vulkan");
+    kiln_ctx *ctx = kiln_ctx_new();
+    KT_OK(kiln_ctx_set_backend(ctx, vk));
+    kiln_tensor *q = kiln_new_3d(ctx, KILN_F32, 1, 2, 8), *k = kiln_new_3d(ctx, KILN_F32, 1, 1, 8);
+    kiln_tensor *kc = kiln_new_4d(ctx, KILN_F32, 2, 1, 4, 8), *vc = kiln_new_4d(ctx, KILN_F32, 2, 1, 4, 8);
+    kiln_tensor *seq = kiln_new_1d(ctx, KILN_I32, 1), *pos = kiln_new_1d(ctx, KILN_I32, 1);
+    KT_OK(kiln_tensor_fill(q, 1.0));
+    KT_OK(kiln_tensor_fill(k, 2.0));
+    KT_OK(kiln_tensor_fill(kc, 0.0));
+    KT_OK(kiln_tensor_fill(vc, 0.0));
+    KT_OK(kiln_tensor_set_i32(seq, (int32_t[]){1}, 1));
+    KT_OK(kiln_tensor_set_i32(pos, (int32_t[]){2}, 1));
+    KT_CHECK(device_sum(ctx, kc) == 0, "the cache before");
+    kiln_tensor *y = kiln_attention_cached(ctx, q, k, k, kc, vc, seq, pos, 0, 0);
+    kiln_graph *g = kiln_graph_new(ctx);
+    KT_OK(kiln_graph_add(g, y));
+    KT_OK(kiln_graph_compute(g));
+    double sk = device_sum(ctx, kc), sv = device_sum(ctx, vc);
+    KT_CHECK(sk == 16 && sv == 16, "the caches on the device after the write: sums %g, %g (16: 8 twos each)", sk, sv);
     kiln_ctx_free(ctx);
 }

@@ -7,6 +7,7 @@
  * kernels than one row's; measured ~1e-6), quantized ones as the bounds
  * before llama_slots_interleaved_match_each_alone say. */
 #include "kt.h"
+#include "kt_device.h"
 #include "llama_files.h"
 #include "llama_slots.h"
 
@@ -214,4 +215,23 @@ done:
     free(a);
     llama_free(m);
     kiln_ctx_free(ctx);
+}
+
+/* On Vulkan the rows' attention runs on the CPU (no device kernel), its
+ * cache writes kept right between the host and the device: the same
+ * logits as the CPU's, to the device's f32 rounding. */
+KT_TEST(llama_slots_on_vulkan_match_the_cpu) {
+    kiln_backend *vk = kt_device("vulkan");
+    kiln_ctx *cpu = kiln_ctx_new(), *ctx = kiln_ctx_new();
+    llama *ref_model = load(cpu, "llama-s1-F32"), *m = load(ctx, "llama-s1-F32");
+    float *ref[N_SEQ] = {0};
+    for (int q = 0; ref_model && q < N_SEQ; q++) ref[q] = alone(ref_model, q, LEN[q]);
+    KT_CHECK(ref[N_SEQ - 1] != NULL, "alone: %s", kiln_last_error());
+    if (m && vk && ref[N_SEQ - 1] && !kiln_ctx_set_backend(ctx, vk)) {
+        double d = together(m, ref, 4);
+        KT_CHECK(d >= 0 && d <= 1e-4, "max |diff| %.3g (<= 1e-4)", d);
+    }
+    for (int q = 0; q < N_SEQ; q++) free(ref[q]);
+    llama_free(ref_model), llama_free(m);
+    kiln_ctx_free(cpu), kiln_ctx_free(ctx);
 }
