@@ -1,16 +1,27 @@
 /* test_attention_cached.c — kiln_attention_cached (a sequence per row over
  * a KV cache) against attention computed here in double: rows of three
- * sequences in any order, a causal chunk of one, grouped heads, a
- * sliding window; the cache written at each row's position and nowhere
+ * sequences in any order, runs of one (prompt chunks), grouped heads,
+ * a sliding window; the cache written at each row's position and nowhere
  * else; f32 under every SIMD variant, f64; and the errors. */
 #include "kt.h"
 #include "kt_device.h"
 #include "kt_simd.h"
 
-enum { B = 3, HQ = 4, HKV = 2, S = 80, D = 16, DV = 8, N = 7 };
+enum { B = 3, HQ = 4, HKV = 2, S = 96, D = 16, DV = 8, N = 88 };
 
-/* the rows: sequence 1's chunk at 70..72 (past one 64-key block), others' single rows */
-static const int32_t SEQ[N] = {1, 0, 1, 2, 1, 0, 2}, POS[N] = {70, 3, 71, 0, 72, 4, 1};
+/* The rows: single rows of three sequences interleaved (sequence 1's at
+ * 70.., past a 64-key block), then runs, which take the blocked path: 10
+ * of sequence 0 and 70 of sequence 2 (more queries than a block), and a
+ * last single row. */
+static int32_t SEQ[N], POS[N];
+static void rows(void) {
+    static const int32_t seq[7] = {1, 0, 1, 2, 1, 0, 2}, pos[7] = {70, 3, 71, 0, 72, 4, 1};
+    int n = 0;
+    for (int i = 0; i < 7; i++, n++) SEQ[n] = seq[i], POS[n] = pos[i];
+    for (int p = 5; p < 15; p++, n++) SEQ[n] = 0, POS[n] = p;
+    for (int p = 2; p < 72; p++, n++) SEQ[n] = 2, POS[n] = p;
+    SEQ[n] = 1, POS[n] = 73;
+}
 
 static void fill(double *x, int64_t n, uint64_t seed) {
     for (int64_t i = 0; i < n; i++) {
@@ -87,6 +98,7 @@ static double run(kiln_dtype dt, const data *x, int64_t window, const double *wa
 
 KT_TEST(attention_cached_matches_reference) {
     static data x;
+    rows();
     fill(x.q, N * HQ * D, 1), fill(x.k, N * HKV * D, 2), fill(x.v, N * HKV * DV, 3);
     fill(x.kc, B * HKV * S * D, 4), fill(x.vc, B * HKV * S * DV, 5);
     /* the caches after the writes, for the reference */
