@@ -45,9 +45,10 @@ static void reference(const double *q, const double *kc, const double *vc, int64
                 mx = fmax(mx, sc[j]);
             }
             for (int j = first; j <= POS[i]; j++) sum += sc[j] = exp(sc[j] - mx);
+            const double *v = vc + ((int64_t)SEQ[i] * HKV + g) * S * DV;
             for (int e = 0; e < DV; e++) {
                 double o = 0;
-                for (int j = first; j <= POS[i]; j++) o += sc[j] / sum * vc[(((int64_t)SEQ[i] * HKV + g) * S + j) * DV + e];
+                for (int j = first; j <= POS[i]; j++) o += sc[j] / sum * v[j * DV + e];
                 out[(i * HQ + h) * DV + e] = o;
             }
         }
