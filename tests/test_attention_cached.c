@@ -152,9 +152,9 @@ KT_TEST(attention_cached_errors) {
              "position 5 of 5: %s", kiln_last_error());
     float c[3 * 2 * 5 * 8];
     KT_OK(kiln_tensor_get_f32(kc, c, 3 * 2 * 5 * 8));
-    double most = 0;
-    for (int i = 0; i < 3 * 2 * 5 * 8; i++) most = fmax(most, fabs(c[i]));
-    KT_CHECK(most == 0, "a refused compute wrote the cache (%g)", most);
+    int written = 0; /* counted, not a max: gcc 12's aarch64 vectorizer fails on that reduction here */
+    for (int i = 0; i < 3 * 2 * 5 * 8; i++) written += c[i] != 0;
+    KT_CHECK(written == 0, "a refused compute wrote %d values of the cache", written);
     kiln_ctx_free(ctx);
 }
 

@@ -10,6 +10,7 @@
 #include "kt_device.h"
 #include "llama_files.h"
 #include "llama_slots.h"
+#include "test_llama_util.h"
 
 #include <stdint.h>
 
@@ -39,6 +40,9 @@ static float *alone(llama *m, int q, int len) {
     if (!ok) free(z);
     return ok ? z : NULL;
 }
+
+/* max |a - b| over a row of logits */
+static double row_diff(const float *a, const float *b) { return llama_test_max_diff(a, b, VOCAB); }
 
 static llama *load(kiln_ctx *ctx, const char *name) {
     char path[256];
@@ -87,11 +91,8 @@ static double together(llama *m, float *const *ref, int chunk) {
         }
         for (int i = 0, r = 0; i < n; i++) {
             if (!want[i]) continue;
-            for (int v = 0; v < VOCAB; v++) {
-                double d = fabs((double)z[(size_t)r * VOCAB + v] - ref[of[i]][(size_t)at[i] * VOCAB + v]);
-                worst = d > worst ? d : worst;
-            }
-            r++;
+            double d = row_diff(z + (size_t)r++ * VOCAB, ref[of[i]] + (size_t)at[i] * VOCAB);
+            worst = d > worst ? d : worst;
         }
     }
     for (int q = 0; q < N_SEQ && worst >= 0; q++)
@@ -142,13 +143,6 @@ KT_TEST(llama_slots_interleaved_match_each_alone) {
         llama_free(m);
         kiln_ctx_free(ctx);
     }
-}
-
-/* max |a - b| over VOCAB values */
-static double row_diff(const float *a, const float *b) {
-    double worst = 0;
-    for (int v = 0; v < VOCAB; v++) worst = fmax(worst, fabs((double)a[v] - b[v]));
-    return worst;
 }
 
 /* Feed sequence q's first len tokens into slot, one at a time (the other
