@@ -339,7 +339,8 @@ static kiln_status rope_tables(llama *m, step_pos *p) {
     kiln_status s = kiln_tensor_get_f32(m->rope_freqs, f, half);
     for (int64_t t = 0; t < T && !s; t++)
         for (int64_t i = 0; i < half; i++) {
-            double a = (double)(p->at ? p->at[t] : p->p0 + t) * pow(m->cfg.rope_theta, -2.0 * (double)i / (double)(2 * half)) / f[i];
+            double at = (double)(p->at ? p->at[t] : p->p0 + t);
+            double a = at * pow(m->cfg.rope_theta, -2.0 * (double)i / (double)(2 * half)) / f[i];
             c[t * half + i] = (float)cos(a), sn[t * half + i] = (float)sin(a);
         }
     const int64_t shape[3] = {T, neox ? 1 : half, neox ? half : 1};

@@ -83,8 +83,9 @@ static kiln_status check(llama_slots *s, int n, const int *slots, const int32_t 
             return kiln_set_error(KILN_ERR_ARG, "llama_slots_step: entry %d's slot %d is outside 0 .. %d", i, slots[i],
                                   s->n_slots - 1);
         if (tokens[i] < 0 || tokens[i] >= vocab)
-            return kiln_set_error(KILN_ERR_ARG, "llama_slots_step: entry %d's token %d is outside the vocabulary 0 .. %lld",
-                                  i, (int)tokens[i], (long long)(vocab - 1));
+            return kiln_set_error(KILN_ERR_ARG,
+                                  "llama_slots_step: entry %d's token %d is outside the vocabulary 0 .. %lld", i,
+                                  (int)tokens[i], (long long)(vocab - 1));
     }
     *n_rows = 0;
     for (int i = 0; i < s->n_slots; i++) s->next[i] = s->pos[i];

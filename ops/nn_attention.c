@@ -93,8 +93,9 @@ kiln_tensor *kiln_attention(kiln_ctx *ctx, kiln_tensor *q, kiln_tensor *k, kiln_
 
 /* ---- attention over a KV cache, a sequence per row ---- */
 
-/* A cache the op writes into: a contiguous leaf of dtype dt, [B, Hkv, S, E]
- * with Hkv and E those of the rows' new keys or values x [N, Hkv, E]. */
+/* A cache the op writes into: a contiguous leaf without gradients,
+ * [B, Hkv, S, E] in the dtype, Hkv and E of the rows' new keys or values
+ * x [N, Hkv, E]. */
 static bool cache_ok(const char *op, const char *what, const kiln_tensor *c, const kiln_tensor *x) {
     char sc[96], sx[96];
     kiln__shape_str(c, sc), kiln__shape_str(x, sx);

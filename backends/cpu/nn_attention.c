@@ -139,8 +139,8 @@ static kiln_status attention_cached_kernel(kiln_tensor *node, const kiln_exec *e
 }
 
 void kiln__cpu_register_nn_attention(kiln_cpu_kernel *tab) {
-    tab[KILN_OP_ATTENTION_CACHED] = attention_cached_kernel;
     tab[KILN_OP_ROPE] = rope_kernel;
     tab[KILN_OP_ATTENTION] = attention_kernel;
     tab[KILN_OP_ATTENTION_GRAD] = attention_grad_kernel;
+    tab[KILN_OP_ATTENTION_CACHED] = attention_cached_kernel;
 }

@@ -106,8 +106,6 @@ typedef struct FA_FN(fa_job) {
     size_t work_len;
     int64_t nqb, group, nkb, shares, nq;
     bool decode;
-    const int32_t *seq, *pos; /* kiln__flash_rows: each row's sequence and position */
-    int64_t window;
 } FA_FN(fa_job);
 
 /* heads [h0, h1): the keys transposed, [D, S] each */
@@ -164,44 +162,6 @@ kiln_status FA_FN(kiln__flash_fwd)(const kiln_attn_geom *g, const FA_OPS *ops, c
     if (!decode) kiln__pool_for(heads, 1, nt, FA_FN(transpose_heads), &j);
     kiln__pool_for(tasks, 1, nt, FA_FN(fwd_tasks), &j);
     free(j.kt);
-    free(j.work);
-    return KILN_OK;
-}
-
-/* rows x kv heads [t0, t1) of kiln__flash_rows: the group of query heads
- * of row i over keys first .. pos[i] of its sequence, as a decoding step's
- * group (fwd_block with the keys as they are), BLK query heads at a time */
-static void FA_FN(rows_tasks)(void *arg, int64_t t0, int64_t t1, int tid) {
-    const FA_FN(fa_job) *j = arg;
-    const kiln_attn_geom *g = j->g;
-    const int64_t group = j->group, d = g->d, dv = g->dv;
-    FA_T *w = j->work + (size_t)tid * j->work_len, *lse = w + j->work_len - BLK;
-    for (int64_t it = t0; it < t1; it++) {
-        int64_t i = it / g->hkv, kv = it % g->hkv, last = j->pos[i] + 1;
-        int64_t first = j->window > 0 && last > j->window ? last - j->window : 0;
-        kiln_attn_geom rg = *g;
-        rg.t = 1, rg.s = last - first, rg.causal = false;
-        int64_t at = (j->seq[i] * g->hkv + kv) * g->s + first;
-        for (int64_t h0 = 0; h0 < group; h0 += BLK) {
-            int64_t br = group - h0 < BLK ? group - h0 : BLK, row = i * g->hq + kv * group + h0;
-            FA_FN(fwd_block)(&rg, j->ops, j->q + row * d, NULL, j->k + at * d, j->v + at * dv, j->out + row * dv, lse,
-                             0, br, w);
-        }
-    }
-}
-
-kiln_status FA_FN(kiln__flash_rows)(const kiln_attn_geom *g, const FA_OPS *ops, const FA_T *q, const FA_T *k,
-                                    const FA_T *v, const int32_t *seq, const int32_t *pos, int64_t window, FA_T *o) {
-    int64_t group = g->hq / g->hkv, br = group < BLK ? group : BLK, tasks = g->t * g->hkv, keys = 0;
-    for (int64_t i = 0; i < g->t; i++) keys += window > 0 && pos[i] + 1 > window ? window : pos[i] + 1;
-    size_t work = (size_t)(BLK * BLK + BLK * g->dv + 2 * BLK + (BLK + g->d) * br + BLK);
-    double flops = 2.0 * (double)keys * (double)group * (double)(g->d + g->dv) * (double)g->hkv;
-    const int nt = flops > 4e6 && tasks > 1 ? g->n_threads : 1;
-    FA_FN(fa_job) j = {.g = g, .ops = ops, .q = q, .k = k, .v = v, .out = o, .work_len = work, .group = group,
-                       .seq = seq, .pos = pos, .window = window};
-    j.work = kiln__malloc((size_t)nt * work * sizeof *j.work);
-    if (!j.work) return kiln__errs(KILN_ERR_OOM, "attention_cached: out of memory for %d threads' tiles", nt);
-    kiln__pool_for(tasks, 1, nt, FA_FN(rows_tasks), &j);
     free(j.work);
     return KILN_OK;
 }
@@ -320,6 +280,8 @@ kiln_status FA_FN(kiln__flash_bwd)(const kiln_attn_geom *g, const FA_OPS *ops, c
     free(j.work);
     return KILN_OK;
 }
+
+#include "nn_attention_rows.h"
 
 #undef FA_CAT_
 #undef FA_CAT
