@@ -159,6 +159,16 @@ TEST_OBJ = $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 # examples/common/ is what the examples share (arguments, progress, plots, optimizers by name)
 EXAMPLES = $(filter-out common,$(notdir $(wildcard examples/*)))
 COMMON_OBJ = $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard examples/common/*.c))
+# examples/serve (the OpenAI-compatible server) links libmicrohttpd and jansson and
+# embeds its page with xxd: built where those are installed for $(CC)'s
+# architecture (scripts/deps.sh serve), else left out, which make says
+SERVE_ARCH  := $(shell $(CC) -print-multiarch 2>/dev/null)
+SERVE_FOUND := $(shell [ -n "$(SERVE_ARCH)" ] && [ -e /usr/lib/$(SERVE_ARCH)/libmicrohttpd.so ] && \
+                 [ -e /usr/lib/$(SERVE_ARCH)/libjansson.so ] && command -v xxd >/dev/null 2>&1 && echo 1 || echo 0)
+ifneq ($(SERVE_FOUND),1)
+EXAMPLES := $(filter-out serve,$(EXAMPLES))
+$(info make: examples/serve left out: no libmicrohttpd-dev, libjansson-dev or xxd for $(CC) (scripts/deps.sh serve))
+endif
 EXAMPLE_BINS = $(EXAMPLES:%=$(BUILD)/examples/%)
 
 # Quiet build lines as Linux's kbuild: "  CC      core/ctx.o" (the target,
@@ -303,6 +313,27 @@ $(foreach e,$(EXAMPLES),$(eval $(call example_rule,$(e))))
 # finetune reads chat JSONL with Jansson (libjansson-dev)
 $(BUILD)/examples/finetune: LIBS += -ljansson
 
+# serve's page, examples/serve/page.html, as a C array (xxd -i), and the
+# fuzz test of its request parser, always under ASan and UBSan
+# (tests/serve/fuzz_api.c, run by scripts/test_serve.sh)
+ifeq ($(SERVE_FOUND),1)
+$(BUILD)/gen/serve_page.c: examples/serve/page.html
+	@mkdir -p $(dir $@)
+	$(Q)$(call quiet,XXD){ echo '/* examples/serve/page.html, made by the Makefile with xxd -i */'; \
+	  echo 'const unsigned char serve_page[] = {'; xxd -i <$<; echo '};'; \
+	  echo 'const unsigned int serve_page_len = sizeof serve_page;'; } >$@.tmp && mv $@.tmp $@
+$(BUILD)/obj/gen/serve_page.o: $(BUILD)/gen/serve_page.c
+	@mkdir -p $(dir $@)
+	$(Q)$(call quiet,CC)$(CC) $(KILN_CFLAGS) $(CFLAGS) -c $< -o $@
+$(BUILD)/examples/serve: $(BUILD)/obj/gen/serve_page.o
+$(BUILD)/examples/serve: LIBS += -lmicrohttpd -ljansson
+$(BUILD)/tests/serve_fuzz: tests/serve/fuzz_api.c examples/serve/api.c examples/serve/api.h
+	@mkdir -p $(dir $@)
+	$(Q)$(call quiet,LD)$(CC) $(filter-out -MMD -MP,$(KILN_CFLAGS)) -Iexamples/serve $(CFLAGS) \
+	  -fsanitize=address,undefined -fno-sanitize-recover=all tests/serve/fuzz_api.c examples/serve/api.c -o $@ -ljansson
+all: $(BUILD)/tests/serve_fuzz
+endif
+
 deps:
 	@scripts/deps.sh build data
 
@@ -310,7 +341,7 @@ deps:
 # build and, cross-compiled, for ARM64 under qemu (scripts/test.sh).
 # With SANITIZE=... only the sanitized stage runs, in $(BUILD)/sanitize.
 test:
-	@scripts/deps.sh build data cross mpi
+	@scripts/deps.sh build data cross mpi test
 ifeq ($(SANITIZE),)
 	@$(MAKE) --no-print-directory all
 	@MAKE="$(MAKE)" SANITIZE= scripts/test.sh $(BUILD) $(TESTS)
@@ -339,8 +370,8 @@ $(BUILD)/bench/kiln_bench: $(BENCH_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libki
 
 .PHONY: bench
 bench:
-	@scripts/deps.sh build
-	@$(MAKE) --no-print-directory $(BUILD)/bench/kiln_bench
+	@scripts/deps.sh build serve
+	@$(MAKE) --no-print-directory $(BUILD)/bench/kiln_bench $(BUILD)/examples/serve $(BUILD)/examples/generate
 	bench/run.sh $(BUILD)/bench/kiln_bench $(BENCH_ARGS)
 
 # libFuzzer targets (tests/fuzz/fuzz_*.c), one per file parser: the

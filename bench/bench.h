@@ -76,6 +76,14 @@ void bench_train_job_free(bench_job *j);
 void bench_generate_jobs(const int *threads, int n, bench_job *jobs);
 void bench_generate_jobs_free(bench_job *jobs, int n);
 
+/* bench/generate.c's llama in TinyLlama-1.1B's shape with its 2-d weights
+ * in `weights`, random (a chunk drawn per tensor, then tiled). */
+struct llama *bench_tinyllama(kiln_ctx *ctx, kiln_dtype weights);
+
+/* bench/slots.c: batched decoding of 1, 4 and 16 sequences (llama_slots)
+ * against batch-1 generation. */
+void bench_slots(const bench_opts *o);
+
 /* bench/load.c: training and generation at two thread counts while a busy
  * process runs on every core. */
 void bench_load(const bench_opts *o);

@@ -41,6 +41,14 @@ static void fill(llama *m) {
     }
 }
 
+llama *bench_tinyllama(kiln_ctx *ctx, kiln_dtype weights) {
+    const llama_config cfg = tinyllama();
+    llama *m = llama_new_inference(ctx, &cfg, weights, false);
+    bench_check(m != NULL, "llama_new_inference");
+    fill(m);
+    return m;
+}
+
 typedef struct gen_job {
     llama *m;
     llama_cache *c;
@@ -61,7 +69,6 @@ static void run_gen(void *p) {
 }
 
 void bench_generate(const bench_opts *o) {
-    const llama_config cfg = tinyllama();
     const kiln_dtype ts[3] = {KILN_F32, KILN_Q8_0, KILN_Q4_0};
     static float logits[32000];
     bench_triad tr = bench_triad_new(o->stream_mib * (1 << 20) / 4);
@@ -71,9 +78,7 @@ void bench_generate(const bench_opts *o) {
     double f32_tps[2] = {0, 0};
     for (int i = 0; i < 3; i++) {
         kiln_ctx *ctx = kiln_ctx_new();
-        llama *m = llama_new_inference(ctx, &cfg, ts[i], false);
-        bench_check(m != NULL, "llama_new_inference");
-        fill(m);
+        llama *m = bench_tinyllama(ctx, ts[i]);
         const double bytes = (double)(llama_weight_bytes(m) - (int64_t)kiln_tensor_nbytes(m->tok_embeddings));
         llama_cache *c = llama_cache_new(m, 1, 256);
         bench_check(c != NULL, "cache");
@@ -115,13 +120,10 @@ typedef struct gen_jobs {
 } gen_jobs;
 
 void bench_generate_jobs(const int *threads, int n, bench_job *jobs) {
-    const llama_config cfg = tinyllama();
     static float logits[32000];
     gen_jobs *g = calloc(1, sizeof *g);
     bench_check(g && n <= 2 && (g->ctx = kiln_ctx_new()), "out of memory");
-    llama *m = llama_new_inference(g->ctx, &cfg, KILN_Q4_0, false);
-    bench_check(m != NULL, "llama_new_inference");
-    fill(m);
+    llama *m = bench_tinyllama(g->ctx, KILN_Q4_0);
     llama_cache *c = llama_cache_new(m, 1, 256);
     bench_check(c != NULL, "cache");
     for (int i = 0; i < n; i++) {

@@ -1,12 +1,13 @@
 /* main.c — `make bench`: kiln's CPU figures beside their references.
  *
- *     kiln_bench [--torch FILE] [--only gemm|memory|train|vulkan|optim|quant|generate|dfp|load] [--model mlp|cnn|gpt] [--threads 1,2]
+ *     kiln_bench [--torch FILE] [--only gemm|memory|train|vulkan|optim|quant|generate|slots|dfp|load] [--model mlp|cnn|gpt] [--threads 1,2]
  *                [--quick] [--stream-mib N]
  *
  * One line per figure: name, kiln's value and unit, and the ratio to a
  * reference measured in the same run (OpenBLAS sgemm, a plain triad, or
  * PyTorch's figures read from FILE, written by bench/torch_ref.py; bench/run.sh
- * runs both; optim: optimizer steps against the triad, bench/optim.c; quant: the quantized
+ * runs both; optim: optimizer steps against the triad, bench/optim.c; slots: batched
+ * decoding against batch-1 generation, bench/slots.c; quant: the quantized
  * dtypes' error and dequantize rate, bench/quant.c; load: 2 threads against 1
  * with a busy process on every core, bench/load.c).
  * Timings on a shared machine drift: read the ratios. */
@@ -17,7 +18,7 @@
 #include <string.h>
 
 static const char *usage =
-    "usage: kiln_bench [--torch FILE] [--only gemm|memory|train|vulkan|optim|quant|generate|dfp|load] [--model mlp|cnn|gpt] [--threads 1,2] [--quick] [--stream-mib N]\n";
+    "usage: kiln_bench [--torch FILE] [--only gemm|memory|train|vulkan|optim|quant|generate|slots|dfp|load] [--model mlp|cnn|gpt] [--threads 1,2] [--quick] [--stream-mib N]\n";
 
 int main(int argc, char **argv) {
     bench_opts o = {.threads = {1, 2}, .n_threads = 2, .scale = 1.0, .stream_mib = 320};
@@ -61,6 +62,7 @@ int main(int argc, char **argv) {
     if (!only || strcmp(only, "optim") == 0) bench_optim(&o);
     if (!only || strcmp(only, "quant") == 0) bench_quant(&o);
     if (!only || strcmp(only, "generate") == 0) bench_generate(&o); /* bench/generate.c */
+    if (!only || strcmp(only, "slots") == 0) bench_slots(&o); /* bench/slots.c */
     if (!only || strcmp(only, "dfp") == 0) bench_dfp(&o);
     if (!only || strcmp(only, "load") == 0) bench_load(&o); /* bench/load.c */
     return 0;

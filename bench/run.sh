@@ -2,7 +2,8 @@
 # run.sh — `make bench`: PyTorch's reference figures first, then kiln's bench.
 #
 # Usage: bench/run.sh BUILD/bench/kiln_bench [kiln_bench options]
-#   (make bench BENCH_ARGS="--quick" passes options through)
+#   (make bench BENCH_ARGS="--quick" passes options through; --only serve
+#   runs bench/serve.sh alone: the server's tokens/s at 1, 4 and 16 clients)
 # bench/torch_ref.py runs with Debian's /usr/bin/python3 when PyTorch is
 # importable; its lines go to a temporary file given to kiln_bench --torch.
 # Without PyTorch the bench says so and prints no PyTorch ratios.
@@ -15,11 +16,14 @@ shift
 dir=$(dirname "$0")
 dist_bin=$(dirname "$bin")/kiln_dist_bench
 prev=""
+only=""
 for a in "$@"; do
     if [ "$prev" = --only ] && [ "$a" = dist ]; then
         [ -x "$dist_bin" ] || { echo "bench: no $dist_bin (make MPI=1 builds it)" >&2; exit 1; }
         exec "$dir/dist.sh" "$dist_bin"
     fi
+    [ "$prev" = --only ] && [ "$a" = serve ] && exec "$dir/serve.sh" "$(dirname "$(dirname "$bin")")"
+    [ "$prev" = --only ] && only=1
     prev=$a
 done
 
@@ -62,4 +66,13 @@ fi
 if [ -x "$dist_bin" ] && command -v mpirun >/dev/null 2>&1; then
     echo "# data parallel (bench/dist.sh):"
     "$dir/dist.sh" "$dist_bin"
+fi
+# the server: generated tokens/s at 1, 4 and 16 streaming clients (bench/serve.sh;
+# `--only serve` runs only that)
+if [ -z "$only" ]; then
+    echo "# the server (bench/serve.sh):"
+    quick=""
+    for a in "$@"; do [ "$a" = --quick ] && quick="--seconds 5"; done
+    # shellcheck disable=SC2086
+    "$dir/serve.sh" "$(dirname "$(dirname "$bin")")" $quick
 fi

@@ -219,6 +219,21 @@ kiln_tensor *kiln_rope(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *pos, double t
  * the last key (as with a KV cache); a query that sees no key gives 0.
  * Result [B, Hq, T, Dv]. */
 kiln_tensor *kiln_attention(kiln_ctx *ctx, kiln_tensor *q, kiln_tensor *k, kiln_tensor *v, bool causal, double scale);
+/* Attention of N rows, each in its own sequence of a KV cache, as
+ * batched decoding runs several sequences in one step: row i's new key
+ * k[i] and value v[i] ([N, Hkv, D], [N, Hkv, Dv]) are first written in
+ * place at position pos[i] of sequence seq[i] of k_cache [B, Hkv, S, D]
+ * and v_cache [B, Hkv, S, Dv] (contiguous leaves without gradients), then
+ * query q[i] ([N, Hq, D], grouped heads as kiln_attention's) attends over
+ * positions 0 .. pos[i] of that sequence (window > 0: only the last window
+ * of them). Rows of one sequence at consecutive positions are a causal
+ * chunk: each sees the ones before it. seq, pos: i32 [N]; a value outside
+ * the cache fails the compute with a message that names it. Result
+ * [N, Hq, Dv]. No gradient flows through it. A backend without it runs
+ * it on the CPU. */
+kiln_tensor *kiln_attention_cached(kiln_ctx *ctx, kiln_tensor *q, kiln_tensor *k, kiln_tensor *v, kiln_tensor *k_cache,
+                                   kiln_tensor *v_cache, kiln_tensor *seq, kiln_tensor *pos, int64_t window,
+                                   double scale);
 
 /* 2-D convolution, NCHW. x [N, C, H, W], w [O, C/groups, kh, kw], bias [O]
  * or NULL. */

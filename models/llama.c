@@ -309,9 +309,12 @@ static kiln_tensor *gated_mlp(llama *m, const llama_layer *y, kiln_tensor *x) {
 
 /* What a step's attention layers share: the positions (a leaf [T]), and
  * for a model with rope_freqs the rotations' cos and sin [T, hd/2] as
- * leaves shaped for the pairs of rope_split. */
+ * leaves shaped for the pairs of rope_split. Positions p0 .. p0 + T - 1 of
+ * every sequence, or with seq (llama_hidden_rows) row t of sequence seq[t]
+ * at at[t]. */
 typedef struct step_pos {
-    kiln_tensor *pos, *cos, *sin;
+    kiln_tensor *pos, *cos, *sin, *seq;
+    const int32_t *at;
     int64_t p0, T;
 } step_pos;
 
@@ -336,7 +339,8 @@ static kiln_status rope_tables(llama *m, step_pos *p) {
     kiln_status s = kiln_tensor_get_f32(m->rope_freqs, f, half);
     for (int64_t t = 0; t < T && !s; t++)
         for (int64_t i = 0; i < half; i++) {
-            double a = (double)(p->p0 + t) * pow(m->cfg.rope_theta, -2.0 * (double)i / (double)(2 * half)) / f[i];
+            double at = (double)(p->at ? p->at[t] : p->p0 + t);
+            double a = at * pow(m->cfg.rope_theta, -2.0 * (double)i / (double)(2 * half)) / f[i];
             c[t * half + i] = (float)cos(a), sn[t * half + i] = (float)sin(a);
         }
     const int64_t shape[3] = {T, neox ? 1 : half, neox ? half : 1};
@@ -414,12 +418,21 @@ static kiln_tensor *attention(llama *m, int l, kiln_tensor *x, const step_pos *p
     }
     q = rope(m, q, p);
     k = rope(m, k, p);
+    const int every = m->cfg.traits.swa_every;
+    const int64_t window = every > 0 && l % every == 0 ? m->cfg.sliding_window : 0;
+    if (p->seq) { /* a sequence per row: [1, heads, T, hd] as rows [T, heads, hd] */
+        kiln_tensor *r[3] = {q, k, v};
+        for (int i = 0; i < 3; i++)
+            r[i] = kiln_reshape(ctx, kiln_permute(ctx, r[i], (int[]){0, 2, 1, 3}), 3,
+                                (int64_t[]){T, i ? G : H, hd});
+        kiln_tensor *a = kiln_attention_cached(ctx, r[0], r[1], r[2], cache->k[l], cache->v[l], p->seq, p->pos,
+                                               window, m->cfg.query_scale);
+        return model_linear(ctx, kiln_reshape(ctx, a, 3, (int64_t[]){1, T, H * hd}), y->wo, y->wo_perm, NULL);
+    }
     if (cache) { /* write this step's k, v at p0, then read every position so far */
         k = kiln_slice(ctx, kiln_slice_assign(ctx, cache->k[l], k, 2, p0), 2, 0, p0 + T, 1);
         v = kiln_slice(ctx, kiln_slice_assign(ctx, cache->v[l], v, 2, p0), 2, 0, p0 + T, 1);
     }
-    const int every = m->cfg.traits.swa_every;
-    const int64_t window = every > 0 && l % every == 0 ? m->cfg.sliding_window : 0;
     kiln_tensor *a;
     if (m->cfg.attn_softcap > 0 || (window > 0 && p0 + T > window)) {
         a = attention_capped(m, q, k, v, p0, window);
@@ -431,7 +444,34 @@ static kiln_tensor *attention(llama *m, int l, kiln_tensor *x, const step_pos *p
     return model_linear(ctx, a, y->wo, y->wo_perm, NULL);
 }
 
-/* The last block's output h [B, T, D], before the final norm and the head. */
+/* The last block's output h [B, T, D] of token ids idx [B, T] at p's
+ * positions, before the final norm and the head. */
+static kiln_tensor *blocks(llama *m, kiln_tensor *idx, step_pos *p, llama_cache *cache) {
+    kiln_ctx *ctx = m->ctx;
+    const int64_t B = kiln_tensor_dim(idx, 0);
+    if (m->rope_freqs && rope_tables(m, p)) return NULL;
+    const double eps = m->cfg.norm_eps;
+    kiln_tensor *h = kiln_get_rows(ctx, m->tok_embeddings, idx);
+    if (m->cfg.traits.embed_scale) h = kiln_scale(ctx, h, sqrt((double)m->cfg.dim));
+    bool segments = m->checkpoint && !cache && kiln_ctx_grad_enabled(ctx);
+    for (int l = 0; l < m->cfg.layers; l++) {
+        const llama_layer *y = &m->layers[l];
+        if (segments && kiln_checkpoint_begin(ctx)) return NULL;
+        kiln_tensor *a = attention(m, l, kiln_rms_norm(ctx, h, y->attention_norm, eps), p, cache, B);
+        if (y->attn_post_norm) a = kiln_rms_norm(ctx, a, y->attn_post_norm, eps);
+        h = kiln_add(ctx, h, a);
+        kiln_tensor *x = kiln_rms_norm(ctx, h, y->ffn_norm, eps);
+        kiln_tensor *gate = gated_mlp(m, y, x);
+        if (m->taps) m->taps[4 * l + 2] = x, m->taps[4 * l + 3] = gate;
+        kiln_tensor *f = model_linear(ctx, gate, y->w2, y->w2_perm, NULL);
+        if (y->ffn_post_norm) f = kiln_rms_norm(ctx, f, y->ffn_post_norm, eps);
+        h = kiln_add(ctx, h, f);
+        if (segments && kiln_checkpoint_end(ctx)) return NULL;
+    }
+    return h;
+}
+
+/* blocks() at positions pos .. pos + T - 1 of every sequence */
 static kiln_tensor *hidden(llama *m, kiln_tensor *idx, llama_cache *cache, int64_t pos) {
     kiln_ctx *ctx = m->ctx;
     if (!idx) return NULL;
@@ -453,30 +493,33 @@ static kiln_tensor *hidden(llama *m, kiln_tensor *idx, llama_cache *cache, int64
     for (int64_t i = 0; i < T; i++) pv[i] = (int32_t)(pos + i);
     kiln_status s = kiln_tensor_set_i32(p.pos, pv, T);
     free(pv);
-    if (!s && m->rope_freqs) s = rope_tables(m, &p);
-    if (s) return NULL;
-    const double eps = m->cfg.norm_eps;
-    kiln_tensor *h = kiln_get_rows(ctx, m->tok_embeddings, idx);
-    if (m->cfg.traits.embed_scale) h = kiln_scale(ctx, h, sqrt((double)m->cfg.dim));
-    bool segments = m->checkpoint && !cache && kiln_ctx_grad_enabled(ctx);
-    for (int l = 0; l < m->cfg.layers; l++) {
-        const llama_layer *y = &m->layers[l];
-        if (segments && kiln_checkpoint_begin(ctx)) return NULL;
-        kiln_tensor *a = attention(m, l, kiln_rms_norm(ctx, h, y->attention_norm, eps), &p, cache, B);
-        if (y->attn_post_norm) a = kiln_rms_norm(ctx, a, y->attn_post_norm, eps);
-        h = kiln_add(ctx, h, a);
-        kiln_tensor *x = kiln_rms_norm(ctx, h, y->ffn_norm, eps);
-        kiln_tensor *gate = gated_mlp(m, y, x);
-        if (m->taps) m->taps[4 * l + 2] = x, m->taps[4 * l + 3] = gate;
-        kiln_tensor *f = model_linear(ctx, gate, y->w2, y->w2_perm, NULL);
-        if (y->ffn_post_norm) f = kiln_rms_norm(ctx, f, y->ffn_post_norm, eps);
-        h = kiln_add(ctx, h, f);
-        if (segments && kiln_checkpoint_end(ctx)) return NULL;
-    }
-    return h;
+    return s ? NULL : blocks(m, idx, &p, cache);
 }
 
-static kiln_tensor *head(llama *m, kiln_tensor *h) {
+kiln_tensor *llama_hidden_rows(llama *m, llama_cache *cache, int64_t n, const int32_t *tokens, const int32_t *seq,
+                               const int32_t *pos) {
+    if (!m || !cache || n < 1 || !tokens || !seq || !pos) {
+        kiln_set_error(KILN_ERR_ARG, "llama_hidden_rows: needs a model, a cache, n = %lld >= 1 and the rows' tokens, "
+                       "sequences and positions", (long long)n);
+        return NULL;
+    }
+    if (m->cfg.attn_softcap > 0) {
+        kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_hidden_rows: soft-capped attention (attn_softcap %g) is not "
+                       "supported", m->cfg.attn_softcap);
+        return NULL;
+    }
+    kiln_ctx *ctx = m->ctx;
+    kiln_tensor *idx = kiln_new_2d(ctx, KILN_I32, 1, n);
+    step_pos p = {.pos = kiln_tensor_new(ctx, KILN_I32, 1, &n), .seq = kiln_tensor_new(ctx, KILN_I32, 1, &n),
+                  .at = pos, .T = n};
+    if (!idx || !p.pos || !p.seq || kiln_tensor_set_i32(idx, tokens, n) || kiln_tensor_set_i32(p.pos, pos, n) ||
+        kiln_tensor_set_i32(p.seq, seq, n))
+        return NULL;
+    return kiln_reshape(ctx, blocks(m, idx, &p, cache), 2, (int64_t[]){n, m->cfg.dim});
+}
+
+kiln_tensor *llama_head(llama *m, kiln_tensor *h) {
+    if (!m || !h) return NULL;
     kiln_ctx *ctx = m->ctx;
     kiln_tensor *z = kiln_linear(ctx, kiln_rms_norm(ctx, h, m->norm, m->cfg.norm_eps), m->output, NULL);
     const double cap = m->cfg.final_softcap;
@@ -484,7 +527,7 @@ static kiln_tensor *head(llama *m, kiln_tensor *h) {
 }
 
 kiln_tensor *llama_forward(llama *m, kiln_tensor *idx, llama_cache *cache, int64_t pos) {
-    return head(m, hidden(m, idx, cache, pos));
+    return llama_head(m, hidden(m, idx, cache, pos));
 }
 
 /* llama_cache_step, with every position's logits where all is true */
@@ -502,7 +545,7 @@ static kiln_status step(llama *m, llama_cache *c, const int32_t *tokens, int64_t
     kiln_status s = idx ? kiln_tensor_set_i32(idx, tokens, c->batch * n) : kiln_last_status();
     /* unless all are asked for, only the last position goes through the head (vocab x dim per row) */
     kiln_tensor *h = s ? NULL : hidden(m, idx, c, c->pos);
-    kiln_tensor *out = h ? head(m, all ? h : kiln_slice(ctx, h, 1, n - 1, n, 1)) : NULL;
+    kiln_tensor *out = h ? llama_head(m, all ? h : kiln_slice(ctx, h, 1, n - 1, n, 1)) : NULL;
     kiln_graph *g = out ? kiln_graph_new(ctx) : NULL;
     if (!s && !g) s = kiln_last_status() ? kiln_last_status() : KILN_ERR_STATE;
     if (!s) s = kiln_graph_add(g, out);

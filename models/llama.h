@@ -222,6 +222,19 @@ void llama_cache_free(llama_cache *c); /* the struct; the tensors live in the co
  * cache->pos; llama_cache_step does). */
 kiln_tensor *llama_forward(llama *m, kiln_tensor *idx, llama_cache *cache, int64_t pos);
 
+/* The last block's output [n, dim] of n tokens, each in its own sequence
+ * of the cache: token i (tokens[i]) is at position pos[i] of the cache's
+ * sequence seq[i] (a batch row), its keys and values are written there and
+ * it attends over positions 0 .. pos[i] of that sequence
+ * (kiln_attention_cached); the tokens of one sequence come in order at
+ * consecutive positions. The linear layers see all n rows at once. What
+ * llama_slots (llama_slots.h) runs; llama_head gives the logits. Not for
+ * Gemma 2's soft-capped attention (KILN_ERR_UNSUPPORTED). */
+kiln_tensor *llama_hidden_rows(llama *m, llama_cache *cache, int64_t n, const int32_t *tokens, const int32_t *seq,
+                               const int32_t *pos);
+/* logits [..., vocab] of hidden states h [..., dim]: the final norm and the head */
+kiln_tensor *llama_head(llama *m, kiln_tensor *h);
+
 /* Run n tokens per sequence (tokens [batch, n], row-major) at cache->pos,
  * advance cache->pos by n, and write the last position's logits
  * [batch, vocab] into logits (only that position goes through the head).

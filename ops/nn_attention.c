@@ -91,6 +91,80 @@ kiln_tensor *kiln_attention(kiln_ctx *ctx, kiln_tensor *q, kiln_tensor *k, kiln_
     return packed_part(ctx, y, 0, 4, shape);
 }
 
+/* ---- attention over a KV cache, a sequence per row ---- */
+
+/* A cache the op writes into: a contiguous leaf without gradients,
+ * [B, Hkv, S, E] in the dtype, Hkv and E of the rows' new keys or values
+ * x [N, Hkv, E]. */
+static bool cache_ok(const char *op, const char *what, const kiln_tensor *c, const kiln_tensor *x) {
+    char sc[96], sx[96];
+    kiln__shape_str(c, sc), kiln__shape_str(x, sx);
+    if (c->op != KILN_OP_NONE || c->view_src || !c->storage_bytes || !kiln_tensor_is_contiguous(c)) {
+        kiln__err(KILN_ERR_ARG, "%s: %s %s must be a contiguous leaf (it is written in place)", op, what, sc);
+        return false;
+    }
+    if (c->flags & KILN_FLAG_REQUIRES_GRAD) {
+        kiln__err(KILN_ERR_ARG, "%s: %s '%s' requires grad; an in-place write would corrupt it", op, what, c->name);
+        return false;
+    }
+    if (c->dtype != x->dtype) {
+        kiln__err(KILN_ERR_DTYPE, "%s: %s is %s but the rows are %s", op, what, kiln_dtype_name(c->dtype),
+                  kiln_dtype_name(x->dtype));
+        return false;
+    }
+    if (c->ndim != 4 || c->shape[1] != x->shape[1] || c->shape[3] != x->shape[2] || c->shape[2] < 1) {
+        kiln__err(KILN_ERR_SHAPE, "%s: %s %s must be [B, %lld, S, %lld] for rows %s", op, what, sc,
+                  (long long)x->shape[1], (long long)x->shape[2], sx);
+        return false;
+    }
+    return true;
+}
+
+kiln_tensor *kiln_attention_cached(kiln_ctx *ctx, kiln_tensor *q, kiln_tensor *k, kiln_tensor *v, kiln_tensor *k_cache,
+                                   kiln_tensor *v_cache, kiln_tensor *seq, kiln_tensor *pos, int64_t window,
+                                   double scale) {
+    const char *op = "kiln_attention_cached";
+    char sq[96], sk[96], sv[96], s1[96];
+    if (!q || !k || !v || !k_cache || !v_cache || !seq || !pos) return NULL;
+    if (!kiln__nn_check_float(op, "q", q) || !kiln__nn_check_same_dtype(op, "k", k, "q", q) ||
+        !kiln__nn_check_same_dtype(op, "v", v, "q", q))
+        return NULL;
+    kiln__shape_str(q, sq), kiln__shape_str(k, sk), kiln__shape_str(v, sv);
+    if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3 || k->shape[0] != q->shape[0] || v->shape[0] != q->shape[0] ||
+        v->shape[1] != k->shape[1] || k->shape[2] != q->shape[2])
+        return kiln__err(KILN_ERR_SHAPE, "%s: q %s, k %s and v %s must be [N, Hq, D], [N, Hkv, D], [N, Hkv, Dv]", op,
+                         sq, sk, sv);
+    if (q->shape[1] % k->shape[1])
+        return kiln__err(KILN_ERR_SHAPE, "%s: q's %lld heads are not a multiple of k's %lld (q %s, k %s)", op,
+                         (long long)q->shape[1], (long long)k->shape[1], sq, sk);
+    if (!cache_ok(op, "k_cache", k_cache, k) || !cache_ok(op, "v_cache", v_cache, v)) return NULL;
+    if (v_cache->shape[0] != k_cache->shape[0] || v_cache->shape[2] != k_cache->shape[2])
+        return kiln__err(KILN_ERR_SHAPE, "%s: k_cache %s and v_cache %s hold different sequences or lengths", op,
+                         kiln__shape_str(k_cache, sk), kiln__shape_str(v_cache, sv));
+    kiln_tensor *const idx[2] = {seq, pos};
+    for (int i = 0; i < 2; i++)
+        if (idx[i]->dtype != KILN_I32 || idx[i]->ndim != 1 || idx[i]->shape[0] != q->shape[0])
+            return kiln__err(KILN_ERR_SHAPE, "%s: %s %s %s must be i32 [%lld], a value per row of q", op,
+                             i ? "pos" : "seq", kiln__shape_str(idx[i], s1), kiln_dtype_name(idx[i]->dtype),
+                             (long long)q->shape[0]);
+    if (window < 0) return kiln__err(KILN_ERR_ARG, "%s: window = %lld must be >= 0", op, (long long)window);
+    if (!isfinite(scale)) return kiln__err(KILN_ERR_ARG, "%s: scale = %g is not finite", op, scale);
+    if (scale <= 0.0) scale = 1.0 / sqrt((double)q->shape[2]);
+    kiln_tensor *src[7] = {kiln__contig(ctx, q),   kiln__contig(ctx, k), kiln__contig(ctx, v), k_cache,
+                           v_cache,                kiln__contig(ctx, seq), kiln__contig(ctx, pos)};
+    int64_t shape[3] = {q->shape[0], q->shape[1], v->shape[2]};
+    kiln_tensor *y = kiln__node_new(ctx, KILN_OP_ATTENTION_CACHED, q->dtype, 3, shape, 7, src);
+    if (!y) return NULL;
+    y->ip[0] = window;
+    y->fp[0] = scale;
+    return y;
+}
+
+static uint32_t attention_cached_writes(const kiln_tensor *node) {
+    (void)node;
+    return 1u << 3 | 1u << 4; /* the caches */
+}
+
 /* k or v [B, Hkv, S, E] -> [B, Hkv * group, S, E], each head repeated
  * group times in a row (torch's repeat_interleave on dim 1). */
 static kiln_tensor *repeat_heads(kiln_ctx *ctx, kiln_tensor *t, int64_t group) {
@@ -167,4 +241,7 @@ void kiln__ops_register_nn_attention(kiln_op_info *tab) {
     tab[KILN_OP_ROPE] = (kiln_op_info){"rope", KILN_KIND_KERNEL, rope_backward};
     tab[KILN_OP_ATTENTION] = (kiln_op_info){"attention", KILN_KIND_KERNEL, attention_backward};
     tab[KILN_OP_ATTENTION_GRAD] = (kiln_op_info){"attention_grad", KILN_KIND_KERNEL, attention_grad_backward};
+    /* inference only: no gradient flows (the caches are written in place) */
+    tab[KILN_OP_ATTENTION_CACHED] = (kiln_op_info){"attention_cached", KILN_KIND_KERNEL, NULL};
+    kiln__op_writes_src[KILN_OP_ATTENTION_CACHED] = attention_cached_writes;
 }

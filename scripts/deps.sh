@@ -11,6 +11,10 @@
 #             the suite for ARM64 under emulation)
 #   mpi       Open MPI (mpicc, mpirun): make MPI=1 builds kiln_dist, and make test
 #             runs its tests under mpirun -np 2 and 3 (scripts/test_dist.sh)
+#   serve     libmicrohttpd, jansson and xxd, to build examples/serve (the
+#             Makefile leaves it out without them), curl for its tests
+#   test      serve's, and Chromium and python3-websocket for the test of its
+#             chat page in a headless browser (scripts/test_serve.sh)
 #   fixtures  numpy and torch (only to regenerate tests/fixtures; tests never need them),
 #             unicode-data (only to regenerate core/tokenizer_unicode.c)
 # No argument means "build data". Only missing packages are installed, and
@@ -26,6 +30,8 @@ data_pkgs="dataset-fashion-mnist fortunes"
 cross_pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
 fixtures_pkgs="python3-numpy python3-torch unicode-data"
 mpi_pkgs="openmpi-bin libopenmpi-dev"
+serve_pkgs="libmicrohttpd-dev libjansson-dev xxd curl"
+test_pkgs="$serve_pkgs chromium python3-websocket"
 
 if [ $# -eq 0 ]; then set -- build data; fi
 
@@ -37,7 +43,9 @@ for group in "$@"; do
         cross) want="$want $cross_pkgs" ;;
         fixtures) want="$want $fixtures_pkgs" ;;
         mpi) want="$want $mpi_pkgs" ;;
-        *) echo "deps: unknown group '$group' (expected: build data cross fixtures mpi)" >&2; exit 2 ;;
+        serve) want="$want $serve_pkgs" ;;
+        test) want="$want $test_pkgs" ;;
+        *) echo "deps: unknown group '$group' (expected: build data cross fixtures mpi serve test)" >&2; exit 2 ;;
     esac
 done
 

@@ -17,6 +17,9 @@
 #                 the build without the Vulkan backend
 #   examples      the training examples' --help and tiny runs (scripts/test_examples.sh),
 #                 and in the no-blas build GaLore's clean failure without LAPACK
+#   serve         examples/serve for real (scripts/test_serve.sh): its request
+#                 parser fuzzed, curl and an OpenAI client in Python, the chat
+#                 page in headless Chromium, 16 streaming clients under load
 #   install       make install into a temporary prefix, and the README's example
 #                 built through pkg-config as the README says (scripts/test_install.sh)
 #   cuda          make CUDA=1 VULKAN=0 when nvcc is found ($CUDA_HOME, default
@@ -181,7 +184,7 @@ if [ -n "${SANITIZE:-}" ]; then
 fi
 
 if [ $# -eq 0 ]; then
-    echo "make test: the suite in every build (native, isa, house, avx2-cpu, scalar, examples, install, no-blas, sanitize," \
+    echo "make test: the suite in every build (native, isa, house, avx2-cpu, scalar, examples, serve, install, no-blas, sanitize," \
          "cuda, mpi, and arm64 in the background): about 7 minutes on a 2-core machine"
 fi
 # arm64 in the background: its output and counts come back through files
@@ -214,6 +217,7 @@ if wanted avx2-cpu "$@" && [ "$(uname -m)" = x86_64 ] && command -v qemu-x86_64 
 fi
 run_suite scalar env KILN_SIMD=scalar "$build/tests/kiln_tests" "$@"
 run_suite examples scripts/test_examples.sh "$build" "$@"
+run_suite serve scripts/test_serve.sh "$build" "$@"
 run_suite install scripts/test_install.sh "$build" "$@"
 # all: the library, every example (test_examples.sh runs them) and the tests
 if build no-blas BLAS=0 VULKAN=0 BUILD="$build/no-blas" all; then

@@ -190,6 +190,15 @@ check chat_context_full 0 "the context is full (24 tokens): the reply stops here
 check chat_turn_too_long 0 "the conversation with this turn is .* tokens of 24" \
     sh -c "printf 'a much longer line than fits\n' | $chat --context 24"
 check chat_reset 0 "a new conversation" sh -c "printf 'hi\n/reset\nhi\n/quit\n' | $chat --context 24 --logit-bias 2-100"
+# serve (where it is built; scripts/test_serve.sh runs it for real): a
+# model, a port or an address it cannot take, refused before it listens
+if [ -x "$bin/serve" ]; then
+    check serve_no_model 2 "--model PATH is needed" "$bin/serve"
+    check serve_bad_port 2 "bad value 70000 for --port" "$bin/serve" --model "$tmp/tiny.gguf" --port 70000
+    check serve_missing_model 1 "serve: $tmp/none.gguf" "$bin/serve" --model "$tmp/none.gguf"
+    check serve_bad_host 1 "--host 300.1.1.1 is not an IPv4 or IPv6 address" "$bin/serve" --model "$tmp/tiny.gguf" \
+        --host 300.1.1.1
+fi
 # gpt: a 3-second budget (the default model: its full evaluation alone
 # would take longer) ends the whole run, evaluation and sample included,
 # within 2 s of it; the sample, drawn hot from all 256 bytes, reaches the

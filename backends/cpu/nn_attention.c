@@ -1,5 +1,6 @@
 /* nn_attention.c — CPU kernels for rope, attention and its fused
- * backward; the blocked attention itself is in nn_attention_flash.h. */
+ * backward, and attention by rows over a KV cache; the blocked attention
+ * itself is in nn_attention_flash.h. */
 #include "internal.h"
 #include "nn_attention_simd.h"
 #include "nn_kernels.h"
@@ -7,6 +8,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* ---- rope ---- */
 
@@ -104,8 +106,41 @@ static kiln_status attention_grad_kernel(kiln_tensor *node, const kiln_exec *ex)
     return kiln__flash_bwd_f32(&g, kiln__attn_ops_f32(), q, k, v, o, o + no, dout, dq, dq + nq, dq + nq + nk);
 }
 
+/* ATTENTION_CACHED: every row's key and value into its sequence's cache
+ * (checked first: nothing is written for a bad row), then the rows'
+ * attention; rows of one sequence read each other's keys, so all writes
+ * come before any read. */
+static kiln_status attention_cached_kernel(kiln_tensor *node, const kiln_exec *ex) {
+    const kiln_tensor *q = node->src[0], *kn = node->src[1], *vn = node->src[2], *kc = node->src[3], *vc = node->src[4];
+    const int32_t *seq = node->src[5]->data, *pos = node->src[6]->data;
+    const int64_t n = q->shape[0], hkv = kn->shape[1], d = kn->shape[2], dv = vn->shape[2];
+    const int64_t b = kc->shape[0], s = kc->shape[2];
+    for (int64_t i = 0; i < n; i++)
+        if (seq[i] < 0 || seq[i] >= b || pos[i] < 0 || pos[i] >= s)
+            return kiln__errs(KILN_ERR_ARG,
+                              "attention_cached: row %lld's sequence %d, position %d is outside the cache's %lld "
+                              "sequences of %lld positions",
+                              (long long)i, (int)seq[i], (int)pos[i], (long long)b, (long long)s);
+    const size_t es = kiln_dtype_size(node->dtype);
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t h = 0; h < hkv; h++) {
+            int64_t at = (seq[i] * hkv + h) * s + pos[i], row = i * hkv + h;
+            memcpy((char *)kc->data + (size_t)(at * d) * es, (const char *)kn->data + (size_t)(row * d) * es,
+                   (size_t)d * es);
+            memcpy((char *)vc->data + (size_t)(at * dv) * es, (const char *)vn->data + (size_t)(row * dv) * es,
+                   (size_t)dv * es);
+        }
+    kiln_attn_geom g = {b, q->shape[1], hkv, n, s, d, dv, false, node->fp[0], ex->n_threads};
+    if (node->dtype == KILN_F64)
+        return kiln__flash_rows_f64(&g, &kiln__attn_ops_f64, q->data, kc->data, vc->data, seq, pos, node->ip[0],
+                                    node->data);
+    return kiln__flash_rows_f32(&g, kiln__attn_ops_f32(), q->data, kc->data, vc->data, seq, pos, node->ip[0],
+                                node->data);
+}
+
 void kiln__cpu_register_nn_attention(kiln_cpu_kernel *tab) {
     tab[KILN_OP_ROPE] = rope_kernel;
     tab[KILN_OP_ATTENTION] = attention_kernel;
     tab[KILN_OP_ATTENTION_GRAD] = attention_grad_kernel;
+    tab[KILN_OP_ATTENTION_CACHED] = attention_cached_kernel;
 }

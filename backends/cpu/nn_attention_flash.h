@@ -281,6 +281,8 @@ kiln_status FA_FN(kiln__flash_bwd)(const kiln_attn_geom *g, const FA_OPS *ops, c
     return KILN_OK;
 }
 
+#include "nn_attention_rows.h"
+
 #undef FA_CAT_
 #undef FA_CAT
 #undef FA_FN

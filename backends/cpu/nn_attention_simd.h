@@ -58,6 +58,15 @@ kiln_status kiln__flash_fwd_f32(const kiln_attn_geom *g, const kiln_attn_ops_f32
                                 const float *k, const float *v, float *o, float *lse);
 kiln_status kiln__flash_fwd_f64(const kiln_attn_geom *g, const kiln_attn_ops_f64 *ops, const double *q,
                                 const double *k, const double *v, double *o, double *lse);
+/* kiln_attention_cached's attention (its writes done): q, o [T, Hq, D/Dv]
+ * (T rows), k, v the caches [B, Hkv, S, D/Dv]; row i over keys 0 .. pos[i]
+ * (window > 0: the last window of them) of sequence seq[i]; b, causal unused. */
+kiln_status kiln__flash_rows_f32(const kiln_attn_geom *g, const kiln_attn_ops_f32 *ops, const float *q,
+                                 const float *k, const float *v, const int32_t *seq, const int32_t *pos,
+                                 int64_t window, float *o);
+kiln_status kiln__flash_rows_f64(const kiln_attn_geom *g, const kiln_attn_ops_f64 *ops, const double *q,
+                                 const double *k, const double *v, const int32_t *seq, const int32_t *pos,
+                                 int64_t window, double *o);
 /* dq, dk, dv (shaped as q, k, v) from o, lse (the forward's) and dO. */
 kiln_status kiln__flash_bwd_f32(const kiln_attn_geom *g, const kiln_attn_ops_f32 *ops, const float *q,
                                 const float *k, const float *v, const float *o, const float *lse, const float *dout,

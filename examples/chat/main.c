@@ -19,6 +19,7 @@
  *     printf 'hello\n/quit\n' | build/examples/chat --model /tmp/tiny.gguf --tokens 8
  */
 #include "args.h"
+#include "chat_template.h"
 #include "kiln.h"
 #include "llama_files.h"
 #include "output.h"
@@ -148,17 +149,6 @@ static int reply(chat *c) {
     return ok ? 0 : (fprintf(stderr, "chat: out of memory\n"), 1);
 }
 
-/* --chat-template: a family's name or a file holding the template. */
-static char *template_arg(const char *arg) {
-    FILE *f = fopen(arg, "rb");
-    if (!f) return strdup(arg);
-    char *s = calloc(1, 1 << 20);
-    size_t n = s ? fread(s, 1, (1 << 20) - 1, f) : 0;
-    fclose(f);
-    if (s) s[n] = 0;
-    return s;
-}
-
 int main(int argc, char **argv) {
     const char *model = NULL, *system = NULL, *template = NULL, *bias = NULL;
     int top_k = 40, threads = 0, context = 0, tokens = 0;
@@ -201,10 +191,8 @@ int main(int argc, char **argv) {
     c.m = ctx ? llama_infer_from_gguf(ctx, model, LLAMA_AS_STORED) : NULL;
     if (!c.m) return fail(model);
     if (!(c.tok = llama_gguf_tokenizer(model))) return fail(model);
-    kiln_gguf *g = kiln_gguf_open(model);
-    const char *stored = g ? kiln_gguf_get_string(g, "tokenizer.chat_template", NULL) : NULL;
-    char *tmpl = template ? template_arg(template) : strdup(stored ? stored : "chatml");
-    kiln_gguf_close(g);
+    bool stored;
+    char *tmpl = chat_template_pick(template, model, &stored);
     if (!tmpl) return fprintf(stderr, "chat: out of memory\n"), 1;
     const char *family = kiln_chat_template_name(tmpl);
     if (!family) return fail(template ? "--chat-template" : "the GGUF's chat template");

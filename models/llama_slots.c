@@ -1,0 +1,139 @@
+/* llama_slots.c — batched decoding over a KV cache with a slot per
+ * sequence (see llama_slots.h): the bookkeeping of the slots' positions;
+ * the forward pass is llama_hidden_rows. */
+#include "llama_slots.h"
+
+#include <stdlib.h>
+
+struct llama_slots {
+    llama *m;
+    llama_cache *cache; /* batch n_slots: slot i is the cache's sequence i */
+    int n_slots;
+    int64_t *pos, *next; /* [n_slots] each: positions each slot holds; a step's next ones */
+    int32_t *seq, *at, *rows; /* a step's scratch, cap entries each */
+    int cap;
+};
+
+llama_slots *llama_slots_new(llama *m, int n_slots, int64_t len) {
+    if (!m || n_slots < 1) {
+        kiln_set_error(KILN_ERR_ARG, "llama_slots_new: needs a model and n_slots = %d >= 1", n_slots);
+        return NULL;
+    }
+    if (m->cfg.attn_softcap > 0) {
+        kiln_set_error(KILN_ERR_UNSUPPORTED,
+                       "llama_slots_new: soft-capped attention (attn_softcap %g, Gemma 2) is not supported",
+                       m->cfg.attn_softcap);
+        return NULL;
+    }
+    llama_slots *s = calloc(1, sizeof *s);
+    if (s) s->pos = calloc((size_t)n_slots * 2, sizeof *s->pos);
+    if (!s || !s->pos) {
+        free(s);
+        kiln_set_error(KILN_ERR_OOM, "llama_slots_new: out of memory");
+        return NULL;
+    }
+    s->m = m;
+    s->n_slots = n_slots;
+    s->next = s->pos + n_slots;
+    if (!(s->cache = llama_cache_new(m, n_slots, len))) {
+        llama_slots_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void llama_slots_free(llama_slots *s) {
+    if (!s) return;
+    llama_cache_free(s->cache);
+    free(s->pos);
+    free(s->seq);
+    free(s);
+}
+
+kiln_status llama_slots_clear(llama_slots *s, int slot) {
+    if (!s) return kiln_set_error(KILN_ERR_ARG, "llama_slots_clear: NULL slots");
+    if (slot < 0 || slot >= s->n_slots)
+        return kiln_set_error(KILN_ERR_ARG, "llama_slots_clear: slot %d is outside 0 .. %d", slot, s->n_slots - 1);
+    s->pos[slot] = 0;
+    return KILN_OK;
+}
+
+int64_t llama_slots_pos(const llama_slots *s, int slot) {
+    return s && slot >= 0 && slot < s->n_slots ? s->pos[slot] : -1;
+}
+
+/* room for n entries in the step's scratch (kept between steps) */
+static kiln_status reserve(llama_slots *s, int n) {
+    if (n <= s->cap) return KILN_OK;
+    int32_t *p = realloc(s->seq, (size_t)n * 3 * sizeof *p);
+    if (!p) return kiln_set_error(KILN_ERR_OOM, "llama_slots_step: out of memory for %d entries", n);
+    s->seq = p, s->at = p + n, s->rows = p + 2 * n;
+    s->cap = n;
+    return KILN_OK;
+}
+
+/* Each entry's slot and token in range and every slot's new positions
+ * within the cache; fills seq, at (the positions) and rows (the wanted
+ * entries, *n_rows of them). */
+static kiln_status check(llama_slots *s, int n, const int *slots, const int32_t *tokens, const bool *want,
+                         int *n_rows) {
+    const int64_t vocab = s->m->cfg.vocab, len = s->cache->len;
+    for (int i = 0; i < n; i++) {
+        if (slots[i] < 0 || slots[i] >= s->n_slots)
+            return kiln_set_error(KILN_ERR_ARG, "llama_slots_step: entry %d's slot %d is outside 0 .. %d", i, slots[i],
+                                  s->n_slots - 1);
+        if (tokens[i] < 0 || tokens[i] >= vocab)
+            return kiln_set_error(KILN_ERR_ARG,
+                                  "llama_slots_step: entry %d's token %d is outside the vocabulary 0 .. %lld", i,
+                                  (int)tokens[i], (long long)(vocab - 1));
+    }
+    *n_rows = 0;
+    for (int i = 0; i < s->n_slots; i++) s->next[i] = s->pos[i];
+    for (int i = 0; i < n; i++) { /* an entry's position: its slot's next one */
+        int64_t at = s->next[slots[i]]++;
+        if (at >= len)
+            return kiln_set_error(KILN_ERR_ARG,
+                                  "llama_slots_step: slot %d is full: entry %d would be its position %lld of %lld",
+                                  slots[i], i, (long long)at, (long long)len);
+        s->seq[i] = slots[i], s->at[i] = (int32_t)at;
+        if (want && want[i]) s->rows[(*n_rows)++] = i;
+    }
+    return KILN_OK;
+}
+
+kiln_status llama_slots_step(llama_slots *s, int n, const int *slots, const int32_t *tokens, const bool *want,
+                             float *logits) {
+    if (!s || n < 0 || (n > 0 && (!slots || !tokens)))
+        return kiln_set_error(KILN_ERR_ARG, "llama_slots_step: needs slots, n = %d >= 0, and the entries' slots "
+                              "and tokens", n);
+    if (n == 0) return KILN_OK;
+    int n_rows = 0;
+    kiln_status st = reserve(s, n);
+    if (!st) st = check(s, n, slots, tokens, want, &n_rows);
+    if (!st && n_rows > 0 && !logits)
+        st = kiln_set_error(KILN_ERR_ARG, "llama_slots_step: %d entries want logits but logits is NULL", n_rows);
+    if (st) return st;
+    llama *m = s->m;
+    kiln_ctx *ctx = m->ctx;
+    bool was = kiln_ctx_grad_enabled(ctx);
+    kiln_ctx_set_grad_enabled(ctx, false);
+    kiln_ctx_mark mark = kiln_ctx_get_mark(ctx);
+    kiln_tensor *h = llama_hidden_rows(m, s->cache, n, tokens, s->seq, s->at), *out = h;
+    if (h && n_rows > 0 && n_rows < n) { /* only the wanted rows go through the head (vocab x dim each) */
+        kiln_tensor *rows = kiln_new_1d(ctx, KILN_I32, n_rows);
+        out = rows && !kiln_tensor_set_i32(rows, s->rows, n_rows) ? llama_head(m, kiln_get_rows(ctx, h, rows)) : NULL;
+    } else if (h && n_rows == n) {
+        out = llama_head(m, h);
+    } /* no logits wanted: the blocks alone, for the caches they write */
+    kiln_graph *g = out ? kiln_graph_new(ctx) : NULL;
+    if (!g) st = kiln_last_status() ? kiln_last_status() : KILN_ERR_STATE;
+    if (!st) st = kiln_graph_add(g, out);
+    if (!st) st = kiln_graph_compute(g);
+    if (!st && n_rows > 0) st = kiln_tensor_get_f32(out, logits, (int64_t)n_rows * m->cfg.vocab);
+    for (int i = 0; i < s->n_slots && !st; i++) s->pos[i] = s->next[i];
+    if (g) kiln_graph_free_buffers(g);
+    /* refused (nothing freed) where the step made device memory: the context then keeps the step */
+    if (kiln_ctx_rewind(ctx, mark) && !st) kiln_clear_error();
+    kiln_ctx_set_grad_enabled(ctx, was);
+    return st;
+}

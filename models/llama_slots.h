@@ -1,0 +1,56 @@
+/* llama_slots.h — batched decoding: n_slots independent sequences over one
+ * llama, each in a slot of one KV cache ([n_slots, kv_heads, len, hd] per
+ * layer), run together by llama_slots_step: every step's tokens (a prompt
+ * chunk of one slot, the next token of others, each at its slot's own
+ * position) go through ONE forward pass, so the linear layers read their
+ * weights once for all the sequences (continuous batching: what makes a
+ * server's throughput grow with its users), and each token attends over
+ * its own slot's positions only (kiln_attention_cached). A slot's logits
+ * are a single sequence's through llama_cache_step, up to float rounding
+ * from the batch's shape (tests/test_llama_slots.c says how close).
+ *
+ *     llama_slots *s = llama_slots_new(m, 4, 512);
+ *     // slot 0's prompt (3 tokens) and slot 1's next token, one pass
+ *     int slots[] = {0, 0, 0, 1};
+ *     int32_t tokens[] = {1, 15043, 29892, next1};
+ *     bool want[] = {false, false, true, true};
+ *     float logits[2 * vocab]; // slot 0's last prompt position, then slot 1's
+ *     if (llama_slots_step(s, 4, slots, tokens, want, logits)) puts(kiln_last_error());
+ *     ...
+ *     llama_slots_clear(s, 1); // slot 1's sequence is done: free for another
+ *     llama_slots_free(s);
+ *
+ * A step builds and computes a small graph in the model's context between
+ * kiln_ctx_get_mark and kiln_ctx_rewind, as llama_cache_step does: the
+ * context does not grow from step to step. Not for Gemma 2's soft-capped
+ * attention. One thread at a time per model. */
+#ifndef LLAMA_SLOTS_H
+#define LLAMA_SLOTS_H
+
+#include "llama.h"
+
+typedef struct llama_slots llama_slots;
+
+/* n_slots independent sequences over one model, each with up to len
+ * positions of KV cache (len <= the model's context). NULL on failure
+ * (kiln_last_error). */
+llama_slots *llama_slots_new(llama *m, int n_slots, int64_t len);
+void llama_slots_free(llama_slots *s); /* the struct; the cache lives in the model's context */
+
+/* Forget slot's sequence (its positions become free for a new one). */
+kiln_status llama_slots_clear(llama_slots *s, int slot);
+
+/* Positions slot holds so far (-1 for a slot out of range). */
+int64_t llama_slots_pos(const llama_slots *s, int slot);
+
+/* One batched step: n entries; entry i appends tokens[i] to slot slots[i]
+ * at that slot's next position (a slot may appear several times, in
+ * order: a prompt chunk). For entries with want[i] true, their logits
+ * [vocab] go to logits in entry order (want NULL: none). All entries go
+ * through one forward pass. n = 0 does nothing. Errors (a slot out of
+ * range, a slot that would be full, a token outside the vocabulary) name
+ * the entry and the value, and change nothing. */
+kiln_status llama_slots_step(llama_slots *s, int n, const int *slots, const int32_t *tokens, const bool *want,
+                             float *logits);
+
+#endif
