@@ -15,8 +15,9 @@ struct llama_slots {
 };
 
 llama_slots *llama_slots_new(llama *m, int n_slots, int64_t len) {
-    if (!m || n_slots < 1) {
-        kiln_set_error(KILN_ERR_ARG, "llama_slots_new: needs a model and n_slots = %d >= 1", n_slots);
+    if (!m || n_slots < 1 || len < 1 || len > m->cfg.context) {
+        kiln_set_error(KILN_ERR_ARG, "llama_slots_new: needs a model, n_slots = %d >= 1 and len = %lld in 1 .. %lld",
+                       n_slots, (long long)len, m ? (long long)m->cfg.context : 0LL);
         return NULL;
     }
     if (m->cfg.attn_softcap > 0) {
