@@ -478,7 +478,12 @@ static kiln_tensor *hidden(llama *m, kiln_tensor *idx, llama_cache *cache, int64
 
 static kiln_tensor *head(llama *m, kiln_tensor *h) {
     kiln_ctx *ctx = m->ctx;
-    kiln_tensor *z = kiln_linear(ctx, kiln_rms_norm(ctx, h, m->norm, m->cfg.norm_eps), m->output, NULL);
+    kiln_tensor *x = kiln_rms_norm(ctx, h, m->norm, m->cfg.norm_eps);
+    const kiln_dtype dt = kiln_tensor_dtype(m->output);
+    /* a 16-bit head (QLoRA's) runs in its dtype; the loss reads f32 */
+    kiln_tensor *z = dt == KILN_BF16 || dt == KILN_F16
+                         ? kiln_cast(ctx, kiln_linear(ctx, kiln_cast(ctx, x, dt), m->output, NULL), KILN_F32)
+                         : kiln_linear(ctx, x, m->output, NULL);
     const double cap = m->cfg.final_softcap;
     return cap > 0 ? kiln_scale(ctx, kiln_tanh(ctx, kiln_scale(ctx, z, 1.0 / cap)), cap) : z;
 }
