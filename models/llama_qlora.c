@@ -16,29 +16,44 @@ static kiln_dtype choose(void *user, const char *name, int64_t rows, int64_t col
     return t->base;
 }
 
-static llama *load(kiln_ctx *ctx, const char *from, kiln_dtype base, kiln_dtype compute, bool gguf) {
-    const char *who = gguf ? "llama_qlora_from_gguf" : "llama_qlora_from_hf";
+typedef enum source { NEW, GGUF, HF } source;
+static const char *const who[3] = {"llama_qlora_new", "llama_qlora_from_gguf", "llama_qlora_from_hf"};
+
+/* from: the file or directory (src GGUF, HF), or cfg: the shape (NEW) */
+static llama *make(kiln_ctx *ctx, source src, const char *from, const llama_config *cfg, kiln_dtype base,
+                   kiln_dtype compute) {
+    if (src != NEW && !from) {
+        kiln_set_error(KILN_ERR_ARG, "%s: the path is NULL", who[src]);
+        return NULL;
+    }
+    if (src == NEW) from = "(new)";
     if (base < 0 || base >= KILN_DTYPE_COUNT || (base != KILN_F32 && !kiln_dtype_is_quantized(base))) {
-        kiln_set_error(KILN_ERR_DTYPE, "%s: %s: base = %s must be a quantized dtype (KILN_NF4_DQ) or KILN_F32", who,
-                       from ? from : "(null)", base >= 0 && base < KILN_DTYPE_COUNT ? kiln_dtype_name(base) : "?");
+        kiln_set_error(KILN_ERR_DTYPE, "%s: %s: base = %s must be a quantized dtype (KILN_NF4_DQ) or KILN_F32",
+                       who[src], from, base >= 0 && base < KILN_DTYPE_COUNT ? kiln_dtype_name(base) : "?");
         return NULL;
     }
     if (compute != KILN_F32 && compute != KILN_BF16) {
-        kiln_set_error(KILN_ERR_DTYPE, "%s: %s: compute = %s must be KILN_F32 or KILN_BF16", who,
-                       from ? from : "(null)",
+        kiln_set_error(KILN_ERR_DTYPE, "%s: %s: compute = %s must be KILN_F32 or KILN_BF16", who[src], from,
                        compute >= 0 && compute < KILN_DTYPE_COUNT ? kiln_dtype_name(compute) : "?");
         return NULL;
     }
     qlora_types t = {base, compute};
-    llama *m = gguf ? llama_infer_from_gguf_typed(ctx, from, choose, &t) : llama_infer_from_hf_typed(ctx, from, choose, &t);
+    llama_config c = cfg ? *cfg : llama_defaults();
+    llama *m = src == NEW    ? llama_new_inference_typed(ctx, &c, choose, &t, false)
+               : src == GGUF ? llama_infer_from_gguf_typed(ctx, from, choose, &t)
+                             : llama_infer_from_hf_typed(ctx, from, choose, &t);
     if (m) m->checkpoint = true;
     return m;
 }
 
 llama *llama_qlora_from_gguf(kiln_ctx *ctx, const char *path, kiln_dtype base, kiln_dtype compute) {
-    return load(ctx, path, base, compute, true);
+    return make(ctx, GGUF, path, NULL, base, compute);
 }
 
 llama *llama_qlora_from_hf(kiln_ctx *ctx, const char *dir, kiln_dtype base, kiln_dtype compute) {
-    return load(ctx, dir, base, compute, false);
+    return make(ctx, HF, dir, NULL, base, compute);
+}
+
+llama *llama_qlora_new(kiln_ctx *ctx, const llama_config *cfg, kiln_dtype base, kiln_dtype compute) {
+    return make(ctx, NEW, NULL, cfg, base, compute);
 }

@@ -47,5 +47,8 @@
  * failure with kiln's error set (a bad dtype named, or the loader's). */
 llama *llama_qlora_from_gguf(kiln_ctx *ctx, const char *path, kiln_dtype base, kiln_dtype compute);
 llama *llama_qlora_from_hf(kiln_ctx *ctx, const char *dir, kiln_dtype base, kiln_dtype compute);
+/* The same model made empty (norms 1, weights zero) for llama_init_random
+ * or llama_put_rows to fill: benchmarks, tests. cfg NULL: llama_defaults(). */
+llama *llama_qlora_new(kiln_ctx *ctx, const llama_config *cfg, kiln_dtype base, kiln_dtype compute);
 
 #endif
