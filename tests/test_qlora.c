@@ -191,3 +191,34 @@ KT_TEST(qlora_training_leaves_the_nf4_dq_base_bit_identical) {
     kiln_ctx_free(ctx);
     remove(path), rmdir(dir);
 }
+
+/* A Hugging Face directory and the GGUF of the same model (llama.cpp's
+ * converter's layout) quantize to the same bytes; Q8_0 as base: this
+ * model's width (32) is not whole NF4 blocks. llama_qlora_new makes such
+ * a model empty (untied). */
+KT_TEST(qlora_from_hf_equals_from_gguf) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    llama *h = llama_qlora_from_hf(ctx, "tests/fixtures/arch/llama-rope-tiny-hf", KILN_Q8_0, KILN_F32);
+    KT_NOTNULL(h);
+    kiln_ctx *ctx2 = kiln_ctx_new();
+    llama *g = llama_qlora_from_gguf(ctx2, "tests/fixtures/arch/llama-rope-tiny.gguf", KILN_Q8_0, KILN_F32);
+    KT_NOTNULL(g);
+    kiln_ctx *ctx3 = kiln_ctx_new();
+    llama *e = llama_qlora_new(ctx3, &g->cfg, KILN_Q8_0, KILN_F32);
+    KT_NOTNULL(e);
+    KT_CHECK(h->n_params == g->n_params && h->checkpoint, "%d and %d params", h->n_params, g->n_params);
+    KT_CHECK(e->checkpoint && kiln_tensor_dtype(e->layers[1].w2) == KILN_Q8_0 &&
+                 kiln_tensor_dtype(e->output) == KILN_F32 && kiln_tensor_dtype(e->norm) == KILN_F32,
+             "llama_qlora_new's model");
+    KT_CHECK(kiln_tensor_dtype(h->layers[0].wq) == KILN_Q8_0 && kiln_tensor_dtype(h->tok_embeddings) == KILN_F32,
+             "wq %s, embedding %s", kiln_dtype_name(kiln_tensor_dtype(h->layers[0].wq)),
+             kiln_dtype_name(kiln_tensor_dtype(h->tok_embeddings)));
+    for (int i = 0; i < g->n_params && h->n_params == g->n_params; i++) {
+        const kiln_tensor *a = h->params[i], *b = g->params[i];
+        KT_CHECK(kiln_tensor_dtype(a) == kiln_tensor_dtype(b) && kiln_tensor_nbytes(a) == kiln_tensor_nbytes(b) &&
+                     !memcmp(kiln_tensor_data(a), kiln_tensor_data(b), kiln_tensor_nbytes(a)),
+                 "'%s' differs", kiln_tensor_name(b));
+    }
+    llama_free(h), llama_free(g), llama_free(e);
+    kiln_ctx_free(ctx), kiln_ctx_free(ctx2), kiln_ctx_free(ctx3);
+}
