@@ -7,14 +7,17 @@
  * quantize each layer's linear weights (q, k, v, o, gate, up, down) to
  * base, KILN_NF4_DQ as the paper does (NF4 codes, their absmax scales
  * themselves 8-bit over super-blocks of 16384; a weight that is not whole
- * super-blocks falls back to NF4), a few MiB of rows at a time: the model
- * never exists in f32, and the peak is about the quantized model plus one
- * chunk of f32 rows. The embedding and the output head stay unquantized,
- * in compute (KILN_F32 or KILN_BF16), as bitsandbytes leaves
- * nn.Embedding and lm_head out of its 4-bit layers and keeps them in the
- * model's torch_dtype; the norms are f32, as peft's
- * prepare_model_for_kbit_training makes them. Every tensor is a plain
- * leaf, frozen: no gradient storage, no optimizer state.
+ * super-blocks falls back to NF4) as it reads them: the model never
+ * exists in f32. A GGUF converts a few MiB of rows at a time (its pages
+ * dropped as it goes), so the peak is about the quantized model; a Hugging
+ * Face directory one tensor at a time (that tensor in f32 beside its file
+ * copy). TinyLlama-1.1B's F16 GGUF (2099 MiB) loads in a peak RSS of
+ * 879 MiB (727 MiB of weights; bench/qlora.c --qlora-gguf). The embedding
+ * and the output head stay unquantized, in compute (KILN_F32 or
+ * KILN_BF16), as bitsandbytes leaves nn.Embedding and lm_head out of its
+ * 4-bit layers and keeps them in the model's torch_dtype; the norms are
+ * f32, as peft's prepare_model_for_kbit_training makes them. Every tensor
+ * is a plain leaf, frozen: no gradient storage, no optimizer state.
  *
  * The model trains through lora_attach_llama's adapters (f32 parameters;
  * any optimizer, 8-bit AdamW as QLoRA's paged_adamw_8bit without the

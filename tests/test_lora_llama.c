@@ -58,8 +58,11 @@ KT_TEST(lora_llama_matches_pytorch) {
     lora *l = lora_attach_llama(m, &cfg, 1);
     KT_NOTNULL(l);
     KT_CHECK(l->n_layers == 14, "%d adapted layers", l->n_layers);
-    for (int i = 0; i < m->n_params; i++) KT_OK(kiln_safetensors_read_into(st, kiln_tensor_name(m->params[i]), m->params[i]));
-    for (int i = 0; i < l->n_params; i++) KT_OK(kiln_safetensors_read_into(st, kiln_tensor_name(l->params[i]), l->params[i]));
+    kiln_tensor *const *lists[2] = {m->params, l->params};
+    const int sizes[2] = {m->n_params, l->n_params};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < sizes[k]; i++)
+            KT_OK(kiln_safetensors_read_into(st, kiln_tensor_name(lists[k][i]), lists[k][i]));
     model_graph g;
     KT_OK(llama_train_graph(m, 2, 8, &g));
     KT_OK(kiln_safetensors_read_into(st, "tokens", g.input));
