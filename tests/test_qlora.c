@@ -142,18 +142,6 @@ KT_TEST(qlora_gradients_are_the_dequantized_models) {
     remove(path), rmdir(dir);
 }
 
-static char *snapshot(const llama *m, size_t *size) {
-    size_t total = 0;
-    for (int i = 0; i < m->n_params; i++) total += kiln_tensor_nbytes(m->params[i]);
-    char *s = malloc(total), *p = s;
-    for (int i = 0; s && i < m->n_params; i++) {
-        memcpy(p, kiln_tensor_data(m->params[i]), kiln_tensor_nbytes(m->params[i]));
-        p += kiln_tensor_nbytes(m->params[i]);
-    }
-    *size = total;
-    return s;
-}
-
 KT_TEST(qlora_training_leaves_the_nf4_dq_base_bit_identical) {
     char dir[64] = "/tmp/kiln_qlora_XXXXXX", path[128];
     write_f16(dir, path, sizeof path);
@@ -161,7 +149,7 @@ KT_TEST(qlora_training_leaves_the_nf4_dq_base_bit_identical) {
     llama *q = llama_qlora_from_gguf(ctx, path, KILN_NF4_DQ, KILN_BF16);
     KT_NOTNULL(q);
     size_t size, size2;
-    char *before = snapshot(q, &size);
+    char *before = nnt_snapshot(q->params, q->n_params, &size);
     lora *l = attach(q);
     KT_NOTNULL(l);
     double *a0 = nnt_values(l->params[0]); /* layer 0's wq: the gradient crossed layer 1's quantized weights */
@@ -183,7 +171,7 @@ KT_TEST(qlora_training_leaves_the_nf4_dq_base_bit_identical) {
     double *a1 = nnt_values(l->params[0]);
     KT_CHECK(a0 && a1 && a0[0] != a1[0], "layer 0's lora_A did not move");
     free(a0), free(a1);
-    char *after = snapshot(q, &size2);
+    char *after = nnt_snapshot(q->params, q->n_params, &size2);
     KT_CHECK(before && after && size == size2 && !memcmp(before, after, size), "a base weight changed");
     free(before), free(after);
     lora_free(l);
