@@ -666,9 +666,9 @@ static llama *from_hf(kiln_ctx *ctx, const char *dir, bool inference, int weight
         return NULL;
     }
     if (weights == LLAMA_AS_STORED) weights = stored ? gptq_dtype : KILN_F32; /* safetensors hold f32, f16 or bf16 */
-    llama *m = !inference ? llama_new(ctx, &c, 0)
+    llama *m = !inference         ? llama_new(ctx, &c, 0)
                : weights == TYPED ? llama_new_inference_typed(ctx, &c, dtype_of, user, tied)
-                                     : llama_new_inference(ctx, &c, (kiln_dtype)weights, tied);
+                                  : llama_new_inference(ctx, &c, (kiln_dtype)weights, tied);
     kiln_status st = !m ? kiln_last_status() : stored ? float_ends(m) : KILN_OK;
     int n = 0;
     slot *s = st ? NULL : make_slots(m, &n);
