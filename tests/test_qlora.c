@@ -142,9 +142,12 @@ KT_TEST(qlora_gradients_are_the_dequantized_models) {
     remove(path), rmdir(dir);
 }
 
+/* QLoRA's recipe whole: NF4_DQ, bf16 ends and products, checkpointing,
+ * 8-bit AdamW */
 KT_TEST(qlora_training_leaves_the_nf4_dq_base_bit_identical) {
     char dir[64] = "/tmp/kiln_qlora_XXXXXX", path[128];
     write_f16(dir, path, sizeof path);
+    KT_OK(kiln_set_matmul_precision(KILN_MATMUL_BF16));
     kiln_ctx *ctx = kiln_ctx_new();
     llama *q = llama_qlora_from_gguf(ctx, path, KILN_NF4_DQ, KILN_BF16);
     KT_NOTNULL(q);
@@ -177,6 +180,7 @@ KT_TEST(qlora_training_leaves_the_nf4_dq_base_bit_identical) {
     lora_free(l);
     llama_free(q);
     kiln_ctx_free(ctx);
+    kiln_set_matmul_precision(KILN_MATMUL_F32);
     remove(path), rmdir(dir);
 }
 
