@@ -47,6 +47,8 @@ typedef struct bench_opts {
     double scale;   /* time budget multiplier (--quick: smaller) */
     int64_t stream_mib; /* bytes per array of the bandwidth figures */
     const char *model;  /* --model: only this training model (mlp, cnn, gpt) */
+    int qlora_layers;      /* --qlora-layers: the QLoRA step's layers (2) */
+    const char *qlora_gguf; /* --qlora-gguf: a GGUF to load for it instead */
 } bench_opts;
 
 /* The parts, each printing its lines. */
@@ -58,6 +60,7 @@ void bench_optim(const bench_opts *o);
 void bench_quant(const bench_opts *o);
 void bench_generate(const bench_opts *o);
 void bench_dfp(const bench_opts *o); /* bench/int16.c: DFP GEMM vs f32 GEMM */
+void bench_qlora(const bench_opts *o); /* bench/qlora.c: a QLoRA step of TinyLlama's shape */
 
 /* Training steps/s (or tokens/s: *unit says) of model "mlp", "cnn" or "gpt"
  * on backend b (NULL: CPU), measured for about budget_s times the model's

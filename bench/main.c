@@ -1,7 +1,7 @@
 /* main.c — `make bench`: kiln's CPU figures beside their references.
  *
- *     kiln_bench [--torch FILE] [--only gemm|memory|train|vulkan|optim|quant|generate|slots|dfp|load] [--model mlp|cnn|gpt] [--threads 1,2]
- *                [--quick] [--stream-mib N]
+ *     kiln_bench [--torch FILE] [--only gemm|memory|train|vulkan|optim|quant|generate|slots|dfp|load|qlora] [--model mlp|cnn|gpt] [--threads 1,2]
+ *                [--quick] [--stream-mib N] [--qlora-layers N] [--qlora-gguf FILE]
  *
  * One line per figure: name, kiln's value and unit, and the ratio to a
  * reference measured in the same run (OpenBLAS sgemm, a plain triad, or
@@ -9,7 +9,7 @@
  * runs both; optim: optimizer steps against the triad, bench/optim.c; slots: batched
  * decoding against batch-1 generation, bench/slots.c; quant: the quantized
  * dtypes' error and dequantize rate, bench/quant.c; load: 2 threads against 1
- * with a busy process on every core, bench/load.c).
+ * with a busy process on every core, bench/load.c; qlora: a QLoRA step, bench/qlora.c).
  * Timings on a shared machine drift: read the ratios. */
 #include "bench.h"
 
@@ -18,10 +18,10 @@
 #include <string.h>
 
 static const char *usage =
-    "usage: kiln_bench [--torch FILE] [--only gemm|memory|train|vulkan|optim|quant|generate|slots|dfp|load] [--model mlp|cnn|gpt] [--threads 1,2] [--quick] [--stream-mib N]\n";
+    "usage: kiln_bench [--torch FILE] [--only gemm|memory|train|vulkan|optim|quant|generate|slots|dfp|load|qlora] [--model mlp|cnn|gpt] [--threads 1,2] [--quick] [--stream-mib N] [--qlora-layers N] [--qlora-gguf FILE]\n";
 
 int main(int argc, char **argv) {
-    bench_opts o = {.threads = {1, 2}, .n_threads = 2, .scale = 1.0, .stream_mib = 320};
+    bench_opts o = {.threads = {1, 2}, .n_threads = 2, .scale = 1.0, .stream_mib = 320, .qlora_layers = 2};
     const char *only = NULL, *torch = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -44,6 +44,12 @@ int main(int argc, char **argv) {
         } else if (strcmp(a, "--quick") == 0) {
             o.scale = 0.25;
             o.stream_mib = 64;
+        } else if (strcmp(a, "--qlora-layers") == 0 && v && atoi(v) > 0) {
+            o.qlora_layers = atoi(v);
+            i++;
+        } else if (strcmp(a, "--qlora-gguf") == 0 && v) {
+            o.qlora_gguf = v;
+            i++;
         } else if (strcmp(a, "--stream-mib") == 0 && v) {
             o.stream_mib = atoll(v);
             i++;
@@ -65,5 +71,6 @@ int main(int argc, char **argv) {
     if (!only || strcmp(only, "slots") == 0) bench_slots(&o); /* bench/slots.c */
     if (!only || strcmp(only, "dfp") == 0) bench_dfp(&o);
     if (!only || strcmp(only, "load") == 0) bench_load(&o); /* bench/load.c */
+    if (!only || strcmp(only, "qlora") == 0) bench_qlora(&o); /* bench/qlora.c */
     return 0;
 }

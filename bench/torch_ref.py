@@ -1,13 +1,15 @@
 #!/usr/bin/python3
-"""torch_ref.py — PyTorch's figures for `make bench` (bench/train.c's models).
+"""torch_ref.py — PyTorch's figures for `make bench` (bench/train.c's models,
+bench/qlora.c's step).
 
-    /usr/bin/python3 bench/torch_ref.py [--threads 1,2] [--quick] > FILE
+    /usr/bin/python3 bench/torch_ref.py [--threads 1,2] [--quick] [--only train|qlora] [--qlora-layers N] > FILE
 
 Trains the same three models as bench/train.c, with the same shapes,
 optimizers and thread counts (torch.set_num_threads), on random data, and
 prints one machine-readable line per figure, read by kiln_bench --torch FILE:
 
     ref train_<model>_<N>t <value>     steps/s (mlp, cnn) or tokens/s (gpt)
+    ref qlora_<L>l_<N>t <value>        tokens/s of bench/qlora.c's step (N: the larger count)
     note <text>                        why there are no figures
 
 Timing as kiln's bench: one warm-up step, then steps until a time budget is
@@ -85,6 +87,80 @@ class GPT(nn.Module):
         return self.head(self.lnf(x))
 
 
+class LoraLinear(nn.Module):
+    """A frozen f32 weight (the dequantized 4-bit one) plus alpha/r B A."""
+
+    def __init__(self, inp, out, r=8, alpha=16):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(out, inp) * 0.02, requires_grad=False)
+        self.a = nn.Parameter(torch.empty(r, inp).uniform_(-1 / math.sqrt(inp), 1 / math.sqrt(inp)))
+        self.b = nn.Parameter(torch.randn(out, r) * 0.01)
+        self.s = alpha / r
+
+    def forward(self, x):
+        return F.linear(x, self.w) + self.s * F.linear(F.linear(x, self.a), self.b)
+
+
+def frozen(inp, out):
+    return nn.Parameter(torch.randn(out, inp) * 0.02, requires_grad=False)
+
+
+class LlamaBlock(nn.Module):
+    """TinyLlama's block (Meta's interleaved rope) with adapters on q, k, v, o."""
+
+    def __init__(self, d=2048, h=32, kv=4, hidden=5632, seq=512):
+        super().__init__()
+        self.h, self.kv, self.hd = h, kv, d // h
+        self.q, self.k = LoraLinear(d, d), LoraLinear(d, kv * self.hd)
+        self.v, self.o = LoraLinear(d, kv * self.hd), LoraLinear(d, d)
+        self.w1, self.w2, self.w3 = frozen(d, hidden), frozen(hidden, d), frozen(d, hidden)
+        self.n1 = nn.Parameter(torch.ones(d), requires_grad=False)
+        self.n2 = nn.Parameter(torch.ones(d), requires_grad=False)
+        ang = torch.arange(seq)[:, None] * 10000.0 ** (-torch.arange(0, self.hd, 2) / self.hd)
+        self.register_buffer("cos", ang.cos()[None, :, None, :])
+        self.register_buffer("sin", ang.sin()[None, :, None, :])
+        self.register_buffer("mask", torch.ones(seq, seq, dtype=torch.bool).triu(1))
+
+    def rope(self, x):
+        a, b = x[..., 0::2], x[..., 1::2]
+        return torch.stack((a * self.cos - b * self.sin, a * self.sin + b * self.cos), -1).flatten(-2)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * self.n1
+        q = self.rope(self.q(y).view(b, t, self.h, self.hd)).transpose(1, 2)
+        k = self.rope(self.k(y).view(b, t, self.kv, self.hd)).transpose(1, 2)
+        v = self.v(y).view(b, t, self.kv, self.hd).transpose(1, 2)
+        k, v = k.repeat_interleave(self.h // self.kv, 1), v.repeat_interleave(self.h // self.kv, 1)
+        s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(self.hd))
+        a = (torch.softmax(s.masked_fill(self.mask, float("-inf")), -1) @ v).transpose(1, 2).reshape(b, t, d)
+        x = x + self.o(a)
+        y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * self.n2
+        return x + F.linear(F.silu(F.linear(y, self.w1)) * F.linear(y, self.w3), self.w2)
+
+
+def setup_qlora(layers, seq=512, vocab=32000, d=2048):
+    """bench/qlora.c's step in f32: no checkpointing (it would only add a forward)."""
+    g = torch.Generator().manual_seed(1)
+    emb = torch.randn(vocab, d) * 0.02
+    blocks = nn.ModuleList(LlamaBlock(seq=seq) for _ in range(layers))
+    norm, head = torch.ones(d), torch.randn(vocab, d) * 0.02
+    params = [p for p in blocks.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=1e-4)
+    x, y = torch.randint(0, vocab, (1, seq), generator=g), torch.randint(0, vocab, (1, seq), generator=g)
+
+    def step():
+        opt.zero_grad(set_to_none=False)
+        h = emb[x]
+        for blk in blocks:
+            h = blk(h)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-5) * norm
+        F.cross_entropy(F.linear(h, head).reshape(-1, vocab), y.reshape(-1)).backward()
+        opt.step()
+
+    return step
+
+
 def setup(name):
     g = torch.Generator().manual_seed(1)
     if name == "mlp":
@@ -119,18 +195,31 @@ def measure(step, budget_s, min_reps=3, max_reps=200):
 
 
 def main():
-    threads, scale = [1, 2], 1.0
+    threads, scale, only, layers = [1, 2], 1.0, None, 2
     args = sys.argv[1:]
+    if "--only" in args:
+        only = args[args.index("--only") + 1]
+    if "--qlora-layers" in args:
+        layers = int(args[args.index("--qlora-layers") + 1])
     if "--threads" in args:
         threads = [int(v) for v in args[args.index("--threads") + 1].split(",")]
     if "--quick" in args:
         scale = 0.25
     print(f"note torch {torch.__version__}", flush=True)
     for name, per_step, budget in (("mlp", 1, 2.0), ("cnn", 1, 3.0), ("gpt", B_GPT * T, 6.0)):
+        if only not in (None, "train"):
+            break
         step = setup(name)
         for nt in threads:
             torch.set_num_threads(nt)
             print(f"ref train_{name}_{nt}t {per_step / measure(step, budget * scale):.6g}", flush=True)
+    if only in (None, "qlora"):
+        torch.set_num_threads(threads[-1])
+        step = setup_qlora(layers)
+        print(f"ref qlora_{layers}l_{threads[-1]}t {512 / measure(step, 20.0 * scale, 2, 10):.6g}", flush=True)
+        cpu = time.process_time()
+        step()  # one step more in CPU seconds, as bench/qlora.c prints it
+        print(f"# torch qlora: {layers} layers, {time.process_time() - cpu:.2f} CPU s a step", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -521,7 +521,12 @@ kiln_tensor *llama_hidden_rows(llama *m, llama_cache *cache, int64_t n, const in
 kiln_tensor *llama_head(llama *m, kiln_tensor *h) {
     if (!m || !h) return NULL;
     kiln_ctx *ctx = m->ctx;
-    kiln_tensor *z = kiln_linear(ctx, kiln_rms_norm(ctx, h, m->norm, m->cfg.norm_eps), m->output, NULL);
+    kiln_tensor *x = kiln_rms_norm(ctx, h, m->norm, m->cfg.norm_eps);
+    const kiln_dtype dt = kiln_tensor_dtype(m->output);
+    /* a 16-bit head (QLoRA's) runs in its dtype; the loss reads f32 */
+    kiln_tensor *z = dt == KILN_BF16 || dt == KILN_F16
+                         ? kiln_cast(ctx, kiln_linear(ctx, kiln_cast(ctx, x, dt), m->output, NULL), KILN_F32)
+                         : kiln_linear(ctx, x, m->output, NULL);
     const double cap = m->cfg.final_softcap;
     return cap > 0 ? kiln_scale(ctx, kiln_tanh(ctx, kiln_scale(ctx, z, 1.0 / cap)), cap) : z;
 }

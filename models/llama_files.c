@@ -191,7 +191,10 @@ static kiln_dtype stored_dtype(void *user, const char *name, int64_t rows, int64
     return kiln_dtype_is_quantized((kiln_dtype)ti.kiln_dtype) ? (kiln_dtype)ti.kiln_dtype : KILN_F32;
 }
 
-static llama *from_gguf(kiln_ctx *ctx, const char *path, bool inference, int weights) {
+/* weights: a kiln_dtype, LLAMA_AS_STORED, or TYPED: dtype_of chooses */
+enum { TYPED = -2 };
+static llama *from_gguf(kiln_ctx *ctx, const char *path, bool inference, int weights, llama_dtype_fn dtype_of,
+                        void *user) {
     kiln_gguf *g = kiln_gguf_open(path);
     if (!g) return NULL;
     llama_config c;
@@ -203,6 +206,7 @@ static llama *from_gguf(kiln_ctx *ctx, const char *path, bool inference, int wei
     bool tied = kiln_gguf_find_tensor(g, "output.weight") < 0;
     stored types = {g, &c.traits};
     if (!st && !(m = !inference                   ? llama_new(ctx, &c, 0)
+                     : weights == TYPED           ? llama_new_inference_typed(ctx, &c, dtype_of, user, tied)
                      : weights == LLAMA_AS_STORED ? llama_new_inference_typed(ctx, &c, stored_dtype, &types, tied)
                                                   : llama_new_inference(ctx, &c, (kiln_dtype)weights, tied)))
         st = kiln_last_status();
@@ -227,10 +231,14 @@ static llama *from_gguf(kiln_ctx *ctx, const char *path, bool inference, int wei
     return m;
 }
 
-llama *llama_from_gguf(kiln_ctx *ctx, const char *path) { return from_gguf(ctx, path, false, KILN_F32); }
+llama *llama_from_gguf(kiln_ctx *ctx, const char *path) { return from_gguf(ctx, path, false, KILN_F32, NULL, NULL); }
 
 llama *llama_infer_from_gguf(kiln_ctx *ctx, const char *path, int weights) {
-    return from_gguf(ctx, path, true, weights);
+    return from_gguf(ctx, path, true, weights, NULL, NULL);
+}
+
+llama *llama_infer_from_gguf_typed(kiln_ctx *ctx, const char *path, llama_dtype_fn dtype_of, void *user) {
+    return from_gguf(ctx, path, true, TYPED, dtype_of, user);
 }
 
 /* The same dtype and bytes (no f32 copies: a model's two biggest tensors). */
@@ -620,7 +628,8 @@ static void share_perms(llama *m) {
     }
 }
 
-static llama *from_hf(kiln_ctx *ctx, const char *dir, bool inference, int weights) {
+static llama *from_hf(kiln_ctx *ctx, const char *dir, bool inference, int weights, llama_dtype_fn dtype_of,
+                      void *user) {
     const char *who = inference ? "llama_infer_from_hf" : "llama_from_hf";
     if (!ctx || !dir) {
         kiln_set_error(KILN_ERR_ARG, "%s: NULL argument", who);
@@ -657,7 +666,9 @@ static llama *from_hf(kiln_ctx *ctx, const char *dir, bool inference, int weight
         return NULL;
     }
     if (weights == LLAMA_AS_STORED) weights = stored ? gptq_dtype : KILN_F32; /* safetensors hold f32, f16 or bf16 */
-    llama *m = inference ? llama_new_inference(ctx, &c, (kiln_dtype)weights, tied) : llama_new(ctx, &c, 0);
+    llama *m = !inference         ? llama_new(ctx, &c, 0)
+               : weights == TYPED ? llama_new_inference_typed(ctx, &c, dtype_of, user, tied)
+                                  : llama_new_inference(ctx, &c, (kiln_dtype)weights, tied);
     kiln_status st = !m ? kiln_last_status() : stored ? float_ends(m) : KILN_OK;
     int n = 0;
     slot *s = st ? NULL : make_slots(m, &n);
@@ -694,9 +705,15 @@ static llama *from_hf(kiln_ctx *ctx, const char *dir, bool inference, int weight
     return m;
 }
 
-llama *llama_from_hf(kiln_ctx *ctx, const char *dir) { return from_hf(ctx, dir, false, KILN_F32); }
+llama *llama_from_hf(kiln_ctx *ctx, const char *dir) { return from_hf(ctx, dir, false, KILN_F32, NULL, NULL); }
 
-llama *llama_infer_from_hf(kiln_ctx *ctx, const char *dir, int weights) { return from_hf(ctx, dir, true, weights); }
+llama *llama_infer_from_hf(kiln_ctx *ctx, const char *dir, int weights) {
+    return from_hf(ctx, dir, true, weights, NULL, NULL);
+}
+
+llama *llama_infer_from_hf_typed(kiln_ctx *ctx, const char *dir, llama_dtype_fn dtype_of, void *user) {
+    return from_hf(ctx, dir, true, TYPED, dtype_of, user);
+}
 
 /* ---- tokenizers ---- */
 

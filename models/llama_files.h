@@ -74,6 +74,12 @@ llama *llama_from_hf(kiln_ctx *ctx, const char *dir);
 #define LLAMA_AS_STORED (-1)
 llama *llama_infer_from_gguf(kiln_ctx *ctx, const char *path, int weights);
 llama *llama_infer_from_hf(kiln_ctx *ctx, const char *dir, int weights);
+/* The same with each 2-d weight's dtype chosen by dtype_of (llama.h's
+ * llama_new_inference_typed: its kiln parameter name, rows, cols), e.g.
+ * QLoRA's NF4_DQ layers with the embedding and head in 16 bits
+ * (llama_qlora.h). A GPTQ directory's linears are dequantized first. */
+llama *llama_infer_from_gguf_typed(kiln_ctx *ctx, const char *path, llama_dtype_fn dtype_of, void *user);
+llama *llama_infer_from_hf_typed(kiln_ctx *ctx, const char *dir, llama_dtype_fn dtype_of, void *user);
 
 /* The tokenizer that goes with the model: the GGUF's tokenizer.ggml.*
  * metadata, or dir/tokenizer.json with bos_token_id / eos_token_id from

@@ -2,7 +2,9 @@
  * files (see lora.h). */
 #include "lora.h"
 
+#include <ctype.h>
 #include <math.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +38,7 @@ void lora_free(lora *l) {
     if (l->cfg.targets)
         for (int i = 0; i < l->cfg.n_targets; i++) free((char *)l->cfg.targets[i]);
     free((void *)l->cfg.targets);
+    free((char *)l->cfg.target_regex);
     free((char *)l->cfg.base_model);
     free(l->layers);
     free(l->params);
@@ -62,10 +65,34 @@ static kiln_tensor *adapter_param(kiln_ctx *ctx, const kiln_tensor *w, const cha
     return kiln_param(ctx, name, KILN_F32, 2, (int64_t[]){rows, cols});
 }
 
-static bool targeted(const lora_config *c, const char *module) {
+/* re: the compiled target_regex, or NULL for the list */
+static bool targeted(const lora_config *c, const regex_t *re, const char *module) {
+    if (re) return !regexec(re, module, 0, NULL, 0);
     for (int t = 0; t < c->n_targets; t++)
         if (matches(module, c->targets[t])) return true;
     return false;
+}
+
+/* PEFT's string form, re.fullmatch(pattern, name): a POSIX extended
+ * regular expression anchored at both ends. */
+static kiln_status compile_regex(regex_t *re, const char *pattern) {
+    for (const char *p = pattern; *p; p++)
+        if (*p == '\\' && p[1] && (isalnum((unsigned char)p[1]) && !strchr("wWsSbB", p[1])))
+            return kiln_set_error(KILN_ERR_ARG, "lora_attach: target_modules regex '%s': '\\%c' means something else "
+                                  "in POSIX than in Python's re (write a class: [0-9] for \\d)", pattern, p[1]);
+        else if (*p == '\\' && p[1])
+            p++;
+    size_t n = strlen(pattern);
+    char *anchored = malloc(n + 5);
+    if (!anchored) return kiln_set_error(KILN_ERR_OOM, "lora_attach: out of memory");
+    snprintf(anchored, n + 5, "^(%s)$", pattern);
+    int e = regcomp(re, anchored, REG_EXTENDED | REG_NOSUB);
+    free(anchored);
+    if (!e) return KILN_OK;
+    char msg[128];
+    regerror(e, re, msg, sizeof msg);
+    return kiln_set_error(KILN_ERR_ARG, "lora_attach: target_modules regex '%s': %s (POSIX extended syntax)", pattern,
+                          msg);
 }
 
 static kiln_status check_config(const lora_config *c) {
@@ -75,6 +102,11 @@ static kiln_status check_config(const lora_config *c) {
         return kiln_set_error(KILN_ERR_ARG, "lora_attach: lora_alpha = %g must be > 0 and finite", c->alpha);
     if (!(c->dropout >= 0 && c->dropout < 1))
         return kiln_set_error(KILN_ERR_ARG, "lora_attach: lora_dropout = %g must be in [0, 1)", c->dropout);
+    if (c->target_regex && (c->n_targets || !*c->target_regex))
+        return kiln_set_error(KILN_ERR_ARG, "lora_attach: target_regex '%s' %s", c->target_regex,
+                              *c->target_regex ? "and a list of targets: give one form of target_modules"
+                                               : "is empty");
+    if (c->target_regex) return KILN_OK;
     if (c->n_targets < 1 || !c->targets)
         return kiln_set_error(KILN_ERR_ARG, "lora_attach: no target_modules");
     for (int t = 0; t < c->n_targets; t++)
@@ -91,6 +123,19 @@ lora *lora_attach(kiln_ctx *ctx, int n, const char *const *modules, kiln_tensor 
         return NULL;
     }
     if (check_config(cfg)) return NULL;
+    regex_t regex, *re = NULL;
+    if (cfg->target_regex) {
+        if (compile_regex(&regex, cfg->target_regex)) return NULL;
+        re = &regex;
+        int hits = 0;
+        for (int i = 0; i < n; i++) hits += targeted(cfg, re, modules[i]);
+        if (!hits) {
+            regfree(re);
+            kiln_set_error(KILN_ERR_ARG, "lora_attach: target_modules regex '%s' matches none of the %d linear layers "
+                           "as a whole (e.g. '%s')", cfg->target_regex, n, modules[0]);
+            return NULL;
+        }
+    }
     for (int t = 0; t < cfg->n_targets; t++) {
         int hits = 0;
         for (int i = 0; i < n; i++) hits += matches(modules[i], cfg->targets[t]);
@@ -103,7 +148,7 @@ lora *lora_attach(kiln_ctx *ctx, int n, const char *const *modules, kiln_tensor 
     lora *l = calloc(1, sizeof *l);
     if (l) l->layers = calloc((size_t)n, sizeof *l->layers);
     if (l) l->params = calloc((size_t)(2 * n), sizeof *l->params);
-    if (l) l->cfg.targets = calloc((size_t)cfg->n_targets, sizeof *l->cfg.targets);
+    if (l) l->cfg.targets = calloc((size_t)cfg->n_targets + 1, sizeof *l->cfg.targets);
     bool ok = l && l->layers && l->params && l->cfg.targets;
     if (ok) {
         l->ctx = ctx;
@@ -112,10 +157,12 @@ lora *lora_attach(kiln_ctx *ctx, int n, const char *const *modules, kiln_tensor 
         l->cfg.n_targets = cfg->n_targets;
         for (int t = 0; ok && t < cfg->n_targets; t++) ok = (((const char **)l->cfg.targets)[t] = dup(cfg->targets[t]));
         if (ok && cfg->base_model) ok = (l->cfg.base_model = dup(cfg->base_model));
+        if (ok && re) ok = (l->cfg.target_regex = dup(cfg->target_regex));
     }
     const int n_had = kiln_ctx_params(ctx, NULL, 0);
     kiln_tensor **had = ok ? malloc((size_t)(n_had + 1) * sizeof *had) : NULL;
     if (!had) {
+        if (re) regfree(re);
         lora_free(l);
         kiln_set_error(KILN_ERR_OOM, "lora_attach: out of memory");
         return NULL;
@@ -124,7 +171,7 @@ lora *lora_attach(kiln_ctx *ctx, int n, const char *const *modules, kiln_tensor 
     /* every check before the first parameter: a parameter cannot be taken
      * back, and would keep its name from a later attach */
     for (int i = 0; i < n; i++) {
-        if (!targeted(cfg, modules[i])) continue;
+        if (!targeted(cfg, re, modules[i])) continue;
         kiln_tensor *w = weights[i];
         if (!w || kiln_tensor_ndim(w) != 2 || strlen(modules[i]) >= sizeof l->layers->module) {
             kiln_set_error(KILN_ERR_SHAPE, "lora_attach: module '%.96s': %s", modules[i],
@@ -142,7 +189,7 @@ lora *lora_attach(kiln_ctx *ctx, int n, const char *const *modules, kiln_tensor 
             }
     }
     for (int i = 0; i < n; i++) {
-        if (!targeted(cfg, modules[i])) continue;
+        if (!targeted(cfg, re, modules[i])) continue;
         kiln_tensor *w = weights[i];
         lora_layer *a = &l->layers[l->n_layers];
         const int64_t out = kiln_tensor_dim(w, 0), in = kiln_tensor_dim(w, 1);
@@ -160,9 +207,11 @@ lora *lora_attach(kiln_ctx *ctx, int n, const char *const *modules, kiln_tensor 
     /* frozen only now, so that a failure above leaves W as it was */
     for (int i = 0; i < l->n_layers; i++)
         if (kiln_tensor_requires_grad(l->layers[i].w)) kiln_tensor_set_requires_grad(l->layers[i].w, false);
+    if (re) regfree(re);
     free(had);
     return l;
 fail:
+    if (re) regfree(re);
     free(had);
     lora_free(l);
     return NULL;

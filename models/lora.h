@@ -16,8 +16,17 @@
  * Layers are chosen as PEFT's target_modules: a layer's module name, as
  * Hugging Face names it ("model.layers.0.self_attn.q_proj" for llama,
  * "transformer.h.0.attn.c_attn" for GPT-2), matches a target equal to it
- * or to its last dotted parts ("q_proj", "self_attn.q_proj"); PEFT's
- * other form, one string taken as a regular expression, is not read. Phi-3's
+ * or to its last dotted parts ("q_proj", "self_attn.q_proj"). PEFT's
+ * other form, one string that must match a whole module name
+ * (re.fullmatch), is target_regex, read as a POSIX extended regular
+ * expression (glibc's regcomp) anchored at both ends. Whole-name matching
+ * makes the two agree on what both accept (alternation, groups, classes,
+ * repetition: ".*\.(q|v)_proj", "model[.]layers[.][0-9]+[.]mlp[.].*");
+ * a lazy "*?" matches the same names as "*". POSIX has no (?:...),
+ * lookaround or inline flags (refused with regcomp's message), and a
+ * backslash before a letter or digit other than \w \W \s \S \b \B (which
+ * glibc reads as Python does) is refused too: glibc would take "\d" for
+ * "d" where Python takes a digit (write [0-9]). Phi-3's
  * fused qkv_proj / gate_up_proj are split in kiln and take Llama's names
  * (q_proj, ..., up_proj), so PEFT files made for Phi-3 do not load. The heads
  * (lm_head, GPT-2's tied wte) are not adapted. The adapters reach the
@@ -48,6 +57,7 @@ typedef struct lora_config {
     double dropout; /* lora_dropout on the adapter's input, in [0, 1) */
     const char *const *targets; /* target_modules (copied) */
     int n_targets;
+    const char *target_regex; /* or target_modules as one regex string (copied; n_targets 0) */
     const char *base_model; /* base_model_name_or_path in the config; NULL: null */
 } lora_config;
 
@@ -74,7 +84,8 @@ typedef struct lora {
 
 /* Adapters on every linear layer of the blocks whose module name matches a
  * target. NULL on failure with kiln's error set: r < 1, alpha or dropout
- * out of range, no targets, a target that matches no layer (named). */
+ * out of range, no targets, a target that matches no layer (named), a
+ * regex that does not compile or matches no layer, both forms at once. */
 lora *lora_attach_llama(llama *m, const lora_config *cfg, uint64_t seed);
 lora *lora_attach_gpt(gpt *m, const lora_config *cfg, uint64_t seed);
 /* The same over any n weights [out, in] given with their module names. */
@@ -87,10 +98,12 @@ void lora_free(lora *l);
 /* PEFT's adapter directory: dir/adapter_model.safetensors, tensors
  * "base_model.model.<module>.lora_A.weight" [r, in] and ".lora_B.weight"
  * [out, r] (f32), metadata {"format": "pt"}, and dir/adapter_config.json
- * as PEFT writes it (keys sorted, indent 2). dir must exist. */
+ * as PEFT writes it (keys sorted, indent 2; target_modules a list, or the
+ * regex string). dir must exist. */
 kiln_status lora_save_peft(const lora *l, const char *dir);
 /* Read such a directory into l's adapters: its config's r and lora_alpha
- * must be l's and its tensors exactly l's (names and shapes), else an
+ * must be l's, its target_modules a list for a list or the same regex
+ * string for a regex, and its tensors exactly l's (names and shapes), else an
  * error naming the file and the first difference, and l is unchanged. */
 kiln_status lora_load_peft(lora *l, const char *dir);
 

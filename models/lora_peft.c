@@ -65,12 +65,13 @@ static kiln_status write_config(const lora *l, const char *path) {
     fputs(",\n  \"lora_dropout\": ", f);
     py_number(f, c->dropout, false);
     fprintf(f, ",\n  \"modules_to_save\": null,\n  \"peft_type\": \"LORA\",\n  \"r\": %d,\n", c->r);
-    fputs("  \"target_modules\": [", f);
+    fputs("  \"target_modules\": ", f);
+    if (c->target_regex) py_string(f, c->target_regex); /* PEFT's string form */
     for (int t = 0; t < c->n_targets; t++) {
-        fputs(t ? ",\n    " : "\n    ", f);
+        fputs(t ? ",\n    " : "[\n    ", f);
         py_string(f, c->targets[t]);
     }
-    fputs("\n  ],\n  \"task_type\": \"CAUSAL_LM\"\n}", f);
+    fputs(c->target_regex ? ",\n  \"task_type\": \"CAUSAL_LM\"\n}" : "\n  ],\n  \"task_type\": \"CAUSAL_LM\"\n}", f);
     bool ok = !ferror(f);
     ok = !fclose(f) && ok;
     if (!ok || rename(tmp, path)) {
@@ -101,7 +102,7 @@ kiln_status lora_save_peft(const lora *l, const char *dir) {
     return s;
 }
 
-/* The config's r and lora_alpha against l's. */
+/* The config's r, lora_alpha and target_modules' form against l's. */
 static kiln_status check_config(const lora *l, const char *path) {
     kiln_json_file *j = kiln_json_file_open(path);
     if (!j) return kiln_set_error(kiln_last_status(), "lora_load_peft: %s", kiln_last_error());
@@ -116,6 +117,17 @@ static kiln_status check_config(const lora *l, const char *path) {
     else if (r != l->cfg.r || alpha != l->cfg.alpha)
         s = kiln_set_error(KILN_ERR_FORMAT, "lora_load_peft: %s: r = %g, lora_alpha = %g; these adapters have %d, %g",
                            path, r, alpha, l->cfg.r, l->cfg.alpha);
+    if (s) {
+        kiln_json_file_close(j);
+        return s;
+    }
+    /* a string is a regex (PEFT's re.fullmatch form), anything else a list
+     * (whose names the tensors' names check) */
+    const char *re = kiln_json_file_string(j, NULL, "target_modules"), *want = l->cfg.target_regex;
+    if ((re || want) && (!re || !want || strcmp(re, want)))
+        s = kiln_set_error(KILN_ERR_FORMAT, "lora_load_peft: %s: target_modules is %s%s%s; these adapters have %s%s%s",
+                           path, re ? "the regex '" : "a list", re ? re : "", re ? "'" : "",
+                           want ? "the regex '" : "a list", want ? want : "", want ? "'" : "");
     kiln_json_file_close(j);
     return s;
 }

@@ -185,19 +185,6 @@ KT_TEST(lora_llama_gradients_match_finite_differences) {
     kiln_ctx_free(ctx);
 }
 
-/* Copy of every byte of the base weights. */
-static char *snapshot(kiln_tensor *const *t, int n, size_t *size) {
-    size_t total = 0;
-    for (int i = 0; i < n; i++) total += kiln_tensor_nbytes(t[i]);
-    char *s = malloc(total), *p = s;
-    for (int i = 0; s && i < n; i++) {
-        memcpy(p, kiln_tensor_data(t[i]), kiln_tensor_nbytes(t[i]));
-        p += kiln_tensor_nbytes(t[i]);
-    }
-    *size = total;
-    return s;
-}
-
 /* A few AdamW steps on the adapters of a fixed batch: the loss falls, the
  * adapters move, every base weight keeps its bytes. */
 static void train_keeps_base(llama *m, gpt *gm) {
@@ -205,7 +192,7 @@ static void train_keeps_base(llama *m, gpt *gm) {
     kiln_tensor *const *base = m ? m->params : gm->params;
     const int nb = m ? m->n_params : gm->n_params;
     size_t size;
-    char *before = snapshot(base, nb, &size);
+    char *before = nnt_snapshot(base, nb, &size);
     lora_config cfg = config(4, 8, 2, m ? qv : (const char *const[]){"c_attn", "mlp.c_proj"});
     cfg.dropout = 0.1;
     lora *l = m ? lora_attach_llama(m, &cfg, 1) : lora_attach_gpt(gm, &cfg, 1);
@@ -229,7 +216,7 @@ static void train_keeps_base(llama *m, gpt *gm) {
     KT_CHECK(b && b[0] != 0, "B did not move");
     free(b);
     size_t size2;
-    char *after = snapshot(base, nb, &size2);
+    char *after = nnt_snapshot(base, nb, &size2);
     KT_CHECK(size == size2 && !memcmp(before, after, size), "a base weight changed");
     free(before), free(after);
     lora_free(l);
@@ -259,15 +246,6 @@ KT_TEST(lora_training_leaves_the_base_bit_identical) {
     kt_set_context(NULL);
 }
 
-static bool same_file(const char *a, const char *b) {
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
-    bool same = fa && fb;
-    for (int ca = 0, cb = 0; same && ca != EOF; same = ca == cb) ca = fgetc(fa), cb = fgetc(fb);
-    if (fa) fclose(fa);
-    if (fb) fclose(fb);
-    return same;
-}
-
 KT_TEST(lora_peft_files_match_the_fixture) {
     kiln_ctx *ctx = kiln_ctx_new();
     llama_config c = tiny();
@@ -287,7 +265,7 @@ KT_TEST(lora_peft_files_match_the_fixture) {
     KT_REQUIRE(mkdtemp(dir), "mkdtemp");
     KT_OK(lora_save_peft(l, dir));
     snprintf(p, sizeof p, "%s/adapter_config.json", dir);
-    KT_CHECK(same_file(p, "tests/fixtures/peft/adapter_config.json"), "%s differs from the fixture's", p);
+    KT_CHECK(nnt_same_file(p, "tests/fixtures/peft/adapter_config.json"), "%s differs from the fixture's", p);
     snprintf(q, sizeof q, "%s/adapter_model.safetensors", dir);
     kiln_safetensors *got = kiln_safetensors_open(q),
                      *want = kiln_safetensors_open("tests/fixtures/peft/adapter_model.safetensors");

@@ -1,6 +1,8 @@
 /* test_nn_util.c — see test_nn_util.h. */
 #include "test_nn_util.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define NNT_MAX_IN 8
@@ -16,6 +18,27 @@ bool nnt_close(const char *what, const double *got, const double *want, int64_t 
         }
     }
     return true;
+}
+
+bool nnt_same_file(const char *a, const char *b) {
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    bool same = fa && fb;
+    for (int ca = 0, cb = 0; same && ca != EOF; same = ca == cb) ca = fgetc(fa), cb = fgetc(fb);
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return same;
+}
+
+char *nnt_snapshot(kiln_tensor *const *t, int n, size_t *size) {
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += kiln_tensor_nbytes(t[i]);
+    char *s = malloc(total ? total : 1), *p = s;
+    for (int i = 0; s && i < n; i++) {
+        memcpy(p, kiln_tensor_data(t[i]), kiln_tensor_nbytes(t[i]));
+        p += kiln_tensor_nbytes(t[i]);
+    }
+    *size = total;
+    return s;
 }
 
 double *nnt_values(const kiln_tensor *t) {

@@ -29,6 +29,12 @@ bool nnt_close(const char *what, const double *got, const double *want, int64_t 
 /* t's values as doubles (t must have been computed); NULL on failure. The
  * caller frees. */
 double *nnt_values(const kiln_tensor *t);
+/* Whether two files hold the same bytes (false when either is missing). */
+bool nnt_same_file(const char *a, const char *b);
+/* A malloc'd copy of every byte of the n tensors, *size of them (NULL when
+ * out of memory): what a test compares before and after training. */
+char *nnt_snapshot(kiln_tensor *const *t, int n, size_t *size);
+
 /* Compute y in a graph of its own and return its values as nnt_values
  * does; NULL (the failure recorded) when y is NULL or the compute fails. */
 double *nnt_eval(kiln_ctx *ctx, kiln_tensor *y);
