@@ -190,7 +190,7 @@ KT_TEST(gemm_blocks_from_caches) {
  * the reference and as 1 thread, at every level. */
 static void tiny_blocks_level(kiln_simd_level lvl) {
     static const mnk s[] = {{100, 300, 300}, {9, 1100, 300}, {300, 20, 300}};
-    const kiln__cpu_caches tiny = {4 << 10, 64 << 10, 128 << 10};
+    const kiln__cpu_caches tiny = {4 << 10, 64 << 10, 512 << 10};
     kiln__cpu_caches_set(&tiny);
     for (size_t si = 0; si < sizeof s / sizeof *s; si++)
         for (int t = 0; t < 4; t++) {

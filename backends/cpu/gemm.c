@@ -1,10 +1,11 @@
 /* gemm.c — f32/f64 GEMM entry points (gemm.h) and kiln's own packed f32
  * GEMM: GotoBLAS/BLIS-style blocking (KC deep, MC rows of A, NC columns
- * of B), B packed into NR-wide row panels and A into MR-tall column panels
- * (transposes and strides absorbed by the packing), an ISA micro-kernel
- * (gemm_kernels.h) per MR x NR tile. Threads take units of work (row group
- * x column block, each packed in the thread's own buffers) from kiln's
- * pool (pool.h), with no barriers. One-row/one-column problems run GEMV-shaped loops;
+ * of B, sized from the CPU's caches: gemm_blocks.c), B packed into NR-wide
+ * row panels and A into MR-tall column panels (transposes and strides
+ * absorbed by the packing), an ISA micro-kernel (gemm_kernels.h) per MR x
+ * NR tile. Threads pack each block of B together into a shared buffer,
+ * then take units of work (rows x panels, A packed in the thread's own
+ * buffer) from kiln's pool (pool.h). One-row/one-column problems run GEMV-shaped loops;
  * small ones read B and A^T in place in a single pass. kiln__sgemm sends
  * big problems to OpenBLAS only when its core is as wide as kiln's. */
 #include "gemm.h"
@@ -108,14 +109,17 @@ static void sgemm_naive(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float
 
 /* ---- the blocked driver ----------------------------------------------- */
 
-/* One product in cache blocks (gemm_blocks.c): for each kc x nc block of
- * op(B), the threads first pack it together into one shared buffer, then
- * take units of work (an mr-multiple of rows x a run of B's NR panels),
- * each packing its rows of A into the thread's own buffer and multiplying
- * them by the shared panels. Every element of A and B is packed once per
- * block (units that each packed all of B packed it up to 8 times at 2
- * threads, as much work as the multiply itself at 1024^2); each element of
- * C is summed over k by one thread in one order, whichever thread it is. */
+/* One product in cache blocks (gemm_blocks.c): for each group of kc x nc
+ * blocks of op(B) (as many as the B block's cache budget holds: all of B
+ * up to 1024^2), the threads first pack it together into one shared
+ * buffer, then take units of work (an mr-multiple of rows x a run of B's
+ * NR panels), each packing its rows of A into the thread's own buffer and
+ * multiplying them by the shared panels, block after block. Every element
+ * of A and B is packed once per group (units that each packed all of B
+ * packed it up to 8 times at 2 threads, as much work as the multiply
+ * itself at 1024^2), and the threads meet twice per group (each meeting
+ * waits for a thread the OS parked); each element of C is summed over k by
+ * one thread in one order, whichever thread it is. */
 typedef struct sgemm_job {
     const kiln__sgemm_kernel *K;
     bool ta, tb;
@@ -123,9 +127,10 @@ typedef struct sgemm_job {
     const float *a, *b;
     float *c;
     float alpha, beta;
-    float *pb;             /* the shared packed block of B */
-    int64_t pc, kc, jc, nc; /* the block: k rows pc.., columns jc.. */
-    int64_t mu, pu;        /* a unit: mu rows x pu panels of NR */
+    float *pb;                  /* the shared packed group of B: block pc at (pc - pc0) * ncb */
+    int64_t kcb, ncb;           /* block depth and width */
+    int64_t pc0, pc1, jc, nc;   /* the group: k rows pc0 .. pc1, columns jc .. jc + nc */
+    int64_t mu, pu;             /* a unit: mu rows x pu panels of NR */
 } sgemm_job;
 
 /* One MR x NR tile (mr x nr of it inside C): straight into C when full
@@ -150,43 +155,49 @@ static void run_tile(const kiln__sgemm_kernel *K, int64_t kc, const float *pa, i
     }
 }
 
-/* B panels [p0, p1) of the block, packed by this thread */
+/* B panels [p0, p1) of every block of the group, packed by this thread */
 static void pack_b_panels(void *arg, int64_t p0, int64_t p1, int tid) {
     const sgemm_job *J = arg;
     int NR = J->K->nr;
     (void)tid;
-    pack_b(J->K, J->tb, J->b, J->ldb, J->pc, J->kc, J->jc + p0 * NR, min64(p1 * NR, J->nc) - p0 * NR,
-           J->pb + p0 * NR * J->kc);
+    for (int64_t pc = J->pc0; pc < J->pc1; pc += J->kcb) {
+        int64_t kc = min64(J->kcb, J->pc1 - pc);
+        pack_b(J->K, J->tb, J->b, J->ldb, pc, kc, J->jc + p0 * NR, min64(p1 * NR, J->nc) - p0 * NR,
+               J->pb + (pc - J->pc0) * J->ncb + p0 * NR * kc);
+    }
 }
 
-/* Units [u0, u1) of the block: rows i0.. of A packed here, times panels
- * jp0.. of the shared B, into C. */
+/* Units [u0, u1) of the group: rows i0.. of A packed here, block by
+ * block, times panels jp0.. of the shared B, into C. */
 static void mul_units(void *arg, int64_t u0, int64_t u1, int tid) {
     const sgemm_job *J = arg;
     const int MR = J->K->mr, NR = J->K->nr;
     const int64_t np = ceil_div(J->nc, NR), per_row = ceil_div(np, J->pu);
-    const float beta = J->pc == 0 ? J->beta : 1.0f;
-    float *pa = scratch(0, (size_t)(J->mu * J->kc));
+    float *pa = scratch(0, (size_t)(J->mu * J->kcb));
     (void)tid;
     for (int64_t u = u0; u < u1; u++) {
         int64_t i0 = u / per_row * J->mu, mc = min64(J->mu, J->m - i0);
         int64_t jp0 = u % per_row * J->pu, jp1 = min64(jp0 + J->pu, np);
         if (!pa) { /* out of memory for packing */
             int64_t j0 = J->jc + jp0 * NR, nc = min64(jp1 * NR, J->nc) - jp0 * NR;
-            const float *a = J->ta ? J->a + J->pc * J->lda + i0 : J->a + i0 * J->lda + J->pc;
-            const float *b = J->tb ? J->b + j0 * J->ldb + J->pc : J->b + J->pc * J->ldb + j0;
-            sgemm_naive(J->ta, J->tb, mc, nc, J->kc, J->alpha, a, J->lda, b, J->ldb, beta,
-                        J->c + i0 * J->ldc + j0, J->ldc);
+            const float *a = J->ta ? J->a + J->pc0 * J->lda + i0 : J->a + i0 * J->lda + J->pc0;
+            const float *b = J->tb ? J->b + j0 * J->ldb + J->pc0 : J->b + J->pc0 * J->ldb + j0;
+            sgemm_naive(J->ta, J->tb, mc, nc, J->pc1 - J->pc0, J->alpha, a, J->lda, b, J->ldb,
+                        J->pc0 == 0 ? J->beta : 1.0f, J->c + i0 * J->ldc + j0, J->ldc);
             continue;
         }
-        pack_a(J->K, J->ta, J->a, J->lda, i0, mc, J->pc, J->kc, pa);
-        for (int64_t jp = jp0; jp < jp1; jp++) {
-            int nr = (int)min64(NR, J->nc - jp * NR);
-            const float *pbj = J->pb + jp * NR * J->kc;
-            float *cj = J->c + i0 * J->ldc + J->jc + jp * NR;
-            for (int64_t ir = 0; ir < mc; ir += MR)
-                run_tile(J->K, J->kc, pa + ir * J->kc, MR, pbj, NR, cj + ir * J->ldc, J->ldc,
-                         (int)min64(MR, mc - ir), nr, J->alpha, beta);
+        for (int64_t pc = J->pc0; pc < J->pc1; pc += J->kcb) {
+            int64_t kc = min64(J->kcb, J->pc1 - pc);
+            float beta = pc == 0 ? J->beta : 1.0f;
+            pack_a(J->K, J->ta, J->a, J->lda, i0, mc, pc, kc, pa);
+            for (int64_t jp = jp0; jp < jp1; jp++) {
+                int nr = (int)min64(NR, J->nc - jp * NR);
+                const float *pbj = J->pb + (pc - J->pc0) * J->ncb + jp * NR * kc;
+                float *cj = J->c + i0 * J->ldc + J->jc + jp * NR;
+                for (int64_t ir = 0; ir < mc; ir += MR)
+                    run_tile(J->K, kc, pa + ir * kc, MR, pbj, NR, cj + ir * J->ldc, J->ldc, (int)min64(MR, mc - ir),
+                             nr, J->alpha, beta);
+            }
         }
     }
 }
@@ -196,26 +207,28 @@ static void sgemm_blocked(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t
                           int64_t ldc, int nt) {
     const int MR = K->mr, NR = K->nr;
     const kiln__sgemm_blocks bl = kiln__sgemm_blocks_for(K);
-    sgemm_job J = {K, ta, tb, m, n, k, lda, ldb, ldc, a, b, c, alpha, beta, NULL, 0, 0, 0, 0, 0, 0};
+    sgemm_job J = {K, ta, tb, m, n, k, lda, ldb, ldc, a, b, c, alpha, beta, NULL, 0, 0, 0, 0, 0, 0, 0, 0};
     /* even blocks; with threads, about 4 units a thread so that one the
      * OS parks holds up little: rows first (a split of B's panels packs
      * the unit's A again for each) */
-    const int64_t kcb = ceil_div(k, ceil_div(k, bl.kc)), ncb = ceil_div(ceil_div(n, ceil_div(n, bl.nc)), NR) * NR;
+    J.kcb = ceil_div(k, ceil_div(k, bl.kc));
+    J.ncb = ceil_div(ceil_div(n, ceil_div(n, bl.nc)), NR) * NR;
+    const int64_t group = J.kcb * (bl.kc * bl.nc / (J.kcb * J.ncb) > 1 ? bl.kc * bl.nc / (J.kcb * J.ncb) : 1);
     const int64_t want = nt > 1 ? 4 * nt : 1;
     J.mu = ceil_div(ceil_div(m, ceil_div(m, bl.mc)), MR) * MR;
     if (ceil_div(m, J.mu) < want) J.mu = ceil_div(ceil_div(m, want), MR) * MR;
     int64_t rows = ceil_div(m, J.mu), cols = rows < want ? ceil_div(want, rows) : 1;
-    J.pu = ceil_div(ceil_div(ncb, NR), cols);
-    J.pb = scratch(1, (size_t)(kcb * ncb));
+    J.pu = ceil_div(ceil_div(J.ncb, NR), cols);
+    J.pb = scratch(1, (size_t)(min64(group, k) * J.ncb));
     if (!J.pb) { /* out of memory for packing */
         sgemm_naive(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
     }
-    for (J.jc = 0; J.jc < n; J.jc += ncb) {
-        J.nc = min64(ncb, n - J.jc);
+    for (J.jc = 0; J.jc < n; J.jc += J.ncb) {
+        J.nc = min64(J.ncb, n - J.jc);
         int64_t np = ceil_div(J.nc, NR), units = ceil_div(m, J.mu) * ceil_div(np, J.pu);
-        for (J.pc = 0; J.pc < k; J.pc += kcb) {
-            J.kc = min64(kcb, k - J.pc);
+        for (J.pc0 = 0; J.pc0 < k; J.pc0 = J.pc1) {
+            J.pc1 = min64(J.pc0 + group, k);
             kiln__pool_for(np, ceil_div(np, want), nt, pack_b_panels, &J);
             kiln__pool_for(units, 1, nt, mul_units, &J);
         }
