@@ -23,14 +23,14 @@ for a in "$@"; do
     prev=$a
 done
 
-# options that torch_ref.py shares with kiln_bench; --only without train skips it
+# options that torch_ref.py shares with kiln_bench; --only without train or sizes skips it
 torch_args=""
 need_torch=1
 prev=""
 for a in "$@"; do
     case "$prev" in
         --threads) torch_args="$torch_args --threads $a" ;;
-        --only) [ "$a" = train ] || need_torch=0 ;;
+        --only) case "$a" in train|sizes) torch_args="$torch_args --only $a" ;; *) need_torch=0 ;; esac ;;
     esac
     [ "$a" = --quick ] && torch_args="$torch_args --quick"
     prev=$a
@@ -54,7 +54,7 @@ fi
 # Rapids VM gets its 2004 "Prescott" kernels, a quarter of the speed): on an
 # AVX-512 CPU, measure the GEMMs again against its AVX-512 (SkylakeX) kernels.
 gemm_part=1
-for a in "$@"; do case "$a" in train|memory) gemm_part=0 ;; esac; done
+for a in "$@"; do case "$a" in train|sizes|memory) gemm_part=0 ;; esac; done
 if [ "$gemm_part" = 1 ] && grep -q avx512f /proc/cpuinfo 2>/dev/null; then
     echo "# the GEMMs again, OpenBLAS forced to its AVX-512 kernels (OPENBLAS_CORETYPE=SkylakeX):"
     OPENBLAS_CORETYPE=SkylakeX "$bin" "$@" --only gemm | grep -v '^#'
