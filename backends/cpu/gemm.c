@@ -213,7 +213,8 @@ static void sgemm_blocked(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t
      * the unit's A again for each) */
     J.kcb = ceil_div(k, ceil_div(k, bl.kc));
     J.ncb = ceil_div(ceil_div(n, ceil_div(n, bl.nc)), NR) * NR;
-    const int64_t group = J.kcb * (bl.kc * bl.nc / (J.kcb * J.ncb) > 1 ? bl.kc * bl.nc / (J.kcb * J.ncb) : 1);
+    const int64_t per_group = bl.kc * bl.nc / (J.kcb * J.ncb); /* blocks in the B block's budget */
+    const int64_t group = J.kcb * (per_group > 1 ? per_group : 1);
     const int64_t want = nt > 1 ? 4 * nt : 1;
     J.mu = ceil_div(ceil_div(m, ceil_div(m, bl.mc)), MR) * MR;
     if (ceil_div(m, J.mu) < want) J.mu = ceil_div(ceil_div(m, want), MR) * MR;

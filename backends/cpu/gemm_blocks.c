@@ -3,8 +3,8 @@
  * NR panel of packed B fills L1 (the kernel reuses it for every A panel of
  * the block while A streams from L2 under prefetch; a deep kc spreads the
  * load and store of each C tile over more multiply-adds: on a Zen 5 with
- * 48 KiB L1, kc 384 and 512 took 3-5% less CPU time at 2048^2 than kc 192,
- * a panel of half of L1), an mc x kc block of packed A half of one core's
+ * 48 KiB L1, 2048^2 took about 4% more CPU time at kc 192, a panel of half
+ * of L1, than at 256 to 512), an mc x kc block of packed A half of one core's
  * L2, a kc x nc block of packed B half of one core's share of L3. Sizes
  * come from sysfs (Linux), else sysconf, else the defaults below (32 KiB,
  * 1 MiB, 2 MiB a core). */
@@ -79,7 +79,7 @@ static void caches_sysconf(kiln__cpu_caches *c) {
 }
 
 static kiln__cpu_caches detected, forced;
-static volatile int done, is_forced; /* a benign race: every thread computes the same sizes */
+static volatile int done, is_forced; /* done: a benign race, every thread reads the same sizes */
 
 const kiln__cpu_caches *kiln__cpu_caches_get(void) {
     if (is_forced) return &forced;
