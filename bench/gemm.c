@@ -87,9 +87,9 @@ static sgemm_fn *threaded_sgemm(int nt) {
 static void run_blas(void *p) {
     gemm_job *j = p;
     sgemm_fn *f = j->nt > 1 ? threaded_sgemm(j->nt) : NULL;
-    (f ? f : cblas_sgemm)(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans, j->tb ? CblasTrans : CblasNoTrans, (int)j->m,
-                (int)j->n, (int)j->k, 1.0f, j->a, (int)lead(j->ta, j->m, j->k), j->b, (int)lead(j->tb, j->k, j->n),
-                0.0f, j->c, (int)j->n);
+    (f ? f : cblas_sgemm)(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans, j->tb ? CblasTrans : CblasNoTrans,
+                          (int)j->m, (int)j->n, (int)j->k, 1.0f, j->a, (int)lead(j->ta, j->m, j->k), j->b,
+                          (int)lead(j->tb, j->k, j->n), 0.0f, j->c, (int)j->n);
 }
 #endif
 

@@ -6,7 +6,8 @@
  * One line per figure: name, kiln's value and unit, and the ratio to a
  * reference measured in the same run (OpenBLAS sgemm, a plain triad, or
  * PyTorch's figures read from FILE, written by bench/torch_ref.py; bench/run.sh
- * runs both; sizes: ResNet-18 and GPT training steps and peak RSS, bench/train_sizes.c; optim: optimizer steps against the triad, bench/optim.c; quant: the quantized
+ * runs both; sizes: ResNet-18 and GPT training steps and peak RSS,
+ * bench/train_sizes.c; optim: optimizer steps against the triad, bench/optim.c; quant: the quantized
  * dtypes' error and dequantize rate, bench/quant.c; load: 2 threads against 1
  * with a busy process on every core, bench/load.c).
  * Timings on a shared machine drift: read the ratios. */
