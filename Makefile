@@ -363,6 +363,8 @@ demo: deps
 BENCH_SRC = $(wildcard bench/*.c)
 BENCH_OBJ = $(BENCH_SRC:%.c=$(BUILD)/obj/%.o)
 $(BENCH_OBJ): KILN_CFLAGS += -Ibackends/cpu -Imodels
+# bench/gemm.c's reference at 2 threads: OpenBLAS's threaded library, dlopen'ed
+$(BENCH_OBJ): KILN_CFLAGS += -DBENCH_OPENBLAS_PTHREAD='"$(dir $(BLAS_DIR))openblas-pthread/libopenblas.so.0"'
 
 $(BUILD)/bench/kiln_bench: $(BENCH_OBJ) $(BUILD)/libkiln_models.a $(BUILD)/libkiln.a
 	@mkdir -p $(dir $@)

@@ -61,10 +61,11 @@ void bench_measure(const bench_job *jobs, int n_jobs, int min_reps, int max_reps
 }
 
 void bench_report(const char *name, double value, const char *unit, double ref_value, const char *ref_name) {
+    int digits = value < 10 ? 3 : 1; /* a slow training step's steps/s */
     if (ref_value > 0)
-        printf("%-34s kiln %9.1f %-9s %6.2fx %s\n", name, value, unit, value / ref_value, ref_name);
+        printf("%-34s kiln %9.*f %-9s %6.2fx %s\n", name, digits, value, unit, value / ref_value, ref_name);
     else
-        printf("%-34s kiln %9.1f %-9s      -  (%s)\n", name, value, unit, ref_name);
+        printf("%-34s kiln %9.*f %-9s      -  (%s)\n", name, digits, value, unit, ref_name);
     fflush(stdout);
 }
 

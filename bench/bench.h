@@ -55,6 +55,10 @@ typedef struct bench_opts {
 void bench_gemm(const bench_opts *o);
 void bench_memory(const bench_opts *o);
 void bench_train(const bench_opts *o);
+void bench_train_sizes(const bench_opts *o); /* bench/train_sizes.c */
+/* One line of bench_train_sizes, run in its own process (kiln_bench
+ * --size-line NAME THREADS): prints its median seconds a step; the exit status. */
+int bench_size_line(const char *name, const char *threads);
 void bench_vulkan(const bench_opts *o);
 void bench_optim(const bench_opts *o);
 void bench_quant(const bench_opts *o);

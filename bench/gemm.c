@@ -14,20 +14,25 @@
 #ifdef KILN_BLAS
 #include <cblas.h>
 #include <ctype.h>
+#include <dlfcn.h>
+typedef __typeof__(cblas_sgemm) sgemm_fn;
+static sgemm_fn *threaded_sgemm(int nt);
+
 /* "openblas-<core>": OpenBLAS picks its kernels by the CPU it detects, and
  * may pick an old core on a CPU it does not know (bench/run.sh then runs
- * the GEMM part again with OPENBLAS_CORETYPE forced) */
-static const char *ref_name(void) {
-    static char name[48];
-    if (!name[0]) {
-        snprintf(name, sizeof name, "openblas-%s", openblas_get_corename());
-        for (char *p = name; *p; p++) *p = (char)tolower((unsigned char)*p);
-    }
-    return name;
+ * the GEMM part again with OPENBLAS_CORETYPE forced); "-pthread" at more
+ * than one thread, "-1t" where its threaded library is missing */
+static const char *ref_name(int nt) {
+    static char name[2][64];
+    char *s = name[nt > 1];
+    snprintf(s, sizeof name[0], "openblas-%s%s", openblas_get_corename(),
+             nt == 1 ? "" : threaded_sgemm(nt) ? "-pthread" : "-1t");
+    for (char *p = s; *p; p++) *p = (char)tolower((unsigned char)*p);
+    return s;
 }
-#define REF_NAME ref_name()
+#define REF_NAME(nt) ref_name(nt)
 #else
-#define REF_NAME "no openblas in a BLAS=0 build"
+#define REF_NAME(nt) "no openblas in a BLAS=0 build"
 #endif
 
 typedef struct gemm_job {
@@ -60,11 +65,31 @@ static void run_lowp(void *p) {
 }
 
 #ifdef KILN_BLAS
+/* The build links OpenBLAS's single-threaded library (see the Makefile),
+ * whose figures at 2 threads would be 1 thread's: at more than one thread
+ * the reference is the threaded library (libopenblas0-pthread), loaded
+ * beside it with its own symbols. NULL when it is not installed. */
+static sgemm_fn *threaded_sgemm(int nt) {
+    static void *lib;
+    static sgemm_fn *fn;
+    static void (*set_threads)(int);
+    if (!lib) {
+        lib = dlopen(BENCH_OPENBLAS_PTHREAD, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+        if (!lib) return NULL;
+        fn = (sgemm_fn *)dlsym(lib, "cblas_sgemm");
+        set_threads = (void (*)(int))dlsym(lib, "openblas_set_num_threads");
+    }
+    if (!fn || !set_threads) return NULL;
+    set_threads(nt);
+    return fn;
+}
+
 static void run_blas(void *p) {
     gemm_job *j = p;
-    cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans, j->tb ? CblasTrans : CblasNoTrans, (int)j->m,
-                (int)j->n, (int)j->k, 1.0f, j->a, (int)lead(j->ta, j->m, j->k), j->b, (int)lead(j->tb, j->k, j->n),
-                0.0f, j->c, (int)j->n);
+    sgemm_fn *f = j->nt > 1 ? threaded_sgemm(j->nt) : NULL;
+    (f ? f : cblas_sgemm)(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans, j->tb ? CblasTrans : CblasNoTrans,
+                          (int)j->m, (int)j->n, (int)j->k, 1.0f, j->a, (int)lead(j->ta, j->m, j->k), j->b,
+                          (int)lead(j->tb, j->k, j->n), 0.0f, j->c, (int)j->n);
 }
 #endif
 
@@ -90,12 +115,10 @@ static uint16_t *to_bf16(const float *x, int64_t n) {
     return v;
 }
 
-/* A GEMM that is still slow (a scalar fallback) would take minutes at 2048:
+/* A GEMM that is still slow (a scalar fallback) would take minutes at 4096:
  * a size is skipped when the rate measured at the previous size predicts
- * more than this many seconds per call (kiln's own kernel slows down more
- * than the rate predicts once its operands leave the caches). */
+ * more than this many seconds per call. */
 #define MAX_CALL_S 3.0
-#define MAX_OWN_CALL_S 0.5
 
 /* The last rates seen of kiln's dispatch and own kernel (0: none yet). */
 typedef struct rates {
@@ -104,10 +127,11 @@ typedef struct rates {
 
 static bool too_slow(double gflops, double flop, double max_s) { return gflops > 0 && flop / (gflops * 1e9) > max_s; }
 
-static void report_or_skip(const char *name, bool ran, double *rate, double measured, double flop, double ref) {
+static void report_or_skip(const char *name, bool ran, double *rate, double measured, double flop, double ref,
+                           int nt) {
     if (ran) {
         *rate = measured;
-        bench_report(name, measured, "GFLOP/s", ref, REF_NAME);
+        bench_report(name, measured, "GFLOP/s", ref, REF_NAME(nt));
     } else {
         printf("%-34s skipped: %.1f GFLOP/s at the last size predicts %.0f s a call\n", name, *rate,
                flop / (*rate * 1e9));
@@ -124,18 +148,17 @@ static void one_shape(const bench_opts *o, const char *label, bool ta, bool tb, 
     bench_job jobs[3];
     int nj = 0, i_kiln = -1, i_own = -1, i_blas = -1;
     if (!too_slow(r->kiln, flop, MAX_CALL_S)) jobs[i_kiln = nj++] = (bench_job){run_kiln, &j};
-    if (!too_slow(r->own, flop, MAX_OWN_CALL_S)) jobs[i_own = nj++] = (bench_job){run_own, &j};
+    if (!too_slow(r->own, flop, MAX_CALL_S)) jobs[i_own = nj++] = (bench_job){run_own, &j};
 #ifdef KILN_BLAS
-    openblas_set_num_threads(nt);
     jobs[i_blas = nj++] = (bench_job){run_blas, &j};
 #endif
     if (nj > 0) bench_measure(jobs, nj, 3, 15, 2.0 * o->scale, med);
     double ref = i_blas >= 0 ? flop / med[i_blas] * 1e-9 : 0;
     char name[64];
     snprintf(name, sizeof name, "sgemm %s %dt", label, nt);
-    report_or_skip(name, i_kiln >= 0, &r->kiln, i_kiln >= 0 ? flop / med[i_kiln] * 1e-9 : 0, flop, ref);
+    report_or_skip(name, i_kiln >= 0, &r->kiln, i_kiln >= 0 ? flop / med[i_kiln] * 1e-9 : 0, flop, ref, nt);
     snprintf(name, sizeof name, "sgemm_own %s %dt", label, nt);
-    report_or_skip(name, i_own >= 0, &r->own, i_own >= 0 ? flop / med[i_own] * 1e-9 : 0, flop, ref);
+    report_or_skip(name, i_own >= 0, &r->own, i_own >= 0 ? flop / med[i_own] * 1e-9 : 0, flop, ref, nt);
     free(a);
     free(b);
     free(c);
@@ -160,7 +183,6 @@ static void bf16_shape(const bench_opts *o, int64_t s, int nt) {
         bench_job jobs[2] = {{run_lowp, &jl}};
         int nj = 1;
 #ifdef KILN_BLAS
-        openblas_set_num_threads(nt);
         jobs[nj++] = (bench_job){run_blas, &jf};
 #else
         (void)jf;
@@ -168,7 +190,7 @@ static void bf16_shape(const bench_opts *o, int64_t s, int nt) {
         double med[2] = {0, 0}, flop = 2.0 * (double)s * (double)s * (double)s;
         bench_measure(jobs, nj, 3, 15, 2.0 * o->scale, med);
         bench_report(name, flop / med[0] * 1e-9, "GFLOP/s", nj == 2 ? flop / med[1] * 1e-9 : 0,
-                     nj == 2 ? REF_NAME : "no openblas in a BLAS=0 build");
+                     REF_NAME(nt));
     }
     free(a);
     free(b);
@@ -178,7 +200,7 @@ static void bf16_shape(const bench_opts *o, int64_t s, int nt) {
 }
 
 void bench_gemm(const bench_opts *o) {
-    static const int64_t sizes[] = {256, 512, 1024, 2048};
+    static const int64_t sizes[] = {256, 512, 1024, 2048, 4096};
     for (int t = 0; t < o->n_threads; t++) {
         int nt = o->threads[t];
         rates r = {0, 0};

@@ -1,12 +1,13 @@
 /* main.c — `make bench`: kiln's CPU figures beside their references.
  *
- *     kiln_bench [--torch FILE] [--only gemm|memory|train|vulkan|optim|quant|generate|slots|dfp|load|qlora] [--model mlp|cnn|gpt] [--threads 1,2]
+ *     kiln_bench [--torch FILE] [--only gemm|memory|train|sizes|vulkan|optim|quant|generate|slots|dfp|load|qlora] [--model mlp|cnn|gpt] [--threads 1,2]
  *                [--quick] [--stream-mib N] [--qlora-layers N] [--qlora-gguf FILE]
  *
  * One line per figure: name, kiln's value and unit, and the ratio to a
  * reference measured in the same run (OpenBLAS sgemm, a plain triad, or
  * PyTorch's figures read from FILE, written by bench/torch_ref.py; bench/run.sh
- * runs both; optim: optimizer steps against the triad, bench/optim.c; slots: batched
+ * runs both; sizes: ResNet-18 and GPT training steps and peak RSS,
+ * bench/train_sizes.c; optim: optimizer steps against the triad, bench/optim.c; slots: batched
  * decoding against batch-1 generation, bench/slots.c; quant: the quantized
  * dtypes' error and dequantize rate, bench/quant.c; load: 2 threads against 1
  * with a busy process on every core, bench/load.c; qlora: a QLoRA step, bench/qlora.c).
@@ -18,11 +19,12 @@
 #include <string.h>
 
 static const char *usage =
-    "usage: kiln_bench [--torch FILE] [--only gemm|memory|train|vulkan|optim|quant|generate|slots|dfp|load|qlora] [--model mlp|cnn|gpt] [--threads 1,2] [--quick] [--stream-mib N] [--qlora-layers N] [--qlora-gguf FILE]\n";
+    "usage: kiln_bench [--torch FILE] [--only gemm|memory|train|sizes|vulkan|optim|quant|generate|slots|dfp|load|qlora] [--model mlp|cnn|gpt] [--threads 1,2] [--quick] [--stream-mib N] [--qlora-layers N] [--qlora-gguf FILE]\n";
 
 int main(int argc, char **argv) {
     bench_opts o = {.threads = {1, 2}, .n_threads = 2, .scale = 1.0, .stream_mib = 320, .qlora_layers = 2};
     const char *only = NULL, *torch = NULL;
+    if (argc == 4 && strcmp(argv[1], "--size-line") == 0) return bench_size_line(argv[2], argv[3]);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--torch") == 0 && v) {
@@ -64,6 +66,7 @@ int main(int argc, char **argv) {
     if (!only || strcmp(only, "gemm") == 0) bench_gemm(&o);
     if (!only || strcmp(only, "memory") == 0) bench_memory(&o);
     if (!only || strcmp(only, "train") == 0) bench_train(&o);
+    if (!only || strcmp(only, "sizes") == 0) bench_train_sizes(&o);
     if (!only || strcmp(only, "vulkan") == 0) bench_vulkan(&o);
     if (!only || strcmp(only, "optim") == 0) bench_optim(&o);
     if (!only || strcmp(only, "quant") == 0) bench_quant(&o);

@@ -27,7 +27,7 @@ for a in "$@"; do
     prev=$a
 done
 
-# options that torch_ref.py shares with kiln_bench; --only other than train or qlora skips it
+# options that torch_ref.py shares with kiln_bench; --only other than train, sizes or qlora skips it
 torch_args=""
 need_torch=1
 prev=""
@@ -35,7 +35,7 @@ for a in "$@"; do
     case "$prev" in
         --threads) torch_args="$torch_args --threads $a" ;;
         --qlora-layers) torch_args="$torch_args --qlora-layers $a" ;;
-        --only) case "$a" in train|qlora) torch_args="$torch_args --only $a" ;; *) need_torch=0 ;; esac ;;
+        --only) case "$a" in train|sizes|qlora) torch_args="$torch_args --only $a" ;; *) need_torch=0 ;; esac ;;
     esac
     [ "$a" = --quick ] && torch_args="$torch_args --quick"
     prev=$a
@@ -59,7 +59,7 @@ fi
 # Rapids VM gets its 2004 "Prescott" kernels, a quarter of the speed): on an
 # AVX-512 CPU, measure the GEMMs again against its AVX-512 (SkylakeX) kernels.
 gemm_part=1
-for a in "$@"; do case "$a" in train|memory|qlora) gemm_part=0 ;; esac; done
+for a in "$@"; do case "$a" in train|sizes|memory|qlora) gemm_part=0 ;; esac; done
 if [ "$gemm_part" = 1 ] && grep -q avx512f /proc/cpuinfo 2>/dev/null; then
     echo "# the GEMMs again, OpenBLAS forced to its AVX-512 kernels (OPENBLAS_CORETYPE=SkylakeX):"
     OPENBLAS_CORETYPE=SkylakeX "$bin" "$@" --only gemm | grep -v '^#'

@@ -2,15 +2,22 @@
 """torch_ref.py — PyTorch's figures for `make bench` (bench/train.c's models,
 bench/qlora.c's step).
 
-    /usr/bin/python3 bench/torch_ref.py [--threads 1,2] [--quick] [--only train|qlora] [--qlora-layers N] > FILE
+    /usr/bin/python3 bench/torch_ref.py [--only train|sizes|qlora] [--threads 1,2] [--quick] [--qlora-layers N] > FILE
 
-Trains the same three models as bench/train.c, with the same shapes,
+Trains the same models as bench/train.c (train) and bench/train_sizes.c
+(sizes: ResNet-18 and GPT-2 at real sizes), with the same shapes,
 optimizers and thread counts (torch.set_num_threads), on random data, and
 prints one machine-readable line per figure, read by kiln_bench --torch FILE:
 
-    ref train_<model>_<N>t <value>     steps/s (mlp, cnn) or tokens/s (gpt)
+    ref train_<model>_<N>t <value>     steps/s (mlp, cnn, sizes) or tokens/s (gpt)
+    ref rss_<model>_<N>t <value>       peak RSS in MiB (sizes)
     ref qlora_<L>l_<N>t <value>        tokens/s of bench/qlora.c's step (N: the larger count)
     note <text>                        why there are no figures
+
+Each sizes line runs in a process of its own (this script again, with
+--size-line), its peak RSS the child's ru_maxrss (the interpreter and torch
+included, as a PyTorch user's process has them), timed as kiln's: one
+warm-up step, then 3 steps, the median.
 
 Timing as kiln's bench: one warm-up step, then steps until a time budget is
 spent (at least 3), median seconds per step. Without PyTorch it prints only
@@ -18,7 +25,9 @@ a note and exits 0. Attention is written out (q k^T, causal mask, softmax,
 @ v): torch 1.13 has no fused scaled_dot_product_attention.
 """
 import math
+import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -31,6 +40,11 @@ except ImportError as e:  # the bench prints kiln's figures alone
     sys.exit(0)
 
 V, T, L, D, H, B_GPT = 256, 128, 4, 256, 4, 16
+SIZE_STEPS = 3
+# name: (kind, batch, width) as bench/train_sizes.c's lines
+SIZE_LINES = {"resnet18_b32": ("resnet", 32, 0), "resnet18_b128": ("resnet", 128, 0),
+              "gpt512": ("gpt", 8, 512), "gpt768": ("gpt", 8, 768)}
+GPT2_LAYERS, GPT2_CONTEXT = 6, 256
 
 
 class MLP(nn.Module):
@@ -54,20 +68,23 @@ class CNN(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self):
+    """Pre-layernorm attention and MLP; gelu "none" (erf) or "tanh"."""
+
+    def __init__(self, d=D, h=H, t=T, gelu="none"):
         super().__init__()
-        self.ln1, self.ln2 = nn.LayerNorm(D), nn.LayerNorm(D)
-        self.attn, self.proj = nn.Linear(D, 3 * D), nn.Linear(D, D)
-        self.fc, self.fc2 = nn.Linear(D, 4 * D), nn.Linear(4 * D, D)
-        self.register_buffer("mask", torch.ones(T, T, dtype=torch.bool).triu(1))
+        self.h, self.gelu = h, gelu
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.attn, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        self.register_buffer("mask", torch.ones(t, t, dtype=torch.bool).triu(1))
 
     def forward(self, x):
-        b, t, _ = x.shape
-        q, k, v = self.attn(self.ln1(x)).view(b, t, 3 * H, D // H).transpose(1, 2).split(H, dim=1)
-        s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(D // H))
+        b, t, d = x.shape
+        q, k, v = self.attn(self.ln1(x)).view(b, t, 3 * self.h, d // self.h).transpose(1, 2).split(self.h, dim=1)
+        s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(d // self.h))
         a = torch.softmax(s.masked_fill(self.mask, float("-inf")), -1) @ v
-        x = x + self.proj(a.transpose(1, 2).reshape(b, t, D))
-        return x + self.fc2(F.gelu(self.fc(self.ln2(x))))
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.fc2(F.gelu(self.fc(self.ln2(x)), approximate=self.gelu))
 
 
 class GPT(nn.Module):
@@ -161,16 +178,78 @@ def setup_qlora(layers, seq=512, vocab=32000, d=2048):
     return step
 
 
+class BasicBlock(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.down = None
+        if stride != 1 or cin != cout:
+            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x)))))
+        return F.relu(y + (x if self.down is None else self.down(x)))
+
+
+class ResNet18(nn.Module):
+    """models/resnet.h's resnet18_cifar: 3x3 stem of stride 1, no max-pool."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(3, 64, 3, 1, 1, bias=False), nn.BatchNorm2d(64)
+        blocks, cin = [], 64
+        for i, w in enumerate((64, 128, 256, 512)):
+            for b in range(2):
+                blocks.append(BasicBlock(cin, w, 2 if i > 0 and b == 0 else 1))
+                cin = w
+        self.blocks = nn.Sequential(*blocks)
+        self.fc = nn.Linear(512, classes)
+
+    def forward(self, x):
+        x = self.blocks(F.relu(self.bn1(self.conv1(x))))
+        return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+class GPT2(nn.Module):
+    """models/gpt.h's GPT-2: learned positions, head tied to wte."""
+
+    def __init__(self, d, layers, t):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(V, d), nn.Embedding(t, d)
+        self.blocks = nn.ModuleList(Block(d, d // 64, t, "tanh") for _ in range(layers))
+        self.ln_f = nn.LayerNorm(d)
+        self.register_buffer("pos", torch.arange(t))
+
+    def forward(self, idx):
+        x = self.wte(idx) + self.wpe(self.pos)
+        for blk in self.blocks:
+            x = blk(x)
+        return self.ln_f(x) @ self.wte.weight.t()
+
+
 def setup(name):
     g = torch.Generator().manual_seed(1)
     if name == "mlp":
         model, x, y = MLP(), torch.rand(128, 784, generator=g), torch.randint(0, 10, (128,), generator=g)
     elif name == "cnn":
         model, x, y = CNN(), torch.rand(128, 1, 28, 28, generator=g), torch.randint(0, 10, (128,), generator=g)
-    else:
+    elif name == "gpt":
         model = GPT()
         x, y = torch.randint(0, V, (B_GPT, T), generator=g), torch.randint(0, V, (B_GPT, T), generator=g)
-    if name == "gpt":
+    elif SIZE_LINES[name][0] == "resnet":
+        n = SIZE_LINES[name][1]
+        model, x, y = ResNet18(), torch.rand(n, 3, 32, 32, generator=g), torch.randint(0, 10, (n,), generator=g)
+    else:
+        n, d = SIZE_LINES[name][1:]
+        model = GPT2(d, GPT2_LAYERS, GPT2_CONTEXT)
+        x = torch.randint(0, V, (n, GPT2_CONTEXT), generator=g)
+        y = torch.randint(0, V, (n, GPT2_CONTEXT), generator=g)
+    if name in SIZE_LINES and SIZE_LINES[name][0] == "resnet":
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
+    elif name != "mlp" and name != "cnn":
         opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
     else:
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -194,9 +273,37 @@ def measure(step, budget_s, min_reps=3, max_reps=200):
     return statistics.median(times)
 
 
+def size_line(name, nt):
+    """The child: one sizes line; prints its median seconds a step."""
+    torch.set_num_threads(nt)
+    step = setup(name)
+    times = []
+    for _ in range(SIZE_STEPS + 1):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    print(statistics.median(times[1:]), flush=True)
+
+
+def sizes(threads):
+    for name in SIZE_LINES:
+        for nt in threads:
+            child = subprocess.Popen([sys.executable, __file__, "--size-line", name, str(nt)], stdout=subprocess.PIPE)
+            out = child.stdout.read()
+            _, status, ru = os.wait4(child.pid, 0)
+            if status != 0:
+                print(f"note torch_ref.py --size-line {name} {nt} failed", flush=True)
+                continue
+            print(f"ref train_{name}_{nt}t {1.0 / float(out):.6g}", flush=True)
+            print(f"ref rss_{name}_{nt}t {ru.ru_maxrss / 1024.0:.6g}", flush=True)
+
+
 def main():
     threads, scale, only, layers = [1, 2], 1.0, None, 2
     args = sys.argv[1:]
+    if args[:1] == ["--size-line"]:
+        size_line(args[1], int(args[2]))
+        return
     if "--only" in args:
         only = args[args.index("--only") + 1]
     if "--qlora-layers" in args:
@@ -206,13 +313,14 @@ def main():
     if "--quick" in args:
         scale = 0.25
     print(f"note torch {torch.__version__}", flush=True)
-    for name, per_step, budget in (("mlp", 1, 2.0), ("cnn", 1, 3.0), ("gpt", B_GPT * T, 6.0)):
-        if only not in (None, "train"):
-            break
-        step = setup(name)
-        for nt in threads:
-            torch.set_num_threads(nt)
-            print(f"ref train_{name}_{nt}t {per_step / measure(step, budget * scale):.6g}", flush=True)
+    if only in (None, "train"):
+        for name, per_step, budget in (("mlp", 1, 2.0), ("cnn", 1, 3.0), ("gpt", B_GPT * T, 6.0)):
+            step = setup(name)
+            for nt in threads:
+                torch.set_num_threads(nt)
+                print(f"ref train_{name}_{nt}t {per_step / measure(step, budget * scale):.6g}", flush=True)
+    if only in (None, "sizes"):
+        sizes(threads)
     if only in (None, "qlora"):
         torch.set_num_threads(threads[-1])
         step = setup_qlora(layers)

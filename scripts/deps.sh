@@ -3,7 +3,8 @@
 #
 # Usage: scripts/deps.sh [group...]
 #   build     compilers (clang-14 with its sanitizer and libFuzzer runtimes for
-#             make fuzz), BLAS/LAPACK, OpenMP, zlib, stb, and for the Vulkan
+#             make fuzz), BLAS/LAPACK (and OpenBLAS's threaded library: make
+#             bench's GEMM reference at 2 threads), OpenMP, zlib, stb, and for the Vulkan
 #             backend the loader, glslc, spirv-val, Mesa's lavapipe (a Vulkan
 #             device on the CPU) and the validation layers (to build and test)
 #   data      Fashion-MNIST and fortunes (for the examples)
@@ -23,7 +24,7 @@
 # $KILN_DEPS_LOCK_WAIT seconds (default 300), then fails.
 set -eu
 
-build_pkgs="gcc make pkg-config jq libjansson-dev libopenblas-dev libopenblas-serial-dev liblapacke-dev zlib1g-dev libstb-dev clang
+build_pkgs="gcc make pkg-config jq libjansson-dev libopenblas-dev libopenblas-serial-dev libopenblas0-pthread liblapacke-dev zlib1g-dev libstb-dev clang
   clang-14 libclang-rt-14-dev
   libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers vulkan-tools"
 data_pkgs="dataset-fashion-mnist fortunes"

@@ -150,6 +150,70 @@ KT_TEST(gemm_own_threads_1_vs_2) {
     FOR_EACH_LEVEL(lvl) with_level(lvl, threads_level);
 }
 
+/* The blocks follow the caches: each fits its level, and other caches give
+ * other blocks (none reported: defaults). */
+KT_TEST(gemm_blocks_from_caches) {
+    static const kiln__cpu_caches cases[] = {
+        {32 << 10, 1 << 20, 16 << 20}, {48 << 10, 2 << 20, 240 << 20}, {4 << 10, 64 << 10, 0}, {0, 0, 0},
+        {64 << 10, 256 << 10, 128 << 10},
+    };
+    const kiln__sgemm_kernel *ks[] = {&kiln__sgemm_kernel_scalar,
+#if defined(__x86_64__)
+                                      &kiln__sgemm_kernel_avx2, &kiln__sgemm_kernel_avx512,
+#endif
+    };
+    for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
+        for (size_t j = 0; j < sizeof cases / sizeof *cases; j++) {
+            const kiln__sgemm_kernel *K = ks[i];
+            kiln__cpu_caches c = cases[j];
+            kiln__sgemm_blocks b = kiln__sgemm_blocks_derive(K, &c);
+            if (!c.l1d && !c.l2) c = (kiln__cpu_caches){32 << 10, 1 << 20, 2 << 20};
+            int64_t l3 = c.l3_per_core > c.l2 ? c.l3_per_core : c.l2;
+            KT_CHECK(b.kc >= 128 && b.kc <= 512 && b.kc % 16 == 0, "%s case %zu: kc %lld", K->name, j, (long long)b.kc);
+            KT_CHECK(b.kc == 128 || b.kc * K->nr * 4 <= c.l1d, "%s case %zu: B panel %lld x %d over L1 %lld", K->name,
+                     j, (long long)b.kc, K->nr, (long long)c.l1d);
+            KT_CHECK(b.mc % K->mr == 0 && (b.mc == K->mr || b.mc * b.kc * 4 <= c.l2 / 2),
+                     "%s case %zu: mc %lld x kc %lld for L2 %lld", K->name, j, (long long)b.mc, (long long)b.kc,
+                     (long long)c.l2);
+            KT_CHECK(b.nc % K->nr == 0 && (b.nc == K->nr || b.nc * b.kc * 4 <= l3 / 2),
+                     "%s case %zu: nc %lld x kc %lld for L3 %lld", K->name, j, (long long)b.nc, (long long)b.kc,
+                     (long long)l3);
+        }
+    kiln__sgemm_blocks small = kiln__sgemm_blocks_derive(&kiln__sgemm_kernel_scalar, &cases[0]);
+    kiln__sgemm_blocks big = kiln__sgemm_blocks_derive(&kiln__sgemm_kernel_scalar, &cases[1]);
+    KT_CHECK(big.mc > small.mc && big.nc > small.nc, "mc %lld -> %lld, nc %lld -> %lld for bigger caches",
+             (long long)small.mc, (long long)big.mc, (long long)small.nc, (long long)big.nc);
+}
+
+/* Tiny caches cut products into many kc, mc and nc blocks (edges in all
+ * three), and 2 threads share each packed block of B: the same result as
+ * the reference and as 1 thread, at every level. */
+static void tiny_blocks_level(kiln_simd_level lvl) {
+    static const mnk s[] = {{100, 300, 300}, {9, 1100, 300}, {300, 20, 300}};
+    const kiln__cpu_caches tiny = {4 << 10, 64 << 10, 512 << 10};
+    kiln__cpu_caches_set(&tiny);
+    for (size_t si = 0; si < sizeof s / sizeof *s; si++)
+        for (int t = 0; t < 4; t++) {
+            size_t sz = (size_t)(s[si].m * (s[si].n + 2));
+            float *c1 = malloc(sz * sizeof *c1), *c2 = malloc(sz * sizeof *c2);
+            KT_REQUIRE(c1 && c2, "out of memory");
+            for (int nt = 1; nt <= 2; nt++) {
+                rng_state = si * 5 + (size_t)t;
+                check_sgemm(kiln__sgemm_own, kiln__simd_level_name(lvl), s[si], t & 1, t >> 1, 0.5f, 0.25f, 2, nt,
+                            nt == 1 ? c1 : c2);
+            }
+            KT_CHECK(!memcmp(c1, c2, sz * sizeof *c1), "%s %lldx%lldx%lld: 1 and 2 threads differ",
+                     kiln__simd_level_name(lvl), (long long)s[si].m, (long long)s[si].n, (long long)s[si].k);
+            free(c1);
+            free(c2);
+        }
+    kiln__cpu_caches_set(NULL);
+}
+
+KT_TEST(gemm_own_tiny_cache_blocks) {
+    FOR_EACH_LEVEL(lvl) with_level(lvl, tiny_blocks_level);
+}
+
 KT_TEST(gemm_dispatch_matches_reference) {
     sweep(kiln__sgemm, "kiln__sgemm", 1);
     sweep(kiln__sgemm, "kiln__sgemm", 2);

@@ -1,10 +1,11 @@
 /* gemm.c — f32/f64 GEMM entry points (gemm.h) and kiln's own packed f32
  * GEMM: GotoBLAS/BLIS-style blocking (KC deep, MC rows of A, NC columns
- * of B), B packed into NR-wide row panels and A into MR-tall column panels
- * (transposes and strides absorbed by the packing), an ISA micro-kernel
- * (gemm_kernels.h) per MR x NR tile. Threads take units of work (row group
- * x column block, each packed in the thread's own buffers) from kiln's
- * pool (pool.h), with no barriers. One-row/one-column problems run GEMV-shaped loops;
+ * of B, sized from the CPU's caches: gemm_blocks.c), B packed into NR-wide
+ * row panels and A into MR-tall column panels (transposes and strides
+ * absorbed by the packing), an ISA micro-kernel (gemm_kernels.h) per MR x
+ * NR tile. Threads pack each block of B together into a shared buffer,
+ * then take units of work (rows x panels, A packed in the thread's own
+ * buffer) from kiln's pool (pool.h). One-row/one-column problems run GEMV-shaped loops;
  * small ones read B and A^T in place in a single pass. kiln__sgemm sends
  * big problems to OpenBLAS only when its core is as wide as kiln's. */
 #include "gemm.h"
@@ -93,17 +94,43 @@ static void pack_b(const kiln__sgemm_kernel *K, bool tb, const float *b, int64_t
     }
 }
 
+static void sgemm_naive(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                        const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+    for (int64_t i = 0; i < m; i++) {
+        float *ci = c + i * ldc;
+        for (int64_t j = 0; j < n; j++) {
+            float s = 0;
+            for (int64_t p = 0; p < k; p++)
+                s += (ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
+            ci[j] = alpha * s + (beta != 0 ? beta * ci[j] : 0);
+        }
+    }
+}
+
 /* ---- the blocked driver ----------------------------------------------- */
 
-typedef struct {
+/* One product in cache blocks (gemm_blocks.c): for each group of kc x nc
+ * blocks of op(B) (as many as the B block's cache budget holds: all of B
+ * up to 1024^2), the threads first pack it together into one shared
+ * buffer, then take units of work (an mr-multiple of rows x a run of B's
+ * NR panels), each packing its rows of A into the thread's own buffer and
+ * multiplying them by the shared panels, block after block. Every element
+ * of A and B is packed once per group (units that each packed all of B
+ * packed it up to 8 times at 2 threads, as much work as the multiply
+ * itself at 1024^2), and the threads meet twice per group (each meeting
+ * waits for a thread the OS parked); each element of C is summed over k by
+ * one thread in one order, whichever thread it is. */
+typedef struct sgemm_job {
     const kiln__sgemm_kernel *K;
     bool ta, tb;
     int64_t m, n, k, lda, ldb, ldc;
     const float *a, *b;
     float *c;
     float alpha, beta;
-    int64_t kcb, mcb, ncb; /* block sizes used */
-    int64_t mu;            /* rows per unit of work (a multiple of mcb, or all m) */
+    float *pb;                  /* the shared packed group of B: block pc at (pc - pc0) * ncb */
+    int64_t kcb, ncb;           /* block depth and width */
+    int64_t pc0, pc1, jc, nc;   /* the group: k rows pc0 .. pc1, columns jc .. jc + nc */
+    int64_t mu, pu;             /* a unit: mu rows x pu panels of NR */
 } sgemm_job;
 
 /* One MR x NR tile (mr x nr of it inside C): straight into C when full
@@ -128,84 +155,103 @@ static void run_tile(const kiln__sgemm_kernel *K, int64_t kc, const float *pa, i
     }
 }
 
-/* One unit of work: C[i0 .. i0+mu, j0 .. j0+nc] over all of k, B packed
- * once per kc step and A per MC block, in this thread's own buffers (no
- * sharing, so no barriers: a thread the OS parks on a busy machine delays
- * only the units it holds). */
-static void sgemm_unit(const sgemm_job *J, int64_t i0, int64_t mu, int64_t j0, int64_t nc, float *pa, float *pb) {
-    int MR = J->K->mr, NR = J->K->nr;
-    int64_t np = ceil_div(nc, NR);
-    for (int64_t pc = 0; pc < J->k; pc += J->kcb) {
-        int64_t kc = min64(J->kcb, J->k - pc);
-        float beta = pc == 0 ? J->beta : 1.0f;
-        pack_b(J->K, J->tb, J->b, J->ldb, pc, kc, j0, nc, pb);
-        for (int64_t ic = i0; ic < i0 + mu; ic += J->mcb) {
-            int64_t mc = min64(J->mcb, i0 + mu - ic);
-            pack_a(J->K, J->ta, J->a, J->lda, ic, mc, pc, kc, pa);
-            for (int64_t jp = 0; jp < np; jp++) {
-                int nr = (int)min64(NR, nc - jp * NR);
-                const float *pbj = pb + jp * NR * kc;
-                for (int64_t ir = 0; ir < mc; ir += MR)
-                    run_tile(J->K, kc, pa + ir * kc, MR, pbj, NR, J->c + (ic + ir) * J->ldc + j0 + jp * NR, J->ldc,
-                             (int)min64(MR, mc - ir), nr, J->alpha, beta);
-            }
-        }
-    }
-}
-
-static void sgemm_naive(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
-                        const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
-    for (int64_t i = 0; i < m; i++) {
-        float *ci = c + i * ldc;
-        for (int64_t j = 0; j < n; j++) {
-            float s = 0;
-            for (int64_t p = 0; p < k; p++)
-                s += (ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
-            ci[j] = alpha * s + (beta != 0 ? beta * ci[j] : 0);
-        }
-    }
-}
-
-/* Units [u0, u1) (row block x column block), packed in this thread's buffers. */
-static void sgemm_units(void *arg, int64_t u0, int64_t u1, int tid) {
+/* B panels [p0, p1) of every block of the group, packed by this thread */
+static void pack_b_panels(void *arg, int64_t p0, int64_t p1, int tid) {
     const sgemm_job *J = arg;
-    const int64_t ncols_blocks = ceil_div(J->n, J->ncb);
-    float *pa = scratch(0, (size_t)(J->mcb * J->kcb));
-    float *pb = scratch(1, (size_t)(J->kcb * ceil_div(J->ncb, J->K->nr) * J->K->nr));
+    int NR = J->K->nr;
+    (void)tid;
+    for (int64_t pc = J->pc0; pc < J->pc1; pc += J->kcb) {
+        int64_t kc = min64(J->kcb, J->pc1 - pc);
+        pack_b(J->K, J->tb, J->b, J->ldb, pc, kc, J->jc + p0 * NR, min64(p1 * NR, J->nc) - p0 * NR,
+               J->pb + (pc - J->pc0) * J->ncb + p0 * NR * kc);
+    }
+}
+
+/* Units [u0, u1) of the group: rows i0.. of A packed here, block by
+ * block, times panels jp0.. of the shared B (or, without one, of the
+ * unit's own, packed here too), into C. */
+static void mul_units(void *arg, int64_t u0, int64_t u1, int tid) {
+    const sgemm_job *J = arg;
+    const int MR = J->K->mr, NR = J->K->nr;
+    const int64_t np = ceil_div(J->nc, NR), per_row = ceil_div(np, J->pu);
+    float *pa = scratch(0, (size_t)(J->mu * J->kcb)), *own = J->pb ? NULL : scratch(1, (size_t)(J->kcb * J->pu * NR));
     (void)tid;
     for (int64_t u = u0; u < u1; u++) {
-        int64_t i0 = u / ncols_blocks * J->mu, j0 = u % ncols_blocks * J->ncb;
-        int64_t mc = min64(J->mu, J->m - i0), nc = min64(J->ncb, J->n - j0);
-        if (pa && pb) sgemm_unit(J, i0, mc, j0, nc, pa, pb);
-        else /* out of memory for packing */
-            sgemm_naive(J->ta, J->tb, mc, nc, J->k, J->alpha, J->a + (J->ta ? i0 : i0 * J->lda), J->lda,
-                        J->b + (J->tb ? j0 * J->ldb : j0), J->ldb, J->beta, J->c + i0 * J->ldc + j0, J->ldc);
+        int64_t i0 = u / per_row * J->mu, mc = min64(J->mu, J->m - i0);
+        int64_t jp0 = u % per_row * J->pu, jp1 = min64(jp0 + J->pu, np);
+        int64_t j0 = J->jc + jp0 * NR, nc = min64(jp1 * NR, J->nc) - jp0 * NR;
+        if (!pa || (!J->pb && !own)) { /* out of memory for packing */
+            const float *a = J->ta ? J->a + J->pc0 * J->lda + i0 : J->a + i0 * J->lda + J->pc0;
+            const float *b = J->tb ? J->b + j0 * J->ldb + J->pc0 : J->b + J->pc0 * J->ldb + j0;
+            sgemm_naive(J->ta, J->tb, mc, nc, J->pc1 - J->pc0, J->alpha, a, J->lda, b, J->ldb,
+                        J->pc0 == 0 ? J->beta : 1.0f, J->c + i0 * J->ldc + j0, J->ldc);
+            continue;
+        }
+        for (int64_t pc = J->pc0; pc < J->pc1; pc += J->kcb) {
+            int64_t kc = min64(J->kcb, J->pc1 - pc);
+            float beta = pc == 0 ? J->beta : 1.0f;
+            pack_a(J->K, J->ta, J->a, J->lda, i0, mc, pc, kc, pa);
+            if (own) pack_b(J->K, J->tb, J->b, J->ldb, pc, kc, j0, nc, own);
+            for (int64_t jp = jp0; jp < jp1; jp++) {
+                int nr = (int)min64(NR, J->nc - jp * NR);
+                const float *pbj = own ? own + (jp - jp0) * NR * kc : J->pb + (pc - J->pc0) * J->ncb + jp * NR * kc;
+                float *cj = J->c + i0 * J->ldc + J->jc + jp * NR;
+                for (int64_t ir = 0; ir < mc; ir += MR)
+                    run_tile(J->K, kc, pa + ir * kc, MR, pbj, NR, cj + ir * J->ldc, J->ldc, (int)min64(MR, mc - ir),
+                             nr, J->alpha, beta);
+            }
+        }
     }
 }
 
 static void sgemm_blocked(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                           float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                           int64_t ldc, int nt) {
-    sgemm_job J = {K, ta, tb, m, n, k, lda, ldb, ldc, a, b, c, alpha, beta, 0, 0, 0, 0};
-    int MR = K->mr, NR = K->nr;
-    /* Units of work: column blocks of all rows (B packed once). With
-     * threads, about 4 units per thread so a stalled thread's share is
-     * small: splitting columns repacks A per block, splitting rows repacks
-     * B, so the longer dimension is split first. */
-    int64_t ncmax = K->nc, rgroups = 1;
-    if (nt > 1)
-        while (ceil_div(n, ncmax) * rgroups < 4 * nt) {
-            bool cols = ncmax >= 8 * NR && ceil_div(n, ncmax) * 2 <= ceil_div(n, 4 * NR);
-            bool rows = ceil_div(m, rgroups * 2) >= 2 * MR;
-            if (rows && (m >= n || !cols)) rgroups *= 2;
-            else if (cols) ncmax /= 2;
-            else break;
+    const int MR = K->mr, NR = K->nr;
+    const kiln__sgemm_blocks bl = kiln__sgemm_blocks_for(K);
+    sgemm_job J = {K, ta, tb, m, n, k, lda, ldb, ldc, a, b, c, alpha, beta, NULL, 0, 0, 0, 0, 0, 0, 0, 0};
+    /* even blocks; with threads, about 4 units a thread so that one the
+     * OS parks holds up little: rows first (a split of B's panels packs
+     * the unit's A again for each) */
+    J.kcb = ceil_div(k, ceil_div(k, bl.kc));
+    J.ncb = ceil_div(ceil_div(n, ceil_div(n, bl.nc)), NR) * NR;
+    const int64_t per_group = bl.kc * bl.nc / (J.kcb * J.ncb); /* blocks in the B block's budget */
+    const int64_t group = J.kcb * (per_group > 1 ? per_group : 1);
+    const int64_t want = nt > 1 ? 4 * nt : 1;
+    /* a shallow product writes C once per few multiply-adds: its A blocks
+     * shrink with k, so that the rows a B panel's tiles write stay close
+     * (576 x 32768 x 64, a convolution's data gradient: 1.37x the CPU time
+     * of 56-row blocks at 294) */
+    const int64_t mc = J.kcb < bl.kc ? (bl.mc * J.kcb / bl.kc / MR > 1 ? bl.mc * J.kcb / bl.kc / MR * MR : MR) : bl.mc;
+    if (m <= mc) {
+        /* one block of rows (a convolution's O output channels): no other
+         * rows read B, so units of columns each pack their own B, a block
+         * the size of A's (for L2), and the threads meet once */
+        const int64_t np = ceil_div(n, NR), l2_panels = bl.mc * bl.kc / (J.kcb * NR);
+        J.mu = ceil_div(m, MR) * MR;
+        J.pu = min64(l2_panels > 1 ? l2_panels : 1, ceil_div(np, want));
+        J.jc = 0, J.nc = n, J.pc0 = 0, J.pc1 = k;
+        kiln__pool_for(ceil_div(np, J.pu), 1, nt, mul_units, &J);
+        return;
+    }
+    J.mu = ceil_div(ceil_div(m, ceil_div(m, mc)), MR) * MR;
+    if (ceil_div(m, J.mu) < want) J.mu = ceil_div(ceil_div(m, want), MR) * MR;
+    int64_t rows = ceil_div(m, J.mu), cols = rows < want ? ceil_div(want, rows) : 1;
+    J.pu = ceil_div(ceil_div(J.ncb, NR), cols);
+    J.pb = scratch(1, (size_t)(min64(group, k) * J.ncb));
+    if (!J.pb) { /* out of memory for packing */
+        sgemm_naive(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+    for (J.jc = 0; J.jc < n; J.jc += J.ncb) {
+        J.nc = min64(J.ncb, n - J.jc);
+        int64_t np = ceil_div(J.nc, NR), units = ceil_div(m, J.mu) * ceil_div(np, J.pu);
+        for (J.pc0 = 0; J.pc0 < k; J.pc0 = J.pc1) {
+            J.pc1 = min64(J.pc0 + group, k);
+            kiln__pool_for(np, ceil_div(np, want), nt, pack_b_panels, &J);
+            kiln__pool_for(units, 1, nt, mul_units, &J);
         }
-    J.kcb = ceil_div(k, ceil_div(k, K->kc));
-    J.ncb = ceil_div(ceil_div(n, ceil_div(n, ncmax)), NR) * NR;
-    J.mu = ceil_div(ceil_div(m, rgroups), MR) * MR;
-    J.mcb = ceil_div(ceil_div(J.mu, ceil_div(J.mu, K->mc)), MR) * MR; /* even MC blocks within a unit */
-    kiln__pool_for(ceil_div(m, J.mu) * ceil_div(n, J.ncb), 1, nt, sgemm_units, &J);
+    }
 }
 
 /* ---- unpacked paths: one-row / one-column problems -------------------- */
@@ -311,6 +357,8 @@ static bool sgemm_small(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t m
 #define MIN_WORK_PER_THREAD (1 << 20)
 /* Up to this many multiply-adds a problem takes the one-pass path. */
 #define SMALL_WORK (128.0 * 128 * 128)
+/* ... and at most this deep (the one pass keeps the whole of k's panels) */
+#define SMALL_K 512
 
 /* A small C over a long K (a convolution's weight gradient sums over the
  * whole batch: 16 x 9 outputs, K = 86528): rows and columns are too few to
@@ -386,7 +434,7 @@ void kiln__sgemm_own(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float al
     /* one row: GEMV; small: one pass, little packing */
     if (m == 1)
         rows_times_b(K, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, nt);
-    else if (!(nt == 1 && k <= 2 * K->kc && work <= SMALL_WORK &&
+    else if (!(nt == 1 && k <= SMALL_K && work <= SMALL_WORK &&
                sgemm_small(K, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)))
         sgemm_blocked(K, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, nt);
 }

@@ -92,6 +92,6 @@ void kiln__sgemm_pack_t_avx2(const float *src, int64_t ld, int rows, int64_t kc,
 }
 
 const kiln__sgemm_kernel kiln__sgemm_kernel_avx2 = {
-    "avx2", MR, NR, 256, 72, 1024, ukr, kiln__sgemv_axpy_avx2, kiln__sgemv_dot_avx2, kiln__sgemm_pack_t_avx2, NULL,
+    "avx2", MR, NR, ukr, kiln__sgemv_axpy_avx2, kiln__sgemv_dot_avx2, kiln__sgemm_pack_t_avx2, NULL,
 };
 #endif

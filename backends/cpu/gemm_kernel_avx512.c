@@ -99,6 +99,6 @@ static void ukr_rows(int rows, int64_t kc, const float *a, int64_t as, const flo
 }
 
 const kiln__sgemm_kernel kiln__sgemm_kernel_avx512 = {
-    "avx512", MR, NR, 256, 56, 1024, ukr, kiln__sgemv_axpy_avx512, kiln__sgemv_dot_avx512, kiln__sgemm_pack_t_avx2, ukr_rows,
+    "avx512", MR, NR, ukr, kiln__sgemv_axpy_avx512, kiln__sgemv_dot_avx512, kiln__sgemm_pack_t_avx2, ukr_rows,
 };
 #endif

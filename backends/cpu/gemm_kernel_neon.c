@@ -39,6 +39,6 @@ static void ukr(int64_t kc, const float *a, int64_t as, const float *b, int64_t 
 }
 
 const kiln__sgemm_kernel kiln__sgemm_kernel_neon = {
-    "neon", MR, NR, 256, 128, 1024, ukr, kiln__sgemv_axpy_neon, kiln__sgemv_dot_neon, kiln__sgemm_pack_t_scalar, NULL,
+    "neon", MR, NR, ukr, kiln__sgemv_axpy_neon, kiln__sgemv_dot_neon, kiln__sgemm_pack_t_scalar, NULL,
 };
 #endif

@@ -38,7 +38,7 @@ void kiln__sgemm_pack_t_scalar(const float *src, int64_t ld, int rows, int64_t k
 }
 
 const kiln__sgemm_kernel kiln__sgemm_kernel_scalar = {
-    "scalar", MR, NR, 256, 64, 1024, ukr, kiln__sgemv_axpy_scalar, kiln__sgemv_dot_scalar, kiln__sgemm_pack_t_scalar, NULL,
+    "scalar", MR, NR, ukr, kiln__sgemv_axpy_scalar, kiln__sgemv_dot_scalar, kiln__sgemm_pack_t_scalar, NULL,
 };
 
 const kiln__sgemm_kernel *kiln__sgemm_kernel_pick(void) {

@@ -1,7 +1,7 @@
 /* gemm_kernels.h — what kiln's own f32 GEMM (gemm.c) is built from: one
- * register-blocked micro-kernel per instruction set, the block sizes tuned
- * for it, and the no-packing GEMV-shaped loops that small problems and
- * batch-1 inference take.
+ * register-blocked micro-kernel per instruction set, the cache blocks
+ * derived for it from this CPU's caches (gemm_blocks.c), and the no-packing
+ * GEMV-shaped loops that small problems and batch-1 inference take.
  *
  * A micro-kernel multiplies an MR x kc panel of A stored column by column
  * (a[p*as + i]; as == MR when packed) by a kc x NR panel of B stored row by
@@ -36,14 +36,35 @@ typedef void (*kiln__sgemm_pack_t)(const float *src, int64_t ld, int rows, int64
 
 typedef struct kiln__sgemm_kernel {
     const char *name;
-    int mr, nr;     /* micro-tile */
-    int kc, mc, nc; /* cache blocks: kc x nr B panel in L1, mc x kc A block in L2, kc x nc B block in L3 */
+    int mr, nr; /* micro-tile */
     kiln__sgemm_ukr ukr;
     kiln__sgemv_axpy axpy;
     kiln__sgemv_dot dot;
     kiln__sgemm_pack_t pack_t;
     kiln__sgemm_ukr_rows ukr_rows; /* NULL: edge tiles run the full kernel */
 } kiln__sgemm_kernel;
+
+/* Cache sizes in bytes (0: not reported): L1 data and L2 of one core, and
+ * one core's share of L3. */
+typedef struct kiln__cpu_caches {
+    int64_t l1d, l2, l3_per_core;
+} kiln__cpu_caches;
+
+/* Cache blocks: a kc x nr panel of B in L1, an mc x kc block of A in L2, a
+ * kc x nc block of B in L3 (mc a multiple of mr, nc of nr). */
+typedef struct kiln__sgemm_blocks {
+    int64_t kc, mc, nc;
+} kiln__sgemm_blocks;
+
+/* This CPU's caches (read once), or those a test forced. */
+const kiln__cpu_caches *kiln__cpu_caches_get(void);
+/* Force the caches the GEMM sizes its blocks for (tests); NULL: this CPU's
+ * again. Not thread-safe against running products. */
+void kiln__cpu_caches_set(const kiln__cpu_caches *c);
+/* K's blocks for caches c (defaults stand in for sizes of 0). */
+kiln__sgemm_blocks kiln__sgemm_blocks_derive(const kiln__sgemm_kernel *K, const kiln__cpu_caches *c);
+/* K's blocks for this CPU. */
+kiln__sgemm_blocks kiln__sgemm_blocks_for(const kiln__sgemm_kernel *K);
 
 void kiln__sgemm_pack_t_scalar(const float *src, int64_t ld, int rows, int64_t kc, int w, float *dst);
 
