@@ -152,9 +152,14 @@ static kiln_status pipeline(kiln_vk *vk, const char *name, int n_bind, kiln_vk_p
     if (i == kiln__vk_n_shaders) return kiln__errs(KILN_ERR_UNSUPPORTED, "vulkan: no shader named '%s' was built", name);
     kiln_vk_pipeline *p = &vk->pipes[i];
     if (!p->pipeline) {
+        uint32_t *words = NULL;
+        size_t n_words = 0;
+        kiln_status s = kiln__vk_spirv_float_modes(kiln__vk_shaders[i].words, kiln__vk_shaders[i].bytes / 4,
+                                                   vk->float_modes, &words, &n_words);
         VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-                                       .codeSize = kiln__vk_shaders[i].bytes, .pCode = kiln__vk_shaders[i].words};
-        kiln_status s = kiln__vk_check(vkCreateShaderModule(vk->dev, &mi, NULL, &p->module), name);
+                                       .codeSize = n_words * 4, .pCode = words};
+        if (!s) s = kiln__vk_check(vkCreateShaderModule(vk->dev, &mi, NULL, &p->module), name);
+        free(words);
         VkComputePipelineCreateInfo ci = {
             .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
             .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, .stage = VK_SHADER_STAGE_COMPUTE_BIT,

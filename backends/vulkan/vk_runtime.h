@@ -32,6 +32,7 @@ struct kiln_vk {
     VkQueue queue;
     uint32_t queue_family;
     kiln_vk_caps caps;
+    unsigned float_modes; /* KILN_VK_*_32 the device supports, added to every shader */
     VkDeviceSize bind_align; /* minStorageBufferOffsetAlignment */
     bool host_visible;       /* tensors live in mappable memory (integrated GPUs, lavapipe) */
     uint32_t mem_type;       /* for tensors */
