@@ -240,7 +240,10 @@ static bool vk_supports(kiln_backend *b, const kiln_tensor *node) {
 
 static kiln_status vk_compute(kiln_backend *b, kiln_tensor *node, const kiln_exec *ex) {
     kiln_vk *vk = (kiln_vk *)b;
-    return vk->kernels[node->op].record(vk, node, ex);
+    kiln_status s = ex->profile ? kiln__vk_profile_begin(vk, ex->profile - 1) : KILN_OK;
+    if (!s) s = vk->kernels[node->op].record(vk, node, ex);
+    kiln__vk_profile_end(vk);
+    return s;
 }
 
 static kiln_devbuf *vk_alloc(kiln_backend *b, size_t bytes) {
@@ -301,6 +304,7 @@ static kiln_backend *vk_open(void) {
     if (!s) s = make_device(vk);
     if (!s) s = kiln__vk_memory_init(vk);
     if (!s) s = kiln__vk_dispatch_init(vk);
+    if (!s) kiln__vk_profile_init(vk);
     if (s) {
         destroy(vk);
         return NULL;
