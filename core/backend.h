@@ -98,10 +98,11 @@ struct kiln_backend {
 
 /* $KILN_PROFILE=1 (core/profile.c): kernel time per op and backend, a
  * table per backend on stderr at exit. The executor times the host's
- * kernels itself; a device backend times its own on the device, for the
- * steps whose ex->profile is set, and adds each step's time (and 1 call,
- * or 0 for a later piece of the same step) once it has run. Row: ex->profile - 1
- * (an op, or KILN_OP_COUNT for fused chains). */
+ * kernels itself; a device backend times its own on the device (in
+ * `compute` and `compute_chain`), for the steps whose ex->profile is set,
+ * and adds each step's time to row ex->profile - 1 (an op, or
+ * KILN_OP_COUNT for fused chains) once it has run, with 1 call (0 for a
+ * later piece of the same step). */
 bool kiln__profiling(void);
 void kiln__profile_add(const kiln_backend *b, int row, double sec, long calls);
 /* The totals so far (tests), and the tables as printed at exit. */

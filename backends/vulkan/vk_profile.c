@@ -46,12 +46,13 @@ static void stamp(kiln_vk *vk) {
  * goes on (no second call). */
 void kiln__vk_profile_started(kiln_vk *vk) {
     if (!vk->prof_pool) return;
+    vk->prof_used = 0; /* also after a failed submit, whose queries were never read */
     vkCmdResetQueryPool(vk->cmd, vk->prof_pool, 0, 2 * PROF_PAIRS);
     if (vk->prof_reopen) {
         int row = vk->prof_reopen - 1;
         vk->prof_reopen = 0;
-        vk->prof_row[vk->prof_used / 2] = row;
-        vk->prof_calls[vk->prof_used / 2] = 0;
+        vk->prof_row[0] = row;
+        vk->prof_calls[0] = 0;
         vk->prof_open = row + 1;
         stamp(vk);
     }
