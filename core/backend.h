@@ -50,6 +50,8 @@
 
 #include "internal.h"
 
+#include <stdio.h>
+
 enum { KILN_AT_HOST = 1, KILN_AT_DEV = 2 };
 
 typedef struct kiln_devbuf kiln_devbuf; /* defined by each backend */
@@ -93,6 +95,19 @@ struct kiln_backend {
     char device[320];
     int64_t validation_messages;
 };
+
+/* $KILN_PROFILE=1 (core/profile.c): kernel time per op and backend, a
+ * table per backend on stderr at exit. The executor times the host's
+ * kernels itself; a device backend times its own on the device (in
+ * `compute` and `compute_chain`), for the steps whose ex->profile is set,
+ * and adds each step's time to row ex->profile - 1 (an op, or
+ * KILN_OP_COUNT for fused chains) once it has run, with 1 call (0 for a
+ * later piece of the same step). */
+bool kiln__profiling(void);
+void kiln__profile_add(const kiln_backend *b, int row, double sec, long calls);
+/* The totals so far (tests), and the tables as printed at exit. */
+void kiln__profile_get(const kiln_backend *b, int row, double *sec, long *calls);
+void kiln__profile_print(FILE *f);
 
 /* Put a backend in core's table (from a constructor, before main): open
  * starts it, on the first kiln_backend_get(name), and returns it or NULL

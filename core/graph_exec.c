@@ -11,36 +11,10 @@
 #include <stdio.h>
 #include <time.h>
 
-/* $KILN_PROFILE=1: time every kernel by op and print the totals to stderr
- * at exit (the graph runs serially, so plain statics suffice). Device
- * graphs are not timed: their kernels run at the flush. */
-static int profile = -1;
-static double prof_sec[KILN_OP_COUNT + 1];
-static long prof_calls[KILN_OP_COUNT + 1];
-
 static double now_sec(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void profile_print(void) {
-    double total = 0;
-    for (int i = 0; i <= KILN_OP_COUNT; i++) total += prof_sec[i];
-    fprintf(stderr, "kiln profile: %.3f s in kernels\n", total);
-    for (int i = 0; i <= KILN_OP_COUNT; i++)
-        if (prof_calls[i])
-            fprintf(stderr, "  %-20s %9.3f ms %5.1f%% %8ld calls\n", i < KILN_OP_COUNT ? kiln__op_table[i].name : "(fused chains)",
-                    1e3 * prof_sec[i], 100 * prof_sec[i] / (total > 0 ? total : 1), prof_calls[i]);
-}
-
-static bool profiling(void) {
-    if (profile < 0) {
-        const char *env = getenv("KILN_PROFILE");
-        profile = env && *env && strcmp(env, "0");
-        if (profile) atexit(profile_print);
-    }
-    return profile;
 }
 
 /* $KILN_BACKEND_DEBUG=1: name each op that falls back, once. */
@@ -157,7 +131,7 @@ kiln_status kiln_graph_compute(kiln_graph *g) {
                     .n_threads = kiln__threads()};
     g->stats.computes++;
     if (g->grad_hook && (s = grad_hook_prepare(g))) return s;
-    bool dev = kiln__is_device(b), timed = !dev && profiling();
+    bool dev = kiln__is_device(b), prof = kiln__profiling();
     if (b != host && (!g->scheduled || g->sched_backend != b) && (s = kiln__graph_schedule(g, b))) return s;
     if ((s = dev ? kiln__graph_dev_buffers(g, b) : host_buffer(g))) return s;
     /* on the host, tensors may hold newer bytes on a device only once device memory exists */
@@ -181,13 +155,13 @@ kiln_status kiln_graph_compute(kiln_graph *g) {
         if (s) break;
         if (!none) {
             if (r != b) note_fallback(b, t);
+            /* $KILN_PROFILE: the host's kernels timed here, a device's by the device */
+            int row = end > i ? KILN_OP_COUNT : (int)t->op;
+            bool timed = prof && !kiln__is_device(r);
+            ex.profile = prof && !timed ? row + 1 : 0;
             double t0 = timed ? now_sec() : 0;
             if ((s = run(r, g, i, end, acc, &ex))) break;
-            if (timed) {
-                int slot = end > i ? KILN_OP_COUNT : (int)t->op;
-                prof_sec[slot] += now_sec() - t0;
-                prof_calls[slot]++;
-            }
+            if (timed) kiln__profile_add(r, row, now_sec() - t0, 1);
             *(r == b ? &g->stats.nodes_on_backend : &g->stats.nodes_fallback) += end - i + 1;
             if (dev) kiln__graph_dev_written(g, i, end, acc, r == b ? KILN_AT_DEV : KILN_AT_HOST);
         }

@@ -421,6 +421,7 @@ typedef struct kiln_exec {
     bool training;
     int n_threads;
     bool accumulate; /* add into the output instead of writing it (matmul, dfp_matmul: core/fuse.c) */
+    int profile;     /* $KILN_PROFILE: 1 + the row a device charges this step's time to (kiln__profile_add); 0: none */
 } kiln_exec;
 
 /* A CPU kernel computes node->data from its sources' data (all resolved). */

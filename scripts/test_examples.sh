@@ -78,6 +78,19 @@ check quantize_calib_batch 2 "bad value 7 for --calib-batch (expected a divisor 
 check quantize_only_names 2 "bad value 'gptq-9' in --only" "$bin/quantize" --random --only f32,gptq-9
 check mlp_bad_epochs 2 "bad value x for --epochs" "$bin/mlp" --epochs x
 check dfp_error_bad_steps 2 "bad value -1 for --steps" "$bin/dfp-error" --steps -1
+# every example that runs on Vulkan runs on CUDA too; where the build has
+# no CUDA backend, asking for it is a clear error before any work
+for e in $(cd "$bin" && ls); do
+    "$bin/$e" --help 2>&1 | grep -q "backend.*vulkan" || continue
+    check "${e}_backend_choices" 0 "cpu|vulkan|cuda" "$bin/$e" --help
+    [ -d "$build/obj/backends/cuda" ] && continue
+    case $e in
+    generate) check generate_backend_cuda_absent 1 "built without CUDA (make CUDA=1)" \
+        "$bin/generate" --backend cuda --model "$tmp/none.gguf" ;;
+    optim-compare) ;; # each run chooses the backend in its own process, and reports it failed
+    *) check "${e}_backend_cuda_absent" 1 "built without CUDA (make CUDA=1)" "$bin/$e" --backend cuda --threads 1 ;;
+    esac
+done
 # output paths that cannot be written: said before any training (a path
 # under a regular file fails for root too)
 : >"$tmp/file"

@@ -380,13 +380,16 @@ static kiln_tensor *build_attention(kiln_ctx *ctx, kiln_tensor *const *in, const
 
 KT_TEST(vk_nn_attention) {
     /* B, Hq, Hkv, T, S, D, Dv: grouped heads, T < S, T > S (causal hides
-     * the first queries entirely), one query (a decoding step), one key,
+     * the first queries entirely), one query (a decoding step, its own
+     * kernel), one key,
      * several blocks of 64 rows, head sizes of every shader variant */
     static const int64_t geo[][7] = {{2, 4, 2, 7, 11, 16, 12}, {1, 3, 1, 13, 5, 8, 8},   {1, 2, 2, 37, 37, 40, 72},
                                      {2, 2, 1, 9, 9, 100, 3},  {1, 2, 1, 6, 10, 130, 20}, {1, 1, 1, 70, 70, 64, 64},
                                      {1, 4, 2, 1, 37, 32, 32}, {2, 2, 2, 5, 1, 4, 4},     {1, 1, 1, 3, 2, 1, 1},
-                                     {1, 4, 2, 100, 130, 32, 24}, {1, 2, 1, 150, 90, 12, 20}};
-    for (int s = 0; s < 11; s++)
+                                     {1, 4, 2, 100, 130, 32, 24}, {1, 2, 1, 150, 90, 12, 20},
+                                     /* decoding steps over more keys than a workgroup's 64 invocations */
+                                     {1, 4, 2, 1, 200, 64, 64},   {2, 3, 3, 1, 80, 130, 20}, {1, 2, 1, 1, 65, 12, 8}};
+    for (int s = 0; s < (int)(sizeof geo / sizeof *geo); s++)
         for (int causal = 0; causal < 2; causal++) {
             const int64_t *g = geo[s];
             attn_case c = {causal != 0, s == 1 ? 0.3 : 0.0};

@@ -52,6 +52,10 @@ struct kiln_cu {
     kiln_devbuf *free_list[KILN_CU_CLASSES];
     size_t cached_bytes;
     kiln_cu_kernel kernels[KILN_OP_COUNT];
+    /* $KILN_PROFILE: event pairs around each step (cu_profile.c) */
+    cudaEvent_t *prof_ev;
+    int *prof_row; /* per pair: the profile row */
+    int prof_used; /* pairs recorded since the last collect */
 };
 
 /* Each family fills its rows. */
@@ -86,6 +90,13 @@ kiln_status kiln__cu_upload(kiln_backend *b, kiln_devbuf *d, size_t off, const v
 kiln_status kiln__cu_download(kiln_backend *b, kiln_devbuf *d, size_t off, void *dst, size_t n);
 kiln_status kiln__cu_zero(kiln_backend *b, kiln_devbuf *d, size_t off, size_t n);
 kiln_status kiln__cu_flush(kiln_backend *b);
+
+/* cu_profile.c: device time per step for $KILN_PROFILE (nothing unless it is set) */
+void kiln__cu_profile_init(kiln_cu *cu);
+void kiln__cu_profile_free(kiln_cu *cu);
+kiln_status kiln__cu_profile_begin(kiln_cu *cu, int row); /* before a step's kernels */
+kiln_status kiln__cu_profile_end(kiln_cu *cu);            /* after them */
+void kiln__cu_profile_collect(kiln_cu *cu);               /* after a synchronize: the times to core */
 
 /* ---- helpers for the families (cu_util.c) ---- */
 

@@ -43,7 +43,10 @@ static bool cu_supports(kiln_backend *b, const kiln_tensor *node) {
 
 static kiln_status cu_compute(kiln_backend *b, kiln_tensor *node, const kiln_exec *ex) {
     kiln_cu *cu = (kiln_cu *)b;
-    return cu->kernels[node->op].record(cu, node, ex);
+    kiln_status s = ex->profile ? kiln__cu_profile_begin(cu, ex->profile - 1) : KILN_OK;
+    if (!s) s = cu->kernels[node->op].record(cu, node, ex);
+    kiln_status e = ex->profile && !s ? kiln__cu_profile_end(cu) : KILN_OK;
+    return s ? s : e;
 }
 
 static kiln_devbuf *cu_alloc(kiln_backend *b, size_t bytes) { return kiln__cu_buffer_new((kiln_cu *)b, bytes, true); }
@@ -67,6 +70,7 @@ static kiln_cu *the_cu;
 
 static void destroy(kiln_cu *cu) {
     if (cu->stream) cudaStreamSynchronize(cu->stream);
+    kiln__cu_profile_free(cu);
     kiln__cu_cache_release(cu);
     if (cu->blas) cublasDestroy(cu->blas);
     if (cu->stream) cudaStreamDestroy(cu->stream);
@@ -114,6 +118,7 @@ static kiln_backend *cu_open(void) {
     const char *tf32 = getenv("KILN_CUDA_TF32");
     cu->tf32 = tf32 && !strcmp(tf32, "1");
     if (!s && cu->tf32) s = kiln__cu_blas_check(cublasSetMathMode(cu->blas, CUBLAS_TF32_TENSOR_OP_MATH), "TF32 math");
+    if (!s) kiln__cu_profile_init(cu);
     if (s) {
         destroy(cu);
         return NULL;

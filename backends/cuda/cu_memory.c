@@ -106,5 +106,7 @@ kiln_status kiln__cu_zero(kiln_backend *b, kiln_devbuf *d, size_t off, size_t n)
 kiln_status kiln__cu_flush(kiln_backend *b) {
     kiln_cu *cu = (kiln_cu *)b;
     /* a kernel's failure at run time surfaces here */
-    return kiln__cu_check(cudaStreamSynchronize(cu->stream), "running the queued kernels");
+    kiln_status s = kiln__cu_check(cudaStreamSynchronize(cu->stream), "running the queued kernels");
+    if (!s) kiln__cu_profile_collect(cu);
+    return s;
 }

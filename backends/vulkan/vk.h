@@ -120,4 +120,12 @@ typedef struct kiln_vk_shader {
 extern const kiln_vk_shader kiln__vk_shaders[];
 extern const int kiln__vk_n_shaders;
 
+/* Float-controls execution modes (vk_spirv.c): *out becomes a copy of the
+ * n SPIR-V words w with the modes in `modes` (KILN_VK_*_32 bits) declared
+ * for every entry point, with their capabilities (and the extension before
+ * SPIR-V 1.4); modes already there are left as they are. Free *out. */
+#define KILN_VK_SZ_INF_NAN_PRESERVE_32 1u /* NaN, infinities and -0 kept */
+#define KILN_VK_DENORM_PRESERVE_32 2u     /* subnormals kept */
+kiln_status kiln__vk_spirv_float_modes(const uint32_t *w, size_t n, unsigned modes, uint32_t **out, size_t *out_n);
+
 #endif

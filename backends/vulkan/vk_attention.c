@@ -4,7 +4,9 @@
  *
  * Attention forward: one invocation per query row, an online softmax over
  * the keys (shaders/attn_fwd.glsl), writing [O | L]; a workgroup takes 64
- * rows of one head, so the grid is (row blocks, heads). Backward, packed
+ * rows of one head, so the grid is (row blocks, heads). A decoding step
+ * (T = 1) has its own kernel, whose 64 invocations split the keys of the
+ * one query and merge their softmax states (attn_fwd_decode.glsl). Backward, packed
  * [dq | dk | dv], in three dispatches that recompute the probabilities
  * from L instead of storing T x S of them, each output row with one
  * writer: delta = rowsum(dO * O) parked in the dq region, dk/dv per key
@@ -122,9 +124,9 @@ static kiln_status attention_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec
     pc.o0 = kiln__vk_base(vk, t);
     pc.l0 = pc.o0 + pc.rows * pc.dv;
     char name[32];
-    snprintf(name, sizeof name, "attn_fwd_%s", head_variant(&pc));
+    snprintf(name, sizeof name, "attn_fwd%s_%s", pc.t == 1 ? "1" : "", head_variant(&pc));
     kiln_vk_dispatch dp = {.shader = name, .n = 4, .bind = {q, k, v, t}, .push = &pc, .push_size = sizeof pc};
-    head_groups(pc.t, (int64_t)q->shape[0] * pc.hq, dp.groups);
+    head_groups(pc.t == 1 ? 1 : pc.t, (int64_t)q->shape[0] * pc.hq, dp.groups); /* T = 1: a workgroup per head */
     return kiln__vk_dispatch(vk, &dp);
 }
 

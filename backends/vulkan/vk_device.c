@@ -199,9 +199,19 @@ static kiln_status make_device(kiln_vk *vk) {
     if (s) return s;
     vkGetDeviceQueue(vk->dev, vk->queue_family, 0, &vk->queue);
 
-    VkPhysicalDeviceSubgroupProperties sub = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceVulkan12Properties p12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES};
+    VkPhysicalDeviceSubgroupProperties sub = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES,
+                                              .pNext = &p12};
     VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sub};
     vkGetPhysicalDeviceProperties2(vk->phys, &p2);
+    /* f32 as the CPU has it, where the device lets the shaders ask (float
+     * controls are core in 1.2); with no independence between widths a
+     * 32-bit denormal mode would bind the 16- and 64-bit ones too */
+    vk->float_modes = (p12.shaderSignedZeroInfNanPreserveFloat32 ? KILN_VK_SZ_INF_NAN_PRESERVE_32 : 0) |
+                      (p12.shaderDenormPreserveFloat32 &&
+                               p12.denormBehaviorIndependence != VK_SHADER_FLOAT_CONTROLS_INDEPENDENCE_NONE
+                           ? KILN_VK_DENORM_PRESERVE_32
+                           : 0);
     const VkPhysicalDeviceLimits *l = &vk->props.limits;
     vk->caps = (kiln_vk_caps){
         .subgroup_size = sub.subgroupSize,
@@ -230,7 +240,10 @@ static bool vk_supports(kiln_backend *b, const kiln_tensor *node) {
 
 static kiln_status vk_compute(kiln_backend *b, kiln_tensor *node, const kiln_exec *ex) {
     kiln_vk *vk = (kiln_vk *)b;
-    return vk->kernels[node->op].record(vk, node, ex);
+    kiln_status s = ex->profile ? kiln__vk_profile_begin(vk, ex->profile - 1) : KILN_OK;
+    if (!s) s = vk->kernels[node->op].record(vk, node, ex);
+    kiln__vk_profile_end(vk);
+    return s;
 }
 
 static kiln_devbuf *vk_alloc(kiln_backend *b, size_t bytes) {
@@ -291,6 +304,7 @@ static kiln_backend *vk_open(void) {
     if (!s) s = make_device(vk);
     if (!s) s = kiln__vk_memory_init(vk);
     if (!s) s = kiln__vk_dispatch_init(vk);
+    if (!s) kiln__vk_profile_init(vk);
     if (s) {
         destroy(vk);
         return NULL;

@@ -139,6 +139,7 @@ void kiln__vk_dispatch_free(kiln_vk *vk) {
         if (vk->layout[n]) vkDestroyPipelineLayout(vk->dev, vk->layout[n], NULL);
         if (vk->set_layout[n]) vkDestroyDescriptorSetLayout(vk->dev, vk->set_layout[n], NULL);
     }
+    kiln__vk_profile_free(vk);
     if (vk->fence) vkDestroyFence(vk->dev, vk->fence, NULL);
     if (vk->cmd_pool) vkDestroyCommandPool(vk->dev, vk->cmd_pool, NULL);
     if (vk->desc_pool) vkDestroyDescriptorPool(vk->dev, vk->desc_pool, NULL);
@@ -152,9 +153,14 @@ static kiln_status pipeline(kiln_vk *vk, const char *name, int n_bind, kiln_vk_p
     if (i == kiln__vk_n_shaders) return kiln__errs(KILN_ERR_UNSUPPORTED, "vulkan: no shader named '%s' was built", name);
     kiln_vk_pipeline *p = &vk->pipes[i];
     if (!p->pipeline) {
+        uint32_t *words = NULL;
+        size_t n_words = 0;
+        kiln_status s = kiln__vk_spirv_float_modes(kiln__vk_shaders[i].words, kiln__vk_shaders[i].bytes / 4,
+                                                   vk->float_modes, &words, &n_words);
         VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-                                       .codeSize = kiln__vk_shaders[i].bytes, .pCode = kiln__vk_shaders[i].words};
-        kiln_status s = kiln__vk_check(vkCreateShaderModule(vk->dev, &mi, NULL, &p->module), name);
+                                       .codeSize = n_words * 4, .pCode = words};
+        if (!s) s = kiln__vk_check(vkCreateShaderModule(vk->dev, &mi, NULL, &p->module), name);
+        free(words);
         VkComputePipelineCreateInfo ci = {
             .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
             .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, .stage = VK_SHADER_STAGE_COMPUTE_BIT,
@@ -179,6 +185,7 @@ kiln_status kiln__vk_begin(kiln_vk *vk) {
                                    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
     kiln_status s = kiln__vk_check(vkBeginCommandBuffer(vk->cmd, &bi), "vkBeginCommandBuffer");
     vk->recording = !s;
+    if (!s) kiln__vk_profile_started(vk);
     return s;
 }
 
@@ -200,12 +207,14 @@ void kiln__vk_barrier(kiln_vk *vk) {
 kiln_status kiln__vk_flush(kiln_backend *b) {
     kiln_vk *vk = (kiln_vk *)b;
     if (!vk->recording) return KILN_OK;
+    kiln__vk_profile_closing(vk);
     barrier_to(vk, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
     vk->recording = false;
     kiln_status s = kiln__vk_check(vkEndCommandBuffer(vk->cmd), "vkEndCommandBuffer");
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &vk->cmd};
     if (!s) s = kiln__vk_check(vkQueueSubmit(vk->queue, 1, &si, vk->fence), "vkQueueSubmit");
     if (!s) s = kiln__vk_check(vkWaitForFences(vk->dev, 1, &vk->fence, VK_TRUE, UINT64_MAX), "waiting for the device");
+    if (!s) kiln__vk_profile_collect(vk);
     if (!s) s = kiln__vk_check(vkResetFences(vk->dev, 1, &vk->fence), "vkResetFences");
     vkResetCommandPool(vk->dev, vk->cmd_pool, 0);
     vkResetDescriptorPool(vk->dev, vk->desc_pool, 0);

@@ -32,6 +32,7 @@ struct kiln_vk {
     VkQueue queue;
     uint32_t queue_family;
     kiln_vk_caps caps;
+    unsigned float_modes; /* KILN_VK_*_32 the device supports, added to every shader */
     VkDeviceSize bind_align; /* minStorageBufferOffsetAlignment */
     bool host_visible;       /* tensors live in mappable memory (integrated GPUs, lavapipe) */
     uint32_t mem_type;       /* for tensors */
@@ -56,6 +57,15 @@ struct kiln_vk {
     kiln_devbuf *scratch;
     VkDeviceSize scratch_used;
     kiln_vk_kernel kernels[KILN_OP_COUNT];
+    /* $KILN_PROFILE: timestamps around each step (vk_profile.c) */
+    VkQueryPool prof_pool;
+    uint32_t prof_used;     /* queries written in this command buffer */
+    int *prof_row;          /* per pair: the profile row */
+    long *prof_calls;       /* per pair: 1, or 0 for the rest of a step a flush cut */
+    int prof_open;          /* 1 + the row of the step being recorded, its first timestamp written */
+    int prof_reopen;        /* 1 + the row to go on with in the next command buffer */
+    double prof_ns;         /* timestampPeriod */
+    uint64_t prof_mask;     /* timestampValidBits */
 };
 
 /* vk_device.c */
@@ -77,5 +87,15 @@ kiln_status kiln__vk_begin(kiln_vk *vk);
 /* Make every earlier transfer and dispatch visible to everything after. */
 void kiln__vk_barrier(kiln_vk *vk);
 kiln_status kiln__vk_flush(kiln_backend *b);
+
+/* vk_profile.c: device time per step for $KILN_PROFILE; all do nothing
+ * unless it is set and the queue has timestamps */
+void kiln__vk_profile_init(kiln_vk *vk);
+void kiln__vk_profile_free(kiln_vk *vk);
+kiln_status kiln__vk_profile_begin(kiln_vk *vk, int row); /* before a step's commands */
+void kiln__vk_profile_end(kiln_vk *vk);                   /* after them */
+void kiln__vk_profile_started(kiln_vk *vk);               /* a command buffer began */
+void kiln__vk_profile_closing(kiln_vk *vk);               /* it is about to end */
+void kiln__vk_profile_collect(kiln_vk *vk);               /* its fence signalled */
 
 #endif

@@ -45,7 +45,7 @@ typedef struct args_opt {
     void *value;
     const char *meta;    /* the value's placeholder in --help, e.g. "N" */
     const char *help;
-    const char *choices; /* ARGS_CHOICE: "cpu|vulkan" */
+    const char *choices; /* ARGS_CHOICE: "cpu|vulkan|cuda" */
     bool positive;       /* numbers: must be > 0, not only >= 0 */
 } args_opt;
 

@@ -6,7 +6,7 @@
  * in f32 for a few hundred steps first, so the tensors are those of a net
  * that is learning, not of its initialization.
  *
- *     dfp-error [--steps 300] [--data DIR] [--threads N] [--backend cpu|vulkan]
+ *     dfp-error [--steps 300] [--data DIR] [--threads N] [--backend cpu|vulkan|cuda]
  *     dfp-error --help
  *
  * Prints, per tensor, the relative RMS error |x - Q(x)| / |x| of three
@@ -73,7 +73,7 @@ int main(int argc, char **argv) {
         {"steps", ARGS_INT, &steps, "N", "f32 training steps before the tensors are measured", NULL, false},
         {"data", ARGS_STRING, &dir, "DIR", "Fashion-MNIST's IDX files", NULL, false},
         {"threads", ARGS_INT, &threads, "N", "worker threads (0: $KILN_THREADS, else all cores)", NULL, false},
-        {"backend", ARGS_CHOICE, &backend, "B", "where the training runs", .choices = "cpu|vulkan"},
+        {"backend", ARGS_CHOICE, &backend, "B", "where the training runs", .choices = "cpu|vulkan|cuda"},
     };
     int r = args_parse("dfp-error",
                        "The error of one DFP exponent per tensor against one per block of 64, on the tensors of a "
@@ -85,7 +85,7 @@ int main(int argc, char **argv) {
     kiln_ctx *ctx = kiln_ctx_new();
     if (strcmp(backend, "cpu")) { /* the training on the device; the errors are measured on the host */
         kiln_backend *b = kiln_backend_get(backend);
-        if (!b) return fprintf(stderr, "dfp-error: no backend '%s'\n", backend), 1;
+        if (!b) return fprintf(stderr, "dfp-error: --backend %s: %s\n", backend, kiln_last_error()), 1;
         kiln_ctx_set_backend(ctx, b);
     }
     data_images train;

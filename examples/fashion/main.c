@@ -154,7 +154,7 @@ int main(int argc, char **argv) {
         {"hidden", ARGS_INT, &hidden, "N", "hidden units (0: the model's default, mlp 256, cnn 128)", NULL, false},
         {"seed", ARGS_U64, &seed, "N", "seed of the weights and the data order", NULL, false},
         {"threads", ARGS_INT, &threads, "N", "worker threads (0: $KILN_THREADS, else all cores)", NULL, false},
-        {"backend", ARGS_CHOICE, &backend, "B", "where the graphs run", .choices = "cpu|vulkan"},
+        {"backend", ARGS_CHOICE, &backend, "B", "where the graphs run", .choices = "cpu|vulkan|cuda"},
         {"data", ARGS_STRING, &data_dir, "DIR", "Fashion-MNIST's IDX files", NULL, false},
         {"save", ARGS_STRING, &save, "PATH", "write a checkpoint (weights + optimizer state) after each epoch", NULL, false},
         {"stop", ARGS_INT, &stop, "N", "stop after epoch N, to --resume later (0: run all)", NULL, false},

@@ -234,7 +234,7 @@ int main(int argc, char **argv) {
         {"top-k", ARGS_INT, &top_k, "K", "sample among the K likeliest tokens (0: all)", NULL, false},
         {"seed", ARGS_U64, &seed, "N", "seed of the sampling (and of --make-random's weights)", NULL, false},
         {"threads", ARGS_INT, &threads, "N", "worker threads (0: $KILN_THREADS, else all cores)", NULL, false},
-        {"backend", ARGS_CHOICE, &backend, "B", "where the graphs run", "cpu|vulkan", false},
+        {"backend", ARGS_CHOICE, &backend, "B", "where the graphs run", "cpu|vulkan|cuda", false},
         {"quiet", ARGS_FLAG, &quiet, NULL, "print the figures only, not the text", NULL, false},
         {"ignore-eos", ARGS_FLAG, &ignore_eos, NULL, "go on past the end-of-text token", NULL, false},
         {"no-fuse", ARGS_FLAG, &no_fuse, NULL,

@@ -313,7 +313,7 @@ int main(int argc, char **argv) {
         {"optim", ARGS_CHOICE, &optim, "NAME", "optimizer", "adamw|adamw8bit|adam|lion|lion8bit|sgd", false},
         {"seed", ARGS_U64, &seed, "N", "seed of the weights, the batches and the sampling", NULL, false},
         {"threads", ARGS_INT, &threads, "N", "worker threads (0: $KILN_THREADS, else all cores)", NULL, false},
-        {"backend", ARGS_CHOICE, &backend, "B", "where the graphs run", "cpu|vulkan", false},
+        {"backend", ARGS_CHOICE, &backend, "B", "where the graphs run", "cpu|vulkan|cuda", false},
         {"eval-every", ARGS_INT, &eval_every, "N", "steps between validation estimates (0: none)", NULL, false},
         {"eval-subset", ARGS_INT, &eval_subset, "N", "batches of 16 windows in those estimates", NULL, true},
         {"final-subset", ARGS_FLAG, &final_subset, NULL, "evaluate the end on that subset too, not all the text", NULL,

@@ -128,7 +128,7 @@ int main(int argc, char **argv) {
         {"batch", ARGS_INT, &batch, "N", "images per step", .positive = true},
         {"seed", ARGS_U64, &seed, "N", "seed of the initial weights and the shuffling", NULL, false},
         {"threads", ARGS_INT, &threads, "N", "worker threads (0: $KILN_THREADS, else all cores)", NULL, false},
-        {"backend", ARGS_CHOICE, &backend, "B", "where the graphs run", .choices = "cpu|vulkan"},
+        {"backend", ARGS_CHOICE, &backend, "B", "where the graphs run", .choices = "cpu|vulkan|cuda"},
     };
     int r = args_parse("mlp", "Train a 784-256-256-10 MLP on Fashion-MNIST with SGD.", opts,
                        (int)(sizeof opts / sizeof *opts), argc, argv);

@@ -56,7 +56,7 @@ int main(int argc, char **argv) {
         {"hidden", ARGS_INT, &hidden, "N", "units of the CNN's hidden linear layer", .positive = true},
         {"seed", ARGS_U64, &seed, "N", "seed of the initial weights and the shuffling", NULL, false},
         {"threads", ARGS_INT, &threads, "N", "worker threads (0: $KILN_THREADS, else all cores)", NULL, false},
-        {"backend", ARGS_CHOICE, &backend, "B", "where the graphs run", .choices = "cpu|vulkan"},
+        {"backend", ARGS_CHOICE, &backend, "B", "where the graphs run", .choices = "cpu|vulkan|cuda"},
         {"data", ARGS_STRING, &data_dir, "DIR", "Fashion-MNIST's IDX files", NULL, false},
         {"save", ARGS_STRING, &save, "PATH", "where the trained weights go (safetensors)", NULL, false},
         {"limit", ARGS_INT, &limit, "N", "at most N training and N test batches per epoch (0: all; quick checks)", NULL, false},

@@ -5,9 +5,9 @@
 // normal CDF through the Mills ratio (fit error 3e-9), which gives the erf
 // form of GELU to f32 accuracy. The device's built-in exp/log/tanh/pow are
 // not used: Vulkan allows them errors of several ulp and more; nor is GLSL's
-// fma (see ew_fma). Division and sqrt get a correction step, so they round
-// like the CPU's. Comparisons against NaN and min/max are written out:
-// GLSL's min/max leave NaN operands undefined.
+// fma (see ew_fma). Division is computed on the significands and sqrt gets
+// a correction step, so they round like the CPU's. Comparisons against NaN
+// and min/max are written out: GLSL's min/max leave NaN operands undefined.
 #define EW_NAN uintBitsToFloat(0x7fc00000u)
 #define EW_INF uintBitsToFloat(0x7f800000u)
 
@@ -59,9 +59,11 @@ float ew_exp_split(float x, out float s2) {
     return q * intBitsToFloat((n1 + 127) << 23);
 }
 
+// NaN is tested on its bits: NVIDIA's compiler turns the clamps' selects
+// into min/max, which drop a NaN (e^NaN came out inf).
 float ew_exp(float x) {
     float s2, e = ew_exp_split(x, s2);
-    return e * s2;
+    return ew_isnan(x) ? uintBitsToFloat(floatBitsToUint(x) | 0x400000u) : e * s2;
 }
 
 // log x = hi + lo for finite x > 0: hi = e ln2_hi exactly, lo the rest
@@ -186,21 +188,62 @@ float ew_gelu_tanh_grad(float x) { // s + 2 x s σ(-2u) k (1 + 3c x²), s = σ(2
     float sm, s = ew_sigmoid2(ew_gelu_tanh_arg2(xc), sm);
     float du = ew_fma(xc * xc, 3.0 * EW_GELU_C, 1.0);
     float y = ew_fma((xc * s) * (sm * (2.0 * EW_GELU_K)), du, s);
-    return ew_abs(x) == EW_INF ? EW_NAN : y;
+    return ew_isnan(x) || ew_abs(x) == EW_INF ? EW_NAN : y; // NaN by its bits, as in ew_exp
 }
 
-// a / b corrected by one step with the exact residual, so a division of a
-// few ulp (Vulkan allows 2.5) lands on the correctly rounded quotient, as
-// the CPU's does. precise keeps drivers from folding the residual away.
+// x = m 2^e, m in [1, 2), from x's bits (finite, nonzero, subnormals too:
+// a device that flushes them would read them as 0).
+float ew_split_exp(uint x, out int e) {
+    if (x < 0x00800000u) {
+        int sh = 23 - findMSB(x);
+        x <<= uint(sh);
+        e = -126 - sh;
+    } else e = int(x >> 23) - 127;
+    return uintBitsToFloat((x & 0x7fffffu) | 0x3f800000u);
+}
+
+// a / b correctly rounded over the whole range, as the CPU's. The device's
+// own division is not: Vulkan allows 2.5 ulp, and NVIDIA's flushes a
+// subnormal quotient to 0 and is an ulp off for 3 / 1e-30. So the
+// significands' quotient q (in [0.5, 2)) is corrected with its exact
+// residual r (Dekker's product), checked against the neighbours, and the
+// exponents are added as integers: a subnormal result is rounded once,
+// from q's bits and r's sign (a quotient is never a midpoint at 24 bits,
+// but can be one below). precise keeps drivers from folding r away.
 float ew_div(float a, float b) {
-    precise float q = a / b;
-    float aq = ew_abs(q), ab = ew_abs(b);
-    if (aq < 1e-25 || aq > 1e25 || ew_isnan(q) || ab > 1e25 || ab < 1e-25) return q;
-    float h, l;
-    ew_two_prod(q, b, h, l);
-    precise float r = (a - h) - l;
-    precise float q2 = q + r / b;
-    return q2;
+    uint ua = floatBitsToUint(a), ub = floatBitsToUint(b), xa = ua & 0x7fffffffu, xb = ub & 0x7fffffffu;
+    uint sign = (ua ^ ub) & 0x80000000u;
+    if (xa > 0x7f800000u) return uintBitsToFloat(ua | 0x400000u); // NaN, quieted
+    if (xb > 0x7f800000u) return uintBitsToFloat(ub | 0x400000u);
+    if ((xa == 0x7f800000u && xb == 0x7f800000u) || (xa == 0u && xb == 0u)) return EW_NAN;
+    if (xa == 0x7f800000u || xb == 0u) return uintBitsToFloat(sign | 0x7f800000u);
+    if (xa == 0u || xb == 0x7f800000u) return uintBitsToFloat(sign);
+    int ea, eb;
+    float ma = ew_split_exp(xa, ea), mb = ew_split_exp(xb, eb), h, l;
+    precise float q = ma / mb;
+    ew_two_prod(q, mb, h, l);
+    precise float r = (ma - h) - l;
+    precise float q1 = q + r / mb;
+    ew_two_prod(q1, mb, h, l);
+    r = (ma - h) - l;
+    uint qb = floatBitsToUint(q1);
+    precise float up = uintBitsToFloat(qb + 1u) - q1, down = q1 - uintBitsToFloat(qb - 1u);
+    precise float r2 = r + r;
+    if (r > 0.0 && r2 > up * mb) qb += 1u;
+    else if (r < 0.0 && -r2 > down * mb) qb -= 1u;
+    if (qb != floatBitsToUint(q1)) { // the residual of the neighbour taken, for its sign
+        ew_two_prod(uintBitsToFloat(qb), mb, h, l);
+        r = (ma - h) - l;
+    }
+    int e = int(qb >> 23) - 127 + ea - eb;
+    uint m = (qb & 0x7fffffu) | 0x800000u;
+    if (e > 127) return uintBitsToFloat(sign | 0x7f800000u);
+    if (e >= -126) return uintBitsToFloat(sign | (uint(e + 127) << 23) | (m & 0x7fffffu));
+    int s = -126 - e; // bits dropped to the subnormal grid
+    if (s > 24) return uintBitsToFloat(sign);
+    uint half_ = 1u << uint(s - 1), rest = m & ((half_ << 1) - 1u), mr = m >> uint(s);
+    if (rest > half_ || (rest == half_ && (r > 0.0 || (r == 0.0 && (mr & 1u) != 0u)))) mr += 1u;
+    return uintBitsToFloat(sign | mr);
 }
 
 // sqrt corrected the same way (Vulkan derives sqrt from inversesqrt).

@@ -1,10 +1,10 @@
 // runtime.cpp — the CUDA runtime and cuBLAS calls the backend makes,
 // faked on the host (setup.sh builds it as libcudart.so and libcublas.so):
 // device memory is host memory (fresh blocks hold garbage, as cudaMalloc's
-// may), streams are no-ops (an emulated launch runs to completion), one
-// "device" is found, and the GEMMs run on the host, summing in double and
-// rounding as a f32-accumulating cuBLAS would (once to f32, then to the
-// output dtype); CUBLAS_COMPUTE_64F in double.
+// may), streams are no-ops (an emulated launch runs to completion), events
+// read the host's clock, one "device" is found, and the GEMMs run on the
+// host, summing in double and rounding as a f32-accumulating cuBLAS would
+// (once to f32, then to the output dtype); CUBLAS_COMPUTE_64F in double.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <cstdio>
+#include <ctime>
 
 extern "C" {
 cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
@@ -43,6 +44,21 @@ cudaError_t cudaStreamCreate(cudaStream_t *s) { *s = (cudaStream_t)0x1; return c
 cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+// an event is the host's clock when recorded: every launch before it has run to completion
+cudaError_t cudaEventCreate(cudaEvent_t *e) {
+    *e = (cudaEvent_t)calloc(1, sizeof(timespec));
+    return *e ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) { free(e); return cudaSuccess; }
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
+    clock_gettime(CLOCK_MONOTONIC, (timespec *)e);
+    return cudaSuccess;
+}
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
+    const timespec *x = (const timespec *)a, *y = (const timespec *)b;
+    *ms = (float)(1e3 * (double)(y->tv_sec - x->tv_sec) + 1e-6 * (double)(y->tv_nsec - x->tv_nsec));
+    return cudaSuccess;
+}
 
 cublasStatus_t cublasCreate_v2(cublasHandle_t *h) { *h = (cublasHandle_t)0x1; return CUBLAS_STATUS_SUCCESS; }
 cublasStatus_t cublasDestroy_v2(cublasHandle_t) { return CUBLAS_STATUS_SUCCESS; }
