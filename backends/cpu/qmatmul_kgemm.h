@@ -29,8 +29,9 @@
  *
  * The tile kernel is AVX512-VNNI's (vpdpbusd of W's unsigned codes with a
  * broadcast quad of a row of x, vpmulld by the groups' scales, vpdpwssd of
- * the pairs); elsewhere the batch-1 kernels run row by row (the same
- * products; kiln__qmatmul_ggml_cpu).
+ * the pairs); on AVX2 and AVX-VNNI the batch-1 kernels run row by row (the
+ * same products; kiln__qmatmul_ggml_cpu) for the K types; elsewhere the
+ * dequantized panels of qmatmul.c run (kiln__qmm_kgemm_handles).
  *
  *     if (kiln__qmm_kgemm_handles(t)) s = kiln__qmm_kgemm(t, m, n, k, x, w, y, n_threads);
  */
@@ -56,7 +57,8 @@ typedef struct kiln_kgemm_kernels {
 
 const kiln_kgemm_kernels *kiln__kgemm_kernels_avx512vnni(void); /* NULL when not built */
 
-/* Whether weight dtype t's prompts run here (the K types and IQ4_XS). */
+/* Whether weight dtype t's prompts run here (the K types and IQ4_XS, on
+ * the levels where this path measured faster than the panels). */
 bool kiln__qmm_kgemm_handles(kiln_dtype t);
 
 /* y[m, n] = x[m, k] . W^T (W contiguous [n, k] of dtype t), threaded over
