@@ -73,7 +73,8 @@ KT_TEST(qmatmul_kgemm_prompts_equal_the_batch_1_products) {
             const int m = ms[mi];
             KT_FOR_EACH_SIMD(v) {
                 if (!kiln__qmm_kgemm_handles(t)) { /* the panels here (qmatmul_kgemm.h) */
-                    KT_CHECK(!kiln__cpu_avx512vnni(&v.caps), "%s: no integer prompts at %s", kiln_dtype_name(t), v.name);
+                    KT_CHECK(!kiln__cpu_avx512vnni(&v.caps), "%s: no integer prompts at %s", kiln_dtype_name(t),
+                             v.name);
                     continue;
                 }
                 KT_CHECK(kiln__qmatmul_cpu(t, m, N, K, x, w, y, 2) == KILN_OK, "%s: %s", kiln_dtype_name(t),

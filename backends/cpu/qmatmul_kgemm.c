@@ -49,7 +49,8 @@ typedef struct kgemm_job {
 static void quantize_rows(void *arg, int64_t i0, int64_t i1, int tid) {
     const kgemm_job *j = arg;
     (void)tid;
-    for (int64_t i = i0; i < i1; i++) kiln__types[KILN_Q8_K].from_f32(j->x + i * j->k, j->xa + (size_t)i * j->xrow, j->k);
+    for (int64_t i = i0; i < i1; i++)
+        kiln__types[KILN_Q8_K].from_f32(j->x + i * j->k, j->xa + (size_t)i * j->xrow, j->k);
 }
 
 /* panels [u0, u1) of NC rows of W, each decoded once into the thread's
@@ -69,8 +70,8 @@ static void panels(void *arg, int64_t u0, int64_t u1, int tid) {
         const int cols = j->n - j0 < NC ? (int)(j->n - j0) : NC;
         j->kk->pack(j->t, j->w + (size_t)j0 * j->wrow, j->wrow, cols, j->nb, panel);
         for (int64_t i = 0; i < j->m; i += MR)
-            j->kk->tile(j->m - i < MR ? (int)(j->m - i) : MR, j->xa + (size_t)i * j->xrow, j->xrow, panel, j->nb, has_min,
-                    j->y + i * j->n + j0, j->n, cols);
+            j->kk->tile(j->m - i < MR ? (int)(j->m - i) : MR, j->xa + (size_t)i * j->xrow, j->xrow, panel, j->nb,
+                        has_min, j->y + i * j->n + j0, j->n, cols);
     }
     if (owned) free(panel);
 }
@@ -83,8 +84,10 @@ kiln_status kiln__qmm_kgemm(kiln_dtype t, int64_t m, int64_t n, int64_t k, const
     if (!j.kk) return kiln__qmatmul_ggml_cpu(t, m, n, k, x, w, y, n_threads); /* the batch-1 kernels, row by row */
     if (!(j.xa = kiln__malloc((size_t)m * xrow)))
         return kiln__errs(KILN_ERR_OOM, "qmatmul: out of memory quantizing the activations");
-    kiln__pool_for(m, 8, n_threads, quantize_rows, &j);
-    kiln__pool_for((n + NC - 1) / NC, 1, n_threads, panels, &j);
+    const int64_t units = (n + NC - 1) / NC;
+    const int nt = units > 1 ? n_threads : 1;
+    kiln__pool_for(m, 8, nt, quantize_rows, &j);
+    kiln__pool_for(units, 1, nt, panels, &j);
     free(j.xa);
     return j.fail ? kiln__errs(KILN_ERR_OOM, "qmatmul: out of memory for a W panel") : KILN_OK;
 }

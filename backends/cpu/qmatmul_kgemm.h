@@ -3,10 +3,10 @@
  * to Q8_K as in generation and integer products, equal to the batch-1
  * products (qmatmul_ggml.h) row by row, bit for bit.
  *
- * Each thread takes panels of KILN_KGEMM_NC rows of W (columns of y) and
+ * Each thread takes panels of KILN_KGEMM_NC rows of W (columns of y),
  * decodes each block of the panel once (scales by kiln__qints_scales,
- * codes by the level's own loops) into the layout below, then runs every row of x against it, a tile of up to
- * KILN_KGEMM_MR rows at a time. Per row i, column j and block b it computes
+ * codes by the level's own loops) into the layout below, and runs every
+ * row of x against it, a tile of up to KILN_KGEMM_MR rows at a time. Per row i, column j and block b it computes
  * the batch-1 reference's integers and f32 operations:
  *
  *     u = q + off >= 0 (off: 32 for Q6_K, 4 for Q3_K, 128 for IQ4_XS, else 0)

@@ -97,7 +97,8 @@ static void codes(kiln_dtype t, const void *blk, uint8_t *u) {
     case KILN_Q4_K: case KILN_Q5_K: { /* runs of 64: low nibbles, high ones; Q5_K's bit e / 32 of qh[e % 32] */
         const uint8_t *qs = t == KILN_Q4_K ? ((const kiln_block_q4_K *)blk)->qs : ((const kiln_block_q5_K *)blk)->qs;
         for (int j = 0; j < 4; j++)
-            for (int l = 0; l < 32; l++) u[64 * j + l] = qs[32 * j + l] & 0x0f, u[64 * j + 32 + l] = qs[32 * j + l] >> 4;
+            for (int l = 0; l < 32; l++)
+                u[64 * j + l] = qs[32 * j + l] & 0x0f, u[64 * j + 32 + l] = qs[32 * j + l] >> 4;
         if (t == KILN_Q4_K) return;
         const uint8_t *qh = ((const kiln_block_q5_K *)blk)->qh;
         for (int j = 0; j < 8; j++)
@@ -126,12 +127,13 @@ static void codes(kiln_dtype t, const void *blk, uint8_t *u) {
     }
     default: { /* IQ4_XS: the table's value + 128 */
         const kiln_block_iq4_xs *b = blk;
-        const __m128i tab = _mm_xor_si128(_mm_loadu_si128((const __m128i *)kiln__iq4nl_values), _mm_set1_epi8((char)0x80)),
-                      m4 = _mm_set1_epi8(0x0f);
+        const __m128i m4 = _mm_set1_epi8(0x0f), v = _mm_loadu_si128((const __m128i *)kiln__iq4nl_values),
+                      tab = _mm_xor_si128(v, _mm_set1_epi8((char)0x80));
         for (int s = 0; s < 8; s++) {
-            const __m128i q = _mm_loadu_si128((const __m128i *)(b->qs + 16 * s));
+            const __m128i q = _mm_loadu_si128((const __m128i *)(b->qs + 16 * s)),
+                          hi = _mm_and_si128(_mm_srli_epi16(q, 4), m4);
             _mm_storeu_si128((__m128i *)(u + 32 * s), _mm_shuffle_epi8(tab, _mm_and_si128(q, m4)));
-            _mm_storeu_si128((__m128i *)(u + 32 * s + 16), _mm_shuffle_epi8(tab, _mm_and_si128(_mm_srli_epi16(q, 4), m4)));
+            _mm_storeu_si128((__m128i *)(u + 32 * s + 16), _mm_shuffle_epi8(tab, hi));
         }
         return;
     }
