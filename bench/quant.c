@@ -371,7 +371,7 @@ void bench_quant(const bench_opts *o) {
         bench_measure(&(bench_job){run_q, &(q_job){x, kq[i]}}, 1, 1, 5, 0.5 * o->scale, &med);
         char name[64];
         snprintf(name, sizeof name, "quantize %s, 1 thread", kiln_dtype_name(kq[i]));
-        bench_report(name, N / med / 1e6, "Melem/s", 0, "");
+        bench_report(name, N / med / 1e6, "Melem/s", 0, "quant/, no SIMD of its own");
     }
     kiln_set_threads(saved);
     free(xv), free(yv);
