@@ -9,12 +9,14 @@
  * from memory) in GB/s of weight bytes against the triad in the same run
  * and against f32 GEMV; then prompt processing (128 rows) on a 1.1B
  * llama's matrices in tokens/s and GOP/s against kiln's f32 GEMM on the
- * same shapes in the same run (bench_prompt). */
+ * same shapes in the same run (bench_prompt): Q4_0, Q8_0, Q4_K, Q6_K and
+ * IQ4_XS, the integer GEMMs beside the dequantized panels they replaced. */
 #include "bench.h"
 #include "cpu_features.h"
 #include "gemm.h"
 #include "qmatmul.h"
 #include "qmatmul_gemm.h"
+#include "qmatmul_kgemm.h"
 
 #ifdef KILN_BLAS
 #include <cblas.h>
@@ -182,10 +184,17 @@ static void bench_prompt(int nt) {
     bench_report(name, PP_M / (22 * bmed[0] + bmed[1]), "tok/s", ref_tps, REF_SGEMM);
 #endif
     const kiln_cpu_caps saved = *kiln__cpu_caps();
-    for (int v = 0; v < 3; v++) {
-        const kiln_dtype t = v == 1 ? KILN_Q8_0 : KILN_Q4_0;
+    /* each integer GEMM (Q8_0 / Q4_0's, the K types'), and the route it
+     * replaced (dequant: AVX-512 f32 GEMM, no VNNI) */
+    static const struct {
+        kiln_dtype t;
+        bool dequant;
+    } pv[] = {{KILN_Q4_0, false}, {KILN_Q8_0, false}, {KILN_Q4_0, true},   {KILN_Q4_K, false},  {KILN_Q4_K, true},
+              {KILN_Q6_K, false}, {KILN_Q6_K, true},  {KILN_IQ4_XS, false}, {KILN_IQ4_XS, true}};
+    for (size_t v = 0; v < sizeof pv / sizeof pv[0]; v++) {
+        const kiln_dtype t = pv[v].t;
         kiln_cpu_caps c = saved;
-        if (v == 2) { /* the route the integer GEMM replaced (AVX-512 f32 GEMM, no VNNI) */
+        if (pv[v].dequant) {
             c.avx512vnni = false;
             kiln__cpu_caps_set(&c);
         }
@@ -194,8 +203,9 @@ static void bench_prompt(int nt) {
         bench_measure((bench_job[]){{run_mm, &j[0]}, {run_mm, &j[1]}}, 2, 1, 5, 1.5, med);
         kiln__cpu_caps_set(&saved);
         const double sec = 22 * med[0] + med[1];
+        const bool ints = kiln__qmm_gemm_available(t) || kiln__qmm_kgemm_handles(t);
         snprintf(name, sizeof name, "prompt m=%d %s%s 1.1B llama %dt", PP_M, kiln_dtype_name(t),
-                 v == 2 ? " dequant" : kiln__qmm_gemm_available(t) ? " int8" : "", nt);
+                 pv[v].dequant ? " dequant" : ints ? " int8" : "", nt);
         bench_report(name, PP_M / sec, "tok/s", ref_tps, REF_SGEMM);
         printf("%-34s      %9.1f GOP/s (layer %.1f ms, head %.1f ms)\n", "", 2.0 * PP_M * total / sec * 1e-9,
                med[0] * 1e3, med[1] * 1e3);
@@ -302,6 +312,17 @@ typedef struct dq_job {
 } dq_job;
 static void run_dq(void *arg) { bench_check(kiln_graph_compute(((dq_job *)arg)->g) == KILN_OK, "dequantize"); }
 
+typedef struct q_job {
+    kiln_tensor *x;
+    kiln_dtype t;
+} q_job;
+static void run_q(void *arg) {
+    const q_job *j = arg;
+    kiln_ctx *ctx = kiln_ctx_new();
+    bench_check(ctx && kiln_quantize(ctx, j->x, j->t), "quantize");
+    kiln_ctx_free(ctx);
+}
+
 void bench_quant(const bench_opts *o) {
     kiln_ctx *ctx = kiln_ctx_new();
     kiln_tensor *x = kiln_new_2d(ctx, KILN_F32, N / 4096, 4096);
@@ -341,6 +362,16 @@ void bench_quant(const bench_opts *o) {
         char name[64];
         snprintf(name, sizeof name, "dequantize %s, 1 thread", kiln_dtype_name(ts[i]));
         bench_report(name, N / med / 1e9, "Gelem/s", 0, kiln_cpu_describe());
+    }
+    /* the K and IQ4 quantizers' rate (the scalar references llama-quantize's
+     * mixes are written with), one thread */
+    static const kiln_dtype kq[] = {KILN_Q4_K, KILN_Q5_K, KILN_Q6_K, KILN_Q2_K, KILN_Q3_K, KILN_IQ4_XS, KILN_IQ4_NL};
+    for (size_t i = 0; i < sizeof kq / sizeof kq[0]; i++) {
+        double med;
+        bench_measure(&(bench_job){run_q, &(q_job){x, kq[i]}}, 1, 1, 5, 0.5 * o->scale, &med);
+        char name[64];
+        snprintf(name, sizeof name, "quantize %s, 1 thread", kiln_dtype_name(kq[i]));
+        bench_report(name, N / med / 1e6, "Melem/s", 0, "quant/, no SIMD of its own");
     }
     kiln_set_threads(saved);
     free(xv), free(yv);

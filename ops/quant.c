@@ -8,15 +8,15 @@
 
 #include <string.h>
 
-/* blocks [b0, b1) of arg = {src, q} */
+/* blocks [b0, b1) of arg = {src, q}, in one call: a reference may search
+ * several blocks at once (IQ4_NL's does) */
 static void quantize_blocks(void *arg, int64_t b0, int64_t b1, int tid) {
     const kiln_tensor *src = ((void **)arg)[0];
     kiln_tensor *q = ((void **)arg)[1];
     const int64_t blk = kiln__types[q->dtype].blck;
     (void)tid;
-    for (int64_t b = b0; b < b1; b++)
-        kiln__types[q->dtype].from_f32((const float *)src->data + b * blk,
-                                       (char *)q->data + kiln__elems_bytes(q->dtype, b * blk), blk);
+    kiln__types[q->dtype].from_f32((const float *)src->data + b0 * blk,
+                                   (char *)q->data + kiln__elems_bytes(q->dtype, b0 * blk), (b1 - b0) * blk);
 }
 
 kiln_tensor *kiln_quantize(kiln_ctx *ctx, kiln_tensor *src, kiln_dtype dtype) {

@@ -8,53 +8,59 @@
  * same f32 operations, so its blocks byte for byte), decoded through
  * their unpack (qints.c). The dtypes' rows are registered here, at load;
  * the products take Q8_0 (IQ4_NL) and Q8_K (IQ4_XS) activations. */
-#include "quant.h"
+#include "k_quants.h"
 
 #include <math.h>
 
 #define NTRY 7
+#define KL KILN_KL /* blocks of 32 searched at once, one per lane (k_quants.h) */
 
-/* The index of the value nearest x (the upper one on a tie). */
+typedef kiln_kvf vf;
+typedef kiln_kvi vi;
+
+/* The index of the value nearest x, the upper one on a tie: the count of
+ * the steps j whose midpoint test x passes (written as !(... < ...) so
+ * that NaN lands on 15, where a binary search over the table ends). */
 static int best_index(float x) {
     const int8_t *v = kiln__iq4nl_values;
-    if (x <= v[0]) return 0;
-    if (x >= v[15]) return 15;
-    int lo = 0, hi = 15;
-    while (hi - lo > 1) {
-        const int mid = (lo + hi) / 2;
-        if (x < v[mid]) hi = mid;
-        else lo = mid;
-    }
-    return x - v[hi - 1] < v[hi] - x ? hi - 1 : hi;
+    int l = 0;
+    for (int j = 1; j < 16; j++) l += !(x - v[j - 1] < v[j] - x);
+    return l;
 }
 
-/* The weighted fit of block xb [32] to the values at reciprocal scale id:
- * sum w q x and sum w q^2 (codes into L when not NULL). */
-static void fit(const float *xb, float id, uint8_t *L, float *sumqx, float *sumq2) {
-    *sumqx = *sumq2 = 0.0f;
-    for (int j = 0; j < 32; j++) {
-        const int l = best_index(id * xb[j]);
-        const float q = kiln__iq4nl_values[l], w = xb[j] * xb[j];
-        if (L) L[j] = (uint8_t)l;
-        *sumqx += w * q * xb[j];
-        *sumq2 += w * q * q;
-    }
+/* The value at best_index of each lane (its steps summed: no lookup). */
+static vf best_value(vf x) {
+    const int8_t *v = kiln__iq4nl_values;
+    vi q = (vi){0} + v[0];
+    for (int j = 1; j < 16; j++) q += ((x - (float)v[j - 1] < (float)v[j] - x) + 1) * (v[j] - v[j - 1]);
+    return KILN_KV_FLOAT(q);
 }
 
-/* Block xb's scale: the least-squares one of the best of 2 NTRY + 1
- * trials; 0 for a block of zeros (its codes then left as they are). */
-static float block_scale(const float *xb, uint8_t *L) {
-    float amax = 0.0f, max = 0.0f, sumqx, sumq2;
-    for (int j = 0; j < 32; j++)
-        if (fabsf(xb[j]) > amax) amax = fabsf(xb[j]), max = xb[j];
-    if (amax < 1e-15f) return 0.0f;
-    fit(xb, 1 / (-max / kiln__iq4nl_values[0]), L, &sumqx, &sumq2);
-    float d = sumqx / sumq2, best = d * sumqx;
-    for (int itry = -NTRY; itry <= NTRY; itry++) {
-        fit(xb, (itry + kiln__iq4nl_values[0]) / max, NULL, &sumqx, &sumq2);
-        if (sumq2 > 0 && sumqx * sumqx > best * sumq2) d = sumqx / sumq2, best = d * sumqx;
+/* The scales of KL blocks of 32 (block s at xb + 32 s) into d[s]: for
+ * each, the least-squares one of the best of 2 NTRY + 1 trials, weights
+ * x^2; 0 for a block of zeros. Each lane's sums run in element order. */
+static void block_scales(const float *xb, float *d) {
+    vf xt[32], max = {0}, amax = {0}, best = {0}, dv = {0};
+    kiln__kv_transpose(32, xb, xt);
+    for (int s = 0; s < KL; s++)
+        for (int j = 0; j < 32; j++)
+            if (fabsf(xt[j][s]) > amax[s]) amax[s] = fabsf(xt[j][s]), max[s] = xt[j][s];
+    for (int itry = -NTRY - 1; itry <= NTRY; itry++) {
+        /* the first fit at the scale of the largest value, then the trials */
+        const vf id = itry < -NTRY ? 1.0f / (-max / (float)kiln__iq4nl_values[0])
+                                   : (float)(itry + kiln__iq4nl_values[0]) / max;
+        vf sumqx = {0}, sumq2 = {0};
+        for (int j = 0; j < 32; j++) {
+            const vf q = best_value(id * xt[j]), w = xt[j] * xt[j];
+            sumqx += w * q * xt[j];
+            sumq2 += w * q * q;
+        }
+        const vi up = ((vi){0} - (itry < -NTRY)) | ((sumq2 > 0) & (sumqx * sumqx > best * sumq2));
+        const vf ds = sumqx / sumq2;
+        dv = KILN_KV_SEL(up, ds, dv);
+        best = KILN_KV_SEL(up, ds * sumqx, best);
     }
-    return d;
+    for (int s = 0; s < KL; s++) d[s] = amax[s] < 1e-15f ? 0.0f : dv[s];
 }
 
 /* codes L [32 n] into 16 n bytes: element j low nibble, j + 16 high */
@@ -65,12 +71,20 @@ static void pack(const uint8_t *L, int n, uint8_t *qs) {
 
 static void iq4_nl_ref(const float *x, void *blocks, int64_t n) {
     kiln_block_iq4_nl *y = blocks;
-    for (int64_t b = 0; b < n / KILN_QK; b++, x += KILN_QK) {
-        uint8_t L[KILN_QK];
-        const float d = block_scale(x, L), id = d ? 1 / d : 0.0f;
-        y[b].d = kiln__f32_to_f16(d);
-        for (int j = 0; j < KILN_QK; j++) L[j] = (uint8_t)best_index(id * x[j]);
-        pack(L, 1, y[b].qs);
+    float xb[KL * KILN_QK] = {0}, d[KL];
+    for (int64_t b0 = 0; b0 < n / KILN_QK; b0 += KL) {
+        /* KL blocks at once, the last group padded with zero blocks */
+        const int nbk = n / KILN_QK - b0 < KL ? (int)(n / KILN_QK - b0) : KL;
+        memcpy(xb, x + b0 * KILN_QK, sizeof(float) * (size_t)(nbk * KILN_QK));
+        memset(xb + nbk * KILN_QK, 0, sizeof(float) * (size_t)((KL - nbk) * KILN_QK));
+        block_scales(xb, d);
+        for (int s = 0; s < nbk; s++) {
+            uint8_t L[KILN_QK];
+            const float id = d[s] ? 1 / d[s] : 0.0f;
+            y[b0 + s].d = kiln__f32_to_f16(d[s]);
+            for (int j = 0; j < KILN_QK; j++) L[j] = (uint8_t)best_index(id * xb[KILN_QK * s + j]);
+            pack(L, 1, y[b0 + s].qs);
+        }
     }
 }
 
@@ -79,8 +93,8 @@ static void iq4_xs_ref(const float *x, void *blocks, int64_t n) {
     for (int64_t b = 0; b < n / KILN_QK_K; b++, x += KILN_QK_K) {
         uint8_t L[KILN_QK_K];
         float scales[8], max_scale = 0.0f, amax_scale = 0.0f;
+        for (int h = 0; h < 8; h += KL) block_scales(x + 32 * h, scales + h);
         for (int s = 0; s < 8; s++) {
-            scales[s] = block_scale(x + 32 * s, L + 32 * s);
             if (fabsf(scales[s]) > amax_scale) amax_scale = fabsf(scales[s]), max_scale = scales[s];
         }
         /* 6-bit sub-block scales of the unrounded d, the codes again */

@@ -25,10 +25,12 @@ void kiln__quantize_q2_K_ref(const float *x, void *blocks, int64_t n) {
     const float q4scale = 15.0f;
     for (int64_t b = 0; b < n / KILN_QK_K; b++, x += KILN_QK_K) {
         uint8_t L[KILN_QK_K];
-        float w[16], mins[16], scales[16], max_scale = 0.0f, max_min = 0.0f;
+        float w[KILN_QK_K], mins[16], scales[16], max_scale = 0.0f, max_min = 0.0f;
+        for (int e = 0; e < KILN_QK_K; e++) w[e] = fabsf(x[e]);
+        for (int h = 0; h < 16; h += KILN_KL)
+            kiln__make_qkx2_quants_lanes(16, 3, x + 16 * h, w + 16 * h, L + 16 * h, scales + h, mins + h, -0.5f, 0.1f,
+                                         15, true);
         for (int j = 0; j < 16; j++) {
-            for (int l = 0; l < 16; l++) w[l] = fabsf(x[16 * j + l]);
-            scales[j] = kiln__make_qkx2_quants(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], -0.5f, 0.1f, 15, true);
             if (scales[j] > max_scale) max_scale = scales[j];
             if (mins[j] > max_min) max_min = mins[j];
         }

@@ -12,14 +12,21 @@
  * packed scales, as both references make them. */
 static void scales_and_codes(const float *x, int bits, uint16_t *d16, uint16_t *dmin16, uint8_t *s, uint8_t *L) {
     const int nmax = (1 << bits) - 1;
-    float w[32], mins[8], scales[8], max_scale = 0.0f, max_min = 0.0f;
+    float w[256], mins[8], scales[8], max_scale = 0.0f, max_min = 0.0f;
     for (int j = 0; j < 8; j++) {
         float sum_x2 = 0.0f;
         for (int l = 0; l < 32; l++) sum_x2 += x[32 * j + l] * x[32 * j + l];
         const float av_x = sqrtf(sum_x2 / 32);
-        for (int l = 0; l < 32; l++) w[l] = av_x + fabsf(x[32 * j + l]);
-        scales[j] = bits == 4 ? kiln__make_qkx2_quants(32, nmax, x + 32 * j, w, L + 32 * j, &mins[j], -1.0f, 0.1f, 20, false)
-                              : kiln__make_qkx2_quants(32, nmax, x + 32 * j, w, L + 32 * j, &mins[j], -0.5f, 0.1f, 15, false);
+        for (int l = 0; l < 32; l++) w[32 * j + l] = av_x + fabsf(x[32 * j + l]);
+    }
+    for (int h = 0; h < 8; h += KILN_KL)
+        if (bits == 4)
+            kiln__make_qkx2_quants_lanes(32, nmax, x + 32 * h, w + 32 * h, L + 32 * h, scales + h, mins + h, -1.0f,
+                                         0.1f, 20, false);
+        else
+            kiln__make_qkx2_quants_lanes(32, nmax, x + 32 * h, w + 32 * h, L + 32 * h, scales + h, mins + h, -0.5f,
+                                         0.1f, 15, false);
+    for (int j = 0; j < 8; j++) {
         if (scales[j] > max_scale) max_scale = scales[j];
         if (mins[j] > max_min) max_min = mins[j];
     }

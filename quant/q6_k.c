@@ -13,8 +13,9 @@ void kiln__quantize_q6_K_ref(const float *x, void *blocks, int64_t n) {
     for (int64_t b = 0; b < n / KILN_QK_K; b++, x += KILN_QK_K) {
         int8_t L[KILN_QK_K];
         float scales[16], max_scale = 0.0f, max_abs = 0.0f;
+        for (int h = 0; h < 16; h += KILN_KL)
+            kiln__make_qx_quants_lanes(16, 32, x + 16 * h, L + 16 * h, scales + h);
         for (int j = 0; j < 16; j++) {
-            scales[j] = kiln__make_qx_quants(16, 32, x + 16 * j, L + 16 * j);
             if (fabsf(scales[j]) > max_abs) max_abs = fabsf(scales[j]), max_scale = scales[j];
         }
         memset(&y[b], 0, sizeof y[b]);

@@ -27,15 +27,16 @@ static void blocks32(kiln_qints *o, float d, float dm, bool has_min) {
     o->sc[0] = o->mn[0] = 1;
 }
 
-static void unpack_q2_K(const kiln_block_q2_K *b, kiln_qints *o) {
+static void unpack_q2_K(const kiln_block_q2_K *b, kiln_qints *o, bool codes) {
     *o = (kiln_qints){.d = f16(b->d), .dm = -f16(b->dmin), .n = KILN_QK_K, .sub = 16, .has_min = true};
     for (int s = 0; s < 16; s++) o->sc[s] = b->scales[s] & 0x0f, o->mn[s] = b->scales[s] >> 4;
     /* two halves of 128: byte l of the half's 32 holds elements l, l + 32,
      * l + 64, l + 96 in bits 0-1, 2-3, 4-5, 6-7 */
-    for (int e = 0; e < KILN_QK_K; e++) o->q[e] = (int8_t)((b->qs[e / 128 * 32 + e % 32] >> (2 * (e % 128 / 32))) & 3);
+    for (int e = 0; codes && e < KILN_QK_K; e++)
+        o->q[e] = (int8_t)((b->qs[e / 128 * 32 + e % 32] >> (2 * (e % 128 / 32))) & 3);
 }
 
-static void unpack_q3_K(const kiln_block_q3_K *b, kiln_qints *o) {
+static void unpack_q3_K(const kiln_block_q3_K *b, kiln_qints *o, bool codes) {
     *o = (kiln_qints){.d = f16(b->d), .n = KILN_QK_K, .sub = 16};
     for (int s = 0; s < 16; s++) {
         int lo = s < 8 ? b->scales[s] & 0x0f : b->scales[s - 8] >> 4, hi = (b->scales[8 + s % 4] >> (2 * (s / 4))) & 3;
@@ -43,14 +44,14 @@ static void unpack_q3_K(const kiln_block_q3_K *b, kiln_qints *o) {
     }
     /* the low two bits as Q2_K's; the third in bit e % 256 / 32 of
      * hmask[e % 32], set meaning no -4 */
-    for (int e = 0; e < KILN_QK_K; e++) {
+    for (int e = 0; codes && e < KILN_QK_K; e++) {
         int lo = (b->qs[e / 128 * 32 + e % 32] >> (2 * (e % 128 / 32))) & 3;
         o->q[e] = (int8_t)(lo - ((b->hmask[e % 32] >> (e / 32)) & 1 ? 0 : 4));
     }
 }
 
 static void unpack_q45_K(const uint8_t *scales, const uint8_t *qs, const uint8_t *qh, uint16_t d, uint16_t dmin,
-                         kiln_qints *o) {
+                         kiln_qints *o, bool codes) {
     *o = (kiln_qints){.d = f16(d), .dm = -f16(dmin), .n = KILN_QK_K, .sub = 32, .has_min = true};
     for (int j = 0; j < 8; j++) {
         int sc, m;
@@ -59,19 +60,19 @@ static void unpack_q45_K(const uint8_t *scales, const uint8_t *qs, const uint8_t
     }
     /* four runs of 64: the low nibbles of 32 bytes, then their high ones;
      * Q5_K's fifth bit of element e in bit e / 32 of qh[e % 32] */
-    for (int e = 0; e < KILN_QK_K; e++) {
+    for (int e = 0; codes && e < KILN_QK_K; e++) {
         int c = qs[e / 64 * 32 + e % 32] >> (4 * (e % 64 / 32)) & 0x0f;
         o->q[e] = (int8_t)(c | (qh ? (qh[e % 32] >> (e / 32) & 1) << 4 : 0));
     }
 }
 
-static void unpack_q6_K(const kiln_block_q6_K *b, kiln_qints *o) {
+static void unpack_q6_K(const kiln_block_q6_K *b, kiln_qints *o, bool codes) {
     *o = (kiln_qints){.d = f16(b->d), .n = KILN_QK_K, .sub = 16};
     for (int s = 0; s < 16; s++) o->sc[s] = b->scales[s];
     /* two halves of 128, each from 64 bytes of ql and 32 of qh: element
      * l + 32 r of a half takes ql[l + 32 (r & 1)]'s nibble r / 2 and
      * bits 2r, 2r + 1 of qh[l] */
-    for (int e = 0; e < KILN_QK_K; e++) {
+    for (int e = 0; codes && e < KILN_QK_K; e++) {
         int h = e / 128, r = e % 128 / 32, l = e % 32;
         int lo = b->ql[64 * h + l + 32 * (r & 1)] >> (4 * (r / 2)) & 0x0f, hi = b->qh[32 * h + l] >> (2 * r) & 3;
         o->q[e] = (int8_t)((lo | hi << 4) - 32);
@@ -86,7 +87,8 @@ static void unpack_iq4(const uint8_t *qs, int nsub, kiln_qints *o) {
         }
 }
 
-bool kiln__qints_unpack(kiln_dtype t, const void *blocks, int64_t i, kiln_qints *o) {
+/* Block i of t as integers, its codes q only when codes. */
+static bool unpack(kiln_dtype t, const void *blocks, int64_t i, kiln_qints *o, bool codes) {
     switch (t) {
     case KILN_Q4_1: {
         const kiln_block_q4_1 *b = (const kiln_block_q4_1 *)blocks + i;
@@ -112,19 +114,19 @@ bool kiln__qints_unpack(kiln_dtype t, const void *blocks, int64_t i, kiln_qints 
         memcpy(o->q, b->qs, KILN_QK);
         return true;
     }
-    case KILN_Q2_K: unpack_q2_K((const kiln_block_q2_K *)blocks + i, o); return true;
-    case KILN_Q3_K: unpack_q3_K((const kiln_block_q3_K *)blocks + i, o); return true;
+    case KILN_Q2_K: unpack_q2_K((const kiln_block_q2_K *)blocks + i, o, codes); return true;
+    case KILN_Q3_K: unpack_q3_K((const kiln_block_q3_K *)blocks + i, o, codes); return true;
     case KILN_Q4_K: {
         const kiln_block_q4_K *b = (const kiln_block_q4_K *)blocks + i;
-        unpack_q45_K(b->scales, b->qs, NULL, b->d, b->dmin, o);
+        unpack_q45_K(b->scales, b->qs, NULL, b->d, b->dmin, o, codes);
         return true;
     }
     case KILN_Q5_K: {
         const kiln_block_q5_K *b = (const kiln_block_q5_K *)blocks + i;
-        unpack_q45_K(b->scales, b->qs, b->qh, b->d, b->dmin, o);
+        unpack_q45_K(b->scales, b->qs, b->qh, b->d, b->dmin, o, codes);
         return true;
     }
-    case KILN_Q6_K: unpack_q6_K((const kiln_block_q6_K *)blocks + i, o); return true;
+    case KILN_Q6_K: unpack_q6_K((const kiln_block_q6_K *)blocks + i, o, codes); return true;
     case KILN_Q8_K: {
         const kiln_block_q8_K *b = (const kiln_block_q8_K *)blocks + i;
         *o = (kiln_qints){.d = b->d, .n = KILN_QK_K, .sub = 16};
@@ -143,11 +145,19 @@ bool kiln__qints_unpack(kiln_dtype t, const void *blocks, int64_t i, kiln_qints 
         *o = (kiln_qints){.d = f16(b->d), .n = KILN_QK_K, .sub = 32};
         for (int s = 0; s < 8; s++)
             o->sc[s] = (int16_t)((((b->scales_l[s / 2] >> (4 * (s % 2))) & 0x0f) | ((b->scales_h >> (2 * s)) & 3) << 4) - 32);
-        unpack_iq4(b->qs, 8, o);
+        if (codes) unpack_iq4(b->qs, 8, o);
         return true;
     }
     default: return false;
     }
+}
+
+bool kiln__qints_unpack(kiln_dtype t, const void *blocks, int64_t i, kiln_qints *o) {
+    return unpack(t, blocks, i, o, true);
+}
+
+bool kiln__qints_scales(kiln_dtype t, const void *blocks, int64_t i, kiln_qints *o) {
+    return unpack(t, blocks, i, o, false);
 }
 
 void kiln__qints_to_f32(kiln_dtype t, const void *blocks, float *y, int64_t n) {

@@ -194,6 +194,8 @@ typedef struct kiln_qints {
 /* Block i of dtype t (one of the types above) as integers;
  * false for another dtype. */
 bool kiln__qints_unpack(kiln_dtype t, const void *blocks, int64_t i, kiln_qints *out);
+/* The same without the codes (q left as it was): a SIMD decoder's own. */
+bool kiln__qints_scales(kiln_dtype t, const void *blocks, int64_t i, kiln_qints *out);
 /* n elements (whole blocks) of such a dtype to f32, through its unpack. */
 void kiln__qints_to_f32(kiln_dtype t, const void *blocks, float *y, int64_t n);
 /* Element i of such a dtype. */

@@ -9,6 +9,7 @@
 #include "kt_simd.h"
 #include "../quant/quant.h"
 #include "../backends/cpu/qmatmul_ggml.h"
+#include "../backends/cpu/qmatmul_kgemm.h"
 #include "../core/json.h"
 
 #include <stdint.h>
@@ -269,7 +270,9 @@ KT_TEST(ggml_types_integer_dot_products) {
             KT_CHECK(first_diff(got, want, rows) < 0, "%s: kiln_linear's batch-1 product is not the reference's",
                      types[i].name);
         }
-        /* prompts: 9 rows of x against the dequantized W in f32 */
+        /* prompts: 9 rows of x; the K types and IQ4_XS quantize them as in
+         * generation (each row the batch-1 product), the others run the
+         * dequantized W in f32 */
         kiln_tensor *x9 = kiln_new_2d(ctx, KILN_F32, 9, k), *y9 = NULL;
         float *xs = randn(9 * k, 13), got9[9 * 8];
         KT_OK(kiln_tensor_set_f32(x9, xs, 9 * k));
@@ -279,6 +282,15 @@ KT_TEST(ggml_types_integer_dot_products) {
         KT_OK(kiln_tensor_get_f32(y9, got9, 9 * rows));
         for (int64_t i9 = 0; i9 < 9; i9++)
             for (int64_t r = 0; r < rows; r++) {
+                if (kiln__qmm_kgemm_handles(t)) {
+                    kiln_block_q8_K xa[1024 / KILN_QK_K];
+                    kiln__quantize_q8_K_ref(xs + i9 * k, xa, k);
+                    const float one = kiln__qmm_dot_ggml_ref(t, (const char *)kiln_tensor_data(wq) + r * rb, xa,
+                                                             k / KILN_QK_K);
+                    KT_CHECK(!memcmp(&got9[i9 * rows + r], &one, 4), "%s: 9 rows, (%lld, %lld): %.9g, batch-1 %.9g",
+                             types[i].name, (long long)i9, (long long)r, got9[i9 * rows + r], one);
+                    continue;
+                }
                 double exact = 0, mag = 0;
                 for (int64_t e = 0; e < k; e++)
                     exact += (double)wd[r * k + e] * xs[i9 * k + e], mag += fabs((double)wd[r * k + e] * xs[i9 * k + e]);

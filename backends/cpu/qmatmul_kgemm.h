@@ -1,0 +1,70 @@
+/* qmatmul_kgemm.h — the batched (prompt) path of KILN_OP_QMATMUL for the K
+ * types and IQ4_XS: y[m, n] = x[m, k] . W[n, k]^T with x's rows quantized
+ * to Q8_K as in generation and integer products, equal to the batch-1
+ * products (qmatmul_ggml.h) row by row, bit for bit.
+ *
+ * Each thread takes panels of KILN_KGEMM_NC rows of W (columns of y),
+ * decodes each block of the panel once (scales by kiln__qints_scales,
+ * codes by the level's own loops) into the layout below, and runs every
+ * row of x against it, a tile of up to KILN_KGEMM_MR rows at a time. Per row i, column j and block b it computes
+ * the batch-1 reference's integers and f32 operations:
+ *
+ *     u = q + off >= 0 (off: 32 for Q6_K, 4 for Q3_K, 128 for IQ4_XS, else 0)
+ *     P = sum over groups g of 16 of sc[g] * (sum over g of u * xq)
+ *     C = sum over g of c[g] * bsum[g]     (c = mn with a min, else off sc)
+ *     with a min:  y += (dx d) * (float)P + (dx dm) * (float)C
+ *     without:     y += (dx d) * (float)(P - C)
+ *
+ * P - C is the reference's isum and C its summs, both exact in int32, and
+ * the f32 operations are the reference's in its order (its "+ 0.0f"
+ * without a min changes no sum), so the sums are the reference's bits.
+ *
+ * The panel's layout, per block (KILN_KGEMM_BLOCK bytes), with NC = 16
+ * columns side by side in each 64-byte row (one zmm):
+ *     u   [64 quads][NC][4]  uint8   quad q: elements 4q .. 4q + 3
+ *     sc  [16 groups][NC]    int32
+ *     cp  [8 pairs][NC]      int32   (c[2t], c[2t + 1]) as two int16
+ *     d   [NC], dm [NC]      f32
+ * Padding columns are zeros (their outputs are not stored).
+ *
+ * The tile kernel is AVX512-VNNI's (vpdpbusd of W's unsigned codes with a
+ * broadcast quad of a row of x, vpmulld by the groups' scales, vpdpwssd of
+ * the pairs); on AVX2 and AVX-VNNI the batch-1 kernels run row by row (the
+ * same products; kiln__qmatmul_ggml_cpu) for the K types; elsewhere the
+ * dequantized panels of qmatmul.c run (kiln__qmm_kgemm_handles).
+ *
+ *     if (kiln__qmm_kgemm_handles(t)) s = kiln__qmm_kgemm(t, m, n, k, x, w, y, n_threads);
+ */
+#ifndef KILN_CPU_QMATMUL_KGEMM_H
+#define KILN_CPU_QMATMUL_KGEMM_H
+
+#include "internal.h"
+
+#define KILN_KGEMM_NC 16 /* columns of W per panel (zmm lanes) */
+#define KILN_KGEMM_MR 8  /* rows of x per tile at most */
+#define KILN_KGEMM_BLOCK (KILN_KGEMM_NC * (256 + 16 * 4 + 8 * 4 + 2 * 4))
+
+typedef struct kiln_kgemm_kernels {
+    /* columns [0, cols) of W of dtype t (w: column 0's row of nb blocks,
+     * rows wrow bytes apart) into the panel layout, zeros past cols */
+    void (*pack)(kiln_dtype t, const char *w, size_t wrow, int cols, int64_t nb, char *panel);
+    /* rows (1 .. KILN_KGEMM_MR) of Q8_K activations (row r's nb blocks at
+     * xa + r * xrow) against one packed panel of nb blocks: y[r * ldy + c]
+     * for the first cols columns */
+    void (*tile)(int rows, const void *xa, size_t xrow, const void *panel, int64_t nb, bool has_min, float *y,
+                 int64_t ldy, int cols);
+} kiln_kgemm_kernels;
+
+const kiln_kgemm_kernels *kiln__kgemm_kernels_avx512vnni(void); /* NULL when not built */
+
+/* Whether weight dtype t's prompts run here (the K types and IQ4_XS, on
+ * the levels where this path measured faster than the panels). */
+bool kiln__qmm_kgemm_handles(kiln_dtype t);
+
+/* y[m, n] = x[m, k] . W^T (W contiguous [n, k] of dtype t), threaded over
+ * panels of W's rows (without the tile kernel, over W's rows through the
+ * batch-1 kernels); only when kiln__qmm_kgemm_handles(t). */
+kiln_status kiln__qmm_kgemm(kiln_dtype t, int64_t m, int64_t n, int64_t k, const float *x, const void *w, float *y,
+                            int n_threads);
+
+#endif

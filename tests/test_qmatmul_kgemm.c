@@ -1,0 +1,91 @@
+/* test_qmatmul_kgemm.c — prompts (8 rows and more) of the K types and
+ * IQ4_XS (backends/cpu/qmatmul_kgemm.h) equal the batch-1 products row by
+ * row, bit for bit, on every SIMD level the CPU can emulate where they run
+ * (all from AVX512-VNNI up; the K types on AVX2 and AVX-VNNI): weights of
+ * random block bytes (every code, scale and min; f16 scales from
+ * subnormal to 65504), quantized rows and zero rows; activations N(0, 1)
+ * per row scale, a zero row and a row of +-3e38; rows that fill tiles
+ * and rows that do not, columns past a whole panel, 2 threads. */
+#include "kt.h"
+#include "kt_simd.h"
+#include "../quant/quant.h"
+#include "../backends/cpu/qmatmul.h"
+#include "../backends/cpu/qmatmul_kgemm.h"
+
+#include <math.h>
+#include <stddef.h>
+
+static uint64_t rng(uint64_t *s) {
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    return *s;
+}
+
+static float gauss(uint64_t *s) {
+    float v = 0;
+    for (int i = 0; i < 4; i++) v += (float)(rng(s) & 0xffff) / 65536.0f;
+    return (v - 2.0f) * 1.7f;
+}
+
+/* the f16 fields of a block of t: offsets, -1 ends */
+static const int *f16_fields(kiln_dtype t) {
+    static const int q2[] = {offsetof(kiln_block_q2_K, d), offsetof(kiln_block_q2_K, dmin), -1},
+                     q3[] = {offsetof(kiln_block_q3_K, d), -1},
+                     q45[] = {offsetof(kiln_block_q4_K, d), offsetof(kiln_block_q4_K, dmin), -1},
+                     q6[] = {offsetof(kiln_block_q6_K, d), -1}, iq[] = {offsetof(kiln_block_iq4_xs, d), -1};
+    return t == KILN_Q2_K ? q2 : t == KILN_Q3_K ? q3 : t == KILN_Q6_K ? q6 : t == KILN_IQ4_XS ? iq : q45;
+}
+
+/* row r of W: random bytes with finite f16 scales, quantized N(0, 1), or zeros */
+static void weight_row(kiln_dtype t, int r, int64_t k, uint8_t *w, uint64_t *s) {
+    const size_t bs = kiln__types[t].size, nb = (size_t)k / KILN_QK_K;
+    if (r % 5 == 1) {
+        float x[4 * KILN_QK_K];
+        for (int64_t e = 0; e < k; e++) x[e] = gauss(s);
+        kiln__types[t].from_f32(x, w, k);
+        return;
+    }
+    for (size_t i = 0; i < nb * bs; i++) w[i] = r % 5 == 3 ? 0 : (uint8_t)rng(s);
+    for (size_t b = 0; r % 5 != 3 && b < nb; b++)
+        for (const int *f = f16_fields(t); *f >= 0; f++) {
+            const uint64_t v = rng(s);
+            const uint16_t h = v % 9 == 0 ? 0x7bff : (uint16_t)((v >> 8) & 0xfbff); /* finite, subnormals too */
+            memcpy(w + b * bs + *f, &h, 2);
+        }
+}
+
+static bool same(float a, float b) { return (isnan(a) && isnan(b)) || !memcmp(&a, &b, sizeof a); }
+
+KT_TEST(qmatmul_kgemm_prompts_equal_the_batch_1_products) {
+    static const kiln_dtype ts[] = {KILN_Q4_K, KILN_Q5_K, KILN_Q6_K, KILN_IQ4_XS, KILN_Q2_K, KILN_Q3_K};
+    enum { K = 3 * KILN_QK_K, N = 37, MMAX = 21 };
+    static const int ms[] = {8, 13, MMAX};
+    static uint8_t w[N * K]; /* more than N rows of any of the types */
+    static float x[MMAX * K], y[MMAX * N], y1[N];
+    uint64_t s = 0x2545f4914f6cdd1du;
+    for (int ti = 0; ti < (int)(sizeof ts / sizeof ts[0]); ti++) {
+        const kiln_dtype t = ts[ti];
+        const size_t wrow = kiln__elems_bytes(t, K);
+        for (int r = 0; r < N; r++) weight_row(t, r, K, w + r * wrow, &s);
+        for (int i = 0; i < MMAX; i++)
+            for (int e = 0; e < K; e++)
+                x[i * K + e] = i == 2 ? 0.0f : i == 5 ? (e & 1 ? 3e38f : -3e38f) : gauss(&s) * (float)(1 + i % 4);
+        for (int mi = 0; mi < (int)(sizeof ms / sizeof ms[0]); mi++) {
+            const int m = ms[mi];
+            KT_FOR_EACH_SIMD(v) {
+                if (!kiln__qmm_kgemm_handles(t)) { /* the panels here (qmatmul_kgemm.h) */
+                    KT_CHECK(!kiln__cpu_avx512vnni(&v.caps), "%s: no integer prompts at %s", kiln_dtype_name(t),
+                             v.name);
+                    continue;
+                }
+                KT_CHECK(kiln__qmatmul_cpu(t, m, N, K, x, w, y, 2) == KILN_OK, "%s: %s", kiln_dtype_name(t),
+                         kiln_last_error());
+                for (int i = 0; i < m; i++) {
+                    KT_CHECK(kiln__qmatmul_cpu(t, 1, N, K, x + i * K, w, y1, 1) == KILN_OK, "%s", kiln_last_error());
+                    for (int j = 0; j < N; j++)
+                        KT_CHECK(same(y[i * N + j], y1[j]), "%s, %s, m %d, row %d col %d: %.9g, batch-1 %.9g",
+                                 kiln_dtype_name(t), v.name, m, i, j, y[i * N + j], y1[j]);
+                }
+            }
+        }
+    }
+}
