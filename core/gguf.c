@@ -705,6 +705,20 @@ kiln_tensor *kiln_gguf_load(kiln_gguf *g, kiln_ctx *ctx, const char *name) {
  * (GGUF's default alignment): kernels may read a block's fields in place */
 #define MAP_ALIGN 32
 
+/* The pages of [p, p + n) in the page tables now (read from the file
+ * where they are not cached), as llama.cpp's loader populates its
+ * mapping: the first token then pays no page faults. Only a hint: an older
+ * kernel reads them ahead in the background instead. */
+static void prefault(const void *p, size_t n) {
+    long pg = sysconf(_SC_PAGESIZE);
+    if (pg <= 0 || !n) return;
+    uintptr_t a = (uintptr_t)p / (uintptr_t)pg * (uintptr_t)pg, b = (uintptr_t)p + n;
+#ifdef MADV_POPULATE_READ
+    if (!madvise((void *)a, b - a, MADV_POPULATE_READ)) return;
+#endif
+    madvise((void *)a, b - a, MADV_WILLNEED);
+}
+
 kiln_tensor *kiln_gguf_map_rows(kiln_gguf *g, kiln_ctx *ctx, const char *const *names, int n) {
     const char *who = "kiln_gguf_map";
     if (!g || !ctx || !names || n < 1) return kiln__err(KILN_ERR_ARG, "%s: NULL argument or no names", who);
@@ -749,6 +763,7 @@ kiln_tensor *kiln_gguf_map_rows(kiln_gguf *g, kiln_ctx *ctx, const char *const *
     }
     kiln_tensor *t = kiln__tensor_borrowed(ctx, dt, ndim, shape, (void *)at);
     if (!t) return kiln__err_context("%s: %s: tensor '%s'", who, g->path, names[0]), NULL;
+    prefault(at, (size_t)bytes);
     return kiln_tensor_set_name(t, names[0]);
 }
 
