@@ -136,3 +136,12 @@ bool llama_param_gguf_name(const char *param, char *out, size_t size) {
     }
     return false;
 }
+
+kiln_dtype llama_mix_param_dtype(void *user, const char *param, int64_t rows, int64_t cols) {
+    const llama_mix_choice *m = user;
+    char name[64];
+    (void)rows; /* the rules look at the columns */
+    if (!llama_param_gguf_name(param, name, sizeof name)) return KILN_F32;
+    kiln_dtype t = llama_mix_dtype(m->mix, m->c, false, name, cols);
+    return kiln_dtype_is_quantized(t) ? t : KILN_F32;
+}

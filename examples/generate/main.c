@@ -150,22 +150,6 @@ static int dump_logits(llama *m, const int32_t *ids, int64_t n, const char *path
     return 0;
 }
 
-/* --make-random's weights: each in the type llama-quantize's mix gives it,
- * a float one drawn in f32 (converted as it is written). */
-typedef struct mix_choice {
-    llama_ftype mix;
-    const llama_config *c;
-} mix_choice;
-
-static kiln_dtype mix_dtype(void *user, const char *param, int64_t rows, int64_t cols) {
-    const mix_choice *m = user;
-    char name[64];
-    if (!llama_param_gguf_name(param, name, sizeof name)) return KILN_F32;
-    (void)rows; /* llama_dtype_fn's: the rules look at the columns */
-    kiln_dtype t = llama_mix_dtype(m->mix, m->c, false, name, cols);
-    return kiln_dtype_is_quantized(t) ? t : KILN_F32;
-}
-
 /* --make-random: TinyLlama-1.1B's shape (or a tiny one) with random weights. */
 static int make_random(const char *path, const char *size, const char *dtype, uint64_t seed) {
     llama_ftype mix = llama_ftype_parse(dtype);
@@ -182,8 +166,8 @@ static int make_random(const char *path, const char *size, const char *dtype, ui
     }
     double t0 = progress_now();
     kiln_ctx *ctx = kiln_ctx_new();
-    mix_choice choice = {mix, &c};
-    llama *m = ctx ? llama_new_inference_typed(ctx, &c, mix_dtype, &choice, false) : NULL;
+    llama_mix_choice choice = {mix, &c};
+    llama *m = ctx ? llama_new_inference_typed(ctx, &c, llama_mix_param_dtype, &choice, false) : NULL;
     if (!m) return fail("making the model");
     /* llama_init_random on a copy of the model holding one parameter at a
      * time (each parameter's draw is seeded by its name: the same weights
