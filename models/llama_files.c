@@ -163,7 +163,7 @@ static kiln_status gguf_into(kiln_gguf *g, const char *who, const char *path, co
 typedef struct stored {
     kiln_gguf *g;
     const llama_traits *t;
-    kiln_ctx *ctx;                  /* where mapped leaves go */
+    kiln_ctx *ctx;                /* where mapped leaves go */
     const unsigned char *lo, *hi; /* the file's tensor bytes */
 } stored;
 
@@ -708,7 +708,8 @@ static llama *from_hf(kiln_ctx *ctx, const char *dir, bool inference, int weight
         shards_close(&sh);
         return NULL;
     }
-    if (weights == LLAMA_AS_STORED || weights == LLAMA_AS_STORED_COPY) weights = stored ? gptq_dtype : KILN_F32; /* safetensors hold f32, f16 or bf16 */
+    if (weights == LLAMA_AS_STORED || weights == LLAMA_AS_STORED_COPY) /* safetensors hold f32, f16 or bf16 */
+        weights = stored ? gptq_dtype : KILN_F32;
     llama *m = inference ? llama_new_inference(ctx, &c, (kiln_dtype)weights, tied) : llama_new(ctx, &c, 0);
     kiln_status st = !m ? kiln_last_status() : stored ? float_ends(m) : KILN_OK;
     int n = 0;
