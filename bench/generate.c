@@ -1,21 +1,25 @@
 /* generate.c — `kiln_bench --only generate`: batch-1 generation with the
- * KV cache (llama_cache_step, models/llama.h) on a llama in TinyLlama-1.1B's
- * shape (dim 2048, hidden 5632, 22 layers, 32/4 heads, vocab 32000): 590 MiB
- * of weights in Q4_0, more than the 480 MiB cache, so every token streams
- * them from memory. Each dtype's tokens/s, and the weight bytes a token
- * reads per second against the triad in the same run; the quantized ones'
- * tokens/s against f32's; the prompt (128 tokens at once) in Q4_0.
+ * KV cache (llama_cache_step, models/llama.h) and a 128-token prompt on a
+ * llama in TinyLlama-1.1B's shape (dim 2048, hidden 5632, 22 layers, 32/4
+ * heads, vocab 32000) in llama-quantize's mixes Q4_K_M, Q6_K, Q8_0, IQ4_XS
+ * and Q4_0: 0.6 to 1.1 GB of weights, more than the 480 MiB cache, so
+ * every token streams them from memory. Each mix is a GGUF file written
+ * once under build/bench/models and read as generate reads it (mapped):
+ * its tokens/s, the weight bytes a token reads per second against the
+ * triad in the same run, and, where $KILN_LLAMA_BENCH names llama.cpp's
+ * llama-bench, llama.cpp's tokens/s on the same file (run after kiln's).
  *
  * The weights are random blocks: one chunk of a few MiB per tensor drawn
  * N(0, 0.02) and quantized, then copied over the rest (the bytes streamed
- * are what matters), so making the f32 model (4.4 GB) takes seconds. Each
- * dtype's model is made, measured and freed in turn. */
+ * are what matters), so making a file takes seconds. */
 #include "bench.h"
-#include "llama.h"
+#include "llama_files.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static llama_config tinyllama(void) {
     llama_config c = llama_defaults();
@@ -68,47 +72,110 @@ static void run_gen(void *p) {
     j->tok = (j->tok + 1) % 32000;
 }
 
+/* build/bench/models/tinyllama-<mix>.gguf beside the bench binary: the
+ * random model in llama-quantize's mix, written once (fill's tiled weights:
+ * seconds, not the minutes of quantizing every block), then read mapped as
+ * generate reads it. Delete the folder to make them again. */
+static void model_file(const char *mix, char *path, size_t size) {
+    char dir[4096];
+    ssize_t k = readlink("/proc/self/exe", dir, sizeof dir - 1);
+    dir[k > 0 ? k : 0] = '\0';
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0';
+    else snprintf(dir, sizeof dir, ".");
+    snprintf(path, size, "%s/models", dir);
+    mkdir(path, 0777);
+    snprintf(path, size, "%s/models/tinyllama-%s.gguf", dir, mix);
+    if (access(path, R_OK) == 0) return;
+    const llama_config cfg = tinyllama();
+    llama_mix_choice choice = {llama_ftype_parse(mix), &cfg};
+    kiln_ctx *ctx = kiln_ctx_new();
+    llama *m = ctx ? llama_new_inference_typed(ctx, &cfg, llama_mix_param_dtype, &choice, false) : NULL;
+    bench_check(m != NULL, "the random model");
+    fill(m);
+    fprintf(stderr, "bench: writing %s\n", path);
+    bench_check(llama_save_gguf_mix(m, NULL, path, choice.mix) == KILN_OK, path);
+    llama_free(m);
+    kiln_ctx_free(ctx);
+}
+
+/* One field of a CSV line (quoted or not) into out; the rest after it. */
+static const char *csv_field(const char *p, char *out, size_t size) {
+    size_t n = 0;
+    bool quoted = *p == '"';
+    for (p += quoted; *p && (quoted ? *p != '"' : *p != ',' && *p != '\n'); p++)
+        if (n + 1 < size) out[n++] = *p;
+    out[n] = '\0';
+    if (quoted && *p == '"') p++;
+    return *p == ',' ? p + 1 : NULL;
+}
+
+/* llama.cpp's tok/s on the same file where $KILN_LLAMA_BENCH names its
+ * llama-bench: prompt 128 (*pp) and generation of 32 tokens (*tg) at nt
+ * threads, 3 runs each (its averages); 0 where unset or it fails. */
+static void llama_cpp(const char *file, int nt, double *pp, double *tg) {
+    const char *lb = getenv("KILN_LLAMA_BENCH");
+    *pp = *tg = 0;
+    if (!lb || !*lb) return;
+    char cmd[8400], line[8192], f[256];
+    snprintf(cmd, sizeof cmd, "'%s' -m '%s' -t %d -p 128 -n 32 -r 3 -o csv 2>/dev/null", lb, file, nt);
+    FILE *p = popen(cmd, "r");
+    int col_p = -1, col_g = -1, col_ts = -1;
+    while (p && fgets(line, sizeof line, p)) {
+        double v[3] = {0, 0, 0};
+        int c = 0;
+        for (const char *q = line; q; c++) {
+            q = csv_field(q, f, sizeof f);
+            if (!strcmp(f, "n_prompt")) col_p = c;
+            if (!strcmp(f, "n_gen")) col_g = c;
+            if (!strcmp(f, "avg_ts")) col_ts = c;
+            if (c == col_p || c == col_g || c == col_ts) v[c == col_p ? 0 : c == col_g ? 1 : 2] = atof(f);
+        }
+        if (v[0] > 0 && v[1] == 0) *pp = v[2];
+        if (v[1] > 0 && v[0] == 0) *tg = v[2];
+    }
+    if (p) pclose(p);
+}
+
 void bench_generate(const bench_opts *o) {
-    const kiln_dtype ts[3] = {KILN_F32, KILN_Q8_0, KILN_Q4_0};
+    static const char *const mixes[] = {"Q4_K_M", "Q6_K", "Q8_0", "IQ4_XS", "Q4_0"};
     static float logits[32000];
     bench_triad tr = bench_triad_new(o->stream_mib * (1 << 20) / 4);
-    printf("# generation: llama in TinyLlama-1.1B's shape, random weights, KV cache, batch 1; GB/s: weight bytes a "
-           "token reads (all but the embedding)\n");
+    const char *lb = getenv("KILN_LLAMA_BENCH");
+    const char *vs = lb && *lb ? "llama.cpp (llama-bench, same file)" : "no llama.cpp: KILN_LLAMA_BENCH unset";
+    printf("# generation: a llama in TinyLlama-1.1B's shape, random weights in llama-quantize's mixes, read mapped "
+           "from a GGUF (build/bench/models); KV cache, batch 1; GB/s: weight bytes a token reads (all but the "
+           "embedding) against the triad; tok/s against %s\n", vs);
     const int saved = kiln_get_threads();
-    double f32_tps[2] = {0, 0};
-    for (int i = 0; i < 3; i++) {
+    for (size_t i = 0; i < sizeof mixes / sizeof *mixes; i++) {
+        char path[4200];
+        model_file(mixes[i], path, sizeof path);
         kiln_ctx *ctx = kiln_ctx_new();
-        llama *m = bench_tinyllama(ctx, ts[i]);
+        llama *m = llama_infer_from_gguf(ctx, path, LLAMA_AS_STORED);
+        bench_check(m != NULL, path);
         const double bytes = (double)(llama_weight_bytes(m) - (int64_t)kiln_tensor_nbytes(m->tok_embeddings));
         llama_cache *c = llama_cache_new(m, 1, 256);
         bench_check(c != NULL, "cache");
         for (int ti = 0; ti < o->n_threads; ti++) {
             const int nt = o->threads[ti];
-            gen_job j = {m, c, logits, 1, nt, 1};
+            gen_job j = {m, c, logits, 1, nt, 1}, p = {m, c, logits, 1, nt, 128};
             tr.nt = nt;
             bench_job jobs[2] = {{run_gen, &j}, {bench_triad_run, &tr}};
-            double med[2];
-            bench_measure(jobs, 2, 3, 16, (ts[i] == KILN_F32 ? 2.5 : 1.5) * o->scale, med);
+            double med[2], pm, lpp, ltg;
+            bench_measure(jobs, 2, 3, 16, 1.5 * o->scale, med);
+            bench_measure(&(bench_job){run_gen, &p}, 1, 1, 3, 1.0 * o->scale, &pm);
+            llama_cpp(path, nt, &lpp, &ltg);
             char name[64];
-            snprintf(name, sizeof name, "generate %s %dt", kiln_dtype_name(ts[i]), nt);
+            snprintf(name, sizeof name, "generate %s %dt", mixes[i], nt);
             bench_report(name, bytes / med[0] * 1e-9, "GB/s", bench_triad_gbs(&tr, med[1]), "triad");
-            if (ts[i] == KILN_F32) f32_tps[ti] = 1 / med[0];
-            snprintf(name, sizeof name, "generate %s %dt", kiln_dtype_name(ts[i]), nt);
-            bench_report(name, 1 / med[0], "tok/s", ts[i] == KILN_F32 ? 0 : f32_tps[ti],
-                         ts[i] == KILN_F32 ? "reference of the lines below" : "f32");
-            if (ts[i] == KILN_Q4_0) { /* the prompt: 128 tokens in one step */
-                gen_job p = {m, c, logits, 1, nt, 128};
-                double pm;
-                bench_measure(&(bench_job){run_gen, &p}, 1, 1, 3, 1.0 * o->scale, &pm);
-                snprintf(name, sizeof name, "prompt 128 %s %dt", kiln_dtype_name(ts[i]), nt);
-                bench_report(name, 128 / pm, "tok/s", 0, "llama.cpp 174 tok/s, AMX, 2t");
-            }
+            bench_report(name, 1 / med[0], "tok/s", ltg, ltg > 0 ? "llama.cpp" : vs);
+            snprintf(name, sizeof name, "prompt 128 %s %dt", mixes[i], nt);
+            bench_report(name, 128 / pm, "tok/s", lpp, lpp > 0 ? "llama.cpp" : vs);
         }
         llama_cache_free(c);
         llama_free(m);
         kiln_ctx_free(ctx);
     }
-    printf("# llama.cpp on this machine (CPU-NOTES, 2 threads): Q4_0 30 tok/s, Q8_0 17, F32 3.5\n");
     kiln_set_threads(saved);
     bench_triad_free(&tr);
 }

@@ -7,6 +7,9 @@
 # bench/torch_ref.py runs with Debian's /usr/bin/python3 when PyTorch is
 # importable; its lines go to a temporary file given to kiln_bench --torch.
 # Without PyTorch the bench says so and prints no PyTorch ratios.
+# KILN_LLAMA_BENCH=/path/to/llama-bench: the generation lines also run
+# llama.cpp's llama-bench on the same GGUF files (bench/generate.c) and
+# print kiln's tok/s against its.
 # In a `make MPI=1` build (kiln_dist_bench beside kiln_bench) the data-parallel
 # line (bench/dist.sh) comes last; `--only dist` runs only that.
 set -eu

@@ -24,9 +24,12 @@ struct kiln_owned {
     void *raw;
     size_t mapped; /* the length of raw's mapping (kiln__huge_map), or 0: raw is calloc'd */
     uint64_t seq;  /* allocation order: the list runs newest first */
+    void (*drop)(void *); /* kiln__ctx_hold's: let go of drop_arg, then free raw */
+    void *drop_arg;
 };
 
 static void owned_release(kiln_owned *o) {
+    if (o->drop) o->drop(o->drop_arg);
 #ifdef KILN_HUGE_MAP
     if (o->mapped) {
         kiln__huge_unmap(o->raw, o->mapped);
@@ -141,6 +144,16 @@ void *kiln__owned_alloc_lasting(kiln_ctx *ctx, size_t bytes) {
     }
 #endif
     return kiln__owned_alloc(ctx, bytes);
+}
+
+kiln_status kiln__ctx_hold(kiln_ctx *ctx, void (*drop)(void *), void *arg) {
+    const size_t head = sizeof(kiln_owned) + sizeof(void *);
+    void *raw = kiln__calloc(1, head + KILN_ALIGN);
+    if (!raw) return kiln__errs(KILN_ERR_OOM, "out of memory");
+    owned_link(ctx, raw, 0, head);
+    ((kiln_owned *)raw)->drop = drop;
+    ((kiln_owned *)raw)->drop_arg = arg;
+    return KILN_OK;
 }
 
 void kiln__owned_free(kiln_ctx *ctx, void *p) {

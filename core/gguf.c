@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/mman.h>
@@ -108,8 +109,25 @@ typedef struct gg_tensor {
     uint64_t offset, nbytes;
 } gg_tensor;
 
+/* The file's mapping, shared by the reader and every context whose
+ * tensors point into it (kiln_gguf_map): the last to let go unmaps it. */
+typedef struct gg_mapping {
+    unsigned char *p;
+    size_t len;
+    atomic_int refs;
+} gg_mapping;
+
+static void mapping_drop(void *arg) {
+    gg_mapping *m = arg;
+    if (m && atomic_fetch_sub(&m->refs, 1) == 1) {
+        munmap(m->p, m->len);
+        free(m);
+    }
+}
+
 struct kiln_gguf {
     char *path;
+    gg_mapping *mapping; /* NULL for an empty file */
     unsigned char *map;
     size_t map_len;
     uint32_t version, alignment;
@@ -428,7 +446,7 @@ static kiln_status parse(kiln_gguf *g) {
 
 void kiln_gguf_close(kiln_gguf *g) {
     if (!g) return;
-    if (g->map) munmap(g->map, g->map_len);
+    mapping_drop(g->mapping);
     for (int i = 0; g->kv && i < g->n_kv; i++) free(g->kv[i].strs);
     free(g->kv);
     free(g->t);
@@ -460,14 +478,22 @@ kiln_gguf *kiln_gguf_open(const char *path) {
     g->alignment = 32;
     g->map_len = (size_t)sb.st_size;
     if (g->map_len) {
-        g->map = mmap(NULL, g->map_len, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (g->map == MAP_FAILED) {
-            int err = errno;
-            g->map = NULL;
+        /* copy-on-write: a mapped tensor written to (kiln_gguf_map) changes
+         * this process's copy of that page, never the file */
+        void *p = mmap(NULL, g->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+        int err = errno;
+        if (p != MAP_FAILED && !(g->mapping = kiln__calloc(1, sizeof *g->mapping))) {
+            munmap(p, g->map_len);
+            err = ENOMEM;
+        }
+        if (!g->mapping) {
             close(fd);
             kiln_gguf_close(g);
             return kiln__err(KILN_ERR_IO, "kiln_gguf_open: cannot map %s: %s", path, strerror(err));
         }
+        *g->mapping = (gg_mapping){.p = p, .len = g->map_len};
+        atomic_init(&g->mapping->refs, 1);
+        g->map = p;
     }
     close(fd);
     if (parse(g)) {
@@ -673,6 +699,76 @@ kiln_tensor *kiln_gguf_load(kiln_gguf *g, kiln_ctx *ctx, const char *name) {
     kiln_tensor_set_name(t, name);
     memcpy(t->data, g->data + e->offset, (size_t)e->nbytes);
     return t;
+}
+
+/* mapped tensors start on 32 bytes, as kiln's own storage does at least
+ * (GGUF's default alignment): kernels may read a block's fields in place */
+#define MAP_ALIGN 32
+
+/* The pages of [p, p + n) in the page tables now (read from the file
+ * where they are not cached), as llama.cpp's loader populates its
+ * mapping: the first token then pays no page faults. Only a hint: an older
+ * kernel reads them ahead in the background instead. */
+static void prefault(const void *p, size_t n) {
+    long pg = sysconf(_SC_PAGESIZE);
+    if (pg <= 0 || !n) return;
+    uintptr_t a = (uintptr_t)p / (uintptr_t)pg * (uintptr_t)pg, b = (uintptr_t)p + n;
+#ifdef MADV_POPULATE_READ
+    if (!madvise((void *)a, b - a, MADV_POPULATE_READ)) return;
+#endif
+    madvise((void *)a, b - a, MADV_WILLNEED);
+}
+
+kiln_tensor *kiln_gguf_map_rows(kiln_gguf *g, kiln_ctx *ctx, const char *const *names, int n) {
+    const char *who = "kiln_gguf_map";
+    if (!g || !ctx || !names || n < 1) return kiln__err(KILN_ERR_ARG, "%s: NULL argument or no names", who);
+    const gg_tensor *e[64] = {0};
+    if (n > 64) return kiln__err(KILN_ERR_ARG, "%s: %d tensors (at most 64)", who, n);
+    int64_t rows = 0;
+    for (int i = 0; i < n; i++) {
+        if (!names[i]) return kiln__err(KILN_ERR_ARG, "%s: name %d is NULL", who, i);
+        if (!(e[i] = find_t(g, names[i], who))) return NULL;
+        const gg_tensor *a = e[0], *b = e[i];
+        if (kiln_gguf_dtype(b->type) < 0)
+            return kiln__err(KILN_ERR_DTYPE, "%s: %s: tensor '%s' is %s, which kiln has no dtype for", who, g->path,
+                             names[i], kiln_gguf_type_name(b->type));
+        if (i && (b->type != a->type || b->ne[0] != a->ne[0] || b->ne[2] * b->ne[3] != 1 || a->ne[2] * a->ne[3] != 1))
+            return kiln__err(KILN_ERR_SHAPE, "%s: %s: '%s' (%s, %lld columns) cannot be stacked under '%s' (%s, %lld)",
+                             who, g->path, names[i], kiln_gguf_type_name(b->type), (long long)b->ne[0], names[0],
+                             kiln_gguf_type_name(a->type), (long long)a->ne[0]);
+        if (i && e[i - 1]->offset + e[i - 1]->nbytes != b->offset)
+            return kiln__err(KILN_ERR_UNSUPPORTED, "%s: %s: '%s' does not follow '%s' in the file", who, g->path,
+                             names[i], names[i - 1]);
+        rows += b->ne[1];
+    }
+    const unsigned char *at = g->data + e[0]->offset;
+    if ((uintptr_t)at % MAP_ALIGN)
+        return kiln__err(KILN_ERR_UNSUPPORTED,
+                         "%s: %s: tensor '%s' starts at byte %zu of the file, not a multiple of %d (general.alignment "
+                         "%u): kiln_gguf_load copies it",
+                         who, g->path, names[0], (size_t)(at - g->map), MAP_ALIGN, g->alignment);
+    int64_t shape[4];
+    int ndim = n > 1 ? 2 : e[0]->ndim;
+    for (int d = 0; d < ndim; d++) shape[d] = n > 1 ? (d ? e[0]->ne[0] : rows) : e[0]->ne[ndim - 1 - d];
+    kiln_dtype dt = (kiln_dtype)kiln_gguf_dtype(e[0]->type);
+    uint64_t bytes = e[n - 1]->offset + e[n - 1]->nbytes - e[0]->offset;
+    if (kiln__elems_bytes(dt, kiln__numel(ndim, shape)) != bytes)
+        return kiln__err(KILN_ERR_DTYPE, "%s: %s: tensor '%s': kiln's %s takes %zu bytes, the file's %s %llu", who,
+                         g->path, names[0], kiln_dtype_name(dt), kiln__elems_bytes(dt, kiln__numel(ndim, shape)),
+                         kiln_gguf_type_name(e[0]->type), (unsigned long long)bytes);
+    atomic_fetch_add(&g->mapping->refs, 1);
+    if (kiln__ctx_hold(ctx, mapping_drop, g->mapping)) {
+        mapping_drop(g->mapping);
+        return kiln__err(KILN_ERR_OOM, "%s: out of memory", who);
+    }
+    kiln_tensor *t = kiln__tensor_borrowed(ctx, dt, ndim, shape, (void *)at);
+    if (!t) return kiln__err_context("%s: %s: tensor '%s'", who, g->path, names[0]), NULL;
+    prefault(at, (size_t)bytes);
+    return kiln_tensor_set_name(t, names[0]);
+}
+
+kiln_tensor *kiln_gguf_map(kiln_gguf *g, kiln_ctx *ctx, const char *name) {
+    return kiln_gguf_map_rows(g, ctx, &name, 1);
 }
 
 kiln_status kiln_gguf_read_into(kiln_gguf *g, const char *name, kiln_tensor *dst) {

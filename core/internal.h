@@ -212,6 +212,9 @@ void *kiln__owned_alloc(kiln_ctx *ctx, size_t bytes);
 /* the same for a tensor's lasting storage: huge pages from 2 MiB (ctx.c) */
 void *kiln__owned_alloc_lasting(kiln_ctx *ctx, size_t bytes);
 void kiln__owned_free(kiln_ctx *ctx, void *p);
+/* Call drop(arg) when ctx is freed (or rewound past this point): what
+ * ctx's tensors borrow from (a mapped file) lives as long as they do. */
+kiln_status kiln__ctx_hold(kiln_ctx *ctx, void (*drop)(void *), void *arg);
 /* Grow an owned array (realloc semantics; *p may be NULL). */
 kiln_status kiln__owned_grow(kiln_ctx *ctx, void **p, int *cap, int need, size_t elem);
 
@@ -327,6 +330,10 @@ bool kiln__shape_check(const char *who, int ndim, const int64_t *shape);
  * empty one holds a few, so that storage_bytes > 0 always says "owns
  * storage" and its data pointer is a real one. */
 static inline size_t kiln__storage_size(size_t nbytes) { return nbytes ? nbytes : 4; }
+/* A leaf whose storage is data (nbytes > 0 of them, at least 32-byte
+ * aligned), which the caller keeps alive as long as ctx (kiln__ctx_hold):
+ * to everything else a leaf with storage of its own. */
+kiln_tensor *kiln__tensor_borrowed(kiln_ctx *ctx, kiln_dtype dtype, int ndim, const int64_t *shape, void *data);
 
 /* Record a node: copies srcs, sets ctx, requires-grad (if any src requires
  * grad, the op is differentiable and grad mode is on) and contiguous

@@ -83,6 +83,19 @@ kiln_tensor *kiln_tensor_new(kiln_ctx *ctx, kiln_dtype dtype, int ndim, const in
     return t;
 }
 
+kiln_tensor *kiln__tensor_borrowed(kiln_ctx *ctx, kiln_dtype dtype, int ndim, const int64_t *shape, void *data) {
+    if (!kiln__shape_check("kiln_tensor_borrowed", ndim, shape) ||
+        (kiln__is_quant(dtype) && !kiln__quant_shape_ok("kiln_tensor_borrowed", dtype, ndim, shape)))
+        return NULL;
+    size_t bytes = kiln__elems_bytes(dtype, kiln__numel(ndim, shape));
+    kiln_tensor *t = bytes ? tensor_meta(ctx, dtype, ndim, shape) : NULL;
+    if (!t) return bytes ? NULL : kiln__err(KILN_ERR_ARG, "kiln_tensor_borrowed: an empty tensor");
+    t->data = data;
+    t->storage_bytes = bytes;
+    ctx->storage_bytes += bytes;
+    return t;
+}
+
 kiln_tensor *kiln_new_1d(kiln_ctx *ctx, kiln_dtype dtype, int64_t d0) {
     return kiln_tensor_new(ctx, dtype, 1, (int64_t[]){d0});
 }

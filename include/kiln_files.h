@@ -199,6 +199,16 @@ kiln_status kiln_gguf_tensor_info_at(const kiln_gguf *g, int i, kiln_gguf_tensor
 /* The tensor called name as a new leaf of ctx, in its own dtype
  * (KILN_ERR_DTYPE where kiln has none). */
 kiln_tensor *kiln_gguf_load(kiln_gguf *g, kiln_ctx *ctx, const char *name);
+/* The same without a copy: a leaf of ctx whose storage is the file's own
+ * bytes, mapped copy-on-write (writing to it changes this process's copy,
+ * never the file). The mapping lives until ctx is freed, so g may be
+ * closed first; its pages are read from the file as they are first used.
+ * _rows: n tensors of one type and width that follow each other in the
+ * file with no gap, as one [their rows, width] leaf (a model's q|k|v);
+ * KILN_ERR_UNSUPPORTED where they do not, or where the data do not start
+ * on 32 bytes (a general.alignment under 32): load those instead. */
+kiln_tensor *kiln_gguf_map(kiln_gguf *g, kiln_ctx *ctx, const char *name);
+kiln_tensor *kiln_gguf_map_rows(kiln_gguf *g, kiln_ctx *ctx, const char *const *names, int n);
 /* Into an existing contiguous leaf of the same shape: the same dtype is
  * copied; F32/F16/BF16/Q8_0/Q4_0 into a plain float dtype are converted
  * (quantized blocks dequantized). */

@@ -43,8 +43,10 @@ static kiln_tensor *param(llama *m, int layer, const char *what, int ndim, const
     param_name(name, sizeof name, layer, what);
     kiln_tensor *p;
     if (m->inference) {
-        p = kiln_tensor_new(m->ctx, infer_dtype(m, layer, what, ndim, shape), ndim, shape);
-        if (p && init == MODEL_INIT_ONES && kiln_tensor_fill(p, 1.0)) p = NULL;
+        kiln_dtype dt = infer_dtype(m, layer, what, ndim, shape);
+        p = m->leaf_of ? m->leaf_of(m->dtype_user, (const char *const[]){name}, 1, dt, ndim, shape) : NULL;
+        if (!p && (p = kiln_tensor_new(m->ctx, dt, ndim, shape)) && init == MODEL_INIT_ONES && kiln_tensor_fill(p, 1.0))
+            p = NULL;
         if (p) kiln_tensor_set_name(p, name);
     } else {
         p = model_param(m->ctx, name, ndim, shape, init, 0.02, seed);
@@ -69,7 +71,11 @@ static kiln_tensor *stacked(llama *m, int layer, int n, const char *const *what,
         total += rows[i];
     }
     if (infer_dtype(m, layer, what[0], 2, (int64_t[]){total, cols}) != dt) return NULL;
-    return kiln_tensor_new(m->ctx, dt, 2, (int64_t[]){total, cols});
+    char names[3][64];
+    const char *const name[3] = {names[0], names[1], names[2]};
+    for (int i = 0; i < n; i++) param_name(names[i], sizeof names[i], layer, what[i]);
+    kiln_tensor *s = m->leaf_of ? m->leaf_of(m->dtype_user, name, n, dt, 2, (int64_t[]){total, cols}) : NULL;
+    return s ? s : kiln_tensor_new(m->ctx, dt, 2, (int64_t[]){total, cols});
 }
 
 /* Weight "layers.{layer}.{what}" [rows, cols] (cols 0: a bias [rows]):
@@ -140,7 +146,7 @@ kiln_dtype llama_embedding_dtype(kiln_dtype weights) { return weights == KILN_NF
 enum { LLAMA_TOP_SLOTS = 3, LLAMA_LAYER_SLOTS = 14 };
 
 static llama *make(kiln_ctx *ctx, const llama_config *cfg, uint64_t seed, bool inference, kiln_dtype weights,
-                   bool tied, llama_dtype_fn dtype_of, void *dtype_user) {
+                   bool tied, llama_dtype_fn dtype_of, llama_leaf_fn leaf_of, void *dtype_user) {
     const char *who = inference ? "llama_new_inference" : "llama_new";
     llama_config c = cfg ? *cfg : llama_defaults();
     if (c.kv_heads == 0) c.kv_heads = c.heads;
@@ -173,7 +179,7 @@ static llama *make(kiln_ctx *ctx, const llama_config *cfg, uint64_t seed, bool i
     m->inference = inference;
     m->weights = inference ? weights : KILN_F32;
     m->fuse = inference;
-    m->dtype_of = dtype_of, m->dtype_user = dtype_user;
+    m->dtype_of = dtype_of, m->leaf_of = leaf_of, m->dtype_user = dtype_user;
     const int64_t D = c.dim, hd = c.head_dim, Q = c.heads * hd, KV = c.kv_heads * hd, F = c.hidden;
     bool ok = (m->tok_embeddings =
                    param(m, -1, "tok_embeddings.weight", 2, (int64_t[]){c.vocab, D}, MODEL_INIT_NORMAL, seed)) != NULL;
@@ -215,7 +221,7 @@ static llama *make(kiln_ctx *ctx, const llama_config *cfg, uint64_t seed, bool i
         ok = (m->output = param(m, -1, "output.weight", 2, (int64_t[]){c.vocab, D}, MODEL_INIT_NORMAL, seed)) != NULL;
     }
     if (ok && dtype_of) m->weights = kiln_tensor_dtype(m->layers[0].wq); /* the layers' dtype, as the file's was */
-    m->dtype_of = NULL, m->dtype_user = NULL;
+    m->dtype_of = NULL, m->leaf_of = NULL, m->dtype_user = NULL;
     if (!ok) {
         llama_free(m);
         return NULL;
@@ -224,11 +230,11 @@ static llama *make(kiln_ctx *ctx, const llama_config *cfg, uint64_t seed, bool i
 }
 
 llama *llama_new(kiln_ctx *ctx, const llama_config *cfg, uint64_t seed) {
-    return make(ctx, cfg, seed, false, KILN_F32, false, NULL, NULL);
+    return make(ctx, cfg, seed, false, KILN_F32, false, NULL, NULL, NULL);
 }
 
 llama *llama_new_inference(kiln_ctx *ctx, const llama_config *cfg, kiln_dtype weights, bool tied_output) {
-    return make(ctx, cfg, 0, true, weights, tied_output, NULL, NULL);
+    return make(ctx, cfg, 0, true, weights, tied_output, NULL, NULL, NULL);
 }
 
 llama *llama_new_inference_typed(kiln_ctx *ctx, const llama_config *cfg, llama_dtype_fn dtype_of, void *user,
@@ -237,7 +243,16 @@ llama *llama_new_inference_typed(kiln_ctx *ctx, const llama_config *cfg, llama_d
         kiln_set_error(KILN_ERR_ARG, "llama_new_inference_typed: dtype_of is NULL");
         return NULL;
     }
-    return make(ctx, cfg, 0, true, KILN_F32, tied_output, dtype_of, user);
+    return make(ctx, cfg, 0, true, KILN_F32, tied_output, dtype_of, NULL, user);
+}
+
+llama *llama_new_inference_leaves(kiln_ctx *ctx, const llama_config *cfg, llama_dtype_fn dtype_of,
+                                  llama_leaf_fn leaf_of, void *user, bool tied_output) {
+    if (!dtype_of || !leaf_of) {
+        kiln_set_error(KILN_ERR_ARG, "llama_new_inference_leaves: dtype_of or leaf_of is NULL");
+        return NULL;
+    }
+    return make(ctx, cfg, 0, true, KILN_F32, tied_output, dtype_of, leaf_of, user);
 }
 
 void llama_free(llama *m) {

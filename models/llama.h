@@ -143,6 +143,8 @@ typedef struct llama {
                            * one product per weight, the same logits) */
     /* llama_new_inference_typed's chooser, set while the model is made */
     kiln_dtype (*dtype_of)(void *user, const char *name, int64_t rows, int64_t cols);
+    kiln_tensor *(*leaf_of)(void *user, const char *const *names, int n, kiln_dtype dtype, int ndim,
+                            const int64_t *shape); /* llama_new_inference_leaves' */
     void *dtype_user;
     bool checkpoint;      /* true: where gradients are on (llama_train_graph),
                            * each layer is a kiln_checkpoint_begin/end segment:
@@ -180,6 +182,16 @@ llama *llama_new_inference(kiln_ctx *ctx, const llama_config *cfg, kiln_dtype we
 typedef kiln_dtype (*llama_dtype_fn)(void *user, const char *name, int64_t rows, int64_t cols);
 llama *llama_new_inference_typed(kiln_ctx *ctx, const llama_config *cfg, llama_dtype_fn dtype_of, void *user,
                                  bool tied_output);
+/* The same with leaves the caller already has: leaf_of(user, names, n,
+ * dtype, ndim, shape) returns a leaf of exactly that dtype and shape to
+ * use for parameter names[0] (n 1), or for the stack of parameters names
+ * [n] (wq|wk|wv, w1|w3: those become row views of it), or NULL (no error)
+ * for the model to make one. A GGUF's tensors mapped from the file
+ * (llama_files.h) come in this way; the model never writes to them. */
+typedef kiln_tensor *(*llama_leaf_fn)(void *user, const char *const *names, int n, kiln_dtype dtype, int ndim,
+                                      const int64_t *shape);
+llama *llama_new_inference_leaves(kiln_ctx *ctx, const llama_config *cfg, llama_dtype_fn dtype_of,
+                                  llama_leaf_fn leaf_of, void *user, bool tied_output);
 kiln_dtype llama_embedding_dtype(kiln_dtype weights);
 
 /* Rows [row0, row0 + rows) of a contiguous leaf t (1-d: one row) from the

@@ -18,7 +18,9 @@
 /* Where m's parameter slot k comes from in the files: GGUF's name and
  * Hugging Face's, and its first row in that tensor (a part of a fused
  * one: Phi-3's attn_qkv, ffn_up). Order: the embedding, per layer its
- * tensors, the final norm, the output head last. */
+ * tensors, the final norm, the output head last; the order the writer
+ * writes them in, q, k, v and gate, up next to each other, so that a
+ * loader maps each group as one stack. */
 typedef struct slot {
     kiln_tensor *t;
     char gguf[64], hf[96];
@@ -58,8 +60,8 @@ static int slots_of(llama *m, slot *s) {
              t->post_norms ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight", 0, 0, true, NULL},
             {y->w1, fgu ? "ffn_up.weight" : "ffn_gate.weight", fgu ? gu_h : "mlp.gate_proj.weight", 0, 0, false,
              &y->w1_perm},
-            {y->w2, "ffn_down.weight", "mlp.down_proj.weight", 0, 0, false, &y->w2_perm},
             {y->w3, "ffn_up.weight", fgu ? gu_h : "mlp.up_proj.weight", fgu ? F : 0, 0, false, &y->w3_perm},
+            {y->w2, "ffn_down.weight", "mlp.down_proj.weight", 0, 0, false, &y->w2_perm},
             {y->ffn_post_norm, "post_ffw_norm.weight", "post_feedforward_layernorm.weight", 0, 0, true, NULL},
         };
         for (int k = 0; k < 14; k++) {
@@ -159,8 +161,10 @@ static kiln_status gguf_into(kiln_gguf *g, const char *who, const char *path, co
  * chooser): its own quantized type, F32 for F32, F16 and BF16 (and for a
  * type kiln cannot read, which gguf_into then names). */
 typedef struct stored {
-    const kiln_gguf *g;
+    kiln_gguf *g;
     const llama_traits *t;
+    kiln_ctx *ctx;                /* where mapped leaves go */
+    const unsigned char *lo, *hi; /* the file's tensor bytes */
 } stored;
 
 static kiln_dtype stored_dtype(void *user, const char *name, int64_t rows, int64_t cols) {
@@ -191,8 +195,46 @@ static kiln_dtype stored_dtype(void *user, const char *name, int64_t rows, int64
     return kiln_dtype_is_quantized((kiln_dtype)ti.kiln_dtype) ? (kiln_dtype)ti.kiln_dtype : KILN_F32;
 }
 
-/* weights: a kiln_dtype, LLAMA_AS_STORED, or TYPED: dtype_of chooses */
-enum { TYPED = -2 };
+/* llama_new_inference_leaves' source: a weight, or a stack of weights
+ * (the fused tensor of Phi-3, or parts that follow each other in the
+ * file), kept in the file's type is the file's bytes, mapped; NULL (made,
+ * then filled by gguf_into) for the others. */
+static kiln_tensor *mapped_leaf(void *user, const char *const *names, int n, kiln_dtype dtype, int ndim,
+                                const int64_t *shape) {
+    stored *st = user;
+    char file[3][96];
+    const char *fn[3] = {file[0], file[1], file[2]};
+    int layer = -1;
+    if (n > 1 && sscanf(names[0], "layers.%d.", &layer) == 1 && (n == 3 ? st->t->fused_qkv : st->t->fused_gate_up)) {
+        snprintf(file[0], sizeof file[0], "blk.%d.%s", layer, n == 3 ? "attn_qkv.weight" : "ffn_up.weight");
+        n = 1;
+    } else {
+        for (int i = 0; i < n; i++)
+            if (n > 3 || !llama_param_gguf_name(names[i], file[i], sizeof file[i])) return NULL;
+    }
+    for (int i = 0; i < n; i++) { /* each the model's dtype, and a lone one its shape */
+        kiln_gguf_tensor_info ti;
+        int k = kiln_gguf_find_tensor(st->g, fn[i]);
+        if (k < 0 || kiln_gguf_tensor_info_at(st->g, k, &ti) || ti.kiln_dtype != (int)dtype ||
+            (n == 1 && (ti.ndim != ndim || memcmp(ti.shape, shape, (size_t)ndim * sizeof *shape))))
+            return NULL;
+    }
+    kiln_tensor *t = kiln_gguf_map_rows(st->g, st->ctx, fn, n);
+    if (!t || kiln_tensor_ndim(t) != ndim || memcmp(kiln_tensor_shape(t), shape, (size_t)ndim * sizeof *shape)) {
+        kiln_clear_error(); /* not mappable (apart, unaligned): made and copied */
+        return NULL;
+    }
+    return t;
+}
+
+/* Whether t's bytes are the file's (mapped_leaf's, or a row view of one). */
+static bool is_mapped(const stored *st, kiln_tensor *t) {
+    const unsigned char *p = kiln_tensor_data(t);
+    return p && p >= st->lo && p < st->hi;
+}
+
+/* weights: a kiln_dtype, LLAMA_AS_STORED(_COPY), or TYPED: dtype_of chooses */
+enum { TYPED = -3 };
 static llama *from_gguf(kiln_ctx *ctx, const char *path, bool inference, int weights, llama_dtype_fn dtype_of,
                         void *user) {
     kiln_gguf *g = kiln_gguf_open(path);
@@ -204,11 +246,20 @@ static llama *from_gguf(kiln_ctx *ctx, const char *path, bool inference, int wei
     const char *who = inference ? "llama_infer_from_gguf" : "llama_from_gguf";
     kiln_status st = llama_arch_gguf_config(g, who, path, &c);
     bool tied = kiln_gguf_find_tensor(g, "output.weight") < 0;
-    stored types = {g, &c.traits};
-    if (!st && !(m = !inference                   ? llama_new(ctx, &c, 0)
-                     : weights == TYPED           ? llama_new_inference_typed(ctx, &c, dtype_of, user, tied)
-                     : weights == LLAMA_AS_STORED ? llama_new_inference_typed(ctx, &c, stored_dtype, &types, tied)
-                                                  : llama_new_inference(ctx, &c, (kiln_dtype)weights, tied)))
+    stored types = {g, &c.traits, ctx, NULL, NULL};
+    for (int i = 0; i < kiln_gguf_tensor_count(g); i++) {
+        kiln_gguf_tensor_info ti;
+        if (kiln_gguf_tensor_info_at(g, i, &ti)) continue;
+        const unsigned char *p = ti.data;
+        if (!types.lo || p < types.lo) types.lo = p;
+        if (!types.hi || p + ti.nbytes > types.hi) types.hi = p + ti.nbytes;
+    }
+    if (!st && !(m = !inference                        ? llama_new(ctx, &c, 0)
+                     : weights == TYPED                ? llama_new_inference_typed(ctx, &c, dtype_of, user, tied)
+                     : weights == LLAMA_AS_STORED      ? llama_new_inference_leaves(ctx, &c, stored_dtype, mapped_leaf,
+                                                                                    &types, tied)
+                     : weights == LLAMA_AS_STORED_COPY ? llama_new_inference_typed(ctx, &c, stored_dtype, &types, tied)
+                                                       : llama_new_inference(ctx, &c, (kiln_dtype)weights, tied)))
         st = kiln_last_status();
     if (!st && !(s = make_slots(m, &n))) st = kiln_last_status();
     for (int i = 0; i < n && !st; i++) {
@@ -217,6 +268,7 @@ static llama *from_gguf(kiln_ctx *ctx, const char *path, bool inference, int wei
             if (m->tied) continue; /* the embedding tensor itself */
             name = "token_embd.weight";
         }
+        if (inference && is_mapped(&types, s[i].t)) continue; /* the file's bytes already */
         /* a training model's leaves take the file's tensors whole (on any backend) */
         st = inference || c.traits.fused_qkv || c.traits.fused_gate_up ? gguf_into(g, who, path, name, s[i].row0, s[i].t)
                                                                        : kiln_gguf_read_into(g, name, s[i].t);
@@ -657,7 +709,7 @@ static llama *from_hf(kiln_ctx *ctx, const char *dir, bool inference, int weight
         kiln_clear_error();
     }
     /* a GPTQ checkpoint as stored: its linears' codes in a GQ dtype (or Q8_0) */
-    const bool stored = gptq && inference && weights == LLAMA_AS_STORED;
+    const bool stored = gptq && inference && (weights == LLAMA_AS_STORED || weights == LLAMA_AS_STORED_COPY);
     kiln_dtype gptq_dtype = KILN_DTYPE_COUNT;
     const int64_t ins[3] = {c.dim, c.hidden, c.heads * (c.head_dim ? c.head_dim : c.dim / c.heads)}; /* wo's */
     if (hf_sizes(&sh, dir, &c, gptq ? &gq : NULL) ||
@@ -665,7 +717,8 @@ static llama *from_hf(kiln_ctx *ctx, const char *dir, bool inference, int weight
         shards_close(&sh);
         return NULL;
     }
-    if (weights == LLAMA_AS_STORED) weights = stored ? gptq_dtype : KILN_F32; /* safetensors hold f32, f16 or bf16 */
+    if (weights == LLAMA_AS_STORED || weights == LLAMA_AS_STORED_COPY) /* safetensors hold f32, f16 or bf16 */
+        weights = stored ? gptq_dtype : KILN_F32;
     llama *m = !inference         ? llama_new(ctx, &c, 0)
                : weights == TYPED ? llama_new_inference_typed(ctx, &c, dtype_of, user, tied)
                                   : llama_new_inference(ctx, &c, (kiln_dtype)weights, tied);

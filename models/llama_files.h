@@ -61,10 +61,16 @@ llama *llama_from_hf(kiln_ctx *ctx, const char *dir);
  * never all in f32) with its 2-d weights in weights: a kiln_dtype (KILN_F32,
  * KILN_Q8_0, KILN_Q4_0, KILN_NF4, KILN_NF4_DQ; converted on load a few MiB
  * at a time, quantized by kiln_quantize) or LLAMA_AS_STORED: each of a
- * GGUF's quantized tensors in its own type, its blocks copied as they are
- * (files mix types: llama_new_inference_typed), F16 / BF16 as F32. A GGUF's
- * pages are dropped from memory as each tensor is copied, so the peak is
- * about the model's quantized size. A Hugging Face directory is read one
+ * GGUF's quantized tensors in its own type (files mix types:
+ * llama_new_inference_leaves), F16 / BF16 as F32. Stored that way, a
+ * tensor kept in the file's type is the file's bytes, mapped (kiln_gguf_map,
+ * unmapped when ctx is freed; q|k|v and gate|up each one mapped stack
+ * where they follow each other in the file, as kiln writes them), so
+ * loading reads nothing but the header and the memory is the file's pages,
+ * which the kernel shares and may drop; the F16 / BF16 ones and fused
+ * tensors of other types are converted. LLAMA_AS_STORED_COPY: the same
+ * types, every tensor copied into ctx (the file's pages dropped as each is
+ * copied). A Hugging Face directory is read one
  * tensor at a time (that tensor in f32 while it converts). A model without
  * an output head (tied) uses the embedding tensor for it.
  *
@@ -72,6 +78,7 @@ llama *llama_from_hf(kiln_ctx *ctx, const char *dir);
  *     llama *h = llama_infer_from_hf(ctx, "TinyLlama-1.1B/", KILN_NF4);
  */
 #define LLAMA_AS_STORED (-1)
+#define LLAMA_AS_STORED_COPY (-2)
 llama *llama_infer_from_gguf(kiln_ctx *ctx, const char *path, int weights);
 llama *llama_infer_from_hf(kiln_ctx *ctx, const char *dir, int weights);
 /* The same with each 2-d weight's dtype chosen by dtype_of (llama.h's

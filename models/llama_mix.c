@@ -125,6 +125,7 @@ bool llama_param_gguf_name(const char *param, char *out, size_t size) {
         {"attention.wo.weight", "attn_output.weight"},  {"feed_forward.w1.weight", "ffn_gate.weight"},
         {"feed_forward.w2.weight", "ffn_down.weight"},  {"feed_forward.w3.weight", "ffn_up.weight"},
         {"attention_norm.weight", "attn_norm.weight"},  {"ffn_norm.weight", "ffn_norm.weight"},
+        {"attention_post_norm.weight", "post_attention_norm.weight"}, {"ffn_post_norm.weight", "post_ffw_norm.weight"},
     };
     int l = -1, at = 0;
     if (sscanf(param, "layers.%d.%n", &l, &at) < 1 || !at) l = -1, at = 0;
@@ -134,4 +135,13 @@ bool llama_param_gguf_name(const char *param, char *out, size_t size) {
         return k > 0 && (size_t)k < size;
     }
     return false;
+}
+
+kiln_dtype llama_mix_param_dtype(void *user, const char *param, int64_t rows, int64_t cols) {
+    const llama_mix_choice *m = user;
+    char name[64];
+    (void)rows; /* the rules look at the columns */
+    if (!llama_param_gguf_name(param, name, sizeof name)) return KILN_F32;
+    kiln_dtype t = llama_mix_dtype(m->mix, m->c, false, name, cols);
+    return kiln_dtype_is_quantized(t) ? t : KILN_F32;
 }

@@ -79,6 +79,15 @@ llama_ftype llama_ftype_of_dtype(kiln_dtype d);
  * KILN_DTYPE_COUNT for an unknown f. */
 kiln_dtype llama_mix_dtype(llama_ftype f, const llama_config *c, bool tied, const char *gguf_name, int64_t cols);
 
+/* llama_new_inference_typed's chooser for a mix (user: a llama_mix_choice):
+ * each 2-d weight in the type llama_mix_dtype gives it (an untied model),
+ * a float type as F32 (drawn or converted in f32 and written as the mix's). */
+typedef struct llama_mix_choice {
+    llama_ftype mix;
+    const llama_config *c;
+} llama_mix_choice;
+kiln_dtype llama_mix_param_dtype(void *user, const char *param, int64_t rows, int64_t cols);
+
 /* A models/llama.h parameter name ("layers.3.feed_forward.w2.weight") as
  * GGUF names it ("blk.3.ffn_down.weight") into out; false if it has none. */
 bool llama_param_gguf_name(const char *param, char *out, size_t size);

@@ -149,6 +149,15 @@ check generate_tiny_no_fuse 0 "generation: 7 tokens" "$bin/generate" --model "$t
 check generate_tiny_nf4_sampled 0 "weights nf4" \
     "$bin/generate" --model "$tmp/tiny.gguf" --dtype nf4 --tokens 8 --temperature 0.8 --top-k 5 --threads 1
 check generate_no_model 2 "--model" "$bin/generate"
+# a vocabulary with an end-of-turn token (<|im_end|>, not its eos) and no BOS to add:
+# the run stops at the token unless --ignore-eos, and the 3-letter prompt is 3 ids
+mkdir "$tmp/eog"
+cp tests/fixtures/eog-hf/config.json tests/fixtures/eog-hf/tokenizer.json \
+    tests/fixtures/arch/llama-rope-tiny-hf/model.safetensors "$tmp/eog/"
+eog="$bin/generate --model $tmp/eog --prompt abc --tokens 24 --temperature 3 --top-k 0 --seed 5 --threads 1"
+check generate_stops_at_end_of_turn 0 "<|im_end|>$" $eog
+check generate_no_bos_unless_asked 0 "^prompt: 3 tokens" $eog
+check generate_ignore_eos 0 "generation: 23 tokens" $eog --ignore-eos
 # every llama-quantize mix: Q4_K_M on the tiny model (64 wide: llama.cpp's fallbacks, Q5_0 and Q8_0)
 check generate_make_tiny_q4_k_m 0 "tiny_k.gguf: llama .* in Q4_K_M" \
     "$bin/generate" --make-random "$tmp/tiny_k.gguf" --size tiny --dtype q4_k_m

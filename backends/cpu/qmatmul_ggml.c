@@ -23,17 +23,33 @@ static int32_t isum(const kiln_qints *b, const int8_t *xq) {
     return tot;
 }
 
+bool kiln__qmm_ggml_lanes(kiln_dtype t) {
+    return t == KILN_Q4_1 || t == KILN_Q5_0 || t == KILN_Q5_1 || t == KILN_IQ4_NL;
+}
+
+float kiln__qmm_ggml_lanes_sum(const float l[8]) {
+    const float s0 = l[0] + l[4], s1 = l[1] + l[5], s2 = l[2] + l[6], s3 = l[3] + l[7];
+    return (s0 + s2) + (s1 + s3);
+}
+
 float kiln__qmm_dot_ggml_ref(kiln_dtype t, const void *w, const void *xa, int64_t nb) {
     const kiln_dtype p = kiln__types[t].dot_type;
-    float sum = 0.0f;
+    const int64_t grouped = kiln__qmm_ggml_lanes(t) ? nb / 8 * 8 : 0;
+    float sum = 0.0f, lane[8] = {0};
     kiln_qints b;
     for (int64_t i = 0; i < nb && kiln__qints_unpack(t, w, i, &b); i++) {
+        float term;
+        if (i == grouped && grouped) sum = kiln__qmm_ggml_lanes_sum(lane);
         if (p == KILN_Q8_0) {
             const kiln_block_q8_0 *a = (const kiln_block_q8_0 *)xa + i;
-            sum += b.d * kiln__f16_to_f32(a->d) * (float)isum(&b, a->qs);
+            term = b.d * kiln__f16_to_f32(a->d) * (float)isum(&b, a->qs);
         } else if (p == KILN_Q8_1) {
             const kiln_block_q8_1 *a = (const kiln_block_q8_1 *)xa + i;
-            sum += b.d * kiln__f16_to_f32(a->d) * (float)isum(&b, a->qs) + b.dm * kiln__f16_to_f32(a->s);
+            term = b.d * kiln__f16_to_f32(a->d) * (float)isum(&b, a->qs) + b.dm * kiln__f16_to_f32(a->s);
+        }
+        if (p == KILN_Q8_0 || p == KILN_Q8_1) {
+            if (i < grouped) lane[i % 8] += term;
+            else sum += term;
         } else { /* Q8_K */
             const kiln_block_q8_K *a = (const kiln_block_q8_K *)xa + i;
             int32_t summs = 0;
@@ -42,7 +58,7 @@ float kiln__qmm_dot_ggml_ref(kiln_dtype t, const void *w, const void *xa, int64_
             sum += a->d * b.d * (float)isum(&b, a->qs) + (b.has_min ? a->d * b.dm * (float)summs : 0.0f);
         }
     }
-    return sum;
+    return grouped && grouped == nb ? kiln__qmm_ggml_lanes_sum(lane) : sum;
 }
 
 /* The reference as a kernel per dtype, for the dispatch's table. */

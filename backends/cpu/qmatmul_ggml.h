@@ -14,6 +14,12 @@
  * with the weight block's integers from its unpack (quant.h kiln_qints),
  * f32 operations in that order, blocks in order into one f32 sum: the
  * scalar reference, kiln__qmm_dot_ggml_ref. The isum are exact int32.
+ * The blocks of 32 (Q4_1, Q5_0, Q5_1, IQ4_NL: kiln__qmm_ggml_lanes) sum
+ * in an order 8-wide SIMD keeps: while whole groups of 8 blocks last,
+ * block i's term goes into lane i % 8; the lanes are then summed as
+ * kiln__qmm_ggml_lanes_sum does, and the blocks left over (nb % 8) are
+ * added to that in order. A chain of one f32 add per block would hold a
+ * kernel to the adder's latency: about 40% of their streaming speed.
  * Rows of x at or above KILN_QMM_PANEL_MIN_M take the panel path of
  * qmatmul.c (dequantized W, f32 GEMM).
  *
@@ -37,6 +43,10 @@ typedef float kiln_qmm_dot_ggml(const void *w, const void *xa, int64_t nb);
 
 /* The scalar reference for weight dtype t. */
 float kiln__qmm_dot_ggml_ref(kiln_dtype t, const void *w, const void *xa, int64_t nb);
+/* Whether t's blocks sum in 8 lanes, and the lanes' sum:
+ * ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)). */
+bool kiln__qmm_ggml_lanes(kiln_dtype t);
+float kiln__qmm_ggml_lanes_sum(const float l[8]);
 
 /* The kernels of one SIMD level for weight dtype t, NULL where the level
  * has none for t or is not built (cpu_features.h). */

@@ -168,11 +168,15 @@ static inline __attribute__((always_inline)) int32_t GGML_NAME(isum_q8_K)(const 
     return vaddvq_s32(tot);
 }
 
-/* one row: blocks in order into one f32 sum, as the reference */
+/* one row: blocks in order into one f32 sum, or (the blocks of 32) into
+ * 8 lanes while whole groups of 8 last, as the reference */
 static inline __attribute__((always_inline)) float GGML_NAME(row)(const kiln_dtype t, const void *w, const void *xa,
                                                                   int64_t nb) {
-    float sum = 0.0f;
+    const bool lanes = t == KILN_Q4_1 || t == KILN_Q5_0 || t == KILN_Q5_1 || t == KILN_IQ4_NL;
+    const int64_t grouped = lanes ? nb / 8 * 8 : 0;
+    float sum = 0.0f, lane[8] = {0};
     for (int64_t i = 0; i < nb; i++) {
+        if (i && i == grouped) sum = kiln__qmm_ggml_lanes_sum(lane);
         if (t == KILN_Q2_K || t == KILN_Q3_K || t == KILN_Q4_K || t == KILN_Q5_K || t == KILN_Q6_K ||
             t == KILN_Q8_K || t == KILN_IQ4_XS) {
             const kiln_block_q8_K *a = (const kiln_block_q8_K *)xa + i;
@@ -215,7 +219,10 @@ static inline __attribute__((always_inline)) float GGML_NAME(row)(const kiln_dty
                 const kiln_block_q5_1 *b = (const kiln_block_q5_1 *)w + i;
                 is = vaddvq_s32(GGML_NAME(lanes32)(b->qs, b->qh, 0, false, a->qs)), d = b->d, m = b->m;
             }
-            sum += GGML_NAME(f16)(d) * GGML_NAME(f16)(a->d) * (float)is + GGML_NAME(f16)(m) * GGML_NAME(f16)(a->s);
+            const float term =
+                GGML_NAME(f16)(d) * GGML_NAME(f16)(a->d) * (float)is + GGML_NAME(f16)(m) * GGML_NAME(f16)(a->s);
+            if (i < grouped) lane[i % 8] += term;
+            else sum += term;
         } else { /* Q8_0 activations */
             const kiln_block_q8_0 *a = (const kiln_block_q8_0 *)xa + i;
             uint16_t d;
@@ -230,10 +237,12 @@ static inline __attribute__((always_inline)) float GGML_NAME(row)(const kiln_dty
                 const kiln_block_q8_1 *b = (const kiln_block_q8_1 *)w + i;
                 is = vaddvq_s32(GGML_NAME(dot32)(vld1q_s8(b->qs), vld1q_s8(b->qs + 16), a->qs)), d = b->d;
             }
-            sum += GGML_NAME(f16)(d) * GGML_NAME(f16)(a->d) * (float)is;
+            const float term = GGML_NAME(f16)(d) * GGML_NAME(f16)(a->d) * (float)is;
+            if (i < grouped) lane[i % 8] += term;
+            else sum += term;
         }
     }
-    return sum;
+    return grouped && grouped == nb ? kiln__qmm_ggml_lanes_sum(lane) : sum;
 }
 
 /* one copy per dtype, so that the decode is a constant */

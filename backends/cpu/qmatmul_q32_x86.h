@@ -8,8 +8,9 @@
  * with x's codes into 8 exact int32 lanes, and eight blocks' lanes are
  * summed into one lane per block (hadd, then the halves: exact). The f32
  * side follows the reference (kiln__qmm_dot_ggml_ref) lane by lane,
- * (d_w d_x) isum [+ m s], and the blocks' terms go into one sum in block
- * order, so every result is the reference's bit for bit. */
+ * (d_w d_x) isum [+ m s], each group's terms added to 8 f32 lanes, the
+ * lanes summed as kiln__qmm_ggml_lanes_sum and the leftover blocks after
+ * in order, so every result is the reference's bit for bit. */
 #include "qmatmul_ggml.h"
 
 #include "../../quant/quant.h"
@@ -98,7 +99,7 @@ static inline __attribute__((always_inline)) float Q32_NAME(row)(const kiln_dtyp
     const bool q81 = t == KILN_Q4_1 || t == KILN_Q5_1; /* Q8_1 activations */
     const size_t wsz = Q32_NAME(size)(t), xsz = q81 ? sizeof(kiln_block_q8_1) : sizeof(kiln_block_q8_0);
     const size_t xqs = q81 ? offsetof(kiln_block_q8_1, qs) : offsetof(kiln_block_q8_0, qs);
-    float sum = 0.0f;
+    __m256 acc = _mm256_setzero_ps();
     int64_t i = 0;
     /* the first 4 bytes of eight blocks: d and m (Q4_1 / Q5_1) or s (Q8_1) */
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -114,10 +115,12 @@ static inline __attribute__((always_inline)) float Q32_NAME(row)(const kiln_dtyp
         Q32_NAME(halves)(_mm256_i32gather_epi32((const int *)x8, xo, 1), &dx, &sx);
         __m256 c = _mm256_mul_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(Q32_NAME(sum8)(v)));
         if (q81) c = _mm256_add_ps(c, _mm256_mul_ps(mw, sx));
-        float cs[8];
-        _mm256_storeu_ps(cs, c);
-        for (int b = 0; b < 8; b++) sum += cs[b];
+        acc = _mm256_add_ps(acc, c);
     }
+    /* ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)) */
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    float sum = _mm_cvtss_f32(_mm_add_ss(h, _mm_shuffle_ps(h, h, 1)));
     for (; i < nb; i++) {
         const uint8_t *wb = w + (size_t)i * wsz, *xb = xa + (size_t)i * xsz;
         const float is = (float)Q32_NAME(sum1)(Q32_NAME(lanes)(t, wb, (const int8_t *)(xb + xqs)));

@@ -16,8 +16,8 @@
  *   3. up to --tokens tokens one at a time through the cache (greedy at
  *      temperature 0, else softmax(z / T) over the --top-k likeliest:
  *      examples/common/sampler.h),
- *      stopping at the end-of-text token, timed; the text is printed at
- *      the end;
+ *      stopping at an end-of-generation token (end of text, of turn)
+ *      unless --ignore-eos, timed; the text is printed at the end;
  *   4. the figures: tokens/s, weight GB/s (the bytes a step reads: every
  *      weight but the embedding, of which it reads one row), peak RSS.
  *
@@ -150,22 +150,6 @@ static int dump_logits(llama *m, const int32_t *ids, int64_t n, const char *path
     return 0;
 }
 
-/* --make-random's weights: each in the type llama-quantize's mix gives it,
- * a float one drawn in f32 (converted as it is written). */
-typedef struct mix_choice {
-    llama_ftype mix;
-    const llama_config *c;
-} mix_choice;
-
-static kiln_dtype mix_dtype(void *user, const char *param, int64_t rows, int64_t cols) {
-    const mix_choice *m = user;
-    char name[64];
-    if (!llama_param_gguf_name(param, name, sizeof name)) return KILN_F32;
-    (void)rows; /* llama_dtype_fn's: the rules look at the columns */
-    kiln_dtype t = llama_mix_dtype(m->mix, m->c, false, name, cols);
-    return kiln_dtype_is_quantized(t) ? t : KILN_F32;
-}
-
 /* --make-random: TinyLlama-1.1B's shape (or a tiny one) with random weights. */
 static int make_random(const char *path, const char *size, const char *dtype, uint64_t seed) {
     llama_ftype mix = llama_ftype_parse(dtype);
@@ -182,8 +166,8 @@ static int make_random(const char *path, const char *size, const char *dtype, ui
     }
     double t0 = progress_now();
     kiln_ctx *ctx = kiln_ctx_new();
-    mix_choice choice = {mix, &c};
-    llama *m = ctx ? llama_new_inference_typed(ctx, &c, mix_dtype, &choice, false) : NULL;
+    llama_mix_choice choice = {mix, &c};
+    llama *m = ctx ? llama_new_inference_typed(ctx, &c, llama_mix_param_dtype, &choice, false) : NULL;
     if (!m) return fail("making the model");
     /* llama_init_random on a copy of the model holding one parameter at a
      * time (each parameter's draw is seeded by its name: the same weights
@@ -219,7 +203,7 @@ int main(int argc, char **argv) {
     int tokens = 64, prompt_tokens = 0, top_k = 40, threads = 0;
     double temperature = 0;
     uint64_t seed = 1;
-    bool quiet = false, ignore_eos = false, no_fuse = false;
+    bool quiet = false, ignore_eos = false, no_fuse = false, no_mmap = false;
     args_opt opts[] = {
         {"model", ARGS_STRING, &model, "PATH",
          "a GGUF file or a Hugging Face directory (llama, mistral, qwen2, phi3, gemma2)", NULL, false},
@@ -236,7 +220,10 @@ int main(int argc, char **argv) {
         {"threads", ARGS_INT, &threads, "N", "worker threads (0: $KILN_THREADS, else all cores)", NULL, false},
         {"backend", ARGS_CHOICE, &backend, "B", "where the graphs run", "cpu|vulkan|cuda", false},
         {"quiet", ARGS_FLAG, &quiet, NULL, "print the figures only, not the text", NULL, false},
-        {"ignore-eos", ARGS_FLAG, &ignore_eos, NULL, "go on past the end-of-text token", NULL, false},
+        {"ignore-eos", ARGS_FLAG, &ignore_eos, NULL,
+         "go on past the end-of-generation tokens (end of text, of turn: the vocabulary's)", NULL, false},
+        {"no-mmap", ARGS_FLAG, &no_mmap, NULL, "copy a GGUF's weights into memory instead of mapping the file", NULL,
+         false},
         {"no-fuse", ARGS_FLAG, &no_fuse, NULL,
          "one product per weight, not one over wq|wk|wv and one over w1|w3 (same logits; for comparison)", NULL, false},
         {"ids", ARGS_STRING, &ids_text, "I,J,...", "token ids to run as one prompt (with --dump-logits)", NULL, false},
@@ -273,8 +260,8 @@ int main(int argc, char **argv) {
     kiln_ctx *ctx = kiln_ctx_new();
     kiln_backend *be = kiln_backend_get(backend);
     if (!ctx || !be || kiln_ctx_set_backend(ctx, be)) return fail("choosing the backend");
-    llama *m = dir ? llama_infer_from_hf(ctx, model, weights)
-                                 : llama_infer_from_gguf(ctx, model, weights);
+    if (no_mmap && weights == LLAMA_AS_STORED) weights = LLAMA_AS_STORED_COPY;
+    llama *m = dir ? llama_infer_from_hf(ctx, model, weights) : llama_infer_from_gguf(ctx, model, weights);
     if (!m) return fail(model);
     m->fuse = !no_fuse;
     if (dump) {
@@ -297,12 +284,13 @@ int main(int argc, char **argv) {
            (long long)c->vocab, kiln_dtype_name(kiln_tensor_dtype(m->layers[0].wq)), (double)bytes / (1 << 20), t_load,
            tok ? "the model's" : "bytes", kiln_get_threads());
 
-    /* the prompt's ids: BOS if the tokenizer has one, then the text */
+    /* the prompt's ids: BOS where the vocabulary asks for it (as llama.cpp
+     * reads tokenizer.ggml.add_bos_token), then the text */
     size_t plen = strlen(prompt);
     int64_t cap = (tok ? kiln_tokenizer_max_ids(tok, plen) : (int64_t)plen) + 2 + prompt_tokens, n = 0;
     int32_t *ids = malloc((size_t)cap * sizeof *ids);
     if (!ids) return fprintf(stderr, "generate: out of memory\n"), 1;
-    if (tok && kiln_tokenizer_bos(tok) >= 0) ids[n++] = kiln_tokenizer_bos(tok);
+    if (tok && kiln_tokenizer_add_bos(tok) && kiln_tokenizer_bos(tok) >= 0) ids[n++] = kiln_tokenizer_bos(tok);
     if (tok) {
         int64_t k = 0;
         if (kiln_tokenizer_encode(tok, prompt, plen, false, ids + n, cap - n, &k)) return fail("tokenizing the prompt");
@@ -330,14 +318,18 @@ int main(int argc, char **argv) {
     if (llama_cache_step(m, cache, ids, n, z)) return fail("the prompt");
     double t_prompt = progress_now() - t0;
 
-    /* 3. New tokens, one at a time, up to the tokenizer's end of text
-     * (unless --ignore-eos). The first comes from the prompt's logits. */
-    int32_t eos = tok && !ignore_eos ? kiln_tokenizer_eos(tok) : -1;
+    /* 3. New tokens, one at a time, up to an end-of-generation token (eos,
+     * eot, <|im_end|> ...: kiln_tokenizer_is_eog, as llama.cpp stops;
+     * unless --ignore-eos). The first comes from the prompt's logits. */
     int made = 0, steps = 0;
     t0 = progress_now();
     while (made < tokens) {
         out[made] = sampler_draw(&smp, z, c->vocab);
-        if (out[made++] == eos && eos >= 0) break;
+        if (tok && !ignore_eos && kiln_tokenizer_is_eog(tok, out[made])) {
+            made++;
+            break;
+        }
+        made++;
         if (made < tokens && llama_cache_step(m, cache, &out[made - 1], 1, z)) return fail("generating");
         steps += made < tokens;
     }
