@@ -1,8 +1,9 @@
 /* finetune — LoRA or QLoRA fine-tuning of a llama-family model (a GGUF
- * file or a Hugging Face directory) on a plain-text file or a chat JSONL file ({"messages": [{"role", "content"},
- * ...]} per line, rendered with the model's chat template, ChatML when it
- * has none; the loss on the assistant's tokens only, as TRL's
- * assistant_only_loss; on every token for plain text).
+ * file or a Hugging Face directory) on a plain-text file or a chat JSONL
+ * file ({"messages": [{"role", "content"}, ...]} per line, rendered with
+ * the model's chat template, ChatML when it has none; the loss on the
+ * assistant's tokens only, as TRL's assistant_only_loss; on every token
+ * for plain text).
  *
  * The base is frozen leaves without gradient storage (llama_infer_from_gguf
  * / _hf): in f32 for LoRA; with --qlora quantized to NF4_DQ as it is read
