@@ -249,9 +249,12 @@ if ! nm "$bin/quickstart" 2>/dev/null | grep -q __asan_init; then
     check quickstart_address_limit 1 "cannot allocate\|out of memory" limited "$bin/quickstart" $tiny --save "$tmp/l.safetensors"
     check mlp_address_limit 1 "cannot allocate\|out of memory" limited "$bin/mlp" --epochs 1
 fi
-# finetune: LoRA on the tiny reference llama, a few steps of each
-# optimizer; the held-out loss falls on the sayings; 2 steps, a checkpoint
-# and 2 more resumed write the adapters 4 steps write, byte for byte
+# finetune: LoRA and QLoRA on the tiny reference llama, a few steps of
+# each optimizer; the held-out loss falls on the sayings, the base's bytes
+# stay as they were, no gradient exists for them; 2 steps, a checkpoint
+# and 2 more resumed write the adapters 4 steps write, byte for byte; the
+# QLoRA model merged into its dequantized base (in f32) has the held-out
+# loss the adapted model had
 ft="$bin/finetune --model tests/fixtures/gguf-ref/llama-s1-F32.gguf --data examples/finetune/data/sayings.txt
     --batch 2 --seq 32 --eval-windows 4 --sample-tokens 4 --threads 1"
 check finetune_bad_holdout 2 "bad value 1.5 for --holdout" $ft --holdout 1.5
@@ -264,11 +267,23 @@ check finetune_lowers_loss 0 "held-out loss after: .* (before .*, -" $ft --steps
 check finetune_chat 0 "chat (loss on the assistant's tokens), 12 documents" $ft \
     --data examples/finetune/data/chat.jsonl --steps 2
 check finetune_memory 0 "memory: full fine-tuning with AdamW: about" $ft --steps 1 --optim adamw8bit
+check finetune_base_no_gradients 0 "memory: frozen base .* MB (layers in f32), its gradients 0.000 MB" $ft --steps 1
+check finetune_qlora_lowers_loss 0 "held-out loss after: .* (before .*, -" $ft --qlora --steps 12 --lr 3e-3
+check finetune_qlora_base_unchanged 0 "base: unchanged bit for bit by training" $ft --qlora --steps 2
+check finetune_qlora_base_no_gradients 0 "memory: frozen base .* MB (layers in nf4.*), its gradients 0.000 MB" \
+    $ft --qlora --steps 1
+$ft --qlora --compute f32 --steps 4 --merge-to "$tmp/ft-q-merged.gguf" --dtype F32 >"$tmp/ft-q.out" 2>&1
+after=$(sed -n 's/^held-out loss after: \([0-9.]*\) .*/\1/p' "$tmp/ft-q.out")
+check finetune_qlora_merge 0 "held-out loss before: ${after:-none}" $ft --model "$tmp/ft-q-merged.gguf" --steps 0
 check finetune_out_merge 0 "merged model: $tmp/ft-merged.gguf (q8_0)" $ft --steps 2 --out "$tmp/ft-peft" \
     --merge-to "$tmp/ft-merged.gguf" --dtype Q8_0
-for o in adamw mezo; do
-    opt="--optim adamw"
-    [ $o = mezo ] && opt="--mezo --lr 1e-3"
+for o in adamw mezo qlora qlora_mezo; do
+    case $o in
+    adamw) opt="--optim adamw" ;;
+    mezo) opt="--mezo --lr 1e-3" ;;
+    qlora) opt="--qlora" ;;
+    qlora_mezo) opt="--qlora --mezo --lr 1e-3" ;;
+    esac
     $ft $opt --steps 4 --out "$tmp/ft-4-$o" >/dev/null 2>&1
     $ft $opt --steps 2 --checkpoint "$tmp/ft-c-$o" --save-every 2 >/dev/null 2>&1
     check finetune_resume_$o 0 "resumed $tmp/ft-c-$o at step 2" $ft $opt --steps 4 --resume "$tmp/ft-c-$o" \

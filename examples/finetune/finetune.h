@@ -1,7 +1,7 @@
 /* finetune.h — what examples/finetune's files share: the token stream made
  * from the data file (corpus.c), the windows a batch is cut from and the
- * losses over them (batches.c), and the checkpoint's run state
- * (checkpoint.c). */
+ * losses over them (batches.c), the checkpoint's run state
+ * (checkpoint.c), and the merge over a quantized base (merge.c). */
 #ifndef FINETUNE_H
 #define FINETUNE_H
 
@@ -65,5 +65,10 @@ bool checkpoint_save(const char *dir, const lora *l, const kiln_optim *opt, cons
 /* Load them back into l and opt; rs's seed, batch, seq and optim must be
  * the run's. false after printing why. */
 bool checkpoint_load(const char *dir, lora *l, kiln_optim *opt, run_state *rs);
+
+/* --merge-to for a quantized base (--qlora): an f32 copy of m, every
+ * tensor dequantized, with l's adapters merged into it (l is merged
+ * after). NULL with kiln's error set. */
+llama *merge_dequantized(const llama *m, lora *l);
 
 #endif

@@ -1,9 +1,18 @@
-/* finetune — LoRA fine-tuning of a llama-family model (a GGUF file or a
- * Hugging Face directory, loaded in f32 with llama_from_gguf / _hf) on a
- * plain-text file or a chat JSONL file ({"messages": [{"role", "content"},
- * ...]} per line, rendered with the model's chat template, ChatML when it
- * has none; the loss on the assistant's tokens only, as TRL's
- * assistant_only_loss; on every token for plain text).
+/* finetune — LoRA or QLoRA fine-tuning of a llama-family model (a GGUF
+ * file or a Hugging Face directory) on a plain-text file or a chat JSONL
+ * file ({"messages": [{"role", "content"}, ...]} per line, rendered with
+ * the model's chat template, ChatML when it has none; the loss on the
+ * assistant's tokens only, as TRL's assistant_only_loss; on every token
+ * for plain text).
+ *
+ * The base is frozen leaves without gradient storage (llama_infer_from_gguf
+ * / _hf): in f32 for LoRA; with --qlora quantized to NF4_DQ as it is read
+ * (llama_qlora.h: embedding and head in the compute dtype, gradient
+ * checkpointing on), 8-bit AdamW by default as QLoRA's paged_adamw_8bit
+ * (without the paging: the optimizer's state is the adapters', a few MB).
+ * --compute bf16 rounds the products' operands to bf16 (as
+ * bnb_4bit_compute_dtype=bfloat16); the default where the CPU multiplies
+ * bf16 natively (AVX512-BF16, AMX) and --qlora, else f32.
  *
  * The data is one token stream; its last --holdout of tokens is held out.
  * Training draws windows of --seq + 1 tokens in a shuffled order per epoch
@@ -17,7 +26,8 @@
  * run's training graph plans, which full fine-tuning keeps as well).
  * --checkpoint DIR --save-every N saves the adapters, the optimizer's
  * state and the run's place; --resume DIR continues bit for bit. --out DIR
- * writes PEFT's adapter files, --merge-to FILE the merged model as GGUF.
+ * writes PEFT's adapter files, --merge-to FILE the merged model as GGUF
+ * (over --qlora's base: merged into its dequantized f32 copy, merge.c).
  * examples/finetune/data/sayings.txt, written for kiln, is public domain.
  *
  *     build/examples/finetune --model tests/fixtures/gguf-ref/llama-s1-F32.gguf \
@@ -26,6 +36,7 @@
 #include "args.h"
 #include "finetune.h"
 #include "llama_files.h"
+#include "llama_qlora.h"
 #include "output.h"
 #include "progress.h"
 
@@ -38,12 +49,13 @@
 #include <sys/stat.h>
 
 typedef struct options {
-    const char *model, *data, *format, *targets, *prompt, *optim, *out, *merge_to, *dtype, *checkpoint, *resume;
+    const char *model, *data, *format, *targets, *prompt, *optim, *out, *merge_to, *dtype, *checkpoint, *resume,
+        *compute;
     int r, steps, batch, seq, threads, sample_tokens, save_every, eval_windows;
     double alpha, holdout;
     float lr, eps, weight_decay;
     uint64_t seed;
-    bool mezo;
+    bool mezo, qlora;
 } options;
 
 static int fail(const char *what) {
@@ -126,6 +138,19 @@ static kiln_status sample(llama *m, const kiln_tokenizer *tok, const char *label
     return s;
 }
 
+/* A hash of the frozen base's bytes (FNV-1a over 8-byte words), taken
+ * before and after training: the base must come out bit for bit. */
+static uint64_t base_hash(const llama *m) {
+    uint64_t h = 14695981039346656037ull;
+    for (int i = 0; i < m->n_params; i++) {
+        const unsigned char *p = kiln_tensor_data(m->params[i]);
+        size_t n = kiln_tensor_nbytes(m->params[i]), k = 0;
+        for (uint64_t w; k + 8 <= n; k += 8) memcpy(&w, p + k, 8), h = (h ^ w) * 1099511628211ull;
+        for (; k < n; k++) h = (h ^ p[k]) * 1099511628211ull;
+    }
+    return h;
+}
+
 /* The run's MeZO forward: the loss of the eval graph on the batch in it. */
 static kiln_status forward_loss(void *user, double *loss) {
     const model_graph *g = user;
@@ -135,19 +160,26 @@ static kiln_status forward_loss(void *user, double *loss) {
 }
 
 static void memory_report(const llama *m, const lora *l, const kiln_optim *opt, size_t activations, bool mezo) {
-    double params = 0, grads = 0, base = 0;
+    double params = 0, grads = 0, base = 0, base_bytes = 0, base_grads = 0;
     for (int i = 0; i < l->n_params; i++) {
         params += (double)kiln_tensor_nbytes(l->params[i]);
         kiln_tensor *g = kiln_tensor_grad(l->params[i]);
         grads += g ? (double)kiln_tensor_nbytes(g) : 0;
     }
-    for (int i = 0; i < m->n_params; i++) base += (double)kiln_tensor_numel(m->params[i]);
+    for (int i = 0; i < m->n_params; i++) {
+        base += (double)kiln_tensor_numel(m->params[i]);
+        base_bytes += (double)kiln_tensor_nbytes(m->params[i]);
+        kiln_tensor *g = kiln_tensor_grad(m->params[i]);
+        base_grads += g ? (double)kiln_tensor_nbytes(g) : 0;
+    }
     double state = (double)kiln_optim_state_bytes(opt);
     struct rusage u;
     getrusage(RUSAGE_SELF, &u);
     printf("memory: trainable state %.3f MB (adapters %.3f MB, their gradients %.3f MB%s, optimizer state %.3f MB)\n",
            mb(params + grads + state), mb(params), mb(grads), mezo ? ", allocated but never written by MeZO" : "",
            mb(state));
+    printf("memory: frozen base %.3f MB (layers in %s), its gradients %.3f MB, no optimizer state\n", mb(base_bytes),
+           kiln_dtype_name(m->weights), mb(base_grads));
     printf("memory: peak RSS %.1f MB\n", mb((double)u.ru_maxrss * 1024)); /* KiB on Linux */
     printf("memory: full fine-tuning with AdamW: about %.1f MB (4 x %.0f parameters x 4 bytes for weights, "
            "gradients and moments = %.1f MB, + %.1f MB of activations: this run's %s graph as planned)\n",
@@ -161,7 +193,8 @@ int main(int argc, char **argv) {
                  .format = "auto",
                  .targets = "q_proj,v_proj",
                  .prompt = "The",
-                 .optim = "adamw",
+                 .optim = "auto",
+                 .compute = "auto",
                  .dtype = "F16",
                  .r = 8,
                  .steps = 100,
@@ -198,7 +231,12 @@ int main(int argc, char **argv) {
         {"sample-tokens", ARGS_INT, &o.sample_tokens, "N", "tokens of each sample (0: no sample)", NULL, false},
         {"mezo", ARGS_FLAG, &o.mezo, NULL, "MeZO: two forward passes a step, no gradients", NULL, false},
         {"eps", ARGS_FLOAT, &o.eps, "X", "MeZO's perturbation scale", NULL, true},
-        {"optim", ARGS_CHOICE, &o.optim, "NAME", "the optimizer without --mezo", "adamw|adamw8bit", false},
+        {"optim", ARGS_CHOICE, &o.optim, "NAME", "the optimizer without --mezo (auto: adamw8bit with --qlora)",
+         "auto|adamw|adamw8bit", false},
+        {"qlora", ARGS_FLAG, &o.qlora, NULL, "QLoRA: the base's layers quantized to NF4_DQ on load", NULL, false},
+        {"compute", ARGS_CHOICE, &o.compute, "T",
+         "the products' precision (auto: bf16 with --qlora where the CPU has AVX512-BF16 or AMX)", "auto|f32|bf16",
+         false},
         {"checkpoint", ARGS_STRING, &o.checkpoint, "DIR", "where --save-every saves the run", NULL, false},
         {"save-every", ARGS_INT, &o.save_every, "N", "steps between checkpoints (0: none)", NULL, false},
         {"resume", ARGS_STRING, &o.resume, "DIR", "continue the run saved there", NULL, false},
@@ -208,8 +246,8 @@ int main(int argc, char **argv) {
          false},
     };
     const int n_opts = (int)(sizeof opts / sizeof opts[0]);
-    int r = args_parse("finetune", "LoRA fine-tuning of a llama-family model on text or chat JSONL.", opts, n_opts,
-                       argc, argv);
+    int r = args_parse("finetune", "LoRA or QLoRA fine-tuning of a llama-family model on text or chat JSONL.", opts,
+                       n_opts, argc, argv);
     if (r != ARGS_OK) return r == ARGS_HELP ? 0 : 2;
     if (!o.model) return args_reject("finetune", opts, n_opts, "model", "a GGUF file or a model directory"), 2;
     if (!o.data) return args_reject("finetune", opts, n_opts, "data", "a text or JSONL file"), 2;
@@ -227,6 +265,7 @@ int main(int argc, char **argv) {
         (o.merge_to && !output_file("finetune", "--merge-to", o.merge_to)))
         return 2;
     if (o.threads > 0 && kiln_set_threads(o.threads)) return fail("--threads");
+    if (!strcmp(o.optim, "auto")) o.optim = o.qlora ? "adamw8bit" : "adamw";
 
     /* the model, its tokenizer and chat template */
     struct stat st;
@@ -234,7 +273,16 @@ int main(int argc, char **argv) {
     owned h = {0};
     kiln_ctx *ctx = h.ctx = kiln_ctx_new();
     if (!ctx) return release(&h, fail("kiln_ctx_new"));
-    llama *m = h.m = dir ? llama_from_hf(ctx, o.model) : llama_from_gguf(ctx, o.model);
+    /* the CPU's bf16 as kiln_ctx_new sees it ($KILN_SIMD caps it) */
+    const char *cpu = kiln_cpu_describe();
+    bool bf16 = !strcmp(o.compute, "bf16") ||
+                (!strcmp(o.compute, "auto") && o.qlora && (strstr(cpu, "avx512_bf16") || strstr(cpu, "amx_bf16")));
+    if (bf16 && kiln_set_matmul_precision(KILN_MATMUL_BF16)) return release(&h, fail("--compute"));
+    kiln_dtype compute = bf16 ? KILN_BF16 : KILN_F32;
+    llama *m = h.m = o.qlora ? (dir ? llama_qlora_from_hf(ctx, o.model, KILN_NF4_DQ, compute)
+                                    : llama_qlora_from_gguf(ctx, o.model, KILN_NF4_DQ, compute))
+                             : (dir ? llama_infer_from_hf(ctx, o.model, KILN_F32)
+                                    : llama_infer_from_gguf(ctx, o.model, KILN_F32));
     if (!m) return release(&h, fail(o.model));
     kiln_tokenizer *tok = h.tok = dir ? llama_hf_tokenizer(o.model) : llama_gguf_tokenizer(o.model);
     if (!tok) return release(&h, fail(o.model));
@@ -289,8 +337,10 @@ int main(int argc, char **argv) {
     if (!l) return release(&h, fail("lora_attach_llama"));
     int64_t trainable = 0;
     for (int i = 0; i < l->n_params; i++) trainable += kiln_tensor_numel(l->params[i]);
-    printf("model: %s, %lld parameters frozen; LoRA r %d alpha %g on %d layers (%s): %lld trainable\n", o.model,
-           (long long)llama_param_count(m), o.r, o.alpha, l->n_layers, o.targets, (long long)trainable);
+    printf("model: %s, %lld parameters frozen (layers in %s, compute %s); %s r %d alpha %g on %d layers (%s): %lld "
+           "trainable\n",
+           o.model, (long long)llama_param_count(m), kiln_dtype_name(m->weights), bf16 ? "bf16" : "f32",
+           o.qlora ? "QLoRA" : "LoRA", o.r, o.alpha, l->n_layers, o.targets, (long long)trainable);
     if (o.sample_tokens && sample(m, tok, "before", o.prompt, o.sample_tokens)) return release(&h, fail("sample"));
     model_graph eval, tr = {0};
     if (llama_eval_graph(m, o.batch, o.seq, &eval)) return release(&h, fail("llama_eval_graph"));
@@ -315,6 +365,7 @@ int main(int argc, char **argv) {
     double before = mean_loss(&eval, &held, o.batch, o.eval_windows);
     if (isnan(before)) return release(&h, fail("held-out loss"));
     printf("held-out loss before: %.4f\n", before);
+    uint64_t base_before = base_hash(m);
 
     /* training */
     int64_t *order = h.order = malloc((size_t)train.count * sizeof *order), start = rs.step;
@@ -356,6 +407,9 @@ int main(int argc, char **argv) {
     double after = mean_loss(&eval, &held, o.batch, o.eval_windows);
     if (isnan(after)) return release(&h, fail("held-out loss"));
     printf("held-out loss after: %.4f (before %.4f, %+.4f)\n", after, before, after - before);
+    if (base_hash(m) != base_before)
+        return release(&h, (fprintf(stderr, "finetune: the frozen base's bytes changed in training\n"), 1));
+    printf("base: unchanged bit for bit by training\n");
     if (o.sample_tokens && sample(m, tok, "after", o.prompt, o.sample_tokens)) return release(&h, fail("sample"));
     memory_report(m, l, opt, kiln_graph_planned_bytes(g->graph), o.mezo);
     if (o.out) {
@@ -363,8 +417,10 @@ int main(int argc, char **argv) {
         printf("adapters: %s/adapter_model.safetensors, %s/adapter_config.json\n", o.out, o.out);
     }
     if (o.merge_to) {
-        if (lora_merge(l) || llama_save_gguf_tok(m, tok, o.merge_to, merge_dtype))
-            return release(&h, fail("--merge-to"));
+        llama *merged = m->weights == KILN_F32 ? (lora_merge(l) ? NULL : m) : merge_dequantized(m, l);
+        kiln_status s = merged ? llama_save_gguf_tok(merged, tok, o.merge_to, merge_dtype) : kiln_last_status();
+        if (merged != m) llama_free(merged);
+        if (s) return release(&h, fail("--merge-to"));
         printf("merged model: %s (%s)\n", o.merge_to, kiln_dtype_name(merge_dtype));
     }
     return release(&h, 0);
