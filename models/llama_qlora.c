@@ -8,12 +8,16 @@ typedef struct qlora_types {
 } qlora_types;
 
 /* llama_new_inference_typed's chooser: the ends in 16 or 32 bits, the
- * layers in base (NF4_DQ only over whole super-blocks, as llama.h says) */
+ * layers in base (NF4_DQ only over whole super-blocks, as llama.h says);
+ * a layer whose rows are not whole blocks of base (a width under NF4's 64)
+ * stays in f32, frozen all the same, where bitsandbytes would quantize the
+ * flattened tensor: kiln's blocks never cross a row. */
 static kiln_dtype choose(void *user, const char *name, int64_t rows, int64_t cols) {
     const qlora_types *t = user;
     if (!strcmp(name, "tok_embeddings.weight") || !strcmp(name, "output.weight")) return t->ends;
-    if (t->base == KILN_NF4_DQ && (rows * cols) % kiln_dtype_block(KILN_NF4_DQ)) return KILN_NF4;
-    return t->base;
+    kiln_dtype d = t->base;
+    if (d == KILN_NF4_DQ && (rows * cols) % kiln_dtype_block(KILN_NF4_DQ)) d = KILN_NF4;
+    return cols % kiln_dtype_block(d == KILN_NF4_DQ ? KILN_NF4 : d) ? KILN_F32 : d;
 }
 
 typedef enum source { NEW, GGUF, HF } source;

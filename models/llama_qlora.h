@@ -7,7 +7,8 @@
  * quantize each layer's linear weights (q, k, v, o, gate, up, down) to
  * base, KILN_NF4_DQ as the paper does (NF4 codes, their absmax scales
  * themselves 8-bit over super-blocks of 16384; a weight that is not whole
- * super-blocks falls back to NF4) as it reads them: the model never
+ * super-blocks falls back to NF4, one narrower than NF4's 64-element
+ * block stays in f32, frozen) as it reads them: the model never
  * exists in f32. A GGUF converts a few MiB of rows at a time (its pages
  * dropped as it goes), so the peak is about the quantized model; a Hugging
  * Face directory one tensor at a time (that tensor in f32 beside its file

@@ -215,3 +215,17 @@ KT_TEST(qlora_from_hf_equals_from_gguf) {
     llama_free(h), llama_free(g), llama_free(e);
     kiln_ctx_free(ctx), kiln_ctx_free(ctx2), kiln_ctx_free(ctx3);
 }
+
+/* A model narrower than NF4's 64-element block (width 32) loads for QLoRA:
+ * the layers that cannot be NF4 stay in f32, the others are NF4. */
+KT_TEST(qlora_keeps_narrow_layers_in_f32) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    llama *m = llama_qlora_from_gguf(ctx, "tests/fixtures/arch/llama-rope-tiny.gguf", KILN_NF4_DQ, KILN_F32);
+    KT_NOTNULL(m);
+    KT_CHECK(kiln_tensor_dtype(m->layers[0].wq) == KILN_F32, "wq [32, 32] %s",
+             kiln_dtype_name(kiln_tensor_dtype(m->layers[0].wq)));
+    KT_CHECK(kiln_tensor_dtype(m->layers[0].w2) == KILN_NF4, "w2 [32, 64] %s",
+             kiln_dtype_name(kiln_tensor_dtype(m->layers[0].w2)));
+    llama_free(m);
+    kiln_ctx_free(ctx);
+}
