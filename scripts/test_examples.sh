@@ -293,5 +293,7 @@ for o in adamw mezo qlora qlora_mezo; do
 done
 check finetune_resume_other_seed 1 "the checkpoint was made with --seed 42" $ft --seed 7 --steps 4 \
     --resume "$tmp/ft-c-adamw"
+check finetune_resume_other_base 1 "and qlora-[a-z0-9]*, this run has .* and lora-f32" $ft --optim adamw8bit \
+    --steps 4 --resume "$tmp/ft-c-qlora"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define FORMAT "kiln finetune state 1"
+#define FORMAT "kiln finetune state 2"
 
 static void path_in(char *out, size_t n, const char *dir, const char *name) { snprintf(out, n, "%s/%s", dir, name); }
 
@@ -22,9 +22,9 @@ bool checkpoint_save(const char *dir, const lora *l, const kiln_optim *opt, cons
     path_in(path, sizeof path, dir, "trainer_state.txt");
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
-    bool ok = f && fprintf(f, "%s\nstep %lld\nepoch %lld\npos %lld\nseed %llu\nbatch %lld\nseq %lld\noptim %s\n",
+    bool ok = f && fprintf(f, "%s\nstep %lld\nepoch %lld\npos %lld\nseed %llu\nbatch %lld\nseq %lld\noptim %s\nbase %s\n",
                            FORMAT, (long long)rs->step, (long long)rs->epoch, (long long)rs->pos,
-                           (unsigned long long)rs->seed, (long long)rs->batch, (long long)rs->seq, rs->optim) > 0;
+                           (unsigned long long)rs->seed, (long long)rs->batch, (long long)rs->seq, rs->optim, rs->base) > 0;
     ok = f && !fclose(f) && ok && !rename(tmp, path);
     if (!ok) {
         remove(tmp);
@@ -41,19 +41,20 @@ bool checkpoint_load(const char *dir, lora *l, kiln_optim *opt, run_state *rs) {
     long long step, epoch, pos, batch, seq;
     unsigned long long seed;
     bool ok = f && fgets(line, sizeof line, f) && !strncmp(line, FORMAT "\n", sizeof FORMAT) &&
-              fscanf(f, "step %lld\nepoch %lld\npos %lld\nseed %llu\nbatch %lld\nseq %lld\noptim %15s", &step, &epoch,
-                     &pos, &seed, &batch, &seq, got.optim) == 7;
+              fscanf(f, "step %lld\nepoch %lld\npos %lld\nseed %llu\nbatch %lld\nseq %lld\noptim %15s\nbase %15s", &step,
+                     &epoch, &pos, &seed, &batch, &seq, got.optim, got.base) == 8;
     if (f) fclose(f);
     if (!ok || step < 0 || epoch < 0 || pos < 0) {
         fprintf(stderr, "finetune: --resume %s: %s is missing or not a %s file\n", dir, path, FORMAT);
         return false;
     }
-    if (seed != rs->seed || batch != rs->batch || seq != rs->seq || strcmp(got.optim, rs->optim)) {
+    if (seed != rs->seed || batch != rs->batch || seq != rs->seq || strcmp(got.optim, rs->optim) ||
+        strcmp(got.base, rs->base)) {
         fprintf(stderr,
-                "finetune: --resume %s: the checkpoint was made with --seed %llu --batch %lld --seq %lld and %s, "
-                "this run has --seed %llu --batch %lld --seq %lld and %s\n",
-                dir, seed, batch, seq, got.optim, (unsigned long long)rs->seed, (long long)rs->batch,
-                (long long)rs->seq, rs->optim);
+                "finetune: --resume %s: the checkpoint was made with --seed %llu --batch %lld --seq %lld, %s and %s, "
+                "this run has --seed %llu --batch %lld --seq %lld, %s and %s\n",
+                dir, seed, batch, seq, got.optim, got.base, (unsigned long long)rs->seed, (long long)rs->batch,
+                (long long)rs->seq, rs->optim, rs->base);
         return false;
     }
     path_in(path, sizeof path, dir, "optimizer.safetensors");

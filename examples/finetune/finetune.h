@@ -56,6 +56,7 @@ typedef struct run_state {
     uint64_t seed;
     int64_t batch, seq;
     char optim[16];
+    char base[16]; /* the base and its compute: lora-f32, qlora-bf16, ... */
 } run_state;
 
 /* dir/adapter_model.safetensors and adapter_config.json (PEFT's), dir/

@@ -359,6 +359,7 @@ int main(int argc, char **argv) {
     if (!opt) return release(&h, fail("optimizer"));
     run_state rs = {.seed = o.seed, .batch = o.batch, .seq = o.seq};
     snprintf(rs.optim, sizeof rs.optim, "%s", o.mezo ? "mezo" : o.optim);
+    snprintf(rs.base, sizeof rs.base, "%s-%s", o.qlora ? "qlora" : "lora", bf16 ? "bf16" : "f32");
     if (o.resume && !checkpoint_load(o.resume, l, opt, &rs)) return release(&h, 1);
     if (o.resume) printf("resumed %s at step %lld\n", o.resume, (long long)rs.step);
 
