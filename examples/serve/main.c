@@ -71,12 +71,13 @@ int main(int argc, char **argv) {
          "mistral-v7 (default: the model's, else ChatML)", NULL, false},
     };
     int n_opts = (int)(sizeof opts / sizeof *opts);
-    int r = args_parse("serve", "Serve a model over HTTP as the OpenAI API does, with a chat page at /.", opts,
+    const char *prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0]; /* serve, or kiln-serve installed */
+    int r = args_parse(prog, "Serve a model over HTTP as the OpenAI API does, with a chat page at /.", opts,
                        n_opts, argc, argv);
     if (r != ARGS_OK) return r == ARGS_HELP ? 0 : 2;
-    if (port > 65535) return args_reject("serve", opts, n_opts, "port", "a port from 0 to 65535"), 2;
-    if (slots > 256) return args_reject("serve", opts, n_opts, "slots", "1 to 256 slots"), 2;
-    if (api_key && !*api_key) return args_reject("serve", opts, n_opts, "api-key", "a key that is not empty"), 2;
+    if (port > 65535) return args_reject(prog, opts, n_opts, "port", "a port from 0 to 65535"), 2;
+    if (slots > 256) return args_reject(prog, opts, n_opts, "slots", "1 to 256 slots"), 2;
+    if (api_key && !*api_key) return args_reject(prog, opts, n_opts, "api-key", "a key that is not empty"), 2;
     if (!model) return fprintf(stderr, "serve: --model PATH is needed; see --help\n"), 2;
     /* SIGINT and SIGTERM end the server: main waits for them; every thread
      * started below (kiln's workers, the scheduler's, MHD's) inherits them blocked
