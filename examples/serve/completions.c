@@ -146,6 +146,9 @@ struct MHD_Response *completions(serve_app *app, api_kind kind, struct MHD_Conne
         api_fail(&e, 404, "invalid_request_error", "model", "model_not_found",
                  "the model '%.100s' does not exist; this server serves '%.100s'", r.model, app->model);
     } else if (!(ids = prompt_ids(app, &r, &n, &e))) {
+    } else if (n == 0) { /* an empty text where the model wants no BOS: nothing to take the next token from */
+        api_fail(&e, 400, "invalid_request_error", kind == API_CHAT ? "messages" : "prompt", "invalid_value",
+                 "the prompt is empty: it encodes to no tokens");
     } else if (n >= app->ctx || (r.max_tokens && n + r.max_tokens > app->ctx)) {
         api_fail(&e, 400, "invalid_request_error", kind == API_CHAT ? "messages" : "prompt",
                  "context_length_exceeded", "the context is %lld tokens; this request wants %lld (%lld of prompt, "

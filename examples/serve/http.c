@@ -91,7 +91,10 @@ static struct MHD_Response *route(serve_app *app, struct MHD_Connection *c, cons
         struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
         if (r) {
             MHD_add_response_header(r, "Access-Control-Allow-Methods", allow);
-            MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+            /* the headers asked for (an SDK sends its own beside Authorization), else the API's two */
+            const char *asked = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+            MHD_add_response_header(r, "Access-Control-Allow-Headers",
+                                    asked && *asked ? asked : "Authorization, Content-Type");
             MHD_add_response_header(r, "Access-Control-Max-Age", "86400");
         }
         *status = MHD_HTTP_NO_CONTENT;
