@@ -71,7 +71,8 @@ int main(int argc, char **argv) {
          "mistral-v7 (default: the model's, else ChatML)", NULL, false},
     };
     int n_opts = (int)(sizeof opts / sizeof *opts);
-    const char *prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0]; /* serve, or kiln-serve installed */
+    /* serve, or kiln-serve where make install put it */
+    const char *prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
     int r = args_parse(prog, "Serve a model over HTTP as the OpenAI API does, with a chat page at /.", opts,
                        n_opts, argc, argv);
     if (r != ARGS_OK) return r == ARGS_HELP ? 0 : 2;
