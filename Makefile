@@ -5,7 +5,8 @@
 #   make bench      install missing packages, build, run the benchmarks (bench/run.sh)
 #   make fuzz FUZZ_SECONDS=N   libFuzzer on every file parser, N seconds each (tests/fuzz/)
 #   make install PREFIX=/usr/local   headers, libkiln.a, libkiln.so.$(VERSION) with its links,
-#                   kiln.pc and kiln-static.pc (README: using kiln from your own program)
+#                   kiln.pc and kiln-static.pc (README: using kiln from your own program),
+#                   and bin/kiln-serve (examples/serve) where serve is built
 #   make V=1        print each command in full (default: one short line per file, "  CC  core/ctx.o")
 #   CC=clang make   the same with clang
 #   make BLAS=0     no OpenBLAS: every matmul runs kiln's own GEMM
@@ -435,7 +436,9 @@ PC_LIBS += -Wl,-rpath-link,$(BLAS_DIR)
 endif
 PC_HEAD = 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
           'Description: tensors and reverse-mode autodiff in C' 'Version: $(VERSION)' 'Cflags: -I$${includedir}'
-install: lib
+# the server, where it is built (libmicrohttpd and jansson found), as kiln-serve
+INSTALL_SERVE = $(filter $(BUILD)/examples/serve,$(EXAMPLE_BINS))
+install: lib $(INSTALL_SERVE)
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 $(PUBLIC_HEADERS) $(if $(INSTALL_DIST),include/kiln_dist.h) $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(BUILD)/libkiln.a $(BUILD)/$(SOLIB) $(INSTALL_DIST) $(DESTDIR)$(PREFIX)/lib/
@@ -445,6 +448,8 @@ install: lib
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/kiln.pc
 	@printf '%s\n' $(PC_HEAD) 'Name: kiln-static' 'Libs: $${libdir}/libkiln.a $(LIBS)' \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/kiln-static.pc
+	$(if $(INSTALL_SERVE),install -d $(DESTDIR)$(PREFIX)/bin && \
+	  install -m 755 $(INSTALL_SERVE) $(DESTDIR)$(PREFIX)/bin/kiln-serve)
 
 clean:
 	rm -rf $(BUILD)

@@ -59,6 +59,19 @@ kiln_status llama_slots_clear(llama_slots *s, int slot) {
     return KILN_OK;
 }
 
+/* Only pos moves: attention reads a slot's positions below each entry's
+ * own, so what lies beyond n is never read before a step writes it again. */
+kiln_status llama_slots_keep(llama_slots *s, int slot, int64_t n) {
+    if (!s) return kiln_set_error(KILN_ERR_ARG, "llama_slots_keep: NULL slots");
+    if (slot < 0 || slot >= s->n_slots)
+        return kiln_set_error(KILN_ERR_ARG, "llama_slots_keep: slot %d is outside 0 .. %d", slot, s->n_slots - 1);
+    if (n < 0 || n > s->pos[slot])
+        return kiln_set_error(KILN_ERR_ARG, "llama_slots_keep: n = %lld is outside 0 .. %lld, the positions slot %d "
+                              "holds", (long long)n, (long long)s->pos[slot], slot);
+    s->pos[slot] = n;
+    return KILN_OK;
+}
+
 int64_t llama_slots_pos(const llama_slots *s, int slot) {
     return s && slot >= 0 && slot < s->n_slots ? s->pos[slot] : -1;
 }

@@ -40,6 +40,13 @@ void llama_slots_free(llama_slots *s); /* the struct; the cache lives in the mod
 /* Forget slot's sequence (its positions become free for a new one). */
 kiln_status llama_slots_clear(llama_slots *s, int slot);
 
+/* Cut slot back to its first n positions (those from n on are forgotten;
+ * the next step appends at n): a new sequence that shares a prefix of n
+ * tokens with the held one keeps them instead of computing them again (a
+ * server's prompt cache). n outside 0 .. the positions held is an error
+ * naming it, and changes nothing. */
+kiln_status llama_slots_keep(llama_slots *s, int slot, int64_t n);
+
 /* Positions slot holds so far (-1 for a slot out of range). */
 int64_t llama_slots_pos(const llama_slots *s, int slot);
 

@@ -5,7 +5,9 @@
 # each of the README's `cc sine.c` lines through pkg-config, and run, with
 # LD_LIBRARY_PATH as the README says for a prefix outside the loader's
 # cache. The README and this test read the same lines, so they cannot drift
-# apart. Part of scripts/test.sh, in the default build; a few seconds.
+# apart. Where serve is built, bin/kiln-serve too (its --help), and a
+# make install DESTDIR=... staged under that directory. Part of
+# scripts/test.sh, in the default build; a few seconds.
 #   scripts/test_install.sh BUILD_DIR [test name filters...]
 # Runs when no filter is given or one is part of "install"; $MAKE is make.
 # Last line: "N passed, N failed", as the test binary's.
@@ -46,6 +48,23 @@ result readme_example_is_examples_sine "$same" "README.md's example differs from
 ok=0
 "$make" --no-print-directory -s install BUILD="$build" PREFIX="$prefix" >"$tmp/install.log" 2>&1 && ok=1
 result make_install "$ok" "make install BUILD=$build PREFIX=$prefix failed: $(tail -n 5 "$tmp/install.log")"
+
+# the server, where this build has one, as bin/kiln-serve: it runs from
+# there and names itself; make install DESTDIR=... puts it under DESTDIR
+if [ -x "$build/examples/serve" ]; then
+    out=$("$prefix/bin/kiln-serve" --help 2>&1)
+    ok=0
+    printf '%s\n' "$out" | grep -q '^usage: kiln-serve ' && printf '%s\n' "$out" | grep -q -- '--model PATH' && ok=1
+    result kiln_serve_help "$ok" "$prefix/bin/kiln-serve --help: $out"
+    ok=0
+    "$make" --no-print-directory -s install BUILD="$build" PREFIX=/usr/local DESTDIR="$tmp/dest" \
+        >"$tmp/destdir.log" 2>&1 && [ -x "$tmp/dest/usr/local/bin/kiln-serve" ] &&
+        [ -e "$tmp/dest/usr/local/lib/libkiln.a" ] && ok=1
+    result destdir_kiln_serve "$ok" "make install DESTDIR=$tmp/dest PREFIX=/usr/local: $(tail -n 5 "$tmp/destdir.log";
+        find "$tmp/dest" -type f | head -n 5)"
+else
+    echo "skip  install_kiln_serve: $build has no examples/serve (scripts/deps.sh serve installs what it needs)"
+fi
 
 # libkiln.so and libkiln.so.0 lead to one file whose SONAME is libkiln.so.0
 ok=0

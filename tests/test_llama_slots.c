@@ -178,6 +178,55 @@ KT_TEST(llama_slots_clear_reuses_a_slot) {
     kiln_ctx_free(ctx);
 }
 
+/* A sequence that shares sequence 0's first SHARED tokens, then walks as
+ * sequence 1 does. */
+#define SHARED 5
+static int32_t branch(int t) { return t < SHARED ? token(0, t) : token(1, t); }
+
+/* Keep a prefix of a slot's sequence and go on from it: the logits of a
+ * fresh run of the whole branch, one token at a time through
+ * llama_cache_step (what the slot held past the prefix is never seen). */
+KT_TEST(llama_slots_keep_then_continue_match_a_fresh_run) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    llama *m = load(ctx, "llama-s1-F32");
+    enum { LEN = 11 };
+    float *a = m ? alone(m, 0, 9) : NULL, *ref = malloc((size_t)LEN * VOCAB * sizeof *ref);
+    llama_cache *c = m ? llama_cache_new(m, 1, LEN) : NULL;
+    bool ok = a && ref && c;
+    for (int t = 0; t < LEN && ok; t++) ok = !llama_cache_step(m, c, (int32_t[]){branch(t)}, 1, ref + t * VOCAB);
+    llama_cache_free(c);
+    llama_slots *s = ok ? llama_slots_new(m, 2, 12) : NULL;
+    KT_CHECK(s != NULL, "%s", kiln_last_error());
+    if (s) {
+        feed(s, 0, 0, 9, a);
+        KT_OK(llama_slots_keep(s, 0, SHARED));
+        KT_CHECK(llama_slots_pos(s, 0) == SHARED, "kept %lld positions", (long long)llama_slots_pos(s, 0));
+        /* the rest of the branch as one chunk, every position's logits */
+        int slots[LEN - SHARED];
+        int32_t ids[LEN - SHARED];
+        bool want[LEN - SHARED];
+        float z[(LEN - SHARED) * VOCAB];
+        for (int t = SHARED; t < LEN; t++) slots[t - SHARED] = 0, ids[t - SHARED] = branch(t), want[t - SHARED] = true;
+        KT_OK(llama_slots_step(s, LEN - SHARED, slots, ids, want, z));
+        for (int t = SHARED; t < LEN; t++) {
+            double d = row_diff(z + (t - SHARED) * VOCAB, ref + t * VOCAB);
+            KT_CHECK(d <= 1e-5, "position %d after keeping %d: max |diff| %.3g", t, SHARED, d);
+        }
+        KT_OK(llama_slots_keep(s, 0, LEN)); /* all it holds: nothing forgotten */
+        KT_CHECK(llama_slots_keep(s, 0, LEN + 1) == KILN_ERR_ARG && strstr(kiln_last_error(), "llama_slots_keep") &&
+                     strstr(kiln_last_error(), "n = 12") && strstr(kiln_last_error(), "0 .. 11"),
+                 "keep past the held positions: %s", kiln_last_error());
+        KT_CHECK(llama_slots_keep(s, 2, 0) == KILN_ERR_ARG && strstr(kiln_last_error(), "slot 2"), "slot 2: %s",
+                 kiln_last_error());
+        KT_CHECK(llama_slots_pos(s, 0) == LEN, "a refused keep moved slot 0 to %lld",
+                 (long long)llama_slots_pos(s, 0));
+    }
+    llama_slots_free(s);
+    free(a), free(ref);
+    llama_free(m);
+    kiln_ctx_free(ctx);
+}
+
 /* an error whose message contains each of the words */
 static void check_error(kiln_status st, const char *what, const char *w1, const char *w2) {
     KT_CHECK(st == KILN_ERR_ARG, "%s: status %s", what, kiln_status_name(st));

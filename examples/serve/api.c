@@ -137,11 +137,35 @@ static bool messages(json_t *o, api_request *r, api_error *e) {
     return true;
 }
 
+/* A prompt of token ids: a non-empty array of integers. */
+static bool prompt_ids(json_t *p, api_request *r, api_error *e) {
+    size_t n = json_array_size(p), i;
+    if (n > API_MAX_PROMPT_IDS)
+        return bad(e, "prompt", "'prompt' holds %zu token ids; at most %d are served", n, API_MAX_PROMPT_IDS);
+    json_t *v;
+    json_array_foreach(p, i, v) {
+        if (!json_is_integer(v))
+            return bad(e, "prompt", "prompt[%zu] must be a token id (an integer), not %s", i, type_name(v));
+        if (json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
+            return bad(e, "prompt", "prompt[%zu] is %lld, not a token id", i, (long long)json_integer_value(v));
+    }
+    if (!(r->prompt_ids = malloc(n * sizeof *r->prompt_ids))) return oom(e);
+    json_array_foreach(p, i, v) r->prompt_ids[i] = (int32_t)json_integer_value(v);
+    r->n_prompt_ids = (int)n;
+    return true;
+}
+
+/* A string, an array of one string, or an array of token ids (OpenAI's
+ * forms for one prompt; a batch of several is not served). */
 static bool prompt(json_t *o, api_request *r, api_error *e) {
     json_t *p = json_object_get(o, "prompt");
     if (!p) return bad(e, "prompt", "'prompt' is required");
-    if (json_is_array(p) && json_array_size(p) == 1) p = json_array_get(p, 0);
-    if (!json_is_string(p)) return bad(e, "prompt", "'prompt' must be a string (or an array of one string)");
+    if (json_is_array(p) && json_array_size(p) == 1 && !json_is_integer(json_array_get(p, 0)))
+        p = json_array_get(p, 0);
+    if (json_is_array(p) && json_array_size(p) > 0 && json_is_integer(json_array_get(p, 0)))
+        return prompt_ids(p, r, e);
+    if (!json_is_string(p))
+        return bad(e, "prompt", "'prompt' must be a string, an array of one string or an array of token ids");
     if (!(r->prompt = strdup(json_string_value(p)))) return oom(e);
     return true;
 }
@@ -191,7 +215,13 @@ static bool parse(api_kind kind, json_t *o, api_request *r, api_error *e) {
         if (!json_is_integer(v)) return bad(e, "seed", "'seed' must be an integer, not %s", type_name(v));
         r->has_seed = true, r->seed = (uint64_t)json_integer_value(v);
     }
-    if (!boolean(o, "stream", &r->stream, e) || !stops(o, r, e)) return false;
+    if (!boolean(o, "stream", &r->stream, e) || !boolean(o, "cache_prompt", &r->cache_prompt, e) || !stops(o, r, e))
+        return false;
+    /* token log probabilities are not computed: said, not ignored */
+    static const char *const unserved[] = {"logprobs", "top_logprobs"};
+    for (int i = 0; i < 2; i++)
+        if ((v = json_object_get(o, unserved[i])) && !json_is_null(v) && !json_is_false(v))
+            return bad(e, unserved[i], "'%s' is not served (no token log probabilities); leave it out", unserved[i]);
     if ((v = json_object_get(o, "stream_options")) && !json_is_null(v)) {
         if (!json_is_object(v)) return bad(e, "stream_options", "'stream_options' must be an object");
         if (!r->stream) return bad(e, "stream_options", "'stream_options' is only allowed with 'stream': true");
@@ -201,7 +231,7 @@ static bool parse(api_kind kind, json_t *o, api_request *r, api_error *e) {
 }
 
 bool api_parse(api_kind kind, const char *body, size_t len, api_request *r, api_error *e) {
-    *r = (api_request){.kind = kind, .temperature = 1, .top_p = 1};
+    *r = (api_request){.kind = kind, .temperature = 1, .top_p = 1, .cache_prompt = true};
     json_error_t je;
     json_t *o = json_loadb(body, len, 0, &je);
     if (!o)
@@ -216,7 +246,7 @@ bool api_parse(api_kind kind, const char *body, size_t len, api_request *r, api_
 
 void api_request_free(api_request *r) {
     for (int i = 0; i < r->n_msgs; i++) free(r->msgs[i].role), free(r->msgs[i].content);
-    free(r->msgs), free(r->model), free(r->prompt);
+    free(r->msgs), free(r->model), free(r->prompt), free(r->prompt_ids);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     *r = (api_request){0};
 }
@@ -240,9 +270,9 @@ char *api_models_json(const char *model, long created) {
                           "model", "created", (json_int_t)created, "owned_by", "kiln"));
 }
 
-static json_t *usage(int prompt_tokens, int completion_tokens) {
-    return json_pack("{s:i, s:i, s:i}", "prompt_tokens", prompt_tokens, "completion_tokens", completion_tokens,
-                     "total_tokens", prompt_tokens + completion_tokens);
+static json_t *usage(const api_usage *u) {
+    return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", u->prompt, "completion_tokens", u->completion,
+                     "total_tokens", u->prompt + u->completion, "prompt_tokens_details", "cached_tokens", u->cached);
 }
 
 /* The text as a JSON string; bytes that are not UTF-8 (a token that ends
@@ -275,7 +305,7 @@ static json_t *head(const char *object, const char *id, long created, const char
 }
 
 char *api_result_json(api_kind kind, const char *id, long created, const char *model, const char *text, size_t len,
-                      const char *finish, int prompt_tokens, int completion_tokens) {
+                      const char *finish, const api_usage *u) {
     json_t *o = head(kind == API_CHAT ? "chat.completion" : "text_completion", id, created, model);
     json_t *t = text_json(text, len);
     json_t *choice = kind == API_CHAT
@@ -283,7 +313,7 @@ char *api_result_json(api_kind kind, const char *id, long created, const char *m
                                      "content", t, "logprobs", "finish_reason", finish)
                          : json_pack("{s:i, s:o, s:n, s:s}", "index", 0, "text", t, "logprobs", "finish_reason", finish);
     if (!o || !choice || json_object_set_new(o, "choices", json_pack("[o]", choice)) ||
-        json_object_set_new(o, "usage", usage(prompt_tokens, completion_tokens))) {
+        json_object_set_new(o, "usage", usage(u))) {
         json_decref(o);
         return NULL;
     }
@@ -311,6 +341,6 @@ char *api_chunk_json(api_kind kind, const api_chunk *c) {
     }
     json_object_set_new(o, "choices", choices);
     if (c->finish || c->usage_only)
-        json_object_set_new(o, "usage", usage(c->prompt_tokens, c->completion_tokens));
+        json_object_set_new(o, "usage", usage(&c->usage));
     return dump(o);
 }

@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { API_MAX_STOP = 4, API_MAX_STOP_LEN = 256, API_MAX_MESSAGES = 1024 };
+enum { API_MAX_STOP = 4, API_MAX_STOP_LEN = 256, API_MAX_MESSAGES = 1024, API_MAX_PROMPT_IDS = 1 << 20 };
 
 typedef enum { API_CHAT, API_COMPLETION } api_kind;
 
@@ -34,7 +34,9 @@ typedef struct api_request {
     char *model;           /* NULL when not given: the one served */
     api_msg *msgs;         /* API_CHAT: n_msgs >= 1 */
     int n_msgs;
-    char *prompt;          /* API_COMPLETION */
+    char *prompt;          /* API_COMPLETION: a text, or */
+    int32_t *prompt_ids;   /* its token ids as given (n_prompt_ids >= 1; checked against the vocabulary later) */
+    int n_prompt_ids;
     int max_tokens;        /* 0: not given (until the end of the turn or of the context) */
     double temperature;    /* [0, 2], default 1 as OpenAI's */
     double top_p;          /* (0, 1], default 1 */
@@ -43,6 +45,7 @@ typedef struct api_request {
     bool has_seed;
     uint64_t seed;
     bool stream, include_usage; /* include_usage: stream_options.include_usage */
+    bool cache_prompt;     /* llama-server's: keep a slot's shared prefix (default true) */
 } api_request;
 
 typedef struct api_error {
@@ -62,12 +65,18 @@ void api_request_free(api_request *r);
 bool api_fail(api_error *e, int status, const char *type, const char *param, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 
+/* A request's token counts; cached: of the prompt's, those its slot held
+ * already (usage.prompt_tokens_details.cached_tokens). */
+typedef struct api_usage {
+    int prompt, completion, cached;
+} api_usage;
+
 /* The answers, malloc'd NUL-terminated JSON (NULL when out of memory).
  * finish: "stop" or "length". id: "chatcmpl-..." / "cmpl-...". */
 char *api_error_json(const api_error *e);
 char *api_models_json(const char *model, long created);
 char *api_result_json(api_kind kind, const char *id, long created, const char *model, const char *text, size_t len,
-                      const char *finish, int prompt_tokens, int completion_tokens);
+                      const char *finish, const api_usage *usage);
 /* One stream chunk. first: the chat chunk that opens with the role; text
  * NULL with finish set: the last chunk, which carries the usage too;
  * usage_only: the chunk of stream_options.include_usage (no choices). */
@@ -78,7 +87,7 @@ typedef struct api_chunk {
     const char *text; /* the new text (len bytes) */
     size_t len;
     const char *finish;
-    int prompt_tokens, completion_tokens;
+    api_usage usage;
 } api_chunk;
 char *api_chunk_json(api_kind kind, const api_chunk *c);
 

@@ -50,9 +50,24 @@ static char *prompt_text(const serve_app *app, const api_request *r, size_t *len
     return s;
 }
 
+/* A prompt given as token ids: as they are, each in the vocabulary. */
+static int32_t *given_ids(const serve_app *app, const api_request *r, int64_t *n, api_error *e) {
+    int64_t vocab = app->vocab;
+    for (int i = 0; i < r->n_prompt_ids; i++)
+        if (r->prompt_ids[i] >= vocab)
+            return api_fail(e, 400, "invalid_request_error", "prompt", "invalid_value", "prompt[%d] is token %d; "
+                            "the vocabulary is 0 .. %lld", i, (int)r->prompt_ids[i], (long long)(vocab - 1)), NULL;
+    int32_t *ids = malloc((size_t)r->n_prompt_ids * sizeof *ids);
+    if (!ids) return api_fail(e, 500, "server_error", NULL, NULL, "out of memory"), NULL;
+    memcpy(ids, r->prompt_ids, (size_t)r->n_prompt_ids * sizeof *ids);
+    *n = r->n_prompt_ids;
+    return ids;
+}
+
 /* The prompt's ids (BOS in front where the model wants one and the text
- * has none); NULL with e filled. */
+ * has none; token ids as given); NULL with e filled. */
 static int32_t *prompt_ids(const serve_app *app, const api_request *r, int64_t *n, api_error *e) {
+    if (r->prompt_ids) return given_ids(app, r, n, e);
     size_t len;
     char *text = prompt_text(app, r, &len, e);
     if (!text) return NULL;
@@ -112,8 +127,8 @@ static struct MHD_Response *whole(serve_app *app, job *j, api_kind kind, const c
         api_fail(&e, 500, "server_error", NULL, NULL, "the request failed: %s", news.error ? news.error : "cancelled");
         return http_error(&e, status);
     }
-    char *json = api_result_json(kind, id, (long)time(NULL), app->model, text, len, news.finish, news.prompt_tokens,
-                                 news.completion_tokens);
+    api_usage u = {news.prompt_tokens, news.completion_tokens, news.cached_tokens};
+    char *json = api_result_json(kind, id, (long)time(NULL), app->model, text, len, news.finish, &u);
     free(text);
     return http_json(json, status);
 }
@@ -131,6 +146,9 @@ struct MHD_Response *completions(serve_app *app, api_kind kind, struct MHD_Conne
         api_fail(&e, 404, "invalid_request_error", "model", "model_not_found",
                  "the model '%.100s' does not exist; this server serves '%.100s'", r.model, app->model);
     } else if (!(ids = prompt_ids(app, &r, &n, &e))) {
+    } else if (n == 0) { /* an empty text where the model wants no BOS: nothing to take the next token from */
+        api_fail(&e, 400, "invalid_request_error", kind == API_CHAT ? "messages" : "prompt", "invalid_value",
+                 "the prompt is empty: it encodes to no tokens");
     } else if (n >= app->ctx || (r.max_tokens && n + r.max_tokens > app->ctx)) {
         api_fail(&e, 400, "invalid_request_error", kind == API_CHAT ? "messages" : "prompt",
                  "context_length_exceeded", "the context is %lld tokens; this request wants %lld (%lld of prompt, "
@@ -144,7 +162,8 @@ struct MHD_Response *completions(serve_app *app, api_kind kind, struct MHD_Conne
                         .seed = r.has_seed ? r.seed : seed,
                         .stop = (const char *const *)r.stop,
                         .n_stop = r.n_stop,
-                        .id = id};
+                        .id = id,
+                        .no_prompt_cache = !r.cache_prompt};
         if (!(j = job_new(ids, (int)n, &p))) {
             api_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
         } else if (sched_submit(app->sched, j)) {

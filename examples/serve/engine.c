@@ -64,6 +64,16 @@ kiln_status engine_clear(engine *g, int slot) {
     return s;
 }
 
+kiln_status engine_keep(engine *g, int slot, int64_t n) {
+    if (g->batched) return llama_slots_keep(g->batched, slot, n);
+    kiln_status s = check_slot(g, "engine_keep", slot);
+    if (!s && (n < 0 || n > g->cache[slot]->pos))
+        s = kiln_set_error(KILN_ERR_ARG, "engine_keep: n = %lld is outside 0 .. %lld, the positions slot %d holds",
+                           (long long)n, (long long)g->cache[slot]->pos, slot);
+    if (!s) g->cache[slot]->pos = n;
+    return s;
+}
+
 int64_t engine_pos(const engine *g, int slot) {
     if (g->batched) return llama_slots_pos(g->batched, slot);
     return check_slot(g, "engine_pos", slot) ? -1 : g->cache[slot]->pos;

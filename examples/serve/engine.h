@@ -10,6 +10,7 @@
  *     int slots[] = {0, 0, 1};  int32_t toks[] = {5, 6, 9};  bool want[] = {false, true, true};
  *     engine_step(g, 3, slots, toks, want, logits);   // logits [2, vocab]
  *     engine_clear(g, 0);                               // slot 0 takes a new sequence
+ *     engine_keep(g, 1, 1);                             // slot 1 keeps its first position only
  */
 #ifndef SERVE_ENGINE_H
 #define SERVE_ENGINE_H
@@ -27,6 +28,8 @@ engine *engine_new(llama *m, int n_slots, int64_t len);
 void engine_free(engine *g);
 bool engine_batched(const engine *g);
 kiln_status engine_clear(engine *g, int slot);
+/* Cut slot back to its first n positions (llama_slots_keep). */
+kiln_status engine_keep(engine *g, int slot, int64_t n);
 int64_t engine_pos(const engine *g, int slot);
 kiln_status engine_step(engine *g, int n, const int *slots, const int32_t *tokens, const bool *want, float *logits);
 

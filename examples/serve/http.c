@@ -3,7 +3,10 @@
  * bounded heads (MHD's per-connection memory) and bodies (here), idle
  * connections closed after a timeout, the API key, and the routes: the
  * page, /health, /v1/models and the two completions. Nothing else is
- * served. */
+ * served. As llama-server, the API answers pages of any origin (CORS:
+ * every answer allows origin *, an OPTIONS preflight is answered without
+ * the key, which a browser never sends with it); the API key, where one
+ * is set, is what keeps other sites out. */
 #include "serve.h"
 
 #include <arpa/inet.h>
@@ -83,6 +86,20 @@ static struct MHD_Response *route(serve_app *app, struct MHD_Connection *c, cons
     else if (!strcmp(url, "/v1/models")) what = MODELS;
     else if (!strcmp(url, "/v1/chat/completions")) what = COMPLETE;
     else if (!strcmp(url, "/v1/completions")) what = COMPLETE, kind = API_COMPLETION;
+    const char *allow = what == COMPLETE ? "POST, OPTIONS" : "GET, HEAD, OPTIONS";
+    if (what != NONE && !strcmp(method, "OPTIONS")) { /* a browser's CORS preflight */
+        struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+        if (r) {
+            MHD_add_response_header(r, "Access-Control-Allow-Methods", allow);
+            /* the headers asked for (an SDK sends its own beside Authorization), else the API's two */
+            const char *asked = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+            MHD_add_response_header(r, "Access-Control-Allow-Headers",
+                                    asked && *asked ? asked : "Authorization, Content-Type");
+            MHD_add_response_header(r, "Access-Control-Max-Age", "86400");
+        }
+        *status = MHD_HTTP_NO_CONTENT;
+        return r;
+    }
     if (what == NONE) {
         char msg[160];
         snprintf(msg, sizeof msg, "no such endpoint: %s %.100s", method, url);
@@ -92,7 +109,7 @@ static struct MHD_Response *route(serve_app *app, struct MHD_Connection *c, cons
         char msg[160];
         snprintf(msg, sizeof msg, "%.100s takes %s, not %s", url, what == COMPLETE ? "POST" : "GET", method);
         struct MHD_Response *r = fail(status, 405, "invalid_request_error", "method_not_allowed", msg);
-        if (r) MHD_add_response_header(r, "Allow", what == COMPLETE ? "POST" : "GET, HEAD");
+        if (r) MHD_add_response_header(r, "Allow", allow);
         return r;
     }
     if (what == PAGE) {
@@ -149,6 +166,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
     struct MHD_Response *r = route(app, c, url, method, rq, &status);
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
     if (status == MHD_HTTP_SERVICE_UNAVAILABLE) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     enum MHD_Result ok = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);

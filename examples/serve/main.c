@@ -5,14 +5,18 @@
  *   GET  /health                {"status":"ok", slots idle and busy, queued}
  *   GET  /v1/models             the one model, named after its file
  *   POST /v1/chat/completions   messages through the model's chat template
- *   POST /v1/completions        a prompt as it is
+ *   POST /v1/completions        a prompt as it is (text, or token ids)
  * with max_tokens, temperature, top_p, stop, seed, stream (server-sent
  * events ending in data: [DONE]) and usage counts, errors as OpenAI's error
- * object. --slots sequences decode together, one batched step for all
- * (scheduler.c); up to --queue more wait, beyond that 503 with
- * Retry-After. libmicrohttpd serves it (http.c): a thread per connection,
- * heads and bodies bounded, idle connections closed after --timeout
- * seconds. It listens on 127.0.0.1 unless --host says otherwise; with
+ * object (logprobs is refused: not computed). --slots sequences decode
+ * together, one batched step for all (scheduler.c); up to --queue more
+ * wait, beyond that 503 with Retry-After. A request reuses the prompt
+ * prefix an idle slot holds (a conversation's earlier turns; llama-server's
+ * cache_prompt, on unless the request says false), and usage says how many
+ * tokens (prompt_tokens_details.cached_tokens). libmicrohttpd serves it
+ * (http.c): a thread per connection, heads and bodies bounded, idle
+ * connections closed after --timeout seconds, CORS for pages of other
+ * origins. It listens on 127.0.0.1 unless --host says otherwise; with
  * --api-key the API wants "Authorization: Bearer KEY" (the page asks for it).
  *
  *     build/examples/serve --model qwen2.5-0.5b-instruct-q4_k_m.gguf --port 8080
@@ -67,12 +71,14 @@ int main(int argc, char **argv) {
          "mistral-v7 (default: the model's, else ChatML)", NULL, false},
     };
     int n_opts = (int)(sizeof opts / sizeof *opts);
-    int r = args_parse("serve", "Serve a model over HTTP as the OpenAI API does, with a chat page at /.", opts,
+    /* serve, or kiln-serve where make install put it */
+    const char *prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+    int r = args_parse(prog, "Serve a model over HTTP as the OpenAI API does, with a chat page at /.", opts,
                        n_opts, argc, argv);
     if (r != ARGS_OK) return r == ARGS_HELP ? 0 : 2;
-    if (port > 65535) return args_reject("serve", opts, n_opts, "port", "a port from 0 to 65535"), 2;
-    if (slots > 256) return args_reject("serve", opts, n_opts, "slots", "1 to 256 slots"), 2;
-    if (api_key && !*api_key) return args_reject("serve", opts, n_opts, "api-key", "a key that is not empty"), 2;
+    if (port > 65535) return args_reject(prog, opts, n_opts, "port", "a port from 0 to 65535"), 2;
+    if (slots > 256) return args_reject(prog, opts, n_opts, "slots", "1 to 256 slots"), 2;
+    if (api_key && !*api_key) return args_reject(prog, opts, n_opts, "api-key", "a key that is not empty"), 2;
     if (!model) return fprintf(stderr, "serve: --model PATH is needed; see --help\n"), 2;
     /* SIGINT and SIGTERM end the server: main waits for them; every thread
      * started below (kiln's workers, the scheduler's, MHD's) inherits them blocked
@@ -102,6 +108,7 @@ int main(int argc, char **argv) {
     serve_app app = {.tok = tok, .tmpl = tmpl, .bos = bos ? bos : "", .eos = eos ? eos : "",
                      .model = alias ? alias : base_name(model), .created = (long)time(NULL), .api_key = api_key,
                      .max_body = (size_t)max_body};
+    app.vocab = kiln_tokenizer_vocab_size(tok) < m->cfg.vocab ? kiln_tokenizer_vocab_size(tok) : m->cfg.vocab;
     app.ctx = ctx_len && ctx_len < m->cfg.context ? ctx_len : m->cfg.context;
     if (!(app.sched = sched_new(m, tok, slots, app.ctx, queue))) return fail("the slots");
 

@@ -16,6 +16,7 @@ enum { STEP_PROMPT = 128 }; /* prompt tokens in one step, beside the generating 
 struct job {
     int32_t *prompt;
     int n_prompt, fed; /* prompt ids, and how many went into the slot */
+    int cached;        /* of them, how many the slot held already (its first fed) */
     job_params p;
     char id[48];
     struct timespec t0; /* when it was queued */
@@ -32,6 +33,14 @@ struct job {
     pthread_cond_t news;
 };
 
+/* What an idle slot's positions hold: a finished job's prompt and answer,
+ * for the next prompt that begins as they do. */
+typedef struct held {
+    int32_t *ids;
+    int64_t n, cap;
+    uint64_t used; /* when its last job left (a count): the least recent is taken first */
+} held;
+
 struct sched {
     llama *m;
     const kiln_tokenizer *tok;
@@ -40,6 +49,8 @@ struct sched {
     int next_prompt; /* the slot whose prompt goes in first at the next step */
     int64_t ctx, generated;
     job **active;  /* [n_slots] */
+    held *held;    /* [n_slots] */
+    uint64_t left; /* jobs that have left a slot */
     job **wanting; /* [n_slots]: the jobs whose logits a step gives, in order */
     job *head, *tail;
     bool stopping;
@@ -169,39 +180,92 @@ static void leave(job *j) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     double secs = (double)(t.tv_sec - j->t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - j->t0.tv_nsec);
-    fprintf(stderr, "serve: %s: %d prompt + %d completion tokens in %.2f s: %s\n", j->id, j->n_prompt, j->n_gen, secs,
+    fprintf(stderr, "serve: %s: %d prompt (%d cached) + %d completion tokens in %.2f s: %s\n", j->id, j->n_prompt,
+            j->cached, j->n_gen, secs,
             j->cancelled && !j->finish ? "cancelled (the client went away)" : j->finish ? j->finish : j->error);
     unref(j);
 }
 
+/* Slot i's job j leaves it: what its positions hold (the prompt, then
+ * the answer's tokens that went in) is kept for a later prompt. Under the
+ * lock. */
+static void remember(sched *s, int i, const job *j) {
+    held *h = &s->held[i];
+    int64_t n = engine_pos(s->eng, i);
+    h->n = 0, h->used = ++s->left;
+    if (n < 0 || n > (int64_t)j->n_prompt + j->n_gen) return; /* not the job's tokens: nothing to reuse */
+    if (n > h->cap) {
+        int32_t *ids = realloc(h->ids, (size_t)n * sizeof *ids);
+        if (!ids) return;
+        h->ids = ids, h->cap = n;
+    }
+    int64_t from_prompt = n < j->n_prompt ? n : j->n_prompt;
+    memcpy(h->ids, j->prompt, (size_t)from_prompt * sizeof *h->ids);
+    memcpy(h->ids + from_prompt, j->gen, (size_t)(n - from_prompt) * sizeof *h->ids);
+    h->n = n;
+}
+
+/* The tokens q's prompt shares with what slot i holds, from the start. */
+static int64_t common(const sched *s, int i, const job *q) {
+    const held *h = &s->held[i];
+    int64_t k = 0;
+    while (k < h->n && k < q->n_prompt && h->ids[k] == q->prompt[k]) k++;
+    return k;
+}
+
+/* The idle slot for q: the one that holds the longest prefix of its
+ * prompt where that is at least half the prompt (llama-server's
+ * similarity threshold: a short shared head, a system prompt, does not
+ * take a slot that holds another conversation), else the least recently
+ * used. -1 when none is idle. Under the lock. */
+static int pick(const sched *s, const job *q) {
+    int best = -1, lru = -1;
+    int64_t most = 0;
+    for (int i = 0; i < s->n_slots; i++) {
+        if (s->active[i]) continue;
+        int64_t k = q->p.no_prompt_cache ? 0 : common(s, i, q);
+        if (k > most) most = k, best = i;
+        if (lru < 0 || s->held[i].used < s->held[lru].used) lru = i;
+    }
+    return best >= 0 && 2 * most >= q->n_prompt ? best : lru;
+}
+
 /* Free the slots of ended or cancelled jobs, fill them from the queue.
- * Under the lock. */
+ * A job keeps the positions its slot holds that begin its prompt (all
+ * but the last prompt token, whose logits it needs). Under the lock. */
 static void admit(sched *s) {
     for (int i = 0; i < s->n_slots; i++) {
         job *j = s->active[i];
         if (j && (j->ended || j->cancelled)) {
             end(j, NULL, "cancelled");
             s->active[i] = NULL;
+            remember(s, i, j);
             leave(j);
         }
-        while (!s->active[i] && s->head) {
-            job *q = s->head;
-            s->head = q->next;
-            if (!s->head) s->tail = NULL;
-            s->n_queued--, q->queued = false;
-            if (q->cancelled || q->ended) {
-                end(q, NULL, "cancelled");
-                leave(q);
-                continue;
-            }
-            if (engine_clear(s->eng, i)) {
-                end(q, NULL, "the engine could not clear a slot");
-                unref(q);
-                continue;
-            }
-            q->slot = i;
-            s->active[i] = q;
+    }
+    int i;
+    while (s->head && (i = pick(s, s->head)) >= 0) {
+        job *q = s->head;
+        s->head = q->next;
+        if (!s->head) s->tail = NULL;
+        s->n_queued--, q->queued = false;
+        if (q->cancelled || q->ended) {
+            end(q, NULL, "cancelled");
+            leave(q);
+            continue;
         }
+        int64_t keep = q->p.no_prompt_cache ? 0 : common(s, i, q);
+        if (keep >= q->n_prompt) keep = q->n_prompt - 1;
+        if (engine_keep(s->eng, i, keep)) {
+            s->held[i].n = 0;
+            end(q, NULL, "the engine could not clear a slot");
+            unref(q);
+            continue;
+        }
+        s->held[i].n = 0; /* the job's own tokens from here */
+        q->fed = q->cached = (int)keep;
+        q->slot = i;
+        s->active[i] = q;
     }
 }
 
@@ -258,7 +322,10 @@ static void *work(void *arg) {
         if (st) { /* every slot's state is in doubt: their jobs end */
             fprintf(stderr, "serve: the model's step failed: %s\n", kiln_last_error());
             for (int i = 0; i < s->n_slots; i++)
-                if (s->active[i]) end(s->active[i], NULL, "the model's step failed");
+                if (s->active[i]) {
+                    end(s->active[i], NULL, "the model's step failed");
+                    engine_clear(s->eng, i); /* nothing to remember of it for a later prompt */
+                }
             continue;
         }
         for (int i = 0; i < n_want; i++) {
@@ -276,6 +343,7 @@ sched *sched_new(llama *m, const kiln_tokenizer *tok, int n_slots, int64_t ctx, 
     s->m = m, s->tok = tok, s->n_slots = n_slots, s->ctx = ctx, s->queue_limit = queue;
     size_t entries = (size_t)n_slots + STEP_PROMPT;
     s->active = calloc((size_t)n_slots, sizeof *s->active);
+    s->held = calloc((size_t)n_slots, sizeof *s->held);
     s->wanting = malloc((size_t)n_slots * sizeof *s->wanting);
     s->slots = malloc(entries * sizeof *s->slots);
     s->tokens = malloc(entries * sizeof *s->tokens);
@@ -283,7 +351,7 @@ sched *sched_new(llama *m, const kiln_tokenizer *tok, int n_slots, int64_t ctx, 
     s->logits = malloc((size_t)n_slots * (size_t)m->cfg.vocab * sizeof *s->logits);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->work, NULL);
-    if (!s->active || !s->wanting || !s->slots || !s->tokens || !s->want || !s->logits) {
+    if (!s->active || !s->held || !s->wanting || !s->slots || !s->tokens || !s->want || !s->logits) {
         kiln_set_error(KILN_ERR_OOM, "sched_new: out of memory for %d slots", n_slots);
         sched_free(s);
         return NULL;
@@ -325,6 +393,8 @@ void sched_free(sched *s) {
         unref(q);
     }
     engine_free(s->eng);
+    for (int i = 0; s->held && i < s->n_slots; i++) free(s->held[i].ids);
+    free(s->held);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->work);
     free(s->active), free(s->wanting), free(s->slots), free(s->tokens), free(s->want), free(s->logits), free(s);
@@ -380,7 +450,7 @@ size_t sched_next(sched *s, job *j, char *buf, size_t cap, int ms, job_news *new
     memcpy(buf, j->text + j->taken, n);
     j->taken += n;
     *news = (job_news){.done = j->ended && j->taken == j->ready, .prompt_tokens = j->n_prompt,
-                       .completion_tokens = j->n_gen};
+                       .completion_tokens = j->n_gen, .cached_tokens = j->cached};
     if (news->done) news->finish = j->finish, news->error = j->error;
     pthread_mutex_unlock(&s->mu);
     return n;

@@ -2,7 +2,11 @@
  * bounded queue for one of the engine's slots; one worker thread steps
  * every active slot together (a prompt in chunks, then a token a step),
  * samples each slot's next token, and ends a job at an end-of-turn token,
- * a stop sequence, its max_tokens or the end of the context. A job whose
+ * a stop sequence, its max_tokens or the end of the context. A slot
+ * remembers what its last job left in it: a job goes to the idle slot
+ * that holds the longest prefix of its prompt (at least half of it), else
+ * to the least recently used one, and keeps the prefix it shares with it
+ * instead of computing it again (a conversation's next turn). A job whose
  * client went away (sched_cancel) leaves its slot at the next step. The
  * HTTP threads read a job's text as it grows (sched_next); stop
  * sequences are held back until they cannot match any more. A job that
@@ -36,6 +40,7 @@ typedef struct job_params {
     const char *const *stop; /* n_stop sequences, copied */
     int n_stop;
     const char *id;     /* for the log line when it ends ("chatcmpl-...") */
+    bool no_prompt_cache; /* recompute the whole prompt (else a slot's shared prefix is kept) */
 } job_params;
 
 typedef struct job_news {
@@ -43,6 +48,7 @@ typedef struct job_news {
     const char *finish; /* once done: "stop", "length" or NULL with error set */
     const char *error;  /* once done: why the job failed (the server stopped, the engine failed) */
     int prompt_tokens, completion_tokens;
+    int cached_tokens;  /* of the prompt's, those its slot held already */
 } job_news;
 
 typedef struct sched_stats {

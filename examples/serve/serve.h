@@ -18,6 +18,7 @@ typedef struct serve_app {
     const char *tmpl, *bos, *eos; /* the chat template, the tokenizer's bos / eos texts */
     const char *model;            /* its name in the API: the file's base name */
     int64_t ctx;                  /* positions of a slot */
+    int64_t vocab;                /* token ids a prompt may give: 0 .. vocab - 1 (the model's and the tokenizer's) */
     long created;                 /* when the server started (unix time) */
     const char *api_key;          /* NULL: none needed */
     size_t max_body;              /* bytes of a request body */

@@ -52,7 +52,7 @@ static bool closing(stream *s, const job_news *n) {
         return event(s, api_error_json(&e)) && put(s, "data: [DONE]\n\n", 14);
     }
     api_chunk c = {.id = s->id, .model = s->app->model, .created = s->created, .finish = n->finish,
-                   .prompt_tokens = n->prompt_tokens, .completion_tokens = n->completion_tokens};
+                   .usage = {n->prompt_tokens, n->completion_tokens, n->cached_tokens}};
     if (!event(s, api_chunk_json(s->kind, &c))) return false;
     if (s->include_usage) {
         c.finish = NULL, c.usage_only = true;

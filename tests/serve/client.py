@@ -51,8 +51,8 @@ def post(path, body, headers=None, url=URL, raw=None):
         return e.code, e.headers, e.read().decode()
 
 
-def get(path, method="GET"):
-    req = urllib.request.Request(URL + path, method=method)
+def get(path, method="GET", headers=None, url=URL):
+    req = urllib.request.Request(url + path, method=method, headers=headers or {})
     try:
         with urllib.request.urlopen(req, timeout=30) as r:
             return r.status, r.headers, r.read().decode()
@@ -94,6 +94,11 @@ def is_error(status, text, want_status, param=None, code=None):
     keys = set(e) == {"message", "type", "param", "code"} and isinstance(e["message"], str) and e["message"]
     ok = status == want_status and keys and (param is None or e["param"] == param) and (code is None or e["code"] == code)
     return ok, "status %d (wanted %d), error %r" % (status, want_status, e)
+
+
+def counts(u):
+    """usage without its cached tokens (which depend on what the slot held)"""
+    return {k: v for k, v in u.items() if k != "prompt_tokens_details"}
 
 
 CHAT = "/v1/chat/completions"
@@ -142,7 +147,7 @@ if ok:
     ok = ok and (n == 9 if finals[0]["choices"][0]["finish_reason"] == "length" else n < 9)
     # the same request whole gives the same text (the same seed)
     whole = json.loads(post(CHAT, {"messages": MSGS, "max_tokens": 9, "seed": 3})[2])
-    ok = ok and whole["choices"][0]["message"]["content"] == text and whole["usage"] == usage["usage"]
+    ok = ok and whole["choices"][0]["message"]["content"] == text and counts(whole["usage"]) == counts(usage["usage"])
     why = "stream %r, whole %r" % (text, whole["choices"][0]["message"]["content"])
 check("chat_stream_framing_usage", ok, why)
 
@@ -158,7 +163,7 @@ if ok:
     chunks = [json.loads(d) for d in ev[:-1]]
     ok = all(c["object"] == "text_completion" for c in chunks) and chunks[-1]["choices"][0]["finish_reason"]
     ok = ok and "".join(c["choices"][0]["text"] for c in chunks) == a["choices"][0]["text"]
-    ok = ok and chunks[-1]["usage"] == a["usage"]
+    ok = ok and counts(chunks[-1]["usage"]) == counts(a["usage"])
 check("completion_stream", ok, raw[-300:])
 
 # stop: the answer ends before the stop text, which never shows
@@ -172,6 +177,64 @@ if len(text) >= 6:
     check("stop", ok, "full %r, stop %r, cut %r" % (text, stop, cut["choices"][0]["text"]))
 else:
     check("stop", False, "the greedy answer is too short to cut: %r" % text)
+
+# a conversation's next turn keeps the prefix its slot holds (the first
+# turn's prompt): usage says how many tokens were cached, and the answer is
+# the one a fresh server gives (the busy server has served nothing yet)
+turn = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello there"}]
+first = json.loads(post(CHAT, {"messages": turn, "max_tokens": 3, "seed": 21})[2])
+turn += [first["choices"][0]["message"], {"role": "user", "content": "Go on"}]
+s, _, t = post(CHAT, {"messages": turn, "max_tokens": 5, "seed": 22})
+second = json.loads(t) if s == 200 else {}
+cached = second.get("usage", {}).get("prompt_tokens_details", {}).get("cached_tokens", 0)
+ok = s == 200 and cached >= first["usage"]["prompt_tokens"] // 2
+why = "first %r, second %r" % (first.get("usage"), t[:300])
+if ok and BUSY:
+    s, _, t = post(CHAT, {"messages": turn, "max_tokens": 5, "seed": 22}, url=BUSY,
+                   headers={"Authorization": "Bearer " + KEY})
+    fresh = json.loads(t) if s == 200 else {}
+    ok = fresh.get("usage", {}).get("prompt_tokens_details") == {"cached_tokens": 0}
+    ok = ok and fresh["choices"][0]["message"] == second["choices"][0]["message"]
+    why = "fresh %r, with the cache %r" % (t[:300], second["choices"][0]["message"])
+check("prompt_cache_next_turn", ok, why)
+# cache_prompt false (llama-server's switch): the whole prompt again, the same answer
+s, _, t = post(CHAT, {"messages": turn, "max_tokens": 5, "seed": 22, "cache_prompt": False})
+again = json.loads(t) if s == 200 else {}
+check("prompt_cache_off", again.get("usage", {}).get("prompt_tokens_details") == {"cached_tokens": 0}
+      and again["choices"][0]["message"] == second["choices"][0]["message"], t[:300])
+
+# a prompt of token ids, and an array of one string, as a string is
+# answered. The fixture's tokenizer: <s> = 1, byte b = 3 + b, and SPM's
+# leading space U+2581 (3 bytes) before the text
+ids = [1] + [3 + b for b in "\u2581abc".encode()]
+want = post("/v1/completions", {"prompt": "abc", "max_tokens": 6, "temperature": 0})[2]
+ok, why = True, ""
+for prompt in (ids, ["abc"]):
+    s, _, t = post("/v1/completions", {"prompt": prompt, "max_tokens": 6, "temperature": 0})
+    a, b = (json.loads(x) if s == 200 else {} for x in (t, want))
+    ok = ok and s == 200 and a["choices"] == b["choices"] and counts(a["usage"]) == counts(b["usage"])
+    ok = ok and a["usage"]["prompt_tokens"] == len(ids)
+    why += "%r: %r vs %r; " % (prompt, t[:200], want[:200])
+check("prompt_token_ids", ok, why)
+
+# CORS: a page of another origin may call the API (a preflight, then the
+# answer allows origin *); the page keeps its own CSP
+pre = {"Origin": "http://example.test", "Access-Control-Request-Method": "POST",
+       "Access-Control-Request-Headers": "authorization, content-type"}
+s, h, _ = get(CHAT, "OPTIONS", pre)
+check("cors_preflight", s == 204 and h.get("Access-Control-Allow-Origin") == "*"
+      and "POST" in h.get("Access-Control-Allow-Methods", "")
+      and {"authorization", "content-type"} <= set(x.strip().lower() for x in h.get("Access-Control-Allow-Headers",
+                                                                                    "").split(",")), str(dict(h)))
+s, h, _ = post(CHAT, {"messages": MSGS, "max_tokens": 2}, headers={"Origin": "http://example.test"})
+s2, h2, _ = get("/v1/models", headers={"Origin": "http://example.test"})
+s3, h3, _ = get("/")
+check("cors_answers", s == 200 and s2 == 200 and s3 == 200 and h.get("Access-Control-Allow-Origin") == "*"
+      and h2.get("Access-Control-Allow-Origin") == "*" and h3.get("Access-Control-Allow-Origin") == "*"
+      and "default-src 'none'" in (h3.get("Content-Security-Policy") or ""),  # the page keeps its CSP
+      "%d %r, %d %r, %d %r" % (s, dict(h), s2, dict(h2), s3, dict(h3)))
+s, _, t = get("/v1/nothing", "OPTIONS", pre)
+check("cors_preflight_unknown_path", is_error(s, t, 404)[0], t[:200])
 
 # errors: each its status and object, the server up after each
 bad = [
@@ -193,11 +256,22 @@ bad = [
     ("prompt_and_max_tokens", "/v1/completions", {"prompt": "hi", "max_tokens": 1000}, None, 400, "prompt",
      "context_length_exceeded"),
     ("body_too_large", CHAT, None, b'{"messages":"' + b"x" * 70000 + b'"}', 413, None, None),
+    ("logprobs", "/v1/completions", {"prompt": "a", "logprobs": 2}, None, 400, "logprobs", None),
+    ("chat_logprobs", CHAT, {"messages": MSGS, "logprobs": True}, None, 400, "logprobs", None),
+    ("top_logprobs", CHAT, {"messages": MSGS, "top_logprobs": 2}, None, 400, "top_logprobs", None),
+    ("cache_prompt_type", CHAT, {"messages": MSGS, "cache_prompt": 1}, None, 400, "cache_prompt", None),
 ]
 for n, path, body, raw, st, param, code in bad:
     s, _, t = post(path, body, raw=raw)
     ok, why = is_error(s, t, st, param, code)
     check("error_" + n, ok and get("/health")[0] == 200, why)
+# bad token-id prompts: each message names the value
+for n, prompt, says in (("vocab", [1, 512], "prompt[1] is token 512"), ("negative", [1, -3], "prompt[1] is -3"),
+                        ("mixed", [1, "a"], "prompt[1] must be a token id"), ("batch", ["a", "b"], "token ids"),
+                        ("empty_array", [], "token ids")):
+    s, _, t = post("/v1/completions", {"prompt": prompt})
+    ok, why = is_error(s, t, 400, "prompt")
+    check("error_prompt_ids_" + n, ok and says in t and get("/health")[0] == 200, "%s (wanted %r)" % (why, says))
 s, _, t = get("/v1/nothing")
 check("error_not_found", is_error(s, t, 404)[0], t[:200])
 s, h, t = get(CHAT)
@@ -277,6 +351,9 @@ if BUSY:
     check("api_key_missing", is_error(s0, t0, 401, None, "invalid_api_key")[0], t0[:200])
     s1, _, t1 = post(CHAT, {"messages": MSGS, "max_tokens": 2}, url=BUSY, headers={"Authorization": "Bearer wrong"})
     check("api_key_wrong", is_error(s1, t1, 401, None, "invalid_api_key")[0], t1[:200])
+    # a browser's preflight carries no key: answered all the same
+    s2, h2, _ = get(CHAT, "OPTIONS", pre, url=BUSY)
+    check("cors_preflight_without_key", s2 == 204 and h2.get("Access-Control-Allow-Origin") == "*", str(dict(h2)))
     # a slow client (half a head, then nothing) is dropped after the timeout (--timeout 1 there)
     bh, bp = BUSY.split("//")[1].split(":")
     sk = socket.create_connection((bh, int(bp)), timeout=10)

@@ -23,11 +23,13 @@ static const char *seeds[] = {
     "\"n\":1,\"max_completion_tokens\":3}",
     "{\"model\":\"m\",\"prompt\":\"Once upon a time\",\"max_tokens\":8,\"stop\":\"\\n\",\"stream\":false}",
     "{\"prompt\":[\"one\"],\"temperature\":0,\"top_p\":1,\"seed\":-3}",
+    "{\"prompt\":[1,259,3,511],\"max_tokens\":4,\"cache_prompt\":false,\"logprobs\":null}",
 };
 static const char *pieces[] = {"{",    "}",      "[",          "]",       "\"",       ",",     ":",
                                "null", "true",   "-1",         "1e999",   "0.5",      "\\u0000", "\\",
                                "[[[[[[[[", "\"messages\"", "\"prompt\"", "\"stop\"", "2147483648", "\xff\xfe",
-                               "\"role\":\"user\"", "{\"type\":\"image\"}", "\xc3", "9223372036854775807"};
+                               "\"role\":\"user\"", "{\"type\":\"image\"}", "\xc3", "9223372036854775807",
+                               "\"logprobs\"", "\"cache_prompt\""};
 
 static uint64_t rng;
 static uint64_t next(void) {
@@ -119,7 +121,8 @@ int main(int argc, char **argv) {
                     ok = ok && r.n_msgs >= 1 && r.msgs;
                     for (int k = 0; ok && k < r.n_msgs; k++) ok = r.msgs[k].role && r.msgs[k].content;
                 } else {
-                    ok = ok && r.prompt;
+                    ok = ok && (r.prompt != NULL) != (r.prompt_ids != NULL) && (r.prompt || r.n_prompt_ids >= 1);
+                    for (int k = 0; ok && k < r.n_prompt_ids; k++) ok = r.prompt_ids[k] >= 0;
                 }
                 check(ok, "an accepted request with a value out of range", b, len);
                 api_request_free(&r);
@@ -132,7 +135,7 @@ int main(int argc, char **argv) {
             api_chunk c = {.id = "chatcmpl-1", .model = "m", .created = 1, .text = b, .len = len % 64,
                            .finish = next() % 2 ? "stop" : NULL, .first = next() % 2};
             check(valid_json(api_chunk_json(kind, &c)), "a chunk that is not JSON", b, len % 64);
-            check(valid_json(api_result_json(kind, "cmpl-1", 1, "m", b, len % 64, "length", 3, 4)),
+            check(valid_json(api_result_json(kind, "cmpl-1", 1, "m", b, len % 64, "length", &(api_usage){3, 4, 2})),
                   "a result that is not JSON", b, len % 64);
         }
     }

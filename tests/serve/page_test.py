@@ -3,7 +3,9 @@
 DevTools protocol (Debian's python3-websocket): load the page, type a
 message into it and press Send (real input events), wait for the streamed
 answer and its tokens/s line, a second turn on top (the conversation grows),
-the stop button, no script error on the page, and a screenshot saved as a PNG.
+the stop button, no script error on the page, a screenshot saved as a PNG,
+and the API called from a page of another origin (CORS: its preflight, an
+API key and an SDK's own header).
 Usage: page_test.py URL SCREENSHOT.png ; prints "ok NAME" / "FAIL NAME: why" /
 "skip NAME: why" (Chromium cannot run here), last line "N passed, N failed[, N skipped]"."""
 import base64
@@ -151,6 +153,16 @@ try:
     with open(SHOT, "wb") as f:
         f.write(png)
     check("screenshot", png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 2000, "%d bytes" % len(png))
+    # another origin (localhost, not 127.0.0.1) calls the API as a browser client
+    # does: Authorization and an SDK's header make the browser ask first (a preflight)
+    other = URL.replace("127.0.0.1", "localhost")
+    cdp("Page.navigate", url=other + "/health")
+    wait("document.readyState === 'complete' && location.origin === %r" % other.rstrip("/"))
+    got = js("fetch(%r, {method: 'POST', headers: {'Content-Type': 'application/json', 'Authorization': 'Bearer x',"
+             " 'X-Stainless-Os': 'Linux'}, body: JSON.stringify({messages: [{role: 'user', content: 'Hi'}],"
+             " max_tokens: 2})}).then((r) => r.json()).then((a) => a.object, (e) => 'refused: ' + e)"
+             % (URL.rstrip("/") + "/v1/chat/completions"))
+    check("cors_from_another_origin", got == "chat.completion", "the fetch gave %r" % got)
     browser.close()
 finally:
     proc.terminate()
