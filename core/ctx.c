@@ -294,7 +294,7 @@ int kiln_get_threads(void) { return kiln__threads(); }
 static kiln_matmul_precision matmul_precision = KILN_MATMUL_F32;
 
 kiln_status kiln_set_matmul_precision(kiln_matmul_precision p) {
-    if (p != KILN_MATMUL_F32 && p != KILN_MATMUL_BF16)
+    if (p != KILN_MATMUL_F32 && p != KILN_MATMUL_BF16 && p != KILN_MATMUL_TF32)
         return kiln__errs(KILN_ERR_ARG, "kiln_set_matmul_precision: unknown precision %d", (int)p);
     matmul_precision = p;
     return KILN_OK;

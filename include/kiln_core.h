@@ -296,8 +296,11 @@ const char *kiln_cpu_describe(void);
  * torch.set_float32_matmul_precision(): KILN_MATMUL_BF16 rounds both
  * operands to bf16 and accumulates in f32 (AMX tiles or AVX512-BF16 where
  * the CPU has them). Tensors, gradients and optimizer state stay f32, so
- * this is bf16 mixed-precision training with f32 master weights. */
-typedef enum kiln_matmul_precision { KILN_MATMUL_F32 = 0, KILN_MATMUL_BF16 } kiln_matmul_precision;
+ * this is bf16 mixed-precision training with f32 master weights.
+ * KILN_MATMUL_TF32 lets a device with TF32 units use them (CUDA: cuBLAS
+ * on TF32 tensor cores, about 10 bits of mantissa, as torch's "high");
+ * the CPU and Vulkan have none and compute exact f32. */
+typedef enum kiln_matmul_precision { KILN_MATMUL_F32 = 0, KILN_MATMUL_BF16, KILN_MATMUL_TF32 } kiln_matmul_precision;
 kiln_status kiln_set_matmul_precision(kiln_matmul_precision p);
 kiln_matmul_precision kiln_get_matmul_precision(void);
 

@@ -710,7 +710,10 @@ typedef struct attn_arg {
 } attn_arg;
 static const attn_arg A_PLAIN = {1, 2, 2, 5, 5, 8, 8, false, 0}, A_CAUSAL = {2, 2, 2, 6, 6, 8, 8, true, 0},
                       A_GQA = {2, 4, 2, 4, 6, 8, 4, true, 0}, A_SCALE = {1, 3, 1, 3, 7, 16, 8, false, 0.3},
-                      A_CACHE = {1, 2, 1, 1, 9, 8, 8, true, 0}, A_LONG = {1, 2, 2, 40, 40, 32, 32, true, 0};
+                      A_CACHE = {1, 2, 1, 1, 9, 8, 8, true, 0}, A_LONG = {1, 2, 2, 40, 40, 32, 32, true, 0},
+                      /* the plain-float kernels (D over 128, or not a multiple of 4) past 127 keys */
+                      A_D132 = {1, 1, 1, 3, 200, 132, 132, false, 0}, A_D160 = {1, 2, 1, 70, 210, 160, 36, true, 0},
+                      A_D132_1 = {1, 2, 1, 1, 260, 132, 132, true, 0}, A_D136_1 = {1, 1, 1, 1, 9000, 136, 8, false, 0};
 
 static kiln_tensor *b_attn(bo_io *io) {
     const attn_arg *a = io->arg;
@@ -732,6 +735,10 @@ static const bo_case attention_cases[] = {
     {"attention_kv_cache", b_attn, F32, BO_TRANS, 0, &A_CACHE},
     {"attention_40x40_d32", b_attn, F32, BO_TRANS, 0, &A_LONG},
     {"attention_transposed_gqa", b_attn_t, F32, BO_TRANS, 0, NULL},
+    {"attention_200keys_d132", b_attn, F32, BO_TRANS, 0, &A_D132},
+    {"attention_210keys_d160_causal", b_attn, F32, BO_TRANS, 0, &A_D160},
+    {"attention_decode_260keys_d132", b_attn, F32, BO_TRANS, 0, &A_D132_1},
+    {"attention_decode_9000keys_d136", b_attn, F32, BO_TRANS, 0, &A_D136_1},
     {"attention_causal", b_attn, F64, BO_TRANS, BO_MAY_FALL_BACK, &A_CAUSAL},
     {"attention_gqa_causal", b_attn, F64, BO_TRANS, BO_MAY_FALL_BACK, &A_GQA},
 };

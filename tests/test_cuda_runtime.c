@@ -57,4 +57,42 @@ KT_TEST(cuda_mlp_matches_cpu) {
     }
     KT_CHECK(fabsf(out[0] - out[1]) <= 1e-5f * (1 + fabsf(out[0])), "cpu %g cuda %g", out[0], out[1]);
 }
+
+/* [a0, a1] times the 2 x 2 identity under precision p, on the device. */
+static kiln_status cuda_identity_product(kiln_backend *cu, kiln_matmul_precision p, const float a[2], float y[2]) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    if (!ctx) return KILN_ERR_OOM;
+    kiln_status s = kiln_ctx_set_backend(ctx, cu);
+    kiln_tensor *x = kiln_new_2d(ctx, KILN_F32, 1, 2), *e = kiln_new_2d(ctx, KILN_F32, 2, 2);
+    if (!s) s = kiln_tensor_set_f32(x, a, 2);
+    if (!s) s = kiln_tensor_set_f32(e, (const float[]){1, 0, 0, 1}, 4);
+    kiln_tensor *r = kiln_matmul(ctx, x, e);
+    kiln_graph *g = kiln_graph_new(ctx);
+    if (!s) s = kiln_set_matmul_precision(p);
+    if (!s) s = kiln_graph_add(g, r);
+    if (!s) s = kiln_graph_compute(g);
+    if (!s) s = kiln_tensor_get_f32(r, y, 2);
+    kiln_set_matmul_precision(KILN_MATMUL_F32);
+    kiln_ctx_free(ctx);
+    return s;
+}
+
+/* kiln_set_matmul_precision reaches cuBLAS: 1 + 2^-13 survives f32 (exact,
+ * pedantic) and is rounded away in TF32 (10 bits) and bf16 (7 bits), where
+ * 1 + 2^-9 survives TF32 only. TF32 permits tensor cores without forcing
+ * them, so on a GPU the first value may stay; the host emulation's cuBLAS
+ * rounds as the tensor cores would, so there it must go. */
+KT_TEST(cuda_matmul_precision_reaches_cublas) {
+    kiln_backend *cu = kt_device("cuda");
+    if (!cu) return;
+    bool emu = strstr(kiln_backend_device(cu), "host emulation") != NULL;
+    const float a[2] = {1.0f + 0x1p-13f, 1.0f + 0x1p-9f};
+    float y[2];
+    KT_OK(cuda_identity_product(cu, KILN_MATMUL_F32, a, y));
+    KT_CHECK(y[0] == a[0] && y[1] == a[1], "f32: %.9g %.9g", y[0], y[1]);
+    KT_OK(cuda_identity_product(cu, KILN_MATMUL_BF16, a, y));
+    KT_CHECK(y[0] == 1.0f && y[1] == 1.0f, "bf16: %.9g %.9g", y[0], y[1]);
+    KT_OK(cuda_identity_product(cu, KILN_MATMUL_TF32, a, y));
+    KT_CHECK((y[0] == 1.0f || (!emu && y[0] == a[0])) && y[1] == a[1], "tf32: %.9g %.9g", y[0], y[1]);
+}
 #endif

@@ -251,7 +251,7 @@ KT_TEST(gemm_lowp_kiln_matmul_half_dtypes) {
     }
 }
 
-/* With KILN_MATMUL_BF16, f32 matmuls round their operands to bf16 */
+/* With KILN_MATMUL_BF16, f32 matmuls round their operands to bf16; KILN_MATMUL_TF32 is exact on the CPU */
 KT_TEST(gemm_lowp_precision_setting_rounds_f32) {
     kiln_ctx *ctx = kiln_ctx_new();
     kiln_tensor *a = kiln_new_2d(ctx, KILN_F32, 1, 2), *b = kiln_new_2d(ctx, KILN_F32, 2, 1);
@@ -265,6 +265,13 @@ KT_TEST(gemm_lowp_precision_setting_rounds_f32) {
     KT_OK(kiln_set_matmul_precision(KILN_MATMUL_BF16));
     KT_OK(kiln_graph_compute(g));
     KT_CHECK(kiln_tensor_item(y) == 2.0, "bf16: %.10g", kiln_tensor_item(y));
+    /* TF32 permits TF32 units; the CPU has none and stays exact */
+    KT_OK(kiln_set_matmul_precision(KILN_MATMUL_TF32));
+    KT_CHECK(kiln_get_matmul_precision() == KILN_MATMUL_TF32, "the setting is kept");
+    KT_OK(kiln_graph_compute(g));
+    KT_CHECK(kiln_tensor_item(y) == 2.0 + 1.0 / 1024, "tf32 on the CPU: %.10g", kiln_tensor_item(y));
+    KT_CHECK(kiln_set_matmul_precision((kiln_matmul_precision)3) == KILN_ERR_ARG, "an unknown precision is refused");
+    KT_CHECK(kiln_get_matmul_precision() == KILN_MATMUL_TF32, "a refused setting changes nothing");
     KT_OK(kiln_set_matmul_precision(KILN_MATMUL_F32));
     kiln_ctx_free(ctx);
 }

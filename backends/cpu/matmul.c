@@ -44,7 +44,7 @@ static void batch_offsets(int64_t p, int nb, const int64_t *shape, const int64_t
 static kiln_status gemm(kiln_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
                         const void *b, int64_t ldb, void *c, int nt) {
     kiln_status s = KILN_OK;
-    if (dt == KILN_F32 && kiln_get_matmul_precision() == KILN_MATMUL_F32)
+    if (dt == KILN_F32 && kiln_get_matmul_precision() != KILN_MATMUL_BF16)
         kiln__sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n, nt);
     else if (dt == KILN_F64)
         kiln__dgemm(ta, tb, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, n, nt);
@@ -57,7 +57,7 @@ static kiln_status gemm(kiln_dtype dt, bool ta, bool tb, int64_t m, int64_t n, i
  * into a gradient): beta = 1 where the GEMM can, else through a scratch. */
 static kiln_status gemm_acc(kiln_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
                             int64_t lda, const void *b, int64_t ldb, void *c, int nt) {
-    if (dt == KILN_F32 && kiln_get_matmul_precision() == KILN_MATMUL_F32) {
+    if (dt == KILN_F32 && kiln_get_matmul_precision() != KILN_MATMUL_BF16) {
         kiln__sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 1.0f, c, n, nt);
         return KILN_OK;
     }
@@ -130,7 +130,7 @@ static kiln_status matmul_kernel(kiln_tensor *t, const kiln_exec *ex) {
     size_t es = kiln__types[t->dtype].size;
     /* many small GEMMs: across the batch, each on one thread */
     int nt = ex->n_threads;
-    bool own_dt = t->dtype == KILN_F64 || (t->dtype == KILN_F32 && kiln_get_matmul_precision() == KILN_MATMUL_F32);
+    bool own_dt = t->dtype == KILN_F64 || (t->dtype == KILN_F32 && kiln_get_matmul_precision() != KILN_MATMUL_BF16);
     if (own_dt && nt > 1 && batch >= 2 * nt && (double)m * n * k <= SMALL_GEMM_WORK) {
         batch_job j = {t, ta, tb, nb, m, n, k, lda, ldb, sa, sb};
         kiln__pool_for(batch, 1, nt, batch_range, &j);

@@ -48,7 +48,7 @@ struct kiln_cu {
     struct cudaDeviceProp props;
     cudaStream_t stream;
     cublasHandle_t blas;
-    bool tf32; /* $KILN_CUDA_TF32=1: f32 matmuls on TF32 tensor cores */
+    bool tf32; /* $KILN_CUDA_TF32=1: f32 matmuls on TF32 tensor cores, as KILN_MATMUL_TF32 */
     kiln_devbuf *free_list[KILN_CU_CLASSES];
     size_t cached_bytes;
     kiln_cu_kernel kernels[KILN_OP_COUNT];

@@ -117,7 +117,6 @@ static kiln_backend *cu_open(void) {
     if (!s) s = kiln__cu_blas_check(cublasSetStream(cu->blas, cu->stream), "cublasSetStream");
     const char *tf32 = getenv("KILN_CUDA_TF32");
     cu->tf32 = tf32 && !strcmp(tf32, "1");
-    if (!s && cu->tf32) s = kiln__cu_blas_check(cublasSetMathMode(cu->blas, CUBLAS_TF32_TENSOR_OP_MATH), "TF32 math");
     if (!s) kiln__cu_profile_init(cu);
     if (s) {
         destroy(cu);

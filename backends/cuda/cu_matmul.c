@@ -5,9 +5,11 @@
  * CUBLAS_COMPUTE_64F), f16 and bf16 operands accumulate
  * in f32 and round the result once (cublasGemmEx with CUBLAS_COMPUTE_32F),
  * f32 operands are rounded to bf16 first under KILN_MATMUL_BF16, and
- * ex->accumulate adds the product into the output (beta = 1). With
- * $KILN_CUDA_TF32=1 f32 products run on TF32 tensor cores (about 10 bits
- * of mantissa: off by default, as torch's allow_tf32 = False).
+ * ex->accumulate adds the product into the output (beta = 1). Under
+ * KILN_MATMUL_TF32 (or $KILN_CUDA_TF32=1) f32 products run on TF32 tensor
+ * cores (CUBLAS_COMPUTE_32F_FAST_TF32, about 10 bits of mantissa); else
+ * f32 ones are exact (CUBLAS_COMPUTE_32F_PEDANTIC: no reduced-precision
+ * path, whatever the environment allows), as torch's allow_tf32 = False.
  *
  * kiln's row-major C = A B is cuBLAS's column-major C^T = B^T A^T, so B
  * goes first. An operand is used in place when each of its matrices has a
@@ -154,9 +156,11 @@ static kiln_status matmul_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *e
     double alpha64 = 1.0, beta64 = ex->accumulate ? 1.0 : 0.0;
     const void *pal = f64 ? (const void *)&alpha64 : (const void *)&alpha;
     const void *pbe = f64 ? (const void *)&beta64 : (const void *)&beta;
-    cublasComputeType_t ct = f64 ? CUBLAS_COMPUTE_64F
-                             : t->dtype == KILN_F32 && in_dt == KILN_F32 && cu->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                                                                     : CUBLAS_COMPUTE_32F;
+    bool f32 = t->dtype == KILN_F32 && in_dt == KILN_F32;
+    bool tf32 = cu->tf32 || kiln_get_matmul_precision() == KILN_MATMUL_TF32;
+    cublasComputeType_t ct = f64   ? CUBLAS_COMPUTE_64F
+                             : f32 ? (tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F_PEDANTIC)
+                                   : CUBLAS_COMPUTE_32F;
     cudaDataType_t it = blas_type(in_dt), ot = blas_type(t->dtype);
     size_t esz = kiln__types[in_dt].size, osz = kiln__types[t->dtype].size;
     /* the innermost coalesced batch dim is cuBLAS's batch; the rest loop here */

@@ -69,6 +69,11 @@ typedef struct kiln_vk_caps {
     bool f16;                     /* shaderFloat16 + 16-bit storage enabled */
     bool int64;                   /* shaderInt64 enabled */
     bool f64;                     /* shaderFloat64 enabled */
+    /* Loop iterations one invocation may run, all its loops together (0:
+     * no bound). llvmpipe (lavapipe) ends every loop of an invocation once
+     * 65535 iterations have run (LP_MAX_TGSI_LOOP_ITERATIONS): kernels with
+     * rolled loops inside long ones split their work below it. */
+    uint32_t loop_budget;
 } kiln_vk_caps;
 const kiln_vk_caps *kiln__vk_caps(const kiln_vk *vk);
 

@@ -14,11 +14,14 @@
  * it), then dq per query row. Head sizes up to 128 that are multiples of
  * 4 run in shader variants that read rows as vec4 and keep them in
  * registers; the rest, up to 256, in one rolled variant that reads floats;
- * larger ones go to the CPU. */
+ * larger ones go to the CPU. Where the driver bounds an invocation's loop
+ * iterations (lavapipe: 65535, all loops together), the rolled variant's
+ * long loop is split over passes that merge (attn_common.glsl). */
 #include "vk.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 static bool f32_ok(const kiln_vk *vk, const kiln_tensor *t) {
     return t->dtype == KILN_F32 && kiln_tensor_is_contiguous(t) && kiln__vk_fits(vk, t);
@@ -75,6 +78,7 @@ typedef struct attn_push {
     uint32_t o0, l0;
     uint32_t do0;
     uint32_t dq0, dk0, dv0;
+    uint32_t r0, r1;
 } attn_push;
 
 /* The shader variant for head sizes d, dv: rows read as vec4 and kept in
@@ -86,6 +90,28 @@ static const char *head_variant(const attn_push *pc) {
     bool v4 = pc->d % 4 == 0 && pc->dv % 4 == 0 && (pc->q0 | pc->k0 | pc->v0 | pc->do0) % 4 == 0;
     if (v4 && m <= 128) return m <= 32 ? "d32v4" : m <= 64 ? "d64v4" : "d128v4";
     return m <= 256 ? "any" : NULL;
+}
+
+/* The rows of its long loop one pass of a kernel may walk under the
+ * device's loop budget, when each row runs `loops` loops over a row's
+ * vectors and `per_inv` rows fall to each invocation: the rolled variant's
+ * loops run 256 times (its NV), an unrolled variant's are no loops. The
+ * loads, stores and merges outside the long loop take fewer than 12 NV. */
+static uint32_t pass_rows(const kiln_vk *vk, const char *var, uint32_t loops, uint32_t per_inv) {
+    uint32_t budget = kiln__vk_caps(vk)->loop_budget, nv = strcmp(var, "any") ? 1 : 256;
+    return budget ? (budget - 12 * nv) / (loops * nv + 1) * per_inv : UINT32_MAX;
+}
+
+/* Dispatch dp once per pass of at most `step` of the n rows of its long loop. */
+static kiln_status dispatch_passes(kiln_vk *vk, kiln_vk_dispatch *dp, attn_push *pc, uint32_t n, uint32_t step) {
+    kiln_status s = KILN_OK;
+    pc->r0 = 0;
+    do {
+        pc->r1 = n - pc->r0 > step ? pc->r0 + step : n;
+        s = kiln__vk_dispatch(vk, dp);
+        pc->r0 = pc->r1;
+    } while (!s && pc->r0 < n);
+    return s;
 }
 
 /* ATTENTION src q, k, v; ATTENTION_GRAD src q, k, v, the forward, dO. */
@@ -123,11 +149,12 @@ static kiln_status attention_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec
     attn_push pc = attention_push(vk, t);
     pc.o0 = kiln__vk_base(vk, t);
     pc.l0 = pc.o0 + pc.rows * pc.dv;
+    const char *var = head_variant(&pc);
     char name[32];
-    snprintf(name, sizeof name, "attn_fwd%s_%s", pc.t == 1 ? "1" : "", head_variant(&pc));
+    snprintf(name, sizeof name, "attn_fwd%s_%s", pc.t == 1 ? "1" : "", var);
     kiln_vk_dispatch dp = {.shader = name, .n = 4, .bind = {q, k, v, t}, .push = &pc, .push_size = sizeof pc};
     head_groups(pc.t == 1 ? 1 : pc.t, (int64_t)q->shape[0] * pc.hq, dp.groups); /* T = 1: a workgroup per head */
-    return kiln__vk_dispatch(vk, &dp);
+    return dispatch_passes(vk, &dp, &pc, pc.s, pass_rows(vk, var, 3, pc.t == 1 ? ATTN_BLOCK : 1));
 }
 
 static kiln_status attention_grad_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
@@ -152,10 +179,10 @@ static kiln_status attention_grad_record(kiln_vk *vk, kiln_tensor *t, const kiln
     dp = (kiln_vk_dispatch){.shader = name, .n = 6, .bind = {q, k, v, fwd, dout, t}, .push = &pc,
                             .push_size = sizeof pc};
     head_groups(pc.s, (int64_t)k->shape[0] * pc.hkv, dp.groups);
-    if ((s = kiln__vk_dispatch(vk, &dp))) return s;
+    if ((s = dispatch_passes(vk, &dp, &pc, pc.hq / pc.hkv * pc.t, pass_rows(vk, var, 4, 1)))) return s;
     snprintf(name, sizeof name, "attn_bwd_dq_%s", var);
     head_groups(pc.t, (int64_t)q->shape[0] * pc.hq, dp.groups);
-    return kiln__vk_dispatch(vk, &dp);
+    return dispatch_passes(vk, &dp, &pc, pc.s, pass_rows(vk, var, 3, 1));
 }
 
 void kiln__vk_register_attention(kiln_vk_kernel *tab) {

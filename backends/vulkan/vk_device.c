@@ -222,6 +222,7 @@ static kiln_status make_device(kiln_vk *vk) {
         .f16 = e12.shaderFloat16 && e11.storageBuffer16BitAccess,
         .int64 = e.features.shaderInt64,
         .f64 = e.features.shaderFloat64,
+        .loop_budget = p12.driverID == VK_DRIVER_ID_MESA_LLVMPIPE ? 65535u : 0u,
     };
     vk->bind_align = l->minStorageBufferOffsetAlignment;
     return KILN_OK;

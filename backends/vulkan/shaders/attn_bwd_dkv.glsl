@@ -21,9 +21,9 @@ void main() {
     // query i sees key j iff i >= j - (S - T): the block's first key bounds the loop
     int off = int(p.s) - int(p.t), ifirst = int(j) - off;
     uint i0 = p.causal != 0u ? uint(max(int(gl_WorkGroupID.x * ATTN_BLOCK) - off, 0)) : 0u;
-    for (uint hh = 0u; hh < group; hh++) {
-        uint qbase = (b * p.hq + kh * group + hh) * p.t;
-        for (uint i = i0; i < p.t; i++) {
+    for (uint hh = p.r0 / p.t; hh < min(group, (p.r1 + p.t - 1u) / p.t); hh++) { // this pass's pairs
+        uint qbase = (b * p.hq + kh * group + hh) * p.t, h0 = hh * p.t;
+        for (uint i = max(i0, p.r0 > h0 ? p.r0 - h0 : 0u); i < min(p.t, p.r1 - h0); i++) {
             uint qrow = qbase + i, qr = p.q0 / VW + qrow * nd, dr = p.do0 / VW + qrow * ndv;
             bool vis = ok && (p.causal == 0u || int(i) >= ifirst);
             float sdot = 0.0, dp = 0.0;
@@ -36,6 +36,7 @@ void main() {
         }
     }
     if (!ok) return;
-    ATTN_STORE(g, p.dk0 + krow * p.d, dk, p.d)
-    ATTN_STORE(g, p.dv0 + krow * p.dv, dv, p.dv)
+    float wp = p.r0 > 0u ? 1.0 : 0.0;
+    ATTN_STORE(g, p.dk0 + krow * p.d, dk, p.d, wp)
+    ATTN_STORE(g, p.dv0 + krow * p.dv, dv, p.dv, wp)
 }

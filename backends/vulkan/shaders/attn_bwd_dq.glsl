@@ -25,7 +25,7 @@ void main() {
         li = f[p.l0 + row];
     }
     ATTN_UNROLL for (uint e = 0u; e < NV; e++) dq[e] = VT(0.0);
-    for (uint j = 0u; j < kmax; j++) {
+    for (uint j = p.r0; j < min(kmax, p.r1); j++) {
         uint kr = kb + j * nd, vr = vb + j * ndv;
         float sdot = 0.0, dp = 0.0;
         ATTN_UNROLL for (uint e = 0u; e < NV; e++) sdot += dot(qr[e], k[ATTN_AT(kr, e, nd)]);
@@ -34,5 +34,5 @@ void main() {
         ATTN_UNROLL for (uint e = 0u; e < NV; e++) dq[e] += ds * k[ATTN_AT(kr, e, nd)];
     }
     if (!ok) return;
-    ATTN_STORE(g, p.dq0 + row * p.d, dq, p.d)
+    ATTN_STORE(g, p.dq0 + row * p.d, dq, p.d, p.r0 > 0u ? 1.0 : 0.0)
 }

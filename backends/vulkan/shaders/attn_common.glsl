@@ -17,6 +17,13 @@
 // that is never stored. Buffers: q [B, Hq, T, D], k [B, Hkv, S, D],
 // v [B, Hkv, S, Dv], f32 contiguous; query head h reads kv head
 // h / (Hq / Hkv); causal: query i sees key j iff j <= i + S - T.
+//
+// A kernel may be dispatched in passes, each over a range [r0, r1) of the
+// rows its long loop walks (keys; for dk/dv, the (query head, query) pairs
+// of the group, flattened), to keep one invocation under a driver's bound
+// on loop iterations (kiln_vk_caps.loop_budget). A pass with r0 > 0 merges
+// into what the earlier ones wrote: gradients add, the forward's softmax
+// states merge through their logsumexps (attn_merge).
 #define ATTN_BLOCK 64u
 layout(local_size_x = 64) in;
 
@@ -34,6 +41,7 @@ layout(push_constant) uniform P {
     uint o0, l0;   // the forward's O and L (output or input)
     uint do0;      // dO (backward)
     uint dq0, dk0, dv0;
+    uint r0, r1;   // this pass's rows of the long loop
 } p;
 
 float attn_pos_inf() { return uintBitsToFloat(0x7f800000u); }
@@ -58,6 +66,23 @@ uint attn_kv_of(uint bh) { return bh / p.hq * p.hkv + bh % p.hq / (p.hq / p.hkv)
 #define ATTN_UNROLL [[unroll]]
 #endif
 
+// Merge the softmax of the keys of earlier passes (logsumexp lp, +inf for
+// none) with this pass's (lc): the weights of their normalized outputs
+// and the merged logsumexp.
+void attn_merge(float lp, float lc, out float wp, out float wc, out float lse) {
+    if (lp == attn_pos_inf() || lc == attn_pos_inf()) {
+        bool none_before = lp == attn_pos_inf();
+        wp = none_before ? 0.0 : 1.0;
+        wc = none_before ? 1.0 : 0.0;
+        lse = none_before ? lc : lp;
+        return;
+    }
+    float mx = max(lp, lc);
+    lse = mx + log(exp(lp - mx) + exp(lc - mx));
+    wp = exp(lp - lse);
+    wc = exp(lc - lse);
+}
+
 // Vector e of a row of n vectors starting at base, clamped into the row.
 #define ATTN_AT(base, e, n) ((base) + min((e), (n) - 1u))
 
@@ -68,11 +93,16 @@ uint attn_kv_of(uint bh) { return bh / p.hq * p.hkv + bh % p.hq / (p.hq / p.hkv)
         if (e_ < (n)) dst[e_] = buf[(base) + e_];      \
     }
 
-// Store the first n floats of the NV vectors src at out[base...] (floats).
-#define ATTN_STORE(out, base, src, n)                                  \
-    ATTN_UNROLL for (uint e_ = 0u; e_ < NV; e_++)                       \
-        ATTN_UNROLL for (uint c_ = 0u; c_ < VW; c_++)                   \
-            if (e_ * VW + c_ < (n)) out[(base) + e_ * VW + c_] = attn_comp(src[e_], c_);
+// Store the first n floats of the NV vectors src at out[base...] (floats),
+// plus wp times what is there when wp > 0 (a later pass).
+#define ATTN_STORE(out, base, src, n, wp)                                          \
+    ATTN_UNROLL for (uint e_ = 0u; e_ < NV; e_++)                                   \
+        ATTN_UNROLL for (uint c_ = 0u; c_ < VW; c_++)                               \
+            if (e_ * VW + c_ < (n)) {                                               \
+                uint a_ = (base) + e_ * VW + c_;                                    \
+                out[a_] = (wp) > 0.0 ? (wp) * out[a_] + attn_comp(src[e_], c_)      \
+                                     : attn_comp(src[e_], c_);                      \
+            }
 
 float attn_comp(float v, uint c) { return v; }
 float attn_comp(vec4 v, uint c) { return v[c]; }

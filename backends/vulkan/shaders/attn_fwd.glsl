@@ -9,7 +9,7 @@
 layout(std430, binding = 0) readonly buffer Q { VT q[]; };
 layout(std430, binding = 1) readonly buffer K { VT k[]; };
 layout(std430, binding = 2) readonly buffer V { VT v[]; };
-layout(std430, binding = 3) writeonly buffer O { float o[]; };
+layout(std430, binding = 3) buffer O { float o[]; };
 
 void main() {
     uint bh = gl_WorkGroupID.y, i = attn_index(), row = bh * p.t + i;
@@ -22,7 +22,7 @@ void main() {
     ATTN_LOAD(qr, q, p.q0 / VW + row * nd, ok ? nd : 0u)
     ATTN_UNROLL for (uint e = 0u; e < NV; e++) acc[e] = VT(0.0);
     float m = attn_neg_inf(), l = 0.0;
-    for (uint j = 0u; j < kmax; j++) {
+    for (uint j = p.r0; j < min(kmax, p.r1); j++) {
         uint kr = kb + j * nd, vr = vb + j * ndv;
         float dt = 0.0;
         ATTN_UNROLL for (uint e = 0u; e < NV; e++) dt += dot(qr[e], k[ATTN_AT(kr, e, nd)]);
@@ -39,8 +39,10 @@ void main() {
         ATTN_UNROLL for (uint e = 0u; e < NV; e++) acc[e] += pj * v[ATTN_AT(vr, e, ndv)];
     }
     if (!ok) return;
-    float inv = l > 0.0 ? 1.0 / l : 0.0;
+    float lse = l > 0.0 ? m + log(l) : attn_pos_inf(), wp = 0.0, wc = 1.0;
+    if (p.r0 > 0u) attn_merge(o[p.l0 + row], lse, wp, wc, lse);
+    float inv = l > 0.0 ? wc / l : 0.0;
     ATTN_UNROLL for (uint e = 0u; e < NV; e++) acc[e] *= inv;
-    ATTN_STORE(o, p.o0 + row * p.dv, acc, p.dv)
-    o[p.l0 + row] = l > 0.0 ? m + log(l) : attn_pos_inf();
+    ATTN_STORE(o, p.o0 + row * p.dv, acc, p.dv, wp)
+    o[p.l0 + row] = lse;
 }

@@ -9,7 +9,7 @@
 layout(std430, binding = 0) readonly buffer Q { VT q[]; };
 layout(std430, binding = 1) readonly buffer K { VT k[]; };
 layout(std430, binding = 2) readonly buffer V { VT v[]; };
-layout(std430, binding = 3) writeonly buffer O { float o[]; };
+layout(std430, binding = 3) buffer O { float o[]; };
 
 shared float sh_m[ATTN_BLOCK], sh_l[ATTN_BLOCK];
 shared VT sh_acc[ATTN_BLOCK];
@@ -23,7 +23,7 @@ void main() {
     ATTN_LOAD(qr, q, p.q0 / VW + bh * nd, nd)
     ATTN_UNROLL for (uint e = 0u; e < NV; e++) acc[e] = VT(0.0);
     float m = attn_neg_inf(), l = 0.0;
-    for (uint j = lid; j < kend; j += ATTN_BLOCK) {
+    for (uint j = p.r0 + lid; j < min(kend, p.r1); j += ATTN_BLOCK) {
         uint kr = kb + j * nd, vr = vb + j * ndv;
         float dt = 0.0;
         ATTN_UNROLL for (uint e = 0u; e < NV; e++) dt += dot(qr[e], k[ATTN_AT(kr, e, nd)]);
@@ -47,7 +47,9 @@ void main() {
     barrier();
     float lt = 0.0;
     for (uint i = 0u; i < ATTN_BLOCK; i++) lt += sh_l[i];
-    float inv = lt > 0.0 ? 1.0 / lt : 0.0;
+    float lse = lt > 0.0 ? mx + log(lt) : attn_pos_inf(), wp = 0.0, wc = 1.0;
+    if (p.r0 > 0u) attn_merge(o[p.l0 + bh], lse, wp, wc, lse);
+    float inv = lt > 0.0 ? wc / lt : 0.0;
     ATTN_UNROLL for (uint e = 0u; e < NV; e++) { // each vector of O: a tree sum over the invocations
         sh_acc[lid] = acc[e] * w;
         barrier();
@@ -56,9 +58,12 @@ void main() {
             barrier();
         }
         if (lid == 0u)
-            for (uint c = 0u; c < VW; c++)
-                if (e * VW + c < p.dv) o[p.o0 + bh * p.dv + e * VW + c] = attn_comp(sh_acc[0], c) * inv;
+            for (uint c = 0u; c < VW; c++) {
+                uint at = p.o0 + bh * p.dv + e * VW + c;
+                float x = attn_comp(sh_acc[0], c) * inv;
+                if (e * VW + c < p.dv) o[at] = wp > 0.0 ? wp * o[at] + x : x;
+            }
         barrier();
     }
-    if (lid == 0u) o[p.l0 + bh] = lt > 0.0 ? mx + log(lt) : attn_pos_inf();
+    if (lid == 0u) o[p.l0 + bh] = lse;
 }

@@ -9,6 +9,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <cstdio>
@@ -85,6 +86,16 @@ static void st(cudaDataType t, void *p, long long i, double v) {
     default: ((float *)p)[i] = (float)v;
     }
 }
+// An f32 as a TF32 tensor core reads it: 10 bits of mantissa, rounded to
+// nearest with ties away from zero (cvt.rna.tf32.f32).
+static double tf32(double v) {
+    float f = (float)v;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & ~0x1fffu;
+    memcpy(&f, &u, 4);
+    return f;
+}
 // column-major C (m x n) = alpha op(A) op(B) + beta C
 static cublasStatus_t gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void *alpha, const void *A,
                            cudaDataType at, int lda, long long sa, const void *B, cudaDataType bt, int ldb, long long sb,
@@ -92,6 +103,7 @@ static cublasStatus_t gemm(cublasOperation_t ta, cublasOperation_t tb, int m, in
                            cublasComputeType_t comp) {
     bool d = comp == CUBLAS_COMPUTE_64F || comp == CUBLAS_COMPUTE_64F_PEDANTIC;
     double al = d ? *(const double *)alpha : *(const float *)alpha, be = d ? *(const double *)beta : *(const float *)beta;
+    bool t32 = comp == CUBLAS_COMPUTE_32F_FAST_TF32;
     if (ta == CUBLAS_OP_C || tb == CUBLAS_OP_C) return CUBLAS_STATUS_NOT_SUPPORTED;
     if (lda < (ta == CUBLAS_OP_N ? m : k) || ldb < (tb == CUBLAS_OP_N ? k : n) || ldc < m) {
         fprintf(stderr, "fake cublas: bad leading dims m %d n %d k %d lda %d ldb %d ldc %d\n", m, n, k, lda, ldb, ldc);
@@ -104,6 +116,8 @@ static cublasStatus_t gemm(cublasOperation_t ta, cublasOperation_t tb, int m, in
                 for (int p = 0; p < k; p++) {
                     double a = ld(at, A, b * sa + (ta == CUBLAS_OP_N ? i + (long long)p * lda : p + (long long)i * lda));
                     double v = ld(bt, B, b * sb + (tb == CUBLAS_OP_N ? p + (long long)j * ldb : j + (long long)p * ldb));
+                    if (t32 && at == CUDA_R_32F) a = tf32(a);
+                    if (t32 && bt == CUDA_R_32F) v = tf32(v);
                     s += a * v;
                 }
                 if (!d) s = (float)s;
