@@ -27,7 +27,9 @@
  *   OH, OW] by the bias add (or a copy). Folding the batch into the GEMM's
  *   N dimension replaced N small GEMMs (K = 9 for a 1-channel 3x3: packing
  *   dominated) and made the weight gradient one GEMM over K = N*OH*OW with
- *   no [N, O, K] intermediate summed over N.
+ *   no [N, O, K] intermediate summed over N. On a host context (groups 1,
+ *   f32/f64) the im2col and the matmul are one KILN_OP_CONV2D node instead
+ *   (ops/conv_tiled.c), whose kernels never hold the whole-batch columns.
  * conv_transpose2d: w [C, O/G, kh, kw] -> [G, C/G, O/G*kh*kw]; w^T @ x per
  *   group -> cols [N, O, kh, kw, H, W]; col2im into the output image.
  * avg_pool2d: im2col (pad 0) -> [N, C, kh*kw, OH, OW]; mean over axis 2.

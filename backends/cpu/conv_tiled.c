@@ -8,10 +8,15 @@
  *   forward: y[:, tile] = w cols                   (O x pt, K deep)
  *   grad w:  gw += gy[:, tile] cols^T              (O x K, pt deep)
  *   grad x:  cols = w^T gy[:, tile]; col2im(cols) into gx
- * so the scratch is bounded by the tile, not by the batch. Tiles run in
- * order and each GEMM gets the threads; the column forming splits its rows
- * among the threads, col2im its channels (each its own planes of gx, so
- * no two threads add into one pixel). */
+ * so the scratch is bounded by the tile, not by the batch.
+ *
+ * Threads never meet inside a pass (a meeting per tile cost 2 threads a
+ * quarter of their speed on a loaded machine), and every GEMM runs on one
+ * thread: the forward splits the tiles (each thread its own scratch);
+ * grad w splits gw's columns, each thread forming and multiplying only its
+ * rows of every tile's columns, tiles in order; grad x splits the input
+ * channels, each thread its rows of w^T gy and col2im into its own planes
+ * of gx. No reduction spans threads, so 1 and 2 threads sum in one order. */
 #include "conv_simd.h"
 #include "gemm.h"
 #include "gemm_kernels.h"
@@ -19,15 +24,27 @@
 #include "pool.h"
 #include "scratch.h"
 
-/* One conv node's sizes and the tile being worked on. */
+/* One conv node's pass: sizes, operands and the columns' scratch. */
 typedef struct conv_job {
     kiln_conv_geom g;
     int64_t n, c, o, k, np, pt; /* np = N*OH*OW pixels, pt per tile */
-    int64_t p0, p1;             /* this tile */
-    const void *x;              /* x, or gx (written) */
-    void *gx;
-    void *cols; /* [K, p1 - p0] */
+    bool f64;
+    size_t es;
+    const void *x, *w, *gy; /* gy: y in the forward */
+    void *out;              /* y, gx or gw */
+    void *cols;             /* K x pt per thread (forward) or one K x pt */
 } conv_job;
+
+/* Tile i: pixels [p0, p1), its columns [K, p1 - p0] at cols. */
+typedef struct tile {
+    int64_t p0, p1;
+    void *cols;
+} tile;
+
+static tile tile_at(const conv_job *j, int64_t i, void *cols) {
+    int64_t p0 = i * j->pt;
+    return (tile){p0, p0 + j->pt < j->np ? p0 + j->pt : j->np, cols};
+}
 
 static conv_job job_of(const kiln_tensor *node, const kiln_tensor *img, const kiln_tensor *out_grid, int64_t o) {
     const int64_t *ip = node->ip;
@@ -62,20 +79,20 @@ static void in_range(int64_t ow, int64_t s, int64_t p, int64_t off, int64_t w, i
 }
 
 /* Walk the tile's pixels of tap row kk (channel c, tap ki, kj) one output
- * row segment [oj, e) at a time: SEG(img_row, col, oj, e, lo, hi) with
- * img_row the image row the taps read (NULL: padding), col the tile's
- * column of oj = 0 on that row, and [lo, hi) the columns inside the image. */
+ * row segment [oj, e) at a time, running the body with row the image row
+ * the taps read, indexed by oj (NULL: all padding), col the tile's column
+ * of oj = 0 on that row, and [lo, hi) the oj whose taps are inside it. */
 #define FOR_SEGMENTS(T, IMG, ...)                                                                    \
     do {                                                                                             \
         int64_t c = kk / (g->kh * g->kw), ki = kk / g->kw % g->kh, kj = kk % g->kw, lo, hi;          \
         in_range(g->ow, g->sw, g->pw, kj * g->dw, g->w, &lo, &hi);                                    \
         int64_t plane = g->oh * g->ow;                                                               \
-        for (int64_t p = j->p0; p < j->p1;) {                                                        \
+        for (int64_t p = t->p0; p < t->p1;) {                                                        \
             int64_t n = p / plane, oi = p % plane / g->ow, oj = p % g->ow;                           \
-            int64_t e = oj + (j->p1 - p < g->ow - oj ? j->p1 - p : g->ow - oj);                      \
+            int64_t e = oj + (t->p1 - p < g->ow - oj ? t->p1 - p : g->ow - oj);                      \
             int64_t ii = oi * g->sh - g->ph + ki * g->dh;                                            \
             T *row = ii < 0 || ii >= g->h ? NULL : (IMG) + ((n * j->c + c) * g->h + ii) * g->w + kj * g->dw - g->pw; \
-            int64_t col = p - j->p0 - oj;                                                            \
+            int64_t col = p - t->p0 - oj;                                                            \
             __VA_ARGS__                                                                                  \
             p += e - oj;                                                                             \
         }                                                                                            \
@@ -83,13 +100,11 @@ static void in_range(int64_t ow, int64_t s, int64_t p, int64_t off, int64_t w, i
 
 /* cols[kk, :] for kk in [r0, r1): the tile's taps, 0 outside the image. */
 #define IM2COL_ROWS(name, T)                                                                         \
-    static void name(void *arg, int64_t r0, int64_t r1, int tid) {                                   \
-        const conv_job *j = arg;                                                                     \
+    static void name(const conv_job *j, const tile *t, int64_t r0, int64_t r1) {                     \
         const kiln_conv_geom *g = &j->g;                                                             \
-        int64_t len = j->p1 - j->p0;                                                                 \
-        (void)tid;                                                                                   \
+        int64_t len = t->p1 - t->p0;                                                                 \
         for (int64_t kk = r0; kk < r1; kk++) {                                                       \
-            T *out = (T *)j->cols + kk * len;                                                        \
+            T *out = (T *)t->cols + kk * len;                                                        \
             FOR_SEGMENTS(const T, (const T *)j->x, {                                                 \
                 T *o = out + col;                                                                    \
                 int64_t a = lo > oj ? lo : oj, b = hi < e ? hi : e;                                  \
@@ -113,14 +128,12 @@ IM2COL_ROWS(im2col_rows_f64, double)
 /* gx += the tile's cols for channels [c0, c1): every tap added into the
  * pixel it was read from, taps in kk order. */
 #define COL2IM_CHANNELS(name, T)                                                                     \
-    static void name(void *arg, int64_t c0, int64_t c1, int tid) {                                   \
-        const conv_job *j = arg;                                                                     \
+    static void name(const conv_job *j, const tile *t, int64_t c0, int64_t c1) {                     \
         const kiln_conv_geom *g = &j->g;                                                             \
-        int64_t len = j->p1 - j->p0, taps = g->kh * g->kw;                                           \
-        (void)tid;                                                                                   \
+        int64_t len = t->p1 - t->p0, taps = g->kh * g->kw;                                           \
         for (int64_t kk = c0 * taps; kk < c1 * taps; kk++) {                                         \
-            const T *in = (const T *)j->cols + kk * len;                                             \
-            FOR_SEGMENTS(T, (T *)j->gx, {                                                            \
+            const T *in = (const T *)t->cols + kk * len;                                             \
+            FOR_SEGMENTS(T, (T *)j->out, {                                                           \
                 const T *s = in + col;                                                               \
                 int64_t a = lo > oj ? lo : oj, b = hi < e ? hi : e;                                  \
                 if (row && g->sw == 1) {                                                             \
@@ -134,25 +147,64 @@ IM2COL_ROWS(im2col_rows_f64, double)
 COL2IM_CHANNELS(col2im_channels_f32, float)
 COL2IM_CHANNELS(col2im_channels_f64, double)
 
-/* C[m, n] = op(A) op(B) + beta C in the node's dtype. */
-static void gemm(bool f64, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
-                 const void *b, int64_t ldb, double beta, void *c, int64_t ldc, int nt) {
-    if (f64) kiln__dgemm(ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc, nt);
-    else kiln__sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, (float)beta, c, ldc, nt);
+/* C[m, n] = op(A) op(B) + beta C in the job's dtype, on this thread. */
+static void gemm(const conv_job *j, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
+                 const void *b, int64_t ldb, bool acc, void *c, int64_t ldc) {
+    if (j->f64) kiln__dgemm(ta, tb, m, n, k, 1.0, a, lda, b, ldb, acc ? 1.0 : 0.0, c, ldc, 1);
+    else kiln__sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, acc ? 1.0f : 0.0f, c, ldc, 1);
 }
 
-/* Threads for a loop of rows rows of len elements each. */
-static int threads_for(const kiln_exec *ex, int64_t rows, int64_t len) {
-    return rows * len > 32768 ? ex->n_threads : 1;
+static void form_cols(const conv_job *j, const tile *t, int64_t r0, int64_t r1) {
+    (j->f64 ? im2col_rows_f64 : im2col_rows_f32)(j, t, r0, r1);
 }
 
-static void form_cols(conv_job *j, bool f64, const kiln_exec *ex) {
-    kiln__pool_for(j->k, 1, threads_for(ex, j->k, j->p1 - j->p0), f64 ? im2col_rows_f64 : im2col_rows_f32, j);
+/* An element offset into one of the job's arrays. */
+static const void *at(const conv_job *j, const void *base, int64_t i) { return (const char *)base + (size_t)i * j->es; }
+
+/* Forward, tiles [i0, i1): y[:, tile] = w cols, in this thread's scratch. */
+static void forward_tiles(void *arg, int64_t i0, int64_t i1, int tid) {
+    const conv_job *j = arg;
+    void *cols = (void *)at(j, j->cols, (int64_t)tid * j->k * j->pt);
+    for (int64_t i = i0; i < i1; i++) {
+        tile t = tile_at(j, i, cols);
+        form_cols(j, &t, 0, j->k);
+        gemm(j, false, false, j->o, t.p1 - t.p0, j->k, j->w, j->k, cols, t.p1 - t.p0, false,
+             (void *)at(j, j->out, t.p0), j->np);
+    }
+}
+
+/* Grad w, its columns [k0, k1): gw[:, k0:k1] = sum over tiles of
+ * gy[:, tile] cols[k0:k1]^T, tiles in order. */
+static void grad_w_rows(void *arg, int64_t k0, int64_t k1, int tid) {
+    const conv_job *j = arg;
+    (void)tid;
+    for (int64_t i = 0; i * j->pt < j->np; i++) {
+        tile t = tile_at(j, i, j->cols);
+        int64_t len = t.p1 - t.p0;
+        form_cols(j, &t, k0, k1);
+        gemm(j, false, true, j->o, k1 - k0, len, at(j, j->gy, t.p0), j->np, at(j, j->cols, k0 * len), len, i > 0,
+             (void *)at(j, j->out, k0), j->k);
+    }
+}
+
+/* Grad x, input channels [c0, c1): their rows of w^T gy[:, tile], then
+ * col2im into their planes of gx, tiles in order. */
+static void grad_x_channels(void *arg, int64_t c0, int64_t c1, int tid) {
+    const conv_job *j = arg;
+    int64_t taps = j->g.kh * j->g.kw, k0 = c0 * taps;
+    (void)tid;
+    for (int64_t i = 0; i * j->pt < j->np; i++) {
+        tile t = tile_at(j, i, j->cols);
+        int64_t len = t.p1 - t.p0;
+        gemm(j, true, false, (c1 - c0) * taps, len, j->o, at(j, j->w, k0), j->k, at(j, j->gy, t.p0), j->np, false,
+             (void *)at(j, j->cols, k0 * len), len);
+        (j->f64 ? col2im_channels_f64 : col2im_channels_f32)(j, &t, c0, c1);
+    }
 }
 
 typedef enum { FORWARD, GRAD_X, GRAD_W } conv_pass;
 
-/* The three passes' one loop over the tiles. */
+/* The three passes: operands, scratch and the split among the threads. */
 static kiln_status run_tiles(kiln_tensor *node, const kiln_exec *ex, conv_pass pass) {
     bool f64 = node->dtype == KILN_F64;
     if (!f64 && node->dtype != KILN_F32)
@@ -161,43 +213,28 @@ static kiln_status run_tiles(kiln_tensor *node, const kiln_exec *ex, conv_pass p
     const kiln_tensor *img = pass == GRAD_X ? node : node->src[0];
     const kiln_tensor *w = pass == FORWARD ? node->src[1] : pass == GRAD_X ? node->src[0] : node;
     const kiln_tensor *grid = pass == FORWARD ? node : node->src[1]; /* [O, N, OH, OW] */
-    const char *y = pass == FORWARD ? node->data : node->src[1]->data;
-    size_t es = f64 ? 8 : 4;
     conv_job j = job_of(node, img, grid, w->shape[0]);
-    if (pass == GRAD_X) {
-        j.gx = node->data;
-        memset(node->data, 0, (size_t)(j.n * j.c * j.g.h * j.g.w) * es);
-    } else j.x = node->src[0]->data;
-    if (pass == GRAD_W && j.np == 0) memset(node->data, 0, (size_t)(j.o * j.k) * es);
-    if (pass == FORWARD && j.k == 0) memset(node->data, 0, (size_t)(j.o * j.np) * es);
+    j.f64 = f64, j.es = f64 ? 8 : 4;
+    j.x = img->data, j.w = w->data, j.gy = grid->data, j.out = node->data;
+    size_t out_bytes = (size_t)kiln_tensor_numel(node) * j.es;
+    if (pass == GRAD_X || j.np == 0 || j.k == 0) memset(node->data, 0, out_bytes);
     if (j.np == 0 || j.k == 0 || j.o == 0) return KILN_OK;
-    j.pt = tile_pixels(j.k, es, j.np);
+    j.pt = tile_pixels(j.k, j.es, j.np);
+    int64_t tiles = (j.np + j.pt - 1) / j.pt, units = pass == FORWARD ? tiles : pass == GRAD_W ? j.k : j.c;
+    /* threads when the layer is worth them (a million multiply-adds) */
+    int nt = j.o * j.k * j.np >= 1 << 20 ? ex->n_threads : 1;
+    if (nt > units) nt = (int)units;
     bool owned;
-    size_t bytes = ((size_t)(j.k * j.pt) * es + 63) & ~(size_t)63;
+    size_t bytes = ((size_t)(j.k * j.pt) * j.es * (size_t)(pass == FORWARD ? nt : 1) + 63) & ~(size_t)63;
     j.cols = kiln__scratch_get(bytes, &owned);
     if (!j.cols)
         return kiln__errs(KILN_ERR_OOM, "%s: out of memory for a tile's columns (%zu bytes)",
                           kiln__op_table[node->op].name, bytes);
-    int nt = ex->n_threads;
-    for (j.p0 = 0; j.p0 < j.np; j.p0 = j.p1) {
-        j.p1 = j.p0 + j.pt < j.np ? j.p0 + j.pt : j.np;
-        int64_t len = j.p1 - j.p0;
-        const char *y_tile = y + (size_t)j.p0 * es;
-        if (pass == FORWARD) {
-            form_cols(&j, f64, ex);
-            gemm(f64, false, false, j.o, len, j.k, w->data, j.k, j.cols, len, 0.0, (char *)y_tile, j.np, nt);
-        } else if (pass == GRAD_W) {
-            form_cols(&j, f64, ex);
-            gemm(f64, false, true, j.o, j.k, len, y_tile, j.np, j.cols, len, j.p0 ? 1.0 : 0.0, node->data, j.k, nt);
-        } else {
-            gemm(f64, true, false, j.k, len, j.o, w->data, j.k, y_tile, j.np, 0.0, j.cols, len, nt);
-            kiln__pool_for(j.c, 1, threads_for(ex, j.k, len), f64 ? col2im_channels_f64 : col2im_channels_f32, &j);
-        }
-    }
+    kiln_pool_fn *fn = pass == FORWARD ? forward_tiles : pass == GRAD_W ? grad_w_rows : grad_x_channels;
+    kiln__pool_for(units, pass == FORWARD ? 1 : (units + nt - 1) / nt, nt, fn, &j);
     if (owned) free(j.cols);
     return KILN_OK;
 }
-
 static kiln_status conv2d(kiln_tensor *node, const kiln_exec *ex) { return run_tiles(node, ex, FORWARD); }
 static kiln_status conv2d_grad_x(kiln_tensor *node, const kiln_exec *ex) { return run_tiles(node, ex, GRAD_X); }
 static kiln_status conv2d_grad_w(kiln_tensor *node, const kiln_exec *ex) { return run_tiles(node, ex, GRAD_W); }
