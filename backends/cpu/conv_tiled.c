@@ -147,11 +147,13 @@ IM2COL_ROWS(im2col_rows_f64, double)
 COL2IM_CHANNELS(col2im_channels_f32, float)
 COL2IM_CHANNELS(col2im_channels_f64, double)
 
-/* C[m, n] = op(A) op(B) + beta C in the job's dtype, on this thread. */
+/* C[m, n] = op(A) op(B) (+ C) in the job's dtype, on this thread, with
+ * kiln's own GEMM: OpenBLAS, which kiln__sgemm takes on one thread outside
+ * a pool loop only, would make 1 thread's bits differ from 2 threads'. */
 static void gemm(const conv_job *j, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
                  const void *b, int64_t ldb, bool acc, void *c, int64_t ldc) {
-    if (j->f64) kiln__dgemm(ta, tb, m, n, k, 1.0, a, lda, b, ldb, acc ? 1.0 : 0.0, c, ldc, 1);
-    else kiln__sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, acc ? 1.0f : 0.0f, c, ldc, 1);
+    if (j->f64) kiln__dgemm_own(ta, tb, m, n, k, 1.0, a, lda, b, ldb, acc ? 1.0 : 0.0, c, ldc, 1);
+    else kiln__sgemm_own(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, acc ? 1.0f : 0.0f, c, ldc, 1);
 }
 
 static void form_cols(const conv_job *j, const tile *t, int64_t r0, int64_t r1) {
@@ -231,7 +233,10 @@ static kiln_status run_tiles(kiln_tensor *node, const kiln_exec *ex, conv_pass p
         return kiln__errs(KILN_ERR_OOM, "%s: out of memory for a tile's columns (%zu bytes)",
                           kiln__op_table[node->op].name, bytes);
     kiln_pool_fn *fn = pass == FORWARD ? forward_tiles : pass == GRAD_W ? grad_w_rows : grad_x_channels;
-    kiln__pool_for(units, pass == FORWARD ? 1 : (units + nt - 1) / nt, nt, fn, &j);
+    /* chunks a few times the threads, so that a thread the OS left without
+     * a core holds back only a small part (each grad chunk reads all of gy) */
+    int64_t grain = pass == FORWARD ? 1 : nt == 1 ? units : (units + 4 * nt - 1) / (4 * nt);
+    kiln__pool_for(units, grain, nt, fn, &j);
     if (owned) free(j.cols);
     return KILN_OK;
 }
