@@ -90,6 +90,10 @@ typedef enum kiln_op {
                                  writes src 3, 4 in place (ops/nn_attention.c) */
     KILN_OP_IM2COL,      /* see ops/conv.c for the layout and ip[] */
     KILN_OP_COL2IM,
+    /* the host's whole convolution (ops/conv_tiled.c); ip[0..9] as IM2COL */
+    KILN_OP_CONV2D,        /* src: x [N, C, H, W], w [O, C*kh*kw] -> [O, N, OH, OW] */
+    KILN_OP_CONV2D_GRAD_X, /* src: w [O, K], gy [O, N, OH, OW] -> gx [N, C, H, W] */
+    KILN_OP_CONV2D_GRAD_W, /* src: x [N, C, H, W], gy [O, N, OH, OW] -> gw [O, C*kh*kw] */
     KILN_OP_DROPOUT,     /* fp[0]=p; ip[0]=seed */
     KILN_OP_BATCH_NORM,  /* training: src x [, running mean, var] [, w] [, b]; ip[0]=has_w ip[1]=has_b
                             ip[2]=has_running; fp[0]=eps fp[1]=momentum (ops/nn_norm_chan.c) */
@@ -358,6 +362,9 @@ kiln_tensor *kiln__col2im(kiln_ctx *ctx, kiln_tensor *cols, const int64_t *g, in
 /* The same with cols laid out [C, kh, kw, N, OH, OW] (conv2d's one GEMM). */
 kiln_tensor *kiln__im2col_cn(kiln_ctx *ctx, kiln_tensor *x, const int64_t *g, int64_t oh, int64_t ow, double pad);
 kiln_tensor *kiln__col2im_cn(kiln_ctx *ctx, kiln_tensor *cols, const int64_t *g, int64_t h, int64_t w);
+/* w2 [O, C*kh*kw] times im2col_cn(x, g, oh, ow) as one KILN_OP_CONV2D node
+ * (ops/conv_tiled.c): [O, N, OH, OW], the columns never stored. */
+kiln_tensor *kiln__conv2d_node(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w2, const int64_t *g, int64_t oh, int64_t ow);
 /* A (trans_a false) times B = im2col_cn(x, g, oh, ow, pad 0) (or B^T), a DFP
  * matmul whose kernel quantizes x once and gathers its columns from the
  * int16 codes (ops/dfp.c): kiln_dfp_conv2d's product. */
@@ -398,6 +405,7 @@ void kiln__ops_register_matmul(kiln_op_info *tab);
 void kiln__ops_register_rows(kiln_op_info *tab);
 void kiln__ops_register_nn(kiln_op_info *tab);
 void kiln__ops_register_conv(kiln_op_info *tab);
+void kiln__ops_register_conv_tiled(kiln_op_info *tab);
 void kiln__ops_register_quant(kiln_op_info *tab);
 void kiln__ops_register_dfp(kiln_op_info *tab);
 /* x [..., k] f32 . W^T, W quantized contiguous [n, k] (ops/quant.c);
@@ -440,6 +448,7 @@ void kiln__cpu_register_matmul(kiln_cpu_kernel *tab);
 void kiln__cpu_register_rows(kiln_cpu_kernel *tab);
 void kiln__cpu_register_nn(kiln_cpu_kernel *tab);
 void kiln__cpu_register_conv(kiln_cpu_kernel *tab);
+void kiln__cpu_register_conv_tiled(kiln_cpu_kernel *tab);
 void kiln__cpu_register_optim(kiln_cpu_kernel *tab);
 void kiln__cpu_register_optim_galore(kiln_cpu_kernel *tab);
 void kiln__cpu_register_optim_apollo(kiln_cpu_kernel *tab);

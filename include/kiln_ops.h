@@ -236,7 +236,10 @@ kiln_tensor *kiln_attention_cached(kiln_ctx *ctx, kiln_tensor *q, kiln_tensor *k
                                    double scale);
 
 /* 2-D convolution, NCHW. x [N, C, H, W], w [O, C/groups, kh, kw], bias [O]
- * or NULL. */
+ * or NULL. On the CPU (groups 1, f32/f64) forward and backward form the
+ * im2col columns a tile of output pixels at a time, so training keeps x,
+ * not its columns; $KILN_CONV_TILED=0 and device contexts build the
+ * whole-batch im2col + matmul instead. */
 typedef struct kiln_conv2d_params {
     int stride[2];   /* 0 means 1 */
     int padding[2];

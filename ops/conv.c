@@ -27,7 +27,9 @@
  *   OH, OW] by the bias add (or a copy). Folding the batch into the GEMM's
  *   N dimension replaced N small GEMMs (K = 9 for a 1-channel 3x3: packing
  *   dominated) and made the weight gradient one GEMM over K = N*OH*OW with
- *   no [N, O, K] intermediate summed over N.
+ *   no [N, O, K] intermediate summed over N. On a host context (groups 1,
+ *   f32/f64) the im2col and the matmul are one KILN_OP_CONV2D node instead
+ *   (ops/conv_tiled.c), whose kernels never hold the whole-batch columns.
  * conv_transpose2d: w [C, O/G, kh, kw] -> [G, C/G, O/G*kh*kw]; w^T @ x per
  *   group -> cols [N, O, kh, kw, H, W]; col2im into the output image.
  * avg_pool2d: im2col (pad 0) -> [N, C, kh*kw, OH, OW]; mean over axis 2.
@@ -297,6 +299,15 @@ static kiln_tensor *add_bias(kiln_ctx *ctx, kiln_tensor *y, kiln_tensor *bias, i
     return kiln_add(ctx, y, kiln_reshape(ctx, bias, 4, (int64_t[]){1, o, 1, 1}));
 }
 
+/* Whether conv2d runs as one KILN_OP_CONV2D node (ops/conv_tiled.c): on a
+ * context whose graphs run on the host, f32/f64, one group. Devices get
+ * the decomposition below, which they run; $KILN_CONV_TILED=0 gives it to
+ * the host too (tests compare both). */
+static bool host_tiled(const kiln_ctx *ctx, const kiln_tensor *x, int64_t groups) {
+    const char *env = getenv("KILN_CONV_TILED");
+    return !ctx->backend && groups == 1 && (x->dtype == KILN_F32 || x->dtype == KILN_F64) && !(env && !strcmp(env, "0"));
+}
+
 /* dfp: the product in INT16 dynamic fixed point (kiln_dfp_matmul_t, ops/dfp.c; groups 1) */
 static kiln_tensor *conv2d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_tensor *bias, const kiln_conv2d_params *p,
                            bool dfp) {
@@ -329,6 +340,8 @@ static kiln_tensor *conv2d(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *w, kiln_t
     kiln_tensor *prod;
     if (dfp) /* the columns gathered from x's int16 codes inside the product */
         prod = kiln__dfp_matmul_im2col(ctx, kiln_reshape(ctx, w, 2, (int64_t[]){o, k}), x, false, a.g, oh, ow);
+    else if (host_tiled(ctx, x, gr)) /* the columns formed a tile at a time, never stored */
+        prod = kiln__conv2d_node(ctx, x, kiln_reshape(ctx, w, 2, (int64_t[]){o, k}), a.g, oh, ow);
     else {
         kiln_tensor *cols = kiln__im2col_cn(ctx, x, a.g, oh, ow, 0.0);
         cols = kiln_reshape(ctx, cols, 3, (int64_t[]){gr, k, n * oh * ow});

@@ -22,6 +22,7 @@ static void init_once(void) {
     kiln__ops_register_rows(kiln__op_table);
     kiln__ops_register_nn(kiln__op_table);
     kiln__ops_register_conv(kiln__op_table);
+    kiln__ops_register_conv_tiled(kiln__op_table);
     kiln__ops_register_quant(kiln__op_table);
     kiln__ops_register_dfp(kiln__op_table);
     for (int i = 0; i < KILN_OP_COUNT; i++)

@@ -53,6 +53,7 @@ static void init_once(void) {
     kiln__cpu_register_rows(kernels);
     kiln__cpu_register_nn(kernels);
     kiln__cpu_register_conv(kernels);
+    kiln__cpu_register_conv_tiled(kernels);
     kiln__cpu_register_optim(kernels);
     /* the optimizers' extra kernels register here */
     kiln__cpu_register_optim_galore(kernels);

@@ -1,0 +1,251 @@
+/* conv_tiled.c — CPU kernels of KILN_OP_CONV2D and its two gradients
+ * (layouts in ops/conv_tiled.c), a tile of output pixels at a time.
+ *
+ * The N*OH*OW output pixels (the GEMM's columns, n, oi, oj row-major) are
+ * cut into tiles of pt pixels; a tile's columns [K, pt] are formed in a
+ * scratch sized from the L2 (at least 256 pixels, so that deep layers'
+ * GEMMs stay wide), then
+ *   forward: y[:, tile] = w cols                   (O x pt, K deep)
+ *   grad w:  gw += gy[:, tile] cols^T              (O x K, pt deep)
+ *   grad x:  cols = w^T gy[:, tile]; col2im(cols) into gx
+ * so the scratch is bounded by the tile, not by the batch.
+ *
+ * Threads never meet inside a pass (a meeting per tile made a 2-thread
+ * ResNet-18 step 1.27x slower on a loaded machine), and every GEMM runs on one
+ * thread: the forward splits the tiles (each thread its own scratch);
+ * grad w splits gw's columns, each thread forming and multiplying only its
+ * rows of every tile's columns, tiles in order; grad x splits the input
+ * channels, each thread its rows of w^T gy and col2im into its own planes
+ * of gx. No reduction spans threads, so 1 and 2 threads sum in one order. */
+#include "conv_simd.h"
+#include "gemm.h"
+#include "gemm_kernels.h"
+#include "internal.h"
+#include "pool.h"
+#include "scratch.h"
+
+/* One conv node's pass: sizes, operands and the columns' scratch. */
+typedef struct conv_job {
+    kiln_conv_geom g;
+    int64_t n, c, o, k, np, pt; /* np = N*OH*OW pixels, pt per tile */
+    bool f64;
+    size_t es;
+    const void *x, *w, *gy; /* gy: y in the forward */
+    void *out;              /* y, gx or gw */
+    void *cols;             /* K x pt per thread (forward) or one K x pt */
+} conv_job;
+
+/* Tile i: pixels [p0, p1), its columns [K, p1 - p0] at cols. */
+typedef struct tile {
+    int64_t p0, p1;
+    void *cols;
+} tile;
+
+static tile tile_at(const conv_job *j, int64_t i, void *cols) {
+    int64_t p0 = i * j->pt;
+    return (tile){p0, p0 + j->pt < j->np ? p0 + j->pt : j->np, cols};
+}
+
+static conv_job job_of(const kiln_tensor *node, const kiln_tensor *img, const kiln_tensor *out_grid, int64_t o) {
+    const int64_t *ip = node->ip;
+    conv_job j = {0};
+    j.g = (kiln_conv_geom){ip[0], ip[1], ip[2], ip[3], ip[4], ip[5], ip[6], ip[7], ip[8], ip[9],
+                           out_grid->shape[2], out_grid->shape[3]};
+    j.n = img->shape[0], j.c = img->shape[1], j.o = o;
+    j.k = j.c * j.g.kh * j.g.kw;
+    j.np = j.n * j.g.oh * j.g.ow;
+    return j;
+}
+
+/* Pixels per tile: the tile's columns in half the L2, but never under 256
+ * pixels (the GEMM's width), and a multiple of 16. */
+static int64_t tile_pixels(int64_t k, size_t esize, int64_t np) {
+    const kiln__cpu_caches *c = kiln__cpu_caches_get();
+    int64_t l2 = c->l2 > 0 ? c->l2 : 1 << 20;
+    int64_t pt = l2 / 2 / (k * (int64_t)esize) / 16 * 16;
+    if (pt < 256) pt = 256;
+    return pt < np ? pt : np;
+}
+
+/* The output columns oj in [*lo, *hi) whose tap jj = oj*s - p + off lies
+ * inside [0, w): the rest read padding. */
+static void in_range(int64_t ow, int64_t s, int64_t p, int64_t off, int64_t w, int64_t *lo, int64_t *hi) {
+    int64_t base = off - p;
+    int64_t l = base >= 0 ? 0 : (-base + s - 1) / s;
+    int64_t h = w - base <= 0 ? 0 : (w - base + s - 1) / s;
+    if (h > ow) h = ow;
+    if (l > h) l = h;
+    *lo = l, *hi = h;
+}
+
+/* Walk the tile's pixels of tap row kk (channel c, tap ki, kj) one output
+ * row segment [oj, e) at a time, running the body with row the image row
+ * the taps read, indexed by oj (NULL: all padding), col the tile's column
+ * of oj = 0 on that row, and [lo, hi) the oj whose taps are inside it. */
+#define FOR_SEGMENTS(T, IMG, ...)                                                                    \
+    do {                                                                                             \
+        int64_t c = kk / (g->kh * g->kw), ki = kk / g->kw % g->kh, kj = kk % g->kw, lo, hi;          \
+        in_range(g->ow, g->sw, g->pw, kj * g->dw, g->w, &lo, &hi);                                    \
+        int64_t plane = g->oh * g->ow;                                                               \
+        for (int64_t p = t->p0; p < t->p1;) {                                                        \
+            int64_t n = p / plane, oi = p % plane / g->ow, oj = p % g->ow;                           \
+            int64_t e = oj + (t->p1 - p < g->ow - oj ? t->p1 - p : g->ow - oj);                      \
+            int64_t ii = oi * g->sh - g->ph + ki * g->dh;                                            \
+            T *row = ii < 0 || ii >= g->h ? NULL : (IMG) + ((n * j->c + c) * g->h + ii) * g->w + kj * g->dw - g->pw; \
+            int64_t col = p - t->p0 - oj;                                                            \
+            __VA_ARGS__                                                                                  \
+            p += e - oj;                                                                             \
+        }                                                                                            \
+    } while (0)
+
+/* cols[kk, :] for kk in [r0, r1): the tile's taps, 0 outside the image. */
+#define IM2COL_ROWS(name, T)                                                                         \
+    static void name(const conv_job *j, const tile *t, int64_t r0, int64_t r1) {                     \
+        const kiln_conv_geom *g = &j->g;                                                             \
+        int64_t len = t->p1 - t->p0;                                                                 \
+        for (int64_t kk = r0; kk < r1; kk++) {                                                       \
+            T *out = (T *)t->cols + kk * len;                                                        \
+            FOR_SEGMENTS(const T, (const T *)j->x, {                                                 \
+                T *o = out + col;                                                                    \
+                int64_t a = lo > oj ? lo : oj, b = hi < e ? hi : e;                                  \
+                if (!row || a >= b) {                                                                \
+                    for (int64_t q = oj; q < e; q++) o[q] = 0;                                       \
+                } else {                                                                             \
+                    for (int64_t q = oj; q < a; q++) o[q] = 0;                                       \
+                    if (g->sw == 1) {                                                                \
+                        _Pragma("omp simd")                                                          \
+                        for (int64_t q = a; q < b; q++) o[q] = row[q];                               \
+                    } else                                                                           \
+                        for (int64_t q = a; q < b; q++) o[q] = row[q * g->sw];                       \
+                    for (int64_t q = b; q < e; q++) o[q] = 0;                                        \
+                }                                                                                    \
+            });                                                                                      \
+        }                                                                                            \
+    }
+IM2COL_ROWS(im2col_rows_f32, float)
+IM2COL_ROWS(im2col_rows_f64, double)
+
+/* gx += the tile's cols for channels [c0, c1): every tap added into the
+ * pixel it was read from, taps in kk order. */
+#define COL2IM_CHANNELS(name, T)                                                                     \
+    static void name(const conv_job *j, const tile *t, int64_t c0, int64_t c1) {                     \
+        const kiln_conv_geom *g = &j->g;                                                             \
+        int64_t len = t->p1 - t->p0, taps = g->kh * g->kw;                                           \
+        for (int64_t kk = c0 * taps; kk < c1 * taps; kk++) {                                         \
+            const T *in = (const T *)t->cols + kk * len;                                             \
+            FOR_SEGMENTS(T, (T *)j->out, {                                                           \
+                const T *s = in + col;                                                               \
+                int64_t a = lo > oj ? lo : oj, b = hi < e ? hi : e;                                  \
+                if (row && g->sw == 1) {                                                             \
+                    _Pragma("omp simd")                                                              \
+                    for (int64_t q = a; q < b; q++) row[q] += s[q];                                  \
+                } else if (row)                                                                      \
+                    for (int64_t q = a; q < b; q++) row[q * g->sw] += s[q];                          \
+            });                                                                                      \
+        }                                                                                            \
+    }
+COL2IM_CHANNELS(col2im_channels_f32, float)
+COL2IM_CHANNELS(col2im_channels_f64, double)
+
+/* C[m, n] = op(A) op(B) (+ C) in the job's dtype, on this thread, with
+ * kiln's own GEMM: OpenBLAS, which kiln__sgemm takes on one thread outside
+ * a pool loop only, would make 1 thread's bits differ from 2 threads'. */
+static void gemm(const conv_job *j, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
+                 const void *b, int64_t ldb, bool acc, void *c, int64_t ldc) {
+    if (j->f64) kiln__dgemm_own(ta, tb, m, n, k, 1.0, a, lda, b, ldb, acc ? 1.0 : 0.0, c, ldc, 1);
+    else kiln__sgemm_own(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, acc ? 1.0f : 0.0f, c, ldc, 1);
+}
+
+static void form_cols(const conv_job *j, const tile *t, int64_t r0, int64_t r1) {
+    (j->f64 ? im2col_rows_f64 : im2col_rows_f32)(j, t, r0, r1);
+}
+
+/* An element offset into one of the job's arrays. */
+static const void *at(const conv_job *j, const void *base, int64_t i) { return (const char *)base + (size_t)i * j->es; }
+
+/* Forward, tiles [i0, i1): y[:, tile] = w cols, in this thread's scratch. */
+static void forward_tiles(void *arg, int64_t i0, int64_t i1, int tid) {
+    const conv_job *j = arg;
+    void *cols = (void *)at(j, j->cols, (int64_t)tid * j->k * j->pt);
+    for (int64_t i = i0; i < i1; i++) {
+        tile t = tile_at(j, i, cols);
+        form_cols(j, &t, 0, j->k);
+        gemm(j, false, false, j->o, t.p1 - t.p0, j->k, j->w, j->k, cols, t.p1 - t.p0, false,
+             (void *)at(j, j->out, t.p0), j->np);
+    }
+}
+
+/* Grad w, its columns [k0, k1): gw[:, k0:k1] = sum over tiles of
+ * gy[:, tile] cols[k0:k1]^T, tiles in order. */
+static void grad_w_rows(void *arg, int64_t k0, int64_t k1, int tid) {
+    const conv_job *j = arg;
+    (void)tid;
+    for (int64_t i = 0; i * j->pt < j->np; i++) {
+        tile t = tile_at(j, i, j->cols);
+        int64_t len = t.p1 - t.p0;
+        form_cols(j, &t, k0, k1);
+        gemm(j, false, true, j->o, k1 - k0, len, at(j, j->gy, t.p0), j->np, at(j, j->cols, k0 * len), len, i > 0,
+             (void *)at(j, j->out, k0), j->k);
+    }
+}
+
+/* Grad x, input channels [c0, c1): their rows of w^T gy[:, tile], then
+ * col2im into their planes of gx, tiles in order. */
+static void grad_x_channels(void *arg, int64_t c0, int64_t c1, int tid) {
+    const conv_job *j = arg;
+    int64_t taps = j->g.kh * j->g.kw, k0 = c0 * taps;
+    (void)tid;
+    for (int64_t i = 0; i * j->pt < j->np; i++) {
+        tile t = tile_at(j, i, j->cols);
+        int64_t len = t.p1 - t.p0;
+        gemm(j, true, false, (c1 - c0) * taps, len, j->o, at(j, j->w, k0), j->k, at(j, j->gy, t.p0), j->np, false,
+             (void *)at(j, j->cols, k0 * len), len);
+        (j->f64 ? col2im_channels_f64 : col2im_channels_f32)(j, &t, c0, c1);
+    }
+}
+
+typedef enum { FORWARD, GRAD_X, GRAD_W } conv_pass;
+
+/* The three passes: operands, scratch and the split among the threads. */
+static kiln_status run_tiles(kiln_tensor *node, const kiln_exec *ex, conv_pass pass) {
+    bool f64 = node->dtype == KILN_F64;
+    if (!f64 && node->dtype != KILN_F32)
+        return kiln__errs(KILN_ERR_UNSUPPORTED, "%s: no %s kernel", kiln__op_table[node->op].name,
+                          kiln_dtype_name(node->dtype));
+    const kiln_tensor *img = pass == GRAD_X ? node : node->src[0];
+    const kiln_tensor *w = pass == FORWARD ? node->src[1] : pass == GRAD_X ? node->src[0] : node;
+    const kiln_tensor *grid = pass == FORWARD ? node : node->src[1]; /* [O, N, OH, OW] */
+    conv_job j = job_of(node, img, grid, w->shape[0]);
+    j.f64 = f64, j.es = f64 ? 8 : 4;
+    j.x = img->data, j.w = w->data, j.gy = grid->data, j.out = node->data;
+    size_t out_bytes = (size_t)kiln_tensor_numel(node) * j.es;
+    if (pass == GRAD_X || j.np == 0 || j.k == 0) memset(node->data, 0, out_bytes);
+    if (j.np == 0 || j.k == 0 || j.o == 0) return KILN_OK;
+    j.pt = tile_pixels(j.k, j.es, j.np);
+    int64_t tiles = (j.np + j.pt - 1) / j.pt, units = pass == FORWARD ? tiles : pass == GRAD_W ? j.k : j.c;
+    /* threads when the layer is worth them (a million multiply-adds) */
+    int nt = j.o * j.k * j.np >= 1 << 20 ? ex->n_threads : 1;
+    if (nt > units) nt = (int)units;
+    bool owned;
+    size_t bytes = ((size_t)(j.k * j.pt) * j.es * (size_t)(pass == FORWARD ? nt : 1) + 63) & ~(size_t)63;
+    j.cols = kiln__scratch_get(bytes, &owned);
+    if (!j.cols)
+        return kiln__errs(KILN_ERR_OOM, "%s: out of memory for a tile's columns (%zu bytes)",
+                          kiln__op_table[node->op].name, bytes);
+    kiln_pool_fn *fn = pass == FORWARD ? forward_tiles : pass == GRAD_W ? grad_w_rows : grad_x_channels;
+    /* chunks a few times the threads, so that a thread the OS left without
+     * a core holds back only a small part (each grad chunk reads all of gy) */
+    int64_t grain = pass == FORWARD ? 1 : nt == 1 ? units : (units + 4 * nt - 1) / (4 * nt);
+    kiln__pool_for(units, grain, nt, fn, &j);
+    if (owned) free(j.cols);
+    return KILN_OK;
+}
+static kiln_status conv2d(kiln_tensor *node, const kiln_exec *ex) { return run_tiles(node, ex, FORWARD); }
+static kiln_status conv2d_grad_x(kiln_tensor *node, const kiln_exec *ex) { return run_tiles(node, ex, GRAD_X); }
+static kiln_status conv2d_grad_w(kiln_tensor *node, const kiln_exec *ex) { return run_tiles(node, ex, GRAD_W); }
+
+void kiln__cpu_register_conv_tiled(kiln_cpu_kernel *tab) {
+    tab[KILN_OP_CONV2D] = conv2d;
+    tab[KILN_OP_CONV2D_GRAD_X] = conv2d_grad_x;
+    tab[KILN_OP_CONV2D_GRAD_W] = conv2d_grad_w;
+}

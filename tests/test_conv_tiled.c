@@ -1,0 +1,141 @@
+/* test_conv_tiled.c — kiln_conv2d's tiled host node (ops/conv_tiled.c,
+ * backends/cpu/conv_tiled.c): its output and both gradients against the
+ * im2col decomposition ($KILN_CONV_TILED=0) over several tiles, at 1 and
+ * 2 threads; its second derivatives; and that a training graph no longer
+ * keeps the layer's columns. */
+#include "../backends/cpu/gemm_kernels.h" /* kiln__cpu_caches_set */
+#include "gradcheck.h"
+#include "internal.h" /* kiln__vjp */
+#include "test_nn_util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct tiled_case {
+    int64_t n, c, h, w, o, kh, kw;
+    kiln_conv2d_params p;
+} tiled_case;
+
+/* y, gx and gw of sum(conv2d(x, w) * r), as doubles, each malloc'd. */
+typedef struct conv_run {
+    double *y, *gx, *gw;
+    int64_t ny, nx, nw;
+} conv_run;
+
+static void run_conv(const tiled_case *tc, kiln_dtype dt, bool tiled, int threads, conv_run *r) {
+    setenv("KILN_CONV_TILED", tiled ? "1" : "0", 1);
+    KT_OK(kiln_set_threads(threads));
+    kiln_ctx *ctx = kiln_ctx_new();
+    kiln_tensor *x = kiln_new_4d(ctx, dt, tc->n, tc->c, tc->h, tc->w);
+    kiln_tensor *w = kiln_new_4d(ctx, dt, tc->o, tc->c, tc->kh, tc->kw);
+    KT_NOTNULL(x && w);
+    KT_OK(kiln_tensor_fill_uniform(x, 1, -1, 1));
+    KT_OK(kiln_tensor_fill_uniform(w, 2, -1, 1));
+    KT_OK(kiln_tensor_set_requires_grad(x, true));
+    KT_OK(kiln_tensor_set_requires_grad(w, true));
+    kiln_tensor *y = kiln_conv2d(ctx, x, w, NULL, &tc->p);
+    KT_NOTNULL(y);
+    kiln_tensor *rv = kiln_new_4d(ctx, dt, y->shape[0], y->shape[1], y->shape[2], y->shape[3]);
+    KT_NOTNULL(rv);
+    KT_OK(kiln_tensor_fill_uniform(rv, 3, -1, 1));
+    int64_t ny = kiln_tensor_numel(y);
+    kiln_tensor *loss = kiln_sum(ctx, kiln_reshape(ctx, kiln_mul(ctx, y, rv), 1, &ny), 0, false);
+    kiln_graph *g = kiln_graph_new(ctx);
+    KT_NOTNULL(loss && g);
+    KT_OK(kiln_graph_add(g, y));
+    KT_OK(kiln_graph_add(g, loss));
+    KT_OK(kiln_graph_backward(g, loss));
+    KT_OK(kiln_graph_compute(g));
+    r->y = nnt_values(y), r->gx = nnt_values(kiln_tensor_grad(x)), r->gw = nnt_values(kiln_tensor_grad(w));
+    r->ny = ny, r->nx = kiln_tensor_numel(x), r->nw = kiln_tensor_numel(w);
+    kiln_ctx_free(ctx);
+    KT_OK(kiln_set_threads(0));
+    unsetenv("KILN_CONV_TILED");
+    KT_NOTNULL(r->y && r->gx && r->gw);
+}
+
+static void run_free(conv_run *r) { free(r->y), free(r->gx), free(r->gw); }
+
+static void compare(const char *what, const conv_run *a, const conv_run *b, double tol) {
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s y", what);
+    nnt_close(buf, a->y, b->y, a->ny, tol, tol);
+    snprintf(buf, sizeof buf, "%s gx", what);
+    nnt_close(buf, a->gx, b->gx, a->nx, tol, tol);
+    snprintf(buf, sizeof buf, "%s gw", what);
+    nnt_close(buf, a->gw, b->gw, a->nw, tol, tol);
+}
+
+/* Shapes of two tiles under tiny caches (a tile then holds 256 pixels),
+ * cut mid-row and mid-image, with stride, padding and dilation; the last
+ * big enough (a million multiply-adds) for 2 threads, which must give
+ * 1 thread's bits. */
+static const tiled_case CASES[] = {
+    {3, 5, 13, 11, 6, 3, 3, {.padding = {1, 1}}},
+    {2, 4, 17, 19, 3, 3, 2, {.stride = {2, 1}, .padding = {2, 0}, .dilation = {1, 2}}},
+    {5, 3, 9, 9, 4, 1, 1, {.groups = 1}},
+    {2, 7, 24, 20, 5, 5, 3, {.stride = {1, 3}, .padding = {0, 2}}},
+    {2, 16, 12, 12, 8, 3, 3, {.padding = {1, 1}}},
+    {2, 32, 16, 16, 16, 3, 3, {.padding = {1, 1}}},
+};
+
+KT_TEST(conv_tiled_matches_decomposition) {
+    const kiln__cpu_caches tiny = {4 << 10, 16 << 10, 64 << 10};
+    kiln__cpu_caches_set(&tiny);
+    for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++)
+        for (int d = 0; d < 2; d++) {
+            kiln_dtype dt = d ? KILN_F64 : KILN_F32;
+            conv_run ref = {0}, one = {0}, two = {0};
+            run_conv(&CASES[i], dt, false, 1, &ref);
+            run_conv(&CASES[i], dt, true, 1, &one);
+            run_conv(&CASES[i], dt, true, 2, &two);
+            char what[64];
+            snprintf(what, sizeof what, "case %zu %s", i, kiln_dtype_name(dt));
+            compare(what, &one, &ref, dt == KILN_F64 ? 1e-12 : 2e-5);
+            snprintf(what, sizeof what, "case %zu %s 2 threads against 1", i, kiln_dtype_name(dt));
+            compare(what, &two, &one, 0);
+            run_free(&ref), run_free(&one), run_free(&two);
+        }
+    kiln__cpu_caches_set(NULL);
+}
+
+/* What the tiled layer's graph plans against the columns it no longer
+ * keeps: a layer of 32 channels, 3x3, batch 8 at 16x16 has 2.4 MB of
+ * columns, x, y, their gradients and w together 1.1 MB (the whole-batch
+ * decomposition planned 3.4 MB). */
+KT_TEST(conv_tiled_keeps_no_columns) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    int64_t n = 8, c = 32, hw = 16;
+    kiln_tensor *x = kiln_new_4d(ctx, KILN_F32, n, c, hw, hw), *w = kiln_new_4d(ctx, KILN_F32, c, c, 3, 3);
+    KT_NOTNULL(x && w);
+    KT_OK(kiln_tensor_set_requires_grad(x, true));
+    KT_OK(kiln_tensor_set_requires_grad(w, true));
+    kiln_conv2d_params p = {.padding = {1, 1}};
+    kiln_tensor *y = kiln_conv2d(ctx, x, w, NULL, &p);
+    int64_t ny = n * c * hw * hw;
+    kiln_tensor *loss = kiln_sum(ctx, kiln_reshape(ctx, kiln_mul(ctx, y, y), 1, &ny), 0, false);
+    kiln_graph *g = kiln_graph_new(ctx);
+    KT_NOTNULL(loss && g);
+    KT_OK(kiln_graph_add(g, loss));
+    KT_OK(kiln_graph_backward(g, loss));
+    size_t cols = (size_t)(c * 9 * n * hw * hw) * 4, planned = kiln_graph_planned_bytes(g);
+    KT_CHECK(planned < cols, "planned %zu bytes, the columns alone are %zu", planned, cols);
+    KT_OK(kiln_graph_compute(g));
+    kiln_ctx_free(ctx);
+}
+
+/* The gradients' own gradients (a gradient penalty's), against finite
+ * differences: in[2] is the upstream gradient. */
+static kiln_tensor *build_grad(kiln_ctx *ctx, kiln_tensor *const *in, void *arg) {
+    const tiled_case *tc = arg;
+    kiln_tensor *y = kiln_conv2d(ctx, in[0], in[1], NULL, &tc->p), *g[2] = {NULL, NULL};
+    if (!y || kiln__vjp(ctx, y, in[2], 2, in, g)) return NULL;
+    int64_t nx = kiln_tensor_numel(g[0]), nw = kiln_tensor_numel(g[1]);
+    return kiln_concat(ctx, (kiln_tensor *[]){kiln_reshape(ctx, g[0], 1, &nx), kiln_reshape(ctx, g[1], 1, &nw)}, 2, 0);
+}
+
+KT_TEST(conv_tiled_second_order) {
+    tiled_case tc = {.p = {.stride = {2, 1}, .padding = {1, 1}, .dilation = {1, 2}}};
+    gc_input in[3] = {GC_IN(4, 2, 3, 6, 7), GC_IN(4, 2, 3, 3, 2), GC_IN(4, 2, 2, 3, 7)};
+    gc_check("conv2d gradients", build_grad, &tc, 3, in, 7);
+}
