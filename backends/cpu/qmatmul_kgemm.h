@@ -27,11 +27,13 @@
  *     d   [NC], dm [NC]      f32
  * Padding columns are zeros (their outputs are not stored).
  *
- * The tile kernel is AVX512-VNNI's (vpdpbusd of W's unsigned codes with a
+ * The tile kernels: AVX512-VNNI's (vpdpbusd of W's unsigned codes with a
  * broadcast quad of a row of x, vpmulld by the groups' scales, vpdpwssd of
- * the pairs); on AVX2 and AVX-VNNI the batch-1 kernels run row by row (the
- * same products; kiln__qmatmul_ggml_cpu) for the K types; elsewhere the
- * dequantized panels of qmatmul.c run (kiln__qmm_kgemm_handles).
+ * the pairs, 16 columns per zmm), and AVX-VNNI's and AVX2's on ymm (8
+ * columns, each half of the panel in turn; AVX2 emulates vpdpbusd by
+ * vpmaddubsw + vpmaddwd, exact for codes up to 128, so IQ4_XS stays off
+ * it); NEON and the scalar level run the dequantized panels of qmatmul.c
+ * (kiln__qmm_kgemm_handles).
  *
  *     if (kiln__qmm_kgemm_handles(t)) s = kiln__qmm_kgemm(t, m, n, k, x, w, y, n_threads);
  */
@@ -53,9 +55,16 @@ typedef struct kiln_kgemm_kernels {
      * for the first cols columns */
     void (*tile)(int rows, const void *xa, size_t xrow, const void *panel, int64_t nb, bool has_min, float *y,
                  int64_t ldy, int cols);
+    /* whether the tile multiplies codes up to 255 exactly (IQ4_XS's);
+     * AVX2's pairs of code times x (vpmaddubsw, int16 saturating) only
+     * up to 128 */
+    bool wide_codes;
 } kiln_kgemm_kernels;
 
-const kiln_kgemm_kernels *kiln__kgemm_kernels_avx512vnni(void); /* NULL when not built */
+/* each NULL when not built */
+const kiln_kgemm_kernels *kiln__kgemm_kernels_avx512vnni(void);
+const kiln_kgemm_kernels *kiln__kgemm_kernels_avxvnni(void);
+const kiln_kgemm_kernels *kiln__kgemm_kernels_avx2(void);
 
 /* Whether weight dtype t's prompts run here (the K types and IQ4_XS, on
  * the levels where this path measured faster than the panels). */
