@@ -1,7 +1,7 @@
 /* test_qmatmul_kgemm.c — prompts (8 rows and more) of the K types and
  * IQ4_XS (backends/cpu/qmatmul_kgemm.h) equal the batch-1 products row by
  * row, bit for bit, on every SIMD level the CPU can emulate where they run
- * (all from AVX512-VNNI up; the K types on AVX2 and AVX-VNNI): weights of
+ * (the K types from AVX2 up, IQ4_XS from AVX-VNNI up): weights of
  * random block bytes (every code, scale and min; f16 scales from
  * subnormal to 65504), quantized rows and zero rows; activations N(0, 1)
  * per row scale, a zero row and a row of +-3e38; rows that fill tiles

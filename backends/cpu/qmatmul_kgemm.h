@@ -66,13 +66,18 @@ const kiln_kgemm_kernels *kiln__kgemm_kernels_avx512vnni(void);
 const kiln_kgemm_kernels *kiln__kgemm_kernels_avxvnni(void);
 const kiln_kgemm_kernels *kiln__kgemm_kernels_avx2(void);
 
-/* Whether weight dtype t's prompts run here (the K types and IQ4_XS, on
- * the levels where this path measured faster than the panels). */
+/* Whether weight dtype t's prompts run here: the K types and IQ4_XS where
+ * a tile runs them (from AVX2 up; IQ4_XS from AVX-VNNI up). At 128 x 2048
+ * x 2048, one thread (Zen 5 running each level), the ymm tiles took
+ * 0.3-0.6x the batch-1 kernels' time row by row and 0.5-0.7x the
+ * dequantized panels' where the f32 GEMM is AVX-512's. Not for fewer than
+ * KILN_QMM_PANEL_MIN_M rows: packing W costs about what 8-12 rows of
+ * batch-1 products do (at 2, 4 and 7 rows the tile took 5-6x, 2.2-3.5x and
+ * 1.4-2x their time). */
 bool kiln__qmm_kgemm_handles(kiln_dtype t);
 
 /* y[m, n] = x[m, k] . W^T (W contiguous [n, k] of dtype t), threaded over
- * panels of W's rows (without the tile kernel, over W's rows through the
- * batch-1 kernels); only when kiln__qmm_kgemm_handles(t). */
+ * panels of W's rows; only when kiln__qmm_kgemm_handles(t). */
 kiln_status kiln__qmm_kgemm(kiln_dtype t, int64_t m, int64_t n, int64_t k, const float *x, const void *w, float *y,
                             int n_threads);
 
