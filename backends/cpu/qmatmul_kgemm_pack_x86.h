@@ -81,8 +81,9 @@ static void kgemm_pack(kiln_dtype t, const char *w, size_t wrow, int cols, int64
             kiln_qints k;
             kiln__qints_scales(t, blk, 0, &k);
             int16_t cg[16];
+            const int sh = k.sub == 32; /* sub-blocks of 16 or 32: a shift, not a division per group */
             for (int g = 0; g < 16; g++) {
-                const int s = g * 16 / k.sub;
+                const int s = g >> sh;
                 sc[g * nc + c] = k.sc[s];
                 cg[g] = (int16_t)(k.has_min ? k.mn[s] : off * k.sc[s]);
             }
