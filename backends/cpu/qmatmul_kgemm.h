@@ -72,8 +72,8 @@ const kiln_kgemm_kernels *kiln__kgemm_kernels_avx2(void);
  * 0.3-0.6x the batch-1 kernels' time row by row and 0.5-0.7x the
  * dequantized panels' where the f32 GEMM is AVX-512's. Not for fewer than
  * KILN_QMM_PANEL_MIN_M rows: packing W costs about what 8-12 rows of
- * batch-1 products do (at 2, 4 and 7 rows the tile took 5-6x, 2.2-3.5x and
- * 1.4-2x their time). */
+ * batch-1 products do (at 2, 4 and 7 rows the tiles took 3.5-6x, 2.2-3.8x
+ * and 1.4-2.2x their time, every level). */
 bool kiln__qmm_kgemm_handles(kiln_dtype t);
 
 /* y[m, n] = x[m, k] . W^T (W contiguous [n, k] of dtype t), threaded over
