@@ -1,7 +1,7 @@
 /* test_qmatmul_kgemm.c — prompts (8 rows and more) of the K types and
  * IQ4_XS (backends/cpu/qmatmul_kgemm.h) equal the batch-1 products row by
  * row, bit for bit, on every SIMD level the CPU can emulate where they run
- * (all from AVX512-VNNI up; the K types on AVX2 and AVX-VNNI): weights of
+ * (the K types from AVX2 up, IQ4_XS from AVX-VNNI up): weights of
  * random block bytes (every code, scale and min; f16 scales from
  * subnormal to 65504), quantized rows and zero rows; activations N(0, 1)
  * per row scale, a zero row and a row of +-3e38; rows that fill tiles
@@ -57,8 +57,8 @@ static bool same(float a, float b) { return (isnan(a) && isnan(b)) || !memcmp(&a
 
 KT_TEST(qmatmul_kgemm_prompts_equal_the_batch_1_products) {
     static const kiln_dtype ts[] = {KILN_Q4_K, KILN_Q5_K, KILN_Q6_K, KILN_IQ4_XS, KILN_Q2_K, KILN_Q3_K};
-    enum { K = 3 * KILN_QK_K, N = 37, MMAX = 21 };
-    static const int ms[] = {8, 13, MMAX};
+    enum { K = 3 * KILN_QK_K, N = 45, MMAX = 21 };
+    static const int ms[] = {8, 13, MMAX}, ns[] = {37, N}; /* the last panel 5 columns, or 8 + 5 (ymm halves) */
     static uint8_t w[N * K]; /* more than N rows of any of the types */
     static float x[MMAX * K], y[MMAX * N], y1[N];
     uint64_t s = 0x2545f4914f6cdd1du;
@@ -69,21 +69,21 @@ KT_TEST(qmatmul_kgemm_prompts_equal_the_batch_1_products) {
         for (int i = 0; i < MMAX; i++)
             for (int e = 0; e < K; e++)
                 x[i * K + e] = i == 2 ? 0.0f : i == 5 ? (e & 1 ? 3e38f : -3e38f) : gauss(&s) * (float)(1 + i % 4);
-        for (int mi = 0; mi < (int)(sizeof ms / sizeof ms[0]); mi++) {
-            const int m = ms[mi];
+        for (int c = 0; c < 6; c++) {
+            const int m = ms[c % 3], n = ns[c / 3];
             KT_FOR_EACH_SIMD(v) {
                 if (!kiln__qmm_kgemm_handles(t)) { /* the panels here (qmatmul_kgemm.h) */
                     KT_CHECK(!kiln__cpu_avx512vnni(&v.caps), "%s: no integer prompts at %s", kiln_dtype_name(t),
                              v.name);
                     continue;
                 }
-                KT_CHECK(kiln__qmatmul_cpu(t, m, N, K, x, w, y, 2) == KILN_OK, "%s: %s", kiln_dtype_name(t),
+                KT_CHECK(kiln__qmatmul_cpu(t, m, n, K, x, w, y, 2) == KILN_OK, "%s: %s", kiln_dtype_name(t),
                          kiln_last_error());
                 for (int i = 0; i < m; i++) {
-                    KT_CHECK(kiln__qmatmul_cpu(t, 1, N, K, x + i * K, w, y1, 1) == KILN_OK, "%s", kiln_last_error());
-                    for (int j = 0; j < N; j++)
-                        KT_CHECK(same(y[i * N + j], y1[j]), "%s, %s, m %d, row %d col %d: %.9g, batch-1 %.9g",
-                                 kiln_dtype_name(t), v.name, m, i, j, y[i * N + j], y1[j]);
+                    KT_CHECK(kiln__qmatmul_cpu(t, 1, n, K, x + i * K, w, y1, 1) == KILN_OK, "%s", kiln_last_error());
+                    for (int j = 0; j < n; j++)
+                        KT_CHECK(same(y[i * n + j], y1[j]), "%s, %s, m %d, row %d col %d: %.9g, batch-1 %.9g",
+                                 kiln_dtype_name(t), v.name, m, i, j, y[i * n + j], y1[j]);
                 }
             }
         }

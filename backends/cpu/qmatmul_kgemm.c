@@ -6,7 +6,6 @@
 #include "../../quant/quant.h"
 #include "cpu_features.h"
 #include "pool.h"
-#include "qmatmul_ggml.h"
 #include "scratch.h"
 
 #include <stdlib.h>
@@ -15,23 +14,22 @@
 #define NC KILN_KGEMM_NC
 #define MR KILN_KGEMM_MR
 
+/* the tile of the level in force (the widest the caps allow) */
 static const kiln_kgemm_kernels *kernels(void) {
-    return kiln__cpu_avx512vnni(kiln__cpu_caps()) ? kiln__kgemm_kernels_avx512vnni() : NULL;
+    const kiln_cpu_caps *c = kiln__cpu_caps();
+    if (kiln__cpu_avx512vnni(c)) return kiln__kgemm_kernels_avx512vnni();
+    if (kiln__cpu_avxvnni(c)) return kiln__kgemm_kernels_avxvnni();
+    if (kiln__cpu_avx2(c)) return kiln__kgemm_kernels_avx2();
+    return NULL;
 }
 
-/* Without the tile, by measurement at 128 x 2048 x 2048 on one core (Zen 5
- * running each level): the batch-1 kernels row by row against the
- * dequantized panels were 1.1-1.5x for the K types where the f32 GEMM is
- * AVX2's, 0.8x for IQ4_XS; 0.75-1.1x where it is AVX-512's. NEON and the
- * scalar level keep the panels (not measured). */
 bool kiln__qmm_kgemm_handles(kiln_dtype t) {
     switch (t) {
     case KILN_Q2_K: case KILN_Q3_K: case KILN_Q4_K: case KILN_Q5_K: case KILN_Q6_K: case KILN_IQ4_XS: break;
     default: return false;
     }
-    const kiln_cpu_caps *c = kiln__cpu_caps();
-    if (kernels()) return true;
-    return !kiln__cpu_avx512(c) && kiln__cpu_avx2(c) && t != KILN_IQ4_XS;
+    const kiln_kgemm_kernels *kk = kernels();
+    return kk && (kk->wide_codes || t != KILN_IQ4_XS);
 }
 
 typedef struct kgemm_job {
@@ -81,7 +79,6 @@ kiln_status kiln__qmm_kgemm(kiln_dtype t, int64_t m, int64_t n, int64_t k, const
     const size_t xrow = kiln__elems_bytes(KILN_Q8_K, k);
     kgemm_job j = {.t = t, .m = m, .n = n, .k = k, .nb = k / 256, .x = x, .w = w, .wrow = kiln__elems_bytes(t, k),
                    .xrow = xrow, .y = y, .kk = kernels()};
-    if (!j.kk) return kiln__qmatmul_ggml_cpu(t, m, n, k, x, w, y, n_threads); /* the batch-1 kernels, row by row */
     if (!(j.xa = kiln__malloc((size_t)m * xrow)))
         return kiln__errs(KILN_ERR_OOM, "qmatmul: out of memory quantizing the activations");
     const int64_t units = (n + NC - 1) / NC;

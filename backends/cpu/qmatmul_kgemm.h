@@ -27,11 +27,13 @@
  *     d   [NC], dm [NC]      f32
  * Padding columns are zeros (their outputs are not stored).
  *
- * The tile kernel is AVX512-VNNI's (vpdpbusd of W's unsigned codes with a
+ * The tile kernels: AVX512-VNNI's (vpdpbusd of W's unsigned codes with a
  * broadcast quad of a row of x, vpmulld by the groups' scales, vpdpwssd of
- * the pairs); on AVX2 and AVX-VNNI the batch-1 kernels run row by row (the
- * same products; kiln__qmatmul_ggml_cpu) for the K types; elsewhere the
- * dequantized panels of qmatmul.c run (kiln__qmm_kgemm_handles).
+ * the pairs, 16 columns per zmm), and AVX-VNNI's and AVX2's on ymm (8
+ * columns, each half of the panel in turn; AVX2 emulates vpdpbusd by
+ * vpmaddubsw + vpmaddwd, exact for codes up to 128, so IQ4_XS stays off
+ * it); NEON and the scalar level run the dequantized panels of qmatmul.c
+ * (kiln__qmm_kgemm_handles).
  *
  *     if (kiln__qmm_kgemm_handles(t)) s = kiln__qmm_kgemm(t, m, n, k, x, w, y, n_threads);
  */
@@ -53,17 +55,29 @@ typedef struct kiln_kgemm_kernels {
      * for the first cols columns */
     void (*tile)(int rows, const void *xa, size_t xrow, const void *panel, int64_t nb, bool has_min, float *y,
                  int64_t ldy, int cols);
+    /* whether the tile multiplies codes up to 255 exactly (IQ4_XS's);
+     * AVX2's pairs of code times x (vpmaddubsw, int16 saturating) only
+     * up to 128 */
+    bool wide_codes;
 } kiln_kgemm_kernels;
 
-const kiln_kgemm_kernels *kiln__kgemm_kernels_avx512vnni(void); /* NULL when not built */
+/* each NULL when not built */
+const kiln_kgemm_kernels *kiln__kgemm_kernels_avx512vnni(void);
+const kiln_kgemm_kernels *kiln__kgemm_kernels_avxvnni(void);
+const kiln_kgemm_kernels *kiln__kgemm_kernels_avx2(void);
 
-/* Whether weight dtype t's prompts run here (the K types and IQ4_XS, on
- * the levels where this path measured faster than the panels). */
+/* Whether weight dtype t's prompts run here: the K types and IQ4_XS where
+ * a tile runs them (from AVX2 up; IQ4_XS from AVX-VNNI up). At 128 x 2048
+ * x 2048, one thread (Zen 5 running each level), the ymm tiles took
+ * 0.3-0.6x the batch-1 kernels' time row by row and 0.5-0.7x the
+ * dequantized panels' where the f32 GEMM is AVX-512's. Not for fewer than
+ * KILN_QMM_PANEL_MIN_M rows: packing W costs about what 8-12 rows of
+ * batch-1 products do (at 2, 4 and 7 rows the tiles took 3.5-6x, 2.2-3.8x
+ * and 1.4-2.2x their time, every level). */
 bool kiln__qmm_kgemm_handles(kiln_dtype t);
 
 /* y[m, n] = x[m, k] . W^T (W contiguous [n, k] of dtype t), threaded over
- * panels of W's rows (without the tile kernel, over W's rows through the
- * batch-1 kernels); only when kiln__qmm_kgemm_handles(t). */
+ * panels of W's rows; only when kiln__qmm_kgemm_handles(t). */
 kiln_status kiln__qmm_kgemm(kiln_dtype t, int64_t m, int64_t n, int64_t k, const float *x, const void *w, float *y,
                             int n_threads);
 

@@ -1,0 +1,102 @@
+/* qmatmul_kgemm_x86.h — the tile of the K types' integer GEMM
+ * (qmatmul_kgemm.h) on ymm, shared by qmatmul_kgemm_avx2.c and
+ * _avxvnni.c, which define KG_NAME(x) (the function suffix), KG_DPBUSD(acc,
+ * u, x) (acc plus the sums of 4 unsigned u times signed x) and
+ * KG_DPWSSD(acc, a, b) (acc plus the sums of int16 pairs a times b).
+ * Included once per file, built with that file's flags.
+ *
+ * The panel's 16 columns go in two halves of 8 (one ymm each), up to
+ * KG_MR rows of x at a time: each row's P, group sum and f32 sum live in
+ * registers, 16 ymm in all. The f32 operations are the AVX-512 tile's, so
+ * the sums are the batch-1 reference's bits. */
+#include "qmatmul_kgemm_pack_x86.h"
+
+#define KG_MR 4 /* rows of x per pass: 3 ymm each, of 16 */
+#define KG_UNROLL _Pragma("GCC unroll 8")
+
+static inline int32_t KG_NAME(load32)(const void *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* R rows (a constant once inlined) against half h (columns 8h .. 8h + 7)
+ * of the panel; cols of that half stored */
+static inline __attribute__((always_inline)) void KG_NAME(tile_rows)(const int R, const char *xa, size_t xrow,
+                                                                     const char *panel, int64_t nb, bool has_min,
+                                                                     float *y, int64_t ldy, int h, int cols) {
+    const int nc = KILN_KGEMM_NC;
+    __m256 acc[KG_MR];
+    KG_UNROLL
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const char *p = panel + b * KILN_KGEMM_BLOCK;
+        const int32_t *sc = (const int32_t *)(p + nc * 256) + 8 * h, *cp = sc + 16 * nc; /* half h of each row */
+        const float *d = (const float *)(cp + 8 * nc);
+        const kiln_block_q8_K *xb[KG_MR];
+        __m256i P[KG_MR], C[KG_MR];
+        KG_UNROLL
+        for (int r = 0; r < R; r++) {
+            xb[r] = (const kiln_block_q8_K *)(xa + (size_t)r * xrow) + b;
+            P[r] = _mm256_setzero_si256();
+        }
+        for (int g = 0; g < 16; g++) {
+            __m256i T[KG_MR];
+            KG_UNROLL
+            for (int r = 0; r < R; r++) T[r] = _mm256_setzero_si256();
+            KG_UNROLL
+            for (int qd = 0; qd < 4; qd++) {
+                const __m256i u = _mm256_load_si256((const __m256i *)(p + (4 * g + qd) * 64 + 32 * h));
+                KG_UNROLL
+                for (int r = 0; r < R; r++)
+                    T[r] = KG_DPBUSD(T[r], u, _mm256_set1_epi32(KG_NAME(load32)(xb[r]->qs + 16 * g + 4 * qd)));
+            }
+            const __m256i s = _mm256_load_si256((const __m256i *)(sc + g * nc));
+            KG_UNROLL
+            for (int r = 0; r < R; r++) P[r] = _mm256_add_epi32(P[r], _mm256_mullo_epi32(T[r], s));
+        }
+        KG_UNROLL
+        for (int r = 0; r < R; r++) C[r] = _mm256_setzero_si256();
+        KG_UNROLL
+        for (int t = 0; t < 8; t++) {
+            const __m256i c = _mm256_load_si256((const __m256i *)(cp + t * nc));
+            KG_UNROLL
+            for (int r = 0; r < R; r++)
+                C[r] = KG_DPWSSD(C[r], c, _mm256_set1_epi32(KG_NAME(load32)(xb[r]->bsums + 2 * t)));
+        }
+        const __m256 dw = _mm256_load_ps(d), dmw = _mm256_load_ps(d + nc);
+        KG_UNROLL
+        for (int r = 0; r < R; r++) {
+            const __m256 da = _mm256_set1_ps(xb[r]->d);
+            const __m256 v =
+                has_min ? _mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(da, dw), _mm256_cvtepi32_ps(P[r])),
+                                        _mm256_mul_ps(_mm256_mul_ps(da, dmw), _mm256_cvtepi32_ps(C[r])))
+                        : _mm256_mul_ps(_mm256_mul_ps(da, dw), _mm256_cvtepi32_ps(_mm256_sub_epi32(P[r], C[r])));
+            acc[r] = _mm256_add_ps(acc[r], v);
+        }
+    }
+    const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    KG_UNROLL
+    for (int r = 0; r < R; r++) {
+        if (cols == 8) _mm256_storeu_ps(y + r * ldy, acc[r]);
+        else _mm256_maskstore_ps(y + r * ldy, keep, acc[r]);
+    }
+}
+
+static void KG_NAME(tile)(int rows, const void *xa, size_t xrow, const void *panel, int64_t nb, bool has_min,
+                          float *y, int64_t ldy, int cols) {
+    for (int h = 0; h < 2 && 8 * h < cols; h++) {
+        const int ch = cols - 8 * h < 8 ? cols - 8 * h : 8;
+        for (int i = 0; i < rows; i += KG_MR) {
+            const char *x = (const char *)xa + (size_t)i * xrow;
+            float *yi = y + i * ldy + 8 * h;
+            switch (rows - i < KG_MR ? rows - i : KG_MR) {
+#define KG_ROWS(R) \
+    case R: KG_NAME(tile_rows)(R, x, xrow, panel, nb, has_min, yi, ldy, h, ch); break;
+                KG_ROWS(1) KG_ROWS(2) KG_ROWS(3) KG_ROWS(4)
+#undef KG_ROWS
+            default: break;
+            }
+        }
+    }
+}
