@@ -81,6 +81,15 @@ static inline __attribute__((always_inline)) float Q32_NAME(f16)(const uint8_t *
     return _cvtsh_ss(h);
 }
 
+/* the first 4 bytes of eight records step bytes apart, as eight u32 lanes
+ * (scalar loads, not vpgatherdd: qemu's Haswell model got the gather of
+ * Q5_1's 24-byte blocks wrong, and AMD's gathers are slow) */
+static inline __attribute__((always_inline)) __m256i Q32_NAME(heads)(const uint8_t *p, size_t step) {
+    int32_t u[8];
+    for (int b = 0; b < 8; b++) memcpy(&u[b], p + (size_t)b * step, 4);
+    return _mm256_setr_epi32(u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7]);
+}
+
 /* eight u32 lanes' low and high halves as f16 to f32 */
 static inline __attribute__((always_inline)) void Q32_NAME(halves)(__m256i g, __m256 *lo, __m256 *hi) {
     const __m256i p = _mm256_permute4x64_epi64(
@@ -101,18 +110,15 @@ static inline __attribute__((always_inline)) float Q32_NAME(row)(const kiln_dtyp
     const size_t xqs = q81 ? offsetof(kiln_block_q8_1, qs) : offsetof(kiln_block_q8_0, qs);
     __m256 acc = _mm256_setzero_ps();
     int64_t i = 0;
-    /* the first 4 bytes of eight blocks: d and m (Q4_1 / Q5_1) or s (Q8_1) */
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i wo = _mm256_mullo_epi32(lane, _mm256_set1_epi32((int)wsz));
-    const __m256i xo = _mm256_mullo_epi32(lane, _mm256_set1_epi32((int)xsz));
     for (; i + 8 <= nb; i += 8) {
         const uint8_t *w8 = w + (size_t)i * wsz, *x8 = xa + (size_t)i * xsz;
         for (size_t l = 0; l < 8 * wsz; l += 64) _mm_prefetch((const char *)w8 + QMM_PREFETCH + l, _MM_HINT_T0);
         __m256i v[8];
         for (int b = 0; b < 8; b++) v[b] = Q32_NAME(lanes)(t, w8 + b * wsz, (const int8_t *)(x8 + b * xsz + xqs));
         __m256 dw, mw, dx, sx;
-        Q32_NAME(halves)(_mm256_i32gather_epi32((const int *)w8, wo, 1), &dw, &mw);
-        Q32_NAME(halves)(_mm256_i32gather_epi32((const int *)x8, xo, 1), &dx, &sx);
+        /* the first 4 bytes of eight blocks: d and m (Q4_1 / Q5_1) or s (Q8_1) */
+        Q32_NAME(halves)(Q32_NAME(heads)(w8, wsz), &dw, &mw);
+        Q32_NAME(halves)(Q32_NAME(heads)(x8, xsz), &dx, &sx);
         __m256 c = _mm256_mul_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(Q32_NAME(sum8)(v)));
         if (q81) c = _mm256_add_ps(c, _mm256_mul_ps(mw, sx));
         acc = _mm256_add_ps(acc, c);
