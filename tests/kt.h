@@ -79,4 +79,7 @@ void kt_set_context(const char *what);
  * the worst element through *worst when not NULL. */
 double kt_rel_err(const double *a, const double *b, int64_t n, double atol, double rtol, int64_t *worst);
 
+/* n values of N(0, std^2) drawn by kiln's seeded generator, malloc'ed */
+float *kt_randn(int64_t n, uint64_t seed, float std);
+
 #endif

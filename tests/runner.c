@@ -56,6 +56,16 @@ _Noreturn void kt_skip(const char *why) {
 
 int kt_failures(void) { return n_fail_here; }
 
+float *kt_randn(int64_t n, uint64_t seed, float std) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    kiln_tensor *t = kiln_new_1d(ctx, KILN_F32, n);
+    float *x = malloc((size_t)n * sizeof *x);
+    kiln_tensor_fill_randn(t, seed, 0.0, std);
+    kiln_tensor_get_f32(t, x, n);
+    kiln_ctx_free(ctx);
+    return x;
+}
+
 double kt_rel_err(const double *a, const double *b, int64_t n, double atol, double rtol, int64_t *worst) {
     double w = 0;
     if (worst) *worst = 0;

@@ -185,20 +185,9 @@ KT_TEST(ggml_types_quantize_as_llama_quantize) {
     KT_CHECK(checked >= 2, "only %d types with llama-quantize's blocks", checked);
 }
 
-/* N(0, 1) values, reproducible. */
-static float *randn(int64_t n, uint64_t seed) {
-    kiln_ctx *ctx = kiln_ctx_new();
-    kiln_tensor *t = kiln_new_1d(ctx, KILN_F32, n);
-    float *x = malloc((size_t)n * sizeof *x);
-    kiln_tensor_fill_randn(t, seed, 0.0, 1.0);
-    kiln_tensor_get_f32(t, x, n);
-    kiln_ctx_free(ctx);
-    return x;
-}
-
 KT_TEST(ggml_types_round_trips) {
     const int64_t n = 8192;
-    float *x = randn(n, 7), *y = malloc((size_t)n * 4);
+    float *x = kt_randn(n, 7, 1.0f), *y = malloc((size_t)n * 4);
     for (int i = 0; i < N_TYPES; i++) {
         kiln_ctx *ctx = kiln_ctx_new();
         kiln_tensor *xt = kiln_new_2d(ctx, KILN_F32, 8, n / 8);
@@ -229,7 +218,7 @@ KT_TEST(ggml_types_round_trips) {
  * kiln_linear's batch-1 product is that dot product on every level. */
 KT_TEST(ggml_types_integer_dot_products) {
     const int64_t rows = 5, k = 1024;
-    float *w = randn(rows * k, 11), *x = randn(k, 12);
+    float *w = kt_randn(rows * k, 11, 1.0f), *x = kt_randn(k, 12, 1.0f);
     for (int i = 0; i < N_TYPES; i++) {
         const kiln_dtype t = types[i].t, p = kiln_dtype_dot_type(t);
         kiln_qmm_dot_ggml *dot = kiln__qmm_ggml_kernel(t);
@@ -274,7 +263,7 @@ KT_TEST(ggml_types_integer_dot_products) {
          * generation (each row the batch-1 product), the others run the
          * dequantized W in f32 */
         kiln_tensor *x9 = kiln_new_2d(ctx, KILN_F32, 9, k), *y9 = NULL;
-        float *xs = randn(9 * k, 13), got9[9 * 8];
+        float *xs = kt_randn(9 * k, 13, 1.0f), got9[9 * 8];
         KT_OK(kiln_tensor_set_f32(x9, xs, 9 * k));
         kiln_graph *g = kiln_graph_new(ctx);
         KT_OK(kiln_graph_add(g, y9 = kiln_linear(ctx, x9, wq, NULL)));
@@ -311,7 +300,7 @@ KT_TEST(ggml_types_gguf_keeps_each_tensors_type) {
     KT_REQUIRE(fd >= 0, "mkstemp");
     close(fd);
     kiln_ctx *ctx = kiln_ctx_new();
-    float *x = randn(4 * 512, 3);
+    float *x = kt_randn(4 * 512, 3, 1.0f);
     kiln_tensor *xt = kiln_new_2d(ctx, KILN_F32, 4, 512), *ts[N_TYPES + 1];
     KT_OK(kiln_tensor_set_f32(xt, x, 4 * 512));
     kiln_gguf_writer *w = kiln_gguf_writer_new();
@@ -422,7 +411,7 @@ KT_TEST(ggml_types_vulkan_runs_gguf_weights) {
             KT_REQUIRE(w && kiln_tensor_dtype(w) == dts[i], "%s: %s", names[i], kiln_last_error());
             n = kiln_tensor_shape(w)[0], k = kiln_tensor_shape(w)[1];
             if (!dev) {
-                x = randn(3 * k, 30 + i);
+                x = kt_randn(3 * k, 30 + i, 1.0f);
                 want = malloc((size_t)(3 * n) * sizeof *want), got = malloc((size_t)(3 * n) * sizeof *got);
             }
             KT_REQUIRE(x && want && got, "memory");

@@ -35,16 +35,6 @@ static uint32_t rnd(void) {
     return (uint32_t)(rng_state >> 11);
 }
 
-static float *randn(int64_t n, uint64_t seed, float std) {
-    kiln_ctx *ctx = kiln_ctx_new();
-    kiln_tensor *t = kiln_new_1d(ctx, KILN_F32, n);
-    float *x = malloc((size_t)n * sizeof *x);
-    kiln_tensor_fill_randn(t, seed, 0.0, std);
-    kiln_tensor_get_f32(t, x, n);
-    kiln_ctx_free(ctx);
-    return x;
-}
-
 KT_TEST(gq_dtype_traits) {
     static const char *names[9] = {"gq4_32", "gq4_64", "gq4_128", "gq3_32", "gq3_64",
                                    "gq3_128", "gq2_32", "gq2_64", "gq2_128"};
@@ -101,7 +91,7 @@ KT_TEST(gq_chunk_layout) {
  * (f32 scales) within a percent. */
 KT_TEST(gq_quantize_round_trip) {
     const int64_t rows = 8, cols = 384, n = rows * cols;
-    float *x = randn(n, 5, 0.02f), *y = malloc((size_t)n * 4), *ref = malloc((size_t)n * 4);
+    float *x = kt_randn(n, 5, 0.02f), *y = malloc((size_t)n * 4), *ref = malloc((size_t)n * 4);
     for (int j = 0; j < 128; j++) x[j] = 0.0f; /* an all-zero group */
     void *q = malloc((size_t)n);
     for (int i = 0; i < 9; i++) {
@@ -235,7 +225,7 @@ static void check_pack(kiln_gptq_result *r, kiln_dtype t, const char *what) {
 
 KT_TEST(gq_pack_rtn_results) {
     const int64_t rows = 12, cols = 256;
-    float *w = randn(rows * cols, 9, 0.05f);
+    float *w = kt_randn(rows * cols, 9, 0.05f);
     const int64_t groups[4] = {32, 64, 128, 0};
     for (int bits = 2; bits <= 4; bits++)
         for (int gi = 0; gi < 4; gi++)
@@ -262,7 +252,7 @@ KT_TEST(gq_pack_rtn_results) {
  * RTN-made permutations above only). */
 KT_TEST(gq_pack_gptq_act_order) {
     const int64_t rows = 16, cols = 128, n = 256;
-    float *w = randn(rows * cols, 3, 0.05f), *x = randn(n * cols, 4, 1.0f);
+    float *w = kt_randn(rows * cols, 3, 0.05f), *x = kt_randn(n * cols, 4, 1.0f);
     for (int64_t i = 0; i < n; i++)
         for (int64_t k = 0; k < cols; k++) x[i * cols + k] *= 0.2f + (float)((k * 37) % cols) / (float)cols;
     kiln_gptq *h = kiln_gptq_new(cols);
@@ -283,7 +273,7 @@ KT_TEST(gq_pack_gptq_act_order) {
 
 KT_TEST(gq_pack_refusals) {
     const int64_t rows = 4, cols = 96;
-    float *w = randn(rows * cols, 1, 1.0f);
+    float *w = kt_randn(rows * cols, 1, 1.0f);
     kiln_gptq_config c = kiln_gptq_defaults();
     c.group_size = 32;
     kiln_gptq_result *r = kiln_rtn_quantize(w, rows, cols, &c);
@@ -317,7 +307,7 @@ KT_TEST(gq_pack_refusals) {
  * for bit, on random bytes (any codes, zero points within the bits). */
 KT_TEST(gq_qmatmul_kernels_match_reference) {
     const int64_t k = 32 * 13; /* an odd number of chunks */
-    float *x = randn(k * 2, 2, 1.0f), dx[2 * 13];
+    float *x = kt_randn(k * 2, 2, 1.0f), dx[2 * 13];
     int8_t xq[2 * 32 * 13];
     kiln__qmm_quantize_x(x, xq, dx, 2 * k);
     for (int i = 0; i < 9; i++) {

@@ -18,17 +18,6 @@ static kiln_status compute(kiln_ctx *ctx, kiln_tensor *t) {
     return s ? s : kiln_graph_compute(g);
 }
 
-/* N(0, 1) values, reproducible. */
-static float *randn(int64_t n, uint64_t seed) {
-    kiln_ctx *ctx = kiln_ctx_new();
-    kiln_tensor *t = kiln_new_1d(ctx, KILN_F32, n);
-    float *x = malloc((size_t)n * sizeof *x);
-    kiln_tensor_fill_randn(t, seed, 0.0, 1.0);
-    kiln_tensor_get_f32(t, x, n);
-    kiln_ctx_free(ctx);
-    return x;
-}
-
 KT_TEST(quant_dtype_traits) {
     KT_CHECK(kiln_dtype_block(KILN_F32) == 1 && kiln_dtype_size(KILN_F32) == 4, "f32 is one element of 4 bytes");
     KT_CHECK(!kiln_dtype_is_quantized(KILN_F16) && !kiln_dtype_is_quantized(KILN_I32), "plain types");
@@ -183,7 +172,7 @@ static void uniform4(const float *x, float *y, int64_t n, int bs) {
 
 KT_TEST(quant_round_trips_and_rmse) {
     const int64_t n = 4 * KILN_QKNF4_DQ; /* 65536 */
-    float *x = randn(n, 7), *y = malloc((size_t)n * sizeof *y);
+    float *x = kt_randn(n, 7, 1.0f), *y = malloc((size_t)n * sizeof *y);
     void *q = malloc(kiln_dtype_size(KILN_Q8_0) * (size_t)n / 32 + kiln_dtype_size(KILN_NF4_DQ) * 8);
     double r[5];
     const kiln_dtype ts[4] = {KILN_Q8_0, KILN_Q4_0, KILN_NF4, KILN_NF4_DQ};
@@ -224,7 +213,7 @@ KT_TEST(quant_round_trips_and_rmse) {
 
 KT_TEST(quant_simd_matches_scalar) {
     const int64_t n = 2 * KILN_QKNF4_DQ;
-    float *x = randn(n, 11), *ref = malloc((size_t)n * 4), *got = malloc((size_t)n * 4);
+    float *x = kt_randn(n, 11, 1.0f), *ref = malloc((size_t)n * 4), *got = malloc((size_t)n * 4);
     void *q = malloc((size_t)n * 2);
     const kiln_dtype ts[4] = {KILN_Q8_0, KILN_Q4_0, KILN_NF4, KILN_NF4_DQ};
     for (int i = 0; i < 4; i++) {
