@@ -90,21 +90,13 @@ static llama_config tiny(void) {
     return c;
 }
 
-static void fill_tokens(kiln_tensor *t, int n, uint32_t salt) {
-    int64_t c = kiln_tensor_numel(t);
-    int32_t *v = malloc((size_t)c * sizeof *v);
-    for (int64_t i = 0; i < c; i++) v[i] = (int32_t)(((uint32_t)i * 2654435761u + salt * 40503u) % (uint32_t)n);
-    kiln_tensor_set_i32(t, v, c);
-    free(v);
-}
-
 KT_TEST(lora_init_as_peft_changes_nothing) {
     kiln_ctx *ctx = kiln_ctx_new();
     llama_config c = tiny();
     llama *m = llama_new(ctx, &c, 3);
     model_graph before, after;
     KT_OK(llama_eval_graph(m, 2, 8, &before));
-    fill_tokens(before.input, 32, 1), fill_tokens(before.labels, 32, 2);
+    nnt_fill_ints(before.input, 32, 1), nnt_fill_ints(before.labels, 32, 2);
     KT_OK(kiln_graph_compute(before.graph));
     lora_config cfg = config(4, 8, 2, (const char *[]){"mlp.gate_proj", "o_proj"});
     lora *l = lora_attach_llama(m, &cfg, 7);
@@ -124,7 +116,7 @@ KT_TEST(lora_init_as_peft_changes_nothing) {
         free(a), free(b);
     }
     KT_OK(llama_eval_graph(m, 2, 8, &after));
-    fill_tokens(after.input, 32, 1), fill_tokens(after.labels, 32, 2);
+    nnt_fill_ints(after.input, 32, 1), nnt_fill_ints(after.labels, 32, 2);
     KT_OK(kiln_graph_compute(after.graph));
     double *x = nnt_values(before.logits), *y = nnt_values(after.logits);
     for (int64_t i = 0; i < kiln_tensor_numel(after.logits); i++)
@@ -150,7 +142,7 @@ KT_TEST(lora_llama_gradients_match_finite_differences) {
     randomize(l, 11);
     model_graph g;
     KT_OK(llama_train_graph(m, 2, 8, &g));
-    fill_tokens(g.input, 32, 3), fill_tokens(g.labels, 32, 4);
+    nnt_fill_ints(g.input, 32, 3), nnt_fill_ints(g.labels, 32, 4);
     kiln_zero_grad(ctx);
     KT_OK(kiln_graph_compute(g.graph));
     const float eps = 1e-2f;
@@ -199,7 +191,7 @@ static void train_keeps_base(llama *m, gpt *gm) {
     KT_NOTNULL(l);
     model_graph g;
     KT_OK(m ? llama_train_graph(m, 2, 8, &g) : gpt_train_graph(gm, 2, 8, &g));
-    fill_tokens(g.input, 32, 5), fill_tokens(g.labels, 32, 6);
+    nnt_fill_ints(g.input, 32, 5), nnt_fill_ints(g.labels, 32, 6);
     kiln_adam_config ac = kiln_adamw_defaults();
     ac.lr = 1e-2f;
     kiln_optim *opt = kiln_adamw_new_for(ctx, l->params, l->n_params, &ac);
@@ -321,7 +313,7 @@ KT_TEST(lora_merge_equals_the_adapted_forward) {
         for (int i = 0; i < l->n_params; i++) KT_OK(kiln_tensor_fill_randn(l->params[i], 20 + (uint64_t)i, 0, 0.05));
         model_graph adapted, merged;
         KT_OK(llama_eval_graph(m, 1, 8, &adapted));
-        fill_tokens(adapted.input, 32, 7), fill_tokens(adapted.labels, 32, 8);
+        nnt_fill_ints(adapted.input, 32, 7), nnt_fill_ints(adapted.labels, 32, 8);
         KT_OK(kiln_graph_compute(adapted.graph));
         double **want = calloc((size_t)l->n_layers, sizeof *want);
         for (int i = 0; i < l->n_layers; i++) {
@@ -344,7 +336,7 @@ KT_TEST(lora_merge_equals_the_adapted_forward) {
         }
         free(want);
         KT_OK(llama_eval_graph(m, 1, 8, &merged));
-        fill_tokens(merged.input, 32, 7), fill_tokens(merged.labels, 32, 8);
+        nnt_fill_ints(merged.input, 32, 7), nnt_fill_ints(merged.labels, 32, 8);
         KT_OK(kiln_graph_compute(merged.graph));
         if (dts[d] == KILN_F32) {
             double *y = nnt_values(adapted.logits);
@@ -363,7 +355,7 @@ KT_TEST(lora_merge_equals_the_adapted_forward) {
             KT_NOTNULL(back);
             model_graph g;
             KT_OK(llama_eval_graph(back, 1, 8, &g));
-            fill_tokens(g.input, 32, 7), fill_tokens(g.labels, 32, 8);
+            nnt_fill_ints(g.input, 32, 7), nnt_fill_ints(g.labels, 32, 8);
             KT_OK(kiln_graph_compute(g.graph));
             double *y = nnt_values(merged.logits);
             near("logits from the GGUF", g.logits, y, 1e-6, 1e-5);

@@ -4,6 +4,7 @@
  * logits against plain double-precision implementations written here, and
  * Llama's KV-cache generation against its full forward pass. */
 #include "kt.h"
+#include "test_nn_util.h"
 
 #include "cnn.h"
 #include "gpt.h"
@@ -26,14 +27,6 @@ static double *values(kiln_tensor *t) {
     return v;
 }
 
-/* Deterministic tokens/labels in [0, n). */
-static void fill_ints(kiln_tensor *t, int n, uint32_t salt) {
-    int64_t c = kiln_tensor_numel(t);
-    int32_t *v = malloc((size_t)c * sizeof *v);
-    for (int64_t i = 0; i < c; i++) v[i] = (int32_t)(((uint32_t)i * 2654435761u + salt * 40503u) % (uint32_t)n);
-    kiln_tensor_set_i32(t, v, c);
-    free(v);
-}
 
 /* Every parameter re-drawn with larger values than the init, so that the
  * reference comparisons see every term: 1-D (norms, biases) N(1, 0.3) for
@@ -137,7 +130,7 @@ KT_TEST(models_mlp_shapes_count_and_training) {
     KT_CHECK(kiln_tensor_dim(g.logits, 0) == 8 && kiln_tensor_dim(g.logits, 1) == 5, "mlp logits [8, 5]");
     KT_CHECK(!kiln_tensor_requires_grad(e.logits), "eval graph without gradients");
     KT_OK(kiln_tensor_fill_uniform(g.input, 5, 0.0, 1.0));
-    fill_ints(g.labels, 5, 1);
+    nnt_fill_ints(g.labels, 5, 1);
     check_loss_falls(ctx, &g, 15, "mlp");
     mlp_free(m);
     KT_CHECK(mlp_new(ctx, &(mlp_config){.inputs = 0, .hidden = 1, .classes = 1}, 1) == NULL &&
@@ -157,7 +150,7 @@ KT_TEST(models_cnn_shapes_count_and_training) {
     KT_OK(cnn_train_graph(m, 4, &g));
     KT_CHECK(kiln_tensor_dim(g.logits, 0) == 4 && kiln_tensor_dim(g.logits, 1) == 3, "cnn logits [4, 3]");
     KT_OK(kiln_tensor_fill_uniform(g.input, 5, 0.0, 1.0));
-    fill_ints(g.labels, 3, 2);
+    nnt_fill_ints(g.labels, 3, 2);
     check_loss_falls(ctx, &g, 30, "cnn");
     cnn_free(m);
     /* the default is the Fashion-MNIST net: 1x28x28 -> 16 -> 32 -> 128 -> 10 */
@@ -227,8 +220,8 @@ KT_TEST(models_gpt_count_tied_head_and_training) {
     model_graph g;
     KT_OK(gpt_train_graph(m, 2, 8, &g));
     KT_CHECK(kiln_tensor_ndim(g.logits) == 3 && kiln_tensor_dim(g.logits, 2) == V, "logits [2, 8, 11]");
-    fill_ints(g.input, (int)V, 3);
-    fill_ints(g.labels, (int)V, 4);
+    nnt_fill_ints(g.input, (int)V, 3);
+    nnt_fill_ints(g.labels, (int)V, 4);
     check_loss_falls(ctx, &g, 20, "gpt");
     gpt_free(m);
     kiln_ctx_free(ctx);
@@ -284,8 +277,8 @@ KT_TEST(models_gpt_logits_match_reference) {
     const int B = 2, T = 7, V = 11;
     model_graph g;
     KT_OK(gpt_eval_graph(m, B, T, &g));
-    fill_ints(g.input, V, 9);
-    fill_ints(g.labels, V, 10);
+    nnt_fill_ints(g.input, V, 9);
+    nnt_fill_ints(g.labels, V, 10);
     KT_OK(kiln_graph_compute(g.graph));
     double *got = values(g.logits), *want = malloc((size_t)B * T * V * sizeof *want);
     int32_t idx[2 * 7];
@@ -386,8 +379,8 @@ KT_TEST(models_llama_count_gqa_and_training) {
     kiln_ctx_free(ctx_d);
     model_graph g;
     KT_OK(llama_train_graph(m, 2, 8, &g));
-    fill_ints(g.input, (int)V, 5);
-    fill_ints(g.labels, (int)V, 6);
+    nnt_fill_ints(g.input, (int)V, 5);
+    nnt_fill_ints(g.labels, (int)V, 6);
     check_loss_falls(ctx, &g, 20, "llama");
     llama_free(m);
     kiln_ctx_free(ctx);
@@ -405,8 +398,8 @@ KT_TEST(models_llama_logits_match_reference) {
         const int B = 2, T = 9, V = 13;
         model_graph g;
         KT_OK(llama_eval_graph(m, B, T, &g));
-        fill_ints(g.input, V, 7);
-        fill_ints(g.labels, V, 8);
+        nnt_fill_ints(g.input, V, 7);
+        nnt_fill_ints(g.labels, V, 8);
         KT_OK(kiln_graph_compute(g.graph));
         double *got = values(g.logits), *want = malloc((size_t)B * T * V * sizeof *want);
         int32_t idx[2 * 9];
@@ -438,7 +431,7 @@ KT_TEST(models_llama_kv_cache_matches_full_forward) {
         scramble(m->params, m->n_params);
         model_graph full;
         KT_OK(llama_eval_graph(m, B, T, &full));
-        fill_ints(full.input, V, 11);
+        nnt_fill_ints(full.input, V, 11);
         KT_OK(kiln_graph_compute(full.graph));
         double *want = values(full.logits);
         int32_t tok[2 * 8];

@@ -29,6 +29,14 @@ bool nnt_same_file(const char *a, const char *b) {
     return same;
 }
 
+void nnt_fill_ints(kiln_tensor *t, int n, uint32_t salt) {
+    int64_t c = kiln_tensor_numel(t);
+    int32_t *v = malloc((size_t)c * sizeof *v);
+    for (int64_t i = 0; i < c; i++) v[i] = (int32_t)(((uint32_t)i * 2654435761u + salt * 40503u) % (uint32_t)n);
+    kiln_tensor_set_i32(t, v, c);
+    free(v);
+}
+
 char *nnt_snapshot(kiln_tensor *const *t, int n, size_t *size) {
     size_t total = 0;
     for (int i = 0; i < n; i++) total += kiln_tensor_nbytes(t[i]);

@@ -35,6 +35,9 @@ bool nnt_same_file(const char *a, const char *b);
  * out of memory): what a test compares before and after training. */
 char *nnt_snapshot(kiln_tensor *const *t, int n, size_t *size);
 
+/* Deterministic token ids (or labels) in [0, n) into the i32 tensor t, varied by salt. */
+void nnt_fill_ints(kiln_tensor *t, int n, uint32_t salt);
+
 /* Compute y in a graph of its own and return its values as nnt_values
  * does; NULL (the failure recorded) when y is NULL or the compute fails. */
 double *nnt_eval(kiln_ctx *ctx, kiln_tensor *y);

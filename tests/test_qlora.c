@@ -38,14 +38,6 @@ static void write_f16(char *dir, char *path, size_t size) {
     kiln_ctx_free(ctx);
 }
 
-static void fill_tokens(kiln_tensor *t, uint32_t salt) {
-    int32_t v[64];
-    int64_t n = kiln_tensor_numel(t);
-    KT_REQUIRE(n <= 64, "%lld tokens", (long long)n);
-    for (int64_t i = 0; i < n; i++) v[i] = (int32_t)(((uint32_t)i * 2654435761u + salt * 40503u) % 64u);
-    kiln_tensor_set_i32(t, v, n);
-}
-
 static lora *attach(llama *m) {
     lora_config cfg = lora_defaults();
     cfg.r = 4, cfg.alpha = 8, cfg.targets = all7, cfg.n_targets = 7;
@@ -81,7 +73,7 @@ KT_TEST(qlora_loads_nf4_dq_with_float_ends) {
         KT_NOTNULL(l);
         model_graph g;
         KT_OK(llama_train_graph(q, 2, 8, &g));
-        fill_tokens(g.input, 1), fill_tokens(g.labels, 2);
+        nnt_fill_ints(g.input, 64, 1), nnt_fill_ints(g.labels, 64, 2);
         KT_OK(kiln_graph_compute(g.graph));
         const double loss = kiln_tensor_item(g.loss);
         KT_CHECK(isfinite(loss) && loss > 3 && loss < 5.5, "loss %g (log 64 = 4.16)", loss);
@@ -123,7 +115,8 @@ KT_TEST(qlora_gradients_are_the_dequantized_models) {
     model_graph gq, gf;
     KT_OK(llama_train_graph(q, 2, 8, &gq));
     KT_OK(llama_train_graph(f, 2, 8, &gf));
-    fill_tokens(gq.input, 3), fill_tokens(gq.labels, 4), fill_tokens(gf.input, 3), fill_tokens(gf.labels, 4);
+    nnt_fill_ints(gq.input, 64, 3), nnt_fill_ints(gq.labels, 64, 4);
+    nnt_fill_ints(gf.input, 64, 3), nnt_fill_ints(gf.labels, 64, 4);
     KT_OK(kiln_graph_compute(gq.graph));
     KT_OK(kiln_graph_compute(gf.graph));
     KT_CHECK(fabs(kiln_tensor_item(gq.loss) - kiln_tensor_item(gf.loss)) < 1e-4, "loss %g, f32 model's %g",
@@ -159,7 +152,7 @@ KT_TEST(qlora_training_leaves_the_nf4_dq_base_bit_identical) {
     double *a0 = nnt_values(l->params[0]); /* layer 0's wq: the gradient crossed layer 1's quantized weights */
     model_graph g;
     KT_OK(llama_train_graph(q, 2, 8, &g));
-    fill_tokens(g.input, 5), fill_tokens(g.labels, 6);
+    nnt_fill_ints(g.input, 64, 5), nnt_fill_ints(g.labels, 64, 6);
     kiln_adam_config ac = kiln_adamw_defaults();
     ac.lr = 1e-2f;
     kiln_optim *opt = kiln_adamw8bit_new_for(ctx, l->params, l->n_params, &ac);
