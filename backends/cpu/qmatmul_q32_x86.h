@@ -82,8 +82,8 @@ static inline __attribute__((always_inline)) float Q32_NAME(f16)(const uint8_t *
 }
 
 /* the first 4 bytes of eight records step bytes apart, as eight u32 lanes
- * (scalar loads, not vpgatherdd: qemu's Haswell model got the gather of
- * Q5_1's 24-byte blocks wrong, and AMD's gathers are slow) */
+ * (scalar loads, not vpgatherdd: qemu's Haswell model, which the avx2-cpu
+ * test stage runs, got the gather of Q5_1's 24-byte blocks wrong) */
 static inline __attribute__((always_inline)) __m256i Q32_NAME(heads)(const uint8_t *p, size_t step) {
     int32_t u[8];
     for (int b = 0; b < 8; b++) memcpy(&u[b], p + (size_t)b * step, 4);
