@@ -260,21 +260,6 @@ static char *dump(json_t *o) {
 
 static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
 
-char *api_error_json(const api_error *e) {
-    return dump(json_pack("{s:{s:s, s:s, s:o, s:o}}", "error", "message", e->message, "type", e->type, "param",
-                          str_or_null(e->param), "code", str_or_null(e->code)));
-}
-
-char *api_models_json(const char *model, long created) {
-    return dump(json_pack("{s:s, s:[{s:s, s:s, s:I, s:s}]}", "object", "list", "data", "id", model, "object",
-                          "model", "created", (json_int_t)created, "owned_by", "kiln"));
-}
-
-static json_t *usage(const api_usage *u) {
-    return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", u->prompt, "completion_tokens", u->completion,
-                     "total_tokens", u->prompt + u->completion, "prompt_tokens_details", "cached_tokens", u->cached);
-}
-
 /* The text as a JSON string; bytes that are not UTF-8 (a token that ends
  * inside a character) become U+FFFD. */
 static json_t *text_json(const char *text, size_t len) {
@@ -297,6 +282,23 @@ static json_t *text_json(const char *text, size_t len) {
     s = json_stringn(fixed, k);
     free(fixed);
     return s;
+}
+
+/* The message may quote the body (jansson's parse errors do), cut anywhere
+ * inside a character: text_json keeps it valid UTF-8. */
+char *api_error_json(const api_error *e) {
+    return dump(json_pack("{s:{s:o, s:s, s:o, s:o}}", "error", "message", text_json(e->message, strlen(e->message)),
+                          "type", e->type, "param", str_or_null(e->param), "code", str_or_null(e->code)));
+}
+
+char *api_models_json(const char *model, long created) {
+    return dump(json_pack("{s:s, s:[{s:s, s:s, s:I, s:s}]}", "object", "list", "data", "id", model, "object",
+                          "model", "created", (json_int_t)created, "owned_by", "kiln"));
+}
+
+static json_t *usage(const api_usage *u) {
+    return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", u->prompt, "completion_tokens", u->completion,
+                     "total_tokens", u->prompt + u->completion, "prompt_tokens_details", "cached_tokens", u->cached);
 }
 
 static json_t *head(const char *object, const char *id, long created, const char *model) {

@@ -98,6 +98,19 @@ int main(int argc, char **argv) {
     rng = argc > 2 ? strtoull(argv[2], NULL, 10) : (uint64_t)time(NULL);
     rng = rng ? rng : 1;
     printf("serve_fuzz: %.1f s of mutated bodies, seed %llu\n", seconds, (unsigned long long)rng);
+    /* bodies that failed once: jansson's message quotes a cut character */
+    static const char *found[] = {
+        "{\"model\":\"m\",\"prompt\":\"Once\",\"stop\":\"\\\xd2\x8bn\",\"stream\":\":alse}",
+        "{\"prompt\":\"\xc3",
+    };
+    for (size_t i = 0; i < sizeof found / sizeof *found; i++) {
+        api_request r;
+        api_error e;
+        bool parsed = api_parse(API_COMPLETION, found[i], strlen(found[i]), &r, &e);
+        check(!parsed, "a broken body accepted", found[i], strlen(found[i]));
+        check(parsed || valid_json(api_error_json(&e)), "an error object that is not JSON", found[i], strlen(found[i]));
+        if (parsed) api_request_free(&r);
+    }
     enum { CAP = 8192 };
     char *b = malloc(CAP);
     long bodies = 0, accepted = 0;
