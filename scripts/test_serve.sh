@@ -100,7 +100,8 @@ start() {
     return 1
 }
 
-stage fuzz "$build/tests/serve_fuzz" 3
+# a fixed seed keeps make test repeatable (KILN_FUZZ_SEED=0 draws one from the clock, for hunting)
+stage fuzz "$build/tests/serve_fuzz" 3 "${KILN_FUZZ_SEED:-20261128}"
 
 if start "$tmp/server.log" --slots 4 --queue 16 --timeout 10 --max-body 65536 &&
    start "$tmp/busy.log" --slots 1 --queue 0 --timeout 1 --api-key test-key; then

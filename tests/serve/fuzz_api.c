@@ -5,7 +5,8 @@
  * range or as an error with a 4xx status, a type and a message whose
  * error object is valid JSON; the answers written from random bytes
  * (tokens that end inside a UTF-8 character) must be valid JSON too.
- * Usage: serve_fuzz [SECONDS] [SEED]; last line "N passed, N failed". */
+ * Usage: serve_fuzz [SECONDS] [SEED] (none or 0: from the clock); last line
+ * "N passed, N failed". */
 #include "api.h"
 
 #include <jansson.h>
@@ -95,8 +96,8 @@ static bool valid_json(char *s) {
 
 int main(int argc, char **argv) {
     double seconds = argc > 1 ? atof(argv[1]) : 3;
-    rng = argc > 2 ? strtoull(argv[2], NULL, 10) : (uint64_t)time(NULL);
-    rng = rng ? rng : 1;
+    rng = argc > 2 ? strtoull(argv[2], NULL, 10) : 0;
+    rng = rng ? rng : (uint64_t)time(NULL); /* seed 0 or none: from the clock */
     printf("serve_fuzz: %.1f s of mutated bodies, seed %llu\n", seconds, (unsigned long long)rng);
     /* bodies that failed once: jansson's message quotes a cut character */
     static const char *found[] = {
