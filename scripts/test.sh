@@ -32,7 +32,9 @@
 #                 reports from outside kiln are suppressed by scripts/lsan.supp
 #                 and scripts/ubsan.supp, each entry saying why. Vulkan is left
 #                 out here: lavapipe under ASan is slow (its tests run in the
-#                 native pass). KILN_SANITIZE=0 skips this pass.
+#                 native pass). The server's curl, client and logprobs checks
+#                 run again on the sanitized serve (serve-sanitize).
+#                 KILN_SANITIZE=0 skips this pass.
 #   arm64         make CC=aarch64-linux-gnu-gcc BLAS=0 ZLIB=0 VULKAN=0, run under
 #                 qemu-aarch64 (NEON paths), when the cross tools are installed
 #   mpi           make MPI=1 of kiln_dist's tests in the default build (only dist/ and
@@ -164,6 +166,7 @@ sanitize() {
         export UBSAN_OPTIONS=suppressions=$here/scripts/ubsan.supp:print_stacktrace=1:halt_on_error=1
         run_suite sanitize "$build/sanitize/tests/kiln_tests" "$@"
         run_suite examples-sanitize scripts/test_examples.sh "$build/sanitize" "$@"
+        KILN_SERVE_QUICK=1 run_suite serve-sanitize scripts/test_serve.sh "$build/sanitize" "$@"
         unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS
     fi
 }

@@ -9,13 +9,18 @@
 #            library: both endpoints, whole and streamed, SSE framing, usage
 #            counts, stop, seed, every error, a client gone mid-stream, and
 #            503 + Retry-After, the API key and a slow client dropped on a
-#            second server (--slots 1 --queue 0 --timeout 1)
+#            second server (--slots 1 --queue 0 --timeout 1); logprobs'
+#            shape, order and streaming
+#   logprobs tests/serve/logprobs_ref.py: logprobs against the log-softmax of
+#            the logits generate --dump-logits writes for the same ids
 #   page     tests/serve/page_test.py: the chat page in headless Chromium,
 #            typed into, streamed, screenshot in BUILD_DIR/serve-page.png
 #            (skipped, saying why, only where Chromium cannot run)
 #   load     tests/serve/load.py: 16 concurrent streaming clients from a second
 #            process for 12 s after a 3 s warm-up: no failed request, the
 #            server alive, its RSS flat (within 6 MiB), the tokens/s printed
+# KILN_SERVE_QUICK=1 runs curl, client and logprobs only (the sanitize stage:
+# the server under ASan and UBSan; the page and the load add nothing there).
 # Usage: scripts/test_serve.sh BUILD_DIR [test name filters...]; runs when no
 # filter is given or one is part of "serve". Last line "N passed, N failed[, N skipped]".
 set -u
@@ -101,7 +106,8 @@ start() {
 }
 
 # a fixed seed keeps make test repeatable (KILN_FUZZ_SEED=0 draws one from the clock, for hunting)
-stage fuzz "$build/tests/serve_fuzz" 3 "${KILN_FUZZ_SEED:-20261128}"
+quick=${KILN_SERVE_QUICK:-0}
+[ "$quick" = 1 ] || stage fuzz "$build/tests/serve_fuzz" 3 "${KILN_FUZZ_SEED:-20261128}"
 
 if start "$tmp/server.log" --slots 4 --queue 16 --timeout 10 --max-body 65536 &&
    start "$tmp/busy.log" --slots 1 --queue 0 --timeout 1 --api-key test-key; then
@@ -122,8 +128,11 @@ if start "$tmp/server.log" --slots 4 --queue 16 --timeout 10 --max-body 65536 &&
     check curl_stream $? "$out"
 
     stage client "$py" tests/serve/client.py "$main_url" "$tmp/server.log" "$busy_url" test-key
-    stage page "$py" tests/serve/page_test.py "$main_url" "$build/serve-page.png"
-    stage load "$py" tests/serve/load.py "$main_url" --clients 16 --seconds 12 --warmup 3 --pid "$main_pid"
+    stage logprobs "$py" tests/serve/logprobs_ref.py "$main_url" "$build/examples/generate" "$model" "$tmp"
+    if [ "$quick" != 1 ]; then
+        stage page "$py" tests/serve/page_test.py "$main_url" "$build/serve-page.png"
+        stage load "$py" tests/serve/load.py "$main_url" --clients 16 --seconds 12 --warmup 3 --pid "$main_pid"
+    fi
     kill -0 "$main_pid" 2>/dev/null
     check alive_after_all $? "the server died; its log:$(tail -n 5 "$tmp/server.log")"
     kill -TERM "$main_pid"

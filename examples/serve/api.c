@@ -194,6 +194,24 @@ static bool stops(json_t *o, api_request *r, api_error *e) {
     return true;
 }
 
+/* Chat's logprobs (a boolean) and top_logprobs (0 .. 20, only with
+ * logprobs); the completions' logprobs (0 .. 20: the alternatives, as
+ * OpenAI's legacy API; it allows 5). */
+static bool logprobs(api_kind kind, json_t *o, api_request *r, api_error *e) {
+    json_t *v = json_object_get(o, "logprobs");
+    const char *top = kind == API_CHAT ? "top_logprobs" : "logprobs";
+    if (kind == API_CHAT) {
+        if (!boolean(o, "logprobs", &r->logprobs, e)) return false;
+        v = json_object_get(o, top);
+    }
+    if (!v || json_is_null(v)) return true;
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > API_MAX_TOP_LOGPROBS)
+        return bad(e, top, "'%s' must be an integer from 0 to %d", top, API_MAX_TOP_LOGPROBS);
+    if (kind == API_CHAT && !r->logprobs) return bad(e, top, "'top_logprobs' needs 'logprobs': true");
+    r->logprobs = true, r->top_logprobs = (int)json_integer_value(v);
+    return true;
+}
+
 static bool parse(api_kind kind, json_t *o, api_request *r, api_error *e) {
     json_t *v;
     if ((v = json_object_get(o, "model")) && !json_is_null(v)) {
@@ -217,11 +235,7 @@ static bool parse(api_kind kind, json_t *o, api_request *r, api_error *e) {
     }
     if (!boolean(o, "stream", &r->stream, e) || !boolean(o, "cache_prompt", &r->cache_prompt, e) || !stops(o, r, e))
         return false;
-    /* token log probabilities are not computed: said, not ignored */
-    static const char *const unserved[] = {"logprobs", "top_logprobs"};
-    for (int i = 0; i < 2; i++)
-        if ((v = json_object_get(o, unserved[i])) && !json_is_null(v) && !json_is_false(v))
-            return bad(e, unserved[i], "'%s' is not served (no token log probabilities); leave it out", unserved[i]);
+    if (!logprobs(kind, o, r, e)) return false;
     if ((v = json_object_get(o, "stream_options")) && !json_is_null(v)) {
         if (!json_is_object(v)) return bad(e, "stream_options", "'stream_options' must be an object");
         if (!r->stream) return bad(e, "stream_options", "'stream_options' is only allowed with 'stream': true");
@@ -301,19 +315,74 @@ static json_t *usage(const api_usage *u) {
                      "total_tokens", u->prompt + u->completion, "prompt_tokens_details", "cached_tokens", u->cached);
 }
 
+/* A log-probability as JSON can hold it (-inf as vLLM writes it). */
+static json_t *logprob_json(double x) { return json_real(isfinite(x) ? x : -9999.0); }
+
+static json_t *bytes_json(const char *text, size_t len) {
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < len; i++) json_array_append_new(a, json_integer((unsigned char)text[i]));
+    return a;
+}
+
+static json_t *token_json(const api_token *t) {
+    return json_pack("{s:o, s:o, s:o}", "token", text_json(t->text, t->len), "logprob", logprob_json(t->logprob),
+                     "bytes", bytes_json(t->text, t->len));
+}
+
+/* Chat's {"content": [{token, logprob, bytes, top_logprobs}], "refusal"}
+ * or the completions' legacy {tokens, token_logprobs, top_logprobs,
+ * text_offset}; NULL when out of memory. */
+static json_t *logprobs_json(api_kind kind, api_logprobs l) {
+    if (!l.lp) return json_null();
+    json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *offsets = json_array();
+    for (int i = 0; tokens && lps && tops && offsets && i < l.n; i++) {
+        const api_logprob *p = &l.lp[i];
+        json_t *top = kind == API_CHAT ? json_array() : json_object();
+        for (int k = 0; top && k < p->n_top; k++) {
+            if (kind == API_CHAT) {
+                json_array_append_new(top, token_json(&p->top[k]));
+            } else {
+                /* two tokens may read the same (bytes as U+FFFD): the likelier stays */
+                json_t *key = text_json(p->top[k].text, p->top[k].len);
+                if (key && !json_object_get(top, json_string_value(key)))
+                    json_object_set_new(top, json_string_value(key), logprob_json(p->top[k].logprob));
+                json_decref(key);
+            }
+        }
+        if (kind == API_CHAT) {
+            json_t *one = token_json(&p->chosen);
+            if (one) json_object_set_new(one, "top_logprobs", top);
+            else json_decref(top);
+            json_array_append_new(tokens, one);
+        } else {
+            json_array_append_new(tokens, text_json(p->chosen.text, p->chosen.len));
+            json_array_append_new(lps, logprob_json(p->chosen.logprob));
+            json_array_append_new(tops, top);
+            json_array_append_new(offsets, json_integer((json_int_t)p->offset));
+        }
+    }
+    if (kind == API_CHAT) {
+        json_decref(lps), json_decref(tops), json_decref(offsets);
+        return json_pack("{s:o, s:n}", "content", tokens, "refusal");
+    }
+    return json_pack("{s:o, s:o, s:o, s:o}", "tokens", tokens, "token_logprobs", lps, "top_logprobs", tops,
+                     "text_offset", offsets);
+}
+
 static json_t *head(const char *object, const char *id, long created, const char *model) {
     return json_pack("{s:s, s:s, s:I, s:s}", "id", id, "object", object, "created", (json_int_t)created, "model",
                      model);
 }
 
 char *api_result_json(api_kind kind, const char *id, long created, const char *model, const char *text, size_t len,
-                      const char *finish, const api_usage *u) {
+                      const char *finish, const api_usage *u, api_logprobs lp) {
     json_t *o = head(kind == API_CHAT ? "chat.completion" : "text_completion", id, created, model);
     json_t *t = text_json(text, len);
     json_t *choice = kind == API_CHAT
-                         ? json_pack("{s:i, s:{s:s, s:o}, s:n, s:s}", "index", 0, "message", "role", "assistant",
-                                     "content", t, "logprobs", "finish_reason", finish)
-                         : json_pack("{s:i, s:o, s:n, s:s}", "index", 0, "text", t, "logprobs", "finish_reason", finish);
+                         ? json_pack("{s:i, s:{s:s, s:o}, s:o, s:s}", "index", 0, "message", "role", "assistant",
+                                     "content", t, "logprobs", logprobs_json(kind, lp), "finish_reason", finish)
+                         : json_pack("{s:i, s:o, s:o, s:s}", "index", 0, "text", t, "logprobs", logprobs_json(kind, lp),
+                                     "finish_reason", finish);
     if (!o || !choice || json_object_set_new(o, "choices", json_pack("[o]", choice)) ||
         json_object_set_new(o, "usage", usage(u))) {
         json_decref(o);
@@ -333,11 +402,11 @@ char *api_chunk_json(api_kind kind, const api_chunk *c) {
             json_t *delta = json_object();
             if (c->first) json_object_set_new(delta, "role", json_string("assistant"));
             if (t) json_object_set_new(delta, "content", t);
-            choice = json_pack("{s:i, s:o, s:n, s:o}", "index", 0, "delta", delta, "logprobs", "finish_reason",
-                               str_or_null(c->finish));
+            choice = json_pack("{s:i, s:o, s:o, s:o}", "index", 0, "delta", delta, "logprobs",
+                               logprobs_json(kind, c->logprobs), "finish_reason", str_or_null(c->finish));
         } else {
-            choice = json_pack("{s:i, s:o, s:n, s:o}", "index", 0, "text", t ? t : json_string(""), "logprobs",
-                               "finish_reason", str_or_null(c->finish));
+            choice = json_pack("{s:i, s:o, s:o, s:o}", "index", 0, "text", t ? t : json_string(""), "logprobs",
+                               logprobs_json(kind, c->logprobs), "finish_reason", str_or_null(c->finish));
         }
         json_array_append_new(choices, choice);
     }

@@ -21,7 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { API_MAX_STOP = 4, API_MAX_STOP_LEN = 256, API_MAX_MESSAGES = 1024, API_MAX_PROMPT_IDS = 1 << 20 };
+enum { API_MAX_STOP = 4, API_MAX_STOP_LEN = 256, API_MAX_MESSAGES = 1024, API_MAX_PROMPT_IDS = 1 << 20,
+       API_MAX_TOP_LOGPROBS = 20 };
 
 typedef enum { API_CHAT, API_COMPLETION } api_kind;
 
@@ -46,6 +47,8 @@ typedef struct api_request {
     uint64_t seed;
     bool stream, include_usage; /* include_usage: stream_options.include_usage */
     bool cache_prompt;     /* llama-server's: keep a slot's shared prefix (default true) */
+    bool logprobs;         /* the tokens' log-probabilities: chat's logprobs, or completions' logprobs given */
+    int top_logprobs;      /* with each, the likeliest alternatives: chat's top_logprobs, completions' logprobs */
 } api_request;
 
 typedef struct api_error {
@@ -71,12 +74,33 @@ typedef struct api_usage {
     int prompt, completion, cached;
 } api_usage;
 
+/* A token of the answer: its text (len bytes, maybe part of a UTF-8
+ * character) and log-probability. An api_logprob is a generated token with
+ * its likeliest alternatives and, for the completions' legacy form, the
+ * characters of the answer before it. */
+typedef struct api_token {
+    const char *text;
+    size_t len;
+    double logprob;
+} api_token;
+typedef struct api_logprob {
+    api_token chosen;
+    const api_token *top;
+    int n_top;
+    size_t offset;
+} api_logprob;
+/* A run of them (lp NULL: "logprobs": null). */
+typedef struct api_logprobs {
+    const api_logprob *lp;
+    int n;
+} api_logprobs;
+
 /* The answers, malloc'd NUL-terminated JSON (NULL when out of memory).
  * finish: "stop" or "length". id: "chatcmpl-..." / "cmpl-...". */
 char *api_error_json(const api_error *e);
 char *api_models_json(const char *model, long created);
 char *api_result_json(api_kind kind, const char *id, long created, const char *model, const char *text, size_t len,
-                      const char *finish, const api_usage *usage);
+                      const char *finish, const api_usage *usage, api_logprobs logprobs);
 /* One stream chunk. first: the chat chunk that opens with the role; text
  * NULL with finish set: the last chunk, which carries the usage too;
  * usage_only: the chunk of stream_options.include_usage (no choices). */
@@ -88,6 +112,7 @@ typedef struct api_chunk {
     size_t len;
     const char *finish;
     api_usage usage;
+    api_logprobs logprobs; /* of the tokens whose text this chunk ends */
 } api_chunk;
 char *api_chunk_json(api_kind kind, const api_chunk *c);
 

@@ -103,8 +103,8 @@ static bool client_gone(struct MHD_Connection *conn) {
                                    recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0);
 }
 
-/* The whole answer of j. */
-static struct MHD_Response *whole(serve_app *app, job *j, api_kind kind, const char *id,
+/* The whole answer of j, and its tokens' logprobs with want. */
+static struct MHD_Response *whole(serve_app *app, job *j, api_kind kind, const char *id, bool want,
                                   struct MHD_Connection *conn, unsigned *status) {
     size_t len = 0, cap = 4096;
     char *text = malloc(cap);
@@ -119,18 +119,29 @@ static struct MHD_Response *whole(serve_app *app, job *j, api_kind kind, const c
         len += sched_next(app->sched, j, text + len, cap - len, 500, &news);
         if (!news.done && client_gone(conn)) break; /* the job is dropped below; nobody reads an answer */
     }
-    job_release(app->sched, j);
     api_error e;
-    if (!text) return api_fail(&e, 500, "server_error", NULL, NULL, "out of memory"), http_error(&e, status);
-    if (!news.done || news.error) {
-        free(text);
-        api_fail(&e, 500, "server_error", NULL, NULL, "the request failed: %s", news.error ? news.error : "cancelled");
-        return http_error(&e, status);
+    struct MHD_Response *res;
+    const job_logprob **recs = NULL;
+    api_logprobs lp = {0};
+    bool ok = text && news.done && !news.error;
+    if (ok && want) {
+        int most = news.completion_tokens ? news.completion_tokens : 1; /* a record per token at most */
+        if ((recs = malloc((size_t)most * sizeof *recs))) lp.n = sched_logprobs(app->sched, j, 0, recs, most);
+        ok = recs && (lp.lp = lp_views(recs, lp.n));
     }
-    api_usage u = {news.prompt_tokens, news.completion_tokens, news.cached_tokens};
-    char *json = api_result_json(kind, id, (long)time(NULL), app->model, text, len, news.finish, &u);
-    free(text);
-    return http_json(json, status);
+    if (ok) {
+        api_usage u = {news.prompt_tokens, news.completion_tokens, news.cached_tokens};
+        char *json = api_result_json(kind, id, (long)time(NULL), app->model, text, len, news.finish, &u, lp);
+        res = http_json(json, status);
+    } else {
+        const char *why = news.error ? news.error : "cancelled";
+        if (!text || (news.done && !news.error)) api_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
+        else api_fail(&e, 500, "server_error", NULL, NULL, "the request failed: %s", why);
+        res = http_error(&e, status);
+    }
+    free((void *)lp.lp), free(recs), free(text);
+    job_release(app->sched, j); /* after the records are written: they are the job's */
+    return res;
 }
 
 struct MHD_Response *completions(serve_app *app, api_kind kind, struct MHD_Connection *conn, const char *body,
@@ -163,7 +174,9 @@ struct MHD_Response *completions(serve_app *app, api_kind kind, struct MHD_Conne
                         .stop = (const char *const *)r.stop,
                         .n_stop = r.n_stop,
                         .id = id,
-                        .no_prompt_cache = !r.cache_prompt};
+                        .no_prompt_cache = !r.cache_prompt,
+                        .logprobs = r.logprobs,
+                        .top_logprobs = r.top_logprobs};
         if (!(j = job_new(ids, (int)n, &p))) {
             api_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
         } else if (sched_submit(app->sched, j)) {
@@ -171,7 +184,8 @@ struct MHD_Response *completions(serve_app *app, api_kind kind, struct MHD_Conne
             api_fail(&e, 503, "server_error", NULL, "server_busy",
                      "every slot is busy and the queue is full; try again shortly");
         } else {
-            res = r.stream ? sse_stream(app, j, kind, id, r.include_usage) : whole(app, j, kind, id, conn, status);
+            res = r.stream ? sse_stream(app, j, kind, id, r.include_usage, r.logprobs)
+                           : whole(app, j, kind, id, r.logprobs, conn, status);
             if (!res) api_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
         }
     }

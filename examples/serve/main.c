@@ -7,8 +7,8 @@
  *   POST /v1/chat/completions   messages through the model's chat template
  *   POST /v1/completions        a prompt as it is (text, or token ids)
  * with max_tokens, temperature, top_p, stop, seed, stream (server-sent
- * events ending in data: [DONE]) and usage counts, errors as OpenAI's error
- * object (logprobs is refused: not computed). --slots sequences decode
+ * events ending in data: [DONE]), usage counts and logprobs (logprobs.h),
+ * errors as OpenAI's error object. --slots sequences decode
  * together, one batched step for all (scheduler.c); up to --queue more
  * wait, beyond that 503 with Retry-After. A request reuses the prompt
  * prefix an idle slot holds (a conversation's earlier turns; llama-server's

@@ -26,6 +26,9 @@ struct job {
     int n_gen, cap_gen;
     char *text; /* their text, cut at a stop sequence */
     size_t len, cap, ready, taken; /* ready: bytes a reader may take */
+    size_t decoded;                /* bytes of the text before the cut */
+    job_logprob **lp;              /* with p.logprobs: a record per generated token */
+    int n_lp, cap_lp;
     const char *finish, *error;
     bool ended, cancelled, queued;
     int slot, refs;
@@ -63,6 +66,7 @@ struct sched {
     int32_t *tokens;
     bool *want;
     float *logits;
+    float *zcopy; /* [vocab]: a job's logits before its draw, for its logprobs */
 };
 
 job *job_new(const int32_t *ids, int n, const job_params *p) {
@@ -90,7 +94,8 @@ static void job_free(job *j) {
     sampler_free(&j->smp);
     for (int i = 0; i < 4; i++) free(j->stop[i]);
     pthread_cond_destroy(&j->news);
-    free(j->prompt), free(j->gen), free(j->text), free(j);
+    for (int i = 0; i < j->n_lp; i++) free(j->lp[i]);
+    free(j->prompt), free(j->gen), free(j->text), free(j->lp), free(j);
 }
 
 static void unref(job *j) {
@@ -138,7 +143,7 @@ static kiln_status retext(sched *s, job *j) {
         j->text = t, j->cap = 2 * len;
     }
     if (st) return st;
-    j->len = len;
+    j->len = j->decoded = len;
     for (int i = 0; i < j->p.n_stop; i++) {
         size_t sl = strlen(j->stop[i]), start = from >= sl ? from - sl + 1 : 0;
         char *hit = start + sl <= len ? memmem(j->text + start, len - start, j->stop[i], sl) : NULL;
@@ -156,8 +161,31 @@ static kiln_status retext(sched *s, job *j) {
     return KILN_OK;
 }
 
+/* The record of j's last token, drawn from the logits z (as they were
+ * before the draw), whose text begins at byte from. Under the lock. */
+static bool record(sched *s, job *j, const float *z, size_t from) {
+    if (j->n_lp == j->cap_lp) {
+        int cap = j->cap_lp ? 2 * j->cap_lp : 64;
+        job_logprob **lp = realloc(j->lp, (size_t)cap * sizeof *lp);
+        if (!lp) return false;
+        j->lp = lp, j->cap_lp = cap;
+    }
+    const job_logprob *last = j->n_lp ? j->lp[j->n_lp - 1] : NULL;
+    size_t offset = last ? last->offset : 0, end = j->decoded > from ? j->decoded : from;
+    for (size_t i = last ? last->start : 0; last && i < last->end; i++) /* characters: UTF-8 lead bytes */
+        offset += ((unsigned char)j->text[i] & 0xC0) != 0x80;
+    int32_t prev = j->n_gen > 1 ? j->gen[j->n_gen - 2] : -1; /* the first token's text is the answer's start */
+    job_logprob *r = lp_record(s->tok, z, s->m->cfg.vocab, j->p.top_logprobs, prev, j->gen[j->n_gen - 1],
+                               j->text + from, end - from, offset);
+    if (!r) return false;
+    r->start = from, r->end = end;
+    j->lp[j->n_lp++] = r;
+    return true;
+}
+
 /* The next token of j from its logits z. Under the lock. */
 static void advance(sched *s, job *j, float *z) {
+    if (j->p.logprobs) memcpy(s->zcopy, z, (size_t)s->m->cfg.vocab * sizeof *z); /* the draw may change z */
     int32_t id = sampler_draw(&j->smp, z, s->m->cfg.vocab);
     if (kiln_tokenizer_is_eog(s->tok, id)) return end(j, "stop", NULL);
     sampler_accept(&j->smp, id);
@@ -169,7 +197,9 @@ static void advance(sched *s, job *j, float *z) {
     }
     j->gen[j->n_gen++] = id;
     s->generated++;
+    size_t from = j->decoded;
     if (retext(s, j)) return end(j, NULL, "the generated tokens could not be decoded");
+    if (j->p.logprobs && !record(s, j, s->zcopy, from)) return end(j, NULL, "out of memory");
     if (j->ended) return;
     if (j->p.max_tokens && j->n_gen >= j->p.max_tokens) return end(j, "length", NULL);
     if (j->n_prompt + j->n_gen > s->ctx) return end(j, "length", NULL); /* no position left to feed it */
@@ -349,9 +379,10 @@ sched *sched_new(llama *m, const kiln_tokenizer *tok, int n_slots, int64_t ctx, 
     s->tokens = malloc(entries * sizeof *s->tokens);
     s->want = malloc(entries * sizeof *s->want);
     s->logits = malloc((size_t)n_slots * (size_t)m->cfg.vocab * sizeof *s->logits);
+    s->zcopy = malloc((size_t)m->cfg.vocab * sizeof *s->zcopy);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->work, NULL);
-    if (!s->active || !s->held || !s->wanting || !s->slots || !s->tokens || !s->want || !s->logits) {
+    if (!s->active || !s->held || !s->wanting || !s->slots || !s->tokens || !s->want || !s->logits || !s->zcopy) {
         kiln_set_error(KILN_ERR_OOM, "sched_new: out of memory for %d slots", n_slots);
         sched_free(s);
         return NULL;
@@ -397,7 +428,8 @@ void sched_free(sched *s) {
     free(s->held);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->work);
-    free(s->active), free(s->wanting), free(s->slots), free(s->tokens), free(s->want), free(s->logits), free(s);
+    free(s->active), free(s->wanting), free(s->slots), free(s->tokens), free(s->want), free(s->logits), free(s->zcopy),
+        free(s);
 }
 
 void sched_get_stats(sched *s, sched_stats *st) {
@@ -452,6 +484,19 @@ size_t sched_next(sched *s, job *j, char *buf, size_t cap, int ms, job_news *new
     *news = (job_news){.done = j->ended && j->taken == j->ready, .prompt_tokens = j->n_prompt,
                        .completion_tokens = j->n_gen, .cached_tokens = j->cached};
     if (news->done) news->finish = j->finish, news->error = j->error;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+int sched_logprobs(sched *s, job *j, int from, const job_logprob **out, int cap) {
+    pthread_mutex_lock(&s->mu);
+    bool done = j->ended && j->taken == j->ready;
+    int n = 0;
+    for (int i = from; i >= 0 && i < j->n_lp && n < cap; i++) {
+        const job_logprob *r = j->lp[i];
+        if (done ? r->start >= j->len && r->end > r->start : r->end > j->taken) break;
+        out[n++] = r;
+    }
     pthread_mutex_unlock(&s->mu);
     return n;
 }

@@ -17,6 +17,7 @@
  *     if (sched_submit(s, j)) ...                  // the queue is full: 503
  *     job_news news;
  *     do n = sched_next(s, j, buf, sizeof buf, 1000, &news); while (!news.done);
+ *     k = sched_logprobs(s, j, 0, recs, cap);       // with p.logprobs
  *     job_release(s, j);                           // the HTTP side is done with it
  */
 #ifndef SERVE_SCHEDULER_H
@@ -24,6 +25,7 @@
 
 #include "kiln.h"
 #include "llama.h"
+#include "logprobs.h"
 #include "sampler.h"
 
 #include <stdbool.h>
@@ -41,6 +43,8 @@ typedef struct job_params {
     int n_stop;
     const char *id;     /* for the log line when it ends ("chatcmpl-...") */
     bool no_prompt_cache; /* recompute the whole prompt (else a slot's shared prefix is kept) */
+    bool logprobs;        /* a record of each generated token (logprobs.h) */
+    int top_logprobs;     /* with this many alternatives */
 } job_params;
 
 typedef struct job_news {
@@ -76,6 +80,11 @@ void sched_cancel(sched *s, job *j);
 /* Wait up to ms milliseconds for new text of j; copy at most cap bytes of
  * it into buf and return how many. news says whether j is done. */
 size_t sched_next(sched *s, job *j, char *buf, size_t cap, int ms, job_news *news);
+/* With p.logprobs: the records of j's tokens from the from-th on whose
+ * text sched_next has given (once news.done: those whose text begins
+ * before a stop sequence), at most cap pointers into out, valid until
+ * job_release. Returns how many. */
+int sched_logprobs(sched *s, job *j, int from, const job_logprob **out, int cap);
 /* The caller is done with j (cancels it if it still runs). */
 void job_release(sched *s, job *j);
 

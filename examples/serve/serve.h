@@ -45,8 +45,10 @@ struct MHD_Response *http_error(const api_error *e, unsigned *status);
  * answer whole or as server-sent events (sse.c). */
 struct MHD_Response *completions(serve_app *app, api_kind kind, struct MHD_Connection *conn, const char *body,
                                  size_t len, unsigned *status);
-/* The stream of j's chunks; takes j. */
-struct MHD_Response *sse_stream(serve_app *app, job *j, api_kind kind, const char *id, bool include_usage);
+/* The stream of j's chunks (with their tokens' logprobs with logprobs);
+ * takes j. */
+struct MHD_Response *sse_stream(serve_app *app, job *j, api_kind kind, const char *id, bool include_usage,
+                                bool logprobs);
 
 /* The chat page (page.html, embedded by the Makefile with xxd -i). */
 extern const unsigned char serve_page[];

@@ -21,6 +21,8 @@ typedef struct stream {
     char id[48];
     long created;
     bool include_usage, opened, finished;
+    bool logprobs; /* each chunk with its tokens' records */
+    int lp_from;   /* the records given so far */
     char *out; /* formatted bytes not yet given to MHD */
     size_t len, at, cap;
 } stream;
@@ -74,15 +76,22 @@ static bool more(stream *s) {
     char buf[4096];
     job_news n;
     size_t len = sched_next(s->app->sched, s->j, buf, sizeof buf, 2000, &n);
-    if (len) {
+    const job_logprob *recs[256];
+    int k = s->logprobs ? sched_logprobs(s->app->sched, s->j, s->lp_from, recs, 256) : 0;
+    if (len || k) {
         c.text = buf, c.len = len;
-        if (!event(s, api_chunk_json(s->kind, &c))) return false;
+        if (s->logprobs && !(c.logprobs.lp = lp_views(recs, c.logprobs.n = k))) return false;
+        bool ok = event(s, api_chunk_json(s->kind, &c));
+        free((void *)c.logprobs.lp);
+        if (!ok) return false;
+        s->lp_from += k;
     }
+    if (k == 256) return true; /* more records than a chunk takes: the rest in the next */
     if (n.done) {
         s->finished = true;
         return closing(s, &n);
     }
-    return len || put(s, ": waiting\n\n", 11);
+    return len || k || put(s, ": waiting\n\n", 11);
 }
 
 static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max) {
@@ -106,13 +115,15 @@ static void done(void *cls) {
     free(s->out), free(s);
 }
 
-struct MHD_Response *sse_stream(serve_app *app, job *j, api_kind kind, const char *id, bool include_usage) {
+struct MHD_Response *sse_stream(serve_app *app, job *j, api_kind kind, const char *id, bool include_usage,
+                                bool logprobs) {
     stream *s = calloc(1, sizeof *s);
     if (!s) {
         job_release(app->sched, j);
         return NULL;
     }
-    *s = (stream){.app = app, .j = j, .kind = kind, .created = (long)time(NULL), .include_usage = include_usage};
+    *s = (stream){.app = app, .j = j, .kind = kind, .created = (long)time(NULL), .include_usage = include_usage,
+                  .logprobs = logprobs};
     snprintf(s->id, sizeof s->id, "%s", id);
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, reader, s, done);
     if (!r) {

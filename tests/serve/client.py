@@ -237,6 +237,50 @@ s, _, t = get("/v1/nothing", "OPTIONS", pre)
 check("cors_preflight_unknown_path", is_error(s, t, 404)[0], t[:200])
 
 # errors: each its status and object, the server up after each
+# logprobs: a record per token whose texts make the answer, the chosen
+# token among the likeliest with its own logprob (greedy: the first), the
+# alternatives in order, and the same records streamed as whole
+def chat_lp(a):
+    return a["choices"][0]["logprobs"]["content"]
+
+
+body = {"messages": MSGS, "max_tokens": 6, "temperature": 0, "logprobs": True, "top_logprobs": 3}
+s, _, t = post(CHAT, body)
+a = json.loads(t) if s == 200 else {}
+ok, why = s == 200, t[:300]
+if ok:
+    lp, text = chat_lp(a), a["choices"][0]["message"]["content"]
+    ok = len(lp) == a["usage"]["completion_tokens"] and "".join(x["token"] for x in lp) == text and all(
+        len(x["top_logprobs"]) == 3 and x["top_logprobs"][0]["token"] == x["token"]
+        and x["top_logprobs"][0]["logprob"] == x["logprob"] and x["logprob"] <= 0
+        and x["bytes"] == list(x["token"].encode())
+        and all(p["logprob"] >= q["logprob"] for p, q in zip(x["top_logprobs"], x["top_logprobs"][1:]))
+        and sum(2.718281828459045 ** p["logprob"] for p in x["top_logprobs"]) <= 1 + 1e-6 for x in lp)
+    s2, _, raw = stream(CHAT, dict(body, stream=True))
+    ev = framing(raw) or []
+    streamed = [x for d in ev[:-1] for c in json.loads(d)["choices"]
+                for x in ((c.get("logprobs") or {}).get("content") or [])]
+    ok = ok and streamed == lp
+    why = "%r\nstreamed %r" % (lp, streamed)
+check("chat_logprobs", ok, why)
+s, _, t = post(CHAT, {"messages": MSGS, "max_tokens": 3, "logprobs": True})
+check("chat_logprobs_no_top", s == 200 and all(x["top_logprobs"] == [] for x in chat_lp(json.loads(t))), t[:300])
+s, _, t = post(CHAT, {"messages": MSGS, "max_tokens": 3})
+check("logprobs_null_unasked", s == 200 and json.loads(t)["choices"][0]["logprobs"] is None, t[:300])
+s, _, t = post("/v1/completions", {"prompt": "Once upon a time", "max_tokens": 5, "temperature": 0.8, "seed": 2,
+                                   "logprobs": 2})
+ok, why = s == 200, t[:300]
+if ok:
+    c = json.loads(t)["choices"][0]
+    lp = c["logprobs"]
+    o = lp["text_offset"]  # characters; a token of part of a character (U+FFFD here) has no length of its own
+    ok = "".join(lp["tokens"]) == c["text"] and o[0] == 0 and len(o) == len(lp["tokens"]) and all(
+        o[i + 1] - o[i] == len(x) for i, x in enumerate(lp["tokens"][:-1]) if "\ufffd" not in x) and len(
+        lp["token_logprobs"]) == len(lp["tokens"]) and all(len(d) <= 2 and max(d.values()) >= v - 1e-6 for d, v in
+                                                           zip(lp["top_logprobs"], lp["token_logprobs"]))
+    why = "%r" % lp
+check("completion_logprobs", ok, why)
+
 bad = [
     ("malformed_json", CHAT, None, b'{"messages": [', 400, None, "invalid_json"),
     ("not_an_object", CHAT, None, b'[1, 2]', 400, None, None),
@@ -256,9 +300,12 @@ bad = [
     ("prompt_and_max_tokens", "/v1/completions", {"prompt": "hi", "max_tokens": 1000}, None, 400, "prompt",
      "context_length_exceeded"),
     ("body_too_large", CHAT, None, b'{"messages":"' + b"x" * 70000 + b'"}', 413, None, None),
-    ("logprobs", "/v1/completions", {"prompt": "a", "logprobs": 2}, None, 400, "logprobs", None),
-    ("chat_logprobs", CHAT, {"messages": MSGS, "logprobs": True}, None, 400, "logprobs", None),
+    ("logprobs", "/v1/completions", {"prompt": "a", "logprobs": 21}, None, 400, "logprobs", None),
+    ("logprobs_type", "/v1/completions", {"prompt": "a", "logprobs": True}, None, 400, "logprobs", None),
+    ("chat_logprobs", CHAT, {"messages": MSGS, "logprobs": 1}, None, 400, "logprobs", None),
     ("top_logprobs", CHAT, {"messages": MSGS, "top_logprobs": 2}, None, 400, "top_logprobs", None),
+    ("top_logprobs_range", CHAT, {"messages": MSGS, "logprobs": True, "top_logprobs": -1}, None, 400,
+     "top_logprobs", None),
     ("cache_prompt_type", CHAT, {"messages": MSGS, "cache_prompt": 1}, None, 400, "cache_prompt", None),
 ]
 for n, path, body, raw, st, param, code in bad:

@@ -4,12 +4,14 @@
  * tokens. Every body must come back as a request whose values are in
  * range or as an error with a 4xx status, a type and a message whose
  * error object is valid JSON; the answers written from random bytes
- * (tokens that end inside a UTF-8 character) must be valid JSON too.
+ * (tokens that end inside a UTF-8 character, logprobs of -inf and NaN)
+ * must be valid JSON too.
  * Usage: serve_fuzz [SECONDS] [SEED] (none or 0: from the clock); last line
  * "N passed, N failed". */
 #include "api.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,12 +27,14 @@ static const char *seeds[] = {
     "{\"model\":\"m\",\"prompt\":\"Once upon a time\",\"max_tokens\":8,\"stop\":\"\\n\",\"stream\":false}",
     "{\"prompt\":[\"one\"],\"temperature\":0,\"top_p\":1,\"seed\":-3}",
     "{\"prompt\":[1,259,3,511],\"max_tokens\":4,\"cache_prompt\":false,\"logprobs\":null}",
+    "{\"prompt\":\"a\",\"logprobs\":3,\"max_tokens\":2}",
+    "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"logprobs\":true,\"top_logprobs\":5}",
 };
 static const char *pieces[] = {"{",    "}",      "[",          "]",       "\"",       ",",     ":",
                                "null", "true",   "-1",         "1e999",   "0.5",      "\\u0000", "\\",
                                "[[[[[[[[", "\"messages\"", "\"prompt\"", "\"stop\"", "2147483648", "\xff\xfe",
                                "\"role\":\"user\"", "{\"type\":\"image\"}", "\xc3", "9223372036854775807",
-                               "\"logprobs\"", "\"cache_prompt\""};
+                               "\"logprobs\"", "\"top_logprobs\"", "\"cache_prompt\"", "20", "21"};
 
 static uint64_t rng;
 static uint64_t next(void) {
@@ -129,7 +133,9 @@ int main(int argc, char **argv) {
             if (api_parse(kind, b, len, &r, &e)) {
                 accepted++;
                 bool ok = r.kind == kind && r.temperature >= 0 && r.temperature <= 2 && r.top_p > 0 &&
-                          r.top_p <= 1 && r.n_stop >= 0 && r.n_stop <= API_MAX_STOP && r.max_tokens >= 0;
+                          r.top_p <= 1 && r.n_stop >= 0 && r.n_stop <= API_MAX_STOP && r.max_tokens >= 0 &&
+                          r.top_logprobs >= 0 && r.top_logprobs <= API_MAX_TOP_LOGPROBS &&
+                          (r.logprobs || !r.top_logprobs);
                 for (int k = 0; k < r.n_stop; k++) ok = ok && r.stop[k] && *r.stop[k];
                 if (kind == API_CHAT) {
                     ok = ok && r.n_msgs >= 1 && r.msgs;
@@ -145,11 +151,19 @@ int main(int argc, char **argv) {
                       b, len);
                 check(valid_json(api_error_json(&e)), "an error object that is not JSON", b, len);
             }
-            /* the answers from random bytes */
+            /* the answers from random bytes, with tokens cut from them (-inf and NaN among their logprobs) */
+            api_token top[3];
+            api_logprob lp[2];
+            for (int k = 0; k < 3; k++)
+                top[k] = (api_token){b + next() % (len + 1), 0, k == 1 ? -INFINITY : k == 2 ? NAN : -0.5};
+            for (int k = 0; k < 3; k++) top[k].len = next() % (size_t)(b + len - top[k].text + 1);
+            for (int k = 0; k < 2; k++) lp[k] = (api_logprob){top[2 - k], top, (int)(next() % 4), next() % 9};
+            api_logprobs lps = {next() % 2 ? lp : NULL, 2};
             api_chunk c = {.id = "chatcmpl-1", .model = "m", .created = 1, .text = b, .len = len % 64,
-                           .finish = next() % 2 ? "stop" : NULL, .first = next() % 2};
+                           .finish = next() % 2 ? "stop" : NULL, .first = next() % 2, .logprobs = lps};
             check(valid_json(api_chunk_json(kind, &c)), "a chunk that is not JSON", b, len % 64);
-            check(valid_json(api_result_json(kind, "cmpl-1", 1, "m", b, len % 64, "length", &(api_usage){3, 4, 2})),
+            check(valid_json(api_result_json(kind, "cmpl-1", 1, "m", b, len % 64, "length", &(api_usage){3, 4, 2},
+                                             lps)),
                   "a result that is not JSON", b, len % 64);
         }
     }
