@@ -291,6 +291,20 @@ for o in adamw mezo qlora qlora_mezo; do
     check finetune_resume_bit_for_bit_$o 0 "" cmp "$tmp/ft-4-$o/adapter_model.safetensors" \
         "$tmp/ft-r-$o/adapter_model.safetensors"
 done
+# a Hugging Face directory with --qlora (the 48-id llama of tests/fixtures/arch
+# with eog-hf's byte-level tokenizer, whose letters a..z are ids 0..25: its
+# layers are narrower than NF4's blocks, so they stay f32), and a text the
+# model's vocabulary cannot hold refused by name
+mkdir -p "$tmp/hf"
+cp tests/fixtures/eog-hf/config.json tests/fixtures/eog-hf/tokenizer.json \
+    tests/fixtures/arch/llama-rope-tiny-hf/model.safetensors "$tmp/hf/"
+i=0 letters=""
+while [ $i -lt 100 ]; do letters="${letters}abcadbecabedcab"; i=$((i + 1)); done
+printf '%s' "$letters" >"$tmp/letters.txt"
+fth="$bin/finetune --model $tmp/hf --qlora --batch 4 --seq 16 --threads 1 --prompt abc --sample-tokens 4"
+check finetune_hf_qlora 0 "held-out loss after: .* (before .*, -" $fth --data "$tmp/letters.txt" --steps 12 --lr 1e-2
+check finetune_vocab_mismatch 1 "sayings.txt: token 111 ('T', the data's token 0) is outside .*vocabulary of 48 ids" $fth \
+    --data examples/finetune/data/sayings.txt --steps 1
 check finetune_resume_other_seed 1 "the checkpoint was made with --seed 42" $ft --seed 7 --steps 4 \
     --resume "$tmp/ft-c-adamw"
 check finetune_resume_other_base 1 "and qlora-[a-z0-9]*, this run has .* and lora-f32" $ft --optim adamw8bit \

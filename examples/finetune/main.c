@@ -307,6 +307,14 @@ int main(int argc, char **argv) {
     /* the data: train on the head of the stream, hold out the tail */
     const corpus *cp = &h.cp;
     if (!corpus_load(&h.cp, o.data, chat, tok, tmpl ? tmpl : "chatml")) return release(&h, 1);
+    for (int64_t i = 0; i < cp->n; i++) /* a tokenizer with more ids than the model's embedding has rows */
+        if (cp->ids[i] >= m->cfg.vocab) {
+            const char *t = kiln_tokenizer_token(tok, cp->ids[i]);
+            fprintf(stderr, "finetune: %s: token %d ('%s', the data's token %lld) is outside %s's vocabulary of %lld "
+                    "ids: its tokenizer and its weights disagree\n", o.data, (int)cp->ids[i], t ? t : "?",
+                    (long long)i, o.model, (long long)m->cfg.vocab);
+            return release(&h, 1);
+        }
     int64_t n_hold = (int64_t)(o.holdout * (double)cp->n);
     windows train = windows_of(cp, 0, cp->n - n_hold, o.seq), held = windows_of(cp, cp->n - n_hold, n_hold, o.seq);
     if (o.seq > m->cfg.context)
