@@ -48,7 +48,7 @@ static kiln_status piece(kiln_vk *vk, const kiln_chain_prog *p, const kiln_tenso
 kiln_status kiln__vk_chain_record(kiln_vk *vk, kiln_tensor *const *nodes, int n) {
     const kiln_tensor *last = nodes[n - 1];
     kiln_chain_prog *progs = kiln__calloc((size_t)n, sizeof *progs);
-    uint32_t *words = kiln__calloc((size_t)n * 4, sizeof *words); /* two per step, at most two steps a node */
+    uint32_t *words = kiln__calloc((size_t)n * 2, sizeof *words); /* two a step, one step a node */
     if (!progs || !words) {
         free(progs), free(words);
         return kiln__errs(KILN_ERR_OOM, "vulkan: out of memory for a chain of %d nodes", n);
