@@ -11,7 +11,8 @@
 layout(local_size_x = 256) in;
 // the steps, two words each: op | a << 8 | b << 12 | cmp << 16 | binary << 20
 // (op numbered from NEG, or from ADD when binary; a, b refs: 0 the
-// previous value, 1 + k input k), then p's bits
+// previous value, 1 + k input k), then p's bits; f32 bound as uint and
+// moved as bits, as ew_io.glsl
 layout(std430, binding = 0) readonly buffer Prog { uvec2 prog[]; };
 layout(std430, binding = 1) readonly buffer I0 { uint x0[]; };
 layout(std430, binding = 2) readonly buffer I1 { uint x1[]; };
@@ -29,7 +30,6 @@ layout(push_constant) uniform P {
 } p;
 
 float v[7]; // v[0] the previous step's value, v[1 + k] input k's element
-// (f32 bound as uint and moved as bits, as ew_io.glsl)
 
 float ref(uint r) {
     switch (r) {
