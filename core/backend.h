@@ -24,8 +24,8 @@
  *
  * The rewrite (core/fuse.c), decided at plan time from op facts and
  * invisible in the results, has two fused forms; a backend runs those it
- * sets in vt->fuses (the CPU both; Vulkan and CUDA none yet, so their
- * graphs run node by node), and the host backend must run both:
+ * sets in vt->fuses (the CPU, Vulkan and CUDA both), and the host backend
+ * must run both:
  *  - KILN_FUSE_CHAIN: consecutive element-wise nodes, each read only by
  *    the next and on operands that tile with the output (kiln__fuse_operand),
  *    run by `compute_chain` as one pass that writes only the last node;
@@ -134,6 +134,38 @@ typedef enum kiln_fuse_operand {
     KILN_OPND_CHAN
 } kiln_fuse_operand;
 kiln_fuse_operand kiln__fuse_operand(const kiln_tensor *s, const kiln_tensor *t);
+
+/* A chain (or a piece of it) as a program for the device backends' chain
+ * kernels (core/chain_prog.c): inputs, each read once per output element i
+ * at the index its kind gives (FULL i, SCALAR 0, ROW i % c, CHAN
+ * i / inner % chans), and steps run in order, each an element-wise op
+ * (fp[0] as p, CMP's comparison) on refs: 0 the previous step's value,
+ * 1 + k input k. Each step's value is rounded to the chain's dtype, as
+ * a stored node's would be, so a chain gives its nodes' values bit for bit. */
+#define KILN_CHAIN_MAX_IN 8
+#define KILN_CHAIN_MAX_STEPS 32
+typedef struct kiln_chain_input {
+    const kiln_tensor *t;
+    kiln_fuse_operand kind;
+} kiln_chain_input;
+typedef struct kiln_chain_step {
+    kiln_op op;
+    int cmp;
+    int a, b; /* b: -1 for a unary op */
+    double p;
+} kiln_chain_step;
+typedef struct kiln_chain_prog {
+    int n_in, n_steps;
+    kiln_chain_input in[KILN_CHAIN_MAX_IN];
+    kiln_chain_step step[KILN_CHAIN_MAX_STEPS];
+    int64_t n, c, inner, chans; /* the output's elements; ROW's and CHAN's periods */
+} kiln_chain_prog;
+/* The program of nodes[at..] (of a chain of n), as many as fit max_in
+ * inputs (at least 3) and max_steps steps; prev: the tensor holding
+ * nodes[at - 1]'s values when at > 0. Returns the index after the last
+ * node taken (n: the rest of the chain). */
+int kiln__chain_compile(kiln_tensor *const *nodes, int n, int at, const kiln_tensor *prev, int max_in, int max_steps,
+                        kiln_chain_prog *p);
 
 /* The tensor owning t's storage. */
 static inline kiln_tensor *kiln__owner(kiln_tensor *t) { return t->view_src ? t->view_src : t; }

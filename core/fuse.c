@@ -10,9 +10,9 @@
  *    gradient (the weight gradient of every linear layer) adds into the
  *    gradient itself (GEMM with beta = 1), so it needs no buffer and the
  *    extra pass is gone; a DFP matmul (ops/dfp.c) the same way.
- * Every node of a fused step is one the backend supports. A backend that
- * runs neither form (Vulkan, CUDA today) gets every node alone, as does
- * every graph under $KILN_FUSE=0. */
+ * Every node of a fused step is one the backend supports. The CPU, Vulkan
+ * and CUDA run both forms; a backend that runs neither gets every node
+ * alone, as does every graph under $KILN_FUSE=0. */
 #include "graph.h"
 
 static bool elementwise(const kiln_tensor *t) {

@@ -3,6 +3,8 @@
  * backends, computing and comparing them, and the per-case report line. */
 #include "backend_ops_util.h"
 
+#include "../core/graph.h"
+
 #include <time.h>
 
 #define BO_TINY 1e-6   /* floor of the normalization: an all-zero reference */
@@ -160,6 +162,37 @@ static double now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* A graph's fused steps (core/fuse.c): chain links but the last, and products adding into a gradient. */
+static void fused_counts(const kiln_graph *g, int *links, int *accs) {
+    *links = *accs = 0;
+    for (int i = 0; i < g->n; i++) *links += g->chain_end[i] != i, *accs += g->acc_node[i] >= 0;
+}
+
+/* BO_FUSED: case c on b fuses as on the CPU (ref, computed), and equals b's unfused run. */
+static void check_fused(const char *family, const bo_case *c, kiln_backend *b, const bo_side *ref, const bo_side *dev) {
+    const char *bn = kiln_backend_name(b);
+    int rl, ra, dl, da;
+    fused_counts(ref->g, &rl, &ra);
+    fused_counts(dev->g, &dl, &da);
+    KT_CHECK(rl + ra > 0 && dl == rl && da == ra, "%s/%s on %s: %d chain links, %d products into a gradient (cpu %d, %d)",
+             family, c->name, bn, dl, da, rl, ra);
+    bo_side un = {0};
+    setenv("KILN_FUSE", "0", 1);
+    bool ok = side_build(&un, c, b);
+    for (int k = 0; ok && k < BO_COMPUTES; k++) ok = !kiln_graph_compute(un.g);
+    unsetenv("KILN_FUSE");
+    KT_CHECK(ok, "%s/%s: unfused compute on %s failed: %s", family, c->name, bn, kiln_last_error());
+    if (ok) {
+        double e = bo_error(dev->out, un.out);
+        KT_CHECK(e == 0, "%s/%s on %s: fused output differs from unfused by %.3g", family, c->name, bn, e);
+        for (int i = 0; i < un.io.n_in && !da; i++) {
+            e = bo_error(kiln_tensor_grad(dev->io.in[i]), kiln_tensor_grad(un.io.in[i]));
+            KT_CHECK(e == 0, "%s/%s on %s: fused gradient %d differs from unfused by %.3g", family, c->name, bn, i, e);
+        }
+    }
+    kiln_ctx_free(un.ctx);
+}
+
 /* Run case c on b against the CPU; prints its line, fails the test on a
  * mismatch, a fallback or a validation message. */
 static void run_case(const char *family, const bo_case *c, kiln_backend *b) {
@@ -210,6 +243,7 @@ static void run_case(const char *family, const bo_case *c, kiln_backend *b) {
              family, c->name, kiln_dtype_name(c->dt), bn, (long long)st.nodes_fallback,
              (long long)(st.nodes_fallback + st.nodes_on_backend));
     KT_CHECK(vmsg == 0, "%s/%s on %s: %lld validation messages", family, c->name, bn, (long long)vmsg);
+    if ((c->flags & BO_FUSED) && !st.nodes_fallback) check_fused(family, c, b, &ref, &dev);
 done:
     kiln_ctx_free(ref.ctx);
     kiln_ctx_free(dev.ctx);

@@ -40,6 +40,12 @@
 enum {
     BO_NO_GRAD = 1 << 0,        /* forward only (integer outputs, no backward rule) */
     BO_MAY_FALL_BACK = 1 << 1,  /* a device may legitimately decline nodes (f64, bf16) */
+    /* a device graph with no node on the CPU fuses as the CPU's does (core/fuse.c: as many chain
+     * links and products adding into a gradient, at least one), and its
+     * output equals the device's own unfused run ($KILN_FUSE=0) bit for
+     * bit, its gradients too unless a product adds into one (cuBLAS's
+     * beta = 1 may round once where a separate add rounds twice) */
+    BO_FUSED = 1 << 2,
 };
 
 typedef struct bo_io {

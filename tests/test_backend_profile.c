@@ -3,7 +3,8 @@
  * CUDA events, cu_profile.c) in the device's table, one call per compute,
  * with no more time than the wall clock's; the results are the CPU's, bit
  * for bit; more steps than the profile's pairs hold before a collect; a
- * step whose recording submits the work before it (Vulkan) counted once. */
+ * step whose recording submits the work before it (Vulkan) counted once;
+ * a fused chain one step in the chains' row. */
 #include "kt_device.h"
 #include "backend.h"
 
@@ -78,7 +79,9 @@ static void check_profile(const char *name) {
     kiln_graph_stats st;
     float want = 0, got = 1;
     run(NULL, ADDS, 1, &want, &wall_cpu, NULL);
+    setenv("KILN_FUSE", "0", 1); /* every node its own step (fused, the adds, relu and mul are one) */
     run(be, ADDS, COMPUTES, &got, &wall_dev, &st);
+    unsetenv("KILN_FUSE");
     KT_CHECK(got == want, "%s %.9g, cpu %.9g", name, got, want);
     KT_CHECK(st.nodes_fallback == 0, "%lld nodes fell back", (long long)st.nodes_fallback);
     float *deep_want = malloc(128 * 128 * sizeof *deep_want), *deep_got = calloc(128 * 128, sizeof *deep_got);
@@ -99,6 +102,12 @@ static void check_profile(const char *name) {
         total += sec;
     }
     KT_CHECK(total <= wall_dev, "device time %g s, more than the %g s the computes took", total, wall_dev);
+    /* fused: the chain is one step, in the fused chains' row */
+    double sec;
+    long chains;
+    run(be, 3, COMPUTES, &got, &wall_dev, &st);
+    kiln__profile_get(be, KILN_OP_COUNT, &sec, &chains);
+    KT_CHECK(chains == COMPUTES && sec > 0, "fused chains: %ld calls (want %d), %g s", chains, COMPUTES, sec);
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);

@@ -76,6 +76,10 @@ int kiln__cu_quant(kiln_dtype t);
 bool kiln__cu_quant_rows_supports(const kiln_tensor *t);
 kiln_status kiln__cu_quant_rows_record(kiln_cu *cu, kiln_tensor *t);
 
+/* cu_chain.c: KILN_FUSE_CHAIN, an f32 or f64 chain's nodes (each one the
+ * backend takes) as chain kernels. */
+kiln_status kiln__cu_chain_record(kiln_cu *cu, kiln_tensor *const *nodes, int n);
+
 /* cu_device.c: a CUDA runtime error as a kiln status naming what failed. */
 kiln_status kiln__cu_check(int err, const char *what);
 /* The same for a kernel launcher's result. */

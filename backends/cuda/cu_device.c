@@ -49,6 +49,14 @@ static kiln_status cu_compute(kiln_backend *b, kiln_tensor *node, const kiln_exe
     return s ? s : e;
 }
 
+static kiln_status cu_compute_chain(kiln_backend *b, kiln_tensor *const *nodes, int n, const kiln_exec *ex) {
+    kiln_cu *cu = (kiln_cu *)b;
+    kiln_status s = ex->profile ? kiln__cu_profile_begin(cu, ex->profile - 1) : KILN_OK;
+    if (!s) s = kiln__cu_chain_record(cu, nodes, n);
+    kiln_status e = ex->profile && !s ? kiln__cu_profile_end(cu) : KILN_OK;
+    return s ? s : e;
+}
+
 static kiln_devbuf *cu_alloc(kiln_backend *b, size_t bytes) { return kiln__cu_buffer_new((kiln_cu *)b, bytes, true); }
 
 static void cu_free(kiln_backend *b, kiln_devbuf *d) { kiln__cu_buffer_free((kiln_cu *)b, d); }
@@ -62,6 +70,8 @@ static const kiln_backend_vt cu_vt = {
     .zero = kiln__cu_zero,
     .compute = cu_compute,
     .flush = kiln__cu_flush,
+    .fuses = KILN_FUSE_CHAIN | KILN_FUSE_ACC,
+    .compute_chain = cu_compute_chain,
 };
 
 /* ---- start and teardown ---- */

@@ -6,8 +6,10 @@
  * image and gathers its columns' codes inside the product, as the CPU's
  * implicit-im2col packer; a convolution's data gradient (ip[2] = 2) reads
  * the output gradient's codes with its taps running back, as the CPU's
- * flipped packer. Codes are not cached across nodes (the CPU's
- * per-compute cache only saves time: quantizing is deterministic). */
+ * flipped packer. A plain product the graph adds into a gradient
+ * (ex->accumulate, core/fuse.c) adds its f32 result into the output.
+ * Codes are not cached across nodes (the CPU's per-compute cache only
+ * saves time: quantizing is deterministic). */
 #include "cu.h"
 
 static bool f32c(const kiln_tensor *t) { return t->dtype == KILN_F32 && kiln_tensor_is_contiguous(t); }
@@ -54,7 +56,6 @@ static bool dfp_supports(const kiln_cu *cu, const kiln_tensor *t) {
 }
 
 static kiln_status dfp_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
-    (void)ex;
     const kiln_tensor *a = t->src[0], *b = t->src[1];
     bool ta = t->ip[0] != 0, tb = t->ip[1] != 0, im = t->ip[2] == 1 || t->ip[2] == 2;
     int64_t m = t->shape[0], n = t->shape[1], k = a->shape[ta ? 0 : 1];
@@ -70,7 +71,8 @@ static kiln_status dfp_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) 
     kiln_status s = kiln__cu_launched(kiln__cu_dfp_quantize(cu->stream, kiln__cu_ptr(a), na, qa, amax), "dfp quantize kernel");
     if (!s) s = kiln__cu_launched(kiln__cu_dfp_quantize(cu->stream, kiln__cu_ptr(b), nb, qb, amax + 1), "dfp quantize kernel");
     if (!s)
-        s = kiln__cu_launched(kiln__cu_dfp_matmul(cu->stream, m, n, k, qa, ta, qb, tb, im ? &g : NULL, amax, kiln__cu_ptr(t)),
+        s = kiln__cu_launched(kiln__cu_dfp_matmul(cu->stream, m, n, k, qa, ta, qb, tb, im ? &g : NULL, amax, kiln__cu_ptr(t),
+                                                      ex->accumulate),
                               "dfp_matmul kernel");
     kiln__cu_buffer_free(cu, sc); /* its next user is queued after the product */
     return s;

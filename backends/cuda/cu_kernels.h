@@ -55,6 +55,25 @@ int kiln__cu_unary(void *stream, int op, double p, int dt, const void *x, void *
 enum { CU_ADD = 0, CU_SUB, CU_MUL, CU_DIV, CU_CMP };
 int kiln__cu_binary(void *stream, int op, int cmp, int dt, const void *a, const void *b, void *y, int64_t n,
                     const cu_walk *w);
+/* A fused element-wise chain (core/chain_prog.c's program, core/backend.h)
+ * on f32 or f64 (dt): per output element i, each input's element at the
+ * index its kind gives (0 FULL i, 1 SCALAR 0, 2 ROW i % c, 3 CHAN
+ * i / inner % chans), then the steps, each rounded to dt as the op's own
+ * kernel rounds (so the chain equals its nodes run alone, bit for bit),
+ * and only the last value stored to y (contiguous, n elements). */
+#define CU_CHAIN_IN 8
+#define CU_CHAIN_STEPS 32
+typedef struct cu_chain {
+    int dt, n_in, n_steps;
+    const void *in[CU_CHAIN_IN];
+    int kind[CU_CHAIN_IN];
+    int op[CU_CHAIN_STEPS];  /* unary: 0..19 from NEG; binary: 32 + CU_ADD.. */
+    signed char a[CU_CHAIN_STEPS], b[CU_CHAIN_STEPS], cmp[CU_CHAIN_STEPS]; /* refs: 0 the previous value, 1 + k input k */
+    double p[CU_CHAIN_STEPS];
+    int64_t n, c, inner, chans;
+} cu_chain;
+int kiln__cu_chain(void *stream, const cu_chain *c, void *y);
+
 /* y = c != 0 ? a : b; c is f32, f64 or i32 (ct), a, b, y of dtype dt. */
 int kiln__cu_where(void *stream, int ct, const void *c, int dt, const void *a, const void *b, void *y, int64_t n,
                    const cu_walk *w);
@@ -155,9 +174,10 @@ int kiln__cu_dfp_quantize(void *stream, const float *x, int64_t n, int16_t *q, u
  * each converted to f32 and added in order, then * 2^ea * 2^eb: the CPU's
  * results bit for bit. With img non-NULL, B's codes are an image [n, c, h,
  * w] whose conv2d columns (CN layout) B is (cols [c kh kw, n oh ow]; its
- * transpose when tb), gathered on the fly (0 outside the image). */
+ * transpose when tb), gathered on the fly (0 outside the image). acc:
+ * c += the product (a gradient it adds into), as the CPU's gemm_dfp_add. */
 int kiln__cu_dfp_matmul(void *stream, int64_t m, int64_t n, int64_t k, const int16_t *a, int ta, const int16_t *b,
-                        int tb, const cu_conv *img, const uint32_t *amax, float *c);
+                        int tb, const cu_conv *img, const uint32_t *amax, float *c, int acc);
 /* ---- quantized (k_quant.cu): qt a CU_Q* code, blocks contiguous from a block boundary ---- */
 /* y[i] = element i, for i < n. */
 int kiln__cu_dequantize(void *stream, int qt, const void *q, float *y, int64_t n);

@@ -90,7 +90,7 @@ __device__ int16_t b_code(const int16_t *b, int tb, const cu_conv *g, int64_t n,
 }
 
 __global__ void dfp_gemm_k(int64_t m, int64_t n, int64_t k, const int16_t *a, int ta, const int16_t *b, int tb,
-                           cu_conv img, int has_img, const uint32_t *amax, float *c) {
+                           cu_conv img, int has_img, const uint32_t *amax, float *c, int acc) {
     __shared__ int16_t as[TILE][TK + 2], bs[TK][TILE + 1];
     const cu_conv *g = has_img ? &img : NULL;
     uint32_t ab = amax[0], bb = amax[1];
@@ -126,7 +126,7 @@ __global__ void dfp_gemm_k(int64_t m, int64_t n, int64_t k, const int16_t *a, in
             __syncthreads();
         }
         if (left != chunk) f += (float)(int32_t)s; // the last, partial chunk
-        if (i < m && j < n) c[i * n + j] = f * sa * sb;
+        if (i < m && j < n) c[i * n + j] = acc ? c[i * n + j] + f * sa * sb : f * sa * sb; // acc: the gradient it adds into
     }
 }
 
@@ -145,11 +145,11 @@ int kiln__cu_dfp_quantize(void *stream, const float *x, int64_t n, int16_t *q, u
 }
 
 int kiln__cu_dfp_matmul(void *stream, int64_t m, int64_t n, int64_t k, const int16_t *a, int ta, const int16_t *b,
-                        int tb, const cu_conv *img, const uint32_t *amax, float *c) {
+                        int tb, const cu_conv *img, const uint32_t *amax, float *c, int acc) {
     int64_t tiles = ((m + TILE - 1) / TILE) * ((n + TILE - 1) / TILE);
     unsigned grid = (unsigned)(tiles < 1 ? 1 : tiles > 65535 * 8 ? 65535 * 8 : tiles);
     cu_conv g = img ? *img : cu_conv{};
-    dfp_gemm_k<<<grid, TILE * TILE, 0, (cudaStream_t)stream>>>(m, n, k, a, ta, b, tb, g, img != NULL, amax, c);
+    dfp_gemm_k<<<grid, TILE * TILE, 0, (cudaStream_t)stream>>>(m, n, k, a, ta, b, tb, g, img != NULL, amax, c, acc);
     return (int)cudaGetLastError();
 }
 

@@ -100,6 +100,46 @@ __global__ void binary_k(int op, int cmp, int dt, const void *a, const void *b, 
     }
 }
 
+// The value ref r names: the previous step's (prev) or input r - 1's.
+template <typename T> __device__ T chain_ref(const T *v, T prev, int r) {
+    T x = prev;
+#pragma unroll
+    for (int k = 0; k < CU_CHAIN_IN; k++)
+        if (r == k + 1) x = v[k]; // a select, so v stays in registers
+    return x;
+}
+
+template <typename T> __global__ void chain_k(cu_chain c, T *y) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < c.n; i += (int64_t)gridDim.x * blockDim.x) {
+        T v[CU_CHAIN_IN];
+#pragma unroll
+        for (int k = 0; k < CU_CHAIN_IN; k++) {
+            if (k >= c.n_in) break;
+            int64_t at = c.kind[k] == 0 ? i : c.kind[k] == 1 ? 0 : c.kind[k] == 2 ? i % c.c : i / c.inner % c.chans;
+            v[k] = ((const T *)c.in[k])[at];
+        }
+        T r = 0;
+        for (int s = 0; s < c.n_steps; s++) {
+            T a = chain_ref(v, r, c.a[s]);
+            int op = c.op[s];
+            if (op < 32) {
+                r = (T)unary_ref(op, a, c.p[s]);
+                continue;
+            }
+            T b = chain_ref(v, r, c.b[s]);
+            op -= 32;
+            // binary_k's rules: f32 arithmetic in f32, the rest through binary_ref
+            if (sizeof(T) == 4 && op != CU_CMP) {
+                float fa = (float)a, fb = (float)b;
+                r = (T)(op == CU_ADD ? fa + fb : op == CU_SUB ? fa - fb : op == CU_MUL ? fa * fb : fa / fb);
+            } else {
+                r = (T)binary_ref(op, c.cmp[s], a, b);
+            }
+        }
+        y[i] = r;
+    }
+}
+
 __global__ void where_k(int ct, const void *c, int dt, const void *a, const void *b, void *y, int64_t n, cu_walk w) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t oc = walk_off(w, 0, i);
@@ -215,6 +255,13 @@ int kiln__cu_unary(void *stream, int op, double p, int dt, const void *x, void *
 int kiln__cu_binary(void *stream, int op, int cmp, int dt, const void *a, const void *b, void *y, int64_t n,
                     const cu_walk *w) {
     binary_k<<<blocks_for(n), THREADS, 0, (cudaStream_t)stream>>>(op, cmp, dt, a, b, y, n, *w);
+    return (int)cudaGetLastError();
+}
+
+int kiln__cu_chain(void *stream, const cu_chain *c, void *y) {
+    unsigned grid = blocks_for(c->n);
+    if (c->dt == CU_F64) chain_k<double><<<grid, THREADS, 0, (cudaStream_t)stream>>>(*c, (double *)y);
+    else chain_k<float><<<grid, THREADS, 0, (cudaStream_t)stream>>>(*c, (float *)y);
     return (int)cudaGetLastError();
 }
 

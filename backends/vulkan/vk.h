@@ -115,6 +115,13 @@ kiln_status kiln__vk_scratch_n(kiln_vk *vk, int k, const int64_t *n, const kiln_
  * shader takes its index from kiln_gid() (shaders/common.glsl) and returns
  * when it is >= n. */
 void kiln__vk_groups_1d(const kiln_vk *vk, uint64_t n, uint32_t local, uint32_t groups[3]);
+/* floor(i / d) = ew_udiv(i, m, l) (shaders/ew_fast.glsl) for every i < 2^31
+ * (vk_elementwise.c). */
+void kiln__vk_magic(uint32_t d, uint32_t *m, uint32_t *l);
+
+/* KILN_FUSE_CHAIN: an f32 chain's nodes (each one vk_supports takes) as
+ * ew_chain dispatches, one unless it has more than six inputs (vk_chain.c). */
+kiln_status kiln__vk_chain_record(kiln_vk *vk, kiln_tensor *const *nodes, int n);
 
 /* The embedded SPIR-V (generated at build time from shaders/). */
 typedef struct kiln_vk_shader {

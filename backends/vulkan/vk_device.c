@@ -247,6 +247,14 @@ static kiln_status vk_compute(kiln_backend *b, kiln_tensor *node, const kiln_exe
     return s;
 }
 
+static kiln_status vk_compute_chain(kiln_backend *b, kiln_tensor *const *nodes, int n, const kiln_exec *ex) {
+    kiln_vk *vk = (kiln_vk *)b;
+    kiln_status s = ex->profile ? kiln__vk_profile_begin(vk, ex->profile - 1) : KILN_OK;
+    if (!s) s = kiln__vk_chain_record(vk, nodes, n);
+    kiln__vk_profile_end(vk);
+    return s;
+}
+
 static kiln_devbuf *vk_alloc(kiln_backend *b, size_t bytes) {
     kiln_vk *vk = (kiln_vk *)b;
     return kiln__vk_buffer_new(vk, bytes, vk->mem_type, true);
@@ -267,6 +275,8 @@ static const kiln_backend_vt vk_vt = {
     .zero = kiln__vk_zero,
     .compute = vk_compute,
     .flush = kiln__vk_flush,
+    .fuses = KILN_FUSE_CHAIN | KILN_FUSE_ACC,
+    .compute_chain = vk_compute_chain,
 };
 
 /* ---- start and teardown ---- */

@@ -12,7 +12,7 @@
  * Speed (measured on llvmpipe, which runs both sides of every branch and
  * has no vector integer division): each kernel is built for one op or a
  * few cheap ones (a switch over all of them costs the sum), dividing by
- * the walk's dims is a multiplication by a magic number (ew_magic), and
+ * the walk's dims is a multiplication by a magic number (kiln__vk_magic), and
  * the common layouts get kernels of their own, picked here: contiguous
  * sources, scalars, rows (a bias) and columns ([rows, 1]) move four
  * elements at a time as vectors, with the n % 4 left over run by the
@@ -64,7 +64,7 @@ typedef struct ew_walk {
 
 /* floor(i / d) = (2 i m) >> (32 + l) for all i < 2^31, with l = ceil(log2 d)
  * and m = floor(2^(31 + l) / d) + 1 < 2^32 (Granlund and Montgomery). */
-static void ew_magic(uint32_t d, uint32_t *m, uint32_t *l) {
+void kiln__vk_magic(uint32_t d, uint32_t *m, uint32_t *l) {
     uint32_t k = 0;
     while (((uint64_t)1 << k) < d) k++;
     *l = k;
@@ -79,7 +79,7 @@ static ew_walk walk_of(const kiln_tensor *t, int nsrc) {
     for (int d = 0; d < it.nd; d++) {
         uint32_t l;
         w.shape[d] = (uint32_t)it.shape[d];
-        ew_magic(w.shape[d], &w.mg[d], &l);
+        kiln__vk_magic(w.shape[d], &w.mg[d], &l);
         w.sl |= l << (5 * d);
         for (int k = 0; k < nsrc; k++) w.st[k][d] = (uint32_t)it.st[k][d];
     }
@@ -142,7 +142,7 @@ static kiln_status move_tile(kiln_vk *vk, const kiln_tensor *t, const ew_walk *w
     pc.shape[nd - 1] = rows / 4, pc.sx[nd - 1] = 4, pc.sy[nd - 1] = 4 * cols;
     for (uint32_t d = 0; d < nd; d++) {
         uint32_t l;
-        ew_magic(pc.shape[d], &pc.mg[d], &l);
+        kiln__vk_magic(pc.shape[d], &pc.mg[d], &l);
         pc.sl |= l << (5 * d);
     }
     const kiln_tensor *bind[2] = {t->src[0], t};
@@ -302,7 +302,7 @@ static bool quad_source(const ew_walk *w, int k, uint32_t base, uint32_t nq, uin
     *splat = kind == SRC_SCALAR || kind == SRC_COL;
     if (!period || (!*splat && base % 4)) return false;
     v[0] = *splat ? base : base / 4;
-    ew_magic(period, &v[1], &v[2]);
+    kiln__vk_magic(period, &v[1], &v[2]);
     v[3] = period;
     return true;
 }

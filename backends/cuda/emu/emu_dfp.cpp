@@ -34,7 +34,7 @@ static void dfp_case(int64_t m, int64_t n, int64_t k, bool ta, bool tb, const in
     cu_conv G{};
     if (conv)
         G = cu_conv{ish[0], ish[1], ish[2], ish[3], conv[8], conv[9], conv[0], conv[1], conv[2], conv[3], conv[4], conv[5], conv[6], conv[7], 1};
-    emu_launch(TILE * TILE, [&] { dfp_gemm_k(m, n, k, qa.data(), ta, qb.data(), tb, G, conv != nullptr, amax, (float *)cb.data()); });
+    emu_launch(TILE * TILE, [&] { dfp_gemm_k(m, n, k, qa.data(), ta, qb.data(), tb, G, conv != nullptr, amax, (float *)cb.data(), 0); });
     char name[96];
     snprintf(name, sizeof name, "dfp_matmul %lldx%lldx%lld%s%s%s", (long long)m, (long long)n, (long long)k, ta ? " ta" : "",
              tb ? " tb" : "", conv ? " conv" : "");

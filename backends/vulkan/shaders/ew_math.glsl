@@ -8,6 +8,8 @@
 // fma (see ew_fma). Division is computed on the significands and sqrt gets
 // a correction step, so they round like the CPU's. Comparisons against NaN
 // and min/max are written out: GLSL's min/max leave NaN operands undefined.
+#ifndef EW_MATH_GLSL // included by both op tables (ew_chain.comp)
+#define EW_MATH_GLSL
 #define EW_NAN uintBitsToFloat(0x7fc00000u)
 #define EW_INF uintBitsToFloat(0x7f800000u)
 
@@ -294,3 +296,4 @@ float ew_pow(float x, float p) {
     }
     return neg && odd ? ew_neg(mag) : mag;
 }
+#endif
