@@ -69,28 +69,31 @@ static void pack_a(const kiln__sgemm_kernel *K, bool ta, const float *a, int64_t
     }
 }
 
-/* op(B)[p0 .. p0+kc, j0 .. j0+nc] into NR-wide panels: pb[panel*NR*kc + p*NR + j], zero-padded. */
+/* op(B)[p0 .. p0+kc, j0 .. j0+nc] into NR-wide panels: pb[panel*NR*kc + p*NR + j], zero-padded.
+ * An untransposed B is read row by row, each row spread over the panels:
+ * reading it panel by panel (kc rows of NR floats, each a page apart at
+ * ldb 1024) took 4.7% of a 1-thread 1024^2 product. */
 static void pack_b(const kiln__sgemm_kernel *K, bool tb, const float *b, int64_t ldb, int64_t p0, int64_t kc,
                    int64_t j0, int64_t nc, float *pb) {
     int w = K->nr;
-    for (int64_t jr = 0; jr < nc; jr += w) {
-        int nr = (int)min64(w, nc - jr);
-        float *d = pb + jr * kc;
-        if (tb) {
-            K->pack_t(b + (j0 + jr) * ldb + p0, ldb, nr, kc, w, d);
-            continue;
-        }
-        const float *s = b + p0 * ldb + j0 + jr;
-        if (nr == w)
-            for (int64_t p = 0; p < kc; p++, s += ldb, d += w)
+    if (tb) {
+        for (int64_t jr = 0; jr < nc; jr += w)
+            K->pack_t(b + (j0 + jr) * ldb + p0, ldb, (int)min64(w, nc - jr), kc, w, pb + jr * kc);
+        return;
+    }
+    const int64_t full = nc / w * w;
+    for (int64_t p = 0; p < kc; p++) {
+        const float *s = b + (p0 + p) * ldb + j0;
+        float *d = pb + p * w;
+        for (int64_t jr = 0; jr < full; jr += w)
 #pragma omp simd
-                for (int j = 0; j < w; j++) d[j] = s[j];
-        else
-            for (int64_t p = 0; p < kc; p++, s += ldb, d += w) {
-                int j = 0;
-                for (; j < nr; j++) d[j] = s[j];
-                for (; j < w; j++) d[j] = 0;
-            }
+            for (int j = 0; j < w; j++) d[jr * kc + j] = s[jr + j];
+        if (full < nc) {
+            float *e = d + full * kc;
+            int j = 0;
+            for (; j < nc - full; j++) e[j] = s[full + j];
+            for (; j < w; j++) e[j] = 0;
+        }
     }
 }
 
