@@ -133,7 +133,7 @@ typedef struct sgemm_job {
     float *pb;                  /* the shared packed group of B: block pc at (pc - pc0) * ncb */
     int64_t kcb, ncb;           /* block depth and width */
     int64_t pc0, pc1, jc, nc;   /* the group: k rows pc0 .. pc1, columns jc .. jc + nc */
-    int64_t mu, pu;             /* a unit: mu rows x pu panels of NR */
+    int64_t rows, pu;           /* a unit: one of `rows` even runs of MR-row tiles x pu panels of NR */
 } sgemm_job;
 
 /* One MR x NR tile (mr x nr of it inside C): straight into C when full
@@ -177,10 +177,13 @@ static void mul_units(void *arg, int64_t u0, int64_t u1, int tid) {
     const sgemm_job *J = arg;
     const int MR = J->K->mr, NR = J->K->nr;
     const int64_t np = ceil_div(J->nc, NR), per_row = ceil_div(np, J->pu);
-    float *pa = scratch(0, (size_t)(J->mu * J->kcb)), *own = J->pb ? NULL : scratch(1, (size_t)(J->kcb * J->pu * NR));
+    const int64_t tiles = ceil_div(J->m, MR);
+    float *pa = scratch(0, (size_t)(ceil_div(tiles, J->rows) * MR * J->kcb));
+    float *own = J->pb ? NULL : scratch(1, (size_t)(J->kcb * J->pu * NR));
     (void)tid;
     for (int64_t u = u0; u < u1; u++) {
-        int64_t i0 = u / per_row * J->mu, mc = min64(J->mu, J->m - i0);
+        int64_t r = u / per_row, i0 = r * tiles / J->rows * MR;
+        int64_t mc = min64((r + 1) * tiles / J->rows * MR, J->m) - i0;
         int64_t jp0 = u % per_row * J->pu, jp1 = min64(jp0 + J->pu, np);
         int64_t j0 = J->jc + jp0 * NR, nc = min64(jp1 * NR, J->nc) - jp0 * NR;
         if (!pa || (!J->pb && !own)) { /* out of memory for packing */
@@ -231,15 +234,19 @@ static void sgemm_blocked(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t
          * rows read B, so units of columns each pack their own B, a block
          * the size of A's (for L2), and the threads meet once */
         const int64_t np = ceil_div(n, NR), l2_panels = bl.mc * bl.kc / (J.kcb * NR);
-        J.mu = ceil_div(m, MR) * MR;
+        J.rows = 1;
         J.pu = min64(l2_panels > 1 ? l2_panels : 1, ceil_div(np, want));
         J.jc = 0, J.nc = n, J.pc0 = 0, J.pc1 = k;
         kiln__pool_for(ceil_div(np, J.pu), 1, nt, mul_units, &J);
         return;
     }
-    J.mu = ceil_div(ceil_div(m, ceil_div(m, mc)), MR) * MR;
-    if (ceil_div(m, J.mu) < want) J.mu = ceil_div(ceil_div(m, want), MR) * MR;
-    int64_t rows = ceil_div(m, J.mu), cols = rows < want ? ceil_div(want, rows) : 1;
+    /* rows of tiles spread evenly over a multiple of the threads (each
+     * thread first takes its own contiguous half: 13 units of 168 rows at
+     * 2048 gave one thread 7, 8 units of 70 at 512 one thread the short
+     * last one) */
+    const int64_t tiles = ceil_div(m, MR);
+    J.rows = min64(tiles, ceil_div(ceil_div(m, mc) > want ? ceil_div(m, mc) : want, nt) * nt);
+    int64_t cols = J.rows < want ? ceil_div(want, J.rows) : 1;
     J.pu = ceil_div(ceil_div(J.ncb, NR), cols);
     J.pb = scratch(1, (size_t)(min64(group, k) * J.ncb));
     if (!J.pb) { /* out of memory for packing */
@@ -248,7 +255,7 @@ static void sgemm_blocked(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t
     }
     for (J.jc = 0; J.jc < n; J.jc += J.ncb) {
         J.nc = min64(J.ncb, n - J.jc);
-        int64_t np = ceil_div(J.nc, NR), units = ceil_div(m, J.mu) * ceil_div(np, J.pu);
+        int64_t np = ceil_div(J.nc, NR), units = J.rows * ceil_div(np, J.pu);
         for (J.pc0 = 0; J.pc0 < k; J.pc0 = J.pc1) {
             J.pc1 = min64(J.pc0 + group, k);
             kiln__pool_for(np, ceil_div(np, want), nt, pack_b_panels, &J);
