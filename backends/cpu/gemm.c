@@ -221,7 +221,10 @@ static void sgemm_blocked(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t
      * the unit's A again for each) */
     J.kcb = ceil_div(k, ceil_div(k, bl.kc));
     J.ncb = ceil_div(ceil_div(n, ceil_div(n, bl.nc)), NR) * NR;
-    const int64_t per_group = bl.kc * bl.nc / (J.kcb * J.ncb); /* blocks in the B block's budget */
+    /* blocks in the budget of B's block, one per thread: the group is
+     * shared, and each meeting costs the threads their idle tails (at
+     * 4096^2 one block a group: 24 meetings at 2 threads) */
+    const int64_t per_group = (int64_t)nt * bl.kc * bl.nc / (J.kcb * J.ncb);
     const int64_t group = J.kcb * (per_group > 1 ? per_group : 1);
     const int64_t want = nt > 1 ? 4 * nt : 1;
     /* a shallow product writes C once per few multiply-adds: its A blocks
