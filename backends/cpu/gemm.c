@@ -202,9 +202,16 @@ static void mul_units(void *arg, int64_t u0, int64_t u1, int tid) {
                 int nr = (int)min64(NR, J->nc - jp * NR);
                 const float *pbj = own ? own + (jp - jp0) * NR * kc : J->pb + (pc - J->pc0) * J->ncb + jp * NR * kc;
                 float *cj = J->c + i0 * J->ldc + J->jc + jp * NR;
-                for (int64_t ir = 0; ir < mc; ir += MR)
+                const int64_t ntiles = ceil_div(mc, MR), lines = NR * kc / 16, per_tile = ceil_div(lines, ntiles);
+                for (int64_t ir = 0, t = 0; ir < mc; ir += MR, t++) {
+                    /* the next panel to L2 in slices, one a tile: its first
+                     * tile would otherwise wait on L3 for the panel */
+                    if (jp + 1 < jp1)
+                        for (int64_t l = t * per_tile; l < min64(lines, (t + 1) * per_tile); l++)
+                            __builtin_prefetch(pbj + NR * kc + l * 16, 0, 2);
                     run_tile(J->K, kc, pa + ir * kc, MR, pbj, NR, cj + ir * J->ldc, J->ldc, (int)min64(MR, mc - ir),
                              nr, J->alpha, beta);
+                }
             }
         }
     }
