@@ -69,28 +69,31 @@ static void pack_a(const kiln__sgemm_kernel *K, bool ta, const float *a, int64_t
     }
 }
 
-/* op(B)[p0 .. p0+kc, j0 .. j0+nc] into NR-wide panels: pb[panel*NR*kc + p*NR + j], zero-padded. */
+/* op(B)[p0 .. p0+kc, j0 .. j0+nc] into NR-wide panels: pb[panel*NR*kc + p*NR + j], zero-padded.
+ * An untransposed B is read row by row, each row spread over the panels:
+ * reading it panel by panel (kc rows of NR floats, each a page apart at
+ * ldb 1024) took 4.7% of a 1-thread 1024^2 product. */
 static void pack_b(const kiln__sgemm_kernel *K, bool tb, const float *b, int64_t ldb, int64_t p0, int64_t kc,
                    int64_t j0, int64_t nc, float *pb) {
     int w = K->nr;
-    for (int64_t jr = 0; jr < nc; jr += w) {
-        int nr = (int)min64(w, nc - jr);
-        float *d = pb + jr * kc;
-        if (tb) {
-            K->pack_t(b + (j0 + jr) * ldb + p0, ldb, nr, kc, w, d);
-            continue;
-        }
-        const float *s = b + p0 * ldb + j0 + jr;
-        if (nr == w)
-            for (int64_t p = 0; p < kc; p++, s += ldb, d += w)
+    if (tb) {
+        for (int64_t jr = 0; jr < nc; jr += w)
+            K->pack_t(b + (j0 + jr) * ldb + p0, ldb, (int)min64(w, nc - jr), kc, w, pb + jr * kc);
+        return;
+    }
+    const int64_t full = nc / w * w;
+    for (int64_t p = 0; p < kc; p++) {
+        const float *s = b + (p0 + p) * ldb + j0;
+        float *d = pb + p * w;
+        for (int64_t jr = 0; jr < full; jr += w)
 #pragma omp simd
-                for (int j = 0; j < w; j++) d[j] = s[j];
-        else
-            for (int64_t p = 0; p < kc; p++, s += ldb, d += w) {
-                int j = 0;
-                for (; j < nr; j++) d[j] = s[j];
-                for (; j < w; j++) d[j] = 0;
-            }
+            for (int j = 0; j < w; j++) d[jr * kc + j] = s[jr + j];
+        if (full < nc) {
+            float *e = d + full * kc;
+            int j = 0;
+            for (; j < nc - full; j++) e[j] = s[full + j];
+            for (; j < w; j++) e[j] = 0;
+        }
     }
 }
 
@@ -130,7 +133,7 @@ typedef struct sgemm_job {
     float *pb;                  /* the shared packed group of B: block pc at (pc - pc0) * ncb */
     int64_t kcb, ncb;           /* block depth and width */
     int64_t pc0, pc1, jc, nc;   /* the group: k rows pc0 .. pc1, columns jc .. jc + nc */
-    int64_t mu, pu;             /* a unit: mu rows x pu panels of NR */
+    int64_t rows, pu;           /* a unit: one of `rows` even runs of MR-row tiles x pu panels of NR */
 } sgemm_job;
 
 /* One MR x NR tile (mr x nr of it inside C): straight into C when full
@@ -174,10 +177,13 @@ static void mul_units(void *arg, int64_t u0, int64_t u1, int tid) {
     const sgemm_job *J = arg;
     const int MR = J->K->mr, NR = J->K->nr;
     const int64_t np = ceil_div(J->nc, NR), per_row = ceil_div(np, J->pu);
-    float *pa = scratch(0, (size_t)(J->mu * J->kcb)), *own = J->pb ? NULL : scratch(1, (size_t)(J->kcb * J->pu * NR));
+    const int64_t tiles = ceil_div(J->m, MR);
+    float *pa = scratch(0, (size_t)(ceil_div(tiles, J->rows) * MR * J->kcb));
+    float *own = J->pb ? NULL : scratch(1, (size_t)(J->kcb * J->pu * NR));
     (void)tid;
     for (int64_t u = u0; u < u1; u++) {
-        int64_t i0 = u / per_row * J->mu, mc = min64(J->mu, J->m - i0);
+        int64_t r = u / per_row, i0 = r * tiles / J->rows * MR;
+        int64_t mc = min64((r + 1) * tiles / J->rows * MR, J->m) - i0;
         int64_t jp0 = u % per_row * J->pu, jp1 = min64(jp0 + J->pu, np);
         int64_t j0 = J->jc + jp0 * NR, nc = min64(jp1 * NR, J->nc) - jp0 * NR;
         if (!pa || (!J->pb && !own)) { /* out of memory for packing */
@@ -196,9 +202,16 @@ static void mul_units(void *arg, int64_t u0, int64_t u1, int tid) {
                 int nr = (int)min64(NR, J->nc - jp * NR);
                 const float *pbj = own ? own + (jp - jp0) * NR * kc : J->pb + (pc - J->pc0) * J->ncb + jp * NR * kc;
                 float *cj = J->c + i0 * J->ldc + J->jc + jp * NR;
-                for (int64_t ir = 0; ir < mc; ir += MR)
+                const int64_t ntiles = ceil_div(mc, MR), lines = NR * kc / 16, per_tile = ceil_div(lines, ntiles);
+                for (int64_t ir = 0, t = 0; ir < mc; ir += MR, t++) {
+                    /* the next panel to L2 in slices, one a tile: its first
+                     * tile would otherwise wait on L3 for the panel */
+                    if (jp + 1 < jp1)
+                        for (int64_t l = t * per_tile; l < min64(lines, (t + 1) * per_tile); l++)
+                            __builtin_prefetch(pbj + NR * kc + l * 16, 0, 2);
                     run_tile(J->K, kc, pa + ir * kc, MR, pbj, NR, cj + ir * J->ldc, J->ldc, (int)min64(MR, mc - ir),
                              nr, J->alpha, beta);
+                }
             }
         }
     }
@@ -215,7 +228,10 @@ static void sgemm_blocked(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t
      * the unit's A again for each) */
     J.kcb = ceil_div(k, ceil_div(k, bl.kc));
     J.ncb = ceil_div(ceil_div(n, ceil_div(n, bl.nc)), NR) * NR;
-    const int64_t per_group = bl.kc * bl.nc / (J.kcb * J.ncb); /* blocks in the B block's budget */
+    /* blocks in the budget of B's block, one per thread: the group is
+     * shared, and each meeting costs the threads their idle tails (at
+     * 4096^2 one block a group: 24 meetings at 2 threads) */
+    const int64_t per_group = (int64_t)nt * bl.kc * bl.nc / (J.kcb * J.ncb);
     const int64_t group = J.kcb * (per_group > 1 ? per_group : 1);
     const int64_t want = nt > 1 ? 4 * nt : 1;
     /* a shallow product writes C once per few multiply-adds: its A blocks
@@ -228,15 +244,19 @@ static void sgemm_blocked(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t
          * rows read B, so units of columns each pack their own B, a block
          * the size of A's (for L2), and the threads meet once */
         const int64_t np = ceil_div(n, NR), l2_panels = bl.mc * bl.kc / (J.kcb * NR);
-        J.mu = ceil_div(m, MR) * MR;
+        J.rows = 1;
         J.pu = min64(l2_panels > 1 ? l2_panels : 1, ceil_div(np, want));
         J.jc = 0, J.nc = n, J.pc0 = 0, J.pc1 = k;
         kiln__pool_for(ceil_div(np, J.pu), 1, nt, mul_units, &J);
         return;
     }
-    J.mu = ceil_div(ceil_div(m, ceil_div(m, mc)), MR) * MR;
-    if (ceil_div(m, J.mu) < want) J.mu = ceil_div(ceil_div(m, want), MR) * MR;
-    int64_t rows = ceil_div(m, J.mu), cols = rows < want ? ceil_div(want, rows) : 1;
+    /* rows of tiles spread evenly over a multiple of the threads (each
+     * thread first takes its own contiguous half: 13 units of 168 rows at
+     * 2048 gave one thread 7, 8 units of 70 at 512 one thread the short
+     * last one) */
+    const int64_t tiles = ceil_div(m, MR);
+    J.rows = min64(tiles, ceil_div(ceil_div(m, mc) > want ? ceil_div(m, mc) : want, nt) * nt);
+    int64_t cols = J.rows < want ? ceil_div(want, J.rows) : 1;
     J.pu = ceil_div(ceil_div(J.ncb, NR), cols);
     J.pb = scratch(1, (size_t)(min64(group, k) * J.ncb));
     if (!J.pb) { /* out of memory for packing */
@@ -245,7 +265,7 @@ static void sgemm_blocked(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t
     }
     for (J.jc = 0; J.jc < n; J.jc += J.ncb) {
         J.nc = min64(J.ncb, n - J.jc);
-        int64_t np = ceil_div(J.nc, NR), units = ceil_div(m, J.mu) * ceil_div(np, J.pu);
+        int64_t np = ceil_div(J.nc, NR), units = J.rows * ceil_div(np, J.pu);
         for (J.pc0 = 0; J.pc0 < k; J.pc0 = J.pc1) {
             J.pc1 = min64(J.pc0 + group, k);
             kiln__pool_for(np, ceil_div(np, want), nt, pack_b_panels, &J);
