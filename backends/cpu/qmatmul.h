@@ -52,10 +52,31 @@
  * prefetcher alone leaves one core well below the memory's rate (W streams
  * once, from DRAM, in generation). On the 1.1B llama's Q4_0 generation (2
  * threads, this machine) 1024 gave 0.67x the tokens/s of 4096, 2048 0.85x;
- * 8192 was within noise of 4096, 16384 and 32768 a little slower. */
+ * 8192 was within noise of 4096, 16384 and 32768 a little slower (all
+ * into L1: the kernels that split it go further, QMM_FAR). */
 #if defined(__x86_64__) && !defined(QMM_PREFETCH) /* the x86 kernels' */
 #define QMM_PREFETCH 4096
 #endif
+
+/* The kernels that split their read-ahead (kiln__qmm_prefetch_far_near):
+ * W's lines QMM_FAR bytes ahead from memory into L2, and QMM_NEAR ahead
+ * from L2 into L1 (a far prefetch into L1 holds one of its few fill
+ * buffers for a whole memory latency). Batch-1 products on a 1.1B llama's
+ * shapes, 1 thread, Zen 5 at load 200+ (variants alternated in one
+ * process, per CPU-second): Q4_0 (VBMI) 1.18-1.25x with 16384 ahead
+ * against 4096, 8192 between, 32768 no better; Q8_0 (AVX512-VNNI)
+ * 1.1-1.4x (qmatmul_avx512vnni.c). The kernels that compute more per byte
+ * (the K types, IQ4_XS, NF4, Q4_1, Q5_0, AVX2's and AVX512-VNNI's Q4_0)
+ * were no faster with it, nor was AVX2's Q8_0 in generation (1.1x alone,
+ * 1.0x in the 1.1B llama's tokens/s), and keep QMM_PREFETCH. */
+#define QMM_FAR 16384
+#define QMM_NEAR 512
+
+/* Prefetches the line QMM_FAR ahead of p into L2, QMM_NEAR ahead into L1. */
+static inline void kiln__qmm_prefetch_far_near(const void *p) {
+    __builtin_prefetch((const char *)p + QMM_NEAR, 0, 3);
+    __builtin_prefetch((const char *)p + QMM_FAR, 0, 2);
+}
 
 /* Rows of x at or above which the batched paths (integer GEMM or
  * dequantized panels + f32 GEMM) run. */

@@ -78,20 +78,16 @@ static inline __m512i q4_pair(const kiln_block_q4_0 *b, __m512i lo4) {
         _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(p), _mm256_srli_epi16(p, 4), 1), lo4));
 }
 
-/* Q8_0's w + 128. W read ahead into L2 from far and into L1 from near,
- * as Q4_0's vbmi kernel does (far prefetches into L1 hold its few fill
- * buffers for a whole memory latency each); two lines a step, since one
- * per 68-byte step would skip a line in 16. Streaming on a Zen 5 (1
- * thread, in-process pairs against each other, ratios' medians): L1 from
- * near and L2 from QMM_PREFETCH 1.2-1.3x all-L1 from QMM_PREFETCH, and
- * L2 from Q8_FAR 1.3-1.4x (2048x5632) and 1.1-1.3x (5632x2048) more;
- * 8 KiB ahead was 1.25-1.3x, L2 alone 0.85-0.9x, in cache all the same. */
-#define Q8_FAR 16384
+/* Q8_0's w + 128, W read ahead far and near (qmatmul.h); two lines a
+ * step, since one per 68-byte step would skip a line in 16. Streaming on
+ * a Zen 5 (1 thread, in-process pairs against each other, ratios'
+ * medians): L1 from near and L2 from QMM_PREFETCH 1.2-1.3x all-L1 from
+ * QMM_PREFETCH, and L2 from QMM_FAR 1.3-1.4x (2048x5632) and 1.1-1.3x
+ * (5632x2048) more; 8 KiB ahead was 1.25-1.3x, L2 alone 0.85-0.9x, in
+ * cache all the same. */
 static inline __m512i q8_pair(const kiln_block_q8_0 *b, __m512i flip) {
-    _mm_prefetch((const char *)b + 512, _MM_HINT_T0);
-    _mm_prefetch((const char *)b + 512 + 64, _MM_HINT_T0);
-    _mm_prefetch((const char *)b + Q8_FAR, _MM_HINT_T1);
-    _mm_prefetch((const char *)b + Q8_FAR + 64, _MM_HINT_T1);
+    kiln__qmm_prefetch_far_near(b);
+    kiln__qmm_prefetch_far_near((const char *)b + 64);
     const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)b[0].qs)),
                                          _mm256_loadu_si256((const __m256i *)b[1].qs), 1);
     return _mm512_xor_si512(v, flip);

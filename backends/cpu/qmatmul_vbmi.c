@@ -52,16 +52,13 @@ static inline q4v_consts q4v_consts_new(void) {
     return c;
 }
 
-/* W read ahead (the 72 bytes of a step touch two lines at most): from
- * memory into L2 far ahead, from L2 into L1 near. Far prefetches into L1
- * hold one of its few fill buffers for a whole memory latency each; the
- * split gave the 1.1B llama's Q4_0 generation 2-5% more tokens/s on 2
- * threads (medians of 16 interleaved runs), none on 1. */
+/* W read ahead far and near (qmatmul.h; the 72 bytes of a step touch two
+ * lines at most). The split, 4096 ahead, gave the 1.1B llama's Q4_0
+ * generation 2-5% more tokens/s on 2 threads (medians of 16 interleaved
+ * runs), none on 1; QMM_FAR's 16384 ahead 1.2x more on 1 thread. */
 static inline void q4v_prefetch(const uint8_t *b) {
-    _mm_prefetch((const char *)b + 512, _MM_HINT_T0);
-    _mm_prefetch((const char *)b + 512 + 64, _MM_HINT_T0);
-    _mm_prefetch((const char *)b + QMM_PREFETCH, _MM_HINT_T1);
-    _mm_prefetch((const char *)b + QMM_PREFETCH + 64, _MM_HINT_T1);
+    kiln__qmm_prefetch_far_near(b);
+    kiln__qmm_prefetch_far_near(b + 64);
 }
 
 /* A loaded W step kept in its register: the compiler would otherwise load
