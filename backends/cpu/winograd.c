@@ -1,0 +1,104 @@
+/* winograd.c — the F(4x4, 3x3) passes of winograd.h: the kernels'
+ * transform, then blocks of tiles (input transform, 36 GEMMs, output
+ * transform) split among the threads. */
+#include "winograd.h"
+#include "cpu_features.h"
+#include "gemm.h"
+#include "gemm_kernels.h"
+#include "pool.h"
+#include "scratch.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { XI = 36, LANE = 16 };
+
+/* Where it wins, measured one layer at a time (forward, 1 thread, Zen 5):
+ * 2048 tiles of 64 channels 1.7x, 512 of 128 or 256 channels 1.4-1.6x,
+ * 256 tiles 1.1x, 128 tiles 0.7x (the kernels' transform and each GEMM's
+ * packing of U are paid per layer and per block, whatever the tiles), 32
+ * tiles of 512 channels 0.2x. */
+bool kiln__wino_fits(const kiln_conv_geom *g, int64_t n, int64_t c, int64_t o) {
+    const char *env = getenv("KILN_CONV_WINOGRAD");
+    if (env && !strcmp(env, "0")) return false;
+    int64_t tiles = n * ((g->oh + 3) / 4) * ((g->ow + 3) / 4);
+    return g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->ph <= 2 &&
+           g->pw <= 2 && c >= 16 && o >= 16 && (tiles >= 256 || (env && !strcmp(env, "force")));
+}
+
+typedef struct wino_job {
+    kiln_wino_geom g;
+    const kiln_wino_xform *x;
+    const float *w;
+    float *u, *scratch;
+    int64_t cin, cout, tb; /* tb tiles per block */
+    size_t per_thread;     /* floats of V and M */
+    bool rot;
+} wino_job;
+
+static void weights_part(void *arg, int64_t p0, int64_t p1, int tid) {
+    const wino_job *j = arg;
+    (void)tid;
+    /* the job's O x C are the layer's: for the input gradient cout is C */
+    int64_t o = j->rot ? j->cin : j->cout, c = j->rot ? j->cout : j->cin;
+    j->x->weights(j->w, o, c, j->rot, p0, p1, j->u);
+}
+
+static void blocks(void *arg, int64_t b0, int64_t b1, int tid) {
+    const wino_job *j = arg;
+    float *v = j->scratch + (size_t)tid * j->per_thread, *m = v + XI * j->cin * j->tb;
+    for (int64_t b = b0; b < b1; b++) {
+        int64_t t0 = b * j->tb, cnt = j->g.tiles - t0 < j->tb ? j->g.tiles - t0 : j->tb;
+        j->x->input(&j->g, 0, j->cin, t0, cnt, v, j->tb, j->cin * j->tb);
+        for (int xi = 0; xi < XI; xi++)
+            kiln__sgemm_own(false, false, j->cout, cnt, j->cin, 1.0f, j->u + xi * j->cout * j->cin, j->cin,
+                            v + xi * j->cin * j->tb, j->tb, 0.0f, m + xi * j->cout * j->tb, j->tb, 1);
+        j->x->output(&j->g, m, j->tb, j->cout * j->tb, 0, j->cout, t0, cnt);
+    }
+}
+
+/* Tiles per block: V and M of a block in the L2, 64 to 256 tiles (narrower
+ * GEMMs pay their packing of U more than they gain). */
+static int64_t block_tiles(int64_t cin, int64_t cout, int64_t tiles) {
+    const kiln__cpu_caches *c = kiln__cpu_caches_get();
+    int64_t l2 = c->l2 > 0 ? c->l2 : 1 << 20;
+    int64_t tb = l2 / (XI * (cin + cout) * (int64_t)sizeof(float)) / LANE * LANE;
+    tb = tb < 64 ? 64 : tb > 256 ? 256 : tb;
+    int64_t all = (tiles + LANE - 1) / LANE * LANE;
+    return tb < all ? tb : all;
+}
+
+kiln_status kiln__wino_conv(bool grad_x, const kiln_conv_geom *cg, int64_t n, int64_t c, int64_t o, const float *src,
+                            const float *w, float *out, int n_threads) {
+    wino_job j = {0};
+    int64_t plane_in = cg->h * cg->w, plane_out = cg->oh * cg->ow;
+    if (!grad_x)
+        j.g = (kiln_wino_geom){src, c * plane_in, plane_in, cg->h, cg->w, cg->ph, cg->pw,
+                               out, plane_out, n * plane_out, cg->oh, cg->ow, 0, 0, 0};
+    else /* gy [O, N, OH, OW] padded by 2 - p gives gx [N, C, H, W] */
+        j.g = (kiln_wino_geom){src, plane_out, n * plane_out, cg->oh, cg->ow, 2 - cg->ph, 2 - cg->pw,
+                               out, c * plane_in, plane_in, cg->h, cg->w, 0, 0, 0};
+    j.g.th = (j.g.oh + 3) / 4, j.g.tw = (j.g.ow + 3) / 4, j.g.tiles = n * j.g.th * j.g.tw;
+    j.cin = grad_x ? o : c, j.cout = grad_x ? c : o, j.rot = grad_x, j.w = w;
+    j.x = kiln__wino_xform();
+    if (j.g.tiles == 0 || c == 0 || o == 0) return KILN_OK;
+    j.tb = block_tiles(j.cin, j.cout, j.g.tiles);
+    int64_t nblocks = (j.g.tiles + j.tb - 1) / j.tb;
+    int nt = n_threads < 1 ? 1 : n_threads;
+    if (nt > nblocks) nt = (int)nblocks;
+    j.per_thread = (size_t)(XI * (j.cin + j.cout) * j.tb);
+    size_t u_floats = (size_t)(XI * c * o);
+    size_t bytes = ((u_floats + j.per_thread * (size_t)nt) * sizeof(float) + 63) & ~(size_t)63;
+    bool owned;
+    j.u = kiln__scratch_get(bytes, &owned);
+    if (!j.u)
+        return kiln__errs(KILN_ERR_OOM, "%s: out of memory for Winograd's transformed kernels and tiles (%zu bytes)",
+                          grad_x ? "conv2d_grad_x" : "conv2d", bytes);
+    j.scratch = j.u + u_floats;
+    int64_t pairs = c * o;
+    int wt = n_threads > 1 && pairs >= 4096 ? n_threads : 1;
+    kiln__pool_for(pairs, (pairs + 4 * wt - 1) / (4 * wt) / LANE * LANE + LANE, wt, weights_part, &j);
+    kiln__pool_for(nblocks, 1, nt, blocks, &j);
+    if (owned) free(j.u);
+    return KILN_OK;
+}
