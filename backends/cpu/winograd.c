@@ -13,17 +13,22 @@
 
 enum { XI = 36, LANE = 16 };
 
-/* Where it wins, measured one layer at a time (forward, 1 thread, Zen 5):
- * 2048 tiles of 64 channels 1.7x, 512 of 128 or 256 channels 1.4-1.6x,
- * 256 tiles 1.1x, 128 tiles 0.7x (the kernels' transform and each GEMM's
- * packing of U are paid per layer and per block, whatever the tiles), 32
- * tiles of 512 channels 0.2x. */
+/* Where it wins, measured one layer at a time (forward, 1 thread, Zen 5,
+ * against the tiled path): 2048 tiles of 64 channels 2x, 128 tiles of 128
+ * 1.8x, 64 of 256 1.5x, 128 of 512 1.35x but 64 of 512 0.9x: the kernels'
+ * transform U (36 O C floats) is paid once per layer, and when it outgrows
+ * the core's share of the L3 (38 MB at 512 channels) it costs as much as
+ * 64 tiles' GEMMs. */
 bool kiln__wino_fits(const kiln_conv_geom *g, int64_t n, int64_t c, int64_t o) {
     const char *env = getenv("KILN_CONV_WINOGRAD");
     if (env && !strcmp(env, "0")) return false;
-    int64_t tiles = n * ((g->oh + 3) / 4) * ((g->ow + 3) / 4);
-    return g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->ph <= 2 &&
-           g->pw <= 2 && c >= 16 && o >= 16 && (tiles >= 256 || (env && !strcmp(env, "force")));
+    if (g->kh != 3 || g->kw != 3 || g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1 || g->ph > 2 || g->pw > 2 ||
+        c < 16 || o < 16)
+        return false;
+    const kiln__cpu_caches *cc = kiln__cpu_caches_get();
+    int64_t l3 = cc->l3_per_core > 0 ? cc->l3_per_core : 4 << 20, tiles = n * ((g->oh + 3) / 4) * ((g->ow + 3) / 4);
+    bool u_cached = XI * c * o * (int64_t)sizeof(float) <= l3;
+    return (env && !strcmp(env, "force")) || tiles >= (u_cached ? 64 : 128);
 }
 
 typedef struct wino_job {

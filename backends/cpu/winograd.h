@@ -49,9 +49,9 @@ typedef struct kiln_wino_xform {
      * of P[xi] = m[xi xs + o ld + t - t0]; pixels past oh, ow are not written. */
     void (*output)(const kiln_wino_geom *g, const float *m, int64_t ld, int64_t xs, int64_t o0, int64_t o1,
                    int64_t t0, int64_t cnt);
-    /* u[xi O C + o C + c] = (G g G^T)[xi] of w[o, c*9 .. c*9 + 8] for the
-     * pairs p = o C + c in [p0, p1); rot: of g rotated by 180 degrees, at
-     * u[xi O C + c O + o] (the input gradient's kernels). */
+    /* u[xi O C + p] for p in [p0, p1): (G g G^T)[xi] of g = w[o, c*9 ..
+     * c*9 + 8] for p = o C + c; rot: of g rotated by 180 degrees, for
+     * p = c O + o (the input gradient's kernels). */
     void (*weights)(const float *w, int64_t o, int64_t c, bool rot, int64_t p0, int64_t p1, float *u);
 } kiln_wino_xform;
 
@@ -62,8 +62,9 @@ const kiln_wino_xform *kiln__wino_xform_avx512(void);
 
 /* Whether the layer (geometry g, batch n, c input and o output channels)
  * runs by Winograd: 3x3, stride 1, dilation 1, padding at most 2, 16
- * channels or more, 256 tiles or more (or $KILN_CONV_WINOGRAD=force, for
- * tests), and $KILN_CONV_WINOGRAD is not 0. */
+ * channels or more, 64 tiles or more (128 where U outgrows the core's
+ * share of the L3),
+ * or $KILN_CONV_WINOGRAD=force (tests); not where it is 0. */
 bool kiln__wino_fits(const kiln_conv_geom *g, int64_t n, int64_t c, int64_t o);
 
 /* The forward y [O, N, OH, OW] of x [N, C, H, W] and w [O, C*9], or
