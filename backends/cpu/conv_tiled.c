@@ -225,9 +225,11 @@ static kiln_status run_tiles(kiln_tensor *node, const kiln_exec *ex, conv_pass p
     size_t out_bytes = (size_t)kiln_tensor_numel(node) * j.es;
     if (pass == GRAD_X || j.np == 0 || j.k == 0) memset(node->data, 0, out_bytes);
     if (j.np == 0 || j.k == 0 || j.o == 0) return KILN_OK;
-    if (!f64 && pass != GRAD_W && kiln__wino_fits(&j.g, j.n, j.c, j.o))
-        return kiln__wino_conv(pass == GRAD_X, &j.g, j.n, j.c, j.o, pass == FORWARD ? j.x : j.gy, j.w, j.out,
-                               j.o * j.k * j.np >= 1 << 20 ? ex->n_threads : 1);
+    if (!f64 && kiln__wino_fits(&j.g, j.n, j.c, j.o)) {
+        int wt = j.o * j.k * j.np >= 1 << 20 ? ex->n_threads : 1;
+        if (pass == GRAD_W) return kiln__wino_grad_w(&j.g, j.n, j.c, j.o, j.x, j.gy, j.out, wt);
+        return kiln__wino_conv(pass == GRAD_X, &j.g, j.n, j.c, j.o, pass == FORWARD ? j.x : j.gy, j.w, j.out, wt);
+    }
     j.pt = tile_pixels(j.k, j.es, j.np);
     int64_t tiles = (j.np + j.pt - 1) / j.pt, units = pass == FORWARD ? tiles : pass == GRAD_W ? j.k : j.c;
     /* threads when the layer is worth them (a million multiply-adds) */

@@ -40,9 +40,9 @@ typedef struct kiln_wino_geom {
 
 /* The transforms of one dispatch level (winograd_xform.h's body). */
 typedef struct kiln_wino_xform {
-    /* v[xi xs + c ld + t - t0] = (B^T d B)[xi] of tile t's patch in channel
-     * c, for c in [c0, c1), t in [t0, t0 + cnt); columns up to cnt rounded
-     * up to 16 are written (zeros past the last tile). */
+    /* v[xi xs + (c - c0) ld + t - t0] = (B^T d B)[xi] of tile t's patch in
+     * channel c, for c in [c0, c1), t in [t0, t0 + cnt); columns up to cnt
+     * rounded up to 16 are written (zeros past the last tile). */
     void (*input)(const kiln_wino_geom *g, int64_t c0, int64_t c1, int64_t t0, int64_t cnt, float *v, int64_t ld,
                   int64_t xs);
     /* The output pixels of tiles [t0, t0 + cnt), channels [o0, o1): A^T P A
@@ -53,6 +53,13 @@ typedef struct kiln_wino_xform {
      * c*9 + 8] for p = o C + c; rot: of g rotated by 180 degrees, for
      * p = c O + o (the input gradient's kernels). */
     void (*weights)(const float *w, int64_t o, int64_t c, bool rot, int64_t p0, int64_t p1, float *u);
+    /* The weight gradient's halves: z[xi xs + o ld + t - t0] = (A dy A^T)[xi]
+     * of the 4x4 output tile t of channel o (zeros past oh, ow), read at
+     * g->out, like input's; and gw[p*9 .. p*9 + 8] = G^T P G of
+     * P[xi] = m[xi O C + p], p = o C + c in [p0, p1). */
+    void (*grad_output)(const kiln_wino_geom *g, int64_t o0, int64_t o1, int64_t t0, int64_t cnt, float *z,
+                        int64_t ld, int64_t xs);
+    void (*kernel_grad)(const float *m, int64_t o, int64_t c, int64_t p0, int64_t p1, float *gw);
 } kiln_wino_xform;
 
 const kiln_wino_xform *kiln__wino_xform(void); /* for kiln__cpu_caps() */
@@ -71,5 +78,13 @@ bool kiln__wino_fits(const kiln_conv_geom *g, int64_t n, int64_t c, int64_t o);
  * (grad_x) gx [N, C, H, W] of gy [O, N, OH, OW] and w; src is x or gy. */
 kiln_status kiln__wino_conv(bool grad_x, const kiln_conv_geom *g, int64_t n, int64_t c, int64_t o, const float *src,
                             const float *w, float *out, int n_threads);
+
+/* The weight gradient gw [O, C*9] of x [N, C, H, W] and gy [O, N, OH, OW]:
+ * G^T [sum over tiles of (A dy A^T) . (B^T d B)] G, the sums as 36 GEMMs
+ * (O x C, a block of tiles deep) added block after block; threads split C
+ * at multiples of 64 (whole micro-tiles of the GEMM: its bits then do not
+ * depend on the split). */
+kiln_status kiln__wino_grad_w(const kiln_conv_geom *g, int64_t n, int64_t c, int64_t o, const float *x, const float *gy,
+                              float *gw, int n_threads);
 
 #endif

@@ -55,6 +55,32 @@ static inline void WX(g3)(const float *restrict x, int64_t xs, float *restrict y
     }
 }
 
+/* y[i ys + l] = (A x)[i], i < 6, of x[j xs + l], j < 4 (grad of A^T). */
+static inline void WX(a4)(const float *restrict x, int64_t xs, float *restrict y, int64_t ys) {
+    LANES {
+        float d0 = x[l], d1 = x[xs + l], d2 = x[2 * xs + l], d3 = x[3 * xs + l];
+        float e = d0 + d2, o = d1 + d3, e4 = d0 + 4 * d2, o8 = 2 * d1 + 8 * d3;
+        y[l] = d0;
+        y[ys + l] = e + o;
+        y[2 * ys + l] = e - o;
+        y[3 * ys + l] = e4 + o8;
+        y[4 * ys + l] = e4 - o8;
+        y[5 * ys + l] = d3;
+    }
+}
+
+/* y[i ys + l] = (G^T x)[i], i < 3, of x[j xs + l], j < 6 (grad of G). */
+static inline void WX(gt6)(const float *restrict x, int64_t xs, float *restrict y, int64_t ys) {
+    LANES {
+        float q0 = x[l], q1 = x[xs + l], q2 = x[2 * xs + l], q3 = x[3 * xs + l], q4 = x[4 * xs + l];
+        float q5 = x[5 * xs + l];
+        float s = q1 + q2, d = q2 - q1, s34 = q3 + q4, d34 = q3 - q4;
+        y[l] = q0 * 0.25f - s * (1.0f / 6) + s34 * (1.0f / 24);
+        y[ys + l] = d * (1.0f / 6) + d34 * (1.0f / 12);
+        y[2 * ys + l] = (s34 - s) * (1.0f / 6) + q5;
+    }
+}
+
 /* Tile t0 + b + l's image and top-left pixel (output grid), lane l < WL;
  * n < 0 past the last of cnt tiles. */
 static inline void WX(lanes_of)(const kiln_wino_geom *g, int64_t t0, int64_t b, int64_t cnt, int64_t *n, int64_t *r,
@@ -77,21 +103,21 @@ static void WX(input)(const kiln_wino_geom *g, int64_t c0, int64_t c1, int64_t t
         for (int64_t c = c0; c < c1; c++) {
             for (int l = 0; l < WL; l++) {
                 int64_t r0 = r[l] - g->ph, q0 = q[l] - g->pw;
-                const float *plane = g->in + n[l] * g->in_sn + c * g->in_sc;
-                if (n[l] >= 0 && r0 >= 0 && q0 >= 0 && r0 + 6 <= g->h && q0 + 6 <= g->w) {
+                const float *plane = n[l] >= 0 ? g->in + n[l] * g->in_sn + c * g->in_sc : NULL;
+                if (plane && r0 >= 0 && q0 >= 0 && r0 + 6 <= g->h && q0 + 6 <= g->w) {
                     for (int i = 0; i < 6; i++)
                         for (int k = 0; k < 6; k++) d[(i * 6 + k) * WL + l] = plane[(r0 + i) * g->w + q0 + k];
                 } else {
                     for (int i = 0; i < 6; i++)
                         for (int k = 0; k < 6; k++) {
                             int64_t ii = r0 + i, jj = q0 + k;
-                            bool in = n[l] >= 0 && ii >= 0 && ii < g->h && jj >= 0 && jj < g->w;
+                            bool in = plane && ii >= 0 && ii < g->h && jj >= 0 && jj < g->w;
                             d[(i * 6 + k) * WL + l] = in ? plane[ii * g->w + jj] : 0.0f;
                         }
                 }
             }
             for (int k = 0; k < 6; k++) WX(bt6)(d + k * WL, 6 * WL, t + k * WL, 6 * WL);
-            for (int i = 0; i < 6; i++) WX(bt6)(t + i * 6 * WL, WL, v + i * 6 * xs + c * ld + b, xs);
+            for (int i = 0; i < 6; i++) WX(bt6)(t + i * 6 * WL, WL, v + i * 6 * xs + (c - c0) * ld + b, xs);
         }
     }
 }
@@ -133,4 +159,39 @@ static void WX(weights)(const float *w, int64_t o, int64_t c, bool rot, int64_t 
     }
 }
 
-static const kiln_wino_xform WX(wino_table) = {WX(input), WX(output), WX(weights)};
+static void WX(grad_output)(const kiln_wino_geom *g, int64_t o0, int64_t o1, int64_t t0, int64_t cnt, float *z,
+                            int64_t ld, int64_t xs) {
+    float d[16 * WL], t[24 * WL];
+    for (int64_t b = 0; b < cnt; b += WL) {
+        int64_t n[WL], r[WL], q[WL];
+        WX(lanes_of)(g, t0, b, cnt, n, r, q);
+        for (int64_t o = o0; o < o1; o++) {
+            for (int l = 0; l < WL; l++) {
+                const float *plane = n[l] >= 0 ? g->out + n[l] * g->out_sn + o * g->out_sc : NULL;
+                for (int i = 0; i < 4; i++)
+                    for (int k = 0; k < 4; k++) {
+                        bool in = plane && r[l] + i < g->oh && q[l] + k < g->ow;
+                        d[(i * 4 + k) * WL + l] = in ? plane[(r[l] + i) * g->ow + q[l] + k] : 0.0f;
+                    }
+            }
+            for (int k = 0; k < 4; k++) WX(a4)(d + k * WL, 4 * WL, t + k * WL, 4 * WL);
+            for (int i = 0; i < 6; i++) WX(a4)(t + i * 4 * WL, WL, z + i * 6 * xs + o * ld + b, xs);
+        }
+    }
+}
+
+static void WX(kernel_grad)(const float *m, int64_t o, int64_t c, int64_t p0, int64_t p1, float *gw) {
+    float t[18 * WL], k9[9 * WL];
+    for (int64_t pb = p0; pb < p1; pb += WL) {
+        float q[36 * WL];
+        for (int xi = 0; xi < 36; xi++)
+            for (int l = 0; l < WL; l++) q[xi * WL + l] = pb + l < p1 ? m[xi * o * c + pb + l] : 0.0f;
+        for (int j = 0; j < 6; j++) WX(gt6)(q + j * WL, 6 * WL, t + j * WL, 6 * WL);
+        for (int i = 0; i < 3; i++) WX(gt6)(t + i * 6 * WL, WL, k9 + i * 3 * WL, WL);
+        for (int l = 0; l < WL && pb + l < p1; l++)
+            for (int k = 0; k < 9; k++) gw[(pb + l) * 9 + k] = k9[k * WL + l];
+    }
+}
+
+static const kiln_wino_xform WX(wino_table) = {WX(input), WX(output), WX(weights), WX(grad_output),
+                                                WX(kernel_grad)};
