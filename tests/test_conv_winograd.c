@@ -19,36 +19,12 @@ static const wino_case CASES[] = {
     {1, 17, 13, 11, 19, 1}, {3, 16, 9, 14, 24, 0}, {3, 20, 7, 5, 17, 1}, {1, 33, 6, 6, 16, 0}, {2, 16, 5, 10, 18, 2},
 };
 
-/* y, gx, gw of sum(conv2d(x, w) * r) as doubles (malloc'd), $KILN_CONV_WINOGRAD = mode. */
+/* y, gx, gw (nnt_conv_grads) with $KILN_CONV_WINOGRAD = mode. */
 static void run(const wino_case *tc, kiln_dtype dt, const char *mode, int threads, double *out[3], int64_t num[3]) {
     setenv("KILN_CONV_WINOGRAD", mode, 1);
-    KT_OK(kiln_set_threads(threads));
-    kiln_ctx *ctx = kiln_ctx_new();
-    kiln_tensor *x = kiln_new_4d(ctx, dt, tc->n, tc->c, tc->h, tc->w), *w = kiln_new_4d(ctx, dt, tc->o, tc->c, 3, 3);
-    KT_NOTNULL(x && w);
-    KT_OK(kiln_tensor_fill_uniform(x, 1, -1, 1));
-    KT_OK(kiln_tensor_fill_uniform(w, 2, -1, 1));
-    KT_OK(kiln_tensor_set_requires_grad(x, true));
-    KT_OK(kiln_tensor_set_requires_grad(w, true));
-    kiln_tensor *y = kiln_conv2d(ctx, x, w, NULL, &(kiln_conv2d_params){.padding = {tc->pad, tc->pad}});
-    KT_NOTNULL(y);
-    kiln_tensor *r = kiln_new_4d(ctx, dt, y->shape[0], y->shape[1], y->shape[2], y->shape[3]);
-    KT_NOTNULL(r);
-    KT_OK(kiln_tensor_fill_uniform(r, 3, -1, 1));
-    int64_t ny = kiln_tensor_numel(y);
-    kiln_tensor *loss = kiln_sum(ctx, kiln_reshape(ctx, kiln_mul(ctx, y, r), 1, &ny), 0, false);
-    kiln_graph *g = kiln_graph_new(ctx);
-    KT_NOTNULL(loss && g);
-    KT_OK(kiln_graph_add(g, y));
-    KT_OK(kiln_graph_add(g, loss));
-    KT_OK(kiln_graph_backward(g, loss));
-    KT_OK(kiln_graph_compute(g));
-    const kiln_tensor *t[3] = {y, kiln_tensor_grad(x), kiln_tensor_grad(w)};
-    for (int i = 0; i < 3; i++) out[i] = nnt_values(t[i]), num[i] = kiln_tensor_numel(t[i]);
-    kiln_ctx_free(ctx);
-    KT_OK(kiln_set_threads(0));
+    nnt_conv_grads(dt, (int64_t[]){tc->n, tc->c, tc->h, tc->w}, (int64_t[]){tc->o, tc->c, 3, 3},
+                   &(kiln_conv2d_params){.padding = {tc->pad, tc->pad}}, threads, out, num);
     unsetenv("KILN_CONV_WINOGRAD");
-    KT_NOTNULL(out[0] && out[1] && out[2]);
 }
 
 static const char *const NAMES[3] = {"y", "gx", "gw"};
