@@ -111,63 +111,56 @@ kiln_status kiln__wino_conv(bool grad_x, const kiln_conv_geom *cg, int64_t n, in
 typedef struct wgrad_job {
     kiln_wino_geom g;
     const kiln_wino_xform *x;
-    float *m, *scratch;  /* m: the sums [36][O][C] */
+    float *gw, *scratch;
     int64_t c, o, tb, cs; /* cs: channels a chunk */
-    size_t per_thread;
+    size_t per_thread;    /* floats of the chunk's sums, Z and V */
 } wgrad_job;
 
-/* Channels [c0, c1) of the sums, over every block of tiles in order. */
-static void grad_w_channels(void *arg, int64_t k0, int64_t k1, int tid) {
+/* Chunks [k0, k1) of cs input channels: each one's sums over every block
+ * of tiles in order, then its columns of gw. */
+static void grad_w_chunks(void *arg, int64_t k0, int64_t k1, int tid) {
     const wgrad_job *j = arg;
-    int64_t c0 = k0 * j->cs, c1 = k1 * j->cs < j->c ? k1 * j->cs : j->c, cw = c1 - c0;
-    float *z = j->scratch + (size_t)tid * j->per_thread, *v = z + XI * j->o * j->tb;
-    for (int64_t t0 = 0; t0 < j->g.tiles; t0 += j->tb) {
-        int64_t cnt = j->g.tiles - t0 < j->tb ? j->g.tiles - t0 : j->tb;
-        j->x->grad_output(&j->g, 0, j->o, t0, cnt, z, j->tb, j->o * j->tb);
-        j->x->input(&j->g, c0, c1, t0, cnt, v, j->tb, cw * j->tb);
-        for (int xi = 0; xi < XI; xi++)
-            kiln__sgemm_own(false, true, j->o, cw, cnt, 1.0f, z + xi * j->o * j->tb, j->tb, v + xi * cw * j->tb, j->tb,
-                            t0 > 0 ? 1.0f : 0.0f, j->m + xi * j->o * j->c + c0, j->c, 1);
+    float *m = j->scratch + (size_t)tid * j->per_thread, *z = m + XI * j->o * j->cs, *v = z + XI * j->o * j->tb;
+    for (int64_t k = k0; k < k1; k++) {
+        int64_t c0 = k * j->cs, cw = j->c - c0 < j->cs ? j->c - c0 : j->cs;
+        for (int64_t t0 = 0; t0 < j->g.tiles; t0 += j->tb) {
+            int64_t cnt = j->g.tiles - t0 < j->tb ? j->g.tiles - t0 : j->tb;
+            j->x->grad_output(&j->g, 0, j->o, t0, cnt, z, j->tb, j->o * j->tb);
+            j->x->input(&j->g, c0, c0 + cw, t0, cnt, v, j->tb, cw * j->tb);
+            for (int xi = 0; xi < XI; xi++)
+                kiln__sgemm_own(false, true, j->o, cw, cnt, 1.0f, z + xi * j->o * j->tb, j->tb, v + xi * cw * j->tb,
+                                j->tb, t0 > 0 ? 1.0f : 0.0f, m + xi * j->o * cw, cw, 1);
+        }
+        j->x->kernel_grad(m, j->o, cw, 0, j->o * cw, j->gw + c0 * 9, j->c * 9);
     }
 }
 
-static void kernel_grad_part(void *arg, int64_t p0, int64_t p1, int tid) {
-    const wgrad_job *j = arg;
-    (void)tid;
-    j->x->kernel_grad(j->m, j->o, j->c, p0, p1, j->g.out);
-}
-
-kiln_status kiln__wino_grad_w(const kiln_conv_geom *cg, int64_t n, int64_t c, int64_t o, const float *x, const float *gy,
-                              float *gw, int n_threads) {
+kiln_status kiln__wino_grad_w(const kiln_conv_geom *cg, int64_t n, int64_t c, int64_t o, const float *x,
+                              const float *gy, float *gw, int n_threads) {
     wgrad_job j = {0};
     int64_t plane_in = cg->h * cg->w, plane_out = cg->oh * cg->ow;
-    /* out is gy, read (grad_output), then gw, written (kernel_grad) */
+    /* out is gy, read by grad_output */
     j.g = (kiln_wino_geom){x, c * plane_in, plane_in, cg->h, cg->w, cg->ph, cg->pw,
                            (float *)gy, plane_out, n * plane_out, cg->oh, cg->ow, 0, 0, 0};
     j.g.th = (cg->oh + 3) / 4, j.g.tw = (cg->ow + 3) / 4, j.g.tiles = n * j.g.th * j.g.tw;
-    j.c = c, j.o = o, j.x = kiln__wino_xform();
+    j.c = c, j.o = o, j.gw = gw, j.x = kiln__wino_xform();
     if (j.g.tiles == 0 || c == 0 || o == 0) {
         memset(gw, 0, (size_t)(o * c * 9) * sizeof(float));
         return KILN_OK;
     }
-    j.tb = block_tiles(c, o, j.g.tiles);
-    j.cs = 64;
+    j.cs = c < 64 ? c : 64;
+    j.tb = block_tiles(j.cs, o, j.g.tiles);
     int64_t chunks = (c + j.cs - 1) / j.cs;
     int nt = n_threads < 1 ? 1 : n_threads;
     if (nt > chunks) nt = (int)chunks;
-    j.per_thread = (size_t)(XI * (o + (c < j.cs ? c : j.cs)) * j.tb);
-    size_t m_floats = (size_t)(XI * c * o);
-    size_t bytes = ((m_floats + j.per_thread * (size_t)nt) * sizeof(float) + 63) & ~(size_t)63;
+    j.per_thread = (size_t)(XI * (o * j.cs + (o + j.cs) * j.tb));
+    size_t bytes = (j.per_thread * (size_t)nt * sizeof(float) + 63) & ~(size_t)63;
     bool owned;
-    j.m = kiln__scratch_get(bytes, &owned);
-    if (!j.m)
-        return kiln__errs(KILN_ERR_OOM, "conv2d_grad_w: out of memory for Winograd's sums and tiles (%zu bytes)", bytes);
-    j.scratch = j.m + m_floats;
-    kiln__pool_for(chunks, 1, nt, grad_w_channels, &j);
-    j.g.out = gw;
-    int64_t pairs = c * o;
-    int wt = n_threads > 1 && pairs >= 4096 ? n_threads : 1;
-    kiln__pool_for(pairs, (pairs + 4 * wt - 1) / (4 * wt) / LANE * LANE + LANE, wt, kernel_grad_part, &j);
-    if (owned) free(j.m);
+    j.scratch = kiln__scratch_get(bytes, &owned);
+    if (!j.scratch)
+        return kiln__errs(KILN_ERR_OOM, "conv2d_grad_w: out of memory for Winograd's sums and tiles (%zu bytes)",
+                          bytes);
+    kiln__pool_for(chunks, 1, nt, grad_w_chunks, &j);
+    if (owned) free(j.scratch);
     return KILN_OK;
 }
