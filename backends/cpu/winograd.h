@@ -1,5 +1,5 @@
 /* winograd.h — 3x3 stride-1 convolutions by Winograd's F(4x4, 3x3) in f32,
- * for conv_tiled.c's forward and input gradient.
+ * for conv_tiled.c's forward and both gradients.
  *
  * A 4x4 block of output pixels (a tile) is A^T [(G g G^T) . (B^T d B)] A
  * for its 6x6 input patch d and the 3x3 kernel g: the 36 products of the
@@ -8,13 +8,17 @@
  * for a block of T tiles, U the transformed kernels, V the transformed
  * patches; 36 multiply-adds per tile and channel pair where the direct conv
  * needs 144. The input gradient is the same conv of gy (padding 2 - p)
- * with the kernels rotated by 180 degrees and Cin, Cout swapped.
+ * with the kernels rotated by 180 degrees and Cin, Cout swapped; the
+ * weight gradient is G^T [sum over tiles of (A dy A^T) . (B^T d B)] G, the
+ * sums 36 GEMMs too (kiln__wino_grad_w).
  *
  * Scratch: U (36 Cout Cin floats) and, per thread, V and M of one block of
  * tiles (T from the L2, 64 to 256 tiles): bounded by the block, not the
- * batch. Threads split the blocks (and the kernels' transform) and never
- * meet inside a pass; each block is computed alike whatever the thread
- * count, so 1 and 2 threads give the same bits.
+ * batch (the weight gradient: per thread, the sums of 64 input channels
+ * and one block's transforms). Threads split the blocks (the weight
+ * gradient: the chunks of 64 channels) and never meet inside a pass; each
+ * block or chunk is computed alike whatever the thread count, so 1 and 2
+ * threads give the same bits.
  *
  *     if (kiln__wino_fits(&g, n, c, o))
  *         st = kiln__wino_conv(false, &g, n, c, o, x, w, y, n_threads);
