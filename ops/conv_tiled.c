@@ -11,7 +11,8 @@
  *   and KILN_OP_CONV2D_GRAD_W (x, gy) -> gw [O, K] = gy im2col_cn(x)^T.
  * The CPU runs all three a tile of output pixels at a time, the tile's
  * columns in a scratch bounded by the tile (backends/cpu/conv_tiled.c);
- * whole-batch columns exist in neither direction. The second derivative
+ * whole-batch columns exist in neither direction (3x3 stride-1 f32 layers:
+ * forward and grad x by Winograd, backends/cpu/winograd.h). The second derivative
  * is kiln__vjp of the decomposition (matmul, im2col, col2im).
  *
  * kiln_conv2d builds this node for groups 1 on a context whose backend is

@@ -24,34 +24,13 @@ typedef struct conv_run {
 
 static void run_conv(const tiled_case *tc, kiln_dtype dt, bool tiled, int threads, conv_run *r) {
     setenv("KILN_CONV_TILED", tiled ? "1" : "0", 1);
-    KT_OK(kiln_set_threads(threads));
-    kiln_ctx *ctx = kiln_ctx_new();
-    kiln_tensor *x = kiln_new_4d(ctx, dt, tc->n, tc->c, tc->h, tc->w);
-    kiln_tensor *w = kiln_new_4d(ctx, dt, tc->o, tc->c, tc->kh, tc->kw);
-    KT_NOTNULL(x && w);
-    KT_OK(kiln_tensor_fill_uniform(x, 1, -1, 1));
-    KT_OK(kiln_tensor_fill_uniform(w, 2, -1, 1));
-    KT_OK(kiln_tensor_set_requires_grad(x, true));
-    KT_OK(kiln_tensor_set_requires_grad(w, true));
-    kiln_tensor *y = kiln_conv2d(ctx, x, w, NULL, &tc->p);
-    KT_NOTNULL(y);
-    kiln_tensor *rv = kiln_new_4d(ctx, dt, y->shape[0], y->shape[1], y->shape[2], y->shape[3]);
-    KT_NOTNULL(rv);
-    KT_OK(kiln_tensor_fill_uniform(rv, 3, -1, 1));
-    int64_t ny = kiln_tensor_numel(y);
-    kiln_tensor *loss = kiln_sum(ctx, kiln_reshape(ctx, kiln_mul(ctx, y, rv), 1, &ny), 0, false);
-    kiln_graph *g = kiln_graph_new(ctx);
-    KT_NOTNULL(loss && g);
-    KT_OK(kiln_graph_add(g, y));
-    KT_OK(kiln_graph_add(g, loss));
-    KT_OK(kiln_graph_backward(g, loss));
-    KT_OK(kiln_graph_compute(g));
-    r->y = nnt_values(y), r->gx = nnt_values(kiln_tensor_grad(x)), r->gw = nnt_values(kiln_tensor_grad(w));
-    r->ny = ny, r->nx = kiln_tensor_numel(x), r->nw = kiln_tensor_numel(w);
-    kiln_ctx_free(ctx);
-    KT_OK(kiln_set_threads(0));
+    double *out[3];
+    int64_t num[3];
+    nnt_conv_grads(dt, (int64_t[]){tc->n, tc->c, tc->h, tc->w}, (int64_t[]){tc->o, tc->c, tc->kh, tc->kw}, &tc->p,
+                   threads, out, num);
     unsetenv("KILN_CONV_TILED");
-    KT_NOTNULL(r->y && r->gx && r->gw);
+    r->y = out[0], r->gx = out[1], r->gw = out[2];
+    r->ny = num[0], r->nx = num[1], r->nw = num[2];
 }
 
 static void run_free(conv_run *r) { free(r->y), free(r->gx), free(r->gw); }

@@ -178,3 +178,35 @@ done:
     kiln_ctx_free(ctx);
     fx_free(f);
 }
+
+void nnt_conv_grads(kiln_dtype dt, const int64_t *xs, const int64_t *ws, const kiln_conv2d_params *p, int threads,
+                    double *out[3], int64_t num[3]) {
+    KT_OK(kiln_set_threads(threads));
+    kiln_ctx *ctx = kiln_ctx_new();
+    kiln_tensor *x = kiln_new_4d(ctx, dt, xs[0], xs[1], xs[2], xs[3]);
+    kiln_tensor *w = kiln_new_4d(ctx, dt, ws[0], ws[1], ws[2], ws[3]);
+    KT_NOTNULL(x && w);
+    KT_OK(kiln_tensor_fill_uniform(x, 1, -1, 1));
+    KT_OK(kiln_tensor_fill_uniform(w, 2, -1, 1));
+    KT_OK(kiln_tensor_set_requires_grad(x, true));
+    KT_OK(kiln_tensor_set_requires_grad(w, true));
+    kiln_tensor *y = kiln_conv2d(ctx, x, w, NULL, p);
+    KT_NOTNULL(y);
+    const int64_t *ys = kiln_tensor_shape(y);
+    kiln_tensor *r = kiln_new_4d(ctx, dt, ys[0], ys[1], ys[2], ys[3]);
+    KT_NOTNULL(r);
+    KT_OK(kiln_tensor_fill_uniform(r, 3, -1, 1));
+    int64_t ny = kiln_tensor_numel(y);
+    kiln_tensor *loss = kiln_sum(ctx, kiln_reshape(ctx, kiln_mul(ctx, y, r), 1, &ny), 0, false);
+    kiln_graph *g = kiln_graph_new(ctx);
+    KT_NOTNULL(loss && g);
+    KT_OK(kiln_graph_add(g, y));
+    KT_OK(kiln_graph_add(g, loss));
+    KT_OK(kiln_graph_backward(g, loss));
+    KT_OK(kiln_graph_compute(g));
+    const kiln_tensor *t[3] = {y, kiln_tensor_grad(x), kiln_tensor_grad(w)};
+    for (int i = 0; i < 3; i++) out[i] = nnt_values(t[i]), num[i] = kiln_tensor_numel(t[i]);
+    kiln_ctx_free(ctx);
+    KT_OK(kiln_set_threads(0));
+    KT_NOTNULL(out[0] && out[1] && out[2]);
+}

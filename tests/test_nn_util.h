@@ -42,6 +42,12 @@ void nnt_fill_ints(kiln_tensor *t, int n, uint32_t salt);
  * does; NULL (the failure recorded) when y is NULL or the compute fails. */
 double *nnt_eval(kiln_ctx *ctx, kiln_tensor *y);
 
+/* y, gx and gw of sum(conv2d(x, w) * r), as nnt_values (out[i] malloc'd,
+ * num[i] elements), for x of shape xs and w of shape ws in dtype dt,
+ * x, w and r uniform in [-1, 1] (seeds 1, 2, 3), at `threads` threads. */
+void nnt_conv_grads(kiln_dtype dt, const int64_t *xs, const int64_t *ws, const kiln_conv2d_params *p, int threads,
+                    double *out[3], int64_t num[3]);
+
 /* A constructor's result was NULL with status s and a message naming op. */
 #define NNT_FAILS(expr, s, op)                                                                                 \
     do {                                                                                                       \

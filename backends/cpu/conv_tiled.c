@@ -16,13 +16,17 @@
  * grad w splits gw's columns, each thread forming and multiplying only its
  * rows of every tile's columns, tiles in order; grad x splits the input
  * channels, each thread its rows of w^T gy and col2im into its own planes
- * of gx. No reduction spans threads, so 1 and 2 threads sum in one order. */
+ * of gx. No reduction spans threads, so 1 and 2 threads sum in one order.
+ *
+ * f32 3x3 stride-1 layers with enough channels and tiles run their forward
+ * and grad x by Winograd instead (winograd.h). */
 #include "conv_simd.h"
 #include "gemm.h"
 #include "gemm_kernels.h"
 #include "internal.h"
 #include "pool.h"
 #include "scratch.h"
+#include "winograd.h"
 
 /* One conv node's pass: sizes, operands and the columns' scratch. */
 typedef struct conv_job {
@@ -221,6 +225,11 @@ static kiln_status run_tiles(kiln_tensor *node, const kiln_exec *ex, conv_pass p
     size_t out_bytes = (size_t)kiln_tensor_numel(node) * j.es;
     if (pass == GRAD_X || j.np == 0 || j.k == 0) memset(node->data, 0, out_bytes);
     if (j.np == 0 || j.k == 0 || j.o == 0) return KILN_OK;
+    if (!f64 && kiln__wino_fits(&j.g, j.n, j.c, j.o)) {
+        int wt = j.o * j.k * j.np >= 1 << 20 ? ex->n_threads : 1;
+        if (pass == GRAD_W) return kiln__wino_grad_w(&j.g, j.n, j.c, j.o, j.x, j.gy, j.out, wt);
+        return kiln__wino_conv(pass == GRAD_X, &j.g, j.n, j.c, j.o, pass == FORWARD ? j.x : j.gy, j.w, j.out, wt);
+    }
     j.pt = tile_pixels(j.k, j.es, j.np);
     int64_t tiles = (j.np + j.pt - 1) / j.pt, units = pass == FORWARD ? tiles : pass == GRAD_W ? j.k : j.c;
     /* threads when the layer is worth them (a million multiply-adds) */

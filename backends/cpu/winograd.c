@@ -1,0 +1,166 @@
+/* winograd.c — the F(4x4, 3x3) passes of winograd.h: the kernels'
+ * transform, then blocks of tiles (input transform, 36 GEMMs, output
+ * transform) split among the threads. */
+#include "winograd.h"
+#include "cpu_features.h"
+#include "gemm.h"
+#include "gemm_kernels.h"
+#include "pool.h"
+#include "scratch.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { XI = 36, LANE = 16 };
+
+/* Where it wins, measured one layer at a time (forward, 1 thread, Zen 5,
+ * against the tiled path): 2048 tiles of 64 channels 2x, 128 tiles of 128
+ * 1.8x, 64 of 256 1.5x, 128 of 512 1.35x but 64 of 512 0.9x: the kernels'
+ * transform U (36 O C floats) is paid once per layer, and when it outgrows
+ * the core's share of the L3 (38 MB at 512 channels) it costs as much as
+ * 64 tiles' GEMMs. */
+bool kiln__wino_fits(const kiln_conv_geom *g, int64_t n, int64_t c, int64_t o) {
+    const char *env = getenv("KILN_CONV_WINOGRAD");
+    if (env && !strcmp(env, "0")) return false;
+    if (g->kh != 3 || g->kw != 3 || g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1 || g->ph > 2 || g->pw > 2 ||
+        c < 16 || o < 16)
+        return false;
+    const kiln__cpu_caches *cc = kiln__cpu_caches_get();
+    int64_t l3 = cc->l3_per_core > 0 ? cc->l3_per_core : 4 << 20, tiles = n * ((g->oh + 3) / 4) * ((g->ow + 3) / 4);
+    bool u_cached = XI * c * o * (int64_t)sizeof(float) <= l3;
+    return (env && !strcmp(env, "force")) || tiles >= (u_cached ? 64 : 128);
+}
+
+typedef struct wino_job {
+    kiln_wino_geom g;
+    const kiln_wino_xform *x;
+    const float *w;
+    float *u, *scratch;
+    int64_t cin, cout, tb; /* tb tiles per block */
+    size_t per_thread;     /* floats of V and M */
+    bool rot;
+} wino_job;
+
+static void weights_part(void *arg, int64_t p0, int64_t p1, int tid) {
+    const wino_job *j = arg;
+    (void)tid;
+    /* the job's O x C are the layer's: for the input gradient cout is C */
+    int64_t o = j->rot ? j->cin : j->cout, c = j->rot ? j->cout : j->cin;
+    j->x->weights(j->w, o, c, j->rot, p0, p1, j->u);
+}
+
+static void blocks(void *arg, int64_t b0, int64_t b1, int tid) {
+    const wino_job *j = arg;
+    float *v = j->scratch + (size_t)tid * j->per_thread, *m = v + XI * j->cin * j->tb;
+    for (int64_t b = b0; b < b1; b++) {
+        int64_t t0 = b * j->tb, cnt = j->g.tiles - t0 < j->tb ? j->g.tiles - t0 : j->tb;
+        j->x->input(&j->g, 0, j->cin, t0, cnt, v, j->tb, j->cin * j->tb);
+        for (int xi = 0; xi < XI; xi++)
+            kiln__sgemm_own(false, false, j->cout, cnt, j->cin, 1.0f, j->u + xi * j->cout * j->cin, j->cin,
+                            v + xi * j->cin * j->tb, j->tb, 0.0f, m + xi * j->cout * j->tb, j->tb, 1);
+        j->x->output(&j->g, m, j->tb, j->cout * j->tb, 0, j->cout, t0, cnt);
+    }
+}
+
+/* Tiles per block: V and M of a block in the L2, 64 to 256 tiles (narrower
+ * GEMMs pay their packing of U more than they gain). */
+static int64_t block_tiles(int64_t cin, int64_t cout, int64_t tiles) {
+    const kiln__cpu_caches *c = kiln__cpu_caches_get();
+    int64_t l2 = c->l2 > 0 ? c->l2 : 1 << 20;
+    int64_t tb = l2 / (XI * (cin + cout) * (int64_t)sizeof(float)) / LANE * LANE;
+    tb = tb < 64 ? 64 : tb > 256 ? 256 : tb;
+    int64_t all = (tiles + LANE - 1) / LANE * LANE;
+    return tb < all ? tb : all;
+}
+
+kiln_status kiln__wino_conv(bool grad_x, const kiln_conv_geom *cg, int64_t n, int64_t c, int64_t o, const float *src,
+                            const float *w, float *out, int n_threads) {
+    wino_job j = {0};
+    int64_t plane_in = cg->h * cg->w, plane_out = cg->oh * cg->ow;
+    if (!grad_x)
+        j.g = (kiln_wino_geom){src, c * plane_in, plane_in, cg->h, cg->w, cg->ph, cg->pw,
+                               out, plane_out, n * plane_out, cg->oh, cg->ow, 0, 0, 0};
+    else /* gy [O, N, OH, OW] padded by 2 - p gives gx [N, C, H, W] */
+        j.g = (kiln_wino_geom){src, plane_out, n * plane_out, cg->oh, cg->ow, 2 - cg->ph, 2 - cg->pw,
+                               out, c * plane_in, plane_in, cg->h, cg->w, 0, 0, 0};
+    j.g.th = (j.g.oh + 3) / 4, j.g.tw = (j.g.ow + 3) / 4, j.g.tiles = n * j.g.th * j.g.tw;
+    j.cin = grad_x ? o : c, j.cout = grad_x ? c : o, j.rot = grad_x, j.w = w;
+    j.x = kiln__wino_xform();
+    if (j.g.tiles == 0 || c == 0 || o == 0) return KILN_OK;
+    j.tb = block_tiles(j.cin, j.cout, j.g.tiles);
+    int64_t nblocks = (j.g.tiles + j.tb - 1) / j.tb;
+    int nt = n_threads < 1 ? 1 : n_threads;
+    if (nt > nblocks) nt = (int)nblocks;
+    j.per_thread = (size_t)(XI * (j.cin + j.cout) * j.tb);
+    size_t u_floats = (size_t)(XI * c * o);
+    size_t bytes = ((u_floats + j.per_thread * (size_t)nt) * sizeof(float) + 63) & ~(size_t)63;
+    bool owned;
+    j.u = kiln__scratch_get(bytes, &owned);
+    if (!j.u)
+        return kiln__errs(KILN_ERR_OOM, "%s: out of memory for Winograd's transformed kernels and tiles (%zu bytes)",
+                          grad_x ? "conv2d_grad_x" : "conv2d", bytes);
+    j.scratch = j.u + u_floats;
+    int64_t pairs = c * o;
+    int wt = n_threads > 1 && pairs >= 4096 ? n_threads : 1;
+    kiln__pool_for(pairs, (pairs + 4 * wt - 1) / (4 * wt) / LANE * LANE + LANE, wt, weights_part, &j);
+    kiln__pool_for(nblocks, 1, nt, blocks, &j);
+    if (owned) free(j.u);
+    return KILN_OK;
+}
+
+typedef struct wgrad_job {
+    kiln_wino_geom g;
+    const kiln_wino_xform *x;
+    float *gw, *scratch;
+    int64_t c, o, tb, cs; /* cs: channels a chunk */
+    size_t per_thread;    /* floats of the chunk's sums, Z and V */
+} wgrad_job;
+
+/* Chunks [k0, k1) of cs input channels: each one's sums over every block
+ * of tiles in order, then its columns of gw. */
+static void grad_w_chunks(void *arg, int64_t k0, int64_t k1, int tid) {
+    const wgrad_job *j = arg;
+    float *m = j->scratch + (size_t)tid * j->per_thread, *z = m + XI * j->o * j->cs, *v = z + XI * j->o * j->tb;
+    for (int64_t k = k0; k < k1; k++) {
+        int64_t c0 = k * j->cs, cw = j->c - c0 < j->cs ? j->c - c0 : j->cs;
+        for (int64_t t0 = 0; t0 < j->g.tiles; t0 += j->tb) {
+            int64_t cnt = j->g.tiles - t0 < j->tb ? j->g.tiles - t0 : j->tb;
+            j->x->grad_output(&j->g, 0, j->o, t0, cnt, z, j->tb, j->o * j->tb);
+            j->x->input(&j->g, c0, c0 + cw, t0, cnt, v, j->tb, cw * j->tb);
+            for (int xi = 0; xi < XI; xi++)
+                kiln__sgemm_own(false, true, j->o, cw, cnt, 1.0f, z + xi * j->o * j->tb, j->tb, v + xi * cw * j->tb,
+                                j->tb, t0 > 0 ? 1.0f : 0.0f, m + xi * j->o * cw, cw, 1);
+        }
+        j->x->kernel_grad(m, j->o, cw, 0, j->o * cw, j->gw + c0 * 9, j->c * 9);
+    }
+}
+
+kiln_status kiln__wino_grad_w(const kiln_conv_geom *cg, int64_t n, int64_t c, int64_t o, const float *x,
+                              const float *gy, float *gw, int n_threads) {
+    wgrad_job j = {0};
+    int64_t plane_in = cg->h * cg->w, plane_out = cg->oh * cg->ow;
+    /* out is gy, read by grad_output */
+    j.g = (kiln_wino_geom){x, c * plane_in, plane_in, cg->h, cg->w, cg->ph, cg->pw,
+                           (float *)gy, plane_out, n * plane_out, cg->oh, cg->ow, 0, 0, 0};
+    j.g.th = (cg->oh + 3) / 4, j.g.tw = (cg->ow + 3) / 4, j.g.tiles = n * j.g.th * j.g.tw;
+    j.c = c, j.o = o, j.gw = gw, j.x = kiln__wino_xform();
+    if (j.g.tiles == 0 || c == 0 || o == 0) {
+        memset(gw, 0, (size_t)(o * c * 9) * sizeof(float));
+        return KILN_OK;
+    }
+    j.cs = c < 64 ? c : 64;
+    j.tb = block_tiles(j.cs, o, j.g.tiles);
+    int64_t chunks = (c + j.cs - 1) / j.cs;
+    int nt = n_threads < 1 ? 1 : n_threads;
+    if (nt > chunks) nt = (int)chunks;
+    j.per_thread = (size_t)(XI * (o * j.cs + (o + j.cs) * j.tb));
+    size_t bytes = (j.per_thread * (size_t)nt * sizeof(float) + 63) & ~(size_t)63;
+    bool owned;
+    j.scratch = kiln__scratch_get(bytes, &owned);
+    if (!j.scratch)
+        return kiln__errs(KILN_ERR_OOM, "conv2d_grad_w: out of memory for Winograd's sums and tiles (%zu bytes)",
+                          bytes);
+    kiln__pool_for(chunks, 1, nt, grad_w_chunks, &j);
+    if (owned) free(j.scratch);
+    return KILN_OK;
+}

@@ -1,0 +1,85 @@
+/* test_conv_winograd.c — 3x3 stride-1 f32 convolutions by Winograd
+ * (backends/cpu/winograd.c): y, gx and gw against the f64 tiled path at
+ * every SIMD level, over shapes whose 4x4 tiles stop at the images' edges
+ * (odd sizes, padding 0 to 2, batch 1 and 3, channels off the SIMD width);
+ * 2 threads against 1 bit for bit. */
+#include "../backends/cpu/gemm_kernels.h" /* kiln__cpu_caches_set */
+#include "../backends/cpu/winograd.h"
+#include "kt_simd.h"
+#include "test_nn_util.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+typedef struct wino_case {
+    int64_t n, c, h, w, o, pad;
+} wino_case;
+
+static const wino_case CASES[] = {
+    {1, 17, 13, 11, 19, 1}, {3, 16, 9, 14, 24, 0}, {3, 20, 7, 5, 17, 1}, {1, 33, 6, 6, 16, 0}, {2, 16, 5, 10, 18, 2},
+};
+
+/* y, gx, gw (nnt_conv_grads) with $KILN_CONV_WINOGRAD = mode. */
+static void run(const wino_case *tc, kiln_dtype dt, const char *mode, int threads, double *out[3], int64_t num[3]) {
+    setenv("KILN_CONV_WINOGRAD", mode, 1);
+    nnt_conv_grads(dt, (int64_t[]){tc->n, tc->c, tc->h, tc->w}, (int64_t[]){tc->o, tc->c, 3, 3},
+                   &(kiln_conv2d_params){.padding = {tc->pad, tc->pad}}, threads, out, num);
+    unsetenv("KILN_CONV_WINOGRAD");
+}
+
+static const char *const NAMES[3] = {"y", "gx", "gw"};
+
+/* The largest error against ref relative to ref's largest magnitude. */
+static double rel_err(const double *got, const double *ref, int64_t n) {
+    double e = 0, m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        e = fmax(e, fabs(got[i] - ref[i]));
+        m = fmax(m, fabs(ref[i]));
+    }
+    return e / (m > 0 ? m : 1);
+}
+
+/* Measured (Zen 5, scalar to avx512): the f32 tiled path's largest error
+ * is 1-4e-7 of the largest value, Winograd's 1-4e-6 (one digit less:
+ * F(4x4, 3x3)'s transforms scale by up to 8 and 1/24); 1e-5 leaves room. */
+KT_TEST(conv_winograd_matches_f64) {
+    for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
+        const wino_case *tc = &CASES[i];
+        kiln_conv_geom g = {3, 3, 1, 1, tc->pad, tc->pad, 1, 1, tc->h, tc->w, tc->h + 2 * tc->pad - 2,
+                            tc->w + 2 * tc->pad - 2};
+        setenv("KILN_CONV_WINOGRAD", "force", 1);
+        KT_CHECK(kiln__wino_fits(&g, tc->n, tc->c, tc->o), "case %zu: Winograd not taken", i);
+        double *ref[3], *tiled[3];
+        int64_t num[3];
+        run(tc, KILN_F64, "0", 1, ref, num);
+        run(tc, KILN_F32, "0", 1, tiled, num);
+        KT_FOR_EACH_SIMD(v) {
+            double *got[3];
+            run(tc, KILN_F32, "force", 1, got, num);
+            for (int k = 0; k < 3; k++) {
+                double e = rel_err(got[k], ref[k], num[k]), et = rel_err(tiled[k], ref[k], num[k]);
+                KT_CHECK(e <= 1e-5, "case %zu %s: Winograd's error %.3g of the largest (tiled f32 %.3g)", i, NAMES[k],
+                         e, et);
+                free(got[k]);
+            }
+        }
+        for (int k = 0; k < 3; k++) free(ref[k]), free(tiled[k]);
+    }
+}
+
+/* Several blocks of tiles (tiny caches: 64 tiles a block) and of gw's
+ * channels (64 a chunk), threaded. */
+KT_TEST(conv_winograd_threads_same_bits) {
+    const kiln__cpu_caches tiny = {4 << 10, 16 << 10, 64 << 10};
+    kiln__cpu_caches_set(&tiny);
+    wino_case tc = {3, 80, 20, 21, 32, 1};
+    double *one[3], *two[3];
+    int64_t num[3];
+    run(&tc, KILN_F32, "force", 1, one, num);
+    run(&tc, KILN_F32, "force", 2, two, num);
+    for (int k = 0; k < 3; k++) {
+        KT_CHECK(nnt_close(NAMES[k], two[k], one[k], num[k], 0, 0), "%s: 2 threads differ from 1", NAMES[k]);
+        free(one[k]), free(two[k]);
+    }
+    kiln__cpu_caches_set(NULL);
+}
