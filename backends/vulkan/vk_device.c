@@ -223,6 +223,7 @@ static kiln_status make_device(kiln_vk *vk) {
         .int64 = e.features.shaderInt64,
         .f64 = e.features.shaderFloat64,
         .loop_budget = p12.driverID == VK_DRIVER_ID_MESA_LLVMPIPE ? 65535u : 0u,
+        .fma_fused = p12.driverID != VK_DRIVER_ID_MESA_LLVMPIPE,
     };
     vk->bind_align = l->minStorageBufferOffsetAlignment;
     return KILN_OK;
