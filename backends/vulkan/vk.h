@@ -79,6 +79,7 @@ typedef struct kiln_vk_caps {
      * that must round once check this: backend_ops_qmatmul_int would show
      * a driver that does not) */
     bool fma_fused;
+    bool int_dot; /* shaderIntegerDotProduct enabled (VK_KHR_shader_integer_dot_product) */
 } kiln_vk_caps;
 const kiln_vk_caps *kiln__vk_caps(const kiln_vk *vk);
 

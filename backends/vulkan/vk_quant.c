@@ -204,8 +204,11 @@ static kiln_status qmm_i8_record(kiln_vk *vk, kiln_tensor *t, uint32_t q0) {
     struct {
         uint32_t m, n, k, q0, x0, d0, y0;
     } pc = {(uint32_t)m, (uint32_t)n, (uint32_t)k, q0, qx.q0, qx.d0, kiln__vk_base(vk, t)};
-    static const char *const shader[2][2] = {{"qmv_i8_q8_0_sfma", "qmv_i8_q4_0_sfma"}, {"qmv_i8_q8_0", "qmv_i8_q4_0"}};
-    kiln_vk_dispatch mv = {.shader = shader[kiln__vk_caps(vk)->fma_fused][w->dtype == KILN_Q4_0], .n = 4,
+    static const char *const shader[2][2][2] = {
+        {{"qmv_i8_q8_0_sfma", "qmv_i8_q4_0_sfma"}, {"qmv_i8_q8_0", "qmv_i8_q4_0"}},
+        {{"qmv_i8_q8_0_dot_sfma", "qmv_i8_q4_0_dot_sfma"}, {"qmv_i8_q8_0_dot", "qmv_i8_q4_0_dot"}}};
+    const kiln_vk_caps *c = kiln__vk_caps(vk);
+    kiln_vk_dispatch mv = {.shader = shader[c->int_dot][c->fma_fused][w->dtype == KILN_Q4_0], .n = 4,
                            .bind = {w, &sc[0], &sc[1], t}, .push = &pc, .push_size = sizeof pc};
     kiln__vk_groups_1d(vk, (uint64_t)((n + QMV_I8_ROWS - 1) / QMV_I8_ROWS), 1, mv.groups);
     return kiln__vk_dispatch(vk, &mv);
