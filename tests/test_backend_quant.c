@@ -285,6 +285,12 @@ static const qmm_arg QI1 = {1, 37, 416, true}, QI2 = {2, 37, 416, true}, QI7 = {
 static const bo_case qmm_int_cases[] = {QMM_INT_CASES(KILN_Q8_0), QMM_INT_CASES(KILN_Q4_0)};
 #undef QMM_INT_CASES
 KT_TEST(backend_ops_qmatmul_int) { bo_run_cases("quant", qmm_int_cases, BO_COUNT(qmm_int_cases)); }
+/* The same on Vulkan without the packed dot products (a device without
+ * shaderIntegerDotProduct); each test is a process, so this backend is new. */
+KT_TEST(backend_ops_qmatmul_int_plain) {
+    setenv("KILN_VULKAN_NO_INT_DOT", "1", 1);
+    bo_run_cases("quant", qmm_int_cases, BO_COUNT(qmm_int_cases));
+}
 
 /* ggml's weight types: batch 1 and 13 for each (k = 512: two
  * super-blocks), 3 and 8 for two; k = 4352 (17 super-blocks, 272 or 136

@@ -187,7 +187,8 @@ static bool has_device_ext(VkPhysicalDevice phys, const char *name) {
 
 /* The logical device, with the optional features kernels can use. */
 static kiln_status make_device(kiln_vk *vk) {
-    /* packed int8 dot products (quant_qmv.glsl), an extension under 1.2 */
+    /* packed int8 dot products (quant_qmv.glsl), an extension under 1.2;
+     * $KILN_VULKAN_NO_INT_DOT=1 leaves them off (the tests' plain path) */
     const char *dot_ext = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
     const bool has_dot = has_device_ext(vk->phys, dot_ext);
     VkPhysicalDeviceShaderIntegerDotProductFeatures fdot = {
@@ -197,7 +198,7 @@ static kiln_status make_device(kiln_vk *vk) {
     VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, .pNext = &f11};
     VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f12};
     vkGetPhysicalDeviceFeatures2(vk->phys, &f);
-    const bool int_dot = has_dot && fdot.shaderIntegerDotProduct;
+    const bool int_dot = has_dot && fdot.shaderIntegerDotProduct && !env_on("KILN_VULKAN_NO_INT_DOT");
     VkPhysicalDeviceShaderIntegerDotProductFeatures edot = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES, .shaderIntegerDotProduct = VK_TRUE};
     VkPhysicalDeviceVulkan11Features e11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
