@@ -30,10 +30,11 @@ layout(std430, binding = 1) readonly buffer XQ { uint xq[]; };
 layout(std430, binding = 2) readonly buffer DX { float dx[]; };
 layout(std430, binding = 3) writeonly buffer Y { float y[]; };
 layout(push_constant) uniform P { uint m, n, k, q0, x0, d0, y0; } p;
+#include "quant.glsl"
 
 const uint ROWS = 8u, MB = 7u, CHUNK = 576u; // a row's bytes staged per step: 16 Q8_0 blocks (544) or 32 Q4_0
 const uint GRAN = (CHUNK + 14u + 15u) / 16u, RW = GRAN * 4u; // granules (a chunk starts at an even byte), words a row
-const uint BS = QT == 1 ? 34u : 18u, CB = CHUNK / BS, STEP = QT == 1 ? 2u : 4u;
+const uint BS = KQ_BYTES, CB = CHUNK / BS, STEP = QT == 1 ? 2u : 4u;
 shared uint sw[ROWS * RW];
 shared float lanes[ROWS][MB][16];
 
@@ -95,15 +96,6 @@ float fma1(float a, float b, float c) {
 float fma1(float a, float b, float c) { return fma(a, b, c); }
 #endif
 
-// IEEE half to f32 (kq_f16 in quant.glsl): subnormals kept.
-float f16(uint h) {
-    uint sign = (h & 0x8000u) << 16u, e = (h >> 10u) & 0x1fu, m = h & 0x3ffu;
-    if (e == 0x1fu) return uintBitsToFloat(sign | 0x7f800000u | (m << 13u));
-    if (e != 0u) return uintBitsToFloat(sign | ((e + 112u) << 23u) | (m << 13u));
-    float v = float(m) * uintBitsToFloat(0x33800000u);
-    return sign != 0u ? -v : v;
-}
-
 void main() {
     uint t = gl_LocalInvocationID.x, rr = t / 16u, ln = t % 16u;
     uint cls = QT == 1 ? ln >> 3u : ln >> 2u, l = QT == 1 ? ln & 7u : ln & 3u; // the CPU's lane ln
@@ -122,7 +114,7 @@ void main() {
         uint base = (p.q0 + r * rowb + c0 * BS) & 15u;
         for (uint i = cls; i < cb && r < p.n; i += STEP) {
             uint o = base + i * BS, blk = c0 + i, wq = s32(rr, o + 2u + 4u * l);
-            float wd = f16(s16(rr, o));
+            float wd = kq_f16(s16(rr, o));
             [[unroll]] for (uint xr = 0u; xr < MB; xr++) {
                 if (xr >= p.m) break;
                 uint xw = p.x0 + xr * (p.k / 4u) + 8u * blk + l;
