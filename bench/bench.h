@@ -60,6 +60,9 @@ void bench_train_sizes(const bench_opts *o); /* bench/train_sizes.c */
  * --size-line NAME THREADS): prints its median seconds a step; the exit status. */
 int bench_size_line(const char *name, const char *threads);
 void bench_vulkan(const bench_opts *o);
+void bench_cuda(const bench_opts *o); /* bench/gpu_gemv.c */
+/* The GEMV lines of device backend b, named prefix_gemv_<dtype> (gpu_gemv.c). */
+void bench_gpu_gemv(kiln_backend *b, const char *prefix, const bench_opts *o);
 void bench_optim(const bench_opts *o);
 void bench_quant(const bench_opts *o);
 void bench_generate(const bench_opts *o);

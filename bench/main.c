@@ -1,6 +1,6 @@
 /* main.c — `make bench`: kiln's CPU figures beside their references.
  *
- *     kiln_bench [--torch FILE] [--only gemm|memory|train|sizes|vulkan|optim|quant|generate|slots|dfp|load|qlora] [--model mlp|cnn|gpt] [--threads 1,2]
+ *     kiln_bench [--torch FILE] [--only gemm|memory|train|sizes|vulkan|cuda|optim|quant|generate|slots|dfp|load|qlora] [--model mlp|cnn|gpt] [--threads 1,2]
  *                [--quick] [--stream-mib N] [--qlora-layers N] [--qlora-gguf FILE]
  *
  * One line per figure: name, kiln's value and unit, and the ratio to a
@@ -19,7 +19,7 @@
 #include <string.h>
 
 static const char *usage =
-    "usage: kiln_bench [--torch FILE] [--only gemm|memory|train|sizes|vulkan|optim|quant|generate|slots|dfp|load|qlora] [--model mlp|cnn|gpt] [--threads 1,2] [--quick] [--stream-mib N] [--qlora-layers N] [--qlora-gguf FILE]\n";
+    "usage: kiln_bench [--torch FILE] [--only gemm|memory|train|sizes|vulkan|cuda|optim|quant|generate|slots|dfp|load|qlora] [--model mlp|cnn|gpt] [--threads 1,2] [--quick] [--stream-mib N] [--qlora-layers N] [--qlora-gguf FILE]\n";
 
 int main(int argc, char **argv) {
     bench_opts o = {.threads = {1, 2}, .n_threads = 2, .scale = 1.0, .stream_mib = 320, .qlora_layers = 2};
@@ -68,6 +68,7 @@ int main(int argc, char **argv) {
     if (!only || strcmp(only, "train") == 0) bench_train(&o);
     if (!only || strcmp(only, "sizes") == 0) bench_train_sizes(&o);
     if (!only || strcmp(only, "vulkan") == 0) bench_vulkan(&o);
+    if (!only || strcmp(only, "cuda") == 0) bench_cuda(&o); /* bench/gpu_gemv.c */
     if (!only || strcmp(only, "optim") == 0) bench_optim(&o);
     if (!only || strcmp(only, "quant") == 0) bench_quant(&o);
     if (!only || strcmp(only, "generate") == 0) bench_generate(&o); /* bench/generate.c */

@@ -2,8 +2,8 @@
  * a one-node graph (a submit and a wait per call included) against the
  * same graph on kiln's CPU backend at the highest thread count measured,
  * and training steps of the mlp and gpt models (bench/train.c) against
- * the CPU; the quantized GEMV (y = x . W^T, one row of x, QMATMUL) per
- * dtype against the f32 GEMV of the same shape on the device. On lavapipe,
+ * the CPU; the GEMV per dtype against the device's copy bandwidth
+ * (gpu_gemv.c). On lavapipe,
  * Mesa's Vulkan on the CPU, these only show that the code runs; on a real
  * GPU they are the backend's speed. */
 #include "bench.h"
@@ -39,39 +39,6 @@ static double matmul_seconds(kiln_backend *b, kiln_dtype dt, int64_t n, int nt, 
     return med;
 }
 
-/* Seconds per y [m, n] = x [m, k] . W^T on backend b, W [n, k] f32 or
- * quantized to dt (kiln_linear: QMATMUL on the device). */
-static double linear_seconds(kiln_backend *b, kiln_dtype dt, int64_t m, int64_t n, int64_t k, double budget) {
-    kiln_ctx *ctx = kiln_ctx_new();
-    bench_check(ctx && kiln_ctx_set_backend(ctx, b) == KILN_OK, "context");
-    kiln_tensor *x = kiln_new_2d(ctx, KILN_F32, m, k), *w = kiln_new_2d(ctx, KILN_F32, n, k);
-    bench_check(x && w && !kiln_tensor_fill_uniform(x, 1, -1, 1) && !kiln_tensor_fill_uniform(w, 2, -1, 1), "inputs");
-    if (dt != KILN_F32) w = kiln_quantize(ctx, w, dt);
-    mm_job j = {kiln_graph_new(ctx), 1};
-    bench_check(w && j.g && kiln_graph_add(j.g, kiln_linear(ctx, x, w, NULL)) == KILN_OK, "linear graph");
-    bench_job job = {mm_run, &j};
-    double med;
-    bench_measure(&job, 1, 3, 200, budget, &med);
-    kiln_graph_stats st = kiln_graph_get_stats(j.g);
-    bench_check(st.nodes_fallback == 0, "the linear ran on the CPU, not the device");
-    kiln_ctx_free(ctx);
-    return med;
-}
-
-static void quant_gemv(kiln_backend *vk, const bench_opts *o) {
-    const int64_t n = 4096, k = 4096; /* 64 MiB of f32 weights */
-    double f32 = linear_seconds(vk, KILN_F32, 1, n, k, 1.0 * o->scale);
-    bench_report("vk_gemv_f32 4096", (double)(n * k) / f32 * 1e-6, "Mweight/s", 0, "the reference below");
-    static const kiln_dtype types[] = {KILN_Q8_0, KILN_Q4_0,   KILN_NF4,  KILN_NF4_DQ,
-                                       KILN_GQ4_128, KILN_Q4_K, KILN_Q6_K, KILN_IQ4_XS};
-    for (int i = 0; i < (int)(sizeof types / sizeof types[0]); i++) {
-        double q = linear_seconds(vk, types[i], 1, n, k, 1.0 * o->scale);
-        char name[48];
-        snprintf(name, sizeof name, "vk_gemv_%s 4096", kiln_dtype_name(types[i]));
-        bench_report(name, (double)(n * k) / q * 1e-6, "Mweight/s", (double)(n * k) / f32 * 1e-6, "vk f32 gemv");
-    }
-}
-
 void bench_vulkan(const bench_opts *o) {
     kiln_backend *vk = kiln_backend_get("vulkan");
     if (!vk) {
@@ -82,7 +49,7 @@ void bench_vulkan(const bench_opts *o) {
     char ref[32];
     snprintf(ref, sizeof ref, "kiln-cpu %dt", nt);
     printf("# vulkan: %s\n", kiln_backend_device(vk));
-    quant_gemv(vk, o);
+    bench_gpu_gemv(vk, "vk", o);
     static const int64_t sizes[] = {256, 512, 1024};
     for (int i = 0; i < 3; i++) {
         int64_t n = sizes[i];

@@ -7,12 +7,14 @@
  * Dequantize and get_rows must equal the CPU bit for bit (tolerance 0), on
  * quantized data and on raw random blocks (every f16 scale, subnormals
  * included; every NF4 code; every code of NF4_DQ's absmax map). QMATMUL on
- * a device is compared with the CPU's f32 matmul of the dequantized weight
- * (the CPU's own batch-1 Q8_0/Q4_0 path rounds x to int8, up to ~1e-2 off):
+ * a device is compared with the CPU's f32 matmul of the dequantized weight:
  * both are f32 sums of the same products in another order, so BO_TRANS,
  * the f32 matmul tolerance, bounds it; the gradient to x (through the
  * dequantized W on both sides) too. NF4 also against the CPU's QMATMUL,
- * which stays in f32 for it. The GQ dtypes' blocks are odd sizes, so views
+ * which stays in f32 for it. Q8_0 and Q4_0 with fewer than 8 rows of x
+ * round x to int8 on the CPU and the devices alike (integer products, up
+ * to ~1e-2 off the f32 matmul): those compare with the CPU's QMATMUL and
+ * equal it bit for bit (tolerance 0). The GQ dtypes' blocks are odd sizes, so views
  * one block in start at odd bytes; an act-order layer (kiln_gptq_pack with
  * perm, x gathered by get_rows on its transpose) runs whole on the device.
  * Finally every quantized dtype kiln has either runs on the device or falls
@@ -218,17 +220,20 @@ static const qmm_arg Q1 = {1, 37, 256, false}, Q3 = {3, 37, 256, false}, Q8 = {8
                      Q13 = {13, 37, 384, false}, QDQ1 = {1, 256, 320, false}, QDQ9 = {9, 256, 320, false},
                      QN1 = {1, 37, 256, true}, QN13 = {13, 37, 384, true}, QK1 = {1, 64, 4160, false},
                      QK9 = {9, 64, 4160, false}, QKDQ = {9, 64, 2304, false};
-#define QMM_CASES(T)                                                                                           \
-    {"qmatmul_m1", b_qmm, T, BO_TRANS, 0, &Q1}, {"qmatmul_m3", b_qmm, T, BO_TRANS, 0, &Q3},                      \
+/* Q8_0 and Q4_0 below 8 rows: against the CPU's QMATMUL (both round x to
+ * int8; the exact cases below) */
+static const qmm_arg QI8_1 = {1, 37, 256, true}, QI8_3 = {3, 37, 256, true}, QI8_K1 = {1, 64, 4160, true};
+#define QMM_CASES(T, A1, A3)                                                                                   \
+    {"qmatmul_m1", b_qmm, T, BO_TRANS, 0, A1}, {"qmatmul_m3", b_qmm, T, BO_TRANS, 0, A3},                        \
         {"qmatmul_m8", b_qmm, T, BO_TRANS, 0, &Q8}, {"qmatmul_m13", b_qmm, T, BO_TRANS, 0, &Q13}
 
 static const bo_case qmm_cases[] = {
-    QMM_CASES(KILN_Q8_0),
-    QMM_CASES(KILN_Q4_0),
-    QMM_CASES(KILN_NF4),
+    QMM_CASES(KILN_Q8_0, &QI8_1, &QI8_3),
+    QMM_CASES(KILN_Q4_0, &QI8_1, &QI8_3),
+    QMM_CASES(KILN_NF4, &Q1, &Q3),
     {"qmatmul_m1", b_qmm, KILN_NF4_DQ, BO_TRANS, 0, &QDQ1},
     {"qmatmul_m9", b_qmm, KILN_NF4_DQ, BO_TRANS, 0, &QDQ9},
-    {"qmatmul_long_k_m1", b_qmm, KILN_Q8_0, BO_TRANS, 0, &QK1},
+    {"qmatmul_long_k_m1", b_qmm, KILN_Q8_0, BO_TRANS, 0, &QI8_K1},
     {"qmatmul_long_k_m9", b_qmm, KILN_Q4_0, BO_TRANS, 0, &QK9},
     {"qmatmul_long_k_m1", b_qmm, KILN_NF4, BO_TRANS, 0, &QK1},
     {"qmatmul_long_k_m9", b_qmm, KILN_NF4_DQ, BO_TRANS, 0, &QKDQ},
@@ -247,7 +252,7 @@ static kiln_tensor *b_qmm_view(bo_io *io) {
     const qmm_arg *a = io->arg;
     kiln_tensor *x = bo_in_dt(io, KILN_F32, -1, 1, BO_SHAPE(a->m, a->k));
     kiln_tensor *w = kiln_slice(CTX, qweight(io, a->n + 1, a->k), 0, 1, a->n + 1, 1);
-    if (on_cpu(CTX)) return kiln_matmul(CTX, x, kiln_transpose(CTX, kiln_dequantize(CTX, w), 0, 1));
+    if (on_cpu(CTX) && !a->cpu_qmm) return kiln_matmul(CTX, x, kiln_transpose(CTX, kiln_dequantize(CTX, w), 0, 1));
     return kiln_linear(CTX, x, w, NULL);
 }
 #define GQ_QMM_CASES(T) {"qmatmul_m1", b_qmm, T, BO_TRANS, 0, &QG1}, {"qmatmul_m13", b_qmm, T, BO_TRANS, 0, &Q13}
@@ -265,6 +270,27 @@ static const bo_case gq_qmm_cases[] = {
 };
 #undef GQ_QMM_CASES
 KT_TEST(backend_ops_qmatmul_gq) { bo_run_cases("quant", gq_qmm_cases, BO_COUNT(gq_qmm_cases)); }
+
+/* Q8_0 and Q4_0 with few rows of x (generation): integer products on x's
+ * int8 codes, equal to the CPU's QMATMUL bit for bit. Rows 1, 2 and 7 (the
+ * most before the batched paths); n odd; k of 13 blocks (odd) and of 45
+ * (the devices' chunks of 16 or 32 blocks, the last one short); W a view
+ * one row in, so its rows start at bytes 2 mod 4 (442 or 234 bytes in). */
+static const qmm_arg QI1 = {1, 37, 416, true}, QI2 = {2, 37, 416, true}, QI7 = {7, 19, 1440, true},
+                     QIL = {1, 21, 1440, true};
+#define QMM_INT_CASES(T)                                                                                          \
+    {"qmatmul_int_m1", b_qmm, T, 0, BO_NO_GRAD, &QI1}, {"qmatmul_int_m2", b_qmm, T, 0, BO_NO_GRAD, &QI2},          \
+        {"qmatmul_int_m7", b_qmm, T, 0, BO_NO_GRAD, &QI7}, {"qmatmul_int_long_k_m1", b_qmm, T, 0, BO_NO_GRAD, &QIL}, \
+        {"qmatmul_int_w_view_m2", b_qmm_view, T, 0, BO_NO_GRAD, &QI2}
+static const bo_case qmm_int_cases[] = {QMM_INT_CASES(KILN_Q8_0), QMM_INT_CASES(KILN_Q4_0)};
+#undef QMM_INT_CASES
+KT_TEST(backend_ops_qmatmul_int) { bo_run_cases("quant", qmm_int_cases, BO_COUNT(qmm_int_cases)); }
+/* The same on Vulkan without the packed dot products (a device without
+ * shaderIntegerDotProduct); each test is a process, so this backend is new. */
+KT_TEST(backend_ops_qmatmul_int_plain) {
+    setenv("KILN_VULKAN_NO_INT_DOT", "1", 1);
+    bo_run_cases("quant", qmm_int_cases, BO_COUNT(qmm_int_cases));
+}
 
 /* ggml's weight types: batch 1 and 13 for each (k = 512: two
  * super-blocks), 3 and 8 for two; k = 4352 (17 super-blocks, 272 or 136

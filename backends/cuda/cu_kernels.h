@@ -192,6 +192,12 @@ int kiln__cu_dequantize_rows(void *stream, int qt, const void *q, float *y, int6
 int kiln__cu_nf4_dq_map(void *stream, const float *map);
 /* y [m, n] = x [m, k] . W^T with W [n, k]. */
 int kiln__cu_qmatmul(void *stream, int qt, const float *x, const void *w, float *y, int64_t m, int64_t n, int64_t k);
+/* The same for Q8_0 and Q4_0 (qt) and m <= CU_QMV_MAX_M by integer dot
+ * products, the CPU's batch-1 results bit for bit (k_qmv.cu); xq [m k]
+ * and dx [m k / 32] are scratch for x's codes and scales; w even. */
+enum { CU_QMV_MAX_M = 7 }; /* KILN_QMM_PANEL_MIN_M - 1: the CPU's batched paths from 8 rows */
+int kiln__cu_qmv_i8(void *stream, int qt, const float *x, const void *w, float *y, int64_t m, int64_t n, int64_t k,
+                    int8_t *xq, float *dx);
 
 /* ---- optimizer steps (k_optim.cu): in place, contiguous; h is the hyper
  * leaf (f32) on the device (optim/sgd.c, adam.c, lion.c give its layout);

@@ -7,7 +7,9 @@
  * (16384 elements) may span rows: a row need only be a multiple of
  * row_blck (64) and the whole tensor of whole super-blocks. NF4_DQ's
  * absmax codes read the signed dynamic map, copied to the device before
- * the first NF4_DQ kernel. kiln__cu_quant() is the backend's whole
+ * the first NF4_DQ kernel. QMATMUL of Q8_0 and Q4_0 with few rows of x
+ * (generation) takes k_qmv.cu's integer products, the CPU's bits; the
+ * rest k_quant.cu's f32 ones. kiln__cu_quant() is the backend's whole
  * knowledge of the block dtypes: cu_supports() sends any node with an
  * operand of another one to the CPU. */
 #include "cu.h"
@@ -102,6 +104,19 @@ static kiln_status qmatmul_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *
     const kiln_tensor *x = t->src[0], *w = t->src[1];
     kiln_status s = ready(cu, w->dtype);
     if (s) return s;
+    const int64_t m = x->shape[0], n = w->shape[0], k = w->shape[1];
+    const int qt = kiln__cu_quant(w->dtype);
+    if ((qt == CU_Q8_0 || qt == CU_Q4_0) && m <= CU_QMV_MAX_M && !((uintptr_t)kiln__cu_ptr(w) & 1)) {
+        /* scratch: x's scales, then its codes */
+        const size_t dx_bytes = ((size_t)(m * (k / 32)) * sizeof(float) + 15) & ~(size_t)15;
+        kiln_devbuf *sc = kiln__cu_buffer_new(cu, dx_bytes + (size_t)(m * k), false);
+        if (!sc) return kiln_last_status() ? kiln_last_status() : KILN_ERR_OOM;
+        s = kiln__cu_launched(kiln__cu_qmv_i8(cu->stream, qt, kiln__cu_ptr(x), kiln__cu_ptr(w), kiln__cu_ptr(t), m, n, k,
+                                              (int8_t *)sc->ptr + dx_bytes, sc->ptr),
+                              "qmatmul kernel (integer)");
+        kiln__cu_buffer_free(cu, sc); /* its next user is queued after the product */
+        return s;
+    }
     return kiln__cu_launched(kiln__cu_qmatmul(cu->stream, kiln__cu_quant(w->dtype), kiln__cu_ptr(x), kiln__cu_ptr(w),
                                               kiln__cu_ptr(t), x->shape[0], w->shape[0], w->shape[1]),
                              "qmatmul kernel");

@@ -74,6 +74,12 @@ typedef struct kiln_vk_caps {
      * 65535 iterations have run (LP_MAX_TGSI_LOOP_ITERATIONS): kernels with
      * rolled loops inside long ones split their work below it. */
     uint32_t loop_budget;
+    /* GLSL's fma() rounds once. Vulkan lets it be a multiply and an add,
+     * as lavapipe's is; every other driver is taken to fuse it (kernels
+     * that must round once check this: backend_ops_qmatmul_int would show
+     * a driver that does not) */
+    bool fma_fused;
+    bool int_dot; /* shaderIntegerDotProduct enabled (VK_KHR_shader_integer_dot_product) */
 } kiln_vk_caps;
 const kiln_vk_caps *kiln__vk_caps(const kiln_vk *vk);
 

@@ -173,13 +173,36 @@ static kiln_status pick_device(kiln_vk *vk) {
     return KILN_OK;
 }
 
+/* Does the device offer extension name? */
+static bool has_device_ext(VkPhysicalDevice phys, const char *name) {
+    uint32_t n = 0;
+    if (vkEnumerateDeviceExtensionProperties(phys, NULL, &n, NULL) != VK_SUCCESS || !n) return false;
+    VkExtensionProperties *p = malloc(n * sizeof *p);
+    bool found = false;
+    if (p && vkEnumerateDeviceExtensionProperties(phys, NULL, &n, p) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n; i++) found |= !strcmp(p[i].extensionName, name);
+    free(p);
+    return found;
+}
+
 /* The logical device, with the optional features kernels can use. */
 static kiln_status make_device(kiln_vk *vk) {
-    VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+    /* packed int8 dot products (quant_qmv.glsl), an extension under 1.2;
+     * $KILN_VULKAN_NO_INT_DOT=1 leaves them off (the tests' plain path) */
+    const char *dot_ext = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
+    const bool has_dot = has_device_ext(vk->phys, dot_ext);
+    VkPhysicalDeviceShaderIntegerDotProductFeatures fdot = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+    VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+                                            .pNext = has_dot ? &fdot : NULL};
     VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, .pNext = &f11};
     VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f12};
     vkGetPhysicalDeviceFeatures2(vk->phys, &f);
+    const bool int_dot = has_dot && fdot.shaderIntegerDotProduct && !env_on("KILN_VULKAN_NO_INT_DOT");
+    VkPhysicalDeviceShaderIntegerDotProductFeatures edot = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES, .shaderIntegerDotProduct = VK_TRUE};
     VkPhysicalDeviceVulkan11Features e11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+                                            .pNext = int_dot ? &edot : NULL,
                                             .storageBuffer16BitAccess = f11.storageBuffer16BitAccess};
     VkPhysicalDeviceVulkan12Features e12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
                                             .pNext = &e11,
@@ -194,7 +217,7 @@ static kiln_status make_device(kiln_vk *vk) {
     VkDeviceQueueCreateInfo q = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = vk->queue_family,
                                  .queueCount = 1, .pQueuePriorities = &prio};
     VkDeviceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &e, .queueCreateInfoCount = 1,
-                             .pQueueCreateInfos = &q};
+                             .pQueueCreateInfos = &q, .enabledExtensionCount = int_dot, .ppEnabledExtensionNames = &dot_ext};
     kiln_status s = kiln__vk_check(vkCreateDevice(vk->phys, &ci, NULL, &vk->dev), "vkCreateDevice");
     if (s) return s;
     vkGetDeviceQueue(vk->dev, vk->queue_family, 0, &vk->queue);
@@ -223,6 +246,8 @@ static kiln_status make_device(kiln_vk *vk) {
         .int64 = e.features.shaderInt64,
         .f64 = e.features.shaderFloat64,
         .loop_budget = p12.driverID == VK_DRIVER_ID_MESA_LLVMPIPE ? 65535u : 0u,
+        .fma_fused = p12.driverID != VK_DRIVER_ID_MESA_LLVMPIPE,
+        .int_dot = int_dot,
     };
     vk->bind_align = l->minStorageBufferOffsetAlignment;
     return KILN_OK;

@@ -15,7 +15,10 @@
  * quant_gq_mv.glsl), then adds scale * that sum (and min * sum(x) for the
  * types with a min), so it is the f32 product
  * with the dequantized W up to the order of the additions (x is never
- * rounded to int8, unlike the CPU's batch-1 path for Q8_0/Q4_0/GQ). */
+ * rounded to int8, unlike the CPU's batch-1 path for GQ). Q8_0 and Q4_0
+ * with fewer than 8 rows of x are the exception: x rounded to int8 codes
+ * and integer products in the CPU's order (quant_qx.comp,
+ * quant_qmv.glsl), equal to its batch-1 path bit for bit. */
 #include "vk.h"
 #include "../../quant/dynamic_map.h"
 
@@ -51,6 +54,9 @@ static const vk_qtype QTYPES[KILN_DTYPE_COUNT] = {
 /* W rows and x rows per workgroup (quant_mv.glsl); fewer than QMV_MB1_BELOW
  * rows of x take the one-row kernel, once per row */
 enum { QMV_ROWS = 2, QMV_MB = 8, QMV_MB1_BELOW = 4 };
+/* quant_qmv.glsl: rows of x at most (KILN_QMM_PANEL_MIN_M - 1: the CPU's
+ * batched paths from 8), W rows per workgroup */
+enum { QMV_I8_M = 7, QMV_I8_ROWS = 8 };
 
 static const vk_qtype *qtype(kiln_dtype t) {
     return (unsigned)t < KILN_DTYPE_COUNT && QTYPES[t].dq ? &QTYPES[t] : NULL;
@@ -179,6 +185,35 @@ static bool qmm_supports(const kiln_vk *vk, const kiln_tensor *t) {
            (m < QMV_MB1_BELOW ? m : (m + QMV_MB - 1) / QMV_MB) <= kiln__vk_caps(vk)->max_groups[2];
 }
 
+/* Q8_0 and Q4_0 with at most QMV_I8_M rows of x: x to int8 codes and f16
+ * scales in scratch (quant_qx.comp), then the integer products
+ * (quant_qmv.glsl), the CPU's batch-1 results bit for bit. */
+static kiln_status qmm_i8_record(kiln_vk *vk, kiln_tensor *t, uint32_t q0) {
+    const kiln_tensor *x = t->src[0], *w = t->src[1];
+    const int64_t m = x->shape[0], n = w->shape[0], k = w->shape[1];
+    kiln_tensor sc[2]; /* x's codes (four to an i32), its scales */
+    kiln_status s =
+        kiln__vk_scratch_n(vk, 2, (const int64_t[]){m * k / 4, m * k / 32}, (const kiln_dtype[]){KILN_I32, KILN_F32}, sc);
+    if (s) return s;
+    struct {
+        uint32_t nblk, x0, q0, d0;
+    } qx = {(uint32_t)(m * k / 32), kiln__vk_base(vk, x), kiln__vk_base(vk, &sc[0]), kiln__vk_base(vk, &sc[1])};
+    kiln_vk_dispatch d = {.shader = "quant_qx", .n = 3, .bind = {x, &sc[0], &sc[1]}, .push = &qx, .push_size = sizeof qx};
+    kiln__vk_groups_1d(vk, (uint64_t)(m * k / 32), 64, d.groups);
+    if ((s = kiln__vk_dispatch(vk, &d))) return s;
+    struct {
+        uint32_t m, n, k, q0, x0, d0, y0;
+    } pc = {(uint32_t)m, (uint32_t)n, (uint32_t)k, q0, qx.q0, qx.d0, kiln__vk_base(vk, t)};
+    static const char *const shader[2][2][2] = {
+        {{"qmv_i8_q8_0_sfma", "qmv_i8_q4_0_sfma"}, {"qmv_i8_q8_0", "qmv_i8_q4_0"}},
+        {{"qmv_i8_q8_0_dot_sfma", "qmv_i8_q4_0_dot_sfma"}, {"qmv_i8_q8_0_dot", "qmv_i8_q4_0_dot"}}};
+    const kiln_vk_caps *c = kiln__vk_caps(vk);
+    kiln_vk_dispatch mv = {.shader = shader[c->int_dot][c->fma_fused][w->dtype == KILN_Q4_0], .n = 4,
+                           .bind = {w, &sc[0], &sc[1], t}, .push = &pc, .push_size = sizeof pc};
+    kiln__vk_groups_1d(vk, (uint64_t)((n + QMV_I8_ROWS - 1) / QMV_I8_ROWS), 1, mv.groups);
+    return kiln__vk_dispatch(vk, &mv);
+}
+
 static kiln_status qmm_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
     const kiln_tensor *x = t->src[0], *w = t->src[1];
@@ -189,6 +224,7 @@ static kiln_status qmm_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) 
     } pc = {(uint32_t)m, (uint32_t)n, (uint32_t)k, 0, kiln__vk_base(vk, x), kiln__vk_base(vk, t)};
     kiln_status s = qbase(vk, w, &pc.q0);
     if (s) return s;
+    if ((w->dtype == KILN_Q8_0 || w->dtype == KILN_Q4_0) && m <= QMV_I8_M) return qmm_i8_record(vk, t, pc.q0);
     const bool one = m < QMV_MB1_BELOW;
     kiln_vk_dispatch d = {
         .shader = one ? qtype(w->dtype)->mv1 : qtype(w->dtype)->mv8, .n = 3, .bind = {w, x, t}, .push = &pc, .push_size = sizeof pc};

@@ -37,6 +37,11 @@ static inline uint32_t emu_float_as_uint(float f) {
     return u;
 }
 static inline int emu_double2int_rn(double v) { return (int)nearbyint(v); }
+// c + the four signed bytes of a times those of b (sm_61's __dp4a)
+static inline int __dp4a(int a, int b, int c) {
+    for (int j = 0; j < 32; j += 8) c += (int)(int8_t)(a >> j) * (int)(int8_t)(b >> j);
+    return c;
+}
 static inline unsigned emu_atomicMax(unsigned *p, unsigned v) {
     std::lock_guard<std::mutex> lock(emu_mu);
     unsigned old = *p;
