@@ -184,13 +184,15 @@ static void bench_prompt(int nt) {
     bench_report(name, PP_M / (22 * bmed[0] + bmed[1]), "tok/s", ref_tps, REF_SGEMM);
 #endif
     const kiln_cpu_caps saved = *kiln__cpu_caps();
-    /* each integer GEMM (Q8_0 / Q4_0's, the K types'), and the route it
-     * replaced (dequant: AVX-512 f32 GEMM, no VNNI) */
+    /* each integer GEMM (Q8_0 / Q4_0's, the K types', the blocks of
+     * 32's), and the route it replaced (dequant: AVX-512 f32 GEMM, no
+     * VNNI) */
     static const struct {
         kiln_dtype t;
         bool dequant;
     } pv[] = {{KILN_Q4_0, false}, {KILN_Q8_0, false}, {KILN_Q4_0, true},   {KILN_Q4_K, false},  {KILN_Q4_K, true},
-              {KILN_Q6_K, false}, {KILN_Q6_K, true},  {KILN_IQ4_XS, false}, {KILN_IQ4_XS, true}};
+              {KILN_Q6_K, false}, {KILN_Q6_K, true},  {KILN_IQ4_XS, false}, {KILN_IQ4_XS, true}, {KILN_Q5_0, false},
+              {KILN_IQ4_NL, false}};
     for (size_t v = 0; v < sizeof pv / sizeof pv[0]; v++) {
         const kiln_dtype t = pv[v].t;
         kiln_cpu_caps c = saved;

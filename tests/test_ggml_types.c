@@ -259,9 +259,9 @@ KT_TEST(ggml_types_integer_dot_products) {
             KT_CHECK(first_diff(got, want, rows) < 0, "%s: kiln_linear's batch-1 product is not the reference's",
                      types[i].name);
         }
-        /* prompts: 9 rows of x; the K types and IQ4_XS quantize them as in
-         * generation (each row the batch-1 product), the others run the
-         * dequantized W in f32 */
+        /* prompts: 9 rows of x; where the integer GEMM runs t
+         * (qmatmul_kgemm.h) they are quantized as in generation (each row
+         * the batch-1 product), elsewhere the dequantized W runs in f32 */
         kiln_tensor *x9 = kiln_new_2d(ctx, KILN_F32, 9, k), *y9 = NULL;
         float *xs = kt_randn(9 * k, 13, 1.0f), got9[9 * 8];
         KT_OK(kiln_tensor_set_f32(x9, xs, 9 * k));
@@ -272,10 +272,10 @@ KT_TEST(ggml_types_integer_dot_products) {
         for (int64_t i9 = 0; i9 < 9; i9++)
             for (int64_t r = 0; r < rows; r++) {
                 if (kiln__qmm_kgemm_handles(t)) {
-                    kiln_block_q8_K xa[1024 / KILN_QK_K];
-                    kiln__quantize_q8_K_ref(xs + i9 * k, xa, k);
+                    kiln_block_q8_K xa[1024 / KILN_QK_K]; /* room for k of Q8_0 or Q8_1 too */
+                    kiln__types[p].from_f32(xs + i9 * k, xa, k);
                     const float one = kiln__qmm_dot_ggml_ref(t, (const char *)kiln_tensor_data(wq) + r * rb, xa,
-                                                             k / KILN_QK_K);
+                                                             k / kiln_dtype_block(t));
                     KT_CHECK(!memcmp(&got9[i9 * rows + r], &one, 4), "%s: 9 rows, (%lld, %lld): %.9g, batch-1 %.9g",
                              types[i].name, (long long)i9, (long long)r, got9[i9 * rows + r], one);
                     continue;

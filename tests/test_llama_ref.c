@@ -86,7 +86,16 @@ typedef struct ref_file {
  * and Q5_K_M's Q6_K attn_v / ffn_down in one layer, phi3's promoted
  * attn_qkv and Q5_K ffn_down). qwen2's Q8_0 and Q4_0 files differ by
  * 0.009-0.014 whatever the products (F32's match); Q5_K_M's (0.005-0.017)
- * and IQ4_NL's (about 0.017) are left at the float-activation bounds. */
+ * are left at the float-activation bounds. IQ4_NL's (about 0.017 with
+ * float activations) match phi3's to f32 rounding with integer prompts,
+ * llama's and qwen2's as closely as their batch-1 products do (the same
+ * 0.0058 / 3.1e-4 and 0.011 / 2.1e-3 max / rms token by token): the
+ * bounds of TIGHT_NEAR, not TIGHT_*, there. */
+static const struct {
+    const char *name;
+    double max, rms;
+} TIGHT_NEAR[] = {{"llama-s1-IQ4_NL", 0.007, 4e-4}, {"qwen2-s1-IQ4_NL", 0.013, 2.5e-3}};
+
 #define F KILN_F32
 static const ref_file REFS[] = {
     {"llama-s1-F32", 1e-4, 1e-4, {F}},
@@ -95,21 +104,21 @@ static const ref_file REFS[] = {
     {"llama-s1-Q4_K_M", 0.03, 0.008, {KILN_Q4_K, KILN_Q6_K, F}},
     {"llama-s1-Q5_K_M", 0.03, 0.008, {F}},
     {"llama-s1-Q6_K", 0.03, 0.008, {KILN_Q6_K, F}},
-    {"llama-s1-IQ4_NL", 0.03, 0.008, {F}},
+    {"llama-s1-IQ4_NL", 0.03, 0.008, {KILN_IQ4_NL, KILN_Q6_K, F}},
     {"qwen2-s1-F32", 1e-4, 1e-4, {F}},
     {"qwen2-s1-Q8_0", 0.03, 0.008, {F}},
     {"qwen2-s1-Q4_0", 0.03, 0.008, {F}},
     {"qwen2-s1-Q4_K_M", 0.03, 0.008, {KILN_Q4_K, KILN_Q6_K, F}},
     {"qwen2-s1-Q5_K_M", 0.03, 0.008, {F}},
     {"qwen2-s1-Q6_K", 0.03, 0.008, {KILN_Q6_K, F}},
-    {"qwen2-s1-IQ4_NL", 0.03, 0.008, {F}},
+    {"qwen2-s1-IQ4_NL", 0.03, 0.008, {KILN_IQ4_NL, KILN_Q6_K, F}},
     {"phi3-s1-F32", 1e-4, 1e-4, {F}},
     {"phi3-s1-Q8_0", 0.03, 0.008, {KILN_Q8_0, F}},
     {"phi3-s1-Q4_0", 0.03, 0.008, {KILN_Q4_0, KILN_Q6_K, F}},
     {"phi3-s1-Q4_K_M", 0.03, 0.008, {KILN_Q4_K, KILN_Q5_K, KILN_Q6_K}},
     {"phi3-s1-Q5_K_M", 0.03, 0.008, {F}},
     {"phi3-s1-Q6_K", 0.03, 0.008, {KILN_Q6_K, F}},
-    {"phi3-s1-IQ4_NL", 0.03, 0.008, {F}},
+    {"phi3-s1-IQ4_NL", 0.03, 0.008, {KILN_IQ4_NL, KILN_Q6_K, F}},
 };
 #undef F
 
@@ -148,7 +157,9 @@ KT_TEST(llama_ref_logits_match_llama_cpp) {
         double max, rms;
         if (!run_ref(REFS[i].name, &max, &rms, NULL)) continue;
         const bool tight = integer_prompts(&REFS[i]);
-        const double tmax = tight ? TIGHT_MAX : REFS[i].max, trms = tight ? TIGHT_RMS : REFS[i].rms;
+        double tmax = tight ? TIGHT_MAX : REFS[i].max, trms = tight ? TIGHT_RMS : REFS[i].rms;
+        for (size_t j = 0; tight && j < sizeof TIGHT_NEAR / sizeof *TIGHT_NEAR; j++)
+            if (!strcmp(TIGHT_NEAR[j].name, REFS[i].name)) tmax = TIGHT_NEAR[j].max, trms = TIGHT_NEAR[j].rms;
         KT_CHECK(max <= tmax && rms <= trms, "%s: max |diff| %.3g (<= %g), rms %.3g (<= %g)", REFS[i].name, max, tmax,
                  rms, trms);
     }

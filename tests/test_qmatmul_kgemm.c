@@ -1,11 +1,13 @@
-/* test_qmatmul_kgemm.c — prompts (8 rows and more) of the K types and
- * IQ4_XS (backends/cpu/qmatmul_kgemm.h) equal the batch-1 products row by
- * row, bit for bit, on every SIMD level the CPU can emulate where they run
- * (the K types from AVX2 up, IQ4_XS from AVX-VNNI up): weights of
- * random block bytes (every code, scale and min; f16 scales from
- * subnormal to 65504), quantized rows and zero rows; activations N(0, 1)
- * per row scale, a zero row and a row of +-3e38; rows that fill tiles
- * and rows that do not, columns past a whole panel, 2 threads. */
+/* test_qmatmul_kgemm.c — prompts (8 rows and more) of the K types, IQ4_XS
+ * and the blocks of 32 (backends/cpu/qmatmul_kgemm.h, qmatmul_q32gemm.h)
+ * equal the batch-1 products row by row, bit for bit, on every SIMD level
+ * the CPU can emulate where they run (from AVX2 up, IQ4_XS and IQ4_NL from
+ * AVX-VNNI up): weights of random block bytes (every code, scale and min;
+ * f16 scales from subnormal to 65504), quantized rows and zero rows;
+ * activations N(0, 1) per row scale, a zero row and a row of +-3e38; rows
+ * that fill tiles and rows that do not, columns past a whole panel, 2
+ * threads; for the blocks of 32, rows of fewer than 8 blocks, of whole
+ * groups of 8 and of groups and 7 left over (the reference's lanes). */
 #include "kt.h"
 #include "kt_simd.h"
 #include "../quant/quant.h"
@@ -31,13 +33,16 @@ static const int *f16_fields(kiln_dtype t) {
     static const int q2[] = {offsetof(kiln_block_q2_K, d), offsetof(kiln_block_q2_K, dmin), -1},
                      q3[] = {offsetof(kiln_block_q3_K, d), -1},
                      q45[] = {offsetof(kiln_block_q4_K, d), offsetof(kiln_block_q4_K, dmin), -1},
-                     q6[] = {offsetof(kiln_block_q6_K, d), -1}, iq[] = {offsetof(kiln_block_iq4_xs, d), -1};
+                     q6[] = {offsetof(kiln_block_q6_K, d), -1}, iq[] = {offsetof(kiln_block_iq4_xs, d), -1},
+                     dm32[] = {0, 2, -1}, d32[] = {0, -1}; /* Q4_1 / Q5_1's d, m; Q5_0 / IQ4_NL's d */
+    if (t == KILN_Q4_1 || t == KILN_Q5_1) return dm32;
+    if (t == KILN_Q5_0 || t == KILN_IQ4_NL) return d32;
     return t == KILN_Q2_K ? q2 : t == KILN_Q3_K ? q3 : t == KILN_Q6_K ? q6 : t == KILN_IQ4_XS ? iq : q45;
 }
 
 /* row r of W: random bytes with finite f16 scales, quantized N(0, 1), or zeros */
 static void weight_row(kiln_dtype t, int r, int64_t k, uint8_t *w, uint64_t *s) {
-    const size_t bs = kiln__types[t].size, nb = (size_t)k / KILN_QK_K;
+    const size_t bs = kiln__types[t].size, nb = (size_t)(k / kiln__types[t].blck);
     if (r % 5 == 1) {
         float x[4 * KILN_QK_K];
         for (int64_t e = 0; e < k; e++) x[e] = gauss(s);
@@ -56,21 +61,27 @@ static void weight_row(kiln_dtype t, int r, int64_t k, uint8_t *w, uint64_t *s) 
 static bool same(float a, float b) { return (isnan(a) && isnan(b)) || !memcmp(&a, &b, sizeof a); }
 
 KT_TEST(qmatmul_kgemm_prompts_equal_the_batch_1_products) {
-    static const kiln_dtype ts[] = {KILN_Q4_K, KILN_Q5_K, KILN_Q6_K, KILN_IQ4_XS, KILN_Q2_K, KILN_Q3_K};
-    enum { K = 3 * KILN_QK_K, N = 45, MMAX = 21 };
-    static const int ms[] = {8, 13, MMAX}, ns[] = {37, N}; /* the last panel 5 columns, or 8 + 5 (ymm halves) */
-    static uint8_t w[N * K]; /* more than N rows of any of the types */
-    static float x[MMAX * K], y[MMAX * N], y1[N];
+    static const kiln_dtype ts[] = {KILN_Q4_K, KILN_Q5_K, KILN_Q6_K, KILN_IQ4_XS, KILN_Q2_K, KILN_Q3_K,
+                                    KILN_Q4_1, KILN_Q5_0, KILN_Q5_1, KILN_IQ4_NL};
+    enum { KMAX = 3 * KILN_QK_K, N = 45, MMAX = 40 };
+    /* the K types' rows of 3 blocks; the blocks of 32's of 23 (16 in the
+     * lanes, 7 after), 5 (none in them) and 16 (all) */
+    static const int64_t kk[] = {KMAX, KMAX, KMAX}, k32[] = {23 * 32, 5 * 32, 16 * 32};
+    static const int ms[] = {8, 13, 21, MMAX}, ns[] = {37, N}; /* the last panel 5 columns, or 8 + 5 (ymm halves) */
+    static uint8_t w[N * KMAX]; /* more than N rows of any of the types */
+    static float x[MMAX * KMAX], y[MMAX * N], y1[N];
     uint64_t s = 0x2545f4914f6cdd1du;
     for (int ti = 0; ti < (int)(sizeof ts / sizeof ts[0]); ti++) {
         const kiln_dtype t = ts[ti];
-        const size_t wrow = kiln__elems_bytes(t, K);
-        for (int r = 0; r < N; r++) weight_row(t, r, K, w + r * wrow, &s);
-        for (int i = 0; i < MMAX; i++)
-            for (int e = 0; e < K; e++)
-                x[i * K + e] = i == 2 ? 0.0f : i == 5 ? (e & 1 ? 3e38f : -3e38f) : gauss(&s) * (float)(1 + i % 4);
-        for (int c = 0; c < 6; c++) {
-            const int m = ms[c % 3], n = ns[c / 3];
+        const int64_t *ks = kiln__types[t].blck == KILN_QK ? k32 : kk;
+        for (int c = 0; c < 8; c++) {
+            const int m = ms[c % 4], n = ns[c / 4 % 2];
+            const int64_t K = ks[c % 3];
+            const size_t wrow = kiln__elems_bytes(t, K);
+            for (int r = 0; r < N; r++) weight_row(t, r, K, w + r * wrow, &s);
+            for (int i = 0; i < MMAX; i++)
+                for (int e = 0; e < K; e++)
+                    x[i * K + e] = i == 2 ? 0.0f : i == 5 ? (e & 1 ? 3e38f : -3e38f) : gauss(&s) * (float)(1 + i % 4);
             KT_FOR_EACH_SIMD(v) {
                 if (!kiln__qmm_kgemm_handles(t)) { /* the panels here (qmatmul_kgemm.h) */
                     KT_CHECK(!kiln__cpu_avx512vnni(&v.caps), "%s: no integer prompts at %s", kiln_dtype_name(t),
@@ -82,8 +93,8 @@ KT_TEST(qmatmul_kgemm_prompts_equal_the_batch_1_products) {
                 for (int i = 0; i < m; i++) {
                     KT_CHECK(kiln__qmatmul_cpu(t, 1, n, K, x + i * K, w, y1, 1) == KILN_OK, "%s", kiln_last_error());
                     for (int j = 0; j < n; j++)
-                        KT_CHECK(same(y[i * n + j], y1[j]), "%s, %s, m %d, row %d col %d: %.9g, batch-1 %.9g",
-                                 kiln_dtype_name(t), v.name, m, i, j, y[i * n + j], y1[j]);
+                        KT_CHECK(same(y[i * n + j], y1[j]), "%s, %s, m %d k %d, row %d col %d: %.9g, batch-1 %.9g",
+                                 kiln_dtype_name(t), v.name, m, (int)K, i, j, y[i * n + j], y1[j]);
                 }
             }
         }

@@ -1,7 +1,9 @@
-/* qmatmul_kgemm.c — the K types' and IQ4_XS's integer GEMM for prompts
- * (qmatmul_kgemm.h): the activations to Q8_K and the driver, threaded over
- * panels of W's rows, each decoded by its thread. */
+/* qmatmul_kgemm.c — the integer GEMM for prompts of the K types, IQ4_XS
+ * and the blocks of 32 (qmatmul_kgemm.h, qmatmul_q32gemm.h): the
+ * activations to the weight's partner and the driver, threaded over panels
+ * of W's rows, each decoded by its thread. */
 #include "qmatmul_kgemm.h"
+#include "qmatmul_q32gemm.h"
 
 #include "../../quant/quant.h"
 #include "cpu_features.h"
@@ -14,22 +16,24 @@
 #define NC KILN_KGEMM_NC
 #define MR KILN_KGEMM_MR
 
-/* the tile of the level in force (the widest the caps allow) */
-static const kiln_kgemm_kernels *kernels(void) {
+/* t's tile at the level in force (the widest the caps allow) */
+static const kiln_kgemm_kernels *kernels(kiln_dtype t) {
     const kiln_cpu_caps *c = kiln__cpu_caps();
-    if (kiln__cpu_avx512vnni(c)) return kiln__kgemm_kernels_avx512vnni();
-    if (kiln__cpu_avxvnni(c)) return kiln__kgemm_kernels_avxvnni();
-    if (kiln__cpu_avx2(c)) return kiln__kgemm_kernels_avx2();
+    const bool q32 = kiln__q32gemm_type(t);
+    if (kiln__cpu_avx512vnni(c)) return q32 ? kiln__q32gemm_kernels_avx512vnni() : kiln__kgemm_kernels_avx512vnni();
+    if (kiln__cpu_avxvnni(c)) return q32 ? kiln__q32gemm_kernels_avxvnni() : kiln__kgemm_kernels_avxvnni();
+    if (kiln__cpu_avx2(c)) return q32 ? kiln__q32gemm_kernels_avx2() : kiln__kgemm_kernels_avx2();
     return NULL;
 }
 
 bool kiln__qmm_kgemm_handles(kiln_dtype t) {
     switch (t) {
     case KILN_Q2_K: case KILN_Q3_K: case KILN_Q4_K: case KILN_Q5_K: case KILN_Q6_K: case KILN_IQ4_XS: break;
+    case KILN_Q4_1: case KILN_Q5_0: case KILN_Q5_1: case KILN_IQ4_NL: break;
     default: return false;
     }
-    const kiln_kgemm_kernels *kk = kernels();
-    return kk && (kk->wide_codes || t != KILN_IQ4_XS);
+    const kiln_kgemm_kernels *kk = kernels(t);
+    return kk && (kk->wide_codes || (t != KILN_IQ4_XS && t != KILN_IQ4_NL));
 }
 
 typedef struct kgemm_job {
@@ -48,16 +52,19 @@ static void quantize_rows(void *arg, int64_t i0, int64_t i1, int tid) {
     const kgemm_job *j = arg;
     (void)tid;
     for (int64_t i = i0; i < i1; i++)
-        kiln__types[KILN_Q8_K].from_f32(j->x + i * j->k, j->xa + (size_t)i * j->xrow, j->k);
+        if (kiln__q32gemm_type(j->t))
+            kiln__q32gemm_quantize(j->t, j->x + i * j->k, (kiln_q32x *)(j->xa + (size_t)i * j->xrow), j->k);
+        else kiln__types[KILN_Q8_K].from_f32(j->x + i * j->k, j->xa + (size_t)i * j->xrow, j->k);
 }
 
 /* panels [u0, u1) of NC rows of W, each decoded once into the thread's
  * scratch and run against every row of x */
 static void panels(void *arg, int64_t u0, int64_t u1, int tid) {
     kgemm_job *j = arg;
-    const bool has_min = j->t == KILN_Q2_K || j->t == KILN_Q4_K || j->t == KILN_Q5_K;
+    const bool has_min = j->t == KILN_Q2_K || j->t == KILN_Q4_K || j->t == KILN_Q5_K || j->t == KILN_Q4_1 ||
+                         j->t == KILN_Q5_1; /* the Q8_1 partners' m s too */
     bool owned;
-    char *panel = kiln__scratch_get((size_t)j->nb * KILN_KGEMM_BLOCK, &owned);
+    char *panel = kiln__scratch_get((size_t)j->nb * j->kk->block, &owned);
     (void)tid;
     if (!panel) {
         __atomic_store_n(&j->fail, 1, __ATOMIC_RELAXED);
@@ -76,9 +83,10 @@ static void panels(void *arg, int64_t u0, int64_t u1, int tid) {
 
 kiln_status kiln__qmm_kgemm(kiln_dtype t, int64_t m, int64_t n, int64_t k, const float *x, const void *w, float *y,
                             int n_threads) {
-    const size_t xrow = kiln__elems_bytes(KILN_Q8_K, k);
-    kgemm_job j = {.t = t, .m = m, .n = n, .k = k, .nb = k / 256, .x = x, .w = w, .wrow = kiln__elems_bytes(t, k),
-                   .xrow = xrow, .y = y, .kk = kernels()};
+    const int64_t nb = k / kiln__types[t].blck;
+    const size_t xrow = kiln__q32gemm_type(t) ? (size_t)nb * sizeof(kiln_q32x) : kiln__elems_bytes(KILN_Q8_K, k);
+    kgemm_job j = {.t = t, .m = m, .n = n, .k = k, .nb = nb, .x = x, .w = w, .wrow = kiln__elems_bytes(t, k),
+                   .xrow = xrow, .y = y, .kk = kernels(t)};
     if (!(j.xa = kiln__malloc((size_t)m * xrow)))
         return kiln__errs(KILN_ERR_OOM, "qmatmul: out of memory quantizing the activations");
     const int64_t units = (n + NC - 1) / NC;

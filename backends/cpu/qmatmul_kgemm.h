@@ -33,7 +33,8 @@
  * columns, each half of the panel in turn; AVX2 emulates vpdpbusd by
  * vpmaddubsw + vpmaddwd, exact for codes up to 128, so IQ4_XS stays off
  * it); NEON and the scalar level run the dequantized panels of qmatmul.c
- * (kiln__qmm_kgemm_handles).
+ * (kiln__qmm_kgemm_handles). The driver also runs the blocks of 32's tiles
+ * (qmatmul_q32gemm.h), the same way.
  *
  *     if (kiln__qmm_kgemm_handles(t)) s = kiln__qmm_kgemm(t, m, n, k, x, w, y, n_threads);
  */
@@ -50,15 +51,16 @@ typedef struct kiln_kgemm_kernels {
     /* columns [0, cols) of W of dtype t (w: column 0's row of nb blocks,
      * rows wrow bytes apart) into the panel layout, zeros past cols */
     void (*pack)(kiln_dtype t, const char *w, size_t wrow, int cols, int64_t nb, char *panel);
-    /* rows (1 .. KILN_KGEMM_MR) of Q8_K activations (row r's nb blocks at
-     * xa + r * xrow) against one packed panel of nb blocks: y[r * ldy + c]
-     * for the first cols columns */
+    /* rows (1 .. KILN_KGEMM_MR) of activations (row r's nb blocks at
+     * xa + r * xrow: Q8_K, or kiln_q32x for the blocks of 32) against one
+     * packed panel of nb blocks: y[r * ldy + c] for the first cols columns */
     void (*tile)(int rows, const void *xa, size_t xrow, const void *panel, int64_t nb, bool has_min, float *y,
                  int64_t ldy, int cols);
-    /* whether the tile multiplies codes up to 255 exactly (IQ4_XS's);
-     * AVX2's pairs of code times x (vpmaddubsw, int16 saturating) only
-     * up to 128 */
+    /* whether the tile multiplies codes up to 255 exactly (IQ4_XS's,
+     * IQ4_NL's); AVX2's pairs of code times x (vpmaddubsw, int16
+     * saturating) only up to 128 */
     bool wide_codes;
+    size_t block; /* bytes of a panel's block */
 } kiln_kgemm_kernels;
 
 /* each NULL when not built */
@@ -66,11 +68,13 @@ const kiln_kgemm_kernels *kiln__kgemm_kernels_avx512vnni(void);
 const kiln_kgemm_kernels *kiln__kgemm_kernels_avxvnni(void);
 const kiln_kgemm_kernels *kiln__kgemm_kernels_avx2(void);
 
-/* Whether weight dtype t's prompts run here: the K types and IQ4_XS where
- * a tile runs them (from AVX2 up; IQ4_XS from AVX-VNNI up). At 128 x 2048
- * x 2048, one thread (Zen 5 running each level), the ymm tiles took
- * 0.3-0.6x the batch-1 kernels' time row by row and 0.5-0.7x the
- * dequantized panels' where the f32 GEMM is AVX-512's. Not for fewer than
+/* Whether weight dtype t's prompts run here: the K types and IQ4_XS, and
+ * the blocks of 32 of qmatmul_q32gemm.h (Q4_1, Q5_0, Q5_1, IQ4_NL), where
+ * a tile runs them (from AVX2 up; IQ4_XS and IQ4_NL from AVX-VNNI up).
+ * The K types at 128 x 2048 x 2048, one thread (Zen 5 running each
+ * level): the ymm tiles took 0.3-0.6x the batch-1 kernels' time row by
+ * row and 0.5-0.7x the dequantized panels' where the f32 GEMM is
+ * AVX-512's. Not for fewer than
  * KILN_QMM_PANEL_MIN_M rows: packing W costs about what 8-12 rows of
  * batch-1 products do (at 2, 4 and 7 rows the tiles took 3.5-6x, 2.2-3.8x
  * and 1.4-2.2x their time, every level). */

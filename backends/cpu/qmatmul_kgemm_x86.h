@@ -20,6 +20,17 @@ static inline int32_t KG_NAME(load32)(const void *p) {
     return v;
 }
 
+/* the masked store of R rows' sums (cols of 8) */
+static inline __attribute__((always_inline)) void KG_NAME(store)(const int R, const __m256 *acc, float *y,
+                                                                 int64_t ldy, int cols) {
+    const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    KG_UNROLL
+    for (int r = 0; r < R; r++) {
+        if (cols == 8) _mm256_storeu_ps(y + r * ldy, acc[r]);
+        else _mm256_maskstore_ps(y + r * ldy, keep, acc[r]);
+    }
+}
+
 /* R rows (a constant once inlined) against half h (columns 8h .. 8h + 7)
  * of the panel; cols of that half stored */
 static inline __attribute__((always_inline)) void KG_NAME(tile_rows)(const int R, const char *xa, size_t xrow,
@@ -75,28 +86,29 @@ static inline __attribute__((always_inline)) void KG_NAME(tile_rows)(const int R
             acc[r] = _mm256_add_ps(acc[r], v);
         }
     }
-    const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    KG_UNROLL
-    for (int r = 0; r < R; r++) {
-        if (cols == 8) _mm256_storeu_ps(y + r * ldy, acc[r]);
-        else _mm256_maskstore_ps(y + r * ldy, keep, acc[r]);
-    }
+    KG_NAME(store)(R, acc, y, ldy, cols);
 }
 
-static void KG_NAME(tile)(int rows, const void *xa, size_t xrow, const void *panel, int64_t nb, bool has_min,
-                          float *y, int64_t ldy, int cols) {
-    for (int h = 0; h < 2 && 8 * h < cols; h++) {
-        const int ch = cols - 8 * h < 8 ? cols - 8 * h : 8;
-        for (int i = 0; i < rows; i += KG_MR) {
-            const char *x = (const char *)xa + (size_t)i * xrow;
-            float *yi = y + i * ldy + 8 * h;
-            switch (rows - i < KG_MR ? rows - i : KG_MR) {
-#define KG_ROWS(R) \
-    case R: KG_NAME(tile_rows)(R, x, xrow, panel, nb, has_min, yi, ldy, h, ch); break;
-                KG_ROWS(1) KG_ROWS(2) KG_ROWS(3) KG_ROWS(4)
-#undef KG_ROWS
-            default: break;
-            }
-        }
+/* NAME: the tile of rows (1 .. KILN_KGEMM_MR) of x, through ROWS_FN(R,
+ * ..., h, cols) on each half h of the panel, KG_MR rows a pass (R a
+ * constant in each case) */
+#define KG_TILE(NAME, ROWS_FN)                                                                                  \
+    static void NAME(int rows, const void *xa, size_t xrow, const void *panel, int64_t nb, bool has_min,       \
+                     float *y, int64_t ldy, int cols) {                                                         \
+        for (int h = 0; h < 2 && 8 * h < cols; h++) {                                                           \
+            const int ch = cols - 8 * h < 8 ? cols - 8 * h : 8;                                                 \
+            for (int i = 0; i < rows; i += KG_MR) {                                                             \
+                const char *x = (const char *)xa + (size_t)i * xrow;                                            \
+                float *yi = y + i * ldy + 8 * h;                                                                \
+                switch (rows - i < KG_MR ? rows - i : KG_MR) {                                                  \
+                case 1: ROWS_FN(1, x, xrow, panel, nb, has_min, yi, ldy, h, ch); break;                         \
+                case 2: ROWS_FN(2, x, xrow, panel, nb, has_min, yi, ldy, h, ch); break;                         \
+                case 3: ROWS_FN(3, x, xrow, panel, nb, has_min, yi, ldy, h, ch); break;                         \
+                case 4: ROWS_FN(4, x, xrow, panel, nb, has_min, yi, ldy, h, ch); break;                         \
+                default: break;                                                                                 \
+                }                                                                                               \
+            }                                                                                                   \
+        }                                                                                                       \
     }
-}
+KG_TILE(KG_NAME(tile), KG_NAME(tile_rows))
+
