@@ -42,7 +42,7 @@ namespace {
 const int NT = 128; // threads of a tile kernel: 4 warps
 
 struct fgeom {
-    int64_t b, hk, t, s, nq; // nq = group * T query rows per kv head
+    int64_t b, hk, group, t, s, nq; // nq = group * T query rows per kv head
     int d, dv;
     bool causal;
     float scale;
@@ -88,8 +88,8 @@ template <int SE, int BC, int W> __device__ void dots(float (&s)[SE], const floa
 // (chunk keys each); writes O and L of the rows at o + sp * osplit,
 // lse + sp * lsplit (partials to merge when nsplit > 1).
 template <typename C>
-__global__ void flash_fwd_k(fgeom g, int nsplit, int64_t chunk, const float *q, const float *k,
-                                                  const float *v, float *o, float *lse, int64_t osplit, int64_t lsplit) {
+__global__ void flash_fwd_k(fgeom g, int nsplit, int64_t chunk, const float *q, const float *k, const float *v,
+                            float *o, float *lse, int64_t osplit, int64_t lsplit) {
     const int HD = C::HD, BR = C::BR, BC = C::BC;
     static_assert(NT % BC == 0 && NT % HD == 0, "a thread's scores share a key, its outputs a column");
     __shared__ float qs[BR][HD + 1], ks[BC][HD + 1], vs[BC][HD], ps[BR][BC + 1];
@@ -194,19 +194,49 @@ __global__ void flash_delta_k(int64_t rows, int dv, const float *o, const float 
     }
 }
 
+// The backward's query side of a tile: q, dO, L and delta of rows
+// [row0, row0 + nr) (L = +inf past nr: no probability).
+template <int BR, int HD>
+__device__ void stage_rows(const fgeom &g, int64_t row0, int nr, const float *q, const float *dout, const float *lse,
+                           const double *di, float (*qs)[HD + 1], float (*dos)[HD + 1], float *l_s, float *d_s) {
+    stage<BR, HD, 1>(qs, q + row0 * g.d, nr, g.d);
+    stage<BR, HD, 1>(dos, dout + row0 * g.dv, nr, g.dv);
+    int r = threadIdx.x;
+    if (r < BR) l_s[r] = r < nr ? lse[row0 + r] : INFINITY, d_s[r] = r < nr ? (float)di[row0 + r] : 0.0f;
+}
+
+// P (into ps unless NULL) and dS = P (dO . v - delta) of the backward's
+// tile: rows x0 + r of a kv head's group (staged by stage_rows), keys
+// j0 + c, c < nc (staged in ks, vs).
+template <int BR, int BC, int HD>
+__device__ void grad_scores(const fgeom &g, int64_t x0, int64_t j0, int nc, const float (*qs)[HD + 1],
+                            const float (*dos)[HD + 1], const float (*ks)[HD + 1], const float (*vs)[HD + 1],
+                            const float *l_s, const float *d_s, float (*ps)[BC + 1], float (*dss)[BC + 1]) {
+    const int SE = BR * BC / NT, sc = threadIdx.x % BC;
+    float s[SE], dp[SE];
+    dots<SE, BC, HD + 1>(s, qs, ks[sc], g.d);
+    dots<SE, BC, HD + 1>(dp, dos, vs[sc], g.dv);
+#pragma unroll
+    for (int m = 0; m < SE; m++) {
+        int r = threadIdx.x / BC + m * (NT / BC);
+        bool vis = sc < nc && l_s[r] != INFINITY && j0 + sc < kend(g, (x0 + r) % g.t);
+        float p = vis ? expf(s[m] * g.scale - l_s[r]) : 0.0f;
+        if (ps) ps[r][sc] = p;
+        dss[r][sc] = vis ? p * (dp[m] - d_s[r]) : 0.0f;
+    }
+}
+
 // dk, dv of a tile of BC keys of kv head bkh, over every query of its
 // group's heads that sees one of them.
 template <typename C>
-__global__ void flash_dkv_k(fgeom g, const float *q, const float *k, const float *v,
-                                                  const float *lse, const float *dout, const double *di, float *dk,
-                                                  float *dvo) {
+__global__ void flash_dkv_k(fgeom g, const float *q, const float *k, const float *v, const float *lse,
+                            const float *dout, const double *di, float *dk, float *dvo) {
     const int HD = C::HD, BR = C::BR, BC = C::BC;
     static_assert(NT % BC == 0 && NT % HD == 0, "a thread's scores share a key, its outputs a column");
     __shared__ float ks[BC][HD + 1], vs[BC][HD + 1], qs[BR][HD + 1], dos[BR][HD + 1];
     __shared__ float ps[BR][BC + 1], dss[BR][BC + 1], l_s[BR], d_s[BR];
-    const int SE = BR * BC / NT, OE = BC * HD / NT;
-    const int tid = threadIdx.x, sc = tid % BC;
-    int64_t ktiles = (g.s + BC - 1) / BC, tiles = g.b * g.hk * ktiles, group = g.nq / g.t;
+    const int OE = BC * HD / NT, tid = threadIdx.x;
+    int64_t ktiles = (g.s + BC - 1) / BC, tiles = g.b * g.hk * ktiles;
     for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         int64_t bkh = tile / ktiles, j0 = tile % ktiles * BC;
         int nc = (int)(g.s - j0 < BC ? g.s - j0 : BC);
@@ -218,26 +248,14 @@ __global__ void flash_dkv_k(fgeom g, const float *q, const float *k, const float
         // query i sees key j iff i >= j - (S - T): none before i_first
         int64_t ifirst = g.causal ? j0 - (g.s - g.t) : 0;
         ifirst = ifirst < 0 ? 0 : ifirst;
-        for (int64_t hh = 0; hh < group; hh++)
+        for (int64_t hh = 0; hh < g.group; hh++)
             for (int64_t i0 = ifirst; i0 < g.t; i0 += BR) {
                 int nr = (int)(g.t - i0 < BR ? g.t - i0 : BR);
                 int64_t row0 = bkh * g.nq + hh * g.t + i0;
                 __syncthreads(); // the previous tile's reads are done
-                stage<BR, HD, 1>(qs, q + row0 * g.d, nr, g.d);
-                stage<BR, HD, 1>(dos, dout + row0 * g.dv, nr, g.dv);
-                if (tid < BR) l_s[tid] = tid < nr ? lse[row0 + tid] : INFINITY, d_s[tid] = tid < nr ? (float)di[row0 + tid] : 0.0f;
+                stage_rows<BR, HD>(g, row0, nr, q, dout, lse, di, qs, dos, l_s, d_s);
                 __syncthreads();
-                float s[SE], dp[SE];
-                dots<SE, BC, HD + 1>(s, qs, ks[sc], g.d);
-                dots<SE, BC, HD + 1>(dp, dos, vs[sc], g.dv);
-#pragma unroll
-                for (int m = 0; m < SE; m++) {
-                    int r = tid / BC + m * (NT / BC);
-                    bool vis = sc < nc && l_s[r] != INFINITY && j0 + sc < kend(g, i0 + r);
-                    float p = vis ? expf(s[m] * g.scale - l_s[r]) : 0.0f;
-                    ps[r][sc] = p;
-                    dss[r][sc] = vis ? p * (dp[m] - d_s[r]) : 0.0f;
-                }
+                grad_scores<BR, BC, HD>(g, hh * g.t + i0, j0, nc, qs, dos, ks, vs, l_s, d_s, ps, dss);
                 __syncthreads();
                 for (int r = 0; r < nr; r++) { // entry e: key tid / HD + e * (NT / HD), column tid % HD
                     float x = qs[r][tid % HD], y = dos[r][tid % HD];
@@ -262,23 +280,20 @@ __global__ void flash_dkv_k(fgeom g, const float *q, const float *k, const float
 
 // dq of a tile of BR rows of kv head bkh's group, over the key tiles they see.
 template <typename C>
-__global__ void flash_dq_k(fgeom g, const float *q, const float *k, const float *v,
-                                                 const float *lse, const float *dout, const double *di, float *dq) {
+__global__ void flash_dq_k(fgeom g, const float *q, const float *k, const float *v, const float *lse,
+                           const float *dout, const double *di, float *dq) {
     const int HD = C::HD, BR = C::BR, BC = C::BC;
     static_assert(NT % BC == 0 && NT % HD == 0, "a thread's scores share a key, its outputs a column");
     __shared__ float qs[BR][HD + 1], dos[BR][HD + 1], ks[BC][HD + 1], vs[BC][HD + 1];
     __shared__ float dss[BR][BC + 1], l_s[BR], d_s[BR];
-    const int SE = BR * BC / NT, OE = BR * HD / NT;
-    const int tid = threadIdx.x, sc = tid % BC;
+    const int OE = BR * HD / NT, tid = threadIdx.x;
     int64_t qtiles = (g.nq + BR - 1) / BR, tiles = g.b * g.hk * qtiles;
     for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         int64_t bkh = tile / qtiles, x0 = tile % qtiles * BR;
         int nr = (int)(g.nq - x0 < BR ? g.nq - x0 : BR);
         int64_t row0 = bkh * g.nq + x0, jend = tile_kend(g, x0, nr);
         const float *kh = k + bkh * g.s * g.d, *vh = v + bkh * g.s * g.dv;
-        stage<BR, HD, 1>(qs, q + row0 * g.d, nr, g.d);
-        stage<BR, HD, 1>(dos, dout + row0 * g.dv, nr, g.dv);
-        if (tid < BR) l_s[tid] = tid < nr ? lse[row0 + tid] : INFINITY, d_s[tid] = tid < nr ? (float)di[row0 + tid] : 0.0f;
+        stage_rows<BR, HD>(g, row0, nr, q, dout, lse, di, qs, dos, l_s, d_s);
         float acc[OE];
 #pragma unroll
         for (int e = 0; e < OE; e++) acc[e] = 0.0f;
@@ -288,16 +303,7 @@ __global__ void flash_dq_k(fgeom g, const float *q, const float *k, const float 
             stage<BC, HD, 1>(ks, kh + j0 * g.d, nc, g.d);
             stage<BC, HD, 1>(vs, vh + j0 * g.dv, nc, g.dv);
             __syncthreads();
-            float s[SE], dp[SE];
-            dots<SE, BC, HD + 1>(s, qs, ks[sc], g.d);
-            dots<SE, BC, HD + 1>(dp, dos, vs[sc], g.dv);
-#pragma unroll
-            for (int m = 0; m < SE; m++) {
-                int r = tid / BC + m * (NT / BC);
-                bool vis = sc < nc && l_s[r] != INFINITY && j0 + sc < kend(g, (x0 + r) % g.t);
-                float p = vis ? expf(s[m] * g.scale - l_s[r]) : 0.0f;
-                dss[r][sc] = vis ? p * (dp[m] - d_s[r]) : 0.0f;
-            }
+            grad_scores<BR, BC, HD>(g, x0, j0, nc, qs, dos, ks, vs, l_s, d_s, (float (*)[BC + 1])NULL, dss);
             __syncthreads();
             for (int c = 0; c < nc; c++) { // entry e: row tid / HD + e * (NT / HD), column tid % HD
                 float x = ks[c][tid % HD];
@@ -316,7 +322,8 @@ __global__ void flash_dq_k(fgeom g, const float *q, const float *k, const float 
 
 fgeom make_fgeom(const int64_t *shape, int causal, double scale) {
     fgeom g;
-    g.b = shape[0], g.hk = shape[2], g.t = shape[3], g.s = shape[4], g.nq = shape[1] / shape[2] * shape[3];
+    g.b = shape[0], g.hk = shape[2], g.group = shape[1] / shape[2], g.t = shape[3], g.s = shape[4];
+    g.nq = g.group * g.t;
     g.d = (int)shape[5], g.dv = (int)shape[6];
     g.causal = causal != 0;
     g.scale = (float)scale;
@@ -330,7 +337,7 @@ unsigned tile_blocks(int64_t n) { return (unsigned)(n < 1 ? 1 : n > 65535 * 8 ? 
 // Tiles (BR query rows, BC keys): 32 x 32 up to D = 64 (41 KiB of shared
 // memory in dk/dv), 16 x 16 up to 128; decoding takes 8 rows (T = 1: the
 // group's heads) against 32 keys.
-#define FLASH_BY_HD(g, KERNEL, grid, stream, ...)                                                                       \
+#define FLASH_BY_HD(g, KERNEL, grid, stream, ...)                                                                  \
     do {                                                                                                               \
         if ((g).d <= 64 && (g).dv <= 64) KERNEL<tiles64><<<(grid), NT, 0, (cudaStream_t)(stream)>>>(__VA_ARGS__);      \
         else KERNEL<tiles128><<<(grid), NT, 0, (cudaStream_t)(stream)>>>(__VA_ARGS__);                                \
@@ -367,8 +374,8 @@ int kiln__cu_flash_splits(const int64_t *shape) {
     return (int)(n < 1 ? 1 : n > MAX_SPLIT ? MAX_SPLIT : n);
 }
 
-int kiln__cu_flash_attention(void *stream, const int64_t *shape, int causal, double scale, const float *q, const float *k,
-                             const float *v, float *o, float *lse, int nsplit, float *scratch) {
+int kiln__cu_flash_attention(void *stream, const int64_t *shape, int causal, double scale, const float *q,
+                             const float *k, const float *v, float *o, float *lse, int nsplit, float *scratch) {
     fgeom g = make_fgeom(shape, causal, scale);
     int64_t rows = g.b * g.hk * g.nq;
     cudaStream_t st = (cudaStream_t)stream;
