@@ -4,7 +4,8 @@
  *
  * Attention forward: one invocation per query row, an online softmax over
  * the keys (shaders/attn_fwd.glsl), writing [O | L]; a workgroup takes 64
- * rows of one head, so the grid is (row blocks, heads). A decoding step
+ * rows of one head, so the grid is (row blocks, heads), and walks the keys
+ * a tile at a time through shared memory (the dq pass too). A decoding step
  * (T = 1) has its own kernel, whose 64 invocations split the keys of the
  * one query and merge their softmax states (attn_fwd_decode.glsl). Backward, packed
  * [dq | dk | dv], in three dispatches that recompute the probabilities
@@ -96,10 +97,15 @@ static const char *head_variant(const attn_push *pc) {
  * device's loop budget, when each row runs `loops` loops over a row's
  * vectors and `per_inv` rows fall to each invocation: the rolled variant's
  * loops run 256 times (its NV), an unrolled variant's are no loops. The
- * loads, stores and merges outside the long loop take fewer than 12 NV. */
-static uint32_t pass_rows(const kiln_vk *vk, const char *var, uint32_t loops, uint32_t per_inv) {
+ * loads, stores and merges outside the long loop take fewer than 12 NV.
+ * A kernel that stages its rows in shared memory (ATTN_STAGE) adds, per
+ * tile of n rows, at most 2 (n NV / 64 + 1) staging iterations and its
+ * tile loop's (NV up to 32 in the unrolled variants): fewer than
+ * 2 NV / 64 + 3 per row. */
+static uint32_t pass_rows(const kiln_vk *vk, const char *var, uint32_t loops, uint32_t per_inv, bool staged) {
     uint32_t budget = kiln__vk_caps(vk)->loop_budget, nv = strcmp(var, "any") ? 1 : 256;
-    return budget ? (budget - 12 * nv) / (loops * nv + 1) * per_inv : UINT32_MAX;
+    uint32_t stage = staged ? 2 * (nv == 1 ? 32 : nv) / 64 + 3 : 0;
+    return budget ? (budget - 12 * nv) / (loops * nv + 1 + stage) * per_inv : UINT32_MAX;
 }
 
 /* Dispatch dp once per pass of at most `step` of the n rows of its long loop. */
@@ -154,7 +160,7 @@ static kiln_status attention_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec
     snprintf(name, sizeof name, "attn_fwd%s_%s", pc.t == 1 ? "1" : "", var);
     kiln_vk_dispatch dp = {.shader = name, .n = 4, .bind = {q, k, v, t}, .push = &pc, .push_size = sizeof pc};
     head_groups(pc.t == 1 ? 1 : pc.t, (int64_t)q->shape[0] * pc.hq, dp.groups); /* T = 1: a workgroup per head */
-    return dispatch_passes(vk, &dp, &pc, pc.s, pass_rows(vk, var, 3, pc.t == 1 ? ATTN_BLOCK : 1));
+    return dispatch_passes(vk, &dp, &pc, pc.s, pass_rows(vk, var, 3, pc.t == 1 ? ATTN_BLOCK : 1, pc.t != 1));
 }
 
 static kiln_status attention_grad_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
@@ -179,10 +185,10 @@ static kiln_status attention_grad_record(kiln_vk *vk, kiln_tensor *t, const kiln
     dp = (kiln_vk_dispatch){.shader = name, .n = 6, .bind = {q, k, v, fwd, dout, t}, .push = &pc,
                             .push_size = sizeof pc};
     head_groups(pc.s, (int64_t)k->shape[0] * pc.hkv, dp.groups);
-    if ((s = dispatch_passes(vk, &dp, &pc, pc.hq / pc.hkv * pc.t, pass_rows(vk, var, 4, 1)))) return s;
+    if ((s = dispatch_passes(vk, &dp, &pc, pc.hq / pc.hkv * pc.t, pass_rows(vk, var, 4, 1, false)))) return s;
     snprintf(name, sizeof name, "attn_bwd_dq_%s", var);
     head_groups(pc.t, (int64_t)q->shape[0] * pc.hq, dp.groups);
-    return dispatch_passes(vk, &dp, &pc, pc.s, pass_rows(vk, var, 3, 1));
+    return dispatch_passes(vk, &dp, &pc, pc.s, pass_rows(vk, var, 3, 1, true));
 }
 
 void kiln__vk_register_attention(kiln_vk_kernel *tab) {
