@@ -5,9 +5,10 @@
  * Attention forward: one invocation per query row, an online softmax over
  * the keys (shaders/attn_fwd.glsl), writing [O | L]; a workgroup takes 64
  * rows of one head, so the grid is (row blocks, heads), and walks the keys
- * a tile at a time through shared memory (the dq pass too). A decoding step
- * (T = 1) has its own kernel, whose 64 invocations split the keys of the
- * one query and merge their softmax states (attn_fwd_decode.glsl). Backward, packed
+ * a tile at a time through shared memory (as the backward's passes walk
+ * theirs). A decoding step (T = 1) has its own kernel, whose 64
+ * invocations split the keys of the one query and merge their softmax
+ * states (attn_fwd_decode.glsl). Backward, packed
  * [dq | dk | dv], in three dispatches that recompute the probabilities
  * from L instead of storing T x S of them, each output row with one
  * writer: delta = rowsum(dO * O) parked in the dq region, dk/dv per key
@@ -63,6 +64,8 @@ static kiln_status rope_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex)
 
 /* Rows (queries or keys) of one head per workgroup (attn_common.glsl). */
 #define ATTN_BLOCK 64
+/* The shared memory of the kernels that stage tiles (attn_common.glsl's ATTN_TILE). */
+#define ATTN_SHARED (16384 + 128)
 
 /* The grid: blocks of ATTN_BLOCK rows of n, times heads. */
 static void head_groups(int64_t n, int64_t heads, uint32_t g[3]) {
@@ -128,6 +131,7 @@ static bool attention_supports(const kiln_vk *vk, const kiln_tensor *t) {
     const kiln_tensor *q = t->src[0], *k = t->src[1], *v = t->src[2];
     if (kiln_tensor_numel(q) == 0 || kiln_tensor_numel(k) == 0 || kiln_tensor_numel(v) == 0) return false;
     const uint32_t *mg = kiln__vk_caps(vk)->max_groups;
+    if (kiln__vk_caps(vk)->max_shared_bytes < ATTN_SHARED) return false;
     int64_t tb = (q->shape[2] + ATTN_BLOCK - 1) / ATTN_BLOCK, sb = (k->shape[2] + ATTN_BLOCK - 1) / ATTN_BLOCK;
     if (tb > mg[0] || sb > mg[0] || q->shape[0] * q->shape[1] > mg[1]) return false;
     return q->shape[3] <= 256 && v->shape[3] <= 256 && t->fp[0] > 0 && isfinite(t->fp[0]);
@@ -185,7 +189,7 @@ static kiln_status attention_grad_record(kiln_vk *vk, kiln_tensor *t, const kiln
     dp = (kiln_vk_dispatch){.shader = name, .n = 6, .bind = {q, k, v, fwd, dout, t}, .push = &pc,
                             .push_size = sizeof pc};
     head_groups(pc.s, (int64_t)k->shape[0] * pc.hkv, dp.groups);
-    if ((s = dispatch_passes(vk, &dp, &pc, pc.hq / pc.hkv * pc.t, pass_rows(vk, var, 4, 1, false)))) return s;
+    if ((s = dispatch_passes(vk, &dp, &pc, pc.hq / pc.hkv * pc.t, pass_rows(vk, var, 4, 1, true)))) return s;
     snprintf(name, sizeof name, "attn_bwd_dq_%s", var);
     head_groups(pc.t, (int64_t)q->shape[0] * pc.hq, dp.groups);
     return dispatch_passes(vk, &dp, &pc, pc.s, pass_rows(vk, var, 3, 1, true));
