@@ -6,7 +6,7 @@
 // tile at a time through shared memory.
 #include "attn_common.glsl"
 #include "attn_bwd_io.glsl"
-shared VT sk[ATTN_TILE * NV], sv[ATTN_TILE * NV];
+#include "attn_kv_tiles.glsl"
 
 void main() {
     uint bh = gl_WorkGroupID.y, i = attn_index(), row = bh * p.t + i;
@@ -29,11 +29,7 @@ void main() {
     ATTN_UNROLL for (uint e = 0u; e < NV; e++) dq[e] = VT(0.0);
     uint jend = min(kmax, p.r1);
     for (uint j0 = p.r0; j0 < jend; j0 += ATTN_TILE) {
-        uint n = min(ATTN_TILE, jend - j0);
-        barrier(); // the previous tile's reads are done
-        ATTN_STAGE(sk, k, kb, j0, n, nd)
-        ATTN_STAGE(sv, v, vb, j0, n, ndv)
-        barrier();
+        uint n = attn_stage_kv(j0, jend, kb, vb, nd, ndv);
         for (uint c = 0u; c < n; c++) {
             float sdot = 0.0, dp = 0.0;
             ATTN_UNROLL for (uint e = 0u; e < NV; e++) sdot += dot(qr[e], sk[c * NV + e]);

@@ -11,7 +11,7 @@ layout(std430, binding = 0) readonly buffer Q { VT q[]; };
 layout(std430, binding = 1) readonly buffer K { VT k[]; };
 layout(std430, binding = 2) readonly buffer V { VT v[]; };
 layout(std430, binding = 3) buffer O { float o[]; };
-shared VT sk[ATTN_TILE * NV], sv[ATTN_TILE * NV];
+#include "attn_kv_tiles.glsl"
 
 void main() {
     uint bh = gl_WorkGroupID.y, i = attn_index(), row = bh * p.t + i;
@@ -26,11 +26,7 @@ void main() {
     float m = attn_neg_inf(), l = 0.0;
     uint jend = min(kmax, p.r1);
     for (uint j0 = p.r0; j0 < jend; j0 += ATTN_TILE) {
-        uint n = min(ATTN_TILE, jend - j0);
-        barrier(); // the previous tile's reads are done
-        ATTN_STAGE(sk, k, kb, j0, n, nd)
-        ATTN_STAGE(sv, v, vb, j0, n, ndv)
-        barrier();
+        uint n = attn_stage_kv(j0, jend, kb, vb, nd, ndv);
         for (uint c = 0u; c < n; c++) {
             float dt = 0.0;
             ATTN_UNROLL for (uint e = 0u; e < NV; e++) dt += dot(qr[e], sk[c * NV + e]);
