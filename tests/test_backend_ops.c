@@ -713,7 +713,12 @@ static const attn_arg A_PLAIN = {1, 2, 2, 5, 5, 8, 8, false, 0}, A_CAUSAL = {2, 
                       A_CACHE = {1, 2, 1, 1, 9, 8, 8, true, 0}, A_LONG = {1, 2, 2, 40, 40, 32, 32, true, 0},
                       /* the plain-float kernels (D over 128, or not a multiple of 4) past 127 keys */
                       A_D132 = {1, 1, 1, 3, 200, 132, 132, false, 0}, A_D160 = {1, 2, 1, 70, 210, 160, 36, true, 0},
-                      A_D132_1 = {1, 2, 1, 1, 260, 132, 132, true, 0}, A_D136_1 = {1, 1, 1, 1, 9000, 136, 8, false, 0};
+                      A_D132_1 = {1, 2, 1, 1, 260, 132, 132, true, 0}, A_D136_1 = {1, 1, 1, 1, 9000, 136, 8, false, 0},
+                      /* the tiled kernels: rows and keys not multiples of a tile, the models' head sizes, GQA,
+                       * decoding with the keys split over blocks, 2,000+ keys, queries that see no key */
+                      A_D80 = {1, 4, 2, 37, 45, 80, 96, true, 0}, A_D64_LONG = {1, 2, 1, 70, 2050, 64, 64, false, 0},
+                      A_D64_1 = {2, 4, 2, 1, 2100, 64, 64, true, 0}, A_D128_1 = {1, 4, 1, 1, 520, 128, 128, false, 0},
+                      A_BLIND = {1, 2, 2, 20, 12, 64, 64, true, 0};
 
 static kiln_tensor *b_attn(bo_io *io) {
     const attn_arg *a = io->arg;
@@ -739,6 +744,11 @@ static const bo_case attention_cases[] = {
     {"attention_210keys_d160_causal", b_attn, F32, BO_TRANS, 0, &A_D160},
     {"attention_decode_260keys_d132", b_attn, F32, BO_TRANS, 0, &A_D132_1},
     {"attention_decode_9000keys_d136", b_attn, F32, BO_TRANS, 0, &A_D136_1},
+    {"attention_gqa_causal_37x45_d80", b_attn, F32, BO_TRANS, 0, &A_D80},
+    {"attention_2050keys_d64", b_attn, F32, BO_TRANS, 0, &A_D64_LONG},
+    {"attention_decode_gqa_2100keys_d64", b_attn, F32, BO_TRANS, 0, &A_D64_1},
+    {"attention_decode_mqa_520keys_d128", b_attn, F32, BO_TRANS, 0, &A_D128_1},
+    {"attention_causal_rows_without_keys", b_attn, F32, BO_TRANS, 0, &A_BLIND},
     {"attention_causal", b_attn, F64, BO_TRANS, BO_MAY_FALL_BACK, &A_CAUSAL},
     {"attention_gqa_causal", b_attn, F64, BO_TRANS, BO_MAY_FALL_BACK, &A_GQA},
 };

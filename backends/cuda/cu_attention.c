@@ -1,11 +1,14 @@
 /* cu_attention.c — ATTENTION and ATTENTION_GRAD on the CUDA backend (see
- * cu.h and k_attention.cu): f32 or f64 (every operand alike), contiguous q [B, Hq, T, D], k [B, Hk, S, D],
- * v [B, Hk, S, Dv], head sizes up to 256 (one thread per head element).
+ * cu.h): f32 or f64 (every operand alike), contiguous q [B, Hq, T, D], k [B, Hk, S, D],
+ * v [B, Hk, S, Dv], head sizes up to 256. f32 with D, Dv <= 128 runs the
+ * tiled FlashAttention-2 style kernels (k_attention_flash.cu, decoding
+ * with the keys split over blocks); the rest the row kernels of
+ * k_attention.cu (one thread per head element).
  * The forward writes the packed [O | L] of ops/nn_attention.c; the
  * backward reads it (src 3) and dO (src 4) and writes packed [dq | dk | dv]. */
 #include "cu.h"
 
-enum { MAX_HEAD = 256 }; /* k_attention.cu's THREADS */
+enum { MAX_HEAD = 256, FLASH_HEAD = 128 }; /* k_attention.cu's THREADS; k_attention_flash.cu's tiles */
 
 /* t's dtype (f32 or f64), contiguous */
 static bool like(const kiln_tensor *s, const kiln_tensor *t) {
@@ -37,23 +40,45 @@ static kiln_status attention_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec
     int64_t sh[7];
     shape_of(t, sh);
     const kiln_tensor *q = t->src[0], *k = t->src[1], *v = t->src[2];
-    int64_t no = sh[0] * sh[1] * sh[3] * sh[6];
+    int64_t rows = sh[0] * sh[1] * sh[3], no = rows * sh[6];
     size_t es = kiln__types[t->dtype].size;
-    int dt = t->dtype == KILN_F64 ? CU_F64 : CU_F32;
+    int dt = t->dtype == KILN_F64 ? CU_F64 : CU_F32, causal = t->ip[0] != 0;
+    bool flash = dt == CU_F32 && sh[5] <= FLASH_HEAD && sh[6] <= FLASH_HEAD;
+    if (t->op == KILN_OP_ATTENTION && flash) {
+        float *o = kiln__cu_ptr(t);
+        int nsplit = kiln__cu_flash_splits(sh);
+        kiln_devbuf *part = NULL; /* the splits' partial O and L */
+        if (nsplit > 1 && !(part = kiln__cu_buffer_new(cu, (size_t)(nsplit * (no + rows)) * sizeof(float), false)))
+            return kiln_last_status() ? kiln_last_status() : KILN_ERR_OOM;
+        kiln_status s = kiln__cu_launched(kiln__cu_flash_attention(cu->stream, sh, causal, t->fp[0], kiln__cu_ptr(q),
+                                                                   kiln__cu_ptr(k), kiln__cu_ptr(v), o, o + no, nsplit,
+                                                                   part ? part->ptr : NULL),
+                                          "flash attention kernel");
+        if (part) kiln__cu_buffer_free(cu, part);
+        return s;
+    }
     if (t->op == KILN_OP_ATTENTION) {
         char *o = kiln__cu_ptr(t);
-        return kiln__cu_launched(kiln__cu_attention(cu->stream, dt, sh, t->ip[0] != 0, t->fp[0], kiln__cu_ptr(q), kiln__cu_ptr(k),
-                                                    kiln__cu_ptr(v), o, o + (size_t)no * es),
+        return kiln__cu_launched(kiln__cu_attention(cu->stream, dt, sh, causal, t->fp[0], kiln__cu_ptr(q),
+                                                    kiln__cu_ptr(k), kiln__cu_ptr(v), o, o + (size_t)no * es),
                                  "attention kernel");
     }
     const char *fo = kiln__cu_ptr(t->src[3]);
     char *dq = kiln__cu_ptr(t), *dk = dq + (size_t)kiln_tensor_numel(q) * es, *dv = dk + (size_t)kiln_tensor_numel(k) * es;
-    kiln_devbuf *di = kiln__cu_buffer_new(cu, (size_t)(sh[0] * sh[1] * sh[3]) * sizeof(double), false);
+    kiln_devbuf *di = kiln__cu_buffer_new(cu, (size_t)rows * sizeof(double), false);
     if (!di) return kiln_last_status() ? kiln_last_status() : KILN_ERR_OOM;
-    kiln_status s = kiln__cu_launched(kiln__cu_attention_grad(cu->stream, dt, sh, t->ip[0] != 0, t->fp[0], kiln__cu_ptr(q),
-                                                              kiln__cu_ptr(k), kiln__cu_ptr(v), fo, fo + (size_t)no * es,
-                                                              kiln__cu_ptr(t->src[4]), dq, dk, dv, di->ptr),
-                                      "attention_grad kernel");
+    kiln_status s;
+    if (flash)
+        s = kiln__cu_launched(kiln__cu_flash_attention_grad(cu->stream, sh, causal, t->fp[0], kiln__cu_ptr(q),
+                                                            kiln__cu_ptr(k), kiln__cu_ptr(v), (const float *)fo,
+                                                            (const float *)fo + no, kiln__cu_ptr(t->src[4]),
+                                                            (float *)dq, (float *)dk, (float *)dv, di->ptr),
+                              "flash attention_grad kernel");
+    else
+        s = kiln__cu_launched(kiln__cu_attention_grad(cu->stream, dt, sh, causal, t->fp[0], kiln__cu_ptr(q),
+                                                      kiln__cu_ptr(k), kiln__cu_ptr(v), fo, fo + (size_t)no * es,
+                                                      kiln__cu_ptr(t->src[4]), dq, dk, dv, di->ptr),
+                              "attention_grad kernel");
     kiln__cu_buffer_free(cu, di);
     return s;
 }

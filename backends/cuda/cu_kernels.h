@@ -141,6 +141,16 @@ int kiln__cu_attention(void *stream, int dt, const int64_t *shape, int causal, d
 int kiln__cu_attention_grad(void *stream, int dt, const int64_t *shape, int causal, double scale, const void *q,
                             const void *k, const void *v, const void *o, const void *lse, const void *dout, void *dq,
                             void *dk, void *dv, double *di);
+/* ---- FlashAttention-2 style (k_attention_flash.cu): f32, D, Dv <= 128,
+ * the same shape, operands and outputs as above ---- */
+/* The key splits of a forward (decoding: a few query rows per kv head);
+ * more than 1 wants nsplit * B*Hq*T * (Dv + 1) floats of scratch. */
+int kiln__cu_flash_splits(const int64_t *shape);
+int kiln__cu_flash_attention(void *stream, const int64_t *shape, int causal, double scale, const float *q,
+                             const float *k, const float *v, float *o, float *lse, int nsplit, float *scratch);
+int kiln__cu_flash_attention_grad(void *stream, const int64_t *shape, int causal, double scale, const float *q,
+                                  const float *k, const float *v, const float *o, const float *lse, const float *dout,
+                                  float *dq, float *dk, float *dv, double *di);
 /* ---- convolution (k_conv.cu): IM2COL / COL2IM of ops/conv.c, f32 or f64
  * (dt), contiguous operands ---- */
 typedef struct cu_conv {

@@ -4,9 +4,11 @@
  *
  * Attention forward: one invocation per query row, an online softmax over
  * the keys (shaders/attn_fwd.glsl), writing [O | L]; a workgroup takes 64
- * rows of one head, so the grid is (row blocks, heads). A decoding step
- * (T = 1) has its own kernel, whose 64 invocations split the keys of the
- * one query and merge their softmax states (attn_fwd_decode.glsl). Backward, packed
+ * rows of one head, so the grid is (row blocks, heads), and walks the keys
+ * a tile at a time through shared memory (as the backward's passes walk
+ * theirs). A decoding step (T = 1) has its own kernel, whose 64
+ * invocations split the keys of the one query and merge their softmax
+ * states (attn_fwd_decode.glsl). Backward, packed
  * [dq | dk | dv], in three dispatches that recompute the probabilities
  * from L instead of storing T x S of them, each output row with one
  * writer: delta = rowsum(dO * O) parked in the dq region, dk/dv per key
@@ -62,6 +64,8 @@ static kiln_status rope_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex)
 
 /* Rows (queries or keys) of one head per workgroup (attn_common.glsl). */
 #define ATTN_BLOCK 64
+/* The shared memory of the kernels that stage tiles (attn_common.glsl's ATTN_TILE). */
+#define ATTN_SHARED (16384 + 128)
 
 /* The grid: blocks of ATTN_BLOCK rows of n, times heads. */
 static void head_groups(int64_t n, int64_t heads, uint32_t g[3]) {
@@ -96,10 +100,15 @@ static const char *head_variant(const attn_push *pc) {
  * device's loop budget, when each row runs `loops` loops over a row's
  * vectors and `per_inv` rows fall to each invocation: the rolled variant's
  * loops run 256 times (its NV), an unrolled variant's are no loops. The
- * loads, stores and merges outside the long loop take fewer than 12 NV. */
-static uint32_t pass_rows(const kiln_vk *vk, const char *var, uint32_t loops, uint32_t per_inv) {
+ * loads, stores and merges outside the long loop take fewer than 12 NV.
+ * A kernel that stages its rows in shared memory (ATTN_STAGE) adds, per
+ * tile of n rows, at most 2 (n NV / 64 + 1) staging iterations and its
+ * tile loop's (NV up to 32 in the unrolled variants): fewer than
+ * 2 NV / 64 + 3 per row. */
+static uint32_t pass_rows(const kiln_vk *vk, const char *var, uint32_t loops, uint32_t per_inv, bool staged) {
     uint32_t budget = kiln__vk_caps(vk)->loop_budget, nv = strcmp(var, "any") ? 1 : 256;
-    return budget ? (budget - 12 * nv) / (loops * nv + 1) * per_inv : UINT32_MAX;
+    uint32_t stage = staged ? 2 * (nv == 1 ? 32 : nv) / 64 + 3 : 0;
+    return budget ? (budget - 12 * nv) / (loops * nv + 1 + stage) * per_inv : UINT32_MAX;
 }
 
 /* Dispatch dp once per pass of at most `step` of the n rows of its long loop. */
@@ -122,6 +131,7 @@ static bool attention_supports(const kiln_vk *vk, const kiln_tensor *t) {
     const kiln_tensor *q = t->src[0], *k = t->src[1], *v = t->src[2];
     if (kiln_tensor_numel(q) == 0 || kiln_tensor_numel(k) == 0 || kiln_tensor_numel(v) == 0) return false;
     const uint32_t *mg = kiln__vk_caps(vk)->max_groups;
+    if (kiln__vk_caps(vk)->max_shared_bytes < ATTN_SHARED) return false;
     int64_t tb = (q->shape[2] + ATTN_BLOCK - 1) / ATTN_BLOCK, sb = (k->shape[2] + ATTN_BLOCK - 1) / ATTN_BLOCK;
     if (tb > mg[0] || sb > mg[0] || q->shape[0] * q->shape[1] > mg[1]) return false;
     return q->shape[3] <= 256 && v->shape[3] <= 256 && t->fp[0] > 0 && isfinite(t->fp[0]);
@@ -154,7 +164,7 @@ static kiln_status attention_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec
     snprintf(name, sizeof name, "attn_fwd%s_%s", pc.t == 1 ? "1" : "", var);
     kiln_vk_dispatch dp = {.shader = name, .n = 4, .bind = {q, k, v, t}, .push = &pc, .push_size = sizeof pc};
     head_groups(pc.t == 1 ? 1 : pc.t, (int64_t)q->shape[0] * pc.hq, dp.groups); /* T = 1: a workgroup per head */
-    return dispatch_passes(vk, &dp, &pc, pc.s, pass_rows(vk, var, 3, pc.t == 1 ? ATTN_BLOCK : 1));
+    return dispatch_passes(vk, &dp, &pc, pc.s, pass_rows(vk, var, 3, pc.t == 1 ? ATTN_BLOCK : 1, pc.t != 1));
 }
 
 static kiln_status attention_grad_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
@@ -179,10 +189,10 @@ static kiln_status attention_grad_record(kiln_vk *vk, kiln_tensor *t, const kiln
     dp = (kiln_vk_dispatch){.shader = name, .n = 6, .bind = {q, k, v, fwd, dout, t}, .push = &pc,
                             .push_size = sizeof pc};
     head_groups(pc.s, (int64_t)k->shape[0] * pc.hkv, dp.groups);
-    if ((s = dispatch_passes(vk, &dp, &pc, pc.hq / pc.hkv * pc.t, pass_rows(vk, var, 4, 1)))) return s;
+    if ((s = dispatch_passes(vk, &dp, &pc, pc.hq / pc.hkv * pc.t, pass_rows(vk, var, 4, 1, true)))) return s;
     snprintf(name, sizeof name, "attn_bwd_dq_%s", var);
     head_groups(pc.t, (int64_t)q->shape[0] * pc.hq, dp.groups);
-    return dispatch_passes(vk, &dp, &pc, pc.s, pass_rows(vk, var, 3, 1));
+    return dispatch_passes(vk, &dp, &pc, pc.s, pass_rows(vk, var, 3, 1, true));
 }
 
 void kiln__vk_register_attention(kiln_vk_kernel *tab) {

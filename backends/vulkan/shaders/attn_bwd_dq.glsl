@@ -2,9 +2,11 @@
 // recomputing P_ij = exp(q_i k_j scale - L_i) over the keys it sees:
 // dq_i = sum_j dS_ij k_j, dS_ij = P_ij (dO_i . v_j - delta_i) scale, with
 // delta_i = dO_i . O_i recomputed (pass 1's copy sits where dq is written).
-// As in the forward, the workgroup walks its block's keys together.
+// As in the forward, the workgroup walks its block's keys together, a
+// tile at a time through shared memory.
 #include "attn_common.glsl"
 #include "attn_bwd_io.glsl"
+#include "attn_kv_tiles.glsl"
 
 void main() {
     uint bh = gl_WorkGroupID.y, i = attn_index(), row = bh * p.t + i;
@@ -25,13 +27,16 @@ void main() {
         li = f[p.l0 + row];
     }
     ATTN_UNROLL for (uint e = 0u; e < NV; e++) dq[e] = VT(0.0);
-    for (uint j = p.r0; j < min(kmax, p.r1); j++) {
-        uint kr = kb + j * nd, vr = vb + j * ndv;
-        float sdot = 0.0, dp = 0.0;
-        ATTN_UNROLL for (uint e = 0u; e < NV; e++) sdot += dot(qr[e], k[ATTN_AT(kr, e, nd)]);
-        ATTN_UNROLL for (uint e = 0u; e < NV; e++) dp += dot(dor[e], v[ATTN_AT(vr, e, ndv)]);
-        float ds = j < kend ? exp(sdot * p.scale - li) * (dp - delta) * p.scale : 0.0;
-        ATTN_UNROLL for (uint e = 0u; e < NV; e++) dq[e] += ds * k[ATTN_AT(kr, e, nd)];
+    uint jend = min(kmax, p.r1);
+    for (uint j0 = p.r0; j0 < jend; j0 += ATTN_TILE) {
+        uint n = attn_stage_kv(j0, jend, kb, vb, nd, ndv);
+        for (uint c = 0u; c < n; c++) {
+            float sdot = 0.0, dp = 0.0;
+            ATTN_UNROLL for (uint e = 0u; e < NV; e++) sdot += dot(qr[e], sk[c * NV + e]);
+            ATTN_UNROLL for (uint e = 0u; e < NV; e++) dp += dot(dor[e], sv[c * NV + e]);
+            float ds = j0 + c < kend ? exp(sdot * p.scale - li) * (dp - delta) * p.scale : 0.0;
+            ATTN_UNROLL for (uint e = 0u; e < NV; e++) dq[e] += ds * sk[c * NV + e];
+        }
     }
     if (!ok) return;
     ATTN_STORE(g, p.dq0 + row * p.d, dq, p.d, p.r0 > 0u ? 1.0 : 0.0)

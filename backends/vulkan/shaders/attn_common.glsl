@@ -86,6 +86,19 @@ void attn_merge(float lp, float lc, out float wp, out float wc, out float lse) {
 // Vector e of a row of n vectors starting at base, clamped into the row.
 #define ATTN_AT(base, e, n) ((base) + min((e), (n) - 1u))
 
+// The rows a kernel walks (keys, or queries for dk/dv) come ATTN_TILE at
+// a time through shared memory, each row read once per workgroup with
+// neighbouring invocations on neighbouring vectors; the two tiles (K and
+// V, or q and dO) take 16 KiB at most, plus 128 bytes (the queries' L and
+// delta): vk_attention.c's ATTN_SHARED.
+#define ATTN_TILE (HD > 128 ? 8u : 16u)
+
+// dst[c * NV + e] = vector e (clamped as ATTN_AT) of row row0 + c of buf,
+// rows of nv vectors from base, c < n: the whole workgroup's loads.
+#define ATTN_STAGE(dst, buf, base, row0, n, nv)                                   \
+    for (uint x_ = gl_LocalInvocationID.x; x_ < (n) * NV; x_ += ATTN_BLOCK)       \
+        dst[x_] = buf[ATTN_AT((base) + ((row0) + x_ / NV) * (nv), x_ % NV, nv)];
+
 // dst[e] = the row's vector e, 0 past its n (n = 0: nothing is read).
 #define ATTN_LOAD(dst, buf, base, n)                   \
     ATTN_UNROLL for (uint e_ = 0u; e_ < NV; e_++) {     \

@@ -4,12 +4,14 @@
 // O = acc / l and L = m + log(l); a query that sees no key gives O = 0 and
 // L = +inf, as the CPU does. No T x S scores exist anywhere. The keys of
 // the whole workgroup's block are walked by all its invocations (uniform
-// loads); a key past a query's causal end gets probability 0.
+// loads, staged a tile at a time in shared memory); a key past a query's
+// causal end gets probability 0.
 #include "attn_common.glsl"
 layout(std430, binding = 0) readonly buffer Q { VT q[]; };
 layout(std430, binding = 1) readonly buffer K { VT k[]; };
 layout(std430, binding = 2) readonly buffer V { VT v[]; };
 layout(std430, binding = 3) buffer O { float o[]; };
+#include "attn_kv_tiles.glsl"
 
 void main() {
     uint bh = gl_WorkGroupID.y, i = attn_index(), row = bh * p.t + i;
@@ -22,21 +24,24 @@ void main() {
     ATTN_LOAD(qr, q, p.q0 / VW + row * nd, ok ? nd : 0u)
     ATTN_UNROLL for (uint e = 0u; e < NV; e++) acc[e] = VT(0.0);
     float m = attn_neg_inf(), l = 0.0;
-    for (uint j = p.r0; j < min(kmax, p.r1); j++) {
-        uint kr = kb + j * nd, vr = vb + j * ndv;
-        float dt = 0.0;
-        ATTN_UNROLL for (uint e = 0u; e < NV; e++) dt += dot(qr[e], k[ATTN_AT(kr, e, nd)]);
-        bool vis = j < kend;
-        float sj = dt * p.scale;
-        if (vis && sj > m) { // a new maximum: rescale (exp(m - sj) is 0 while m is -inf)
-            float corr = exp(m - sj);
-            l *= corr;
-            ATTN_UNROLL for (uint e = 0u; e < NV; e++) acc[e] *= corr;
-            m = sj;
+    uint jend = min(kmax, p.r1);
+    for (uint j0 = p.r0; j0 < jend; j0 += ATTN_TILE) {
+        uint n = attn_stage_kv(j0, jend, kb, vb, nd, ndv);
+        for (uint c = 0u; c < n; c++) {
+            float dt = 0.0;
+            ATTN_UNROLL for (uint e = 0u; e < NV; e++) dt += dot(qr[e], sk[c * NV + e]);
+            bool vis = j0 + c < kend;
+            float sj = dt * p.scale;
+            if (vis && sj > m) { // a new maximum: rescale (exp(m - sj) is 0 while m is -inf)
+                float corr = exp(m - sj);
+                l *= corr;
+                ATTN_UNROLL for (uint e = 0u; e < NV; e++) acc[e] *= corr;
+                m = sj;
+            }
+            float pj = vis ? exp(sj - m) : 0.0;
+            l += pj;
+            ATTN_UNROLL for (uint e = 0u; e < NV; e++) acc[e] += pj * sv[c * NV + e];
         }
-        float pj = vis ? exp(sj - m) : 0.0;
-        l += pj;
-        ATTN_UNROLL for (uint e = 0u; e < NV; e++) acc[e] += pj * v[ATTN_AT(vr, e, ndv)];
     }
     if (!ok) return;
     float lse = l > 0.0 ? m + log(l) : attn_pos_inf(), wp = 0.0, wc = 1.0;

@@ -1,0 +1,417 @@
+// k_attention_flash.cu — f32 attention forward and backward in the
+// FlashAttention-2 style, head sizes D, Dv <= 128 (cu_attention.c sends
+// the rest, and f64, to k_attention.cu's row kernels). Semantics as
+// k_attention.cu: q [B, Hq, T, D], k [B, Hk, S, D], v [B, Hk, S, Dv], query
+// head h reads kv head h / (Hq / Hk); query i sees keys j < kend(i) =
+// i + S - T + 1 when causal; O [B, Hq, T, Dv] then L [B, Hq, T] (+inf, O = 0
+// for a row that sees no key).
+//
+// The query rows of one kv head's group of query heads are contiguous
+// (rows (h, i) of heads h = kh * group ...), so a tile of BR of them takes
+// all the group's heads together: each K/V tile is read once per group.
+// A block of NT threads takes a tile of BR query rows (forward, dq) or BC
+// keys (dk, dv), with the other side staged BC (BR) rows at a time in
+// shared memory, scores only BR x BC at once, never T x S:
+//   forward: online softmax (running max m, sum l per row, the output
+//            rescaled when m grows), L = m + log l saved for the backward;
+//            causal tiles above the diagonal are never visited;
+//   dk, dv:  per key tile, over the group's query tiles that see it,
+//            P = exp(s scale - L) recomputed, dS = P (dO . v - delta),
+//            dv += P^T dO, dk += dS^T q scale;
+//   dq:      per query tile over its key tiles, dq += dS k scale;
+// delta = rowsum(dO * O) is computed first. dq and dk/dv are two passes,
+// not one pass with atomics: each output element has one writer, so no
+// zero-fill, no float atomics, and the same sums every run; the price is
+// computing P and dO v^T twice.
+// Decoding (few query rows, T = 1) splits the keys over more blocks
+// (nsplit), each writing its rows' normalized partial O and logsumexp to
+// scratch, merged after by their logsumexps.
+// Only __syncthreads and shared memory (no warp shuffles): the host
+// emulator (emu/fake) runs these kernels as they are.
+#include "cu_kernels.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+
+namespace {
+
+#include "k_common.cuh"
+
+const int NT = 128; // threads of a tile kernel: 4 warps
+
+struct fgeom {
+    int64_t b, hk, group, t, s, nq; // nq = group * T query rows per kv head
+    int d, dv;
+    bool causal;
+    float scale;
+};
+
+// Keys [0, kend) are visible to the query at position i of its head.
+__device__ int64_t kend(const fgeom &g, int64_t i) {
+    if (!g.causal) return g.s;
+    int64_t n = i + g.s - g.t + 1;
+    return n < 0 ? 0 : n > g.s ? g.s : n;
+}
+
+// The keys any of rows [x0, x0 + nr) of a kv head's group sees: kend of
+// the largest position (T - 1 when the tile crosses into another head).
+__device__ int64_t tile_kend(const fgeom &g, int64_t x0, int nr) {
+    int64_t a = x0 % g.t, z = a + nr - 1;
+    return kend(g, z >= g.t ? g.t - 1 : z);
+}
+
+// Rows [0, n) of a tile of `rows` rows from src (row length len, stride len)
+// into dst[rows][W] as floats, zeros past n rows and len columns.
+template <int ROWS, int W, int PAD>
+__device__ void stage(float (*dst)[W + PAD], const float *src, int n, int len) {
+    for (int x = threadIdx.x; x < ROWS * W; x += NT) {
+        int r = x / W, e = x % W;
+        dst[r][e] = r < n && e < len ? src[(int64_t)r * len + e] : 0.0f;
+    }
+}
+
+// s[m] = row tid / BC + m * (NT / BC) of a . b over e < n: a thread's
+// SE scores share one key row b, read once for all of them.
+template <int SE, int BC, int W> __device__ void dots(float (&s)[SE], const float (*a)[W], const float *b, int n) {
+#pragma unroll
+    for (int m = 0; m < SE; m++) s[m] = 0.0f;
+    for (int e = 0; e < n; e++) {
+        float x = b[e];
+#pragma unroll
+        for (int m = 0; m < SE; m++) s[m] += a[threadIdx.x / BC + m * (NT / BC)][e] * x;
+    }
+}
+
+// Forward: a tile of BR rows of kv head bkh's group, keys of split `sp`
+// (chunk keys each); writes O and L of the rows at o + sp * osplit,
+// lse + sp * lsplit (partials to merge when nsplit > 1).
+template <typename C>
+__global__ void flash_fwd_k(fgeom g, int nsplit, int64_t chunk, const float *q, const float *k, const float *v,
+                            float *o, float *lse, int64_t osplit, int64_t lsplit) {
+    const int HD = C::HD, BR = C::BR, BC = C::BC;
+    static_assert(NT % BC == 0 && NT % HD == 0, "a thread's scores share a key, its outputs a column");
+    __shared__ float qs[BR][HD + 1], ks[BC][HD + 1], vs[BC][HD], ps[BR][BC + 1];
+    __shared__ float m_s[BR], l_s[BR], c_s[BR];
+    const int SE = BR * BC / NT, OE = BR * HD / NT; // score and output entries per thread
+    const int tid = threadIdx.x, sc = tid % BC;     // a thread's scores all share key column sc
+    int64_t qtiles = (g.nq + BR - 1) / BR, tiles = g.b * g.hk * qtiles * nsplit;
+    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        int64_t sp = tile % nsplit, qt = tile / nsplit, bkh = qt / qtiles, x0 = qt % qtiles * BR;
+        int nr = (int)(g.nq - x0 < BR ? g.nq - x0 : BR);
+        int64_t row0 = bkh * g.nq + x0, jend = tile_kend(g, x0, nr), j1 = (sp + 1) * chunk;
+        jend = jend < j1 ? jend : j1;
+        const float *kh = k + bkh * g.s * g.d, *vh = v + bkh * g.s * g.dv;
+        stage<BR, HD, 1>(qs, q + row0 * g.d, nr, g.d);
+        if (tid < BR) m_s[tid] = -INFINITY, l_s[tid] = 0.0f;
+        float acc[OE];
+#pragma unroll
+        for (int e = 0; e < OE; e++) acc[e] = 0.0f;
+        __syncthreads();
+        for (int64_t j0 = sp * chunk; j0 < jend; j0 += BC) {
+            int nc = (int)(g.s - j0 < BC ? g.s - j0 : BC);
+            stage<BC, HD, 1>(ks, kh + j0 * g.d, nc, g.d);
+            stage<BC, HD, 0>(vs, vh + j0 * g.dv, nc, g.dv);
+            __syncthreads();
+            float s[SE];
+            dots<SE, BC, HD + 1>(s, qs, ks[sc], g.d);
+#pragma unroll
+            for (int m = 0; m < SE; m++) { // scaled scores, -inf where masked
+                int r = tid / BC + m * (NT / BC);
+                bool vis = r < nr && j0 + sc < kend(g, (x0 + r) % g.t);
+                ps[r][sc] = vis ? s[m] * g.scale : -INFINITY;
+            }
+            __syncthreads();
+            if (tid < BR) { // the new running max and the rescaling of what came before
+                float mo = m_s[tid], mx = mo;
+                for (int c = 0; c < BC; c++) mx = fmaxf(mx, ps[tid][c]);
+                c_s[tid] = mx == -INFINITY ? 1.0f : expf(mo - mx);
+                m_s[tid] = mx;
+            }
+            __syncthreads();
+#pragma unroll
+            for (int m = 0; m < SE; m++) {
+                int r = tid / BC + m * (NT / BC);
+                float s = ps[r][sc];
+                ps[r][sc] = s == -INFINITY ? 0.0f : expf(s - m_s[r]);
+            }
+#pragma unroll
+            for (int e = 0; e < OE; e++) acc[e] *= c_s[tid / HD + e * (NT / HD)];
+            __syncthreads();
+            if (tid < BR) {
+                float s = 0.0f;
+                for (int c = 0; c < BC; c++) s += ps[tid][c];
+                l_s[tid] = l_s[tid] * c_s[tid] + s;
+            }
+            for (int c = 0; c < nc; c++) { // entry e: row tid / HD + e * (NT / HD), column tid % HD
+                float x = vs[c][tid % HD];
+#pragma unroll
+                for (int e = 0; e < OE; e++) acc[e] += ps[tid / HD + e * (NT / HD)][c] * x;
+            }
+            __syncthreads(); // ks, vs, ps are rewritten next tile
+        }
+        float *ot = o + sp * osplit + row0 * g.dv, *lt = lse + sp * lsplit + row0;
+#pragma unroll
+        for (int e = 0; e < OE; e++) {
+            int r = tid / HD + e * (NT / HD), col = tid % HD;
+            if (r < nr && col < g.dv) ot[(int64_t)r * g.dv + col] = l_s[r] > 0.0f ? acc[e] / l_s[r] : 0.0f;
+        }
+        if (tid < nr) lt[tid] = l_s[tid] > 0.0f ? m_s[tid] + logf(l_s[tid]) : INFINITY;
+        __syncthreads(); // m_s, l_s are reset next tile
+    }
+}
+
+// The nsplit partial (O, L) of each of `rows` rows merged by their
+// logsumexps (+inf: a split that saw no key, weight 0).
+__global__ void flash_merge_k(int64_t rows, int dv, int nsplit, const float *po, const float *pl, float *o,
+                              float *lse) {
+    int64_t n = rows * (dv + 1);
+    for (int64_t x = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; x < n; x += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = x / (dv + 1);
+        int col = (int)(x % (dv + 1));
+        float mx = -INFINITY, lt = 0.0f, a = 0.0f;
+        for (int s = 0; s < nsplit; s++)
+            if (pl[s * rows + r] != INFINITY) mx = fmaxf(mx, pl[s * rows + r]);
+        for (int s = 0; s < nsplit; s++) {
+            float l = pl[s * rows + r];
+            if (l == INFINITY) continue;
+            float w = expf(l - mx);
+            lt += w;
+            if (col < dv) a += w * po[(s * rows + r) * dv + col];
+        }
+        if (col < dv) o[r * dv + col] = lt > 0.0f ? a / lt : 0.0f;
+        else lse[r] = lt > 0.0f ? mx + logf(lt) : INFINITY;
+    }
+}
+
+// di[row] = sum_e dO * O (in double, as k_attention.cu's).
+__global__ void flash_delta_k(int64_t rows, int dv, const float *o, const float *dout, double *di) {
+    for (int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; r < rows; r += (int64_t)gridDim.x * blockDim.x) {
+        double s = 0;
+        for (int e = 0; e < dv; e++) s += (double)o[r * dv + e] * dout[r * dv + e];
+        di[r] = s;
+    }
+}
+
+// The backward's query side of a tile: q, dO, L and delta of rows
+// [row0, row0 + nr) (L = +inf past nr: no probability).
+template <int BR, int HD>
+__device__ void stage_rows(const fgeom &g, int64_t row0, int nr, const float *q, const float *dout, const float *lse,
+                           const double *di, float (*qs)[HD + 1], float (*dos)[HD + 1], float *l_s, float *d_s) {
+    stage<BR, HD, 1>(qs, q + row0 * g.d, nr, g.d);
+    stage<BR, HD, 1>(dos, dout + row0 * g.dv, nr, g.dv);
+    int r = threadIdx.x;
+    if (r < BR) l_s[r] = r < nr ? lse[row0 + r] : INFINITY, d_s[r] = r < nr ? (float)di[row0 + r] : 0.0f;
+}
+
+// P (into ps unless NULL) and dS = P (dO . v - delta) of the backward's
+// tile: rows x0 + r of a kv head's group (staged by stage_rows), keys
+// j0 + c, c < nc (staged in ks, vs).
+template <int BR, int BC, int HD>
+__device__ void grad_scores(const fgeom &g, int64_t x0, int64_t j0, int nc, const float (*qs)[HD + 1],
+                            const float (*dos)[HD + 1], const float (*ks)[HD + 1], const float (*vs)[HD + 1],
+                            const float *l_s, const float *d_s, float (*ps)[BC + 1], float (*dss)[BC + 1]) {
+    const int SE = BR * BC / NT, sc = threadIdx.x % BC;
+    float s[SE], dp[SE];
+    dots<SE, BC, HD + 1>(s, qs, ks[sc], g.d);
+    dots<SE, BC, HD + 1>(dp, dos, vs[sc], g.dv);
+#pragma unroll
+    for (int m = 0; m < SE; m++) {
+        int r = threadIdx.x / BC + m * (NT / BC);
+        bool vis = sc < nc && l_s[r] != INFINITY && j0 + sc < kend(g, (x0 + r) % g.t);
+        float p = vis ? expf(s[m] * g.scale - l_s[r]) : 0.0f;
+        if (ps) ps[r][sc] = p;
+        dss[r][sc] = vis ? p * (dp[m] - d_s[r]) : 0.0f;
+    }
+}
+
+// dk, dv of a tile of BC keys of kv head bkh, over every query of its
+// group's heads that sees one of them.
+template <typename C>
+__global__ void flash_dkv_k(fgeom g, const float *q, const float *k, const float *v, const float *lse,
+                            const float *dout, const double *di, float *dk, float *dvo) {
+    const int HD = C::HD, BR = C::BR, BC = C::BC;
+    static_assert(NT % BC == 0 && NT % HD == 0, "a thread's scores share a key, its outputs a column");
+    __shared__ float ks[BC][HD + 1], vs[BC][HD + 1], qs[BR][HD + 1], dos[BR][HD + 1];
+    __shared__ float ps[BR][BC + 1], dss[BR][BC + 1], l_s[BR], d_s[BR];
+    const int OE = BC * HD / NT, tid = threadIdx.x;
+    int64_t ktiles = (g.s + BC - 1) / BC, tiles = g.b * g.hk * ktiles;
+    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        int64_t bkh = tile / ktiles, j0 = tile % ktiles * BC;
+        int nc = (int)(g.s - j0 < BC ? g.s - j0 : BC);
+        stage<BC, HD, 1>(ks, k + (bkh * g.s + j0) * g.d, nc, g.d);
+        stage<BC, HD, 1>(vs, v + (bkh * g.s + j0) * g.dv, nc, g.dv);
+        float ak[OE], av[OE];
+#pragma unroll
+        for (int e = 0; e < OE; e++) ak[e] = av[e] = 0.0f;
+        // query i sees key j iff i >= j - (S - T): none before i_first
+        int64_t ifirst = g.causal ? j0 - (g.s - g.t) : 0;
+        ifirst = ifirst < 0 ? 0 : ifirst;
+        for (int64_t hh = 0; hh < g.group; hh++)
+            for (int64_t i0 = ifirst; i0 < g.t; i0 += BR) {
+                int nr = (int)(g.t - i0 < BR ? g.t - i0 : BR);
+                int64_t row0 = bkh * g.nq + hh * g.t + i0;
+                __syncthreads(); // the previous tile's reads are done
+                stage_rows<BR, HD>(g, row0, nr, q, dout, lse, di, qs, dos, l_s, d_s);
+                __syncthreads();
+                grad_scores<BR, BC, HD>(g, hh * g.t + i0, j0, nc, qs, dos, ks, vs, l_s, d_s, ps, dss);
+                __syncthreads();
+                for (int r = 0; r < nr; r++) { // entry e: key tid / HD + e * (NT / HD), column tid % HD
+                    float x = qs[r][tid % HD], y = dos[r][tid % HD];
+#pragma unroll
+                    for (int e = 0; e < OE; e++) {
+                        int c = tid / HD + e * (NT / HD);
+                        ak[e] += dss[r][c] * x;
+                        av[e] += ps[r][c] * y;
+                    }
+                }
+            }
+#pragma unroll
+        for (int e = 0; e < OE; e++) {
+            int c = tid / HD + e * (NT / HD), col = tid % HD;
+            int64_t kr = bkh * g.s + j0 + c;
+            if (c < nc && col < g.d) dk[kr * g.d + col] = ak[e] * g.scale;
+            if (c < nc && col < g.dv) dvo[kr * g.dv + col] = av[e];
+        }
+        __syncthreads(); // ks, vs are rewritten next tile
+    }
+}
+
+// dq of a tile of BR rows of kv head bkh's group, over the key tiles they see.
+template <typename C>
+__global__ void flash_dq_k(fgeom g, const float *q, const float *k, const float *v, const float *lse,
+                           const float *dout, const double *di, float *dq) {
+    const int HD = C::HD, BR = C::BR, BC = C::BC;
+    static_assert(NT % BC == 0 && NT % HD == 0, "a thread's scores share a key, its outputs a column");
+    __shared__ float qs[BR][HD + 1], dos[BR][HD + 1], ks[BC][HD + 1], vs[BC][HD + 1];
+    __shared__ float dss[BR][BC + 1], l_s[BR], d_s[BR];
+    const int OE = BR * HD / NT, tid = threadIdx.x;
+    int64_t qtiles = (g.nq + BR - 1) / BR, tiles = g.b * g.hk * qtiles;
+    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        int64_t bkh = tile / qtiles, x0 = tile % qtiles * BR;
+        int nr = (int)(g.nq - x0 < BR ? g.nq - x0 : BR);
+        int64_t row0 = bkh * g.nq + x0, jend = tile_kend(g, x0, nr);
+        const float *kh = k + bkh * g.s * g.d, *vh = v + bkh * g.s * g.dv;
+        stage_rows<BR, HD>(g, row0, nr, q, dout, lse, di, qs, dos, l_s, d_s);
+        float acc[OE];
+#pragma unroll
+        for (int e = 0; e < OE; e++) acc[e] = 0.0f;
+        for (int64_t j0 = 0; j0 < jend; j0 += BC) {
+            int nc = (int)(g.s - j0 < BC ? g.s - j0 : BC);
+            __syncthreads(); // the previous tile's reads are done (and qs, l_s staged)
+            stage<BC, HD, 1>(ks, kh + j0 * g.d, nc, g.d);
+            stage<BC, HD, 1>(vs, vh + j0 * g.dv, nc, g.dv);
+            __syncthreads();
+            grad_scores<BR, BC, HD>(g, x0, j0, nc, qs, dos, ks, vs, l_s, d_s, (float (*)[BC + 1])NULL, dss);
+            __syncthreads();
+            for (int c = 0; c < nc; c++) { // entry e: row tid / HD + e * (NT / HD), column tid % HD
+                float x = ks[c][tid % HD];
+#pragma unroll
+                for (int e = 0; e < OE; e++) acc[e] += dss[tid / HD + e * (NT / HD)][c] * x;
+            }
+        }
+#pragma unroll
+        for (int e = 0; e < OE; e++) {
+            int r = tid / HD + e * (NT / HD), col = tid % HD;
+            if (r < nr && col < g.d) dq[(row0 + r) * g.d + col] = acc[e] * g.scale;
+        }
+        __syncthreads(); // qs, dos, l_s, d_s are rewritten next tile
+    }
+}
+
+fgeom make_fgeom(const int64_t *shape, int causal, double scale) {
+    fgeom g;
+    g.b = shape[0], g.hk = shape[2], g.group = shape[1] / shape[2], g.t = shape[3], g.s = shape[4];
+    g.nq = g.group * g.t;
+    g.d = (int)shape[5], g.dv = (int)shape[6];
+    g.causal = causal != 0;
+    g.scale = (float)scale;
+    return g;
+}
+
+int tile_rows(const fgeom &g) { return g.d <= 64 && g.dv <= 64 ? 32 : 16; } // BR = BC of FLASH_BY_HD's tiles
+
+unsigned tile_blocks(int64_t n) { return (unsigned)(n < 1 ? 1 : n > 65535 * 8 ? 65535 * 8 : n); }
+
+// Tiles (BR query rows, BC keys): 32 x 32 up to D = 64 (41 KiB of shared
+// memory in dk/dv), 16 x 16 up to 128; decoding takes 8 rows (T = 1: the
+// group's heads) against 32 keys.
+#define FLASH_BY_HD(g, KERNEL, grid, stream, ...)                                                                  \
+    do {                                                                                                               \
+        if ((g).d <= 64 && (g).dv <= 64) KERNEL<tiles64><<<(grid), NT, 0, (cudaStream_t)(stream)>>>(__VA_ARGS__);      \
+        else KERNEL<tiles128><<<(grid), NT, 0, (cudaStream_t)(stream)>>>(__VA_ARGS__);                                \
+    } while (0)
+
+const int DECODE_ROWS = 8, DECODE_KEYS = 32, TARGET_BLOCKS = 256, MAX_SPLIT = 32;
+
+// A tile shape: head sizes up to HD, BR query rows, BC keys (NT % BC == 0,
+// NT % HD == 0, BR * BC % NT == 0).
+struct tiles64 {
+    static const int HD = 64, BR = 32, BC = 32;
+};
+struct tiles128 {
+    static const int HD = 128, BR = 16, BC = 16;
+};
+struct decode64 {
+    static const int HD = 64, BR = DECODE_ROWS, BC = DECODE_KEYS;
+};
+struct decode128 {
+    static const int HD = 128, BR = DECODE_ROWS, BC = DECODE_KEYS;
+};
+
+} // namespace
+
+extern "C" {
+
+int kiln__cu_flash_splits(const int64_t *shape) {
+    int64_t nq = shape[1] / shape[2] * shape[3], s = shape[4];
+    if (nq > DECODE_ROWS) return 1;
+    // a block per (kv head, split): enough blocks to fill the device, at
+    // least 8 key tiles each
+    int64_t blocks = shape[0] * shape[2], n = (TARGET_BLOCKS + blocks - 1) / blocks, most = s / (8 * DECODE_KEYS);
+    n = n < most ? n : most;
+    return (int)(n < 1 ? 1 : n > MAX_SPLIT ? MAX_SPLIT : n);
+}
+
+int kiln__cu_flash_attention(void *stream, const int64_t *shape, int causal, double scale, const float *q,
+                             const float *k, const float *v, float *o, float *lse, int nsplit, float *scratch) {
+    fgeom g = make_fgeom(shape, causal, scale);
+    int64_t rows = g.b * g.hk * g.nq;
+    cudaStream_t st = (cudaStream_t)stream;
+    if (g.nq > DECODE_ROWS) {
+        int64_t tiles = g.b * g.hk * ((g.nq + tile_rows(g) - 1) / tile_rows(g));
+        FLASH_BY_HD(g, flash_fwd_k, tile_blocks(tiles), st, g, 1, g.s, q, k, v, o, lse, 0, 0);
+        return (int)cudaGetLastError();
+    }
+    int64_t chunk = (g.s + nsplit - 1) / nsplit;
+    chunk = (chunk + DECODE_KEYS - 1) / DECODE_KEYS * DECODE_KEYS;
+    float *po = nsplit > 1 ? scratch : o, *pl = nsplit > 1 ? scratch + nsplit * rows * g.dv : lse;
+    unsigned grid = tile_blocks(g.b * g.hk * nsplit);
+    if (g.d <= 64 && g.dv <= 64)
+        flash_fwd_k<decode64><<<grid, NT, 0, st>>>(g, nsplit, chunk, q, k, v, po, pl, rows * g.dv, rows);
+    else
+        flash_fwd_k<decode128><<<grid, NT, 0, st>>>(g, nsplit, chunk, q, k, v, po, pl, rows * g.dv, rows);
+    int e = (int)cudaGetLastError();
+    if (e || nsplit == 1) return e;
+    flash_merge_k<<<blocks_for(rows * (g.dv + 1)), THREADS, 0, st>>>(rows, g.dv, nsplit, po, pl, o, lse);
+    return (int)cudaGetLastError();
+}
+
+int kiln__cu_flash_attention_grad(void *stream, const int64_t *shape, int causal, double scale, const float *q,
+                                  const float *k, const float *v, const float *o, const float *lse, const float *dout,
+                                  float *dq, float *dk, float *dv, double *di) {
+    fgeom g = make_fgeom(shape, causal, scale);
+    int64_t rows = g.b * g.hk * g.nq;
+    cudaStream_t st = (cudaStream_t)stream;
+    flash_delta_k<<<blocks_for(rows), THREADS, 0, st>>>(rows, g.dv, o, dout, di);
+    int e = (int)cudaGetLastError();
+    if (e) return e;
+    int br = tile_rows(g);
+    FLASH_BY_HD(g, flash_dkv_k, tile_blocks(g.b * g.hk * ((g.s + br - 1) / br)), st, g, q, k, v, lse, dout, di, dk, dv);
+    if ((e = (int)cudaGetLastError())) return e;
+    FLASH_BY_HD(g, flash_dq_k, tile_blocks(g.b * g.hk * ((g.nq + br - 1) / br)), st, g, q, k, v, lse, dout, di, dq);
+    return (int)cudaGetLastError();
+}
+
+} // extern "C"
