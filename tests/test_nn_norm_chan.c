@@ -3,6 +3,7 @@
  * with and without affine and running statistics, second order),
  * checkpoints holding the running statistics, errors. */
 #include "internal.h"
+#include "kt_simd.h"
 #include "test_nn_util.h"
 
 #include <stdio.h>
@@ -167,6 +168,60 @@ KT_TEST(nn_batch_norm_large_matches_reference) {
     nnt_close("gw", gw, wgw, c, 1e-2, 1e-4);
     free(xv), free(wv), free(gv), free(yv), free(gx), free(gw), free(wy), free(wgx);
     kiln_ctx_free(ctx);
+}
+
+/* conv2d -> batch_norm -> loss on the host, training: the norm reads the
+ * convolution's [O, N, OH, OW] product in place and hands its gradient
+ * back in that order, so neither direction copies it; y and the
+ * gradients equal those of the norm over a row-major copy, on the f32
+ * row primitives (rows of 144) and the short rows' loops (16), at every
+ * SIMD level. */
+static void bn_after_conv(int64_t hw, bool copy, double **out) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    kiln_tensor *x = kiln_new_4d(ctx, KILN_F32, 6, 3, hw, hw), *k = kiln_new_4d(ctx, KILN_F32, 16, 3, 3, 3);
+    kiln_tensor *w = kiln_new_1d(ctx, KILN_F32, 16), *b = kiln_new_1d(ctx, KILN_F32, 16);
+    kiln_tensor *gy = kiln_new_4d(ctx, KILN_F32, 6, 16, hw, hw);
+    KT_NOTNULL(gy);
+    KT_OK(kiln_tensor_fill_uniform(x, 1, -1, 3));
+    KT_OK(kiln_tensor_fill_uniform(k, 2, -0.5, 0.5));
+    KT_OK(kiln_tensor_fill_uniform(w, 3, 0.5, 2));
+    KT_OK(kiln_tensor_fill_uniform(b, 4, -1, 1));
+    KT_OK(kiln_tensor_fill_uniform(gy, 5, -1, 1));
+    kiln_tensor *p[4] = {x, k, w, b};
+    for (int i = 0; i < 4; i++) KT_OK(kiln_tensor_set_requires_grad(p[i], true));
+    kiln_tensor *h = kiln_conv2d(ctx, x, k, NULL, &(kiln_conv2d_params){.stride = {1, 1}, .padding = {1, 1}});
+    if (copy) h = kiln_add_scalar(ctx, h, 0.0);
+    kiln_tensor *y = kiln_batch_norm(ctx, h, NULL, NULL, w, b, true, 0.1, 1e-5);
+    kiln_tensor *loss = kiln_sum_all(ctx, kiln_mul(ctx, y, gy));
+    kiln_graph *g = kiln_graph_new(ctx);
+    KT_OK(kiln_graph_add(g, y));
+    KT_OK(kiln_graph_add(g, loss));
+    KT_OK(kiln_graph_backward(g, loss));
+    KT_OK(kiln_graph_compute(g));
+    for (int i = 0; !copy && i < kiln_graph_n_nodes(g); i++)
+        KT_CHECK(strcmp(kiln_op_name_of(kiln_graph_node(g, i)), "contiguous"), "node %d is a copy", i);
+    out[0] = nnt_values(y);
+    for (int i = 0; i < 4; i++) out[1 + i] = nnt_values(kiln_tensor_grad(p[i]));
+    kiln_ctx_free(ctx);
+}
+
+KT_TEST(nn_batch_norm_reads_conv_product_in_place) {
+    KT_FOR_EACH_SIMD(simd) {
+        for (int64_t hw = 4; hw <= 12; hw += 8) {
+            double *got[5], *want[5];
+            int64_t n[5] = {6 * 16 * hw * hw, 6 * 3 * hw * hw, 16 * 27, 16, 16};
+            const char *what[5] = {"y", "gx", "gk", "gw", "gb"};
+            bn_after_conv(hw, false, got);
+            bn_after_conv(hw, true, want);
+            for (int i = 0; i < 5; i++) {
+                KT_REQUIRE(got[i] && want[i], "out of memory");
+                char w[64];
+                snprintf(w, sizeof w, "%s %s %lldx%lld", simd.name, what[i], (long long)hw, (long long)hw);
+                nnt_close(w, got[i], want[i], n[i], 1e-4, 1e-4);
+                free(got[i]), free(want[i]);
+            }
+        }
+    }
 }
 
 /* kiln_save_params holds the buffers; a load restores them, and a file

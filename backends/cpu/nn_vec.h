@@ -43,6 +43,15 @@ typedef struct kiln_nn_vec {
     void (*norm_bwd_dx)(const float *x, const float *gy, const float *w, float *dx, int64_t n, float mean,
                         float mean_lo, float rstd, float ca, float cb);
     void (*add)(float *acc, const float *x, int64_t n); /* acc += x */
+    /* batch norm's passes (nn_norm_chan.c), shifted by c so that values far
+     * from 0 keep their spread: *s1 += sum(x - c), *s2 += sum((x - c)^2) */
+    void (*sums_dev)(const float *x, int64_t n, float c, double *s1, double *s2);
+    /* y = (x - c) * a + b, clamped at 0 below if relu */
+    void (*affine)(const float *x, float *y, int64_t n, float c, float a, float b, int relu);
+    /* s[0..3] += sum(x - c), sum((x - c)^2), sum(gy), sum(gy * (x - c)) */
+    void (*bn_bwd_sums)(const float *x, const float *gy, int64_t n, float c, double *s);
+    /* dx = gy * a + (x - c) * b + k */
+    void (*bn_bwd_dx)(const float *x, const float *gy, float *dx, int64_t n, float c, float a, float b, float k);
 } kiln_nn_vec;
 
 /* The table for the caps in force (kiln__cpu_caps()). */
