@@ -6,6 +6,8 @@
 #include "kt_simd.h"
 #include "test_nn_util.h"
 
+#include "../core/graph.h"
+
 #include <stdio.h>
 #include <unistd.h>
 
@@ -218,6 +220,61 @@ KT_TEST(nn_batch_norm_reads_conv_product_in_place) {
                 char w[64];
                 snprintf(w, sizeof w, "%s %s %lldx%lld", simd.name, what[i], (long long)hw, (long long)hw);
                 nnt_close(w, got[i], want[i], n[i], 1e-4, 1e-4);
+                free(got[i]), free(want[i]);
+            }
+        }
+    }
+}
+
+/* relu(batch_norm(x)) in training, run with $KILN_FUSE = fuse: y, the
+ * gradients of x and w and the running mean into out[0..3]; *fused: the
+ * norm ran as a chain with its ReLU. */
+static void bn_relu_run(bool fuse, kiln_dtype dt, int64_t hw, double **out, bool *fused) {
+    setenv("KILN_FUSE", fuse ? "1" : "0", 1);
+    kiln_ctx *ctx = kiln_ctx_new();
+    kiln_tensor *x = kiln_new_4d(ctx, dt, 5, 6, hw, hw), *w = kiln_new_1d(ctx, dt, 6), *b = kiln_new_1d(ctx, dt, 6);
+    kiln_tensor *rm = kiln_buffer(ctx, "rm", dt, 1, (int64_t[]){6}), *rv = kiln_buffer(ctx, "rv", dt, 1, (int64_t[]){6});
+    kiln_tensor *gy = kiln_new_4d(ctx, dt, 5, 6, hw, hw);
+    KT_NOTNULL(gy);
+    KT_NOTNULL(rv);
+    KT_OK(kiln_tensor_fill_uniform(x, 1, -2, 3));
+    KT_OK(kiln_tensor_fill_uniform(w, 2, 0.5, 2));
+    KT_OK(kiln_tensor_fill_uniform(b, 3, -1, 1));
+    KT_OK(kiln_tensor_fill_uniform(gy, 4, -1, 1));
+    KT_OK(kiln_tensor_set_requires_grad(x, true));
+    KT_OK(kiln_tensor_set_requires_grad(w, true));
+    kiln_tensor *bn = kiln_batch_norm(ctx, x, rm, rv, w, b, true, 0.1, 1e-5), *y = kiln_relu(ctx, bn);
+    kiln_tensor *loss = kiln_sum_all(ctx, kiln_mul(ctx, y, gy));
+    kiln_graph *g = kiln_graph_new(ctx);
+    KT_OK(kiln_graph_add(g, y));
+    KT_OK(kiln_graph_add(g, loss));
+    KT_OK(kiln_graph_backward(g, loss));
+    KT_OK(kiln_graph_compute(g));
+    *fused = false;
+    for (int i = 0; i < g->n; i++) *fused |= g->nodes[i] == bn && g->chain_end[i] == i + 1;
+    out[0] = nnt_values(y), out[1] = nnt_values(kiln_tensor_grad(x)), out[2] = nnt_values(kiln_tensor_grad(w));
+    out[3] = nnt_values(rm);
+    kiln_ctx_free(ctx);
+    unsetenv("KILN_FUSE");
+}
+
+/* The norm and its ReLU as one fused pass give the bytes of the two
+ * nodes apart: f32 on the row primitives (rows of 144) and the short
+ * rows' loops (16) at every SIMD level, and f64. */
+KT_TEST(nn_batch_norm_relu_fused) {
+    KT_FOR_EACH_SIMD(simd) {
+        for (int v = 0; v < 3; v++) {
+            kiln_dtype dt = v == 2 ? KILN_F64 : KILN_F32;
+            int64_t hw = v == 1 ? 4 : 12, n[4] = {5 * 6 * hw * hw, 5 * 6 * hw * hw, 6, 6};
+            double *got[4], *want[4];
+            bool fused, apart;
+            bn_relu_run(true, dt, hw, got, &fused);
+            bn_relu_run(false, dt, hw, want, &apart);
+            KT_CHECK(fused && !apart, "%s case %d: fused %d, under KILN_FUSE=0 %d", simd.name, v, fused, apart);
+            for (int i = 0; i < 4; i++) {
+                KT_REQUIRE(got[i] && want[i], "out of memory");
+                KT_CHECK(!memcmp(got[i], want[i], (size_t)n[i] * sizeof *got[i]), "%s case %d: output %d differs",
+                         simd.name, v, i);
                 free(got[i]), free(want[i]);
             }
         }

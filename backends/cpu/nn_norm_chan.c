@@ -9,8 +9,9 @@
  * f64 runs in double loops; f32 rows use the row primitives of nn_vec.h,
  * two passes each way: the sums in one (shifted by the channel's first
  * value, so values far from 0 keep their spread), then y or dx as one
- * affine map of x (and gy). */
-#include "internal.h"
+ * affine map of x (and gy). A ReLU fused after the norm (core/fuse.c) is
+ * applied as y is written, into the ReLU's output. */
+#include "cpu.h"
 #include "nn_kernels.h"
 #include "nn_vec.h"
 #include "pool.h"
@@ -55,8 +56,11 @@ static chan_geom geom_of(const kiln_tensor *node, const kiln_tensor *x) {
         for (int64_t k = 0; k < nc; k++) var[k] /= count;                                                             \
     }                                                                                                                 \
     static void fwd_##SFX(const T *x, T *y, chan_geom g, int64_t c0, int64_t nc, const double *mean,                 \
-                          const double *a, const double *b) { /* y = (x - mean) * a + b */                            \
-        BLOCK_FOR(g, c0, nc, k, o, oy, y[oy] = (T)(((double)x[o] - mean[k]) * a[k] + b[k]));                          \
+                          const double *a, const double *b, bool relu) { /* y = (x - mean) * a + b */                 \
+        BLOCK_FOR(g, c0, nc, k, o, oy, {                                                                              \
+            T v = (T)(((double)x[o] - mean[k]) * a[k] + b[k]);                                                        \
+            y[oy] = relu && v < 0 ? 0 : v; /* the ReLU's rule: NaN and -0 stay */                                     \
+        });                                                                                                           \
     }                                                                                                                 \
     static void bwd_##SFX(const T *x, const T *gy, T *dx, chan_geom g, int64_t c0, int64_t nc, const double *mean,   \
                           const double *rstd, const double *w, double *sg, double *sgx) {                             \
@@ -97,9 +101,16 @@ static void stats_f32(const kiln_nn_vec *v, const float *x, chan_geom g, int64_t
     *var = fmax(s2 / count - d * d, 0.0);
 }
 
+typedef struct bn_job {
+    kiln_tensor *node;
+    void *y;   /* the node's output, or the fused ReLU's */
+    bool relu;
+} bn_job;
+
 /* BATCH_NORM (training): src x [, running mean, var] [, w] [, b]. */
 static void bn_chans(void *arg, int64_t c0, int64_t c1, int tid) {
-    kiln_tensor *node = arg, *xt = node->src[0];
+    const bn_job *job = arg;
+    kiln_tensor *node = job->node, *xt = node->src[0];
     bool has_w = node->ip[0] != 0, has_b = node->ip[1] != 0, has_r = node->ip[2] != 0;
     kiln_tensor *rm = has_r ? node->src[1] : NULL, *rv = has_r ? node->src[2] : NULL;
     kiln_tensor *wt = has_w ? node->src[1 + 2 * has_r] : NULL, *bt = has_b ? node->src[1 + 2 * has_r + has_w] : NULL;
@@ -122,13 +133,13 @@ static void bn_chans(void *arg, int64_t c0, int64_t c1, int tid) {
             /* y = (x - hi) * a + (b - lo * a), mean = hi + lo */
             float hi = (float)mean[k], lo = (float)(mean[k] - (double)hi);
             const float *x = xt->data;
-            float *y = node->data;
+            float *y = job->y;
             for (int64_t i = 0; i < g.n; i++)
                 v->affine(x + i * g.xn + c * g.xc, y + (i * g.c + c) * g.s, g.s, hi, (float)a[k],
-                          (float)(bias - lo * a[k]), 0);
+                          (float)(bias - lo * a[k]), job->relu);
         }
-        if (node->dtype == KILN_F64) fwd_f64(xt->data, node->data, g, cb, nc, mean, a, b);
-        else if (loops) fwd_short(xt->data, node->data, g, cb, nc, mean, a, b);
+        if (node->dtype == KILN_F64) fwd_f64(xt->data, job->y, g, cb, nc, mean, a, b, job->relu);
+        else if (loops) fwd_short(xt->data, job->y, g, cb, nc, mean, a, b, job->relu);
         for (int64_t k = 0; has_r && k < nc; k++) { /* torch's update: the running variance is the unbiased one */
             int64_t c = cb + k;
             kiln__types[rm->dtype].set(rm->data, c, (1.0 - mom) * get(rm, c) + mom * mean[k]);
@@ -144,7 +155,14 @@ static void for_chans(const kiln_tensor *x, const kiln_exec *ex, kiln_pool_fn *f
 }
 
 static kiln_status bn_kernel(kiln_tensor *node, const kiln_exec *ex) {
-    for_chans(node->src[0], ex, bn_chans, node);
+    bn_job job = {node, node->data, false};
+    for_chans(node->src[0], ex, bn_chans, &job);
+    return KILN_OK;
+}
+
+kiln_status kiln__cpu_batch_norm_relu(kiln_tensor *norm, kiln_tensor *relu, const kiln_exec *ex) {
+    bn_job job = {norm, relu->data, true};
+    for_chans(norm->src[0], ex, bn_chans, &job);
     return KILN_OK;
 }
 

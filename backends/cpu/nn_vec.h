@@ -46,7 +46,7 @@ typedef struct kiln_nn_vec {
     /* batch norm's passes (nn_norm_chan.c), shifted by c so that values far
      * from 0 keep their spread: *s1 += sum(x - c), *s2 += sum((x - c)^2) */
     void (*sums_dev)(const float *x, int64_t n, float c, double *s1, double *s2);
-    /* y = (x - c) * a + b, clamped at 0 below if relu */
+    /* y = (x - c) * a + b, then the ReLU (y < 0 ? 0 : y) if relu; NEON gives +0 for -0 */
     void (*affine)(const float *x, float *y, int64_t n, float c, float a, float b, int relu);
     /* s[0..3] += sum(x - c), sum((x - c)^2), sum(gy), sum(gy * (x - c)) */
     void (*bn_bwd_sums)(const float *x, const float *gy, int64_t n, float c, double *s);

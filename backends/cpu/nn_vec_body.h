@@ -250,17 +250,18 @@ static void NVF(sums_dev)(const float *x, int64_t n, float c, double *s1, double
     *s2 += t2;
 }
 
-/* y = (x - c) * a + b, then max(y, 0) if relu */
+/* y = (x - c) * a + b, then the ReLU's y < 0 ? 0 : y if relu (x86 maxps(0, y)
+ * keeps NaN and -0 as that does; NEON's vmaxq gives +0 for -0) */
 static void NVF(affine)(const float *x, float *y, int64_t n, float c, float a, float b, int relu) {
     int64_t i = 0;
     VT vc = VSET1(c), va = VSET1(a), vb = VSET1(b), z = VZERO();
     if (relu)
-        for (; i + VL <= n; i += VL) VSTORE(y + i, VMAX(VFMA(VSUB(VLOAD(x + i), vc), va, vb), z));
+        for (; i + VL <= n; i += VL) VSTORE(y + i, VMAX(z, VFMA(VSUB(VLOAD(x + i), vc), va, vb)));
     else
         for (; i + VL <= n; i += VL) VSTORE(y + i, VFMA(VSUB(VLOAD(x + i), vc), va, vb));
     for (; i < n; i++) {
         float v = (x[i] - c) * a + b;
-        y[i] = relu && !(v > 0.0f) ? 0.0f : v;
+        y[i] = relu && v < 0.0f ? 0.0f : v;
     }
 }
 
