@@ -121,6 +121,19 @@ KT_TEST(nn_batch_norm_second_order_grad) {
     gc_check("gradient of batch_norm", build_bn_second, NULL, 4, in, 77);
 }
 
+/* A graph of y and the gradients of sum(y * gy), computed once; NULL
+ * (the failure recorded) if a step fails. */
+static kiln_graph *run_backward(kiln_ctx *ctx, kiln_tensor *y, kiln_tensor *gy) {
+    kiln_tensor *loss = kiln_sum_all(ctx, kiln_mul(ctx, y, gy));
+    kiln_graph *g = kiln_graph_new(ctx);
+    kiln_status s = loss && g ? kiln_graph_add(g, y) : kiln_last_status();
+    if (!s) s = kiln_graph_add(g, loss);
+    if (!s) s = kiln_graph_backward(g, loss);
+    if (!s) s = kiln_graph_compute(g);
+    KT_CHECK(!s, "%s", kiln_last_error());
+    return s ? NULL : g;
+}
+
 /* A large f32 batch far from 0 on the threaded path, against double loops
  * on the same values: forward and the packed backward. */
 KT_TEST(nn_batch_norm_large_matches_reference) {
@@ -135,12 +148,7 @@ KT_TEST(nn_batch_norm_large_matches_reference) {
     KT_OK(kiln_tensor_set_requires_grad(x, true));
     KT_OK(kiln_tensor_set_requires_grad(w, true));
     kiln_tensor *y = kiln_batch_norm(ctx, x, NULL, NULL, w, NULL, true, 0.1, 1e-5);
-    kiln_tensor *loss = kiln_sum_all(ctx, kiln_mul(ctx, y, gy));
-    kiln_graph *g = kiln_graph_new(ctx);
-    KT_OK(kiln_graph_add(g, y));
-    KT_OK(kiln_graph_add(g, loss));
-    KT_OK(kiln_graph_backward(g, loss));
-    KT_OK(kiln_graph_compute(g));
+    KT_REQUIRE(run_backward(ctx, y, gy), "the graph did not run");
     double *xv = nnt_values(x), *wv = nnt_values(w), *gv = nnt_values(gy), *yv = nnt_values(y);
     double *gx = nnt_values(kiln_tensor_grad(x)), *gw = nnt_values(kiln_tensor_grad(w));
     double *wy = malloc((size_t)numel * sizeof *wy), *wgx = malloc((size_t)numel * sizeof *wgx), wgw[5];
@@ -194,12 +202,8 @@ static void bn_after_conv(int64_t hw, bool copy, double **out) {
     kiln_tensor *h = kiln_conv2d(ctx, x, k, NULL, &(kiln_conv2d_params){.stride = {1, 1}, .padding = {1, 1}});
     if (copy) h = kiln_add_scalar(ctx, h, 0.0);
     kiln_tensor *y = kiln_batch_norm(ctx, h, NULL, NULL, w, b, true, 0.1, 1e-5);
-    kiln_tensor *loss = kiln_sum_all(ctx, kiln_mul(ctx, y, gy));
-    kiln_graph *g = kiln_graph_new(ctx);
-    KT_OK(kiln_graph_add(g, y));
-    KT_OK(kiln_graph_add(g, loss));
-    KT_OK(kiln_graph_backward(g, loss));
-    KT_OK(kiln_graph_compute(g));
+    kiln_graph *g = run_backward(ctx, y, gy);
+    KT_REQUIRE(g, "the graph did not run");
     for (int i = 0; !copy && i < kiln_graph_n_nodes(g); i++)
         KT_CHECK(strcmp(kiln_op_name_of(kiln_graph_node(g, i)), "contiguous"), "node %d is a copy", i);
     out[0] = nnt_values(y);
@@ -244,12 +248,8 @@ static void bn_relu_run(bool fuse, kiln_dtype dt, int64_t hw, double **out, bool
     KT_OK(kiln_tensor_set_requires_grad(x, true));
     KT_OK(kiln_tensor_set_requires_grad(w, true));
     kiln_tensor *bn = kiln_batch_norm(ctx, x, rm, rv, w, b, true, 0.1, 1e-5), *y = kiln_relu(ctx, bn);
-    kiln_tensor *loss = kiln_sum_all(ctx, kiln_mul(ctx, y, gy));
-    kiln_graph *g = kiln_graph_new(ctx);
-    KT_OK(kiln_graph_add(g, y));
-    KT_OK(kiln_graph_add(g, loss));
-    KT_OK(kiln_graph_backward(g, loss));
-    KT_OK(kiln_graph_compute(g));
+    kiln_graph *g = run_backward(ctx, y, gy);
+    KT_REQUIRE(g, "the graph did not run");
     *fused = false;
     for (int i = 0; i < g->n; i++) *fused |= g->nodes[i] == bn && g->chain_end[i] == i + 1;
     out[0] = nnt_values(y), out[1] = nnt_values(kiln_tensor_grad(x)), out[2] = nnt_values(kiln_tensor_grad(w));
