@@ -5,7 +5,7 @@
  *    a run of consecutive nodes, each an element-wise op on f32/f64 whose
  *    other operands tile with its output (kiln__fuse_operand), where every
  *    node but the last is read only by the next one and is not an output:
- *    nothing else ever sees the intermediates, so they are never written;
+ *    nothing else ever sees the intermediates, so they are never written.
  *    A training batch_norm read only by the ReLU right after it makes a
  *    chain of two as well: the norm's kernel clamps as it writes the
  *    ReLU's output, and its own is never stored;

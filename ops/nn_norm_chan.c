@@ -13,9 +13,9 @@
  * dw, db packed as layer_norm's does; its own backward is kiln__vjp of
  * the same formulas in ops. On the host x may be a [C, N, *] tensor
  * permuted (ip[3] = 1, a convolution's product): both nodes read it in
- * place, and BATCH_NORM_GRAD packs dx in that order. In eval mode batch_norm is a per-channel
- * affine map of the running statistics, written in ops (any backend runs
- * it; the CPU fuses it into one pass). */
+ * place, and BATCH_NORM_GRAD packs dx in that order. In eval mode
+ * batch_norm is a per-channel affine map of the running statistics,
+ * written in ops (any backend runs it; the CPU fuses it into one pass). */
 #include "internal.h"
 #include "nn_ops.h"
 

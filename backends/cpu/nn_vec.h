@@ -1,5 +1,5 @@
 /* nn_vec.h — the f32 row primitives the fused nn kernels (softmax,
- * log_softmax, cross_entropy, layer_norm, rms_norm and their backward
+ * log_softmax, cross_entropy, layer_norm, rms_norm, batch_norm and their backward
  * kernels) are built from, one table per instruction set, chosen at run
  * time by kiln__nn_vec(). Each table is the same template (nn_vec_body.h)
  * instantiated with one ISA's vector macros: nn_vec.c (portable scalar,
