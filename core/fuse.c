@@ -5,7 +5,10 @@
  *    a run of consecutive nodes, each an element-wise op on f32/f64 whose
  *    other operands tile with its output (kiln__fuse_operand), where every
  *    node but the last is read only by the next one and is not an output:
- *    nothing else ever sees the intermediates, so they are never written;
+ *    nothing else ever sees the intermediates, so they are never written.
+ *    A training batch_norm read only by the ReLU right after it makes a
+ *    chain of two as well: the norm's kernel clamps as it writes the
+ *    ReLU's output, and its own is never stored;
  *  - KILN_FUSE_ACC: a matmul read only by the ACC_GRAD that adds it into a
  *    gradient (the weight gradient of every linear layer) adds into the
  *    gradient itself (GEMM with beta = 1), so it needs no buffer and the
@@ -57,6 +60,14 @@ static bool chain_link(const kiln_tensor *prev, const kiln_tensor *t) {
     return linked && elementwise(prev);
 }
 
+/* Is node i a batch_norm that only the ReLU at i + 1 reads? */
+static bool norm_relu(const kiln_graph *g, const int *readers, kiln_backend *b, int i) {
+    kiln_tensor *t = g->nodes[i], *r = i + 1 < g->n ? g->nodes[i + 1] : NULL;
+    return t->op == KILN_OP_BATCH_NORM && r && r->op == KILN_OP_RELU && r->src[0] == t && r->dtype == t->dtype &&
+           readers[i] == 1 && !(t->flags & KILN_FLAG_OUTPUT) && !t->storage_bytes && b->vt->supports(b, t) &&
+           b->vt->supports(b, r);
+}
+
 kiln_status kiln__graph_fuse(kiln_graph *g, kiln_backend *b, uint64_t gen) {
     kiln_status s = kiln__owned_grow(g->ctx, (void **)&g->chain_end, &g->chain_cap, g->n, sizeof *g->chain_end);
     if (!s) s = kiln__owned_grow(g->ctx, (void **)&g->acc_node, &g->acc_cap, g->n, sizeof *g->acc_node);
@@ -85,6 +96,11 @@ kiln_status kiln__graph_fuse(kiln_graph *g, kiln_backend *b, uint64_t gen) {
         g->acc_node[i] = -2;
     }
     for (int i = 0; (forms & KILN_FUSE_CHAIN) && i < g->n; i++) {
+        if (norm_relu(g, readers, b, i)) {
+            g->chain_end[i] = g->chain_end[i + 1] = i + 1;
+            i++;
+            continue;
+        }
         if (!chain_head(g->nodes[i]) || !b->vt->supports(b, g->nodes[i])) continue;
         int e = i;
         while (e + 1 < g->n && readers[e] == 1 && !(g->nodes[e]->flags & KILN_FLAG_OUTPUT) &&

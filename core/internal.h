@@ -96,12 +96,12 @@ typedef enum kiln_op {
     KILN_OP_CONV2D_GRAD_W, /* src: x [N, C, H, W], gy [O, N, OH, OW] -> gw [O, C*kh*kw] */
     KILN_OP_DROPOUT,     /* fp[0]=p; ip[0]=seed */
     KILN_OP_BATCH_NORM,  /* training: src x [, running mean, var] [, w] [, b]; ip[0]=has_w ip[1]=has_b
-                            ip[2]=has_running; fp[0]=eps fp[1]=momentum (ops/nn_norm_chan.c) */
+                            ip[2]=has_running ip[3]=x stored [C, N, *]; fp[0]=eps fp[1]=momentum (ops/nn_norm_chan.c) */
     /* fused backward kernels of the layers above (layouts in ops/nn*.c) */
     KILN_OP_SOFTMAX_GRAD,       /* src: y, gy; ip[0]=causal ip[1]=log (y is a log_softmax) */
     KILN_OP_LAYER_NORM_GRAD,    /* src: x [, w], gy; ip[0]=has_w ip[1]=has_b; fp[0]=eps; packed dx|dw|db */
     KILN_OP_RMS_NORM_GRAD,      /* src: x [, w], gy; ip[0]=has_w; fp[0]=eps; packed dx|dw */
-    KILN_OP_BATCH_NORM_GRAD,    /* src: x [, w], gy; ip[0]=has_w ip[1]=has_b; fp[0]=eps; packed dx|dw|db */
+    KILN_OP_BATCH_NORM_GRAD,    /* src: x [, w], gy; ip[0]=has_w ip[1]=has_b ip[3] as BATCH_NORM; fp[0]=eps; packed dx|dw|db */
     KILN_OP_CROSS_ENTROPY_GRAD, /* src: logits, labels, gy [1]; ip[0]=ignore_index */
     KILN_OP_ATTENTION_GRAD, /* src: q, k, v, the ATTENTION node, dO; ip, fp as ATTENTION; out: 1-D [dq | dk | dv] */
     /* in place: write into src[0]'s storage */

@@ -11,9 +11,11 @@
  * kiln__op_writes_src tells the executor. Its backward is one fused node,
  * BATCH_NORM_GRAD, which recomputes the statistics from x and gives dx,
  * dw, db packed as layer_norm's does; its own backward is kiln__vjp of
- * the same formulas in ops. In eval mode batch_norm is a per-channel
- * affine map of the running statistics, written in ops (any backend runs
- * it; the CPU fuses it into one pass). */
+ * the same formulas in ops. On the host x may be a [C, N, *] tensor
+ * permuted (ip[3] = 1, a convolution's product): both nodes read it in
+ * place, and BATCH_NORM_GRAD packs dx in that order. In eval mode
+ * batch_norm is a per-channel affine map of the running statistics,
+ * written in ops (any backend runs it; the CPU fuses it into one pass). */
 #include "internal.h"
 #include "nn_ops.h"
 
@@ -68,6 +70,25 @@ static kiln_tensor *batch_norm_eval(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *
     return kiln_add(ctx, kiln_mul(ctx, x, per_chan(ctx, scale, x)), per_chan(ctx, shift, x));
 }
 
+/* x [N, C, *] stored as [C, N, *] (a convolution's [O, N, OH, OW] product
+ * permuted, or the copy kiln_conv2d makes of it unwrapped): on the host
+ * the kernels read it there, and the copy never runs unless something
+ * else reads it. */
+static bool host_swapped(const kiln_ctx *ctx, kiln_tensor **x) {
+    if (ctx->backend || (*x)->ndim < 3) return false;
+    kiln_tensor *v = *x;
+    if (v->op == KILN_OP_CONTIGUOUS && !kiln_tensor_is_contiguous(v->src[0])) v = v->src[0];
+    if (kiln_tensor_is_contiguous(v)) return false;
+    int64_t s = 1;
+    for (int d = v->ndim - 1; d >= 2; d--) {
+        if (v->shape[d] != 1 && v->stride[d] != s) return false;
+        s *= v->shape[d];
+    }
+    if (v->stride[0] != s || v->stride[1] != v->shape[0] * s) return false;
+    *x = v;
+    return true;
+}
+
 kiln_tensor *kiln_batch_norm(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *running_mean, kiln_tensor *running_var,
                              kiln_tensor *weight, kiln_tensor *bias, bool training, double momentum, double eps) {
     const char *op = "kiln_batch_norm";
@@ -93,7 +114,8 @@ kiln_tensor *kiln_batch_norm(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *running
     if (x->shape[1] > 0 && kiln_tensor_numel(x) / x->shape[1] < 2)
         return kiln__err(KILN_ERR_SHAPE, "%s: x %s has fewer than 2 values per channel; training needs more", op,
                          kiln__shape_str(x, s));
-    kiln_tensor *src[5] = {kiln__contig(ctx, x)};
+    bool cn = host_swapped(ctx, &x);
+    kiln_tensor *src[5] = {cn ? x : kiln__contig(ctx, x)};
     int n = 1;
     if (has_running) src[n++] = running_mean, src[n++] = running_var;
     if (weight) src[n++] = kiln__contig(ctx, weight);
@@ -103,6 +125,7 @@ kiln_tensor *kiln_batch_norm(kiln_ctx *ctx, kiln_tensor *x, kiln_tensor *running
     y->ip[0] = weight != NULL;
     y->ip[1] = bias != NULL;
     y->ip[2] = has_running;
+    y->ip[3] = cn;
     y->fp[0] = eps;
     y->fp[1] = momentum;
     return y;
@@ -147,7 +170,9 @@ static kiln_tensor *batch_norm_grad_reference(kiln_ctx *ctx, const kiln_tensor *
     kiln_tensor *xh = kiln_mul(ctx, xc, rstd);
     kiln_tensor *g = w ? kiln_mul(ctx, g3, kiln_reshape(ctx, w, 3, (int64_t[]){1, c, 1})) : g3;
     kiln_tensor *inner = kiln_add(ctx, CMEAN(g), kiln_mul(ctx, xh, CMEAN(kiln_mul(ctx, g, xh))));
-    kiln_tensor *parts[3] = {kiln_reshape(ctx, kiln_mul(ctx, rstd, kiln_sub(ctx, g, inner)), 1, (int64_t[]){-1})};
+    kiln_tensor *dx = kiln_mul(ctx, rstd, kiln_sub(ctx, g, inner));
+    if (node->ip[3]) dx = kiln_permute(ctx, dx, (const int[]){1, 0, 2}); /* packed in x's order */
+    kiln_tensor *parts[3] = {kiln_reshape(ctx, dx, 1, (int64_t[]){-1})};
     int n = 1;
     if (has_w) parts[n++] = CSUM(kiln_mul(ctx, g3, xh));
     if (has_b) parts[n++] = CSUM(g3);
@@ -174,8 +199,17 @@ static kiln_status batch_norm_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_te
     if (!pk) return kiln_last_status();
     pk->ip[0] = has_w;
     pk->ip[1] = has_b;
+    pk->ip[3] = node->ip[3];
     pk->fp[0] = node->fp[0];
-    return kiln__nn_unpack_grads(ctx, node, pk, has_w ? iw : -1, has_b ? ib : -1, c, gsrc);
+    kiln_status s = kiln__nn_unpack_grads(ctx, node, pk, has_w ? iw : -1, has_b ? ib : -1, c, gsrc);
+    if (s || !node->ip[3] || !gsrc[0]) return s;
+    /* dx is in x's order, [C, N, *]: handed back permuted, so that the
+     * convolution's gradient reads it without a copy */
+    int64_t shape[KILN_MAX_DIMS];
+    int axes[KILN_MAX_DIMS];
+    for (int d = 0; d < x->ndim; d++) shape[d] = x->shape[d < 2 ? !d : d], axes[d] = d < 2 ? !d : d;
+    gsrc[0] = kiln_permute(ctx, kiln_reshape(ctx, kiln_slice(ctx, pk, 0, 0, numel, 1), x->ndim, shape), axes);
+    return gsrc[0] ? KILN_OK : kiln_last_status();
 }
 
 void kiln__ops_register_nn_norm_chan(kiln_op_info *tab) {

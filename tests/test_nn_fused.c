@@ -210,6 +210,19 @@ KT_TEST(nn_vec_tables_match_scalar) {
                 ref->norm_bwd_dx(x, gy, wm, o2, n, 0.2f, 1e-4f, 1.3f, 0.1f, 0.2f);
                 NEAR_ARR(o1, o2, "norm_bwd_dx");
             }
+            double p1[4] = {0}, p2[4] = {0};
+            v->sums_dev(x, n, 0.5f, &p1[0], &p1[1]), ref->sums_dev(x, n, 0.5f, &p2[0], &p2[1]);
+            NEAR(p1[0], p2[0], "sums_dev s1");
+            NEAR(p1[1], p2[1], "sums_dev s2");
+            for (int relu = 0; relu < 2; relu++) {
+                v->affine(x, o1, n, 0.2f, 1.3f, -0.4f, relu), ref->affine(x, o2, n, 0.2f, 1.3f, -0.4f, relu);
+                NEAR_ARR(o1, o2, relu ? "affine relu" : "affine");
+            }
+            memset(p1, 0, sizeof p1), memset(p2, 0, sizeof p2);
+            v->bn_bwd_sums(x, gy, n, 0.5f, p1), ref->bn_bwd_sums(x, gy, n, 0.5f, p2);
+            for (int k = 0; k < 4; k++) NEAR(p1[k], p2[k], "bn_bwd_sums");
+            v->bn_bwd_dx(x, gy, o1, n, 0.2f, 1.3f, -0.4f, 0.1f), ref->bn_bwd_dx(x, gy, o2, n, 0.2f, 1.3f, -0.4f, 0.1f);
+            NEAR_ARR(o1, o2, "bn_bwd_dx");
             memcpy(o1, x, sizeof x), memcpy(o2, x, sizeof x);
             v->add(o1, gy, n), ref->add(o2, gy, n);
             NEAR_ARR(o1, o2, "add");

@@ -3,7 +3,10 @@
  * with and without affine and running statistics, second order),
  * checkpoints holding the running statistics, errors. */
 #include "internal.h"
+#include "kt_simd.h"
 #include "test_nn_util.h"
+
+#include "../core/graph.h"
 
 #include <stdio.h>
 #include <unistd.h>
@@ -118,6 +121,19 @@ KT_TEST(nn_batch_norm_second_order_grad) {
     gc_check("gradient of batch_norm", build_bn_second, NULL, 4, in, 77);
 }
 
+/* A graph of y and the gradients of sum(y * gy), computed once; NULL
+ * (the failure recorded) if a step fails. */
+static kiln_graph *run_backward(kiln_ctx *ctx, kiln_tensor *y, kiln_tensor *gy) {
+    kiln_tensor *loss = kiln_sum_all(ctx, kiln_mul(ctx, y, gy));
+    kiln_graph *g = kiln_graph_new(ctx);
+    kiln_status s = loss && g ? kiln_graph_add(g, y) : kiln_last_status();
+    if (!s) s = kiln_graph_add(g, loss);
+    if (!s) s = kiln_graph_backward(g, loss);
+    if (!s) s = kiln_graph_compute(g);
+    KT_CHECK(!s, "%s", kiln_last_error());
+    return s ? NULL : g;
+}
+
 /* A large f32 batch far from 0 on the threaded path, against double loops
  * on the same values: forward and the packed backward. */
 KT_TEST(nn_batch_norm_large_matches_reference) {
@@ -132,12 +148,7 @@ KT_TEST(nn_batch_norm_large_matches_reference) {
     KT_OK(kiln_tensor_set_requires_grad(x, true));
     KT_OK(kiln_tensor_set_requires_grad(w, true));
     kiln_tensor *y = kiln_batch_norm(ctx, x, NULL, NULL, w, NULL, true, 0.1, 1e-5);
-    kiln_tensor *loss = kiln_sum_all(ctx, kiln_mul(ctx, y, gy));
-    kiln_graph *g = kiln_graph_new(ctx);
-    KT_OK(kiln_graph_add(g, y));
-    KT_OK(kiln_graph_add(g, loss));
-    KT_OK(kiln_graph_backward(g, loss));
-    KT_OK(kiln_graph_compute(g));
+    KT_REQUIRE(run_backward(ctx, y, gy), "the graph did not run");
     double *xv = nnt_values(x), *wv = nnt_values(w), *gv = nnt_values(gy), *yv = nnt_values(y);
     double *gx = nnt_values(kiln_tensor_grad(x)), *gw = nnt_values(kiln_tensor_grad(w));
     double *wy = malloc((size_t)numel * sizeof *wy), *wgx = malloc((size_t)numel * sizeof *wgx), wgw[5];
@@ -167,6 +178,107 @@ KT_TEST(nn_batch_norm_large_matches_reference) {
     nnt_close("gw", gw, wgw, c, 1e-2, 1e-4);
     free(xv), free(wv), free(gv), free(yv), free(gx), free(gw), free(wy), free(wgx);
     kiln_ctx_free(ctx);
+}
+
+/* conv2d -> batch_norm -> loss on the host, training: the norm reads the
+ * convolution's [O, N, OH, OW] product in place and hands its gradient
+ * back in that order, so neither direction copies it; y and the
+ * gradients equal those of the norm over a row-major copy, on the f32
+ * row primitives (rows of 144) and the short rows' loops (16), at every
+ * SIMD level. */
+static void bn_after_conv(int64_t hw, bool copy, double **out) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    kiln_tensor *x = kiln_new_4d(ctx, KILN_F32, 6, 3, hw, hw), *k = kiln_new_4d(ctx, KILN_F32, 16, 3, 3, 3);
+    kiln_tensor *w = kiln_new_1d(ctx, KILN_F32, 16), *b = kiln_new_1d(ctx, KILN_F32, 16);
+    kiln_tensor *gy = kiln_new_4d(ctx, KILN_F32, 6, 16, hw, hw);
+    KT_NOTNULL(gy);
+    KT_OK(kiln_tensor_fill_uniform(x, 1, -1, 3));
+    KT_OK(kiln_tensor_fill_uniform(k, 2, -0.5, 0.5));
+    KT_OK(kiln_tensor_fill_uniform(w, 3, 0.5, 2));
+    KT_OK(kiln_tensor_fill_uniform(b, 4, -1, 1));
+    KT_OK(kiln_tensor_fill_uniform(gy, 5, -1, 1));
+    kiln_tensor *p[4] = {x, k, w, b};
+    for (int i = 0; i < 4; i++) KT_OK(kiln_tensor_set_requires_grad(p[i], true));
+    kiln_tensor *h = kiln_conv2d(ctx, x, k, NULL, &(kiln_conv2d_params){.stride = {1, 1}, .padding = {1, 1}});
+    if (copy) h = kiln_add_scalar(ctx, h, 0.0);
+    kiln_tensor *y = kiln_batch_norm(ctx, h, NULL, NULL, w, b, true, 0.1, 1e-5);
+    kiln_graph *g = run_backward(ctx, y, gy);
+    KT_REQUIRE(g, "the graph did not run");
+    for (int i = 0; !copy && i < kiln_graph_n_nodes(g); i++)
+        KT_CHECK(strcmp(kiln_op_name_of(kiln_graph_node(g, i)), "contiguous"), "node %d is a copy", i);
+    out[0] = nnt_values(y);
+    for (int i = 0; i < 4; i++) out[1 + i] = nnt_values(kiln_tensor_grad(p[i]));
+    kiln_ctx_free(ctx);
+}
+
+KT_TEST(nn_batch_norm_reads_conv_product_in_place) {
+    KT_FOR_EACH_SIMD(simd) {
+        for (int64_t hw = 4; hw <= 12; hw += 8) {
+            double *got[5], *want[5];
+            int64_t n[5] = {6 * 16 * hw * hw, 6 * 3 * hw * hw, 16 * 27, 16, 16};
+            const char *what[5] = {"y", "gx", "gk", "gw", "gb"};
+            bn_after_conv(hw, false, got);
+            bn_after_conv(hw, true, want);
+            for (int i = 0; i < 5; i++) {
+                KT_REQUIRE(got[i] && want[i], "out of memory");
+                char w[64];
+                snprintf(w, sizeof w, "%s %s %lldx%lld", simd.name, what[i], (long long)hw, (long long)hw);
+                nnt_close(w, got[i], want[i], n[i], 1e-4, 1e-4);
+                free(got[i]), free(want[i]);
+            }
+        }
+    }
+}
+
+/* relu(batch_norm(x)) in training, run with $KILN_FUSE = fuse: y, the
+ * gradients of x and w and the running mean into out[0..3]; *fused: the
+ * norm ran as a chain with its ReLU. */
+static void bn_relu_run(bool fuse, kiln_dtype dt, int64_t hw, double **out, bool *fused) {
+    setenv("KILN_FUSE", fuse ? "1" : "0", 1);
+    kiln_ctx *ctx = kiln_ctx_new();
+    kiln_tensor *x = kiln_new_4d(ctx, dt, 5, 6, hw, hw), *w = kiln_new_1d(ctx, dt, 6), *b = kiln_new_1d(ctx, dt, 6);
+    kiln_tensor *rm = kiln_buffer(ctx, "rm", dt, 1, (int64_t[]){6}), *rv = kiln_buffer(ctx, "rv", dt, 1, (int64_t[]){6});
+    kiln_tensor *gy = kiln_new_4d(ctx, dt, 5, 6, hw, hw);
+    KT_NOTNULL(gy);
+    KT_NOTNULL(rv);
+    KT_OK(kiln_tensor_fill_uniform(x, 1, -2, 3));
+    KT_OK(kiln_tensor_fill_uniform(w, 2, 0.5, 2));
+    KT_OK(kiln_tensor_fill_uniform(b, 3, -1, 1));
+    KT_OK(kiln_tensor_fill_uniform(gy, 4, -1, 1));
+    KT_OK(kiln_tensor_set_requires_grad(x, true));
+    KT_OK(kiln_tensor_set_requires_grad(w, true));
+    kiln_tensor *bn = kiln_batch_norm(ctx, x, rm, rv, w, b, true, 0.1, 1e-5), *y = kiln_relu(ctx, bn);
+    kiln_graph *g = run_backward(ctx, y, gy);
+    KT_REQUIRE(g, "the graph did not run");
+    *fused = false;
+    for (int i = 0; i < g->n; i++) *fused |= g->nodes[i] == bn && g->chain_end[i] == i + 1;
+    out[0] = nnt_values(y), out[1] = nnt_values(kiln_tensor_grad(x)), out[2] = nnt_values(kiln_tensor_grad(w));
+    out[3] = nnt_values(rm);
+    kiln_ctx_free(ctx);
+    unsetenv("KILN_FUSE");
+}
+
+/* The norm and its ReLU as one fused pass give the bytes of the two
+ * nodes apart: f32 on the row primitives (rows of 144) and the short
+ * rows' loops (16) at every SIMD level, and f64. */
+KT_TEST(nn_batch_norm_relu_fused) {
+    KT_FOR_EACH_SIMD(simd) {
+        for (int v = 0; v < 3; v++) {
+            kiln_dtype dt = v == 2 ? KILN_F64 : KILN_F32;
+            int64_t hw = v == 1 ? 4 : 12, n[4] = {5 * 6 * hw * hw, 5 * 6 * hw * hw, 6, 6};
+            double *got[4], *want[4];
+            bool fused, apart;
+            bn_relu_run(true, dt, hw, got, &fused);
+            bn_relu_run(false, dt, hw, want, &apart);
+            KT_CHECK(fused && !apart, "%s case %d: fused %d, under KILN_FUSE=0 %d", simd.name, v, fused, apart);
+            for (int i = 0; i < 4; i++) {
+                KT_REQUIRE(got[i] && want[i], "out of memory");
+                KT_CHECK(!memcmp(got[i], want[i], (size_t)n[i] * sizeof *got[i]), "%s case %d: output %d differs",
+                         simd.name, v, i);
+                free(got[i]), free(want[i]);
+            }
+        }
+    }
 }
 
 /* kiln_save_params holds the buffers; a load restores them, and a file

@@ -2,10 +2,16 @@
  * fused backward BATCH_NORM_GRAD (layouts in ops/nn_norm_chan.c).
  *
  * x [N, C, S] is walked channel by channel, one channel per task: its N
- * rows of S contiguous values. Statistics are summed in double, row by
- * row in order, so results do not depend on the threads. f64 runs in
- * double loops; f32 rows use the row primitives of nn_vec.h. */
-#include "internal.h"
+ * rows of S contiguous values. x may be stored [C, N, S] (ip[3], a
+ * convolution's product permuted): its rows are then read there, y is
+ * written [N, C, S] and dx in x's own order. Statistics are summed in
+ * double, row by row in order, so results do not depend on the threads.
+ * f64 runs in double loops; f32 rows use the row primitives of nn_vec.h,
+ * two passes each way: the sums in one (shifted by the channel's first
+ * value, so values far from 0 keep their spread), then y or dx as one
+ * affine map of x (and gy). A ReLU fused after the norm (core/fuse.c) is
+ * applied as y is written, into the ReLU's output. */
+#include "cpu.h"
 #include "nn_kernels.h"
 #include "nn_vec.h"
 #include "pool.h"
@@ -14,22 +20,27 @@
 
 typedef struct chan_geom {
     int64_t n, c, s; /* x viewed as [N, C, S] */
+    int64_t xn, xc;  /* x's strides (and dx's) along N and C; y and gy are [N, C, S] */
 } chan_geom;
 
-static chan_geom geom_of(const kiln_tensor *x) {
-    return (chan_geom){x->shape[0], x->shape[1], kiln__numel(x->ndim - 2, x->shape + 2)};
+static chan_geom geom_of(const kiln_tensor *node, const kiln_tensor *x) {
+    int64_t n = x->shape[0], c = x->shape[1], s = kiln__numel(x->ndim - 2, x->shape + 2);
+    return node->ip[3] ? (chan_geom){n, c, s, s, n * s} : (chan_geom){n, c, s, c * s, s};
 }
 
 /* Channels are taken CHAN_BLOCK at a time. The double loops walk a
- * block's values in memory order: row i holds channel c0 + k's S values
- * at (i * C + c0 + k) * S + j, the block's side by side (a walk channel
- * by channel would stride C * S values, the same cache set each time in
+ * block's values in y's memory order: row i holds channel c0 + k's S
+ * values at (i * C + c0 + k) * S + j (oy) and at i * xn + (c0 + k) * xc
+ * + j in x (ox); in the plain layout both are the same (a walk channel by
+ * channel would stride C * S values, the same cache set each time in
  * BatchNorm1d's [N, C]). */
 #define CHAN_BLOCK 64
-#define BLOCK_FOR(g, c0, nc, k, o, ...)                                     \
-    for (int64_t i_ = 0; i_ < (g).n; i_++)                                  \
-        for (int64_t k = 0, o = (i_ * (g).c + (c0)) * (g).s; k < (nc); k++) \
-            for (int64_t e_ = o + (g).s; o < e_; o++) __VA_ARGS__
+#define BLOCK_FOR(g, c0, nc, k, ox, oy, ...)                                                       \
+    for (int64_t i_ = 0; i_ < (g).n; i_++)                                                         \
+        for (int64_t k = 0; k < (nc); k++)                                                         \
+            for (int64_t j_ = 0, ox = i_ * (g).xn + ((c0) + k) * (g).xc, oy = (i_ * (g).c + (c0) + k) * (g).s; \
+                 j_ < (g).s; j_++, ox++, oy++)                                                     \
+                __VA_ARGS__
 
 /* The double loops of channels c0 .. c0 + nc - 1, on T = double (f64) or
  * float (f32 rows too short for the row primitives): the mean and biased
@@ -39,26 +50,29 @@ static chan_geom geom_of(const kiln_tensor *x) {
     static void stats_##SFX(const T *x, chan_geom g, int64_t c0, int64_t nc, double *mean, double *var) {            \
         double count = (double)(g.n * g.s);                                                                           \
         for (int64_t k = 0; k < nc; k++) mean[k] = var[k] = 0.0;                                                      \
-        BLOCK_FOR(g, c0, nc, k, o, mean[k] += x[o]);                                                                  \
+        BLOCK_FOR(g, c0, nc, k, o, oy_, { mean[k] += x[o]; (void)oy_; });                                             \
         for (int64_t k = 0; k < nc; k++) mean[k] /= count;                                                            \
-        BLOCK_FOR(g, c0, nc, k, o, var[k] += ((double)x[o] - mean[k]) * ((double)x[o] - mean[k]));                    \
+        BLOCK_FOR(g, c0, nc, k, o, oy_, { var[k] += ((double)x[o] - mean[k]) * ((double)x[o] - mean[k]); (void)oy_; }); \
         for (int64_t k = 0; k < nc; k++) var[k] /= count;                                                             \
     }                                                                                                                 \
     static void fwd_##SFX(const T *x, T *y, chan_geom g, int64_t c0, int64_t nc, const double *mean,                 \
-                          const double *a, const double *b) { /* y = (x - mean) * a + b */                            \
-        BLOCK_FOR(g, c0, nc, k, o, y[o] = (T)(((double)x[o] - mean[k]) * a[k] + b[k]));                               \
+                          const double *a, const double *b, bool relu) { /* y = (x - mean) * a + b */                 \
+        BLOCK_FOR(g, c0, nc, k, o, oy, {                                                                              \
+            T v = (T)(((double)x[o] - mean[k]) * a[k] + b[k]);                                                        \
+            y[oy] = relu && v < 0 ? 0 : v; /* the ReLU's rule: NaN and -0 stay */                                     \
+        });                                                                                                           \
     }                                                                                                                 \
     static void bwd_##SFX(const T *x, const T *gy, T *dx, chan_geom g, int64_t c0, int64_t nc, const double *mean,   \
                           const double *rstd, const double *w, double *sg, double *sgx) {                             \
         double count = (double)(g.n * g.s);                                                                           \
         for (int64_t k = 0; k < nc; k++) sg[k] = sgx[k] = 0.0;                                                        \
-        BLOCK_FOR(g, c0, nc, k, o, {                                                                                  \
-            sg[k] += gy[o];                                                                                           \
-            sgx[k] += gy[o] * ((double)x[o] - mean[k]) * rstd[k];                                                     \
+        BLOCK_FOR(g, c0, nc, k, o, oy, {                                                                              \
+            sg[k] += gy[oy];                                                                                          \
+            sgx[k] += gy[oy] * ((double)x[o] - mean[k]) * rstd[k];                                                    \
         });                                                                                                           \
-        BLOCK_FOR(g, c0, nc, k, o,                                                                                    \
+        BLOCK_FOR(g, c0, nc, k, o, oy,                                                                                \
                   dx[o] = (T)(w[k] * rstd[k] *                                                                        \
-                              (gy[o] - sg[k] / count - ((double)x[o] - mean[k]) * rstd[k] * sgx[k] / count)));        \
+                              (gy[oy] - sg[k] / count - ((double)x[o] - mean[k]) * rstd[k] * sgx[k] / count)));       \
     }
 CHAN_LOOPS(double, f64)
 CHAN_LOOPS(float, short)
@@ -67,29 +81,40 @@ CHAN_LOOPS(float, short)
  * primitive's call would cost more than its work. */
 #define CHAN_VEC_MIN_S 32
 
-/* The f32 twin: the mean summed from the channel's first value (so values
- * far from 0 keep their spread) and returned as hi + lo floats too. */
-static void stats_f32(const kiln_nn_vec *v, const float *x, chan_geom g, int64_t c, double *mean, double *var,
-                      float *mean_hi, float *mean_lo) {
-    double count = (double)(g.n * g.s), dev = 0.0, sq = 0.0;
-    float x0 = x[c * g.s];
-    for (int64_t i = 0; i < g.n; i++) dev += v->sum_dev(x + (i * g.c + c) * g.s, g.s, x0);
-    *mean = (double)x0 + dev / count;
-    *mean_hi = (float)*mean;
-    *mean_lo = (float)(*mean - (double)*mean_hi);
-    for (int64_t i = 0; i < g.n; i++) sq += v->sum_sq_dev(x + (i * g.c + c) * g.s, g.s, *mean_hi);
-    *var = sq / count;
+static double get(const kiln_tensor *t, int64_t i) { return kiln__types[t->dtype].get(t->data, i); }
+
+/* Channel c's rows of x, as one row where they are adjacent ([C, N, S]). */
+#define X_ROWS(g, c, p, len, ...)                                                                   \
+    for (int64_t i_ = 0, rows_ = (g).xn == (g).s ? 1 : (g).n, len = rows_ == 1 ? (g).n * (g).s : (g).s; \
+         i_ < rows_; i_++) {                                                                        \
+        int64_t p = i_ * (g).xn + (c) * (g).xc;                                                     \
+        __VA_ARGS__;                                                                                \
+    }
+
+/* The f32 statistics of channel c in one pass, shifted by its first value. */
+static void stats_f32(const kiln_nn_vec *v, const float *x, chan_geom g, int64_t c, double *mean, double *var) {
+    double count = (double)(g.n * g.s), s1 = 0.0, s2 = 0.0;
+    float x0 = x[c * g.xc];
+    X_ROWS(g, c, o, len, v->sums_dev(x + o, len, x0, &s1, &s2));
+    double d = s1 / count;
+    *mean = (double)x0 + d;
+    *var = fmax(s2 / count - d * d, 0.0);
 }
 
-static double get(const kiln_tensor *t, int64_t i) { return kiln__types[t->dtype].get(t->data, i); }
+typedef struct bn_job {
+    kiln_tensor *node;
+    void *y;   /* the node's output, or the fused ReLU's */
+    bool relu;
+} bn_job;
 
 /* BATCH_NORM (training): src x [, running mean, var] [, w] [, b]. */
 static void bn_chans(void *arg, int64_t c0, int64_t c1, int tid) {
-    kiln_tensor *node = arg, *xt = node->src[0];
+    const bn_job *job = arg;
+    kiln_tensor *node = job->node, *xt = node->src[0];
     bool has_w = node->ip[0] != 0, has_b = node->ip[1] != 0, has_r = node->ip[2] != 0;
     kiln_tensor *rm = has_r ? node->src[1] : NULL, *rv = has_r ? node->src[2] : NULL;
     kiln_tensor *wt = has_w ? node->src[1 + 2 * has_r] : NULL, *bt = has_b ? node->src[1 + 2 * has_r + has_w] : NULL;
-    const chan_geom g = geom_of(xt);
+    const chan_geom g = geom_of(node, xt);
     const double eps = node->fp[0], mom = node->fp[1], count = (double)(g.n * g.s);
     const kiln_nn_vec *v = kiln__nn_vec();
     (void)tid;
@@ -102,23 +127,19 @@ static void bn_chans(void *arg, int64_t c0, int64_t c1, int tid) {
         for (int64_t k = 0; k < nc; k++) {
             int64_t c = cb + k;
             double w = wt ? get(wt, c) : 1.0, bias = bt ? get(bt, c) : 0.0;
-            if (loops) {
-                a[k] = w / sqrt(var[k] + eps), b[k] = bias;
-                continue;
-            }
+            if (!loops) stats_f32(v, xt->data, g, c, &mean[k], &var[k]);
+            a[k] = w / sqrt(var[k] + eps), b[k] = bias;
+            if (loops) continue;
+            /* y = (x - hi) * a + (b - lo * a), mean = hi + lo */
+            float hi = (float)mean[k], lo = (float)(mean[k] - (double)hi);
             const float *x = xt->data;
-            float *y = node->data, hi, lo;
-            stats_f32(v, x, g, c, &mean[k], &var[k], &hi, &lo);
-            float rstd = (float)(1.0 / sqrt(var[k] + eps));
-            for (int64_t i = 0; i < g.n; i++) {
-                int64_t o = (i * g.c + c) * g.s;
-                v->norm_fwd(x + o, NULL, NULL, y + o, g.s, hi, lo, rstd);
-                if (wt) v->scale(y + o, g.s, (float)w);
-                if (bt) v->add_const(y + o, y + o, g.s, (float)bias, 0.0f);
-            }
+            float *y = job->y;
+            for (int64_t i = 0; i < g.n; i++)
+                v->affine(x + i * g.xn + c * g.xc, y + (i * g.c + c) * g.s, g.s, hi, (float)a[k],
+                          (float)(bias - lo * a[k]), job->relu);
         }
-        if (node->dtype == KILN_F64) fwd_f64(xt->data, node->data, g, cb, nc, mean, a, b);
-        else if (loops) fwd_short(xt->data, node->data, g, cb, nc, mean, a, b);
+        if (node->dtype == KILN_F64) fwd_f64(xt->data, job->y, g, cb, nc, mean, a, b, job->relu);
+        else if (loops) fwd_short(xt->data, job->y, g, cb, nc, mean, a, b, job->relu);
         for (int64_t k = 0; has_r && k < nc; k++) { /* torch's update: the running variance is the unbiased one */
             int64_t c = cb + k;
             kiln__types[rm->dtype].set(rm->data, c, (1.0 - mom) * get(rm, c) + mom * mean[k]);
@@ -134,21 +155,48 @@ static void for_chans(const kiln_tensor *x, const kiln_exec *ex, kiln_pool_fn *f
 }
 
 static kiln_status bn_kernel(kiln_tensor *node, const kiln_exec *ex) {
-    for_chans(node->src[0], ex, bn_chans, node);
+    bn_job job = {node, node->data, false};
+    for_chans(node->src[0], ex, bn_chans, &job);
     return KILN_OK;
 }
 
-/* BATCH_NORM_GRAD: src x [, w], gy; packed dx, then dw [C] (has_w), then
- * db [C] (has_b). Per channel, with g = gy * w:
+kiln_status kiln__cpu_batch_norm_relu(kiln_tensor *norm, kiln_tensor *relu, const kiln_exec *ex) {
+    bn_job job = {norm, relu->data, true};
+    for_chans(norm->src[0], ex, bn_chans, &job);
+    return KILN_OK;
+}
+
+/* The f32 backward of channel c: one pass for the statistics and the sums
+ * sg = sum(gy), sgx = sum(gy * xhat), then dx = w * rstd * (gy - sg / M -
+ * xhat * sgx / M) as gy * a + (x - hi) * b + k. */
+static void bn_grad_f32(const kiln_nn_vec *v, const float *x, const float *gy, float *dx, chan_geom g, int64_t c,
+                        double eps, double w, double *sg, double *sgx) {
+    double count = (double)(g.n * g.s), s[4] = {0.0, 0.0, 0.0, 0.0};
+    float x0 = x[c * g.xc];
+    for (int64_t i = 0; i < g.n; i++) v->bn_bwd_sums(x + i * g.xn + c * g.xc, gy + (i * g.c + c) * g.s, g.s, x0, s);
+    double d = s[0] / count, mean = (double)x0 + d, var = fmax(s[1] / count - d * d, 0.0);
+    double rstd = 1.0 / sqrt(var + eps);
+    *sg = s[2];
+    *sgx = (s[3] - d * s[2]) * rstd; /* sum(gy * (x - mean)) * rstd */
+    float hi = (float)mean, lo = (float)(mean - (double)hi);
+    double a = w * rstd, b = -a * rstd * *sgx / count, k = -a * *sg / count - b * lo;
+    for (int64_t i = 0; i < g.n; i++) {
+        int64_t o = i * g.xn + c * g.xc;
+        v->bn_bwd_dx(x + o, gy + (i * g.c + c) * g.s, dx + o, g.s, hi, (float)a, (float)b, (float)k);
+    }
+}
+
+/* BATCH_NORM_GRAD: src x [, w], gy; packed dx (in x's order), then dw [C]
+ * (has_w), then db [C] (has_b). Per channel, with g = gy * w:
  *   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),
  * i.e. w * rstd * (gy - mean(gy) - xhat * mean(gy * xhat)). */
 static void bn_grad_chans(void *arg, int64_t c0, int64_t c1, int tid) {
     kiln_tensor *node = arg, *xt = node->src[0];
     bool has_w = node->ip[0] != 0, has_b = node->ip[1] != 0;
     kiln_tensor *wt = has_w ? node->src[1] : NULL, *gt = node->src[1 + has_w];
-    const chan_geom g = geom_of(xt);
+    const chan_geom g = geom_of(node, xt);
     const int64_t numel = g.n * g.c * g.s;
-    const double eps = node->fp[0], count = (double)(g.n * g.s);
+    const double eps = node->fp[0];
     const kiln_nn_vec *v = kiln__nn_vec();
     (void)tid;
     for (int64_t cb = c0; cb < c1; cb += CHAN_BLOCK) {
@@ -158,30 +206,9 @@ static void bn_grad_chans(void *arg, int64_t c0, int64_t c1, int tid) {
         if (node->dtype == KILN_F64) stats_f64(xt->data, g, cb, nc, mean, var);
         else if (loops) stats_short(xt->data, g, cb, nc, mean, var);
         for (int64_t k = 0; k < nc; k++) {
-            int64_t c = cb + k;
-            w[k] = wt ? get(wt, c) : 1.0;
-            if (loops) {
-                rstd[k] = 1.0 / sqrt(var[k] + eps);
-                continue;
-            }
-            const float *x = xt->data, *gy = gt->data;
-            float *dx = node->data, hi, lo;
-            stats_f32(v, x, g, c, &mean[k], &var[k], &hi, &lo);
-            float r = (float)(1.0 / sqrt(var[k] + eps));
-            sg[k] = sgx[k] = 0.0;
-            for (int64_t i = 0; i < g.n; i++) {
-                double s1, s2;
-                int64_t o = (i * g.c + c) * g.s;
-                v->norm_bwd_sums(x + o, gy + o, NULL, g.s, hi, lo, r, NULL, NULL, &s1, &s2);
-                sg[k] += s1;
-                sgx[k] += s2;
-            }
-            float ca = (float)(sg[k] / count), cb2 = (float)(sgx[k] / count);
-            for (int64_t i = 0; i < g.n; i++) {
-                int64_t o = (i * g.c + c) * g.s;
-                v->norm_bwd_dx(x + o, gy + o, NULL, dx + o, g.s, hi, lo, r, ca, cb2);
-                if (wt) v->scale(dx + o, g.s, (float)w[k]);
-            }
+            w[k] = wt ? get(wt, cb + k) : 1.0;
+            if (loops) rstd[k] = 1.0 / sqrt(var[k] + eps);
+            else bn_grad_f32(v, xt->data, gt->data, node->data, g, cb + k, eps, w[k], &sg[k], &sgx[k]);
         }
         if (node->dtype == KILN_F64) bwd_f64(xt->data, gt->data, node->data, g, cb, nc, mean, rstd, w, sg, sgx);
         else if (loops) bwd_short(xt->data, gt->data, node->data, g, cb, nc, mean, rstd, w, sg, sgx);

@@ -1,5 +1,5 @@
 /* nn_vec.h — the f32 row primitives the fused nn kernels (softmax,
- * log_softmax, cross_entropy, layer_norm, rms_norm and their backward
+ * log_softmax, cross_entropy, layer_norm, rms_norm, batch_norm and their backward
  * kernels) are built from, one table per instruction set, chosen at run
  * time by kiln__nn_vec(). Each table is the same template (nn_vec_body.h)
  * instantiated with one ISA's vector macros: nn_vec.c (portable scalar,
@@ -43,6 +43,15 @@ typedef struct kiln_nn_vec {
     void (*norm_bwd_dx)(const float *x, const float *gy, const float *w, float *dx, int64_t n, float mean,
                         float mean_lo, float rstd, float ca, float cb);
     void (*add)(float *acc, const float *x, int64_t n); /* acc += x */
+    /* batch norm's passes (nn_norm_chan.c), shifted by c so that values far
+     * from 0 keep their spread: *s1 += sum(x - c), *s2 += sum((x - c)^2) */
+    void (*sums_dev)(const float *x, int64_t n, float c, double *s1, double *s2);
+    /* y = (x - c) * a + b, then the ReLU (y < 0 ? 0 : y) if relu; NEON gives +0 for -0 */
+    void (*affine)(const float *x, float *y, int64_t n, float c, float a, float b, int relu);
+    /* s[0..3] += sum(x - c), sum((x - c)^2), sum(gy), sum(gy * (x - c)) */
+    void (*bn_bwd_sums)(const float *x, const float *gy, int64_t n, float c, double *s);
+    /* dx = gy * a + (x - c) * b + k */
+    void (*bn_bwd_dx)(const float *x, const float *gy, float *dx, int64_t n, float c, float a, float b, float k);
 } kiln_nn_vec;
 
 /* The table for the caps in force (kiln__cpu_caps()). */

@@ -225,6 +225,79 @@ static void NVF(norm_bwd_dx)(const float *x, const float *gy, const float *w, fl
     }
 }
 
+/* One pass for batch norm's statistics: *s1 = sum(x - c), *s2 = sum((x - c)^2). */
+static void NVF(sums_dev)(const float *x, int64_t n, float c, double *s1, double *s2) {
+    double t1 = 0.0, t2 = 0.0;
+    int64_t i = 0;
+    VT vc = VSET1(c);
+    while (i + VL <= n) {
+        VT a1 = VZERO(), a2 = VZERO();
+        int64_t end = i + NV_BLOCK < n ? i + NV_BLOCK : n;
+        for (; i + VL <= end; i += VL) {
+            VT d = VSUB(VLOAD(x + i), vc);
+            a1 = VADD(a1, d);
+            a2 = VFMA(d, d, a2);
+        }
+        t1 += VHSUM(a1);
+        t2 += VHSUM(a2);
+    }
+    for (; i < n; i++) {
+        float d = x[i] - c;
+        t1 += d;
+        t2 += d * d;
+    }
+    *s1 += t1;
+    *s2 += t2;
+}
+
+/* y = (x - c) * a + b, then the ReLU's y < 0 ? 0 : y if relu (x86 maxps(0, y)
+ * keeps NaN and -0 as that does; NEON's vmaxq gives +0 for -0) */
+static void NVF(affine)(const float *x, float *y, int64_t n, float c, float a, float b, int relu) {
+    int64_t i = 0;
+    VT vc = VSET1(c), va = VSET1(a), vb = VSET1(b), z = VZERO();
+    if (relu)
+        for (; i + VL <= n; i += VL) VSTORE(y + i, VMAX(z, VFMA(VSUB(VLOAD(x + i), vc), va, vb)));
+    else
+        for (; i + VL <= n; i += VL) VSTORE(y + i, VFMA(VSUB(VLOAD(x + i), vc), va, vb));
+    for (; i < n; i++) {
+        float v = (x[i] - c) * a + b;
+        y[i] = relu && v < 0.0f ? 0.0f : v;
+    }
+}
+
+/* One pass for batch norm's backward: s[0] += sum(x - c), s[1] += sum((x - c)^2),
+ * s[2] += sum(gy), s[3] += sum(gy * (x - c)). */
+static void NVF(bn_bwd_sums)(const float *x, const float *gy, int64_t n, float c, double *s) {
+    double t[4] = {0.0, 0.0, 0.0, 0.0};
+    int64_t i = 0;
+    VT vc = VSET1(c);
+    while (i + VL <= n) {
+        VT a1 = VZERO(), a2 = VZERO(), a3 = VZERO(), a4 = VZERO();
+        int64_t end = i + NV_BLOCK < n ? i + NV_BLOCK : n;
+        for (; i + VL <= end; i += VL) {
+            VT d = VSUB(VLOAD(x + i), vc), g = VLOAD(gy + i);
+            a1 = VADD(a1, d);
+            a2 = VFMA(d, d, a2);
+            a3 = VADD(a3, g);
+            a4 = VFMA(g, d, a4);
+        }
+        t[0] += VHSUM(a1), t[1] += VHSUM(a2), t[2] += VHSUM(a3), t[3] += VHSUM(a4);
+    }
+    for (; i < n; i++) {
+        float d = x[i] - c;
+        t[0] += d, t[1] += d * d, t[2] += gy[i], t[3] += gy[i] * d;
+    }
+    for (int k = 0; k < 4; k++) s[k] += t[k];
+}
+
+/* dx = gy * a + (x - c) * b + k */
+static void NVF(bn_bwd_dx)(const float *x, const float *gy, float *dx, int64_t n, float c, float a, float b, float k) {
+    int64_t i = 0;
+    VT vc = VSET1(c), va = VSET1(a), vb = VSET1(b), vk = VSET1(k);
+    for (; i + VL <= n; i += VL) VSTORE(dx + i, VFMA(VLOAD(gy + i), va, VFMA(VSUB(VLOAD(x + i), vc), vb, vk)));
+    for (; i < n; i++) dx[i] = gy[i] * a + ((x[i] - c) * b + k);
+}
+
 static void NVF(add)(float *acc, const float *x, int64_t n) {
     int64_t i = 0;
     for (; i + VL <= n; i += VL) VSTORE(acc + i, VADD(VLOAD(acc + i), VLOAD(x + i)));
@@ -235,5 +308,5 @@ static const kiln_nn_vec NVF(table) = {
     NV_NAME,          NVF(max),     NVF(exp_sum),     NVF(scale),       NVF(add_const),
     NVF(exp_scale),   NVF(sum),     NVF(dot),         NVF(sum_dev),     NVF(sum_sq_dev),
     NVF(softmax_bwd), NVF(log_softmax_bwd), NVF(norm_fwd), NVF(norm_bwd_sums), NVF(norm_bwd_dx),
-    NVF(add),
+    NVF(add),         NVF(sums_dev), NVF(affine),     NVF(bn_bwd_sums), NVF(bn_bwd_dx),
 };
