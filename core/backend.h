@@ -23,15 +23,18 @@
  * records with `compute` and runs what it recorded at `flush`.
  *
  * The rewrite (core/fuse.c), decided at plan time from op facts and
- * invisible in the results, has two fused forms; a backend runs those it
- * sets in vt->fuses (the CPU, Vulkan and CUDA both), and the host backend
- * must run both:
+ * invisible in the results, has three fused forms; a backend runs those it
+ * sets in vt->fuses (the CPU all three, Vulkan and CUDA the first two), and
+ * the host backend must run all three:
  *  - KILN_FUSE_CHAIN: consecutive element-wise nodes, each read only by
  *    the next and on operands that tile with the output (kiln__fuse_operand),
  *    run by `compute_chain` as one pass that writes only the last node;
  *  - KILN_FUSE_ACC: a product (MATMUL, or DFP_MATMUL on a plain B) read only
  *    by the ACC_GRAD that adds it into a gradient is computed with
- *    ex->accumulate into the gradient itself; the ACC_GRAD never runs.
+ *    ex->accumulate into the gradient itself; the ACC_GRAD never runs;
+ *  - KILN_FUSE_NORM_RELU: a training batch_norm read only by the ReLU after
+ *    it, run by `compute_chain` as the norm's kernel clamping as it writes
+ *    the ReLU's output (the norm's own output is never stored).
  *
  * Residency: a tensor that owns storage (leaf, graph output) always has its
  * host storage; a device backend adds a copy (t->dev) on first use, and
@@ -57,7 +60,7 @@ enum { KILN_AT_HOST = 1, KILN_AT_DEV = 2 };
 typedef struct kiln_devbuf kiln_devbuf; /* defined by each backend */
 
 /* The fused forms a backend runs (vt->fuses; see above). */
-enum { KILN_FUSE_CHAIN = 1, KILN_FUSE_ACC = 2 };
+enum { KILN_FUSE_CHAIN = 1, KILN_FUSE_ACC = 2, KILN_FUSE_NORM_RELU = 4 };
 
 typedef struct kiln_backend_vt {
     /* Does this backend run node (op, dtypes, sizes)? The rest run on the host backend. */

@@ -5,17 +5,18 @@
  *    a run of consecutive nodes, each an element-wise op on f32/f64 whose
  *    other operands tile with its output (kiln__fuse_operand), where every
  *    node but the last is read only by the next one and is not an output:
- *    nothing else ever sees the intermediates, so they are never written.
- *    A training batch_norm read only by the ReLU right after it makes a
- *    chain of two as well: the norm's kernel clamps as it writes the
- *    ReLU's output, and its own is never stored;
+ *    nothing else ever sees the intermediates, so they are never written;
+ *  - KILN_FUSE_NORM_RELU: a training batch_norm read only by the ReLU
+ *    right after it makes a chain of two: the norm's kernel clamps as it
+ *    writes the ReLU's output, and its own is never stored;
  *  - KILN_FUSE_ACC: a matmul read only by the ACC_GRAD that adds it into a
  *    gradient (the weight gradient of every linear layer) adds into the
  *    gradient itself (GEMM with beta = 1), so it needs no buffer and the
  *    extra pass is gone; a DFP matmul (ops/dfp.c) the same way.
- * Every node of a fused step is one the backend supports. The CPU, Vulkan
- * and CUDA run both forms; a backend that runs neither gets every node
- * alone, as does every graph under $KILN_FUSE=0. */
+ * Every node of a fused step is one the backend supports. The CPU runs all
+ * three forms, Vulkan and CUDA the first two (their chain kernels run
+ * element-wise ops only); a backend that runs none gets every node alone,
+ * as does every graph under $KILN_FUSE=0. */
 #include "graph.h"
 
 static bool elementwise(const kiln_tensor *t) {
@@ -96,7 +97,7 @@ kiln_status kiln__graph_fuse(kiln_graph *g, kiln_backend *b, uint64_t gen) {
         g->acc_node[i] = -2;
     }
     for (int i = 0; (forms & KILN_FUSE_CHAIN) && i < g->n; i++) {
-        if (norm_relu(g, readers, b, i)) {
+        if ((forms & KILN_FUSE_NORM_RELU) && norm_relu(g, readers, b, i)) {
             g->chain_end[i] = g->chain_end[i + 1] = i + 1;
             i++;
             continue;

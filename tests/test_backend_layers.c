@@ -27,6 +27,10 @@ static kiln_tensor *b_batch_norm(bo_io *io) {
     return kiln_batch_norm(CTX, x, rm, rv, w, b, a->training, 0.1, 1e-5);
 }
 
+/* a training norm and the ReLU that alone reads it: the CPU runs them as
+ * one fused step (KILN_FUSE_NORM_RELU), the devices as two nodes */
+static kiln_tensor *b_batch_norm_relu(bo_io *io) { return kiln_relu(CTX, b_batch_norm(io)); }
+
 static kiln_tensor *b_group_norm(bo_io *io) {
     return kiln_group_norm(CTX, bo_in_range(io, -2, 3, BO_SHAPE(2, 6, 3, 5)), 3, bo_in(io, BO_SHAPE(6)),
                            bo_in(io, BO_SHAPE(6)), 1e-5);
@@ -49,6 +53,7 @@ static const bo_case layer_cases[] = {
     {"batch_norm_train_plain", b_batch_norm, F32, BO_TRANS, 0, &BN_TRAIN_PLAIN},
     {"batch_norm_train_2d", b_batch_norm, F32, BO_TRANS, 0, &BN_TRAIN_2D},
     {"batch_norm_eval", b_batch_norm, F32, BO_TRANS, 0, &BN_EVAL},
+    {"batch_norm_relu", b_batch_norm_relu, F32, BO_TRANS, 0, &BN_TRAIN},
     {"group_norm", b_group_norm, F32, BO_TRANS, 0, NULL},
     {"conv1d_causal_grouped", b_conv1d, F32, BO_TRANS, 0, NULL},
     {"adaptive_avg_pool2d", b_adaptive_pool, F32, BO_TRANS, 0, NULL},
