@@ -103,7 +103,11 @@ KT_TEST(pool_nested_loops_run_alone) {
 }
 
 /* A forked child (the test runner forks per test) has no workers of its
- * parent's: its loops still run every item, on threads of its own. */
+ * parent's: its loops still run every item, on threads of its own. Not in
+ * an ASan build: its allocator's lock is not reset at fork, so a child
+ * whose parent had a thread inside malloc waits on it for ever (seen: the
+ * child's first pthread_create, in calloc, on a fresh clone's make test). */
+#if !defined(__SANITIZE_ADDRESS__)
 static void *nothing(void *arg) { return arg; }
 
 /* Whether a forked child of this (threaded) process can start a thread:
@@ -134,6 +138,7 @@ KT_TEST(pool_after_fork) {
     KT_REQUIRE(waitpid(pid, &st, 0) == pid, "waitpid");
     KT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: items ran other than once (status %d)", st);
 }
+#endif
 
 /* kiln_get_threads() in a fresh child with $KILN_THREADS = env (NULL:
  * unset); what it wrote to stderr in msg. */
