@@ -82,4 +82,8 @@ double kt_rel_err(const double *a, const double *b, int64_t n, double atol, doub
 /* n values of N(0, std^2) drawn by kiln's seeded generator, malloc'ed */
 float *kt_randn(int64_t n, uint64_t seed, float std);
 
+/* /tmp/kiln_<pid>_<name>: a file of this test's own (each test runs in
+ * its own process); the last 8 results stay valid. */
+char *kt_tmp_path(const char *name);
+
 #endif

@@ -66,6 +66,14 @@ float *kt_randn(int64_t n, uint64_t seed, float std) {
     return x;
 }
 
+char *kt_tmp_path(const char *name) {
+    static char p[8][256];
+    static int k;
+    char *s = p[k++ % 8];
+    snprintf(s, sizeof p[0], "/tmp/kiln_%d_%s", (int)getpid(), name);
+    return s;
+}
+
 double kt_rel_err(const double *a, const double *b, int64_t n, double atol, double rtol, int64_t *worst) {
     double w = 0;
     if (worst) *worst = 0;

@@ -11,14 +11,6 @@
 
 #include <unistd.h>
 
-static char *tmp_path(const char *name) {
-    static char p[4][200];
-    static int k;
-    char *s = p[k++ % 4];
-    snprintf(s, 200, "/tmp/kiln_interop_%d_%s", (int)getpid(), name);
-    return s;
-}
-
 static llama *tiny(kiln_ctx *ctx, int64_t vocab) {
     llama_config c = llama_defaults();
     c.vocab = vocab, c.context = 16, c.layers = 1, c.heads = 2, c.kv_heads = 1, c.dim = 32, c.hidden = 64;
@@ -81,7 +73,7 @@ KT_TEST(gguf_interop_llama_writer_carries_a_tokenizer) {
     kiln_ctx *ctx = kiln_ctx_new();
     llama *m = tiny(ctx, 300);
     KT_NOTNULL(m);
-    const char *p = tmp_path("bytes.gguf");
+    const char *p = kt_tmp_path("bytes.gguf");
     KT_OK(llama_save_gguf(m, p, KILN_Q8_0));
     kiln_gguf *g = kiln_gguf_open(p);
     KT_NOTNULL(g);
@@ -121,7 +113,7 @@ KT_TEST(gguf_interop_tokenizer_padded_to_the_model) {
         o += sprintf(o, "\"\\u%04x\": %d, ", cp, b);
     }
     o += sprintf(o, "\"ab\": 258}, \"merges\": [\"a b\"]}}");
-    const char *pj = tmp_path("tok.json");
+    const char *pj = kt_tmp_path("tok.json");
     FILE *f = fopen(pj, "w");
     fputs(json, f);
     fclose(f);
@@ -132,7 +124,7 @@ KT_TEST(gguf_interop_tokenizer_padded_to_the_model) {
     KT_CHECK(kiln_tokenizer_special(t, KILN_TOK_EOT) == -1 && kiln_tokenizer_is_eog(t, 257), "eog by eos");
     kiln_ctx *ctx = kiln_ctx_new();
     llama *m = tiny(ctx, 300);
-    const char *p = tmp_path("bpe.gguf");
+    const char *p = kt_tmp_path("bpe.gguf");
     KT_OK(llama_save_gguf_tok(m, t, p, KILN_F32));
     kiln_gguf *g = kiln_gguf_open(p);
     KT_NOTNULL(g);
@@ -184,7 +176,7 @@ KT_TEST(gguf_interop_special_ids_round_trip) {
     KT_OK(kiln_gguf_set_int(w, "tokenizer.ggml.add_eos_token", KILN_GGUF_BOOL, 1));
     KT_OK(kiln_gguf_set_int(w, "tokenizer.ggml.eos_token_id", KILN_GGUF_UINT32, 2));
     KT_OK(kiln_gguf_set_int(w, "tokenizer.ggml.eot_token_id", KILN_GGUF_UINT32, 1000)); /* no such id: ignored */
-    const char *p = tmp_path("special.gguf");
+    const char *p = kt_tmp_path("special.gguf");
     KT_OK(kiln_gguf_writer_save(w, p));
     kiln_gguf_writer_free(w);
     for (int pass = 0; pass < 2; pass++) { /* as written by hand, then as kiln writes it back */

@@ -14,14 +14,6 @@
 
 #define REF_DIR "tests/fixtures/gguf-ref/"
 
-static char *tmp_path(const char *name) {
-    static char p[4][200];
-    static int k;
-    char *s = p[k++ % 4];
-    snprintf(s, 200, "/tmp/kiln_gm_%d_%s", (int)getpid(), name);
-    return s;
-}
-
 /* Whether p lies in a mapping of the file path (/proc/self/maps). */
 static bool in_mapping_of(const void *p, const char *path) {
     char real[4096], line[4600];
@@ -94,7 +86,7 @@ static const char *kiln_written(const char *mix) {
     llama_config cfg = llama_defaults();
     cfg.vocab = 320, cfg.context = 32, cfg.layers = 2, cfg.heads = 4, cfg.kv_heads = 2, cfg.dim = 256,
     cfg.hidden = 512;
-    const char *path = tmp_path(mix);
+    const char *path = kt_tmp_path(mix);
     kiln_ctx *ctx = kiln_ctx_new();
     llama *m = llama_new_inference(ctx, &cfg, KILN_F32, false);
     bool ok = m && !llama_init_random(m, 5) && !llama_save_gguf_mix(m, NULL, path, llama_ftype_parse(mix));
@@ -174,7 +166,7 @@ KT_TEST(gguf_map_refuses_by_name) {
 /* general.alignment 16: of two tensors 16 bytes apart one starts off 32
  * bytes, which kiln_gguf_map refuses by name (kiln_gguf_load copies it). */
 KT_TEST(gguf_map_refuses_data_off_32_bytes) {
-    const char *path = tmp_path("a16.gguf");
+    const char *path = kt_tmp_path("a16.gguf");
     kiln_gguf_writer *w = kiln_gguf_writer_new();
     const float v[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
     KT_OK(kiln_gguf_set_int(w, "general.alignment", KILN_GGUF_UINT32, 16));
@@ -203,7 +195,7 @@ KT_TEST(gguf_map_refuses_data_off_32_bytes) {
 /* A file cut short is refused when it is opened, naming the tensor that
  * runs past its end: nothing is mapped past the file. */
 KT_TEST(gguf_map_truncated_file_is_an_error) {
-    const char *src = kiln_written("Q4_0"), *path = tmp_path("cut.gguf");
+    const char *src = kiln_written("Q4_0"), *path = kt_tmp_path("cut.gguf");
     FILE *f = fopen(src, "rb"), *o = fopen(path, "wb");
     KT_REQUIRE(f && o, "copying %s", src);
     fseek(f, 0, SEEK_END);

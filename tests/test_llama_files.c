@@ -29,14 +29,6 @@ static llama_config tiny(void) {
 static const int T = 7;
 static const int32_t TOKENS[7] = {3, 36, 0, 17, 17, 5, 29};
 
-static char *tmp_path(const char *name) {
-    static char p[8][200];
-    static int k;
-    char *s = p[k++ % 8];
-    snprintf(s, 200, "/tmp/kiln_lf_%d_%s", (int)getpid(), name);
-    return s;
-}
-
 KT_TEST(llama_files_gguf_round_trip_f32_f16) {
     for (int half = 0; half < 2; half++) {
         kiln_ctx *ctx = kiln_ctx_new();
@@ -57,7 +49,7 @@ KT_TEST(llama_files_gguf_round_trip_f32_f16) {
                 kiln_tensor_set_f32(p, f, n);
                 free(f);
             }
-        const char *path = tmp_path(half ? "m16.gguf" : "m32.gguf");
+        const char *path = kt_tmp_path(half ? "m16.gguf" : "m32.gguf");
         KT_OK(llama_save_gguf(m, path, half ? KILN_F16 : KILN_F32));
         kiln_gguf *g = kiln_gguf_open(path);
         KT_NOTNULL(g);
@@ -97,7 +89,7 @@ KT_TEST(llama_files_gguf_q8_0_q4_0) {
         llama *m = llama_new(ctx, &c, 5);
         KT_NOTNULL(m);
         llama_test_randomize(m, 30, 0.3);
-        const char *path = tmp_path(k ? "q4.gguf" : "q8.gguf");
+        const char *path = kt_tmp_path(k ? "q4.gguf" : "q8.gguf");
         KT_OK(llama_save_gguf(m, path, types[k]));
         kiln_gguf *g = kiln_gguf_open(path);
         KT_NOTNULL(g);
@@ -144,7 +136,7 @@ KT_TEST(llama_files_gguf_tied_output) {
     KT_OK(kiln_tensor_get_f32(m->tok_embeddings, e, n));
     KT_OK(kiln_tensor_set_f32(m->output, e, n));
     free(e);
-    const char *path = tmp_path("tied.gguf");
+    const char *path = kt_tmp_path("tied.gguf");
     KT_OK(llama_save_gguf(m, path, KILN_F32));
     kiln_gguf *g = kiln_gguf_open(path);
     KT_NOTNULL(g);
@@ -167,7 +159,7 @@ KT_TEST(llama_files_gguf_tied_output) {
 }
 
 KT_TEST(llama_files_gguf_refuses_other_architectures) {
-    const char *path = tmp_path("gpt2.gguf");
+    const char *path = kt_tmp_path("gpt2.gguf");
     kiln_gguf_writer *w = kiln_gguf_writer_new();
     KT_OK(kiln_gguf_set_string(w, "general.architecture", "gpt2"));
     KT_OK(kiln_gguf_writer_save(w, path));
@@ -500,7 +492,7 @@ KT_TEST(llama_files_config_errors_name_the_setting) {
     unlink(p);
     rmdir(dir);
     /* GGUF: the metadata alone is checked before any tensor is looked for */
-    const char *path = tmp_path("eps.gguf");
+    const char *path = kt_tmp_path("eps.gguf");
     kiln_gguf_writer *w = kiln_gguf_writer_new();
     KT_OK(kiln_gguf_set_string(w, "general.architecture", "llama"));
     const char *ints[] = {"llama.block_count", "llama.embedding_length", "llama.feed_forward_length",
@@ -532,7 +524,7 @@ KT_TEST(llama_files_tensor_errors_name_the_file) {
     llama_config c = tiny();
     llama *m = llama_new(ctx, &c, 3);
     KT_NOTNULL(m);
-    const char *path = tmp_path("noembd.gguf");
+    const char *path = kt_tmp_path("noembd.gguf");
     KT_OK(llama_save_gguf(m, path, KILN_F32));
     /* the same metadata with an embedding one row short */
     kiln_gguf *g = kiln_gguf_open(path);
@@ -550,7 +542,7 @@ KT_TEST(llama_files_tensor_errors_name_the_file) {
     }
     kiln_tensor *short_emb = kiln_new_2d(ctx, KILN_F32, c.vocab - 1, c.dim);
     KT_OK(kiln_gguf_add_tensor(w, "token_embd.weight", short_emb));
-    const char *bad = tmp_path("short.gguf");
+    const char *bad = kt_tmp_path("short.gguf");
     KT_OK(kiln_gguf_writer_save(w, bad));
     kiln_gguf_writer_free(w);
     kiln_gguf_close(g);

@@ -26,14 +26,6 @@ static llama_config tiny(void) {
 enum { T = 7 };
 static const int32_t TOKENS[T] = {3, 39, 0, 17, 17, 5, 29};
 
-static char *tmp_path(const char *name) {
-    static char p[4][200];
-    static int k;
-    char *s = p[k++ % 4];
-    snprintf(s, 200, "/tmp/kiln_li_%d_%s", (int)getpid(), name);
-    return s;
-}
-
 /* An f32 llama_new model whose parameters are q's values (dequantized). */
 static llama *dequantized_copy(kiln_ctx *ctx, llama *q) {
     llama *r = llama_new(ctx, &q->cfg, 1);
@@ -88,7 +80,7 @@ KT_TEST(llama_infer_gguf_as_stored_q8_0_q4_0) {
         llama *m = llama_new(ctx, &c, 5);
         KT_NOTNULL(m);
         llama_test_randomize(m, 30, 0.08);
-        const char *path = tmp_path(k ? "q4.gguf" : "q8.gguf");
+        const char *path = kt_tmp_path(k ? "q4.gguf" : "q8.gguf");
         KT_OK(llama_save_gguf(m, path, types[k]));
         kiln_ctx *ctx2 = kiln_ctx_new();
         llama *q = llama_infer_from_gguf(ctx2, path, LLAMA_AS_STORED);
@@ -125,7 +117,7 @@ KT_TEST(llama_infer_gguf_converts_on_load) {
     llama *m = llama_new(ctx, &c, 7);
     KT_NOTNULL(m);
     llama_test_randomize(m, 40, 0.08);
-    const char *path = tmp_path("f32.gguf");
+    const char *path = kt_tmp_path("f32.gguf");
     KT_OK(llama_save_gguf(m, path, KILN_F32));
     const kiln_dtype types[5] = {KILN_F32, KILN_Q8_0, KILN_Q4_0, KILN_NF4, KILN_NF4_DQ};
     for (int k = 0; k < 5; k++) {
@@ -202,7 +194,7 @@ KT_TEST(llama_infer_random_weights) {
     KT_CHECK(llama_weight_bytes(q) == 1440 + 2 * (512 + 2 * 2304 + 2 * 1152 + 3 * 4608) + 256, "weight bytes %lld",
              (long long)llama_weight_bytes(q));
     /* a tied model saves without a head and loads back tied, the same values */
-    const char *path = tmp_path("tied.gguf");
+    const char *path = kt_tmp_path("tied.gguf");
     KT_OK(llama_save_gguf(q, path, KILN_Q4_0));
     kiln_ctx *ctx2 = kiln_ctx_new();
     llama *r = llama_infer_from_gguf(ctx2, path, LLAMA_AS_STORED);
@@ -224,7 +216,7 @@ KT_TEST(llama_infer_gguf_f16_as_f32) {
     llama *m = llama_new(ctx, &c, 11);
     KT_NOTNULL(m);
     llama_test_randomize(m, 50, 0.08);
-    const char *path = tmp_path("f16.gguf");
+    const char *path = kt_tmp_path("f16.gguf");
     KT_OK(llama_save_gguf(m, path, KILN_F16));
     /* a context's parameter names are unique: one context per model */
     kiln_ctx *ca = kiln_ctx_new(), *cq = kiln_ctx_new();

@@ -17,14 +17,6 @@
 
 #define REF "tests/fixtures/gguf-ref/llama-s1-"
 
-static char *tmp_path(const char *name) {
-    static char p[4][200];
-    static int k;
-    char *s = p[k++ % 4];
-    snprintf(s, 200, "/tmp/kiln_mix_%d_%s", (int)getpid(), name);
-    return s;
-}
-
 /* Every tensor of want is in got with the same type and shape (and the
  * same bytes where same_bytes), both files the same tensor count and
  * general.file_type. */
@@ -67,7 +59,7 @@ KT_TEST(llama_mix_matches_llama_quantize) {
         kt_set_context(mixes[k]);
         char want[128];
         snprintf(want, sizeof want, REF "%s.gguf", mixes[k]);
-        const char *path = tmp_path("mix.gguf");
+        const char *path = kt_tmp_path("mix.gguf");
         KT_OK(llama_save_gguf_mix(m, NULL, path, llama_ftype_parse(mixes[k])));
         same_file(path, want, true);
         unlink(path);
@@ -82,7 +74,7 @@ KT_TEST(llama_mix_as_stored_round_trip) {
     kiln_ctx *ctx = kiln_ctx_new();
     llama *m = llama_infer_from_gguf(ctx, REF "Q4_K_M.gguf", LLAMA_AS_STORED);
     KT_NOTNULL(m);
-    const char *path = tmp_path("stored.gguf");
+    const char *path = kt_tmp_path("stored.gguf");
     KT_OK(llama_save_gguf_mix(m, NULL, path, LLAMA_FTYPE_AS_STORED));
     same_file(path, REF "Q4_K_M.gguf", true);
     unlink(path);
@@ -185,7 +177,7 @@ KT_TEST(llama_mix_random_q4_k_m_loads_back) {
     llama *m = llama_new_inference_typed(ctx, &c, chooser, &c, false);
     KT_NOTNULL(m);
     KT_OK(llama_init_random(m, 7));
-    const char *path = tmp_path("random.gguf");
+    const char *path = kt_tmp_path("random.gguf");
     KT_OK(llama_save_gguf_mix(m, NULL, path, LLAMA_FTYPE_MOSTLY_Q4_K_M));
     llama *b = llama_infer_from_gguf(ctx2, path, LLAMA_AS_STORED);
     KT_NOTNULL(b);
@@ -214,7 +206,7 @@ KT_TEST(llama_mix_refused) {
     kiln_ctx *ctx = kiln_ctx_new();
     llama *m = llama_new(ctx, &c, 3);
     KT_NOTNULL(m);
-    const char *path = tmp_path("refused.gguf");
+    const char *path = kt_tmp_path("refused.gguf");
     unlink(path);
     KT_CHECK(llama_save_gguf(m, path, KILN_NF4) == KILN_ERR_DTYPE && strstr(kiln_last_error(), "nf4") &&
                  strstr(kiln_last_error(), path),
