@@ -3,6 +3,7 @@
 #include "logprobs.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,17 +21,16 @@ static int likeliest(const float *z, int64_t vocab, int n_top, int32_t *ids) {
 
 /* id's text after prev, as decode spells it in the answer (SentencePiece
  * drops the space in front of a text's first token): decode(prev, id)
- * less decode(prev). */
-static size_t spelled(const kiln_tokenizer *tok, int32_t prev, int32_t id, char *out, size_t cap) {
+ * less prev's lead bytes of decode(prev) (SIZE_MAX: prev did not decode,
+ * the text is empty); no prev (< 0): decode(id). */
+static size_t spelled(const kiln_tokenizer *tok, int32_t prev, size_t lead, int32_t id, char *out, size_t cap) {
     int32_t two[2] = {prev, id};
-    size_t both = 0, one = 0;
-    if (prev < 0) return kiln_tokenizer_decode(tok, &id, 1, out, cap, &both) ? 0 : both;
+    size_t n = 0;
+    if (prev < 0) return kiln_tokenizer_decode(tok, &id, 1, out, cap, &n) ? 0 : n;
     char buf[512];
-    if (kiln_tokenizer_decode(tok, &prev, 1, buf, sizeof buf, &one) ||
-        kiln_tokenizer_decode(tok, two, 2, buf, sizeof buf, &both) || one > both || both - one > cap)
-        return 0;
-    memcpy(out, buf + one, both - one);
-    return both - one;
+    if (kiln_tokenizer_decode(tok, two, 2, buf, sizeof buf, &n) || lead > n || n - lead > cap) return 0;
+    memcpy(out, buf + lead, n - lead);
+    return n - lead;
 }
 
 job_logprob *lp_record(const kiln_tokenizer *tok, const float *z, int64_t vocab, int n_top, int32_t prev, int32_t id,
@@ -46,9 +46,11 @@ job_logprob *lp_record(const kiln_tokenizer *tok, const float *z, int64_t vocab,
     if (!r) return NULL;
     r->chosen = (job_token){id, (float)((double)z[id] - lse), 0, len};
     memcpy(r->bytes, text, len);
-    size_t at = len;
+    size_t at = len, lead = 0;
+    char buf[512];
+    if (prev >= 0 && kiln_tokenizer_decode(tok, &prev, 1, buf, sizeof buf, &lead)) lead = SIZE_MAX;
     for (int i = 0; i < n_top; i++) {
-        size_t n = spelled(tok, prev, ids[i], r->bytes + at, TOKEN_CAP);
+        size_t n = spelled(tok, prev, lead, ids[i], r->bytes + at, TOKEN_CAP);
         r->top[i] = (job_token){ids[i], (float)((double)z[ids[i]] - lse), at, n};
         at += n;
     }
