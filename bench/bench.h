@@ -90,6 +90,24 @@ void bench_generate_jobs_free(bench_job *jobs, int n);
  * in `weights`, random (a chunk drawn per tensor, then tiled). */
 struct llama *bench_tinyllama(kiln_ctx *ctx, kiln_dtype weights);
 
+/* build/bench/models/tinyllama-<mix>.gguf beside the bench binary (mix:
+ * "Q4_K_M", "Q8_0", ...): the random model in llama-quantize's mix, written
+ * once (a chunk drawn per tensor, then tiled: seconds, not the minutes of
+ * quantizing every block), then read mapped as generate reads it. Delete
+ * the folder to make them again. */
+void bench_model_file(const char *mix, char *path, size_t size);
+
+/* llama.cpp's tok/s on a file where $env names its llama-bench: prompt 128
+ * (*pp) and generation of 32 tokens (*tg) at nt threads, 3 runs each (its
+ * averages), with extra options (e.g. "-ngl 99"); 0 where unset or it fails. */
+void bench_llama_cpp(const char *env, const char *file, int nt, const char *extra, double *pp, double *tg);
+
+/* bench/gpu_lines.c: device backend b's GPT-2 training steps (two sizes,
+ * each matmul precision mode) against PyTorch on the same GPU or kiln's
+ * CPU, and its generation against kiln's CPU and llama.cpp's GPU build;
+ * lines named prefix_*. */
+void bench_gpu_lines(kiln_backend *b, const char *prefix, const bench_opts *o);
+
 /* bench/slots.c: batched decoding of 1, 4 and 16 sequences (llama_slots)
  * against batch-1 generation. */
 void bench_slots(const bench_opts *o);

@@ -72,11 +72,7 @@ static void run_gen(void *p) {
     j->tok = (j->tok + 1) % 32000;
 }
 
-/* build/bench/models/tinyllama-<mix>.gguf beside the bench binary: the
- * random model in llama-quantize's mix, written once (fill's tiled weights:
- * seconds, not the minutes of quantizing every block), then read mapped as
- * generate reads it. Delete the folder to make them again. */
-static void model_file(const char *mix, char *path, size_t size) {
+void bench_model_file(const char *mix, char *path, size_t size) {
     char dir[4096];
     ssize_t k = readlink("/proc/self/exe", dir, sizeof dir - 1);
     dir[k > 0 ? k : 0] = '\0';
@@ -110,15 +106,12 @@ static const char *csv_field(const char *p, char *out, size_t size) {
     return *p == ',' ? p + 1 : NULL;
 }
 
-/* llama.cpp's tok/s on the same file where $KILN_LLAMA_BENCH names its
- * llama-bench: prompt 128 (*pp) and generation of 32 tokens (*tg) at nt
- * threads, 3 runs each (its averages); 0 where unset or it fails. */
-static void llama_cpp(const char *file, int nt, double *pp, double *tg) {
-    const char *lb = getenv("KILN_LLAMA_BENCH");
+void bench_llama_cpp(const char *env, const char *file, int nt, const char *extra, double *pp, double *tg) {
+    const char *lb = getenv(env);
     *pp = *tg = 0;
     if (!lb || !*lb) return;
-    char cmd[8400], line[8192], f[256];
-    snprintf(cmd, sizeof cmd, "'%s' -m '%s' -t %d -p 128 -n 32 -r 3 -o csv 2>/dev/null", lb, file, nt);
+    char cmd[8600], line[8192], f[256];
+    snprintf(cmd, sizeof cmd, "'%s' -m '%s' -t %d -p 128 -n 32 -r 3 %s -o csv 2>/dev/null", lb, file, nt, extra);
     FILE *p = popen(cmd, "r");
     int col_p = -1, col_g = -1, col_ts = -1;
     while (p && fgets(line, sizeof line, p)) {
@@ -149,7 +142,7 @@ void bench_generate(const bench_opts *o) {
     const int saved = kiln_get_threads();
     for (size_t i = 0; i < sizeof mixes / sizeof *mixes; i++) {
         char path[4200];
-        model_file(mixes[i], path, sizeof path);
+        bench_model_file(mixes[i], path, sizeof path);
         kiln_ctx *ctx = kiln_ctx_new();
         llama *m = llama_infer_from_gguf(ctx, path, LLAMA_AS_STORED);
         bench_check(m != NULL, path);
@@ -164,7 +157,7 @@ void bench_generate(const bench_opts *o) {
             double med[2], pm, lpp, ltg;
             bench_measure(jobs, 2, 3, 16, 1.5 * o->scale, med);
             bench_measure(&(bench_job){run_gen, &p}, 1, 1, 3, 1.0 * o->scale, &pm);
-            llama_cpp(path, nt, &lpp, &ltg);
+            bench_llama_cpp("KILN_LLAMA_BENCH", path, nt, "", &lpp, &ltg);
             char name[64];
             snprintf(name, sizeof name, "generate %s %dt", mixes[i], nt);
             bench_report(name, bytes / med[0] * 1e-9, "GB/s", bench_triad_gbs(&tr, med[1]), "triad");

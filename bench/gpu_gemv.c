@@ -71,4 +71,5 @@ void bench_cuda(const bench_opts *o) {
     }
     printf("# cuda: %s\n", kiln_backend_device(cu));
     bench_gpu_gemv(cu, "cu", o);
+    bench_gpu_lines(cu, "cu", o);
 }

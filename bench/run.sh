@@ -30,7 +30,7 @@ for a in "$@"; do
     prev=$a
 done
 
-# options that torch_ref.py shares with kiln_bench; --only other than train, sizes or qlora skips it
+# options that torch_ref.py shares with kiln_bench; --only other than train, sizes, qlora or the devices skips it
 torch_args=""
 need_torch=1
 prev=""
@@ -38,7 +38,11 @@ for a in "$@"; do
     case "$prev" in
         --threads) torch_args="$torch_args --threads $a" ;;
         --qlora-layers) torch_args="$torch_args --qlora-layers $a" ;;
-        --only) case "$a" in train|sizes|qlora) torch_args="$torch_args --only $a" ;; *) need_torch=0 ;; esac ;;
+        --only) case "$a" in
+                    train|sizes|qlora) torch_args="$torch_args --only $a" ;;
+                    cuda|vulkan) torch_args="$torch_args --only gpu" ;;
+                    *) need_torch=0 ;;
+                esac ;;
     esac
     [ "$a" = --quick ] && torch_args="$torch_args --quick"
     prev=$a
@@ -62,7 +66,11 @@ fi
 # Rapids VM gets its 2004 "Prescott" kernels, a quarter of the speed): on an
 # AVX-512 CPU, measure the GEMMs again against its AVX-512 (SkylakeX) kernels.
 gemm_part=1
-for a in "$@"; do case "$a" in train|sizes|memory|qlora) gemm_part=0 ;; esac; done
+prev=""
+for a in "$@"; do
+    [ "$prev" = --only ] && [ "$a" != gemm ] && gemm_part=0
+    prev=$a
+done
 if [ "$gemm_part" = 1 ] && grep -q avx512f /proc/cpuinfo 2>/dev/null; then
     echo "# the GEMMs again, OpenBLAS forced to its AVX-512 kernels (OPENBLAS_CORETYPE=SkylakeX):"
     OPENBLAS_CORETYPE=SkylakeX "$bin" "$@" --only gemm | grep -v '^#'

@@ -2,7 +2,7 @@
 """torch_ref.py — PyTorch's figures for `make bench` (bench/train.c's models,
 bench/qlora.c's step).
 
-    /usr/bin/python3 bench/torch_ref.py [--only train|sizes|qlora] [--threads 1,2] [--quick] [--qlora-layers N] > FILE
+    /usr/bin/python3 bench/torch_ref.py [--only train|sizes|qlora|gpu] [--threads 1,2] [--quick] [--qlora-layers N] > FILE
 
 Trains the same models as bench/train.c (train) and bench/train_sizes.c
 (sizes: ResNet-18 and GPT-2 at real sizes), with the same shapes,
@@ -12,6 +12,9 @@ prints one machine-readable line per figure, read by kiln_bench --torch FILE:
     ref train_<model>_<N>t <value>     steps/s (mlp, cnn, sizes) or tokens/s (gpt)
     ref rss_<model>_<N>t <value>       peak RSS in MiB (sizes)
     ref qlora_<L>l_<N>t <value>        tokens/s of bench/qlora.c's step (N: the larger count)
+    ref gpu_gpt_<size>_<mode> <value>  tokens/s of bench/gpu_lines.c's GPT-2 steps on the GPU
+                                       (size small or large; mode fp32, tf32 or bf16 autocast),
+                                       when torch has CUDA
     note <text>                        why there are no figures
 
 Each sizes line runs in a process of its own (this script again, with
@@ -22,7 +25,8 @@ warm-up step, then 3 steps, the median.
 Timing as kiln's bench: one warm-up step, then steps until a time budget is
 spent (at least 3), median seconds per step. Without PyTorch it prints only
 a note and exits 0. Attention is written out (q k^T, causal mask, softmax,
-@ v): torch 1.13 has no fused scaled_dot_product_attention.
+@ v): torch 1.13 has no fused scaled_dot_product_attention; on the GPU,
+torch 2's is used where it exists (what a PyTorch user runs there).
 """
 import math
 import os
@@ -81,8 +85,11 @@ class Block(nn.Module):
     def forward(self, x):
         b, t, d = x.shape
         q, k, v = self.attn(self.ln1(x)).view(b, t, 3 * self.h, d // self.h).transpose(1, 2).split(self.h, dim=1)
-        s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(d // self.h))
-        a = torch.softmax(s.masked_fill(self.mask, float("-inf")), -1) @ v
+        if x.is_cuda and hasattr(F, "scaled_dot_product_attention"):
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(d // self.h))
+            a = torch.softmax(s.masked_fill(self.mask, float("-inf")), -1) @ v
         x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
         return x + self.fc2(F.gelu(self.fc(self.ln2(x)), approximate=self.gelu))
 
@@ -298,6 +305,40 @@ def sizes(threads):
             print(f"ref rss_{name}_{nt}t {ru.ru_maxrss / 1024.0:.6g}", flush=True)
 
 
+# size: (layers, width, context, batch) as bench/gpu_lines.c's
+GPU_SIZES = {"small": (4, 256, 128, 16), "large": (12, 768, 512, 8)}
+
+
+def gpu(scale):
+    """bench/gpu_lines.c's GPT-2 steps on the GPU in each precision mode."""
+    if not torch.cuda.is_available():
+        print(f"note torch {torch.__version__} has no CUDA device: no PyTorch GPU ratios", flush=True)
+        return
+    print(f"# torch gpu: {torch.cuda.get_device_name()}", file=sys.stderr)
+    for size, (layers, d, t, b) in GPU_SIZES.items():
+        for mode in ("fp32", "tf32", "bf16"):
+            torch.manual_seed(0)
+            model = GPT2(d, layers, t).cuda()
+            opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+            x = torch.randint(0, V, (b, t), device="cuda")
+            y = torch.randint(0, V, (b, t), device="cuda")
+            torch.backends.cuda.matmul.allow_tf32 = mode == "tf32"
+            torch.backends.cudnn.allow_tf32 = mode == "tf32"
+
+            def step():
+                opt.zero_grad(set_to_none=False)
+                with torch.autocast("cuda", dtype=torch.bfloat16, enabled=mode == "bf16"):
+                    logits = model(x)
+                F.cross_entropy(logits.float().reshape(-1, V), y.reshape(-1)).backward()
+                opt.step()
+                torch.cuda.synchronize()
+
+            print(f"ref gpu_gpt_{size}_{mode} {b * t / measure(step, 2.0 * scale, 3, 50):.6g}", flush=True)
+            del model, opt
+            torch.cuda.empty_cache()
+    torch.backends.cuda.matmul.allow_tf32 = False
+
+
 def main():
     threads, scale, only, layers = [1, 2], 1.0, None, 2
     args = sys.argv[1:]
@@ -321,6 +362,8 @@ def main():
                 print(f"ref train_{name}_{nt}t {per_step / measure(step, budget * scale):.6g}", flush=True)
     if only in (None, "sizes"):
         sizes(threads)
+    if only in (None, "gpu"):
+        gpu(scale)
     if only in (None, "qlora"):
         torch.set_num_threads(threads[-1])
         step = setup_qlora(layers)

@@ -3,7 +3,7 @@
  * same graph on kiln's CPU backend at the highest thread count measured,
  * and training steps of the mlp and gpt models (bench/train.c) against
  * the CPU; the GEMV per dtype against the device's copy bandwidth
- * (gpu_gemv.c). On lavapipe,
+ * (gpu_gemv.c); the GPT-2 steps and generation of gpu_lines.c. On lavapipe,
  * Mesa's Vulkan on the CPU, these only show that the code runs; on a real
  * GPU they are the backend's speed. */
 #include "bench.h"
@@ -73,4 +73,5 @@ void bench_vulkan(const bench_opts *o) {
         snprintf(name, sizeof name, "vk_train_%s", models[i]);
         bench_report(name, dev, unit, cpu, ref);
     }
+    bench_gpu_lines(vk, "vk", o);
 }
