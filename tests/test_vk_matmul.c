@@ -245,8 +245,12 @@ KT_TEST(vk_matmul_many_batches) {
     compare(vk, "70000 batches", 2, s, build_mm, &arg, false, 1e-5);
 }
 
+/* A tolerance for C of dtype dt: f32's, or one ulp of the 16-bit result
+ * where both sides may round a sum to either neighbour. */
+static double half_tol(kiln_dtype dt, double f32) { return dt == KILN_F16 ? 4e-3 : dt == KILN_BF16 ? 8e-3 : f32; }
+
 /* Small outputs over a long K (a convolution's weight gradient): the
- * split-K kernel, f32, f16 and bf16 precision, with a batch, transposes and
+ * split-K kernel, f32, f16 and bf16 tensors and bf16 precision, with a batch, transposes and
  * the edges of its 4 x 4 blocks. */
 KT_TEST(vk_matmul_split_k) {
     VULKAN(vk);
@@ -258,7 +262,7 @@ KT_TEST(vk_matmul_split_k) {
         {7, 1500, 5, 0, KILN_F32, false, false, false}, {33, 2048, 17, 0, KILN_F32, true, false, false},
         {16, 1100, 9, 0, KILN_F32, false, true, false}, {1, 1024, 1, 0, KILN_F32, true, true, false},
         {9, 1100, 13, 2, KILN_F32, false, true, false}, {6, 1300, 11, 0, KILN_F16, false, true, false},
-        {10, 1200, 7, 0, KILN_F32, false, true, true},
+        {10, 1200, 7, 0, KILN_F32, false, true, true}, {6, 1300, 11, 2, KILN_BF16, true, false, false},
     };
     char what[96];
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -270,7 +274,7 @@ KT_TEST(vk_matmul_split_k) {
         snprintf(what, sizeof what, "split-K case %zu", i);
         if (cases[i].bf16) KT_OK(kiln_set_matmul_precision(KILN_MATMUL_BF16));
         /* sums of 1000+ products in another order: a looser tolerance */
-        compare(vk, what, 2, s, build_mm, &arg, false, cases[i].dt == KILN_F16 ? 4e-3 : 3e-4);
+        compare(vk, what, 2, s, build_mm, &arg, false, half_tol(cases[i].dt, 3e-4));
         if (cases[i].bf16) KT_OK(kiln_set_matmul_precision(KILN_MATMUL_F32));
     }
 }
@@ -299,6 +303,7 @@ KT_TEST(vk_matmul_split_k_across) {
         {17, 3001, 23, 0, KILN_F16, false, true, false, false},
         {6, 33000, 10, 2, KILN_F16, true, false, false, false},
         {21, 2500, 10, 0, KILN_F32, false, true, true, false},
+        {17, 3001, 23, 2, KILN_BF16, false, true, false, false},
     };
     char what[96];
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -309,7 +314,7 @@ KT_TEST(vk_matmul_split_k_across) {
                  cases[i].k, cases[i].n, arg.ta, arg.tb, false);
         snprintf(what, sizeof what, "split-K across case %zu", i);
         if (cases[i].bf16) KT_OK(kiln_set_matmul_precision(KILN_MATMUL_BF16));
-        compare(vk, what, 2, s, build_mm, &arg, false, cases[i].dt == KILN_F16 ? 4e-3 : 3e-4);
+        compare(vk, what, 2, s, build_mm, &arg, false, half_tol(cases[i].dt, 3e-4));
         if (cases[i].bf16) KT_OK(kiln_set_matmul_precision(KILN_MATMUL_F32));
     }
     /* the backward of a small-output matmul: both gradients */
@@ -329,12 +334,13 @@ static kiln_devbuf *dev_tensor(kiln_backend *vk, kiln_tensor *t, kiln_dtype dt, 
     t->dtype = dt, t->ndim = 2;
     t->shape[0] = rows, t->shape[1] = cols, t->stride[0] = cols, t->stride[1] = 1;
     int64_t n = rows * cols;
-    size_t bytes = (size_t)n * (dt == KILN_F16 ? 2 : 4);
+    size_t bytes = (size_t)n * (dt == KILN_F32 ? 4 : 2);
     void *host = malloc(bytes);
     kiln_devbuf *d = host ? vk->vt->alloc(vk, bytes) : NULL;
     if (d) {
         for (int64_t i = 0; i < n; i++)
             if (dt == KILN_F16) ((uint16_t *)host)[i] = kiln__f32_to_f16(v[i]);
+            else if (dt == KILN_BF16) ((uint16_t *)host)[i] = kiln__f32_to_bf16(v[i]);
             else ((float *)host)[i] = v[i];
         if (vk->vt->upload(vk, d, 0, host, bytes)) vk->vt->free(vk, d), d = NULL;
     }
@@ -349,10 +355,17 @@ static float rnd(uint64_t *x) {
     return (float)(*x >> 40) / (1 << 24) - 0.5f;
 }
 
-static float as_dt(kiln_dtype dt, float v) { return dt == KILN_F16 ? kiln__f16_to_f32(kiln__f32_to_f16(v)) : v; }
+static float as_dt(kiln_dtype dt, float v) {
+    return dt == KILN_F16 ? kiln__f16_to_f32(kiln__f32_to_f16(v)) : dt == KILN_BF16 ? kiln__bf16_to_f32(kiln__f32_to_bf16(v)) : v;
+}
+
+static float from_bits(kiln_dtype dt, const void *h, int64_t i) {
+    const uint16_t *b = h;
+    return dt == KILN_F16 ? kiln__f16_to_f32(b[i]) : dt == KILN_BF16 ? kiln__bf16_to_f32(b[i]) : ((const float *)h)[i];
+}
 
 /* C += A B (a matmul adding into a gradient, core/fuse.c) on the tiled and
- * the split-K paths, f32 and f16: C's old values plus the product rounded
+ * the split-K paths, f32, f16 and bf16: C's old values plus the product rounded
  * to C's dtype; without accumulate, two runs give the same bits. */
 KT_TEST(vk_matmul_accumulate) {
     VULKAN(vk);
@@ -362,6 +375,7 @@ KT_TEST(vk_matmul_accumulate) {
     } cases[] = {
         {33, 40, 17, KILN_F32}, {7, 33000, 13, KILN_F32}, {33, 40, 17, KILN_F16},
         {7, 33000, 13, KILN_F16}, {40, 3001, 21, KILN_F16}, {9, 1100, 5, KILN_F32},
+        {33, 40, 17, KILN_BF16}, {7, 33000, 13, KILN_BF16},
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
         int64_t M = cases[ci].m, K = cases[ci].k, N = cases[ci].n;
@@ -379,7 +393,7 @@ KT_TEST(vk_matmul_accumulate) {
         KT_REQUIRE(da && db && dc, "device buffers: %s", kiln_last_error());
         c.op = KILN_OP_MATMUL, c.nsrc = 2, c.src[0] = &a, c.src[1] = &b;
         KT_CHECK(vk->vt->supports(vk, &c), "case %zu: matmul not claimed", ci);
-        size_t es = dt == KILN_F16 ? 2 : 4;
+        size_t es = dt == KILN_F32 ? 4 : 2;
         uint16_t *h = malloc(M * N * es);
         KT_REQUIRE(h, "out of memory");
         /* C += AB, then read C back */
@@ -387,7 +401,7 @@ KT_TEST(vk_matmul_accumulate) {
         KT_OK(vk->vt->compute(vk, &c, &ex));
         KT_OK(vk->vt->flush(vk));
         KT_OK(vk->vt->download(vk, dc, 0, h, M * N * es));
-        for (int64_t i = 0; i < M * N; i++) got[i] = dt == KILN_F16 ? kiln__f16_to_f32(h[i]) : ((float *)h)[i];
+        for (int64_t i = 0; i < M * N; i++) got[i] = from_bits(dt, h, i);
         double worst = 0;
         for (int64_t i = 0; i < M; i++)
             for (int64_t j = 0; j < N; j++) {
@@ -397,7 +411,7 @@ KT_TEST(vk_matmul_accumulate) {
                 double e = fabs(got[i * N + j] - want) / (1 + fabs(want)); /* sums of up to 33000 terms */
                 if (e > worst) worst = e;
             }
-        KT_CHECK(worst < (dt == KILN_F16 ? 4e-3 : 1e-4), "case %zu (%lldx%lldx%lld %s): accumulate off by %g", ci,
+        KT_CHECK(worst < half_tol(dt, 1e-4), "case %zu (%lldx%lldx%lld %s): accumulate off by %g", ci,
                  (long long)M, (long long)K, (long long)N, kiln_dtype_name(dt), worst);
         /* plain C = AB twice: the same bits (the splits add in a fixed order) */
         ex.accumulate = false;
@@ -441,6 +455,27 @@ KT_TEST(vk_matmul_f16) {
                      arg.ta, arg.tb);
             /* both accumulate in f32; the f16 result may round one ulp apart */
             compare(vk, what, 2, s, build_mm, &arg, false, 2e-3);
+        }
+    }
+}
+
+/* bf16 tensors: stored as bf16, summed in f32, the result rounded to bf16
+ * (as the CPU), every node on the device (forward only: the gradient's
+ * loss needs bf16 element-wise ops, which Vulkan does not run yet; the
+ * transposed cases are the backward's products). */
+KT_TEST(vk_matmul_bf16) {
+    VULKAN(vk);
+    static const int64_t sz[] = {1, 7, 33, 65, 130};
+    char what[96];
+    for (int i = 0; i < 5; i++) {
+        int64_t m = sz[i], k = sz[(i + 1) % 5], n = sz[(i + 3) % 5];
+        for (int t = 0; t < 4; t++) {
+            mm_arg arg = {t & 1, t >> 1, false};
+            leaf_spec s[2];
+            mm_specs(s, KILN_BF16, 1, (int64_t[]){2}, 0, NULL, m, k, n, arg.ta, arg.tb, false);
+            snprintf(what, sizeof what, "bf16 %lldx%lldx%lld ta %d tb %d", (long long)m, (long long)k, (long long)n,
+                     arg.ta, arg.tb);
+            compare(vk, what, 2, s, build_mm, &arg, false, half_tol(KILN_BF16, 0));
         }
     }
 }

@@ -15,8 +15,8 @@
  * run mm_splitk.glsl alone, splitting K within each workgroup.
  *
  * The semantics are backends/cpu/matmul.c's: ip[0]/ip[1] transpose a's/b's
- * last two dims, batch dims broadcast, f16 operands accumulate in f32 and
- * round the result to f16, f32 operands are rounded to bf16 first under
+ * last two dims, batch dims broadcast, f16 and bf16 operands accumulate in
+ * f32 and round the result to their dtype, f32 operands are rounded to bf16 first under
  * KILN_MATMUL_BF16, and ex->accumulate adds the product into the output.
  * Operands are read through their own strides (non-negative ones), so
  * transposed, sliced and broadcast views need no copy; batch dims that are
@@ -29,17 +29,19 @@ enum { MM_BATCH_DIMS = 3 };
 /* The tile variants (shaders mm_<dtype>_<name>.comp): output tile rows x
  * columns. */
 typedef struct mm_variant {
-    const char *f32, *f16;
+    const char *f32, *f16, *bf16;
     int64_t bm, bn;
 } mm_variant;
 enum { MM_BIG, MM_SMALL, MM_WIDE, MM_TALL, MM_SPLITK };
 static const mm_variant VARIANTS[] = {
-    [MM_BIG] = {"mm_f32_128", "mm_f16_128", 128, 128},
-    [MM_SMALL] = {"mm_f32_64", "mm_f16_64", 64, 64},
-    [MM_WIDE] = {"mm_f32_wide", "mm_f16_wide", 16, 256},
-    [MM_TALL] = {"mm_f32_tall", "mm_f16_tall", 256, 16},
-    [MM_SPLITK] = {"mm_f32_splitk", "mm_f16_splitk", 4, 4},
+    [MM_BIG] = {"mm_f32_128", "mm_f16_128", "mm_bf16_128", 128, 128},
+    [MM_SMALL] = {"mm_f32_64", "mm_f16_64", "mm_bf16_64", 64, 64},
+    [MM_WIDE] = {"mm_f32_wide", "mm_f16_wide", "mm_bf16_wide", 16, 256},
+    [MM_TALL] = {"mm_f32_tall", "mm_f16_tall", "mm_bf16_tall", 256, 16},
+    [MM_SPLITK] = {"mm_f32_splitk", "mm_f16_splitk", "mm_bf16_splitk", 4, 4},
 };
+/* A variant's or part's kernel for C's dtype. */
+#define SHADER_OF(v, dt) ((dt) == KILN_F16 ? (v)->f16 : (dt) == KILN_BF16 ? (v)->bf16 : (v)->f32)
 /* the fewest rows of a tile among the tiled variants (for folding batches) */
 enum { MM_MIN_TILE = 16 };
 
@@ -57,18 +59,18 @@ enum { MM_SPLITK_GROUPS = 16, MM_SPLITK_K = 1024 };
  * from memory with no reuse, serve only outputs of at most MM_P4_BLOCKS
  * blocks. */
 typedef struct mm_part {
-    const char *f32, *f16;
+    const char *f32, *f16, *bf16;
     int64_t bm, bn;
     double cost;
     int64_t kmin;
 } mm_part;
 enum { MM_P4 = 0, MM_P4_BLOCKS = 16 };
 static const mm_part PARTS[] = {
-    [MM_P4] = {"mm_f32_p4", "mm_f16_p4", 4, 4, 1.0, 16384},
-    {"mm_f32_p16", "mm_f16_p16", 16, 16, 2.5, 512},
-    {"mm_f32_p32", "mm_f16_p32", 32, 32, 2.0, 512},
-    {"mm_f32_p64", "mm_f16_p64", 64, 64, 1.4, 512},
-    {"mm_f32_p128", "mm_f16_p128", 128, 128, 1.0, 512},
+    [MM_P4] = {"mm_f32_p4", "mm_f16_p4", "mm_bf16_p4", 4, 4, 1.0, 16384},
+    {"mm_f32_p16", "mm_f16_p16", "mm_bf16_p16", 16, 16, 2.5, 512},
+    {"mm_f32_p32", "mm_f16_p32", "mm_bf16_p32", 32, 32, 2.0, 512},
+    {"mm_f32_p64", "mm_f16_p64", "mm_bf16_p64", 64, 64, 1.4, 512},
+    {"mm_f32_p128", "mm_f16_p128", "mm_bf16_p128", 128, 128, 1.0, 512},
 };
 /* Split when the tiled kernel would have fewer workgroups than
  * MM_SPLIT_BELOW; aim for MM_SPLIT_TARGET workgroups (a GPU's few hundred;
@@ -219,7 +221,7 @@ static bool split_of(const kiln_vk_caps *caps, const mm_plan *pl, mm_split *sp) 
 static bool matmul_supports(const kiln_vk *vk, const kiln_tensor *t) {
     const kiln_tensor *a = t->src[0], *b = t->src[1];
     const kiln_vk_caps *caps = kiln__vk_caps(vk);
-    if (t->dtype != KILN_F32 && !(t->dtype == KILN_F16 && caps->f16)) return false;
+    if (t->dtype != KILN_F32 && !((t->dtype == KILN_F16 || t->dtype == KILN_BF16) && caps->f16)) return false;
     if (a->dtype != t->dtype || b->dtype != t->dtype || a->ndim < 2 || b->ndim < 2) return false;
     if (!kiln_tensor_is_contiguous(t)) return false;
     if (!kiln__vk_fits(vk, a) || !kiln__vk_fits(vk, b) || !kiln__vk_fits(vk, t)) return false;
@@ -247,7 +249,7 @@ static kiln_status record_split(kiln_vk *vk, kiln_tensor *t, const mm_plan *pl, 
     pc->ksplit = (uint32_t)sp->ksplit, pc->nsplit = (uint32_t)sp->nsplit;
     pc->z0 = 0;
     kiln_vk_dispatch d = {
-        .shader = t->dtype == KILN_F16 ? pv->f16 : pv->f32,
+        .shader = SHADER_OF(pv, t->dtype),
         .n = 3,
         .bind = {t->src[0], t->src[1], &part},
         .push = pc,
@@ -258,7 +260,7 @@ static kiln_status record_split(kiln_vk *vk, kiln_tensor *t, const mm_plan *pl, 
     mm_sum_push sc = {.total = (uint32_t)(pl->batch * mn), .mn = (uint32_t)mn, .nsplit = (uint32_t)sp->nsplit,
                       .p0 = kiln__vk_base(vk, &part), .c0 = kiln__vk_base(vk, t), .flags = pc->flags & MM_ACCUMULATE};
     kiln_vk_dispatch ds = {
-        .shader = t->dtype == KILN_F16 ? "mm_f16_sum" : "mm_f32_sum",
+        .shader = t->dtype == KILN_F16 ? "mm_f16_sum" : t->dtype == KILN_BF16 ? "mm_bf16_sum" : "mm_f32_sum",
         .n = 2,
         .bind = {&part, t},
         .push = &sc,
@@ -302,7 +304,7 @@ static kiln_status matmul_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
     for (int64_t z0 = 0; z0 < pl.batch; z0 += zmax) {
         pc.z0 = (uint32_t)z0;
         kiln_vk_dispatch d = {
-            .shader = t->dtype == KILN_F16 ? v->f16 : v->f32,
+            .shader = SHADER_OF(v, t->dtype),
             .n = 3,
             .bind = {a, b, t},
             .push = &pc,

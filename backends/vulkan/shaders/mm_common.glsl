@@ -6,9 +6,10 @@
 // k*sak], op(B)(k, n) is b[bbase + k*sbk + n*sbn], so transposed and
 // strided views need no copy. Up to three (coalesced) batch dims come
 // from the batch index z; a stride 0 broadcasts an operand across them.
-// C is contiguous. The including file defines MM_F16 for f16 storage, and
-// MM_PARTIAL when binding 2 is not C but f32 partial tiles of a K-slice
-// each (split K across workgroups; mm_sum.glsl adds them up).
+// C is contiguous. The including file defines MM_F16 or MM_BF16_STORAGE
+// for 16-bit storage (mm_elem.glsl), and MM_PARTIAL when binding 2 is not
+// C but f32 partial tiles of a K-slice each (split K across workgroups;
+// mm_sum.glsl adds them up).
 
 #include "mm_elem.glsl"
 
@@ -75,6 +76,6 @@ uint b_base(uint z) {
 // Element o of C becomes v (or gets v added: MM_ACCUMULATE, the product
 // rounded to C's dtype first, as the CPU's scratch).
 void store_c(uint o, float v) {
-    c[o] = (p.flags & MM_ACCUMULATE) != 0u ? ELEM(float(c[o]) + float(ELEM(v))) : ELEM(v);
+    c[o] = (p.flags & MM_ACCUMULATE) != 0u ? STORE(LOAD(c[o]) + LOAD(STORE(v))) : STORE(v);
 }
 #endif

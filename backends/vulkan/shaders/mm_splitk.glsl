@@ -37,11 +37,11 @@ void main() {
     for (uint k = kbeg + tid; k < kend; k += NT) {
         float av[TM], bv[TN];
         [[unroll]] for (uint i = 0; i < TM; i++) {
-            av[i] = float(a[arow[i] + k * p.sak]);
+            av[i] = LOAD(a[arow[i] + k * p.sak]);
             if (bf16) av[i] = round_bf16(av[i]);
         }
         [[unroll]] for (uint j = 0; j < TN; j++) {
-            bv[j] = float(b[bcol[j] + k * p.sbk]);
+            bv[j] = LOAD(b[bcol[j] + k * p.sbk]);
             if (bf16) bv[j] = round_bf16(bv[j]);
         }
         [[unroll]] for (uint i = 0; i < TM; i++)

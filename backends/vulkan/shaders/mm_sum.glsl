@@ -4,7 +4,7 @@
 // part[(z * nsplit + s) * mn + r], added for s = 0, 1, ... in that order
 // (the same result every run), then stored as mm_common.glsl's store_c
 // does: rounded to C's dtype, or added into C (MM_ACCUMULATE) after that
-// rounding. The including file defines MM_F16 for f16 storage.
+// rounding. The including file defines MM_F16 or MM_BF16_STORAGE for 16-bit storage.
 
 #include "mm_elem.glsl"
 
@@ -32,5 +32,5 @@ void main() {
     float v = 0.0;
     for (uint s = 0; s < p.nsplit; s++, at += p.mn) v += part[at];
     const uint co = p.c0 + o;
-    c[co] = (p.flags & MM_ACCUMULATE) != 0u ? ELEM(float(c[co]) + float(ELEM(v))) : ELEM(v);
+    c[co] = (p.flags & MM_ACCUMULATE) != 0u ? STORE(LOAD(c[co]) + LOAD(STORE(v))) : STORE(v);
 }

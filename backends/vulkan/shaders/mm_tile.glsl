@@ -50,7 +50,7 @@ void main() {
             uint mm = a_kfast ? l / BK : l % BM, kk = a_kfast ? l % BK : l / BM;
             uint gm = row0 + mm, gk = k0 + kk;
             float v = 0.0;
-            if (gm < p.m && gk < kend) v = float(a[abase + gm * p.sam + gk * p.sak]);
+            if (gm < p.m && gk < kend) v = LOAD(a[abase + gm * p.sam + gk * p.sak]);
             sa[kk][mm / 4][mm % 4] = bf16 ? round_bf16(v) : v;
         }
         [[unroll]] for (uint r = 0; r < BN * BK / NT; r++) {
@@ -58,7 +58,7 @@ void main() {
             uint nn = b_kfast ? l / BK : l % BN, kk = b_kfast ? l % BK : l / BN;
             uint gn = col0 + nn, gk = k0 + kk;
             float v = 0.0;
-            if (gn < p.n && gk < kend) v = float(b[bbase + gk * p.sbk + gn * p.sbn]);
+            if (gn < p.n && gk < kend) v = LOAD(b[bbase + gk * p.sbk + gn * p.sbn]);
             sb[kk][nn / 4][nn % 4] = bf16 ? round_bf16(v) : v;
         }
         barrier();
