@@ -100,9 +100,11 @@ static const bo_case unary_cases[] = {
     {"exp", b_unary, F16, BO_HALF, 0, &U_EXP},
     {"silu", b_unary, F16, BO_HALF, 0, &U_SILU},
     {"gelu_transposed", b_unary_t, F16, BO_HALF, 0, &U_GELU},
+    {"silu", b_unary, BF16, BO_BF16, 0, &U_SILU},
+    {"gelu_transposed", b_unary_t, BF16, BO_BF16, 0, &U_GELU},
     {"exp", b_unary, F64, BO_TRANS, BO_MAY_FALL_BACK, &U_EXP},
     {"gelu_tanh_transposed", b_unary_t, F64, BO_TRANS, BO_MAY_FALL_BACK, &U_GELUT},
-    {"gelu", b_unary, BF16, BO_BF16, BO_MAY_FALL_BACK, &U_GELU},
+    {"gelu", b_unary, BF16, BO_BF16, 0, &U_GELU},
 };
 KT_TEST(backend_ops_unary) { bo_run_cases("unary", unary_cases, BO_COUNT(unary_cases)); }
 
@@ -155,9 +157,11 @@ static const bo_case binary_cases[] = {
     {"add", b_bin_same, F16, BO_HALF, 0, &B_ADD},
     {"mul_bcast", b_bin_bcast, F16, BO_HALF, 0, &B_MUL},
     {"div_views", b_bin_views, F16, BO_HALF, 0, &B_DIV},
+    {"mul_bcast", b_bin_bcast, BF16, BO_BF16, 0, &B_MUL},
+    {"div_views", b_bin_views, BF16, BO_BF16, 0, &B_DIV},
     {"mul_bcast", b_bin_bcast, F64, BO_EXACT, BO_MAY_FALL_BACK, &B_MUL},
     {"div_views", b_bin_views, F64, BO_EXACT, BO_MAY_FALL_BACK, &B_DIV},
-    {"add", b_bin_same, BF16, BO_BF16, BO_MAY_FALL_BACK, &B_ADD},
+    {"add", b_bin_same, BF16, BO_BF16, 0, &B_ADD},
 };
 KT_TEST(backend_ops_binary) { bo_run_cases("binary", binary_cases, BO_COUNT(binary_cases)); }
 
@@ -206,6 +210,7 @@ static const bo_case cmp_cases[] = {
     {"where_i32_cond", b_where, F32, BO_EXACT, 0, &D_I32},
     {"where_views", b_where_views, F32, BO_EXACT, 0, NULL},
     {"where", b_where, F16, BO_HALF, 0, &D_F32},
+    {"where", b_where, BF16, BO_BF16, 0, &D_F32},
     {"masked_fill", b_masked_fill, F32, BO_EXACT, 0, &V_FILL},
     {"masked_fill_neg_inf", b_masked_fill, F32, BO_EXACT, 0, &V_NEG_INF},
     {"cmp_le_views", b_cmp_views, F64, 0, BO_NO_GRAD | BO_MAY_FALL_BACK, &C_LE},
@@ -235,7 +240,7 @@ static const bo_case cast_cases[] = {
     {"to_f16_transposed", b_cast_t, F32, BO_HALF, 0, &D_F16},
     {"to_i32", b_cast, F16, 0, BO_NO_GRAD, &D_I32},
     {"to_f64", b_cast, F32, BO_EXACT, BO_MAY_FALL_BACK, &D_F64},
-    {"to_bf16", b_cast, F32, BO_BF16, BO_MAY_FALL_BACK, &D_BF16},
+    {"to_bf16", b_cast, F32, BO_BF16, 0, &D_BF16},
     {"to_f32", b_cast, F64, BO_EXACT, BO_MAY_FALL_BACK, &D_F32},
     {"to_f16_transposed", b_cast_t, F64, BO_HALF, BO_MAY_FALL_BACK, &D_F16},
     {"to_i32", b_cast, F64, 0, BO_NO_GRAD | BO_MAY_FALL_BACK, &D_I32},
@@ -308,6 +313,8 @@ static const bo_case reduce_cases[] = {
     {"sum_all_long", b_reduce_all_long, F32, BO_TRANS, 0, &RA_SUM},
     {"sum_last", b_reduce, F16, BO_HALF, 0, &R_SUMN},
     {"max_axis0_keepdim", b_reduce, F16, BO_HALF, 0, &R_MAX0K},
+    {"sum_last", b_reduce, BF16, BO_BF16, 0, &R_SUMN},
+    {"max_axis0_keepdim", b_reduce, BF16, BO_BF16, 0, &R_MAX0K},
     {"sum_axis1_keepdim", b_reduce, F64, BO_TRANS, BO_MAY_FALL_BACK, &R_SUM1K},
     {"max_permuted", b_reduce_t, F64, BO_EXACT, BO_MAY_FALL_BACK, &R_MAXN},
     {"argmax_ties", b_reduce_ties, F64, 0, BO_NO_GRAD | BO_MAY_FALL_BACK, &R_ARGN},
@@ -360,12 +367,10 @@ static const bo_case matmul_cases[] = {
     {"matmul", b_mm_odd, F64, BO_TRANS, BO_MAY_FALL_BACK, NULL},
     {"matmul_batch_bcast", b_mm_batch_bcast, F64, BO_TRANS, BO_MAY_FALL_BACK, NULL},
     {"matmul_views", b_mm_views, F64, BO_TRANS, BO_MAY_FALL_BACK, NULL},
-    /* forward only: Vulkan runs bf16 products but not yet bf16 element-wise
-     * ops, which the gradient's loss needs */
-    {"matmul", b_mm_odd, BF16, BO_BF16, BO_NO_GRAD, NULL},
-    {"matmul_trans_b", b_mm_tb, BF16, BO_BF16, BO_NO_GRAD, NULL},
-    {"matmul_batch_bcast", b_mm_batch_bcast, BF16, BO_BF16, BO_NO_GRAD, NULL},
-    {"matmul", b_mm_odd, BF16, BO_BF16, BO_MAY_FALL_BACK, NULL},
+    {"matmul", b_mm_odd, BF16, BO_BF16, 0, NULL},
+    {"matmul_trans_b", b_mm_tb, BF16, BO_BF16, 0, NULL},
+    {"matmul_batch_bcast", b_mm_batch_bcast, BF16, BO_BF16, 0, NULL},
+    {"linear_bias", b_linear, BF16, BO_BF16, 0, NULL},
 };
 KT_TEST(backend_ops_matmul) { bo_run_cases("matmul", matmul_cases, BO_COUNT(matmul_cases)); }
 

@@ -460,9 +460,8 @@ KT_TEST(vk_matmul_f16) {
 }
 
 /* bf16 tensors: stored as bf16, summed in f32, the result rounded to bf16
- * (as the CPU), every node on the device (forward only: the gradient's
- * loss needs bf16 element-wise ops, which Vulkan does not run yet; the
- * transposed cases are the backward's products). */
+ * (as the CPU), every node on the device; forward and, for one transpose
+ * of each shape, both gradients. */
 KT_TEST(vk_matmul_bf16) {
     VULKAN(vk);
     static const int64_t sz[] = {1, 7, 33, 65, 130};
@@ -472,10 +471,10 @@ KT_TEST(vk_matmul_bf16) {
         for (int t = 0; t < 4; t++) {
             mm_arg arg = {t & 1, t >> 1, false};
             leaf_spec s[2];
-            mm_specs(s, KILN_BF16, 1, (int64_t[]){2}, 0, NULL, m, k, n, arg.ta, arg.tb, false);
+            mm_specs(s, KILN_BF16, 1, (int64_t[]){2}, 0, NULL, m, k, n, arg.ta, arg.tb, t == 3);
             snprintf(what, sizeof what, "bf16 %lldx%lldx%lld ta %d tb %d", (long long)m, (long long)k, (long long)n,
                      arg.ta, arg.tb);
-            compare(vk, what, 2, s, build_mm, &arg, false, half_tol(KILN_BF16, 0));
+            compare(vk, what, 2, s, build_mm, &arg, t == 3, half_tol(KILN_BF16, 0));
         }
     }
 }

@@ -216,7 +216,10 @@ static const char *unary_family(kiln_op op) {
     }
 }
 
-static bool float_io(const kiln_tensor *t) { return t->dtype == KILN_F32 || t->dtype == KILN_F16; }
+static bool float_io(const kiln_tensor *t) { return t->dtype == KILN_F32 || is16(t->dtype); }
+
+/* The kernels' name suffix for a float dtype: f32's, "h" (f16) or "b" (bf16). */
+static const char *sfx16(kiln_dtype t, const char *f32) { return t == KILN_F16 ? "h" : t == KILN_BF16 ? "b" : f32; }
 
 static bool unary_supports(const kiln_vk *vk, const kiln_tensor *t) {
     return float_io(t) && t->src[0]->dtype == t->dtype && operands_ok(vk, t);
@@ -235,7 +238,7 @@ static kiln_status unary_strided(kiln_vk *vk, const kiln_tensor *t, const ew_wal
     memcpy(pc.mg, w->mg, sizeof pc.mg);
     memcpy(pc.st, w->st[0], sizeof pc.st);
     char shader[32];
-    snprintf(shader, sizeof shader, "ew_u_%s_%s", unary_family(t->op), t->dtype == KILN_F16 ? "h" : "s");
+    snprintf(shader, sizeof shader, "ew_u_%s_%s", unary_family(t->op), sfx16(t->dtype, "s"));
     const kiln_tensor *bind[2] = {x, t};
     return run(vk, shader, 2, bind, &pc, sizeof pc, n);
 }
@@ -252,7 +255,7 @@ static kiln_status unary_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex
         float p;
     } pc = {n / 4, x0 / 4, y0 / 4, (uint32_t)(t->op - KILN_OP_NEG), (float)t->fp[0]};
     char shader[32];
-    snprintf(shader, sizeof shader, "ew_u_%s_v4%s", unary_family(t->op), t->dtype == KILN_F16 ? "h" : "");
+    snprintf(shader, sizeof shader, "ew_u_%s_v4%s", unary_family(t->op), sfx16(t->dtype, ""));
     const kiln_tensor *bind[2] = {x, t};
     kiln_status s = run(vk, shader, 2, bind, &pc, sizeof pc, pc.nq);
     return s || n % 4 == 0 ? s : unary_strided(vk, t, &w, n - n % 4, n % 4);
@@ -285,9 +288,9 @@ static kiln_status binary_strided(kiln_vk *vk, const kiln_tensor *t, const ew_wa
     memcpy(pc.mg, w->mg, sizeof pc.mg);
     memcpy(pc.sa, w->st[0], sizeof pc.sa);
     memcpy(pc.sb, w->st[1], sizeof pc.sb);
-    const char *shader = t->dtype == KILN_I32 ? "ew_b_cmp_i"
-                         : t->op == KILN_OP_DIV ? (t->dtype == KILN_F16 ? "ew_b_div_h" : "ew_b_div_s")
-                                                : (t->dtype == KILN_F16 ? "ew_b_arith_h" : "ew_b_arith_s");
+    char shader[32] = "ew_b_cmp_i";
+    if (t->dtype != KILN_I32)
+        snprintf(shader, sizeof shader, "ew_b_%s_%s", t->op == KILN_OP_DIV ? "div" : "arith", sfx16(t->dtype, "s"));
     const kiln_tensor *bind[3] = {a, b, t};
     return run(vk, shader, 3, bind, &pc, sizeof pc, n);
 }
@@ -326,7 +329,7 @@ static kiln_status binary_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
     } pc = {nq, qa[0], qb[0], y0 / 4, binary_opc(t), qa[1], qa[2], qa[3], qb[1], qb[2], qb[3]};
     char shader[32];
     snprintf(shader, sizeof shader, "ew_b_%s_%s%s", t->op == KILN_OP_DIV ? "div" : "arith", sa ? "sq" : sb ? "qs" : "qq",
-             t->dtype == KILN_F16 ? "h" : "");
+             sfx16(t->dtype, ""));
     const kiln_tensor *bind[3] = {a, b, t};
     kiln_status s = run(vk, shader, 3, bind, &pc, sizeof pc, nq);
     return s || n % 4 == 0 ? s : binary_strided(vk, t, &w, n - n % 4, n % 4);
@@ -356,7 +359,9 @@ static kiln_status where_magic(kiln_vk *vk, const kiln_tensor *t, const ew_walk 
     memcpy(pc.sc, w->st[0], sizeof pc.sc);
     memcpy(pc.sa, w->st[1], sizeof pc.sa);
     memcpy(pc.sb, w->st[2], sizeof pc.sb);
-    return run(vk, t->dtype == KILN_F16 ? "ew_where_mh" : "ew_where_m", 4, bind, &pc, sizeof pc, n);
+    char shader[32];
+    snprintf(shader, sizeof shader, "ew_where_m%s", sfx16(t->dtype, ""));
+    return run(vk, shader, 4, bind, &pc, sizeof pc, n);
 }
 
 static kiln_status where_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
@@ -365,7 +370,6 @@ static kiln_status where_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex
     const kiln_tensor *bind[4] = {c, a, b, t};
     ew_walk w = walk_of(t, 3);
     uint32_t n = (uint32_t)kiln_tensor_numel(t), y0 = kiln__vk_base(vk, t), nq = n / 4;
-    bool f16 = t->dtype == KILN_F16;
     uint32_t qc[4], qa[4], qb[4];
     bool sc, sa, sb; /* splat */
     if (y0 % 4 == 0 && nq > 0 && quad_source(&w, 0, kiln__vk_base(vk, c), nq, qc, &sc) && !sc &&
@@ -377,7 +381,7 @@ static kiln_status where_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex
             uint32_t mc, lc, dc, ma, la, da, mb, lb, db;
         } pc = {nq, qc[0], qa[0], qb[0], y0 / 4, c->dtype == KILN_I32, qc[1], qc[2], qc[3], qa[1], qa[2], qa[3], qb[1], qb[2], qb[3]};
         char shader[32];
-        snprintf(shader, sizeof shader, "ew_where_%s%s", sa ? "sq" : sb ? "qs" : "qq", f16 ? "h" : "");
+        snprintf(shader, sizeof shader, "ew_where_%s%s", sa ? "sq" : sb ? "qs" : "qq", sfx16(t->dtype, ""));
         kiln_status s = run(vk, shader, 4, bind, &pc, sizeof pc, nq);
         return s || n % 4 == 0 ? s : where_magic(vk, t, &w, n - n % 4, n % 4);
     }
@@ -392,7 +396,8 @@ static kiln_status where_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex
     memcpy(pc.sa, w.st[1], sizeof pc.sa);
     memcpy(pc.sb, w.st[2], sizeof pc.sb);
     _Static_assert(sizeof pc <= KILN_VK_MAX_PUSH, "where's push constants");
-    return run(vk, f16 ? "ew_where_f16" : "ew_where", 4, bind, &pc, sizeof pc, n);
+    return run(vk, t->dtype == KILN_F16 ? "ew_where_f16" : t->dtype == KILN_BF16 ? "ew_where_bf16" : "ew_where", 4, bind, &pc,
+               sizeof pc, n);
 }
 
 /* ---- DROPOUT ---- */

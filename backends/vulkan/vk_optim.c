@@ -15,7 +15,8 @@ static bool f32_ok(const kiln_vk *vk, const kiln_tensor *t, int64_t n) {
  * where the device has 16-bit storage */
 static bool acc_grad_supports(const kiln_vk *vk, const kiln_tensor *t) {
     const kiln_tensor *g = t->src[0], *d = t->src[1];
-    bool dt = g->dtype == d->dtype && (g->dtype == KILN_F32 || (g->dtype == KILN_F16 && kiln__vk_caps(vk)->f16));
+    bool dt = g->dtype == d->dtype &&
+              (g->dtype == KILN_F32 || ((g->dtype == KILN_F16 || g->dtype == KILN_BF16) && kiln__vk_caps(vk)->f16));
     return dt && kiln_tensor_is_contiguous(g) && kiln_tensor_is_contiguous(d) && kiln__vk_fits(vk, g) &&
            kiln__vk_fits(vk, d);
 }
@@ -27,7 +28,7 @@ static kiln_status acc_grad_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec 
     struct {
         uint32_t n, g0, d0;
     } pc = {(uint32_t)n, kiln__vk_base(vk, g), kiln__vk_base(vk, d)};
-    kiln_vk_dispatch dp = {.shader = g->dtype == KILN_F16 ? "acc_grad_f16" : "acc_grad", .n = 2, .bind = {g, d}, .push = &pc, .push_size = sizeof pc};
+    kiln_vk_dispatch dp = {.shader = g->dtype == KILN_F16 ? "acc_grad_f16" : g->dtype == KILN_BF16 ? "acc_grad_bf16" : "acc_grad", .n = 2, .bind = {g, d}, .push = &pc, .push_size = sizeof pc};
     kiln__vk_groups_1d(vk, (uint64_t)n, 256, dp.groups);
     return kiln__vk_dispatch(vk, &dp);
 }

@@ -1,6 +1,6 @@
 // ew_where.glsl — y = cond != 0 ? a : b with broadcasting (three strided
 // sources). cond is f32 (-0 counts as zero, NaN as true) or i32, told by
-// c_i32; a and b are moved as bits in their storage type (EW_T16: f16).
+// c_i32; a and b are moved as bits in their storage type (EW_T16: f16, EW_TB16: bf16).
 // EW_MAGIC: walks of up to 4 dims, divided by magic numbers (ew_fast.glsl)
 // instead of udiv; the host takes the plain kernel for more dims.
 #ifdef EW_MAGIC
@@ -10,7 +10,10 @@
 #include "ew_index.glsl"
 #define EW_WHERE_DIMS EW_MAX_DIMS
 #endif
-#ifdef EW_T16
+#if defined(EW_TB16)
+#extension GL_EXT_shader_16bit_storage : require
+#define EW_STORE_T uint16_t
+#elif defined(EW_T16)
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #define EW_STORE_T float16_t

@@ -7,15 +7,25 @@
 // element for d quads in turn: a scalar fill, a column). The host runs the
 // n % 4 left over with the element kernel.
 #include "ew_fast.glsl"
-#ifdef EW_T16
+// W4: what the selection works on; bf16's u16vec4 (EW_TB16) only
+// converts, so it selects as uvec4.
+#if defined(EW_TB16)
+#extension GL_EXT_shader_16bit_storage : require
+#define EW_STORE_T uint16_t
+#define EW_STORE4_T u16vec4
+#define W4 uvec4
+#define EW_SPLAT4(v) uvec4(uint(v))
+#elif defined(EW_T16)
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #define EW_STORE_T float16_t
 #define EW_STORE4_T f16vec4
+#define W4 f16vec4
 #define EW_SPLAT4(v) f16vec4(v)
 #else
 #define EW_STORE_T uint
 #define EW_STORE4_T uvec4
+#define W4 uvec4
 #define EW_SPLAT4(v) uvec4(v)
 #endif
 layout(local_size_x = 256) in;
@@ -42,14 +52,14 @@ void main() {
     uvec4 cb = c[p.c0 + g - ew_udiv(g, p.mc, p.lc) * p.dc];
     bvec4 on = notEqual(p.c_i32 != 0u ? cb : cb & 0x7fffffffu, uvec4(0u));
 #ifdef EW_A_SPLAT
-    EW_STORE4_T u = EW_SPLAT4(a[p.a0 + ew_udiv(g, p.ma, p.la)]);
+    W4 u = EW_SPLAT4(a[p.a0 + ew_udiv(g, p.ma, p.la)]);
 #else
-    EW_STORE4_T u = a[p.a0 + g - ew_udiv(g, p.ma, p.la) * p.da];
+    W4 u = W4(a[p.a0 + g - ew_udiv(g, p.ma, p.la) * p.da]);
 #endif
 #ifdef EW_B_SPLAT
-    EW_STORE4_T v = EW_SPLAT4(b[p.b0 + ew_udiv(g, p.mb, p.lb)]);
+    W4 v = EW_SPLAT4(b[p.b0 + ew_udiv(g, p.mb, p.lb)]);
 #else
-    EW_STORE4_T v = b[p.b0 + g - ew_udiv(g, p.mb, p.lb) * p.db];
+    W4 v = W4(b[p.b0 + g - ew_udiv(g, p.mb, p.lb) * p.db]);
 #endif
-    y[p.y0 + g] = EW_STORE4_T(on.x ? u.x : v.x, on.y ? u.y : v.y, on.z ? u.z : v.z, on.w ? u.w : v.w);
+    y[p.y0 + g] = EW_STORE4_T(W4(on.x ? u.x : v.x, on.y ? u.y : v.y, on.z ? u.z : v.z, on.w ? u.w : v.w));
 }

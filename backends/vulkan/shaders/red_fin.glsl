@@ -1,9 +1,11 @@
 // red_fin.glsl — the second pass of a split reduction: 2^lgl lanes per
 // output each merge every 2^lgl-th of its S partials (red_fast_io.glsl's
 // planes), then lane 0 merges the lanes through shared memory.
-#ifdef RED_OUT16
+#if defined(RED_OUT16)
 #extension GL_EXT_shader_16bit_storage : require
+#ifndef RED_BF16
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#endif
 #endif
 #include "ew_half.glsl"
 #include "red_fast.glsl"
