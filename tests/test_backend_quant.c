@@ -219,7 +219,7 @@ static kiln_tensor *b_qmm(bo_io *io) {
 static const qmm_arg Q1 = {1, 37, 256, false}, Q3 = {3, 37, 256, false}, Q8 = {8, 37, 256, false},
                      Q13 = {13, 37, 384, false}, QDQ1 = {1, 256, 320, false}, QDQ9 = {9, 256, 320, false},
                      QN1 = {1, 37, 256, true}, QN13 = {13, 37, 384, true}, QK1 = {1, 64, 4160, false},
-                     QK9 = {9, 64, 4160, false}, QKDQ = {9, 64, 2304, false};
+                     QK9 = {9, 64, 4160, false}, QKDQ = {9, 64, 2304, false}, QKDQ7 = {7, 64, 2304, false};
 /* Q8_0 and Q4_0 below 8 rows: against the CPU's QMATMUL (both round x to
  * int8; the exact cases below) */
 static const qmm_arg QI8_1 = {1, 37, 256, true}, QI8_3 = {3, 37, 256, true}, QI8_K1 = {1, 64, 4160, true};
@@ -237,6 +237,7 @@ static const bo_case qmm_cases[] = {
     {"qmatmul_long_k_m9", b_qmm, KILN_Q4_0, BO_TRANS, 0, &QK9},
     {"qmatmul_long_k_m1", b_qmm, KILN_NF4, BO_TRANS, 0, &QK1},
     {"qmatmul_long_k_m9", b_qmm, KILN_NF4_DQ, BO_TRANS, 0, &QKDQ},
+    {"qmatmul_long_k_m7", b_qmm, KILN_NF4_DQ, BO_TRANS, 0, &QKDQ7},
     {"qmatmul_vs_cpu_qmm_m1", b_qmm, KILN_NF4, BO_TRANS, 0, &QN1},
     {"qmatmul_vs_cpu_qmm_m13", b_qmm, KILN_NF4, BO_TRANS, 0, &QN13},
 };
