@@ -46,8 +46,9 @@ void bench_gpu_gemv(kiln_backend *b, const char *prefix, const bench_opts *o) {
     const double copy = copy_gbs(b, 1.0 * o->scale);
     snprintf(name, sizeof name, "%s_copy 64MiB", prefix);
     bench_report(name, copy, "GB/s", 0, "the reference below");
-    static const kiln_dtype types[] = {KILN_F32,     KILN_Q8_0, KILN_Q4_0, KILN_NF4,   KILN_NF4_DQ,
-                                       KILN_GQ4_128, KILN_Q4_K, KILN_Q6_K, KILN_IQ4_XS};
+    static const kiln_dtype types[] = {KILN_F32,  KILN_Q8_0, KILN_Q4_0,   KILN_NF4,  KILN_NF4_DQ, KILN_GQ4_128,
+                                       KILN_Q4_K, KILN_Q6_K, KILN_Q5_K,   KILN_IQ4_XS, KILN_Q4_1, KILN_Q5_0,
+                                       KILN_Q5_1, KILN_IQ4_NL, KILN_Q2_K, KILN_Q3_K};
     for (int i = 0; i < (int)(sizeof types / sizeof types[0]); i++) {
         kiln_ctx *ctx = device_ctx(b);
         kiln_tensor *x = kiln_new_2d(ctx, KILN_F32, 1, k), *w = kiln_new_2d(ctx, KILN_F32, n, k);

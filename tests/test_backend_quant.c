@@ -219,7 +219,7 @@ static kiln_tensor *b_qmm(bo_io *io) {
 static const qmm_arg Q1 = {1, 37, 256, false}, Q3 = {3, 37, 256, false}, Q8 = {8, 37, 256, false},
                      Q13 = {13, 37, 384, false}, QDQ1 = {1, 256, 320, false}, QDQ9 = {9, 256, 320, false},
                      QN1 = {1, 37, 256, true}, QN13 = {13, 37, 384, true}, QK1 = {1, 64, 4160, false},
-                     QK9 = {9, 64, 4160, false}, QKDQ = {9, 64, 2304, false};
+                     QK9 = {9, 64, 4160, false}, QKDQ = {9, 64, 2304, false}, QKDQ7 = {7, 64, 2304, false};
 /* Q8_0 and Q4_0 below 8 rows: against the CPU's QMATMUL (both round x to
  * int8; the exact cases below) */
 static const qmm_arg QI8_1 = {1, 37, 256, true}, QI8_3 = {3, 37, 256, true}, QI8_K1 = {1, 64, 4160, true};
@@ -237,6 +237,7 @@ static const bo_case qmm_cases[] = {
     {"qmatmul_long_k_m9", b_qmm, KILN_Q4_0, BO_TRANS, 0, &QK9},
     {"qmatmul_long_k_m1", b_qmm, KILN_NF4, BO_TRANS, 0, &QK1},
     {"qmatmul_long_k_m9", b_qmm, KILN_NF4_DQ, BO_TRANS, 0, &QKDQ},
+    {"qmatmul_long_k_m7", b_qmm, KILN_NF4_DQ, BO_TRANS, 0, &QKDQ7},
     {"qmatmul_vs_cpu_qmm_m1", b_qmm, KILN_NF4, BO_TRANS, 0, &QN1},
     {"qmatmul_vs_cpu_qmm_m13", b_qmm, KILN_NF4, BO_TRANS, 0, &QN13},
 };
@@ -282,8 +283,25 @@ static const qmm_arg QI1 = {1, 37, 416, true}, QI2 = {2, 37, 416, true}, QI7 = {
     {"qmatmul_int_m1", b_qmm, T, 0, BO_NO_GRAD, &QI1}, {"qmatmul_int_m2", b_qmm, T, 0, BO_NO_GRAD, &QI2},          \
         {"qmatmul_int_m7", b_qmm, T, 0, BO_NO_GRAD, &QI7}, {"qmatmul_int_long_k_m1", b_qmm, T, 0, BO_NO_GRAD, &QIL}, \
         {"qmatmul_int_w_view_m2", b_qmm_view, T, 0, BO_NO_GRAD, &QI2}
-static const bo_case qmm_int_cases[] = {QMM_INT_CASES(KILN_Q8_0), QMM_INT_CASES(KILN_Q4_0)};
+/* The K types and IQ4_XS against Q8_K, the same way: k of 3 and 9
+ * super-blocks, and 17 (the devices' steps of 16 blocks, the last one
+ * short); the views' rows of Q6_K and Q3_K start at bytes 2 mod 4. */
+static const qmm_arg QIK1 = {1, 37, 768, true}, QIK2 = {2, 37, 768, true}, QIK7 = {7, 19, 2304, true},
+                     QIKL = {1, 21, 4352, true};
+#define QMM_INT_K_CASES(T)                                                                                           \
+    {"qmatmul_int_m1", b_qmm, T, 0, BO_NO_GRAD, &QIK1}, {"qmatmul_int_m2", b_qmm, T, 0, BO_NO_GRAD, &QIK2},            \
+        {"qmatmul_int_m7", b_qmm, T, 0, BO_NO_GRAD, &QIK7}, {"qmatmul_int_long_k_m1", b_qmm, T, 0, BO_NO_GRAD, &QIKL}, \
+        {"qmatmul_int_w_view_m2", b_qmm_view, T, 0, BO_NO_GRAD, &QIK2}
+/* ggml's other blocks of 32 against Q8_0 / Q8_1 as Q8_0's, and k of 24
+ * blocks: whole groups of 8, the CPU's lanes only */
+#define QMM_INT_32_CASES(T) QMM_INT_CASES(T), {"qmatmul_int_lanes_only_m2", b_qmm, T, 0, BO_NO_GRAD, &QIK2}
+static const bo_case qmm_int_cases[] = {
+    QMM_INT_CASES(KILN_Q8_0),    QMM_INT_CASES(KILN_Q4_0),   QMM_INT_K_CASES(KILN_Q4_K), QMM_INT_K_CASES(KILN_Q6_K),
+    QMM_INT_K_CASES(KILN_Q5_K),  QMM_INT_K_CASES(KILN_IQ4_XS), QMM_INT_32_CASES(KILN_Q4_1), QMM_INT_32_CASES(KILN_Q5_0),
+    QMM_INT_32_CASES(KILN_Q5_1), QMM_INT_32_CASES(KILN_IQ4_NL), QMM_INT_K_CASES(KILN_Q2_K), QMM_INT_K_CASES(KILN_Q3_K)};
 #undef QMM_INT_CASES
+#undef QMM_INT_K_CASES
+#undef QMM_INT_32_CASES
 KT_TEST(backend_ops_qmatmul_int) { bo_run_cases("quant", qmm_int_cases, BO_COUNT(qmm_int_cases)); }
 /* The same on Vulkan without the packed dot products (a device without
  * shaderIntegerDotProduct); each test is a process, so this backend is new. */
@@ -294,16 +312,19 @@ KT_TEST(backend_ops_qmatmul_int_plain) {
 
 /* ggml's weight types: batch 1 and 13 for each (k = 512: two
  * super-blocks), 3 and 8 for two; k = 4352 (17 super-blocks, 272 or 136
- * sub-blocks a row: the lanes go round unevenly); W a view one row in. */
-static const qmm_arg QK256_1 = {1, 37, 512, false}, QK256_13 = {13, 37, 512, false}, QK256_3 = {3, 37, 512, false},
-                     QK256_8 = {8, 37, 512, false}, QKL1 = {1, 64, 4352, false}, QKL9 = {9, 64, 4352, false};
+ * sub-blocks a row: the lanes go round unevenly); W a view one row in.
+ * Below 8 rows against the CPU's QMATMUL (both quantize x: the integer
+ * cases above), but for Q8_1 as a weight, which the devices multiply in f32. */
+static const qmm_arg QK256_1 = {1, 37, 512, true}, QK256_13 = {13, 37, 512, false}, QK256_3 = {3, 37, 512, true},
+                     QK256_8 = {8, 37, 512, false}, QKL1 = {1, 64, 4352, true}, QKL9 = {9, 64, 4352, false},
+                     QK256_1F = {1, 37, 512, false};
 #define GG_QMM_CASES(T) {"qmatmul_m1", b_qmm, T, BO_TRANS, 0, &QK256_1}, {"qmatmul_m13", b_qmm, T, BO_TRANS, 0, &QK256_13}
 static const bo_case ggml_qmm_cases[] = {
     GG_QMM_CASES(KILN_Q4_1), GG_QMM_CASES(KILN_Q5_0), GG_QMM_CASES(KILN_Q5_1), GG_QMM_CASES(KILN_Q2_K),
     GG_QMM_CASES(KILN_Q3_K), GG_QMM_CASES(KILN_Q4_K), GG_QMM_CASES(KILN_Q5_K), GG_QMM_CASES(KILN_Q6_K),
     GG_QMM_CASES(KILN_IQ4_NL), GG_QMM_CASES(KILN_IQ4_XS),
     /* the activation types, should a weight be stored in one */
-    {"qmatmul_m1", b_qmm, KILN_Q8_1, BO_TRANS, 0, &QK256_1}, {"qmatmul_m13", b_qmm, KILN_Q8_K, BO_TRANS, 0, &QK256_13},
+    {"qmatmul_m1", b_qmm, KILN_Q8_1, BO_TRANS, 0, &QK256_1F}, {"qmatmul_m13", b_qmm, KILN_Q8_K, BO_TRANS, 0, &QK256_13},
     {"qmatmul_m3", b_qmm, KILN_Q4_K, BO_TRANS, 0, &QK256_3},
     {"qmatmul_m8", b_qmm, KILN_Q6_K, BO_TRANS, 0, &QK256_8},
     {"qmatmul_long_k_m1", b_qmm, KILN_Q4_K, BO_TRANS, 0, &QKL1},

@@ -208,6 +208,17 @@ int kiln__cu_qmatmul(void *stream, int qt, const float *x, const void *w, float 
 enum { CU_QMV_MAX_M = 7 }; /* KILN_QMM_PANEL_MIN_M - 1: the CPU's batched paths from 8 rows */
 int kiln__cu_qmv_i8(void *stream, int qt, const float *x, const void *w, float *y, int64_t m, int64_t n, int64_t k,
                     int8_t *xq, float *dx);
+/* The same for ggml's K types and IQ4_XS (qt a CU_GGML code) against x
+ * quantized to Q8_K (k_qmv_k.cu); xq [m k] and dx [m k / 256]; w even. */
+int kiln__cu_qmv_q8k(void *stream, int qt, const float *x, const void *w, float *y, int64_t m, int64_t n, int64_t k,
+                     int8_t *xq, float *dx);
+/* The same for Q4_1, Q5_0, Q5_1 and IQ4_NL (qt a CU_GGML code) against x
+ * quantized to Q8_1 or Q8_0 (k_qmv_32.cu); xq [m k], dx and sx [m k / 32]. */
+int kiln__cu_qmv_q32(void *stream, int qt, const float *x, const void *w, float *y, int64_t m, int64_t n, int64_t k,
+                     int8_t *xq, float *dx, float *sx);
+/* x [nblk 32] to int8 codes xq and f16-rounded scales dx as the CPU's
+ * Q8_0; with sx non-NULL, Q8_1's f16 sums s too (k_qmv.cu). */
+void kiln__cu_quantize_x32(void *stream, const float *x, int8_t *xq, float *dx, float *sx, int64_t nblk);
 
 /* ---- optimizer steps (k_optim.cu): in place, contiguous; h is the hyper
  * leaf (f32) on the device (optim/sgd.c, adam.c, lion.c give its layout);

@@ -8,8 +8,9 @@
  * row_blck (64) and the whole tensor of whole super-blocks. NF4_DQ's
  * absmax codes read the signed dynamic map, copied to the device before
  * the first NF4_DQ kernel. QMATMUL of Q8_0 and Q4_0 with few rows of x
- * (generation) takes k_qmv.cu's integer products, the CPU's bits; the
- * rest k_quant.cu's f32 ones. kiln__cu_quant() is the backend's whole
+ * (generation) takes k_qmv.cu's integer products, the CPU's bits, and so
+ * do ggml's other types (k_qmv_k.cu, k_qmv_32.cu); the rest take
+ * k_quant.cu's f32 ones. kiln__cu_quant() is the backend's whole
  * knowledge of the block dtypes: cu_supports() sends any node with an
  * operand of another one to the CPU. */
 #include "cu.h"
@@ -99,20 +100,39 @@ static bool qmatmul_supports(const kiln_cu *cu, const kiln_tensor *t) {
            w->shape[1] == x->shape[1] && blocks_ok(w);
 }
 
+/* The few-row integer product of weight dtype t: 1 Q8_0 / Q4_0
+ * (k_qmv.cu), 2 the K types and IQ4_XS against Q8_K (k_qmv_k.cu), 3 the
+ * other blocks of 32 against Q8_0 / Q8_1 (k_qmv_32.cu); 0 none. */
+static int int_kind(kiln_dtype t) {
+    switch (t) {
+    case KILN_Q8_0: case KILN_Q4_0: return 1;
+    case KILN_Q2_K: case KILN_Q3_K: case KILN_Q4_K: case KILN_Q5_K: case KILN_Q6_K: case KILN_IQ4_XS: return 2;
+    case KILN_Q4_1: case KILN_Q5_0: case KILN_Q5_1: case KILN_IQ4_NL: return 3;
+    default: return 0;
+    }
+}
+
 static kiln_status qmatmul_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
     const kiln_tensor *x = t->src[0], *w = t->src[1];
     kiln_status s = ready(cu, w->dtype);
     if (s) return s;
     const int64_t m = x->shape[0], n = w->shape[0], k = w->shape[1];
-    const int qt = kiln__cu_quant(w->dtype);
-    if ((qt == CU_Q8_0 || qt == CU_Q4_0) && m <= CU_QMV_MAX_M && !((uintptr_t)kiln__cu_ptr(w) & 1)) {
-        /* scratch: x's scales, then its codes */
-        const size_t dx_bytes = ((size_t)(m * (k / 32)) * sizeof(float) + 15) & ~(size_t)15;
-        kiln_devbuf *sc = kiln__cu_buffer_new(cu, dx_bytes + (size_t)(m * k), false);
+    const int qt = kiln__cu_quant(w->dtype), kind = int_kind(w->dtype);
+    if (kind && m <= CU_QMV_MAX_M && !((uintptr_t)kiln__cu_ptr(w) & 1)) {
+        /* scratch: x's scales (one per 32, or per 256 for Q8_K), Q8_1's
+         * sums as many, then its codes */
+        const size_t dx_bytes = ((size_t)(m * (k / (kind == 2 ? 256 : 32))) * sizeof(float) + 15) & ~(size_t)15;
+        kiln_devbuf *sc = kiln__cu_buffer_new(cu, (kind == 3 ? 2 : 1) * dx_bytes + (size_t)(m * k), false);
         if (!sc) return kiln_last_status() ? kiln_last_status() : KILN_ERR_OOM;
-        s = kiln__cu_launched(kiln__cu_qmv_i8(cu->stream, qt, kiln__cu_ptr(x), kiln__cu_ptr(w), kiln__cu_ptr(t), m, n, k,
-                                              (int8_t *)sc->ptr + dx_bytes, sc->ptr),
+        float *dx = sc->ptr, *sx = (float *)((char *)sc->ptr + dx_bytes);
+        int8_t *xq = (int8_t *)sc->ptr + (kind == 3 ? 2 : 1) * dx_bytes;
+        const float *xp = kiln__cu_ptr(x);
+        const void *wp = kiln__cu_ptr(w);
+        float *yp = kiln__cu_ptr(t);
+        s = kiln__cu_launched(kind == 1   ? kiln__cu_qmv_i8(cu->stream, qt, xp, wp, yp, m, n, k, xq, dx)
+                              : kind == 2 ? kiln__cu_qmv_q8k(cu->stream, qt, xp, wp, yp, m, n, k, xq, dx)
+                                          : kiln__cu_qmv_q32(cu->stream, qt, xp, wp, yp, m, n, k, xq, dx, sx),
                               "qmatmul kernel (integer)");
         kiln__cu_buffer_free(cu, sc); /* its next user is queued after the product */
         return s;

@@ -32,15 +32,19 @@ const int QMV_THREADS = 128, QMV_ROWS = QMV_THREADS / 16, QMV_MB = CU_QMV_MAX_M;
 const int CHUNK = 576;                       // a row's bytes staged per step: 16 Q8_0 blocks (544) or 32 Q4_0
 const int GRANULES = (CHUNK + 14 + 15) / 16; // 16-byte granules holding them (a chunk starts at an even byte)
 
-// x [nblk 32] to codes xq and scales dx (kiln__qmm_quantize_x).
-__global__ void quantize_x_k(const float *x, int8_t *xq, float *dx, int64_t nblk) {
+// x [nblk 32] to codes xq and scales dx (kiln__qmm_quantize_x, which is
+// kiln__quantize_q8_0_ref), and with sx Q8_1's s = f16(sum(q) d) too
+// (kiln__quantize_q8_1_ref).
+__global__ void quantize_x_k(const float *x, int8_t *xq, float *dx, float *sx, int64_t nblk) {
     for (int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; b < nblk; b += (int64_t)gridDim.x * blockDim.x) {
         const float *v = x + 32 * b;
         float amax = 0.0f;
         for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(v[j]));
         const float d = amax / 127, id = d != 0.0f ? 1.0f / d : 0.0f;
         dx[b] = __half2float(__float2half_rn(d));
-        for (int j = 0; j < 32; j++) xq[32 * b + j] = (int8_t)roundf(v[j] * id);
+        int sum = 0;
+        for (int j = 0; j < 32; j++) sum += xq[32 * b + j] = (int8_t)roundf(v[j] * id);
+        if (sx) sx[b] = __half2float(__float2half_rn((float)sum * d));
     }
 }
 
@@ -135,10 +139,14 @@ __global__ void qmv_k(const unsigned char *w, const int8_t *xq, const float *dx,
 
 } // namespace
 
+extern "C" void kiln__cu_quantize_x32(void *stream, const float *x, int8_t *xq, float *dx, float *sx, int64_t nblk) {
+    quantize_x_k<<<blocks_for(nblk), THREADS, 0, (cudaStream_t)stream>>>(x, xq, dx, sx, nblk);
+}
+
 extern "C" int kiln__cu_qmv_i8(void *stream, int qt, const float *x, const void *w, float *y, int64_t m, int64_t n,
                                int64_t k, int8_t *xq, float *dx) {
     cudaStream_t st = (cudaStream_t)stream;
-    quantize_x_k<<<blocks_for(m * k / 32), THREADS, 0, st>>>(x, xq, dx, m * k / 32);
+    kiln__cu_quantize_x32(st, x, xq, dx, NULL, m * k / 32);
     int64_t groups = (n + QMV_ROWS - 1) / QMV_ROWS;
     unsigned grid = (unsigned)(groups < 65535 * 8 ? groups : 65535 * 8);
     const unsigned char *wb = (const unsigned char *)w;

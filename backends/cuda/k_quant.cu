@@ -6,7 +6,8 @@
 // dequantize equals the CPU bit for bit), dequantize, get_rows from a
 // quantized table, and the quantized matmul y = x . W^T, which sums
 // x * w over k in double (x never rounded, as the Vulkan kernels; the
-// CPU's batch-1 path rounds x to int8 for Q8_0/Q4_0).
+// CPU's batch-1 path rounds x to int8 for Q8_0/Q4_0), or for NF4 and
+// NF4_DQ with few rows of x a warp per row in f32 (nf4_mv_k).
 #include "cu_kernels.h"
 
 #include <cuda_bf16.h>
@@ -117,6 +118,72 @@ __global__ void qmatmul_k(int qt, const float *x, const unsigned char *w, float 
     }
 }
 
+// NF4 / NF4_DQ's few-row products (m <= CU_QMV_MAX_M): a warp per row of W,
+// lane l taking its blocks of 64 l, l + 32, ... (W's bytes read once, a
+// block's 32 code bytes as 8 words, x's 64 as 16 float4), each block's sum
+// in the CPU reference's order (kiln__qmm_dot_nf4_ref: x[2j] t[hi] + x[2j +
+// 1] t[lo], then times absmax) added to the lane's f32 partial; the 32
+// partials of a row summed in lane order through shared memory. The CPU's
+// SIMD kernels sum in other orders: f32 rounding apart, not bit for bit.
+const int NF4_THREADS = 128, NF4_ROWS = NF4_THREADS / 32;
+
+template <bool DQ> __global__ void nf4_mv_k(const float *x, const unsigned char *w, float *y, int m, int64_t n, int64_t k) {
+    __shared__ float part[NF4_ROWS][CU_QMV_MAX_M][32], tab[16]; // the table: lanes index it apart
+    const int t = threadIdx.x, rr = t / 32, ln = t % 32;
+    if (t < 16) tab[t] = nf4_table[t];
+    __syncthreads();
+    const int64_t nb = k / 64;
+    for (int64_t r0 = blockIdx.x * (int64_t)NF4_ROWS; r0 < n; r0 += (int64_t)gridDim.x * NF4_ROWS) {
+        const int64_t r = r0 + rr;
+        float acc[CU_QMV_MAX_M];
+#pragma unroll
+        for (int xr = 0; xr < CU_QMV_MAX_M; xr++) acc[xr] = 0.0f;
+        for (int64_t b = ln; r < n && b < nb; b += 32) {
+            const int64_t gi = r * nb + b; // the block's index from W's first byte
+            const unsigned char *codes;
+            float a;
+            if (DQ) { // super-blocks of 256 blocks: f32 offset, f32 absmax2, 256 absmax codes, the codes
+                const unsigned char *sb = w + (gi / 256) * 8456;
+                a = dq_map[sb[8 + gi % 256]] * *(const float *)(sb + 4);
+                a = a + *(const float *)sb;
+                codes = sb + 264 + 32 * (gi % 256);
+            } else {
+                a = *(const float *)(w + gi * 36);
+                codes = w + gi * 36 + 4;
+            }
+            unsigned cw[8];
+#pragma unroll
+            for (int i = 0; i < 8; i++) cw[i] = ((const unsigned *)codes)[i];
+#pragma unroll
+            for (int xr = 0; xr < CU_QMV_MAX_M; xr++) {
+                if (xr >= m) break;
+                const float4 *xv = (const float4 *)(x + xr * k + 64 * b);
+                float s = 0.0f;
+#pragma unroll
+                for (int i = 0; i < 8; i++) // bytes 4i .. 4i + 3: elements 8i .. 8i + 7
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        const float4 v = xv[2 * i + h];
+                        const unsigned c0 = (cw[i] >> (16 * h)) & 0xff, c1 = (cw[i] >> (16 * h + 8)) & 0xff;
+                        s += v.x * tab[c0 >> 4] + v.y * tab[c0 & 0x0f];
+                        s += v.z * tab[c1 >> 4] + v.w * tab[c1 & 0x0f];
+                    }
+                acc[xr] += s * a;
+            }
+        }
+#pragma unroll
+        for (int xr = 0; xr < CU_QMV_MAX_M; xr++)
+            if (xr < m) part[rr][xr][ln] = acc[xr];
+        __syncthreads();
+        if (r < n && ln < m) {
+            float s = 0.0f;
+            for (int l = 0; l < 32; l++) s += part[rr][ln][l];
+            y[ln * n + r] = s;
+        }
+        __syncthreads(); // the partials are read before the next rows'
+    }
+}
+
 } // namespace
 
 extern "C" {
@@ -145,7 +212,14 @@ int kiln__cu_nf4_dq_map(void *stream, const float *map) {
 }
 
 int kiln__cu_qmatmul(void *stream, int qt, const float *x, const void *w, float *y, int64_t m, int64_t n, int64_t k) {
-    qmatmul_k<<<blocks_for(m * n), THREADS, 0, (cudaStream_t)stream>>>(qt, x, (const unsigned char *)w, y, m, n, k);
+    cudaStream_t st = (cudaStream_t)stream;
+    const unsigned char *wb = (const unsigned char *)w;
+    const int64_t groups = (n + NF4_ROWS - 1) / NF4_ROWS;
+    const unsigned grid = (unsigned)(groups < 65535 * 8 ? groups : 65535 * 8);
+    const bool mv = m <= CU_QMV_MAX_M && !((uintptr_t)x & 15) && !((uintptr_t)w & 3); // float4 x, word W loads
+    if (mv && qt == CU_NF4) nf4_mv_k<false><<<grid, NF4_THREADS, 0, st>>>(x, wb, y, (int)m, n, k);
+    else if (mv && qt == CU_NF4_DQ) nf4_mv_k<true><<<grid, NF4_THREADS, 0, st>>>(x, wb, y, (int)m, n, k);
+    else qmatmul_k<<<blocks_for(m * n), THREADS, 0, st>>>(qt, x, wb, y, m, n, k);
     return (int)cudaGetLastError();
 }
 

@@ -15,10 +15,12 @@
  * quant_gq_mv.glsl), then adds scale * that sum (and min * sum(x) for the
  * types with a min), so it is the f32 product
  * with the dequantized W up to the order of the additions (x is never
- * rounded to int8, unlike the CPU's batch-1 path for GQ). Q8_0 and Q4_0
- * with fewer than 8 rows of x are the exception: x rounded to int8 codes
- * and integer products in the CPU's order (quant_qx.comp,
- * quant_qmv.glsl), equal to its batch-1 path bit for bit. */
+ * rounded to int8, unlike the CPU's batch-1 path for GQ). Q8_0, Q4_0 and
+ * ggml's types (all but Q8_1 and Q8_K) with fewer than 8 rows of x are
+ * the exception: x rounded to int8 codes and integer products in the
+ * CPU's order (quant_qx.comp with quant_qmv.glsl or quant_qmv_32.glsl;
+ * quant_qxk.comp and quant_qmv_k.glsl against Q8_K), equal to its batch-1
+ * path bit for bit. */
 #include "vk.h"
 #include "../../quant/dynamic_map.h"
 
@@ -185,31 +187,62 @@ static bool qmm_supports(const kiln_vk *vk, const kiln_tensor *t) {
            (m < QMV_MB1_BELOW ? m : (m + QMV_MB - 1) / QMV_MB) <= kiln__vk_caps(vk)->max_groups[2];
 }
 
-/* Q8_0 and Q4_0 with at most QMV_I8_M rows of x: x to int8 codes and f16
- * scales in scratch (quant_qx.comp), then the integer products
- * (quant_qmv.glsl), the CPU's batch-1 results bit for bit. */
+/* The integer kernel of weight dtype t below 8 rows of x, [int_dot][fma_fused]:
+ * Q8_0 and Q4_0 against int8 blocks of 32 (quant_qmv.glsl), ggml's other
+ * blocks of 32 against Q8_0 / Q8_1 (quant_qmv_32.glsl) and the K types and
+ * IQ4_XS against Q8_K (quant_qmv_k.glsl; those two have no fma); NULL for
+ * the others. */
+static const char *i8_shader(kiln_dtype t, bool dot, bool fused) {
+    static const char *const q32[2][2][2] = {
+        {{"qmv_i8_q8_0_sfma", "qmv_i8_q4_0_sfma"}, {"qmv_i8_q8_0", "qmv_i8_q4_0"}},
+        {{"qmv_i8_q8_0_dot_sfma", "qmv_i8_q4_0_dot_sfma"}, {"qmv_i8_q8_0_dot", "qmv_i8_q4_0_dot"}}};
+#define K(T, kind, t) \
+    case KILN_##T: return dot ? "qmv_" #kind "_" #t "_dot" : "qmv_" #kind "_" #t;
+    switch (t) {
+    case KILN_Q8_0: case KILN_Q4_0: return q32[dot][fused][t == KILN_Q4_0];
+    K(Q4_1, q32, q4_1) K(Q5_0, q32, q5_0) K(Q5_1, q32, q5_1) K(IQ4_NL, q32, iq4_nl)
+    K(Q2_K, q8k, q2_k) K(Q3_K, q8k, q3_k) K(Q4_K, q8k, q4_k) K(Q5_K, q8k, q5_k) K(Q6_K, q8k, q6_k) K(IQ4_XS, q8k, iq4_xs)
+    default: return NULL;
+    }
+#undef K
+}
+
+/* Weight dtypes with an i8_shader and at most QMV_I8_M rows of x: x to int8
+ * codes and scales in scratch (quant_qx.comp: blocks of 32, f16 scales,
+ * and Q8_1's sums for Q4_1 / Q5_1; quant_qxk.comp: Q8_K's blocks of 256,
+ * f32 scales), then the integer products, the CPU's batch-1 results bit
+ * for bit. */
 static kiln_status qmm_i8_record(kiln_vk *vk, kiln_tensor *t, uint32_t q0) {
     const kiln_tensor *x = t->src[0], *w = t->src[1];
     const int64_t m = x->shape[0], n = w->shape[0], k = w->shape[1];
-    kiln_tensor sc[2]; /* x's codes (four to an i32), its scales */
-    kiln_status s =
-        kiln__vk_scratch_n(vk, 2, (const int64_t[]){m * k / 4, m * k / 32}, (const kiln_dtype[]){KILN_I32, KILN_F32}, sc);
+    const bool q8k = kiln__types[w->dtype].blck == 256, ggml32 = w->dtype != KILN_Q8_0 && w->dtype != KILN_Q4_0 && !q8k;
+    const int64_t blk = q8k ? 256 : 32;
+    kiln_tensor sc[3]; /* x's codes (four to an i32), its scales, Q8_1's sums (quant_qx.comp binds them always) */
+    kiln_status s = kiln__vk_scratch_n(vk, q8k ? 2 : 3, (const int64_t[]){m * k / 4, m * k / blk, m * k / blk},
+                                       (const kiln_dtype[]){KILN_I32, KILN_F32, KILN_F32}, sc);
     if (s) return s;
     struct {
-        uint32_t nblk, x0, q0, d0;
-    } qx = {(uint32_t)(m * k / 32), kiln__vk_base(vk, x), kiln__vk_base(vk, &sc[0]), kiln__vk_base(vk, &sc[1])};
-    kiln_vk_dispatch d = {.shader = "quant_qx", .n = 3, .bind = {x, &sc[0], &sc[1]}, .push = &qx, .push_size = sizeof qx};
-    kiln__vk_groups_1d(vk, (uint64_t)(m * k / 32), 64, d.groups);
+        uint32_t nblk, x0, q0, d0, s0, with_s;
+    } qx = {(uint32_t)(m * k / blk), kiln__vk_base(vk, x), kiln__vk_base(vk, &sc[0]), kiln__vk_base(vk, &sc[1]),
+            q8k ? 0 : kiln__vk_base(vk, &sc[2]), kiln__types[w->dtype].dot_type == KILN_Q8_1};
+    kiln_vk_dispatch d = {.shader = q8k ? "quant_qxk" : "quant_qx", .n = q8k ? 3 : 4,
+                          .bind = {x, &sc[0], &sc[1], &sc[2]}, .push = &qx,
+                          .push_size = q8k ? 4 * sizeof(uint32_t) : sizeof qx};
+    kiln__vk_groups_1d(vk, (uint64_t)(m * k / blk), 64, d.groups);
     if ((s = kiln__vk_dispatch(vk, &d))) return s;
     struct {
         uint32_t m, n, k, q0, x0, d0, y0;
     } pc = {(uint32_t)m, (uint32_t)n, (uint32_t)k, q0, qx.q0, qx.d0, kiln__vk_base(vk, t)};
-    static const char *const shader[2][2][2] = {
-        {{"qmv_i8_q8_0_sfma", "qmv_i8_q4_0_sfma"}, {"qmv_i8_q8_0", "qmv_i8_q4_0"}},
-        {{"qmv_i8_q8_0_dot_sfma", "qmv_i8_q4_0_dot_sfma"}, {"qmv_i8_q8_0_dot", "qmv_i8_q4_0_dot"}}};
+    struct {
+        uint32_t m, n, k, q0, x0, d0, s0, y0;
+    } pc32 = {(uint32_t)m, (uint32_t)n, (uint32_t)k, q0, qx.q0, qx.d0, qx.s0, pc.y0};
     const kiln_vk_caps *c = kiln__vk_caps(vk);
-    kiln_vk_dispatch mv = {.shader = shader[c->int_dot][c->fma_fused][w->dtype == KILN_Q4_0], .n = 4,
+    kiln_vk_dispatch mv = {.shader = i8_shader(w->dtype, c->int_dot, c->fma_fused), .n = 4,
                            .bind = {w, &sc[0], &sc[1], t}, .push = &pc, .push_size = sizeof pc};
+    if (ggml32) { /* Q8_1's sums bound before y */
+        mv.n = 5, mv.bind[3] = &sc[2], mv.bind[4] = t;
+        mv.push = &pc32, mv.push_size = sizeof pc32;
+    }
     kiln__vk_groups_1d(vk, (uint64_t)((n + QMV_I8_ROWS - 1) / QMV_I8_ROWS), 1, mv.groups);
     return kiln__vk_dispatch(vk, &mv);
 }
@@ -224,7 +257,7 @@ static kiln_status qmm_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) 
     } pc = {(uint32_t)m, (uint32_t)n, (uint32_t)k, 0, kiln__vk_base(vk, x), kiln__vk_base(vk, t)};
     kiln_status s = qbase(vk, w, &pc.q0);
     if (s) return s;
-    if ((w->dtype == KILN_Q8_0 || w->dtype == KILN_Q4_0) && m <= QMV_I8_M) return qmm_i8_record(vk, t, pc.q0);
+    if (m <= QMV_I8_M && i8_shader(w->dtype, false, false)) return qmm_i8_record(vk, t, pc.q0);
     const bool one = m < QMV_MB1_BELOW;
     kiln_vk_dispatch d = {
         .shader = one ? qtype(w->dtype)->mv1 : qtype(w->dtype)->mv8, .n = 3, .bind = {w, x, t}, .push = &pc, .push_size = sizeof pc};

@@ -13,16 +13,11 @@
 // W's 34- and 18-byte blocks sit at 2-byte alignment, so the 8 rows are
 // staged chunk by chunk into shared memory by 16-byte loads (uvec4) of
 // the granules holding them, each byte read once; the lanes read their 4
-// bytes there. With DOT the sums are OpSDot (dotPacked4x8EXT, where the
-// device has shaderIntegerDotProduct), else byte by byte.
+// bytes there. The sums are quant_dot4.glsl's.
 #if SFMA
 #include "ew_math.glsl"
 #endif
-#if DOT // OpSDot on packed 4x8 (SPV_KHR_integer_dot_product): this glslang lacks GL_EXT_integer_dot_product
-#extension GL_EXT_spirv_intrinsics : require
-spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6018, 6019], id = 4450)
-int sdot_packed(uint a, uint b, spirv_literal int packed_vector_format_4x8);
-#endif
+#include "quant_dot4.glsl"
 layout(local_size_x = 128) in;
 layout(std430, binding = 0) readonly buffer Q { uint qw[]; };
 layout(std430, binding = 0) readonly buffer Q4 { uvec4 qv[]; };
@@ -58,17 +53,6 @@ uint s16(uint s, uint o) { return (sw[s * RW + (o >> 2u)] >> ((o & 2u) * 8u)) & 
 uint s32(uint s, uint o) {
     uint i = s * RW + (o >> 2u);
     return (o & 2u) == 0u ? sw[i] : (sw[i] >> 16u) | (sw[i + 1u] << 16u);
-}
-
-// The sum of the four signed byte products of a and b.
-int dot4(uint a, uint b) {
-#if DOT
-    return sdot_packed(a, b, 0);
-#else
-    const ivec4 up = ivec4(24, 16, 8, 0); // byte j to the top, then back down with its sign
-    ivec4 u = (ivec4(int(a)) << up) >> 24, v = (ivec4(int(b)) << up) >> 24;
-    return u.x * v.x + u.y * v.y + u.z * v.z + u.w * v.w;
-#endif
 }
 
 // fma(a, b, c) rounded once. With SFMA (a device whose fma() is a multiply

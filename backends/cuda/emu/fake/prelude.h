@@ -37,6 +37,7 @@ static inline uint32_t emu_float_as_uint(float f) {
     return u;
 }
 static inline int emu_double2int_rn(double v) { return (int)nearbyint(v); }
+static inline int emu_float2int_rn(float v) { return (int)nearbyintf(v); }
 // c + the four signed bytes of a times those of b (sm_61's __dp4a)
 static inline int __dp4a(int a, int b, int c) {
     for (int j = 0; j < 32; j += 8) c += (int)(int8_t)(a >> j) * (int)(int8_t)(b >> j);
