@@ -129,37 +129,63 @@ static void KG_NAME(codes)(kiln_dtype t, const void *blk, int8_t *q) {
     }
 }
 
-/* columns [0, cols) of W into the layout above, zeros past cols */
+/* column c's scales of block blk into its panel block's scales (s: past
+ * the codes) */
+static void KG_NAME(scales)(kiln_dtype t, const char *blk, int c, char *s) {
+    float *d = (float *)s;
+    if (kiln__types[t].blck == KILN_QK) { /* d, and Q4_1's and Q5_1's m: the block's first f16 */
+        const bool min = t == KILN_Q4_1 || t == KILN_Q5_1;
+        uint16_t h[2];
+        memcpy(h, blk, min ? 4 : 2);
+        d[c] = kiln__f16_to_f32(h[0]), d[KILN_KGEMM_NC + c] = min ? kiln__f16_to_f32(h[1]) : 0.0f;
+        return;
+    }
+    kiln_qints u;
+    kiln__qints_scales(t, blk, 0, &u);
+    int32_t *sc = (int32_t *)s, *mn = sc + 16 * KILN_KGEMM_NC;
+    const int sh = u.sub == 32; /* sub-blocks of 16 or 32 */
+    for (int g = 0; g < 16; g++) {
+        sc[g * KILN_KGEMM_NC + c] = u.sc[g >> sh];
+        mn[g * KILN_KGEMM_NC + c] = u.has_min ? u.mn[g >> sh] : 0;
+    }
+    d = (float *)(mn + 16 * KILN_KGEMM_NC);
+    d[c] = u.d, d[KILN_KGEMM_NC + c] = u.has_min ? u.dm : 0.0f;
+}
+
+/* columns [0, cols) of W into the layout above, zeros past cols: 4
+ * columns' codes at a time, their quads transposed into the panel's rows */
 static void KG_NAME(pack)(kiln_dtype t, const char *w, size_t wrow, int cols, int64_t nb, char *panel) {
-    const bool k = kiln__types[t].blck == KILN_QK_K;
-    const int n = k ? KILN_QK_K : KILN_QK;
-    const size_t block = k ? KG_KBLOCK : KILN_Q32GEMM_BLOCK, bs = kiln__types[t].size;
-    const bool min32 = t == KILN_Q4_1 || t == KILN_Q5_1; /* d, m: the block's first two f16 */
+    const int n = (int)kiln__types[t].blck;
+    const size_t block = n == KILN_QK_K ? KG_KBLOCK : KILN_Q32GEMM_BLOCK, bs = kiln__types[t].size;
     memset(panel, 0, (size_t)nb * block);
-    for (int c = 0; c < cols; c++)
+    for (int c0 = 0; c0 < cols; c0 += 4)
         for (int64_t b = 0; b < nb; b++) {
             char *p = panel + b * block;
-            const char *blk = w + (size_t)c * wrow + (size_t)b * bs;
-            int8_t q[KILN_QK_K];
-            KG_NAME(codes)(t, blk, q);
-            for (int i = 0; i < n / 4; i++) memcpy(p + (i * KILN_KGEMM_NC + c) * 4, q + 4 * i, 4);
-            float *d = (float *)(p + n * KILN_KGEMM_NC);
-            if (!k) {
-                uint16_t h[2];
-                memcpy(h, blk, min32 ? 4 : 2);
-                d[c] = kiln__f16_to_f32(h[0]), d[KILN_KGEMM_NC + c] = min32 ? kiln__f16_to_f32(h[1]) : 0.0f;
-                continue;
+            int8_t q[4][KILN_QK_K];
+            for (int i = 0; i < 4; i++) {
+                if (c0 + i >= cols) {
+                    memset(q[i], 0, (size_t)n);
+                    continue;
+                }
+                const char *blk = w + (size_t)(c0 + i) * wrow + (size_t)b * bs;
+                KG_NAME(codes)(t, blk, q[i]);
+                KG_NAME(scales)(t, blk, c0 + i, p + n * KILN_KGEMM_NC);
             }
-            kiln_qints u;
-            kiln__qints_scales(t, blk, 0, &u);
-            int32_t *sc = (int32_t *)d, *mn = sc + 16 * KILN_KGEMM_NC;
-            const int sh = u.sub == 32; /* sub-blocks of 16 or 32 */
-            for (int g = 0; g < 16; g++) {
-                sc[g * KILN_KGEMM_NC + c] = u.sc[g >> sh];
-                mn[g * KILN_KGEMM_NC + c] = u.has_min ? u.mn[g >> sh] : 0;
+            for (int g = 0; g < n / 16; g++) { /* quads 4 g .. 4 g + 3 */
+                const int32x4_t a0 = vreinterpretq_s32_s8(vld1q_s8(q[0] + 16 * g)),
+                                a1 = vreinterpretq_s32_s8(vld1q_s8(q[1] + 16 * g)),
+                                a2 = vreinterpretq_s32_s8(vld1q_s8(q[2] + 16 * g)),
+                                a3 = vreinterpretq_s32_s8(vld1q_s8(q[3] + 16 * g));
+                const int64x2_t t0 = vreinterpretq_s64_s32(vtrn1q_s32(a0, a1)),
+                                t1 = vreinterpretq_s64_s32(vtrn2q_s32(a0, a1)),
+                                t2 = vreinterpretq_s64_s32(vtrn1q_s32(a2, a3)),
+                                t3 = vreinterpretq_s64_s32(vtrn2q_s32(a2, a3));
+                int8_t *o = (int8_t *)p + (4 * g * KILN_KGEMM_NC + c0) * 4;
+                vst1q_s8(o, vreinterpretq_s8_s64(vtrn1q_s64(t0, t2)));
+                vst1q_s8(o + 4 * KILN_KGEMM_NC, vreinterpretq_s8_s64(vtrn1q_s64(t1, t3)));
+                vst1q_s8(o + 8 * KILN_KGEMM_NC, vreinterpretq_s8_s64(vtrn2q_s64(t0, t2)));
+                vst1q_s8(o + 12 * KILN_KGEMM_NC, vreinterpretq_s8_s64(vtrn2q_s64(t1, t3)));
             }
-            d = (float *)(mn + 16 * KILN_KGEMM_NC);
-            d[c] = u.d, d[KILN_KGEMM_NC + c] = u.has_min ? u.dm : 0.0f;
         }
 }
 
