@@ -2,8 +2,9 @@
  * and the blocks of 32 (backends/cpu/qmatmul_kgemm.h, qmatmul_q32gemm.h)
  * equal the batch-1 products row by row, bit for bit, on every SIMD level
  * the CPU can emulate where they run (from AVX2 up, IQ4_XS and IQ4_NL from
- * AVX-VNNI up; NEON and NEON-dotprod): weights of random block bytes (every code, scale and min;
- * f16 scales from subnormal to 65504), quantized rows and zero rows;
+ * AVX-VNNI up; NEON and NEON-dotprod): weights of random block bytes
+ * (every code, scale and min; f16 scales from subnormal to 65504),
+ * quantized rows and zero rows;
  * activations N(0, 1) per row scale, a zero row and a row of +-3e38; rows
  * that fill tiles and rows that do not, columns past a whole panel, 2
  * threads; for the blocks of 32, rows of fewer than 8 blocks, of whole

@@ -8,10 +8,10 @@
  *
  * NEON has no unsigned-by-signed dot product below i8mm, so the panel
  * holds the signed codes q (kiln__qints_unpack's values, decoded here by
- * NEON), not q + off as the x86 panels, and each
- * block's isum and summs are the batch-1 NEON kernels' integers
- * (qmatmul_ggml_neon.h) directly. The panel's layout, NC = 16 columns,
- * quads of 4 columns in each 16-byte register:
+ * NEON), not q + off as the x86 panels, and each block's isum and summs
+ * are the batch-1 NEON kernels' integers (qmatmul_ggml_neon.h) directly.
+ * The panel's layout, NC = 16 columns, quads of 4 columns in each 16-byte
+ * register:
  *     K types:  q  [64 quads][NC][4] int8   quad q: elements 4q .. 4q + 3
  *               sc [16 groups][NC]  int32   the group's sub-block scale
  *               mn [16 groups][NC]  int32   its min (zeros without)
@@ -21,7 +21,13 @@
  * to KG_MR rows a pass, the f32 operations the batch-1 kernels' in their
  * order (per block (dx d) * isum, + (dx dm) * summs or + m s with a min;
  * the blocks of 32 in the reference's 8 lanes, one lane at a time, as the
- * x86 tiles), so every row is the batch-1 product's bits. */
+ * x86 tiles), so every row is the batch-1 product's bits.
+ *
+ * Guest instructions under qemu (not time: no ARM machine here), per row,
+ * column and block of Q4_K (Q6_K): the sdot tile 48 (36), the smull one
+ * 132 (120), the batch-1 kernels 310 and 359 (474, 523); the pack 695
+ * (850) per column and block, once per call; the dequantized panels and
+ * f32 GEMM they replace, 428 (482) at 40 rows. */
 #include "qmatmul_kgemm.h"
 #include "qmatmul_q32gemm.h"
 #include "qmatmul_kgemm_tile.h"
