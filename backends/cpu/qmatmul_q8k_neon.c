@@ -3,8 +3,9 @@
  * the same f32 operations (iscale x, then ggml's nearest_int by its magic
  * number, the bits taken as they are, so NaN's and inf's codes are the
  * reference's too), the clamp at 127 and the int8 truncation, bsums per 16.
- * The scalar reference takes about 25 instructions an element under qemu,
- * more than the integer products it feeds. */
+ * Under qemu it takes about 6 guest instructions an element, the scalar
+ * reference 25: once per row of x, so a few percent of a product at most
+ * (of 2048 columns, about 1%). */
 #include "qmatmul_kq.h"
 
 #if defined(__aarch64__)
