@@ -2,8 +2,9 @@
  * and the blocks of 32 (backends/cpu/qmatmul_kgemm.h, qmatmul_q32gemm.h)
  * equal the batch-1 products row by row, bit for bit, on every SIMD level
  * the CPU can emulate where they run (from AVX2 up, IQ4_XS and IQ4_NL from
- * AVX-VNNI up): weights of random block bytes (every code, scale and min;
- * f16 scales from subnormal to 65504), quantized rows and zero rows;
+ * AVX-VNNI up; NEON and NEON-dotprod): weights of random block bytes
+ * (every code, scale and min; f16 scales from subnormal to 65504),
+ * quantized rows and zero rows;
  * activations N(0, 1) per row scale, a zero row and a row of +-3e38; rows
  * that fill tiles and rows that do not, columns past a whole panel, 2
  * threads; for the blocks of 32, rows of fewer than 8 blocks, of whole
@@ -84,8 +85,8 @@ KT_TEST(qmatmul_kgemm_prompts_equal_the_batch_1_products) {
                     x[i * K + e] = i == 2 ? 0.0f : i == 5 ? (e & 1 ? 3e38f : -3e38f) : gauss(&s) * (float)(1 + i % 4);
             KT_FOR_EACH_SIMD(v) {
                 if (!kiln__qmm_kgemm_handles(t)) { /* the panels here (qmatmul_kgemm.h) */
-                    KT_CHECK(!kiln__cpu_avx512vnni(&v.caps), "%s: no integer prompts at %s", kiln_dtype_name(t),
-                             v.name);
+                    KT_CHECK(!kiln__cpu_avx512vnni(&v.caps) && !kiln__cpu_neon(&v.caps),
+                             "%s: no integer prompts at %s", kiln_dtype_name(t), v.name);
                     continue;
                 }
                 KT_CHECK(kiln__qmatmul_cpu(t, m, n, K, x, w, y, 2) == KILN_OK, "%s: %s", kiln_dtype_name(t),

@@ -139,6 +139,8 @@ KT_TEST(qmatmul_kq_quantize_q8_K_matches_the_reference) {
     kiln__quantize_q8_K_ref(x, want, NB * KILN_QK_K);
     KT_CHECK(kiln__types[KILN_Q8_K].from_f32 == kiln__quantize_q8_K, "Q8_K's coder is not the CPU's quantizer");
     KT_FOR_EACH_SIMD(v) {
+        KT_CHECK(!(kiln__cpu_avx2(&v.caps) || kiln__cpu_neon(&v.caps)) || kiln__quantize_q8_K_kernel(),
+                 "no SIMD Q8_K quantizer at %s", v.name);
         memset(got, 0xa5, sizeof got);
         kiln__types[KILN_Q8_K].from_f32(x, got, NB * KILN_QK_K); /* the registered coder */
         for (int b = 0; b < NB; b++)

@@ -1,5 +1,6 @@
 /* qmatmul_kq.c — the choice of the K types' and IQ4_XS's x86 kernels
- * (qmatmul_kq.h) by the CPU's caps in force, highest level first. */
+ * (qmatmul_kq.h), and of the Q8_K quantizer (x86's or NEON's), by the
+ * CPU's caps in force, highest level first. */
 #include "qmatmul_kq.h"
 
 #include "../../quant/quant.h"
@@ -14,12 +15,15 @@ static const kiln_kq_kernels *kernels(void) {
     return k;
 }
 
-void kiln__quantize_q8_K(const float *x, void *blocks, int64_t n) {
+kiln_from_f32_fn *kiln__quantize_q8_K_kernel(void) {
     const kiln_kq_kernels *k = kernels();
-    if (k)
-        k->quantize_q8_K(x, blocks, n);
-    else
-        kiln__quantize_q8_K_ref(x, blocks, n);
+    if (k) return k->quantize_q8_K;
+    return kiln__cpu_neon(kiln__cpu_caps()) ? kiln__quantize_q8_K_neon() : NULL;
+}
+
+void kiln__quantize_q8_K(const float *x, void *blocks, int64_t n) {
+    kiln_from_f32_fn *q = kiln__quantize_q8_K_kernel();
+    (q ? q : kiln__quantize_q8_K_ref)(x, blocks, n);
 }
 
 kiln_qmm_dot_ggml *kiln__qmm_kq_kernel(kiln_dtype t) {

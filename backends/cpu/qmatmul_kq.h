@@ -36,7 +36,11 @@ const kiln_kq_kernels *kiln__kq_kernels_avx512vnni(void);
 kiln_qmm_dot_ggml *kiln__qmm_kq_kernel(kiln_dtype t);
 
 /* x [n] to Q8_K through the best quantizer the caps in force allow (the
- * CPU registers it as Q8_K's preferred coder, coders.c). */
+ * CPU registers it as Q8_K's preferred coder, coders.c); that quantizer,
+ * NULL for the scalar reference; NEON's (qmatmul_q8k_neon.c), NULL where
+ * not built. */
 void kiln__quantize_q8_K(const float *x, void *blocks, int64_t n);
+kiln_from_f32_fn *kiln__quantize_q8_K_kernel(void);
+kiln_from_f32_fn *kiln__quantize_q8_K_neon(void);
 
 #endif
