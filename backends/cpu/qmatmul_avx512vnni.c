@@ -96,19 +96,11 @@ static inline __m512i q8_pair(const kiln_block_q8_0 *b, __m512i flip) {
 /* d_w d_x of 16 blocks into s[0..15]: the f16 scales by 16 scalar loads
  * (a vpgatherdd was slower), one vcvtph2ps and one multiply, where each
  * pair of blocks took two scalar loads, a shift, an or, a move to a
- * vector, a conversion, a multiply and a vpermps */
+ * vector, a conversion, a multiply and a vpermps (scale2) */
 static inline void q8_scales16(const kiln_block_q8_0 *b, const float *dx, float s[16]) {
     uint16_t d[16];
     for (int j = 0; j < 16; j++) d[j] = b[j].d;
     _mm512_storeu_ps(s, _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)d)), _mm512_loadu_ps(dx)));
-}
-
-/* acc + v * (s[0] on lanes 0-7, s[1] on 8-15): two masked FMAs with the
- * scales broadcast from memory (a load, not a shuffle), each lane's one
- * fused multiply-add of the reference */
-static inline __m512 q8_fma2(__m512 acc, __m512 v, const float *s) {
-    acc = _mm512_mask3_fmadd_ps(v, _mm512_set1_ps(s[0]), acc, 0x00ff);
-    return _mm512_mask3_fmadd_ps(v, _mm512_set1_ps(s[1]), acc, 0xff00);
 }
 
 /* An odd last block (unsigned codes u, its lane sums xs, scale d): its 8
@@ -164,23 +156,28 @@ static float dot_q4_0s_vnni(const void *w, const int8_t *xq, const int32_t *xs, 
 
 /* One row at a time (a second row interleaved, sharing x's loads, was
  * faster in cache but 0.8x from memory: two streams 2 KiB apart), 16
- * blocks a step with their scales batched (q8_scales16): per CPU-second
- * on a Zen 5, a token's products 1.1-1.25x the two-row kernel with 4 KiB
- * pages, and 1.4x in L2. */
+ * blocks a step with their scales batched (q8_scales16) and broadcast
+ * from memory (a load, not a shuffle). The even blocks' lanes 0-7 go on
+ * in ae, the odd ones' 8-15 in ao (the other halves unused): two chains
+ * of one FMA per pair, where one accumulator with a masked FMA per half
+ * was one chain of two (0.8x in L2). Per CPU-second on a Zen 5, a
+ * token's products 1.15-1.3x the two-row kernel with 4 KiB pages. */
 static float dot_q8_0s_vnni(const void *w, const int8_t *xq, const int32_t *xs, const float *dx, int64_t nb) {
     const kiln_block_q8_0 *b = w;
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     float sc[16];
-    __m512 acc = _mm512_setzero_ps();
+    __m512 ae = _mm512_setzero_ps(), ao = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 16 <= nb; i += 16) {
         q8_scales16(b + i, dx + i, sc);
         for (int j = 0; j < 16; j += 2) {
-            const __m512i s = _mm512_dpbusd_epi32(_mm512_loadu_si512(xs + 8 * (i + j)), q8_pair(b + i + j, flip),
-                                                  _mm512_loadu_si512(xq + 32 * (i + j)));
-            acc = q8_fma2(acc, _mm512_cvtepi32_ps(s), sc + j);
+            const __m512 v = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(
+                _mm512_loadu_si512(xs + 8 * (i + j)), q8_pair(b + i + j, flip), _mm512_loadu_si512(xq + 32 * (i + j))));
+            ae = _mm512_fmadd_ps(v, _mm512_set1_ps(sc[j]), ae);
+            ao = _mm512_fmadd_ps(v, _mm512_set1_ps(sc[j + 1]), ao);
         }
     }
+    __m512 acc = _mm512_mask_blend_ps(0xff00, ae, ao);
     for (; i + 1 < nb; i += 2) {
         const __m512i s =
             _mm512_dpbusd_epi32(_mm512_loadu_si512(xs + 8 * i), q8_pair(b + i, flip), _mm512_loadu_si512(xq + 32 * i));
