@@ -82,9 +82,9 @@ static inline __m512i q4_pair(const kiln_block_q4_0 *b, __m512i lo4) {
  * (qmatmul.h): two lines a step, since one per 68-byte step would skip a
  * line in 16. The near prefetch into L1 that Q4_0 keeps made this kernel
  * slower once its scales were batched (q8_scales16): on a Zen 5, 1 thread,
- * a token's products (1.1 GB, 4 KiB pages, per CPU-second) far + near
- * 1.05-1.1x slower than far alone, 8 KiB or 32 KiB ahead within noise of
- * 16 KiB, 4 KiB ahead 0.9x, no prefetch 0.85x. */
+ * a token's products (1.1 GB, 4 KiB pages, per CPU-second, variants
+ * alternated in one process) far + near 0.82-0.87x far alone, 32 KiB
+ * ahead the same as 16 KiB, 8 KiB 0.96x, 4 KiB 0.87x, none 0.87x. */
 static inline __m512i q8_pair(const kiln_block_q8_0 *b, __m512i flip) {
     kiln__qmm_prefetch_far(b);
     kiln__qmm_prefetch_far((const char *)b + 64);
@@ -161,7 +161,8 @@ static float dot_q4_0s_vnni(const void *w, const int8_t *xq, const int32_t *xs, 
  * in ae, the odd ones' 8-15 in ao (the other halves unused): two chains
  * of one FMA per pair, where one accumulator with a masked FMA per half
  * was one chain of two (0.8x in L2). Per CPU-second on a Zen 5, a
- * token's products 1.15-1.3x the two-row kernel with 4 KiB pages. */
+ * token's products 1.3x the two-row kernel (32 against 24.5 GB/s, 4 KiB
+ * pages; a plain read loop 40). */
 static float dot_q8_0s_vnni(const void *w, const int8_t *xq, const int32_t *xs, const float *dx, int64_t nb) {
     const kiln_block_q8_0 *b = w;
     const __m512i flip = _mm512_set1_epi8((char)0x80);
