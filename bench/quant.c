@@ -10,7 +10,7 @@
  * and against f32 GEMV; then prompt processing (128 rows) on a 1.1B
  * llama's matrices in tokens/s and GOP/s against kiln's f32 GEMM on the
  * same shapes in the same run (bench_prompt): Q4_0, Q8_0, Q4_K, Q6_K and
- * IQ4_XS, the integer GEMMs beside the dequantized panels they replaced. */
+ * IQ4_XS, the integer GEMMs beside the routes without VNNI. */
 #include "bench.h"
 #include "cpu_features.h"
 #include "gemm.h"
@@ -104,8 +104,9 @@ static kiln_graph *qm_graph(kiln_ctx *ctx, kiln_tensor *src, kiln_dtype t, int64
  * 32000): one layer's 7 projections and the output head, timed apart;
  * tokens/s = 128 / (22 t_layer + t_head). Reference in the same run:
  * kiln's own f32 GEMM (kiln__sgemm_own, AVX-512) on the f32 weights;
- * also shown: OpenBLAS's sgemm, and the dequantize + f32 GEMM route the
- * integer GEMM replaced (VNNI turned off in the caps). */
+ * also shown: OpenBLAS's sgemm, and the route with VNNI turned off in the
+ * caps (Q4_0: the dequantize + f32 GEMM route the integer GEMM replaced;
+ * the K types: AVX2's integer tile). */
 #define PP_M 128
 static const int64_t pp_shapes[8][2] = {{2048, 2048}, {256, 2048}, {256, 2048}, {2048, 2048},
                                         {5632, 2048}, {5632, 2048}, {2048, 5632}, {32000, 2048}};
@@ -185,8 +186,10 @@ static void bench_prompt(int nt) {
 #endif
     const kiln_cpu_caps saved = *kiln__cpu_caps();
     /* each integer GEMM (Q8_0 / Q4_0's, the K types', the blocks of
-     * 32's), and the route it replaced (dequant: AVX-512 f32 GEMM, no
-     * VNNI) */
+     * 32's), and the route below VNNI (AVX-512 and AVX-VNNI turned off):
+     * for Q4_0 the dequantized panels and AVX-512 f32 GEMM it replaced
+     * ("dequant"), for the K types and IQ4_XS AVX2's integer tile ("int8
+     * no-VNNI"), the label taken from what the caps leave */
     static const struct {
         kiln_dtype t;
         bool dequant;
@@ -197,17 +200,17 @@ static void bench_prompt(int nt) {
         const kiln_dtype t = pv[v].t;
         kiln_cpu_caps c = saved;
         if (pv[v].dequant) {
-            c.avx512vnni = false;
+            c.avx512vnni = c.avxvnni = false;
             kiln__cpu_caps_set(&c);
         }
+        const bool ints = kiln__qmm_gemm_available(t) || kiln__qmm_kgemm_handles(t);
         mm_job j[2] = {{pp_graph(ctx, t, 0, 7), nt}, {pp_graph(ctx, t, 7, 8), nt}};
         double med[2];
         bench_measure((bench_job[]){{run_mm, &j[0]}, {run_mm, &j[1]}}, 2, 1, 5, 1.5, med);
         kiln__cpu_caps_set(&saved);
         const double sec = 22 * med[0] + med[1];
-        const bool ints = kiln__qmm_gemm_available(t) || kiln__qmm_kgemm_handles(t);
         snprintf(name, sizeof name, "prompt m=%d %s%s 1.1B llama %dt", PP_M, kiln_dtype_name(t),
-                 pv[v].dequant ? " dequant" : ints ? " int8" : "", nt);
+                 !ints ? (pv[v].dequant ? " dequant" : "") : pv[v].dequant ? " int8 no-VNNI" : " int8", nt);
         bench_report(name, PP_M / sec, "tok/s", ref_tps, REF_SGEMM);
         printf("%-34s      %9.1f GOP/s (layer %.1f ms, head %.1f ms)\n", "", 2.0 * PP_M * total / sec * 1e-9,
                med[0] * 1e3, med[1] * 1e3);

@@ -157,16 +157,18 @@ KT_TEST(qmatmul_simd_equals_scalar) {
     }
 }
 
-/* Q8_0 / Q4_0 take rows in pairs (the two-row kernels), an odd n leaving
- * one row alone; Q4_0 on AVX512-VBMI takes four blocks per step and the
- * last nb % 4 (1, 2, 3, or all of a row of 3) from padded copies (block
- * counts 8, 6, 64, 7, 3, 5, 13, 15, 10 below): still the scalar result,
+/* Q4_0 takes rows in pairs (the two-row kernels), an odd n leaving one
+ * row alone; Q4_0 on AVX512-VBMI takes four blocks per step and the last
+ * nb % 4 (1, 2, 3, or all of a row of 3) from padded copies; AVX512-VNNI's
+ * Q8_0 takes 16 blocks a step, then pairs, then an odd block (block counts
+ * 8, 6, 64, 7, 3, 5, 13, 15, 10, 17, 35 below): still the scalar result,
  * bit for bit, in every SIMD variant (the AVX512-VNNI pair kernels
  * without VBMI, as on Cascade Lake, among them), on 2 threads. */
 KT_TEST(qmatmul_row_pairs_equal_scalar) {
-    const int64_t shapes[9][2] = {{41, 256}, {40, 192}, {7, 2048}, {9, 224}, {5, 96}, {6, 160}, {11, 416}, {3, 480}, {4, 320}};
+    const int64_t shapes[11][2] = {{41, 256}, {40, 192}, {7, 2048}, {9, 224}, {5, 96},  {6, 160},
+                                   {11, 416}, {3, 480},  {4, 320},  {5, 544}, {3, 1120}};
     for (int fi = 0; fi < 2; fi++)
-        for (int si = 0; si < 9; si++)
+        for (int si = 0; si < 11; si++)
             for (int64_t m = 1; m <= 3; m += 2) {
                 const kiln_dtype t = fmts[fi];
                 const int64_t n = shapes[si][0], k = shapes[si][1];
@@ -184,36 +186,50 @@ KT_TEST(qmatmul_row_pairs_equal_scalar) {
             }
 }
 
-/* Q4_0 blocks of random bytes with f16 scales of every finite exponent
- * (subnormals too) against x spanning 2^-26 .. 2^18 (d_x down to f16
- * subnormals and 0): every kernel's d_w d_x (the VBMI kernel's from two
- * rows' scales gathered and converted at once) and its multiply-adds must
- * still give the reference's bits. */
-KT_TEST(qmatmul_q4_0_extreme_scales_equal_scalar) {
-    const int64_t n = 33, k = 32 * 23, m = 1;
-    kiln_block_q4_0 *w = malloc(sizeof *w * (size_t)(n * k / 32));
-    float *x = malloc((size_t)k * 4), y1[33];
-    uint64_t s = 99;
-    for (int64_t i = 0; i < n * k / 32; i++) {
-        for (int j = 0; j < 16; j++) {
-            s = s * 6364136223846793005ull + 1442695040888963407ull;
-            w[i].qs[j] = (uint8_t)(s >> 56);
+/* Q8_0 / Q4_0 blocks of random bytes with f16 scales of every finite
+ * exponent (subnormals too) against x spanning 2^-26 .. 2^18 (d_x down to
+ * f16 subnormals and 0): every kernel's d_w d_x (the VBMI Q4_0 kernel's
+ * from two rows' scales gathered and converted at once, AVX512-VNNI's Q8_0
+ * from 16 blocks' at once) and its multiply-adds must still give the
+ * reference's bits. 23 blocks a row: 16, three pairs and an odd one. */
+static void *extreme_scales_w(kiln_dtype t, int64_t nblocks, uint64_t *s) {
+    const bool q8 = t == KILN_Q8_0;
+    const size_t bb = q8 ? sizeof(kiln_block_q8_0) : sizeof(kiln_block_q4_0);
+    uint8_t *w = malloc(bb * (size_t)nblocks);
+    for (int64_t i = 0; i < nblocks; i++) {
+        uint8_t *b = w + bb * (size_t)i;
+        for (size_t j = 2; j < bb; j++) {
+            *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+            b[j] = (uint8_t)(*s >> 56);
         }
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        w[i].d = (uint16_t)((s >> 40) & 0xffff);
-        if ((w[i].d & 0x7c00) == 0x7c00) w[i].d &= 0xbfff; /* exponent 31 (inf, NaN) to 15 */
+        *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+        uint16_t d = (uint16_t)((*s >> 40) & 0xffff);
+        if ((d & 0x7c00) == 0x7c00) d &= 0xbfff; /* exponent 31 (inf, NaN) to 15 */
+        memcpy(b, &d, 2); /* d first in both blocks */
     }
-    for (int64_t j = 0; j < k; j++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        x[j] = ldexpf((float)((int64_t)(s >> 40) % 2001 - 1000) / 1000.0f, (int)(j / 32) * 2 - 26);
+    return w;
+}
+
+KT_TEST(qmatmul_extreme_scales_equal_scalar) {
+    for (int fi = 0; fi < 2; fi++) {
+        const kiln_dtype t = fmts[fi];
+        const int64_t n = 33, k = 32 * 23, m = 1;
+        uint64_t s = 99;
+        void *w = extreme_scales_w(t, n * k / 32, &s);
+        float *x = malloc((size_t)k * 4), y1[33];
+        for (int64_t j = 0; j < k; j++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            x[j] = ldexpf((float)((int64_t)(s >> 40) % 2001 - 1000) / 1000.0f, (int)(j / 32) * 2 - 26);
+        }
+        float *y0 = run_scalar(t, m, n, k, x, w);
+        KT_FOR_EACH_SIMD(v) {
+            run(t, m, n, k, x, w, y1, 1);
+            for (int64_t i = 0; i < n; i++)
+                KT_REQUIRE(y1[i] == y0[i] && isfinite(y0[i]), "%s [%lld]: %.9g != scalar %.9g", kiln_dtype_name(t),
+                           (long long)i, y1[i], y0[i]);
+        }
+        free(w), free(x), free(y0);
     }
-    float *y0 = run_scalar(KILN_Q4_0, m, n, k, x, w);
-    KT_FOR_EACH_SIMD(v) {
-        run(KILN_Q4_0, m, n, k, x, w, y1, 1);
-        for (int64_t i = 0; i < n; i++)
-            KT_REQUIRE(y1[i] == y0[i] && isfinite(y0[i]), "[%lld]: %.9g != scalar %.9g", (long long)i, y1[i], y0[i]);
-    }
-    free(w), free(x), free(y0);
 }
 
 /* Threads split output rows (or W panels): each output is computed the

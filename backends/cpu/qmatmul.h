@@ -68,8 +68,9 @@
  * buffers for a whole memory latency). Batch-1 products on a 1.1B llama's
  * shapes, 1 thread, Zen 5 at load 200+ (variants alternated in one
  * process, per CPU-second): Q4_0 (VBMI) 1.18-1.25x with 16384 ahead
- * against 4096, 8192 between, 32768 no better; Q8_0 (AVX512-VNNI)
- * 1.1-1.4x (qmatmul_avx512vnni.c). The kernels that compute more per byte
+ * against 4096, 8192 between, 32768 no better. AVX512-VNNI's Q8_0 takes
+ * the far one only (kiln__qmm_prefetch_far, qmatmul_avx512vnni.c). The
+ * kernels that compute more per byte
  * (the K types, IQ4_XS, NF4, Q4_1, Q5_0, AVX2's and AVX512-VNNI's Q4_0)
  * were no faster with it, nor was AVX2's Q8_0 in generation (1.1x alone,
  * 1.0x in the 1.1B llama's tokens/s), and keep QMM_PREFETCH. */
@@ -81,6 +82,9 @@ static inline void kiln__qmm_prefetch_far_near(const void *p) {
     __builtin_prefetch((const char *)p + QMM_NEAR, 0, 3);
     __builtin_prefetch((const char *)p + QMM_FAR, 0, 2);
 }
+
+/* Prefetches the line QMM_FAR ahead of p into L2. */
+static inline void kiln__qmm_prefetch_far(const void *p) { __builtin_prefetch((const char *)p + QMM_FAR, 0, 2); }
 
 /* Rows of x at or above which the batched paths (integer GEMM or
  * dequantized panels + f32 GEMM) run. */

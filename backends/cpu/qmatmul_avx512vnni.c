@@ -78,19 +78,29 @@ static inline __m512i q4_pair(const kiln_block_q4_0 *b, __m512i lo4) {
         _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(p), _mm256_srli_epi16(p, 4), 1), lo4));
 }
 
-/* Q8_0's w + 128, W read ahead far and near (qmatmul.h); two lines a
- * step, since one per 68-byte step would skip a line in 16. Streaming on
- * a Zen 5 (1 thread, in-process pairs against each other, ratios'
- * medians): L1 from near and L2 from QMM_PREFETCH 1.2-1.3x all-L1 from
- * QMM_PREFETCH, and L2 from QMM_FAR 1.3-1.4x (2048x5632) and 1.1-1.3x
- * (5632x2048) more; 8 KiB ahead was 1.25-1.3x, L2 alone 0.85-0.9x, in
- * cache all the same. */
+/* Q8_0's w + 128 of blocks b[0], b[1], W read ahead into L2 only
+ * (qmatmul.h): two lines a step, since one per 68-byte step would skip a
+ * line in 16. The near prefetch into L1 that Q4_0 keeps made this kernel
+ * slower once its scales were batched (q8_scales16): on a Zen 5, 1 thread,
+ * a token's products (1.1 GB, 4 KiB pages, per CPU-second, variants
+ * alternated in one process) far + near 0.82-0.87x far alone, 32 KiB
+ * ahead the same as 16 KiB, 8 KiB 0.96x, 4 KiB 0.87x, none 0.87x. */
 static inline __m512i q8_pair(const kiln_block_q8_0 *b, __m512i flip) {
-    kiln__qmm_prefetch_far_near(b);
-    kiln__qmm_prefetch_far_near((const char *)b + 64);
+    kiln__qmm_prefetch_far(b);
+    kiln__qmm_prefetch_far((const char *)b + 64);
     const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)b[0].qs)),
                                          _mm256_loadu_si256((const __m256i *)b[1].qs), 1);
     return _mm512_xor_si512(v, flip);
+}
+
+/* d_w d_x of 16 blocks into s[0..15]: the f16 scales by 16 scalar loads
+ * (a vpgatherdd was slower), one vcvtph2ps and one multiply, where each
+ * pair of blocks took two scalar loads, a shift, an or, a move to a
+ * vector, a conversion, a multiply and a vpermps (scale2) */
+static inline void q8_scales16(const kiln_block_q8_0 *b, const float *dx, float s[16]) {
+    uint16_t d[16];
+    for (int j = 0; j < 16; j++) d[j] = b[j].d;
+    _mm512_storeu_ps(s, _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)d)), _mm512_loadu_ps(dx)));
 }
 
 /* An odd last block (unsigned codes u, its lane sums xs, scale d): its 8
@@ -144,11 +154,31 @@ static float dot_q4_0s_vnni(const void *w, const int8_t *xq, const int32_t *xs, 
     return i == nb ? q4_lanes(acc[0], acc[1]) : q4s_odd_tail(acc, i, b, xq, xs, dx);
 }
 
+/* One row at a time (a second row interleaved, sharing x's loads, was
+ * faster in cache but 0.8x from memory: two streams 2 KiB apart), 16
+ * blocks a step with their scales batched (q8_scales16) and broadcast
+ * from memory (a load, not a shuffle). The even blocks' lanes 0-7 go on
+ * in ae, the odd ones' 8-15 in ao (the other halves unused): two chains
+ * of one FMA per pair, where one accumulator with a masked FMA per half
+ * was one chain of two (0.8x in L2). Per CPU-second on a Zen 5, a
+ * token's products 1.3x the two-row kernel (32 against 24.5 GB/s, 4 KiB
+ * pages; a plain read loop 40). */
 static float dot_q8_0s_vnni(const void *w, const int8_t *xq, const int32_t *xs, const float *dx, int64_t nb) {
     const kiln_block_q8_0 *b = w;
     const __m512i flip = _mm512_set1_epi8((char)0x80);
-    __m512 acc = _mm512_setzero_ps();
+    float sc[16];
+    __m512 ae = _mm512_setzero_ps(), ao = _mm512_setzero_ps();
     int64_t i = 0;
+    for (; i + 16 <= nb; i += 16) {
+        q8_scales16(b + i, dx + i, sc);
+        for (int j = 0; j < 16; j += 2) {
+            const __m512 v = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(
+                _mm512_loadu_si512(xs + 8 * (i + j)), q8_pair(b + i + j, flip), _mm512_loadu_si512(xq + 32 * (i + j))));
+            ae = _mm512_fmadd_ps(v, _mm512_set1_ps(sc[j]), ae);
+            ao = _mm512_fmadd_ps(v, _mm512_set1_ps(sc[j + 1]), ao);
+        }
+    }
+    __m512 acc = _mm512_mask_blend_ps(0xff00, ae, ao);
     for (; i + 1 < nb; i += 2) {
         const __m512i s =
             _mm512_dpbusd_epi32(_mm512_loadu_si512(xs + 8 * i), q8_pair(b + i, flip), _mm512_loadu_si512(xq + 32 * i));
@@ -159,7 +189,8 @@ static float dot_q8_0s_vnni(const void *w, const int8_t *xq, const int32_t *xs, 
                     xq + 32 * i, xs + 8 * i, _cvtsh_ss(b[i].d) * dx[i]);
 }
 
-/* Two rows: the pair loops above on two accumulators (nb odd: row by row). */
+/* Q4_0, two rows: the pair loop above on two accumulators (nb odd: row by
+ * row). */
 static void dot2_q4_0s_vnni(const void *w0, const void *w1, const int8_t *xq, const int32_t *xs, const float *dx,
                             int64_t nb, float out[2]) {
     if (nb & 1) {
@@ -177,28 +208,9 @@ static void dot2_q4_0s_vnni(const void *w0, const void *w1, const int8_t *xq, co
     out[0] = q4_lanes(a0[0], a0[1]), out[1] = q4_lanes(a1[0], a1[1]);
 }
 
-static void dot2_q8_0s_vnni(const void *w0, const void *w1, const int8_t *xq, const int32_t *xs, const float *dx,
-                            int64_t nb, float out[2]) {
-    if (nb & 1) {
-        out[0] = dot_q8_0s_vnni(w0, xq, xs, dx, nb), out[1] = dot_q8_0s_vnni(w1, xq, xs, dx, nb);
-        return;
-    }
-    const kiln_block_q8_0 *b0 = w0, *b1 = w1;
-    const __m512i flip = _mm512_set1_epi8((char)0x80);
-    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-    for (int64_t i = 0; i < nb; i += 2) {
-        const __m512i x = _mm512_loadu_si512(xq + 32 * i), s = _mm512_loadu_si512(xs + 8 * i);
-        a0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(s, q8_pair(b0 + i, flip), x)),
-                             scale2(b0[i].d, b0[i + 1].d, dx + i), a0);
-        a1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(s, q8_pair(b1 + i, flip), x)),
-                             scale2(b1[i].d, b1[i + 1].d, dx + i), a1);
-    }
-    out[0] = lanes16(a0), out[1] = lanes16(a1);
-}
-
 const kiln_qmm_kernels *kiln__qmm_kernels_avx512vnni(void) {
     static const kiln_qmm_kernels k = {dot_q8_0_vnni, dot_q4_0_vnni, dot_nf4_vnni, dot_q8_0s_vnni, dot_q4_0s_vnni,
-                                       quantize_x_vnni, dot2_q8_0s_vnni, dot2_q4_0s_vnni};
+                                       quantize_x_vnni, NULL, dot2_q4_0s_vnni};
     return &k;
 }
 #else
