@@ -176,9 +176,9 @@ static inline void WX(scatter)(float *p, const wx_lanes *ln, int64_t w, const fl
 }
 
 /* The passes take up to 16 sets of 16 tiles at a time and walk one channel
- * at a time through every set, so that their reads and writes run down
- * each channel's planes (which the prefetchers follow) instead of hopping
- * between channels. Fills ln with the sets of tiles [t0 + s0, t0 + s0 +
+ * at a time through every set: their reads and writes run down each
+ * channel's planes in order instead of hopping between channels, and the
+ * masks are made once a set, not once a channel. Fills ln with the sets of tiles [t0 + s0, t0 + s0 +
  * 256) of cnt (as lanes_at) and returns how many. */
 enum { WX_SETS = 16 };
 
