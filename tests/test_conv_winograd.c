@@ -68,18 +68,25 @@ KT_TEST(conv_winograd_matches_f64) {
 }
 
 /* Several blocks of tiles (tiny caches: 64 tiles a block) and of gw's
- * channels (64 a chunk), threaded. */
+ * channels (64 a chunk), threaded; gw's sums split in parts of the tiles
+ * (two chunks of 80 channels, and 32 channels: one chunk) against f64. */
 KT_TEST(conv_winograd_threads_same_bits) {
     const kiln__cpu_caches tiny = {4 << 10, 16 << 10, 64 << 10};
     kiln__cpu_caches_set(&tiny);
-    wino_case tc = {3, 80, 20, 21, 32, 1};
-    double *one[3], *two[3];
-    int64_t num[3];
-    run(&tc, KILN_F32, "force", 1, one, num);
-    run(&tc, KILN_F32, "force", 2, two, num);
-    for (int k = 0; k < 3; k++) {
-        KT_CHECK(nnt_close(NAMES[k], two[k], one[k], num[k], 0, 0), "%s: 2 threads differ from 1", NAMES[k]);
-        free(one[k]), free(two[k]);
+    const wino_case cases[] = {{3, 80, 20, 21, 32, 1}, {3, 32, 20, 21, 24, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        double *one[3], *two[3], *ref[3];
+        int64_t num[3];
+        run(&cases[i], KILN_F64, "0", 1, ref, num);
+        run(&cases[i], KILN_F32, "force", 1, one, num);
+        run(&cases[i], KILN_F32, "force", 2, two, num);
+        for (int k = 0; k < 3; k++) {
+            double e = rel_err(one[k], ref[k], num[k]);
+            KT_CHECK(e <= 1e-5, "case %zu %s: Winograd's error %.3g of the largest", i, NAMES[k], e);
+            KT_CHECK(nnt_close(NAMES[k], two[k], one[k], num[k], 0, 0), "case %zu %s: 2 threads differ from 1", i,
+                     NAMES[k]);
+            free(one[k]), free(two[k]), free(ref[k]);
+        }
     }
     kiln__cpu_caches_set(NULL);
 }

@@ -31,6 +31,12 @@ bool kiln__wino_fits(const kiln_conv_geom *g, int64_t n, int64_t c, int64_t o) {
     return (env && !strcmp(env, "force")) || tiles >= (u_cached ? 64 : 128);
 }
 
+/* The distance between the 36 matrices of a block's transforms: the
+ * transforms write one row of each, and at a power of two apart (64
+ * channels of 256 tiles: 64 KiB) all 36 rows fall in one set of the L1
+ * and of the L2. */
+static int64_t apart(int64_t floats) { return floats + LANE; }
+
 typedef struct wino_job {
     kiln_wino_geom g;
     const kiln_wino_xform *x;
@@ -51,14 +57,15 @@ static void weights_part(void *arg, int64_t p0, int64_t p1, int tid) {
 
 static void blocks(void *arg, int64_t b0, int64_t b1, int tid) {
     const wino_job *j = arg;
-    float *v = j->scratch + (size_t)tid * j->per_thread, *m = v + XI * j->cin * j->tb;
+    int64_t vs = apart(j->cin * j->tb), ms = apart(j->cout * j->tb);
+    float *v = j->scratch + (size_t)tid * j->per_thread, *m = v + XI * vs;
     for (int64_t b = b0; b < b1; b++) {
         int64_t t0 = b * j->tb, cnt = j->g.tiles - t0 < j->tb ? j->g.tiles - t0 : j->tb;
-        j->x->input(&j->g, 0, j->cin, t0, cnt, v, j->tb, j->cin * j->tb);
+        j->x->input(&j->g, 0, j->cin, t0, cnt, v, j->tb, vs);
         for (int xi = 0; xi < XI; xi++)
             kiln__sgemm_own(false, false, j->cout, cnt, j->cin, 1.0f, j->u + xi * j->cout * j->cin, j->cin,
-                            v + xi * j->cin * j->tb, j->tb, 0.0f, m + xi * j->cout * j->tb, j->tb, 1);
-        j->x->output(&j->g, m, j->tb, j->cout * j->tb, 0, j->cout, t0, cnt);
+                            v + xi * vs, j->tb, 0.0f, m + xi * ms, j->tb, 1);
+        j->x->output(&j->g, m, j->tb, ms, 0, j->cout, t0, cnt);
     }
 }
 
@@ -91,7 +98,7 @@ kiln_status kiln__wino_conv(bool grad_x, const kiln_conv_geom *cg, int64_t n, in
     int64_t nblocks = (j.g.tiles + j.tb - 1) / j.tb;
     int nt = n_threads < 1 ? 1 : n_threads;
     if (nt > nblocks) nt = (int)nblocks;
-    j.per_thread = (size_t)(XI * (j.cin + j.cout) * j.tb);
+    j.per_thread = (size_t)(XI * (apart(j.cin * j.tb) + apart(j.cout * j.tb)));
     size_t u_floats = (size_t)(XI * c * o);
     size_t bytes = ((u_floats + j.per_thread * (size_t)nt) * sizeof(float) + 63) & ~(size_t)63;
     bool owned;
@@ -111,28 +118,60 @@ kiln_status kiln__wino_conv(bool grad_x, const kiln_conv_geom *cg, int64_t n, in
 typedef struct wgrad_job {
     kiln_wino_geom g;
     const kiln_wino_xform *x;
-    float *gw, *scratch;
+    float *gw, *scratch, *parts;
     int64_t c, o, tb, cs; /* cs: channels a chunk */
-    size_t per_thread;    /* floats of the chunk's sums, Z and V */
+    int64_t np, nb;       /* parts of a chunk's tiles, blocks of tiles in all */
+    size_t per_thread;    /* floats of Z and V, and when np is 1, of a chunk's sums */
 } wgrad_job;
 
-/* Chunks [k0, k1) of cs input channels: each one's sums over every block
- * of tiles in order, then its columns of gw. */
-static void grad_w_chunks(void *arg, int64_t k0, int64_t k1, int tid) {
+/* Units [u0, u1), unit u the part u % np of chunk u / np's cs input
+ * channels: its sums over its blocks of tiles in order, then (np = 1) its
+ * columns of gw. */
+static void grad_w_units(void *arg, int64_t u0, int64_t u1, int tid) {
     const wgrad_job *j = arg;
-    float *m = j->scratch + (size_t)tid * j->per_thread, *z = m + XI * j->o * j->cs, *v = z + XI * j->o * j->tb;
-    for (int64_t k = k0; k < k1; k++) {
-        int64_t c0 = k * j->cs, cw = j->c - c0 < j->cs ? j->c - c0 : j->cs;
-        for (int64_t t0 = 0; t0 < j->g.tiles; t0 += j->tb) {
+    int64_t zs = apart(j->o * j->tb), vs = apart(j->cs * j->tb), sums = XI * j->o * j->cs;
+    float *z = j->scratch + (size_t)tid * j->per_thread, *v = z + XI * zs, *m = v + XI * vs;
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t k = u / j->np, p = u % j->np, c0 = k * j->cs, cw = j->c - c0 < j->cs ? j->c - c0 : j->cs;
+        int64_t b0 = p * j->nb / j->np, b1 = (p + 1) * j->nb / j->np;
+        float *mu = j->np > 1 ? j->parts + u * sums : m;
+        for (int64_t t0 = b0 * j->tb; t0 < j->g.tiles && t0 < b1 * j->tb; t0 += j->tb) {
             int64_t cnt = j->g.tiles - t0 < j->tb ? j->g.tiles - t0 : j->tb;
-            j->x->grad_output(&j->g, 0, j->o, t0, cnt, z, j->tb, j->o * j->tb);
-            j->x->input(&j->g, c0, c0 + cw, t0, cnt, v, j->tb, cw * j->tb);
+            j->x->grad_output(&j->g, 0, j->o, t0, cnt, z, j->tb, zs);
+            j->x->input(&j->g, c0, c0 + cw, t0, cnt, v, j->tb, vs);
             for (int xi = 0; xi < XI; xi++)
-                kiln__sgemm_own(false, true, j->o, cw, cnt, 1.0f, z + xi * j->o * j->tb, j->tb, v + xi * cw * j->tb,
-                                j->tb, t0 > 0 ? 1.0f : 0.0f, m + xi * j->o * cw, cw, 1);
+                kiln__sgemm_own(false, true, j->o, cw, cnt, 1.0f, z + xi * zs, j->tb, v + xi * vs, j->tb,
+                                t0 > b0 * j->tb ? 1.0f : 0.0f, mu + xi * j->o * cw, cw, 1);
+        }
+        if (j->np == 1) j->x->kernel_grad(mu, j->o, cw, 0, j->o * cw, j->gw + c0 * 9, j->c * 9);
+    }
+}
+
+/* Chunks [k0, k1) split in parts: their parts' sums added in order, then
+ * their columns of gw. */
+static void grad_w_gather(void *arg, int64_t k0, int64_t k1, int tid) {
+    const wgrad_job *j = arg;
+    int64_t sums = XI * j->o * j->cs;
+    (void)tid;
+    for (int64_t k = k0; k < k1; k++) {
+        int64_t c0 = k * j->cs, cw = j->c - c0 < j->cs ? j->c - c0 : j->cs, len = XI * j->o * cw;
+        float *m = j->parts + k * j->np * sums;
+        for (int64_t p = 1; p < j->np; p++) {
+            const float *q = m + p * sums;
+#pragma omp simd
+            for (int64_t i = 0; i < len; i++) m[i] += q[i];
         }
         j->x->kernel_grad(m, j->o, cw, 0, j->o * cw, j->gw + c0 * 9, j->c * 9);
     }
+}
+
+/* Parts of each chunk's tiles: at least 4 units of work in all when there
+ * are blocks enough (64 channels are one chunk, which alone left a second
+ * thread idle), from the shape alone, so that the sums are added alike
+ * whatever the thread count. */
+static int64_t tile_parts(int64_t chunks, int64_t blocks) {
+    int64_t np = (4 + chunks - 1) / chunks;
+    return np < blocks ? np : blocks;
 }
 
 kiln_status kiln__wino_grad_w(const kiln_conv_geom *cg, int64_t n, int64_t c, int64_t o, const float *x,
@@ -150,17 +189,23 @@ kiln_status kiln__wino_grad_w(const kiln_conv_geom *cg, int64_t n, int64_t c, in
     }
     j.cs = c < 64 ? c : 64;
     j.tb = block_tiles(j.cs, o, j.g.tiles);
-    int64_t chunks = (c + j.cs - 1) / j.cs;
+    j.nb = (j.g.tiles + j.tb - 1) / j.tb;
+    int64_t chunks = (c + j.cs - 1) / j.cs, sums = XI * o * j.cs;
+    j.np = tile_parts(chunks, j.nb);
+    int64_t units = chunks * j.np;
     int nt = n_threads < 1 ? 1 : n_threads;
-    if (nt > chunks) nt = (int)chunks;
-    j.per_thread = (size_t)(XI * (o * j.cs + (o + j.cs) * j.tb));
-    size_t bytes = (j.per_thread * (size_t)nt * sizeof(float) + 63) & ~(size_t)63;
+    if (nt > units) nt = (int)units;
+    j.per_thread = (size_t)(XI * (apart(o * j.tb) + apart(j.cs * j.tb)) + (j.np == 1 ? sums : 0));
+    size_t parts = j.np > 1 ? (size_t)(units * sums) : 0;
+    size_t bytes = ((j.per_thread * (size_t)nt + parts) * sizeof(float) + 63) & ~(size_t)63;
     bool owned;
     j.scratch = kiln__scratch_get(bytes, &owned);
     if (!j.scratch)
         return kiln__errs(KILN_ERR_OOM, "conv2d_grad_w: out of memory for Winograd's sums and tiles (%zu bytes)",
                           bytes);
-    kiln__pool_for(chunks, 1, nt, grad_w_chunks, &j);
+    j.parts = j.scratch + j.per_thread * (size_t)nt;
+    kiln__pool_for(units, 1, nt, grad_w_units, &j);
+    if (j.np > 1) kiln__pool_for(chunks, 1, nt < chunks ? nt : (int)chunks, grad_w_gather, &j);
     if (owned) free(j.scratch);
     return KILN_OK;
 }

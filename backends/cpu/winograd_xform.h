@@ -6,6 +6,10 @@
  * a block: 1 and 2 threads give the same bits. */
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #define WX_CAT2(a, b) a##_##b
 #define WX_CAT(a, b) WX_CAT2(a, b)
@@ -81,64 +85,140 @@ static inline void WX(gt6)(const float *restrict x, int64_t xs, float *restrict 
     }
 }
 
-/* Tile t0 + b + l's image and top-left pixel (output grid), lane l < WL;
- * n < 0 past the last of cnt tiles. */
-static inline void WX(lanes_of)(const kiln_wino_geom *g, int64_t t0, int64_t b, int64_t cnt, int64_t *n, int64_t *r,
-                                int64_t *q) {
+/* Where 16 tiles' patches lie in one channel's planes: lane l's element
+ * (i, k) is at off[l] + i w + k from the plane's (n = 0) start, read where
+ * bit l of rm[i] & cm[k] is set (inside the image: padding and the lanes
+ * past the last tile read 0, write nothing). fits32: every offset a
+ * gather may form fits in an int32. */
+typedef struct wx_lanes {
+    int64_t off[WL];
+    uint16_t rm[6], cm[6];
+    bool fits32;
+} wx_lanes;
+
+/* The lanes of tiles [t0 + b, t0 + b + 16) of cnt, size x size patches
+ * with corners at the tile's top-left pixel (output grid) less ph, pw, in
+ * planes h x w, images sn apart. */
+static inline void WX(lanes_at)(const kiln_wino_geom *g, int64_t t0, int64_t b, int64_t cnt, int size, int64_t ph,
+                                int64_t pw, int64_t h, int64_t w, int64_t sn, wx_lanes *ln) {
     int64_t per = g->th * g->tw;
+    memset(ln->rm, 0, sizeof ln->rm);
+    memset(ln->cm, 0, sizeof ln->cm);
+    ln->fits32 = true;
     for (int l = 0; l < WL; l++) {
-        int64_t t = t0 + b + l;
-        n[l] = b + l < cnt ? t / per : -1;
-        r[l] = t % per / g->tw * 4;
-        q[l] = t % g->tw * 4;
+        int64_t t = t0 + b + l, r0 = t % per / g->tw * 4 - ph, q0 = t % g->tw * 4 - pw;
+        ln->off[l] = b + l < cnt ? t / per * sn + r0 * w + q0 : 0;
+        for (int i = 0; i < size; i++) {
+            if (b + l < cnt && r0 + i >= 0 && r0 + i < h) ln->rm[i] |= (uint16_t)(1u << l);
+            if (q0 + i >= 0 && q0 + i < w) ln->cm[i] |= (uint16_t)(1u << l);
+        }
+        int64_t lo = ln->off[l], hi = ln->off[l] + size * (w + 1);
+        if (lo < -(int64_t)INT32_MAX || hi > (int64_t)INT32_MAX) ln->fits32 = false;
     }
+}
+
+#if defined(__AVX512F__)
+static inline __m512i WX(off32)(const wx_lanes *ln) {
+    __m256i lo = _mm512_cvtepi64_epi32(_mm512_loadu_si512(ln->off));
+    __m256i hi = _mm512_cvtepi64_epi32(_mm512_loadu_si512(ln->off + 8));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+#endif
+
+/* d[(i size + k) WL + l] = lane l's element (i, k) of plane p (0 where
+ * masked): AVX-512 and AVX2 gather a row of lanes at a time. */
+static inline void WX(gather)(const float *p, const wx_lanes *ln, int size, int64_t w, float *d) {
+#if defined(__AVX512F__)
+    if (ln->fits32) {
+        __m512i off = WX(off32)(ln);
+        for (int i = 0; i < size; i++)
+            for (int k = 0; k < size; k++) {
+                __m512i ix = _mm512_add_epi32(off, _mm512_set1_epi32((int)(i * w + k)));
+                __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), ln->rm[i] & ln->cm[k], ix, p, 4);
+                _mm512_storeu_ps(d + (i * size + k) * WL, v);
+            }
+        return;
+    }
+#elif defined(__AVX2__)
+    if (ln->fits32) {
+        const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+        for (int half = 0; half < 2; half++) {
+            __m256i off = _mm256_setr_epi32((int)ln->off[8 * half], (int)ln->off[8 * half + 1],
+                                            (int)ln->off[8 * half + 2], (int)ln->off[8 * half + 3],
+                                            (int)ln->off[8 * half + 4], (int)ln->off[8 * half + 5],
+                                            (int)ln->off[8 * half + 6], (int)ln->off[8 * half + 7]);
+            for (int i = 0; i < size; i++)
+                for (int k = 0; k < size; k++) {
+                    __m256i m = _mm256_set1_epi32((ln->rm[i] & ln->cm[k]) >> (8 * half));
+                    m = _mm256_cmpeq_epi32(_mm256_and_si256(m, bit), bit);
+                    __m256i ix = _mm256_add_epi32(off, _mm256_set1_epi32((int)(i * w + k)));
+                    __m256 v = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), p, ix, _mm256_castsi256_ps(m), 4);
+                    _mm256_storeu_ps(d + (i * size + k) * WL + 8 * half, v);
+                }
+        }
+        return;
+    }
+#endif
+    for (int i = 0; i < size; i++)
+        for (int k = 0; k < size; k++)
+            for (int l = 0; l < WL; l++)
+                d[(i * size + k) * WL + l] = (ln->rm[i] & ln->cm[k]) >> l & 1 ? p[ln->off[l] + i * w + k] : 0.0f;
+}
+
+/* Lane l's element (i, k) of d[(i 4 + k) WL + l] stored where it is
+ * unmasked: the inverse of gather for the 4x4 output tiles (one store at a
+ * time: AVX-512's scatter was no faster on Zen 5). */
+static inline void WX(scatter)(float *p, const wx_lanes *ln, int64_t w, const float *d) {
+    for (int l = 0; l < WL; l++)
+        for (int i = 0; i < 4; i++)
+            for (int k = 0; k < 4; k++)
+                if ((ln->rm[i] & ln->cm[k]) >> l & 1) p[ln->off[l] + i * w + k] = d[(i * 4 + k) * WL + l];
+}
+
+/* The passes take up to 16 sets of 16 tiles at a time and walk one channel
+ * at a time through every set: their reads and writes run down each
+ * channel's planes in order instead of hopping between channels, and the
+ * masks are made once a set, not once a channel. Fills ln with the sets of tiles [t0 + s0, t0 + s0 +
+ * 256) of cnt (as lanes_at) and returns how many. */
+enum { WX_SETS = 16 };
+
+static int WX(lane_sets)(const kiln_wino_geom *g, int64_t t0, int64_t s0, int64_t cnt, int size, int64_t ph,
+                         int64_t pw, int64_t h, int64_t w, int64_t sn, wx_lanes *ln) {
+    int sets = 0;
+    for (int64_t b = s0; b < cnt && sets < WX_SETS; b += WL)
+        WX(lanes_at)(g, t0, b, cnt, size, ph, pw, h, w, sn, &ln[sets++]);
+    return sets;
 }
 
 static void WX(input)(const kiln_wino_geom *g, int64_t c0, int64_t c1, int64_t t0, int64_t cnt, float *v, int64_t ld,
                       int64_t xs) {
     float d[36 * WL], t[36 * WL];
-    for (int64_t b = 0; b < cnt; b += WL) {
-        int64_t n[WL], r[WL], q[WL];
-        WX(lanes_of)(g, t0, b, cnt, n, r, q);
-        for (int64_t c = c0; c < c1; c++) {
-            for (int l = 0; l < WL; l++) {
-                int64_t r0 = r[l] - g->ph, q0 = q[l] - g->pw;
-                const float *plane = n[l] >= 0 ? g->in + n[l] * g->in_sn + c * g->in_sc : NULL;
-                if (plane && r0 >= 0 && q0 >= 0 && r0 + 6 <= g->h && q0 + 6 <= g->w) {
-                    for (int i = 0; i < 6; i++)
-                        for (int k = 0; k < 6; k++) d[(i * 6 + k) * WL + l] = plane[(r0 + i) * g->w + q0 + k];
-                } else {
-                    for (int i = 0; i < 6; i++)
-                        for (int k = 0; k < 6; k++) {
-                            int64_t ii = r0 + i, jj = q0 + k;
-                            bool in = plane && ii >= 0 && ii < g->h && jj >= 0 && jj < g->w;
-                            d[(i * 6 + k) * WL + l] = in ? plane[ii * g->w + jj] : 0.0f;
-                        }
-                }
+    wx_lanes ln[WX_SETS];
+    for (int64_t s0 = 0; s0 < cnt; s0 += WX_SETS * WL) {
+        int sets = WX(lane_sets)(g, t0, s0, cnt, 6, g->ph, g->pw, g->h, g->w, g->in_sn, ln);
+        for (int64_t c = c0; c < c1; c++)
+            for (int s = 0; s < sets; s++) {
+                float *dst = v + (c - c0) * ld + s0 + s * WL;
+                WX(gather)(g->in + c * g->in_sc, &ln[s], 6, g->w, d);
+                for (int k = 0; k < 6; k++) WX(bt6)(d + k * WL, 6 * WL, t + k * WL, 6 * WL);
+                for (int i = 0; i < 6; i++) WX(bt6)(t + i * 6 * WL, WL, dst + i * 6 * xs, xs);
             }
-            for (int k = 0; k < 6; k++) WX(bt6)(d + k * WL, 6 * WL, t + k * WL, 6 * WL);
-            for (int i = 0; i < 6; i++) WX(bt6)(t + i * 6 * WL, WL, v + i * 6 * xs + (c - c0) * ld + b, xs);
-        }
     }
 }
 
 static void WX(output)(const kiln_wino_geom *g, const float *m, int64_t ld, int64_t xs, int64_t o0, int64_t o1,
                        int64_t t0, int64_t cnt) {
     float p[24 * WL], y[16 * WL];
-    for (int64_t b = 0; b < cnt; b += WL) {
-        int64_t n[WL], r[WL], q[WL];
-        WX(lanes_of)(g, t0, b, cnt, n, r, q);
-        for (int64_t o = o0; o < o1; o++) {
-            const float *src = m + o * ld + b;
-            for (int k = 0; k < 6; k++) WX(at6)(src + k * xs, 6 * xs, p + k * WL, 6 * WL);
-            for (int i = 0; i < 4; i++) WX(at6)(p + i * 6 * WL, WL, y + i * 4 * WL, WL);
-            for (int l = 0; l < WL && n[l] >= 0; l++) {
-                float *plane = g->out + n[l] * g->out_sn + o * g->out_sc;
-                int64_t rows = g->oh - r[l] < 4 ? g->oh - r[l] : 4, cols = g->ow - q[l] < 4 ? g->ow - q[l] : 4;
-                for (int64_t i = 0; i < rows; i++)
-                    for (int64_t k = 0; k < cols; k++) plane[(r[l] + i) * g->ow + q[l] + k] = y[(i * 4 + k) * WL + l];
+    wx_lanes ln[WX_SETS];
+    for (int64_t s0 = 0; s0 < cnt; s0 += WX_SETS * WL) {
+        int sets = WX(lane_sets)(g, t0, s0, cnt, 4, 0, 0, g->oh, g->ow, g->out_sn, ln);
+        for (int64_t o = o0; o < o1; o++)
+            for (int s = 0; s < sets; s++) {
+                const float *src = m + o * ld + s0 + s * WL;
+                for (int k = 0; k < 6; k++) WX(at6)(src + k * xs, 6 * xs, p + k * WL, 6 * WL);
+                for (int i = 0; i < 4; i++) WX(at6)(p + i * 6 * WL, WL, y + i * 4 * WL, WL);
+                WX(scatter)(g->out + o * g->out_sc, &ln[s], g->ow, y);
             }
-        }
     }
 }
 
@@ -162,21 +242,15 @@ static void WX(weights)(const float *w, int64_t o, int64_t c, bool rot, int64_t 
 static void WX(grad_output)(const kiln_wino_geom *g, int64_t o0, int64_t o1, int64_t t0, int64_t cnt, float *z,
                             int64_t ld, int64_t xs) {
     float d[16 * WL], t[24 * WL];
-    for (int64_t b = 0; b < cnt; b += WL) {
-        int64_t n[WL], r[WL], q[WL];
-        WX(lanes_of)(g, t0, b, cnt, n, r, q);
-        for (int64_t o = o0; o < o1; o++) {
-            for (int l = 0; l < WL; l++) {
-                const float *plane = n[l] >= 0 ? g->out + n[l] * g->out_sn + o * g->out_sc : NULL;
-                for (int i = 0; i < 4; i++)
-                    for (int k = 0; k < 4; k++) {
-                        bool in = plane && r[l] + i < g->oh && q[l] + k < g->ow;
-                        d[(i * 4 + k) * WL + l] = in ? plane[(r[l] + i) * g->ow + q[l] + k] : 0.0f;
-                    }
+    wx_lanes ln[WX_SETS];
+    for (int64_t s0 = 0; s0 < cnt; s0 += WX_SETS * WL) {
+        int sets = WX(lane_sets)(g, t0, s0, cnt, 4, 0, 0, g->oh, g->ow, g->out_sn, ln);
+        for (int64_t o = o0; o < o1; o++)
+            for (int s = 0; s < sets; s++) {
+                WX(gather)(g->out + o * g->out_sc, &ln[s], 4, g->ow, d);
+                for (int k = 0; k < 4; k++) WX(a4)(d + k * WL, 4 * WL, t + k * WL, 4 * WL);
+                for (int i = 0; i < 6; i++) WX(a4)(t + i * 4 * WL, WL, z + i * 6 * xs + o * ld + s0 + s * WL, xs);
             }
-            for (int k = 0; k < 4; k++) WX(a4)(d + k * WL, 4 * WL, t + k * WL, 4 * WL);
-            for (int i = 0; i < 6; i++) WX(a4)(t + i * 4 * WL, WL, z + i * 6 * xs + o * ld + b, xs);
-        }
     }
 }
 
