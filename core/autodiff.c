@@ -51,6 +51,13 @@ oom:
 
 kiln_tensor *kiln__sum_to(kiln_ctx *ctx, kiln_tensor *g, const kiln_tensor *like) {
     if (!g) return NULL;
+    int extra = g->ndim - like->ndim;
+    if (extra > 1 && kiln_tensor_is_contiguous(g)) { /* the leading dims as one: a single pass over g */
+        int64_t shape[KILN_MAX_DIMS];
+        shape[0] = kiln__numel(extra, g->shape);
+        memcpy(shape + 1, g->shape + extra, (size_t)like->ndim * sizeof *shape);
+        g = kiln_sum(ctx, kiln_reshape(ctx, g, like->ndim + 1, shape), 0, false);
+    }
     while (g && g->ndim > like->ndim) g = kiln_sum(ctx, g, 0, false);
     for (int i = 0; g && i < like->ndim; i++)
         if (like->shape[i] == 1 && g->shape[i] != 1) g = kiln_sum(ctx, g, i, true);
