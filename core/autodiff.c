@@ -51,10 +51,66 @@ oom:
 
 kiln_tensor *kiln__sum_to(kiln_ctx *ctx, kiln_tensor *g, const kiln_tensor *like) {
     if (!g) return NULL;
+    int extra = g->ndim - like->ndim;
+    if (extra > 1 && kiln_tensor_is_contiguous(g)) { /* the leading dims as one: a single pass over g */
+        int64_t shape[KILN_MAX_DIMS];
+        shape[0] = kiln__numel(extra, g->shape);
+        memcpy(shape + 1, g->shape + extra, (size_t)like->ndim * sizeof *shape);
+        g = kiln_sum(ctx, kiln_reshape(ctx, g, like->ndim + 1, shape), 0, false);
+    }
     while (g && g->ndim > like->ndim) g = kiln_sum(ctx, g, 0, false);
     for (int i = 0; g && i < like->ndim; i++)
         if (like->shape[i] == 1 && g->shape[i] != 1) g = kiln_sum(ctx, g, i, true);
     return g;
+}
+
+/* A gradient that is a sum of slice_scatters of one shape along one axis
+ * (step 1, disjoint ranges): the gradient of a tensor split into parts
+ * (an attention's q, k and v sliced from one projection). Once the parts
+ * cover the whole axis, the sum is their concatenation: one copy, instead
+ * of a zero-filled full-size tensor per part and an add for each. */
+#define MAX_PARTS 8
+typedef struct {
+    kiln_tensor *sum; /* the gradient these parts add up to; the record is stale when g[j] is another */
+    int n, axis;
+    int64_t start[MAX_PARTS];
+    kiln_tensor *part[MAX_PARTS];
+} scatter_parts;
+
+static bool is_scatter(const kiln_tensor *t) { return t->op == KILN_OP_SLICE_SCATTER && t->ip[2] == 1; }
+
+/* Add part t (a slice_scatter like p's) to p; false when it overlaps one or p is full. */
+static bool parts_insert(scatter_parts *p, const kiln_tensor *t) {
+    int64_t axis = t->ip[0], s = t->ip[1], e = s + t->src[0]->shape[axis];
+    int i = 0;
+    while (i < p->n && p->start[i] < s) i++;
+    if (p->n == MAX_PARTS || (i > 0 && p->start[i - 1] + p->part[i - 1]->shape[axis] > s) ||
+        (i < p->n && p->start[i] < e))
+        return false;
+    memmove(&p->start[i + 1], &p->start[i], (size_t)(p->n - i) * sizeof *p->start);
+    memmove(&p->part[i + 1], &p->part[i], (size_t)(p->n - i) * sizeof *p->part);
+    p->start[i] = s;
+    p->part[i] = t->src[0];
+    p->n++;
+    return true;
+}
+
+/* a + b, the gradient of one tensor; p records a's parts. */
+static kiln_tensor *grad_sum(kiln_ctx *ctx, scatter_parts *p, kiln_tensor *a, kiln_tensor *b) {
+    if (p->sum != a) {
+        p->n = 0;
+        p->axis = (int)a->ip[0];
+        if (is_scatter(a)) parts_insert(p, a);
+    }
+    p->sum = NULL;
+    if (!p->n || !is_scatter(b) || b->ip[0] != p->axis || !kiln__same_shape(a, b) || b->dtype != a->dtype ||
+        !parts_insert(p, b))
+        return kiln_add(ctx, a, b);
+    int axis = p->axis;
+    int64_t end = 0;
+    for (int i = 0; i < p->n && end >= 0; i++) end = p->start[i] == end ? end + p->part[i]->shape[axis] : -1;
+    if (end == a->shape[axis]) return kiln_concat(ctx, p->part, p->n, axis);
+    return p->sum = kiln_add(ctx, a, b); /* the sum so far; a later part may complete the parts */
 }
 
 typedef struct {
@@ -93,9 +149,10 @@ kiln_status kiln__vjp(kiln_ctx *ctx, kiln_tensor *out, kiln_tensor *gy, int n, k
     int m = kiln__topo(&out, 1, gen, stop_at, &st, &order);
     if (m < 0) return KILN_ERR_OOM;
     kiln_tensor **g = kiln__calloc((size_t)m, sizeof *g);
+    scatter_parts *parts = kiln__calloc((size_t)m, sizeof *parts);
     int *saved_slot = kiln__malloc((size_t)m * sizeof *saved_slot);
     kiln_status status = KILN_OK;
-    if (!g || !saved_slot) {
+    if (!g || !parts || !saved_slot) {
         status = kiln__errs(KILN_ERR_OOM, "out of memory in backward");
         goto done;
     }
@@ -123,7 +180,7 @@ kiln_status kiln__vjp(kiln_ctx *ctx, kiln_tensor *out, kiln_tensor *gy, int n, k
                 break;
             }
             if (gk->dtype != s->dtype) gk = kiln_cast(ctx, gk, s->dtype);
-            g[j] = g[j] && gk ? kiln_add(ctx, g[j], gk) : gk;
+            g[j] = g[j] && gk ? grad_sum(ctx, &parts[j], g[j], gk) : gk;
             if (!g[j]) status = kiln_last_status() ? kiln_last_status() : KILN_ERR_STATE;
         }
     }
@@ -133,6 +190,7 @@ kiln_status kiln__vjp(kiln_ctx *ctx, kiln_tensor *out, kiln_tensor *gy, int n, k
     for (int i = 0; i < m; i++) order[i]->slot = saved_slot[i];
 done:
     free(g);
+    free(parts);
     free(saved_slot);
     free(order);
     return status;

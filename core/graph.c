@@ -100,9 +100,11 @@ kiln_status kiln_graph_backward(kiln_graph *g, kiln_tensor *loss) {
     bool segments = false;
     for (int i = 0; i < n0 && !segments; i++) segments = g->nodes[i]->segment != 0;
     for (int j = 0; j < nl && !s; j++) {
-        /* with checkpoints, the leaves nearest the loss first: each segment's
-         * weight gradients then follow its recomputation, not the whole pass */
-        int i = segments ? nl - 1 - j : j;
+        /* the leaves nearest the loss first: each layer's weight gradients
+         * then follow its activation gradients (with checkpoints, its
+         * recomputation), not the whole pass, and what they read is freed
+         * a layer at a time */
+        int i = nl - 1 - j;
         if (!grads[i]) continue;
         kiln_tensor *src[2] = {leaves[i]->grad, kiln__contig(ctx, grads[i])};
         if (!src[1]) {

@@ -85,7 +85,16 @@ static kiln_status matmul_backward(kiln_ctx *ctx, kiln_tensor *node, kiln_tensor
         kiln_tensor *g = !ta ? kiln_matmul_t(ctx, gy, false, b, !tb) : kiln_matmul_t(ctx, b, tb, gy, true);
         if (!(gsrc[0] = kiln__sum_to(ctx, g, a))) return kiln_last_status();
     }
-    if (kiln_tensor_requires_grad(b)) {
+    if (kiln_tensor_requires_grad(b) && b->ndim == 2 && a->ndim > 2 && !ta) {
+        /* a 2-D b shared by a batch of a (a linear layer's weight): one
+         * product over every row of the batch rather than one per matrix
+         * summed afterwards; a 2-D product can also add straight into the
+         * weight's gradient (KILN_FUSE_ACC) */
+        int64_t rows = kiln__numel(a->ndim - 1, a->shape), k = a->shape[a->ndim - 1], n = gy->shape[gy->ndim - 1];
+        kiln_tensor *a2 = kiln_reshape(ctx, a, 2, (int64_t[]){rows, k}), *g2 = kiln_reshape(ctx, gy, 2, (int64_t[]){rows, n});
+        if (!(gsrc[1] = !tb ? kiln_matmul_t(ctx, a2, true, g2, false) : kiln_matmul_t(ctx, g2, true, a2, false)))
+            return kiln_last_status();
+    } else if (kiln_tensor_requires_grad(b)) {
         kiln_tensor *g = !tb ? kiln_matmul_t(ctx, a, !ta, gy, false) : kiln_matmul_t(ctx, gy, true, a, ta);
         if (!(gsrc[1] = kiln__sum_to(ctx, g, b))) return kiln_last_status();
     }

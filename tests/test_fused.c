@@ -59,12 +59,13 @@ KT_TEST(fused_chains_match_unfused) {
 
 /* Weight gradients of a linear layer computed twice without zeroing (so
  * they must accumulate), fused or not, in f32, f64 and f32 with the bf16
- * matmul precision; *acc gets the number of matmuls that added straight
- * into a gradient. */
-static void run_linear(bool fuse, kiln_dtype dt, double *gw, int *acc) {
+ * matmul precision, its 9 input rows as [9, 13] or [3, 3, 13]; *acc gets
+ * the number of matmuls that added straight into a gradient, *sums the
+ * number of sum nodes (the bias gradient's). */
+static void run_linear(bool fuse, kiln_dtype dt, bool batched, double *gw, int *acc, int *sums) {
     setenv("KILN_FUSE", fuse ? "1" : "0", 1);
     kiln_ctx *ctx = kiln_ctx_new();
-    kiln_tensor *x = mt_leaf(ctx, dt, 2, (int64_t[]){9, 13}, 1);
+    kiln_tensor *x = batched ? mt_leaf(ctx, dt, 3, (int64_t[]){3, 3, 13}, 1) : mt_leaf(ctx, dt, 2, (int64_t[]){9, 13}, 1);
     kiln_tensor *w = kiln_param(ctx, "w", dt, 2, (int64_t[]){5, 13});
     kiln_tensor *b = kiln_param(ctx, "b", dt, 1, (int64_t[]){5});
     KT_OK(kiln_tensor_fill_randn(w, 3, 0.0, 0.5));
@@ -76,8 +77,8 @@ static void run_linear(bool fuse, kiln_dtype dt, double *gw, int *acc) {
     KT_OK(kiln_graph_compute(g));
     KT_OK(kiln_graph_compute(g));
     KT_OK(kiln_tensor_get_f64(kiln_tensor_grad(w), gw, 65));
-    *acc = 0;
-    for (int i = 0; i < g->n; i++) *acc += g->acc_node[i] >= 0;
+    *acc = *sums = 0;
+    for (int i = 0; i < g->n; i++) *acc += g->acc_node[i] >= 0, *sums += g->nodes[i]->op == KILN_OP_SUM;
     kiln_ctx_free(ctx);
 }
 
@@ -85,13 +86,20 @@ KT_TEST(fused_matmul_adds_into_gradient) {
     const kiln_dtype dts[] = {KILN_F32, KILN_F64, KILN_F32};
     for (int c = 0; c < 3; c++) {
         KT_OK(kiln_set_matmul_precision(c == 2 ? KILN_MATMUL_BF16 : KILN_MATMUL_F32));
-        double f[65], u[65];
-        int nf, nu;
-        run_linear(true, dts[c], f, &nf);
-        run_linear(false, dts[c], u, &nu);
+        double f[65], u[65], bf[65];
+        int nf, nu, nb, sf, su, sb;
+        run_linear(true, dts[c], false, f, &nf, &sf);
+        run_linear(false, dts[c], false, u, &nu, &su);
+        /* a batched input: still one 2-D product into the gradient, and as many sums (one for the bias) */
+        run_linear(true, dts[c], true, bf, &nb, &sb);
         KT_CHECK(nf == 1 && nu == 0, "case %d: %d matmuls add into a gradient (KILN_FUSE=0: %d)", c, nf, nu);
-        for (int i = 0; i < 65; i++)
+        KT_CHECK(nb == 1 && sb == sf, "case %d, batched input: %d matmuls add into a gradient, %d sums (2-D: %d)", c, nb,
+                 sb, sf);
+        for (int i = 0; i < 65; i++) {
             KT_CHECK(fabs(f[i] - u[i]) <= 1e-5 * (1 + fabs(u[i])), "case %d: dw[%d] %.9g vs %.9g", c, i, f[i], u[i]);
+            KT_CHECK(fabs(bf[i] - u[i]) <= 1e-5 * (1 + fabs(u[i])), "case %d batched: dw[%d] %.9g vs %.9g", c, i, bf[i],
+                     u[i]);
+        }
     }
     KT_OK(kiln_set_matmul_precision(KILN_MATMUL_F32));
 }

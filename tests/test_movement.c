@@ -421,6 +421,37 @@ KT_TEST(movement_grad_slice_scatter) {
     gc_check("slice_scatter", build_slice_scatter, NULL, 2, (gc_input[]){GC_IN(2, 3, 8), GC_IN(2, 3, 3)}, 31);
 }
 
+/* x [2, 7, 3] split along axis 1 into parts used apart (an attention's q,
+ * k and v sliced from one projection); *(int *)arg parts: 3 cover x, 2
+ * leave a gap, 4 has two that overlap. */
+static kiln_tensor *split_parts(kiln_ctx *ctx, kiln_tensor *x, int n) {
+    kiln_tensor *a = kiln_slice(ctx, x, 1, 0, 2, 1), *b = kiln_slice(ctx, x, 1, 2, 5, 1), *c = kiln_slice(ctx, x, 1, 5, 7, 1);
+    kiln_tensor *parts[4] = {c, kiln_tanh(ctx, a), kiln_mul(ctx, b, b), kiln_slice(ctx, x, 1, 1, 4, 1)};
+    if (n == 2) parts[1] = kiln_tanh(ctx, a), parts[0] = kiln_scale(ctx, c, 2.0);
+    return kiln_concat(ctx, parts, n, 1);
+}
+
+static kiln_tensor *build_split(kiln_ctx *ctx, kiln_tensor *const *in, void *arg) {
+    return split_parts(ctx, in[0], *(int *)arg);
+}
+
+/* The parts' gradients add up to x's: when they cover x, as one concat of
+ * them (no zero-filled x-sized tensor per part). */
+KT_TEST(movement_grad_split_parts) {
+    for (int n = 2; n <= 4; n++) {
+        char what[32];
+        snprintf(what, sizeof what, "%d parts of a split", n);
+        gc_check(what, build_split, &n, 1, (gc_input[]){GC_IN(3, 2, 7, 3)}, 41 + (uint64_t)n);
+        kiln_ctx *ctx = kiln_ctx_new();
+        kiln_tensor *x = mt_leaf(ctx, KILN_F64, 3, (int64_t[]){2, 7, 3}, 5), *g = NULL;
+        KT_OK(kiln_tensor_set_requires_grad(x, true));
+        kiln_tensor *y = split_parts(ctx, x, n);
+        KT_OK(kiln__vjp(ctx, y, kiln__full_like(ctx, y, 1.0), 1, &x, &g));
+        KT_CHECK(g && (g->op == KILN_OP_CONCAT) == (n == 3), "%s: x's gradient is %s", what, kiln_op_name_of(g));
+        kiln_ctx_free(ctx);
+    }
+}
+
 KT_TEST(movement_grad_cast) {
     /* loss = sum(cast(x, f64) * w) in f64 for an f32 parameter: grad = w in f32 */
     kiln_ctx *ctx = kiln_ctx_new();
