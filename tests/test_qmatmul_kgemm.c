@@ -12,6 +12,7 @@
 #include "kt_simd.h"
 #include "../quant/quant.h"
 #include "../backends/cpu/qmatmul.h"
+#include "../backends/cpu/qmatmul_ggml.h"
 #include "../backends/cpu/qmatmul_kgemm.h"
 
 #include <math.h>
@@ -95,6 +96,50 @@ KT_TEST(qmatmul_kgemm_prompts_equal_the_batch_1_products) {
                     for (int j = 0; j < n; j++)
                         KT_CHECK(same(y[i * n + j], y1[j]), "%s, %s, m %d k %d, row %d col %d: %.9g, batch-1 %.9g",
                                  kiln_dtype_name(t), v.name, m, (int)K, i, j, y[i * n + j], y1[j]);
+                }
+            }
+        }
+    }
+}
+
+/* The few rows of batched decoding (1 .. 9: the rows kernels of
+ * qmatmul_ggml.h below KILN_QMM_PANEL_MIN_M, the tiles from there) equal
+ * the batch-1 products row by row, bit for bit, on every level; odd n (one
+ * thread, and enough columns for two), rows of 1, 3 and 4 blocks for the K
+ * types, 23, 5 and 16 for the blocks of 32. */
+KT_TEST(qmatmul_few_rows_equal_the_batch_1_products) {
+    static const kiln_dtype ts[] = {KILN_Q4_K, KILN_Q5_K, KILN_Q6_K, KILN_IQ4_XS, KILN_Q2_K, KILN_Q3_K,
+                                    KILN_Q4_1, KILN_Q5_0, KILN_Q5_1, KILN_IQ4_NL};
+    enum { KMAX = 4 * KILN_QK_K, N = 101, MMAX = 9 };
+    static const int64_t kk[] = {KILN_QK_K, 3 * KILN_QK_K, KMAX}, k32[] = {23 * 32, 5 * 32, 16 * 32};
+    static uint8_t w[N * KMAX];
+    static float x[MMAX * KMAX], y[MMAX * N], y1[N];
+    uint64_t s = 0x9e3779b97f4a7c15u;
+    for (int ti = 0; ti < (int)(sizeof ts / sizeof ts[0]); ti++) {
+        const kiln_dtype t = ts[ti];
+        const int64_t *ks = kiln__types[t].blck == KILN_QK ? k32 : kk;
+        for (int c = 0; c < 3; c++) {
+            const int n = c == 1 ? N : 37;
+            const int64_t K = ks[c];
+            const size_t wrow = kiln__elems_bytes(t, K);
+            for (int r = 0; r < n; r++) weight_row(t, r, K, w + r * wrow, &s);
+            for (int i = 0; i < MMAX; i++)
+                for (int e = 0; e < K; e++)
+                    x[i * K + e] = i == 2 ? 0.0f : i == 5 ? (e & 1 ? 3e38f : -3e38f) : gauss(&s) * (float)(1 + i % 4);
+            KT_FOR_EACH_SIMD(v) {
+                const bool kq = kiln__types[t].blck == KILN_QK_K;
+                KT_CHECK(!kq || !kiln__cpu_avx2(&v.caps) || kiln__qmm_ggml_rows_kernel(t), "%s: no rows kernel at %s",
+                         kiln_dtype_name(t), v.name);
+                for (int m = 1; m <= MMAX; m++) {
+                    if (m >= KILN_QMM_PANEL_MIN_M && !kiln__qmm_kgemm_handles(t)) continue; /* f32 panels */
+                    KT_CHECK(kiln__qmatmul_cpu(t, m, n, K, x, w, y, 2) == KILN_OK, "%s", kiln_last_error());
+                    for (int i = 0; i < m; i++) {
+                        KT_CHECK(kiln__qmatmul_cpu(t, 1, n, K, x + i * K, w, y1, 1) == KILN_OK, "%s",
+                                 kiln_last_error());
+                        for (int j = 0; j < n; j++)
+                            KT_CHECK(same(y[i * n + j], y1[j]), "%s, %s, m %d k %d, row %d col %d: %.9g, batch-1 %.9g",
+                                     kiln_dtype_name(t), v.name, m, (int)K, i, j, y[i * n + j], y1[j]);
+                    }
                 }
             }
         }

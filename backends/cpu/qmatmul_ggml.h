@@ -42,6 +42,15 @@
  * weight's activation dtype (xa: nb blocks' worth of its elements). */
 typedef float kiln_qmm_dot_ggml(const void *w, const void *xa, int64_t nb);
 
+/* Rows of x at most that one call of a rows kernel takes. */
+#define KILN_QMM_ROWS_MAX 4
+
+/* One row of W against rows (1 .. KILN_QMM_ROWS_MAX) rows of x quantized
+ * as above, row q's at xa + q * xrow: out[q] is the one-row kernel's
+ * product with row q, bit for bit, each weight block decoded once for all
+ * of them (the few rows of batched decoding: serve's slots). */
+typedef void kiln_qmm_dot_ggml_rows(const void *w, const void *xa, size_t xrow, int rows, int64_t nb, float *out);
+
 /* The scalar reference for weight dtype t. */
 float kiln__qmm_dot_ggml_ref(kiln_dtype t, const void *w, const void *xa, int64_t nb);
 /* Whether t's blocks sum in 8 lanes, and the lanes' sum:
@@ -56,6 +65,10 @@ kiln_qmm_dot_ggml *kiln__qmm_ggml_avxvnni(kiln_dtype t);
 kiln_qmm_dot_ggml *kiln__qmm_ggml_avx512vnni(kiln_dtype t);
 kiln_qmm_dot_ggml *kiln__qmm_ggml_neon(kiln_dtype t);
 kiln_qmm_dot_ggml *kiln__qmm_ggml_neondot(kiln_dtype t);
+
+/* The rows kernel of the level kiln__qmm_ggml_kernel(t) chooses, NULL
+ * where that level has none for t (the driver then runs x row by row). */
+kiln_qmm_dot_ggml_rows *kiln__qmm_ggml_rows_kernel(kiln_dtype t);
 
 /* Whether the products of weight dtype t run here. */
 bool kiln__qmm_ggml_handles(kiln_dtype t);

@@ -5,7 +5,8 @@
  * int16 scales sc, summed pairwise (madd, or vpdpwssd). Included once per
  * file, built with that file's flags. With KQ_ZMM defined it leaves out
  * Q4_K / Q5_K's block sums (k45_ints), Q6_K's and IQ4_XS's kernels and
- * the table: the AVX512-VNNI file has zmm ones. */
+ * the table: the AVX512-VNNI file has zmm ones. The rows kernels
+ * (several rows of x at once) are qmatmul_kq_rows_x86.h's. */
 #include "qmatmul_kq.h"
 
 #include "../../quant/quant.h"
@@ -261,8 +262,18 @@ static float KQ_NAME(dot_q2_K)(const void *w, const void *xa, int64_t nb) {
     return sum;
 }
 
-/* Q3_K: u = the 2-bit code + 4 where hmask's bit is set (q = u - 4); the
- * 16 six-bit scales (minus 32) from 12 bytes, four per 32-bit word */
+/* Q3_K's 16 six-bit scales (minus 32) from 12 bytes, four per 32-bit word */
+static inline __m128i KQ_NAME(q3_scales)(const kiln_block_q3_K *b) {
+    uint32_t sa, sb, c;
+    memcpy(&sa, b->scales, 4), memcpy(&sb, b->scales + 4, 4), memcpy(&c, b->scales + 8, 4);
+    return _mm_sub_epi8(_mm_setr_epi32((int)((sa & 0x0f0f0f0f) | (c & 0x03030303) << 4),
+                                       (int)((sb & 0x0f0f0f0f) | ((c >> 2) & 0x03030303) << 4),
+                                       (int)(((sa >> 4) & 0x0f0f0f0f) | ((c >> 4) & 0x03030303) << 4),
+                                       (int)(((sb >> 4) & 0x0f0f0f0f) | ((c >> 6) & 0x03030303) << 4)),
+                        _mm_set1_epi8(32));
+}
+
+/* Q3_K: u = the 2-bit code + 4 where hmask's bit is set (q = u - 4) */
 static float KQ_NAME(dot_q3_K)(const void *w, const void *xa, int64_t nb) {
     const kiln_block_q3_K *b = w;
     const kiln_block_q8_K *a = xa;
@@ -270,13 +281,7 @@ static float KQ_NAME(dot_q3_K)(const void *w, const void *xa, int64_t nb) {
     float sum = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
         KQ_NAME(prefetch)(b + i, sizeof *b);
-        uint32_t sa, sb, c;
-        memcpy(&sa, b[i].scales, 4), memcpy(&sb, b[i].scales + 4, 4), memcpy(&c, b[i].scales + 8, 4);
-        const __m128i sc8 = _mm_sub_epi8(_mm_setr_epi32((int)((sa & 0x0f0f0f0f) | (c & 0x03030303) << 4),
-                                                        (int)((sb & 0x0f0f0f0f) | ((c >> 2) & 0x03030303) << 4),
-                                                        (int)(((sa >> 4) & 0x0f0f0f0f) | ((c >> 4) & 0x03030303) << 4),
-                                                        (int)(((sb >> 4) & 0x0f0f0f0f) | ((c >> 6) & 0x03030303) << 4)),
-                                         _mm_set1_epi8(32));
+        const __m128i sc8 = KQ_NAME(q3_scales)(b + i);
         __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()},
                 hm = _mm256_loadu_si256((const __m256i *)b[i].hmask);
         KQ_UNROLL
@@ -370,7 +375,14 @@ static float KQ_NAME(dot_iq4_xs)(const void *w, const void *xa, int64_t nb) {
     return sum;
 }
 
-static const kiln_kq_kernels KQ_NAME(kernels) = {KQ_NAME(dot_q4_K),     KQ_NAME(dot_q5_K), KQ_NAME(dot_q6_K),
-                                                 KQ_NAME(dot_iq4_xs),   KQ_NAME(dot_q2_K), KQ_NAME(dot_q3_K),
-                                                 KQ_NAME(quantize_q8_K)};
+#endif
+
+#include "qmatmul_kq_rows_x86.h"
+
+#ifndef KQ_ZMM
+static const kiln_kq_kernels KQ_NAME(kernels) = {
+    KQ_NAME(dot_q4_K),      KQ_NAME(dot_q5_K),      KQ_NAME(dot_q6_K),        KQ_NAME(dot_iq4_xs),
+    KQ_NAME(dot_q2_K),      KQ_NAME(dot_q3_K),      KQ_NAME(quantize_q8_K),   KQ_NAME(dot_q4_K_rows),
+    KQ_NAME(dot_q5_K_rows), KQ_NAME(dot_q6_K_rows), KQ_NAME(dot_iq4_xs_rows), KQ_NAME(dot_q2_K_rows),
+    KQ_NAME(dot_q3_K_rows)};
 #endif
