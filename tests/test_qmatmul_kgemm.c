@@ -37,7 +37,7 @@ static const int *f16_fields(kiln_dtype t) {
                      q6[] = {offsetof(kiln_block_q6_K, d), -1}, iq[] = {offsetof(kiln_block_iq4_xs, d), -1},
                      dm32[] = {0, 2, -1}, d32[] = {0, -1}; /* Q4_1 / Q5_1's d, m; Q5_0 / IQ4_NL's d */
     if (t == KILN_Q4_1 || t == KILN_Q5_1) return dm32;
-    if (t == KILN_Q5_0 || t == KILN_IQ4_NL) return d32;
+    if (t == KILN_Q5_0 || t == KILN_IQ4_NL || t == KILN_Q8_0 || t == KILN_Q4_0) return d32;
     return t == KILN_Q2_K ? q2 : t == KILN_Q3_K ? q3 : t == KILN_Q6_K ? q6 : t == KILN_IQ4_XS ? iq : q45;
 }
 
@@ -103,13 +103,14 @@ KT_TEST(qmatmul_kgemm_prompts_equal_the_batch_1_products) {
 }
 
 /* The few rows of batched decoding (1 .. 9: the rows kernels of
- * qmatmul_ggml.h below KILN_QMM_PANEL_MIN_M, the tiles from there) equal
+ * qmatmul.h and qmatmul_ggml.h below KILN_QMM_PANEL_MIN_M, the tiles from
+ * there where they run the type) equal
  * the batch-1 products row by row, bit for bit, on every level; odd n (one
  * thread, and enough columns for two), rows of 1, 3 and 4 blocks for the K
  * types, 23, 5 and 16 for the blocks of 32. */
 KT_TEST(qmatmul_few_rows_equal_the_batch_1_products) {
-    static const kiln_dtype ts[] = {KILN_Q4_K, KILN_Q5_K, KILN_Q6_K, KILN_IQ4_XS, KILN_Q2_K, KILN_Q3_K,
-                                    KILN_Q4_1, KILN_Q5_0, KILN_Q5_1, KILN_IQ4_NL};
+    static const kiln_dtype ts[] = {KILN_Q4_K, KILN_Q5_K, KILN_Q6_K, KILN_IQ4_XS, KILN_Q2_K, KILN_Q3_K, KILN_Q4_1,
+                                    KILN_Q5_0, KILN_Q5_1, KILN_IQ4_NL, KILN_Q8_0,  KILN_Q4_0};
     enum { KMAX = 4 * KILN_QK_K, N = 101, MMAX = 9 };
     static const int64_t kk[] = {KILN_QK_K, 3 * KILN_QK_K, KMAX}, k32[] = {23 * 32, 5 * 32, 16 * 32};
     static uint8_t w[N * KMAX];

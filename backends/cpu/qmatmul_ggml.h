@@ -42,11 +42,8 @@
  * weight's activation dtype (xa: nb blocks' worth of its elements). */
 typedef float kiln_qmm_dot_ggml(const void *w, const void *xa, int64_t nb);
 
-/* Rows of x at most that one call of a rows kernel takes. */
-#define KILN_QMM_ROWS_MAX 4
-
-/* One row of W against rows (1 .. KILN_QMM_ROWS_MAX) rows of x quantized
- * as above, row q's at xa + q * xrow: out[q] is the one-row kernel's
+/* One row of W against rows (1 .. KILN_QMM_ROWS_MAX, qmatmul.h) rows of x
+ * quantized as above, row q's at xa + q * xrow: out[q] is the one-row kernel's
  * product with row q, bit for bit, each weight block decoded once for all
  * of them (the few rows of batched decoding: serve's slots). */
 typedef void kiln_qmm_dot_ggml_rows(const void *w, const void *xa, size_t xrow, int rows, int64_t nb, float *out);
