@@ -102,19 +102,21 @@ KT_TEST(qmatmul_kgemm_prompts_equal_the_batch_1_products) {
     }
 }
 
-/* The few rows of batched decoding (1 .. 9: the rows kernels of
- * qmatmul.h and qmatmul_ggml.h below KILN_QMM_PANEL_MIN_M, the tiles from
- * there where they run the type) equal
- * the batch-1 products row by row, bit for bit, on every level; odd n (one
+/* The few rows of batched decoding (1 .. 9, and 19, 20 about
+ * KILN_QMM_ROWS_TILES_MIN: qmatmul.h's and qmatmul_ggml.h's rows kernels,
+ * the tiles from the type's crossover where they run it) equal the
+ * batch-1 products row by row, bit for bit, on every level; odd n (one
  * thread, and enough columns for two), rows of 1, 3 and 4 blocks for the K
- * types, 23, 5 and 16 for the blocks of 32. */
+ * types, 23, 5 and 16 for the blocks of 32 (Q4_0's groups of 4 and their
+ * tails). */
 KT_TEST(qmatmul_few_rows_equal_the_batch_1_products) {
     static const kiln_dtype ts[] = {KILN_Q4_K, KILN_Q5_K, KILN_Q6_K, KILN_IQ4_XS, KILN_Q2_K, KILN_Q3_K, KILN_Q4_1,
                                     KILN_Q5_0, KILN_Q5_1, KILN_IQ4_NL, KILN_Q8_0,  KILN_Q4_0};
-    enum { KMAX = 4 * KILN_QK_K, N = 101, MMAX = 9 };
+    enum { KMAX = 4 * KILN_QK_K, N = 101, MMAX = KILN_QMM_ROWS_TILES_MIN };
     static const int64_t kk[] = {KILN_QK_K, 3 * KILN_QK_K, KMAX}, k32[] = {23 * 32, 5 * 32, 16 * 32};
+    static const int ms[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, MMAX - 1, MMAX};
     static uint8_t w[N * KMAX];
-    static float x[MMAX * KMAX], y[MMAX * N], y1[N];
+    static float x[MMAX * KMAX], y[MMAX * N], y1[MMAX * N];
     uint64_t s = 0x9e3779b97f4a7c15u;
     for (int ti = 0; ti < (int)(sizeof ts / sizeof ts[0]); ti++) {
         const kiln_dtype t = ts[ti];
@@ -131,16 +133,17 @@ KT_TEST(qmatmul_few_rows_equal_the_batch_1_products) {
                 const bool kq = kiln__types[t].blck == KILN_QK_K;
                 KT_CHECK(!kq || !kiln__cpu_avx2(&v.caps) || kiln__qmm_ggml_rows_kernel(t), "%s: no rows kernel at %s",
                          kiln_dtype_name(t), v.name);
-                for (int m = 1; m <= MMAX; m++) {
-                    if (m >= KILN_QMM_PANEL_MIN_M && !kiln__qmm_kgemm_handles(t)) continue; /* f32 panels */
+                const int batched = kiln__qmm_ggml_rows_kernel(t) ? KILN_QMM_ROWS_TILES_MIN : KILN_QMM_PANEL_MIN_M;
+                for (int i = 0; i < MMAX; i++)
+                    KT_CHECK(kiln__qmatmul_cpu(t, 1, n, K, x + i * K, w, y1 + i * n, 1) == KILN_OK, "%s",
+                             kiln_last_error());
+                for (int mi = 0; mi < (int)(sizeof ms / sizeof ms[0]); mi++) {
+                    const int m = ms[mi];
+                    if (m >= batched && !kiln__qmm_kgemm_handles(t)) continue; /* f32 panels, or Q8_0's GEMM */
                     KT_CHECK(kiln__qmatmul_cpu(t, m, n, K, x, w, y, 2) == KILN_OK, "%s", kiln_last_error());
-                    for (int i = 0; i < m; i++) {
-                        KT_CHECK(kiln__qmatmul_cpu(t, 1, n, K, x + i * K, w, y1, 1) == KILN_OK, "%s",
-                                 kiln_last_error());
-                        for (int j = 0; j < n; j++)
-                            KT_CHECK(same(y[i * n + j], y1[j]), "%s, %s, m %d k %d, row %d col %d: %.9g, batch-1 %.9g",
-                                     kiln_dtype_name(t), v.name, m, (int)K, i, j, y[i * n + j], y1[j]);
-                    }
+                    for (int i = 0; i < m * n; i++)
+                        KT_CHECK(same(y[i], y1[i]), "%s, %s, m %d k %d, row %d col %d: %.9g, batch-1 %.9g",
+                                 kiln_dtype_name(t), v.name, m, (int)K, i / n, i % n, y[i], y1[i]);
                 }
             }
         }

@@ -241,9 +241,10 @@ static void rows(void *arg, int64_t r0, int64_t r1, int tid) {
 
 kiln_status kiln__qmatmul_cpu(kiln_dtype t, int64_t m, int64_t n, int64_t k, const float *x, const void *w, float *y,
                           int n_threads) {
-    if (m >= KILN_QMM_PANEL_MIN_M && kiln__qmm_gemm_available(t)) return kiln__qmm_gemm(t, m, n, k, x, w, y, n_threads);
-    if (m >= KILN_QMM_PANEL_MIN_M && kiln__qmm_kgemm_handles(t)) return kiln__qmm_kgemm(t, m, n, k, x, w, y, n_threads);
-    if (m >= KILN_QMM_PANEL_MIN_M) return panel_path(t, m, n, k, x, w, y, n_threads);
+    const int64_t batched = kiln__qmm_ggml_rows_kernel(t) ? KILN_QMM_ROWS_TILES_MIN : KILN_QMM_PANEL_MIN_M;
+    if (m >= batched && kiln__qmm_gemm_available(t)) return kiln__qmm_gemm(t, m, n, k, x, w, y, n_threads);
+    if (m >= batched && kiln__qmm_kgemm_handles(t)) return kiln__qmm_kgemm(t, m, n, k, x, w, y, n_threads);
+    if (m >= batched) return panel_path(t, m, n, k, x, w, y, n_threads);
     if (kiln__is_gq(t)) return kiln__qmatmul_gq_cpu(t, m, n, k, x, w, y, n_threads);
     if (kiln__qmm_ggml_handles(t)) return kiln__qmatmul_ggml_cpu(t, m, n, k, x, w, y, n_threads);
     const kiln_qmm_kernels *kk = kernels();
