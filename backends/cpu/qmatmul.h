@@ -143,7 +143,8 @@ typedef struct kiln_qmm_kernels {
      * same codes; xs per its lanes), read only by its q4_0s / q4_0s2. */
     void (*quantize_x)(const float *x, int8_t *xq, float *dx, int32_t *xs, int64_t n, int32_t off);
     kiln_qmm_dot2_i8s *q8_0s2, *q4_0s2; /* NULL: row by row */
-    kiln_qmm_dotr_i8s *q8_0sr, *q4_0sr; /* NULL: x row by row */
+    kiln_qmm_dotr_i8s *q8_0sr; /* NULL: x row by row (Q4_0 has none: on VBMI one
+                                * measured no faster than the two-row kernel) */
 } kiln_qmm_kernels;
 
 /* xs for a quantized row of x (32 nb codes): xs[8 b + l] = -off * sum of

@@ -245,7 +245,7 @@ static void dotr_q8_0s_vnni(const void *w, const int8_t *xq, const int32_t *xs, 
 
 const kiln_qmm_kernels *kiln__qmm_kernels_avx512vnni(void) {
     static const kiln_qmm_kernels k = {dot_q8_0_vnni, dot_q4_0_vnni, dot_nf4_vnni, dot_q8_0s_vnni, dot_q4_0s_vnni,
-                                       quantize_x_vnni, dot2_q8_0s_vnni, dot2_q4_0s_vnni, dotr_q8_0s_vnni, NULL};
+                                       quantize_x_vnni, dot2_q8_0s_vnni, dot2_q4_0s_vnni, dotr_q8_0s_vnni};
     return &k;
 }
 #else

@@ -106,7 +106,7 @@ typedef struct ggml_job {
 } ggml_job;
 
 /* rows [r0, r1) of W against every row of x: with a rows kernel, x's rows
- * in groups as even as KILN_QMM_ROWS_MAX allows (7: 4 + 3), each group
+ * in groups as even as KILN_QMM_ROWS_MAX allows (7: 3 + 4), each group
  * reading the row of W once */
 static void rows(void *arg, int64_t r0, int64_t r1, int tid) {
     const ggml_job *j = arg;
@@ -119,10 +119,10 @@ static void rows(void *arg, int64_t r0, int64_t r1, int tid) {
             continue;
         }
         for (int64_t g = 0, i = 0; g < groups; g++) {
-            const int rows = (int)((j->m - i) / (groups - g));
+            const int nr = (int)((j->m - i) / (groups - g));
             float out[KILN_QMM_ROWS_MAX];
-            j->many(w, j->xa + (size_t)i * j->xrow, j->xrow, rows, j->nb, out);
-            for (int q = 0; q < rows; q++, i++) j->y[i * j->n + r] = out[q];
+            j->many(w, j->xa + (size_t)i * j->xrow, j->xrow, nr, j->nb, out);
+            for (int q = 0; q < nr; q++, i++) j->y[i * j->n + r] = out[q];
         }
     }
 }

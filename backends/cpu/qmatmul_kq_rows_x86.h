@@ -5,9 +5,11 @@
  * once and multiplied by every row; a row's integer sums are exact in any
  * order and its f32 operations are the one-row kernel's, block after block
  * into its own sum, so each out[q] is that kernel's product with row q bit
- * for bit. Q4_K / Q5_K's integers come from k45_rows_ints (ymm below, zmm
- * in the AVX512-VNNI file); with KQ_ZMM defined Q6_K's and IQ4_XS's
- * kernels are left out here, as their one-row ones are. */
+ * for bit. Q2_K's, Q3_K's, Q6_K's and IQ4_XS's one-row kernels are these
+ * bodies with one row (KQ_ONE_ROW); Q4_K / Q5_K's integers come from
+ * k45_rows_ints (ymm below, zmm in the AVX512-VNNI file), their one-row
+ * kernels pair blocks (qmatmul_kq_x86.h). With KQ_ZMM defined Q6_K's and
+ * IQ4_XS's kernels are left out here: that file has zmm ones. */
 
 #define KQ_RMAX KILN_QMM_ROWS_MAX
 
@@ -27,11 +29,13 @@
     }
 _Static_assert(KILN_QMM_ROWS_MAX == 4, "KQ_ROWS_KERNEL's cases");
 
-/* Q4_K / Q5_K's k45_ints for R rows (a[q]: row q's block): the scaled
- * lanes and the mins times x's sums per row. */
-static inline __attribute__((always_inline)) void KQ_NAME(k45_rows_ints)(const uint8_t *w, size_t qs_off, bool q5,
-                                                                         const kiln_block_q8_K *const *a, int R,
-                                                                         __m256i *lanes, __m128i *mins);
+/* A one-row kernel (kiln_qmm_dot_ggml) from the same body. */
+#define KQ_ONE_ROW(name, f)                                           \
+    static float name(const void *w, const void *xa, int64_t nb) {    \
+        float out;                                                    \
+        f(1, w, xa, 0, nb, &out);                                     \
+        return out;                                                   \
+    }
 
 static inline __attribute__((always_inline)) void KQ_NAME(k45_rows)(int R, const uint8_t *w, size_t bsz,
                                                                     size_t qs_off, bool q5, const void *xa,
@@ -88,7 +92,8 @@ static inline __attribute__((always_inline)) void KQ_NAME(k45_rows_ints)(const u
 }
 #endif
 
-/* Q2_K (dot_q2_K's steps, the codes of each step for every row) */
+/* Q2_K: 2-bit codes (bits 2r of the half's 32 bytes), scales the low
+ * nibbles, mins the high ones against bsums */
 static inline __attribute__((always_inline)) void KQ_NAME(q2_K_rows)(int R, const kiln_block_q2_K *b, const void *xa,
                                                                      size_t xrow, int64_t nb, float *out) {
     const __m256i m2 = _mm256_set1_epi8(3);
@@ -127,8 +132,9 @@ static inline __attribute__((always_inline)) void KQ_NAME(q2_K_rows)(int R, cons
     for (int q = 0; q < R; q++) out[q] = sum[q];
 }
 KQ_ROWS_KERNEL(KQ_NAME(dot_q2_K_rows), KQ_NAME(q2_K_rows), w, xa, xrow, nb, out)
+KQ_ONE_ROW(KQ_NAME(dot_q2_K), KQ_NAME(q2_K_rows))
 
-/* Q3_K (dot_q3_K's steps) */
+/* Q3_K: u = the 2-bit code + 4 where hmask's bit is set (q = u - 4) */
 static inline __attribute__((always_inline)) void KQ_NAME(q3_K_rows)(int R, const kiln_block_q3_K *b, const void *xa,
                                                                      size_t xrow, int64_t nb, float *out) {
     const __m256i m2 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
@@ -163,12 +169,12 @@ static inline __attribute__((always_inline)) void KQ_NAME(q3_K_rows)(int R, cons
     for (int q = 0; q < R; q++) out[q] = sum[q];
 }
 KQ_ROWS_KERNEL(KQ_NAME(dot_q3_K_rows), KQ_NAME(q3_K_rows), w, xa, xrow, nb, out)
+KQ_ONE_ROW(KQ_NAME(dot_q3_K), KQ_NAME(q3_K_rows))
 
 #ifndef KQ_ZMM
-/* Q6_K (dot_q6_K's steps) */
+/* Q6_K: q + 32 (0..63) unsigned against x, 32 sc bsums taken off */
 static inline __attribute__((always_inline)) void KQ_NAME(q6_K_rows)(int R, const kiln_block_q6_K *b, const void *xa,
                                                                      size_t xrow, int64_t nb, float *out) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x30);
     float sum[KQ_RMAX] = {0};
     for (int64_t i = 0; i < nb; i++) {
         KQ_NAME(prefetch)(b + i, sizeof *b);
@@ -178,15 +184,8 @@ static inline __attribute__((always_inline)) void KQ_NAME(q6_K_rows)(int R, cons
         for (int q = 0; q < R; q++) acc[q][0] = acc[q][1] = _mm256_setzero_si256();
         KQ_UNROLL
         for (int h = 0; h < 2; h++) {
-            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b[i].ql + 64 * h)),
-                          l1 = _mm256_loadu_si256((const __m256i *)(b[i].ql + 64 * h + 32)),
-                          hb = _mm256_loadu_si256((const __m256i *)(b[i].qh + 32 * h));
-            const __m256i u[4] = {
-                _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m2)),
-                _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m2)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m2)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2))};
+            __m256i u[4];
+            KQ_NAME(q6_codes)(b + i, h, u);
             KQ_UNROLL
             for (int r = 0; r < 4; r++)
                 KQ_UNROLL
@@ -205,8 +204,12 @@ static inline __attribute__((always_inline)) void KQ_NAME(q6_K_rows)(int R, cons
     for (int q = 0; q < R; q++) out[q] = sum[q];
 }
 KQ_ROWS_KERNEL(KQ_NAME(dot_q6_K_rows), KQ_NAME(q6_K_rows), w, xa, xrow, nb, out)
+KQ_ONE_ROW(KQ_NAME(dot_q6_K), KQ_NAME(q6_K_rows))
 
-/* IQ4_XS (dot_iq4_xs's steps) */
+/* IQ4_XS: sub-block s's 16 bytes in both lanes, the low nibbles in the
+ * first and the high ones in the second (element order), through the
+ * table (pshufb), signed: |v| against sign(x, v); its scale picked from
+ * iq4_scales */
 static inline __attribute__((always_inline)) void KQ_NAME(iq4_xs_rows)(int R, const kiln_block_iq4_xs *b,
                                                                        const void *xa, size_t xrow, int64_t nb,
                                                                        float *out) {
@@ -239,4 +242,5 @@ static inline __attribute__((always_inline)) void KQ_NAME(iq4_xs_rows)(int R, co
     for (int q = 0; q < R; q++) out[q] = sum[q];
 }
 KQ_ROWS_KERNEL(KQ_NAME(dot_iq4_xs_rows), KQ_NAME(iq4_xs_rows), w, xa, xrow, nb, out)
+KQ_ONE_ROW(KQ_NAME(dot_iq4_xs), KQ_NAME(iq4_xs_rows))
 #endif
