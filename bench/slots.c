@@ -1,6 +1,7 @@
 /* slots.c — `kiln_bench --only slots`: batched decoding (llama_slots,
  * models/llama_slots.h) on bench/generate.c's Q4_0 llama in TinyLlama-1.1B's
- * shape: the tokens/s of 1, 4 and 16 sequences together, each decoding a
+ * shape: the tokens/s of 1, 4 and 16 sequences together (and of 2 and 4
+ * in Q4_K and Q8_0, whose few rows have their own kernels), each decoding a
  * token a step in one forward pass (every sequence's logits out, as a
  * server samples them), against batch-1 generation through
  * llama_cache_step in alternating blocks of the same run. Every sequence
@@ -44,27 +45,25 @@ static void run_slots(void *p) {
     j->tok = (j->tok + 7919) % VOCAB;
 }
 
-void bench_slots(const bench_opts *o) {
-    static const int counts[3] = {1, 4, 16};
+/* One weight dtype's lines. */
+static void slots_of(const bench_opts *o, kiln_dtype t, const char *label, const int *counts, int n_counts) {
     kiln_ctx *ctx = kiln_ctx_new();
     bench_check(ctx != NULL, "out of memory");
-    llama *m = bench_tinyllama(ctx, KILN_Q4_0);
+    llama *m = bench_tinyllama(ctx, t);
     llama_slots *s = llama_slots_new(m, 16, LEN);
     llama_cache *c = llama_cache_new(m, 1, LEN);
     float *logits = malloc((size_t)16 * VOCAB * sizeof *logits);
     bench_check(s && c && logits, "slots");
-    printf("# batched decoding: llama_slots, TinyLlama-1.1B's shape in Q4_0, random weights; tok/s of all the "
-           "sequences together against batch-1 llama_cache_step\n");
     const int saved = kiln_get_threads();
     for (int ti = 0; ti < o->n_threads; ti++)
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < n_counts; k++) {
             slots_job one = {m, s, c, logits, 1, o->threads[ti], 1}, many = one;
             many.n = counts[k];
             bench_job jobs[2] = {{run_single, &one}, {run_slots, &many}};
             double med[2];
             bench_measure(jobs, 2, 3, 16, 2.0 * o->scale, med);
             char name[64];
-            snprintf(name, sizeof name, "slots %d Q4_0 %dt", counts[k], o->threads[ti]);
+            snprintf(name, sizeof name, "slots %d %s %dt", counts[k], label, o->threads[ti]);
             bench_report(name, counts[k] / med[1], "tok/s", 1 / med[0], "batch-1 llama_cache_step");
         }
     kiln_set_threads(saved);
@@ -73,4 +72,13 @@ void bench_slots(const bench_opts *o) {
     llama_slots_free(s);
     llama_free(m);
     kiln_ctx_free(ctx);
+}
+
+void bench_slots(const bench_opts *o) {
+    static const int counts[] = {1, 4, 16}, few[] = {2, 4}; /* few: the rows kernels' (qmatmul.h) */
+    printf("# batched decoding: llama_slots, TinyLlama-1.1B's shape in Q4_0 (and 2, 4 sequences in Q4_K and "
+           "Q8_0), random weights; tok/s of all the sequences together against batch-1 llama_cache_step\n");
+    slots_of(o, KILN_Q4_0, "Q4_0", counts, 3);
+    slots_of(o, KILN_Q4_K, "Q4_K", few, 2);
+    slots_of(o, KILN_Q8_0, "Q8_0", few, 2);
 }

@@ -13,6 +13,7 @@
 #include "kt_simd.h"
 #include "../quant/quant.h"
 #include "../backends/cpu/qmatmul.h"
+#include "../backends/cpu/qmatmul_ggml.h"
 #include "../backends/cpu/qmatmul_kgemm.h"
 
 #include <math.h>
@@ -37,7 +38,7 @@ static const int *f16_fields(kiln_dtype t) {
                      q6[] = {offsetof(kiln_block_q6_K, d), -1}, iq[] = {offsetof(kiln_block_iq4_xs, d), -1},
                      dm32[] = {0, 2, -1}, d32[] = {0, -1}; /* Q4_1 / Q5_1's d, m; Q5_0 / IQ4_NL's d */
     if (t == KILN_Q4_1 || t == KILN_Q5_1) return dm32;
-    if (t == KILN_Q5_0 || t == KILN_IQ4_NL) return d32;
+    if (t == KILN_Q5_0 || t == KILN_IQ4_NL || t == KILN_Q8_0 || t == KILN_Q4_0) return d32;
     return t == KILN_Q2_K ? q2 : t == KILN_Q3_K ? q3 : t == KILN_Q6_K ? q6 : t == KILN_IQ4_XS ? iq : q45;
 }
 
@@ -96,6 +97,54 @@ KT_TEST(qmatmul_kgemm_prompts_equal_the_batch_1_products) {
                     for (int j = 0; j < n; j++)
                         KT_CHECK(same(y[i * n + j], y1[j]), "%s, %s, m %d k %d, row %d col %d: %.9g, batch-1 %.9g",
                                  kiln_dtype_name(t), v.name, m, (int)K, i, j, y[i * n + j], y1[j]);
+                }
+            }
+        }
+    }
+}
+
+/* The few rows of batched decoding (1 .. 9, and 19, 20 about
+ * KILN_QMM_ROWS_TILES_MIN: qmatmul.h's and qmatmul_ggml.h's rows kernels,
+ * the tiles from the type's crossover where they run it) equal the
+ * batch-1 products row by row, bit for bit, on every level; odd n (one
+ * thread, and enough columns for two), rows of 1, 3 and 4 blocks for the K
+ * types, 23, 5 and 16 for the blocks of 32 (Q4_0's groups of 4 and their
+ * tails). */
+KT_TEST(qmatmul_few_rows_equal_the_batch_1_products) {
+    static const kiln_dtype ts[] = {KILN_Q4_K, KILN_Q5_K, KILN_Q6_K, KILN_IQ4_XS, KILN_Q2_K, KILN_Q3_K, KILN_Q4_1,
+                                    KILN_Q5_0, KILN_Q5_1, KILN_IQ4_NL, KILN_Q8_0,  KILN_Q4_0};
+    enum { KMAX = 4 * KILN_QK_K, N = 101, MMAX = KILN_QMM_ROWS_TILES_MIN };
+    static const int64_t kk[] = {KILN_QK_K, 3 * KILN_QK_K, KMAX}, k32[] = {23 * 32, 5 * 32, 16 * 32};
+    static const int ms[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, MMAX - 1, MMAX};
+    static uint8_t w[N * KMAX];
+    static float x[MMAX * KMAX], y[MMAX * N], y1[MMAX * N];
+    uint64_t s = 0x9e3779b97f4a7c15u;
+    for (int ti = 0; ti < (int)(sizeof ts / sizeof ts[0]); ti++) {
+        const kiln_dtype t = ts[ti];
+        const int64_t *ks = kiln__types[t].blck == KILN_QK ? k32 : kk;
+        for (int c = 0; c < 3; c++) {
+            const int n = c == 1 ? N : 37;
+            const int64_t K = ks[c];
+            const size_t wrow = kiln__elems_bytes(t, K);
+            for (int r = 0; r < n; r++) weight_row(t, r, K, w + r * wrow, &s);
+            for (int i = 0; i < MMAX; i++)
+                for (int e = 0; e < K; e++)
+                    x[i * K + e] = i == 2 ? 0.0f : i == 5 ? (e & 1 ? 3e38f : -3e38f) : gauss(&s) * (float)(1 + i % 4);
+            KT_FOR_EACH_SIMD(v) {
+                const bool kq = kiln__types[t].blck == KILN_QK_K;
+                KT_CHECK(!kq || !kiln__cpu_avx2(&v.caps) || kiln__qmm_ggml_rows_kernel(t), "%s: no rows kernel at %s",
+                         kiln_dtype_name(t), v.name);
+                const int batched = kiln__qmm_ggml_rows_kernel(t) ? KILN_QMM_ROWS_TILES_MIN : KILN_QMM_PANEL_MIN_M;
+                for (int i = 0; i < MMAX; i++)
+                    KT_CHECK(kiln__qmatmul_cpu(t, 1, n, K, x + i * K, w, y1 + i * n, 1) == KILN_OK, "%s",
+                             kiln_last_error());
+                for (int mi = 0; mi < (int)(sizeof ms / sizeof ms[0]); mi++) {
+                    const int m = ms[mi];
+                    if (m >= batched && !kiln__qmm_kgemm_handles(t)) continue; /* f32 panels, or Q8_0's GEMM */
+                    KT_CHECK(kiln__qmatmul_cpu(t, m, n, K, x, w, y, 2) == KILN_OK, "%s", kiln_last_error());
+                    for (int i = 0; i < m * n; i++)
+                        KT_CHECK(same(y[i], y1[i]), "%s, %s, m %d k %d, row %d col %d: %.9g, batch-1 %.9g",
+                                 kiln_dtype_name(t), v.name, m, (int)K, i / n, i % n, y[i], y1[i]);
                 }
             }
         }

@@ -86,7 +86,7 @@ float kiln__qmm_dot_nf4_ref(const uint8_t *codes, int64_t code_stride, const flo
 }
 
 static const kiln_qmm_kernels *kernels(void) {
-    static const kiln_qmm_kernels ref = {kiln__qmm_dot_q8_0_ref, kiln__qmm_dot_q4_0_ref, kiln__qmm_dot_nf4_ref, NULL, NULL, NULL, NULL, NULL};
+    static const kiln_qmm_kernels ref = {kiln__qmm_dot_q8_0_ref, kiln__qmm_dot_q4_0_ref, kiln__qmm_dot_nf4_ref, NULL, NULL, NULL, NULL, NULL, NULL};
     const kiln_cpu_caps *c = kiln__cpu_caps();
     const kiln_qmm_kernels *k = NULL;
     if (kiln__cpu_vbmi(c)) k = kiln__qmm_kernels_vbmi();
@@ -156,6 +156,7 @@ typedef struct qmm_job {
     float *y;
     const kiln_qmm_kernels *kk;
     kiln_qmm_dot2_i8s *two;
+    kiln_qmm_dotr_i8s *many;
     int fail;
 } qmm_job;
 
@@ -210,6 +211,22 @@ static void row_pairs(void *arg, int64_t p0, int64_t p1, int tid) {
         }
 }
 
+/* Rows of W [r0, r1) against x's rows in groups as even as
+ * KILN_QMM_ROWS_MAX allows (7: 3 + 4), each reading the row of W once. */
+static void rows_many(void *arg, int64_t r0, int64_t r1, int tid) {
+    const qmm_job *j = arg;
+    const int64_t n = j->n, k = j->k, groups = (j->m + KILN_QMM_ROWS_MAX - 1) / KILN_QMM_ROWS_MAX;
+    const size_t rb = kiln__elems_bytes(j->t, k);
+    (void)tid;
+    for (int64_t r = r0; r < r1; r++)
+        for (int64_t g = 0, i = 0; g < groups; g++) {
+            const int nr = (int)((j->m - i) / (groups - g));
+            float out[KILN_QMM_ROWS_MAX];
+            j->many(j->w + (size_t)r * rb, j->xq + i * k, j->xs + i * (k / 4), j->dx + i * (k / 32), k / 32, nr, out);
+            for (int q = 0; q < nr; q++, i++) j->y[i * n + r] = out[q];
+        }
+}
+
 /* Rows of W [r0, r1) against every row of x. */
 static void rows(void *arg, int64_t r0, int64_t r1, int tid) {
     const qmm_job *j = arg;
@@ -224,9 +241,10 @@ static void rows(void *arg, int64_t r0, int64_t r1, int tid) {
 
 kiln_status kiln__qmatmul_cpu(kiln_dtype t, int64_t m, int64_t n, int64_t k, const float *x, const void *w, float *y,
                           int n_threads) {
-    if (m >= KILN_QMM_PANEL_MIN_M && kiln__qmm_gemm_available(t)) return kiln__qmm_gemm(t, m, n, k, x, w, y, n_threads);
-    if (m >= KILN_QMM_PANEL_MIN_M && kiln__qmm_kgemm_handles(t)) return kiln__qmm_kgemm(t, m, n, k, x, w, y, n_threads);
-    if (m >= KILN_QMM_PANEL_MIN_M) return panel_path(t, m, n, k, x, w, y, n_threads);
+    const int64_t batched = kiln__qmm_ggml_rows_kernel(t) ? KILN_QMM_ROWS_TILES_MIN : KILN_QMM_PANEL_MIN_M;
+    if (m >= batched && kiln__qmm_gemm_available(t)) return kiln__qmm_gemm(t, m, n, k, x, w, y, n_threads);
+    if (m >= batched && kiln__qmm_kgemm_handles(t)) return kiln__qmm_kgemm(t, m, n, k, x, w, y, n_threads);
+    if (m >= batched) return panel_path(t, m, n, k, x, w, y, n_threads);
     if (kiln__is_gq(t)) return kiln__qmatmul_gq_cpu(t, m, n, k, x, w, y, n_threads);
     if (kiln__qmm_ggml_handles(t)) return kiln__qmatmul_ggml_cpu(t, m, n, k, x, w, y, n_threads);
     const kiln_qmm_kernels *kk = kernels();
@@ -257,9 +275,11 @@ kiln_status kiln__qmatmul_cpu(kiln_dtype t, int64_t m, int64_t n, int64_t k, con
      * others' when it is done (pool.h); each output is the same whichever
      * thread computes it */
     qmm_job j = {.t = t, .m = m, .n = n, .k = k, .x = x, .dx = dx, .w = w, .xq = xq, .xs = xs, .y = y, .kk = kk,
-                 .two = !xs ? NULL : t == KILN_Q8_0 ? kk->q8_0s2 : kk->q4_0s2};
+                 .two = !xs ? NULL : t == KILN_Q8_0 ? kk->q8_0s2 : kk->q4_0s2,
+                 .many = xs && m > 1 && t == KILN_Q8_0 ? kk->q8_0sr : NULL};
     const int nt = n * k >= (1 << 16) ? n_threads : 1;
-    if (j.two) kiln__pool_for((n + 1) / 2, 16, nt, row_pairs, &j); /* rows in pairs */
+    if (j.many) kiln__pool_for(n, 32, nt, rows_many, &j); /* x's rows in groups */
+    else if (j.two) kiln__pool_for((n + 1) / 2, 16, nt, row_pairs, &j); /* rows in pairs */
     else kiln__pool_for(n, 32, nt, rows, &j);
     free(xq), free(dx), free(xs);
     return KILN_OK;

@@ -26,6 +26,13 @@
  *     On AVX512-VNNI the dots take two blocks per zmm with W's side
  *     unsigned (nibble / w + 128) and x's per-lane sums precomputed
  *     (kiln__qmm_lane_sums) to undo the offset: the same exact lanes.
+ *   - 2 .. KILN_QMM_PANEL_MIN_M - 1 rows (batched decoding, serve's
+ *     slots; up to KILN_QMM_ROWS_TILES_MIN - 1 for the K types and
+ *     IQ4_XS): where the level has a rows kernel (kiln_qmm_dotr_i8s: Q8_0
+ *     on AVX512-VNNI; the K types' and IQ4_XS's from AVX2 up,
+ *     qmatmul_ggml.h), each row of W is decoded once for up to
+ *     KILN_QMM_ROWS_MAX rows of x, each row's result the batch-1
+ *     product's bits; otherwise x row by row.
  *   - Many rows (prompt), Q8_0 / Q4_0 where the CPU has AVX512-VNNI: the
  *     block-scaled integer GEMM of qmatmul_gemm.h (x quantized the same
  *     way, exact int32 block sums, f32 scaling per block).
@@ -90,6 +97,19 @@ static inline void kiln__qmm_prefetch_far(const void *p) { __builtin_prefetch((c
  * dequantized panels + f32 GEMM) run. */
 #define KILN_QMM_PANEL_MIN_M 8
 
+/* Rows of x at most that one call of a rows kernel takes (the kernels of
+ * several rows of x against one row of W, below KILN_QMM_PANEL_MIN_M). */
+#define KILN_QMM_ROWS_MAX 4
+
+/* Rows of x from which the types with a rows kernel in qmatmul_ggml.h (the
+ * K types, IQ4_XS) take the tiles of qmatmul_kgemm.h (or the panels)
+ * instead. Q4_K / Q6_K, 5632 x 2048, 1 thread, Zen 5 at load 11-50 (per
+ * product, alternated): the rows kernels took 0.4-0.45x the tiles' time at
+ * 8 rows, 0.6-0.7x at 12, 0.7-0.95x at 16, 0.65-1.0x at 20, 1.2-1.4x at
+ * 24. Q8_0's rows kernel was no faster than its GEMM at 8 rows and half
+ * as fast at 12, so it keeps KILN_QMM_PANEL_MIN_M. */
+#define KILN_QMM_ROWS_TILES_MIN 20
+
 /* One row of W (nb blocks of 32, ggml layout) against one quantized row of
  * x (xq int8 [32 nb], dx f32 [nb]). */
 typedef float kiln_qmm_dot_i8(const void *w, const int8_t *xq, const float *dx, int64_t nb);
@@ -110,6 +130,13 @@ typedef float kiln_qmm_dot_i8s(const void *w, const int8_t *xq, const int32_t *x
 typedef void kiln_qmm_dot2_i8s(const void *w0, const void *w1, const int8_t *xq, const int32_t *xs, const float *dx,
                                int64_t nb, float out[2]);
 
+/* One row of W against rows (1 .. KILN_QMM_ROWS_MAX) quantized rows of x,
+ * row q's at xq + 32 nb q, xs + 8 nb q, dx + nb q: out[q] is the one-row
+ * kernel's product with row q, bit for bit, W's blocks decoded once for
+ * all of them (the few rows of batched decoding). */
+typedef void kiln_qmm_dotr_i8s(const void *w, const int8_t *xq, const int32_t *xs, const float *dx, int64_t nb,
+                               int rows, float *out);
+
 typedef struct kiln_qmm_kernels {
     kiln_qmm_dot_i8 *q8_0, *q4_0;
     kiln_qmm_dot_nf4 *nf4;
@@ -120,6 +147,8 @@ typedef struct kiln_qmm_kernels {
      * same codes; xs per its lanes), read only by its q4_0s / q4_0s2. */
     void (*quantize_x)(const float *x, int8_t *xq, float *dx, int32_t *xs, int64_t n, int32_t off);
     kiln_qmm_dot2_i8s *q8_0s2, *q4_0s2; /* NULL: row by row */
+    kiln_qmm_dotr_i8s *q8_0sr; /* NULL: x row by row (Q4_0 has none: on VBMI one
+                                * measured no faster than the two-row kernel) */
 } kiln_qmm_kernels;
 
 /* xs for a quantized row of x (32 nb codes): xs[8 b + l] = -off * sum of

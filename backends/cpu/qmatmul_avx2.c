@@ -44,7 +44,7 @@ static float dot_nf4_avx2(const uint8_t *codes, int64_t code_stride, const float
 }
 
 const kiln_qmm_kernels *kiln__qmm_kernels_avx2(void) {
-    static const kiln_qmm_kernels k = {dot_q8_0_avx2, dot_q4_0_avx2, dot_nf4_avx2, NULL, NULL, NULL, NULL, NULL};
+    static const kiln_qmm_kernels k = {dot_q8_0_avx2, dot_q4_0_avx2, dot_nf4_avx2, NULL, NULL, NULL, NULL, NULL, NULL};
     return &k;
 }
 #else

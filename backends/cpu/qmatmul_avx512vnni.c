@@ -208,9 +208,56 @@ static void dot2_q4_0s_vnni(const void *w0, const void *w1, const int8_t *xq, co
     out[0] = q4_lanes(a0[0], a0[1]), out[1] = q4_lanes(a1[0], a1[1]);
 }
 
+/* One row of W against R rows of x (kiln_qmm_dotr_i8s): each pair of W's
+ * blocks loaded and its two scales converted once, then each row's
+ * arithmetic as dot_q8_0s_vnni's (each block's d * dx, the FMA onto the
+ * pair's even or odd lanes, the odd tail), so each out[q] is its bits. */
+static inline __attribute__((always_inline)) void q8s_rows(int R, const kiln_block_q8_0 *b, const int8_t *xq,
+                                                           const int32_t *xs, const float *dx, int64_t nb,
+                                                           float *out) {
+    const __m512i flip = _mm512_set1_epi8((char)0x80),
+                  halves = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    __m512 acc[KILN_QMM_ROWS_MAX];
+    int64_t i = 0;
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    for (; i + 1 < nb; i += 2) {
+        const __m512i u = q8_pair(b + i, flip);
+        const __m128 d = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)b[i].d | (uint32_t)b[i + 1].d << 16)));
+        _Pragma("GCC unroll 8")
+        for (int r = 0; r < R; r++) {
+            const __m512i s = _mm512_dpbusd_epi32(_mm512_loadu_si512(xs + 8 * nb * r + 8 * i), u,
+                                                  _mm512_loadu_si512(xq + 32 * nb * r + 32 * i));
+            const __m128 sc = _mm_mul_ps(d, _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(dx + nb * r + i))));
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(sc)),
+                                     acc[r]);
+        }
+    }
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < R; r++) {
+        const int8_t *x = xq + 32 * nb * r;
+        out[r] = i == nb ? lanes16(acc[r])
+                         : odd_tail(acc[r],
+                                    _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)b[i].qs),
+                                                     _mm256_set1_epi8((char)0x80)),
+                                    x + 32 * i, xs + 8 * nb * r + 8 * i, _cvtsh_ss(b[i].d) * dx[nb * r + i]);
+    }
+}
+
+static void dotr_q8_0s_vnni(const void *w, const int8_t *xq, const int32_t *xs, const float *dx, int64_t nb, int rows,
+                            float *out) {
+    _Static_assert(KILN_QMM_ROWS_MAX == 4, "dotr_q8_0s_vnni's cases");
+    switch (rows) {
+    case 1: q8s_rows(1, w, xq, xs, dx, nb, out); break;
+    case 2: q8s_rows(2, w, xq, xs, dx, nb, out); break;
+    case 3: q8s_rows(3, w, xq, xs, dx, nb, out); break;
+    default: q8s_rows(4, w, xq, xs, dx, nb, out); break;
+    }
+}
+
 const kiln_qmm_kernels *kiln__qmm_kernels_avx512vnni(void) {
     static const kiln_qmm_kernels k = {dot_q8_0_vnni, dot_q4_0_vnni, dot_nf4_vnni, dot_q8_0s_vnni, dot_q4_0s_vnni,
-                                       quantize_x_vnni, NULL, dot2_q4_0s_vnni};
+                                       quantize_x_vnni, NULL, dot2_q4_0s_vnni, dotr_q8_0s_vnni};
     return &k;
 }
 #else

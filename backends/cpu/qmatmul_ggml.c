@@ -92,6 +92,8 @@ kiln_qmm_dot_ggml *kiln__qmm_ggml_kernel(kiln_dtype t) {
     }
 }
 
+kiln_qmm_dot_ggml_rows *kiln__qmm_ggml_rows_kernel(kiln_dtype t) { return kiln__qmm_kq_rows_kernel(t); }
+
 bool kiln__qmm_ggml_handles(kiln_dtype t) { return kiln__qmm_ggml_kernel(t) != NULL; }
 
 typedef struct ggml_job {
@@ -100,15 +102,29 @@ typedef struct ggml_job {
     size_t wrow, xrow;
     float *y;
     kiln_qmm_dot_ggml *dot;
+    kiln_qmm_dot_ggml_rows *many; /* NULL: x row by row */
 } ggml_job;
 
-/* rows [r0, r1) of W against every row of x */
+/* rows [r0, r1) of W against every row of x: with a rows kernel, x's rows
+ * in groups as even as KILN_QMM_ROWS_MAX allows (7: 3 + 4), each group
+ * reading the row of W once */
 static void rows(void *arg, int64_t r0, int64_t r1, int tid) {
     const ggml_job *j = arg;
+    const int64_t groups = (j->m + KILN_QMM_ROWS_MAX - 1) / KILN_QMM_ROWS_MAX;
     (void)tid;
-    for (int64_t r = r0; r < r1; r++)
-        for (int64_t i = 0; i < j->m; i++)
-            j->y[i * j->n + r] = j->dot(j->w + (size_t)r * j->wrow, j->xa + (size_t)i * j->xrow, j->nb);
+    for (int64_t r = r0; r < r1; r++) {
+        const char *w = j->w + (size_t)r * j->wrow;
+        if (!j->many || j->m == 1) {
+            for (int64_t i = 0; i < j->m; i++) j->y[i * j->n + r] = j->dot(w, j->xa + (size_t)i * j->xrow, j->nb);
+            continue;
+        }
+        for (int64_t g = 0, i = 0; g < groups; g++) {
+            const int nr = (int)((j->m - i) / (groups - g));
+            float out[KILN_QMM_ROWS_MAX];
+            j->many(w, j->xa + (size_t)i * j->xrow, j->xrow, nr, j->nb, out);
+            for (int q = 0; q < nr; q++, i++) j->y[i * j->n + r] = out[q];
+        }
+    }
 }
 
 kiln_status kiln__qmatmul_ggml_cpu(kiln_dtype t, int64_t m, int64_t n, int64_t k, const float *x, const void *w,
@@ -119,7 +135,8 @@ kiln_status kiln__qmatmul_ggml_cpu(kiln_dtype t, int64_t m, int64_t n, int64_t k
     if (!xa) return kiln__errs(KILN_ERR_OOM, "qmatmul: out of memory quantizing the activations");
     for (int64_t i = 0; i < m; i++) kiln__types[p].from_f32(x + i * k, xa + (size_t)i * xrow, k);
     ggml_job j = {.m = m, .n = n, .nb = k / kiln__types[t].blck, .w = w, .xa = xa,
-                  .wrow = kiln__elems_bytes(t, k), .xrow = xrow, .y = y, .dot = kiln__qmm_ggml_kernel(t)};
+                  .wrow = kiln__elems_bytes(t, k), .xrow = xrow, .y = y, .dot = kiln__qmm_ggml_kernel(t),
+                  .many = kiln__qmm_ggml_rows_kernel(t)};
     kiln__pool_for(n, 32, n * k >= (1 << 16) ? n_threads : 1, rows, &j);
     free(xa);
     return KILN_OK;

@@ -20,9 +20,10 @@
  * kiln__qmm_ggml_lanes_sum does, and the blocks left over (nb % 8) are
  * added to that in order. A chain of one f32 add per block would hold a
  * kernel to the adder's latency: about 40% of their streaming speed.
- * Rows of x at or above KILN_QMM_PANEL_MIN_M take the integer GEMM of
- * qmatmul_kgemm.h where it runs t, else the panel path of qmatmul.c
- * (dequantized W, f32 GEMM).
+ * Rows of x at or above KILN_QMM_PANEL_MIN_M (KILN_QMM_ROWS_TILES_MIN
+ * where t has a rows kernel) take the integer GEMM of qmatmul_kgemm.h
+ * where it runs t, else the panel path of qmatmul.c (dequantized W, f32
+ * GEMM).
  *
  * Per-ISA kernels, each equal to the reference bit for bit, go into the
  * dispatch of qmatmul_ggml.c (kiln__qmm_ggml_kernel) beside it, one slot
@@ -42,6 +43,12 @@
  * weight's activation dtype (xa: nb blocks' worth of its elements). */
 typedef float kiln_qmm_dot_ggml(const void *w, const void *xa, int64_t nb);
 
+/* One row of W against rows (1 .. KILN_QMM_ROWS_MAX, qmatmul.h) rows of x
+ * quantized as above, row q's at xa + q * xrow: out[q] is the one-row kernel's
+ * product with row q, bit for bit, each weight block decoded once for all
+ * of them (the few rows of batched decoding: serve's slots). */
+typedef void kiln_qmm_dot_ggml_rows(const void *w, const void *xa, size_t xrow, int rows, int64_t nb, float *out);
+
 /* The scalar reference for weight dtype t. */
 float kiln__qmm_dot_ggml_ref(kiln_dtype t, const void *w, const void *xa, int64_t nb);
 /* Whether t's blocks sum in 8 lanes, and the lanes' sum:
@@ -56,6 +63,10 @@ kiln_qmm_dot_ggml *kiln__qmm_ggml_avxvnni(kiln_dtype t);
 kiln_qmm_dot_ggml *kiln__qmm_ggml_avx512vnni(kiln_dtype t);
 kiln_qmm_dot_ggml *kiln__qmm_ggml_neon(kiln_dtype t);
 kiln_qmm_dot_ggml *kiln__qmm_ggml_neondot(kiln_dtype t);
+
+/* The rows kernel of the level kiln__qmm_ggml_kernel(t) chooses, NULL
+ * where that level has none for t (the driver then runs x row by row). */
+kiln_qmm_dot_ggml_rows *kiln__qmm_ggml_rows_kernel(kiln_dtype t);
 
 /* Whether the products of weight dtype t run here. */
 bool kiln__qmm_ggml_handles(kiln_dtype t);

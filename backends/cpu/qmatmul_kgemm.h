@@ -82,7 +82,8 @@ const kiln_kgemm_kernels *kiln__kgemm_kernels_neon(void);
  * AVX-512's. Not for fewer than
  * KILN_QMM_PANEL_MIN_M rows: packing W costs about what 8-12 rows of
  * batch-1 products do (at 2, 4 and 7 rows the tiles took 3.5-6x, 2.2-3.8x
- * and 1.4-2.2x their time, every level). */
+ * and 1.4-2.2x their time, every level); for the types with rows kernels
+ * (qmatmul_ggml.h) not for fewer than KILN_QMM_ROWS_TILES_MIN. */
 bool kiln__qmm_kgemm_handles(kiln_dtype t);
 
 /* y[m, n] = x[m, k] . W^T (W contiguous [n, k] of dtype t), threaded over

@@ -39,3 +39,17 @@ kiln_qmm_dot_ggml *kiln__qmm_kq_kernel(kiln_dtype t) {
     default: return NULL;
     }
 }
+
+kiln_qmm_dot_ggml_rows *kiln__qmm_kq_rows_kernel(kiln_dtype t) {
+    const kiln_kq_kernels *k = kernels();
+    if (!k) return NULL;
+    switch (t) {
+    case KILN_Q4_K: return k->q4_K_rows;
+    case KILN_Q5_K: return k->q5_K_rows;
+    case KILN_Q6_K: return k->q6_K_rows;
+    case KILN_IQ4_XS: return k->iq4_xs_rows;
+    case KILN_Q2_K: return k->q2_K_rows;
+    case KILN_Q3_K: return k->q3_K_rows;
+    default: return NULL;
+    }
+}

@@ -24,6 +24,8 @@ typedef struct kiln_kq_kernels {
     kiln_qmm_dot_ggml *q4_K, *q5_K, *q6_K, *iq4_xs, *q2_K, *q3_K;
     /* x to Q8_K, kiln__quantize_q8_K_ref's bytes */
     void (*quantize_q8_K)(const float *x, void *blocks, int64_t n);
+    /* the same products for a few rows of x at once (qmatmul_ggml.h) */
+    kiln_qmm_dot_ggml_rows *q4_K_rows, *q5_K_rows, *q6_K_rows, *iq4_xs_rows, *q2_K_rows, *q3_K_rows;
 } kiln_kq_kernels;
 
 /* The sets per level; NULL when not built. */
@@ -34,6 +36,8 @@ const kiln_kq_kernels *kiln__kq_kernels_avx512vnni(void);
 /* The kernel the caps in force choose for weight dtype t; NULL where none
  * does (another dtype, or a CPU without AVX2). */
 kiln_qmm_dot_ggml *kiln__qmm_kq_kernel(kiln_dtype t);
+/* Its rows kernel (qmatmul_ggml.h), NULL where none. */
+kiln_qmm_dot_ggml_rows *kiln__qmm_kq_rows_kernel(kiln_dtype t);
 
 /* x [n] to Q8_K through the best quantizer the caps in force allow (the
  * CPU registers it as Q8_K's preferred coder, coders.c); that quantizer,

@@ -5,7 +5,8 @@
  * int16 scales sc, summed pairwise (madd, or vpdpwssd). Included once per
  * file, built with that file's flags. With KQ_ZMM defined it leaves out
  * Q4_K / Q5_K's block sums (k45_ints), Q6_K's and IQ4_XS's kernels and
- * the table: the AVX512-VNNI file has zmm ones. */
+ * the table: the AVX512-VNNI file has zmm ones. The rows kernels
+ * (several rows of x at once) are qmatmul_kq_rows_x86.h's. */
 #include "qmatmul_kq.h"
 
 #include "../../quant/quant.h"
@@ -154,12 +155,22 @@ static inline void KQ_NAME(min_block2)(__m256i acc0, __m128i mins0, __m256i acc1
 #define KQ_K45(T, q5) sizeof(T), offsetof(T, qs), q5
 _Static_assert(offsetof(kiln_block_q4_K, scales) == offsetof(kiln_block_q5_K, scales), "Q4_K / Q5_K scales");
 
-/* A Q4_K / Q5_K block's integer sums (q5: 16 added to the codes of
- * sub-block s where bit s of qh is set): the scaled lanes (*lanes), and
- * the mins times x's sums (4 lanes, returned). On ymm below; the
+/* Q4_K / Q5_K blocks' integer sums (q5: 16 added to the codes of
+ * sub-block s where bit s of qh is set) for R rows of x (a[q]: row q's
+ * block), the block decoded once: the scaled lanes (lanes[q]) and the mins
+ * times x's sums (mins[q], 4 lanes). On ymm in qmatmul_kq_rows_x86.h; the
  * AVX512-VNNI file has its own on zmm. */
-static inline __attribute__((always_inline))
-__m128i KQ_NAME(k45_ints)(const uint8_t *w, size_t qs_off, bool q5, const kiln_block_q8_K *a, __m256i *lanes);
+static inline __attribute__((always_inline)) void KQ_NAME(k45_rows_ints)(const uint8_t *w, size_t qs_off, bool q5,
+                                                                         const kiln_block_q8_K *const *a, int R,
+                                                                         __m256i *lanes, __m128i *mins);
+
+/* The same for one row: the mins returned */
+static inline __attribute__((always_inline)) __m128i KQ_NAME(k45_ints)(const uint8_t *w, size_t qs_off, bool q5,
+                                                                       const kiln_block_q8_K *a, __m256i *lanes) {
+    __m128i mins;
+    KQ_NAME(k45_rows_ints)(w, qs_off, q5, &a, 1, lanes, &mins);
+    return mins;
+}
 
 /* Q4_K, Q5_K: two blocks per step share the f32 work (min_block2) */
 static inline __attribute__((always_inline)) float KQ_NAME(dot_k45)(const uint8_t *w, size_t bsz, size_t qs_off,
@@ -190,29 +201,6 @@ static float KQ_NAME(dot_q5_K)(const void *w, const void *xa, int64_t nb) {
     return KQ_NAME(dot_k45)(w, KQ_K45(kiln_block_q5_K, true), xa, nb);
 }
 
-#ifndef KQ_ZMM
-static inline __attribute__((always_inline)) __m128i KQ_NAME(k45_ints)(const uint8_t *w, size_t qs_off, bool q5,
-                                                                       const kiln_block_q8_K *a, __m256i *lanes) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1), two = _mm256_set1_epi8(2);
-    __m256i sc, acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256(),
-                h = q5 ? _mm256_loadu_si256((const __m256i *)(w + offsetof(kiln_block_q5_K, qh))) : acc0;
-    __m128i mn;
-    KQ_NAME(scales_k4)(w + offsetof(kiln_block_q4_K, scales), &sc, &mn);
-    KQ_UNROLL
-    for (int j = 0; j < 4; j++, h = _mm256_srli_epi16(h, 2)) {
-        const __m256i q = _mm256_loadu_si256((const __m256i *)(w + qs_off + 32 * j));
-        __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-        if (q5) {
-            lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(h, one), 4));
-            hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(h, two), 3));
-        }
-        acc0 = KQ_ACC(acc0, _mm256_maddubs_epi16(lo, KQ_NAME(load)(a->qs + 64 * j)), KQ_PICK16(sc, 2 * j));
-        acc1 = KQ_ACC(acc1, _mm256_maddubs_epi16(hi, KQ_NAME(load)(a->qs + 64 * j + 32)), KQ_PICK16(sc, 2 * j + 1));
-    }
-    *lanes = _mm256_add_epi32(acc0, acc1);
-    return _mm_madd_epi16(KQ_NAME(bsums32)(a), mn);
-}
-#endif
 
 /* The types of 16 sub-blocks of 16 (Q2_K, Q3_K, Q6_K): a ymm of unsigned
  * codes u (elements 32 r .. 32 r + 31 of half h) spans sub-blocks s, s + 1
@@ -231,67 +219,15 @@ static inline int32_t KQ_NAME(isum16)(__m256i acc, __m128i sc8, const kiln_block
     return KQ_NAME(hsum)(_mm256_sub_epi32(acc, _mm256_sll_epi32(off, _mm_cvtsi32_si128(shift))));
 }
 
-/* Q2_K: 2-bit codes (bits 2r of the half's 32 bytes), scales the low
- * nibbles, mins the high ones against bsums */
-static float KQ_NAME(dot_q2_K)(const void *w, const void *xa, int64_t nb) {
-    const kiln_block_q2_K *b = w;
-    const kiln_block_q8_K *a = xa;
-    const __m256i m2 = _mm256_set1_epi8(3);
-    float sum = 0.0f;
-    for (int64_t i = 0; i < nb; i++) {
-        KQ_NAME(prefetch)(b + i, sizeof *b);
-        const __m128i s8 = _mm_loadu_si128((const __m128i *)b[i].scales);
-        const __m128i sc8 = _mm_and_si128(s8, _mm_set1_epi8(0x0f)),
-                      mn8 = _mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(0x0f));
-        __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-        KQ_UNROLL
-        for (int h = 0; h < 2; h++) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * h));
-            KQ_UNROLL
-            for (int r = 0; r < 4; r++)
-                acc[r & 1] = KQ_NAME(acc16)(acc[r & 1], _mm256_and_si256(_mm256_srli_epi16(q, 2 * r), m2),
-                                            a[i].qs + 128 * h + 32 * r, sc8, 8 * h + 2 * r);
-        }
-        const __m256i mins =
-            _mm256_madd_epi16(_mm256_cvtepu8_epi16(mn8), _mm256_loadu_si256((const __m256i *)a[i].bsums));
-        sum += KQ_NAME(min_block)(_mm256_add_epi32(acc[0], acc[1]),
-                                  _mm_add_epi32(_mm256_castsi256_si128(mins), _mm256_extracti128_si256(mins, 1)), a + i,
-                                  &b[i].d);
-    }
-    return sum;
-}
-
-/* Q3_K: u = the 2-bit code + 4 where hmask's bit is set (q = u - 4); the
- * 16 six-bit scales (minus 32) from 12 bytes, four per 32-bit word */
-static float KQ_NAME(dot_q3_K)(const void *w, const void *xa, int64_t nb) {
-    const kiln_block_q3_K *b = w;
-    const kiln_block_q8_K *a = xa;
-    const __m256i m2 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
-    float sum = 0.0f;
-    for (int64_t i = 0; i < nb; i++) {
-        KQ_NAME(prefetch)(b + i, sizeof *b);
-        uint32_t sa, sb, c;
-        memcpy(&sa, b[i].scales, 4), memcpy(&sb, b[i].scales + 4, 4), memcpy(&c, b[i].scales + 8, 4);
-        const __m128i sc8 = _mm_sub_epi8(_mm_setr_epi32((int)((sa & 0x0f0f0f0f) | (c & 0x03030303) << 4),
-                                                        (int)((sb & 0x0f0f0f0f) | ((c >> 2) & 0x03030303) << 4),
-                                                        (int)(((sa >> 4) & 0x0f0f0f0f) | ((c >> 4) & 0x03030303) << 4),
-                                                        (int)(((sb >> 4) & 0x0f0f0f0f) | ((c >> 6) & 0x03030303) << 4)),
-                                         _mm_set1_epi8(32));
-        __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()},
-                hm = _mm256_loadu_si256((const __m256i *)b[i].hmask);
-        KQ_UNROLL
-        for (int h = 0; h < 2; h++) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * h));
-            KQ_UNROLL
-            for (int r = 0; r < 4; r++, hm = _mm256_srli_epi16(hm, 1)) {
-                const __m256i u = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * r), m2),
-                                                  _mm256_and_si256(_mm256_slli_epi16(hm, 2), four));
-                acc[r & 1] = KQ_NAME(acc16)(acc[r & 1], u, a[i].qs + 128 * h + 32 * r, sc8, 8 * h + 2 * r);
-            }
-        }
-        sum += a[i].d * _cvtsh_ss(b[i].d) * (float)KQ_NAME(isum16)(_mm256_add_epi32(acc[0], acc[1]), sc8, a + i, 2);
-    }
-    return sum;
+/* Q3_K's 16 six-bit scales (minus 32) from 12 bytes, four per 32-bit word */
+static inline __m128i KQ_NAME(q3_scales)(const kiln_block_q3_K *b) {
+    uint32_t sa, sb, c;
+    memcpy(&sa, b->scales, 4), memcpy(&sb, b->scales + 4, 4), memcpy(&c, b->scales + 8, 4);
+    return _mm_sub_epi8(_mm_setr_epi32((int)((sa & 0x0f0f0f0f) | (c & 0x03030303) << 4),
+                                       (int)((sb & 0x0f0f0f0f) | ((c >> 2) & 0x03030303) << 4),
+                                       (int)(((sa >> 4) & 0x0f0f0f0f) | ((c >> 4) & 0x03030303) << 4),
+                                       (int)(((sb >> 4) & 0x0f0f0f0f) | ((c >> 6) & 0x03030303) << 4)),
+                        _mm_set1_epi8(32));
 }
 
 /* IQ4_XS's 8 scales ls - 32 in int32 lanes, each as two int16 (the
@@ -311,66 +247,27 @@ static inline __m256i KQ_NAME(iq4_scales)(const kiln_block_iq4_xs *b) {
 }
 
 #ifndef KQ_ZMM /* the AVX512-VNNI file has zmm kernels of these two */
-/* Q6_K: q + 32 (0..63) unsigned against x, 32 sc bsums taken off */
-static float KQ_NAME(dot_q6_K)(const void *w, const void *xa, int64_t nb) {
-    const kiln_block_q6_K *b = w;
-    const kiln_block_q8_K *a = xa;
+/* Q6_K's q + 32 (0..63) of half h: element l + 32 r of the half is ql's
+ * nibble r / 2 of byte l + 32 (r & 1) and qh's bits 2r, 2r + 1 of byte l */
+static inline void KQ_NAME(q6_codes)(const kiln_block_q6_K *b, int h, __m256i u[4]) {
     const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x30);
-    float sum = 0.0f;
-    for (int64_t i = 0; i < nb; i++) {
-        KQ_NAME(prefetch)(b + i, sizeof *b);
-        const __m128i sc8 = _mm_loadu_si128((const __m128i *)b[i].scales);
-        __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-        KQ_UNROLL
-        for (int h = 0; h < 2; h++) {
-            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b[i].ql + 64 * h)),
-                          l1 = _mm256_loadu_si256((const __m256i *)(b[i].ql + 64 * h + 32)),
-                          hb = _mm256_loadu_si256((const __m256i *)(b[i].qh + 32 * h));
-            /* element l + 32 r of the half: ql's nibble r / 2 of byte
-             * l + 32 (r & 1), qh's bits 2r, 2r + 1 of byte l */
-            const __m256i q[4] = {
-                _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m2)),
-                _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m2)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m2)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2))};
-            KQ_UNROLL
-            for (int r = 0; r < 4; r++)
-                acc[r & 1] = KQ_NAME(acc16)(acc[r & 1], q[r], a[i].qs + 128 * h + 32 * r, sc8, 8 * h + 2 * r);
-        }
-        sum += a[i].d * _cvtsh_ss(b[i].d) * (float)KQ_NAME(isum16)(_mm256_add_epi32(acc[0], acc[1]), sc8, a + i, 5);
-    }
-    return sum;
+    const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h)),
+                  l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32)),
+                  hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+    u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m2));
+    u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m2));
+    u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m2));
+    u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                           _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2));
 }
+#endif
 
-/* IQ4_XS: sub-block s's 16 bytes in both lanes, the low nibbles in the
- * first and the high ones in the second (element order), through the
- * table (pshufb), signed: |v| against sign(x, v); its scale picked from
- * iq4_scales */
-static float KQ_NAME(dot_iq4_xs)(const void *w, const void *xa, int64_t nb) {
-    const kiln_block_iq4_xs *b = w;
-    const kiln_block_q8_K *a = xa;
-    const __m256i m4 = _mm256_set1_epi8(0x0f), nib = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4),
-                  tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kiln__iq4nl_values));
-    float sum = 0.0f;
-    for (int64_t i = 0; i < nb; i++) {
-        KQ_NAME(prefetch)(b + i, sizeof *b);
-        const __m256i sc2 = KQ_NAME(iq4_scales)(b + i);
-        __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-        KQ_UNROLL
-        for (int s = 0; s < 8; s++) {
-            const __m256i c = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b[i].qs + 16 * s)));
-            const __m256i v = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srlv_epi32(c, nib), m4));
-            const __m256i x = KQ_NAME(load)(a[i].qs + 32 * s);
-            acc[s & 1] = KQ_ACC(acc[s & 1], _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(x, v)),
-                                _mm256_permutevar8x32_epi32(sc2, _mm256_set1_epi32(s)));
-        }
-        sum += a[i].d * _cvtsh_ss(b[i].d) * (float)KQ_NAME(hsum)(_mm256_add_epi32(acc[0], acc[1]));
-    }
-    return sum;
-}
+#include "qmatmul_kq_rows_x86.h"
 
-static const kiln_kq_kernels KQ_NAME(kernels) = {KQ_NAME(dot_q4_K),     KQ_NAME(dot_q5_K), KQ_NAME(dot_q6_K),
-                                                 KQ_NAME(dot_iq4_xs),   KQ_NAME(dot_q2_K), KQ_NAME(dot_q3_K),
-                                                 KQ_NAME(quantize_q8_K)};
+#ifndef KQ_ZMM
+static const kiln_kq_kernels KQ_NAME(kernels) = {
+    KQ_NAME(dot_q4_K),      KQ_NAME(dot_q5_K),      KQ_NAME(dot_q6_K),        KQ_NAME(dot_iq4_xs),
+    KQ_NAME(dot_q2_K),      KQ_NAME(dot_q3_K),      KQ_NAME(quantize_q8_K),   KQ_NAME(dot_q4_K_rows),
+    KQ_NAME(dot_q5_K_rows), KQ_NAME(dot_q6_K_rows), KQ_NAME(dot_iq4_xs_rows), KQ_NAME(dot_q2_K_rows),
+    KQ_NAME(dot_q3_K_rows)};
 #endif
