@@ -42,8 +42,9 @@ static scratch *mine(void) {
 /* Slot i grown to at least bytes (its contents lost), or NULL. The GEMM's
  * packs of a MiB or more ask for 2 MiB pages (Linux THP in its madvise
  * mode gives none unasked): its kernels walk the packed panels tile after
- * tile, and on a Zen 5 the products took 2-3% less CPU time (1024^2 at 2
- * threads, 2048^2 and 4096^2 at 1); the rounding up is less than half. */
+ * tile, and on a loaded Zen 5 the products took 2-3% less CPU time
+ * (1024^2 at 2 threads, 2048^2 and 4096^2 at 1; about 1% on a quiet
+ * one); the rounding up is less than half. */
 static void *grow(scratch *s, int i, size_t bytes) {
     if (s->cap[i] < bytes) {
         free(s->p[i]);
