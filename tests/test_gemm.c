@@ -6,6 +6,7 @@
 #include "../backends/cpu/cpu_features.h"
 #include "../backends/cpu/gemm.h"
 #include "../backends/cpu/gemm_kernels.h"
+#include "../backends/cpu/scratch.h"
 #include "kt.h"
 #include "test_mov_util.h"
 
@@ -346,3 +347,16 @@ KT_TEST(gemm_buffers_end_with_their_thread) {
     free(m);
 }
 #endif
+
+/* Packs of a MiB or more sit in 2 MiB pages where Linux gives them: the
+ * slot starts on a 2 MiB boundary. */
+KT_TEST(gemm_packs_of_a_mib_in_2mib_pages) {
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    char *b = kiln__scratch_slot(KILN_SCRATCH_GEMM_B, (size_t)3 << 20);
+    KT_REQUIRE(b, "out of memory");
+    KT_CHECK((uintptr_t)b % huge == 0, "a 3 MiB pack at %p, not on a 2 MiB boundary", (void *)b);
+    memset(b, 1, (size_t)3 << 20);
+    char *a = kiln__scratch_slot(KILN_SCRATCH_GEMM_A, 4096);
+    KT_REQUIRE(a, "out of memory");
+    KT_CHECK(a != b, "two slots share memory");
+}

@@ -5,8 +5,11 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #define SCRATCH_KEEP ((size_t)32 << 20)
+#define HUGE_PAGE ((size_t)2 << 20)
+#define HUGE_FROM ((size_t)1 << 20)
 
 typedef struct scratch {
     void *p[KILN_SCRATCH_SLOTS];
@@ -36,12 +39,25 @@ static scratch *mine(void) {
     return s;
 }
 
-/* Slot i grown to at least bytes (its contents lost), or NULL. */
+/* Slot i grown to at least bytes (its contents lost), or NULL. The GEMM's
+ * packs of a MiB or more ask for 2 MiB pages (Linux THP in its madvise
+ * mode gives none unasked): its kernels walk the packed panels tile after
+ * tile, and on a loaded Zen 5 the products took 2-3% less CPU time
+ * (1024^2 at 2 threads, 2048^2 and 4096^2 at 1; about 1% on a quiet
+ * one); the rounding up is less than half. */
 static void *grow(scratch *s, int i, size_t bytes) {
     if (s->cap[i] < bytes) {
         free(s->p[i]);
-        s->p[i] = kiln__aligned_alloc(64, (bytes + 63) / 64 * 64);
-        s->cap[i] = s->p[i] ? bytes : 0;
+        size_t align = 64;
+#ifdef MADV_HUGEPAGE
+        if (i != KILN_SCRATCH_ANY && bytes >= HUGE_FROM) align = HUGE_PAGE;
+#endif
+        size_t size = (bytes + align - 1) / align * align;
+        s->p[i] = size >= bytes ? kiln__aligned_alloc(align, size) : NULL;
+#ifdef MADV_HUGEPAGE
+        if (s->p[i] && align == HUGE_PAGE) madvise(s->p[i], size, MADV_HUGEPAGE); /* a hint: failure is harmless */
+#endif
+        s->cap[i] = s->p[i] ? size : 0;
     }
     return s->p[i];
 }

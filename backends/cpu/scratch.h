@@ -29,7 +29,8 @@ enum { KILN_SCRATCH_ANY, KILN_SCRATCH_GEMM_A, KILN_SCRATCH_GEMM_B, KILN_SCRATCH_
 
 /* Slot (KILN_SCRATCH_GEMM_*) of this thread, grown to at least bytes and
  * kept (freed when the thread ends, whatever its size), or NULL; its
- * contents are undefined. */
+ * contents are undefined. From 1 MiB on, a slot is 2 MiB-aligned, a
+ * multiple of 2 MiB, and asks Linux for 2 MiB pages (MADV_HUGEPAGE). */
 void *kiln__scratch_slot(int slot, size_t bytes);
 
 #endif
