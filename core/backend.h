@@ -90,7 +90,7 @@ typedef struct kiln_backend_vt {
     kiln_status (*ready)(kiln_backend *b, const char *who);
     /* What kiln_backend_device says (NULL: b->device). */
     const char *(*describe)(const kiln_backend *b);
-    /* Graph replay (core/graph_replay.c; NULL, all five: none). Between
+    /* Graph replay (core/graph_replay.c; NULL, all six: none). Between
      * record_begin and record_end, what compute and compute_chain queue is
      * recorded, not run; record_end returns the recording, or NULL with the
      * error set when it could not be made (then nothing of it ran, and the
@@ -103,6 +103,11 @@ typedef struct kiln_backend_vt {
     kiln_status (*replay)(kiln_backend *b, kiln_record *r);
     void (*record_free)(kiln_backend *b, kiln_record *r);
     bool (*recordable)(kiln_backend *b, const kiln_tensor *node);
+    /* What a recording binding d baked in, never the same for other memory
+     * while d lives nor for memory made after it is freed (CUDA: its device
+     * address; Vulkan: a serial number, since a new VkBuffer is another
+     * binding even at a freed one's address). */
+    uint64_t (*buffer_id)(const kiln_devbuf *d);
 } kiln_backend_vt;
 
 struct kiln_backend {

@@ -8,7 +8,8 @@
  * the first: a graph computed once (llama's decoding builds one per
  * token) or whose key changes at every compute (an optimizer's step
  * number) would pay for a recording it never runs again. What it baked in is the key: each node's op, dtype, shape,
- * strides and parameters, its operands' and its own device addresses, the
+ * strides and parameters, its operands' and its own device memory (as
+ * vt->buffer_id names it) and offsets, the
  * plan's fused forms, training mode and the matmul precision; a changed
  * word (a new step number, a longer KV cache, a buffer allocated anew)
  * records again. The key is compared whole, not hashed, so a change is
@@ -50,6 +51,7 @@ void kiln__replay_drop(kiln_graph *g) {
 typedef struct key_writer {
     uint64_t *w;
     int n;
+    uint64_t (*buffer_id)(const kiln_devbuf *d);
 } key_writer;
 
 static void put(key_writer *k, uint64_t v) { k->w[k->n++] = v; }
@@ -64,7 +66,7 @@ static void put_layout(key_writer *k, const kiln_tensor *t) {
         put(k, (uint64_t)t->shape[d]);
         put(k, (uint64_t)t->stride[d]);
     }
-    put(k, (uint64_t)(uintptr_t)t->dbuf);
+    put(k, t->dbuf ? k->buffer_id(t->dbuf) : 0);
     put(k, (uint64_t)t->doff);
 }
 
@@ -74,12 +76,12 @@ static int key_words(const kiln_tensor *t) {
 }
 
 /* The key of g's steps as resolved for this compute, into g->key_new. */
-static kiln_status build_key(kiln_graph *g, const kiln_exec *ex, int *n_words) {
+static kiln_status build_key(kiln_graph *g, kiln_backend *b, const kiln_exec *ex, int *n_words) {
     int need = 2;
     for (int i = 0; i < g->n; i++) need += key_words(g->nodes[i]);
     kiln_status s = kiln__owned_grow(g->ctx, (void **)&g->key_new, &g->key_new_cap, need, sizeof *g->key_new);
     if (s) return s;
-    key_writer k = {g->key_new, 0};
+    key_writer k = {g->key_new, 0, b->vt->buffer_id};
     put(&k, (uint64_t)ex->training);
     put(&k, (uint64_t)kiln_get_matmul_precision());
     for (int i = 0; i < g->n; i++) {
@@ -104,7 +106,7 @@ kiln_status kiln__graph_replay(kiln_graph *g, kiln_backend *b, kiln_exec *ex) {
     int64_t nodes = 0;
     int n_words = 0;
     kiln_status s = kiln__graph_steps(g, b, ex, KILN_STEP_BRING, &nodes);
-    if (!s) s = build_key(g, ex, &n_words);
+    if (!s) s = build_key(g, b, ex, &n_words);
     if (s) return s;
     bool same = g->rec_state && g->rec_backend == b && g->rec_key_n == n_words &&
                 !memcmp(g->rec_key, g->key_new, (size_t)n_words * sizeof *g->key_new);

@@ -104,6 +104,7 @@ kiln_record *kiln__cu_record_end(kiln_backend *b);
 kiln_status kiln__cu_replay(kiln_backend *b, kiln_record *r);
 void kiln__cu_record_free(kiln_backend *b, kiln_record *r);
 bool kiln__cu_recordable(kiln_backend *b, const kiln_tensor *node);
+uint64_t kiln__cu_buffer_id(const kiln_devbuf *d);
 
 /* cu_profile.c: device time per step for $KILN_PROFILE (nothing unless it is set) */
 void kiln__cu_profile_init(kiln_cu *cu);

@@ -77,6 +77,7 @@ static const kiln_backend_vt cu_vt = {
     .replay = kiln__cu_replay,
     .record_free = kiln__cu_record_free,
     .recordable = kiln__cu_recordable,
+    .buffer_id = kiln__cu_buffer_id,
 };
 
 /* ---- start and teardown ---- */

@@ -74,3 +74,5 @@ bool kiln__cu_recordable(kiln_backend *b, const kiln_tensor *node) {
     (void)b, (void)node;
     return true;
 }
+
+uint64_t kiln__cu_buffer_id(const kiln_devbuf *d) { return (uint64_t)(uintptr_t)d->ptr; }
