@@ -1,6 +1,6 @@
 /* test_graph_replay.c — a device graph computed many times runs as one
  * recording (core/graph_replay.c; CUDA: a captured CUDA graph, on the fake
- * toolkit here): with inputs changing at every compute its results equal
+ * toolkit here; Vulkan: a command buffer, on lavapipe): with inputs changing at every compute its results equal
  * the node-by-node path's ($KILN_GRAPH_REPLAY=0) bit for bit, it records
  * at the second compute and replays after (kiln_graph_stats, and the fake
  * toolkit's own count of graph launches when it is the one loaded); a
@@ -102,7 +102,8 @@ static void check_inputs(const char *name) {
 
 KT_TEST(graph_replay_inputs_cuda) { check_inputs("cuda"); }
 
-/* ---- an input moved to other device memory ---- */
+/* ---- an input moved to other device memory (a recording that kept the
+ * old buffer would read zeros, or on Vulkan a destroyed VkBuffer) ---- */
 
 static void check_moved(const char *name) {
     kiln_backend *be = kt_device(name);
