@@ -20,7 +20,9 @@
  * between host and device memory only when the side that runs a node lacks
  * their current bytes (core/graph_device.c); a graph whose backend is the
  * host copies nothing and keeps no residency books. A device backend
- * records with `compute` and runs what it recorded at `flush`.
+ * records with `compute` and runs what it recorded at `flush`; one with
+ * the record_* entries also keeps a graph's recording to run it again
+ * as one launch (core/graph_replay.c).
  *
  * The rewrite (core/fuse.c), decided at plan time from op facts and
  * invisible in the results, has three fused forms; a backend runs those it

@@ -5,7 +5,9 @@
  * vtable either way. On a graph whose backend is the host nothing is
  * copied or tracked (but for tensors a device graph of the same context
  * left newer on the device); on a device backend graph_device.c moves the
- * operands. */
+ * operands, and a graph computed again under an unchanged key runs as a
+ * recording of its kernels (graph_replay.c: every step's operands brought
+ * first, then the kernels recorded or replayed). */
 #include "graph.h"
 
 #include <stdio.h>
