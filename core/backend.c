@@ -5,10 +5,16 @@
 #include <pthread.h>
 #include <stdio.h>
 
-struct kiln_devalloc {
+struct kiln_devalloc { /* device memory, or a recording */
     kiln_backend *b;
     kiln_devbuf *d;
+    kiln_record *r;
 };
+
+static void devalloc_free(const struct kiln_devalloc *a) {
+    if (a->r) a->b->vt->record_free(a->b, a->r);
+    else a->b->vt->free(a->b, a->d);
+}
 
 /* ---- the table of backends ---- */
 
@@ -103,23 +109,34 @@ static kiln_devbuf *devbuf_new(kiln_ctx *ctx, kiln_backend *b, size_t bytes) {
     if (kiln__owned_grow(ctx, (void **)&ctx->devbufs, &ctx->cap_devbufs, ctx->n_devbufs + 1, sizeof *ctx->devbufs))
         return NULL;
     kiln_devbuf *d = b->vt->alloc(b, bytes ? bytes : 4);
-    if (d) ctx->devbufs[ctx->n_devbufs++] = (struct kiln_devalloc){b, d};
+    if (d) ctx->devbufs[ctx->n_devbufs++] = (struct kiln_devalloc){b, d, NULL};
     return d;
 }
 
-void kiln__devbuf_free(kiln_ctx *ctx, kiln_devbuf *d) {
-    for (int i = 0; d && i < ctx->n_devbufs; i++)
-        if (ctx->devbufs[i].d == d) {
-            ctx->devbufs[i].b->vt->free(ctx->devbufs[i].b, d);
+static void devalloc_drop(kiln_ctx *ctx, const kiln_devbuf *d, const kiln_record *r) {
+    for (int i = 0; (d || r) && i < ctx->n_devbufs; i++)
+        if (r ? ctx->devbufs[i].r == r : ctx->devbufs[i].d == d) {
+            devalloc_free(&ctx->devbufs[i]);
             ctx->devbufs[i] = ctx->devbufs[--ctx->n_devbufs];
             return;
         }
 }
 
+void kiln__devbuf_free(kiln_ctx *ctx, kiln_devbuf *d) { devalloc_drop(ctx, d, NULL); }
+
+kiln_status kiln__record_keep(kiln_ctx *ctx, kiln_backend *b, kiln_record *r) {
+    kiln_status s = kiln__owned_grow(ctx, (void **)&ctx->devbufs, &ctx->cap_devbufs, ctx->n_devbufs + 1, sizeof *ctx->devbufs);
+    if (s) b->vt->record_free(b, r);
+    else ctx->devbufs[ctx->n_devbufs++] = (struct kiln_devalloc){b, NULL, r};
+    return s;
+}
+
+void kiln__record_free(kiln_ctx *ctx, kiln_record *r) { devalloc_drop(ctx, NULL, r); }
+
 kiln_devbuf *kiln__devbuf_new(kiln_ctx *ctx, kiln_backend *b, size_t bytes) { return devbuf_new(ctx, b, bytes); }
 
 void kiln__ctx_free_device(kiln_ctx *ctx) {
-    for (int i = 0; i < ctx->n_devbufs; i++) ctx->devbufs[i].b->vt->free(ctx->devbufs[i].b, ctx->devbufs[i].d);
+    for (int i = ctx->n_devbufs - 1; i >= 0; i--) devalloc_free(&ctx->devbufs[i]); /* recordings before their memory */
     ctx->n_devbufs = 0;
 }
 

@@ -20,7 +20,9 @@
  * between host and device memory only when the side that runs a node lacks
  * their current bytes (core/graph_device.c); a graph whose backend is the
  * host copies nothing and keeps no residency books. A device backend
- * records with `compute` and runs what it recorded at `flush`.
+ * records with `compute` and runs what it recorded at `flush`; one with
+ * the record_* entries also keeps a graph's recording to run it again
+ * as one launch (core/graph_replay.c).
  *
  * The rewrite (core/fuse.c), decided at plan time from op facts and
  * invisible in the results, has three fused forms; a backend runs those it
@@ -58,6 +60,7 @@
 enum { KILN_AT_HOST = 1, KILN_AT_DEV = 2 };
 
 typedef struct kiln_devbuf kiln_devbuf; /* defined by each backend */
+typedef struct kiln_record kiln_record; /* a recorded graph (vt->record_end), defined by each backend */
 
 /* The fused forms a backend runs (vt->fuses; see above). */
 enum { KILN_FUSE_CHAIN = 1, KILN_FUSE_ACC = 2, KILN_FUSE_NORM_RELU = 4 };
@@ -89,6 +92,24 @@ typedef struct kiln_backend_vt {
     kiln_status (*ready)(kiln_backend *b, const char *who);
     /* What kiln_backend_device says (NULL: b->device). */
     const char *(*describe)(const kiln_backend *b);
+    /* Graph replay (core/graph_replay.c; NULL, all six: none). Between
+     * record_begin and record_end, what compute and compute_chain queue is
+     * recorded, not run; record_end returns the recording, or NULL with the
+     * error set when it could not be made (then nothing of it ran, and the
+     * backend records and runs as before). replay queues a recording to run
+     * once more (flush waits for it); record_free drops one no longer run.
+     * recordable: may node's kernels be recorded once and run again as
+     * recorded (false: recording them would read or wait on the host)? */
+    kiln_status (*record_begin)(kiln_backend *b);
+    kiln_record *(*record_end)(kiln_backend *b);
+    kiln_status (*replay)(kiln_backend *b, kiln_record *r);
+    void (*record_free)(kiln_backend *b, kiln_record *r);
+    bool (*recordable)(kiln_backend *b, const kiln_tensor *node);
+    /* What a recording binding d baked in, never the same for other memory
+     * while d lives nor for memory made after it is freed (CUDA: its device
+     * address; Vulkan: a serial number, since a new VkBuffer is another
+     * binding even at a freed one's address). */
+    uint64_t (*buffer_id)(const kiln_devbuf *d);
 } kiln_backend_vt;
 
 struct kiln_backend {
@@ -183,12 +204,15 @@ kiln_status kiln__dev_read(kiln_backend *b, kiln_tensor *o, kiln_graph_stats *st
 /* Device memory held for ctx (freed with it, or early by kiln__devbuf_free). */
 kiln_devbuf *kiln__devbuf_new(kiln_ctx *ctx, kiln_backend *b, size_t bytes);
 void kiln__devbuf_free(kiln_ctx *ctx, kiln_devbuf *d);
+/* A recording held for ctx (freed with it, or early by kiln__record_free). */
+kiln_status kiln__record_keep(kiln_ctx *ctx, kiln_backend *b, kiln_record *r);
+void kiln__record_free(kiln_ctx *ctx, kiln_record *r);
 /* Give owner o a device copy on b (contents not made current) and point
  * o->dbuf at it. */
 kiln_status kiln__dev_alloc(kiln_backend *b, kiln_tensor *o);
 /* Zero a tensor that owns storage (gradients), wherever it lives. */
 kiln_status kiln__tensor_zero(kiln_tensor *t);
-/* Free every device copy held by ctx's tensors (kiln_ctx_free). */
+/* Free every device copy and recording held by ctx (kiln_ctx_free). */
 void kiln__ctx_free_device(kiln_ctx *ctx);
 
 #endif

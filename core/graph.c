@@ -157,6 +157,7 @@ size_t kiln_graph_unplanned_bytes(kiln_graph *g) {
 
 void kiln_graph_free_buffers(kiln_graph *g) {
     if (!g) return;
+    kiln__replay_drop(g);
     kiln__owned_free(g->ctx, g->buf);
     g->buf = NULL;
     g->buf_bytes = 0;

@@ -40,6 +40,16 @@ struct kiln_graph {
     int grad_last_n, grad_last_cap;
     kiln_tensor **losses; /* given to kiln_graph_backward: each at most once */
     int n_losses, losses_cap;
+    /* graph replay (graph_replay.c): the key of the last compute through
+     * it (rec_key_n words) on rec_backend, what became of it (KILN_REC_*),
+     * its recording when one was made, a scratch key, and the kernels one
+     * run of the recording counts */
+    kiln_record *rec;
+    kiln_backend *rec_backend;
+    int rec_state;
+    uint64_t *rec_key, *key_new;
+    int rec_key_n, rec_key_cap, key_new_cap;
+    int64_t rec_nodes;
 };
 
 /* The backend g runs on: its own, else its context's, else the host
@@ -61,6 +71,24 @@ kiln_status kiln__graph_fuse(kiln_graph *g, kiln_backend *b, uint64_t gen);
 static inline bool kiln__graph_unplaced(const kiln_graph *g, int i) {
     return g->chain_end[i] != i || g->acc_node[i] >= 0;
 }
+/* The executor's steps of a planned, scheduled graph, in order: with
+ * KILN_STEP_BRING each step's storage is resolved and its operands moved
+ * (residency books kept) and with KILN_STEP_RUN its kernels run (a
+ * device records them); *nodes counts the kernels run. A device graph
+ * may bring all its steps first and run them after when every node runs
+ * on the device (graph_replay.c). */
+enum { KILN_STEP_BRING = 1, KILN_STEP_RUN = 2 };
+/* rec_key: none; seen once (run node by node); recorded (g->rec); its recording failed */
+enum { KILN_REC_NONE, KILN_REC_SEEN, KILN_REC_MADE, KILN_REC_FAILED };
+kiln_status kiln__graph_steps(kiln_graph *g, kiln_backend *b, kiln_exec *ex, int what, int64_t *nodes);
+/* Graph replay (graph_replay.c): is g, on device backend b, computed
+ * through a recording? Then kiln__graph_replay does the whole compute but
+ * the final flush: brings every step's operands, then replays the
+ * recording made under the same key, or records anew and runs that. */
+bool kiln__replay_wanted(kiln_graph *g, kiln_backend *b);
+kiln_status kiln__graph_replay(kiln_graph *g, kiln_backend *b, kiln_exec *ex);
+/* Drop g's recording (graph_replay.c). */
+void kiln__replay_drop(kiln_graph *g);
 /* Gradient checkpointing (recompute.c), when some forward node
  * g->nodes[0, n0) is in a segment: the backward nodes g->nodes[n0, n)
  * read recomputed copies of the segments' activations. */

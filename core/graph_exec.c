@@ -5,7 +5,9 @@
  * vtable either way. On a graph whose backend is the host nothing is
  * copied or tracked (but for tensors a device graph of the same context
  * left newer on the device); on a device backend graph_device.c moves the
- * operands. */
+ * operands, and a graph computed again under an unchanged key runs as a
+ * recording of its kernels (graph_replay.c: every step's operands brought
+ * first, then the kernels recorded or replayed). */
 #include "graph.h"
 
 #include <stdio.h>
@@ -118,6 +120,49 @@ static kiln_status run(kiln_backend *r, kiln_graph *g, int i, int end, int acc, 
     return r->vt->compute(r, t, &ea);
 }
 
+kiln_status kiln__graph_steps(kiln_graph *g, kiln_backend *b, kiln_exec *ex, int what, int64_t *nodes) {
+    kiln_backend *host = kiln__backend_host();
+    bool dev = kiln__is_device(b), prof = kiln__profiling(), bring = what & KILN_STEP_BRING, go = what & KILN_STEP_RUN;
+    /* on the host, tensors may hold newer bytes on a device only once device memory exists */
+    bool mixed = !dev && g->ctx->n_devbufs > 0;
+    kiln_status s = KILN_OK;
+    for (int i = 0; i < g->n && !s; i++) {
+        kiln_tensor *t = g->nodes[i];
+        if (bring && dev) s = kiln__graph_dev_resolve(g, b, i);
+        else if (bring) resolve(g, i);
+        if (s) break;
+        int end = g->chain_end[i], acc = g->acc_node[i];
+        /* a view has no kernel; an ACC_GRAD whose product already added into the gradient, nothing to do */
+        if (kiln__op_table[t->op].kind == KILN_KIND_VIEW || acc == -2) continue;
+        kiln_backend *r = b == host || g->claimed[i] ? b : host;
+        for (int j = i + 1; bring && j <= end && !s; j++) /* a chain's links: only the last is written */
+            if (dev) s = kiln__graph_dev_resolve(g, b, j);
+            else resolve(g, j);
+        bool none = dev && !kiln_tensor_numel(g->nodes[end]); /* kiln__graph_dev_bring says so too */
+        if (!s && dev && bring) s = kiln__graph_dev_bring(g, b, i, end, acc, r == b, &none);
+        for (int j = i; mixed && j <= end && !s; j++) s = host_operands(g->nodes[j]);
+        if (!s && mixed && acc >= 0) s = host_operands(g->nodes[acc]);
+        if (s) break;
+        if (!none && go) {
+            if (r != b) note_fallback(b, t);
+            /* $KILN_PROFILE: the host's kernels timed here, a device's by the device */
+            int row = end > i ? KILN_OP_COUNT : (int)t->op;
+            bool timed = prof && !kiln__is_device(r);
+            ex->profile = prof && !timed ? row + 1 : 0;
+            double t0 = timed ? now_sec() : 0;
+            if ((s = run(r, g, i, end, acc, ex))) break;
+            if (timed) kiln__profile_add(r, row, now_sec() - t0, 1);
+            if (r == b) *nodes += end - i + 1;
+            else g->stats.nodes_fallback += end - i + 1;
+        }
+        if (!none && bring && dev) kiln__graph_dev_written(g, i, end, acc, r == b ? KILN_AT_DEV : KILN_AT_HOST);
+        for (int j = i; bring && j <= end; j++) kiln__mark_computed(g->nodes[j]);
+        if (g->grad_hook && !dev) grad_hook_fire(g, i, end);
+        i = end;
+    }
+    return s;
+}
+
 kiln_status kiln_graph_compute(kiln_graph *g) {
     if (!g) return kiln__errs(KILN_ERR_ARG, "kiln_graph_compute: graph is NULL");
     kiln_status s;
@@ -131,44 +176,11 @@ kiln_status kiln_graph_compute(kiln_graph *g) {
                     .n_threads = kiln__threads()};
     g->stats.computes++;
     if (g->grad_hook && (s = grad_hook_prepare(g))) return s;
-    bool dev = kiln__is_device(b), prof = kiln__profiling();
+    bool dev = kiln__is_device(b);
     if (b != host && (!g->scheduled || g->sched_backend != b) && (s = kiln__graph_schedule(g, b))) return s;
     if ((s = dev ? kiln__graph_dev_buffers(g, b) : host_buffer(g))) return s;
-    /* on the host, tensors may hold newer bytes on a device only once device memory exists */
-    bool mixed = !dev && g->ctx->n_devbufs > 0;
-    for (int i = 0; i < g->n && !s; i++) {
-        kiln_tensor *t = g->nodes[i];
-        if (dev) s = kiln__graph_dev_resolve(g, b, i);
-        else resolve(g, i);
-        if (s) break;
-        int end = g->chain_end[i], acc = g->acc_node[i];
-        /* a view has no kernel; an ACC_GRAD whose product already added into the gradient, nothing to do */
-        if (kiln__op_table[t->op].kind == KILN_KIND_VIEW || acc == -2) continue;
-        kiln_backend *r = b == host || g->claimed[i] ? b : host;
-        for (int j = i + 1; j <= end && !s; j++) /* a chain's links: only the last is written */
-            if (dev) s = kiln__graph_dev_resolve(g, b, j);
-            else resolve(g, j);
-        bool none = false;
-        if (!s && dev) s = kiln__graph_dev_bring(g, b, i, end, acc, r == b, &none);
-        for (int j = i; mixed && j <= end && !s; j++) s = host_operands(g->nodes[j]);
-        if (!s && mixed && acc >= 0) s = host_operands(g->nodes[acc]);
-        if (s) break;
-        if (!none) {
-            if (r != b) note_fallback(b, t);
-            /* $KILN_PROFILE: the host's kernels timed here, a device's by the device */
-            int row = end > i ? KILN_OP_COUNT : (int)t->op;
-            bool timed = prof && !kiln__is_device(r);
-            ex.profile = prof && !timed ? row + 1 : 0;
-            double t0 = timed ? now_sec() : 0;
-            if ((s = run(r, g, i, end, acc, &ex))) break;
-            if (timed) kiln__profile_add(r, row, now_sec() - t0, 1);
-            *(r == b ? &g->stats.nodes_on_backend : &g->stats.nodes_fallback) += end - i + 1;
-            if (dev) kiln__graph_dev_written(g, i, end, acc, r == b ? KILN_AT_DEV : KILN_AT_HOST);
-        }
-        for (int j = i; j <= end; j++) kiln__mark_computed(g->nodes[j]);
-        if (g->grad_hook && !dev) grad_hook_fire(g, i, end);
-        i = end;
-    }
+    if (dev && kiln__replay_wanted(g, b)) s = kiln__graph_replay(g, b, &ex);
+    else s = kiln__graph_steps(g, b, &ex, KILN_STEP_BRING | KILN_STEP_RUN, &g->stats.nodes_on_backend);
     if (!dev) return s;
     /* submit even after an error, so nothing stays recorded against freed memory */
     kiln_status f = b->vt->flush ? b->vt->flush(b) : KILN_OK;

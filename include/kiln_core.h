@@ -344,6 +344,11 @@ typedef struct kiln_graph_stats {
     int64_t nodes_fallback;    /* kernels run on the CPU instead */
     int64_t uploads, upload_bytes;     /* host -> device copies */
     int64_t downloads, download_bytes; /* device -> host copies */
+    /* On a device: computes that recorded the graph's kernels (a CUDA
+     * graph, a Vulkan command buffer; the second compute under an
+     * unchanged key of shapes, parameters and device buffers), and later
+     * ones that ran that recording as one launch; $KILN_GRAPH_REPLAY=0: none */
+    int64_t recordings, replays;
 } kiln_graph_stats;
 kiln_graph_stats kiln_graph_get_stats(const kiln_graph *g);
 

@@ -56,6 +56,9 @@ struct kiln_cu {
     cudaEvent_t *prof_ev;
     int *prof_row; /* per pair: the profile row */
     int prof_used; /* pairs recorded since the last collect */
+    /* graph replay (cu_graph.c): a stream capture is open; scratch freed meanwhile */
+    bool capturing;
+    kiln_devbuf *held;
 };
 
 /* Each family fills its rows. */
@@ -94,6 +97,14 @@ kiln_status kiln__cu_upload(kiln_backend *b, kiln_devbuf *d, size_t off, const v
 kiln_status kiln__cu_download(kiln_backend *b, kiln_devbuf *d, size_t off, void *dst, size_t n);
 kiln_status kiln__cu_zero(kiln_backend *b, kiln_devbuf *d, size_t off, size_t n);
 kiln_status kiln__cu_flush(kiln_backend *b);
+
+/* cu_graph.c: the vtable's graph replay entries (the stream captured into a CUDA graph) */
+kiln_status kiln__cu_record_begin(kiln_backend *b);
+kiln_record *kiln__cu_record_end(kiln_backend *b);
+kiln_status kiln__cu_replay(kiln_backend *b, kiln_record *r);
+void kiln__cu_record_free(kiln_backend *b, kiln_record *r);
+bool kiln__cu_recordable(kiln_backend *b, const kiln_tensor *node);
+uint64_t kiln__cu_buffer_id(const kiln_devbuf *d);
 
 /* cu_profile.c: device time per step for $KILN_PROFILE (nothing unless it is set) */
 void kiln__cu_profile_init(kiln_cu *cu);

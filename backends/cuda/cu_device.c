@@ -72,6 +72,12 @@ static const kiln_backend_vt cu_vt = {
     .flush = kiln__cu_flush,
     .fuses = KILN_FUSE_CHAIN | KILN_FUSE_ACC,
     .compute_chain = cu_compute_chain,
+    .record_begin = kiln__cu_record_begin,
+    .record_end = kiln__cu_record_end,
+    .replay = kiln__cu_replay,
+    .record_free = kiln__cu_record_free,
+    .recordable = kiln__cu_recordable,
+    .buffer_id = kiln__cu_buffer_id,
 };
 
 /* ---- start and teardown ---- */

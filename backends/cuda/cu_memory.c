@@ -63,6 +63,11 @@ kiln_devbuf *kiln__cu_buffer_new(kiln_cu *cu, size_t bytes, bool zero) {
 
 void kiln__cu_buffer_free(kiln_cu *cu, kiln_devbuf *d) {
     if (!d) return;
+    if (cu->capturing) { /* captured kernels use it on every replay: the recording keeps it */
+        d->next = cu->held;
+        cu->held = d;
+        return;
+    }
     if (d->cls < 0) {
         cudaStreamSynchronize(cu->stream); /* queued work may still read it */
         cudaFree(d->ptr);

@@ -302,6 +302,12 @@ static const kiln_backend_vt vk_vt = {
     .flush = kiln__vk_flush,
     .fuses = KILN_FUSE_CHAIN | KILN_FUSE_ACC,
     .compute_chain = vk_compute_chain,
+    .record_begin = kiln__vk_record_begin,
+    .record_end = kiln__vk_record_end,
+    .replay = kiln__vk_replay,
+    .record_free = kiln__vk_record_free,
+    .recordable = kiln__vk_recordable,
+    .buffer_id = kiln__vk_buffer_id,
 };
 
 /* ---- start and teardown ---- */

@@ -2,7 +2,8 @@
  * on first use from the embedded SPIR-V (through a VkPipelineCache kept on
  * disk), one descriptor set per dispatch, one command buffer that collects
  * every dispatch and copy of a graph's compute and is submitted once, with
- * a fence, when the host needs the results. */
+ * a fence, when the host needs the results (with a replayed graph's own
+ * command buffer after it: vk_graph.c). */
 #include "vk_runtime.h"
 
 #include <stdio.h>
@@ -84,6 +85,13 @@ static void cache_save(kiln_vk *vk) {
 
 /* ---- setup ---- */
 
+kiln_status kiln__vk_desc_pool(kiln_vk *vk, VkDescriptorPool *pool) {
+    VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = SETS_PER_POOL * KILN_VK_MAX_BIND};
+    VkDescriptorPoolCreateInfo dp = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, .maxSets = SETS_PER_POOL,
+                                     .poolSizeCount = 1, .pPoolSizes = &ps};
+    return kiln__vk_check(vkCreateDescriptorPool(vk->dev, &dp, NULL, pool), "descriptor pool");
+}
+
 kiln_status kiln__vk_dispatch_init(kiln_vk *vk) {
     kiln_status s = KILN_OK;
     vk->pipes = kiln__calloc((size_t)kiln__vk_n_shaders + 1, sizeof *vk->pipes);
@@ -102,10 +110,7 @@ kiln_status kiln__vk_dispatch_init(kiln_vk *vk) {
                                          .pPushConstantRanges = &push};
         if (!s) s = kiln__vk_check(vkCreatePipelineLayout(vk->dev, &pi, NULL, &vk->layout[n]), "pipeline layout");
     }
-    VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = SETS_PER_POOL * KILN_VK_MAX_BIND};
-    VkDescriptorPoolCreateInfo dp = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, .maxSets = SETS_PER_POOL,
-                                     .poolSizeCount = 1, .pPoolSizes = &ps};
-    if (!s) s = kiln__vk_check(vkCreateDescriptorPool(vk->dev, &dp, NULL, &vk->desc_pool), "descriptor pool");
+    if (!s) s = kiln__vk_desc_pool(vk, &vk->desc_pool);
     VkCommandPoolCreateInfo cp = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                   .flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT, .queueFamilyIndex = vk->queue_family};
     if (!s) s = kiln__vk_check(vkCreateCommandPool(vk->dev, &cp, NULL, &vk->cmd_pool), "command pool");
@@ -204,14 +209,28 @@ void kiln__vk_barrier(kiln_vk *vk) {
                    VK_ACCESS_TRANSFER_WRITE_BIT);
 }
 
+void kiln__vk_barrier_host(kiln_vk *vk) { barrier_to(vk, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT); }
+
 kiln_status kiln__vk_flush(kiln_backend *b) {
     kiln_vk *vk = (kiln_vk *)b;
-    if (!vk->recording) return KILN_OK;
-    kiln__vk_profile_closing(vk);
-    barrier_to(vk, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
-    vk->recording = false;
-    kiln_status s = kiln__vk_check(vkEndCommandBuffer(vk->cmd), "vkEndCommandBuffer");
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &vk->cmd};
+    if (vk->capture) { /* a recording cannot submit half of itself */
+        vk->capture_broken = true;
+        return kiln__errs(KILN_ERR_UNSUPPORTED, "vulkan: a graph's recording would have to submit");
+    }
+    if (!vk->recording && !vk->pending) return KILN_OK;
+    kiln_status s = KILN_OK;
+    VkCommandBuffer cmds[2];
+    uint32_t n = 0;
+    if (vk->recording) {
+        kiln__vk_profile_closing(vk);
+        kiln__vk_barrier_host(vk);
+        vk->recording = false;
+        s = kiln__vk_check(vkEndCommandBuffer(vk->cmd), "vkEndCommandBuffer");
+        cmds[n++] = vk->cmd;
+    }
+    if (vk->pending) cmds[n++] = kiln__vk_record_cmd(vk->pending); /* a replayed graph, after its uploads */
+    vk->pending = NULL;
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = n, .pCommandBuffers = cmds};
     if (!s) s = kiln__vk_check(vkQueueSubmit(vk->queue, 1, &si, vk->fence), "vkQueueSubmit");
     if (!s) s = kiln__vk_check(vkWaitForFences(vk->dev, 1, &vk->fence, VK_TRUE, UINT64_MAX), "waiting for the device");
     if (!s) kiln__vk_profile_collect(vk);
@@ -237,8 +256,10 @@ kiln_status kiln__vk_scratch_n(kiln_vk *vk, int k, const int64_t *n, const kiln_
          * be in recorded work */
         VkDeviceSize size = vk->scratch ? 2 * vk->scratch->size : (VkDeviceSize)1 << 20;
         while (size < need) size *= 2;
-        if ((s = kiln__vk_flush(&vk->base))) return s;
-        kiln__vk_buffer_free(vk, vk->scratch);
+        if (vk->capture) s = kiln__vk_record_hold(vk, vk->scratch); /* the recording's dispatches bind it */
+        else if (!(s = kiln__vk_flush(&vk->base))) kiln__vk_buffer_free(vk, vk->scratch);
+        vk->scratch = NULL;
+        if (s) return s;
         if (!(vk->scratch = kiln__vk_buffer_new(vk, size, vk->mem_type, false))) return kiln_last_status();
         at = 0;
     }
@@ -302,7 +323,10 @@ kiln_status kiln__vk_dispatch(kiln_vk *vk, const kiln_vk_dispatch *d) {
     VkDescriptorSet set;
     VkResult r = vkAllocateDescriptorSets(vk->dev, &ai, &set);
     if (r == VK_ERROR_OUT_OF_POOL_MEMORY || r == VK_ERROR_FRAGMENTED_POOL) { /* the pool is spent: run what is recorded */
-        if ((s = kiln__vk_flush(&vk->base)) || (s = kiln__vk_begin(vk))) return s;
+        if (vk->capture) s = kiln__vk_record_sets(vk); /* a recording's sets live as long as it */
+        else if (!(s = kiln__vk_flush(&vk->base))) s = kiln__vk_begin(vk);
+        if (s) return s;
+        ai.descriptorPool = vk->desc_pool;
         r = vkAllocateDescriptorSets(vk->dev, &ai, &set);
     }
     if ((s = kiln__vk_check(r, "allocating a descriptor set"))) return s;

@@ -44,6 +44,8 @@ kiln_devbuf *kiln__vk_buffer_new(kiln_vk *vk, VkDeviceSize bytes, uint32_t mem_t
     if (!d) return kiln__err(KILN_ERR_OOM, "vulkan: out of memory");
     bytes = (bytes + 15) & ~(VkDeviceSize)15;
     d->size = bytes;
+    static uint64_t serials;
+    d->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
     VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = bytes,
                              .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                                       VK_BUFFER_USAGE_TRANSFER_DST_BIT,
@@ -100,12 +102,17 @@ void kiln__vk_buffer_free(kiln_vk *vk, kiln_devbuf *d) {
  * reuse it. Returns the offset. */
 static kiln_status staging_take(kiln_vk *vk, VkDeviceSize n, VkDeviceSize *off) {
     kiln_status s;
-    if (vk->staging && vk->staging_used + n > vk->staging->size && vk->recording && (s = kiln__vk_flush(&vk->base)))
+    if (vk->staging && vk->staging_used + n > vk->staging->size && !vk->capture && vk->recording &&
+        (s = kiln__vk_flush(&vk->base)))
         return s;
     if (!vk->staging || vk->staging_used + n > vk->staging->size) {
         VkDeviceSize size = vk->staging ? 2 * vk->staging->size : STAGING_MIN;
         while (size < n) size *= 2;
-        kiln__vk_buffer_free(vk, vk->staging);
+        /* a recording's copies read the old one on every replay */
+        s = vk->capture ? kiln__vk_record_hold(vk, vk->staging) : KILN_OK;
+        if (!vk->capture) kiln__vk_buffer_free(vk, vk->staging);
+        vk->staging = NULL;
+        if (s) return s;
         vk->staging_used = 0;
         if (!(vk->staging = kiln__vk_buffer_new(vk, size, vk->staging_type, false))) return kiln_last_status();
     }

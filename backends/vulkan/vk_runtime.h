@@ -12,6 +12,7 @@ struct kiln_devbuf {
     VkDeviceMemory mem;
     void *map; /* host pointer when the memory is host-visible */
     VkDeviceSize size;
+    uint64_t serial;          /* the buffer's number, never reused (a recording's key) */
     kiln_devbuf *prev, *next; /* every live buffer, freed at teardown */
 };
 
@@ -66,6 +67,12 @@ struct kiln_vk {
     int prof_reopen;        /* 1 + the row to go on with in the next command buffer */
     double prof_ns;         /* timestampPeriod */
     uint64_t prof_mask;     /* timestampValidBits */
+    /* graph replay (vk_graph.c): the recording being made (recording into
+     * its own command buffer), whether something broke it, and the one the
+     * next flush submits after cmd */
+    kiln_record *capture;
+    bool capture_broken;
+    kiln_record *pending;
 };
 
 /* vk_device.c */
@@ -84,9 +91,26 @@ kiln_status kiln__vk_dispatch_init(kiln_vk *vk);
 void kiln__vk_dispatch_free(kiln_vk *vk);
 /* Begin recording if not yet; the command buffer to record into. */
 kiln_status kiln__vk_begin(kiln_vk *vk);
-/* Make every earlier transfer and dispatch visible to everything after. */
+/* Make every earlier transfer and dispatch visible to everything after
+ * (to the host reading mapped memory). */
 void kiln__vk_barrier(kiln_vk *vk);
+void kiln__vk_barrier_host(kiln_vk *vk);
+/* A descriptor pool of the size every pool has. */
+kiln_status kiln__vk_desc_pool(kiln_vk *vk, VkDescriptorPool *pool);
 kiln_status kiln__vk_flush(kiln_backend *b);
+
+/* vk_graph.c: the vtable's graph replay entries, and while recording, a
+ * new descriptor pool for the recording (the last one is spent) and a
+ * staging or scratch buffer outgrown, kept until the recording is freed */
+kiln_status kiln__vk_record_begin(kiln_backend *b);
+kiln_record *kiln__vk_record_end(kiln_backend *b);
+kiln_status kiln__vk_replay(kiln_backend *b, kiln_record *r);
+void kiln__vk_record_free(kiln_backend *b, kiln_record *r);
+bool kiln__vk_recordable(kiln_backend *b, const kiln_tensor *node);
+kiln_status kiln__vk_record_sets(kiln_vk *vk);
+kiln_status kiln__vk_record_hold(kiln_vk *vk, kiln_devbuf *d);
+VkCommandBuffer kiln__vk_record_cmd(const kiln_record *r);
+uint64_t kiln__vk_buffer_id(const kiln_devbuf *d);
 
 /* vk_profile.c: device time per step for $KILN_PROFILE; all do nothing
  * unless it is set and the queue has timestamps */

@@ -1,7 +1,9 @@
 // prelude.h — included first by the fake nvcc (fake/nvcc) into each .cu it
 // compiles for the host: the block's threads as host threads (one block per
 // launch, gridDim = 1, so grid-stride loops cover their whole range),
-// __syncthreads as a barrier, and the intrinsics the kernels use. The .cu
+// __syncthreads as a barrier, and the intrinsics the kernels use. A launch
+// made while a stream capture is open is kept, with copies of its
+// arguments, and runs when the graph is launched (runtime.cpp). The .cu
 // text is rewritten to these names (threadIdx -> emu_threadIdx, ...).
 #ifndef KILN_CUDA_EMU_PRELUDE_H
 #define KILN_CUDA_EMU_PRELUDE_H
@@ -10,8 +12,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -50,8 +54,12 @@ static inline unsigned emu_atomicMax(unsigned *p, unsigned v) {
     return old;
 }
 
-// A launch: one block of `threads` host threads running f to completion.
-template <typename F> static void emu_run(unsigned threads, F f) {
+// runtime.cpp: while a stream capture is open it keeps f for the graph
+// (true); else false, and the caller runs it now.
+bool emu_capture(std::function<void()> f);
+
+// One block of `threads` host threads running f to completion.
+template <typename F> static void emu_go(unsigned threads, F f) {
     if (threads < 1) threads = 1;
     std::barrier<> bar(threads);
     emu_bar = &bar;
@@ -63,6 +71,11 @@ template <typename F> static void emu_run(unsigned threads, F f) {
         f();
     });
     for (auto &t : ts) t.join();
+}
+
+// A launch: run now, or kept (with copies of its arguments) by an open capture.
+template <typename F> static void emu_run(unsigned threads, F f) {
+    if (!emu_capture([threads, f] { emu_go(threads, f); })) emu_go(threads, f);
 }
 
 #endif

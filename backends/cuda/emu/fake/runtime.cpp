@@ -5,6 +5,10 @@
 // read the host's clock, one "device" is found, and the GEMMs run on the
 // host, summing in double and rounding as a f32-accumulating cuBLAS would
 // (once to f32, then to the output dtype); CUBLAS_COMPUTE_64F in double.
+// Stream capture: between cudaStreamBeginCapture and cudaStreamEndCapture
+// launches (prelude.h's emu_capture), copies, memsets and GEMMs are kept in
+// order instead of run, and a launched graph runs them again; a
+// synchronize while capturing fails and invalidates the capture, as CUDA's.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -14,6 +18,25 @@
 #include <cstring>
 #include <cstdio>
 #include <ctime>
+#include <functional>
+#include <vector>
+
+struct CUgraph_st {
+    std::vector<std::function<void()>> ops;
+};
+struct CUgraphExec_st {
+    std::vector<std::function<void()>> ops;
+};
+static cudaGraph_t capture;     // the open capture's graph, or NULL
+static bool capture_invalid;    // something unsupported was called while capturing
+static long graph_launches, graph_ops_run; // what launched graphs ran (emu_graph_counts)
+
+// Keep f for the open capture (true), or say there is none (false).
+bool emu_capture(std::function<void()> f) {
+    if (!capture) return false;
+    capture->ops.push_back(std::move(f));
+    return true;
+}
 
 extern "C" {
 cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
@@ -33,18 +56,62 @@ cudaError_t cudaMalloc(void **p, size_t n) {
     return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
-cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t) { memmove(d, s, n); return cudaSuccess; }
-// a __constant__ / __device__ symbol is a host object here
-cudaError_t cudaMemcpyToSymbolAsync(const void *sym, const void *s, size_t n, size_t off, cudaMemcpyKind, cudaStream_t) {
-    memmove((char *)sym + off, s, n);
+cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t) {
+    if (!emu_capture([=] { memmove(d, s, n); })) memmove(d, s, n);
     return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t) { memset(d, v, n); return cudaSuccess; }
+// a __constant__ / __device__ symbol is a host object here
+cudaError_t cudaMemcpyToSymbolAsync(const void *sym, const void *s, size_t n, size_t off, cudaMemcpyKind, cudaStream_t) {
+    char *to = (char *)sym + off;
+    if (!emu_capture([=] { memmove(to, s, n); })) memmove(to, s, n);
+    return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t) {
+    if (!emu_capture([=] { memset(d, v, n); })) memset(d, v, n);
+    return cudaSuccess;
+}
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) { *s = (cudaStream_t)0x1; return cudaSuccess; }
 cudaError_t cudaStreamCreate(cudaStream_t *s) { *s = (cudaStream_t)0x1; return cudaSuccess; }
 cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+static cudaError_t sync(void) {
+    if (!capture) return cudaSuccess;
+    capture_invalid = true;
+    return cudaErrorStreamCaptureUnsupported;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return sync(); }
+cudaError_t cudaDeviceSynchronize(void) { return sync(); }
+cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) {
+    if (capture) return cudaErrorIllegalState;
+    capture = new CUgraph_st;
+    capture_invalid = false;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t *g) {
+    if (!capture) return cudaErrorIllegalState;
+    *g = capture_invalid ? nullptr : capture;
+    if (capture_invalid) delete capture;
+    capture = nullptr;
+    return capture_invalid ? cudaErrorStreamCaptureInvalidated : cudaSuccess;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned long long) {
+    *e = new CUgraphExec_st{g->ops};
+    return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t) {
+    if (capture) return cudaErrorStreamCaptureUnsupported;
+    graph_launches++;
+    for (auto &f : e->ops) f();
+    graph_ops_run += (long)e->ops.size();
+    return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e) { delete e; return cudaSuccess; }
+cudaError_t cudaGraphDestroy(cudaGraph_t g) { delete g; return cudaSuccess; }
+// The fake's own (tests find it with dlsym): graphs launched, and the
+// launches, copies, memsets and GEMMs they ran.
+void emu_graph_counts(long *launches, long *ops) {
+    *launches = graph_launches;
+    *ops = graph_ops_run;
+}
 // an event is the host's clock when recorded: every launch before it has run to completion
 cudaError_t cudaEventCreate(cudaEvent_t *e) {
     *e = (cudaEvent_t)calloc(1, sizeof(timespec));
@@ -64,9 +131,14 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
 cublasStatus_t cublasCreate_v2(cublasHandle_t *h) { *h = (cublasHandle_t)0x1; return CUBLAS_STATUS_SUCCESS; }
 cublasStatus_t cublasDestroy_v2(cublasHandle_t) { return CUBLAS_STATUS_SUCCESS; }
 cublasStatus_t cublasSetStream_v2(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
-// alpha and beta are read through their pointers either way: device
-// memory is host memory
-cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t, cublasPointerMode_t) { return CUBLAS_STATUS_SUCCESS; }
+// alpha and beta are read through their pointers either way (device
+// memory is host memory), but
+// a captured GEMM reads them when it runs in device mode, at capture in host mode (as cuBLAS)
+static cublasPointerMode_t pointer_mode = CUBLAS_POINTER_MODE_HOST;
+cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t, cublasPointerMode_t m) {
+    pointer_mode = m;
+    return CUBLAS_STATUS_SUCCESS;
+}
 cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
 }
 
@@ -126,17 +198,34 @@ static cublasStatus_t gemm(cublasOperation_t ta, cublasOperation_t tb, int m, in
             }
     return CUBLAS_STATUS_SUCCESS;
 }
+// A GEMM, run now or kept by the open capture: then with alpha and beta
+// copied in host pointer mode (the caller's may be gone when it runs).
+static cublasStatus_t gemm_or_capture(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void *alpha,
+                                      const void *A, cudaDataType at, int lda, long long sa, const void *B,
+                                      cudaDataType bt, int ldb, long long sb, const void *beta, void *C, cudaDataType ct,
+                                      int ldc, long long sc, int batch, cublasComputeType_t comp) {
+    if (!capture) return gemm(ta, tb, m, n, k, alpha, A, at, lda, sa, B, bt, ldb, sb, beta, C, ct, ldc, sc, batch, comp);
+    bool copy = pointer_mode == CUBLAS_POINTER_MODE_HOST;
+    size_t w = comp == CUBLAS_COMPUTE_64F || comp == CUBLAS_COMPUTE_64F_PEDANTIC ? 8 : 4;
+    uint64_t al = 0, be = 0;
+    if (copy) memcpy(&al, alpha, w), memcpy(&be, beta, w);
+    emu_capture([=] {
+        gemm(ta, tb, m, n, k, copy ? (const void *)&al : alpha, A, at, lda, sa, B, bt, ldb, sb,
+             copy ? (const void *)&be : beta, C, ct, ldc, sc, batch, comp);
+    });
+    return CUBLAS_STATUS_SUCCESS;
+}
 extern "C" {
 cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                                           const void *alpha, const void *A, cudaDataType at, int lda, long long sa,
                                           const void *B, cudaDataType bt, int ldb, long long sb, const void *beta, void *C,
                                           cudaDataType ct, int ldc, long long sc, int batch, cublasComputeType_t comp,
                                           cublasGemmAlgo_t) {
-    return gemm(ta, tb, m, n, k, alpha, A, at, lda, sa, B, bt, ldb, sb, beta, C, ct, ldc, sc, batch, comp);
+    return gemm_or_capture(ta, tb, m, n, k, alpha, A, at, lda, sa, B, bt, ldb, sb, beta, C, ct, ldc, sc, batch, comp);
 }
 cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void *alpha,
                             const void *A, cudaDataType at, int lda, const void *B, cudaDataType bt, int ldb,
                             const void *beta, void *C, cudaDataType ct, int ldc, cublasComputeType_t comp, cublasGemmAlgo_t) {
-    return gemm(ta, tb, m, n, k, alpha, A, at, lda, 0, B, bt, ldb, 0, beta, C, ct, ldc, 0, 1, comp);
+    return gemm_or_capture(ta, tb, m, n, k, alpha, A, at, lda, 0, B, bt, ldb, 0, beta, C, ct, ldc, 0, 1, comp);
 }
 }

@@ -1,0 +1,282 @@
+/* test_graph_replay.c — a device graph computed many times runs as one
+ * recording (core/graph_replay.c; CUDA: a captured CUDA graph, on the fake
+ * toolkit here; Vulkan: a command buffer, on lavapipe): with inputs changing at every compute its results equal
+ * the node-by-node path's ($KILN_GRAPH_REPLAY=0) bit for bit, it records
+ * at the second compute and replays after (kiln_graph_stats, and the fake
+ * toolkit's own count of graph launches when it is the one loaded); a
+ * moved input records anew; a training step (forward, backward, AdamW,
+ * whose step number changes the optimizer's key at every step) and a
+ * decoding step (position, mask and KV cache changing per token) match
+ * the plain path over several steps. */
+#include "kt_device.h"
+#include "backend.h"
+#include "../optim/optim_impl.h"
+
+#include <dlfcn.h>
+
+/* Graphs the fake CUDA toolkit launched, or -1 with another runtime. */
+static long fake_graph_launches(void) {
+    void (*counts)(long *, long *) = (void (*)(long *, long *))dlsym(RTLD_DEFAULT, "emu_graph_counts");
+    long launches = -1, ops = 0;
+    if (counts) counts(&launches, &ops);
+    return launches;
+}
+
+static void set_replay(bool on) {
+    if (on) unsetenv("KILN_GRAPH_REPLAY");
+    else setenv("KILN_GRAPH_REPLAY", "0", 1);
+}
+
+/* values in [-1, 1) that differ with seed */
+static void fill(kiln_tensor *t, int seed) {
+    int64_t n = kiln_tensor_numel(t);
+    float *v = malloc((size_t)n * sizeof *v);
+    for (int64_t i = 0; i < n; i++) v[i] = (float)((i * 7919 + seed * 104729) % 2000) / 1000.0f - 1.0f;
+    KT_OK(kiln_tensor_set_f32(t, v, n));
+    free(v);
+}
+
+/* Vulkan's validation layer (on under the test runner) said nothing since before */
+static void no_messages(kiln_backend *be, int64_t before) {
+    int64_t n = kiln_backend_validation_messages(be) - before;
+    KT_CHECK(n == 0, "%lld validation messages", (long long)n);
+}
+
+static bool same_bits(const float *a, const float *b, int64_t n) { return !memcmp(a, b, (size_t)n * sizeof *a); }
+
+/* ---- inputs changing at every compute ---- */
+
+enum { COMPUTES = 5, M = 16 };
+
+/* y = layer_norm(relu(a b + c) * a) summed by rows, computed COMPUTES
+ * times with a new a each time: every result into out[COMPUTES][M] */
+static void run_inputs(kiln_backend *be, bool replay, float *out, kiln_graph_stats *st, long *launches) {
+    set_replay(replay);
+    kiln_ctx *ctx = kiln_ctx_new();
+    KT_OK(kiln_ctx_set_backend(ctx, be));
+    kiln_tensor *a = kiln_new_2d(ctx, KILN_F32, M, M), *b = kiln_new_2d(ctx, KILN_F32, M, M),
+                *c = kiln_new_1d(ctx, KILN_F32, M);
+    fill(b, 1);
+    fill(c, 2);
+    kiln_tensor *h = kiln_mul(ctx, kiln_relu(ctx, kiln_add(ctx, kiln_matmul(ctx, a, b), c)), a);
+    kiln_tensor *y = kiln_sum(ctx, kiln_layer_norm(ctx, h, NULL, NULL, 1e-5), 1, false);
+    kiln_graph *g = kiln_graph_new(ctx);
+    KT_OK(kiln_graph_add(g, y));
+    long before = fake_graph_launches();
+    for (int i = 0; i < COMPUTES; i++) {
+        fill(a, 10 + i);
+        KT_OK(kiln_graph_compute(g));
+        KT_OK(kiln_tensor_get_f32(y, out + i * M, M));
+    }
+    *launches = before < 0 ? -1 : fake_graph_launches() - before;
+    *st = kiln_graph_get_stats(g);
+    kiln_ctx_free(ctx);
+    unsetenv("KILN_GRAPH_REPLAY");
+}
+
+static void check_inputs(const char *name) {
+    kiln_backend *be = kt_device(name);
+    if (!be) return;
+    int64_t vmsg = kiln_backend_validation_messages(be);
+    float plain[COMPUTES * M], replayed[COMPUTES * M];
+    kiln_graph_stats ps, rs;
+    long pl, rl;
+    run_inputs(be, false, plain, &ps, &pl);
+    run_inputs(be, true, replayed, &rs, &rl);
+    for (int i = 0; i < COMPUTES; i++)
+        KT_CHECK(same_bits(plain + i * M, replayed + i * M, M), "compute %d: replayed %.9g, node by node %.9g", i,
+                 replayed[i * M], plain[i * M]);
+    KT_CHECK(ps.recordings == 0 && ps.replays == 0, "KILN_GRAPH_REPLAY=0: %lld recordings, %lld replays",
+             (long long)ps.recordings, (long long)ps.replays);
+    /* the first compute runs node by node, the second records, the rest replay */
+    KT_CHECK(rs.recordings == 1 && rs.replays == COMPUTES - 2, "%lld recordings, %lld replays (want 1, %d)",
+             (long long)rs.recordings, (long long)rs.replays, COMPUTES - 2);
+    KT_CHECK(rs.nodes_on_backend == ps.nodes_on_backend && rs.nodes_fallback == 0, "nodes %lld on %s (plain %lld), %lld on the cpu",
+             (long long)rs.nodes_on_backend, name, (long long)ps.nodes_on_backend, (long long)rs.nodes_fallback);
+    KT_CHECK(rs.uploads == ps.uploads, "%lld uploads, %lld node by node", (long long)rs.uploads, (long long)ps.uploads);
+    if (rl >= 0 && !strcmp(name, "cuda")) /* the fake toolkit: a graph launch per compute from the second on */
+        KT_CHECK(rl == COMPUTES - 1 && pl == 0, "the fake toolkit launched %ld graphs (want %d), %ld node by node", rl,
+                 COMPUTES - 1, pl);
+    no_messages(be, vmsg);
+}
+
+KT_TEST(graph_replay_inputs_cuda) { check_inputs("cuda"); }
+
+/* ---- an input moved to other device memory (a recording that kept the
+ * old buffer would read zeros, or on Vulkan a destroyed VkBuffer) ---- */
+
+static void check_moved(const char *name) {
+    kiln_backend *be = kt_device(name);
+    if (!be) return;
+    int64_t vmsg = kiln_backend_validation_messages(be);
+    kiln_ctx *ctx = kiln_ctx_new();
+    KT_OK(kiln_ctx_set_backend(ctx, be));
+    kiln_tensor *a = kiln_new_2d(ctx, KILN_F32, M, M), *b = kiln_new_2d(ctx, KILN_F32, M, M);
+    fill(a, 3);
+    fill(b, 4);
+    kiln_tensor *y = kiln_sum(ctx, kiln_relu(ctx, kiln_matmul(ctx, a, b)), 1, false);
+    kiln_graph *g = kiln_graph_new(ctx);
+    KT_OK(kiln_graph_add(g, y));
+    float want[M], got[M];
+    for (int i = 0; i < 3; i++) KT_OK(kiln_graph_compute(g)); /* plain, recorded, replayed */
+    KT_OK(kiln_tensor_get_f32(y, want, M));
+    /* a's device copy freed and made again elsewhere (the old block held,
+     * zeroed, so a replay reading it would see zeros) */
+    kiln_devbuf *old = a->dev;
+    size_t bytes = kiln_tensor_nbytes(a);
+    kiln_devbuf *hold = kiln__devbuf_new(ctx, be, bytes);
+    KT_NOTNULL(hold);
+    kiln__devbuf_free(ctx, old);
+    a->dev = NULL;
+    a->where = KILN_AT_HOST;
+    kiln_devbuf *taken = kiln__devbuf_new(ctx, be, bytes); /* takes old's block from the cache */
+    KT_NOTNULL(taken);
+    KT_OK(be->vt->zero(be, taken, 0, bytes));
+    for (int i = 0; i < 3; i++) {
+        KT_OK(kiln_graph_compute(g));
+        KT_OK(kiln_tensor_get_f32(y, got, M));
+        KT_CHECK(same_bits(want, got, M), "compute %d after a moved: %.9g, want %.9g", i, got[0], want[0]);
+    }
+    kiln_graph_stats st = kiln_graph_get_stats(g);
+    KT_CHECK(a->dev != old || hold == old, "a's device copy did not move");
+    KT_CHECK(st.recordings == 2 && st.replays == 2, "%lld recordings, %lld replays (want 2, 2)", (long long)st.recordings,
+             (long long)st.replays);
+    kiln_ctx_free(ctx);
+    no_messages(be, vmsg);
+}
+
+KT_TEST(graph_replay_moved_cuda) { check_moved("cuda"); }
+
+/* ---- a training step ---- */
+
+enum { STEPS = 4, NB = 8, IN = 12, HID = 16, OUT = 4 };
+
+/* per step: the loss and, after the last, W1 and W2 */
+static void run_train(kiln_backend *be, bool replay, float *loss, float *w1, float *w2, kiln_graph_stats *st,
+                      kiln_graph_stats *ost) {
+    set_replay(replay);
+    kiln_ctx *ctx = kiln_ctx_new();
+    KT_OK(kiln_ctx_set_backend(ctx, be));
+    kiln_tensor *x = kiln_new_2d(ctx, KILN_F32, NB, IN), *labels = kiln_new_1d(ctx, KILN_I32, NB);
+    kiln_tensor *W1 = kiln_param(ctx, "w1", KILN_F32, 2, (int64_t[]){HID, IN}),
+                *B1 = kiln_param(ctx, "b1", KILN_F32, 1, (int64_t[]){HID}),
+                *W2 = kiln_param(ctx, "w2", KILN_F32, 2, (int64_t[]){OUT, HID});
+    fill(W1, 5);
+    fill(B1, 6);
+    fill(W2, 7);
+    kiln_tensor *logits = kiln_linear(ctx, kiln_gelu(ctx, kiln_linear(ctx, x, W1, B1)), W2, NULL);
+    kiln_tensor *l = kiln_cross_entropy(ctx, logits, labels, -100);
+    kiln_graph *g = kiln_graph_new(ctx);
+    KT_OK(kiln_graph_add(g, l));
+    KT_OK(kiln_graph_backward(g, l));
+    kiln_adam_config cfg = kiln_adamw_defaults();
+    cfg.lr = 0.05f;
+    kiln_optim *opt = kiln_adamw_new(ctx, &cfg);
+    KT_NOTNULL(opt);
+    for (int s = 0; s < STEPS; s++) {
+        fill(x, 20 + s);
+        int32_t lab[NB];
+        for (int i = 0; i < NB; i++) lab[i] = (i * 3 + s) % OUT;
+        KT_OK(kiln_tensor_set_i32(labels, lab, NB));
+        KT_OK(kiln_graph_compute(g));
+        KT_OK(kiln_optim_step(opt));
+        KT_OK(kiln_tensor_get_f32(l, loss + s, 1));
+    }
+    KT_OK(kiln_tensor_get_f32(W1, w1, HID * IN));
+    KT_OK(kiln_tensor_get_f32(W2, w2, OUT * HID));
+    *st = kiln_graph_get_stats(g);
+    *ost = kiln_graph_get_stats(opt->graph);
+    kiln_ctx_free(ctx);
+    unsetenv("KILN_GRAPH_REPLAY");
+}
+
+static void check_train(const char *name) {
+    kiln_backend *be = kt_device(name);
+    if (!be) return;
+    int64_t vmsg = kiln_backend_validation_messages(be);
+    float loss[2][STEPS], w1[2][HID * IN], w2[2][OUT * HID];
+    kiln_graph_stats st[2], ost[2];
+    for (int r = 0; r < 2; r++) run_train(be, r, loss[r], w1[r], w2[r], &st[r], &ost[r]);
+    for (int s = 0; s < STEPS; s++)
+        KT_CHECK(loss[0][s] == loss[1][s], "step %d: loss %.9g replayed, %.9g node by node", s, loss[1][s], loss[0][s]);
+    KT_CHECK(same_bits(w1[0], w1[1], HID * IN) && same_bits(w2[0], w2[1], OUT * HID),
+             "the weights after %d steps differ (w1[0] %.9g vs %.9g)", STEPS, w1[1][0], w1[0][0]);
+    KT_CHECK(st[1].recordings == 1 && st[1].replays == STEPS - 2 && st[1].nodes_fallback == 0,
+             "forward and backward: %lld recordings, %lld replays, %lld nodes on the cpu", (long long)st[1].recordings,
+             (long long)st[1].replays, (long long)st[1].nodes_fallback);
+    /* the step number is a parameter of AdamW's nodes: a new key every step, never replayed */
+    KT_CHECK(ost[1].computes == STEPS && ost[1].recordings == 0 && ost[1].replays == 0,
+             "AdamW's graph: %lld computes, %lld recordings, %lld replays", (long long)ost[1].computes,
+             (long long)ost[1].recordings, (long long)ost[1].replays);
+    no_messages(be, vmsg);
+}
+
+KT_TEST(graph_replay_train_cuda) { check_train("cuda"); }
+
+/* ---- a decoding step ---- */
+
+enum { TOKENS = 6, S = 8, D = 8 };
+
+/* One token's attention over a KV cache of S rows: the graph is built
+ * once; per token the host sets x, the position (rope), the mask (rows
+ * before the position) and the cache rows written so far. Per token: y. */
+static void run_decode(kiln_backend *be, bool replay, float *ys, kiln_graph_stats *st) {
+    set_replay(replay);
+    kiln_ctx *ctx = kiln_ctx_new();
+    KT_OK(kiln_ctx_set_backend(ctx, be));
+    kiln_tensor *x = kiln_new_2d(ctx, KILN_F32, 1, D), *pos = kiln_new_1d(ctx, KILN_I32, 1),
+                *mask = kiln_new_2d(ctx, KILN_F32, 1, S), *K = kiln_new_2d(ctx, KILN_F32, S, D),
+                *V = kiln_new_2d(ctx, KILN_F32, S, D), *Wq = kiln_new_2d(ctx, KILN_F32, D, D),
+                *Wk = kiln_new_2d(ctx, KILN_F32, D, D), *Wv = kiln_new_2d(ctx, KILN_F32, D, D);
+    fill(Wq, 8);
+    fill(Wk, 9);
+    fill(Wv, 10);
+    kiln_tensor *q = kiln_rope(ctx, kiln_matmul(ctx, x, Wq), pos, 10000.0, KILN_ROPE_NEOX);
+    kiln_tensor *k = kiln_rope(ctx, kiln_matmul(ctx, x, Wk), pos, 10000.0, KILN_ROPE_NEOX);
+    kiln_tensor *v = kiln_matmul(ctx, x, Wv);
+    kiln_tensor *p = kiln_softmax(ctx, kiln_add(ctx, kiln_scale(ctx, kiln_matmul_t(ctx, q, false, K, true), 0.35), mask), false);
+    kiln_tensor *y = kiln_matmul(ctx, p, V);
+    kiln_graph *g = kiln_graph_new(ctx);
+    KT_OK(kiln_graph_add(g, y));
+    KT_OK(kiln_graph_add(g, k));
+    KT_OK(kiln_graph_add(g, v));
+    float kc[S * D] = {0}, vc[S * D] = {0}, m[S];
+    for (int t = 0; t < TOKENS; t++) {
+        fill(x, 30 + t);
+        KT_OK(kiln_tensor_set_i32(pos, (int32_t[]){t}, 1));
+        for (int j = 0; j < S; j++) m[j] = j < t || j == 0 ? 0.0f : -1e30f;
+        KT_OK(kiln_tensor_set_f32(mask, m, S));
+        KT_OK(kiln_tensor_set_f32(K, kc, S * D));
+        KT_OK(kiln_tensor_set_f32(V, vc, S * D));
+        KT_OK(kiln_graph_compute(g));
+        KT_OK(kiln_tensor_get_f32(y, ys + t * D, D));
+        KT_OK(kiln_tensor_get_f32(k, kc + t * D, D)); /* the cache grows by this token's row */
+        KT_OK(kiln_tensor_get_f32(v, vc + t * D, D));
+    }
+    *st = kiln_graph_get_stats(g);
+    kiln_ctx_free(ctx);
+    unsetenv("KILN_GRAPH_REPLAY");
+}
+
+static void check_decode(const char *name) {
+    kiln_backend *be = kt_device(name);
+    if (!be) return;
+    int64_t vmsg = kiln_backend_validation_messages(be);
+    float ys[2][TOKENS * D];
+    kiln_graph_stats st[2];
+    for (int r = 0; r < 2; r++) run_decode(be, r, ys[r], &st[r]);
+    for (int t = 0; t < TOKENS; t++)
+        KT_CHECK(same_bits(ys[0] + t * D, ys[1] + t * D, D), "token %d: replayed %.9g, node by node %.9g", t,
+                 ys[1][t * D], ys[0][t * D]);
+    KT_CHECK(st[1].recordings == 1 && st[1].replays == TOKENS - 2 && st[1].nodes_fallback == 0,
+             "%lld recordings, %lld replays, %lld nodes on the cpu", (long long)st[1].recordings,
+             (long long)st[1].replays, (long long)st[1].nodes_fallback);
+    no_messages(be, vmsg);
+}
+
+KT_TEST(graph_replay_decode_cuda) { check_decode("cuda"); }
+
+KT_TEST(graph_replay_inputs_vulkan) { check_inputs("vulkan"); }
+KT_TEST(graph_replay_moved_vulkan) { check_moved("vulkan"); }
+KT_TEST(graph_replay_train_vulkan) { check_train("vulkan"); }
+KT_TEST(graph_replay_decode_vulkan) { check_decode("vulkan"); }
