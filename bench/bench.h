@@ -86,6 +86,19 @@ void bench_train_job_free(bench_job *j);
 void bench_generate_jobs(const int *threads, int n, bench_job *jobs);
 void bench_generate_jobs_free(bench_job *jobs, int n);
 
+/* One step of batch-1 generation with a KV cache as a bench_job's arg
+ * (bench_gen_run): n tokens from tok on, 1 (generation; the cache wraps at
+ * its end) or a prompt from position 0; nt threads. */
+typedef struct bench_gen {
+    struct llama *m;
+    struct llama_cache *c;
+    float *logits;
+    int32_t tok;
+    int nt;
+    int64_t n;
+} bench_gen;
+void bench_gen_run(void *bench_gen);
+
 /* bench/generate.c's llama in TinyLlama-1.1B's shape with its 2-d weights
  * in `weights`, random (a chunk drawn per tensor, then tiled). */
 struct llama *bench_tinyllama(kiln_ctx *ctx, kiln_dtype weights);

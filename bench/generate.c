@@ -53,17 +53,8 @@ llama *bench_tinyllama(kiln_ctx *ctx, kiln_dtype weights) {
     return m;
 }
 
-typedef struct gen_job {
-    llama *m;
-    llama_cache *c;
-    float *logits;
-    int32_t tok;
-    int nt;
-    int64_t n; /* tokens per step: 1 (generation) or the prompt's */
-} gen_job;
-
-static void run_gen(void *p) {
-    gen_job *j = p;
+void bench_gen_run(void *p) {
+    bench_gen *j = p;
     kiln_set_threads(j->nt);
     if (j->n > 1 || j->c->pos + 1 > j->c->len) j->c->pos = 0; /* the prompt from 0; generation wraps */
     int32_t toks[128];
@@ -151,12 +142,12 @@ void bench_generate(const bench_opts *o) {
         bench_check(c != NULL, "cache");
         for (int ti = 0; ti < o->n_threads; ti++) {
             const int nt = o->threads[ti];
-            gen_job j = {m, c, logits, 1, nt, 1}, p = {m, c, logits, 1, nt, 128};
+            bench_gen j = {m, c, logits, 1, nt, 1}, p = {m, c, logits, 1, nt, 128};
             tr.nt = nt;
-            bench_job jobs[2] = {{run_gen, &j}, {bench_triad_run, &tr}};
+            bench_job jobs[2] = {{bench_gen_run, &j}, {bench_triad_run, &tr}};
             double med[2], pm, lpp, ltg;
             bench_measure(jobs, 2, 3, 16, 1.5 * o->scale, med);
-            bench_measure(&(bench_job){run_gen, &p}, 1, 1, 3, 1.0 * o->scale, &pm);
+            bench_measure(&(bench_job){bench_gen_run, &p}, 1, 1, 3, 1.0 * o->scale, &pm);
             bench_llama_cpp("KILN_LLAMA_BENCH", path, nt, "", &lpp, &ltg);
             char name[64];
             snprintf(name, sizeof name, "generate %s %dt", mixes[i], nt);
@@ -175,7 +166,7 @@ void bench_generate(const bench_opts *o) {
 
 /* One model and cache for both jobs (j first: jobs[0].arg is the struct). */
 typedef struct gen_jobs {
-    gen_job j[2];
+    bench_gen j[2];
     kiln_ctx *ctx;
 } gen_jobs;
 
@@ -187,8 +178,8 @@ void bench_generate_jobs(const int *threads, int n, bench_job *jobs) {
     llama_cache *c = llama_cache_new(m, 1, 256);
     bench_check(c != NULL, "cache");
     for (int i = 0; i < n; i++) {
-        g->j[i] = (gen_job){m, c, logits, 1, threads[i], 1};
-        jobs[i] = (bench_job){run_gen, &g->j[i]};
+        g->j[i] = (bench_gen){m, c, logits, 1, threads[i], 1};
+        jobs[i] = (bench_job){bench_gen_run, &g->j[i]};
     }
 }
 

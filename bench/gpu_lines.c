@@ -115,25 +115,6 @@ static void gpt_lines(kiln_backend *b, const char *prefix, const bench_opts *o) 
     kiln_set_matmul_precision(KILN_MATMUL_F32);
 }
 
-typedef struct gen_job {
-    llama *m;
-    llama_cache *c;
-    float *logits;
-    int64_t n; /* tokens a step: 1, or a 128-token prompt from position 0 */
-    int nt;
-    int32_t tok;
-} gen_job;
-
-static void gen_run(void *p) {
-    gen_job *j = p;
-    kiln_set_threads(j->nt);
-    if (j->n > 1 || j->c->pos + 1 > j->c->len) j->c->pos = 0;
-    int32_t toks[128];
-    for (int64_t i = 0; i < j->n; i++) toks[i] = (j->tok + (int32_t)i * 7919) % 32000;
-    bench_check(llama_cache_step(j->m, j->c, toks, j->n, j->logits) == KILN_OK, "llama_cache_step");
-    j->tok = (j->tok + 1) % 32000;
-}
-
 static void generate_lines(kiln_backend *b, const char *prefix, const bench_opts *o) {
     static const char *const mixes[] = {"Q4_0", "Q8_0", "Q4_K_M"};
     static float logits[2][32000];
@@ -144,17 +125,17 @@ static void generate_lines(kiln_backend *b, const char *prefix, const bench_opts
         bench_model_file(mixes[i], path, sizeof path);
         kiln_ctx *ctx[2] = {kiln_ctx_new(), kiln_ctx_new()};
         bench_check(ctx[0] && ctx[1] && kiln_ctx_set_backend(ctx[0], b) == KILN_OK, "context");
-        gen_job g[2], p[2];
+        bench_gen g[2], p[2];
         for (int d = 0; d < 2; d++) { /* 0: the device, 1: the CPU */
             llama *m = llama_infer_from_gguf(ctx[d], path, LLAMA_AS_STORED);
             llama_cache *c = m ? llama_cache_new(m, 1, 256) : NULL;
             bench_check(c != NULL, path);
-            g[d] = (gen_job){m, c, logits[d], 1, nt, 1};
-            p[d] = (gen_job){m, c, logits[d], 128, nt, 1};
+            g[d] = (bench_gen){m, c, logits[d], 1, nt, 1};
+            p[d] = (bench_gen){m, c, logits[d], 1, nt, 128};
         }
         double tg[2], pp[2], lpp, ltg;
-        bench_measure((bench_job[]){{gen_run, &g[0]}, {gen_run, &g[1]}}, 2, 3, 64, 1.5 * o->scale, tg);
-        bench_measure((bench_job[]){{gen_run, &p[0]}, {gen_run, &p[1]}}, 2, 1, 8, 1.5 * o->scale, pp);
+        bench_measure((bench_job[]){{bench_gen_run, &g[0]}, {bench_gen_run, &g[1]}}, 2, 3, 64, 1.5 * o->scale, tg);
+        bench_measure((bench_job[]){{bench_gen_run, &p[0]}, {bench_gen_run, &p[1]}}, 2, 1, 8, 1.5 * o->scale, pp);
         bench_llama_cpp("KILN_LLAMA_BENCH_GPU", path, nt, "-ngl 99", &lpp, &ltg);
         char name[64], ref[48];
         snprintf(ref, sizeof ref, "kiln-cpu %dt", nt);

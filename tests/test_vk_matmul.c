@@ -441,8 +441,10 @@ KT_TEST(vk_matmul_backward) {
     }
 }
 
-KT_TEST(vk_matmul_f16) {
-    VULKAN(vk);
+/* 16-bit tensors of dtype dt over odd sizes and every transpose, a
+ * batch; gradients too for the last transpose when grad_last. Both sides
+ * accumulate in f32; the 16-bit result may round one ulp apart. */
+static void mm_16bit(kiln_backend *vk, kiln_dtype dt, double tol, bool grad_last) {
     static const int64_t sz[] = {1, 7, 33, 65, 130};
     char what[96];
     for (int i = 0; i < 5; i++) {
@@ -450,33 +452,26 @@ KT_TEST(vk_matmul_f16) {
         for (int t = 0; t < 4; t++) {
             mm_arg arg = {t & 1, t >> 1, false};
             leaf_spec s[2];
-            mm_specs(s, KILN_F16, 1, (int64_t[]){2}, 0, NULL, m, k, n, arg.ta, arg.tb, false);
-            snprintf(what, sizeof what, "f16 %lldx%lldx%lld ta %d tb %d", (long long)m, (long long)k, (long long)n,
-                     arg.ta, arg.tb);
-            /* both accumulate in f32; the f16 result may round one ulp apart */
-            compare(vk, what, 2, s, build_mm, &arg, false, 2e-3);
+            bool grad = grad_last && t == 3;
+            mm_specs(s, dt, 1, (int64_t[]){2}, 0, NULL, m, k, n, arg.ta, arg.tb, grad);
+            snprintf(what, sizeof what, "%s %lldx%lldx%lld ta %d tb %d", kiln_dtype_name(dt), (long long)m,
+                     (long long)k, (long long)n, arg.ta, arg.tb);
+            compare(vk, what, 2, s, build_mm, &arg, grad, tol);
         }
     }
 }
 
+KT_TEST(vk_matmul_f16) {
+    VULKAN(vk);
+    mm_16bit(vk, KILN_F16, 2e-3, false);
+}
+
 /* bf16 tensors: stored as bf16, summed in f32, the result rounded to bf16
- * (as the CPU), every node on the device; forward and, for one transpose
- * of each shape, both gradients. */
+ * (as the CPU), every node on the device; both gradients for one
+ * transpose of each shape. */
 KT_TEST(vk_matmul_bf16) {
     VULKAN(vk);
-    static const int64_t sz[] = {1, 7, 33, 65, 130};
-    char what[96];
-    for (int i = 0; i < 5; i++) {
-        int64_t m = sz[i], k = sz[(i + 1) % 5], n = sz[(i + 3) % 5];
-        for (int t = 0; t < 4; t++) {
-            mm_arg arg = {t & 1, t >> 1, false};
-            leaf_spec s[2];
-            mm_specs(s, KILN_BF16, 1, (int64_t[]){2}, 0, NULL, m, k, n, arg.ta, arg.tb, t == 3);
-            snprintf(what, sizeof what, "bf16 %lldx%lldx%lld ta %d tb %d", (long long)m, (long long)k, (long long)n,
-                     arg.ta, arg.tb);
-            compare(vk, what, 2, s, build_mm, &arg, t == 3, half_tol(KILN_BF16, 0));
-        }
-    }
+    mm_16bit(vk, KILN_BF16, half_tol(KILN_BF16, 0), true);
 }
 
 KT_TEST(vk_matmul_bf16_precision) {
