@@ -212,7 +212,7 @@ if wanted isa "$@"; then
 fi
 wanted house "$@" && run_suite house scripts/house_check.sh "$build"
 # the tests that run kernels per SIMD level (KT_FOR_EACH_SIMD and the like), about 25 s emulated
-simd_tests="simd_ cpu_ gemm_i8 dfp_gemm_simd qmatmul_row_pairs qmatmul_gemm qmatmul_ggml qmatmul_kq kernels_match nn_vec_tables
+simd_tests="simd_ cpu_ gemm_i8 dfp_gemm_simd qmatmul_row_pairs qmatmul_gemm qmatmul_ggml qmatmul_kq qmatmul_few_rows ggml_types kernels_match nn_vec_tables
             nn_attention_loops opt8bit_vector pool_ conv_simd"
 if wanted avx2-cpu "$@" && [ "$(uname -m)" = x86_64 ] && command -v qemu-x86_64 >/dev/null 2>&1; then
     # shellcheck disable=SC2086

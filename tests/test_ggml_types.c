@@ -8,6 +8,7 @@
 #include "kt_device.h"
 #include "kt_simd.h"
 #include "../quant/quant.h"
+#include "../backends/cpu/qmatmul.h"
 #include "../backends/cpu/qmatmul_ggml.h"
 #include "../backends/cpu/qmatmul_kgemm.h"
 #include "../core/json.h"
@@ -259,9 +260,12 @@ KT_TEST(ggml_types_integer_dot_products) {
             KT_CHECK(first_diff(got, want, rows) < 0, "%s: kiln_linear's batch-1 product is not the reference's",
                      types[i].name);
         }
-        /* prompts: 9 rows of x; where the integer GEMM runs t
-         * (qmatmul_kgemm.h) they are quantized as in generation (each row
-         * the batch-1 product), elsewhere the dequantized W runs in f32 */
+        /* prompts: 9 rows of x; where the integer GEMM or a few-rows
+         * kernel runs t (qmatmul_kgemm.h, qmatmul_ggml.h: below
+         * KILN_QMM_ROWS_TILES_MIN rows) they are quantized as in
+         * generation (each row the batch-1 product), elsewhere the
+         * dequantized W runs in f32 */
+        const bool as_batch_1 = kiln__qmm_kgemm_handles(t) || (9 < KILN_QMM_ROWS_TILES_MIN && kiln__qmm_ggml_rows_kernel(t));
         kiln_tensor *x9 = kiln_new_2d(ctx, KILN_F32, 9, k), *y9 = NULL;
         float *xs = kt_randn(9 * k, 13, 1.0f), got9[9 * 8];
         KT_OK(kiln_tensor_set_f32(x9, xs, 9 * k));
@@ -271,7 +275,7 @@ KT_TEST(ggml_types_integer_dot_products) {
         KT_OK(kiln_tensor_get_f32(y9, got9, 9 * rows));
         for (int64_t i9 = 0; i9 < 9; i9++)
             for (int64_t r = 0; r < rows; r++) {
-                if (kiln__qmm_kgemm_handles(t)) {
+                if (as_batch_1) {
                     kiln_block_q8_K xa[1024 / KILN_QK_K]; /* room for k of Q8_0 or Q8_1 too */
                     kiln__types[p].from_f32(xs + i9 * k, xa, k);
                     const float one = kiln__qmm_dot_ggml_ref(t, (const char *)kiln_tensor_data(wq) + r * rb, xa,
