@@ -75,12 +75,14 @@
  * buffers for a whole memory latency). Batch-1 products on a 1.1B llama's
  * shapes, 1 thread, Zen 5 at load 200+ (variants alternated in one
  * process, per CPU-second): Q4_0 (VBMI) 1.18-1.25x with 16384 ahead
- * against 4096, 8192 between, 32768 no better. AVX512-VNNI's Q8_0 takes
- * the far one only (kiln__qmm_prefetch_far, qmatmul_avx512vnni.c). The
- * kernels that compute more per byte
- * (the K types, IQ4_XS, NF4, Q4_1, Q5_0, AVX2's and AVX512-VNNI's Q4_0)
- * were no faster with it, nor was AVX2's Q8_0 in generation (1.1x alone,
- * 1.0x in the 1.1B llama's tokens/s), and keep QMM_PREFETCH. */
+ * against 4096, 8192 between, 32768 no better. The Q8_0 kernels of
+ * AVX512-VNNI and AVX2 (which AVX-VNNI CPUs run too) take the far one
+ * only (kiln__qmm_prefetch_far): AVX2's gave the 1.1B llama 1.11x the
+ * tokens/s at 1 thread and 1.09x at 2 (KILN_SIMD=avx2 on the Zen 5,
+ * quiet; with the near one as well it had measured 1.0x at load 200+).
+ * The kernels that compute more per byte (the K types, IQ4_XS, NF4,
+ * Q4_1, Q5_0, AVX2's and AVX512-VNNI's Q4_0) were no faster with it and
+ * keep QMM_PREFETCH. */
 #define QMM_FAR 16384
 #define QMM_NEAR 512
 

@@ -28,8 +28,8 @@ static float QMM_NAME(dot_q8_0)(const void *w, const int8_t *xq, const float *dx
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 1 < nb; i += 2) {
-        _mm_prefetch((const char *)(b + i) + QMM_PREFETCH, _MM_HINT_T0);
-        _mm_prefetch((const char *)(b + i) + QMM_PREFETCH + 64, _MM_HINT_T0);
+        kiln__qmm_prefetch_far(b + i);
+        kiln__qmm_prefetch_far((const char *)(b + i) + 64);
         acc0 = qmm_block(_mm256_loadu_si256((const __m256i *)b[i].qs), xq + 32 * i, _cvtsh_ss(b[i].d) * dx[i], acc0);
         acc1 = qmm_block(_mm256_loadu_si256((const __m256i *)b[i + 1].qs), xq + 32 * (i + 1),
                          _cvtsh_ss(b[i + 1].d) * dx[i + 1], acc1);
