@@ -20,9 +20,9 @@
 static bool reduce_supports(const kiln_vk *vk, const kiln_tensor *t) {
     const kiln_tensor *x = t->src[0];
     int axis = (int)t->ip[0];
-    bool f16 = x->dtype == KILN_F16 || x->dtype == KILN_BF16;
-    if ((x->dtype != KILN_F32 && !f16) || t->dtype != (t->op == KILN_OP_ARGMAX ? KILN_I32 : x->dtype)) return false;
-    if (f16 && !kiln__vk_caps(vk)->f16) return false;
+    bool h16 = x->dtype == KILN_F16 || x->dtype == KILN_BF16;
+    if ((x->dtype != KILN_F32 && !h16) || t->dtype != (t->op == KILN_OP_ARGMAX ? KILN_I32 : x->dtype)) return false;
+    if (h16 && !kiln__vk_caps(vk)->f16) return false;
     if (axis < -1 || axis >= x->ndim || (axis < 0 && t->op == KILN_OP_ARGMAX)) return false;
     int64_t numel = kiln_tensor_numel(x);
     /* flat indices below RED_EMPTY; output indices below ew_udiv's 2^31 */
@@ -117,7 +117,7 @@ static kiln_status reduce_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
     }
     /* vec4 loads: f32, every walk starting at a multiple of 4 (the kept
      * dims but a column kernel's innermost, then below) */
-    bool f16 = x->dtype == KILN_F16 || x->dtype == KILN_BF16, v4 = !f16 && pc.x0 % 4 == 0;
+    bool h16 = x->dtype == KILN_F16 || x->dtype == KILN_BF16, v4 = !h16 && pc.x0 % 4 == 0;
     const char *s16 = x->dtype == KILN_BF16 ? "_b" : "_h";
     for (uint32_t d = 0; d + 1 < pc.nk; d++) v4 = v4 && pc.kst[d] % 4 == 0;
     bool col = pc.rs > 1 && pc.nk > 0 && pc.kst[pc.nk - 1] == 1;
@@ -140,7 +140,7 @@ static kiln_status reduce_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
     kiln_status st;
     if (pc.part && (st = kiln__vk_scratch(vk, 3 * (int64_t)pc.S * pc.nout, KILN_F32, &z))) return st;
     char name[32];
-    const char *sfx = f16 ? s16 : v4 ? "_v4" : "";
+    const char *sfx = h16 ? s16 : v4 ? "_v4" : "";
     kiln_vk_dispatch d = {.shader = kernel_name(name, sizeof name, col ? "col" : "row", t->op, sfx), .n = 3,
                           .bind = {x, t, pc.part ? &z : t}, .push = &pc, .push_size = sizeof pc};
     kiln__vk_groups_1d(vk, invocations, 256, d.groups);
@@ -149,7 +149,7 @@ static kiln_status reduce_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
     struct { uint32_t nout, S, y0, lgl; } fin = {pc.iflat ? 1 : pc.nout, pc.iflat ? pc.S * pc.nout : pc.S, pc.y0, 0};
     uint32_t L = lanes(vk, fin.S / 4);
     fin.lgl = log2u(L);
-    sfx = f16 && t->op != KILN_OP_ARGMAX ? s16 : ""; /* argmax writes i32 whatever x is */
+    sfx = h16 && t->op != KILN_OP_ARGMAX ? s16 : ""; /* argmax writes i32 whatever x is */
     kiln_vk_dispatch f = {.shader = kernel_name(name, sizeof name, "fin", t->op, sfx), .n = 2, .bind = {&z, t},
                           .push = &fin, .push_size = sizeof fin};
     kiln__vk_groups_1d(vk, (uint64_t)fin.nout * L, 256, f.groups);
