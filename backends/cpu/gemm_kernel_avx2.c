@@ -10,12 +10,15 @@
 #define MR 6
 #define NR 16
 
+/* c += a * b in the accumulator's own register (as the AVX-512 kernel:
+ * gcc may otherwise pick forms that move accumulators around) */
+#define FMA231(c, b, a) __asm__("vfmadd231ps %1, %2, %0" : "+v"(c) : "v"(b), "v"(a))
 #define ROW(i) __m256 c##i##0 = _mm256_setzero_ps(), c##i##1 = _mm256_setzero_ps();
 #define FMA(i)                                                                                                     \
     {                                                                                                              \
-        __m256 ai = _mm256_broadcast_ss(a + (i));                                                                  \
-        c##i##0 = _mm256_fmadd_ps(ai, b0, c##i##0);                                                                \
-        c##i##1 = _mm256_fmadd_ps(ai, b1, c##i##1);                                                                \
+        __m256 ai = _mm256_broadcast_ss(ak + (i));                                                                 \
+        FMA231(c##i##0, b0, ai);                                                                                   \
+        FMA231(c##i##1, b1, ai);                                                                                   \
     }
 #define STORE(i)                                                                                                   \
     {                                                                                                              \
@@ -29,16 +32,42 @@
         }                                                                                                          \
     }
 #define ALL(X) X(0) X(1) X(2) X(3) X(4) X(5)
+/* As the AVX-512 kernel: C's rows to L2 when the tile starts and to L1
+ * for its last C_AHEAD steps, B's lines to L1 again B_AHEAD steps ahead,
+ * A's from L2 ahead of use (with the pinned FMAs, Zen 5 at KILN_SIMD=avx2,
+ * CPU time, 1 thread: +4% at 2048^2, +5% at 4096^2, 512^2 and 1024^2 as
+ * before; 0.99-1.01x OpenBLAS's Haswell kernels) */
+#define C_AHEAD 32
+#define B_AHEAD 8
+#define PREFETCH_C(i, hint) _mm_prefetch((const char *)(c + (i) * ldc), hint), _mm_prefetch((const char *)(c + (i) * ldc + 15), hint);
+#define PREFETCH_C_L2(i) PREFETCH_C(i, _MM_HINT_T1)
+#define PREFETCH_C_L1(i) PREFETCH_C(i, _MM_HINT_T0)
+#define STEP(off)                                                                                                  \
+    {                                                                                                              \
+        __m256 b0 = _mm256_loadu_ps(b + (off) * bs), b1 = _mm256_loadu_ps(b + (off) * bs + 8);                     \
+        const float *ak = a + (off) * as;                                                                          \
+        ALL(FMA)                                                                                                   \
+    }
+#define STEPS(end)                                                                                                 \
+    for (; p + 2 <= (end); p += 2) {                                                                               \
+        _mm_prefetch((const char *)(a + 16 * as), _MM_HINT_T0);                                                    \
+        _mm_prefetch((const char *)(b + B_AHEAD * bs), _MM_HINT_T0);                                               \
+        _mm_prefetch((const char *)(b + (B_AHEAD + 1) * bs), _MM_HINT_T0);                                         \
+        STEP(0)                                                                                                    \
+        STEP(1)                                                                                                    \
+        a += 2 * as;                                                                                               \
+        b += 2 * bs;                                                                                               \
+    }
 
 static void ukr(int64_t kc, const float *a, int64_t as, const float *b, int64_t bs, float *c, int64_t ldc, float alpha,
                 float beta) {
     ALL(ROW)
-    for (int64_t p = 0; p < kc; p++) {
-        __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-        ALL(FMA)
-        a += as;
-        b += bs;
-    }
+    ALL(PREFETCH_C_L2)
+    int64_t p = 0;
+    STEPS(kc - C_AHEAD)
+    ALL(PREFETCH_C_L1)
+    STEPS(kc)
+    if (p < kc) STEP(0)
     __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
     ALL(STORE)
 }
