@@ -336,6 +336,90 @@ static const bo_case ggml_qmm_cases[] = {
 #undef GG_QMM_CASES
 KT_TEST(backend_ops_qmatmul_ggml) { bo_run_cases("quant", ggml_qmm_cases, BO_COUNT(ggml_qmm_cases)); }
 
+/* ---- many rows (prompts) --------------------------------------------------------- */
+
+/* Every block dtype at m = 1 and 7 (the GEMV kernels) and 8, 64 and 129
+ * (from the devices' crossover at 8 rows: W dequantized into scratch and
+ * a GEMM). Below 8 rows the dtypes with integer kernels are compared with
+ * the CPU's QMATMUL (both round x to int8), the rest with the f32 matmul
+ * of the dequantized W at BO_TRANS. From 8 rows all with that f32 matmul:
+ * on Vulkan at BO_TRANS (W dequantized to f32, the f32 tiled matmul), on
+ * CUDA at QMM_F16, since cuBLAS multiplies x and W each rounded to f16
+ * once (unit roundoff 2^-11) with f32 sums: errors of up to 2^-10 of each
+ * product, of random signs, against the largest output (the CPU's batched
+ * int8 path is ~1e-2 off). n = 37 (odd; NF4_DQ 32: whole super-blocks),
+ * k = 512 (two super-blocks); about 3e-4 measured in the emulator. */
+#define QMM_F16 1e-3
+static const kiln_dtype ROWS_TYPES[] = {
+    KILN_Q8_0,  KILN_Q4_0,   KILN_Q4_1,   KILN_Q5_0,   KILN_Q5_1,   KILN_Q8_1,   KILN_Q2_K,   KILN_Q3_K,  KILN_Q4_K,
+    KILN_Q5_K,  KILN_Q6_K,   KILN_Q8_K,   KILN_IQ4_NL, KILN_IQ4_XS, KILN_NF4,    KILN_NF4_DQ, KILN_GQ4_32,
+    KILN_GQ4_64, KILN_GQ4_128, KILN_GQ3_32, KILN_GQ3_64, KILN_GQ3_128, KILN_GQ2_32, KILN_GQ2_64, KILN_GQ2_128};
+enum { N_ROWS_TYPES = sizeof ROWS_TYPES / sizeof *ROWS_TYPES, N_ROWS_M = 5 };
+static const int64_t ROWS_M[N_ROWS_M] = {1, 7, 8, 64, 129};
+static const char *const ROWS_NAMES[N_ROWS_M] = {"qmatmul_rows_m1", "qmatmul_rows_m7", "qmatmul_rows_m8",
+                                                 "qmatmul_rows_m64", "qmatmul_rows_m129"};
+
+/* Weight dtypes whose products below 8 rows round x to int8 (cpu, cuda and vulkan alike) */
+static bool int8_below_8(kiln_dtype t) {
+    return t == KILN_Q8_0 || t == KILN_Q4_0 || (is_ggml(t) && t != KILN_Q8_1 && t != KILN_Q8_K);
+}
+
+/* The case of dtype t at m rows on backend bn, its qmm_arg in *a. */
+static bo_case rows_case(kiln_dtype t, int im, const char *bn, qmm_arg *a) {
+    const int64_t m = ROWS_M[im];
+    *a = (qmm_arg){m, t == KILN_NF4_DQ ? 32 : 37, 512, m < 8 && int8_below_8(t)};
+    const double tol = m >= 8 && !strcmp(bn, "cuda") ? QMM_F16 : BO_TRANS;
+    return (bo_case){ROWS_NAMES[im], b_qmm, t, tol, BO_NO_GRAD, a};
+}
+
+KT_TEST(backend_ops_qmatmul_rows) {
+    kiln_backend *bs[BO_MAX_BACKENDS];
+    static qmm_arg args[N_ROWS_TYPES * N_ROWS_M];
+    static bo_case cases[N_ROWS_TYPES * N_ROWS_M];
+    int nb = bo_backends(bs);
+    for (int i = 0; i < nb; i++) {
+        int n = 0;
+        for (int t = 0; t < N_ROWS_TYPES; t++)
+            for (int im = 0; im < N_ROWS_M; im++, n++)
+                cases[n] = rows_case(ROWS_TYPES[t], im, kiln_backend_name(bs[i]), &args[n]);
+        bo_run_cases_on("quant", cases, n, bs[i]);
+    }
+}
+
+/* Beyond f16's range: x up to 1e5, or W of raw Q8_0 blocks (scales up to
+ * 2^15, values up to 2^22). CUDA redoes such products in f32, so these
+ * hold at BO_TRANS. */
+static kiln_tensor *b_qmm_big(bo_io *io) {
+    const qmm_arg *a = io->arg;
+    const bool raw_w = io->dt == KILN_Q8_0;
+    kiln_tensor *x = bo_in_dt(io, KILN_F32, raw_w ? -1 : -1e5, raw_w ? 1 : 1e5, BO_SHAPE(a->m, a->k));
+    kiln_tensor *w = raw_w ? raw(io, a->n, a->k) : qweight(io, a->n, a->k);
+    if (on_cpu(CTX)) return kiln_matmul(CTX, x, kiln_transpose(CTX, kiln_dequantize(CTX, w), 0, 1));
+    return kiln_linear(CTX, x, w, NULL);
+}
+
+/* The same at 64 rows with W in tiles of a few rows (CUDA's
+ * $KILN_CUDA_QGEMM_TILE_BYTES: 4 rows of 512 a tile, the last of 37 rows
+ * short; NF4_DQ's tiles 32 rows, whole super-blocks), and beyond f16. */
+KT_TEST(backend_ops_qmatmul_rows_tiled) {
+    setenv("KILN_CUDA_QGEMM_TILE_BYTES", "4096", 1);
+    static const kiln_dtype types[] = {KILN_Q4_0, KILN_Q6_K, KILN_NF4_DQ, KILN_GQ3_64};
+    enum { NT = sizeof types / sizeof *types };
+    static const qmm_arg big = {64, 37, 512, false};
+    kiln_backend *bs[BO_MAX_BACKENDS];
+    qmm_arg args[NT];
+    bo_case cases[NT + 2] = {[NT] = {"qmatmul_rows_big_x_m64", b_qmm_big, KILN_Q4_K, BO_TRANS, BO_NO_GRAD, &big},
+                             {"qmatmul_rows_big_w_m64", b_qmm_big, KILN_Q8_0, BO_TRANS, BO_NO_GRAD, &big}};
+    int nb = bo_backends(bs);
+    for (int i = 0; i < nb; i++) {
+        for (int t = 0; t < NT; t++) {
+            cases[t] = rows_case(types[t], 3, kiln_backend_name(bs[i]), &args[t]);
+            if (types[t] == KILN_NF4_DQ) args[t].n = 64;
+        }
+        bo_run_cases_on("quant", cases, NT + 2, bs[i]);
+    }
+}
+
 /* ---- an act-order GPTQ layer ---------------------------------------------------- */
 
 /* W [n, k] (uniform, seeded) quantized by RTN in the order of a random

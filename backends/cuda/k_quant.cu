@@ -107,8 +107,30 @@ __global__ void qrows_k(int qt, const unsigned char *table, int64_t v, int64_t d
     }
 }
 
-// y [m, n] = x [m, k] . W^T, W [n, k] quantized: one thread per output.
-__global__ void qmatmul_k(int qt, const float *x, const unsigned char *w, float *y, int64_t m, int64_t n, int64_t k) {
+// f16 of a finite v, raising *big where v is beyond f16's range (65504):
+// the many-row product is then redone in f32 (qmatmul_k's flag).
+__device__ __half to_h16(float v, unsigned *big) {
+    __half h = __float2half_rn(v);
+    if (isinf(__half2float(h)) && isfinite(v)) atomicMax(big, 1u);
+    return h;
+}
+
+// y[i] = f16 of element i0 + i of W (the many-row product's tile of W).
+__global__ void dequant_h16_k(int qt, const unsigned char *q, int64_t i0, __half *y, int64_t n, unsigned *big) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = to_h16(decode(qt, q, i0 + i), big);
+}
+
+__global__ void f32_h16_k(const float *x, __half *y, int64_t n, unsigned *big) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = to_h16(x[i], big);
+}
+
+// y [m, n] = x [m, k] . W^T, W [n, k] quantized: one thread per output;
+// with only non-NULL, nothing unless *only is set.
+__global__ void qmatmul_k(int qt, const float *x, const unsigned char *w, float *y, int64_t m, int64_t n, int64_t k,
+                          const unsigned *only) {
+    if (only && !*only) return;
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < m * n; e += (int64_t)gridDim.x * blockDim.x) {
         int64_t r = e / n, c = e % n;
         const float *xr = x + r * k;
@@ -219,7 +241,24 @@ int kiln__cu_qmatmul(void *stream, int qt, const float *x, const void *w, float 
     const bool mv = m <= CU_QMV_MAX_M && !((uintptr_t)x & 15) && !((uintptr_t)w & 3); // float4 x, word W loads
     if (mv && qt == CU_NF4) nf4_mv_k<false><<<grid, NF4_THREADS, 0, st>>>(x, wb, y, (int)m, n, k);
     else if (mv && qt == CU_NF4_DQ) nf4_mv_k<true><<<grid, NF4_THREADS, 0, st>>>(x, wb, y, (int)m, n, k);
-    else qmatmul_k<<<blocks_for(m * n), THREADS, 0, st>>>(qt, x, wb, y, m, n, k);
+    else qmatmul_k<<<blocks_for(m * n), THREADS, 0, st>>>(qt, x, wb, y, m, n, k, NULL);
+    return (int)cudaGetLastError();
+}
+
+int kiln__cu_dequantize_h16(void *stream, int qt, const void *q, int64_t i0, void *y, int64_t n, unsigned *big) {
+    dequant_h16_k<<<blocks_for(n), THREADS, 0, (cudaStream_t)stream>>>(qt, (const unsigned char *)q, i0, (__half *)y, n,
+                                                                       big);
+    return (int)cudaGetLastError();
+}
+
+int kiln__cu_f32_h16(void *stream, const float *x, void *y, int64_t n, unsigned *big) {
+    f32_h16_k<<<blocks_for(n), THREADS, 0, (cudaStream_t)stream>>>(x, (__half *)y, n, big);
+    return (int)cudaGetLastError();
+}
+
+int kiln__cu_qmatmul_if(void *stream, int qt, const float *x, const void *w, float *y, int64_t m, int64_t n, int64_t k,
+                        const unsigned *flag) {
+    qmatmul_k<<<blocks_for(m * n), THREADS, 0, (cudaStream_t)stream>>>(qt, x, (const unsigned char *)w, y, m, n, k, flag);
     return (int)cudaGetLastError();
 }
 
