@@ -18,12 +18,12 @@
 #include <stdlib.h>
 
 /* W's f16 tile in scratch: at most this (the whole W when it fits), or
- * $KILN_CUDA_QGEMM_TILE_BYTES (the tests' small tiles), but at least the
+ * $KILN_QGEMM_TILE_BYTES (the tests' small tiles), but at least the
  * fewest whole rows that start on a block. */
 #define QGEMM_TILE_BYTES ((size_t)64 << 20)
 
 static size_t tile_bytes(void) {
-    const char *e = getenv("KILN_CUDA_QGEMM_TILE_BYTES");
+    const char *e = getenv("KILN_QGEMM_TILE_BYTES");
     long long v = e ? atoll(e) : 0;
     return v > 0 ? (size_t)v : QGEMM_TILE_BYTES;
 }
