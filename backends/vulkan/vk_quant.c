@@ -20,7 +20,9 @@
  * the exception: x rounded to int8 codes and integer products in the
  * CPU's order (quant_qx.comp with quant_qmv.glsl or quant_qmv_32.glsl;
  * quant_qxk.comp and quant_qmv_k.glsl against Q8_K), equal to its batch-1
- * path bit for bit. */
+ * path bit for bit. From 8 rows of x (a prompt) every dtype takes
+ * qmm_gemm_record: W dequantized to f32 and vk_matmul.c's tiled product,
+ * the f32 matmul of the dequantized W up to the order of the additions. */
 #include "vk.h"
 #include "../../quant/dynamic_map.h"
 
