@@ -1,7 +1,8 @@
 /* cu_qgemm.c — QMATMUL with many rows of x (a prompt) on the CUDA backend:
- * W dequantized to f16 a tile of rows at a time into scratch of at most
- * QGEMM_TILE_BYTES, x converted to f16 once, and each tile's product on
- * tensor cores by cublasGemmEx (f16 inputs, f32 sums and output), as
+ * W dequantized to f16 a tile of rows at a time into scratch
+ * (kiln__qgemm_tile_rows: at most 64 MiB), x converted to f16 once, and
+ * each tile's product on tensor cores by cublasGemmEx (f16 inputs, f32
+ * sums and output), as
  * llama.cpp runs prompts through cuBLAS. Every block dtype the backend
  * decodes takes it (k_quant.cu's decode: the dequantized values are the
  * CPU's bits before the f16 rounding).
@@ -15,18 +16,6 @@
 #include "cu.h"
 
 #include <limits.h>
-#include <stdlib.h>
-
-/* W's f16 tile in scratch: at most this (the whole W when it fits), or
- * $KILN_QGEMM_TILE_BYTES (the tests' small tiles), but at least the
- * fewest whole rows that start on a block. */
-#define QGEMM_TILE_BYTES ((size_t)64 << 20)
-
-static size_t tile_bytes(void) {
-    const char *e = getenv("KILN_QGEMM_TILE_BYTES");
-    long long v = e ? atoll(e) : 0;
-    return v > 0 ? (size_t)v : QGEMM_TILE_BYTES;
-}
 
 static bool fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
 
@@ -40,13 +29,7 @@ kiln_status kiln__cu_qgemm(kiln_cu *cu, kiln_tensor *t) {
     const kiln_tensor *x = t->src[0], *w = t->src[1];
     const int64_t m = x->shape[0], n = w->shape[0], k = w->shape[1];
     const int qt = kiln__cu_quant(w->dtype);
-    /* tiles of whole rows that start on a block: rows a multiple of blck / gcd(k, blck) */
-    int64_t blck = kiln__types[w->dtype].blck, g = k, r = blck;
-    while (r) { int64_t tmp = g % r; g = r, r = tmp; }
-    const int64_t unit = blck / g;
-    int64_t rows = (int64_t)(tile_bytes() / ((size_t)k * 2)) / unit * unit;
-    if (rows < unit) rows = unit;
-    if (rows > n) rows = n;
+    const int64_t rows = kiln__qgemm_tile_rows(w->dtype, n, k, 2);
     /* scratch: the overflow flag (16 bytes), x in f16, W's tile in f16 */
     const size_t xb = ((size_t)(m * k) * 2 + 15) & ~(size_t)15;
     kiln_devbuf *sc = kiln__cu_buffer_new(cu, 16 + xb + (size_t)(rows * k) * 2, false);

@@ -250,32 +250,17 @@ static kiln_status qmm_i8_record(kiln_vk *vk, kiln_tensor *t, uint32_t q0) {
 }
 
 /* From QMM_GEMM_MIN_M rows of x (a prompt): W dequantized to f32 a tile
- * of rows at a time (at most QMM_TILE_BYTES, or $KILN_QGEMM_TILE_BYTES
- * for the tests, but whole blocks) into scratch and vk_matmul.c's tiled
- * f32 product with it, into y, or into scratch copied into y's columns
+ * of rows at a time (kiln__qgemm_tile_rows) into scratch and vk_matmul.c's
+ * tiled f32 product with it, into y, or into scratch copied into y's columns
  * when W takes several tiles. llama.cpp's crossover (its GEMV kernels end
  * at 8 rows), not measured on a GPU. */
 enum { QMM_GEMM_MIN_M = 8 };
-#define QMM_TILE_BYTES ((int64_t)64 << 20)
 
 /* An f32 matrix [r, c] with strides sr, sc in scratch piece p. */
 static kiln_tensor mat(const kiln_tensor *p, int64_t r, int64_t c, int64_t sr, int64_t sc) {
     kiln_tensor v = *p;
     v.ndim = 2, v.shape[0] = r, v.shape[1] = c, v.stride[0] = sr, v.stride[1] = sc;
     return v;
-}
-
-/* Rows of W a tile takes: whole blocks, within the tile bytes. */
-static int64_t tile_rows(kiln_dtype t, int64_t n, int64_t k) {
-    const char *e = getenv("KILN_QGEMM_TILE_BYTES");
-    const int64_t bytes = e && atoll(e) > 0 ? atoll(e) : QMM_TILE_BYTES, blck = kiln__types[t].blck;
-    int64_t g = k, r = blck;
-    while (r) {
-        const int64_t x = g % r;
-        g = r, r = x;
-    }
-    const int64_t unit = blck / g, rows = bytes / (4 * k) / unit * unit;
-    return rows < unit ? unit : rows > n ? n : rows;
 }
 
 /* The MATMUL node y = x . tile^T (tile [nr, k] in scratch) into c. */
@@ -288,7 +273,7 @@ static kiln_tensor gemm_node(const kiln_tensor *x, const kiln_tensor *wt, const 
 
 static bool gemm_ok(const kiln_vk *vk, const kiln_tensor *t) {
     const kiln_tensor *x = t->src[0], *w = t->src[1];
-    const int64_t m = x->shape[0], n = w->shape[0], k = w->shape[1], nr = tile_rows(w->dtype, n, k);
+    const int64_t m = x->shape[0], n = w->shape[0], k = w->shape[1], nr = kiln__qgemm_tile_rows(w->dtype, n, k, 4);
     if (m < QMM_GEMM_MIN_M || (uint64_t)(nr * k) * 4 + 256 > kiln__vk_caps(vk)->max_range ||
         (uint64_t)(m * nr) * 4 + 256 > kiln__vk_caps(vk)->max_range)
         return false;
@@ -298,7 +283,7 @@ static bool gemm_ok(const kiln_vk *vk, const kiln_tensor *t) {
 
 static kiln_status qmm_gemm_record(kiln_vk *vk, kiln_tensor *t, uint32_t q0) {
     const kiln_tensor *x = t->src[0], *w = t->src[1];
-    const int64_t m = x->shape[0], n = w->shape[0], k = w->shape[1], rows = tile_rows(w->dtype, n, k);
+    const int64_t m = x->shape[0], n = w->shape[0], k = w->shape[1], rows = kiln__qgemm_tile_rows(w->dtype, n, k, 4);
     const bool tiled = rows < n, map = QTYPES[w->dtype].map;
     kiln_tensor sc[3]; /* W's tile, y's tile where W takes several, the dynamic map */
     kiln_status s = kiln__vk_scratch_n(vk, 3, (const int64_t[]){rows * k, tiled ? m * rows : 1, map ? 256 : 1},
