@@ -11,9 +11,10 @@
  * (generation) takes k_qmv.cu's integer products, the CPU's bits, and so
  * do ggml's other types (k_qmv_k.cu, k_qmv_32.cu); from CU_QGEMM_MIN_M
  * rows (a prompt) every dtype takes cu_qgemm.c's f16 tensor-core GEMM;
- * the rest take k_quant.cu's f32 kernels. kiln__cu_quant() is the backend's whole
- * knowledge of the block dtypes: cu_supports() sends any node with an
- * operand of another one to the CPU. */
+ * the rest take k_quant.cu's f32 kernels (a warp per row of W for NF4,
+ * NF4_DQ and GQ). kiln__cu_quant() is the backend's whole knowledge of the
+ * block dtypes: cu_supports() sends any node with an operand of another
+ * one to the CPU. */
 #include "cu.h"
 
 #include "../../quant/dynamic_map.h"
