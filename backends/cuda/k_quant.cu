@@ -322,7 +322,9 @@ int kiln__cu_f32_h16(void *stream, const float *x, void *y, int64_t n, unsigned 
 
 int kiln__cu_qmatmul_if(void *stream, int qt, const float *x, const void *w, float *y, int64_t m, int64_t n, int64_t k,
                         const unsigned *flag) {
-    qmatmul_k<<<blocks_for(m * n), THREADS, 0, (cudaStream_t)stream>>>(qt, x, (const unsigned char *)w, y, m, n, k, flag);
+    // at most 1024 blocks (the loop covers the rest): unless the flag is set each returns at once
+    const unsigned grid = blocks_for(m * n) < 1024 ? blocks_for(m * n) : 1024;
+    qmatmul_k<<<grid, THREADS, 0, (cudaStream_t)stream>>>(qt, x, (const unsigned char *)w, y, m, n, k, flag);
     return (int)cudaGetLastError();
 }
 
