@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 struct kiln_devalloc { /* device memory, or a recording */
     kiln_backend *b;
@@ -200,4 +201,17 @@ kiln_status kiln__tensor_zero(kiln_tensor *t) {
     memset(o->data, 0, o->storage_bytes);
     o->where = KILN_AT_HOST;
     return KILN_OK;
+}
+
+int64_t kiln__qgemm_tile_rows(kiln_dtype t, int64_t n, int64_t k, int64_t elem_bytes) {
+    const char *e = getenv("KILN_QGEMM_TILE_BYTES");
+    const long long env = e ? atoll(e) : 0;
+    const int64_t bytes = env > 0 ? env : (int64_t)64 << 20, blck = kiln__types[t].blck;
+    int64_t g = k, r = blck; /* gcd(k, blck) */
+    while (r) {
+        const int64_t x = g % r;
+        g = r, r = x;
+    }
+    const int64_t unit = blck / g, rows = bytes / (elem_bytes * k) / unit * unit;
+    return rows < unit ? unit : rows > n ? n : rows;
 }

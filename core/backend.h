@@ -191,6 +191,12 @@ typedef struct kiln_chain_prog {
 int kiln__chain_compile(kiln_tensor *const *nodes, int n, int at, const kiln_tensor *prev, int max_in, int max_steps,
                         kiln_chain_prog *p);
 
+/* Many-row quantized products on a device (cu_qgemm.c, vk_quant.c): W
+ * [n, k] of block dtype t dequantized to elements of elem_bytes a tile of
+ * rows at a time, at most 64 MiB (or $KILN_QGEMM_TILE_BYTES) but at
+ * least the fewest rows that end on a block. The rows a tile takes. */
+int64_t kiln__qgemm_tile_rows(kiln_dtype t, int64_t n, int64_t k, int64_t elem_bytes);
+
 /* The tensor owning t's storage. */
 static inline kiln_tensor *kiln__owner(kiln_tensor *t) { return t->view_src ? t->view_src : t; }
 

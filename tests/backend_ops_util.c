@@ -249,10 +249,13 @@ done:
     kiln_ctx_free(dev.ctx);
 }
 
+void bo_run_cases_on(const char *family, const bo_case *cases, int n, kiln_backend *b) {
+    for (int k = 0; k < n; k++) run_case(family, &cases[k], b);
+    fflush(stdout);
+}
+
 void bo_run_cases(const char *family, const bo_case *cases, int n) {
     kiln_backend *bs[BO_MAX_BACKENDS];
     int nb = bo_backends(bs);
-    for (int i = 0; i < nb; i++)
-        for (int k = 0; k < n; k++) run_case(family, &cases[k], bs[i]);
-    fflush(stdout);
+    for (int i = 0; i < nb; i++) bo_run_cases_on(family, cases, n, bs[i]);
 }

@@ -93,6 +93,8 @@ kiln_tensor *bo_ints(bo_io *io, kiln_dtype dt, bool grad, int lo, int hi, int nd
 int bo_backends(kiln_backend **out);
 /* Run every case on every device backend against the CPU. */
 void bo_run_cases(const char *family, const bo_case *cases, int n);
+/* The same on backend b alone (a table whose tolerances depend on b). */
+void bo_run_cases_on(const char *family, const bo_case *cases, int n, kiln_backend *b);
 
 /* Compare a device tensor with its CPU twin: the normalized error above
  * (equal infinities and NaN against NaN match; a lone NaN or infinity is an

@@ -193,6 +193,13 @@ KT_TEST(backend_ops_quant_rows) { bo_run_cases("quant", rows_cases, BO_COUNT(row
 
 /* ---- qmatmul --------------------------------------------------------------------- */
 
+/* From 8 rows of x CUDA multiplies x and W each rounded to f16 once (unit
+ * roundoff 2^-11) with f32 sums (cu_qgemm.c): errors of up to 2^-10 of
+ * each product, of random signs, against the largest output, about 3e-4
+ * in the emulator; the cases of 8 rows or more hold within this (Vulkan's
+ * f32 GEMM within BO_TRANS: backend_ops_qmatmul_rows). */
+#define QMM_F16 1e-3
+
 typedef struct qmm_arg {
     int64_t m, n, k;
     bool cpu_qmm; /* the CPU side runs QMATMUL too (else f32 matmul of dequantize(W)) */
@@ -225,21 +232,21 @@ static const qmm_arg Q1 = {1, 37, 256, false}, Q3 = {3, 37, 256, false}, Q8 = {8
 static const qmm_arg QI8_1 = {1, 37, 256, true}, QI8_3 = {3, 37, 256, true}, QI8_K1 = {1, 64, 4160, true};
 #define QMM_CASES(T, A1, A3)                                                                                   \
     {"qmatmul_m1", b_qmm, T, BO_TRANS, 0, A1}, {"qmatmul_m3", b_qmm, T, BO_TRANS, 0, A3},                        \
-        {"qmatmul_m8", b_qmm, T, BO_TRANS, 0, &Q8}, {"qmatmul_m13", b_qmm, T, BO_TRANS, 0, &Q13}
+        {"qmatmul_m8", b_qmm, T, QMM_F16, 0, &Q8}, {"qmatmul_m13", b_qmm, T, QMM_F16, 0, &Q13}
 
 static const bo_case qmm_cases[] = {
     QMM_CASES(KILN_Q8_0, &QI8_1, &QI8_3),
     QMM_CASES(KILN_Q4_0, &QI8_1, &QI8_3),
     QMM_CASES(KILN_NF4, &Q1, &Q3),
     {"qmatmul_m1", b_qmm, KILN_NF4_DQ, BO_TRANS, 0, &QDQ1},
-    {"qmatmul_m9", b_qmm, KILN_NF4_DQ, BO_TRANS, 0, &QDQ9},
+    {"qmatmul_m9", b_qmm, KILN_NF4_DQ, QMM_F16, 0, &QDQ9},
     {"qmatmul_long_k_m1", b_qmm, KILN_Q8_0, BO_TRANS, 0, &QI8_K1},
-    {"qmatmul_long_k_m9", b_qmm, KILN_Q4_0, BO_TRANS, 0, &QK9},
+    {"qmatmul_long_k_m9", b_qmm, KILN_Q4_0, QMM_F16, 0, &QK9},
     {"qmatmul_long_k_m1", b_qmm, KILN_NF4, BO_TRANS, 0, &QK1},
-    {"qmatmul_long_k_m9", b_qmm, KILN_NF4_DQ, BO_TRANS, 0, &QKDQ},
+    {"qmatmul_long_k_m9", b_qmm, KILN_NF4_DQ, QMM_F16, 0, &QKDQ},
     {"qmatmul_long_k_m7", b_qmm, KILN_NF4_DQ, BO_TRANS, 0, &QKDQ7},
     {"qmatmul_vs_cpu_qmm_m1", b_qmm, KILN_NF4, BO_TRANS, 0, &QN1},
-    {"qmatmul_vs_cpu_qmm_m13", b_qmm, KILN_NF4, BO_TRANS, 0, &QN13},
+    {"qmatmul_vs_cpu_qmm_m13", b_qmm, KILN_NF4, QMM_F16, 0, &QN13},
 };
 KT_TEST(backend_ops_qmatmul) { bo_run_cases("quant", qmm_cases, BO_COUNT(qmm_cases)); }
 
@@ -256,18 +263,18 @@ static kiln_tensor *b_qmm_view(bo_io *io) {
     if (on_cpu(CTX) && !a->cpu_qmm) return kiln_matmul(CTX, x, kiln_transpose(CTX, kiln_dequantize(CTX, w), 0, 1));
     return kiln_linear(CTX, x, w, NULL);
 }
-#define GQ_QMM_CASES(T) {"qmatmul_m1", b_qmm, T, BO_TRANS, 0, &QG1}, {"qmatmul_m13", b_qmm, T, BO_TRANS, 0, &Q13}
+#define GQ_QMM_CASES(T) {"qmatmul_m1", b_qmm, T, BO_TRANS, 0, &QG1}, {"qmatmul_m13", b_qmm, T, QMM_F16, 0, &Q13}
 static const bo_case gq_qmm_cases[] = {
     GQ_QMM_CASES(KILN_GQ4_32), GQ_QMM_CASES(KILN_GQ4_64), GQ_QMM_CASES(KILN_GQ4_128),
     GQ_QMM_CASES(KILN_GQ3_32), GQ_QMM_CASES(KILN_GQ3_64), GQ_QMM_CASES(KILN_GQ3_128),
     GQ_QMM_CASES(KILN_GQ2_32), GQ_QMM_CASES(KILN_GQ2_64), GQ_QMM_CASES(KILN_GQ2_128),
     {"qmatmul_m3", b_qmm, KILN_GQ4_128, BO_TRANS, 0, &Q3},
-    {"qmatmul_m8", b_qmm, KILN_GQ4_128, BO_TRANS, 0, &Q8},
+    {"qmatmul_m8", b_qmm, KILN_GQ4_128, QMM_F16, 0, &Q8},
     {"qmatmul_long_k_m1", b_qmm, KILN_GQ4_128, BO_TRANS, 0, &QGK1},
-    {"qmatmul_long_k_m9", b_qmm, KILN_GQ3_64, BO_TRANS, 0, &QGK9},
+    {"qmatmul_long_k_m9", b_qmm, KILN_GQ3_64, QMM_F16, 0, &QGK9},
     {"qmatmul_long_k_m1", b_qmm, KILN_GQ2_32, BO_TRANS, 0, &QGK1},
     {"qmatmul_w_view_m1", b_qmm_view, KILN_GQ4_128, BO_TRANS, 0, &QG1},
-    {"qmatmul_w_view_m13", b_qmm_view, KILN_GQ2_128, BO_TRANS, 0, &Q13},
+    {"qmatmul_w_view_m13", b_qmm_view, KILN_GQ2_128, QMM_F16, 0, &Q13},
 };
 #undef GQ_QMM_CASES
 KT_TEST(backend_ops_qmatmul_gq) { bo_run_cases("quant", gq_qmm_cases, BO_COUNT(gq_qmm_cases)); }
@@ -318,23 +325,104 @@ KT_TEST(backend_ops_qmatmul_int_plain) {
 static const qmm_arg QK256_1 = {1, 37, 512, true}, QK256_13 = {13, 37, 512, false}, QK256_3 = {3, 37, 512, true},
                      QK256_8 = {8, 37, 512, false}, QKL1 = {1, 64, 4352, true}, QKL9 = {9, 64, 4352, false},
                      QK256_1F = {1, 37, 512, false};
-#define GG_QMM_CASES(T) {"qmatmul_m1", b_qmm, T, BO_TRANS, 0, &QK256_1}, {"qmatmul_m13", b_qmm, T, BO_TRANS, 0, &QK256_13}
+#define GG_QMM_CASES(T) {"qmatmul_m1", b_qmm, T, BO_TRANS, 0, &QK256_1}, {"qmatmul_m13", b_qmm, T, QMM_F16, 0, &QK256_13}
 static const bo_case ggml_qmm_cases[] = {
     GG_QMM_CASES(KILN_Q4_1), GG_QMM_CASES(KILN_Q5_0), GG_QMM_CASES(KILN_Q5_1), GG_QMM_CASES(KILN_Q2_K),
     GG_QMM_CASES(KILN_Q3_K), GG_QMM_CASES(KILN_Q4_K), GG_QMM_CASES(KILN_Q5_K), GG_QMM_CASES(KILN_Q6_K),
     GG_QMM_CASES(KILN_IQ4_NL), GG_QMM_CASES(KILN_IQ4_XS),
     /* the activation types, should a weight be stored in one */
-    {"qmatmul_m1", b_qmm, KILN_Q8_1, BO_TRANS, 0, &QK256_1F}, {"qmatmul_m13", b_qmm, KILN_Q8_K, BO_TRANS, 0, &QK256_13},
+    {"qmatmul_m1", b_qmm, KILN_Q8_1, BO_TRANS, 0, &QK256_1F}, {"qmatmul_m13", b_qmm, KILN_Q8_K, QMM_F16, 0, &QK256_13},
     {"qmatmul_m3", b_qmm, KILN_Q4_K, BO_TRANS, 0, &QK256_3},
-    {"qmatmul_m8", b_qmm, KILN_Q6_K, BO_TRANS, 0, &QK256_8},
+    {"qmatmul_m8", b_qmm, KILN_Q6_K, QMM_F16, 0, &QK256_8},
     {"qmatmul_long_k_m1", b_qmm, KILN_Q4_K, BO_TRANS, 0, &QKL1},
-    {"qmatmul_long_k_m9", b_qmm, KILN_Q6_K, BO_TRANS, 0, &QKL9},
+    {"qmatmul_long_k_m9", b_qmm, KILN_Q6_K, QMM_F16, 0, &QKL9},
     {"qmatmul_long_k_m1", b_qmm, KILN_Q3_K, BO_TRANS, 0, &QKL1},
     {"qmatmul_w_view_m1", b_qmm_view, KILN_Q3_K, BO_TRANS, 0, &QK256_1},
-    {"qmatmul_w_view_m13", b_qmm_view, KILN_Q5_0, BO_TRANS, 0, &QK256_13},
+    {"qmatmul_w_view_m13", b_qmm_view, KILN_Q5_0, QMM_F16, 0, &QK256_13},
 };
 #undef GG_QMM_CASES
 KT_TEST(backend_ops_qmatmul_ggml) { bo_run_cases("quant", ggml_qmm_cases, BO_COUNT(ggml_qmm_cases)); }
+
+/* ---- many rows (prompts) --------------------------------------------------------- */
+
+/* Every block dtype at m = 1 and 7 (the GEMV kernels) and 8, 64 and 129
+ * (from the devices' crossover at 8 rows: W dequantized into scratch and
+ * a GEMM). Below 8 rows the dtypes with integer kernels are compared with
+ * the CPU's QMATMUL (both round x to int8), the rest with the f32 matmul
+ * of the dequantized W at BO_TRANS. From 8 rows all with that f32 matmul:
+ * on Vulkan at BO_TRANS (W dequantized to f32, the f32 tiled matmul), on
+ * CUDA at QMM_F16 (x and W in f16; the CPU's batched int8 path is ~1e-2
+ * off). n = 37 (odd; NF4_DQ 32: whole super-blocks), k = 512 (two
+ * super-blocks). */
+static const kiln_dtype ROWS_TYPES[] = {
+    KILN_Q8_0,  KILN_Q4_0,   KILN_Q4_1,   KILN_Q5_0,   KILN_Q5_1,   KILN_Q8_1,   KILN_Q2_K,   KILN_Q3_K,  KILN_Q4_K,
+    KILN_Q5_K,  KILN_Q6_K,   KILN_Q8_K,   KILN_IQ4_NL, KILN_IQ4_XS, KILN_NF4,    KILN_NF4_DQ, KILN_GQ4_32,
+    KILN_GQ4_64, KILN_GQ4_128, KILN_GQ3_32, KILN_GQ3_64, KILN_GQ3_128, KILN_GQ2_32, KILN_GQ2_64, KILN_GQ2_128};
+enum { N_ROWS_TYPES = sizeof ROWS_TYPES / sizeof *ROWS_TYPES, N_ROWS_M = 5 };
+static const int64_t ROWS_M[N_ROWS_M] = {1, 7, 8, 64, 129};
+static const char *const ROWS_NAMES[N_ROWS_M] = {"qmatmul_rows_m1", "qmatmul_rows_m7", "qmatmul_rows_m8",
+                                                 "qmatmul_rows_m64", "qmatmul_rows_m129"};
+
+/* Weight dtypes whose products below 8 rows round x to int8 (cpu, cuda and vulkan alike) */
+static bool int8_below_8(kiln_dtype t) {
+    return t == KILN_Q8_0 || t == KILN_Q4_0 || (is_ggml(t) && t != KILN_Q8_1 && t != KILN_Q8_K);
+}
+
+/* The case of dtype t at m rows on backend bn, its qmm_arg in *a. */
+static bo_case rows_case(kiln_dtype t, int im, const char *bn, qmm_arg *a) {
+    const int64_t m = ROWS_M[im];
+    *a = (qmm_arg){m, t == KILN_NF4_DQ ? 32 : 37, 512, m < 8 && int8_below_8(t)};
+    const double tol = m >= 8 && !strcmp(bn, "cuda") ? QMM_F16 : BO_TRANS;
+    return (bo_case){ROWS_NAMES[im], b_qmm, t, tol, BO_NO_GRAD, a};
+}
+
+KT_TEST(backend_ops_qmatmul_rows) {
+    kiln_backend *bs[BO_MAX_BACKENDS];
+    static qmm_arg args[N_ROWS_TYPES * N_ROWS_M];
+    static bo_case cases[N_ROWS_TYPES * N_ROWS_M];
+    int nb = bo_backends(bs);
+    for (int i = 0; i < nb; i++) {
+        int n = 0;
+        for (int t = 0; t < N_ROWS_TYPES; t++)
+            for (int im = 0; im < N_ROWS_M; im++, n++)
+                cases[n] = rows_case(ROWS_TYPES[t], im, kiln_backend_name(bs[i]), &args[n]);
+        bo_run_cases_on("quant", cases, n, bs[i]);
+    }
+}
+
+/* Beyond f16's range: x up to 1e5, or W of raw Q8_0 blocks (scales up to
+ * 2^15, values up to 2^22). CUDA redoes such products in f32, so these
+ * hold at BO_TRANS. */
+static kiln_tensor *b_qmm_big(bo_io *io) {
+    const qmm_arg *a = io->arg;
+    const bool raw_w = io->dt == KILN_Q8_0;
+    kiln_tensor *x = bo_in_dt(io, KILN_F32, raw_w ? -1 : -1e5, raw_w ? 1 : 1e5, BO_SHAPE(a->m, a->k));
+    kiln_tensor *w = raw_w ? raw(io, a->n, a->k) : qweight(io, a->n, a->k);
+    if (on_cpu(CTX)) return kiln_matmul(CTX, x, kiln_transpose(CTX, kiln_dequantize(CTX, w), 0, 1));
+    return kiln_linear(CTX, x, w, NULL);
+}
+
+/* The same at 64 rows with W in tiles of a few rows (CUDA's
+ * $KILN_QGEMM_TILE_BYTES: 4 rows of 512 a tile, the last of 37 rows
+ * short; NF4_DQ's tiles 32 rows, whole super-blocks), and beyond f16. */
+KT_TEST(backend_ops_qmatmul_rows_tiled) {
+    setenv("KILN_QGEMM_TILE_BYTES", "4096", 1);
+    static const kiln_dtype types[] = {KILN_Q4_0, KILN_Q6_K, KILN_NF4_DQ, KILN_GQ3_64};
+    enum { NT = sizeof types / sizeof *types };
+    static const qmm_arg big = {64, 37, 512, false};
+    kiln_backend *bs[BO_MAX_BACKENDS];
+    qmm_arg args[NT];
+    bo_case cases[NT + 2] = {[NT] = {"qmatmul_rows_big_x_m64", b_qmm_big, KILN_Q4_K, BO_TRANS, BO_NO_GRAD, &big},
+                             {"qmatmul_rows_big_w_m64", b_qmm_big, KILN_Q8_0, BO_TRANS, BO_NO_GRAD, &big}};
+    int nb = bo_backends(bs);
+    for (int i = 0; i < nb; i++) {
+        for (int t = 0; t < NT; t++) {
+            cases[t] = rows_case(types[t], 3, kiln_backend_name(bs[i]), &args[t]);
+            if (types[t] == KILN_NF4_DQ) args[t].n = 64;
+        }
+        bo_run_cases_on("quant", cases, NT + 2, bs[i]);
+    }
+}
 
 /* ---- an act-order GPTQ layer ---------------------------------------------------- */
 
@@ -388,9 +476,9 @@ static kiln_tensor *b_act_order(bo_io *io) {
 static const qmm_arg QA1 = {1, 48, 512, false}, QA9 = {9, 48, 512, false};
 static const bo_case act_cases[] = {
     {"act_order_m1", b_act_order, KILN_GQ4_128, BO_TRANS, 0, &QA1},
-    {"act_order_m9", b_act_order, KILN_GQ4_128, BO_TRANS, 0, &QA9},
+    {"act_order_m9", b_act_order, KILN_GQ4_128, QMM_F16, 0, &QA9},
     {"act_order_m1", b_act_order, KILN_GQ3_32, BO_TRANS, 0, &QA1},
-    {"act_order_m9", b_act_order, KILN_GQ2_64, BO_TRANS, 0, &QA9},
+    {"act_order_m9", b_act_order, KILN_GQ2_64, QMM_F16, 0, &QA9},
 };
 KT_TEST(backend_ops_qmatmul_act_order) { bo_run_cases("quant", act_cases, BO_COUNT(act_cases)); }
 

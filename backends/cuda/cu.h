@@ -79,6 +79,14 @@ int kiln__cu_quant(kiln_dtype t);
 bool kiln__cu_quant_rows_supports(const kiln_tensor *t);
 kiln_status kiln__cu_quant_rows_record(kiln_cu *cu, kiln_tensor *t);
 
+/* cu_qgemm.c: QMATMUL from CU_QGEMM_MIN_M rows of x (a prompt) as W
+ * dequantized to f16 tiles and cublasGemmEx; below, the GEMV kernels
+ * (k_qmv*.cu, k_quant.cu). The crossover is llama.cpp's (its GEMV kernels
+ * stop at 8 rows; ours at 7), not measured on a GPU. */
+enum { CU_QGEMM_MIN_M = 8 };
+bool kiln__cu_qgemm_ok(const kiln_tensor *t);
+kiln_status kiln__cu_qgemm(kiln_cu *cu, kiln_tensor *t);
+
 /* cu_chain.c: KILN_FUSE_CHAIN, an f32 or f64 chain's nodes (each one the
  * backend takes) as chain kernels. */
 kiln_status kiln__cu_chain_record(kiln_cu *cu, kiln_tensor *const *nodes, int n);

@@ -202,6 +202,14 @@ int kiln__cu_dequantize_rows(void *stream, int qt, const void *q, float *y, int6
 int kiln__cu_nf4_dq_map(void *stream, const float *map);
 /* y [m, n] = x [m, k] . W^T with W [n, k]. */
 int kiln__cu_qmatmul(void *stream, int qt, const float *x, const void *w, float *y, int64_t m, int64_t n, int64_t k);
+/* Many-row products (cu_qgemm.c): y [n] = f16 of elements i0 .. i0 + n - 1
+ * of q (W's rows as one run of elements), x [n] f32 to f16; *big (one
+ * unsigned, zeroed first) set where a finite value overflows f16. */
+int kiln__cu_dequantize_h16(void *stream, int qt, const void *q, int64_t i0, void *y, int64_t n, unsigned *big);
+int kiln__cu_f32_h16(void *stream, const float *x, void *y, int64_t n, unsigned *big);
+/* kiln__cu_qmatmul's f32 product, run only where *flag is set (decided on the device). */
+int kiln__cu_qmatmul_if(void *stream, int qt, const float *x, const void *w, float *y, int64_t m, int64_t n, int64_t k,
+                        const unsigned *flag);
 /* The same for Q8_0 and Q4_0 (qt) and m <= CU_QMV_MAX_M by integer dot
  * products, the CPU's batch-1 results bit for bit (k_qmv.cu); xq [m k]
  * and dx [m k / 32] are scratch for x's codes and scales; w even. */

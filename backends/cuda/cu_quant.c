@@ -9,10 +9,12 @@
  * absmax codes read the signed dynamic map, copied to the device before
  * the first NF4_DQ kernel. QMATMUL of Q8_0 and Q4_0 with few rows of x
  * (generation) takes k_qmv.cu's integer products, the CPU's bits, and so
- * do ggml's other types (k_qmv_k.cu, k_qmv_32.cu); the rest take
- * k_quant.cu's f32 ones. kiln__cu_quant() is the backend's whole
- * knowledge of the block dtypes: cu_supports() sends any node with an
- * operand of another one to the CPU. */
+ * do ggml's other types (k_qmv_k.cu, k_qmv_32.cu); from CU_QGEMM_MIN_M
+ * rows (a prompt) every dtype takes cu_qgemm.c's f16 tensor-core GEMM;
+ * the rest take k_quant.cu's f32 kernels (a warp per row of W for NF4,
+ * NF4_DQ and GQ). kiln__cu_quant() is the backend's whole knowledge of the
+ * block dtypes: cu_supports() sends any node with an operand of another
+ * one to the CPU. */
 #include "cu.h"
 
 #include "../../quant/dynamic_map.h"
@@ -118,6 +120,7 @@ static kiln_status qmatmul_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *
     kiln_status s = ready(cu, w->dtype);
     if (s) return s;
     const int64_t m = x->shape[0], n = w->shape[0], k = w->shape[1];
+    if (kiln__cu_qgemm_ok(t)) return kiln__cu_qgemm(cu, t);
     const int qt = kiln__cu_quant(w->dtype), kind = int_kind(w->dtype);
     if (kind && m <= CU_QMV_MAX_M && !((uintptr_t)kiln__cu_ptr(w) & 1)) {
         /* scratch: x's scales (one per 32, or per 256 for Q8_K), Q8_1's

@@ -6,8 +6,10 @@
 // dequantize equals the CPU bit for bit), dequantize, get_rows from a
 // quantized table, and the quantized matmul y = x . W^T, which sums
 // x * w over k in double (x never rounded, as the Vulkan kernels; the
-// CPU's batch-1 path rounds x to int8 for Q8_0/Q4_0), or for NF4 and
-// NF4_DQ with few rows of x a warp per row in f32 (nf4_mv_k).
+// CPU's batch-1 path rounds x to int8 for Q8_0/Q4_0), or for NF4,
+// NF4_DQ and the GQ dtypes with few rows of x a warp per row in f32
+// (nf4_mv_k, gq_mv_k); the f16 conversions of the many-row products
+// (cu_qgemm.c).
 #include "cu_kernels.h"
 
 #include <cuda_bf16.h>
@@ -107,8 +109,30 @@ __global__ void qrows_k(int qt, const unsigned char *table, int64_t v, int64_t d
     }
 }
 
-// y [m, n] = x [m, k] . W^T, W [n, k] quantized: one thread per output.
-__global__ void qmatmul_k(int qt, const float *x, const unsigned char *w, float *y, int64_t m, int64_t n, int64_t k) {
+// f16 of a finite v, raising *big where v is beyond f16's range (65504):
+// the many-row product is then redone in f32 (qmatmul_k's flag).
+__device__ __half to_h16(float v, unsigned *big) {
+    __half h = __float2half_rn(v);
+    if (isinf(__half2float(h)) && isfinite(v)) atomicMax(big, 1u);
+    return h;
+}
+
+// y[i] = f16 of element i0 + i of W (the many-row product's tile of W).
+__global__ void dequant_h16_k(int qt, const unsigned char *q, int64_t i0, __half *y, int64_t n, unsigned *big) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = to_h16(decode(qt, q, i0 + i), big);
+}
+
+__global__ void f32_h16_k(const float *x, __half *y, int64_t n, unsigned *big) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = to_h16(x[i], big);
+}
+
+// y [m, n] = x [m, k] . W^T, W [n, k] quantized: one thread per output;
+// with only non-NULL, nothing unless *only is set.
+__global__ void qmatmul_k(int qt, const float *x, const unsigned char *w, float *y, int64_t m, int64_t n, int64_t k,
+                          const unsigned *only) {
+    if (only && !*only) return;
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < m * n; e += (int64_t)gridDim.x * blockDim.x) {
         int64_t r = e / n, c = e % n;
         const float *xr = x + r * k;
@@ -126,6 +150,22 @@ __global__ void qmatmul_k(int qt, const float *x, const unsigned char *w, float 
 // partials of a row summed in lane order through shared memory. The CPU's
 // SIMD kernels sum in other orders: f32 rounding apart, not bit for bit.
 const int NF4_THREADS = 128, NF4_ROWS = NF4_THREADS / 32;
+
+// The few-row kernels' end for a block of NF4_ROWS warps, a row of W each:
+// lane ln's partials acc of row r summed in lane order through part into y.
+__device__ void rows_sum(float (*part)[CU_QMV_MAX_M][32], const float *acc, int rr, int ln, int m, int64_t r, int64_t n,
+                         float *y) {
+#pragma unroll
+    for (int xr = 0; xr < CU_QMV_MAX_M; xr++)
+        if (xr < m) part[rr][xr][ln] = acc[xr];
+    __syncthreads();
+    if (r < n && ln < m) {
+        float s = 0.0f;
+        for (int l = 0; l < 32; l++) s += part[rr][ln][l];
+        y[ln * n + r] = s;
+    }
+    __syncthreads(); // the partials are read before the next rows'
+}
 
 template <bool DQ> __global__ void nf4_mv_k(const float *x, const unsigned char *w, float *y, int m, int64_t n, int64_t k) {
     __shared__ float part[NF4_ROWS][CU_QMV_MAX_M][32], tab[16]; // the table: lanes index it apart
@@ -171,16 +211,56 @@ template <bool DQ> __global__ void nf4_mv_k(const float *x, const unsigned char 
                 acc[xr] += s * a;
             }
         }
+        rows_sum(part, acc, rr, ln, m, r, n, y);
+    }
+}
+
+// GQ<bits>_<g>'s few-row products (m <= CU_QMV_MAX_M): as nf4_mv_k, a warp
+// per row of W, lane l taking its groups l, l + 32, ... (W's bytes read
+// once, by bytes: the blocks are 3 + g bits / 8 bytes, odd), each group's
+// sum of (q - zero) x in f32 in element order times its f16 scale added
+// to the lane's partial: the f32 product with the dequantized W up to
+// rounding (the CPU's batch-1 path rounds x to int8; the devices do not).
+template <int BITS>
+__global__ void gq_mv_k(int g, const float *x, const unsigned char *w, float *y, int m, int64_t n, int64_t k) {
+    __shared__ float part[NF4_ROWS][CU_QMV_MAX_M][32];
+    const int t = threadIdx.x, rr = t / 32, ln = t % 32, bb = 3 + g / 32 * 4 * BITS;
+    const int64_t nb = k / g;
+    for (int64_t r0 = blockIdx.x * (int64_t)NF4_ROWS; r0 < n; r0 += (int64_t)gridDim.x * NF4_ROWS) {
+        const int64_t r = r0 + rr;
+        float acc[CU_QMV_MAX_M];
 #pragma unroll
-        for (int xr = 0; xr < CU_QMV_MAX_M; xr++)
-            if (xr < m) part[rr][xr][ln] = acc[xr];
-        __syncthreads();
-        if (r < n && ln < m) {
-            float s = 0.0f;
-            for (int l = 0; l < 32; l++) s += part[rr][ln][l];
-            y[ln * n + r] = s;
+        for (int xr = 0; xr < CU_QMV_MAX_M; xr++) acc[xr] = 0.0f;
+        for (int64_t b = ln; r < n && b < nb; b += 32) {
+            const unsigned char *blk = w + (r * nb + b) * bb;
+            const float sc = __half2float(__ushort_as_half((unsigned short)(blk[0] | blk[1] << 8)));
+            const int z = blk[2];
+            float s[CU_QMV_MAX_M];
+#pragma unroll
+            for (int xr = 0; xr < CU_QMV_MAX_M; xr++) s[xr] = 0.0f;
+            for (int c = 0; c < g / 32; c++) {
+                unsigned char cc[4 * BITS]; // the chunk's 32 codes (quant/quant.h's GPTQ layout)
+#pragma unroll
+                for (int i = 0; i < 4 * BITS; i++) cc[i] = blk[3 + c * 4 * BITS + i];
+                const float *xc = x + b * g + c * 32;
+#pragma unroll
+                for (int j = 0; j < 32; j++) {
+                    int q;
+                    if (BITS == 4) q = j < 16 ? cc[j] & 0x0f : cc[j - 16] >> 4;
+                    else {
+                        q = (cc[j % 8] >> (2 * (j / 8))) & 3;
+                        if (BITS == 3) q |= ((cc[8 + j / 8] >> (j % 8)) & 1) << 2;
+                    }
+                    const float d = (float)(q - z);
+#pragma unroll
+                    for (int xr = 0; xr < CU_QMV_MAX_M; xr++)
+                        if (xr < m) s[xr] += d * xc[xr * k + j];
+                }
+            }
+#pragma unroll
+            for (int xr = 0; xr < CU_QMV_MAX_M; xr++) acc[xr] += s[xr] * sc;
         }
-        __syncthreads(); // the partials are read before the next rows'
+        rows_sum(part, acc, rr, ln, m, r, n, y);
     }
 }
 
@@ -219,7 +299,32 @@ int kiln__cu_qmatmul(void *stream, int qt, const float *x, const void *w, float 
     const bool mv = m <= CU_QMV_MAX_M && !((uintptr_t)x & 15) && !((uintptr_t)w & 3); // float4 x, word W loads
     if (mv && qt == CU_NF4) nf4_mv_k<false><<<grid, NF4_THREADS, 0, st>>>(x, wb, y, (int)m, n, k);
     else if (mv && qt == CU_NF4_DQ) nf4_mv_k<true><<<grid, NF4_THREADS, 0, st>>>(x, wb, y, (int)m, n, k);
-    else qmatmul_k<<<blocks_for(m * n), THREADS, 0, st>>>(qt, x, wb, y, m, n, k);
+    else if (m <= CU_QMV_MAX_M && (qt & CU_GQ)) {
+        const int bits = (qt >> 8) & 0xf, g = qt & 0xff;
+        if (bits == 4) gq_mv_k<4><<<grid, NF4_THREADS, 0, st>>>(g, x, wb, y, (int)m, n, k);
+        else if (bits == 3) gq_mv_k<3><<<grid, NF4_THREADS, 0, st>>>(g, x, wb, y, (int)m, n, k);
+        else gq_mv_k<2><<<grid, NF4_THREADS, 0, st>>>(g, x, wb, y, (int)m, n, k);
+    }
+    else qmatmul_k<<<blocks_for(m * n), THREADS, 0, st>>>(qt, x, wb, y, m, n, k, NULL);
+    return (int)cudaGetLastError();
+}
+
+int kiln__cu_dequantize_h16(void *stream, int qt, const void *q, int64_t i0, void *y, int64_t n, unsigned *big) {
+    dequant_h16_k<<<blocks_for(n), THREADS, 0, (cudaStream_t)stream>>>(qt, (const unsigned char *)q, i0, (__half *)y, n,
+                                                                       big);
+    return (int)cudaGetLastError();
+}
+
+int kiln__cu_f32_h16(void *stream, const float *x, void *y, int64_t n, unsigned *big) {
+    f32_h16_k<<<blocks_for(n), THREADS, 0, (cudaStream_t)stream>>>(x, (__half *)y, n, big);
+    return (int)cudaGetLastError();
+}
+
+int kiln__cu_qmatmul_if(void *stream, int qt, const float *x, const void *w, float *y, int64_t m, int64_t n, int64_t k,
+                        const unsigned *flag) {
+    // at most 1024 blocks (the loop covers the rest): unless the flag is set each returns at once
+    const unsigned grid = blocks_for(m * n) < 1024 ? blocks_for(m * n) : 1024;
+    qmatmul_k<<<grid, THREADS, 0, (cudaStream_t)stream>>>(qt, x, (const unsigned char *)w, y, m, n, k, flag);
     return (int)cudaGetLastError();
 }
 

@@ -55,6 +55,11 @@ void kiln__vk_register_quant(kiln_vk_kernel *tab);
  * of a dtype this refuses to the CPU, so a new block dtype needs nothing
  * here to fall back. */
 bool kiln__vk_dtype_ok(kiln_dtype t);
+/* vk_matmul.c, for a MATMUL node another family builds (vk_quant.c's
+ * many-row products): does it run here, and record it without splitting K
+ * across workgroups (which takes scratch, and would replace the caller's). */
+bool kiln__vk_matmul_ok(const kiln_vk *vk, const kiln_tensor *t);
+kiln_status kiln__vk_matmul_unsplit(kiln_vk *vk, kiln_tensor *t);
 /* get_rows from a quantized table (vk_quant.c), for vk_rows.c's row. */
 bool kiln__vk_quant_rows_supports(const kiln_vk *vk, const kiln_tensor *node);
 kiln_status kiln__vk_quant_rows_record(kiln_vk *vk, kiln_tensor *node, const kiln_exec *ex);

@@ -270,7 +270,8 @@ static kiln_status record_split(kiln_vk *vk, kiln_tensor *t, const mm_plan *pl, 
     return kiln__vk_dispatch(vk, &ds);
 }
 
-static kiln_status matmul_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
+/* Node t; may_split: K may be split across workgroups (scratch). */
+static kiln_status record(kiln_vk *vk, kiln_tensor *t, bool accumulate, bool may_split) {
     const kiln_tensor *a = t->src[0], *b = t->src[1];
     mm_plan pl;
     plan_of(t, kiln__vk_caps(vk)->max_groups[1], &pl);
@@ -282,7 +283,7 @@ static kiln_status matmul_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
         bd[s] = pl.bd[i], as[s] = pl.as[i], bs[s] = pl.bs[i];
     }
     uint32_t flags = 0;
-    if (ex->accumulate) flags |= MM_ACCUMULATE;
+    if (accumulate) flags |= MM_ACCUMULATE;
     if (t->dtype == KILN_F32 && kiln_get_matmul_precision() == KILN_MATMUL_BF16) flags |= MM_BF16;
     /* stage each operand along its unit-stride dim (coalesced loads) */
     if (pl.sak == 1 && pl.sam != 1) flags |= MM_A_KFAST;
@@ -296,7 +297,7 @@ static kiln_status matmul_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
     };
     for (int i = 0; i < MM_BATCH_DIMS; i++) pc.as[i] = (uint32_t)as[i], pc.bs[i] = (uint32_t)bs[i];
     mm_split sp;
-    if (split_of(kiln__vk_caps(vk), &pl, &sp)) return record_split(vk, t, &pl, &sp, &pc);
+    if (may_split && split_of(kiln__vk_caps(vk), &pl, &sp)) return record_split(vk, t, &pl, &sp, &pc);
     const mm_variant *v = &VARIANTS[variant_of(&pl)];
     /* batches beyond the device's grid limit in z: more dispatches, each
      * starting at batch z0 */
@@ -317,6 +318,14 @@ static kiln_status matmul_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
     }
     return KILN_OK;
 }
+
+static kiln_status matmul_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
+    return record(vk, t, ex->accumulate, true);
+}
+
+bool kiln__vk_matmul_ok(const kiln_vk *vk, const kiln_tensor *t) { return matmul_supports(vk, t); }
+
+kiln_status kiln__vk_matmul_unsplit(kiln_vk *vk, kiln_tensor *t) { return record(vk, t, false, false); }
 
 void kiln__vk_register_matmul(kiln_vk_kernel *tab) {
     tab[KILN_OP_MATMUL] = (kiln_vk_kernel){matmul_supports, matmul_record};

@@ -20,7 +20,9 @@
  * the exception: x rounded to int8 codes and integer products in the
  * CPU's order (quant_qx.comp with quant_qmv.glsl or quant_qmv_32.glsl;
  * quant_qxk.comp and quant_qmv_k.glsl against Q8_K), equal to its batch-1
- * path bit for bit. */
+ * path bit for bit. From 8 rows of x (a prompt) every dtype takes
+ * qmm_gemm_record: W dequantized to f32 and vk_matmul.c's tiled product,
+ * the f32 matmul of the dequantized W up to the order of the additions. */
 #include "vk.h"
 #include "../../quant/dynamic_map.h"
 
@@ -247,6 +249,76 @@ static kiln_status qmm_i8_record(kiln_vk *vk, kiln_tensor *t, uint32_t q0) {
     return kiln__vk_dispatch(vk, &mv);
 }
 
+/* From QMM_GEMM_MIN_M rows of x (a prompt): W dequantized to f32 a tile
+ * of rows at a time (kiln__qgemm_tile_rows) into scratch and vk_matmul.c's
+ * tiled f32 product with it, into y, or into scratch copied into y's columns
+ * when W takes several tiles. llama.cpp's crossover (its GEMV kernels end
+ * at 8 rows), not measured on a GPU. */
+enum { QMM_GEMM_MIN_M = 8 };
+
+/* An f32 matrix [r, c] with strides sr, sc in scratch piece p. */
+static kiln_tensor mat(const kiln_tensor *p, int64_t r, int64_t c, int64_t sr, int64_t sc) {
+    kiln_tensor v = *p;
+    v.ndim = 2, v.shape[0] = r, v.shape[1] = c, v.stride[0] = sr, v.stride[1] = sc;
+    return v;
+}
+
+/* The MATMUL node y = x . tile^T (tile [nr, k] in scratch) into c. */
+static kiln_tensor gemm_node(const kiln_tensor *x, const kiln_tensor *wt, const kiln_tensor *c) {
+    kiln_tensor mm = *c;
+    mm.nsrc = 2, mm.src[0] = (kiln_tensor *)x, mm.src[1] = (kiln_tensor *)wt;
+    mm.ip[0] = mm.ip[1] = 0;
+    return mm;
+}
+
+static bool gemm_ok(const kiln_vk *vk, const kiln_tensor *t) {
+    const kiln_tensor *x = t->src[0], *w = t->src[1];
+    const int64_t m = x->shape[0], n = w->shape[0], k = w->shape[1], nr = kiln__qgemm_tile_rows(w->dtype, n, k, 4);
+    if (m < QMM_GEMM_MIN_M || (uint64_t)(nr * k) * 4 + 256 > kiln__vk_caps(vk)->max_range ||
+        (uint64_t)(m * nr) * 4 + 256 > kiln__vk_caps(vk)->max_range)
+        return false;
+    kiln_tensor wt = mat(x, k, nr, 1, k), c = mat(t, m, nr, nr, 1), mm = gemm_node(x, &wt, &c);
+    return kiln__vk_matmul_ok(vk, &mm);
+}
+
+static kiln_status qmm_gemm_record(kiln_vk *vk, kiln_tensor *t, uint32_t q0) {
+    const kiln_tensor *x = t->src[0], *w = t->src[1];
+    const int64_t m = x->shape[0], n = w->shape[0], k = w->shape[1], rows = kiln__qgemm_tile_rows(w->dtype, n, k, 4);
+    const bool tiled = rows < n, map = QTYPES[w->dtype].map;
+    kiln_tensor sc[3]; /* W's tile, y's tile where W takes several, the dynamic map */
+    kiln_status s = kiln__vk_scratch_n(vk, 3, (const int64_t[]){rows * k, tiled ? m * rows : 1, map ? 256 : 1},
+                                       (const kiln_dtype[]){KILN_F32, KILN_F32, KILN_F32}, sc);
+    if (s) return s;
+    if (map) {
+        float mv[256];
+        kiln__dynamic_map(true, mv);
+        if ((s = kiln__vk_write(vk, &sc[2], mv, sizeof mv))) return s;
+    }
+    const kiln_type_traits *tr = &kiln__types[w->dtype];
+    for (int64_t r0 = 0; r0 < n && !s; r0 += rows) {
+        const int64_t nr = n - r0 < rows ? n - r0 : rows;
+        struct {
+            uint32_t n, cols, q0, y0, d1, d2, s0, s1, s2;
+        } dq = {(uint32_t)(nr * k), (uint32_t)(nr * k), q0 + (uint32_t)(r0 * k / tr->blck * (int64_t)tr->size),
+                kiln__vk_base(vk, &sc[0]), 1, 1, 0, 0, 0};
+        kiln_vk_dispatch d = {.shader = QTYPES[w->dtype].dq, .n = map ? 3 : 2, .bind = {w, &sc[0], &sc[2]},
+                              .push = &dq, .push_size = sizeof dq};
+        kiln__vk_groups_1d(vk, (uint64_t)(nr * k), 256, d.groups);
+        if ((s = kiln__vk_dispatch(vk, &d))) break;
+        kiln_tensor wt = mat(&sc[0], k, nr, 1, k), c = tiled ? mat(&sc[1], m, nr, nr, 1) : *t;
+        kiln_tensor mm = gemm_node(x, &wt, &c);
+        if ((s = kiln__vk_matmul_unsplit(vk, &mm)) || !tiled) break;
+        struct { /* mov_copy's push constants: [m, nr] into y's columns r0 .. */
+            uint32_t n, ndim, x0, y0, shape[6], xs[6], ys[6];
+        } cp = {(uint32_t)(m * nr), 2, kiln__vk_base(vk, &sc[1]), kiln__vk_base(vk, t) + (uint32_t)r0,
+                {(uint32_t)m, (uint32_t)nr}, {(uint32_t)nr, 1}, {(uint32_t)n, 1}};
+        kiln_vk_dispatch dc = {.shader = "mov_copy_b32", .n = 2, .bind = {&sc[1], t}, .push = &cp, .push_size = sizeof cp};
+        kiln__vk_groups_1d(vk, (uint64_t)(m * nr), 256, dc.groups);
+        s = kiln__vk_dispatch(vk, &dc);
+    }
+    return s;
+}
+
 static kiln_status qmm_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
     const kiln_tensor *x = t->src[0], *w = t->src[1];
@@ -257,6 +329,7 @@ static kiln_status qmm_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) 
     } pc = {(uint32_t)m, (uint32_t)n, (uint32_t)k, 0, kiln__vk_base(vk, x), kiln__vk_base(vk, t)};
     kiln_status s = qbase(vk, w, &pc.q0);
     if (s) return s;
+    if (gemm_ok(vk, t)) return qmm_gemm_record(vk, t, pc.q0);
     if (m <= QMV_I8_M && i8_shader(w->dtype, false, false)) return qmm_i8_record(vk, t, pc.q0);
     const bool one = m < QMV_MB1_BELOW;
     kiln_vk_dispatch d = {
