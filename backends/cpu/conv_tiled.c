@@ -180,15 +180,19 @@ static void forward_tiles(void *arg, int64_t i0, int64_t i1, int tid) {
 }
 
 /* Grad w, its columns [k0, k1): gw[:, k0:k1] = sum over tiles of
- * gy[:, tile] cols[k0:k1]^T, tiles in order. */
+ * gy[:, tile] cols[k0:k1]^T, tiles in order. Its rows of the columns start
+ * at k0 pt whatever the tile's length: threads reach the last, shorter
+ * tile at different times, and rows at k0 len would overlap another
+ * thread's rows of a full tile. */
 static void grad_w_rows(void *arg, int64_t k0, int64_t k1, int tid) {
     const conv_job *j = arg;
     (void)tid;
     for (int64_t i = 0; i * j->pt < j->np; i++) {
         tile t = tile_at(j, i, j->cols);
         int64_t len = t.p1 - t.p0;
+        t.cols = (void *)at(j, j->cols, k0 * (j->pt - len)); /* row kk at k0 pt + (kk - k0) len */
         form_cols(j, &t, k0, k1);
-        gemm(j, false, true, j->o, k1 - k0, len, at(j, j->gy, t.p0), j->np, at(j, j->cols, k0 * len), len, i > 0,
+        gemm(j, false, true, j->o, k1 - k0, len, at(j, j->gy, t.p0), j->np, at(j, j->cols, k0 * j->pt), len, i > 0,
              (void *)at(j, j->out, k0), j->k);
     }
 }
