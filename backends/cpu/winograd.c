@@ -121,6 +121,7 @@ typedef struct wgrad_job {
     float *gw, *scratch, *parts;
     int64_t c, o, tb, cs; /* cs: channels a chunk */
     int64_t np, nb;       /* parts of a chunk's tiles, blocks of tiles in all */
+    bool acc;             /* add into gw */
     size_t per_thread;    /* floats of Z and V, and when np is 1, of a chunk's sums */
 } wgrad_job;
 
@@ -143,7 +144,7 @@ static void grad_w_units(void *arg, int64_t u0, int64_t u1, int tid) {
                 kiln__sgemm_own(false, true, j->o, cw, cnt, 1.0f, z + xi * zs, j->tb, v + xi * vs, j->tb,
                                 t0 > b0 * j->tb ? 1.0f : 0.0f, mu + xi * j->o * cw, cw, 1);
         }
-        if (j->np == 1) j->x->kernel_grad(mu, j->o, cw, 0, j->o * cw, j->gw + c0 * 9, j->c * 9);
+        if (j->np == 1) j->x->kernel_grad(mu, j->o, cw, 0, j->o * cw, j->gw + c0 * 9, j->c * 9, j->acc);
     }
 }
 
@@ -161,7 +162,7 @@ static void grad_w_gather(void *arg, int64_t k0, int64_t k1, int tid) {
 #pragma omp simd
             for (int64_t i = 0; i < len; i++) m[i] += q[i];
         }
-        j->x->kernel_grad(m, j->o, cw, 0, j->o * cw, j->gw + c0 * 9, j->c * 9);
+        j->x->kernel_grad(m, j->o, cw, 0, j->o * cw, j->gw + c0 * 9, j->c * 9, j->acc);
     }
 }
 
@@ -175,16 +176,16 @@ static int64_t tile_parts(int64_t chunks, int64_t blocks) {
 }
 
 kiln_status kiln__wino_grad_w(const kiln_conv_geom *cg, int64_t n, int64_t c, int64_t o, const float *x,
-                              const float *gy, float *gw, int n_threads) {
+                              const float *gy, float *gw, bool acc, int n_threads) {
     wgrad_job j = {0};
     int64_t plane_in = cg->h * cg->w, plane_out = cg->oh * cg->ow;
     /* out is gy, read by grad_output */
     j.g = (kiln_wino_geom){x, c * plane_in, plane_in, cg->h, cg->w, cg->ph, cg->pw,
                            (float *)gy, plane_out, n * plane_out, cg->oh, cg->ow, 0, 0, 0};
     j.g.th = (cg->oh + 3) / 4, j.g.tw = (cg->ow + 3) / 4, j.g.tiles = n * j.g.th * j.g.tw;
-    j.c = c, j.o = o, j.gw = gw, j.x = kiln__wino_xform();
+    j.c = c, j.o = o, j.gw = gw, j.acc = acc, j.x = kiln__wino_xform();
     if (j.g.tiles == 0 || c == 0 || o == 0) {
-        memset(gw, 0, (size_t)(o * c * 9) * sizeof(float));
+        if (!acc) memset(gw, 0, (size_t)(o * c * 9) * sizeof(float));
         return KILN_OK;
     }
     j.cs = c < 64 ? c : 64;
