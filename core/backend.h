@@ -31,9 +31,10 @@
  *  - KILN_FUSE_CHAIN: consecutive element-wise nodes, each read only by
  *    the next and on operands that tile with the output (kiln__fuse_operand),
  *    run by `compute_chain` as one pass that writes only the last node;
- *  - KILN_FUSE_ACC: a product (MATMUL, or DFP_MATMUL on a plain B) read only
- *    by the ACC_GRAD that adds it into a gradient is computed with
- *    ex->accumulate into the gradient itself; the ACC_GRAD never runs;
+ *  - KILN_FUSE_ACC: a product (MATMUL, DFP_MATMUL on a plain B, or
+ *    CONV2D_GRAD_W through its reshape) read only by the ACC_GRAD that adds
+ *    it into a gradient is computed with ex->accumulate into the gradient
+ *    itself; the ACC_GRAD never runs;
  *  - KILN_FUSE_NORM_RELU: a training batch_norm read only by the ReLU after
  *    it, run by `compute_chain` as the norm's kernel clamping as it writes
  *    the ReLU's output (the norm's own output is never stored).

@@ -12,7 +12,8 @@
  *  - KILN_FUSE_ACC: a matmul read only by the ACC_GRAD that adds it into a
  *    gradient (the weight gradient of every linear layer) adds into the
  *    gradient itself (GEMM with beta = 1), so it needs no buffer and the
- *    extra pass is gone; a DFP matmul (ops/dfp.c) the same way.
+ *    extra pass is gone; a DFP matmul (ops/dfp.c) and a convolution's
+ *    weight gradient (CONV2D_GRAD_W, read through its reshape) the same way.
  * Every node of a fused step is one the backend supports. The CPU runs all
  * three forms, Vulkan and CUDA the first two (their chain kernels run
  * element-wise ops only); a backend that runs none gets every node alone,
@@ -69,6 +70,13 @@ static bool norm_relu(const kiln_graph *g, const int *readers, kiln_backend *b, 
            b->vt->supports(b, r);
 }
 
+/* Is v a whole reshape of a CONV2D_GRAD_W, read by one node? */
+static bool reshaped_grad_w(const kiln_tensor *v, const int *readers, uint64_t gen) {
+    const kiln_tensor *p = v->view_src;
+    return v->op == KILN_OP_VIEW && p && v->src[0] == p && p->op == KILN_OP_CONV2D_GRAD_W && !v->view_offs &&
+           kiln_tensor_is_contiguous(v) && v->visit == gen && readers[v->slot] == 1 && !(v->flags & KILN_FLAG_OUTPUT);
+}
+
 kiln_status kiln__graph_fuse(kiln_graph *g, kiln_backend *b, uint64_t gen) {
     kiln_status s = kiln__owned_grow(g->ctx, (void **)&g->chain_end, &g->chain_cap, g->n, sizeof *g->chain_end);
     if (!s) s = kiln__owned_grow(g->ctx, (void **)&g->acc_node, &g->acc_cap, g->n, sizeof *g->acc_node);
@@ -87,11 +95,15 @@ kiln_status kiln__graph_fuse(kiln_graph *g, kiln_backend *b, uint64_t gen) {
     }
     for (int i = 0; (forms & KILN_FUSE_ACC) && i < g->n; i++) {
         kiln_tensor *acc = g->nodes[i], *m = acc->src[1];
-        if (acc->op != KILN_OP_ACC_GRAD ||
-            /* a DFP product too (its kernel adds it in), unless its B is a convolution's columns */
-            !(m->op == KILN_OP_MATMUL || (m->op == KILN_OP_DFP_MATMUL && m->ip[2] == 0)) || m->visit != gen ||
-            readers[m->slot] != 1 || m->ndim != 2 || m->dtype != acc->dtype || (m->flags & KILN_FLAG_OUTPUT) ||
-            m->storage_bytes || !b->vt->supports(b, m))
+        if (acc->op != KILN_OP_ACC_GRAD) continue;
+        /* a convolution's weight gradient, [O, K], reaches the [O, C, kh, kw] gradient through a reshape */
+        bool via = reshaped_grad_w(m, readers, gen);
+        if (via) m = m->view_src;
+        if (!(m->op == KILN_OP_MATMUL || (m->op == KILN_OP_DFP_MATMUL && m->ip[2] == 0) ||
+              m->op == KILN_OP_CONV2D_GRAD_W) ||
+            /* a view reads its source twice (src[0] and view_src) */
+            m->visit != gen || readers[m->slot] != 1 + via || m->ndim != 2 || m->dtype != acc->dtype ||
+            (m->flags & KILN_FLAG_OUTPUT) || m->storage_bytes || !b->vt->supports(b, m))
             continue;
         g->acc_node[m->slot] = i;
         g->acc_node[i] = -2;

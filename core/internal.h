@@ -435,7 +435,7 @@ typedef struct kiln_exec {
     uint64_t serial; /* unique to this compute process-wide (0: none); keys caches that live one compute */
     bool training;
     int n_threads;
-    bool accumulate; /* add into the output instead of writing it (matmul, dfp_matmul: core/fuse.c) */
+    bool accumulate; /* add into the output instead of writing it (matmul, dfp_matmul, conv2d_grad_w: core/fuse.c) */
     int profile;     /* $KILN_PROFILE: 1 + the row a device charges this step's time to (kiln__profile_add); 0: none */
 } kiln_exec;
 

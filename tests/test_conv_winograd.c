@@ -69,7 +69,8 @@ KT_TEST(conv_winograd_matches_f64) {
 
 /* Several blocks of tiles (tiny caches: 64 tiles a block) and of gw's
  * channels (64 a chunk), threaded; gw's sums split in parts of the tiles
- * (two chunks of 80 channels, and 32 channels: one chunk) against f64. */
+ * (two chunks of 80 channels in one group, and 32 channels: one chunk)
+ * against f64. */
 KT_TEST(conv_winograd_threads_same_bits) {
     const kiln__cpu_caches tiny = {4 << 10, 16 << 10, 64 << 10};
     kiln__cpu_caches_set(&tiny);
@@ -89,4 +90,21 @@ KT_TEST(conv_winograd_threads_same_bits) {
         }
     }
     kiln__cpu_caches_set(NULL);
+}
+
+/* gw's sums not split in parts: at 400 outputs two chunks' sums (36 x 400
+ * x 64 floats each) make a group, and 400 channels 4 groups (2, 2, 2 and
+ * 1 chunks, the last of 16 channels), against f64 and 2 threads against 1
+ * (only gw: y and gx sum hundreds of channels, beyond the tolerance above). */
+KT_TEST(conv_winograd_grad_w_groups) {
+    const wino_case tc = {2, 400, 5, 6, 400, 1};
+    double *one[3], *two[3], *ref[3];
+    int64_t num[3];
+    run(&tc, KILN_F64, "0", 1, ref, num);
+    run(&tc, KILN_F32, "force", 1, one, num);
+    run(&tc, KILN_F32, "force", 2, two, num);
+    double e = rel_err(one[2], ref[2], num[2]);
+    KT_CHECK(e <= 1e-5, "gw: Winograd's error %.3g of the largest", e);
+    KT_CHECK(nnt_close("gw", two[2], one[2], num[2], 0, 0), "gw: 2 threads differ from 1");
+    for (int k = 0; k < 3; k++) free(one[k]), free(two[k]), free(ref[k]);
 }

@@ -2,10 +2,13 @@
  * (core/fuse.c, backends/cpu/fused.c) give the values of running each node
  * alone ($KILN_FUSE=0), with same-shape, scalar and broadcast-row operands,
  * rows longer than a tile, several threads, and inputs whose storage the
- * planner could hand to the chain's result. */
+ * planner could hand to the chain's result; and weight gradients added
+ * straight into the gradient (KILN_FUSE_ACC) give those of a separate add. */
 #include "test_mov_util.h"
 
+#include "../backends/cpu/gemm_kernels.h" /* kiln__cpu_caches_set */
 #include "../core/graph.h"
+#include "kt_simd.h"
 
 #include <stdlib.h>
 
@@ -102,4 +105,58 @@ KT_TEST(fused_matmul_adds_into_gradient) {
         }
     }
     KT_OK(kiln_set_matmul_precision(KILN_MATMUL_F32));
+}
+
+/* A convolution's weight gradient computed twice without zeroing, fused
+ * or not: x [4, 16, 20, 20], w [16, 16, 3, 3], padding 1, stride s (1:
+ * Winograd in f32, its sums in 2 parts of the tiles under tiny caches;
+ * 2: the tiled path, as f64 is); *acc gets the number of products added
+ * straight into a gradient. */
+static void run_conv(bool fuse, kiln_dtype dt, int64_t s, int threads, double *gw, int *acc) {
+    setenv("KILN_FUSE", fuse ? "1" : "0", 1);
+    KT_OK(kiln_set_threads(threads));
+    kiln_ctx *ctx = kiln_ctx_new();
+    kiln_tensor *x = mt_leaf(ctx, dt, 4, (int64_t[]){4, 16, 20, 20}, 1);
+    kiln_tensor *w = kiln_param(ctx, "w", dt, 4, (int64_t[]){16, 16, 3, 3});
+    KT_OK(kiln_tensor_fill_randn(w, 3, 0.0, 0.2));
+    kiln_conv2d_params p = {.stride = {s, s}, .padding = {1, 1}};
+    kiln_tensor *loss = kiln_sum_all(ctx, kiln_tanh(ctx, kiln_conv2d(ctx, x, w, NULL, &p)));
+    kiln_graph *g = kiln_graph_new(ctx);
+    KT_OK(kiln_graph_add(g, loss));
+    KT_OK(kiln_graph_backward(g, loss));
+    KT_OK(kiln_graph_compute(g));
+    KT_OK(kiln_graph_compute(g));
+    KT_OK(kiln_tensor_get_f64(kiln_tensor_grad(w), gw, 16 * 16 * 9));
+    *acc = 0;
+    for (int i = 0; i < g->n; i++) *acc += g->acc_node[i] >= 0 && g->nodes[i]->op == KILN_OP_CONV2D_GRAD_W;
+    kiln_ctx_free(ctx);
+    KT_OK(kiln_set_threads(0));
+}
+
+KT_TEST(fused_conv_grad_w_adds_into_gradient) {
+    const kiln__cpu_caches tiny = {4 << 10, 16 << 10, 64 << 10};
+    kiln__cpu_caches_set(&tiny);
+    enum { NW = 16 * 16 * 9 };
+    const struct {
+        kiln_dtype dt;
+        int64_t stride;
+    } cases[] = {{KILN_F32, 1}, {KILN_F32, 2}, {KILN_F64, 1}};
+    KT_FOR_EACH_SIMD(v) {
+        for (int c = 0; c < 3; c++)
+            for (int threads = 1; threads <= 2; threads++) {
+                static double f[NW], u[NW];
+                int nf, nu;
+                run_conv(true, cases[c].dt, cases[c].stride, threads, f, &nf);
+                run_conv(false, cases[c].dt, cases[c].stride, threads, u, &nu);
+                KT_CHECK(nf == 1 && nu == 0, "case %d, %d threads: %d products add into a gradient (KILN_FUSE=0: %d)",
+                         c, threads, nf, nu);
+                double big = 0;
+                for (int i = 0; i < NW; i++) big = fmax(big, fabs(u[i]));
+                for (int i = 0; i < NW; i++)
+                    KT_CHECK(fabs(f[i] - u[i]) <= 1e-5 * big, "case %d, %d threads: dw[%d] %.9g vs %.9g", c, threads,
+                             i, f[i], u[i]);
+            }
+    }
+    unsetenv("KILN_FUSE");
+    kiln__cpu_caches_set(NULL);
 }

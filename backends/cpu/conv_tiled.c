@@ -37,6 +37,7 @@ typedef struct conv_job {
     const void *x, *w, *gy; /* gy: y in the forward */
     void *out;              /* y, gx or gw */
     void *cols;             /* K x pt per thread (forward) or one K x pt */
+    bool acc;               /* grad w: add into gw (ex->accumulate) */
 } conv_job;
 
 /* Tile i: pixels [p0, p1), its columns [K, p1 - p0] at cols. */
@@ -179,17 +180,21 @@ static void forward_tiles(void *arg, int64_t i0, int64_t i1, int tid) {
     }
 }
 
-/* Grad w, its columns [k0, k1): gw[:, k0:k1] = sum over tiles of
- * gy[:, tile] cols[k0:k1]^T, tiles in order. */
+/* Grad w, its columns [k0, k1): gw[:, k0:k1] (+)= sum over tiles of
+ * gy[:, tile] cols[k0:k1]^T, tiles in order. Its rows of the columns start
+ * at k0 pt whatever the tile's length: threads reach the last, shorter
+ * tile at different times, and rows at k0 len would overlap another
+ * thread's rows of a full tile. */
 static void grad_w_rows(void *arg, int64_t k0, int64_t k1, int tid) {
     const conv_job *j = arg;
     (void)tid;
     for (int64_t i = 0; i * j->pt < j->np; i++) {
         tile t = tile_at(j, i, j->cols);
         int64_t len = t.p1 - t.p0;
+        t.cols = (void *)at(j, j->cols, k0 * (j->pt - len)); /* row kk at k0 pt + (kk - k0) len */
         form_cols(j, &t, k0, k1);
-        gemm(j, false, true, j->o, k1 - k0, len, at(j, j->gy, t.p0), j->np, at(j, j->cols, k0 * len), len, i > 0,
-             (void *)at(j, j->out, k0), j->k);
+        gemm(j, false, true, j->o, k1 - k0, len, at(j, j->gy, t.p0), j->np, at(j, j->cols, k0 * j->pt), len,
+             i > 0 || j->acc, (void *)at(j, j->out, k0), j->k);
     }
 }
 
@@ -222,12 +227,16 @@ static kiln_status run_tiles(kiln_tensor *node, const kiln_exec *ex, conv_pass p
     conv_job j = job_of(node, img, grid, w->shape[0]);
     j.f64 = f64, j.es = f64 ? 8 : 4;
     j.x = img->data, j.w = w->data, j.gy = grid->data, j.out = node->data;
+    /* only the weight gradient adds into its output (core/fuse.c's KILN_FUSE_ACC) */
+    j.acc = ex->accumulate;
+    if (j.acc && pass != GRAD_W)
+        return kiln__errs(KILN_ERR_UNSUPPORTED, "%s: cannot add into its output", kiln__op_table[node->op].name);
     size_t out_bytes = (size_t)kiln_tensor_numel(node) * j.es;
-    if (pass == GRAD_X || j.np == 0 || j.k == 0) memset(node->data, 0, out_bytes);
+    if ((pass == GRAD_X || j.np == 0 || j.k == 0) && !j.acc) memset(node->data, 0, out_bytes);
     if (j.np == 0 || j.k == 0 || j.o == 0) return KILN_OK;
     if (!f64 && kiln__wino_fits(&j.g, j.n, j.c, j.o)) {
         int wt = j.o * j.k * j.np >= 1 << 20 ? ex->n_threads : 1;
-        if (pass == GRAD_W) return kiln__wino_grad_w(&j.g, j.n, j.c, j.o, j.x, j.gy, j.out, wt);
+        if (pass == GRAD_W) return kiln__wino_grad_w(&j.g, j.n, j.c, j.o, j.x, j.gy, j.out, j.acc, wt);
         return kiln__wino_conv(pass == GRAD_X, &j.g, j.n, j.c, j.o, pass == FORWARD ? j.x : j.gy, j.w, j.out, wt);
     }
     j.pt = tile_pixels(j.k, j.es, j.np);

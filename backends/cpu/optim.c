@@ -21,25 +21,45 @@ typedef struct step_job {
 
 /* SGD over n contiguous elements; see optim/sgd.c for the formula. The
  * hyperparameters are converted to T once, as torch applies Python floats
- * to a tensor of T. */
+ * to a tensor of T. Momentum, the first step, Nesterov and weight decay are
+ * compile-time constants at each call, so every variant is a branch-free
+ * simd loop (the loop with its tests inside stayed scalar: 38 ms a ResNet-18
+ * step of 11.2M parameters where memory allows ~10); the operations and
+ * their order are the same in each. */
+#define SGD_VARIANT(NAME, MOM, FIRST, NESTEROV)                                                                 \
+    (wd ? NAME##_body(p, grad, buf, lo, hi, h, MOM, FIRST, NESTEROV, true)                                      \
+        : NAME##_body(p, grad, buf, lo, hi, h, MOM, FIRST, NESTEROV, false))
 #define DEFINE_SGD(T, NAME)                                                                                     \
-    static void NAME##_range(void *arg, int64_t i0, int64_t i1, int tid) {                                      \
-        const step_job *j = arg;                                                                                \
-        T *p = j->p, *buf = j->m;                                                                               \
-        const T *grad = j->grad;                                                                                \
-        const bool nesterov = j->nesterov, first = j->first;                                                    \
-        const T lr = (T)j->h[0], mom = (T)j->h[1], keep = (T)(1.0 - (double)j->h[2]), wd = (T)j->h[3];          \
-        (void)tid;                                                                                              \
-        for (int64_t i = i0; i < i1; i++) {                                                                     \
+    static inline __attribute__((always_inline)) void NAME##_body(T *restrict p, const T *restrict grad,      \
+                                                                 T *restrict buf, int64_t lo, int64_t hi,      \
+                                                                 const float *h, bool MOM, bool FIRST,          \
+                                                                 bool NESTEROV, bool WD) {                      \
+        const T lr = (T)h[0], mom = (T)h[1], keep = (T)(1.0 - (double)h[2]), wd = (T)h[3];                     \
+        _Pragma("omp simd")                                                                                     \
+        for (int64_t i = lo; i < hi; i++) {                                                                     \
             T g = grad[i];                                                                                      \
-            if (wd != 0) g += wd * p[i];                                                                        \
-            if (buf) {                                                                                          \
-                T b = first ? g : mom * buf[i] + keep * g;                                                      \
+            if (WD) g += wd * p[i];                                                                             \
+            if (MOM) {                                                                                          \
+                T b = FIRST ? g : mom * buf[i] + keep * g;                                                      \
                 buf[i] = b;                                                                                     \
-                g = nesterov ? g + mom * b : b;                                                                 \
+                g = NESTEROV ? g + mom * b : b;                                                                 \
             }                                                                                                   \
             p[i] -= lr * g;                                                                                     \
         }                                                                                                       \
+    }                                                                                                           \
+    /* the variant of the flags, each a constant in its call */                                              \
+    static __attribute__((noinline)) void NAME##_chunk(T *p, const T *grad, T *buf, int64_t lo, int64_t hi,    \
+                                                       const float *h, bool mom, bool first, bool nest, bool wd) { \
+        if (!mom) SGD_VARIANT(NAME, false, false, false);                                                       \
+        else if (first && nest) SGD_VARIANT(NAME, true, true, true);                                            \
+        else if (first) SGD_VARIANT(NAME, true, true, false);                                                   \
+        else if (nest) SGD_VARIANT(NAME, true, false, true);                                                    \
+        else SGD_VARIANT(NAME, true, false, false);                                                             \
+    }                                                                                                           \
+    static void NAME##_range(void *arg, int64_t i0, int64_t i1, int tid) {                                      \
+        const step_job *j = arg;                                                                                \
+        (void)tid;                                                                                              \
+        NAME##_chunk(j->p, j->grad, j->m, i0, i1, j->h, j->m != NULL, j->first, j->nesterov, (T)j->h[3] != 0);  \
     }
 DEFINE_SGD(float, sgd_f32)
 DEFINE_SGD(double, sgd_f64)

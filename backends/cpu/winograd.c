@@ -119,84 +119,118 @@ typedef struct wgrad_job {
     kiln_wino_geom g;
     const kiln_wino_xform *x;
     float *gw, *scratch, *parts;
-    int64_t c, o, tb, cs; /* cs: channels a chunk */
-    int64_t np, nb;       /* parts of a chunk's tiles, blocks of tiles in all */
-    size_t per_thread;    /* floats of Z and V, and when np is 1, of a chunk's sums */
+    int64_t c, o, tb, cs;  /* cs: channels a chunk */
+    int64_t chunks, gs;    /* chunks of cs channels, gs of them a group */
+    int64_t np, nb;        /* parts of a group's tiles, blocks of tiles in all */
+    size_t per_thread;     /* floats of Z and V, and when np is 1, of a group's sums */
+    bool acc;              /* add into gw */
 } wgrad_job;
 
-/* Units [u0, u1), unit u the part u % np of chunk u / np's cs input
- * channels: its sums over its blocks of tiles in order, then (np = 1) its
- * columns of gw. */
+/* The sums of one chunk: 36 O x cs floats, a group's chunks one after another. */
+static int64_t chunk_sums(const wgrad_job *j) { return XI * j->o * j->cs; }
+
+/* Chunk k's channels [*c0, *c0 + *cw). */
+static void chunk_at(const wgrad_job *j, int64_t k, int64_t *c0, int64_t *cw) {
+    *c0 = k * j->cs;
+    *cw = j->c - *c0 < j->cs ? j->c - *c0 : j->cs;
+}
+
+/* Units [u0, u1), unit u the part u % np of group u / np's chunks: for
+ * each of its blocks of tiles in order, dy's transform once, then each
+ * chunk's input transform and sums; then (np = 1) their columns of gw. */
 static void grad_w_units(void *arg, int64_t u0, int64_t u1, int tid) {
     const wgrad_job *j = arg;
-    int64_t zs = apart(j->o * j->tb), vs = apart(j->cs * j->tb), sums = XI * j->o * j->cs;
+    int64_t zs = apart(j->o * j->tb), vs = apart(j->cs * j->tb), sums = chunk_sums(j);
     float *z = j->scratch + (size_t)tid * j->per_thread, *v = z + XI * zs, *m = v + XI * vs;
     for (int64_t u = u0; u < u1; u++) {
-        int64_t k = u / j->np, p = u % j->np, c0 = k * j->cs, cw = j->c - c0 < j->cs ? j->c - c0 : j->cs;
+        int64_t k0 = u / j->np * j->gs, k1 = k0 + j->gs < j->chunks ? k0 + j->gs : j->chunks, p = u % j->np;
         int64_t b0 = p * j->nb / j->np, b1 = (p + 1) * j->nb / j->np;
-        float *mu = j->np > 1 ? j->parts + u * sums : m;
+        float *mu = j->np > 1 ? j->parts + u * j->gs * sums : m;
         for (int64_t t0 = b0 * j->tb; t0 < j->g.tiles && t0 < b1 * j->tb; t0 += j->tb) {
             int64_t cnt = j->g.tiles - t0 < j->tb ? j->g.tiles - t0 : j->tb;
             j->x->grad_output(&j->g, 0, j->o, t0, cnt, z, j->tb, zs);
-            j->x->input(&j->g, c0, c0 + cw, t0, cnt, v, j->tb, vs);
-            for (int xi = 0; xi < XI; xi++)
-                kiln__sgemm_own(false, true, j->o, cw, cnt, 1.0f, z + xi * zs, j->tb, v + xi * vs, j->tb,
-                                t0 > b0 * j->tb ? 1.0f : 0.0f, mu + xi * j->o * cw, cw, 1);
+            for (int64_t k = k0; k < k1; k++) {
+                int64_t c0, cw;
+                chunk_at(j, k, &c0, &cw);
+                j->x->input(&j->g, c0, c0 + cw, t0, cnt, v, j->tb, vs);
+                float *mk = mu + (k - k0) * sums;
+                for (int xi = 0; xi < XI; xi++)
+                    kiln__sgemm_own(false, true, j->o, cw, cnt, 1.0f, z + xi * zs, j->tb, v + xi * vs, j->tb,
+                                    t0 > b0 * j->tb ? 1.0f : 0.0f, mk + xi * j->o * cw, cw, 1);
+            }
         }
-        if (j->np == 1) j->x->kernel_grad(mu, j->o, cw, 0, j->o * cw, j->gw + c0 * 9, j->c * 9);
+        for (int64_t k = k0; j->np == 1 && k < k1; k++) {
+            int64_t c0, cw;
+            chunk_at(j, k, &c0, &cw);
+            j->x->kernel_grad(mu + (k - k0) * sums, j->o, cw, 0, j->o * cw, j->gw + c0 * 9, j->c * 9, j->acc);
+        }
     }
 }
 
-/* Chunks [k0, k1) split in parts: their parts' sums added in order, then
- * their columns of gw. */
+/* Chunks [k0, k1) of groups split in parts: their parts' sums added in
+ * order, then their columns of gw. */
 static void grad_w_gather(void *arg, int64_t k0, int64_t k1, int tid) {
     const wgrad_job *j = arg;
-    int64_t sums = XI * j->o * j->cs;
+    int64_t sums = chunk_sums(j), gsums = j->gs * sums;
     (void)tid;
     for (int64_t k = k0; k < k1; k++) {
-        int64_t c0 = k * j->cs, cw = j->c - c0 < j->cs ? j->c - c0 : j->cs, len = XI * j->o * cw;
-        float *m = j->parts + k * j->np * sums;
+        int64_t c0, cw;
+        chunk_at(j, k, &c0, &cw);
+        int64_t len = XI * j->o * cw;
+        float *m = j->parts + k / j->gs * j->np * gsums + k % j->gs * sums;
         for (int64_t p = 1; p < j->np; p++) {
-            const float *q = m + p * sums;
+            const float *q = m + p * gsums;
 #pragma omp simd
             for (int64_t i = 0; i < len; i++) m[i] += q[i];
         }
-        j->x->kernel_grad(m, j->o, cw, 0, j->o * cw, j->gw + c0 * 9, j->c * 9);
+        j->x->kernel_grad(m, j->o, cw, 0, j->o * cw, j->gw + c0 * 9, j->c * 9, j->acc);
     }
 }
 
-/* Parts of each chunk's tiles: at least 4 units of work in all when there
- * are blocks enough (64 channels are one chunk, which alone left a second
- * thread idle), from the shape alone, so that the sums are added alike
- * whatever the thread count. */
-static int64_t tile_parts(int64_t chunks, int64_t blocks) {
-    int64_t np = (4 + chunks - 1) / chunks;
+/* Parts of each group's tiles: at least 4 units of work in all when there
+ * are blocks enough (one group alone left a second thread idle), from the
+ * shape alone, so that the sums are added alike whatever the thread count. */
+static int64_t tile_parts(int64_t groups, int64_t blocks) {
+    int64_t np = (4 + groups - 1) / groups;
     return np < blocks ? np : blocks;
 }
 
+/* Chunks a group: as many as keep a group's sums within GROUP_SUMS floats
+ * (8 MiB), in groups of equal size. dy's transform is made once a block
+ * for a group, not once per chunk (ResNet-18's 128- and 256-channel layers
+ * at batch 32 made it 2 and 4 times). */
+#define GROUP_SUMS ((int64_t)2 << 20)
+static int64_t group_chunks(int64_t chunks, int64_t sums) {
+    int64_t most = GROUP_SUMS / sums > 1 ? GROUP_SUMS / sums : 1, groups = (chunks + most - 1) / most;
+    return (chunks + groups - 1) / groups;
+}
+
 kiln_status kiln__wino_grad_w(const kiln_conv_geom *cg, int64_t n, int64_t c, int64_t o, const float *x,
-                              const float *gy, float *gw, int n_threads) {
+                              const float *gy, float *gw, bool acc, int n_threads) {
     wgrad_job j = {0};
     int64_t plane_in = cg->h * cg->w, plane_out = cg->oh * cg->ow;
     /* out is gy, read by grad_output */
     j.g = (kiln_wino_geom){x, c * plane_in, plane_in, cg->h, cg->w, cg->ph, cg->pw,
                            (float *)gy, plane_out, n * plane_out, cg->oh, cg->ow, 0, 0, 0};
     j.g.th = (cg->oh + 3) / 4, j.g.tw = (cg->ow + 3) / 4, j.g.tiles = n * j.g.th * j.g.tw;
-    j.c = c, j.o = o, j.gw = gw, j.x = kiln__wino_xform();
+    j.c = c, j.o = o, j.gw = gw, j.acc = acc, j.x = kiln__wino_xform();
     if (j.g.tiles == 0 || c == 0 || o == 0) {
-        memset(gw, 0, (size_t)(o * c * 9) * sizeof(float));
+        if (!acc) memset(gw, 0, (size_t)(o * c * 9) * sizeof(float));
         return KILN_OK;
     }
     j.cs = c < 64 ? c : 64;
     j.tb = block_tiles(j.cs, o, j.g.tiles);
     j.nb = (j.g.tiles + j.tb - 1) / j.tb;
-    int64_t chunks = (c + j.cs - 1) / j.cs, sums = XI * o * j.cs;
-    j.np = tile_parts(chunks, j.nb);
-    int64_t units = chunks * j.np;
+    j.chunks = (c + j.cs - 1) / j.cs;
+    int64_t sums = chunk_sums(&j);
+    j.gs = group_chunks(j.chunks, sums);
+    int64_t groups = (j.chunks + j.gs - 1) / j.gs, gsums = j.gs * sums;
+    j.np = tile_parts(groups, j.nb);
+    int64_t units = groups * j.np;
     int nt = n_threads < 1 ? 1 : n_threads;
     if (nt > units) nt = (int)units;
-    j.per_thread = (size_t)(XI * (apart(o * j.tb) + apart(j.cs * j.tb)) + (j.np == 1 ? sums : 0));
-    size_t parts = j.np > 1 ? (size_t)(units * sums) : 0;
+    j.per_thread = (size_t)(XI * (apart(o * j.tb) + apart(j.cs * j.tb)) + (j.np == 1 ? gsums : 0));
+    size_t parts = j.np > 1 ? (size_t)(units * gsums) : 0;
     size_t bytes = ((j.per_thread * (size_t)nt + parts) * sizeof(float) + 63) & ~(size_t)63;
     bool owned;
     j.scratch = kiln__scratch_get(bytes, &owned);
@@ -205,7 +239,7 @@ kiln_status kiln__wino_grad_w(const kiln_conv_geom *cg, int64_t n, int64_t c, in
                           bytes);
     j.parts = j.scratch + j.per_thread * (size_t)nt;
     kiln__pool_for(units, 1, nt, grad_w_units, &j);
-    if (j.np > 1) kiln__pool_for(chunks, 1, nt < chunks ? nt : (int)chunks, grad_w_gather, &j);
+    if (j.np > 1) kiln__pool_for(j.chunks, 1, nt < j.chunks ? nt : (int)j.chunks, grad_w_gather, &j);
     if (owned) free(j.scratch);
     return KILN_OK;
 }

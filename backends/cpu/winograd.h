@@ -14,11 +14,11 @@
  *
  * Scratch: U (36 Cout Cin floats) and, per thread, V and M of one block of
  * tiles (T from the L2, 64 to 256 tiles): bounded by the block, not the
- * batch (the weight gradient: per thread, the sums of 64 input channels
- * and one block's transforms; below 4 chunks of 64 channels, the sums of
- * each part of the tiles). Threads split the blocks (the weight
- * gradient: the chunks, or the parts of the chunks) and never meet inside
- * a pass; each block, chunk or part is computed alike whatever the thread
+ * batch (the weight gradient: per thread, the sums of a group of chunks
+ * of 64 input channels, at most 8 MiB, and one block's transforms; below
+ * 4 groups, the sums of each part of the tiles). Threads split the blocks
+ * (the weight gradient: the groups, or their parts) and never meet inside
+ * a pass; each block, group or part is computed alike whatever the thread
  * count, so 1 and 2 threads give the same bits.
  *
  *     if (kiln__wino_fits(&g, n, c, o))
@@ -60,11 +60,12 @@ typedef struct kiln_wino_xform {
     void (*weights)(const float *w, int64_t o, int64_t c, bool rot, int64_t p0, int64_t p1, float *u);
     /* The weight gradient's halves: z[xi xs + o ld + t - t0] = (A dy A^T)[xi]
      * of the 4x4 output tile t of channel o (zeros past oh, ow), read at
-     * g->out, like input's; and gw[o ldg + c*9 .. + 8] = G^T P G of
-     * P[xi] = m[xi O C + p], p = o C + c in [p0, p1). */
+     * g->out, like input's; and gw[o ldg + c*9 .. + 8] = G^T P G (acc:
+     * += G^T P G) of P[xi] = m[xi O C + p], p = o C + c in [p0, p1). */
     void (*grad_output)(const kiln_wino_geom *g, int64_t o0, int64_t o1, int64_t t0, int64_t cnt, float *z,
                         int64_t ld, int64_t xs);
-    void (*kernel_grad)(const float *m, int64_t o, int64_t c, int64_t p0, int64_t p1, float *gw, int64_t ldg);
+    void (*kernel_grad)(const float *m, int64_t o, int64_t c, int64_t p0, int64_t p1, float *gw, int64_t ldg,
+                        bool acc);
 } kiln_wino_xform;
 
 const kiln_wino_xform *kiln__wino_xform(void); /* for kiln__cpu_caps() */
@@ -84,14 +85,15 @@ bool kiln__wino_fits(const kiln_conv_geom *g, int64_t n, int64_t c, int64_t o);
 kiln_status kiln__wino_conv(bool grad_x, const kiln_conv_geom *g, int64_t n, int64_t c, int64_t o, const float *src,
                             const float *w, float *out, int n_threads);
 
-/* The weight gradient gw [O, C*9] of x [N, C, H, W] and gy [O, N, OH, OW]:
- * G^T [sum over tiles of (A dy A^T) . (B^T d B)] G, the sums as 36 GEMMs
- * (O x 64 channels, a block of tiles deep) added block after block, 64
- * input channels at a time (their sums, 36 O 64 floats, in the scratch);
- * threads split the chunks of 64. Fewer than 4 chunks are cut into parts
- * of the blocks of tiles (4 units in all), whose sums are added in order:
- * 64 channels no longer leave the second thread idle. */
+/* The weight gradient gw [O, C*9] (acc: added into gw) of x [N, C, H, W]
+ * and gy [O, N, OH, OW]: G^T [sum over tiles of (A dy A^T) . (B^T d B)] G,
+ * the sums as 36 GEMMs (O x 64 channels, a block of tiles deep) added
+ * block after block, 64 input channels a chunk, dy's transform made once a
+ * block for a group of chunks (their sums, 36 O 64 floats each, in the
+ * scratch); threads split the groups. Fewer than 4 groups are cut into
+ * parts of the blocks of tiles (4 units in all), whose sums are added in
+ * order: one group no longer leaves the second thread idle. */
 kiln_status kiln__wino_grad_w(const kiln_conv_geom *g, int64_t n, int64_t c, int64_t o, const float *x,
-                              const float *gy, float *gw, int n_threads);
+                              const float *gy, float *gw, bool acc, int n_threads);
 
 #endif

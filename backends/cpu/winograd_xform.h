@@ -254,7 +254,8 @@ static void WX(grad_output)(const kiln_wino_geom *g, int64_t o0, int64_t o1, int
     }
 }
 
-static void WX(kernel_grad)(const float *m, int64_t o, int64_t c, int64_t p0, int64_t p1, float *gw, int64_t ldg) {
+static void WX(kernel_grad)(const float *m, int64_t o, int64_t c, int64_t p0, int64_t p1, float *gw, int64_t ldg,
+                            bool acc) {
     float t[18 * WL], k9[9 * WL];
     for (int64_t pb = p0; pb < p1; pb += WL) {
         float q[36 * WL];
@@ -263,7 +264,10 @@ static void WX(kernel_grad)(const float *m, int64_t o, int64_t c, int64_t p0, in
         for (int j = 0; j < 6; j++) WX(gt6)(q + j * WL, 6 * WL, t + j * WL, 6 * WL);
         for (int i = 0; i < 3; i++) WX(gt6)(t + i * 6 * WL, WL, k9 + i * 3 * WL, WL);
         for (int l = 0; l < WL && pb + l < p1; l++)
-            for (int k = 0; k < 9; k++) gw[(pb + l) / c * ldg + (pb + l) % c * 9 + k] = k9[k * WL + l];
+            for (int k = 0; k < 9; k++) {
+                float *d = gw + (pb + l) / c * ldg + (pb + l) % c * 9 + k;
+                *d = acc ? *d + k9[k * WL + l] : k9[k * WL + l];
+            }
     }
 }
 
