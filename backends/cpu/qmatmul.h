@@ -33,7 +33,7 @@
  *     qmatmul_ggml.h), each row of W is decoded once for up to
  *     KILN_QMM_ROWS_MAX rows of x, each row's result the batch-1
  *     product's bits; otherwise x row by row.
- *   - Many rows (prompt), Q8_0 / Q4_0 where the CPU has AVX512-VNNI: the
+ *   - Many rows (prompt), Q8_0 / Q4_0 from AVX2 up: the
  *     block-scaled integer GEMM of qmatmul_gemm.h (x quantized the same
  *     way, exact int32 block sums, f32 scaling per block).
  *   - ggml's other block types (Q4_1, Q5_0, Q5_1, the K types, IQ4_NL,

@@ -68,6 +68,8 @@ kiln_status kiln__qmm_gemm_ref(kiln_dtype t, int64_t m, int64_t n, int64_t k, co
 static const kiln_qmm_gemm_kernels *kernels(void) {
     const kiln_cpu_caps *c = kiln__cpu_caps();
     if (kiln__cpu_avx512vnni(c)) return kiln__qmm_gemm_kernels_avx512vnni();
+    if (kiln__cpu_avxvnni(c)) return kiln__qmm_gemm_kernels_avxvnni();
+    if (kiln__cpu_avx2(c)) return kiln__qmm_gemm_kernels_avx2();
     return NULL;
 }
 
@@ -113,7 +115,7 @@ typedef struct qgemm_job {
 static void pack_groups(void *arg, int64_t g0, int64_t g1, int tid) {
     const qgemm_job *j = arg;
     (void)tid;
-    pack_x(j->kk, j->x, j->m, j->k, j->t == KILN_Q8_0 ? 128 : 8, g0 * 16, g1 * 16, j->xp, j->da, j->xs);
+    pack_x(j->kk, j->x, j->m, j->k, j->t == KILN_Q8_0 ? j->kk->q8_off : 8, g0 * 16, g1 * 16, j->xp, j->da, j->xs);
 }
 
 /* Panels [u0, u1) of NU columns of W, each packed into the thread's own
@@ -135,6 +137,8 @@ static void panels(void *arg, int64_t u0, int64_t u1, int tid) {
     }
     float *dw = (float *)(wp + NU * nb * 32);
     float *acc = dw + NU * nb; /* the f32 sums of the panel's tiles */
+    void (*tile)(const int8_t *, const float *, const int32_t *, int, const uint8_t *, const float *, int64_t,
+                 int64_t, int64_t, bool, float(*)[32]) = j->t == KILN_Q8_0 ? kk->tile_q8 : kk->tile_q4;
     for (int64_t u = u0; u < u1; u++) {
         const int64_t j0 = u * NU, cols = n - j0 < NU ? n - j0 : NU, nc = (cols + NC - 1) / NC * NC;
         kk->pack_w(j->t, (const char *)j->w + (size_t)j0 * row_bytes, cols, nc, nb, wp, dw);
@@ -146,7 +150,7 @@ static void panels(void *arg, int64_t u0, int64_t u1, int tid) {
             for (int64_t g = 0; g < groups; g += 2) {
                 const int gs = groups - g < 2 ? 1 : 2;
                 for (int64_t c0 = 0; c0 < nc; c0 += NC)
-                    kk->tile(xp + g * nb * 512, da + g * nb * 16, xs + g * nb * 16, gs, wp + c0 * nb * 32,
+                    tile(xp + g * nb * 512, da + g * nb * 16, xs + g * nb * 16, gs, wp + c0 * nb * 32,
                              dw + c0 * nb, nb, b0, b1, b0 == 0,
                              (float(*)[32])(acc + (g / 2 * (NU / NC) + c0 / NC) * NC * 32));
             }

@@ -123,7 +123,7 @@ static void tile_vnni(const int8_t *xp, const float *da, const int32_t *xs, int 
 }
 
 const kiln_qmm_gemm_kernels *kiln__qmm_gemm_kernels_avx512vnni(void) {
-    static const kiln_qmm_gemm_kernels k = {pack_x_vnni, pack_w_vnni, tile_vnni};
+    static const kiln_qmm_gemm_kernels k = {pack_x_vnni, pack_w_vnni, tile_vnni, tile_vnni, 128};
     return &k;
 }
 #else

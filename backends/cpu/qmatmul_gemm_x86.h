@@ -1,0 +1,226 @@
+/* qmatmul_gemm_x86.h — the block-scaled int8 GEMM of qmatmul_gemm.h on ymm,
+ * shared by qmatmul_gemm_avx2.c and _avxvnni.c (CPUs without AVX-512),
+ * which define QG_NAME(x) (the function suffix) and QG_VNNI (1: AVX-VNNI's
+ * vpdpbusd; 0: AVX2's vpmaddubsw + vpmaddwd). Included once per file,
+ * built with that file's flags.
+ *
+ * The driver's packed operands are AVX-512's: a group of 16 rows of x is
+ * two ymm halves of 8 rows, taken against half the tile's 6 columns at a
+ * time (W's quads broadcast), with the f32 operations of AVX-512's tile
+ * in each lane, so every output is kiln__qmm_gemm_ref's bits. */
+#include "qmatmul_gemm.h"
+
+#include "../../quant/quant.h"
+#include "qmatmul.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define NC KILN_QMM_GEMM_NC
+/* Q8_0's W + 128 (unsigned) for vpdpbusd; AVX2 keeps it signed, as its
+ * pairs of unsigned w times x in int16 would saturate above 128 */
+#define QG_Q8_OFF (QG_VNNI ? 128 : 0)
+#define QG_UNROLL _Pragma("GCC unroll 8")
+
+static inline int32_t QG_NAME(load32)(const void *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* W's quad q of column c of the panel block wb, in every lane */
+static inline __m256i QG_NAME(wquad)(const uint8_t *wb, int64_t nb, int c, int q) {
+    return _mm256_set1_epi32(QG_NAME(load32)(wb + c * nb * 32 + q * 4));
+}
+
+/* One row of x in the packed layout (qmatmul_gemm.h) by the scalar
+ * quantizer (the same bits as AVX-512's): codes at xp + 512 b + 64 q,
+ * scale at da + 16 b, -off * (sum of the block's codes) at xs + 16 b. */
+static void QG_NAME(pack_x)(const float *x, int64_t nb, int32_t off, int8_t *xp, float *da, int32_t *xs) {
+    for (int64_t b = 0; b < nb; b++, x += 32, xp += 512, da += 16, xs += 16) {
+        int8_t q[32];
+        kiln__qmm_quantize_x(x, q, da, 32);
+        int32_t sum = 0;
+        for (int e = 0; e < 32; e++) sum += q[e];
+        for (int qd = 0; qd < 8; qd++) memcpy(xp + 64 * qd, q + 4 * qd, 4);
+        xs[0] = -off * sum;
+    }
+}
+
+/* W's columns as the tile reads them: Q4_0's nibbles (w + 8), Q8_0's
+ * w + QG_Q8_OFF, both in element order; the scales as f32 */
+static void QG_NAME(pack_w)(kiln_dtype t, const void *w, int64_t cols, int64_t nc, int64_t nb, uint8_t *wp,
+                            float *dw) {
+    const __m256i flip = _mm256_set1_epi8((char)(QG_Q8_OFF ? 0x80 : 0)), lo4 = _mm256_set1_epi8(0x0f);
+    for (int64_t c = 0; c < cols; c++) {
+        uint8_t *o = wp + c * nb * 32;
+        if (t == KILN_Q8_0) {
+            const kiln_block_q8_0 *b = (const kiln_block_q8_0 *)w + c * nb;
+            for (int64_t i = 0; i < nb; i++) {
+                _mm256_storeu_si256((__m256i *)(o + 32 * i),
+                                    _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)b[i].qs), flip));
+                dw[c * nb + i] = _cvtsh_ss(b[i].d);
+            }
+        } else {
+            const kiln_block_q4_0 *b = (const kiln_block_q4_0 *)w + c * nb;
+            for (int64_t i = 0; i < nb; i++) {
+                const __m128i p = _mm_loadu_si128((const __m128i *)b[i].qs);
+                _mm256_storeu_si256((__m256i *)(o + 32 * i),
+                                    _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(p, 4), p), lo4));
+                dw[c * nb + i] = _cvtsh_ss(b[i].d);
+            }
+        }
+    }
+    for (int64_t c = cols; c < nc; c++) {
+        memset(wp + c * nb * 32, 0, (size_t)(nb * 32));
+        memset(dw + c * nb, 0, (size_t)nb * sizeof(float));
+    }
+}
+
+/* Rows and columns per pass of the tile: QG_HH halves of a group (8 rows
+ * each) times QG_CC of the NC columns, an int32 and an f32 accumulator
+ * each. 128 x 2048 x 5632, 1 thread (Zen 5, KILN_SIMD=avx2 / avxvnni):
+ * 16 rows x 3 columns took 0.91-0.96x the time of 8 x 6 (whose 6
+ * broadcasts of W per quad serve one vector of x each). */
+#define QG_HH 2
+#define QG_CC (NC / QG_HH)
+
+/* The exact int32 sums S - off * sum(x) of one block of QG_HH halves of a
+ * group (xb: their codes, 32 bytes apart per quad) against QG_CC columns
+ * (wb: their block), from init (the rows' -off * sum(x)). AVX2: Q8_0 as
+ * |w| times sign(x, w) (no pair above 128 * 127 * 2 < 2^15), pairs to
+ * int32 per quad; Q4_0's pairs (at most 15 * 127 * 2) summed over the
+ * block's 8 quads in int16 (< 2^15), then to int32 once. */
+static inline __attribute__((always_inline)) void QG_NAME(sums)(const bool q8, const int8_t *xb, const uint8_t *wb,
+                                                                 int64_t nb, const __m256i init[QG_HH],
+                                                                 __m256i s[QG_CC][QG_HH]) {
+#if QG_VNNI
+    (void)q8;
+    QG_UNROLL
+    for (int c = 0; c < QG_CC; c++)
+        QG_UNROLL
+        for (int h = 0; h < QG_HH; h++) s[c][h] = init[h];
+    QG_UNROLL
+    for (int q = 0; q < 8; q++) {
+        __m256i x[QG_HH];
+        QG_UNROLL
+        for (int h = 0; h < QG_HH; h++) x[h] = _mm256_load_si256((const __m256i *)(xb + q * 64 + 32 * h));
+        QG_UNROLL
+        for (int c = 0; c < QG_CC; c++) {
+            const __m256i w = QG_NAME(wquad)(wb, nb, c, q);
+            QG_UNROLL
+            for (int h = 0; h < QG_HH; h++) s[c][h] = _mm256_dpbusd_avx_epi32(s[c][h], w, x[h]);
+        }
+    }
+#else
+    const __m256i ones = _mm256_set1_epi16(1);
+    if (q8) {
+        QG_UNROLL
+        for (int c = 0; c < QG_CC; c++)
+            QG_UNROLL
+            for (int h = 0; h < QG_HH; h++) s[c][h] = init[h];
+        QG_UNROLL
+        for (int q = 0; q < 8; q++) {
+            __m256i x[QG_HH];
+            QG_UNROLL
+            for (int h = 0; h < QG_HH; h++) x[h] = _mm256_load_si256((const __m256i *)(xb + q * 64 + 32 * h));
+            QG_UNROLL
+            for (int c = 0; c < QG_CC; c++) {
+                const __m256i w = QG_NAME(wquad)(wb, nb, c, q), aw = _mm256_sign_epi8(w, w);
+                QG_UNROLL
+                for (int h = 0; h < QG_HH; h++)
+                    s[c][h] = _mm256_add_epi32(
+                        s[c][h], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(x[h], w)), ones));
+            }
+        }
+        return;
+    }
+    __m256i t[QG_CC][QG_HH];
+    QG_UNROLL
+    for (int c = 0; c < QG_CC; c++)
+        QG_UNROLL
+        for (int h = 0; h < QG_HH; h++) t[c][h] = _mm256_setzero_si256();
+    QG_UNROLL
+    for (int q = 0; q < 8; q++) {
+        __m256i x[QG_HH];
+        QG_UNROLL
+        for (int h = 0; h < QG_HH; h++) x[h] = _mm256_load_si256((const __m256i *)(xb + q * 64 + 32 * h));
+        QG_UNROLL
+        for (int c = 0; c < QG_CC; c++) {
+            const __m256i w = QG_NAME(wquad)(wb, nb, c, q);
+            QG_UNROLL
+            for (int h = 0; h < QG_HH; h++) t[c][h] = _mm256_add_epi16(t[c][h], _mm256_maddubs_epi16(w, x[h]));
+        }
+    }
+    QG_UNROLL
+    for (int c = 0; c < QG_CC; c++)
+        QG_UNROLL
+        for (int h = 0; h < QG_HH; h++) s[c][h] = _mm256_add_epi32(init[h], _mm256_madd_epi16(t[c][h], ones));
+#endif
+}
+
+/* QG_HH halves of a group of rows (xh, dh, sh at the first's block 0)
+ * against QG_CC panel columns (wp, dw at the first) over blocks [b0, b1):
+ * out[c][r0 ..] set or added to */
+static inline __attribute__((always_inline)) void QG_NAME(tile_part)(const bool q8, const int8_t *xh,
+                                                                      const float *dh, const int32_t *sh,
+                                                                      const uint8_t *wp, const float *dw, int64_t nb,
+                                                                      int64_t b0, int64_t b1, bool first,
+                                                                      float (*out)[32], int r0) {
+    __m256 f[QG_CC][QG_HH];
+    QG_UNROLL
+    for (int c = 0; c < QG_CC; c++)
+        QG_UNROLL
+        for (int h = 0; h < QG_HH; h++)
+            f[c][h] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(out[c] + r0 + 8 * h);
+    for (int64_t b = b0; b < b1; b++) {
+        __m256i s[QG_CC][QG_HH], init[QG_HH];
+        __m256 d[QG_HH];
+        QG_UNROLL
+        for (int h = 0; h < QG_HH; h++) {
+            init[h] = _mm256_load_si256((const __m256i *)(sh + b * 16 + 8 * h));
+            d[h] = _mm256_load_ps(dh + b * 16 + 8 * h);
+        }
+        QG_NAME(sums)(q8, xh + b * 512, wp + b * 32, nb, init, s);
+        QG_UNROLL
+        for (int c = 0; c < QG_CC; c++) {
+            const __m256 dc = _mm256_set1_ps(dw[c * nb + b]);
+            QG_UNROLL
+            for (int h = 0; h < QG_HH; h++)
+                f[c][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[c][h]), _mm256_mul_ps(d[h], dc), f[c][h]);
+        }
+    }
+    QG_UNROLL
+    for (int c = 0; c < QG_CC; c++)
+        QG_UNROLL
+        for (int h = 0; h < QG_HH; h++) _mm256_storeu_ps(out[c] + r0 + 8 * h, f[c][h]);
+}
+
+/* groups (1 or 2) of 16 rows, QG_HH halves and QG_CC columns a pass */
+static inline __attribute__((always_inline)) void QG_NAME(tile_any)(const bool q8, const int8_t *xp,
+                                                                     const float *da, const int32_t *xs, int groups,
+                                                                     const uint8_t *wp, const float *dw, int64_t nb,
+                                                                     int64_t b0, int64_t b1, bool first,
+                                                                     float out[NC][32]) {
+    for (int g = 0; g < groups; g++)
+        for (int h = 0; h < 2; h += QG_HH)
+            for (int c0 = 0; c0 < NC; c0 += QG_CC)
+                QG_NAME(tile_part)(q8, xp + g * nb * 512 + 32 * h, da + g * nb * 16 + 8 * h,
+                                   xs + g * nb * 16 + 8 * h, wp + c0 * nb * 32, dw + c0 * nb, nb, b0, b1, first,
+                                   out + c0, 16 * g + 8 * h);
+}
+
+static void QG_NAME(tile_q8)(const int8_t *xp, const float *da, const int32_t *xs, int groups, const uint8_t *wp,
+                             const float *dw, int64_t nb, int64_t b0, int64_t b1, bool first, float out[NC][32]) {
+    QG_NAME(tile_any)(true, xp, da, xs, groups, wp, dw, nb, b0, b1, first, out);
+}
+
+static void QG_NAME(tile_q4)(const int8_t *xp, const float *da, const int32_t *xs, int groups, const uint8_t *wp,
+                             const float *dw, int64_t nb, int64_t b0, int64_t b1, bool first, float out[NC][32]) {
+    QG_NAME(tile_any)(false, xp, da, xs, groups, wp, dw, nb, b0, b1, first, out);
+}
+
+static const kiln_qmm_gemm_kernels QG_NAME(kernels) = {QG_NAME(pack_x), QG_NAME(pack_w), QG_NAME(tile_q8),
+                                                       QG_NAME(tile_q4), QG_Q8_OFF};
+
+#undef NC
