@@ -148,9 +148,9 @@ static void panels(void *arg, int64_t u0, int64_t u1, int tid) {
         for (int64_t b0 = 0; b0 < nb; b0 += KB) {
             const int64_t b1 = nb - b0 < KB ? nb : b0 + KB;
             for (int64_t g = 0; g < groups; g += 2) {
-                const int gs = groups - g < 2 ? 1 : 2;
+                const int rows = m - g * 16 < 32 ? (int)(m - g * 16) : 32;
                 for (int64_t c0 = 0; c0 < nc; c0 += NC)
-                    tile(xp + g * nb * 512, da + g * nb * 16, xs + g * nb * 16, gs, wp + c0 * nb * 32,
+                    tile(xp + g * nb * 512, da + g * nb * 16, xs + g * nb * 16, rows, wp + c0 * nb * 32,
                              dw + c0 * nb, nb, b0, b1, b0 == 0,
                              (float(*)[32])(acc + (g / 2 * (NU / NC) + c0 / NC) * NC * 32));
             }

@@ -44,7 +44,8 @@
  *        a(i, 32 b + 4 q + e) at ((i / 16) * nb + b) * 512 + q * 64 + (i % 16) * 4 + e
  *      (one zmm per group and quad); at ((i / 16) * nb + b) * 16 + i % 16
  *      the scale da and xs = -off * (sum of the block's codes), off the
- *      offset that makes W's values unsigned (Q8_0 128, Q4_0 8);
+ *      offset that makes W's values unsigned (Q8_0 128, Q4_0 8; Q8_0 0
+ *      where the kernels keep W signed: q8_off);
  *   W panel (per thread): for column c of the panel, wp + c * nb * 32
  *      holds its values + off in order, dw + c * nb its scales. */
 typedef struct kiln_qmm_gemm_kernels {
@@ -54,16 +55,17 @@ typedef struct kiln_qmm_gemm_kernels {
     /* columns [0, cols) of W (w: the first byte of column 0's row) into
      * the panel layout, zeros up to nc (a multiple of KILN_QMM_GEMM_NC) */
     void (*pack_w)(kiln_dtype t, const void *w, int64_t cols, int64_t nc, int64_t nb, uint8_t *wp, float *dw);
-    /* out[c][r] (c < KILN_QMM_GEMM_NC, r < 16 groups) of groups (1 or 2)
-     * groups of packed x (xp, da, xs at the first group) against
+    /* out[c][r] (c < KILN_QMM_GEMM_NC, r < 32) of rows (1 .. 32) rows of
+     * packed x, in 1 or 2 groups (xp, da, xs at the first group; the
+     * group's rows past rows are padding, computed or not), against
      * KILN_QMM_GEMM_NC panel columns (wp, dw at the first), over blocks
      * [b0, b1) of nb: out is set (first) or added to, in the reference's
      * order as long as the blocks come in order */
-    void (*tile_q8)(const int8_t *xp, const float *da, const int32_t *xs, int groups, const uint8_t *wp,
+    void (*tile_q8)(const int8_t *xp, const float *da, const int32_t *xs, int rows, const uint8_t *wp,
                     const float *dw, int64_t nb, int64_t b0, int64_t b1, bool first,
                     float out[KILN_QMM_GEMM_NC][32]);
     /* the same for Q4_0's panels */
-    void (*tile_q4)(const int8_t *xp, const float *da, const int32_t *xs, int groups, const uint8_t *wp,
+    void (*tile_q4)(const int8_t *xp, const float *da, const int32_t *xs, int rows, const uint8_t *wp,
                     const float *dw, int64_t nb, int64_t b0, int64_t b1, bool first,
                     float out[KILN_QMM_GEMM_NC][32]);
     int32_t q8_off; /* Q8_0's off: 128, or 0 where the panel keeps w signed */

@@ -116,9 +116,9 @@ static inline __attribute__((always_inline)) void tile_n(const int8_t *xp, const
         for (int g = 0; g < gs; g++) _mm512_storeu_ps(out[c] + 16 * g, f[c][g]);
 }
 
-static void tile_vnni(const int8_t *xp, const float *da, const int32_t *xs, int groups, const uint8_t *wp,
+static void tile_vnni(const int8_t *xp, const float *da, const int32_t *xs, int rows, const uint8_t *wp,
                       const float *dw, int64_t nb, int64_t b0, int64_t b1, bool first, float out[NC][32]) {
-    if (groups == 2) tile_n(xp, da, xs, 2, wp, dw, nb, b0, b1, first, out);
+    if (rows > 16) tile_n(xp, da, xs, 2, wp, dw, nb, b0, b1, first, out);
     else tile_n(xp, da, xs, 1, wp, dw, nb, b0, b1, first, out);
 }
 

@@ -77,39 +77,38 @@ static void QG_NAME(pack_w)(kiln_dtype t, const void *w, int64_t cols, int64_t n
     }
 }
 
-/* Rows and columns per pass of the tile: QG_HH halves of a group (8 rows
- * each) times QG_CC of the NC columns, an int32 and an f32 accumulator
- * each. 128 x 2048 x 5632, 1 thread (Zen 5, KILN_SIMD=avx2 / avxvnni):
- * 16 rows x 3 columns took 0.91-0.96x the time of 8 x 6 (whose 6
- * broadcasts of W per quad serve one vector of x each). */
-#define QG_HH 2
-#define QG_CC (NC / QG_HH)
+/* Rows and columns per pass of the tile: HH (2, or 1 for a last odd 8
+ * rows) halves of a group (8 rows each) times QG_CC of the NC columns, an
+ * int32 and an f32 accumulator each. 128 x 2048 x 5632, 1 thread (Zen 5,
+ * KILN_SIMD=avx2 / avxvnni): 16 rows x 3 columns took 0.91-0.96x the time
+ * of 8 x 6 (whose 6 broadcasts of W per quad serve one vector of x each). */
+#define QG_CC (NC / 2)
 
-/* The exact int32 sums S - off * sum(x) of one block of QG_HH halves of a
+/* The exact int32 sums S - off * sum(x) of one block of HH halves of a
  * group (xb: their codes, 32 bytes apart per quad) against QG_CC columns
  * (wb: their block), from init (the rows' -off * sum(x)). AVX2: Q8_0 as
  * |w| times sign(x, w) (no pair above 128 * 127 * 2 < 2^15), pairs to
  * int32 per quad; Q4_0's pairs (at most 15 * 127 * 2) summed over the
  * block's 8 quads in int16 (< 2^15), then to int32 once. */
-static inline __attribute__((always_inline)) void QG_NAME(sums)(const bool q8, const int8_t *xb, const uint8_t *wb,
-                                                                 int64_t nb, const __m256i init[QG_HH],
-                                                                 __m256i s[QG_CC][QG_HH]) {
+static inline __attribute__((always_inline)) void QG_NAME(sums)(const int HH, const bool q8, const int8_t *xb, const uint8_t *wb,
+                                                                 int64_t nb, const __m256i init[2],
+                                                                 __m256i s[QG_CC][2]) {
 #if QG_VNNI
     (void)q8;
     QG_UNROLL
     for (int c = 0; c < QG_CC; c++)
         QG_UNROLL
-        for (int h = 0; h < QG_HH; h++) s[c][h] = init[h];
+        for (int h = 0; h < HH; h++) s[c][h] = init[h];
     QG_UNROLL
     for (int q = 0; q < 8; q++) {
-        __m256i x[QG_HH];
+        __m256i x[2];
         QG_UNROLL
-        for (int h = 0; h < QG_HH; h++) x[h] = _mm256_load_si256((const __m256i *)(xb + q * 64 + 32 * h));
+        for (int h = 0; h < HH; h++) x[h] = _mm256_load_si256((const __m256i *)(xb + q * 64 + 32 * h));
         QG_UNROLL
         for (int c = 0; c < QG_CC; c++) {
             const __m256i w = QG_NAME(wquad)(wb, nb, c, q);
             QG_UNROLL
-            for (int h = 0; h < QG_HH; h++) s[c][h] = _mm256_dpbusd_avx_epi32(s[c][h], w, x[h]);
+            for (int h = 0; h < HH; h++) s[c][h] = _mm256_dpbusd_avx_epi32(s[c][h], w, x[h]);
         }
     }
 #else
@@ -118,106 +117,111 @@ static inline __attribute__((always_inline)) void QG_NAME(sums)(const bool q8, c
         QG_UNROLL
         for (int c = 0; c < QG_CC; c++)
             QG_UNROLL
-            for (int h = 0; h < QG_HH; h++) s[c][h] = init[h];
+            for (int h = 0; h < HH; h++) s[c][h] = init[h];
         QG_UNROLL
         for (int q = 0; q < 8; q++) {
-            __m256i x[QG_HH];
+            __m256i x[2];
             QG_UNROLL
-            for (int h = 0; h < QG_HH; h++) x[h] = _mm256_load_si256((const __m256i *)(xb + q * 64 + 32 * h));
+            for (int h = 0; h < HH; h++) x[h] = _mm256_load_si256((const __m256i *)(xb + q * 64 + 32 * h));
             QG_UNROLL
             for (int c = 0; c < QG_CC; c++) {
                 const __m256i w = QG_NAME(wquad)(wb, nb, c, q), aw = _mm256_sign_epi8(w, w);
                 QG_UNROLL
-                for (int h = 0; h < QG_HH; h++)
+                for (int h = 0; h < HH; h++)
                     s[c][h] = _mm256_add_epi32(
                         s[c][h], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(x[h], w)), ones));
             }
         }
         return;
     }
-    __m256i t[QG_CC][QG_HH];
+    __m256i t[QG_CC][2];
     QG_UNROLL
     for (int c = 0; c < QG_CC; c++)
         QG_UNROLL
-        for (int h = 0; h < QG_HH; h++) t[c][h] = _mm256_setzero_si256();
+        for (int h = 0; h < HH; h++) t[c][h] = _mm256_setzero_si256();
     QG_UNROLL
     for (int q = 0; q < 8; q++) {
-        __m256i x[QG_HH];
+        __m256i x[2];
         QG_UNROLL
-        for (int h = 0; h < QG_HH; h++) x[h] = _mm256_load_si256((const __m256i *)(xb + q * 64 + 32 * h));
+        for (int h = 0; h < HH; h++) x[h] = _mm256_load_si256((const __m256i *)(xb + q * 64 + 32 * h));
         QG_UNROLL
         for (int c = 0; c < QG_CC; c++) {
             const __m256i w = QG_NAME(wquad)(wb, nb, c, q);
             QG_UNROLL
-            for (int h = 0; h < QG_HH; h++) t[c][h] = _mm256_add_epi16(t[c][h], _mm256_maddubs_epi16(w, x[h]));
+            for (int h = 0; h < HH; h++) t[c][h] = _mm256_add_epi16(t[c][h], _mm256_maddubs_epi16(w, x[h]));
         }
     }
     QG_UNROLL
     for (int c = 0; c < QG_CC; c++)
         QG_UNROLL
-        for (int h = 0; h < QG_HH; h++) s[c][h] = _mm256_add_epi32(init[h], _mm256_madd_epi16(t[c][h], ones));
+        for (int h = 0; h < HH; h++) s[c][h] = _mm256_add_epi32(init[h], _mm256_madd_epi16(t[c][h], ones));
 #endif
 }
 
-/* QG_HH halves of a group of rows (xh, dh, sh at the first's block 0)
+/* HH halves of a group of rows (xh, dh, sh at the first's block 0)
  * against QG_CC panel columns (wp, dw at the first) over blocks [b0, b1):
  * out[c][r0 ..] set or added to */
-static inline __attribute__((always_inline)) void QG_NAME(tile_part)(const bool q8, const int8_t *xh,
+static inline __attribute__((always_inline)) void QG_NAME(tile_part)(const int HH, const bool q8, const int8_t *xh,
                                                                       const float *dh, const int32_t *sh,
                                                                       const uint8_t *wp, const float *dw, int64_t nb,
                                                                       int64_t b0, int64_t b1, bool first,
                                                                       float (*out)[32], int r0) {
-    __m256 f[QG_CC][QG_HH];
+    __m256 f[QG_CC][2];
     QG_UNROLL
     for (int c = 0; c < QG_CC; c++)
         QG_UNROLL
-        for (int h = 0; h < QG_HH; h++)
+        for (int h = 0; h < HH; h++)
             f[c][h] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(out[c] + r0 + 8 * h);
     for (int64_t b = b0; b < b1; b++) {
-        __m256i s[QG_CC][QG_HH], init[QG_HH];
-        __m256 d[QG_HH];
+        __m256i s[QG_CC][2], init[2];
+        __m256 d[2];
         QG_UNROLL
-        for (int h = 0; h < QG_HH; h++) {
+        for (int h = 0; h < HH; h++) {
             init[h] = _mm256_load_si256((const __m256i *)(sh + b * 16 + 8 * h));
             d[h] = _mm256_load_ps(dh + b * 16 + 8 * h);
         }
-        QG_NAME(sums)(q8, xh + b * 512, wp + b * 32, nb, init, s);
+        QG_NAME(sums)(HH, q8, xh + b * 512, wp + b * 32, nb, init, s);
         QG_UNROLL
         for (int c = 0; c < QG_CC; c++) {
             const __m256 dc = _mm256_set1_ps(dw[c * nb + b]);
             QG_UNROLL
-            for (int h = 0; h < QG_HH; h++)
+            for (int h = 0; h < HH; h++)
                 f[c][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[c][h]), _mm256_mul_ps(d[h], dc), f[c][h]);
         }
     }
     QG_UNROLL
     for (int c = 0; c < QG_CC; c++)
         QG_UNROLL
-        for (int h = 0; h < QG_HH; h++) _mm256_storeu_ps(out[c] + r0 + 8 * h, f[c][h]);
+        for (int h = 0; h < HH; h++) _mm256_storeu_ps(out[c] + r0 + 8 * h, f[c][h]);
 }
 
-/* groups (1 or 2) of 16 rows, QG_HH halves and QG_CC columns a pass */
+/* rows (1 .. 32) of 1 or 2 groups, two halves a pass while two hold rows */
 static inline __attribute__((always_inline)) void QG_NAME(tile_any)(const bool q8, const int8_t *xp,
-                                                                     const float *da, const int32_t *xs, int groups,
+                                                                     const float *da, const int32_t *xs, int rows,
                                                                      const uint8_t *wp, const float *dw, int64_t nb,
                                                                      int64_t b0, int64_t b1, bool first,
                                                                      float out[NC][32]) {
-    for (int g = 0; g < groups; g++)
-        for (int h = 0; h < 2; h += QG_HH)
-            for (int c0 = 0; c0 < NC; c0 += QG_CC)
-                QG_NAME(tile_part)(q8, xp + g * nb * 512 + 32 * h, da + g * nb * 16 + 8 * h,
-                                   xs + g * nb * 16 + 8 * h, wp + c0 * nb * 32, dw + c0 * nb, nb, b0, b1, first,
-                                   out + c0, 16 * g + 8 * h);
+    const int halves = (rows + 7) / 8;
+    for (int g = 0; 2 * g < halves; g++)
+        for (int c0 = 0; c0 < NC; c0 += QG_CC) {
+            const int8_t *xg = xp + g * nb * 512;
+            if (halves - 2 * g > 1)
+                QG_NAME(tile_part)(2, q8, xg, da + g * nb * 16, xs + g * nb * 16, wp + c0 * nb * 32, dw + c0 * nb,
+                                   nb, b0, b1, first, out + c0, 16 * g);
+            else
+                QG_NAME(tile_part)(1, q8, xg, da + g * nb * 16, xs + g * nb * 16, wp + c0 * nb * 32, dw + c0 * nb,
+                                   nb, b0, b1, first, out + c0, 16 * g);
+        }
 }
 
-static void QG_NAME(tile_q8)(const int8_t *xp, const float *da, const int32_t *xs, int groups, const uint8_t *wp,
+static void QG_NAME(tile_q8)(const int8_t *xp, const float *da, const int32_t *xs, int rows, const uint8_t *wp,
                              const float *dw, int64_t nb, int64_t b0, int64_t b1, bool first, float out[NC][32]) {
-    QG_NAME(tile_any)(true, xp, da, xs, groups, wp, dw, nb, b0, b1, first, out);
+    QG_NAME(tile_any)(true, xp, da, xs, rows, wp, dw, nb, b0, b1, first, out);
 }
 
-static void QG_NAME(tile_q4)(const int8_t *xp, const float *da, const int32_t *xs, int groups, const uint8_t *wp,
+static void QG_NAME(tile_q4)(const int8_t *xp, const float *da, const int32_t *xs, int rows, const uint8_t *wp,
                              const float *dw, int64_t nb, int64_t b0, int64_t b1, bool first, float out[NC][32]) {
-    QG_NAME(tile_any)(false, xp, da, xs, groups, wp, dw, nb, b0, b1, first, out);
+    QG_NAME(tile_any)(false, xp, da, xs, rows, wp, dw, nb, b0, b1, first, out);
 }
 
 static const kiln_qmm_gemm_kernels QG_NAME(kernels) = {QG_NAME(pack_x), QG_NAME(pack_w), QG_NAME(tile_q8),
