@@ -21,6 +21,10 @@
  * pairs of unsigned w times x in int16 would saturate above 128 */
 #define QG_Q8_OFF (QG_VNNI ? 128 : 0)
 #define QG_UNROLL _Pragma("GCC unroll 8")
+/* v stays in its register here: without it gcc 12 hoists every product of
+ * a fully unrolled block ahead of the sums and spills them (AVX2's 48
+ * vpmaddubsw per block, 190 stack moves in the tile) */
+#define QG_KEEP(v) __asm__("" : "+x"(v))
 
 static inline int32_t QG_NAME(load32)(const void *p) {
     int32_t v;
@@ -108,7 +112,10 @@ static inline __attribute__((always_inline)) void QG_NAME(sums)(const int HH, co
         for (int c = 0; c < QG_CC; c++) {
             const __m256i w = QG_NAME(wquad)(wb, nb, c, q);
             QG_UNROLL
-            for (int h = 0; h < HH; h++) s[c][h] = _mm256_dpbusd_avx_epi32(s[c][h], w, x[h]);
+            for (int h = 0; h < HH; h++) {
+                s[c][h] = _mm256_dpbusd_avx_epi32(s[c][h], w, x[h]);
+                QG_KEEP(s[c][h]);
+            }
         }
     }
 #else
@@ -127,9 +134,11 @@ static inline __attribute__((always_inline)) void QG_NAME(sums)(const int HH, co
             for (int c = 0; c < QG_CC; c++) {
                 const __m256i w = QG_NAME(wquad)(wb, nb, c, q), aw = _mm256_sign_epi8(w, w);
                 QG_UNROLL
-                for (int h = 0; h < HH; h++)
+                for (int h = 0; h < HH; h++) {
                     s[c][h] = _mm256_add_epi32(
                         s[c][h], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(x[h], w)), ones));
+                    QG_KEEP(s[c][h]);
+                }
             }
         }
         return;
@@ -148,7 +157,10 @@ static inline __attribute__((always_inline)) void QG_NAME(sums)(const int HH, co
         for (int c = 0; c < QG_CC; c++) {
             const __m256i w = QG_NAME(wquad)(wb, nb, c, q);
             QG_UNROLL
-            for (int h = 0; h < HH; h++) t[c][h] = _mm256_add_epi16(t[c][h], _mm256_maddubs_epi16(w, x[h]));
+            for (int h = 0; h < HH; h++) {
+                t[c][h] = _mm256_add_epi16(t[c][h], _mm256_maddubs_epi16(w, x[h]));
+                QG_KEEP(t[c][h]);
+            }
         }
     }
     QG_UNROLL
