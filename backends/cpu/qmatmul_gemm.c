@@ -65,11 +65,39 @@ kiln_status kiln__qmm_gemm_ref(kiln_dtype t, int64_t m, int64_t n, int64_t k, co
     return KILN_OK;
 }
 
+void kiln__qmm_gemm_pack_x(const float *x, int64_t nb, int32_t off, int8_t *xp, float *da, int32_t *xs) {
+    for (int64_t b = 0; b < nb; b++, x += 32, xp += 512, da += 16, xs += 16) {
+        int8_t q[32];
+        kiln__qmm_quantize_x(x, q, da, 32);
+        int32_t sum = 0;
+        for (int e = 0; e < 32; e++) sum += q[e];
+        for (int qd = 0; qd < 8; qd++) memcpy(xp + 64 * qd, q + 4 * qd, 4);
+        xs[0] = -off * sum;
+    }
+}
+
+void kiln__qmm_gemm_pack_w(kiln_dtype t, const void *w, int64_t cols, int64_t nc, int64_t nb, uint8_t *wp,
+                           float *dw) {
+    for (int64_t c = 0; c < cols; c++) {
+        uint8_t *o = wp + c * nb * 32;
+        for (int64_t i = 0; i < nb; i++) {
+            int8_t q[32];
+            w_block(t, w, c * nb + i, q, &dw[c * nb + i]);
+            for (int e = 0; e < 32; e++) o[32 * i + e] = (uint8_t)(t == KILN_Q8_0 ? q[e] : q[e] + 8);
+        }
+    }
+    for (int64_t c = cols; c < nc; c++) {
+        memset(wp + c * nb * 32, 0, (size_t)(nb * 32));
+        memset(dw + c * nb, 0, (size_t)nb * sizeof(float));
+    }
+}
+
 static const kiln_qmm_gemm_kernels *kernels(void) {
     const kiln_cpu_caps *c = kiln__cpu_caps();
     if (kiln__cpu_avx512vnni(c)) return kiln__qmm_gemm_kernels_avx512vnni();
     if (kiln__cpu_avxvnni(c)) return kiln__qmm_gemm_kernels_avxvnni();
     if (kiln__cpu_avx2(c)) return kiln__qmm_gemm_kernels_avx2();
+    if (kiln__cpu_neondot(c)) return kiln__qmm_gemm_kernels_neondot();
     return NULL;
 }
 

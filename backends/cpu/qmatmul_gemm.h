@@ -1,8 +1,9 @@
 /* qmatmul_gemm.h — the batched (prompt) path of KILN_OP_QMATMUL for Q8_0 and
  * Q4_0: y[m, n] = x[m, k] . W[n, k]^T as a block-scaled integer GEMM, for
  * m >= KILN_QMM_PANEL_MIN_M from AVX2 up (AVX512-VNNI's zmm tile, AVX-VNNI's
- * and AVX2's ymm ones, qmatmul_gemm_x86.h; elsewhere, and for NF4, the
- * dequantized panels + f32 GEMM of qmatmul.c run).
+ * and AVX2's ymm ones, qmatmul_gemm_x86.h) and on ARM64 with the dot
+ * product (qmatmul_gemm_neondot.c); elsewhere, and for NF4, the
+ * dequantized panels + f32 GEMM of qmatmul.c run.
  *
  * No AMX: an AMX-INT8 version (commit 605e32e: tdpbssd per block of 32,
  * each block's four 16 x 16 int32 tiles stored and scaled into f32 sums in
@@ -75,6 +76,13 @@ typedef struct kiln_qmm_gemm_kernels {
 const kiln_qmm_gemm_kernels *kiln__qmm_gemm_kernels_avx512vnni(void);
 const kiln_qmm_gemm_kernels *kiln__qmm_gemm_kernels_avxvnni(void);
 const kiln_qmm_gemm_kernels *kiln__qmm_gemm_kernels_avx2(void);
+const kiln_qmm_gemm_kernels *kiln__qmm_gemm_kernels_neondot(void);
+
+/* pack_x by the scalar quantizer, and pack_w with W signed (Q8_0's
+ * q8_off 0, Q4_0's nibble), for the sets that need no faster ones */
+void kiln__qmm_gemm_pack_x(const float *x, int64_t nb, int32_t off, int8_t *xp, float *da, int32_t *xs);
+void kiln__qmm_gemm_pack_w(kiln_dtype t, const void *w, int64_t cols, int64_t nc, int64_t nb, uint8_t *wp,
+                           float *dw);
 
 /* Whether the integer path runs for dtype t on this CPU (caps in force). */
 bool kiln__qmm_gemm_available(kiln_dtype t);

@@ -10,16 +10,15 @@
  * in each lane, so every output is kiln__qmm_gemm_ref's bits. */
 #include "qmatmul_gemm.h"
 
-#include "../../quant/quant.h"
-#include "qmatmul.h"
+/* Q8_0's W + 128 (unsigned) for vpdpbusd; AVX2 keeps it signed, as its
+ * pairs of unsigned w times x in int16 would saturate above 128 */
+#define QG_Q8_OFF (QG_VNNI ? 128 : 0)
+#include "qmatmul_gemm_pack_x86.h"
 
 #include <immintrin.h>
 #include <string.h>
 
 #define NC KILN_QMM_GEMM_NC
-/* Q8_0's W + 128 (unsigned) for vpdpbusd; AVX2 keeps it signed, as its
- * pairs of unsigned w times x in int16 would saturate above 128 */
-#define QG_Q8_OFF (QG_VNNI ? 128 : 0)
 #define QG_UNROLL _Pragma("GCC unroll 8")
 /* v stays in its register here: without it gcc 12 hoists every product of
  * a fully unrolled block ahead of the sums and spills them (AVX2's 48
@@ -37,50 +36,6 @@ static inline __m256i QG_NAME(wquad)(const uint8_t *wb, int64_t nb, int c, int q
     return _mm256_set1_epi32(QG_NAME(load32)(wb + c * nb * 32 + q * 4));
 }
 
-/* One row of x in the packed layout (qmatmul_gemm.h) by the scalar
- * quantizer (the same bits as AVX-512's): codes at xp + 512 b + 64 q,
- * scale at da + 16 b, -off * (sum of the block's codes) at xs + 16 b. */
-static void QG_NAME(pack_x)(const float *x, int64_t nb, int32_t off, int8_t *xp, float *da, int32_t *xs) {
-    for (int64_t b = 0; b < nb; b++, x += 32, xp += 512, da += 16, xs += 16) {
-        int8_t q[32];
-        kiln__qmm_quantize_x(x, q, da, 32);
-        int32_t sum = 0;
-        for (int e = 0; e < 32; e++) sum += q[e];
-        for (int qd = 0; qd < 8; qd++) memcpy(xp + 64 * qd, q + 4 * qd, 4);
-        xs[0] = -off * sum;
-    }
-}
-
-/* W's columns as the tile reads them: Q4_0's nibbles (w + 8), Q8_0's
- * w + QG_Q8_OFF, both in element order; the scales as f32 */
-static void QG_NAME(pack_w)(kiln_dtype t, const void *w, int64_t cols, int64_t nc, int64_t nb, uint8_t *wp,
-                            float *dw) {
-    const __m256i flip = _mm256_set1_epi8((char)(QG_Q8_OFF ? 0x80 : 0)), lo4 = _mm256_set1_epi8(0x0f);
-    for (int64_t c = 0; c < cols; c++) {
-        uint8_t *o = wp + c * nb * 32;
-        if (t == KILN_Q8_0) {
-            const kiln_block_q8_0 *b = (const kiln_block_q8_0 *)w + c * nb;
-            for (int64_t i = 0; i < nb; i++) {
-                _mm256_storeu_si256((__m256i *)(o + 32 * i),
-                                    _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)b[i].qs), flip));
-                dw[c * nb + i] = _cvtsh_ss(b[i].d);
-            }
-        } else {
-            const kiln_block_q4_0 *b = (const kiln_block_q4_0 *)w + c * nb;
-            for (int64_t i = 0; i < nb; i++) {
-                const __m128i p = _mm_loadu_si128((const __m128i *)b[i].qs);
-                _mm256_storeu_si256((__m256i *)(o + 32 * i),
-                                    _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(p, 4), p), lo4));
-                dw[c * nb + i] = _cvtsh_ss(b[i].d);
-            }
-        }
-    }
-    for (int64_t c = cols; c < nc; c++) {
-        memset(wp + c * nb * 32, 0, (size_t)(nb * 32));
-        memset(dw + c * nb, 0, (size_t)nb * sizeof(float));
-    }
-}
-
 /* Rows and columns per pass of the tile: HH (2, or 1 for a last odd 8
  * rows) halves of a group (8 rows each) times QG_CC of the NC columns, an
  * int32 and an f32 accumulator each. 128 x 2048 x 5632, 1 thread (Zen 5,
@@ -88,21 +43,35 @@ static void QG_NAME(pack_w)(kiln_dtype t, const void *w, int64_t cols, int64_t n
  * of 8 x 6 (whose 6 broadcasts of W per quad serve one vector of x each). */
 #define QG_CC (NC / 2)
 
+/* One quad of W (w, |w| in aw) against one vector of x added to acc:
+ * VNNI's vpdpbusd (w + off unsigned); AVX2's Q8_0 as |w| times sign(x, w)
+ * (no pair above 128 * 127 * 2 < 2^15), to int32 per quad; AVX2's Q4_0
+ * as int16 pairs (at most 15 * 127 * 2 each: a block's 8 quads stay below
+ * 2^15), to int32 once per block (sums()). */
+static inline __attribute__((always_inline)) __m256i QG_NAME(dot)(const bool q8, __m256i acc, __m256i w, __m256i aw,
+                                                                   __m256i x) {
+#if QG_VNNI
+    (void)q8, (void)aw;
+    return _mm256_dpbusd_avx_epi32(acc, w, x);
+#else
+    if (q8)
+        return _mm256_add_epi32(
+            acc, _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(x, w)), _mm256_set1_epi16(1)));
+    return _mm256_add_epi16(acc, _mm256_maddubs_epi16(w, x));
+#endif
+}
+
 /* The exact int32 sums S - off * sum(x) of one block of HH halves of a
  * group (xb: their codes, 32 bytes apart per quad) against QG_CC columns
- * (wb: their block), from init (the rows' -off * sum(x)). AVX2: Q8_0 as
- * |w| times sign(x, w) (no pair above 128 * 127 * 2 < 2^15), pairs to
- * int32 per quad; Q4_0's pairs (at most 15 * 127 * 2) summed over the
- * block's 8 quads in int16 (< 2^15), then to int32 once. */
-static inline __attribute__((always_inline)) void QG_NAME(sums)(const int HH, const bool q8, const int8_t *xb, const uint8_t *wb,
-                                                                 int64_t nb, const __m256i init[2],
+ * (wb: their block), from init (the rows' -off * sum(x)). */
+static inline __attribute__((always_inline)) void QG_NAME(sums)(const int HH, const bool q8, const int8_t *xb,
+                                                                 const uint8_t *wb, int64_t nb, const __m256i init[2],
                                                                  __m256i s[QG_CC][2]) {
-#if QG_VNNI
-    (void)q8;
+    const bool i16 = !QG_VNNI && !q8; /* int16 pairs until the block's end */
     QG_UNROLL
     for (int c = 0; c < QG_CC; c++)
         QG_UNROLL
-        for (int h = 0; h < HH; h++) s[c][h] = init[h];
+        for (int h = 0; h < HH; h++) s[c][h] = i16 ? _mm256_setzero_si256() : init[h];
     QG_UNROLL
     for (int q = 0; q < 8; q++) {
         __m256i x[2];
@@ -110,64 +79,20 @@ static inline __attribute__((always_inline)) void QG_NAME(sums)(const int HH, co
         for (int h = 0; h < HH; h++) x[h] = _mm256_load_si256((const __m256i *)(xb + q * 64 + 32 * h));
         QG_UNROLL
         for (int c = 0; c < QG_CC; c++) {
-            const __m256i w = QG_NAME(wquad)(wb, nb, c, q);
+            const __m256i w = QG_NAME(wquad)(wb, nb, c, q), aw = _mm256_sign_epi8(w, w);
             QG_UNROLL
             for (int h = 0; h < HH; h++) {
-                s[c][h] = _mm256_dpbusd_avx_epi32(s[c][h], w, x[h]);
+                s[c][h] = QG_NAME(dot)(q8, s[c][h], w, aw, x[h]);
                 QG_KEEP(s[c][h]);
             }
         }
     }
-#else
-    const __m256i ones = _mm256_set1_epi16(1);
-    if (q8) {
-        QG_UNROLL
-        for (int c = 0; c < QG_CC; c++)
-            QG_UNROLL
-            for (int h = 0; h < HH; h++) s[c][h] = init[h];
-        QG_UNROLL
-        for (int q = 0; q < 8; q++) {
-            __m256i x[2];
-            QG_UNROLL
-            for (int h = 0; h < HH; h++) x[h] = _mm256_load_si256((const __m256i *)(xb + q * 64 + 32 * h));
-            QG_UNROLL
-            for (int c = 0; c < QG_CC; c++) {
-                const __m256i w = QG_NAME(wquad)(wb, nb, c, q), aw = _mm256_sign_epi8(w, w);
-                QG_UNROLL
-                for (int h = 0; h < HH; h++) {
-                    s[c][h] = _mm256_add_epi32(
-                        s[c][h], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(x[h], w)), ones));
-                    QG_KEEP(s[c][h]);
-                }
-            }
-        }
-        return;
-    }
-    __m256i t[QG_CC][2];
+    if (!i16) return;
     QG_UNROLL
     for (int c = 0; c < QG_CC; c++)
         QG_UNROLL
-        for (int h = 0; h < HH; h++) t[c][h] = _mm256_setzero_si256();
-    QG_UNROLL
-    for (int q = 0; q < 8; q++) {
-        __m256i x[2];
-        QG_UNROLL
-        for (int h = 0; h < HH; h++) x[h] = _mm256_load_si256((const __m256i *)(xb + q * 64 + 32 * h));
-        QG_UNROLL
-        for (int c = 0; c < QG_CC; c++) {
-            const __m256i w = QG_NAME(wquad)(wb, nb, c, q);
-            QG_UNROLL
-            for (int h = 0; h < HH; h++) {
-                t[c][h] = _mm256_add_epi16(t[c][h], _mm256_maddubs_epi16(w, x[h]));
-                QG_KEEP(t[c][h]);
-            }
-        }
-    }
-    QG_UNROLL
-    for (int c = 0; c < QG_CC; c++)
-        QG_UNROLL
-        for (int h = 0; h < HH; h++) s[c][h] = _mm256_add_epi32(init[h], _mm256_madd_epi16(t[c][h], ones));
-#endif
+        for (int h = 0; h < HH; h++)
+            s[c][h] = _mm256_add_epi32(init[h], _mm256_madd_epi16(s[c][h], _mm256_set1_epi16(1)));
 }
 
 /* HH halves of a group of rows (xh, dh, sh at the first's block 0)
@@ -236,7 +161,7 @@ static void QG_NAME(tile_q4)(const int8_t *xp, const float *da, const int32_t *x
     QG_NAME(tile_any)(false, xp, da, xs, rows, wp, dw, nb, b0, b1, first, out);
 }
 
-static const kiln_qmm_gemm_kernels QG_NAME(kernels) = {QG_NAME(pack_x), QG_NAME(pack_w), QG_NAME(tile_q8),
+static const kiln_qmm_gemm_kernels QG_NAME(kernels) = {kiln__qmm_gemm_pack_x, QG_NAME(pack_w), QG_NAME(tile_q8),
                                                        QG_NAME(tile_q4), QG_Q8_OFF};
 
 #undef NC
