@@ -13,7 +13,7 @@
  * |w| |x| (sqrt(32) / 254 + 2^-10) plus f32 summation; the test allows
  * 0.025 |x| |w| per output (the worst case: random data sits far below).
  * The f32 paths (NF4, NF4_DQ, and the panel path of Q8_0 / Q4_0 on CPUs
- * without VNNI) allow 1e-4 |x| |w|. */
+ * without AVX2 or NEON's dot product) allow 1e-4 |x| |w|. */
 #include "kt.h"
 #include "kt_simd.h"
 #include "../backends/cpu/cpu_features.h"
@@ -256,15 +256,22 @@ KT_TEST(qmatmul_threads_identical) {
 /* The batched integer path (qmatmul_gemm.h) against its scalar reference,
  * bit for bit: the int32 block sums are exact and each lane runs the
  * reference's f32 operations in its order. Shapes with partial groups of
- * rows, partial tiles and panels of columns, 1 and 2 threads. */
+ * rows, partial tiles and panels of columns, K past one chunk of blocks
+ * (16) and not a multiple of it, 1 and 2 threads; Q8_0 codes of -128 and
+ * 127 (AVX2's |w| times sign(x, w) takes |-128| as 128, unsigned).
+ * Every x86 level from AVX2 up runs it (AVX-512 without VNNI takes
+ * AVX2's tiles), and NEON with the dot product. */
 KT_TEST(qmatmul_gemm_equals_reference) {
     const kiln_dtype ts[2] = {KILN_Q8_0, KILN_Q4_0};
-    const int64_t shapes[4][3] = {{8, 40, 160}, {33, 200, 96}, {64, 97, 320}, {17, 6, 32}};
+    const int64_t shapes[7][3] = {{8, 40, 160}, {33, 200, 96}, {64, 97, 320}, {17, 6, 32},
+                                  {23, 13, 544}, {40, 101, 1056}, {9, 7, 512}};
     int ran = 0;
     KT_FOR_EACH_SIMD(v) {
         for (int ti = 0; ti < 2; ti++) {
+            if (kiln__cpu_avx2(&v.caps) || kiln__cpu_neondot(&v.caps))
+                KT_CHECK(kiln__qmm_gemm_available(ts[ti]), "%s: no integer GEMM at this level", kiln_dtype_name(ts[ti]));
             if (!kiln__qmm_gemm_available(ts[ti])) continue;
-            for (int si = 0; si < 4; si++) {
+            for (int si = 0; si < 7; si++) {
                 const int64_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
                 float *x;
                 void *w = quantized(ts[ti], n, k, &x, m);
@@ -272,6 +279,9 @@ KT_TEST(qmatmul_gemm_equals_reference) {
                  * takes away from zero: the SIMD quantizers must too */
                 x[0] = 127.0f;
                 for (int j = 1; j < 32; j++) x[j] = (j % 2 ? -1.0f : 1.0f) * ((float)j + 0.5f);
+                if (ts[ti] == KILN_Q8_0)
+                    for (int64_t b = 0; b < n * k / 32; b += 3)
+                        for (int e = 0; e < 32; e++) ((kiln_block_q8_0 *)w)[b].qs[e] = (int8_t)(e % 2 ? -128 : 127);
                 float *yr = malloc((size_t)(m * n) * 4), *y1 = malloc((size_t)(m * n) * 4),
                       *y2 = malloc((size_t)(m * n) * 4);
                 KT_OK(kiln__qmm_gemm_ref(ts[ti], m, n, k, x, w, yr));
@@ -289,7 +299,7 @@ KT_TEST(qmatmul_gemm_equals_reference) {
             }
         }
     }
-    if (!ran) kt_skip("no AVX512-VNNI: the batched path dequantizes");
+    if (!ran) kt_skip("no AVX2 or NEON dot product: the batched path dequantizes");
 }
 
 KT_TEST(qmatmul_refuses_bad_shapes) {

@@ -33,9 +33,10 @@
  *     qmatmul_ggml.h), each row of W is decoded once for up to
  *     KILN_QMM_ROWS_MAX rows of x, each row's result the batch-1
  *     product's bits; otherwise x row by row.
- *   - Many rows (prompt), Q8_0 / Q4_0 where the CPU has AVX512-VNNI: the
- *     block-scaled integer GEMM of qmatmul_gemm.h (x quantized the same
- *     way, exact int32 block sums, f32 scaling per block).
+ *   - Many rows (prompt), Q8_0 / Q4_0 from AVX2 up and with NEON's dot
+ *     product: the block-scaled integer GEMM of qmatmul_gemm.h (x
+ *     quantized the same way, exact int32 block sums, f32 scaling per
+ *     block; not the batch-1 products' order).
  *   - ggml's other block types (Q4_1, Q5_0, Q5_1, the K types, IQ4_NL,
  *     IQ4_XS), few rows: x quantized to the type's activation dtype and
  *     ggml's integer dot products (qmatmul_ggml.h; the K types' and

@@ -65,9 +65,39 @@ kiln_status kiln__qmm_gemm_ref(kiln_dtype t, int64_t m, int64_t n, int64_t k, co
     return KILN_OK;
 }
 
+void kiln__qmm_gemm_pack_x(const float *x, int64_t nb, int32_t off, int8_t *xp, float *da, int32_t *xs) {
+    for (int64_t b = 0; b < nb; b++, x += 32, xp += 512, da += 16, xs += 16) {
+        int8_t q[32];
+        kiln__qmm_quantize_x(x, q, da, 32);
+        int32_t sum = 0;
+        for (int e = 0; e < 32; e++) sum += q[e];
+        for (int qd = 0; qd < 8; qd++) memcpy(xp + 64 * qd, q + 4 * qd, 4);
+        xs[0] = -off * sum;
+    }
+}
+
+void kiln__qmm_gemm_pack_w(kiln_dtype t, const void *w, int64_t cols, int64_t nc, int64_t nb, uint8_t *wp,
+                           float *dw) {
+    for (int64_t c = 0; c < cols; c++) {
+        uint8_t *o = wp + c * nb * 32;
+        for (int64_t i = 0; i < nb; i++) {
+            int8_t q[32];
+            w_block(t, w, c * nb + i, q, &dw[c * nb + i]);
+            for (int e = 0; e < 32; e++) o[32 * i + e] = (uint8_t)(t == KILN_Q8_0 ? q[e] : q[e] + 8);
+        }
+    }
+    for (int64_t c = cols; c < nc; c++) {
+        memset(wp + c * nb * 32, 0, (size_t)(nb * 32));
+        memset(dw + c * nb, 0, (size_t)nb * sizeof(float));
+    }
+}
+
 static const kiln_qmm_gemm_kernels *kernels(void) {
     const kiln_cpu_caps *c = kiln__cpu_caps();
     if (kiln__cpu_avx512vnni(c)) return kiln__qmm_gemm_kernels_avx512vnni();
+    if (kiln__cpu_avxvnni(c)) return kiln__qmm_gemm_kernels_avxvnni();
+    if (kiln__cpu_avx2(c)) return kiln__qmm_gemm_kernels_avx2();
+    if (kiln__cpu_neondot(c)) return kiln__qmm_gemm_kernels_neondot();
     return NULL;
 }
 
@@ -113,7 +143,7 @@ typedef struct qgemm_job {
 static void pack_groups(void *arg, int64_t g0, int64_t g1, int tid) {
     const qgemm_job *j = arg;
     (void)tid;
-    pack_x(j->kk, j->x, j->m, j->k, j->t == KILN_Q8_0 ? 128 : 8, g0 * 16, g1 * 16, j->xp, j->da, j->xs);
+    pack_x(j->kk, j->x, j->m, j->k, j->t == KILN_Q8_0 ? j->kk->q8_off : 8, g0 * 16, g1 * 16, j->xp, j->da, j->xs);
 }
 
 /* Panels [u0, u1) of NU columns of W, each packed into the thread's own
@@ -135,6 +165,8 @@ static void panels(void *arg, int64_t u0, int64_t u1, int tid) {
     }
     float *dw = (float *)(wp + NU * nb * 32);
     float *acc = dw + NU * nb; /* the f32 sums of the panel's tiles */
+    void (*tile)(const int8_t *, const float *, const int32_t *, int, const uint8_t *, const float *, int64_t,
+                 int64_t, int64_t, bool, float(*)[32]) = j->t == KILN_Q8_0 ? kk->tile_q8 : kk->tile_q4;
     for (int64_t u = u0; u < u1; u++) {
         const int64_t j0 = u * NU, cols = n - j0 < NU ? n - j0 : NU, nc = (cols + NC - 1) / NC * NC;
         kk->pack_w(j->t, (const char *)j->w + (size_t)j0 * row_bytes, cols, nc, nb, wp, dw);
@@ -144,9 +176,9 @@ static void panels(void *arg, int64_t u0, int64_t u1, int tid) {
         for (int64_t b0 = 0; b0 < nb; b0 += KB) {
             const int64_t b1 = nb - b0 < KB ? nb : b0 + KB;
             for (int64_t g = 0; g < groups; g += 2) {
-                const int gs = groups - g < 2 ? 1 : 2;
+                const int rows = m - g * 16 < 32 ? (int)(m - g * 16) : 32;
                 for (int64_t c0 = 0; c0 < nc; c0 += NC)
-                    kk->tile(xp + g * nb * 512, da + g * nb * 16, xs + g * nb * 16, gs, wp + c0 * nb * 32,
+                    tile(xp + g * nb * 512, da + g * nb * 16, xs + g * nb * 16, rows, wp + c0 * nb * 32,
                              dw + c0 * nb, nb, b0, b1, b0 == 0,
                              (float(*)[32])(acc + (g / 2 * (NU / NC) + c0 / NC) * NC * 32));
             }

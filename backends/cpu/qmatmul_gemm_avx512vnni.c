@@ -15,6 +15,9 @@
 #if defined(__x86_64__) && defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #include "../../quant/quant.h"
 #include "qmatmul_quant_x86.h"
+#define QG_NAME(x) x##_vnni
+#define QG_Q8_OFF 128
+#include "qmatmul_gemm_pack_x86.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -39,33 +42,6 @@ static void pack_x_vnni(const float *x, int64_t nb, int32_t off, int8_t *xp, flo
         const __m256i s = _mm256_sad_epu8(_mm256_xor_si256(codes, _mm256_set1_epi8((char)0x80)), _mm256_setzero_si256());
         const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
         xs[0] = -off * (int32_t)(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1) - 32 * 128);
-    }
-}
-
-static void pack_w_vnni(kiln_dtype t, const void *w, int64_t cols, int64_t nc, int64_t nb, uint8_t *wp, float *dw) {
-    const __m256i flip = _mm256_set1_epi8((char)0x80), lo4 = _mm256_set1_epi8(0x0f);
-    for (int64_t c = 0; c < cols; c++) {
-        uint8_t *o = wp + c * nb * 32;
-        if (t == KILN_Q8_0) {
-            const kiln_block_q8_0 *b = (const kiln_block_q8_0 *)w + c * nb;
-            for (int64_t i = 0; i < nb; i++) {
-                _mm256_storeu_si256((__m256i *)(o + 32 * i),
-                                    _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)b[i].qs), flip));
-                dw[c * nb + i] = _cvtsh_ss(b[i].d);
-            }
-        } else {
-            const kiln_block_q4_0 *b = (const kiln_block_q4_0 *)w + c * nb;
-            for (int64_t i = 0; i < nb; i++) {
-                const __m128i p = _mm_loadu_si128((const __m128i *)b[i].qs);
-                _mm256_storeu_si256((__m256i *)(o + 32 * i),
-                                    _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(p, 4), p), lo4));
-                dw[c * nb + i] = _cvtsh_ss(b[i].d);
-            }
-        }
-    }
-    for (int64_t c = cols; c < nc; c++) {
-        memset(wp + c * nb * 32, 0, (size_t)(nb * 32));
-        memset(dw + c * nb, 0, (size_t)nb * sizeof(float));
     }
 }
 
@@ -116,14 +92,14 @@ static inline __attribute__((always_inline)) void tile_n(const int8_t *xp, const
         for (int g = 0; g < gs; g++) _mm512_storeu_ps(out[c] + 16 * g, f[c][g]);
 }
 
-static void tile_vnni(const int8_t *xp, const float *da, const int32_t *xs, int groups, const uint8_t *wp,
+static void tile_vnni(const int8_t *xp, const float *da, const int32_t *xs, int rows, const uint8_t *wp,
                       const float *dw, int64_t nb, int64_t b0, int64_t b1, bool first, float out[NC][32]) {
-    if (groups == 2) tile_n(xp, da, xs, 2, wp, dw, nb, b0, b1, first, out);
+    if (rows > 16) tile_n(xp, da, xs, 2, wp, dw, nb, b0, b1, first, out);
     else tile_n(xp, da, xs, 1, wp, dw, nb, b0, b1, first, out);
 }
 
 const kiln_qmm_gemm_kernels *kiln__qmm_gemm_kernels_avx512vnni(void) {
-    static const kiln_qmm_gemm_kernels k = {pack_x_vnni, pack_w_vnni, tile_vnni};
+    static const kiln_qmm_gemm_kernels k = {pack_x_vnni, QG_NAME(pack_w), tile_vnni, tile_vnni, QG_Q8_OFF};
     return &k;
 }
 #else
