@@ -41,8 +41,9 @@ typedef struct wino_job {
     kiln_wino_geom g;
     const kiln_wino_xform *x;
     const float *w;
-    float *u, *scratch;
-    int64_t cin, cout, tb; /* tb tiles per block */
+    float *u, *pu, *scratch; /* u: the kernels' transforms, pu: packed for the GEMM */
+    int64_t cin, cout, tb;   /* tb tiles per block */
+    size_t pus;              /* floats of one packed matrix of pu */
     size_t per_thread;     /* floats of V and M */
     bool rot;
 } wino_job;
@@ -55,6 +56,14 @@ static void weights_part(void *arg, int64_t p0, int64_t p1, int tid) {
     j->x->weights(j->w, o, c, j->rot, p0, p1, j->u);
 }
 
+/* The matrices [xi0, xi1) of u packed once for all the blocks. */
+static void pack_part(void *arg, int64_t xi0, int64_t xi1, int tid) {
+    const wino_job *j = arg;
+    (void)tid;
+    for (int64_t xi = xi0; xi < xi1; xi++)
+        kiln__sgemm_pack_a(j->cout, j->cin, j->u + xi * j->cout * j->cin, j->cin, j->pu + xi * j->pus);
+}
+
 static void blocks(void *arg, int64_t b0, int64_t b1, int tid) {
     const wino_job *j = arg;
     int64_t vs = apart(j->cin * j->tb), ms = apart(j->cout * j->tb);
@@ -63,8 +72,7 @@ static void blocks(void *arg, int64_t b0, int64_t b1, int tid) {
         int64_t t0 = b * j->tb, cnt = j->g.tiles - t0 < j->tb ? j->g.tiles - t0 : j->tb;
         j->x->input(&j->g, 0, j->cin, t0, cnt, v, j->tb, vs);
         for (int xi = 0; xi < XI; xi++)
-            kiln__sgemm_own(false, false, j->cout, cnt, j->cin, 1.0f, j->u + xi * j->cout * j->cin, j->cin,
-                            v + xi * vs, j->tb, 0.0f, m + xi * ms, j->tb, 1);
+            kiln__sgemm_packed_a(j->cout, cnt, j->cin, j->pu + xi * j->pus, v + xi * vs, j->tb, m + xi * ms, j->tb);
         j->x->output(&j->g, m, j->tb, ms, 0, j->cout, t0, cnt);
     }
 }
@@ -99,19 +107,24 @@ kiln_status kiln__wino_conv(bool grad_x, const kiln_conv_geom *cg, int64_t n, in
     int nt = n_threads < 1 ? 1 : n_threads;
     if (nt > nblocks) nt = (int)nblocks;
     j.per_thread = (size_t)(XI * (apart(j.cin * j.tb) + apart(j.cout * j.tb)));
-    size_t u_floats = (size_t)(XI * c * o);
-    size_t bytes = ((u_floats + j.per_thread * (size_t)nt) * sizeof(float) + 63) & ~(size_t)63;
+    /* the packed kernels, then the plain ones, whose room the blocks' V and
+     * M take once they are packed */
+    size_t u_floats = (size_t)(XI * c * o), blocks_floats = j.per_thread * (size_t)nt;
+    j.pus = (kiln__sgemm_packed_a_floats(j.cout, j.cin) + LANE - 1) / LANE * LANE;
+    size_t bytes = ((XI * j.pus + (u_floats > blocks_floats ? u_floats : blocks_floats)) * sizeof(float) + 63) &
+                   ~(size_t)63;
     bool owned;
-    j.u = kiln__scratch_get(bytes, &owned);
-    if (!j.u)
+    j.pu = kiln__scratch_get(bytes, &owned);
+    if (!j.pu)
         return kiln__errs(KILN_ERR_OOM, "%s: out of memory for Winograd's transformed kernels and tiles (%zu bytes)",
                           grad_x ? "conv2d_grad_x" : "conv2d", bytes);
-    j.scratch = j.u + u_floats;
+    j.u = j.scratch = j.pu + XI * j.pus;
     int64_t pairs = c * o;
     int wt = n_threads > 1 && pairs >= 4096 ? n_threads : 1;
     kiln__pool_for(pairs, (pairs + 4 * wt - 1) / (4 * wt) / LANE * LANE + LANE, wt, weights_part, &j);
+    kiln__pool_for(XI, 1, wt, pack_part, &j);
     kiln__pool_for(nblocks, 1, nt, blocks, &j);
-    if (owned) free(j.u);
+    if (owned) free(j.pu);
     return KILN_OK;
 }
 

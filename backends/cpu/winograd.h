@@ -12,10 +12,12 @@
  * weight gradient is G^T [sum over tiles of (A dy A^T) . (B^T d B)] G, the
  * sums 36 GEMMs too (kiln__wino_grad_w).
  *
- * Scratch: U (36 Cout Cin floats) and, per thread, V and M of one block of
- * tiles (T from the L2, 64 to 256 tiles): bounded by the block, not the
- * batch (the weight gradient: per thread, the sums of 64 input channels
- * and one block's transforms; below 4 chunks of 64 channels, the sums of
+ * Scratch: U (36 Cout Cin floats) packed once for the GEMM's kernel
+ * (kiln__sgemm_packed_a; packed again for each block, it was about 5% of
+ * a ResNet-18 step's CPU time), U itself until then, and, in its room, per
+ * thread V and M of one block of tiles (T from the L2, 64 to 256 tiles):
+ * bounded by the block, not the batch (the weight gradient: per thread,
+ * the sums of 64 input channels and one block's transforms; below 4 chunks of 64 channels, the sums of
  * each part of the tiles). Threads split the blocks (the weight
  * gradient: the chunks, or the parts of the chunks) and never meet inside
  * a pass; each block, chunk or part is computed alike whatever the thread
