@@ -27,7 +27,8 @@
  *         st = kiln__wino_conv(false, &g, n, c, o, x, w, y, n_threads);
  *
  * $KILN_CONV_WINOGRAD=0 turns it off (the tiled im2col path runs), =force
- * takes it for every layer that fits, however few its tiles. */
+ * takes F(4x4) for every layer that fits, however few its tiles, =force2
+ * F(2x2) (winograd2.c) for the forward and grad x. */
 #ifndef KILN_CPU_WINOGRAD_H
 #define KILN_CPU_WINOGRAD_H
 
@@ -78,13 +79,21 @@ const kiln_wino_xform *kiln__wino_xform_avx512(void);
  * runs by Winograd: 3x3, stride 1, dilation 1, padding at most 2, 16
  * channels or more, 64 tiles or more (128 where U outgrows the core's
  * share of the L3),
- * or $KILN_CONV_WINOGRAD=force (tests); not where it is 0. */
+ * or $KILN_CONV_WINOGRAD=force (tests); not where it is 0 or force2. */
 bool kiln__wino_fits(const kiln_conv_geom *g, int64_t n, int64_t c, int64_t o);
 
 /* The forward y [O, N, OH, OW] of x [N, C, H, W] and w [O, C*9], or
  * (grad_x) gx [N, C, H, W] of gy [O, N, OH, OW] and w; src is x or gy. */
 kiln_status kiln__wino_conv(bool grad_x, const kiln_conv_geom *g, int64_t n, int64_t c, int64_t o, const float *src,
                             const float *w, float *out, int n_threads);
+
+/* The same by F(2x2, 3x3) (winograd2.c), for 3x3 stride-1 layers that
+ * F(4x4) does not take and that have 128 tiles of 2x2 or more (ResNet-18's
+ * 4x4 layers at batch 32), or every layer that fits where
+ * $KILN_CONV_WINOGRAD=force2 (tests; =force takes F(4x4) alone). */
+bool kiln__wino2_fits(const kiln_conv_geom *g, int64_t n, int64_t c, int64_t o);
+kiln_status kiln__wino2_conv(bool grad_x, const kiln_conv_geom *g, int64_t n, int64_t c, int64_t o,
+                             const float *src, const float *w, float *out, int n_threads);
 
 /* The weight gradient gw [O, C*9] of x [N, C, H, W] and gy [O, N, OH, OW]:
  * G^T [sum over tiles of (A dy A^T) . (B^T d B)] G, the sums as 36 GEMMs
