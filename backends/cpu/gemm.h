@@ -33,15 +33,19 @@ void kiln__dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha
  * kiln__sgemm_packed_a_floats(m, k) floats: for an A that multiplies many
  * B. Its sums run in the order of kiln__sgemm_own's blocked driver. The
  * kernel in force must not change between the packing and the products.
+ * The layout, for code that writes A packed: the block of depth pc (kcb
+ * deep, the last one shorter) at pc * mp (m rounded up to mr), in it the
+ * panel of rows ir.. (a multiple of mr) at ir * kc, and element (i, p) at
+ * (p - pc) * mr + i - ir; rows past m are zeros.
  *
  *     kiln__sgemm_pack_a(m, k, a, k, pa);
  *     kiln__sgemm_packed_a(m, n, k, pa, b, n, c, n); // c = a b */
+typedef struct kiln__sgemm_packed_layout {
+    int64_t mr, kcb, mp;
+} kiln__sgemm_packed_layout;
+kiln__sgemm_packed_layout kiln__sgemm_packed_a_layout(int64_t m, int64_t k);
 size_t kiln__sgemm_packed_a_floats(int64_t m, int64_t k);
 void kiln__sgemm_pack_a(int64_t m, int64_t k, const float *a, int64_t lda, float *pa);
-/* Rows [r0, r1) of A only (a: row r0; r0 a multiple of
- * kiln__sgemm_packed_a_mr(), r1 too unless it is m), into the whole pa. */
-int kiln__sgemm_packed_a_mr(void);
-void kiln__sgemm_pack_a_rows(int64_t m, int64_t k, int64_t r0, int64_t r1, const float *a, int64_t lda, float *pa);
 void kiln__sgemm_packed_a(int64_t m, int64_t n, int64_t k, const float *pa, const float *b, int64_t ldb, float *c,
                           int64_t ldc);
 

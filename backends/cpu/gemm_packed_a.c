@@ -1,10 +1,10 @@
 /* gemm_packed_a.c — kiln's own f32 GEMM with A packed once beforehand
- * (gemm.h), for an A that multiplies many B: Winograd's 36 transformed
+ * (gemm.h), for an A that multiplies many B: Winograd's transformed
  * kernels, each multiplied by every block of tiles of a layer, were
- * packed again for each block (about 7% of a ResNet-18 step's CPU time).
- * A is packed as gemm.c's blocked driver packs it (the same kc blocks and
- * MR-row panels, sums in the same order), so the product's bits are the
- * driver's; B is packed here a kc x nc block at a time, as there. */
+ * packed again for each block (about 5% of a ResNet-18 b32 step's CPU
+ * time). A is packed as gemm.c's blocked driver packs it (the same kc
+ * blocks and MR-row panels), and its sums run in the driver's order; B is
+ * packed here a kc x nc block at a time, as there. */
 #include "gemm.h"
 #include "gemm_kernels.h"
 #include "scratch.h"
@@ -14,31 +14,26 @@
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* The kc of gemm.c's driver for depth k: even blocks of at most bl.kc. */
-static int64_t depth_block(int64_t k, const kiln__sgemm_blocks *bl) { return ceil_div(k, ceil_div(k, bl->kc)); }
-
-size_t kiln__sgemm_packed_a_floats(int64_t m, int64_t k) {
-    const kiln__sgemm_kernel *K = kiln__sgemm_kernel_pick();
-    return (size_t)(ceil_div(m, K->mr) * K->mr * k);
-}
-
-int kiln__sgemm_packed_a_mr(void) { return kiln__sgemm_kernel_pick()->mr; }
-
-/* The block of depth pc at pa + pc * mp (mp: m rounded up to MR), its
- * panel of rows ir.. at + ir * kc, element (i, p) at + p * MR + i % MR. */
-void kiln__sgemm_pack_a_rows(int64_t m, int64_t k, int64_t r0, int64_t r1, const float *a, int64_t lda, float *pa) {
+kiln__sgemm_packed_layout kiln__sgemm_packed_a_layout(int64_t m, int64_t k) {
     const kiln__sgemm_kernel *K = kiln__sgemm_kernel_pick();
     const kiln__sgemm_blocks bl = kiln__sgemm_blocks_for(K);
-    int64_t kcb = depth_block(k, &bl), mp = ceil_div(m, K->mr) * K->mr;
-    for (int64_t pc = 0; pc < k; pc += kcb) {
-        int64_t kc = min64(kcb, k - pc);
-        for (int64_t ir = r0; ir < r1; ir += K->mr)
-            K->pack_t(a + (ir - r0) * lda + pc, lda, (int)min64(K->mr, r1 - ir), kc, K->mr, pa + pc * mp + ir * kc);
-    }
+    /* gemm.c's driver's kc: even blocks of at most bl.kc */
+    int64_t kcb = k > 0 ? ceil_div(k, ceil_div(k, bl.kc)) : 1;
+    return (kiln__sgemm_packed_layout){K->mr, kcb, ceil_div(m, K->mr) * K->mr};
+}
+
+size_t kiln__sgemm_packed_a_floats(int64_t m, int64_t k) {
+    return (size_t)(kiln__sgemm_packed_a_layout(m, k).mp * k);
 }
 
 void kiln__sgemm_pack_a(int64_t m, int64_t k, const float *a, int64_t lda, float *pa) {
-    kiln__sgemm_pack_a_rows(m, k, 0, m, a, lda, pa);
+    const kiln__sgemm_kernel *K = kiln__sgemm_kernel_pick();
+    const kiln__sgemm_packed_layout L = kiln__sgemm_packed_a_layout(m, k);
+    for (int64_t pc = 0; pc < k; pc += L.kcb) {
+        int64_t kc = min64(L.kcb, k - pc);
+        for (int64_t ir = 0; ir < m; ir += L.mr)
+            K->pack_t(a + ir * lda + pc, lda, (int)min64(L.mr, m - ir), kc, (int)L.mr, pa + pc * L.mp + ir * kc);
+    }
 }
 
 /* B[p0 .. p0+kc, 0 .. nc] (row-major) into NR-wide panels, zero-padded. */
@@ -65,7 +60,8 @@ void kiln__sgemm_packed_a(int64_t m, int64_t n, int64_t k, const float *pa, cons
     const kiln__sgemm_kernel *K = kiln__sgemm_kernel_pick();
     const kiln__sgemm_blocks bl = kiln__sgemm_blocks_for(K);
     const int MR = K->mr, NR = K->nr;
-    int64_t kcb = depth_block(k, &bl), mp = ceil_div(m, MR) * MR, ncb = min64(ceil_div(n, NR) * NR, bl.nc);
+    const kiln__sgemm_packed_layout L = kiln__sgemm_packed_a_layout(m, k);
+    int64_t kcb = L.kcb, mp = L.mp, ncb = min64(ceil_div(n, NR) * NR, bl.nc);
     float *pb = kiln__scratch_slot(KILN_SCRATCH_GEMM_B, (size_t)(kcb * ncb) * sizeof *pb);
     if (!pb) { /* out of memory for packing B: plain loops over the packed A */
         for (int64_t i = 0; i < m; i++)

@@ -41,54 +41,61 @@ typedef struct wino2_job {
     kiln_wino_geom g; /* th x tw tiles of 2x2 */
     const float *w;
     float *pu, *scratch;
-    int64_t cin, cout, tb, mr; /* tb tiles per block; mr: rows of U packed at a time */
-    size_t pus, per_thread;    /* floats of a packed matrix; of V and M (or a row chunk of U) */
+    kiln__sgemm_packed_layout pl; /* of each of U's 16 matrices */
+    int64_t cin, cout, tb;        /* tb tiles per block */
+    size_t pus, per_thread;       /* floats of a packed matrix; of V and M */
     bool rot;
 } wino2_job;
 
 /* The distance between the 16 matrices of a block (as winograd.c's). */
 static int64_t apart(int64_t floats) { return floats + LANE; }
 
-/* Rows [r0, r1) of U (of the mr-row chunks [q0, q1)), formed in the
- * thread's scratch and packed: row r, column k is G g G^T of the layer's
- * kernel w[r, k] (rot: of w[k, r] rotated by 180 degrees). */
-static void weights_rows(void *arg, int64_t q0, int64_t q1, int tid) {
+/* The MR-row panels [q0, q1) of U, straight into the GEMM's packed layout
+ * (gemm.h): row r, column k is G g G^T of the layer's kernel w[r, k] (rot:
+ * of w[k, r] rotated by 180 degrees); a panel's MR rows are the lanes, as
+ * they lie side by side there (rows past cout: zeros). */
+static void weights_panels(void *arg, int64_t q0, int64_t q1, int tid) {
     const wino2_job *j = arg;
-    float *u = j->scratch + (size_t)tid * j->per_thread;
+    const kiln__sgemm_packed_layout *pl = &j->pl;
+    int64_t ls = j->rot ? 9 : j->cin * 9; /* between the lanes' kernels */
+    (void)tid;
     for (int64_t q = q0; q < q1; q++) {
-        int64_t r0 = q * j->mr, rows = j->cout - r0 < j->mr ? j->cout - r0 : j->mr, ld = rows * j->cin;
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t k0 = 0; k0 < j->cin; k0 += LANE) { /* 16 kernels at a time, a lane each */
-                int64_t nl = j->cin - k0 < LANE ? j->cin - k0 : LANE, ls = j->rot ? j->cout * 9 : 9;
-                const float *src = j->rot ? j->w + (k0 * j->cout + r0 + r) * 9 : j->w + ((r0 + r) * j->cin + k0) * 9;
-                float g[9][LANE], t[12][LANE], *d = u + r * j->cin + k0;
-                for (int e = 0; e < 9; e++) {
-                    const float *se = src + (j->rot ? 8 - e : e);
-                    for (int64_t l = 0; l < nl; l++) g[e][l] = se[l * ls];
-                    for (int64_t l = nl; l < LANE; l++) g[e][l] = 0;
+        int64_t r0 = q * pl->mr, nl = j->cout - r0 < pl->mr ? j->cout - r0 : pl->mr;
+        for (int64_t k = 0; k < j->cin; k++) {
+            const float *src = j->rot ? j->w + (k * j->cout + r0) * 9 : j->w + (r0 * j->cin + k) * 9;
+            int64_t pc = k / pl->kcb * pl->kcb, kc = j->cin - pc < pl->kcb ? j->cin - pc : pl->kcb;
+            float g[9][LANE], t[12][LANE], *d = j->pu + pc * pl->mp + r0 * kc + (k - pc) * pl->mr;
+            /* w is read from memory once: its lines 16 kernels ahead of the
+             * lanes (mr rows a row of w apart, or a run of mr kernels) */
+            if (!j->rot)
+                for (int64_t l = 0; l < nl; l++) __builtin_prefetch(src + l * ls + 16 * 9);
+            else if (k + 16 < j->cin)
+                for (int64_t b = 0; b < nl * 9; b += 16) __builtin_prefetch(src + 16 * j->cout * 9 + b);
+            for (int e = 0; e < 9; e++) {
+                const float *se = src + (j->rot ? 8 - e : e);
+                for (int64_t l = 0; l < nl; l++) g[e][l] = se[l * ls];
+                for (int64_t l = nl; l < LANE; l++) g[e][l] = 0;
+            }
+            for (int b = 0; b < 3; b++) /* t = G g, 4 x 3 */
+#pragma omp simd
+                for (int l = 0; l < LANE; l++) {
+                    t[b][l] = g[b][l];
+                    t[3 + b][l] = 0.5f * (g[b][l] + g[3 + b][l] + g[6 + b][l]);
+                    t[6 + b][l] = 0.5f * (g[b][l] - g[3 + b][l] + g[6 + b][l]);
+                    t[9 + b][l] = g[6 + b][l];
                 }
-                for (int b = 0; b < 3; b++) /* t = G g, 4 x 3 */
+            for (int a = 0; a < 4; a++) { /* t G^T, 4 x 4 */
+                const float(*ta)[LANE] = t + 3 * a;
+                float *d0 = d + 4 * a * j->pus, *d1 = d0 + j->pus, *d2 = d1 + j->pus, *d3 = d2 + j->pus;
 #pragma omp simd
-                    for (int l = 0; l < LANE; l++) {
-                        t[b][l] = g[b][l];
-                        t[3 + b][l] = 0.5f * (g[b][l] + g[3 + b][l] + g[6 + b][l]);
-                        t[6 + b][l] = 0.5f * (g[b][l] - g[3 + b][l] + g[6 + b][l]);
-                        t[9 + b][l] = g[6 + b][l];
-                    }
-                for (int a = 0; a < 4; a++) { /* t G^T, 4 x 4 */
-                    const float(*ta)[LANE] = t + 3 * a;
-                    float *d0 = d + 4 * a * ld, *d1 = d0 + ld, *d2 = d1 + ld, *d3 = d2 + ld;
-#pragma omp simd
-                    for (int64_t l = 0; l < nl; l++) {
-                        d0[l] = ta[0][l];
-                        d1[l] = 0.5f * (ta[0][l] + ta[1][l] + ta[2][l]);
-                        d2[l] = 0.5f * (ta[0][l] - ta[1][l] + ta[2][l]);
-                        d3[l] = ta[2][l];
-                    }
+                for (int64_t l = 0; l < pl->mr; l++) {
+                    d0[l] = ta[0][l];
+                    d1[l] = 0.5f * (ta[0][l] + ta[1][l] + ta[2][l]);
+                    d2[l] = 0.5f * (ta[0][l] - ta[1][l] + ta[2][l]);
+                    d3[l] = ta[2][l];
                 }
             }
-        for (int xi = 0; xi < XI; xi++)
-            kiln__sgemm_pack_a_rows(j->cout, j->cin, r0, r0 + rows, u + xi * ld, j->cin, j->pu + xi * j->pus);
+        }
     }
 }
 
@@ -222,24 +229,21 @@ kiln_status kiln__wino2_conv(bool grad_x, const kiln_conv_geom *cg, int64_t n, i
     j.cin = grad_x ? o : c, j.cout = grad_x ? c : o, j.rot = grad_x, j.w = w;
     if (j.g.tiles == 0 || c == 0 || o == 0) return KILN_OK;
     j.tb = block_tiles(j.cin, j.cout, j.g.tiles);
-    j.mr = kiln__sgemm_packed_a_mr();
-    int64_t nblocks = (j.g.tiles + j.tb - 1) / j.tb, chunks = (j.cout + j.mr - 1) / j.mr;
+    j.pl = kiln__sgemm_packed_a_layout(j.cout, j.cin);
+    int64_t nblocks = (j.g.tiles + j.tb - 1) / j.tb, panels = j.pl.mp / j.pl.mr;
     int nt = n_threads < 1 ? 1 : n_threads;
     if (nt > nblocks) nt = (int)nblocks;
     int wt = n_threads < 1 ? 1 : n_threads;
-    size_t blocks_floats = (size_t)(XI * (apart(j.cin * j.tb) + apart(j.cout * j.tb))),
-           rows_floats = (size_t)(XI * j.mr * j.cin);
-    j.per_thread = blocks_floats > rows_floats ? blocks_floats : rows_floats;
-    j.pus = (kiln__sgemm_packed_a_floats(j.cout, j.cin) + LANE - 1) / LANE * LANE;
-    int most = nt > wt ? nt : wt;
-    size_t bytes = ((XI * j.pus + j.per_thread * (size_t)most) * sizeof(float) + 63) & ~(size_t)63;
+    j.per_thread = (size_t)(XI * (apart(j.cin * j.tb) + apart(j.cout * j.tb)));
+    j.pus = (j.pl.mp * j.cin + LANE - 1) / LANE * LANE;
+    size_t bytes = ((XI * j.pus + j.per_thread * (size_t)nt) * sizeof(float) + 63) & ~(size_t)63;
     bool owned;
     j.pu = kiln__scratch_get(bytes, &owned);
     if (!j.pu)
         return kiln__errs(KILN_ERR_OOM, "%s: out of memory for Winograd's transformed kernels and tiles (%zu bytes)",
                           grad_x ? "conv2d_grad_x" : "conv2d", bytes);
     j.scratch = j.pu + XI * j.pus;
-    kiln__pool_for(chunks, 1, wt, weights_rows, &j);
+    kiln__pool_for(panels, 1, wt, weights_panels, &j);
     kiln__pool_for(nblocks, 1, nt, blocks, &j);
     if (owned) free(j.pu);
     return KILN_OK;
