@@ -17,6 +17,7 @@ typedef struct wino_case {
 
 static const wino_case CASES[] = {
     {1, 17, 13, 11, 19, 1}, {3, 16, 9, 14, 24, 0}, {3, 20, 7, 5, 17, 1}, {1, 33, 6, 6, 16, 0}, {2, 16, 5, 10, 18, 2},
+    {2, 16, 9, 18, 17, 1}, /* rows of 4 whole tiles (the output's stores by rows) beside edge tiles */
 };
 
 /* y, gx, gw (nnt_conv_grads) with $KILN_CONV_WINOGRAD = mode. */
