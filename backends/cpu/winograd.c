@@ -88,17 +88,24 @@ static int64_t block_tiles(int64_t cin, int64_t cout, int64_t tiles) {
     return tb < all ? tb : all;
 }
 
+kiln_wino_geom kiln__wino_geom_of(bool grad_x, const kiln_conv_geom *cg, int64_t n, int64_t c, const float *src,
+                                  float *out, int64_t tile) {
+    kiln_wino_geom g;
+    int64_t plane_in = cg->h * cg->w, plane_out = cg->oh * cg->ow;
+    if (!grad_x)
+        g = (kiln_wino_geom){src, c * plane_in, plane_in, cg->h, cg->w, cg->ph, cg->pw,
+                             out, plane_out, n * plane_out, cg->oh, cg->ow, 0, 0, 0};
+    else /* gy [O, N, OH, OW] padded by 2 - p gives gx [N, C, H, W] */
+        g = (kiln_wino_geom){src, plane_out, n * plane_out, cg->oh, cg->ow, 2 - cg->ph, 2 - cg->pw,
+                             out, c * plane_in, plane_in, cg->h, cg->w, 0, 0, 0};
+    g.th = (g.oh + tile - 1) / tile, g.tw = (g.ow + tile - 1) / tile, g.tiles = n * g.th * g.tw;
+    return g;
+}
+
 kiln_status kiln__wino_conv(bool grad_x, const kiln_conv_geom *cg, int64_t n, int64_t c, int64_t o, const float *src,
                             const float *w, float *out, int n_threads) {
     wino_job j = {0};
-    int64_t plane_in = cg->h * cg->w, plane_out = cg->oh * cg->ow;
-    if (!grad_x)
-        j.g = (kiln_wino_geom){src, c * plane_in, plane_in, cg->h, cg->w, cg->ph, cg->pw,
-                               out, plane_out, n * plane_out, cg->oh, cg->ow, 0, 0, 0};
-    else /* gy [O, N, OH, OW] padded by 2 - p gives gx [N, C, H, W] */
-        j.g = (kiln_wino_geom){src, plane_out, n * plane_out, cg->oh, cg->ow, 2 - cg->ph, 2 - cg->pw,
-                               out, c * plane_in, plane_in, cg->h, cg->w, 0, 0, 0};
-    j.g.th = (j.g.oh + 3) / 4, j.g.tw = (j.g.ow + 3) / 4, j.g.tiles = n * j.g.th * j.g.tw;
+    j.g = kiln__wino_geom_of(grad_x, cg, n, c, src, out, 4);
     j.cin = grad_x ? o : c, j.cout = grad_x ? c : o, j.rot = grad_x, j.w = w;
     j.x = kiln__wino_xform();
     if (j.g.tiles == 0 || c == 0 || o == 0) return KILN_OK;

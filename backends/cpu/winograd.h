@@ -82,6 +82,11 @@ const kiln_wino_xform *kiln__wino_xform_avx512(void);
  * or $KILN_CONV_WINOGRAD=force (tests); not where it is 0 or force2. */
 bool kiln__wino_fits(const kiln_conv_geom *g, int64_t n, int64_t c, int64_t o);
 
+/* The planes of the forward (src x, out y) or grad x (src gy, out gx),
+ * cut in tiles of tile x tile output pixels. */
+kiln_wino_geom kiln__wino_geom_of(bool grad_x, const kiln_conv_geom *g, int64_t n, int64_t c, const float *src,
+                                  float *out, int64_t tile);
+
 /* The forward y [O, N, OH, OW] of x [N, C, H, W] and w [O, C*9], or
  * (grad_x) gx [N, C, H, W] of gy [O, N, OH, OW] and w; src is x or gy. */
 kiln_status kiln__wino_conv(bool grad_x, const kiln_conv_geom *g, int64_t n, int64_t c, int64_t o, const float *src,
