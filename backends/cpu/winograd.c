@@ -44,7 +44,7 @@ typedef struct wino_job {
     float *u, *pu, *scratch; /* u: the kernels' transforms, pu: packed for the GEMM */
     int64_t cin, cout, tb;   /* tb tiles per block */
     size_t pus;              /* floats of one packed matrix of pu */
-    size_t per_thread;     /* floats of V and M */
+    size_t per_thread;       /* floats of V and M */
     bool rot;
 } wino_job;
 

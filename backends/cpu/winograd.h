@@ -1,5 +1,6 @@
 /* winograd.h — 3x3 stride-1 convolutions by Winograd's F(4x4, 3x3) in f32,
- * for conv_tiled.c's forward and both gradients.
+ * for conv_tiled.c's forward and both gradients (and by F(2x2, 3x3),
+ * winograd2.c, the forward and grad x of layers too small for F(4x4)).
  *
  * A 4x4 block of output pixels (a tile) is A^T [(G g G^T) . (B^T d B)] A
  * for its 6x6 input patch d and the 3x3 kernel g: the 36 products of the
@@ -17,8 +18,8 @@
  * a ResNet-18 step's CPU time), U itself until then, and, in its room, per
  * thread V and M of one block of tiles (T from the L2, 64 to 256 tiles):
  * bounded by the block, not the batch (the weight gradient: per thread,
- * the sums of 64 input channels and one block's transforms; below 4 chunks of 64 channels, the sums of
- * each part of the tiles). Threads split the blocks (the weight
+ * the sums of 64 input channels and one block's transforms; below 4
+ * chunks of 64 channels, the sums of each part of the tiles). Threads split the blocks (the weight
  * gradient: the chunks, or the parts of the chunks) and never meet inside
  * a pass; each block, chunk or part is computed alike whatever the thread
  * count, so 1 and 2 threads give the same bits.
