@@ -8,14 +8,15 @@
  *
  * A 2x2 block of output pixels is A^T [(G g G^T) . (B^T d B)] A for its
  * 4x4 input patch d: 16 GEMMs over channels per block of tiles, their
- * kernels' transforms U packed once for the GEMM (kiln__sgemm_packed_a),
- * a few rows at a time, so the plain U is never whole. Its transforms are
- * 16 adds per value at most, against the hundreds of multiply-adds of the
+ * kernels' transforms U written once a layer straight into the GEMM's
+ * packed layout (kiln__sgemm_packed_a: no plain U). The transforms are 16
+ * adds per value at most, against the hundreds of multiply-adds of the
  * GEMMs that use it: plain C, one build for every dispatch level (the
- * GEMM dispatches). Threads split the rows of U, then the blocks of
- * tiles; every block is computed alike whatever the thread count. */
+ * GEMM dispatches). Threads split the panels of U, then the blocks of
+ * tiles; every block is computed alike whatever the thread count.
+ * Measured (Zen 5, 1 thread, CPU time): 512 channels 4x4 at batch 32,
+ * forward and grad x 1.45x the speed of the tiled path; 256 channels 1.8x. */
 #include "winograd.h"
-#include "cpu_features.h"
 #include "gemm.h"
 #include "gemm_kernels.h"
 #include "pool.h"
