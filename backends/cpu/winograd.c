@@ -72,7 +72,12 @@ static void blocks(void *arg, int64_t b0, int64_t b1, int tid) {
         int64_t t0 = b * j->tb, cnt = j->g.tiles - t0 < j->tb ? j->g.tiles - t0 : j->tb;
         j->x->input(&j->g, 0, j->cin, t0, cnt, v, j->tb, vs);
         for (int xi = 0; xi < XI; xi++)
-            kiln__sgemm_packed_a(j->cout, cnt, j->cin, j->pu + xi * j->pus, v + xi * vs, j->tb, m + xi * ms, j->tb);
+            if (j->pus)
+                kiln__sgemm_packed_a(j->cout, cnt, j->cin, j->pu + xi * j->pus, v + xi * vs, j->tb, m + xi * ms,
+                                     j->tb);
+            else
+                kiln__sgemm_own(false, false, j->cout, cnt, j->cin, 1.0f, j->u + xi * j->cout * j->cin, j->cin,
+                                v + xi * vs, j->tb, 0.0f, m + xi * ms, j->tb, 1);
         j->x->output(&j->g, m, j->tb, ms, 0, j->cout, t0, cnt);
     }
 }
@@ -114,22 +119,26 @@ kiln_status kiln__wino_conv(bool grad_x, const kiln_conv_geom *cg, int64_t n, in
     int nt = n_threads < 1 ? 1 : n_threads;
     if (nt > nblocks) nt = (int)nblocks;
     j.per_thread = (size_t)(XI * (apart(j.cin * j.tb) + apart(j.cout * j.tb)));
-    /* the packed kernels, then the plain ones, whose room the blocks' V and
-     * M take once they are packed */
+    /* U packed once where there are more than 2 blocks (with 2, packing
+     * U[xi] in each block's GEMM was no slower at 256 channels 8x8, batch
+     * 32, and keeps a 512-channel U, 38 MB, from being held twice): the
+     * packed kernels, then the plain ones, whose room the blocks' V and M
+     * take once they are packed; else the plain kernels, then V and M */
     size_t u_floats = (size_t)(XI * c * o), blocks_floats = j.per_thread * (size_t)nt;
-    j.pus = (kiln__sgemm_packed_a_floats(j.cout, j.cin) + LANE - 1) / LANE * LANE;
-    size_t bytes = ((XI * j.pus + (u_floats > blocks_floats ? u_floats : blocks_floats)) * sizeof(float) + 63) &
-                   ~(size_t)63;
+    j.pus = nblocks > 2 ? (kiln__sgemm_packed_a_floats(j.cout, j.cin) + LANE - 1) / LANE * LANE : 0;
+    size_t rest = j.pus ? (u_floats > blocks_floats ? u_floats : blocks_floats) : u_floats + blocks_floats;
+    size_t bytes = ((XI * j.pus + rest) * sizeof(float) + 63) & ~(size_t)63;
     bool owned;
     j.pu = kiln__scratch_get(bytes, &owned);
     if (!j.pu)
         return kiln__errs(KILN_ERR_OOM, "%s: out of memory for Winograd's transformed kernels and tiles (%zu bytes)",
                           grad_x ? "conv2d_grad_x" : "conv2d", bytes);
-    j.u = j.scratch = j.pu + XI * j.pus;
+    j.u = j.pu + XI * j.pus;
+    j.scratch = j.pus ? j.u : j.u + u_floats;
     int64_t pairs = c * o;
     int wt = n_threads > 1 && pairs >= 4096 ? n_threads : 1;
     kiln__pool_for(pairs, (pairs + 4 * wt - 1) / (4 * wt) / LANE * LANE + LANE, wt, weights_part, &j);
-    kiln__pool_for(XI, 1, wt, pack_part, &j);
+    if (j.pus) kiln__pool_for(XI, 1, wt, pack_part, &j);
     kiln__pool_for(nblocks, 1, nt, blocks, &j);
     if (owned) free(j.pu);
     return KILN_OK;
