@@ -2,7 +2,7 @@
  * (backends/cpu/winograd.c): y, gx and gw against the f64 tiled path at
  * every SIMD level, over shapes whose 4x4 tiles stop at the images' edges
  * (odd sizes, padding 0 to 2, batch 1 and 3, channels off the SIMD width);
- * 2 threads against 1 bit for bit. */
+ * 2 threads against 1 bit for bit; F(2x2, 3x3) (winograd2.c) alike. */
 #include "../backends/cpu/gemm_kernels.h" /* kiln__cpu_caches_set */
 #include "../backends/cpu/winograd.h"
 #include "kt_simd.h"
@@ -17,6 +17,7 @@ typedef struct wino_case {
 
 static const wino_case CASES[] = {
     {1, 17, 13, 11, 19, 1}, {3, 16, 9, 14, 24, 0}, {3, 20, 7, 5, 17, 1}, {1, 33, 6, 6, 16, 0}, {2, 16, 5, 10, 18, 2},
+    {2, 16, 9, 18, 17, 1}, /* rows of 4 whole tiles (the output's stores by rows) beside edge tiles */
 };
 
 /* y, gx, gw (nnt_conv_grads) with $KILN_CONV_WINOGRAD = mode. */
@@ -107,4 +108,52 @@ KT_TEST(conv_winograd_grad_w_groups) {
     KT_CHECK(e <= 1e-5, "gw: Winograd's error %.3g of the largest", e);
     KT_CHECK(nnt_close("gw", two[2], one[2], num[2], 0, 0), "gw: 2 threads differ from 1");
     for (int k = 0; k < 3; k++) free(one[k]), free(two[k]), free(ref[k]);
+}
+
+/* F(2x2, 3x3) (winograd2.c), the forward and grad x, against f64 at every
+ * SIMD level (its GEMM's kernel), over the cases' odd sizes and paddings. */
+KT_TEST(conv_winograd2_matches_f64) {
+    for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
+        const wino_case *tc = &CASES[i];
+        kiln_conv_geom g = {3, 3, 1, 1, tc->pad, tc->pad, 1, 1, tc->h, tc->w, tc->h + 2 * tc->pad - 2,
+                            tc->w + 2 * tc->pad - 2};
+        setenv("KILN_CONV_WINOGRAD", "force2", 1);
+        KT_CHECK(kiln__wino2_fits(&g, tc->n, tc->c, tc->o) && !kiln__wino_fits(&g, tc->n, tc->c, tc->o),
+                 "case %zu: F(2x2) not taken", i);
+        double *ref[3];
+        int64_t num[3];
+        run(tc, KILN_F64, "0", 1, ref, num);
+        KT_FOR_EACH_SIMD(v) {
+            double *got[3];
+            run(tc, KILN_F32, "force2", 1, got, num);
+            for (int k = 0; k < 2; k++) {
+                double e = rel_err(got[k], ref[k], num[k]);
+                KT_CHECK(e <= 1e-5, "case %zu %s: F(2x2)'s error %.3g of the largest", i, NAMES[k], e);
+            }
+            for (int k = 0; k < 3; k++) free(got[k]);
+        }
+        for (int k = 0; k < 3; k++) free(ref[k]);
+    }
+}
+
+/* F(2x2) in several blocks of tiles and chunks of U's rows (tiny caches:
+ * 64 tiles a block), 2 threads against 1 bit for bit, and against f64: y
+ * and gx. Not gw, the tiled path's: under these tiny caches its rows'
+ * chunks per thread change its bits (with the real caches they do not). */
+KT_TEST(conv_winograd2_threads_same_bits) {
+    const kiln__cpu_caches tiny = {4 << 10, 16 << 10, 64 << 10};
+    kiln__cpu_caches_set(&tiny);
+    const wino_case tc = {3, 40, 11, 13, 33, 1};
+    double *one[3], *two[3], *ref[3];
+    int64_t num[3];
+    run(&tc, KILN_F64, "0", 1, ref, num);
+    run(&tc, KILN_F32, "force2", 1, one, num);
+    run(&tc, KILN_F32, "force2", 2, two, num);
+    for (int k = 0; k < 3; k++) {
+        double e = rel_err(one[k], ref[k], num[k]);
+        KT_CHECK(k == 2 || e <= 1e-5, "%s: F(2x2)'s error %.3g of the largest", NAMES[k], e);
+        KT_CHECK(k == 2 || nnt_close(NAMES[k], two[k], one[k], num[k], 0, 0), "%s: 2 threads differ from 1", NAMES[k]);
+        free(one[k]), free(two[k]), free(ref[k]);
+    }
+    kiln__cpu_caches_set(NULL);
 }

@@ -239,6 +239,10 @@ static kiln_status run_tiles(kiln_tensor *node, const kiln_exec *ex, conv_pass p
         if (pass == GRAD_W) return kiln__wino_grad_w(&j.g, j.n, j.c, j.o, j.x, j.gy, j.out, j.acc, wt);
         return kiln__wino_conv(pass == GRAD_X, &j.g, j.n, j.c, j.o, pass == FORWARD ? j.x : j.gy, j.w, j.out, wt);
     }
+    if (!f64 && pass != GRAD_W && kiln__wino2_fits(&j.g, j.n, j.c, j.o)) {
+        int wt = j.o * j.k * j.np >= 1 << 20 ? ex->n_threads : 1;
+        return kiln__wino2_conv(pass == GRAD_X, &j.g, j.n, j.c, j.o, pass == FORWARD ? j.x : j.gy, j.w, j.out, wt);
+    }
     j.pt = tile_pixels(j.k, j.es, j.np);
     int64_t tiles = (j.np + j.pt - 1) / j.pt, units = pass == FORWARD ? tiles : pass == GRAD_W ? j.k : j.c;
     /* threads when the layer is worth them (a million multiply-adds) */

@@ -28,6 +28,27 @@ void kiln__sgemm_own(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float al
 void kiln__dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double *a, int64_t lda,
                  const double *b, int64_t ldb, double beta, double *c, int64_t ldc, int n_threads);
 
+/* C[m, n] = A B (A m x k, B k x n row-major) on the calling thread, with
+ * A packed once beforehand (gemm_packed_a.c) into
+ * kiln__sgemm_packed_a_floats(m, k) floats: for an A that multiplies many
+ * B. Its sums run in the order of kiln__sgemm_own's blocked driver. The
+ * kernel in force must not change between the packing and the products.
+ * The layout, for code that writes A packed: the block of depth pc (kcb
+ * deep, the last one shorter) at pc * mp (m rounded up to mr), in it the
+ * panel of rows ir.. (a multiple of mr) at ir * kc, and element (i, p) at
+ * (p - pc) * mr + i - ir; rows past m are zeros.
+ *
+ *     kiln__sgemm_pack_a(m, k, a, k, pa);
+ *     kiln__sgemm_packed_a(m, n, k, pa, b, n, c, n); // c = a b */
+typedef struct kiln__sgemm_packed_layout {
+    int64_t mr, kcb, mp;
+} kiln__sgemm_packed_layout;
+kiln__sgemm_packed_layout kiln__sgemm_packed_a_layout(int64_t m, int64_t k);
+size_t kiln__sgemm_packed_a_floats(int64_t m, int64_t k);
+void kiln__sgemm_pack_a(int64_t m, int64_t k, const float *a, int64_t lda, float *pa);
+void kiln__sgemm_packed_a(int64_t m, int64_t n, int64_t k, const float *pa, const float *b, int64_t ldb, float *c,
+                          int64_t ldc);
+
 /* C (dtype c_dt: f32, bf16 or f16) = op(A) op(B) with A and B of dtype
  * in_dt (bf16, f16, or f32 to be rounded to bf16), accumulated in f32.
  * Returns KILN_OK or an error with its message set. */

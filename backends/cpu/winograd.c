@@ -21,7 +21,7 @@ enum { XI = 36, LANE = 16 };
  * 64 tiles' GEMMs. */
 bool kiln__wino_fits(const kiln_conv_geom *g, int64_t n, int64_t c, int64_t o) {
     const char *env = getenv("KILN_CONV_WINOGRAD");
-    if (env && !strcmp(env, "0")) return false;
+    if (env && (!strcmp(env, "0") || !strcmp(env, "force2"))) return false;
     if (g->kh != 3 || g->kw != 3 || g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1 || g->ph > 2 || g->pw > 2 ||
         c < 16 || o < 16)
         return false;
@@ -41,9 +41,10 @@ typedef struct wino_job {
     kiln_wino_geom g;
     const kiln_wino_xform *x;
     const float *w;
-    float *u, *scratch;
-    int64_t cin, cout, tb; /* tb tiles per block */
-    size_t per_thread;     /* floats of V and M */
+    float *u, *pu, *scratch; /* u: the kernels' transforms, pu: packed for the GEMM */
+    int64_t cin, cout, tb;   /* tb tiles per block */
+    size_t pus;              /* floats of one packed matrix of pu */
+    size_t per_thread;       /* floats of V and M */
     bool rot;
 } wino_job;
 
@@ -55,6 +56,14 @@ static void weights_part(void *arg, int64_t p0, int64_t p1, int tid) {
     j->x->weights(j->w, o, c, j->rot, p0, p1, j->u);
 }
 
+/* The matrices [xi0, xi1) of u packed once for all the blocks. */
+static void pack_part(void *arg, int64_t xi0, int64_t xi1, int tid) {
+    const wino_job *j = arg;
+    (void)tid;
+    for (int64_t xi = xi0; xi < xi1; xi++)
+        kiln__sgemm_pack_a(j->cout, j->cin, j->u + xi * j->cout * j->cin, j->cin, j->pu + xi * j->pus);
+}
+
 static void blocks(void *arg, int64_t b0, int64_t b1, int tid) {
     const wino_job *j = arg;
     int64_t vs = apart(j->cin * j->tb), ms = apart(j->cout * j->tb);
@@ -63,8 +72,12 @@ static void blocks(void *arg, int64_t b0, int64_t b1, int tid) {
         int64_t t0 = b * j->tb, cnt = j->g.tiles - t0 < j->tb ? j->g.tiles - t0 : j->tb;
         j->x->input(&j->g, 0, j->cin, t0, cnt, v, j->tb, vs);
         for (int xi = 0; xi < XI; xi++)
-            kiln__sgemm_own(false, false, j->cout, cnt, j->cin, 1.0f, j->u + xi * j->cout * j->cin, j->cin,
-                            v + xi * vs, j->tb, 0.0f, m + xi * ms, j->tb, 1);
+            if (j->pus)
+                kiln__sgemm_packed_a(j->cout, cnt, j->cin, j->pu + xi * j->pus, v + xi * vs, j->tb, m + xi * ms,
+                                     j->tb);
+            else
+                kiln__sgemm_own(false, false, j->cout, cnt, j->cin, 1.0f, j->u + xi * j->cout * j->cin, j->cin,
+                                v + xi * vs, j->tb, 0.0f, m + xi * ms, j->tb, 1);
         j->x->output(&j->g, m, j->tb, ms, 0, j->cout, t0, cnt);
     }
 }
@@ -80,17 +93,24 @@ static int64_t block_tiles(int64_t cin, int64_t cout, int64_t tiles) {
     return tb < all ? tb : all;
 }
 
+kiln_wino_geom kiln__wino_geom_of(bool grad_x, const kiln_conv_geom *cg, int64_t n, int64_t c, const float *src,
+                                  float *out, int64_t tile) {
+    kiln_wino_geom g;
+    int64_t plane_in = cg->h * cg->w, plane_out = cg->oh * cg->ow;
+    if (!grad_x)
+        g = (kiln_wino_geom){src, c * plane_in, plane_in, cg->h, cg->w, cg->ph, cg->pw,
+                             out, plane_out, n * plane_out, cg->oh, cg->ow, 0, 0, 0};
+    else /* gy [O, N, OH, OW] padded by 2 - p gives gx [N, C, H, W] */
+        g = (kiln_wino_geom){src, plane_out, n * plane_out, cg->oh, cg->ow, 2 - cg->ph, 2 - cg->pw,
+                             out, c * plane_in, plane_in, cg->h, cg->w, 0, 0, 0};
+    g.th = (g.oh + tile - 1) / tile, g.tw = (g.ow + tile - 1) / tile, g.tiles = n * g.th * g.tw;
+    return g;
+}
+
 kiln_status kiln__wino_conv(bool grad_x, const kiln_conv_geom *cg, int64_t n, int64_t c, int64_t o, const float *src,
                             const float *w, float *out, int n_threads) {
     wino_job j = {0};
-    int64_t plane_in = cg->h * cg->w, plane_out = cg->oh * cg->ow;
-    if (!grad_x)
-        j.g = (kiln_wino_geom){src, c * plane_in, plane_in, cg->h, cg->w, cg->ph, cg->pw,
-                               out, plane_out, n * plane_out, cg->oh, cg->ow, 0, 0, 0};
-    else /* gy [O, N, OH, OW] padded by 2 - p gives gx [N, C, H, W] */
-        j.g = (kiln_wino_geom){src, plane_out, n * plane_out, cg->oh, cg->ow, 2 - cg->ph, 2 - cg->pw,
-                               out, c * plane_in, plane_in, cg->h, cg->w, 0, 0, 0};
-    j.g.th = (j.g.oh + 3) / 4, j.g.tw = (j.g.ow + 3) / 4, j.g.tiles = n * j.g.th * j.g.tw;
+    j.g = kiln__wino_geom_of(grad_x, cg, n, c, src, out, 4);
     j.cin = grad_x ? o : c, j.cout = grad_x ? c : o, j.rot = grad_x, j.w = w;
     j.x = kiln__wino_xform();
     if (j.g.tiles == 0 || c == 0 || o == 0) return KILN_OK;
@@ -99,19 +119,28 @@ kiln_status kiln__wino_conv(bool grad_x, const kiln_conv_geom *cg, int64_t n, in
     int nt = n_threads < 1 ? 1 : n_threads;
     if (nt > nblocks) nt = (int)nblocks;
     j.per_thread = (size_t)(XI * (apart(j.cin * j.tb) + apart(j.cout * j.tb)));
-    size_t u_floats = (size_t)(XI * c * o);
-    size_t bytes = ((u_floats + j.per_thread * (size_t)nt) * sizeof(float) + 63) & ~(size_t)63;
+    /* U packed once where there are more than 2 blocks (with 2, packing
+     * U[xi] in each block's GEMM was no slower at 256 channels 8x8, batch
+     * 32, and keeps a 512-channel U, 38 MB, from being held twice): the
+     * packed kernels, then the plain ones, whose room the blocks' V and M
+     * take once they are packed; else the plain kernels, then V and M */
+    size_t u_floats = (size_t)(XI * c * o), blocks_floats = j.per_thread * (size_t)nt;
+    j.pus = nblocks > 2 ? (kiln__sgemm_packed_a_floats(j.cout, j.cin) + LANE - 1) / LANE * LANE : 0;
+    size_t rest = j.pus ? (u_floats > blocks_floats ? u_floats : blocks_floats) : u_floats + blocks_floats;
+    size_t bytes = ((XI * j.pus + rest) * sizeof(float) + 63) & ~(size_t)63;
     bool owned;
-    j.u = kiln__scratch_get(bytes, &owned);
-    if (!j.u)
+    j.pu = kiln__scratch_get(bytes, &owned);
+    if (!j.pu)
         return kiln__errs(KILN_ERR_OOM, "%s: out of memory for Winograd's transformed kernels and tiles (%zu bytes)",
                           grad_x ? "conv2d_grad_x" : "conv2d", bytes);
-    j.scratch = j.u + u_floats;
+    j.u = j.pu + XI * j.pus;
+    j.scratch = j.pus ? j.u : j.u + u_floats;
     int64_t pairs = c * o;
     int wt = n_threads > 1 && pairs >= 4096 ? n_threads : 1;
     kiln__pool_for(pairs, (pairs + 4 * wt - 1) / (4 * wt) / LANE * LANE + LANE, wt, weights_part, &j);
+    if (j.pus) kiln__pool_for(XI, 1, wt, pack_part, &j);
     kiln__pool_for(nblocks, 1, nt, blocks, &j);
-    if (owned) free(j.u);
+    if (owned) free(j.pu);
     return KILN_OK;
 }
 

@@ -1,5 +1,6 @@
 /* winograd.h — 3x3 stride-1 convolutions by Winograd's F(4x4, 3x3) in f32,
- * for conv_tiled.c's forward and both gradients.
+ * for conv_tiled.c's forward and both gradients (and by F(2x2, 3x3),
+ * winograd2.c, the forward and grad x of layers too small for F(4x4)).
  *
  * A 4x4 block of output pixels (a tile) is A^T [(G g G^T) . (B^T d B)] A
  * for its 6x6 input patch d and the 3x3 kernel g: the 36 products of the
@@ -12,20 +13,24 @@
  * weight gradient is G^T [sum over tiles of (A dy A^T) . (B^T d B)] G, the
  * sums 36 GEMMs too (kiln__wino_grad_w).
  *
- * Scratch: U (36 Cout Cin floats) and, per thread, V and M of one block of
- * tiles (T from the L2, 64 to 256 tiles): bounded by the block, not the
- * batch (the weight gradient: per thread, the sums of a group of chunks
- * of 64 input channels, at most 8 MiB, and one block's transforms; below
- * 4 groups, the sums of each part of the tiles). Threads split the blocks
- * (the weight gradient: the groups, or their parts) and never meet inside
- * a pass; each block, group or part is computed alike whatever the thread
- * count, so 1 and 2 threads give the same bits.
+ * Scratch: U (36 Cout Cin floats) packed once for the GEMM's kernel
+ * (kiln__sgemm_packed_a; packed again for each block, it was about 5% of
+ * a ResNet-18 step's CPU time), U itself until then, and, in its room, per
+ * thread V and M of one block of tiles (T from the L2, 64 to 256 tiles):
+ * bounded by the block, not the batch (the weight gradient: per thread,
+ * the sums of a group of chunks of 64 input channels, at most 8 MiB, and
+ * one block's transforms; below 4 groups, the sums of each part of the
+ * tiles). Threads split the blocks (the weight gradient: the groups, or
+ * their parts) and never meet inside a pass; each block, group or part is
+ * computed alike whatever the thread count, so 1 and 2 threads give the
+ * same bits.
  *
  *     if (kiln__wino_fits(&g, n, c, o))
  *         st = kiln__wino_conv(false, &g, n, c, o, x, w, y, n_threads);
  *
  * $KILN_CONV_WINOGRAD=0 turns it off (the tiled im2col path runs), =force
- * takes it for every layer that fits, however few its tiles. */
+ * takes F(4x4) for every layer that fits, however few its tiles, =force2
+ * F(2x2) (winograd2.c) for the forward and grad x. */
 #ifndef KILN_CPU_WINOGRAD_H
 #define KILN_CPU_WINOGRAD_H
 
@@ -77,13 +82,26 @@ const kiln_wino_xform *kiln__wino_xform_avx512(void);
  * runs by Winograd: 3x3, stride 1, dilation 1, padding at most 2, 16
  * channels or more, 64 tiles or more (128 where U outgrows the core's
  * share of the L3),
- * or $KILN_CONV_WINOGRAD=force (tests); not where it is 0. */
+ * or $KILN_CONV_WINOGRAD=force (tests); not where it is 0 or force2. */
 bool kiln__wino_fits(const kiln_conv_geom *g, int64_t n, int64_t c, int64_t o);
+
+/* The planes of the forward (src x, out y) or grad x (src gy, out gx),
+ * cut in tiles of tile x tile output pixels. */
+kiln_wino_geom kiln__wino_geom_of(bool grad_x, const kiln_conv_geom *g, int64_t n, int64_t c, const float *src,
+                                  float *out, int64_t tile);
 
 /* The forward y [O, N, OH, OW] of x [N, C, H, W] and w [O, C*9], or
  * (grad_x) gx [N, C, H, W] of gy [O, N, OH, OW] and w; src is x or gy. */
 kiln_status kiln__wino_conv(bool grad_x, const kiln_conv_geom *g, int64_t n, int64_t c, int64_t o, const float *src,
                             const float *w, float *out, int n_threads);
+
+/* The same by F(2x2, 3x3) (winograd2.c), for 3x3 stride-1 layers that
+ * F(4x4) does not take and that have 128 tiles of 2x2 or more (ResNet-18's
+ * 4x4 layers at batch 32), or every layer that fits where
+ * $KILN_CONV_WINOGRAD=force2 (tests; =force takes F(4x4) alone). */
+bool kiln__wino2_fits(const kiln_conv_geom *g, int64_t n, int64_t c, int64_t o);
+kiln_status kiln__wino2_conv(bool grad_x, const kiln_conv_geom *g, int64_t n, int64_t c, int64_t o,
+                             const float *src, const float *w, float *out, int n_threads);
 
 /* The weight gradient gw [O, C*9] (acc: added into gw) of x [N, C, H, W]
  * and gy [O, N, OH, OW]: G^T [sum over tiles of (A dy A^T) . (B^T d B)] G,

@@ -166,13 +166,42 @@ static inline void WX(gather)(const float *p, const wx_lanes *ln, int size, int6
 }
 
 /* Lane l's element (i, k) of d[(i 4 + k) WL + l] stored where it is
- * unmasked: the inverse of gather for the 4x4 output tiles (one store at a
- * time: AVX-512's scatter was no faster on Zen 5). */
+ * unmasked: the inverse of gather for the 4x4 output tiles. AVX-512: each
+ * group of 4 lanes whose tiles lie side by side inside the image (images
+ * 16 pixels wide or more) stores its rows of 16 pixels whole, transposed
+ * in registers; the other lanes one store at a time (AVX-512's scatter
+ * was no faster on Zen 5). */
 static inline void WX(scatter)(float *p, const wx_lanes *ln, int64_t w, const float *d) {
+    unsigned whole = 0; /* lanes stored by rows */
+#if defined(__AVX512F__)
+    unsigned inside = ln->rm[0] & ln->rm[1] & ln->rm[2] & ln->rm[3] & ln->cm[0] & ln->cm[1] & ln->cm[2] & ln->cm[3];
+    for (int l = 0; l < WL; l += 4)
+        if ((inside >> l & 15) == 15 && ln->off[l + 1] == ln->off[l] + 4 && ln->off[l + 2] == ln->off[l] + 8 &&
+            ln->off[l + 3] == ln->off[l] + 12)
+            whole |= 15u << l;
+    for (int i = 0; whole && i < 4; i++) {
+        const float *r = d + i * 4 * WL;
+        __m512 y0 = _mm512_loadu_ps(r), y1 = _mm512_loadu_ps(r + WL), y2 = _mm512_loadu_ps(r + 2 * WL);
+        __m512 y3 = _mm512_loadu_ps(r + 3 * WL);
+        /* in each 128-bit chunk c: q_j = the 4 pixels of tile 4c + j */
+        __m512d t0 = _mm512_castps_pd(_mm512_unpacklo_ps(y0, y1)), t1 = _mm512_castps_pd(_mm512_unpackhi_ps(y0, y1));
+        __m512d t2 = _mm512_castps_pd(_mm512_unpacklo_ps(y2, y3)), t3 = _mm512_castps_pd(_mm512_unpackhi_ps(y2, y3));
+        __m512 q0 = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2)), q1 = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+        __m512 q2 = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3)), q3 = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+        /* then the chunks transposed: row g holds tiles 4g .. 4g + 3 */
+        __m512 a = _mm512_shuffle_f32x4(q0, q1, 0x44), b = _mm512_shuffle_f32x4(q2, q3, 0x44);
+        __m512 c = _mm512_shuffle_f32x4(q0, q1, 0xEE), e = _mm512_shuffle_f32x4(q2, q3, 0xEE);
+        __m512 rows[4] = {_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xDD),
+                          _mm512_shuffle_f32x4(c, e, 0x88), _mm512_shuffle_f32x4(c, e, 0xDD)};
+        for (int g = 0; g < 4; g++)
+            if (whole >> (4 * g) & 1) _mm512_storeu_ps(p + ln->off[4 * g] + i * w, rows[g]);
+    }
+#endif
     for (int l = 0; l < WL; l++)
-        for (int i = 0; i < 4; i++)
-            for (int k = 0; k < 4; k++)
-                if ((ln->rm[i] & ln->cm[k]) >> l & 1) p[ln->off[l] + i * w + k] = d[(i * 4 + k) * WL + l];
+        if (!(whole >> l & 1))
+            for (int i = 0; i < 4; i++)
+                for (int k = 0; k < 4; k++)
+                    if ((ln->rm[i] & ln->cm[k]) >> l & 1) p[ln->off[l] + i * w + k] = d[(i * 4 + k) * WL + l];
 }
 
 /* The passes take up to 16 sets of 16 tiles at a time and walk one channel
