@@ -226,7 +226,7 @@ void kiln__cu_quantize_x32(void *stream, const float *x, int8_t *xq, float *dx, 
 int kiln__cu_sgd(void *stream, int f64, void *p, const void *grad, void *buf, int64_t n, const float *h, int nesterov,
                  int first);
 int kiln__cu_adam(void *stream, int f64, void *p, const void *grad, void *m, void *v, void *vmax, int64_t n,
-                  const float *h, int decoupled, int64_t step);
+                  const float *h, int decoupled);
 int kiln__cu_lion(void *stream, int f64, void *p, const void *grad, void *m, int64_t n, const float *h);
 /* The 8-bit steps: codes (a byte per element) and one absmax per 256
  * elements per state; maps: the signed then the unsigned map [512]. */

@@ -40,11 +40,12 @@ __global__ void sgd_k(T *p, const T *grad, T *buf, int64_t n, const float *h, bo
 __device__ float sqrt_t(float x) { return sqrtf(x); }
 __device__ double sqrt_t(double x) { return sqrt(x); }
 
-// h: lr, beta1, beta2, eps, weight_decay (optim/adam.c); step >= 1
+// h: lr, beta1, beta2, eps, weight_decay, then the step number t >= 1 as
+// t >> 16 and t & 0xffff (optim/adam.c, KILN__HYPER_STEP_SLOTS): read here,
+// not passed, so that a captured CUDA graph's launch serves every step
 template <typename T>
-__global__ void adam_k(T *p, const T *grad, T *m, T *v, T *vmax, int64_t n, const float *h, bool decoupled,
-                       double step) {
-    double lr = h[0], b1d = h[1], b2d = h[2], wdd = h[4];
+__global__ void adam_k(T *p, const T *grad, T *m, T *v, T *vmax, int64_t n, const float *h, bool decoupled) {
+    double lr = h[0], b1d = h[1], b2d = h[2], wdd = h[4], step = (double)h[5] * 65536.0 + (double)h[6];
     const T decay = (T)(decoupled ? 1.0 - lr * wdd : 1.0), wd = (T)(decoupled ? 0.0 : wdd);
     const T b1 = (T)b1d, b2 = (T)b2d, one_b1 = (T)(1.0 - b1d), one_b2 = (T)(1.0 - b2d);
     const T neg_step = (T)(-(lr / (1.0 - pow(b1d, step)))), bc2s = (T)sqrt(1.0 - pow(b2d, step));
@@ -192,14 +193,14 @@ int kiln__cu_sgd(void *stream, int f64, void *p, const void *grad, void *buf, in
 }
 
 int kiln__cu_adam(void *stream, int f64, void *p, const void *grad, void *m, void *v, void *vmax, int64_t n,
-                  const float *h, int decoupled, int64_t step) {
+                  const float *h, int decoupled) {
     cudaStream_t st = (cudaStream_t)stream;
     if (f64)
         adam_k<<<blocks_for(n), THREADS, 0, st>>>((double *)p, (const double *)grad, (double *)m, (double *)v,
-                                                  (double *)vmax, n, h, decoupled, (double)step);
+                                                  (double *)vmax, n, h, decoupled);
     else
         adam_k<<<blocks_for(n), THREADS, 0, st>>>((float *)p, (const float *)grad, (float *)m, (float *)v,
-                                                  (float *)vmax, n, h, decoupled, (double)step);
+                                                  (float *)vmax, n, h, decoupled);
     return (int)cudaGetLastError();
 }
 
