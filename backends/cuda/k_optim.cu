@@ -91,7 +91,7 @@ __global__ void lion_k(T *p, const T *grad, T *m, int64_t n, const float *h) {
 enum { OPT8_ADAM = 0, OPT8_LION, OPT8_SGD };
 
 __global__ void opt8_k(int kind, float *p, const float *grad, unsigned char *q0, float *a0, unsigned char *q1, float *a1,
-                       const float *maps, const float *h, int64_t n, bool flag_a, bool flag_b, double step) {
+                       const float *maps, const float *h, int64_t n, bool flag_a, bool flag_b) {
     __shared__ float map[512], thr[512], red[2][THREADS];
     int l = threadIdx.x;
     q8_load_maps(maps, map, thr);
@@ -106,7 +106,8 @@ __global__ void opt8_k(int kind, float *p, const float *grad, unsigned char *q0,
             float g = grad[i];
             if (isfinite(g)) {
                 if (kind == OPT8_ADAM) {
-                    double lr = h[0], b1d = h[1], b2d = h[2], wdd = h[4];
+                    // the step number after the hyperparameters, as adam_k's
+                    double lr = h[0], b1d = h[1], b2d = h[2], wdd = h[4], step = (double)h[5] * 65536.0 + (double)h[6];
                     bool decoupled = flag_a;
                     const float decay = (float)(decoupled ? 1.0 - lr * wdd : 1.0), wd = (float)(decoupled ? 0.0 : wdd);
                     const float b1 = (float)b1d, b2 = (float)b2d, one_b1 = (float)(1.0 - b1d), one_b2 = (float)(1.0 - b2d);
@@ -161,24 +162,23 @@ unsigned opt8_blocks(int64_t n) {
 extern "C" {
 
 int kiln__cu_adam8(void *stream, float *p, const float *grad, void *mq, float *ma, void *vq, float *va, const float *maps,
-                   int64_t n, const float *h, int decoupled, int64_t step) {
+                   int64_t n, const float *h, int decoupled) {
     opt8_k<<<opt8_blocks(n), THREADS, 0, (cudaStream_t)stream>>>(OPT8_ADAM, p, grad, (unsigned char *)mq, ma,
-                                                                 (unsigned char *)vq, va, maps, h, n, decoupled, false,
-                                                                 (double)step);
+                                                                 (unsigned char *)vq, va, maps, h, n, decoupled, false);
     return (int)cudaGetLastError();
 }
 
 int kiln__cu_lion8(void *stream, float *p, const float *grad, void *mq, float *ma, const float *maps, int64_t n,
                    const float *h) {
     opt8_k<<<opt8_blocks(n), THREADS, 0, (cudaStream_t)stream>>>(OPT8_LION, p, grad, (unsigned char *)mq, ma, NULL, NULL,
-                                                                 maps, h, n, false, false, 0.0);
+                                                                 maps, h, n, false, false);
     return (int)cudaGetLastError();
 }
 
 int kiln__cu_sgd8(void *stream, float *p, const float *grad, void *bq, float *ba, const float *maps, int64_t n,
                   const float *h, int nesterov, int first) {
     opt8_k<<<opt8_blocks(n), THREADS, 0, (cudaStream_t)stream>>>(OPT8_SGD, p, grad, (unsigned char *)bq, ba, NULL, NULL,
-                                                                 maps, h, n, nesterov, first, 0.0);
+                                                                 maps, h, n, nesterov, first);
     return (int)cudaGetLastError();
 }
 

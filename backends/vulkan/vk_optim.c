@@ -1,9 +1,9 @@
 /* vk_optim.c — in-place updates on the Vulkan backend: gradient
  * accumulation and the optimizers' step ops (see vk.h), f32 only. The step
  * kernels read the hyperparameters from the hyper leaf on the device (it
- * changes between steps; Adam's step number is there too) and, where the
- * others need it, the step number from the node's ip[2], which
- * kiln_optim_step writes before each compute; they give
+ * changes between steps; the step number is there too) and SGD's
+ * first-step flag from the node's ip[2], which kiln_optim_step writes
+ * before each compute; they give
  * the CPU kernels' bits (shaders/opt_exact.glsl). */
 #include "vk.h"
 
@@ -45,7 +45,7 @@ static bool step_ok(const kiln_vk *vk, const kiln_tensor *t, int n_hyper) {
     return f32_ok(vk, h, kiln_tensor_numel(h)) && kiln_tensor_numel(h) >= n_hyper;
 }
 
-/* ---- SGD: src p, grad, [momentum buffer], hyper; ip[0]=nesterov ip[1]=has_momentum ip[2]=steps before ---- */
+/* ---- SGD: src p, grad, [momentum buffer], hyper; ip[0]=nesterov ip[1]=has_momentum ip[2]=0 first, 1 after ---- */
 
 static bool sgd_supports(const kiln_vk *vk, const kiln_tensor *t) {
     return t->nsrc == (t->ip[1] ? 4 : 3) && step_ok(vk, t, 4);
