@@ -6,12 +6,15 @@
  * later computes run that recording (vt->replay) while nothing it baked in
  * has changed. It records at the second compute under the same key, not
  * the first: a graph computed once (llama's decoding builds one per
- * token) or whose key changes at every compute (an optimizer's step
- * number) would pay for a recording it never runs again. What it baked in is the key: each node's op, dtype, shape,
+ * token) or whose key changes at every compute (GaLore's and APOLLO's step
+ * numbers, node parameters) would pay for a recording it never runs again.
+ * Values that change at every run belong in device memory instead, where
+ * a replay reads them anew (the optimizers' lr and step number: their
+ * hyper leaf). What it baked in is the key: each node's op, dtype, shape,
  * strides and parameters, its operands' and its own device memory (as
  * vt->buffer_id names it) and offsets, the
  * plan's fused forms, training mode and the matmul precision; a changed
- * word (a new step number, a longer KV cache, a buffer allocated anew)
+ * word (a new slice position, a longer KV cache, a buffer allocated anew)
  * records again. The key is compared whole, not hashed, so a change is
  * never missed.
  *

@@ -309,6 +309,16 @@ bool kiln__not_quant(const char *who, const kiln_tensor *t);
 
 static inline bool kiln__is_float(kiln_dtype t) { return t == KILN_F32 || t == KILN_F64 || t == KILN_F16 || t == KILN_BF16; }
 static inline bool kiln__is_compute_float(kiln_dtype t) { return t == KILN_F32 || t == KILN_F64; }
+
+/* An optimizer's step number t (1 on the first step) rides in its hyper
+ * leaf after the n_hyper hyperparameters, as two f32 halves t >> 16 and
+ * t & 0xffff (each exact in f32; optim/optim.c writes them): a value in
+ * device memory, not in the step nodes' ip[], so a recorded step graph
+ * replays unchanged from step to step (core/graph_replay.c). */
+#define KILN__HYPER_STEP_SLOTS 2
+static inline double kiln__hyper_step(const float *hyper, int n_hyper) {
+    return (double)hyper[n_hyper] * 65536.0 + (double)hyper[n_hyper + 1];
+}
 int kiln__axis(int ndim, int axis); /* normalized axis or -1 */
 void kiln__set_contiguous_strides(kiln_tensor *t);
 bool kiln__same_shape(const kiln_tensor *a, const kiln_tensor *b);

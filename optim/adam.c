@@ -4,12 +4,13 @@
  *
  * One KILN_OP_ADAM_STEP node per parameter p, in place into p:
  *   src: p, p's gradient, exp_avg, exp_avg_sq, [max_exp_avg_sq (amsgrad
- *        only)], hyper (f32 [5]: lr, beta1, beta2, eps, weight_decay,
- *        written by kiln_optim_step before each step)
- *   ip[0] = amsgrad, ip[1] = decoupled weight decay (AdamW),
- *   ip[2] = t, the number of this step (1 on the first), written by
- *           kiln_optim_step; the kernel computes the bias corrections from
- *           it in double, as torch does in Python.
+ *        only)], hyper (f32 [7]: lr, beta1, beta2, eps, weight_decay,
+ *        then t, the number of this step (1 on the first) in the two
+ *        slots of KILN__HYPER_STEP_SLOTS; written by kiln_optim_step
+ *        before each step)
+ *   ip[0] = amsgrad, ip[1] = decoupled weight decay (AdamW).
+ * The kernel computes the bias corrections from t in double, as torch does
+ * in Python.
  * Per element (backends/cpu/optim.c), with bc1 = 1 - beta1^t and
  * bc2 = 1 - beta2^t:
  *   p *= 1 - lr * weight_decay                        (AdamW)
@@ -32,7 +33,6 @@ static void adam_prepare(kiln_optim *opt, float *hyper) {
     hyper[ADAM_BETA2] = cfg->beta2;
     hyper[ADAM_EPS] = cfg->eps;
     hyper[ADAM_WEIGHT_DECAY] = cfg->weight_decay;
-    for (int i = 0; i < opt->n_params; i++) opt->nodes[i]->ip[2] = opt->steps + 1;
 }
 
 static const kiln_optim_impl adam_impl = {"kiln_adam", ADAM_N_HYPER, adam_prepare};

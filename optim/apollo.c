@@ -47,8 +47,10 @@ static void apollo_prepare(kiln_optim *opt, float *hyper) {
     hyper[AP_BETA2] = cfg->adamw.beta2;
     hyper[AP_EPS] = cfg->adamw.eps;
     hyper[AP_WEIGHT_DECAY] = cfg->adamw.weight_decay;
-    /* both step ops keep the step number in ip[2] */
-    for (int i = 0; i < opt->n_params; i++) opt->nodes[i]->ip[2] = opt->steps + 1;
+    /* APOLLO's step op keeps the step number in ip[2] (it also picks the
+     * steps that draw a new projection); Adam's reads the hyper leaf's */
+    for (int i = 0; i < opt->n_params; i++)
+        if (opt->nodes[i]->op == KILN_OP_APOLLO_STEP) opt->nodes[i]->ip[2] = opt->steps + 1;
 }
 
 static const kiln_optim_impl apollo_impl = {"kiln_apollo", AP_N_HYPER, apollo_prepare};

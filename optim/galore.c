@@ -60,9 +60,7 @@ static void galore_prepare(kiln_optim *opt, float *hyper) {
         if (t->op == KILN_OP_GALORE_STEP || t->op == KILN_OP_GALORE8_STEP) {
             t->ip[0] = opt->steps + 1;
             t->ip[1] = refresh;
-        } else {
-            t->ip[2] = opt->steps + 1; /* Adam's (and 8-bit Adam's) step number */
-        }
+        } /* Adam's (and 8-bit Adam's) nodes read the step number from the hyper leaf */
     }
 }
 

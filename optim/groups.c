@@ -58,7 +58,7 @@ kiln_status kiln_optim_set_group(kiln_optim *opt, kiln_tensor *const *params, in
     }
     kiln__optim_group *g = kiln__arena_alloc(opt->ctx, sizeof *g);
     if (!g) return kiln_last_status();
-    if (!(g->hyper = kiln_new_1d(opt->ctx, KILN_F32, opt->impl->n_hyper))) return kiln_last_status();
+    if (!(g->hyper = kiln_new_1d(opt->ctx, KILN_F32, opt->impl->n_hyper + KILN__HYPER_STEP_SLOTS))) return kiln_last_status();
     snprintf(g->hyper->name, sizeof g->hyper->name, "%.30s.group_hyper", opt->impl->name);
     g->lr_scale = lr_scale;
     g->weight_decay = weight_decay;
@@ -77,7 +77,7 @@ kiln_status kiln__optim_write_groups(kiln_optim *opt, const float *hyper) {
     for (kiln__optim_group *g = opt->groups; g; g = g->next) {
         float *h = kiln_tensor_data(g->hyper);
         if (!h) return kiln_last_status();
-        memcpy(h, hyper, (size_t)nh * sizeof *h);
+        memcpy(h, hyper, (size_t)(nh + KILN__HYPER_STEP_SLOTS) * sizeof *h);
         h[KILN__HYPER_LR] = (float)((double)hyper[KILN__HYPER_LR] * g->lr_scale);
         h[nh - 1] = g->weight_decay;
     }

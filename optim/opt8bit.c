@@ -16,13 +16,13 @@
  * state as bitsandbytes' min_8bit_size = 4096 does, share the leaf with a
  * plain KILN_OP_ADAM_STEP / LION_STEP / SGD_STEP node):
  *   KILN_OP_ADAM8_STEP: p, grad, m codes, m absmax, v codes, v absmax, maps,
- *       hyper [lr, beta1, beta2, eps, weight_decay]; ip[1] = decoupled,
- *       ip[2] = t (1 on the first step)
+ *       hyper [lr, beta1, beta2, eps, weight_decay, then t, the number of
+ *       this step, as optim/adam.c's]; ip[1] = decoupled
  *   KILN_OP_LION8_STEP: p, grad, m codes, m absmax, maps,
  *       hyper [lr, beta1, beta2, weight_decay]
  *   KILN_OP_SGD8_STEP: p, grad, buf codes, buf absmax, maps,
  *       hyper [lr, momentum, dampening, weight_decay]; ip[0] = nesterov,
- *       ip[2] = steps taken before this one
+ *       ip[2] = 0 on the first step, 1 after (as optim/sgd.c's)
  * maps is one F32 [512] leaf per optimizer, the signed dynamic map then the
  * unsigned one, for device kernels (which cannot build them bit for bit);
  * a constant table like hyper, not counted in kiln_optim_state_bytes.
@@ -53,7 +53,6 @@ static void adam8_prepare(kiln_optim *opt, float *h) {
     h[A_BETA2] = c->beta2;
     h[A_EPS] = c->eps;
     h[A_WD] = c->weight_decay;
-    for (int i = 0; i < opt->n_params; i++) opt->nodes[i]->ip[2] = opt->steps + 1;
 }
 
 static void lion8_prepare(kiln_optim *opt, float *h) {
@@ -70,7 +69,7 @@ static void sgd8_prepare(kiln_optim *opt, float *h) {
     h[S_MOMENTUM] = c->momentum;
     h[S_DAMPENING] = c->dampening;
     h[S_WD] = c->weight_decay;
-    for (int i = 0; i < opt->n_params; i++) opt->nodes[i]->ip[2] = opt->steps;
+    for (int i = 0; i < opt->n_params; i++) opt->nodes[i]->ip[2] = opt->steps > 0;
 }
 
 static const kiln_optim_impl adam8_impl = {"kiln_adam8bit", A_N, adam8_prepare};

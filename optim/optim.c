@@ -67,7 +67,7 @@ static kiln_optim *optim_new(kiln_ctx *ctx, const char *who, const kiln_optim_im
     opt->params = kiln__arena_alloc(ctx, (size_t)n * sizeof *opt->params);
     opt->nodes = kiln__arena_alloc(ctx, (size_t)n * sizeof *opt->nodes);
     opt->graph = kiln_graph_new(ctx);
-    opt->hyper = kiln_new_1d(ctx, KILN_F32, impl->n_hyper);
+    opt->hyper = kiln_new_1d(ctx, KILN_F32, impl->n_hyper + KILN__HYPER_STEP_SLOTS);
     if (!opt->params || !opt->nodes || !opt->graph || !opt->hyper) return NULL;
     memcpy(opt->params, params, (size_t)n * sizeof *params);
     snprintf(opt->hyper->name, sizeof opt->hyper->name, "%s.hyper", impl->name);
@@ -151,6 +151,9 @@ kiln_status kiln_optim_step(kiln_optim *opt) {
     }
     opt->impl->prepare(opt, hyper);
     opt->lr = base_lr;
+    uint32_t t = (uint32_t)(opt->steps + 1); /* checked above */
+    hyper[opt->impl->n_hyper] = (float)(t >> 16);
+    hyper[opt->impl->n_hyper + 1] = (float)(t & 0xffffu);
     if ((s = kiln__optim_write_groups(opt, hyper))) return s;
     s = kiln_graph_compute(opt->graph);
     if (s) return s;

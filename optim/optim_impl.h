@@ -6,9 +6,10 @@
  * are the parameter, its gradient, its state leaves (momentum, moments) and
  * one small f32 leaf of hyperparameters shared by all step ops.
  * kiln_optim_step() asks the optimizer to write the hyperparameters for the
- * coming step, computes the graph, zeroes the gradients and counts the step.
- * Changing the learning rate therefore changes a value in the hyper leaf,
- * never the graph.
+ * coming step, writes the step number after them (KILN__HYPER_STEP_SLOTS),
+ * computes the graph, zeroes the gradients and counts the step. Changing
+ * the learning rate or the step number therefore changes a value in the
+ * hyper leaf, never the graph (which a device then replays as recorded).
  *
  * Adding an optimizer: a file beside sgd.c with a kiln_optim_impl (name,
  * number of hyperparameters, prepare), a constructor that validates its
@@ -40,7 +41,7 @@ struct kiln_optim {
     kiln_tensor **nodes;  /* the step node of each parameter (same order) */
     int n_params;
     kiln_graph *graph;    /* the step nodes */
-    kiln_tensor *hyper;   /* f32 [impl->n_hyper] */
+    kiln_tensor *hyper;   /* f32 [impl->n_hyper + KILN__HYPER_STEP_SLOTS] */
     float lr;
     int64_t steps;
     size_t state_bytes;   /* bytes of the state leaves below */

@@ -6,8 +6,10 @@
  *        when momentum != 0)], hyper (f32 [4]: lr, momentum, dampening,
  *        weight_decay, written by kiln_optim_step before each step)
  *   ip[0] = nesterov, ip[1] = has_momentum,
- *   ip[2] = steps taken before this one (0 on the first step), written by
- *           kiln_optim_step; the kernel uses it for torch's first-step rule.
+ *   ip[2] = 0 on the first step, 1 after, written by kiln_optim_step; the
+ *           kernel uses it for torch's first-step rule (a flag, not the
+ *           step count: the graph's replay key changes once, not at every
+ *           step).
  * Per element (backends/cpu/optim.c):
  *   g = grad + weight_decay * p                         (if weight_decay != 0)
  *   buf = g on the first step, else momentum * buf + (1 - dampening) * g
@@ -26,7 +28,7 @@ static void sgd_prepare(kiln_optim *opt, float *hyper) {
     hyper[SGD_MOMENTUM] = cfg->momentum;
     hyper[SGD_DAMPENING] = cfg->dampening;
     hyper[SGD_WEIGHT_DECAY] = cfg->weight_decay;
-    for (int i = 0; i < opt->n_params; i++) opt->nodes[i]->ip[2] = opt->steps;
+    for (int i = 0; i < opt->n_params; i++) opt->nodes[i]->ip[2] = opt->steps > 0;
 }
 
 static const kiln_optim_impl sgd_impl = {"kiln_sgd", SGD_N_HYPER, sgd_prepare};

@@ -4,10 +4,12 @@
  * the node-by-node path's ($KILN_GRAPH_REPLAY=0) bit for bit, it records
  * at the second compute and replays after (kiln_graph_stats, and the fake
  * toolkit's own count of graph launches when it is the one loaded); a
- * moved input records anew; a training step (forward, backward, AdamW,
- * whose step number changes the optimizer's key at every step) and a
- * decoding step (position, mask and KV cache changing per token) match
- * the plain path over several steps. */
+ * moved input records anew; a training step (forward, backward, then
+ * AdamW with a schedule, 8-bit AdamW or SGD: the step number and lr change
+ * at every step as values of the hyper leaf, so the optimizer's graph
+ * replays too, and SGD's first-step flag changes its key once) and a decoding
+ * step (position, mask and KV cache changing per token) match the plain
+ * path over several steps. */
 #include "kt_device.h"
 #include "backend.h"
 #include "../optim/optim_impl.h"
@@ -149,11 +151,14 @@ KT_TEST(graph_replay_moved_cuda) { check_moved("cuda"); }
 
 /* ---- a training step ---- */
 
-enum { STEPS = 4, NB = 8, IN = 12, HID = 16, OUT = 4 };
+/* W1 of 4096 elements: 8-bit AdamW keeps 8-bit moments for it (and 32-bit ones for B1, W2) */
+enum { STEPS = 6, NB = 8, IN = 64, HID = 64, OUT = 4 };
+typedef enum { TRAIN_ADAMW, TRAIN_ADAMW8, TRAIN_SGD } train_opt;
+static const char *const train_opt_name[] = {"AdamW", "8-bit AdamW", "SGD"};
 
 /* per step: the loss and, after the last, W1 and W2 */
-static void run_train(kiln_backend *be, bool replay, float *loss, float *w1, float *w2, kiln_graph_stats *st,
-                      kiln_graph_stats *ost) {
+static void run_train(kiln_backend *be, train_opt which, bool replay, float *loss, float *w1, float *w2,
+                      kiln_graph_stats *st, kiln_graph_stats *ost) {
     set_replay(replay);
     kiln_ctx *ctx = kiln_ctx_new();
     KT_OK(kiln_ctx_set_backend(ctx, be));
@@ -171,8 +176,12 @@ static void run_train(kiln_backend *be, bool replay, float *loss, float *w1, flo
     KT_OK(kiln_graph_backward(g, l));
     kiln_adam_config cfg = kiln_adamw_defaults();
     cfg.lr = 0.05f;
-    kiln_optim *opt = kiln_adamw_new(ctx, &cfg);
+    kiln_optim *opt = which == TRAIN_ADAMW    ? kiln_adamw_new(ctx, &cfg)
+                      : which == TRAIN_ADAMW8 ? kiln_adamw8bit_new(ctx, &cfg)
+                                              : kiln_sgd_new(ctx, &(kiln_sgd_config){.lr = 0.05f, .momentum = 0.9f});
     KT_NOTNULL(opt);
+    KT_OK(kiln_optim_set_schedule(
+        opt, &(kiln_schedule){.kind = KILN_SCHEDULE_COSINE, .warmup_steps = 2, .total_steps = STEPS, .min_lr_ratio = 0.1f}));
     for (int s = 0; s < STEPS; s++) {
         fill(x, 20 + s);
         int32_t lab[NB];
@@ -190,25 +199,40 @@ static void run_train(kiln_backend *be, bool replay, float *loss, float *w1, flo
     unsetenv("KILN_GRAPH_REPLAY");
 }
 
-static void check_train(const char *name) {
+static void check_train_with(const char *name, train_opt which) {
     kiln_backend *be = kt_device(name);
     if (!be) return;
+    const char *on = train_opt_name[which];
     int64_t vmsg = kiln_backend_validation_messages(be);
-    float loss[2][STEPS], w1[2][HID * IN], w2[2][OUT * HID];
-    kiln_graph_stats st[2], ost[2];
-    for (int r = 0; r < 2; r++) run_train(be, r, loss[r], w1[r], w2[r], &st[r], &ost[r]);
+    static float loss[3][STEPS], w1[3][HID * IN], w2[3][OUT * HID];
+    kiln_graph_stats st[3], ost[3];
+    for (int r = 0; r < 2; r++) run_train(be, which, r, loss[r], w1[r], w2[r], &st[r], &ost[r]);
+    run_train(kiln_backend_get("cpu"), which, false, loss[2], w1[2], w2[2], &st[2], &ost[2]);
     for (int s = 0; s < STEPS; s++)
-        KT_CHECK(loss[0][s] == loss[1][s], "step %d: loss %.9g replayed, %.9g node by node", s, loss[1][s], loss[0][s]);
+        KT_CHECK(loss[0][s] == loss[1][s], "%s, step %d: loss %.9g replayed, %.9g node by node", on, s, loss[1][s],
+                 loss[0][s]);
     KT_CHECK(same_bits(w1[0], w1[1], HID * IN) && same_bits(w2[0], w2[1], OUT * HID),
-             "the weights after %d steps differ (w1[0] %.9g vs %.9g)", STEPS, w1[1][0], w1[0][0]);
+             "%s: the weights after %d steps differ (w1[0] %.9g vs %.9g)", on, STEPS, w1[1][0], w1[0][0]);
+    /* and they are the CPU's (a step number or lr the replays did not see
+     * anew would give other bias corrections, other weights) */
+    int bad = 0;
+    for (int i = 0; i < HID * IN; i++) bad += !(fabsf(w1[1][i] - w1[2][i]) <= 1e-4f);
+    KT_CHECK(bad == 0, "%s: %d of w1's %d weights differ from the cpu's by more than 1e-4", on, bad, HID * IN);
     KT_CHECK(st[1].recordings == 1 && st[1].replays == STEPS - 2 && st[1].nodes_fallback == 0,
-             "forward and backward: %lld recordings, %lld replays, %lld nodes on the cpu", (long long)st[1].recordings,
-             (long long)st[1].replays, (long long)st[1].nodes_fallback);
-    /* the step number is a parameter of AdamW's nodes: a new key every step, never replayed */
-    KT_CHECK(ost[1].computes == STEPS && ost[1].recordings == 0 && ost[1].replays == 0,
-             "AdamW's graph: %lld computes, %lld recordings, %lld replays", (long long)ost[1].computes,
-             (long long)ost[1].recordings, (long long)ost[1].replays);
+             "%s: forward and backward: %lld recordings, %lld replays, %lld nodes on the cpu", on,
+             (long long)st[1].recordings, (long long)st[1].replays, (long long)st[1].nodes_fallback);
+    /* the step number and the scheduled lr are values in the hyper leaf,
+     * not in the nodes: one key for every step (SGD's first step has its own) */
+    int want = which == TRAIN_SGD ? STEPS - 3 : STEPS - 2;
+    KT_CHECK(ost[1].computes == STEPS && ost[1].recordings == 1 && ost[1].replays == want && ost[1].nodes_fallback == 0,
+             "%s's graph: %lld computes, %lld recordings, %lld replays (want %d, 1, %d), %lld nodes on the cpu", on,
+             (long long)ost[1].computes, (long long)ost[1].recordings, (long long)ost[1].replays, STEPS, want,
+             (long long)ost[1].nodes_fallback);
     no_messages(be, vmsg);
+}
+
+static void check_train(const char *name) {
+    for (train_opt o = TRAIN_ADAMW; o <= TRAIN_SGD; o++) check_train_with(name, o);
 }
 
 KT_TEST(graph_replay_train_cuda) { check_train("cuda"); }

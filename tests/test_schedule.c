@@ -102,10 +102,11 @@ static void check_training_loop(kiln_backend *b) {
         float before[4];
         KT_OK(kiln_tensor_get_f32(p, before, 4));
         KT_OK(kiln_optim_step(opt));
-        float hy[4]; /* SGD's lr, momentum, dampening, weight_decay */
-        KT_OK(kiln_tensor_get_f32(opt->hyper, hy, 4));
+        float hy[6]; /* SGD's lr, momentum, dampening, weight_decay, then the step number's two halves */
+        KT_OK(kiln_tensor_get_f32(opt->hyper, hy, 6));
         float h = hy[0];
         KT_CHECK(h == lr, "step %d: hyper lr %.9g, lr_at %.9g", s, (double)h, (double)lr);
+        KT_CHECK(kiln__hyper_step(hy, 4) == s + 1, "step %d: hyper's step number %.0f", s, kiln__hyper_step(hy, 4));
         float got[4];
         KT_OK(kiln_tensor_get_f32(p, got, 4));
         KT_CHECK(got[0] == before[0] - lr, "step %d: p %.9g, want %.9g", s, (double)got[0], (double)(before[0] - lr));

@@ -159,9 +159,12 @@ static kiln_status adam_step(kiln_tensor *t, const kiln_exec *ex) {
     if (!kiln__is_compute_float(p->dtype) || grad->dtype != p->dtype || m->dtype != p->dtype ||
         v->dtype != p->dtype || (vmax && vmax->dtype != p->dtype) || hyper->dtype != KILN_F32)
         return kiln__errs(KILN_ERR_UNSUPPORTED, "adam_step: needs f32/f64 parameter, gradient and moments of one dtype");
-    if (t->ip[2] < 1) return kiln__errs(KILN_ERR_STATE, "adam_step: step number %lld (must be >= 1)", (long long)t->ip[2]);
+    if (kiln_tensor_numel(hyper) < 5 + KILN__HYPER_STEP_SLOTS)
+        return kiln__errs(KILN_ERR_ARG, "adam_step: hyper leaf of %lld values (want %d)", (long long)kiln_tensor_numel(hyper),
+                          5 + KILN__HYPER_STEP_SLOTS);
     const float *h = hyper->data;
-    double lr = h[0], b1 = h[1], b2 = h[2], wd = h[4], step = (double)t->ip[2];
+    double lr = h[0], b1 = h[1], b2 = h[2], wd = h[4], step = kiln__hyper_step(h, 5);
+    if (!(step >= 1)) return kiln__errs(KILN_ERR_STATE, "adam_step: step number %.0f (must be >= 1)", step);
     adam_scalars s = {
         .decay = decoupled ? 1.0 - lr * wd : 1.0,
         .wd = decoupled ? 0.0 : wd,

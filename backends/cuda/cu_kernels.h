@@ -234,12 +234,12 @@ void kiln__cu_quantize_x32(void *stream, const float *x, int8_t *xq, float *dx, 
 int kiln__cu_sgd(void *stream, int f64, void *p, const void *grad, void *buf, int64_t n, const float *h, int nesterov,
                  int first);
 int kiln__cu_adam(void *stream, int f64, void *p, const void *grad, void *m, void *v, void *vmax, int64_t n,
-                  const float *h, int decoupled, int64_t step);
+                  const float *h, int decoupled);
 int kiln__cu_lion(void *stream, int f64, void *p, const void *grad, void *m, int64_t n, const float *h);
 /* The 8-bit steps: codes (a byte per element) and one absmax per 256
  * elements per state; maps: the signed then the unsigned map [512]. */
 int kiln__cu_adam8(void *stream, float *p, const float *grad, void *mq, float *ma, void *vq, float *va, const float *maps,
-                   int64_t n, const float *h, int decoupled, int64_t step);
+                   int64_t n, const float *h, int decoupled);
 int kiln__cu_lion8(void *stream, float *p, const float *grad, void *mq, float *ma, const float *maps, int64_t n,
                    const float *h);
 int kiln__cu_sgd8(void *stream, float *p, const float *grad, void *bq, float *ba, const float *maps, int64_t n,

@@ -5,8 +5,9 @@
  * either), with the layouts of optim/sgd.c, adam.c and lion.c, and their
  * 8-bit variants ADAM8_STEP, LION8_STEP, SGD8_STEP (optim/opt8bit.c, f32).
  * The kernels (k_optim.cu) read
- * the hyper leaf on the device and the step number from ip[2], which
- * kiln_optim_step writes before each compute. */
+ * the hyper leaf on the device (the step number too) and SGD's
+ * first-step flag from ip[2], which kiln_optim_step writes before each
+ * compute. */
 #include "cu.h"
 
 /* dtype, contiguous, n elements. */
@@ -29,7 +30,7 @@ static bool step_ok(const kiln_tensor *t, int n_hyper) {
 
 static bool is_f64(const kiln_tensor *t) { return t->src[0]->dtype == KILN_F64; }
 
-/* SGD: src p, grad, [momentum buffer], hyper; ip[0]=nesterov ip[1]=has_momentum ip[2]=steps before */
+/* SGD: src p, grad, [momentum buffer], hyper; ip[0]=nesterov ip[1]=has_momentum ip[2]=0 first, 1 after */
 static bool sgd_supports(const kiln_cu *cu, const kiln_tensor *t) {
     (void)cu;
     return t->nsrc == (t->ip[1] ? 4 : 3) && step_ok(t, 4);
@@ -44,20 +45,20 @@ static kiln_status sgd_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) 
                              "sgd kernel");
 }
 
-/* Adam/AdamW: src p, grad, exp_avg, exp_avg_sq, [max_exp_avg_sq], hyper; ip[0]=amsgrad ip[1]=decoupled ip[2]=t */
+/* Adam/AdamW: src p, grad, exp_avg, exp_avg_sq, [max_exp_avg_sq], hyper
+ * (5 values and the step number); ip[0]=amsgrad ip[1]=decoupled */
 static bool adam_supports(const kiln_cu *cu, const kiln_tensor *t) {
     (void)cu;
-    return t->nsrc == (t->ip[0] ? 6 : 5) && step_ok(t, 5);
+    return t->nsrc == (t->ip[0] ? 6 : 5) && step_ok(t, 5 + KILN__HYPER_STEP_SLOTS);
 }
 
 static kiln_status adam_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
     bool ams = t->ip[0] != 0;
-    if (t->ip[2] < 1) return kiln__errs(KILN_ERR_STATE, "adam_step: step number %lld (must be >= 1)", (long long)t->ip[2]);
     return kiln__cu_launched(kiln__cu_adam(cu->stream, is_f64(t), kiln__cu_ptr(t->src[0]), kiln__cu_ptr(t->src[1]),
                                            kiln__cu_ptr(t->src[2]), kiln__cu_ptr(t->src[3]),
                                            ams ? kiln__cu_ptr(t->src[4]) : NULL, kiln_tensor_numel(t->src[0]),
-                                           kiln__cu_ptr(t->src[t->nsrc - 1]), t->ip[1] != 0, t->ip[2]),
+                                           kiln__cu_ptr(t->src[t->nsrc - 1]), t->ip[1] != 0),
                              "adam kernel");
 }
 
@@ -89,17 +90,16 @@ static bool step8_ok(const kiln_tensor *t, int n_states, int n_hyper) {
     return ok;
 }
 
-static bool adam8_supports(const kiln_cu *cu, const kiln_tensor *t) { (void)cu; return step8_ok(t, 2, 5); }
+static bool adam8_supports(const kiln_cu *cu, const kiln_tensor *t) { (void)cu; return step8_ok(t, 2, 5 + KILN__HYPER_STEP_SLOTS); }
 static bool lion8_supports(const kiln_cu *cu, const kiln_tensor *t) { (void)cu; return step8_ok(t, 1, 4); }
 static bool sgd8_supports(const kiln_cu *cu, const kiln_tensor *t) { (void)cu; return step8_ok(t, 1, 4); }
 
 static kiln_status adam8_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
-    if (t->ip[2] < 1) return kiln__errs(KILN_ERR_STATE, "adam8_step: step number %lld (must be >= 1)", (long long)t->ip[2]);
     kiln_tensor *const *s = t->src;
     return kiln__cu_launched(kiln__cu_adam8(cu->stream, kiln__cu_ptr(s[0]), kiln__cu_ptr(s[1]), kiln__cu_ptr(s[2]),
                                             kiln__cu_ptr(s[3]), kiln__cu_ptr(s[4]), kiln__cu_ptr(s[5]), kiln__cu_ptr(s[6]),
-                                            kiln_tensor_numel(s[0]), kiln__cu_ptr(s[7]), t->ip[1] != 0, t->ip[2]),
+                                            kiln_tensor_numel(s[0]), kiln__cu_ptr(s[7]), t->ip[1] != 0),
                              "adam8 kernel");
 }
 

@@ -40,11 +40,12 @@ __global__ void sgd_k(T *p, const T *grad, T *buf, int64_t n, const float *h, bo
 __device__ float sqrt_t(float x) { return sqrtf(x); }
 __device__ double sqrt_t(double x) { return sqrt(x); }
 
-// h: lr, beta1, beta2, eps, weight_decay (optim/adam.c); step >= 1
+// h: lr, beta1, beta2, eps, weight_decay, then the step number t >= 1 as
+// t >> 16 and t & 0xffff (optim/adam.c, KILN__HYPER_STEP_SLOTS): read here,
+// not passed, so that a captured CUDA graph's launch serves every step
 template <typename T>
-__global__ void adam_k(T *p, const T *grad, T *m, T *v, T *vmax, int64_t n, const float *h, bool decoupled,
-                       double step) {
-    double lr = h[0], b1d = h[1], b2d = h[2], wdd = h[4];
+__global__ void adam_k(T *p, const T *grad, T *m, T *v, T *vmax, int64_t n, const float *h, bool decoupled) {
+    double lr = h[0], b1d = h[1], b2d = h[2], wdd = h[4], step = (double)h[5] * 65536.0 + (double)h[6];
     const T decay = (T)(decoupled ? 1.0 - lr * wdd : 1.0), wd = (T)(decoupled ? 0.0 : wdd);
     const T b1 = (T)b1d, b2 = (T)b2d, one_b1 = (T)(1.0 - b1d), one_b2 = (T)(1.0 - b2d);
     const T neg_step = (T)(-(lr / (1.0 - pow(b1d, step)))), bc2s = (T)sqrt(1.0 - pow(b2d, step));
@@ -90,7 +91,7 @@ __global__ void lion_k(T *p, const T *grad, T *m, int64_t n, const float *h) {
 enum { OPT8_ADAM = 0, OPT8_LION, OPT8_SGD };
 
 __global__ void opt8_k(int kind, float *p, const float *grad, unsigned char *q0, float *a0, unsigned char *q1, float *a1,
-                       const float *maps, const float *h, int64_t n, bool flag_a, bool flag_b, double step) {
+                       const float *maps, const float *h, int64_t n, bool flag_a, bool flag_b) {
     __shared__ float map[512], thr[512], red[2][THREADS];
     int l = threadIdx.x;
     q8_load_maps(maps, map, thr);
@@ -105,7 +106,8 @@ __global__ void opt8_k(int kind, float *p, const float *grad, unsigned char *q0,
             float g = grad[i];
             if (isfinite(g)) {
                 if (kind == OPT8_ADAM) {
-                    double lr = h[0], b1d = h[1], b2d = h[2], wdd = h[4];
+                    // the step number after the hyperparameters, as adam_k's
+                    double lr = h[0], b1d = h[1], b2d = h[2], wdd = h[4], step = (double)h[5] * 65536.0 + (double)h[6];
                     bool decoupled = flag_a;
                     const float decay = (float)(decoupled ? 1.0 - lr * wdd : 1.0), wd = (float)(decoupled ? 0.0 : wdd);
                     const float b1 = (float)b1d, b2 = (float)b2d, one_b1 = (float)(1.0 - b1d), one_b2 = (float)(1.0 - b2d);
@@ -160,24 +162,23 @@ unsigned opt8_blocks(int64_t n) {
 extern "C" {
 
 int kiln__cu_adam8(void *stream, float *p, const float *grad, void *mq, float *ma, void *vq, float *va, const float *maps,
-                   int64_t n, const float *h, int decoupled, int64_t step) {
+                   int64_t n, const float *h, int decoupled) {
     opt8_k<<<opt8_blocks(n), THREADS, 0, (cudaStream_t)stream>>>(OPT8_ADAM, p, grad, (unsigned char *)mq, ma,
-                                                                 (unsigned char *)vq, va, maps, h, n, decoupled, false,
-                                                                 (double)step);
+                                                                 (unsigned char *)vq, va, maps, h, n, decoupled, false);
     return (int)cudaGetLastError();
 }
 
 int kiln__cu_lion8(void *stream, float *p, const float *grad, void *mq, float *ma, const float *maps, int64_t n,
                    const float *h) {
     opt8_k<<<opt8_blocks(n), THREADS, 0, (cudaStream_t)stream>>>(OPT8_LION, p, grad, (unsigned char *)mq, ma, NULL, NULL,
-                                                                 maps, h, n, false, false, 0.0);
+                                                                 maps, h, n, false, false);
     return (int)cudaGetLastError();
 }
 
 int kiln__cu_sgd8(void *stream, float *p, const float *grad, void *bq, float *ba, const float *maps, int64_t n,
                   const float *h, int nesterov, int first) {
     opt8_k<<<opt8_blocks(n), THREADS, 0, (cudaStream_t)stream>>>(OPT8_SGD, p, grad, (unsigned char *)bq, ba, NULL, NULL,
-                                                                 maps, h, n, nesterov, first, 0.0);
+                                                                 maps, h, n, nesterov, first);
     return (int)cudaGetLastError();
 }
 
@@ -192,14 +193,14 @@ int kiln__cu_sgd(void *stream, int f64, void *p, const void *grad, void *buf, in
 }
 
 int kiln__cu_adam(void *stream, int f64, void *p, const void *grad, void *m, void *v, void *vmax, int64_t n,
-                  const float *h, int decoupled, int64_t step) {
+                  const float *h, int decoupled) {
     cudaStream_t st = (cudaStream_t)stream;
     if (f64)
         adam_k<<<blocks_for(n), THREADS, 0, st>>>((double *)p, (const double *)grad, (double *)m, (double *)v,
-                                                  (double *)vmax, n, h, decoupled, (double)step);
+                                                  (double *)vmax, n, h, decoupled);
     else
         adam_k<<<blocks_for(n), THREADS, 0, st>>>((float *)p, (const float *)grad, (float *)m, (float *)v,
-                                                  (float *)vmax, n, h, decoupled, (double)step);
+                                                  (float *)vmax, n, h, decoupled);
     return (int)cudaGetLastError();
 }
 

@@ -1,8 +1,9 @@
 /* vk_optim.c — in-place updates on the Vulkan backend: gradient
  * accumulation and the optimizers' step ops (see vk.h), f32 only. The step
  * kernels read the hyperparameters from the hyper leaf on the device (it
- * changes between steps) and, where they need it, the step number from the
- * node's ip[2], which kiln_optim_step writes before each compute; they give
+ * changes between steps; the step number is there too) and SGD's
+ * first-step flag from the node's ip[2], which kiln_optim_step writes
+ * before each compute; they give
  * the CPU kernels' bits (shaders/opt_exact.glsl). */
 #include "vk.h"
 
@@ -44,7 +45,7 @@ static bool step_ok(const kiln_vk *vk, const kiln_tensor *t, int n_hyper) {
     return f32_ok(vk, h, kiln_tensor_numel(h)) && kiln_tensor_numel(h) >= n_hyper;
 }
 
-/* ---- SGD: src p, grad, [momentum buffer], hyper; ip[0]=nesterov ip[1]=has_momentum ip[2]=steps before ---- */
+/* ---- SGD: src p, grad, [momentum buffer], hyper; ip[0]=nesterov ip[1]=has_momentum ip[2]=0 first, 1 after ---- */
 
 static bool sgd_supports(const kiln_vk *vk, const kiln_tensor *t) {
     return t->nsrc == (t->ip[1] ? 4 : 3) && step_ok(vk, t, 4);
@@ -72,22 +73,20 @@ static kiln_status sgd_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) 
     return kiln__vk_dispatch(vk, &dp);
 }
 
-/* ---- Adam/AdamW: src p, grad, exp_avg, exp_avg_sq, [max_exp_avg_sq], hyper;
- *      ip[0]=amsgrad ip[1]=decoupled ip[2]=t ---- */
+/* ---- Adam/AdamW: src p, grad, exp_avg, exp_avg_sq, [max_exp_avg_sq], hyper
+ *      (5 values and the step number); ip[0]=amsgrad ip[1]=decoupled ---- */
 
 static bool adam_supports(const kiln_vk *vk, const kiln_tensor *t) {
-    return t->nsrc == (t->ip[0] ? 6 : 5) && step_ok(vk, t, 5);
+    return t->nsrc == (t->ip[0] ? 6 : 5) && step_ok(vk, t, 5 + KILN__HYPER_STEP_SLOTS);
 }
 
 static kiln_status adam_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
     bool ams = t->ip[0] != 0;
-    if (t->ip[2] < 1 || t->ip[2] > UINT32_MAX)
-        return kiln__errs(KILN_ERR_STATE, "adam_step: step number %lld (must be >= 1)", (long long)t->ip[2]);
     int64_t n = kiln_tensor_numel(t->src[0]);
     if (n == 0) return KILN_OK;
     struct {
-        uint32_t n, p0, g0, m0, v0, vm0, h0, t, decoupled;
+        uint32_t n, p0, g0, m0, v0, vm0, h0, decoupled;
     } pc = {(uint32_t)n,
             kiln__vk_base(vk, t->src[0]),
             kiln__vk_base(vk, t->src[1]),
@@ -95,7 +94,6 @@ static kiln_status adam_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex)
             kiln__vk_base(vk, t->src[3]),
             ams ? kiln__vk_base(vk, t->src[4]) : 0,
             kiln__vk_base(vk, t->src[t->nsrc - 1]),
-            (uint32_t)t->ip[2],
             t->ip[1] != 0};
     kiln_vk_dispatch dp = {
         .shader = ams ? "opt_adam_ams" : "opt_adam", .n = t->nsrc, .push = &pc, .push_size = sizeof pc};

@@ -24,7 +24,7 @@ static bool step8_supports(const kiln_vk *vk, const kiln_tensor *t, int n_states
     return ok;
 }
 
-static bool adam8_supports(const kiln_vk *vk, const kiln_tensor *t) { return step8_supports(vk, t, 2, 5); }
+static bool adam8_supports(const kiln_vk *vk, const kiln_tensor *t) { return step8_supports(vk, t, 2, 5 + KILN__HYPER_STEP_SLOTS); }
 static bool lion8_supports(const kiln_vk *vk, const kiln_tensor *t) { return step8_supports(vk, t, 1, 4); }
 static bool sgd8_supports(const kiln_vk *vk, const kiln_tensor *t) { return step8_supports(vk, t, 1, 4); }
 
@@ -39,12 +39,10 @@ static kiln_status dispatch8(kiln_vk *vk, kiln_tensor *t, const char *shader, co
 
 static kiln_status adam8_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
-    if (t->ip[2] < 1 || t->ip[2] > UINT32_MAX)
-        return kiln__errs(KILN_ERR_STATE, "adam8_step: step number %lld (must be >= 1)", (long long)t->ip[2]);
     int64_t n = kiln_tensor_numel(t->src[0]);
     if (n == 0) return KILN_OK;
     struct {
-        uint32_t n, p0, g0, mq0, ma0, vq0, va0, mp0, h0, t, decoupled;
+        uint32_t n, p0, g0, mq0, ma0, vq0, va0, mp0, h0, decoupled;
     } pc = {(uint32_t)n,
             kiln__vk_base(vk, t->src[0]),
             kiln__vk_base(vk, t->src[1]),
@@ -54,7 +52,6 @@ static kiln_status adam8_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex
             kiln__vk_base(vk, t->src[5]),
             kiln__vk_base(vk, t->src[6]),
             kiln__vk_base(vk, t->src[7]),
-            (uint32_t)t->ip[2],
             t->ip[1] != 0};
     return dispatch8(vk, t, "opt_adam8", &pc, sizeof pc);
 }

@@ -1,7 +1,9 @@
 // opt_adam.glsl — the Adam/AdamW step (optim/adam.c), in place, one
 // invocation per element, in the CPU kernel's operation order. The
-// hyperparameters (lr, beta1, beta2, eps, weight_decay) come from the hyper
-// leaf, rewritten before every step; the scalars the CPU derives from them
+// hyperparameters (lr, beta1, beta2, eps, weight_decay, then the step number
+// t as t >> 16 and t & 0xffff) come from the hyper leaf, rewritten before
+// every step (not push constants: a recorded command buffer serves every
+// step); the scalars the CPU derives from them
 // and the step number in double are computed once per workgroup in
 // float-float (opt_exact.glsl). AMS (0/1) says whether max_exp_avg_sq is
 // bound. Included after opt_exact.glsl.
@@ -16,16 +18,17 @@ layout(std430, binding = 5) readonly buffer H { float hyper[]; };
 #else
 layout(std430, binding = 4) readonly buffer H { float hyper[]; };
 #endif
-// t: the number of this step (1 first); decoupled: AdamW
-layout(push_constant) uniform P { uint n, p0, g0, m0, v0, vm0, h0, t, decoupled; } pc;
+// decoupled: AdamW
+layout(push_constant) uniform P { uint n, p0, g0, m0, v0, vm0, h0, decoupled; } pc;
 shared float s_decay, s_neg_step, s_bc2s;
 void main() {
     float lr = hyper[pc.h0], b1 = hyper[pc.h0 + 1u], b2 = hyper[pc.h0 + 2u], eps = hyper[pc.h0 + 3u],
           wd = hyper[pc.h0 + 4u];
+    uint t = uint(hyper[pc.h0 + 5u]) * 65536u + uint(hyper[pc.h0 + 6u]);
     if (gl_LocalInvocationIndex == 0u) {
         s_decay = pc.decoupled != 0u ? ff_sub_from(1.0, ff_two_prod(lr, wd)).x : 1.0; // 1 - lr wd
-        s_neg_step = -ff_div(lr, ff_sub_from(1.0, ff_pow(b1, pc.t))).x;               // -lr / (1 - b1^t)
-        s_bc2s = ff_sqrt(ff_sub_from(1.0, ff_pow(b2, pc.t))).x;                       // sqrt(1 - b2^t)
+        s_neg_step = -ff_div(lr, ff_sub_from(1.0, ff_pow(b1, t))).x;               // -lr / (1 - b1^t)
+        s_bc2s = ff_sqrt(ff_sub_from(1.0, ff_pow(b2, t))).x;                       // sqrt(1 - b2^t)
     }
     barrier();
     uint i = kiln_gid();

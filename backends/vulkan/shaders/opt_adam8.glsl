@@ -12,18 +12,21 @@ layout(std430, binding = 4) buffer VQ { uint vq[]; };
 layout(std430, binding = 5) buffer VA { float va[]; };
 layout(std430, binding = 6) readonly buffer Maps { float maps[]; };
 layout(std430, binding = 7) readonly buffer H { float hyper[]; };
-layout(push_constant) uniform P { uint n, p0, g0, mq0, ma0, vq0, va0, mp0, h0, t, decoupled; } pc;
+// hyper: lr, beta1, beta2, eps, weight_decay, then the step number t as
+// opt_adam.glsl reads it
+layout(push_constant) uniform P { uint n, p0, g0, mq0, ma0, vq0, va0, mp0, h0, decoupled; } pc;
 shared float s_decay, s_neg_step, s_bc2s;
 
 void main() {
     uint l = gl_LocalInvocationIndex;
     float lr = hyper[pc.h0], b1 = hyper[pc.h0 + 1u], b2 = hyper[pc.h0 + 2u], eps = hyper[pc.h0 + 3u],
           wd = hyper[pc.h0 + 4u];
+    uint t = uint(hyper[pc.h0 + 5u]) * 65536u + uint(hyper[pc.h0 + 6u]);
     q8_maps(l, maps[pc.mp0 + l], maps[pc.mp0 + 256u + l]);
     if (l == 0u) {
         s_decay = pc.decoupled != 0u ? ff_sub_from(1.0, ff_two_prod(lr, wd)).x : 1.0; // 1 - lr wd
-        s_neg_step = -ff_div(lr, ff_sub_from(1.0, ff_pow(b1, pc.t))).x;               // -lr / (1 - b1^t)
-        s_bc2s = ff_sqrt(ff_sub_from(1.0, ff_pow(b2, pc.t))).x;                       // sqrt(1 - b2^t)
+        s_neg_step = -ff_div(lr, ff_sub_from(1.0, ff_pow(b1, t))).x;               // -lr / (1 - b1^t)
+        s_bc2s = ff_sqrt(ff_sub_from(1.0, ff_pow(b2, t))).x;                       // sqrt(1 - b2^t)
     }
     barrier();
     q8_thresholds(l);
