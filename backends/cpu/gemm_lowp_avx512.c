@@ -10,6 +10,12 @@
 
 #include <string.h>
 
+/* Untransposed sources are read 16 rows (A) or 2 rows (B) at a time, too
+ * many streams for the hardware prefetcher: each row's lines are fetched
+ * this many bytes ahead (Zen 5, 1 thread, CPU time: the 1024^2 product
+ * of f32 operands 1.07x faster, its packing 17% of it before) */
+#define PACK_AHEAD 256
+
 static inline __mmask16 mask16(int64_t cnt) {
     return cnt <= 0 ? 0 : cnt >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << cnt) - 1);
 }
@@ -64,6 +70,7 @@ static void pack_a_groups(void *arg, int64_t g0, int64_t g1, int tid) {
             if (!ta) {
                 for (int64_t ii = 0; ii < 16; ii++) {
                     int64_t i = g * 16 + ii;
+                    if (i < m) _mm_prefetch(src + ((size_t)(i * lda + p0)) * es + PACK_AHEAD, _MM_HINT_T0);
                     __m512i v = i < m ? load32(in_dt, src + ((size_t)(i * lda + p0)) * es, k - p0)
                                       : _mm512_setzero_si512();
                     _mm512_storeu_si512(blk + ii * 32, v);
@@ -105,6 +112,10 @@ static void pack_b_items(void *arg, int64_t x0, int64_t x1, int tid) {
         for (int64_t q = x0; q < x1; q++) {
             for (int64_t g = 0; g < panels; g++) {
                 int64_t j0 = g * 16;
+                if (2 * q + 3 < k) {
+                    _mm_prefetch(src + ((size_t)((2 * q + 2) * ldb + j0)) * es + PACK_AHEAD, _MM_HINT_T0);
+                    _mm_prefetch(src + ((size_t)((2 * q + 3) * ldb + j0)) * es + PACK_AHEAD, _MM_HINT_T0);
+                }
                 __m512i lo = 2 * q < k ? load16_lanes(in_dt, src + ((size_t)(2 * q * ldb + j0)) * es, n - j0)
                                        : _mm512_setzero_si512();
                 __m512i hi = 2 * q + 1 < k
