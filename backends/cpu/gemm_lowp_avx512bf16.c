@@ -3,8 +3,8 @@
  *
  * GotoBLAS-style: an 8 x 48 micro-kernel keeps 24 accumulators in zmm
  * registers (each step 3 loads of B and 8 broadcasts of A for 24
- * vdpbf16ps); a kc-deep panel of B's 48 columns stays in L1 while the
- * 8-row strips of an A block stream past it from L2. C (f32) holds the
+ * vdpbf16ps); a kc-deep panel of B's 48 columns (a quarter of L2) serves
+ * every 8-row strip of an A block (half of L2) in turn. C (f32) holds the
  * partial sums between k blocks: each block's accumulators start from
  * them, so every element is the one chain of vdpbf16ps over k in order,
  * the bits of an unblocked loop at any kc and thread count. A bf16 or f16
@@ -118,7 +118,7 @@ static void unit(const kernel_job *j, int64_t i0, int64_t i1, int64_t j0, int64_
             for (int64_t ir = i0; ir < i1 && ir < p->m; ir += MR) {
                 const uint16_t *a = p->a + ((ir / 16) * chunks + p0 / 32) * 512 + (ir % 16) * 32;
                 tile_c t = {out, NR, MR, {0xffff, 0xffff, 0xffff}};
-                if (f32 && p0 + j->kc < p->kp) /* the next strip's partial sums on their way from L3 */
+                if (f32) /* the next strip's C on its way from L3 (its loads, and its stores' fetches) */
                     for (int64_t i = ir + MR; i < ir + 2 * MR && i < p->m; i++) {
                         const float *ci = (const float *)j->c + i * j->ldc + jr;
                         for (int64_t x = 0; x < cols; x += 16) _mm_prefetch((const char *)(ci + x), _MM_HINT_T0);
