@@ -11,6 +11,7 @@
 #include "../backends/cpu/cpu_features.h"
 #include "../backends/cpu/gemm.h"
 #include "../backends/cpu/gemm_kernels.h" /* kiln__cpu_caches_set */
+#include "../backends/cpu/scratch.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -202,6 +203,18 @@ KT_TEST(gemm_lowp_k_blocks_keep_bits) {
     kiln__cpu_caps_set(&saved);
     KT_CHECK(!memcmp(c[0], c[1], (size_t)(s.m * s.n) * sizeof(float)), "k blocks changed the bits");
     free(seen), free(a), free(b), free(c[0]), free(c[1]);
+}
+
+/* A 4096^2 product packs 64 MiB, beyond the scratch kept between calls:
+ * fresh memory in 2 MiB pages (a 2 MiB boundary), not 16384 faults */
+KT_TEST(gemm_lowp_big_packs_in_2mib_pages) {
+    bool owned;
+    char *p = kiln__scratch_get((size_t)40 << 20, &owned);
+    KT_REQUIRE(p, "out of memory");
+    KT_CHECK(owned, "a 40 MiB scratch kept");
+    KT_CHECK((uintptr_t)p % ((uintptr_t)2 << 20) == 0, "a 40 MiB scratch at %p, not on a 2 MiB boundary", (void *)p);
+    memset(p, 1, (size_t)40 << 20);
+    free(p);
 }
 
 KT_TEST(gemm_lowp_edges_and_errors) {
