@@ -1,9 +1,9 @@
 /* gemm_lowp_avx512.c — the packers of the bf16 GEMM (AVX-512): op(A) and
  * op(B), bf16 or f32 (rounded to bf16 on the way), into the tile-ready
  * layout of gemm_lowp.h. Untransposed operands are read a row at a time
- * and written whole lines; transposed ones are read as 32-bit bf16 pairs
- * and scattered 16 at a time inside one 1 KiB block. Threads split the
- * row groups (A) or the pairs or panels (B). */
+ * and written whole lines; transposed ones are read as 32-bit bf16 pairs,
+ * 16 x 16 of them transposed in registers and written whole lines.
+ * Threads split the row groups (A) or the pairs or panels (B). */
 #if defined(__x86_64__)
 #include "gemm_lowp_x86.h"
 #include "pool.h"
@@ -40,6 +40,34 @@ static inline __m512i load32(kiln_dtype dt, const void *p, int64_t cnt) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
+/* r[i][j] = r[j][i] over 16 x 16 dwords: the transposed operands' bf16
+ * pairs into place (16 scatters of 16 dwords each cost Zen 5 several
+ * times the packing: the 1024^2 product of f32 operands ran 1.2x slower
+ * with A transposed than with neither) */
+static inline void transpose16(__m512i r[16]) {
+    __m512i t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int j = 0; j < 4; j++) { /* 128-bit lanes: 0x88 takes the even ones of both, 0xdd the odd */
+        t[j] = _mm512_shuffle_i32x4(r[j], r[j + 4], 0x88);
+        t[j + 4] = _mm512_shuffle_i32x4(r[j], r[j + 4], 0xdd);
+        t[j + 8] = _mm512_shuffle_i32x4(r[j + 8], r[j + 12], 0x88);
+        t[j + 12] = _mm512_shuffle_i32x4(r[j + 8], r[j + 12], 0xdd);
+    }
+    for (int j = 0; j < 8; j++) {
+        r[j] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0x88);
+        r[j + 8] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0xdd);
+    }
+}
+
 /* One operand to pack: its dtype, layout and sizes, and where to. */
 typedef struct pack_job {
     kiln_dtype dt;
@@ -60,8 +88,6 @@ static void pack_a_groups(void *arg, int64_t g0, int64_t g1, int tid) {
     const char *src = j->src;
     uint16_t *dst = j->dst;
     size_t es = in_dt == KILN_BF16 ? 2 : 4;
-    const __m512i row16 = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                             _mm512_set1_epi32(16));
     (void)tid;
     for (int64_t g = g0; g < g1; g++) {
         for (int64_t c = 0; c < chunks; c++) {
@@ -76,15 +102,17 @@ static void pack_a_groups(void *arg, int64_t g0, int64_t g1, int tid) {
                     _mm512_storeu_si512(blk + ii * 32, v);
                 }
             } else { /* A stored k x m: rows p, p+1 of storage interleaved give pair p/2 of 16 rows of op(A) */
-                uint32_t *blk32 = (uint32_t *)blk;
+                __m512i v[16];
                 for (int64_t pq = 0; pq < 16; pq++) {
                     int64_t p = p0 + 2 * pq, cnt = m - g * 16;
                     __m512i lo = p < k ? load16_lanes(in_dt, src + ((size_t)(p * lda + g * 16)) * es, cnt)
                                        : _mm512_setzero_si512();
                     __m512i hi = p + 1 < k ? load16_lanes(in_dt, src + ((size_t)((p + 1) * lda + g * 16)) * es, cnt)
                                            : _mm512_setzero_si512();
-                    _mm512_i32scatter_epi32(blk32 + pq, row16, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)), 4);
+                    v[pq] = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
                 }
+                transpose16(v);
+                for (int ii = 0; ii < 16; ii++) _mm512_storeu_si512(blk + ii * 32, v[ii]);
             }
         }
     }
@@ -105,8 +133,6 @@ static void pack_b_items(void *arg, int64_t x0, int64_t x1, int tid) {
     const char *src = j->src;
     size_t es = in_dt == KILN_BF16 ? 2 : 4;
     uint32_t *d32 = (uint32_t *)j->dst;
-    const __m512i row16 = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                             _mm512_set1_epi32(16));
     (void)tid;
     if (!tb) { /* rows 2q and 2q+1 interleaved into one line per panel */
         for (int64_t q = x0; q < x1; q++) {
@@ -129,14 +155,15 @@ static void pack_b_items(void *arg, int64_t x0, int64_t x1, int tid) {
     /* B stored n x k: each pair is two neighbours in a row of storage */
     for (int64_t g = x0; g < x1; g++) {
         uint32_t *panel = d32 + g * pairs * 16;
-        for (int64_t q0 = 0; q0 < pairs; q0 += 16) {
-            __mmask16 mk = mask16(pairs - q0);
+        for (int64_t q0 = 0; q0 < pairs; q0 += 16) { /* pairs: a multiple of 16 */
+            __m512i v[16];
             for (int64_t jj = 0; jj < 16; jj++) {
                 int64_t j = g * 16 + jj;
-                __m512i v = j < n ? load32(in_dt, src + ((size_t)(j * ldb + 2 * q0)) * es, k - 2 * q0)
-                                  : _mm512_setzero_si512();
-                _mm512_mask_i32scatter_epi32(panel + q0 * 16 + jj, mk, row16, v, 4);
+                v[jj] = j < n ? load32(in_dt, src + ((size_t)(j * ldb + 2 * q0)) * es, k - 2 * q0)
+                              : _mm512_setzero_si512();
             }
+            transpose16(v);
+            for (int qq = 0; qq < 16; qq++) _mm512_storeu_si512(panel + (q0 + qq) * 16, v[qq]);
         }
     }
 }
