@@ -94,9 +94,9 @@ typedef struct kernel_job {
     kiln_dtype c_dt;
     void *c;
     int64_t ldc;
-    int64_t kc;         /* k block, a multiple of 32 */
-    int64_t mu, nu;     /* a unit's rows (multiple of MR) and columns (of NR) */
-    int64_t units_n;    /* units across */
+    int64_t kc;      /* k block, a multiple of 32 */
+    int64_t mu, nu;  /* a unit's rows (multiple of MR) and columns (of NR) */
+    int64_t units_n; /* units across */
 } kernel_job;
 
 static inline __mmask16 mask16(int64_t cnt) {
@@ -117,23 +117,23 @@ static void unit(const kernel_job *j, int64_t i0, int64_t i1, int64_t j0, int64_
             const uint16_t *b = p->b + (jr / 16) * bs + p0 * 16;
             for (int64_t ir = i0; ir < i1 && ir < p->m; ir += MR) {
                 const uint16_t *a = p->a + ((ir / 16) * chunks + p0 / 32) * 512 + (ir % 16) * 32;
+                int rows = (int)(p->m - ir < MR ? p->m - ir : MR);
                 tile_c t = {out, NR, MR, {0xffff, 0xffff, 0xffff}};
-                if (f32) /* the next strip's C on its way from L3 (its loads, and its stores' fetches) */
+                if (f32) { /* C itself holds the partial sums */
+                    t = (tile_c){(float *)j->c + ir * j->ldc + jr, j->ldc, rows,
+                                 {mask16(cols), mask16(cols - 16), mask16(cols - 32)}};
+                    /* the next strip's C on its way from L3 (its loads, and its stores' fetches) */
                     for (int64_t i = ir + MR; i < ir + 2 * MR && i < p->m; i++) {
                         const float *ci = (const float *)j->c + i * j->ldc + jr;
                         for (int64_t x = 0; x < cols; x += 16) _mm_prefetch((const char *)(ci + x), _MM_HINT_T0);
                         _mm_prefetch((const char *)(ci + cols - 1), _MM_HINT_T0);
                     }
-                if (f32) { /* C itself holds the partial sums */
-                    t = (tile_c){(float *)j->c + ir * j->ldc + jr, j->ldc, (int)(p->m - ir < MR ? p->m - ir : MR),
-                                 {mask16(cols), mask16(cols - 16), mask16(cols - 32)}};
                 }
                 if (nv == 3) tile3(a, b, bs, kb, &t, p0 == 0);
                 else if (nv == 2) tile2(a, b, bs, kb, &t, p0 == 0);
                 else tile1(a, b, bs, kb, &t, p0 == 0);
                 if (!f32) /* one k block (kc = kp): the sums are whole */
-                    lowp_store_block(j->c_dt, out, NR, p->m - ir < MR ? p->m - ir : MR, cols,
-                                     (uint16_t *)j->c + ir * j->ldc + jr, j->ldc);
+                    lowp_store_block(j->c_dt, out, NR, rows, cols, (uint16_t *)j->c + ir * j->ldc + jr, j->ldc);
             }
         }
     }
