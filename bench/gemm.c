@@ -34,7 +34,7 @@ static const char *ref_name(int nt) {
 }
 #define REF_NAME(nt) ref_name(nt)
 #else
-#define REF_NAME(nt) "no openblas in a BLAS=0 build"
+#define REF_NAME(nt) ((void)(nt), "no openblas in a BLAS=0 build")
 #endif
 
 typedef struct gemm_job {
