@@ -7,6 +7,9 @@
  *   gpt512, gpt768       models/gpt's GPT-2: 6 layers, width 512 (8 heads)
  *                        and 768 (12 heads), context 256, batch 8, vocab
  *                        256, AdamW (lr 3e-4)
+ *   gpt512_bf16          gpt512 under kiln_set_matmul_precision's bf16 mode
+ *                        (f32 master weights, bf16 products), against
+ *                        kiln's f32 gpt512 line of the same run
  *
  * steps/s and peak RSS at each thread count. Each line runs in a process of
  * its own (this program again, with --size-line), so that its peak RSS
@@ -31,13 +34,15 @@ typedef struct size_line {
     const char *name; /* also the PyTorch keys' middle: train_<name>_<N>t, rss_<name>_<N>t */
     bool is_gpt;
     int64_t batch, width;
+    bool bf16; /* KILN_MATMUL_BF16, compared with the line before it */
 } size_line;
 
 static const size_line lines[] = {
-    {"resnet18_b32", false, 32, 0},
-    {"resnet18_b128", false, 128, 0},
-    {"gpt512", true, 8, 512},
-    {"gpt768", true, 8, 768},
+    {"resnet18_b32", false, 32, 0, false},
+    {"resnet18_b128", false, 128, 0, false},
+    {"gpt512", true, 8, 512, false},
+    {"gpt512_bf16", true, 8, 512, true},
+    {"gpt768", true, 8, 768, false},
 };
 
 enum { GPT_LAYERS = 6, GPT_CONTEXT = 256 };
@@ -62,6 +67,7 @@ static int run_line(const size_line *l, int nt) {
     kiln_ctx *ctx = kiln_ctx_new();
     bench_check(ctx != NULL, "context");
     kiln_set_threads(nt);
+    if (l->bf16) bench_check(kiln_set_matmul_precision(KILN_MATMUL_BF16) == KILN_OK, "bf16 matmuls");
     model_graph g;
     kiln_optim *opt;
     if (l->is_gpt) {
@@ -135,6 +141,7 @@ static bool child_line(const size_line *l, int nt, double *step_s, double *rss_m
 }
 
 void bench_train_sizes(const bench_opts *o) {
+    double f32_rate[sizeof o->threads / sizeof o->threads[0]] = {0}; /* the last f32 line's steps/s at each thread count */
     for (size_t i = 0; i < sizeof lines / sizeof *lines; i++)
         for (int t = 0; t < o->n_threads; t++) {
             int nt = o->threads[t];
@@ -142,11 +149,14 @@ void bench_train_sizes(const bench_opts *o) {
             char name[64], key[64];
             snprintf(name, sizeof name, "train_%s %dt", lines[i].name, nt);
             if (!child_line(&lines[i], nt, &s, &rss)) {
+                if (!lines[i].bf16) f32_rate[t] = 0;
                 printf("%-34s failed (its child process said why on stderr)\n", name);
                 continue;
             }
             snprintf(key, sizeof key, "train_%s_%dt", lines[i].name, nt);
-            bench_report(name, 1.0 / s, "steps/s", bench_torch(key), "pytorch");
+            if (lines[i].bf16) bench_report(name, 1.0 / s, "steps/s", f32_rate[t], "kiln f32");
+            else bench_report(name, 1.0 / s, "steps/s", bench_torch(key), "pytorch");
+            if (!lines[i].bf16) f32_rate[t] = 1.0 / s;
             snprintf(name, sizeof name, "rss_%s %dt", lines[i].name, nt);
             snprintf(key, sizeof key, "rss_%s_%dt", lines[i].name, nt);
             bench_report(name, rss, "MiB", bench_torch(key), "pytorch");

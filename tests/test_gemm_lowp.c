@@ -10,6 +10,8 @@
 
 #include "../backends/cpu/cpu_features.h"
 #include "../backends/cpu/gemm.h"
+#include "../backends/cpu/gemm_kernels.h" /* kiln__cpu_caches_set */
+#include "../backends/cpu/scratch.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -178,6 +180,42 @@ KT_TEST(gemm_lowp_f32_rounded_every_path) { check_sizes(KILN_F32, odd_sizes, NOD
 KT_TEST(gemm_lowp_f16_every_path) { check_sizes(KILN_F16, odd_sizes, NODD); }
 /* big enough (over 2^25 padded multiply-adds) that the packed paths use both threads */
 KT_TEST(gemm_lowp_two_threads_share_blocks) { check_sizes(KILN_BF16, (mnk[]){{300, 330, 341}}, 1); }
+
+/* vdpbf16ps's k blocks (as deep as the L2 reported allows) resume each
+ * element's sum from C: the bits of one block, whatever the caches */
+KT_TEST(gemm_lowp_k_blocks_keep_bits) {
+    const kiln_cpu_caps *d = kiln__cpu_caps_detected();
+    if (!d->avx512bf16) kt_skip("no AVX512-BF16");
+    lowp_path paths[4];
+    lowp_paths(paths);
+    kiln_cpu_caps saved = *kiln__cpu_caps();
+    kiln__cpu_caps_set(&paths[d->amx_bf16 ? 1 : 0].caps);
+    mnk s = {37, 70, 1500};
+    double *seen = malloc((size_t)(s.k * (s.m + s.n)) * sizeof(double));
+    float *a = make_operand(KILN_F32, s.m, s.k, s.k, 5, seen), *b = make_operand(KILN_F32, s.k, s.n, s.n, 6, seen);
+    float *c[2] = {malloc((size_t)(s.m * s.n) * sizeof(float)), malloc((size_t)(s.m * s.n) * sizeof(float))};
+    const kiln__cpu_caches caches[2] = {{32 << 10, 1 << 30, 0}, {32 << 10, 64 << 10, 0}}; /* one k block; six */
+    for (int i = 0; i < 2; i++) {
+        kiln__cpu_caches_set(&caches[i]);
+        KT_OK(kiln__gemm_lowp(KILN_F32, KILN_F32, false, false, s.m, s.n, s.k, a, s.k, b, s.n, c[i], s.n, 2));
+    }
+    kiln__cpu_caches_set(NULL);
+    kiln__cpu_caps_set(&saved);
+    KT_CHECK(!memcmp(c[0], c[1], (size_t)(s.m * s.n) * sizeof(float)), "k blocks changed the bits");
+    free(seen), free(a), free(b), free(c[0]), free(c[1]);
+}
+
+/* A 4096^2 product packs 64 MiB, beyond the scratch kept between calls:
+ * fresh memory in 2 MiB pages (a 2 MiB boundary), not 16384 faults */
+KT_TEST(gemm_lowp_big_packs_in_2mib_pages) {
+    bool owned;
+    char *p = kiln__scratch_get((size_t)40 << 20, &owned);
+    KT_REQUIRE(p, "out of memory");
+    KT_CHECK(owned, "a 40 MiB scratch kept");
+    KT_CHECK((uintptr_t)p % ((uintptr_t)2 << 20) == 0, "a 40 MiB scratch at %p, not on a 2 MiB boundary", (void *)p);
+    memset(p, 1, (size_t)40 << 20);
+    free(p);
+}
 
 KT_TEST(gemm_lowp_edges_and_errors) {
     /* k = 0 writes zeros; m = 0 or n = 0 writes nothing */

@@ -39,6 +39,21 @@ static scratch *mine(void) {
     return s;
 }
 
+/* bytes of memory (*size of them, rounded up), in 2 MiB pages when huge
+ * and bytes >= HUGE_FROM, or NULL */
+static void *alloc(size_t bytes, bool huge, size_t *size) {
+    size_t align = 64;
+#ifdef MADV_HUGEPAGE
+    if (huge && bytes >= HUGE_FROM) align = HUGE_PAGE;
+#endif
+    *size = (bytes + align - 1) / align * align;
+    void *p = *size >= bytes ? kiln__aligned_alloc(align, *size) : NULL;
+#ifdef MADV_HUGEPAGE
+    if (p && align == HUGE_PAGE) madvise(p, *size, MADV_HUGEPAGE); /* a hint: failure is harmless */
+#endif
+    return p;
+}
+
 /* Slot i grown to at least bytes (its contents lost), or NULL. The GEMM's
  * packs of a MiB or more ask for 2 MiB pages (Linux THP in its madvise
  * mode gives none unasked): its kernels walk the packed panels tile after
@@ -48,25 +63,22 @@ static scratch *mine(void) {
 static void *grow(scratch *s, int i, size_t bytes) {
     if (s->cap[i] < bytes) {
         free(s->p[i]);
-        size_t align = 64;
-#ifdef MADV_HUGEPAGE
-        if (i != KILN_SCRATCH_ANY && bytes >= HUGE_FROM) align = HUGE_PAGE;
-#endif
-        size_t size = (bytes + align - 1) / align * align;
-        s->p[i] = size >= bytes ? kiln__aligned_alloc(align, size) : NULL;
-#ifdef MADV_HUGEPAGE
-        if (s->p[i] && align == HUGE_PAGE) madvise(s->p[i], size, MADV_HUGEPAGE); /* a hint: failure is harmless */
-#endif
+        size_t size;
+        s->p[i] = alloc(bytes, i != KILN_SCRATCH_ANY, &size);
         s->cap[i] = s->p[i] ? size : 0;
     }
     return s->p[i];
 }
 
+/* Requests beyond SCRATCH_KEEP are fresh memory each call, faulted in
+ * anew: in 2 MiB pages, 512 times fewer faults (a 4096^2 bf16 product
+ * packs 64 MiB: 1.12x faster in CPU time on a Zen 5 at 1 thread) */
 void *kiln__scratch_get(size_t bytes, bool *owned) {
     *owned = true;
     scratch *s = bytes > SCRATCH_KEEP ? NULL : mine();
     void *p = s ? grow(s, KILN_SCRATCH_ANY, bytes) : NULL;
-    if (!p) return kiln__aligned_alloc(64, bytes);
+    size_t size;
+    if (!p) return alloc(bytes, bytes > SCRATCH_KEEP, &size);
     *owned = false;
     return p;
 }

@@ -2,7 +2,7 @@
  * that pack their operands (the bf16 and int8 GEMMs): fresh pages fault on
  * first touch, which cost 1.4 ms of a 4.5 ms 1024^3 bf16 product when
  * allocated per call. Up to 32 MiB is kept per thread (freed when the
- * thread ends); bigger requests are allocated per call.
+ * thread ends); bigger requests are allocated per call, in 2 MiB pages.
  *
  *     bool owned;
  *     char *buf = kiln__scratch_get(bytes, &owned);
