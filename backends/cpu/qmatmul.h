@@ -149,8 +149,7 @@ typedef struct kiln_qmm_kernels {
      * same codes; xs per its lanes), read only by its q4_0s / q4_0s2. */
     void (*quantize_x)(const float *x, int8_t *xq, float *dx, int32_t *xs, int64_t n, int32_t off);
     kiln_qmm_dot2_i8s *q8_0s2, *q4_0s2; /* NULL: row by row */
-    kiln_qmm_dotr_i8s *q8_0sr; /* NULL: x row by row (Q4_0 has none: on VBMI one
-                                * measured no faster than the two-row kernel) */
+    kiln_qmm_dotr_i8s *q8_0sr, *q4_0sr; /* NULL: x row by row, or rows in pairs */
 } kiln_qmm_kernels;
 
 /* xs for a quantized row of x (32 nb codes): xs[8 b + l] = -off * sum of
@@ -159,6 +158,7 @@ void kiln__qmm_lane_sums(const int8_t *xq, int32_t *xs, int64_t nb, int32_t off)
 
 /* The sets per level (cpu_features.h); NULL when not built. */
 const kiln_qmm_kernels *kiln__qmm_kernels_avx2(void);
+const kiln_qmm_kernels *kiln__qmm_kernels_avxvnni(void);
 const kiln_qmm_kernels *kiln__qmm_kernels_avx512vnni(void);
 const kiln_qmm_kernels *kiln__qmm_kernels_vbmi(void);
 const kiln_qmm_kernels *kiln__qmm_kernels_neondot(void);

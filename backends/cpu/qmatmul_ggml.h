@@ -63,6 +63,10 @@ kiln_qmm_dot_ggml *kiln__qmm_ggml_avxvnni(kiln_dtype t);
 kiln_qmm_dot_ggml *kiln__qmm_ggml_avx512vnni(kiln_dtype t);
 kiln_qmm_dot_ggml *kiln__qmm_ggml_neon(kiln_dtype t);
 kiln_qmm_dot_ggml *kiln__qmm_ggml_neondot(kiln_dtype t);
+/* Their rows kernels, for the blocks of 32 on x86 (the K types': qmatmul_kq.h). */
+kiln_qmm_dot_ggml_rows *kiln__qmm_ggml_rows_avx2(kiln_dtype t);
+kiln_qmm_dot_ggml_rows *kiln__qmm_ggml_rows_avxvnni(kiln_dtype t);
+kiln_qmm_dot_ggml_rows *kiln__qmm_ggml_rows_avx512vnni(kiln_dtype t);
 
 /* The rows kernel of the level kiln__qmm_ggml_kernel(t) chooses, NULL
  * where that level has none for t (the driver then runs x row by row). */
