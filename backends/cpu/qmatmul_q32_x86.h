@@ -93,13 +93,27 @@ static inline __attribute__((always_inline)) float Q32_NAME(f16)(const uint8_t *
     return _cvtsh_ss(h);
 }
 
+/* the u32 at p */
+static inline __attribute__((always_inline)) int32_t Q32_NAME(u32)(const uint8_t *p) {
+    int32_t u;
+    memcpy(&u, p, 4);
+    return u;
+}
+
 /* the first 4 bytes of eight records step bytes apart, as eight u32 lanes
- * (scalar loads, not vpgatherdd: qemu's Haswell model, which the avx2-cpu
- * test stage runs, got the gather of Q5_1's 24-byte blocks wrong) */
+ * (scalar loads inserted, not vpgatherdd: qemu's Haswell model, which the
+ * avx2-cpu test stage runs, got the gather of Q5_1's 24-byte blocks
+ * wrong; nor 8 stores and a 32-byte load, which the compiler made of
+ * _mm256_setr_epi32 and which stalled on the store forwarding: the
+ * one-row kernels of Q4_1 and Q5_1 took 1.7x the time of two rows) */
 static inline __attribute__((always_inline)) __m256i Q32_NAME(heads)(const uint8_t *p, size_t step) {
-    int32_t u[8];
-    for (int b = 0; b < 8; b++) memcpy(&u[b], p + (size_t)b * step, 4);
-    return _mm256_setr_epi32(u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7]);
+    __m128i lo = _mm_cvtsi32_si128(Q32_NAME(u32)(p)), hi = _mm_cvtsi32_si128(Q32_NAME(u32)(p + 4 * step));
+    Q32_UNROLL
+    for (int b = 1; b < 4; b++) {
+        lo = _mm_insert_epi32(lo, Q32_NAME(u32)(p + b * step), b);
+        hi = _mm_insert_epi32(hi, Q32_NAME(u32)(p + (4 + b) * step), b);
+    }
+    return _mm256_set_m128i(hi, lo);
 }
 
 /* eight u32 lanes' low and high halves as f16 to f32 */
