@@ -136,7 +136,7 @@ KT_TEST(qmatmul_few_rows_equal_the_batch_1_products) {
                 const bool i8 = t == KILN_Q8_0 || t == KILN_Q4_0; /* qmatmul.h's rows kernels */
                 KT_CHECK(i8 || !kiln__cpu_avx2(&v.caps) || kiln__qmm_ggml_rows_kernel(t), "%s: no rows kernel at %s",
                          kiln_dtype_name(t), v.name);
-                const int batched = kiln__qmm_ggml_rows_kernel(t) ? KILN_QMM_ROWS_TILES_MIN : KILN_QMM_PANEL_MIN_M;
+                const int batched = (int)kiln__qmm_batched_min(t);
                 for (int i = 0; i < MMAX; i++)
                     KT_CHECK(kiln__qmatmul_cpu(t, 1, n, K, x + i * K, w, y1 + i * n, 1) == KILN_OK, "%s",
                              kiln_last_error());

@@ -241,9 +241,24 @@ static void rows(void *arg, int64_t r0, int64_t r1, int tid) {
                                       j->xs ? j->xs + i * (k / 4) : NULL, i8 ? j->dx + i * (k / 32) : NULL);
 }
 
+int64_t kiln__qmm_batched_min(kiln_dtype t) {
+    if (t == KILN_Q8_0 || t == KILN_Q4_0) {
+        const kiln_qmm_kernels *kk = kernels();
+        const bool rows = t == KILN_Q8_0 ? kk->q8_0sr : kk->q4_0sr;
+        return rows && !kiln__qmm_gemm_available(t) ? KILN_QMM_ROWS_TILES_MIN : KILN_QMM_PANEL_MIN_M;
+    }
+    if (!kiln__qmm_ggml_rows_kernel(t)) return KILN_QMM_PANEL_MIN_M;
+    switch (t) {
+    case KILN_Q4_1: return KILN_QMM_ROWS_TILES_MIN_Q4_1;
+    case KILN_Q5_0: return KILN_QMM_ROWS_TILES_MIN_Q5_0;
+    case KILN_Q5_1: return KILN_QMM_ROWS_TILES_MIN_Q5_1;
+    default: return KILN_QMM_ROWS_TILES_MIN;
+    }
+}
+
 kiln_status kiln__qmatmul_cpu(kiln_dtype t, int64_t m, int64_t n, int64_t k, const float *x, const void *w, float *y,
                           int n_threads) {
-    const int64_t batched = kiln__qmm_ggml_rows_kernel(t) ? KILN_QMM_ROWS_TILES_MIN : KILN_QMM_PANEL_MIN_M;
+    const int64_t batched = kiln__qmm_batched_min(t);
     if (m >= batched && kiln__qmm_gemm_available(t)) return kiln__qmm_gemm(t, m, n, k, x, w, y, n_threads);
     if (m >= batched && kiln__qmm_kgemm_handles(t)) return kiln__qmm_kgemm(t, m, n, k, x, w, y, n_threads);
     if (m >= batched) return panel_path(t, m, n, k, x, w, y, n_threads);
