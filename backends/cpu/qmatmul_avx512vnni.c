@@ -286,27 +286,20 @@ static inline __attribute__((always_inline)) void q4s_rows(int R, const kiln_blo
     }
 }
 
-static void dotr_q4_0s_vnni(const void *w, const int8_t *xq, const int32_t *xs, const float *dx, int64_t nb, int rows,
-                            float *out) {
-    _Static_assert(KILN_QMM_ROWS_MAX == 4, "dotr_q4_0s_vnni's cases");
-    switch (rows) {
-    case 1: q4s_rows(1, w, xq, xs, dx, nb, out); break;
-    case 2: q4s_rows(2, w, xq, xs, dx, nb, out); break;
-    case 3: q4s_rows(3, w, xq, xs, dx, nb, out); break;
-    default: q4s_rows(4, w, xq, xs, dx, nb, out); break;
+/* The rows kernels (kiln_qmm_dotr_i8s), R a constant in each case */
+#define VNNI_ROWS_KERNEL(name, f)                                                                              \
+    static void name(const void *w, const int8_t *xq, const int32_t *xs, const float *dx, int64_t nb, int rows, \
+                     float *out) {                                                                             \
+        switch (rows) {                                                                                        \
+        case 1: f(1, w, xq, xs, dx, nb, out); break;                                                           \
+        case 2: f(2, w, xq, xs, dx, nb, out); break;                                                           \
+        case 3: f(3, w, xq, xs, dx, nb, out); break;                                                           \
+        default: f(4, w, xq, xs, dx, nb, out); break;                                                          \
+        }                                                                                                      \
     }
-}
-
-static void dotr_q8_0s_vnni(const void *w, const int8_t *xq, const int32_t *xs, const float *dx, int64_t nb, int rows,
-                            float *out) {
-    _Static_assert(KILN_QMM_ROWS_MAX == 4, "dotr_q8_0s_vnni's cases");
-    switch (rows) {
-    case 1: q8s_rows(1, w, xq, xs, dx, nb, out); break;
-    case 2: q8s_rows(2, w, xq, xs, dx, nb, out); break;
-    case 3: q8s_rows(3, w, xq, xs, dx, nb, out); break;
-    default: q8s_rows(4, w, xq, xs, dx, nb, out); break;
-    }
-}
+_Static_assert(KILN_QMM_ROWS_MAX == 4, "VNNI_ROWS_KERNEL's cases");
+VNNI_ROWS_KERNEL(dotr_q8_0s_vnni, q8s_rows)
+VNNI_ROWS_KERNEL(dotr_q4_0s_vnni, q4s_rows)
 
 const kiln_qmm_kernels *kiln__qmm_kernels_avx512vnni(void) {
     static const kiln_qmm_kernels k = {dot_q8_0_vnni, dot_q4_0_vnni, dot_nf4_vnni, dot_q8_0s_vnni, dot_q4_0s_vnni,
