@@ -103,11 +103,11 @@ KT_TEST(qmatmul_kgemm_prompts_equal_the_batch_1_products) {
     }
 }
 
-/* The few rows of batched decoding (1 .. 9, and 19, 20 about
- * KILN_QMM_ROWS_TILES_MIN: qmatmul.h's and qmatmul_ggml.h's rows kernels,
- * the tiles from the type's crossover where they run it) equal the
- * batch-1 products row by row, bit for bit, on every level (every type
- * has a rows kernel from AVX2 up); odd n (one thread, and enough columns
+/* The few rows of batched decoding (1 .. 10, 13, 16, 19 and 20 about the
+ * types' crossovers, kiln__qmm_batched_min: qmatmul.h's and
+ * qmatmul_ggml.h's rows kernels, the tiles from the type's crossover where
+ * they run it) equal the batch-1 products row by row, bit for bit, on
+ * every level (every ggml type has a rows kernel from AVX2 up); odd n (one thread, and enough columns
  * for two), rows of 1, 3 and 4 blocks for the K types, 23, 5, 16 and 14
  * for the blocks of 32 (groups of 8 and 7, 0 or 6 left over; Q4_0's pairs
  * of pairs with 3, 1, 0 and 2 blocks after). */
@@ -117,7 +117,7 @@ KT_TEST(qmatmul_few_rows_equal_the_batch_1_products) {
     enum { KMAX = 4 * KILN_QK_K, N = 101, MMAX = KILN_QMM_ROWS_TILES_MIN };
     static const int64_t kk[] = {KILN_QK_K, 3 * KILN_QK_K, KMAX, 2 * KILN_QK_K},
                          k32[] = {23 * 32, 5 * 32, 16 * 32, 14 * 32};
-    static const int ms[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, MMAX - 1, MMAX};
+    static const int ms[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 13, 16, MMAX - 1, MMAX};
     static uint8_t w[N * KMAX];
     static float x[MMAX * KMAX], y[MMAX * N], y1[MMAX * N];
     uint64_t s = 0x9e3779b97f4a7c15u;
