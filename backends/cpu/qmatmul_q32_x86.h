@@ -107,12 +107,11 @@ static inline __attribute__((always_inline)) int32_t Q32_NAME(u32)(const uint8_t
  * _mm256_setr_epi32 and which stalled on the store forwarding: the
  * one-row kernels of Q4_1 and Q5_1 took 1.7x the time of two rows) */
 static inline __attribute__((always_inline)) __m256i Q32_NAME(heads)(const uint8_t *p, size_t step) {
-    __m128i lo = _mm_cvtsi32_si128(Q32_NAME(u32)(p)), hi = _mm_cvtsi32_si128(Q32_NAME(u32)(p + 4 * step));
-    Q32_UNROLL
-    for (int b = 1; b < 4; b++) {
-        lo = _mm_insert_epi32(lo, Q32_NAME(u32)(p + b * step), b);
-        hi = _mm_insert_epi32(hi, Q32_NAME(u32)(p + (4 + b) * step), b);
-    }
+#define Q32_HEAD(b) Q32_NAME(u32)(p + (b) * step)
+    __m128i lo = _mm_cvtsi32_si128(Q32_HEAD(0)), hi = _mm_cvtsi32_si128(Q32_HEAD(4));
+    lo = _mm_insert_epi32(_mm_insert_epi32(_mm_insert_epi32(lo, Q32_HEAD(1), 1), Q32_HEAD(2), 2), Q32_HEAD(3), 3);
+    hi = _mm_insert_epi32(_mm_insert_epi32(_mm_insert_epi32(hi, Q32_HEAD(5), 1), Q32_HEAD(6), 2), Q32_HEAD(7), 3);
+#undef Q32_HEAD
     return _mm256_set_m128i(hi, lo);
 }
 
