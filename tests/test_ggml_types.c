@@ -262,10 +262,10 @@ KT_TEST(ggml_types_integer_dot_products) {
         }
         /* prompts: 9 rows of x; where the integer GEMM or a few-rows
          * kernel runs t (qmatmul_kgemm.h, qmatmul_ggml.h: below
-         * KILN_QMM_ROWS_TILES_MIN rows) they are quantized as in
+         * kiln__qmm_batched_min rows) they are quantized as in
          * generation (each row the batch-1 product), elsewhere the
          * dequantized W runs in f32 */
-        const bool as_batch_1 = kiln__qmm_kgemm_handles(t) || (9 < KILN_QMM_ROWS_TILES_MIN && kiln__qmm_ggml_rows_kernel(t));
+        const bool as_batch_1 = kiln__qmm_kgemm_handles(t) || 9 < kiln__qmm_batched_min(t);
         kiln_tensor *x9 = kiln_new_2d(ctx, KILN_F32, 9, k), *y9 = NULL;
         float *xs = kt_randn(9 * k, 13, 1.0f), got9[9 * 8];
         KT_OK(kiln_tensor_set_f32(x9, xs, 9 * k));

@@ -71,7 +71,7 @@ KT_TEST(qmatmul_matches_dequantized) {
             KT_CHECK(y->op == KILN_OP_QMATMUL, "%s: kiln_linear gives a qmatmul node", kiln_dtype_name(t));
             KT_OK(compute(ctx, y));
             KT_OK(kiln_tensor_get_f32(y, yv, m * n));
-            const bool int_path = i8 && (m < KILN_QMM_PANEL_MIN_M || kiln__qmm_gemm_available(t));
+            const bool int_path = i8 && (m < kiln__qmm_batched_min(t) || kiln__qmm_gemm_available(t));
             const double rel = int_path ? 0.025 : 1e-4;
             double worst = 0;
             for (int64_t i = 0; i < m; i++) {

@@ -103,27 +103,29 @@ KT_TEST(qmatmul_kgemm_prompts_equal_the_batch_1_products) {
     }
 }
 
-/* The few rows of batched decoding (1 .. 9, and 19, 20 about
- * KILN_QMM_ROWS_TILES_MIN: qmatmul.h's and qmatmul_ggml.h's rows kernels,
- * the tiles from the type's crossover where they run it) equal the
- * batch-1 products row by row, bit for bit, on every level; odd n (one
- * thread, and enough columns for two), rows of 1, 3 and 4 blocks for the K
- * types, 23, 5 and 16 for the blocks of 32 (Q4_0's groups of 4 and their
- * tails). */
+/* The few rows of batched decoding (1 .. 10, 13, 16, 19 and 20 about the
+ * types' crossovers, kiln__qmm_batched_min: qmatmul.h's and
+ * qmatmul_ggml.h's rows kernels, the tiles from the type's crossover where
+ * they run it) equal the batch-1 products row by row, bit for bit, on
+ * every level (every ggml type has a rows kernel from AVX2 up); odd n (one thread, and enough columns
+ * for two), rows of 1, 3 and 4 blocks for the K types, 23, 5, 16 and 14
+ * for the blocks of 32 (groups of 8 and 7, 0 or 6 left over; Q4_0's pairs
+ * of pairs with 3, 1, 0 and 2 blocks after). */
 KT_TEST(qmatmul_few_rows_equal_the_batch_1_products) {
     static const kiln_dtype ts[] = {KILN_Q4_K, KILN_Q5_K, KILN_Q6_K, KILN_IQ4_XS, KILN_Q2_K, KILN_Q3_K, KILN_Q4_1,
                                     KILN_Q5_0, KILN_Q5_1, KILN_IQ4_NL, KILN_Q8_0,  KILN_Q4_0};
     enum { KMAX = 4 * KILN_QK_K, N = 101, MMAX = KILN_QMM_ROWS_TILES_MIN };
-    static const int64_t kk[] = {KILN_QK_K, 3 * KILN_QK_K, KMAX}, k32[] = {23 * 32, 5 * 32, 16 * 32};
-    static const int ms[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, MMAX - 1, MMAX};
+    static const int64_t kk[] = {KILN_QK_K, 3 * KILN_QK_K, KMAX, 2 * KILN_QK_K},
+                         k32[] = {23 * 32, 5 * 32, 16 * 32, 14 * 32};
+    static const int ms[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 13, 16, MMAX - 1, MMAX};
     static uint8_t w[N * KMAX];
     static float x[MMAX * KMAX], y[MMAX * N], y1[MMAX * N];
     uint64_t s = 0x9e3779b97f4a7c15u;
     for (int ti = 0; ti < (int)(sizeof ts / sizeof ts[0]); ti++) {
         const kiln_dtype t = ts[ti];
         const int64_t *ks = kiln__types[t].blck == KILN_QK ? k32 : kk;
-        for (int c = 0; c < 3; c++) {
-            const int n = c == 1 ? N : 37;
+        for (int c = 0; c < 4; c++) {
+            const int n = c == 1 ? N : c == 3 ? 3 : 37;
             const int64_t K = ks[c];
             const size_t wrow = kiln__elems_bytes(t, K);
             for (int r = 0; r < n; r++) weight_row(t, r, K, w + r * wrow, &s);
@@ -131,10 +133,10 @@ KT_TEST(qmatmul_few_rows_equal_the_batch_1_products) {
                 for (int e = 0; e < K; e++)
                     x[i * K + e] = i == 2 ? 0.0f : i == 5 ? (e & 1 ? 3e38f : -3e38f) : gauss(&s) * (float)(1 + i % 4);
             KT_FOR_EACH_SIMD(v) {
-                const bool kq = kiln__types[t].blck == KILN_QK_K;
-                KT_CHECK(!kq || !kiln__cpu_avx2(&v.caps) || kiln__qmm_ggml_rows_kernel(t), "%s: no rows kernel at %s",
+                const bool i8 = t == KILN_Q8_0 || t == KILN_Q4_0; /* qmatmul.h's rows kernels */
+                KT_CHECK(i8 || !kiln__cpu_avx2(&v.caps) || kiln__qmm_ggml_rows_kernel(t), "%s: no rows kernel at %s",
                          kiln_dtype_name(t), v.name);
-                const int batched = kiln__qmm_ggml_rows_kernel(t) ? KILN_QMM_ROWS_TILES_MIN : KILN_QMM_PANEL_MIN_M;
+                const int batched = (int)kiln__qmm_batched_min(t);
                 for (int i = 0; i < MMAX; i++)
                     KT_CHECK(kiln__qmatmul_cpu(t, 1, n, K, x + i * K, w, y1 + i * n, 1) == KILN_OK, "%s",
                              kiln_last_error());

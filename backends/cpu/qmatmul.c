@@ -86,11 +86,12 @@ float kiln__qmm_dot_nf4_ref(const uint8_t *codes, int64_t code_stride, const flo
 }
 
 static const kiln_qmm_kernels *kernels(void) {
-    static const kiln_qmm_kernels ref = {kiln__qmm_dot_q8_0_ref, kiln__qmm_dot_q4_0_ref, kiln__qmm_dot_nf4_ref, NULL, NULL, NULL, NULL, NULL, NULL};
+    static const kiln_qmm_kernels ref = {kiln__qmm_dot_q8_0_ref, kiln__qmm_dot_q4_0_ref, kiln__qmm_dot_nf4_ref, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     const kiln_cpu_caps *c = kiln__cpu_caps();
     const kiln_qmm_kernels *k = NULL;
     if (kiln__cpu_vbmi(c)) k = kiln__qmm_kernels_vbmi();
     if (!k && kiln__cpu_avx512vnni(c)) k = kiln__qmm_kernels_avx512vnni();
+    if (!k && kiln__cpu_avxvnni(c)) k = kiln__qmm_kernels_avxvnni();
     if (!k && kiln__cpu_avx2(c)) k = kiln__qmm_kernels_avx2();
     if (!k && kiln__cpu_neondot(c)) k = kiln__qmm_kernels_neondot();
     return k ? k : &ref;
@@ -222,7 +223,8 @@ static void rows_many(void *arg, int64_t r0, int64_t r1, int tid) {
         for (int64_t g = 0, i = 0; g < groups; g++) {
             const int nr = (int)((j->m - i) / (groups - g));
             float out[KILN_QMM_ROWS_MAX];
-            j->many(j->w + (size_t)r * rb, j->xq + i * k, j->xs + i * (k / 4), j->dx + i * (k / 32), k / 32, nr, out);
+            j->many(j->w + (size_t)r * rb, j->xq + i * k, j->xs ? j->xs + i * (k / 4) : NULL, j->dx + i * (k / 32),
+                    k / 32, nr, out);
             for (int q = 0; q < nr; q++, i++) j->y[i * n + r] = out[q];
         }
 }
@@ -239,9 +241,24 @@ static void rows(void *arg, int64_t r0, int64_t r1, int tid) {
                                       j->xs ? j->xs + i * (k / 4) : NULL, i8 ? j->dx + i * (k / 32) : NULL);
 }
 
+int64_t kiln__qmm_batched_min(kiln_dtype t) {
+    if (t == KILN_Q8_0 || t == KILN_Q4_0) {
+        const kiln_qmm_kernels *kk = kernels();
+        const bool rows = t == KILN_Q8_0 ? kk->q8_0sr : kk->q4_0sr;
+        return rows && !kiln__qmm_gemm_available(t) ? KILN_QMM_ROWS_TILES_MIN : KILN_QMM_PANEL_MIN_M;
+    }
+    if (!kiln__qmm_ggml_rows_kernel(t)) return KILN_QMM_PANEL_MIN_M;
+    switch (t) {
+    case KILN_Q4_1: return KILN_QMM_ROWS_TILES_MIN_Q4_1;
+    case KILN_Q5_0: return KILN_QMM_ROWS_TILES_MIN_Q5_0;
+    case KILN_Q5_1: return KILN_QMM_ROWS_TILES_MIN_Q5_1;
+    default: return KILN_QMM_ROWS_TILES_MIN;
+    }
+}
+
 kiln_status kiln__qmatmul_cpu(kiln_dtype t, int64_t m, int64_t n, int64_t k, const float *x, const void *w, float *y,
                           int n_threads) {
-    const int64_t batched = kiln__qmm_ggml_rows_kernel(t) ? KILN_QMM_ROWS_TILES_MIN : KILN_QMM_PANEL_MIN_M;
+    const int64_t batched = kiln__qmm_batched_min(t);
     if (m >= batched && kiln__qmm_gemm_available(t)) return kiln__qmm_gemm(t, m, n, k, x, w, y, n_threads);
     if (m >= batched && kiln__qmm_kgemm_handles(t)) return kiln__qmm_kgemm(t, m, n, k, x, w, y, n_threads);
     if (m >= batched) return panel_path(t, m, n, k, x, w, y, n_threads);
@@ -276,7 +293,7 @@ kiln_status kiln__qmatmul_cpu(kiln_dtype t, int64_t m, int64_t n, int64_t k, con
      * thread computes it */
     qmm_job j = {.t = t, .m = m, .n = n, .k = k, .x = x, .dx = dx, .w = w, .xq = xq, .xs = xs, .y = y, .kk = kk,
                  .two = !xs ? NULL : t == KILN_Q8_0 ? kk->q8_0s2 : kk->q4_0s2,
-                 .many = xs && m > 1 && t == KILN_Q8_0 ? kk->q8_0sr : NULL};
+                 .many = !i8 || m == 1 ? NULL : t == KILN_Q8_0 ? kk->q8_0sr : kk->q4_0sr};
     const int nt = n * k >= (1 << 16) ? n_threads : 1;
     if (j.many) kiln__pool_for(n, 32, nt, rows_many, &j); /* x's rows in groups */
     else if (j.two) kiln__pool_for((n + 1) / 2, 16, nt, row_pairs, &j); /* rows in pairs */

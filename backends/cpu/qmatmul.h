@@ -26,13 +26,14 @@
  *     On AVX512-VNNI the dots take two blocks per zmm with W's side
  *     unsigned (nibble / w + 128) and x's per-lane sums precomputed
  *     (kiln__qmm_lane_sums) to undo the offset: the same exact lanes.
- *   - 2 .. KILN_QMM_PANEL_MIN_M - 1 rows (batched decoding, serve's
- *     slots; up to KILN_QMM_ROWS_TILES_MIN - 1 for the K types and
- *     IQ4_XS): where the level has a rows kernel (kiln_qmm_dotr_i8s: Q8_0
- *     on AVX512-VNNI; the K types' and IQ4_XS's from AVX2 up,
+ *   - 2 .. kiln__qmm_batched_min(t) - 1 rows (batched decoding, serve's
+ *     slots): where the level has a rows kernel (kiln_qmm_dotr_i8s: Q8_0
+ *     and Q4_0 on AVX2 and AVX-VNNI, qmatmul_rows_x86.h; Q8_0 and Q4_0 on
+ *     AVX512-VNNI, not VBMI's Q4_0; every ggml type from AVX2 up,
  *     qmatmul_ggml.h), each row of W is decoded once for up to
  *     KILN_QMM_ROWS_MAX rows of x, each row's result the batch-1
- *     product's bits; otherwise x row by row.
+ *     product's bits; otherwise x row by row (VBMI's Q4_0: rows of W in
+ *     pairs).
  *   - Many rows (prompt), Q8_0 / Q4_0 from AVX2 up and with NEON's dot
  *     product: the block-scaled integer GEMM of qmatmul_gemm.h (x
  *     quantized the same way, exact int32 block sums, f32 scaling per
@@ -49,7 +50,7 @@
  *     rows is dequantized into an L2-sized f32 buffer and multiplied by
  *     kiln's own f32 GEMM.
  *
- * The vector kernels are per SIMD level (qmatmul_avx2.c,
+ * The vector kernels are per SIMD level (qmatmul_avx2.c, qmatmul_avxvnni.c,
  * qmatmul_avx512vnni.c, qmatmul_vbmi.c, qmatmul_neondot.c: ARMv8.2 sdot);
  * the scalar references run for $KILN_SIMD=scalar.
  *
@@ -97,11 +98,12 @@ static inline void kiln__qmm_prefetch_far_near(const void *p) {
 static inline void kiln__qmm_prefetch_far(const void *p) { __builtin_prefetch((const char *)p + QMM_FAR, 0, 2); }
 
 /* Rows of x at or above which the batched paths (integer GEMM or
- * dequantized panels + f32 GEMM) run. */
+ * dequantized panels + f32 GEMM) run where t has no rows kernel (or its
+ * tiles win from there: kiln__qmm_batched_min). */
 #define KILN_QMM_PANEL_MIN_M 8
 
 /* Rows of x at most that one call of a rows kernel takes (the kernels of
- * several rows of x against one row of W, below KILN_QMM_PANEL_MIN_M). */
+ * several rows of x against one row of W, below kiln__qmm_batched_min). */
 #define KILN_QMM_ROWS_MAX 4
 
 /* Rows of x from which the types with a rows kernel in qmatmul_ggml.h (the
@@ -112,6 +114,26 @@ static inline void kiln__qmm_prefetch_far(const void *p) { __builtin_prefetch((c
  * 24. Q8_0's rows kernel was no faster than its GEMM at 8 rows and half
  * as fast at 12, so it keeps KILN_QMM_PANEL_MIN_M. */
 #define KILN_QMM_ROWS_TILES_MIN 20
+
+/* The same for the blocks of 32 with a rows kernel (qmatmul_q32_x86.h):
+ * 5632 x 2048, W streamed, 1 thread, Zen 5 at load 10-150 (medians of 3
+ * alternated runs), rows kernel / tiles: Q4_1 0.75-0.85 at 8 rows, 0.86
+ * (AVX2) and 1.06 (AVX512-VNNI) at 10, 0.97-1.19 at 12; Q5_0 0.84-0.93 at
+ * 12, 0.97 and 1.11 at 14, 1.02-1.19 at 16; Q5_1 0.88-0.96 at 16, 1.0 and
+ * 1.15 at 18; IQ4_NL 0.83-0.93 at 19 (AVX2 has no IQ4_NL tiles: its
+ * panels took 3x the rows kernel's time there). One figure per type,
+ * between the levels' crossovers. Q8_0 / Q4_0 where no integer GEMM runs
+ * them (AVX2, AVX-VNNI: the f32 panels) keep their rows kernels up to
+ * KILN_QMM_ROWS_TILES_MIN - 1 (0.57-0.83x the panels' time at 19 rows);
+ * where one does (AVX512-VNNI) the GEMM from KILN_QMM_PANEL_MIN_M (the
+ * rows kernels took 1.14-1.36x its time at 8 rows). */
+#define KILN_QMM_ROWS_TILES_MIN_Q4_1 11
+#define KILN_QMM_ROWS_TILES_MIN_Q5_0 14
+#define KILN_QMM_ROWS_TILES_MIN_Q5_1 17
+
+/* Rows of x from which t's products take the batched paths for the caps
+ * in force (KILN_QMM_PANEL_MIN_M, or a rows kernel's crossover above). */
+int64_t kiln__qmm_batched_min(kiln_dtype t);
 
 /* One row of W (nb blocks of 32, ggml layout) against one quantized row of
  * x (xq int8 [32 nb], dx f32 [nb]). */
@@ -134,9 +156,10 @@ typedef void kiln_qmm_dot2_i8s(const void *w0, const void *w1, const int8_t *xq,
                                int64_t nb, float out[2]);
 
 /* One row of W against rows (1 .. KILN_QMM_ROWS_MAX) quantized rows of x,
- * row q's at xq + 32 nb q, xs + 8 nb q, dx + nb q: out[q] is the one-row
- * kernel's product with row q, bit for bit, W's blocks decoded once for
- * all of them (the few rows of batched decoding). */
+ * row q's at xq + 32 nb q, xs + 8 nb q (xs NULL for the sets that take
+ * none), dx + nb q: out[q] is the one-row kernel's product with row q, bit
+ * for bit, W's blocks decoded once for all of them (the few rows of
+ * batched decoding). */
 typedef void kiln_qmm_dotr_i8s(const void *w, const int8_t *xq, const int32_t *xs, const float *dx, int64_t nb,
                                int rows, float *out);
 
@@ -150,8 +173,7 @@ typedef struct kiln_qmm_kernels {
      * same codes; xs per its lanes), read only by its q4_0s / q4_0s2. */
     void (*quantize_x)(const float *x, int8_t *xq, float *dx, int32_t *xs, int64_t n, int32_t off);
     kiln_qmm_dot2_i8s *q8_0s2, *q4_0s2; /* NULL: row by row */
-    kiln_qmm_dotr_i8s *q8_0sr; /* NULL: x row by row (Q4_0 has none: on VBMI one
-                                * measured no faster than the two-row kernel) */
+    kiln_qmm_dotr_i8s *q8_0sr, *q4_0sr; /* NULL: x row by row, or rows in pairs */
 } kiln_qmm_kernels;
 
 /* xs for a quantized row of x (32 nb codes): xs[8 b + l] = -off * sum of
@@ -160,6 +182,7 @@ void kiln__qmm_lane_sums(const int8_t *xq, int32_t *xs, int64_t nb, int32_t off)
 
 /* The sets per level (cpu_features.h); NULL when not built. */
 const kiln_qmm_kernels *kiln__qmm_kernels_avx2(void);
+const kiln_qmm_kernels *kiln__qmm_kernels_avxvnni(void);
 const kiln_qmm_kernels *kiln__qmm_kernels_avx512vnni(void);
 const kiln_qmm_kernels *kiln__qmm_kernels_vbmi(void);
 const kiln_qmm_kernels *kiln__qmm_kernels_neondot(void);

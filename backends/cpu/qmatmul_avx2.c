@@ -9,6 +9,7 @@
 #define QMM_NAME(x) x##_avx2
 #define QMM_DOT32(u, s) _mm256_madd_epi16(_mm256_maddubs_epi16((u), (s)), _mm256_set1_epi16(1))
 #include "qmatmul_x86.h"
+#include "qmatmul_rows_x86.h"
 
 #include <string.h>
 
@@ -44,7 +45,8 @@ static float dot_nf4_avx2(const uint8_t *codes, int64_t code_stride, const float
 }
 
 const kiln_qmm_kernels *kiln__qmm_kernels_avx2(void) {
-    static const kiln_qmm_kernels k = {dot_q8_0_avx2, dot_q4_0_avx2, dot_nf4_avx2, NULL, NULL, NULL, NULL, NULL, NULL};
+    static const kiln_qmm_kernels k = {.q8_0 = dot_q8_0_avx2, .q4_0 = dot_q4_0_avx2, .nf4 = dot_nf4_avx2,
+                                       .q8_0sr = dotr_q8_0_avx2, .q4_0sr = dotr_q4_0_avx2};
     return &k;
 }
 #else

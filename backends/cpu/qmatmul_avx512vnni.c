@@ -244,20 +244,66 @@ static inline __attribute__((always_inline)) void q8s_rows(int R, const kiln_blo
     }
 }
 
-static void dotr_q8_0s_vnni(const void *w, const int8_t *xq, const int32_t *xs, const float *dx, int64_t nb, int rows,
-                            float *out) {
-    _Static_assert(KILN_QMM_ROWS_MAX == 4, "dotr_q8_0s_vnni's cases");
-    switch (rows) {
-    case 1: q8s_rows(1, w, xq, xs, dx, nb, out); break;
-    case 2: q8s_rows(2, w, xq, xs, dx, nb, out); break;
-    case 3: q8s_rows(3, w, xq, xs, dx, nb, out); break;
-    default: q8s_rows(4, w, xq, xs, dx, nb, out); break;
+/* Q4_0, one row of W against R rows of x: blocks i, i + 1 (i even)
+ * decoded and their scales converted once, then each row's operations as
+ * q4s_pair's onto acc h = (i >> 1) & 1 of its; the odd tail as
+ * dot_q4_0s_vnni's, so each out[q] is its bits. */
+static inline __attribute__((always_inline)) void q4s_pair_rows(int R, const kiln_block_q4_0 *b, const int8_t *xq,
+                                                                const int32_t *xs, const float *dx, int64_t nb,
+                                                                int64_t i, __m512i lo4, __m256 *acc) {
+    const __m512i u = q4_pair(b + i, lo4);
+    const __m128 d = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)b[i].d | (uint32_t)b[i + 1].d << 16)));
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < R; r++) {
+        const __m512i s = _mm512_dpbusd_epi32(_mm512_loadu_si512(xs + 8 * nb * r + 8 * i), u,
+                                              _mm512_loadu_si512(xq + 32 * nb * r + 32 * i));
+        const __m256i f = q4_0_fold2(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+        const __m128 sc = _mm_mul_ps(d, _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(dx + nb * r + i))));
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(f),
+                                 _mm256_permutevar8x32_ps(_mm256_castps128_ps256(sc), _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1)),
+                                 acc[r]);
     }
 }
 
+static inline __attribute__((always_inline)) void q4s_rows(int R, const kiln_block_q4_0 *b, const int8_t *xq,
+                                                           const int32_t *xs, const float *dx, int64_t nb,
+                                                           float *out) {
+    const __m512i lo4 = _mm512_set1_epi8(0x0f);
+    __m256 a0[KILN_QMM_ROWS_MAX], a1[KILN_QMM_ROWS_MAX];
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < R; r++) a0[r] = a1[r] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 3 < nb; i += 4) {
+        q4s_pair_rows(R, b, xq, xs, dx, nb, i, lo4, a0);
+        q4s_pair_rows(R, b, xq, xs, dx, nb, i + 2, lo4, a1);
+    }
+    if (i + 1 < nb) q4s_pair_rows(R, b, xq, xs, dx, nb, i, lo4, a0), i += 2;
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < R; r++) {
+        __m256 acc[2] = {a0[r], a1[r]};
+        out[r] = i == nb ? q4_lanes(a0[r], a1[r])
+                         : q4s_odd_tail(acc, i, b, xq + 32 * nb * r, xs + 8 * nb * r, dx + nb * r);
+    }
+}
+
+/* The rows kernels (kiln_qmm_dotr_i8s), R a constant in each case */
+#define VNNI_ROWS_KERNEL(name, f)                                                                              \
+    static void name(const void *w, const int8_t *xq, const int32_t *xs, const float *dx, int64_t nb, int rows, \
+                     float *out) {                                                                             \
+        switch (rows) {                                                                                        \
+        case 1: f(1, w, xq, xs, dx, nb, out); break;                                                           \
+        case 2: f(2, w, xq, xs, dx, nb, out); break;                                                           \
+        case 3: f(3, w, xq, xs, dx, nb, out); break;                                                           \
+        default: f(4, w, xq, xs, dx, nb, out); break;                                                          \
+        }                                                                                                      \
+    }
+_Static_assert(KILN_QMM_ROWS_MAX == 4, "VNNI_ROWS_KERNEL's cases");
+VNNI_ROWS_KERNEL(dotr_q8_0s_vnni, q8s_rows)
+VNNI_ROWS_KERNEL(dotr_q4_0s_vnni, q4s_rows)
+
 const kiln_qmm_kernels *kiln__qmm_kernels_avx512vnni(void) {
     static const kiln_qmm_kernels k = {dot_q8_0_vnni, dot_q4_0_vnni, dot_nf4_vnni, dot_q8_0s_vnni, dot_q4_0s_vnni,
-                                       quantize_x_vnni, NULL, dot2_q4_0s_vnni, dotr_q8_0s_vnni};
+                                       quantize_x_vnni, NULL, dot2_q4_0s_vnni, dotr_q8_0s_vnni, dotr_q4_0s_vnni};
     return &k;
 }
 #else

@@ -92,7 +92,13 @@ kiln_qmm_dot_ggml *kiln__qmm_ggml_kernel(kiln_dtype t) {
     }
 }
 
-kiln_qmm_dot_ggml_rows *kiln__qmm_ggml_rows_kernel(kiln_dtype t) { return kiln__qmm_kq_rows_kernel(t); }
+kiln_qmm_dot_ggml_rows *kiln__qmm_ggml_rows_kernel(kiln_dtype t) {
+    const kiln_cpu_caps *c = kiln__cpu_caps();
+    if (kiln__qmm_kq_kernel(t)) return kiln__qmm_kq_rows_kernel(t);
+    if (kiln__cpu_avx512vnni(c)) return kiln__qmm_ggml_rows_avx512vnni(t);
+    if (kiln__cpu_avxvnni(c)) return kiln__qmm_ggml_rows_avxvnni(t);
+    return kiln__cpu_avx2(c) ? kiln__qmm_ggml_rows_avx2(t) : NULL;
+}
 
 bool kiln__qmm_ggml_handles(kiln_dtype t) { return kiln__qmm_ggml_kernel(t) != NULL; }
 

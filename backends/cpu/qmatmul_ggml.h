@@ -20,10 +20,9 @@
  * kiln__qmm_ggml_lanes_sum does, and the blocks left over (nb % 8) are
  * added to that in order. A chain of one f32 add per block would hold a
  * kernel to the adder's latency: about 40% of their streaming speed.
- * Rows of x at or above KILN_QMM_PANEL_MIN_M (KILN_QMM_ROWS_TILES_MIN
- * where t has a rows kernel) take the integer GEMM of qmatmul_kgemm.h
- * where it runs t, else the panel path of qmatmul.c (dequantized W, f32
- * GEMM).
+ * Rows of x from kiln__qmm_batched_min(t) (qmatmul.h) take the integer
+ * GEMM of qmatmul_kgemm.h where it runs t, else the panel path of
+ * qmatmul.c (dequantized W, f32 GEMM).
  *
  * Per-ISA kernels, each equal to the reference bit for bit, go into the
  * dispatch of qmatmul_ggml.c (kiln__qmm_ggml_kernel) beside it, one slot
@@ -63,6 +62,10 @@ kiln_qmm_dot_ggml *kiln__qmm_ggml_avxvnni(kiln_dtype t);
 kiln_qmm_dot_ggml *kiln__qmm_ggml_avx512vnni(kiln_dtype t);
 kiln_qmm_dot_ggml *kiln__qmm_ggml_neon(kiln_dtype t);
 kiln_qmm_dot_ggml *kiln__qmm_ggml_neondot(kiln_dtype t);
+/* Their rows kernels, for the blocks of 32 on x86 (the K types': qmatmul_kq.h). */
+kiln_qmm_dot_ggml_rows *kiln__qmm_ggml_rows_avx2(kiln_dtype t);
+kiln_qmm_dot_ggml_rows *kiln__qmm_ggml_rows_avxvnni(kiln_dtype t);
+kiln_qmm_dot_ggml_rows *kiln__qmm_ggml_rows_avx512vnni(kiln_dtype t);
 
 /* The rows kernel of the level kiln__qmm_ggml_kernel(t) chooses, NULL
  * where that level has none for t (the driver then runs x row by row). */

@@ -70,7 +70,7 @@ static float dot_q4_0_neondot(const void *w, const int8_t *xq, const float *dx, 
 }
 
 const kiln_qmm_kernels *kiln__qmm_kernels_neondot(void) {
-    static const kiln_qmm_kernels k = {dot_q8_0_neondot, dot_q4_0_neondot, kiln__qmm_dot_nf4_ref, NULL, NULL, NULL, NULL, NULL, NULL};
+    static const kiln_qmm_kernels k = {dot_q8_0_neondot, dot_q4_0_neondot, kiln__qmm_dot_nf4_ref, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     return &k;
 }
 #else

@@ -10,6 +10,8 @@
 #include "qmatmul_q32_x86.h"
 
 kiln_qmm_dot_ggml *kiln__qmm_ggml_avxvnni(kiln_dtype t) { return Q32_NAME(kernel)(t); }
+kiln_qmm_dot_ggml_rows *kiln__qmm_ggml_rows_avxvnni(kiln_dtype t) { return Q32_NAME(rows_kernel)(t); }
 #else
 kiln_qmm_dot_ggml *kiln__qmm_ggml_avxvnni(kiln_dtype t) { return (void)t, NULL; }
+kiln_qmm_dot_ggml_rows *kiln__qmm_ggml_rows_avxvnni(kiln_dtype t) { return (void)t, NULL; }
 #endif

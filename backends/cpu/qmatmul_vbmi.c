@@ -208,6 +208,7 @@ static void vbmi_init(void) {
     vbmi = *k;
     quantize_x_vnni = k->quantize_x;
     vbmi.q4_0s = dot_q4_0v_vbmi, vbmi.q4_0s2 = dot2_q4_0v_vbmi, vbmi.quantize_x = quantize_x_vbmi;
+    vbmi.q4_0sr = NULL; /* AVX512-VNNI's reads x in the other layout */
 }
 
 const kiln_qmm_kernels *kiln__qmm_kernels_vbmi(void) {
