@@ -9,6 +9,7 @@
 #if defined(__x86_64__) && defined(__AVXVNNI__)
 #define QMM_NAME(x) x##_avxvnni
 #define QMM_DOT32(u, s) _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), (u), (s))
+#define QMM_DOT32X2(u0, s0, u1, s1) _mm256_dpbusd_avx_epi32(QMM_DOT32(u0, s0), (u1), (s1))
 #include "qmatmul_x86.h"
 #include "qmatmul_rows_x86.h"
 
