@@ -8,10 +8,13 @@
 
 #include <immintrin.h>
 
-/* Two blocks' worth of lanes summed (the sum is exact); a file may define
- * it where the two can share work */
-#ifndef QMM_DOT32X2
-#define QMM_DOT32X2(u0, s0, u1, s1) _mm256_add_epi32(QMM_DOT32(u0, s0), QMM_DOT32(u1, s1))
+/* Q4_0's exact lanes sum((u - 8) x) of two blocks' nibbles u (0 .. 15)
+ * against x, as sum(u x) - sum(8 x): no sign ops; a file may define it
+ * where the products can share work */
+#ifndef QMM_Q4_DOT
+#define QMM_Q4_DOT(ul, xl, uh, xh)                                                                       \
+    _mm256_sub_epi32(_mm256_add_epi32(QMM_DOT32(ul, xl), QMM_DOT32(uh, xh)),                          \
+                     _mm256_add_epi32(QMM_DOT32(_mm256_set1_epi8(8), xl), QMM_DOT32(_mm256_set1_epi8(8), xh)))
 #endif
 
 /* One Q8_0 block: |w| (unsigned) against sign(x, w), fma into the lanes. */
@@ -67,24 +70,23 @@ static inline __m256i q4_0_fold2(__m256i sa, __m256i sb) {
 }
 
 /* Blocks i, i + 1 packed side by side (W's 16 + 16 bytes in one ymm), as
- * signed bytes lo = [low nibbles of i | of i + 1] - 8 and hi likewise from
+ * unsigned bytes lo = [low nibbles of i | of i + 1] and hi likewise from
  * the high ones: against x's [i's 0..15 | i + 1's 0..15] and [16..31 |
  * 16..31], DOT32's lane l is block i's Q4_0 lane l (l < 4), then block
  * i + 1's: the lanes without q4_0_fold2's permutes. */
 static inline void q4_0_pair(const kiln_block_q4_0 *b, __m256i *lo, __m256i *hi) {
     const __m256i p = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)b[0].qs)),
                                               _mm_loadu_si128((const __m128i *)b[1].qs), 1);
-    const __m256i m = _mm256_set1_epi8(0x0f), e = _mm256_set1_epi8(8);
-    *lo = _mm256_sub_epi8(_mm256_and_si256(p, m), e);
-    *hi = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(p, 4), m), e);
+    const __m256i m = _mm256_set1_epi8(0x0f);
+    *lo = _mm256_and_si256(p, m);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(p, 4), m);
 }
 
 /* q4_0_pair's 8 int32 lanes against x's two blocks at x (exact) */
 static inline __m256i q4_0_pair_dot(__m256i lo, __m256i hi, const int8_t *x) {
     const __m256i xl = _mm256_loadu2_m128i((const __m128i *)(x + 32), (const __m128i *)x),
                   xh = _mm256_loadu2_m128i((const __m128i *)(x + 48), (const __m128i *)(x + 16));
-    return QMM_DOT32X2(_mm256_sign_epi8(lo, lo), _mm256_sign_epi8(xl, lo), _mm256_sign_epi8(hi, hi),
-                       _mm256_sign_epi8(xh, hi));
+    return QMM_Q4_DOT(lo, xl, hi, xh);
 }
 
 /* Blocks i .. i + 3's f16 scales as f32, one conversion */
