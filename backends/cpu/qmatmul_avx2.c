@@ -8,6 +8,11 @@
 #if defined(__x86_64__) && defined(__AVX2__)
 #define QMM_NAME(x) x##_avx2
 #define QMM_DOT32(u, s) _mm256_madd_epi16(_mm256_maddubs_epi16((u), (s)), _mm256_set1_epi16(1))
+/* u <= 15, |x| <= 127: no maddubs saturates (pairs <= 3810), and each
+ * difference is a pair of (u - 8) x (|.| <= 2032): both add in int16 */
+#define QMM_Q4_DIFF16(u, x) _mm256_sub_epi16(_mm256_maddubs_epi16((u), (x)), _mm256_maddubs_epi16(_mm256_set1_epi8(8), (x)))
+#define QMM_Q4_DOT(ul, xl, uh, xh) \
+    _mm256_madd_epi16(_mm256_add_epi16(QMM_Q4_DIFF16(ul, xl), QMM_Q4_DIFF16(uh, xh)), _mm256_set1_epi16(1))
 #include "qmatmul_x86.h"
 #include "qmatmul_rows_x86.h"
 

@@ -1,7 +1,7 @@
 /* qmatmul_avxvnni.c — Q8_0 / Q4_0 dot products of KILN_OP_QMATMUL
  * (qmatmul.h) with AVX-VNNI's VEX vpdpbusd on ymm, for CPUs that have it
  * with or without AVX-512 (Alder Lake has no AVX-512): AVX2's kernels
- * (qmatmul_x86.h, the sign trick, the reference's lanes) with one
+ * (qmatmul_x86.h, the reference's lanes) with one
  * vpdpbusd where AVX2 takes maddubs + madd, and their rows kernels
  * (qmatmul_rows_x86.h). NF4 is AVX2's (no byte products in it). */
 #include "qmatmul.h"
@@ -9,6 +9,9 @@
 #if defined(__x86_64__) && defined(__AVXVNNI__)
 #define QMM_NAME(x) x##_avxvnni
 #define QMM_DOT32(u, s) _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), (u), (s))
+#define QMM_Q4_DOT(ul, xl, uh, xh)                                                                   \
+    _mm256_sub_epi32(_mm256_dpbusd_avx_epi32(QMM_DOT32(ul, xl), (uh), (xh)),                          \
+                     _mm256_dpbusd_avx_epi32(QMM_DOT32(_mm256_set1_epi8(8), xl), _mm256_set1_epi8(8), (xh)))
 #include "qmatmul_x86.h"
 #include "qmatmul_rows_x86.h"
 

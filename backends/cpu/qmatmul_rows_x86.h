@@ -1,12 +1,12 @@
 /* qmatmul_rows_x86.h — the rows kernels (kiln_qmm_dotr_i8s, qmatmul.h) of
  * Q8_0 and Q4_0 on ymm: one row of W against 1 .. KILN_QMM_ROWS_MAX rows
  * of x, for qmatmul_avx2.c and qmatmul_avxvnni.c (included after
- * qmatmul_x86.h, with its QMM_NAME and QMM_DOT32). Each pair of W's blocks
- * is loaded, made unsigned (|w|) and its scales converted once; each row
- * then takes dot_q8_0's / dot_q4_0's operations in their order (the sign
- * of w onto x, the lanes, d_w dx, the FMA onto the pair's accumulator,
- * the odd tail), so out[q] is that kernel's product with row q bit for
- * bit (the scalar reference's). These kernels take no lane sums (xs). */
+ * qmatmul_x86.h, with its QMM_NAME and QMM_DOT32). W's blocks are loaded
+ * and decoded (Q8_0: |w|; Q4_0: the nibbles) and their scales converted
+ * once; each row then takes dot_q8_0's / dot_q4_0's operations in their
+ * order (the lanes, d_w dx, the FMA onto its accumulator, the tails), so
+ * out[q] is that kernel's product with row q bit for bit (the scalar
+ * reference's). These kernels take no lane sums (xs). */
 
 #define QMM_RMAX KILN_QMM_ROWS_MAX
 #define QMM_UNROLL _Pragma("GCC unroll 8")
@@ -43,36 +43,39 @@ static inline __attribute__((always_inline)) void QMM_NAME(q8_rows)(int R, const
     }
 }
 
-/* Q4_0: blocks i, i + 1 (i even) onto acc h = (i >> 1) & 1 of each row,
- * as dot_q4_0 */
-static inline __attribute__((always_inline)) void QMM_NAME(q4_pair_rows)(int R, const kiln_block_q4_0 *b,
-                                                                         const int8_t *xq, const float *dx,
-                                                                         int64_t nb, int64_t i, __m256 *acc) {
-    _mm_prefetch((const char *)(b + i) + QMM_PREFETCH, _MM_HINT_T0);
-    const __m256i wa = q4_0_bytes(b + i), wb = q4_0_bytes(b + i + 1);
-    const __m256i ua = _mm256_sign_epi8(wa, wa), ub = _mm256_sign_epi8(wb, wb);
-    const float da = _cvtsh_ss(b[i].d), db = _cvtsh_ss(b[i + 1].d);
-    QMM_UNROLL
-    for (int q = 0; q < R; q++) {
-        const int8_t *x = xq + 32 * nb * q + 32 * i;
-        const __m256i xa = _mm256_loadu_si256((const __m256i *)x), xb = _mm256_loadu_si256((const __m256i *)(x + 32));
-        const __m256i s = q4_0_fold2(QMM_DOT32(ua, _mm256_sign_epi8(xa, wa)), QMM_DOT32(ub, _mm256_sign_epi8(xb, wb)));
-        const __m256 d = _mm256_set_m128(_mm_set1_ps(db * dx[nb * q + i + 1]), _mm_set1_ps(da * dx[nb * q + i]));
-        acc[q] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc[q]);
-    }
-}
+/* Q4_0: blocks i + off, i + off + 1 onto acc of each row (dot_q4_0's
+ * steps), the scales d_w dx given per row by dq (d_w converted once) */
+#define QMM_Q4_PAIR_ROWS(acc, off, dq)                                                                     \
+    do {                                                                                                 \
+        __m256i lo, hi;                                                                                  \
+        q4_0_pair(b + i + (off), &lo, &hi);                                                              \
+        QMM_UNROLL                                                                                       \
+        for (int q = 0; q < R; q++)                                                                      \
+            acc[q] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q4_0_pair_dot(lo, hi, xq + 32 * nb * q + 32 * (i + (off)))), \
+                                     dq, acc[q]);                                                        \
+    } while (0)
 
 static inline __attribute__((always_inline)) void QMM_NAME(q4_rows)(int R, const kiln_block_q4_0 *b, const int8_t *xq,
                                                                     const float *dx, int64_t nb, float *out) {
-    __m256 a0[QMM_RMAX], a1[QMM_RMAX]; /* lanes 0-7, 8-15: pairs 0, 2, 4 .. and 1, 3, 5 .. */
+    __m256 a0[QMM_RMAX], a1[QMM_RMAX]; /* lanes 0-7, 8-15: blocks 0, 1, 4, 5 .. and 2, 3, 6, 7 .. */
     QMM_UNROLL
     for (int q = 0; q < R; q++) a0[q] = a1[q] = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 3 < nb; i += 4) {
-        QMM_NAME(q4_pair_rows)(R, b, xq, dx, nb, i, a0);
-        QMM_NAME(q4_pair_rows)(R, b, xq, dx, nb, i + 2, a1);
+        _mm_prefetch((const char *)(b + i) + QMM_PREFETCH, _MM_HINT_T0);
+        _mm_prefetch((const char *)(b + i + 2) + QMM_PREFETCH, _MM_HINT_T0);
+        const __m128 dw = q4_0_dw4(b + i);
+        __m256 d01[QMM_RMAX], d23[QMM_RMAX];
+        QMM_UNROLL
+        for (int q = 0; q < R; q++) q4_0_d4(dw, dx + nb * q + i, &d01[q], &d23[q]);
+        QMM_Q4_PAIR_ROWS(a0, 0, d01[q]);
+        QMM_Q4_PAIR_ROWS(a1, 2, d23[q]);
     }
-    if (i + 1 < nb) QMM_NAME(q4_pair_rows)(R, b, xq, dx, nb, i, a0), i += 2;
+    if (i + 1 < nb) {
+        const float da = _cvtsh_ss(b[i].d), db = _cvtsh_ss(b[i + 1].d);
+        QMM_Q4_PAIR_ROWS(a0, 0, _mm256_set_m128(_mm_set1_ps(db * dx[nb * q + i + 1]), _mm_set1_ps(da * dx[nb * q + i])));
+        i += 2;
+    }
     if (i < nb) { /* the odd last block, onto the low 4 lanes of its pair's accumulator */
         const __m256i wa = q4_0_bytes(b + i), ua = _mm256_sign_epi8(wa, wa);
         const float da = _cvtsh_ss(b[i].d);
