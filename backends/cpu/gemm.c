@@ -99,8 +99,8 @@ static void pack_b_rows(const kiln__sgemm_kernel *K, bool tb, const float *b, in
 }
 
 /* the whole kc-deep block */
-static void pack_b(const kiln__sgemm_kernel *K, bool tb, const float *b, int64_t ldb, int64_t p0, int64_t kc,
-                   int64_t j0, int64_t nc, float *pb) {
+void kiln__sgemm_pack_b(const kiln__sgemm_kernel *K, bool tb, const float *b, int64_t ldb, int64_t p0, int64_t kc,
+                        int64_t j0, int64_t nc, float *pb) {
     pack_b_rows(K, tb, b, ldb, p0, kc, 0, kc, j0, nc, pb);
 }
 
@@ -145,8 +145,8 @@ typedef struct sgemm_job {
 
 /* One MR x NR tile (mr x nr of it inside C): straight into C when full
  * width, through a scratch tile otherwise. */
-static void run_tile(const kiln__sgemm_kernel *K, int64_t kc, const float *pa, int64_t as, const float *pb, int64_t bs,
-                     float *c, int64_t ldc, int mr, int nr, float alpha, float beta) {
+void kiln__sgemm_run_tile(const kiln__sgemm_kernel *K, int64_t kc, const float *pa, int64_t as, const float *pb,
+                          int64_t bs, float *c, int64_t ldc, int mr, int nr, float alpha, float beta) {
     if (nr == K->nr && (mr == K->mr || K->ukr_rows)) {
         if (mr == K->mr) K->ukr(kc, pa, as, pb, bs, c, ldc, alpha, beta);
         else K->ukr_rows(mr, kc, pa, as, pb, bs, c, ldc, alpha, beta);
@@ -207,7 +207,7 @@ static void mul_units(void *arg, int64_t u0, int64_t u1, int tid) {
             int64_t kc = min64(J->kcb, J->pc1 - pc);
             float beta = pc == 0 ? J->beta : 1.0f;
             pack_a(J->K, J->ta, J->a, J->lda, i0, mc, pc, kc, pa);
-            if (own) pack_b(J->K, J->tb, J->b, J->ldb, pc, kc, j0, nc, own);
+            if (own) kiln__sgemm_pack_b(J->K, J->tb, J->b, J->ldb, pc, kc, j0, nc, own);
             for (int64_t jp = jp0; jp < jp1; jp++) {
                 int nr = (int)min64(NR, J->nc - jp * NR);
                 const float *pbj = own ? own + (jp - jp0) * NR * kc : J->pb + (pc - J->pc0) * J->ncb + jp * NR * kc;
@@ -219,8 +219,8 @@ static void mul_units(void *arg, int64_t u0, int64_t u1, int tid) {
                     if (jp + 1 < jp1)
                         for (int64_t l = t * per_tile; l < min64(lines, (t + 1) * per_tile); l++)
                             __builtin_prefetch(pbj + NR * kc + l * 16, 0, 2);
-                    run_tile(J->K, kc, pa + ir * kc, MR, pbj, NR, cj + ir * J->ldc, J->ldc, (int)min64(MR, mc - ir),
-                             nr, J->alpha, beta);
+                    kiln__sgemm_run_tile(J->K, kc, pa + ir * kc, MR, pbj, NR, cj + ir * J->ldc, J->ldc,
+                                         (int)min64(MR, mc - ir), nr, J->alpha, beta);
                 }
             }
         }
@@ -371,14 +371,14 @@ static bool sgemm_small(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t m
     float *pb = nfull == np ? NULL : scratch(1, (size_t)((np - nfull) * NR * k));
     if ((!a_in_place && !pa) || (nfull < np && !pb)) return false;
     if (pa) pack_a(K, ta, a, lda, 0, m, 0, k, pa);
-    if (pb) pack_b(K, tb, b, ldb, 0, k, nfull * NR, n - nfull * NR, pb);
+    if (pb) kiln__sgemm_pack_b(K, tb, b, ldb, 0, k, nfull * NR, n - nfull * NR, pb);
     for (int64_t jp = 0; jp < np; jp++) {
         const float *bj = jp < nfull ? b + jp * NR : pb + (jp - nfull) * NR * k;
         int64_t bs = jp < nfull ? ldb : NR;
         int nr = (int)min64(NR, n - jp * NR);
         for (int64_t ir = 0; ir < m; ir += MR)
-            run_tile(K, k, a_in_place ? a + ir : pa + ir * k, as, bj, bs, c + ir * ldc + jp * NR, ldc,
-                     (int)min64(MR, m - ir), nr, alpha, beta);
+            kiln__sgemm_run_tile(K, k, a_in_place ? a + ir : pa + ir * k, as, bj, bs, c + ir * ldc + jp * NR, ldc,
+                                 (int)min64(MR, m - ir), nr, alpha, beta);
     }
     return true;
 }

@@ -66,6 +66,16 @@ kiln__sgemm_blocks kiln__sgemm_blocks_derive(const kiln__sgemm_kernel *K, const 
 /* K's blocks for this CPU. */
 kiln__sgemm_blocks kiln__sgemm_blocks_for(const kiln__sgemm_kernel *K);
 
+/* gemm.c's blocked driver's pieces, shared with gemm_packed_a.c: the
+ * kc x nc block of op(B) at row p0, column j0 into NR-wide panels
+ * (pb[panel NR kc + p NR + j], zero-padded); and one MR x NR tile of C
+ * (mr x nr of it inside C) = alpha A B + beta C, through a scratch tile
+ * where the kernel cannot write it in place. */
+void kiln__sgemm_pack_b(const kiln__sgemm_kernel *K, bool tb, const float *b, int64_t ldb, int64_t p0, int64_t kc,
+                        int64_t j0, int64_t nc, float *pb);
+void kiln__sgemm_run_tile(const kiln__sgemm_kernel *K, int64_t kc, const float *pa, int64_t as, const float *pb,
+                          int64_t bs, float *c, int64_t ldc, int mr, int nr, float alpha, float beta);
+
 void kiln__sgemm_pack_t_scalar(const float *src, int64_t ld, int rows, int64_t kc, int w, float *dst);
 
 /* The kernel for the caps in force (kiln__cpu_caps()). */

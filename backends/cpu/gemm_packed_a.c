@@ -4,7 +4,8 @@
  * packed again for each block (about 5% of a ResNet-18 b32 step's CPU
  * time). A is packed as gemm.c's blocked driver packs it (the same kc
  * blocks and MR-row panels), and its sums run in the driver's order; B is
- * packed here a kc x nc block at a time, as there. */
+ * packed a kc x nc block at a time and the tiles run by the driver's own
+ * pieces (kiln__sgemm_pack_b, kiln__sgemm_run_tile). */
 #include "gemm.h"
 #include "gemm_kernels.h"
 #include "scratch.h"
@@ -36,20 +37,6 @@ void kiln__sgemm_pack_a(int64_t m, int64_t k, const float *a, int64_t lda, float
     }
 }
 
-/* B[p0 .. p0+kc, 0 .. nc] (row-major) into NR-wide panels, zero-padded. */
-static void pack_b_rows(int nr, const float *b, int64_t ldb, int64_t kc, int64_t nc, float *pb) {
-    for (int64_t p = 0; p < kc; p++) {
-        const float *s = b + p * ldb;
-        float *d = pb + p * nr;
-        for (int64_t jr = 0; jr < nc; jr += nr) {
-            int64_t w = min64(nr, nc - jr);
-#pragma omp simd
-            for (int64_t j = 0; j < w; j++) d[jr * kc + j] = s[jr + j];
-            for (int64_t j = w; j < nr; j++) d[jr * kc + j] = 0;
-        }
-    }
-}
-
 void kiln__sgemm_packed_a(int64_t m, int64_t n, int64_t k, const float *pa, const float *b, int64_t ldb, float *c,
                           int64_t ldc) {
     if (m <= 0 || n <= 0) return;
@@ -75,30 +62,18 @@ void kiln__sgemm_packed_a(int64_t m, int64_t n, int64_t k, const float *pa, cons
             }
         return;
     }
-    float t[16 * 32]; /* gemm.c's largest MR x NR */
     for (int64_t jc = 0; jc < n; jc += ncb) {
         int64_t nc = min64(ncb, n - jc);
         for (int64_t pc = 0; pc < k; pc += kcb) {
             int64_t kc = min64(kcb, k - pc);
             float beta = pc == 0 ? 0.0f : 1.0f;
-            pack_b_rows(NR, b + pc * ldb + jc, ldb, kc, nc, pb);
+            kiln__sgemm_pack_b(K, false, b, ldb, pc, kc, jc, nc, pb);
             for (int64_t ic = 0; ic < m; ic += bl.mc)
-                for (int64_t jr = 0; jr < nc; jr += NR) {
-                    int nr = (int)min64(NR, nc - jr);
-                    for (int64_t ir = ic; ir < min64(ic + bl.mc, m); ir += MR) {
-                        int mr = (int)min64(MR, m - ir);
-                        const float *ap = pa + pc * mp + ir * kc, *bp = pb + jr * kc;
-                        float *cij = c + ir * ldc + jc + jr;
-                        if (nr == NR && mr == MR) K->ukr(kc, ap, MR, bp, NR, cij, ldc, 1.0f, beta);
-                        else if (nr == NR && K->ukr_rows) K->ukr_rows(mr, kc, ap, MR, bp, NR, cij, ldc, 1.0f, beta);
-                        else { /* an edge tile through t */
-                            K->ukr(kc, ap, MR, bp, NR, t, NR, 1.0f, 0.0f);
-                            for (int i = 0; i < mr; i++)
-                                for (int j = 0; j < nr; j++)
-                                    cij[i * ldc + j] = pc == 0 ? t[i * NR + j] : t[i * NR + j] + cij[i * ldc + j];
-                        }
-                    }
-                }
+                for (int64_t jr = 0; jr < nc; jr += NR)
+                    for (int64_t ir = ic; ir < min64(ic + bl.mc, m); ir += MR)
+                        kiln__sgemm_run_tile(K, kc, pa + pc * mp + ir * kc, MR, pb + jr * kc, NR,
+                                             c + ir * ldc + jc + jr, ldc, (int)min64(MR, m - ir),
+                                             (int)min64(NR, nc - jr), 1.0f, beta);
         }
     }
 }
