@@ -319,6 +319,17 @@ static inline bool kiln__is_compute_float(kiln_dtype t) { return t == KILN_F32 |
 static inline double kiln__hyper_step(const float *hyper, int n_hyper) {
     return (double)hyper[n_hyper] * 65536.0 + (double)hyper[n_hyper + 1];
 }
+/* The step number of a step node `who`'s hyper leaf into *step, or an
+ * error naming who when the leaf is too short or the step is below 1. */
+static inline kiln_status kiln__hyper_step_of(const char *who, const kiln_tensor *hyper, int n_hyper, double *step) {
+    const int64_t n = kiln_tensor_numel(hyper);
+    if (n < n_hyper + KILN__HYPER_STEP_SLOTS)
+        return kiln__errs(KILN_ERR_ARG, "%s: hyper leaf of %lld values (want %d)", who, (long long)n,
+                          n_hyper + KILN__HYPER_STEP_SLOTS);
+    *step = kiln__hyper_step(hyper->data, n_hyper);
+    if (!(*step >= 1)) return kiln__errs(KILN_ERR_STATE, "%s: step number %.0f (must be >= 1)", who, *step);
+    return KILN_OK;
+}
 int kiln__axis(int ndim, int axis); /* normalized axis or -1 */
 void kiln__set_contiguous_strides(kiln_tensor *t);
 bool kiln__same_shape(const kiln_tensor *a, const kiln_tensor *b);

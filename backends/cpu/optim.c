@@ -159,12 +159,11 @@ static kiln_status adam_step(kiln_tensor *t, const kiln_exec *ex) {
     if (!kiln__is_compute_float(p->dtype) || grad->dtype != p->dtype || m->dtype != p->dtype ||
         v->dtype != p->dtype || (vmax && vmax->dtype != p->dtype) || hyper->dtype != KILN_F32)
         return kiln__errs(KILN_ERR_UNSUPPORTED, "adam_step: needs f32/f64 parameter, gradient and moments of one dtype");
-    if (kiln_tensor_numel(hyper) < 5 + KILN__HYPER_STEP_SLOTS)
-        return kiln__errs(KILN_ERR_ARG, "adam_step: hyper leaf of %lld values (want %d)", (long long)kiln_tensor_numel(hyper),
-                          5 + KILN__HYPER_STEP_SLOTS);
+    double step = 0;
+    kiln_status st = kiln__hyper_step_of("adam_step", hyper, 5, &step);
+    if (st) return st;
     const float *h = hyper->data;
-    double lr = h[0], b1 = h[1], b2 = h[2], wd = h[4], step = kiln__hyper_step(h, 5);
-    if (!(step >= 1)) return kiln__errs(KILN_ERR_STATE, "adam_step: step number %.0f (must be >= 1)", step);
+    double lr = h[0], b1 = h[1], b2 = h[2], wd = h[4];
     adam_scalars s = {
         .decay = decoupled ? 1.0 - lr * wd : 1.0,
         .wd = decoupled ? 0.0 : wd,

@@ -159,13 +159,11 @@ static void adam8_blocks(void *arg, int64_t b0, int64_t b1, int tid) {
 static kiln_status adam8_step(kiln_tensor *t, const kiln_exec *ex) {
     kiln_status st = check8("adam8_step", t, 2);
     if (st) return st;
-    if (kiln_tensor_numel(t->src[7]) < 5 + KILN__HYPER_STEP_SLOTS)
-        return kiln__errs(KILN_ERR_ARG, "adam8_step: hyper leaf of %lld values (want %d)",
-                          (long long)kiln_tensor_numel(t->src[7]), 5 + KILN__HYPER_STEP_SLOTS);
+    double step = 0;
+    if ((st = kiln__hyper_step_of("adam8_step", t->src[7], 5, &step))) return st;
     const float *h = t->src[7]->data;
     bool decoupled = t->ip[1] != 0;
-    double lr = h[0], b1 = h[1], b2 = h[2], wd = h[4], step = kiln__hyper_step(h, 5);
-    if (!(step >= 1)) return kiln__errs(KILN_ERR_STATE, "adam8_step: step number %.0f (must be >= 1)", step);
+    double lr = h[0], b1 = h[1], b2 = h[2], wd = h[4];
     adam8_scalars s = {
         .decay = (float)(decoupled ? 1.0 - lr * wd : 1.0),
         .wd = (float)(decoupled ? 0.0 : wd),
