@@ -294,12 +294,11 @@ static kiln_status qmm_gemm_record(kiln_vk *vk, kiln_tensor *t, uint32_t q0) {
         kiln__dynamic_map(true, mv);
         if ((s = kiln__vk_write(vk, &sc[2], mv, sizeof mv))) return s;
     }
-    const kiln_type_traits *tr = &kiln__types[w->dtype];
     for (int64_t r0 = 0; r0 < n && !s; r0 += rows) {
         const int64_t nr = n - r0 < rows ? n - r0 : rows;
         struct {
             uint32_t n, cols, q0, y0, d1, d2, s0, s1, s2;
-        } dq = {(uint32_t)(nr * k), (uint32_t)(nr * k), q0 + (uint32_t)(r0 * k / tr->blck * (int64_t)tr->size),
+        } dq = {(uint32_t)(nr * k), (uint32_t)(nr * k), q0 + block_bytes(w->dtype, r0 * k),
                 kiln__vk_base(vk, &sc[0]), 1, 1, 0, 0, 0};
         kiln_vk_dispatch d = {.shader = QTYPES[w->dtype].dq, .n = map ? 3 : 2, .bind = {w, &sc[0], &sc[2]},
                               .push = &dq, .push_size = sizeof dq};
