@@ -19,12 +19,15 @@ enum { XI = 36, LANE = 16 };
  * transform U (36 O C floats) is paid once per layer, and when it outgrows
  * the core's share of the L3 (38 MB at 512 channels) it costs as much as
  * 64 tiles' GEMMs. */
+bool kiln__wino_shape_ok(const kiln_conv_geom *g, int64_t c, int64_t o) {
+    return g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->ph <= 2 &&
+           g->pw <= 2 && c >= 16 && o >= 16;
+}
+
 bool kiln__wino_fits(const kiln_conv_geom *g, int64_t n, int64_t c, int64_t o) {
     const char *env = getenv("KILN_CONV_WINOGRAD");
     if (env && (!strcmp(env, "0") || !strcmp(env, "force2"))) return false;
-    if (g->kh != 3 || g->kw != 3 || g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1 || g->ph > 2 || g->pw > 2 ||
-        c < 16 || o < 16)
-        return false;
+    if (!kiln__wino_shape_ok(g, c, o)) return false;
     const kiln__cpu_caches *cc = kiln__cpu_caches_get();
     int64_t l3 = cc->l3_per_core > 0 ? cc->l3_per_core : 4 << 20, tiles = n * ((g->oh + 3) / 4) * ((g->ow + 3) / 4);
     bool u_cached = XI * c * o * (int64_t)sizeof(float) <= l3;
@@ -82,13 +85,17 @@ static void blocks(void *arg, int64_t b0, int64_t b1, int tid) {
     }
 }
 
-/* Tiles per block: V and M of a block in the L2, 64 to 256 tiles (narrower
- * GEMMs pay their packing of U more than they gain). */
-static int64_t block_tiles(int64_t cin, int64_t cout, int64_t tiles) {
+/* (narrower GEMMs pay their packing of U more than they gain) */
+int64_t kiln__wino_l2_tiles(int64_t xi, int64_t cin, int64_t cout) {
     const kiln__cpu_caches *c = kiln__cpu_caches_get();
     int64_t l2 = c->l2 > 0 ? c->l2 : 1 << 20;
-    int64_t tb = l2 / (XI * (cin + cout) * (int64_t)sizeof(float)) / LANE * LANE;
-    tb = tb < 64 ? 64 : tb > 256 ? 256 : tb;
+    int64_t tb = l2 / (xi * (cin + cout) * (int64_t)sizeof(float)) / LANE * LANE;
+    return tb < 64 ? 64 : tb > 256 ? 256 : tb;
+}
+
+/* Tiles per block: kiln__wino_l2_tiles, at most the layer's. */
+static int64_t block_tiles(int64_t cin, int64_t cout, int64_t tiles) {
+    int64_t tb = kiln__wino_l2_tiles(XI, cin, cout);
     int64_t all = (tiles + LANE - 1) / LANE * LANE;
     return tb < all ? tb : all;
 }

@@ -85,6 +85,14 @@ const kiln_wino_xform *kiln__wino_xform_avx512(void);
  * or $KILN_CONV_WINOGRAD=force (tests); not where it is 0 or force2. */
 bool kiln__wino_fits(const kiln_conv_geom *g, int64_t n, int64_t c, int64_t o);
 
+/* What both Winograd forms need of a layer: 3x3, stride 1, dilation 1,
+ * padding at most 2, 16 channels or more each side. */
+bool kiln__wino_shape_ok(const kiln_conv_geom *g, int64_t c, int64_t o);
+
+/* Tiles per block for xi transformed matrices: V and M of a block (cin +
+ * cout channels) in the L2, a multiple of 16 from 64 to 256. */
+int64_t kiln__wino_l2_tiles(int64_t xi, int64_t cin, int64_t cout);
+
 /* The planes of the forward (src x, out y) or grad x (src gy, out gx),
  * cut in tiles of tile x tile output pixels. */
 kiln_wino_geom kiln__wino_geom_of(bool grad_x, const kiln_conv_geom *g, int64_t n, int64_t c, const float *src,

@@ -29,10 +29,7 @@ enum { XI = 16, LANE = 16 };
 
 bool kiln__wino2_fits(const kiln_conv_geom *g, int64_t n, int64_t c, int64_t o) {
     const char *env = getenv("KILN_CONV_WINOGRAD");
-    if (env && !strcmp(env, "0")) return false;
-    if (g->kh != 3 || g->kw != 3 || g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1 || g->ph > 2 || g->pw > 2 ||
-        c < 16 || o < 16)
-        return false;
+    if ((env && !strcmp(env, "0")) || !kiln__wino_shape_ok(g, c, o)) return false;
     if (env && !strcmp(env, "force2")) return true;
     if (env && !strcmp(env, "force")) return false;
     return !kiln__wino_fits(g, n, c, o) && n * ((g->oh + 1) / 2) * ((g->ow + 1) / 2) >= 128;
@@ -205,13 +202,10 @@ static void blocks(void *arg, int64_t b0, int64_t b1, int tid) {
     }
 }
 
-/* Tiles per block: V and M of a block in the L2, 64 to 256 tiles, and at
- * least two blocks where there are 128 tiles (a second thread's share). */
+/* Tiles per block: kiln__wino_l2_tiles, and at least two blocks where
+ * there are 128 tiles (a second thread's share). */
 static int64_t block_tiles(int64_t cin, int64_t cout, int64_t tiles) {
-    const kiln__cpu_caches *c = kiln__cpu_caches_get();
-    int64_t l2 = c->l2 > 0 ? c->l2 : 1 << 20;
-    int64_t tb = l2 / (XI * (cin + cout) * (int64_t)sizeof(float)) / LANE * LANE;
-    tb = tb < 64 ? 64 : tb > 256 ? 256 : tb;
+    int64_t tb = kiln__wino_l2_tiles(XI, cin, cout);
     int64_t half = (tiles + 2 * LANE - 1) / (2 * LANE) * LANE;
     return tb < half ? tb : half > 64 ? half : 64;
 }
