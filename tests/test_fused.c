@@ -108,15 +108,16 @@ KT_TEST(fused_matmul_adds_into_gradient) {
 }
 
 /* A convolution's weight gradient computed twice without zeroing, fused
- * or not: x [4, 16, 20, 20], w [16, 16, 3, 3], padding 1, stride s (1:
+ * or not: x [4, 16, hw, hw], w [16, 16, 3, 3], padding 1, stride s (1:
  * Winograd in f32, its sums in 2 parts of the tiles under tiny caches;
- * 2: the tiled path, as f64 is); *acc gets the number of products added
- * straight into a gradient. */
-static void run_conv(bool fuse, kiln_dtype dt, int64_t s, int threads, double *gw, int *acc) {
+ * 2: the tiled path, as f64 is; at 2048 output pixels or more the tiled
+ * path's sums in parts of the pixels); *acc gets the number of products
+ * added straight into a gradient. */
+static void run_conv(bool fuse, kiln_dtype dt, int64_t s, int64_t hw, int threads, double *gw, int *acc) {
     setenv("KILN_FUSE", fuse ? "1" : "0", 1);
     KT_OK(kiln_set_threads(threads));
     kiln_ctx *ctx = kiln_ctx_new();
-    kiln_tensor *x = mt_leaf(ctx, dt, 4, (int64_t[]){4, 16, 20, 20}, 1);
+    kiln_tensor *x = mt_leaf(ctx, dt, 4, (int64_t[]){4, 16, hw, hw}, 1);
     kiln_tensor *w = kiln_param(ctx, "w", dt, 4, (int64_t[]){16, 16, 3, 3});
     KT_OK(kiln_tensor_fill_randn(w, 3, 0.0, 0.2));
     kiln_conv2d_params p = {.stride = {s, s}, .padding = {1, 1}};
@@ -139,15 +140,15 @@ KT_TEST(fused_conv_grad_w_adds_into_gradient) {
     enum { NW = 16 * 16 * 9 };
     const struct {
         kiln_dtype dt;
-        int64_t stride;
-    } cases[] = {{KILN_F32, 1}, {KILN_F32, 2}, {KILN_F64, 1}};
+        int64_t stride, hw;
+    } cases[] = {{KILN_F32, 1, 20}, {KILN_F32, 2, 20}, {KILN_F64, 1, 20}, {KILN_F32, 2, 48}, {KILN_F64, 1, 24}};
     KT_FOR_EACH_SIMD(v) {
-        for (int c = 0; c < 3; c++)
+        for (int c = 0; c < 5; c++)
             for (int threads = 1; threads <= 2; threads++) {
                 static double f[NW], u[NW];
                 int nf, nu;
-                run_conv(true, cases[c].dt, cases[c].stride, threads, f, &nf);
-                run_conv(false, cases[c].dt, cases[c].stride, threads, u, &nu);
+                run_conv(true, cases[c].dt, cases[c].stride, cases[c].hw, threads, f, &nf);
+                run_conv(false, cases[c].dt, cases[c].stride, cases[c].hw, threads, u, &nu);
                 KT_CHECK(nf == 1 && nu == 0, "case %d, %d threads: %d products add into a gradient (KILN_FUSE=0: %d)",
                          c, threads, nf, nu);
                 double big = 0;

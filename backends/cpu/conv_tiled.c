@@ -13,10 +13,15 @@
  * Threads never meet inside a pass (a meeting per tile made a 2-thread
  * ResNet-18 step 1.27x slower on a loaded machine), and every GEMM runs on one
  * thread: the forward splits the tiles (each thread its own scratch);
- * grad w splits gw's columns, each thread forming and multiplying only its
- * rows of every tile's columns, tiles in order; grad x splits the input
- * channels, each thread its rows of w^T gy and col2im into its own planes
- * of gx. No reduction spans threads, so 1 and 2 threads sum in one order.
+ * grad w, from 2048 pixels, splits them in 2 to 4 parts, each summed into
+ * gw or its own O x K sums (added in order after), and below that gw's
+ * columns, each thread forming and multiplying only its rows of every
+ * tile's columns, tiles in order (ResNet-18's stride-2 and 1x1 layers at
+ * batch 32, split by columns, took 1.2 to 5 times 1 thread's CPU time at
+ * 2 threads: GEMMs a few columns wide, each packing gy's tile again);
+ * grad x splits the input channels, each thread its rows of w^T gy and
+ * col2im into its own planes of gx. The parts and the columns come from
+ * the shape alone, so 1 and 2 threads sum in one order.
  *
  * f32 3x3 stride-1 layers with enough channels and tiles run their forward
  * and grad x by Winograd instead (winograd.h). */
@@ -36,8 +41,10 @@ typedef struct conv_job {
     size_t es;
     const void *x, *w, *gy; /* gy: y in the forward */
     void *out;              /* y, gx or gw */
-    void *cols;             /* K x pt per thread (forward) or one K x pt */
+    void *cols;             /* K x pt per thread (forward, grad w in parts) or one K x pt */
     bool acc;               /* grad w: add into gw (ex->accumulate) */
+    int64_t parts;          /* grad w: parts of the pixels (1: its columns split instead) */
+    void *sums;             /* grad w: the sums of parts 1.., O x K each */
 } conv_job;
 
 /* Tile i: pixels [p0, p1), its columns [K, p1 - p0] at cols. */
@@ -202,6 +209,55 @@ static void grad_w_rows(void *arg, int64_t k0, int64_t k1, int tid) {
     }
 }
 
+/* Grad w in parts of the pixels, parts [q0, q1): part q's tiles, all of
+ * gw's columns, summed into gw (part 0) or its own sums, in this thread's
+ * columns. */
+static void grad_w_parts(void *arg, int64_t q0, int64_t q1, int tid) {
+    const conv_job *j = arg;
+    void *cols = (void *)at(j, j->cols, (int64_t)tid * j->k * j->pt);
+    for (int64_t q = q0; q < q1; q++) {
+        int64_t p0 = q * j->np / j->parts, p1 = (q + 1) * j->np / j->parts;
+        void *sum = q ? (void *)at(j, j->sums, (q - 1) * j->o * j->k) : j->out;
+        for (tile t = {p0, 0, cols}; t.p0 < p1; t.p0 = t.p1) {
+            t.p1 = t.p0 + j->pt < p1 ? t.p0 + j->pt : p1;
+            form_cols(j, &t, 0, j->k);
+            gemm(j, false, true, j->o, j->k, t.p1 - t.p0, at(j, j->gy, t.p0), j->np, cols, t.p1 - t.p0,
+                 t.p0 > p0 || (!q && j->acc), sum, j->k);
+        }
+    }
+}
+
+/* gw's rows [r0, r1) += the sums of parts 1.., in order. */
+static void grad_w_gather(void *arg, int64_t r0, int64_t r1, int tid) {
+    const conv_job *j = arg;
+    int64_t a = r0 * j->k, b = r1 * j->k;
+    (void)tid;
+    for (int64_t q = 1; q < j->parts; q++) {
+        int64_t off = (q - 1) * j->o * j->k;
+        if (j->f64) {
+            double *gw = j->out;
+            const double *s = (const double *)j->sums + off;
+#pragma omp simd
+            for (int64_t i = a; i < b; i++) gw[i] += s[i];
+        } else {
+            float *gw = j->out;
+            const float *s = (const float *)j->sums + off;
+#pragma omp simd
+            for (int64_t i = a; i < b; i++) gw[i] += s[i];
+        }
+    }
+}
+
+/* Parts of grad w's pixels: with 1024 or more a part, its sums (O x K)
+ * cost little against its products (O x K x 1024 multiply-adds), and each
+ * thread's GEMMs stay as wide as gw; fewer, and gw's columns are split
+ * instead (ResNet-18's 512-channel layers: 512 pixels). From the shape
+ * alone, so that 1 and 2 threads add alike. */
+static int64_t pixel_parts(int64_t np) {
+    int64_t parts = np / 1024;
+    return parts < 1 ? 1 : parts > 4 ? 4 : parts;
+}
+
 /* Grad x, input channels [c0, c1): their rows of w^T gy[:, tile], then
  * col2im into their planes of gx, tiles in order. */
 static void grad_x_channels(void *arg, int64_t c0, int64_t c1, int tid) {
@@ -248,21 +304,30 @@ static kiln_status run_tiles(kiln_tensor *node, const kiln_exec *ex, conv_pass p
         return kiln__wino2_conv(pass == GRAD_X, &j.g, j.n, j.c, j.o, pass == FORWARD ? j.x : j.gy, j.w, j.out, wt);
     }
     j.pt = tile_pixels(j.k, j.es, j.np);
-    int64_t tiles = (j.np + j.pt - 1) / j.pt, units = pass == FORWARD ? tiles : pass == GRAD_W ? j.k : j.c;
+    j.parts = pass == GRAD_W ? pixel_parts(j.np) : 1;
+    bool in_parts = j.parts > 1;
+    int64_t tiles = (j.np + j.pt - 1) / j.pt;
+    int64_t units = pass == FORWARD ? tiles : pass == GRAD_X ? j.c : in_parts ? j.parts : j.k;
     /* threads when the layer is worth them (a million multiply-adds) */
     int nt = j.o * j.k * j.np >= 1 << 20 ? ex->n_threads : 1;
     if (nt > units) nt = (int)units;
     bool owned;
-    size_t bytes = ((size_t)(j.k * j.pt) * j.es * (size_t)(pass == FORWARD ? nt : 1) + 63) & ~(size_t)63;
+    size_t cols_bytes = (size_t)(j.k * j.pt) * j.es * (size_t)(pass == FORWARD || in_parts ? nt : 1);
+    size_t bytes = (cols_bytes + (size_t)((j.parts - 1) * j.o * j.k) * j.es + 63) & ~(size_t)63;
     j.cols = kiln__scratch_get(bytes, &owned);
     if (!j.cols)
-        return kiln__errs(KILN_ERR_OOM, "%s: out of memory for a tile's columns (%zu bytes)",
+        return kiln__errs(KILN_ERR_OOM, "%s: out of memory for a tile's columns and sums (%zu bytes)",
                           kiln__op_table[node->op].name, bytes);
-    kiln_pool_fn *fn = pass == FORWARD ? forward_tiles : pass == GRAD_W ? grad_w_rows : grad_x_channels;
+    j.sums = (char *)j.cols + cols_bytes;
+    kiln_pool_fn *fn = pass == FORWARD  ? forward_tiles
+                       : pass == GRAD_X ? grad_x_channels
+                       : in_parts       ? grad_w_parts
+                                        : grad_w_rows;
     /* chunks a few times the threads, so that a thread the OS left without
      * a core holds back only a small part (each grad chunk reads all of gy) */
-    int64_t grain = pass == FORWARD ? 1 : nt == 1 ? units : (units + 4 * nt - 1) / (4 * nt);
+    int64_t grain = pass == FORWARD || in_parts ? 1 : nt == 1 ? units : (units + 4 * nt - 1) / (4 * nt);
     kiln__pool_for(units, grain, nt, fn, &j);
+    if (in_parts) kiln__pool_for(j.o, (j.o + 4 * nt - 1) / (4 * nt), nt, grad_w_gather, &j);
     if (owned) free(j.cols);
     return KILN_OK;
 }
