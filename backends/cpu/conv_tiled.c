@@ -195,17 +195,22 @@ static void forward_tiles(void *arg, int64_t i0, int64_t i1, int tid) {
  * gy[:, tile] cols[k0:k1]^T, tiles in order. Its rows of the columns start
  * at k0 pt whatever the tile's length: threads reach the last, shorter
  * tile at different times, and rows at k0 len would overlap another
- * thread's rows of a full tile. */
+ * thread's rows of a full tile. A tile deeper than the f32 GEMM's kc is
+ * multiplied kc pixels at a time: kiln__sgemm_own cuts a product that deep
+ * into blocks but takes a narrow one (a thread's chunk of columns) in one
+ * pass, and 1 and 2 threads' sums would part. */
 static void grad_w_rows(void *arg, int64_t k0, int64_t k1, int tid) {
     const conv_job *j = arg;
+    int64_t kc = j->f64 ? j->pt : kiln__sgemm_blocks_for(kiln__sgemm_kernel_pick()).kc;
     (void)tid;
     for (int64_t i = 0; i * j->pt < j->np; i++) {
         tile t = tile_at(j, i, j->cols);
         int64_t len = t.p1 - t.p0;
         t.cols = (void *)at(j, j->cols, k0 * (j->pt - len)); /* row kk at k0 pt + (kk - k0) len */
         form_cols(j, &t, k0, k1);
-        gemm(j, false, true, j->o, k1 - k0, len, at(j, j->gy, t.p0), j->np, at(j, j->cols, k0 * j->pt), len,
-             i > 0 || j->acc, (void *)at(j, j->out, k0), j->k);
+        for (int64_t s = 0; s < len; s += kc)
+            gemm(j, false, true, j->o, k1 - k0, len - s < kc ? len - s : kc, at(j, j->gy, t.p0 + s), j->np,
+                 at(j, j->cols, k0 * j->pt + s), len, i > 0 || s > 0 || j->acc, (void *)at(j, j->out, k0), j->k);
     }
 }
 
