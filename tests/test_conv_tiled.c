@@ -47,7 +47,7 @@ static void compare(const char *what, const conv_run *a, const conv_run *b, doub
 
 /* Shapes of two tiles under tiny caches (a tile then holds 256 pixels),
  * cut mid-row and mid-image, with stride, padding and dilation; the last
- * three big enough (a million multiply-adds) for 2 threads, which must give
+ * four big enough (a million multiply-adds) for 2 threads, which must give
  * 1 thread's bits; the last two with 2048 pixels or more, whose weight
  * gradient sums parts of the pixels apart (2 and 4 parts, tiles cut
  * mid-row, a short last tile in each part). */
@@ -58,6 +58,7 @@ static const tiled_case CASES[] = {
     {2, 7, 24, 20, 5, 5, 3, {.stride = {1, 3}, .padding = {0, 2}}},
     {2, 16, 12, 12, 8, 3, 3, {.padding = {1, 1}}},
     {2, 32, 16, 16, 16, 3, 3, {.padding = {1, 1}}},
+    {3, 40, 11, 13, 33, 3, 3, {.padding = {1, 1}}}, /* grad w's tiles deeper than the GEMM's kc, 128 */
     {2, 8, 32, 32, 16, 3, 3, {.padding = {1, 1}}},
     {3, 6, 80, 37, 8, 3, 3, {.stride = {2, 1}, .padding = {1, 1}}},
 };

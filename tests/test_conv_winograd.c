@@ -110,8 +110,9 @@ KT_TEST(conv_winograd_grad_w_groups) {
     for (int k = 0; k < 3; k++) free(one[k]), free(two[k]), free(ref[k]);
 }
 
-/* F(2x2, 3x3) (winograd2.c), the forward and grad x, against f64 at every
- * SIMD level (its GEMM's kernel), over the cases' odd sizes and paddings. */
+/* F(2x2, 3x3) (winograd2.c), the forward and both gradients, against f64
+ * at every SIMD level (its GEMM's kernel), over the cases' odd sizes and
+ * paddings. */
 KT_TEST(conv_winograd2_matches_f64) {
     for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
         const wino_case *tc = &CASES[i];
@@ -126,7 +127,7 @@ KT_TEST(conv_winograd2_matches_f64) {
         KT_FOR_EACH_SIMD(v) {
             double *got[3];
             run(tc, KILN_F32, "force2", 1, got, num);
-            for (int k = 0; k < 2; k++) {
+            for (int k = 0; k < 3; k++) {
                 double e = rel_err(got[k], ref[k], num[k]);
                 KT_CHECK(e <= 1e-5, "case %zu %s: F(2x2)'s error %.3g of the largest", i, NAMES[k], e);
             }
@@ -138,22 +139,25 @@ KT_TEST(conv_winograd2_matches_f64) {
 
 /* F(2x2) in several blocks of tiles and chunks of U's rows (tiny caches:
  * 64 tiles a block), 2 threads against 1 bit for bit, and against f64: y,
- * gx, and gw (the tiled path's, its columns split, its tiles deeper than
- * the GEMM's kc under these caches). */
+ * gx and gw; the second case's gw in 2 blocks (363 tiles) and 2 units of
+ * output channels (70). */
 KT_TEST(conv_winograd2_threads_same_bits) {
     const kiln__cpu_caches tiny = {4 << 10, 16 << 10, 64 << 10};
     kiln__cpu_caches_set(&tiny);
-    const wino_case tc = {3, 40, 11, 13, 33, 1};
-    double *one[3], *two[3], *ref[3];
-    int64_t num[3];
-    run(&tc, KILN_F64, "0", 1, ref, num);
-    run(&tc, KILN_F32, "force2", 1, one, num);
-    run(&tc, KILN_F32, "force2", 2, two, num);
-    for (int k = 0; k < 3; k++) {
-        double e = rel_err(one[k], ref[k], num[k]);
-        KT_CHECK(e <= 1e-5, "%s: F(2x2)'s error %.3g of the largest", NAMES[k], e);
-        KT_CHECK(nnt_close(NAMES[k], two[k], one[k], num[k], 0, 0), "%s: 2 threads differ from 1", NAMES[k]);
-        free(one[k]), free(two[k]), free(ref[k]);
+    const wino_case cases[] = {{3, 40, 11, 13, 33, 1}, {3, 20, 21, 21, 70, 1}};
+    for (int i = 0; i < 2; i++) {
+        double *one[3], *two[3], *ref[3];
+        int64_t num[3];
+        run(&cases[i], KILN_F64, "0", 1, ref, num);
+        run(&cases[i], KILN_F32, "force2", 1, one, num);
+        run(&cases[i], KILN_F32, "force2", 2, two, num);
+        for (int k = 0; k < 3; k++) {
+            double e = rel_err(one[k], ref[k], num[k]);
+            KT_CHECK(e <= 1e-5, "case %d %s: F(2x2)'s error %.3g of the largest", i, NAMES[k], e);
+            KT_CHECK(nnt_close(NAMES[k], two[k], one[k], num[k], 0, 0), "case %d %s: 2 threads differ from 1", i,
+                     NAMES[k]);
+            free(one[k]), free(two[k]), free(ref[k]);
+        }
     }
     kiln__cpu_caches_set(NULL);
 }

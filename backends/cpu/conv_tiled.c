@@ -304,8 +304,9 @@ static kiln_status run_tiles(kiln_tensor *node, const kiln_exec *ex, conv_pass p
         if (pass == GRAD_W) return kiln__wino_grad_w(&j.g, j.n, j.c, j.o, j.x, j.gy, j.out, j.acc, wt);
         return kiln__wino_conv(pass == GRAD_X, &j.g, j.n, j.c, j.o, pass == FORWARD ? j.x : j.gy, j.w, j.out, wt);
     }
-    if (!f64 && pass != GRAD_W && kiln__wino2_fits(&j.g, j.n, j.c, j.o)) {
+    if (!f64 && kiln__wino2_fits(&j.g, j.n, j.c, j.o)) {
         int wt = j.o * j.k * j.np >= 1 << 20 ? ex->n_threads : 1;
+        if (pass == GRAD_W) return kiln__wino2_grad_w(&j.g, j.n, j.c, j.o, j.x, j.gy, j.out, j.acc, wt);
         return kiln__wino2_conv(pass == GRAD_X, &j.g, j.n, j.c, j.o, pass == FORWARD ? j.x : j.gy, j.w, j.out, wt);
     }
     j.pt = tile_pixels(j.k, j.es, j.np);

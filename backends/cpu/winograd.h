@@ -1,6 +1,6 @@
 /* winograd.h — 3x3 stride-1 convolutions by Winograd's F(4x4, 3x3) in f32,
  * for conv_tiled.c's forward and both gradients (and by F(2x2, 3x3),
- * winograd2.c, the forward and grad x of layers too small for F(4x4)).
+ * winograd2.c, the same passes of layers too small for F(4x4)).
  *
  * A 4x4 block of output pixels (a tile) is A^T [(G g G^T) . (B^T d B)] A
  * for its 6x6 input patch d and the 3x3 kernel g: the 36 products of the
@@ -30,7 +30,7 @@
  *
  * $KILN_CONV_WINOGRAD=0 turns it off (the tiled im2col path runs), =force
  * takes F(4x4) for every layer that fits, however few its tiles, =force2
- * F(2x2) (winograd2.c) for the forward and grad x. */
+ * F(2x2) (winograd2.c) for all three passes. */
 #ifndef KILN_CPU_WINOGRAD_H
 #define KILN_CPU_WINOGRAD_H
 
@@ -110,6 +110,14 @@ kiln_status kiln__wino_conv(bool grad_x, const kiln_conv_geom *g, int64_t n, int
 bool kiln__wino2_fits(const kiln_conv_geom *g, int64_t n, int64_t c, int64_t o);
 kiln_status kiln__wino2_conv(bool grad_x, const kiln_conv_geom *g, int64_t n, int64_t c, int64_t o,
                              const float *src, const float *w, float *out, int n_threads);
+
+/* The weight gradient (as kiln__wino_grad_w) by F(2x2, 3x3): blocks of up
+ * to 256 tiles, each's input transforms V for all channels (packed once
+ * for the GEMM), then units of 64 output channels, each 16 GEMMs per 128
+ * input channels (128 x 64, the block deep) and G^T M G added into gw;
+ * threads split the channels, then the units. */
+kiln_status kiln__wino2_grad_w(const kiln_conv_geom *g, int64_t n, int64_t c, int64_t o, const float *x,
+                               const float *gy, float *gw, bool acc, int n_threads);
 
 /* The weight gradient gw [O, C*9] (acc: added into gw) of x [N, C, H, W]
  * and gy [O, N, OH, OW]: G^T [sum over tiles of (A dy A^T) . (B^T d B)] G,
