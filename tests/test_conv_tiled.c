@@ -83,12 +83,12 @@ KT_TEST(conv_tiled_matches_decomposition) {
     kiln__cpu_caches_set(NULL);
 }
 
-/* Grad w's threads on different tiles at once, the last one shorter (7
- * tiles, the last of 64 pixels): each thread's rows of the columns once
- * started at k0 times the tile's length, and a thread on the last tile
- * wrote over another's rows of a full tile (found one run in a few).
- * Repeated, since it takes the threads' timing. */
-KT_TEST(conv_tiled_grad_w_short_tile_threads) {
+/* Grad w's and grad x's threads on different tiles at once, the last one
+ * shorter (7 tiles, the last of 64 pixels): each thread's rows of the
+ * columns once started at k0 times the tile's length, and a thread on the
+ * last tile wrote over another's rows of a full tile (found one run in a
+ * few). Repeated, since it takes the threads' timing. */
+KT_TEST(conv_tiled_grads_short_tile_threads) {
     const kiln__cpu_caches tiny = {4 << 10, 16 << 10, 64 << 10};
     kiln__cpu_caches_set(&tiny);
     const tiled_case tc = {4, 16, 20, 20, 16, 3, 3, {.padding = {1, 1}}};
@@ -98,6 +98,7 @@ KT_TEST(conv_tiled_grad_w_short_tile_threads) {
         conv_run two = {0};
         run_conv(&tc, KILN_F64, true, 2, &two);
         KT_CHECK(nnt_close("2 threads' gw against 1 thread's", two.gw, one.gw, one.nw, 0, 0), "repetition %d", rep);
+        KT_CHECK(nnt_close("2 threads' gx against 1 thread's", two.gx, one.gx, one.nx, 0, 0), "repetition %d", rep);
         run_free(&two);
     }
     run_free(&one);

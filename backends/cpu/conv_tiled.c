@@ -264,7 +264,8 @@ static int64_t pixel_parts(int64_t np) {
 }
 
 /* Grad x, input channels [c0, c1): their rows of w^T gy[:, tile], then
- * col2im into their planes of gx, tiles in order. */
+ * col2im into their planes of gx, tiles in order. Their rows of the
+ * columns start at k0 pt, as grad w's (grad_w_rows). */
 static void grad_x_channels(void *arg, int64_t c0, int64_t c1, int tid) {
     const conv_job *j = arg;
     int64_t taps = j->g.kh * j->g.kw, k0 = c0 * taps;
@@ -272,8 +273,9 @@ static void grad_x_channels(void *arg, int64_t c0, int64_t c1, int tid) {
     for (int64_t i = 0; i * j->pt < j->np; i++) {
         tile t = tile_at(j, i, j->cols);
         int64_t len = t.p1 - t.p0;
+        t.cols = (void *)at(j, j->cols, k0 * (j->pt - len)); /* row kk at k0 pt + (kk - k0) len */
         gemm(j, true, false, (c1 - c0) * taps, len, j->o, at(j, j->w, k0), j->k, at(j, j->gy, t.p0), j->np, false,
-             (void *)at(j, j->cols, k0 * len), len);
+             (void *)at(j, j->cols, k0 * j->pt), len);
         (j->f64 ? col2im_channels_f64 : col2im_channels_f32)(j, &t, c0, c1);
     }
 }
