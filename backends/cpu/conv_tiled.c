@@ -16,9 +16,10 @@
  * grad w, from 2048 pixels, splits them in 2 to 4 parts, each summed into
  * gw or its own O x K sums (added in order after), and below that gw's
  * columns, each thread forming and multiplying only its rows of every
- * tile's columns, tiles in order (ResNet-18's stride-2 and 1x1 layers at
- * batch 32, split by columns, took 1.2 to 5 times 1 thread's CPU time at
- * 2 threads: GEMMs a few columns wide, each packing gy's tile again);
+ * tile's columns, tiles in order (ResNet-18's first, stride-2 and 1x1
+ * layers at batch 32, split by columns, took 1.2 to 5 times 1 thread's
+ * CPU time at 2 threads: GEMMs a few columns wide, each packing gy's tile
+ * again);
  * grad x splits the input channels, each thread its rows of w^T gy and
  * col2im into its own planes of gx. The parts and the columns come from
  * the shape alone, so 1 and 2 threads sum in one order.

@@ -244,11 +244,7 @@ static int64_t group_chunks(int64_t chunks, int64_t sums) {
 kiln_status kiln__wino_grad_w(const kiln_conv_geom *cg, int64_t n, int64_t c, int64_t o, const float *x,
                               const float *gy, float *gw, bool acc, int n_threads) {
     wgrad_job j = {0};
-    int64_t plane_in = cg->h * cg->w, plane_out = cg->oh * cg->ow;
-    /* out is gy, read by grad_output */
-    j.g = (kiln_wino_geom){x, c * plane_in, plane_in, cg->h, cg->w, cg->ph, cg->pw,
-                           (float *)gy, plane_out, n * plane_out, cg->oh, cg->ow, 0, 0, 0};
-    j.g.th = (cg->oh + 3) / 4, j.g.tw = (cg->ow + 3) / 4, j.g.tiles = n * j.g.th * j.g.tw;
+    j.g = kiln__wino_geom_of(false, cg, n, c, x, (float *)gy, 4); /* the forward's, gy read by grad_output */
     j.c = c, j.o = o, j.gw = gw, j.acc = acc, j.x = kiln__wino_xform();
     if (j.g.tiles == 0 || c == 0 || o == 0) {
         if (!acc) memset(gw, 0, (size_t)(o * c * 9) * sizeof(float));

@@ -261,7 +261,7 @@ typedef struct wgrad2_job {
     bool acc;          /* add into gw (this block: any block after the first) */
 } wgrad2_job;
 
-/* zt[xi zs + (t - t0) OS + o - o0] = (A dy A^T)[xi] of tile t's 2x2 pixels
+/* zt[xi zs + (t - t0) ow + o - o0] = (A dy A^T)[xi] of tile t's 2x2 pixels
  * of gy's channel o in [o0, o1) (0 past oh, ow), through z (OS x tb a
  * matrix, tiles as lanes). */
 static void grad_output(const kiln_wino_geom *g, int64_t o0, int64_t o1, int64_t t0, int64_t cnt, int64_t tb,
@@ -387,10 +387,7 @@ static void grad_w_units(void *arg, int64_t u0, int64_t u1, int tid) {
 kiln_status kiln__wino2_grad_w(const kiln_conv_geom *cg, int64_t n, int64_t c, int64_t o, const float *x,
                                const float *gy, float *gw, bool acc, int n_threads) {
     wgrad2_job j = {0};
-    int64_t plane_in = cg->h * cg->w, plane_out = cg->oh * cg->ow;
-    j.g = (kiln_wino_geom){x, c * plane_in, plane_in, cg->h, cg->w, cg->ph, cg->pw,
-                           (float *)gy, plane_out, n * plane_out, cg->oh, cg->ow, 0, 0, 0};
-    j.g.th = (cg->oh + 1) / 2, j.g.tw = (cg->ow + 1) / 2, j.g.tiles = n * j.g.th * j.g.tw;
+    j.g = kiln__wino_geom_of(false, cg, n, c, x, (float *)gy, 2); /* the forward's, gy read as its output */
     j.c = c, j.o = o, j.gw = gw;
     if (j.g.tiles == 0 || c == 0 || o == 0) {
         if (!acc) memset(gw, 0, (size_t)(o * c * 9) * sizeof(float));
