@@ -55,7 +55,13 @@ static inline int64_t FA_FN(visible)(const kiln_attn_geom *g, int64_t i, int64_t
  * step (T = 1): the br rows are the one query of each head of a group,
  * kh the group's keys as they are, [S, d]; the tile is then made as its
  * transpose K Q^T from the queries transposed (d x br, for a group of 8
- * an eighth of the keys' size), with the same products in the same order. */
+ * an eighth of the keys' size), with the same products in the same order.
+ * A key block the causal mask cuts runs in strips of FA_STRIP rows, each
+ * over the keys its last row sees: the products left out are the zeros
+ * (exp of a masked score is 0) the whole tile would have added. */
+#ifndef FA_STRIP
+#define FA_STRIP 16
+#endif
 static void FA_FN(fwd_block)(const kiln_attn_geom *g, const FA_OPS *ops, const FA_T *qi, const FA_T *kth,
                              const FA_T *kh, const FA_T *vh, FA_T *oi, FA_T *li, int64_t i0, int64_t br, FA_T *work) {
     int64_t d = g->d, dv = g->dv, step = kth ? 1 : 0; /* the query index of row r is i0 + r step */
@@ -68,8 +74,12 @@ static void FA_FN(fwd_block)(const kiln_attn_geom *g, const FA_OPS *ops, const F
     if (g->causal && i0 + (br - 1) * step + 1 + g->s - g->t < kend) kend = i0 + (br - 1) * step + 1 + g->s - g->t;
     for (int64_t j0 = 0; j0 < kend; j0 += BLK) {
         int64_t bc = kend - j0 < BLK ? kend - j0 : BLK;
-        if (kth) ops->gemm(br, bc, d, qi, d, 1, kth + j0, g->s, sc, BLK, false);
-        else {
+        int64_t strip = kth && FA_FN(visible)(g, i0, j0, bc) < bc ? FA_STRIP : br;
+        for (int64_t r0 = 0; kth && r0 < br; r0 += strip) {
+            int64_t rn = br - r0 < strip ? br - r0 : strip, nv = FA_FN(visible)(g, i0 + r0 + rn - 1, j0, bc);
+            if (nv) ops->gemm(rn, nv, d, qi + r0 * d, d, 1, kth + j0, g->s, sc + r0 * BLK, BLK, false);
+        }
+        if (!kth) {
             ops->gemm(bc, br, d, kh + j0 * d, d, 1, qt, br, st, br, false);
             FA_FN(transpose)(st, br, sc, BLK, bc, br);
         }
@@ -83,15 +93,20 @@ static void FA_FN(fwd_block)(const kiln_attn_geom *g, const FA_OPS *ops, const F
             if (mnew != m[r]) {
                 FA_T corr = FA_EXP(m[r] - mnew); /* 0 while m is -inf */
                 l[r] *= corr;
+#pragma omp simd
                 for (int64_t e = 0; e < dv; e++) acc[r * dv + e] *= corr;
                 m[r] = mnew;
             }
             l[r] += sum;
         }
-        ops->gemm(br, dv, bc, sc, BLK, 1, vh + j0 * dv, dv, acc, dv, true);
+        for (int64_t r0 = 0; r0 < br; r0 += strip) {
+            int64_t rn = br - r0 < strip ? br - r0 : strip, nv = kth ? FA_FN(visible)(g, i0 + r0 + rn - 1, j0, bc) : bc;
+            if (nv) ops->gemm(rn, dv, nv, sc + r0 * BLK, BLK, 1, vh + j0 * dv, dv, acc + r0 * dv, dv, true);
+        }
     }
     for (int64_t r = 0; r < br; r++) {
         FA_T inv = l[r] > 0 ? 1 / l[r] : 0;
+#pragma omp simd
         for (int64_t e = 0; e < dv; e++) oi[r * dv + e] = acc[r * dv + e] * inv;
         li[r] = l[r] > 0 ? m[r] + FA_LOG(l[r]) : INFINITY;
     }
