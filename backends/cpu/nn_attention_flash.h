@@ -250,6 +250,7 @@ static void FA_FN(bwd_block)(const kiln_attn_geom *g, const FA_OPS *ops, const F
             for (int64_t r = 0; r < br; r++) {
                 FA_T dr = di[row0 + r], *pr = p + r * BLK, *sr = ds + r * BLK;
                 int64_t nv = FA_FN(visible)(g, i0 + r, j0, bc);
+#pragma omp simd
                 for (int64_t c = 0; c < nv; c++) sr[c] = pr[c] * (sr[c] - dr) * scale;
                 for (int64_t c = nv; c < bc; c++) sr[c] = 0;
             }
