@@ -50,12 +50,38 @@ static inline int64_t FA_FN(visible)(const kiln_attn_geom *g, int64_t i, int64_t
     return nv < 0 ? 0 : nv > bc ? bc : nv;
 }
 
+/* The first row of the query block at i0 that sees key j (0 without a mask). */
+static inline int64_t FA_FN(first_row)(const kiln_attn_geom *g, int64_t i0, int64_t j) {
+    int64_t r = j - (g->s - g->t) - i0;
+    return g->causal && r > 0 ? r : 0;
+}
+
+/* Strips of a block the mask cuts: rows [r0, r0 + *rn) of the query block
+ * at i0 and the keys of block j0 its last row sees; keys [c0, c0 + *cn)
+ * and the first row that sees one. */
+static inline int64_t FA_FN(strip_keys)(const kiln_attn_geom *g, int64_t i0, int64_t j0, int64_t bc, int64_t br,
+                                        int64_t r0, int64_t strip, int64_t *rn) {
+    *rn = br - r0 < strip ? br - r0 : strip;
+    return FA_FN(visible)(g, i0 + r0 + *rn - 1, j0, bc);
+}
+static inline int64_t FA_FN(strip_rows)(const kiln_attn_geom *g, int64_t i0, int64_t j0, int64_t bc, int64_t c0,
+                                        int64_t strip, int64_t *cn) {
+    *cn = bc - c0 < strip ? bc - c0 : strip;
+    return FA_FN(first_row)(g, i0, j0 + c0);
+}
+
 /* Queries [i0, i0 + br) of one head: qi [br, d] -> oi [br, dv], li [br];
  * kth is the head's keys transposed, [d, S]. With kth NULL, a decoding
  * step (T = 1): the br rows are the one query of each head of a group,
  * kh the group's keys as they are, [S, d]; the tile is then made as its
  * transpose K Q^T from the queries transposed (d x br, for a group of 8
- * an eighth of the keys' size), with the same products in the same order. */
+ * an eighth of the keys' size), with the same products in the same order.
+ * A key block the causal mask cuts runs in strips of FA_STRIP rows, each
+ * over the keys its last row sees: the products left out are the zeros
+ * (exp of a masked score is 0) the whole tile would have added. */
+#ifndef FA_STRIP
+#define FA_STRIP 16
+#endif
 static void FA_FN(fwd_block)(const kiln_attn_geom *g, const FA_OPS *ops, const FA_T *qi, const FA_T *kth,
                              const FA_T *kh, const FA_T *vh, FA_T *oi, FA_T *li, int64_t i0, int64_t br, FA_T *work) {
     int64_t d = g->d, dv = g->dv, step = kth ? 1 : 0; /* the query index of row r is i0 + r step */
@@ -68,8 +94,12 @@ static void FA_FN(fwd_block)(const kiln_attn_geom *g, const FA_OPS *ops, const F
     if (g->causal && i0 + (br - 1) * step + 1 + g->s - g->t < kend) kend = i0 + (br - 1) * step + 1 + g->s - g->t;
     for (int64_t j0 = 0; j0 < kend; j0 += BLK) {
         int64_t bc = kend - j0 < BLK ? kend - j0 : BLK;
-        if (kth) ops->gemm(br, bc, d, qi, d, 1, kth + j0, g->s, sc, BLK, false);
-        else {
+        int64_t strip = kth && FA_FN(visible)(g, i0, j0, bc) < bc ? FA_STRIP : br;
+        for (int64_t r0 = 0, rn; kth && r0 < br; r0 += strip) {
+            int64_t nv = FA_FN(strip_keys)(g, i0, j0, bc, br, r0, strip, &rn);
+            if (nv) ops->gemm(rn, nv, d, qi + r0 * d, d, 1, kth + j0, g->s, sc + r0 * BLK, BLK, false);
+        }
+        if (!kth) {
             ops->gemm(bc, br, d, kh + j0 * d, d, 1, qt, br, st, br, false);
             FA_FN(transpose)(st, br, sc, BLK, bc, br);
         }
@@ -83,15 +113,21 @@ static void FA_FN(fwd_block)(const kiln_attn_geom *g, const FA_OPS *ops, const F
             if (mnew != m[r]) {
                 FA_T corr = FA_EXP(m[r] - mnew); /* 0 while m is -inf */
                 l[r] *= corr;
+#pragma omp simd
                 for (int64_t e = 0; e < dv; e++) acc[r * dv + e] *= corr;
                 m[r] = mnew;
             }
             l[r] += sum;
         }
-        ops->gemm(br, dv, bc, sc, BLK, 1, vh + j0 * dv, dv, acc, dv, true);
+        for (int64_t r0 = 0, rn; r0 < br; r0 += strip) {
+            int64_t nv = FA_FN(strip_keys)(g, i0, j0, bc, br, r0, strip, &rn);
+            if (!kth) nv = bc; /* a decoding step's rows are one query each */
+            if (nv) ops->gemm(rn, dv, nv, sc + r0 * BLK, BLK, 1, vh + j0 * dv, dv, acc + r0 * dv, dv, true);
+        }
     }
     for (int64_t r = 0; r < br; r++) {
         FA_T inv = l[r] > 0 ? 1 / l[r] : 0;
+#pragma omp simd
         for (int64_t e = 0; e < dv; e++) oi[r * dv + e] = acc[r * dv + e] * inv;
         li[r] = l[r] > 0 ? m[r] + FA_LOG(l[r]) : INFINITY;
     }
@@ -188,21 +224,45 @@ static void FA_FN(bwd_block)(const kiln_attn_geom *g, const FA_OPS *ops, const F
         for (int64_t i0 = first; i0 < t; i0 += BLK) {
             int64_t br = t - i0 < BLK ? t - i0 : BLK, row0 = bh * t + i0;
             const FA_T *qi = q + row0 * d, *doi = dout + row0 * dvn;
-            ops->gemm(br, bc, d, qi, d, 1, kt, BLK, p, BLK, false);
+            /* a block the mask cuts: strips of rows over the keys their
+             * last row sees, strips of keys over the rows that see them */
+            int64_t strip = g->causal && FA_FN(visible)(g, i0, j0, bc) < bc ? FA_STRIP : BLK;
+            for (int64_t r0 = 0, rn; r0 < br; r0 += strip) {
+                int64_t nv = FA_FN(strip_keys)(g, i0, j0, bc, br, r0, strip, &rn);
+                if (nv) ops->gemm(rn, nv, d, qi + r0 * d, d, 1, kt, BLK, p + r0 * BLK, BLK, false);
+            }
             for (int64_t r = 0; r < br; r++) {
                 FA_T *row = p + r * BLK;
                 int64_t nv = FA_FN(visible)(g, i0 + r, j0, bc);
                 if (nv) ops->exp_sum(row, nv, scale, lse[row0 + r]);
                 for (int64_t c = nv; c < bc; c++) row[c] = 0;
             }
-            ops->gemm(bc, dvn, br, p, 1, BLK, doi, dvn, dva, dvn, true); /* P^T dO */
-            ops->gemm(br, bc, dvn, doi, dvn, 1, vt, BLK, ds, BLK, false);
+            for (int64_t c0 = 0; c0 < bc; c0 += strip) { /* P^T dO */
+                int64_t cn, rf = FA_FN(strip_rows)(g, i0, j0, bc, c0, strip, &cn);
+                if (rf < br)
+                    ops->gemm(cn, dvn, br - rf, p + rf * BLK + c0, 1, BLK, doi + rf * dvn, dvn, dva + c0 * dvn, dvn,
+                              true);
+            }
+            for (int64_t r0 = 0, rn; r0 < br; r0 += strip) {
+                int64_t nv = FA_FN(strip_keys)(g, i0, j0, bc, br, r0, strip, &rn);
+                if (nv) ops->gemm(rn, nv, dvn, doi + r0 * dvn, dvn, 1, vt, BLK, ds + r0 * BLK, BLK, false);
+            }
             for (int64_t r = 0; r < br; r++) {
                 FA_T dr = di[row0 + r], *pr = p + r * BLK, *sr = ds + r * BLK;
-                for (int64_t c = 0; c < bc; c++) sr[c] = pr[c] * (sr[c] - dr) * scale;
+                int64_t nv = FA_FN(visible)(g, i0 + r, j0, bc);
+#pragma omp simd
+                for (int64_t c = 0; c < nv; c++) sr[c] = pr[c] * (sr[c] - dr) * scale;
+                for (int64_t c = nv; c < bc; c++) sr[c] = 0;
             }
-            ops->gemm(br, d, bc, ds, BLK, 1, kj, d, dqh + row0 * d, d, true);
-            ops->gemm(bc, d, br, ds, 1, BLK, qi, d, dka, d, true); /* dS^T Q */
+            for (int64_t r0 = 0, rn; r0 < br; r0 += strip) {
+                int64_t nv = FA_FN(strip_keys)(g, i0, j0, bc, br, r0, strip, &rn);
+                if (nv) ops->gemm(rn, d, nv, ds + r0 * BLK, BLK, 1, kj, d, dqh + (row0 + r0) * d, d, true);
+            }
+            for (int64_t c0 = 0; c0 < bc; c0 += strip) { /* dS^T Q */
+                int64_t cn, rf = FA_FN(strip_rows)(g, i0, j0, bc, c0, strip, &cn);
+                if (rf < br)
+                    ops->gemm(cn, d, br - rf, ds + rf * BLK + c0, 1, BLK, qi + rf * d, d, dka + c0 * d, d, true);
+            }
         }
     }
     memcpy(dk + ((bi * g->hkv + kv) * g->s + j0) * d, dka, (size_t)(bc * d) * sizeof *dka);
