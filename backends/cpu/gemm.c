@@ -69,6 +69,11 @@ static void pack_a(const kiln__sgemm_kernel *K, bool ta, const float *a, int64_t
     }
 }
 
+/* Each row's run of B is short and a row (ldb) from the last, a stream
+ * the hardware prefetcher starts cold every time: the row this many
+ * ahead is fetched while one is copied */
+#define PACK_B_AHEAD 4
+
 /* Rows [q0, q1) of the kc-deep block of op(B) at p0, columns j0 .. j0+nc,
  * into NR-wide panels: pb[panel*NR*kc + p*NR + j], zero-padded. An
  * untransposed B is read row by row, each row spread over the panels:
@@ -85,10 +90,14 @@ static void pack_b_rows(const kiln__sgemm_kernel *K, bool tb, const float *b, in
     const int64_t full = nc / w * w;
     for (int64_t p = q0; p < q1; p++) {
         const float *s = b + (p0 + p) * ldb + j0;
+        const float *ahead = p + PACK_B_AHEAD < q1 ? s + PACK_B_AHEAD * ldb : NULL;
         float *d = pb + p * w;
-        for (int64_t jr = 0; jr < full; jr += w)
+        for (int64_t jr = 0; jr < full; jr += w) {
+            if (ahead)
+                for (int l = 0; l < w; l += 16) __builtin_prefetch(ahead + jr + l);
 #pragma omp simd
             for (int j = 0; j < w; j++) d[jr * kc + j] = s[jr + j];
+        }
         if (full < nc) {
             float *e = d + full * kc;
             int j = 0;
