@@ -1,7 +1,8 @@
 /* gemm.c — f32 GEMM GFLOP/s of kiln__sgemm (what a BLAS build runs) and
  * kiln__sgemm_own (what a BLAS=0 build runs) against OpenBLAS's cblas_sgemm
- * at the same thread count, for square sizes and the MLP's shapes (forward
- * x w^T and the two products of its backward pass); and bf16 GEMM through
+ * at the same thread count, for square sizes, the MLP's shapes (forward
+ * x w^T and the two products of its backward pass) and three of a width-512
+ * GPT's; and bf16 GEMM through
  * kiln__gemm_lowp (f32 out; bf16 operands, or f32 ones rounded to bf16 as
  * kiln_set_matmul_precision's bf16 mode does) against kiln's own f32 GEMM
  * in the same run. */
@@ -206,7 +207,7 @@ static void bf16_shape(const bench_opts *o, int64_t s, int nt, double *rate) {
 }
 
 void bench_gemm(const bench_opts *o) {
-    static const int64_t sizes[] = {256, 512, 1024, 2048, 4096};
+    static const int64_t sizes[] = {256, 384, 512, 1024, 2048, 4096};
     for (int t = 0; t < o->n_threads; t++) {
         int nt = o->threads[t];
         rates r = {0, 0};
@@ -220,7 +221,14 @@ void bench_gemm(const bench_opts *o) {
         one_shape(o, "mlp 128x256x784 NT", false, true, 128, 256, 784, nt, &r);
         one_shape(o, "mlp 256x784x128 TN", true, false, 256, 784, 128, nt, &r);
         one_shape(o, "mlp 128x784x256 NN", false, false, 128, 784, 256, nt, &r);
+        /* a GPT of width 512, batch 8 x context 256: the attention's
+         * projections x w^T, the MLP's first layer, and a weight gradient
+         * dw = dy^T x */
+        one_shape(o, "gpt512 2048x512x512 NT", false, true, 2048, 512, 512, nt, &r);
+        one_shape(o, "gpt512 2048x2048x512 NT", false, true, 2048, 2048, 512, nt, &r);
+        one_shape(o, "gpt512 512x512x2048 TN", true, false, 512, 512, 2048, nt, &r);
         double f32_rate = 0;
-        for (size_t i = 1; i < sizeof sizes / sizeof *sizes; i++) bf16_shape(o, sizes[i], nt, &f32_rate);
+        for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+            if (sizes[i] >= 512) bf16_shape(o, sizes[i], nt, &f32_rate);
     }
 }

@@ -69,6 +69,11 @@ static void pack_a(const kiln__sgemm_kernel *K, bool ta, const float *a, int64_t
     }
 }
 
+/* Each row's run of B is short and a row (ldb) from the last, a stream
+ * the hardware prefetcher starts cold every time: the row this many
+ * ahead is fetched while one is copied */
+#define PACK_B_AHEAD 4
+
 /* Rows [q0, q1) of the kc-deep block of op(B) at p0, columns j0 .. j0+nc,
  * into NR-wide panels: pb[panel*NR*kc + p*NR + j], zero-padded. An
  * untransposed B is read row by row, each row spread over the panels:
@@ -85,10 +90,14 @@ static void pack_b_rows(const kiln__sgemm_kernel *K, bool tb, const float *b, in
     const int64_t full = nc / w * w;
     for (int64_t p = q0; p < q1; p++) {
         const float *s = b + (p0 + p) * ldb + j0;
+        const float *ahead = p + PACK_B_AHEAD < q1 ? s + PACK_B_AHEAD * ldb : NULL;
         float *d = pb + p * w;
-        for (int64_t jr = 0; jr < full; jr += w)
+        for (int64_t jr = 0; jr < full; jr += w) {
+            if (ahead)
+                for (int l = 0; l < w; l += 16) __builtin_prefetch(ahead + jr + l);
 #pragma omp simd
             for (int j = 0; j < w; j++) d[jr * kc + j] = s[jr + j];
+        }
         if (full < nc) {
             float *e = d + full * kc;
             int j = 0;
@@ -138,6 +147,8 @@ typedef struct sgemm_job {
     float *c;
     float alpha, beta;
     float *pb;                  /* the shared packed group of B: block pc at (pc - pc0) * ncb */
+    float *pa;                  /* or the shared packed A, all of k: block pc at pc * mp (NULL: each unit packs its own) */
+    int64_t mp;                 /* m rounded up to MR */
     int64_t kcb, ncb;           /* block depth and width */
     int64_t pc0, pc1, jc, nc;   /* the group: k rows pc0 .. pc1, columns jc .. jc + nc */
     int64_t rows, pu;           /* a unit: one of `rows` even runs of MR-row tiles x pu panels of NR */
@@ -180,15 +191,29 @@ static void pack_b_group_rows(void *arg, int64_t r0, int64_t r1, int tid) {
     }
 }
 
+/* Items [u0, u1) of the shared A, an MR-row panel of one kc block each:
+ * every unit of columns reads all of A (at 256^2, 2 threads: 8 units of
+ * one panel, which packed A 4 times a thread) */
+static void pack_a_panels(void *arg, int64_t u0, int64_t u1, int tid) {
+    const sgemm_job *J = arg;
+    const int MR = J->K->mr;
+    const int64_t tiles = ceil_div(J->m, MR);
+    (void)tid;
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t pc = u / tiles * J->kcb, kc = min64(J->kcb, J->k - pc), ir = u % tiles * MR;
+        pack_a(J->K, J->ta, J->a, J->lda, ir, min64(MR, J->m - ir), pc, kc, J->pa + pc * J->mp + ir * kc);
+    }
+}
+
 /* Units [u0, u1) of the group: rows i0.. of A packed here, block by
- * block, times panels jp0.. of the shared B (or, without one, of the
- * unit's own, packed here too), into C. */
+ * block (or read from the shared A), times panels jp0.. of the shared B
+ * (or, without one, of the unit's own, packed here too), into C. */
 static void mul_units(void *arg, int64_t u0, int64_t u1, int tid) {
     const sgemm_job *J = arg;
     const int MR = J->K->mr, NR = J->K->nr;
     const int64_t np = ceil_div(J->nc, NR), per_row = ceil_div(np, J->pu);
     const int64_t tiles = ceil_div(J->m, MR);
-    float *pa = scratch(0, (size_t)(ceil_div(tiles, J->rows) * MR * J->kcb));
+    float *pa = J->pa ? J->pa : scratch(0, (size_t)(ceil_div(tiles, J->rows) * MR * J->kcb));
     float *own = J->pb ? NULL : scratch(1, (size_t)(J->kcb * J->pu * NR));
     (void)tid;
     for (int64_t u = u0; u < u1; u++) {
@@ -206,7 +231,8 @@ static void mul_units(void *arg, int64_t u0, int64_t u1, int tid) {
         for (int64_t pc = J->pc0; pc < J->pc1; pc += J->kcb) {
             int64_t kc = min64(J->kcb, J->pc1 - pc);
             float beta = pc == 0 ? J->beta : 1.0f;
-            pack_a(J->K, J->ta, J->a, J->lda, i0, mc, pc, kc, pa);
+            const float *pac = J->pa ? J->pa + pc * J->mp : pa;
+            if (!J->pa) pack_a(J->K, J->ta, J->a, J->lda, i0, mc, pc, kc, pa);
             if (own) kiln__sgemm_pack_b(J->K, J->tb, J->b, J->ldb, pc, kc, j0, nc, own);
             for (int64_t jp = jp0; jp < jp1; jp++) {
                 int nr = (int)min64(NR, J->nc - jp * NR);
@@ -219,7 +245,7 @@ static void mul_units(void *arg, int64_t u0, int64_t u1, int tid) {
                     if (jp + 1 < jp1)
                         for (int64_t l = t * per_tile; l < min64(lines, (t + 1) * per_tile); l++)
                             __builtin_prefetch(pbj + NR * kc + l * 16, 0, 2);
-                    kiln__sgemm_run_tile(J->K, kc, pa + ir * kc, MR, pbj, NR, cj + ir * J->ldc, J->ldc,
+                    kiln__sgemm_run_tile(J->K, kc, pac + ir * kc, MR, pbj, NR, cj + ir * J->ldc, J->ldc,
                                          (int)min64(MR, mc - ir), nr, J->alpha, beta);
                 }
             }
@@ -232,7 +258,7 @@ static void sgemm_blocked(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t
                           int64_t ldc, int nt) {
     const int MR = K->mr, NR = K->nr;
     const kiln__sgemm_blocks bl = kiln__sgemm_blocks_for(K);
-    sgemm_job J = {K, ta, tb, m, n, k, lda, ldb, ldc, a, b, c, alpha, beta, NULL, 0, 0, 0, 0, 0, 0, 0, 0};
+    sgemm_job J = {K, ta, tb, m, n, k, lda, ldb, ldc, a, b, c, alpha, beta, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     /* even blocks; with threads, about 4 units a thread so that one the
      * OS parks holds up little: rows first (a split of B's panels packs
      * the unit's A again for each) */
@@ -252,12 +278,20 @@ static void sgemm_blocked(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t
     if (m <= mc) {
         /* one block of rows (a convolution's O output channels): no other
          * rows read B, so units of columns each pack their own B, a block
-         * the size of A's (for L2), and the threads meet once */
+         * the size of A's (for L2), and the threads meet once (twice with
+         * a shared A, below) */
         const int64_t np = ceil_div(n, NR), l2_panels = bl.mc * bl.kc / (J.kcb * NR);
         J.rows = 1;
         J.pu = min64(l2_panels > 1 ? l2_panels : 1, ceil_div(np, want));
         J.jc = 0, J.nc = n, J.pc0 = 0, J.pc1 = k;
-        kiln__pool_for(ceil_div(np, J.pu), 1, nt, mul_units, &J);
+        const int64_t units = ceil_div(np, J.pu), tiles = ceil_div(m, MR);
+        /* with threads, A packed once into a shared buffer (one meeting
+         * more) where it fits the budget of B's block, not by every unit */
+        J.mp = tiles * MR;
+        if (nt > 1 && units > 1 && J.mp * k <= (int64_t)nt * bl.kc * bl.nc && (J.pa = scratch(0, (size_t)(J.mp * k))))
+            kiln__pool_for(ceil_div(k, J.kcb) * tiles, ceil_div(ceil_div(k, J.kcb) * tiles, want), nt, pack_a_panels,
+                           &J);
+        kiln__pool_for(units, 1, nt, mul_units, &J);
         return;
     }
     /* rows of tiles spread evenly over a multiple of the threads (each
