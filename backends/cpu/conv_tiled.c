@@ -21,6 +21,7 @@
  * f32 3x3 stride-1 layers with enough channels and tiles run their forward
  * and grad x by Winograd instead (winograd.h). */
 #include "conv_simd.h"
+#include "cpu_features.h"
 #include "gemm.h"
 #include "gemm_kernels.h"
 #include "internal.h"
@@ -72,17 +73,6 @@ static int64_t tile_pixels(int64_t k, size_t esize, int64_t np) {
     return pt < np ? pt : np;
 }
 
-/* The output columns oj in [*lo, *hi) whose tap jj = oj*s - p + off lies
- * inside [0, w): the rest read padding. */
-static void in_range(int64_t ow, int64_t s, int64_t p, int64_t off, int64_t w, int64_t *lo, int64_t *hi) {
-    int64_t base = off - p;
-    int64_t l = base >= 0 ? 0 : (-base + s - 1) / s;
-    int64_t h = w - base <= 0 ? 0 : (w - base + s - 1) / s;
-    if (h > ow) h = ow;
-    if (l > h) l = h;
-    *lo = l, *hi = h;
-}
-
 /* Walk the tile's pixels of tap row kk (channel c, tap ki, kj) one output
  * row segment [oj, e) at a time, running the body with row the image row
  * the taps read, indexed by oj (NULL: all padding), col the tile's column
@@ -90,7 +80,7 @@ static void in_range(int64_t ow, int64_t s, int64_t p, int64_t off, int64_t w, i
 #define FOR_SEGMENTS(T, IMG, ...)                                                                    \
     do {                                                                                             \
         int64_t c = kk / (g->kh * g->kw), ki = kk / g->kw % g->kh, kj = kk % g->kw, lo, hi;          \
-        in_range(g->ow, g->sw, g->pw, kj * g->dw, g->w, &lo, &hi);                                    \
+        kiln__conv_in_range(g->ow, g->sw, g->pw, kj * g->dw, g->w, &lo, &hi);                         \
         int64_t plane = g->oh * g->ow;                                                               \
         for (int64_t p = t->p0; p < t->p1;) {                                                        \
             int64_t n = p / plane, oi = p % plane / g->ow, oj = p % g->ow;                           \
@@ -162,6 +152,12 @@ static void gemm(const conv_job *j, bool ta, bool tb, int64_t m, int64_t n, int6
 }
 
 static void form_cols(const conv_job *j, const tile *t, int64_t r0, int64_t r1) {
+#if defined(__x86_64__)
+    if (!j->f64 && j->g.sw <= 2 && kiln__cpu_avx512(kiln__cpu_caps())) {
+        kiln__conv_tile_rows_f32_avx512(j->x, j->c, &j->g, t->p0, t->p1, r0, r1, t->cols);
+        return;
+    }
+#endif
     (j->f64 ? im2col_rows_f64 : im2col_rows_f32)(j, t, r0, r1);
 }
 
