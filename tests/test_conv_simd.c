@@ -68,10 +68,26 @@ KT_TEST(conv_col2im_simd_matches_scalar) {
 }
 
 #if defined(__x86_64__)
+/* gx += cols at each column's tap, rows kk in [r0, r1) then pixels in
+ * order, one add at a time. */
+static void tile_add_ref(float *gx, int64_t c, const kiln_conv_geom *g, int64_t p0, int64_t p1, int64_t r0, int64_t r1,
+                         const float *cols) {
+    int64_t len = p1 - p0;
+    for (int64_t kk = r0; kk < r1; kk++)
+        for (int64_t p = p0; p < p1; p++) {
+            int64_t b = p / (g->oh * g->ow), oi = p / g->ow % g->oh, oj = p % g->ow;
+            int64_t ch = kk / (g->kh * g->kw), ki = kk / g->kw % g->kh, kj = kk % g->kw;
+            int64_t ii = oi * g->sh - g->ph + ki * g->dh, jj = oj * g->sw - g->pw + kj * g->dw;
+            if (ii >= 0 && ii < g->h && jj >= 0 && jj < g->w)
+                gx[((b * c + ch) * g->h + ii) * g->w + jj] += cols[kk * len + p - p0];
+        }
+}
+
 /* Tiles cut mid-row and across images, rows [r0, r1) of K, strides 1 and
  * 2, padding and dilation off every edge, rows of more and fewer than 16
  * output pixels: each column's value is its tap's (0 in padding), and
- * nothing outside the rows asked for is written. */
+ * nothing outside the rows asked for is written; the columns added back
+ * into an image give the bits of one add at a time in the same order. */
 KT_TEST(conv_tile_rows_simd_matches_taps) {
     if (!kiln__cpu_avx512(kiln__cpu_caps())) kt_skip("no AVX-512");
     /* kh, kw, sh, sw, ph, pw, dh, dw, h, w */
@@ -86,7 +102,8 @@ KT_TEST(conv_tile_rows_simd_matches_taps) {
         g.ow = (g.w + 2 * g.pw - g.dw * (g.kw - 1) - 1) / g.sw + 1;
         int64_t k = c * g.kh * g.kw, np = n * g.oh * g.ow, nx = n * c * g.h * g.w;
         float *x = malloc((size_t)nx * 4), *cols = malloc((size_t)(k * np) * 4);
-        KT_REQUIRE(x && cols, "out of memory");
+        float *gx[2] = {malloc((size_t)nx * 4), malloc((size_t)nx * 4)};
+        KT_REQUIRE(x && cols && gx[0] && gx[1], "out of memory");
         for (int64_t i = 0; i < nx; i++) x[i] = (float)(i % 97) + 0.5f;
         /* tiles: one mid-row to mid-row of another image, and a short last one */
         const int64_t tiles[][4] = {{g.ow / 2 + 1, np - g.ow - 3, 1, k - 1}, {np - 5, np, 0, k}};
@@ -100,15 +117,19 @@ KT_TEST(conv_tile_rows_simd_matches_taps) {
                     int64_t p = p0 + i, b = p / (g.oh * g.ow), oi = p / g.ow % g.oh, oj = p % g.ow;
                     int64_t ch = kk / (g.kh * g.kw), ki = kk / g.kw % g.kh, kj = kk % g.kw;
                     int64_t ii = oi * g.sh - g.ph + ki * g.dh, jj = oj * g.sw - g.pw + kj * g.dw;
-                    float want = kk < r0 || kk >= r1                              ? -1.0f
-                                 : ii < 0 || ii >= g.h || jj < 0 || jj >= g.w ? 0.0f
-                                                                               : x[((b * c + ch) * g.h + ii) * g.w + jj];
+                    bool pad = ii < 0 || ii >= g.h || jj < 0 || jj >= g.w;
+                    float want = kk < r0 || kk >= r1 ? -1.0f : pad ? 0.0f : x[((b * c + ch) * g.h + ii) * g.w + jj];
                     bad = cols[kk * len + i] != want;
                     KT_CHECK(!bad, "geometry %d tile %d: row %lld pixel %lld is %g, not %g", gi, ti, (long long)kk,
                              (long long)p, cols[kk * len + i], want);
                 }
+            for (int64_t i = 0; i < k * len; i++) cols[i] = (float)(i % 89) * 0.37f - 9.1f;
+            for (int64_t i = 0; i < nx; i++) gx[0][i] = gx[1][i] = (float)(i % 31) * 0.11f;
+            kiln__conv_tile_add_f32_avx512(gx[0], c, &g, p0, p1, r0, r1, cols);
+            tile_add_ref(gx[1], c, &g, p0, p1, r0, r1, cols);
+            KT_CHECK(!memcmp(gx[0], gx[1], (size_t)nx * 4), "geometry %d tile %d: the columns added differ", gi, ti);
         }
-        free(x), free(cols);
+        free(x), free(cols), free(gx[0]), free(gx[1]);
     }
 }
 #endif

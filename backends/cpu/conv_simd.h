@@ -38,6 +38,10 @@ static inline void kiln__conv_in_range(int64_t ow, int64_t s, int64_t p, int64_t
  * c_img, H, W], 0 where it reads padding; stride 1 or 2 only. */
 void kiln__conv_tile_rows_f32_avx512(const float *x, int64_t c_img, const kiln_conv_geom *g, int64_t p0, int64_t p1,
                                      int64_t r0, int64_t r1, float *cols);
+/* Its inverse for the input gradient: gx [N, c_img, H, W] += each column's
+ * value at its tap, rows kk in [r0, r1) in order (stride 1 or 2). */
+void kiln__conv_tile_add_f32_avx512(float *gx, int64_t c_img, const kiln_conv_geom *g, int64_t p0, int64_t p1,
+                                    int64_t r0, int64_t r1, const float *cols);
 
 /* col2im of one image plane at stride 1 (g->sh == g->sw == 1): tap (ki,
  * kj)'s OH x OW grid at base + (ki kw + kj) tap_stride; writes every pixel

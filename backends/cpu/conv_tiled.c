@@ -151,14 +151,31 @@ static void gemm(const conv_job *j, bool ta, bool tb, int64_t m, int64_t n, int6
     else kiln__sgemm_own(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, acc ? 1.0f : 0.0f, c, ldc, 1);
 }
 
+#if defined(__x86_64__)
+/* Whether conv_tiled_avx512.c forms (and adds back) the job's columns. */
+static bool tile_simd(const conv_job *j) { return !j->f64 && j->g.sw <= 2 && kiln__cpu_avx512(kiln__cpu_caps()); }
+#endif
+
 static void form_cols(const conv_job *j, const tile *t, int64_t r0, int64_t r1) {
 #if defined(__x86_64__)
-    if (!j->f64 && j->g.sw <= 2 && kiln__cpu_avx512(kiln__cpu_caps())) {
+    if (tile_simd(j)) {
         kiln__conv_tile_rows_f32_avx512(j->x, j->c, &j->g, t->p0, t->p1, r0, r1, t->cols);
         return;
     }
 #endif
     (j->f64 ? im2col_rows_f64 : im2col_rows_f32)(j, t, r0, r1);
+}
+
+/* gx += the tile's columns of input channels [c0, c1). */
+static void add_cols(const conv_job *j, const tile *t, int64_t c0, int64_t c1) {
+#if defined(__x86_64__)
+    if (tile_simd(j)) {
+        int64_t taps = j->g.kh * j->g.kw;
+        kiln__conv_tile_add_f32_avx512(j->out, j->c, &j->g, t->p0, t->p1, c0 * taps, c1 * taps, t->cols);
+        return;
+    }
+#endif
+    (j->f64 ? col2im_channels_f64 : col2im_channels_f32)(j, t, c0, c1);
 }
 
 /* An element offset into one of the job's arrays. */
@@ -205,7 +222,7 @@ static void grad_x_channels(void *arg, int64_t c0, int64_t c1, int tid) {
         int64_t len = t.p1 - t.p0;
         gemm(j, true, false, (c1 - c0) * taps, len, j->o, at(j, j->w, k0), j->k, at(j, j->gy, t.p0), j->np, false,
              (void *)at(j, j->cols, k0 * len), len);
-        (j->f64 ? col2im_channels_f64 : col2im_channels_f32)(j, &t, c0, c1);
+        add_cols(j, &t, c0, c1);
     }
 }
 

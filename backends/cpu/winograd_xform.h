@@ -151,8 +151,10 @@ static inline void WX(gather)(const float *p, const wx_lanes *ln, int size, int6
             u[j + 2] = _mm512_shuffle_ps(t1, t3, 0x44), u[j + 3] = _mm512_shuffle_ps(t1, t3, 0xEE);
         }
         /* u[e] (u[4 + e]): lanes 0-3 (4-7) in chunk 0, 8-11 (12-15) in chunk 2: element e; chunks 1, 3: e + 4 */
-        for (int k = 0; k < size; k++)
-            _mm512_storeu_ps(d + (i * size + k) * WL, _mm512_permutex2var_ps(u[k & 3], k < 4 ? lo : hi, u[4 + (k & 3)]));
+        for (int k = 0; k < size; k++) {
+            __m512 e = _mm512_permutex2var_ps(u[k & 3], k < 4 ? lo : hi, u[4 + (k & 3)]);
+            _mm512_storeu_ps(d + (i * size + k) * WL, e);
+        }
     }
     return;
 #elif defined(__AVX2__)
