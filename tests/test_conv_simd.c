@@ -3,7 +3,7 @@
  * dilation that put taps off every edge, rows across 16-lane blocks, grids
  * larger than the image (a transposed convolution's), both cols layouts.
  * The tiled path's AVX-512 tile columns (conv_tiled_avx512.c) against the
- * taps read one at a time. */
+ * taps read one at a time, and added back against one add at a time. */
 #include "../backends/cpu/conv_simd.h"
 #include "../backends/cpu/cpu_features.h"
 #include "internal.h"

@@ -19,7 +19,9 @@
  * of gx. No reduction spans threads, so 1 and 2 threads sum in one order.
  *
  * f32 3x3 stride-1 layers with enough channels and tiles run their forward
- * and grad x by Winograd instead (winograd.h). */
+ * and grad x by Winograd instead (winograd.h). Other f32 layers at stride
+ * 1 or 2 form their columns (and add grad x's back) with AVX-512 where
+ * the CPU has it (conv_tiled_avx512.c), the same values as the loops here. */
 #include "conv_simd.h"
 #include "cpu_features.h"
 #include "gemm.h"
