@@ -29,17 +29,6 @@ static geom geom_of(const kiln_tensor *node, const kiln_tensor *cols) {
     return (geom){ip[0], ip[1], ip[2], ip[3], ip[4], ip[5], ip[6], ip[7], ip[8], ip[9], cols->shape[4], cols->shape[5]};
 }
 
-/* The output columns oj in [*lo, *hi) whose tap jj = oj*s - p + kj*d lies
- * inside [0, w): the rest read padding. */
-static void in_range(int64_t ow, int64_t s, int64_t p, int64_t off, int64_t w, int64_t *lo, int64_t *hi) {
-    int64_t base = off - p; /* jj = oj*s + base */
-    int64_t l = base >= 0 ? 0 : (-base + s - 1) / s;
-    int64_t h = w - base <= 0 ? 0 : (w - base + s - 1) / s;
-    if (h > ow) h = ow;
-    if (l > h) l = h;
-    *lo = l, *hi = h;
-}
-
 /* Where the taps of image plane p (= n*C + c) start in cols, and the
  * distance between its consecutive (ki, kj) blocks of OH x OW taps:
  * [N, C, kh, kw, OH, OW] (layout 0) or [C, kh, kw, N, OH, OW] (layout 1). */
@@ -80,7 +69,7 @@ static inline int64_t cols_tap_stride(const cols_map *m) { return m->cn ? m->n *
                 for (int64_t kj = 0; kj < g.kw; kj++) {                                                  \
                     int64_t lo, hi;                                                                      \
                     T *out = base + (ki * g.kw + kj) * tap_stride;                                       \
-                    in_range(g.ow, g.sw, g.pw, kj * g.dw, g.w, &lo, &hi);                                \
+                    kiln__conv_in_range(g.ow, g.sw, g.pw, kj * g.dw, g.w, &lo, &hi);                     \
                     for (int64_t oi = 0; oi < g.oh; oi++, out += g.ow) {                                 \
                         int64_t ii = oi * g.sh - g.ph + ki * g.dh;                                       \
                         if (ii < 0 || ii >= g.h) {                                                       \
@@ -121,7 +110,7 @@ static inline int64_t cols_tap_stride(const cols_map *m) { return m->cn ? m->n *
                 for (int64_t kj = 0; kj < g.kw; kj++) {                                                  \
                     int64_t lo, hi;                                                                      \
                     const T *in = base + (ki * g.kw + kj) * tap_stride;                                  \
-                    in_range(g.ow, g.sw, g.pw, kj * g.dw, g.w, &lo, &hi);                                \
+                    kiln__conv_in_range(g.ow, g.sw, g.pw, kj * g.dw, g.w, &lo, &hi);                     \
                     for (int64_t oi = 0; oi < g.oh; oi++, in += g.ow) {                                  \
                         int64_t ii = oi * g.sh - g.ph + ki * g.dh;                                       \
                         if (ii < 0 || ii >= g.h) continue;                                               \

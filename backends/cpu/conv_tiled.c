@@ -25,8 +25,11 @@
  * the shape alone, so 1 and 2 threads sum in one order.
  *
  * f32 3x3 stride-1 layers with enough channels and tiles run their forward
- * and grad x by Winograd instead (winograd.h). */
+ * and grad x by Winograd instead (winograd.h). Other f32 layers at stride
+ * 1 or 2 form their columns (and add grad x's back) with AVX-512 where
+ * the CPU has it (conv_tiled_avx512.c), the same values as the loops here. */
 #include "conv_simd.h"
+#include "cpu_features.h"
 #include "gemm.h"
 #include "gemm_kernels.h"
 #include "internal.h"
@@ -80,17 +83,6 @@ static int64_t tile_pixels(int64_t k, size_t esize, int64_t np) {
     return pt < np ? pt : np;
 }
 
-/* The output columns oj in [*lo, *hi) whose tap jj = oj*s - p + off lies
- * inside [0, w): the rest read padding. */
-static void in_range(int64_t ow, int64_t s, int64_t p, int64_t off, int64_t w, int64_t *lo, int64_t *hi) {
-    int64_t base = off - p;
-    int64_t l = base >= 0 ? 0 : (-base + s - 1) / s;
-    int64_t h = w - base <= 0 ? 0 : (w - base + s - 1) / s;
-    if (h > ow) h = ow;
-    if (l > h) l = h;
-    *lo = l, *hi = h;
-}
-
 /* Walk the tile's pixels of tap row kk (channel c, tap ki, kj) one output
  * row segment [oj, e) at a time, running the body with row the image row
  * the taps read, indexed by oj (NULL: all padding), col the tile's column
@@ -101,7 +93,7 @@ static void in_range(int64_t ow, int64_t s, int64_t p, int64_t off, int64_t w, i
 #define FOR_SEGMENTS(T, IMG, ...)                                                                    \
     do {                                                                                             \
         int64_t c = kk / (g->kh * g->kw), ki = kk / g->kw % g->kh, kj = kk % g->kw, lo, hi;          \
-        in_range(g->ow, g->sw, g->pw, kj * g->dw, g->w, &lo, &hi);                                    \
+        kiln__conv_in_range(g->ow, g->sw, g->pw, kj * g->dw, g->w, &lo, &hi);                         \
         int64_t plane = g->oh * g->ow;                                                               \
         int64_t n = t->p0 / plane, oi = t->p0 % plane / g->ow, oj = t->p0 % g->ow;                   \
         for (int64_t p = t->p0; p < t->p1; oj = 0, oi++) {                                           \
@@ -173,8 +165,31 @@ static void gemm(const conv_job *j, bool ta, bool tb, int64_t m, int64_t n, int6
     else kiln__sgemm_own(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, acc ? 1.0f : 0.0f, c, ldc, 1);
 }
 
+#if defined(__x86_64__)
+/* Whether conv_tiled_avx512.c forms (and adds back) the job's columns. */
+static bool tile_simd(const conv_job *j) { return !j->f64 && j->g.sw <= 2 && kiln__cpu_avx512(kiln__cpu_caps()); }
+#endif
+
 static void form_cols(const conv_job *j, const tile *t, int64_t r0, int64_t r1) {
+#if defined(__x86_64__)
+    if (tile_simd(j)) {
+        kiln__conv_tile_rows_f32_avx512(j->x, j->c, &j->g, t->p0, t->p1, r0, r1, t->cols);
+        return;
+    }
+#endif
     (j->f64 ? im2col_rows_f64 : im2col_rows_f32)(j, t, r0, r1);
+}
+
+/* gx += the tile's columns of input channels [c0, c1). */
+static void add_cols(const conv_job *j, const tile *t, int64_t c0, int64_t c1) {
+#if defined(__x86_64__)
+    if (tile_simd(j)) {
+        int64_t taps = j->g.kh * j->g.kw;
+        kiln__conv_tile_add_f32_avx512(j->out, j->c, &j->g, t->p0, t->p1, c0 * taps, c1 * taps, t->cols);
+        return;
+    }
+#endif
+    (j->f64 ? col2im_channels_f64 : col2im_channels_f32)(j, t, c0, c1);
 }
 
 /* An element offset into one of the job's arrays. */
@@ -277,7 +292,7 @@ static void grad_x_channels(void *arg, int64_t c0, int64_t c1, int tid) {
         t.cols = (void *)at(j, j->cols, k0 * (j->pt - len)); /* row kk at k0 pt + (kk - k0) len */
         gemm(j, true, false, (c1 - c0) * taps, len, j->o, at(j, j->w, k0), j->k, at(j, j->gy, t.p0), j->np, false,
              (void *)at(j, j->cols, k0 * j->pt), len);
-        (j->f64 ? col2im_channels_f64 : col2im_channels_f32)(j, &t, c0, c1);
+        add_cols(j, &t, c0, c1);
     }
 }
 
