@@ -36,8 +36,10 @@
  *    it into a gradient is computed with ex->accumulate into the gradient
  *    itself; the ACC_GRAD never runs;
  *  - KILN_FUSE_NORM_RELU: a training batch_norm read only by the ReLU after
- *    it, run by `compute_chain` as the norm's kernel clamping as it writes
- *    the ReLU's output (the norm's own output is never stored).
+ *    it (or by an add of a residual of its shape that only that ReLU
+ *    reads), run by `compute_chain` as the norm's kernel adding and
+ *    clamping as it writes the ReLU's output (the norm's own output and the
+ *    add's are never stored).
  *
  * Residency: a tensor that owns storage (leaf, graph output) always has its
  * host storage; a device backend adds a copy (t->dev) on first use, and

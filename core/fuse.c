@@ -7,8 +7,10 @@
  *    node but the last is read only by the next one and is not an output:
  *    nothing else ever sees the intermediates, so they are never written;
  *  - KILN_FUSE_NORM_RELU: a training batch_norm read only by the ReLU
- *    right after it makes a chain of two: the norm's kernel clamps as it
- *    writes the ReLU's output, and its own is never stored;
+ *    right after it, or by an add of a residual read only by that ReLU (a
+ *    BasicBlock's tail), makes a chain of two or three: the norm's kernel
+ *    adds the residual and clamps as it writes the ReLU's output, and the
+ *    norm's and the add's own are never stored;
  *  - KILN_FUSE_ACC: a matmul read only by the ACC_GRAD that adds it into a
  *    gradient (the weight gradient of every linear layer) adds into the
  *    gradient itself (GEMM with beta = 1), so it needs no buffer and the
@@ -62,12 +64,25 @@ static bool chain_link(const kiln_tensor *prev, const kiln_tensor *t) {
     return linked && elementwise(prev);
 }
 
-/* Is node i a batch_norm that only the ReLU at i + 1 reads? */
-static bool norm_relu(const kiln_graph *g, const int *readers, kiln_backend *b, int i) {
-    kiln_tensor *t = g->nodes[i], *r = i + 1 < g->n ? g->nodes[i + 1] : NULL;
-    return t->op == KILN_OP_BATCH_NORM && r && r->op == KILN_OP_RELU && r->src[0] == t && r->dtype == t->dtype &&
-           readers[i] == 1 && !(t->flags & KILN_FLAG_OUTPUT) && !t->storage_bytes && b->vt->supports(b, t) &&
-           b->vt->supports(b, r);
+/* Is node i read only by node i + 1, which the backend runs? */
+static bool only_next(const kiln_graph *g, const int *readers, kiln_backend *b, int i) {
+    const kiln_tensor *t = g->nodes[i];
+    return i + 1 < g->n && readers[i] == 1 && !(t->flags & KILN_FLAG_OUTPUT) && !t->storage_bytes &&
+           g->nodes[i + 1]->dtype == t->dtype && b->vt->supports(b, g->nodes[i + 1]);
+}
+
+/* The nodes of a norm's chain from node i: a training batch_norm, [an add
+ * of it and a residual of its shape,] then a ReLU, each read only by the
+ * next (a BasicBlock's tail); 0 when node i starts none. */
+static int norm_relu(const kiln_graph *g, const int *readers, kiln_backend *b, int i) {
+    kiln_tensor *t = g->nodes[i], *a = i + 1 < g->n ? g->nodes[i + 1] : NULL;
+    if (t->op != KILN_OP_BATCH_NORM || !b->vt->supports(b, t) || !only_next(g, readers, b, i)) return 0;
+    int n = 1;
+    if (a->op == KILN_OP_ADD && (a->src[0] == t) != (a->src[1] == t) && kiln__same_shape(a, t) &&
+        kiln__fuse_operand(a->src[a->src[0] == t], a) == KILN_OPND_FULL && only_next(g, readers, b, i + 1))
+        t = a, n = 2;
+    const kiln_tensor *r = g->nodes[i + n];
+    return r->op == KILN_OP_RELU && r->src[0] == t ? n + 1 : 0;
 }
 
 /* Is v a whole reshape of a CONV2D_GRAD_W, read by one node? */
@@ -109,9 +124,10 @@ kiln_status kiln__graph_fuse(kiln_graph *g, kiln_backend *b, uint64_t gen) {
         g->acc_node[i] = -2;
     }
     for (int i = 0; (forms & KILN_FUSE_CHAIN) && i < g->n; i++) {
-        if ((forms & KILN_FUSE_NORM_RELU) && norm_relu(g, readers, b, i)) {
-            g->chain_end[i] = g->chain_end[i + 1] = i + 1;
-            i++;
+        int nr = forms & KILN_FUSE_NORM_RELU ? norm_relu(g, readers, b, i) : 0;
+        if (nr) {
+            for (int j = i; j < i + nr; j++) g->chain_end[j] = i + nr - 1;
+            i += nr - 1;
             continue;
         }
         if (!chain_head(g->nodes[i]) || !b->vt->supports(b, g->nodes[i])) continue;

@@ -42,6 +42,13 @@ static chan_geom geom_of(const kiln_tensor *node, const kiln_tensor *x) {
                  j_ < (g).s; j_++, ox++, oy++)                                                     \
                 __VA_ARGS__
 
+/* What a fused chain (core/fuse.c) adds after the norm: the ReLU, and
+ * before it the add of res, [N, C, S] as y, in the add's order. */
+typedef struct bn_tail {
+    const void *res;
+    bool res_first, relu;
+} bn_tail;
+
 /* The double loops of channels c0 .. c0 + nc - 1, on T = double (f64) or
  * float (f32 rows too short for the row primitives): the mean and biased
  * variance (two passes, so nothing cancels), y, and the backward's
@@ -56,10 +63,12 @@ static chan_geom geom_of(const kiln_tensor *node, const kiln_tensor *x) {
         for (int64_t k = 0; k < nc; k++) var[k] /= count;                                                             \
     }                                                                                                                 \
     static void fwd_##SFX(const T *x, T *y, chan_geom g, int64_t c0, int64_t nc, const double *mean,                 \
-                          const double *a, const double *b, bool relu) { /* y = (x - mean) * a + b */                 \
+                          const double *a, const double *b, const bn_tail *tail) { /* y = (x - mean) * a + b */      \
+        const T *r = tail->res;                                                                                       \
         BLOCK_FOR(g, c0, nc, k, o, oy, {                                                                              \
             T v = (T)(((double)x[o] - mean[k]) * a[k] + b[k]);                                                        \
-            y[oy] = relu && v < 0 ? 0 : v; /* the ReLU's rule: NaN and -0 stay */                                     \
+            if (r) v = tail->res_first ? r[oy] + v : v + r[oy];                                                       \
+            y[oy] = tail->relu && v < 0 ? 0 : v; /* the ReLU's rule: NaN and -0 stay */                               \
         });                                                                                                           \
     }                                                                                                                 \
     static void bwd_##SFX(const T *x, const T *gy, T *dx, chan_geom g, int64_t c0, int64_t nc, const double *mean,   \
@@ -103,8 +112,8 @@ static void stats_f32(const kiln_nn_vec *v, const float *x, chan_geom g, int64_t
 
 typedef struct bn_job {
     kiln_tensor *node;
-    void *y;   /* the node's output, or the fused ReLU's */
-    bool relu;
+    void *y; /* the node's output, or the fused ReLU's */
+    bn_tail tail;
 } bn_job;
 
 /* BATCH_NORM (training): src x [, running mean, var] [, w] [, b]. */
@@ -132,14 +141,17 @@ static void bn_chans(void *arg, int64_t c0, int64_t c1, int tid) {
             if (loops) continue;
             /* y = (x - hi) * a + (b - lo * a), mean = hi + lo */
             float hi = (float)mean[k], lo = (float)(mean[k] - (double)hi);
-            const float *x = xt->data;
+            const float *x = xt->data, *r = job->tail.res;
             float *y = job->y;
-            for (int64_t i = 0; i < g.n; i++)
-                v->affine(x + i * g.xn + c * g.xc, y + (i * g.c + c) * g.s, g.s, hi, (float)a[k],
-                          (float)(bias - lo * a[k]), job->relu);
+            for (int64_t i = 0; i < g.n; i++) {
+                int64_t ox = i * g.xn + c * g.xc, oy = (i * g.c + c) * g.s;
+                if (r) v->affine_add_relu(x + ox, r + oy, y + oy, g.s, hi, (float)a[k], (float)(bias - lo * a[k]),
+                                          job->tail.res_first);
+                else v->affine(x + ox, y + oy, g.s, hi, (float)a[k], (float)(bias - lo * a[k]), job->tail.relu);
+            }
         }
-        if (node->dtype == KILN_F64) fwd_f64(xt->data, job->y, g, cb, nc, mean, a, b, job->relu);
-        else if (loops) fwd_short(xt->data, job->y, g, cb, nc, mean, a, b, job->relu);
+        if (node->dtype == KILN_F64) fwd_f64(xt->data, job->y, g, cb, nc, mean, a, b, &job->tail);
+        else if (loops) fwd_short(xt->data, job->y, g, cb, nc, mean, a, b, &job->tail);
         for (int64_t k = 0; has_r && k < nc; k++) { /* torch's update: the running variance is the unbiased one */
             int64_t c = cb + k;
             kiln__types[rm->dtype].set(rm->data, c, (1.0 - mom) * get(rm, c) + mom * mean[k]);
@@ -155,14 +167,17 @@ static void for_chans(const kiln_tensor *x, const kiln_exec *ex, kiln_pool_fn *f
 }
 
 static kiln_status bn_kernel(kiln_tensor *node, const kiln_exec *ex) {
-    bn_job job = {node, node->data, false};
+    bn_job job = {node, node->data, {NULL, false, false}};
     for_chans(node->src[0], ex, bn_chans, &job);
     return KILN_OK;
 }
 
-kiln_status kiln__cpu_batch_norm_relu(kiln_tensor *norm, kiln_tensor *relu, const kiln_exec *ex) {
-    bn_job job = {norm, relu->data, true};
-    for_chans(norm->src[0], ex, bn_chans, &job);
+/* nodes: the norm, [an add of it and a residual,] the ReLU (core/fuse.c) */
+kiln_status kiln__cpu_batch_norm_relu(kiln_tensor *const *nodes, int n, const kiln_exec *ex) {
+    const kiln_tensor *add = n == 3 ? nodes[1] : NULL;
+    bool first = add && add->src[1] == nodes[0];
+    bn_job job = {nodes[0], nodes[n - 1]->data, {add ? add->src[!first]->data : NULL, first, true}};
+    for_chans(nodes[0]->src[0], ex, bn_chans, &job);
     return KILN_OK;
 }
 

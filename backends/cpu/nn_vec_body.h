@@ -265,6 +265,23 @@ static void NVF(affine)(const float *x, float *y, int64_t n, float c, float a, f
     }
 }
 
+/* y = relu((x - c) * a + b + r): a norm, the add of r (r first when r_first,
+ * the add's own order) and a ReLU as affine's, in one pass */
+static void NVF(affine_add_relu)(const float *x, const float *r, float *y, int64_t n, float c, float a, float b,
+                                 int r_first) {
+    int64_t i = 0;
+    VT vc = VSET1(c), va = VSET1(a), vb = VSET1(b), z = VZERO();
+    if (r_first)
+        for (; i + VL <= n; i += VL) VSTORE(y + i, VMAX(z, VADD(VLOAD(r + i), VFMA(VSUB(VLOAD(x + i), vc), va, vb))));
+    else
+        for (; i + VL <= n; i += VL) VSTORE(y + i, VMAX(z, VADD(VFMA(VSUB(VLOAD(x + i), vc), va, vb), VLOAD(r + i))));
+    for (; i < n; i++) {
+        float v = (x[i] - c) * a + b;
+        v = r_first ? r[i] + v : v + r[i];
+        y[i] = v < 0.0f ? 0.0f : v;
+    }
+}
+
 /* One pass for batch norm's backward: s[0] += sum(x - c), s[1] += sum((x - c)^2),
  * s[2] += sum(gy), s[3] += sum(gy * (x - c)). */
 static void NVF(bn_bwd_sums)(const float *x, const float *gy, int64_t n, float c, double *s) {
@@ -308,5 +325,6 @@ static const kiln_nn_vec NVF(table) = {
     NV_NAME,          NVF(max),     NVF(exp_sum),     NVF(scale),       NVF(add_const),
     NVF(exp_scale),   NVF(sum),     NVF(dot),         NVF(sum_dev),     NVF(sum_sq_dev),
     NVF(softmax_bwd), NVF(log_softmax_bwd), NVF(norm_fwd), NVF(norm_bwd_sums), NVF(norm_bwd_dx),
-    NVF(add),         NVF(sums_dev), NVF(affine),     NVF(bn_bwd_sums), NVF(bn_bwd_dx),
+    NVF(add),         NVF(sums_dev), NVF(affine),     NVF(affine_add_relu), NVF(bn_bwd_sums),
+    NVF(bn_bwd_dx),
 };
