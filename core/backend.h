@@ -25,12 +25,14 @@
  * as one launch (core/graph_replay.c).
  *
  * The rewrite (core/fuse.c), decided at plan time from op facts and
- * invisible in the results, has three fused forms; a backend runs those it
- * sets in vt->fuses (the CPU all three, Vulkan and CUDA the first two), and
- * the host backend must run all three:
+ * invisible in the results, has four fused forms; a backend runs those it
+ * sets in vt->fuses (the CPU all four, Vulkan and CUDA CHAIN and ACC), and
+ * the host backend must run all four:
  *  - KILN_FUSE_CHAIN: consecutive element-wise nodes, each read only by
  *    the next and on operands that tile with the output (kiln__fuse_operand),
  *    run by `compute_chain` as one pass that writes only the last node;
+ *  - KILN_FUSE_SIDE: a chain may also hold a side link, a node that does not
+ *    read the link before it, both read (only) by the node after it;
  *  - KILN_FUSE_ACC: a product (MATMUL, DFP_MATMUL on a plain B, or
  *    CONV2D_GRAD_W through its reshape) read only by the ACC_GRAD that adds
  *    it into a gradient is computed with ex->accumulate into the gradient
@@ -66,7 +68,7 @@ typedef struct kiln_devbuf kiln_devbuf; /* defined by each backend */
 typedef struct kiln_record kiln_record; /* a recorded graph (vt->record_end), defined by each backend */
 
 /* The fused forms a backend runs (vt->fuses; see above). */
-enum { KILN_FUSE_CHAIN = 1, KILN_FUSE_ACC = 2, KILN_FUSE_NORM_RELU = 4 };
+enum { KILN_FUSE_CHAIN = 1, KILN_FUSE_ACC = 2, KILN_FUSE_NORM_RELU = 4, KILN_FUSE_SIDE = 8 };
 
 typedef struct kiln_backend_vt {
     /* Does this backend run node (op, dtypes, sizes)? The rest run on the host backend. */

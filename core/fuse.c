@@ -6,6 +6,10 @@
  *    other operands tile with its output (kiln__fuse_operand), where every
  *    node but the last is read only by the next one and is not an output:
  *    nothing else ever sees the intermediates, so they are never written;
+ *  - KILN_FUSE_SIDE: a chain may also take a side link, a node that does
+ *    not read the link before it, when the next node reads both (the
+ *    ReLU's mask beside the gradient it masks: a residual gradient's add,
+ *    the cmp, the mul);
  *  - KILN_FUSE_NORM_RELU: a training batch_norm read only by the ReLU
  *    right after it, or by an add of a residual read only by that ReLU (a
  *    BasicBlock's tail), makes a chain of two or three: the norm's kernel
@@ -17,8 +21,9 @@
  *    extra pass is gone; a DFP matmul (ops/dfp.c) and a convolution's
  *    weight gradient (CONV2D_GRAD_W, read through its reshape) the same way.
  * Every node of a fused step is one the backend supports. The CPU runs all
- * three forms, Vulkan and CUDA the first two (their chain kernels run
- * element-wise ops only); a backend that runs none gets every node alone,
+ * four forms, Vulkan and CUDA the chains and ACC (their chain kernels run
+ * element-wise ops, one link after another); a backend that runs none gets
+ * every node alone,
  * as does every graph under $KILN_FUSE=0. */
 #include "graph.h"
 
@@ -64,11 +69,28 @@ static bool chain_link(const kiln_tensor *prev, const kiln_tensor *t) {
     return linked && elementwise(prev);
 }
 
+/* Can s, which does not read prev, be a side link between prev and t, t
+ * reading both (the ReLU's mask beside the gradient it masks: add, cmp,
+ * mul)? */
+static bool side_link(const kiln_tensor *prev, const kiln_tensor *s, const kiln_tensor *t) {
+    bool reads_s = false;
+    for (int k = 0; k < t->nsrc; k++) reads_s |= t->src[k] == s;
+    for (int k = 0; k < s->nsrc; k++)
+        if (s->src[k] == prev) return false;
+    return reads_s && chain_head(s) && kiln__same_shape(s, t) && chain_link(prev, t);
+}
+
+/* May node i be a chain's link before its last: read once (by the next
+ * link, or by the one after a side link), no output, no storage of its own? */
+static bool inner(const kiln_graph *g, const int *readers, int i) {
+    const kiln_tensor *t = g->nodes[i];
+    return readers[i] == 1 && !(t->flags & KILN_FLAG_OUTPUT) && !t->storage_bytes;
+}
+
 /* Is node i read only by node i + 1, which the backend runs? */
 static bool only_next(const kiln_graph *g, const int *readers, kiln_backend *b, int i) {
-    const kiln_tensor *t = g->nodes[i];
-    return i + 1 < g->n && readers[i] == 1 && !(t->flags & KILN_FLAG_OUTPUT) && !t->storage_bytes &&
-           g->nodes[i + 1]->dtype == t->dtype && b->vt->supports(b, g->nodes[i + 1]);
+    return i + 1 < g->n && inner(g, readers, i) && g->nodes[i + 1]->dtype == g->nodes[i]->dtype &&
+           b->vt->supports(b, g->nodes[i + 1]);
 }
 
 /* The nodes of a norm's chain from node i: a training batch_norm, [an add
@@ -132,10 +154,17 @@ kiln_status kiln__graph_fuse(kiln_graph *g, kiln_backend *b, uint64_t gen) {
         }
         if (!chain_head(g->nodes[i]) || !b->vt->supports(b, g->nodes[i])) continue;
         int e = i;
-        while (e + 1 < g->n && readers[e] == 1 && !(g->nodes[e]->flags & KILN_FLAG_OUTPUT) &&
-               !g->nodes[e]->storage_bytes && chain_link(g->nodes[e], g->nodes[e + 1]) &&
-               b->vt->supports(b, g->nodes[e + 1]))
-            e++;
+        while (e + 1 < g->n && inner(g, readers, e) && b->vt->supports(b, g->nodes[e + 1])) {
+            kiln_tensor *prev = g->nodes[e], *t = g->nodes[e + 1];
+            if (chain_link(prev, t)) {
+                e++;
+            } else if ((forms & KILN_FUSE_SIDE) && e + 2 < g->n && inner(g, readers, e + 1) &&
+                       side_link(prev, t, g->nodes[e + 2]) && b->vt->supports(b, g->nodes[e + 2])) {
+                e += 2;
+            } else {
+                break;
+            }
+        }
         for (int j = i; j <= e; j++) g->chain_end[j] = e;
         i = e;
     }
