@@ -23,8 +23,7 @@
  * Every node of a fused step is one the backend supports. The CPU runs all
  * four forms, Vulkan and CUDA the chains and ACC (their chain kernels run
  * element-wise ops, one link after another); a backend that runs none gets
- * every node alone,
- * as does every graph under $KILN_FUSE=0. */
+ * every node alone, as does every graph under $KILN_FUSE=0. */
 #include "graph.h"
 
 static bool elementwise(const kiln_tensor *t) {
