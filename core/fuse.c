@@ -113,6 +113,22 @@ static bool reshaped_grad_w(const kiln_tensor *v, const int *readers, uint64_t g
            kiln_tensor_is_contiguous(v) && v->visit == gen && readers[v->slot] == 1 && !(v->flags & KILN_FLAG_OUTPUT);
 }
 
+/* Is node i the ReLU's gradient mask (cmp y != scalar, read only by the
+ * mul at i + 1 that masks a gradient g with it), that product read only as
+ * gy by the batch_norm_grad at i + 2? */
+static bool relu_mask_norm_grad(const kiln_graph *g, const int *readers, kiln_backend *b, int i) {
+    kiln_tensor *c = g->nodes[i];
+    if (c->op != KILN_OP_CMP || c->ip[0] != KILN_CMP_NE || !elementwise(c) || !b->vt->supports(b, c) ||
+        kiln__fuse_operand(c->src[0], c) != KILN_OPND_FULL || kiln__fuse_operand(c->src[1], c) != KILN_OPND_SCALAR ||
+        !only_next(g, readers, b, i) || !only_next(g, readers, b, i + 1))
+        return false;
+    kiln_tensor *m = g->nodes[i + 1], *n = g->nodes[i + 2];
+    return m->op == KILN_OP_MUL && (m->src[0] == c) != (m->src[1] == c) && kiln__same_shape(m, c) &&
+           kiln__fuse_operand(m->src[m->src[0] == c], m) == KILN_OPND_FULL && n->op == KILN_OP_BATCH_NORM_GRAD &&
+           n->src[1 + (n->ip[0] != 0)] == m && n->src[0] != m && (n->ip[0] == 0 || n->src[1] != m) &&
+           kiln__same_shape(m, n->src[0]);
+}
+
 kiln_status kiln__graph_fuse(kiln_graph *g, kiln_backend *b, uint64_t gen) {
     kiln_status s = kiln__owned_grow(g->ctx, (void **)&g->chain_end, &g->chain_cap, g->n, sizeof *g->chain_end);
     if (!s) s = kiln__owned_grow(g->ctx, (void **)&g->acc_node, &g->acc_cap, g->n, sizeof *g->acc_node);
@@ -145,7 +161,8 @@ kiln_status kiln__graph_fuse(kiln_graph *g, kiln_backend *b, uint64_t gen) {
         g->acc_node[i] = -2;
     }
     for (int i = 0; (forms & KILN_FUSE_CHAIN) && i < g->n; i++) {
-        int nr = forms & KILN_FUSE_NORM_RELU ? norm_relu(g, readers, b, i) : 0;
+        int nr = 0;
+        if (forms & KILN_FUSE_NORM_RELU) nr = relu_mask_norm_grad(g, readers, b, i) ? 3 : norm_relu(g, readers, b, i);
         if (nr) {
             for (int j = i; j < i + nr; j++) g->chain_end[j] = i + nr - 1;
             i += nr - 1;

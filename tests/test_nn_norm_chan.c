@@ -233,7 +233,8 @@ KT_TEST(nn_batch_norm_reads_conv_product_in_place) {
 /* relu(batch_norm(x)) in training, or relu(bn + r) (res 1) or relu(r + bn)
  * (res 2), run with $KILN_FUSE = fuse, x a plain input or (conv) a
  * convolution's product: y, the gradients of x, w and r and the running
- * mean into out[0..4]; *fused: the norm ran as one chain to the ReLU. */
+ * mean into out[0..4]; *fused: the norm ran as one chain to the ReLU, and
+ * (res 0) the ReLU's gradient mask as one with batch_norm_grad. */
 static void bn_relu_run(bool fuse, kiln_dtype dt, int64_t hw, int res, bool conv, double **out, bool *fused) {
     setenv("KILN_FUSE", fuse ? "1" : "0", 1);
     kiln_ctx *ctx = kiln_ctx_new();
@@ -257,8 +258,13 @@ static void bn_relu_run(bool fuse, kiln_dtype dt, int64_t hw, int res, bool conv
     kiln_tensor *y = kiln_relu(ctx, res == 0 ? bn : res == 1 ? kiln_add(ctx, bn, r) : kiln_add(ctx, r, bn));
     kiln_graph *g = run_backward(ctx, y, gy);
     KT_REQUIRE(g, "the graph did not run");
-    *fused = false;
-    for (int i = 0; i < g->n; i++) *fused |= g->nodes[i] == bn && g->chain_end[i] == i + 1 + (res != 0);
+    /* without r, whose gradient reads it too, the masked gradient is batch_norm_grad's alone */
+    bool fwd = false, bwd = res != 0;
+    for (int i = 0; i < g->n; i++) {
+        fwd |= g->nodes[i] == bn && g->chain_end[i] == i + 1 + (res != 0);
+        bwd |= g->nodes[i]->op == KILN_OP_CMP && g->chain_end[i] == i + 2 && g->nodes[i + 2]->op == KILN_OP_BATCH_NORM_GRAD;
+    }
+    *fused = fwd && bwd;
     out[0] = nnt_values(y), out[1] = nnt_values(kiln_tensor_grad(x)), out[2] = nnt_values(kiln_tensor_grad(w));
     out[3] = res ? nnt_values(kiln_tensor_grad(r)) : nnt_values(r);
     out[4] = nnt_values(rm);
@@ -266,8 +272,9 @@ static void bn_relu_run(bool fuse, kiln_dtype dt, int64_t hw, int res, bool conv
     unsetenv("KILN_FUSE");
 }
 
-/* The norm, [a residual's add,] and the ReLU as one fused pass give the
- * bytes of the nodes apart: f32 on the row primitives (rows of 144) and
+/* The norm, [a residual's add,] and the ReLU as one fused pass, and the
+ * ReLU's gradient mask read by batch_norm_grad, give the bytes of the nodes
+ * apart: f32 on the row primitives (rows of 144) and
  * the short rows' loops (16) at every SIMD level, f64, a convolution's
  * product, and a batch the norm splits between threads (rows of 1600), at
  * 1 and 2 threads. */

@@ -10,8 +10,8 @@
  * CHAN). With a CHAN operand the tiles are runs of whole channel planes of
  * one sample, seen as [k, inner/c, c]: the CHAN operand is then a [k, 1, 1]
  * slice and a ROW operand still broadcasts over the last axis. A
- * batch_norm, [a residual add,] and its ReLU are the norm's kernel alone
- * (nn_norm_chan.c). */
+ * batch_norm, [a residual add,] and its ReLU are the norm's kernel alone,
+ * as are a ReLU's gradient mask and batch_norm_grad (nn_norm_chan.c). */
 #include "backend.h"
 #include "cpu.h"
 #include "pool.h"
@@ -122,6 +122,7 @@ static void chain_tiles(void *arg, int64_t t0, int64_t t1, int tid) {
 
 kiln_status kiln__cpu_compute_chain(kiln_tensor *const *nodes, int n, const kiln_exec *ex) {
     if (nodes[0]->op == KILN_OP_BATCH_NORM) return kiln__cpu_batch_norm_relu(nodes, n, ex);
+    if (nodes[n - 1]->op == KILN_OP_BATCH_NORM_GRAD) return kiln__cpu_batch_norm_grad_relu(nodes, ex);
     const kiln_tensor *last = nodes[n - 1];
     int64_t total = kiln_tensor_numel(last), c = last->shape[last->ndim - 1];
     if (!total) return KILN_OK; /* an empty result: nothing to write (its links are empty too) */
