@@ -41,7 +41,9 @@
  *    it (or by an add of a residual of its shape that only that ReLU
  *    reads), run by `compute_chain` as the norm's kernel adding and
  *    clamping as it writes the ReLU's output (the norm's own output and the
- *    add's are never stored).
+ *    add's are never stored); and the ReLU's gradient mask (cmp), its mul
+ *    and the batch_norm_grad that alone reads the product, run as the
+ *    norm's gradient masking gy as it reads it.
  *
  * Residency: a tensor that owns storage (leaf, graph output) always has its
  * host storage; a device backend adds a copy (t->dev) on first use, and

@@ -14,7 +14,9 @@
  *    right after it, or by an add of a residual read only by that ReLU (a
  *    BasicBlock's tail), makes a chain of two or three: the norm's kernel
  *    adds the residual and clamps as it writes the ReLU's output, and the
- *    norm's and the add's own are never stored;
+ *    norm's and the add's own are never stored; backward, the ReLU's mask
+ *    (cmp), its mul and the batch_norm_grad that alone reads the product
+ *    make one, the norm's gradient masking gy as it reads it;
  *  - KILN_FUSE_ACC: a matmul read only by the ACC_GRAD that adds it into a
  *    gradient (the weight gradient of every linear layer) adds into the
  *    gradient itself (GEMM with beta = 1), so it needs no buffer and the
