@@ -196,10 +196,10 @@ kiln_status kiln__cpu_batch_norm_relu(kiln_tensor *const *nodes, int n, const ki
 }
 
 /* gy = g * (y != s) into row: the masked gradient's row */
-static const float *masked_row(const float *g, const bn_mask *m, int64_t off, int64_t n, float *row) {
+static const float *masked_row(const kiln_nn_vec *v, const float *g, const bn_mask *m, int64_t off, int64_t n,
+                               float *row) {
     if (!m->y) return g + off;
-    const float *y = (const float *)m->y + off, s = (float)m->s;
-    for (int64_t j = 0; j < n; j++) row[j] = g[off + j] * (y[j] != s ? 1.0f : 0.0f);
+    v->mask_mul(g + off, (const float *)m->y + off, (float)m->s, row, n);
     return row;
 }
 
@@ -212,7 +212,7 @@ static void bn_grad_f32(const kiln_nn_vec *v, const float *x, const float *gy, f
     double count = (double)(g.n * g.s), s[4] = {0.0, 0.0, 0.0, 0.0};
     float x0 = x[c * g.xc];
     for (int64_t i = 0; i < g.n; i++)
-        v->bn_bwd_sums(x + i * g.xn + c * g.xc, masked_row(gy, m, (i * g.c + c) * g.s, g.s, row), g.s, x0, s);
+        v->bn_bwd_sums(x + i * g.xn + c * g.xc, masked_row(v, gy, m, (i * g.c + c) * g.s, g.s, row), g.s, x0, s);
     double d = s[0] / count, mean = (double)x0 + d, var = fmax(s[1] / count - d * d, 0.0);
     double rstd = 1.0 / sqrt(var + eps);
     *sg = s[2];
@@ -221,7 +221,7 @@ static void bn_grad_f32(const kiln_nn_vec *v, const float *x, const float *gy, f
     double a = w * rstd, b = -a * rstd * *sgx / count, k = -a * *sg / count - b * lo;
     for (int64_t i = 0; i < g.n; i++) {
         int64_t o = i * g.xn + c * g.xc;
-        v->bn_bwd_dx(x + o, masked_row(gy, m, (i * g.c + c) * g.s, g.s, row), dx + o, g.s, hi, (float)a, (float)b,
+        v->bn_bwd_dx(x + o, masked_row(v, gy, m, (i * g.c + c) * g.s, g.s, row), dx + o, g.s, hi, (float)a, (float)b,
                      (float)k);
     }
 }
