@@ -262,7 +262,8 @@ static void bn_relu_run(bool fuse, kiln_dtype dt, int64_t hw, int res, bool conv
     bool fwd = false, bwd = res != 0;
     for (int i = 0; i < g->n; i++) {
         fwd |= g->nodes[i] == bn && g->chain_end[i] == i + 1 + (res != 0);
-        bwd |= g->nodes[i]->op == KILN_OP_CMP && g->chain_end[i] == i + 2 && g->nodes[i + 2]->op == KILN_OP_BATCH_NORM_GRAD;
+        bwd |= g->nodes[i]->op == KILN_OP_CMP && g->chain_end[i] == i + 2 &&
+               g->nodes[i + 2]->op == KILN_OP_BATCH_NORM_GRAD;
     }
     *fused = fwd && bwd;
     out[0] = nnt_values(y), out[1] = nnt_values(kiln_tensor_grad(x)), out[2] = nnt_values(kiln_tensor_grad(w));

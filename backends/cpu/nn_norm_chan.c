@@ -91,7 +91,7 @@ typedef struct bn_mask {
         });                                                                                                           \
         BLOCK_FOR(g, c0, nc, k, o, oy, {                                                                              \
             T gv = my ? gy[oy] * (T)(my[oy] != ms) : gy[oy];                                                          \
-            dx[o] = (T)(w[k] * rstd[k] * (gv - sg[k] / count - ((double)x[o] - mean[k]) * rstd[k] * sgx[k] / count)); \
+            dx[o] = (T)(w[k] * rstd[k] * (gv - sg[k] / count - ((double)x[o] - mean[k]) * rstd[k] * sgx[k] / count));\
         });                                                                                                           \
     }
 CHAN_LOOPS(double, f64)
@@ -186,12 +186,18 @@ static kiln_status bn_kernel(kiln_tensor *node, const kiln_exec *ex) {
     return KILN_OK;
 }
 
-/* nodes: the norm, [an add of it and a residual,] the ReLU (core/fuse.c) */
+/* nodes: the norm, [an add of it and a residual,] the ReLU (core/fuse.c).
+ * f32 rows too short for the row primitives take the add and the ReLU
+ * after the norm, as one vector pass (x * 1 + -0 is x, -0 included). */
 kiln_status kiln__cpu_batch_norm_relu(kiln_tensor *const *nodes, int n, const kiln_exec *ex) {
-    const kiln_tensor *add = n == 3 ? nodes[1] : NULL;
+    const kiln_tensor *add = n == 3 ? nodes[1] : NULL, *x = nodes[0]->src[0];
     bool first = add && add->src[1] == nodes[0];
-    bn_job job = {nodes[0], nodes[n - 1]->data, {add ? add->src[!first]->data : NULL, first, true}};
-    for_chans(nodes[0]->src[0], ex, bn_chans, &job);
+    bool after = add && x->dtype == KILN_F32 && kiln__numel(x->ndim - 2, x->shape + 2) < CHAN_VEC_MIN_S;
+    float *y = nodes[n - 1]->data;
+    bn_job job = {nodes[0], y, {add && !after ? add->src[!first]->data : NULL, first, !after}};
+    for_chans(x, ex, bn_chans, &job);
+    if (after)
+        kiln__nn_vec()->affine_add_relu(y, add->src[!first]->data, y, kiln_tensor_numel(x), 0.0f, 1.0f, -0.0f, first);
     return KILN_OK;
 }
 
@@ -234,7 +240,7 @@ typedef struct bn_grad_job {
     kiln_tensor *node;
     const void *gy; /* gy's data, or the masked g's */
     bn_mask mask;
-    float *rows; /* S floats a thread for masked rows */
+    float *rows; /* S floats a thread for masked rows, or the whole masked gy */
 } bn_grad_job;
 
 static void bn_grad_chans(void *arg, int64_t c0, int64_t c1, int tid) {
@@ -258,7 +264,8 @@ static void bn_grad_chans(void *arg, int64_t c0, int64_t c1, int tid) {
             if (loops) rstd[k] = 1.0 / sqrt(var[k] + eps);
             else bn_grad_f32(v, xt->data, job->gy, node->data, g, cb + k, eps, w[k], &sg[k], &sgx[k], &job->mask, row);
         }
-        if (node->dtype == KILN_F64) bwd_f64(xt->data, job->gy, node->data, g, cb, nc, mean, rstd, w, sg, sgx, &job->mask);
+        if (node->dtype == KILN_F64)
+            bwd_f64(xt->data, job->gy, node->data, g, cb, nc, mean, rstd, w, sg, sgx, &job->mask);
         else if (loops) bwd_short(xt->data, job->gy, node->data, g, cb, nc, mean, rstd, w, sg, sgx, &job->mask);
         for (int64_t k = 0; k < nc; k++) {
             if (has_w) kiln__types[node->dtype].set(node->data, numel + cb + k, sgx[k]);
@@ -278,11 +285,16 @@ static kiln_status bn_grad_kernel(kiln_tensor *node, const kiln_exec *ex) {
 kiln_status kiln__cpu_batch_norm_grad_relu(kiln_tensor *const *nodes, const kiln_exec *ex) {
     kiln_tensor *cmp = nodes[0], *mul = nodes[1], *node = nodes[2], *x = node->src[0];
     bn_grad_job job = {node, mul->src[mul->src[0] == cmp]->data, {cmp->src[0]->data, get(cmp->src[1], 0)}, NULL};
-    int64_t s = kiln__numel(x->ndim - 2, x->shape + 2);
-    int nt = chan_threads(x, ex);
-    if (node->dtype == KILN_F32 && s >= CHAN_VEC_MIN_S &&
-        !(job.rows = kiln__malloc((size_t)nt * (size_t)s * sizeof *job.rows)))
-        return kiln__errs(KILN_ERR_OOM, "batch_norm_grad: out of memory for %d masked rows of %lld", nt, (long long)s);
+    int64_t s = kiln__numel(x->ndim - 2, x->shape + 2), numel = kiln_tensor_numel(x);
+    bool f32 = node->dtype == KILN_F32, rows = f32 && s >= CHAN_VEC_MIN_S;
+    /* rows too short for the row primitives: gy masked first, in one vector pass */
+    size_t len = rows ? (size_t)chan_threads(x, ex) * (size_t)s : f32 ? (size_t)numel : 0;
+    if (len && !(job.rows = kiln__malloc(len * sizeof *job.rows)))
+        return kiln__errs(KILN_ERR_OOM, "batch_norm_grad: out of memory for %zu masked values", len);
+    if (f32 && !rows) {
+        kiln__nn_vec()->mask_mul(job.gy, job.mask.y, (float)job.mask.s, job.rows, numel);
+        job.gy = job.rows, job.mask.y = NULL;
+    }
     for_chans(x, ex, bn_grad_chans, &job);
     free(job.rows);
     return KILN_OK;
