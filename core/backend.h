@@ -25,19 +25,25 @@
  * as one launch (core/graph_replay.c).
  *
  * The rewrite (core/fuse.c), decided at plan time from op facts and
- * invisible in the results, has three fused forms; a backend runs those it
- * sets in vt->fuses (the CPU all three, Vulkan and CUDA the first two), and
- * the host backend must run all three:
+ * invisible in the results, has four fused forms; a backend runs those it
+ * sets in vt->fuses (the CPU all four, Vulkan and CUDA CHAIN and ACC), and
+ * the host backend must run all four:
  *  - KILN_FUSE_CHAIN: consecutive element-wise nodes, each read only by
  *    the next and on operands that tile with the output (kiln__fuse_operand),
  *    run by `compute_chain` as one pass that writes only the last node;
+ *  - KILN_FUSE_SIDE: a chain may also hold a side link, a node that does not
+ *    read the link before it, both read (only) by the node after it;
  *  - KILN_FUSE_ACC: a product (MATMUL, DFP_MATMUL on a plain B, or
  *    CONV2D_GRAD_W through its reshape) read only by the ACC_GRAD that adds
  *    it into a gradient is computed with ex->accumulate into the gradient
  *    itself; the ACC_GRAD never runs;
  *  - KILN_FUSE_NORM_RELU: a training batch_norm read only by the ReLU after
- *    it, run by `compute_chain` as the norm's kernel clamping as it writes
- *    the ReLU's output (the norm's own output is never stored).
+ *    it (or by an add of a residual of its shape that only that ReLU
+ *    reads), run by `compute_chain` as the norm's kernel adding and
+ *    clamping as it writes the ReLU's output (the norm's own output and the
+ *    add's are never stored); and the ReLU's gradient mask (cmp), its mul
+ *    and the batch_norm_grad that alone reads the product, run as the
+ *    norm's gradient masking gy as it reads it.
  *
  * Residency: a tensor that owns storage (leaf, graph output) always has its
  * host storage; a device backend adds a copy (t->dev) on first use, and
@@ -64,7 +70,7 @@ typedef struct kiln_devbuf kiln_devbuf; /* defined by each backend */
 typedef struct kiln_record kiln_record; /* a recorded graph (vt->record_end), defined by each backend */
 
 /* The fused forms a backend runs (vt->fuses; see above). */
-enum { KILN_FUSE_CHAIN = 1, KILN_FUSE_ACC = 2, KILN_FUSE_NORM_RELU = 4 };
+enum { KILN_FUSE_CHAIN = 1, KILN_FUSE_ACC = 2, KILN_FUSE_NORM_RELU = 4, KILN_FUSE_SIDE = 8 };
 
 typedef struct kiln_backend_vt {
     /* Does this backend run node (op, dtypes, sizes)? The rest run on the host backend. */

@@ -6,18 +6,26 @@
  *    other operands tile with its output (kiln__fuse_operand), where every
  *    node but the last is read only by the next one and is not an output:
  *    nothing else ever sees the intermediates, so they are never written;
+ *  - KILN_FUSE_SIDE: a chain may also take a side link, a node that does
+ *    not read the link before it, when the next node reads both (the
+ *    ReLU's mask beside the gradient it masks: a residual gradient's add,
+ *    the cmp, the mul);
  *  - KILN_FUSE_NORM_RELU: a training batch_norm read only by the ReLU
- *    right after it makes a chain of two: the norm's kernel clamps as it
- *    writes the ReLU's output, and its own is never stored;
+ *    right after it, or by an add of a residual read only by that ReLU (a
+ *    BasicBlock's tail), makes a chain of two or three: the norm's kernel
+ *    adds the residual and clamps as it writes the ReLU's output, and the
+ *    norm's and the add's own are never stored; backward, the ReLU's mask
+ *    (cmp), its mul and the batch_norm_grad that alone reads the product
+ *    make one, the norm's gradient masking gy as it reads it;
  *  - KILN_FUSE_ACC: a matmul read only by the ACC_GRAD that adds it into a
  *    gradient (the weight gradient of every linear layer) adds into the
  *    gradient itself (GEMM with beta = 1), so it needs no buffer and the
  *    extra pass is gone; a DFP matmul (ops/dfp.c) and a convolution's
  *    weight gradient (CONV2D_GRAD_W, read through its reshape) the same way.
  * Every node of a fused step is one the backend supports. The CPU runs all
- * three forms, Vulkan and CUDA the first two (their chain kernels run
- * element-wise ops only); a backend that runs none gets every node alone,
- * as does every graph under $KILN_FUSE=0. */
+ * four forms, Vulkan and CUDA the chains and ACC (their chain kernels run
+ * element-wise ops, one link after another); a backend that runs none gets
+ * every node alone, as does every graph under $KILN_FUSE=0. */
 #include "graph.h"
 
 static bool elementwise(const kiln_tensor *t) {
@@ -62,12 +70,42 @@ static bool chain_link(const kiln_tensor *prev, const kiln_tensor *t) {
     return linked && elementwise(prev);
 }
 
-/* Is node i a batch_norm that only the ReLU at i + 1 reads? */
-static bool norm_relu(const kiln_graph *g, const int *readers, kiln_backend *b, int i) {
-    kiln_tensor *t = g->nodes[i], *r = i + 1 < g->n ? g->nodes[i + 1] : NULL;
-    return t->op == KILN_OP_BATCH_NORM && r && r->op == KILN_OP_RELU && r->src[0] == t && r->dtype == t->dtype &&
-           readers[i] == 1 && !(t->flags & KILN_FLAG_OUTPUT) && !t->storage_bytes && b->vt->supports(b, t) &&
-           b->vt->supports(b, r);
+/* Can s, which does not read prev, be a side link between prev and t, t
+ * reading both (the ReLU's mask beside the gradient it masks: add, cmp,
+ * mul)? */
+static bool side_link(const kiln_tensor *prev, const kiln_tensor *s, const kiln_tensor *t) {
+    bool reads_s = false;
+    for (int k = 0; k < t->nsrc; k++) reads_s |= t->src[k] == s;
+    for (int k = 0; k < s->nsrc; k++)
+        if (s->src[k] == prev) return false;
+    return reads_s && chain_head(s) && kiln__same_shape(s, t) && chain_link(prev, t);
+}
+
+/* May node i be a chain's link before its last: read once (by the next
+ * link, or by the one after a side link), no output, no storage of its own? */
+static bool inner(const kiln_graph *g, const int *readers, int i) {
+    const kiln_tensor *t = g->nodes[i];
+    return readers[i] == 1 && !(t->flags & KILN_FLAG_OUTPUT) && !t->storage_bytes;
+}
+
+/* Is node i read only by node i + 1, which the backend runs? */
+static bool only_next(const kiln_graph *g, const int *readers, kiln_backend *b, int i) {
+    return i + 1 < g->n && inner(g, readers, i) && g->nodes[i + 1]->dtype == g->nodes[i]->dtype &&
+           b->vt->supports(b, g->nodes[i + 1]);
+}
+
+/* The nodes of a norm's chain from node i: a training batch_norm, [an add
+ * of it and a residual of its shape,] then a ReLU, each read only by the
+ * next (a BasicBlock's tail); 0 when node i starts none. */
+static int norm_relu(const kiln_graph *g, const int *readers, kiln_backend *b, int i) {
+    kiln_tensor *t = g->nodes[i], *a = i + 1 < g->n ? g->nodes[i + 1] : NULL;
+    if (t->op != KILN_OP_BATCH_NORM || !b->vt->supports(b, t) || !only_next(g, readers, b, i)) return 0;
+    int n = 1;
+    if (a->op == KILN_OP_ADD && (a->src[0] == t) != (a->src[1] == t) && kiln__same_shape(a, t) &&
+        kiln__fuse_operand(a->src[a->src[0] == t], a) == KILN_OPND_FULL && only_next(g, readers, b, i + 1))
+        t = a, n = 2;
+    const kiln_tensor *r = g->nodes[i + n];
+    return r->op == KILN_OP_RELU && r->src[0] == t ? n + 1 : 0;
 }
 
 /* Is v a whole reshape of a CONV2D_GRAD_W, read by one node? */
@@ -75,6 +113,22 @@ static bool reshaped_grad_w(const kiln_tensor *v, const int *readers, uint64_t g
     const kiln_tensor *p = v->view_src;
     return v->op == KILN_OP_VIEW && p && v->src[0] == p && p->op == KILN_OP_CONV2D_GRAD_W && !v->view_offs &&
            kiln_tensor_is_contiguous(v) && v->visit == gen && readers[v->slot] == 1 && !(v->flags & KILN_FLAG_OUTPUT);
+}
+
+/* Is node i the ReLU's gradient mask (cmp y != scalar, read only by the
+ * mul at i + 1 that masks a gradient g with it), that product read only as
+ * gy by the batch_norm_grad at i + 2? */
+static bool relu_mask_norm_grad(const kiln_graph *g, const int *readers, kiln_backend *b, int i) {
+    kiln_tensor *c = g->nodes[i];
+    if (c->op != KILN_OP_CMP || c->ip[0] != KILN_CMP_NE || !elementwise(c) || !b->vt->supports(b, c) ||
+        kiln__fuse_operand(c->src[0], c) != KILN_OPND_FULL || kiln__fuse_operand(c->src[1], c) != KILN_OPND_SCALAR ||
+        !only_next(g, readers, b, i) || !only_next(g, readers, b, i + 1))
+        return false;
+    kiln_tensor *m = g->nodes[i + 1], *n = g->nodes[i + 2];
+    return m->op == KILN_OP_MUL && (m->src[0] == c) != (m->src[1] == c) && kiln__same_shape(m, c) &&
+           kiln__fuse_operand(m->src[m->src[0] == c], m) == KILN_OPND_FULL && n->op == KILN_OP_BATCH_NORM_GRAD &&
+           n->src[1 + (n->ip[0] != 0)] == m && n->src[0] != m && (n->ip[0] == 0 || n->src[1] != m) &&
+           kiln__same_shape(m, n->src[0]);
 }
 
 kiln_status kiln__graph_fuse(kiln_graph *g, kiln_backend *b, uint64_t gen) {
@@ -109,17 +163,26 @@ kiln_status kiln__graph_fuse(kiln_graph *g, kiln_backend *b, uint64_t gen) {
         g->acc_node[i] = -2;
     }
     for (int i = 0; (forms & KILN_FUSE_CHAIN) && i < g->n; i++) {
-        if ((forms & KILN_FUSE_NORM_RELU) && norm_relu(g, readers, b, i)) {
-            g->chain_end[i] = g->chain_end[i + 1] = i + 1;
-            i++;
+        int nr = 0;
+        if (forms & KILN_FUSE_NORM_RELU) nr = relu_mask_norm_grad(g, readers, b, i) ? 3 : norm_relu(g, readers, b, i);
+        if (nr) {
+            for (int j = i; j < i + nr; j++) g->chain_end[j] = i + nr - 1;
+            i += nr - 1;
             continue;
         }
         if (!chain_head(g->nodes[i]) || !b->vt->supports(b, g->nodes[i])) continue;
         int e = i;
-        while (e + 1 < g->n && readers[e] == 1 && !(g->nodes[e]->flags & KILN_FLAG_OUTPUT) &&
-               !g->nodes[e]->storage_bytes && chain_link(g->nodes[e], g->nodes[e + 1]) &&
-               b->vt->supports(b, g->nodes[e + 1]))
-            e++;
+        while (e + 1 < g->n && inner(g, readers, e) && b->vt->supports(b, g->nodes[e + 1])) {
+            kiln_tensor *prev = g->nodes[e], *t = g->nodes[e + 1];
+            if (chain_link(prev, t)) {
+                e++;
+            } else if ((forms & KILN_FUSE_SIDE) && e + 2 < g->n && inner(g, readers, e + 1) &&
+                       side_link(prev, t, g->nodes[e + 2]) && b->vt->supports(b, g->nodes[e + 2])) {
+                e += 2;
+            } else {
+                break;
+            }
+        }
         for (int j = i; j <= e; j++) g->chain_end[j] = e;
         i = e;
     }

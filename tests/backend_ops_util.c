@@ -162,10 +162,18 @@ static double now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* A graph's fused steps (core/fuse.c): chain links but the last, and products adding into a gradient. */
+/* A graph's fused steps (core/fuse.c): chain links but the last that the
+ * next link reads, and products adding into a gradient. The CPU's side
+ * links (KILN_FUSE_SIDE, which the devices leave) join two chains the
+ * devices run apart with the same links, so the link before one is not
+ * counted. */
 static void fused_counts(const kiln_graph *g, int *links, int *accs) {
     *links = *accs = 0;
-    for (int i = 0; i < g->n; i++) *links += g->chain_end[i] != i, *accs += g->acc_node[i] >= 0;
+    for (int i = 0; i < g->n; i++) {
+        bool read = false;
+        for (int k = 0; i + 1 < g->n && k < g->nodes[i + 1]->nsrc; k++) read |= g->nodes[i + 1]->src[k] == g->nodes[i];
+        *links += g->chain_end[i] != i && read, *accs += g->acc_node[i] >= 0;
+    }
 }
 
 /* BO_FUSED: case c on b fuses as on the CPU (ref, computed), and equals b's unfused run. */

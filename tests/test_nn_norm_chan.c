@@ -230,55 +230,81 @@ KT_TEST(nn_batch_norm_reads_conv_product_in_place) {
     }
 }
 
-/* relu(batch_norm(x)) in training, run with $KILN_FUSE = fuse: y, the
- * gradients of x and w and the running mean into out[0..3]; *fused: the
- * norm ran as a chain with its ReLU. */
-static void bn_relu_run(bool fuse, kiln_dtype dt, int64_t hw, double **out, bool *fused) {
+/* relu(batch_norm(x)) in training, or relu(bn + r) (res 1) or relu(r + bn)
+ * (res 2), run with $KILN_FUSE = fuse, x a plain input or (conv) a
+ * convolution's product: y, the gradients of x, w and r and the running
+ * mean into out[0..4]; *fused: the norm ran as one chain to the ReLU, and
+ * (res 0) the ReLU's gradient mask as one with batch_norm_grad. */
+static void bn_relu_run(bool fuse, kiln_dtype dt, int64_t hw, int res, bool conv, double **out, bool *fused) {
     setenv("KILN_FUSE", fuse ? "1" : "0", 1);
     kiln_ctx *ctx = kiln_ctx_new();
     kiln_tensor *x = kiln_new_4d(ctx, dt, 5, 6, hw, hw), *w = kiln_new_1d(ctx, dt, 6), *b = kiln_new_1d(ctx, dt, 6);
     kiln_tensor *rm = kiln_buffer(ctx, "rm", dt, 1, (int64_t[]){6}), *rv = kiln_buffer(ctx, "rv", dt, 1, (int64_t[]){6});
-    kiln_tensor *gy = kiln_new_4d(ctx, dt, 5, 6, hw, hw);
-    KT_NOTNULL(gy);
+    kiln_tensor *gy = kiln_new_4d(ctx, dt, 5, 6, hw, hw), *r = kiln_new_4d(ctx, dt, 5, 6, hw, hw);
+    kiln_tensor *k = kiln_new_4d(ctx, dt, 6, 6, 1, 1);
+    KT_NOTNULL(gy && r && k);
     KT_NOTNULL(rv);
     KT_OK(kiln_tensor_fill_uniform(x, 1, -2, 3));
     KT_OK(kiln_tensor_fill_uniform(w, 2, 0.5, 2));
     KT_OK(kiln_tensor_fill_uniform(b, 3, -1, 1));
     KT_OK(kiln_tensor_fill_uniform(gy, 4, -1, 1));
+    KT_OK(kiln_tensor_fill_uniform(r, 5, -1.5, 1));
+    KT_OK(kiln_tensor_fill_uniform(k, 6, -1, 1));
     KT_OK(kiln_tensor_set_requires_grad(x, true));
     KT_OK(kiln_tensor_set_requires_grad(w, true));
-    kiln_tensor *bn = kiln_batch_norm(ctx, x, rm, rv, w, b, true, 0.1, 1e-5), *y = kiln_relu(ctx, bn);
+    KT_OK(kiln_tensor_set_requires_grad(r, true));
+    kiln_tensor *h = conv ? kiln_conv2d(ctx, x, k, NULL, &(kiln_conv2d_params){.stride = {1, 1}}) : x;
+    kiln_tensor *bn = kiln_batch_norm(ctx, h, rm, rv, w, b, true, 0.1, 1e-5);
+    kiln_tensor *y = kiln_relu(ctx, res == 0 ? bn : res == 1 ? kiln_add(ctx, bn, r) : kiln_add(ctx, r, bn));
     kiln_graph *g = run_backward(ctx, y, gy);
     KT_REQUIRE(g, "the graph did not run");
-    *fused = false;
-    for (int i = 0; i < g->n; i++) *fused |= g->nodes[i] == bn && g->chain_end[i] == i + 1;
+    /* without r, whose gradient reads it too, the masked gradient is batch_norm_grad's alone */
+    bool fwd = false, bwd = res != 0;
+    for (int i = 0; i < g->n; i++) {
+        fwd |= g->nodes[i] == bn && g->chain_end[i] == i + 1 + (res != 0);
+        bwd |= g->nodes[i]->op == KILN_OP_CMP && g->chain_end[i] == i + 2 &&
+               g->nodes[i + 2]->op == KILN_OP_BATCH_NORM_GRAD;
+    }
+    *fused = fwd && bwd;
     out[0] = nnt_values(y), out[1] = nnt_values(kiln_tensor_grad(x)), out[2] = nnt_values(kiln_tensor_grad(w));
-    out[3] = nnt_values(rm);
+    out[3] = res ? nnt_values(kiln_tensor_grad(r)) : nnt_values(r);
+    out[4] = nnt_values(rm);
     kiln_ctx_free(ctx);
     unsetenv("KILN_FUSE");
 }
 
-/* The norm and its ReLU as one fused pass give the bytes of the two
- * nodes apart: f32 on the row primitives (rows of 144) and the short
- * rows' loops (16) at every SIMD level, and f64. */
+/* The norm, [a residual's add,] and the ReLU as one fused pass, and the
+ * ReLU's gradient mask read by batch_norm_grad, give the bytes of the nodes
+ * apart: f32 on the row primitives (rows of 144) and
+ * the short rows' loops (16) at every SIMD level, f64, a convolution's
+ * product, and a batch the norm splits between threads (rows of 1600), at
+ * 1 and 2 threads. */
 KT_TEST(nn_batch_norm_relu_fused) {
+    int threads = kiln_get_threads();
     KT_FOR_EACH_SIMD(simd) {
-        for (int v = 0; v < 3; v++) {
-            kiln_dtype dt = v == 2 ? KILN_F64 : KILN_F32;
-            int64_t hw = v == 1 ? 4 : 12, n[4] = {5 * 6 * hw * hw, 5 * 6 * hw * hw, 6, 6};
-            double *got[4], *want[4];
-            bool fused, apart;
-            bn_relu_run(true, dt, hw, got, &fused);
-            bn_relu_run(false, dt, hw, want, &apart);
-            KT_CHECK(fused && !apart, "%s case %d: fused %d, under KILN_FUSE=0 %d", simd.name, v, fused, apart);
-            for (int i = 0; i < 4; i++) {
-                KT_REQUIRE(got[i] && want[i], "out of memory");
-                KT_CHECK(!memcmp(got[i], want[i], (size_t)n[i] * sizeof *got[i]), "%s case %d: output %d differs",
-                         simd.name, v, i);
-                free(got[i]), free(want[i]);
+        for (int t = 1; t <= 2; t++) {
+            KT_OK(kiln_set_threads(t));
+            for (int v = 0; v < 15; v++) {
+                int res = v % 3, kind = v / 3;
+                kiln_dtype dt = kind == 2 ? KILN_F64 : KILN_F32;
+                int64_t hw = kind == 1 ? 4 : kind == 4 ? 40 : 12, numel = 5 * 6 * hw * hw;
+                int64_t n[5] = {numel, numel, 6, numel, 6};
+                double *got[5], *want[5];
+                bool fused, apart;
+                bn_relu_run(true, dt, hw, res, kind == 3, got, &fused);
+                bn_relu_run(false, dt, hw, res, kind == 3, want, &apart);
+                KT_CHECK(fused && !apart, "%s, %d threads, case %d: fused %d, under KILN_FUSE=0 %d", simd.name, t, v,
+                         fused, apart);
+                for (int i = 0; i < 5; i++) {
+                    KT_REQUIRE(got[i] && want[i], "out of memory");
+                    KT_CHECK(!memcmp(got[i], want[i], (size_t)n[i] * sizeof *got[i]),
+                             "%s, %d threads, case %d: output %d differs", simd.name, t, v, i);
+                    free(got[i]), free(want[i]);
+                }
             }
         }
     }
+    KT_OK(kiln_set_threads(threads));
 }
 
 /* kiln_save_params holds the buffers; a load restores them, and a file

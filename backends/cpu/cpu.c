@@ -178,7 +178,7 @@ static const char *cpu_describe(const kiln_backend *b) {
 static const kiln_backend_vt cpu_vt = {
     .supports = cpu_supports,
     .compute = cpu_compute,
-    .fuses = KILN_FUSE_CHAIN | KILN_FUSE_ACC | KILN_FUSE_NORM_RELU,
+    .fuses = KILN_FUSE_CHAIN | KILN_FUSE_ACC | KILN_FUSE_NORM_RELU | KILN_FUSE_SIDE,
     .compute_chain = cpu_compute_chain,
     .ready = cpu_ready,
     .describe = cpu_describe,

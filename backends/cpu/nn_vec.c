@@ -18,6 +18,7 @@ typedef float VT;
 #define VMUL(a, b) ((a) * (b))
 #define VMAX(a, b) ((a) > (b) ? (a) : (b))
 #define VMIN(a, b) ((a) < (b) ? (a) : (b))
+#define VNE01(a, b) ((a) != (b) ? 1.0f : 0.0f)
 #define VFMA(a, b, c) ((a) * (b) + (c))
 #define VFNMA(a, b, c) ((c) - (a) * (b))
 #define VHSUM(v) (v)

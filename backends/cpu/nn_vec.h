@@ -48,6 +48,11 @@ typedef struct kiln_nn_vec {
     void (*sums_dev)(const float *x, int64_t n, float c, double *s1, double *s2);
     /* y = (x - c) * a + b, then the ReLU (y < 0 ? 0 : y) if relu; NEON gives +0 for -0 */
     void (*affine)(const float *x, float *y, int64_t n, float c, float a, float b, int relu);
+    /* y = relu((x - c) * a + b + r), r added first when r_first (an add's order) */
+    void (*affine_add_relu)(const float *x, const float *r, float *y, int64_t n, float c, float a, float b,
+                            int r_first);
+    /* y = g * (m != s ? 1 : 0), a ReLU's gradient mask (NaN != s) */
+    void (*mask_mul)(const float *g, const float *m, float s, float *y, int64_t n);
     /* s[0..3] += sum(x - c), sum((x - c)^2), sum(gy), sum(gy * (x - c)) */
     void (*bn_bwd_sums)(const float *x, const float *gy, int64_t n, float c, double *s);
     /* dx = gy * a + (x - c) * b + k */

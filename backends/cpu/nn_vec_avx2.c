@@ -30,6 +30,7 @@ typedef __m256 VT;
 #define VMUL(a, b) _mm256_mul_ps((a), (b))
 #define VMAX(a, b) _mm256_max_ps((a), (b))
 #define VMIN(a, b) _mm256_min_ps((a), (b))
+#define VNE01(a, b) _mm256_and_ps(_mm256_cmp_ps((a), (b), _CMP_NEQ_UQ), _mm256_set1_ps(1.0f))
 #define VFMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
 #define VFNMA(a, b, c) _mm256_fnmadd_ps((a), (b), (c))
 #define VHSUM(v) hsum256(v)

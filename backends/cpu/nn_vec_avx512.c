@@ -16,6 +16,7 @@ typedef __m512 VT;
 #define VMUL(a, b) _mm512_mul_ps((a), (b))
 #define VMAX(a, b) _mm512_max_ps((a), (b))
 #define VMIN(a, b) _mm512_min_ps((a), (b))
+#define VNE01(a, b) _mm512_maskz_mov_ps(_mm512_cmp_ps_mask((a), (b), _CMP_NEQ_UQ), _mm512_set1_ps(1.0f))
 #define VFMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
 #define VFNMA(a, b, c) _mm512_fnmadd_ps((a), (b), (c))
 #define VHSUM(v) _mm512_reduce_add_ps(v)

@@ -16,6 +16,8 @@ typedef float32x4_t VT;
 #define VMUL(a, b) vmulq_f32((a), (b))
 #define VMAX(a, b) vmaxq_f32((a), (b))
 #define VMIN(a, b) vminq_f32((a), (b))
+#define VNE01(a, b) \
+    vreinterpretq_f32_u32(vandq_u32(vmvnq_u32(vceqq_f32((a), (b))), vreinterpretq_u32_f32(vdupq_n_f32(1.0f))))
 #define VFMA(a, b, c) vfmaq_f32((c), (a), (b))
 #define VFNMA(a, b, c) vfmsq_f32((c), (a), (b))
 #define VHSUM(v) vaddvq_f32(v)
