@@ -39,6 +39,32 @@ template <typename T> __device__ double dot(const T *a, const T *b, int64_t n) {
     return s;
 }
 
+// Query qi's softmax over keys kh and values vh (nv rows of d, dv), online
+// as the CPU's: the running max m and sum l, and this thread's element of
+// the unnormalized output (threads < dv). sh, p: the block's shared scratch.
+template <typename T>
+__device__ void online_softmax(const T *qi, const T *kh, const T *vh, int64_t nv, int64_t d, int64_t dv, double scale,
+                               double *sh, double *p, double &m, double &l, double &acc) {
+    m = -INFINITY, l = 0, acc = 0;
+    for (int64_t j0 = 0; j0 < nv; j0 += THREADS) {
+        int64_t j = j0 + threadIdx.x;
+        double sc = j < nv ? dot(qi, kh + j * d, d) * scale : -INFINITY;
+        double mnew = fmax(m, block_max(sc, sh));
+        double pj = j < nv ? exp(sc - mnew) : 0.0;
+        p[threadIdx.x] = pj;
+        double sum = block_sum(pj, sh); // its barriers publish p
+        double corr = m == -INFINITY ? 0.0 : exp(m - mnew);
+        l = l * corr + sum;
+        acc *= corr;
+        if ((int64_t)threadIdx.x < dv) {
+            int64_t n = nv - j0 < THREADS ? nv - j0 : THREADS;
+            for (int64_t c = 0; c < n; c++) acc += p[c] * vh[(j0 + c) * dv + threadIdx.x];
+        }
+        m = mnew;
+        __syncthreads(); // p is rewritten next round
+    }
+}
+
 template <typename T>
 __global__ void attn_fwd_k(geom g, const void *qv, const void *kv, const void *vv, void *ov, void *lsev) {
     __shared__ double sh[THREADS], p[THREADS];
@@ -50,24 +76,8 @@ __global__ void attn_fwd_k(geom g, const void *qv, const void *kv, const void *v
         const T *qi = q + row * g.d;
         const T *kh = k + (bb * g.hk + h / group) * g.s * g.d, *vh = v + (bb * g.hk + h / group) * g.s * g.dv;
         int64_t nv = keys_seen(g, i);
-        double m = -INFINITY, l = 0, acc = 0;
-        for (int64_t j0 = 0; j0 < nv; j0 += THREADS) {
-            int64_t j = j0 + threadIdx.x;
-            double sc = j < nv ? dot(qi, kh + j * g.d, g.d) * g.scale : -INFINITY;
-            double mnew = fmax(m, block_max(sc, sh));
-            double pj = j < nv ? exp(sc - mnew) : 0.0;
-            p[threadIdx.x] = pj;
-            double sum = block_sum(pj, sh); // its barriers publish p
-            double corr = m == -INFINITY ? 0.0 : exp(m - mnew);
-            l = l * corr + sum;
-            acc *= corr;
-            if ((int64_t)threadIdx.x < g.dv) {
-                int64_t n = nv - j0 < THREADS ? nv - j0 : THREADS;
-                for (int64_t c = 0; c < n; c++) acc += p[c] * vh[(j0 + c) * g.dv + threadIdx.x];
-            }
-            m = mnew;
-            __syncthreads(); // p is rewritten next round
-        }
+        double m, l, acc;
+        online_softmax(qi, kh, vh, nv, g.d, g.dv, g.scale, sh, p, m, l, acc);
         if ((int64_t)threadIdx.x < g.dv) o[row * g.dv + threadIdx.x] = l > 0 ? (T)(acc / l) : (T)0;
         if (threadIdx.x == 0) lse[row] = l > 0 ? (T)(m + log(l)) : (T)INFINITY;
     }
@@ -188,8 +198,8 @@ __global__ void attn_cache_write_k(cgeom g, const int32_t *seq, const int32_t *p
 }
 
 // One block per (row, query head) over keys first .. pos[i] of its
-// sequence (the last window of them when window > 0), the online softmax
-// of attn_fwd_k: a decoding step and each row of a prompt alike.
+// sequence (the last window of them when window > 0), by online_softmax:
+// a decoding step and each row of a prompt alike.
 template <typename T>
 __global__ void attn_cached_k(cgeom g, const int32_t *seq, const int32_t *pos, const void *qv, const void *kcv,
                               const void *vcv, void *ov) {
@@ -206,25 +216,8 @@ __global__ void attn_cached_k(cgeom g, const int32_t *seq, const int32_t *pos, c
         int64_t last = pos[i] + 1, first = g.window > 0 && last > g.window ? last - g.window : 0;
         int64_t base = (at - pos[i]) + (h / group) * g.s + first; // key `first` of this kv head
         const T *qi = q + row * g.d, *kh = kc + base * g.d, *vh = vc + base * g.dv;
-        int64_t nv = last - first;
-        double m = -INFINITY, l = 0, acc = 0;
-        for (int64_t j0 = 0; j0 < nv; j0 += THREADS) {
-            int64_t j = j0 + threadIdx.x;
-            double sc = j < nv ? dot(qi, kh + j * g.d, g.d) * g.scale : -INFINITY;
-            double mnew = fmax(m, block_max(sc, sh));
-            double pj = j < nv ? exp(sc - mnew) : 0.0;
-            p[threadIdx.x] = pj;
-            double sum = block_sum(pj, sh); // its barriers publish p
-            double corr = m == -INFINITY ? 0.0 : exp(m - mnew);
-            l = l * corr + sum;
-            acc *= corr;
-            if ((int64_t)threadIdx.x < g.dv) {
-                int64_t c1 = nv - j0 < THREADS ? nv - j0 : THREADS;
-                for (int64_t c = 0; c < c1; c++) acc += p[c] * vh[(j0 + c) * g.dv + threadIdx.x];
-            }
-            m = mnew;
-            __syncthreads(); // p is rewritten next round
-        }
+        double m, l, acc;
+        online_softmax(qi, kh, vh, last - first, g.d, g.dv, g.scale, sh, p, m, l, acc);
         if ((int64_t)threadIdx.x < g.dv) o[row * g.dv + threadIdx.x] = (T)(acc / l);
     }
 }
