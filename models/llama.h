@@ -29,8 +29,9 @@
  * Inference models (llama_new_inference below) keep their weights quantized.
  *
  * Generation with the KV cache: the prompt, then one token at a time; each
- * step writes its keys and values into the cache (kiln_slice_assign) and
- * attends over every position so far, so its logits equal the last
+ * step writes its keys and values into the cache (kiln_slice_assign; a
+ * batch-1 token through the cache's one decode graph, kiln_attention_cached)
+ * and attends over every position so far, so its logits equal the last
  * position's logits of a forward pass over the whole sequence.
  *
  *     llama *m = llama_new(ctx, NULL, 1);
