@@ -229,8 +229,10 @@ kiln_tensor *kiln_attention(kiln_ctx *ctx, kiln_tensor *q, kiln_tensor *k, kiln_
  * of them). Rows of one sequence at consecutive positions are a causal
  * chunk: each sees the ones before it. seq, pos: i32 [N]; a value outside
  * the cache fails the compute with a message that names it. Result
- * [N, Hq, Dv]. No gradient flows through it. A backend without it runs
- * it on the CPU. */
+ * [N, Hq, Dv]. No gradient flows through it. CUDA and Vulkan (f32; CUDA
+ * f64 too) read seq and pos in device memory, so a replayed graph serves
+ * new positions; there a row outside the cache writes nothing and gives
+ * NaN instead of failing. A backend without it runs it on the CPU. */
 kiln_tensor *kiln_attention_cached(kiln_ctx *ctx, kiln_tensor *q, kiln_tensor *k, kiln_tensor *v, kiln_tensor *k_cache,
                                    kiln_tensor *v_cache, kiln_tensor *seq, kiln_tensor *pos, int64_t window,
                                    double scale);

@@ -289,6 +289,7 @@ llama_cache *llama_cache_new(llama *m, int64_t batch, int64_t len) {
 
 void llama_cache_free(llama_cache *c) {
     if (!c) return;
+    if (c->decode.g) kiln_graph_free_buffers(c->decode.g);
     free(c->k);
     free(c);
 }
@@ -550,6 +551,37 @@ kiln_tensor *llama_forward(llama *m, kiln_tensor *idx, llama_cache *cache, int64
     return llama_head(m, hidden(m, idx, cache, pos));
 }
 
+/* The cache's decode graph (llama.h): one token of sequence 0 at the
+ * position in an i32 leaf, its attention by kiln_attention_cached over
+ * the whole cache. Made outside the steps' marks, so it stays. */
+static kiln_status decode_build(llama *m, llama_cache *c) {
+    kiln_ctx *ctx = m->ctx;
+    const int64_t one = 1;
+    kiln_tensor *tok = kiln_new_2d(ctx, KILN_I32, 1, 1);
+    step_pos p = {.pos = kiln_tensor_new(ctx, KILN_I32, 1, &one), .seq = kiln_tensor_new(ctx, KILN_I32, 1, &one), .T = 1};
+    kiln_tensor *out = tok && p.pos && p.seq ? llama_head(m, blocks(m, tok, &p, c)) : NULL;
+    kiln_graph *g = out ? kiln_graph_new(ctx) : NULL;
+    kiln_status s = g ? kiln_graph_add(g, out) : kiln_last_status() ? kiln_last_status() : KILN_ERR_OOM;
+    if (!s) c->decode.g = g, c->decode.tok = tok, c->decode.pos = p.pos, c->decode.logits = out, c->decode.fused = m->fuse;
+    return s;
+}
+
+/* One token of a batch-1 cache through its decode graph (remade when the
+ * model's stacking changed since). */
+static kiln_status decode_step(llama *m, llama_cache *c, int32_t token, float *logits) {
+    if (c->pos >= c->len)
+        return kiln_set_error(KILN_ERR_SHAPE, "llama_cache_step: position %lld is past the cache's %lld",
+                              (long long)c->pos, (long long)c->len);
+    if (c->decode.g && c->decode.fused != m->fuse) kiln_graph_free_buffers(c->decode.g), c->decode.g = NULL;
+    kiln_status s = c->decode.g ? KILN_OK : decode_build(m, c);
+    if (!s) s = kiln_tensor_set_i32(c->decode.tok, &token, 1);
+    if (!s) s = kiln_tensor_set_i32(c->decode.pos, (const int32_t[]){(int32_t)c->pos}, 1);
+    if (!s) s = kiln_graph_compute(c->decode.g);
+    if (!s) s = kiln_tensor_get_f32(c->decode.logits, logits, m->cfg.vocab);
+    if (!s) c->pos++;
+    return s;
+}
+
 /* llama_cache_step, with every position's logits where all is true */
 static kiln_status step(llama *m, llama_cache *c, const int32_t *tokens, int64_t n, float *logits, bool all,
                         const char *who) {
@@ -558,6 +590,11 @@ static kiln_status step(llama *m, llama_cache *c, const int32_t *tokens, int64_t
         return kiln_set_error(KILN_ERR_ARG, "%s: needs a model, a cache, tokens, logits and n >= 1", who);
     bool was = kiln_ctx_grad_enabled(ctx);
     kiln_ctx_set_grad_enabled(ctx, false);
+    if (c->batch == 1 && n == 1 && !all && !m->rope_freqs && !(m->cfg.attn_softcap > 0) && !m->taps) {
+        kiln_status s = decode_step(m, c, tokens[0], logits);
+        kiln_ctx_set_grad_enabled(ctx, was);
+        return s;
+    }
     /* the step's graph is scratch: rewound afterwards, so generating
      * thousands of tokens does not grow the context */
     kiln_ctx_mark mark = kiln_ctx_get_mark(ctx);

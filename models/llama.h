@@ -29,8 +29,9 @@
  * Inference models (llama_new_inference below) keep their weights quantized.
  *
  * Generation with the KV cache: the prompt, then one token at a time; each
- * step writes its keys and values into the cache (kiln_slice_assign) and
- * attends over every position so far, so its logits equal the last
+ * step writes its keys and values into the cache (kiln_slice_assign; a
+ * batch-1 token through the cache's one decode graph, kiln_attention_cached)
+ * and attends over every position so far, so its logits equal the last
  * position's logits of a forward pass over the whole sequence.
  *
  *     llama *m = llama_new(ctx, NULL, 1);
@@ -218,10 +219,20 @@ kiln_status llama_stack_weights(llama *m);
 int64_t llama_weight_bytes(const llama *m);
 
 /* Keys and values of every layer so far: leaves [batch, kv_heads, len, hd]
- * of the model's context, and the next position to write. */
+ * of the model's context, and the next position to write. decode: batch-1
+ * decoding's graph (llama_cache_step of one token), built at the first
+ * such step and computed again at every later one: its token and position
+ * are i32 leaves written each step and the attention reads the cache up to
+ * that position (kiln_attention_cached), so no shape or parameter changes
+ * and a device replays one recording per token (core/graph_replay.c). */
 typedef struct llama_cache {
     int64_t batch, len, pos;
     kiln_tensor **k, **v; /* one per layer */
+    struct {
+        kiln_graph *g; /* NULL until the first one-token step */
+        kiln_tensor *tok, *pos, *logits;
+        bool fused; /* llama's fuse when it was built (stacked weights) */
+    } decode;
 } llama_cache;
 
 llama_cache *llama_cache_new(llama *m, int64_t batch, int64_t len);
@@ -253,7 +264,11 @@ kiln_tensor *llama_head(llama *m, kiln_tensor *h);
  * Builds and computes a small graph in the model's context each call,
  * between kiln_ctx_get_mark and kiln_ctx_rewind: the context does not grow
  * from step to step (on a device backend, whose memory the rewind does
- * not free, it keeps each step's metadata). */
+ * not free, it keeps each step's metadata). One token of a batch-1 cache
+ * computes the cache's decode graph instead, made in the context once, at
+ * the first such step (not for models with rope frequency factors,
+ * soft-capped attention or taps): rewinding the context to a mark made
+ * before that step frees it, and the cache must not step again. */
 kiln_status llama_cache_step(llama *m, llama_cache *c, const int32_t *tokens, int64_t n, float *logits);
 /* The same with every position's logits: [batch, n, vocab] into logits
  * (what generate --dump-logits writes, to compare with llama.cpp's). */

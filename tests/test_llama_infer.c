@@ -162,7 +162,8 @@ KT_TEST(llama_infer_cache_matches_forward) {
     size_t held = kiln_ctx_storage_bytes(ctx);
     for (int t = 4; t <= T && full && cache; t++) {
         KT_OK(t == 4 ? llama_cache_step(q, cache, TOKENS, 4, step) : llama_cache_step(q, cache, TOKENS + t - 1, 1, step));
-        KT_CHECK(kiln_ctx_storage_bytes(ctx) == held, "a step keeps nothing in the context (rewound)");
+        if (t == 5) held = kiln_ctx_storage_bytes(ctx); /* the first one-token step makes the cache's decode graph */
+        KT_CHECK(kiln_ctx_storage_bytes(ctx) == held, "step %d keeps nothing in the context (rewound)", t);
         double s;
         worst = fmax(worst, worst_diff(step, full + (t - 1) * c.vocab, c.vocab, &s));
         scale = fmax(scale, s);

@@ -5,7 +5,10 @@
  * with the keys split over blocks); the rest the row kernels of
  * k_attention.cu (one thread per head element).
  * The forward writes the packed [O | L] of ops/nn_attention.c; the
- * backward reads it (src 3) and dO (src 4) and writes packed [dq | dk | dv]. */
+ * backward reads it (src 3) and dO (src 4) and writes packed [dq | dk | dv].
+ * ATTENTION_CACHED (kiln_attention_cached) writes the rows' keys and
+ * values into the caches, then runs a block per (row, query head) over its
+ * sequence's keys up to its position, read from device memory. */
 #include "cu.h"
 
 enum { MAX_HEAD = 256, FLASH_HEAD = 128 }; /* k_attention.cu's THREADS; k_attention_flash.cu's tiles */
@@ -83,6 +86,32 @@ static kiln_status attention_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec
     return s;
 }
 
+/* ATTENTION_CACHED src q, k, v, k_cache, v_cache, seq, pos (see
+ * kiln_attention_cached): the float operands in the node's dtype, all
+ * contiguous. seq and pos stay in device memory, read by the kernels. */
+static bool cached_supports(const kiln_cu *cu, const kiln_tensor *t) {
+    (void)cu;
+    for (int i = 0; i < 5; i++)
+        if (!like(t->src[i], t)) return false;
+    for (int i = 5; i < 7; i++)
+        if (t->src[i]->dtype != KILN_I32 || !kiln_tensor_is_contiguous(t->src[i])) return false;
+    return like(t, t) && t->src[1]->shape[2] <= MAX_HEAD && t->src[2]->shape[2] <= MAX_HEAD;
+}
+
+static kiln_status cached_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    const kiln_tensor *q = t->src[0], *k = t->src[1], *v = t->src[2], *kc = t->src[3];
+    const int64_t sh[7] = {q->shape[0], q->shape[1], k->shape[1], kc->shape[0], kc->shape[2], k->shape[2], v->shape[2]};
+    if (!sh[0]) return KILN_OK;
+    return kiln__cu_launched(kiln__cu_attention_cached(cu->stream, t->dtype == KILN_F64 ? CU_F64 : CU_F32, sh,
+                                                       t->ip[0], t->fp[0], kiln__cu_ptr(t->src[5]),
+                                                       kiln__cu_ptr(t->src[6]), kiln__cu_ptr(q), kiln__cu_ptr(k),
+                                                       kiln__cu_ptr(v), kiln__cu_ptr(kc), kiln__cu_ptr(t->src[4]),
+                                                       kiln__cu_ptr(t)),
+                             "attention_cached kernel");
+}
+
 void kiln__cu_register_attention(kiln_cu_kernel *tab) {
     tab[KILN_OP_ATTENTION] = tab[KILN_OP_ATTENTION_GRAD] = (kiln_cu_kernel){attention_supports, attention_record};
+    tab[KILN_OP_ATTENTION_CACHED] = (kiln_cu_kernel){cached_supports, cached_record};
 }

@@ -39,6 +39,32 @@ template <typename T> __device__ double dot(const T *a, const T *b, int64_t n) {
     return s;
 }
 
+// Query qi's softmax over keys kh and values vh (nv rows of d, dv), online
+// as the CPU's: the running max m and sum l, and this thread's element of
+// the unnormalized output (threads < dv). sh, p: the block's shared scratch.
+template <typename T>
+__device__ void online_softmax(const T *qi, const T *kh, const T *vh, int64_t nv, int64_t d, int64_t dv, double scale,
+                               double *sh, double *p, double &m, double &l, double &acc) {
+    m = -INFINITY, l = 0, acc = 0;
+    for (int64_t j0 = 0; j0 < nv; j0 += THREADS) {
+        int64_t j = j0 + threadIdx.x;
+        double sc = j < nv ? dot(qi, kh + j * d, d) * scale : -INFINITY;
+        double mnew = fmax(m, block_max(sc, sh));
+        double pj = j < nv ? exp(sc - mnew) : 0.0;
+        p[threadIdx.x] = pj;
+        double sum = block_sum(pj, sh); // its barriers publish p
+        double corr = m == -INFINITY ? 0.0 : exp(m - mnew);
+        l = l * corr + sum;
+        acc *= corr;
+        if ((int64_t)threadIdx.x < dv) {
+            int64_t n = nv - j0 < THREADS ? nv - j0 : THREADS;
+            for (int64_t c = 0; c < n; c++) acc += p[c] * vh[(j0 + c) * dv + threadIdx.x];
+        }
+        m = mnew;
+        __syncthreads(); // p is rewritten next round
+    }
+}
+
 template <typename T>
 __global__ void attn_fwd_k(geom g, const void *qv, const void *kv, const void *vv, void *ov, void *lsev) {
     __shared__ double sh[THREADS], p[THREADS];
@@ -50,24 +76,8 @@ __global__ void attn_fwd_k(geom g, const void *qv, const void *kv, const void *v
         const T *qi = q + row * g.d;
         const T *kh = k + (bb * g.hk + h / group) * g.s * g.d, *vh = v + (bb * g.hk + h / group) * g.s * g.dv;
         int64_t nv = keys_seen(g, i);
-        double m = -INFINITY, l = 0, acc = 0;
-        for (int64_t j0 = 0; j0 < nv; j0 += THREADS) {
-            int64_t j = j0 + threadIdx.x;
-            double sc = j < nv ? dot(qi, kh + j * g.d, g.d) * g.scale : -INFINITY;
-            double mnew = fmax(m, block_max(sc, sh));
-            double pj = j < nv ? exp(sc - mnew) : 0.0;
-            p[threadIdx.x] = pj;
-            double sum = block_sum(pj, sh); // its barriers publish p
-            double corr = m == -INFINITY ? 0.0 : exp(m - mnew);
-            l = l * corr + sum;
-            acc *= corr;
-            if ((int64_t)threadIdx.x < g.dv) {
-                int64_t n = nv - j0 < THREADS ? nv - j0 : THREADS;
-                for (int64_t c = 0; c < n; c++) acc += p[c] * vh[(j0 + c) * g.dv + threadIdx.x];
-            }
-            m = mnew;
-            __syncthreads(); // p is rewritten next round
-        }
+        double m, l, acc;
+        online_softmax(qi, kh, vh, nv, g.d, g.dv, g.scale, sh, p, m, l, acc);
         if ((int64_t)threadIdx.x < g.dv) o[row * g.dv + threadIdx.x] = l > 0 ? (T)(acc / l) : (T)0;
         if (threadIdx.x == 0) lse[row] = l > 0 ? (T)(m + log(l)) : (T)INFINITY;
     }
@@ -155,6 +165,63 @@ __global__ void attn_dkv_k(geom g, const void *qv, const void *kv, const void *v
     }
 }
 
+// kiln_attention_cached (backends/cpu/nn_attention.c): q [N, Hq, D], the
+// rows' new k [N, Hkv, D] and v [N, Hkv, Dv], caches [B, Hkv, S, D/Dv];
+// seq and pos are read here, from device memory, so a graph replayed for
+// the next token reads the next position (core/graph_replay.c).
+struct cgeom {
+    int64_t n, hq, hk, b, s, d, dv, window;
+    double scale;
+};
+
+// Row i's cache slot, or -1 when seq[i], pos[i] lie outside the caches.
+__device__ int64_t cache_slot(const cgeom &g, const int32_t *seq, const int32_t *pos, int64_t i) {
+    int64_t sq = seq[i], p = pos[i];
+    return sq < 0 || sq >= g.b || p < 0 || p >= g.s ? -1 : sq * g.hk * g.s + p;
+}
+
+// Every row's key and value into its slot, a thread per element: one
+// launch before the reads, since rows of a sequence read each other's keys.
+template <typename T>
+__global__ void attn_cache_write_k(cgeom g, const int32_t *seq, const int32_t *pos, const void *kv, const void *vv,
+                                   void *kcv, void *vcv) {
+    const T *k = (const T *)kv, *v = (const T *)vv;
+    T *kc = (T *)kcv, *vc = (T *)vcv;
+    int64_t w = g.d + g.dv, n = g.n * g.hk * w;
+    for (int64_t x = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; x < n; x += (int64_t)gridDim.x * blockDim.x) {
+        int64_t e = x % w, rh = x / w, i = rh / g.hk, h = rh % g.hk, at = cache_slot(g, seq, pos, i);
+        if (at < 0) continue; // writes nothing; the attention gives NaN for the row
+        at += h * g.s;
+        if (e < g.d) kc[at * g.d + e] = k[rh * g.d + e];
+        else vc[at * g.dv + e - g.d] = v[rh * g.dv + e - g.d];
+    }
+}
+
+// One block per (row, query head) over keys first .. pos[i] of its
+// sequence (the last window of them when window > 0), by online_softmax:
+// a decoding step and each row of a prompt alike.
+template <typename T>
+__global__ void attn_cached_k(cgeom g, const int32_t *seq, const int32_t *pos, const void *qv, const void *kcv,
+                              const void *vcv, void *ov) {
+    __shared__ double sh[THREADS], p[THREADS];
+    const T *q = (const T *)qv, *kc = (const T *)kcv, *vc = (const T *)vcv;
+    T *o = (T *)ov;
+    int64_t rows = g.n * g.hq, group = g.hq / g.hk;
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        int64_t i = row / g.hq, h = row % g.hq, at = cache_slot(g, seq, pos, i);
+        if (at < 0) { // uniform over the block
+            if ((int64_t)threadIdx.x < g.dv) o[row * g.dv + threadIdx.x] = (T)NAN;
+            continue;
+        }
+        int64_t last = pos[i] + 1, first = g.window > 0 && last > g.window ? last - g.window : 0;
+        int64_t base = (at - pos[i]) + (h / group) * g.s + first; // key `first` of this kv head
+        const T *qi = q + row * g.d, *kh = kc + base * g.d, *vh = vc + base * g.dv;
+        double m, l, acc;
+        online_softmax(qi, kh, vh, last - first, g.d, g.dv, g.scale, sh, p, m, l, acc);
+        if ((int64_t)threadIdx.x < g.dv) o[row * g.dv + threadIdx.x] = (T)(acc / l);
+    }
+}
+
 geom make_geom(const int64_t *shape, int causal, double scale) {
     geom g;
     g.b = shape[0], g.hq = shape[1], g.hk = shape[2], g.t = shape[3], g.s = shape[4], g.d = shape[5], g.dv = shape[6];
@@ -192,6 +259,19 @@ int kiln__cu_attention_grad(void *stream, int dt, const int64_t *shape, int caus
     LAUNCH(dt, attn_dq_k, row_blocks(rows), stream, g, q, k, v, lse, dout, di, dq);
     if ((e = (int)cudaGetLastError())) return e;
     LAUNCH(dt, attn_dkv_k, row_blocks(g.b * g.hk * g.s), stream, g, q, k, v, lse, dout, di, dk, dv);
+    return (int)cudaGetLastError();
+}
+
+int kiln__cu_attention_cached(void *stream, int dt, const int64_t *shape, int64_t window, double scale,
+                              const int32_t *seq, const int32_t *pos, const void *q, const void *k, const void *v,
+                              void *k_cache, void *v_cache, void *o) {
+    cgeom g;
+    g.n = shape[0], g.hq = shape[1], g.hk = shape[2], g.b = shape[3], g.s = shape[4], g.d = shape[5], g.dv = shape[6];
+    g.window = window, g.scale = scale;
+    LAUNCH(dt, attn_cache_write_k, blocks_for(g.n * g.hk * (g.d + g.dv)), stream, g, seq, pos, k, v, k_cache, v_cache);
+    int e = (int)cudaGetLastError();
+    if (e) return e;
+    LAUNCH(dt, attn_cached_k, row_blocks(g.n * g.hq), stream, g, seq, pos, q, k_cache, v_cache, o);
     return (int)cudaGetLastError();
 }
 

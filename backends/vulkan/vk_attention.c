@@ -18,7 +18,11 @@
  * registers; the rest, up to 256, in one rolled variant that reads floats;
  * larger ones go to the CPU. Where the driver bounds an invocation's loop
  * iterations (lavapipe: 65535, all loops together), the rolled variant's
- * long loop is split over passes that merge (attn_common.glsl). */
+ * long loop is split over passes that merge (attn_common.glsl).
+ * ATTENTION_CACHED (kiln_attention_cached): the rows' keys and values
+ * written into the caches (attn_cache_write.comp), then a workgroup per
+ * (query head, row) whose invocations split the row's keys up to its
+ * position, read from device memory (attn_cached.comp). */
 #include "vk.h"
 
 #include <math.h>
@@ -195,8 +199,61 @@ static kiln_status attention_grad_record(kiln_vk *vk, kiln_tensor *t, const kiln
     return dispatch_passes(vk, &dp, &pc, pc.s, pass_rows(vk, var, 3, 1, true));
 }
 
+/* ---- attention over a KV cache ---- */
+
+/* ATTENTION_CACHED src q, k, v, k_cache, v_cache, seq, pos (see
+ * kiln_attention_cached): f32 contiguous, seq and pos i32, head sizes up
+ * to attn_cached.comp's HD; under a loop budget, the keys one invocation
+ * may walk (all S of them, or the window: pos is read on the device)
+ * must fit it with its loops over D and Dv, its merge's and its stores'. */
+#define CACHED_HD 128
+static bool cached_supports(const kiln_vk *vk, const kiln_tensor *t) {
+    for (int i = 0; i < 7; i++) {
+        const kiln_tensor *x = t->src[i];
+        if (!(i < 5 ? f32_ok(vk, x) : x->dtype == KILN_I32 && kiln_tensor_is_contiguous(x) && kiln__vk_fits(vk, x)))
+            return false;
+    }
+    const kiln_tensor *q = t->src[0], *kc = t->src[3];
+    int64_t d = q->shape[2], dv = t->shape[2], s = kc->shape[2], n = q->shape[0] * q->shape[1];
+    if (!f32_ok(vk, t) || d > CACHED_HD || dv > CACHED_HD || !(t->fp[0] > 0 && isfinite(t->fp[0]))) return false;
+    const uint32_t *mg = kiln__vk_caps(vk)->max_groups, budget = kiln__vk_caps(vk)->loop_budget;
+    if (q->shape[1] > mg[0] || q->shape[0] > mg[1] || (uint64_t)n * (uint64_t)(d > dv ? d : dv) > UINT32_MAX)
+        return false;
+    int64_t keys = t->ip[0] > 0 && t->ip[0] < s ? t->ip[0] : s;
+    return !budget || (keys + 63) / 64 * (d + 2 * dv + 1) + dv + 2 * 64 + (dv + 31) / 32 * (2 * 32 + 64) < budget;
+}
+
+static kiln_status cached_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    const kiln_tensor *q = t->src[0], *k = t->src[1], *v = t->src[2], *kc = t->src[3], *vc = t->src[4];
+    const kiln_tensor *seq = t->src[5], *pos = t->src[6];
+    uint32_t n = (uint32_t)q->shape[0], hkv = (uint32_t)k->shape[1], d = (uint32_t)k->shape[2];
+    uint32_t dv = (uint32_t)v->shape[2], b = (uint32_t)kc->shape[0], s = (uint32_t)kc->shape[2];
+    if (!n) return KILN_OK;
+    uint32_t s0 = kiln__vk_base(vk, seq), p0 = kiln__vk_base(vk, pos);
+    struct {
+        uint32_t n, hkv, b, s, d, dv, k0, v0, s0, p0, kc0, vc0;
+    } wc = {n, hkv, b, s, d, dv, kiln__vk_base(vk, k), kiln__vk_base(vk, v), s0, p0, kiln__vk_base(vk, kc),
+            kiln__vk_base(vk, vc)};
+    kiln_vk_dispatch dp = {.shader = "attn_cache_write", .n = 6, .bind = {k, v, seq, pos, kc, vc}, .push = &wc,
+                           .push_size = sizeof wc};
+    kiln__vk_groups_1d(vk, (uint64_t)n * hkv * (d + dv), 256, dp.groups);
+    kiln_status st = kiln__vk_dispatch(vk, &dp); /* then a barrier: every write before any read */
+    if (st) return st;
+    struct {
+        uint32_t n, hq, hkv, b, s, d, dv, window;
+        float scale;
+        uint32_t q0, k0, v0, s0, p0, o0;
+    } pc = {n, (uint32_t)q->shape[1], hkv, b, s, d, dv, (uint32_t)(t->ip[0] < s ? t->ip[0] : 0), (float)t->fp[0],
+            kiln__vk_base(vk, q), kiln__vk_base(vk, kc), kiln__vk_base(vk, vc), s0, p0, kiln__vk_base(vk, t)};
+    dp = (kiln_vk_dispatch){.shader = "attn_cached", .n = 6, .bind = {q, kc, vc, seq, pos, t}, .push = &pc,
+                            .push_size = sizeof pc, .groups = {pc.hq, n, 1}};
+    return kiln__vk_dispatch(vk, &dp);
+}
+
 void kiln__vk_register_attention(kiln_vk_kernel *tab) {
     tab[KILN_OP_ROPE] = (kiln_vk_kernel){rope_supports, rope_record};
     tab[KILN_OP_ATTENTION] = (kiln_vk_kernel){attention_supports, attention_record};
     tab[KILN_OP_ATTENTION_GRAD] = (kiln_vk_kernel){attention_supports, attention_grad_record};
+    tab[KILN_OP_ATTENTION_CACHED] = (kiln_vk_kernel){cached_supports, cached_record};
 }

@@ -1,0 +1,47 @@
+/* test_backend_cached.c — kiln_attention_cached in the cross-backend op
+ * table (harness: backend_ops_util.h): rows each in its own sequence of a
+ * KV cache, written in place then attended over up to their positions, on
+ * every device backend against the CPU: decoding steps at 40, 300 and
+ * 3,000 keys (GQA, MQA, a window), prompt runs of two sequences (a window
+ * too), f64. */
+#include "backend_ops_util.h"
+
+/* N rows at (seq, pos) over caches [B, Hkv, S, D/Dv], random where no row writes */
+typedef struct cached_arg {
+    int64_t b, hq, hkv, s, d, dv, window, n;
+    const int32_t *seq, *pos;
+} cached_arg;
+static const int32_t C_SEQ2[] = {0, 1}, C_POS2[] = {37, 5}, C_SEQ1[] = {0}, C_POS1[] = {299}, C_POS1W[] = {2999};
+static const int32_t C_SEQP[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},
+                     C_POSP[] = {20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 0, 1, 2};
+static const cached_arg C_DECODE = {2, 4, 2, 40, 16, 16, 0, 2, C_SEQ2, C_POS2},
+                        C_MQA = {1, 8, 1, 300, 64, 64, 0, 1, C_SEQ1, C_POS1},
+                        C_WINDOW = {1, 6, 3, 3000, 32, 24, 100, 1, C_SEQ1, C_POS1W},
+                        C_PROMPT = {2, 6, 2, 33, 32, 24, 0, 15, C_SEQP, C_POSP},
+                        C_PROMPT_WINDOW = {2, 4, 4, 33, 8, 8, 7, 15, C_SEQP, C_POSP};
+
+static kiln_tensor *rows_i32(bo_io *io, int64_t n, const int32_t *v) {
+    kiln_tensor *t = kiln_tensor_new(io->ctx, KILN_I32, 1, &n);
+    return t && !kiln_tensor_set_i32(t, v, n) ? t : NULL;
+}
+static kiln_tensor *b_attn_cached(bo_io *io) {
+    const cached_arg *a = io->arg;
+    kiln_tensor *kc = bo_const(io, io->dt, -2, 2, BO_SHAPE(a->b, a->hkv, a->s, a->d));
+    kiln_tensor *vc = bo_const(io, io->dt, -1, 1, BO_SHAPE(a->b, a->hkv, a->s, a->dv));
+    kiln_tensor *q = bo_in_range(io, -2, 2, BO_SHAPE(a->n, a->hq, a->d));
+    kiln_tensor *k = bo_in_range(io, -2, 2, BO_SHAPE(a->n, a->hkv, a->d));
+    return kiln_attention_cached(io->ctx, q, k, bo_in(io, BO_SHAPE(a->n, a->hkv, a->dv)), kc, vc, rows_i32(io, a->n, a->seq),
+                                 rows_i32(io, a->n, a->pos), a->window, 0);
+}
+
+static const bo_case attention_cached_cases[] = {
+    {"attention_cached_decode_gqa", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD, &C_DECODE},
+    {"attention_cached_decode_mqa_300keys_d64", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD, &C_MQA},
+    {"attention_cached_decode_window_3000keys", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD, &C_WINDOW},
+    {"attention_cached_prompt_gqa", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD, &C_PROMPT},
+    {"attention_cached_prompt_window", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD, &C_PROMPT_WINDOW},
+    {"attention_cached_prompt_gqa", b_attn_cached, KILN_F64, BO_TRANS, BO_NO_GRAD | BO_MAY_FALL_BACK, &C_PROMPT},
+};
+KT_TEST(backend_ops_attention_cached) {
+    bo_run_cases("attention_cached", attention_cached_cases, BO_COUNT(attention_cached_cases));
+}
