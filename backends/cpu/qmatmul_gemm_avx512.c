@@ -1,6 +1,7 @@
 /* qmatmul_gemm_avx512.c — the block-scaled int8 GEMM of qmatmul_gemm.h on
- * AVX-512 without VNNI (Skylake-X): AVX512-VNNI's tile (6 columns of W x
- * 32 rows of x, W's quads broadcast against a zmm of 16 rows' quads) with
+ * AVX-512 without VNNI (Skylake-X): AVX512-VNNI's tile (qmatmul_gemm_zmm.h:
+ * 6 columns of W x 32 rows of x, W's quads broadcast against a zmm of 16
+ * rows' quads) with
  * vpdpbusd as vpmaddubsw + vpmaddwd, as AVX2's ymm tiles do. Q8_0 keeps W
  * signed (q8_off 0): |w| times x negated where w < 0 (a masked subtract:
  * no vpsignb on zmm), each pair at most 128 * 127 * 2 < 2^15, to int32
@@ -73,48 +74,7 @@ static inline __attribute__((always_inline)) void sums(const bool q8, const int 
     }
 }
 
-/* AVX512-VNNI's tile_n with sums() for its vpdpbusd: the same f32
- * operations in each lane, so every output is kiln__qmm_gemm_ref's bits */
-static inline __attribute__((always_inline)) void tile_n(const bool q8, const int8_t *xp, const float *da,
-                                                          const int32_t *xs, const int gs, const uint8_t *wp,
-                                                          const float *dw, int64_t nb, int64_t b0, int64_t b1,
-                                                          bool first, float out[NC][32]) {
-    __m512 f[NC][2];
-#pragma GCC unroll 6
-    for (int c = 0; c < NC; c++)
-#pragma GCC unroll 2
-        for (int g = 0; g < gs; g++) f[c][g] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(out[c] + 16 * g);
-    for (int64_t b = b0; b < b1; b++) {
-        __m512i s[NC][2];
-        sums(q8, gs, xp + b * 512, wp + b * 32, xs, nb, b, s);
-        __m512 d[2];
-#pragma GCC unroll 2
-        for (int g = 0; g < gs; g++) d[g] = _mm512_load_ps(da + (g * nb + b) * 16);
-#pragma GCC unroll 6
-        for (int c = 0; c < NC; c++) {
-            const __m512 dc = _mm512_set1_ps(dw[c * nb + b]);
-#pragma GCC unroll 2
-            for (int g = 0; g < gs; g++)
-                f[c][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[c][g]), _mm512_mul_ps(d[g], dc), f[c][g]);
-        }
-    }
-#pragma GCC unroll 6
-    for (int c = 0; c < NC; c++)
-#pragma GCC unroll 2
-        for (int g = 0; g < gs; g++) _mm512_storeu_ps(out[c] + 16 * g, f[c][g]);
-}
-
-static void tile_q8(const int8_t *xp, const float *da, const int32_t *xs, int rows, const uint8_t *wp,
-                    const float *dw, int64_t nb, int64_t b0, int64_t b1, bool first, float out[NC][32]) {
-    if (rows > 16) tile_n(true, xp, da, xs, 2, wp, dw, nb, b0, b1, first, out);
-    else tile_n(true, xp, da, xs, 1, wp, dw, nb, b0, b1, first, out);
-}
-
-static void tile_q4(const int8_t *xp, const float *da, const int32_t *xs, int rows, const uint8_t *wp,
-                    const float *dw, int64_t nb, int64_t b0, int64_t b1, bool first, float out[NC][32]) {
-    if (rows > 16) tile_n(false, xp, da, xs, 2, wp, dw, nb, b0, b1, first, out);
-    else tile_n(false, xp, da, xs, 1, wp, dw, nb, b0, b1, first, out);
-}
+#include "qmatmul_gemm_zmm.h"
 
 const kiln_qmm_gemm_kernels *kiln__qmm_gemm_kernels_avx512(void) {
     static const kiln_qmm_gemm_kernels k = {kiln__qmm_gemm_pack_x, QG_NAME(pack_w), tile_q8, tile_q4, QG_Q8_OFF};
