@@ -1,11 +1,10 @@
 /* qmatmul_kq_avx512vnni.c — the K types' and IQ4_XS's dot products with
  * AVX512-VNNI (qmatmul_kq.h): Q4_K, Q5_K, Q6_K (qmatmul_kq_zmm.h) and
  * IQ4_XS two sub-blocks of 32 (or four of 16) per zmm, the scaled pairs
- * summed by the EVEX vpdpwssd (IQ4_XS: vpdpbusd on its table's values
- * plus 128); Q2_K and
- * Q3_K on ymm from the shared body (Zen 4 has no AVX-VNNI, so nothing here
- * is VEX-encoded). The 16-entry table needs no VBMI: vpshufb looks it up
- * in every 128-bit lane. */
+ * summed by the EVEX vpdpwssd (IQ4_XS: vpdpbusd on its table's values plus
+ * 128); Q2_K and Q3_K on ymm from the shared body (Zen 4 has no AVX-VNNI,
+ * so nothing here is VEX-encoded). The 16-entry table needs no VBMI:
+ * vpshufb looks it up in every 128-bit lane. */
 #include "qmatmul_kq.h"
 
 #if defined(__x86_64__) && defined(__AVX512VNNI__) && defined(__AVX512VL__) && defined(__AVX512BW__)

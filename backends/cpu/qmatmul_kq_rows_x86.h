@@ -7,7 +7,7 @@
  * into its own sum, so each out[q] is that kernel's product with row q bit
  * for bit. Q2_K's, Q3_K's, Q6_K's and IQ4_XS's one-row kernels are these
  * bodies with one row (KQ_ONE_ROW); Q4_K / Q5_K's integers come from
- * k45_rows_ints (ymm below, zmm in the AVX512-VNNI file), their one-row
+ * k45_rows_ints (ymm below, zmm in qmatmul_kq_zmm.h), their one-row
  * kernels pair blocks (qmatmul_kq_x86.h). With KQ_ZMM defined Q6_K's
  * kernels are left out here (qmatmul_kq_zmm.h has zmm ones), with
  * KQ_ZMM_IQ4 IQ4_XS's (the AVX512-VNNI file has its own). */
