@@ -103,6 +103,24 @@ KT_TEST(qmatmul_kgemm_prompts_equal_the_batch_1_products) {
     }
 }
 
+/* AVX-512 without VNNI (Skylake-X) runs zmm tiles (qmatmul_kgemm_avx512.c)
+ * for the types whose codes fit vpmaddubsw, not AVX2's on ymm. */
+KT_TEST(qmatmul_kgemm_avx512_has_its_own_tiles) {
+    static const kiln_dtype ts[] = {KILN_Q4_K, KILN_Q5_K, KILN_Q6_K, KILN_Q2_K, KILN_Q3_K,
+                                    KILN_Q4_1, KILN_Q5_0, KILN_Q5_1};
+    enum { NT = (int)(sizeof ts / sizeof ts[0]) };
+    const kiln_kgemm_kernels *avx2[NT] = {0};
+    KT_FOR_EACH_SIMD(v) {
+        for (int i = 0; i < NT; i++) {
+            const kiln_kgemm_kernels *kk = kiln__qmm_kgemm_kernels(ts[i]);
+            if (!strcmp(v.name, "avx2")) avx2[i] = kk;
+            if (!strcmp(v.name, "avx512"))
+                KT_CHECK(kk && kk != avx2[i] && kiln__qmm_kgemm_handles(ts[i]), "%s: AVX2's tiles at avx512",
+                         kiln_dtype_name(ts[i]));
+        }
+    }
+}
+
 /* The few rows of batched decoding (1 .. 10, 13, 16, 19 and 20 about the
  * types' crossovers, kiln__qmm_batched_min: qmatmul.h's and
  * qmatmul_ggml.h's rows kernels, the tiles from the type's crossover where

@@ -107,6 +107,25 @@ KT_TEST(qmatmul_kq_kernels_match_the_reference) {
     }
 }
 
+/* AVX-512 without VNNI (Skylake-X) runs zmm kernels of Q4_K, Q5_K and
+ * Q6_K (qmatmul_kq_avx512.c), not AVX2's on ymm. */
+KT_TEST(qmatmul_kq_avx512_has_its_own_kernels) {
+    static const kiln_dtype zmm[] = {KILN_Q4_K, KILN_Q5_K, KILN_Q6_K};
+    kiln_qmm_dot_ggml *avx2[3] = {0};
+    kiln_qmm_dot_ggml_rows *rows2[3] = {0};
+    KT_FOR_EACH_SIMD(v) {
+        const bool is_avx2 = !strcmp(v.name, "avx2"), is_avx512 = !strcmp(v.name, "avx512");
+        for (int i = 0; i < 3; i++) {
+            kiln_qmm_dot_ggml *k = kiln__qmm_kq_kernel(zmm[i]);
+            kiln_qmm_dot_ggml_rows *r = kiln__qmm_kq_rows_kernel(zmm[i]);
+            if (is_avx2) avx2[i] = k, rows2[i] = r;
+            if (is_avx512)
+                KT_CHECK(k && r && k != avx2[i] && r != rows2[i], "%s: AVX2's kernels at avx512",
+                         kiln_dtype_name(zmm[i]));
+        }
+    }
+}
+
 /* 256 values of one kind for the Q8_K quantizer */
 static void q8k_block(int kind, float *x) {
     for (int e = 0; e < KILN_QK_K; e++)

@@ -92,6 +92,7 @@ static const kiln_qmm_kernels *kernels(void) {
     if (kiln__cpu_vbmi(c)) k = kiln__qmm_kernels_vbmi();
     if (!k && kiln__cpu_avx512vnni(c)) k = kiln__qmm_kernels_avx512vnni();
     if (!k && kiln__cpu_avxvnni(c)) k = kiln__qmm_kernels_avxvnni();
+    if (!k && kiln__cpu_avx512(c)) k = kiln__qmm_kernels_avx512();
     if (!k && kiln__cpu_avx2(c)) k = kiln__qmm_kernels_avx2();
     if (!k && kiln__cpu_neondot(c)) k = kiln__qmm_kernels_neondot();
     return k ? k : &ref;

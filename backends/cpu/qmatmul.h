@@ -29,7 +29,7 @@
  *   - 2 .. kiln__qmm_batched_min(t) - 1 rows (batched decoding, serve's
  *     slots): where the level has a rows kernel (kiln_qmm_dotr_i8s: Q8_0
  *     and Q4_0 on AVX2 and AVX-VNNI, qmatmul_rows_x86.h; Q8_0 and Q4_0 on
- *     AVX512-VNNI, not VBMI's Q4_0; every ggml type from AVX2 up,
+ *     AVX512-VNNI, not VBMI's Q4_0; AVX-512's Q4_0, qmatmul_avx512.c; every ggml type from AVX2 up,
  *     qmatmul_ggml.h), each row of W is decoded once for up to
  *     KILN_QMM_ROWS_MAX rows of x, each row's result the batch-1
  *     product's bits; otherwise x row by row (VBMI's Q4_0: rows of W in
@@ -51,7 +51,7 @@
  *     kiln's own f32 GEMM.
  *
  * The vector kernels are per SIMD level (qmatmul_avx2.c, qmatmul_avxvnni.c,
- * qmatmul_avx512vnni.c, qmatmul_vbmi.c, qmatmul_neondot.c: ARMv8.2 sdot);
+ * qmatmul_avx512.c: Q4_0 four blocks a step without VNNI, qmatmul_avx512vnni.c, qmatmul_vbmi.c, qmatmul_neondot.c: ARMv8.2 sdot);
  * the scalar references run for $KILN_SIMD=scalar.
  *
  *     kiln__qmatmul_cpu(KILN_Q4_0, 1, n, k, x, w->data, y, n_threads);
@@ -183,6 +183,7 @@ void kiln__qmm_lane_sums(const int8_t *xq, int32_t *xs, int64_t nb, int32_t off)
 /* The sets per level (cpu_features.h); NULL when not built. */
 const kiln_qmm_kernels *kiln__qmm_kernels_avx2(void);
 const kiln_qmm_kernels *kiln__qmm_kernels_avxvnni(void);
+const kiln_qmm_kernels *kiln__qmm_kernels_avx512(void);
 const kiln_qmm_kernels *kiln__qmm_kernels_avx512vnni(void);
 const kiln_qmm_kernels *kiln__qmm_kernels_vbmi(void);
 const kiln_qmm_kernels *kiln__qmm_kernels_neondot(void);

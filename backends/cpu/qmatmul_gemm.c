@@ -96,6 +96,7 @@ static const kiln_qmm_gemm_kernels *kernels(void) {
     const kiln_cpu_caps *c = kiln__cpu_caps();
     if (kiln__cpu_avx512vnni(c)) return kiln__qmm_gemm_kernels_avx512vnni();
     if (kiln__cpu_avxvnni(c)) return kiln__qmm_gemm_kernels_avxvnni();
+    if (kiln__cpu_avx512(c)) return kiln__qmm_gemm_kernels_avx512();
     if (kiln__cpu_avx2(c)) return kiln__qmm_gemm_kernels_avx2();
     if (kiln__cpu_neondot(c)) return kiln__qmm_gemm_kernels_neondot();
     return NULL;

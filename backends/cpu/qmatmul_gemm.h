@@ -1,7 +1,7 @@
 /* qmatmul_gemm.h — the batched (prompt) path of KILN_OP_QMATMUL for Q8_0 and
  * Q4_0: y[m, n] = x[m, k] . W[n, k]^T as a block-scaled integer GEMM, for
- * m >= KILN_QMM_PANEL_MIN_M from AVX2 up (AVX512-VNNI's zmm tile, AVX-VNNI's
- * and AVX2's ymm ones, qmatmul_gemm_x86.h) and on ARM64 with the dot
+ * m >= KILN_QMM_PANEL_MIN_M from AVX2 up (AVX512-VNNI's and AVX-512's zmm
+ * tiles, AVX-VNNI's and AVX2's ymm ones, qmatmul_gemm_x86.h) and on ARM64 with the dot
  * product (qmatmul_gemm_neondot.c); elsewhere, and for NF4, the
  * dequantized panels + f32 GEMM of qmatmul.c run.
  *
@@ -21,8 +21,9 @@
  *     (|S| <= 32 * 128 * 128 = 2^19, so (float)S is exact).
  * kiln__qmm_gemm_ref is that loop in C; the SIMD kernels (VNNI: vpdpbusd,
  * w + off unsigned against signed x, each block's sum starting from
- * -off sum(x), so S comes out exact; AVX2: vpmaddubsw's int16 pairs, Q8_0
- * as |w| times sign(x, w)) run the same order in each lane.
+ * -off sum(x), so S comes out exact; AVX2 and AVX-512 without VNNI:
+ * vpmaddubsw's int16 pairs, Q8_0 as |w| times sign(x, w)) run the same
+ * order in each lane.
  *
  * This is not the batch-1 products' order (qmatmul.h: per quad of a block
  * one f32 lane, summed as a tree at the end), so a row of a prompt may
@@ -75,6 +76,7 @@ typedef struct kiln_qmm_gemm_kernels {
 /* each NULL when not built */
 const kiln_qmm_gemm_kernels *kiln__qmm_gemm_kernels_avx512vnni(void);
 const kiln_qmm_gemm_kernels *kiln__qmm_gemm_kernels_avxvnni(void);
+const kiln_qmm_gemm_kernels *kiln__qmm_gemm_kernels_avx512(void);
 const kiln_qmm_gemm_kernels *kiln__qmm_gemm_kernels_avx2(void);
 const kiln_qmm_gemm_kernels *kiln__qmm_gemm_kernels_neondot(void);
 

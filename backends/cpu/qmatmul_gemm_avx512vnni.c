@@ -4,8 +4,8 @@
  * signed, so the offset's share, off * sum(x), depends on x alone and is
  * computed once per call (pack_x) instead of per column of W.
  *
- * A tile is 6 columns of W x 32 rows of x (two groups of 16 rows, one per
- * zmm lane set): 12 int32 accumulators restart each block from
+ * A tile (qmatmul_gemm_zmm.h) is 6 columns of W x 32 rows of x (two
+ * groups of 16 rows, one per zmm lane set): 12 int32 accumulators restart each block from
  * -off * sum(x) (a vector per group), take 8 vpdpbusd per block (one
  * 4-byte quad of W broadcast against one zmm of x), then go to f32 with
  * one convert, one scale multiply and one FMA into the 12 f32
@@ -45,61 +45,36 @@ static void pack_x_vnni(const float *x, int64_t nb, int32_t off, int8_t *xp, flo
     }
 }
 
-static inline __attribute__((always_inline)) void tile_n(const int8_t *xp, const float *da, const int32_t *xs,
-                                                          const int gs, const uint8_t *wp, const float *dw, int64_t nb,
-                                                          int64_t b0, int64_t b1, bool first, float out[NC][32]) {
-    __m512 f[NC][2];
-#pragma GCC unroll 6
-    for (int c = 0; c < NC; c++)
+/* Block b's sums (qmatmul_gemm_zmm.h): from -off * sum(x), 8 vpdpbusd
+ * per column and group (one quad of W broadcast against one zmm of x) */
+static inline __attribute__((always_inline)) void sums(const bool q8, const int gs, const int8_t *xb,
+                                                       const uint8_t *wb, const int32_t *xs, int64_t nb, int64_t b,
+                                                       __m512i s[NC][2]) {
+    (void)q8; /* W unsigned either way */
 #pragma GCC unroll 2
-        for (int g = 0; g < gs; g++) f[c][g] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(out[c] + 16 * g);
-    for (int64_t b = b0; b < b1; b++) {
-        __m512i s[NC][2];
-#pragma GCC unroll 2
-        for (int g = 0; g < gs; g++) {
-            const __m512i init = _mm512_load_si512((const void *)(xs + (g * nb + b) * 16));
+    for (int g = 0; g < gs; g++) {
+        const __m512i init = _mm512_load_si512((const void *)(xs + (g * nb + b) * 16));
 #pragma GCC unroll 6
-            for (int c = 0; c < NC; c++) s[c][g] = init;
-        }
-        const int8_t *xb = xp + b * 512;
-        const uint8_t *wb = wp + b * 32;
+        for (int c = 0; c < NC; c++) s[c][g] = init;
+    }
 #pragma GCC unroll 8
-        for (int q = 0; q < 8; q++) {
-            __m512i a[2];
+    for (int q = 0; q < 8; q++) {
+        __m512i a[2];
 #pragma GCC unroll 2
-            for (int g = 0; g < gs; g++) a[g] = _mm512_load_si512((const void *)(xb + g * nb * 512 + q * 64));
-#pragma GCC unroll 6
-            for (int c = 0; c < NC; c++) {
-                const __m512i wv = _mm512_set1_epi32(load32((const int8_t *)wb + c * nb * 32 + q * 4));
-#pragma GCC unroll 2
-                for (int g = 0; g < gs; g++) s[c][g] = _mm512_dpbusd_epi32(s[c][g], wv, a[g]);
-            }
-        }
-        __m512 d[2];
-#pragma GCC unroll 2
-        for (int g = 0; g < gs; g++) d[g] = _mm512_load_ps(da + (g * nb + b) * 16);
+        for (int g = 0; g < gs; g++) a[g] = _mm512_load_si512((const void *)(xb + g * nb * 512 + q * 64));
 #pragma GCC unroll 6
         for (int c = 0; c < NC; c++) {
-            const __m512 dc = _mm512_set1_ps(dw[c * nb + b]);
+            const __m512i wv = _mm512_set1_epi32(load32((const int8_t *)wb + c * nb * 32 + q * 4));
 #pragma GCC unroll 2
-            for (int g = 0; g < gs; g++)
-                f[c][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[c][g]), _mm512_mul_ps(d[g], dc), f[c][g]);
+            for (int g = 0; g < gs; g++) s[c][g] = _mm512_dpbusd_epi32(s[c][g], wv, a[g]);
         }
     }
-#pragma GCC unroll 6
-    for (int c = 0; c < NC; c++)
-#pragma GCC unroll 2
-        for (int g = 0; g < gs; g++) _mm512_storeu_ps(out[c] + 16 * g, f[c][g]);
 }
 
-static void tile_vnni(const int8_t *xp, const float *da, const int32_t *xs, int rows, const uint8_t *wp,
-                      const float *dw, int64_t nb, int64_t b0, int64_t b1, bool first, float out[NC][32]) {
-    if (rows > 16) tile_n(xp, da, xs, 2, wp, dw, nb, b0, b1, first, out);
-    else tile_n(xp, da, xs, 1, wp, dw, nb, b0, b1, first, out);
-}
+#include "qmatmul_gemm_zmm.h"
 
 const kiln_qmm_gemm_kernels *kiln__qmm_gemm_kernels_avx512vnni(void) {
-    static const kiln_qmm_gemm_kernels k = {pack_x_vnni, QG_NAME(pack_w), tile_vnni, tile_vnni, QG_Q8_OFF};
+    static const kiln_qmm_gemm_kernels k = {pack_x_vnni, QG_NAME(pack_w), tile_q8, tile_q4, QG_Q8_OFF};
     return &k;
 }
 #else

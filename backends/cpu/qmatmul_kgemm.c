@@ -16,12 +16,12 @@
 #define NC KILN_KGEMM_NC
 #define MR KILN_KGEMM_MR
 
-/* t's tile at the level in force (the widest the caps allow) */
-static const kiln_kgemm_kernels *kernels(kiln_dtype t) {
+const kiln_kgemm_kernels *kiln__qmm_kgemm_kernels(kiln_dtype t) {
     const kiln_cpu_caps *c = kiln__cpu_caps();
     const bool q32 = kiln__q32gemm_type(t);
     if (kiln__cpu_avx512vnni(c)) return q32 ? kiln__q32gemm_kernels_avx512vnni() : kiln__kgemm_kernels_avx512vnni();
     if (kiln__cpu_avxvnni(c)) return q32 ? kiln__q32gemm_kernels_avxvnni() : kiln__kgemm_kernels_avxvnni();
+    if (kiln__cpu_avx512(c)) return q32 ? kiln__q32gemm_kernels_avx512() : kiln__kgemm_kernels_avx512();
     if (kiln__cpu_avx2(c)) return q32 ? kiln__q32gemm_kernels_avx2() : kiln__kgemm_kernels_avx2();
     if (kiln__cpu_neondot(c)) return q32 ? kiln__q32gemm_kernels_neondot() : kiln__kgemm_kernels_neondot();
     if (kiln__cpu_neon(c)) return q32 ? kiln__q32gemm_kernels_neon() : kiln__kgemm_kernels_neon();
@@ -34,7 +34,7 @@ bool kiln__qmm_kgemm_handles(kiln_dtype t) {
     case KILN_Q4_1: case KILN_Q5_0: case KILN_Q5_1: case KILN_IQ4_NL: break;
     default: return false;
     }
-    const kiln_kgemm_kernels *kk = kernels(t);
+    const kiln_kgemm_kernels *kk = kiln__qmm_kgemm_kernels(t);
     return kk && (kk->wide_codes || (t != KILN_IQ4_XS && t != KILN_IQ4_NL));
 }
 
@@ -88,7 +88,7 @@ kiln_status kiln__qmm_kgemm(kiln_dtype t, int64_t m, int64_t n, int64_t k, const
     const int64_t nb = k / kiln__types[t].blck;
     const size_t xrow = kiln__q32gemm_type(t) ? (size_t)nb * sizeof(kiln_q32x) : kiln__elems_bytes(KILN_Q8_K, k);
     kgemm_job j = {.t = t, .m = m, .n = n, .k = k, .nb = nb, .x = x, .w = w, .wrow = kiln__elems_bytes(t, k),
-                   .xrow = xrow, .y = y, .kk = kernels(t)};
+                   .xrow = xrow, .y = y, .kk = kiln__qmm_kgemm_kernels(t)};
     if (!(j.xa = kiln__malloc((size_t)m * xrow)))
         return kiln__errs(KILN_ERR_OOM, "qmatmul: out of memory quantizing the activations");
     const int64_t units = (n + NC - 1) / NC;

@@ -11,6 +11,7 @@ static const kiln_kq_kernels *kernels(void) {
     const kiln_kq_kernels *k = NULL;
     if (kiln__cpu_avx512vnni(c)) k = kiln__kq_kernels_avx512vnni();
     if (!k && kiln__cpu_avxvnni(c)) k = kiln__kq_kernels_avxvnni();
+    if (!k && kiln__cpu_avx512(c)) k = kiln__kq_kernels_avx512();
     if (!k && kiln__cpu_avx2(c)) k = kiln__kq_kernels_avx2();
     return k;
 }

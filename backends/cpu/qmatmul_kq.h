@@ -9,9 +9,10 @@
  * The codes meet x as unsigned bytes (maddubs; IQ4_XS's signed values by
  * the sign trick, Q6_K's q + 32 with 32 sc times Q8_K's bsums taken off
  * per block), the int16 pairs are multiplied by the sub-block's scale and
- * summed into int32 lanes: madd + add on AVX2, one vpdpwssd on AVX-VNNI
- * (VEX) and AVX512-VNNI (EVEX), one file per level from one body
- * (qmatmul_kq_x86.h).
+ * summed into int32 lanes: madd + add on AVX2 and AVX-512 without VNNI,
+ * one vpdpwssd on AVX-VNNI (VEX) and AVX512-VNNI (EVEX), one file per level
+ * from one body (qmatmul_kq_x86.h; Q4_K, Q5_K and Q6_K on zmm from
+ * AVX-512 up: qmatmul_kq_zmm.h).
  *
  *     kiln_qmm_dot_ggml *dot = kiln__qmm_kq_kernel(KILN_Q4_K);  // NULL: none for the caps in force
  */
@@ -31,6 +32,7 @@ typedef struct kiln_kq_kernels {
 /* The sets per level; NULL when not built. */
 const kiln_kq_kernels *kiln__kq_kernels_avx2(void);
 const kiln_kq_kernels *kiln__kq_kernels_avxvnni(void);
+const kiln_kq_kernels *kiln__kq_kernels_avx512(void);
 const kiln_kq_kernels *kiln__kq_kernels_avx512vnni(void);
 
 /* The kernel the caps in force choose for weight dtype t; NULL where none

@@ -7,9 +7,10 @@
  * into its own sum, so each out[q] is that kernel's product with row q bit
  * for bit. Q2_K's, Q3_K's, Q6_K's and IQ4_XS's one-row kernels are these
  * bodies with one row (KQ_ONE_ROW); Q4_K / Q5_K's integers come from
- * k45_rows_ints (ymm below, zmm in the AVX512-VNNI file), their one-row
- * kernels pair blocks (qmatmul_kq_x86.h). With KQ_ZMM defined Q6_K's and
- * IQ4_XS's kernels are left out here: that file has zmm ones. */
+ * k45_rows_ints (ymm below, zmm in qmatmul_kq_zmm.h), their one-row
+ * kernels pair blocks (qmatmul_kq_x86.h). With KQ_ZMM defined Q6_K's
+ * kernels are left out here (qmatmul_kq_zmm.h has zmm ones), with
+ * KQ_ZMM_IQ4 IQ4_XS's (the AVX512-VNNI file has its own). */
 
 #define KQ_RMAX KILN_QMM_ROWS_MAX
 
@@ -205,7 +206,9 @@ static inline __attribute__((always_inline)) void KQ_NAME(q6_K_rows)(int R, cons
 }
 KQ_ROWS_KERNEL(KQ_NAME(dot_q6_K_rows), KQ_NAME(q6_K_rows), w, xa, xrow, nb, out)
 KQ_ONE_ROW(KQ_NAME(dot_q6_K), KQ_NAME(q6_K_rows))
+#endif
 
+#ifndef KQ_ZMM_IQ4
 /* IQ4_XS: sub-block s's 16 bytes in both lanes, the low nibbles in the
  * first and the high ones in the second (element order), through the
  * table (pshufb), signed: |v| against sign(x, v); its scale picked from

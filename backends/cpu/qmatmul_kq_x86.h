@@ -1,11 +1,12 @@
 /* qmatmul_kq_x86.h — the K types' and IQ4_XS's dot products of
- * qmatmul_kq.h on ymm, shared by qmatmul_kq_avx2.c, _avxvnni.c and
- * _avx512vnni.c, which define KQ_NAME(x) (the function suffix) and
+ * qmatmul_kq.h on ymm, shared by qmatmul_kq_avx2.c, _avxvnni.c, _avx512.c
+ * and _avx512vnni.c, which define KQ_NAME(x) (the function suffix) and
  * KQ_ACC(acc, p, sc): acc (8 int32) plus the int16 pairs p times the
  * int16 scales sc, summed pairwise (madd, or vpdpwssd). Included once per
  * file, built with that file's flags. With KQ_ZMM defined it leaves out
- * Q4_K / Q5_K's block sums (k45_ints), Q6_K's and IQ4_XS's kernels and
- * the table: the AVX512-VNNI file has zmm ones. The rows kernels
+ * Q4_K / Q5_K's block sums (k45_ints) and Q6_K's kernels, and with
+ * KQ_ZMM_IQ4 IQ4_XS's: the AVX-512 files have zmm ones (qmatmul_kq_zmm.h,
+ * the AVX512-VNNI file's IQ4_XS). The rows kernels
  * (several rows of x at once) are qmatmul_kq_rows_x86.h's. */
 #include "qmatmul_kq.h"
 
@@ -246,7 +247,7 @@ static inline __m256i KQ_NAME(iq4_scales)(const kiln_block_iq4_xs *b) {
     return _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(sc, 16));
 }
 
-#ifndef KQ_ZMM /* the AVX512-VNNI file has zmm kernels of these two */
+#ifndef KQ_ZMM /* qmatmul_kq_zmm.h has a zmm Q6_K */
 /* Q6_K's q + 32 (0..63) of half h: element l + 32 r of the half is ql's
  * nibble r / 2 of byte l + 32 (r & 1) and qh's bits 2r, 2r + 1 of byte l */
 static inline void KQ_NAME(q6_codes)(const kiln_block_q6_K *b, int h, __m256i u[4]) {

@@ -27,9 +27,10 @@
  *     d  [NC], m [NC]      f32     (m: zeros without a min)
  * Padding columns are zeros (their outputs are not stored).
  *
- * The tiles: AVX512-VNNI's on zmm (16 columns, up to 8 rows), AVX-VNNI's
- * and AVX2's on ymm (each half of the panel in turn, 4 rows a pass; AVX2's
- * vpmaddubsw is exact for codes up to 128, so IQ4_NL stays off it);
+ * The tiles: AVX512-VNNI's and AVX-512's on zmm (16 columns, up to 8
+ * rows), AVX-VNNI's and AVX2's on ymm (each half of the panel in turn, 4
+ * rows a pass); AVX-512's and AVX2's vpmaddubsw is exact for codes up to
+ * 128, so IQ4_NL stays off them;
  * NEON's and NEON-dotprod's on a panel of signed codes of their own
  * (qmatmul_kgemm_neon.h). */
 #ifndef KILN_CPU_QMATMUL_Q32GEMM_H
@@ -56,6 +57,7 @@ void kiln__q32gemm_quantize(kiln_dtype t, const float *x, kiln_q32x *xa, int64_t
 /* each NULL when not built */
 const kiln_kgemm_kernels *kiln__q32gemm_kernels_avx512vnni(void);
 const kiln_kgemm_kernels *kiln__q32gemm_kernels_avxvnni(void);
+const kiln_kgemm_kernels *kiln__q32gemm_kernels_avx512(void);
 const kiln_kgemm_kernels *kiln__q32gemm_kernels_avx2(void);
 const kiln_kgemm_kernels *kiln__q32gemm_kernels_neondot(void);
 const kiln_kgemm_kernels *kiln__q32gemm_kernels_neon(void);
