@@ -11,6 +11,7 @@
 #define KG_DPBUSD(acc, u, x) \
     _mm256_add_epi32((acc), _mm256_madd_epi16(_mm256_maddubs_epi16((u), (x)), _mm256_set1_epi16(1)))
 #define KG_DPWSSD(acc, a, b) _mm256_add_epi32((acc), _mm256_madd_epi16((a), (b)))
+#define KG_PAIRS16 1
 #include "qmatmul_kgemm_x86.h"
 #include "qmatmul_q32gemm_x86.h"
 

@@ -1,8 +1,9 @@
 /* qmatmul_kgemm_x86.h — the tile of the K types' integer GEMM
  * (qmatmul_kgemm.h) on ymm, shared by qmatmul_kgemm_avx2.c and
  * _avxvnni.c, which define KG_NAME(x) (the function suffix), KG_DPBUSD(acc,
- * u, x) (acc plus the sums of 4 unsigned u times signed x) and
- * KG_DPWSSD(acc, a, b) (acc plus the sums of int16 pairs a times b).
+ * u, x) (acc plus the sums of 4 unsigned u times signed x),
+ * KG_DPWSSD(acc, a, b) (acc plus the sums of int16 pairs a times b) and
+ * KG_PAIRS16 (1 on AVX2: the groups' sums in int16 pairs, tile_rows).
  * Included once per file, built with that file's flags.
  *
  * The panel's 16 columns go in two halves of 8 (one ymm each), up to
@@ -33,10 +34,13 @@ static inline __attribute__((always_inline)) void KG_NAME(store)(const int R, co
 }
 
 /* R rows (a constant once inlined) against half h (columns 8h .. 8h + 7)
- * of the panel; cols of that half stored */
-static inline __attribute__((always_inline)) void KG_NAME(tile_rows)(const int R, const char *xa, size_t xrow,
-                                                                     const char *panel, int64_t nb, bool has_min,
-                                                                     float *y, int64_t ldy, int h, int cols) {
+ * of the panel; cols of that half stored. FOUR (a constant): whether
+ * AVX2's int16 pair sums may take a group's four quads before its scale
+ * (KG_PAIRS16 below), else two at a time. */
+static inline __attribute__((always_inline)) void KG_NAME(tile_body)(const int R, const bool FOUR, const char *xa,
+                                                                     size_t xrow, const char *panel, int64_t nb,
+                                                                     bool has_min, float *y, int64_t ldy, int h,
+                                                                     int cols) {
     const int nc = KILN_KGEMM_NC;
     __m256 acc[KG_MR];
     KG_UNROLL
@@ -54,6 +58,27 @@ static inline __attribute__((always_inline)) void KG_NAME(tile_rows)(const int R
         }
         for (int g = 0; g < 16; g++) {
             __m256i T[KG_MR];
+            const __m256i s = _mm256_load_si256((const __m256i *)(sc + g * nc));
+#if KG_PAIRS16
+            /* the group's scale in both int16 halves of each lane */
+            const __m256i s16 = _mm256_blend_epi16(s, _mm256_slli_epi32(s, 16), 0xaa);
+            KG_UNROLL
+            for (int qd = 0; qd < 4; qd++) {
+                const __m256i u = _mm256_load_si256((const __m256i *)(p + (4 * g + qd) * 64 + 32 * h));
+                KG_UNROLL
+                for (int r = 0; r < R; r++) {
+                    const __m256i m = _mm256_maddubs_epi16(
+                        u, _mm256_set1_epi32(KG_NAME(load32)(xb[r]->qs + 16 * g + 4 * qd)));
+                    T[r] = qd == 0 || (qd == 2 && !FOUR) ? m : _mm256_add_epi16(T[r], m);
+                }
+                if (qd == 1 && !FOUR)
+                    KG_UNROLL
+                    for (int r = 0; r < R; r++) P[r] = _mm256_add_epi32(P[r], _mm256_madd_epi16(T[r], s16));
+            }
+            KG_UNROLL
+            for (int r = 0; r < R; r++) P[r] = _mm256_add_epi32(P[r], _mm256_madd_epi16(T[r], s16));
+#else
+            (void)FOUR;
             KG_UNROLL
             for (int r = 0; r < R; r++) T[r] = _mm256_setzero_si256();
             KG_UNROLL
@@ -63,9 +88,9 @@ static inline __attribute__((always_inline)) void KG_NAME(tile_rows)(const int R
                 for (int r = 0; r < R; r++)
                     T[r] = KG_DPBUSD(T[r], u, _mm256_set1_epi32(KG_NAME(load32)(xb[r]->qs + 16 * g + 4 * qd)));
             }
-            const __m256i s = _mm256_load_si256((const __m256i *)(sc + g * nc));
             KG_UNROLL
             for (int r = 0; r < R; r++) P[r] = _mm256_add_epi32(P[r], _mm256_mullo_epi32(T[r], s));
+#endif
         }
         KG_UNROLL
         for (int r = 0; r < R; r++) C[r] = _mm256_setzero_si256();
@@ -88,6 +113,21 @@ static inline __attribute__((always_inline)) void KG_NAME(tile_rows)(const int R
         }
     }
     KG_NAME(store)(R, acc, y, ldy, cols);
+}
+
+/* With KG_PAIRS16 (AVX2) the codes times x are summed in int16 pairs
+ * (vpmaddubsw, vpaddw) over several quads and taken to int32 by one
+ * vpmaddwd with the group's scale, instead of a vpmaddwd by ones per quad
+ * and a vpmulld per group: the same exact integers while no int16 sum
+ * passes 2^15. A pair is 2 codes times |x| <= 128; a group's 4 quads add 4
+ * pairs: 8 * 31 * 128 < 2^15 for the types with a min (Q2_K, Q4_K, Q5_K:
+ * codes below 32); the others here (Q3_K, Q6_K: below 64; IQ4_XS does not
+ * run on AVX2) take 2 quads at a time, 4 * 63 * 128 < 2^15. */
+static inline __attribute__((always_inline)) void KG_NAME(tile_rows)(const int R, const char *xa, size_t xrow,
+                                                                     const char *panel, int64_t nb, bool has_min,
+                                                                     float *y, int64_t ldy, int h, int cols) {
+    if (has_min) KG_NAME(tile_body)(R, true, xa, xrow, panel, nb, true, y, ldy, h, cols);
+    else KG_NAME(tile_body)(R, false, xa, xrow, panel, nb, false, y, ldy, h, cols);
 }
 
 KG_TILE(KG_NAME(tile), KG_NAME(tile_rows))
