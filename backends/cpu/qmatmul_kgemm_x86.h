@@ -13,7 +13,9 @@
 #include "qmatmul_kgemm_pack_x86.h"
 #include "qmatmul_kgemm_tile.h"
 
+#ifndef KG_MR
 #define KG_MR 4 /* rows of x per pass: 3 ymm each, of 16 */
+#endif
 #define KG_UNROLL _Pragma("GCC unroll 8")
 
 static inline int32_t KG_NAME(load32)(const void *p) {
@@ -57,27 +59,26 @@ static inline __attribute__((always_inline)) void KG_NAME(tile_body)(const int R
             P[r] = _mm256_setzero_si256();
         }
         for (int g = 0; g < 16; g++) {
-            __m256i T[KG_MR];
             const __m256i s = _mm256_load_si256((const __m256i *)(sc + g * nc));
 #if KG_PAIRS16
             /* the group's scale in both int16 halves of each lane */
             const __m256i s16 = _mm256_blend_epi16(s, _mm256_slli_epi32(s, 16), 0xaa);
+            const char *ug = p + 4 * g * 64 + 32 * h;
             KG_UNROLL
-            for (int qd = 0; qd < 4; qd++) {
-                const __m256i u = _mm256_load_si256((const __m256i *)(p + (4 * g + qd) * 64 + 32 * h));
+            for (int r = 0; r < R; r++) { /* a row at a time: one int16 sum live, not R (no spills) */
+                const int8_t *xq = xb[r]->qs + 16 * g;
+                __m256i m[4];
                 KG_UNROLL
-                for (int r = 0; r < R; r++) {
-                    const __m256i m = _mm256_maddubs_epi16(
-                        u, _mm256_set1_epi32(KG_NAME(load32)(xb[r]->qs + 16 * g + 4 * qd)));
-                    T[r] = qd == 0 || (qd == 2 && !FOUR) ? m : _mm256_add_epi16(T[r], m);
-                }
-                if (qd == 1 && !FOUR)
-                    KG_UNROLL
-                    for (int r = 0; r < R; r++) P[r] = _mm256_add_epi32(P[r], _mm256_madd_epi16(T[r], s16));
+                for (int qd = 0; qd < 4; qd++)
+                    m[qd] = _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)(ug + qd * 64)),
+                                                 _mm256_set1_epi32(KG_NAME(load32)(xq + 4 * qd)));
+                const __m256i lo = _mm256_add_epi16(m[0], m[1]), hi = _mm256_add_epi16(m[2], m[3]);
+                P[r] = _mm256_add_epi32(P[r], FOUR ? _mm256_madd_epi16(_mm256_add_epi16(lo, hi), s16)
+                                                   : _mm256_add_epi32(_mm256_madd_epi16(lo, s16),
+                                                                      _mm256_madd_epi16(hi, s16)));
             }
-            KG_UNROLL
-            for (int r = 0; r < R; r++) P[r] = _mm256_add_epi32(P[r], _mm256_madd_epi16(T[r], s16));
 #else
+            __m256i T[KG_MR];
             (void)FOUR;
             KG_UNROLL
             for (int r = 0; r < R; r++) T[r] = _mm256_setzero_si256();
