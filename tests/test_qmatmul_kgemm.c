@@ -1,8 +1,8 @@
 /* test_qmatmul_kgemm.c — prompts (8 rows and more) of the K types, IQ4_XS
  * and the blocks of 32 (backends/cpu/qmatmul_kgemm.h, qmatmul_q32gemm.h)
  * equal the batch-1 products row by row, bit for bit, on every SIMD level
- * the CPU can emulate where they run (from AVX2 up, IQ4_XS and IQ4_NL from
- * AVX-VNNI up; NEON and NEON-dotprod): weights of random block bytes
+ * the CPU can emulate where they run (from AVX2 up, IQ4_NL from AVX-VNNI
+ * up; NEON and NEON-dotprod): weights of random block bytes
  * (every code, scale and min; f16 scales from subnormal to 65504),
  * quantized rows, zero rows and a row of the largest codes;
  * activations N(0, 1) per row scale, a zero row, a row of +-3e38 and a

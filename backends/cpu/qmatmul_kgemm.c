@@ -22,7 +22,9 @@ static const kiln_kgemm_kernels *kernels(kiln_dtype t) {
     const bool q32 = kiln__q32gemm_type(t);
     if (kiln__cpu_avx512vnni(c)) return q32 ? kiln__q32gemm_kernels_avx512vnni() : kiln__kgemm_kernels_avx512vnni();
     if (kiln__cpu_avxvnni(c)) return q32 ? kiln__q32gemm_kernels_avxvnni() : kiln__kgemm_kernels_avxvnni();
-    if (kiln__cpu_avx2(c)) return q32 ? kiln__q32gemm_kernels_avx2() : kiln__kgemm_kernels_avx2();
+    if (kiln__cpu_avx2(c))
+        return q32 ? kiln__q32gemm_kernels_avx2()
+                   : t == KILN_IQ4_XS ? kiln__kgemm_kernels_avx2_iq4xs() : kiln__kgemm_kernels_avx2();
     if (kiln__cpu_neondot(c)) return q32 ? kiln__q32gemm_kernels_neondot() : kiln__kgemm_kernels_neondot();
     if (kiln__cpu_neon(c)) return q32 ? kiln__q32gemm_kernels_neon() : kiln__kgemm_kernels_neon();
     return NULL;
