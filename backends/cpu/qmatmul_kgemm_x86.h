@@ -143,8 +143,12 @@ static inline __attribute__((always_inline)) void KG_NAME(tile_body)(const int R
 static inline __attribute__((always_inline)) void KG_NAME(tile_rows)(const int R, const char *xa, size_t xrow,
                                                                      const char *panel, int64_t nb, bool has_min,
                                                                      float *y, int64_t ldy, int h, int cols) {
+#if KG_PAIRS16
     if (has_min) KG_NAME(tile_body)(R, 4, xa, xrow, panel, nb, true, y, ldy, h, cols);
     else KG_NAME(tile_body)(R, 2, xa, xrow, panel, nb, false, y, ldy, h, cols);
+#else
+    KG_NAME(tile_body)(R, 0, xa, xrow, panel, nb, has_min, y, ldy, h, cols);
+#endif
 }
 
 KG_TILE(KG_NAME(tile), KG_NAME(tile_rows))
