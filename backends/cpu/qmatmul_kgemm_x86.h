@@ -13,9 +13,7 @@
 #include "qmatmul_kgemm_pack_x86.h"
 #include "qmatmul_kgemm_tile.h"
 
-#ifndef KG_MR
 #define KG_MR 4 /* rows of x per pass: 3 ymm each, of 16 */
-#endif
 #define KG_UNROLL _Pragma("GCC unroll 8")
 
 static inline int32_t KG_NAME(load32)(const void *p) {
