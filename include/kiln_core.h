@@ -77,7 +77,7 @@ const char *kiln_status_name(kiln_status s);
  * f32; with 8 rows or more (prompts) Q8_0 and Q4_0 run a block-scaled
  * int8 GEMM on AVX512-VNNI (x quantized the same way), ggml's other block
  * types an integer GEMM equal to their batch-1 products on x86 from AVX2
- * (IQ4_XS, IQ4_NL from AVX-VNNI), and the other types (or another CPU)
+ * (IQ4_NL from AVX-VNNI), and the other types (or another CPU)
  * dequantize W a panel at a time into a cache-sized buffer for the f32
  * GEMM. The Vulkan backend has kernels for every
  * quantized type (f32 products with the dequantized W). Gradients flow to

@@ -1,11 +1,12 @@
 /* test_qmatmul_kgemm.c — prompts (8 rows and more) of the K types, IQ4_XS
  * and the blocks of 32 (backends/cpu/qmatmul_kgemm.h, qmatmul_q32gemm.h)
  * equal the batch-1 products row by row, bit for bit, on every SIMD level
- * the CPU can emulate where they run (from AVX2 up, IQ4_XS and IQ4_NL from
- * AVX-VNNI up; NEON and NEON-dotprod): weights of random block bytes
+ * the CPU can emulate where they run (from AVX2 up, IQ4_NL from AVX-VNNI
+ * up; NEON and NEON-dotprod): weights of random block bytes
  * (every code, scale and min; f16 scales from subnormal to 65504),
- * quantized rows and zero rows;
- * activations N(0, 1) per row scale, a zero row and a row of +-3e38; rows
+ * quantized rows, zero rows and a row of the largest codes;
+ * activations N(0, 1) per row scale, a zero row, a row of +-3e38 and a
+ * constant row (the largest codes times the largest x: int16 sums); rows
  * that fill tiles and rows that do not, columns past a whole panel, 2
  * threads; for the blocks of 32, rows of fewer than 8 blocks, of whole
  * groups of 8 and of groups and 7 left over (the reference's lanes). */
@@ -42,7 +43,8 @@ static const int *f16_fields(kiln_dtype t) {
     return t == KILN_Q2_K ? q2 : t == KILN_Q3_K ? q3 : t == KILN_Q6_K ? q6 : t == KILN_IQ4_XS ? iq : q45;
 }
 
-/* row r of W: random bytes with finite f16 scales, quantized N(0, 1), or zeros */
+/* row r of W: random bytes with finite f16 scales, quantized N(0, 1), or
+ * zeros; row 4 every code at its largest (all bits set) */
 static void weight_row(kiln_dtype t, int r, int64_t k, uint8_t *w, uint64_t *s) {
     const size_t bs = kiln__types[t].size, nb = (size_t)(k / kiln__types[t].blck);
     if (r % 5 == 1) {
@@ -51,7 +53,7 @@ static void weight_row(kiln_dtype t, int r, int64_t k, uint8_t *w, uint64_t *s) 
         kiln__types[t].from_f32(x, w, k);
         return;
     }
-    for (size_t i = 0; i < nb * bs; i++) w[i] = r % 5 == 3 ? 0 : (uint8_t)rng(s);
+    for (size_t i = 0; i < nb * bs; i++) w[i] = r % 5 == 3 ? 0 : r == 4 ? 0xff : (uint8_t)rng(s);
     for (size_t b = 0; r % 5 != 3 && b < nb; b++)
         for (const int *f = f16_fields(t); *f >= 0; f++) {
             const uint64_t v = rng(s);
@@ -83,7 +85,10 @@ KT_TEST(qmatmul_kgemm_prompts_equal_the_batch_1_products) {
             for (int r = 0; r < N; r++) weight_row(t, r, K, w + r * wrow, &s);
             for (int i = 0; i < MMAX; i++)
                 for (int e = 0; e < K; e++)
-                    x[i * K + e] = i == 2 ? 0.0f : i == 5 ? (e & 1 ? 3e38f : -3e38f) : gauss(&s) * (float)(1 + i % 4);
+                    x[i * K + e] = i == 2   ? 0.0f
+                                   : i == 5 ? (e & 1 ? 3e38f : -3e38f)
+                                   : i == 6 ? 1.0f
+                                            : gauss(&s) * (float)(1 + i % 4);
             KT_FOR_EACH_SIMD(v) {
                 if (!kiln__qmm_kgemm_handles(t)) { /* the panels here (qmatmul_kgemm.h) */
                     KT_CHECK(!kiln__cpu_avx512vnni(&v.caps) && !kiln__cpu_neon(&v.caps),
@@ -149,7 +154,10 @@ KT_TEST(qmatmul_few_rows_equal_the_batch_1_products) {
             for (int r = 0; r < n; r++) weight_row(t, r, K, w + r * wrow, &s);
             for (int i = 0; i < MMAX; i++)
                 for (int e = 0; e < K; e++)
-                    x[i * K + e] = i == 2 ? 0.0f : i == 5 ? (e & 1 ? 3e38f : -3e38f) : gauss(&s) * (float)(1 + i % 4);
+                    x[i * K + e] = i == 2   ? 0.0f
+                                   : i == 5 ? (e & 1 ? 3e38f : -3e38f)
+                                   : i == 6 ? 1.0f
+                                            : gauss(&s) * (float)(1 + i % 4);
             KT_FOR_EACH_SIMD(v) {
                 const bool i8 = t == KILN_Q8_0 || t == KILN_Q4_0; /* qmatmul.h's rows kernels */
                 KT_CHECK(i8 || !kiln__cpu_avx2(&v.caps) || kiln__qmm_ggml_rows_kernel(t), "%s: no rows kernel at %s",

@@ -43,7 +43,7 @@
  *     ggml's integer dot products (qmatmul_ggml.h; the K types' and
  *     IQ4_XS's x86 kernels: qmatmul_kq.h).
  *   - Many rows, the K types, IQ4_XS, Q4_1, Q5_0, Q5_1 and IQ4_NL from
- *     AVX2 up (IQ4_XS and IQ4_NL from AVX-VNNI up): the integer GEMM of
+ *     AVX2 up (IQ4_NL from AVX-VNNI up): the integer GEMM of
  *     qmatmul_kgemm.h / qmatmul_q32gemm.h, each row equal to its batch-1
  *     product bit for bit.
  *   - Many rows otherwise (NF4, NF4_DQ, CPUs without those): a panel of W

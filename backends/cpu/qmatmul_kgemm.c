@@ -21,8 +21,11 @@ const kiln_kgemm_kernels *kiln__qmm_kgemm_kernels(kiln_dtype t) {
     const bool q32 = kiln__q32gemm_type(t);
     if (kiln__cpu_avx512vnni(c)) return q32 ? kiln__q32gemm_kernels_avx512vnni() : kiln__kgemm_kernels_avx512vnni();
     if (kiln__cpu_avxvnni(c)) return q32 ? kiln__q32gemm_kernels_avxvnni() : kiln__kgemm_kernels_avxvnni();
-    if (kiln__cpu_avx512(c)) return q32 ? kiln__q32gemm_kernels_avx512() : kiln__kgemm_kernels_avx512();
-    if (kiln__cpu_avx2(c)) return q32 ? kiln__q32gemm_kernels_avx2() : kiln__kgemm_kernels_avx2();
+    if (kiln__cpu_avx512(c) && (q32 || t != KILN_IQ4_XS)) /* IQ4_XS: AVX2's tile of its own */
+        return q32 ? kiln__q32gemm_kernels_avx512() : kiln__kgemm_kernels_avx512();
+    if (kiln__cpu_avx2(c))
+        return q32 ? kiln__q32gemm_kernels_avx2()
+                   : t == KILN_IQ4_XS ? kiln__kgemm_kernels_avx2_iq4xs() : kiln__kgemm_kernels_avx2();
     if (kiln__cpu_neondot(c)) return q32 ? kiln__q32gemm_kernels_neondot() : kiln__kgemm_kernels_neondot();
     if (kiln__cpu_neon(c)) return q32 ? kiln__q32gemm_kernels_neon() : kiln__kgemm_kernels_neon();
     return NULL;

@@ -31,9 +31,10 @@
  * broadcast quad of a row of x, vpmulld by the groups' scales, vpdpwssd of
  * the pairs, 16 columns per zmm), AVX-512's without VNNI (the same zmm
  * tiles, qmatmul_kgemm_zmm.h, with vpdpbusd as vpmaddubsw + vpmaddwd,
- * exact for codes up to 128, so IQ4_XS stays off it), and AVX-VNNI's and
- * AVX2's on ymm (8 columns, each half of the panel in turn; AVX2 emulates
- * vpdpbusd as AVX-512 does); NEON's and NEON-dotprod's on their own panel of signed codes
+ * exact for codes up to 128, so IQ4_XS runs AVX2's tile there), and
+ * AVX-VNNI's and AVX2's on ymm (8 columns, each half of the panel in turn;
+ * AVX2 emulates vpdpbusd as AVX-512 does, IQ4_XS's by a tile of its own on
+ * signed codes); NEON's and NEON-dotprod's on their own panel of signed codes
  * (qmatmul_kgemm_neon.h: smull / sadalp, or sdot by element, 8 columns a
  * pass). The scalar level runs the dequantized panels of qmatmul.c
  * (kiln__qmm_kgemm_handles). The driver also runs the blocks of 32's tiles
@@ -71,6 +72,7 @@ const kiln_kgemm_kernels *kiln__kgemm_kernels_avx512vnni(void);
 const kiln_kgemm_kernels *kiln__kgemm_kernels_avxvnni(void);
 const kiln_kgemm_kernels *kiln__kgemm_kernels_avx512(void);
 const kiln_kgemm_kernels *kiln__kgemm_kernels_avx2(void);
+const kiln_kgemm_kernels *kiln__kgemm_kernels_avx2_iq4xs(void); /* IQ4_XS's tile: its codes signed */
 const kiln_kgemm_kernels *kiln__kgemm_kernels_neondot(void);
 const kiln_kgemm_kernels *kiln__kgemm_kernels_neon(void);
 
@@ -80,7 +82,7 @@ const kiln_kgemm_kernels *kiln__qmm_kgemm_kernels(kiln_dtype t);
 
 /* Whether weight dtype t's prompts run here: the K types and IQ4_XS, and
  * the blocks of 32 of qmatmul_q32gemm.h (Q4_1, Q5_0, Q5_1, IQ4_NL), where
- * a tile runs them (from AVX2 up, IQ4_XS and IQ4_NL from AVX-VNNI up;
+ * a tile runs them (from AVX2 up, IQ4_NL from AVX-VNNI up;
  * NEON and NEON-dotprod).
  * The K types at 128 x 2048 x 2048, one thread (Zen 5 running each
  * level): the ymm tiles took 0.3-0.6x the batch-1 kernels' time row by

@@ -8,6 +8,7 @@
 #define KG_NAME(x) kg_##x##_avxvnni
 #define KG_DPBUSD(acc, u, x) _mm256_dpbusd_avx_epi32((acc), (u), (x))
 #define KG_DPWSSD(acc, a, b) _mm256_dpwssd_avx_epi32((acc), (a), (b))
+#define KG_PAIRS16 0
 #include "qmatmul_kgemm_x86.h"
 #include "qmatmul_q32gemm_x86.h"
 
