@@ -131,7 +131,8 @@ int kiln__cu_rope(void *stream, int dt, const void *x, void *y, int64_t rows, in
                   const int32_t *pos, double theta, int inverse);
 /* Dropout in training: y = uniform01(seed, i) >= p ? x / (1 - p) : 0,
  * hashed_seed = kiln__hash64(seed) (core/rng.c). */
-int kiln__cu_dropout(void *stream, int dt, const void *x, void *y, int64_t n, uint64_t hashed_seed, double p);
+int kiln__cu_dropout(void *stream, int dt, const void *x, void *y, int64_t n, uint64_t seed, const uint64_t *run,
+                     double p);
 /* ---- attention (k_attention.cu), dt CU_F32 or CU_F64, contiguous;
  * shape = {B, Hq, Hk, T, S, D, Dv}; D, Dv <= 256 ---- */
 /* O [B, Hq, T, Dv] and lse [B, Hq, T]. */
