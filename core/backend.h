@@ -117,6 +117,12 @@ typedef struct kiln_backend_vt {
      * address; Vulkan: a serial number, since a new VkBuffer is another
      * binding even at a freed one's address). */
     uint64_t (*buffer_id)(const kiln_devbuf *d);
+    /* A compute of a graph with a training dropout starts (before its
+     * uploads and kernels): write run, the graph's run number, where the
+     * dropout kernels read it, in device memory, so that a recording reads
+     * each run's anew (NULL: none; a backend that records has it if it
+     * runs dropout). */
+    kiln_status (*set_run)(kiln_backend *b, uint64_t run);
 } kiln_backend_vt;
 
 struct kiln_backend {

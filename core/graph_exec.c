@@ -163,6 +163,12 @@ kiln_status kiln__graph_steps(kiln_graph *g, kiln_backend *b, kiln_exec *ex, int
     return s;
 }
 
+static bool has_dropout(const kiln_graph *g) {
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i]->op == KILN_OP_DROPOUT) return true;
+    return false;
+}
+
 kiln_status kiln_graph_compute(kiln_graph *g) {
     if (!g) return kiln__errs(KILN_ERR_ARG, "kiln_graph_compute: graph is NULL");
     kiln_status s;
@@ -179,6 +185,7 @@ kiln_status kiln_graph_compute(kiln_graph *g) {
     bool dev = kiln__is_device(b);
     if (b != host && (!g->scheduled || g->sched_backend != b) && (s = kiln__graph_schedule(g, b))) return s;
     if ((s = dev ? kiln__graph_dev_buffers(g, b) : host_buffer(g))) return s;
+    if (dev && g->training && b->vt->set_run && has_dropout(g) && (s = b->vt->set_run(b, ex.run))) return s;
     if (dev && kiln__replay_wanted(g, b)) s = kiln__graph_replay(g, b, &ex);
     else s = kiln__graph_steps(g, b, &ex, KILN_STEP_BRING | KILN_STEP_RUN, &g->stats.nodes_on_backend);
     if (!dev) return s;

@@ -22,9 +22,9 @@
  * uploads, in the executor's order, before any kernel is queued, so a CUDA
  * capture sees no copy from the host) and then records or replays the
  * steps' kernels. Only graphs that run wholly on the device take this path
- * (a fallback to the host would need the device's results mid-graph), and
- * none with an op whose kernel changes with every run (training dropout's
- * mask); $KILN_GRAPH_REPLAY=0 turns it off, and so does $KILN_PROFILE,
+ * (a fallback to the host would need the device's results mid-graph);
+ * training dropout reads its run number from device memory (vt->set_run).
+ * $KILN_GRAPH_REPLAY=0 turns it off, and so does $KILN_PROFILE,
  * which times each step. kiln_graph_stats counts recordings and replays. */
 #include "graph.h"
 
@@ -38,7 +38,7 @@ bool kiln__replay_wanted(kiln_graph *g, kiln_backend *b) {
     for (int i = 0; i < g->n; i++) {
         kiln_tensor *t = g->nodes[i];
         if (kiln__op_table[t->op].kind == KILN_KIND_VIEW || g->acc_node[i] == -2) continue;
-        if (!g->claimed[i] || !b->vt->recordable(b, t) || (t->op == KILN_OP_DROPOUT && g->training)) return false;
+        if (!g->claimed[i] || !b->vt->recordable(b, t)) return false;
     }
     return true;
 }

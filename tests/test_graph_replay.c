@@ -7,7 +7,9 @@
  * moved input records anew; a training step (forward, backward, then
  * AdamW with a schedule, 8-bit AdamW or SGD: the step number and lr change
  * at every step as values of the hyper leaf, so the optimizer's graph
- * replays too, and SGD's first-step flag changes its key once) and a decoding
+ * replays too, and SGD's first-step flag changes its key once; and AdamW
+ * after a dropout, whose kernels read the run number from device memory:
+ * each step's mask is the CPU's and new) and a decoding
  * step (position, mask and KV cache changing per token) match the plain
  * path over several steps. */
 #include "kt_device.h"
@@ -153,12 +155,12 @@ KT_TEST(graph_replay_moved_cuda) { check_moved("cuda"); }
 
 /* W1 of 4096 elements: 8-bit AdamW keeps 8-bit moments for it (and 32-bit ones for B1, W2) */
 enum { STEPS = 6, NB = 8, IN = 64, HID = 64, OUT = 4 };
-typedef enum { TRAIN_ADAMW, TRAIN_ADAMW8, TRAIN_SGD } train_opt;
-static const char *const train_opt_name[] = {"AdamW", "8-bit AdamW", "SGD"};
+typedef enum { TRAIN_ADAMW, TRAIN_ADAMW8, TRAIN_SGD, TRAIN_DROPOUT } train_opt;
+static const char *const train_opt_name[] = {"AdamW", "8-bit AdamW", "SGD", "AdamW after dropout"};
 
-/* per step: the loss and, after the last, W1 and W2 */
-static void run_train(kiln_backend *be, train_opt which, bool replay, float *loss, float *w1, float *w2,
-                      kiln_graph_stats *st, kiln_graph_stats *ost) {
+/* per step: the loss and the dropout's mask (TRAIN_DROPOUT) and, after the last, W1 and W2 */
+static void run_train(kiln_backend *be, train_opt which, bool replay, float *loss, bool (*mask)[NB * HID], float *w1,
+                      float *w2, kiln_graph_stats *st, kiln_graph_stats *ost) {
     set_replay(replay);
     kiln_ctx *ctx = kiln_ctx_new();
     KT_OK(kiln_ctx_set_backend(ctx, be));
@@ -169,16 +171,18 @@ static void run_train(kiln_backend *be, train_opt which, bool replay, float *los
     fill(W1, 5);
     fill(B1, 6);
     fill(W2, 7);
-    kiln_tensor *logits = kiln_linear(ctx, kiln_gelu(ctx, kiln_linear(ctx, x, W1, B1)), W2, NULL);
-    kiln_tensor *l = kiln_cross_entropy(ctx, logits, labels, -100);
+    kiln_tensor *h = kiln_gelu(ctx, kiln_linear(ctx, x, W1, B1));
+    if (which == TRAIN_DROPOUT) h = kiln_dropout(ctx, h, 0.25, 11);
+    kiln_tensor *l = kiln_cross_entropy(ctx, kiln_linear(ctx, h, W2, NULL), labels, -100);
     kiln_graph *g = kiln_graph_new(ctx);
+    if (which == TRAIN_DROPOUT) KT_OK(kiln_graph_add(g, h)); /* an output: its mask is read at every step */
     KT_OK(kiln_graph_add(g, l));
     KT_OK(kiln_graph_backward(g, l));
     kiln_adam_config cfg = kiln_adamw_defaults();
     cfg.lr = 0.05f;
-    kiln_optim *opt = which == TRAIN_ADAMW    ? kiln_adamw_new(ctx, &cfg)
-                      : which == TRAIN_ADAMW8 ? kiln_adamw8bit_new(ctx, &cfg)
-                                              : kiln_sgd_new(ctx, &(kiln_sgd_config){.lr = 0.05f, .momentum = 0.9f});
+    kiln_optim *opt = which == TRAIN_ADAMW8 ? kiln_adamw8bit_new(ctx, &cfg)
+                      : which == TRAIN_SGD  ? kiln_sgd_new(ctx, &(kiln_sgd_config){.lr = 0.05f, .momentum = 0.9f})
+                                            : kiln_adamw_new(ctx, &cfg);
     KT_NOTNULL(opt);
     KT_OK(kiln_optim_set_schedule(
         opt, &(kiln_schedule){.kind = KILN_SCHEDULE_COSINE, .warmup_steps = 2, .total_steps = STEPS, .min_lr_ratio = 0.1f}));
@@ -190,6 +194,9 @@ static void run_train(kiln_backend *be, train_opt which, bool replay, float *los
         KT_OK(kiln_graph_compute(g));
         KT_OK(kiln_optim_step(opt));
         KT_OK(kiln_tensor_get_f32(l, loss + s, 1));
+        static float hv[NB * HID];
+        if (which == TRAIN_DROPOUT) KT_OK(kiln_tensor_get_f32(h, hv, NB * HID));
+        for (int i = 0; which == TRAIN_DROPOUT && i < NB * HID; i++) mask[s][i] = hv[i] != 0.0f;
     }
     KT_OK(kiln_tensor_get_f32(W1, w1, HID * IN));
     KT_OK(kiln_tensor_get_f32(W2, w2, OUT * HID));
@@ -205,9 +212,10 @@ static void check_train_with(const char *name, train_opt which) {
     const char *on = train_opt_name[which];
     int64_t vmsg = kiln_backend_validation_messages(be);
     static float loss[3][STEPS], w1[3][HID * IN], w2[3][OUT * HID];
+    static bool mask[3][STEPS][NB * HID];
     kiln_graph_stats st[3], ost[3];
-    for (int r = 0; r < 2; r++) run_train(be, which, r, loss[r], w1[r], w2[r], &st[r], &ost[r]);
-    run_train(kiln_backend_get("cpu"), which, false, loss[2], w1[2], w2[2], &st[2], &ost[2]);
+    for (int r = 0; r < 2; r++) run_train(be, which, r, loss[r], mask[r], w1[r], w2[r], &st[r], &ost[r]);
+    run_train(kiln_backend_get("cpu"), which, false, loss[2], mask[2], w1[2], w2[2], &st[2], &ost[2]);
     for (int s = 0; s < STEPS; s++)
         KT_CHECK(loss[0][s] == loss[1][s], "%s, step %d: loss %.9g replayed, %.9g node by node", on, s, loss[1][s],
                  loss[0][s]);
@@ -218,6 +226,17 @@ static void check_train_with(const char *name, train_opt which) {
     int bad = 0;
     for (int i = 0; i < HID * IN; i++) bad += !(fabsf(w1[1][i] - w1[2][i]) <= 1e-4f);
     KT_CHECK(bad == 0, "%s: %d of w1's %d weights differ from the cpu's by more than 1e-4", on, bad, HID * IN);
+    /* a replay that read a stale run number would repeat the recording's mask */
+    for (int s = 0; which == TRAIN_DROPOUT && s < STEPS; s++) {
+        int off_cpu = 0, changed = 0;
+        for (int i = 0; i < NB * HID; i++) {
+            off_cpu += mask[1][s][i] != mask[2][s][i] || mask[0][s][i] != mask[2][s][i];
+            changed += s > 0 && mask[1][s][i] != mask[1][s - 1][i];
+        }
+        KT_CHECK(off_cpu == 0, "%s, step %d: %d of %d mask entries differ from the cpu's", on, s, off_cpu, NB * HID);
+        KT_CHECK(s == 0 || changed > NB * HID / 8, "%s, step %d: only %d of %d mask entries changed since the step before",
+                 on, s, changed, NB * HID);
+    }
     KT_CHECK(st[1].recordings == 1 && st[1].replays == STEPS - 2 && st[1].nodes_fallback == 0,
              "%s: forward and backward: %lld recordings, %lld replays, %lld nodes on the cpu", on,
              (long long)st[1].recordings, (long long)st[1].replays, (long long)st[1].nodes_fallback);
@@ -232,7 +251,7 @@ static void check_train_with(const char *name, train_opt which) {
 }
 
 static void check_train(const char *name) {
-    for (train_opt o = TRAIN_ADAMW; o <= TRAIN_SGD; o++) check_train_with(name, o);
+    for (train_opt o = TRAIN_ADAMW; o <= TRAIN_DROPOUT; o++) check_train_with(name, o);
 }
 
 KT_TEST(graph_replay_train_cuda) { check_train("cuda"); }

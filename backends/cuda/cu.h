@@ -59,6 +59,8 @@ struct kiln_cu {
     /* graph replay (cu_graph.c): a stream capture is open; scratch freed meanwhile */
     bool capturing;
     kiln_devbuf *held;
+    /* the computing graph's run number, which dropout reads (vt->set_run) */
+    kiln_devbuf *run_word;
 };
 
 /* Each family fills its rows. */
@@ -66,6 +68,7 @@ void kiln__cu_register_elementwise(kiln_cu_kernel *tab);
 void kiln__cu_register_reduce(kiln_cu_kernel *tab);
 void kiln__cu_register_matmul(kiln_cu_kernel *tab);
 void kiln__cu_register_nn(kiln_cu_kernel *tab);
+kiln_status kiln__cu_set_run(kiln_backend *b, uint64_t run); /* cu_nn.c: vt->set_run */
 void kiln__cu_register_optim(kiln_cu_kernel *tab);
 void kiln__cu_register_optim_lowrank(kiln_cu_kernel *tab); /* cu_optim_lowrank.c */
 void kiln__cu_register_movement(kiln_cu_kernel *tab);

@@ -78,6 +78,7 @@ static const kiln_backend_vt cu_vt = {
     .record_free = kiln__cu_record_free,
     .recordable = kiln__cu_recordable,
     .buffer_id = kiln__cu_buffer_id,
+    .set_run = kiln__cu_set_run,
 };
 
 /* ---- start and teardown ---- */
@@ -87,6 +88,7 @@ static kiln_cu *the_cu;
 static void destroy(kiln_cu *cu) {
     if (cu->stream) cudaStreamSynchronize(cu->stream);
     kiln__cu_profile_free(cu);
+    if (cu->run_word) kiln__cu_buffer_free(cu, cu->run_word);
     kiln__cu_cache_release(cu);
     if (cu->blas) cublasDestroy(cu->blas);
     if (cu->stream) cudaStreamDestroy(cu->stream);

@@ -129,9 +129,11 @@ int kiln__cu_one_hot(void *stream, const int32_t *labels, int64_t m, int64_t n, 
 /* rope of x [rows, d], row r at position pos[r % t] (r % t when pos is NULL). */
 int kiln__cu_rope(void *stream, int dt, const void *x, void *y, int64_t rows, int64_t t, int64_t d, int interleaved,
                   const int32_t *pos, double theta, int inverse);
-/* Dropout in training: y = uniform01(seed, i) >= p ? x / (1 - p) : 0,
- * hashed_seed = kiln__hash64(seed) (core/rng.c). */
-int kiln__cu_dropout(void *stream, int dt, const void *x, void *y, int64_t n, uint64_t hashed_seed, double p);
+/* Dropout in training: y = uniform01(seed ^ *run G, i) >= p ? x / (1 - p)
+ * : 0 (backends/cpu/nn.c, core/rng.c); run, the graph's run number, in
+ * device memory, so that a captured launch reads each run's. */
+int kiln__cu_dropout(void *stream, int dt, const void *x, void *y, int64_t n, uint64_t seed, const uint64_t *run,
+                     double p);
 /* ---- attention (k_attention.cu), dt CU_F32 or CU_F64, contiguous;
  * shape = {B, Hq, Hk, T, S, D, Dv}; D, Dv <= 256 ---- */
 /* O [B, Hq, T, Dv] and lse [B, Hq, T]. */

@@ -242,7 +242,15 @@ static kiln_status rope_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex)
                              "rope kernel");
 }
 
-/* ---- dropout: fp[0]=p, ip[0]=seed; the mask's stream mixes the seed with the graph's run (backends/cpu/nn.c) ---- */
+/* ---- dropout: fp[0]=p, ip[0]=seed; the mask's stream mixes the seed with
+ * the graph's run (backends/cpu/nn.c), which the kernel reads from
+ * cu->run_word: a replayed capture draws each run's mask ---- */
+
+kiln_status kiln__cu_set_run(kiln_backend *b, uint64_t run) {
+    kiln_cu *cu = (kiln_cu *)b;
+    if (!cu->run_word && !(cu->run_word = kiln__cu_buffer_new(cu, sizeof run, false))) return kiln_last_status();
+    return kiln__cu_upload(b, cu->run_word, 0, &run, sizeof run);
+}
 
 static bool dropout_supports(const kiln_cu *cu, const kiln_tensor *t) {
     (void)cu;
@@ -255,9 +263,9 @@ static kiln_status dropout_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *
         return kiln__cu_check(cudaMemcpyAsync(kiln__cu_ptr(t), kiln__cu_ptr(t->src[0]), (size_t)n * kiln__types[t->dtype].size,
                                               cudaMemcpyDeviceToDevice, cu->stream),
                               "dropout copy");
-    uint64_t seed = (uint64_t)t->ip[0] ^ (ex->run * 0x9e3779b97f4a7c15ull);
-    return kiln__cu_launched(kiln__cu_dropout(cu->stream, cdt(t), kiln__cu_ptr(t->src[0]), kiln__cu_ptr(t), n, kiln__hash64(seed),
-                                              t->fp[0]),
+    if (!cu->run_word) return kiln__errs(KILN_ERR_STATE, "cuda: dropout: no run number (vt->set_run not called)");
+    return kiln__cu_launched(kiln__cu_dropout(cu->stream, cdt(t), kiln__cu_ptr(t->src[0]), kiln__cu_ptr(t), n,
+                                              (uint64_t)t->ip[0], (const uint64_t *)cu->run_word->ptr, t->fp[0]),
                              "dropout kernel");
 }
 

@@ -347,10 +347,13 @@ __device__ uint64_t hash64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-// kept where kiln__uniform01(seed, i) >= p; hs = kiln__hash64(seed)
-template <typename T> __global__ void dropout_k(const void *xv, void *yv, int64_t n, uint64_t hs, double p) {
+// kept where kiln__uniform01(seed ^ run C, i) >= p (backends/cpu/nn.c);
+// run read here, not passed, so that a captured launch reads each run's
+template <typename T>
+__global__ void dropout_k(const void *xv, void *yv, int64_t n, uint64_t seed, const uint64_t *run, double p) {
     const T *x = (const T *)xv;
     T *y = (T *)yv;
+    uint64_t hs = hash64(seed ^ (*run * 0x9e3779b97f4a7c15ull));
     double keep_scale = 1.0 / (1.0 - p);
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         uint64_t h = hash64(hs ^ ((uint64_t)i * 0xd1b54a32d192ed03ull));
@@ -376,8 +379,9 @@ int kiln__cu_rope(void *stream, int dt, const void *x, void *y, int64_t rows, in
     return (int)cudaGetLastError();
 }
 
-int kiln__cu_dropout(void *stream, int dt, const void *x, void *y, int64_t n, uint64_t hashed_seed, double p) {
-    LAUNCH(dt, dropout_k, blocks_for(n), stream, x, y, n, hashed_seed, p);
+int kiln__cu_dropout(void *stream, int dt, const void *x, void *y, int64_t n, uint64_t seed, const uint64_t *run,
+                     double p) {
+    LAUNCH(dt, dropout_k, blocks_for(n), stream, x, y, n, seed, run, p);
     return (int)cudaGetLastError();
 }
 

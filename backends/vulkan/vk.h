@@ -121,6 +121,11 @@ kiln_status kiln__vk_write(kiln_vk *vk, const kiln_tensor *t, const void *src, s
  * the buffer replaces it (and the earlier pieces with it). */
 kiln_status kiln__vk_scratch_n(kiln_vk *vk, int k, const int64_t *n, const kiln_dtype *dt, kiln_tensor *out);
 
+/* The computing graph's run number (vt->set_run) as a bindable tensor:
+ * two I32 words, low then high; an error before the first set_run. Read
+ * by the shader, not pushed, so that a recorded dispatch reads each run's. */
+kiln_status kiln__vk_run_word(const kiln_vk *vk, kiln_tensor *out);
+
 /* Workgroups for n invocations of a 1-D kernel with local size `local`,
  * spread over x and y when x alone would exceed the device's limit; the
  * shader takes its index from kiln_gid() (shaders/common.glsl) and returns

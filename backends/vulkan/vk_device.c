@@ -308,6 +308,7 @@ static const kiln_backend_vt vk_vt = {
     .record_free = kiln__vk_record_free,
     .recordable = kiln__vk_recordable,
     .buffer_id = kiln__vk_buffer_id,
+    .set_run = kiln__vk_set_run,
 };
 
 /* ---- start and teardown ---- */

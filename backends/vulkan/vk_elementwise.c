@@ -416,25 +416,28 @@ static kiln_status dropout_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *
     double pt = p * 9007199254740992.0;
     uint64_t thr = (uint64_t)pt;
     if ((double)thr < pt) thr++;
-    uint64_t hs = kiln__hash64((uint64_t)t->ip[0] ^ (ex->run * 0x9e3779b97f4a7c15ull));
+    uint64_t seed = (uint64_t)t->ip[0];
+    kiln_tensor run_word;
+    kiln_status s = ex->training ? kiln__vk_run_word(vk, &run_word) : KILN_OK;
+    if (s) return s;
     /* 1/(1-p) = mk 2^ek with mk a 53-bit integer */
     int e;
     double f = frexp(1.0 / (1.0 - p), &e);
     uint64_t mk = (uint64_t)ldexp(f, 53);
     struct {
         uint32_t n, x0, y0, keep_all;
-        uint32_t hseed[2], t[2], mk[2];
+        uint32_t seed[2], t[2], mk[2];
         int32_t ek;
     } pc = {(uint32_t)kiln_tensor_numel(t),
             kiln__vk_base(vk, x),
             kiln__vk_base(vk, t),
             !ex->training,
-            {(uint32_t)hs, (uint32_t)(hs >> 32)},
+            {(uint32_t)seed, (uint32_t)(seed >> 32)},
             {(uint32_t)thr, (uint32_t)(thr >> 32)},
             {(uint32_t)mk, (uint32_t)(mk >> 32)},
             e - 53};
-    const kiln_tensor *bind[2] = {x, t};
-    return run(vk, "ew_dropout", 2, bind, &pc, sizeof pc, pc.n);
+    const kiln_tensor *bind[3] = {x, t, ex->training ? &run_word : x}; /* eval mode reads no run */
+    return run(vk, "ew_dropout", 3, bind, &pc, sizeof pc, pc.n);
 }
 
 void kiln__vk_register_elementwise(kiln_vk_kernel *tab) {

@@ -7,10 +7,10 @@
  * what its recorded copies read (a chain's program, a code map) live as
  * long as it does, and none is reset at a flush. Push constants are baked
  * in; core's key holds everything they are made of (shapes, parameters,
- * offsets), and ops whose constants change with every run (dropout's
- * seed) are never recorded. Anything that would submit while recording
- * (an upload that outgrows the staging buffer) breaks the recording: it
- * comes back NULL and the graph runs node by node. */
+ * offsets); what changes with every run lives in device memory instead
+ * (dropout's run number: kiln__vk_run_word). Anything that would submit
+ * while recording (an upload that outgrows the staging buffer) breaks the
+ * recording: it comes back NULL and the graph runs node by node. */
 #include "vk_runtime.h"
 
 struct kiln_record {

@@ -138,6 +138,24 @@ kiln_status kiln__vk_upload(kiln_backend *b, kiln_devbuf *d, size_t off, const v
     return KILN_OK;
 }
 
+kiln_status kiln__vk_set_run(kiln_backend *b, uint64_t run) {
+    kiln_vk *vk = (kiln_vk *)b;
+    if (!vk->run_word && !(vk->run_word = kiln__vk_buffer_new(vk, sizeof run, vk->mem_type, false)))
+        return kiln_last_status();
+    return kiln__vk_upload(b, vk->run_word, 0, &run, sizeof run);
+}
+
+kiln_status kiln__vk_run_word(const kiln_vk *vk, kiln_tensor *out) {
+    if (!vk->run_word) return kiln__errs(KILN_ERR_STATE, "vulkan: dropout: no run number (vt->set_run not called)");
+    memset(out, 0, sizeof *out);
+    out->dtype = KILN_I32;
+    out->ndim = 1;
+    out->shape[0] = 2;
+    out->stride[0] = 1;
+    out->dbuf = vk->run_word;
+    return KILN_OK;
+}
+
 kiln_status kiln__vk_download(kiln_backend *b, kiln_devbuf *d, size_t off, void *dst, size_t n) {
     kiln_vk *vk = (kiln_vk *)b;
     kiln_status s = kiln__vk_flush(b);

@@ -57,6 +57,8 @@ struct kiln_vk {
     /* scratch for kernels (kiln__vk_scratch), reused after each submit */
     kiln_devbuf *scratch;
     VkDeviceSize scratch_used;
+    /* the computing graph's run number, which dropout reads (vt->set_run) */
+    kiln_devbuf *run_word;
     kiln_vk_kernel kernels[KILN_OP_COUNT];
     /* $KILN_PROFILE: timestamps around each step (vk_profile.c) */
     VkQueryPool prof_pool;
@@ -83,6 +85,7 @@ kiln_status kiln__vk_memory_init(kiln_vk *vk);
 kiln_devbuf *kiln__vk_buffer_new(kiln_vk *vk, VkDeviceSize bytes, uint32_t mem_type, bool zero);
 void kiln__vk_buffer_free(kiln_vk *vk, kiln_devbuf *d);
 kiln_status kiln__vk_upload(kiln_backend *b, kiln_devbuf *d, size_t off, const void *src, size_t n);
+kiln_status kiln__vk_set_run(kiln_backend *b, uint64_t run); /* vt->set_run */
 kiln_status kiln__vk_download(kiln_backend *b, kiln_devbuf *d, size_t off, void *dst, size_t n);
 kiln_status kiln__vk_zero(kiln_backend *b, kiln_devbuf *d, size_t off, size_t n);
 

@@ -2,8 +2,10 @@
 #include "common.glsl"
 // ew_dropout: the CPU's dropout bit for bit (backends/cpu/nn.c, core/rng.c).
 // Element i is kept when uniform01(seed, i) >= p, i.e. when the top 53 bits
-// of hash64(hash64(seed) ^ i * C) reach t = ceil(p 2^53) (the host passes
-// hash64(seed) and t); kept elements become (float)((double)x * k) with
+// of hash64(hash64(seed) ^ i * C) reach t = ceil(p 2^53), where seed is the
+// node's seed ^ run * G (the host passes the node's seed and t; run, the
+// graph's run number, is read from binding 2, so that a recorded dispatch
+// reads each run's); kept elements become (float)((double)x * k) with
 // k = 1/(1-p), which the host passes as k = mk 2^ek (mk: 53 bits) and the
 // shader forms exactly in integers, rounding twice as the CPU does. 64-bit
 // integers are uvec2 (x low, y high): no Int64 or Float64 feature needed.
@@ -11,9 +13,10 @@
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer X { uint x[]; };
 layout(std430, binding = 1) writeonly buffer Y { uint y[]; };
+layout(std430, binding = 2) readonly buffer R { uvec2 run; };
 layout(push_constant) uniform P {
     uint n, x0, y0, keep_all;
-    uvec2 hseed, t, mk;
+    uvec2 seed, t, mk;
     int ek;
 } p;
 
@@ -101,7 +104,8 @@ void main() {
         y[p.y0 + i] = xb;
         return;
     }
-    uvec2 h = hash64(p.hseed ^ mul64(uvec2(i, 0u), uvec2(0xd192ed03u, 0xd1b54a32u)));
+    uvec2 hseed = hash64(p.seed ^ mul64(run, uvec2(0x7f4a7c15u, 0x9e3779b9u)));
+    uvec2 h = hash64(hseed ^ mul64(uvec2(i, 0u), uvec2(0xd192ed03u, 0xd1b54a32u)));
     bool keep = ge64(uvec2((h.x >> 11) | (h.y << 21), h.y >> 11), p.t);
     y[p.y0 + i] = keep ? scaled(xb) : 0u;
 }
