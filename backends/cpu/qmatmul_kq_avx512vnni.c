@@ -28,7 +28,7 @@ static inline __attribute__((always_inline)) void iq4_xs_rows_zmm(int R, const k
     float sum[KQ_RMAX] = {0};
     for (int64_t i = 0; i < nb; i++) {
         KQ_NAME(prefetch)(b + i, sizeof *b);
-        const __m256i sc = _mm256_srai_epi32(KQ_NAME(iq4_scales)(b + i), 16);
+        const __m256i sc = KQ_NAME(iq4_scales)(b + i);
         const __m512i scz = _mm512_castsi256_si512(sc);
         __m512i acc[KQ_RMAX][2];
         KQ_UNROLL

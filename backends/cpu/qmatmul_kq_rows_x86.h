@@ -212,7 +212,8 @@ KQ_ONE_ROW(KQ_NAME(dot_q6_K), KQ_NAME(q6_K_rows))
 /* IQ4_XS: sub-block s's 16 bytes in both lanes, the low nibbles in the
  * first and the high ones in the second (element order), through the
  * table (pshufb), signed: |v| against sign(x, v); its scale picked from
- * iq4_scales */
+ * iq4_scales16 in-lane (a lane-crossing vpermd with indices built per
+ * sub-block, and constants spilled, cost more) */
 static inline __attribute__((always_inline)) void KQ_NAME(iq4_xs_rows)(int R, const kiln_block_iq4_xs *b,
                                                                        const void *xa, size_t xrow, int64_t nb,
                                                                        float *out) {
@@ -221,7 +222,7 @@ static inline __attribute__((always_inline)) void KQ_NAME(iq4_xs_rows)(int R, co
     float sum[KQ_RMAX] = {0};
     for (int64_t i = 0; i < nb; i++) {
         KQ_NAME(prefetch)(b + i, sizeof *b);
-        const __m256i sc2 = KQ_NAME(iq4_scales)(b + i);
+        const __m256i sc16 = KQ_NAME(iq4_scales16)(b + i);
         __m256i acc[KQ_RMAX][2];
         KQ_UNROLL
         for (int q = 0; q < R; q++) acc[q][0] = acc[q][1] = _mm256_setzero_si256();
@@ -229,7 +230,7 @@ static inline __attribute__((always_inline)) void KQ_NAME(iq4_xs_rows)(int R, co
         for (int s = 0; s < 8; s++) {
             const __m256i c = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b[i].qs + 16 * s)));
             const __m256i v = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srlv_epi32(c, nib), m4));
-            const __m256i av = _mm256_sign_epi8(v, v), scs = _mm256_permutevar8x32_epi32(sc2, _mm256_set1_epi32(s));
+            const __m256i av = _mm256_sign_epi8(v, v), scs = KQ_PICK16(sc16, s);
             KQ_UNROLL
             for (int q = 0; q < R; q++) {
                 const __m256i x = KQ_NAME(load)(KQ_XROW(xa, xrow, q, i)->qs + 32 * s);

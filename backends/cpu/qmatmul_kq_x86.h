@@ -231,9 +231,8 @@ static inline __m128i KQ_NAME(q3_scales)(const kiln_block_q3_K *b) {
                         _mm_set1_epi8(32));
 }
 
-/* IQ4_XS's 8 scales ls - 32 in int32 lanes, each as two int16 (the
- * pair vpmaddwd multiplies): ls's low nibble s from bits 4s of
- * scales_l, its high two bits from bits 2s of scales_h */
+/* IQ4_XS's 8 scales ls - 32 in int32 lanes: ls's low nibble s from
+ * bits 4s of scales_l, its high two bits from bits 2s of scales_h */
 static inline __m256i KQ_NAME(iq4_scales)(const kiln_block_iq4_xs *b) {
     uint32_t sl;
     memcpy(&sl, b->scales_l, 4);
@@ -243,8 +242,14 @@ static inline __m256i KQ_NAME(iq4_scales)(const kiln_block_iq4_xs *b) {
     const __m256i hi = _mm256_and_si256(
         _mm256_srlv_epi32(_mm256_set1_epi32(b->scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
         _mm256_set1_epi32(3));
-    const __m256i sc = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
-    return _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(sc, 16));
+    return _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+}
+
+/* the same 8 scales as int16 in each 128-bit lane, so that a sub-block's
+ * is picked by an in-lane shuffle with a constant mask (KQ_PICK16) */
+static inline __m256i KQ_NAME(iq4_scales16)(const kiln_block_iq4_xs *b) {
+    const __m256i sc = KQ_NAME(iq4_scales)(b);
+    return _mm256_permute4x64_epi64(_mm256_packs_epi32(sc, sc), 0x88);
 }
 
 #ifndef KQ_ZMM /* qmatmul_kq_zmm.h has a zmm Q6_K */
