@@ -84,7 +84,8 @@
  * quiet; with the near one as well it had measured 1.0x at load 200+).
  * The kernels that compute more per byte (the K types, IQ4_XS, NF4,
  * Q4_1, Q5_0, AVX2's and AVX512-VNNI's Q4_0) were no faster with it and
- * keep QMM_PREFETCH. */
+ * keep QMM_PREFETCH (the K types' and IQ4_XS's were measured while their
+ * prefetches had been compiled away: see qmatmul_kq_x86.h). */
 #define QMM_FAR 16384
 #define QMM_NEAR 512
 
