@@ -39,7 +39,7 @@ static inline __attribute__((always_inline)) void iq4_xs_rows_zmm(int R, const k
                 spread, _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * p))));
             const __m512i u = _mm512_shuffle_epi8(tabu, _mm512_and_si512(_mm512_srlv_epi64(c, nib), m4));
             const __m512i scp =
-                _mm512_permutexvar_epi32(join(_mm256_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1)), scz);
+                _mm512_permutexvar_epi32(kq_join(_mm256_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1)), scz);
             KQ_UNROLL
             for (int q = 0; q < R; q++) {
                 const __m512i d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u,

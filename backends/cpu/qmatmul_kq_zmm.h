@@ -18,20 +18,20 @@ static inline __m256i fold(__m512i a0, __m512i a1) {
 }
 
 /* [lo | hi]: a ymm and another as one zmm */
-static inline __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+static inline __m512i kq_join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
 
 /* Q4_K / Q5_K's chunk j (sub-blocks 2j, 2j + 1: the low and high nibbles
  * of 32 bytes) against x's 64 bytes in order, scaled by sc[2j], sc[2j + 1]
  * (sc4: the 8 int16 scales in every 128-bit lane) */
 static inline __m512i k45_chunk(__m512i acc, __m512i u, const int8_t *x, __m512i sc4, int j) {
-    const __m512i pick = join(_mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * j))),
+    const __m512i pick = kq_join(_mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * j))),
                               _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * j + 1))));
     return KQ_ACC512(acc, _mm512_maddubs_epi16(u, _mm512_loadu_si512(x)), _mm512_shuffle_epi8(sc4, pick));
 }
 
-static inline __m512i nibbles(const uint8_t *qs, __m512i m4) {
+static inline __m512i kq_nibbles(const uint8_t *qs, __m512i m4) {
     const __m256i q = _mm256_loadu_si256((const __m256i *)qs);
-    return _mm512_and_si512(join(q, _mm256_srli_epi16(q, 4)), m4);
+    return _mm512_and_si512(kq_join(q, _mm256_srli_epi16(q, 4)), m4);
 }
 
 /* Q6_K's q + 32 of half h: ql's 64 bytes as one zmm give elements 0-63
@@ -39,8 +39,8 @@ static inline __m512i nibbles(const uint8_t *qs, __m512i m4) {
  * qh's 32 bytes in both halves shifted per half */
 static inline void q6_codes_zmm(const kiln_block_q6_K *b, int h, __m512i u[2]) {
     const __m512i m4 = _mm512_set1_epi8(0x0f), m2 = _mm512_set1_epi8(0x30);
-    const __m512i up = join(_mm256_set1_epi16(4), _mm256_set1_epi16(2)),
-                  down = join(_mm256_setzero_si256(), _mm256_set1_epi16(2));
+    const __m512i up = kq_join(_mm256_set1_epi16(4), _mm256_set1_epi16(2)),
+                  down = kq_join(_mm256_setzero_si256(), _mm256_set1_epi16(2));
     const __m512i l = _mm512_loadu_si512(b->ql + 64 * h),
                   hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qh + 32 * h)));
     u[0] = _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_and_si512(_mm512_sllv_epi16(hb, up), m2));
@@ -65,8 +65,8 @@ static inline __attribute__((always_inline)) void KQ_NAME(k45_rows_ints)(const u
     for (int q = 0; q < R; q++) acc[q][0] = acc[q][1] = _mm512_setzero_si512();
     KQ_UNROLL
     for (int j = 0; j < 4; j++) {
-        __m512i u = nibbles(w + qs_off + 32 * j, m4);
-        const __m512i bit = join(_mm256_set1_epi8((char)(1 << 2 * j)), _mm256_set1_epi8((char)(1 << (2 * j + 1))));
+        __m512i u = kq_nibbles(w + qs_off + 32 * j, m4);
+        const __m512i bit = kq_join(_mm256_set1_epi8((char)(1 << 2 * j)), _mm256_set1_epi8((char)(1 << (2 * j + 1))));
         if (q5) u = _mm512_mask_add_epi8(u, _mm512_test_epi8_mask(h, bit), u, sixteen);
         KQ_UNROLL
         for (int q = 0; q < R; q++) acc[q][j & 1] = k45_chunk(acc[q][j & 1], u, a[q]->qs + 64 * j, sc4, j);
@@ -98,7 +98,7 @@ static inline __attribute__((always_inline)) void q6_K_rows_zmm(int R, const kil
             for (int p = 0; p < 2; p++) {
                 const int s = 8 * h + 4 * p;
                 const __m512i idx =
-                    join(_mm256_set_m128i(_mm_set1_epi16((short)(s + 1)), _mm_set1_epi16((short)s)),
+                    kq_join(_mm256_set_m128i(_mm_set1_epi16((short)(s + 1)), _mm_set1_epi16((short)s)),
                          _mm256_set_m128i(_mm_set1_epi16((short)(s + 3)), _mm_set1_epi16((short)(s + 2))));
                 const __m512i scp = _mm512_permutexvar_epi16(idx, sc16);
                 KQ_UNROLL
