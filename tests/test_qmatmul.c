@@ -232,6 +232,40 @@ KT_TEST(qmatmul_extreme_scales_equal_scalar) {
     }
 }
 
+/* NEON-dotprod's Q8_0 and Q4_0 rows kernels (a few rows of x against one
+ * row of W), every row count 1 .. KILN_QMM_ROWS_MAX, block counts about
+ * their steps of 2 and 4, W's scales of every exponent: out[q] is the
+ * one-row kernel's product with row q, bit for bit. */
+KT_TEST(qmatmul_neondot_rows_equal_its_one_row_kernels) {
+    const kiln_qmm_kernels *k = kiln__qmm_kernels_neondot();
+    if (!k || !kiln__cpu_neondot(kiln__cpu_caps())) kt_skip("no NEON dot product");
+    static const int64_t counts[] = {1, 2, 3, 4, 5, 6, 7, 9};
+    enum { R = KILN_QMM_ROWS_MAX, NBMAX = 9 };
+    static float x[R * 32 * NBMAX], dx[R * NBMAX];
+    static int8_t xq[R * 32 * NBMAX];
+    uint64_t s = 0x5851f42d4c957f2dull;
+    for (int i = 0; i < R * 32 * NBMAX; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = ldexpf((float)(int32_t)(s >> 32), -31 - i / 32 % 7 * 4); /* a scale per block */
+    }
+    for (int fi = 0; fi < 2; fi++)
+        for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+            const int64_t nb = counts[c];
+            void *w = extreme_scales_w(fmts[fi], nb, &s);
+            for (int q = 0; q < R; q++) kiln__qmm_quantize_x(x + 32 * NBMAX * q, xq + 32 * nb * q, dx + nb * q, 32 * nb);
+            for (int r = 1; r <= R; r++) {
+                float out[R];
+                (fi ? k->q4_0sr : k->q8_0sr)(w, xq, NULL, dx, nb, r, out);
+                for (int q = 0; q < r; q++) {
+                    const float want = (fi ? k->q4_0 : k->q8_0)(w, xq + 32 * nb * q, dx + nb * q, nb);
+                    KT_CHECK(!memcmp(&out[q], &want, 4), "%s, %lld blocks, %d rows, row %d: %.9g, one row %.9g",
+                             kiln_dtype_name(fmts[fi]), (long long)nb, r, q, out[q], want);
+                }
+            }
+            free(w);
+        }
+}
+
 /* Threads split output rows (or W panels): each output is computed the
  * same way whatever the team, so 2 threads equal 1 bit for bit. */
 KT_TEST(qmatmul_threads_identical) {

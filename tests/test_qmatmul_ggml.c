@@ -3,10 +3,12 @@
  * reference, bit for bit, on every SIMD level the CPU can emulate: rows
  * of random block bytes (every code, every scale and min) with scales
  * from zero and subnormal to 65504 of either sign, whole zero rows, and
- * block counts around the kernels' steps. */
+ * block counts around the kernels' steps; their rows kernels against
+ * them. */
 #include "kt.h"
 #include "kt_simd.h"
 #include "../quant/quant.h"
+#include "../backends/cpu/qmatmul.h"
 #include "../backends/cpu/qmatmul_ggml.h"
 
 #include <stddef.h>
@@ -109,17 +111,59 @@ KT_TEST(qmatmul_ggml_kernels_match_reference) {
 
 /* Where a level has kernels of its own, the dispatch chooses them: the
  * blocks of 32 of qmatmul_q32_*.c on every x86 level from AVX2 up, every
- * type on NEON and NEON-dotprod. */
+ * type on NEON and NEON-dotprod (the latter's batch-1 and rows kernels
+ * not NEON's). */
 KT_TEST(qmatmul_ggml_levels_choose_their_kernels) {
-    kiln_qmm_dot_ggml *scalar[KILN_DTYPE_COUNT] = {0};
+    kiln_qmm_dot_ggml *scalar[KILN_DTYPE_COUNT] = {0}, *neon[KILN_DTYPE_COUNT] = {0};
+    kiln_qmm_dot_ggml_rows *neon_rows[KILN_DTYPE_COUNT] = {0};
     KT_FOR_EACH_SIMD(v) {
         for (int t = 0; t < KILN_DTYPE_COUNT; t++) {
             if (!kiln__qmm_ggml_handles((kiln_dtype)t)) continue;
             kiln_qmm_dot_ggml *k = kiln__qmm_ggml_kernel((kiln_dtype)t);
+            kiln_qmm_dot_ggml_rows *r = kiln__qmm_ggml_rows_kernel((kiln_dtype)t);
             const bool q32 = t == KILN_Q4_1 || t == KILN_Q5_0 || t == KILN_Q5_1 || t == KILN_IQ4_NL;
             if (!strcmp(v.name, "scalar")) scalar[t] = k;
             else if ((q32 && kiln__cpu_avx2(&v.caps)) || kiln__cpu_neon(&v.caps))
                 KT_CHECK(k && k != scalar[t], "%s: the reference, not a kernel of its own", kiln__types[t].name);
+            if (!strcmp(v.name, "neon")) neon[t] = k, neon_rows[t] = r;
+            if (!strcmp(v.name, "neondot"))
+                KT_CHECK(k != neon[t] && r && r != neon_rows[t], "%s: NEON's kernels at neondot", kiln__types[t].name);
+        }
+    }
+}
+
+/* The rows kernels (a few rows of x against one row of W) at every level
+ * that has them, every row count 1 .. KILN_QMM_ROWS_MAX: out[q] is the
+ * one-row kernel's product with row q, bit for bit (block counts about the
+ * lanes' groups of 8; rows of x apart by more than their size). NEON and
+ * NEON-dotprod have one for every type. */
+KT_TEST(qmatmul_ggml_rows_kernels_equal_the_one_row_kernels) {
+    static const int64_t counts[] = {1, 3, 8, 9, 17};
+    enum { R = KILN_QMM_ROWS_MAX };
+    uint64_t seed = 0x2545f4914f6cdd1dull;
+    for (int t = 0; t < KILN_DTYPE_COUNT; t++) {
+        if (!kiln__qmm_ggml_handles((kiln_dtype)t)) continue;
+        const kiln_dtype p = kiln__types[t].dot_type;
+        for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+            const int64_t nb = counts[c];
+            const size_t xrow = (size_t)(nb + 1) * kiln__types[p].size;
+            uint8_t *w = malloc(nb * kiln__types[t].size), *x = malloc(R * xrow);
+            weight_row((kiln_dtype)t, w, nb, false, &seed);
+            for (int q = 0; q < R; q++) act_row(p, x + q * xrow, nb, &seed);
+            KT_FOR_EACH_SIMD(v) {
+                kiln_qmm_dot_ggml_rows *rows = kiln__qmm_ggml_rows_kernel((kiln_dtype)t);
+                KT_CHECK(rows || !kiln__cpu_neon(&v.caps), "%s: no rows kernel", kiln__types[t].name);
+                for (int r = 1; rows && r <= R; r++) {
+                    float out[R];
+                    rows(w, x, xrow, r, nb, out);
+                    for (int q = 0; q < r; q++) {
+                        const float want = kiln__qmm_ggml_kernel((kiln_dtype)t)(w, x + q * xrow, nb);
+                        KT_CHECK(!memcmp(&out[q], &want, 4), "%s, %lld blocks, %d rows, row %d: %.9g, one row %.9g",
+                                 kiln__types[t].name, (long long)nb, r, q, out[q], want);
+                    }
+                }
+            }
+            free(w), free(x);
         }
     }
 }

@@ -130,7 +130,7 @@ KT_TEST(qmatmul_kgemm_avx512_has_its_own_tiles) {
  * types' crossovers, kiln__qmm_batched_min: qmatmul.h's and
  * qmatmul_ggml.h's rows kernels, the tiles from the type's crossover where
  * they run it) equal the batch-1 products row by row, bit for bit, on
- * every level (every ggml type has a rows kernel from AVX2 up); odd n (one thread, and enough columns
+ * every level (every ggml type has a rows kernel from AVX2 up and on NEON); odd n (one thread, and enough columns
  * for two), rows of 1, 3 and 4 blocks for the K types, 23, 5, 16 and 14
  * for the blocks of 32 (groups of 8 and 7, 0 or 6 left over; Q4_0's pairs
  * of pairs with 3, 1, 0 and 2 blocks after). */
@@ -160,8 +160,8 @@ KT_TEST(qmatmul_few_rows_equal_the_batch_1_products) {
                                             : gauss(&s) * (float)(1 + i % 4);
             KT_FOR_EACH_SIMD(v) {
                 const bool i8 = t == KILN_Q8_0 || t == KILN_Q4_0; /* qmatmul.h's rows kernels */
-                KT_CHECK(i8 || !kiln__cpu_avx2(&v.caps) || kiln__qmm_ggml_rows_kernel(t), "%s: no rows kernel at %s",
-                         kiln_dtype_name(t), v.name);
+                KT_CHECK(i8 || !(kiln__cpu_avx2(&v.caps) || kiln__cpu_neon(&v.caps)) || kiln__qmm_ggml_rows_kernel(t),
+                         "%s: no rows kernel at %s", kiln_dtype_name(t), v.name);
                 const int batched = (int)kiln__qmm_batched_min(t);
                 for (int i = 0; i < MMAX; i++)
                     KT_CHECK(kiln__qmatmul_cpu(t, 1, n, K, x + i * K, w, y1 + i * n, 1) == KILN_OK, "%s",

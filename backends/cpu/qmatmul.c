@@ -248,7 +248,9 @@ int64_t kiln__qmm_batched_min(kiln_dtype t) {
         const bool rows = t == KILN_Q8_0 ? kk->q8_0sr : kk->q4_0sr;
         return rows && !kiln__qmm_gemm_available(t) ? KILN_QMM_ROWS_TILES_MIN : KILN_QMM_PANEL_MIN_M;
     }
-    if (!kiln__qmm_ggml_rows_kernel(t)) return KILN_QMM_PANEL_MIN_M;
+    /* the crossovers below were measured on x86; ARM's rows kernels (not
+     * timed on ARM hardware) hand over where its tiles took over before */
+    if (!kiln__qmm_ggml_rows_kernel(t) || kiln__cpu_neon(kiln__cpu_caps())) return KILN_QMM_PANEL_MIN_M;
     switch (t) {
     case KILN_Q4_1: return KILN_QMM_ROWS_TILES_MIN_Q4_1;
     case KILN_Q5_0: return KILN_QMM_ROWS_TILES_MIN_Q5_0;

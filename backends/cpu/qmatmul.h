@@ -29,8 +29,9 @@
  *   - 2 .. kiln__qmm_batched_min(t) - 1 rows (batched decoding, serve's
  *     slots): where the level has a rows kernel (kiln_qmm_dotr_i8s: Q8_0
  *     and Q4_0 on AVX2 and AVX-VNNI, qmatmul_rows_x86.h; Q8_0 and Q4_0 on
- *     AVX512-VNNI, not VBMI's Q4_0; AVX-512's Q4_0, qmatmul_avx512.c; every ggml type from AVX2 up,
- *     qmatmul_ggml.h), each row of W is decoded once for up to
+ *     AVX512-VNNI, not VBMI's Q4_0; AVX-512's Q4_0, qmatmul_avx512.c; with
+ *     NEON's dot product, qmatmul_neondot.c; every ggml type from AVX2 up
+ *     and on NEON, qmatmul_ggml.h), each row of W is decoded once for up to
  *     KILN_QMM_ROWS_MAX rows of x, each row's result the batch-1
  *     product's bits; otherwise x row by row (VBMI's Q4_0: rows of W in
  *     pairs).
@@ -109,7 +110,8 @@ static inline void kiln__qmm_prefetch_far(const void *p) { __builtin_prefetch((c
 
 /* Rows of x from which the types with a rows kernel in qmatmul_ggml.h (the
  * K types, IQ4_XS) take the tiles of qmatmul_kgemm.h (or the panels)
- * instead. Q4_K / Q6_K, 5632 x 2048, 1 thread, Zen 5 at load 11-50 (per
+ * instead, on x86 (ARM's rows kernels, not timed on ARM hardware, stop at
+ * KILN_QMM_PANEL_MIN_M, where its tiles took over before them). Q4_K / Q6_K, 5632 x 2048, 1 thread, Zen 5 at load 11-50 (per
  * product, alternated): the rows kernels took 0.4-0.45x the tiles' time at
  * 8 rows, 0.6-0.7x at 12, 0.7-0.95x at 16, 0.65-1.0x at 20, 1.2-1.4x at
  * 24. Q8_0's rows kernel was no faster than its GEMM at 8 rows and half

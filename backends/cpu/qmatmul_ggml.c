@@ -97,7 +97,9 @@ kiln_qmm_dot_ggml_rows *kiln__qmm_ggml_rows_kernel(kiln_dtype t) {
     if (kiln__qmm_kq_kernel(t)) return kiln__qmm_kq_rows_kernel(t);
     if (kiln__cpu_avx512vnni(c)) return kiln__qmm_ggml_rows_avx512vnni(t);
     if (kiln__cpu_avxvnni(c)) return kiln__qmm_ggml_rows_avxvnni(t);
-    return kiln__cpu_avx2(c) ? kiln__qmm_ggml_rows_avx2(t) : NULL;
+    if (kiln__cpu_avx2(c)) return kiln__qmm_ggml_rows_avx2(t);
+    if (kiln__cpu_neondot(c)) return kiln__qmm_ggml_rows_neondot(t);
+    return kiln__cpu_neon(c) ? kiln__qmm_ggml_rows_neon(t) : NULL;
 }
 
 bool kiln__qmm_ggml_handles(kiln_dtype t) { return kiln__qmm_ggml_kernel(t) != NULL; }

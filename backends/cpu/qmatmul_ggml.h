@@ -29,7 +29,9 @@
  * per dtype: Q4_K, Q5_K, Q6_K, Q3_K, Q2_K and IQ4_XS on x86
  * (qmatmul_kq.h); Q4_1, Q5_0, Q5_1 and IQ4_NL on AVX2, AVX-VNNI and
  * AVX512-VNNI (qmatmul_q32_*.c); every type on NEON and NEON-dotprod
- * (qmatmul_ggml_neon*.c).
+ * (qmatmul_ggml_neon*.c). Their rows kernels (below) take a few rows of x
+ * at once: the K types and IQ4_XS on x86 (qmatmul_kq.h), the blocks of 32
+ * from AVX2 up, every type on NEON and NEON-dotprod.
  *
  *     if (kiln__qmm_ggml_handles(t)) s = kiln__qmatmul_ggml_cpu(t, 1, n, k, x, w, y, n_threads);
  */
@@ -62,10 +64,13 @@ kiln_qmm_dot_ggml *kiln__qmm_ggml_avxvnni(kiln_dtype t);
 kiln_qmm_dot_ggml *kiln__qmm_ggml_avx512vnni(kiln_dtype t);
 kiln_qmm_dot_ggml *kiln__qmm_ggml_neon(kiln_dtype t);
 kiln_qmm_dot_ggml *kiln__qmm_ggml_neondot(kiln_dtype t);
-/* Their rows kernels, for the blocks of 32 on x86 (the K types': qmatmul_kq.h). */
+/* Their rows kernels: the blocks of 32 on x86 (the K types': qmatmul_kq.h),
+ * every type on ARM. */
 kiln_qmm_dot_ggml_rows *kiln__qmm_ggml_rows_avx2(kiln_dtype t);
 kiln_qmm_dot_ggml_rows *kiln__qmm_ggml_rows_avxvnni(kiln_dtype t);
 kiln_qmm_dot_ggml_rows *kiln__qmm_ggml_rows_avx512vnni(kiln_dtype t);
+kiln_qmm_dot_ggml_rows *kiln__qmm_ggml_rows_neon(kiln_dtype t);
+kiln_qmm_dot_ggml_rows *kiln__qmm_ggml_rows_neondot(kiln_dtype t);
 
 /* The rows kernel of the level kiln__qmm_ggml_kernel(t) chooses, NULL
  * where that level has none for t (the driver then runs x row by row). */

@@ -11,6 +11,8 @@
 #include "qmatmul_ggml_neon.h"
 
 kiln_qmm_dot_ggml *kiln__qmm_ggml_neon(kiln_dtype t) { return GGML_NAME(kernel)(t); }
+kiln_qmm_dot_ggml_rows *kiln__qmm_ggml_rows_neon(kiln_dtype t) { return GGML_NAME(rows_kernel)(t); }
 #else
 kiln_qmm_dot_ggml *kiln__qmm_ggml_neon(kiln_dtype t) { return (void)t, NULL; }
+kiln_qmm_dot_ggml_rows *kiln__qmm_ggml_rows_neon(kiln_dtype t) { return (void)t, NULL; }
 #endif

@@ -1,5 +1,5 @@
-/* qmatmul_ggml_neon.h — the batch-1 products of ggml's block types
- * (qmatmul_ggml.h) on ARM64, shared by qmatmul_ggml_neon.c and
+/* qmatmul_ggml_neon.h — the batch-1 and few-row products of ggml's block
+ * types (qmatmul_ggml.h) on ARM64, shared by qmatmul_ggml_neon.c and
  * _neondot.c, which define GGML_DOT16(acc, a, b) (int32x4 acc plus the
  * products of two int8x16, any lanes: only their total counts) and
  * GGML_NAME(x), the function suffix.
@@ -11,12 +11,21 @@
  * bsums. The f32 side is the
  * reference's own (kiln__qmm_dot_ggml_ref): the same operations in the
  * same order, one block at a time, so every result is the reference's bit
- * for bit. */
+ * for bit. The rows kernels (a few rows of x against one row of W) are
+ * the same body with each block decoded once for all the rows, each row's
+ * sums its own; the one-row kernel is that body with one row. */
 #include "qmatmul_ggml.h"
 
 #include "../../quant/quant.h"
+#include "qmatmul.h"
 
 #include <arm_neon.h>
+
+#define GGML_RMAX KILN_QMM_ROWS_MAX
+/* the loops over rows unrolled: the rows' accumulators registers */
+#define GGML_UNROLL _Pragma("GCC unroll 4")
+/* row q's block i of activation type X */
+#define GGML_X(X, xa, xrow, q, i) ((const X *)((const char *)(xa) + (size_t)(q) * (xrow)) + (i))
 
 static inline __attribute__((always_inline)) float GGML_NAME(f16)(uint16_t h) {
     return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0);
@@ -50,27 +59,34 @@ static inline __attribute__((always_inline)) uint8x16_t GGML_NAME(fifth)(const u
     return vandq_u8(vtstq_u8(h, vld1q_u8(bits)), vdupq_n_u8(0x10));
 }
 
-/* the lanes of one block of 32 (the low nibbles of qs, their high ones;
- * fifth bits where qh; minus off; through the IQ4 values where iq4) */
-static inline __attribute__((always_inline)) int32x4_t GGML_NAME(lanes32)(const uint8_t *qs, const uint8_t *qh, int off,
-                                                                       bool iq4, const int8_t *x) {
+/* the codes of one block of 32, elements 0-15 in *q0 and 16-31 in *q1
+ * (the low nibbles of qs, their high ones; fifth bits where qh; minus
+ * off; through the IQ4 values where iq4) */
+static inline __attribute__((always_inline)) void GGML_NAME(codes32)(const uint8_t *qs, const uint8_t *qh, int off,
+                                                                     bool iq4, int8x16_t *q0, int8x16_t *q1) {
     const uint8x16_t b = vld1q_u8(qs);
     uint8x16_t lo = vandq_u8(b, vdupq_n_u8(0x0f)), hi = vshrq_n_u8(b, 4);
     if (qh) lo = vorrq_u8(lo, GGML_NAME(fifth)(qh, 0)), hi = vorrq_u8(hi, GGML_NAME(fifth)(qh, 1));
     if (iq4) {
         const int8x16_t v = vld1q_s8(kiln__iq4nl_values);
-        return GGML_NAME(dot32)(vqtbl1q_s8(v, lo), vqtbl1q_s8(v, hi), x);
+        *q0 = vqtbl1q_s8(v, lo), *q1 = vqtbl1q_s8(v, hi);
+        return;
     }
     const int8x16_t o = vdupq_n_s8((int8_t)off);
-    return GGML_NAME(dot32)(vsubq_s8(vreinterpretq_s8_u8(lo), o), vsubq_s8(vreinterpretq_s8_u8(hi), o), x);
+    *q0 = vsubq_s8(vreinterpretq_s8_u8(lo), o), *q1 = vsubq_s8(vreinterpretq_s8_u8(hi), o);
 }
 
-/* Q4_K / Q5_K: isum and summs of one super-block (sub-blocks of 32) */
-static inline __attribute__((always_inline)) int32_t GGML_NAME(isum_q45_K)(const uint8_t *scales, const uint8_t *qs,
-                                                                           const uint8_t *qh,
-                                                                           const kiln_block_q8_K *a, int32_t *summs) {
-    int32x4_t tot = vdupq_n_s32(0);
-    int32_t mins = 0;
+/* The K types' isum (and summs) of one super-block for R rows of x, a[q]
+ * row q's Q8_K block; every sub-block's codes decoded once. */
+
+/* Q4_K / Q5_K (sub-blocks of 32) */
+static inline __attribute__((always_inline)) void GGML_NAME(isum_q45_K)(int R, const uint8_t *scales,
+                                                                        const uint8_t *qs, const uint8_t *qh,
+                                                                        const kiln_block_q8_K *const *a,
+                                                                        int32_t *is, int32_t *summs) {
+    int32x4_t tot[GGML_RMAX];
+    GGML_UNROLL
+    for (int q = 0; q < R; q++) tot[q] = vdupq_n_s32(0), summs[q] = 0;
     const uint8x16_t h0 = qh ? vld1q_u8(qh) : vdupq_n_u8(0), h1 = qh ? vld1q_u8(qh + 16) : vdupq_n_u8(0);
     for (int j = 0; j < 4; j++) { /* a run of 64: low nibbles (sub-block 2j), high (2j + 1) */
         const uint8x16_t b0 = vld1q_u8(qs + 32 * j), b1 = vld1q_u8(qs + 32 * j + 16);
@@ -81,12 +97,16 @@ static inline __attribute__((always_inline)) int32_t GGML_NAME(isum_q45_K)(const
             if (qh) q0 = vorrq_u8(q0, GGML_NAME(bit_to_16)(h0, s)), q1 = vorrq_u8(q1, GGML_NAME(bit_to_16)(h1, s));
             int sc, m;
             kiln__scale_min_k4(s, scales, &sc, &m);
-            tot = vmlaq_n_s32(tot, GGML_NAME(dot32)(vreinterpretq_s8_u8(q0), vreinterpretq_s8_u8(q1), a->qs + 32 * s), sc);
-            mins += m * (a->bsums[2 * s] + a->bsums[2 * s + 1]);
+            GGML_UNROLL
+            for (int q = 0; q < R; q++) {
+                tot[q] = vmlaq_n_s32(
+                    tot[q], GGML_NAME(dot32)(vreinterpretq_s8_u8(q0), vreinterpretq_s8_u8(q1), a[q]->qs + 32 * s), sc);
+                summs[q] += m * (a[q]->bsums[2 * s] + a[q]->bsums[2 * s + 1]);
+            }
         }
     }
-    *summs = mins;
-    return vaddvq_s32(tot);
+    GGML_UNROLL
+    for (int q = 0; q < R; q++) is[q] = vaddvq_s32(tot[q]);
 }
 
 /* Q2_K / Q3_K: the low two bits of the 16 elements of sub-block s (half h
@@ -98,38 +118,49 @@ static inline __attribute__((always_inline)) uint8x16_t GGML_NAME(two_bits)(cons
                     vdupq_n_u8(3));
 }
 
-static inline __attribute__((always_inline)) int32_t GGML_NAME(isum_q2_K)(const kiln_block_q2_K *w,
-                                                                          const kiln_block_q8_K *a, int32_t *summs) {
-    int32x4_t tot = vdupq_n_s32(0);
-    int32_t mins = 0;
+static inline __attribute__((always_inline)) void GGML_NAME(isum_q2_K)(int R, const kiln_block_q2_K *w,
+                                                                       const kiln_block_q8_K *const *a, int32_t *is,
+                                                                       int32_t *summs) {
+    int32x4_t tot[GGML_RMAX];
+    GGML_UNROLL
+    for (int q = 0; q < R; q++) tot[q] = vdupq_n_s32(0), summs[q] = 0;
     for (int s = 0; s < 16; s++) {
-        const int8x16_t q = vreinterpretq_s8_u8(GGML_NAME(two_bits)(w->qs, s));
-        tot = vmlaq_n_s32(tot, GGML_NAME(dot16)(q, a->qs + 16 * s), w->scales[s] & 0x0f);
-        mins += (w->scales[s] >> 4) * a->bsums[s];
+        const int8x16_t c = vreinterpretq_s8_u8(GGML_NAME(two_bits)(w->qs, s));
+        GGML_UNROLL
+        for (int q = 0; q < R; q++) {
+            tot[q] = vmlaq_n_s32(tot[q], GGML_NAME(dot16)(c, a[q]->qs + 16 * s), w->scales[s] & 0x0f);
+            summs[q] += (w->scales[s] >> 4) * a[q]->bsums[s];
+        }
     }
-    *summs = mins;
-    return vaddvq_s32(tot);
+    GGML_UNROLL
+    for (int q = 0; q < R; q++) is[q] = vaddvq_s32(tot[q]);
 }
 
-static inline __attribute__((always_inline)) int32_t GGML_NAME(isum_q3_K)(const kiln_block_q3_K *w,
-                                                                          const kiln_block_q8_K *a) {
-    int32x4_t tot = vdupq_n_s32(0);
+static inline __attribute__((always_inline)) void GGML_NAME(isum_q3_K)(int R, const kiln_block_q3_K *w,
+                                                                       const kiln_block_q8_K *const *a, int32_t *is) {
+    int32x4_t tot[GGML_RMAX];
+    GGML_UNROLL
+    for (int q = 0; q < R; q++) tot[q] = vdupq_n_s32(0);
     const uint8x16_t h0 = vld1q_u8(w->hmask), h1 = vld1q_u8(w->hmask + 16);
     for (int s = 0; s < 16; s++) {
         const int lo = s < 8 ? w->scales[s] & 0x0f : w->scales[s - 8] >> 4;
         const int sc = (lo | ((w->scales[8 + s % 4] >> (2 * (s / 4))) & 3) << 4) - 32;
         /* bit e / 32 = s / 2 of hmask[e % 32] clear: minus 4 */
         const uint8x16_t set = vtstq_u8(s % 2 ? h1 : h0, vdupq_n_u8((uint8_t)(1u << (s / 2))));
-        const int8x16_t q = vsubq_s8(vreinterpretq_s8_u8(GGML_NAME(two_bits)(w->qs, s)),
+        const int8x16_t c = vsubq_s8(vreinterpretq_s8_u8(GGML_NAME(two_bits)(w->qs, s)),
                                      vreinterpretq_s8_u8(vbicq_u8(vdupq_n_u8(4), set)));
-        tot = vmlaq_n_s32(tot, GGML_NAME(dot16)(q, a->qs + 16 * s), sc);
+        GGML_UNROLL
+        for (int q = 0; q < R; q++) tot[q] = vmlaq_n_s32(tot[q], GGML_NAME(dot16)(c, a[q]->qs + 16 * s), sc);
     }
-    return vaddvq_s32(tot);
+    GGML_UNROLL
+    for (int q = 0; q < R; q++) is[q] = vaddvq_s32(tot[q]);
 }
 
-static inline __attribute__((always_inline)) int32_t GGML_NAME(isum_q6_K)(const kiln_block_q6_K *w,
-                                                                          const kiln_block_q8_K *a) {
-    int32x4_t tot = vdupq_n_s32(0);
+static inline __attribute__((always_inline)) void GGML_NAME(isum_q6_K)(int R, const kiln_block_q6_K *w,
+                                                                       const kiln_block_q8_K *const *a, int32_t *is) {
+    int32x4_t tot[GGML_RMAX];
+    GGML_UNROLL
+    for (int q = 0; q < R; q++) tot[q] = vdupq_n_s32(0);
     for (int h = 0; h < 2; h++)
         for (int j = 0; j < 2; j++) { /* bytes l = 16 j .. 16 j + 15 of the half */
             const uint8x16_t l0 = vld1q_u8(w->ql + 64 * h + 16 * j), l1 = vld1q_u8(w->ql + 64 * h + 32 + 16 * j);
@@ -142,140 +173,186 @@ static inline __attribute__((always_inline)) int32_t GGML_NAME(isum_q6_K)(const 
                                                : r == 2 ? vshrq_n_u8(hb, 4)
                                                         : vshrq_n_u8(hb, 6),
                                                vdupq_n_u8(3));
-                const int8x16_t q =
+                const int8x16_t c =
                     vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, vshlq_n_u8(hi, 4))), vdupq_n_s8(32));
                 const int s = 8 * h + 2 * r + j;
-                tot = vmlaq_n_s32(tot, GGML_NAME(dot16)(q, a->qs + 16 * s), w->scales[s]);
+                GGML_UNROLL
+                for (int q = 0; q < R; q++)
+                    tot[q] = vmlaq_n_s32(tot[q], GGML_NAME(dot16)(c, a[q]->qs + 16 * s), w->scales[s]);
             }
         }
-    return vaddvq_s32(tot);
+    GGML_UNROLL
+    for (int q = 0; q < R; q++) is[q] = vaddvq_s32(tot[q]);
 }
 
-static inline __attribute__((always_inline)) int32_t GGML_NAME(isum_iq4_xs)(const kiln_block_iq4_xs *w,
-                                                                            const kiln_block_q8_K *a) {
-    int32x4_t tot = vdupq_n_s32(0);
+static inline __attribute__((always_inline)) void GGML_NAME(isum_iq4_xs)(int R, const kiln_block_iq4_xs *w,
+                                                                         const kiln_block_q8_K *const *a,
+                                                                         int32_t *is) {
+    int32x4_t tot[GGML_RMAX];
+    GGML_UNROLL
+    for (int q = 0; q < R; q++) tot[q] = vdupq_n_s32(0);
     for (int s = 0; s < 8; s++) {
         const int ls = (((w->scales_l[s / 2] >> (4 * (s % 2))) & 0x0f) | ((w->scales_h >> (2 * s)) & 3) << 4) - 32;
-        tot = vmlaq_n_s32(tot, GGML_NAME(lanes32)(w->qs + 16 * s, NULL, 0, true, a->qs + 32 * s), ls);
+        int8x16_t c0, c1;
+        GGML_NAME(codes32)(w->qs + 16 * s, NULL, 0, true, &c0, &c1);
+        GGML_UNROLL
+        for (int q = 0; q < R; q++) tot[q] = vmlaq_n_s32(tot[q], GGML_NAME(dot32)(c0, c1, a[q]->qs + 32 * s), ls);
     }
-    return vaddvq_s32(tot);
+    GGML_UNROLL
+    for (int q = 0; q < R; q++) is[q] = vaddvq_s32(tot[q]);
 }
 
-static inline __attribute__((always_inline)) int32_t GGML_NAME(isum_q8_K)(const kiln_block_q8_K *w,
-                                                                          const kiln_block_q8_K *a) {
-    int32x4_t tot = vdupq_n_s32(0);
-    for (int s = 0; s < 16; s++) GGML_DOT16(tot, vld1q_s8(w->qs + 16 * s), vld1q_s8(a->qs + 16 * s));
-    return vaddvq_s32(tot);
+static inline __attribute__((always_inline)) void GGML_NAME(isum_q8_K)(int R, const kiln_block_q8_K *w,
+                                                                       const kiln_block_q8_K *const *a, int32_t *is) {
+    int32x4_t tot[GGML_RMAX];
+    GGML_UNROLL
+    for (int q = 0; q < R; q++) tot[q] = vdupq_n_s32(0);
+    for (int s = 0; s < 16; s++) {
+        const int8x16_t c = vld1q_s8(w->qs + 16 * s);
+        GGML_UNROLL
+        for (int q = 0; q < R; q++) GGML_DOT16(tot[q], c, vld1q_s8(a[q]->qs + 16 * s));
+    }
+    GGML_UNROLL
+    for (int q = 0; q < R; q++) is[q] = vaddvq_s32(tot[q]);
 }
 
-/* one row: blocks in order into one f32 sum, or (the blocks of 32) into
- * 8 lanes while whole groups of 8 last, as the reference */
-static inline __attribute__((always_inline)) float GGML_NAME(row)(const kiln_dtype t, const void *w, const void *xa,
-                                                                  int64_t nb) {
+/* One row of W against R (1 .. KILN_QMM_ROWS_MAX) rows of x, row q's
+ * blocks at xa + q xrow: per row, blocks in order into one f32 sum, or
+ * (the blocks of 32) into 8 lanes while whole groups of 8 last, as the
+ * reference, so out[q] is the same whatever R. */
+static inline __attribute__((always_inline)) void GGML_NAME(rows)(const int R, const kiln_dtype t, const void *w,
+                                                                  const void *xa, size_t xrow, int64_t nb,
+                                                                  float *out) {
     const bool lanes = t == KILN_Q4_1 || t == KILN_Q5_0 || t == KILN_Q5_1 || t == KILN_IQ4_NL;
     const int64_t grouped = lanes ? nb / 8 * 8 : 0;
-    float sum = 0.0f, lane[8] = {0};
+    float sum[GGML_RMAX] = {0}, lane[GGML_RMAX][8] = {{0}};
     for (int64_t i = 0; i < nb; i++) {
-        if (i && i == grouped) sum = kiln__qmm_ggml_lanes_sum(lane);
+        if (i && i == grouped) {
+            GGML_UNROLL
+            for (int q = 0; q < R; q++) sum[q] = kiln__qmm_ggml_lanes_sum(lane[q]);
+        }
         if (t == KILN_Q2_K || t == KILN_Q3_K || t == KILN_Q4_K || t == KILN_Q5_K || t == KILN_Q6_K ||
             t == KILN_Q8_K || t == KILN_IQ4_XS) {
-            const kiln_block_q8_K *a = (const kiln_block_q8_K *)xa + i;
-            int32_t is, summs = 0;
+            const kiln_block_q8_K *a[GGML_RMAX];
+            int32_t is[GGML_RMAX], summs[GGML_RMAX];
             float d, dm = 0.0f;
             const bool has_min = t == KILN_Q2_K || t == KILN_Q4_K || t == KILN_Q5_K;
+            GGML_UNROLL
+            for (int q = 0; q < R; q++) a[q] = GGML_X(kiln_block_q8_K, xa, xrow, q, i);
             if (t == KILN_Q2_K) {
                 const kiln_block_q2_K *b = (const kiln_block_q2_K *)w + i;
-                is = GGML_NAME(isum_q2_K)(b, a, &summs), d = GGML_NAME(f16)(b->d), dm = -GGML_NAME(f16)(b->dmin);
+                GGML_NAME(isum_q2_K)(R, b, a, is, summs);
+                d = GGML_NAME(f16)(b->d), dm = -GGML_NAME(f16)(b->dmin);
             } else if (t == KILN_Q3_K) {
                 const kiln_block_q3_K *b = (const kiln_block_q3_K *)w + i;
-                is = GGML_NAME(isum_q3_K)(b, a), d = GGML_NAME(f16)(b->d);
+                GGML_NAME(isum_q3_K)(R, b, a, is), d = GGML_NAME(f16)(b->d);
             } else if (t == KILN_Q4_K) {
                 const kiln_block_q4_K *b = (const kiln_block_q4_K *)w + i;
-                is = GGML_NAME(isum_q45_K)(b->scales, b->qs, NULL, a, &summs);
+                GGML_NAME(isum_q45_K)(R, b->scales, b->qs, NULL, a, is, summs);
                 d = GGML_NAME(f16)(b->d), dm = -GGML_NAME(f16)(b->dmin);
             } else if (t == KILN_Q5_K) {
                 const kiln_block_q5_K *b = (const kiln_block_q5_K *)w + i;
-                is = GGML_NAME(isum_q45_K)(b->scales, b->qs, b->qh, a, &summs);
+                GGML_NAME(isum_q45_K)(R, b->scales, b->qs, b->qh, a, is, summs);
                 d = GGML_NAME(f16)(b->d), dm = -GGML_NAME(f16)(b->dmin);
             } else if (t == KILN_Q6_K) {
                 const kiln_block_q6_K *b = (const kiln_block_q6_K *)w + i;
-                is = GGML_NAME(isum_q6_K)(b, a), d = GGML_NAME(f16)(b->d);
+                GGML_NAME(isum_q6_K)(R, b, a, is), d = GGML_NAME(f16)(b->d);
             } else if (t == KILN_IQ4_XS) {
                 const kiln_block_iq4_xs *b = (const kiln_block_iq4_xs *)w + i;
-                is = GGML_NAME(isum_iq4_xs)(b, a), d = GGML_NAME(f16)(b->d);
+                GGML_NAME(isum_iq4_xs)(R, b, a, is), d = GGML_NAME(f16)(b->d);
             } else {
                 const kiln_block_q8_K *b = (const kiln_block_q8_K *)w + i;
-                is = GGML_NAME(isum_q8_K)(b, a), d = b->d;
+                GGML_NAME(isum_q8_K)(R, b, a, is), d = b->d;
             }
-            sum += a->d * d * (float)is + (has_min ? a->d * dm * (float)summs : 0.0f);
+            GGML_UNROLL
+            for (int q = 0; q < R; q++)
+                sum[q] += a[q]->d * d * (float)is[q] + (has_min ? a[q]->d * dm * (float)summs[q] : 0.0f);
         } else if (t == KILN_Q4_1 || t == KILN_Q5_1) { /* Q8_1 activations: + m s */
-            const kiln_block_q8_1 *a = (const kiln_block_q8_1 *)xa + i;
+            int8x16_t c0, c1;
             uint16_t d, m;
-            int32_t is;
             if (t == KILN_Q4_1) {
                 const kiln_block_q4_1 *b = (const kiln_block_q4_1 *)w + i;
-                is = vaddvq_s32(GGML_NAME(lanes32)(b->qs, NULL, 0, false, a->qs)), d = b->d, m = b->m;
+                GGML_NAME(codes32)(b->qs, NULL, 0, false, &c0, &c1), d = b->d, m = b->m;
             } else {
                 const kiln_block_q5_1 *b = (const kiln_block_q5_1 *)w + i;
-                is = vaddvq_s32(GGML_NAME(lanes32)(b->qs, b->qh, 0, false, a->qs)), d = b->d, m = b->m;
+                GGML_NAME(codes32)(b->qs, b->qh, 0, false, &c0, &c1), d = b->d, m = b->m;
             }
-            const float term =
-                GGML_NAME(f16)(d) * GGML_NAME(f16)(a->d) * (float)is + GGML_NAME(f16)(m) * GGML_NAME(f16)(a->s);
-            if (i < grouped) lane[i % 8] += term;
-            else sum += term;
+            GGML_UNROLL
+            for (int q = 0; q < R; q++) {
+                const kiln_block_q8_1 *a = GGML_X(kiln_block_q8_1, xa, xrow, q, i);
+                const int32_t is = vaddvq_s32(GGML_NAME(dot32)(c0, c1, a->qs));
+                const float term =
+                    GGML_NAME(f16)(d) * GGML_NAME(f16)(a->d) * (float)is + GGML_NAME(f16)(m) * GGML_NAME(f16)(a->s);
+                if (i < grouped) lane[q][i % 8] += term;
+                else sum[q] += term;
+            }
         } else { /* Q8_0 activations */
-            const kiln_block_q8_0 *a = (const kiln_block_q8_0 *)xa + i;
+            int8x16_t c0, c1;
             uint16_t d;
-            int32_t is;
             if (t == KILN_Q5_0) {
                 const kiln_block_q5_0 *b = (const kiln_block_q5_0 *)w + i;
-                is = vaddvq_s32(GGML_NAME(lanes32)(b->qs, b->qh, 16, false, a->qs)), d = b->d;
+                GGML_NAME(codes32)(b->qs, b->qh, 16, false, &c0, &c1), d = b->d;
             } else if (t == KILN_IQ4_NL) {
                 const kiln_block_iq4_nl *b = (const kiln_block_iq4_nl *)w + i;
-                is = vaddvq_s32(GGML_NAME(lanes32)(b->qs, NULL, 0, true, a->qs)), d = b->d;
+                GGML_NAME(codes32)(b->qs, NULL, 0, true, &c0, &c1), d = b->d;
             } else { /* Q8_1 as weights */
                 const kiln_block_q8_1 *b = (const kiln_block_q8_1 *)w + i;
-                is = vaddvq_s32(GGML_NAME(dot32)(vld1q_s8(b->qs), vld1q_s8(b->qs + 16), a->qs)), d = b->d;
+                c0 = vld1q_s8(b->qs), c1 = vld1q_s8(b->qs + 16), d = b->d;
             }
-            const float term = GGML_NAME(f16)(d) * GGML_NAME(f16)(a->d) * (float)is;
-            if (i < grouped) lane[i % 8] += term;
-            else sum += term;
+            GGML_UNROLL
+            for (int q = 0; q < R; q++) {
+                const kiln_block_q8_0 *a = GGML_X(kiln_block_q8_0, xa, xrow, q, i);
+                const int32_t is = vaddvq_s32(GGML_NAME(dot32)(c0, c1, a->qs));
+                const float term = GGML_NAME(f16)(d) * GGML_NAME(f16)(a->d) * (float)is;
+                if (i < grouped) lane[q][i % 8] += term;
+                else sum[q] += term;
+            }
         }
     }
-    return grouped && grouped == nb ? kiln__qmm_ggml_lanes_sum(lane) : sum;
+    GGML_UNROLL
+    for (int q = 0; q < R; q++) out[q] = grouped && grouped == nb ? kiln__qmm_ggml_lanes_sum(lane[q]) : sum[q];
 }
 
-/* one copy per dtype, so that the decode is a constant */
-#define GGML_NEON_KERNEL(T, t) \
-    static float GGML_NAME(t)(const void *w, const void *xa, int64_t nb) { return GGML_NAME(row)(T, w, xa, nb); }
-GGML_NEON_KERNEL(KILN_Q4_1, q4_1)
-GGML_NEON_KERNEL(KILN_Q5_0, q5_0)
-GGML_NEON_KERNEL(KILN_Q5_1, q5_1)
-GGML_NEON_KERNEL(KILN_Q8_1, q8_1)
-GGML_NEON_KERNEL(KILN_Q2_K, q2_K)
-GGML_NEON_KERNEL(KILN_Q3_K, q3_K)
-GGML_NEON_KERNEL(KILN_Q4_K, q4_K)
-GGML_NEON_KERNEL(KILN_Q5_K, q5_K)
-GGML_NEON_KERNEL(KILN_Q6_K, q6_K)
-GGML_NEON_KERNEL(KILN_Q8_K, q8_K)
-GGML_NEON_KERNEL(KILN_IQ4_NL, iq4_nl)
-GGML_NEON_KERNEL(KILN_IQ4_XS, iq4_xs)
-#undef GGML_NEON_KERNEL
+/* one copy per dtype, so that the decode is a constant, and per row
+ * count, so that the rows' sums are registers */
+#define GGML_NEON_KERNELS(T, t)                                                                                   \
+    static float GGML_NAME(t)(const void *w, const void *xa, int64_t nb) {                                        \
+        float out;                                                                                                \
+        GGML_NAME(rows)(1, T, w, xa, 0, nb, &out);                                                                \
+        return out;                                                                                               \
+    }                                                                                                             \
+    static void GGML_NAME(t##_rows)(const void *w, const void *xa, size_t xrow, int rows, int64_t nb, float *out) { \
+        switch (rows) {                                                                                           \
+        case 1: GGML_NAME(rows)(1, T, w, xa, xrow, nb, out); break;                                               \
+        case 2: GGML_NAME(rows)(2, T, w, xa, xrow, nb, out); break;                                               \
+        case 3: GGML_NAME(rows)(3, T, w, xa, xrow, nb, out); break;                                               \
+        default: GGML_NAME(rows)(4, T, w, xa, xrow, nb, out); break;                                              \
+        }                                                                                                         \
+    }
+_Static_assert(KILN_QMM_ROWS_MAX == 4, "GGML_NEON_KERNELS' cases");
+#define GGML_NEON_DTYPES(X)                                                                                    \
+    X(KILN_Q4_1, q4_1) X(KILN_Q5_0, q5_0) X(KILN_Q5_1, q5_1) X(KILN_Q8_1, q8_1) X(KILN_Q2_K, q2_K) X(KILN_Q3_K, q3_K) \
+    X(KILN_Q4_K, q4_K) X(KILN_Q5_K, q5_K) X(KILN_Q6_K, q6_K) X(KILN_Q8_K, q8_K) X(KILN_IQ4_NL, iq4_nl)               \
+    X(KILN_IQ4_XS, iq4_xs)
+GGML_NEON_DTYPES(GGML_NEON_KERNELS)
+#undef GGML_NEON_KERNELS
 
 static kiln_qmm_dot_ggml *GGML_NAME(kernel)(kiln_dtype t) {
     switch (t) {
-    case KILN_Q4_1: return GGML_NAME(q4_1);
-    case KILN_Q5_0: return GGML_NAME(q5_0);
-    case KILN_Q5_1: return GGML_NAME(q5_1);
-    case KILN_Q8_1: return GGML_NAME(q8_1);
-    case KILN_Q2_K: return GGML_NAME(q2_K);
-    case KILN_Q3_K: return GGML_NAME(q3_K);
-    case KILN_Q4_K: return GGML_NAME(q4_K);
-    case KILN_Q5_K: return GGML_NAME(q5_K);
-    case KILN_Q6_K: return GGML_NAME(q6_K);
-    case KILN_Q8_K: return GGML_NAME(q8_K);
-    case KILN_IQ4_NL: return GGML_NAME(iq4_nl);
-    case KILN_IQ4_XS: return GGML_NAME(iq4_xs);
+#define GGML_CASE(T, t) \
+    case T: return GGML_NAME(t);
+        GGML_NEON_DTYPES(GGML_CASE)
+#undef GGML_CASE
+    default: return NULL;
+    }
+}
+
+static kiln_qmm_dot_ggml_rows *GGML_NAME(rows_kernel)(kiln_dtype t) {
+    switch (t) {
+#define GGML_CASE(T, t) \
+    case T: return GGML_NAME(t##_rows);
+        GGML_NEON_DTYPES(GGML_CASE)
+#undef GGML_CASE
     default: return NULL;
     }
 }
