@@ -4,13 +4,16 @@
  * of random block bytes (every code, every scale and min) with scales
  * from zero and subnormal to 65504 of either sign, whole zero rows, and
  * block counts around the kernels' steps; their rows kernels against
- * them. */
+ * them; the NEON quantizers of their Q8_0 / Q8_1 activations against the
+ * references. */
 #include "kt.h"
 #include "kt_simd.h"
 #include "../quant/quant.h"
+#include "../backends/cpu/coders.h"
 #include "../backends/cpu/qmatmul.h"
 #include "../backends/cpu/qmatmul_ggml.h"
 
+#include <math.h>
 #include <stddef.h>
 
 static uint64_t rng(uint64_t *s) {
@@ -165,5 +168,69 @@ KT_TEST(qmatmul_ggml_rows_kernels_equal_the_one_row_kernels) {
             }
             free(w), free(x);
         }
+    }
+}
+
+/* 32 values of one kind for the Q8_0 / Q8_1 quantizers */
+static void q8_block(int kind, float *x, uint64_t *s) {
+    for (int e = 0; e < 32; e++) x[e] = (float)((int64_t)(rng(s) % 20001) - 10000) / 1237.0f;
+    switch (kind) {
+    case 1: memset(x, 0, 32 * sizeof *x); break;
+    case 2: /* amax 127: d 1, so every x + 0.5 is a tie (away from zero) */
+        for (int e = 0; e < 32; e++) x[e] = (float)(e - 16) + 0.5f;
+        x[7] = -127.0f;
+        break;
+    case 3:
+        for (int e = 0; e < 32; e++) x[e] = e % 2 ? -0.0f : 0.0f;
+        break;
+    case 4: x[11] = NAN; break;
+    case 5: x[0] = NAN, x[31] = -NAN; break;
+    case 6: x[20] = -INFINITY; break;
+    case 7: x[3] = 3e38f, x[4] = -3e38f; break; /* d past f16's range */
+    case 8: /* subnormal: 1 / d past f32's range */
+        for (int e = 0; e < 32; e++) x[e] *= 1e-43f;
+        break;
+    case 9:
+        for (int e = 0; e < 32; e++) x[e] *= 1e-39f;
+        break;
+    }
+}
+
+/* x to Q8_0 and Q8_1 (the blocks of 32's activations) through the
+ * registered coders, and to qmatmul.h's codes and scales through
+ * NEON-dotprod's set, the references' bytes at every level: random
+ * values, ties, zeros of both signs, NaN, inf, values past f16's range,
+ * subnormals; on ARM NEON's quantizers are the coders. */
+KT_TEST(qmatmul_ggml_quantize_q8_0_q8_1_match_the_references) {
+    enum { KINDS = 10, NB = 2 * KINDS + 1 };
+    static float x[NB * 32], dx_want[NB], dx_got[NB];
+    static kiln_block_q8_0 want0[NB], got0[NB];
+    static kiln_block_q8_1 want1[NB], got1[NB];
+    static int8_t xq_want[NB * 32], xq_got[NB * 32];
+    uint64_t seed = 0x853c49e6748fea9bull;
+    for (int b = 0; b < NB; b++) q8_block(b % KINDS, x + 32 * b, &seed);
+    kiln__quantize_q8_0_ref(x, want0, NB * 32);
+    kiln__quantize_q8_1_ref(x, want1, NB * 32);
+    kiln__qmm_quantize_x(x, xq_want, dx_want, NB * 32);
+    KT_CHECK(!kiln__quantize_q8_0_neon() || (kiln__types[KILN_Q8_0].from_f32 != kiln__quantize_q8_0_ref &&
+                                             kiln__types[KILN_Q8_1].from_f32 != kiln__quantize_q8_1_ref),
+             "NEON's quantizers are not Q8_0's and Q8_1's coders");
+    KT_FOR_EACH_SIMD(v) {
+        KT_CHECK(!kiln__cpu_neon(&v.caps) || (kiln__quantize_q8_0_neon() && kiln__quantize_q8_1_neon()),
+                 "no NEON quantizers");
+        memset(got0, 0xa5, sizeof got0), memset(got1, 0xa5, sizeof got1);
+        kiln__types[KILN_Q8_0].from_f32(x, got0, NB * 32);
+        kiln__types[KILN_Q8_1].from_f32(x, got1, NB * 32);
+        for (int b = 0; b < NB; b++) {
+            KT_CHECK(!memcmp(&got0[b], &want0[b], sizeof got0[b]), "q8_0 block %d (kind %d) differs", b, b % KINDS);
+            KT_CHECK(!memcmp(&got1[b], &want1[b], sizeof got1[b]), "q8_1 block %d (kind %d) differs", b, b % KINDS);
+        }
+        const kiln_qmm_kernels *k = kiln__qmm_kernels_neondot();
+        if (!k || !kiln__cpu_neondot(&v.caps)) continue;
+        memset(xq_got, 0xa5, sizeof xq_got), memset(dx_got, 0xa5, sizeof dx_got);
+        k->quantize_x(x, xq_got, dx_got, NULL, NB * 32, 128);
+        for (int b = 0; b < NB; b++)
+            KT_CHECK(!memcmp(xq_got + 32 * b, xq_want + 32 * b, 32) && !memcmp(&dx_got[b], &dx_want[b], 4),
+                     "qmatmul's block %d (kind %d) differs", b, b % KINDS);
     }
 }

@@ -152,10 +152,22 @@ static void quantize_dfp16(const float *x, void *blocks, int64_t n) {
     kiln__quantize_dfp16_with(kiln__dfp_kernels_best(), x, blocks, n, false, 0);
 }
 
+/* Q8_0's and Q8_1's quantizers (the blocks of 32's activations): NEON's
+ * where the caps in force have it, else the reference. */
+#define NEON_QUANTIZER(t)                                                                      \
+    static void quantize_##t(const float *x, void *blocks, int64_t n) {                        \
+        kiln_from_f32_fn *q = kiln__cpu_neon(kiln__cpu_caps()) ? kiln__quantize_##t##_neon() : NULL; \
+        (q ? q : kiln__quantize_##t##_ref)(x, blocks, n);                                      \
+    }
+NEON_QUANTIZER(q8_0)
+NEON_QUANTIZER(q8_1)
+
 /* DFP16's decoder is its reference: a loop the compiler vectorizes. */
 __attribute__((constructor)) static void prefer_cpu_coders(void) {
 #define PREFER_DECODER(T, t) kiln__dtype_prefer_coders(T, to_f32_##t, NULL);
     QUANT_DTYPES(PREFER_DECODER)
     kiln__dtype_prefer_coders(KILN_DFP16, NULL, quantize_dfp16);
     kiln__dtype_prefer_coders(KILN_Q8_K, NULL, kiln__quantize_q8_K); /* the K products' activations */
+    if (kiln__quantize_q8_0_neon()) kiln__dtype_prefer_coders(KILN_Q8_0, NULL, quantize_q8_0);
+    if (kiln__quantize_q8_1_neon()) kiln__dtype_prefer_coders(KILN_Q8_1, NULL, quantize_q8_1);
 }

@@ -5,7 +5,7 @@
  *
  * The CPU lends these to the rest of the library through the dtype table:
  * when the library loads it registers its row dequantizers (and DFP16's
- * and Q8_K's quantizers) as the preferred coders of their dtypes
+ * and Q8_K's quantizers, and on ARM Q8_0's and Q8_1's) as the preferred coders of their dtypes
  * (kiln__dtype_prefer_coders), so kiln_tensor_get_f32 and the file
  * loaders' conversions run them without naming the CPU.
  *
@@ -40,6 +40,11 @@ typedef void kiln__gq_dequant_fn(const void *blocks, int bits, int group, float 
 kiln__gq_dequant_fn *kiln__gq_dequant_avx2(void);
 kiln__gq_dequant_fn *kiln__gq_dequant_avx512(void);
 kiln__gq_dequant_fn *kiln__gq_dequant_neon(void);
+
+/* x to Q8_0 / Q8_1 (the activations of the blocks of 32's products) on
+ * NEON, the references' bytes (qmatmul_q8_neon.c); NULL where not built. */
+kiln_from_f32_fn *kiln__quantize_q8_0_neon(void);
+kiln_from_f32_fn *kiln__quantize_q8_1_neon(void);
 
 /* DFP's two loops (quant/dfp.h) in dfp_avx2.c, dfp_avx512.c (NULL when
  * not built), and the best of them and the scalar ones the caps allow. */

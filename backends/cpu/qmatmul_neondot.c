@@ -136,7 +136,7 @@ QMM_KERNELS(q4_0)
 
 const kiln_qmm_kernels *kiln__qmm_kernels_neondot(void) {
     static const kiln_qmm_kernels k = {.q8_0 = dot_q8_0_neondot, .q4_0 = dot_q4_0_neondot,
-                                       .nf4 = kiln__qmm_dot_nf4_ref,
+                                       .nf4 = kiln__qmm_dot_nf4_ref, .quantize_x = kiln__qmm_quantize_x_neon,
                                        .q8_0sr = dotr_q8_0_neondot, .q4_0sr = dotr_q4_0_neondot};
     return &k;
 }
