@@ -252,7 +252,8 @@ KT_TEST(qmatmul_neondot_rows_equal_its_one_row_kernels) {
         for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
             const int64_t nb = counts[c];
             void *w = extreme_scales_w(fmts[fi], nb, &s);
-            for (int q = 0; q < R; q++) kiln__qmm_quantize_x(x + 32 * NBMAX * q, xq + 32 * nb * q, dx + nb * q, 32 * nb);
+            for (int q = 0; q < R; q++)
+                kiln__qmm_quantize_x(x + 32 * NBMAX * q, xq + 32 * nb * q, dx + nb * q, 32 * nb);
             for (int r = 1; r <= R; r++) {
                 float out[R];
                 (fi ? k->q4_0sr : k->q8_0sr)(w, xq, NULL, dx, nb, r, out);

@@ -130,10 +130,11 @@ KT_TEST(qmatmul_kgemm_avx512_has_its_own_tiles) {
  * types' crossovers, kiln__qmm_batched_min: qmatmul.h's and
  * qmatmul_ggml.h's rows kernels, the tiles from the type's crossover where
  * they run it) equal the batch-1 products row by row, bit for bit, on
- * every level (every ggml type has a rows kernel from AVX2 up and on NEON); odd n (one thread, and enough columns
- * for two), rows of 1, 3 and 4 blocks for the K types, 23, 5, 16 and 14
- * for the blocks of 32 (groups of 8 and 7, 0 or 6 left over; Q4_0's pairs
- * of pairs with 3, 1, 0 and 2 blocks after). */
+ * every level (every ggml type has a rows kernel from AVX2 up and on
+ * NEON); odd n (one thread, and enough columns for two), rows of 1, 3
+ * and 4 blocks for the K types, 23, 5, 16 and 14 for the blocks of 32
+ * (groups of 8 and 7, 0 or 6 left over; Q4_0's pairs of pairs with 3, 1,
+ * 0 and 2 blocks after). */
 KT_TEST(qmatmul_few_rows_equal_the_batch_1_products) {
     static const kiln_dtype ts[] = {KILN_Q4_K, KILN_Q5_K, KILN_Q6_K, KILN_IQ4_XS, KILN_Q2_K, KILN_Q3_K, KILN_Q4_1,
                                     KILN_Q5_0, KILN_Q5_1, KILN_IQ4_NL, KILN_Q8_0,  KILN_Q4_0};

@@ -5,8 +5,8 @@
  *
  * The CPU lends these to the rest of the library through the dtype table:
  * when the library loads it registers its row dequantizers (and DFP16's
- * and Q8_K's quantizers, and on ARM Q8_0's and Q8_1's) as the preferred coders of their dtypes
- * (kiln__dtype_prefer_coders), so kiln_tensor_get_f32 and the file
+ * and Q8_K's quantizers, and on ARM Q8_0's and Q8_1's) as the preferred
+ * coders of their dtypes (kiln__dtype_prefer_coders), so kiln_tensor_get_f32 and the file
  * loaders' conversions run them without naming the CPU.
  *
  *     kiln__dequantize_row(KILN_NF4, blocks, y, 128);     // 2 blocks of 64

@@ -111,8 +111,9 @@ static inline void kiln__qmm_prefetch_far(const void *p) { __builtin_prefetch((c
 /* Rows of x from which the types with a rows kernel in qmatmul_ggml.h (the
  * K types, IQ4_XS) take the tiles of qmatmul_kgemm.h (or the panels)
  * instead, on x86 (ARM's rows kernels, not timed on ARM hardware, stop at
- * KILN_QMM_PANEL_MIN_M, where its tiles took over before them). Q4_K / Q6_K, 5632 x 2048, 1 thread, Zen 5 at load 11-50 (per
- * product, alternated): the rows kernels took 0.4-0.45x the tiles' time at
+ * KILN_QMM_PANEL_MIN_M, where its tiles took over before them). Q4_K /
+ * Q6_K, 5632 x 2048, 1 thread, Zen 5 at load 11-50 (per product,
+ * alternated): the rows kernels took 0.4-0.45x the tiles' time at
  * 8 rows, 0.6-0.7x at 12, 0.7-0.95x at 16, 0.65-1.0x at 20, 1.2-1.4x at
  * 24. Q8_0's rows kernel was no faster than its GEMM at 8 rows and half
  * as fast at 12, so it keeps KILN_QMM_PANEL_MIN_M. */
