@@ -232,6 +232,27 @@ KT_TEST(qmatmul_extreme_scales_equal_scalar) {
     }
 }
 
+/* Threads split output rows (or W panels): each output is computed the
+ * same way whatever the team, so 2 threads equal 1 bit for bit. */
+KT_TEST(qmatmul_threads_identical) {
+    for (int fi = 0; fi < 4; fi++) {
+        const kiln_dtype t = fmts[fi];
+        const int64_t k = t == KILN_Q8_0 || t == KILN_Q4_0 ? 160 : 320, n = 2048;
+        const int64_t ms[3] = {1, 3, 64};
+        for (int mi = 0; mi < 3; mi++) {
+            const int64_t m = ms[mi];
+            float *x;
+            void *w = quantized(t, n, k, &x, m);
+            float *y1 = malloc((size_t)(m * n) * 4), *y2 = malloc((size_t)(m * n) * 4);
+            run(t, m, n, k, x, w, y1, 1);
+            run(t, m, n, k, x, w, y2, 2);
+            KT_CHECK(!memcmp(y1, y2, (size_t)(m * n) * 4), "%s m %lld: 2 threads differ from 1", kiln_dtype_name(t),
+                     (long long)m);
+            free(x), free(w), free(y1), free(y2);
+        }
+    }
+}
+
 /* NEON-dotprod's Q8_0 and Q4_0 rows kernels (a few rows of x against one
  * row of W), every row count 1 .. KILN_QMM_ROWS_MAX, block counts about
  * their steps of 2 and 4, W's scales of every exponent: out[q] is the
@@ -265,27 +286,6 @@ KT_TEST(qmatmul_neondot_rows_equal_its_one_row_kernels) {
             }
             free(w);
         }
-}
-
-/* Threads split output rows (or W panels): each output is computed the
- * same way whatever the team, so 2 threads equal 1 bit for bit. */
-KT_TEST(qmatmul_threads_identical) {
-    for (int fi = 0; fi < 4; fi++) {
-        const kiln_dtype t = fmts[fi];
-        const int64_t k = t == KILN_Q8_0 || t == KILN_Q4_0 ? 160 : 320, n = 2048;
-        const int64_t ms[3] = {1, 3, 64};
-        for (int mi = 0; mi < 3; mi++) {
-            const int64_t m = ms[mi];
-            float *x;
-            void *w = quantized(t, n, k, &x, m);
-            float *y1 = malloc((size_t)(m * n) * 4), *y2 = malloc((size_t)(m * n) * 4);
-            run(t, m, n, k, x, w, y1, 1);
-            run(t, m, n, k, x, w, y2, 2);
-            KT_CHECK(!memcmp(y1, y2, (size_t)(m * n) * 4), "%s m %lld: 2 threads differ from 1", kiln_dtype_name(t),
-                     (long long)m);
-            free(x), free(w), free(y1), free(y2);
-        }
-    }
 }
 
 /* The batched integer path (qmatmul_gemm.h) against its scalar reference,

@@ -191,6 +191,8 @@ const kiln_qmm_kernels *kiln__qmm_kernels_avx512(void);
 const kiln_qmm_kernels *kiln__qmm_kernels_avx512vnni(void);
 const kiln_qmm_kernels *kiln__qmm_kernels_vbmi(void);
 const kiln_qmm_kernels *kiln__qmm_kernels_neondot(void);
+/* NEON's quantize_x (aarch64 only; qmatmul_q8_neon.c), NEON-dotprod's. */
+void kiln__qmm_quantize_x_neon(const float *x, int8_t *xq, float *dx, int32_t *xs, int64_t n, int32_t off);
 
 /* Q8_0's 16 lanes (even blocks' 0-7, odd blocks' 8-15) summed by halving,
  * as a zmm holding them in order is reduced: a[l] + a[l + 8], then those
@@ -221,9 +223,6 @@ float kiln__qmm_dot_nf4_ref(const uint8_t *codes, int64_t code_stride, const flo
 /* ggml's Q8_0 rule for activations: n (a multiple of 32) values to int8
  * codes and one f32 scale (an f16 value) per block. */
 void kiln__qmm_quantize_x(const float *x, int8_t *xq, float *dx, int64_t n);
-/* The same on NEON (aarch64 only; qmatmul_q8_neon.c), as a set's
- * quantize_x: the same bytes. */
-void kiln__qmm_quantize_x_neon(const float *x, int8_t *xq, float *dx, int32_t *xs, int64_t n, int32_t off);
 
 /* y[m, n] = x[m, k] . W^T; w is the first byte of a contiguous quantized
  * [n, k] matrix (k a multiple of the block). Threaded (n_threads). */
