@@ -236,7 +236,7 @@ KT_TEST(qmatmul_extreme_scales_equal_scalar) {
 /* The batch-1 products' quantizer of x at each level against the scalar
  * one, byte for byte (codes, scales, lane sums): random blocks, ties
  * (d = 1: x / d = j + 1/2 exactly, away from zero), a zero block, -0,
- * values up to FLT_MAX (d's f16 infinite), amax below 127 FLT_MIN (id
+ * values up to FLT_MAX (d's f16 infinite), amax below 127 / FLT_MAX (id
  * infinite), and NaN and infinities (codes 0). */
 KT_TEST(qmatmul_quantize_x_equals_reference) {
     enum { NB = 9, N = 32 * NB };

@@ -24,8 +24,8 @@ void kiln__qmm_quantize_x(const float *x, int8_t *xq, float *dx, int64_t n) {
         const float d = amax / 127, id = d ? 1.0f / d : 0.0f;
         dx[b] = kiln__f16_to_f32(kiln__f32_to_f16(d));
         for (int j = 0; j < 32; j++) {
-            /* a code that is not a number (x NaN or infinite, or id infinite
-             * where amax < 127 FLT_MIN) is 0, as x86's conversion truncated
+            /* a code that is not finite (x NaN or infinite, or id infinite
+             * where amax < 127 / FLT_MAX) is 0, as x86's conversion truncated
              * to a byte gave: the SIMD quantizers' bits, not C's undefined
              * conversion */
             const float q = roundf(x[j] * id);

@@ -14,7 +14,7 @@
 /* The 32 codes (int8, in order); *d_out gets the block's scale (an f16
  * value). kiln__qmm_quantize_x's f32 operations: the largest |x| by
  * max_ps, which like fmaxf passes over NaN; roundf's ties away from zero
- * by hand; a code that is not a number 0. */
+ * by hand; a code that is not finite 0. */
 static inline __m256i kiln__qmm_quantize_block_ymm(const float *x, float *d_out) {
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7); /* the packs' dwords back in order */
@@ -38,8 +38,8 @@ static inline __m256i kiln__qmm_quantize_block_ymm(const float *x, float *d_out)
         const __m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_andnot_ps(absmask, u));
         q[i] = _mm256_cvttps_epi32(_mm256_add_ps(t, _mm256_and_ps(up, one)));
     }
-    /* each code's low byte (unsigned packs of & 0xff): a NaN's 0x80000000
-     * gives 0, as kiln__qmm_quantize_x does, where signed packs give -128 */
+    /* each code's low byte (unsigned packs of & 0xff): the 0x80000000 of a
+     * code not finite gives 0, as in kiln__qmm_quantize_x; signed packs -128 */
     const __m256i lo8 = _mm256_set1_epi32(0xff);
     for (int i = 0; i < 4; i++) q[i] = _mm256_and_si256(q[i], lo8);
     return _mm256_permutevar8x32_epi32(
