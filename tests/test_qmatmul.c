@@ -21,6 +21,7 @@
 #include "../backends/cpu/qmatmul_gemm.h"
 #include "../quant/quant.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -230,6 +231,48 @@ KT_TEST(qmatmul_extreme_scales_equal_scalar) {
         }
         free(w), free(x), free(y0);
     }
+}
+
+/* The batch-1 products' quantizer of x at each level against the scalar
+ * one, byte for byte (codes, scales, lane sums): random blocks, ties
+ * (d = 1: x / d = j + 1/2 exactly, away from zero), a zero block, -0,
+ * values up to FLT_MAX (d's f16 infinite), amax below 127 / FLT_MAX (id
+ * infinite), and NaN and infinities (codes 0). */
+KT_TEST(qmatmul_quantize_x_equals_reference) {
+    enum { NB = 9, N = 32 * NB };
+    float x[N];
+    uint64_t s = 5;
+    for (int j = 0; j < N; j++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        x[j] = (float)((int64_t)(s >> 40) % 2001 - 1000) / 300.0f;
+    }
+    x[32] = 127.0f; /* block 1: ties */
+    for (int j = 1; j < 32; j++) x[32 + j] = (j % 2 ? -1.0f : 1.0f) * ((float)j + 0.5f);
+    for (int j = 64; j < 96; j++) x[j] = 0.0f; /* block 2: zeros, one -0 */
+    x[70] = -0.0f;
+    x[96] = FLT_MAX, x[97] = -FLT_MAX, x[98] = 1e38f, x[99] = -1.0f; /* block 3: huge */
+    for (int j = 128; j < 160; j++) x[j] *= 1e-40f; /* block 4: id infinite */
+    x[165] = NAN, x[166] = -NAN; /* block 5: NaN among finite values */
+    x[200] = INFINITY; /* block 6: +inf */
+    x[230] = -INFINITY; /* block 7: -inf; block 8 random */
+    int8_t q0[N], q1[N];
+    float d0[NB], d1[NB];
+    int32_t s0[8 * NB], s1[8 * NB];
+    kiln__qmm_quantize_x(x, q0, d0, N);
+    kiln__qmm_lane_sums(q0, s0, NB, 128);
+    KT_FOR_EACH_SIMD(v) {
+        for (int with_xs = 0; with_xs < 2; with_xs++) {
+            memset(q1, 0x5a, sizeof q1), memset(d1, 0x5a, sizeof d1), memset(s1, 0x5a, sizeof s1);
+            kiln__qmm_quantize_x_simd(x, q1, d1, with_xs ? s1 : NULL, N, 128);
+            for (int j = 0; j < N; j++)
+                KT_REQUIRE(q1[j] == q0[j], "x[%d] = %g: code %d, the reference's %d", j, x[j], q1[j], q0[j]);
+            KT_REQUIRE(!memcmp(d1, d0, sizeof d0), "the scales differ from the reference's");
+            KT_REQUIRE(!with_xs || !memcmp(s1, s0, sizeof s0), "the lane sums differ from the reference's");
+        }
+    }
+    KT_CHECK(q0[33] == -2 && q0[34] == 3 && q0[35] == -4 && q0[165] == 0 && q0[200] == 0 && q0[128] == 0,
+             "the reference's ties and non-numbers: %d %d %d, %d %d %d", q0[33], q0[34], q0[35], q0[165], q0[200],
+             q0[128]);
 }
 
 /* Threads split output rows (or W panels): each output is computed the

@@ -23,7 +23,14 @@ void kiln__qmm_quantize_x(const float *x, int8_t *xq, float *dx, int64_t n) {
         for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
         const float d = amax / 127, id = d ? 1.0f / d : 0.0f;
         dx[b] = kiln__f16_to_f32(kiln__f32_to_f16(d));
-        for (int j = 0; j < 32; j++) xq[j] = (int8_t)roundf(x[j] * id);
+        for (int j = 0; j < 32; j++) {
+            /* a code that is not finite (x NaN or infinite, or id infinite
+             * where amax < 127 / FLT_MAX) is 0, as x86's conversion truncated
+             * to a byte gave: the SIMD quantizers' bits, not C's undefined
+             * conversion */
+            const float q = roundf(x[j] * id);
+            xq[j] = q >= -127.0f && q <= 127.0f ? (int8_t)q : 0;
+        }
     }
 }
 
@@ -96,6 +103,20 @@ static const kiln_qmm_kernels *kernels(void) {
     if (!k && kiln__cpu_avx2(c)) k = kiln__qmm_kernels_avx2();
     if (!k && kiln__cpu_neondot(c)) k = kiln__qmm_kernels_neondot();
     return k ? k : &ref;
+}
+
+static void quantize_row(const kiln_qmm_kernels *kk, const float *x, int8_t *xq, float *dx, int32_t *xs, int64_t n,
+                         int32_t off) {
+    if (kk->quantize_x) {
+        kk->quantize_x(x, xq, dx, xs, n, off);
+        return;
+    }
+    kiln__qmm_quantize_x(x, xq, dx, n);
+    if (xs) kiln__qmm_lane_sums(xq, xs, n / 32, off);
+}
+
+void kiln__qmm_quantize_x_simd(const float *x, int8_t *xq, float *dx, int32_t *xs, int64_t n, int32_t off) {
+    quantize_row(kernels(), x, xq, dx, xs, n, off);
 }
 
 /* One row of W (row r) against row xr of x; NF4_DQ rows may start inside
@@ -282,14 +303,8 @@ kiln_status kiln__qmatmul_cpu(kiln_dtype t, int64_t m, int64_t n, int64_t k, con
             return kiln__errs(KILN_ERR_OOM, "qmatmul: out of memory quantizing the activations");
         }
         const int32_t off = t == KILN_Q8_0 ? 128 : 8;
-        for (int64_t i = 0; i < m; i++) {
-            if (kk->quantize_x) {
-                kk->quantize_x(x + i * k, xq + i * k, dx + i * (k / 32), xs ? xs + i * (k / 4) : NULL, k, off);
-                continue;
-            }
-            kiln__qmm_quantize_x(x + i * k, xq + i * k, dx + i * (k / 32), k);
-            if (xs) kiln__qmm_lane_sums(xq + i * k, xs + i * (k / 4), k / 32, off);
-        }
+        for (int64_t i = 0; i < m; i++)
+            quantize_row(kk, x + i * k, xq + i * k, dx + i * (k / 32), xs ? xs + i * (k / 4) : NULL, k, off);
     }
     /* each thread streams its own range of W's rows, taking chunks of the
      * others' when it is done (pool.h); each output is the same whichever

@@ -224,6 +224,11 @@ float kiln__qmm_dot_nf4_ref(const uint8_t *codes, int64_t code_stride, const flo
  * codes and one f32 scale (an f16 value) per block. */
 void kiln__qmm_quantize_x(const float *x, int8_t *xq, float *dx, int64_t n);
 
+/* kiln__qmm_quantize_x and (xs non-NULL) kiln__qmm_lane_sums through the
+ * quantize_x of the set the caps in force pick, as the batch-1 products
+ * quantize each row of x (with off == 8, in that set's Q4_0 layout). */
+void kiln__qmm_quantize_x_simd(const float *x, int8_t *xq, float *dx, int32_t *xs, int64_t n, int32_t off);
+
 /* y[m, n] = x[m, k] . W^T; w is the first byte of a contiguous quantized
  * [n, k] matrix (k a multiple of the block). Threaded (n_threads). */
 kiln_status kiln__qmatmul_cpu(kiln_dtype t, int64_t m, int64_t n, int64_t k, const float *x, const void *w, float *y,

@@ -14,9 +14,18 @@
 #define QMM_Q4_DOT(ul, xl, uh, xh) \
     _mm256_madd_epi16(_mm256_add_epi16(QMM_Q4_DIFF16(ul, xl), QMM_Q4_DIFF16(uh, xh)), _mm256_set1_epi16(1))
 #include "qmatmul_x86.h"
+#include "qmatmul_quant_ymm.h"
 #include "qmatmul_rows_x86.h"
 
 #include <string.h>
+
+/* x to Q8_0 codes in order and scales, kiln__qmm_quantize_x's bits (and
+ * xs, if asked, as kiln__qmm_lane_sums) */
+static void quantize_x_avx2(const float *x, int8_t *xq, float *dx, int32_t *xs, int64_t n, int32_t off) {
+    for (int64_t b = 0; b < n / 32; b++)
+        _mm256_storeu_si256((__m256i *)(xq + 32 * b), kiln__qmm_quantize_block_ymm(x + 32 * b, dx + b));
+    if (xs) kiln__qmm_lane_sums(xq, xs, n / 32, off);
+}
 
 /* 8 codes (4 bytes, high nibble first) as table values */
 static inline __m256 nf4_8(const uint8_t *c, __m256 tlo, __m256 thi) {
@@ -51,7 +60,8 @@ static float dot_nf4_avx2(const uint8_t *codes, int64_t code_stride, const float
 
 const kiln_qmm_kernels *kiln__qmm_kernels_avx2(void) {
     static const kiln_qmm_kernels k = {.q8_0 = dot_q8_0_avx2, .q4_0 = dot_q4_0_avx2, .nf4 = dot_nf4_avx2,
-                                       .q8_0sr = dotr_q8_0_avx2, .q4_0sr = dotr_q4_0_avx2};
+                                       .quantize_x = quantize_x_avx2, .q8_0sr = dotr_q8_0_avx2,
+                                       .q4_0sr = dotr_q4_0_avx2};
     return &k;
 }
 #else

@@ -3,7 +3,8 @@
  * with or without AVX-512 (Alder Lake has no AVX-512): AVX2's kernels
  * (qmatmul_x86.h, the reference's lanes) with one
  * vpdpbusd where AVX2 takes maddubs + madd, and their rows kernels
- * (qmatmul_rows_x86.h). NF4 is AVX2's (no byte products in it). */
+ * (qmatmul_rows_x86.h). NF4 and the quantizer of x are AVX2's (no byte
+ * products in them). */
 #include "qmatmul.h"
 
 #if defined(__x86_64__) && defined(__AVXVNNI__)
@@ -23,7 +24,8 @@ static void avxvnni_init(void) {
     const kiln_qmm_kernels *k = kiln__qmm_kernels_avx2();
     if (!k) return;
     avxvnni = (kiln_qmm_kernels){.q8_0 = dot_q8_0_avxvnni, .q4_0 = dot_q4_0_avxvnni, .nf4 = k->nf4,
-                                 .q8_0sr = dotr_q8_0_avxvnni, .q4_0sr = dotr_q4_0_avxvnni};
+                                 .quantize_x = k->quantize_x, .q8_0sr = dotr_q8_0_avxvnni,
+                                 .q4_0sr = dotr_q4_0_avxvnni};
 }
 
 const kiln_qmm_kernels *kiln__qmm_kernels_avxvnni(void) {

@@ -14,6 +14,7 @@
  * pairs of unsigned w times x in int16 would saturate above 128 */
 #define QG_Q8_OFF (QG_VNNI ? 128 : 0)
 #include "qmatmul_gemm_pack_x86.h"
+#include "qmatmul_quant_ymm.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -32,36 +33,11 @@ static inline int32_t QG_NAME(load32)(const void *p) {
 }
 
 /* One row of x (nb blocks) into the packed layout (qmatmul_gemm.h), the
- * bits of kiln__qmm_gemm_pack_x: kiln__qmm_quantize_x's f32 operations
- * (the largest |x| by max_ps, which like fmaxf passes over NaN; roundf's
- * ties away from zero by hand), the codes to int8 in order, and
- * -off * (their sum). */
+ * bits of kiln__qmm_gemm_pack_x: each block's codes as
+ * kiln__qmm_quantize_x's (qmatmul_quant_ymm.h), and -off * (their sum). */
 static void QG_NAME(pack_x)(const float *x, int64_t nb, int32_t off, int8_t *xp, float *da, int32_t *xs) {
-    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7); /* the packs' dwords back in order */
     for (int64_t b = 0; b < nb; b++, x += 32, xp += 512, da += 16, xs += 16) {
-        __m256 v[4], m = _mm256_setzero_ps();
-        for (int i = 0; i < 4; i++) {
-            v[i] = _mm256_loadu_ps(x + 8 * i);
-            m = _mm256_max_ps(_mm256_and_ps(v[i], absmask), m); /* m where |x| is NaN */
-        }
-        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-        h = _mm_max_ss(h, _mm_movehdup_ps(h));
-        const float d = _mm_cvtss_f32(h) / 127, id = d ? 1.0f / d : 0.0f;
-        da[0] = kiln__f16_to_f32(kiln__f32_to_f16(d));
-        __m256i q[4];
-        for (int i = 0; i < 4; i++) {
-            const __m256 u = _mm256_mul_ps(v[i], _mm256_set1_ps(id));
-            const __m256 t = _mm256_round_ps(u, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-            const __m256 up = _mm256_cmp_ps(_mm256_and_ps(_mm256_sub_ps(u, t), absmask), _mm256_set1_ps(0.5f),
-                                            _CMP_GE_OQ);
-            /* t + sign(u) where |u - t| >= 0.5 */
-            const __m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_andnot_ps(absmask, u));
-            q[i] = _mm256_cvttps_epi32(_mm256_add_ps(t, _mm256_and_ps(up, one)));
-        }
-        const __m256i codes = _mm256_permutevar8x32_epi32(
-            _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3])), order);
+        const __m256i codes = kiln__qmm_quantize_block_ymm(x, da);
         int32_t quads[8];
         _mm256_storeu_si256((__m256i *)quads, codes);
         for (int qd = 0; qd < 8; qd++) memcpy(xp + 64 * qd, quads + qd, 4);

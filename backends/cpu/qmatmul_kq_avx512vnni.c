@@ -21,9 +21,7 @@
  * times x's sums (bsums) taken off per block: exact */
 static inline __attribute__((always_inline)) void iq4_xs_rows_zmm(int R, const kiln_block_iq4_xs *b, const void *xa,
                                                                   size_t xrow, int64_t nb, float *out) {
-    const __m512i m4 = _mm512_set1_epi8(0x0f), spread = _mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3),
-                  nib = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4),
-                  tabu = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)kiln__iq4nl_values)),
+    const __m512i tabu = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)kiln__iq4nl_values)),
                                           _mm512_set1_epi8((char)0x80));
     float sum[KQ_RMAX] = {0};
     for (int64_t i = 0; i < nb; i++) {
@@ -35,9 +33,7 @@ static inline __attribute__((always_inline)) void iq4_xs_rows_zmm(int R, const k
         for (int q = 0; q < R; q++) acc[q][0] = acc[q][1] = _mm512_setzero_si512();
         KQ_UNROLL
         for (int p = 0; p < 4; p++) {
-            const __m512i c = _mm512_permutexvar_epi64(
-                spread, _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * p))));
-            const __m512i u = _mm512_shuffle_epi8(tabu, _mm512_and_si512(_mm512_srlv_epi64(c, nib), m4));
+            const __m512i u = _mm512_shuffle_epi8(tabu, kq_iq4_indices(b[i].qs + 32 * p));
             const __m512i scp =
                 _mm512_permutexvar_epi32(kq_join(_mm256_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1)), scz);
             KQ_UNROLL

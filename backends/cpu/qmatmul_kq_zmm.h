@@ -6,8 +6,9 @@
  * Q4_K and Q5_K take two sub-blocks of 32 per zmm, Q6_K four sub-blocks
  * of 16, the codes unsigned against x by vpmaddubsw. Includes the shared
  * ymm body (Q2_K, Q3_K, the Q8_K quantizer) with KQ_ZMM defined; a file
- * defining KQ_ZMM_IQ4 has its own IQ4_XS kernels. Included once per file,
- * built with that file's flags. */
+ * defining KQ_ZMM_IQ4 has its own IQ4_XS kernels (both AVX-512 files,
+ * from kq_iq4_indices). Included once per file, built with that file's
+ * flags. */
 #define KQ_ZMM
 #include "qmatmul_kq_x86.h"
 
@@ -20,13 +21,18 @@ static inline __m256i fold(__m512i a0, __m512i a1) {
 /* [lo | hi]: a ymm and another as one zmm */
 static inline __m512i kq_join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
 
+/* [sc[2j] x 16 | sc[2j + 1] x 16] from sc4, 8 int16 scales in every
+ * 128-bit lane: the scales of a zmm holding sub-blocks 2j, 2j + 1 */
+static inline __m512i kq_scales2(__m512i sc4, int j) {
+    return _mm512_shuffle_epi8(sc4, kq_join(_mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * j))),
+                                            _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * j + 1)))));
+}
+
 /* Q4_K / Q5_K's chunk j (sub-blocks 2j, 2j + 1: the low and high nibbles
  * of 32 bytes) against x's 64 bytes in order, scaled by sc[2j], sc[2j + 1]
  * (sc4: the 8 int16 scales in every 128-bit lane) */
 static inline __m512i k45_chunk(__m512i acc, __m512i u, const int8_t *x, __m512i sc4, int j) {
-    const __m512i pick = kq_join(_mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * j))),
-                              _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * j + 1))));
-    return KQ_ACC512(acc, _mm512_maddubs_epi16(u, _mm512_loadu_si512(x)), _mm512_shuffle_epi8(sc4, pick));
+    return KQ_ACC512(acc, _mm512_maddubs_epi16(u, _mm512_loadu_si512(x)), kq_scales2(sc4, j));
 }
 
 static inline __m512i kq_nibbles(const uint8_t *qs, __m512i m4) {
@@ -120,3 +126,12 @@ static inline __attribute__((always_inline)) void q6_K_rows_zmm(int R, const kil
 }
 KQ_ROWS_KERNEL(dot_q6_K_rows_zmm, q6_K_rows_zmm, w, xa, xrow, nb, out)
 KQ_ONE_ROW(dot_q6_K_zmm, q6_K_rows_zmm)
+
+/* IQ4_XS's sub-blocks 2p, 2p + 1 (their 32 bytes of codes at qs) as table
+ * indices in element order: [low nibbles of the first 16 | their high
+ * ones | the same of the next 16] */
+static inline __m512i kq_iq4_indices(const uint8_t *qs) {
+    const __m512i spread = _mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3), nib = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
+    const __m512i c = _mm512_permutexvar_epi64(spread, _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)qs)));
+    return _mm512_and_si512(_mm512_srlv_epi64(c, nib), _mm512_set1_epi8(0x0f));
+}
