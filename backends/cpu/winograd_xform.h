@@ -68,17 +68,25 @@ static inline void WX(g3)(const float *restrict x, int64_t xs, float *restrict y
     }
 }
 
-/* y[i ys + l] = (A x)[i], i < 6, of x[j xs + l], j < 4 (grad of A^T). */
+/* y0..y5 = A (d0..d3), the grad of A^T, as WX_BT6. */
+#define WX_A4(y0, y1, y2, y3, y4, y5, d0, d1, d2, d3)                      \
+    do {                                                                   \
+        __typeof__(d0) e_ = (d0) + (d2), o_ = (d1) + (d3);                 \
+        __typeof__(d0) e4_ = (d0) + 4 * (d2), o8_ = 2 * (d1) + 8 * (d3);   \
+        y0 = (d0);                                                         \
+        y1 = e_ + o_;                                                      \
+        y2 = e_ - o_;                                                      \
+        y3 = e4_ + o8_;                                                    \
+        y4 = e4_ - o8_;                                                    \
+        y5 = (d3);                                                         \
+    } while (0)
+#define WX_A4V(y, d) WX_A4((y)[0], (y)[1], (y)[2], (y)[3], (y)[4], (y)[5], (d)[0], (d)[1], (d)[2], (d)[3])
+
+/* y[i ys + l] = (A x)[i], i < 6, of x[j xs + l], j < 4. */
 static inline void WX(a4)(const float *restrict x, int64_t xs, float *restrict y, int64_t ys) {
     LANES {
         float d0 = x[l], d1 = x[xs + l], d2 = x[2 * xs + l], d3 = x[3 * xs + l];
-        float e = d0 + d2, o = d1 + d3, e4 = d0 + 4 * d2, o8 = 2 * d1 + 8 * d3;
-        y[l] = d0;
-        y[ys + l] = e + o;
-        y[2 * ys + l] = e - o;
-        y[3 * ys + l] = e4 + o8;
-        y[4 * ys + l] = e4 - o8;
-        y[5 * ys + l] = d3;
+        WX_A4(y[l], y[ys + l], y[2 * ys + l], y[3 * ys + l], y[4 * ys + l], y[5 * ys + l], d0, d1, d2, d3);
     }
 }
 
@@ -161,21 +169,12 @@ static inline void WX(transpose)(const __m512 z[8], __m512 e[8], int size) {
 #endif
 
 /* d[(i size + k) WL + l] = lane l's element (i, k) of plane p (0 where
- * masked). AVX-512: each lane's row of the patch by one masked load, the
- * 16 rows of 8 transposed in registers (on Zen 5 vgatherdps held 90% of
- * the input transform's samples; a 64-channel 32x32 forward at batch 32
- * took 8.6 ms, now 7.6); AVX2: a row of lanes at a time by masked
- * gathers. */
+ * masked), for the levels below AVX-512 (whose patch16 reads each lane's
+ * row by one masked load and transposes in registers: on Zen 5 a masked
+ * vgatherdps per element held 90% of its input transform's samples);
+ * AVX2: a row of lanes at a time by masked gathers. */
 static inline void WX(gather)(const float *p, const wx_lanes *ln, int size, int64_t w, float *d) {
-#if defined(__AVX512F__)
-    for (int i = 0; i < size; i++) {
-        __m512 z[8], e[8];
-        for (int j = 0; j < 8; j++) z[j] = WX(pair)(WX(lane_row)(p, ln, i, j, w), WX(lane_row)(p, ln, i, j + 8, w));
-        WX(transpose)(z, e, size);
-        for (int k = 0; k < size; k++) _mm512_storeu_ps(d + (i * size + k) * WL, e[k]);
-    }
-    return;
-#elif defined(__AVX2__)
+#if defined(__AVX2__) && !defined(__AVX512F__)
     if (ln->fits32) {
         const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
         for (int half = 0; half < 2; half++) {
@@ -256,29 +255,33 @@ static int WX(lane_sets)(const kiln_wino_geom *g, int64_t t0, int64_t s0, int64_
 }
 
 #if defined(__AVX512F__)
-/* The 36 rows dst[xi xs + l] = (B^T d B)[xi] of the 16 lanes' patches in
- * plane p: B^T down each pair of lanes' columns as their rows are loaded
- * (lane j's | lane j + 8's), then, row by row of that, the lanes
- * transposed in registers and B^T along them, stored once: the same
- * operations on each value as bt6 down then along, so the same bits.
- * (Gathered through memory, then transformed twice there, it took 126 ns
- * per 16 tiles and channel from the L2 on Zen 5; this, 68.) */
-static inline void WX(input16)(const float *p, const wx_lanes *ln, int64_t w, float *dst, int64_t xs) {
-    __m512 t[6][8]; /* t[i][j]: row i of B^T d of lanes j | j + 8 */
+/* The 36 rows dst[xi xs + l] = (B^T d B)[xi] of the 16 lanes' 6x6
+ * patches in plane p (size 6), or (A d A^T)[xi] of their 4x4 ones (size
+ * 4, dy's): the transform down each pair of lanes' columns as their rows
+ * are loaded (lane j's | lane j + 8's), then, row by row of that, the
+ * lanes transposed in registers and the transform along them, stored
+ * once: the same operations on each value as bt6 (a4) down then along,
+ * so the same bits. (Gathered through memory, then transformed twice
+ * there, the input's took 126 ns per 16 tiles and channel from the L2 on
+ * Zen 5; this, 68.) */
+static inline void WX(patch16)(const float *p, const wx_lanes *ln, int64_t w, int size, float *dst, int64_t xs) {
+    __m512 t[6][8]; /* t[i][j]: row i of the transform down lanes j | j + 8 */
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++) {
         __m512 r[6], y[6];
 #pragma GCC unroll 6
-        for (int i = 0; i < 6; i++) r[i] = WX(pair)(WX(lane_row)(p, ln, i, j, w), WX(lane_row)(p, ln, i, j + 8, w));
-        WX_BT6V(y, r);
+        for (int i = 0; i < size; i++) r[i] = WX(pair)(WX(lane_row)(p, ln, i, j, w), WX(lane_row)(p, ln, i, j + 8, w));
+        if (size == 6) WX_BT6V(y, r);
+        else WX_A4V(y, r);
 #pragma GCC unroll 6
         for (int i = 0; i < 6; i++) t[i][j] = y[i];
     }
 #pragma GCC unroll 6
     for (int i = 0; i < 6; i++) {
         __m512 e[8], y[6];
-        WX(transpose)(t[i], e, 6);
-        WX_BT6V(y, e);
+        WX(transpose)(t[i], e, size);
+        if (size == 6) WX_BT6V(y, e);
+        else WX_A4V(y, e);
 #pragma GCC unroll 6
         for (int k = 0; k < 6; k++) _mm512_storeu_ps(dst + (i * 6 + k) * xs, y[k]);
     }
@@ -297,7 +300,7 @@ static void WX(input)(const kiln_wino_geom *g, int64_t c0, int64_t c1, int64_t t
             for (int s = 0; s < sets; s++) {
                 float *dst = v + (c - c0) * ld + s0 + s * WL;
 #if defined(__AVX512F__)
-                WX(input16)(g->in + c * g->in_sc, &ln[s], g->w, dst, xs);
+                WX(patch16)(g->in + c * g->in_sc, &ln[s], g->w, 6, dst, xs);
 #else
                 WX(gather)(g->in + c * g->in_sc, &ln[s], 6, g->w, d);
                 for (int k = 0; k < 6; k++) WX(bt6)(d + k * WL, 6 * WL, t + k * WL, 6 * WL);
@@ -342,15 +345,22 @@ static void WX(weights)(const float *w, int64_t o, int64_t c, bool rot, int64_t 
 
 static void WX(grad_output)(const kiln_wino_geom *g, int64_t o0, int64_t o1, int64_t t0, int64_t cnt, float *z,
                             int64_t ld, int64_t xs) {
+#if !defined(__AVX512F__)
     float d[16 * WL], t[24 * WL];
+#endif
     wx_lanes ln[WX_SETS];
     for (int64_t s0 = 0; s0 < cnt; s0 += WX_SETS * WL) {
         int sets = WX(lane_sets)(g, t0, s0, cnt, 4, 0, 0, g->oh, g->ow, g->out_sn, ln);
         for (int64_t o = o0; o < o1; o++)
             for (int s = 0; s < sets; s++) {
+                float *dst = z + o * ld + s0 + s * WL;
+#if defined(__AVX512F__)
+                WX(patch16)(g->out + o * g->out_sc, &ln[s], g->ow, 4, dst, xs);
+#else
                 WX(gather)(g->out + o * g->out_sc, &ln[s], 4, g->ow, d);
                 for (int k = 0; k < 4; k++) WX(a4)(d + k * WL, 4 * WL, t + k * WL, 4 * WL);
-                for (int i = 0; i < 6; i++) WX(a4)(t + i * 4 * WL, WL, z + i * 6 * xs + o * ld + s0 + s * WL, xs);
+                for (int i = 0; i < 6; i++) WX(a4)(t + i * 4 * WL, WL, dst + i * 6 * xs, xs);
+#endif
             }
     }
 }
