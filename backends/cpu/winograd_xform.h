@@ -105,13 +105,11 @@ static inline void WX(gt6)(const float *restrict x, int64_t xs, float *restrict 
 /* Where 16 tiles' patches lie in one channel's planes: lane l's element
  * (i, k) is at off[l] + i w + k from the plane's (n = 0) start, read where
  * bit l of rm[i] & cm[k] is set (inside the image: padding and the lanes
- * past the last tile read 0, write nothing). fits32: every offset a
- * gather may form fits in an int32. */
+ * past the last tile read 0, write nothing). */
 typedef struct wx_lanes {
     int64_t off[WL];
     uint16_t rm[6], cm[6];
     uint8_t row[6][WL]; /* lane l's row i read under the mask row[i][l]: bit k set where (i, k) is inside */
-    bool fits32;
 } wx_lanes;
 
 /* The lanes of tiles [t0 + b, t0 + b + 16) of cnt, size x size patches
@@ -123,7 +121,6 @@ static inline void WX(lanes_at)(const kiln_wino_geom *g, int64_t t0, int64_t b, 
     memset(ln->rm, 0, sizeof ln->rm);
     memset(ln->cm, 0, sizeof ln->cm);
     memset(ln->row, 0, sizeof ln->row);
-    ln->fits32 = true;
     for (int l = 0; l < WL; l++) {
         int64_t t = t0 + b + l, r0 = t % per / g->tw * 4 - ph, q0 = t % g->tw * 4 - pw;
         unsigned cols = 0; /* bit k: column k inside the image */
@@ -133,8 +130,6 @@ static inline void WX(lanes_at)(const kiln_wino_geom *g, int64_t t0, int64_t b, 
             if (q0 + i >= 0 && q0 + i < w) ln->cm[i] |= (uint16_t)(1u << l), cols |= 1u << i;
         }
         for (int i = 0; i < size; i++) ln->row[i][l] = (uint8_t)(ln->rm[i] >> l & 1 ? cols : 0);
-        int64_t lo = ln->off[l], hi = ln->off[l] + size * (w + 1);
-        if (lo < -(int64_t)INT32_MAX || hi > (int64_t)INT32_MAX) ln->fits32 = false;
     }
 }
 
@@ -169,31 +164,11 @@ static inline void WX(transpose)(const __m512 z[8], __m512 e[8], int size) {
 #endif
 
 /* d[(i size + k) WL + l] = lane l's element (i, k) of plane p (0 where
- * masked), for the levels below AVX-512 (whose patch16 reads each lane's
- * row by one masked load and transposes in registers: on Zen 5 a masked
- * vgatherdps per element held 90% of its input transform's samples);
- * AVX2: a row of lanes at a time by masked gathers. */
+ * masked): the baseline's patch (the SIMD levels' read each lane's row by
+ * one masked load and transpose in registers: on Zen 5 a masked
+ * vgatherdps per element held 90% of AVX-512's input transform's
+ * samples). */
 static inline void WX(gather)(const float *p, const wx_lanes *ln, int size, int64_t w, float *d) {
-#if defined(__AVX2__) && !defined(__AVX512F__)
-    if (ln->fits32) {
-        const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
-        for (int half = 0; half < 2; half++) {
-            __m256i off = _mm256_setr_epi32((int)ln->off[8 * half], (int)ln->off[8 * half + 1],
-                                            (int)ln->off[8 * half + 2], (int)ln->off[8 * half + 3],
-                                            (int)ln->off[8 * half + 4], (int)ln->off[8 * half + 5],
-                                            (int)ln->off[8 * half + 6], (int)ln->off[8 * half + 7]);
-            for (int i = 0; i < size; i++)
-                for (int k = 0; k < size; k++) {
-                    __m256i m = _mm256_set1_epi32((ln->rm[i] & ln->cm[k]) >> (8 * half));
-                    m = _mm256_cmpeq_epi32(_mm256_and_si256(m, bit), bit);
-                    __m256i ix = _mm256_add_epi32(off, _mm256_set1_epi32((int)(i * w + k)));
-                    __m256 v = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), p, ix, _mm256_castsi256_ps(m), 4);
-                    _mm256_storeu_ps(d + (i * size + k) * WL + 8 * half, v);
-                }
-        }
-        return;
-    }
-#endif
     for (int i = 0; i < size; i++)
         for (int k = 0; k < size; k++)
             for (int l = 0; l < WL; l++)
@@ -254,17 +229,17 @@ static int WX(lane_sets)(const kiln_wino_geom *g, int64_t t0, int64_t s0, int64_
     return sets;
 }
 
-#if defined(__AVX512F__)
 /* The 36 rows dst[xi xs + l] = (B^T d B)[xi] of the 16 lanes' 6x6
  * patches in plane p (size 6), or (A d A^T)[xi] of their 4x4 ones (size
- * 4, dy's): the transform down each pair of lanes' columns as their rows
- * are loaded (lane j's | lane j + 8's), then, row by row of that, the
- * lanes transposed in registers and the transform along them, stored
- * once: the same operations on each value as bt6 (a4) down then along,
- * so the same bits. (Gathered through memory, then transformed twice
- * there, the input's took 126 ns per 16 tiles and channel from the L2 on
- * Zen 5; this, 68.) */
-static inline void WX(patch16)(const float *p, const wx_lanes *ln, int64_t w, int size, float *dst, int64_t xs) {
+ * 4, dy's). AVX2 and AVX-512: the transform down each lane's columns (two
+ * lanes a register at AVX-512: j | j + 8) as its rows are loaded, then,
+ * row by row of that, the lanes transposed in registers and the transform
+ * along them, stored once; the baseline: the patches gathered, then
+ * transformed down and along through memory. The same operations on each
+ * value at every level, so the same bits. (AVX-512 through memory took
+ * 126 ns per 16 tiles and channel from the L2 on Zen 5, in registers 68.) */
+#if defined(__AVX512F__)
+static inline void WX(patch)(const float *p, const wx_lanes *ln, int64_t w, int size, float *dst, int64_t xs) {
     __m512 t[6][8]; /* t[i][j]: row i of the transform down lanes j | j + 8 */
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++) {
@@ -286,27 +261,73 @@ static inline void WX(patch16)(const float *p, const wx_lanes *ln, int64_t w, in
         for (int k = 0; k < 6; k++) _mm512_storeu_ps(dst + (i * 6 + k) * xs, y[k]);
     }
 }
+#elif defined(__AVX2__)
+/* e[k] (k < size) = element k of the 8 lanes z[j] (8 elements each). */
+static inline void WX(transpose8)(const __m256 z[8], __m256 e[8], int size) {
+    __m256 u[8];
+#pragma GCC unroll 2
+    for (int j = 0; j < 8; j += 4) { /* u[j + k] (k < 4): elements k | k + 4 of lanes j .. j + 3 */
+        __m256 t0 = _mm256_unpacklo_ps(z[j], z[j + 1]), t1 = _mm256_unpackhi_ps(z[j], z[j + 1]);
+        __m256 t2 = _mm256_unpacklo_ps(z[j + 2], z[j + 3]), t3 = _mm256_unpackhi_ps(z[j + 2], z[j + 3]);
+        u[j] = _mm256_shuffle_ps(t0, t2, 0x44), u[j + 1] = _mm256_shuffle_ps(t0, t2, 0xEE);
+        u[j + 2] = _mm256_shuffle_ps(t1, t3, 0x44), u[j + 3] = _mm256_shuffle_ps(t1, t3, 0xEE);
+    }
+#pragma GCC unroll 8
+    for (int k = 0; k < size; k++) e[k] = _mm256_permute2f128_ps(u[k & 3], u[4 + (k & 3)], k < 4 ? 0x20 : 0x31);
+}
+
+static inline void WX(patch)(const float *p, const wx_lanes *ln, int64_t w, int size, float *dst, int64_t xs) {
+    const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    for (int h = 0; h < WL; h += 8) {
+        __m256 t[6][8]; /* t[i][j]: row i of the transform down lane h + j */
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            __m256 r[6], y[6];
+#pragma GCC unroll 6
+            for (int i = 0; i < size; i++) {
+                __m256i m = _mm256_set1_epi32(ln->row[i][h + j]);
+                m = _mm256_cmpeq_epi32(_mm256_and_si256(m, bit), bit);
+                r[i] = _mm256_maskload_ps(p + ln->off[h + j] + i * w, m);
+            }
+            if (size == 6) WX_BT6V(y, r);
+            else WX_A4V(y, r);
+#pragma GCC unroll 6
+            for (int i = 0; i < 6; i++) t[i][j] = y[i];
+        }
+#pragma GCC unroll 6
+        for (int i = 0; i < 6; i++) {
+            __m256 e[8], y[6];
+            WX(transpose8)(t[i], e, size);
+            if (size == 6) WX_BT6V(y, e);
+            else WX_A4V(y, e);
+#pragma GCC unroll 6
+            for (int k = 0; k < 6; k++) _mm256_storeu_ps(dst + (i * 6 + k) * xs + h, y[k]);
+        }
+    }
+}
+#else
+/* (inlined, so that size is a constant: a call took twice as long) */
+static inline __attribute__((always_inline)) void WX(patch)(const float *p, const wx_lanes *ln, int64_t w, int size,
+                                                            float *dst, int64_t xs) {
+    float buf[72 * WL], *d = buf, *t = buf + size * size * WL;
+    WX(gather)(p, ln, size, w, d);
+    for (int k = 0; k < size; k++)
+        if (size == 6) WX(bt6)(d + k * WL, 6 * WL, t + k * WL, 6 * WL);
+        else WX(a4)(d + k * WL, 4 * WL, t + k * WL, 4 * WL);
+    for (int i = 0; i < 6; i++)
+        if (size == 6) WX(bt6)(t + i * 6 * WL, WL, dst + i * 6 * xs, xs);
+        else WX(a4)(t + i * 4 * WL, WL, dst + i * 6 * xs, xs);
+}
 #endif
 
 static void WX(input)(const kiln_wino_geom *g, int64_t c0, int64_t c1, int64_t t0, int64_t cnt, float *v, int64_t ld,
                       int64_t xs) {
-#if !defined(__AVX512F__)
-    float d[36 * WL], t[36 * WL];
-#endif
     wx_lanes ln[WX_SETS];
     for (int64_t s0 = 0; s0 < cnt; s0 += WX_SETS * WL) {
         int sets = WX(lane_sets)(g, t0, s0, cnt, 6, g->ph, g->pw, g->h, g->w, g->in_sn, ln);
         for (int64_t c = c0; c < c1; c++)
-            for (int s = 0; s < sets; s++) {
-                float *dst = v + (c - c0) * ld + s0 + s * WL;
-#if defined(__AVX512F__)
-                WX(patch16)(g->in + c * g->in_sc, &ln[s], g->w, 6, dst, xs);
-#else
-                WX(gather)(g->in + c * g->in_sc, &ln[s], 6, g->w, d);
-                for (int k = 0; k < 6; k++) WX(bt6)(d + k * WL, 6 * WL, t + k * WL, 6 * WL);
-                for (int i = 0; i < 6; i++) WX(bt6)(t + i * 6 * WL, WL, dst + i * 6 * xs, xs);
-#endif
-            }
+            for (int s = 0; s < sets; s++)
+                WX(patch)(g->in + c * g->in_sc, &ln[s], g->w, 6, v + (c - c0) * ld + s0 + s * WL, xs);
     }
 }
 
@@ -345,23 +366,12 @@ static void WX(weights)(const float *w, int64_t o, int64_t c, bool rot, int64_t 
 
 static void WX(grad_output)(const kiln_wino_geom *g, int64_t o0, int64_t o1, int64_t t0, int64_t cnt, float *z,
                             int64_t ld, int64_t xs) {
-#if !defined(__AVX512F__)
-    float d[16 * WL], t[24 * WL];
-#endif
     wx_lanes ln[WX_SETS];
     for (int64_t s0 = 0; s0 < cnt; s0 += WX_SETS * WL) {
         int sets = WX(lane_sets)(g, t0, s0, cnt, 4, 0, 0, g->oh, g->ow, g->out_sn, ln);
         for (int64_t o = o0; o < o1; o++)
-            for (int s = 0; s < sets; s++) {
-                float *dst = z + o * ld + s0 + s * WL;
-#if defined(__AVX512F__)
-                WX(patch16)(g->out + o * g->out_sc, &ln[s], g->ow, 4, dst, xs);
-#else
-                WX(gather)(g->out + o * g->out_sc, &ln[s], 4, g->ow, d);
-                for (int k = 0; k < 4; k++) WX(a4)(d + k * WL, 4 * WL, t + k * WL, 4 * WL);
-                for (int i = 0; i < 6; i++) WX(a4)(t + i * 4 * WL, WL, dst + i * 6 * xs, xs);
-#endif
-            }
+            for (int s = 0; s < sets; s++)
+                WX(patch)(g->out + o * g->out_sc, &ln[s], g->ow, 4, z + o * ld + s0 + s * WL, xs);
     }
 }
 
