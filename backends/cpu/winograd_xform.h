@@ -42,15 +42,23 @@ static inline void WX(bt6)(const float *restrict x, int64_t xs, float *restrict 
 }
 
 /* y[i ys + l] = (A^T x)[i], i < 4, of x[j xs + l], j < 6. */
+/* y0..y3 = A^T (m0..m5), as WX_BT6. */
+#define WX_AT6(y0, y1, y2, y3, m0, m1, m2, m3, m4, m5)                          \
+    do {                                                                       \
+        __typeof__(m0) a_ = (m1) + (m2), b_ = (m1) - (m2);                     \
+        __typeof__(m0) c_ = (m3) + (m4), d_ = (m3) - (m4);                     \
+        y0 = (m0) + a_ + c_;                                                   \
+        y1 = b_ + 2 * d_;                                                      \
+        y2 = a_ + 4 * c_;                                                      \
+        y3 = b_ + 8 * d_ + (m5);                                               \
+    } while (0)
+#define WX_AT6V(y, m) WX_AT6((y)[0], (y)[1], (y)[2], (y)[3], (m)[0], (m)[1], (m)[2], (m)[3], (m)[4], (m)[5])
+
 static inline void WX(at6)(const float *restrict x, int64_t xs, float *restrict y, int64_t ys) {
     LANES {
         float m0 = x[l], m1 = x[xs + l], m2 = x[2 * xs + l], m3 = x[3 * xs + l], m4 = x[4 * xs + l];
         float m5 = x[5 * xs + l];
-        float a = m1 + m2, b = m1 - m2, c = m3 + m4, d = m3 - m4;
-        y[l] = m0 + a + c;
-        y[ys + l] = b + 2 * d;
-        y[2 * ys + l] = a + 4 * c;
-        y[3 * ys + l] = b + 8 * d + m5;
+        WX_AT6(y[l], y[ys + l], y[2 * ys + l], y[3 * ys + l], m0, m1, m2, m3, m4, m5);
     }
 }
 
@@ -175,44 +183,51 @@ static inline void WX(gather)(const float *p, const wx_lanes *ln, int size, int6
                 d[(i * size + k) * WL + l] = (ln->rm[i] & ln->cm[k]) >> l & 1 ? p[ln->off[l] + i * w + k] : 0.0f;
 }
 
-/* Lane l's element (i, k) of d[(i 4 + k) WL + l] stored where it is
- * unmasked: the inverse of gather for the 4x4 output tiles. AVX-512: each
- * group of 4 lanes whose tiles lie side by side inside the image (images
- * 16 pixels wide or more) stores its rows of 16 pixels whole, transposed
- * in registers; the other lanes one store at a time (AVX-512's scatter
- * was no faster on Zen 5). */
-static inline void WX(scatter)(float *p, const wx_lanes *ln, int64_t w, const float *d) {
-    unsigned whole = 0; /* lanes stored by rows */
 #if defined(__AVX512F__)
-    unsigned inside = ln->rm[0] & ln->rm[1] & ln->rm[2] & ln->rm[3] & ln->cm[0] & ln->cm[1] & ln->cm[2] & ln->cm[3];
+/* The lanes whose groups of 4 lie side by side inside the image (images
+ * 16 pixels wide or more): stored by rows of 16 pixels. */
+static inline unsigned WX(whole_groups)(const wx_lanes *ln) {
+    unsigned whole = 0, inside = ln->rm[0] & ln->rm[1] & ln->rm[2] & ln->rm[3] & ln->cm[0] & ln->cm[1] & ln->cm[2] &
+                                 ln->cm[3];
     for (int l = 0; l < WL; l += 4)
         if ((inside >> l & 15) == 15 && ln->off[l + 1] == ln->off[l] + 4 && ln->off[l + 2] == ln->off[l] + 8 &&
             ln->off[l + 3] == ln->off[l] + 12)
             whole |= 15u << l;
-    for (int i = 0; whole && i < 4; i++) {
-        const float *r = d + i * 4 * WL;
-        __m512 y0 = _mm512_loadu_ps(r), y1 = _mm512_loadu_ps(r + WL), y2 = _mm512_loadu_ps(r + 2 * WL);
-        __m512 y3 = _mm512_loadu_ps(r + 3 * WL);
-        /* in each 128-bit chunk c: q_j = the 4 pixels of tile 4c + j */
-        __m512d t0 = _mm512_castps_pd(_mm512_unpacklo_ps(y0, y1)), t1 = _mm512_castps_pd(_mm512_unpackhi_ps(y0, y1));
-        __m512d t2 = _mm512_castps_pd(_mm512_unpacklo_ps(y2, y3)), t3 = _mm512_castps_pd(_mm512_unpackhi_ps(y2, y3));
-        __m512 q0 = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2)), q1 = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
-        __m512 q2 = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3)), q3 = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
-        /* then the chunks transposed: row g holds tiles 4g .. 4g + 3 */
-        __m512 a = _mm512_shuffle_f32x4(q0, q1, 0x44), b = _mm512_shuffle_f32x4(q2, q3, 0x44);
-        __m512 c = _mm512_shuffle_f32x4(q0, q1, 0xEE), e = _mm512_shuffle_f32x4(q2, q3, 0xEE);
-        __m512 rows[4] = {_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xDD),
-                          _mm512_shuffle_f32x4(c, e, 0x88), _mm512_shuffle_f32x4(c, e, 0xDD)};
-        for (int g = 0; g < 4; g++)
-            if (whole >> (4 * g) & 1) _mm512_storeu_ps(p + ln->off[4 * g] + i * w, rows[g]);
-    }
-#endif
-    for (int l = 0; l < WL; l++)
-        if (!(whole >> l & 1))
-            for (int i = 0; i < 4; i++)
-                for (int k = 0; k < 4; k++)
-                    if ((ln->rm[i] & ln->cm[k]) >> l & 1) p[ln->off[l] + i * w + k] = d[(i * 4 + k) * WL + l];
+    return whole;
 }
+
+/* Of y[k] (element k of a row of the 16 lanes' tiles): c[j]'s 128-bit
+ * chunk q = lane 4 q + j's 4 pixels, rows[g] = lanes 4 g .. 4 g + 3's. */
+static inline void WX(rows_of)(const __m512 y[4], __m512 c[4], __m512 rows[4]) {
+    __m512d t0 = _mm512_castps_pd(_mm512_unpacklo_ps(y[0], y[1]));
+    __m512d t1 = _mm512_castps_pd(_mm512_unpackhi_ps(y[0], y[1]));
+    __m512d t2 = _mm512_castps_pd(_mm512_unpacklo_ps(y[2], y[3]));
+    __m512d t3 = _mm512_castps_pd(_mm512_unpackhi_ps(y[2], y[3]));
+    c[0] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2)), c[1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+    c[2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3)), c[3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+    __m512 a = _mm512_shuffle_f32x4(c[0], c[1], 0x44), b = _mm512_shuffle_f32x4(c[2], c[3], 0x44);
+    __m512 e = _mm512_shuffle_f32x4(c[0], c[1], 0xEE), f = _mm512_shuffle_f32x4(c[2], c[3], 0xEE);
+    rows[0] = _mm512_shuffle_f32x4(a, b, 0x88), rows[1] = _mm512_shuffle_f32x4(a, b, 0xDD);
+    rows[2] = _mm512_shuffle_f32x4(e, f, 0x88), rows[3] = _mm512_shuffle_f32x4(e, f, 0xDD);
+}
+
+static inline __m128 WX(chunk)(__m512 v, int q) {
+    return q == 0 ? _mm512_castps512_ps128(v)
+           : q == 1 ? _mm512_extractf32x4_ps(v, 1)
+           : q == 2 ? _mm512_extractf32x4_ps(v, 2)
+                    : _mm512_extractf32x4_ps(v, 3);
+}
+#else
+/* Lane l's element (i, k) of d[(i 4 + k) WL + l] stored where it is
+ * unmasked: the inverse of gather for the 4x4 output tiles, one store at
+ * a time (AVX-512: tile_out). */
+static inline void WX(scatter)(float *p, const wx_lanes *ln, int64_t w, const float *d) {
+    for (int l = 0; l < WL; l++)
+        for (int i = 0; i < 4; i++)
+            for (int k = 0; k < 4; k++)
+                if ((ln->rm[i] & ln->cm[k]) >> l & 1) p[ln->off[l] + i * w + k] = d[(i * 4 + k) * WL + l];
+}
+#endif
 
 /* The passes take up to 16 sets of 16 tiles at a time and walk one channel
  * at a time through every set: their reads and writes run down each
@@ -331,18 +346,59 @@ static void WX(input)(const kiln_wino_geom *g, int64_t c0, int64_t c1, int64_t t
     }
 }
 
+#if defined(__AVX512F__)
+/* The 16 lanes' 4x4 output tiles A^T P A of P[xi] = src[xi xs + l]
+ * stored into plane p where they are inside: A^T down and along in
+ * registers (the same operations as at6's, so the same bits), then, row
+ * by row, the lanes transposed: each group of 4 lanes side by side inside
+ * the image (scatter's) stores a row of 16 pixels, each other lane its
+ * row of 4 under its mask. */
+static inline void WX(tile_out)(float *p, const wx_lanes *ln, int64_t w, const float *src, int64_t xs) {
+    __m512 q[4][6], y[4][4]; /* q[i][k]: A^T down column k; y[i]: row i of the tiles */
+#pragma GCC unroll 6
+    for (int k = 0; k < 6; k++) {
+        __m512 m[6], r[4];
+#pragma GCC unroll 6
+        for (int j = 0; j < 6; j++) m[j] = _mm512_loadu_ps(src + (j * 6 + k) * xs);
+        WX_AT6V(r, m);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) q[i][k] = r[i];
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) WX_AT6V(y[i], q[i]);
+    unsigned whole = WX(whole_groups)(ln);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        __m512 c[4], rows[4];
+        WX(rows_of)(y[i], c, rows);
+        for (int g = 0; g < 4; g++)
+            if (whole >> (4 * g) & 1) _mm512_storeu_ps(p + ln->off[4 * g] + i * w, rows[g]);
+        for (unsigned rest = ~whole & 0xFFFFu; rest; rest &= rest - 1) {
+            int l = __builtin_ctz(rest);
+            _mm_mask_storeu_ps(p + ln->off[l] + i * w, ln->row[i][l], WX(chunk)(c[l & 3], l >> 2));
+        }
+    }
+}
+#endif
+
 static void WX(output)(const kiln_wino_geom *g, const float *m, int64_t ld, int64_t xs, int64_t o0, int64_t o1,
                        int64_t t0, int64_t cnt) {
+#if !defined(__AVX512F__)
     float p[24 * WL], y[16 * WL];
+#endif
     wx_lanes ln[WX_SETS];
     for (int64_t s0 = 0; s0 < cnt; s0 += WX_SETS * WL) {
         int sets = WX(lane_sets)(g, t0, s0, cnt, 4, 0, 0, g->oh, g->ow, g->out_sn, ln);
         for (int64_t o = o0; o < o1; o++)
             for (int s = 0; s < sets; s++) {
                 const float *src = m + o * ld + s0 + s * WL;
+#if defined(__AVX512F__)
+                WX(tile_out)(g->out + o * g->out_sc, &ln[s], g->ow, src, xs);
+#else
                 for (int k = 0; k < 6; k++) WX(at6)(src + k * xs, 6 * xs, p + k * WL, 6 * WL);
                 for (int i = 0; i < 4; i++) WX(at6)(p + i * 6 * WL, WL, y + i * 4 * WL, WL);
                 WX(scatter)(g->out + o * g->out_sc, &ln[s], g->ow, y);
+#endif
             }
     }
 }
