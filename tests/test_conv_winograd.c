@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct wino_case {
     int64_t n, c, h, w, o, pad;
@@ -160,4 +161,128 @@ KT_TEST(conv_winograd2_threads_same_bits) {
         }
     }
     kiln__cpu_caches_set(NULL);
+}
+
+/* One case's operands for the transforms: x (also read as dy, kernels and
+ * sums), and two of each output, the baseline's and a level's. */
+typedef struct xf_case {
+    kiln_wino_geom g;
+    float *x, *y[2], *v[2], *z[2], *gw[2];
+    int64_t c, big, t0, cnt, ld, xs, vf, gwf;
+    bool rot; /* grad x's planes, and its kernels */
+} xf_case;
+
+/* F(4x4)'s five transforms of the baseline (xf[0]) and a level (xf[1]). */
+static void xforms4(const xf_case *t, const kiln_wino_xform *const xf[2], const char *what) {
+    const kiln_wino_geom *g = &t->g;
+    int64_t c = t->c;
+    for (int s = 0; s < 2; s++) {
+        memset(t->v[s], 0, (size_t)t->vf * 4);
+        xf[s]->input(g, 1, c, t->t0, t->cnt, t->v[s], t->ld, t->xs);
+    }
+    KT_CHECK(!memcmp(t->v[0], t->v[1], (size_t)t->vf * 4), "%s: input transforms differ", what);
+    kiln_wino_geom gy = *g; /* x read as dy */
+    gy.out = t->x;
+    for (int s = 0; s < 2; s++) {
+        memset(t->v[s], 0, (size_t)t->vf * 4);
+        xf[s]->grad_output(&gy, 0, c, t->t0, t->cnt, t->v[s], t->ld, t->xs);
+    }
+    KT_CHECK(!memcmp(t->v[0], t->v[1], (size_t)t->vf * 4), "%s: dy transforms differ", what);
+    for (int s = 0; s < 2; s++) {
+        kiln_wino_geom go = *g;
+        go.out = t->y[s];
+        memset(t->y[s], 0, (size_t)t->big * 4);
+        xf[s]->output(&go, t->v[0], t->ld, t->xs, 0, c, t->t0, t->cnt);
+    }
+    KT_CHECK(!memcmp(t->y[0], t->y[1], (size_t)t->big * 4), "%s: output transforms differ", what);
+    for (int s = 0; s < 2; s++) {
+        memset(t->z[s], 0, (size_t)t->vf * 4);
+        xf[s]->weights(t->x, c, c, t->rot, 1, c * c, t->z[s]);
+    }
+    KT_CHECK(!memcmp(t->z[0], t->z[1], (size_t)t->vf * 4), "%s: kernel transforms differ", what);
+    for (int s = 0; s < 2; s++) {
+        for (int64_t i = 0; i < t->gwf; i++) t->gw[s][i] = (float)i;
+        xf[s]->kernel_grad(t->x, c, c, 1, c * c, t->gw[s], c * 9, true);
+    }
+    KT_CHECK(!memcmp(t->gw[0], t->gw[1], (size_t)t->gwf * 4), "%s: kernel gradients differ", what);
+}
+
+/* F(2x2)'s four transforms, as xforms4. */
+static void xforms2(const xf_case *t, const kiln_wino2_xform *const xf[2], const char *what) {
+    const kiln_wino_geom *g = &t->g;
+    int64_t c = t->c;
+    for (int s = 0; s < 2; s++) {
+        memset(t->v[s], 0, (size_t)t->vf * 4);
+        xf[s]->input(g, c, t->t0, t->cnt, t->v[s], t->ld, t->xs);
+    }
+    KT_CHECK(!memcmp(t->v[0], t->v[1], (size_t)t->vf * 4), "%s: input transforms differ", what);
+    for (int s = 0; s < 2; s++) {
+        kiln_wino_geom go = *g;
+        go.out = t->y[s];
+        memset(t->y[s], 0, (size_t)t->big * 4);
+        xf[s]->output(&go, c, t->v[0], t->ld, t->xs, t->t0, t->cnt);
+    }
+    KT_CHECK(!memcmp(t->y[0], t->y[1], (size_t)t->big * 4), "%s: output transforms differ", what);
+    kiln_wino_geom gy = *g; /* x read as dy */
+    gy.out = t->x;
+    for (int s = 0; s < 2; s++) {
+        memset(t->z[s], 0, (size_t)t->vf * 4);
+        xf[s]->grad_output(&gy, 1, c, t->t0, t->cnt, t->ld, t->xs, t->v[s], t->z[s]);
+    }
+    KT_CHECK(!memcmp(t->z[0], t->z[1], (size_t)t->vf * 4), "%s: dy transforms differ", what);
+    for (int s = 0; s < 2; s++) {
+        for (int64_t i = 0; i < t->gwf; i++) t->gw[s][i] = (float)i;
+        xf[s]->kernel_grad(t->x, c * c, 1, c, 0, c, c, t->gw[s], true);
+    }
+    KT_CHECK(!memcmp(t->gw[0], t->gw[1], (size_t)t->gwf * 4), "%s: kernel gradients differ", what);
+}
+
+/* The F(4x4) and F(2x2) transforms of each SIMD level the CPU has
+ * (winograd_xform.h, winograd2_xform.h) against the baseline's bit for
+ * bit, called one at a time: tiles from mid-block to a short last set of
+ * lanes, images whose tiles stop at the edges, padding 0 to 2, the
+ * forward's planes and grad x's. */
+KT_TEST(conv_winograd_xforms_same_bits) {
+    const kiln_wino_xform *lv4[2] = {NULL, NULL};
+    const kiln_wino2_xform *lv2[2] = {NULL, NULL};
+    const char *names[2] = {"avx2", "avx512"};
+#if defined(__x86_64__)
+    const kiln_cpu_caps *caps = kiln__cpu_caps();
+    if (kiln__cpu_avx2(caps)) lv4[0] = kiln__wino_xform_avx2(), lv2[0] = kiln__wino2_xform_avx2();
+    if (kiln__cpu_avx512(caps)) lv4[1] = kiln__wino_xform_avx512(), lv2[1] = kiln__wino2_xform_avx512();
+#endif
+    if (!lv4[0] && !lv4[1]) kt_skip("no SIMD level above the baseline");
+    /* n, c, h, w, pad, grad_x */
+    const int64_t cases[][6] = {{3, 5, 13, 11, 1, 0}, {2, 3, 9, 18, 0, 0}, {1, 4, 7, 21, 2, 0}, {2, 3, 10, 9, 1, 1}};
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++)
+        for (int tile = 2; tile <= 4; tile += 2) {
+            const int64_t *k = cases[ci];
+            int64_t n = k[0], c = k[1], h = k[2], w = k[3], p = k[4];
+            kiln_conv_geom cg = {3, 3, 1, 1, p, p, 1, 1, h, w, h + 2 * p - 2, w + 2 * p - 2};
+            xf_case t = {.c = c, .rot = k[5]};
+            int64_t nx = n * c * h * w, ny = n * c * cg.oh * cg.ow;
+            t.big = nx > ny ? nx : ny;
+            t.x = malloc((size_t)t.big * 4);
+            KT_REQUIRE(t.x, "out of memory");
+            t.g = kiln__wino_geom_of(k[5], &cg, n, c, t.x, NULL, tile);
+            t.t0 = t.g.tiles > 21 ? 5 : 0, t.cnt = t.g.tiles - t.t0, t.ld = (t.cnt + 15) / 16 * 16 + 16;
+            t.xs = c * t.ld + 16, t.vf = 36 * t.xs, t.gwf = c * c * 9;
+            if (t.vf < t.big) t.vf = t.big;
+            for (int s = 0; s < 2; s++) {
+                t.y[s] = malloc((size_t)t.big * 4), t.v[s] = malloc((size_t)t.vf * 4);
+                t.z[s] = malloc((size_t)t.vf * 4), t.gw[s] = malloc((size_t)t.gwf * 4);
+                KT_REQUIRE(t.y[s] && t.v[s] && t.z[s] && t.gw[s], "out of memory");
+            }
+            for (int64_t i = 0; i < t.big; i++) t.x[i] = (float)((i * 7919) % 1013) / 97.0f - 5.0f;
+            for (int l = 0; l < 2; l++) {
+                char what[64];
+                snprintf(what, sizeof what, "case %zu F(%dx%d) %s", ci, tile, tile, names[l]);
+                if (tile == 4 && lv4[l])
+                    xforms4(&t, (const kiln_wino_xform *const[2]){kiln__wino_xform_scalar(), lv4[l]}, what);
+                if (tile == 2 && lv2[l])
+                    xforms2(&t, (const kiln_wino2_xform *const[2]){kiln__wino2_xform_scalar(), lv2[l]}, what);
+            }
+            free(t.x);
+            for (int s = 0; s < 2; s++) free(t.y[s]), free(t.v[s]), free(t.z[s]), free(t.gw[s]);
+        }
 }

@@ -78,6 +78,23 @@ const kiln_wino_xform *kiln__wino_xform_scalar(void);
 const kiln_wino_xform *kiln__wino_xform_avx2(void);
 const kiln_wino_xform *kiln__wino_xform_avx512(void);
 
+/* F(2x2, 3x3)'s tile transforms of one dispatch level (winograd2_xform.h's
+ * body, the lanes 16 tiles; winograd2.c says what each computes). */
+typedef struct kiln_wino2_xform {
+    void (*input)(const kiln_wino_geom *g, int64_t cin, int64_t t0, int64_t cnt, float *v, int64_t ld, int64_t vs);
+    void (*output)(const kiln_wino_geom *g, int64_t cout, const float *m, int64_t ld, int64_t ms, int64_t t0,
+                   int64_t cnt);
+    void (*grad_output)(const kiln_wino_geom *g, int64_t o0, int64_t o1, int64_t t0, int64_t cnt, int64_t tb,
+                        int64_t zs, float *z, float *zt);
+    void (*kernel_grad)(const float *mt, int64_t ms, int64_t o0, int64_t o1, int64_t c0, int64_t c1, int64_t c_n,
+                        float *gw, bool acc);
+} kiln_wino2_xform;
+
+const kiln_wino2_xform *kiln__wino2_xform(void); /* for kiln__cpu_caps() */
+const kiln_wino2_xform *kiln__wino2_xform_scalar(void);
+const kiln_wino2_xform *kiln__wino2_xform_avx2(void);
+const kiln_wino2_xform *kiln__wino2_xform_avx512(void);
+
 /* Whether the layer (geometry g, batch n, c input and o output channels)
  * runs by Winograd: 3x3, stride 1, dilation 1, padding at most 2, 16
  * channels or more, 64 tiles or more (128 where U outgrows the core's

@@ -9,11 +9,11 @@
  * A 2x2 block of output pixels is A^T [(G g G^T) . (B^T d B)] A for its
  * 4x4 input patch d: 16 GEMMs over channels per block of tiles, their
  * kernels' transforms U written once a layer straight into the GEMM's
- * packed layout (kiln__sgemm_packed_a: no plain U). The transforms are 16
- * adds per value at most, against the hundreds of multiply-adds of the
- * GEMMs that use it: plain C, one build for every dispatch level (the
- * GEMM dispatches). Threads split the panels of U, then the blocks of
- * tiles; every block is computed alike whatever the thread count.
+ * packed layout (kiln__sgemm_packed_a: no plain U); the tiles'
+ * transforms are winograd2_xform.h's, built for each dispatch level (the
+ * kernels' is plain C, one build for all). Threads split the panels of U,
+ * then the blocks of tiles; every block is computed alike whatever the
+ * thread count.
  * Measured (Zen 5, 1 thread, CPU time): 512 channels 4x4 at batch 32,
  * forward and grad x 1.45x the speed of the tiled path; 256 channels 1.8x;
  * grad w 1.27x. */
@@ -38,6 +38,7 @@ bool kiln__wino2_fits(const kiln_conv_geom *g, int64_t n, int64_t c, int64_t o) 
 
 typedef struct wino2_job {
     kiln_wino_geom g; /* th x tw tiles of 2x2 */
+    const kiln_wino2_xform *x;
     const float *w;
     float *pu, *scratch;
     kiln__sgemm_packed_layout pl; /* of each of U's 16 matrices */
@@ -98,108 +99,16 @@ static void weights_panels(void *arg, int64_t q0, int64_t q1, int tid) {
     }
 }
 
-/* Where 16 tiles [t0 + s, t0 + s + 16) of cnt lie in one channel's planes
- * (h x w, images sn apart), corners less ph, pw: lane l's element (i, k)
- * at off[l] + i w + k, inside the image where bit l of rm[i] & cm[k] is
- * set (lanes past cnt: none). */
-typedef struct lanes {
-    int64_t off[LANE];
-    unsigned rm[4], cm[4];
-} lanes;
-
-static lanes lanes_at(const kiln_wino_geom *g, int64_t t0, int64_t s, int64_t cnt, int64_t ph, int64_t pw, int64_t h,
-                      int64_t w, int64_t sn) {
-    lanes ln = {{0}, {0}, {0}};
-    int64_t per = g->th * g->tw;
-    for (int l = 0; l < LANE && s + l < cnt; l++) {
-        int64_t t = t0 + s + l, r0 = t % per / g->tw * 2 - ph, q0 = t % g->tw * 2 - pw;
-        ln.off[l] = t / per * sn + r0 * w + q0;
-        for (int i = 0; i < 4; i++) {
-            if (r0 + i >= 0 && r0 + i < h) ln.rm[i] |= 1u << l;
-            if (q0 + i >= 0 && q0 + i < w) ln.cm[i] |= 1u << l;
-        }
-    }
-    return ln;
-}
-
-#define LANES _Pragma("omp simd") for (int l = 0; l < LANE; l++)
-
-/* v[xi vs + c ld + t - t0] = (B^T d B)[xi] of tile t's 4x4 patch of
- * channel c (0 outside the image), tiles [t0, t0 + cnt) and zeros up to
- * cnt rounded up to 16. */
-static void input(const kiln_wino_geom *g, int64_t cin, int64_t t0, int64_t cnt, float *v, int64_t ld, int64_t vs) {
-    for (int64_t s = 0; s < cnt; s += LANE) {
-        lanes ln = lanes_at(g, t0, s, cnt, g->ph, g->pw, g->h, g->w, g->in_sn);
-        for (int64_t c = 0; c < cin; c++) {
-            const float *p = g->in + c * g->in_sc;
-            float d[16][LANE], e[16][LANE];
-            for (int i = 0; i < 4; i++)
-                for (int k = 0; k < 4; k++)
-                    for (int l = 0; l < LANE; l++)
-                        d[4 * i + k][l] = (ln.rm[i] & ln.cm[k]) >> l & 1 ? p[ln.off[l] + i * g->w + k] : 0.0f;
-            for (int k = 0; k < 4; k++) /* B^T d: rows */
-                LANES {
-                    e[k][l] = d[k][l] - d[8 + k][l];
-                    e[4 + k][l] = d[4 + k][l] + d[8 + k][l];
-                    e[8 + k][l] = d[8 + k][l] - d[4 + k][l];
-                    e[12 + k][l] = d[4 + k][l] - d[12 + k][l];
-                }
-            float *o = v + c * ld + s;
-            for (int i = 0; i < 4; i++) { /* (B^T d) B: columns */
-                float *o0 = o + 4 * i * vs, *o1 = o0 + vs, *o2 = o1 + vs, *o3 = o2 + vs;
-                const float(*ei)[LANE] = e + 4 * i;
-                LANES {
-                    o0[l] = ei[0][l] - ei[2][l];
-                    o1[l] = ei[1][l] + ei[2][l];
-                    o2[l] = ei[2][l] - ei[1][l];
-                    o3[l] = ei[1][l] - ei[3][l];
-                }
-            }
-        }
-    }
-}
-
-/* The 2x2 output pixels A^T P A of P[xi] = m[xi ms + o ld + t - t0]
- * (pixels past oh, ow not written), tiles [t0, t0 + cnt); m's columns up
- * to cnt rounded up to 16 are read. */
-static void output(const kiln_wino_geom *g, int64_t cout, const float *m, int64_t ld, int64_t ms, int64_t t0,
-                   int64_t cnt) {
-    for (int64_t s = 0; s < cnt; s += LANE) {
-        lanes ln = lanes_at(g, t0, s, cnt, 0, 0, g->oh, g->ow, g->out_sn);
-        for (int64_t o = 0; o < cout; o++) {
-            const float *src = m + o * ld + s;
-            float h[8][LANE], y[4][LANE];
-            for (int k = 0; k < 4; k++) { /* A^T P: 2 x 4 */
-                const float *p0 = src + k * ms, *p1 = p0 + 4 * ms, *p2 = p1 + 4 * ms, *p3 = p2 + 4 * ms;
-                LANES {
-                    h[k][l] = p0[l] + p1[l] + p2[l];
-                    h[4 + k][l] = p1[l] - p2[l] - p3[l];
-                }
-            }
-            for (int i = 0; i < 2; i++) /* (A^T P) A */
-                LANES {
-                    y[2 * i][l] = h[4 * i][l] + h[4 * i + 1][l] + h[4 * i + 2][l];
-                    y[2 * i + 1][l] = h[4 * i + 1][l] - h[4 * i + 2][l] - h[4 * i + 3][l];
-                }
-            float *out = g->out + o * g->out_sc;
-            for (int l = 0; l < LANE; l++)
-                for (int i = 0; i < 2; i++)
-                    for (int k = 0; k < 2; k++)
-                        if ((ln.rm[i] & ln.cm[k]) >> l & 1) out[ln.off[l] + i * g->ow + k] = y[2 * i + k][l];
-        }
-    }
-}
-
 static void blocks(void *arg, int64_t b0, int64_t b1, int tid) {
     const wino2_job *j = arg;
     int64_t vs = apart(j->cin * j->tb), ms = apart(j->cout * j->tb);
     float *v = j->scratch + (size_t)tid * j->per_thread, *m = v + XI * vs;
     for (int64_t b = b0; b < b1; b++) {
         int64_t t0 = b * j->tb, cnt = j->g.tiles - t0 < j->tb ? j->g.tiles - t0 : j->tb;
-        input(&j->g, j->cin, t0, cnt, v, j->tb, vs);
+        j->x->input(&j->g, j->cin, t0, cnt, v, j->tb, vs);
         for (int xi = 0; xi < XI; xi++)
             kiln__sgemm_packed_a(j->cout, cnt, j->cin, j->pu + xi * j->pus, v + xi * vs, j->tb, m + xi * ms, j->tb);
-        output(&j->g, j->cout, m, j->tb, ms, t0, cnt);
+        j->x->output(&j->g, j->cout, m, j->tb, ms, t0, cnt);
     }
 }
 
@@ -215,7 +124,7 @@ kiln_status kiln__wino2_conv(bool grad_x, const kiln_conv_geom *cg, int64_t n, i
                              const float *w, float *out, int n_threads) {
     wino2_job j = {0};
     j.g = kiln__wino_geom_of(grad_x, cg, n, c, src, out, 2);
-    j.cin = grad_x ? o : c, j.cout = grad_x ? c : o, j.rot = grad_x, j.w = w;
+    j.cin = grad_x ? o : c, j.cout = grad_x ? c : o, j.rot = grad_x, j.w = w, j.x = kiln__wino2_xform();
     if (j.g.tiles == 0 || c == 0 || o == 0) return KILN_OK;
     j.tb = block_tiles(j.cin, j.cout, j.g.tiles);
     j.pl = kiln__sgemm_packed_a_layout(j.cout, j.cin);
@@ -253,6 +162,7 @@ enum { OS = 64, CC = 128 };
 
 typedef struct wgrad2_job {
     kiln_wino_geom g; /* in: x, out: gy (read) */
+    const kiln_wino2_xform *x;
     float *gw, *v, *pv, *scratch;
     int64_t c, o, tb, t0, cnt;
     int64_t chunks;    /* of CC channels */
@@ -261,91 +171,13 @@ typedef struct wgrad2_job {
     bool acc;          /* add into gw (this block: any block after the first) */
 } wgrad2_job;
 
-/* zt[xi zs + (t - t0) ow + o - o0] = (A dy A^T)[xi] of tile t's 2x2 pixels
- * of gy's channel o in [o0, o1) (0 past oh, ow), through z (OS x tb a
- * matrix, tiles as lanes). */
-static void grad_output(const kiln_wino_geom *g, int64_t o0, int64_t o1, int64_t t0, int64_t cnt, int64_t tb,
-                        float *z, float *zt) {
-    int64_t zs = apart(OS * tb), ow = o1 - o0;
-    for (int64_t s = 0; s < cnt; s += LANE) {
-        lanes ln = lanes_at(g, t0, s, cnt, 0, 0, g->oh, g->ow, g->out_sn);
-        for (int64_t o = o0; o < o1; o++) {
-            const float *p = g->out + o * g->out_sc;
-            float d[4][LANE], e[8][LANE];
-            for (int i = 0; i < 2; i++)
-                for (int k = 0; k < 2; k++)
-                    for (int l = 0; l < LANE; l++)
-                        d[2 * i + k][l] = (ln.rm[i] & ln.cm[k]) >> l & 1 ? p[ln.off[l] + i * g->ow + k] : 0.0f;
-            for (int k = 0; k < 2; k++) /* A dy: 4 x 2 */
-                LANES {
-                    e[k][l] = d[k][l];
-                    e[2 + k][l] = d[k][l] + d[2 + k][l];
-                    e[4 + k][l] = d[k][l] - d[2 + k][l];
-                    e[6 + k][l] = -d[2 + k][l];
-                }
-            float *q = z + (o - o0) * tb + s;
-            for (int i = 0; i < 4; i++) { /* (A dy) A^T: 4 x 4 */
-                float *q0 = q + 4 * i * zs, *q1 = q0 + zs, *q2 = q1 + zs, *q3 = q2 + zs;
-                LANES {
-                    q0[l] = e[2 * i][l];
-                    q1[l] = e[2 * i][l] + e[2 * i + 1][l];
-                    q2[l] = e[2 * i][l] - e[2 * i + 1][l];
-                    q3[l] = -e[2 * i + 1][l];
-                }
-            }
-        }
-    }
-    for (int xi = 0; xi < XI; xi++) /* the GEMM's B: tiles down, channels across */
-        for (int64_t o = 0; o < ow; o++)
-            for (int64_t t = 0; t < cnt; t++) zt[xi * zs + t * ow + o] = z[xi * zs + o * tb + t];
-}
-
-/* gw[o c_n 9 + c 9 ..] (acc: +=) G^T P G of P[xi] = mt[xi ms + (c - c0) ow
- * + o - o0], rows o in [o0, o1) (ow of them), channels [c0, c1), 16 rows a
- * step. */
-static void kernel_grad(const float *mt, int64_t ms, int64_t o0, int64_t o1, int64_t c0, int64_t c1, int64_t c_n,
-                        float *gw, bool acc) {
-    int64_t ow = o1 - o0;
-    for (int64_t c = c0; c < c1; c++)
-        for (int64_t b = 0; b < ow; b += LANE) {
-            int64_t nl = ow - b < LANE ? ow - b : LANE;
-            float p[16][LANE], t[12][LANE], k9[9][LANE];
-            for (int xi = 0; xi < 16; xi++) {
-                const float *src = mt + xi * ms + (c - c0) * ow + b;
-                if (nl == LANE) memcpy(p[xi], src, sizeof p[xi]);
-                else
-                    for (int l = 0; l < LANE; l++) p[xi][l] = l < nl ? src[l] : 0.0f;
-            }
-            for (int k = 0; k < 4; k++) /* G^T P: 3 x 4 */
-                LANES {
-                    t[k][l] = p[k][l] + 0.5f * (p[4 + k][l] + p[8 + k][l]);
-                    t[4 + k][l] = 0.5f * (p[4 + k][l] - p[8 + k][l]);
-                    t[8 + k][l] = 0.5f * (p[4 + k][l] + p[8 + k][l]) + p[12 + k][l];
-                }
-            for (int i = 0; i < 3; i++) /* (G^T P) G: 3 x 3 */
-                LANES {
-                    const float *ti = t[4 * i];
-                    k9[3 * i][l] = ti[l] + 0.5f * (ti[LANE + l] + ti[2 * LANE + l]);
-                    k9[3 * i + 1][l] = 0.5f * (ti[LANE + l] - ti[2 * LANE + l]);
-                    k9[3 * i + 2][l] = 0.5f * (ti[LANE + l] + ti[2 * LANE + l]) + ti[3 * LANE + l];
-                }
-            for (int64_t l = 0; l < nl; l++) {
-                float *d = gw + ((o0 + b + l) * c_n + c) * 9;
-                if (acc)
-                    for (int k = 0; k < 9; k++) d[k] += k9[k][l];
-                else
-                    for (int k = 0; k < 9; k++) d[k] = k9[k][l];
-            }
-        }
-}
-
 /* The block's input transforms, channels [c0, c1). */
 static void grad_w_input(void *arg, int64_t c0, int64_t c1, int tid) {
     const wgrad2_job *j = arg;
     kiln_wino_geom g = j->g;
     (void)tid;
     g.in += c0 * g.in_sc;
-    input(&g, c1 - c0, j->t0, j->cnt, j->v + c0 * j->tb, j->tb, apart(j->c * j->tb));
+    j->x->input(&g, c1 - c0, j->t0, j->cnt, j->v + c0 * j->tb, j->tb, apart(j->c * j->tb));
 }
 
 /* Chunk q of channels: [*c0, *c1). */
@@ -372,14 +204,14 @@ static void grad_w_units(void *arg, int64_t u0, int64_t u1, int tid) {
     float *z = j->scratch + (size_t)tid * j->per_thread, *zt = z + XI * zs, *mt = zt + XI * zs;
     for (int64_t u = u0; u < u1; u++) {
         int64_t o0 = u * OS, o1 = o0 + OS < j->o ? o0 + OS : j->o;
-        grad_output(&j->g, o0, o1, j->t0, j->cnt, j->tb, z, zt);
+        j->x->grad_output(&j->g, o0, o1, j->t0, j->cnt, j->tb, zs, z, zt);
         for (int64_t q = 0; q < j->chunks; q++) {
             int64_t c0, c1;
             chunk_of(j, q, &c0, &c1);
             for (int xi = 0; xi < XI; xi++)
                 kiln__sgemm_packed_a(c1 - c0, o1 - o0, j->cnt, j->pv + (q * XI + xi) * j->pvs, zt + xi * zs, o1 - o0,
                                      mt + xi * ms, o1 - o0);
-            kernel_grad(mt, ms, o0, o1, c0, c1, j->c, j->gw, j->acc);
+            j->x->kernel_grad(mt, ms, o0, o1, c0, c1, j->c, j->gw, j->acc);
         }
     }
 }
@@ -388,7 +220,7 @@ kiln_status kiln__wino2_grad_w(const kiln_conv_geom *cg, int64_t n, int64_t c, i
                                const float *gy, float *gw, bool acc, int n_threads) {
     wgrad2_job j = {0};
     j.g = kiln__wino_geom_of(false, cg, n, c, x, (float *)gy, 2); /* the forward's, gy read as its output */
-    j.c = c, j.o = o, j.gw = gw;
+    j.c = c, j.o = o, j.gw = gw, j.x = kiln__wino2_xform();
     if (j.g.tiles == 0 || c == 0 || o == 0) {
         if (!acc) memset(gw, 0, (size_t)(o * c * 9) * sizeof(float));
         return KILN_OK;
