@@ -61,6 +61,8 @@ struct kiln_cu {
     kiln_devbuf *held;
     /* the computing graph's run number, which dropout reads (vt->set_run) */
     kiln_devbuf *run_word;
+    /* a row outside a KV cache, noted by attention_cached (vt->rows_error) */
+    kiln_devbuf *rows_word;
 };
 
 /* Each family fills its rows. */
@@ -73,6 +75,7 @@ void kiln__cu_register_optim(kiln_cu_kernel *tab);
 void kiln__cu_register_optim_lowrank(kiln_cu_kernel *tab); /* cu_optim_lowrank.c */
 void kiln__cu_register_movement(kiln_cu_kernel *tab);
 void kiln__cu_register_attention(kiln_cu_kernel *tab);
+kiln_status kiln__cu_rows_error(kiln_backend *b); /* cu_attention.c: vt->rows_error */
 void kiln__cu_register_quant(kiln_cu_kernel *tab);
 void kiln__cu_register_conv(kiln_cu_kernel *tab); /* from kiln__cu_register_nn */
 void kiln__cu_register_dfp(kiln_cu_kernel *tab);  /* from kiln__cu_register_matmul */

@@ -146,10 +146,11 @@ int kiln__cu_attention_grad(void *stream, int dt, const int64_t *shape, int caus
 /* kiln_attention_cached: shape = {N, Hq, Hk, B, S, D, Dv} (q [N, Hq, D],
  * k, v [N, Hk, D/Dv], the caches [B, Hk, S, D/Dv]); seq, pos i32 [N] in
  * device memory. Writes the rows' keys and values, then o [N, Hq, Dv]; a
- * row outside the caches writes nothing and gets NaN. */
+ * row outside the caches writes nothing, gets NaN and is noted in err
+ * (int32 [6]: 1, row, seq, pos, B, S) unless err[0] is already set. */
 int kiln__cu_attention_cached(void *stream, int dt, const int64_t *shape, int64_t window, double scale,
                               const int32_t *seq, const int32_t *pos, const void *q, const void *k, const void *v,
-                              void *k_cache, void *v_cache, void *o);
+                              void *k_cache, void *v_cache, void *o, int32_t *err);
 /* ---- FlashAttention-2 style (k_attention_flash.cu): f32, D, Dv <= 128,
  * the same shape, operands and outputs as above ---- */
 /* The key splits of a forward (decoding: a few query rows per kv head);

@@ -59,6 +59,8 @@ struct kiln_vk {
     VkDeviceSize scratch_used;
     /* the computing graph's run number, which dropout reads (vt->set_run) */
     kiln_devbuf *run_word;
+    /* a row outside a KV cache, noted by attention_cached (vt->rows_error): host-visible */
+    kiln_devbuf *rows_word;
     kiln_vk_kernel kernels[KILN_OP_COUNT];
     /* $KILN_PROFILE: timestamps around each step (vk_profile.c) */
     VkQueryPool prof_pool;
@@ -86,6 +88,7 @@ kiln_devbuf *kiln__vk_buffer_new(kiln_vk *vk, VkDeviceSize bytes, uint32_t mem_t
 void kiln__vk_buffer_free(kiln_vk *vk, kiln_devbuf *d);
 kiln_status kiln__vk_upload(kiln_backend *b, kiln_devbuf *d, size_t off, const void *src, size_t n);
 kiln_status kiln__vk_set_run(kiln_backend *b, uint64_t run); /* vt->set_run */
+kiln_status kiln__vk_rows_error(kiln_backend *b); /* vt->rows_error */
 kiln_status kiln__vk_download(kiln_backend *b, kiln_devbuf *d, size_t off, void *dst, size_t n);
 kiln_status kiln__vk_zero(kiln_backend *b, kiln_devbuf *d, size_t off, size_t n);
 
