@@ -126,6 +126,12 @@ void kiln__cu_profile_free(kiln_cu *cu);
 kiln_status kiln__cu_profile_begin(kiln_cu *cu, int row); /* before a step's kernels */
 kiln_status kiln__cu_profile_end(kiln_cu *cu);            /* after them */
 void kiln__cu_profile_collect(kiln_cu *cu);               /* after a synchronize: the times to core */
+/* graph replay (cu_graph.c): before a capture opens; when it closes, the
+ * captured pairs' rows (malloc'd, *n of them; NULL when none); before a
+ * launch of the captured graph, its pairs' rows back */
+kiln_status kiln__cu_profile_record_begin(kiln_cu *cu);
+int *kiln__cu_profile_record_end(kiln_cu *cu, int *n);
+kiln_status kiln__cu_profile_replay(kiln_cu *cu, const int *rows, int n);
 
 /* ---- helpers for the families (cu_util.c) ---- */
 

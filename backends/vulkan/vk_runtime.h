@@ -116,6 +116,7 @@ bool kiln__vk_recordable(kiln_backend *b, const kiln_tensor *node);
 kiln_status kiln__vk_record_sets(kiln_vk *vk);
 kiln_status kiln__vk_record_hold(kiln_vk *vk, kiln_devbuf *d);
 VkCommandBuffer kiln__vk_record_cmd(const kiln_record *r);
+void kiln__vk_record_ran(kiln_vk *vk, const kiln_record *r); /* its submit's fence signalled */
 uint64_t kiln__vk_buffer_id(const kiln_devbuf *d);
 
 /* vk_profile.c: device time per step for $KILN_PROFILE; all do nothing
@@ -127,5 +128,19 @@ void kiln__vk_profile_end(kiln_vk *vk);                   /* after them */
 void kiln__vk_profile_started(kiln_vk *vk);               /* a command buffer began */
 void kiln__vk_profile_closing(kiln_vk *vk);               /* it is about to end */
 void kiln__vk_profile_collect(kiln_vk *vk);               /* its fence signalled */
+/* A recording's timestamps (vk_graph.c): a query pool of its own, reset
+ * at the start of its command buffer, and each pair's row, so every
+ * replay writes them again and the fence's collect reads them. */
+typedef struct kiln_vk_prof_set {
+    VkQueryPool pool;
+    uint32_t used;
+    int *row;
+    long *calls;
+} kiln_vk_prof_set;
+kiln_status kiln__vk_profile_record_new(kiln_vk *vk, VkCommandBuffer cmd, kiln_vk_prof_set *set); /* none: not profiling */
+/* the backend's pairs and the set's trade places: the recording's steps stamp into it */
+void kiln__vk_profile_record_swap(kiln_vk *vk, kiln_vk_prof_set *set);
+void kiln__vk_profile_record_collect(kiln_vk *vk, const kiln_vk_prof_set *set); /* a replay's fence signalled */
+void kiln__vk_profile_record_free(kiln_vk *vk, kiln_vk_prof_set *set);
 
 #endif
