@@ -155,9 +155,9 @@ KT_TEST(graph_replay_moved_cuda) { check_moved("cuda"); }
 
 /* W1 of 4096 elements: 8-bit AdamW keeps 8-bit moments for it (and 32-bit ones for B1, W2) */
 enum { STEPS = 6, NB = 8, IN = 64, HID = 64, OUT = 4 };
-typedef enum { TRAIN_ADAMW, TRAIN_ADAMW8, TRAIN_SGD, TRAIN_DROPOUT, TRAIN_CLIP } train_opt;
+typedef enum { TRAIN_ADAMW, TRAIN_ADAMW8, TRAIN_SGD, TRAIN_DROPOUT, TRAIN_CLIP, TRAIN_GALORE, TRAIN_APOLLO } train_opt;
 static const char *const train_opt_name[] = {"AdamW", "8-bit AdamW", "SGD", "AdamW after dropout",
-                                              "AdamW with gradient clipping"};
+                                              "AdamW with gradient clipping", "GaLore", "APOLLO"};
 
 /* per step: the loss and the dropout's mask (TRAIN_DROPOUT) and, after the last, W1 and W2 */
 static void run_train(kiln_backend *be, train_opt which, bool replay, float *loss, bool (*mask)[NB * HID], float *w1,
@@ -181,9 +181,15 @@ static void run_train(kiln_backend *be, train_opt which, bool replay, float *los
     KT_OK(kiln_graph_backward(g, l));
     kiln_adam_config cfg = kiln_adamw_defaults();
     cfg.lr = 0.05f;
-    kiln_optim *opt = which == TRAIN_ADAMW8 ? kiln_adamw8bit_new(ctx, &cfg)
-                      : which == TRAIN_SGD  ? kiln_sgd_new(ctx, &(kiln_sgd_config){.lr = 0.05f, .momentum = 0.9f})
-                                            : kiln_adamw_new(ctx, &cfg);
+    kiln_galore_config gc = kiln_galore_defaults(); /* the projector drawn at step 1 only */
+    gc.adamw.lr = 0.05f, gc.rank = 4, gc.update_gap = 100;
+    kiln_apollo_config ac = kiln_apollo_defaults(); /* one projector for every step */
+    ac.adamw.lr = 0.05f, ac.rank = 4, ac.update_gap = 100;
+    kiln_optim *opt = which == TRAIN_ADAMW8   ? kiln_adamw8bit_new(ctx, &cfg)
+                      : which == TRAIN_SGD    ? kiln_sgd_new(ctx, &(kiln_sgd_config){.lr = 0.05f, .momentum = 0.9f})
+                      : which == TRAIN_GALORE ? kiln_galore_adamw_new(ctx, &gc)
+                      : which == TRAIN_APOLLO ? kiln_apollo_new(ctx, &ac)
+                                              : kiln_adamw_new(ctx, &cfg);
     KT_NOTNULL(opt);
     if (which == TRAIN_CLIP) KT_OK(kiln_optim_set_clip_grad_norm(opt, 0.05f)); /* below every step's norm */
     KT_OK(kiln_optim_set_schedule(
@@ -244,8 +250,9 @@ static void check_train_with(const char *name, train_opt which) {
              "%s: forward and backward: %lld recordings, %lld replays, %lld nodes on the cpu", on,
              (long long)st[1].recordings, (long long)st[1].replays, (long long)st[1].nodes_fallback);
     /* the step number and the scheduled lr are values in the hyper leaf,
-     * not in the nodes: one key for every step (SGD's first step has its own) */
-    int want = which == TRAIN_SGD ? STEPS - 3 : STEPS - 2;
+     * not in the nodes: one key for every step (SGD's first step has its
+     * own, and so has GaLore's, which draws the projector) */
+    int want = which == TRAIN_SGD || which == TRAIN_GALORE ? STEPS - 3 : STEPS - 2;
     KT_CHECK(ost[1].computes == STEPS && ost[1].recordings == 1 && ost[1].replays == want && ost[1].nodes_fallback == 0,
              "%s's graph: %lld computes, %lld recordings, %lld replays (want %d, 1, %d), %lld nodes on the cpu", on,
              (long long)ost[1].computes, (long long)ost[1].recordings, (long long)ost[1].replays, STEPS, want,
@@ -259,7 +266,7 @@ static void check_train_with(const char *name, train_opt which) {
 }
 
 static void check_train(const char *name) {
-    for (train_opt o = TRAIN_ADAMW; o <= TRAIN_CLIP; o++) check_train_with(name, o);
+    for (train_opt o = TRAIN_ADAMW; o <= TRAIN_APOLLO; o++) check_train_with(name, o);
 }
 
 KT_TEST(graph_replay_train_cuda) { check_train("cuda"); }
