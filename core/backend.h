@@ -123,6 +123,11 @@ typedef struct kiln_backend_vt {
      * each run's anew (NULL: none; a backend that records has it if it
      * runs dropout). */
     kiln_status (*set_run)(kiln_backend *b, uint64_t run);
+    /* A compute of a graph holding kiln_attention_cached ended (flushed):
+     * the CPU's error for a row outside the cache that its kernels met
+     * since the last call, which they note in a device word of the
+     * backend's (the word is cleared), else KILN_OK (NULL: none noted). */
+    kiln_status (*rows_error)(kiln_backend *b);
 } kiln_backend_vt;
 
 struct kiln_backend {

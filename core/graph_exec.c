@@ -163,9 +163,9 @@ kiln_status kiln__graph_steps(kiln_graph *g, kiln_backend *b, kiln_exec *ex, int
     return s;
 }
 
-static bool has_dropout(const kiln_graph *g) {
+static bool has_op(const kiln_graph *g, kiln_op op) {
     for (int i = 0; i < g->n; i++)
-        if (g->nodes[i]->op == KILN_OP_DROPOUT) return true;
+        if (g->nodes[i]->op == op) return true;
     return false;
 }
 
@@ -185,12 +185,14 @@ kiln_status kiln_graph_compute(kiln_graph *g) {
     bool dev = kiln__is_device(b);
     if (b != host && (!g->scheduled || g->sched_backend != b) && (s = kiln__graph_schedule(g, b))) return s;
     if ((s = dev ? kiln__graph_dev_buffers(g, b) : host_buffer(g))) return s;
-    if (dev && g->training && b->vt->set_run && has_dropout(g) && (s = b->vt->set_run(b, ex.run))) return s;
+    if (dev && g->training && b->vt->set_run && has_op(g, KILN_OP_DROPOUT) && (s = b->vt->set_run(b, ex.run))) return s;
     if (dev && kiln__replay_wanted(g, b)) s = kiln__graph_replay(g, b, &ex);
     else s = kiln__graph_steps(g, b, &ex, KILN_STEP_BRING | KILN_STEP_RUN, &g->stats.nodes_on_backend);
     if (!dev) return s;
     /* submit even after an error, so nothing stays recorded against freed memory */
     kiln_status f = b->vt->flush ? b->vt->flush(b) : KILN_OK;
+    /* a row outside a KV cache: the device skipped it, the CPU's error now */
+    if (!s && !f && b->vt->rows_error && has_op(g, KILN_OP_ATTENTION_CACHED)) f = b->vt->rows_error(b);
     if ((s = s ? s : f) || !g->grad_hook) return s;
     /* a device graph runs as one schedule: every gradient is final at its end */
     for (int i = 0; i < g->n; i++)

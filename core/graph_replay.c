@@ -24,8 +24,10 @@
  * steps' kernels. Only graphs that run wholly on the device take this path
  * (a fallback to the host would need the device's results mid-graph);
  * training dropout reads its run number from device memory (vt->set_run).
- * $KILN_GRAPH_REPLAY=0 turns it off, and so does $KILN_PROFILE,
- * which times each step. kiln_graph_stats counts recordings and replays. */
+ * Under $KILN_PROFILE the recording holds the steps' timers too (CUDA
+ * event nodes, Vulkan timestamps in the command buffer), read after each
+ * replay. $KILN_GRAPH_REPLAY=0 turns it off. kiln_graph_stats counts
+ * recordings and replays. */
 #include "graph.h"
 
 static bool replay_env(void) {
@@ -34,7 +36,7 @@ static bool replay_env(void) {
 }
 
 bool kiln__replay_wanted(kiln_graph *g, kiln_backend *b) {
-    if (!b->vt->record_begin || !replay_env() || kiln__profiling()) return false;
+    if (!b->vt->record_begin || !replay_env()) return false;
     for (int i = 0; i < g->n; i++) {
         kiln_tensor *t = g->nodes[i];
         if (kiln__op_table[t->op].kind == KILN_KIND_VIEW || g->acc_node[i] == -2) continue;

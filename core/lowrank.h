@@ -18,7 +18,7 @@
  * counters (core/rng.c's hash and normal).
  *
  *     kiln_apollo_dims d = kiln__apollo_dims(node);
- *     uint64_t s = kiln__apollo_proj_seed((uint64_t)node->ip[4], (t - 1) / gap);
+ *     uint64_t s = kiln__apollo_proj_seed((uint64_t)node->ip[4], node->ip[2]); // (t - 1) / gap
  *     kiln__apollo_projector(P, d.np, s, (int)d.rank, n_threads);
  */
 #ifndef KILN_LOWRANK_H

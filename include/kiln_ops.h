@@ -232,7 +232,8 @@ kiln_tensor *kiln_attention(kiln_ctx *ctx, kiln_tensor *q, kiln_tensor *k, kiln_
  * [N, Hq, Dv]. No gradient flows through it. CUDA and Vulkan (f32; CUDA
  * f64 too) read seq and pos in device memory, so a replayed graph serves
  * new positions; there a row outside the cache writes nothing and gives
- * NaN instead of failing. A backend without it runs it on the CPU. */
+ * NaN, the other rows are written, and the compute fails after its end
+ * with the CPU's message. A backend without it runs it on the CPU. */
 kiln_tensor *kiln_attention_cached(kiln_ctx *ctx, kiln_tensor *q, kiln_tensor *k, kiln_tensor *v, kiln_tensor *k_cache,
                                    kiln_tensor *v_cache, kiln_tensor *seq, kiln_tensor *pos, int64_t window,
                                    double scale);

@@ -289,7 +289,7 @@ llama_cache *llama_cache_new(llama *m, int64_t batch, int64_t len) {
 
 void llama_cache_free(llama_cache *c) {
     if (!c) return;
-    if (c->decode.g) kiln_graph_free_buffers(c->decode.g);
+    llama_rows_free(&c->decode);
     free(c->k);
     free(c);
 }
@@ -345,10 +345,9 @@ static kiln_tensor *rope_split(kiln_ctx *ctx, kiln_tensor *x, bool neox, int *ax
 
 /* Llama 3.1's rope: angle pos * theta^(-2i/hd) / rope_freqs[i] (as ggml's
  * rope with frequency factors), the cos and sin of step p computed here in
- * double, applied by element-wise products on the pairs. */
-static kiln_status rope_tables(llama *m, step_pos *p) {
+ * double into p's leaves, applied by element-wise products on the pairs. */
+static kiln_status rope_fill(llama *m, const step_pos *p) {
     const int64_t T = p->T, half = m->cfg.head_dim / 2;
-    const bool neox = m->cfg.traits.neox;
     float *f = malloc((size_t)(half * (2 * T + 1)) * sizeof *f);
     if (!f) return kiln_set_error(KILN_ERR_OOM, "llama_forward: out of memory");
     float *c = f + half, *sn = c + T * half;
@@ -359,14 +358,20 @@ static kiln_status rope_tables(llama *m, step_pos *p) {
             double a = at * pow(m->cfg.rope_theta, -2.0 * (double)i / (double)(2 * half)) / f[i];
             c[t * half + i] = (float)cos(a), sn[t * half + i] = (float)sin(a);
         }
-    const int64_t shape[3] = {T, neox ? 1 : half, neox ? half : 1};
-    if (!s && (!(p->cos = kiln_tensor_new(m->ctx, KILN_F32, 3, shape)) ||
-               !(p->sin = kiln_tensor_new(m->ctx, KILN_F32, 3, shape))))
-        s = kiln_last_status();
     if (!s) s = kiln_tensor_set_f32(p->cos, c, T * half);
     if (!s) s = kiln_tensor_set_f32(p->sin, sn, T * half);
     free(f);
     return s;
+}
+
+/* p's cos and sin leaves [T, hd/2] shaped for the pairs of rope_split */
+static kiln_status rope_tables(llama *m, step_pos *p) {
+    const int64_t half = m->cfg.head_dim / 2;
+    const bool neox = m->cfg.traits.neox;
+    const int64_t shape[3] = {p->T, neox ? 1 : half, neox ? half : 1};
+    if (!(p->cos = kiln_tensor_new(m->ctx, KILN_F32, 3, shape)) || !(p->sin = kiln_tensor_new(m->ctx, KILN_F32, 3, shape)))
+        return kiln_last_status();
+    return rope_fill(m, p);
 }
 
 static kiln_tensor *rope(llama *m, kiln_tensor *x, const step_pos *p) {
@@ -551,33 +556,59 @@ kiln_tensor *llama_forward(llama *m, kiln_tensor *idx, llama_cache *cache, int64
     return llama_head(m, hidden(m, idx, cache, pos));
 }
 
-/* The cache's decode graph (llama.h): one token of sequence 0 at the
- * position in an i32 leaf, its attention by kiln_attention_cached over
- * the whole cache. Made outside the steps' marks, so it stays. */
-static kiln_status decode_build(llama *m, llama_cache *c) {
+/* r for n rows (llama.h): leaves for the tokens, sequences and positions
+ * (and rope tables), blocks and head. Made outside the steps' marks, so
+ * it stays. */
+static kiln_status rows_build(llama *m, llama_cache *c, llama_rows_graph *r, int64_t n, const int32_t *pos) {
     kiln_ctx *ctx = m->ctx;
-    const int64_t one = 1;
-    kiln_tensor *tok = kiln_new_2d(ctx, KILN_I32, 1, 1);
-    step_pos p = {.pos = kiln_tensor_new(ctx, KILN_I32, 1, &one), .seq = kiln_tensor_new(ctx, KILN_I32, 1, &one), .T = 1};
-    kiln_tensor *out = tok && p.pos && p.seq ? llama_head(m, blocks(m, tok, &p, c)) : NULL;
+    if (r->g) kiln_graph_free_buffers(r->g);
+    *r = (llama_rows_graph){0};
+    bool was = kiln_ctx_grad_enabled(ctx);
+    kiln_ctx_set_grad_enabled(ctx, false);
+    kiln_tensor *tok = kiln_new_2d(ctx, KILN_I32, 1, n);
+    step_pos p = {.pos = kiln_tensor_new(ctx, KILN_I32, 1, &n), .seq = kiln_tensor_new(ctx, KILN_I32, 1, &n),
+                  .at = pos, .T = n};
+    kiln_tensor *h = tok && p.pos && p.seq ? blocks(m, tok, &p, c) : NULL;
+    kiln_tensor *out = h ? llama_head(m, kiln_reshape(ctx, h, 2, (int64_t[]){n, m->cfg.dim})) : NULL;
     kiln_graph *g = out ? kiln_graph_new(ctx) : NULL;
     kiln_status s = g ? kiln_graph_add(g, out) : kiln_last_status() ? kiln_last_status() : KILN_ERR_OOM;
-    if (!s) c->decode.g = g, c->decode.tok = tok, c->decode.pos = p.pos, c->decode.logits = out, c->decode.fused = m->fuse;
+    kiln_ctx_set_grad_enabled(ctx, was);
+    if (!s)
+        *r = (llama_rows_graph){.g = g, .n = n, .tok = tok, .seq = p.seq, .pos = p.pos, .cos = p.cos, .sin = p.sin,
+                                .logits = out, .fused = m->fuse};
     return s;
 }
 
-/* One token of a batch-1 cache through its decode graph (remade when the
- * model's stacking changed since). */
+kiln_status llama_rows_compute(llama *m, llama_cache *c, llama_rows_graph *r, int64_t n, const int32_t *tokens,
+                               const int32_t *seq, const int32_t *pos, float *logits) {
+    if (!m || !c || !r || n < 1 || !tokens || !seq || !pos || !logits)
+        return kiln_set_error(KILN_ERR_ARG, "llama_rows_compute: needs a model, a cache, a rows graph, n = %lld >= 1, "
+                              "the rows' tokens, sequences and positions, and logits", (long long)n);
+    if (m->cfg.attn_softcap > 0)
+        return kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_rows_compute: soft-capped attention (attn_softcap %g) is "
+                              "not supported", m->cfg.attn_softcap);
+    kiln_status s = r->g && r->n == n && r->fused == m->fuse ? KILN_OK : rows_build(m, c, r, n, pos);
+    if (!s) s = kiln_tensor_set_i32(r->tok, tokens, n);
+    if (!s) s = kiln_tensor_set_i32(r->seq, seq, n);
+    if (!s) s = kiln_tensor_set_i32(r->pos, pos, n);
+    if (!s && r->cos) s = rope_fill(m, &(step_pos){.cos = r->cos, .sin = r->sin, .at = pos, .T = n});
+    if (!s) s = kiln_graph_compute(r->g);
+    if (!s) s = kiln_tensor_get_f32(r->logits, logits, n * m->cfg.vocab);
+    return s;
+}
+
+void llama_rows_free(llama_rows_graph *r) {
+    if (r && r->g) kiln_graph_free_buffers(r->g);
+    if (r) *r = (llama_rows_graph){0};
+}
+
+/* One token of a batch-1 cache through its decode rows graph. */
 static kiln_status decode_step(llama *m, llama_cache *c, int32_t token, float *logits) {
     if (c->pos >= c->len)
         return kiln_set_error(KILN_ERR_SHAPE, "llama_cache_step: position %lld is past the cache's %lld",
                               (long long)c->pos, (long long)c->len);
-    if (c->decode.g && c->decode.fused != m->fuse) kiln_graph_free_buffers(c->decode.g), c->decode.g = NULL;
-    kiln_status s = c->decode.g ? KILN_OK : decode_build(m, c);
-    if (!s) s = kiln_tensor_set_i32(c->decode.tok, &token, 1);
-    if (!s) s = kiln_tensor_set_i32(c->decode.pos, (const int32_t[]){(int32_t)c->pos}, 1);
-    if (!s) s = kiln_graph_compute(c->decode.g);
-    if (!s) s = kiln_tensor_get_f32(c->decode.logits, logits, m->cfg.vocab);
+    kiln_status s = llama_rows_compute(m, c, &c->decode, 1, &token, (const int32_t[]){0},
+                                       (const int32_t[]){(int32_t)c->pos}, logits);
     if (!s) c->pos++;
     return s;
 }
@@ -590,7 +621,7 @@ static kiln_status step(llama *m, llama_cache *c, const int32_t *tokens, int64_t
         return kiln_set_error(KILN_ERR_ARG, "%s: needs a model, a cache, tokens, logits and n >= 1", who);
     bool was = kiln_ctx_grad_enabled(ctx);
     kiln_ctx_set_grad_enabled(ctx, false);
-    if (c->batch == 1 && n == 1 && !all && !m->rope_freqs && !(m->cfg.attn_softcap > 0) && !m->taps) {
+    if (c->batch == 1 && n == 1 && !all && !(m->cfg.attn_softcap > 0) && !m->taps) {
         kiln_status s = decode_step(m, c, tokens[0], logits);
         kiln_ctx_set_grad_enabled(ctx, was);
         return s;

@@ -218,21 +218,29 @@ kiln_status llama_stack_weights(llama *m);
 /* Bytes of the weights (each tensor once, a tied head counted once). */
 int64_t llama_weight_bytes(const llama *m);
 
+/* A graph of n token rows, each in its own sequence of a cache (the
+ * layout of llama_hidden_rows), through the head: made once in the
+ * model's context and computed again at every step of n rows. Its tokens,
+ * sequences and positions (and a model's rope tables) are leaves written
+ * before each compute and the attention reads the cache up to each row's
+ * position (kiln_attention_cached), so no shape or parameter changes from
+ * step to step and a device replays one recording (core/graph_replay.c).
+ * Batch-1 decoding (llama_cache.decode) and llama_slots' steps compute
+ * one. g is NULL until the first compute. */
+typedef struct llama_rows_graph {
+    kiln_graph *g;
+    int64_t n;
+    kiln_tensor *tok, *seq, *pos, *cos, *sin, *logits;
+    bool fused; /* llama's fuse when it was built (stacked weights) */
+} llama_rows_graph;
+
 /* Keys and values of every layer so far: leaves [batch, kv_heads, len, hd]
  * of the model's context, and the next position to write. decode: batch-1
- * decoding's graph (llama_cache_step of one token), built at the first
- * such step and computed again at every later one: its token and position
- * are i32 leaves written each step and the attention reads the cache up to
- * that position (kiln_attention_cached), so no shape or parameter changes
- * and a device replays one recording per token (core/graph_replay.c). */
+ * decoding's rows graph (llama_cache_step of one token). */
 typedef struct llama_cache {
     int64_t batch, len, pos;
     kiln_tensor **k, **v; /* one per layer */
-    struct {
-        kiln_graph *g; /* NULL until the first one-token step */
-        kiln_tensor *tok, *pos, *logits;
-        bool fused; /* llama's fuse when it was built (stacked weights) */
-    } decode;
+    llama_rows_graph decode;
 } llama_cache;
 
 llama_cache *llama_cache_new(llama *m, int64_t batch, int64_t len);
@@ -255,6 +263,16 @@ kiln_tensor *llama_forward(llama *m, kiln_tensor *idx, llama_cache *cache, int64
  * Gemma 2's soft-capped attention (KILN_ERR_UNSUPPORTED). */
 kiln_tensor *llama_hidden_rows(llama *m, llama_cache *cache, int64_t n, const int32_t *tokens, const int32_t *seq,
                                const int32_t *pos);
+/* r's logits [n, vocab] of n rows as llama_hidden_rows takes them, into
+ * logits: r is made at its first compute (and again when the model's
+ * stacking changed), outside any mark the caller rewinds to, then its
+ * leaves are written and it is computed. Rewinding the context to a mark
+ * made before r was made frees it: r must not be computed again then.
+ * Not for soft-capped attention (KILN_ERR_UNSUPPORTED). */
+kiln_status llama_rows_compute(llama *m, llama_cache *cache, llama_rows_graph *r, int64_t n, const int32_t *tokens,
+                               const int32_t *seq, const int32_t *pos, float *logits);
+/* r's device buffers (the graph lives in the context) */
+void llama_rows_free(llama_rows_graph *r);
 /* logits [..., vocab] of hidden states h [..., dim]: the final norm and the head */
 kiln_tensor *llama_head(llama *m, kiln_tensor *h);
 
@@ -265,10 +283,10 @@ kiln_tensor *llama_head(llama *m, kiln_tensor *h);
  * between kiln_ctx_get_mark and kiln_ctx_rewind: the context does not grow
  * from step to step (on a device backend, whose memory the rewind does
  * not free, it keeps each step's metadata). One token of a batch-1 cache
- * computes the cache's decode graph instead, made in the context once, at
- * the first such step (not for models with rope frequency factors,
- * soft-capped attention or taps): rewinding the context to a mark made
- * before that step frees it, and the cache must not step again. */
+ * computes the cache's decode rows graph instead (llama_rows_compute; not
+ * for soft-capped attention or taps): rewinding the context to a mark
+ * made before the first such step frees it, and the cache must not step
+ * again. */
 kiln_status llama_cache_step(llama *m, llama_cache *c, const int32_t *tokens, int64_t n, float *logits);
 /* The same with every position's logits: [batch, n, vocab] into logits
  * (what generate --dump-logits writes, to compare with llama.cpp's). */

@@ -1,6 +1,8 @@
 /* llama_slots.c — batched decoding over a KV cache with a slot per
  * sequence (see llama_slots.h): the bookkeeping of the slots' positions;
- * the forward pass is llama_hidden_rows. */
+ * the forward pass is llama_hidden_rows, or for a step of at most n_slots
+ * entries that all want logits (decoding: a token per slot) the rows
+ * graph for that many rows, made once and computed again (llama.h). */
 #include "llama_slots.h"
 
 #include <stdlib.h>
@@ -12,6 +14,7 @@ struct llama_slots {
     int64_t *pos, *next; /* [n_slots] each: positions each slot holds; a step's next ones */
     int32_t *seq, *at, *rows; /* a step's scratch, cap entries each */
     int cap;
+    llama_rows_graph *graphs; /* [n_slots]: graphs[n - 1] serves steps of n entries that all want logits */
 };
 
 llama_slots *llama_slots_new(llama *m, int n_slots, int64_t len) {
@@ -28,7 +31,9 @@ llama_slots *llama_slots_new(llama *m, int n_slots, int64_t len) {
     }
     llama_slots *s = calloc(1, sizeof *s);
     if (s) s->pos = calloc((size_t)n_slots * 2, sizeof *s->pos);
-    if (!s || !s->pos) {
+    if (s) s->graphs = calloc((size_t)n_slots, sizeof *s->graphs);
+    if (!s || !s->pos || !s->graphs) {
+        if (s) free(s->pos), free(s->graphs);
         free(s);
         kiln_set_error(KILN_ERR_OOM, "llama_slots_new: out of memory");
         return NULL;
@@ -45,6 +50,8 @@ llama_slots *llama_slots_new(llama *m, int n_slots, int64_t len) {
 
 void llama_slots_free(llama_slots *s) {
     if (!s) return;
+    for (int i = 0; s->graphs && i < s->n_slots; i++) llama_rows_free(&s->graphs[i]);
+    free(s->graphs);
     llama_cache_free(s->cache);
     free(s->pos);
     free(s->seq);
@@ -74,6 +81,10 @@ kiln_status llama_slots_keep(llama_slots *s, int slot, int64_t n) {
 
 int64_t llama_slots_pos(const llama_slots *s, int slot) {
     return s && slot >= 0 && slot < s->n_slots ? s->pos[slot] : -1;
+}
+
+const llama_rows_graph *llama_slots_graph(const llama_slots *s, int n) {
+    return s && n >= 1 && n <= s->n_slots ? &s->graphs[n - 1] : NULL;
 }
 
 /* room for n entries in the step's scratch (kept between steps) */
@@ -127,6 +138,11 @@ kiln_status llama_slots_step(llama_slots *s, int n, const int *slots, const int3
     if (!st && n_rows > 0 && !logits)
         st = kiln_set_error(KILN_ERR_ARG, "llama_slots_step: %d entries want logits but logits is NULL", n_rows);
     if (st) return st;
+    if (n_rows == n && n <= s->n_slots) { /* made outside any mark: it stays for the next such step */
+        st = llama_rows_compute(s->m, s->cache, &s->graphs[n - 1], n, tokens, s->seq, s->at, logits);
+        for (int i = 0; i < s->n_slots && !st; i++) s->pos[i] = s->next[i];
+        return st;
+    }
     llama *m = s->m;
     kiln_ctx *ctx = m->ctx;
     bool was = kiln_ctx_grad_enabled(ctx);

@@ -6,9 +6,11 @@
  *   2-D f32 p [m, n]: KILN_OP_APOLLO_STEP (backends/cpu/optim_apollo.c)
  *     src: p, grad, exp_avg, exp_avg_sq (both R's shape: [m, rank] when
  *          m >= n, else [rank, n]), prev_norm (f64 [1]: the last update's
- *          norm), hyper
- *     ip[0] = rank, ip[1] = update_gap, ip[2] = t (1 first), ip[3] = mini,
- *     ip[4] = the parameter's seed (core/lowrank.h); fp[0] = scale
+ *          norm), hyper (then t, the step number, 1 first, as Adam's: read
+ *          from device memory, so the step graph replays within a period)
+ *     ip[0] = rank, ip[1] = update_gap, ip[2] = the projector's period
+ *     (t - 1) / update_gap, ip[3] = mini, ip[4] = the parameter's seed
+ *     (core/lowrank.h); fp[0] = scale
  *   any other p: KILN_OP_ADAM_STEP as kiln_adamw (decoupled, no amsgrad).
  * Per step of a matrix, following apollo_torch (t the step number):
  *   P refreshed when (t - 1) % update_gap == 0   (core/lowrank.h)
@@ -47,10 +49,9 @@ static void apollo_prepare(kiln_optim *opt, float *hyper) {
     hyper[AP_BETA2] = cfg->adamw.beta2;
     hyper[AP_EPS] = cfg->adamw.eps;
     hyper[AP_WEIGHT_DECAY] = cfg->adamw.weight_decay;
-    /* APOLLO's step op keeps the step number in ip[2] (it also picks the
-     * steps that draw a new projection); Adam's reads the hyper leaf's */
+    /* the period seeds the projector: a new one changes the key (once every update_gap steps) */
     for (int i = 0; i < opt->n_params; i++)
-        if (opt->nodes[i]->op == KILN_OP_APOLLO_STEP) opt->nodes[i]->ip[2] = opt->steps + 1;
+        if (opt->nodes[i]->op == KILN_OP_APOLLO_STEP) opt->nodes[i]->ip[2] = opt->steps / cfg->update_gap;
 }
 
 static const kiln_optim_impl apollo_impl = {"kiln_apollo", AP_N_HYPER, apollo_prepare};

@@ -12,9 +12,11 @@
  *                adds them in double: norm = sqrt(sum sq_i). A non-finite
  *                sq_i names its parameter.
  *   scale graph: g_i += g_i * (coef - 1), in place (an ACC_GRAD node over a
- *                SCALE node, as the backward pass adds into gradients);
- *                coef = max_norm / (norm + 1e-6) goes into the SCALE nodes'
- *                fp[0] each time, so the graph is built once. It runs only
+ *                product, as the backward pass adds into gradients);
+ *                coef = max_norm / (norm + 1e-6), less 1, goes into a leaf
+ *                [1] per dtype each time, not into a node's parameters, so
+ *                the graph is built once and a device replays its
+ *                recording at every clipped step. It runs only
  *                when coef < 1 (torch multiplies by min(coef, 1): by 1 the
  *                gradients keep their bits, as here). g + g * (coef - 1)
  *                is within a rounding or two of torch's g * coef. */
@@ -81,13 +83,17 @@ static kiln_status build_scale_graph(kiln_optim *opt) {
     kiln_ctx *ctx = opt->ctx;
     int n = opt->n_params;
     kiln_graph *g = kiln_graph_new(ctx);
-    kiln_tensor **sc = kiln__arena_alloc(ctx, (size_t)n * sizeof *sc);
-    if (!g || !sc) return kiln_last_status();
+    kiln_tensor **coef = kiln__arena_alloc(ctx, (size_t)n * sizeof *coef);
+    if (!g || !coef) return kiln_last_status();
     g->backend = opt->graph->backend;
     for (int i = 0; i < n; i++) {
         kiln_tensor *gr = opt->params[i]->grad;
-        kiln_tensor *src[2] = {gr, sc[i] = kiln_scale(ctx, gr, 0.0)};
-        if (!sc[i]) return kiln_last_status();
+        coef[i] = NULL;
+        for (int j = 0; j < i && !coef[i]; j++)
+            if (coef[j]->dtype == gr->dtype) coef[i] = coef[j];
+        if (!coef[i] && !(coef[i] = kiln_new_1d(ctx, gr->dtype, 1))) return kiln_last_status();
+        kiln_tensor *src[2] = {gr, kiln_mul(ctx, gr, coef[i])};
+        if (!src[1]) return kiln_last_status();
         kiln_tensor *acc = kiln__node_new(ctx, KILN_OP_ACC_GRAD, gr->dtype, gr->ndim, gr->shape, 2, src);
         if (!acc) return kiln_last_status();
         acc->flags &= ~(uint32_t)KILN_FLAG_REQUIRES_GRAD;
@@ -95,7 +101,7 @@ static kiln_status build_scale_graph(kiln_optim *opt) {
         kiln_status s = kiln_graph_add(g, acc);
         if (s) return s;
     }
-    opt->scale_nodes = sc;
+    opt->scale_coef = coef;
     opt->scale_graph = g;
     return KILN_OK;
 }
@@ -137,6 +143,8 @@ kiln_status kiln__optim_clip(kiln_optim *opt) {
     double coef = (double)opt->clip_max_norm / (norm + 1e-6);
     if (coef >= 1.0) return KILN_OK;
     if (!opt->scale_graph && (s = build_scale_graph(opt))) return s;
-    for (int i = 0; i < opt->n_params; i++) opt->scale_nodes[i]->fp[0] = coef - 1.0;
+    const double c1 = coef - 1.0;
+    for (int i = 0; i < opt->n_params; i++) /* a leaf shared by a dtype is written again: a few bytes */
+        if ((s = kiln_tensor_set_f64(opt->scale_coef[i], &c1, 1))) return s;
     return kiln_graph_compute(opt->scale_graph);
 }

@@ -6,8 +6,9 @@
  * One KILN_OP_GALORE_STEP node per 2-D parameter p [m, n], in place into p:
  *   src: p, p's gradient, projector P ([r, n] when m >= n, else [m, r]),
  *        exp_avg and exp_avg_sq (the shape of R: [m, r] or [r, n]), hyper
- *        (f32 [5]: lr, beta1, beta2, eps, weight_decay)
- *   ip[0] = t, the number of this step (1 on the first),
+ *        (f32 [7]: lr, beta1, beta2, eps, weight_decay, then t, the
+ *        number of this step (1 on the first), as Adam's: read from
+ *        device memory, so a step graph that does not refresh replays)
  *   ip[1] = refresh: recompute P from this step's gradient first,
  *   fp[0] = scale (alpha).
  * 8-bit GaLore: one KILN_OP_GALORE8_STEP node per 2-D parameter, ip and fp
@@ -20,7 +21,7 @@
  *        hyper;
  *   ip[2] = 0: src p, grad, projector, exp_avg, exp_avg_sq (f32, R's
  *        shape), hyper: bitsandbytes' 32-bit moments below min_8bit_size.
- * Both ip are written by prepare before each step: refresh on steps 1,
+ * ip[1] is written by prepare before each step: refresh on steps 1,
  * T+1, 2T+1, ... (galore_torch refreshes when its 0-based step count is a
  * multiple of update_proj_gap).
  *
@@ -55,12 +56,9 @@ static void galore_prepare(kiln_optim *opt, float *hyper) {
     hyper[GL_EPS] = c->adamw.eps;
     hyper[GL_WEIGHT_DECAY] = c->adamw.weight_decay;
     bool refresh = opt->steps % c->update_gap == 0;
-    for (int i = 0; i < opt->n_params; i++) {
+    for (int i = 0; i < opt->n_params; i++) { /* a refresh step's key differs: it runs node by node */
         kiln_tensor *t = opt->nodes[i];
-        if (t->op == KILN_OP_GALORE_STEP || t->op == KILN_OP_GALORE8_STEP) {
-            t->ip[0] = opt->steps + 1;
-            t->ip[1] = refresh;
-        } /* Adam's (and 8-bit Adam's) nodes read the step number from the hyper leaf */
+        if (t->op == KILN_OP_GALORE_STEP || t->op == KILN_OP_GALORE8_STEP) t->ip[1] = refresh;
     }
 }
 

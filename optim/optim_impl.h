@@ -54,7 +54,7 @@ struct kiln_optim {
     kiln_graph *norm_graph;       /* sum of squares of each gradient (clip.c) */
     kiln_tensor **grad_sq;        /* its outputs, one per parameter */
     kiln_graph *scale_graph;      /* g += g * (coef - 1), in place (clip.c) */
-    kiln_tensor **scale_nodes;    /* its SCALE nodes (fp[0] = coef - 1), one per parameter */
+    kiln_tensor **scale_coef;     /* its leaves [1] holding coef - 1, one per parameter (shared by a dtype) */
     struct kiln__optim_group *groups; /* newest first (groups.c) */
     /* the non-finite guard (guard.c) */
     bool guard;                   /* skip steps with a non-finite gradient or loss */

@@ -5,6 +5,7 @@
  * 3,000 keys (GQA, MQA, a window), prompt runs of two sequences (a window
  * too), f64. */
 #include "backend_ops_util.h"
+#include "kt_device.h"
 
 /* N rows at (seq, pos) over caches [B, Hkv, S, D/Dv], random where no row writes */
 typedef struct cached_arg {
@@ -45,3 +46,58 @@ static const bo_case attention_cached_cases[] = {
 KT_TEST(backend_ops_attention_cached) {
     bo_run_cases("attention_cached", attention_cached_cases, BO_COUNT(attention_cached_cases));
 }
+
+/* A row outside the cache: on a device, whose kernels skip it, the
+ * compute fails after its end with the CPU's message (a row's sequence,
+ * then its position, out of range), at a node-by-node compute and at a
+ * replayed one, and the next good compute succeeds (the device's word was
+ * cleared). One row over caches [1, 2, 8, 4]. */
+enum { OUT_COMPUTES = 7 };
+static const int32_t OUT_SEQ[OUT_COMPUTES] = {0, 3, 0, 0, 0, 0, 0}, OUT_POS[OUT_COMPUTES] = {1, 2, 3, 4, 8, 5, 6};
+
+/* Each compute's status and message (empty when it succeeded); the stats. */
+static void out_of_cache(kiln_backend *be, kiln_status *st, char (*msg)[256], kiln_graph_stats *stats) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    KT_OK(kiln_ctx_set_backend(ctx, be));
+    kiln_tensor *kc = kiln_new_4d(ctx, KILN_F32, 1, 2, 8, 4), *vc = kiln_new_4d(ctx, KILN_F32, 1, 2, 8, 4);
+    kiln_tensor *q = kiln_new_3d(ctx, KILN_F32, 1, 2, 4), *k = kiln_new_3d(ctx, KILN_F32, 1, 2, 4);
+    kiln_tensor *v = kiln_new_3d(ctx, KILN_F32, 1, 2, 4), *seq = kiln_new_1d(ctx, KILN_I32, 1);
+    kiln_tensor *pos = kiln_new_1d(ctx, KILN_I32, 1);
+    KT_NOTNULL(pos);
+    KT_OK(kiln_tensor_fill(q, 0.5));
+    KT_OK(kiln_tensor_fill(k, 0.25));
+    KT_OK(kiln_tensor_fill(v, 2.0));
+    kiln_graph *g = kiln_graph_new(ctx);
+    KT_OK(kiln_graph_add(g, kiln_attention_cached(ctx, q, k, v, kc, vc, seq, pos, 0, 0)));
+    for (int i = 0; i < OUT_COMPUTES; i++) {
+        KT_OK(kiln_tensor_set_i32(seq, &OUT_SEQ[i], 1));
+        KT_OK(kiln_tensor_set_i32(pos, &OUT_POS[i], 1));
+        st[i] = kiln_graph_compute(g);
+        snprintf(msg[i], sizeof msg[i], "%s", st[i] ? kiln_last_error() : "");
+        kiln_clear_error();
+    }
+    *stats = kiln_graph_get_stats(g);
+    kiln_ctx_free(ctx);
+}
+
+static void check_out_of_cache(const char *name) {
+    kiln_backend *be = kt_device(name);
+    if (!be) return;
+    kiln_status sc[OUT_COMPUTES], sd[OUT_COMPUTES];
+    char mc[OUT_COMPUTES][256], md[OUT_COMPUTES][256];
+    kiln_graph_stats stc, std;
+    out_of_cache(NULL, sc, mc, &stc);
+    out_of_cache(be, sd, md, &std);
+    KT_CHECK(sc[1] == KILN_ERR_ARG && strstr(mc[1], "row 0's sequence 3, position 2 is outside the cache's 1 sequences of 8"),
+             "cpu: %d %s", sc[1], mc[1]);
+    KT_CHECK(sc[4] == KILN_ERR_ARG && strstr(mc[4], "row 0's sequence 0, position 8"), "cpu: %d %s", sc[4], mc[4]);
+    for (int i = 0; i < OUT_COMPUTES; i++)
+        KT_CHECK(sd[i] == sc[i] && !strcmp(md[i], mc[i]), "%s, compute %d: %d '%s', the cpu %d '%s'", name, i, sd[i],
+                 md[i], sc[i], mc[i]);
+    KT_CHECK(std.recordings == 1 && std.replays >= 3 && std.nodes_fallback == 0,
+             "%s: %lld recordings, %lld replays, %lld nodes on the cpu", name, (long long)std.recordings,
+             (long long)std.replays, (long long)std.nodes_fallback);
+}
+
+KT_TEST(attention_cached_row_outside_cache_cuda) { check_out_of_cache("cuda"); }
+KT_TEST(attention_cached_row_outside_cache_vulkan) { check_out_of_cache("vulkan"); }

@@ -4,7 +4,9 @@
  * with no more time than the wall clock's; the results are the CPU's, bit
  * for bit; more steps than the profile's pairs hold before a collect; a
  * step whose recording submits the work before it (Vulkan) counted once;
- * a fused chain one step in the chains' row. */
+ * a fused chain one step in the chains' row; a graph replayed (a CUDA
+ * graph, a recorded command buffer) timed at every compute as node by
+ * node, one recording and a replay per compute after the second. */
 #include "kt_device.h"
 #include "backend.h"
 
@@ -120,5 +122,41 @@ static void check_profile(const char *name) {
     free(text);
 }
 
+/* per-op lines for a graph computed COMPUTES times through one recording */
+static void check_profile_replay(const char *name) {
+    setenv("KILN_PROFILE", "1", 1);
+    kiln_backend *be = kt_device(name);
+    if (!be) return;
+    enum { ADDS = 4, COMPUTES = 6 };
+    double wall;
+    kiln_graph_stats st;
+    float want = 0, got = 1;
+    run(NULL, ADDS, 1, &want, &wall, NULL);
+    setenv("KILN_FUSE", "0", 1);
+    run(be, ADDS, COMPUTES, &got, &wall, &st);
+    unsetenv("KILN_FUSE");
+    KT_CHECK(got == want, "%s %.9g, cpu %.9g", name, got, want);
+    KT_CHECK(st.recordings == 1 && st.replays == COMPUTES - 2 && st.nodes_fallback == 0,
+             "%lld recordings, %lld replays, %lld nodes fell back", (long long)st.recordings, (long long)st.replays,
+             (long long)st.nodes_fallback);
+    static const kiln_op ops[] = {KILN_OP_MATMUL, KILN_OP_ADD, KILN_OP_RELU, KILN_OP_MUL, KILN_OP_SUM};
+    static const long calls[] = {COMPUTES, COMPUTES * ADDS, COMPUTES, COMPUTES, COMPUTES};
+    for (int i = 0; i < 5; i++) {
+        double sec;
+        long n;
+        kiln__profile_get(be, ops[i], &sec, &n);
+        KT_CHECK(n == calls[i] && sec > 0, "%s: %ld calls (want %ld), %g s", kiln__op_table[ops[i]].name, n, calls[i], sec);
+    }
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    kiln__profile_print(f);
+    fclose(f);
+    KT_CHECK(text && strstr(text, "  add ") && strstr(text, "24 calls"), "profile:\n%s", text ? text : "");
+    free(text);
+}
+
 KT_TEST(backend_profile_vulkan) { check_profile("vulkan"); }
+KT_TEST(backend_profile_replay_vulkan) { check_profile_replay("vulkan"); }
+KT_TEST(backend_profile_replay_cuda) { check_profile_replay("cuda"); }
 KT_TEST(backend_profile_cuda) { check_profile("cuda"); }

@@ -155,12 +155,13 @@ KT_TEST(graph_replay_moved_cuda) { check_moved("cuda"); }
 
 /* W1 of 4096 elements: 8-bit AdamW keeps 8-bit moments for it (and 32-bit ones for B1, W2) */
 enum { STEPS = 6, NB = 8, IN = 64, HID = 64, OUT = 4 };
-typedef enum { TRAIN_ADAMW, TRAIN_ADAMW8, TRAIN_SGD, TRAIN_DROPOUT } train_opt;
-static const char *const train_opt_name[] = {"AdamW", "8-bit AdamW", "SGD", "AdamW after dropout"};
+typedef enum { TRAIN_ADAMW, TRAIN_ADAMW8, TRAIN_SGD, TRAIN_DROPOUT, TRAIN_CLIP, TRAIN_GALORE, TRAIN_APOLLO } train_opt;
+static const char *const train_opt_name[] = {"AdamW", "8-bit AdamW", "SGD", "AdamW after dropout",
+                                              "AdamW with gradient clipping", "GaLore", "APOLLO"};
 
 /* per step: the loss and the dropout's mask (TRAIN_DROPOUT) and, after the last, W1 and W2 */
 static void run_train(kiln_backend *be, train_opt which, bool replay, float *loss, bool (*mask)[NB * HID], float *w1,
-                      float *w2, kiln_graph_stats *st, kiln_graph_stats *ost) {
+                      float *w2, kiln_graph_stats *st, kiln_graph_stats *ost, kiln_graph_stats *cst) {
     set_replay(replay);
     kiln_ctx *ctx = kiln_ctx_new();
     KT_OK(kiln_ctx_set_backend(ctx, be));
@@ -180,10 +181,17 @@ static void run_train(kiln_backend *be, train_opt which, bool replay, float *los
     KT_OK(kiln_graph_backward(g, l));
     kiln_adam_config cfg = kiln_adamw_defaults();
     cfg.lr = 0.05f;
-    kiln_optim *opt = which == TRAIN_ADAMW8 ? kiln_adamw8bit_new(ctx, &cfg)
-                      : which == TRAIN_SGD  ? kiln_sgd_new(ctx, &(kiln_sgd_config){.lr = 0.05f, .momentum = 0.9f})
-                                            : kiln_adamw_new(ctx, &cfg);
+    kiln_galore_config gc = kiln_galore_defaults(); /* the projector drawn at step 1 only */
+    gc.adamw.lr = 0.05f, gc.rank = 4, gc.update_gap = 100;
+    kiln_apollo_config ac = kiln_apollo_defaults(); /* one projector for every step */
+    ac.adamw.lr = 0.05f, ac.rank = 4, ac.update_gap = 100;
+    kiln_optim *opt = which == TRAIN_ADAMW8   ? kiln_adamw8bit_new(ctx, &cfg)
+                      : which == TRAIN_SGD    ? kiln_sgd_new(ctx, &(kiln_sgd_config){.lr = 0.05f, .momentum = 0.9f})
+                      : which == TRAIN_GALORE ? kiln_galore_adamw_new(ctx, &gc)
+                      : which == TRAIN_APOLLO ? kiln_apollo_new(ctx, &ac)
+                                              : kiln_adamw_new(ctx, &cfg);
     KT_NOTNULL(opt);
+    if (which == TRAIN_CLIP) KT_OK(kiln_optim_set_clip_grad_norm(opt, 0.05f)); /* below every step's norm */
     KT_OK(kiln_optim_set_schedule(
         opt, &(kiln_schedule){.kind = KILN_SCHEDULE_COSINE, .warmup_steps = 2, .total_steps = STEPS, .min_lr_ratio = 0.1f}));
     for (int s = 0; s < STEPS; s++) {
@@ -202,6 +210,7 @@ static void run_train(kiln_backend *be, train_opt which, bool replay, float *los
     KT_OK(kiln_tensor_get_f32(W2, w2, OUT * HID));
     *st = kiln_graph_get_stats(g);
     *ost = kiln_graph_get_stats(opt->graph);
+    *cst = opt->scale_graph ? kiln_graph_get_stats(opt->scale_graph) : (kiln_graph_stats){0};
     kiln_ctx_free(ctx);
     unsetenv("KILN_GRAPH_REPLAY");
 }
@@ -213,9 +222,9 @@ static void check_train_with(const char *name, train_opt which) {
     int64_t vmsg = kiln_backend_validation_messages(be);
     static float loss[3][STEPS], w1[3][HID * IN], w2[3][OUT * HID];
     static bool mask[3][STEPS][NB * HID];
-    kiln_graph_stats st[3], ost[3];
-    for (int r = 0; r < 2; r++) run_train(be, which, r, loss[r], mask[r], w1[r], w2[r], &st[r], &ost[r]);
-    run_train(kiln_backend_get("cpu"), which, false, loss[2], mask[2], w1[2], w2[2], &st[2], &ost[2]);
+    kiln_graph_stats st[3], ost[3], cst[3];
+    for (int r = 0; r < 2; r++) run_train(be, which, r, loss[r], mask[r], w1[r], w2[r], &st[r], &ost[r], &cst[r]);
+    run_train(kiln_backend_get("cpu"), which, false, loss[2], mask[2], w1[2], w2[2], &st[2], &ost[2], &cst[2]);
     for (int s = 0; s < STEPS; s++)
         KT_CHECK(loss[0][s] == loss[1][s], "%s, step %d: loss %.9g replayed, %.9g node by node", on, s, loss[1][s],
                  loss[0][s]);
@@ -241,20 +250,28 @@ static void check_train_with(const char *name, train_opt which) {
              "%s: forward and backward: %lld recordings, %lld replays, %lld nodes on the cpu", on,
              (long long)st[1].recordings, (long long)st[1].replays, (long long)st[1].nodes_fallback);
     /* the step number and the scheduled lr are values in the hyper leaf,
-     * not in the nodes: one key for every step (SGD's first step has its own) */
-    int want = which == TRAIN_SGD ? STEPS - 3 : STEPS - 2;
+     * not in the nodes: one key for every step (SGD's first step has its
+     * own, and so has GaLore's, which draws the projector) */
+    int want = which == TRAIN_SGD || which == TRAIN_GALORE ? STEPS - 3 : STEPS - 2;
     KT_CHECK(ost[1].computes == STEPS && ost[1].recordings == 1 && ost[1].replays == want && ost[1].nodes_fallback == 0,
              "%s's graph: %lld computes, %lld recordings, %lld replays (want %d, 1, %d), %lld nodes on the cpu", on,
              (long long)ost[1].computes, (long long)ost[1].recordings, (long long)ost[1].replays, STEPS, want,
              (long long)ost[1].nodes_fallback);
+    /* clipping's coefficient is a leaf's value, not the nodes' parameter: one key for every step */
+    KT_CHECK(which != TRAIN_CLIP || (cst[1].computes == STEPS && cst[1].recordings == 1 && cst[1].replays == STEPS - 2 &&
+                                     cst[1].nodes_fallback == 0),
+             "%s: the clipping graph: %lld computes, %lld recordings, %lld replays", on, (long long)cst[1].computes,
+             (long long)cst[1].recordings, (long long)cst[1].replays);
     no_messages(be, vmsg);
 }
 
-static void check_train(const char *name) {
-    for (train_opt o = TRAIN_ADAMW; o <= TRAIN_DROPOUT; o++) check_train_with(name, o);
+static void check_train(const char *name, train_opt first, train_opt last) {
+    for (train_opt o = first; o <= last; o++) check_train_with(name, o);
 }
 
-KT_TEST(graph_replay_train_cuda) { check_train("cuda"); }
+/* two tests: each under the runner's alarm on the CUDA emulator */
+KT_TEST(graph_replay_train_cuda) { check_train("cuda", TRAIN_ADAMW, TRAIN_DROPOUT); }
+KT_TEST(graph_replay_train_clip_lowrank_cuda) { check_train("cuda", TRAIN_CLIP, TRAIN_APOLLO); }
 
 /* ---- a decoding step ---- */
 
@@ -321,5 +338,6 @@ KT_TEST(graph_replay_decode_cuda) { check_decode("cuda"); }
 
 KT_TEST(graph_replay_inputs_vulkan) { check_inputs("vulkan"); }
 KT_TEST(graph_replay_moved_vulkan) { check_moved("vulkan"); }
-KT_TEST(graph_replay_train_vulkan) { check_train("vulkan"); }
+KT_TEST(graph_replay_train_vulkan) { check_train("vulkan", TRAIN_ADAMW, TRAIN_DROPOUT); }
+KT_TEST(graph_replay_train_clip_lowrank_vulkan) { check_train("vulkan", TRAIN_CLIP, TRAIN_APOLLO); }
 KT_TEST(graph_replay_decode_vulkan) { check_decode("vulkan"); }

@@ -1,24 +1,30 @@
-/* test_llama_decode.c — batch-1 decoding through the cache's decode graph
- * (llama.h, llama_cache.decode): a tiny GQA llama (3 layers, a sliding
- * window on one) greedily generating after a prompt gives, on each device,
- * the CPU's tokens and logits (the cross-backend table's tolerance), the
- * same bits with replay as node by node ($KILN_GRAPH_REPLAY=0), one
- * recording and a replay for every token after the second (the first runs
- * node by node, the second records), and no node on the CPU. */
+/* test_llama_decode.c — decoding through rows graphs made once (llama.h's
+ * llama_rows_graph): batch-1 decoding (the cache's decode graph), the
+ * same for Llama 3.1's rope frequency factors, and batched decoding of 3
+ * slots (llama_slots). A tiny GQA llama (3 layers, a sliding window on
+ * two) greedily generating after a prompt gives, on each device, the
+ * CPU's tokens and logits (the cross-backend table's tolerance), the same
+ * bits with replay as node by node ($KILN_GRAPH_REPLAY=0), one recording
+ * and a replay for every step after the second (the first runs node by
+ * node, the second records), and no node on the CPU. */
 #include "kt_device.h"
 #include "backend_ops_util.h"
+#include "llama_slots.h"
 #include "test_llama_util.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-enum { PROMPT = 3, GEN = 6, VOCAB = 48 };
+enum { PROMPT = 3, GEN = 6, VOCAB = 48, SLOTS = 3 };
 
-static llama_config tiny_gqa(void) {
+typedef enum run_kind { RUN_DECODE, RUN_ROPE_FREQS, RUN_SLOTS } run_kind;
+
+static llama_config tiny_gqa(run_kind kind) {
     llama_config c = llama_defaults();
     c.vocab = VOCAB, c.context = 16, c.layers = 3, c.heads = 4, c.kv_heads = 2, c.dim = 64, c.hidden = 128;
     c.rope_theta = 500.0;
     c.traits.swa_every = 2, c.sliding_window = 4; /* layers 0 and 2 see the last 4 positions */
+    c.rope_freqs = kind == RUN_ROPE_FREQS;
     return c;
 }
 
@@ -29,62 +35,112 @@ static int32_t argmax(const float *z) {
     return b;
 }
 
-/* The prompt, then GEN greedy tokens one at a time on backend be (NULL:
- * the CPU): each decoding step's logits, its token, the decode graph's stats. */
-static void generate(kiln_backend *be, bool replay, float *logits, int32_t *toks, kiln_graph_stats *st) {
-    if (replay) unsetenv("KILN_GRAPH_REPLAY");
-    else setenv("KILN_GRAPH_REPLAY", "0", 1);
-    kiln_ctx *ctx = kiln_ctx_new();
-    KT_OK(kiln_ctx_set_backend(ctx, be));
-    llama_config c = tiny_gqa();
-    llama *m = llama_new(ctx, &c, 5);
-    KT_NOTNULL(m);
-    llama_test_randomize(m, 30, 0.3);
-    llama_cache *cache = llama_cache_new(m, 1, c.context);
+/* The decoding steps' logits [GEN, rows, VOCAB] and tokens [GEN, rows]
+ * (rows: 1, or SLOTS) after the prompts, and the stats of the graph that
+ * computed them. */
+typedef struct run {
+    float logits[GEN * SLOTS * VOCAB];
+    int32_t toks[GEN * SLOTS];
+    kiln_graph_stats st;
+} run;
+
+/* Batch-1: the prompt, then GEN greedy tokens one at a time. */
+static void run_decode(llama *m, run *r) {
+    llama_cache *cache = llama_cache_new(m, 1, m->cfg.context);
     KT_NOTNULL(cache);
     float z[VOCAB];
     KT_OK(llama_cache_step(m, cache, (const int32_t[]){1, 17, 5}, PROMPT, z));
     int32_t next = argmax(z);
     for (int t = 0; t < GEN; t++) {
-        toks[t] = next;
-        KT_OK(llama_cache_step(m, cache, &next, 1, logits + t * VOCAB));
-        next = argmax(logits + t * VOCAB);
+        r->toks[t] = next;
+        KT_OK(llama_cache_step(m, cache, &next, 1, r->logits + t * VOCAB));
+        next = argmax(r->logits + t * VOCAB);
     }
     KT_CHECK(cache->pos == PROMPT + GEN && cache->decode.g, "pos %lld, decode graph %p", (long long)cache->pos,
              (void *)cache->decode.g);
-    *st = cache->decode.g ? kiln_graph_get_stats(cache->decode.g) : (kiln_graph_stats){0};
+    r->st = cache->decode.g ? kiln_graph_get_stats(cache->decode.g) : (kiln_graph_stats){0};
     llama_cache_free(cache);
+}
+
+/* SLOTS sequences: prompts of 3, 2 and 4 tokens in two steps (the last
+ * position's logits each: the per-step path), then GEN steps of a token
+ * per slot, every one wanting logits (the slots' rows graph for 3). */
+static void run_slots(llama *m, run *r) {
+    llama_slots *s = llama_slots_new(m, SLOTS, m->cfg.context);
+    KT_NOTNULL(s);
+    float z[SLOTS * VOCAB];
+    int32_t next[SLOTS];
+    KT_OK(llama_slots_step(s, 5, (const int[]){0, 0, 0, 1, 1}, (const int32_t[]){1, 17, 5, 9, 30},
+                           (const bool[]){false, false, true, false, true}, z));
+    next[0] = argmax(z), next[1] = argmax(z + VOCAB);
+    KT_OK(llama_slots_step(s, 4, (const int[]){2, 2, 2, 2}, (const int32_t[]){3, 4, 40, 2},
+                           (const bool[]){false, false, false, true}, z));
+    next[2] = argmax(z);
+    for (int t = 0; t < GEN; t++) {
+        float *zt = r->logits + t * SLOTS * VOCAB;
+        memcpy(r->toks + t * SLOTS, next, sizeof next);
+        KT_OK(llama_slots_step(s, SLOTS, (const int[]){0, 1, 2}, next, (const bool[]){true, true, true}, zt));
+        for (int i = 0; i < SLOTS; i++) next[i] = argmax(zt + i * VOCAB);
+    }
+    const llama_rows_graph *g = llama_slots_graph(s, SLOTS);
+    KT_CHECK(g && g->g && llama_slots_pos(s, 2) == 4 + GEN, "rows graph %p, slot 2 at %lld", g ? (void *)g->g : NULL,
+             (long long)llama_slots_pos(s, 2));
+    r->st = g && g->g ? kiln_graph_get_stats(g->g) : (kiln_graph_stats){0};
+    llama_slots_free(s);
+}
+
+/* One run of kind on backend be (NULL: the CPU). */
+static void generate(kiln_backend *be, run_kind kind, bool replay, run *r) {
+    if (replay) unsetenv("KILN_GRAPH_REPLAY");
+    else setenv("KILN_GRAPH_REPLAY", "0", 1);
+    memset(r, 0, sizeof *r);
+    kiln_ctx *ctx = kiln_ctx_new();
+    KT_OK(kiln_ctx_set_backend(ctx, be));
+    llama_config c = tiny_gqa(kind);
+    llama *m = llama_new(ctx, &c, 5);
+    KT_NOTNULL(m);
+    llama_test_randomize(m, 30, 0.3);
+    if (kind == RUN_ROPE_FREQS) { /* factors that change the angles: 1, 2, 4, ... as Llama 3.1's grow */
+        float f[8];
+        for (int i = 0; i < 8; i++) f[i] = (float)(1 << (i % 4));
+        KT_OK(kiln_tensor_set_f32(m->rope_freqs, f, 8));
+    }
+    if (kind == RUN_SLOTS) run_slots(m, r);
+    else run_decode(m, r);
     llama_free(m);
     kiln_ctx_free(ctx);
     unsetenv("KILN_GRAPH_REPLAY");
 }
 
-static void check_device(const char *name) {
+static void check_device(const char *name, run_kind kind) {
     kiln_backend *be = kt_device(name);
     if (!be) return;
-    float cpu[GEN * VOCAB], on[GEN * VOCAB], off[GEN * VOCAB];
-    int32_t tc[GEN], t_on[GEN], t_off[GEN];
-    kiln_graph_stats sc, s_on, s_off;
-    generate(NULL, true, cpu, tc, &sc);
-    generate(be, true, on, t_on, &s_on);
-    generate(be, false, off, t_off, &s_off);
-    KT_CHECK(!memcmp(tc, t_on, sizeof tc), "%s generated other tokens than the CPU", name);
-    for (int t = 0; t < GEN; t++) {
+    const int rows = kind == RUN_SLOTS ? SLOTS : 1;
+    static run cpu, on, off;
+    generate(NULL, kind, true, &cpu);
+    generate(be, kind, true, &on);
+    generate(be, kind, false, &off);
+    KT_CHECK(!memcmp(cpu.toks, on.toks, sizeof cpu.toks), "%s generated other tokens than the CPU", name);
+    for (int t = 0; t < GEN * rows; t++) {
         double cv[VOCAB], dv[VOCAB];
-        for (int i = 0; i < VOCAB; i++) cv[i] = cpu[t * VOCAB + i], dv[i] = on[t * VOCAB + i];
+        for (int i = 0; i < VOCAB; i++) cv[i] = cpu.logits[t * VOCAB + i], dv[i] = on.logits[t * VOCAB + i];
         double e = bo_error_values(dv, cv, VOCAB);
-        KT_CHECK(e <= BO_TRANS, "token %d: %s's logits differ from the CPU's by %g", t, name, e);
+        KT_CHECK(e <= BO_TRANS, "row %d: %s's logits differ from the CPU's by %g", t, name, e);
     }
-    KT_CHECK(!memcmp(on, off, sizeof on), "%s: replayed logits differ from node by node", name);
-    KT_CHECK(s_on.computes == GEN && s_on.recordings == 1 && s_on.replays == GEN - 2 && s_on.nodes_fallback == 0,
+    KT_CHECK(!memcmp(on.logits, off.logits, sizeof on.logits), "%s: replayed logits differ from node by node", name);
+    KT_CHECK(on.st.computes == GEN && on.st.recordings == 1 && on.st.replays == GEN - 2 && on.st.nodes_fallback == 0,
              "%s: %lld computes, %lld recordings, %lld replays, %lld nodes on the cpu", name,
-             (long long)s_on.computes, (long long)s_on.recordings, (long long)s_on.replays,
-             (long long)s_on.nodes_fallback);
-    KT_CHECK(s_off.recordings == 0 && s_off.nodes_fallback == 0, "%s, KILN_GRAPH_REPLAY=0: %lld recordings", name,
-             (long long)s_off.recordings);
-    printf("  %s: a token is %lld kernels node by node, one recording's launch replayed\n", name,
-            (long long)(s_off.nodes_on_backend / GEN));
+             (long long)on.st.computes, (long long)on.st.recordings, (long long)on.st.replays,
+             (long long)on.st.nodes_fallback);
+    KT_CHECK(off.st.recordings == 0 && off.st.nodes_fallback == 0, "%s, KILN_GRAPH_REPLAY=0: %lld recordings", name,
+             (long long)off.st.recordings);
+    printf("  %s: a step is %lld kernels node by node, one recording's launch replayed\n", name,
+            (long long)(off.st.nodes_on_backend / GEN));
 }
 
-KT_TEST(llama_decode_graph_cuda) { check_device("cuda"); }
-KT_TEST(llama_decode_graph_vulkan) { check_device("vulkan"); }
+KT_TEST(llama_decode_graph_cuda) { check_device("cuda", RUN_DECODE); }
+KT_TEST(llama_decode_graph_vulkan) { check_device("vulkan", RUN_DECODE); }
+KT_TEST(llama_decode_graph_rope_freqs_cuda) { check_device("cuda", RUN_ROPE_FREQS); }
+KT_TEST(llama_decode_graph_rope_freqs_vulkan) { check_device("vulkan", RUN_ROPE_FREQS); }
+KT_TEST(llama_decode_graph_slots_cuda) { check_device("cuda", RUN_SLOTS); }
+KT_TEST(llama_decode_graph_slots_vulkan) { check_device("vulkan", RUN_SLOTS); }

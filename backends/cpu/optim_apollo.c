@@ -117,8 +117,10 @@ static kiln_status apollo_step(kiln_tensor *t, const kiln_exec *ex) {
     if (p->dtype != KILN_F32 || grad->dtype != KILN_F32 || em->dtype != KILN_F32 || ev->dtype != KILN_F32 ||
         prev->dtype != KILN_F64 || hyper->dtype != KILN_F32 || p->ndim != 2)
         return kiln__errs(KILN_ERR_UNSUPPORTED, "apollo_step: needs an f32 matrix, gradient and moments");
-    const int64_t step = t->ip[2], rank = t->ip[0], gap = t->ip[1];
-    if (step < 1) return kiln__errs(KILN_ERR_STATE, "apollo_step: step number %lld (must be >= 1)", (long long)step);
+    const int64_t rank = t->ip[0];
+    double step = 0;
+    kiln_status s = kiln__hyper_step_of("apollo_step", hyper, 5, &step);
+    if (s) return s;
     const bool mini = t->ip[3] != 0;
     const int nt = ex->n_threads;
     const kiln_apollo_dims d = kiln__apollo_dims(t); /* R = G P^T [m, rank], else R = P^T G [rank, n] */
@@ -136,7 +138,7 @@ static kiln_status apollo_step(kiln_tensor *t, const kiln_exec *ex) {
     const float *G = grad->data;
     float *W = t->data;
 
-    uint64_t seed = kiln__apollo_proj_seed((uint64_t)t->ip[4], (step - 1) / gap);
+    uint64_t seed = kiln__apollo_proj_seed((uint64_t)t->ip[4], t->ip[2]);
     kiln__apollo_projector(P, np, seed, (int)rank, nt);
     if (right)
         kiln__sgemm(false, true, m, rank, n, 1.0f, G, n, P, n, 0.0f, R, rank, nt);
@@ -144,7 +146,7 @@ static kiln_status apollo_step(kiln_tensor *t, const kiln_exec *ex) {
         kiln__sgemm(true, false, rank, n, m, 1.0f, P, rank, G, n, 0.0f, R, n, nt);
 
     const float *h = hyper->data;
-    const double lr = h[0], b1 = h[1], b2 = h[2], wd = h[4], st = (double)step;
+    const double lr = h[0], b1 = h[1], b2 = h[2], wd = h[4], st = step;
     const double sc[3] = {b1, b2, h[3]};
     apollo_job J = {.R = R, .G = G, .sf = R, .m = em->data, .v = ev->data, .W = W, .rows = right ? m : rank,
                     .cols = right ? rank : n, .n = n, .right = right, .sc = sc, .rt2s = rt2, .rt2 = rt2, .r2 = r2,

@@ -41,17 +41,15 @@ static kiln_status project(const char *who, kiln_tensor *t, const kiln_exec *ex,
               t->src[t->nsrc - 1]->dtype == KILN_F32;
     for (int k = 0; k < nstate; k++) ok = ok && t->src[3 + k]->dtype == KILN_F32;
     if (!ok) return kiln__errs(KILN_ERR_UNSUPPORTED, "%s: needs an f32 matrix, gradient and state", who);
-    if (t->ip[0] < 1)
-        return kiln__errs(KILN_ERR_STATE, "%s: step number %lld (must be >= 1)", who, (long long)t->ip[0]);
+    double step;
+    kiln_status s = kiln__hyper_step_of(who, t->src[t->nsrc - 1], 5, &step);
+    if (s) return s;
     int64_t m = p->shape[0], n = p->shape[1];
     bool right = m >= n;
     int64_t r = right ? proj->shape[0] : proj->shape[1];
     const float *g = grad->data;
     float *P = proj->data;
-    if (t->ip[1]) {
-        kiln_status s = kiln__galore_refresh(who, g, m, n, r, P);
-        if (s) return s;
-    }
+    if (t->ip[1] && (s = kiln__galore_refresh(who, g, m, n, r, P))) return s;
     int64_t nr = (right ? m : n) * r;
     if (!(*rg = kiln__malloc((size_t)nr * sizeof **rg)))
         return kiln__errs(KILN_ERR_OOM, "%s: no memory for the low-rank gradient", who);
@@ -105,7 +103,7 @@ static kiln_status galore_step(kiln_tensor *t, const kiln_exec *ex) {
     if (s) return s;
     kiln_tensor *m1 = t->src[3], *m2 = t->src[4];
     const float *h = t->src[5]->data;
-    double lr = h[0], b1 = h[1], b2 = h[2], wd = h[4], step = (double)t->ip[0];
+    double lr = h[0], b1 = h[1], b2 = h[2], wd = h[4], step = kiln__hyper_step(h, 5);
     lowrank_adam(rg, m1->data, m2->data, kiln_tensor_numel(m1), h[1], h[2], h[3]);
     /* step_size = lr sqrt(bc2) / bc1, folded into the back projection */
     double step_size = lr * sqrt(1.0 - pow(b2, step)) / (1.0 - pow(b1, step));
@@ -164,7 +162,7 @@ static kiln_status galore8_step(kiln_tensor *t, const kiln_exec *ex) {
     if (s) return s;
     int64_t nr = kiln__galore_state_numel(t);
     const float *h = t->src[t->nsrc - 1]->data;
-    double lr = h[0], b1 = h[1], b2 = h[2], wd = h[4], step = (double)t->ip[0];
+    double lr = h[0], b1 = h[1], b2 = h[2], wd = h[4], step = kiln__hyper_step(h, 5);
     double bc2s = sqrt(1.0 - pow(b2, step));
     float eps = (float)((double)h[3] * bc2s); /* bitsandbytes' eps * correction2 */
     if (q8) {

@@ -61,6 +61,8 @@ struct kiln_cu {
     kiln_devbuf *held;
     /* the computing graph's run number, which dropout reads (vt->set_run) */
     kiln_devbuf *run_word;
+    /* a row outside a KV cache, noted by attention_cached (vt->rows_error) */
+    kiln_devbuf *rows_word;
 };
 
 /* Each family fills its rows. */
@@ -73,6 +75,7 @@ void kiln__cu_register_optim(kiln_cu_kernel *tab);
 void kiln__cu_register_optim_lowrank(kiln_cu_kernel *tab); /* cu_optim_lowrank.c */
 void kiln__cu_register_movement(kiln_cu_kernel *tab);
 void kiln__cu_register_attention(kiln_cu_kernel *tab);
+kiln_status kiln__cu_rows_error(kiln_backend *b); /* cu_attention.c: vt->rows_error */
 void kiln__cu_register_quant(kiln_cu_kernel *tab);
 void kiln__cu_register_conv(kiln_cu_kernel *tab); /* from kiln__cu_register_nn */
 void kiln__cu_register_dfp(kiln_cu_kernel *tab);  /* from kiln__cu_register_matmul */
@@ -123,6 +126,12 @@ void kiln__cu_profile_free(kiln_cu *cu);
 kiln_status kiln__cu_profile_begin(kiln_cu *cu, int row); /* before a step's kernels */
 kiln_status kiln__cu_profile_end(kiln_cu *cu);            /* after them */
 void kiln__cu_profile_collect(kiln_cu *cu);               /* after a synchronize: the times to core */
+/* graph replay (cu_graph.c): before a capture opens; when it closes, the
+ * captured pairs' rows (malloc'd, *n of them; NULL when none); before a
+ * launch of the captured graph, its pairs' rows back */
+kiln_status kiln__cu_profile_record_begin(kiln_cu *cu);
+int *kiln__cu_profile_record_end(kiln_cu *cu, int *n);
+kiln_status kiln__cu_profile_replay(kiln_cu *cu, const int *rows, int n);
 
 /* ---- helpers for the families (cu_util.c) ---- */
 

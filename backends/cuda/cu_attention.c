@@ -98,17 +98,33 @@ static bool cached_supports(const kiln_cu *cu, const kiln_tensor *t) {
     return like(t, t) && t->src[1]->shape[2] <= MAX_HEAD && t->src[2]->shape[2] <= MAX_HEAD;
 }
 
+enum { ROWS_WORDS = 6 }; /* flag, row, seq, pos, B, S */
+
 static kiln_status cached_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
     const kiln_tensor *q = t->src[0], *k = t->src[1], *v = t->src[2], *kc = t->src[3];
     const int64_t sh[7] = {q->shape[0], q->shape[1], k->shape[1], kc->shape[0], kc->shape[2], k->shape[2], v->shape[2]};
     if (!sh[0]) return KILN_OK;
+    /* made at a graph's first compute, never in a capture (core records at the second) */
+    if (!cu->rows_word && !cu->capturing && !(cu->rows_word = kiln__cu_buffer_new(cu, ROWS_WORDS * sizeof(int32_t), true)))
+        return kiln_last_status();
+    if (!cu->rows_word) return kiln__errs(KILN_ERR_STATE, "cuda: attention_cached: no row word in a capture");
     return kiln__cu_launched(kiln__cu_attention_cached(cu->stream, t->dtype == KILN_F64 ? CU_F64 : CU_F32, sh,
                                                        t->ip[0], t->fp[0], kiln__cu_ptr(t->src[5]),
                                                        kiln__cu_ptr(t->src[6]), kiln__cu_ptr(q), kiln__cu_ptr(k),
                                                        kiln__cu_ptr(v), kiln__cu_ptr(kc), kiln__cu_ptr(t->src[4]),
-                                                       kiln__cu_ptr(t)),
+                                                       kiln__cu_ptr(t), (int32_t *)cu->rows_word->ptr),
                              "attention_cached kernel");
+}
+
+kiln_status kiln__cu_rows_error(kiln_backend *b) {
+    kiln_cu *cu = (kiln_cu *)b;
+    int32_t w[ROWS_WORDS];
+    kiln_status s = cu->rows_word ? kiln__cu_download(b, cu->rows_word, 0, w, sizeof w) : KILN_OK;
+    if (s || !cu->rows_word || !w[0]) return s;
+    if ((s = kiln__cu_zero(b, cu->rows_word, 0, sizeof w))) return s;
+    return kiln__errs(KILN_ERR_ARG, "attention_cached: row %d's sequence %d, position %d is outside the cache's %d "
+                      "sequences of %d positions", w[1], w[2], w[3], w[4], w[5]);
 }
 
 void kiln__cu_register_attention(kiln_cu_kernel *tab) {

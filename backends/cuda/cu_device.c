@@ -79,6 +79,7 @@ static const kiln_backend_vt cu_vt = {
     .recordable = kiln__cu_recordable,
     .buffer_id = kiln__cu_buffer_id,
     .set_run = kiln__cu_set_run,
+    .rows_error = kiln__cu_rows_error,
 };
 
 /* ---- start and teardown ---- */
@@ -89,6 +90,7 @@ static void destroy(kiln_cu *cu) {
     if (cu->stream) cudaStreamSynchronize(cu->stream);
     kiln__cu_profile_free(cu);
     if (cu->run_word) kiln__cu_buffer_free(cu, cu->run_word);
+    if (cu->rows_word) kiln__cu_buffer_free(cu, cu->rows_word);
     kiln__cu_cache_release(cu);
     if (cu->blas) cublasDestroy(cu->blas);
     if (cu->stream) cudaStreamDestroy(cu->stream);

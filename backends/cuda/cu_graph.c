@@ -8,13 +8,16 @@
  * the stream) comes back as a NULL recording and the graph runs node by
  * node. Relaxed capture mode: scratch may be cudaMalloc'ed while capturing.
  * Scratch the captured kernels use is held by the recording (freed while
- * capturing, it is not handed out again) until the recording is freed. */
+ * capturing, it is not handed out again) until the recording is freed.
+ * Under $KILN_PROFILE the steps' event pairs are captured too, and each
+ * launch hands their rows back to the profile (cu_profile.c). */
 #include "cu.h"
 
 struct kiln_record {
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     kiln_devbuf *held; /* scratch the captured kernels read and write */
+    int *prof_rows, prof_n; /* $KILN_PROFILE: the captured event pairs' rows */
 };
 
 /* Scratch held by a capture goes back to the cache (the stream is idle). */
@@ -27,7 +30,8 @@ static void release(kiln_cu *cu, kiln_devbuf *held) {
 
 kiln_status kiln__cu_record_begin(kiln_backend *b) {
     kiln_cu *cu = (kiln_cu *)b;
-    kiln_status s = kiln__cu_check(cudaStreamBeginCapture(cu->stream, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
+    kiln_status s = kiln__cu_profile_record_begin(cu);
+    if (!s) s = kiln__cu_check(cudaStreamBeginCapture(cu->stream, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
     cu->capturing = !s;
     cu->held = NULL;
     return s;
@@ -39,6 +43,7 @@ kiln_record *kiln__cu_record_end(kiln_backend *b) {
     cudaGraph_t graph = NULL;
     kiln_status s = kiln__cu_check(cudaStreamEndCapture(cu->stream, &graph), "cudaStreamEndCapture");
     cu->capturing = false;
+    int prof_n, *prof_rows = kiln__cu_profile_record_end(cu, &prof_n);
     if (!s && !graph) s = kiln__errs(KILN_ERR_UNSUPPORTED, "cuda: cudaStreamEndCapture made no graph");
     if (!s && !r) s = kiln__errs(KILN_ERR_OOM, "cuda: out of memory");
     if (!s) s = kiln__cu_check(cudaGraphInstantiate(&r->exec, graph, 0), "cudaGraphInstantiate");
@@ -47,9 +52,11 @@ kiln_record *kiln__cu_record_end(kiln_backend *b) {
         if (graph) cudaGraphDestroy(graph);
         release(cu, cu->held); /* nothing captured ran */
         cu->held = NULL;
+        free(prof_rows);
         free(r);
         return NULL;
     }
+    r->prof_rows = prof_rows, r->prof_n = prof_n;
     r->graph = graph;
     r->held = cu->held;
     cu->held = NULL;
@@ -57,7 +64,9 @@ kiln_record *kiln__cu_record_end(kiln_backend *b) {
 }
 
 kiln_status kiln__cu_replay(kiln_backend *b, kiln_record *r) {
-    return kiln__cu_check(cudaGraphLaunch(r->exec, ((kiln_cu *)b)->stream), "cudaGraphLaunch");
+    kiln_cu *cu = (kiln_cu *)b;
+    kiln_status s = kiln__cu_profile_replay(cu, r->prof_rows, r->prof_n);
+    return s ? s : kiln__cu_check(cudaGraphLaunch(r->exec, cu->stream), "cudaGraphLaunch");
 }
 
 void kiln__cu_record_free(kiln_backend *b, kiln_record *r) {
@@ -66,6 +75,7 @@ void kiln__cu_record_free(kiln_backend *b, kiln_record *r) {
     cudaGraphExecDestroy(r->exec);
     cudaGraphDestroy(r->graph);
     release(cu, r->held);
+    free(r->prof_rows);
     free(r);
 }
 

@@ -146,10 +146,11 @@ int kiln__cu_attention_grad(void *stream, int dt, const int64_t *shape, int caus
 /* kiln_attention_cached: shape = {N, Hq, Hk, B, S, D, Dv} (q [N, Hq, D],
  * k, v [N, Hk, D/Dv], the caches [B, Hk, S, D/Dv]); seq, pos i32 [N] in
  * device memory. Writes the rows' keys and values, then o [N, Hq, Dv]; a
- * row outside the caches writes nothing and gets NaN. */
+ * row outside the caches writes nothing, gets NaN and is noted in err
+ * (int32 [6]: 1, row, seq, pos, B, S) unless err[0] is already set. */
 int kiln__cu_attention_cached(void *stream, int dt, const int64_t *shape, int64_t window, double scale,
                               const int32_t *seq, const int32_t *pos, const void *q, const void *k, const void *v,
-                              void *k_cache, void *v_cache, void *o);
+                              void *k_cache, void *v_cache, void *o, int32_t *err);
 /* ---- FlashAttention-2 style (k_attention_flash.cu): f32, D, Dv <= 128,
  * the same shape, operands and outputs as above ---- */
 /* The key splits of a forward (decoding: a few query rows per kv head);
@@ -257,8 +258,8 @@ int kiln__cu_sgd8(void *stream, float *p, const float *grad, void *bq, float *ba
 /* ---- low-rank optimizer steps (k_optim_lowrank.cu; the GEMMs are cuBLAS,
  * cu_optim_lowrank.c): f32, contiguous; h is the hyper leaf on the device ---- */
 /* GaLore: sc[0] = -(lr sqrt(bc2) / bc1) * scale, sc[1] = 1, sc[2] = eps
- * (bnb: eps sqrt(bc2)), from h and the step. */
-int kiln__cu_galore_scalars(void *stream, const float *h, int64_t step, double scale, int bnb, float *sc);
+ * (bnb: eps sqrt(bc2)), from h and the step number in it (h[5], h[6]). */
+int kiln__cu_galore_scalars(void *stream, const float *h, double scale, int bnb, float *sc);
 /* Adam on R [n] in place (R becomes N), f32 moments or 8-bit states (codes
  * a byte per element, absmax per 256, maps [512]); eps = sc[2]. */
 int kiln__cu_lowrank_adam(void *stream, float *r, float *m, float *v, int64_t n, const float *h, const float *sc);
@@ -273,9 +274,10 @@ int kiln__cu_apollo_projector(void *stream, float *P, int64_t np, uint64_t hashe
  * |R|^2, |G_c|^2; p, G [m, n], R [m, rank] (right) or [rank, n]. */
 int kiln__cu_apollo_moments(void *stream, const float *G, const float *R, float *em, float *ev, const float *h,
                             double *S, int64_t m, int64_t n, int64_t rank, int right);
-/* F [nch + 1]: each channel's factor of G and the decay; prev [1] (f64) updated. */
+/* F [nch + 1]: each channel's factor of G and the decay; prev [1] (f64)
+ * updated; the step number read from h (h[5], h[6]). */
 int kiln__cu_apollo_norm(void *stream, const double *S, int64_t nch, const float *h, double *prev, float *F,
-                         double sqrt_scale, int mini, int64_t step);
+                         double sqrt_scale, int mini);
 /* p = p * F[nch] + F[channel] * G. */
 int kiln__cu_apollo_update(void *stream, float *p, const float *G, const float *F, int64_t m, int64_t n, int right);
 

@@ -65,8 +65,8 @@ static kiln_status sgemm_rm(kiln_cu *cu, bool ta, bool tb, int64_t M, int64_t N,
 
 /* ---- GaLore: src p, grad, P, then m, v (f32) or (ip[2], 8-bit GaLore's
  * 8-bit states) m codes, v codes (I32), absmax [2, nb], maps [512]; hyper
- * last (lr, beta1, beta2, eps, weight_decay); ip[0] = t, ip[1] = refresh;
- * fp[0] = scale ---- */
+ * last (lr, beta1, beta2, eps, weight_decay, then the step number t,
+ * read on the device); ip[1] = refresh; fp[0] = scale ---- */
 
 static bool galore_supports(const kiln_cu *cu, const kiln_tensor *t) {
     (void)cu;
@@ -79,7 +79,7 @@ static bool galore_supports(const kiln_cu *cu, const kiln_tensor *t) {
     /* cuBLAS takes int sizes and leading dimensions */
     bool ok = m <= INT_MAX && n <= INT_MAX && r >= 1 && r <= INT_MAX && leaf_ok(p, KILN_F32, m * n) &&
               leaf_ok(t->src[1], KILN_F32, m * n) && leaf_ok(t->src[2], KILN_F32, r * (right ? n : m)) &&
-              leaf_ok(h, KILN_F32, kiln_tensor_numel(h)) && kiln_tensor_numel(h) >= 5;
+              leaf_ok(h, KILN_F32, kiln_tensor_numel(h)) && kiln_tensor_numel(h) >= 5 + KILN__HYPER_STEP_SLOTS;
     if (q8)
         return ok && leaf_ok(t->src[3], KILN_I32, (nr + 3) / 4) && leaf_ok(t->src[4], KILN_I32, (nr + 3) / 4) &&
                leaf_ok(t->src[5], KILN_F32, 2 * nb) && leaf_ok(t->src[6], KILN_F32, 512);
@@ -90,7 +90,6 @@ static kiln_status galore_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *e
     (void)ex;
     bool eight = t->op == KILN_OP_GALORE8_STEP, q8 = eight && t->ip[2] != 0;
     const char *who = eight ? "galore8_step" : "galore_step";
-    if (t->ip[0] < 1) return kiln__errs(KILN_ERR_STATE, "%s: step number %lld (must be >= 1)", who, (long long)t->ip[0]);
     kiln_tensor *p = t->src[0], *grad = t->src[1], *proj = t->src[2], *h = t->src[t->nsrc - 1];
     int64_t m = p->shape[0], n = p->shape[1], nr = kiln__galore_state_numel(t);
     bool right = m >= n;
@@ -109,7 +108,7 @@ static kiln_status galore_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *e
     else /* R = P^T G: [m, r]^T x [m, n] */
         s = sgemm_rm(cu, true, false, r, n, m, &one, P, r, G, n, &zero, R, n, false);
     if (!s)
-        s = kiln__cu_launched(kiln__cu_galore_scalars(cu->stream, hp, t->ip[0], t->fp[0], eight, sc), "galore scalars");
+        s = kiln__cu_launched(kiln__cu_galore_scalars(cu->stream, hp, t->fp[0], eight, sc), "galore scalars");
     if (!s && q8) {
         kiln_tensor *const *src = t->src;
         float *a = kiln__cu_ptr(src[5]);
@@ -130,8 +129,9 @@ static kiln_status galore_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *e
 }
 
 /* ---- APOLLO: src p, grad, exp_avg, exp_avg_sq, prev_norm (f64 [1]), hyper;
- * ip[0] = rank, ip[1] = update_gap, ip[2] = t, ip[3] = mini, ip[4] = the
- * parameter's seed; fp[0] = scale ---- */
+ * ip[0] = rank, ip[1] = update_gap, ip[2] = the projector's period,
+ * ip[3] = mini, ip[4] = the parameter's seed; fp[0] = scale; the step
+ * number read from the hyper leaf on the device ---- */
 
 static bool apollo_supports(const kiln_cu *cu, const kiln_tensor *t) {
     (void)cu;
@@ -141,13 +141,11 @@ static bool apollo_supports(const kiln_cu *cu, const kiln_tensor *t) {
     return d.m <= INT_MAX && d.n <= INT_MAX && d.rank <= INT_MAX && leaf_ok(t->src[0], KILN_F32, d.m * d.n) &&
            leaf_ok(t->src[1], KILN_F32, d.m * d.n) && leaf_ok(t->src[2], KILN_F32, d.nr) &&
            leaf_ok(t->src[3], KILN_F32, d.nr) && leaf_ok(t->src[4], KILN_F64, 1) &&
-           leaf_ok(h, KILN_F32, kiln_tensor_numel(h)) && kiln_tensor_numel(h) >= 5;
+           leaf_ok(h, KILN_F32, kiln_tensor_numel(h)) && kiln_tensor_numel(h) >= 5 + KILN__HYPER_STEP_SLOTS;
 }
 
 static kiln_status apollo_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
-    const int64_t step = t->ip[2], gap = t->ip[1];
-    if (step < 1) return kiln__errs(KILN_ERR_STATE, "apollo_step: step number %lld (must be >= 1)", (long long)step);
     kiln_apollo_dims d = kiln__apollo_dims(t);
     /* scratch: the f64 sums S [3 nch] first (8-byte aligned), then P, R, F [nch + 1] */
     size_t bytes = (size_t)(3 * d.nch) * sizeof(double) + (size_t)(d.np + d.nr + d.nch + 1) * sizeof(float);
@@ -157,7 +155,7 @@ static kiln_status apollo_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *e
     float *P = (float *)(S + 3 * d.nch), *R = P + d.np, *F = R + d.nr;
     const float *G = kiln__cu_ptr(t->src[1]), *hp = kiln__cu_ptr(t->src[5]);
     float *W = kiln__cu_ptr(t->src[0]);
-    uint64_t seed = kiln__apollo_proj_seed((uint64_t)t->ip[4], (step - 1) / gap);
+    uint64_t seed = kiln__apollo_proj_seed((uint64_t)t->ip[4], t->ip[2]);
     const float one = 1.0f, zero = 0.0f;
     kiln_status s = kiln__cu_launched(
         kiln__cu_apollo_projector(cu->stream, P, d.np, kiln__hash64(seed), 1.0 / sqrt((double)d.rank)),
@@ -172,7 +170,7 @@ static kiln_status apollo_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *e
                               "apollo moments kernel");
     if (!s)
         s = kiln__cu_launched(kiln__cu_apollo_norm(cu->stream, S, d.nch, hp, kiln__cu_ptr(t->src[4]), F,
-                                                   sqrt(t->fp[0]), t->ip[3] != 0, step),
+                                                   sqrt(t->fp[0]), t->ip[3] != 0),
                               "apollo norm kernel");
     if (!s) s = kiln__cu_launched(kiln__cu_apollo_update(cu->stream, W, G, F, d.m, d.n, d.right), "apollo update kernel");
     kiln__cu_buffer_free(cu, buf);

@@ -182,15 +182,22 @@ __device__ int64_t cache_slot(const cgeom &g, const int32_t *seq, const int32_t 
 
 // Every row's key and value into its slot, a thread per element: one
 // launch before the reads, since rows of a sequence read each other's keys.
+// A row outside the caches writes nothing and is noted in err (flag, row,
+// seq, pos, B, S; the first noted stays) for the host's error after the
+// compute (kiln__cu_rows_error).
 template <typename T>
 __global__ void attn_cache_write_k(cgeom g, const int32_t *seq, const int32_t *pos, const void *kv, const void *vv,
-                                   void *kcv, void *vcv) {
+                                   void *kcv, void *vcv, int32_t *err) {
     const T *k = (const T *)kv, *v = (const T *)vv;
     T *kc = (T *)kcv, *vc = (T *)vcv;
     int64_t w = g.d + g.dv, n = g.n * g.hk * w;
     for (int64_t x = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; x < n; x += (int64_t)gridDim.x * blockDim.x) {
         int64_t e = x % w, rh = x / w, i = rh / g.hk, h = rh % g.hk, at = cache_slot(g, seq, pos, i);
-        if (at < 0) continue; // writes nothing; the attention gives NaN for the row
+        if (at < 0) { // writes nothing; the attention gives NaN for the row
+            if (x == rh * w && atomicCAS(err, 0, 1) == 0)
+                err[1] = (int32_t)i, err[2] = seq[i], err[3] = pos[i], err[4] = (int32_t)g.b, err[5] = (int32_t)g.s;
+            continue;
+        }
         at += h * g.s;
         if (e < g.d) kc[at * g.d + e] = k[rh * g.d + e];
         else vc[at * g.dv + e - g.d] = v[rh * g.dv + e - g.d];
@@ -264,11 +271,11 @@ int kiln__cu_attention_grad(void *stream, int dt, const int64_t *shape, int caus
 
 int kiln__cu_attention_cached(void *stream, int dt, const int64_t *shape, int64_t window, double scale,
                               const int32_t *seq, const int32_t *pos, const void *q, const void *k, const void *v,
-                              void *k_cache, void *v_cache, void *o) {
+                              void *k_cache, void *v_cache, void *o, int32_t *err) {
     cgeom g;
     g.n = shape[0], g.hq = shape[1], g.hk = shape[2], g.b = shape[3], g.s = shape[4], g.d = shape[5], g.dv = shape[6];
     g.window = window, g.scale = scale;
-    LAUNCH(dt, attn_cache_write_k, blocks_for(g.n * g.hk * (g.d + g.dv)), stream, g, seq, pos, k, v, k_cache, v_cache);
+    LAUNCH(dt, attn_cache_write_k, blocks_for(g.n * g.hk * (g.d + g.dv)), stream, g, seq, pos, k, v, k_cache, v_cache, err);
     int e = (int)cudaGetLastError();
     if (e) return e;
     LAUNCH(dt, attn_cached_k, row_blocks(g.n * g.hq), stream, g, seq, pos, q, k_cache, v_cache, o);

@@ -28,9 +28,9 @@ namespace {
 // sc[0] = alpha = -(lr sqrt(bc2) / bc1) * scale (the back projection's
 // factor), sc[1] = 1 (its beta, read through the device pointer mode),
 // sc[2] = the Adam eps: eps, or eps sqrt(bc2) when bnb (8-bit GaLore).
-__global__ void galore_scalars_k(const float *h, double step, double scale, int bnb, float *sc) {
+__global__ void galore_scalars_k(const float *h, double scale, int bnb, float *sc) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    double lr = h[0], b1 = h[1], b2 = h[2];
+    double lr = h[0], b1 = h[1], b2 = h[2], step = (double)h[5] * 65536.0 + (double)h[6];
     double bc2s = sqrt(1.0 - pow(b2, step));
     double step_size = lr * bc2s / (1.0 - pow(b1, step));
     sc[0] = (float)(-step_size * scale);
@@ -170,7 +170,8 @@ __global__ void apollo_moments_k(const float *G, const float *R, float *em, floa
 // prev_norm (f64, updated), F[c] = -step_size s_c / limit and
 // F[nch] = 1 - lr wd (the CPU's order of operations).
 __global__ void apollo_norm_k(const double *S, int64_t nch, const float *h, double *prev, float *F, double sq,
-                              int mini, double step) {
+                              int mini) {
+    const double step = (double)h[5] * 65536.0 + (double)h[6]; // the step number (optim/optim.c)
     __shared__ double sh[THREADS];
     __shared__ double s_mini, s_step, s_limit;
     const int l = threadIdx.x;
@@ -223,8 +224,8 @@ unsigned channel_blocks(int64_t nch) { return (unsigned)(nch < 1 ? 1 : nch > 655
 
 extern "C" {
 
-int kiln__cu_galore_scalars(void *stream, const float *h, int64_t step, double scale, int bnb, float *sc) {
-    galore_scalars_k<<<1, 32, 0, (cudaStream_t)stream>>>(h, (double)step, scale, bnb, sc);
+int kiln__cu_galore_scalars(void *stream, const float *h, double scale, int bnb, float *sc) {
+    galore_scalars_k<<<1, 32, 0, (cudaStream_t)stream>>>(h, scale, bnb, sc);
     return (int)cudaGetLastError();
 }
 
@@ -258,8 +259,8 @@ int kiln__cu_apollo_moments(void *stream, const float *G, const float *R, float 
 }
 
 int kiln__cu_apollo_norm(void *stream, const double *S, int64_t nch, const float *h, double *prev, float *F,
-                         double sqrt_scale, int mini, int64_t step) {
-    apollo_norm_k<<<1, THREADS, 0, (cudaStream_t)stream>>>(S, nch, h, prev, F, sqrt_scale, mini, (double)step);
+                         double sqrt_scale, int mini) {
+    apollo_norm_k<<<1, THREADS, 0, (cudaStream_t)stream>>>(S, nch, h, prev, F, sqrt_scale, mini);
     return (int)cudaGetLastError();
 }
 

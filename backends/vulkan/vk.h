@@ -125,6 +125,10 @@ kiln_status kiln__vk_scratch_n(kiln_vk *vk, int k, const int64_t *n, const kiln_
  * two I32 words, low then high; an error before the first set_run. Read
  * by the shader, not pushed, so that a recorded dispatch reads each run's. */
 kiln_status kiln__vk_run_word(const kiln_vk *vk, kiln_tensor *out);
+/* attention_cached's word for a row outside the cache (vt->rows_error) as
+ * a bindable tensor: six I32 (flag, row, seq, pos, B, S), made at the first
+ * call, zero until a kernel notes a row. */
+kiln_status kiln__vk_rows_word(kiln_vk *vk, kiln_tensor *out);
 
 /* Workgroups for n invocations of a 1-D kernel with local size `local`,
  * spread over x and y when x alone would exceed the device's limit; the

@@ -230,15 +230,18 @@ static kiln_status cached_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
     uint32_t n = (uint32_t)q->shape[0], hkv = (uint32_t)k->shape[1], d = (uint32_t)k->shape[2];
     uint32_t dv = (uint32_t)v->shape[2], b = (uint32_t)kc->shape[0], s = (uint32_t)kc->shape[2];
     if (!n) return KILN_OK;
+    kiln_tensor rows_word;
+    kiln_status st = kiln__vk_rows_word(vk, &rows_word);
+    if (st) return st;
     uint32_t s0 = kiln__vk_base(vk, seq), p0 = kiln__vk_base(vk, pos);
     struct {
         uint32_t n, hkv, b, s, d, dv, k0, v0, s0, p0, kc0, vc0;
     } wc = {n, hkv, b, s, d, dv, kiln__vk_base(vk, k), kiln__vk_base(vk, v), s0, p0, kiln__vk_base(vk, kc),
             kiln__vk_base(vk, vc)};
-    kiln_vk_dispatch dp = {.shader = "attn_cache_write", .n = 6, .bind = {k, v, seq, pos, kc, vc}, .push = &wc,
+    kiln_vk_dispatch dp = {.shader = "attn_cache_write", .n = 7, .bind = {k, v, seq, pos, kc, vc, &rows_word}, .push = &wc,
                            .push_size = sizeof wc};
     kiln__vk_groups_1d(vk, (uint64_t)n * hkv * (d + dv), 256, dp.groups);
-    kiln_status st = kiln__vk_dispatch(vk, &dp); /* then a barrier: every write before any read */
+    st = kiln__vk_dispatch(vk, &dp); /* then a barrier: every write before any read */
     if (st) return st;
     struct {
         uint32_t n, hq, hkv, b, s, d, dv, window;

@@ -309,6 +309,7 @@ static const kiln_backend_vt vk_vt = {
     .recordable = kiln__vk_recordable,
     .buffer_id = kiln__vk_buffer_id,
     .set_run = kiln__vk_set_run,
+    .rows_error = kiln__vk_rows_error,
 };
 
 /* ---- start and teardown ---- */

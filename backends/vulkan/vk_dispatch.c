@@ -228,12 +228,14 @@ kiln_status kiln__vk_flush(kiln_backend *b) {
         s = kiln__vk_check(vkEndCommandBuffer(vk->cmd), "vkEndCommandBuffer");
         cmds[n++] = vk->cmd;
     }
-    if (vk->pending) cmds[n++] = kiln__vk_record_cmd(vk->pending); /* a replayed graph, after its uploads */
+    const kiln_record *ran = vk->pending;
+    if (ran) cmds[n++] = kiln__vk_record_cmd(ran); /* a replayed graph, after its uploads */
     vk->pending = NULL;
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = n, .pCommandBuffers = cmds};
     if (!s) s = kiln__vk_check(vkQueueSubmit(vk->queue, 1, &si, vk->fence), "vkQueueSubmit");
     if (!s) s = kiln__vk_check(vkWaitForFences(vk->dev, 1, &vk->fence, VK_TRUE, UINT64_MAX), "waiting for the device");
     if (!s) kiln__vk_profile_collect(vk);
+    if (!s && ran) kiln__vk_record_ran(vk, ran);
     if (!s) s = kiln__vk_check(vkResetFences(vk->dev, 1, &vk->fence), "vkResetFences");
     vkResetCommandPool(vk->dev, vk->cmd_pool, 0);
     vkResetDescriptorPool(vk->dev, vk->desc_pool, 0);

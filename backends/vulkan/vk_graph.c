@@ -10,7 +10,9 @@
  * offsets); what changes with every run lives in device memory instead
  * (dropout's run number: kiln__vk_run_word). Anything that would submit
  * while recording (an upload that outgrows the staging buffer) breaks the
- * recording: it comes back NULL and the graph runs node by node. */
+ * recording: it comes back NULL and the graph runs node by node. Under
+ * $KILN_PROFILE the recording stamps its steps into a query pool of its
+ * own, read after each replay's fence (vk_profile.c). */
 #include "vk_runtime.h"
 
 struct kiln_record {
@@ -21,6 +23,7 @@ struct kiln_record {
     kiln_devbuf *staging, *scratch;
     kiln_devbuf **held; /* staging and scratch outgrown while recording */
     int n_held;
+    kiln_vk_prof_set prof; /* $KILN_PROFILE: its steps' timestamps (the backend's while recording) */
     /* the backend's own while recording */
     VkCommandBuffer o_cmd;
     bool o_recording;
@@ -35,6 +38,7 @@ static void record_destroy(kiln_vk *vk, kiln_record *r) {
     for (int i = 0; i < r->n_held; i++) kiln__vk_buffer_free(vk, r->held[i]);
     kiln__vk_buffer_free(vk, r->staging);
     kiln__vk_buffer_free(vk, r->scratch);
+    kiln__vk_profile_record_free(vk, &r->prof);
     free(r->sets);
     free(r->held);
     free(r);
@@ -76,6 +80,7 @@ kiln_status kiln__vk_record_begin(kiln_backend *b) {
     /* submitted once per replay, never twice at once */
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     if (!s) s = kiln__vk_check(vkBeginCommandBuffer(r->cmd, &bi), "vkBeginCommandBuffer");
+    if (!s) s = kiln__vk_profile_record_new(vk, r->cmd, &r->prof);
     if (s) {
         record_destroy(vk, r);
         return s;
@@ -93,6 +98,7 @@ kiln_status kiln__vk_record_begin(kiln_backend *b) {
     vk->cmd = r->cmd;
     vk->recording = true;
     vk->staging = vk->scratch = NULL;
+    kiln__vk_profile_record_swap(vk, &r->prof);
     vk->staging_used = vk->scratch_used = 0;
     kiln__vk_barrier(vk); /* after the work submitted before it (this compute's uploads) */
     return KILN_OK;
@@ -102,6 +108,7 @@ kiln_record *kiln__vk_record_end(kiln_backend *b) {
     kiln_vk *vk = (kiln_vk *)b;
     kiln_record *r = vk->capture;
     kiln__vk_barrier_host(vk);
+    kiln__vk_profile_record_swap(vk, &r->prof);
     kiln_status s = kiln__vk_check(vkEndCommandBuffer(r->cmd), "vkEndCommandBuffer");
     r->staging = vk->staging, r->scratch = vk->scratch;
     vk->cmd = r->o_cmd, vk->recording = r->o_recording, vk->desc_pool = r->o_sets;
@@ -119,6 +126,8 @@ kiln_record *kiln__vk_record_end(kiln_backend *b) {
 uint64_t kiln__vk_buffer_id(const kiln_devbuf *d) { return d->serial; }
 
 VkCommandBuffer kiln__vk_record_cmd(const kiln_record *r) { return r->cmd; }
+
+void kiln__vk_record_ran(kiln_vk *vk, const kiln_record *r) { kiln__vk_profile_record_collect(vk, &r->prof); }
 
 kiln_status kiln__vk_replay(kiln_backend *b, kiln_record *r) {
     kiln_vk *vk = (kiln_vk *)b;

@@ -145,15 +145,40 @@ kiln_status kiln__vk_set_run(kiln_backend *b, uint64_t run) {
     return kiln__vk_upload(b, vk->run_word, 0, &run, sizeof run);
 }
 
-kiln_status kiln__vk_run_word(const kiln_vk *vk, kiln_tensor *out) {
-    if (!vk->run_word) return kiln__errs(KILN_ERR_STATE, "vulkan: dropout: no run number (vt->set_run not called)");
+/* d's first n I32 words as a bindable tensor */
+static void word_tensor(kiln_devbuf *d, int64_t n, kiln_tensor *out) {
     memset(out, 0, sizeof *out);
     out->dtype = KILN_I32;
     out->ndim = 1;
-    out->shape[0] = 2;
+    out->shape[0] = n;
     out->stride[0] = 1;
-    out->dbuf = vk->run_word;
+    out->dbuf = d;
+}
+
+kiln_status kiln__vk_run_word(const kiln_vk *vk, kiln_tensor *out) {
+    if (!vk->run_word) return kiln__errs(KILN_ERR_STATE, "vulkan: dropout: no run number (vt->set_run not called)");
+    word_tensor(vk->run_word, 2, out);
     return KILN_OK;
+}
+
+enum { ROWS_WORDS = 6 }; /* flag, row, seq, pos, B, S */
+
+kiln_status kiln__vk_rows_word(kiln_vk *vk, kiln_tensor *out) {
+    /* host-visible: read after the fence with no copy (each submit ends in a host barrier) */
+    if (!vk->rows_word && !(vk->rows_word = kiln__vk_buffer_new(vk, ROWS_WORDS * sizeof(int32_t), vk->staging_type, true)))
+        return kiln_last_status();
+    word_tensor(vk->rows_word, ROWS_WORDS, out);
+    return KILN_OK;
+}
+
+kiln_status kiln__vk_rows_error(kiln_backend *b) {
+    kiln_vk *vk = (kiln_vk *)b;
+    int32_t *w = vk->rows_word ? vk->rows_word->map : NULL;
+    if (!w || !w[0]) return KILN_OK;
+    kiln_status s = kiln__errs(KILN_ERR_ARG, "attention_cached: row %d's sequence %d, position %d is outside the cache's "
+                               "%d sequences of %d positions", w[1], w[2], w[3], w[4], w[5]);
+    memset(w, 0, ROWS_WORDS * sizeof *w); /* the compute is over: no work writes it now */
+    return s;
 }
 
 kiln_status kiln__vk_download(kiln_backend *b, kiln_devbuf *d, size_t off, void *dst, size_t n) {

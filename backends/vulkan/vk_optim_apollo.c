@@ -39,7 +39,7 @@ static bool apollo_supports(const kiln_vk *vk, const kiln_tensor *t) {
     return leaf_ok(vk, t->src[0], KILN_F32, mn) && leaf_ok(vk, t->src[1], KILN_F32, mn) &&
            leaf_ok(vk, t->src[2], KILN_F32, d.nr) && leaf_ok(vk, t->src[3], KILN_F32, d.nr) &&
            leaf_ok(vk, t->src[4], KILN_F64, 1) && leaf_ok(vk, h, KILN_F32, kiln_tensor_numel(h)) &&
-           kiln_tensor_numel(h) >= 5;
+           kiln_tensor_numel(h) >= 5 + KILN__HYPER_STEP_SLOTS;
 }
 
 static void split_u64(uint64_t x, uint32_t *lo, uint32_t *hi) {
@@ -55,9 +55,6 @@ static void split_f64(double x, uint32_t *lo, uint32_t *hi) {
 
 static kiln_status apollo_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
-    const int64_t step = t->ip[2], gap = t->ip[1];
-    if (step < 1 || step > UINT32_MAX)
-        return kiln__errs(KILN_ERR_STATE, "apollo_step: step number %lld (must be >= 1)", (long long)step);
     kiln_apollo_dims d = kiln__apollo_dims(t);
     kiln_tensor sc[4]; /* P, R, the f64 norms S, the factors F */
     kiln_status s = kiln__vk_scratch_n(vk, 4, (int64_t[]){d.np, d.nr, 3 * d.nch, d.nch + 1},
@@ -65,14 +62,13 @@ static kiln_status apollo_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
     if (s) return s;
     kiln_tensor *P = &sc[0], *R = &sc[1], *S = &sc[2], *F = &sc[3];
     struct {
-        uint32_t m, n, rank, right, mini, t, np, nch, p0, g0, m0, v0, pv0, h0;
+        uint32_t m, n, rank, right, mini, np, nch, p0, g0, m0, v0, pv0, h0;
         uint32_t hs_lo, hs_hi, inv_lo, inv_hi, sq_lo, sq_hi;
     } pc = {(uint32_t)d.m,
             (uint32_t)d.n,
             (uint32_t)d.rank,
             d.right,
             t->ip[3] != 0,
-            (uint32_t)step,
             (uint32_t)d.np,
             (uint32_t)d.nch,
             kiln__vk_base(vk, t->src[0]),
@@ -83,7 +79,7 @@ static kiln_status apollo_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
             kiln__vk_base(vk, t->src[5]),
             0, 0, 0, 0, 0, 0}; /* the seed and the doubles, set below */
     /* the seed of this refresh, hashed once as kiln__uniform01 does */
-    uint64_t seed = kiln__apollo_proj_seed((uint64_t)t->ip[4], (step - 1) / gap);
+    uint64_t seed = kiln__apollo_proj_seed((uint64_t)t->ip[4], t->ip[2]);
     split_u64(kiln__hash64(seed), &pc.hs_lo, &pc.hs_hi);
     split_f64(1.0 / sqrt((double)d.rank), &pc.inv_lo, &pc.inv_hi);
     split_f64(sqrt(t->fp[0]), &pc.sq_lo, &pc.sq_hi);

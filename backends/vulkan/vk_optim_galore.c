@@ -33,7 +33,7 @@ static bool galore_supports(const kiln_vk *vk, const kiln_tensor *t) {
     int64_t r = right ? t->src[2]->shape[0] : t->src[2]->shape[1];
     bool ok = m * n <= INT32_MAX && nr <= INT32_MAX - 255 && leaf_ok(vk, p, KILN_F32, m * n) &&
               leaf_ok(vk, t->src[1], KILN_F32, m * n) && leaf_ok(vk, t->src[2], KILN_F32, r * (right ? n : m)) &&
-              leaf_ok(vk, h, KILN_F32, kiln_tensor_numel(h)) && kiln_tensor_numel(h) >= 5;
+              leaf_ok(vk, h, KILN_F32, kiln_tensor_numel(h)) && kiln_tensor_numel(h) >= 5 + KILN__HYPER_STEP_SLOTS;
     if (q8)
         return ok && leaf_ok(vk, t->src[3], KILN_I32, (nr + 3) / 4) && leaf_ok(vk, t->src[4], KILN_I32, (nr + 3) / 4) &&
                leaf_ok(vk, t->src[5], KILN_F32, 2 * nb) && leaf_ok(vk, t->src[6], KILN_F32, 512);
@@ -44,12 +44,10 @@ static kiln_status galore_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
     (void)ex;
     bool eight = t->op == KILN_OP_GALORE8_STEP, q8 = eight && t->ip[2] != 0;
     const char *who = eight ? "galore8_step" : "galore_step";
-    if (t->ip[0] < 1 || t->ip[0] > UINT32_MAX)
-        return kiln__errs(KILN_ERR_STATE, "%s: step number %lld (must be >= 1)", who, (long long)t->ip[0]);
     kiln_tensor *p = t->src[0], *proj = t->src[2], *h = t->src[t->nsrc - 1];
     int64_t m = p->shape[0], n = p->shape[1], nr = kiln__galore_state_numel(t);
     bool right = m >= n;
-    uint32_t r = (uint32_t)(right ? proj->shape[0] : proj->shape[1]), step = (uint32_t)t->ip[0];
+    uint32_t r = (uint32_t)(right ? proj->shape[0] : proj->shape[1]);
     kiln_status s;
     if (t->ip[1] && (s = kiln__galore_refresh_device(&vk->base, t, who))) return s;
     kiln_tensor low;
@@ -66,7 +64,7 @@ static kiln_status galore_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
     /* Adam on R: R becomes N */
     if (q8) {
         struct {
-            uint32_t n, r0, mq0, vq0, a0, nb, mp0, h0, t;
+            uint32_t n, r0, mq0, vq0, a0, nb, mp0, h0;
         } pa = {(uint32_t)nr,
                 r0,
                 kiln__vk_base(vk, t->src[3]),
@@ -74,8 +72,7 @@ static kiln_status galore_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
                 kiln__vk_base(vk, t->src[5]),
                 (uint32_t)((nr + 255) / 256),
                 kiln__vk_base(vk, t->src[6]),
-                kiln__vk_base(vk, h),
-                step};
+                kiln__vk_base(vk, h)};
         d = (kiln_vk_dispatch){.shader = "opt_galore_adam8", .n = 6,
                                .bind = {&low, t->src[3], t->src[4], t->src[5], t->src[6], h}, .push = &pa,
                                .push_size = sizeof pa};
@@ -85,9 +82,8 @@ static kiln_status galore_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
         if ((s = kiln__vk_dispatch(vk, &d))) return s;
     } else {
         struct {
-            uint32_t n, r0, m0, v0, h0, t, bnb;
-        } pa = {(uint32_t)nr, r0, kiln__vk_base(vk, t->src[3]), kiln__vk_base(vk, t->src[4]), kiln__vk_base(vk, h),
-                step, eight};
+            uint32_t n, r0, m0, v0, h0, bnb;
+        } pa = {(uint32_t)nr, r0, kiln__vk_base(vk, t->src[3]), kiln__vk_base(vk, t->src[4]), kiln__vk_base(vk, h), eight};
         d = (kiln_vk_dispatch){.shader = "opt_galore_adam", .n = 4, .bind = {&low, t->src[3], t->src[4], h},
                                .push = &pa, .push_size = sizeof pa};
         kiln__vk_groups_1d(vk, (uint64_t)nr, 256, d.groups);
@@ -95,10 +91,10 @@ static kiln_status galore_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
     }
     /* p += alpha (N P or P N); p *= 1 - lr wd */
     struct {
-        uint32_t m, n, r, right, p0, q0, r0, h0, t;
+        uint32_t m, n, r, right, p0, q0, r0, h0;
         float scale;
     } pb = {(uint32_t)m, (uint32_t)n, r, right, kiln__vk_base(vk, p), kiln__vk_base(vk, proj), r0, kiln__vk_base(vk, h),
-            step, (float)t->fp[0]};
+            (float)t->fp[0]};
     d = (kiln_vk_dispatch){.shader = "opt_galore_back", .n = 4, .bind = {p, proj, &low, h}, .push = &pb,
                            .push_size = sizeof pb};
     kiln__vk_groups_1d(vk, (uint64_t)(m * n), 256, d.groups);

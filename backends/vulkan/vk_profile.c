@@ -4,10 +4,22 @@
  * every dispatch serializes the work, so the first says when everything
  * before the step finished and the second when the step did. The queries
  * are read after the submit's fence, never with a wait of their own; a
- * full pool is the only extra submit (every PROF_PAIRS steps). */
+ * full pool is the only extra submit (every PROF_PAIRS steps). A graph's
+ * recording (vk_graph.c) writes its steps' timestamps into a pool of its
+ * own, read after each replay. */
 #include "vk_runtime.h"
 
 #define PROF_PAIRS 1024
+
+/* Query pool and pair rows for PROF_PAIRS pairs */
+static kiln_status set_new(kiln_vk *vk, kiln_vk_prof_set *set) {
+    VkQueryPoolCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, .queryType = VK_QUERY_TYPE_TIMESTAMP,
+                                .queryCount = 2 * PROF_PAIRS};
+    set->row = kiln__calloc(PROF_PAIRS, sizeof *set->row);
+    set->calls = kiln__calloc(PROF_PAIRS, sizeof *set->calls);
+    if (!set->row || !set->calls) return kiln__errs(KILN_ERR_OOM, "vulkan: out of memory");
+    return kiln__vk_check(vkCreateQueryPool(vk->dev, &ci, NULL, &set->pool), "vkCreateQueryPool");
+}
 
 void kiln__vk_profile_init(kiln_vk *vk) {
     uint32_t n = 0;
@@ -17,11 +29,11 @@ void kiln__vk_profile_init(kiln_vk *vk) {
     vkGetPhysicalDeviceQueueFamilyProperties(vk->phys, &n, q);
     uint32_t bits = vk->queue_family < n ? q[vk->queue_family].timestampValidBits : 0;
     if (!kiln__profiling() || !bits) return; /* a device without timestamps: its table stays empty */
-    VkQueryPoolCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, .queryType = VK_QUERY_TYPE_TIMESTAMP,
-                                .queryCount = 2 * PROF_PAIRS};
-    vk->prof_row = kiln__calloc(PROF_PAIRS, sizeof *vk->prof_row);
-    vk->prof_calls = kiln__calloc(PROF_PAIRS, sizeof *vk->prof_calls);
-    if (!vk->prof_row || !vk->prof_calls || vkCreateQueryPool(vk->dev, &ci, NULL, &vk->prof_pool) != VK_SUCCESS) {
+    kiln_vk_prof_set set = {0};
+    kiln_status s = set_new(vk, &set);
+    vk->prof_pool = set.pool, vk->prof_row = set.row, vk->prof_calls = set.calls;
+    if (s) { /* no profile of the device, nothing else lost */
+        kiln_clear_error();
         kiln__vk_profile_free(vk);
         return;
     }
@@ -84,16 +96,46 @@ void kiln__vk_profile_closing(kiln_vk *vk) {
     vk->prof_open = 0;
 }
 
-/* After the fence: every pair's time to core's table. */
-void kiln__vk_profile_collect(kiln_vk *vk) {
-    uint32_t n = vk->prof_used;
-    vk->prof_used = 0;
-    if (!vk->prof_pool || !n) return;
+/* After the fence: the n queries' pairs' times to core's table. */
+static void collect(kiln_vk *vk, VkQueryPool pool, uint32_t n, const int *row, const long *calls) {
+    if (!pool || !n) return;
     uint64_t ts[2 * PROF_PAIRS];
-    if (vkGetQueryPoolResults(vk->dev, vk->prof_pool, 0, n, sizeof ts, ts, sizeof *ts,
+    if (vkGetQueryPoolResults(vk->dev, pool, 0, n, sizeof ts, ts, sizeof *ts,
                               VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) != VK_SUCCESS)
         return;
     for (uint32_t p = 0; p + 1 < n; p += 2)
-        kiln__profile_add(&vk->base, vk->prof_row[p / 2], 1e-9 * vk->prof_ns * (double)((ts[p + 1] - ts[p]) & vk->prof_mask),
-                          vk->prof_calls[p / 2]);
+        kiln__profile_add(&vk->base, row[p / 2], 1e-9 * vk->prof_ns * (double)((ts[p + 1] - ts[p]) & vk->prof_mask),
+                          calls[p / 2]);
+}
+
+void kiln__vk_profile_collect(kiln_vk *vk) {
+    uint32_t n = vk->prof_used;
+    vk->prof_used = 0;
+    collect(vk, vk->prof_pool, n, vk->prof_row, vk->prof_calls);
+}
+
+kiln_status kiln__vk_profile_record_new(kiln_vk *vk, VkCommandBuffer cmd, kiln_vk_prof_set *set) {
+    *set = (kiln_vk_prof_set){0};
+    if (!vk->prof_pool) return KILN_OK;
+    kiln_status s = set_new(vk, set);
+    if (!s) vkCmdResetQueryPool(cmd, set->pool, 0, 2 * PROF_PAIRS);
+    return s;
+}
+
+void kiln__vk_profile_record_swap(kiln_vk *vk, kiln_vk_prof_set *set) {
+    if (!set->pool) return; /* not profiling */
+    kiln_vk_prof_set mine = {vk->prof_pool, vk->prof_used, vk->prof_row, vk->prof_calls};
+    vk->prof_pool = set->pool, vk->prof_used = set->used, vk->prof_row = set->row, vk->prof_calls = set->calls;
+    *set = mine;
+}
+
+void kiln__vk_profile_record_collect(kiln_vk *vk, const kiln_vk_prof_set *set) {
+    collect(vk, set->pool, set->used, set->row, set->calls);
+}
+
+void kiln__vk_profile_record_free(kiln_vk *vk, kiln_vk_prof_set *set) {
+    if (set->pool) vkDestroyQueryPool(vk->dev, set->pool, NULL);
+    free(set->row);
+    free(set->calls);
+    *set = (kiln_vk_prof_set){0};
 }

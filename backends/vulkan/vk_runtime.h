@@ -59,6 +59,8 @@ struct kiln_vk {
     VkDeviceSize scratch_used;
     /* the computing graph's run number, which dropout reads (vt->set_run) */
     kiln_devbuf *run_word;
+    /* a row outside a KV cache, noted by attention_cached (vt->rows_error): host-visible */
+    kiln_devbuf *rows_word;
     kiln_vk_kernel kernels[KILN_OP_COUNT];
     /* $KILN_PROFILE: timestamps around each step (vk_profile.c) */
     VkQueryPool prof_pool;
@@ -86,6 +88,7 @@ kiln_devbuf *kiln__vk_buffer_new(kiln_vk *vk, VkDeviceSize bytes, uint32_t mem_t
 void kiln__vk_buffer_free(kiln_vk *vk, kiln_devbuf *d);
 kiln_status kiln__vk_upload(kiln_backend *b, kiln_devbuf *d, size_t off, const void *src, size_t n);
 kiln_status kiln__vk_set_run(kiln_backend *b, uint64_t run); /* vt->set_run */
+kiln_status kiln__vk_rows_error(kiln_backend *b); /* vt->rows_error */
 kiln_status kiln__vk_download(kiln_backend *b, kiln_devbuf *d, size_t off, void *dst, size_t n);
 kiln_status kiln__vk_zero(kiln_backend *b, kiln_devbuf *d, size_t off, size_t n);
 
@@ -113,6 +116,7 @@ bool kiln__vk_recordable(kiln_backend *b, const kiln_tensor *node);
 kiln_status kiln__vk_record_sets(kiln_vk *vk);
 kiln_status kiln__vk_record_hold(kiln_vk *vk, kiln_devbuf *d);
 VkCommandBuffer kiln__vk_record_cmd(const kiln_record *r);
+void kiln__vk_record_ran(kiln_vk *vk, const kiln_record *r); /* its submit's fence signalled */
 uint64_t kiln__vk_buffer_id(const kiln_devbuf *d);
 
 /* vk_profile.c: device time per step for $KILN_PROFILE; all do nothing
@@ -124,5 +128,19 @@ void kiln__vk_profile_end(kiln_vk *vk);                   /* after them */
 void kiln__vk_profile_started(kiln_vk *vk);               /* a command buffer began */
 void kiln__vk_profile_closing(kiln_vk *vk);               /* it is about to end */
 void kiln__vk_profile_collect(kiln_vk *vk);               /* its fence signalled */
+/* A recording's timestamps (vk_graph.c): a query pool of its own, reset
+ * at the start of its command buffer, and each pair's row, so every
+ * replay writes them again and the fence's collect reads them. */
+typedef struct kiln_vk_prof_set {
+    VkQueryPool pool;
+    uint32_t used;
+    int *row;
+    long *calls;
+} kiln_vk_prof_set;
+kiln_status kiln__vk_profile_record_new(kiln_vk *vk, VkCommandBuffer cmd, kiln_vk_prof_set *set); /* none: not profiling */
+/* the backend's pairs and the set's trade places: the recording's steps stamp into it */
+void kiln__vk_profile_record_swap(kiln_vk *vk, kiln_vk_prof_set *set);
+void kiln__vk_profile_record_collect(kiln_vk *vk, const kiln_vk_prof_set *set); /* a replay's fence signalled */
+void kiln__vk_profile_record_free(kiln_vk *vk, kiln_vk_prof_set *set);
 
 #endif

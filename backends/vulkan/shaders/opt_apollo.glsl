@@ -10,7 +10,7 @@
 //   4 p = p * decay + f_c * g, one invocation per element
 // Scratch operands (P, R, S, F) are bound from element 0.
 layout(push_constant) uniform PC {
-    uint m, n, rank, right, mini, t, np, nch, p0, g0, m0, v0, pv0, h0;
+    uint m, n, rank, right, mini, np, nch, p0, g0, m0, v0, pv0, h0;
     uint hs_lo, hs_hi, inv_lo, inv_hi, sq_lo, sq_hi;
 } pc;
 
@@ -158,15 +158,16 @@ void main() {
     }
     u2 = wg_sum(u2);
     if (l == 0u) {
+        uint t = uint(hyper[pc.h0 + 5u]) * 65536u + uint(hyper[pc.h0 + 6u]); // the step number (optim/optim.c)
         double norm = sqrt(u2), limit = 1.0LF;
-        if (pc.t > 1u) {
+        if (t > 1u) {
             double f = norm / (prev[pc.pv0] + 1e-8LF);
             limit = max(f, 1.01LF) / 1.01LF;
         }
         prev[pc.pv0] = norm / limit;
         double lr = double(hyper[pc.h0]), b1 = double(hyper[pc.h0 + 1u]), b2 = double(hyper[pc.h0 + 2u]),
                wd = double(hyper[pc.h0 + 4u]);
-        precise double st = lr * sqrt(1.0LF - pow_d(b2, pc.t)) / (1.0LF - pow_d(b1, pc.t));
+        precise double st = lr * sqrt(1.0LF - pow_d(b2, t)) / (1.0LF - pow_d(b1, t));
         s_step = -st;
         s_limit = limit;
         precise double decay = 1.0LF - lr * wd;

@@ -8,12 +8,13 @@ layout(std430, binding = 0) buffer R { float low[]; };
 layout(std430, binding = 1) buffer M { float m[]; };
 layout(std430, binding = 2) buffer V { float v[]; };
 layout(std430, binding = 3) readonly buffer H { float hyper[]; };
-layout(push_constant) uniform P { uint n, r0, m0, v0, h0, t, bnb; } pc;
+layout(push_constant) uniform P { uint n, r0, m0, v0, h0, bnb; } pc;
 shared float s_eps;
 void main() {
+    uint t = uint(hyper[pc.h0 + 5u]) * 65536u + uint(hyper[pc.h0 + 6u]); // the step number (optim/optim.c)
     float b1 = hyper[pc.h0 + 1u], b2 = hyper[pc.h0 + 2u], eps = hyper[pc.h0 + 3u];
     if (gl_LocalInvocationIndex == 0u)
-        s_eps = pc.bnb != 0u ? ff_mul(vec2(eps, 0.0), ff_sqrt(ff_sub_from(1.0, ff_pow(b2, pc.t)))).x : eps;
+        s_eps = pc.bnb != 0u ? ff_mul(vec2(eps, 0.0), ff_sqrt(ff_sub_from(1.0, ff_pow(b2, t)))).x : eps;
     barrier();
     uint i = kiln_gid();
     if (i >= pc.n) return;

@@ -10,12 +10,13 @@ layout(std430, binding = 2) buffer VQ { uint vq[]; };
 layout(std430, binding = 3) buffer A { float absmax[]; }; // [2, nb]: m's, then v's
 layout(std430, binding = 4) readonly buffer Maps { float maps[]; };
 layout(std430, binding = 5) readonly buffer H { float hyper[]; };
-layout(push_constant) uniform P { uint n, r0, mq0, vq0, a0, nb, mp0, h0, t; } pc;
+layout(push_constant) uniform P { uint n, r0, mq0, vq0, a0, nb, mp0, h0; } pc;
 shared float s_eps;
 void main() {
+    uint t = uint(hyper[pc.h0 + 5u]) * 65536u + uint(hyper[pc.h0 + 6u]); // the step number (optim/optim.c)
     uint l = gl_LocalInvocationIndex;
     float b1 = hyper[pc.h0 + 1u], b2 = hyper[pc.h0 + 2u], eps = hyper[pc.h0 + 3u];
-    if (l == 0u) s_eps = ff_mul(vec2(eps, 0.0), ff_sqrt(ff_sub_from(1.0, ff_pow(b2, pc.t)))).x;
+    if (l == 0u) s_eps = ff_mul(vec2(eps, 0.0), ff_sqrt(ff_sub_from(1.0, ff_pow(b2, t)))).x;
     q8_maps(l, maps[pc.mp0 + l], maps[pc.mp0 + 256u + l]);
     barrier();
     q8_thresholds(l);

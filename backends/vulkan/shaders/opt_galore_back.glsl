@@ -8,13 +8,14 @@ layout(std430, binding = 0) buffer Prm { float prm[]; };
 layout(std430, binding = 1) readonly buffer Pj { float proj[]; };
 layout(std430, binding = 2) readonly buffer N { float low[]; };
 layout(std430, binding = 3) readonly buffer H { float hyper[]; };
-layout(push_constant) uniform P { uint m, n, r, right, p0, q0, r0, h0, t; float scale; } pc;
+layout(push_constant) uniform P { uint m, n, r, right, p0, q0, r0, h0; float scale; } pc;
 shared float s_alpha, s_decay;
 void main() {
+    uint t = uint(hyper[pc.h0 + 5u]) * 65536u + uint(hyper[pc.h0 + 6u]); // the step number (optim/optim.c)
     float lr = hyper[pc.h0], b1 = hyper[pc.h0 + 1u], b2 = hyper[pc.h0 + 2u], wd = hyper[pc.h0 + 4u];
     if (gl_LocalInvocationIndex == 0u) {
-        vec2 step = ff_mul(ff_two_prod(lr, 1.0), ff_sqrt(ff_sub_from(1.0, ff_pow(b2, pc.t)))); // lr sqrt(bc2)
-        step = ff_mul(step, ff_div(1.0, ff_sub_from(1.0, ff_pow(b1, pc.t))));                   // / bc1
+        vec2 step = ff_mul(ff_two_prod(lr, 1.0), ff_sqrt(ff_sub_from(1.0, ff_pow(b2, t)))); // lr sqrt(bc2)
+        step = ff_mul(step, ff_div(1.0, ff_sub_from(1.0, ff_pow(b1, t))));                   // / bc1
         s_alpha = -ff_mul(step, vec2(pc.scale, 0.0)).x;
         s_decay = -ff_two_prod(lr, wd).x;
     }

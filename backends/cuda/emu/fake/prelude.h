@@ -53,6 +53,12 @@ static inline unsigned emu_atomicMax(unsigned *p, unsigned v) {
     if (v > old) *p = v;
     return old;
 }
+static inline int emu_atomicCAS(int *p, int compare, int v) {
+    std::lock_guard<std::mutex> lock(emu_mu);
+    int old = *p;
+    if (old == compare) *p = v;
+    return old;
+}
 
 // runtime.cpp: while a stream capture is open it keeps f for the graph
 // (true); else false, and the caller runs it now.

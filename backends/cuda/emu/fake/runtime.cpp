@@ -122,6 +122,11 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
     clock_gettime(CLOCK_MONOTONIC, (timespec *)e);
     return cudaSuccess;
 }
+// cudaEventRecordExternal in a capture: an event record node, read each launch
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned) {
+    if (!emu_capture([e] { clock_gettime(CLOCK_MONOTONIC, (timespec *)e); })) return cudaEventRecord(e, s);
+    return cudaSuccess;
+}
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
     const timespec *x = (const timespec *)a, *y = (const timespec *)b;
     *ms = (float)(1e3 * (double)(y->tv_sec - x->tv_sec) + 1e-6 * (double)(y->tv_nsec - x->tv_nsec));
