@@ -126,34 +126,7 @@ __global__ void cached_tile_k(tgeom g, typename C::elem scale, int nsplit, const
                     bool vis = sc < nc && sq_s[r] == cur && j >= f_s[r] && j < e_s[r];
                     ps[r][sc] = vis ? s[m] * scale : (T)-INFINITY;
                 }
-                __syncthreads();
-                if (tid < BR) { // the new running max and the rescaling of what came before
-                    T mo = m_s[tid], mx = mo;
-                    for (int c = 0; c < BC; c++) mx = fmax(mx, ps[tid][c]);
-                    c_s[tid] = mx == (T)-INFINITY ? (T)1 : exp(mo - mx);
-                    m_s[tid] = mx;
-                }
-                __syncthreads();
-#pragma unroll
-                for (int m = 0; m < SE; m++) {
-                    int r = tid / BC + m * (NT / BC);
-                    T s = ps[r][sc];
-                    ps[r][sc] = s == (T)-INFINITY ? (T)0 : exp(s - m_s[r]);
-                }
-#pragma unroll
-                for (int e = 0; e < OE; e++) acc[e] *= c_s[tid / HD + e * (NT / HD)];
-                __syncthreads();
-                if (tid < BR) {
-                    T s = 0;
-                    for (int c = 0; c < BC; c++) s += ps[tid][c];
-                    l_s[tid] = l_s[tid] * c_s[tid] + s;
-                }
-                for (int c = 0; c < nc; c++) { // entry e: slot tid / HD + e * (NT / HD), column tid % HD
-                    T x = vs[c][tid % HD];
-#pragma unroll
-                    for (int e = 0; e < OE; e++) acc[e] += ps[tid / HD + e * (NT / HD)][c] * x;
-                }
-                __syncthreads(); // ks, vs, ps are rewritten next tile
+                softmax_tile<BR, BC, HD>(ps, m_s, l_s, c_s, vs, nc, acc);
             }
             // this pass's slots: O, or the split's partial O and L (+inf: no key in this split)
 #pragma unroll

@@ -97,34 +97,7 @@ __global__ void flash_fwd_k(fgeom g, int nsplit, int64_t chunk, const float *q, 
                 bool vis = r < nr && j0 + sc < kend(g, (x0 + r) % g.t);
                 ps[r][sc] = vis ? s[m] * g.scale : -INFINITY;
             }
-            __syncthreads();
-            if (tid < BR) { // the new running max and the rescaling of what came before
-                float mo = m_s[tid], mx = mo;
-                for (int c = 0; c < BC; c++) mx = fmaxf(mx, ps[tid][c]);
-                c_s[tid] = mx == -INFINITY ? 1.0f : expf(mo - mx);
-                m_s[tid] = mx;
-            }
-            __syncthreads();
-#pragma unroll
-            for (int m = 0; m < SE; m++) {
-                int r = tid / BC + m * (NT / BC);
-                float s = ps[r][sc];
-                ps[r][sc] = s == -INFINITY ? 0.0f : expf(s - m_s[r]);
-            }
-#pragma unroll
-            for (int e = 0; e < OE; e++) acc[e] *= c_s[tid / HD + e * (NT / HD)];
-            __syncthreads();
-            if (tid < BR) {
-                float s = 0.0f;
-                for (int c = 0; c < BC; c++) s += ps[tid][c];
-                l_s[tid] = l_s[tid] * c_s[tid] + s;
-            }
-            for (int c = 0; c < nc; c++) { // entry e: row tid / HD + e * (NT / HD), column tid % HD
-                float x = vs[c][tid % HD];
-#pragma unroll
-                for (int e = 0; e < OE; e++) acc[e] += ps[tid / HD + e * (NT / HD)][c] * x;
-            }
-            __syncthreads(); // ks, vs, ps are rewritten next tile
+            softmax_tile<BR, BC, HD>(ps, m_s, l_s, c_s, vs, nc, acc);
         }
         float *ot = o + sp * osplit + row0 * g.dv, *lt = lse + sp * lsplit + row0;
 #pragma unroll

@@ -1,7 +1,7 @@
 // k_flash.cuh — what the FlashAttention-2 style kernels share
 // (k_attention_flash.cu, k_attention_cached.cu): the tile kernels' block
-// size, the staging of rows into shared memory, the scores of a tile, the
-// tile shapes and the merge of key splits. Templates on the element type
+// size, the staging of rows into shared memory, the scores of a tile and
+// a tile's online-softmax step, the tile shapes and the merge of key splits. Templates on the element type
 // (float or double). Included inside each file's anonymous namespace,
 // after k_common.cuh. Only __syncthreads and shared memory (no warp
 // shuffles): the host emulator (emu/fake) runs these kernels as they are.
@@ -31,6 +31,44 @@ __device__ void dots(T (&s)[SE], const T (*a)[W], const T *b, int n) {
 #pragma unroll
         for (int m = 0; m < SE; m++) s[m] += a[threadIdx.x / BC + m * (NT / BC)][e] * x;
     }
+}
+
+// One key tile's step of the online softmax of BR rows, their scaled
+// scores (-inf where masked) in ps: the running max m_s (c_s: the
+// rescaling of what came before) and sum l_s, ps turned into
+// probabilities, and acc (entry e: row tid / HD + e * (NT / HD), column
+// tid % HD) rescaled and added p v over the nc keys staged in vs.
+template <int BR, int BC, int HD, int OE, typename T>
+__device__ void softmax_tile(T (*ps)[BC + 1], T *m_s, T *l_s, T *c_s, const T (*vs)[HD], int nc, T (&acc)[OE]) {
+    const int tid = threadIdx.x, sc = tid % BC;
+    __syncthreads();
+    if (tid < BR) {
+        T mo = m_s[tid], mx = mo;
+        for (int c = 0; c < BC; c++) mx = fmax(mx, ps[tid][c]);
+        c_s[tid] = mx == (T)-INFINITY ? (T)1 : exp(mo - mx);
+        m_s[tid] = mx;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int m = 0; m < BR * BC / NT; m++) {
+        int r = tid / BC + m * (NT / BC);
+        T s = ps[r][sc];
+        ps[r][sc] = s == (T)-INFINITY ? (T)0 : exp(s - m_s[r]);
+    }
+#pragma unroll
+    for (int e = 0; e < OE; e++) acc[e] *= c_s[tid / HD + e * (NT / HD)];
+    __syncthreads();
+    if (tid < BR) {
+        T s = 0;
+        for (int c = 0; c < BC; c++) s += ps[tid][c];
+        l_s[tid] = l_s[tid] * c_s[tid] + s;
+    }
+    for (int c = 0; c < nc; c++) {
+        T x = vs[c][tid % HD];
+#pragma unroll
+        for (int e = 0; e < OE; e++) acc[e] += ps[tid / HD + e * (NT / HD)][c] * x;
+    }
+    __syncthreads(); // vs, ps are rewritten next tile
 }
 
 // The nsplit partial (O, L) of each of `rows` rows merged by their
