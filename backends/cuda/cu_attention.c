@@ -136,7 +136,8 @@ static kiln_status cached_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *e
                                  "attention_cached kernel");
     kiln_devbuf *part = NULL; /* the splits' partial O and L */
     size_t es = kiln__types[t->dtype].size;
-    if (nsplit > 1 && !(part = kiln__cu_buffer_new(cu, (size_t)nsplit * (size_t)(sh[0] * sh[1] * (sh[6] + 1)) * es, false)))
+    size_t bytes = (size_t)nsplit * (size_t)(sh[0] * sh[1] * (sh[6] + 1)) * es;
+    if (nsplit > 1 && !(part = kiln__cu_buffer_new(cu, bytes, false)))
         return kiln_last_status() ? kiln_last_status() : KILN_ERR_OOM;
     s = kiln__cu_launched(kiln__cu_attention_cached_tiles(cu->stream, dt, sh, t->ip[0], t->fp[0], nsplit, seq, pos,
                                                           kiln__cu_ptr(q), kiln__cu_ptr(kc), kiln__cu_ptr(t->src[4]),

@@ -172,8 +172,10 @@ template <typename F64, typename F32> struct pick<float, F64, F32> {
 template <typename T, typename F> int by_shape(const tgeom &g, F f) {
     bool small = g.d <= 64 && g.dv <= 64;
     if (g.nq <= DECODE_ROWS)
-        return small ? f(typename pick<T, f64decode64, decode64>::type()) : f(typename pick<T, f64decode128, decode128>::type());
-    return small ? f(typename pick<T, f64tiles64, tiles64>::type()) : f(typename pick<T, f64tiles128, tiles128>::type());
+        return small ? f(typename pick<T, f64decode64, decode64>::type())
+                     : f(typename pick<T, f64decode128, decode128>::type());
+    return small ? f(typename pick<T, f64tiles64, tiles64>::type())
+                 : f(typename pick<T, f64tiles128, tiles128>::type());
 }
 
 template <typename T, typename C>

@@ -272,7 +272,8 @@ extern "C" {
 
 int kiln__cu_flash_splits(const int64_t *shape) {
     int64_t nq = shape[1] / shape[2] * shape[3];
-    return nq > DECODE_ROWS ? 1 : key_splits(shape[0] * shape[2], shape[4], DECODE_KEYS); // a block per (kv head, split)
+    // a block per (kv head, split)
+    return nq > DECODE_ROWS ? 1 : key_splits(shape[0] * shape[2], shape[4], DECODE_KEYS);
 }
 
 int kiln__cu_flash_attention(void *stream, const int64_t *shape, int causal, double scale, const float *q,

@@ -216,8 +216,8 @@ typedef struct cached_tiles {
 static const cached_tiles DECODE64 = {"attn_cached_dec_d64", 64, 64, 8, 16},
                           TILES64 = {"attn_cached_tile_d64", 64, 64, 16, 16},
                           TILES128 = {"attn_cached_tile_d128", 128, 128, 8, 16};
-#define CACHED_SPLITS 32 /* at most, and enough workgroups to fill a device: */
-#define CACHED_GROUPS 256
+#define CACHED_SPLITS 32  /* key splits at most */
+#define CACHED_GROUPS 256 /* workgroups enough to fill a device */
 
 /* The geometry of an ATTENTION_CACHED node and its tile plan: the
  * variant (NULL: the per-row kernel), its splits and its grid. */
@@ -236,7 +236,8 @@ static uint64_t tile_loops(const cached_plan *c) {
     uint32_t group = c->hq / c->hkv, spans = (tl->br + group - 2) / group + 1;
     uint64_t per_tile = tl->bc * tl->hd / tl->nt + c->d + 3 * tl->bc + 1;
     uint64_t tiles = ((c->keys + c->nsplit - 1) / c->nsplit + tl->bc - 1) / tl->bc + 1;
-    return (uint64_t)tl->br * (tl->hd + c->dv) / tl->nt + 2 + (spans < tl->br ? spans : tl->br) * (2 * tl->br + 2 + tiles * per_tile);
+    return (uint64_t)tl->br * (tl->hd + c->dv) / tl->nt + 2 +
+           (spans < tl->br ? spans : tl->br) * (2 * tl->br + 2 + tiles * per_tile);
 }
 
 /* KILN_ATTN_CACHED=rows: the per-row kernel for every shape (tests reach it). */
@@ -260,7 +261,8 @@ static cached_plan cached_plan_of(const kiln_vk *vk, const kiln_tensor *t) {
     const cached_tiles *tl = c.tl;
     uint32_t shared = 4 * (tl->br * (tl->hd + 1) + tl->bc * (2 * tl->hd + 1) + tl->br * (tl->bc + 1) + 6 * tl->br + 3);
     c.qtiles = (c.nq + tl->br - 1) / tl->br;
-    uint64_t blocks = (uint64_t)c.qtiles * c.hkv, most = c.keys / (8 * tl->bc), ns = (CACHED_GROUPS + blocks - 1) / blocks;
+    uint64_t blocks = (uint64_t)c.qtiles * c.hkv, most = c.keys / (8 * tl->bc);
+    uint64_t ns = (CACHED_GROUPS + blocks - 1) / blocks;
     ns = ns < most ? ns : most;
     c.nsplit = ns < 1 ? 1 : ns > CACHED_SPLITS ? CACHED_SPLITS : (uint32_t)ns;
     while (caps->loop_budget && tile_loops(&c) >= caps->loop_budget && c.nsplit < CACHED_SPLITS) c.nsplit++;
