@@ -205,6 +205,8 @@ $(BUILD)/obj/%.o: %.c
 $(BUILD)/obj/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(Q)$(call quiet,NVCC)$(NVCC) $(NVCC_FLAGS) -Ibackends/cuda -c $< -o $@
+# nvcc writes no dependency files: every kernel file rebuilds when a header it may include changes
+$(CU_KERN:%.cu=$(BUILD)/obj/%.o): $(wildcard backends/cuda/*.cuh) backends/cuda/cu_kernels.h
 
 $(BUILD)/vulkan/%.spv: backends/vulkan/shaders/%.comp $(wildcard backends/vulkan/shaders/*.glsl)
 	@mkdir -p $(dir $@)

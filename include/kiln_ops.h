@@ -233,7 +233,10 @@ kiln_tensor *kiln_attention(kiln_ctx *ctx, kiln_tensor *q, kiln_tensor *k, kiln_
  * f64 too) read seq and pos in device memory, so a replayed graph serves
  * new positions; there a row outside the cache writes nothing and gives
  * NaN, the other rows are written, and the compute fails after its end
- * with the CPU's message. A backend without it runs it on the CPU. */
+ * with the CPU's message. They attend in tiles (a kv head's query heads
+ * and a prompt's rows against shared K/V tiles, a long cache split over
+ * blocks for decoding); KILN_ATTN_CACHED=rows forces their per-row
+ * kernels (for tests). A backend without it runs it on the CPU. */
 kiln_tensor *kiln_attention_cached(kiln_ctx *ctx, kiln_tensor *q, kiln_tensor *k, kiln_tensor *v, kiln_tensor *k_cache,
                                    kiln_tensor *v_cache, kiln_tensor *seq, kiln_tensor *pos, int64_t window,
                                    double scale);

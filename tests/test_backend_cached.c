@@ -2,8 +2,10 @@
  * table (harness: backend_ops_util.h): rows each in its own sequence of a
  * KV cache, written in place then attended over up to their positions, on
  * every device backend against the CPU: decoding steps at 40, 300 and
- * 3,000 keys (GQA, MQA, a window), prompt runs of two sequences (a window
- * too), f64. */
+ * 3,000 keys (GQA, MQA, a window; two rows of two sequences, whose keys a
+ * device splits over blocks), prompt runs of one to three sequences (GQA
+ * ratios 1, 3, 4 and 8, a window, one over a 300-key cache), head sizes 8
+ * to 128, and 256 (CUDA's row kernel; Vulkan may decline it), f64. */
 #include "backend_ops_util.h"
 #include "kt_device.h"
 
@@ -15,11 +17,22 @@ typedef struct cached_arg {
 static const int32_t C_SEQ2[] = {0, 1}, C_POS2[] = {37, 5}, C_SEQ1[] = {0}, C_POS1[] = {299}, C_POS1W[] = {2999};
 static const int32_t C_SEQP[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},
                      C_POSP[] = {20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 0, 1, 2};
+static const int32_t C_SEQB[] = {1, 0}, C_POSB[] = {2999, 700};
+static const int32_t C_SEQL[40] = {0},
+                     C_POSL[40] = {260, 261, 262, 263, 264, 265, 266, 267, 268, 269, 270, 271, 272, 273,
+                                   274, 275, 276, 277, 278, 279, 280, 281, 282, 283, 284, 285, 286, 287,
+                                   288, 289, 290, 291, 292, 293, 294, 295, 296, 297, 298, 299};
+static const int32_t C_SEQ3[] = {2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1},
+                     C_POS3[] = {0, 1, 2, 3, 4, 30, 31, 32, 33, 34, 35, 36, 37, 38, 9};
 static const cached_arg C_DECODE = {2, 4, 2, 40, 16, 16, 0, 2, C_SEQ2, C_POS2},
                         C_MQA = {1, 8, 1, 300, 64, 64, 0, 1, C_SEQ1, C_POS1},
                         C_WINDOW = {1, 6, 3, 3000, 32, 24, 100, 1, C_SEQ1, C_POS1W},
                         C_PROMPT = {2, 6, 2, 33, 32, 24, 0, 15, C_SEQP, C_POSP},
-                        C_PROMPT_WINDOW = {2, 4, 4, 33, 8, 8, 7, 15, C_SEQP, C_POSP};
+                        C_PROMPT_WINDOW = {2, 4, 4, 33, 8, 8, 7, 15, C_SEQP, C_POSP},
+                        C_SPLIT = {2, 8, 2, 3000, 128, 128, 0, 2, C_SEQB, C_POSB},
+                        C_PROMPT_LONG = {1, 8, 2, 300, 128, 128, 0, 40, C_SEQL, C_POSL},
+                        C_PROMPT3 = {3, 8, 1, 40, 64, 48, 4, 15, C_SEQ3, C_POS3},
+                        C_D256 = {1, 4, 2, 40, 256, 256, 0, 1, C_SEQ1, C_POS2};
 
 static kiln_tensor *rows_i32(bo_io *io, int64_t n, const int32_t *v) {
     kiln_tensor *t = kiln_tensor_new(io->ctx, KILN_I32, 1, &n);
@@ -41,10 +54,32 @@ static const bo_case attention_cached_cases[] = {
     {"attention_cached_decode_window_3000keys", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD, &C_WINDOW},
     {"attention_cached_prompt_gqa", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD, &C_PROMPT},
     {"attention_cached_prompt_window", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD, &C_PROMPT_WINDOW},
+    {"attention_cached_decode_split_3000keys_d128", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD, &C_SPLIT},
+    {"attention_cached_prompt_40rows_300keys_d128", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD, &C_PROMPT_LONG},
+    {"attention_cached_prompt_3seqs_mqa_window", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD, &C_PROMPT3},
+    {"attention_cached_decode_d256", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD | BO_MAY_FALL_BACK, &C_D256},
     {"attention_cached_prompt_gqa", b_attn_cached, KILN_F64, BO_TRANS, BO_NO_GRAD | BO_MAY_FALL_BACK, &C_PROMPT},
+    {"attention_cached_prompt_40rows_300keys_d128", b_attn_cached, KILN_F64, BO_TRANS,
+     BO_NO_GRAD | BO_MAY_FALL_BACK, &C_PROMPT_LONG},
+    {"attention_cached_decode_mqa_300keys_d64", b_attn_cached, KILN_F64, BO_TRANS, BO_NO_GRAD | BO_MAY_FALL_BACK,
+     &C_MQA},
+    {"attention_cached_decode_split_3000keys_d128", b_attn_cached, KILN_F64, BO_TRANS, BO_NO_GRAD | BO_MAY_FALL_BACK,
+     &C_SPLIT},
 };
 KT_TEST(backend_ops_attention_cached) {
     bo_run_cases("attention_cached", attention_cached_cases, BO_COUNT(attention_cached_cases));
+}
+
+/* The per-row kernels the devices keep for larger heads (and under tight
+ * limits), forced on shapes the tiles would take. */
+static const bo_case attention_cached_row_cases[] = {
+    {"attention_cached_decode_gqa", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD, &C_DECODE},
+    {"attention_cached_prompt_window", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD, &C_PROMPT_WINDOW},
+    {"attention_cached_prompt_gqa", b_attn_cached, KILN_F64, BO_TRANS, BO_NO_GRAD | BO_MAY_FALL_BACK, &C_PROMPT},
+};
+KT_TEST(backend_ops_attention_cached_rows) {
+    setenv("KILN_ATTN_CACHED", "rows", 1);
+    bo_run_cases("attention_cached_rows", attention_cached_row_cases, BO_COUNT(attention_cached_row_cases));
 }
 
 /* A row outside the cache: on a device, whose kernels skip it, the

@@ -7,9 +7,15 @@
  * The forward writes the packed [O | L] of ops/nn_attention.c; the
  * backward reads it (src 3) and dO (src 4) and writes packed [dq | dk | dv].
  * ATTENTION_CACHED (kiln_attention_cached) writes the rows' keys and
- * values into the caches, then runs a block per (row, query head) over its
- * sequence's keys up to its position, read from device memory. */
+ * values into the caches, then attends over each row's sequence up to its
+ * position, read from device memory: tiles of a kv head's query slots
+ * against K/V tiles in shared memory, the keys split over blocks when few
+ * tiles face a long cache (k_attention_cached.cu, f32 and f64, D, Dv <=
+ * 128); larger heads a block per (row, query head) (k_attention.cu). */
 #include "cu.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 enum { MAX_HEAD = 256, FLASH_HEAD = 128 }; /* k_attention.cu's THREADS; k_attention_flash.cu's tiles */
 
@@ -100,21 +106,51 @@ static bool cached_supports(const kiln_cu *cu, const kiln_tensor *t) {
 
 enum { ROWS_WORDS = 6 }; /* flag, row, seq, pos, B, S */
 
+/* KILN_ATTN_CACHED=rows: the per-row kernel for every shape (tests reach it). */
+static bool rows_forced(void) {
+    const char *e = getenv("KILN_ATTN_CACHED");
+    return e && !strcmp(e, "rows");
+}
+
+/* The rows' keys and values into the caches, before any read. */
+static kiln_status cached_write(kiln_cu *cu, const kiln_tensor *t, const int64_t sh[7], int dt) {
+    /* made at a graph's first compute, never in a capture (core records at the second) */
+    if (!cu->rows_word && !cu->capturing && !(cu->rows_word = kiln__cu_buffer_new(cu, ROWS_WORDS * sizeof(int32_t), true)))
+        return kiln_last_status();
+    if (!cu->rows_word) return kiln__errs(KILN_ERR_STATE, "cuda: attention_cached: no row word in a capture");
+    return kiln__cu_launched(kiln__cu_attention_cache_write(cu->stream, dt, sh, kiln__cu_ptr(t->src[5]),
+                                                            kiln__cu_ptr(t->src[6]), kiln__cu_ptr(t->src[1]),
+                                                            kiln__cu_ptr(t->src[2]), kiln__cu_ptr(t->src[3]),
+                                                            kiln__cu_ptr(t->src[4]), (int32_t *)cu->rows_word->ptr),
+                             "attention_cached write kernel");
+}
+
 static kiln_status cached_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
     const kiln_tensor *q = t->src[0], *k = t->src[1], *v = t->src[2], *kc = t->src[3];
     const int64_t sh[7] = {q->shape[0], q->shape[1], k->shape[1], kc->shape[0], kc->shape[2], k->shape[2], v->shape[2]};
     if (!sh[0]) return KILN_OK;
-    /* made at a graph's first compute, never in a capture (core records at the second) */
-    if (!cu->rows_word && !cu->capturing && !(cu->rows_word = kiln__cu_buffer_new(cu, ROWS_WORDS * sizeof(int32_t), true)))
-        return kiln_last_status();
-    if (!cu->rows_word) return kiln__errs(KILN_ERR_STATE, "cuda: attention_cached: no row word in a capture");
-    return kiln__cu_launched(kiln__cu_attention_cached(cu->stream, t->dtype == KILN_F64 ? CU_F64 : CU_F32, sh,
-                                                       t->ip[0], t->fp[0], kiln__cu_ptr(t->src[5]),
-                                                       kiln__cu_ptr(t->src[6]), kiln__cu_ptr(q), kiln__cu_ptr(k),
-                                                       kiln__cu_ptr(v), kiln__cu_ptr(kc), kiln__cu_ptr(t->src[4]),
-                                                       kiln__cu_ptr(t), (int32_t *)cu->rows_word->ptr),
-                             "attention_cached kernel");
+    int dt = t->dtype == KILN_F64 ? CU_F64 : CU_F32;
+    kiln_status s = cached_write(cu, t, sh, dt);
+    if (s) return s;
+    const int32_t *seq = kiln__cu_ptr(t->src[5]), *pos = kiln__cu_ptr(t->src[6]);
+    int nsplit = rows_forced() ? 0 : kiln__cu_attention_cached_splits(dt, sh, t->ip[0]);
+    if (!nsplit)
+        return kiln__cu_launched(kiln__cu_attention_cached(cu->stream, dt, sh, t->ip[0], t->fp[0], seq, pos,
+                                                           kiln__cu_ptr(q), kiln__cu_ptr(kc), kiln__cu_ptr(t->src[4]),
+                                                           kiln__cu_ptr(t)),
+                                 "attention_cached kernel");
+    kiln_devbuf *part = NULL; /* the splits' partial O and L */
+    size_t es = kiln__types[t->dtype].size;
+    size_t bytes = (size_t)nsplit * (size_t)(sh[0] * sh[1] * (sh[6] + 1)) * es;
+    if (nsplit > 1 && !(part = kiln__cu_buffer_new(cu, bytes, false)))
+        return kiln_last_status() ? kiln_last_status() : KILN_ERR_OOM;
+    s = kiln__cu_launched(kiln__cu_attention_cached_tiles(cu->stream, dt, sh, t->ip[0], t->fp[0], nsplit, seq, pos,
+                                                          kiln__cu_ptr(q), kiln__cu_ptr(kc), kiln__cu_ptr(t->src[4]),
+                                                          kiln__cu_ptr(t), part ? part->ptr : NULL),
+                          "attention_cached tile kernel");
+    if (part) kiln__cu_buffer_free(cu, part);
+    return s;
 }
 
 kiln_status kiln__cu_rows_error(kiln_backend *b) {

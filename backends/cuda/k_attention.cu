@@ -206,7 +206,7 @@ __global__ void attn_cache_write_k(cgeom g, const int32_t *seq, const int32_t *p
 
 // One block per (row, query head) over keys first .. pos[i] of its
 // sequence (the last window of them when window > 0), by online_softmax:
-// a decoding step and each row of a prompt alike.
+// head sizes over k_attention_cached.cu's tiles, decoding and prompt rows alike.
 template <typename T>
 __global__ void attn_cached_k(cgeom g, const int32_t *seq, const int32_t *pos, const void *qv, const void *kcv,
                               const void *vcv, void *ov) {
@@ -234,6 +234,13 @@ geom make_geom(const int64_t *shape, int causal, double scale) {
     g.b = shape[0], g.hq = shape[1], g.hk = shape[2], g.t = shape[3], g.s = shape[4], g.d = shape[5], g.dv = shape[6];
     g.causal = causal != 0;
     g.scale = scale;
+    return g;
+}
+
+cgeom make_cgeom(const int64_t *shape, int64_t window, double scale) {
+    cgeom g;
+    g.n = shape[0], g.hq = shape[1], g.hk = shape[2], g.b = shape[3], g.s = shape[4], g.d = shape[5], g.dv = shape[6];
+    g.window = window, g.scale = scale;
     return g;
 }
 
@@ -269,15 +276,18 @@ int kiln__cu_attention_grad(void *stream, int dt, const int64_t *shape, int caus
     return (int)cudaGetLastError();
 }
 
-int kiln__cu_attention_cached(void *stream, int dt, const int64_t *shape, int64_t window, double scale,
-                              const int32_t *seq, const int32_t *pos, const void *q, const void *k, const void *v,
-                              void *k_cache, void *v_cache, void *o, int32_t *err) {
-    cgeom g;
-    g.n = shape[0], g.hq = shape[1], g.hk = shape[2], g.b = shape[3], g.s = shape[4], g.d = shape[5], g.dv = shape[6];
-    g.window = window, g.scale = scale;
+int kiln__cu_attention_cache_write(void *stream, int dt, const int64_t *shape, const int32_t *seq,
+                                   const int32_t *pos, const void *k, const void *v, void *k_cache, void *v_cache,
+                                   int32_t *err) {
+    cgeom g = make_cgeom(shape, 0, 0);
     LAUNCH(dt, attn_cache_write_k, blocks_for(g.n * g.hk * (g.d + g.dv)), stream, g, seq, pos, k, v, k_cache, v_cache, err);
-    int e = (int)cudaGetLastError();
-    if (e) return e;
+    return (int)cudaGetLastError();
+}
+
+int kiln__cu_attention_cached(void *stream, int dt, const int64_t *shape, int64_t window, double scale,
+                              const int32_t *seq, const int32_t *pos, const void *q, const void *k_cache,
+                              const void *v_cache, void *o) {
+    cgeom g = make_cgeom(shape, window, scale);
     LAUNCH(dt, attn_cached_k, row_blocks(g.n * g.hq), stream, g, seq, pos, q, k_cache, v_cache, o);
     return (int)cudaGetLastError();
 }

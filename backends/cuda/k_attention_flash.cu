@@ -26,8 +26,6 @@
 // Decoding (few query rows, T = 1) splits the keys over more blocks
 // (nsplit), each writing its rows' normalized partial O and logsumexp to
 // scratch, merged after by their logsumexps.
-// Only __syncthreads and shared memory (no warp shuffles): the host
-// emulator (emu/fake) runs these kernels as they are.
 #include "cu_kernels.h"
 
 #include <cuda_bf16.h>
@@ -38,8 +36,7 @@
 namespace {
 
 #include "k_common.cuh"
-
-const int NT = 128; // threads of a tile kernel: 4 warps
+#include "k_flash.cuh"
 
 struct fgeom {
     int64_t b, hk, group, t, s, nq; // nq = group * T query rows per kv head
@@ -60,28 +57,6 @@ __device__ int64_t kend(const fgeom &g, int64_t i) {
 __device__ int64_t tile_kend(const fgeom &g, int64_t x0, int nr) {
     int64_t a = x0 % g.t, z = a + nr - 1;
     return kend(g, z >= g.t ? g.t - 1 : z);
-}
-
-// Rows [0, n) of a tile of `rows` rows from src (row length len, stride len)
-// into dst[rows][W] as floats, zeros past n rows and len columns.
-template <int ROWS, int W, int PAD>
-__device__ void stage(float (*dst)[W + PAD], const float *src, int n, int len) {
-    for (int x = threadIdx.x; x < ROWS * W; x += NT) {
-        int r = x / W, e = x % W;
-        dst[r][e] = r < n && e < len ? src[(int64_t)r * len + e] : 0.0f;
-    }
-}
-
-// s[m] = row tid / BC + m * (NT / BC) of a . b over e < n: a thread's
-// SE scores share one key row b, read once for all of them.
-template <int SE, int BC, int W> __device__ void dots(float (&s)[SE], const float (*a)[W], const float *b, int n) {
-#pragma unroll
-    for (int m = 0; m < SE; m++) s[m] = 0.0f;
-    for (int e = 0; e < n; e++) {
-        float x = b[e];
-#pragma unroll
-        for (int m = 0; m < SE; m++) s[m] += a[threadIdx.x / BC + m * (NT / BC)][e] * x;
-    }
 }
 
 // Forward: a tile of BR rows of kv head bkh's group, keys of split `sp`
@@ -122,34 +97,7 @@ __global__ void flash_fwd_k(fgeom g, int nsplit, int64_t chunk, const float *q, 
                 bool vis = r < nr && j0 + sc < kend(g, (x0 + r) % g.t);
                 ps[r][sc] = vis ? s[m] * g.scale : -INFINITY;
             }
-            __syncthreads();
-            if (tid < BR) { // the new running max and the rescaling of what came before
-                float mo = m_s[tid], mx = mo;
-                for (int c = 0; c < BC; c++) mx = fmaxf(mx, ps[tid][c]);
-                c_s[tid] = mx == -INFINITY ? 1.0f : expf(mo - mx);
-                m_s[tid] = mx;
-            }
-            __syncthreads();
-#pragma unroll
-            for (int m = 0; m < SE; m++) {
-                int r = tid / BC + m * (NT / BC);
-                float s = ps[r][sc];
-                ps[r][sc] = s == -INFINITY ? 0.0f : expf(s - m_s[r]);
-            }
-#pragma unroll
-            for (int e = 0; e < OE; e++) acc[e] *= c_s[tid / HD + e * (NT / HD)];
-            __syncthreads();
-            if (tid < BR) {
-                float s = 0.0f;
-                for (int c = 0; c < BC; c++) s += ps[tid][c];
-                l_s[tid] = l_s[tid] * c_s[tid] + s;
-            }
-            for (int c = 0; c < nc; c++) { // entry e: row tid / HD + e * (NT / HD), column tid % HD
-                float x = vs[c][tid % HD];
-#pragma unroll
-                for (int e = 0; e < OE; e++) acc[e] += ps[tid / HD + e * (NT / HD)][c] * x;
-            }
-            __syncthreads(); // ks, vs, ps are rewritten next tile
+            softmax_tile<BR, BC, HD>(ps, m_s, l_s, c_s, vs, nc, acc);
         }
         float *ot = o + sp * osplit + row0 * g.dv, *lt = lse + sp * lsplit + row0;
 #pragma unroll
@@ -159,29 +107,6 @@ __global__ void flash_fwd_k(fgeom g, int nsplit, int64_t chunk, const float *q, 
         }
         if (tid < nr) lt[tid] = l_s[tid] > 0.0f ? m_s[tid] + logf(l_s[tid]) : INFINITY;
         __syncthreads(); // m_s, l_s are reset next tile
-    }
-}
-
-// The nsplit partial (O, L) of each of `rows` rows merged by their
-// logsumexps (+inf: a split that saw no key, weight 0).
-__global__ void flash_merge_k(int64_t rows, int dv, int nsplit, const float *po, const float *pl, float *o,
-                              float *lse) {
-    int64_t n = rows * (dv + 1);
-    for (int64_t x = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; x < n; x += (int64_t)gridDim.x * blockDim.x) {
-        int64_t r = x / (dv + 1);
-        int col = (int)(x % (dv + 1));
-        float mx = -INFINITY, lt = 0.0f, a = 0.0f;
-        for (int s = 0; s < nsplit; s++)
-            if (pl[s * rows + r] != INFINITY) mx = fmaxf(mx, pl[s * rows + r]);
-        for (int s = 0; s < nsplit; s++) {
-            float l = pl[s * rows + r];
-            if (l == INFINITY) continue;
-            float w = expf(l - mx);
-            lt += w;
-            if (col < dv) a += w * po[(s * rows + r) * dv + col];
-        }
-        if (col < dv) o[r * dv + col] = lt > 0.0f ? a / lt : 0.0f;
-        else lse[r] = lt > 0.0f ? mx + logf(lt) : INFINITY;
     }
 }
 
@@ -334,44 +259,21 @@ int tile_rows(const fgeom &g) { return g.d <= 64 && g.dv <= 64 ? 32 : 16; } // B
 
 unsigned tile_blocks(int64_t n) { return (unsigned)(n < 1 ? 1 : n > 65535 * 8 ? 65535 * 8 : n); }
 
-// Tiles (BR query rows, BC keys): 32 x 32 up to D = 64 (41 KiB of shared
-// memory in dk/dv), 16 x 16 up to 128; decoding takes 8 rows (T = 1: the
-// group's heads) against 32 keys.
+// Tiles of k_flash.cuh's shapes.
 #define FLASH_BY_HD(g, KERNEL, grid, stream, ...)                                                                  \
     do {                                                                                                               \
         if ((g).d <= 64 && (g).dv <= 64) KERNEL<tiles64><<<(grid), NT, 0, (cudaStream_t)(stream)>>>(__VA_ARGS__);      \
         else KERNEL<tiles128><<<(grid), NT, 0, (cudaStream_t)(stream)>>>(__VA_ARGS__);                                \
     } while (0)
 
-const int DECODE_ROWS = 8, DECODE_KEYS = 32, TARGET_BLOCKS = 256, MAX_SPLIT = 32;
-
-// A tile shape: head sizes up to HD, BR query rows, BC keys (NT % BC == 0,
-// NT % HD == 0, BR * BC % NT == 0).
-struct tiles64 {
-    static const int HD = 64, BR = 32, BC = 32;
-};
-struct tiles128 {
-    static const int HD = 128, BR = 16, BC = 16;
-};
-struct decode64 {
-    static const int HD = 64, BR = DECODE_ROWS, BC = DECODE_KEYS;
-};
-struct decode128 {
-    static const int HD = 128, BR = DECODE_ROWS, BC = DECODE_KEYS;
-};
-
 } // namespace
 
 extern "C" {
 
 int kiln__cu_flash_splits(const int64_t *shape) {
-    int64_t nq = shape[1] / shape[2] * shape[3], s = shape[4];
-    if (nq > DECODE_ROWS) return 1;
-    // a block per (kv head, split): enough blocks to fill the device, at
-    // least 8 key tiles each
-    int64_t blocks = shape[0] * shape[2], n = (TARGET_BLOCKS + blocks - 1) / blocks, most = s / (8 * DECODE_KEYS);
-    n = n < most ? n : most;
-    return (int)(n < 1 ? 1 : n > MAX_SPLIT ? MAX_SPLIT : n);
+    int64_t nq = shape[1] / shape[2] * shape[3];
+    // a block per (kv head, split)
+    return nq > DECODE_ROWS ? 1 : key_splits(shape[0] * shape[2], shape[4], DECODE_KEYS);
 }
 
 int kiln__cu_flash_attention(void *stream, const int64_t *shape, int causal, double scale, const float *q,
@@ -394,7 +296,7 @@ int kiln__cu_flash_attention(void *stream, const int64_t *shape, int causal, dou
         flash_fwd_k<decode128><<<grid, NT, 0, st>>>(g, nsplit, chunk, q, k, v, po, pl, rows * g.dv, rows);
     int e = (int)cudaGetLastError();
     if (e || nsplit == 1) return e;
-    flash_merge_k<<<blocks_for(rows * (g.dv + 1)), THREADS, 0, st>>>(rows, g.dv, nsplit, po, pl, o, lse);
+    flash_merge_k<float><<<blocks_for(rows * (g.dv + 1)), THREADS, 0, st>>>(rows, g.dv, nsplit, po, pl, o, lse, 0.0f);
     return (int)cudaGetLastError();
 }
 

@@ -20,12 +20,18 @@
  * iterations (lavapipe: 65535, all loops together), the rolled variant's
  * long loop is split over passes that merge (attn_common.glsl).
  * ATTENTION_CACHED (kiln_attention_cached): the rows' keys and values
- * written into the caches (attn_cache_write.comp), then a workgroup per
- * (query head, row) whose invocations split the row's keys up to its
- * position, read from device memory (attn_cached.comp). */
+ * written into the caches (attn_cache_write.comp), then, for head sizes up
+ * to 128, tiles of a kv head's query slots (the group's heads, a prompt's
+ * rows) against K/V tiles in shared memory, the keys split over
+ * workgroups and merged when few tiles face a long cache
+ * (attn_cached_tile.glsl, attn_cached_merge.comp); else (or past a loop
+ * budget or the device's shared memory) a workgroup per (query head, row)
+ * whose invocations split the row's keys (attn_cached.comp). Positions are
+ * read from device memory. */
 #include "vk.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -201,11 +207,77 @@ static kiln_status attention_grad_record(kiln_vk *vk, kiln_tensor *t, const kiln
 
 /* ---- attention over a KV cache ---- */
 
+/* The tile kernels of attn_cached_tile.glsl (variants.txt): head sizes up
+ * to hd, nt invocations, br query slots against bc keys. */
+typedef struct cached_tiles {
+    const char *shader;
+    uint32_t hd, nt, br, bc;
+} cached_tiles;
+static const cached_tiles DECODE64 = {"attn_cached_dec_d64", 64, 64, 8, 16},
+                          TILES64 = {"attn_cached_tile_d64", 64, 64, 16, 16},
+                          TILES128 = {"attn_cached_tile_d128", 128, 128, 8, 16};
+#define CACHED_SPLITS 32  /* key splits at most */
+#define CACHED_GROUPS 256 /* workgroups enough to fill a device */
+
+/* The geometry of an ATTENTION_CACHED node and its tile plan: the
+ * variant (NULL: the per-row kernel), its splits and its grid. */
+typedef struct cached_plan {
+    uint32_t n, hq, hkv, b, s, d, dv, window, keys, nq, qtiles, nsplit;
+    const cached_tiles *tl;
+} cached_plan;
+
+/* The loop iterations of one invocation of the tile kernel under plan c
+ * (lavapipe's budget counts them all): per key tile its staging, dot, max,
+ * sum and output loops; per pass (a sequence of the tile's rows, at most
+ * the rows its br slots span) the pick of the sequence; the q gather and
+ * NaN stores once. */
+static uint64_t tile_loops(const cached_plan *c) {
+    const cached_tiles *tl = c->tl;
+    uint32_t group = c->hq / c->hkv, spans = (tl->br + group - 2) / group + 1;
+    uint64_t per_tile = tl->bc * tl->hd / tl->nt + c->d + 3 * tl->bc + 1;
+    uint64_t tiles = ((c->keys + c->nsplit - 1) / c->nsplit + tl->bc - 1) / tl->bc + 1;
+    return (uint64_t)tl->br * (tl->hd + c->dv) / tl->nt + 2 +
+           (spans < tl->br ? spans : tl->br) * (2 * tl->br + 2 + tiles * per_tile);
+}
+
+/* KILN_ATTN_CACHED=rows: the per-row kernel for every shape (tests reach it). */
+static bool rows_forced(void) {
+    const char *e = getenv("KILN_ATTN_CACHED");
+    return e && !strcmp(e, "rows");
+}
+
+static cached_plan cached_plan_of(const kiln_vk *vk, const kiln_tensor *t) {
+    const kiln_tensor *q = t->src[0], *k = t->src[1], *v = t->src[2], *kc = t->src[3];
+    cached_plan c = {.n = (uint32_t)q->shape[0], .hq = (uint32_t)q->shape[1], .hkv = (uint32_t)k->shape[1],
+                     .b = (uint32_t)kc->shape[0], .s = (uint32_t)kc->shape[2], .d = (uint32_t)k->shape[2],
+                     .dv = (uint32_t)v->shape[2]};
+    c.window = t->ip[0] > 0 && t->ip[0] < c.s ? (uint32_t)t->ip[0] : 0;
+    c.keys = c.window ? c.window : c.s;
+    c.nq = c.n * (c.hq / c.hkv);
+    uint32_t m = c.d > c.dv ? c.d : c.dv;
+    c.tl = rows_forced() ? NULL : m <= 64 ? (c.nq <= DECODE64.br ? &DECODE64 : &TILES64) : m <= 128 ? &TILES128 : NULL;
+    const kiln_vk_caps *caps = kiln__vk_caps(vk);
+    if (!c.tl) return c;
+    const cached_tiles *tl = c.tl;
+    uint32_t shared = 4 * (tl->br * (tl->hd + 1) + tl->bc * (2 * tl->hd + 1) + tl->br * (tl->bc + 1) + 6 * tl->br + 3);
+    c.qtiles = (c.nq + tl->br - 1) / tl->br;
+    uint64_t blocks = (uint64_t)c.qtiles * c.hkv, most = c.keys / (8 * tl->bc);
+    uint64_t ns = (CACHED_GROUPS + blocks - 1) / blocks;
+    ns = ns < most ? ns : most;
+    c.nsplit = ns < 1 ? 1 : ns > CACHED_SPLITS ? CACHED_SPLITS : (uint32_t)ns;
+    while (caps->loop_budget && tile_loops(&c) >= caps->loop_budget && c.nsplit < CACHED_SPLITS) c.nsplit++;
+    if (caps->max_shared_bytes < shared || (caps->loop_budget && tile_loops(&c) >= caps->loop_budget) ||
+        (uint64_t)c.qtiles * c.nsplit > caps->max_groups[0] || c.hkv > caps->max_groups[1])
+        c.tl = NULL;
+    return c;
+}
+
 /* ATTENTION_CACHED src q, k, v, k_cache, v_cache, seq, pos (see
- * kiln_attention_cached): f32 contiguous, seq and pos i32, head sizes up
- * to attn_cached.comp's HD; under a loop budget, the keys one invocation
- * may walk (all S of them, or the window: pos is read on the device)
- * must fit it with its loops over D and Dv, its merge's and its stores'. */
+ * kiln_attention_cached): f32 contiguous, seq and pos i32; the tile
+ * kernels' head sizes, or the per-row kernel's (attn_cached.comp, up to
+ * its HD), whose keys one invocation walks (all S of them, or the window:
+ * pos is read on the device) must fit a loop budget with its loops over D
+ * and Dv, its merge's and its stores'. */
 #define CACHED_HD 128
 static bool cached_supports(const kiln_vk *vk, const kiln_tensor *t) {
     for (int i = 0; i < 7; i++) {
@@ -217,40 +289,62 @@ static bool cached_supports(const kiln_vk *vk, const kiln_tensor *t) {
     int64_t d = q->shape[2], dv = t->shape[2], s = kc->shape[2], n = q->shape[0] * q->shape[1];
     if (!f32_ok(vk, t) || d > CACHED_HD || dv > CACHED_HD || !(t->fp[0] > 0 && isfinite(t->fp[0]))) return false;
     const uint32_t *mg = kiln__vk_caps(vk)->max_groups, budget = kiln__vk_caps(vk)->loop_budget;
-    if (q->shape[1] > mg[0] || q->shape[0] > mg[1] || (uint64_t)n * (uint64_t)(d > dv ? d : dv) > UINT32_MAX)
-        return false;
+    if ((uint64_t)n * (uint64_t)(d > dv ? d : dv) > UINT32_MAX) return false;
+    if (n && cached_plan_of(vk, t).tl) return true;
+    if (q->shape[1] > mg[0] || q->shape[0] > mg[1]) return false;
     int64_t keys = t->ip[0] > 0 && t->ip[0] < s ? t->ip[0] : s;
     return !budget || (keys + 63) / 64 * (d + 2 * dv + 1) + dv + 2 * 64 + (dv + 31) / 32 * (2 * 32 + 64) < budget;
 }
 
-static kiln_status cached_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
-    (void)ex;
-    const kiln_tensor *q = t->src[0], *k = t->src[1], *v = t->src[2], *kc = t->src[3], *vc = t->src[4];
+/* The rows' keys and values into the caches, before any read (the runtime's barrier). */
+static kiln_status cached_write(kiln_vk *vk, const kiln_tensor *t, const cached_plan *c) {
+    const kiln_tensor *k = t->src[1], *v = t->src[2], *kc = t->src[3], *vc = t->src[4];
     const kiln_tensor *seq = t->src[5], *pos = t->src[6];
-    uint32_t n = (uint32_t)q->shape[0], hkv = (uint32_t)k->shape[1], d = (uint32_t)k->shape[2];
-    uint32_t dv = (uint32_t)v->shape[2], b = (uint32_t)kc->shape[0], s = (uint32_t)kc->shape[2];
-    if (!n) return KILN_OK;
     kiln_tensor rows_word;
     kiln_status st = kiln__vk_rows_word(vk, &rows_word);
     if (st) return st;
-    uint32_t s0 = kiln__vk_base(vk, seq), p0 = kiln__vk_base(vk, pos);
     struct {
         uint32_t n, hkv, b, s, d, dv, k0, v0, s0, p0, kc0, vc0;
-    } wc = {n, hkv, b, s, d, dv, kiln__vk_base(vk, k), kiln__vk_base(vk, v), s0, p0, kiln__vk_base(vk, kc),
-            kiln__vk_base(vk, vc)};
-    kiln_vk_dispatch dp = {.shader = "attn_cache_write", .n = 7, .bind = {k, v, seq, pos, kc, vc, &rows_word}, .push = &wc,
-                           .push_size = sizeof wc};
-    kiln__vk_groups_1d(vk, (uint64_t)n * hkv * (d + dv), 256, dp.groups);
-    st = kiln__vk_dispatch(vk, &dp); /* then a barrier: every write before any read */
+    } wc = {c->n, c->hkv, c->b, c->s, c->d, c->dv, kiln__vk_base(vk, k), kiln__vk_base(vk, v), kiln__vk_base(vk, seq),
+            kiln__vk_base(vk, pos), kiln__vk_base(vk, kc), kiln__vk_base(vk, vc)};
+    kiln_vk_dispatch dp = {.shader = "attn_cache_write", .n = 7, .bind = {k, v, seq, pos, kc, vc, &rows_word},
+                           .push = &wc, .push_size = sizeof wc};
+    kiln__vk_groups_1d(vk, (uint64_t)c->n * c->hkv * (c->d + c->dv), 256, dp.groups);
+    return kiln__vk_dispatch(vk, &dp);
+}
+
+static kiln_status cached_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *ex) {
+    (void)ex;
+    const kiln_tensor *q = t->src[0], *kc = t->src[3], *vc = t->src[4], *seq = t->src[5], *pos = t->src[6];
+    cached_plan c = cached_plan_of(vk, t);
+    if (!c.n) return KILN_OK;
+    kiln_status st = cached_write(vk, t, &c);
     if (st) return st;
+    uint32_t rows = c.n * c.hq;
     struct {
         uint32_t n, hq, hkv, b, s, d, dv, window;
         float scale;
-        uint32_t q0, k0, v0, s0, p0, o0;
-    } pc = {n, (uint32_t)q->shape[1], hkv, b, s, d, dv, (uint32_t)(t->ip[0] < s ? t->ip[0] : 0), (float)t->fp[0],
-            kiln__vk_base(vk, q), kiln__vk_base(vk, kc), kiln__vk_base(vk, vc), s0, p0, kiln__vk_base(vk, t)};
-    dp = (kiln_vk_dispatch){.shader = "attn_cached", .n = 6, .bind = {q, kc, vc, seq, pos, t}, .push = &pc,
-                            .push_size = sizeof pc, .groups = {pc.hq, n, 1}};
+        uint32_t q0, k0, v0, s0, p0, o0, nsplit, po0, pl0;
+    } pc = {c.n, c.hq, c.hkv, c.b, c.s, c.d, c.dv, c.window, (float)t->fp[0], kiln__vk_base(vk, q),
+            kiln__vk_base(vk, kc), kiln__vk_base(vk, vc), kiln__vk_base(vk, seq), kiln__vk_base(vk, pos),
+            kiln__vk_base(vk, t), c.nsplit, 0, 0};
+    if (!c.tl) { /* the per-row kernel: a workgroup per (query head, row) */
+        kiln_vk_dispatch dp = {.shader = "attn_cached", .n = 6, .bind = {q, kc, vc, seq, pos, t}, .push = &pc,
+                               .push_size = 15 * sizeof(uint32_t), .groups = {c.hq, c.n, 1}};
+        return kiln__vk_dispatch(vk, &dp);
+    }
+    kiln_tensor part;
+    if (c.nsplit > 1 && (st = kiln__vk_scratch(vk, (int64_t)c.nsplit * rows * (c.dv + 1), KILN_F32, &part))) return st;
+    if (c.nsplit > 1) pc.po0 = kiln__vk_base(vk, &part), pc.pl0 = pc.po0 + c.nsplit * rows * c.dv;
+    kiln_vk_dispatch dp = {.shader = c.tl->shader, .n = 7, .bind = {q, kc, vc, seq, pos, t, c.nsplit > 1 ? &part : t},
+                           .push = &pc, .push_size = sizeof pc, .groups = {c.qtiles * c.nsplit, c.hkv, 1}};
+    if ((st = kiln__vk_dispatch(vk, &dp)) || c.nsplit == 1) return st;
+    struct {
+        uint32_t rows, dv, nsplit, po0, pl0, o0;
+    } mc = {rows, c.dv, c.nsplit, pc.po0, pc.pl0, pc.o0};
+    dp = (kiln_vk_dispatch){.shader = "attn_cached_merge", .n = 2, .bind = {&part, t}, .push = &mc,
+                            .push_size = sizeof mc};
+    kiln__vk_groups_1d(vk, (uint64_t)rows * c.dv, 256, dp.groups);
     return kiln__vk_dispatch(vk, &dp);
 }
 
