@@ -77,7 +77,7 @@ static inline __attribute__((always_inline)) void sums(const bool q8, const int 
 #include "qmatmul_gemm_zmm.h"
 
 const kiln_qmm_gemm_kernels *kiln__qmm_gemm_kernels_avx512(void) {
-    static const kiln_qmm_gemm_kernels k = {kiln__qmm_gemm_pack_x, QG_NAME(pack_w), tile_q8, tile_q4, QG_Q8_OFF};
+    static const kiln_qmm_gemm_kernels k = {pack_x, QG_NAME(pack_w), tile_q8, tile_q4, QG_Q8_OFF};
     return &k;
 }
 #else

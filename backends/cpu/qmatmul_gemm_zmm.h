@@ -5,13 +5,31 @@
  * file defines, before it, sums(q8, gs, xb, wb, xs, nb, b, s): block b's
  * exact int32 sums S - off * sum(x) of gs groups (xb: their quads, nb *
  * 512 bytes apart) against the NC columns (wb: the panel's block b), xs
- * the groups' -off * sum(x) at block 0. Defines tile_q8 and tile_q4;
- * included once per file, built with its flags. */
+ * the groups' -off * sum(x) at block 0. Defines pack_x (by AVX-512's
+ * quantizer, qmatmul_quant_x86.h), tile_q8 and tile_q4; included once per
+ * file, built with its flags. */
 #include "qmatmul_gemm.h"
+
+#include "qmatmul_quant_x86.h"
 
 #include <immintrin.h>
 
 #define NC KILN_QMM_GEMM_NC
+
+/* One row of x (nb blocks) into the packed layout: codes at xp + 512 b +
+ * 64 q (+ the row's 4 bytes, already in xp), scales at da + 16 b, and
+ * -off * (sum of the block's codes) at xs + 16 b. */
+static void pack_x(const float *x, int64_t nb, int32_t off, int8_t *xp, float *da, int32_t *xs) {
+    const __m512i vidx = _mm512_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112, 0, 0, 0, 0, 0, 0, 0, 0);
+    for (int64_t b = 0; b < nb; b++, x += 32, xp += 512, da += 16, xs += 16) {
+        const __m256i codes = kiln__qmm_quantize_block(x, da);
+        _mm512_mask_i32scatter_epi32(xp, 0xff, vidx, _mm512_castsi256_si512(codes), 4);
+        /* sum of the codes: psadbw on codes + 128, less 32 * 128 */
+        const __m256i s = _mm256_sad_epu8(_mm256_xor_si256(codes, _mm256_set1_epi8((char)0x80)), _mm256_setzero_si256());
+        const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        xs[0] = -off * (int32_t)(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1) - 32 * 128);
+    }
+}
 
 /* gs groups of 16 rows against NC columns over blocks [b0, b1): each
  * block's exact sums (sums()), then one convert, one scale multiply and
