@@ -17,9 +17,10 @@
 
 #define NC KILN_QMM_GEMM_NC
 /* Columns of W per unit of work: big enough that packing and the thread
- * hand-out are amortized, small enough that the panel (96 k bytes) stays
- * in L2 and 2048-wide layers still give 2 threads 20 units. */
-#define NU (16 * NC)
+ * hand-out are amortized, small enough that the panel (96 k bytes, twice
+ * that with q8_abs) stays in L2 and 2048-wide layers still give 2 threads
+ * 20 units. */
+#define NU KILN_QMM_GEMM_NU
 #define KB 16 /* blocks of K per chunk */
 
 /* W row j's int8 values and scales (the reference's view of a block). */
@@ -164,7 +165,8 @@ static void panels(void *arg, int64_t u0, int64_t u1, int tid) {
         __atomic_store_n(&j->fail, 1, __ATOMIC_RELAXED);
         return;
     }
-    float *dw = (float *)(wp + NU * nb * 32);
+    const int64_t wcols = kk->q8_abs && j->t == KILN_Q8_0 ? 2 * NU : NU; /* with |w|'s */
+    float *dw = (float *)(wp + wcols * nb * 32);
     float *acc = dw + NU * nb; /* the f32 sums of the panel's tiles */
     void (*tile)(const int8_t *, const float *, const int32_t *, int, const uint8_t *, const float *, int64_t,
                  int64_t, int64_t, bool, float(*)[32]) = j->t == KILN_Q8_0 ? kk->tile_q8 : kk->tile_q4;
@@ -203,9 +205,11 @@ kiln_status kiln__qmm_gemm(kiln_dtype t, int64_t m, int64_t n, int64_t k, const 
     const int64_t nb = k / 32, groups = (m + 15) / 16, units = (n + NU - 1) / NU;
     /* x packed: 512 bytes of codes, 16 scales and 16 sums per group of rows per block */
     const size_t xbytes = (size_t)(groups * nb) * (512 + 64 + 64);
-    /* a W panel: NU columns of k bytes and a float per block, and the f32
-     * sums of its tiles */
-    const size_t pbytes = (size_t)(NU * nb) * (32 + 4) + (size_t)(NU * (groups + 1) / 2 * 32) * sizeof(float);
+    /* a W panel: NU columns of k bytes (and their |w|'s with q8_abs) and a
+     * float per block, and the f32 sums of its tiles */
+    const int64_t wbytes = kk->q8_abs && t == KILN_Q8_0 ? 64 : 32;
+    const size_t pbytes =
+        (size_t)(NU * nb) * (size_t)(wbytes + 4) + (size_t)(NU * (groups + 1) / 2 * 32) * sizeof(float);
     /* x and the calling thread's W panel in its scratch (kept between
      * calls: no page faults per call); the other threads take theirs */
     const size_t pb64 = (pbytes + 63) & ~(size_t)63; /* xbytes: a multiple of 64 */

@@ -40,6 +40,8 @@
 
 /* Columns of W per packed panel the SIMD kernels take at once (one tile). */
 #define KILN_QMM_GEMM_NC 6
+/* Columns of W per panel (a unit of the threads' work) */
+#define KILN_QMM_GEMM_NU (16 * KILN_QMM_GEMM_NC)
 
 /* The operands the SIMD kernels read (packed by their pack_x / pack_w):
  *   x: groups of 16 rows, block by block, quad by quad:
@@ -49,7 +51,9 @@
  *      offset that makes W's values unsigned (Q8_0 128, Q4_0 8; Q8_0 0
  *      where the kernels keep W signed: q8_off);
  *   W panel (per thread): for column c of the panel, wp + c * nb * 32
- *      holds its values + off in order, dw + c * nb its scales. */
+ *      holds its values + off in order, dw + c * nb its scales; with
+ *      q8_abs, a Q8_0 panel's |w| (unsigned: 128 for -128) follows at
+ *      wp + (KILN_QMM_GEMM_NU + c) * nb * 32. */
 typedef struct kiln_qmm_gemm_kernels {
     /* one row of x (k = 32 nb values): xp, da, xs point at the row's
      * bytes, scale and sum of block 0 */
@@ -71,6 +75,7 @@ typedef struct kiln_qmm_gemm_kernels {
                     const float *dw, int64_t nb, int64_t b0, int64_t b1, bool first,
                     float out[KILN_QMM_GEMM_NC][32]);
     int32_t q8_off; /* Q8_0's off: 128, or 0 where the panel keeps w signed */
+    bool q8_abs;    /* a Q8_0 panel holds |w| too (q8_off 0) */
 } kiln_qmm_gemm_kernels;
 
 /* each NULL when not built */

@@ -13,6 +13,7 @@
 #include "../../quant/quant.h"
 #define QG_NAME(x) x##_avx512
 #define QG_Q8_OFF 0
+#define QG_Q8_ABS 0 /* |w| from the panel measured no faster here */
 #include "qmatmul_gemm_pack_x86.h"
 
 #include <immintrin.h>
@@ -77,7 +78,7 @@ static inline __attribute__((always_inline)) void sums(const bool q8, const int 
 #include "qmatmul_gemm_zmm.h"
 
 const kiln_qmm_gemm_kernels *kiln__qmm_gemm_kernels_avx512(void) {
-    static const kiln_qmm_gemm_kernels k = {pack_x, QG_NAME(pack_w), tile_q8, tile_q4, QG_Q8_OFF};
+    static const kiln_qmm_gemm_kernels k = {pack_x, QG_NAME(pack_w), tile_q8, tile_q4, QG_Q8_OFF, QG_Q8_ABS};
     return &k;
 }
 #else

@@ -16,6 +16,7 @@
 #include "../../quant/quant.h"
 #define QG_NAME(x) x##_vnni
 #define QG_Q8_OFF 128
+#define QG_Q8_ABS 0
 #include "qmatmul_gemm_pack_x86.h"
 
 #include <immintrin.h>
@@ -58,7 +59,7 @@ static inline __attribute__((always_inline)) void sums(const bool q8, const int 
 #include "qmatmul_gemm_zmm.h"
 
 const kiln_qmm_gemm_kernels *kiln__qmm_gemm_kernels_avx512vnni(void) {
-    static const kiln_qmm_gemm_kernels k = {pack_x, QG_NAME(pack_w), tile_q8, tile_q4, QG_Q8_OFF};
+    static const kiln_qmm_gemm_kernels k = {pack_x, QG_NAME(pack_w), tile_q8, tile_q4, QG_Q8_OFF, QG_Q8_ABS};
     return &k;
 }
 #else
