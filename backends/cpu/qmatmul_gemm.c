@@ -18,7 +18,7 @@
 #define NC KILN_QMM_GEMM_NC
 /* Columns of W per unit of work: big enough that packing and the thread
  * hand-out are amortized, small enough that the panel (96 k bytes, twice
- * that with q8_abs) stays in L2 and 2048-wide layers still give 2 threads
+ * that with q8_split) stays in L2 and 2048-wide layers still give 2 threads
  * 20 units. */
 #define NU KILN_QMM_GEMM_NU
 #define KB 16 /* blocks of K per chunk */
@@ -165,7 +165,7 @@ static void panels(void *arg, int64_t u0, int64_t u1, int tid) {
         __atomic_store_n(&j->fail, 1, __ATOMIC_RELAXED);
         return;
     }
-    const int64_t wcols = kk->q8_abs && j->t == KILN_Q8_0 ? 2 * NU : NU; /* with |w|'s */
+    const int64_t wcols = kk->q8_split && j->t == KILN_Q8_0 ? 2 * NU : NU; /* two planes */
     float *dw = (float *)(wp + wcols * nb * 32);
     float *acc = dw + NU * nb; /* the f32 sums of the panel's tiles */
     void (*tile)(const int8_t *, const float *, const int32_t *, int, const uint8_t *, const float *, int64_t,
@@ -205,9 +205,9 @@ kiln_status kiln__qmm_gemm(kiln_dtype t, int64_t m, int64_t n, int64_t k, const 
     const int64_t nb = k / 32, groups = (m + 15) / 16, units = (n + NU - 1) / NU;
     /* x packed: 512 bytes of codes, 16 scales and 16 sums per group of rows per block */
     const size_t xbytes = (size_t)(groups * nb) * (512 + 64 + 64);
-    /* a W panel: NU columns of k bytes (and their |w|'s with q8_abs) and a
+    /* a W panel: NU columns of k bytes (two planes with q8_split) and a
      * float per block, and the f32 sums of its tiles */
-    const int64_t wbytes = kk->q8_abs && t == KILN_Q8_0 ? 64 : 32;
+    const int64_t wbytes = kk->q8_split && t == KILN_Q8_0 ? 64 : 32;
     const size_t pbytes =
         (size_t)(NU * nb) * (size_t)(wbytes + 4) + (size_t)(NU * (groups + 1) / 2 * 32) * sizeof(float);
     /* x and the calling thread's W panel in its scratch (kept between

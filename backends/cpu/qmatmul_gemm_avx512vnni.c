@@ -16,7 +16,7 @@
 #include "../../quant/quant.h"
 #define QG_NAME(x) x##_vnni
 #define QG_Q8_OFF 128
-#define QG_Q8_ABS 0
+#define QG_Q8_SPLIT 0
 #include "qmatmul_gemm_pack_x86.h"
 
 #include <immintrin.h>
@@ -32,7 +32,7 @@ static inline int32_t load32(const int8_t *p) {
 
 /* Block b's sums (qmatmul_gemm_zmm.h): from -off * sum(x), 8 vpdpbusd
  * per column and group (one quad of W broadcast against one zmm of x) */
-static inline __attribute__((always_inline)) void sums(const bool q8, const int gs, const int8_t *xb,
+static inline __attribute__((always_inline)) void sums(const bool q8, const int gs, const int cc, const int8_t *xb,
                                                        const uint8_t *wb, const int32_t *xs, int64_t nb, int64_t b,
                                                        __m512i s[NC][2]) {
     (void)q8; /* W unsigned either way */
@@ -40,7 +40,7 @@ static inline __attribute__((always_inline)) void sums(const bool q8, const int 
     for (int g = 0; g < gs; g++) {
         const __m512i init = _mm512_load_si512((const void *)(xs + (g * nb + b) * 16));
 #pragma GCC unroll 6
-        for (int c = 0; c < NC; c++) s[c][g] = init;
+        for (int c = 0; c < cc; c++) s[c][g] = init;
     }
 #pragma GCC unroll 8
     for (int q = 0; q < 8; q++) {
@@ -48,7 +48,7 @@ static inline __attribute__((always_inline)) void sums(const bool q8, const int 
 #pragma GCC unroll 2
         for (int g = 0; g < gs; g++) a[g] = _mm512_load_si512((const void *)(xb + g * nb * 512 + q * 64));
 #pragma GCC unroll 6
-        for (int c = 0; c < NC; c++) {
+        for (int c = 0; c < cc; c++) {
             const __m512i wv = _mm512_set1_epi32(load32((const int8_t *)wb + c * nb * 32 + q * 4));
 #pragma GCC unroll 2
             for (int g = 0; g < gs; g++) s[c][g] = _mm512_dpbusd_epi32(s[c][g], wv, a[g]);
@@ -56,10 +56,11 @@ static inline __attribute__((always_inline)) void sums(const bool q8, const int 
     }
 }
 
+#define QG_Q8_CC NC
 #include "qmatmul_gemm_zmm.h"
 
 const kiln_qmm_gemm_kernels *kiln__qmm_gemm_kernels_avx512vnni(void) {
-    static const kiln_qmm_gemm_kernels k = {pack_x, QG_NAME(pack_w), tile_q8, tile_q4, QG_Q8_OFF, QG_Q8_ABS};
+    static const kiln_qmm_gemm_kernels k = {pack_x, QG_NAME(pack_w), tile_q8, tile_q4, QG_Q8_OFF, QG_Q8_SPLIT};
     return &k;
 }
 #else

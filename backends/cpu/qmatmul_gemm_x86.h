@@ -15,7 +15,7 @@
  * takes |w| from the panel too (one vpsignb fewer per quad and column:
  * 0.89x the tile's time at 128 x 5632 x 2048) */
 #define QG_Q8_OFF (QG_VNNI ? 128 : 0)
-#define QG_Q8_ABS (!QG_VNNI)
+#define QG_Q8_SPLIT (QG_VNNI ? 0 : 1)
 #include "qmatmul_gemm_pack_x86.h"
 
 #include <immintrin.h>
@@ -124,7 +124,7 @@ static inline __attribute__((always_inline)) void QG_NAME(sums)(const int HH, co
         QG_UNROLL
         for (int c = 0; c < QG_CC; c++) {
             const __m256i w = QG_NAME(wquad)(wb, nb, c, q),
-                          aw = q8 && QG_Q8_ABS ? QG_NAME(wquad)(wb + KILN_QMM_GEMM_NU * nb * 32, nb, c, q) : w;
+                          aw = q8 && QG_Q8_SPLIT ? QG_NAME(wquad)(wb + KILN_QMM_GEMM_NU * nb * 32, nb, c, q) : w;
             QG_UNROLL
             for (int h = 0; h < HH; h++) {
                 s[c][h] = QG_NAME(dot)(q8, s[c][h], w, aw, x[h]);
@@ -207,6 +207,6 @@ static void QG_NAME(tile_q4)(const int8_t *xp, const float *da, const int32_t *x
 }
 
 static const kiln_qmm_gemm_kernels QG_NAME(kernels) = {QG_NAME(pack_x), QG_NAME(pack_w), QG_NAME(tile_q8),
-                                                       QG_NAME(tile_q4), QG_Q8_OFF, QG_Q8_ABS};
+                                                       QG_NAME(tile_q4), QG_Q8_OFF, QG_Q8_SPLIT};
 
 #undef NC
