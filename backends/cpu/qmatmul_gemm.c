@@ -186,14 +186,13 @@ static void panels(void *arg, int64_t u0, int64_t u1, int tid) {
                              (float(*)[32])(acc + (g / 2 * (NU / NC) + c0 / NC) * NC * 32));
             }
         }
-        for (int64_t g = 0; g < groups; g += 2) {
-            const int64_t rows = m - g * 16 < 32 ? m - g * 16 : 32;
-            for (int64_t c0 = 0; c0 < cols; c0 += NC) {
-                const float(*out)[32] = (const float(*)[32])(acc + (g / 2 * (NU / NC) + c0 / NC) * NC * 32);
-                const int64_t cn = cols - c0 < NC ? cols - c0 : NC;
-                for (int64_t r = 0; r < rows; r++)
-                    for (int64_t c = 0; c < cn; c++) y[(g * 16 + r) * n + j0 + c0 + c] = out[c][r];
-            }
+        /* into y row by row, each row's cols values in order: a tile's 6
+         * columns down its 32 rows wrote 24 bytes of 32 lines at a time,
+         * each line fetched for them (7% of an AVX-512 Q4_0 prompt) */
+        for (int64_t i = 0; i < m; i++) {
+            const float *a = acc + i / 32 * NU * 32 + i % 32; /* column c at a[32 c] */
+            float *yr = y + i * n + j0;
+            for (int64_t c = 0; c < cols; c++) yr[c] = a[32 * c];
         }
     }
     if (owned) free(wp);
