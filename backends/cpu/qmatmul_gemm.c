@@ -148,6 +148,11 @@ static void pack_groups(void *arg, int64_t g0, int64_t g1, int tid) {
     pack_x(j->kk, j->x, j->m, j->k, j->t == KILN_Q8_0 ? j->kk->q8_off : 8, g0 * 16, g1 * 16, j->xp, j->da, j->xs);
 }
 
+/* Prefetches up to step bytes more of [*p, end) */
+static inline void prefetch_some(const char **p, const char *end, size_t step) {
+    for (size_t i = 0; i < step && *p < end; i += 64, *p += 64) __builtin_prefetch(*p, 0, 2);
+}
+
 /* Panels [u0, u1) of NU columns of W, each packed into the thread's own
  * panel (the caller's follows x in its scratch; a worker's is its own). */
 static void panels(void *arg, int64_t u0, int64_t u1, int tid) {
@@ -173,6 +178,13 @@ static void panels(void *arg, int64_t u0, int64_t u1, int tid) {
     for (int64_t u = u0; u < u1; u++) {
         const int64_t j0 = u * NU, cols = n - j0 < NU ? n - j0 : NU, nc = (cols + NC - 1) / NC * NC;
         kk->pack_w(j->t, (const char *)j->w + (size_t)j0 * row_bytes, cols, nc, nb, wp, dw);
+        /* the next unit's W (most often this thread's next) fetched a slice
+         * per tile, for its pack_w not to wait on memory (pack_w was 9% of
+         * an AVX-512 Q4_0 prompt, most of it on its loads of W) */
+        const char *pf = (const char *)j->w + (size_t)(j0 + cols) * row_bytes;
+        const char *pf_end = (const char *)j->w + (size_t)(n - j0 - cols < NU ? n : j0 + cols + NU) * row_bytes;
+        const int64_t tiles = (nb + KB - 1) / KB * ((groups + 1) / 2) * (nc / NC);
+        const size_t pf_step = ((size_t)(pf_end - pf) / (size_t)tiles + 64) & ~(size_t)63;
         /* K in chunks of KB blocks: a chunk of two groups of x (16 KiB)
          * stays in L1 while every 6 columns of the panel pass over it;
          * the tiles' f32 sums wait in acc between chunks */
@@ -180,10 +192,12 @@ static void panels(void *arg, int64_t u0, int64_t u1, int tid) {
             const int64_t b1 = nb - b0 < KB ? nb : b0 + KB;
             for (int64_t g = 0; g < groups; g += 2) {
                 const int rows = m - g * 16 < 32 ? (int)(m - g * 16) : 32;
-                for (int64_t c0 = 0; c0 < nc; c0 += NC)
+                for (int64_t c0 = 0; c0 < nc; c0 += NC) {
+                    prefetch_some(&pf, pf_end, pf_step);
                     tile(xp + g * nb * 512, da + g * nb * 16, xs + g * nb * 16, rows, wp + c0 * nb * 32,
-                             dw + c0 * nb, nb, b0, b1, b0 == 0,
-                             (float(*)[32])(acc + (g / 2 * (NU / NC) + c0 / NC) * NC * 32));
+                         dw + c0 * nb, nb, b0, b1, b0 == 0,
+                         (float(*)[32])(acc + (g / 2 * (NU / NC) + c0 / NC) * NC * 32));
+                }
             }
         }
         /* into y row by row, each row's cols values in order: a tile's 6
