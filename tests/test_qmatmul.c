@@ -338,8 +338,8 @@ KT_TEST(qmatmul_neondot_rows_equal_its_one_row_kernels) {
  * (16) and not a multiple of it, 1 and 2 threads; Q8_0 codes of -128 and
  * 127 (AVX2's |w| times sign(x, w) takes |-128| as 128, unsigned).
  * Every x86 level from AVX2 up runs it (AVX-512 without VNNI with zmm
- * tiles of maddubs, Q8_0 as |w| times x negated where w < 0), and NEON
- * with the dot product. */
+ * tiles of maddubs, Q8_0 as the nibbles of w + 128), and NEON with the
+ * dot product. */
 KT_TEST(qmatmul_gemm_equals_reference) {
     const kiln_dtype ts[2] = {KILN_Q8_0, KILN_Q4_0};
     const int64_t shapes[7][3] = {{8, 40, 160}, {33, 200, 96}, {64, 97, 320}, {17, 6, 32},

@@ -22,8 +22,8 @@
  * kiln__qmm_gemm_ref is that loop in C; the SIMD kernels (VNNI: vpdpbusd,
  * w + off unsigned against signed x, each block's sum starting from
  * -off sum(x), so S comes out exact; AVX2 and AVX-512 without VNNI:
- * vpmaddubsw's int16 pairs, Q8_0 as |w| times sign(x, w)) run the same
- * order in each lane.
+ * vpmaddubsw's int16 pairs, Q8_0 as |w| times sign(x, w) on AVX2 and as
+ * the nibbles of w + 128 on AVX-512) run the same order in each lane.
  *
  * This is not the batch-1 products' order (qmatmul.h: per quad of a block
  * one f32 lane, summed as a tree at the end), so a row of a prompt may
@@ -40,6 +40,8 @@
 
 /* Columns of W per packed panel the SIMD kernels take at once (one tile). */
 #define KILN_QMM_GEMM_NC 6
+/* Columns of W per panel (a unit of the threads' work) */
+#define KILN_QMM_GEMM_NU (16 * KILN_QMM_GEMM_NC)
 
 /* The operands the SIMD kernels read (packed by their pack_x / pack_w):
  *   x: groups of 16 rows, block by block, quad by quad:
@@ -49,7 +51,11 @@
  *      offset that makes W's values unsigned (Q8_0 128, Q4_0 8; Q8_0 0
  *      where the kernels keep W signed: q8_off);
  *   W panel (per thread): for column c of the panel, wp + c * nb * 32
- *      holds its values + off in order, dw + c * nb its scales. */
+ *      holds its values + off in order, dw + c * nb its scales; a Q8_0
+ *      panel of kernels with q8_split holds two planes of bytes instead,
+ *      the second at wp + (KILN_QMM_GEMM_NU + c) * nb * 32: w and |w|
+ *      (unsigned: 128 for -128) with q8_off 0 (AVX2), the high and the
+ *      low nibbles of w + 128 with q8_off 128 (AVX-512 without VNNI). */
 typedef struct kiln_qmm_gemm_kernels {
     /* one row of x (k = 32 nb values): xp, da, xs point at the row's
      * bytes, scale and sum of block 0 */
@@ -71,6 +77,7 @@ typedef struct kiln_qmm_gemm_kernels {
                     const float *dw, int64_t nb, int64_t b0, int64_t b1, bool first,
                     float out[KILN_QMM_GEMM_NC][32]);
     int32_t q8_off; /* Q8_0's off: 128, or 0 where the panel keeps w signed */
+    bool q8_split;  /* a Q8_0 panel holds two planes (above) */
 } kiln_qmm_gemm_kernels;
 
 /* each NULL when not built */

@@ -14,9 +14,9 @@
 
 #if defined(__x86_64__) && defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #include "../../quant/quant.h"
-#include "qmatmul_quant_x86.h"
 #define QG_NAME(x) x##_vnni
 #define QG_Q8_OFF 128
+#define QG_Q8_SPLIT 0
 #include "qmatmul_gemm_pack_x86.h"
 
 #include <immintrin.h>
@@ -30,24 +30,9 @@ static inline int32_t load32(const int8_t *p) {
     return v;
 }
 
-/* One row of x (nb blocks) into the packed layout: codes at xp + 512 b +
- * 64 q (+ the row's 4 bytes, already in xp), scales at da + 16 b, and
- * -off * (sum of the block's codes) at xs + 16 b. */
-static void pack_x_vnni(const float *x, int64_t nb, int32_t off, int8_t *xp, float *da, int32_t *xs) {
-    const __m512i vidx = _mm512_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112, 0, 0, 0, 0, 0, 0, 0, 0);
-    for (int64_t b = 0; b < nb; b++, x += 32, xp += 512, da += 16, xs += 16) {
-        const __m256i codes = kiln__qmm_quantize_block(x, da);
-        _mm512_mask_i32scatter_epi32(xp, 0xff, vidx, _mm512_castsi256_si512(codes), 4);
-        /* sum of the codes: psadbw on codes + 128, less 32 * 128 */
-        const __m256i s = _mm256_sad_epu8(_mm256_xor_si256(codes, _mm256_set1_epi8((char)0x80)), _mm256_setzero_si256());
-        const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-        xs[0] = -off * (int32_t)(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1) - 32 * 128);
-    }
-}
-
 /* Block b's sums (qmatmul_gemm_zmm.h): from -off * sum(x), 8 vpdpbusd
  * per column and group (one quad of W broadcast against one zmm of x) */
-static inline __attribute__((always_inline)) void sums(const bool q8, const int gs, const int8_t *xb,
+static inline __attribute__((always_inline)) void sums(const bool q8, const int gs, const int cc, const int8_t *xb,
                                                        const uint8_t *wb, const int32_t *xs, int64_t nb, int64_t b,
                                                        __m512i s[NC][2]) {
     (void)q8; /* W unsigned either way */
@@ -55,7 +40,7 @@ static inline __attribute__((always_inline)) void sums(const bool q8, const int 
     for (int g = 0; g < gs; g++) {
         const __m512i init = _mm512_load_si512((const void *)(xs + (g * nb + b) * 16));
 #pragma GCC unroll 6
-        for (int c = 0; c < NC; c++) s[c][g] = init;
+        for (int c = 0; c < cc; c++) s[c][g] = init;
     }
 #pragma GCC unroll 8
     for (int q = 0; q < 8; q++) {
@@ -63,7 +48,7 @@ static inline __attribute__((always_inline)) void sums(const bool q8, const int 
 #pragma GCC unroll 2
         for (int g = 0; g < gs; g++) a[g] = _mm512_load_si512((const void *)(xb + g * nb * 512 + q * 64));
 #pragma GCC unroll 6
-        for (int c = 0; c < NC; c++) {
+        for (int c = 0; c < cc; c++) {
             const __m512i wv = _mm512_set1_epi32(load32((const int8_t *)wb + c * nb * 32 + q * 4));
 #pragma GCC unroll 2
             for (int g = 0; g < gs; g++) s[c][g] = _mm512_dpbusd_epi32(s[c][g], wv, a[g]);
@@ -71,10 +56,11 @@ static inline __attribute__((always_inline)) void sums(const bool q8, const int 
     }
 }
 
+#define QG_Q8_CC NC
 #include "qmatmul_gemm_zmm.h"
 
 const kiln_qmm_gemm_kernels *kiln__qmm_gemm_kernels_avx512vnni(void) {
-    static const kiln_qmm_gemm_kernels k = {pack_x_vnni, QG_NAME(pack_w), tile_q8, tile_q4, QG_Q8_OFF};
+    static const kiln_qmm_gemm_kernels k = {pack_x, QG_NAME(pack_w), tile_q8, tile_q4, QG_Q8_OFF, QG_Q8_SPLIT};
     return &k;
 }
 #else

@@ -71,7 +71,7 @@ static void tile(const int8_t *xp, const float *da, const int32_t *xs, int rows,
 }
 
 const kiln_qmm_gemm_kernels *kiln__qmm_gemm_kernels_neondot(void) {
-    static const kiln_qmm_gemm_kernels k = {kiln__qmm_gemm_pack_x, kiln__qmm_gemm_pack_w, tile, tile, 0};
+    static const kiln_qmm_gemm_kernels k = {kiln__qmm_gemm_pack_x, kiln__qmm_gemm_pack_w, tile, tile, 0, false};
     return &k;
 }
 #else
