@@ -21,7 +21,7 @@
 
 #if defined(__x86_64__) && defined(__AVX512BW__)
 #include "../../quant/quant.h"
-#include "qmatmul_quant_x86.h"
+#include "qmatmul_quant_zmm.h"
 
 #include <immintrin.h>
 #include <math.h>

@@ -9,10 +9,10 @@
 #define QMM_NAME(x) x##_vnni
 #define QMM_DOT32(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (s))
 #include "qmatmul_x86.h"
-#include "qmatmul_quant_x86.h"
+#include "qmatmul_quant_zmm.h"
 
 /* The activations' codes, scales and lane sums, a block per step with the
- * scalar quantizer's exact operations (qmatmul_quant_x86.h); the lane
+ * scalar quantizer's exact operations (qmatmul_quant_zmm.h); the lane
  * sums are vpdpbusd of ones against the codes (exact in int32). */
 static void quantize_x_vnni(const float *x, int8_t *xq, float *dx, int32_t *xs, int64_t n, int32_t off) {
     const __m256i ones = _mm256_set1_epi8(1), moff = _mm256_set1_epi32(-off);

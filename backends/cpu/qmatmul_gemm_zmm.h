@@ -7,11 +7,11 @@
  * * 512 bytes apart) against cc columns (wb: the panel's block b), xs the
  * groups' -off * sum(x) at block 0, and QG_Q8_CC, the columns of a pass
  * over Q8_0 (NC, or fewer where sums() needs more registers). Defines
- * pack_x (by AVX-512's quantizer, qmatmul_quant_x86.h), tile_q8 and
+ * pack_x (by AVX-512's quantizer, qmatmul_quant_zmm.h), tile_q8 and
  * tile_q4; included once per file, built with its flags. */
 #include "qmatmul_gemm.h"
 
-#include "qmatmul_quant_x86.h"
+#include "qmatmul_quant_zmm.h"
 
 #include <immintrin.h>
 

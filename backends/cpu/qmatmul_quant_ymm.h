@@ -2,7 +2,7 @@
  * exactly as kiln__qmm_quantize_x does, for CPUs without AVX-512: the
  * batched integer path's pack_x (qmatmul_gemm_x86.h) and the batch-1
  * products' quantize_x (qmatmul_avx2.c, which AVX-VNNI takes too).
- * qmatmul_quant_x86.h is its zmm twin. Include in a file built with the
+ * qmatmul_quant_zmm.h is its zmm twin. Include in a file built with the
  * AVX2 flags (or above). */
 #ifndef KILN_CPU_QMATMUL_QUANT_YMM_H
 #define KILN_CPU_QMATMUL_QUANT_YMM_H

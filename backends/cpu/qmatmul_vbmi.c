@@ -4,7 +4,7 @@
 #include "qmatmul.h"
 
 #if defined(__x86_64__) && defined(__AVX512VBMI__) && defined(__GFNI__) && defined(__AVX512VNNI__)
-#include "qmatmul_quant_x86.h"
+#include "qmatmul_quant_zmm.h"
 
 #include <immintrin.h>
 #include <pthread.h>

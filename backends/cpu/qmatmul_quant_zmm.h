@@ -1,10 +1,10 @@
-/* qmatmul_quant_x86.h — one block of 32 activations quantized on
+/* qmatmul_quant_zmm.h — one block of 32 activations quantized on
  * AVX-512 exactly as kiln__qmm_quantize_x does (the same f32 operations;
  * roundf's ties away from zero done by hand), for the batched integer
  * path (qmatmul_gemm_zmm.h) and the vector path (qmatmul_avx512vnni.c, qmatmul_vbmi.c). Include after
  * <immintrin.h> in a file built with the AVX-512 flags. */
-#ifndef KILN_CPU_QMATMUL_QUANT_X86_H
-#define KILN_CPU_QMATMUL_QUANT_X86_H
+#ifndef KILN_CPU_QMATMUL_QUANT_ZMM_H
+#define KILN_CPU_QMATMUL_QUANT_ZMM_H
 
 #include "internal.h"
 
