@@ -187,10 +187,11 @@ KT_TEST(gemm_blocks_from_caches) {
 }
 
 /* Tiny caches cut products into many kc, mc and nc blocks (edges in all
- * three), and 2 threads share each packed block of B: the same result as
- * the reference and as 1 thread, at every level. */
+ * three), and 2 threads share each packed block of B (or, 100 x 260 x 130,
+ * each packs all of A and its own columns of B): the same result as the
+ * reference and as 1 thread, at every level. */
 static void tiny_blocks_level(kiln_simd_level lvl) {
-    static const mnk s[] = {{100, 300, 300}, {9, 1100, 300}, {300, 20, 300}};
+    static const mnk s[] = {{100, 300, 300}, {9, 1100, 300}, {300, 20, 300}, {100, 260, 130}};
     const kiln__cpu_caches tiny = {4 << 10, 64 << 10, 512 << 10};
     kiln__cpu_caches_set(&tiny);
     for (size_t si = 0; si < sizeof s / sizeof *s; si++)

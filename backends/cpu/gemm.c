@@ -5,8 +5,10 @@
  * absorbed by the packing), an ISA micro-kernel (gemm_kernels.h) per MR x
  * NR tile. Threads pack each block of B together into a shared buffer,
  * then take units of work (rows x panels, A packed in the thread's own
- * buffer) from kiln's pool (pool.h). One-row/one-column problems run GEMV-shaped loops;
- * small ones read B and A^T in place in a single pass. kiln__sgemm sends
+ * buffer) from kiln's pool (pool.h); a product whose A fits L2 gives each
+ * thread its own columns instead, nothing shared. One-row/one-column
+ * problems run GEMV-shaped loops; small ones read B and A^T in place in a
+ * single pass. kiln__sgemm sends
  * big problems to OpenBLAS only when its core is as wide as kiln's. */
 #include "gemm.h"
 #include "host_gemm.h"
@@ -275,20 +277,31 @@ static void sgemm_blocked(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t
      * (576 x 32768 x 64, a convolution's data gradient: 1.37x the CPU time
      * of 56-row blocks at 294) */
     const int64_t mc = J.kcb < bl.kc ? (bl.mc * J.kcb / bl.kc / MR > 1 ? bl.mc * J.kcb / bl.kc / MR * MR : MR) : bl.mc;
-    if (m <= mc) {
-        /* one block of rows (a convolution's O output channels): no other
-         * rows read B, so units of columns each pack their own B, a block
-         * the size of A's (for L2), and the threads meet once (twice with
-         * a shared A, below) */
-        const int64_t np = ceil_div(n, NR), l2_panels = bl.mc * bl.kc / (J.kcb * NR);
+    /* With threads, a product whose A block of all m rows fits A's L2
+     * budget and whose columns give each thread at least 128: one unit of
+     * columns a thread, each packing all of A and its own B, nothing
+     * shared. Packing into a shared buffer rewrote lines the other core
+     * had read, and each core then read the half the other had written:
+     * at 512^2, 2 threads, packing B and its meeting took 14% of the wall
+     * time (under 3% at 1 thread). Zen 5, 2 threads, median wall time
+     * with the other processes held off: 1.17x at 512^2, 1.29x at 256^2,
+     * 1.04-1.31x the MLP's products. */
+    const int64_t np = ceil_div(n, NR), l2_panels = bl.mc * bl.kc / (J.kcb * NR);
+    const bool private_a = nt > 1 && m * J.kcb <= bl.mc * bl.kc && n >= 128 * nt && ceil_div(np, nt) <= l2_panels;
+    if (m <= mc || private_a) {
+        /* one block of rows (a convolution's O output channels, or the
+         * product above): no other rows read B, so units of columns each
+         * pack their own B, a block the size of A's (for L2), and the
+         * threads meet once (twice with a shared A, below) */
         J.rows = 1;
-        J.pu = min64(l2_panels > 1 ? l2_panels : 1, ceil_div(np, want));
+        J.pu = private_a ? ceil_div(np, nt) : min64(l2_panels > 1 ? l2_panels : 1, ceil_div(np, want));
         J.jc = 0, J.nc = n, J.pc0 = 0, J.pc1 = k;
         const int64_t units = ceil_div(np, J.pu), tiles = ceil_div(m, MR);
         /* with threads, A packed once into a shared buffer (one meeting
          * more) where it fits the budget of B's block, not by every unit */
         J.mp = tiles * MR;
-        if (nt > 1 && units > 1 && J.mp * k <= (int64_t)nt * bl.kc * bl.nc && (J.pa = scratch(0, (size_t)(J.mp * k))))
+        if (!private_a && nt > 1 && units > 1 && J.mp * k <= (int64_t)nt * bl.kc * bl.nc &&
+            (J.pa = scratch(0, (size_t)(J.mp * k))))
             kiln__pool_for(ceil_div(k, J.kcb) * tiles, ceil_div(ceil_div(k, J.kcb) * tiles, want), nt, pack_a_panels,
                            &J);
         kiln__pool_for(units, 1, nt, mul_units, &J);
