@@ -145,8 +145,16 @@ void kiln__ctx_free_device(kiln_ctx *ctx) {
 
 static size_t dev_bytes(const kiln_tensor *o) { return (o->storage_bytes + 3) & ~(size_t)3; }
 
+void kiln__zeros_settle(kiln_tensor *t) {
+    kiln_tensor *o = kiln__owner(t);
+    if (!(o->flags & KILN_FLAG_ZEROS)) return;
+    memset(o->data, 0, o->storage_bytes);
+    o->flags &= ~(uint32_t)KILN_FLAG_ZEROS;
+}
+
 kiln_status kiln__host_read(const kiln_tensor *t) {
     kiln_tensor *o = kiln__owner((kiln_tensor *)t);
+    kiln__zeros_settle(o);
     if (!o->dev || (o->where & KILN_AT_HOST)) return KILN_OK;
     kiln_backend *b = o->dev_backend;
     kiln_status s = b->vt->download(b, o->dev, 0, o->data, o->storage_bytes);
@@ -180,6 +188,7 @@ kiln_status kiln__dev_alloc(kiln_backend *b, kiln_tensor *o) {
 kiln_status kiln__dev_read(kiln_backend *b, kiln_tensor *o, kiln_graph_stats *st) {
     kiln_status s = kiln__dev_alloc(b, o);
     if (s || (o->where & KILN_AT_DEV)) return s;
+    kiln__zeros_settle(o);
     if ((s = b->vt->upload(b, o->dev, 0, o->data, o->storage_bytes))) return s;
     o->where |= KILN_AT_DEV;
     if (st) {
@@ -191,14 +200,18 @@ kiln_status kiln__dev_read(kiln_backend *b, kiln_tensor *o, kiln_graph_stats *st
 
 /* With a device copy only that one is zeroed (the host's is stale until
  * read): optimizer steps zero every gradient, and the host need not touch
- * them. */
+ * them. Without one the zeros wait for the first reader or writer
+ * (KILN_FLAG_ZEROS): the convolution or matmul that next adds into a
+ * gradient stores its product instead, and no pass writes the zeros. */
 kiln_status kiln__tensor_zero(kiln_tensor *t) {
     kiln_tensor *o = kiln__owner(t);
     if (o->dev && !o->dev_backend->vt->zero(o->dev_backend, o->dev, 0, dev_bytes(o))) {
+        o->flags &= ~(uint32_t)KILN_FLAG_ZEROS;
         o->where = KILN_AT_DEV;
         return KILN_OK;
     }
-    memset(o->data, 0, o->storage_bytes);
+    if (o->dev) memset(o->data, 0, o->storage_bytes);
+    else o->flags |= KILN_FLAG_ZEROS;
     o->where = KILN_AT_HOST;
     return KILN_OK;
 }

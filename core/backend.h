@@ -218,6 +218,8 @@ int64_t kiln__qgemm_tile_rows(kiln_dtype t, int64_t n, int64_t k, int64_t elem_b
 /* The tensor owning t's storage. */
 static inline kiln_tensor *kiln__owner(kiln_tensor *t) { return t->view_src ? t->view_src : t; }
 
+/* Write the zeros an owner's KILN_FLAG_ZEROS defers into its host bytes. */
+void kiln__zeros_settle(kiln_tensor *t);
 /* Make t's host bytes current (downloading if the device has newer ones). */
 kiln_status kiln__host_read(const kiln_tensor *t);
 /* The same, then mark the device copy stale: the host is about to write. */
@@ -234,7 +236,8 @@ void kiln__record_free(kiln_ctx *ctx, kiln_record *r);
 /* Give owner o a device copy on b (contents not made current) and point
  * o->dbuf at it. */
 kiln_status kiln__dev_alloc(kiln_backend *b, kiln_tensor *o);
-/* Zero a tensor that owns storage (gradients), wherever it lives. */
+/* Zero a tensor that owns storage (gradients), wherever it lives; on the
+ * host only when first read or written (KILN_FLAG_ZEROS). */
 kiln_status kiln__tensor_zero(kiln_tensor *t);
 /* Free every device copy and recording held by ctx (kiln_ctx_free). */
 void kiln__ctx_free_device(kiln_ctx *ctx);

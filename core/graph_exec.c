@@ -105,15 +105,30 @@ static kiln_status host_buffer(kiln_graph *g) {
 
 /* ---- the loop ---- */
 
+/* Before host kernels run nodes i..end (and ACC_GRAD acc when >= 0): the
+ * deferred zeros of what they read or write, but the gradient a product
+ * adds into (run stores it there instead). */
+static void settle_zeros(kiln_graph *g, int i, int end, int acc) {
+    for (int j = i; j <= end; j++) {
+        kiln_tensor *t = g->nodes[j];
+        for (int k = 0; k < t->nsrc; k++) kiln__zeros_settle(t->src[k]);
+        kiln__zeros_settle(t);
+    }
+    for (int k = 1; acc >= 0 && k < g->nodes[acc]->nsrc; k++) kiln__zeros_settle(g->nodes[acc]->src[k]);
+}
+
 /* Run the step of nodes i..end (and ACC_GRAD acc when >= 0) on r. */
 static kiln_status run(kiln_backend *r, kiln_graph *g, int i, int end, int acc, const kiln_exec *ex) {
     kiln_tensor *t = g->nodes[i];
     if (end > i) return r->vt->compute_chain(r, g->nodes + i, end - i + 1, ex);
     if (acc < 0) return r->vt->compute(r, t, ex);
-    /* a product adding into the gradient its ACC_GRAD would add it to */
-    kiln_tensor *grad = g->nodes[acc]->src[0];
+    /* a product adding into the gradient its ACC_GRAD would add it to, or
+     * storing there when the gradient's zeros were deferred (a device
+     * brought them already) */
+    kiln_tensor *grad = g->nodes[acc]->src[0], *o = kiln__owner(grad);
     kiln_exec ea = *ex;
-    ea.accumulate = true;
+    ea.accumulate = kiln__is_device(r) || !(o->flags & KILN_FLAG_ZEROS);
+    if (!kiln__is_device(r)) o->flags &= ~(uint32_t)KILN_FLAG_ZEROS;
     t->data = grad->data;
     t->dbuf = grad->dbuf;
     t->doff = grad->doff;
@@ -145,6 +160,7 @@ kiln_status kiln__graph_steps(kiln_graph *g, kiln_backend *b, kiln_exec *ex, int
         if (s) break;
         if (!none && go) {
             if (r != b) note_fallback(b, t);
+            if (!dev) settle_zeros(g, i, end, acc);
             /* $KILN_PROFILE: the host's kernels timed here, a device's by the device */
             int row = end > i ? KILN_OP_COUNT : (int)t->op;
             bool timed = prof && !kiln__is_device(r);

@@ -150,7 +150,11 @@ enum {
     KILN_FLAG_PARAM = 1 << 1,
     KILN_FLAG_OUTPUT = 1 << 2, /* keeps its own storage across computes */
     KILN_FLAG_GRAD = 1 << 3,   /* is some leaf's gradient */
-    KILN_FLAG_COMPUTED = 1 << 4 /* a node with storage of its own that a compute has written */
+    KILN_FLAG_COMPUTED = 1 << 4, /* a node with storage of its own that a compute has written */
+    /* an owner whose value is zeros its host bytes do not hold yet
+     * (kiln__tensor_zero): the first reader writes them, the first
+     * product adding into it stores instead (core/graph_exec.c) */
+    KILN_FLAG_ZEROS = 1 << 5
 };
 
 struct kiln_tensor {
