@@ -14,7 +14,12 @@ void kiln__quantize_q8_0_ref(const float *x, void *blocks, int64_t n) {
         for (int j = 0; j < KILN_QK8_0; j++) amax = fmaxf(amax, fabsf(x[j]));
         const float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
         y[b].d = kiln__f32_to_f16(d);
-        for (int j = 0; j < KILN_QK8_0; j++) y[b].qs[j] = (int8_t)roundf(x[j] * id);
+        for (int j = 0; j < KILN_QK8_0; j++) {
+            /* a code that is not finite (x NaN or infinite, or id infinite for
+             * a tiny block) is 0, as x86's conversion gives: C leaves it undefined */
+            const float q = roundf(x[j] * id);
+            y[b].qs[j] = q >= -127.0f && q <= 127.0f ? (int8_t)q : 0;
+        }
     }
 }
 

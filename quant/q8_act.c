@@ -16,7 +16,10 @@ void kiln__quantize_q8_1_ref(const float *x, void *blocks, int64_t n) {
         for (int j = 0; j < KILN_QK; j++) amax = fmaxf(amax, fabsf(x[j]));
         const float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
         int sum = 0;
-        for (int j = 0; j < KILN_QK; j++) sum += y[b].qs[j] = (int8_t)roundf(x[j] * id);
+        for (int j = 0; j < KILN_QK; j++) { /* a code that is not finite is 0, as in Q8_0's */
+            const float q = roundf(x[j] * id);
+            sum += y[b].qs[j] = q >= -127.0f && q <= 127.0f ? (int8_t)q : 0;
+        }
         y[b].d = kiln__f32_to_f16(d);
         y[b].s = kiln__f32_to_f16((float)sum * d);
     }

@@ -3,10 +3,9 @@
  * Advanced SIMD, the references' bytes (kiln__quantize_q8_0_ref,
  * kiln__quantize_q8_1_ref, and kiln__qmm_quantize_x's codes and scales):
  * per block the same f32 operations (amax, d = amax / 127, id = 1 / d,
- * x id), roundf and the int8 conversion as one fcvtas (nearest, ties away
- * from zero, saturating to int32, NaN to 0; what GCC makes of
- * (int8_t)roundf here) narrowed to the low byte, Q8_1's s the f16 of d
- * times the codes' sum. A block holding a NaN goes through the reference
+ * x id), roundf as one fcvtas (nearest, ties away from zero) narrowed
+ * to the low byte, a code outside -127..127 (x id infinite) 0, Q8_1's s
+ * the f16 of d times the codes' sum. A block holding a NaN goes through the reference
  * itself: how a NaN enters the reference's maximum depends on how the
  * compiler vectorized it. */
 #include "coders.h"
@@ -14,6 +13,12 @@
 
 #if defined(__aarch64__)
 #include <arm_neon.h>
+
+/* roundf's codes of v, 0 where they fall outside -127..127 (v infinite:
+ * id infinite for a tiny block), the references' rule */
+static inline int32x4_t code(float32x4_t v) {
+    return vandq_s32(vcvtaq_s32_f32(v), vreinterpretq_s32_u32(vcaltq_f32(v, vdupq_n_f32(127.5f))));
+}
 
 /* One block of 32: its codes at q and their sum (*sum), d the unrounded
  * scale; false (nothing written) where x holds a NaN. */
@@ -26,8 +31,7 @@ static inline __attribute__((always_inline)) bool block32(const float *x, int8_t
     const float id = *d ? 1.0f / *d : 0.0f;
     int16x8_t h[4];
     for (int j = 0; j < 4; j++)
-        h[j] = vcombine_s16(vmovn_s32(vcvtaq_s32_f32(vmulq_n_f32(v[2 * j], id))),
-                            vmovn_s32(vcvtaq_s32_f32(vmulq_n_f32(v[2 * j + 1], id))));
+        h[j] = vcombine_s16(vmovn_s32(code(vmulq_n_f32(v[2 * j], id))), vmovn_s32(code(vmulq_n_f32(v[2 * j + 1], id))));
     const int8x16_t q0 = vcombine_s8(vmovn_s16(h[0]), vmovn_s16(h[1])),
                     q1 = vcombine_s8(vmovn_s16(h[2]), vmovn_s16(h[3]));
     vst1q_s8(q, q0), vst1q_s8(q + 16, q1);
