@@ -23,9 +23,10 @@ typedef struct bench_job {
 } bench_job;
 
 /* Run each job once to warm up, then three rounds in which each job in
- * turn runs a block of timed calls (after a 0.15 s pause and one untimed
- * call when there are several jobs, so a thread pool another job left
- * spinning has gone idle), up to max_reps calls per job or, after min_reps,
+ * turn runs a block of timed calls (after a 0.15 s pause and 0.02 s of
+ * untimed calls, at least one, when there are several jobs, so a thread
+ * pool another job left spinning has gone idle and the job's own threads
+ * are awake again), up to max_reps calls per job or, after min_reps,
  * budget_s seconds in all; a warm-up longer than 2 * budget_s leaves one
  * timed call each. Writes each job's median seconds per call to med[]. */
 void bench_measure(const bench_job *jobs, int n_jobs, int min_reps, int max_reps, double budget_s, double *med);
