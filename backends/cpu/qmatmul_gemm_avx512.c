@@ -17,17 +17,10 @@
 #include "qmatmul_gemm_pack_x86.h"
 
 #include <immintrin.h>
-#include <string.h>
 
 #define NC KILN_QMM_GEMM_NC
 /* v stays in its register (see qmatmul_gemm_x86.h's QG_KEEP) */
 #define KEEP(v) __asm__("" : "+v"(v))
-
-static inline int32_t load32(const uint8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
 
 /* The exact int32 sums S - off * sum(x) of block b for gs groups of 16
  * rows (xb: their quads, nb * 512 bytes apart) against cc columns (wb:
@@ -51,8 +44,8 @@ static inline __attribute__((always_inline)) void sums(const bool q8, const int 
         for (int g = 0; g < gs; g++) a[g] = _mm512_load_si512((const void *)(xb + g * nb * 512 + q * 64));
 #pragma GCC unroll 6
         for (int c = 0; c < cc; c++) {
-            const __m512i wv = _mm512_set1_epi32(load32(wb + c * nb * 32 + q * 4));
-            const __m512i wl = q8 ? _mm512_set1_epi32(load32(wb + (KILN_QMM_GEMM_NU + c) * nb * 32 + q * 4)) : zero;
+            const __m512i wv = _mm512_set1_epi32(QG_NAME(load32)(wb + c * nb * 32 + q * 4));
+            const __m512i wl = q8 ? _mm512_set1_epi32(QG_NAME(load32)(wb + (KILN_QMM_GEMM_NU + c) * nb * 32 + q * 4)) : zero;
 #pragma GCC unroll 2
             for (int g = 0; g < gs; g++) {
                 s[c][g] = _mm512_add_epi16(s[c][g], _mm512_maddubs_epi16(wv, a[g]));

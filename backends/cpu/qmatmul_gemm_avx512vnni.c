@@ -20,15 +20,8 @@
 #include "qmatmul_gemm_pack_x86.h"
 
 #include <immintrin.h>
-#include <string.h>
 
 #define NC KILN_QMM_GEMM_NC
-
-static inline int32_t load32(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
 
 /* Block b's sums (qmatmul_gemm_zmm.h): from -off * sum(x), 8 vpdpbusd
  * per column and group (one quad of W broadcast against one zmm of x) */
@@ -49,7 +42,7 @@ static inline __attribute__((always_inline)) void sums(const bool q8, const int 
         for (int g = 0; g < gs; g++) a[g] = _mm512_load_si512((const void *)(xb + g * nb * 512 + q * 64));
 #pragma GCC unroll 6
         for (int c = 0; c < cc; c++) {
-            const __m512i wv = _mm512_set1_epi32(load32((const int8_t *)wb + c * nb * 32 + q * 4));
+            const __m512i wv = _mm512_set1_epi32(QG_NAME(load32)(wb + c * nb * 32 + q * 4));
 #pragma GCC unroll 2
             for (int g = 0; g < gs; g++) s[c][g] = _mm512_dpbusd_epi32(s[c][g], wv, a[g]);
         }

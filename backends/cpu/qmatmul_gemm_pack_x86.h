@@ -1,9 +1,10 @@
 /* qmatmul_gemm_pack_x86.h — W's panel of the block-scaled int8 GEMM
- * (qmatmul_gemm.h) on x86, shared by qmatmul_gemm_avx512vnni.c and
- * qmatmul_gemm_x86.h (AVX2, AVX-VNNI), which define QG_NAME(x) (the
- * function suffix), QG_Q8_OFF (Q8_0's off: 128 or 0) and QG_Q8_SPLIT (0:
- * one plane; 1: w and |w|; 2: the high and low nibbles of w + 128: the
- * planes of qmatmul_gemm.h's q8_split). Included once per file, built
+ * (qmatmul_gemm.h) on x86 and the tiles' 4-byte load from it, shared by
+ * qmatmul_gemm_avx512vnni.c, qmatmul_gemm_avx512.c and qmatmul_gemm_x86.h
+ * (AVX2, AVX-VNNI), which define QG_NAME(x) (the function suffix),
+ * QG_Q8_OFF (Q8_0's off: 128 or 0) and QG_Q8_SPLIT (0: one plane; 1: w
+ * and |w|; 2: the high and low nibbles of w + 128: the planes of
+ * qmatmul_gemm.h's q8_split). Included once per file, built
  * with its flags. */
 #include "qmatmul_gemm.h"
 
@@ -11,6 +12,13 @@
 
 #include <immintrin.h>
 #include <string.h>
+
+/* a quad of the panel as one int32, to broadcast */
+static inline int32_t QG_NAME(load32)(const void *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
 
 /* W's columns as the tile reads them: Q4_0's nibbles (w + 8), Q8_0's
  * w + QG_Q8_OFF or QG_Q8_SPLIT's planes, in element order; the scales as

@@ -29,12 +29,6 @@
  * vpmaddubsw per block, 190 stack moves in the tile) */
 #define QG_KEEP(v) __asm__("" : "+x"(v))
 
-static inline int32_t QG_NAME(load32)(const void *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-
 /* One row of x (nb blocks) into the packed layout (qmatmul_gemm.h), the
  * bits of kiln__qmm_gemm_pack_x: each block's codes as
  * kiln__qmm_quantize_x's (qmatmul_quant_ymm.h), and -off * (their sum). */
