@@ -1,7 +1,8 @@
 // prelude.h — included first by the fake nvcc (fake/nvcc) into each .cu it
 // compiles for the host: the block's threads as host threads (one block per
 // launch, gridDim = 1, so grid-stride loops cover their whole range),
-// __syncthreads as a barrier, and the intrinsics the kernels use. A launch
+// __syncthreads as a barrier (__syncwarp one per 32 threads), and the
+// intrinsics the kernels use (mma.h: the warp matrix functions). A launch
 // made while a stream capture is open is kept, with copies of its
 // arguments, and runs when the graph is launched (runtime.cpp). The .cu
 // text is rewritten to these names (threadIdx -> emu_threadIdx, ...).
@@ -27,9 +28,14 @@ static thread_local emu_dim3 emu_threadIdx{0, 0, 0};
 static thread_local emu_dim3 emu_blockDim{1, 1, 1};
 static const emu_dim3 emu_blockIdx{0, 0, 0}, emu_gridDim{1, 1, 1};
 static std::barrier<> *emu_bar;
+static std::vector<std::barrier<> *> emu_warp_bars;
 static std::mutex emu_mu;
 
 static inline void emu_sync() { emu_bar->arrive_and_wait(); }
+static inline void emu_syncwarp(unsigned mask = 0xffffffffu) {
+    (void)mask; // kiln's kernels sync whole warps
+    emu_warp_bars[emu_threadIdx.x / 32]->arrive_and_wait();
+}
 static inline float emu_uint_as_float(uint32_t u) {
     float f;
     memcpy(&f, &u, 4);
@@ -69,6 +75,9 @@ template <typename F> static void emu_go(unsigned threads, F f) {
     if (threads < 1) threads = 1;
     std::barrier<> bar(threads);
     emu_bar = &bar;
+    std::vector<std::barrier<> *> warps;
+    for (unsigned w = 0; w < threads; w += 32) warps.push_back(new std::barrier<>(threads - w < 32 ? threads - w : 32));
+    emu_warp_bars = warps;
     std::vector<std::thread> ts;
     ts.reserve(threads);
     for (unsigned t = 0; t < threads; t++) ts.emplace_back([&, t] {
@@ -77,6 +86,7 @@ template <typename F> static void emu_go(unsigned threads, F f) {
         f();
     });
     for (auto &t : ts) t.join();
+    for (auto *w : warps) delete w;
 }
 
 // A launch: run now, or kept (with copies of its arguments) by an open capture.
