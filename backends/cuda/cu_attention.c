@@ -3,7 +3,11 @@
  * v [B, Hk, S, Dv], head sizes up to 256. f32 with D, Dv <= 128 runs the
  * tiled FlashAttention-2 style kernels (k_attention_flash.cu, decoding
  * with the keys split over blocks); the rest the row kernels of
- * k_attention.cu (one thread per head element).
+ * k_attention.cu (one thread per head element). Under KILN_MATMUL_TF32
+ * ($KILN_CUDA_TF32) or KILN_MATMUL_BF16, as cuBLAS's products, the tiled
+ * kernels' products run on tensor cores where their shapes fit
+ * (k_attention_flash_tc.cu: D, Dv multiples of 16); graph replay's key
+ * holds the precision (core/graph_replay.c).
  * The forward writes the packed [O | L] of ops/nn_attention.c; the
  * backward reads it (src 3) and dO (src 4) and writes packed [dq | dk | dv].
  * ATTENTION_CACHED (kiln_attention_cached) writes the rows' keys and
@@ -44,6 +48,12 @@ static bool attention_supports(const kiln_cu *cu, const kiln_tensor *t) {
            kiln_tensor_numel(t) == kiln_tensor_numel(q) + kiln_tensor_numel(k) + kiln_tensor_numel(v);
 }
 
+/* The tensor-core mode of f32 products (cu_matmul.c's choice), 0 for exact f32. */
+static int tc_mode(const kiln_cu *cu) {
+    kiln_matmul_precision p = kiln_get_matmul_precision();
+    return p == KILN_MATMUL_BF16 ? CU_TC_BF16 : p == KILN_MATMUL_TF32 || cu->tf32 ? CU_TC_TF32 : 0;
+}
+
 static kiln_status attention_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *ex) {
     (void)ex;
     int64_t sh[7];
@@ -53,6 +63,13 @@ static kiln_status attention_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec
     size_t es = kiln__types[t->dtype].size;
     int dt = t->dtype == KILN_F64 ? CU_F64 : CU_F32, causal = t->ip[0] != 0;
     bool flash = dt == CU_F32 && sh[5] <= FLASH_HEAD && sh[6] <= FLASH_HEAD;
+    int tc = flash && kiln__cu_flash_tc_fits(sh, t->op == KILN_OP_ATTENTION_GRAD) ? tc_mode(cu) : 0;
+    if (t->op == KILN_OP_ATTENTION && tc) {
+        float *o = kiln__cu_ptr(t);
+        return kiln__cu_launched(kiln__cu_flash_attention_tc(cu->stream, tc, sh, causal, t->fp[0], kiln__cu_ptr(q),
+                                                             kiln__cu_ptr(k), kiln__cu_ptr(v), o, o + no),
+                                 "tensor-core flash attention kernel");
+    }
     if (t->op == KILN_OP_ATTENTION && flash) {
         float *o = kiln__cu_ptr(t);
         int nsplit = kiln__cu_flash_splits(sh);
@@ -77,7 +94,13 @@ static kiln_status attention_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec
     kiln_devbuf *di = kiln__cu_buffer_new(cu, (size_t)rows * sizeof(double), false);
     if (!di) return kiln_last_status() ? kiln_last_status() : KILN_ERR_OOM;
     kiln_status s;
-    if (flash)
+    if (tc)
+        s = kiln__cu_launched(kiln__cu_flash_attention_grad_tc(cu->stream, tc, sh, causal, t->fp[0], kiln__cu_ptr(q),
+                                                               kiln__cu_ptr(k), kiln__cu_ptr(v), (const float *)fo,
+                                                               (const float *)fo + no, kiln__cu_ptr(t->src[4]),
+                                                               (float *)dq, (float *)dk, (float *)dv, di->ptr),
+                              "tensor-core flash attention_grad kernel");
+    else if (flash)
         s = kiln__cu_launched(kiln__cu_flash_attention_grad(cu->stream, sh, causal, t->fp[0], kiln__cu_ptr(q),
                                                             kiln__cu_ptr(k), kiln__cu_ptr(v), (const float *)fo,
                                                             (const float *)fo + no, kiln__cu_ptr(t->src[4]),

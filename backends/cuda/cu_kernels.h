@@ -173,6 +173,18 @@ int kiln__cu_flash_attention(void *stream, const int64_t *shape, int causal, dou
 int kiln__cu_flash_attention_grad(void *stream, const int64_t *shape, int causal, double scale, const float *q,
                                   const float *k, const float *v, const float *o, const float *lse, const float *dout,
                                   float *dq, float *dk, float *dv, double *di);
+/* The same on tensor cores (k_attention_flash_tc.cu), mode CU_TC_TF32 or
+ * CU_TC_BF16 (the products' inputs rounded to tf32 or bf16, summed in f32),
+ * where kiln__cu_flash_tc_fits: D, Dv multiples of 16 up to 128, and for
+ * the forward (grad 0) more query rows than decoding's; no split keys. */
+enum { CU_TC_TF32 = 1, CU_TC_BF16 = 2 };
+int kiln__cu_flash_tc_fits(const int64_t *shape, int grad);
+int kiln__cu_flash_attention_tc(void *stream, int mode, const int64_t *shape, int causal, double scale,
+                                const float *q, const float *k, const float *v, float *o, float *lse);
+int kiln__cu_flash_attention_grad_tc(void *stream, int mode, const int64_t *shape, int causal, double scale,
+                                     const float *q, const float *k, const float *v, const float *o,
+                                     const float *lse, const float *dout, float *dq, float *dk, float *dv,
+                                     double *di);
 /* ---- convolution (k_conv.cu): IM2COL / COL2IM of ops/conv.c, f32 or f64
  * (dt), contiguous operands ---- */
 typedef struct cu_conv {
