@@ -301,7 +301,9 @@ const char *kiln_cpu_describe(void);
  * this is bf16 mixed-precision training with f32 master weights.
  * KILN_MATMUL_TF32 lets a device with TF32 units use them (CUDA: cuBLAS
  * on TF32 tensor cores, about 10 bits of mantissa, as torch's "high");
- * the CPU and Vulkan have none and compute exact f32. */
+ * the CPU and Vulkan have none and compute exact f32. On CUDA both modes
+ * also put attention's products on tensor cores (f32, head sizes
+ * multiples of 16 up to 128). */
 typedef enum kiln_matmul_precision { KILN_MATMUL_F32 = 0, KILN_MATMUL_BF16, KILN_MATMUL_TF32 } kiln_matmul_precision;
 kiln_status kiln_set_matmul_precision(kiln_matmul_precision p);
 kiln_matmul_precision kiln_get_matmul_precision(void);
