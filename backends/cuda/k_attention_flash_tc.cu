@@ -144,6 +144,21 @@ template <typename T> __device__ T *carve(float *&p, int n) {
     return r;
 }
 
+// Query tile `tile` of BR rows: rows [x0, x0 + nr) of a kv head's
+// group (row0 of all), which see keys [0, jend) of kh, vh.
+template <int BR> struct qtile {
+    int64_t x0, row0, jend;
+    int nr;
+    const float *kh, *vh;
+    __device__ qtile(const fgeom &g, int64_t tile, int64_t qtiles, const float *k, const float *v) {
+        int64_t bkh = tile / qtiles;
+        x0 = tile % qtiles * BR;
+        nr = (int)(g.nq - x0 < BR ? g.nq - x0 : BR);
+        row0 = bkh * g.nq + x0, jend = tile_kend(g, x0, nr);
+        kh = k + bkh * g.s * g.d, vh = v + bkh * g.s * g.dv;
+    }
+};
+
 // Forward: a tile of BR rows of kv head bkh's group against all the keys they see.
 template <typename C, typename P>
 __global__ void tc_fwd_k(fgeom g, const float *q, const float *k, const float *v, float *o, float *lse) {
@@ -161,20 +176,19 @@ __global__ void tc_fwd_k(fgeom g, const float *q, const float *k, const float *v
     const int tid = threadIdx.x, sc = tid % BC;     // a thread's scores all share key column sc
     int64_t qtiles = (g.nq + BR - 1) / BR, tiles = g.b * g.hk * qtiles;
     for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        int64_t bkh = tile / qtiles, x0 = tile % qtiles * BR;
-        int nr = (int)(g.nq - x0 < BR ? g.nq - x0 : BR);
-        int64_t row0 = bkh * g.nq + x0, jend = tile_kend(g, x0, nr);
-        const float *kh = k + bkh * g.s * g.d, *vh = v + bkh * g.s * g.dv;
+        const qtile<BR> a(g, tile, qtiles, k, v);
+        const int64_t x0 = a.x0, row0 = a.row0;
+        const int nr = a.nr;
         stage_in<P, BR, HD, LD>(qs, q + row0 * g.d, nr, g.d);
         if (tid < BR) m_s[tid] = -INFINITY, l_s[tid] = 0.0f;
         float acc[OE];
 #pragma unroll
         for (int e = 0; e < OE; e++) acc[e] = 0.0f;
-        for (int64_t j0 = 0; j0 < jend; j0 += BC) {
+        for (int64_t j0 = 0; j0 < a.jend; j0 += BC) {
             int nc = (int)(g.s - j0 < BC ? g.s - j0 : BC);
             __syncthreads(); // the previous tile's reads are done
-            stage_in<P, BC, HD, LD>(ks, kh + j0 * g.d, nc, g.d);
-            stage_in<P, BC, HD, LD>(vs, vh + j0 * g.dv, nc, g.dv);
+            stage_in<P, BC, HD, LD>(ks, a.kh + j0 * g.d, nc, g.d);
+            stage_in<P, BC, HD, LD>(vs, a.vh + j0 * g.dv, nc, g.dv);
             __syncthreads();
             product<P, wmma::row_major, wmma::col_major>(ps, LP, BR, BC, qs, LD, ks, LD, g.d);
             __syncthreads();
@@ -329,18 +343,17 @@ __global__ void tc_dq_k(fgeom g, const float *q, const float *k, const float *v,
     float *os = F ? (float *)qs : carve<float>(p, BR * LO);
     int64_t qtiles = (g.nq + BR - 1) / BR, tiles = g.b * g.hk * qtiles;
     for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        int64_t bkh = tile / qtiles, x0 = tile % qtiles * BR;
-        int nr = (int)(g.nq - x0 < BR ? g.nq - x0 : BR);
-        int64_t row0 = bkh * g.nq + x0, jend = tile_kend(g, x0, nr);
-        const float *kh = k + bkh * g.s * g.d, *vh = v + bkh * g.s * g.dv;
+        const qtile<BR> a(g, tile, qtiles, k, v);
+        const int64_t x0 = a.x0, row0 = a.row0;
+        const int nr = a.nr;
         stage_rows_in<P, BR, HD, LD>(g, row0, nr, q, dout, lse, di, qs, dos, l_s, d_s);
         held<P, BR, HD> hq;
         hq.zero();
-        for (int64_t j0 = 0; j0 < jend; j0 += BC) {
+        for (int64_t j0 = 0; j0 < a.jend; j0 += BC) {
             int nc = (int)(g.s - j0 < BC ? g.s - j0 : BC);
             __syncthreads(); // the previous tile's reads are done (and qs, l_s staged)
-            stage_in<P, BC, HD, LD>(ks, kh + j0 * g.d, nc, g.d);
-            stage_in<P, BC, HD, LD>(vs, vh + j0 * g.dv, nc, g.dv);
+            stage_in<P, BC, HD, LD>(ks, a.kh + j0 * g.d, nc, g.d);
+            stage_in<P, BC, HD, LD>(vs, a.vh + j0 * g.dv, nc, g.dv);
             __syncthreads();
             grad_scores<P, BR, BC, LD, LP, LB>(g, x0, j0, nc, qs, dos, ks, vs, l_s, d_s, ps, dss, (T *)NULL, db);
             hq.template add<wmma::row_major, wmma::row_major>(g.d, db, F ? LP : LB, ks, LD, BC); // dS k
