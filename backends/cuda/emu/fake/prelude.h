@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -28,13 +29,13 @@ static thread_local emu_dim3 emu_threadIdx{0, 0, 0};
 static thread_local emu_dim3 emu_blockDim{1, 1, 1};
 static const emu_dim3 emu_blockIdx{0, 0, 0}, emu_gridDim{1, 1, 1};
 static std::barrier<> *emu_bar;
-static std::vector<std::barrier<> *> emu_warp_bars;
+static std::deque<std::barrier<>> *emu_warps;
 static std::mutex emu_mu;
 
 static inline void emu_sync() { emu_bar->arrive_and_wait(); }
 static inline void emu_syncwarp(unsigned mask = 0xffffffffu) {
     (void)mask; // kiln's kernels sync whole warps
-    emu_warp_bars[emu_threadIdx.x / 32]->arrive_and_wait();
+    (*emu_warps)[emu_threadIdx.x / 32].arrive_and_wait();
 }
 static inline float emu_uint_as_float(uint32_t u) {
     float f;
@@ -75,9 +76,9 @@ template <typename F> static void emu_go(unsigned threads, F f) {
     if (threads < 1) threads = 1;
     std::barrier<> bar(threads);
     emu_bar = &bar;
-    std::vector<std::barrier<> *> warps;
-    for (unsigned w = 0; w < threads; w += 32) warps.push_back(new std::barrier<>(threads - w < 32 ? threads - w : 32));
-    emu_warp_bars = warps;
+    std::deque<std::barrier<>> warps;
+    for (unsigned w = 0; w < threads; w += 32) warps.emplace_back(threads - w < 32 ? threads - w : 32);
+    emu_warps = &warps;
     std::vector<std::thread> ts;
     ts.reserve(threads);
     for (unsigned t = 0; t < threads; t++) ts.emplace_back([&, t] {
@@ -86,7 +87,6 @@ template <typename F> static void emu_go(unsigned threads, F f) {
         f();
     });
     for (auto &t : ts) t.join();
-    for (auto *w : warps) delete w;
 }
 
 // A launch: run now, or kept (with copies of its arguments) by an open capture.
