@@ -279,6 +279,7 @@ llama_cache *llama_cache_new(llama *m, int64_t batch, int64_t len) {
     k->v = k->k + c->layers;
     k->batch = batch;
     k->len = len;
+    k->chunk = LLAMA_PROMPT_CHUNK;
     for (int l = 0; l < 2 * c->layers; l++)
         if (!(k->k[l] = kiln_new_4d(m->ctx, KILN_F32, batch, c->kv_heads, len, c->head_dim))) {
             llama_cache_free(k);
@@ -290,6 +291,8 @@ llama_cache *llama_cache_new(llama *m, int64_t batch, int64_t len) {
 void llama_cache_free(llama_cache *c) {
     if (!c) return;
     llama_rows_free(&c->decode);
+    llama_rows_free(&c->prompt[0]);
+    llama_rows_free(&c->prompt[1]);
     free(c->k);
     free(c);
 }
@@ -636,6 +639,36 @@ static kiln_status decode_step(llama *m, llama_cache *c, int32_t token, float *l
     return s;
 }
 
+/* Whether m's graphs run on a device, where a stored graph replays. */
+static bool on_device(const llama *m) { return strcmp(kiln_backend_name(kiln_ctx_backend(m->ctx)), "cpu") != 0; }
+
+/* A batch-1 prompt of n tokens in chunks of c->chunk rows, each full one
+ * through the cache's stored prompt graph ([1] for the last, which wants
+ * its last row's logits), a shorter last one through a graph of its own
+ * (the decode graph for one row). A failed chunk leaves c->pos as it was. */
+static kiln_status prompt_chunks(llama *m, llama_cache *c, const int32_t *tokens, int64_t n, float *logits) {
+    const int64_t C = c->chunk, p0 = c->pos;
+    if (C < 1) return kiln_set_error(KILN_ERR_ARG, "llama_cache_step: the cache's chunk %lld is not >= 1", (long long)C);
+    if (p0 + n > c->len)
+        return kiln_set_error(KILN_ERR_SHAPE, "llama_cache_step: %lld tokens at position %lld are past the cache's %lld",
+                              (long long)n, (long long)p0, (long long)c->len);
+    int32_t *seq = calloc((size_t)(n < C ? n : C), 2 * sizeof *seq), *pos = seq + (n < C ? n : C);
+    kiln_status s = seq ? KILN_OK : kiln_set_error(KILN_ERR_OOM, "llama_cache_step: out of memory");
+    for (int64_t i = 0; i < n && !s; i += C) {
+        const int64_t r = n - i < C ? n - i : C;
+        const bool last = i + r == n;
+        const int32_t pick = (int32_t)(r - 1);
+        for (int64_t j = 0; j < r; j++) pos[j] = (int32_t)(c->pos + j);
+        if (r == C) s = llama_rows_compute(m, c, &c->prompt[last], r, tokens + i, seq, pos, last, &pick, logits);
+        else if (r == 1) s = llama_rows_compute(m, c, &c->decode, 1, tokens + i, seq, pos, 1, NULL, logits);
+        else s = llama_rows_compute_once(m, c, r, tokens + i, seq, pos, 1, &pick, logits);
+        if (!s) c->pos += r;
+    }
+    if (s) c->pos = p0;
+    free(seq);
+    return s;
+}
+
 /* llama_cache_step, with every position's logits where all is true */
 static kiln_status step(llama *m, llama_cache *c, const int32_t *tokens, int64_t n, float *logits, bool all,
                         const char *who) {
@@ -644,8 +677,8 @@ static kiln_status step(llama *m, llama_cache *c, const int32_t *tokens, int64_t
         return kiln_set_error(KILN_ERR_ARG, "%s: needs a model, a cache, tokens, logits and n >= 1", who);
     bool was = kiln_ctx_grad_enabled(ctx);
     kiln_ctx_set_grad_enabled(ctx, false);
-    if (c->batch == 1 && n == 1 && !all && !(m->cfg.attn_softcap > 0) && !m->taps) {
-        kiln_status s = decode_step(m, c, tokens[0], logits);
+    if (c->batch == 1 && !all && !(m->cfg.attn_softcap > 0) && !m->taps && (n == 1 || on_device(m))) {
+        kiln_status s = n == 1 ? decode_step(m, c, tokens[0], logits) : prompt_chunks(m, c, tokens, n, logits);
         kiln_ctx_set_grad_enabled(ctx, was);
         return s;
     }

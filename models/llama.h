@@ -227,8 +227,8 @@ int64_t llama_weight_bytes(const llama *m);
  * before each compute, and the attention reads the cache up to each row's
  * position (kiln_attention_cached), so no shape or parameter changes from
  * step to step and a device replays one recording (core/graph_replay.c).
- * Batch-1 decoding (llama_cache.decode) and llama_slots' steps compute
- * one. g is NULL until the first compute. */
+ * Batch-1 decoding and prompt chunks (llama_cache) and llama_slots' steps
+ * compute one. g is NULL until the first compute. */
 typedef struct llama_rows_graph {
     kiln_graph *g;
     int64_t n, k;
@@ -236,13 +236,20 @@ typedef struct llama_rows_graph {
     bool fused; /* llama's fuse when it was built (stacked weights) */
 } llama_rows_graph;
 
+/* Rows of a batch-1 prompt step on a device (llama_cache.chunk's default) */
+enum { LLAMA_PROMPT_CHUNK = 128 };
+
 /* Keys and values of every layer so far: leaves [batch, kv_heads, len, hd]
  * of the model's context, and the next position to write. decode: batch-1
- * decoding's rows graph (llama_cache_step of one token). */
+ * decoding's rows graph (llama_cache_step of one token); prompt: on a
+ * device, a batch-1 prompt's chunks of chunk rows (LLAMA_PROMPT_CHUNK,
+ * which a caller may change before the first step), [0] wanting no
+ * logits, [1] its last row's. */
 typedef struct llama_cache {
     int64_t batch, len, pos;
     kiln_tensor **k, **v; /* one per layer */
-    llama_rows_graph decode;
+    llama_rows_graph decode, prompt[2];
+    int64_t chunk;
 } llama_cache;
 
 llama_cache *llama_cache_new(llama *m, int64_t batch, int64_t len);
@@ -294,8 +301,11 @@ kiln_tensor *llama_head(llama *m, kiln_tensor *h);
  * from step to step (on a device backend, whose memory the rewind does
  * not free, it keeps each step's metadata). One token of a batch-1 cache
  * computes the cache's decode rows graph instead (llama_rows_compute; not
- * for soft-capped attention or taps): rewinding the context to a mark
- * made before the first such step frees it, and the cache must not step
+ * for soft-capped attention or taps), and on a device a batch-1 prompt
+ * goes in chunks of c->chunk rows through the cache's prompt rows graphs
+ * (a shorter last chunk through its own, made for that step), so a device
+ * replays a recording per chunk: rewinding the context to a mark made
+ * before the first such step frees them, and the cache must not step
  * again. */
 kiln_status llama_cache_step(llama *m, llama_cache *c, const int32_t *tokens, int64_t n, float *logits);
 /* The same with every position's logits: [batch, n, vocab] into logits

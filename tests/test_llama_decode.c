@@ -1,8 +1,8 @@
 /* test_llama_decode.c — decoding through rows graphs made once (llama.h's
  * llama_rows_graph): batch-1 decoding (the cache's decode graph), the
  * same for Llama 3.1's rope frequency factors, batched decoding of 3
- * slots (llama_slots), and slots steps mixing a prompt chunk with
- * decoding slots. A tiny GQA llama (3 layers, a
+ * slots (llama_slots), slots steps mixing a prompt chunk with decoding
+ * slots, and a batch-1 prompt in chunks. A tiny GQA llama (3 layers, a
  * sliding window on two) greedily generating after a prompt gives, on
  * each device, the CPU's tokens and logits (the cross-backend table's
  * tolerance), the same bits with replay as node by node
@@ -19,7 +19,7 @@
 
 enum { PROMPT = 3, GEN = 6, VOCAB = 48, SLOTS = 3 };
 
-typedef enum run_kind { RUN_DECODE, RUN_ROPE_FREQS, RUN_SLOTS, RUN_MIXED } run_kind;
+typedef enum run_kind { RUN_DECODE, RUN_ROPE_FREQS, RUN_SLOTS, RUN_MIXED, RUN_CHUNKED } run_kind;
 
 static llama_config tiny_gqa(run_kind kind) {
     llama_config c = llama_defaults();
@@ -62,6 +62,29 @@ static void run_decode(llama *m, run *r) {
              (void *)cache->decode.g);
     r->st = cache->decode.g ? kiln_graph_get_stats(cache->decode.g) : (kiln_graph_stats){0};
     r->rows = r->want = GEN;
+    llama_cache_free(cache);
+}
+
+/* Batch-1: a prompt of 10 tokens in chunks of 2 (on a device: 4 through
+ * the cache's prompt graph wanting no logits, the last through the one
+ * wanting its last row's), then GEN greedy tokens. */
+static void run_chunked(llama *m, run *r) {
+    enum { N = 10 };
+    llama_cache *cache = llama_cache_new(m, 1, m->cfg.context);
+    KT_NOTNULL(cache);
+    cache->chunk = 2;
+    const int32_t prompt[N] = {1, 17, 5, 9, 30, 3, 4, 40, 2, 11};
+    KT_OK(llama_cache_step(m, cache, prompt, N, r->logits));
+    int32_t next = argmax(r->logits);
+    for (int t = 0; t < GEN; t++) {
+        float *z = r->logits + (t + 1) * VOCAB;
+        r->toks[t] = next;
+        KT_OK(llama_cache_step(m, cache, &next, 1, z));
+        next = argmax(z);
+    }
+    KT_CHECK(cache->pos == N + GEN, "pos %lld", (long long)cache->pos);
+    r->st = cache->prompt[0].g ? kiln_graph_get_stats(cache->prompt[0].g) : (kiln_graph_stats){0};
+    r->rows = GEN + 1, r->want = N / 2 - 1;
     llama_cache_free(cache);
 }
 
@@ -144,6 +167,7 @@ static void generate(kiln_backend *be, run_kind kind, bool replay, run *r) {
     }
     if (kind == RUN_SLOTS) run_slots(m, r);
     else if (kind == RUN_MIXED) run_mixed(m, r);
+    else if (kind == RUN_CHUNKED) run_chunked(m, r);
     else run_decode(m, r);
     llama_free(m);
     kiln_ctx_free(ctx);
@@ -184,4 +208,5 @@ KT_TEST(llama_decode_graph_slots_cuda) { check_device("cuda", RUN_SLOTS); }
 KT_TEST(llama_decode_graph_slots_vulkan) { check_device("vulkan", RUN_SLOTS); }
 KT_TEST(llama_decode_graph_slots_mixed_cuda) { check_device("cuda", RUN_MIXED); }
 KT_TEST(llama_decode_graph_slots_mixed_vulkan) { check_device("vulkan", RUN_MIXED); }
-
+KT_TEST(llama_decode_graph_prompt_chunks_cuda) { check_device("cuda", RUN_CHUNKED); }
+KT_TEST(llama_decode_graph_prompt_chunks_vulkan) { check_device("vulkan", RUN_CHUNKED); }
