@@ -639,8 +639,7 @@ static kiln_status decode_step(llama *m, llama_cache *c, int32_t token, float *l
     return s;
 }
 
-/* Whether m's graphs run on a device, where a stored graph replays. */
-static bool on_device(const llama *m) { return strcmp(kiln_backend_name(kiln_ctx_backend(m->ctx)), "cpu") != 0; }
+bool llama_on_device(const llama *m) { return strcmp(kiln_backend_name(kiln_ctx_backend(m->ctx)), "cpu") != 0; }
 
 /* A batch-1 prompt of n tokens in chunks of c->chunk rows, each full one
  * through the cache's stored prompt graph ([1] for the last, which wants
@@ -677,7 +676,7 @@ static kiln_status step(llama *m, llama_cache *c, const int32_t *tokens, int64_t
         return kiln_set_error(KILN_ERR_ARG, "%s: needs a model, a cache, tokens, logits and n >= 1", who);
     bool was = kiln_ctx_grad_enabled(ctx);
     kiln_ctx_set_grad_enabled(ctx, false);
-    if (c->batch == 1 && !all && !(m->cfg.attn_softcap > 0) && !m->taps && (n == 1 || on_device(m))) {
+    if (c->batch == 1 && !all && !(m->cfg.attn_softcap > 0) && !m->taps && (n == 1 || llama_on_device(m))) {
         kiln_status s = n == 1 ? decode_step(m, c, tokens[0], logits) : prompt_chunks(m, c, tokens, n, logits);
         kiln_ctx_set_grad_enabled(ctx, was);
         return s;

@@ -288,6 +288,8 @@ kiln_status llama_rows_compute(llama *m, llama_cache *cache, llama_rows_graph *r
 kiln_status llama_rows_compute_once(llama *m, llama_cache *cache, int64_t n, const int32_t *tokens,
                                     const int32_t *seq, const int32_t *pos, int64_t k, const int32_t *pick,
                                     float *logits);
+/* Whether m's graphs run on a device backend, where a stored graph replays */
+bool llama_on_device(const llama *m);
 /* r's device buffers (the graph lives in the context) */
 void llama_rows_free(llama_rows_graph *r);
 /* logits [..., vocab] of hidden states h [..., dim]: the final norm and the head */

@@ -5,7 +5,6 @@
 #include "llama_slots.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 /* Stored graphs besides the decoding steps', and the recent keys a step
  * computed with a graph of its own (llama_slots.h says why). */
@@ -105,8 +104,7 @@ static llama_rows_graph *stored(llama_slots *s, int n, int k) {
     if (r) return r;
     bool decoding = k == n && n <= s->n_slots, seen = false;
     for (int i = 0; i < SEEN_KEYS; i++) seen |= s->seen[i][0] == n && s->seen[i][1] == k;
-    const char *be = kiln_backend_name(kiln_ctx_backend(s->m->ctx));
-    if (decoding || (seen && s->n_mixed < MIXED_GRAPHS && strcmp(be, "cpu"))) {
+    if (decoding || (seen && s->n_mixed < MIXED_GRAPHS && llama_on_device(s->m))) {
         s->n_mixed += !decoding;
         return &s->graphs[s->n_graphs++]; /* zeroed: made at its first compute */
     }

@@ -1,8 +1,7 @@
 /* cu_device.c — starting the CUDA backend: the device ($KILN_CUDA_DEVICE,
  * default 0), one stream, one cuBLAS handle with its workspace, the kernel
- * table, the
- * backend vtable (core/backend.h) and its entry in core's table of
- * backends. No device (no driver, or cudaGetDeviceCount finding none) is
+ * table, the backend vtable (core/backend.h) and its entry in core's table
+ * of backends. No device (no driver, or cudaGetDeviceCount finding none) is
  * KILN_ERR_UNSUPPORTED saying "no CUDA device", which the tests take as
  * absent hardware. Every CUDA and cuBLAS error becomes a kiln status;
  * nothing here exits. */
