@@ -6,6 +6,22 @@
 
 #include "backend.h"
 
+/* Graph replay (graph_replay.c): a key (n words) seen on backend, what
+ * became of it (KILN_REC_*), its recording when one was made, the kernels
+ * one run of it counts, and the compute that last used it. A graph keeps
+ * KILN_REPLAY_KEYS of them, so a step that alternates two keys (GaLore's
+ * refresh steps beside its others) replays both. */
+typedef struct kiln_replay_key {
+    kiln_record *rec;
+    kiln_backend *backend;
+    int state;
+    uint64_t *key;
+    int n, cap;
+    int64_t nodes;
+    uint64_t used;
+} kiln_replay_key;
+enum { KILN_REPLAY_KEYS = 2 };
+
 struct kiln_graph {
     kiln_ctx *ctx;
     kiln_tensor **nodes; /* non-leaf tensors, sources before users */
@@ -40,16 +56,13 @@ struct kiln_graph {
     int grad_last_n, grad_last_cap;
     kiln_tensor **losses; /* given to kiln_graph_backward: each at most once */
     int n_losses, losses_cap;
-    /* graph replay (graph_replay.c): the key of the last compute through
-     * it (rec_key_n words) on rec_backend, what became of it (KILN_REC_*),
-     * its recording when one was made, a scratch key, and the kernels one
-     * run of the recording counts */
-    kiln_record *rec;
-    kiln_backend *rec_backend;
-    int rec_state;
-    uint64_t *rec_key, *key_new;
-    int rec_key_n, rec_key_cap, key_new_cap;
-    int64_t rec_nodes;
+    /* graph replay (graph_replay.c): the keys of the last computes
+     * through it, each with what became of it, a scratch key, and a clock
+     * of computes that says which key was used least lately */
+    kiln_replay_key rk[KILN_REPLAY_KEYS];
+    uint64_t *key_new;
+    int key_new_cap;
+    uint64_t rk_clock;
 };
 
 /* The backend g runs on: its own, else its context's, else the host
@@ -78,7 +91,7 @@ static inline bool kiln__graph_unplaced(const kiln_graph *g, int i) {
  * may bring all its steps first and run them after when every node runs
  * on the device (graph_replay.c). */
 enum { KILN_STEP_BRING = 1, KILN_STEP_RUN = 2 };
-/* rec_key: none; seen once (run node by node); recorded (g->rec); its recording failed */
+/* a replay key: none; seen once (run node by node); recorded (its rec); its recording failed */
 enum { KILN_REC_NONE, KILN_REC_SEEN, KILN_REC_MADE, KILN_REC_FAILED };
 kiln_status kiln__graph_steps(kiln_graph *g, kiln_backend *b, kiln_exec *ex, int what, int64_t *nodes);
 /* Graph replay (graph_replay.c): is g, on device backend b, computed

@@ -16,7 +16,10 @@
  * plan's fused forms, training mode and the matmul precision; a changed
  * word (a new slice position, a longer KV cache, a buffer allocated anew)
  * records again. The key is compared whole, not hashed, so a change is
- * never missed.
+ * never missed. A graph keeps the last KILN_REPLAY_KEYS keys (core/graph.h),
+ * each with its recording, the least lately used one giving way to a new
+ * key: a step with two keys (GaLore's refresh steps and the others)
+ * replays each instead of recording again after every switch.
  *
  * A compute through a recording first brings every step's operands (the
  * uploads, in the executor's order, before any kernel is queued, so a CUDA
@@ -45,10 +48,14 @@ bool kiln__replay_wanted(kiln_graph *g, kiln_backend *b) {
     return true;
 }
 
+static void key_drop(kiln_graph *g, kiln_replay_key *k) {
+    if (k->rec) kiln__record_free(g->ctx, k->rec);
+    k->rec = NULL;
+    k->state = KILN_REC_NONE;
+}
+
 void kiln__replay_drop(kiln_graph *g) {
-    if (g->rec) kiln__record_free(g->ctx, g->rec);
-    g->rec = NULL;
-    g->rec_state = KILN_REC_NONE;
+    for (int i = 0; i < KILN_REPLAY_KEYS; i++) key_drop(g, &g->rk[i]);
 }
 
 /* ---- the key ---- */
@@ -113,35 +120,44 @@ kiln_status kiln__graph_replay(kiln_graph *g, kiln_backend *b, kiln_exec *ex) {
     kiln_status s = kiln__graph_steps(g, b, ex, KILN_STEP_BRING, &nodes);
     if (!s) s = build_key(g, b, ex, &n_words);
     if (s) return s;
-    bool same = g->rec_state && g->rec_backend == b && g->rec_key_n == n_words &&
-                !memcmp(g->rec_key, g->key_new, (size_t)n_words * sizeof *g->key_new);
-    if (same && g->rec) {
-        if ((s = b->vt->replay(b, g->rec))) return s;
+    kiln_replay_key *k = NULL, *old = &g->rk[0];
+    for (int i = 0; i < KILN_REPLAY_KEYS && !k; i++) {
+        kiln_replay_key *c = &g->rk[i];
+        if (c->state && c->backend == b && c->n == n_words && !memcmp(c->key, g->key_new, (size_t)n_words * sizeof *c->key))
+            k = c;
+        else if (c->used < old->used)
+            old = c;
+    }
+    if (k && k->rec) {
+        if ((s = b->vt->replay(b, k->rec))) return s;
+        k->used = ++g->rk_clock;
         g->stats.replays++;
-        g->stats.nodes_on_backend += g->rec_nodes;
+        g->stats.nodes_on_backend += k->nodes;
         return KILN_OK;
     }
-    if (!same) { /* a key not seen last time: remember it, run node by node */
-        kiln__replay_drop(g);
-        uint64_t *w = g->rec_key;
-        int cap = g->rec_key_cap;
-        g->rec_key = g->key_new, g->rec_key_cap = g->key_new_cap, g->rec_key_n = n_words;
+    if (!k) { /* a key not seen lately: it takes the place of the least lately used one, runs node by node */
+        key_drop(g, old);
+        uint64_t *w = old->key;
+        int cap = old->cap;
+        old->key = g->key_new, old->cap = g->key_new_cap, old->n = n_words;
         g->key_new = w, g->key_new_cap = cap;
-        g->rec_state = KILN_REC_SEEN;
-        g->rec_backend = b;
-    } else if (g->rec_state == KILN_REC_SEEN) { /* the second compute under this key: record it */
+        old->state = KILN_REC_SEEN;
+        old->backend = b;
+        old->used = ++g->rk_clock;
+    } else if (k->state == KILN_REC_SEEN) { /* the second compute under this key: record it */
         kiln_record *r = NULL;
+        k->used = ++g->rk_clock;
         if (!b->vt->record_begin(b)) {
             s = kiln__graph_steps(g, b, ex, KILN_STEP_RUN, &nodes);
             r = b->vt->record_end(b); /* even after an error: the backend records no more */
         }
-        g->rec_state = KILN_REC_FAILED;
+        k->state = KILN_REC_FAILED;
         if (r && s) b->vt->record_free(b, r);
         if (r && !s) {
             if ((s = kiln__record_keep(g->ctx, b, r))) return s; /* it freed r */
-            g->rec = r;
-            g->rec_state = KILN_REC_MADE;
-            g->rec_nodes = nodes;
+            k->rec = r;
+            k->state = KILN_REC_MADE;
+            k->nodes = nodes;
             g->stats.recordings++;
             if ((s = b->vt->replay(b, r))) return s;
             g->stats.nodes_on_backend += nodes;
@@ -149,6 +165,8 @@ kiln_status kiln__graph_replay(kiln_graph *g, kiln_backend *b, kiln_exec *ex) {
         }
         /* not recorded (the device refused, or a kernel failed, which the
          * plain run below reports): computes under this key run node by node */
+    } else {
+        k->used = ++g->rk_clock;
     }
     return kiln__graph_steps(g, b, ex, KILN_STEP_RUN, &g->stats.nodes_on_backend);
 }

@@ -279,6 +279,7 @@ llama_cache *llama_cache_new(llama *m, int64_t batch, int64_t len) {
     k->v = k->k + c->layers;
     k->batch = batch;
     k->len = len;
+    k->chunk = LLAMA_PROMPT_CHUNK;
     for (int l = 0; l < 2 * c->layers; l++)
         if (!(k->k[l] = kiln_new_4d(m->ctx, KILN_F32, batch, c->kv_heads, len, c->head_dim))) {
             llama_cache_free(k);
@@ -290,6 +291,8 @@ llama_cache *llama_cache_new(llama *m, int64_t batch, int64_t len) {
 void llama_cache_free(llama_cache *c) {
     if (!c) return;
     llama_rows_free(&c->decode);
+    llama_rows_free(&c->prompt[0]);
+    llama_rows_free(&c->prompt[1]);
     free(c->k);
     free(c);
 }
@@ -556,44 +559,67 @@ kiln_tensor *llama_forward(llama *m, kiln_tensor *idx, llama_cache *cache, int64
     return llama_head(m, hidden(m, idx, cache, pos));
 }
 
-/* r for n rows (llama.h): leaves for the tokens, sequences and positions
- * (and rope tables), blocks and head. Made outside the steps' marks, so
- * it stays. */
-static kiln_status rows_build(llama *m, llama_cache *c, llama_rows_graph *r, int64_t n, const int32_t *pos) {
+/* r for n rows of which k want logits (llama.h): leaves for the tokens,
+ * sequences and positions (and rope tables), the wanted rows' index when
+ * k < n, blocks and head. Made outside the steps' marks, so it stays. */
+static kiln_status rows_build(llama *m, llama_cache *c, llama_rows_graph *r, int64_t n, int64_t k, const int32_t *pos) {
     kiln_ctx *ctx = m->ctx;
     if (r->g) kiln_graph_free_buffers(r->g);
     *r = (llama_rows_graph){0};
     bool was = kiln_ctx_grad_enabled(ctx);
     kiln_ctx_set_grad_enabled(ctx, false);
-    kiln_tensor *tok = kiln_new_2d(ctx, KILN_I32, 1, n);
+    kiln_tensor *tok = kiln_new_2d(ctx, KILN_I32, 1, n), *pick = k < n && k > 0 ? kiln_new_1d(ctx, KILN_I32, k) : NULL;
     step_pos p = {.pos = kiln_tensor_new(ctx, KILN_I32, 1, &n), .seq = kiln_tensor_new(ctx, KILN_I32, 1, &n),
                   .at = pos, .T = n};
-    kiln_tensor *h = tok && p.pos && p.seq ? blocks(m, tok, &p, c) : NULL;
-    kiln_tensor *out = h ? llama_head(m, kiln_reshape(ctx, h, 2, (int64_t[]){n, m->cfg.dim})) : NULL;
+    kiln_tensor *h = tok && p.pos && p.seq && (pick || k == 0 || k == n) ? blocks(m, tok, &p, c) : NULL;
+    h = kiln_reshape(ctx, h, 2, (int64_t[]){n, m->cfg.dim});
+    /* only the wanted rows go through the head (vocab x dim each); none: the blocks alone, for the cache */
+    kiln_tensor *out = !h || k == 0 ? h : llama_head(m, pick ? kiln_get_rows(ctx, h, pick) : h);
     kiln_graph *g = out ? kiln_graph_new(ctx) : NULL;
     kiln_status s = g ? kiln_graph_add(g, out) : kiln_last_status() ? kiln_last_status() : KILN_ERR_OOM;
     kiln_ctx_set_grad_enabled(ctx, was);
     if (!s)
-        *r = (llama_rows_graph){.g = g, .n = n, .tok = tok, .seq = p.seq, .pos = p.pos, .cos = p.cos, .sin = p.sin,
-                                .logits = out, .fused = m->fuse};
+        *r = (llama_rows_graph){.g = g, .n = n, .k = k, .tok = tok, .seq = p.seq, .pos = p.pos, .pick = pick,
+                                .cos = p.cos, .sin = p.sin, .logits = k ? out : NULL, .fused = m->fuse};
     return s;
 }
 
 kiln_status llama_rows_compute(llama *m, llama_cache *c, llama_rows_graph *r, int64_t n, const int32_t *tokens,
-                               const int32_t *seq, const int32_t *pos, float *logits) {
-    if (!m || !c || !r || n < 1 || !tokens || !seq || !pos || !logits)
+                               const int32_t *seq, const int32_t *pos, int64_t k, const int32_t *pick,
+                               float *logits) {
+    if (!m || !c || !r || n < 1 || !tokens || !seq || !pos || k < 0 || k > n || (k > 0 && !logits) ||
+        (k > 0 && k < n && !pick))
         return kiln_set_error(KILN_ERR_ARG, "llama_rows_compute: needs a model, a cache, a rows graph, n = %lld >= 1, "
-                              "the rows' tokens, sequences and positions, and logits", (long long)n);
+                              "the rows' tokens, sequences and positions, k = %lld in 0 .. n, the wanted rows "
+                              "when k < n, and logits when k > 0", (long long)n, (long long)k);
     if (m->cfg.attn_softcap > 0)
         return kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_rows_compute: soft-capped attention (attn_softcap %g) is "
                               "not supported", m->cfg.attn_softcap);
-    kiln_status s = r->g && r->n == n && r->fused == m->fuse ? KILN_OK : rows_build(m, c, r, n, pos);
+    for (int64_t i = 0; k < n && i < k; i++)
+        if (pick[i] < 0 || pick[i] >= n)
+            return kiln_set_error(KILN_ERR_ARG, "llama_rows_compute: wanted row %lld is %d, outside 0 .. %lld",
+                                  (long long)i, (int)pick[i], (long long)(n - 1));
+    kiln_status s = r->g && r->n == n && r->k == k && r->fused == m->fuse ? KILN_OK : rows_build(m, c, r, n, k, pos);
     if (!s) s = kiln_tensor_set_i32(r->tok, tokens, n);
     if (!s) s = kiln_tensor_set_i32(r->seq, seq, n);
     if (!s) s = kiln_tensor_set_i32(r->pos, pos, n);
+    if (!s && r->pick) s = kiln_tensor_set_i32(r->pick, pick, k);
     if (!s && r->cos) s = rope_fill(m, &(step_pos){.cos = r->cos, .sin = r->sin, .at = pos, .T = n});
     if (!s) s = kiln_graph_compute(r->g);
-    if (!s) s = kiln_tensor_get_f32(r->logits, logits, n * m->cfg.vocab);
+    if (!s && k) s = kiln_tensor_get_f32(r->logits, logits, k * m->cfg.vocab);
+    return s;
+}
+
+kiln_status llama_rows_compute_once(llama *m, llama_cache *c, int64_t n, const int32_t *tokens, const int32_t *seq,
+                                    const int32_t *pos, int64_t k, const int32_t *pick, float *logits) {
+    kiln_ctx *ctx = m ? m->ctx : NULL;
+    if (!ctx) return kiln_set_error(KILN_ERR_ARG, "llama_rows_compute_once: needs a model");
+    kiln_ctx_mark mark = kiln_ctx_get_mark(ctx);
+    llama_rows_graph r = {0};
+    kiln_status s = llama_rows_compute(m, c, &r, n, tokens, seq, pos, k, pick, logits);
+    llama_rows_free(&r);
+    /* refused (nothing freed) where the step made device memory: the context then keeps the step */
+    if (kiln_ctx_rewind(ctx, mark) && !s) kiln_clear_error();
     return s;
 }
 
@@ -608,8 +634,37 @@ static kiln_status decode_step(llama *m, llama_cache *c, int32_t token, float *l
         return kiln_set_error(KILN_ERR_SHAPE, "llama_cache_step: position %lld is past the cache's %lld",
                               (long long)c->pos, (long long)c->len);
     kiln_status s = llama_rows_compute(m, c, &c->decode, 1, &token, (const int32_t[]){0},
-                                       (const int32_t[]){(int32_t)c->pos}, logits);
+                                       (const int32_t[]){(int32_t)c->pos}, 1, NULL, logits);
     if (!s) c->pos++;
+    return s;
+}
+
+bool llama_on_device(const llama *m) { return strcmp(kiln_backend_name(kiln_ctx_backend(m->ctx)), "cpu") != 0; }
+
+/* A batch-1 prompt of n tokens in chunks of c->chunk rows, each full one
+ * through the cache's stored prompt graph ([1] for the last, which wants
+ * its last row's logits), a shorter last one through a graph of its own
+ * (the decode graph for one row). A failed chunk leaves c->pos as it was. */
+static kiln_status prompt_chunks(llama *m, llama_cache *c, const int32_t *tokens, int64_t n, float *logits) {
+    const int64_t C = c->chunk, p0 = c->pos;
+    if (C < 1) return kiln_set_error(KILN_ERR_ARG, "llama_cache_step: the cache's chunk %lld is not >= 1", (long long)C);
+    if (p0 + n > c->len)
+        return kiln_set_error(KILN_ERR_SHAPE, "llama_cache_step: %lld tokens at position %lld are past the cache's %lld",
+                              (long long)n, (long long)p0, (long long)c->len);
+    int32_t *seq = calloc((size_t)(n < C ? n : C), 2 * sizeof *seq), *pos = seq + (n < C ? n : C);
+    kiln_status s = seq ? KILN_OK : kiln_set_error(KILN_ERR_OOM, "llama_cache_step: out of memory");
+    for (int64_t i = 0; i < n && !s; i += C) {
+        const int64_t r = n - i < C ? n - i : C;
+        const bool last = i + r == n;
+        const int32_t pick = (int32_t)(r - 1);
+        for (int64_t j = 0; j < r; j++) pos[j] = (int32_t)(c->pos + j);
+        if (r == C) s = llama_rows_compute(m, c, &c->prompt[last], r, tokens + i, seq, pos, last, &pick, logits);
+        else if (r == 1) s = llama_rows_compute(m, c, &c->decode, 1, tokens + i, seq, pos, 1, NULL, logits);
+        else s = llama_rows_compute_once(m, c, r, tokens + i, seq, pos, 1, &pick, logits);
+        if (!s) c->pos += r;
+    }
+    if (s) c->pos = p0;
+    free(seq);
     return s;
 }
 
@@ -621,8 +676,8 @@ static kiln_status step(llama *m, llama_cache *c, const int32_t *tokens, int64_t
         return kiln_set_error(KILN_ERR_ARG, "%s: needs a model, a cache, tokens, logits and n >= 1", who);
     bool was = kiln_ctx_grad_enabled(ctx);
     kiln_ctx_set_grad_enabled(ctx, false);
-    if (c->batch == 1 && n == 1 && !all && !(m->cfg.attn_softcap > 0) && !m->taps) {
-        kiln_status s = decode_step(m, c, tokens[0], logits);
+    if (c->batch == 1 && !all && !(m->cfg.attn_softcap > 0) && !m->taps && (n == 1 || llama_on_device(m))) {
+        kiln_status s = n == 1 ? decode_step(m, c, tokens[0], logits) : prompt_chunks(m, c, tokens, n, logits);
         kiln_ctx_set_grad_enabled(ctx, was);
         return s;
     }

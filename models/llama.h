@@ -219,28 +219,37 @@ kiln_status llama_stack_weights(llama *m);
 int64_t llama_weight_bytes(const llama *m);
 
 /* A graph of n token rows, each in its own sequence of a cache (the
- * layout of llama_hidden_rows), through the head: made once in the
- * model's context and computed again at every step of n rows. Its tokens,
- * sequences and positions (and a model's rope tables) are leaves written
- * before each compute and the attention reads the cache up to each row's
+ * layout of llama_hidden_rows), of which k go through the head: made once
+ * in the model's context and computed again at every step of n rows and
+ * k logits rows. Its tokens, sequences and positions, the wanted rows'
+ * index (gathered from the hidden states before the head, so one graph
+ * serves any k of the n) and a model's rope tables are leaves written
+ * before each compute, and the attention reads the cache up to each row's
  * position (kiln_attention_cached), so no shape or parameter changes from
  * step to step and a device replays one recording (core/graph_replay.c).
- * Batch-1 decoding (llama_cache.decode) and llama_slots' steps compute
- * one. g is NULL until the first compute. */
+ * Batch-1 decoding and prompt chunks (llama_cache) and llama_slots' steps
+ * compute one. g is NULL until the first compute. */
 typedef struct llama_rows_graph {
     kiln_graph *g;
-    int64_t n;
-    kiln_tensor *tok, *seq, *pos, *cos, *sin, *logits;
+    int64_t n, k;
+    kiln_tensor *tok, *seq, *pos, *pick, *cos, *sin, *logits; /* pick: NULL when k is 0 or n */
     bool fused; /* llama's fuse when it was built (stacked weights) */
 } llama_rows_graph;
 
+/* Rows of a batch-1 prompt step on a device (llama_cache.chunk's default) */
+enum { LLAMA_PROMPT_CHUNK = 128 };
+
 /* Keys and values of every layer so far: leaves [batch, kv_heads, len, hd]
  * of the model's context, and the next position to write. decode: batch-1
- * decoding's rows graph (llama_cache_step of one token). */
+ * decoding's rows graph (llama_cache_step of one token); prompt: on a
+ * device, a batch-1 prompt's chunks of chunk rows (LLAMA_PROMPT_CHUNK,
+ * which a caller may change before the first step), [0] wanting no
+ * logits, [1] its last row's. */
 typedef struct llama_cache {
     int64_t batch, len, pos;
     kiln_tensor **k, **v; /* one per layer */
-    llama_rows_graph decode;
+    llama_rows_graph decode, prompt[2];
+    int64_t chunk;
 } llama_cache;
 
 llama_cache *llama_cache_new(llama *m, int64_t batch, int64_t len);
@@ -263,14 +272,24 @@ kiln_tensor *llama_forward(llama *m, kiln_tensor *idx, llama_cache *cache, int64
  * Gemma 2's soft-capped attention (KILN_ERR_UNSUPPORTED). */
 kiln_tensor *llama_hidden_rows(llama *m, llama_cache *cache, int64_t n, const int32_t *tokens, const int32_t *seq,
                                const int32_t *pos);
-/* r's logits [n, vocab] of n rows as llama_hidden_rows takes them, into
- * logits: r is made at its first compute (and again when the model's
- * stacking changed), outside any mark the caller rewinds to, then its
- * leaves are written and it is computed. Rewinding the context to a mark
- * made before r was made frees it: r must not be computed again then.
- * Not for soft-capped attention (KILN_ERR_UNSUPPORTED). */
+/* r's logits [k, vocab] of k of n rows as llama_hidden_rows takes them,
+ * into logits: rows pick[0 .. k) (k = n: all, pick unused; k = 0: none,
+ * the rows only write the cache). r is made at its first compute (and
+ * again when n, k or the model's stacking changed), outside any mark the
+ * caller rewinds to, then its leaves are written and it is computed.
+ * Rewinding the context to a mark made before r was made frees it: r must
+ * not be computed again then. Not for soft-capped attention
+ * (KILN_ERR_UNSUPPORTED). */
 kiln_status llama_rows_compute(llama *m, llama_cache *cache, llama_rows_graph *r, int64_t n, const int32_t *tokens,
-                               const int32_t *seq, const int32_t *pos, float *logits);
+                               const int32_t *seq, const int32_t *pos, int64_t k, const int32_t *pick,
+                               float *logits);
+/* The same through a rows graph made for this step alone, between
+ * kiln_ctx_get_mark and kiln_ctx_rewind: the context does not grow. */
+kiln_status llama_rows_compute_once(llama *m, llama_cache *cache, int64_t n, const int32_t *tokens,
+                                    const int32_t *seq, const int32_t *pos, int64_t k, const int32_t *pick,
+                                    float *logits);
+/* Whether m's graphs run on a device backend, where a stored graph replays */
+bool llama_on_device(const llama *m);
 /* r's device buffers (the graph lives in the context) */
 void llama_rows_free(llama_rows_graph *r);
 /* logits [..., vocab] of hidden states h [..., dim]: the final norm and the head */
@@ -284,8 +303,11 @@ kiln_tensor *llama_head(llama *m, kiln_tensor *h);
  * from step to step (on a device backend, whose memory the rewind does
  * not free, it keeps each step's metadata). One token of a batch-1 cache
  * computes the cache's decode rows graph instead (llama_rows_compute; not
- * for soft-capped attention or taps): rewinding the context to a mark
- * made before the first such step frees it, and the cache must not step
+ * for soft-capped attention or taps), and on a device a batch-1 prompt
+ * goes in chunks of c->chunk rows through the cache's prompt rows graphs
+ * (a shorter last chunk through its own, made for that step), so a device
+ * replays a recording per chunk: rewinding the context to a mark made
+ * before the first such step frees them, and the cache must not step
  * again. */
 kiln_status llama_cache_step(llama *m, llama_cache *c, const int32_t *tokens, int64_t n, float *logits);
 /* The same with every position's logits: [batch, n, vocab] into logits

@@ -1,11 +1,14 @@
 /* llama_slots.c — batched decoding over a KV cache with a slot per
- * sequence (see llama_slots.h): the bookkeeping of the slots' positions;
- * the forward pass is llama_hidden_rows, or for a step of at most n_slots
- * entries that all want logits (decoding: a token per slot) the rows
- * graph for that many rows, made once and computed again (llama.h). */
+ * sequence (see llama_slots.h): the bookkeeping of the slots' positions
+ * and of the stored rows graphs (llama.h) that compute the steps: which
+ * (entries, logits rows) keys have one, which were seen lately. */
 #include "llama_slots.h"
 
 #include <stdlib.h>
+
+/* Stored graphs besides the decoding steps', and the recent keys a step
+ * computed with a graph of its own (llama_slots.h says why). */
+enum { MIXED_GRAPHS = 8, SEEN_KEYS = 8 };
 
 struct llama_slots {
     llama *m;
@@ -14,7 +17,10 @@ struct llama_slots {
     int64_t *pos, *next; /* [n_slots] each: positions each slot holds; a step's next ones */
     int32_t *seq, *at, *rows; /* a step's scratch, cap entries each */
     int cap;
-    llama_rows_graph *graphs; /* [n_slots]: graphs[n - 1] serves steps of n entries that all want logits */
+    llama_rows_graph *graphs; /* [n_slots + MIXED_GRAPHS], n_graphs of them made */
+    int n_graphs, n_mixed;
+    int64_t seen[SEEN_KEYS][2]; /* (n, k) of recent steps that made a graph of their own */
+    int seen_next;
 };
 
 llama_slots *llama_slots_new(llama *m, int n_slots, int64_t len) {
@@ -31,7 +37,7 @@ llama_slots *llama_slots_new(llama *m, int n_slots, int64_t len) {
     }
     llama_slots *s = calloc(1, sizeof *s);
     if (s) s->pos = calloc((size_t)n_slots * 2, sizeof *s->pos);
-    if (s) s->graphs = calloc((size_t)n_slots, sizeof *s->graphs);
+    if (s) s->graphs = calloc((size_t)n_slots + MIXED_GRAPHS, sizeof *s->graphs);
     if (!s || !s->pos || !s->graphs) {
         if (s) free(s->pos), free(s->graphs);
         free(s);
@@ -50,7 +56,7 @@ llama_slots *llama_slots_new(llama *m, int n_slots, int64_t len) {
 
 void llama_slots_free(llama_slots *s) {
     if (!s) return;
-    for (int i = 0; s->graphs && i < s->n_slots; i++) llama_rows_free(&s->graphs[i]);
+    for (int i = 0; s->graphs && i < s->n_graphs; i++) llama_rows_free(&s->graphs[i]);
     free(s->graphs);
     llama_cache_free(s->cache);
     free(s->pos);
@@ -83,8 +89,28 @@ int64_t llama_slots_pos(const llama_slots *s, int slot) {
     return s && slot >= 0 && slot < s->n_slots ? s->pos[slot] : -1;
 }
 
-const llama_rows_graph *llama_slots_graph(const llama_slots *s, int n) {
-    return s && n >= 1 && n <= s->n_slots ? &s->graphs[n - 1] : NULL;
+const llama_rows_graph *llama_slots_graph(const llama_slots *s, int n, int k) {
+    for (int i = 0; s && i < s->n_graphs; i++)
+        if (s->graphs[i].n == n && s->graphs[i].k == k) return &s->graphs[i];
+    return NULL;
+}
+
+/* The stored graph for steps of n entries and k logits rows: found, or
+ * made now (at its first compute) for a decoding step (a token per slot,
+ * all wanting logits) or, on a device, for a key seen lately while room
+ * is left; NULL: the step makes a graph of its own, its key remembered. */
+static llama_rows_graph *stored(llama_slots *s, int n, int k) {
+    llama_rows_graph *r = (llama_rows_graph *)llama_slots_graph(s, n, k);
+    if (r) return r;
+    bool decoding = k == n && n <= s->n_slots, seen = false;
+    for (int i = 0; i < SEEN_KEYS; i++) seen |= s->seen[i][0] == n && s->seen[i][1] == k;
+    if (decoding || (seen && s->n_mixed < MIXED_GRAPHS && llama_on_device(s->m))) {
+        s->n_mixed += !decoding;
+        return &s->graphs[s->n_graphs++]; /* zeroed: made at its first compute */
+    }
+    s->seen[s->seen_next][0] = n, s->seen[s->seen_next][1] = k;
+    s->seen_next = (s->seen_next + 1) % SEEN_KEYS;
+    return NULL;
 }
 
 /* room for n entries in the step's scratch (kept between steps) */
@@ -138,32 +164,10 @@ kiln_status llama_slots_step(llama_slots *s, int n, const int *slots, const int3
     if (!st && n_rows > 0 && !logits)
         st = kiln_set_error(KILN_ERR_ARG, "llama_slots_step: %d entries want logits but logits is NULL", n_rows);
     if (st) return st;
-    if (n_rows == n && n <= s->n_slots) { /* made outside any mark: it stays for the next such step */
-        st = llama_rows_compute(s->m, s->cache, &s->graphs[n - 1], n, tokens, s->seq, s->at, logits);
-        for (int i = 0; i < s->n_slots && !st; i++) s->pos[i] = s->next[i];
-        return st;
-    }
-    llama *m = s->m;
-    kiln_ctx *ctx = m->ctx;
-    bool was = kiln_ctx_grad_enabled(ctx);
-    kiln_ctx_set_grad_enabled(ctx, false);
-    kiln_ctx_mark mark = kiln_ctx_get_mark(ctx);
-    kiln_tensor *h = llama_hidden_rows(m, s->cache, n, tokens, s->seq, s->at), *out = h;
-    if (h && n_rows > 0 && n_rows < n) { /* only the wanted rows go through the head (vocab x dim each) */
-        kiln_tensor *rows = kiln_new_1d(ctx, KILN_I32, n_rows);
-        out = rows && !kiln_tensor_set_i32(rows, s->rows, n_rows) ? llama_head(m, kiln_get_rows(ctx, h, rows)) : NULL;
-    } else if (h && n_rows == n) {
-        out = llama_head(m, h);
-    } /* no logits wanted: the blocks alone, for the caches they write */
-    kiln_graph *g = out ? kiln_graph_new(ctx) : NULL;
-    if (!g) st = kiln_last_status() ? kiln_last_status() : KILN_ERR_STATE;
-    if (!st) st = kiln_graph_add(g, out);
-    if (!st) st = kiln_graph_compute(g);
-    if (!st && n_rows > 0) st = kiln_tensor_get_f32(out, logits, (int64_t)n_rows * m->cfg.vocab);
+    /* made outside any mark: a stored graph stays for the next such step */
+    llama_rows_graph *r = stored(s, n, n_rows);
+    if (r) st = llama_rows_compute(s->m, s->cache, r, n, tokens, s->seq, s->at, n_rows, s->rows, logits);
+    else st = llama_rows_compute_once(s->m, s->cache, n, tokens, s->seq, s->at, n_rows, s->rows, logits);
     for (int i = 0; i < s->n_slots && !st; i++) s->pos[i] = s->next[i];
-    if (g) kiln_graph_free_buffers(g);
-    /* refused (nothing freed) where the step made device memory: the context then keeps the step */
-    if (kiln_ctx_rewind(ctx, mark) && !st) kiln_clear_error();
-    kiln_ctx_set_grad_enabled(ctx, was);
     return st;
 }

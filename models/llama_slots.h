@@ -20,15 +20,19 @@
  *     llama_slots_clear(s, 1); // slot 1's sequence is done: free for another
  *     llama_slots_free(s);
  *
- * A step of at most n_slots entries that all want logits (decoding: a
- * token per slot) computes the slots' rows graph for that many entries
- * (llama.h's llama_rows_graph), made in the model's context at the first
- * such step and computed again at every later one, so a device replays
- * one recording per step. Any other step builds and computes a small
- * graph between kiln_ctx_get_mark and kiln_ctx_rewind, as
- * llama_cache_step does: the context does not grow from step to step.
- * Rewinding the context to a mark made before the slots' first step
- * frees their rows graphs: the slots must not step again then. Not for
+ * Every step computes a rows graph (llama.h's llama_rows_graph) of its n
+ * entries whose k wanted rows are gathered before the head. Graphs for
+ * the steps that recur are stored, made in the model's context at their
+ * first compute and computed again, so a device replays one recording
+ * per step: a decoding step's (at most n_slots entries that all want
+ * logits), and on a device up to 8 others (a prompt chunk beside the
+ * generating slots), each made at the second of the last 8 steps with
+ * its (n, k). Any other step makes its own graph between
+ * kiln_ctx_get_mark and kiln_ctx_rewind: the context does not grow from
+ * step to step. So a slots object holds at most n_slots + 8 graphs; their
+ * device buffers go with llama_slots_free, their metadata with the
+ * context. Rewinding the context to a mark made before the slots' first
+ * step frees them: the slots must not step again then. Not for
  * Gemma 2's soft-capped attention. One thread at a time per model. */
 #ifndef LLAMA_SLOTS_H
 #define LLAMA_SLOTS_H
@@ -56,9 +60,9 @@ kiln_status llama_slots_keep(llama_slots *s, int slot, int64_t n);
 /* Positions slot holds so far (-1 for a slot out of range). */
 int64_t llama_slots_pos(const llama_slots *s, int slot);
 
-/* The rows graph that serves steps of n entries all wanting logits (its
- * g NULL until such a step); NULL for n outside 1 .. n_slots. */
-const llama_rows_graph *llama_slots_graph(const llama_slots *s, int n);
+/* The stored rows graph that serves steps of n entries of which k want
+ * logits; NULL if none was made. */
+const llama_rows_graph *llama_slots_graph(const llama_slots *s, int n, int k);
 
 /* One batched step: n entries; entry i appends tokens[i] to slot slots[i]
  * at that slot's next position (a slot may appear several times, in

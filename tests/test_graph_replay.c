@@ -155,9 +155,12 @@ KT_TEST(graph_replay_moved_cuda) { check_moved("cuda"); }
 
 /* W1 of 4096 elements: 8-bit AdamW keeps 8-bit moments for it (and 32-bit ones for B1, W2) */
 enum { STEPS = 6, NB = 8, IN = 64, HID = 64, OUT = 4 };
-typedef enum { TRAIN_ADAMW, TRAIN_ADAMW8, TRAIN_SGD, TRAIN_DROPOUT, TRAIN_CLIP, TRAIN_GALORE, TRAIN_APOLLO } train_opt;
+typedef enum {
+    TRAIN_ADAMW, TRAIN_ADAMW8, TRAIN_SGD, TRAIN_DROPOUT, TRAIN_CLIP, TRAIN_GALORE, TRAIN_APOLLO, TRAIN_GALORE_REFRESH
+} train_opt;
 static const char *const train_opt_name[] = {"AdamW", "8-bit AdamW", "SGD", "AdamW after dropout",
-                                              "AdamW with gradient clipping", "GaLore", "APOLLO"};
+                                              "AdamW with gradient clipping", "GaLore", "APOLLO",
+                                              "GaLore refreshing every 2 steps"};
 
 /* per step: the loss and the dropout's mask (TRAIN_DROPOUT) and, after the last, W1 and W2 */
 static void run_train(kiln_backend *be, train_opt which, bool replay, float *loss, bool (*mask)[NB * HID], float *w1,
@@ -182,12 +185,12 @@ static void run_train(kiln_backend *be, train_opt which, bool replay, float *los
     kiln_adam_config cfg = kiln_adamw_defaults();
     cfg.lr = 0.05f;
     kiln_galore_config gc = kiln_galore_defaults(); /* the projector drawn at step 1 only */
-    gc.adamw.lr = 0.05f, gc.rank = 4, gc.update_gap = 100;
+    gc.adamw.lr = 0.05f, gc.rank = 4, gc.update_gap = which == TRAIN_GALORE_REFRESH ? 2 : 100;
     kiln_apollo_config ac = kiln_apollo_defaults(); /* one projector for every step */
     ac.adamw.lr = 0.05f, ac.rank = 4, ac.update_gap = 100;
     kiln_optim *opt = which == TRAIN_ADAMW8   ? kiln_adamw8bit_new(ctx, &cfg)
                       : which == TRAIN_SGD    ? kiln_sgd_new(ctx, &(kiln_sgd_config){.lr = 0.05f, .momentum = 0.9f})
-                      : which == TRAIN_GALORE ? kiln_galore_adamw_new(ctx, &gc)
+                      : which == TRAIN_GALORE || which == TRAIN_GALORE_REFRESH ? kiln_galore_adamw_new(ctx, &gc)
                       : which == TRAIN_APOLLO ? kiln_apollo_new(ctx, &ac)
                                               : kiln_adamw_new(ctx, &cfg);
     KT_NOTNULL(opt);
@@ -251,8 +254,11 @@ static void check_train_with(const char *name, train_opt which) {
              (long long)st[1].recordings, (long long)st[1].replays, (long long)st[1].nodes_fallback);
     /* the step number and the scheduled lr are values in the hyper leaf,
      * not in the nodes: one key for every step (SGD's first step has its
-     * own, and so has GaLore's, which draws the projector) */
-    int want = which == TRAIN_SGD || which == TRAIN_GALORE ? STEPS - 3 : STEPS - 2;
+     * own, and so has GaLore's, which draws the projector). Refreshing
+     * every 2 steps, GaLore alternates two keys, both kept: steps 2 and 4
+     * record the plain key (step 3's refresh cannot be recorded: its SVD
+     * reads the gradient on the host), step 6 replays it. */
+    int want = which == TRAIN_SGD || which == TRAIN_GALORE ? STEPS - 3 : which == TRAIN_GALORE_REFRESH ? 1 : STEPS - 2;
     KT_CHECK(ost[1].computes == STEPS && ost[1].recordings == 1 && ost[1].replays == want && ost[1].nodes_fallback == 0,
              "%s's graph: %lld computes, %lld recordings, %lld replays (want %d, 1, %d), %lld nodes on the cpu", on,
              (long long)ost[1].computes, (long long)ost[1].recordings, (long long)ost[1].replays, STEPS, want,
@@ -272,6 +278,7 @@ static void check_train(const char *name, train_opt first, train_opt last) {
 /* two tests: each under the runner's alarm on the CUDA emulator */
 KT_TEST(graph_replay_train_cuda) { check_train("cuda", TRAIN_ADAMW, TRAIN_DROPOUT); }
 KT_TEST(graph_replay_train_clip_lowrank_cuda) { check_train("cuda", TRAIN_CLIP, TRAIN_APOLLO); }
+KT_TEST(graph_replay_train_galore_refresh_cuda) { check_train("cuda", TRAIN_GALORE_REFRESH, TRAIN_GALORE_REFRESH); }
 
 /* ---- a decoding step ---- */
 
@@ -340,4 +347,5 @@ KT_TEST(graph_replay_inputs_vulkan) { check_inputs("vulkan"); }
 KT_TEST(graph_replay_moved_vulkan) { check_moved("vulkan"); }
 KT_TEST(graph_replay_train_vulkan) { check_train("vulkan", TRAIN_ADAMW, TRAIN_DROPOUT); }
 KT_TEST(graph_replay_train_clip_lowrank_vulkan) { check_train("vulkan", TRAIN_CLIP, TRAIN_APOLLO); }
+KT_TEST(graph_replay_train_galore_refresh_vulkan) { check_train("vulkan", TRAIN_GALORE_REFRESH, TRAIN_GALORE_REFRESH); }
 KT_TEST(graph_replay_decode_vulkan) { check_decode("vulkan"); }

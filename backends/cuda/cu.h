@@ -48,6 +48,7 @@ struct kiln_cu {
     struct cudaDeviceProp props;
     cudaStream_t stream;
     cublasHandle_t blas;
+    kiln_devbuf *blas_ws; /* the handle's workspace, so a captured GEMM allocates nothing */
     bool tf32; /* $KILN_CUDA_TF32=1: f32 matmuls on TF32 tensor cores, as KILN_MATMUL_TF32 */
     kiln_devbuf *free_list[KILN_CU_CLASSES];
     size_t cached_bytes;

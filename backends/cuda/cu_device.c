@@ -1,7 +1,7 @@
 /* cu_device.c — starting the CUDA backend: the device ($KILN_CUDA_DEVICE,
- * default 0), one stream, one cuBLAS handle, the kernel table, the
- * backend vtable (core/backend.h) and its entry in core's table of
- * backends. No device (no driver, or cudaGetDeviceCount finding none) is
+ * default 0), one stream, one cuBLAS handle with its workspace, the kernel
+ * table, the backend vtable (core/backend.h) and its entry in core's table
+ * of backends. No device (no driver, or cudaGetDeviceCount finding none) is
  * KILN_ERR_UNSUPPORTED saying "no CUDA device", which the tests take as
  * absent hardware. Every CUDA and cuBLAS error becomes a kiln status;
  * nothing here exits. */
@@ -91,8 +91,9 @@ static void destroy(kiln_cu *cu) {
     kiln__cu_profile_free(cu);
     if (cu->run_word) kiln__cu_buffer_free(cu, cu->run_word);
     if (cu->rows_word) kiln__cu_buffer_free(cu, cu->rows_word);
-    kiln__cu_cache_release(cu);
     if (cu->blas) cublasDestroy(cu->blas);
+    if (cu->blas_ws) kiln__cu_buffer_free(cu, cu->blas_ws);
+    kiln__cu_cache_release(cu);
     if (cu->stream) cudaStreamDestroy(cu->stream);
     free(cu);
 }
@@ -125,6 +126,17 @@ static kiln_status pick_device(kiln_cu *cu) {
     return s;
 }
 
+/* cuBLAS's documentation on graph capture: give the handle a workspace of
+ * its own, or a captured call may take one from cuBLAS's pool inside the
+ * graph. Its recommended size is 32 MiB on Hopper and later, 4 MiB before.
+ * Set after cublasSetStream, which takes the handle back to the pool. */
+static kiln_status blas_workspace(kiln_cu *cu) {
+    size_t bytes = (size_t)(cu->props.major >= 9 ? 32 : 4) << 20;
+    cu->blas_ws = kiln__cu_buffer_new(cu, bytes, false);
+    if (!cu->blas_ws) return kiln_last_status();
+    return kiln__cu_blas_check(cublasSetWorkspace(cu->blas, cu->blas_ws->ptr, bytes), "cublasSetWorkspace");
+}
+
 static kiln_backend *cu_open(void) {
     kiln_cu *cu = kiln__calloc(1, sizeof *cu);
     if (!cu) return kiln__err(KILN_ERR_OOM, "cuda: out of memory");
@@ -135,6 +147,7 @@ static kiln_backend *cu_open(void) {
     if (!s) s = kiln__cu_check(cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking), "cudaStreamCreate");
     if (!s) s = kiln__cu_blas_check(cublasCreate(&cu->blas), "cublasCreate");
     if (!s) s = kiln__cu_blas_check(cublasSetStream(cu->blas, cu->stream), "cublasSetStream");
+    if (!s) s = blas_workspace(cu);
     const char *tf32 = getenv("KILN_CUDA_TF32");
     cu->tf32 = tf32 && !strcmp(tf32, "1");
     if (!s) kiln__cu_profile_init(cu);

@@ -9,6 +9,11 @@
 // launches (prelude.h's emu_capture), copies, memsets and GEMMs are kept in
 // order instead of run, and a launched graph runs them again; a
 // synchronize while capturing fails and invalidates the capture, as CUDA's.
+// A GEMM captured on a handle with no user workspace (cublasSetWorkspace
+// after the last cublasSetStream) invalidates the capture too: cuBLAS
+// would take its workspace from its own pool inside the graph, which its
+// documentation on graph capture warns against; the fake refuses it so
+// that a handle without one shows in the tests.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -51,7 +56,7 @@ const char *cudaGetErrorString(cudaError_t e) { return e ? "emulated error" : "n
 const char *cudaGetErrorName(cudaError_t e) { return e ? "cudaErrorEmulated" : "cudaSuccess"; }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 cudaError_t cudaMalloc(void **p, size_t n) {
-    *p = malloc(n ? n : 1);
+    if (posix_memalign(p, 256, n ? n : 1)) *p = nullptr; /* cudaMalloc's alignment, which cuBLAS's workspace needs */
     if (*p) memset(*p, 0xA5, n); /* garbage, as a fresh cudaMalloc */
     return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
@@ -135,7 +140,17 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
 
 cublasStatus_t cublasCreate_v2(cublasHandle_t *h) { *h = (cublasHandle_t)0x1; return CUBLAS_STATUS_SUCCESS; }
 cublasStatus_t cublasDestroy_v2(cublasHandle_t) { return CUBLAS_STATUS_SUCCESS; }
-cublasStatus_t cublasSetStream_v2(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
+static bool blas_workspace; // the handle has a user workspace
+// as cuBLAS's: a new stream takes the handle back to the default workspace pool
+cublasStatus_t cublasSetStream_v2(cublasHandle_t, cudaStream_t) {
+    blas_workspace = false;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t, void *w, size_t n) {
+    if ((n && !w) || (uintptr_t)w % 256) return CUBLAS_STATUS_INVALID_VALUE;
+    blas_workspace = n > 0;
+    return CUBLAS_STATUS_SUCCESS;
+}
 // alpha and beta are read through their pointers either way (device
 // memory is host memory), but
 // a captured GEMM reads them when it runs in device mode, at capture in host mode (as cuBLAS)
@@ -210,6 +225,10 @@ static cublasStatus_t gemm_or_capture(cublasOperation_t ta, cublasOperation_t tb
                                       cudaDataType bt, int ldb, long long sb, const void *beta, void *C, cudaDataType ct,
                                       int ldc, long long sc, int batch, cublasComputeType_t comp) {
     if (!capture) return gemm(ta, tb, m, n, k, alpha, A, at, lda, sa, B, bt, ldb, sb, beta, C, ct, ldc, sc, batch, comp);
+    if (!blas_workspace) {
+        capture_invalid = true;
+        return CUBLAS_STATUS_SUCCESS;
+    }
     bool copy = pointer_mode == CUBLAS_POINTER_MODE_HOST;
     size_t w = comp == CUBLAS_COMPUTE_64F || comp == CUBLAS_COMPUTE_64F_PEDANTIC ? 8 : 4;
     uint64_t al = 0, be = 0;
