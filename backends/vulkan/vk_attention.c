@@ -364,8 +364,8 @@ static kiln_status cached_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
     struct {
         uint32_t rows, dv, nsplit, po0, pl0, o0;
     } mc = {rows, c.dv, c.nsplit, pc.po0, pc.pl0, pc.o0};
-    dp = (kiln_vk_dispatch){.shader = t->dtype == KILN_F64 ? "attn_cached_merge_f64" : "attn_cached_merge", .n = 2, .bind = {&part, t}, .push = &mc,
-                            .push_size = sizeof mc};
+    dp = (kiln_vk_dispatch){.shader = t->dtype == KILN_F64 ? "attn_cached_merge_f64" : "attn_cached_merge",
+                            .n = 2, .bind = {&part, t}, .push = &mc, .push_size = sizeof mc};
     kiln__vk_groups_1d(vk, (uint64_t)rows * c.dv, 256, dp.groups);
     return kiln__vk_dispatch(vk, &dp);
 }
