@@ -229,8 +229,9 @@ kiln_tensor *kiln_attention(kiln_ctx *ctx, kiln_tensor *q, kiln_tensor *k, kiln_
  * of them). Rows of one sequence at consecutive positions are a causal
  * chunk: each sees the ones before it. seq, pos: i32 [N]; a value outside
  * the cache fails the compute with a message that names it. Result
- * [N, Hq, Dv]. No gradient flows through it. CUDA and Vulkan (f32; CUDA
- * f64 too) read seq and pos in device memory, so a replayed graph serves
+ * [N, Hq, Dv]. No gradient flows through it. CUDA and Vulkan (f32 and
+ * f64, head sizes up to 256; Vulkan's f64 up to 128, where the device has
+ * shaderFloat64) read seq and pos in device memory, so a replayed graph serves
  * new positions; there a row outside the cache writes nothing and gives
  * NaN, the other rows are written, and the compute fails after its end
  * with the CPU's message. They attend in tiles (a kv head's query heads

@@ -5,7 +5,8 @@
  * 3,000 keys (GQA, MQA, a window; two rows of two sequences, whose keys a
  * device splits over blocks), prompt runs of one to three sequences (GQA
  * ratios 1, 3, 4 and 8, a window, one over a 300-key cache), head sizes 8
- * to 128, and 256 (CUDA's row kernel; Vulkan may decline it), f64. */
+ * to 256 (160 and 192 in tiles 256 wide, a 600-key split decode at 256),
+ * f64. */
 #include "backend_ops_util.h"
 #include "kt_device.h"
 
@@ -17,7 +18,7 @@ typedef struct cached_arg {
 static const int32_t C_SEQ2[] = {0, 1}, C_POS2[] = {37, 5}, C_SEQ1[] = {0}, C_POS1[] = {299}, C_POS1W[] = {2999};
 static const int32_t C_SEQP[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},
                      C_POSP[] = {20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 0, 1, 2};
-static const int32_t C_SEQB[] = {1, 0}, C_POSB[] = {2999, 700};
+static const int32_t C_SEQB[] = {1, 0}, C_POSB[] = {2999, 700}, C_POSB6[] = {599, 300};
 static const int32_t C_SEQL[40] = {0},
                      C_POSL[40] = {260, 261, 262, 263, 264, 265, 266, 267, 268, 269, 270, 271, 272, 273,
                                    274, 275, 276, 277, 278, 279, 280, 281, 282, 283, 284, 285, 286, 287,
@@ -32,7 +33,11 @@ static const cached_arg C_DECODE = {2, 4, 2, 40, 16, 16, 0, 2, C_SEQ2, C_POS2},
                         C_SPLIT = {2, 8, 2, 3000, 128, 128, 0, 2, C_SEQB, C_POSB},
                         C_PROMPT_LONG = {1, 8, 2, 300, 128, 128, 0, 40, C_SEQL, C_POSL},
                         C_PROMPT3 = {3, 8, 1, 40, 64, 48, 4, 15, C_SEQ3, C_POS3},
-                        C_D256 = {1, 4, 2, 40, 256, 256, 0, 1, C_SEQ1, C_POS2};
+                        C_D256 = {1, 4, 2, 40, 256, 256, 0, 1, C_SEQ1, C_POS2},
+                        C_PROMPT_D160 = {2, 8, 2, 33, 160, 160, 7, 15, C_SEQP, C_POSP},
+                        C_PROMPT_D256 = {2, 2, 2, 33, 256, 256, 0, 15, C_SEQP, C_POSP},
+                        C_SPLIT_D256 = {2, 8, 2, 600, 256, 256, 0, 2, C_SEQB, C_POSB6},
+                        C_DECODE_D192 = {1, 8, 1, 300, 192, 160, 100, 1, C_SEQ1, C_POS1};
 
 static kiln_tensor *rows_i32(bo_io *io, int64_t n, const int32_t *v) {
     kiln_tensor *t = kiln_tensor_new(io->ctx, KILN_I32, 1, &n);
@@ -57,7 +62,12 @@ static const bo_case attention_cached_cases[] = {
     {"attention_cached_decode_split_3000keys_d128", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD, &C_SPLIT},
     {"attention_cached_prompt_40rows_300keys_d128", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD, &C_PROMPT_LONG},
     {"attention_cached_prompt_3seqs_mqa_window", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD, &C_PROMPT3},
-    {"attention_cached_decode_d256", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD | BO_MAY_FALL_BACK, &C_D256},
+    {"attention_cached_decode_d256", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD, &C_D256},
+    {"attention_cached_prompt_gqa4_window_d160", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD, &C_PROMPT_D160},
+    {"attention_cached_prompt_gqa1_d256", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD, &C_PROMPT_D256},
+    {"attention_cached_decode_split_600keys_d256", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD, &C_SPLIT_D256},
+    {"attention_cached_decode_mqa_window_d192_dv160", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD,
+     &C_DECODE_D192},
     {"attention_cached_prompt_gqa", b_attn_cached, KILN_F64, BO_TRANS, BO_NO_GRAD | BO_MAY_FALL_BACK, &C_PROMPT},
     {"attention_cached_prompt_40rows_300keys_d128", b_attn_cached, KILN_F64, BO_TRANS,
      BO_NO_GRAD | BO_MAY_FALL_BACK, &C_PROMPT_LONG},
@@ -76,11 +86,38 @@ static const bo_case attention_cached_row_cases[] = {
     {"attention_cached_decode_gqa", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD, &C_DECODE},
     {"attention_cached_prompt_window", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD, &C_PROMPT_WINDOW},
     {"attention_cached_prompt_gqa", b_attn_cached, KILN_F64, BO_TRANS, BO_NO_GRAD | BO_MAY_FALL_BACK, &C_PROMPT},
+    {"attention_cached_decode_d256", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD, &C_D256},
+    {"attention_cached_prompt_gqa4_window_d160", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD, &C_PROMPT_D160},
 };
 KT_TEST(backend_ops_attention_cached_rows) {
     setenv("KILN_ATTN_CACHED", "rows", 1);
     bo_run_cases("attention_cached_rows", attention_cached_row_cases, BO_COUNT(attention_cached_row_cases));
 }
+
+#ifdef KILN_VULKAN
+#include "../backends/vulkan/vk.h"
+
+/* f64 on Vulkan, where the device has shaderFloat64 (lavapipe has): each
+ * f64 tile variant (decoding and prompt at D 64, D 128), split and merged,
+ * GQA 1 to 8 and a window, all on the device and to double precision
+ * (math_f64.glsl's exp and log). */
+#define F64_TOL 1e-12
+static const bo_case attention_cached_f64_cases[] = {
+    {"attention_cached_decode_gqa", b_attn_cached, KILN_F64, F64_TOL, BO_NO_GRAD, &C_DECODE},
+    {"attention_cached_decode_mqa_300keys_d64", b_attn_cached, KILN_F64, F64_TOL, BO_NO_GRAD, &C_MQA},
+    {"attention_cached_prompt_gqa", b_attn_cached, KILN_F64, F64_TOL, BO_NO_GRAD, &C_PROMPT},
+    {"attention_cached_prompt_3seqs_mqa_window", b_attn_cached, KILN_F64, F64_TOL, BO_NO_GRAD, &C_PROMPT3},
+    {"attention_cached_prompt_40rows_300keys_d128", b_attn_cached, KILN_F64, F64_TOL, BO_NO_GRAD, &C_PROMPT_LONG},
+};
+KT_TEST(vk_attention_cached_f64) {
+    setenv("KILN_VULKAN_VALIDATE", "1", 1); /* as bo_backends, before the device starts */
+    kiln_backend *b = kt_device("vulkan");
+    if (!b) return;
+    if (!kiln__vk_caps(b->impl)->f64) kt_skip("the Vulkan device has no shaderFloat64");
+    setenv("KILN_TEST_BACKENDS", "vulkan", 1);
+    bo_run_cases("attention_cached_f64", attention_cached_f64_cases, BO_COUNT(attention_cached_f64_cases));
+}
+#endif
 
 /* A row outside the cache: on a device, whose kernels skip it, the
  * compute fails after its end with the CPU's message (a row's sequence,

@@ -14,8 +14,8 @@
  * values into the caches, then attends over each row's sequence up to its
  * position, read from device memory: tiles of a kv head's query slots
  * against K/V tiles in shared memory, the keys split over blocks when few
- * tiles face a long cache (k_attention_cached.cu, f32 and f64, D, Dv <=
- * 128); larger heads a block per (row, query head) (k_attention.cu). */
+ * tiles face a long cache (k_attention_cached.cu, D, Dv <= 256 in f32,
+ * <= 128 in f64); larger heads a block per (row, query head) (k_attention.cu). */
 #include "cu.h"
 
 #include <stdlib.h>

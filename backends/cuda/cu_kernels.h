@@ -158,7 +158,7 @@ int kiln__cu_attention_cached(void *stream, int dt, const int64_t *shape, int64_
                               const void *v_cache, void *o);
 /* The tiles' key splits for this shape (more than 1 wants nsplit * N*Hq *
  * (Dv + 1) elements of scratch), 0 where the tiles do not take it (D or Dv
- * over 128). */
+ * over 256 in f32, over 128 in f64). */
 int kiln__cu_attention_cached_splits(int dt, const int64_t *shape, int64_t window);
 int kiln__cu_attention_cached_tiles(void *stream, int dt, const int64_t *shape, int64_t window, double scale,
                                     int nsplit, const int32_t *seq, const int32_t *pos, const void *q,

@@ -1,6 +1,7 @@
 // k_attention_cached.cu — kiln_attention_cached's attention in the
-// FlashAttention-2 style, f32 or f64, head sizes D, Dv <= 128 (cu_attention.c
-// sends larger ones to k_attention.cu's row kernel), after its write launch
+// FlashAttention-2 style, head sizes D, Dv <= 256 in f32, <= 128 in f64
+// (cu_attention.c sends larger ones to k_attention.cu's row kernel: an f64
+// tile 256 wide passes 48 KiB of static shared memory), after its write launch
 // has put the rows' keys and values into the caches. q [N, Hq, D] row i,
 // query head h reads keys first .. pos[i] of sequence seq[i] of the
 // caches [B, Hk, S, D/Dv] (the last window of them when window > 0), kv
@@ -63,7 +64,7 @@ __global__ void cached_tile_k(tgeom g, typename C::elem scale, int nsplit, const
                               typename C::elem *o, typename C::elem *po, typename C::elem *pl) {
     typedef typename C::elem T;
     const int HD = C::HD, BR = C::BR, BC = C::BC;
-    static_assert(NT % BC == 0 && NT % HD == 0, "a thread's scores share a key, its outputs a column");
+    static_assert(NT % BC == 0 && (NT % HD == 0 || HD % NT == 0), "a thread's scores share a key");
     __shared__ T qs[BR][HD + 1], ks[BC][HD + 1], vs[BC][HD], ps[BR][BC + 1];
     __shared__ T m_s[BR], l_s[BR], c_s[BR];
     __shared__ int64_t sq_s[BR], f_s[BR], e_s[BR]; // a slot's sequence (-1: none, -2: done), keys [f, e)
@@ -131,7 +132,7 @@ __global__ void cached_tile_k(tgeom g, typename C::elem scale, int nsplit, const
             // this pass's slots: O, or the split's partial O and L (+inf: no key in this split)
 #pragma unroll
             for (int e = 0; e < OE; e++) {
-                int r = tid / HD + e * (NT / HD), col = tid % HD;
+                int r = out_row<HD>(e), col = out_col<HD>(e);
                 if (r >= nr || sq_s[r] != cur || col >= g.dv) continue;
                 T x = l_s[r] > 0 ? acc[e] / l_s[r] : (T)0;
                 if (nsplit == 1) o[SLOT_ROW(r) * g.dv + col] = x;
@@ -162,7 +163,9 @@ tgeom make_tgeom(const int64_t *shape, int64_t window) {
 }
 
 // f(C) for the tile shape C of the kernel: decoding's when a kv head has
-// at most DECODE_ROWS slots, else the prompt's; by head size and dtype.
+// at most DECODE_ROWS slots, else the prompt's; by head size and dtype
+// (f64 has no shape past 128: pick gives it the 128 ones, which splits()
+// keeps from heads over 128).
 template <typename T, typename F64, typename F32> struct pick {
     typedef F64 type;
 };
@@ -170,12 +173,14 @@ template <typename F64, typename F32> struct pick<float, F64, F32> {
     typedef F32 type;
 };
 template <typename T, typename F> int by_shape(const tgeom &g, F f) {
-    bool small = g.d <= 64 && g.dv <= 64;
+    int m = g.d > g.dv ? g.d : g.dv;
     if (g.nq <= DECODE_ROWS)
-        return small ? f(typename pick<T, f64decode64, decode64>::type())
-                     : f(typename pick<T, f64decode128, decode128>::type());
-    return small ? f(typename pick<T, f64tiles64, tiles64>::type())
-                 : f(typename pick<T, f64tiles128, tiles128>::type());
+        return m <= 64    ? f(typename pick<T, f64decode64, decode64>::type())
+               : m <= 128 ? f(typename pick<T, f64decode128, decode128>::type())
+                          : f(typename pick<T, f64decode128, decode256>::type());
+    return m <= 64    ? f(typename pick<T, f64tiles64, tiles64>::type())
+           : m <= 128 ? f(typename pick<T, f64tiles128, tiles128>::type())
+                      : f(typename pick<T, f64tiles128, tiles256>::type());
 }
 
 template <typename T, typename C>
@@ -209,7 +214,8 @@ extern "C" {
 
 int kiln__cu_attention_cached_splits(int dt, const int64_t *shape, int64_t window) {
     tgeom g = make_tgeom(shape, window);
-    if (g.d > 128 || g.dv > 128) return 0;
+    int most = dt == CU_F64 ? 128 : 256;
+    if (g.d > most || g.dv > most) return 0;
     return dt == CU_F64 ? splits<double>(g) : splits<float>(g);
 }
 

@@ -33,11 +33,22 @@ __device__ void dots(T (&s)[SE], const T (*a)[W], const T *b, int n) {
     }
 }
 
+// A thread's output entry e of a tile HD wide (HD divides NT, or NT
+// divides HD): up to NT columns a thread keeps column tid % HD of rows
+// tid / HD + e (NT / HD); past NT, columns tid + (e % (HD / NT)) NT of
+// row e / (HD / NT).
+template <int HD> __device__ int out_row(int e) {
+    return (int)threadIdx.x / HD + e / (HD > NT ? HD / NT : 1) * (HD < NT ? NT / HD : 1);
+}
+template <int HD> __device__ int out_col(int e) {
+    return (int)threadIdx.x % HD + e % (HD > NT ? HD / NT : 1) * NT;
+}
+
 // One key tile's step of the online softmax of BR rows, their scaled
 // scores (-inf where masked) in ps: the running max m_s (c_s: the
 // rescaling of what came before) and sum l_s, ps turned into
-// probabilities, and acc (entry e: row tid / HD + e * (NT / HD), column
-// tid % HD) rescaled and added p v over the nc keys staged in vs.
+// probabilities, and acc (entry e: row out_row(e), column out_col(e))
+// rescaled and added p v over the nc keys staged in vs.
 template <int BR, int BC, int HD, int OE, typename T>
 __device__ void softmax_tile(T (*ps)[BC + 1], T *m_s, T *l_s, T *c_s, const T (*vs)[HD], int nc, T (&acc)[OE]) {
     const int tid = threadIdx.x, sc = tid % BC;
@@ -56,7 +67,7 @@ __device__ void softmax_tile(T (*ps)[BC + 1], T *m_s, T *l_s, T *c_s, const T (*
         ps[r][sc] = s == (T)-INFINITY ? (T)0 : exp(s - m_s[r]);
     }
 #pragma unroll
-    for (int e = 0; e < OE; e++) acc[e] *= c_s[tid / HD + e * (NT / HD)];
+    for (int e = 0; e < OE; e++) acc[e] *= c_s[out_row<HD>(e)];
     __syncthreads();
     if (tid < BR) {
         T s = 0;
@@ -64,9 +75,8 @@ __device__ void softmax_tile(T (*ps)[BC + 1], T *m_s, T *l_s, T *c_s, const T (*
         l_s[tid] = l_s[tid] * c_s[tid] + s;
     }
     for (int c = 0; c < nc; c++) {
-        T x = vs[c][tid % HD];
 #pragma unroll
-        for (int e = 0; e < OE; e++) acc[e] += ps[tid / HD + e * (NT / HD)][c] * x;
+        for (int e = 0; e < OE; e++) acc[e] += ps[out_row<HD>(e)][c] * vs[c][out_col<HD>(e)];
     }
     __syncthreads(); // vs, ps are rewritten next tile
 }
@@ -98,9 +108,11 @@ __global__ void flash_merge_k(int64_t rows, int dv, int nsplit, const T *po, con
 const int DECODE_ROWS = 8, DECODE_KEYS = 32, TARGET_BLOCKS = 256, MAX_SPLIT = 32;
 
 // A tile shape: head sizes up to HD, BR query rows, BC keys (NT % BC == 0,
-// NT % HD == 0, BR * BC % NT == 0): 32 x 32 up to D = 64 (41 KiB of shared
-// memory in dk/dv), 16 x 16 up to 128; decoding takes 8 rows (T = 1: the
-// group's heads) against 32 keys.
+// NT % HD == 0 or HD % NT == 0, BR * BC % NT == 0): 32 x 32 up to D = 64
+// (41 KiB of shared memory in dk/dv), 16 x 16 up to 128; decoding takes 8
+// rows (T = 1: the group's heads) against 32 keys. Up to 256 (cached f32
+// only, the training kernels stop at 128): 16 x 8, 8 x 16 decoding, to
+// stay under 48 KiB of static shared memory (34 and 41 KiB).
 struct tiles64 {
     static const int HD = 64, BR = 32, BC = 32;
 };
@@ -112,6 +124,12 @@ struct decode64 {
 };
 struct decode128 {
     static const int HD = 128, BR = DECODE_ROWS, BC = DECODE_KEYS;
+};
+struct tiles256 {
+    static const int HD = 256, BR = 16, BC = 8;
+};
+struct decode256 {
+    static const int HD = 256, BR = DECODE_ROWS, BC = 16;
 };
 
 // The splits of the keys for `blocks` tiles of a kernel whose rows see at

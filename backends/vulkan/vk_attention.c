@@ -21,13 +21,15 @@
  * long loop is split over passes that merge (attn_common.glsl).
  * ATTENTION_CACHED (kiln_attention_cached): the rows' keys and values
  * written into the caches (attn_cache_write.comp), then, for head sizes up
- * to 128, tiles of a kv head's query slots (the group's heads, a prompt's
+ * to 256, tiles of a kv head's query slots (the group's heads, a prompt's
  * rows) against K/V tiles in shared memory, the keys split over
  * workgroups and merged when few tiles face a long cache
- * (attn_cached_tile.glsl, attn_cached_merge.comp); else (or past a loop
+ * (attn_cached_tile.glsl, attn_cached_merge.glsl); else (or past a loop
  * budget or the device's shared memory) a workgroup per (query head, row)
- * whose invocations split the row's keys (attn_cached.comp). Positions are
- * read from device memory. */
+ * whose invocations split the row's keys (attn_cached.comp). f64 where the
+ * device has shaderFloat64, head sizes up to 128, in the tiles only
+ * (math_f64.glsl: exp and log in double). Positions are read from device
+ * memory. */
 #include "vk.h"
 
 #include <math.h>
@@ -208,14 +210,20 @@ static kiln_status attention_grad_record(kiln_vk *vk, kiln_tensor *t, const kiln
 /* ---- attention over a KV cache ---- */
 
 /* The tile kernels of attn_cached_tile.glsl (variants.txt): head sizes up
- * to hd, nt invocations, br query slots against bc keys. */
+ * to hd, nt invocations, br query slots against bc keys; f64 ones in
+ * fewer keys or invocations, for 32 KiB of shared memory (lavapipe's). */
 typedef struct cached_tiles {
     const char *shader;
     uint32_t hd, nt, br, bc;
 } cached_tiles;
 static const cached_tiles DECODE64 = {"attn_cached_dec_d64", 64, 64, 8, 16},
                           TILES64 = {"attn_cached_tile_d64", 64, 64, 16, 16},
-                          TILES128 = {"attn_cached_tile_d128", 128, 128, 8, 16};
+                          TILES128 = {"attn_cached_tile_d128", 128, 128, 8, 16},
+                          /* 25 KiB of shared memory: under lavapipe's 32 KiB */
+                          TILES256 = {"attn_cached_tile_d256", 256, 64, 8, 8},
+                          DECODE64_F64 = {"attn_cached_dec_d64_f64", 64, 64, 8, 16},
+                          TILES64_F64 = {"attn_cached_tile_d64_f64", 64, 64, 16, 16},
+                          TILES128_F64 = {"attn_cached_tile_d128_f64", 128, 64, 8, 8};
 #define CACHED_SPLITS 32  /* key splits at most */
 #define CACHED_GROUPS 256 /* workgroups enough to fill a device */
 
@@ -255,11 +263,16 @@ static cached_plan cached_plan_of(const kiln_vk *vk, const kiln_tensor *t) {
     c.keys = c.window ? c.window : c.s;
     c.nq = c.n * (c.hq / c.hkv);
     uint32_t m = c.d > c.dv ? c.d : c.dv;
-    c.tl = rows_forced() ? NULL : m <= 64 ? (c.nq <= DECODE64.br ? &DECODE64 : &TILES64) : m <= 128 ? &TILES128 : NULL;
+    bool f64 = t->dtype == KILN_F64, dec = c.nq <= DECODE64.br;
+    if (rows_forced() || (f64 && m > 128)) c.tl = NULL;
+    else if (m <= 64) c.tl = f64 ? (dec ? &DECODE64_F64 : &TILES64_F64) : dec ? &DECODE64 : &TILES64;
+    else c.tl = f64 ? &TILES128_F64 : m <= 128 ? &TILES128 : &TILES256;
     const kiln_vk_caps *caps = kiln__vk_caps(vk);
     if (!c.tl) return c;
     const cached_tiles *tl = c.tl;
-    uint32_t shared = 4 * (tl->br * (tl->hd + 1) + tl->bc * (2 * tl->hd + 1) + tl->br * (tl->bc + 1) + 6 * tl->br + 3);
+    uint32_t es = f64 ? 8 : 4; /* qs, ks, vs, ps, m_s, l_s, c_s in the dtype; 3 words a slot, 3 a pass */
+    uint32_t shared = es * (tl->br * (tl->hd + 1) + tl->bc * (2 * tl->hd + 1) + tl->br * (tl->bc + 1) + 3 * tl->br) +
+                      4 * (3 * tl->br + 3);
     c.qtiles = (c.nq + tl->br - 1) / tl->br;
     uint64_t blocks = (uint64_t)c.qtiles * c.hkv, most = c.keys / (8 * tl->bc);
     uint64_t ns = (CACHED_GROUPS + blocks - 1) / blocks;
@@ -273,30 +286,36 @@ static cached_plan cached_plan_of(const kiln_vk *vk, const kiln_tensor *t) {
 }
 
 /* ATTENTION_CACHED src q, k, v, k_cache, v_cache, seq, pos (see
- * kiln_attention_cached): f32 contiguous, seq and pos i32; the tile
+ * kiln_attention_cached): f32 contiguous (f64 with shaderFloat64, in the
+ * tiles only), seq and pos i32; the tile
  * kernels' head sizes, or the per-row kernel's (attn_cached.comp, up to
  * its HD), whose keys one invocation walks (all S of them, or the window:
  * pos is read on the device) must fit a loop budget with its loops over D
  * and Dv, its merge's and its stores'. */
-#define CACHED_HD 128
+#define CACHED_HD 256
 static bool cached_supports(const kiln_vk *vk, const kiln_tensor *t) {
+    bool f64 = t->dtype == KILN_F64 && kiln__vk_caps(vk)->f64;
     for (int i = 0; i < 7; i++) {
         const kiln_tensor *x = t->src[i];
-        if (!(i < 5 ? f32_ok(vk, x) : x->dtype == KILN_I32 && kiln_tensor_is_contiguous(x) && kiln__vk_fits(vk, x)))
-            return false;
+        kiln_dtype dt = i < 5 ? (f64 ? KILN_F64 : KILN_F32) : KILN_I32;
+        if (x->dtype != dt || !kiln_tensor_is_contiguous(x) || !kiln__vk_fits(vk, x)) return false;
     }
     const kiln_tensor *q = t->src[0], *kc = t->src[3];
     int64_t d = q->shape[2], dv = t->shape[2], s = kc->shape[2], n = q->shape[0] * q->shape[1];
-    if (!f32_ok(vk, t) || d > CACHED_HD || dv > CACHED_HD || !(t->fp[0] > 0 && isfinite(t->fp[0]))) return false;
+    if (!(f64 || f32_ok(vk, t)) || !kiln_tensor_is_contiguous(t) || !kiln__vk_fits(vk, t) || d > CACHED_HD ||
+        dv > CACHED_HD || !(t->fp[0] > 0 && isfinite(t->fp[0])))
+        return false;
     const uint32_t *mg = kiln__vk_caps(vk)->max_groups, budget = kiln__vk_caps(vk)->loop_budget;
     if ((uint64_t)n * (uint64_t)(d > dv ? d : dv) > UINT32_MAX) return false;
     if (n && cached_plan_of(vk, t).tl) return true;
+    if (f64 && n) return false; /* the per-row kernel is f32 */
     if (q->shape[1] > mg[0] || q->shape[0] > mg[1]) return false;
     int64_t keys = t->ip[0] > 0 && t->ip[0] < s ? t->ip[0] : s;
     return !budget || (keys + 63) / 64 * (d + 2 * dv + 1) + dv + 2 * 64 + (dv + 31) / 32 * (2 * 32 + 64) < budget;
 }
 
-/* The rows' keys and values into the caches, before any read (the runtime's barrier). */
+/* The rows' keys and values into the caches, before any read (the
+ * runtime's barrier); the kernel copies words: an f64 element is two. */
 static kiln_status cached_write(kiln_vk *vk, const kiln_tensor *t, const cached_plan *c) {
     const kiln_tensor *k = t->src[1], *v = t->src[2], *kc = t->src[3], *vc = t->src[4];
     const kiln_tensor *seq = t->src[5], *pos = t->src[6];
@@ -307,9 +326,11 @@ static kiln_status cached_write(kiln_vk *vk, const kiln_tensor *t, const cached_
         uint32_t n, hkv, b, s, d, dv, k0, v0, s0, p0, kc0, vc0;
     } wc = {c->n, c->hkv, c->b, c->s, c->d, c->dv, kiln__vk_base(vk, k), kiln__vk_base(vk, v), kiln__vk_base(vk, seq),
             kiln__vk_base(vk, pos), kiln__vk_base(vk, kc), kiln__vk_base(vk, vc)};
+    uint32_t w = t->dtype == KILN_F64 ? 2 : 1;
+    wc.d *= w, wc.dv *= w, wc.k0 *= w, wc.v0 *= w, wc.kc0 *= w, wc.vc0 *= w;
     kiln_vk_dispatch dp = {.shader = "attn_cache_write", .n = 7, .bind = {k, v, seq, pos, kc, vc, &rows_word},
                            .push = &wc, .push_size = sizeof wc};
-    kiln__vk_groups_1d(vk, (uint64_t)c->n * c->hkv * (c->d + c->dv), 256, dp.groups);
+    kiln__vk_groups_1d(vk, (uint64_t)c->n * c->hkv * (wc.d + wc.dv), 256, dp.groups);
     return kiln__vk_dispatch(vk, &dp);
 }
 
@@ -324,17 +345,18 @@ static kiln_status cached_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
     struct {
         uint32_t n, hq, hkv, b, s, d, dv, window;
         float scale;
-        uint32_t q0, k0, v0, s0, p0, o0, nsplit, po0, pl0;
+        uint32_t q0, k0, v0, s0, p0, o0, nsplit, po0, pl0, scale64[2];
     } pc = {c.n, c.hq, c.hkv, c.b, c.s, c.d, c.dv, c.window, (float)t->fp[0], kiln__vk_base(vk, q),
             kiln__vk_base(vk, kc), kiln__vk_base(vk, vc), kiln__vk_base(vk, seq), kiln__vk_base(vk, pos),
-            kiln__vk_base(vk, t), c.nsplit, 0, 0};
+            kiln__vk_base(vk, t), c.nsplit, 0, 0, {0, 0}};
+    memcpy(pc.scale64, &t->fp[0], sizeof pc.scale64); /* the f64 kernels' scale: low word, high word */
     if (!c.tl) { /* the per-row kernel: a workgroup per (query head, row) */
         kiln_vk_dispatch dp = {.shader = "attn_cached", .n = 6, .bind = {q, kc, vc, seq, pos, t}, .push = &pc,
                                .push_size = 15 * sizeof(uint32_t), .groups = {c.hq, c.n, 1}};
         return kiln__vk_dispatch(vk, &dp);
     }
     kiln_tensor part;
-    if (c.nsplit > 1 && (st = kiln__vk_scratch(vk, (int64_t)c.nsplit * rows * (c.dv + 1), KILN_F32, &part))) return st;
+    if (c.nsplit > 1 && (st = kiln__vk_scratch(vk, (int64_t)c.nsplit * rows * (c.dv + 1), t->dtype, &part))) return st;
     if (c.nsplit > 1) pc.po0 = kiln__vk_base(vk, &part), pc.pl0 = pc.po0 + c.nsplit * rows * c.dv;
     kiln_vk_dispatch dp = {.shader = c.tl->shader, .n = 7, .bind = {q, kc, vc, seq, pos, t, c.nsplit > 1 ? &part : t},
                            .push = &pc, .push_size = sizeof pc, .groups = {c.qtiles * c.nsplit, c.hkv, 1}};
@@ -342,8 +364,8 @@ static kiln_status cached_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
     struct {
         uint32_t rows, dv, nsplit, po0, pl0, o0;
     } mc = {rows, c.dv, c.nsplit, pc.po0, pc.pl0, pc.o0};
-    dp = (kiln_vk_dispatch){.shader = "attn_cached_merge", .n = 2, .bind = {&part, t}, .push = &mc,
-                            .push_size = sizeof mc};
+    dp = (kiln_vk_dispatch){.shader = t->dtype == KILN_F64 ? "attn_cached_merge_f64" : "attn_cached_merge",
+                            .n = 2, .bind = {&part, t}, .push = &mc, .push_size = sizeof mc};
     kiln__vk_groups_1d(vk, (uint64_t)rows * c.dv, 256, dp.groups);
     return kiln__vk_dispatch(vk, &dp);
 }

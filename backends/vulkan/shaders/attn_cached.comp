@@ -10,7 +10,7 @@
 // acc), then merge the 64 states in a fixed order as attn_fwd_decode.glsl
 // does. A decoding step and each row of a prompt run alike; seq and pos
 // are read here, so a replayed recording serves the next token.
-#define HD 128u
+#define HD 256u
 #define COLS 32u
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer Q { float q[]; };

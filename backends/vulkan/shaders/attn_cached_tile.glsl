@@ -1,6 +1,7 @@
 // attn_cached_tile.glsl — kiln_attention_cached's attention in the
 // FlashAttention-2 style (as backends/cuda/k_attention_cached.cu), its
-// writes done (attn_cache_write.comp): f32, head sizes D, Dv <= HD. A kv
+// writes done (attn_cache_write.comp): f32, or f64 after math_f64.glsl
+// (T double), head sizes D, Dv <= HD. A kv
 // head's query slots are (row i, head of its group), row-major, so a tile
 // of BR slots takes the group's heads (GQA: each K/V tile staged once for
 // all of them) and, for a prompt, several rows. A workgroup takes a tile of
@@ -13,26 +14,42 @@
 // tile make two passes. With nsplit > 1 each split takes its share of a
 // pass's keys and writes its slots' normalized partial O and logsumexp
 // (L = +inf: no key) to po / pl, merged by attn_cached_merge.comp.
-// Defines: HD, NT (invocations), BR, BC (NT % BC == 0, NT % HD == 0,
-// BR BC % NT == 0).
+// Defines: HD, NT (invocations), BR, BC (NT % BC == 0, NT % HD == 0 or
+// HD % NT == 0, BR BC % NT == 0).
 #define SE (BR * BC / NT)
 #define OE (BR * HD / NT)
+// Output entry e of an invocation: up to NT columns it keeps column
+// tid % HD of slots tid / HD + e (NT / HD); past NT (HD 256 in 64
+// invocations), columns tid + (e % (HD / NT)) NT of slot e / (HD / NT).
+#define OUT_ROW(e) (tid / HD + (e) / (HD > NT ? HD / NT : 1) * (HD < NT ? NT / HD : 1))
+#define OUT_COL(e) (tid % HD + (e) % (HD > NT ? HD / NT : 1) * NT)
+#ifndef T // f32 unless math_f64.glsl came first
+#define T float
+#define EXP exp
+#define LOG log
+#endif
 layout(local_size_x = NT) in;
-layout(std430, binding = 0) readonly buffer Q { float q[]; };
-layout(std430, binding = 1) readonly buffer K { float k[]; };
-layout(std430, binding = 2) readonly buffer V { float v[]; };
+layout(std430, binding = 0) readonly buffer Q { T q[]; };
+layout(std430, binding = 1) readonly buffer K { T k[]; };
+layout(std430, binding = 2) readonly buffer V { T v[]; };
 layout(std430, binding = 3) readonly buffer SEQ { int seq[]; };
 layout(std430, binding = 4) readonly buffer POS { int pos[]; };
-layout(std430, binding = 5) writeonly buffer O { float o[]; };
-layout(std430, binding = 6) writeonly buffer PART { float part[]; };
+layout(std430, binding = 5) writeonly buffer O { T o[]; };
+layout(std430, binding = 6) writeonly buffer PART { T part[]; };
 layout(push_constant) uniform P {
     uint n, hq, hkv, b, s, d, dv, window;
     float scale;
     uint q0, k0, v0, s0, p0, o0, nsplit, po0, pl0;
+    uvec2 scale64; // the scale in double, for f64
 } p;
+#ifdef KILN_F64
+#define SCALE packDouble2x32(p.scale64)
+#else
+#define SCALE p.scale
+#endif
 
-shared float qs[BR][HD + 1], ks[BC][HD + 1], vs[BC][HD], ps[BR][BC + 1];
-shared float m_s[BR], l_s[BR], c_s[BR];
+shared T qs[BR][HD + 1], ks[BC][HD + 1], vs[BC][HD], ps[BR][BC + 1];
+shared T m_s[BR], l_s[BR], c_s[BR];
 shared int sq_s[BR]; // a slot's sequence (-1: none, -2: done)
 shared uint f_s[BR], e_s[BR], pass_s[3]; // a slot's keys [f, e); the pass's sequence + 1 (0: none left), [lo, hi)
 
@@ -81,7 +98,7 @@ void main() {
         chunk = (chunk + BC - 1u) / BC * BC;
         uint j0 = pass_s[1] + sp * chunk, j1 = min(j0 + chunk, pass_s[2]);
         uint kb = p.k0 + (uint(cur) * p.hkv + kh) * p.s * p.d, vb = p.v0 + (uint(cur) * p.hkv + kh) * p.s * p.dv;
-        float acc[OE];
+        T acc[OE];
         [[unroll]] for (uint e = 0u; e < OE; e++) acc[e] = 0.0;
         for (; j0 < j1; j0 += BC) {
             uint nc = min(BC, j1 - j0);
@@ -91,54 +108,52 @@ void main() {
                 vs[r][c] = r < nc && c < p.dv ? v[vb + (j0 + r) * p.dv + c] : 0.0;
             }
             barrier();
-            float s[SE];
+            T s[SE];
             [[unroll]] for (uint m = 0u; m < SE; m++) s[m] = 0.0;
             for (uint e = 0u; e < p.d; e++) { // a thread's SE scores share key sc, read once
-                float x = ks[sc][e];
+                T x = ks[sc][e];
                 [[unroll]] for (uint m = 0u; m < SE; m++) s[m] += qs[tid / BC + m * (NT / BC)][e] * x;
             }
             [[unroll]] for (uint m = 0u; m < SE; m++) { // scaled scores, -inf where masked
                 uint r = tid / BC + m * (NT / BC), j = j0 + sc;
                 bool vis = sc < nc && sq_s[r] == cur && j >= f_s[r] && j < e_s[r];
-                ps[r][sc] = vis ? s[m] * p.scale : neg_inf();
+                ps[r][sc] = vis ? s[m] * SCALE : neg_inf();
             }
             barrier();
             if (tid < BR) { // the new running max and the rescaling of what came before
-                float mo = m_s[tid], mx = mo;
+                T mo = m_s[tid], mx = mo;
                 for (uint c = 0u; c < BC; c++) mx = max(mx, ps[tid][c]);
-                c_s[tid] = mx == neg_inf() ? 1.0 : exp(mo - mx);
+                c_s[tid] = mx == neg_inf() ? 1.0 : EXP(mo - mx);
                 m_s[tid] = mx;
             }
             barrier();
             [[unroll]] for (uint m = 0u; m < SE; m++) {
                 uint r = tid / BC + m * (NT / BC);
-                float x = ps[r][sc];
-                ps[r][sc] = x == neg_inf() ? 0.0 : exp(x - m_s[r]);
+                T x = ps[r][sc];
+                ps[r][sc] = x == neg_inf() ? 0.0 : EXP(x - m_s[r]);
             }
-            [[unroll]] for (uint e = 0u; e < OE; e++) acc[e] *= c_s[tid / HD + e * (NT / HD)];
+            [[unroll]] for (uint e = 0u; e < OE; e++) acc[e] *= c_s[OUT_ROW(e)];
             barrier();
             if (tid < BR) {
-                float x = 0.0;
+                T x = 0.0;
                 for (uint c = 0u; c < BC; c++) x += ps[tid][c];
                 l_s[tid] = l_s[tid] * c_s[tid] + x;
             }
-            for (uint c = 0u; c < nc; c++) { // entry e: slot tid / HD + e * (NT / HD), column tid % HD
-                float x = vs[c][tid % HD];
-                [[unroll]] for (uint e = 0u; e < OE; e++) acc[e] += ps[tid / HD + e * (NT / HD)][c] * x;
-            }
+            for (uint c = 0u; c < nc; c++)
+                [[unroll]] for (uint e = 0u; e < OE; e++) acc[e] += ps[OUT_ROW(e)][c] * vs[c][OUT_COL(e)];
             barrier(); // ks, vs, ps are rewritten next tile
         }
         // this pass's slots: O, or the split's partial O and L (+inf: no key in this split)
         [[unroll]] for (uint e = 0u; e < OE; e++) {
-            uint r = tid / HD + e * (NT / HD), col = tid % HD;
+            uint r = OUT_ROW(e), col = OUT_COL(e);
             if (r < nr && sq_s[r] == cur && col < p.dv) {
-                float x = l_s[r] > 0.0 ? acc[e] / l_s[r] : 0.0;
+                T x = l_s[r] > 0.0 ? acc[e] / l_s[r] : 0.0;
                 if (p.nsplit == 1u) o[p.o0 + SLOT_ROW(r) * p.dv + col] = x;
                 else part[p.po0 + (sp * rows + SLOT_ROW(r)) * p.dv + col] = x;
             }
         }
         if (p.nsplit > 1u && tid < nr && sq_s[tid] == cur)
-            part[p.pl0 + sp * rows + SLOT_ROW(tid)] = l_s[tid] > 0.0 ? m_s[tid] + log(l_s[tid]) : -neg_inf();
+            part[p.pl0 + sp * rows + SLOT_ROW(tid)] = l_s[tid] > 0.0 ? m_s[tid] + LOG(l_s[tid]) : -neg_inf();
         barrier();
         if (tid < BR && sq_s[tid] == cur) sq_s[tid] = -2;
     }
