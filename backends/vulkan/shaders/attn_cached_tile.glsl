@@ -13,8 +13,10 @@
 // tile make two passes. With nsplit > 1 each split takes its share of a
 // pass's keys and writes its slots' normalized partial O and logsumexp
 // (L = +inf: no key) to po / pl, merged by attn_cached_merge.comp.
+// softcap > 0: each scaled score s is softcap tanh(s / softcap) (Gemma 2).
 // Defines: HD, NT (invocations), BR, BC (NT % BC == 0, NT % HD == 0,
 // BR BC % NT == 0).
+#include "ew_math.glsl"
 #define SE (BR * BC / NT)
 #define OE (BR * HD / NT)
 layout(local_size_x = NT) in;
@@ -27,7 +29,7 @@ layout(std430, binding = 5) writeonly buffer O { float o[]; };
 layout(std430, binding = 6) writeonly buffer PART { float part[]; };
 layout(push_constant) uniform P {
     uint n, hq, hkv, b, s, d, dv, window;
-    float scale;
+    float scale, softcap;
     uint q0, k0, v0, s0, p0, o0, nsplit, po0, pl0;
 } p;
 
@@ -97,10 +99,12 @@ void main() {
                 float x = ks[sc][e];
                 [[unroll]] for (uint m = 0u; m < SE; m++) s[m] += qs[tid / BC + m * (NT / BC)][e] * x;
             }
-            [[unroll]] for (uint m = 0u; m < SE; m++) { // scaled scores, -inf where masked
+            [[unroll]] for (uint m = 0u; m < SE; m++) { // scaled (and capped) scores, -inf where masked
                 uint r = tid / BC + m * (NT / BC), j = j0 + sc;
                 bool vis = sc < nc && sq_s[r] == cur && j >= f_s[r] && j < e_s[r];
-                ps[r][sc] = vis ? s[m] * p.scale : neg_inf();
+                float x = s[m] * p.scale;
+                if (p.softcap > 0.0) x = ew_tanh(x / p.softcap) * p.softcap;
+                ps[r][sc] = vis ? x : neg_inf();
             }
             barrier();
             if (tid < BR) { // the new running max and the rescaling of what came before
