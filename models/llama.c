@@ -446,8 +446,8 @@ static kiln_tensor *attention(llama *m, int l, kiln_tensor *x, const step_pos *p
         for (int i = 0; i < 3; i++)
             r[i] = kiln_reshape(ctx, kiln_permute(ctx, r[i], (int[]){0, 2, 1, 3}), 3,
                                 (int64_t[]){T, i ? G : H, hd});
-        kiln_tensor *a = kiln_attention_cached(ctx, r[0], r[1], r[2], cache->k[l], cache->v[l], p->seq, p->pos,
-                                               window, m->cfg.query_scale);
+        kiln_tensor *a = kiln_attention_cached_softcap(ctx, r[0], r[1], r[2], cache->k[l], cache->v[l], p->seq,
+                                                       p->pos, window, m->cfg.query_scale, m->cfg.attn_softcap);
         return model_linear(ctx, kiln_reshape(ctx, a, 3, (int64_t[]){1, T, H * hd}), y->wo, y->wo_perm, NULL);
     }
     if (cache) { /* write this step's k, v at p0, then read every position so far */
@@ -524,11 +524,6 @@ kiln_tensor *llama_hidden_rows(llama *m, llama_cache *cache, int64_t n, const in
                        "sequences and positions", (long long)n);
         return NULL;
     }
-    if (m->cfg.attn_softcap > 0) {
-        kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_hidden_rows: soft-capped attention (attn_softcap %g) is not "
-                       "supported", m->cfg.attn_softcap);
-        return NULL;
-    }
     kiln_ctx *ctx = m->ctx;
     kiln_tensor *idx = kiln_new_2d(ctx, KILN_I32, 1, n);
     step_pos p = {.pos = kiln_tensor_new(ctx, KILN_I32, 1, &n), .seq = kiln_tensor_new(ctx, KILN_I32, 1, &n),
@@ -584,9 +579,6 @@ kiln_status llama_rows_compute(llama *m, llama_cache *c, llama_rows_graph *r, in
     if (!m || !c || !r || n < 1 || !tokens || !seq || !pos || !logits)
         return kiln_set_error(KILN_ERR_ARG, "llama_rows_compute: needs a model, a cache, a rows graph, n = %lld >= 1, "
                               "the rows' tokens, sequences and positions, and logits", (long long)n);
-    if (m->cfg.attn_softcap > 0)
-        return kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_rows_compute: soft-capped attention (attn_softcap %g) is "
-                              "not supported", m->cfg.attn_softcap);
     kiln_status s = r->g && r->n == n && r->fused == m->fuse ? KILN_OK : rows_build(m, c, r, n, pos);
     if (!s) s = kiln_tensor_set_i32(r->tok, tokens, n);
     if (!s) s = kiln_tensor_set_i32(r->seq, seq, n);
@@ -621,7 +613,7 @@ static kiln_status step(llama *m, llama_cache *c, const int32_t *tokens, int64_t
         return kiln_set_error(KILN_ERR_ARG, "%s: needs a model, a cache, tokens, logits and n >= 1", who);
     bool was = kiln_ctx_grad_enabled(ctx);
     kiln_ctx_set_grad_enabled(ctx, false);
-    if (c->batch == 1 && n == 1 && !all && !(m->cfg.attn_softcap > 0) && !m->taps) {
+    if (c->batch == 1 && n == 1 && !all && !m->taps) {
         kiln_status s = decode_step(m, c, tokens[0], logits);
         kiln_ctx_set_grad_enabled(ctx, was);
         return s;

@@ -28,8 +28,8 @@
  * graph between kiln_ctx_get_mark and kiln_ctx_rewind, as
  * llama_cache_step does: the context does not grow from step to step.
  * Rewinding the context to a mark made before the slots' first step
- * frees their rows graphs: the slots must not step again then. Not for
- * Gemma 2's soft-capped attention. One thread at a time per model. */
+ * frees their rows graphs: the slots must not step again then. One thread
+ * at a time per model. */
 #ifndef LLAMA_SLOTS_H
 #define LLAMA_SLOTS_H
 
