@@ -5,7 +5,8 @@
  * a Hugging Face directory, with logits it computed in float64 plain
  * Python. Both files, through the inference and the training loaders,
  * must give those logits (F32: 1e-4); each trait undone must not; a KV
- * cache fed one token at a time must give the same last logits; a file
+ * cache fed one token at a time, and Gemma 2 batched through llama_slots,
+ * must give the same logits; a file
  * naming an unknown architecture or lacking a key is refused by name. */
 #include "kt.h"
 #include "llama_files.h"
@@ -107,9 +108,10 @@ KT_TEST(llama_arch_each_trait_matters) {
     }
 }
 
-/* Generation's path: the prompt's first 3 tokens, then one at a time, so
- * the sliding window and the caps run with keys from the cache; each
- * step's logits are the reference's at that position. */
+/* Generation's path: the prompt's first 3 tokens, then one at a time (the
+ * cache's decode rows graph: kiln_attention_cached_softcap), so the
+ * sliding window and the caps run with keys from the cache; each step's
+ * logits are the reference's at that position. */
 KT_TEST(llama_arch_cache_steps_match) {
     static const char *const names[] = {"gemma2-tiny", "llama-rope-tiny"};
     for (int i = 0; i < 2; i++) {

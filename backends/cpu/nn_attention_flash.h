@@ -87,7 +87,7 @@ static void FA_FN(fwd_block)(const kiln_attn_geom *g, const FA_OPS *ops, const F
     int64_t d = g->d, dv = g->dv, step = kth ? 1 : 0; /* the query index of row r is i0 + r step */
     /* soft-capped scores are scaled and capped in place, then exponentiated unscaled */
     FA_T scale = (FA_T)g->scale, escale = g->softcap > 0 ? 1 : scale;
-    FA_T inv_cap = (FA_T)(1 / g->softcap), cap = (FA_T)g->softcap;
+    FA_T inv_cap = g->softcap > 0 ? (FA_T)(1 / g->softcap) : 0, cap = (FA_T)g->softcap;
     FA_T *sc = work, *acc = sc + BLK * BLK, *m = acc + BLK * dv, *l = m + BLK, *st = l + BLK, *qt = st + BLK * br;
     for (int64_t r = 0; r < br; r++) m[r] = -INFINITY, l[r] = 0;
     for (int64_t e = 0; e < br * dv; e++) acc[e] = 0;
