@@ -86,7 +86,7 @@ typedef enum kiln_op {
     KILN_OP_RMS_NORM,    /* src: x [, w]; ip[0]=has_w; fp[0]=eps */
     KILN_OP_ROPE,        /* src: x [, pos]; ip[0]=mode ip[1]=inverse ip[2]=has_pos; fp[0]=theta */
     KILN_OP_ATTENTION,   /* src: q, k, v; ip[0]=causal; fp[0]=scale; out: 1-D [O | L (row logsumexp)], O viewed */
-    KILN_OP_ATTENTION_CACHED, /* src: q, k, v, k cache, v cache, seq, pos; ip[0]=window; fp[0]=scale;
+    KILN_OP_ATTENTION_CACHED, /* src: q, k, v, k cache, v cache, seq, pos; ip[0]=window; fp[0]=scale fp[1]=softcap;
                                  writes src 3, 4 in place (ops/nn_attention.c) */
     KILN_OP_IM2COL,      /* see ops/conv.c for the layout and ip[] */
     KILN_OP_COL2IM,

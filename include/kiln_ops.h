@@ -241,6 +241,13 @@ kiln_tensor *kiln_attention(kiln_ctx *ctx, kiln_tensor *q, kiln_tensor *k, kiln_
 kiln_tensor *kiln_attention_cached(kiln_ctx *ctx, kiln_tensor *q, kiln_tensor *k, kiln_tensor *v, kiln_tensor *k_cache,
                                    kiln_tensor *v_cache, kiln_tensor *seq, kiln_tensor *pos, int64_t window,
                                    double scale);
+/* kiln_attention_cached with soft-capped scores (Gemma 2's
+ * attn_logit_softcapping, flash-attn's softcap): each score s = scale q.k
+ * becomes softcap * tanh(s / softcap) before the window and the softmax;
+ * softcap 0 means none (kiln_attention_cached is this with 0). */
+kiln_tensor *kiln_attention_cached_softcap(kiln_ctx *ctx, kiln_tensor *q, kiln_tensor *k, kiln_tensor *v,
+                                           kiln_tensor *k_cache, kiln_tensor *v_cache, kiln_tensor *seq,
+                                           kiln_tensor *pos, int64_t window, double scale, double softcap);
 
 /* 2-D convolution, NCHW. x [N, C, H, W], w [O, C/groups, kh, kw], bias [O]
  * or NULL. On the CPU (groups 1, f32/f64) forward and backward form the

@@ -449,8 +449,8 @@ static kiln_tensor *attention(llama *m, int l, kiln_tensor *x, const step_pos *p
         for (int i = 0; i < 3; i++)
             r[i] = kiln_reshape(ctx, kiln_permute(ctx, r[i], (int[]){0, 2, 1, 3}), 3,
                                 (int64_t[]){T, i ? G : H, hd});
-        kiln_tensor *a = kiln_attention_cached(ctx, r[0], r[1], r[2], cache->k[l], cache->v[l], p->seq, p->pos,
-                                               window, m->cfg.query_scale);
+        kiln_tensor *a = kiln_attention_cached_softcap(ctx, r[0], r[1], r[2], cache->k[l], cache->v[l], p->seq,
+                                                       p->pos, window, m->cfg.query_scale, m->cfg.attn_softcap);
         return model_linear(ctx, kiln_reshape(ctx, a, 3, (int64_t[]){1, T, H * hd}), y->wo, y->wo_perm, NULL);
     }
     if (cache) { /* write this step's k, v at p0, then read every position so far */
@@ -527,11 +527,6 @@ kiln_tensor *llama_hidden_rows(llama *m, llama_cache *cache, int64_t n, const in
                        "sequences and positions", (long long)n);
         return NULL;
     }
-    if (m->cfg.attn_softcap > 0) {
-        kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_hidden_rows: soft-capped attention (attn_softcap %g) is not "
-                       "supported", m->cfg.attn_softcap);
-        return NULL;
-    }
     kiln_ctx *ctx = m->ctx;
     kiln_tensor *idx = kiln_new_2d(ctx, KILN_I32, 1, n);
     step_pos p = {.pos = kiln_tensor_new(ctx, KILN_I32, 1, &n), .seq = kiln_tensor_new(ctx, KILN_I32, 1, &n),
@@ -592,9 +587,6 @@ kiln_status llama_rows_compute(llama *m, llama_cache *c, llama_rows_graph *r, in
         return kiln_set_error(KILN_ERR_ARG, "llama_rows_compute: needs a model, a cache, a rows graph, n = %lld >= 1, "
                               "the rows' tokens, sequences and positions, k = %lld in 0 .. n, the wanted rows "
                               "when k < n, and logits when k > 0", (long long)n, (long long)k);
-    if (m->cfg.attn_softcap > 0)
-        return kiln_set_error(KILN_ERR_UNSUPPORTED, "llama_rows_compute: soft-capped attention (attn_softcap %g) is "
-                              "not supported", m->cfg.attn_softcap);
     for (int64_t i = 0; k < n && i < k; i++)
         if (pick[i] < 0 || pick[i] >= n)
             return kiln_set_error(KILN_ERR_ARG, "llama_rows_compute: wanted row %lld is %d, outside 0 .. %lld",
@@ -676,7 +668,7 @@ static kiln_status step(llama *m, llama_cache *c, const int32_t *tokens, int64_t
         return kiln_set_error(KILN_ERR_ARG, "%s: needs a model, a cache, tokens, logits and n >= 1", who);
     bool was = kiln_ctx_grad_enabled(ctx);
     kiln_ctx_set_grad_enabled(ctx, false);
-    if (c->batch == 1 && !all && !(m->cfg.attn_softcap > 0) && !m->taps && (n == 1 || llama_on_device(m))) {
+    if (c->batch == 1 && !all && !m->taps && (n == 1 || llama_on_device(m))) {
         kiln_status s = n == 1 ? decode_step(m, c, tokens[0], logits) : prompt_chunks(m, c, tokens, n, logits);
         kiln_ctx_set_grad_enabled(ctx, was);
         return s;

@@ -268,8 +268,8 @@ kiln_tensor *llama_forward(llama *m, kiln_tensor *idx, llama_cache *cache, int64
  * it attends over positions 0 .. pos[i] of that sequence
  * (kiln_attention_cached); the tokens of one sequence come in order at
  * consecutive positions. The linear layers see all n rows at once. What
- * llama_slots (llama_slots.h) runs; llama_head gives the logits. Not for
- * Gemma 2's soft-capped attention (KILN_ERR_UNSUPPORTED). */
+ * llama_slots (llama_slots.h) runs; llama_head gives the logits. Gemma 2's
+ * soft-cap and sliding layers are kiln_attention_cached_softcap's. */
 kiln_tensor *llama_hidden_rows(llama *m, llama_cache *cache, int64_t n, const int32_t *tokens, const int32_t *seq,
                                const int32_t *pos);
 /* r's logits [k, vocab] of k of n rows as llama_hidden_rows takes them,
@@ -278,8 +278,7 @@ kiln_tensor *llama_hidden_rows(llama *m, llama_cache *cache, int64_t n, const in
  * again when n, k or the model's stacking changed), outside any mark the
  * caller rewinds to, then its leaves are written and it is computed.
  * Rewinding the context to a mark made before r was made frees it: r must
- * not be computed again then. Not for soft-capped attention
- * (KILN_ERR_UNSUPPORTED). */
+ * not be computed again then. */
 kiln_status llama_rows_compute(llama *m, llama_cache *cache, llama_rows_graph *r, int64_t n, const int32_t *tokens,
                                const int32_t *seq, const int32_t *pos, int64_t k, const int32_t *pick,
                                float *logits);
@@ -303,7 +302,7 @@ kiln_tensor *llama_head(llama *m, kiln_tensor *h);
  * from step to step (on a device backend, whose memory the rewind does
  * not free, it keeps each step's metadata). One token of a batch-1 cache
  * computes the cache's decode rows graph instead (llama_rows_compute; not
- * for soft-capped attention or taps), and on a device a batch-1 prompt
+ * with taps), and on a device a batch-1 prompt
  * goes in chunks of c->chunk rows through the cache's prompt rows graphs
  * (a shorter last chunk through its own, made for that step), so a device
  * replays a recording per chunk: rewinding the context to a mark made

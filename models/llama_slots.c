@@ -29,12 +29,6 @@ llama_slots *llama_slots_new(llama *m, int n_slots, int64_t len) {
                        n_slots, (long long)len, m ? (long long)m->cfg.context : 0LL);
         return NULL;
     }
-    if (m->cfg.attn_softcap > 0) {
-        kiln_set_error(KILN_ERR_UNSUPPORTED,
-                       "llama_slots_new: soft-capped attention (attn_softcap %g, Gemma 2) is not supported",
-                       m->cfg.attn_softcap);
-        return NULL;
-    }
     llama_slots *s = calloc(1, sizeof *s);
     if (s) s->pos = calloc((size_t)n_slots * 2, sizeof *s->pos);
     if (s) s->graphs = calloc((size_t)n_slots + MIXED_GRAPHS, sizeof *s->graphs);

@@ -32,8 +32,8 @@
  * step to step. So a slots object holds at most n_slots + 8 graphs; their
  * device buffers go with llama_slots_free, their metadata with the
  * context. Rewinding the context to a mark made before the slots' first
- * step frees them: the slots must not step again then. Not for
- * Gemma 2's soft-capped attention. One thread at a time per model. */
+ * step frees them: the slots must not step again then. One thread
+ * at a time per model. */
 #ifndef LLAMA_SLOTS_H
 #define LLAMA_SLOTS_H
 

@@ -123,6 +123,12 @@ static bool cache_ok(const char *op, const char *what, const kiln_tensor *c, con
 kiln_tensor *kiln_attention_cached(kiln_ctx *ctx, kiln_tensor *q, kiln_tensor *k, kiln_tensor *v, kiln_tensor *k_cache,
                                    kiln_tensor *v_cache, kiln_tensor *seq, kiln_tensor *pos, int64_t window,
                                    double scale) {
+    return kiln_attention_cached_softcap(ctx, q, k, v, k_cache, v_cache, seq, pos, window, scale, 0);
+}
+
+kiln_tensor *kiln_attention_cached_softcap(kiln_ctx *ctx, kiln_tensor *q, kiln_tensor *k, kiln_tensor *v,
+                                           kiln_tensor *k_cache, kiln_tensor *v_cache, kiln_tensor *seq,
+                                           kiln_tensor *pos, int64_t window, double scale, double softcap) {
     const char *op = "kiln_attention_cached";
     char sq[96], sk[96], sv[96], s1[96];
     if (!q || !k || !v || !k_cache || !v_cache || !seq || !pos) return NULL;
@@ -149,6 +155,8 @@ kiln_tensor *kiln_attention_cached(kiln_ctx *ctx, kiln_tensor *q, kiln_tensor *k
                              (long long)q->shape[0]);
     if (window < 0) return kiln__err(KILN_ERR_ARG, "%s: window = %lld must be >= 0", op, (long long)window);
     if (!isfinite(scale)) return kiln__err(KILN_ERR_ARG, "%s: scale = %g is not finite", op, scale);
+    if (!(softcap >= 0 && isfinite(softcap)))
+        return kiln__err(KILN_ERR_ARG, "%s: softcap = %g must be finite and >= 0 (0: none)", op, softcap);
     if (scale <= 0.0) scale = 1.0 / sqrt((double)q->shape[2]);
     kiln_tensor *src[7] = {kiln__contig(ctx, q),   kiln__contig(ctx, k), kiln__contig(ctx, v), k_cache,
                            v_cache,                kiln__contig(ctx, seq), kiln__contig(ctx, pos)};
@@ -157,6 +165,7 @@ kiln_tensor *kiln_attention_cached(kiln_ctx *ctx, kiln_tensor *q, kiln_tensor *k
     if (!y) return NULL;
     y->ip[0] = window;
     y->fp[0] = scale;
+    y->fp[1] = softcap;
     return y;
 }
 

@@ -1,8 +1,9 @@
 /* test_attention_cached.c — kiln_attention_cached (a sequence per row over
  * a KV cache) against attention computed here in double: rows of three
  * sequences in any order, runs of one (prompt chunks), grouped heads,
- * a sliding window; the cache written at each row's position and nowhere
- * else; f32 under every SIMD variant, f64; and the errors. */
+ * a sliding window, soft-capped scores (kiln_attention_cached_softcap);
+ * the cache written at each row's position and nowhere else; f32 under
+ * every SIMD variant, f64; and the errors. */
 #include "kt.h"
 #include "kt_device.h"
 #include "kt_simd.h"
@@ -31,7 +32,8 @@ static void fill(double *x, int64_t n, uint64_t seed) {
 }
 
 /* row i's output [HQ, DV] from the caches after every row's write */
-static void reference(const double *q, const double *kc, const double *vc, int64_t window, double *out) {
+static void reference(const double *q, const double *kc, const double *vc, int64_t window, double cap,
+                      double *out) {
     for (int i = 0; i < N; i++)
         for (int h = 0; h < HQ; h++) {
             const int g = h / (HQ / HKV);
@@ -42,6 +44,7 @@ static void reference(const double *q, const double *kc, const double *vc, int64
                 double d = 0;
                 for (int e = 0; e < D; e++) d += q[(i * HQ + h) * D + e] * k[e];
                 sc[j] = d / sqrt((double)D);
+                if (cap > 0) sc[j] = cap * tanh(sc[j] / cap);
                 mx = fmax(mx, sc[j]);
             }
             for (int j = first; j <= POS[i]; j++) sum += sc[j] = exp(sc[j] - mx);
@@ -61,7 +64,7 @@ typedef struct data {
 /* the op once in dtype dt from fresh caches: max |out - want| and whether
  * the caches hold the rows' keys and values where they belong and their
  * old values elsewhere */
-static double run(kiln_dtype dt, const data *x, int64_t window, const double *want, bool *cache_right) {
+static double run(kiln_dtype dt, const data *x, int64_t window, double cap, const double *want, bool *cache_right) {
     kiln_ctx *ctx = kiln_ctx_new();
     kiln_tensor *q = kiln_new_3d(ctx, dt, N, HQ, D), *k = kiln_new_3d(ctx, dt, N, HKV, D);
     kiln_tensor *v = kiln_new_3d(ctx, dt, N, HKV, DV), *kc = kiln_new_4d(ctx, dt, B, HKV, S, D);
@@ -71,7 +74,7 @@ static double run(kiln_dtype dt, const data *x, int64_t window, const double *wa
     kiln_tensor_set_f64(v, x->v, N * HKV * DV), kiln_tensor_set_f64(kc, x->kc, B * HKV * S * D);
     kiln_tensor_set_f64(vc, x->vc, B * HKV * S * DV);
     kiln_tensor_set_i32(seq, SEQ, N), kiln_tensor_set_i32(pos, POS, N);
-    kiln_tensor *y = kiln_attention_cached(ctx, q, k, v, kc, vc, seq, pos, window, 0);
+    kiln_tensor *y = kiln_attention_cached_softcap(ctx, q, k, v, kc, vc, seq, pos, window, 0, cap);
     kiln_graph *g = y ? kiln_graph_new(ctx) : NULL;
     double worst = -1;
     static double got[N * HQ * DV], kgot[B * HKV * S * D], vgot[B * HKV * S * DV];
@@ -111,20 +114,23 @@ KT_TEST(attention_cached_matches_reference) {
             memcpy(kc + at * D, x.k + (i * HKV + h) * D, D * sizeof *kc);
             memcpy(vc + at * DV, x.v + (i * HKV + h) * DV, DV * sizeof *vc);
         }
+    /* soft-caps: none, one that bends the scores (|s| reaches ~1.5), one that flattens them */
     const int64_t windows[2] = {0, 3};
-    for (int w = 0; w < 2; w++) {
-        static double want[N * HQ * DV];
-        reference(x.q, kc, vc, windows[w], want);
-        bool right = false;
-        double d = run(KILN_F64, &x, windows[w], want, &right);
-        KT_CHECK(d <= 1e-12 && right, "f64, window %lld: max |diff| %.3g, cache %s", (long long)windows[w], d,
-                 right ? "right" : "wrong");
-        KT_FOR_EACH_SIMD(v) {
-            d = run(KILN_F32, &x, windows[w], want, &right);
-            KT_CHECK(d <= 1e-5 && right, "f32, window %lld: max |diff| %.3g, cache %s", (long long)windows[w], d,
-                     right ? "right" : "wrong");
+    const double caps[3] = {0, 2, 0.25};
+    for (int w = 0; w < 2; w++)
+        for (int c = 0; c < 3; c++) {
+            static double want[N * HQ * DV];
+            reference(x.q, kc, vc, windows[w], caps[c], want);
+            bool right = false;
+            double d = run(KILN_F64, &x, windows[w], caps[c], want, &right);
+            KT_CHECK(d <= 1e-12 && right, "f64, window %lld, softcap %g: max |diff| %.3g, cache %s",
+                     (long long)windows[w], caps[c], d, right ? "right" : "wrong");
+            KT_FOR_EACH_SIMD(v) {
+                d = run(KILN_F32, &x, windows[w], caps[c], want, &right);
+                KT_CHECK(d <= 1e-5 && right, "f32, window %lld, softcap %g: max |diff| %.3g, cache %s",
+                         (long long)windows[w], caps[c], d, right ? "right" : "wrong");
+            }
         }
-    }
 }
 
 KT_TEST(attention_cached_errors) {
@@ -142,6 +148,12 @@ KT_TEST(attention_cached_errors) {
              "3 kv heads for 4: %s", kiln_last_error());
     KT_CHECK(!kiln_attention_cached(ctx, q, k, k, kc, vc, seq, pos, -1, 0) && strstr(kiln_last_error(), "window = -1"),
              "window -1: %s", kiln_last_error());
+    KT_CHECK(!kiln_attention_cached_softcap(ctx, q, k, k, kc, vc, seq, pos, 0, 0, -1) &&
+                 strstr(kiln_last_error(), "kiln_attention_cached: softcap = -1"),
+             "softcap -1: %s", kiln_last_error());
+    KT_CHECK(!kiln_attention_cached_softcap(ctx, q, k, k, kc, vc, seq, pos, 0, 0, INFINITY) &&
+                 strstr(kiln_last_error(), "softcap = inf"),
+             "softcap inf: %s", kiln_last_error());
     /* a position past the cache fails the compute, naming it, and writes nothing */
     kiln_tensor_set_i32(seq, (int32_t[]){0, 2}, 2), kiln_tensor_set_i32(pos, (int32_t[]){1, 5}, 2);
     kiln_tensor_fill(k, 1.0), kiln_tensor_fill(kc, 0.0);

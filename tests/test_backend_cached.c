@@ -6,7 +6,8 @@
  * device splits over blocks), prompt runs of one to three sequences (GQA
  * ratios 1, 3, 4 and 8, a window, one over a 300-key cache), head sizes 8
  * to 256 (160 and 192 in tiles 256 wide, a 600-key split decode at 256),
- * f64. */
+ * f64; soft-capped scores (Gemma 2's) on the decoding tiles, the split
+ * keys, a windowed prompt, f64 and the per-row kernels. */
 #include "backend_ops_util.h"
 #include "kt_device.h"
 
@@ -14,6 +15,7 @@
 typedef struct cached_arg {
     int64_t b, hq, hkv, s, d, dv, window, n;
     const int32_t *seq, *pos;
+    double softcap; /* scores (|s| up to ~4 here) mostly within the cap, some bent flat */
 } cached_arg;
 static const int32_t C_SEQ2[] = {0, 1}, C_POS2[] = {37, 5}, C_SEQ1[] = {0}, C_POS1[] = {299}, C_POS1W[] = {2999};
 static const int32_t C_SEQP[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},
@@ -25,19 +27,24 @@ static const int32_t C_SEQL[40] = {0},
                                    288, 289, 290, 291, 292, 293, 294, 295, 296, 297, 298, 299};
 static const int32_t C_SEQ3[] = {2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1},
                      C_POS3[] = {0, 1, 2, 3, 4, 30, 31, 32, 33, 34, 35, 36, 37, 38, 9};
-static const cached_arg C_DECODE = {2, 4, 2, 40, 16, 16, 0, 2, C_SEQ2, C_POS2},
-                        C_MQA = {1, 8, 1, 300, 64, 64, 0, 1, C_SEQ1, C_POS1},
-                        C_WINDOW = {1, 6, 3, 3000, 32, 24, 100, 1, C_SEQ1, C_POS1W},
-                        C_PROMPT = {2, 6, 2, 33, 32, 24, 0, 15, C_SEQP, C_POSP},
-                        C_PROMPT_WINDOW = {2, 4, 4, 33, 8, 8, 7, 15, C_SEQP, C_POSP},
-                        C_SPLIT = {2, 8, 2, 3000, 128, 128, 0, 2, C_SEQB, C_POSB},
-                        C_PROMPT_LONG = {1, 8, 2, 300, 128, 128, 0, 40, C_SEQL, C_POSL},
-                        C_PROMPT3 = {3, 8, 1, 40, 64, 48, 4, 15, C_SEQ3, C_POS3},
-                        C_D256 = {1, 4, 2, 40, 256, 256, 0, 1, C_SEQ1, C_POS2},
-                        C_PROMPT_D160 = {2, 8, 2, 33, 160, 160, 7, 15, C_SEQP, C_POSP},
-                        C_PROMPT_D256 = {2, 2, 2, 33, 256, 256, 0, 15, C_SEQP, C_POSP},
-                        C_SPLIT_D256 = {2, 8, 2, 600, 256, 256, 0, 2, C_SEQB, C_POSB6},
-                        C_DECODE_D192 = {1, 8, 1, 300, 192, 160, 100, 1, C_SEQ1, C_POS1};
+static const cached_arg C_DECODE = {2, 4, 2, 40, 16, 16, 0, 2, C_SEQ2, C_POS2, 0},
+                        C_MQA = {1, 8, 1, 300, 64, 64, 0, 1, C_SEQ1, C_POS1, 0},
+                        C_WINDOW = {1, 6, 3, 3000, 32, 24, 100, 1, C_SEQ1, C_POS1W, 0},
+                        C_PROMPT = {2, 6, 2, 33, 32, 24, 0, 15, C_SEQP, C_POSP, 0},
+                        C_PROMPT_WINDOW = {2, 4, 4, 33, 8, 8, 7, 15, C_SEQP, C_POSP, 0},
+                        C_SPLIT = {2, 8, 2, 3000, 128, 128, 0, 2, C_SEQB, C_POSB, 0},
+                        C_PROMPT_LONG = {1, 8, 2, 300, 128, 128, 0, 40, C_SEQL, C_POSL, 0},
+                        C_PROMPT3 = {3, 8, 1, 40, 64, 48, 4, 15, C_SEQ3, C_POS3, 0},
+                        C_D256 = {1, 4, 2, 40, 256, 256, 0, 1, C_SEQ1, C_POS2, 0},
+                        C_PROMPT_D160 = {2, 8, 2, 33, 160, 160, 7, 15, C_SEQP, C_POSP, 0},
+                        C_PROMPT_D256 = {2, 2, 2, 33, 256, 256, 0, 15, C_SEQP, C_POSP, 0},
+                        C_SPLIT_D256 = {2, 8, 2, 600, 256, 256, 0, 2, C_SEQB, C_POSB6, 0},
+                        C_DECODE_D192 = {1, 8, 1, 300, 192, 160, 100, 1, C_SEQ1, C_POS1, 0},
+                        C_DECODE_CAP = {2, 4, 2, 40, 16, 16, 0, 2, C_SEQ2, C_POS2, 1.5},
+                        C_SPLIT_CAP = {2, 8, 2, 3000, 128, 128, 0, 2, C_SEQB, C_POSB, 1.5},
+                        C_PROMPT_LONG_CAP = {1, 8, 2, 300, 128, 128, 0, 40, C_SEQL, C_POSL, 2},
+                        C_PROMPT3_CAP = {3, 8, 1, 40, 64, 48, 4, 15, C_SEQ3, C_POS3, 2},
+                        C_PROMPT_WINDOW_CAP = {2, 4, 4, 33, 8, 8, 7, 15, C_SEQP, C_POSP, 1};
 
 static kiln_tensor *rows_i32(bo_io *io, int64_t n, const int32_t *v) {
     kiln_tensor *t = kiln_tensor_new(io->ctx, KILN_I32, 1, &n);
@@ -49,8 +56,9 @@ static kiln_tensor *b_attn_cached(bo_io *io) {
     kiln_tensor *vc = bo_const(io, io->dt, -1, 1, BO_SHAPE(a->b, a->hkv, a->s, a->dv));
     kiln_tensor *q = bo_in_range(io, -2, 2, BO_SHAPE(a->n, a->hq, a->d));
     kiln_tensor *k = bo_in_range(io, -2, 2, BO_SHAPE(a->n, a->hkv, a->d));
-    return kiln_attention_cached(io->ctx, q, k, bo_in(io, BO_SHAPE(a->n, a->hkv, a->dv)), kc, vc, rows_i32(io, a->n, a->seq),
-                                 rows_i32(io, a->n, a->pos), a->window, 0);
+    return kiln_attention_cached_softcap(io->ctx, q, k, bo_in(io, BO_SHAPE(a->n, a->hkv, a->dv)), kc, vc,
+                                         rows_i32(io, a->n, a->seq), rows_i32(io, a->n, a->pos), a->window, 0,
+                                         a->softcap);
 }
 
 static const bo_case attention_cached_cases[] = {
@@ -75,6 +83,11 @@ static const bo_case attention_cached_cases[] = {
      &C_MQA},
     {"attention_cached_decode_split_3000keys_d128", b_attn_cached, KILN_F64, BO_TRANS, BO_NO_GRAD | BO_MAY_FALL_BACK,
      &C_SPLIT},
+    {"attention_cached_decode_gqa_softcap", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD, &C_DECODE_CAP},
+    {"attention_cached_decode_split_softcap", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD, &C_SPLIT_CAP},
+    {"attention_cached_prompt_3seqs_window_softcap", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD, &C_PROMPT3_CAP},
+    {"attention_cached_prompt_40rows_softcap", b_attn_cached, KILN_F64, BO_TRANS, BO_NO_GRAD | BO_MAY_FALL_BACK,
+     &C_PROMPT_LONG_CAP},
 };
 KT_TEST(backend_ops_attention_cached) {
     bo_run_cases("attention_cached", attention_cached_cases, BO_COUNT(attention_cached_cases));
@@ -88,6 +101,8 @@ static const bo_case attention_cached_row_cases[] = {
     {"attention_cached_prompt_gqa", b_attn_cached, KILN_F64, BO_TRANS, BO_NO_GRAD | BO_MAY_FALL_BACK, &C_PROMPT},
     {"attention_cached_decode_d256", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD, &C_D256},
     {"attention_cached_prompt_gqa4_window_d160", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD, &C_PROMPT_D160},
+    {"attention_cached_decode_gqa_softcap", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD, &C_DECODE_CAP},
+    {"attention_cached_prompt_window_softcap", b_attn_cached, KILN_F32, BO_TRANS, BO_NO_GRAD, &C_PROMPT_WINDOW_CAP},
 };
 KT_TEST(backend_ops_attention_cached_rows) {
     setenv("KILN_ATTN_CACHED", "rows", 1);
@@ -108,6 +123,8 @@ static const bo_case attention_cached_f64_cases[] = {
     {"attention_cached_prompt_gqa", b_attn_cached, KILN_F64, F64_TOL, BO_NO_GRAD, &C_PROMPT},
     {"attention_cached_prompt_3seqs_mqa_window", b_attn_cached, KILN_F64, F64_TOL, BO_NO_GRAD, &C_PROMPT3},
     {"attention_cached_prompt_40rows_300keys_d128", b_attn_cached, KILN_F64, F64_TOL, BO_NO_GRAD, &C_PROMPT_LONG},
+    {"attention_cached_prompt_3seqs_window_softcap", b_attn_cached, KILN_F64, F64_TOL, BO_NO_GRAD, &C_PROMPT3_CAP},
+    {"attention_cached_prompt_40rows_softcap", b_attn_cached, KILN_F64, F64_TOL, BO_NO_GRAD, &C_PROMPT_LONG_CAP},
 };
 KT_TEST(vk_attention_cached_f64) {
     setenv("KILN_VULKAN_VALIDATE", "1", 1); /* as bo_backends, before the device starts */

@@ -5,10 +5,12 @@
  * a Hugging Face directory, with logits it computed in float64 plain
  * Python. Both files, through the inference and the training loaders,
  * must give those logits (F32: 1e-4); each trait undone must not; a KV
- * cache fed one token at a time must give the same last logits; a file
+ * cache fed one token at a time, and Gemma 2 batched through llama_slots,
+ * must give the same logits; a file
  * naming an unknown architecture or lacking a key is refused by name. */
 #include "kt.h"
 #include "llama_files.h"
+#include "llama_slots.h"
 #include "test_llama_util.h"
 
 #include <unistd.h>
@@ -106,9 +108,10 @@ KT_TEST(llama_arch_each_trait_matters) {
     }
 }
 
-/* Generation's path: the prompt's first 3 tokens, then one at a time, so
- * the sliding window and the caps run with keys from the cache; each
- * step's logits are the reference's at that position. */
+/* Generation's path: the prompt's first 3 tokens, then one at a time (the
+ * cache's decode rows graph: kiln_attention_cached_softcap), so the
+ * sliding window and the caps run with keys from the cache; each step's
+ * logits are the reference's at that position. */
 KT_TEST(llama_arch_cache_steps_match) {
     static const char *const names[] = {"gemma2-tiny", "llama-rope-tiny"};
     for (int i = 0; i < 2; i++) {
@@ -132,6 +135,35 @@ KT_TEST(llama_arch_cache_steps_match) {
         llama_free(m);
         kiln_ctx_free(ctx);
     }
+}
+
+/* Gemma 2 batched (llama_slots: kiln_attention_cached with the soft-cap):
+ * slot 0 takes TOKENS in chunks of 5, slot 1 one token a step beside it,
+ * then alone (the rows graph of one entry, computed again each step);
+ * every position's logits are the reference's. */
+KT_TEST(llama_arch_gemma2_slots_match) {
+    kiln_ctx *ctx = kiln_ctx_new();
+    llama *m = load(ctx, "gemma2-tiny", VIA_INFER_GGUF);
+    KT_NOTNULL(m);
+    const int64_t V = m->cfg.vocab;
+    float *want = expected("gemma2-tiny", V), *z = malloc((size_t)(6 * V) * sizeof *z);
+    llama_slots *s = llama_slots_new(m, 2, N_TOK);
+    KT_NOTNULL(want);
+    KT_CHECK(s != NULL, "llama_slots_new: %s", kiln_last_error());
+    double worst = 0;
+    for (int t = 0; s && t < N_TOK; t++) {
+        int slots[6], at[6], n = 0;
+        int32_t ids[6];
+        for (int i = 5 * t; i < 5 * t + 5 && i < N_TOK; i++, n++) slots[n] = 0, ids[n] = TOKENS[i], at[n] = i;
+        slots[n] = 1, ids[n] = TOKENS[t], at[n++] = t;
+        KT_OK(llama_slots_step(s, n, slots, ids, (const bool[]){1, 1, 1, 1, 1, 1}, z));
+        for (int i = 0; i < n; i++) worst = fmax(worst, llama_test_max_diff(z + i * V, want + at[i] * V, V));
+    }
+    KT_CHECK(worst <= 1e-4, "gemma2-tiny through llama_slots: max |diff| %.3g", worst);
+    llama_slots_free(s);
+    free(want), free(z);
+    llama_free(m);
+    kiln_ctx_free(ctx);
 }
 
 /* A GGUF file naming what kiln does not run, or lacking what it needs: the

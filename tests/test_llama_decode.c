@@ -1,8 +1,9 @@
 /* test_llama_decode.c — decoding through rows graphs made once (llama.h's
  * llama_rows_graph): batch-1 decoding (the cache's decode graph), the
- * same for Llama 3.1's rope frequency factors, batched decoding of 3
- * slots (llama_slots), slots steps mixing a prompt chunk with decoding
- * slots, and a batch-1 prompt in chunks. A tiny GQA llama (3 layers, a
+ * same for Llama 3.1's rope frequency factors and for Gemma 2 (soft-capped
+ * scores and logits), batched decoding of 3 slots (llama_slots) of a llama
+ * and of a Gemma 2, slots steps mixing a prompt chunk with decoding slots,
+ * and a batch-1 prompt in chunks. A tiny GQA llama (3 layers, a
  * sliding window on two) greedily generating after a prompt gives, on
  * each device, the CPU's tokens and logits (the cross-backend table's
  * tolerance), the same bits with replay as node by node
@@ -19,7 +20,7 @@
 
 enum { PROMPT = 3, GEN = 6, VOCAB = 48, SLOTS = 3 };
 
-typedef enum run_kind { RUN_DECODE, RUN_ROPE_FREQS, RUN_SLOTS, RUN_MIXED, RUN_CHUNKED } run_kind;
+typedef enum run_kind { RUN_DECODE, RUN_ROPE_FREQS, RUN_SLOTS, RUN_MIXED, RUN_CHUNKED, RUN_GEMMA2, RUN_GEMMA2_SLOTS } run_kind;
 
 static llama_config tiny_gqa(run_kind kind) {
     llama_config c = llama_defaults();
@@ -27,6 +28,10 @@ static llama_config tiny_gqa(run_kind kind) {
     c.rope_theta = 500.0;
     c.traits.swa_every = 2, c.sliding_window = 4; /* layers 0 and 2 see the last 4 positions */
     c.rope_freqs = kind == RUN_ROPE_FREQS;
+    if (kind == RUN_GEMMA2 || kind == RUN_GEMMA2_SLOTS) { /* caps low enough to bend these weights' scores */
+        c.traits.neox = c.traits.post_norms = c.traits.embed_scale = true, c.traits.act = LLAMA_ACT_GELU_TANH;
+        c.attn_softcap = 0.5, c.final_softcap = 3;
+    }
     return c;
 }
 
@@ -165,7 +170,7 @@ static void generate(kiln_backend *be, run_kind kind, bool replay, run *r) {
         for (int i = 0; i < 8; i++) f[i] = (float)(1 << (i % 4));
         KT_OK(kiln_tensor_set_f32(m->rope_freqs, f, 8));
     }
-    if (kind == RUN_SLOTS) run_slots(m, r);
+    if (kind == RUN_SLOTS || kind == RUN_GEMMA2_SLOTS) run_slots(m, r);
     else if (kind == RUN_MIXED) run_mixed(m, r);
     else if (kind == RUN_CHUNKED) run_chunked(m, r);
     else run_decode(m, r);
@@ -210,3 +215,7 @@ KT_TEST(llama_decode_graph_slots_mixed_cuda) { check_device("cuda", RUN_MIXED); 
 KT_TEST(llama_decode_graph_slots_mixed_vulkan) { check_device("vulkan", RUN_MIXED); }
 KT_TEST(llama_decode_graph_prompt_chunks_cuda) { check_device("cuda", RUN_CHUNKED); }
 KT_TEST(llama_decode_graph_prompt_chunks_vulkan) { check_device("vulkan", RUN_CHUNKED); }
+KT_TEST(llama_decode_graph_gemma2_cuda) { check_device("cuda", RUN_GEMMA2); }
+KT_TEST(llama_decode_graph_gemma2_vulkan) { check_device("vulkan", RUN_GEMMA2); }
+KT_TEST(llama_decode_graph_gemma2_slots_cuda) { check_device("cuda", RUN_GEMMA2_SLOTS); }
+KT_TEST(llama_decode_graph_gemma2_slots_vulkan) { check_device("vulkan", RUN_GEMMA2_SLOTS); }

@@ -76,7 +76,7 @@ static kiln_status rope_kernel(kiln_tensor *node, const kiln_exec *ex) {
 static kiln_attn_geom attention_geom(const kiln_tensor *node, const kiln_exec *ex) {
     const kiln_tensor *q = node->src[0], *k = node->src[1], *v = node->src[2];
     return (kiln_attn_geom){q->shape[0], q->shape[1], k->shape[1], q->shape[2], k->shape[2], q->shape[3],
-                            v->shape[3], node->ip[0] != 0, node->fp[0], ex->n_threads};
+                            v->shape[3], node->ip[0] != 0, node->fp[0], ex->n_threads, 0};
 }
 
 /* ATTENTION: q, k, v -> packed [O (B*Hq*T*Dv) | L (B*Hq*T)], blocked. */
@@ -130,7 +130,7 @@ static kiln_status attention_cached_kernel(kiln_tensor *node, const kiln_exec *e
             memcpy((char *)vc->data + (size_t)(at * dv) * es, (const char *)vn->data + (size_t)(row * dv) * es,
                    (size_t)dv * es);
         }
-    kiln_attn_geom g = {b, q->shape[1], hkv, n, s, d, dv, false, node->fp[0], ex->n_threads};
+    kiln_attn_geom g = {b, q->shape[1], hkv, n, s, d, dv, false, node->fp[0], ex->n_threads, node->fp[1]};
     if (node->dtype == KILN_F64)
         return kiln__flash_rows_f64(&g, &kiln__attn_ops_f64, q->data, kc->data, vc->data, seq, pos, node->ip[0],
                                     node->data);

@@ -1,7 +1,7 @@
 /* nn_attention_flash.h — blocked (FlashAttention-2 style) attention,
  * forward and backward, written once over the element type: included by
  * nn_attention_flash.c with FA_T (float or double), FA_SUF (f32, f64),
- * FA_EXP and FA_LOG (expf/logf or exp/log) defined.
+ * FA_EXP, FA_LOG and FA_TANH (expf/logf/tanhf or exp/log/tanh) defined.
  *
  * Forward: each task is a block of B_r = KILN_ATTN_BLOCK queries of one
  * head; it walks the keys in blocks of B_c, keeping per query the running
@@ -85,7 +85,9 @@ static inline int64_t FA_FN(strip_rows)(const kiln_attn_geom *g, int64_t i0, int
 static void FA_FN(fwd_block)(const kiln_attn_geom *g, const FA_OPS *ops, const FA_T *qi, const FA_T *kth,
                              const FA_T *kh, const FA_T *vh, FA_T *oi, FA_T *li, int64_t i0, int64_t br, FA_T *work) {
     int64_t d = g->d, dv = g->dv, step = kth ? 1 : 0; /* the query index of row r is i0 + r step */
-    FA_T scale = (FA_T)g->scale;
+    /* soft-capped scores are scaled and capped in place, then exponentiated unscaled */
+    FA_T scale = (FA_T)g->scale, escale = g->softcap > 0 ? 1 : scale;
+    FA_T inv_cap = g->softcap > 0 ? (FA_T)(1 / g->softcap) : 0, cap = (FA_T)g->softcap;
     FA_T *sc = work, *acc = sc + BLK * BLK, *m = acc + BLK * dv, *l = m + BLK, *st = l + BLK, *qt = st + BLK * br;
     for (int64_t r = 0; r < br; r++) m[r] = -INFINITY, l[r] = 0;
     for (int64_t e = 0; e < br * dv; e++) acc[e] = 0;
@@ -108,8 +110,10 @@ static void FA_FN(fwd_block)(const kiln_attn_geom *g, const FA_OPS *ops, const F
             int64_t nv = FA_FN(visible)(g, i0 + r * step, j0, bc);
             for (int64_t c = nv; c < bc; c++) row[c] = 0;
             if (nv == 0) continue;
-            FA_T mx = ops->max(row, nv) * scale, mnew = mx > m[r] ? mx : m[r];
-            FA_T sum = ops->exp_sum(row, nv, scale, mnew);
+            if (g->softcap > 0) /* the order of models/llama.c's ops: (s scale) / cap, tanh, times cap */
+                for (int64_t c = 0; c < nv; c++) row[c] = FA_TANH(row[c] * scale * inv_cap) * cap;
+            FA_T mx = ops->max(row, nv) * escale, mnew = mx > m[r] ? mx : m[r];
+            FA_T sum = ops->exp_sum(row, nv, escale, mnew);
             if (mnew != m[r]) {
                 FA_T corr = FA_EXP(m[r] - mnew); /* 0 while m is -inf */
                 l[r] *= corr;

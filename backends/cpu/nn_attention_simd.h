@@ -50,6 +50,7 @@ typedef struct kiln_attn_geom {
     bool causal;
     double scale;
     int n_threads;
+    double softcap; /* > 0: scores s become softcap tanh(s / softcap) (the forward only) */
 } kiln_attn_geom;
 
 /* o [B, Hq, T, Dv] and lse [B, Hq, T] (log-sum-exp of each query's scaled

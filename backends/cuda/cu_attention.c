@@ -159,7 +159,7 @@ static kiln_status cached_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *e
     const int32_t *seq = kiln__cu_ptr(t->src[5]), *pos = kiln__cu_ptr(t->src[6]);
     int nsplit = rows_forced() ? 0 : kiln__cu_attention_cached_splits(dt, sh, t->ip[0]);
     if (!nsplit)
-        return kiln__cu_launched(kiln__cu_attention_cached(cu->stream, dt, sh, t->ip[0], t->fp[0], seq, pos,
+        return kiln__cu_launched(kiln__cu_attention_cached(cu->stream, dt, sh, t->ip[0], t->fp[0], t->fp[1], seq, pos,
                                                            kiln__cu_ptr(q), kiln__cu_ptr(kc), kiln__cu_ptr(t->src[4]),
                                                            kiln__cu_ptr(t)),
                                  "attention_cached kernel");
@@ -168,9 +168,10 @@ static kiln_status cached_record(kiln_cu *cu, kiln_tensor *t, const kiln_exec *e
     size_t bytes = (size_t)nsplit * (size_t)(sh[0] * sh[1] * (sh[6] + 1)) * es;
     if (nsplit > 1 && !(part = kiln__cu_buffer_new(cu, bytes, false)))
         return kiln_last_status() ? kiln_last_status() : KILN_ERR_OOM;
-    s = kiln__cu_launched(kiln__cu_attention_cached_tiles(cu->stream, dt, sh, t->ip[0], t->fp[0], nsplit, seq, pos,
-                                                          kiln__cu_ptr(q), kiln__cu_ptr(kc), kiln__cu_ptr(t->src[4]),
-                                                          kiln__cu_ptr(t), part ? part->ptr : NULL),
+    s = kiln__cu_launched(kiln__cu_attention_cached_tiles(cu->stream, dt, sh, t->ip[0], t->fp[0], t->fp[1], nsplit,
+                                                          seq, pos, kiln__cu_ptr(q), kiln__cu_ptr(kc),
+                                                          kiln__cu_ptr(t->src[4]), kiln__cu_ptr(t),
+                                                          part ? part->ptr : NULL),
                           "attention_cached tile kernel");
     if (part) kiln__cu_buffer_free(cu, part);
     return s;

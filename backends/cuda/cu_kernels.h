@@ -148,21 +148,22 @@ int kiln__cu_attention_grad(void *stream, int dt, const int64_t *shape, int caus
  * device memory. The write launch puts the rows' keys and values into the
  * caches (a row outside them writes nothing and is noted in err, int32
  * [6]: 1, row, seq, pos, B, S, unless err[0] is already set); then one of
- * the attentions writes o [N, Hq, Dv] (NaN for a row outside the caches): a block per
+ * the attentions writes o [N, Hq, Dv] (NaN for a row outside the caches;
+ * softcap > 0: scores s capped to softcap tanh(s / softcap)): a block per
  * (row, query head) here, or the tiles of k_attention_cached.cu. */
 int kiln__cu_attention_cache_write(void *stream, int dt, const int64_t *shape, const int32_t *seq,
                                    const int32_t *pos, const void *k, const void *v, void *k_cache, void *v_cache,
                                    int32_t *err);
 int kiln__cu_attention_cached(void *stream, int dt, const int64_t *shape, int64_t window, double scale,
-                              const int32_t *seq, const int32_t *pos, const void *q, const void *k_cache,
-                              const void *v_cache, void *o);
+                              double softcap, const int32_t *seq, const int32_t *pos, const void *q,
+                              const void *k_cache, const void *v_cache, void *o);
 /* The tiles' key splits for this shape (more than 1 wants nsplit * N*Hq *
  * (Dv + 1) elements of scratch), 0 where the tiles do not take it (D or Dv
  * over 256 in f32, over 128 in f64). */
 int kiln__cu_attention_cached_splits(int dt, const int64_t *shape, int64_t window);
 int kiln__cu_attention_cached_tiles(void *stream, int dt, const int64_t *shape, int64_t window, double scale,
-                                    int nsplit, const int32_t *seq, const int32_t *pos, const void *q,
-                                    const void *k_cache, const void *v_cache, void *o, void *scratch);
+                                    double softcap, int nsplit, const int32_t *seq, const int32_t *pos,
+                                    const void *q, const void *k_cache, const void *v_cache, void *o, void *scratch);
 /* ---- FlashAttention-2 style (k_attention_flash.cu): f32, D, Dv <= 128,
  * the same shape, operands and outputs as above ---- */
 /* The key splits of a forward (decoding: a few query rows per kv head);

@@ -44,11 +44,12 @@ template <typename T> __device__ double dot(const T *a, const T *b, int64_t n) {
 // the unnormalized output (threads < dv). sh, p: the block's shared scratch.
 template <typename T>
 __device__ void online_softmax(const T *qi, const T *kh, const T *vh, int64_t nv, int64_t d, int64_t dv, double scale,
-                               double *sh, double *p, double &m, double &l, double &acc) {
+                               double softcap, double *sh, double *p, double &m, double &l, double &acc) {
     m = -INFINITY, l = 0, acc = 0;
     for (int64_t j0 = 0; j0 < nv; j0 += THREADS) {
         int64_t j = j0 + threadIdx.x;
         double sc = j < nv ? dot(qi, kh + j * d, d) * scale : -INFINITY;
+        if (softcap > 0 && j < nv) sc = tanh(sc / softcap) * softcap;
         double mnew = fmax(m, block_max(sc, sh));
         double pj = j < nv ? exp(sc - mnew) : 0.0;
         p[threadIdx.x] = pj;
@@ -77,7 +78,7 @@ __global__ void attn_fwd_k(geom g, const void *qv, const void *kv, const void *v
         const T *kh = k + (bb * g.hk + h / group) * g.s * g.d, *vh = v + (bb * g.hk + h / group) * g.s * g.dv;
         int64_t nv = keys_seen(g, i);
         double m, l, acc;
-        online_softmax(qi, kh, vh, nv, g.d, g.dv, g.scale, sh, p, m, l, acc);
+        online_softmax(qi, kh, vh, nv, g.d, g.dv, g.scale, 0.0, sh, p, m, l, acc);
         if ((int64_t)threadIdx.x < g.dv) o[row * g.dv + threadIdx.x] = l > 0 ? (T)(acc / l) : (T)0;
         if (threadIdx.x == 0) lse[row] = l > 0 ? (T)(m + log(l)) : (T)INFINITY;
     }
@@ -171,7 +172,7 @@ __global__ void attn_dkv_k(geom g, const void *qv, const void *kv, const void *v
 // the next token reads the next position (core/graph_replay.c).
 struct cgeom {
     int64_t n, hq, hk, b, s, d, dv, window;
-    double scale;
+    double scale, softcap;
 };
 
 // Row i's cache slot, or -1 when seq[i], pos[i] lie outside the caches.
@@ -224,7 +225,7 @@ __global__ void attn_cached_k(cgeom g, const int32_t *seq, const int32_t *pos, c
         int64_t base = (at - pos[i]) + (h / group) * g.s + first; // key `first` of this kv head
         const T *qi = q + row * g.d, *kh = kc + base * g.d, *vh = vc + base * g.dv;
         double m, l, acc;
-        online_softmax(qi, kh, vh, last - first, g.d, g.dv, g.scale, sh, p, m, l, acc);
+        online_softmax(qi, kh, vh, last - first, g.d, g.dv, g.scale, g.softcap, sh, p, m, l, acc);
         if ((int64_t)threadIdx.x < g.dv) o[row * g.dv + threadIdx.x] = (T)(acc / l);
     }
 }
@@ -237,10 +238,10 @@ geom make_geom(const int64_t *shape, int causal, double scale) {
     return g;
 }
 
-cgeom make_cgeom(const int64_t *shape, int64_t window, double scale) {
+cgeom make_cgeom(const int64_t *shape, int64_t window, double scale, double softcap) {
     cgeom g;
     g.n = shape[0], g.hq = shape[1], g.hk = shape[2], g.b = shape[3], g.s = shape[4], g.d = shape[5], g.dv = shape[6];
-    g.window = window, g.scale = scale;
+    g.window = window, g.scale = scale, g.softcap = softcap;
     return g;
 }
 
@@ -279,15 +280,15 @@ int kiln__cu_attention_grad(void *stream, int dt, const int64_t *shape, int caus
 int kiln__cu_attention_cache_write(void *stream, int dt, const int64_t *shape, const int32_t *seq,
                                    const int32_t *pos, const void *k, const void *v, void *k_cache, void *v_cache,
                                    int32_t *err) {
-    cgeom g = make_cgeom(shape, 0, 0);
+    cgeom g = make_cgeom(shape, 0, 0, 0);
     LAUNCH(dt, attn_cache_write_k, blocks_for(g.n * g.hk * (g.d + g.dv)), stream, g, seq, pos, k, v, k_cache, v_cache, err);
     return (int)cudaGetLastError();
 }
 
 int kiln__cu_attention_cached(void *stream, int dt, const int64_t *shape, int64_t window, double scale,
-                              const int32_t *seq, const int32_t *pos, const void *q, const void *k_cache,
-                              const void *v_cache, void *o) {
-    cgeom g = make_cgeom(shape, window, scale);
+                              double softcap, const int32_t *seq, const int32_t *pos, const void *q,
+                              const void *k_cache, const void *v_cache, void *o) {
+    cgeom g = make_cgeom(shape, window, scale, softcap);
     LAUNCH(dt, attn_cached_k, row_blocks(g.n * g.hq), stream, g, seq, pos, q, k_cache, v_cache, o);
     return (int)cudaGetLastError();
 }

@@ -6,6 +6,7 @@
 // query head h reads keys first .. pos[i] of sequence seq[i] of the
 // caches [B, Hk, S, D/Dv] (the last window of them when window > 0), kv
 // head h / (Hq / Hk); o [N, Hq, Dv]; a row outside the caches gets NaN.
+// softcap > 0: each scaled score s is softcap tanh(s / softcap) (Gemma 2).
 //
 // A kv head's query slots are (row i, head of its group), row-major: the
 // group's heads of one row are contiguous in q, so a tile of BR slots takes
@@ -59,7 +60,8 @@ template <typename T, typename S> struct tile_of : S {
 // nsplit == 1 writes O into o; more write the partial O and L of split sp
 // at po + sp * N Hq Dv and pl + sp * N Hq.
 template <typename C>
-__global__ void cached_tile_k(tgeom g, typename C::elem scale, int nsplit, const int32_t *seq, const int32_t *pos,
+__global__ void cached_tile_k(tgeom g, typename C::elem scale, typename C::elem softcap, int nsplit,
+                              const int32_t *seq, const int32_t *pos,
                               const typename C::elem *q, const typename C::elem *kc, const typename C::elem *vc,
                               typename C::elem *o, typename C::elem *po, typename C::elem *pl) {
     typedef typename C::elem T;
@@ -121,11 +123,13 @@ __global__ void cached_tile_k(tgeom g, typename C::elem scale, int nsplit, const
                 T s[SE];
                 dots<SE, BC, HD + 1>(s, qs, ks[sc], g.d);
 #pragma unroll
-                for (int m = 0; m < SE; m++) { // scaled scores, -inf where masked
+                for (int m = 0; m < SE; m++) { // scaled (and capped) scores, -inf where masked
                     int r = tid / BC + m * (NT / BC);
                     int64_t j = j0 + sc;
                     bool vis = sc < nc && sq_s[r] == cur && j >= f_s[r] && j < e_s[r];
-                    ps[r][sc] = vis ? s[m] * scale : (T)-INFINITY;
+                    T x = s[m] * scale;
+                    if (softcap > 0) x = tanh(x / softcap) * softcap;
+                    ps[r][sc] = vis ? x : (T)-INFINITY;
                 }
                 softmax_tile<BR, BC, HD>(ps, m_s, l_s, c_s, vs, nc, acc);
             }
@@ -184,14 +188,14 @@ template <typename T, typename F> int by_shape(const tgeom &g, F f) {
 }
 
 template <typename T, typename C>
-int launch(const tgeom &g, int nsplit, double scale, cudaStream_t st, const int32_t *seq, const int32_t *pos,
-           const void *q, const void *kc, const void *vc, void *o, void *scratch) {
+int launch(const tgeom &g, int nsplit, double scale, double softcap, cudaStream_t st, const int32_t *seq,
+           const int32_t *pos, const void *q, const void *kc, const void *vc, void *o, void *scratch) {
     int64_t tiles = g.hk * ((g.nq + C::BR - 1) / C::BR) * nsplit, rows = g.n * g.hq;
     T *po = (T *)scratch, *pl = po ? po + nsplit * rows * g.dv : NULL;
     typedef tile_of<T, C> K; // (the emulator's nvcc rewrites launches of one-argument templates)
     unsigned grid = (unsigned)(tiles < 65535 * 8 ? tiles : 65535 * 8);
     cached_tile_k<K><<<grid, NT, 0, st>>>(
-        g, (T)scale, nsplit, seq, pos, (const T *)q, (const T *)kc, (const T *)vc, (T *)o, po, pl);
+        g, (T)scale, (T)softcap, nsplit, seq, pos, (const T *)q, (const T *)kc, (const T *)vc, (T *)o, po, pl);
     int e = (int)cudaGetLastError();
     if (e || nsplit == 1) return e;
     flash_merge_k<T><<<blocks_for(rows * (g.dv + 1)), THREADS, 0, st>>>(rows, g.dv, nsplit, po, pl, (T *)o,
@@ -220,16 +224,17 @@ int kiln__cu_attention_cached_splits(int dt, const int64_t *shape, int64_t windo
 }
 
 int kiln__cu_attention_cached_tiles(void *stream, int dt, const int64_t *shape, int64_t window, double scale,
-                                    int nsplit, const int32_t *seq, const int32_t *pos, const void *q,
-                                    const void *k_cache, const void *v_cache, void *o, void *scratch) {
+                                    double softcap, int nsplit, const int32_t *seq, const int32_t *pos,
+                                    const void *q, const void *k_cache, const void *v_cache, void *o, void *scratch) {
     tgeom g = make_tgeom(shape, window);
     cudaStream_t st = (cudaStream_t)stream;
     if (dt == CU_F64)
         return by_shape<double>(g, [&](auto c) {
-            return launch<double, decltype(c)>(g, nsplit, scale, st, seq, pos, q, k_cache, v_cache, o, scratch);
+            return launch<double, decltype(c)>(g, nsplit, scale, softcap, st, seq, pos, q, k_cache, v_cache, o,
+                                               scratch);
         });
     return by_shape<float>(g, [&](auto c) {
-        return launch<float, decltype(c)>(g, nsplit, scale, st, seq, pos, q, k_cache, v_cache, o, scratch);
+        return launch<float, decltype(c)>(g, nsplit, scale, softcap, st, seq, pos, q, k_cache, v_cache, o, scratch);
     });
 }
 

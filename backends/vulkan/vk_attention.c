@@ -344,15 +344,18 @@ static kiln_status cached_record(kiln_vk *vk, kiln_tensor *t, const kiln_exec *e
     uint32_t rows = c.n * c.hq;
     struct {
         uint32_t n, hq, hkv, b, s, d, dv, window;
-        float scale;
-        uint32_t q0, k0, v0, s0, p0, o0, nsplit, po0, pl0, scale64[2];
-    } pc = {c.n, c.hq, c.hkv, c.b, c.s, c.d, c.dv, c.window, (float)t->fp[0], kiln__vk_base(vk, q),
-            kiln__vk_base(vk, kc), kiln__vk_base(vk, vc), kiln__vk_base(vk, seq), kiln__vk_base(vk, pos),
-            kiln__vk_base(vk, t), c.nsplit, 0, 0, {0, 0}};
-    memcpy(pc.scale64, &t->fp[0], sizeof pc.scale64); /* the f64 kernels' scale: low word, high word */
+        float scale, softcap;
+        uint32_t q0, k0, v0, s0, p0, o0, nsplit, po0, pl0;
+        uint32_t pad, scale64[2], softcap64[2]; /* GLSL puts a uvec2 at a multiple of 8 bytes */
+    } pc = {c.n, c.hq, c.hkv, c.b, c.s, c.d, c.dv, c.window, (float)t->fp[0], (float)t->fp[1],
+            kiln__vk_base(vk, q), kiln__vk_base(vk, kc), kiln__vk_base(vk, vc), kiln__vk_base(vk, seq),
+            kiln__vk_base(vk, pos), kiln__vk_base(vk, t), c.nsplit, 0, 0, 0, {0, 0}, {0, 0}};
+    /* the f64 kernels' scale and cap: low word, high word */
+    memcpy(pc.scale64, &t->fp[0], sizeof pc.scale64);
+    memcpy(pc.softcap64, &t->fp[1], sizeof pc.softcap64);
     if (!c.tl) { /* the per-row kernel: a workgroup per (query head, row) */
         kiln_vk_dispatch dp = {.shader = "attn_cached", .n = 6, .bind = {q, kc, vc, seq, pos, t}, .push = &pc,
-                               .push_size = 15 * sizeof(uint32_t), .groups = {c.hq, c.n, 1}};
+                               .push_size = 16 * sizeof(uint32_t), .groups = {c.hq, c.n, 1}};
         return kiln__vk_dispatch(vk, &dp);
     }
     kiln_tensor part;

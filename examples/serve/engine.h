@@ -3,8 +3,7 @@
  * llama_slots' (models/llama_slots.h), which runs it in one batched pass
  * a step: one step takes entries of (slot, token), a slot's entries in
  * order (a prompt chunk), and gives the logits of the entries that want
- * them, in entry order. Models llama_slots does not take (Gemma 2) run
- * one slot after another (engine_batched says which).
+ * them, in entry order.
  *
  *     engine *g = engine_new(m, 4, 2048);
  *     int slots[] = {0, 0, 1};  int32_t toks[] = {5, 6, 9};  bool want[] = {false, true, true};
@@ -26,7 +25,6 @@ typedef struct engine engine;
 /* NULL on failure (kiln_last_error). */
 engine *engine_new(llama *m, int n_slots, int64_t len);
 void engine_free(engine *g);
-bool engine_batched(const engine *g);
 kiln_status engine_clear(engine *g, int slot);
 /* Cut slot back to its first n positions (llama_slots_keep). */
 kiln_status engine_keep(engine *g, int slot, int64_t n);

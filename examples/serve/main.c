@@ -118,11 +118,9 @@ int main(int argc, char **argv) {
     int status = 1;
     if (d) {
         const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-        sched_stats ss;
-        sched_get_stats(app.sched, &ss);
-        fprintf(stderr, "serve: %s (vocab %lld, template %s%s), %d slots of %lld positions (%s), on http://%s:%u/\n",
-                app.model, (long long)m->cfg.vocab, family, stored || template ? "" : " (the model has none)", slots,
-                (long long)app.ctx, ss.batched ? "one batched step" : "one slot after another: not batched", host,
+        fprintf(stderr, "serve: %s (vocab %lld, template %s%s), %d slots of %lld positions (one batched step), on "
+                "http://%s:%u/\n", app.model, (long long)m->cfg.vocab, family,
+                stored || template ? "" : " (the model has none)", slots, (long long)app.ctx, host,
                 di ? di->port : (unsigned)port);
         int sig;
         sigwait(&stop, &sig);

@@ -434,8 +434,7 @@ void sched_free(sched *s) {
 
 void sched_get_stats(sched *s, sched_stats *st) {
     pthread_mutex_lock(&s->mu);
-    *st = (sched_stats){.slots = s->n_slots, .queued = s->n_queued, .generated = s->generated,
-                        .batched = engine_batched(s->eng)};
+    *st = (sched_stats){.slots = s->n_slots, .queued = s->n_queued, .generated = s->generated};
     for (int i = 0; i < s->n_slots; i++) st->busy += s->active[i] != NULL;
     pthread_mutex_unlock(&s->mu);
 }

@@ -58,7 +58,6 @@ typedef struct job_news {
 typedef struct sched_stats {
     int slots, busy, queued;
     int64_t generated; /* tokens since the start */
-    bool batched;      /* one forward pass a step for all slots (else one slot after another) */
 } sched_stats;
 
 /* n_slots sequences of up to ctx positions; at most queue jobs wait beyond

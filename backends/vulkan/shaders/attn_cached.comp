@@ -1,5 +1,6 @@
 #version 450
 #include "common.glsl"
+#include "ew_math.glsl"
 // attn_cached: kiln_attention_cached's attention, its writes done
 // (attn_cache_write.comp): q [N, Hq, D] row i, query head h over keys
 // first .. pos[i] of sequence seq[i] of the caches [B, Hkv, S, D/Dv]
@@ -9,7 +10,8 @@
 // j % 64), each keeping an online softmax (max m, sum l, unnormalized
 // acc), then merge the 64 states in a fixed order as attn_fwd_decode.glsl
 // does. A decoding step and each row of a prompt run alike; seq and pos
-// are read here, so a replayed recording serves the next token.
+// are read here, so a replayed recording serves the next token. softcap
+// > 0: each scaled score s is softcap tanh(s / softcap) (Gemma 2).
 #define HD 256u
 #define COLS 32u
 layout(local_size_x = 64) in;
@@ -19,7 +21,11 @@ layout(std430, binding = 2) readonly buffer V { float v[]; };
 layout(std430, binding = 3) readonly buffer SEQ { int seq[]; };
 layout(std430, binding = 4) readonly buffer POS { int pos[]; };
 layout(std430, binding = 5) writeonly buffer O { float o[]; };
-layout(push_constant) uniform P { uint n, hq, hkv, b, s, d, dv, window; float scale; uint q0, k0, v0, s0, p0, o0; } p;
+layout(push_constant) uniform P {
+    uint n, hq, hkv, b, s, d, dv, window;
+    float scale, softcap;
+    uint q0, k0, v0, s0, p0, o0;
+} p;
 
 shared float sh_m[64], sh_l[64];
 shared float sh_acc[64u * (COLS + 1u)]; // a column block of every invocation's acc, rows padded
@@ -41,6 +47,7 @@ void main() {
         float dt = 0.0;
         for (uint e = 0u; e < p.d; e++) dt += q[qb + e] * k[kb + j * p.d + e];
         float sj = dt * p.scale;
+        if (p.softcap > 0.0) sj = ew_tanh(sj / p.softcap) * p.softcap;
         if (sj > m) { // a new maximum: rescale (exp(m - sj) is 0 while m is -inf)
             float corr = exp(m - sj);
             l *= corr;

@@ -14,8 +14,10 @@
 // tile make two passes. With nsplit > 1 each split takes its share of a
 // pass's keys and writes its slots' normalized partial O and logsumexp
 // (L = +inf: no key) to po / pl, merged by attn_cached_merge.comp.
+// softcap > 0: each scaled score s is softcap tanh(s / softcap) (Gemma 2).
 // Defines: HD, NT (invocations), BR, BC (NT % BC == 0, NT % HD == 0 or
 // HD % NT == 0, BR BC % NT == 0).
+#include "ew_math.glsl"
 #define SE (BR * BC / NT)
 #define OE (BR * HD / NT)
 // Output entry e of an invocation: up to NT columns it keeps column
@@ -27,6 +29,7 @@
 #define T float
 #define EXP exp
 #define LOG log
+#define TANH ew_tanh
 #endif
 layout(local_size_x = NT) in;
 layout(std430, binding = 0) readonly buffer Q { T q[]; };
@@ -38,14 +41,16 @@ layout(std430, binding = 5) writeonly buffer O { T o[]; };
 layout(std430, binding = 6) writeonly buffer PART { T part[]; };
 layout(push_constant) uniform P {
     uint n, hq, hkv, b, s, d, dv, window;
-    float scale;
+    float scale, softcap;
     uint q0, k0, v0, s0, p0, o0, nsplit, po0, pl0;
-    uvec2 scale64; // the scale in double, for f64
+    uvec2 scale64, softcap64; // the scale and the cap in double, for f64
 } p;
 #ifdef KILN_F64
 #define SCALE packDouble2x32(p.scale64)
+#define SOFTCAP packDouble2x32(p.softcap64)
 #else
 #define SCALE p.scale
+#define SOFTCAP p.softcap
 #endif
 
 shared T qs[BR][HD + 1], ks[BC][HD + 1], vs[BC][HD], ps[BR][BC + 1];
@@ -114,10 +119,12 @@ void main() {
                 T x = ks[sc][e];
                 [[unroll]] for (uint m = 0u; m < SE; m++) s[m] += qs[tid / BC + m * (NT / BC)][e] * x;
             }
-            [[unroll]] for (uint m = 0u; m < SE; m++) { // scaled scores, -inf where masked
+            [[unroll]] for (uint m = 0u; m < SE; m++) { // scaled (and capped) scores, -inf where masked
                 uint r = tid / BC + m * (NT / BC), j = j0 + sc;
                 bool vis = sc < nc && sq_s[r] == cur && j >= f_s[r] && j < e_s[r];
-                ps[r][sc] = vis ? s[m] * SCALE : neg_inf();
+                T x = s[m] * SCALE;
+                if (SOFTCAP > 0.0) x = TANH(x / SOFTCAP) * SOFTCAP;
+                ps[r][sc] = vis ? x : neg_inf();
             }
             barrier();
             if (tid < BR) { // the new running max and the rescaling of what came before

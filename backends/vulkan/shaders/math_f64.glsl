@@ -51,8 +51,16 @@ double log_f64(double x) {
     return double(k) * 6.93147180369123816490e-01lf + (double(k) * 1.90821492927058770002e-10lf + 2.0lf * s * a);
 }
 
+// tanh x by e^(-2|x|) (the soft-cap's scores): its absolute error, what
+// a score carries into the softmax, stays near 1e-16.
+double tanh_f64(double x) {
+    double e = exp_f64(-2.0lf * abs(x));
+    return x != x ? x : sign(x) * ((1.0lf - e) / (1.0lf + e));
+}
+
 // What the f64 variants' bodies use in place of float, exp and log.
 #define KILN_F64
 #define T double
 #define EXP exp_f64
 #define LOG log_f64
+#define TANH tanh_f64
