@@ -265,6 +265,11 @@ static void sgemm_blocked(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t
      * OS parks holds up little: rows first (a split of B's panels packs
      * the unit's A again for each) */
     J.kcb = ceil_div(k, ceil_div(k, bl.kc));
+    /* k up to a third past the block depth runs as one block (its A block
+     * fewer rows, below, to stay within A's L2 budget): two blocks of half
+     * depth read and wrote C twice (Zen 5, 1 thread, kc 384: the GPT's
+     * k = 512 products 1.02-1.08x) */
+    if (k <= bl.kc + bl.kc / 3) J.kcb = k;
     J.ncb = ceil_div(ceil_div(n, ceil_div(n, bl.nc)), NR) * NR;
     /* blocks in the budget of B's block, one per thread: the group is
      * shared, and each meeting costs the threads their idle tails (at
@@ -276,7 +281,8 @@ static void sgemm_blocked(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t
      * shrink with k, so that the rows a B panel's tiles write stay close
      * (576 x 32768 x 64, a convolution's data gradient: 1.37x the CPU time
      * of 56-row blocks at 294) */
-    const int64_t mc = J.kcb < bl.kc ? (bl.mc * J.kcb / bl.kc / MR > 1 ? bl.mc * J.kcb / bl.kc / MR * MR : MR) : bl.mc;
+    const int64_t mc_scaled = bl.mc * (J.kcb < bl.kc ? J.kcb : bl.kc) / (J.kcb < bl.kc ? bl.kc : J.kcb) / MR * MR;
+    const int64_t mc = mc_scaled > MR ? mc_scaled : MR;
     /* With threads, a product whose A block of all m rows fits A's L2
      * budget and whose columns give each thread at least 128: one unit of
      * columns a thread, each packing all of A and its own B, nothing
