@@ -51,49 +51,23 @@ static void scale_c(int64_t m, int64_t n, float beta, float *c, int64_t ldc) {
 
 /* ---- packing ---------------------------------------------------------- */
 
-/* op(A)[i0 .. i0+mc, p0 .. p0+kc] into MR-row panels: pa[panel*MR*kc + p*MR + i], zero-padded. */
-static void pack_a(const kiln__sgemm_kernel *K, bool ta, const float *a, int64_t lda, int64_t i0, int64_t mc,
-                   int64_t p0, int64_t kc, float *pa) {
-    int w = K->mr;
-    for (int64_t ir = 0; ir < mc; ir += w) {
-        int mr = (int)min64(w, mc - ir);
-        float *d = pa + ir * kc;
-        if (!ta) {
-            K->pack_t(a + (i0 + ir) * lda + p0, lda, mr, kc, w, d);
-            continue;
-        }
-        const float *s = a + p0 * lda + i0 + ir;
-        for (int64_t p = 0; p < kc; p++, s += lda, d += w) {
-            int i = 0;
-            for (; i < mr; i++) d[i] = s[i];
-            for (; i < w; i++) d[i] = 0;
-        }
-    }
-}
-
 /* Each row's run of B is short and a row (ldb) from the last, a stream
  * the hardware prefetcher starts cold every time: the row this many
  * ahead is fetched while one is copied */
 #define PACK_B_AHEAD 4
 
-/* Rows [q0, q1) of the kc-deep block of op(B) at p0, columns j0 .. j0+nc,
- * into NR-wide panels: pb[panel*NR*kc + p*NR + j], zero-padded. An
- * untransposed B is read row by row, each row spread over the panels:
- * reading it panel by panel (kc rows of NR floats, each a page apart at
- * ldb 1024) took 4.7% of a 1-thread 1024^2 product. */
-static void pack_b_rows(const kiln__sgemm_kernel *K, bool tb, const float *b, int64_t ldb, int64_t p0, int64_t kc,
-                        int64_t q0, int64_t q1, int64_t j0, int64_t nc, float *pb) {
-    int w = K->nr;
-    if (tb) {
-        for (int64_t jr = 0; jr < nc; jr += w)
-            K->pack_t(b + (j0 + jr) * ldb + p0 + q0, ldb, (int)min64(w, nc - jr), q1 - q0, w, pb + jr * kc + q0 * w);
-        return;
-    }
+/* Rows [q0, q1) of a kc-deep block whose row p starts at s0 + p*ld,
+ * columns 0 .. nc, into w-wide panels: d[panel*w*kc + p*w + j],
+ * zero-padded. Read row by row, each row spread over the panels: reading
+ * it panel by panel (kc rows of w floats, each a page apart at ld 1024)
+ * took 4.7% of a 1-thread 1024^2 product as B. A transposed A (a weight
+ * gradient's G^T X) is packed the same way. */
+static void pack_rows(int w, const float *s0, int64_t ld, int64_t kc, int64_t q0, int64_t q1, int64_t nc, float *d0) {
     const int64_t full = nc / w * w;
     for (int64_t p = q0; p < q1; p++) {
-        const float *s = b + (p0 + p) * ldb + j0;
-        const float *ahead = p + PACK_B_AHEAD < q1 ? s + PACK_B_AHEAD * ldb : NULL;
-        float *d = pb + p * w;
+        const float *s = s0 + p * ld;
+        const float *ahead = p + PACK_B_AHEAD < q1 ? s + PACK_B_AHEAD * ld : NULL;
+        float *d = d0 + p * w;
         for (int64_t jr = 0; jr < full; jr += w) {
             if (ahead)
                 for (int l = 0; l < w; l += 16) __builtin_prefetch(ahead + jr + l);
@@ -107,6 +81,31 @@ static void pack_b_rows(const kiln__sgemm_kernel *K, bool tb, const float *b, in
             for (; j < w; j++) e[j] = 0;
         }
     }
+}
+
+/* op(A)[i0 .. i0+mc, p0 .. p0+kc] into MR-row panels: pa[panel*MR*kc + p*MR + i], zero-padded. */
+static void pack_a(const kiln__sgemm_kernel *K, bool ta, const float *a, int64_t lda, int64_t i0, int64_t mc,
+                   int64_t p0, int64_t kc, float *pa) {
+    int w = K->mr;
+    if (ta) {
+        pack_rows(w, a + p0 * lda + i0, lda, kc, 0, kc, mc, pa);
+        return;
+    }
+    for (int64_t ir = 0; ir < mc; ir += w)
+        K->pack_t(a + (i0 + ir) * lda + p0, lda, (int)min64(w, mc - ir), kc, w, pa + ir * kc);
+}
+
+/* Rows [q0, q1) of the kc-deep block of op(B) at p0, columns j0 .. j0+nc,
+ * into NR-wide panels: pb[panel*NR*kc + p*NR + j], zero-padded. */
+static void pack_b_rows(const kiln__sgemm_kernel *K, bool tb, const float *b, int64_t ldb, int64_t p0, int64_t kc,
+                        int64_t q0, int64_t q1, int64_t j0, int64_t nc, float *pb) {
+    int w = K->nr;
+    if (tb) {
+        for (int64_t jr = 0; jr < nc; jr += w)
+            K->pack_t(b + (j0 + jr) * ldb + p0 + q0, ldb, (int)min64(w, nc - jr), q1 - q0, w, pb + jr * kc + q0 * w);
+        return;
+    }
+    pack_rows(w, b + p0 * ldb + j0, ldb, kc, q0, q1, nc, pb);
 }
 
 /* the whole kc-deep block */
@@ -265,6 +264,11 @@ static void sgemm_blocked(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t
      * OS parks holds up little: rows first (a split of B's panels packs
      * the unit's A again for each) */
     J.kcb = ceil_div(k, ceil_div(k, bl.kc));
+    /* k up to a third past the block depth runs as one block (its A block
+     * fewer rows, below, to stay within A's L2 budget): two blocks of half
+     * depth read and wrote C twice (Zen 5, 1 thread, kc 384: the GPT's
+     * k = 512 products 1.02-1.08x) */
+    if (k <= bl.kc + bl.kc / 3) J.kcb = k;
     J.ncb = ceil_div(ceil_div(n, ceil_div(n, bl.nc)), NR) * NR;
     /* blocks in the budget of B's block, one per thread: the group is
      * shared, and each meeting costs the threads their idle tails (at
@@ -276,7 +280,8 @@ static void sgemm_blocked(const kiln__sgemm_kernel *K, bool ta, bool tb, int64_t
      * shrink with k, so that the rows a B panel's tiles write stay close
      * (576 x 32768 x 64, a convolution's data gradient: 1.37x the CPU time
      * of 56-row blocks at 294) */
-    const int64_t mc = J.kcb < bl.kc ? (bl.mc * J.kcb / bl.kc / MR > 1 ? bl.mc * J.kcb / bl.kc / MR * MR : MR) : bl.mc;
+    const int64_t mc_scaled = bl.mc * (J.kcb < bl.kc ? J.kcb : bl.kc) / (J.kcb < bl.kc ? bl.kc : J.kcb) / MR * MR;
+    const int64_t mc = mc_scaled > MR ? mc_scaled : MR;
     /* With threads, a product whose A block of all m rows fits A's L2
      * budget and whose columns give each thread at least 128: one unit of
      * columns a thread, each packing all of A and its own B, nothing

@@ -15,10 +15,47 @@
  * around and kept one on the stack (a store and a load each step): the
  * kernel ran about 6% below this form (Zen 5, packed 168 x 336 x 2048). */
 #define FMA231(c, b, a) __asm__("vfmadd231ps %1, %2, %0" : "+v"(c) : "v"(b), "v"(a))
-#define ROW(i) __m512 c##i##0 = _mm512_setzero_ps(), c##i##1 = _mm512_setzero_ps();
+/* Every vector of the loop in a register of its own: row i's accumulators
+ * in zmm 2i and 2i+1, B's two vectors in zmm28-29, A's broadcast in zmm30.
+ * Left to itself gcc 12 loaded the next step's B before the last row's
+ * FMAs and, one register short, kept an accumulator on the stack (a load
+ * and a store every two steps) and moved another between registers. */
+#define ZREG0(i) ZREG_##i##_0
+#define ZREG1(i) ZREG_##i##_1
+#define ZREG_0_0 "zmm0"
+#define ZREG_0_1 "zmm1"
+#define ZREG_1_0 "zmm2"
+#define ZREG_1_1 "zmm3"
+#define ZREG_2_0 "zmm4"
+#define ZREG_2_1 "zmm5"
+#define ZREG_3_0 "zmm6"
+#define ZREG_3_1 "zmm7"
+#define ZREG_4_0 "zmm8"
+#define ZREG_4_1 "zmm9"
+#define ZREG_5_0 "zmm10"
+#define ZREG_5_1 "zmm11"
+#define ZREG_6_0 "zmm12"
+#define ZREG_6_1 "zmm13"
+#define ZREG_7_0 "zmm14"
+#define ZREG_7_1 "zmm15"
+#define ZREG_8_0 "zmm16"
+#define ZREG_8_1 "zmm17"
+#define ZREG_9_0 "zmm18"
+#define ZREG_9_1 "zmm19"
+#define ZREG_10_0 "zmm20"
+#define ZREG_10_1 "zmm21"
+#define ZREG_11_0 "zmm22"
+#define ZREG_11_1 "zmm23"
+#define ZREG_12_0 "zmm24"
+#define ZREG_12_1 "zmm25"
+#define ZREG_13_0 "zmm26"
+#define ZREG_13_1 "zmm27"
+#define ROW(i)                                                                                                     \
+    register __m512 c##i##0 __asm__(ZREG0(i)) = _mm512_setzero_ps();                                               \
+    register __m512 c##i##1 __asm__(ZREG1(i)) = _mm512_setzero_ps();
 #define FMA(i)                                                                                                     \
     {                                                                                                              \
-        __m512 ai = _mm512_set1_ps(ak[i]);                                                                         \
+        register __m512 ai __asm__("zmm30") = _mm512_set1_ps(ak[i]);                                               \
         FMA231(c##i##0, b0, ai);                                                                                   \
         FMA231(c##i##1, b1, ai);                                                                                   \
     }
@@ -63,7 +100,8 @@
 #define PREFETCH_C_L1(i) PREFETCH_C(i, _MM_HINT_T0)
 #define STEP(ALL, off)                                                                                             \
     {                                                                                                              \
-        __m512 b0 = _mm512_loadu_ps(b + (off) * bs), b1 = _mm512_loadu_ps(b + (off) * bs + 16);                    \
+        register __m512 b0 __asm__("zmm28") = _mm512_loadu_ps(b + (off) * bs);                                     \
+        register __m512 b1 __asm__("zmm29") = _mm512_loadu_ps(b + (off) * bs + 16);                                \
         const float *ak = a + (off) * as;                                                                          \
         ALL(FMA)                                                                                                   \
     }
