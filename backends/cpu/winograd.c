@@ -24,14 +24,19 @@ bool kiln__wino_shape_ok(const kiln_conv_geom *g, int64_t c, int64_t o) {
            g->pw <= 2 && c >= 16 && o >= 16;
 }
 
+/* Whether U (36 C O floats) fits the core's share of the L3. */
+static bool u_cached(int64_t c, int64_t o) {
+    const kiln__cpu_caches *cc = kiln__cpu_caches_get();
+    int64_t l3 = cc->l3_per_core > 0 ? cc->l3_per_core : 4 << 20;
+    return XI * c * o * (int64_t)sizeof(float) <= l3;
+}
+
 bool kiln__wino_fits(const kiln_conv_geom *g, int64_t n, int64_t c, int64_t o) {
     const char *env = getenv("KILN_CONV_WINOGRAD");
     if (env && (!strcmp(env, "0") || !strcmp(env, "force2"))) return false;
     if (!kiln__wino_shape_ok(g, c, o)) return false;
-    const kiln__cpu_caches *cc = kiln__cpu_caches_get();
-    int64_t l3 = cc->l3_per_core > 0 ? cc->l3_per_core : 4 << 20, tiles = n * ((g->oh + 3) / 4) * ((g->ow + 3) / 4);
-    bool u_cached = XI * c * o * (int64_t)sizeof(float) <= l3;
-    return (env && !strcmp(env, "force")) || tiles >= (u_cached ? 64 : 128);
+    int64_t tiles = n * ((g->oh + 3) / 4) * ((g->ow + 3) / 4);
+    return (env && !strcmp(env, "force")) || tiles >= (u_cached(c, o) ? 64 : 128);
 }
 
 /* The distance between the 36 matrices of a block's transforms: the
@@ -126,13 +131,16 @@ kiln_status kiln__wino_conv(bool grad_x, const kiln_conv_geom *cg, int64_t n, in
     int nt = n_threads < 1 ? 1 : n_threads;
     if (nt > nblocks) nt = (int)nblocks;
     j.per_thread = (size_t)(XI * (apart(j.cin * j.tb) + apart(j.cout * j.tb)));
-    /* U packed once where there are more than 2 blocks (with 2, packing
-     * U[xi] in each block's GEMM was no slower at 256 channels 8x8, batch
-     * 32, and keeps a 512-channel U, 38 MB, from being held twice): the
-     * packed kernels, then the plain ones, whose room the blocks' V and M
-     * take once they are packed; else the plain kernels, then V and M */
+    /* U packed once where more than one block multiplies it, but for 2
+     * blocks of a U past the L3 (a 512-channel U, 38 MB, is not held
+     * twice): the packed kernels, then the plain ones, whose room the
+     * blocks' V and M take once they are packed; else the plain kernels,
+     * then V and M. ResNet-18 b32's 256-channel 8x8 layers (2 blocks)
+     * packed U[xi] in each block's GEMMs: 6% of a step's CPU time by
+     * rdtsc (1 thread); packed once, the step took 0.98x the CPU time. */
     size_t u_floats = (size_t)(XI * c * o), blocks_floats = j.per_thread * (size_t)nt;
-    j.pus = nblocks > 2 ? (kiln__sgemm_packed_a_floats(j.cout, j.cin) + LANE - 1) / LANE * LANE : 0;
+    bool u_once = nblocks > 2 || (nblocks == 2 && u_cached(c, o));
+    j.pus = u_once ? (kiln__sgemm_packed_a_floats(j.cout, j.cin) + LANE - 1) / LANE * LANE : 0;
     size_t rest = j.pus ? (u_floats > blocks_floats ? u_floats : blocks_floats) : u_floats + blocks_floats;
     size_t bytes = ((XI * j.pus + rest) * sizeof(float) + 63) & ~(size_t)63;
     bool owned;
