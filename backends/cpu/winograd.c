@@ -92,7 +92,7 @@ static void input_panels(const wino_job *j, int64_t t0, int64_t cnt, float *v, i
 
 /* M[xi] (cout x cnt, tb apart) = U[xi] V[xi] on packed U and V's panels:
  * kiln__sgemm_packed_a's tiles and kc blocks (the same sums) without its
- * packing of B (a copy of V: 1.7% of a ResNet-18 b32 step). */
+ * packing of B (a copy of V: about 2% of a ResNet-18 b32 step). */
 static void gemm_panels(const wino_job *j, const float *pu, const float *v, int64_t cnt, float *m) {
     const kiln__sgemm_kernel *K = kiln__sgemm_kernel_pick();
     const kiln__sgemm_packed_layout L = kiln__sgemm_packed_a_layout(j->cout, j->cin);
@@ -114,15 +114,12 @@ static void blocks(void *arg, int64_t b0, int64_t b1, int tid) {
     float *v = j->scratch + (size_t)tid * j->per_thread, *m = v + XI * vs;
     for (int64_t b = b0; b < b1; b++) {
         int64_t t0 = b * j->tb, cnt = j->g.tiles - t0 < j->tb ? j->g.tiles - t0 : j->tb;
-        if (j->nr) {
-            input_panels(j, t0, cnt, v, vs);
-            for (int xi = 0; xi < XI; xi++) gemm_panels(j, j->pu + xi * j->pus, v + xi * vs, cnt, m + xi * ms);
-            j->x->output(&j->g, m, j->tb, ms, 0, j->cout, t0, cnt);
-            continue;
-        }
-        j->x->input(&j->g, 0, j->cin, t0, cnt, v, j->tb, vs);
+        if (j->nr) input_panels(j, t0, cnt, v, vs);
+        else j->x->input(&j->g, 0, j->cin, t0, cnt, v, j->tb, vs);
         for (int xi = 0; xi < XI; xi++)
-            if (j->pus)
+            if (j->nr)
+                gemm_panels(j, j->pu + xi * j->pus, v + xi * vs, cnt, m + xi * ms);
+            else if (j->pus)
                 kiln__sgemm_packed_a(j->cout, cnt, j->cin, j->pu + xi * j->pus, v + xi * vs, j->tb, m + xi * ms,
                                      j->tb);
             else
@@ -172,7 +169,6 @@ kiln_status kiln__wino_conv(bool grad_x, const kiln_conv_geom *cg, int64_t n, in
     int64_t nblocks = (j.g.tiles + j.tb - 1) / j.tb;
     int nt = n_threads < 1 ? 1 : n_threads;
     if (nt > nblocks) nt = (int)nblocks;
-
     /* U packed once where more than one block multiplies it, but for 2
      * blocks of a U past the L3 (a 512-channel U, 38 MB, is not held
      * twice): the packed kernels, then the plain ones, whose room the
