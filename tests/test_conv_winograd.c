@@ -72,11 +72,14 @@ KT_TEST(conv_winograd_matches_f64) {
 /* Several blocks of tiles (tiny caches: 64 tiles a block) and of gw's
  * channels (64 a chunk), threaded; gw's sums split in parts of the tiles
  * (two chunks of 80 channels in one group, and 32 channels: one chunk)
- * against f64. */
+ * against f64; 2 blocks (72 tiles) of a U within the L3, which the
+ * forward and gx pack once for both; and 144 input channels, 2 of the
+ * GEMM's kc blocks deep, for the forward's GEMMs on V's panels. */
 KT_TEST(conv_winograd_threads_same_bits) {
     const kiln__cpu_caches tiny = {4 << 10, 16 << 10, 64 << 10};
     kiln__cpu_caches_set(&tiny);
-    const wino_case cases[] = {{3, 80, 20, 21, 32, 1}, {3, 32, 20, 21, 24, 1}};
+    const wino_case cases[] = {
+        {3, 80, 20, 21, 32, 1}, {3, 32, 20, 21, 24, 1}, {2, 16, 24, 24, 24, 1}, {5, 144, 20, 21, 16, 1}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         double *one[3], *two[3], *ref[3];
         int64_t num[3];

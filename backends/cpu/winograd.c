@@ -24,14 +24,19 @@ bool kiln__wino_shape_ok(const kiln_conv_geom *g, int64_t c, int64_t o) {
            g->pw <= 2 && c >= 16 && o >= 16;
 }
 
+/* Whether U (36 C O floats) fits the core's share of the L3. */
+static bool u_cached(int64_t c, int64_t o) {
+    const kiln__cpu_caches *cc = kiln__cpu_caches_get();
+    int64_t l3 = cc->l3_per_core > 0 ? cc->l3_per_core : 4 << 20;
+    return XI * c * o * (int64_t)sizeof(float) <= l3;
+}
+
 bool kiln__wino_fits(const kiln_conv_geom *g, int64_t n, int64_t c, int64_t o) {
     const char *env = getenv("KILN_CONV_WINOGRAD");
     if (env && (!strcmp(env, "0") || !strcmp(env, "force2"))) return false;
     if (!kiln__wino_shape_ok(g, c, o)) return false;
-    const kiln__cpu_caches *cc = kiln__cpu_caches_get();
-    int64_t l3 = cc->l3_per_core > 0 ? cc->l3_per_core : 4 << 20, tiles = n * ((g->oh + 3) / 4) * ((g->ow + 3) / 4);
-    bool u_cached = XI * c * o * (int64_t)sizeof(float) <= l3;
-    return (env && !strcmp(env, "force")) || tiles >= (u_cached ? 64 : 128);
+    int64_t tiles = n * ((g->oh + 3) / 4) * ((g->ow + 3) / 4);
+    return (env && !strcmp(env, "force")) || tiles >= (u_cached(c, o) ? 64 : 128);
 }
 
 /* The distance between the 36 matrices of a block's transforms: the
@@ -47,6 +52,7 @@ typedef struct wino_job {
     float *u, *pu, *scratch; /* u: the kernels' transforms, pu: packed for the GEMM */
     int64_t cin, cout, tb;   /* tb tiles per block */
     size_t pus;              /* floats of one packed matrix of pu */
+    int64_t nr;              /* V in the GEMM's panels of nr tiles (0: V plain, packed by the GEMM) */
     size_t per_thread;       /* floats of V and M */
     bool rot;
 } wino_job;
@@ -67,15 +73,53 @@ static void pack_part(void *arg, int64_t xi0, int64_t xi1, int tid) {
         kiln__sgemm_pack_a(j->cout, j->cin, j->u + xi * j->cout * j->cin, j->cin, j->pu + xi * j->pus);
 }
 
+/* V's columns per block: tb, or tb rounded up to whole panels. */
+static int64_t v_cols(const wino_job *j) { return j->nr ? (j->tb + j->nr - 1) / j->nr * j->nr : j->tb; }
+
+/* A block's V[xi] (cin x cnt) as the GEMM packs B: panels of nr tiles,
+ * channel c's nr values at panel + c nr (the input transform writes a
+ * panel's tiles as rows nr apart; columns past the tiles are zeros). */
+static void input_panels(const wino_job *j, int64_t t0, int64_t cnt, float *v, int64_t vs) {
+    for (int64_t p0 = 0; p0 < cnt; p0 += j->nr) {
+        int64_t n = cnt - p0 < j->nr ? cnt - p0 : j->nr, done = (n + LANE - 1) / LANE * LANE;
+        float *panel = v + p0 * j->cin;
+        j->x->input(&j->g, 0, j->cin, t0 + p0, n, panel, j->nr, vs);
+        for (int64_t xi = 0; done < j->nr && xi < XI; xi++)
+            for (int64_t c = 0; c < j->cin; c++)
+                memset(panel + xi * vs + c * j->nr + done, 0, (size_t)(j->nr - done) * sizeof(float));
+    }
+}
+
+/* M[xi] (cout x cnt, tb apart) = U[xi] V[xi] on packed U and V's panels:
+ * kiln__sgemm_packed_a's tiles and kc blocks (the same sums) without its
+ * packing of B (a copy of V: about 2% of a ResNet-18 b32 step). */
+static void gemm_panels(const wino_job *j, const float *pu, const float *v, int64_t cnt, float *m) {
+    const kiln__sgemm_kernel *K = kiln__sgemm_kernel_pick();
+    const kiln__sgemm_packed_layout L = kiln__sgemm_packed_a_layout(j->cout, j->cin);
+    const int64_t mc = kiln__sgemm_blocks_for(K).mc;
+    for (int64_t pc = 0; pc < j->cin; pc += L.kcb) {
+        int64_t kc = j->cin - pc < L.kcb ? j->cin - pc : L.kcb;
+        for (int64_t ic = 0; ic < j->cout; ic += mc)
+            for (int64_t jr = 0; jr < cnt; jr += j->nr)
+                for (int64_t ir = ic; ir < j->cout && ir < ic + mc; ir += L.mr)
+                    kiln__sgemm_run_tile(K, kc, pu + pc * L.mp + ir * kc, L.mr, v + jr * j->cin + pc * j->nr, j->nr,
+                                         m + ir * j->tb + jr, j->tb, (int)(j->cout - ir < L.mr ? j->cout - ir : L.mr),
+                                         (int)(cnt - jr < j->nr ? cnt - jr : j->nr), 1.0f, pc == 0 ? 0.0f : 1.0f);
+    }
+}
+
 static void blocks(void *arg, int64_t b0, int64_t b1, int tid) {
     const wino_job *j = arg;
-    int64_t vs = apart(j->cin * j->tb), ms = apart(j->cout * j->tb);
+    int64_t vs = apart(j->cin * v_cols(j)), ms = apart(j->cout * j->tb);
     float *v = j->scratch + (size_t)tid * j->per_thread, *m = v + XI * vs;
     for (int64_t b = b0; b < b1; b++) {
         int64_t t0 = b * j->tb, cnt = j->g.tiles - t0 < j->tb ? j->g.tiles - t0 : j->tb;
-        j->x->input(&j->g, 0, j->cin, t0, cnt, v, j->tb, vs);
+        if (j->nr) input_panels(j, t0, cnt, v, vs);
+        else j->x->input(&j->g, 0, j->cin, t0, cnt, v, j->tb, vs);
         for (int xi = 0; xi < XI; xi++)
-            if (j->pus)
+            if (j->nr)
+                gemm_panels(j, j->pu + xi * j->pus, v + xi * vs, cnt, m + xi * ms);
+            else if (j->pus)
                 kiln__sgemm_packed_a(j->cout, cnt, j->cin, j->pu + xi * j->pus, v + xi * vs, j->tb, m + xi * ms,
                                      j->tb);
             else
@@ -125,14 +169,20 @@ kiln_status kiln__wino_conv(bool grad_x, const kiln_conv_geom *cg, int64_t n, in
     int64_t nblocks = (j.g.tiles + j.tb - 1) / j.tb;
     int nt = n_threads < 1 ? 1 : n_threads;
     if (nt > nblocks) nt = (int)nblocks;
-    j.per_thread = (size_t)(XI * (apart(j.cin * j.tb) + apart(j.cout * j.tb)));
-    /* U packed once where there are more than 2 blocks (with 2, packing
-     * U[xi] in each block's GEMM was no slower at 256 channels 8x8, batch
-     * 32, and keeps a 512-channel U, 38 MB, from being held twice): the
-     * packed kernels, then the plain ones, whose room the blocks' V and M
-     * take once they are packed; else the plain kernels, then V and M */
+    /* U packed once where more than one block multiplies it, but for 2
+     * blocks of a U past the L3 (a 512-channel U, 38 MB, is not held
+     * twice): the packed kernels, then the plain ones, whose room the
+     * blocks' V and M take once they are packed; else the plain kernels,
+     * then V and M. ResNet-18 b32's 256-channel 8x8 layers (2 blocks)
+     * packed U[xi] in each block's GEMMs: 6% of a step's CPU time by
+     * rdtsc (1 thread); packed once, the step took 0.98x the CPU time. */
+    bool u_once = nblocks > 2 || (nblocks == 2 && u_cached(c, o));
+    j.pus = u_once ? (kiln__sgemm_packed_a_floats(j.cout, j.cin) + LANE - 1) / LANE * LANE : 0;
+    /* with U packed, V in the GEMM's panels where they are whole sets of lanes */
+    int64_t nr = kiln__sgemm_kernel_pick()->nr;
+    j.nr = j.pus && nr % LANE == 0 ? nr : 0;
+    j.per_thread = (size_t)(XI * (apart(j.cin * v_cols(&j)) + apart(j.cout * j.tb)));
     size_t u_floats = (size_t)(XI * c * o), blocks_floats = j.per_thread * (size_t)nt;
-    j.pus = nblocks > 2 ? (kiln__sgemm_packed_a_floats(j.cout, j.cin) + LANE - 1) / LANE * LANE : 0;
     size_t rest = j.pus ? (u_floats > blocks_floats ? u_floats : blocks_floats) : u_floats + blocks_floats;
     size_t bytes = ((XI * j.pus + rest) * sizeof(float) + 63) & ~(size_t)63;
     bool owned;

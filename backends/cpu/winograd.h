@@ -16,7 +16,8 @@
  * Scratch: U (36 Cout Cin floats) packed once for the GEMM's kernel
  * (kiln__sgemm_packed_a; packed again for each block, it was about 5% of
  * a ResNet-18 step's CPU time), U itself until then, and, in its room, per
- * thread V and M of one block of tiles (T from the L2, 64 to 256 tiles):
+ * thread V and M of one block of tiles (T from the L2, 64 to 256 tiles; V
+ * in the kernel's packed panels of B where they are whole sets of lanes):
  * bounded by the block, not the batch (the weight gradient: per thread,
  * the sums of a group of chunks of 64 input channels, at most 8 MiB, and
  * one block's transforms; below 4 groups, the sums of each part of the
