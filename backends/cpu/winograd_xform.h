@@ -415,9 +415,11 @@ static inline void WX(tile_out)(float *p, const wx_lanes *ln, int64_t w, const f
             for (int g = 0; g < 2; g++) {
                 int l0 = h + 4 * g;
                 if (whole >> l0 & 1) {
-                    float *row = p + ln->off[l0] + i * w;
-                    _mm256_storeu_ps(row, _mm256_permute2f128_ps(c[0], c[1], g ? 0x31 : 0x20));
-                    _mm256_storeu_ps(row + 8, _mm256_permute2f128_ps(c[2], c[3], g ? 0x31 : 0x20));
+                    float *row = p + ln->off[l0] + i * w; /* (immediates written out: ASan builds keep g a variable) */
+                    _mm256_storeu_ps(row, g ? _mm256_permute2f128_ps(c[0], c[1], 0x31)
+                                            : _mm256_permute2f128_ps(c[0], c[1], 0x20));
+                    _mm256_storeu_ps(row + 8, g ? _mm256_permute2f128_ps(c[2], c[3], 0x31)
+                                                : _mm256_permute2f128_ps(c[2], c[3], 0x20));
                     continue;
                 }
                 for (int j = 0; j < 4; j++) {
