@@ -48,7 +48,8 @@ for k in "${kilns[@]}"; do [ -x "$k" ] || { echo "vs_torch.sh: no kiln_bench at 
 /usr/bin/python3 -c 'import torch' 2>/dev/null || { echo "vs_torch.sh: /usr/bin/python3 cannot import torch" >&2; exit 2; }
 
 rows=$(mktemp "${TMPDIR:-/tmp}/vs_torch.XXXXXX")
-trap 'rm -f "$rows"' EXIT INT TERM
+trap 'rm -f "$rows"' EXIT
+trap 'exit 130' INT TERM
 
 # one run: "who line threads step_s cpu_s rss_mib load"
 run() {
