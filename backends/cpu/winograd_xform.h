@@ -386,8 +386,9 @@ static inline void WX(tile_out)(float *p, const wx_lanes *ln, int64_t w, const f
  * | lane j + 4's; a whole group's row is two 256-bit stores, a lane inside
  * on the whole row one 128-bit store, and only a lane cut by the image's
  * edge a masked one (vmaskmovps stores are slow on AMD). Through memory
- * with scalar stores (the baseline's at6 and scatter) it was twice
- * AVX-512's time on Zen 5 at KILN_SIMD=avx2. */
+ * with scalar stores (the baseline's at6 and scatter) it took 323 ns per
+ * 16 tiles and channel of 32x32 planes on Zen 5, in registers 148
+ * (AVX-512: 98). */
 static inline void WX(tile_out)(float *p, const wx_lanes *ln, int64_t w, const float *src, int64_t xs) {
     const __m128i bit = _mm_setr_epi32(1, 2, 4, 8);
     const unsigned whole = WX(whole_groups)(ln);
