@@ -243,8 +243,8 @@ static void xforms2(const xf_case *t, const kiln_wino2_xform *const xf[2], const
 /* The F(4x4) and F(2x2) transforms of each SIMD level the CPU has
  * (winograd_xform.h, winograd2_xform.h) against the baseline's bit for
  * bit, called one at a time: tiles from mid-block to a short last set of
- * lanes, images whose tiles stop at the edges, padding 0 to 2, the
- * forward's planes and grad x's. */
+ * lanes, images whose tiles stop at the edges or fill them, padding 0 to
+ * 2, the forward's planes and grad x's. */
 KT_TEST(conv_winograd_xforms_same_bits) {
     const kiln_wino_xform *lv4[2] = {NULL, NULL};
     const kiln_wino2_xform *lv2[2] = {NULL, NULL};
@@ -256,7 +256,8 @@ KT_TEST(conv_winograd_xforms_same_bits) {
 #endif
     if (!lv4[0] && !lv4[1]) kt_skip("no SIMD level above the baseline");
     /* n, c, h, w, pad, grad_x */
-    const int64_t cases[][6] = {{3, 5, 13, 11, 1, 0}, {2, 3, 9, 18, 0, 0}, {1, 4, 7, 21, 2, 0}, {2, 3, 10, 9, 1, 1}};
+    const int64_t cases[][6] = {{3, 5, 13, 11, 1, 0}, {2, 3, 9, 18, 0, 0}, {1, 4, 7, 21, 2, 0}, {2, 3, 10, 9, 1, 1},
+                                {1, 2, 18, 18, 0, 0}}; /* the last: every group of 4 lanes whole, in both halves of 8 */
     for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++)
         for (int tile = 2; tile <= 4; tile += 2) {
             const int64_t *k = cases[ci];

@@ -31,7 +31,13 @@
             _mm256_storeu_ps(ci + 8, _mm256_fmadd_ps(vb, _mm256_loadu_ps(ci + 8), _mm256_mul_ps(va, c##i##1)));    \
         }                                                                                                          \
     }
-#define ALL(X) X(0) X(1) X(2) X(3) X(4) X(5)
+/* the first n rows of the tile */
+#define L1(X) X(0)
+#define L2(X) X(0) X(1)
+#define L3(X) X(0) X(1) X(2)
+#define L4(X) X(0) X(1) X(2) X(3)
+#define L5(X) X(0) X(1) X(2) X(3) X(4)
+#define L6(X) X(0) X(1) X(2) X(3) X(4) X(5)
 /* As the AVX-512 kernel: C's rows to L2 when the tile starts and to L1
  * for its last C_AHEAD steps, B's lines to L1 again B_AHEAD steps ahead,
  * A's from L2 ahead of use (with the pinned FMAs, Zen 5 at KILN_SIMD=avx2,
@@ -42,34 +48,54 @@
 #define PREFETCH_C(i, hint) _mm_prefetch((const char *)(c + (i) * ldc), hint), _mm_prefetch((const char *)(c + (i) * ldc + 15), hint);
 #define PREFETCH_C_L2(i) PREFETCH_C(i, _MM_HINT_T1)
 #define PREFETCH_C_L1(i) PREFETCH_C(i, _MM_HINT_T0)
-#define STEP(off)                                                                                                  \
+#define STEP(ALL, off)                                                                                             \
     {                                                                                                              \
         __m256 b0 = _mm256_loadu_ps(b + (off) * bs), b1 = _mm256_loadu_ps(b + (off) * bs + 8);                     \
         const float *ak = a + (off) * as;                                                                          \
         ALL(FMA)                                                                                                   \
     }
-#define STEPS(end)                                                                                                 \
+#define STEPS(ALL, end)                                                                                            \
     for (; p + 2 <= (end); p += 2) {                                                                               \
         _mm_prefetch((const char *)(a + 16 * as), _MM_HINT_T0);                                                    \
         _mm_prefetch((const char *)(b + B_AHEAD * bs), _MM_HINT_T0);                                               \
         _mm_prefetch((const char *)(b + (B_AHEAD + 1) * bs), _MM_HINT_T0);                                         \
-        STEP(0)                                                                                                    \
-        STEP(1)                                                                                                    \
+        STEP(ALL, 0)                                                                                               \
+        STEP(ALL, 1)                                                                                               \
         a += 2 * as;                                                                                               \
         b += 2 * bs;                                                                                               \
     }
 
-static void ukr(int64_t kc, const float *a, int64_t as, const float *b, int64_t bs, float *c, int64_t ldc, float alpha,
-                float beta) {
-    ALL(ROW)
-    ALL(PREFETCH_C_L2)
-    int64_t p = 0;
-    STEPS(kc - C_AHEAD)
-    ALL(PREFETCH_C_L1)
-    STEPS(kc)
-    if (p < kc) STEP(0)
-    __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
-    ALL(STORE)
+/* The kernel for the first `rows` rows of the tile (A panels keep their MR stride). */
+#define UKR(name, ALL)                                                                                             \
+    static void name(int64_t kc, const float *a, int64_t as, const float *b, int64_t bs, float *c, int64_t ldc,    \
+                     float alpha, float beta) {                                                                    \
+        ALL(ROW)                                                                                                   \
+        ALL(PREFETCH_C_L2)                                                                                         \
+        int64_t p = 0;                                                                                             \
+        STEPS(ALL, kc - C_AHEAD)                                                                                   \
+        ALL(PREFETCH_C_L1)                                                                                         \
+        STEPS(ALL, kc)                                                                                             \
+        if (p < kc) {                                                                                              \
+            STEP(ALL, 0)                                                                                           \
+        }                                                                                                          \
+        __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);                                              \
+        ALL(STORE)                                                                                                 \
+    }
+
+UKR(ukr, L6)
+UKR(ukr1, L1)
+UKR(ukr2, L2)
+UKR(ukr3, L3)
+UKR(ukr4, L4)
+UKR(ukr5, L5)
+
+/* Edge tiles of fewer rows compute only those rows, in place (the full
+ * kernel into a scratch tile and a copy out wasted 2 of the last tile's
+ * 6 rows at m = 64, the first layers' channels in the ResNets). */
+static void ukr_rows(int rows, int64_t kc, const float *a, int64_t as, const float *b, int64_t bs, float *c,
+                     int64_t ldc, float alpha, float beta) {
+    static const kiln__sgemm_ukr by_rows[MR + 1] = {NULL, ukr1, ukr2, ukr3, ukr4, ukr5, ukr};
+    by_rows[rows](kc, a, as, b, bs, c, ldc, alpha, beta);
 }
 
 /* 8 x 8 blocks transposed in registers (the packing of an untransposed
@@ -121,6 +147,6 @@ void kiln__sgemm_pack_t_avx2(const float *src, int64_t ld, int rows, int64_t kc,
 }
 
 const kiln__sgemm_kernel kiln__sgemm_kernel_avx2 = {
-    "avx2", MR, NR, ukr, kiln__sgemv_axpy_avx2, kiln__sgemv_dot_avx2, kiln__sgemm_pack_t_avx2, NULL,
+    "avx2", MR, NR, ukr, kiln__sgemv_axpy_avx2, kiln__sgemv_dot_avx2, kiln__sgemm_pack_t_avx2, ukr_rows,
 };
 #endif
