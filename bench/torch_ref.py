@@ -6,8 +6,9 @@ bench/qlora.c's step).
 
 Trains the same models as bench/train.c (train) and bench/train_sizes.c
 (sizes: ResNet-18 and GPT-2 at real sizes), with the same shapes,
-optimizers and thread counts (torch.set_num_threads), on random data, and
-prints one machine-readable line per figure, read by kiln_bench --torch FILE:
+optimizers and thread counts (torch.set_num_threads, and OpenBLAS's own:
+set_threads), on random data, and prints one machine-readable line per
+figure, read by kiln_bench --torch FILE:
 
     ref train_<model>_<N>t <value>     steps/s (mlp, cnn, sizes) or tokens/s (gpt)
     ref rss_<model>_<N>t <value>       peak RSS in MiB (sizes)
@@ -28,6 +29,7 @@ a note and exits 0. Attention is written out (q k^T, causal mask, softmax,
 @ v): torch 1.13 has no fused scaled_dot_product_attention; on the GPU,
 torch 2's is used where it exists (what a PyTorch user runs there).
 """
+import ctypes
 import math
 import os
 import statistics
@@ -42,6 +44,19 @@ try:
 except ImportError as e:  # the bench prints kiln's figures alone
     print(f"note PyTorch is not importable ({e}): no PyTorch ratios")
     sys.exit(0)
+
+def set_threads(nt):
+    """torch.set_num_threads, and the same for the BLAS behind torch's
+    products: Debian's torch calls the system's OpenBLAS, whose own thread
+    pool torch.set_num_threads does not reach (at "1 thread" its products
+    ran on every core)."""
+    torch.set_num_threads(nt)
+    for lib in sorted({line.split()[-1] for line in open("/proc/self/maps") if "blas" in line.rsplit("/", 1)[-1]}):
+        try:
+            ctypes.CDLL(lib).openblas_set_num_threads(nt)
+        except (OSError, AttributeError):  # not OpenBLAS
+            pass
+
 
 V, T, L, D, H, B_GPT = 256, 128, 4, 256, 4, 16
 SIZE_STEPS = 3
@@ -282,7 +297,7 @@ def measure(step, budget_s, min_reps=3, max_reps=200):
 
 def size_line(name, nt):
     """The child: one sizes line; prints its median seconds a step."""
-    torch.set_num_threads(nt)
+    set_threads(nt)
     step = setup(name)
     times = []
     for _ in range(SIZE_STEPS + 1):
@@ -358,14 +373,14 @@ def main():
         for name, per_step, budget in (("mlp", 1, 2.0), ("cnn", 1, 3.0), ("gpt", B_GPT * T, 6.0)):
             step = setup(name)
             for nt in threads:
-                torch.set_num_threads(nt)
+                set_threads(nt)
                 print(f"ref train_{name}_{nt}t {per_step / measure(step, budget * scale):.6g}", flush=True)
     if only in (None, "sizes"):
         sizes(threads)
     if only in (None, "gpu"):
         gpu(scale)
     if only in (None, "qlora"):
-        torch.set_num_threads(threads[-1])
+        set_threads(threads[-1])
         step = setup_qlora(layers)
         print(f"ref qlora_{layers}l_{threads[-1]}t {512 / measure(step, 20.0 * scale, 2, 10):.6g}", flush=True)
         cpu = time.process_time()

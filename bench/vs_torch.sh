@@ -13,11 +13,6 @@
 #   --kiln    a kiln_bench to time (default build/bench/kiln_bench); given
 #             twice, both alternate (an old build against a new one)
 #
-# PyTorch runs with OPENBLAS_NUM_THREADS set to the line's thread count:
-# torch.set_num_threads does not reach Debian's pthread OpenBLAS, which
-# otherwise multiplies on every core in a "1-thread" line (bench/torch_ref.py
-# as `make bench` runs it does not set it).
-#
 # Each pair runs every kiln_bench then PyTorch (bench/torch_ref.py
 # --size-line) on one line and thread count; a run prints one row: seconds a
 # step (the median of 3 after a warm-up, as each program times it), the CPU
@@ -79,7 +74,7 @@ for ((p = 0; p < pairs; p++)); do
                 run "$k" "$line" "$nt" "${kiln_env[@]}"
             done
             cmd=(/usr/bin/python3 bench/torch_ref.py)
-            run torch "$line" "$nt" OPENBLAS_NUM_THREADS="$nt" "${torch_env[@]}"
+            run torch "$line" "$nt" "${torch_env[@]}"
         done
     done
 done
