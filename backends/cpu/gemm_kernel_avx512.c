@@ -119,22 +119,9 @@
         b += 2 * bs;                                                                                               \
     }
 
-/* The kernel for the first `rows` rows of the tile (A panels keep their MR stride). */
-#define UKR(name, ALL)                                                                                             \
-    static void name(int64_t kc, const float *a, int64_t as, const float *b, int64_t bs, float *c, int64_t ldc,    \
-                     float alpha, float beta) {                                                                    \
-        ALL(ROW)                                                                                                   \
-        ALL(PREFETCH_C_L2)                                                                                         \
-        int64_t p = 0;                                                                                             \
-        STEPS(ALL, kc - C_AHEAD)                                                                                   \
-        ALL(PREFETCH_C_L1)                                                                                         \
-        STEPS(ALL, kc)                                                                                             \
-        if (p < kc) {                                                                                              \
-            STEP(ALL, 0)                                                                                           \
-        }                                                                                                          \
-        __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);                                              \
-        ALL(STORE)                                                                                                 \
-    }
+#define UKR_VEC __m512
+#define UKR_SET1 _mm512_set1_ps
+#include "gemm_ukr.h"
 
 UKR(ukr, L14)
 UKR(ukr1, L1)
