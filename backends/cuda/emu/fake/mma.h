@@ -55,17 +55,17 @@ inline float __float_to_tf32(float v) {
 }
 
 namespace emu {
-template <typename T> struct storage { typedef T type; };
-template <> struct storage<precision::tf32> { typedef float type; };
+template <typename T> struct storage { typedef T stored_type; };
+template <> struct storage<precision::tf32> { typedef float stored_type; };
 
-static inline float value(float v) { return v; }
-static inline float value(__half v) { return __half2float(v); }
-static inline float value(__nv_bfloat16 v) { return __bfloat162float(v); }
+static inline float as_float(float v) { return v; }
+static inline float as_float(__half v) { return __half2float(v); }
+static inline float as_float(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 // what a tensor core reads of an element of type T held as S
-template <typename T, typename S> static inline float input(S v) {
-    if (!std::is_same<T, precision::tf32>::value) return value(v);
-    float f = value(v);
+template <typename T, typename S> static inline float core_input(S v) {
+    if (!std::is_same<T, precision::tf32>::value) return as_float(v);
+    float f = as_float(v);
     uint32_t u;
     memcpy(&u, &f, 4);
     u &= ~0x1fffu;
@@ -84,7 +84,7 @@ template <int M, int N, int K> struct dims<accumulator, M, N, K> {
     static const int rows = M, cols = N;
 };
 
-static inline void check(const void *p, unsigned ldm, size_t esize, const char *what) {
+static inline void check_operand(const void *p, unsigned ldm, size_t esize, const char *what) {
     if ((uintptr_t)p % 32 || ldm * esize % 16) {
         fprintf(stderr, "fake mma.h: %s: pointer %p or ldm %u (elements of %zu bytes) breaks wmma's alignment\n", what, p,
                 ldm, esize);
@@ -101,7 +101,7 @@ template <typename Use, int M, int N, int K, typename T, typename Layout = void>
 
   public:
     typedef T element_type;
-    typedef typename emu::storage<T>::type storage_element_type;
+    typedef typename emu::storage<T>::stored_type storage_element_type;
     static const int rows = emu::dims<Use, M, N, K>::rows, cols = emu::dims<Use, M, N, K>::cols;
     static const bool whole = !std::is_same<Use, accumulator>::value; // every lane holds the whole tile
     enum { num_elements = whole ? rows * cols : rows * cols / 32 };
@@ -111,7 +111,7 @@ template <typename Use, int M, int N, int K, typename T, typename Layout = void>
 };
 
 template <typename Use, int M, int N, int K, typename T, typename L>
-void fill_fragment(fragment<Use, M, N, K, T, L> &f, const typename emu::storage<T>::type &v) {
+void fill_fragment(fragment<Use, M, N, K, T, L> &f, const typename emu::storage<T>::stored_type &v) {
     for (int i = 0; i < f.num_elements; i++) f.x[i] = v;
 }
 
@@ -119,7 +119,7 @@ void fill_fragment(fragment<Use, M, N, K, T, L> &f, const typename emu::storage<
 template <typename Use, int M, int N, int K, typename T, typename L, typename S>
 void load_matrix_sync(fragment<Use, M, N, K, T, L> &f, const S *p, unsigned ldm) {
     static_assert(!std::is_same<L, void>::value, "a matrix_a or matrix_b fragment names its layout");
-    emu::check(p, ldm, sizeof(S), "load_matrix_sync");
+    emu::check_operand(p, ldm, sizeof(S), "load_matrix_sync");
     typedef fragment<Use, M, N, K, T, L> F;
     for (int i = 0; i < F::num_elements; i++) {
         int r = F::index(i) / F::cols, c = F::index(i) % F::cols;
@@ -129,7 +129,7 @@ void load_matrix_sync(fragment<Use, M, N, K, T, L> &f, const S *p, unsigned ldm)
 
 template <int M, int N, int K, typename T>
 void load_matrix_sync(fragment<accumulator, M, N, K, T> &f, const T *p, unsigned ldm, layout_t layout) {
-    emu::check(p, ldm, sizeof(T), "load_matrix_sync");
+    emu::check_operand(p, ldm, sizeof(T), "load_matrix_sync");
     typedef fragment<accumulator, M, N, K, T> F;
     for (int i = 0; i < F::num_elements; i++) {
         int r = F::index(i) / N, c = F::index(i) % N;
@@ -139,7 +139,7 @@ void load_matrix_sync(fragment<accumulator, M, N, K, T> &f, const T *p, unsigned
 
 template <int M, int N, int K, typename T>
 void store_matrix_sync(T *p, const fragment<accumulator, M, N, K, T> &f, unsigned ldm, layout_t layout) {
-    emu::check(p, ldm, sizeof(T), "store_matrix_sync");
+    emu::check_operand(p, ldm, sizeof(T), "store_matrix_sync");
     typedef fragment<accumulator, M, N, K, T> F;
     for (int i = 0; i < F::num_elements; i++) {
         int r = F::index(i) / N, c = F::index(i) % N;
@@ -154,8 +154,8 @@ void mma_sync(fragment<accumulator, M, N, K, TC> &d, const fragment<matrix_a, M,
               const fragment<matrix_b, M, N, K, T, LB> &b, const fragment<accumulator, M, N, K, TC> &c) {
     static_assert(std::is_same<TC, float>::value, "the fake mma.h accumulates in float");
     float av[M * K], bv[K * N];
-    for (int i = 0; i < M * K; i++) av[i] = emu::input<T>(a.x[i]);
-    for (int i = 0; i < K * N; i++) bv[i] = emu::input<T>(b.x[i]);
+    for (int i = 0; i < M * K; i++) av[i] = emu::core_input<T>(a.x[i]);
+    for (int i = 0; i < K * N; i++) bv[i] = emu::core_input<T>(b.x[i]);
     typedef fragment<accumulator, M, N, K, TC> F;
     for (int i = 0; i < F::num_elements; i++) {
         int r = F::index(i) / N, col = F::index(i) % N;
