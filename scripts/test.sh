@@ -45,7 +45,7 @@
 # With SANITIZE set (`make test SANITIZE=address,undefined`) only the
 # sanitize stage runs, with those sanitizers.
 # The whole run takes 9 to 15 minutes on a 2-core machine (on the shared
-# 2-core AMD VM at load 1-2: 571 s with every build there to update, 880 s
+# 2-core AMD VM at load 1-2: 571 s with every build there to update, 868 s
 # from a fresh clone); it says so first, and each
 # stage shows its progress while it runs (its full output is kept in
 # BUILD_DIR/test-STAGE.log).
