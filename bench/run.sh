@@ -49,7 +49,8 @@ for a in "$@"; do
 done
 
 ref=$(mktemp "${TMPDIR:-/tmp}/kiln-torch-ref.XXXXXX")
-trap 'rm -f "$ref"' EXIT INT TERM
+trap 'rm -f "$ref"' EXIT
+trap 'exit 130' INT TERM # an interrupt ends the bench (EXIT then removes $ref), not just the running step
 if [ "$need_torch" = 1 ]; then
     if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then
         echo "bench: measuring PyTorch's figures (bench/torch_ref.py)..." >&2
