@@ -48,6 +48,14 @@ size_t kiln__sgemm_packed_a_floats(int64_t m, int64_t k);
 void kiln__sgemm_pack_a(int64_t m, int64_t k, const float *a, int64_t lda, float *pa);
 void kiln__sgemm_packed_a(int64_t m, int64_t n, int64_t k, const float *pa, const float *b, int64_t ldb, float *c,
                           int64_t ldc);
+/* One depth block of that product over B already packed: C[m, n] = (at
+ * pc 0) or += (after) A's block pc (kc deep) times B's, whose panel of
+ * columns jr.. (a multiple of the kernel's nr) starts at pb + jr * pbs,
+ * element (p, j) at (p - pc) * nr + j - jr; the tiles in the blocked
+ * driver's order. kiln__sgemm_packed_a runs it on each block of B it
+ * packs (pbs = kc), Winograd on its V written in panels (pbs = C). */
+void kiln__sgemm_packed_a_block(int64_t m, int64_t n, int64_t pc, int64_t kc, const float *pa, const float *pb,
+                                int64_t pbs, float *c, int64_t ldc);
 
 /* C (dtype c_dt: f32, bf16 or f16) = op(A) op(B) with A and B of dtype
  * in_dt (bf16, f16, or f32 to be rounded to bf16), accumulated in f32.

@@ -66,14 +66,20 @@ void kiln__sgemm_packed_a(int64_t m, int64_t n, int64_t k, const float *pa, cons
         int64_t nc = min64(ncb, n - jc);
         for (int64_t pc = 0; pc < k; pc += kcb) {
             int64_t kc = min64(kcb, k - pc);
-            float beta = pc == 0 ? 0.0f : 1.0f;
             kiln__sgemm_pack_b(K, false, b, ldb, pc, kc, jc, nc, pb);
-            for (int64_t ic = 0; ic < m; ic += bl.mc)
-                for (int64_t jr = 0; jr < nc; jr += NR)
-                    for (int64_t ir = ic; ir < min64(ic + bl.mc, m); ir += MR)
-                        kiln__sgemm_run_tile(K, kc, pa + pc * mp + ir * kc, MR, pb + jr * kc, NR,
-                                             c + ir * ldc + jc + jr, ldc, (int)min64(MR, m - ir),
-                                             (int)min64(NR, nc - jr), 1.0f, beta);
+            kiln__sgemm_packed_a_block(m, nc, pc, kc, pa, pb, kc, c + jc, ldc);
         }
     }
+}
+
+void kiln__sgemm_packed_a_block(int64_t m, int64_t n, int64_t pc, int64_t kc, const float *pa, const float *pb,
+                                int64_t pbs, float *c, int64_t ldc) {
+    const kiln__sgemm_kernel *K = kiln__sgemm_kernel_pick();
+    const int64_t mc = kiln__sgemm_blocks_for(K).mc, mp = ceil_div(m, K->mr) * K->mr;
+    for (int64_t ic = 0; ic < m; ic += mc)
+        for (int64_t jr = 0; jr < n; jr += K->nr)
+            for (int64_t ir = ic; ir < min64(ic + mc, m); ir += K->mr)
+                kiln__sgemm_run_tile(K, kc, pa + pc * mp + ir * kc, K->mr, pb + jr * pbs, K->nr, c + ir * ldc + jr,
+                                     ldc, (int)min64(K->mr, m - ir), (int)min64(K->nr, n - jr), 1.0f,
+                                     pc == 0 ? 0.0f : 1.0f);
 }

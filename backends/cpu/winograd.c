@@ -94,18 +94,10 @@ static void input_panels(const wino_job *j, int64_t t0, int64_t cnt, float *v, i
  * kiln__sgemm_packed_a's tiles and kc blocks (the same sums) without its
  * packing of B (a copy of V: about 2% of a ResNet-18 b32 step). */
 static void gemm_panels(const wino_job *j, const float *pu, const float *v, int64_t cnt, float *m) {
-    const kiln__sgemm_kernel *K = kiln__sgemm_kernel_pick();
-    const kiln__sgemm_packed_layout L = kiln__sgemm_packed_a_layout(j->cout, j->cin);
-    const int64_t mc = kiln__sgemm_blocks_for(K).mc;
-    for (int64_t pc = 0; pc < j->cin; pc += L.kcb) {
-        int64_t kc = j->cin - pc < L.kcb ? j->cin - pc : L.kcb;
-        for (int64_t ic = 0; ic < j->cout; ic += mc)
-            for (int64_t jr = 0; jr < cnt; jr += j->nr)
-                for (int64_t ir = ic; ir < j->cout && ir < ic + mc; ir += L.mr)
-                    kiln__sgemm_run_tile(K, kc, pu + pc * L.mp + ir * kc, L.mr, v + jr * j->cin + pc * j->nr, j->nr,
-                                         m + ir * j->tb + jr, j->tb, (int)(j->cout - ir < L.mr ? j->cout - ir : L.mr),
-                                         (int)(cnt - jr < j->nr ? cnt - jr : j->nr), 1.0f, pc == 0 ? 0.0f : 1.0f);
-    }
+    const int64_t kcb = kiln__sgemm_packed_a_layout(j->cout, j->cin).kcb;
+    for (int64_t pc = 0; pc < j->cin; pc += kcb)
+        kiln__sgemm_packed_a_block(j->cout, cnt, pc, j->cin - pc < kcb ? j->cin - pc : kcb, pu, v + pc * j->nr, j->cin,
+                                   m, j->tb);
 }
 
 static void blocks(void *arg, int64_t b0, int64_t b1, int tid) {
